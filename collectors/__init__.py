@@ -1,0 +1,1 @@
+"""Collectors: one module per measurement source; see base.py for the interface."""

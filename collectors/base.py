@@ -1,0 +1,157 @@
+"""The collector interface: every measurement source is one small plug-in.
+
+A collector declares which pass it runs in, probes its capability up front (really calling the
+API it needs) and either measures or says `unavailable: <reason>; fix: <command>`.
+No collector imports another; the session and the worker only know the registry.
+
+Life cycle inside the pass's child process (hwprof.worker), in this order:
+
+    open(ctx)        before torch is imported: perf fds with inherit=1 must exist before
+                     torch creates its thread pool
+    prepare(ctx)     model built, layer table and a sample input ready, before warm-up
+    on_marker(m)     every stage/layer/iteration marker, if `subscribes` is true
+    start(ctx)       after warm-up, before the measured iterations
+    after_iteration(ctx, i)   after each measured iteration
+    stop(ctx)        after the measured iterations
+    close(ctx)       always called (also after an error or Ctrl-C): write artifacts, return result
+
+Out-of-process collectors instead implement `wrap_command` (run the worker under a tool, e.g.
+Scalene) or `attach` (attach a tool to the worker's pid, e.g. py-spy); both run in the parent.
+
+Modules must not import torch at import time: the registry imports them all in the parent, and
+in the child `open` must run before torch is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    from hwprof.config import RunConfig
+    from hwprof.workload.markers import Marker, MarkerBus
+    from hwprof.workload.pipeline import Pipeline
+
+Status = Literal["ok", "unavailable", "failed", "partial", "skipped"]
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Whether this host can run a collector, and if not, why and how to fix it."""
+
+    available: bool
+    reason: str = ""
+    fix: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def ok(cls, **details: Any) -> Capability:
+        return cls(True, details=details)
+
+    @classmethod
+    def unavailable(cls, reason: str, fix: str = "", **details: Any) -> Capability:
+        return cls(False, reason, fix, details)
+
+    def sentence(self) -> str:
+        if self.available:
+            return "available"
+        return f"unavailable: {self.reason}" + (f"; fix: {self.fix}" if self.fix else "")
+
+
+@dataclass
+class CollectorResult:
+    """What a collector reports about itself; `summary` lands in run.json under its name."""
+
+    status: Status
+    reason: str = ""
+    fix: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+    artifacts: list[str] = field(default_factory=list)
+    """Paths relative to the run directory."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PassContext:
+    """What the worker hands to the collectors of one pass."""
+
+    config: RunConfig
+    run_dir: Path
+    pass_name: str
+    bus: MarkerBus
+    pipeline: Pipeline | None = None
+    """Set before prepare(): model, layer table, sample batch, forward()."""
+
+    @property
+    def out_dir(self) -> Path:
+        """This pass's folder in the run directory (created by the worker)."""
+        return self.run_dir / "passes" / self.pass_name
+
+    def relpath(self, path: Path) -> str:
+        return str(path.relative_to(self.run_dir))
+
+
+class Collector:
+    """Base class: override what the collector needs; every hook defaults to doing nothing."""
+
+    name: ClassVar[str]
+    title: ClassVar[str] = ""
+    pass_name: ClassVar[str]
+    subscribes: ClassVar[bool] = False
+    """Receive markers through on_marker()."""
+    order: ClassVar[int] = 50
+    """Subscription order: lower subscribes first and so brackets the others (see markers.py)."""
+    needs_layer_markers: ClassVar[bool] = False
+    default_enabled: ClassVar[bool] = True
+    """False for collectors that only run when asked for (e.g. the PAPI backend)."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+
+    @classmethod
+    def probe(cls, config: RunConfig) -> Capability:
+        return Capability.ok()
+
+    @classmethod
+    def wanted(cls, config: RunConfig) -> bool:
+        """Whether this run asks for the collector (before any probing)."""
+        if config.only:
+            return cls.name in config.only
+        return cls.default_enabled and cls.name not in config.skip
+
+    def open(self, ctx: PassContext) -> None:
+        pass
+
+    def prepare(self, ctx: PassContext) -> None:
+        pass
+
+    def on_marker(self, marker: Marker) -> None:
+        pass
+
+    def start(self, ctx: PassContext) -> None:
+        pass
+
+    def after_iteration(self, ctx: PassContext, iteration: int) -> None:
+        pass
+
+    def stop(self, ctx: PassContext) -> None:
+        pass
+
+    def close(self, ctx: PassContext) -> CollectorResult:
+        return CollectorResult("ok")
+
+    def wrap_command(self, command: list[str], ctx: PassContext) -> list[str]:
+        return command
+
+    def attach(self, pid: int, ctx: PassContext) -> AttachedTool | None:
+        return None
+
+
+class AttachedTool:
+    """An external tool attached to the worker from the parent (e.g. py-spy)."""
+
+    def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
+        raise NotImplementedError

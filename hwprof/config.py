@@ -1,0 +1,82 @@
+"""RunConfig: everything a collection needs to know, passed unchanged from the CLI to every pass."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+PASS_ORDER: tuple[str, ...] = ("timing", "layers", "trace", "scalene")
+"""Passes run in this order, each in its own child process (see session.py)."""
+
+
+def default_threads() -> int:
+    """CPUs this process may run on (affinity), which is what torch's intra-op pool should use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class RunConfig:
+    model: str = "yolov7"
+    weights: str | None = None
+    images: str | None = None
+    imgsz: int = 640
+    batch: int = 1
+    threads: int = field(default_factory=default_threads)
+    warmup: int = 3
+    iters: int = 20
+    depth: int = 1
+    conf: float = 0.25
+    iou: float = 0.45
+    seed: int = 0
+    only: list[str] = field(default_factory=list)
+    skip: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    counters: str = "perf"
+    interval_ms: float = 10.0
+    pyspy_rate: int = 200
+    pyspy_nonblocking: bool = False
+    scalene_memory: bool = False
+    profiler_stack: bool = False
+    pass_timeout_s: float = 900.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Raise ValueError with a one-line message for values no pass could run with."""
+        if self.imgsz < 32 or self.imgsz % 32:
+            raise ValueError(f"--imgsz must be a positive multiple of 32 (got {self.imgsz})")
+        for name in ("batch", "threads", "iters", "depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be at least 1 (got {getattr(self, name)})")
+        if self.warmup < 0:
+            raise ValueError(f"--warmup must be 0 or more (got {self.warmup})")
+        if self.depth > 2:
+            raise ValueError(f"--depth is 1 (top-level layers) or 2 (one level deeper), got {self.depth}")
+        if not 0.0 <= self.conf <= 1.0 or not 0.0 <= self.iou <= 1.0:
+            raise ValueError("--conf and --iou must lie in [0, 1]")
+        if self.counters not in ("perf", "papi"):
+            raise ValueError(f"--counters is 'perf' or 'papi' (got {self.counters!r})")
+        if self.interval_ms <= 0:
+            raise ValueError("--interval-ms must be positive")
+        if self.pass_timeout_s <= 0:
+            raise ValueError("--timeout must be positive")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> RunConfig:
+        return cls.from_dict(json.loads(path.read_text()))

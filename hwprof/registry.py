@@ -1,0 +1,44 @@
+"""The collector registry: every module in hwprof.collectors that defines COLLECTOR.
+
+Adding a collector means adding one module; nothing else in hwprof names collectors.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import cache
+
+import hwprof.collectors as collectors_pkg
+from hwprof.collectors.base import Collector
+
+_NOT_COLLECTORS = {"base"}
+
+
+@cache
+def all_collectors() -> tuple[type[Collector], ...]:
+    """Collector classes ordered by pass, then name."""
+    from hwprof.config import PASS_ORDER
+
+    found: list[type[Collector]] = []
+    for info in pkgutil.iter_modules(collectors_pkg.__path__):
+        if info.name.startswith("_") or info.name in _NOT_COLLECTORS:
+            continue
+        module = importlib.import_module(f"{collectors_pkg.__name__}.{info.name}")
+        collector = getattr(module, "COLLECTOR", None)
+        if collector is not None:
+            found.append(collector)
+    rank = {name: i for i, name in enumerate(PASS_ORDER)}
+    return tuple(sorted(found, key=lambda c: (rank.get(c.pass_name, len(rank)), c.name)))
+
+
+def by_name() -> dict[str, type[Collector]]:
+    return {c.name: c for c in all_collectors()}
+
+
+def check_names(names: list[str]) -> None:
+    """Raise ValueError listing the known collectors when a name is not one of them."""
+    known = by_name()
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown collector {', '.join(unknown)}; known: {', '.join(sorted(known))}")

@@ -1,0 +1,213 @@
+"""One pass of a collection, run as a child process: `python -P -m hwprof.worker RUN_DIR PASS C1,C2`.
+
+The worker reads config.json and images.json from the run directory, opens the pass's collectors
+before torch is imported, builds the model, runs warm-up and measured iterations with markers,
+and always closes every collector, so a pass stopped by an error, SIGTERM or Ctrl-C still leaves
+what it measured. Progress goes to stdout as JSON lines for the parent; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from collections.abc import Callable
+from types import FrameType
+from typing import Any
+
+from hwprof.collectors.base import Collector, CollectorResult, PassContext
+from hwprof.config import RunConfig
+from hwprof.registry import by_name
+from hwprof.workload.markers import Marker, MarkerBus, MarkerLog
+
+EXIT_OK = 0
+EXIT_ERROR = 3
+EXIT_INTERRUPTED = 130
+ERROR_PREFIX = "hwprof-error: "
+
+
+class Interrupted(Exception):
+    pass
+
+
+def _on_term(signum: int, _frame: FrameType | None) -> None:
+    raise Interrupted(f"signal {signal.Signals(signum).name}")
+
+
+def progress(**fields: Any) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+class PassRunner:
+    def __init__(self, run_dir: Path, pass_name: str, names: list[str]) -> None:
+        self.run_dir = run_dir
+        self.config = RunConfig.load(run_dir / "config.json")
+        self.images = [Path(p) for p in json.loads((run_dir / "images.json").read_text())["paths"]]
+        self.bus = MarkerBus()
+        self.ctx = PassContext(self.config, run_dir, pass_name, self.bus)
+        self.ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        classes = by_name()
+        self.collectors: list[Collector] = [classes[n](self.config) for n in names]
+        self.results: dict[str, CollectorResult] = {}
+        self.log = MarkerLog()
+        self.markers_path = self.ctx.out_dir / "markers.jsonl"
+
+    def _fail(self, collector: Collector, stage: str, exc: BaseException) -> None:
+        print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        self.results[collector.name] = CollectorResult("failed", reason=f"{stage}: {type(exc).__name__}: {exc}")
+
+    def _each(self, stage: str, *args: Any) -> None:
+        for collector in self.collectors:
+            if collector.name in self.results:
+                continue
+            try:
+                getattr(collector, stage)(*args)
+            except (Interrupted, KeyboardInterrupt):
+                raise
+            except Exception as exc:
+                self._fail(collector, stage, exc)
+
+    def _guarded(self, collector: Collector) -> Callable[[Marker], None]:
+        """on_marker, but a collector that raises is marked failed and stops receiving markers."""
+
+        def deliver(marker: Marker) -> None:
+            if collector.name in self.results:
+                return
+            try:
+                collector.on_marker(marker)
+            except Exception as exc:
+                self._fail(collector, "on_marker", exc)
+
+        return deliver
+
+    def _write_model_info(self) -> None:
+        from hwprof.workload.layers import layer_table
+
+        pipeline = self.ctx.pipeline
+        assert pipeline is not None
+        built = pipeline.built
+        layers = layer_table(built.module, pipeline.sample_batch(), self.config.depth)
+        info = {
+            "name": built.name,
+            "family": built.family,
+            "weights": built.weights or "random init",
+            "random_init": built.weights is None,
+            "params": built.params,
+            "params_fused": built.params_fused,
+            "stride": built.stride,
+            "output_format": built.output_format,
+            "classes": len(built.class_names),
+            "input_shape": list(pipeline.sample_batch().shape),
+            "layers": [row.to_dict() for row in layers],
+        }
+        (self.ctx.out_dir / "model.json").write_text(json.dumps(info, indent=1))
+
+    def run(self) -> int:
+        status, error = "ok", ""
+        try:
+            self._each("open", self.ctx)
+            import torch
+
+            from hwprof.workload.pipeline import Pipeline
+            from hwprof.workload.zoo import build_model
+
+            torch.set_num_threads(self.config.threads)
+            progress(phase="build", done=0, total=1)
+            built = build_model(self.config.model, self.config.weights, self.config.seed)
+            self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built)
+            self._write_model_info()
+            self.bus.subscribe(self.log)
+            for collector in sorted(self.collectors, key=lambda c: c.order):
+                if collector.subscribes and collector.name not in self.results:
+                    self.bus.subscribe(self._guarded(collector))
+            if self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors):
+                from hwprof.workload.markers import attach_layer_markers
+
+                attach_layer_markers(built.module, self.bus, self.config.depth)
+            self._each("prepare", self.ctx)
+            total = self.config.warmup + self.config.iters
+            for i in range(self.config.warmup):
+                self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
+                progress(phase="warmup", done=i + 1, total=total)
+            self.log.flush_to(self.markers_path)
+            self._each("start", self.ctx)
+            for i in range(self.config.iters):
+                self.ctx.pipeline.run_iteration(i, warmup=False)
+                self._each("after_iteration", self.ctx, i)
+                self.log.flush_to(self.markers_path)
+                progress(phase="measure", done=self.config.warmup + i + 1, total=total)
+            self._each("stop", self.ctx)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            status, error = "interrupted", str(exc) or "KeyboardInterrupt"
+        except Exception as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            if not _is_user_error(exc):
+                traceback.print_exc(file=sys.stderr)
+            print(ERROR_PREFIX + _one_line(exc), file=sys.stderr, flush=True)
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self.log.flush_to(self.markers_path)
+            self._close_all(status, error)
+        return {"ok": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_ERROR)
+
+    def _close_all(self, status: str, error: str) -> None:
+        for collector in self.collectors:
+            if collector.name in self.results:
+                continue
+            try:
+                result = collector.close(self.ctx)
+            except Exception as exc:
+                self._fail(collector, "close", exc)
+                continue
+            if status != "ok" and result.status == "ok":
+                result.status = "partial"
+                result.reason = result.reason or f"pass {status}: {error}"
+            self.results[collector.name] = result
+        pipeline = self.ctx.pipeline
+        summary = {
+            "pass": self.ctx.pass_name,
+            "status": status,
+            "error": error,
+            "finished_ns": time.monotonic_ns(),
+            "detections_per_iteration": pipeline.detections if pipeline else [],
+            "collectors": {name: r.to_dict() for name, r in self.results.items()},
+        }
+        (self.ctx.out_dir / "result.json").write_text(json.dumps(summary, indent=1))
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    from hwprof.workload.images import ImageError
+    from hwprof.workload.zoo import UnknownModelError
+
+    user_errors: tuple[type[BaseException], ...] = (UnknownModelError, ImageError, OSError)
+    try:
+        from hwprof.workload.weights import WeightsError
+
+        user_errors += (WeightsError,)
+    except ImportError:  # pragma: no cover
+        pass
+    return isinstance(exc, user_errors)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python -m hwprof.worker RUN_DIR PASS COLLECTOR[,COLLECTOR...]", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, _on_term)
+    run_dir, pass_name, names = Path(args[0]), args[1], [n for n in args[2].split(",") if n]
+    return PassRunner(run_dir, pass_name, names).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Input images: the defaults shipped in the ultralytics wheel, or a user's folder."""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
+DEFAULT_IMAGES = ("bus.jpg", "zidane.jpg")
+
+
+class ImageError(ValueError):
+    """No usable image: a one-line message for the user."""
+
+
+@dataclass
+class ImageSet:
+    paths: list[Path]
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    """(path, reason) of files that could not be decoded."""
+    source: str = "default"
+
+
+def default_image_dir() -> Path:
+    spec = importlib.util.find_spec("ultralytics")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImageError("ultralytics is not installed, so its default images are missing; pass --images DIR")
+    return Path(next(iter(spec.submodule_search_locations))) / "assets"
+
+
+def _decodes(path: Path) -> str | None:
+    """None when OpenCV decodes the file, else the reason it cannot."""
+    import cv2
+
+    try:
+        image = cv2.imread(str(path))
+    except cv2.error as exc:  # pragma: no cover - depends on the OpenCV build
+        return f"OpenCV error: {exc}"
+    if image is None:
+        return "not a decodable image (unreadable, corrupt, or an unsupported format)"
+    return None
+
+
+def discover(images: str | None) -> ImageSet:
+    """The validated image list; raises ImageError for a missing, empty or useless folder."""
+    if images is None:
+        folder = default_image_dir()
+        paths = [folder / name for name in DEFAULT_IMAGES]
+        missing = [p for p in paths if not p.is_file()]
+        if missing:
+            raise ImageError(f"default images missing from the ultralytics wheel: {missing}; pass --images DIR")
+        return ImageSet(paths, source=f"default ({folder})")
+    root = Path(images)
+    if not root.exists():
+        raise ImageError(f"image folder {root} does not exist")
+    candidates = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.is_file())
+    candidates = [p for p in candidates if p.suffix.lower() in IMAGE_SUFFIXES]
+    if not candidates:
+        raise ImageError(f"no image files ({', '.join(sorted(IMAGE_SUFFIXES))}) in {root}")
+    good: list[Path] = []
+    skipped: list[tuple[str, str]] = []
+    for path in candidates:
+        reason = _decodes(path)
+        if reason is None:
+            good.append(path.resolve())
+        else:
+            log.warning("skipping %s: %s", path, reason)
+            skipped.append((str(path), reason))
+    if not good:
+        raise ImageError(f"none of the {len(candidates)} image files in {root} could be read")
+    return ImageSet(good, skipped, source=str(root.resolve()))

@@ -1,0 +1,116 @@
+"""The layer table: what every measurement is attributed to.
+
+One row per layer the markers cover (model.model[i], and their children with --depth 2): index,
+qualified name, type, from-edges, params, input/output shapes and bytes, weight bytes. Shapes come
+from one forward pass with hooks on a real input of the run's size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hwprof.workload.markers import layer_modules
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass
+class LayerInfo:
+    index: int
+    name: str
+    """Qualified module name: "model.7", or "model.7.cv1" at depth 2."""
+    type: str
+    """Short class name, e.g. Conv, SPPCSPC, C2f, Detect."""
+    qualified_type: str
+    from_: list[int]
+    params: int
+    weight_bytes: int
+    depth: int = 1
+    in_shapes: list[list[int]] = field(default_factory=list)
+    out_shapes: list[list[int]] = field(default_factory=list)
+    in_bytes: int = 0
+    out_bytes: int = 0
+
+    @property
+    def label(self) -> str:
+        """How a person reads the layer: "7 Conv", or "7.cv1 Conv" at depth 2."""
+        return f"{self.name.removeprefix('model.')} {self.type}"
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["from"] = data.pop("from_")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LayerInfo:
+        data = dict(data)
+        data["from_"] = data.pop("from")
+        return cls(**data)
+
+
+def _type_names(module: torch.nn.Module) -> tuple[str, str]:
+    qualified = getattr(module, "type", None)
+    if not isinstance(qualified, str):
+        qualified = f"{type(module).__module__}.{type(module).__qualname__}"
+    return qualified.rsplit(".", 1)[-1], qualified
+
+
+def _from_edges(module: torch.nn.Module) -> list[int]:
+    f = getattr(module, "f", -1)
+    return [int(v) for v in f] if isinstance(f, list | tuple) else [int(f)]
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, list | tuple):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def _nbytes(tensors: list[torch.Tensor]) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def layer_table(model: torch.nn.Module, sample: torch.Tensor, depth: int = 1) -> list[LayerInfo]:
+    """The table, with shapes from one forward pass of `sample` through `model`."""
+    import torch
+
+    rows: list[LayerInfo] = []
+    handles = []
+    for name, index, module in layer_modules(model, depth):
+        short, qualified = _type_names(module)
+        params = list(module.parameters())
+        row = LayerInfo(
+            index=index,
+            name=name,
+            type=short,
+            qualified_type=qualified,
+            from_=_from_edges(module) if name.count(".") == 1 else [],
+            params=sum(p.numel() for p in params),
+            weight_bytes=_nbytes(params) + _nbytes(list(module.buffers())),
+            depth=name.count("."),
+        )
+        rows.append(row)
+
+        def hook(_m: Any, inputs: Any, output: Any, _row: LayerInfo = row) -> None:
+            ins, outs = _tensors(inputs), _tensors(output)
+            _row.in_shapes = [list(t.shape) for t in ins]
+            _row.out_shapes = [list(t.shape) for t in outs]
+            _row.in_bytes = _nbytes(ins)
+            _row.out_bytes = _nbytes(outs)
+
+        handles.append(module.register_forward_hook(hook))
+    try:
+        with torch.inference_mode():
+            model(sample)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return rows

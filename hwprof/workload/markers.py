@@ -1,0 +1,155 @@
+"""Stage and layer begin/end events: the one place every in-process collector subscribes to.
+
+The pipeline emits stage markers, forward hooks on the model's layers emit layer markers, and
+the worker emits iteration markers. Subscribers receive every marker synchronously, on the
+thread that ran the code, with one CLOCK_MONOTONIC timestamp taken by the bus. No collector
+touches the model: what it needs about layers comes from these markers and the layer table.
+
+Nesting is symmetric: on a begin marker subscribers are called in subscription order, on an end
+marker in reverse, so a subscriber registered first brackets the others (the counter reader,
+which should see as little of the other subscribers' work as possible, subscribes last).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import torch
+
+Kind = Literal["iteration", "stage", "layer"]
+Phase = Literal["B", "E"]
+
+STAGES: tuple[str, ...] = ("load", "preprocess", "forward", "postprocess")
+
+
+@dataclass(frozen=True, slots=True)
+class Marker:
+    kind: Kind
+    phase: Phase
+    name: str
+    """Stage name, qualified layer name from the layer table ("model.7", "model.7.cv1"), or "iteration"."""
+    t_ns: int
+    """CLOCK_MONOTONIC nanoseconds."""
+    iteration: int
+    warmup: bool
+    index: int = -1
+    """Top-level layer index for layer markers, -1 otherwise."""
+
+    def to_row(self) -> list[Any]:
+        return [self.kind, self.phase, self.name, self.t_ns, self.iteration, int(self.warmup), self.index]
+
+    @classmethod
+    def from_row(cls, row: list[Any]) -> Marker:
+        kind, phase, name, t_ns, iteration, warmup, index = row
+        return cls(kind, phase, str(name), int(t_ns), int(iteration), bool(warmup), int(index))
+
+
+Subscriber = Callable[[Marker], None]
+
+
+class MarkerBus:
+    """Fans markers out to subscribers; knows the current iteration and whether it is warm-up."""
+
+    def __init__(self, clock: Callable[[], int] = time.monotonic_ns) -> None:
+        self._subscribers: list[Subscriber] = []
+        self._clock = clock
+        self.iteration = -1
+        self.warmup = False
+
+    def subscribe(self, subscriber: Subscriber) -> None:
+        self._subscribers.append(subscriber)
+
+    def unsubscribe(self, subscriber: Subscriber) -> None:
+        self._subscribers.remove(subscriber)
+
+    def emit(self, kind: Kind, phase: Phase, name: str, index: int = -1) -> Marker:
+        marker = Marker(kind, phase, name, self._clock(), self.iteration, self.warmup, index)
+        subscribers = self._subscribers if phase == "B" else reversed(self._subscribers)
+        for subscriber in subscribers:
+            subscriber(marker)
+        return marker
+
+    @contextmanager
+    def span(self, kind: Kind, name: str, index: int = -1) -> Iterator[None]:
+        self.emit(kind, "B", name, index)
+        try:
+            yield
+        finally:
+            self.emit(kind, "E", name, index)
+
+
+class MarkerLog:
+    """A subscriber that keeps every marker (the spans of a pass) and can append them to a file."""
+
+    def __init__(self) -> None:
+        self.markers: list[Marker] = []
+        self._flushed = 0
+
+    def __call__(self, marker: Marker) -> None:
+        self.markers.append(marker)
+
+    def flush_to(self, path: Any) -> None:
+        """Append the markers not yet written as JSON lines, so a crash keeps what came before."""
+        import json
+
+        with open(path, "a") as out:
+            for marker in self.markers[self._flushed :]:
+                out.write(json.dumps(marker.to_row()) + "\n")
+        self._flushed = len(self.markers)
+
+
+def read_markers(path: Any) -> list[Marker]:
+    import json
+
+    markers = []
+    with open(path) as lines:
+        for line in lines:
+            line = line.strip()
+            if line:
+                try:
+                    markers.append(Marker.from_row(json.loads(line)))
+                except (ValueError, TypeError):
+                    break  # a torn last line from a killed pass
+    return markers
+
+
+def layer_modules(model: torch.nn.Module, depth: int = 1) -> list[tuple[str, int, torch.nn.Module]]:
+    """(name, top-level index, module) for every layer the markers cover, in execution order.
+
+    depth 1: the top-level layers `model.model[i]`, named "model.i". depth 2: also their direct
+    children, named "model.i.child" (nested inside their parent's span).
+    """
+    seq = model.model  # type: ignore[union-attr]
+    out: list[tuple[str, int, torch.nn.Module]] = []
+    for i, layer in enumerate(seq):
+        out.append((f"model.{i}", i, layer))
+        if depth >= 2:
+            for child_name, child in layer.named_children():
+                out.append((f"model.{i}.{child_name}", i, child))
+    return out
+
+
+def attach_layer_markers(model: torch.nn.Module, bus: MarkerBus, depth: int = 1) -> Callable[[], None]:
+    """Register forward pre/post hooks that emit layer markers; returns a function removing them."""
+    handles = []
+    for name, index, module in layer_modules(model, depth):
+
+        def pre(_m: Any, _inputs: Any, _name: str = name, _index: int = index) -> None:
+            bus.emit("layer", "B", _name, _index)
+
+        def post(_m: Any, _inputs: Any, _output: Any, _name: str = name, _index: int = index) -> None:
+            bus.emit("layer", "E", _name, _index)
+
+        handles.append(module.register_forward_pre_hook(pre))
+        handles.append(module.register_forward_hook(post, always_call=True))
+
+    def remove() -> None:
+        for handle in handles:
+            handle.remove()
+
+    return remove

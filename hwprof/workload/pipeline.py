@@ -1,0 +1,145 @@
+"""The YOLO CPU pipeline: load -> preprocess -> forward -> postprocess, each stage a marked span.
+
+- load: read the batch's images from disk (OpenCV, BGR uint8).
+- preprocess: letterbox to imgsz (square by default; `rect` pads only to a stride multiple, as
+  YOLOv7's detect.py does), BGR->RGB, HWC->CHW, float /255, stack into a batch.
+- forward: the fused model in eval mode under torch.inference_mode.
+- postprocess: ultralytics' NMS (conf, IoU) and boxes scaled back to each original image.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hwprof.workload.markers import MarkerBus
+from hwprof.workload.zoo import OUTPUT_XYWH_OBJ_CLS, BuiltModel
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from hwprof.config import RunConfig
+
+PAD_VALUE = 114
+
+
+@dataclass
+class Letterboxed:
+    image: np.ndarray
+    ratio: float
+    pad: tuple[float, float]
+    """(left, top) padding in pixels."""
+    original_shape: tuple[int, int]
+
+
+def letterbox(image: np.ndarray, size: int, stride: int = 32, rect: bool = False) -> Letterboxed:
+    """Resize keeping the aspect ratio and pad to size x size (or to a stride multiple if rect)."""
+    import cv2
+    import numpy as np
+
+    h, w = image.shape[:2]
+    ratio = min(size / h, size / w)
+    new_w, new_h = round(w * ratio), round(h * ratio)
+    if rect:
+        target_w = int(np.ceil(new_w / stride) * stride)
+        target_h = int(np.ceil(new_h / stride) * stride)
+    else:
+        target_w = target_h = size
+    if (new_w, new_h) != (w, h):
+        image = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
+    dw, dh = (target_w - new_w) / 2, (target_h - new_h) / 2
+    top, bottom = round(dh - 0.1), round(dh + 0.1)
+    left, right = round(dw - 0.1), round(dw + 0.1)
+    padded = cv2.copyMakeBorder(image, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(PAD_VALUE,) * 3)
+    return Letterboxed(padded, ratio, (left, top), (h, w))
+
+
+def to_yolo_layout(prediction: torch.Tensor, output_format: str) -> torch.Tensor:
+    """Convert a head's output to (batch, 4 + nc, anchors) with class confidences, for NMS."""
+    import torch
+
+    if output_format == OUTPUT_XYWH_OBJ_CLS:
+        boxes, obj, cls = prediction[..., :4], prediction[..., 4:5], prediction[..., 5:]
+        return torch.cat((boxes, cls * obj), dim=-1).transpose(1, 2)
+    return prediction
+
+
+class Pipeline:
+    """One model and one image list; run_iteration() runs all four stages once."""
+
+    def __init__(self, config: RunConfig, bus: MarkerBus, images: list[Path], built: BuiltModel) -> None:
+        if not images:
+            raise ValueError("the pipeline needs at least one image")
+        self.config = config
+        self.bus = bus
+        self.images = images
+        self.built = built
+        self.model = built.module
+        self.rect = bool(config.extra.get("rect", False)) and config.batch == 1
+        self.detections: list[int] = []
+
+    def batch_paths(self, iteration: int) -> list[Path]:
+        start = max(iteration, 0) * self.config.batch
+        return [self.images[(start + k) % len(self.images)] for k in range(self.config.batch)]
+
+    def load(self, paths: list[Path]) -> list[np.ndarray]:
+        import cv2
+
+        images = []
+        for path in paths:
+            image = cv2.imread(str(path))
+            if image is None:
+                raise OSError(f"image {path} could not be read any more")
+            images.append(image)
+        return images
+
+    def preprocess(self, images: list[np.ndarray]) -> tuple[torch.Tensor, list[Letterboxed]]:
+        import numpy as np
+        import torch
+
+        boxed = [letterbox(im, self.config.imgsz, self.built.stride, self.rect) for im in images]
+        chw = [np.ascontiguousarray(b.image[:, :, ::-1].transpose(2, 0, 1)) for b in boxed]
+        batch = torch.from_numpy(np.stack(chw)).float().div_(255.0)
+        return batch, boxed
+
+    def forward(self, batch: torch.Tensor) -> Any:
+        import torch
+
+        with torch.inference_mode():
+            return self.model(batch)
+
+    def postprocess(self, output: Any, batch: torch.Tensor, boxed: list[Letterboxed]) -> list[torch.Tensor]:
+        from ultralytics.utils.nms import non_max_suppression
+        from ultralytics.utils.ops import scale_boxes
+
+        prediction = output[0] if isinstance(output, tuple | list) else output
+        prediction = to_yolo_layout(prediction, self.built.output_format)
+        results = non_max_suppression(prediction, self.config.conf, self.config.iou)
+        for det, b in zip(results, boxed, strict=True):
+            if len(det):
+                det[:, :4] = scale_boxes(
+                    batch.shape[2:], det[:, :4], b.original_shape, ratio_pad=((b.ratio, b.ratio), b.pad)
+                )
+        return results
+
+    def sample_batch(self) -> torch.Tensor:
+        """A preprocessed batch (the first), for one-off measurements outside the timed loop."""
+        return self.preprocess(self.load(self.batch_paths(0)))[0]
+
+    def run_iteration(self, iteration: int, warmup: bool) -> list[torch.Tensor]:
+        bus = self.bus
+        bus.iteration, bus.warmup = iteration, warmup
+        with bus.span("iteration", "iteration"):
+            with bus.span("stage", "load"):
+                images = self.load(self.batch_paths(iteration))
+            with bus.span("stage", "preprocess"):
+                batch, boxed = self.preprocess(images)
+            with bus.span("stage", "forward"):
+                output = self.forward(batch)
+            with bus.span("stage", "postprocess"):
+                detections = self.postprocess(output, batch, boxed)
+        if not warmup:
+            self.detections.append(sum(len(d) for d in detections))
+        return detections

@@ -1,0 +1,134 @@
+"""Model names -> builders. YOLOv7 is this project's own; the rest are ultralytics' YAMLs.
+
+Nothing here downloads: without --weights a model is built from its architecture with a seeded
+random init (the compute profile is the same; detections are meaningless, and run.json says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+YOLOV7_NAMES: tuple[str, ...] = ("yolov7", "yolov7-tiny", "yolov7x")
+_SCALES = ("n", "s", "m", "l", "x")
+ULTRALYTICS_NAMES: tuple[str, ...] = (
+    tuple(f"yolov5{s}u" for s in _SCALES)
+    + tuple(f"yolov8{s}" for s in _SCALES)
+    + tuple(f"yolo11{s}" for s in _SCALES)
+)
+MODEL_NAMES: tuple[str, ...] = YOLOV7_NAMES + ULTRALYTICS_NAMES
+
+OUTPUT_XYWH_OBJ_CLS = "xywh_obj_cls"
+"""(batch, anchors, 5 + nc): boxes, objectness, class scores (YOLOv7)."""
+OUTPUT_XYWH_CLS_T = "xywh_cls_t"
+"""(batch, 4 + nc, anchors): boxes then class scores, anchor-free (ultralytics)."""
+
+
+class UnknownModelError(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+
+
+@dataclass
+class BuiltModel:
+    module: torch.nn.Module
+    name: str
+    family: str
+    output_format: str
+    weights: dict[str, Any] | None
+    """WeightsInfo as a dict, or None for a seeded random init."""
+    params: int
+    params_fused: int
+    stride: int
+    class_names: dict[int, str]
+
+
+def family_of(name: str) -> str:
+    if name in YOLOV7_NAMES:
+        return "yolov7"
+    if name in ULTRALYTICS_NAMES:
+        return "ultralytics"
+    raise UnknownModelError(name)
+
+
+def build_architecture(name: str) -> torch.nn.Module:
+    """The unfused model in eval mode with the current torch RNG state (seed before calling)."""
+    family = family_of(name)
+    if family == "yolov7":
+        from hwprof.workload.yolov7 import build_yolov7
+
+        return build_yolov7(name).eval()
+    from ultralytics.nn.tasks import DetectionModel
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return DetectionModel(f"{name}.yaml", verbose=False).eval()
+
+
+def count_params(module: torch.nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def fuse(module: torch.nn.Module) -> torch.nn.Module:
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            return module.fuse(verbose=False)  # type: ignore[operator]
+        except TypeError:
+            return module.fuse()  # type: ignore[operator]
+
+
+def build_model(name: str, weights: str | None = None, seed: int = 0) -> BuiltModel:
+    """Build, load weights if given, fuse; raises UnknownModelError or weights.WeightsError."""
+    import torch
+
+    family = family_of(name)
+    torch.manual_seed(seed)
+    info: dict[str, Any] | None = None
+    if weights:
+        from hwprof.workload.weights import load_checkpoint
+
+        module, weights_info = load_checkpoint(Path(weights), name, build_architecture)
+        info = weights_info.to_dict() if hasattr(weights_info, "to_dict") else dict(vars(weights_info))
+    else:
+        module = build_architecture(name)
+    module = module.float().eval()
+    params = count_params(module)
+    module = fuse(module).eval()
+    stride = int(max(module.stride.tolist())) if hasattr(module, "stride") else 32  # type: ignore[operator]
+    names = getattr(module, "names", None) or {i: str(i) for i in range(80)}
+    if isinstance(names, list):
+        names = dict(enumerate(names))
+    return BuiltModel(
+        module=module,
+        name=name,
+        family=family,
+        output_format=OUTPUT_XYWH_OBJ_CLS if family == "yolov7" else OUTPUT_XYWH_CLS_T,
+        weights=info,
+        params=params,
+        params_fused=count_params(module),
+        stride=stride,
+        class_names=names,
+    )
+
+
+def meta_flops(module: torch.nn.Module, imgsz: int = 640) -> int:
+    """FLOPs of one forward at imgsz x imgsz, counted on the meta device (no compute)."""
+    import copy
+
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    head = module.model[-1]  # type: ignore[index]
+    stride = getattr(head, "stride", None)
+    meta = copy.deepcopy(module).to("meta")
+    if isinstance(stride, torch.Tensor):
+        meta.model[-1].stride = stride.clone()  # type: ignore[index]
+    counter = FlopCounterMode(display=False)
+    with counter, torch.inference_mode():
+        meta(torch.zeros(1, 3, imgsz, imgsz, device="meta"))
+    return int(counter.get_total_flops())
