@@ -1,0 +1,111 @@
+"""Normalized records: what collectors leave beside their raw artifacts, on the run's one clock.
+
+Every timestamp is CLOCK_MONOTONIC nanoseconds of the collecting host. A collector that used a
+foreign clock converts it before writing and records the alignment error in its summary.
+
+Per collector, in its pass folder (`passes/<pass>/`):
+- `<collector>.records.jsonl`: spans, counter samples and thread names, one JSON object a line,
+  each with a "kind" of "span", "counter" or "thread". Renderers (the Perfetto trace) read these.
+- `<collector>.metrics.json`: per-layer and per-stage metric tables, with units and, for any
+  metric that is an estimate, its method. Analysis joins these onto the layer table.
+Stage, layer and iteration spans themselves come from the pass's `markers.jsonl` (workload/markers.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(slots=True)
+class Span:
+    name: str
+    ts_ns: int
+    dur_ns: int
+    track: str
+    """A thread ("thread:<tid>") or a named track ("py-spy", "oneDNN")."""
+    category: str = ""
+    tid: int | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CounterSample:
+    track: str
+    """e.g. "CPI", "RSS", "package-0 W"."""
+    ts_ns: int
+    value: float
+    unit: str = ""
+
+
+@dataclass(slots=True)
+class ThreadName:
+    tid: int
+    name: str
+
+
+Record = Span | CounterSample | ThreadName
+_KINDS: dict[str, type[Span] | type[CounterSample] | type[ThreadName]] = {
+    "span": Span,
+    "counter": CounterSample,
+    "thread": ThreadName,
+}
+_KIND_OF = {cls: kind for kind, cls in _KINDS.items()}
+
+
+def records_path(pass_dir: Path, collector: str) -> Path:
+    return pass_dir / f"{collector}.records.jsonl"
+
+
+def metrics_path(pass_dir: Path, collector: str) -> Path:
+    return pass_dir / f"{collector}.metrics.json"
+
+
+def write_records(path: Path, records: Iterable[Record], append: bool = False) -> int:
+    count = 0
+    with open(path, "a" if append else "w") as out:
+        for record in records:
+            row = asdict(record)
+            row["kind"] = _KIND_OF[type(record)]
+            out.write(json.dumps(row, separators=(",", ":")) + "\n")
+            count += 1
+    return count
+
+
+def read_records(path: Path) -> Iterator[Record]:
+    with open(path) as lines:
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError:
+                return  # a torn last line from a killed pass
+            cls = _KINDS.get(row.pop("kind", ""))
+            if cls is not None:
+                yield cls(**row)
+
+
+@dataclass
+class MetricTables:
+    """Per-layer and per-stage metrics of one collector.
+
+    layers: qualified layer name ("model.7") -> metric -> value; stages: stage name -> metric -> value.
+    units: metric -> unit. methods: metric -> how it was obtained, for anything that is not a direct
+    measurement (e.g. "estimate: LLC misses x 64 B line"). A metric that was not measured is absent.
+    """
+
+    layers: dict[str, dict[str, float]] = field(default_factory=dict)
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+    methods: dict[str, str] = field(default_factory=dict)
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> MetricTables:
+        return cls(**json.loads(path.read_text()))
