@@ -13,8 +13,8 @@ import signal
 import sys
 import time
 import traceback
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -58,7 +58,9 @@ class PassRunner:
     def _fail(self, collector: Collector, stage: str, exc: BaseException) -> None:
         print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
-        self.results[collector.name] = CollectorResult("failed", reason=f"{stage}: {type(exc).__name__}: {exc}")
+        self.results[collector.name] = CollectorResult(
+            "failed", reason=f"{stage}: {type(exc).__name__}: {exc}"
+        )
 
     def _each(self, stage: str, *args: Any) -> None:
         for collector in self.collectors:

@@ -7,6 +7,7 @@ from one forward pass with hooks on a real input of the run's size.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,7 +75,7 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _nbytes(tensors: list[torch.Tensor]) -> int:
+def _nbytes(tensors: Sequence[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 

@@ -124,7 +124,7 @@ def layer_modules(model: torch.nn.Module, depth: int = 1) -> list[tuple[str, int
     depth 1: the top-level layers `model.model[i]`, named "model.i". depth 2: also their direct
     children, named "model.i.child" (nested inside their parent's span).
     """
-    seq = model.model  # type: ignore[union-attr]
+    seq: Any = model.model
     out: list[tuple[str, int, torch.nn.Module]] = []
     for i, layer in enumerate(seq):
         out.append((f"model.{i}", i, layer))

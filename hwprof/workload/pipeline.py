@@ -119,9 +119,9 @@ class Pipeline:
         results = non_max_suppression(prediction, self.config.conf, self.config.iou)
         for det, b in zip(results, boxed, strict=True):
             if len(det):
-                det[:, :4] = scale_boxes(
-                    batch.shape[2:], det[:, :4], b.original_shape, ratio_pad=((b.ratio, b.ratio), b.pad)
-                )
+                shape = (int(batch.shape[2]), int(batch.shape[3]))
+                ratio_pad = ((b.ratio, b.ratio), b.pad)
+                det[:, :4] = scale_boxes(shape, det[:, :4], b.original_shape, ratio_pad=ratio_pad)
         return results
 
     def sample_batch(self) -> torch.Tensor:

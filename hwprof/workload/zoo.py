@@ -127,7 +127,7 @@ def meta_flops(module: torch.nn.Module, imgsz: int = 640) -> int:
     stride = getattr(head, "stride", None)
     meta = copy.deepcopy(module).to("meta")
     if isinstance(stride, torch.Tensor):
-        meta.model[-1].stride = stride.clone()  # type: ignore[index]
+        meta.model[-1].stride = stride.clone()  # type: ignore[index,method-assign]
     counter = FlopCounterMode(display=False)
     with counter, torch.inference_mode():
         meta(torch.zeros(1, 3, imgsz, imgsz, device="meta"))

@@ -1,0 +1,115 @@
+"""FLOPs per layer with torch.utils.flop_counter, and the minimum bytes each layer must move.
+
+One extra forward of the run's input under FlopCounterMode, outside the measured iterations.
+FLOPs follow torch's convention (a multiply-add is 2 FLOPs). Minimum bytes per layer are its input
+and output activations plus its weights, from tensor sizes: the traffic a layer cannot avoid,
+so FLOPs / minimum bytes is an upper bound on its arithmetic intensity.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+
+from hwprof.records import MetricTables, metrics_path
+
+
+def _layer_key(module_path: str) -> str | None:
+    """ "DetectionModel.model.7.cv1" -> "model.7.cv1"; None for the root and "Global"."""
+    parts = module_path.split(".", 1)
+    return parts[1] if len(parts) == 2 and parts[1].startswith("model.") else None
+
+
+class FlopsCollector(Collector):
+    name = "flops"
+    title = "FLOPs and minimum bytes per layer (torch.utils.flop_counter)"
+    pass_name = "layers"
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.tables: MetricTables | None = None
+        self.summary: dict[str, Any] = {}
+
+    @classmethod
+    def probe(cls, config: Any) -> Capability:
+        try:
+            from torch.utils.flop_counter import FlopCounterMode  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - torch always has it
+            return Capability.unavailable(
+                f"torch.utils.flop_counter missing ({exc})", "pip install torch==2.13.0"
+            )
+        return Capability.ok()
+
+    def prepare(self, ctx: PassContext) -> None:
+        import torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        pipeline = ctx.pipeline
+        assert pipeline is not None
+        batch = pipeline.sample_batch()
+        counter = FlopCounterMode(display=False, depth=64)
+        with counter, torch.inference_mode():
+            pipeline.model(batch)
+        per_module = counter.get_flop_counts()
+        layers = json.loads((ctx.out_dir / "model.json").read_text())["layers"]
+        tables = MetricTables(
+            units={
+                "flops": "FLOP",
+                "params": "count",
+                "in_bytes": "B",
+                "out_bytes": "B",
+                "weight_bytes": "B",
+                "min_bytes": "B",
+                "intensity": "FLOP/B",
+            },
+            methods={
+                "flops": "torch.utils.flop_counter.FlopCounterMode (multiply-add = 2 FLOPs)",
+                "min_bytes": "input + output activations + weights, from tensor sizes",
+                "intensity": "flops / min_bytes (upper bound: real traffic is at least min_bytes)",
+            },
+        )
+        flops_by_layer = {}
+        for module_path, ops in per_module.items():
+            key = _layer_key(module_path)
+            if key is not None:
+                flops_by_layer[key] = int(sum(ops.values()))
+        for row in layers:
+            flops = flops_by_layer.get(row["name"], 0)
+            min_bytes = row["in_bytes"] + row["out_bytes"] + row["weight_bytes"]
+            metrics = {
+                "flops": float(flops),
+                "params": float(row["params"]),
+                "in_bytes": float(row["in_bytes"]),
+                "out_bytes": float(row["out_bytes"]),
+                "weight_bytes": float(row["weight_bytes"]),
+                "min_bytes": float(min_bytes),
+            }
+            if min_bytes:
+                metrics["intensity"] = flops / min_bytes
+            tables.layers[row["name"]] = metrics
+        total = int(counter.get_total_flops())
+        ops_total: dict[str, int] = {}
+        for op, count in per_module.get("Global", {}).items():
+            ops_total[str(op)] = int(count)
+        self.tables = tables
+        self.summary = {
+            "total_flops": total,
+            "gflops": total / 1e9,
+            "gflops_per_image": total / 1e9 / batch.shape[0],
+            "input_shape": list(batch.shape),
+            "by_op": ops_total,
+            "layers_sum_flops": sum(v for k, v in flops_by_layer.items() if k.count(".") == 1),
+            "method": "torch.utils.flop_counter.FlopCounterMode over one forward of the run's input",
+        }
+
+    def close(self, ctx: PassContext) -> CollectorResult:
+        if self.tables is None:
+            return CollectorResult("failed", reason="the FLOP count did not run")
+        path = metrics_path(ctx.out_dir, self.name)
+        self.tables.save(path)
+        return CollectorResult("ok", summary=self.summary, artifacts=[ctx.relpath(path)])
+
+
+COLLECTOR = FlopsCollector

@@ -1,0 +1,5 @@
+import sys
+
+from hwprof.cli import main
+
+sys.exit(main())

@@ -1,0 +1,105 @@
+"""Spans from markers, and latency statistics: pure functions over marker lists."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from hwprof.workload.markers import Marker
+
+
+@dataclass(frozen=True, slots=True)
+class SpanTime:
+    kind: str
+    name: str
+    iteration: int
+    warmup: bool
+    start_ns: int
+    end_ns: int
+    index: int = -1
+
+    @property
+    def dur_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+def pair_spans(markers: Iterable[Marker]) -> list[SpanTime]:
+    """Match begin and end markers (properly nested per kind and name); unclosed begins are dropped."""
+    open_: dict[tuple[str, str], list[Marker]] = defaultdict(list)
+    spans: list[SpanTime] = []
+    for m in markers:
+        key = (m.kind, m.name)
+        if m.phase == "B":
+            open_[key].append(m)
+        elif open_[key]:
+            b = open_[key].pop()
+            spans.append(SpanTime(m.kind, m.name, b.iteration, b.warmup, b.t_ns, m.t_ns, b.index))
+    spans.sort(key=lambda s: (s.start_ns, -s.end_ns))
+    return spans
+
+
+def durations_ms(spans: Iterable[SpanTime], kind: str, warmup: bool = False) -> dict[str, list[float]]:
+    """name -> durations in ms, in iteration order, of the measured (or warm-up) spans of one kind."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for s in spans:
+        if s.kind == kind and s.warmup == warmup:
+            out[s.name].append(s.dur_ns / 1e6)
+    return dict(out)
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    n: int
+    mean_ms: float
+    stdev_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def latency_stats(values_ms: list[float]) -> LatencyStats:
+    import numpy as np
+
+    if not values_ms:
+        raise ValueError("no samples")
+    a = np.asarray(values_ms, dtype=float)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    stdev = float(a.std(ddof=1)) if len(a) > 1 else 0.0
+    return LatencyStats(
+        len(a), float(a.mean()), stdev, float(p50), float(p90), float(p99), float(a.min()), float(a.max())
+    )
+
+
+def stage_stats(markers: Iterable[Marker]) -> dict[str, LatencyStats]:
+    """Per-stage statistics of the measured iterations, plus "iteration" for the whole pipeline."""
+    spans = pair_spans(markers)
+    stats = {name: latency_stats(v) for name, v in durations_ms(spans, "stage").items()}
+    whole = durations_ms(spans, "iteration").get("iteration")
+    if whole:
+        stats["iteration"] = latency_stats(whole)
+    return stats
+
+
+def layer_self_ns(spans: Iterable[SpanTime]) -> dict[str, list[int]]:
+    """name -> self (exclusive) ns per measured iteration for layer spans (children subtracted)."""
+    layer_spans = [s for s in spans if s.kind == "layer" and not s.warmup]
+    out: dict[str, list[int]] = defaultdict(list)
+    stack: list[tuple[SpanTime, list[int]]] = []
+    for s in layer_spans:
+        while stack and stack[-1][0].end_ns <= s.start_ns:
+            done, child = stack.pop()
+            out[done.name].append(done.dur_ns - child[0])
+        if stack:
+            stack[-1][1][0] += s.dur_ns
+        stack.append((s, [0]))
+    while stack:
+        done, child = stack.pop()
+        out[done.name].append(done.dur_ns - child[0])
+    return dict(out)

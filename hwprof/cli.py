@@ -1,0 +1,274 @@
+"""hwprof's command line: collect, report, doctor, models."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from hwprof.config import RunConfig, default_threads
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def _csv(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _add_collect_args(p: argparse.ArgumentParser) -> None:
+    d = RunConfig()
+    p.add_argument("--model", default=d.model, help="model name (see `hwprof models`)")
+    p.add_argument(
+        "--weights", help="checkpoint: ultralytics .pt, a plain state dict, or an official YOLOv7 release"
+    )
+    p.add_argument(
+        "--images", help="folder of images (default: bus.jpg and zidane.jpg from the ultralytics wheel)"
+    )
+    p.add_argument("--imgsz", type=int, default=d.imgsz, help="letterbox size (multiple of 32)")
+    p.add_argument(
+        "--rect", action="store_true", help="pad only to a stride multiple (batch 1), as detect.py does"
+    )
+    p.add_argument("--batch", type=int, default=d.batch)
+    p.add_argument("--threads", type=int, default=default_threads(), help="torch intra-op threads")
+    p.add_argument("--warmup", type=int, default=d.warmup)
+    p.add_argument("--iters", type=int, default=d.iters, help="measured iterations per pass")
+    p.add_argument("--depth", type=int, default=d.depth, choices=(1, 2), help="layer depth for markers")
+    p.add_argument("--conf", type=float, default=d.conf)
+    p.add_argument("--iou", type=float, default=d.iou)
+    p.add_argument("--seed", type=int, default=d.seed, help="seed of the random init (no --weights)")
+    p.add_argument("--only", type=_csv, default=[], help="run only these collectors (comma list)")
+    p.add_argument("--skip", type=_csv, default=[], help="do not run these collectors (comma list)")
+    p.add_argument(
+        "--events", type=_csv, default=[], help="perf events (comma list; default: a standard set)"
+    )
+    p.add_argument("--counters", choices=("perf", "papi"), default=d.counters, help="counter backend")
+    p.add_argument("--interval-ms", type=float, default=d.interval_ms, help="sampler interval")
+    p.add_argument("--pyspy-rate", type=int, default=d.pyspy_rate, help="py-spy samples per second")
+    p.add_argument("--pyspy-nonblocking", action="store_true", help="py-spy does not pause the process")
+    p.add_argument("--scalene-memory", action="store_true", help="Scalene also profiles memory")
+    p.add_argument("--profiler-stack", action="store_true", help="torch.profiler records Python stacks")
+    p.add_argument("--timeout", type=float, default=d.pass_timeout_s, help="seconds a pass may run")
+    p.add_argument("--out", type=Path, help="run directory to create (default: results/<model>-<time>)")
+    p.add_argument("--results", type=Path, default=Path("results"), help="where run directories go")
+    p.add_argument("--no-report", action="store_true", help="do not print the summary at the end")
+
+
+def _config_from(args: argparse.Namespace) -> RunConfig:
+    config = RunConfig(
+        model=args.model,
+        weights=args.weights,
+        images=args.images,
+        imgsz=args.imgsz,
+        batch=args.batch,
+        threads=args.threads,
+        warmup=args.warmup,
+        iters=args.iters,
+        depth=args.depth,
+        conf=args.conf,
+        iou=args.iou,
+        seed=args.seed,
+        only=args.only,
+        skip=args.skip,
+        events=args.events,
+        counters=args.counters,
+        interval_ms=args.interval_ms,
+        pyspy_rate=args.pyspy_rate,
+        pyspy_nonblocking=args.pyspy_nonblocking,
+        scalene_memory=args.scalene_memory,
+        profiler_stack=args.profiler_stack,
+        pass_timeout_s=args.timeout,
+        extra={"rect": args.rect},
+    )
+    config.validate()
+    return config
+
+
+class _PassProgress:
+    """Rich progress bars fed by the workers' JSON progress lines."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, pass_name: str, event: dict[str, Any]) -> None:
+        if pass_name not in self.tasks:
+            self.tasks[pass_name] = self.progress.add_task(f"pass {pass_name}", total=None)
+        task = self.tasks[pass_name]
+        if "total" in event and "done" in event:
+            phase = event.get("phase", "")
+            self.progress.update(
+                task,
+                total=event["total"] if phase != "build" else None,
+                completed=event["done"] if phase != "build" else 0,
+                description=f"pass {pass_name}: {phase}",
+            )
+
+
+def cmd_collect(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.registry import check_names
+    from hwprof.rundata import RunData
+    from hwprof.session import CollectError, Session, claim_out_dir, new_run_dir, plan_passes
+    from hwprof.workload.images import discover
+    from hwprof.workload.zoo import family_of
+
+    config = _config_from(args)
+    family_of(config.model)
+    check_names(config.only + config.skip)
+    if config.weights and not Path(config.weights).is_file():
+        raise ValueError(f"weights file {config.weights} does not exist")
+    images = discover(config.images)
+    for path, reason in images.skipped:
+        console.print(f"[yellow]warning:[/] skipping {path}: {reason}")
+    plan = plan_passes(config)
+    if not plan.passes:
+        raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
+    run_dir = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)
+    console.print(
+        f"collecting into [bold]{run_dir}[/]: passes "
+        + ", ".join(f"{p.name} ({', '.join(c.name for c in p.collectors)})" for p in plan.passes)
+    )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        session = Session(config, run_dir, images, _PassProgress(progress))
+        try:
+            session.collect(plan, sys.argv)
+        except KeyboardInterrupt:
+            progress.stop()
+            console.print(f"[red]interrupted[/]: partial results kept in {run_dir}")
+            return EXIT_INTERRUPTED
+        except CollectError as exc:
+            progress.stop()
+            console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})")
+            return EXIT_USAGE
+    data = RunData.load(run_dir)
+    if not args.no_report:
+        from hwprof.render.summary import render_summary
+
+        render_summary(data, console)
+    console.print(f"run directory: {run_dir}")
+    problems = run_problems(data.run)
+    for problem in problems:
+        console.print(f"[red]hwprof: error:[/] {problem}", highlight=False)
+    return 1 if problems else 0
+
+
+def run_problems(run: dict[str, Any]) -> list[str]:
+    """One line per pass that did not finish and per collector that failed (unavailable is not a failure)."""
+    lines = [
+        f"pass {name} {p['status']}: {p.get('error', '')}"
+        for name, p in run.get("passes", {}).items()
+        if p.get("status") != "ok"
+    ]
+    lines += [
+        f"collector {name} failed: {c.get('reason', '')}"
+        for name, c in run.get("collectors", {}).items()
+        if c.get("status") == "failed"
+    ]
+    return lines
+
+
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.render.summary import render_summary
+    from hwprof.rundata import RunData
+
+    render_summary(RunData.load(args.run_dir), console, top=args.top)
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    from hwprof.registry import all_collectors
+
+    config = RunConfig(counters=args.counters)
+    table = Table(title="what this host can measure", title_justify="left")
+    for col in ("collector", "pass", "status", "reason", "fix"):
+        table.add_column(col, overflow="fold")
+    for cls in all_collectors():
+        try:
+            cap = cls.probe(config)
+        except Exception as exc:
+            table.add_row(cls.name, cls.pass_name, "[red]probe failed[/]", f"{type(exc).__name__}: {exc}", "")
+            continue
+        status = "[green]available[/]" if cap.available else "[yellow]unavailable[/]"
+        if cap.available and not cls.wanted(config):
+            status = "[green]available[/] (off by default)"
+        table.add_row(cls.name, cls.pass_name, status, cap.reason, cap.fix)
+    console.print(table)
+    return 0
+
+
+def cmd_models(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    from hwprof.workload.catalog import model_catalog
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console, transient=True
+    ) as progress:
+        task = progress.add_task("measuring models", total=None)
+
+        def step(done: int, total: int, name: str) -> None:
+            progress.update(task, completed=done, total=total, description=f"building {name}")
+
+        entries = model_catalog(args.imgsz, step)
+    table = Table(
+        title=f"models (random init; params after fusing; FLOPs at {args.imgsz}x{args.imgsz})",
+        title_justify="left",
+    )
+    for col in ("model", "family", "layers", "params", "GFLOPs"):
+        table.add_column(col, justify="left" if col in ("model", "family") else "right")
+    for e in entries:
+        table.add_row(
+            e["name"], e["family"], str(e["layers"]), f"{e['params_fused']:,}", f"{e['gflops']:.2f}"
+        )
+    console.print(table)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hwprof", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    collect = sub.add_parser("collect", help="run the pipeline under every available collector")
+    _add_collect_args(collect)
+    report = sub.add_parser("report", help="print the report of a run directory")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--top", type=int, default=15)
+    doctor = sub.add_parser("doctor", help="what this host can measure, and the fix for what it cannot")
+    doctor.add_argument("--counters", choices=("perf", "papi"), default="perf")
+    models = sub.add_parser("models", help="the model names hwprof knows, with params and GFLOPs")
+    models.add_argument("--imgsz", type=int, default=640)
+    return parser
+
+
+COMMANDS = {"collect": cmd_collect, "report": cmd_report, "doctor": cmd_doctor, "models": cmd_models}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hwprof.session import CollectError
+
+    args = build_parser().parse_args(argv)
+    console = Console()
+    try:
+        return COMMANDS[args.command](args, console)
+    except KeyboardInterrupt:
+        console.print("[red]interrupted[/]")
+        return EXIT_INTERRUPTED
+    except (ValueError, OSError, CollectError) as exc:
+        console.print(f"[red]hwprof: error:[/] {exc}", highlight=False)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

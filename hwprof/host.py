@@ -1,0 +1,103 @@
+"""What machine a run was collected on (run.json "host")."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import re
+from pathlib import Path
+from typing import Any
+
+PACKAGES = (
+    "torch",
+    "ultralytics",
+    "numpy",
+    "pyperf",
+    "perfetto",
+    "py-spy",
+    "scalene",
+    "rich",
+    "psutil",
+    "python-papi",
+    "opencv-python",
+    "matplotlib",
+    "hwprof",
+)
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def cpu_model() -> str:
+    text = _read("/proc/cpuinfo") or ""
+    match = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else platform.processor() or "unknown"
+
+
+def cpu_flags() -> set[str]:
+    text = _read("/proc/cpuinfo") or ""
+    match = re.search(r"^flags\s*:\s*(.+)$", text, re.MULTILINE)
+    return set(match.group(1).split()) if match else set()
+
+
+def topology() -> dict[str, Any]:
+    import psutil
+
+    logical = psutil.cpu_count(logical=True) or 0
+    physical = psutil.cpu_count(logical=False) or logical
+    return {
+        "logical_cpus": logical,
+        "physical_cores": physical,
+        "smt": logical > physical,
+        "affinity": sorted(os.sched_getaffinity(0)),
+    }
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def torch_build() -> dict[str, Any]:
+    import torch
+
+    config = torch.__config__.show()
+    onednn = re.search(r"MKL-DNN v([\d.]+)", config)
+    mkl = re.search(r"Math Kernel Library Version ([\w.-]+)", config)
+    return {
+        "version": torch.__version__,
+        "num_threads": torch.get_num_threads(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkldnn_available": torch.backends.mkldnn.is_available(),
+        "onednn_version": onednn.group(1) if onednn else None,
+        "mkl_version": mkl.group(1) if mkl else None,
+        "openmp": "OpenMP" in config,
+    }
+
+
+def host_info() -> dict[str, Any]:
+    flags = cpu_flags()
+    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "fma") if f in flags]
+    return {
+        "hostname": platform.node(),
+        "cpu_model": cpu_model(),
+        **topology(),
+        "isa_flags": isa,
+        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "unreadable",
+        "kernel": platform.release(),
+        "os": platform.platform(),
+        "perf_event_paranoid": _read("/proc/sys/kernel/perf_event_paranoid"),
+        "python": platform.python_version(),
+        "torch": torch_build(),
+        "packages": package_versions(),
+    }

@@ -1,0 +1,140 @@
+"""The run directory and its run.json (versioned schema; documented in README.md).
+
+results/<run-id>/
+  run.json                 what ran, on what, what was unavailable and why, stage latency
+  config.json images.json  the inputs every pass read
+  layers.csv               the layer table joined with every per-layer metric
+  passes/<pass>/           per pass: markers.jsonl, model.json, result.json, worker.log,
+                           command.json and each collector's artifacts and records
+
+Reports and traces are made from the run directory alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from hwprof.records import MetricTables
+from hwprof.workload.markers import Marker, read_markers
+
+SCHEMA_VERSION = 1
+RUN_JSON = "run.json"
+
+
+class RunDirError(ValueError):
+    """Not a readable run directory: a one-line message for the user."""
+
+
+def write_run_json(run_dir: Path, run: dict[str, Any]) -> None:
+    """Atomically replace run.json, so a reader never sees half a file."""
+    tmp = run_dir / f".{RUN_JSON}.tmp"
+    tmp.write_text(json.dumps(run, indent=1, default=str))
+    os.replace(tmp, run_dir / RUN_JSON)
+
+
+@dataclass
+class RunData:
+    root: Path
+    run: dict[str, Any]
+
+    @classmethod
+    def load(cls, root: Path | str) -> RunData:
+        root = Path(root)
+        path = root / RUN_JSON
+        if not path.is_file():
+            raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
+        try:
+            run = json.loads(path.read_text())
+        except ValueError as exc:
+            raise RunDirError(f"{path} is not valid JSON: {exc}") from exc
+        version = run.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise RunDirError(f"{path} has schema_version {version}; this hwprof reads {SCHEMA_VERSION}")
+        return cls(root, run)
+
+    def pass_dir(self, name: str) -> Path:
+        return self.root / "passes" / name
+
+    @property
+    def pass_names(self) -> list[str]:
+        return [p for p in self.run.get("passes", {}) if self.pass_dir(p).is_dir()]
+
+    def markers(self, pass_name: str) -> list[Marker]:
+        path = self.pass_dir(pass_name) / "markers.jsonl"
+        return read_markers(path) if path.exists() else []
+
+    @cached_property
+    def model_info(self) -> dict[str, Any]:
+        """model.json of the layers pass if there was one (layer table of --depth), else of any pass."""
+        names = sorted(self.pass_names, key=lambda n: n != "layers")
+        for name in names:
+            path = self.pass_dir(name) / "model.json"
+            if path.exists():
+                return dict(json.loads(path.read_text()))
+        return {}
+
+    def metrics(self) -> dict[str, MetricTables]:
+        """collector name -> its metric tables, from every pass."""
+        out = {}
+        for name in self.pass_names:
+            for path in sorted(self.pass_dir(name).glob("*.metrics.json")):
+                out[path.name.removesuffix(".metrics.json")] = MetricTables.load(path)
+        return out
+
+    def collector(self, name: str) -> dict[str, Any]:
+        return dict(self.run.get("collectors", {}).get(name, {}))
+
+
+def forward_p50_ms(markers: list[Marker]) -> float | None:
+    from hwprof.analysis.spans import stage_stats
+
+    stats = stage_stats(markers).get("forward")
+    return stats.p50_ms if stats else None
+
+
+def finalize(run_dir: Path, run: dict[str, Any]) -> None:
+    """Derive the summary sections of run.json from the passes, write layers.csv, save run.json."""
+    from hwprof.analysis.layers import layer_rows, write_layers_csv
+    from hwprof.analysis.spans import stage_stats
+
+    data = RunData(run_dir, run)
+    info = data.model_info
+    if info:
+        flops = data.collector("flops").get("summary", {})
+        run["model"] = {
+            "name": info["name"],
+            "family": info["family"],
+            "weights": info["weights"],
+            "random_init": info["random_init"],
+            "params": info["params"],
+            "params_fused": info["params_fused"],
+            "layers": sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
+            "input_shape": info["input_shape"],
+            "flops": flops.get("total_flops"),
+            "gflops": flops.get("gflops"),
+        }
+    source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
+    if source:
+        stats = stage_stats(data.markers(source))
+        run["stages"] = {k: v.to_dict() for k, v in stats.items()}
+        run["stages_source"] = (
+            source if source == "timing" else f"{source} (no clean timing pass: hooks included)"
+        )
+        whole = stats.get("iteration")
+        if whole:
+            run["fps"] = run["config"]["batch"] / whole.p50_ms * 1e3
+    base = forward_p50_ms(data.markers("timing")) if "timing" in data.pass_names else None
+    for name in data.pass_names:
+        p50 = forward_p50_ms(data.markers(name))
+        entry = run["passes"][name]
+        entry["forward_p50_ms"] = p50
+        entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
+    if info:
+        rows = layer_rows(data)
+        write_layers_csv(run_dir / "layers.csv", rows)
+    write_run_json(run_dir, run)

@@ -1,0 +1,372 @@
+"""A collection: plan passes from the registry, run each in a child process, assemble the run directory.
+
+Collectors that disturb one another run in separate passes (config.PASS_ORDER). Every pass is
+`python -P -m hwprof.worker RUN_DIR PASS NAMES` (-P: never import hwprof from the working
+directory), possibly wrapped by a collector (Scalene) or with a tool attached (py-spy). A pass
+that crashes, hangs past its time-out or is interrupted leaves what it wrote, and run.json says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
+from hwprof.config import PASS_ORDER, RunConfig
+from hwprof.registry import all_collectors
+from hwprof.rundata import SCHEMA_VERSION, write_run_json
+from hwprof.workload.images import ImageSet
+from hwprof.workload.markers import MarkerBus
+
+TERM_GRACE_S = 20.0
+
+
+class CollectError(RuntimeError):
+    """A collection that cannot go on; the message is one line for the user."""
+
+
+@dataclass
+class PassPlan:
+    name: str
+    collectors: list[type[Collector]]
+
+
+@dataclass
+class Plan:
+    passes: list[PassPlan]
+    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Collectors that will not run: name -> {status, reason, fix, pass}."""
+
+
+def plan_passes(config: RunConfig) -> Plan:
+    """Probe every wanted collector and group the available ones into passes."""
+    statuses: dict[str, dict[str, Any]] = {}
+    by_pass: dict[str, list[type[Collector]]] = {}
+    for cls in all_collectors():
+        if not cls.wanted(config):
+            statuses[cls.name] = {
+                "status": "skipped",
+                "reason": "not requested for this run",
+                "fix": "",
+                "pass": cls.pass_name,
+            }
+            continue
+        try:
+            capability = cls.probe(config)
+        except Exception as exc:  # a probe must not take the whole collection down
+            statuses[cls.name] = {
+                "status": "failed",
+                "reason": f"probe raised {type(exc).__name__}: {exc}",
+                "fix": "",
+                "pass": cls.pass_name,
+            }
+            continue
+        if not capability.available:
+            statuses[cls.name] = {
+                "status": "unavailable",
+                "reason": capability.reason,
+                "fix": capability.fix,
+                "pass": cls.pass_name,
+                "details": capability.details,
+            }
+            continue
+        by_pass.setdefault(cls.pass_name, []).append(cls)
+    passes = [PassPlan(name, by_pass[name]) for name in PASS_ORDER if name in by_pass]
+    return Plan(passes, statuses)
+
+
+def new_run_dir(root: Path, model: str) -> Path:
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = root / f"{model}-{stamp}"
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = Path(f"{base}-{n}")
+    candidate.mkdir(parents=True)
+    return candidate
+
+
+def claim_out_dir(out: Path) -> Path:
+    """--out DIR: created if missing; refused if it already holds anything."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CollectError(
+            f"--out {out} already exists and is not empty; refusing to overwrite an earlier run"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+ProgressFn = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class PassOutcome:
+    name: str
+    status: str
+    returncode: int | None
+    wall_s: float
+    error: str = ""
+    results: dict[str, CollectorResult] = field(default_factory=dict)
+
+
+class Session:
+    def __init__(
+        self, config: RunConfig, run_dir: Path, images: ImageSet, progress: ProgressFn | None = None
+    ):
+        self.config = config
+        self.run_dir = run_dir
+        self.images = images
+        self.progress = progress or (lambda _pass, _event: None)
+        self.outcomes: list[PassOutcome] = []
+        self.run: dict[str, Any] = {}
+
+    def _write_inputs(self) -> None:
+        self.config.save(self.run_dir / "config.json")
+        (self.run_dir / "images.json").write_text(
+            json.dumps(
+                {
+                    "paths": [str(p) for p in self.images.paths],
+                    "skipped": self.images.skipped,
+                    "source": self.images.source,
+                },
+                indent=1,
+            )
+        )
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        threads = str(self.config.threads)
+        env.update(
+            {
+                "OMP_NUM_THREADS": threads,
+                "MKL_NUM_THREADS": threads,
+                "PYTHONUNBUFFERED": "1",
+                "YOLO_OFFLINE": "1",
+                "YOLO_VERBOSE": "False",
+            }
+        )
+        return env
+
+    def run_pass(self, plan: PassPlan) -> PassOutcome:
+        ctx = PassContext(self.config, self.run_dir, plan.name, MarkerBus())
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        collectors = [cls(self.config) for cls in plan.collectors]
+        names = ",".join(c.name for c in collectors)
+        command = [sys.executable, "-P", "-m", "hwprof.worker", str(self.run_dir), plan.name, names]
+        for collector in collectors:
+            command = collector.wrap_command(command, ctx)
+        (ctx.out_dir / "command.json").write_text(json.dumps(command))
+        started = time.monotonic()
+        with open(ctx.out_dir / "worker.log", "w") as log:
+            proc = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=self.run_dir,
+                text=True,
+                env=self._child_env(),
+                start_new_session=True,
+            )
+            attached: dict[str, AttachedTool] = {}
+            outcome_status, error = "ok", ""
+            try:
+                for collector in collectors:
+                    try:
+                        tool = collector.attach(proc.pid, ctx)
+                    except Exception as exc:
+                        tool = None
+                        error = f"{collector.name} could not attach: {exc}"
+                    if tool is not None:
+                        attached[collector.name] = tool
+                outcome_status, error = self._follow(proc, plan.name) or (outcome_status, error)
+            except KeyboardInterrupt:
+                _stop(proc)
+                outcome_status, error = "interrupted", "Ctrl-C"
+                self._finish_pass(plan, ctx, proc, attached, started, outcome_status, error)
+                raise
+        return self._finish_pass(plan, ctx, proc, attached, started, outcome_status, error)
+
+    def _follow(self, proc: subprocess.Popen[str], pass_name: str) -> tuple[str, str] | None:
+        """Relay the worker's progress lines until it exits or runs past its time-out."""
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + self.config.pass_timeout_s
+        while True:
+            try:
+                line = lines.get(timeout=0.2)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    _stop(proc)
+                    return (
+                        "timeout",
+                        f"pass {pass_name} ran past its {self.config.pass_timeout_s:.0f} s time-out",
+                    )
+                continue
+            if line is None:
+                proc.wait()
+                return None
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                self.progress(pass_name, event)
+
+    def _finish_pass(
+        self,
+        plan: PassPlan,
+        ctx: PassContext,
+        proc: subprocess.Popen[str],
+        attached: dict[str, AttachedTool],
+        started: float,
+        status: str,
+        error: str,
+    ) -> PassOutcome:
+        returncode = proc.poll()
+        if returncode is None:
+            _stop(proc)
+            returncode = proc.returncode
+        results: dict[str, CollectorResult] = {}
+        result_file = ctx.out_dir / "result.json"
+        worker: dict[str, Any] = {}
+        if result_file.exists():
+            worker = json.loads(result_file.read_text())
+            for name, data in worker.get("collectors", {}).items():
+                results[name] = CollectorResult(**data)
+        if status == "ok":
+            if worker.get("status") not in (None, "ok"):
+                status, error = worker["status"], worker.get("error", "")
+            elif returncode != 0:
+                status = "failed"
+                error = _exit_reason(returncode, ctx.out_dir / "worker.log")
+        for name, tool in attached.items():
+            try:
+                results[name] = tool.finish(returncode)
+            except Exception as exc:
+                results[name] = CollectorResult("failed", reason=f"{type(exc).__name__}: {exc}")
+        for cls in plan.collectors:
+            if cls.name not in results:
+                results[cls.name] = CollectorResult("failed", reason=error or "the pass wrote no result")
+            elif status != "ok" and results[cls.name].status == "ok":
+                results[cls.name].status = "partial"
+                results[cls.name].reason = f"pass {status}: {error}"
+        outcome = PassOutcome(plan.name, status, returncode, time.monotonic() - started, error, results)
+        self.outcomes.append(outcome)
+        return outcome
+
+    def collect(self, plan: Plan, command_line: list[str]) -> dict[str, Any]:
+        from hwprof.host import host_info
+
+        self._write_inputs()
+        self.run = {
+            "schema_version": SCHEMA_VERSION,
+            "run_id": self.run_dir.name,
+            "status": "running",
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": command_line,
+            "config": self.config.to_dict(),
+            "host": host_info(),
+            "images": {
+                "paths": [str(p) for p in self.images.paths],
+                "skipped": self.images.skipped,
+                "source": self.images.source,
+            },
+            "clock": {"id": "CLOCK_MONOTONIC", "unit": "ns"},
+            "collectors": dict(plan.statuses),
+            "passes": {},
+        }
+        write_run_json(self.run_dir, self.run)
+        final = "complete"
+        try:
+            for pass_plan in plan.passes:
+                outcome = self.run_pass(pass_plan)
+                self._record(outcome)
+                if outcome.status != "ok":
+                    final = "partial"
+                if outcome.returncode == 3:
+                    # The workload itself failed (model, weights, images): every later pass would too.
+                    log = self.run_dir / "passes" / outcome.name / "worker.log"
+                    raise CollectError(_log_error_line(log) or outcome.error)
+        except KeyboardInterrupt:
+            for outcome in self.outcomes[len(self.run["passes"]) :]:
+                self._record(outcome)
+            final = "interrupted"
+            raise
+        except CollectError:
+            final = "failed"
+            raise
+        finally:
+            from hwprof.rundata import finalize
+
+            self.run["status"] = final
+            self.run["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+            finalize(self.run_dir, self.run)
+        return self.run
+
+    def _record(self, outcome: PassOutcome) -> None:
+        self.run["passes"][outcome.name] = {
+            "status": outcome.status,
+            "returncode": outcome.returncode,
+            "wall_s": round(outcome.wall_s, 3),
+            "error": outcome.error,
+            "collectors": sorted(outcome.results),
+            "log": f"passes/{outcome.name}/worker.log",
+        }
+        for name, result in outcome.results.items():
+            self.run["collectors"][name] = {**result.to_dict(), "pass": outcome.name}
+        write_run_json(self.run_dir, self.run)
+
+
+def _stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM the worker's process group (it closes its collectors), then SIGKILL after a grace period."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        proc.wait()
+
+
+def _log_error_line(log: Path) -> str:
+    from hwprof.worker import ERROR_PREFIX
+
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if line.startswith(ERROR_PREFIX):
+            return line.removeprefix(ERROR_PREFIX)
+    return lines[-1].strip() if lines else ""
+
+
+def _exit_reason(returncode: int, log: Path) -> str:
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else "?"
+        what = f"the worker was killed by signal {-returncode} ({name})"
+    else:
+        what = f"the worker exited with code {returncode}"
+    last = _log_error_line(log)
+    return f"{what}: {last}" if last else what

@@ -1,0 +1,194 @@
+"""The CLI end to end, as a user runs it: from a folder outside the checkout, in child processes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+SMALL = ["--model", "yolov8n", "--imgsz", "256", "--iters", "2", "--warmup", "1", "--threads", "2"]
+
+
+def only_run_dir(results: Path) -> Path:
+    runs = [p for p in results.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def test_unknown_model_is_one_line_with_the_names(run_hwprof) -> None:
+    proc = run_hwprof("collect", "--model", "yolov99")
+    assert proc.returncode == 2
+    assert "unknown model 'yolov99'; known models: yolov7, yolov7-tiny, yolov7x" in proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--images", "/nonexistent/folder"], "does not exist"),
+        (["--weights", "/nonexistent/w.pt"], "weights file /nonexistent/w.pt does not exist"),
+        (["--only", "timing,bogus"], "unknown collector bogus"),
+        (["--imgsz", "100"], "multiple of 32"),
+    ],
+)
+def test_bad_inputs_exit_2(run_hwprof, args, message) -> None:
+    proc = run_hwprof("collect", *SMALL, *args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in " ".join(proc.stdout.split())
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_empty_image_folder(run_hwprof, tmp_path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run_hwprof("collect", *SMALL, "--images", str(empty))
+    assert proc.returncode == 2 and "no image files" in proc.stdout
+
+
+def test_doctor_lists_every_collector(run_hwprof) -> None:
+    from hwprof.registry import by_name
+
+    proc = run_hwprof("doctor")
+    assert proc.returncode == 0, proc.stderr
+    for name in by_name():
+        assert name in proc.stdout
+
+
+@pytest.mark.slow
+def test_corrupt_weights_fail_in_one_line_and_keep_the_run(run_hwprof, tmp_path) -> None:
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(b"PK\x03\x04 definitely not a checkpoint")
+    proc = run_hwprof("collect", *SMALL, "--weights", str(bad), "--results", str(tmp_path / "res"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "bad.pt" in proc.stdout and "Traceback" not in proc.stdout
+    run = json.loads((only_run_dir(tmp_path / "res") / "run.json").read_text())
+    assert run["status"] == "failed"
+
+
+@pytest.mark.slow
+def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
+    proc = run_hwprof("collect", *SMALL, "--only", "timing,flops", "--results", str(tmp_path / "res"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run_dir = only_run_dir(tmp_path / "res")
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["schema_version"] == 1 and run["status"] == "complete"
+    for key in ("config", "host", "model", "collectors", "stages", "passes"):
+        assert key in run
+    for key in (
+        "cpu_model",
+        "logical_cpus",
+        "smt",
+        "kernel",
+        "perf_event_paranoid",
+        "python",
+        "torch",
+        "packages",
+    ):
+        assert key in run["host"]
+    assert run["host"]["torch"]["num_threads"] == 2
+    assert run["model"]["random_init"] is True and run["model"]["params_fused"] == 3_151_904
+    assert set(run["stages"]) >= {"load", "preprocess", "forward", "postprocess"}
+    assert run["stages"]["forward"]["n"] == 2
+    assert run["collectors"]["timing"]["status"] == "ok" and run["collectors"]["flops"]["status"] == "ok"
+    with open(run_dir / "layers.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0].keys() >= {
+        "index",
+        "name",
+        "type",
+        "from",
+        "params",
+        "flops",
+        "in_bytes",
+        "out_bytes",
+        "weight_bytes",
+    }
+    assert len(rows) == 23 and rows[0]["type"] == "Conv"
+    report = run_hwprof("report", str(run_dir))
+    assert report.returncode == 0 and "pipeline stages" in report.stdout
+    again = run_hwprof("collect", *SMALL, "--only", "timing", "--out", str(run_dir))
+    assert again.returncode == 2 and "refusing to overwrite" in again.stdout
+
+
+@pytest.mark.slow
+def test_a_hanging_pass_times_out_and_keeps_partial_results(run_hwprof, tmp_path) -> None:
+    proc = run_hwprof(
+        "collect",
+        "--model",
+        "yolov8n",
+        "--imgsz",
+        "640",
+        "--iters",
+        "500",
+        "--warmup",
+        "0",
+        "--only",
+        "timing",
+        "--timeout",
+        "12",
+        "--results",
+        str(tmp_path / "res"),
+    )
+    run_dir = only_run_dir(tmp_path / "res")
+    run = json.loads((run_dir / "run.json").read_text())
+    assert run["status"] == "partial"
+    assert run["passes"]["timing"]["status"] == "timeout"
+    assert "ran past its 12 s time-out" in run["passes"]["timing"]["error"]
+    assert run["collectors"]["timing"]["status"] == "partial"
+    assert run["stages"]["forward"]["n"] >= 1
+    assert proc.returncode == 1
+    assert "pass timing timeout: pass timing ran past its 12 s time-out" in " ".join(proc.stdout.split())
+
+
+@pytest.mark.slow
+def test_ctrl_c_keeps_what_was_collected(tmp_path) -> None:
+    res = tmp_path / "res"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-P",
+            "-m",
+            "hwprof",
+            "collect",
+            "--model",
+            "yolov8n",
+            "--imgsz",
+            "640",
+            "--iters",
+            "500",
+            "--warmup",
+            "0",
+            "--only",
+            "timing",
+            "--results",
+            str(res),
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        runs = list(res.glob("*/passes/timing/markers.jsonl")) if res.exists() else []
+        if runs and runs[0].stat().st_size > 2000:
+            break
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=90)
+    assert proc.returncode == 130, out
+    assert "partial results kept" in out
+    run = json.loads((only_run_dir(res) / "run.json").read_text())
+    assert run["status"] == "interrupted"
+    assert run["collectors"]["timing"]["status"] == "partial"
+    assert run["stages"]["forward"]["n"] >= 1
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"hwprof.worker {only_run_dir(res)}"], capture_output=True, text=True
+    )
+    assert leftover.stdout.strip() == "", "a worker outlived Ctrl-C"

@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from hwprof.analysis.spans import latency_stats, layer_self_ns, pair_spans, stage_stats
+from hwprof.workload.markers import Marker, MarkerBus, MarkerLog, read_markers
+
+
+def fake_clock(step: int = 10):
+    counter = itertools.count(0, step)
+    return lambda: next(counter)
+
+
+def test_bus_calls_subscribers_symmetrically() -> None:
+    calls: list[str] = []
+    bus = MarkerBus(clock=fake_clock())
+    bus.subscribe(lambda m: calls.append(f"a{m.phase}"))
+    bus.subscribe(lambda m: calls.append(f"b{m.phase}"))
+    with bus.span("stage", "forward"):
+        pass
+    assert calls == ["aB", "bB", "bE", "aE"]
+
+
+def test_span_closes_on_exception() -> None:
+    log = MarkerLog()
+    bus = MarkerBus(clock=fake_clock())
+    bus.subscribe(log)
+    with pytest.raises(RuntimeError), bus.span("stage", "load"):
+        raise RuntimeError("boom")
+    assert [m.phase for m in log.markers] == ["B", "E"]
+
+
+def test_log_round_trip_survives_a_torn_line(tmp_path) -> None:
+    log = MarkerLog()
+    bus = MarkerBus(clock=fake_clock())
+    bus.subscribe(log)
+    bus.iteration = 3
+    with bus.span("layer", "model.7", 7):
+        pass
+    path = tmp_path / "markers.jsonl"
+    log.flush_to(path)
+    log.flush_to(path)  # nothing new: no duplicates
+    with open(path, "a") as f:
+        f.write('["stage", "B", "forw')
+    markers = read_markers(path)
+    assert markers == log.markers
+    assert markers[0] == Marker("layer", "B", "model.7", 0, 3, False, 7)
+
+
+def _markers(events: list[tuple[str, str, str, int]], iteration: int = 0) -> list[Marker]:
+    return [Marker(kind, phase, name, t, iteration, False) for kind, phase, name, t in events]  # type: ignore[arg-type]
+
+
+def test_self_time_subtracts_children() -> None:
+    markers = _markers(
+        [
+            ("stage", "B", "forward", 0),
+            ("layer", "B", "model.0", 10),
+            ("layer", "B", "model.0.cv1", 12),
+            ("layer", "E", "model.0.cv1", 20),
+            ("layer", "E", "model.0", 30),
+            ("layer", "B", "model.1", 35),
+            ("layer", "E", "model.1", 45),
+            ("stage", "E", "forward", 50),
+        ]
+    )
+    self_ns = layer_self_ns(pair_spans(markers))
+    assert self_ns == {"model.0": [12], "model.0.cv1": [8], "model.1": [10]}
+
+
+def test_stage_stats_ignore_warmup_and_unclosed() -> None:
+    markers = [
+        Marker("stage", "B", "forward", 0, -1, True),
+        Marker("stage", "E", "forward", 5_000_000, -1, True),
+    ]
+    for i, dur in enumerate([10, 20, 30]):
+        t = 100_000_000 * (i + 1)
+        markers += [
+            Marker("stage", "B", "forward", t, i, False),
+            Marker("stage", "E", "forward", t + dur * 1_000_000, i, False),
+        ]
+    markers.append(Marker("stage", "B", "forward", 10**9, 3, False))
+    stats = stage_stats(markers)["forward"]
+    assert stats.n == 3
+    assert stats.p50_ms == pytest.approx(20.0)
+    assert stats.min_ms == pytest.approx(10.0) and stats.max_ms == pytest.approx(30.0)
+
+
+def test_latency_stats_needs_samples() -> None:
+    with pytest.raises(ValueError):
+        latency_stats([])
+    one = latency_stats([4.0])
+    assert one.stdev_ms == 0.0 and one.p99_ms == 4.0

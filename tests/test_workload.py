@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from hwprof.config import RunConfig
+from hwprof.workload.images import ImageError, discover
+from hwprof.workload.markers import MarkerBus, MarkerLog, attach_layer_markers
+from hwprof.workload.pipeline import Pipeline, letterbox, to_yolo_layout
+from hwprof.workload.zoo import (
+    MODEL_NAMES,
+    OUTPUT_XYWH_OBJ_CLS,
+    UnknownModelError,
+    build_model,
+    family_of,
+    meta_flops,
+)
+
+
+def test_letterbox_square_and_rect() -> None:
+    image = np.zeros((720, 1280, 3), np.uint8)
+    square = letterbox(image, 640)
+    assert square.image.shape == (640, 640, 3)
+    assert square.ratio == pytest.approx(0.5)
+    assert square.pad == (0, 140)
+    rect = letterbox(image, 640, stride=32, rect=True)
+    assert rect.image.shape == (384, 640, 3)
+    assert rect.image[0, 0].tolist() == [114, 114, 114]
+
+
+def test_yolov7_layout_multiplies_objectness_into_classes() -> None:
+    pred = torch.zeros(1, 2, 5 + 3)
+    pred[0, 0, :4] = torch.tensor([10.0, 20.0, 4.0, 6.0])
+    pred[0, 0, 4] = 0.5
+    pred[0, 0, 5:] = torch.tensor([0.2, 0.8, 0.4])
+    out = to_yolo_layout(pred, OUTPUT_XYWH_OBJ_CLS)
+    assert out.shape == (1, 4 + 3, 2)
+    assert out[0, :, 0].tolist() == pytest.approx([10, 20, 4, 6, 0.1, 0.4, 0.2])
+
+
+def test_unknown_model_lists_names() -> None:
+    with pytest.raises(UnknownModelError, match="known models: yolov7, yolov7-tiny"):
+        family_of("yolov99")
+    assert "yolo11x" in MODEL_NAMES and "yolov5su" in MODEL_NAMES
+
+
+def test_image_folder_errors(tmp_path) -> None:
+    with pytest.raises(ImageError, match="does not exist"):
+        discover(str(tmp_path / "missing"))
+    with pytest.raises(ImageError, match="no image files"):
+        discover(str(tmp_path))
+    (tmp_path / "broken.jpg").write_bytes(b"not a jpeg")
+    with pytest.raises(ImageError, match="could be read"):
+        discover(str(tmp_path))
+
+
+def test_unreadable_images_are_skipped(tmp_path, bus_images) -> None:
+    (tmp_path / "a.jpg").write_bytes(bus_images[0].read_bytes())
+    (tmp_path / "b.jpg").write_bytes(b"\xff\xd8 truncated")
+    found = discover(str(tmp_path))
+    assert [p.name for p in found.paths] == ["a.jpg"]
+    assert found.skipped and found.skipped[0][0].endswith("b.jpg")
+
+
+def test_default_images_are_the_wheels_photos() -> None:
+    assert [p.name for p in discover(None).paths] == ["bus.jpg", "zidane.jpg"]
+
+
+def test_ultralytics_flops_on_meta() -> None:
+    built = build_model("yolov8n")
+    assert built.params_fused == 3_151_904
+    assert meta_flops(built.module, 640) / 1e9 == pytest.approx(8.74, rel=0.005)
+
+
+def test_pipeline_stages_and_layer_markers(bus_images) -> None:
+    torch.set_num_threads(2)
+    config = RunConfig(model="yolov8n", imgsz=256, batch=2)
+    bus, log = MarkerBus(), MarkerLog()
+    bus.subscribe(log)
+    pipeline = Pipeline(config, bus, bus_images, build_model("yolov8n"))
+    attach_layer_markers(pipeline.model, bus)
+    detections = pipeline.run_iteration(0, warmup=False)
+    stages = [m.name for m in log.markers if m.kind == "stage" and m.phase == "B"]
+    assert stages == ["load", "preprocess", "forward", "postprocess"]
+    layers = [m for m in log.markers if m.kind == "layer"]
+    assert len(layers) == 2 * len(pipeline.model.model)
+    forward = [m.t_ns for m in log.markers if m.name == "forward"]
+    assert all(forward[0] <= m.t_ns <= forward[1] for m in layers)
+    assert len(detections) == 2
+    for det, path in zip(detections, pipeline.batch_paths(0), strict=True):
+        import cv2
+
+        h, w = cv2.imread(str(path)).shape[:2]
+        if len(det):
+            assert float(det[:, [0, 2]].max()) <= w + 1 and float(det[:, [1, 3]].max()) <= h + 1
