@@ -122,6 +122,10 @@ class Collector:
             return cls.name in config.only
         return cls.default_enabled and cls.name not in config.skip
 
+    @classmethod
+    def check_options(cls, config: RunConfig) -> None:
+        """Raise ValueError (one line) for options of this collector that can never work, e.g. an unknown event."""
+
     def open(self, ctx: PassContext) -> None:
         pass
 

@@ -110,7 +110,7 @@ class _PassProgress:
 
 
 def cmd_collect(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.registry import check_names
+    from hwprof.registry import all_collectors, check_names
     from hwprof.rundata import RunData
     from hwprof.session import CollectError, Session, claim_out_dir, new_run_dir, plan_passes
     from hwprof.workload.images import discover
@@ -119,6 +119,9 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     config = _config_from(args)
     family_of(config.model)
     check_names(config.only + config.skip)
+    for cls in all_collectors():
+        if cls.wanted(config):
+            cls.check_options(config)
     if config.weights and not Path(config.weights).is_file():
         raise ValueError(f"weights file {config.weights} does not exist")
     images = discover(config.images)
@@ -205,8 +208,21 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
         if cap.available and not cls.wanted(config):
             status = "[green]available[/] (off by default)"
         table.add_row(cls.name, cls.pass_name, status, cap.reason, cap.fix)
+        for names, reason, fix in _unavailable_parts(cap.details):
+            table.add_row("", "", f"[yellow]{len(names)} unavailable[/]", f"{', '.join(names)}: {reason}", fix)
     console.print(table)
     return 0
+
+
+def _unavailable_parts(details: dict[str, Any]) -> list[tuple[list[str], str, str]]:
+    """A collector that works in part lists what it cannot do in details["unavailable"]: name -> {reason, fix}."""
+    parts: dict[tuple[str, str], list[str]] = {}
+    unavailable = details.get("unavailable")
+    if isinstance(unavailable, dict):
+        for name, why in unavailable.items():
+            if isinstance(why, dict):
+                parts.setdefault((str(why.get("reason", "")), str(why.get("fix", ""))), []).append(str(name))
+    return [(names, reason, fix) for (reason, fix), names in parts.items()]
 
 
 def cmd_models(args: argparse.Namespace, console: Console) -> int:

@@ -50,7 +50,9 @@ class PassRunner:
         self.ctx = PassContext(self.config, run_dir, pass_name, self.bus)
         self.ctx.out_dir.mkdir(parents=True, exist_ok=True)
         classes = by_name()
-        self.collectors: list[Collector] = [classes[n](self.config) for n in names]
+        # Ascending `order` everywhere: counter readers (high order) open last, so threads that
+        # other collectors start in open() exist before the counters and stay out of their counts.
+        self.collectors: list[Collector] = sorted((classes[n](self.config) for n in names), key=lambda c: c.order)
         self.results: dict[str, CollectorResult] = {}
         self.log = MarkerLog()
         self.markers_path = self.ctx.out_dir / "markers.jsonl"

@@ -192,3 +192,25 @@ def test_ctrl_c_keeps_what_was_collected(tmp_path) -> None:
         ["pgrep", "-f", f"hwprof.worker {only_run_dir(res)}"], capture_output=True, text=True
     )
     assert leftover.stdout.strip() == "", "a worker outlived Ctrl-C"
+
+
+@pytest.mark.slow
+def test_models_lists_every_family_with_params(run_hwprof, tmp_path) -> None:
+    proc = run_hwprof("models", timeout=900)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from hwprof.workload.zoo import MODEL_NAMES
+
+    for name in MODEL_NAMES:
+        assert name in proc.stdout
+    line = next(row for row in proc.stdout.splitlines() if " yolov7 " in f" {row} ")
+    assert "36,905,341" in line
+    yolov8n = next(row for row in proc.stdout.splitlines() if "yolov8n" in row)
+    assert "3,151,904" in yolov8n and "8.74" in yolov8n
+
+
+def test_unknown_event_lists_what_the_host_has(run_hwprof) -> None:
+    proc = run_hwprof("collect", *SMALL, "--events", "task-clock,no-such-event")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    text = " ".join(proc.stdout.split())
+    assert "no-such-event" in text and "task-clock" in text
+    assert "Traceback" not in proc.stdout + proc.stderr

@@ -1,0 +1,90 @@
+"""The raw readings file (`<collector>.readings.jsonl`), so any analysis can be redone later.
+
+Line 1, the header: {"kind": "header", "events": {name: {unit, scale, source, pmu}},
+"groups": [{"index": g, "events": [names in value order]}], "clock": "CLOCK_MONOTONIC ns"}.
+Then one line per reading:
+- {"kind": "marker", "marker": [kind, phase, name, iteration, t_ns], "cpu_ns": int | null,
+   "groups": {"<g>": [time_enabled, time_running, [value, ...]]}}
+- {"kind": "sample", "t_ns": int, "groups": {...}}   (interval sampler)
+Values are raw (unscaled); enabled/running are the kernel's totals summed over inherited threads.
+cpu_ns (stage and iteration markers only): process CPU time, less the perf_events sampler thread's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hwprof.perf.counting import Count, Reading
+
+GroupRow = tuple[int, int, Sequence[int]]
+
+
+def header_line(events: Mapping[str, Mapping[str, Any]], groups: Sequence[Sequence[str]]) -> str:
+    return json.dumps(
+        {
+            "kind": "header",
+            "events": events,
+            "groups": [{"index": k, "events": list(names)} for k, names in enumerate(groups)],
+            "clock": "CLOCK_MONOTONIC ns",
+        }
+    )
+
+
+def marker_line(row: Sequence[Any], cpu_ns: int | None, groups: Mapping[int, GroupRow]) -> str:
+    return json.dumps(
+        {"kind": "marker", "marker": list(row), "cpu_ns": cpu_ns, "groups": _groups(groups)},
+        separators=(",", ":"),
+    )
+
+
+def sample_line(t_ns: int, groups: Mapping[int, GroupRow]) -> str:
+    return json.dumps({"kind": "sample", "t_ns": t_ns, "groups": _groups(groups)}, separators=(",", ":"))
+
+
+def _groups(groups: Mapping[int, GroupRow]) -> dict[str, list[Any]]:
+    return {str(k): [e, r, list(v)] for k, (e, r, v) in groups.items()}
+
+
+def counts_of(groups: Mapping[str, Sequence[Any]], names: Sequence[Sequence[str]]) -> dict[str, Count]:
+    counts: dict[str, Count] = {}
+    for key, (enabled, running, values) in groups.items():
+        index = int(key)
+        for name, value in zip(names[index], values, strict=True):
+            counts[name] = Count(int(value), int(enabled), int(running), index)
+    return counts
+
+
+@dataclass
+class Loaded:
+    header: dict[str, Any]
+    readings: list[Reading] = field(default_factory=list)
+    samples: list[tuple[int, dict[str, Count]]] = field(default_factory=list)
+
+    @property
+    def scales(self) -> dict[str, float]:
+        return {name: float(info.get("scale", 1.0)) for name, info in self.header["events"].items()}
+
+
+def load(path: Path) -> Loaded:
+    lines = path.read_text().splitlines()
+    if not lines:
+        raise ValueError(f"{path} is empty")
+    header = json.loads(lines[0])
+    names = [g["events"] for g in header["groups"]]
+    out = Loaded(header)
+    for line in lines[1:]:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            break  # a torn last line from a killed pass
+        counts = counts_of(row["groups"], names)
+        if row["kind"] == "marker":
+            kind, phase, name, iteration, t_ns = row["marker"]
+            out.readings.append(Reading(kind, phase, name, int(iteration), int(t_ns), counts, row["cpu_ns"]))
+        elif row["kind"] == "sample":
+            out.samples.append((int(row["t_ns"]), counts))
+    return out

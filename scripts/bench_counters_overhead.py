@@ -1,0 +1,260 @@
+"""Overhead of the per-layer counters pass, and the cost of one counter read.
+
+1. Pass overhead. The real worker child processes, interleaved (A B C A B C ...) so that drift and
+   other work on the machine hit every variant alike:
+     timing             the clean pass: no hooks, no collectors
+     layers             layer markers only (forward hooks, marker bus)
+     layers+perf        layer markers and perf_events (the counters pass) with the chosen events
+   Forward p50 per pass from its markers.jsonl (stage "forward", B/E, measured iterations).
+   Printed: layers+perf / timing (the counters pass's overhead, target <= 1.05) and
+   layers+perf / layers (the counter reads' own share), medians over the repeats.
+
+2. Read cost. One child process per thread count opens groups of 1, 2, 4 and 8 software events
+   (inherit=1) before importing torch, starts torch's pool with T threads, then times reads of
+   each group: with the pool idle, and while a background thread keeps the pool busy (a running
+   inherited child event costs an IPI to read). Also N separate single-event fds read one by one.
+
+    python scripts/bench_counters_overhead.py                       # yolov7 at 640, default events
+    python scripts/bench_counters_overhead.py --model yolov7-tiny --imgsz 320 --iters 10 --repeats 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+from hwprof.config import RunConfig, default_threads
+from hwprof.workload.images import discover
+from hwprof.workload.markers import read_markers
+
+VARIANTS: dict[str, tuple[str, list[str]]] = {
+    "timing": ("timing", []),
+    "layers": ("layers", []),
+    "layers+perf": ("layers", ["perf_events"]),
+}
+
+
+def default_model() -> str:
+    try:
+        import hwprof.workload.yolov7  # noqa: F401
+    except ImportError:
+        return "yolov8n"
+    return "yolov7"
+
+
+def forward_durations_ms(pass_dir: Path) -> list[float]:
+    begin: dict[int, int] = {}
+    out = []
+    for m in read_markers(pass_dir / "markers.jsonl"):
+        if m.kind != "stage" or m.name != "forward" or m.warmup:
+            continue
+        if m.phase == "B":
+            begin[m.iteration] = m.t_ns
+        elif m.iteration in begin:
+            out.append((m.t_ns - begin.pop(m.iteration)) / 1e6)
+    return out
+
+
+def run_pass(run_dir: Path, pass_name: str, collectors: list[str], timeout: float) -> Path:
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), pass_name, ",".join(collectors)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"worker {pass_name} {collectors} failed:\n{proc.stderr[-3000:]}")
+    return run_dir / "passes" / pass_name
+
+
+def overhead(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    images = [str(p) for p in discover(None).paths]
+    p50s: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    perf_summary: dict[str, Any] = {}
+    for rep in range(args.repeats):
+        for variant, (pass_name, collectors) in VARIANTS.items():
+            run_dir = root / f"{variant}-{rep}"
+            run_dir.mkdir(parents=True)
+            config = RunConfig(
+                model=args.model,
+                imgsz=args.imgsz,
+                threads=args.threads,
+                warmup=args.warmup,
+                iters=args.iters,
+                events=args.events,
+            )
+            config.save(run_dir / "config.json")
+            (run_dir / "images.json").write_text(json.dumps({"paths": images}))
+            pass_dir = run_pass(run_dir, pass_name, collectors, args.timeout)
+            durations = forward_durations_ms(pass_dir)
+            p50s[variant].append(statistics.median(durations))
+            print(f"  repeat {rep} {variant:12s} forward p50 {p50s[variant][-1]:9.2f} ms", flush=True)
+            if collectors:
+                result = json.loads((pass_dir / "result.json").read_text())
+                perf_summary = result["collectors"]["perf_events"]
+    ratios = {
+        "perf_vs_timing": statistics.median(
+            p / t for p, t in zip(p50s["layers+perf"], p50s["timing"], strict=True)
+        ),
+        "perf_vs_layers": statistics.median(
+            p / t for p, t in zip(p50s["layers+perf"], p50s["layers"], strict=True)
+        ),
+        "layers_vs_timing": statistics.median(
+            p / t for p, t in zip(p50s["layers"], p50s["timing"], strict=True)
+        ),
+    }
+    return {"p50_ms": p50s, "ratios": ratios, "perf": perf_summary}
+
+
+READ_COST_CHILD = textwrap.dedent(
+    """
+    import json, sys, threading, time
+    from hwprof.perf.events import EventResolver, SOFTWARE
+    from hwprof.perf.syscall import CounterGroup
+    threads, reads = int(sys.argv[1]), int(sys.argv[2])
+    r = EventResolver()
+    names = list(SOFTWARE)[:8]
+    groups = {n: CounterGroup.open([r.resolve(e) for e in names[:n]], disabled=False) for n in (1, 2, 4, 8)}
+    singles = [CounterGroup.open([r.resolve(e)], disabled=False) for e in names[:8]]
+    import torch
+    torch.set_num_threads(threads)
+    a = torch.rand(512, 512)
+    for _ in range(20):
+        a @ a
+    def timed(fn):
+        # median over batches of 50 reads: robust to preemption on a shared machine
+        fn()
+        batches = []
+        for _ in range(max(1, reads // 50)):
+            t = time.perf_counter_ns()
+            for _ in range(50):
+                fn()
+            batches.append((time.perf_counter_ns() - t) / 50 / 1e3)
+        return sorted(batches)[len(batches) // 2]
+    def measure():
+        out = {f"group of {n}": timed(g.read_raw) for n, g in groups.items()}
+        out["8 single fds"] = timed(lambda: [g.read_raw() for g in singles])
+        return out
+    time.sleep(0.5)
+    idle = measure()
+    stop = threading.Event()
+    def busy():
+        b = torch.rand(384, 384)
+        while not stop.is_set():
+            b @ b
+    worker = threading.Thread(target=busy)
+    worker.start()
+    time.sleep(0.2)
+    loaded = measure()
+    stop.set()
+    worker.join()
+    live = len(__import__("os").listdir("/proc/self/task"))
+    print(json.dumps({"threads": threads, "os_threads": live, "idle": idle, "busy": loaded}))
+    """
+)
+
+
+def read_cost(thread_counts: list[int], reads: int) -> list[dict[str, Any]]:
+    rows = []
+    for threads in thread_counts:
+        proc = subprocess.run(
+            [sys.executable, "-P", "-c", READ_COST_CHILD, str(threads), str(reads)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OMP_NUM_THREADS": str(threads)},
+        )
+        if proc.returncode != 0:
+            raise SystemExit(f"read-cost child failed:\n{proc.stderr[-2000:]}")
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=default_model())
+    parser.add_argument("--imgsz", type=int, default=640)
+    parser.add_argument("--threads", type=int, default=default_threads())
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--iters", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--events",
+        type=lambda s: [e for e in s.split(",") if e],
+        default=[],
+        help="comma-separated events (default: the collector's default set)",
+    )
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--read-threads", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8])
+    parser.add_argument("--reads", type=int, default=5000)
+    parser.add_argument("--skip-overhead", action="store_true")
+    parser.add_argument("--skip-read-cost", action="store_true")
+    parser.add_argument("--keep", type=Path, help="keep the run directories here")
+    args = parser.parse_args()
+
+    if not args.skip_overhead:
+        print(
+            f"counters pass overhead: {args.model} at {args.imgsz}, {args.threads} threads, {args.iters} "
+            f"iterations, {args.repeats} repeats, events: {','.join(args.events) or 'default set'}"
+        )
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            result = overhead(args, Path(tempfile.mkdtemp(dir=args.keep)))
+        else:
+            with tempfile.TemporaryDirectory() as tmp:
+                result = overhead(args, Path(tmp))
+        for variant, values in result["p50_ms"].items():
+            print(f"{variant:14s} forward p50 (median of repeats): {statistics.median(values):9.2f} ms")
+        r = result["ratios"]
+        verdict = "meets" if r["perf_vs_timing"] <= 1.05 else "misses"
+        print(
+            f"counters pass / timing pass forward p50: {r['perf_vs_timing']:.4f}  ({verdict} the 1.05 target)"
+        )
+        print(
+            f"counters pass / layers-only pass:         {r['perf_vs_layers']:.4f}  (the counter reads' cost)"
+        )
+        print(
+            f"layers-only pass / timing pass:           {r['layers_vs_timing']:.4f}  (hooks and marker bus)"
+        )
+        summary = result["perf"].get("summary", {})
+        if summary:
+            rc = summary["read_cost"]
+            print(
+                f"in-run read cost per marker: p50 {rc.get('p50_us', float('nan')):.2f} us, "
+                f"mean {rc.get('mean_us', float('nan')):.2f} us, {rc['reads']} reads, "
+                f"{rc['groups_per_read']:.1f} groups per read"
+            )
+            if "on_marker_share" in rc:
+                print(
+                    f"perf_events' own time on the model thread (on_marker): "
+                    f"{100 * rc['on_marker_share']:.3f}% of the measured iterations' wall time"
+                )
+            print(
+                f"events opened: {', '.join(summary['events_opened'])}; unavailable: "
+                f"{', '.join(summary['unavailable']) or 'none'}"
+            )
+            print("checks:", json.dumps(summary["checks"]))
+    if not args.skip_read_cost:
+        print(
+            f"\ncost of one read(2) of an inherited group, us (median over batches of 50, {args.reads} reads)"
+        )
+        rows = read_cost(args.read_threads, args.reads)
+        keys = list(rows[0]["idle"])
+        print(f"{'torch threads':>13s} {'state':>5s} " + " ".join(f"{k:>12s}" for k in keys))
+        for row in rows:
+            for state in ("idle", "busy"):
+                cells = " ".join(f"{row[state][k]:12.2f}" for k in keys)
+                print(f"{row['threads']:13d} {state:>5s} {cells}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
