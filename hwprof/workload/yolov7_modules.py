@@ -38,9 +38,9 @@ def activation(act: bool | nn.Module) -> nn.Module:
     return nn.SiLU() if act else nn.Identity()
 
 
-def fold_batch_norm(weight: torch.Tensor, bias: torch.Tensor | None, bn: nn.BatchNorm2d) -> tuple[
-    torch.Tensor, torch.Tensor
-]:
+def fold_batch_norm(
+    weight: torch.Tensor, bias: torch.Tensor | None, bn: nn.BatchNorm2d
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Kernel and bias of a convolution followed by `bn` in eval mode, as one convolution."""
     assert bn.running_var is not None and bn.running_mean is not None
     scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)
@@ -66,6 +66,12 @@ def _conv_with_bias(like: nn.Conv2d, weight: torch.Tensor, bias: torch.Tensor) -
     conv.weight = nn.Parameter(weight.detach().clone(), requires_grad=like.weight.requires_grad)
     conv.bias = nn.Parameter(bias.detach().clone(), requires_grad=like.weight.requires_grad)
     return conv
+
+
+def _conv_bn(branch: nn.Sequential) -> tuple[nn.Conv2d, nn.BatchNorm2d]:
+    conv, bn = branch[0], branch[1]
+    assert isinstance(conv, nn.Conv2d) and isinstance(bn, nn.BatchNorm2d)
+    return conv, bn
 
 
 class Conv(nn.Module):
@@ -229,8 +235,8 @@ class RepConv(nn.Module):
     def equivalent_kernel_bias(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The single 3x3 kernel and bias that compute the sum of the branches (eval mode)."""
         assert self.rbr_dense is not None and self.rbr_1x1 is not None
-        dense_conv, dense_bn = self.rbr_dense[0], self.rbr_dense[1]
-        one_conv, one_bn = self.rbr_1x1[0], self.rbr_1x1[1]
+        dense_conv, dense_bn = _conv_bn(self.rbr_dense)
+        one_conv, one_bn = _conv_bn(self.rbr_1x1)
         kernel, bias = fold_batch_norm(dense_conv.weight, None, dense_bn)
         kernel_1x1, bias_1x1 = fold_batch_norm(one_conv.weight, None, one_bn)
         kernel = kernel + F.pad(kernel_1x1, [1, 1, 1, 1])
@@ -247,7 +253,7 @@ class RepConv(nn.Module):
             return
         assert self.rbr_dense is not None
         kernel, bias = self.equivalent_kernel_bias()
-        self.rbr_reparam = _conv_with_bias(self.rbr_dense[0], kernel, bias)
+        self.rbr_reparam = _conv_with_bias(_conv_bn(self.rbr_dense)[0], kernel, bias)
         self.rbr_dense = None
         self.rbr_1x1 = None
         self.rbr_identity = None
@@ -303,7 +309,7 @@ class Detect(nn.Module):
     def initialize_biases(self) -> None:
         """Prior objectness (about 8 objects per 640 image) and class scores (YOLOv5 / RetinaNet style)."""
         for conv, stride in zip(self.m, self.stride.tolist(), strict=True):
-            assert conv.bias is not None
+            assert isinstance(conv, nn.Conv2d) and conv.bias is not None
             bias = conv.bias.view(self.na, -1)
             bias[:, 4] += math.log(8 / (640 / stride) ** 2)
             bias[:, 5:] += math.log(0.6 / (self.nc - 0.99))

@@ -57,17 +57,17 @@ def family_of(name: str) -> str:
     raise UnknownModelError(name)
 
 
-def build_architecture(name: str) -> torch.nn.Module:
-    """The unfused model in eval mode with the current torch RNG state (seed before calling)."""
+def build_architecture(name: str, nc: int = 80) -> torch.nn.Module:
+    """The unfused model with nc classes in eval mode, from the current torch RNG state (seed first)."""
     family = family_of(name)
     if family == "yolov7":
         from hwprof.workload.yolov7 import build_yolov7
 
-        return build_yolov7(name).eval()
+        return build_yolov7(name, nc=nc).eval()
     from ultralytics.nn.tasks import DetectionModel
 
     with contextlib.redirect_stdout(io.StringIO()):
-        return DetectionModel(f"{name}.yaml", verbose=False).eval()
+        return DetectionModel(f"{name}.yaml", nc=nc, verbose=False).eval()
 
 
 def count_params(module: torch.nn.Module) -> int:

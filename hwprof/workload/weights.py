@@ -1,0 +1,474 @@
+"""Loading YOLO checkpoints without running code from the file.
+
+    model, info = load_checkpoint(path, model_name, build)
+
+`build(model_name)` must return a freshly built, unfused model of the architecture the caller
+wants; when the checkpoint records a class count other than 80, it is called as
+`build(model_name, nc=nc)` instead (build_yolov7 and ultralytics' DetectionModel accept that).
+The checkpoint's tensors are copied into that model with strict key and shape matching
+(fp16 -> fp32); if they fit only the fused form (a checkpoint saved after fuse()), the model is
+fused first and `info.fused` is True. Anything wrong raises WeightsError, one line for the user.
+
+Formats (WeightsInfo.format):
+  "ultralytics"      a dict whose "ema" or "model" is a pickled ultralytics DetectionModel
+  "yolov7-official"  a dict whose "model" (or "ema") is a pickled official models.yolo.Model; the
+                     release files carry the training head IDetect, which is folded into Detect
+  "state_dict"       a mapping of str -> tensor, or one under "state_dict", "model" or "ema"
+
+Safety: torch.load(weights_only=True) always. The pickled-module formats need classes, so the
+globals a file may name are allowlisted exactly: the torch.nn layer classes YOLO models use, the
+official YOLOv7 class names mapped onto this project's own classes (the official code is never
+imported), ultralytics' own classes (see _ultralytics_globals), and numpy scalars and arrays.
+Before loading, the file's globals are listed without unpickling and any other global is
+refused by name; torch's own refusal is the second line (and the only one for legacy files).
+The unpickled module tree is not used: only its tensors (and, for YOLOv7, its class count,
+class names and cfg, read as data) go into the freshly built model.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import pickle
+import re
+import sys
+import zipfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import nn
+
+from hwprof.workload import yolov7 as y7
+from hwprof.workload import yolov7_modules as y7m
+
+Format = Literal["ultralytics", "yolov7-official", "state_dict"]
+Builder = Callable[..., nn.Module]
+
+_DEFAULT_NC = 80
+
+
+class WeightsError(Exception):
+    """A checkpoint that cannot be used; str() is one line: file, problem, what to do."""
+
+    def __init__(self, path: Path | str, problem: str, action: str) -> None:
+        self.path = Path(path)
+        self.problem = " ".join(problem.split())
+        self.action = " ".join(action.split())
+        super().__init__(f"{self.path}: {self.problem}; {self.action}")
+
+    def __reduce__(self) -> tuple[type[WeightsError], tuple[Path, str, str]]:
+        return (type(self), (self.path, self.problem, self.action))
+
+
+@dataclass(frozen=True)
+class WeightsInfo:
+    path: Path
+    format: Format
+    dtype: str
+    """Floating-point dtype of the tensors in the file ("float16", or "mixed(float16,float32)")."""
+    sha256: str
+    num_tensors: int
+    """Tensors in the file's state dict, before any conversion."""
+    nc: int | None = None
+    """Class count recorded in the checkpoint, if it records one."""
+    fused: bool = False
+    """The tensors were the fused form; the returned model has been fused."""
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = str(self.path)
+        data["notes"] = list(self.notes)
+        return data
+
+
+class _UnusedModule(nn.Module):
+    """Stands in for official classes whose state is read but never run (IDetect, ImplicitA/M)."""
+
+
+_OFFICIAL_YOLOV7: dict[str, type[nn.Module]] = {
+    "models.yolo.Model": y7.YOLOv7Model,
+    "models.yolo.Detect": y7m.Detect,
+    "models.yolo.IDetect": _UnusedModule,
+    "models.common.Conv": y7m.Conv,
+    "models.common.Concat": y7m.Concat,
+    "models.common.MP": y7m.MP,
+    "models.common.SP": y7m.SP,
+    "models.common.SPPCSPC": y7m.SPPCSPC,
+    "models.common.RepConv": y7m.RepConv,
+    "models.common.ImplicitA": _UnusedModule,
+    "models.common.ImplicitM": _UnusedModule,
+}
+"""Official YOLOv7 class paths (deploy and release checkpoints) -> the classes they unpickle as."""
+
+_TORCH_NN: tuple[type[nn.Module], ...] = (
+    nn.Conv2d,
+    nn.BatchNorm2d,
+    nn.SiLU,
+    nn.LeakyReLU,
+    nn.ReLU,
+    nn.Hardswish,
+    nn.Sigmoid,
+    nn.Identity,
+    nn.MaxPool2d,
+    nn.Upsample,
+    nn.Sequential,
+    nn.ModuleList,
+)
+"""The torch.nn classes inside YOLOv7 and ultralytics YOLOv5u/v8/11 detection models."""
+
+
+def _numpy_data_globals() -> list[Any]:
+    """numpy scalars and arrays as training code stores them (e.g. best_fitness): data only."""
+    import importlib
+
+    import numpy as np
+
+    multiarray = importlib.import_module("numpy._core.multiarray")
+    entries: list[Any] = [np.dtype, np.ndarray]
+    for module in ("numpy.core.multiarray", "numpy._core.multiarray"):
+        entries.append((multiarray.scalar, f"{module}.scalar"))
+        entries.append((multiarray._reconstruct, f"{module}._reconstruct"))
+    for dtype_class in ("Float64", "Float32", "Float16", "Int64", "Int32", "Bool"):
+        entries.append(getattr(np.dtypes, f"{dtype_class}DType"))
+    return entries
+
+
+def _ultralytics_globals() -> list[Any]:
+    """ultralytics' own classes as its checkpoints pickle them.
+
+    Model and layer classes (ultralytics.nn.modules.*, ultralytics.nn.tasks), the training-only
+    loss and assigner objects some checkpoints carry (ultralytics.utils.loss / .tal; their state is
+    restored as data, none of their code runs), the argument namespace (also under its pre-8.0.44
+    path) and pathlib paths in training arguments.
+    """
+    import inspect
+    import pathlib
+
+    import ultralytics.nn.modules  # noqa: F401  (loads every ultralytics.nn.modules.* submodule)
+    import ultralytics.nn.tasks as tasks
+    import ultralytics.utils.loss as loss
+    import ultralytics.utils.tal as tal
+    from ultralytics.utils import IterableSimpleNamespace
+
+    found: dict[str, Any] = {}
+    model_modules = [
+        tasks,
+        *(m for name, m in sys.modules.items() if name.startswith("ultralytics.nn.modules.")),
+    ]
+    for module in [*model_modules, loss, tal]:
+        for _, obj in inspect.getmembers(module, inspect.isclass):
+            own = obj.__module__ == module.__name__
+            if own and (issubclass(obj, nn.Module) or module in (loss, tal)):
+                found[f"{obj.__module__}.{obj.__qualname__}"] = obj
+    found["ultralytics.utils.IterableSimpleNamespace"] = IterableSimpleNamespace
+    found["ultralytics.yolo.utils.IterableSimpleNamespace"] = IterableSimpleNamespace
+    for name in ("PosixPath", "WindowsPath"):
+        for module_name in ("pathlib", "pathlib._local"):
+            found[f"{module_name}.{name}"] = pathlib.PurePosixPath
+    return [(obj, name) for name, obj in found.items()]
+
+
+def _global_name(entry: Any) -> str:
+    if isinstance(entry, tuple):
+        return str(entry[1])
+    return f"{entry.__module__}.{entry.__qualname__}"
+
+
+def _allowlist(file_globals: Iterable[str] | None) -> list[Any]:
+    """Every global a YOLO checkpoint may name; only those the file names when its list is known.
+
+    torch looks allowlisted globals up by scanning the whole list on every pickle opcode that
+    needs one, so a short list keeps loading fast.
+    """
+    allowed: list[Any] = [*_TORCH_NN, *((cls, name) for name, cls in _OFFICIAL_YOLOV7.items())]
+    allowed.extend(_numpy_data_globals())
+    named = None if file_globals is None else set(file_globals)
+    if named is None or any(g.startswith(("ultralytics.", "pathlib.")) for g in named):
+        with contextlib.suppress(ImportError):
+            allowed.extend(_ultralytics_globals())
+    if named is None:
+        return allowed
+    if "numpy.dtype" in named:  # a dtype is rebuilt as an instance of numpy.dtypes.*DType, never named
+        named |= {_global_name(entry) for entry in allowed if _global_name(entry).startswith("numpy.dtypes.")}
+    return [entry for entry in allowed if _global_name(entry) in named]
+
+
+def _refusal(path: Path, name: str) -> WeightsError:
+    return WeightsError(
+        path,
+        f"refusing to unpickle {name}: not a known YOLO class, and loading it could run code from the file",
+        "use a checkpoint from ultralytics or WongKinYiu/yolov7, or save a plain state dict "
+        "(torch.save(model.state_dict(), path)) from code you trust",
+    )
+
+
+def _file_globals(data: bytes) -> list[str] | None:
+    """Globals the checkpoint's pickle names (not torch's own tensor machinery), without loading it."""
+    if not zipfile.is_zipfile(io.BytesIO(data)):
+        return None
+    try:
+        return torch.serialization.get_unsafe_globals_in_checkpoint(io.BytesIO(data))
+    except Exception:
+        return None
+
+
+def _unpickle(path: Path, data: bytes) -> Any:
+    file_globals = _file_globals(data)
+    allowed = _allowlist(file_globals)
+    if file_globals is not None:
+        names = {_global_name(entry) for entry in allowed}
+        refused = [g for g in file_globals if g not in names]
+        if refused:
+            raise _refusal(path, _sample(sorted(refused)))
+    try:
+        with torch.serialization.safe_globals(allowed):
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        match = re.search(r"GLOBAL (\S+)", str(exc)) or re.search(r"unrecognized function (\S+)", str(exc))
+        if match:
+            raise _refusal(path, match.group(1)) from None
+        raise _not_readable(path, exc) from None
+    except Exception as exc:
+        raise _not_readable(path, exc) from None
+
+
+def _not_readable(path: Path, exc: BaseException) -> WeightsError:
+    text = str(exc)
+    inner = re.search(r"WeightsUnpickler error:\s*(.+)", text)
+    if inner:
+        text = inner.group(1)
+    reason = (text.strip().split(". ")[0].splitlines() or [""])[0][:120] or type(exc).__name__
+    return WeightsError(
+        path,
+        f"cannot be read as a PyTorch checkpoint: corrupt, truncated or another kind of file ({reason})",
+        "download or export the weights again (.pt files written by torch.save)",
+    )
+
+
+def _is_state_dict(obj: Any) -> bool:
+    return (
+        isinstance(obj, Mapping)
+        and len(obj) > 0
+        and all(isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in obj.items())
+    )
+
+
+def _module_state(path: Path, module: nn.Module) -> dict[str, torch.Tensor]:
+    try:
+        state = module.state_dict()
+    except Exception as exc:
+        raise WeightsError(
+            path, f"the pickled model is malformed ({exc})", "export the weights again"
+        ) from None
+    bad = [k for k, v in state.items() if not isinstance(v, torch.Tensor)]
+    if bad:
+        raise WeightsError(
+            path, f"the pickled model has non-tensor state at {bad[:3]}", "export the weights again"
+        )
+    return dict(state)
+
+
+def _dtype_of(state: Mapping[str, torch.Tensor]) -> str:
+    dtypes = sorted({str(v.dtype).removeprefix("torch.") for v in state.values() if v.is_floating_point()})
+    if len(dtypes) == 1:
+        return dtypes[0]
+    return f"mixed({','.join(dtypes)})" if dtypes else "none"
+
+
+def _names(value: Any) -> dict[int, str] | None:
+    if isinstance(value, Mapping) and value:
+        return {int(k): str(v) for k, v in value.items()}
+    if isinstance(value, list | tuple) and value:
+        return {i: str(v) for i, v in enumerate(value)}
+    return None
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+@dataclass
+class _Extracted:
+    format: Format
+    state: dict[str, torch.Tensor]
+    nc: int | None
+    names: dict[int, str] | None
+    cfg: Mapping[str, Any] | None
+
+
+def _extract(path: Path, obj: Any) -> _Extracted:
+    if isinstance(obj, nn.Module):
+        obj = {"model": obj}
+    if not isinstance(obj, Mapping):
+        raise WeightsError(
+            path,
+            f"holds a {type(obj).__name__}, not a checkpoint dict or state dict",
+            "pass a .pt checkpoint of a YOLO model",
+        )
+    if not obj:
+        raise WeightsError(
+            path, "is an empty checkpoint (no model, no tensors)", "pass a checkpoint with weights"
+        )
+    for key in ("ema", "model"):
+        module = obj.get(key)
+        if isinstance(module, y7.YOLOv7Model):
+            cfg = module.__dict__.get("yaml")
+            cfg = cfg if isinstance(cfg, Mapping) else None
+            nc = _int_or_none(cfg.get("nc") if cfg else None) or _int_or_none(module.__dict__.get("nc"))
+            return _Extracted(
+                "yolov7-official", _module_state(path, module), nc, _names(module.__dict__.get("names")), cfg
+            )
+        if isinstance(module, nn.Module) and type(module).__module__.startswith("ultralytics."):
+            cfg = module.__dict__.get("yaml")
+            cfg = cfg if isinstance(cfg, Mapping) else None
+            nc = _int_or_none(cfg.get("nc") if cfg else None) or _int_or_none(module.__dict__.get("nc"))
+            return _Extracted(
+                "ultralytics", _module_state(path, module), nc, _names(module.__dict__.get("names")), None
+            )
+        if isinstance(module, nn.Module):
+            raise WeightsError(
+                path,
+                f"its {key!r} is a {type(module).__qualname__}, not a YOLO detection model",
+                "pass an ultralytics or YOLOv7 checkpoint",
+            )
+    if _is_state_dict(obj):
+        return _Extracted("state_dict", dict(obj), None, None, None)
+    for key in ("state_dict", "model", "ema"):
+        if _is_state_dict(obj.get(key)):
+            return _Extracted("state_dict", dict(obj[key]), None, None, None)
+    keys = ", ".join(repr(k) for k in list(obj)[:6])
+    raise WeightsError(
+        path,
+        f"is not a YOLO checkpoint (top-level keys {keys}; no model, ema or state dict of tensors)",
+        "pass an ultralytics or YOLOv7 .pt file, or a state dict (torch.save(model.state_dict(), path))",
+    )
+
+
+def _build(path: Path, build: Builder, model_name: str, nc: int | None) -> nn.Module:
+    try:
+        model = build(model_name) if nc in (None, _DEFAULT_NC) else build(model_name, nc=nc)
+    except TypeError:
+        if nc in (None, _DEFAULT_NC):
+            raise
+        raise WeightsError(
+            path, f"the checkpoint has {nc} classes and the model builder cannot take nc", "build with nc="
+        ) from None
+    return model.float()
+
+
+def _mismatch(model: nn.Module, state: Mapping[str, torch.Tensor]) -> tuple[list[str], list[str], list[str]]:
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in state]
+    unexpected = [k for k in state if k not in expected]
+    shapes = [
+        f"{k}: file {tuple(state[k].shape)} vs model {tuple(v.shape)}"
+        for k, v in expected.items()
+        if k in state and state[k].shape != v.shape
+    ]
+    return missing, unexpected, shapes
+
+
+def _fuse(model: nn.Module) -> bool:
+    fuse = getattr(model, "fuse", None)
+    if not callable(fuse):
+        return False
+    try:
+        fuse(verbose=False)
+    except TypeError:
+        fuse()
+    return True
+
+
+def _sample(keys: list[str], n: int = 3) -> str:
+    more = f", +{len(keys) - n} more" if len(keys) > n else ""
+    return ", ".join(keys[:n]) + more
+
+
+def _load_strict(
+    path: Path, model: nn.Module, state: Mapping[str, torch.Tensor], model_name: str, hint: str
+) -> bool:
+    """Copy `state` into `model`; True when the model had to be fused to fit."""
+    missing, unexpected, shapes = _mismatch(model, state)
+    fused = False
+    if (missing or unexpected or shapes) and _fuse(model):
+        fused_result = _mismatch(model, state)
+        if not any(fused_result):
+            missing, unexpected, shapes, fused = [], [], [], True
+    if missing or unexpected or shapes:
+        parts = []
+        if shapes:
+            parts.append(f"{len(shapes)} shapes differ ({_sample(shapes, 2)})")
+        if missing:
+            parts.append(f"{len(missing)} tensors missing from the file ({_sample(missing)})")
+        if unexpected:
+            parts.append(f"{len(unexpected)} unexpected tensors ({_sample(unexpected)})")
+        raise WeightsError(
+            path,
+            f"the weights do not fit model {model_name!r}: {'; '.join(parts)}",
+            hint or "pass the model name these weights were trained for",
+        )
+    with torch.no_grad():
+        model.load_state_dict(state, strict=True)
+    return fused
+
+
+def load_checkpoint(path: Path | str, model_name: str, build: Builder) -> tuple[nn.Module, WeightsInfo]:
+    """The model `build` makes for `model_name`, holding the checkpoint's weights, and what was loaded."""
+    path = Path(path)
+    if not path.is_file():
+        problem = "is a directory, not a checkpoint file" if path.is_dir() else "no such file"
+        raise WeightsError(
+            path, problem, "pass the path of a .pt checkpoint, or omit --weights for a random init"
+        )
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise WeightsError(path, f"cannot be read ({exc.strerror})", "check the file's permissions") from None
+    if not data:
+        raise WeightsError(path, "is an empty file", "download or export the weights again")
+    sha256 = hashlib.sha256(data).hexdigest()
+
+    extracted = _extract(path, _unpickle(path, data))
+    num_tensors = len(extracted.state)
+    dtype = _dtype_of(extracted.state)
+    state = extracted.state
+    notes: list[str] = []
+    hint = ""
+    if extracted.format == "yolov7-official":
+        head_index = max(
+            (int(k.split(".")[1]) for k in state if k.startswith("model.") and k.split(".")[1].isdigit()),
+            default=-1,
+        )
+        state, folded = y7.fold_implicit_head(state, head_index)
+        if folded:
+            notes.append("IDetect implicit layers folded into Detect (release checkpoint)")
+        arch = y7.architecture_of(extracted.cfg) if extracted.cfg is not None else None
+        if arch is not None and arch != model_name:
+            raise WeightsError(
+                path, f"holds {arch} weights, not {model_name}", f"use model {arch!r} with this file"
+            )
+        if arch is not None:
+            hint = f"the checkpoint's cfg is {arch}"
+
+    model = _build(path, build, model_name, extracted.nc)
+    fused = _load_strict(path, model, state, model_name, hint)
+    if fused:
+        notes.append("the file holds fused weights; the model was fused to load them")
+    if extracted.names is not None and hasattr(model, "names"):
+        setattr(model, "names", extracted.names)  # noqa: B010  (nn.Module's typed __setattr__)
+    info = WeightsInfo(
+        path=path,
+        format=extracted.format,
+        dtype=dtype,
+        sha256=sha256,
+        num_tensors=num_tensors,
+        nc=extracted.nc,
+        fused=fused,
+        notes=tuple(notes),
+    )
+    return model, info
