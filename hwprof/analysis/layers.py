@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import csv
 import statistics
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.spans import layer_self_ns, pair_spans
@@ -57,22 +55,3 @@ def _shape_text(shapes: list[list[int]]) -> str:
         return ""
     text = "x".join(map(str, shapes[0]))
     return f"{text} +{len(shapes) - 1}" if len(shapes) > 1 else text
-
-
-def write_layers_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    columns = list(BASE_COLUMNS)
-    for row in rows:
-        for key in row:
-            if key not in columns:
-                columns.append(key)
-    with open(path, "w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=columns, restval="")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _fmt(v) for k, v in row.items()})
-
-
-def _fmt(value: Any) -> Any:
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return value

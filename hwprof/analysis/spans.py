@@ -89,7 +89,7 @@ def stage_stats(markers: Iterable[Marker]) -> dict[str, LatencyStats]:
 
 def layer_self_ns(spans: Iterable[SpanTime]) -> dict[str, list[int]]:
     """name -> self (exclusive) ns per measured iteration for layer spans (children subtracted)."""
-    layer_spans = [s for s in spans if s.kind == "layer" and not s.warmup]
+    layer_spans = [s for s in spans if s.kind == "layer" and not s.warmup and s.iteration >= 0]
     out: dict[str, list[int]] = defaultdict(list)
     stack: list[tuple[SpanTime, list[int]]] = []
     for s in layer_spans:

@@ -1,0 +1,64 @@
+"""Why a metric is missing from a run: the reason and fix, taken from run.json's collectors section.
+
+A report never shows a zero for something that was not measured: it shows `unavailable: <reason>`
+and, where there is one, the exact fix the collector gave.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Missing:
+    reason: str
+    fix: str = ""
+
+    def text(self) -> str:
+        return f"unavailable: {self.reason}" + (f"; fix: {self.fix}" if self.fix else "")
+
+    def short(self) -> str:
+        """Without the fix: for notes under tables, when the run header already gives the fix."""
+        return f"unavailable: {self.reason}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"status": "unavailable", "reason": self.reason, "fix": self.fix}
+
+
+def collector_missing(run: dict[str, Any], collectors: Iterable[str], what: str, events: Iterable[str] = ()) -> Missing:
+    """Why none of `collectors` gave `what`.
+
+    The first collector that is not "ok" gives its own reason and fix. A collector that ran
+    but could not open the needed `events` (perf_events, papi) gives that event's reason. A
+    collector that ran and still left no such figure says so plainly.
+    """
+    entries = run.get("collectors", {})
+    names = [n for n in collectors if n in entries]
+    wanted = list(events)
+    ran = [n for n in names if entries[n].get("status") in ("ok", "partial")]
+    for name in ran:
+        unavailable = entries[name].get("summary", {}).get("unavailable", {})
+        blocked = [e for e in wanted if isinstance(unavailable, dict) and e in unavailable]
+        if blocked:
+            first = unavailable[blocked[0]]
+            reason = str(first.get("reason", "")) if isinstance(first, dict) else str(first)
+            fix = str(first.get("fix", "")) if isinstance(first, dict) else ""
+            return Missing(f"{', '.join(blocked)} could not be counted ({name}): {reason}", fix)
+    if ran:
+        return Missing(f"{', '.join(ran)} ran but recorded no {what}")
+    not_ok = sorted(names, key=lambda n: entries[n].get("status") == "skipped")
+    if not_ok:
+        entry = entries[not_ok[0]]
+        status = entry.get("status", "")
+        reason = str(entry.get("reason") or status)
+        return Missing(
+            f"{not_ok[0]} {status}: {reason}" if status != "unavailable" else f"{not_ok[0]}: {reason}",
+            str(entry.get("fix", "")),
+        )
+    listed = list(collectors)
+    return Missing(
+        f"no {' or '.join(listed)} collector in this run",
+        f"collect again with {' or '.join(listed)} available (see hwprof doctor)",
+    )

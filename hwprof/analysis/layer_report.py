@@ -1,0 +1,433 @@
+"""The one per-layer table joining every source: time, roofline, counters, energy, kernels, frames.
+
+Time. Per-layer self (exclusive) times come from the layer markers of the layers pass (or, when
+there is none, the trace pass). That pass carries forward hooks and counter reads, so its forward
+is slower than the clean timing pass's, and on a busy host its iterations vary. Each layer's
+share of forward is taken per iteration (self time / that iteration's forward) and averaged
+over the measured iterations; the layer's time is that share x the clean timing pass's forward
+p50. Per-iteration shares cancel the load changes that hit a whole iteration, and the shares of
+all layers plus the time outside them add up to exactly 1, so the scaled times add up to the
+clean forward. It equals scaling by timing-pass forward p50 / layers-pass forward when the
+iterations agree. The scale corrects the total, not each layer's own share of the hook overhead
+(a layer of many tiny ops carries more of it): the report says "scaled".
+
+Roofline. FLOPs and minimum bytes come from the flops collector; achieved GFLOP/s and GB/s use
+the scaled time including nested layers (FLOPs are counted per module, nested ones included); the
+bound is the side of the ridge point the layer's intensity lies on (roofline.py). Where the
+counters measured memory traffic (LLC misses x line), the measured intensity gives a second bound.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hwprof.analysis.availability import Missing, collector_missing
+from hwprof.analysis.roofline import (
+    RoofStatus,
+    achieved_gbps,
+    achieved_gflops,
+    intensity,
+    roof_from_run,
+)
+from hwprof.analysis.spans import SpanTime, durations_ms, layer_self_ns, pair_spans
+from hwprof.workload.markers import Marker
+
+if TYPE_CHECKING:
+    from hwprof.rundata import RunData
+
+COUNTER_COLLECTORS = ("perf_events", "papi")
+"""Their per-layer derived metrics have the same names (hwprof.perf.counting.derived_metrics)."""
+COUNTER_METRICS = {
+    "cpi": "CPI",
+    "ipc": "IPC",
+    "llc_mpki": "LLC MPKI",
+    "l1_mpki": "L1D MPKI",
+    "measured_bytes": "memory traffic (estimate)",
+    "cpus": "CPUs utilized",
+    "cycles": "cycles",
+    "instructions": "instructions",
+}
+TOP_KERNELS = 3
+TOP_FRAMES = 3
+
+
+@dataclass
+class Kernel:
+    name: str
+    label: str | None
+    """oneDNN implementation of the primitive inside the aten op (e.g. brg_conv_fwd:avx512_core)."""
+    self_ms: float
+    calls: float
+    share: float
+    """Of the layer's aten self time in the trace pass."""
+
+
+@dataclass
+class Frame:
+    function: str
+    share: float
+    """Of the layer's sampled main-thread time."""
+    value: float
+    unit: str
+
+
+@dataclass
+class LayerStat:
+    index: int
+    name: str
+    type: str
+    depth: int
+    params: int
+    out_shape: str
+    from_edges: str = ""
+    in_bytes: int = 0
+    out_bytes: int = 0
+    weight_bytes: int = 0
+    flops: float | None = None
+    min_bytes: float | None = None
+    intensity: float | None = None
+    time_raw_ms: float | None = None
+    time_ms: float | None = None
+    time_incl_ms: float | None = None
+    share: float | None = None
+    gflops_s: float | None = None
+    pct_peak: float | None = None
+    attainable_gflops: float | None = None
+    pct_roof: float | None = None
+    gbps: float | None = None
+    bound: str | None = None
+    measured_bytes: float | None = None
+    measured_intensity: float | None = None
+    bound_measured: str | None = None
+    cpi: float | None = None
+    ipc: float | None = None
+    llc_mpki: float | None = None
+    l1_mpki: float | None = None
+    cpus: float | None = None
+    cycles: float | None = None
+    instructions: float | None = None
+    energy_j: float | None = None
+    kernels: list[Kernel] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    frame_shares: dict[str, float] = field(default_factory=dict)
+    """py-spy leaf-frame shares of the layer's sampled time: python / native / waiting."""
+    metrics: dict[str, float] = field(default_factory=dict)
+    """Every other `<collector>.<metric>` of the joined layer table (layers.csv), unchanged."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class LayerReport:
+    layers: list[LayerStat]
+    roof: RoofStatus
+    time_pass: str | None
+    time_iterations: int
+    scale: float | None
+    time_note: str
+    forward_ms: float | None
+    """The forward p50 the shares are of: the clean timing pass's, else the time pass's."""
+    source_forward_ms: float | None
+    outside_ms: float | None
+    """Forward time not inside any top-level layer (scaled like the layers)."""
+    missing: dict[str, Missing]
+    """Metric family -> why it is absent (time, flops, roofline, counters, mpki, traffic, energy,
+    kernels, frames)."""
+    methods: dict[str, str]
+
+    def top(self, n: int, key: str = "time_ms") -> list[LayerStat]:
+        rows = [r for r in self.layers if getattr(r, key) is not None]
+        rows.sort(key=lambda r: (-getattr(r, key), r.index))
+        return rows[:n]
+
+    @property
+    def top_level(self) -> list[LayerStat]:
+        return [r for r in self.layers if r.depth == 1]
+
+    def has(self, attr: str) -> bool:
+        return any(getattr(r, attr) is not None for r in self.layers)
+
+
+def time_pass(data: RunData) -> tuple[str | None, list[SpanTime]]:
+    """The pass whose layer markers give per-layer times (layers, else trace, else any), and its spans."""
+    candidates: list[str] = [p for p in ("layers", "trace") if p in data.pass_names]
+    candidates += [p for p in data.pass_names if p not in candidates and p != "timing"]
+    for name in candidates:
+        markers = data.markers(name)
+        if any(m.kind == "layer" for m in markers):
+            return name, measured_spans(markers)
+    return None, []
+
+
+def measured_spans(markers: list[Marker]) -> list[SpanTime]:
+    """Spans of the measured iterations only: not warm-up, and not the forwards a collector runs
+    outside the iterations (iteration -1, e.g. the FLOP count's or the shape capture's)."""
+    return [s for s in pair_spans(markers) if s.iteration >= 0 and not s.warmup]
+
+
+def forward_p50(spans: list[SpanTime]) -> float | None:
+    values = durations_ms(spans, "stage").get("forward")
+    return statistics.median(values) if values else None
+
+
+@dataclass
+class IterationTimes:
+    """Per measured iteration: forward ns, layer self ns and ns inside no top-level layer."""
+
+    forward_ns: dict[int, int] = field(default_factory=dict)
+    self_ns: dict[int, dict[str, int]] = field(default_factory=dict)
+    outside_ns: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def iterations(self) -> list[int]:
+        return sorted(i for i in self.forward_ns if self.forward_ns[i] > 0 and i in self.self_ns)
+
+
+def iteration_times(spans: list[SpanTime]) -> IterationTimes:
+    out = IterationTimes()
+    by_iter: dict[int, list[SpanTime]] = defaultdict(list)
+    for s in spans:
+        if s.kind == "stage" and s.name == "forward":
+            out.forward_ns[s.iteration] = out.forward_ns.get(s.iteration, 0) + s.dur_ns
+        elif s.kind == "layer":
+            by_iter[s.iteration].append(s)
+    for iteration, layers in by_iter.items():
+        layers.sort(key=lambda s: (s.start_ns, -s.end_ns))
+        out.self_ns[iteration] = {name: sum(vals) for name, vals in layer_self_ns(layers).items()}
+        covered, reach = 0, None
+        for s in layers:
+            if reach is not None and s.end_ns <= reach:
+                continue
+            covered += s.end_ns - (s.start_ns if reach is None else max(s.start_ns, reach))
+            reach = s.end_ns
+        if iteration in out.forward_ns:
+            out.outside_ns[iteration] = max(out.forward_ns[iteration] - covered, 0)
+    return out
+
+
+def _descendants(names: list[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = defaultdict(list)
+    for name in names:
+        parts = name.split(".")
+        for i in range(2, len(parts)):
+            out[".".join(parts[:i])].append(name)
+    return out
+
+
+def load_kernels(data: RunData) -> dict[str, list[Kernel]] | None:
+    for name in data.pass_names:
+        path = data.pass_dir(name) / "torch_profiler.kernels.json"
+        if path.exists():
+            doc = json.loads(path.read_text())
+            out: dict[str, list[Kernel]] = {}
+            for layer, rows in doc.get("layers", {}).items():
+                total = sum(float(r.get("self_us", 0.0)) for r in rows) or 1.0
+                ranked = sorted(rows, key=lambda r: -float(r.get("self_us", 0.0)))[:TOP_KERNELS]
+                out[layer] = [
+                    Kernel(
+                        str(r["name"]),
+                        r.get("label"),
+                        float(r.get("self_us", 0.0)) / 1e3,
+                        float(r.get("calls_per_iter", r.get("calls", 0))),
+                        float(r.get("self_us", 0.0)) / total,
+                    )
+                    for r in ranked
+                ]
+            return out
+    return None
+
+
+def load_frames(data: RunData) -> dict[str, tuple[list[Frame], dict[str, float]]] | None:
+    for name in data.pass_names:
+        path = data.pass_dir(name) / "pyspy.hotspots.json"
+        if path.exists():
+            doc = json.loads(path.read_text())
+            out: dict[str, tuple[list[Frame], dict[str, float]]] = {}
+            for layer, bucket in doc.get("layers", {}).items():
+                frames = []
+                for row in bucket.get("native", [])[:TOP_FRAMES]:
+                    unit = next((k for k in row if k not in ("function", "share")), "")
+                    frames.append(Frame(str(row["function"]), float(row["share"]), float(row.get(unit, 0.0)), unit))
+                out[layer] = (frames, {k: float(v) for k, v in bucket.get("shares", {}).items()})
+            return out
+    return None
+
+
+def _counter(row: dict[str, Any], metric: str) -> float | None:
+    for collector in COUNTER_COLLECTORS:
+        value = row.get(f"{collector}.{metric}")
+        if value is not None:
+            return float(value)
+    return None
+
+
+def build_layer_report(data: RunData) -> LayerReport:
+    from hwprof.analysis.layers import BASE_COLUMNS, layer_rows
+
+    run = data.run
+    roof = roof_from_run(run)
+    missing: dict[str, Missing] = {}
+    methods: dict[str, str] = {}
+    rows = layer_rows(data) if data.model_info else []
+    if not rows:
+        missing["layers"] = Missing("no pass wrote a layer table (model.json)", "collect again")
+
+    source, spans = time_pass(data)
+    times = iteration_times(spans)
+    its = times.iterations
+    source_fwd = forward_p50(spans) if source is not None else None
+    if source is None or not its:
+        missing["time"] = Missing(
+            "no pass recorded layer markers (the layers and trace passes did not run)",
+            "hwprof collect without --only timing",
+        )
+    timing_fwd = None
+    if "timing" in data.pass_names and source != "timing":
+        timing_fwd = forward_p50(measured_spans(data.markers("timing")))
+    scale = timing_fwd / source_fwd if (timing_fwd and source_fwd) else None
+    forward_ms = timing_fwd if timing_fwd else source_fwd
+    if not its:
+        note = "no per-layer times"
+    elif timing_fwd:
+        note = (
+            f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
+            f"(self time / that iteration's forward) x the clean timing pass's forward p50 "
+            f"{timing_fwd:.2f} ms (i.e. scaled ~x{scale:.3f} from the {source} pass's {source_fwd:.2f} ms); "
+            "the scaling corrects the total, not each layer's share of the hook cost"
+        )
+    else:
+        note = (
+            f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass x "
+            f"that pass's forward p50 {source_fwd:.2f} ms: NOT scaled (no clean timing pass), the hooks' "
+            "overhead is included"
+        )
+    methods["time_ms"] = note
+
+    def mean_share(values: Mapping[int, float]) -> float:
+        return statistics.fmean(values.get(i, 0.0) / times.forward_ns[i] for i in its)
+
+    names = [str(r["name"]) for r in rows]
+    nested = _descendants(names)
+    kernels = load_kernels(data)
+    frames = load_frames(data)
+    layers: list[LayerStat] = []
+    base = set(BASE_COLUMNS) | {"out_shape", "time_ms", "min_bytes", "intensity"}
+    depth_of = {layer["name"]: int(layer.get("depth", 1)) for layer in data.model_info.get("layers", [])}
+    for r in rows:
+        name = str(r["name"])
+        stat = LayerStat(
+            index=int(r["index"]),
+            name=name,
+            type=str(r["type"]),
+            depth=depth_of.get(name, name.count(".")),
+            params=int(r["params"]),
+            out_shape=str(r.get("out_shape", "")),
+            from_edges=str(r.get("from", "")),
+            in_bytes=int(r.get("in_bytes", 0)),
+            out_bytes=int(r.get("out_bytes", 0)),
+            weight_bytes=int(r.get("weight_bytes", 0)),
+        )
+        if "flops" in r:
+            stat.flops = float(r["flops"])
+            stat.min_bytes = float(r.get("min_bytes") or (r["in_bytes"] + r["out_bytes"] + r["weight_bytes"]))
+            stat.intensity = intensity(stat.flops, stat.min_bytes)
+        runs = {i: times.self_ns[i][name] for i in its if name in times.self_ns[i]}
+        if runs and forward_ms:
+            stat.time_raw_ms = statistics.median(runs.values()) / 1e6
+            stat.share = mean_share(runs)
+            stat.time_ms = stat.share * forward_ms
+            incl = {i: sum(times.self_ns[i].get(n, 0) for n in [name, *nested.get(name, [])]) for i in its}
+            stat.time_incl_ms = mean_share(incl) * forward_ms
+        seconds = stat.time_incl_ms / 1e3 if stat.time_incl_ms else None
+        stat.gflops_s = achieved_gflops(stat.flops, seconds)
+        stat.gbps = achieved_gbps(stat.min_bytes, seconds)
+        for attr, metric in COUNTER_METRICS.items():
+            setattr(stat, attr, _counter(r, metric))
+        if stat.measured_bytes:
+            stat.measured_intensity = intensity(stat.flops, stat.measured_bytes)
+        if roof.roof is not None:
+            if stat.intensity is not None:
+                stat.bound = roof.roof.bound(stat.intensity)
+                stat.attainable_gflops = roof.roof.attainable_gflops(stat.intensity)
+            if stat.measured_intensity is not None:
+                stat.bound_measured = roof.roof.bound(stat.measured_intensity)
+            if stat.gflops_s is not None:
+                stat.pct_peak = 100 * stat.gflops_s / roof.roof.peak_gflops
+                if stat.attainable_gflops:
+                    stat.pct_roof = 100 * stat.gflops_s / stat.attainable_gflops
+        energy = r.get("rapl.energy_J")
+        stat.energy_j = float(energy) if energy is not None else None
+        if kernels is not None:
+            stat.kernels = kernels.get(name, [])
+        if frames is not None and name in frames:
+            stat.frames, stat.frame_shares = frames[name]
+        stat.metrics = {k: v for k, v in r.items() if k not in base and isinstance(v, int | float)}
+        layers.append(stat)
+
+    if not any(s.flops is not None for s in layers):
+        missing["flops"] = collector_missing(run, ["flops"], "per-layer FLOPs")
+    if roof.roof is None:
+        missing["roofline"] = Missing(roof.reason, roof.fix)
+    if not any(s.cpi is not None for s in layers):
+        missing["counters"] = collector_missing(
+            run,
+            COUNTER_COLLECTORS,
+            "per-layer CPI",
+            events=("cycles", "instructions", "PAPI_TOT_CYC", "PAPI_TOT_INS"),
+        )
+    if not any(s.llc_mpki is not None for s in layers):
+        missing["mpki"] = collector_missing(
+            run,
+            COUNTER_COLLECTORS,
+            "per-layer cache misses",
+            events=("LLC-load-misses", "cache-misses", "instructions", "PAPI_L3_TCM", "PAPI_TOT_INS"),
+        )
+    if not any(s.measured_bytes is not None for s in layers):
+        missing["traffic"] = collector_missing(
+            run,
+            COUNTER_COLLECTORS,
+            "measured memory traffic",
+            events=("LLC-load-misses", "cache-misses", "PAPI_L3_TCM"),
+        )
+    if not any(s.energy_j is not None for s in layers):
+        rapl = run.get("collectors", {}).get("rapl", {})
+        layer_note = rapl.get("summary", {}).get("per_layer", {}) if rapl.get("status") == "ok" else {}
+        if layer_note.get("reason"):
+            missing["energy"] = Missing(
+                f"rapl: {layer_note['reason']}",
+                f"collect with more iterations (median need {layer_note['iterations_needed_median']})"
+                if layer_note.get("iterations_needed_median")
+                else "",
+            )
+        else:
+            missing["energy"] = collector_missing(run, ["rapl"], "per-layer energy")
+    if kernels is None:
+        missing["kernels"] = collector_missing(run, ["torch_profiler"], "per-layer kernels")
+    if frames is None:
+        missing["frames"] = collector_missing(run, ["pyspy"], "per-layer native frames")
+    elif not any(s.frames for s in layers):
+        missing["frames"] = Missing(
+            "py-spy recorded no native frames inside layers (--pyspy-nonblocking cannot unwind native stacks)",
+            "collect without --pyspy-nonblocking",
+        )
+
+    methods.update(
+        {
+            "share": "scaled self time / forward p50 of the clean timing pass",
+            "gflops_s": "FLOPs (nested layers included) / scaled time including nested layers",
+            "gbps": "minimum bytes (input + output activations + weights) / the same time",
+            "pct_peak": "achieved GFLOP/s / measured peak GFLOP/s (hwprof.machine)",
+            "pct_roof": "achieved GFLOP/s / min(peak GFLOP/s, intensity x peak GB/s)",
+            "bound": "intensity from minimum bytes vs the ridge point (peak GFLOP/s / peak GB/s)",
+            "bound_measured": "intensity from measured traffic (LLC misses x line size) vs the ridge point",
+            "energy_j": "RAPL energy of the layer span in the layers pass (not scaled; whole socket)",
+        }
+    )
+    outside = mean_share(times.outside_ns) * forward_ms if (its and forward_ms and times.outside_ns) else None
+    return LayerReport(layers, roof, source, len(its), scale, note, forward_ms, source_fwd, outside, missing, methods)

@@ -1,0 +1,102 @@
+"""Python overhead inside forward, and what each collector pass costs over the clean timing pass.
+
+- Outside layers: forward time not inside any top-level layer span (the model's own Python
+  between layers: the loop over model.model, `from` routing, list appends; plus the hooks).
+  From the layers pass markers, scaled like the layer times.
+- Between ops: forward time on the calling thread not inside any aten op, from torch.profiler
+  (range duration - aten self time). It is Python and dispatcher time, measured with the
+  profiler's own cost (a few microseconds per op) included, so it is an upper bound.
+- Pass overheads: each pass's forward p50 over the timing pass's (run.json "passes").
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hwprof.analysis.availability import Missing, collector_missing
+
+if TYPE_CHECKING:
+    from hwprof.analysis.layer_report import LayerReport
+    from hwprof.rundata import RunData
+
+
+@dataclass
+class PassCost:
+    name: str
+    status: str
+    collectors: list[str]
+    wall_s: float | None
+    forward_p50_ms: float | None
+    ratio: float | None
+    """forward p50 of the pass / forward p50 of the timing pass."""
+
+
+@dataclass
+class Overheads:
+    passes: list[PassCost]
+    outside_layers_ms: float | None = None
+    outside_layers_share: float | None = None
+    outside_layers_cpu_ms: float | None = None
+    """perf_events' forward gap in task-clock: CPU time of all threads outside every layer."""
+    between_ops_ms: float | None = None
+    between_ops_share: float | None = None
+    """Of the forward range's duration under torch.profiler."""
+    between_ops_layers: list[tuple[str, float, float]] = field(default_factory=list)
+    """(layer, ms between ops, share of the layer range) for the layers with the most."""
+    harness_vs_reference: float | None = None
+    """Harness forward / a plain model(x) loop, from the timing collector."""
+    missing: dict[str, Missing] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["missing"] = {k: v.to_dict() for k, v in self.missing.items()}
+        return out
+
+
+def pass_costs(run: dict[str, Any]) -> list[PassCost]:
+    return [
+        PassCost(
+            name,
+            str(p.get("status", "")),
+            list(p.get("collectors", [])),
+            p.get("wall_s"),
+            p.get("forward_p50_ms"),
+            p.get("overhead_vs_timing"),
+        )
+        for name, p in run.get("passes", {}).items()
+    ]
+
+
+def overheads(data: RunData, layers: LayerReport) -> Overheads:
+    run = data.run
+    out = Overheads(pass_costs(run))
+    if layers.outside_ms is not None and layers.forward_ms:
+        out.outside_layers_ms = layers.outside_ms
+        out.outside_layers_share = layers.outside_ms / layers.forward_ms
+    else:
+        out.missing["outside_layers"] = Missing("no pass recorded both forward and layer markers")
+    metrics = data.metrics()
+    perf = metrics.get("perf_events") or metrics.get("papi")
+    if perf is not None:
+        gap = perf.stages.get("forward", {}).get("gap.task-clock")
+        if gap is not None:
+            out.outside_layers_cpu_ms = gap / 1e6
+    prof = metrics.get("torch_profiler")
+    if prof is not None:
+        fwd = prof.stages.get("forward", {})
+        if fwd.get("profiler_stage_ms") and "aten_self_ms" in fwd:
+            out.between_ops_ms = max(fwd["profiler_stage_ms"] - fwd["aten_self_ms"], 0.0)
+            out.between_ops_share = out.between_ops_ms / fwd["profiler_stage_ms"]
+        per_layer = []
+        for name, row in prof.layers.items():
+            if row.get("profiler_layer_ms") and "aten_self_ms" in row:
+                gap_ms = max(row["profiler_layer_ms"] - row["aten_self_ms"], 0.0)
+                per_layer.append((name, gap_ms, gap_ms / row["profiler_layer_ms"]))
+        per_layer.sort(key=lambda t: (-t[1], t[0]))
+        out.between_ops_layers = per_layer[:5]
+    if out.between_ops_ms is None:
+        out.missing["between_ops"] = collector_missing(run, ["torch_profiler"], "aten op times")
+    ref = run.get("collectors", {}).get("timing", {}).get("summary", {}).get("forward_vs_reference")
+    out.harness_vs_reference = float(ref) if ref is not None else None
+    return out

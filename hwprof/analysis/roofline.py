@@ -1,0 +1,112 @@
+"""The roofline model over measured peaks: attainable performance, ridge point, bound classification.
+
+A kernel of arithmetic intensity I (FLOP per byte moved to or from memory) can reach at most
+min(peak GFLOP/s, I x peak GB/s). Below the ridge point (peak GFLOP/s / peak GB/s) the memory
+roof is the lower one: the kernel is memory-bound; above it, compute-bound.
+
+Intensity from minimum bytes (input + output activations + weights) is an upper bound on the
+real intensity: real traffic is at least the minimum. So "compute-bound by minimum bytes" may
+still be memory-bound in reality, and only measured traffic (LLC misses x line size, where the
+counters exist) settles it; "memory-bound by minimum bytes" is certain, since more traffic only
+lowers the intensity further.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+MEMORY = "memory"
+COMPUTE = "compute"
+
+
+@dataclass(frozen=True)
+class Roof:
+    peak_gflops: float
+    peak_gbps: float
+    threads: int | None = None
+    gflops_method: str = ""
+    gbps_method: str = ""
+    busy_host: bool = False
+    load_avg_1m: float | None = None
+
+    @property
+    def ridge(self) -> float:
+        return self.peak_gflops / self.peak_gbps
+
+    def attainable_gflops(self, intensity: float) -> float:
+        return min(self.peak_gflops, intensity * self.peak_gbps)
+
+    def bound(self, intensity: float) -> str:
+        return MEMORY if intensity < self.ridge else COMPUTE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "peak_gflops": self.peak_gflops,
+            "peak_gbps": self.peak_gbps,
+            "ridge_flop_per_byte": self.ridge,
+            "threads": self.threads,
+            "gflops_method": self.gflops_method,
+            "gbps_method": self.gbps_method,
+            "busy_host": self.busy_host,
+            "load_avg_1m": self.load_avg_1m,
+        }
+
+
+@dataclass(frozen=True)
+class RoofStatus:
+    roof: Roof | None
+    reason: str = ""
+    """Why there is no roof (empty when there is one)."""
+    fix: str = ""
+
+
+def roof_from_run(run: dict[str, Any]) -> RoofStatus:
+    """The roof from run.json's "peaks" (written by the session from hwprof.machine.measure_peaks)."""
+    peaks = run.get("peaks")
+    if not isinstance(peaks, dict):
+        return RoofStatus(
+            None,
+            "run.json has no measured machine peaks (collected by an hwprof that did not measure them)",
+            "hwprof doctor --peaks on the collecting host, then collect again",
+        )
+    if peaks.get("status") == "unavailable" or not peaks.get("gflops") or not peaks.get("gbps"):
+        return RoofStatus(
+            None,
+            str(peaks.get("reason") or "machine peaks were not measured"),
+            str(peaks.get("fix") or "hwprof doctor --peaks"),
+        )
+    gflops, gbps = float(peaks["gflops"]), float(peaks["gbps"])
+    if gflops <= 0 or gbps <= 0:
+        return RoofStatus(None, f"invalid peaks in run.json ({gflops} GFLOP/s, {gbps} GB/s)", "collect again")
+    load = peaks.get("load_avg_1m")
+    cpus = peaks.get("logical_cpus") or 0
+    return RoofStatus(
+        Roof(
+            gflops,
+            gbps,
+            peaks.get("threads"),
+            str(peaks.get("gflops_method", "")),
+            str(peaks.get("gbps_method", "")),
+            busy_host=bool(load is not None and cpus and load > cpus + 0.5),
+            load_avg_1m=load,
+        )
+    )
+
+
+def intensity(flops: float | None, nbytes: float | None) -> float | None:
+    if flops is None or not nbytes:
+        return None
+    return flops / nbytes
+
+
+def achieved_gflops(flops: float | None, seconds: float | None) -> float | None:
+    if flops is None or not seconds or seconds <= 0:
+        return None
+    return flops / seconds / 1e9
+
+
+def achieved_gbps(nbytes: float | None, seconds: float | None) -> float | None:
+    if nbytes is None or not seconds or seconds <= 0:
+        return None
+    return nbytes / seconds / 1e9

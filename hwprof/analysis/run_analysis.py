@@ -1,0 +1,122 @@
+"""Everything the report shows, computed once from a run directory (pure: no measuring)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hwprof.analysis.availability import Missing
+from hwprof.analysis.findings import Finding, findings
+from hwprof.analysis.layer_report import LayerReport, build_layer_report
+from hwprof.analysis.overhead import Overheads, overheads
+from hwprof.analysis.roofline import COMPUTE, MEMORY
+from hwprof.analysis.stages import Stages, stage_table
+from hwprof.analysis.types import TypeStat, by_type
+
+if TYPE_CHECKING:
+    from hwprof.rundata import RunData
+
+
+@dataclass
+class RooflineSummary:
+    peak_gflops: float
+    peak_gbps: float
+    ridge: float
+    flops: float | None
+    min_bytes: float | None
+    intensity: float | None
+    """Whole forward: FLOPs / sum of the top-level layers' minimum bytes."""
+    gflops_s: float | None
+    pct_peak: float | None
+    bound: str | None
+    layers_by_bound: dict[str, dict[str, float]] = field(default_factory=dict)
+    """"memory"/"compute" -> {"layers": count, "share": share of forward}."""
+    measured_bytes: float | None = None
+    measured_intensity: float | None = None
+    bound_measured: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Analysis:
+    run: dict[str, Any]
+    stages: Stages
+    layers: LayerReport
+    types: list[TypeStat]
+    overheads: Overheads
+    roofline: RooflineSummary | None
+    findings: list[Finding]
+    unavailable: dict[str, dict[str, str]]
+    """Collector name -> {status, reason, fix} for every collector that did not run fully."""
+
+
+def roofline_summary(report: LayerReport) -> RooflineSummary | None:
+    roof = report.roof.roof
+    if roof is None:
+        return None
+    top = report.top_level
+    flops = sum(r.flops for r in top if r.flops is not None) if any(r.flops is not None for r in top) else None
+    nbytes = sum(r.min_bytes for r in top if r.min_bytes is not None) or None
+    ai = flops / nbytes if (flops is not None and nbytes) else None
+    gflops = flops / report.forward_ms / 1e6 if (flops is not None and report.forward_ms) else None
+    by_bound: dict[str, dict[str, float]] = {}
+    for bound in (MEMORY, COMPUTE):
+        rows = [r for r in top if r.bound == bound]
+        by_bound[bound] = {"layers": len(rows), "share": sum(r.share or 0.0 for r in rows)}
+    summary = RooflineSummary(
+        roof.peak_gflops,
+        roof.peak_gbps,
+        roof.ridge,
+        flops,
+        nbytes,
+        ai,
+        gflops,
+        100 * gflops / roof.peak_gflops if gflops is not None else None,
+        roof.bound(ai) if ai is not None else None,
+        by_bound,
+    )
+    measured = [r.measured_bytes for r in top if r.measured_bytes is not None]
+    if measured and flops is not None:
+        summary.measured_bytes = sum(measured)
+        summary.measured_intensity = flops / summary.measured_bytes if summary.measured_bytes else None
+        if summary.measured_intensity is not None:
+            summary.bound_measured = roof.bound(summary.measured_intensity)
+    return summary
+
+
+def unavailable_collectors(run: dict[str, Any]) -> dict[str, dict[str, str]]:
+    out = {}
+    for name, entry in sorted(run.get("collectors", {}).items()):
+        status = entry.get("status", "")
+        if status != "ok" or entry.get("reason"):
+            out[name] = {
+                "status": status,
+                "reason": str(entry.get("reason", "")),
+                "fix": str(entry.get("fix", "")),
+            }
+    return out
+
+
+def analyse(data: RunData, max_findings: int = 10) -> Analysis:
+    layers = build_layer_report(data)
+    stages = stage_table(data)
+    types = by_type(layers)
+    over = overheads(data, layers)
+    threads = data.run.get("config", {}).get("threads")
+    found = findings(layers, types, stages, over, threads, max_findings)
+    return Analysis(
+        data.run,
+        stages,
+        layers,
+        types,
+        over,
+        roofline_summary(layers),
+        found,
+        unavailable_collectors(data.run),
+    )
+
+
+def missing_dict(missing: dict[str, Missing]) -> dict[str, dict[str, str]]:
+    return {k: v.to_dict() for k, v in missing.items()}

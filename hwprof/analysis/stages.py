@@ -1,0 +1,103 @@
+"""Pipeline stages: latency percentiles, share of the iteration, throughput and energy per stage."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from hwprof.analysis.availability import Missing, collector_missing
+
+if TYPE_CHECKING:
+    from hwprof.rundata import RunData
+
+STAGE_ORDER = ("load", "preprocess", "forward", "postprocess", "iteration")
+
+
+@dataclass
+class StageRow:
+    name: str
+    n: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    stdev_ms: float
+    share: float | None
+    """p50 of the stage / p50 of the whole iteration (shares need not add to 1: medians)."""
+    fps: float
+    """Images per second if only this stage ran: batch / p50."""
+    energy_j: float | None = None
+    """RAPL energy per iteration of the stage (whole socket), layers pass."""
+    energy_j_per_image: float | None = None
+    rss_peak_bytes: float | None = None
+    """sysstat: peak resident memory during the stage (layers pass; VmHWM reset at the stage's begin)."""
+    cores_busy: float | None = None
+    """sysstat: process CPU time / wall time of the stage (layers pass)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Stages:
+    rows: list[StageRow]
+    source: str
+    batch: int
+    fps: float | None
+    """End to end: batch / iteration p50."""
+    energy_missing: Missing | None
+    j_per_image: float | None = None
+    avg_w: float | None = None
+    peak_rss_bytes: float | None = None
+    """sysstat: peak resident memory of the layers pass's process."""
+    process_missing: Missing | None = None
+
+    def get(self, name: str) -> StageRow | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+
+def stage_table(data: RunData) -> Stages:
+    run = data.run
+    stages = run.get("stages", {})
+    batch = int(run.get("config", {}).get("batch", 1) or 1)
+    whole = stages.get("iteration", {}).get("p50_ms")
+    metrics = data.metrics()
+    energy = metrics.get("rapl")
+    sysstat = metrics.get("sysstat")
+    rows = []
+    names = [n for n in STAGE_ORDER if n in stages] + sorted(n for n in stages if n not in STAGE_ORDER)
+    for name in names:
+        s = stages[name]
+        row = StageRow(
+            name,
+            int(s["n"]),
+            float(s["p50_ms"]),
+            float(s["p90_ms"]),
+            float(s["p99_ms"]),
+            float(s["mean_ms"]),
+            float(s["stdev_ms"]),
+            s["p50_ms"] / whole if whole and name != "iteration" else (1.0 if name == "iteration" else None),
+            batch * 1e3 / s["p50_ms"] if s["p50_ms"] > 0 else 0.0,
+        )
+        if energy is not None and "energy_J" in energy.stages.get(name, {}):
+            row.energy_j = float(energy.stages[name]["energy_J"])
+            row.energy_j_per_image = row.energy_j / batch
+        if sysstat is not None:
+            proc = sysstat.stages.get(name, {})
+            row.rss_peak_bytes = proc.get("rss_peak_bytes")
+            row.cores_busy = proc.get("cores_busy")
+        rows.append(row)
+    missing = None
+    j_per_image = avg_w = None
+    per_inf = run.get("collectors", {}).get("rapl", {}).get("summary", {}).get("per_inference", {})
+    if per_inf.get("J_per_inference") is not None:
+        j_per_image = float(per_inf["J_per_inference"])
+        avg_w = per_inf.get("avg_W")
+    if not any(r.energy_j is not None for r in rows) and j_per_image is None:
+        missing = collector_missing(run, ["rapl"], "stage energy")
+    out = Stages(rows, str(run.get("stages_source", "")), batch, run.get("fps"), missing, j_per_image, avg_w)
+    peak = run.get("collectors", {}).get("sysstat", {}).get("summary", {}).get("peak_rss_bytes")
+    out.peak_rss_bytes = float(peak) if peak is not None else None
+    if peak is None and not any(r.rss_peak_bytes is not None for r in rows):
+        out.process_missing = collector_missing(run, ["sysstat"], "memory or CPU figures")
+    return out

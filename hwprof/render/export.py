@@ -1,0 +1,215 @@
+"""summary.json and the enriched layers.csv: everything the report shows, for machines.
+
+summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 25%):
+- run_id, status, model (run.json "model"), config {imgsz, batch, threads, iters, warmup}
+- host {cpu_model, logical_cpus, torch, cpu_capability}
+- peaks: {peak_gflops, peak_gbps, ridge_flop_per_byte, threads, gflops_method, gbps_method,
+  busy_host, load_avg_1m} or {status: "unavailable", reason, fix}
+- stages: {source, batch, fps (end to end), rows: [{name, n, p50_ms, p90_ms, p99_ms, mean_ms,
+  stdev_ms, share (of iteration p50), fps (batch / p50), energy_j, energy_j_per_image}],
+  energy: {J_per_image, avg_W} or {status: "unavailable", reason, fix}}
+- layers: {time_pass, iterations, scale, time_note, forward_ms, source_forward_ms,
+  outside_layers_ms, methods {column: how}, unavailable {family: {status, reason, fix}},
+  rows: [one per layer: index, name, type, depth, params, out_shape, flops, min_bytes,
+  intensity (FLOP/B), time_raw_ms (time pass, median), time_ms (scaled), time_incl_ms, share,
+  gflops_s, pct_peak, attainable_gflops, pct_roof, gbps, bound ("memory"/"compute"),
+  measured_bytes, measured_intensity, bound_measured, cpi, ipc, llc_mpki, l1_mpki, cpus
+  (task-clock / wall), cycles, instructions, energy_j, kernels [{name, label, self_ms, calls,
+  share}], frames [{function, share, value, unit}], frame_shares {python, native, waiting},
+  metrics {"<collector>.<metric>": value}]}; a value that was not measured is null, and the
+  family's reason is under "unavailable".
+- types: [{type, count, params, flops, min_bytes, time_ms, share, gflops_s, intensity, bound,
+  pct_peak, cpi, energy_j}]
+- roofline: {peak_gflops, peak_gbps, ridge, flops, min_bytes, intensity, gflops_s, pct_peak,
+  bound, layers_by_bound {memory|compute: {layers, share}}, measured_bytes, measured_intensity,
+  bound_measured} or {status: "unavailable", reason, fix}
+- overheads: {passes [{name, status, collectors, wall_s, forward_p50_ms, ratio}],
+  outside_layers_ms, outside_layers_share, outside_layers_cpu_ms, between_ops_ms,
+  between_ops_share, between_ops_layers [[layer, ms, share]], harness_vs_reference, missing}
+- findings: [{title, evidence, kind, weight}] ranked; kind "caveat" for notes on the data itself
+- unavailable: {collector: {status, reason, fix}} for every collector that did not fully run
+
+layers.csv: one row per layer: index, name, type, from (space-separated from-edges), params, flops,
+in_bytes, out_bytes, weight_bytes, then the summary's other layer columns (kernels and frames flattened
+to the top one: top_kernel, top_kernel_label, top_kernel_share, top_frame, top_frame_share)
+followed by every `<collector>.<metric>` column; an empty cell is a figure that was not measured.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from hwprof.analysis.run_analysis import Analysis, missing_dict
+
+SUMMARY_VERSION = 1
+SUMMARY_JSON = "summary.json"
+LAYERS_CSV = "layers.csv"
+CSV_COLUMNS = (
+    "index",
+    "name",
+    "type",
+    "from",
+    "params",
+    "flops",
+    "in_bytes",
+    "out_bytes",
+    "weight_bytes",
+    "depth",
+    "out_shape",
+    "min_bytes",
+    "intensity",
+    "time_raw_ms",
+    "time_ms",
+    "time_incl_ms",
+    "share",
+    "gflops_s",
+    "pct_peak",
+    "attainable_gflops",
+    "pct_roof",
+    "gbps",
+    "bound",
+    "measured_bytes",
+    "measured_intensity",
+    "bound_measured",
+    "cpi",
+    "ipc",
+    "llc_mpki",
+    "l1_mpki",
+    "cpus",
+    "cycles",
+    "instructions",
+    "energy_j",
+)
+
+CSV_ATTRIBUTES = {"from": "from_edges"}
+"""CSV column -> LayerStat attribute, where the names differ."""
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: NaN and infinities become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def summary_dict(a: Analysis) -> dict[str, Any]:
+    run = a.run
+    host = run.get("host", {})
+    cfg = run.get("config", {})
+    rep = a.layers
+    roof = rep.roof.roof
+    st = a.stages
+    energy: dict[str, Any]
+    if st.j_per_image is not None:
+        energy = {"J_per_image": st.j_per_image, "avg_W": st.avg_w}
+    else:
+        energy = st.energy_missing.to_dict() if st.energy_missing else {}
+    out = {
+        "summary_version": SUMMARY_VERSION,
+        "run_id": run.get("run_id"),
+        "status": run.get("status"),
+        "model": run.get("model", {}),
+        "config": {k: cfg.get(k) for k in ("imgsz", "batch", "threads", "iters", "warmup")},
+        "host": {
+            "cpu_model": host.get("cpu_model"),
+            "logical_cpus": host.get("logical_cpus"),
+            "torch": host.get("torch", {}).get("version"),
+            "cpu_capability": host.get("torch", {}).get("cpu_capability"),
+        },
+        "peaks": roof.to_dict() if roof is not None else rep.missing["roofline"].to_dict(),
+        "stages": {
+            "source": st.source,
+            "batch": st.batch,
+            "fps": st.fps,
+            "rows": [r.to_dict() for r in st.rows],
+            "energy": energy,
+        },
+        "layers": {
+            "time_pass": rep.time_pass,
+            "iterations": rep.time_iterations,
+            "scale": rep.scale,
+            "time_note": rep.time_note,
+            "forward_ms": rep.forward_ms,
+            "source_forward_ms": rep.source_forward_ms,
+            "outside_layers_ms": rep.outside_ms,
+            "methods": rep.methods,
+            "unavailable": missing_dict(rep.missing),
+            "rows": [r.to_dict() for r in rep.layers],
+        },
+        "types": [t.to_dict() for t in a.types],
+        "roofline": a.roofline.to_dict() if a.roofline is not None else rep.missing["roofline"].to_dict(),
+        "overheads": a.overheads.to_dict(),
+        "findings": [f.to_dict() for f in a.findings],
+        "unavailable": a.unavailable,
+    }
+    return dict(_clean(out))
+
+
+def _cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return "" if not math.isfinite(value) else f"{value:.6g}"
+    return value
+
+
+def layer_csv_rows(a: Analysis) -> tuple[list[str], list[dict[str, Any]]]:
+    extra = sorted({k for r in a.layers.layers for k in r.metrics})
+    columns = [
+        *CSV_COLUMNS,
+        "top_kernel",
+        "top_kernel_label",
+        "top_kernel_share",
+        "top_frame",
+        "top_frame_share",
+        *extra,
+    ]
+    rows = []
+    for r in a.layers.layers:
+        row: dict[str, Any] = {c: getattr(r, CSV_ATTRIBUTES.get(c, c)) for c in CSV_COLUMNS}
+        if r.kernels:
+            row.update(
+                top_kernel=r.kernels[0].name,
+                top_kernel_label=r.kernels[0].label,
+                top_kernel_share=r.kernels[0].share,
+            )
+        if r.frames:
+            row.update(top_frame=r.frames[0].function, top_frame_share=r.frames[0].share)
+        row.update(r.metrics)
+        rows.append({k: _cell(v) for k, v in row.items()})
+    return columns, rows
+
+
+def layers_csv_text(a: Analysis) -> str:
+    columns, rows = layer_csv_rows(a)
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_exports(a: Analysis, run_dir: Path) -> list[Path]:
+    summary = run_dir / SUMMARY_JSON
+    _atomic_write(summary, json.dumps(summary_dict(a), indent=1) + "\n")
+    layers = run_dir / LAYERS_CSV
+    if a.layers.layers:
+        _atomic_write(layers, layers_csv_text(a))
+        return [summary, layers]
+    return [summary]

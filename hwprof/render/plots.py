@@ -1,0 +1,163 @@
+"""PNG plots next to the report in the run directory (matplotlib, Agg canvas, no pyplot state).
+
+- roofline.png: measured roofs, each top-level layer as a point (area ~ its share of forward,
+  colour = bound), and the whole forward as a star.
+- layer_times.png: per-layer scaled self time in model order, bars coloured by bound.
+- stages.png: p50 per pipeline stage with its share of the iteration.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hwprof.analysis.roofline import COMPUTE, MEMORY
+from hwprof.analysis.run_analysis import Analysis
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+COLOURS = {MEMORY: "#d95f02", COMPUTE: "#1b9e77", None: "#7570b3"}
+LABELS = {MEMORY: "memory-bound", COMPUTE: "compute-bound", None: "no roofline"}
+DPI = 110
+"""Margins are set by hand: tight_layout draws each figure twice, a third of the plotting time."""
+
+
+def _figure(width: float, height: float) -> Figure:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI)
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def plot_roofline(a: Analysis, path: Path) -> Path | None:
+    rows = [r for r in a.layers.top_level if r.intensity and r.gflops_s and r.share is not None]
+    if not rows:
+        return None
+    fig = _figure(7.5, 5.0)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    xs = [r.intensity or 0.0 for r in rows]
+    roof = a.layers.roof.roof
+    lo, hi = min(xs) / 2, max(xs) * 2
+    if roof is not None:
+        lo, hi = min(lo, roof.ridge / 8), max(hi, roof.ridge * 8)
+        grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+        ax.plot(
+            grid,
+            [roof.attainable_gflops(x) for x in grid],
+            color="black",
+            lw=1.5,
+            label=f"roof: {roof.peak_gflops:.1f} GFLOP/s, {roof.peak_gbps:.2f} GB/s",
+        )
+        ax.axvline(roof.ridge, color="grey", ls=":", lw=1)
+        ax.annotate(
+            f"ridge {roof.ridge:.1f}",
+            (roof.ridge, roof.peak_gflops),
+            textcoords="offset points",
+            xytext=(4, -12),
+            fontsize=8,
+            color="grey",
+        )
+    for bound in (MEMORY, COMPUTE, None):
+        group = [r for r in rows if r.bound == bound]
+        if group:
+            ax.scatter(
+                [r.intensity or 0.0 for r in group],
+                [r.gflops_s or 0.0 for r in group],
+                s=[20 + 2000 * (r.share or 0.0) for r in group],
+                c=COLOURS[bound],
+                alpha=0.7,
+                edgecolors="black",
+                linewidths=0.5,
+                label=LABELS[bound],
+            )
+    for r in sorted(rows, key=lambda r: -(r.share or 0.0))[:6]:
+        ax.annotate(
+            f"{r.index} {r.type}",
+            (r.intensity, r.gflops_s),
+            textcoords="offset points",
+            xytext=(5, 4),
+            fontsize=7,
+        )
+    s = a.roofline
+    if s is not None and s.intensity and s.gflops_s:
+        ax.scatter([s.intensity], [s.gflops_s], marker="*", s=220, c="black", label="whole forward")
+    skipped = len(a.layers.top_level) - len(rows)
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP / minimum byte)")
+    ax.set_ylabel("achieved GFLOP/s (scaled time)")
+    model = a.run.get("model", {}).get("name", "")
+    note = f"; {skipped} layers without FLOPs or time not shown" if skipped else ""
+    ax.set_title(f"roofline: {model}, point area = share of forward{note}", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(True, which="both", alpha=0.2)
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda v, _pos: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.yaxis.set_major_formatter(plain)
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.11, top=0.93)
+    fig.savefig(path)
+    return path
+
+
+def plot_layer_times(a: Analysis, path: Path) -> Path | None:
+    rows = [r for r in a.layers.top_level if r.time_ms is not None]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: r.index)
+    fig = _figure(max(7.0, 0.12 * len(rows) + 2), 4.0)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(len(rows)))
+    ax.bar(xs, [r.time_ms or 0.0 for r in rows], color=[COLOURS.get(r.bound, COLOURS[None]) for r in rows])
+    step = max(1, len(rows) // 40)
+    ax.set_xticks(xs[::step])
+    ax.set_xticklabels([str(r.index) for r in rows][::step], fontsize=7)
+    ax.set_xlabel("layer index")
+    ax.set_ylabel("ms per forward (scaled self time)")
+    from matplotlib.patches import Patch
+
+    present = sorted({r.bound for r in rows}, key=lambda b: str(b))
+    ax.legend(handles=[Patch(color=COLOURS[b], label=LABELS[b]) for b in present], fontsize=7)
+    ax.set_title(f"per-layer time: {a.run.get('model', {}).get('name', '')}", fontsize=9)
+    fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
+    fig.savefig(path)
+    return path
+
+
+def plot_stages(a: Analysis, path: Path) -> Path | None:
+    rows = [r for r in a.stages.rows if r.name != "iteration"]
+    if not rows:
+        return None
+    fig = _figure(6.5, 3.0)
+    ax = fig.add_subplot(1, 1, 1)
+    ys = list(range(len(rows)))
+    ax.barh(ys, [r.p50_ms for r in rows], color="#7570b3")
+    ax.set_yticks(ys)
+    ax.set_yticklabels([r.name for r in rows])
+    ax.invert_yaxis()
+    for y, r in zip(ys, rows, strict=True):
+        share = f" ({100 * r.share:.1f}%)" if r.share is not None else ""
+        ax.annotate(f"{r.p50_ms:.2f} ms{share}", (r.p50_ms, y), textcoords="offset points", xytext=(3, -3), fontsize=8)
+    ax.set_xlabel("p50 ms per iteration")
+    ax.set_xlim(0, max(r.p50_ms for r in rows) * 1.35)
+    ax.set_title(f"pipeline stages ({a.stages.source} pass)", fontsize=9)
+    fig.subplots_adjust(left=0.17, right=0.97, bottom=0.17, top=0.88)
+    fig.savefig(path)
+    return path
+
+
+PLOT_FILES = ("roofline.png", "layer_times.png", "stages.png")
+
+
+def write_plots(a: Analysis, run_dir: Path) -> list[Path]:
+    out = []
+    for name, plot in zip(PLOT_FILES, (plot_roofline, plot_layer_times, plot_stages), strict=True):
+        path = plot(a, run_dir / name)
+        if path is not None:
+            out.append(path)
+    return out

@@ -1,0 +1,112 @@
+"""Table specs rendered either as Rich tables that fit the console, or as Markdown.
+
+A report table is data first (TableSpec: columns with a drop priority, rows of strings, notes),
+so the terminal report and the Markdown document show the same thing. In a narrow terminal the
+columns of highest priority number are dropped, one at a time, until the table's natural width
+fits: numbers are never wrapped or cut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from rich.console import Console, Group, JustifyMethod, RenderableType
+from rich.measure import Measurement
+from rich.table import Table
+from rich.text import Text
+
+MISSING = "-"
+
+
+@dataclass
+class Col:
+    header: str
+    justify: JustifyMethod = "right"
+    priority: int = 0
+    """0: never dropped; otherwise the highest number is dropped first when the table is too wide."""
+    max_width: int | None = None
+    """Text columns only: longer cells end in an ellipsis."""
+
+
+@dataclass
+class TableSpec:
+    title: str
+    cols: list[Col]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """Lines under the table: what is unavailable and why, how the figures were obtained."""
+    more: str = "see --format markdown or layers.csv"
+    """Where the columns left out in a narrow terminal can be read."""
+
+    def without(self, index: int) -> TableSpec:
+        return TableSpec(
+            self.title,
+            [c for i, c in enumerate(self.cols) if i != index],
+            [[v for i, v in enumerate(row) if i != index] for row in self.rows],
+            self.notes,
+            self.more,
+        )
+
+
+def _rich_table(spec: TableSpec) -> Table:
+    table = Table(title=spec.title, title_justify="left", title_style="bold")
+    for col in spec.cols:
+        if col.max_width is not None:
+            table.add_column(
+                col.header,
+                justify=col.justify,
+                max_width=col.max_width,
+                no_wrap=True,
+                overflow="ellipsis",
+            )
+        else:
+            table.add_column(col.header, justify=col.justify, no_wrap=True)
+    for row in spec.rows:
+        table.add_row(*row)
+    return table
+
+
+def natural_width(console: Console, table: Table) -> int:
+    return Measurement.get(console, console.options.update(max_width=10_000), table).maximum
+
+
+def fit(spec: TableSpec, console: Console) -> tuple[TableSpec, list[str]]:
+    """Drop columns by priority until the table fits the console; returns the dropped headers."""
+    dropped: list[str] = []
+    while natural_width(console, _rich_table(spec)) > console.width:
+        candidates = [(c.priority, i) for i, c in enumerate(spec.cols) if c.priority > 0]
+        if not candidates:
+            break
+        _, index = max(candidates)
+        dropped.append(spec.cols[index].header)
+        spec = spec.without(index)
+    return spec, dropped
+
+
+def rich_render(spec: TableSpec, console: Console) -> RenderableType:
+    fitted, dropped = fit(spec, console)
+    parts: list[RenderableType] = [_rich_table(fitted)]
+    notes = list(spec.notes)
+    if dropped:
+        notes.append(f"columns left out at this width ({console.width}): {', '.join(dropped)}; {spec.more}")
+    for note in notes:
+        parts.append(Text(note, style="dim"))
+    return Group(*parts)
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(spec: TableSpec) -> str:
+    lines = [f"### {spec.title}", ""]
+    if spec.cols:
+        lines.append("| " + " | ".join(_md_cell(c.header) for c in spec.cols) + " |")
+        lines.append("|" + "|".join("---:" if c.justify == "right" else "---" for c in spec.cols) + "|")
+        for row in spec.rows:
+            lines.append("| " + " | ".join(_md_cell(v) for v in row) + " |")
+        lines.append("")
+    for note in spec.notes:
+        lines.append(f"> {note}")
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,132 @@
+"""Machine peaks: measured, cached per host key, re-measured on demand; sysfs cache size parsing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hwprof import machine
+from hwprof.machine import Peaks, cache_path, llc_bytes, measure_peaks, triad_elements
+
+
+@pytest.fixture
+def small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small sizes: the method is the same, the figures are not meant to be peaks."""
+    monkeypatch.setattr(machine, "MATMUL_N", 256)
+    monkeypatch.setattr(machine, "MATMUL_REPEATS", 3)
+    monkeypatch.setattr(machine, "TRIAD_REPEATS", 3)
+    monkeypatch.setattr(machine, "TRIAD_MIN_BYTES", 4 * 2**20)
+    monkeypatch.setattr(machine, "llc_bytes", lambda: None)
+
+
+def test_measure_then_cache_then_force(tmp_path: Path, small: None) -> None:
+    first = measure_peaks(1, directory=tmp_path)
+    assert not first.cached
+    assert first.gflops > 0 and first.gbps > 0
+    assert first.ridge == pytest.approx(first.gflops / first.gbps)
+    assert first.gflops == pytest.approx(max(first.gflops_samples), abs=1e-3)  # samples are rounded
+    assert len(first.gflops_samples) >= 3 and len(first.gbps_samples) >= 3
+    assert "256x256" in first.gflops_method and "1 torch threads" in first.gflops_method
+    assert "4 MiB each" in first.gbps_method and "12 B per element" in first.gbps_method
+    assert first.threads == 1 and first.load_avg_1m is not None
+    path = cache_path(1, tmp_path)
+    saved = json.loads(path.read_text())
+    assert saved["gflops"] == first.gflops and saved["ridge_flop_per_byte"] == pytest.approx(first.ridge)
+
+    again = measure_peaks(1, directory=tmp_path)
+    assert again.cached
+    assert (again.gflops, again.gbps, again.measured_at) == (first.gflops, first.gbps, first.measured_at)
+
+    forced = measure_peaks(1, force=True, directory=tmp_path)
+    assert not forced.cached
+    assert forced.gflops_samples != first.gflops_samples or forced.gbps_samples != first.gbps_samples
+
+
+def test_cache_key_depends_on_threads(tmp_path: Path, small: None) -> None:
+    assert cache_path(1, tmp_path) != cache_path(2, tmp_path)
+    measure_peaks(2, directory=tmp_path)
+    assert cache_path(2, tmp_path).exists() and not cache_path(1, tmp_path).exists()
+
+
+def test_corrupt_or_foreign_cache_is_measured_again(tmp_path: Path, small: None) -> None:
+    path = cache_path(1, tmp_path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{not json")
+    assert not measure_peaks(1, directory=tmp_path).cached
+    data = json.loads(path.read_text())
+    data["host_key"] = "another-host"
+    path.write_text(json.dumps(data))
+    assert not measure_peaks(1, directory=tmp_path).cached
+
+
+def test_unwritable_cache_still_measures(tmp_path: Path, small: None) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    peaks = measure_peaks(1, directory=blocker / "sub")
+    assert peaks.gflops > 0 and not peaks.cached
+
+
+def test_bad_thread_count() -> None:
+    with pytest.raises(ValueError, match="threads must be at least 1"):
+        machine.measure(0)
+
+
+def test_llc_from_sysfs(tmp_path: Path) -> None:
+    for index, (level, size) in enumerate([(1, "32K"), (2, "512K"), (3, "32768K")]):
+        d = tmp_path / f"index{index}"
+        d.mkdir()
+        (d / "level").write_text(f"{level}\n")
+        (d / "size").write_text(f"{size}\n")
+    assert llc_bytes(str(tmp_path)) == 32 * 2**20
+    assert llc_bytes(str(tmp_path / "missing")) is None
+    assert triad_elements(32 * 2**20) * 4 == 128 * 2**20
+    assert triad_elements(None) * 4 == machine.TRIAD_MIN_BYTES
+
+
+def test_busy_host_flag() -> None:
+    base = dict(
+        gflops=100.0,
+        gbps=10.0,
+        threads=2,
+        host_key="k",
+        cpu_model="c",
+        logical_cpus=2,
+        torch_version="t",
+        measured_at="now",
+        gflops_method="m",
+        gbps_method="m",
+    )
+    assert Peaks(load_avg_1m=8.0, **base).busy_host  # type: ignore[arg-type]
+    assert not Peaks(load_avg_1m=1.0, **base).busy_host  # type: ignore[arg-type]
+    assert Peaks.from_dict(Peaks(load_avg_1m=1.0, **base).to_dict()).ridge == 10.0  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_real_size_measurement_within_budget(tmp_path: Path) -> None:
+    """The sizes the session uses: the measurement must stay within its time budget (~10 s)."""
+    peaks = measure_peaks(1, directory=tmp_path)
+    assert peaks.measure_s < 2 * machine.BUDGET_S + 5
+    assert f"{machine.MATMUL_N}x{machine.MATMUL_N}" in peaks.gflops_method
+
+
+def test_busy_cache_is_measured_again_when_quieter(
+    tmp_path: Path, small: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Peaks measured under load are too low: once the host is quieter, measure again, keep the best."""
+    first = measure_peaks(1, directory=tmp_path)
+    data = json.loads(cache_path(1, tmp_path).read_text())
+    data.update(load_avg_1m=9.0, gflops=1e6, gbps=1e-3, lowest_load_tried=None)  # busy; compute "better"
+    cache_path(1, tmp_path).write_text(json.dumps(data))
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (8.5, 8.5, 8.5))
+    assert measure_peaks(1, directory=tmp_path).cached  # not quieter by a full point
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
+    merged = measure_peaks(1, directory=tmp_path)
+    assert not merged.cached
+    assert merged.gflops == 1e6  # the cached figure was higher: kept
+    assert merged.gbps > 1e-3 and merged.gbps_samples != data["gbps_samples"]  # the new one was higher
+    assert merged.load_avg_1m == 9.0 and merged.lowest_load_tried == 0.5
+    assert first.gflops > 0
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (0.4, 0.4, 0.4))
+    assert measure_peaks(1, directory=tmp_path).cached  # already tried at 0.5: no new measurement
