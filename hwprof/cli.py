@@ -1,4 +1,4 @@
-"""hwprof's command line: collect, report, doctor, models."""
+"""hwprof's command line: collect, report, trace, compare, sweep, doctor, models."""
 
 from __future__ import annotations
 
@@ -155,10 +155,15 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
             console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})")
             return EXIT_USAGE
     data = RunData.load(run_dir)
-    if not args.no_report:
-        from hwprof.render.summary import render_summary
+    from hwprof.render.report import render_report, write_artifacts
 
-        render_summary(data, console)
+    if args.no_report:
+        from hwprof.analysis.run_analysis import analyse
+
+        write_artifacts(analyse(data), data, console)
+    else:
+        render_report(data, console)
+    _write_trace(run_dir, console)
     console.print(f"run directory: {run_dir}")
     problems = run_problems(data.run)
     for problem in problems:
@@ -181,12 +186,50 @@ def run_problems(run: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _write_trace(run_dir: Path, console: Console) -> None:
+    from hwprof.render.perfetto import build_trace
+
+    try:
+        stats = build_trace(run_dir)
+    except Exception as exc:  # the trace is one view among several: the run stays usable without it
+        console.print(f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}")
+        return
+    console.print(f"trace: {stats.path} ({stats.size_bytes / 1e6:.1f} MB, built in {stats.build_s:.1f} s): "
+                  "open it at https://ui.perfetto.dev (Open trace file)", highlight=False)
+
+
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.render.summary import render_summary
+    from hwprof.render.report import report
+
+    report(args.run_dir, top=args.top, format=args.format, console=console, plots=True if args.plots else None)
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace, console: Console) -> int:
     from hwprof.rundata import RunData
 
-    render_summary(RunData.load(args.run_dir), console, top=args.top)
+    RunData.load(args.run_dir)
+    _write_trace(args.run_dir, console)
     return 0
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.render.compare import compare
+
+    compare(args.run_dirs, console=console, top=args.top, format=args.format)
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.render.compare import sweep
+    from hwprof.workload.zoo import family_of
+
+    for model in args.models:
+        family_of(model)
+    result = sweep(args.models, args.threads or [default_threads()], args.batch, args.out, imgsz=args.imgsz,
+                   iters=args.iters, warmup=args.warmup, extra_args=args.collect_args, console=console,
+                   timeout_s=args.timeout)
+    return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
 
 
 def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
@@ -194,6 +237,10 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
 
     from hwprof.registry import all_collectors
 
+    if args.peaks:
+        from hwprof.render.report import doctor_peaks
+
+        doctor_peaks(args.threads, force=args.force, console=console)
     config = RunConfig(counters=args.counters)
     table = Table(title="what this host can measure", title_justify="left")
     for col in ("collector", "pass", "status", "reason", "fix"):
@@ -260,15 +307,37 @@ def build_parser() -> argparse.ArgumentParser:
     _add_collect_args(collect)
     report = sub.add_parser("report", help="print the report of a run directory")
     report.add_argument("run_dir", type=Path)
-    report.add_argument("--top", type=int, default=15)
+    report.add_argument("--top", type=int, default=15, help="layers in the top-layers table")
+    report.add_argument("--format", choices=("rich", "json", "csv", "markdown"), default="rich")
+    report.add_argument("--plots", action="store_true", help="redraw the PNG plots")
+    trace = sub.add_parser("trace", help="(re)build RUN_DIR/trace.pftrace from the run directory")
+    trace.add_argument("run_dir", type=Path)
+    compare = sub.add_parser("compare", help="runs side by side, with ratios to the first")
+    compare.add_argument("run_dirs", type=Path, nargs="+")
+    compare.add_argument("--top", type=int, default=15)
+    compare.add_argument("--format", choices=("rich", "markdown", "json"), default="rich")
+    sweep = sub.add_parser("sweep", help="one collect per model x threads x batch, then one table")
+    sweep.add_argument("--models", type=_csv, required=True)
+    sweep.add_argument("--threads", type=lambda v: [int(x) for x in _csv(v)], default=[])
+    sweep.add_argument("--batch", type=lambda v: [int(x) for x in _csv(v)], default=[1])
+    sweep.add_argument("--imgsz", type=int, default=640)
+    sweep.add_argument("--iters", type=int, default=5)
+    sweep.add_argument("--warmup", type=int, default=1)
+    sweep.add_argument("--timeout", type=float, default=None, help="seconds per point")
+    sweep.add_argument("--out", type=Path, default=Path("results") / "sweep", help="where the points' runs go")
+    sweep.add_argument("collect_args", nargs="*", help="after --: more `collect` options for every point")
     doctor = sub.add_parser("doctor", help="what this host can measure, and the fix for what it cannot")
     doctor.add_argument("--counters", choices=("perf", "papi"), default="perf")
+    doctor.add_argument("--peaks", action="store_true", help="measure (or show the cached) peak GFLOP/s and GB/s")
+    doctor.add_argument("--force", action="store_true", help="with --peaks: measure again")
+    doctor.add_argument("--threads", type=int, default=default_threads(), help="with --peaks: torch threads")
     models = sub.add_parser("models", help="the model names hwprof knows, with params and GFLOPs")
     models.add_argument("--imgsz", type=int, default=640)
     return parser
 
 
-COMMANDS = {"collect": cmd_collect, "report": cmd_report, "doctor": cmd_doctor, "models": cmd_models}
+COMMANDS = {"collect": cmd_collect, "report": cmd_report, "trace": cmd_trace, "compare": cmd_compare,
+            "sweep": cmd_sweep, "doctor": cmd_doctor, "models": cmd_models}
 
 
 def main(argv: list[str] | None = None) -> int:

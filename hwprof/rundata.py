@@ -3,7 +3,7 @@
 results/<run-id>/
   run.json                 what ran, on what, what was unavailable and why, stage latency
   config.json images.json  the inputs every pass read
-  layers.csv               the layer table joined with every per-layer metric
+  layers.csv summary.json  the layer table joined with every per-layer metric; the report's figures
   passes/<pass>/           per pass: markers.jsonl, model.json, result.json, worker.log,
                            command.json and each collector's artifacts and records
 
@@ -99,8 +99,9 @@ def forward_p50_ms(markers: list[Marker]) -> float | None:
 
 def finalize(run_dir: Path, run: dict[str, Any]) -> None:
     """Derive the summary sections of run.json from the passes, write layers.csv, save run.json."""
-    from hwprof.analysis.layers import layer_rows, write_layers_csv
+    from hwprof.analysis.run_analysis import analyse
     from hwprof.analysis.spans import stage_stats
+    from hwprof.render.export import write_exports
 
     data = RunData(run_dir, run)
     info = data.model_info
@@ -134,7 +135,5 @@ def finalize(run_dir: Path, run: dict[str, Any]) -> None:
         entry = run["passes"][name]
         entry["forward_p50_ms"] = p50
         entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
-    if info:
-        rows = layer_rows(data)
-        write_layers_csv(run_dir / "layers.csv", rows)
     write_run_json(run_dir, run)
+    write_exports(analyse(data), run_dir)

@@ -293,6 +293,7 @@ class Session:
             "collectors": dict(plan.statuses),
             "passes": {},
         }
+        self.run["peaks"] = _peaks(self.config.threads)
         write_run_json(self.run_dir, self.run)
         final = "complete"
         try:
@@ -370,3 +371,14 @@ def _exit_reason(returncode: int, log: Path) -> str:
         what = f"the worker exited with code {returncode}"
     last = _log_error_line(log)
     return f"{what}: {last}" if last else what
+
+
+def _peaks(threads: int) -> dict[str, Any]:
+    """This host's measured peak GFLOP/s and GB/s (cached per host), for the roofline."""
+    from hwprof.machine import measure_peaks
+
+    try:
+        return measure_peaks(threads).to_dict()
+    except Exception as exc:
+        return {"status": "unavailable", "reason": f"measuring the peaks failed: {type(exc).__name__}: {exc}",
+                "fix": "hwprof doctor --peaks --force"}

@@ -128,11 +128,12 @@ class PassRunner:
             for collector in sorted(self.collectors, key=lambda c: c.order):
                 if collector.subscribes and collector.name not in self.results:
                     self.bus.subscribe(self._guarded(collector))
+            self._each("prepare", self.ctx)
             if self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors):
                 from hwprof.workload.markers import attach_layer_markers
 
+                # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
                 attach_layer_markers(built.module, self.bus, self.config.depth)
-            self._each("prepare", self.ctx)
             total = self.config.warmup + self.config.iters
             for i in range(self.config.warmup):
                 self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
