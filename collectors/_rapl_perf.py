@@ -7,75 +7,35 @@ events are CPU-wide only: they are opened with pid=-1 on one CPU per package, li
 `power/cpumask`, which needs `perf_event_paranoid` <= 0, CAP_PERFMON or root. The kernel keeps a
 64-bit running count, so unlike sysfs's `energy_uj` these counts do not wrap.
 
-A deliberately tiny perf_event_open through ctypes (this module only needs "open one counting
-event, read its u64"); hwprof's general perf reader lives elsewhere and is not depended on.
+It opens one plain counting event per domain through hwprof.perf.syscall and reads its u64.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from hwprof.perf import syscall
+
 DEFAULT_EVENT_SOURCE_ROOT = Path("/sys/bus/event_source/devices")
 
-_NR_PERF_EVENT_OPEN = {"x86_64": 298, "amd64": 298, "i386": 336, "i686": 336, "aarch64": 241, "riscv64": 241}
-_ATTR_SIZE = 72
-"""PERF_ATTR_SIZE_VER1: through config2, enough for any PMU format; the kernel zero-fills the rest."""
-_PERF_FLAG_FD_CLOEXEC = 1 << 3
 
 _EVENT_DOMAIN = {"energy-pkg": "", "energy-cores": "core", "energy-ram": "dram", "energy-gpu": "uncore"}
 """perf event -> powercap sub-zone name, so both sources label domains alike."""
 
 
-class PerfOpenError(OSError):
-    pass
-
-
-class _PerfEventAttr(ctypes.Structure):
-    _fields_ = [
-        ("type", ctypes.c_uint32),
-        ("size", ctypes.c_uint32),
-        ("config", ctypes.c_uint64),
-        ("sample_period", ctypes.c_uint64),
-        ("sample_type", ctypes.c_uint64),
-        ("read_format", ctypes.c_uint64),
-        ("flags", ctypes.c_uint64),
-        ("wakeup_events", ctypes.c_uint32),
-        ("bp_type", ctypes.c_uint32),
-        ("config1", ctypes.c_uint64),
-        ("config2", ctypes.c_uint64),
-    ]
-
-
 def perf_event_open(pmu_type: int, config: dict[str, int], pid: int, cpu: int) -> int:
-    """Open one counting event (enabled, no sampling) and return its fd; PerfOpenError on failure."""
-    nr = _NR_PERF_EVENT_OPEN.get(platform.machine())
-    if nr is None:
-        raise PerfOpenError(0, f"perf_event_open syscall number unknown for {platform.machine()}")
-    attr = _PerfEventAttr()
+    """Open one counting event (enabled, plain u64 read format) and return its fd; PerfOpenError on failure."""
+    attr = syscall.PerfEventAttr()
     attr.type = pmu_type
-    attr.size = _ATTR_SIZE
+    attr.size = ctypes.sizeof(syscall.PerfEventAttr)
     attr.config = config.get("config", 0)
     attr.config1 = config.get("config1", 0)
     attr.config2 = config.get("config2", 0)
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    fd = libc.syscall(
-        ctypes.c_long(nr),
-        ctypes.byref(attr),
-        ctypes.c_long(pid),
-        ctypes.c_long(cpu),
-        ctypes.c_long(-1),
-        ctypes.c_ulong(_PERF_FLAG_FD_CLOEXEC),
-    )
-    if fd < 0:
-        err = ctypes.get_errno()
-        raise PerfOpenError(err, os.strerror(err))
-    return int(fd)
+    return syscall.perf_event_open(attr, pid=pid, cpu=cpu, name=f"power/config={attr.config:#x}/")
 
 
 def read_count(fd: int) -> int:

@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.collectors import _rapl_perf
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext, Status
 
+from hwprof.perf.syscall import PerfOpenError
 from hwprof.records import CounterSample, MetricTables, metrics_path, records_path, write_records
 
 if TYPE_CHECKING:
@@ -268,7 +269,7 @@ def open_perf(event_source: Path) -> EnergySource:
         )
     try:
         reader = _rapl_perf.PerfEnergyReader(pmu)
-    except _rapl_perf.PerfOpenError as exc:
+    except PerfOpenError as exc:
         raise SourceUnavailable(
             f"perf_event_open on the power PMU failed: {exc.strerror}",
             "sudo sysctl kernel.perf_event_paranoid=0, or run hwprof as root",
