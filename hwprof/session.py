@@ -116,6 +116,7 @@ class PassOutcome:
     status: str
     returncode: int | None
     wall_s: float
+    pid: int
     error: str = ""
     results: dict[str, CollectorResult] = field(default_factory=dict)
 
@@ -268,7 +269,7 @@ class Session:
             elif status != "ok" and results[cls.name].status == "ok":
                 results[cls.name].status = "partial"
                 results[cls.name].reason = f"pass {status}: {error}"
-        outcome = PassOutcome(plan.name, status, returncode, time.monotonic() - started, error, results)
+        outcome = PassOutcome(plan.name, status, returncode, time.monotonic() - started, proc.pid, error, results)
         self.outcomes.append(outcome)
         return outcome
 
@@ -327,6 +328,7 @@ class Session:
             "status": outcome.status,
             "returncode": outcome.returncode,
             "wall_s": round(outcome.wall_s, 3),
+            "pid": outcome.pid,
             "error": outcome.error,
             "collectors": sorted(outcome.results),
             "log": f"passes/{outcome.name}/worker.log",

@@ -1,0 +1,409 @@
+"""RUN_DIR/trace.pftrace: the whole run on one timeline, as a native Perfetto trace.
+
+Built from the run directory alone (perfetto_tracks.build_timeline) with perfetto's
+TraceProtoBuilder and its TracePacket classes:
+- one clock: a ClockSnapshot makes CLOCK_MONOTONIC the trace's clock, so the timestamps are the
+  run's own (no BOOTTIME guess by the trace processor); events carry deltas on an incremental
+  clock defined against it, in time order;
+- events on one packet sequence (interned state, defaults: the delta clock and the busiest track),
+  track descriptors on another;
+- per pass a process (named "<pass> pass: <collectors>") with its threads, named tracks (py-spy,
+  "<pass> pass" with the pass's status) and counter tracks (name and unit set);
+- a top-level "hwprof run" track whose one slice spans the run and carries the metadata
+  (run id, model, host, config, collector statuses, how estimated metrics were obtained);
+- event names, categories, argument names and string argument values interned.
+Packets are serialized in chunks, so memory holds the timeline and one chunk of packets.
+Counter samples taken at one instant share a packet (extra counter values).
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from hwprof.render.perfetto_tracks import CounterTrack, Slice, SliceTrack, Timeline, build_timeline
+
+TRACE_NAME = "trace.pftrace"
+SEQUENCE_ID = 1
+DESCRIPTOR_SEQUENCE_ID = 2
+"""Track descriptors go on a sequence of their own: on the events' sequence, the trace processor
+would take the last thread descriptor for the thread that wrote every event of the sequence."""
+CLOCK_MONOTONIC = 3
+"""perfetto.protos.BuiltinClock.BUILTIN_CLOCK_MONOTONIC."""
+CLOCK_DELTA = 64
+"""A sequence-scoped incremental clock in ns of CLOCK_MONOTONIC: each event packet carries the
+time since the previous one (1-3 bytes instead of 6), which needs packets in time order."""
+PACKETS_PER_CHUNK = 20_000
+ANNOTATION_CACHE = 1 << 16
+"""Distinct flat argument sets whose encoded annotations are kept for reuse."""
+MAX_EXTRA = 8
+"""Extra counter values per track event the trace processor accepts (more: the event is dropped)."""
+INTERN_MAX_CHARS = 512
+"""Longer string values are written inline: they rarely repeat."""
+
+ARCHES = ("x86_64", "aarch64", "arm64", "ppc64le", "s390x", "riscv64")
+"""Machine names as they appear in platform.platform(), which run.json's host.os holds."""
+
+_BEGIN, _END, _COUNTER = 0, 1, 2
+
+
+@dataclass
+class TraceStats:
+    path: Path
+    size_bytes: int
+    build_s: float
+    packets: int
+    slices: int
+    counter_samples: int
+    slice_tracks: int
+    counter_tracks: int
+    passes: list[str]
+    slices_by_category: dict[str, int] = field(default_factory=dict)
+    unclosed: int = 0
+    clamped: int = 0
+    interned_strings: int = 0
+    main_threads: dict[str, str] = field(default_factory=dict)
+    """pass -> how its main thread (and pid) was identified."""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["path"] = str(self.path)
+        return data
+
+
+class _Interner:
+    """Per-kind string -> iid; new entries ride on the next packet written (Perfetto's rule)."""
+
+    def __init__(self) -> None:
+        self._tables: dict[str, dict[str, int]] = {
+            "event_names": {},
+            "event_categories": {},
+            "debug_annotation_names": {},
+            "debug_annotation_string_values": {},
+        }
+        self._pending: list[tuple[str, int, str]] = []
+        self.count = 0
+
+    def iid(self, kind: str, text: str) -> int:
+        table = self._tables[kind]
+        iid = table.get(text)
+        if iid is None:
+            iid = table[text] = len(table) + 1
+            self._pending.append((kind, iid, text))
+            self.count += 1
+        return iid
+
+    def flush(self, packet: Any) -> None:
+        if not self._pending:
+            return
+        data = packet.interned_data
+        for kind, iid, text in self._pending:
+            entry = getattr(data, kind).add()
+            entry.iid = iid
+            if kind == "debug_annotation_string_values":
+                entry.str = text.encode()
+            else:
+                entry.name = text
+        self._pending.clear()
+
+
+class _Writer:
+    def __init__(self, out: BinaryIO) -> None:
+        from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+        from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+        self.pb = pb
+        self._builder_cls = TraceProtoBuilder
+        self._out = out
+        self._builder = TraceProtoBuilder()
+        self._in_chunk = 0
+        self.packets = 0
+        self.interner = _Interner()
+        self._next_uuid = 1
+        self._last_ts = 0
+        self._annotations: dict[tuple[Any, ...], list[Any]] = {}
+
+    def uuid(self) -> int:
+        self._next_uuid += 1
+        return self._next_uuid
+
+    def packet(self, sequence: int = SEQUENCE_ID) -> Any:
+        if self._in_chunk >= PACKETS_PER_CHUNK:
+            self.flush()
+        self._in_chunk += 1
+        self.packets += 1
+        p = self._builder.add_packet()
+        p.trusted_packet_sequence_id = sequence
+        return p
+
+    def event(self, ts: int) -> Any:
+        """A packet on the delta clock; events must come in time order."""
+        p = self.packet()
+        p.timestamp = ts - self._last_ts
+        self._last_ts = ts
+        return p
+
+    def flush(self) -> None:
+        if self._in_chunk:
+            self._out.write(self._builder.serialize())
+        self._builder = self._builder_cls()
+        self._in_chunk = 0
+
+    def start(self, t0: int, default_track: int) -> None:
+        """The events' sequence: incremental state, the delta clock, and the busiest track as the
+        default of every event (events on it then carry no track uuid)."""
+        p = self.packet()
+        p.sequence_flags = self.pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+        p.trace_packet_defaults.timestamp_clock_id = CLOCK_DELTA
+        p.trace_packet_defaults.track_event_defaults.track_uuid = default_track
+        p.timestamp = t0
+        p.timestamp_clock_id = CLOCK_MONOTONIC
+        for clock_id, incremental in ((CLOCK_MONOTONIC, False), (CLOCK_DELTA, True)):
+            clock = p.clock_snapshot.clocks.add()
+            clock.clock_id = clock_id
+            clock.timestamp = t0
+            clock.is_incremental = incremental
+        p.clock_snapshot.primary_trace_clock = CLOCK_MONOTONIC
+        self._last_ts = t0
+
+    def annotate(self, event: Any, args: dict[str, Any]) -> None:
+        """Write args as debug annotations; identical flat args (samples of one stack in every
+        iteration) are copied from the first time they were encoded."""
+        key = _args_key(args)
+        cached = self._annotations.get(key) if key is not None else None
+        if cached is not None:
+            event.debug_annotations.extend(cached)
+            return
+        for name, value in args.items():
+            if value is not None:
+                self._annotation(event.debug_annotations.add(), name, value)
+        if key is not None and len(self._annotations) < ANNOTATION_CACHE:
+            copies = []
+            for ann in event.debug_annotations:
+                copy = self.pb.DebugAnnotation()
+                copy.CopyFrom(ann)
+                copies.append(copy)
+            self._annotations[key] = copies
+
+    def _annotation(self, ann: Any, key: str, value: Any) -> None:
+        intern = self.interner.iid
+        ann.name_iid = intern("debug_annotation_names", key)
+        if isinstance(value, bool):
+            ann.bool_value = value
+        elif isinstance(value, int) and -(1 << 63) <= value < (1 << 63):
+            ann.int_value = value
+        elif isinstance(value, int | float):
+            ann.double_value = float(value)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                if v is not None:
+                    self._annotation(ann.dict_entries.add(), str(k), v)
+        elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+            for v in value:
+                ann.array_values.add().string_value_iid = intern("debug_annotation_string_values", v)
+        else:
+            text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
+            if len(text) <= INTERN_MAX_CHARS:
+                ann.string_value_iid = intern("debug_annotation_string_values", text)
+            else:
+                ann.string_value = text
+
+
+def _args_key(args: dict[str, Any]) -> tuple[Any, ...] | None:
+    """A hashable form of flat args (scalars and tuples of them), else None."""
+    key = tuple(args.items())
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _slice_events(uuid: int, slices: list[Slice]) -> Iterator[tuple[int, int, int, Any]]:
+    """Begin/end events of properly nested, sorted slices, in timestamp order."""
+    stack: list[Slice] = []
+    for s in slices:
+        while stack and stack[-1].end <= s.start:
+            top = stack.pop()
+            yield (top.end, _END, uuid, top)
+        if stack and s.end > stack[-1].end:
+            s.end = stack[-1].end
+        yield (s.start, _BEGIN, uuid, s)
+        stack.append(s)
+    while stack:
+        top = stack.pop()
+        yield (top.end, _END, uuid, top)
+
+
+def _counter_events(uuid: int, track: CounterTrack) -> Iterator[tuple[int, int, int, Any]]:
+    for ts, value in track.samples:
+        yield (ts, _COUNTER, uuid, value)
+
+
+def _describe(
+    w: _Writer, timeline: Timeline
+) -> tuple[list[Iterator[tuple[int, int, int, Any]]], TraceStats, int]:
+    """Track descriptor packets; returns the event streams of every track, the counts so far and
+    the uuid of the track with the most slices."""
+    pb = w.pb
+    streams: list[Iterator[tuple[int, int, int, Any]]] = []
+    stats = TraceStats(Path(), 0, 0.0, 0, 0, 0, 0, 0, [p.name for p in timeline.passes])
+    stats.notes = list(timeline.notes)
+
+    run_uuid = w.uuid()
+    p = w.packet(DESCRIPTOR_SEQUENCE_ID)
+    p.track_descriptor.uuid = run_uuid
+    p.track_descriptor.name = f"hwprof run {timeline.run_id}"
+    meta = timeline.metadata
+    model, host = meta.get("model", {}), meta.get("host", {})
+    title = " · ".join(str(x) for x in (model.get("name"), host.get("hostname"), timeline.run_id) if x)
+    run_args = dict(meta)
+    if timeline.notes:
+        run_args["notes"] = {str(i): note for i, note in enumerate(timeline.notes)}
+    run_slice = Slice(timeline.start, max(timeline.end, timeline.start), title or "run", "run", 0, run_args)
+    streams.append(_slice_events(run_uuid, [run_slice]))
+    stats.slice_tracks += 1
+    stats.slices += 1
+    busiest = (1, run_uuid)
+
+    for ptl in timeline.passes:
+        stats.main_threads[ptl.name] = ptl.pid_source
+        proc_uuid = w.uuid()
+        p = w.packet(DESCRIPTOR_SEQUENCE_ID)
+        p.track_descriptor.uuid = proc_uuid
+        p.track_descriptor.process.pid = ptl.pid
+        p.track_descriptor.process.process_name = ptl.title
+        for track in ptl.slice_tracks:
+            uuid = w.uuid()
+            p = w.packet(DESCRIPTOR_SEQUENCE_ID)
+            desc = p.track_descriptor
+            desc.uuid = uuid
+            if track.tid is not None:
+                desc.thread.pid = ptl.pid
+                desc.thread.tid = track.tid
+                desc.thread.thread_name = track.name
+            else:
+                desc.parent_uuid = proc_uuid
+                desc.name = track.name
+            _count(stats, track)
+            if track.slices:
+                streams.append(_slice_events(uuid, track.slices))
+                busiest = max(busiest, (len(track.slices), uuid))
+        for counter in ptl.counter_tracks:
+            uuid = w.uuid()
+            p = w.packet(DESCRIPTOR_SEQUENCE_ID)
+            desc = p.track_descriptor
+            desc.uuid = uuid
+            desc.parent_uuid = proc_uuid
+            desc.name = counter.name
+            if counter.unit in ("B", "bytes"):
+                desc.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
+            elif counter.unit:
+                desc.counter.unit_name = counter.unit
+            if counter.unit == "%":
+                desc.counter.y_axis_share_key = "percent"
+            stats.counter_tracks += 1
+            stats.counter_samples += len(counter.samples)
+            streams.append(_counter_events(uuid, counter))
+    return streams, stats, busiest[1]
+
+
+def _count(stats: TraceStats, track: SliceTrack) -> None:
+    stats.slice_tracks += 1
+    stats.slices += len(track.slices)
+    for s in track.slices:
+        stats.slices_by_category[s.category] = stats.slices_by_category.get(s.category, 0) + 1
+        if s.args.get("unclosed"):
+            stats.unclosed += 1
+        if "clamped_ns" in s.args:
+            stats.clamped += 1
+
+
+def _system_info(w: _Writer, timeline: Timeline) -> None:
+    """The host's uname and the run id, where Perfetto's own metadata table shows them."""
+    host = timeline.metadata.get("host", {})
+    p = w.packet()
+    uts = p.system_info.utsname
+    os_name = str(host.get("os", ""))
+    uts.sysname = os_name.split("-", 1)[0] if os_name else "unknown"
+    if host.get("kernel"):
+        uts.release = str(host["kernel"])
+    machine = next((a for a in ARCHES if f"-{a}" in os_name), None)
+    if machine:
+        uts.machine = machine
+    if host.get("hostname"):
+        uts.version = f"host {host['hostname']}"
+    w.packet().trace_config.unique_session_name = timeline.run_id[:64]
+
+
+def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
+    w = _Writer(out)
+    streams, stats, default_track = _describe(w, timeline)
+    w.start(timeline.start, default_track)
+    _system_info(w, timeline)
+    intern = w.interner.iid
+    types = w.pb.TrackEvent
+    events = heapq.merge(*streams, key=lambda e: e[0])
+    pending: tuple[int, int, int, Any] | None = None
+    while True:
+        event = pending or next(events, None)
+        pending = None
+        if event is None:
+            break
+        ts, kind, uuid, item = event
+        p = w.event(ts)
+        ev = p.track_event
+        if uuid != default_track:
+            ev.track_uuid = uuid
+        if kind == _BEGIN:
+            ev.type = types.TYPE_SLICE_BEGIN
+            ev.name_iid = intern("event_names", item.name)
+            if item.category:
+                ev.category_iids.append(intern("event_categories", item.category))
+            if item.args:
+                w.annotate(ev, item.args)
+            w.interner.flush(p)
+        elif kind == _END:
+            ev.type = types.TYPE_SLICE_END
+        else:
+            ev.type = types.TYPE_COUNTER
+            ev.double_counter_value = item
+            # Samples taken together (one sampler, many tracks) share a packet, up to the
+            # trace processor's limit of extra counters per event.
+            for pending in events:
+                full = len(ev.extra_double_counter_values) >= MAX_EXTRA
+                if pending[0] != ts or pending[1] != _COUNTER or full:
+                    break
+                ev.extra_double_counter_track_uuids.append(pending[2])
+                ev.extra_double_counter_values.append(pending[3])
+            else:
+                pending = None
+    w.flush()
+    stats.packets = w.packets
+    stats.interned_strings = w.interner.count
+    return stats
+
+
+def build_trace(run_dir: Path | str, out: Path | str | None = None) -> TraceStats:
+    """Write RUN_DIR/trace.pftrace (or `out`) from the run directory alone; figures about it."""
+    t0 = time.perf_counter()
+    run_dir = Path(run_dir)
+    timeline = build_timeline(run_dir)
+    path = Path(out) if out is not None else run_dir / TRACE_NAME
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            stats = write_timeline(timeline, handle)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    stats.path = path
+    stats.size_bytes = path.stat().st_size
+    stats.build_s = time.perf_counter() - t0
+    return stats
