@@ -126,7 +126,8 @@ class Session:
         self, config: RunConfig, run_dir: Path, images: ImageSet, progress: ProgressFn | None = None
     ):
         self.config = config
-        self.run_dir = run_dir
+        self.run_dir = run_dir.resolve()
+        """Absolute: workers run with the run directory as their working directory."""
         self.images = images
         self.progress = progress or (lambda _pass, _event: None)
         self.outcomes: list[PassOutcome] = []

@@ -73,9 +73,9 @@ def test_corrupt_weights_fail_in_one_line_and_keep_the_run(run_hwprof, tmp_path)
 
 @pytest.mark.slow
 def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
-    proc = run_hwprof("collect", *SMALL, "--only", "timing,flops", "--results", str(tmp_path / "res"))
+    proc = run_hwprof("collect", *SMALL, "--only", "timing,flops")  # into the default, relative results/
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    run_dir = only_run_dir(tmp_path / "res")
+    run_dir = only_run_dir(tmp_path / "results")
     run = json.loads((run_dir / "run.json").read_text())
     assert run["schema_version"] == 1 and run["status"] == "complete"
     for key in ("config", "host", "model", "collectors", "stages", "passes"):
