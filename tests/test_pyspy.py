@@ -1,0 +1,239 @@
+"""py-spy collector: conversion of recorded py-spy outputs, the probe, and real attached runs."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hwprof.collectors import pyspy as ps
+
+from hwprof.config import RunConfig
+from hwprof.records import Span, ThreadName, read_records
+from hwprof.workload.markers import Marker, read_markers
+
+FIXTURE = Path(__file__).parent / "fixtures" / "pyspy"
+
+
+@pytest.fixture(scope="module")
+def markers() -> list[Marker]:
+    return read_markers(FIXTURE / "markers.jsonl")
+
+
+@pytest.fixture(scope="module")
+def converted(markers: list[Marker]) -> ps.Converted:
+    return ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", markers, 200)
+
+
+def _measured_ms(markers: list[Marker], stage: str) -> float:
+    opened: dict[int, int] = {}
+    total = 0
+    for m in markers:
+        if m.kind == "stage" and m.name == stage and not m.warmup:
+            if m.phase == "B":
+                opened[m.iteration] = m.t_ns
+            else:
+                total += m.t_ns - opened.pop(m.iteration)
+    return total / 1e6
+
+
+def test_samples_land_on_their_stage(converted: ps.Converted, markers: list[Marker]) -> None:
+    stages = converted.metrics.stages
+    assert max(stages, key=lambda s: stages[s]["pyspy_ms"]) == "forward"
+    # the sampled time attributed to forward matches the markers' forward time
+    assert stages["forward"]["pyspy_ms"] * 2 == pytest.approx(_measured_ms(markers, "forward"), rel=0.05)
+    hot = converted.hotspots["stages"]
+    load_functions = [row["function"] for row in hot["load"]["python"]]
+    assert any(f.startswith("Pipeline.load ") for f in load_functions)
+    assert not any(row["function"].startswith("Pipeline.load ") for row in hot["forward"]["python"])
+
+
+def test_native_frames_and_libraries(converted: ps.Converted) -> None:
+    libraries = converted.hotspots["stages"]["forward"]["libraries"]
+    assert "libtorch_cpu" in libraries and "libgomp" in libraries
+    natives = [row["function"] for row in converted.hotspots["measured"]["native"]]
+    assert any("[libgomp]" in f for f in natives)
+    shares = converted.summary["shares_measured"]
+    assert set(shares) <= {"python", "native", "waiting"}
+    assert sum(shares.values()) == pytest.approx(1.0)
+
+
+def test_layers_cover_the_forward(converted: ps.Converted) -> None:
+    layers = converted.metrics.layers
+    assert len(layers) >= 15 and all(name.startswith("model.") for name in layers)
+    in_layers = sum(row["pyspy_ms"] for row in layers.values())
+    assert in_layers <= converted.metrics.stages["forward"]["pyspy_ms"] * 1.0001
+    assert in_layers > 0.9 * converted.metrics.stages["forward"]["pyspy_ms"]
+
+
+def test_clock_points_bound_the_offset(converted: ps.Converted) -> None:
+    clock = converted.summary["clock"]
+    assert clock["stage_agreement"] > 0.95
+    assert clock["transitions"] >= 10
+    assert clock["bound_max_us"] < 200_000
+    assert clock["inconsistent_points"] == 0
+
+
+def test_frame_spans_nest_per_track(converted: ps.Converted) -> None:
+    spans = [s for s in converted.spans if isinstance(s, Span)]
+    assert spans and all(s.track.startswith("py-spy:") for s in spans)
+    names = {s.name for s in spans}
+    assert "Pipeline.forward" in names
+    stack: list[Span] = []
+    for span in sorted(spans, key=lambda s: (s.track, s.ts_ns, -s.dur_ns)):
+        while stack and (stack[-1].track != span.track or stack[-1].ts_ns + stack[-1].dur_ns <= span.ts_ns):
+            stack.pop()
+        if stack:
+            assert span.ts_ns + span.dur_ns <= stack[-1].ts_ns + stack[-1].dur_ns
+        stack.append(span)
+    assert converted.threads == [ThreadName(converted.threads[0].tid, "MainThread")]
+
+
+def test_outputs_written(tmp_path: Path, converted: ps.Converted) -> None:
+    names = ps.write_outputs(tmp_path, converted)
+    assert names == ["pyspy.records.jsonl", "pyspy.metrics.json", "pyspy.hotspots.json"]
+    records = list(read_records(tmp_path / names[0]))
+    assert isinstance(records[0], ThreadName) and len(records) == len(converted.spans) + 1
+
+
+def test_speedscope_gives_hot_functions_without_time() -> None:
+    converted = ps.convert_speedscope(FIXTURE / "pyspy.speedscope.json.gz")
+    assert converted.summary["samples"] > 100
+    assert "unavailable" in converted.summary["clock"]
+    assert not converted.metrics.stages and not converted.spans
+    measured = converted.hotspots["measured"]
+    assert measured["ms"] == pytest.approx(converted.summary["samples"] * 5.0)  # 200 Hz
+    assert "libtorch_cpu" in measured["libraries"]
+
+
+def test_frames_classified() -> None:
+    assert ps.Frame("dnnl::impl::cpu::x64::jit_foo", "/x/libtorch_cpu.so", 0).library == "libdnnl (in libtorch_cpu)"
+    assert ps.Frame("0x7f00", "/x/libgomp.so.1", 0).label() == "(no symbol) [libgomp]"
+    assert ps.Frame("0x7f00", "?", 0).library == "[jit]"
+    assert ps.leaf_state((ps.Frame("run", "/x/a.py", 3), ps.Frame("0x1", "/t/libgomp.so.1", 0))) == "waiting"
+    assert ps.leaf_state((ps.Frame("run", "/x/a.py", 3), ps.Frame("at::mm", "/t/libtorch_cpu.so", 0))) == "native"
+    assert ps.leaf_state((ps.Frame("wait", "/usr/lib/python3.11/threading.py", 320),)) == "waiting"
+    assert ps.leaf_state((ps.Frame("forward", "/x/m.py", 3),)) == "python"
+
+
+def test_bad_files_give_clear_errors(tmp_path: Path, markers: list[Marker]) -> None:
+    (tmp_path / "a.json").write_text(json.dumps({"x": 1}))
+    with pytest.raises(ValueError, match="not a speedscope file"):
+        ps.convert_speedscope(tmp_path / "a.json")
+    (tmp_path / "b.json").write_text(json.dumps([]))
+    with pytest.raises(ValueError, match="no samples"):
+        ps.convert_chrometrace(tmp_path / "b.json", markers, 200)
+
+
+def test_missing_binary_is_unavailable_with_the_fix() -> None:
+    config = RunConfig(extra={"pyspy_path": "/nonexistent/py-spy"})
+    capability = ps.PySpyCollector.probe(config)
+    assert not capability.available
+    assert "not found" in capability.reason and capability.fix == "pip install py-spy"
+
+
+def test_probe_really_dumps_a_process() -> None:
+    capability = ps.PySpyCollector.probe(RunConfig())
+    if capability.available:
+        assert capability.details["version"].startswith("py-spy")
+    else:  # e.g. a container without SYS_PTRACE: the reason and an exact fix
+        assert capability.reason and capability.fix
+
+
+# ----------------------------------------------------------------------------- real runs
+
+
+def _run_dir(tmp_path: Path, iters: int) -> Path:
+    from hwprof.workload.images import discover
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # py-spy at 50 Hz: at the default 200 Hz its native unwinding pauses a 2-core host most of the time
+    RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=iters, pyspy_rate=50).save(run_dir / "config.json")
+    (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
+    return run_dir
+
+
+def _spawn(run_dir: Path, names: str) -> tuple[subprocess.Popen[bytes], ps.PySpyTool]:
+    from hwprof.collectors.base import PassContext
+
+    from hwprof.workload.markers import MarkerBus
+
+    config = RunConfig.load(run_dir / "config.json")
+    ctx = PassContext(config, run_dir, "trace", MarkerBus())
+    ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), "trace", names],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    tool = ps.PySpyCollector(config).attach(worker.pid, ctx)
+    assert isinstance(tool, ps.PySpyTool)
+    return worker, tool
+
+
+@pytest.mark.slow
+def test_real_attached_run(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, iters=10)
+    worker, tool = _spawn(run_dir, "pyspy")
+    assert worker.wait(timeout=600) == 0
+    result = tool.finish(0)
+    assert result.status == "ok", result.reason
+    out = run_dir / "passes" / "trace"
+    assert (out / "pyspy.chrometrace.json.gz").exists()
+    assert result.summary["estimated_samples_measured"] > 0
+    assert result.summary["native"] is True
+    metrics = json.loads((out / "pyspy.metrics.json").read_text())
+    assert max(metrics["stages"], key=lambda s: metrics["stages"][s]["pyspy_ms"]) == "forward"
+    hotspots = json.loads((out / "pyspy.hotspots.json").read_text())
+    native = set(hotspots["stages"]["forward"]["libraries"]) - {"python"}
+    assert native and native <= {
+        "libtorch_cpu",
+        "libgomp",
+        "libc",
+        "libtorch_python",
+        "libc10",
+        "libstdc++",
+        "[jit]",
+        "libdnnl (in libtorch_cpu)",
+        "libgcc_s",
+        "libpython3.11",
+        "ld-linux-x86-64",
+    }, native
+    assert (
+        metrics["stages"]["forward"]["pyspy_native_share"] + metrics["stages"]["forward"]["pyspy_waiting_share"] > 0.5
+    )
+    # Independently of the attribution: a Pipeline.forward frame starts at the sample that first
+    # showed it, which was taken during a forward stage; to within the clock bound it reported.
+    markers = read_markers(out / "markers.jsonl")
+    forward = [m for m in markers if m.kind == "stage" and m.name == "forward"]
+    ends = {m.iteration: m.t_ns for m in forward if m.phase == "E"}
+    spans = [(m.t_ns, ends[m.iteration]) for m in forward if m.phase == "B" and not m.warmup]
+    assert len(spans) == 10
+    assert result.summary["clock"]["stage_agreement"] > 0.8  # 50 Hz samples vs ~10 ms stages
+    tolerance = result.summary["clock"]["bound_max_us"] * 1000 + 1_000_000
+    records = read_records(out / "pyspy.records.jsonl")
+    frames = [r for r in records if isinstance(r, Span) and r.name == "Pipeline.forward"]
+    measured = [f for f in frames if spans[0][0] - tolerance <= f.ts_ns <= spans[-1][1] + tolerance]
+    assert measured
+    for frame in measured:
+        assert any(b - tolerance <= frame.ts_ns <= e + tolerance for b, e in spans), frame
+
+
+@pytest.mark.slow
+def test_pyspy_killed_mid_run_fails_with_the_reason(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path, iters=2)
+    worker, tool = _spawn(run_dir, "torch_profiler,pyspy")
+    time.sleep(3)
+    tool.process.send_signal(signal.SIGKILL)
+    assert worker.wait(timeout=600) == 0
+    result = tool.finish(0)
+    assert result.status == "failed"
+    assert "killed by SIGKILL" in result.reason
+    worker_result = json.loads((run_dir / "passes" / "trace" / "result.json").read_text())
+    assert worker_result["status"] == "ok"
+    assert worker_result["collectors"]["torch_profiler"]["status"] == "ok"

@@ -1,0 +1,156 @@
+"""Scalene collector: the wrapped command, parsing a recorded profile, and a real Scalene pass."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hwprof.collectors import scalene as sc
+from hwprof.collectors.base import PassContext
+
+from hwprof.config import RunConfig
+from hwprof.records import CounterSample, read_records
+from hwprof.workload.markers import MarkerBus, read_markers
+
+FIXTURE = Path(__file__).parent / "fixtures" / "scalene"
+
+
+@pytest.fixture(scope="module")
+def converted() -> sc.Converted:
+    window = json.loads((FIXTURE / "scalene.window.json").read_text())
+    return sc.convert(FIXTURE / "scalene.json", read_markers(FIXTURE / "markers.jsonl"), window)
+
+
+def _ctx(tmp_path: Path, config: RunConfig | None = None) -> PassContext:
+    ctx = PassContext(config or RunConfig(), tmp_path, "scalene", MarkerBus())
+    ctx.out_dir.mkdir(parents=True, exist_ok=True)
+    return ctx
+
+
+def test_wrap_command_runs_the_worker_module_under_scalene(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path)
+    command = [sys.executable, "-P", "-m", "hwprof.worker", str(tmp_path), "scalene", "scalene"]
+    wrapped = sc.ScaleneCollector(ctx.config).wrap_command(command, ctx)
+    assert wrapped[wrapped.index("-m", wrapped.index("run")) + 1] == "hwprof.worker"
+    assert wrapped[-4:] == ["---", str(tmp_path), "scalene", "scalene"]
+    assert wrapped[wrapped.index("-o") + 1] == str(ctx.out_dir / "scalene.json")
+    assert "--cpu-only" in wrapped and "--off" in wrapped and "--gpu" not in wrapped
+    assert "PYTHONSAFEPATH=1" in wrapped
+    memory = sc.ScaleneCollector(RunConfig(scalene_memory=True)).wrap_command(command, ctx)
+    assert "--memory" in memory and "--cpu-only" not in memory
+    with pytest.raises(ValueError, match="can only wrap"):
+        sc.ScaleneCollector(ctx.config).wrap_command(["python", "script.py"], ctx)
+
+
+def test_lines_include_the_forward_call(converted: sc.Converted) -> None:
+    forward = [line for line in converted.lines if "self.model(batch)" in line.code]
+    assert len(forward) == 1
+    line = forward[0]
+    assert line.stage == "forward" and line.function == "Pipeline.forward"
+    assert line.native_s + line.system_s > 0 and line.samples > 0
+    assert line.file.endswith("hwprof/workload/pipeline.py")
+    stages = {line.stage for line in converted.lines}
+    assert {"load", "preprocess", "forward"} <= stages
+
+
+def test_stage_metrics(converted: sc.Converted) -> None:
+    stages = converted.metrics.stages
+    total = {k: v["scalene_python_s"] + v["scalene_native_s"] + v["scalene_system_s"] for k, v in stages.items()}
+    assert max(total, key=lambda k: total[k]) == "forward"
+    assert converted.summary["iterations"] == 30
+    functions = {f.function: f for f in converted.functions}
+    assert functions["Pipeline.forward"].stage == "forward"
+
+
+def test_clock_needs_no_offset_and_samples_fall_in_their_stage(converted: sc.Converted) -> None:
+    clock = converted.summary["clock"]
+    assert clock["offset_ns"] == 0 and clock["samples_checked"] > 50
+    assert clock["outside_share"] < 0.05
+    assert clock["window_samples"] >= clock["samples_checked"] and clock["outside_window"] == 0
+
+
+def test_layer_shares_from_sample_times(converted: sc.Converted) -> None:
+    shares = [row["scalene_sample_share"] for row in converted.metrics.layers.values()]
+    assert len(shares) >= 10 and all(name.startswith("model.") for name in converted.metrics.layers)
+    assert 0.9 < sum(shares) <= 1.0 + 1e-9
+    assert "estimate" in converted.metrics.methods["scalene_sample_share"]
+
+
+def test_outputs_and_memory_counters(tmp_path: Path, converted: sc.Converted) -> None:
+    names = sc.write_outputs(tmp_path, converted)
+    assert names == ["scalene.lines.json", "scalene.metrics.json"]  # no memory in a --cpu-only profile
+    lines = json.loads((tmp_path / names[0]).read_text())["lines"]
+    assert any(row["stage"] == "forward" for row in lines)
+    data = json.loads((FIXTURE / "scalene.json").read_text())
+    data.update(memory=True, samples=[[1_000_000, 12.5], [2_000_000, 13.0]])
+    (tmp_path / "m.json").write_text(json.dumps(data))
+    window = {"start_ns": 500, "scalene_start_ns": 1_000}
+    memory = sc.convert(tmp_path / "m.json", [], window)
+    assert memory.counters == [
+        CounterSample("Scalene footprint", 1_001_000, 12.5, "MB"),
+        CounterSample("Scalene footprint", 2_001_000, 13.0, "MB"),
+    ]
+    sc.write_outputs(tmp_path, memory)
+    assert len(list(read_records(tmp_path / "scalene.records.jsonl"))) == 2
+
+
+def test_not_a_profile(tmp_path: Path) -> None:
+    (tmp_path / "x.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a Scalene JSON profile"):
+        sc.convert(tmp_path / "x.json", [])
+
+
+def test_missing_scalene_is_unavailable() -> None:
+    capability = sc.ScaleneCollector.probe(RunConfig(extra={"scalene_path": "/nonexistent/scalene"}))
+    assert not capability.available
+    assert "not found" in capability.reason and "pip install" in capability.fix
+
+
+def test_finish_without_a_profile_fails_with_the_reason(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path)
+    (ctx.out_dir / "scalene.window.json").write_text(json.dumps({"under_scalene": False}))
+    result = sc.ScaleneTool(ctx).finish(3)
+    assert result.status == "failed"
+    assert "did not run under Scalene" in result.reason and "status 3" in result.reason
+
+
+def test_in_process_hooks_outside_scalene(tmp_path: Path) -> None:
+    ctx = _ctx(tmp_path)
+    collector = sc.ScaleneCollector(ctx.config)
+    collector.start(ctx)
+    collector.stop(ctx)
+    result = collector.close(ctx)
+    assert result.status == "failed" and "wrap_command" in result.reason
+
+
+@pytest.mark.slow
+def test_real_scalene_pass(tmp_path: Path) -> None:
+    from hwprof.workload.images import discover
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    config = RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=3)
+    config.save(run_dir / "config.json")
+    (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
+    assert sc.ScaleneCollector.probe(config).available
+    ctx = _ctx(run_dir, config)
+    collector = sc.ScaleneCollector(config)
+    command = [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), "scalene", "scalene"]
+    worker = subprocess.Popen(collector.wrap_command(command, ctx), stdout=subprocess.PIPE, text=True)
+    tool = collector.attach(worker.pid, ctx)
+    assert tool is not None
+    stdout, _ = worker.communicate(timeout=600)
+    assert worker.returncode == 0
+    progress = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
+    assert progress[-1] == {"phase": "measure", "done": 4, "total": 4}
+    result = tool.finish(worker.returncode)
+    assert result.status == "ok", result.reason
+    lines = json.loads((ctx.out_dir / "scalene.lines.json").read_text())["lines"]
+    forward = [row for row in lines if "self.model(batch)" in row["code"]]
+    assert forward and forward[0]["stage"] == "forward"
+    window = json.loads((ctx.out_dir / "scalene.window.json").read_text())
+    assert window["under_scalene"] and window["stop_ns"] > window["start_ns"]
+    assert result.summary["clock"]["samples_checked"] > 0

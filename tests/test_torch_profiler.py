@@ -1,0 +1,234 @@
+"""torch.profiler collector: conversion of a recorded Kineto trace, and a real trace pass."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from hwprof.collectors import torch_profiler as tp
+
+from hwprof.records import Span, read_records
+from hwprof.workload.markers import read_markers
+
+FIXTURE = Path(__file__).parent / "fixtures" / "kineto"
+
+
+@pytest.fixture(scope="module")
+def converted() -> tp.Converted:
+    sync = tp.SyncData.from_dict(json.loads((FIXTURE / "torch_profiler.sync.json").read_text()))
+    flops = {int(k): v for k, v in json.loads((FIXTURE / "torch_profiler.flops.json").read_text()).items()}
+    return tp.convert(
+        tp.load_kineto(FIXTURE / "torch_profiler.kineto.json.gz"),
+        sync,
+        read_markers(FIXTURE / "markers.jsonl"),
+        FIXTURE / "torch_profiler.onednn.log",
+        flops,
+    )
+
+
+def test_every_forward_op_lies_in_a_layer(converted: tp.Converted) -> None:
+    forward = [op for op in converted.ops if op.stage == "forward"]
+    assert len(forward) > 500
+    assert all(op.layer is not None and op.layer.startswith("model.") for op in forward)
+    assert converted.summary["forward_ops_outside_layers"] == 0
+    assert {op.iteration for op in converted.ops} == {0, 1}
+
+
+def test_layer_times_add_up_to_the_forward_stage(converted: tp.Converted) -> None:
+    layers = sum(row["aten_self_ms"] for row in converted.metrics.layers.values())
+    forward = converted.metrics.stages["forward"]["aten_self_ms"]
+    assert layers == pytest.approx(forward, rel=1e-6)
+    assert converted.metrics.stages["forward"]["profiler_stage_ms"] >= forward
+
+
+def test_clock_is_aligned_to_the_markers(converted: tp.Converted) -> None:
+    clock = converted.summary["clock"]
+    # A wrong offset would put the ranges seconds away from their markers.
+    assert clock["alignment"]["layer"]["median_abs_us"] < 1000
+    assert clock["alignment"]["layer"]["edges"] == 2 * 2 * 23  # B and E, 2 iterations, 23 layers
+    assert clock["sync_uncertainty_ns"] < 100_000
+    markers = read_markers(FIXTURE / "markers.jsonl")
+    forward = [m for m in markers if m.kind == "stage" and m.name == "forward" and not m.warmup]
+    first_op = min(op.start for op in converted.ops if op.stage == "forward")
+    assert 0 <= first_op - forward[0].t_ns < 5_000_000
+
+
+def test_kernels_ranked_by_self_time_with_onednn_labels(converted: tp.Converted) -> None:
+    layers = converted.kernels["layers"]
+    for rows in layers.values():
+        assert [r["self_us"] for r in rows] == sorted((r["self_us"] for r in rows), reverse=True)
+    conv = next(r for r in layers["model.0"] if r["name"] == "aten::mkldnn_convolution")
+    assert conv["label"].startswith("convolution:")
+    assert conv["shapes"][0][0] == [1, 3, 320, 320]
+    onednn = converted.summary["onednn"]
+    assert onednn["primitives"] > 100 and onednn["matched"] == onednn["primitives"]
+    assert onednn["isa"]
+    convs = [op for op in converted.ops if any(p.kind == "convolution" for p in op.onednn)]
+    assert convs and all(op.event.name == "aten::mkldnn_convolution" for op in convs)
+
+
+def test_flops_and_shapes_attached(converted: tp.Converted) -> None:
+    assert converted.metrics.stages["forward"]["profiler_flops"] > 1e8
+    conv2d = next(r for r in converted.kernels["layers"]["model.0"] if r["name"] == "aten::conv2d")
+    assert conv2d["flops"] > 0
+
+
+def test_spans_nest_stage_layer_op_primitive(converted: tp.Converted) -> None:
+    by_op: dict[tuple[int, int], Span] = {}
+    for span in converted.spans:
+        if span.category == "aten":
+            by_op[(span.ts_ns, span.dur_ns)] = span
+    ops = sorted(by_op.values(), key=lambda s: s.ts_ns)
+    for span in converted.spans:
+        if span.category != "onednn":
+            continue
+        parents = [op for op in ops if op.ts_ns <= span.ts_ns and span.ts_ns + span.dur_ns <= op.ts_ns + op.dur_ns]
+        assert parents, span
+
+
+def test_written_outputs(tmp_path: Path, converted: tp.Converted) -> None:
+    names = tp.write_outputs(tmp_path, converted)
+    assert names == [
+        "torch_profiler.records.jsonl",
+        "torch_profiler.metrics.json",
+        "torch_profiler.kernels.json",
+    ]
+    records = list(read_records(tmp_path / names[0]))
+    assert len(records) == len(converted.spans)
+    assert json.loads((tmp_path / names[2]).read_text())["iterations"] == 2
+
+
+def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:
+    (tmp_path / "x.json").write_text(json.dumps({"traceEvents": []}))
+    with pytest.raises(ValueError, match="not a Kineto chrome trace"):
+        tp.load_kineto(tmp_path / "x.json")
+    trace = tp.load_kineto(FIXTURE / "torch_profiler.kineto.json.gz")
+    with pytest.raises(ValueError, match="recorded syncs"):
+        tp.fit_clock(trace, tp.SyncData([[1, 2]], []))
+
+
+def test_untimed_onednn_lines_are_reported(tmp_path: Path) -> None:
+    log = tmp_path / "v.log"
+    log.write_text(
+        "onednn_verbose,v1,info,cpu,isa:Intel AVX2\n"
+        "onednn_verbose,v1,primitive,exec,cpu,convolution,jit:avx2,forward_training,src:f32,,alg:x,mb1,1.5\n"
+    )
+    parsed = tp.parse_onednn(log, 0)
+    assert parsed.execs == [] and parsed.untimed == 1 and parsed.info["isa"] == "Intel AVX2"
+
+
+def test_stdout_redirect_keeps_python_stdout(tmp_path: Path) -> None:
+    """C stdio (oneDNN's printf) goes to the file, Python's print still reaches the real stdout."""
+    code = textwrap.dedent(
+        f"""
+        import ctypes, sys
+        from pathlib import Path
+        from hwprof.collectors.torch_profiler import _StdoutToFile
+        libc = ctypes.CDLL(None)
+        print("before", flush=True)
+        with _StdoutToFile(Path({str(tmp_path / "c.log")!r})):
+            libc.printf(b"onednn_verbose,from C\\n")
+            print("progress", flush=True)
+        print("after", flush=True)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["before", "progress", "after"]
+    assert (tmp_path / "c.log").read_text() == "onednn_verbose,from C\n"
+
+
+# ----------------------------------------------------------------------------- real passes
+
+
+def _run_dir(tmp_path: Path, iters: int = 2) -> Path:
+    from hwprof.config import RunConfig
+    from hwprof.workload.images import discover
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # py-spy at 50 Hz: at the default 200 Hz its native unwinding pauses a 2-core host most of the time
+    RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=iters, pyspy_rate=50).save(run_dir / "config.json")
+    (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
+    return run_dir
+
+
+def _worker(run_dir: Path, names: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), "trace", names],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_real_trace_pass(tmp_path: Path) -> None:
+    run_dir = _run_dir(tmp_path)
+    done = _worker(run_dir, "torch_profiler")
+    assert done.returncode == 0, done.stderr[-2000:]
+    progress = [json.loads(line) for line in done.stdout.splitlines()]  # oneDNN printed elsewhere
+    assert [p["done"] for p in progress if p["phase"] == "measure"] == [2, 3]
+    out = run_dir / "passes" / "trace"
+    result = json.loads((out / "result.json").read_text())["collectors"]["torch_profiler"]
+    assert result["status"] == "ok", result
+    assert result["summary"]["forward_ops_outside_layers"] == 0
+    assert result["summary"]["onednn"]["matched"] > 0
+
+    # Independently of the converter: every aten op inside a forward range is inside a layer range.
+    raw = json.loads((out / "torch_profiler.kineto.json").read_text())["traceEvents"]
+    ranges: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    for e in raw:
+        if e.get("cat") == "user_annotation" and e["name"].startswith("hwprof:"):
+            kind = e["name"].split(":")[1]
+            ranges[kind].append((e["ts"], e["ts"] + e["dur"]))
+    ops = [e for e in raw if e.get("cat") == "cpu_op"]
+    assert len(ranges["iteration"]) == 2 and len(ranges["stage"]) == 8
+
+    def inside(e: dict[str, float], spans: list[tuple[float, float]]) -> bool:
+        return any(a - 0.002 <= e["ts"] and e["ts"] + e["dur"] <= b + 0.002 for a, b in spans)
+
+    forward = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("name") == "hwprof:stage:forward"]
+    in_forward = [e for e in ops if inside(e, forward)]
+    assert len(in_forward) > 500
+    assert all(inside(e, ranges["layer"]) for e in in_forward)
+    metrics = json.loads((out / "torch_profiler.metrics.json").read_text())
+    model = json.loads((out / "model.json").read_text())
+    assert set(metrics["layers"]) <= {row["name"] for row in model["layers"]}
+
+
+@pytest.mark.slow
+def test_a_profiler_that_dies_leaves_the_other_results(tmp_path: Path) -> None:
+    """The export fails for real (a folder is in the way): torch_profiler fails with the reason,
+    while the pass and py-spy, attached to the same worker as the session does, still finish."""
+    from hwprof.collectors.base import PassContext
+    from hwprof.collectors.pyspy import PySpyCollector
+
+    from hwprof.config import RunConfig
+    from hwprof.workload.markers import MarkerBus
+
+    run_dir = _run_dir(tmp_path, iters=1)
+    config = RunConfig.load(run_dir / "config.json")
+    ctx = PassContext(config, run_dir, "trace", MarkerBus())
+    out = ctx.out_dir
+    (out / "torch_profiler.kineto.json" / "in-the-way").mkdir(parents=True)
+    worker = subprocess.Popen(
+        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), "trace", "torch_profiler,pyspy"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    tool = PySpyCollector(config).attach(worker.pid, ctx)
+    assert tool is not None
+    assert worker.wait(timeout=600) == 0
+    pyspy = tool.finish(0)
+    result = json.loads((out / "result.json").read_text())
+    assert result["status"] == "ok"
+    failed = result["collectors"]["torch_profiler"]
+    assert failed["status"] == "failed" and "did not write its trace" in failed["reason"]
+    assert pyspy.status == "ok", pyspy.reason
+    assert pyspy.summary["estimated_samples_measured"] > 0
