@@ -75,6 +75,13 @@ class PassRunner:
             except Exception as exc:
                 self._fail(collector, stage, exc)
 
+    def _close_failed(self, collector: Collector) -> None:
+        """A collector whose hook raised still gets close(), to release what it holds; its failure stands."""
+        try:
+            collector.close(self.ctx)
+        except Exception as exc:
+            print(f"collector {collector.name}: close after failure raised {exc!r}", file=sys.stderr)
+
     def _guarded(self, collector: Collector) -> Callable[[Marker], None]:
         """on_marker, but a collector that raises is marked failed and stops receiving markers."""
 
@@ -163,6 +170,7 @@ class PassRunner:
     def _close_all(self, status: str, error: str) -> None:
         for collector in self.collectors:
             if collector.name in self.results:
+                self._close_failed(collector)
                 continue
             try:
                 result = collector.close(self.ctx)
