@@ -31,6 +31,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from hwprof.analysis.spans import durations_ms, pair_spans
 from hwprof.config import RunConfig, default_threads
 from hwprof.workload.images import discover
 from hwprof.workload.markers import read_markers
@@ -51,16 +52,9 @@ def default_model() -> str:
 
 
 def forward_durations_ms(pass_dir: Path) -> list[float]:
-    begin: dict[int, int] = {}
-    out = []
-    for m in read_markers(pass_dir / "markers.jsonl"):
-        if m.kind != "stage" or m.name != "forward" or m.warmup:
-            continue
-        if m.phase == "B":
-            begin[m.iteration] = m.t_ns
-        elif m.iteration in begin:
-            out.append((m.t_ns - begin.pop(m.iteration)) / 1e6)
-    return out
+    """Measured forward-stage durations, in iteration order."""
+    spans = pair_spans(read_markers(pass_dir / "markers.jsonl"))
+    return durations_ms(spans, "stage").get("forward", [])
 
 
 def run_pass(run_dir: Path, pass_name: str, collectors: list[str], timeout: float) -> Path:

@@ -35,6 +35,7 @@ from typing import Any
 
 from hwprof.collectors.base import CollectorResult, PassContext
 
+from hwprof.analysis.spans import durations_ms, pair_spans
 from hwprof.config import RunConfig
 from hwprof.registry import by_name
 from hwprof.workload.images import discover
@@ -66,16 +67,9 @@ class Outcome:
 
 
 def forward_ms(markers_path: Path) -> list[float]:
-    opened: dict[int, int] = {}
-    out = []
-    for m in read_markers(markers_path):
-        if m.kind != "stage" or m.name != "forward" or m.warmup:
-            continue
-        if m.phase == "B":
-            opened[m.iteration] = m.t_ns
-        elif m.iteration in opened:
-            out.append((m.t_ns - opened.pop(m.iteration)) / 1e6)
-    return out
+    """Measured forward-stage durations, in iteration order."""
+    spans = pair_spans(read_markers(markers_path))
+    return durations_ms(spans, "stage").get("forward", [])
 
 
 def run_variant(base: Path, variant: Variant, config: RunConfig, images: list[str], k: int) -> tuple[Path, dict]:
