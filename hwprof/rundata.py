@@ -91,10 +91,9 @@ class RunData:
 
 
 def forward_p50_ms(markers: list[Marker]) -> float | None:
-    from hwprof.analysis.spans import stage_stats
+    from hwprof.analysis.spans import forward_p50, measured_spans
 
-    stats = stage_stats(markers).get("forward")
-    return stats.p50_ms if stats else None
+    return forward_p50(measured_spans(markers))
 
 
 def finalize(run_dir: Path, run: dict[str, Any]) -> None:

@@ -34,8 +34,7 @@ from hwprof.analysis.roofline import (
     intensity,
     roof_from_run,
 )
-from hwprof.analysis.spans import SpanTime, durations_ms, layer_self_ns, pair_spans
-from hwprof.workload.markers import Marker
+from hwprof.analysis.spans import SpanTime, forward_p50, layer_self_ns, measured_spans
 
 if TYPE_CHECKING:
     from hwprof.rundata import RunData
@@ -163,17 +162,6 @@ def time_pass(data: RunData) -> tuple[str | None, list[SpanTime]]:
         if any(m.kind == "layer" for m in markers):
             return name, measured_spans(markers)
     return None, []
-
-
-def measured_spans(markers: list[Marker]) -> list[SpanTime]:
-    """Spans of the measured iterations only: not warm-up, and not the forwards a collector runs
-    outside the iterations (iteration -1, e.g. the FLOP count's or the shape capture's)."""
-    return [s for s in pair_spans(markers) if s.iteration >= 0 and not s.warmup]
-
-
-def forward_p50(spans: list[SpanTime]) -> float | None:
-    values = durations_ms(spans, "stage").get("forward")
-    return statistics.median(values) if values else None
 
 
 @dataclass

@@ -87,9 +87,26 @@ def stage_stats(markers: Iterable[Marker]) -> dict[str, LatencyStats]:
     return stats
 
 
+def is_measured(span: SpanTime) -> bool:
+    """In a measured iteration: not warm-up, and not a one-off forward outside the iterations (iteration -1)."""
+    return span.iteration >= 0 and not span.warmup
+
+
+def measured_spans(markers: Iterable[Marker]) -> list[SpanTime]:
+    return [s for s in pair_spans(markers) if is_measured(s)]
+
+
+def forward_p50(spans: Iterable[SpanTime]) -> float | None:
+    """Median forward-stage duration (ms) of the given spans, or None when there is none."""
+    import statistics
+
+    values = durations_ms(spans, "stage").get("forward")
+    return statistics.median(values) if values else None
+
+
 def layer_self_ns(spans: Iterable[SpanTime]) -> dict[str, list[int]]:
     """name -> self (exclusive) ns per measured iteration for layer spans (children subtracted)."""
-    layer_spans = [s for s in spans if s.kind == "layer" and not s.warmup and s.iteration >= 0]
+    layer_spans = [s for s in spans if s.kind == "layer" and is_measured(s)]
     out: dict[str, list[int]] = defaultdict(list)
     stack: list[tuple[SpanTime, list[int]]] = []
     for s in layer_spans:
