@@ -68,6 +68,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.collectors import _rapl_perf
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext, Status
 
+from hwprof.analysis.spans import pair_begin_end
 from hwprof.perf.syscall import PerfOpenError
 from hwprof.records import CounterSample, MetricTables, metrics_path, records_path, write_records
 
@@ -323,18 +324,10 @@ class SpanEnergy:
 
 def span_energies(readings: Sequence[Reading], domains: Sequence[Domain]) -> list[SpanEnergy]:
     """Pair begin and end readings per (kind, name) (innermost first) into per-span energies."""
-    open_: dict[tuple[str, str], list[Reading]] = defaultdict(list)
     out: list[SpanEnergy] = []
-    for r in readings:
-        key = (r.kind, r.name)
-        if r.phase == "B":
-            open_[key].append(r)
-        elif open_[key]:
-            b = open_[key].pop()
-            joules = tuple(
-                delta_uj(x, y, d.max_range_uj) / 1e6 for x, y, d in zip(b.uj, r.uj, domains, strict=True)
-            )
-            out.append(SpanEnergy(r.kind, r.name, b.iteration, r.t_ns - b.t_ns, joules))
+    for b, r in pair_begin_end(readings):
+        joules = tuple(delta_uj(x, y, d.max_range_uj) / 1e6 for x, y, d in zip(b.uj, r.uj, domains, strict=True))
+        out.append(SpanEnergy(r.kind, r.name, b.iteration, r.t_ns - b.t_ns, joules))
     return out
 
 

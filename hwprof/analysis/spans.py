@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from hwprof.workload.markers import Marker
 
@@ -25,17 +25,37 @@ class SpanTime:
         return self.end_ns - self.start_ns
 
 
-def pair_spans(markers: Iterable[Marker]) -> list[SpanTime]:
-    """Match begin and end markers (properly nested per kind and name); unclosed begins are dropped."""
-    open_: dict[tuple[str, str], list[Marker]] = defaultdict(list)
-    spans: list[SpanTime] = []
-    for m in markers:
-        key = (m.kind, m.name)
-        if m.phase == "B":
-            open_[key].append(m)
+class BeginEnd(Protocol):
+    @property
+    def kind(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+
+E = TypeVar("E", bound=BeginEnd)
+
+
+def pair_begin_end(events: Iterable[E]) -> Iterator[tuple[E, E]]:
+    """(begin, end) pairs, matched per kind and name with proper nesting; unclosed begins are dropped.
+
+    Works on markers and on anything read at markers (e.g. RAPL readings), in end order.
+    """
+    open_: dict[tuple[str, str], list[E]] = defaultdict(list)
+    for event in events:
+        key = (event.kind, event.name)
+        if event.phase == "B":
+            open_[key].append(event)
         elif open_[key]:
-            b = open_[key].pop()
-            spans.append(SpanTime(m.kind, m.name, b.iteration, b.warmup, b.t_ns, m.t_ns, b.index))
+            yield open_[key].pop(), event
+
+
+def pair_spans(markers: Iterable[Marker]) -> list[SpanTime]:
+    """Spans of begin and end markers, sorted by start (outer before inner)."""
+    spans = [
+        SpanTime(e.kind, e.name, b.iteration, b.warmup, b.t_ns, e.t_ns, b.index) for b, e in pair_begin_end(markers)
+    ]
     spans.sort(key=lambda s: (s.start_ns, -s.end_ns))
     return spans
 
