@@ -37,9 +37,7 @@ class FlopsCollector(Collector):
         try:
             from torch.utils.flop_counter import FlopCounterMode  # noqa: F401
         except ImportError as exc:  # pragma: no cover - torch always has it
-            return Capability.unavailable(
-                f"torch.utils.flop_counter missing ({exc})", "pip install torch==2.13.0"
-            )
+            return Capability.unavailable(f"torch.utils.flop_counter missing ({exc})", "pip install torch==2.13.0")
         return Capability.ok()
 
     def prepare(self, ctx: PassContext) -> None:

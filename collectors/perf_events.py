@@ -27,6 +27,7 @@ from hwprof.perf.engine import CounterSet
 from hwprof.perf.errors import Unavailable, read_paranoid, unavailable
 from hwprof.perf.events import DEFAULT_EVENTS, EventResolver, EventSpec, UnknownEventError
 from hwprof.perf.sampler import IntervalSampler
+from hwprof.perf.steal import uncharged_ns
 from hwprof.perf.syscall import GroupReading, try_open
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.records import CounterSample, metrics_path, records_path, write_records
@@ -38,7 +39,10 @@ SampleRow = tuple[int, tuple[tuple[int, ...], tuple[bytes, ...]]]
 CPU_CHECK_METHOD = (
     "forward-stage task-clock vs process CPU time (CLOCK_PROCESS_CPUTIME_ID, what getrusage(RUSAGE_SELF) "
     "reports) less the uncounted interval sampler thread's CPU time, both read at the same stage markers, "
-    "summed over the measured iterations"
+    "summed over the measured iterations. task-clock also runs while the hypervisor steals the vCPU and "
+    "during interrupts, which CPU time leaves out: `band` is [CPU time - 3%, (CPU time + host steal + "
+    "irq + softirq time from /proc/stat + its tick resolution) + 3%] and `consistent` says whether the "
+    "count falls in it"
 )
 NEVER_SCHEDULED = {
     "reason": "opened, but the PMU never scheduled its group (time_running stayed 0): its counters are "
@@ -121,7 +125,7 @@ class PerfEvents(Collector):
         self.sampler_cpu: IntervalSampler[Any] | None = None
         """Kept after stop(): its CPU time is subtracted from the process CPU time in the checks."""
         self.samples: list[SampleRow] = []
-        self.readings: list[tuple[Marker, tuple[int, ...], tuple[bytes, ...], int | None]] = []
+        self.readings: list[tuple[Marker, tuple[int, ...], tuple[bytes, ...], int | None, int | None]] = []
         self.read_ns = array("q")
         self.marker_ns = 0
         """Time spent in on_marker over the measured iterations (the collector's own cost)."""
@@ -152,8 +156,8 @@ class PerfEvents(Collector):
         t0 = time.perf_counter_ns()
         active, raws = counters.read_active()
         self.read_ns.append(time.perf_counter_ns() - t0)
-        cpu = None if kind == "layer" else self._counted_cpu_ns()
-        self.readings.append((marker, active, raws, cpu))
+        cpu, uncharged = (None, None) if kind == "layer" else (self._counted_cpu_ns(), uncharged_ns())
+        self.readings.append((marker, active, raws, cpu, uncharged))
         if kind == "iteration" and marker.phase == "E":
             counters.end_iteration()
         self.marker_ns += time.perf_counter_ns() - entered
@@ -190,8 +194,8 @@ class PerfEvents(Collector):
                 "unavailable", f"no event opens: {top.reason}", top.fix, summary={"unavailable": missing}
             )
         readings = [
-            Reading(m.kind, m.phase, m.name, m.iteration, m.t_ns, counters.parse(active, raws), cpu)
-            for m, active, raws, cpu in self.readings
+            Reading(m.kind, m.phase, m.name, m.iteration, m.t_ns, counters.parse(active, raws), cpu, uncharged)
+            for m, active, raws, cpu, uncharged in self.readings
         ]
         samples = [(t, counters.parse(*row)) for t, row in self.samples]
         specs = counters.events
@@ -228,16 +232,13 @@ class PerfEvents(Collector):
         return "ok", f"counted {opened} only; unavailable: {names}: {top.reason}", top.fix
 
     def _write_readings(self, path: Any, counters: CounterSet, specs: list[EventSpec]) -> None:
-        events = {
-            s.name: {"unit": s.display_unit, "scale": s.scale, "source": s.source, "pmu": s.pmu}
-            for s in specs
-        }
+        events = {s.name: {"unit": s.display_unit, "scale": s.scale, "source": s.source, "pmu": s.pmu} for s in specs}
         groups = [[s.name for s in g.specs] for g in counters.groups]
         with open(path, "w") as out:
             out.write(readings_io.header_line(events, groups) + "\n")
-            for m, active, raws, cpu in self.readings:
+            for m, active, raws, cpu, uncharged in self.readings:
                 row = [m.kind, m.phase, m.name, m.iteration, m.t_ns]
-                out.write(readings_io.marker_line(row, cpu, _rows(counters, active, raws)) + "\n")
+                out.write(readings_io.marker_line(row, cpu, _rows(counters, active, raws), uncharged) + "\n")
             for t, (active, raws) in self.samples:
                 out.write(readings_io.sample_line(t, _rows(counters, active, raws)) + "\n")
 
@@ -252,19 +253,13 @@ class PerfEvents(Collector):
         line_source: str,
     ) -> dict[str, Any]:
         names, _ = requested(self.config)
-        mode = (
-            "user mode only (exclude_kernel: perf_event_paranoid)"
-            if counters.user_only
-            else "user and kernel mode"
-        )
+        mode = "user mode only (exclude_kernel: perf_event_paranoid)" if counters.user_only else "user and kernel mode"
         fallback = None
         if missing and all(s.software for s in specs):
             fallback = "no hardware event opened: counting software events only"
         reads = sorted(self.read_ns)
         groups_per_read = (
-            sum(len(active) for _, active, _, _ in self.readings) / len(self.readings)
-            if self.readings
-            else 0.0
+            sum(len(active) for _, active, *_ in self.readings) / len(self.readings) if self.readings else 0.0
         )
         read_cost: dict[str, Any] = {"reads": len(reads), "groups_per_read": groups_per_read}
         if reads:
@@ -274,9 +269,7 @@ class PerfEvents(Collector):
                 p99_us=reads[min(len(reads) - 1, int(len(reads) * 0.99))] / 1e3,
                 method="perf_counter_ns around the read(2) of the enabled groups at each marker, in the run",
             )
-        iteration_wall = (
-            analysis.tables.stages.get("iteration", {}).get("wall-time", 0.0) * analysis.iterations
-        )
+        iteration_wall = analysis.tables.stages.get("iteration", {}).get("wall-time", 0.0) * analysis.iterations
         if iteration_wall:
             read_cost["on_marker_share"] = self.marker_ns / iteration_wall
             read_cost["on_marker_share_method"] = (
@@ -319,9 +312,7 @@ class PerfEvents(Collector):
         }
 
 
-def _rows(
-    counters: CounterSet, active: tuple[int, ...], raws: tuple[bytes, ...]
-) -> dict[int, tuple[int, int, Any]]:
+def _rows(counters: CounterSet, active: tuple[int, ...], raws: tuple[bytes, ...]) -> dict[int, tuple[int, int, Any]]:
     out: dict[int, tuple[int, int, Any]] = {}
     for index, raw in zip(active, raws, strict=True):
         reading: GroupReading = counters.groups[index].group.parse(raw)

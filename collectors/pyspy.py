@@ -260,9 +260,15 @@ class PySpyTool(AttachedTool):
             summary["native_unavailable"] = "py-spy cannot unwind native stacks with --nonblocking"
         status = "ok" if returncode == 0 else "partial"
         reason = "" if returncode == 0 else f"py-spy exited with status {returncode}: {_last_line(log_text)}"
+        fix = ""
+        if summary["clock"]["mode"] == "launch-time" and status == "ok":
+            status = "partial"
+            reason = "too few samples to see a forward stage begin or end: the samples' times are estimated from "
+            reason += "py-spy's launch time (tens of ms off), so their layer attribution is unreliable"
+            fix = "raise --iters or --pyspy-rate so that several samples fall in each forward stage"
         if worker_returncode not in (0, None) and status == "ok":
             status, reason = "partial", f"the worker exited with status {worker_returncode}"
-        return CollectorResult(status, reason=reason, summary=summary, artifacts=artifacts)
+        return CollectorResult(status, reason=reason, fix=fix, summary=summary, artifacts=artifacts)
 
     def _failure(self, returncode: int, log_text: str, artifacts: list[str]) -> CollectorResult:
         last = _last_line(log_text)
@@ -482,6 +488,8 @@ class PySpyClock:
     """Points whose transitions' intervals did not intersect (offset = middle of the crossed bounds)."""
     transitions: int = 0
     """Sample times with a stage transition matched to a marker."""
+    fallback: str = ""
+    """Why no transition could be used, when the offset is py-spy's launch time instead (an estimate)."""
 
     def offset(self, ts_us: int) -> int:
         times = [p[0] for p in self.points]
@@ -497,6 +505,18 @@ class PySpyClock:
         return ts_us * 1000 + self.offset(ts_us)
 
     def to_summary(self) -> dict[str, Any]:
+        if self.fallback:
+            return {
+                "method": "estimate: py-spy's ts 0 taken as the monotonic time just before py-spy was started, "
+                "because " + self.fallback + "; py-spy starts sampling later by its attach time (about 50 ms "
+                "seen here), so samples read early by that much",
+                "mode": "launch-time",
+                "offset_ns": self.points[0][1],
+                "transitions": 0,
+                "points": 1,
+                "bound_median_us": None,
+                "bound_max_us": None,
+            }
         offsets = [p[1] for p in self.points]
         halves = sorted(p[2] for p in self.points)
         return {
@@ -516,6 +536,17 @@ class PySpyClock:
 
 
 def fit_clock(segments: list[Segment], markers: list[Marker], guess_ns: int | None = None) -> PySpyClock:
+    """The clock from stage transitions; where the samples show none that pairs with a marker (a run
+    too short for the sampling rate), py-spy's launch time `guess_ns`, labelled as an estimate."""
+    try:
+        return _clock_from_transitions(segments, markers, guess_ns)
+    except ValueError as exc:
+        if guess_ns is None:
+            raise
+        return PySpyClock([(0, guess_ns, 0)], 0, 0, fallback=str(exc).split(":")[0])
+
+
+def _clock_from_transitions(segments: list[Segment], markers: list[Marker], guess_ns: int | None) -> PySpyClock:
     """Find a coarse offset from the forward stage, pair every transition with its marker, bound the offset."""
     transitions = [t for t in stage_transitions(segments) if t.prev_us is not None]
     marks: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -750,7 +781,7 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
     }
     if agreement[1]:
         summary["clock"]["stage_agreement"] = agreement[0] / agreement[1]
-    if launched_ns is not None:
+    if launched_ns is not None and not clock.fallback:
         summary["clock"]["launch_lag_ms"] = (clock.points[0][1] - launched_ns) / 1e6
     return Converted(_frame_spans(kept, threads, clock), _thread_names(threads), metrics, hotspots, summary)
 

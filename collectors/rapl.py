@@ -91,9 +91,7 @@ _ZONE = re.compile(r"^intel-rapl(-mmio)?:(\d+)(?::(\d+))?$")
 
 
 def powercap_root(config: RunConfig) -> Path:
-    return Path(
-        config.extra.get("powercap_root") or os.environ.get(ENV_POWERCAP_ROOT) or DEFAULT_POWERCAP_ROOT
-    )
+    return Path(config.extra.get("powercap_root") or os.environ.get(ENV_POWERCAP_ROOT) or DEFAULT_POWERCAP_ROOT)
 
 
 def event_source_root(config: RunConfig) -> Path:
@@ -278,8 +276,7 @@ def open_perf(event_source: Path) -> EnergySource:
     except (OSError, ValueError) as exc:
         raise SourceUnavailable(f"perf power PMU unusable: {exc}", "check `perf list power/`") from exc
     domains = [
-        Domain(d.label, f"perf power/{d.event.event} cpu {d.cpu}", None, "/" not in d.label)
-        for d in reader.domains
+        Domain(d.label, f"perf power/{d.event.event} cpu {d.cpu}", None, "/" not in d.label) for d in reader.domains
     ]
     return EnergySource("perf", str(pmu), domains, reader.read, reader.close)
 
@@ -292,9 +289,7 @@ def open_source(config: RunConfig) -> EnergySource:
         try:
             source = open_perf(event_source_root(config))
         except SourceUnavailable as perf:
-            raise SourceUnavailable(
-                f"{sysfs.reason}; {perf.reason}", f"{sysfs.fix}; or: {perf.fix}"
-            ) from None
+            raise SourceUnavailable(f"{sysfs.reason}; {perf.reason}", f"{sysfs.fix}; or: {perf.fix}") from None
         source.skipped["powercap"] = sysfs.reason
         return source
 
@@ -362,9 +357,7 @@ class EnergyReport:
     tables: MetricTables
 
 
-def _span_block(
-    spans: Sequence[SpanEnergy], domains: Sequence[Domain], head: Sequence[int]
-) -> dict[str, Any]:
+def _span_block(spans: Sequence[SpanEnergy], domains: Sequence[Domain], head: Sequence[int]) -> dict[str, Any]:
     totals = [sum(s.joules[i] for i in head) for s in spans]
     seconds = sum(s.dur_ns for s in spans) / 1e9
     block = spread(totals)
@@ -476,9 +469,7 @@ def _metric_row(block: dict[str, Any], domains: Sequence[Domain]) -> dict[str, f
     return row
 
 
-def power_series(
-    samples: Sequence[tuple[int, Sequence[float]]], domains: Sequence[Domain]
-) -> list[CounterSample]:
+def power_series(samples: Sequence[tuple[int, Sequence[float]]], domains: Sequence[Domain]) -> list[CounterSample]:
     """W per domain over each sampling interval, stamped at the interval's start."""
     out: list[CounterSample] = []
     for (t0, v0), (t1, v1) in itertools.pairwise(samples):
@@ -494,9 +485,7 @@ def track_name(domain: Domain) -> str:
     return f"RAPL {domain.label} (W)"
 
 
-def measure_update_interval(
-    read_one: Callable[[], float], budget_s: float = UPDATE_PROBE_S
-) -> dict[str, Any]:
+def measure_update_interval(read_one: Callable[[], float], budget_s: float = UPDATE_PROBE_S) -> dict[str, Any]:
     """Poll one domain for budget_s; the median time between changes is the RAPL update step."""
     changes: list[int] = []
     last = read_one()
@@ -672,9 +661,7 @@ class RaplCollector(Collector):
             return CollectorResult(
                 "failed", reason="no measured iteration was read", summary=summary, artifacts=artifacts
             )
-        report = energy_report(
-            self.readings, domains, self.config.batch, self.update_interval.get("value_ms")
-        )
+        report = energy_report(self.readings, domains, self.config.batch, self.update_interval.get("value_ms"))
         summary.update(per_inference=report.per_inference, stages=report.stages, per_layer=report.layer_note)
         met_path = metrics_path(ctx.out_dir, self.name)
         report.tables.save(met_path)

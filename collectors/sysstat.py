@@ -328,9 +328,7 @@ def series(samples: Sequence[Sample], names: dict[int, str]) -> list[CounterSamp
     return out
 
 
-def thread_table(
-    samples: Sequence[Sample], names: dict[int, str], roles: dict[int, str]
-) -> list[dict[str, Any]]:
+def thread_table(samples: Sequence[Sample], names: dict[int, str], roles: dict[int, str]) -> list[dict[str, Any]]:
     """CPU seconds per thread between its first and last sample, busiest first."""
     first: dict[int, tuple[int, int]] = {}
     last: dict[int, tuple[int, int]] = {}
@@ -468,9 +466,7 @@ class SysstatCollector(Collector):
             finally:
                 proc.close()
         except (OSError, ValueError) as exc:
-            return Capability.unavailable(
-                f"/proc/self is not readable ({exc})", "run on Linux with /proc mounted"
-            )
+            return Capability.unavailable(f"/proc/self is not readable ({exc})", "run on Linux with /proc mounted")
         if thread_cpu_ns(tids[0]) is None:
             return Capability.unavailable("per-thread CPU clocks are not available", "run on Linux")
         freq = FreqSource.open(Path(config.extra.get("cpu_sysfs_root") or DEFAULT_CPU_SYSFS_ROOT))
@@ -637,9 +633,7 @@ class SysstatCollector(Collector):
                 "voluntary": samples[-1].vcsw - samples[0].vcsw,
                 "involuntary": samples[-1].ivcsw - samples[0].ivcsw,
                 "voluntary_per_s": (samples[-1].vcsw - samples[0].vcsw) / window_s if window_s > 0 else None,
-                "involuntary_per_s": (samples[-1].ivcsw - samples[0].ivcsw) / window_s
-                if window_s > 0
-                else None,
+                "involuntary_per_s": (samples[-1].ivcsw - samples[0].ivcsw) / window_s if window_s > 0 else None,
             },
             "stages": {name: dict(row) for name, row in tables.stages.items()},
             "sampler": self._sampler_cost(threads),

@@ -102,9 +102,7 @@ class TimingCollector(Collector):
             path.unlink()
         suite.dump(str(path))
         summary: dict[str, Any] = {
-            "stages": {
-                k: latency_stats([v * 1e3 for v in vals]).to_dict() for k, vals in self.stages.items()
-            },
+            "stages": {k: latency_stats([v * 1e3 for v in vals]).to_dict() for k, vals in self.stages.items()},
         }
         whole = self.stages.get("iteration", [])
         if whole:

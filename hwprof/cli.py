@@ -23,16 +23,10 @@ def _csv(value: str) -> list[str]:
 def _add_collect_args(p: argparse.ArgumentParser) -> None:
     d = RunConfig()
     p.add_argument("--model", default=d.model, help="model name (see `hwprof models`)")
-    p.add_argument(
-        "--weights", help="checkpoint: ultralytics .pt, a plain state dict, or an official YOLOv7 release"
-    )
-    p.add_argument(
-        "--images", help="folder of images (default: bus.jpg and zidane.jpg from the ultralytics wheel)"
-    )
+    p.add_argument("--weights", help="checkpoint: ultralytics .pt, a plain state dict, or an official YOLOv7 release")
+    p.add_argument("--images", help="folder of images (default: bus.jpg and zidane.jpg from the ultralytics wheel)")
     p.add_argument("--imgsz", type=int, default=d.imgsz, help="letterbox size (multiple of 32)")
-    p.add_argument(
-        "--rect", action="store_true", help="pad only to a stride multiple (batch 1), as detect.py does"
-    )
+    p.add_argument("--rect", action="store_true", help="pad only to a stride multiple (batch 1), as detect.py does")
     p.add_argument("--batch", type=int, default=d.batch)
     p.add_argument("--threads", type=int, default=default_threads(), help="torch intra-op threads")
     p.add_argument("--warmup", type=int, default=d.warmup)
@@ -43,9 +37,7 @@ def _add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the random init (no --weights)")
     p.add_argument("--only", type=_csv, default=[], help="run only these collectors (comma list)")
     p.add_argument("--skip", type=_csv, default=[], help="do not run these collectors (comma list)")
-    p.add_argument(
-        "--events", type=_csv, default=[], help="perf events (comma list; default: a standard set)"
-    )
+    p.add_argument("--events", type=_csv, default=[], help="perf events (comma list; default: a standard set)")
     p.add_argument("--counters", choices=("perf", "papi"), default=d.counters, help="counter backend")
     p.add_argument("--interval-ms", type=float, default=d.interval_ms, help="sampler interval")
     p.add_argument("--pyspy-rate", type=int, default=d.pyspy_rate, help="py-spy samples per second")
@@ -194,8 +186,11 @@ def _write_trace(run_dir: Path, console: Console) -> None:
     except Exception as exc:  # the trace is one view among several: the run stays usable without it
         console.print(f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}")
         return
-    console.print(f"trace: {stats.path} ({stats.size_bytes / 1e6:.1f} MB, built in {stats.build_s:.1f} s): "
-                  "open it at https://ui.perfetto.dev (Open trace file)", highlight=False)
+    console.print(
+        f"trace: {stats.path} ({stats.size_bytes / 1e6:.1f} MB, built in {stats.build_s:.1f} s): "
+        "open it at https://ui.perfetto.dev (Open trace file)",
+        highlight=False,
+    )
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -226,9 +221,18 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
     for model in args.models:
         family_of(model)
-    result = sweep(args.models, args.threads or [default_threads()], args.batch, args.out, imgsz=args.imgsz,
-                   iters=args.iters, warmup=args.warmup, extra_args=args.collect_args, console=console,
-                   timeout_s=args.timeout)
+    result = sweep(
+        args.models,
+        args.threads or [default_threads()],
+        args.batch,
+        args.out,
+        imgsz=args.imgsz,
+        iters=args.iters,
+        warmup=args.warmup,
+        extra_args=args.collect_args,
+        console=console,
+        timeout_s=args.timeout,
+    )
     return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
 
 
@@ -293,9 +297,7 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
     for col in ("model", "family", "layers", "params", "GFLOPs"):
         table.add_column(col, justify="left" if col in ("model", "family") else "right")
     for e in entries:
-        table.add_row(
-            e["name"], e["family"], str(e["layers"]), f"{e['params_fused']:,}", f"{e['gflops']:.2f}"
-        )
+        table.add_row(e["name"], e["family"], str(e["layers"]), f"{e['params_fused']:,}", f"{e['gflops']:.2f}")
     console.print(table)
     return 0
 
@@ -336,8 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-COMMANDS = {"collect": cmd_collect, "report": cmd_report, "trace": cmd_trace, "compare": cmd_compare,
-            "sweep": cmd_sweep, "doctor": cmd_doctor, "models": cmd_models}
+COMMANDS = {
+    "collect": cmd_collect,
+    "report": cmd_report,
+    "trace": cmd_trace,
+    "compare": cmd_compare,
+    "sweep": cmd_sweep,
+    "doctor": cmd_doctor,
+    "models": cmd_models,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

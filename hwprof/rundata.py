@@ -122,9 +122,7 @@ def finalize(run_dir: Path, run: dict[str, Any]) -> None:
     if source:
         stats = stage_stats(data.markers(source))
         run["stages"] = {k: v.to_dict() for k, v in stats.items()}
-        run["stages_source"] = (
-            source if source == "timing" else f"{source} (no clean timing pass: hooks included)"
-        )
+        run["stages_source"] = source if source == "timing" else f"{source} (no clean timing pass: hooks included)"
         whole = stats.get("iteration")
         if whole:
             run["fps"] = run["config"]["batch"] / whole.p50_ms * 1e3

@@ -100,9 +100,7 @@ def new_run_dir(root: Path, model: str) -> Path:
 def claim_out_dir(out: Path) -> Path:
     """--out DIR: created if missing; refused if it already holds anything."""
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CollectError(
-            f"--out {out} already exists and is not empty; refusing to overwrite an earlier run"
-        )
+        raise CollectError(f"--out {out} already exists and is not empty; refusing to overwrite an earlier run")
     out.mkdir(parents=True, exist_ok=True)
     return out
 
@@ -122,9 +120,7 @@ class PassOutcome:
 
 
 class Session:
-    def __init__(
-        self, config: RunConfig, run_dir: Path, images: ImageSet, progress: ProgressFn | None = None
-    ):
+    def __init__(self, config: RunConfig, run_dir: Path, images: ImageSet, progress: ProgressFn | None = None):
         self.config = config
         self.run_dir = run_dir.resolve()
         """Absolute: workers run with the run directory as their working directory."""
@@ -383,5 +379,8 @@ def _peaks(threads: int) -> dict[str, Any]:
     try:
         return measure_peaks(threads).to_dict()
     except Exception as exc:
-        return {"status": "unavailable", "reason": f"measuring the peaks failed: {type(exc).__name__}: {exc}",
-                "fix": "hwprof doctor --peaks --force"}
+        return {
+            "status": "unavailable",
+            "reason": f"measuring the peaks failed: {type(exc).__name__}: {exc}",
+            "fix": "hwprof doctor --peaks --force",
+        }

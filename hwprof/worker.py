@@ -60,9 +60,7 @@ class PassRunner:
     def _fail(self, collector: Collector, stage: str, exc: BaseException) -> None:
         print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
-        self.results[collector.name] = CollectorResult(
-            "failed", reason=f"{stage}: {type(exc).__name__}: {exc}"
-        )
+        self.results[collector.name] = CollectorResult("failed", reason=f"{stage}: {type(exc).__name__}: {exc}")
 
     def _each(self, stage: str, *args: Any) -> None:
         for collector in self.collectors:

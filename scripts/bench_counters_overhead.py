@@ -95,15 +95,9 @@ def overhead(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 result = json.loads((pass_dir / "result.json").read_text())
                 perf_summary = result["collectors"]["perf_events"]
     ratios = {
-        "perf_vs_timing": statistics.median(
-            p / t for p, t in zip(p50s["layers+perf"], p50s["timing"], strict=True)
-        ),
-        "perf_vs_layers": statistics.median(
-            p / t for p, t in zip(p50s["layers+perf"], p50s["layers"], strict=True)
-        ),
-        "layers_vs_timing": statistics.median(
-            p / t for p, t in zip(p50s["layers"], p50s["timing"], strict=True)
-        ),
+        "perf_vs_timing": statistics.median(p / t for p, t in zip(p50s["layers+perf"], p50s["timing"], strict=True)),
+        "perf_vs_layers": statistics.median(p / t for p, t in zip(p50s["layers+perf"], p50s["layers"], strict=True)),
+        "layers_vs_timing": statistics.median(p / t for p, t in zip(p50s["layers"], p50s["timing"], strict=True)),
     }
     return {"p50_ms": p50s, "ratios": ratios, "perf": perf_summary}
 
@@ -209,15 +203,9 @@ def main() -> int:
             print(f"{variant:14s} forward p50 (median of repeats): {statistics.median(values):9.2f} ms")
         r = result["ratios"]
         verdict = "meets" if r["perf_vs_timing"] <= 1.05 else "misses"
-        print(
-            f"counters pass / timing pass forward p50: {r['perf_vs_timing']:.4f}  ({verdict} the 1.05 target)"
-        )
-        print(
-            f"counters pass / layers-only pass:         {r['perf_vs_layers']:.4f}  (the counter reads' cost)"
-        )
-        print(
-            f"layers-only pass / timing pass:           {r['layers_vs_timing']:.4f}  (hooks and marker bus)"
-        )
+        print(f"counters pass / timing pass forward p50: {r['perf_vs_timing']:.4f}  ({verdict} the 1.05 target)")
+        print(f"counters pass / layers-only pass:         {r['perf_vs_layers']:.4f}  (the counter reads' cost)")
+        print(f"layers-only pass / timing pass:           {r['layers_vs_timing']:.4f}  (hooks and marker bus)")
         summary = result["perf"].get("summary", {})
         if summary:
             rc = summary["read_cost"]
@@ -237,9 +225,7 @@ def main() -> int:
             )
             print("checks:", json.dumps(summary["checks"]))
     if not args.skip_read_cost:
-        print(
-            f"\ncost of one read(2) of an inherited group, us (median over batches of 50, {args.reads} reads)"
-        )
+        print(f"\ncost of one read(2) of an inherited group, us (median over batches of 50, {args.reads} reads)")
         rows = read_cost(args.read_threads, args.reads)
         keys = list(rows[0]["idle"])
         print(f"{'torch threads':>13s} {'state':>5s} " + " ".join(f"{k:>12s}" for k in keys))

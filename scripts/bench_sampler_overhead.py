@@ -145,9 +145,7 @@ def passes(config: RunConfig, repeats: int, timeout_s: float) -> dict[str, Any]:
                 run_dir = Path(tmp) / f"{variant}-{r}"
                 run_dir.mkdir()
                 config.save(run_dir / "config.json")
-                (run_dir / "images.json").write_text(
-                    json.dumps({"paths": [str(p) for p in discover(None).paths]})
-                )
+                (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
                 run_pass(run_dir, pass_name, collectors, timeout_s)
                 fwd = forward_ms(read_markers(run_dir / "passes" / pass_name / "markers.jsonl"))
                 p50[variant].append(statistics.median(fwd.values()))
@@ -158,8 +156,7 @@ def passes(config: RunConfig, repeats: int, timeout_s: float) -> dict[str, Any]:
                     costs.append(
                         {
                             "sampler_cpu_us_per_sample": summary["sampler"]["cpu_us_per_sample"],
-                            "sampler_cpu_share_of_process": summary["sampler"]["cpu_s"]
-                            / summary["cpu"]["process_s"],
+                            "sampler_cpu_share_of_process": summary["sampler"]["cpu_s"] / summary["cpu"]["process_s"],
                             "stage_marker_us": summary.get("marker_cost_us"),
                         }
                     )
@@ -220,9 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--iters", type=int, default=10, help="passes mode: measured iterations per pass")
     parser.add_argument("--repeats", type=int, default=1, help="passes mode: repeats (0 skips it)")
     parser.add_argument("--interval-ms", type=float, default=10.0)
-    parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads (default: every allowed CPU)"
-    )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: every allowed CPU)")
     parser.add_argument("--reads", type=int, default=20000, help="RAPL reads timed per tree")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per pass")
     parser.add_argument("--json", type=Path, help="also write the figures here")
@@ -296,9 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     if "unavailable" in host:
         print(f"  RAPL read per marker, this host: unavailable: {host['unavailable']}")
     else:
-        print(
-            f"  RAPL read per marker, this host: {host['us_per_marker']:.2f} us for {host['domains']} domains"
-        )
+        print(f"  RAPL read per marker, this host: {host['us_per_marker']:.2f} us for {host['domains']} domains")
     print(f"  rapl collector: {figures['rapl_collector']}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))

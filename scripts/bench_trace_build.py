@@ -32,9 +32,23 @@ BUILD_TARGET_S = 10.0
 def collect(args: argparse.Namespace) -> Path:
     out = Path(args.results) / f"bench-{args.model}-{time.strftime('%Y%m%d-%H%M%S')}"
     cmd = [
-        sys.executable, "-m", "hwprof", "collect", "--model", args.model, "--imgsz", str(args.imgsz),
-        "--only", "torch_profiler,pyspy,timing", "--iters", str(args.iters), "--out", str(out), "--no-report",
-        "--timeout", "3600",  # the trace pass of yolov7 x 20 ran past the default 900 s on a busy 2-core VM
+        sys.executable,
+        "-m",
+        "hwprof",
+        "collect",
+        "--model",
+        args.model,
+        "--imgsz",
+        str(args.imgsz),
+        "--only",
+        "torch_profiler,pyspy,timing",
+        "--iters",
+        str(args.iters),
+        "--out",
+        str(out),
+        "--no-report",
+        "--timeout",
+        "3600",  # the trace pass of yolov7 x 20 ran past the default 900 s on a busy 2-core VM
     ]
     print("collecting:", " ".join(cmd[2:]), flush=True)
     subprocess.run(cmd, check=True)
@@ -66,9 +80,7 @@ def tiny_trace(folder: Path) -> Path:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir", nargs="?", type=Path)
     parser.add_argument("--collect", action="store_true", help="collect a run first")
     parser.add_argument("--model", default="yolov7")
@@ -99,21 +111,21 @@ def main() -> int:
         print(f"host load average  {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
         categories = ", ".join(f"{k} {v}" for k, v in sorted(stats.slices_by_category.items()))
         print(f"slices             {stats.slices} ({categories})")
-        print(f"counter samples    {stats.counter_samples} on {stats.counter_tracks} tracks; "
-              f"packets {stats.packets}")
+        print(f"counter samples    {stats.counter_samples} on {stats.counter_tracks} tracks; packets {stats.packets}")
         print(f"trace size         {stats.size_bytes / 1e6:.2f} MB")
         if kineto is not None:
             ratio = stats.size_bytes / kineto_bytes
             verdict = "meets" if ratio <= SIZE_TARGET else "misses"
             print(f"kineto json        {kineto_bytes / 1e6:.2f} MB ({kineto.name})")
-            print(f"size ratio         {ratio:.3f} of Kineto's JSON "
-                  f"({verdict} the target of <= {SIZE_TARGET:.3f})")
+            print(f"size ratio         {ratio:.3f} of Kineto's JSON ({verdict} the target of <= {SIZE_TARGET:.3f})")
         else:
             print("kineto json        none in passes/trace (no torch_profiler in this run): no size ratio")
         best, median = min(times), statistics.median(times)
         verdict = "meets" if best < BUILD_TARGET_S else "misses"
-        print(f"build time         best {best:.2f} s, median {median:.2f} s of {len(times)} "
-              f"({verdict} the target of < {BUILD_TARGET_S:.0f} s); CPU time best {min(cpu):.2f} s")
+        print(
+            f"build time         best {best:.2f} s, median {median:.2f} s of {len(times)} "
+            f"({verdict} the target of < {BUILD_TARGET_S:.0f} s); CPU time best {min(cpu):.2f} s"
+        )
 
         state = availability()
         if not state.available:
@@ -125,8 +137,10 @@ def main() -> int:
             load_s = session.load_s
             n = session.query("select count(*) as n from slice")[0]["n"]
         ui = state.engine.ui_version if state.engine else "?"
-        print(f"trace processor    load {load_s:.2f} s (Perfetto UI {ui} wasm under Node; of which "
-              f"start-up with an empty trace {start_s:.2f} s); {n} slices loaded")
+        print(
+            f"trace processor    load {load_s:.2f} s (Perfetto UI {ui} wasm under Node; of which "
+            f"start-up with an empty trace {start_s:.2f} s); {n} slices loaded"
+        )
     return 0
 
 

@@ -189,9 +189,7 @@ def save_official_checkpoint(model: nn.Module, path: Path) -> None:
     torch.save(ckpt, path)
 
 
-def compare_checkpoint(
-    report: Report, label: str, official: nn.Module, name: str, path: Path, x: torch.Tensor
-) -> None:
+def compare_checkpoint(report: Report, label: str, official: nn.Module, name: str, path: Path, x: torch.Tensor) -> None:
     save_official_checkpoint(official, path)
     ours, info = load_checkpoint(path, name, y7.build_yolov7)
     reference: Any = copy.deepcopy(official).half().float().eval()
@@ -226,14 +224,10 @@ def verify(name: str, repo: Path, yolo: types.ModuleType, report: Report, tmp: P
 
     a: list[Any] = layer_rows(official)
     b: list[Any] = layer_rows(ours)
-    report.check(
-        "top-level layers (index, class, from)", a == b, f"{len(b)} layers, {first_difference(a, b)}"
-    )
+    report.check("top-level layers (index, class, from)", a == b, f"{len(b)} layers, {first_difference(a, b)}")
     short_types = [str(m.type).rsplit(".", 1)[-1] for m in ours.model]
     official_types = [str(m.type).rsplit(".", 1)[-1] for m in official.model]
-    report.check(
-        ".type short names", short_types == official_types, first_difference(official_types, short_types)
-    )
+    report.check(".type short names", short_types == official_types, first_difference(official_types, short_types))
     a, b = state_shapes(official), state_shapes(ours)
     report.check("state-dict keys and shapes", a == b, f"{len(b)} tensors, {first_difference(a, b)}")
     p_official, p_ours = n_params(official), n_params(ours)

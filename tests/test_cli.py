@@ -188,9 +188,7 @@ def test_ctrl_c_keeps_what_was_collected(tmp_path) -> None:
     assert run["status"] == "interrupted"
     assert run["collectors"]["timing"]["status"] == "partial"
     assert run["stages"]["forward"]["n"] >= 1
-    leftover = subprocess.run(
-        ["pgrep", "-f", f"hwprof.worker {only_run_dir(res)}"], capture_output=True, text=True
-    )
+    leftover = subprocess.run(["pgrep", "-f", f"hwprof.worker {only_run_dir(res)}"], capture_output=True, text=True)
     assert leftover.stdout.strip() == "", "a worker outlived Ctrl-C"
 
 

@@ -12,9 +12,7 @@ from hwprof.config import RunConfig
 from hwprof.records import MetricTables
 
 
-def run_worker(
-    run_dir, pass_name: str, names: str, config: RunConfig, images
-) -> subprocess.CompletedProcess[str]:
+def run_worker(run_dir, pass_name: str, names: str, config: RunConfig, images) -> subprocess.CompletedProcess[str]:
     run_dir.mkdir(exist_ok=True)
     config.save(run_dir / "config.json")
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in images]}))

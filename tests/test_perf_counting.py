@@ -200,10 +200,7 @@ def test_derived_zero_denominator_is_absent_not_infinite() -> None:
 
 
 def test_derived_llc_prefers_llc_events_then_generic() -> None:
-    out = {
-        d.name: d
-        for d in derived_metrics({"instructions": 1e6, "cache-misses": 50.0, "cache-references": 500.0})
-    }
+    out = {d.name: d for d in derived_metrics({"instructions": 1e6, "cache-misses": 50.0, "cache-references": 500.0})}
     assert out["LLC MPKI"].value == pytest.approx(0.05)
     assert out["LLC MPKI"].method == "cache-misses per 1000 instructions"
     assert out["LLC miss ratio"].value == pytest.approx(0.1)
@@ -212,10 +209,7 @@ def test_derived_llc_prefers_llc_events_then_generic() -> None:
 
 
 def test_derived_papi_names() -> None:
-    out = {
-        d.name: d.value
-        for d in derived_metrics({"PAPI_TOT_CYC": 300.0, "PAPI_TOT_INS": 100.0, "PAPI_L1_DCM": 2.0})
-    }
+    out = {d.name: d.value for d in derived_metrics({"PAPI_TOT_CYC": 300.0, "PAPI_TOT_INS": 100.0, "PAPI_L1_DCM": 2.0})}
     assert out == {"CPI": 3.0, "IPC": pytest.approx(1 / 3), "L1D MPKI": 20.0}
 
 
@@ -500,9 +494,7 @@ def test_readings_roundtrip(tmp_path: Path) -> None:
 def test_never_scheduled_event_is_unmeasured_not_zero() -> None:
     readings = [
         Reading("stage", "B", "forward", 0, 0, {"cycles": Count(0, 0, 0, 1), "task-clock": Count(0, 0, 0)}),
-        Reading(
-            "stage", "E", "forward", 0, 10, {"cycles": Count(0, 10, 0, 1), "task-clock": Count(10, 10, 10)}
-        ),
+        Reading("stage", "E", "forward", 0, 10, {"cycles": Count(0, 10, 0, 1), "task-clock": Count(10, 10, 10)}),
     ]
     analysis = analyse(readings, {"cycles": "count", "task-clock": "ns"})
     assert analysis.unmeasured == ["cycles"]

@@ -19,6 +19,7 @@ from hwprof.config import RunConfig
 from hwprof.perf import readings as readings_io
 from hwprof.perf.errors import explain
 from hwprof.perf.events import DEFAULT_HARDWARE, EventResolver, Pmu, UnknownEventError
+from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns
 from hwprof.perf.syscall import try_open
 from hwprof.perf.tables import analyse
 from hwprof.records import MetricTables, read_records
@@ -49,14 +50,22 @@ def _touch_pages(mib: int) -> bytearray:
 
 
 class CpuAtMarkers:
-    """Process CPU time at every layer marker, subscribed beside the collector."""
+    """Process CPU time and host steal + IRQ time at every layer marker, subscribed beside the collector."""
 
     def __init__(self) -> None:
         self.at: dict[tuple[str, str, int], int] = {}
+        self.lost: dict[tuple[str, str, int], int] = {}
 
     def __call__(self, m: Marker) -> None:
         if not m.warmup:
             self.at[(m.name, m.phase, m.iteration)] = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID)
+            self.lost[(m.name, m.phase, m.iteration)] = uncharged_ns() or 0
+
+    def band(self, layer: str, iterations: int) -> CpuTimeBand:
+        """Summed over the iterations: where the layer's task-clock may fall."""
+        cpu = sum(self.at[(layer, "E", i)] - self.at[(layer, "B", i)] for i in range(iterations))
+        lost = sum(self.lost[(layer, "E", i)] - self.lost[(layer, "B", i)] for i in range(iterations))
+        return CpuTimeBand(cpu, lost, iterations, cpu_count(), rel=0.05)
 
 
 def _run_in_process(tmp_path: Path, iters: int = 3) -> tuple[Any, PassContext, CpuAtMarkers]:
@@ -96,8 +105,7 @@ def test_in_process_status_and_artifacts(in_process: tuple[Any, PassContext, Cpu
     result, _, _ = in_process
     assert result.status == "ok", result.reason
     assert sorted(result.artifacts) == sorted(
-        f"passes/layers/perf_events.{suffix}"
-        for suffix in ("metrics.json", "records.jsonl", "readings.jsonl")
+        f"passes/layers/perf_events.{suffix}" for suffix in ("metrics.json", "records.jsonl", "readings.jsonl")
     )
     s = result.summary
     assert s["events_opened"] == ["task-clock", "page-faults"] and s["unavailable"] == {}
@@ -114,13 +122,13 @@ def test_in_process_accuracy(in_process: tuple[Any, PassContext, CpuAtMarkers]) 
     result, ctx, cpu = in_process
     checks = result.summary["checks"]
     tc = checks["task_clock_vs_process_cpu"]
-    assert abs(tc["ratio"] - 1) < 0.03, tc
+    assert tc["consistent"] and tc["ratio_band"][0] < 1 < tc["ratio_band"][1], tc
     for event in ("task-clock", "page-faults"):
         assert checks["layers_plus_gap_vs_forward"][event]["ratio"] == pytest.approx(1.0, rel=0.01)
     tables = MetricTables.load(ctx.out_dir / "perf_events.metrics.json")
     # the threaded layer: its self task-clock matches the process CPU time over the same markers
-    m0 = [cpu.at[("model.0", "E", i)] - cpu.at[("model.0", "B", i)] for i in range(3)]
-    assert tables.layers["model.0"]["task-clock"] == pytest.approx(sum(m0) / 3, rel=0.05)
+    band = cpu.band("model.0", 3)
+    assert band.holds(tables.layers["model.0"]["task-clock"] * 3), band
     assert tables.layers["model.1"]["page-faults"] > 24 * 256 * 0.5  # 24 MiB of fresh pages
     assert tables.layers["model.0"]["page-faults"] < tables.layers["model.1"]["page-faults"] / 10
     forward = tables.stages["forward"]
@@ -204,9 +212,7 @@ def _worker_run(run_dir: Path, model: str) -> dict[str, Any]:
     from hwprof.workload.images import discover
 
     run_dir.mkdir(parents=True)
-    config = RunConfig(
-        model=model, imgsz=320, threads=2, warmup=1, iters=3, events=["task-clock", "page-faults"]
-    )
+    config = RunConfig(model=model, imgsz=320, threads=2, warmup=1, iters=3, events=["task-clock", "page-faults"])
     config.save(run_dir / "config.json")
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
     # passive waiting: idle OpenMP workers sleep instead of spinning, so task-clock measures the work
@@ -225,17 +231,13 @@ def _worker_run(run_dir: Path, model: str) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=False,
-    reason="open question (issue 3 note): on a quiet host the forward task-clock reads 1.09-1.27x the process "
-    "CPU time of the same window; under load it read 1.016-1.024x",
-)
 def test_worker_two_threads_task_clock_matches_process_cpu(tmp_path: Path) -> None:
+    """In a real pass with two torch threads: task-clock within [CPU time, CPU time + host steal/IRQ]."""
     first = _worker_run(tmp_path / "a", _model())
     assert first["status"] == "ok", first["reason"]
-    checks = first["summary"]["checks"]
-    ratio = checks["task_clock_vs_process_cpu"]["ratio"]
-    assert abs(ratio - 1) < 0.03, checks["task_clock_vs_process_cpu"]
+    check = first["summary"]["checks"]["task_clock_vs_process_cpu"]
+    assert check["consistent"], check
+    assert check["iterations"] == first["summary"]["iterations_measured"]
 
 
 @pytest.mark.slow

@@ -133,9 +133,7 @@ def check_with_trace_processor(trace: Path, run_dir: Path, session: TraceSession
         """
     )[0]["n"]
     assert in_layers > 0 or aten == 0
-    assert orphans == [], (
-        f"aten/oneDNN slices outside a stage, or in forward outside a layer: {orphans[:5]}"
-    )
+    assert orphans == [], f"aten/oneDNN slices outside a stage, or in forward outside a layer: {orphans[:5]}"
 
     counters = {
         (r["name"], r["unit"]): r["n"]
@@ -148,16 +146,10 @@ def check_with_trace_processor(trace: Path, run_dir: Path, session: TraceSession
     }
     for (_pass, collector, track), (unit, n) in exp["counters"].items():
         unit_tp = "bytes" if unit in ("B", "bytes") else unit
-        hits = [
-            v
-            for (name, u), v in counters.items()
-            if name in (track, f"{collector}: {track}") and u == unit_tp
-        ]
+        hits = [v for (name, u), v in counters.items() if name in (track, f"{collector}: {track}") and u == unit_tp]
         assert n in hits, f"counter {track} [{unit}]: {n} samples expected, trace has {counters}"
 
-    threads = {
-        (r["tid"], r["name"]) for r in tp.query("select tid, name from thread where name is not null")
-    }
+    threads = {(r["tid"], r["name"]) for r in tp.query("select tid, name from thread where name is not null")}
     named = {tid for tid, _ in threads}
     for tid, _name in exp["threads"]:
         assert tid in named, f"thread {tid} has no name in the trace"
@@ -245,9 +237,7 @@ def check_structure(trace: Path, run_dir: Path) -> None:
     }
     for (_p, collector, track), (unit, n) in exp["counters"].items():
         unit_pb = "bytes" if unit in ("B", "bytes") else unit
-        assert n in [
-            v for (name, u), v in by_name.items() if name in (track, f"{collector}: {track}") and u == unit_pb
-        ]
+        assert n in [v for (name, u), v in by_name.items() if name in (track, f"{collector}: {track}") and u == unit_pb]
     thread_names = {t.thread.tid: t.thread.thread_name for t in tracks.values() if t.HasField("thread")}
     for tid, _name in exp["threads"]:
         assert thread_names.get(tid)
@@ -307,9 +297,7 @@ def fixture_session(fixture_trace: tuple[Path, Any]) -> Any:
         yield session
 
 
-def test_fixture_run_builds_a_trace_that_loads_cleanly(
-    fixture_trace: tuple[Path, Any], fixture_session: Any
-) -> None:
+def test_fixture_run_builds_a_trace_that_loads_cleanly(fixture_trace: tuple[Path, Any], fixture_session: Any) -> None:
     path, stats = fixture_trace
     assert path.is_file() and stats.size_bytes == path.stat().st_size > 0
     assert stats.unclosed == 0
@@ -418,10 +406,7 @@ def test_a_pass_that_failed_half_way_still_closes_every_slice(tmp_path: Path) ->
         )
     by_name = {r["name"]: r for r in rows}
     end = 1_000_000_000 + 15_000  # the last timestamp of the pass: the end of aten::silu
-    assert (
-        by_name["forward"]["unclosed"] == "true"
-        and by_name["forward"]["ts"] + by_name["forward"]["dur"] == end
-    )
+    assert by_name["forward"]["unclosed"] == "true" and by_name["forward"]["ts"] + by_name["forward"]["dur"] == end
     assert by_name["1 Conv"]["unclosed"] == "true" and by_name["1 Conv"]["parent"] == "forward"
     assert by_name["aten::conv2d"]["parent"] == "0 Conv" and by_name["aten::conv2d"]["dur"] == 1_000
     assert by_name["aten::silu"]["parent"] == "1 Conv"
@@ -434,12 +419,14 @@ def test_counter_tracks_keep_their_units_and_read_as_values(tmp_path: Path) -> N
     run_dir = _failed_run(tmp_path)
     pass_dir = run_dir / "passes" / "trace"
     t = 1_000_000_000
-    samples = [
-        CounterSample("power package-0", t + i * 3000, 10.0 + i, "W") for i in range(4)
-    ] + [CounterSample("RAPL dram (W)", t + i * 3000, 2.0, "W") for i in range(4)]
+    samples = [CounterSample("power package-0", t + i * 3000, 10.0 + i, "W") for i in range(4)] + [
+        CounterSample("RAPL dram (W)", t + i * 3000, 2.0, "W") for i in range(4)
+    ]
     write_records(pass_dir / "rapl.records.jsonl", samples)
-    write_records(pass_dir / "perf_events.records.jsonl",
-                  [CounterSample("CPI", t + i * 3000, 1.5, "cycles/instruction") for i in range(3)])
+    write_records(
+        pass_dir / "perf_events.records.jsonl",
+        [CounterSample("CPI", t + i * 3000, 1.5, "cycles/instruction") for i in range(3)],
+    )
     stats = build_trace(run_dir)
     assert stats.counter_tracks == 3 and stats.counter_samples == 11
     if not availability().available:
@@ -514,9 +501,7 @@ def test_marker_slices_close_unclosed_begins_at_the_pass_end() -> None:
 
 
 def test_stack_runs_give_one_slice_per_unchanged_stack_named_by_its_innermost_frame() -> None:
-    frames = nest(
-        [_s(0, 100, "main", 10), _s(0, 40, "forward", 11), _s(10, 30, "conv", 12), _s(60, 100, "nms", 11)]
-    )
+    frames = nest([_s(0, 100, "main", 10), _s(0, 40, "forward", 11), _s(10, 30, "conv", 12), _s(60, 100, "nms", 11)])
     runs = stack_runs(frames)
     assert [(r.start, r.end, r.name) for r in runs] == [
         (0, 10, "forward"),
@@ -530,10 +515,15 @@ def test_stack_runs_give_one_slice_per_unchanged_stack_named_by_its_innermost_fr
 
 def test_stack_runs_merge_over_unsymbolized_native_frames() -> None:
     lib = {"library": "/usr/lib/libgomp.so.1"}
-    frames = nest([
-        _s(0, 30, "main", 10), _s(0, 30, "gemm", 11),
-        _s(0, 10, "0x7f00aa", 12, **lib), _s(10, 20, "0x7f00bb", 12, **lib), _s(20, 30, "0x7f00cc", 12, **lib),
-    ])
+    frames = nest(
+        [
+            _s(0, 30, "main", 10),
+            _s(0, 30, "gemm", 11),
+            _s(0, 10, "0x7f00aa", 12, **lib),
+            _s(10, 20, "0x7f00bb", 12, **lib),
+            _s(20, 30, "0x7f00cc", 12, **lib),
+        ]
+    )
     runs = coalesce_runs(stack_runs(frames), None)
     assert [(r.start, r.end, r.name) for r in runs] == [(0, 30, "0x… in libgomp.so.1")]
     assert runs[0].args["stack"] == ("main > gemm > 0x…",)
@@ -567,10 +557,7 @@ def test_coalesce_merges_back_to_back_identical_samples_only() -> None:
 
 
 def test_elide_cpp_shortens_templates_but_not_python_frames() -> None:
-    assert (
-        elide_cpp("c10::Dispatcher::call<at::Tensor, int>(at::Tensor const&)")
-        == "c10::Dispatcher::call<…>(…)"
-    )
+    assert elide_cpp("c10::Dispatcher::call<at::Tensor, int>(at::Tensor const&)") == "c10::Dispatcher::call<…>(…)"
     assert elide_cpp("Module._call_impl.<locals>.inner") == "Module._call_impl.<locals>.inner"
     assert elide_cpp("std::less<int>::operator<") == "std::less<int>::operator<"
 
@@ -613,8 +600,7 @@ def test_real_small_run(run_hwprof: Any, tmp_path: Path) -> None:
     of the run directory (as on another host), then checked in the trace processor."""
     out = tmp_path / "run"
     args = ["--model", "yolov8n", "--imgsz", "256", "--iters", "1", "--warmup", "1"]
-    proc = run_hwprof("collect", *args, "--only", "torch_profiler,pyspy", "--out", str(out), "--no-report",
-                      timeout=900)
+    proc = run_hwprof("collect", *args, "--only", "torch_profiler,pyspy", "--out", str(out), "--no-report", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     copy = tmp_path / "copied"
     shutil.copytree(out, copy)

@@ -129,6 +129,19 @@ def test_bad_files_give_clear_errors(tmp_path: Path, markers: list[Marker]) -> N
         ps.convert_chrometrace(tmp_path / "b.json", markers, 200)
 
 
+def test_too_few_samples_fall_back_to_the_launch_time_labelled_as_an_estimate(markers: list[Marker]) -> None:
+    """A run too short for the rate shows no forward stage change: without the launch time that is an
+    error; with it, the clock is py-spy's launch time and says so."""
+    no_forward = [m for m in markers if not (m.kind == "stage" and m.name == "forward")]
+    with pytest.raises(ValueError, match="no forward stage visible"):
+        ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", no_forward, 200)
+    launched = markers[0].t_ns - 5_000_000
+    clock = ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", no_forward, 200, launched).summary["clock"]
+    assert clock["mode"] == "launch-time" and clock["offset_ns"] == launched
+    assert clock["method"].startswith("estimate") and clock["bound_max_us"] is None
+    assert "launch_lag_ms" not in clock
+
+
 def test_missing_binary_is_unavailable_with_the_fix() -> None:
     config = RunConfig(extra={"pyspy_path": "/nonexistent/py-spy"})
     capability = ps.PySpyCollector.probe(config)

@@ -109,9 +109,7 @@ def test_sampler_series_agree_with_process_totals_and_psutil() -> None:
 
 
 def test_series_values_from_two_samples() -> None:
-    a = sysstat.Sample(
-        1_000_000_000, 100 * MiB, 2.0, 10, 20, {7: 1_000_000_000, 8: 0, 10: 42}, {0: 2_400_000}
-    )
+    a = sysstat.Sample(1_000_000_000, 100 * MiB, 2.0, 10, 20, {7: 1_000_000_000, 8: 0, 10: 42}, {0: 2_400_000})
     b = sysstat.Sample(
         1_010_000_000,
         101 * MiB,
@@ -238,9 +236,7 @@ def test_frequency_series_from_a_cpufreq_tree(tmp_path: Path) -> None:
         },
     }
     records = list(read_records(ctx.out_dir / "sysstat.records.jsonl"))
-    tracks = {
-        r.track: (r.value, r.unit) for r in records if isinstance(r, CounterSample) and "frequency" in r.track
-    }
+    tracks = {r.track: (r.value, r.unit) for r in records if isinstance(r, CounterSample) and "frequency" in r.track}
     assert tracks == {
         "CPU0 frequency (MHz)": (2400.0, "MHz"),
         "CPU1 frequency (MHz)": (3100.0, "MHz"),

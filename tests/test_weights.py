@@ -130,9 +130,7 @@ def test_state_dict_nested_under_key(tmp_path: Path, tiny: y7.YOLOv7Model) -> No
     assert info.format == "state_dict"
 
 
-def test_fused_state_dict_loads_into_fused_model(
-    tmp_path: Path, tiny: y7.YOLOv7Model, sample: torch.Tensor
-) -> None:
+def test_fused_state_dict_loads_into_fused_model(tmp_path: Path, tiny: y7.YOLOv7Model, sample: torch.Tensor) -> None:
     fused = copy.deepcopy(tiny).fuse()
     path = tmp_path / "fused.pt"
     torch.save(fused.state_dict(), path)
@@ -169,9 +167,7 @@ class _Implicit(nn.Module):
         self.implicit = nn.Parameter(torch.randn(shape) * 0.05 + mean)
 
 
-def test_official_release_checkpoint_with_idetect(
-    tmp_path: Path, tiny: y7.YOLOv7Model, sample: torch.Tensor
-) -> None:
+def test_official_release_checkpoint_with_idetect(tmp_path: Path, tiny: y7.YOLOv7Model, sample: torch.Tensor) -> None:
     """Release files carry IDetect: conv(x + ia) * im per level; the loader folds it into Detect."""
 
     class ImplicitA(_Implicit):
@@ -234,9 +230,7 @@ def test_code_in_checkpoint_is_refused_and_never_run(tmp_path: Path, zip_format:
     marker = tmp_path / "pwned"
     path = tmp_path / "evil.pt"
     torch.save({"model": _Payload(marker)}, path, _use_new_zipfile_serialization=zip_format)
-    with pytest.raises(
-        WeightsError, match=r"refusing to unpickle (posix|nt)\.system: not a known YOLO class"
-    ) as e:
+    with pytest.raises(WeightsError, match=r"refusing to unpickle (posix|nt)\.system: not a known YOLO class") as e:
         load_checkpoint(path, TINY, build)
     assert "\n" not in str(e.value) and str(path) in str(e.value)
     assert not marker.exists()

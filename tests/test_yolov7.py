@@ -73,12 +73,7 @@ def test_layer_list_and_attributes(built: dict[str, y7.YOLOv7Model], name: str) 
     assert model.names[0] == "person" and model.names[79] == "toothbrush" and len(model.names) == 80
     assert model.yaml["nc"] == 80 and model.nc == 80
     layers: list[Any] = list(model.model)
-    edges = {
-        j % layer.i
-        for layer in layers
-        for j in ([layer.f] if isinstance(layer.f, int) else layer.f)
-        if j != -1
-    }
+    edges = {j % layer.i for layer in layers for j in ([layer.f] if isinstance(layer.f, int) else layer.f) if j != -1}
     assert sorted(set(model.save)) == sorted(edges)
 
 

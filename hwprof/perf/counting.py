@@ -21,6 +21,9 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
+
+from hwprof.perf.steal import CpuTimeBand, cpu_count
 
 LINE_SIZE_DEFAULT = 64
 FORWARD = "forward"
@@ -45,6 +48,8 @@ class Reading:
     counts: Mapping[str, Count]
     cpu_ns: int | None = None
     """Process CPU time (all threads) at the same moment, where it was read."""
+    uncharged_ns: int | None = None
+    """Host steal + IRQ time (hwprof.perf.steal) at the same moment, where it was read."""
 
 
 def scale(value: float, enabled: float, running: float) -> float | None:
@@ -87,6 +92,8 @@ class SpanCounts:
     children: int = 0
     cpu_ns: int | None = None
     """Process CPU time over the span, where both ends read it."""
+    uncharged_ns: int | None = None
+    """Host steal + IRQ time over the span, where both ends read it."""
     running: dict[str, float] = field(default_factory=dict)
     """Per event: running/enabled over the span (1.0 unless multiplexed)."""
 
@@ -146,6 +153,8 @@ def _close(
             span.running[event] = fraction
     if begin.cpu_ns is not None and end.cpu_ns is not None:
         span.cpu_ns = end.cpu_ns - begin.cpu_ns
+    if begin.uncharged_ns is not None and end.uncharged_ns is not None:
+        span.uncharged_ns = end.uncharged_ns - begin.uncharged_ns
     done.append(span)
 
 
@@ -221,12 +230,7 @@ def closure(spans: Sequence[SpanCounts], stage: str = FORWARD) -> dict[str, Clos
     layers: dict[int, list[SpanCounts]] = defaultdict(list)
     for span in spans:
         forward = stages.get(span.iteration)
-        if (
-            span.kind == "layer"
-            and forward
-            and forward.t_begin <= span.t_begin
-            and span.t_end <= forward.t_end
-        ):
+        if span.kind == "layer" and forward and forward.t_begin <= span.t_begin and span.t_end <= forward.t_end:
             layers[span.iteration].append(span)
     out: dict[str, Closure] = {}
     for iteration, forward in stages.items():
@@ -239,24 +243,35 @@ def closure(spans: Sequence[SpanCounts], stage: str = FORWARD) -> dict[str, Clos
 
 
 def cpu_check(
-    spans: Sequence[SpanCounts], event: str = "task-clock", stage: str = FORWARD
-) -> dict[str, float] | None:
-    """The stage's `event` count against process CPU time over the same windows (both ns)."""
-    counted = cpu = 0.0
-    n = 0
+    spans: Sequence[SpanCounts], event: str = "task-clock", stage: str = FORWARD, cpus: int | None = None
+) -> dict[str, Any] | None:
+    """The stage's `event` count against process CPU time over the same windows (both ns).
+
+    The counted time may exceed the CPU time by the host's steal and IRQ time (hwprof.perf.steal):
+    `consistent` says whether it falls in that band, where the windows read steal time.
+    """
+    counted = cpu = uncharged = 0.0
+    n = with_uncharged = 0
     for span in spans:
-        if (
-            span.kind == "stage"
-            and span.name == stage
-            and event in span.inclusive
-            and span.cpu_ns is not None
-        ):
+        if span.kind == "stage" and span.name == stage and event in span.inclusive and span.cpu_ns is not None:
             counted += span.inclusive[event]
             cpu += span.cpu_ns
             n += 1
+            if span.uncharged_ns is not None:
+                uncharged += span.uncharged_ns
+                with_uncharged += 1
     if not n or cpu <= 0:
         return None
-    return {"event_ns": counted, "process_cpu_ns": cpu, "ratio": counted / cpu, "iterations": n}
+    out: dict[str, Any] = {"event_ns": counted, "process_cpu_ns": cpu, "ratio": counted / cpu, "iterations": n}
+    if with_uncharged == n:
+        band = CpuTimeBand(cpu, uncharged, n, cpus or cpu_count())
+        out.update(
+            host_steal_irq_ns=uncharged,
+            band=[band.lower, band.upper],
+            ratio_band=[band.lower / cpu, band.upper / cpu],
+            consistent=band.holds(counted),
+        )
+    return out
 
 
 # --- groups and rotation -------------------------------------------------------------------------
@@ -369,9 +384,7 @@ def derived_metrics(
     """Metrics computable from the measured counts; one whose inputs are missing is absent."""
     out: list[Derived] = []
 
-    def ratio(
-        name: str, num: tuple[str, float] | None, den: tuple[str, float] | None, k: float = 1.0
-    ) -> None:
+    def ratio(name: str, num: tuple[str, float] | None, den: tuple[str, float] | None, k: float = 1.0) -> None:
         if num is None or den is None or den[1] <= 0:
             return
         per = f" per {k:g}" if k != 1.0 else " /"

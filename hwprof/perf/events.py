@@ -297,9 +297,7 @@ class EventResolver:
             unit=pmu.units.get(alias, "") if alias else "",
         )
 
-    def resolve_all(
-        self, names: Iterable[str], opens: Callable[[EventSpec], bool] | None = None
-    ) -> list[EventSpec]:
+    def resolve_all(self, names: Iterable[str], opens: Callable[[EventSpec], bool] | None = None) -> list[EventSpec]:
         """Resolve every name (duplicates dropped); one error naming every unknown one."""
         specs: list[EventSpec] = []
         errors: list[str] = []

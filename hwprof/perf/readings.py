@@ -7,7 +7,8 @@ Then one line per reading:
    "groups": {"<g>": [time_enabled, time_running, [value, ...]]}}
 - {"kind": "sample", "t_ns": int, "groups": {...}}   (interval sampler)
 Values are raw (unscaled); enabled/running are the kernel's totals summed over inherited threads.
-cpu_ns (stage and iteration markers only): process CPU time, less the perf_events sampler thread's.
+cpu_ns (stage and iteration markers only): process CPU time, less the perf_events sampler thread's;
+uncharged_ns (same markers, where /proc/stat has it): host steal + IRQ time (hwprof.perf.steal).
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ def header_line(events: Mapping[str, Mapping[str, Any]], groups: Sequence[Sequen
     )
 
 
-def marker_line(row: Sequence[Any], cpu_ns: int | None, groups: Mapping[int, GroupRow]) -> str:
-    return json.dumps(
-        {"kind": "marker", "marker": list(row), "cpu_ns": cpu_ns, "groups": _groups(groups)},
-        separators=(",", ":"),
-    )
+def marker_line(
+    row: Sequence[Any], cpu_ns: int | None, groups: Mapping[int, GroupRow], uncharged_ns: int | None = None
+) -> str:
+    line: dict[str, Any] = {"kind": "marker", "marker": list(row), "cpu_ns": cpu_ns, "groups": _groups(groups)}
+    if uncharged_ns is not None:
+        line["uncharged_ns"] = uncharged_ns
+    return json.dumps(line, separators=(",", ":"))
 
 
 def sample_line(t_ns: int, groups: Mapping[int, GroupRow]) -> str:
@@ -84,7 +87,10 @@ def load(path: Path) -> Loaded:
         counts = counts_of(row["groups"], names)
         if row["kind"] == "marker":
             kind, phase, name, iteration, t_ns = row["marker"]
-            out.readings.append(Reading(kind, phase, name, int(iteration), int(t_ns), counts, row["cpu_ns"]))
+            reading = Reading(
+                kind, phase, name, int(iteration), int(t_ns), counts, row["cpu_ns"], row.get("uncharged_ns")
+            )
+            out.readings.append(reading)
         elif row["kind"] == "sample":
             out.samples.append((int(row["t_ns"]), counts))
     return out

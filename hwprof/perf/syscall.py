@@ -133,9 +133,7 @@ def _lib() -> ctypes.CDLL:
     return _libc
 
 
-def make_attr(
-    event: Encoded, *, disabled: bool, inherit: bool, exclude_kernel: bool = False
-) -> PerfEventAttr:
+def make_attr(event: Encoded, *, disabled: bool, inherit: bool, exclude_kernel: bool = False) -> PerfEventAttr:
     attr = PerfEventAttr()
     attr.type = event.type
     attr.size = ctypes.sizeof(PerfEventAttr)
@@ -154,9 +152,7 @@ def make_attr(
     return attr
 
 
-def perf_event_open(
-    attr: PerfEventAttr, pid: int = 0, cpu: int = -1, group_fd: int = -1, name: str = ""
-) -> int:
+def perf_event_open(attr: PerfEventAttr, pid: int = 0, cpu: int = -1, group_fd: int = -1, name: str = "") -> int:
     """The raw syscall; returns an fd or raises PerfOpenError with the errno."""
     fd = _lib().syscall(
         ctypes.c_long(_syscall_nr()),
@@ -218,9 +214,7 @@ class CounterGroup:
         fds: list[int] = []
         try:
             for k, event in enumerate(events):
-                attr = make_attr(
-                    event, disabled=disabled and k == 0, inherit=inherit, exclude_kernel=exclude_kernel
-                )
+                attr = make_attr(event, disabled=disabled and k == 0, inherit=inherit, exclude_kernel=exclude_kernel)
                 fds.append(perf_event_open(attr, pid, cpu, fds[0] if fds else -1, event.name))
             ids = [event_id(fd) for fd in fds]
         except BaseException:

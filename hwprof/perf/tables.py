@@ -47,7 +47,7 @@ class Analysis:
     totals: dict[str, float] = field(default_factory=dict)
     """Per event: sum over measured iterations of the whole-iteration count."""
     closure: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    cpu: dict[str, float] | None = None
+    cpu: dict[str, Any] | None = None
     running: dict[str, float] = field(default_factory=dict)
     """Per event: lowest running fraction over any span (1.0 = never multiplexed)."""
     iterations: int = 0
@@ -114,9 +114,7 @@ def _layer_row(agg: Aggregate, tables: MetricTables, line_size: int) -> dict[str
     return row
 
 
-def _stage_row(
-    agg: Aggregate, tables: MetricTables, line_size: int, units: Mapping[str, str]
-) -> dict[str, float]:
+def _stage_row(agg: Aggregate, tables: MetricTables, line_size: int, units: Mapping[str, str]) -> dict[str, float]:
     row: dict[str, float] = dict(agg.inclusive)
     row["wall-time"] = agg.wall_ns
     if agg.kind == "stage" and agg.name == FORWARD:

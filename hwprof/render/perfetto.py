@@ -246,9 +246,7 @@ def _counter_events(uuid: int, track: CounterTrack) -> Iterator[tuple[int, int, 
         yield (ts, _COUNTER, uuid, value)
 
 
-def _describe(
-    w: _Writer, timeline: Timeline
-) -> tuple[list[Iterator[tuple[int, int, int, Any]]], TraceStats, int]:
+def _describe(w: _Writer, timeline: Timeline) -> tuple[list[Iterator[tuple[int, int, int, Any]]], TraceStats, int]:
     """Track descriptor packets; returns the event streams of every track, the counts so far and
     the uuid of the track with the most slices."""
     pb = w.pb

@@ -464,7 +464,7 @@ _THREAD_TRACK = re.compile(r"^thread:(\d+)$")
 
 @functools.lru_cache(maxsize=4096)
 def _thread_of(track: str) -> int | None:
-    """"thread:<tid>" -> tid; a named track -> None."""
+    """ "thread:<tid>" -> tid; a named track -> None."""
     match = _THREAD_TRACK.match(track)
     return int(match.group(1)) if match else None
 
@@ -634,9 +634,7 @@ def pass_timeline(
     ]
     slice_tracks = [*sorted(tracks.threads.values(), key=lambda t: t.tid != main_tid), *tracks.named.values()]
     threads = {tid: t.name for tid, t in tracks.threads.items()}
-    return PassTimeline(
-        pass_name, main_tid, source, title, main_tid, threads, slice_tracks, counters, start, end
-    )
+    return PassTimeline(pass_name, main_tid, source, title, main_tid, threads, slice_tracks, counters, start, end)
 
 
 def _attach_layers(slices: list[Slice], layers: list[Slice], starts: list[int]) -> None:
@@ -690,9 +688,7 @@ def build_timeline(run_dir: Path | str) -> Timeline:
     run = RunData.load(run_dir)
     layer_args, labels = layer_arguments(run) if run.model_info else ({}, {})
     stage_args = stage_arguments(run.metrics())
-    passes = [
-        pass_timeline(run, name, i, labels, layer_args, stage_args) for i, name in enumerate(run.pass_names)
-    ]
+    passes = [pass_timeline(run, name, i, labels, layer_args, stage_args) for i, name in enumerate(run.pass_names)]
     notes = []
     if not passes:
         notes.append("the run directory has no pass folders")

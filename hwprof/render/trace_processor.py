@@ -126,8 +126,9 @@ def _find_node() -> tuple[str, str]:
 def find_engine() -> Engine:
     """Locate Node and the wasm, or raise TraceProcessorUnavailable."""
     if not SCRIPT.is_file():
-        raise TraceProcessorUnavailable(f"{SCRIPT.name} is missing from the hwprof install",
-                                        "reinstall hwprof (the script ships as package data)")
+        raise TraceProcessorUnavailable(
+            f"{SCRIPT.name} is missing from the hwprof install", "reinstall hwprof (the script ships as package data)"
+        )
     ui_dir = _find_ui_dir()
     node, version = _find_node()
     return Engine(node, version, ui_dir)
@@ -300,9 +301,7 @@ def query(trace: Path | str, sql: str, timeout_s: float = 300.0) -> list[dict[st
         return session.query(sql)
 
 
-def query_many(
-    trace: Path | str, sqls: dict[str, str], timeout_s: float = 300.0
-) -> dict[str, list[dict[str, Any]]]:
+def query_many(trace: Path | str, sqls: dict[str, str], timeout_s: float = 300.0) -> dict[str, list[dict[str, Any]]]:
     """Load `trace` once and run every named query: name -> rows."""
     with TraceSession(trace, timeout_s) as session:
         return {name: session.query(sql) for name, sql in sqls.items()}

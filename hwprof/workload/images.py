@@ -52,9 +52,7 @@ def discover(images: str | None) -> ImageSet:
         paths = [folder / name for name in DEFAULT_IMAGES]
         missing = [p for p in paths if not p.is_file()]
         if missing:
-            raise ImageError(
-                f"default images missing from the ultralytics wheel: {missing}; pass --images DIR"
-            )
+            raise ImageError(f"default images missing from the ultralytics wheel: {missing}; pass --images DIR")
         return ImageSet(paths, source=f"default ({folder})")
     root = Path(images)
     if not root.exists():

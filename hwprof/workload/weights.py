@@ -262,14 +262,10 @@ def _module_state(path: Path, module: nn.Module) -> dict[str, torch.Tensor]:
     try:
         state = module.state_dict()
     except Exception as exc:
-        raise WeightsError(
-            path, f"the pickled model is malformed ({exc})", "export the weights again"
-        ) from None
+        raise WeightsError(path, f"the pickled model is malformed ({exc})", "export the weights again") from None
     bad = [k for k, v in state.items() if not isinstance(v, torch.Tensor)]
     if bad:
-        raise WeightsError(
-            path, f"the pickled model has non-tensor state at {bad[:3]}", "export the weights again"
-        )
+        raise WeightsError(path, f"the pickled model has non-tensor state at {bad[:3]}", "export the weights again")
     return dict(state)
 
 
@@ -311,9 +307,7 @@ def _extract(path: Path, obj: Any) -> _Extracted:
             "pass a .pt checkpoint of a YOLO model",
         )
     if not obj:
-        raise WeightsError(
-            path, "is an empty checkpoint (no model, no tensors)", "pass a checkpoint with weights"
-        )
+        raise WeightsError(path, "is an empty checkpoint (no model, no tensors)", "pass a checkpoint with weights")
     for key in ("ema", "model"):
         module = obj.get(key)
         if isinstance(module, y7.YOLOv7Model):
@@ -389,9 +383,7 @@ def _sample(keys: list[str], n: int = 3) -> str:
     return ", ".join(keys[:n]) + more
 
 
-def _load_strict(
-    path: Path, model: nn.Module, state: Mapping[str, torch.Tensor], model_name: str, hint: str
-) -> bool:
+def _load_strict(path: Path, model: nn.Module, state: Mapping[str, torch.Tensor], model_name: str, hint: str) -> bool:
     """Copy `state` into `model`; True when the model had to be fused to fit."""
     missing, unexpected, shapes = _mismatch(model, state)
     fused = False
@@ -422,9 +414,7 @@ def load_checkpoint(path: Path | str, model_name: str, build: Builder) -> tuple[
     path = Path(path)
     if not path.is_file():
         problem = "is a directory, not a checkpoint file" if path.is_dir() else "no such file"
-        raise WeightsError(
-            path, problem, "pass the path of a .pt checkpoint, or omit --weights for a random init"
-        )
+        raise WeightsError(path, problem, "pass the path of a .pt checkpoint, or omit --weights for a random init")
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -449,9 +439,7 @@ def load_checkpoint(path: Path | str, model_name: str, build: Builder) -> tuple[
             notes.append("IDetect implicit layers folded into Detect (release checkpoint)")
         arch = y7.architecture_of(extracted.cfg) if extracted.cfg is not None else None
         if arch is not None and arch != model_name:
-            raise WeightsError(
-                path, f"holds {arch} weights, not {model_name}", f"use model {arch!r} with this file"
-            )
+            raise WeightsError(path, f"holds {arch} weights, not {model_name}", f"use model {arch!r} with this file")
         if arch is not None:
             hint = f"the checkpoint's cfg is {arch}"
 

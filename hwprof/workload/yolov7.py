@@ -279,9 +279,7 @@ def build_yolov7(name: str, nc: int = 80, cfg: Mapping[str, Any] | None = None) 
     return YOLOv7Model(cfg if cfg is not None else _packaged_cfg(name), nc=nc)
 
 
-def fold_implicit_head(
-    state: Mapping[str, torch.Tensor], head_index: int
-) -> tuple[dict[str, torch.Tensor], bool]:
+def fold_implicit_head(state: Mapping[str, torch.Tensor], head_index: int) -> tuple[dict[str, torch.Tensor], bool]:
     """A state dict with an IDetect head (YOLOR implicit layers) turned into a Detect state dict.
 
     The official release checkpoints (yolov7.pt, yolov7x.pt, yolov7-tiny.pt) carry the training

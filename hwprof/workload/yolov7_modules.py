@@ -328,9 +328,7 @@ class Detect(nn.Module):
                 self._grids[key] = grid
         return grid
 
-    def forward(
-        self, x: Sequence[torch.Tensor]
-    ) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward(self, x: Sequence[torch.Tensor]) -> list[torch.Tensor] | tuple[torch.Tensor, list[torch.Tensor]]:
         raw: list[torch.Tensor] = []
         decoded: list[torch.Tensor] = []
         for level in range(self.nl):

@@ -18,9 +18,7 @@ if TYPE_CHECKING:
 YOLOV7_NAMES: tuple[str, ...] = ("yolov7", "yolov7-tiny", "yolov7x")
 _SCALES = ("n", "s", "m", "l", "x")
 ULTRALYTICS_NAMES: tuple[str, ...] = (
-    tuple(f"yolov5{s}u" for s in _SCALES)
-    + tuple(f"yolov8{s}" for s in _SCALES)
-    + tuple(f"yolo11{s}" for s in _SCALES)
+    tuple(f"yolov5{s}u" for s in _SCALES) + tuple(f"yolov8{s}" for s in _SCALES) + tuple(f"yolo11{s}" for s in _SCALES)
 )
 MODEL_NAMES: tuple[str, ...] = YOLOV7_NAMES + ULTRALYTICS_NAMES
 
