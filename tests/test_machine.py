@@ -16,6 +16,9 @@ def small(monkeypatch: pytest.MonkeyPatch) -> None:
     """Small sizes: the method is the same, the figures are not meant to be peaks."""
     monkeypatch.setattr(machine, "MATMUL_N", 256)
     monkeypatch.setattr(machine, "MATMUL_REPEATS", 3)
+    monkeypatch.setattr(machine, "CONV_CHANNELS", 16)
+    monkeypatch.setattr(machine, "CONV_HW", 16)
+    monkeypatch.setattr(machine, "CONV_REPEATS", 3)
     monkeypatch.setattr(machine, "TRIAD_REPEATS", 3)
     monkeypatch.setattr(machine, "TRIAD_MIN_BYTES", 4 * 2**20)
     monkeypatch.setattr(machine, "llc_bytes", lambda: None)
@@ -100,7 +103,39 @@ def test_busy_host_flag() -> None:
     )
     assert Peaks(load_avg_1m=8.0, **base).busy_host  # type: ignore[arg-type]
     assert not Peaks(load_avg_1m=1.0, **base).busy_host  # type: ignore[arg-type]
+    assert Peaks(load_avg_1m=1.0, interference=0.3, **base).busy_host  # type: ignore[arg-type]
+    assert not Peaks(load_avg_1m=1.0, interference=0.02, **base).busy_host  # type: ignore[arg-type]
+    assert Peaks(load_avg_1m=1.0, interference=0.3, **base).to_dict()["busy_host"] is True  # type: ignore[arg-type]
     assert Peaks.from_dict(Peaks(load_avg_1m=1.0, **base).to_dict()).ridge == 10.0  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_others_share_sees_a_busy_sibling_process() -> None:
+    """HostCpuShare: near 0 while only this process burns, clearly above 0 while a child burns too."""
+    import subprocess
+    import sys
+    import time
+
+    def burn(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+
+    alone = machine.HostCpuShare()
+    burn(0.5)
+    spin = "import time\nt = time.monotonic() + 1.5\nwhile time.monotonic() < t: pass"
+    child = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        time.sleep(0.1)
+        shared = machine.HostCpuShare()
+        burn(0.8)
+        busy = shared.others()
+    finally:
+        child.wait()
+    quiet = alone.others()
+    assert busy is not None and quiet is not None
+    assert busy > 0.3 / (machine.os.cpu_count() or 1), busy  # the child's core, shared over the CPUs
+    assert busy > quiet, (busy, quiet)
 
 
 @pytest.mark.slow
@@ -108,7 +143,9 @@ def test_real_size_measurement_within_budget(tmp_path: Path) -> None:
     """The sizes the session uses: the measurement must stay within its time budget (~10 s)."""
     peaks = measure_peaks(1, directory=tmp_path)
     assert peaks.measure_s < 2 * machine.BUDGET_S + 5
-    assert f"{machine.MATMUL_N}x{machine.MATMUL_N}" in peaks.gflops_method
+    assert f"{machine.MATMUL_N}x{machine.MATMUL_N}" in peaks.gflops_method and "3x3 conv" in peaks.gflops_method
+    assert peaks.gflops == pytest.approx(max(peaks.gflops_probes.values()), abs=1e-3)
+    assert peaks.interference is not None
 
 
 def test_busy_cache_is_measured_again_when_quieter(

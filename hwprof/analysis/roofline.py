@@ -88,7 +88,9 @@ def roof_from_run(run: dict[str, Any]) -> RoofStatus:
             peaks.get("threads"),
             str(peaks.get("gflops_method", "")),
             str(peaks.get("gbps_method", "")),
-            busy_host=bool(load is not None and cpus and load > cpus + 0.5),
+            busy_host=bool(peaks["busy_host"])
+            if "busy_host" in peaks
+            else bool(load is not None and cpus and load > cpus + 0.5),
             load_avg_1m=load,
         )
     )

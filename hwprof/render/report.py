@@ -132,7 +132,7 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
         out.append(
             (
                 "peaks",
-                f"{roof.peak_gflops:.1f} GFLOP/s (matmul), {roof.peak_gbps:.2f} GB/s (triad), ridge "
+                f"{roof.peak_gflops:.1f} GFLOP/s FP32 (probe), {roof.peak_gbps:.2f} GB/s (triad), ridge "
                 f"{roof.ridge:.1f} FLOP/B, {roof.threads} threads{load}{busy}",
             )
         )
@@ -749,8 +749,11 @@ def peaks_renderable(peaks: Peaks) -> RenderableType:
     text.append(f"             {peaks.gbps_method}; samples {peaks.gbps_samples}\n", style="dim")
     text.append(f"  ridge      {peaks.ridge:.1f} FLOP/B\n")
     if peaks.load_avg_1m is not None:
-        busy = ": busy host, the peaks are likely too low (measure again when idle: --force)" if peaks.busy_host else ""
-        text.append(f"  load       {peaks.load_avg_1m:.2f} (1-min) on {peaks.logical_cpus} CPUs{busy}\n")
+        text.append(f"  load       {peaks.load_avg_1m:.2f} (1-min) on {peaks.logical_cpus} CPUs\n")
+    if peaks.interference is not None:
+        text.append(f"  others     {peaks.interference:.1%} of the host's CPU time while measuring\n")
+    if peaks.busy_host:
+        text.append("  busy host: the peaks are likely too low (measure again when idle: --force)\n", style="yellow")
     text.rstrip()
     return text
 
