@@ -30,6 +30,7 @@ from hwprof.perf.sampler import IntervalSampler
 from hwprof.perf.steal import uncharged_ns
 from hwprof.perf.syscall import GroupReading, try_open
 from hwprof.perf.tables import analyse, summary_checks
+from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.records import CounterSample, metrics_path, records_path, write_records
 
 if TYPE_CHECKING:
@@ -37,12 +38,14 @@ if TYPE_CHECKING:
 
 SampleRow = tuple[int, tuple[tuple[int, ...], tuple[bytes, ...]]]
 CPU_CHECK_METHOD = (
-    "forward-stage task-clock vs process CPU time (CLOCK_PROCESS_CPUTIME_ID, what getrusage(RUSAGE_SELF) "
-    "reports) less the uncounted interval sampler thread's CPU time, both read at the same stage markers, "
-    "summed over the measured iterations. task-clock also runs while the hypervisor steals the vCPU and "
-    "during interrupts, which CPU time leaves out: `band` is [CPU time - 3%, (CPU time + host steal + "
-    "irq + softirq time from /proc/stat + its tick resolution) + 3%] and `consistent` says whether the "
-    "count falls in it"
+    "forward-stage task-clock vs the CPU time of the threads it counts (the opening thread and every thread "
+    "created after it, each thread's own CPU clock listed from /proc/self/task: exact where the process "
+    "clock is a scheduler tick stale per running thread), both read at the same stage markers, summed "
+    "over the measured iterations. task-clock also runs while the hypervisor steals the vCPU and "
+    "during interrupts, which CPU time leaves out, and stops for each context switch, which CPU time "
+    "includes: `band` is [CPU time - 3% - 10 us per context switch, (CPU time + host steal + irq + "
+    "softirq time from /proc/stat + its tick resolution) + 3%] and `consistent` says whether the count "
+    "falls in it"
 )
 NEVER_SCHEDULED = {
     "reason": "opened, but the PMU never scheduled its group (time_running stayed 0): its counters are "
@@ -123,7 +126,8 @@ class PerfEvents(Collector):
         self.paranoid: int | None = None
         self.sampler: IntervalSampler[tuple[tuple[int, ...], tuple[bytes, ...]]] | None = None
         self.sampler_cpu: IntervalSampler[Any] | None = None
-        """Kept after stop(): its CPU time is subtracted from the process CPU time in the checks."""
+        """Kept after stop(): its CPU time is reported in the summary."""
+        self.counted_cpu: CountedThreadsCpu | None = None
         self.samples: list[SampleRow] = []
         self.readings: list[tuple[Marker, tuple[int, ...], tuple[bytes, ...], int | None, int | None]] = []
         self.read_ns = array("q")
@@ -137,6 +141,7 @@ class PerfEvents(Collector):
         # before the counters: a thread that exists when they are opened is not counted by them
         self.sampler = IntervalSampler(self.config.interval_ms, "hwprof-perf-sampler")
         self.sampler_cpu = self.sampler
+        self.counted_cpu = CountedThreadsCpu()
         max_group = self.config.extra.get("perf_max_group")
         self.counters = CounterSet.open(
             self.specs,
@@ -163,21 +168,24 @@ class PerfEvents(Collector):
         self.marker_ns += time.perf_counter_ns() - entered
 
     def _counted_cpu_ns(self) -> int:
-        """Process CPU time less the sampler thread's: the CPU time of the threads the counters see."""
-        process = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID)
-        return process - self.sampler_cpu.cpu_ns() if self.sampler_cpu is not None else process
+        """The CPU time of the threads the counters see (hwprof.perf.threadcpu)."""
+        if self.counted_cpu is not None:
+            return self.counted_cpu.ns()
+        return time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID)
 
     def start(self, ctx: PassContext) -> None:
         if self.sampler is not None and self.counters is not None and self.counters.groups:
             self.sampler.begin(self.counters.read_active)
 
     def stop(self, ctx: PassContext) -> None:
+        """Pause the interval sampler: start() resumes it (a benchmark toggles the collector)."""
+        if self.sampler is not None:
+            self.sampler.pause()
+
+    def close(self, ctx: PassContext) -> CollectorResult:
         if self.sampler is not None:
             self.samples = self.sampler.finish()
             self.sampler = None
-
-    def close(self, ctx: PassContext) -> CollectorResult:
-        self.stop(ctx)
         counters = self.counters
         if counters is None:
             return CollectorResult("failed", reason="the counters were never opened")

@@ -5,11 +5,19 @@
      timing             the clean pass: no hooks, no collectors
      layers             layer markers only (forward hooks, marker bus)
      layers+perf        layer markers and perf_events (the counters pass) with the chosen events
+     layers+perf@1s     the same with the interval sampler at 1 s instead of --interval-ms: what
+                        the sampler thread (reads every 10 ms, IPIs to the counted CPUs) costs
    Forward p50 per pass from its markers.jsonl (stage "forward", B/E, measured iterations).
    Printed: layers+perf / timing (the counters pass's overhead, target <= 1.05) and
-   layers+perf / layers (the counter reads' own share), medians over the repeats.
+   layers+perf / layers (the counter reads' own share), medians over the repeats of the
+   per-repeat ratios, with their range: on a shared VM two identical passes differ by 10%+.
 
-2. Read cost. One child process per thread count opens groups of 1, 2, 4 and 8 software events
+2. Paired, in one process (hwprof.paired): the layers pass's set-up, perf_events switched on and
+   off by iteration in ABBA blocks (off, on, on, off): reads at every marker and the interval
+   sampler in the "on" iterations only. The median block ratio is the collector's own cost with
+   the drift of a shared machine cancelled; it does not include the layer hooks (see 1).
+
+3. Read cost. One child process per thread count opens groups of 1, 2, 4 and 8 software events
    (inherit=1) before importing torch, starts torch's pool with T threads, then times reads of
    each group: with the pool idle, and while a background thread keeps the pool busy (a running
    inherited child event costs an IPI to read). Also N separate single-event fds read one by one.
@@ -33,13 +41,23 @@ from typing import Any
 
 from hwprof.analysis.spans import durations_ms, pair_spans
 from hwprof.config import RunConfig, default_threads
+from hwprof.paired import abba_forward
+from hwprof.registry import by_name
 from hwprof.workload.images import discover
 from hwprof.workload.markers import read_markers
 
-VARIANTS: dict[str, tuple[str, list[str]]] = {
-    "timing": ("timing", []),
-    "layers": ("layers", []),
-    "layers+perf": ("layers", ["perf_events"]),
+VARIANTS: dict[str, tuple[str, list[str], dict[str, Any]]] = {
+    "timing": ("timing", [], {}),
+    "layers": ("layers", [], {}),
+    "layers+perf": ("layers", ["perf_events"], {}),
+    "layers+perf@1s": ("layers", ["perf_events"], {"interval_ms": 1000.0}),
+}
+RATIOS = {
+    "perf_vs_timing": ("layers+perf", "timing"),
+    "perf_vs_layers": ("layers+perf", "layers"),
+    "layers_vs_timing": ("layers", "timing"),
+    "perf1s_vs_timing": ("layers+perf@1s", "timing"),
+    "perf_vs_perf1s": ("layers+perf", "layers+perf@1s"),
 }
 
 
@@ -74,7 +92,7 @@ def overhead(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     p50s: dict[str, list[float]] = {v: [] for v in VARIANTS}
     perf_summary: dict[str, Any] = {}
     for rep in range(args.repeats):
-        for variant, (pass_name, collectors) in VARIANTS.items():
+        for variant, (pass_name, collectors, overrides) in VARIANTS.items():
             run_dir = root / f"{variant}-{rep}"
             run_dir.mkdir(parents=True)
             config = RunConfig(
@@ -84,6 +102,7 @@ def overhead(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 warmup=args.warmup,
                 iters=args.iters,
                 events=args.events,
+                **overrides,
             )
             config.save(run_dir / "config.json")
             (run_dir / "images.json").write_text(json.dumps({"paths": images}))
@@ -91,15 +110,14 @@ def overhead(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             durations = forward_durations_ms(pass_dir)
             p50s[variant].append(statistics.median(durations))
             print(f"  repeat {rep} {variant:12s} forward p50 {p50s[variant][-1]:9.2f} ms", flush=True)
-            if collectors:
+            if variant == "layers+perf":
                 result = json.loads((pass_dir / "result.json").read_text())
                 perf_summary = result["collectors"]["perf_events"]
-    ratios = {
-        "perf_vs_timing": statistics.median(p / t for p, t in zip(p50s["layers+perf"], p50s["timing"], strict=True)),
-        "perf_vs_layers": statistics.median(p / t for p, t in zip(p50s["layers+perf"], p50s["layers"], strict=True)),
-        "layers_vs_timing": statistics.median(p / t for p, t in zip(p50s["layers"], p50s["timing"], strict=True)),
+    per_repeat = {
+        name: [a / b for a, b in zip(p50s[top], p50s[bottom], strict=True)] for name, (top, bottom) in RATIOS.items()
     }
-    return {"p50_ms": p50s, "ratios": ratios, "perf": perf_summary}
+    ratios = {name: statistics.median(values) for name, values in per_repeat.items()}
+    return {"p50_ms": p50s, "ratios": ratios, "per_repeat": per_repeat, "perf": perf_summary}
 
 
 READ_COST_CHILD = textwrap.dedent(
@@ -183,6 +201,7 @@ def main() -> int:
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--read-threads", type=lambda s: [int(x) for x in s.split(",")], default=[1, 2, 4, 8])
     parser.add_argument("--reads", type=int, default=5000)
+    parser.add_argument("--pairs", type=int, default=8, help="paired mode: on/off pairs (0 skips it)")
     parser.add_argument("--skip-overhead", action="store_true")
     parser.add_argument("--skip-read-cost", action="store_true")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
@@ -201,11 +220,18 @@ def main() -> int:
                 result = overhead(args, Path(tmp))
         for variant, values in result["p50_ms"].items():
             print(f"{variant:14s} forward p50 (median of repeats): {statistics.median(values):9.2f} ms")
-        r = result["ratios"]
+        r, spread = result["ratios"], result["per_repeat"]
+
+        def line(label: str, key: str, what: str) -> None:
+            low, high = min(spread[key]), max(spread[key])
+            print(f"{label:42s} {r[key]:.4f}  (repeats {low:.3f}..{high:.3f}; {what})")
+
         verdict = "meets" if r["perf_vs_timing"] <= 1.05 else "misses"
-        print(f"counters pass / timing pass forward p50: {r['perf_vs_timing']:.4f}  ({verdict} the 1.05 target)")
-        print(f"counters pass / layers-only pass:         {r['perf_vs_layers']:.4f}  (the counter reads' cost)")
-        print(f"layers-only pass / timing pass:           {r['layers_vs_timing']:.4f}  (hooks and marker bus)")
+        line("counters pass / timing pass forward p50:", "perf_vs_timing", f"{verdict} the 1.05 target")
+        line("counters pass / layers-only pass:", "perf_vs_layers", "the counters' own cost")
+        line("layers-only pass / timing pass:", "layers_vs_timing", "hooks and marker bus")
+        line("counters, sampler at 1 s / timing pass:", "perf1s_vs_timing", "without the 10 ms sampler")
+        line("counters, sampler 10 ms / at 1 s:", "perf_vs_perf1s", "the interval sampler's cost")
         summary = result["perf"].get("summary", {})
         if summary:
             rc = summary["read_cost"]
@@ -224,6 +250,17 @@ def main() -> int:
                 f"{', '.join(summary['unavailable']) or 'none'}"
             )
             print("checks:", json.dumps(summary["checks"]))
+    if args.pairs > 0:
+        config = RunConfig(
+            model=args.model, imgsz=args.imgsz, threads=args.threads, warmup=args.warmup, events=args.events
+        )
+        p = abba_forward(config, lambda c: [by_name()["perf_events"](c)], args.pairs)
+        blocks = ", ".join(f"{r:.3f}" for r in p["ratio_blocks"])
+        print(
+            f"\npaired in one process ({args.pairs} on/off pairs, perf_events {p['statuses']['perf_events']}): "
+            f"forward p50 with counters {p['forward_p50_on_ms']:.2f} ms, without {p['forward_p50_off_ms']:.2f} ms, "
+            f"ratio {p['ratio_p50']:.4f}; median ABBA-block ratio {p['ratio_median_block']:.4f} ({blocks})"
+        )
     if not args.skip_read_cost:
         print(f"\ncost of one read(2) of an inherited group, us (median over batches of 50, {args.reads} reads)")
         rows = read_cost(args.read_threads, args.reads)

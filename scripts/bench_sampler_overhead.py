@@ -1,10 +1,9 @@
 """Overhead of the sysstat (and, where the host has RAPL, rapl) samplers on the forward stage,
 and the cost of one RAPL read per marker.
 
-1. Paired, in one process (the figure to trust on a busy machine): the layers pass's set-up
-   (layer markers on), and the samplers switched on and off by iteration in ABBA blocks
-   (off, on, on, off), so drift and other work on the machine hit both alike. Ratio per block =
-   forward time with samplers / without; the median over blocks is printed.
+1. Paired, in one process (the figure to trust on a busy machine; hwprof.paired): the layers
+   pass's set-up, the samplers switched on and off by iteration in ABBA blocks (off, on, on,
+   off). Ratio per block = forward time with samplers / without; the median over blocks.
 2. Passes, as the real worker child processes, interleaved per repeat:
      timing           the clean pass: no hooks, no collectors
      layers           layer markers, no collectors
@@ -32,11 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.collectors import rapl, sysstat
-from hwprof.collectors.base import Collector, PassContext
+from hwprof.collectors.base import Collector
 
 from hwprof.config import RunConfig
+from hwprof.paired import abba_forward
 from hwprof.workload.images import discover
-from hwprof.workload.markers import Marker, MarkerBus, MarkerLog, read_markers
+from hwprof.workload.markers import Marker, read_markers
 
 
 def default_model() -> str:
@@ -65,65 +65,6 @@ def samplers(config: RunConfig) -> list[Collector]:
     if rapl.RaplCollector.probe(config).available:
         chosen.append(rapl.RaplCollector(config))
     return chosen
-
-
-def paired(config: RunConfig, pairs: int) -> dict[str, Any]:
-    """Samplers on and off by iteration (ABBA) in one process with layer markers attached."""
-    import torch
-
-    from hwprof.workload.markers import attach_layer_markers
-    from hwprof.workload.pipeline import Pipeline
-    from hwprof.workload.zoo import build_model
-
-    torch.set_num_threads(config.threads)
-    bus = MarkerBus()
-    with tempfile.TemporaryDirectory(prefix="hwprof-bench-") as tmp:
-        ctx = PassContext(config, Path(tmp), "layers", bus)
-        ctx.out_dir.mkdir(parents=True)
-        chosen = sorted(samplers(config), key=lambda c: c.order)
-        for c in chosen:
-            c.open(ctx)
-        built = build_model(config.model, config.weights, config.seed)
-        pipeline = Pipeline(config, bus, discover(None).paths, built)
-        ctx.pipeline = pipeline
-        log = MarkerLog()
-        bus.subscribe(log)
-        attach_layer_markers(built.module, bus, config.depth)
-        for c in chosen:
-            c.prepare(ctx)
-        for i in range(config.warmup):
-            pipeline.run_iteration(i - config.warmup, warmup=True)
-        on_iterations = set()
-        for i in range(2 * pairs):
-            on = i % 4 in (1, 2)
-            if on:
-                on_iterations.add(i)
-                for c in chosen:
-                    bus.subscribe(c.on_marker)
-                    c.start(ctx)
-            pipeline.run_iteration(i, warmup=False)
-            if on:
-                for c in chosen:
-                    c.stop(ctx)
-                    bus.unsubscribe(c.on_marker)
-        for c in chosen:
-            c.close(ctx)
-    fwd = forward_ms(log.markers)
-    blocks = []
-    for b in range(0, 2 * pairs - 3, 4):
-        on_ms = sum(fwd[i] for i in range(b, b + 4) if i in on_iterations)
-        off_ms = sum(fwd[i] for i in range(b, b + 4) if i not in on_iterations)
-        blocks.append(on_ms / off_ms)
-    on_all = [v for i, v in fwd.items() if i in on_iterations]
-    off_all = [v for i, v in fwd.items() if i not in on_iterations]
-    return {
-        "samplers": [c.name for c in chosen],
-        "forward_p50_on_ms": statistics.median(on_all),
-        "forward_p50_off_ms": statistics.median(off_all),
-        "ratio_p50": statistics.median(on_all) / statistics.median(off_all),
-        "ratio_blocks": blocks,
-        "ratio_median_block": statistics.median(blocks) if blocks else None,
-    }
 
 
 def run_pass(run_dir: Path, pass_name: str, collectors: list[str], timeout_s: float) -> None:
@@ -252,14 +193,14 @@ def main(argv: list[str] | None = None) -> int:
         f"{config.model} at {config.imgsz}, {config.threads} threads, interval {config.interval_ms} ms",
         flush=True,
     )
-    figures["paired"] = paired(config, args.pairs)
+    figures["paired"] = abba_forward(config, samplers, args.pairs)
     if args.repeats > 0:
         figures["passes"] = passes(config, args.repeats, args.timeout)
     figures["load_after"] = os.getloadavg()
 
     p = figures["paired"]
     print(
-        f"\n{config.model} at {config.imgsz}; samplers: {', '.join(p['samplers'])}; "
+        f"\n{config.model} at {config.imgsz}; samplers: {', '.join(p['collectors'])}; "
         f"load average {figures['load_before'][0]:.1f} before, {figures['load_after'][0]:.1f} after"
     )
     blocks = ", ".join(f"{r:.3f}" for r in p["ratio_blocks"])

@@ -635,3 +635,24 @@ def test_faster_than_peak_is_a_caveat(tmp_path: Path) -> None:
     assert _layer(a.layers, "model.0").pct_peak == pytest.approx(200.0)
     caveat = next(f for f in a.findings if "faster than the measured peak" in f.title)
     assert caveat.kind == "caveat" and caveat.title.startswith("layers 0-1 ran faster")  # 100 and 67 GFLOP/s
+
+
+def test_counter_checks_in_words() -> None:
+    from hwprof.analysis.overhead import counter_checks
+
+    closure = {
+        "task-clock": {"sum_layers": 9.0, "gap": 1.0, "forward": 10.0, "ratio": 1.0},
+        "page-faults": {"sum_layers": 9.0, "gap": 0.0, "forward": 9.1, "ratio": 0.989},
+    }
+    cpu = {"event_ns": 10.5e9, "process_cpu_ns": 10e9, "ratio": 1.05, "iterations": 3}
+    run: dict[str, Any] = {"collectors": {"perf_events": {"summary": {"checks": {}}}}}
+    checks = run["collectors"]["perf_events"]["summary"]["checks"]
+    checks.update(layers_plus_gap_vs_forward=closure, task_clock_vs_process_cpu=dict(cpu))
+    lines = counter_checks(run)
+    assert lines[0] == "perf_events: layers + gap = forward for 2 events (worst ratio 0.9890)"
+    assert lines[1] == "perf_events: forward task-clock 1.050x the process CPU time"  # no steal figure: no verdict
+    checks["task_clock_vs_process_cpu"].update(host_steal_irq_ns=0.6e9, consistent=True)
+    assert counter_checks(run)[1].endswith("host steal+IRQ 6.0% of it (consistent)")
+    checks["task_clock_vs_process_cpu"].update(host_steal_irq_ns=0.0, consistent=False)
+    assert "OUTSIDE the band" in counter_checks(run)[1]
+    assert counter_checks({"collectors": {"timing": {"summary": {}}}}) == []

@@ -212,7 +212,8 @@ def _worker_run(run_dir: Path, model: str) -> dict[str, Any]:
     from hwprof.workload.images import discover
 
     run_dir.mkdir(parents=True)
-    config = RunConfig(model=model, imgsz=320, threads=2, warmup=1, iters=3, events=["task-clock", "page-faults"])
+    events = ["task-clock", "page-faults", "context-switches"]
+    config = RunConfig(model=model, imgsz=320, threads=2, warmup=1, iters=3, events=events)
     config.save(run_dir / "config.json")
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
     # passive waiting: idle OpenMP workers sleep instead of spinning, so task-clock measures the work

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import hashlib
+import os
 import struct
 import threading
 import time
@@ -131,3 +132,49 @@ def test_failed_member_closes_the_group_fds() -> None:
     with pytest.raises(PerfOpenError):
         CounterGroup.open([_spec("task-clock"), bogus])
     assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_counted_threads_cpu_leaves_out_threads_that_existed_before() -> None:
+    """Only the opener and threads created after count, as with inherit=1; each read is up to date."""
+    from hwprof.perf.threadcpu import CountedThreadsCpu
+
+    stop, burnt, release = threading.Event(), threading.Event(), threading.Event()
+    later_cpu: list[int] = []
+
+    def spin() -> None:
+        while not stop.is_set():
+            hashlib.sha256(DATA).digest()
+
+    def work_then_wait() -> None:
+        _burn(10)
+        later_cpu.append(time.thread_time_ns())
+        burnt.set()
+        release.wait()
+
+    earlier = threading.Thread(target=spin)
+    earlier.start()
+    try:
+        counted = CountedThreadsCpu()
+        assert earlier.native_id in counted.not_counted and threading.get_native_id() not in counted.not_counted
+        before, mine = counted.ns(), time.thread_time_ns()
+        later = threading.Thread(target=work_then_wait)
+        later.start()
+        burnt.wait()
+        _burn(5)
+        own = time.thread_time_ns() - mine
+        spent = counted.ns() - before
+        release.set()
+        later.join()
+    finally:
+        stop.set()
+        earlier.join()
+    expected = own + later_cpu[0]
+    assert expected * 0.98 < spent < expected + 5_000_000, (spent, own, later_cpu)  # nothing of `earlier`
+
+
+def test_band_allows_steal_above_and_switches_below() -> None:
+    band = CpuTimeBand(1e9, 50e6, windows=1, cpus=2, rel=0.03, switches=1000)
+    tick = 2 * 1 * 2 * (1_000_000_000 // os.sysconf("SC_CLK_TCK"))
+    assert band.lower == pytest.approx(0.97e9 - 1000 * 10_000)
+    assert band.upper == pytest.approx((1e9 + 50e6 + tick) * 1.03)
+    assert band.holds(1.04e9) and band.holds(0.965e9) and not band.holds(0.9e9)

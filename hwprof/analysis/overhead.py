@@ -7,6 +7,8 @@
   (range duration - aten self time). It is Python and dispatcher time, measured with the
   profiler's own cost (a few microseconds per op) included, so it is an upper bound.
 - Pass overheads: each pass's forward p50 over the timing pass's (run.json "passes").
+- Counter checks: the counting engine's own cross-checks from its run.json summary (layers + gap
+  = forward per event; task-clock against process CPU time, allowing the host's steal time).
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Overheads:
     """(layer, ms between ops, share of the layer range) for the layers with the most."""
     harness_vs_reference: float | None = None
     """Harness forward / a plain model(x) loop, from the timing collector."""
+    counter_checks: list[str] = field(default_factory=list)
+    """One line per cross-check of the counters (see counter_checks)."""
     missing: dict[str, Missing] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,4 +103,31 @@ def overheads(data: RunData, layers: LayerReport) -> Overheads:
         out.missing["between_ops"] = collector_missing(run, ["torch_profiler"], "aten op times")
     ref = run.get("collectors", {}).get("timing", {}).get("summary", {}).get("forward_vs_reference")
     out.harness_vs_reference = float(ref) if ref is not None else None
+    out.counter_checks = counter_checks(run)
     return out
+
+
+def counter_checks(run: dict[str, Any]) -> list[str]:
+    """The counters' cross-checks in words, from perf_events' (or PAPI's) summary "checks"."""
+    collectors = run.get("collectors", {})
+    for name in ("perf_events", "papi"):
+        checks = collectors.get(name, {}).get("summary", {}).get("checks")
+        if checks:
+            break
+    else:
+        return []
+    lines = []
+    closure = checks.get("layers_plus_gap_vs_forward") or {}
+    ratios = [c["ratio"] for c in closure.values() if c.get("ratio") is not None]
+    if ratios:
+        worst = max(ratios, key=lambda r: abs(r - 1))
+        lines.append(f"{name}: layers + gap = forward for {len(ratios)} events (worst ratio {worst:.4f})")
+    cpu = checks.get("task_clock_vs_process_cpu")
+    if cpu:
+        text = f"{name}: forward task-clock {cpu['ratio']:.3f}x the process CPU time"
+        lost = cpu.get("host_steal_irq_ns")
+        if lost is not None and cpu.get("process_cpu_ns"):
+            verdict = "consistent" if cpu.get("consistent") else "OUTSIDE the band: check the counters"
+            text += f"; host steal+IRQ {lost / cpu['process_cpu_ns']:.1%} of it ({verdict})"
+        lines.append(text)
+    return lines

@@ -247,15 +247,17 @@ def cpu_check(
 ) -> dict[str, Any] | None:
     """The stage's `event` count against process CPU time over the same windows (both ns).
 
-    The counted time may exceed the CPU time by the host's steal and IRQ time (hwprof.perf.steal):
-    `consistent` says whether it falls in that band, where the windows read steal time.
+    The counted time may exceed the CPU time by the host's steal and IRQ time, and fall short of it
+    by a few microseconds per context switch (hwprof.perf.steal): `consistent` says whether it falls
+    in that band, where the windows read steal time (and context-switches was counted).
     """
-    counted = cpu = uncharged = 0.0
+    counted = cpu = uncharged = switches = 0.0
     n = with_uncharged = 0
     for span in spans:
         if span.kind == "stage" and span.name == stage and event in span.inclusive and span.cpu_ns is not None:
             counted += span.inclusive[event]
             cpu += span.cpu_ns
+            switches += span.inclusive.get("context-switches", 0.0)
             n += 1
             if span.uncharged_ns is not None:
                 uncharged += span.uncharged_ns
@@ -264,9 +266,10 @@ def cpu_check(
         return None
     out: dict[str, Any] = {"event_ns": counted, "process_cpu_ns": cpu, "ratio": counted / cpu, "iterations": n}
     if with_uncharged == n:
-        band = CpuTimeBand(cpu, uncharged, n, cpus or cpu_count())
+        band = CpuTimeBand(cpu, uncharged, n, cpus or cpu_count(), switches=switches)
         out.update(
             host_steal_irq_ns=uncharged,
+            context_switches=switches,
             band=[band.lower, band.upper],
             ratio_band=[band.lower / cpu, band.upper / cpu],
             consistent=band.holds(counted),

@@ -37,8 +37,14 @@ class IntervalSampler(Generic[T]):
             return self._final_cpu_ns
 
     def begin(self, read: Callable[[], T]) -> None:
+        """Start sampling with `read` (or resume after pause())."""
         self._read = read
         self._go.set()
+
+    def pause(self) -> None:
+        """Stop sampling until begin() again; the thread stays (a new one would not be excluded
+        from inherited counters opened before it)."""
+        self._go.clear()
 
     def finish(self, timeout_s: float = 5.0) -> list[tuple[int, T]]:
         self._stop.set()
@@ -60,6 +66,11 @@ class IntervalSampler(Generic[T]):
         deadline = time.monotonic_ns()
         try:
             while not self._stop.is_set():
+                if not self._go.is_set():
+                    self._go.wait()
+                    read = self._read or read
+                    deadline = time.monotonic_ns()
+                    continue
                 now = time.monotonic_ns()
                 self.samples.append((now, read()))
                 deadline += self.interval_ns

@@ -558,6 +558,7 @@ def overhead_spec(a: Analysis) -> TableSpec:
         notes.append(f"between aten ops: {o.missing['between_ops'].short()}")
     if o.harness_vs_reference is not None:
         notes.append(f"harness forward / plain model(x) loop: {o.harness_vs_reference:.3f}")
+    notes += o.counter_checks
     return TableSpec("collector overheads", cols, rows, notes)
 
 
