@@ -1,7 +1,9 @@
 """Collectors switched on and off by iteration in one process, in ABBA blocks: their cost on the
 forward stage measured where drift and other work on a shared machine hit both sides alike.
 
-The layers pass's set-up (layer markers on); iterations run off, on, on, off, ... Collectors are
+The layers pass's set-up (layer markers on; with `toggle_hooks`, on only in the "on" iterations,
+so that "off" is the clean timing pass's model and "on" the whole collector pass); iterations run
+off, on, on, off, ... Collectors are
 opened before the model is built (counters must exist before torch starts its threads), started
 and subscribed to the marker bus for the "on" iterations, stopped and unsubscribed after them.
 Ratio per block = forward time with the collectors / without; the median over blocks is the
@@ -29,7 +31,9 @@ def is_on(iteration: int) -> bool:
     return iteration % 4 in (1, 2)
 
 
-def abba_forward(config: RunConfig, make: Callable[[RunConfig], list[Collector]], pairs: int) -> dict[str, Any]:
+def abba_forward(
+    config: RunConfig, make: Callable[[RunConfig], list[Collector]], pairs: int, toggle_hooks: bool = False
+) -> dict[str, Any]:
     """Forward times with `make(config)`'s collectors on and off, over 2 * pairs measured iterations."""
     import torch
 
@@ -49,13 +53,17 @@ def abba_forward(config: RunConfig, make: Callable[[RunConfig], list[Collector]]
         built = build_model(config.model, config.weights, config.seed)
         ctx.pipeline = Pipeline(config, bus, discover(None).paths, built)
         bus.subscribe(log)
-        attach_layer_markers(built.module, bus, config.depth)
+        remove_hooks = attach_layer_markers(built.module, bus, config.depth)
         for c in chosen:
             c.prepare(ctx)
         for i in range(config.warmup):
             ctx.pipeline.run_iteration(i - config.warmup, warmup=True)
+        if toggle_hooks:
+            remove_hooks()
         for i in range(2 * pairs):
             if is_on(i):
+                if toggle_hooks:
+                    remove_hooks = attach_layer_markers(built.module, bus, config.depth)
                 for c in chosen:
                     bus.subscribe(c.on_marker)
                     c.start(ctx)
@@ -64,13 +72,17 @@ def abba_forward(config: RunConfig, make: Callable[[RunConfig], list[Collector]]
                 for c in chosen:
                     c.stop(ctx)
                     bus.unsubscribe(c.on_marker)
+                if toggle_hooks:
+                    remove_hooks()
         results = {c.name: c.close(ctx) for c in chosen}
     forward = {
         s.iteration: s.dur_ns / 1e6
         for s in pair_spans(log.markers)
         if s.kind == "stage" and s.name == "forward" and not s.warmup
     }
-    return summarize(forward, [c.name for c in chosen], {n: r.status for n, r in results.items()})
+    out = summarize(forward, [c.name for c in chosen], {n: r.status for n, r in results.items()})
+    out["hooks"] = "on in the 'on' iterations only" if toggle_hooks else "on throughout"
+    return out
 
 
 def summarize(forward: dict[int, float], names: list[str], statuses: dict[str, str]) -> dict[str, Any]:

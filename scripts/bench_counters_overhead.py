@@ -12,10 +12,12 @@
    layers+perf / layers (the counter reads' own share), medians over the repeats of the
    per-repeat ratios, with their range: on a shared VM two identical passes differ by 10%+.
 
-2. Paired, in one process (hwprof.paired): the layers pass's set-up, perf_events switched on and
-   off by iteration in ABBA blocks (off, on, on, off): reads at every marker and the interval
-   sampler in the "on" iterations only. The median block ratio is the collector's own cost with
-   the drift of a shared machine cancelled; it does not include the layer hooks (see 1).
+2. Paired, in one process (hwprof.paired), by iteration in ABBA blocks (off, on, on, off), so
+   the drift of a shared machine is cancelled; the median block ratio is printed:
+     counters      layer hooks throughout; perf_events (reads at every marker, the interval
+                   sampler) in the "on" iterations only: the collector's own cost
+     whole pass    layer hooks and perf_events together in the "on" iterations, none in the
+                   "off" ones: the counters pass over the clean timing pass
 
 3. Read cost. One child process per thread count opens groups of 1, 2, 4 and 8 software events
    (inherit=1) before importing torch, starts torch's pool with T threads, then times reads of
@@ -254,13 +256,16 @@ def main() -> int:
         config = RunConfig(
             model=args.model, imgsz=args.imgsz, threads=args.threads, warmup=args.warmup, events=args.events
         )
-        p = abba_forward(config, lambda c: [by_name()["perf_events"](c)], args.pairs)
-        blocks = ", ".join(f"{r:.3f}" for r in p["ratio_blocks"])
-        print(
-            f"\npaired in one process ({args.pairs} on/off pairs, perf_events {p['statuses']['perf_events']}): "
-            f"forward p50 with counters {p['forward_p50_on_ms']:.2f} ms, without {p['forward_p50_off_ms']:.2f} ms, "
-            f"ratio {p['ratio_p50']:.4f}; median ABBA-block ratio {p['ratio_median_block']:.4f} ({blocks})"
-        )
+        print(f"\npaired in one process ({args.pairs} on/off pairs per mode)")
+        for label, toggle_hooks in (("counters", False), ("whole pass", True)):
+            p = abba_forward(config, lambda c: [by_name()["perf_events"](c)], args.pairs, toggle_hooks)
+            blocks = ", ".join(f"{r:.3f}" for r in p["ratio_blocks"])
+            print(
+                f"  {label:10s} (perf_events {p['statuses']['perf_events']}, hooks {p['hooks']}): forward p50 on "
+                f"{p['forward_p50_on_ms']:.2f} ms, off {p['forward_p50_off_ms']:.2f} ms, ratio {p['ratio_p50']:.4f}; "
+                f"median ABBA-block ratio {p['ratio_median_block']:.4f} ({blocks})",
+                flush=True,
+            )
     if not args.skip_read_cost:
         print(f"\ncost of one read(2) of an inherited group, us (median over batches of 50, {args.reads} reads)")
         rows = read_cost(args.read_threads, args.reads)
