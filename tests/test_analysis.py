@@ -650,7 +650,9 @@ def test_counter_checks_in_words() -> None:
     checks.update(layers_plus_gap_vs_forward=closure, task_clock_vs_process_cpu=dict(cpu))
     lines = counter_checks(run)
     assert lines[0] == "perf_events: layers + gap = forward for 2 events (worst ratio 0.9890)"
-    assert lines[1] == "perf_events: forward task-clock 1.050x the process CPU time"  # no steal figure: no verdict
+    assert (
+        lines[1] == "perf_events: forward task-clock 1.050x the counted threads' CPU time"
+    )  # no steal figure: no verdict
     checks["task_clock_vs_process_cpu"].update(host_steal_irq_ns=0.6e9, consistent=True)
     assert counter_checks(run)[1].endswith("host steal+IRQ 6.0% of it (consistent)")
     checks["task_clock_vs_process_cpu"].update(host_steal_irq_ns=0.0, consistent=False)

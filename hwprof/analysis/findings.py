@@ -245,7 +245,7 @@ def efficiency(report: LayerReport) -> list[Finding]:
             f"forward runs at {gflops:.1f} GFLOP/s, {100 * gflops / roof.peak_gflops:.0f}% of this host's "
             "measured peak",
             f"{flops / 1e9:.2f} GFLOPs in {report.forward_ms:.2f} ms (p50, clean pass); peak "
-            f"{roof.peak_gflops:.1f} GFLOP/s by a {roof.threads}-thread matmul",
+            f"{roof.peak_gflops:.1f} GFLOP/s by a {roof.threads}-thread {roof.compute_label}",
             "roofline",
             0.25,
         )

@@ -124,7 +124,7 @@ def counter_checks(run: dict[str, Any]) -> list[str]:
         lines.append(f"{name}: layers + gap = forward for {len(ratios)} events (worst ratio {worst:.4f})")
     cpu = checks.get("task_clock_vs_process_cpu")
     if cpu:
-        text = f"{name}: forward task-clock {cpu['ratio']:.3f}x the process CPU time"
+        text = f"{name}: forward task-clock {cpu['ratio']:.3f}x the counted threads' CPU time"
         lost = cpu.get("host_steal_irq_ns")
         if lost is not None and cpu.get("process_cpu_ns"):
             verdict = "consistent" if cpu.get("consistent") else "OUTSIDE the band: check the counters"

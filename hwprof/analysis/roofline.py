@@ -18,6 +18,8 @@ from typing import Any
 
 MEMORY = "memory"
 COMPUTE = "compute"
+PROBE_LABELS = {"matmul": "large matmul", "conv3x3": "3x3 conv probe"}
+"""hwprof.machine's compute probes, as the report names the one that set the peak."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,12 @@ class Roof:
     gbps_method: str = ""
     busy_host: bool = False
     load_avg_1m: float | None = None
+    compute_probe: str = "matmul"
+    """Which of hwprof.machine's probes reached the peak (runs before the conv probe: matmul)."""
+
+    @property
+    def compute_label(self) -> str:
+        return PROBE_LABELS.get(self.compute_probe, self.compute_probe)
 
     @property
     def ridge(self) -> float:
@@ -50,6 +58,7 @@ class Roof:
             "gbps_method": self.gbps_method,
             "busy_host": self.busy_host,
             "load_avg_1m": self.load_avg_1m,
+            "compute_probe": self.compute_probe,
         }
 
 
@@ -92,8 +101,15 @@ def roof_from_run(run: dict[str, Any]) -> RoofStatus:
             if "busy_host" in peaks
             else bool(load is not None and cpus and load > cpus + 0.5),
             load_avg_1m=load,
+            compute_probe=_winning_probe(peaks.get("gflops_probes")),
         )
     )
+
+
+def _winning_probe(probes: Any) -> str:
+    if isinstance(probes, dict) and probes:
+        return str(max(probes, key=lambda name: float(probes[name])))
+    return "matmul"
 
 
 def intensity(flops: float | None, nbytes: float | None) -> float | None:

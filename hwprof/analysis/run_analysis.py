@@ -34,6 +34,7 @@ class RooflineSummary:
     measured_bytes: float | None = None
     measured_intensity: float | None = None
     bound_measured: str | None = None
+    compute_probe: str = "matmul"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,6 +77,7 @@ def roofline_summary(report: LayerReport) -> RooflineSummary | None:
         100 * gflops / roof.peak_gflops if gflops is not None else None,
         roof.bound(ai) if ai is not None else None,
         by_bound,
+        compute_probe=roof.compute_probe,
     )
     measured = [r.measured_bytes for r in top if r.measured_bytes is not None]
     if measured and flops is not None:

@@ -18,6 +18,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from hwprof.analysis.roofline import PROBE_LABELS
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render
 
@@ -488,7 +489,10 @@ def roofline_spec(a: Analysis) -> TableSpec:
         return TableSpec("roofline", [], [], [f"roofline: {a.layers.missing['roofline'].text()}"])
     cols = [Col("", "left"), Col("value", "left")]
     rows = [
-        ["peak compute", f"{s.peak_gflops:.1f} GFLOP/s (measured: large matmul)"],
+        [
+            "peak compute",
+            f"{s.peak_gflops:.1f} GFLOP/s (measured: {PROBE_LABELS.get(s.compute_probe, s.compute_probe)})",
+        ],
         ["peak bandwidth", f"{s.peak_gbps:.2f} GB/s (measured: STREAM-like triad)"],
         ["ridge point", f"{s.ridge:.1f} FLOP/B"],
         ["forward FLOPs", f"{sig(s.flops / 1e9 if s.flops is not None else None)} GFLOPs"],
