@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hwprof.machine import cache_dir
 from hwprof.workload.zoo import MODEL_NAMES, build_model, meta_flops
 
 StepFn = Callable[[int, int, str], None]
 
 
 def cache_path(imgsz: int) -> Path:
-    root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hwprof"
+    root = cache_dir()
     versions = "-".join(importlib.metadata.version(p) for p in ("torch", "ultralytics", "hwprof"))
     return root / f"models-{versions}-{imgsz}.json"
 
