@@ -217,11 +217,12 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from hwprof.render.compare import sweep
+    from hwprof.sweep import SweepPlan
     from hwprof.workload.zoo import family_of
 
     for model in args.models:
         family_of(model)
-    result = sweep(
+    plan = SweepPlan(
         args.models,
         args.threads or [default_threads()],
         args.batch,
@@ -230,9 +231,9 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         iters=args.iters,
         warmup=args.warmup,
         extra_args=args.collect_args,
-        console=console,
         timeout_s=args.timeout,
     )
+    result = sweep(plan, console)
     return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
 
 
@@ -327,7 +328,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--warmup", type=int, default=1)
     sweep.add_argument("--timeout", type=float, default=None, help="seconds per point")
     sweep.add_argument("--out", type=Path, default=Path("results") / "sweep", help="where the points' runs go")
-    sweep.add_argument("collect_args", nargs="*", help="after --: more `collect` options for every point")
+    sweep.add_argument(
+        "collect_args",
+        nargs="*",
+        help="after --: more `collect` options for every point (default collectors: --only timing,flops,rapl)",
+    )
     doctor = sub.add_parser("doctor", help="what this host can measure, and the fix for what it cannot")
     doctor.add_argument("--counters", choices=("perf", "papi"), default="perf")
     doctor.add_argument("--peaks", action="store_true", help="measure (or show the cached) peak GFLOP/s and GB/s")

@@ -6,6 +6,10 @@ point whose run directory already holds a complete run is reused (resume a long 
 running the same command again). The table is the seed reports' model comparison, automated:
 latency, FPS, params, size, GFLOPs, % of peak, arithmetic intensity, bound, energy per image.
 It is written to `<out_root>/sweep.json` and `sweep.csv`.
+
+Unless the extra collect arguments choose collectors themselves (--only / --skip), each point runs
+only `--only timing,flops,rapl`: the table needs latency, FLOPs and energy, not the profilers,
+and the layers, trace and Scalene passes would multiply the sweep's time by about four.
 """
 
 from __future__ import annotations
@@ -26,6 +30,38 @@ from hwprof.analysis.availability import collector_missing
 SWEEP_JSON = "sweep.json"
 SWEEP_CSV = "sweep.csv"
 FP32_BYTES = 4
+DEFAULT_COLLECTORS = "timing,flops,rapl"
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The points (models x threads x batches) and what every point's collect shares."""
+
+    models: Sequence[str]
+    threads: Sequence[int]
+    batches: Sequence[int]
+    out_root: Path
+    imgsz: int = 640
+    iters: int = 5
+    warmup: int = 1
+    extra_args: Sequence[str] = ()
+    """More `collect` options for every point."""
+    timeout_s: float | None = None
+    """Per point."""
+    reuse: bool = True
+
+    def validate(self) -> None:
+        if not self.models or not self.threads or not self.batches:
+            raise ValueError("sweep needs at least one model, one thread count and one batch size")
+        if any(t < 1 for t in self.threads) or any(b < 1 for b in self.batches):
+            raise ValueError("thread counts and batch sizes must be at least 1")
+
+    def collect_args(self) -> list[str]:
+        """The options every point's collect shares, with the default collectors unless chosen."""
+        chooses = any(a in ("--only", "--skip") or a.startswith(("--only=", "--skip=")) for a in self.extra_args)
+        collectors = [] if chooses else ["--only", DEFAULT_COLLECTORS]
+        shared = ["--imgsz", str(self.imgsz), "--iters", str(self.iters), "--warmup", str(self.warmup)]
+        return [*shared, *collectors, *self.extra_args]
 
 
 @dataclass
@@ -87,38 +123,12 @@ def point_name(model: str, threads: int, batch: int) -> str:
     return f"{model}-t{threads}-b{batch}"
 
 
-def collect_command(
-    model: str,
-    threads: int,
-    batch: int,
-    out: Path,
-    imgsz: int,
-    iters: int,
-    warmup: int,
-    extra_args: Sequence[str],
-) -> list[str]:
+def collect_command(model: str, threads: int, batch: int, out: Path, shared: Sequence[str]) -> list[str]:
     return [
-        sys.executable,
-        "-P",
-        "-m",
-        "hwprof",
-        "collect",
-        "--model",
-        model,
-        "--threads",
-        str(threads),
-        "--batch",
-        str(batch),
-        "--imgsz",
-        str(imgsz),
-        "--iters",
-        str(iters),
-        "--warmup",
-        str(warmup),
-        "--out",
-        str(out),
-        "--no-report",
-        *extra_args,
+        *(sys.executable, "-P", "-m", "hwprof", "collect"),
+        *("--model", model, "--threads", str(threads), "--batch", str(batch)),
+        *("--out", str(out), "--no-report"),
+        *shared,
     ]
 
 
@@ -188,27 +198,14 @@ def row_from_run(
     return row
 
 
-def run_sweep(
-    models: Sequence[str],
-    threads: Sequence[int],
-    batches: Sequence[int],
-    out_root: Path | str,
-    imgsz: int = 640,
-    iters: int = 5,
-    warmup: int = 1,
-    extra_args: Sequence[str] = (),
-    progress: ProgressFn | None = None,
-    timeout_s: float | None = None,
-    reuse: bool = True,
-) -> SweepResult:
-    """Collect every (model, threads, batch) point under out_root, then build the table."""
+def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResult:
+    """Collect every (model, threads, batch) point under plan.out_root, then build the table."""
     from hwprof.machine import measure_peaks
 
-    if not models or not threads or not batches:
-        raise ValueError("sweep needs at least one model, one thread count and one batch size")
-    if any(t < 1 for t in threads) or any(b < 1 for b in batches):
-        raise ValueError("thread counts and batch sizes must be at least 1")
-    out = Path(out_root)
+    plan.validate()
+    timeout_s = plan.timeout_s
+    shared = plan.collect_args()
+    out = Path(plan.out_root)
     out.mkdir(parents=True, exist_ok=True)
     say = progress or (lambda _line: None)
     measured: dict[int, dict[str, Any]] = {}
@@ -219,17 +216,17 @@ def run_sweep(
         return measured[n]
 
     rows: list[SweepRow] = []
-    points = list(itertools.product(models, threads, batches))
+    points = list(itertools.product(plan.models, plan.threads, plan.batches))
     for i, (model, n_threads, batch) in enumerate(points, 1):
         name = point_name(model, n_threads, batch)
         run_dir = out / name
-        if reuse and _complete(run_dir):
+        if plan.reuse and _complete(run_dir):
             say(f"[{i}/{len(points)}] {name}: reusing the complete run in {run_dir}")
             rows.append(row_from_run(run_dir, model, n_threads, batch, "reused", peaks))
             continue
         if run_dir.exists() and any(run_dir.iterdir()):
             raise ValueError(f"{run_dir} holds an incomplete run: remove it to collect this point again")
-        command = collect_command(model, n_threads, batch, run_dir, imgsz, iters, warmup, extra_args)
+        command = collect_command(model, n_threads, batch, run_dir, shared)
         say(f"[{i}/{len(points)}] {name}: {' '.join(command[3:])}")
         started = time.monotonic()
         with open(out / f"{name}.log", "w") as log:
@@ -265,7 +262,6 @@ def run_sweep(
         row.wall_s = wall
         say(f"[{i}/{len(points)}] {name}: {row.status} in {wall:.0f} s")
         rows.append(row)
-    shared = ["--imgsz", str(imgsz), "--iters", str(iters), "--warmup", str(warmup), *extra_args]
     result = SweepResult(rows, out, shared)
     if measured:
         result.notes.append(

@@ -2,11 +2,10 @@
 
     python scripts/sweep_yolov5.py --imgsz 640 --iters 5 --warmup 1 --out results/sweep-yolov5
 
-Equivalent to `hwprof sweep --models yolov5nu,yolov5su,yolov5mu,yolov5lu,yolov5xu ...` once the CLI
-wires hwprof.sweep.run_sweep. By default only the clean timing pass and the FLOP count run
-(`--only timing,flops,rapl`): the table needs latency, FLOPs and energy, not the profilers, and
-the trace and Scalene passes would multiply the sweep's time. Points already complete in --out
-are reused, so an interrupted sweep resumes where it stopped.
+Equivalent to `hwprof sweep --models yolov5nu,yolov5su,yolov5mu,yolov5lu,yolov5xu ...`, plus the
+Markdown table and the sweep's wall time. Like the CLI, each point runs `--only timing,flops,rapl`
+unless --only says otherwise (see hwprof.sweep). Points already complete in --out are reused, so
+an interrupted sweep resumes where it stopped.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from rich.console import Console
 
 from hwprof.config import default_threads
 from hwprof.render.compare import render_sweep, sweep_markdown
-from hwprof.sweep import run_sweep
+from hwprof.sweep import DEFAULT_COLLECTORS, SweepPlan, run_sweep
 
 MODELS = ("yolov5nu", "yolov5su", "yolov5mu", "yolov5lu", "yolov5xu")
 
@@ -33,15 +32,13 @@ def main() -> int:
     p.add_argument("--imgsz", type=int, default=640)
     p.add_argument("--iters", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--only", default="timing,flops,rapl", help="collectors per point ('' for all)")
+    p.add_argument("--only", default=DEFAULT_COLLECTORS, help="collectors per point")
     p.add_argument("--timeout", type=float, default=None, help="seconds per point")
     p.add_argument("--out", type=Path, default=Path("results/sweep-yolov5"))
     p.add_argument("--markdown", action="store_true", help="also print the table as Markdown")
     args = p.parse_args()
     console = Console()
-    extra = ["--only", args.only] if args.only else []
-    started = time.monotonic()
-    result = run_sweep(
+    plan = SweepPlan(
         [m for m in args.models.split(",") if m],
         [int(t) for t in args.threads.split(",")],
         [int(b) for b in args.batch.split(",")],
@@ -49,10 +46,11 @@ def main() -> int:
         imgsz=args.imgsz,
         iters=args.iters,
         warmup=args.warmup,
-        extra_args=extra,
-        progress=lambda line: console.print(line, highlight=False),
+        extra_args=["--only", args.only],
         timeout_s=args.timeout,
     )
+    started = time.monotonic()
+    result = run_sweep(plan, progress=lambda line: console.print(line, highlight=False))
     render_sweep(result, console)
     if args.markdown:
         print(sweep_markdown(result))

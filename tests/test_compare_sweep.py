@@ -17,7 +17,7 @@ from hwprof import sweep as sweep_mod
 from hwprof.analysis.compare import compare_runs
 from hwprof.machine import Peaks
 from hwprof.render.compare import comparison_markdown, render_comparison, render_sweep, sweep_markdown
-from hwprof.sweep import collect_command, load_sweep, row_from_run, run_sweep
+from hwprof.sweep import SweepPlan, collect_command, load_sweep, row_from_run, run_sweep
 
 FAST = {"model.0": 80.0, "model.1": 60.0, "model.2": 20.0, "model.3": 20.0}
 
@@ -82,7 +82,11 @@ def test_comparison_fits(tmp_path: Path, width: int) -> None:
 
 
 def test_collect_command() -> None:
-    cmd = collect_command("yolov5nu", 2, 4, Path("/o/p"), 640, 5, 1, ["--only", "timing,flops"])
+    plan = SweepPlan(["yolov5nu"], [2], [4], Path("/o"), 640, 5, 1, ["--only", "timing,flops"])
+    assert plan.collect_args().count("--only") == 1  # chosen collectors replace the default ones
+    assert "timing,flops,rapl" in SweepPlan(["m"], [1], [1], Path("/o"), extra_args=["--events", "x"]).collect_args()
+    assert "timing,flops,rapl" not in SweepPlan(["m"], [1], [1], Path("/o"), extra_args=["--skip=pyspy"]).collect_args()
+    cmd = collect_command("yolov5nu", 2, 4, Path("/o/p"), plan.collect_args())
     assert cmd[:5] == [sys.executable, "-P", "-m", "hwprof", "collect"]
     text = " ".join(cmd)
     for part in (
@@ -152,7 +156,7 @@ def test_run_sweep_with_a_stand_in_collect(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr("hwprof.machine.measure_peaks", _fake_peaks)
     lines: list[str] = []
     out = tmp_path / "sweep"
-    result = run_sweep(["toyolo", "broken"], [1, 2], [1], out, progress=lines.append)
+    result = run_sweep(SweepPlan(["toyolo", "broken"], [1, 2], [1], out), progress=lines.append)
     assert [(r.model, r.threads, r.status) for r in result.rows] == [
         ("toyolo", 1, "complete"),
         ("toyolo", 2, "complete"),
@@ -170,7 +174,7 @@ def test_run_sweep_with_a_stand_in_collect(tmp_path: Path, monkeypatch: pytest.M
     for name in ("broken-t1-b1", "broken-t2-b1"):
         shutil.rmtree(out / name, ignore_errors=True)
     calls.clear()
-    again = run_sweep(["toyolo"], [1, 2], [1], out)
+    again = run_sweep(SweepPlan(["toyolo"], [1, 2], [1], out))
     assert calls == [] and [r.status for r in again.rows] == ["reused", "reused"]
 
     buf = io.StringIO()
@@ -183,20 +187,20 @@ def test_run_sweep_with_a_stand_in_collect(tmp_path: Path, monkeypatch: pytest.M
 
 def test_sweep_refuses_bad_input(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least one model"):
-        run_sweep([], [1], [1], tmp_path)
+        run_sweep(SweepPlan([], [1], [1], tmp_path))
     with pytest.raises(ValueError, match="at least 1"):
-        run_sweep(["yolov8n"], [0], [1], tmp_path)
+        run_sweep(SweepPlan(["yolov8n"], [0], [1], tmp_path))
     (tmp_path / "yolov8n-t1-b1").mkdir()
     (tmp_path / "yolov8n-t1-b1" / "partial").write_text("")
     with pytest.raises(ValueError, match="holds an incomplete run"):
-        run_sweep(["yolov8n"], [1], [1], tmp_path)
+        run_sweep(SweepPlan(["yolov8n"], [1], [1], tmp_path))
 
 
 @pytest.mark.slow
 def test_real_sweep_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """One real `hwprof collect` child (tiny image, one iteration, timing and FLOPs only)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # peaks measured for the table go here
-    result = run_sweep(
+    plan = SweepPlan(
         ["yolov8n"],
         [1],
         [1],
@@ -207,6 +211,7 @@ def test_real_sweep_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         extra_args=["--only", "timing,flops"],
         timeout_s=300,
     )
+    result = run_sweep(plan)
     row = result.rows[0]
     assert row.status == "complete", row.error
     assert row.forward_ms and row.forward_ms > 0

@@ -13,7 +13,7 @@ from rich.text import Text
 from hwprof.analysis.compare import Comparison, Row, compare_runs
 from hwprof.render.report import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render
-from hwprof.sweep import SweepResult, run_sweep
+from hwprof.sweep import SweepPlan, SweepResult, run_sweep
 
 TOP_LAYERS = 15
 
@@ -220,31 +220,9 @@ def compare(
     return c
 
 
-def sweep(
-    models: Sequence[str],
-    threads: Sequence[int],
-    batches: Sequence[int],
-    out_root: Path | str,
-    imgsz: int = 640,
-    iters: int = 5,
-    warmup: int = 1,
-    extra_args: Sequence[str] = (),
-    console: Console | None = None,
-    timeout_s: float | None = None,
-) -> SweepResult:
+def sweep(plan: SweepPlan, console: Console | None = None) -> SweepResult:
     """`hwprof sweep --models ... [--threads ...] [--batch ...]`: collect every point, print the table."""
     console = console or Console()
-    result = run_sweep(
-        models,
-        threads,
-        batches,
-        out_root,
-        imgsz=imgsz,
-        iters=iters,
-        warmup=warmup,
-        extra_args=extra_args,
-        progress=lambda line: console.print(line, highlight=False, markup=False),
-        timeout_s=timeout_s,
-    )
+    result = run_sweep(plan, progress=lambda line: console.print(line, highlight=False, markup=False))
     render_sweep(result, console)
     return result
