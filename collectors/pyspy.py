@@ -36,7 +36,7 @@ known blocking call: futex, poll, sleep, condition wait, threading.wait; a heuri
 and libc are stripped here and their internal wait loops show as bare addresses). Native frames
 carry the library (libtorch_cpu, libgomp, libc ...); oneDNN is linked statically into
 libtorch_cpu, so `dnnl::` symbols are reported as library "libdnnl (in libtorch_cpu)" and code
-with no file mapping (oneDNN's JIT kernels) as "[jit]".
+with no file mapping (oneDNN's JIT kernels) as "JIT code".
 
 Speedscope files (`extra["pyspy_format"] = "speedscope"`) carry no timestamps: they give the
 pass's hottest functions and shares, with no stage, layer or clock (summary says so).
@@ -310,13 +310,13 @@ class Frame:
 
     @property
     def library(self) -> str:
-        """For a native frame: libtorch_cpu, libgomp, libc, libdnnl (in libtorch_cpu), [jit]."""
+        """For a native frame: libtorch_cpu, libgomp, libc, libdnnl (in libtorch_cpu), JIT code."""
         if self.is_python:
             return "python"
         if self.name.startswith("dnnl::") or "dnnl::impl" in self.name:
             return "libdnnl (in libtorch_cpu)"
         if not self.file or self.file == "?":
-            return "[jit]"
+            return "JIT code"
         base = os.path.basename(self.file)
         return base.split(".so")[0] if ".so" in base else base
 

@@ -113,7 +113,8 @@ def test_speedscope_gives_hot_functions_without_time() -> None:
 def test_frames_classified() -> None:
     assert ps.Frame("dnnl::impl::cpu::x64::jit_foo", "/x/libtorch_cpu.so", 0).library == "libdnnl (in libtorch_cpu)"
     assert ps.Frame("0x7f00", "/x/libgomp.so.1", 0).label() == "(no symbol) [libgomp]"
-    assert ps.Frame("0x7f00", "?", 0).library == "[jit]"
+    assert ps.Frame("0x7f00", "?", 0).library == "JIT code"
+    assert ps.Frame("0x7f00", "?", 0).label() == "(no symbol) [JIT code]"
     assert ps.leaf_state((ps.Frame("run", "/x/a.py", 3), ps.Frame("0x1", "/t/libgomp.so.1", 0))) == "waiting"
     assert ps.leaf_state((ps.Frame("run", "/x/a.py", 3), ps.Frame("at::mm", "/t/libtorch_cpu.so", 0))) == "native"
     assert ps.leaf_state((ps.Frame("wait", "/usr/lib/python3.11/threading.py", 320),)) == "waiting"
@@ -211,7 +212,7 @@ def test_real_attached_run(tmp_path: Path) -> None:
         "libtorch_python",
         "libc10",
         "libstdc++",
-        "[jit]",
+        "JIT code",
         "libdnnl (in libtorch_cpu)",
         "libgcc_s",
         "libpython3.11",

@@ -62,7 +62,7 @@ def _rich_table(spec: TableSpec) -> Table:
         else:
             table.add_column(col.header, justify=col.justify, no_wrap=True)
     for row in spec.rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # plain text: "[jit]" or "[libgomp]" is not markup
     return table
 
 
