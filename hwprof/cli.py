@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -359,6 +361,10 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     console = Console()
+    # Python keeps SIGINT ignored when it starts ignored (a job started with `&` by a non-interactive
+    # shell, some CI runners): then `kill -INT` would be lost and a run could not be stopped cleanly.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return COMMANDS[args.command](args, console)
     except KeyboardInterrupt:

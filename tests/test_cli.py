@@ -148,6 +148,8 @@ def test_a_hanging_pass_times_out_and_keeps_partial_results(run_hwprof, tmp_path
 
 @pytest.mark.slow
 def test_ctrl_c_keeps_what_was_collected(tmp_path) -> None:
+    """SIGINT mid-pass: exit 130, the run kept. The child starts with SIGINT ignored, as under a
+    non-interactive shell's `&`, where Python would keep ignoring it unless hwprof takes it back."""
     res = tmp_path / "res"
     proc = subprocess.Popen(
         [
@@ -173,6 +175,7 @@ def test_ctrl_c_keeps_what_was_collected(tmp_path) -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:

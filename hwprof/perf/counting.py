@@ -47,7 +47,7 @@ class Reading:
     t_ns: int
     counts: Mapping[str, Count]
     cpu_ns: int | None = None
-    """Process CPU time (all threads) at the same moment, where it was read."""
+    """CPU time of the counted threads (hwprof.perf.threadcpu) at the same moment, where it was read."""
     uncharged_ns: int | None = None
     """Host steal + IRQ time (hwprof.perf.steal) at the same moment, where it was read."""
 

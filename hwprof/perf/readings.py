@@ -7,7 +7,7 @@ Then one line per reading:
    "groups": {"<g>": [time_enabled, time_running, [value, ...]]}}
 - {"kind": "sample", "t_ns": int, "groups": {...}}   (interval sampler)
 Values are raw (unscaled); enabled/running are the kernel's totals summed over inherited threads.
-cpu_ns (stage and iteration markers only): process CPU time, less the perf_events sampler thread's;
+cpu_ns (stage and iteration markers only): CPU time of the threads the events count (perf.threadcpu);
 uncharged_ns (same markers, where /proc/stat has it): host steal + IRQ time (hwprof.perf.steal).
 """
 
