@@ -138,9 +138,12 @@ def test_others_share_sees_a_busy_sibling_process() -> None:
 
 @pytest.mark.slow
 def test_real_size_measurement_within_budget(tmp_path: Path) -> None:
-    """The sizes the session uses: the measurement must stay within its time budget (~10 s)."""
+    """The sizes the session uses. Each probe stops repeating once it has spent BUDGET_S (after 3
+    repeats): about 3 x 2.5 s in all here. Only a gross bound on wall time (a loaded CI host is slow);
+    the figure itself is printed by `hwprof doctor --peaks --force`."""
     peaks = measure_peaks(1, directory=tmp_path)
-    assert peaks.measure_s < 2 * machine.BUDGET_S + 5
+    assert peaks.measure_s < 60
+    assert 3 <= len(peaks.gbps_samples) <= machine.TRIAD_REPEATS
     assert f"{machine.MATMUL_N}x{machine.MATMUL_N}" in peaks.gflops_method and "3x3 conv" in peaks.gflops_method
     assert peaks.gflops == pytest.approx(max(peaks.gflops_probes.values()), abs=1e-3)
     assert peaks.interference is not None
