@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from hwprof.perf.events import DEFAULT_HARDWARE, EventResolver, Pmu, UnknownEven
 from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns
 from hwprof.perf.syscall import try_open
 from hwprof.perf.tables import analyse
+from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.records import MetricTables, read_records
 from hwprof.registry import by_name
 from hwprof.workload.markers import Marker, MarkerBus
@@ -50,15 +50,16 @@ def _touch_pages(mib: int) -> bytearray:
 
 
 class CpuAtMarkers:
-    """Process CPU time and host steal + IRQ time at every layer marker, subscribed beside the collector."""
+    """CPU time of the counted threads and host steal + IRQ time at every layer marker, beside the collector."""
 
-    def __init__(self) -> None:
+    def __init__(self, counted: CountedThreadsCpu) -> None:
+        self.counted = counted
         self.at: dict[tuple[str, str, int], int] = {}
         self.lost: dict[tuple[str, str, int], int] = {}
 
     def __call__(self, m: Marker) -> None:
         if not m.warmup:
-            self.at[(m.name, m.phase, m.iteration)] = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID)
+            self.at[(m.name, m.phase, m.iteration)] = self.counted.ns()
             self.lost[(m.name, m.phase, m.iteration)] = uncharged_ns() or 0
 
     def band(self, layer: str, iterations: int) -> CpuTimeBand:
@@ -75,7 +76,8 @@ def _run_in_process(tmp_path: Path, iters: int = 3) -> tuple[Any, PassContext, C
     ctx.out_dir.mkdir(parents=True)
     collector = PerfEvents(config)
     collector.open(ctx)
-    cpu = CpuAtMarkers()
+    assert collector.counted_cpu is not None
+    cpu = CpuAtMarkers(collector.counted_cpu)
     bus.subscribe(cpu)
     bus.subscribe(collector.on_marker)
     keep = []
