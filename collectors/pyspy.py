@@ -508,8 +508,8 @@ class PySpyClock:
         if self.fallback:
             return {
                 "method": "estimate: py-spy's ts 0 taken as the monotonic time just before py-spy was started, "
-                "because " + self.fallback + "; py-spy starts sampling later by its attach time (about 50 ms "
-                "seen here), so samples read early by that much",
+                "because " + self.fallback + "; py-spy's ts 0 fell between 3 ms before and 47 ms after that "
+                "launch time in runs here, so the samples' times are off by as much",
                 "mode": "launch-time",
                 "offset_ns": self.points[0][1],
                 "transitions": 0,
