@@ -116,25 +116,25 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
     assert again.returncode == 2 and "refusing to overwrite" in again.stdout
 
 
+LONG_TIMING_RUN = (
+    "collect",
+    "--model",
+    "yolov8n",
+    "--imgsz",
+    "640",
+    "--iters",
+    "500",
+    "--warmup",
+    "0",
+    "--only",
+    "timing",
+)
+"""A timing pass far longer than any test waits for: the tests stop it (time-out, Ctrl-C)."""
+
+
 @pytest.mark.slow
 def test_a_hanging_pass_times_out_and_keeps_partial_results(run_hwprof, tmp_path) -> None:
-    proc = run_hwprof(
-        "collect",
-        "--model",
-        "yolov8n",
-        "--imgsz",
-        "640",
-        "--iters",
-        "500",
-        "--warmup",
-        "0",
-        "--only",
-        "timing",
-        "--timeout",
-        "12",
-        "--results",
-        str(tmp_path / "res"),
-    )
+    proc = run_hwprof(*LONG_TIMING_RUN, "--timeout", "12", "--results", str(tmp_path / "res"))
     run_dir = only_run_dir(tmp_path / "res")
     run = json.loads((run_dir / "run.json").read_text())
     assert run["status"] == "partial"
@@ -152,25 +152,7 @@ def test_ctrl_c_keeps_what_was_collected(tmp_path) -> None:
     non-interactive shell's `&`, where Python would keep ignoring it unless hwprof takes it back."""
     res = tmp_path / "res"
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-P",
-            "-m",
-            "hwprof",
-            "collect",
-            "--model",
-            "yolov8n",
-            "--imgsz",
-            "640",
-            "--iters",
-            "500",
-            "--warmup",
-            "0",
-            "--only",
-            "timing",
-            "--results",
-            str(res),
-        ],
+        [sys.executable, "-P", "-m", "hwprof", *LONG_TIMING_RUN, "--results", str(res)],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
