@@ -24,6 +24,7 @@ from typing import Any
 
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.config import PASS_ORDER, RunConfig
+from hwprof.perf.steal import steal_ns
 from hwprof.registry import all_collectors
 from hwprof.rundata import SCHEMA_VERSION, write_run_json
 from hwprof.workload.images import ImageSet
@@ -117,6 +118,8 @@ class PassOutcome:
     pid: int
     error: str = ""
     results: dict[str, CollectorResult] = field(default_factory=dict)
+    host_steal_share: float | None = None
+    """Hypervisor steal over the pass as a share of all CPUs' time: how much a noisy neighbour took."""
 
 
 class Session:
@@ -166,6 +169,7 @@ class Session:
             command = collector.wrap_command(command, ctx)
         (ctx.out_dir / "command.json").write_text(json.dumps(command))
         started = time.monotonic()
+        steal_at_start = steal_ns()
         with open(ctx.out_dir / "worker.log", "w") as log:
             proc = subprocess.Popen(
                 command,
@@ -191,9 +195,9 @@ class Session:
             except KeyboardInterrupt:
                 _stop(proc)
                 outcome_status, error = "interrupted", "Ctrl-C"
-                self._finish_pass(plan, ctx, proc, attached, started, outcome_status, error)
+                self._finish_pass(plan, ctx, proc, attached, (started, steal_at_start), outcome_status, error)
                 raise
-        return self._finish_pass(plan, ctx, proc, attached, started, outcome_status, error)
+        return self._finish_pass(plan, ctx, proc, attached, (started, steal_at_start), outcome_status, error)
 
     def _follow(self, proc: subprocess.Popen[str], pass_name: str) -> tuple[str, str] | None:
         """Relay the worker's progress lines until it exits or runs past its time-out."""
@@ -234,10 +238,11 @@ class Session:
         ctx: PassContext,
         proc: subprocess.Popen[str],
         attached: dict[str, AttachedTool],
-        started: float,
+        started: tuple[float, int | None],
         status: str,
         error: str,
     ) -> PassOutcome:
+        """started: (monotonic s, host steal ns) when the worker was launched."""
         returncode = proc.poll()
         if returncode is None:
             _stop(proc)
@@ -266,7 +271,11 @@ class Session:
             elif status != "ok" and results[cls.name].status == "ok":
                 results[cls.name].status = "partial"
                 results[cls.name].reason = f"pass {status}: {error}"
-        outcome = PassOutcome(plan.name, status, returncode, time.monotonic() - started, proc.pid, error, results)
+        wall = time.monotonic() - started[0]
+        outcome = PassOutcome(plan.name, status, returncode, wall, proc.pid, error, results)
+        stolen = steal_ns()
+        if stolen is not None and started[1] is not None and wall > 0:
+            outcome.host_steal_share = (stolen - started[1]) / 1e9 / (wall * (os.cpu_count() or 1))
         self.outcomes.append(outcome)
         return outcome
 
@@ -329,6 +338,7 @@ class Session:
             "error": outcome.error,
             "collectors": sorted(outcome.results),
             "log": f"passes/{outcome.name}/worker.log",
+            "host_steal_share": outcome.host_steal_share,
         }
         for name, result in outcome.results.items():
             self.run["collectors"][name] = {**result.to_dict(), "pass": outcome.name}

@@ -658,3 +658,34 @@ def test_counter_checks_in_words() -> None:
     checks["task_clock_vs_process_cpu"].update(host_steal_irq_ns=0.0, consistent=False)
     assert "OUTSIDE the band" in counter_checks(run)[1]
     assert counter_checks({"collectors": {"timing": {"summary": {}}}}) == []
+
+
+def test_host_steal_per_pass_becomes_a_caveat(tmp_path: Path) -> None:
+    root = make_run(tmp_path / "st")
+    run = json.loads((root / "run.json").read_text())
+    assert set(run["passes"]) >= {"timing", "layers"}
+    run["passes"]["timing"]["host_steal_share"] = 0.02  # below the caveat
+    run["passes"]["layers"]["host_steal_share"] = 0.12
+    (root / "run.json").write_text(json.dumps(run))
+    a = analyse(RunData.load(root))
+    steal = {p.name: p.host_steal_share for p in a.overheads.passes}
+    assert steal["timing"] == 0.02 and steal["layers"] == 0.12
+    caveat = next(f for f in a.findings if "hypervisor stole" in f.title)
+    assert caveat.kind == "caveat" and caveat.title == "the hypervisor stole 12.0% of the CPUs during the layers pass"
+    run["passes"]["layers"]["host_steal_share"] = 0.03
+    (root / "run.json").write_text(json.dumps(run))
+    assert not [f for f in analyse(RunData.load(root)).findings if "hypervisor stole" in f.title]
+
+
+def test_steal_reader_on_a_recorded_proc_stat(tmp_path: Path) -> None:
+    import os
+
+    from hwprof.perf.steal import steal_ns, uncharged_ns
+
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  1170053 0 304717 398947 8163 10 1773 35870 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
+    tick = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
+    assert steal_ns(str(stat)) == 35870 * tick
+    assert uncharged_ns(str(stat)) == (10 + 1773 + 35870) * tick
+    stat.write_text("cpu  1 2 3 4\n")  # an old kernel without the steal column
+    assert steal_ns(str(stat)) is None and steal_ns(str(tmp_path / "missing")) is None

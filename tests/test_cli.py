@@ -96,6 +96,8 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
     assert set(run["stages"]) >= {"load", "preprocess", "forward", "postprocess"}
     assert run["stages"]["forward"]["n"] == 2
     assert run["collectors"]["timing"]["status"] == "ok" and run["collectors"]["flops"]["status"] == "ok"
+    for p in run["passes"].values():  # every Linux /proc/stat has the steal column
+        assert 0.0 <= p["host_steal_share"] < 1.0
     with open(run_dir / "layers.csv") as f:
         rows = list(csv.DictReader(f))
     assert rows[0].keys() >= {

@@ -40,6 +40,8 @@ NOISY_P90 = 1.2
 FEW_ITERATIONS = 10
 PASS_RATIO = 2.0
 SCALE_SLACK = 0.05
+STEAL_CAVEAT = 0.05
+"""A pass during which the hypervisor stole more than this share of the CPUs gets a caveat."""
 CAVEAT = "caveat"
 
 
@@ -405,7 +407,7 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
     if roof is not None and roof.busy_host:
         out.append(
             Finding(
-                f"peaks were measured on a busy host (load {roof.load_avg_1m:.1f}): they are likely too low",
+                f"peaks were measured on a busy host ({roof.busy_text()}): they are likely too low",
                 "% of peak is then too high; measure again on an idle host: hwprof doctor --peaks --force",
                 CAVEAT,
                 0.0,
@@ -417,6 +419,19 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
                 f"the clean timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's",
                 "a pass with hooks should not be faster than the clean one: the host's load changed between "
                 "passes; per-layer times are scaled up to the timing pass",
+                CAVEAT,
+                0.0,
+            )
+        )
+    stolen = [c for c in over.passes if c.host_steal_share is not None and c.host_steal_share > STEAL_CAVEAT]
+    if stolen:
+        worst = max(stolen, key=lambda c: c.host_steal_share or 0.0)
+        out.append(
+            Finding(
+                f"the hypervisor stole {worst.host_steal_share or 0.0:.1%} of the CPUs during the {worst.name} pass"
+                + (f" (and over {STEAL_CAVEAT:.0%} in {len(stolen) - 1} more)" if len(stolen) > 1 else ""),
+                "a noisy neighbour on this VM: that pass's timings are inflated and ratios between passes are "
+                "unreliable; collect again when steal is low, or on dedicated cores",
                 CAVEAT,
                 0.0,
             )

@@ -32,6 +32,8 @@ class PassCost:
     forward_p50_ms: float | None
     ratio: float | None
     """forward p50 of the pass / forward p50 of the timing pass."""
+    host_steal_share: float | None = None
+    """The hypervisor's steal over the pass, as a share of all CPUs' time (run.json passes.*)."""
 
 
 @dataclass
@@ -67,6 +69,7 @@ def pass_costs(run: dict[str, Any]) -> list[PassCost]:
             p.get("wall_s"),
             p.get("forward_p50_ms"),
             p.get("overhead_vs_timing"),
+            p.get("host_steal_share"),
         )
         for name, p in run.get("passes", {}).items()
     ]

@@ -33,6 +33,16 @@ class Roof:
     load_avg_1m: float | None = None
     compute_probe: str = "matmul"
     """Which of hwprof.machine's probes reached the peak (runs before the conv probe: matmul)."""
+    interference: float | None = None
+    """Others' share of the host's CPUs while the peaks were measured (hwprof.machine.HostCpuShare)."""
+
+    def busy_text(self) -> str:
+        parts = []
+        if self.interference is not None:
+            parts.append(f"others used {self.interference:.0%} of the CPUs")
+        if self.load_avg_1m is not None:
+            parts.append(f"load {self.load_avg_1m:.1f}")
+        return "; ".join(parts) or "no figures"
 
     @property
     def compute_label(self) -> str:
@@ -59,6 +69,7 @@ class Roof:
             "busy_host": self.busy_host,
             "load_avg_1m": self.load_avg_1m,
             "compute_probe": self.compute_probe,
+            "interference": self.interference,
         }
 
 
@@ -102,6 +113,7 @@ def roof_from_run(run: dict[str, Any]) -> RoofStatus:
             else bool(load is not None and cpus and load > cpus + 0.5),
             load_avg_1m=load,
             compute_probe=_winning_probe(peaks.get("gflops_probes")),
+            interference=peaks.get("interference"),
         )
     )
 

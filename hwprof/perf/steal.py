@@ -21,6 +21,7 @@ clock also runs through the context switch between them. Measured here (yolov7-t
 OMP_WAIT_POLICY=PASSIVE: ~600 switches per forward): task-clock 2.0-4.0 ms below the threads' CPU
 time per forward, 3.4-6.6 us per switch; with ACTIVE waiting (~12 switches) within 0.1 ms. The
 band allows 10 us per switch."""
+STEAL_COLUMN = 8
 UNCHARGED_COLUMNS = (6, 7, 8)  # cpu user nice system idle iowait [irq softirq steal] guest ...
 
 
@@ -28,16 +29,25 @@ def tick_ns() -> int:
     return 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
-def uncharged_ns(path: str = PROC_STAT) -> int | None:
-    """Steal + irq + softirq time of all CPUs since boot in ns; None where the kernel does not say."""
+def _all_cpus_ns(columns: tuple[int, ...], path: str) -> int | None:
     try:
         with open(path, encoding="ascii") as f:
             fields = f.readline().split()
     except OSError:
         return None
-    if len(fields) <= max(UNCHARGED_COLUMNS) or fields[0] != "cpu":
+    if len(fields) <= max(columns) or fields[0] != "cpu":
         return None
-    return sum(int(fields[k]) for k in UNCHARGED_COLUMNS) * tick_ns()
+    return sum(int(fields[k]) for k in columns) * tick_ns()
+
+
+def uncharged_ns(path: str = PROC_STAT) -> int | None:
+    """Steal + irq + softirq time of all CPUs since boot in ns; None where the kernel does not say."""
+    return _all_cpus_ns(UNCHARGED_COLUMNS, path)
+
+
+def steal_ns(path: str = PROC_STAT) -> int | None:
+    """Steal time of all CPUs since boot in ns: time the hypervisor ran something else on our vCPUs."""
+    return _all_cpus_ns((STEAL_COLUMN,), path)
 
 
 @dataclass(frozen=True)

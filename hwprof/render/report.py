@@ -531,6 +531,7 @@ def overhead_spec(a: Analysis) -> TableSpec:
         Col("wall s", priority=1),
         Col("fwd p50 ms"),
         Col("x timing"),
+        Col("steal", priority=1),
     ]
     rows = [
         [
@@ -540,12 +541,17 @@ def overhead_spec(a: Analysis) -> TableSpec:
             num(p.wall_s, 1),
             ms(p.forward_p50_ms),
             f"{p.ratio:.2f}x" if p.ratio is not None else MISSING,
+            pct(p.host_steal_share),
         ]
         for p in o.passes
     ]
     if not rows:
         cols = []
-    notes = ["x timing = the pass's forward p50 / the clean timing pass's: what its collectors cost"]
+    notes = [
+        "x timing = the pass's forward p50 / the clean timing pass's: what its collectors cost; steal = the "
+        "hypervisor's steal time during the pass, share of all CPUs (/proc/stat): timings of a pass with high "
+        "steal are inflated"
+    ]
     if o.outside_layers_ms is not None:
         cpu = f"; {o.outside_layers_cpu_ms:.2f} ms CPU (perf task-clock gap)" if o.outside_layers_cpu_ms else ""
         notes.append(
