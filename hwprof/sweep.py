@@ -116,7 +116,22 @@ class SweepResult:
         }
 
 
-ProgressFn = Callable[[str], None]
+@dataclass(frozen=True)
+class SweepEvent:
+    """One step of a sweep, for progress displays: a point starting (done=False) or finished."""
+
+    index: int
+    """1-based."""
+    total: int
+    point: str
+    done: bool
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.index}/{self.total}] {self.point}: {self.message}"
+
+
+ProgressFn = Callable[[SweepEvent], None]
 
 
 def point_name(model: str, threads: int, batch: int) -> str:
@@ -207,7 +222,7 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResul
     shared = plan.collect_args()
     out = Path(plan.out_root)
     out.mkdir(parents=True, exist_ok=True)
-    say = progress or (lambda _line: None)
+    say = progress or (lambda _event: None)
     measured: dict[int, dict[str, Any]] = {}
 
     def peaks(n: int) -> dict[str, Any]:
@@ -221,13 +236,13 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResul
         name = point_name(model, n_threads, batch)
         run_dir = out / name
         if plan.reuse and _complete(run_dir):
-            say(f"[{i}/{len(points)}] {name}: reusing the complete run in {run_dir}")
+            say(SweepEvent(i, len(points), name, True, f"reusing the complete run in {run_dir}"))
             rows.append(row_from_run(run_dir, model, n_threads, batch, "reused", peaks))
             continue
         if run_dir.exists() and any(run_dir.iterdir()):
             raise ValueError(f"{run_dir} holds an incomplete run: remove it to collect this point again")
         command = collect_command(model, n_threads, batch, run_dir, shared)
-        say(f"[{i}/{len(points)}] {name}: {' '.join(command[3:])}")
+        say(SweepEvent(i, len(points), name, False, " ".join(command[3:])))
         started = time.monotonic()
         with open(out / f"{name}.log", "w") as log:
             try:
@@ -260,7 +275,7 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResul
             if code != 0:
                 row.error = f"collect exited {code}: {_last_line(out / f'{name}.log')}"
         row.wall_s = wall
-        say(f"[{i}/{len(points)}] {name}: {row.status} in {wall:.0f} s")
+        say(SweepEvent(i, len(points), name, True, f"{row.status} in {wall:.0f} s"))
         rows.append(row)
     result = SweepResult(rows, out, shared)
     if measured:

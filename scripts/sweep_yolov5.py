@@ -18,8 +18,8 @@ from pathlib import Path
 from rich.console import Console
 
 from hwprof.config import default_threads
-from hwprof.render.compare import render_sweep, sweep_markdown
-from hwprof.sweep import DEFAULT_COLLECTORS, SweepPlan, run_sweep
+from hwprof.render.compare import sweep, sweep_markdown
+from hwprof.sweep import DEFAULT_COLLECTORS, SweepPlan
 
 MODELS = ("yolov5nu", "yolov5su", "yolov5mu", "yolov5lu", "yolov5xu")
 
@@ -50,8 +50,7 @@ def main() -> int:
         timeout_s=args.timeout,
     )
     started = time.monotonic()
-    result = run_sweep(plan, progress=lambda line: console.print(line, highlight=False))
-    render_sweep(result, console)
+    result = sweep(plan, console)
     if args.markdown:
         print(sweep_markdown(result))
     console.print(f"sweep took {time.monotonic() - started:.0f} s; table in {args.out}/sweep.json and sweep.csv")

@@ -17,7 +17,7 @@ from hwprof import sweep as sweep_mod
 from hwprof.analysis.compare import compare_runs
 from hwprof.machine import Peaks
 from hwprof.render.compare import comparison_markdown, render_comparison, render_sweep, sweep_markdown
-from hwprof.sweep import SweepPlan, collect_command, load_sweep, row_from_run, run_sweep
+from hwprof.sweep import SweepEvent, SweepPlan, collect_command, load_sweep, row_from_run, run_sweep
 
 FAST = {"model.0": 80.0, "model.1": 60.0, "model.2": 20.0, "model.3": 20.0}
 
@@ -154,7 +154,7 @@ def test_run_sweep_with_a_stand_in_collect(tmp_path: Path, monkeypatch: pytest.M
 
     monkeypatch.setattr(sweep_mod, "collect_command", command)
     monkeypatch.setattr("hwprof.machine.measure_peaks", _fake_peaks)
-    lines: list[str] = []
+    lines: list[SweepEvent] = []
     out = tmp_path / "sweep"
     result = run_sweep(SweepPlan(["toyolo", "broken"], [1, 2], [1], out), progress=lines.append)
     assert [(r.model, r.threads, r.status) for r in result.rows] == [
@@ -169,7 +169,8 @@ def test_run_sweep_with_a_stand_in_collect(tmp_path: Path, monkeypatch: pytest.M
     assert (out / "sweep.csv").read_text().startswith("model,threads,batch,run_dir,status")
     loaded = load_sweep(out)
     assert [r.to_dict() for r in loaded.rows] == [r.to_dict() for r in result.rows]
-    assert any("[1/4]" in line for line in lines)
+    assert any(str(e).startswith("[1/4] toyolo-t1-b1: ") for e in lines)
+    assert [e.index for e in lines if e.done] == [1, 2, 3, 4]
 
     for name in ("broken-t1-b1", "broken-t2-b1"):
         shutil.rmtree(out / name, ignore_errors=True)

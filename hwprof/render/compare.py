@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console, Group, RenderableType
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from hwprof.analysis.compare import Comparison, Row, compare_runs
 from hwprof.render.report import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render
-from hwprof.sweep import SweepPlan, SweepResult, run_sweep
+from hwprof.sweep import SweepEvent, SweepPlan, SweepResult, run_sweep
 
 TOP_LAYERS = 15
 
@@ -223,6 +224,17 @@ def compare(
 def sweep(plan: SweepPlan, console: Console | None = None) -> SweepResult:
     """`hwprof sweep --models ... [--threads ...] [--batch ...]`: collect every point, print the table."""
     console = console or Console()
-    result = run_sweep(plan, progress=lambda line: console.print(line, highlight=False, markup=False))
+    total = len(plan.models) * len(plan.threads) * len(plan.batches)
+    with Progress(
+        TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+    ) as progress:
+        task = progress.add_task("sweep", total=total)
+
+        def show(event: SweepEvent) -> None:
+            progress.console.print(str(event), highlight=False, markup=False)
+            if event.done:
+                progress.advance(task)
+
+        result = run_sweep(plan, progress=show)
     render_sweep(result, console)
     return result
