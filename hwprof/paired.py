@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.spans import pair_spans
+from hwprof.analysis.spans import forward_ms_by_iteration
 from hwprof.collectors.base import Collector, PassContext
 from hwprof.config import RunConfig
 from hwprof.workload.images import discover
@@ -75,11 +75,7 @@ def abba_forward(
                 if toggle_hooks:
                     remove_hooks()
         results = {c.name: c.close(ctx) for c in chosen}
-    forward = {
-        s.iteration: s.dur_ns / 1e6
-        for s in pair_spans(log.markers)
-        if s.kind == "stage" and s.name == "forward" and not s.warmup
-    }
+    forward = forward_ms_by_iteration(log.markers)
     out = summarize(forward, [c.name for c in chosen], {n: r.status for n, r in results.items()})
     out["hooks"] = "on in the 'on' iterations only" if toggle_hooks else "on throughout"
     return out

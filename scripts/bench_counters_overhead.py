@@ -41,7 +41,7 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.spans import durations_ms, pair_spans
+from hwprof.analysis.spans import forward_ms_by_iteration
 from hwprof.config import RunConfig, default_threads
 from hwprof.paired import abba_forward
 from hwprof.registry import by_name
@@ -69,12 +69,6 @@ def default_model() -> str:
     except ImportError:
         return "yolov8n"
     return "yolov7"
-
-
-def forward_durations_ms(pass_dir: Path) -> list[float]:
-    """Measured forward-stage durations, in iteration order."""
-    spans = pair_spans(read_markers(pass_dir / "markers.jsonl"))
-    return durations_ms(spans, "stage").get("forward", [])
 
 
 def run_pass(run_dir: Path, pass_name: str, collectors: list[str], timeout: float) -> Path:
@@ -109,7 +103,7 @@ def overhead(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             config.save(run_dir / "config.json")
             (run_dir / "images.json").write_text(json.dumps({"paths": images}))
             pass_dir = run_pass(run_dir, pass_name, collectors, args.timeout)
-            durations = forward_durations_ms(pass_dir)
+            durations = list(forward_ms_by_iteration(read_markers(pass_dir / "markers.jsonl")).values())
             p50s[variant].append(statistics.median(durations))
             print(f"  repeat {rep} {variant:12s} forward p50 {p50s[variant][-1]:9.2f} ms", flush=True)
             if variant == "layers+perf":

@@ -33,10 +33,11 @@ from typing import Any
 from hwprof.collectors import rapl, sysstat
 from hwprof.collectors.base import Collector
 
+from hwprof.analysis.spans import forward_ms_by_iteration
 from hwprof.config import RunConfig
 from hwprof.paired import abba_forward
 from hwprof.workload.images import discover
-from hwprof.workload.markers import Marker, read_markers
+from hwprof.workload.markers import read_markers
 
 
 def default_model() -> str:
@@ -45,19 +46,6 @@ def default_model() -> str:
     except ImportError:
         return "yolov8n"
     return "yolov7"
-
-
-def forward_ms(markers: list[Marker]) -> dict[int, float]:
-    """Measured iteration -> forward stage duration in ms."""
-    begin: dict[int, int] = {}
-    out: dict[int, float] = {}
-    for m in markers:
-        if m.kind == "stage" and m.name == "forward" and not m.warmup:
-            if m.phase == "B":
-                begin[m.iteration] = m.t_ns
-            elif m.iteration in begin:
-                out[m.iteration] = (m.t_ns - begin.pop(m.iteration)) / 1e6
-    return out
 
 
 def samplers(config: RunConfig) -> list[Collector]:
@@ -88,7 +76,7 @@ def passes(config: RunConfig, repeats: int, timeout_s: float) -> dict[str, Any]:
                 config.save(run_dir / "config.json")
                 (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
                 run_pass(run_dir, pass_name, collectors, timeout_s)
-                fwd = forward_ms(read_markers(run_dir / "passes" / pass_name / "markers.jsonl"))
+                fwd = forward_ms_by_iteration(read_markers(run_dir / "passes" / pass_name / "markers.jsonl"))
                 p50[variant].append(statistics.median(fwd.values()))
                 print(f"  pass repeat {r} {variant:16s} forward p50 {p50[variant][-1]:10.2f} ms", flush=True)
                 result = json.loads((run_dir / "passes" / pass_name / "result.json").read_text())

@@ -35,7 +35,7 @@ from typing import Any
 
 from hwprof.collectors.base import CollectorResult, PassContext
 
-from hwprof.analysis.spans import durations_ms, pair_spans
+from hwprof.analysis.spans import forward_ms_by_iteration
 from hwprof.config import RunConfig
 from hwprof.registry import by_name
 from hwprof.workload.images import discover
@@ -64,12 +64,6 @@ class Outcome:
     forward_ms: list[float] = field(default_factory=list)
     results: list[dict[str, CollectorResult]] = field(default_factory=list)
     wall_s: list[float] = field(default_factory=list)
-
-
-def forward_ms(markers_path: Path) -> list[float]:
-    """Measured forward-stage durations, in iteration order."""
-    spans = pair_spans(read_markers(markers_path))
-    return durations_ms(spans, "stage").get("forward", [])
 
 
 def run_variant(base: Path, variant: Variant, config: RunConfig, images: list[str], k: int) -> tuple[Path, dict]:
@@ -200,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(args.repeat):
             for variant in variants:
                 out_dir, info = run_variant(base, variant, config, images, k)
-                times = forward_ms(out_dir / "markers.jsonl")
+                times = list(forward_ms_by_iteration(read_markers(out_dir / "markers.jsonl")).values())
                 outcomes[variant.label].forward_ms += times
                 outcomes[variant.label].results.append(info["results"])
                 outcomes[variant.label].wall_s.append(info["wall_s"])

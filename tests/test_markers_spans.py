@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from hwprof.analysis.spans import latency_stats, layer_self_ns, pair_spans, stage_stats
+from hwprof.analysis.spans import forward_ms_by_iteration, latency_stats, layer_self_ns, pair_spans, stage_stats
 from hwprof.workload.markers import Marker, MarkerBus, MarkerLog, read_markers
 
 
@@ -86,6 +86,8 @@ def test_stage_stats_ignore_warmup_and_unclosed() -> None:
     assert stats.n == 3
     assert stats.p50_ms == pytest.approx(20.0)
     assert stats.min_ms == pytest.approx(10.0) and stats.max_ms == pytest.approx(30.0)
+    by_iteration = forward_ms_by_iteration(markers)  # the same measured spans, keyed by iteration
+    assert by_iteration == pytest.approx({0: 10.0, 1: 20.0, 2: 30.0}) and list(by_iteration) == [0, 1, 2]
 
 
 def test_latency_stats_needs_samples() -> None:

@@ -116,6 +116,11 @@ def measured_spans(markers: Iterable[Marker]) -> list[SpanTime]:
     return [s for s in pair_spans(markers) if is_measured(s)]
 
 
+def forward_ms_by_iteration(markers: Iterable[Marker]) -> dict[int, float]:
+    """Measured iteration -> its forward stage's duration in ms, in iteration order."""
+    return {s.iteration: s.dur_ns / 1e6 for s in measured_spans(markers) if s.kind == "stage" and s.name == "forward"}
+
+
 def forward_p50(spans: Iterable[SpanTime]) -> float | None:
     """Median forward-stage duration (ms) of the given spans, or None when there is none."""
     import statistics
