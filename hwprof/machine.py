@@ -86,10 +86,7 @@ class Peaks:
 
     @property
     def busy_host(self) -> bool:
-        """Others used the host while measuring (or its 1-min load exceeded its CPUs): peaks likely low."""
-        if self.interference is not None and self.interference > INTERFERENCE_BUSY:
-            return True
-        return self.load_avg_1m is not None and self.load_avg_1m > self.logical_cpus + 0.5
+        return busy_while_measuring(self.load_avg_1m, self.logical_cpus, self.interference)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -113,14 +110,10 @@ class HostCpuShare:
 
     @staticmethod
     def _now() -> tuple[float, float, float] | None:
-        try:
-            with open("/proc/stat", encoding="ascii") as f:
-                fields = [int(x) for x in f.readline().split()[1:9]]
-        except (OSError, ValueError):
-            return None
-        tick = 1 / os.sysconf("SC_CLK_TCK")
-        busy = (sum(fields) - fields[3] - fields[4]) * tick  # all but idle and iowait
-        return time.monotonic(), busy, time.process_time()
+        from hwprof.perf.steal import busy_ns
+
+        busy = busy_ns()
+        return None if busy is None else (time.monotonic(), busy / 1e9, time.process_time())
 
     def others(self) -> float | None:
         end = self._now()
@@ -128,6 +121,13 @@ class HostCpuShare:
             return None
         wall, busy, own = (e - s for e, s in zip(end, self.start, strict=True))
         return max(0.0, (busy - own) / (wall * (os.cpu_count() or 1)))
+
+
+def busy_while_measuring(load_avg_1m: float | None, logical_cpus: int, interference: float | None) -> bool:
+    """Others used the host while measuring (or its 1-min load exceeded its CPUs): peaks likely low."""
+    if interference is not None and interference > INTERFERENCE_BUSY:
+        return True
+    return load_avg_1m is not None and logical_cpus > 0 and load_avg_1m > logical_cpus + 0.5
 
 
 def host_key(threads: int) -> str:

@@ -680,12 +680,13 @@ def test_host_steal_per_pass_becomes_a_caveat(tmp_path: Path) -> None:
 def test_steal_reader_on_a_recorded_proc_stat(tmp_path: Path) -> None:
     import os
 
-    from hwprof.perf.steal import steal_ns, uncharged_ns
+    from hwprof.perf.steal import busy_ns, steal_ns, uncharged_ns
 
     stat = tmp_path / "stat"
     stat.write_text("cpu  1170053 0 304717 398947 8163 10 1773 35870 0 0\ncpu0 1 2 3 4 5 6 7 8 0 0\n")
     tick = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
     assert steal_ns(str(stat)) == 35870 * tick
     assert uncharged_ns(str(stat)) == (10 + 1773 + 35870) * tick
+    assert busy_ns(str(stat)) == (1170053 + 0 + 304717 + 10 + 1773 + 35870) * tick  # not idle, not iowait
     stat.write_text("cpu  1 2 3 4\n")  # an old kernel without the steal column
     assert steal_ns(str(stat)) is None and steal_ns(str(tmp_path / "missing")) is None

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hwprof.machine import busy_while_measuring
+
 MEMORY = "memory"
 COMPUTE = "compute"
 PROBE_LABELS = {"matmul": "large matmul", "conv3x3": "3x3 conv probe"}
@@ -108,9 +110,7 @@ def roof_from_run(run: dict[str, Any]) -> RoofStatus:
             peaks.get("threads"),
             str(peaks.get("gflops_method", "")),
             str(peaks.get("gbps_method", "")),
-            busy_host=bool(peaks["busy_host"])
-            if "busy_host" in peaks
-            else bool(load is not None and cpus and load > cpus + 0.5),
+            busy_host=busy_while_measuring(load, cpus, peaks.get("interference")),
             load_avg_1m=load,
             compute_probe=_winning_probe(peaks.get("gflops_probes")),
             interference=peaks.get("interference"),

@@ -23,6 +23,8 @@ time per forward, 3.4-6.6 us per switch; with ACTIVE waiting (~12 switches) with
 band allows 10 us per switch."""
 STEAL_COLUMN = 8
 UNCHARGED_COLUMNS = (6, 7, 8)  # cpu user nice system idle iowait [irq softirq steal] guest ...
+BUSY_COLUMNS = (1, 2, 3, 6, 7, 8)
+"""Everything but idle and iowait (guest time is already inside user and nice)."""
 
 
 def tick_ns() -> int:
@@ -33,16 +35,21 @@ def _all_cpus_ns(columns: tuple[int, ...], path: str) -> int | None:
     try:
         with open(path, encoding="ascii") as f:
             fields = f.readline().split()
-    except OSError:
+        if len(fields) <= max(columns) or fields[0] != "cpu":
+            return None
+        return sum(int(fields[k]) for k in columns) * tick_ns()
+    except (OSError, ValueError):
         return None
-    if len(fields) <= max(columns) or fields[0] != "cpu":
-        return None
-    return sum(int(fields[k]) for k in columns) * tick_ns()
 
 
 def uncharged_ns(path: str = PROC_STAT) -> int | None:
     """Steal + irq + softirq time of all CPUs since boot in ns; None where the kernel does not say."""
     return _all_cpus_ns(UNCHARGED_COLUMNS, path)
+
+
+def busy_ns(path: str = PROC_STAT) -> int | None:
+    """Busy time of all CPUs since boot in ns, whoever used it (steal included)."""
+    return _all_cpus_ns(BUSY_COLUMNS, path)
 
 
 def steal_ns(path: str = PROC_STAT) -> int | None:
