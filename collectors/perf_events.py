@@ -128,6 +128,7 @@ class PerfEvents(Collector):
         self.sampler_cpu: IntervalSampler[Any] | None = None
         """Kept after stop(): its CPU time is reported in the summary."""
         self.counted_cpu: CountedThreadsCpu | None = None
+        """The CPU time of the threads the counters see, read at stage markers (set in open())."""
         self.samples: list[SampleRow] = []
         self.readings: list[tuple[Marker, tuple[int, ...], tuple[bytes, ...], int | None, int | None]] = []
         self.read_ns = array("q")
@@ -152,8 +153,8 @@ class PerfEvents(Collector):
 
     def on_marker(self, marker: Marker) -> None:
         entered = time.perf_counter_ns()
-        counters = self.counters
-        if marker.warmup or counters is None or not counters.groups:
+        counters, counted_cpu = self.counters, self.counted_cpu
+        if marker.warmup or counters is None or counted_cpu is None or not counters.groups:
             return
         kind = marker.kind
         if kind == "iteration" and marker.phase == "B":
@@ -161,17 +162,11 @@ class PerfEvents(Collector):
         t0 = time.perf_counter_ns()
         active, raws = counters.read_active()
         self.read_ns.append(time.perf_counter_ns() - t0)
-        cpu, uncharged = (None, None) if kind == "layer" else (self._counted_cpu_ns(), uncharged_ns())
+        cpu, uncharged = (None, None) if kind == "layer" else (counted_cpu.ns(), uncharged_ns())
         self.readings.append((marker, active, raws, cpu, uncharged))
         if kind == "iteration" and marker.phase == "E":
             counters.end_iteration()
         self.marker_ns += time.perf_counter_ns() - entered
-
-    def _counted_cpu_ns(self) -> int:
-        """The CPU time of the threads the counters see (hwprof.perf.threadcpu)."""
-        if self.counted_cpu is not None:
-            return self.counted_cpu.ns()
-        return time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID)
 
     def start(self, ctx: PassContext) -> None:
         if self.sampler is not None and self.counters is not None and self.counters.groups:

@@ -473,6 +473,14 @@ def stage_transitions(segments: list[Segment]) -> list[Transition]:
     return out
 
 
+class NoClockAnchor(ValueError):
+    """No stage transition in the samples pairs with a marker, so py-spy's clock cannot be measured."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"{why}: cannot align py-spy's clock")
+        self.why = why
+
+
 @dataclass
 class PySpyClock:
     """monotonic ns = ts_us * 1000 + offset(ts_us), offset interpolated between measured points.
@@ -540,10 +548,10 @@ def fit_clock(segments: list[Segment], markers: list[Marker], guess_ns: int | No
     too short for the sampling rate), py-spy's launch time `guess_ns`, labelled as an estimate."""
     try:
         return _clock_from_transitions(segments, markers, guess_ns)
-    except ValueError as exc:
+    except NoClockAnchor as exc:
         if guess_ns is None:
             raise
-        return PySpyClock([(0, guess_ns, 0)], 0, 0, fallback=str(exc).split(":")[0])
+        return PySpyClock([(0, guess_ns, 0)], 0, 0, fallback=exc.why)
 
 
 def _clock_from_transitions(segments: list[Segment], markers: list[Marker], guess_ns: int | None) -> PySpyClock:
@@ -565,7 +573,7 @@ def _clock_from_transitions(segments: list[Segment], markers: list[Marker], gues
             lo, hi = max(lo, bounds[t.ts_us][0]), min(hi, bounds[t.ts_us][1])
         bounds[t.ts_us] = [lo, hi]
     if not bounds:
-        raise ValueError("no stage transition in the samples pairs with a marker: cannot align py-spy's clock")
+        raise NoClockAnchor("no stage transition in the samples pairs with a marker")
     lo = max(b[0] for b in bounds.values())
     hi = min(b[1] for b in bounds.values())
     if lo <= hi:  # one offset fits every transition: the recorder kept pace
@@ -603,7 +611,7 @@ def _coarse_offset(forward: list[Transition], marks: dict[tuple[str, str], list[
             edges.append((m - t.ts_us * 1000, 1))
             edges.append((m - t.prev_us * 1000, -1))
     if not edges:
-        raise ValueError("no forward stage visible in both the samples and the markers: cannot align py-spy's clock")
+        raise NoClockAnchor("no forward stage visible in both the samples and the markers")
     edges.sort()
     best: list[tuple[int, int, int]] = []  # (count, start, end)
     count = 0

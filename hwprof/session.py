@@ -195,9 +195,9 @@ class Session:
             except KeyboardInterrupt:
                 _stop(proc)
                 outcome_status, error = "interrupted", "Ctrl-C"
-                self._finish_pass(plan, ctx, proc, attached, (started, steal_at_start), outcome_status, error)
+                self._finish_pass(plan, ctx, proc, attached, started, steal_at_start, outcome_status, error)
                 raise
-        return self._finish_pass(plan, ctx, proc, attached, (started, steal_at_start), outcome_status, error)
+        return self._finish_pass(plan, ctx, proc, attached, started, steal_at_start, outcome_status, error)
 
     def _follow(self, proc: subprocess.Popen[str], pass_name: str) -> tuple[str, str] | None:
         """Relay the worker's progress lines until it exits or runs past its time-out."""
@@ -238,11 +238,12 @@ class Session:
         ctx: PassContext,
         proc: subprocess.Popen[str],
         attached: dict[str, AttachedTool],
-        started: tuple[float, int | None],
+        started: float,
+        steal_at_start: int | None,
         status: str,
         error: str,
     ) -> PassOutcome:
-        """started: (monotonic s, host steal ns) when the worker was launched."""
+        """started, steal_at_start: monotonic s and host steal ns when the worker was launched."""
         returncode = proc.poll()
         if returncode is None:
             _stop(proc)
@@ -271,11 +272,11 @@ class Session:
             elif status != "ok" and results[cls.name].status == "ok":
                 results[cls.name].status = "partial"
                 results[cls.name].reason = f"pass {status}: {error}"
-        wall = time.monotonic() - started[0]
+        wall = time.monotonic() - started
         outcome = PassOutcome(plan.name, status, returncode, wall, proc.pid, error, results)
         stolen = steal_ns()
-        if stolen is not None and started[1] is not None and wall > 0:
-            outcome.host_steal_share = (stolen - started[1]) / 1e9 / (wall * (os.cpu_count() or 1))
+        if stolen is not None and steal_at_start is not None and wall > 0:
+            outcome.host_steal_share = (stolen - steal_at_start) / 1e9 / (wall * (os.cpu_count() or 1))
         self.outcomes.append(outcome)
         return outcome
 

@@ -56,6 +56,10 @@ class SweepPlan:
         if any(t < 1 for t in self.threads) or any(b < 1 for b in self.batches):
             raise ValueError("thread counts and batch sizes must be at least 1")
 
+    def points(self) -> list[tuple[str, int, int]]:
+        """(model, threads, batch) in the order they are collected."""
+        return list(itertools.product(self.models, self.threads, self.batches))
+
     def collect_args(self) -> list[str]:
         """The options every point's collect shares, with the default collectors unless chosen."""
         chooses = any(a in ("--only", "--skip") or a.startswith(("--only=", "--skip=")) for a in self.extra_args)
@@ -231,7 +235,7 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResul
         return measured[n]
 
     rows: list[SweepRow] = []
-    points = list(itertools.product(plan.models, plan.threads, plan.batches))
+    points = plan.points()
     for i, (model, n_threads, batch) in enumerate(points, 1):
         name = point_name(model, n_threads, batch)
         run_dir = out / name

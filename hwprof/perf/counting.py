@@ -245,7 +245,7 @@ def closure(spans: Sequence[SpanCounts], stage: str = FORWARD) -> dict[str, Clos
 def cpu_check(
     spans: Sequence[SpanCounts], event: str = "task-clock", stage: str = FORWARD, cpus: int | None = None
 ) -> dict[str, Any] | None:
-    """The stage's `event` count against process CPU time over the same windows (both ns).
+    """The stage's `event` count against the counted threads' CPU time over the same windows (both ns).
 
     The counted time may exceed the CPU time by the host's steal and IRQ time, and fall short of it
     by a few microseconds per context switch (hwprof.perf.steal): `consistent` says whether it falls

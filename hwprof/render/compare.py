@@ -224,11 +224,10 @@ def compare(
 def sweep(plan: SweepPlan, console: Console | None = None) -> SweepResult:
     """`hwprof sweep --models ... [--threads ...] [--batch ...]`: collect every point, print the table."""
     console = console or Console()
-    total = len(plan.models) * len(plan.threads) * len(plan.batches)
     with Progress(
         TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as progress:
-        task = progress.add_task("sweep", total=total)
+        task = progress.add_task("sweep", total=len(plan.points()))
 
         def show(event: SweepEvent) -> None:
             progress.console.print(str(event), highlight=False, markup=False)
