@@ -13,7 +13,7 @@ from rich.text import Text
 
 from hwprof.analysis.compare import Comparison, Row, compare_runs
 from hwprof.render.report import ms, num, pct, sig
-from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render
+from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render, spec_renderables
 from hwprof.sweep import SweepEvent, SweepPlan, SweepResult, run_sweep
 
 TOP_LAYERS = 15
@@ -98,11 +98,7 @@ def specs(c: Comparison, top: int = TOP_LAYERS) -> list[TableSpec]:
 def render_comparison(c: Comparison, console: Console, top: int = TOP_LAYERS) -> None:
     parts: list[RenderableType] = []
     for spec in specs(c, top):
-        if spec.cols:
-            parts.append(rich_render(spec, console))
-        else:
-            parts.append(Text(spec.title, style="bold"))
-            parts.extend(Text(n, style="yellow") for n in spec.notes)
+        parts += spec_renderables(spec, console, note_style="yellow")
         parts.append(Text(""))
     console.print(Group(*parts))
 

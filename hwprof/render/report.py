@@ -20,7 +20,7 @@ from rich.text import Text
 
 from hwprof.analysis.roofline import PROBE_LABELS
 from hwprof.analysis.run_analysis import Analysis, analyse
-from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render
+from hwprof.render.tables import MISSING, Col, TableSpec, markdown, spec_renderables
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_report import LayerStat
@@ -629,11 +629,7 @@ def render_rich(a: Analysis, console: Console, top: int = TOP_DEFAULT) -> None:
     parts: list[RenderableType] = [_header_renderable(a)]
     for spec in specs(a, top):
         parts.append(Text(""))
-        if spec.cols:
-            parts.append(rich_render(spec, console))
-        else:
-            parts.append(Text(spec.title, style="bold"))
-            parts.extend(Text(n, style="dim") for n in spec.notes)
+        parts += spec_renderables(spec, console)
     parts.append(Text(""))
     parts.append(_findings_renderable(a))
     console.print(Group(*parts))

@@ -94,6 +94,13 @@ def rich_render(spec: TableSpec, console: Console) -> RenderableType:
     return Group(*parts)
 
 
+def spec_renderables(spec: TableSpec, console: Console, note_style: str = "dim") -> list[RenderableType]:
+    """The table, or for a spec with no columns (nothing measured) its title and notes saying why."""
+    if spec.cols:
+        return [rich_render(spec, console)]
+    return [Text(spec.title, style="bold"), *(Text(n, style=note_style) for n in spec.notes)]
+
+
 def _md_cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
