@@ -43,7 +43,12 @@ def _add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--counters", choices=("perf", "papi"), default=d.counters, help="counter backend")
     p.add_argument("--interval-ms", type=float, default=d.interval_ms, help="sampler interval")
     p.add_argument("--pyspy-rate", type=int, default=d.pyspy_rate, help="py-spy samples per second")
-    p.add_argument("--pyspy-nonblocking", action="store_true", help="py-spy does not pause the process")
+    p.add_argument(
+        "--pyspy-native", action="store_true", help="py-spy unwinds native stacks (pauses every thread per sample)"
+    )
+    p.add_argument(
+        "--perf-rate", type=int, default=d.perf_rate, help="perf samples/s per thread in the kernels pass (0: auto)"
+    )
     p.add_argument("--scalene-memory", action="store_true", help="Scalene also profiles memory")
     p.add_argument("--profiler-stack", action="store_true", help="torch.profiler records Python stacks")
     p.add_argument("--timeout", type=float, default=d.pass_timeout_s, help="seconds a pass may run")
@@ -72,7 +77,8 @@ def _config_from(args: argparse.Namespace) -> RunConfig:
         counters=args.counters,
         interval_ms=args.interval_ms,
         pyspy_rate=args.pyspy_rate,
-        pyspy_nonblocking=args.pyspy_nonblocking,
+        pyspy_native=args.pyspy_native,
+        perf_rate=args.perf_rate,
         scalene_memory=args.scalene_memory,
         profiler_stack=args.profiler_stack,
         pass_timeout_s=args.timeout,

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-PASS_ORDER: tuple[str, ...] = ("timing", "layers", "trace", "scalene")
+PASS_ORDER: tuple[str, ...] = ("timing", "layers", "kernels", "trace", "scalene")
 """Passes run in this order, each in its own child process (see session.py)."""
 
 
@@ -41,7 +41,10 @@ class RunConfig:
     interval_ms: float = 10.0
     pyspy_rate: int = 50
     """Samples/s. With --native, unwinding takes longer than 5 ms here: 200 Hz paused yolov7 12x, 50 Hz 1.7x."""
-    pyspy_nonblocking: bool = False
+    pyspy_native: bool = False
+    """py-spy --native: unwind native stacks too, which pauses every thread per sample (kernels come from perf)."""
+    perf_rate: int = 0
+    """perf record samples/s per thread in the kernels pass; 0 picks one from the timing pass (see perf_sampling)."""
     scalene_memory: bool = False
     profiler_stack: bool = False
     pass_timeout_s: float = 900.0
@@ -64,6 +67,8 @@ class RunConfig:
             raise ValueError(f"--counters is 'perf' or 'papi' (got {self.counters!r})")
         if self.interval_ms <= 0:
             raise ValueError("--interval-ms must be positive")
+        if self.perf_rate < 0:
+            raise ValueError(f"--perf-rate must be 0 (auto) or a positive rate in Hz (got {self.perf_rate})")
         if self.pass_timeout_s <= 0:
             raise ValueError("--timeout must be positive")
 
