@@ -10,6 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from hwprof.collectors import _torch_clock, _torch_convert, _torch_onednn
 from hwprof.collectors import torch_profiler as tp
 
 from hwprof.records import Span, read_records
@@ -19,7 +20,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "kineto"
 
 
 @pytest.fixture(scope="module")
-def converted() -> tp.Converted:
+def converted() -> _torch_convert.Converted:
     sync = tp.SyncData.from_dict(json.loads((FIXTURE / "torch_profiler.sync.json").read_text()))
     flops = {int(k): v for k, v in json.loads((FIXTURE / "torch_profiler.flops.json").read_text()).items()}
     return tp.convert(
@@ -31,7 +32,7 @@ def converted() -> tp.Converted:
     )
 
 
-def test_every_forward_op_lies_in_a_layer(converted: tp.Converted) -> None:
+def test_every_forward_op_lies_in_a_layer(converted: _torch_convert.Converted) -> None:
     forward = [op for op in converted.ops if op.stage == "forward"]
     assert len(forward) > 500
     assert all(op.layer is not None and op.layer.startswith("model.") for op in forward)
@@ -39,14 +40,14 @@ def test_every_forward_op_lies_in_a_layer(converted: tp.Converted) -> None:
     assert {op.iteration for op in converted.ops} == {0, 1}
 
 
-def test_layer_times_add_up_to_the_forward_stage(converted: tp.Converted) -> None:
+def test_layer_times_add_up_to_the_forward_stage(converted: _torch_convert.Converted) -> None:
     layers = sum(row["aten_self_ms"] for row in converted.metrics.layers.values())
     forward = converted.metrics.stages["forward"]["aten_self_ms"]
     assert layers == pytest.approx(forward, rel=1e-6)
     assert converted.metrics.stages["forward"]["profiler_stage_ms"] >= forward
 
 
-def test_clock_is_aligned_to_the_markers(converted: tp.Converted) -> None:
+def test_clock_is_aligned_to_the_markers(converted: _torch_convert.Converted) -> None:
     clock = converted.summary["clock"]
     # A wrong offset would put the ranges seconds away from their markers.
     assert clock["alignment"]["layer"]["median_abs_us"] < 1000
@@ -58,7 +59,7 @@ def test_clock_is_aligned_to_the_markers(converted: tp.Converted) -> None:
     assert 0 <= first_op - forward[0].t_ns < 5_000_000
 
 
-def test_kernels_ranked_by_self_time_with_onednn_labels(converted: tp.Converted) -> None:
+def test_kernels_ranked_by_self_time_with_onednn_labels(converted: _torch_convert.Converted) -> None:
     layers = converted.kernels["layers"]
     for rows in layers.values():
         assert [r["self_us"] for r in rows] == sorted((r["self_us"] for r in rows), reverse=True)
@@ -72,13 +73,13 @@ def test_kernels_ranked_by_self_time_with_onednn_labels(converted: tp.Converted)
     assert convs and all(op.event.name == "aten::mkldnn_convolution" for op in convs)
 
 
-def test_flops_and_shapes_attached(converted: tp.Converted) -> None:
+def test_flops_and_shapes_attached(converted: _torch_convert.Converted) -> None:
     assert converted.metrics.stages["forward"]["profiler_flops"] > 1e8
     conv2d = next(r for r in converted.kernels["layers"]["model.0"] if r["name"] == "aten::conv2d")
     assert conv2d["flops"] > 0
 
 
-def test_spans_nest_stage_layer_op_primitive(converted: tp.Converted) -> None:
+def test_spans_nest_stage_layer_op_primitive(converted: _torch_convert.Converted) -> None:
     by_op: dict[tuple[int, int], Span] = {}
     for span in converted.spans:
         if span.category == "aten":
@@ -91,7 +92,7 @@ def test_spans_nest_stage_layer_op_primitive(converted: tp.Converted) -> None:
         assert parents, span
 
 
-def test_written_outputs(tmp_path: Path, converted: tp.Converted) -> None:
+def test_written_outputs(tmp_path: Path, converted: _torch_convert.Converted) -> None:
     names = tp.write_outputs(tmp_path, converted)
     assert names == [
         "torch_profiler.records.jsonl",
@@ -109,7 +110,7 @@ def test_bad_inputs_give_clear_errors(tmp_path: Path) -> None:
         tp.load_kineto(tmp_path / "x.json")
     trace = tp.load_kineto(FIXTURE / "torch_profiler.kineto.json.gz")
     with pytest.raises(ValueError, match="recorded syncs"):
-        tp.fit_clock(trace, tp.SyncData([[1, 2]], []))
+        _torch_clock.fit_clock(trace, tp.SyncData([[1, 2]], []))
 
 
 def test_untimed_onednn_lines_are_reported(tmp_path: Path) -> None:
@@ -118,7 +119,7 @@ def test_untimed_onednn_lines_are_reported(tmp_path: Path) -> None:
         "onednn_verbose,v1,info,cpu,isa:Intel AVX2\n"
         "onednn_verbose,v1,primitive,exec,cpu,convolution,jit:avx2,forward_training,src:f32,,alg:x,mb1,1.5\n"
     )
-    parsed = tp.parse_onednn(log, 0)
+    parsed = _torch_onednn.parse_onednn(log, 0)
     assert parsed.execs == [] and parsed.untimed == 1 and parsed.info["isa"] == "Intel AVX2"
 
 
@@ -128,10 +129,10 @@ def test_stdout_redirect_keeps_python_stdout(tmp_path: Path) -> None:
         f"""
         import ctypes, sys
         from pathlib import Path
-        from hwprof.collectors.torch_profiler import _StdoutToFile
+        from hwprof.collectors._torch_onednn import StdoutToFile
         libc = ctypes.CDLL(None)
         print("before", flush=True)
-        with _StdoutToFile(Path({str(tmp_path / "c.log")!r})):
+        with StdoutToFile(Path({str(tmp_path / "c.log")!r})):
             libc.printf(b"onednn_verbose,from C\\n")
             print("progress", flush=True)
         print("after", flush=True)
