@@ -158,8 +158,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--pyspy-rate", type=int, default=None, help="py-spy samples per second (config default 200)")
-    parser.add_argument("--pyspy-nonblocking", action="store_true", help="py-spy --nonblocking (no native frames)")
+    parser.add_argument("--pyspy-rate", type=int, default=None, help="py-spy samples per second (config default 50)")
+    parser.add_argument(
+        "--pyspy-native", action="store_true", help="py-spy --native (blocking: pauses every thread per sample)"
+    )
     parser.add_argument("--only", default="", help="comma-separated variant labels (timing always runs)")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--keep", type=Path, help="keep the run folders here instead of a temp folder")
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         config.threads = args.threads
     if args.pyspy_rate:
         config.pyspy_rate = args.pyspy_rate
-    config.pyspy_nonblocking = args.pyspy_nonblocking
+    config.pyspy_native = args.pyspy_native
     try:
         config.validate()
     except ValueError as exc:
@@ -187,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"{args.model} at {args.imgsz}, {args.warmup} warm-up + {args.iters} iterations, "
         f"{config.threads} threads, {args.repeat} round(s), py-spy at {config.pyspy_rate} Hz"
-        f"{' nonblocking' if config.pyspy_nonblocking else ''}; runs in {base}",
+        f"{' --native' if config.pyspy_native else ' nonblocking'}; runs in {base}",
         flush=True,
     )
     try:

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hwprof.collectors import _pyspy_attribution as attribution
+from hwprof.collectors import _pyspy_parse as parse
 from hwprof.collectors import pyspy as ps
 
 from hwprof.config import RunConfig
@@ -25,7 +27,7 @@ def markers() -> list[Marker]:
 
 
 @pytest.fixture(scope="module")
-def converted(markers: list[Marker]) -> ps.Converted:
+def converted(markers: list[Marker]) -> attribution.Converted:
     return ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", markers, 200)
 
 
@@ -41,7 +43,7 @@ def _measured_ms(markers: list[Marker], stage: str) -> float:
     return total / 1e6
 
 
-def test_samples_land_on_their_stage(converted: ps.Converted, markers: list[Marker]) -> None:
+def test_samples_land_on_their_stage(converted: attribution.Converted, markers: list[Marker]) -> None:
     stages = converted.metrics.stages
     assert max(stages, key=lambda s: stages[s]["pyspy_ms"]) == "forward"
     # the sampled time attributed to forward matches the markers' forward time
@@ -52,7 +54,7 @@ def test_samples_land_on_their_stage(converted: ps.Converted, markers: list[Mark
     assert not any(row["function"].startswith("Pipeline.load ") for row in hot["forward"]["python"])
 
 
-def test_native_frames_and_libraries(converted: ps.Converted) -> None:
+def test_native_frames_and_libraries(converted: attribution.Converted) -> None:
     libraries = converted.hotspots["stages"]["forward"]["libraries"]
     assert "libtorch_cpu" in libraries and "libgomp" in libraries
     natives = [row["function"] for row in converted.hotspots["measured"]["native"]]
@@ -62,7 +64,7 @@ def test_native_frames_and_libraries(converted: ps.Converted) -> None:
     assert sum(shares.values()) == pytest.approx(1.0)
 
 
-def test_layers_cover_the_forward(converted: ps.Converted) -> None:
+def test_layers_cover_the_forward(converted: attribution.Converted) -> None:
     layers = converted.metrics.layers
     assert len(layers) >= 15 and all(name.startswith("model.") for name in layers)
     in_layers = sum(row["pyspy_ms"] for row in layers.values())
@@ -70,7 +72,7 @@ def test_layers_cover_the_forward(converted: ps.Converted) -> None:
     assert in_layers > 0.9 * converted.metrics.stages["forward"]["pyspy_ms"]
 
 
-def test_clock_points_bound_the_offset(converted: ps.Converted) -> None:
+def test_clock_points_bound_the_offset(converted: attribution.Converted) -> None:
     clock = converted.summary["clock"]
     assert clock["stage_agreement"] > 0.95
     assert clock["transitions"] >= 10
@@ -78,7 +80,7 @@ def test_clock_points_bound_the_offset(converted: ps.Converted) -> None:
     assert clock["inconsistent_points"] == 0
 
 
-def test_frame_spans_nest_per_track(converted: ps.Converted) -> None:
+def test_frame_spans_nest_per_track(converted: attribution.Converted) -> None:
     spans = [s for s in converted.spans if isinstance(s, Span)]
     assert spans and all(s.track.startswith("py-spy:") for s in spans)
     names = {s.name for s in spans}
@@ -93,7 +95,7 @@ def test_frame_spans_nest_per_track(converted: ps.Converted) -> None:
     assert converted.threads == [ThreadName(converted.threads[0].tid, "MainThread")]
 
 
-def test_outputs_written(tmp_path: Path, converted: ps.Converted) -> None:
+def test_outputs_written(tmp_path: Path, converted: attribution.Converted) -> None:
     names = ps.write_outputs(tmp_path, converted)
     assert names == ["pyspy.records.jsonl", "pyspy.metrics.json", "pyspy.hotspots.json"]
     records = list(read_records(tmp_path / names[0]))
@@ -111,14 +113,16 @@ def test_speedscope_gives_hot_functions_without_time() -> None:
 
 
 def test_frames_classified() -> None:
-    assert ps.Frame("dnnl::impl::cpu::x64::jit_foo", "/x/libtorch_cpu.so", 0).library == "libdnnl (in libtorch_cpu)"
-    assert ps.Frame("0x7f00", "/x/libgomp.so.1", 0).label() == "(no symbol) [libgomp]"
-    assert ps.Frame("0x7f00", "?", 0).library == "JIT code"
-    assert ps.Frame("0x7f00", "?", 0).label() == "(no symbol) [JIT code]"
-    assert ps.leaf_state((ps.Frame("run", "/x/a.py", 3), ps.Frame("0x1", "/t/libgomp.so.1", 0))) == "waiting"
-    assert ps.leaf_state((ps.Frame("run", "/x/a.py", 3), ps.Frame("at::mm", "/t/libtorch_cpu.so", 0))) == "native"
-    assert ps.leaf_state((ps.Frame("wait", "/usr/lib/python3.11/threading.py", 320),)) == "waiting"
-    assert ps.leaf_state((ps.Frame("forward", "/x/m.py", 3),)) == "python"
+    assert parse.Frame("dnnl::impl::cpu::x64::jit_foo", "/x/libtorch_cpu.so", 0).library == "libdnnl (in libtorch_cpu)"
+    assert parse.Frame("0x7f00", "/x/libgomp.so.1", 0).label() == "(no symbol) [libgomp]"
+    assert parse.Frame("0x7f00", "?", 0).library == "JIT code"
+    assert parse.Frame("0x7f00", "?", 0).label() == "(no symbol) [JIT code]"
+    assert parse.leaf_state((parse.Frame("run", "/x/a.py", 3), parse.Frame("0x1", "/t/libgomp.so.1", 0))) == "waiting"
+    assert (
+        parse.leaf_state((parse.Frame("run", "/x/a.py", 3), parse.Frame("at::mm", "/t/libtorch_cpu.so", 0))) == "native"
+    )
+    assert parse.leaf_state((parse.Frame("wait", "/usr/lib/python3.11/threading.py", 320),)) == "waiting"
+    assert parse.leaf_state((parse.Frame("forward", "/x/m.py", 3),)) == "python"
 
 
 def test_bad_files_give_clear_errors(tmp_path: Path, markers: list[Marker]) -> None:
@@ -161,13 +165,14 @@ def test_probe_really_dumps_a_process() -> None:
 # ----------------------------------------------------------------------------- real runs
 
 
-def _run_dir(tmp_path: Path, iters: int) -> Path:
+def _run_dir(tmp_path: Path, iters: int, native: bool = False) -> Path:
     from hwprof.workload.images import discover
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    # py-spy at 50 Hz: at the default 200 Hz its native unwinding pauses a 2-core host most of the time
-    RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=iters, pyspy_rate=50).save(run_dir / "config.json")
+    # py-spy at 50 Hz: at 200 Hz its native unwinding pauses a 2-core host most of the time
+    config = RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=iters, pyspy_rate=50, pyspy_native=native)
+    config.save(run_dir / "config.json")
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
     return run_dir
 
@@ -191,8 +196,9 @@ def _spawn(run_dir: Path, names: str) -> tuple[subprocess.Popen[bytes], ps.PySpy
 
 
 @pytest.mark.slow
-def test_real_attached_run(tmp_path: Path) -> None:
-    run_dir = _run_dir(tmp_path, iters=10)
+@pytest.mark.parametrize("native", [False, True], ids=["default-nonblocking", "native"])
+def test_real_attached_run(tmp_path: Path, native: bool) -> None:
+    run_dir = _run_dir(tmp_path, iters=10, native=native)
     worker, tool = _spawn(run_dir, "pyspy")
     assert worker.wait(timeout=600) == 0
     result = tool.finish(0)
@@ -200,27 +206,37 @@ def test_real_attached_run(tmp_path: Path) -> None:
     out = run_dir / "passes" / "trace"
     assert (out / "pyspy.chrometrace.json.gz").exists()
     assert result.summary["estimated_samples_measured"] > 0
-    assert result.summary["native"] is True
+    assert result.summary["native"] is native
+    assert ("--native" in result.summary["command"]) is native
+    assert ("--nonblocking" in result.summary["command"]) is not native
     metrics = json.loads((out / "pyspy.metrics.json").read_text())
     assert max(metrics["stages"], key=lambda s: metrics["stages"][s]["pyspy_ms"]) == "forward"
     hotspots = json.loads((out / "pyspy.hotspots.json").read_text())
-    native = set(hotspots["stages"]["forward"]["libraries"]) - {"python"}
-    assert native and native <= {
-        "libtorch_cpu",
-        "libgomp",
-        "libc",
-        "libtorch_python",
-        "libc10",
-        "libstdc++",
-        "JIT code",
-        "libdnnl (in libtorch_cpu)",
-        "libgcc_s",
-        "libpython3.11",
-        "ld-linux-x86-64",
-    }, native
-    assert (
-        metrics["stages"]["forward"]["pyspy_native_share"] + metrics["stages"]["forward"]["pyspy_waiting_share"] > 0.5
-    )
+    libraries = set(hotspots["stages"]["forward"]["libraries"])
+    if not native:  # Python stacks only, and the summary says how to get native ones
+        assert libraries == {"python"}
+        assert "--pyspy-native" in result.summary["native_off"]
+        assert metrics["stages"]["forward"]["pyspy_native_share"] == 0
+    else:
+        assert "native_off" not in result.summary
+        native_libraries = libraries - {"python"}
+        assert native_libraries and native_libraries <= {
+            "libtorch_cpu",
+            "libgomp",
+            "libc",
+            "libtorch_python",
+            "libc10",
+            "libstdc++",
+            "JIT code",
+            "libdnnl (in libtorch_cpu)",
+            "libgcc_s",
+            "libpython3.11",
+            "ld-linux-x86-64",
+        }, native_libraries
+        assert (
+            metrics["stages"]["forward"]["pyspy_native_share"] + metrics["stages"]["forward"]["pyspy_waiting_share"]
+            > 0.5
+        )
     # Independently of the attribution: a Pipeline.forward frame starts at the sample that first
     # showed it, which was taken during a forward stage; to within the clock bound it reported.
     markers = read_markers(out / "markers.jsonl")
