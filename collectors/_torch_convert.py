@@ -76,7 +76,7 @@ def _walk(trace: KinetoTrace, fit: ClockFit) -> tuple[list[OpRecord], list[tuple
         for event in events:
             while stack and not _contains(stack[-1][0], event):
                 stack.pop()
-            target = _annotation_target(event.name) if event.cat == "user_annotation" else None
+            target = _annotation_target(event.name)  # a user_annotation, or a cpu_op from _RecordFunctionFast
             if target is not None:
                 ranges.append((target[0], target[1], fit(event.ts), fit(event.end)))
                 stack.append((event, None))
@@ -196,6 +196,7 @@ def convert(
         onednn_summary.update(lines=log.lines, primitives=len(log.execs), untimed=log.untimed, **log.info)
         if log.execs:
             onednn_summary.update(_match_onednn(ops, log))
+            onednn_summary["iterations"] = len({o.iteration for o in ops if o.onednn})
         elif log.untimed:
             onednn_summary["reason"] = (
                 "verbose lines carry no timestamp (ONEDNN_VERBOSE_TIMESTAMP was not set before oneDNN "
@@ -250,8 +251,12 @@ def convert(
             stage_stats[name]["profiler_stage_ms"] += (end - start) / 1e6
     summary["forward_ops_outside_layers"] = outside_layers_in_forward
 
+    # oneDNN's figures are means over the iterations that ran with its verbose mode on
+    n_onednn = max(onednn_summary.get("iterations", 0), 1)
+    divisor = {"onednn_exec_ms": n_onednn}
+
     def per_iteration(table: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-        return {k: {m: v / n_iter for m, v in row.items() if v} for k, row in table.items()}
+        return {k: {m: v / divisor.get(m, n_iter) for m, v in row.items() if v} for k, row in table.items()}
 
     metrics = MetricTables(
         layers=per_iteration(layer_stats),
@@ -266,9 +271,11 @@ def convert(
         },
         methods={
             "aten_self_ms": "torch.profiler: self CPU time of the aten ops inside the range, on the thread "
-            "that called them (intra-op worker threads are not separate events), mean per measured iteration",
+            "that called them (intra-op worker threads are not separate events), mean per measured iteration "
+            "(the first also prints oneDNN's verbose lines, for the kernel labels)",
             "profiler_flops": "torch.profiler with_flops formulas (convolution and matmul ops only)",
-            "onednn_exec_ms": "ONEDNN_VERBOSE exec_time of the primitives matched to the range's aten ops",
+            "onednn_exec_ms": "ONEDNN_VERBOSE exec_time of the primitives matched to the range's aten ops, mean "
+            "over the measured iterations that ran with oneDNN verbose on (the first one by default)",
             "profiler_layer_ms": "duration of the layer's record_function range (includes profiler overhead)",
         },
     )
@@ -292,7 +299,7 @@ def convert(
                         {
                             "label": p["label"],
                             "calls": p["calls"],
-                            "exec_ms_per_iter": p["exec_ms"] / n_iter,
+                            "exec_ms_per_iter": p["exec_ms"] / n_onednn,
                             "problems": [s for s, _ in p["problems"].most_common(3)],
                         }
                         for p in prims

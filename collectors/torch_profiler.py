@@ -2,7 +2,8 @@
 
 In the child, stage/iteration/layer markers open and close `record_function` ranges
 ("hwprof:stage:forward", "hwprof:layer:model.7", "hwprof:iteration:3"), so each aten op lies
-inside the range of the layer that ran it. Kineto's raw chrome trace is kept as
+inside the range of the layer that ran it. The ranges are torch's _RecordFunctionFast where it
+exists (about 1 us a range here, against 22 us through the record_function ops). Kineto's raw chrome trace is kept as
 `torch_profiler.kineto.json`.
 
 Clock (_torch_clock). Kineto writes `baseTimeNanoseconds + ts_us * 1000` on the wall clock, not
@@ -11,13 +12,16 @@ profiler starts and right before it stops give the offset, interpolated linearly
 The alignment error is then measured on every stage and layer range against its marker
 (_torch_convert).
 
-oneDNN (_torch_onednn). During the measured iterations oneDNN's verbose mode is switched on at run
-time (`torch.backends.mkldnn.verbose`), with `ONEDNN_VERBOSE_TIMESTAMP=1` set in open(), before
-torch loads oneDNN (setting `ONEDNN_VERBOSE=1` there works too, but would print from the model
-build and warm-up on). Its lines go to `torch_profiler.onednn.log` (fd 1 is redirected while
-Python's `sys.stdout` keeps the progress pipe); each `primitive,exec` line is matched by time to
-the innermost aten op around it, and its implementation (e.g. `jit_1x1:avx2`,
-`brg_conv_fwd:avx512_core`) becomes that op's kernel label.
+oneDNN (_torch_onednn). During the first measured iteration (ONEDNN_ITERATIONS; extra
+"onednn_iterations" asks for more, extra "onednn_verbose" False for none) oneDNN's verbose mode is
+switched on at run time (`torch.backends.mkldnn.verbose`), with `ONEDNN_VERBOSE_TIMESTAMP=1` set in
+open(), before torch loads oneDNN (setting `ONEDNN_VERBOSE=1` there works too, but would print from
+the model build and warm-up on). One iteration is enough for the labels: oneDNN picks a primitive's
+implementation when it creates it, and the same shapes reuse it, while its printing slows every
+primitive it reports (scripts/bench_profiler_options.py measures it). Its lines go to
+`torch_profiler.onednn.log` (fd 1 is redirected while Python's `sys.stdout` keeps the progress
+pipe); each `primitive,exec` line is matched by time to the innermost aten op around it, and its
+implementation (e.g. `jit_1x1:avx2`, `brg_conv_fwd:avx512_core`) becomes that op's kernel label.
 
 Artifacts in passes/trace/: torch_profiler.kineto.json (raw), torch_profiler.sync.json,
 torch_profiler.flops.json (FunctionEvent flops by External id: the chrome trace has none),
@@ -32,6 +36,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors._torch_clock import SyncData, sync_ranges, wall_pair
@@ -44,6 +49,11 @@ from hwprof.workload.markers import Marker, read_markers
 
 if TYPE_CHECKING:
     from hwprof.config import RunConfig
+
+ONEDNN_ITERATIONS = 1
+"""Measured iterations run with oneDNN verbose on (from the first): its labels name the implementation
+chosen when the primitive was created, the same in every iteration of one shape, while its printing
+costs about 90 us per primitive here (yolov7-tiny at 320: forward 1.4x with it on throughout)."""
 
 _PROBE_CODE = """
 import json, torch
@@ -75,11 +85,18 @@ class TorchProfilerCollector(Collector):
         self._prof: Any = None
         self._active = False
         self._stack: list[tuple[str, Any]] = []
+        self._enter: Callable[[str], Any]
+        self._exit: Callable[[Any], None]
         self._syncs: dict[str, list[list[int]]] = {"start": [], "stop": []}
         self._wall_pairs: list[list[int]] = []
         self._verbose: Any = None
         self._capture: StdoutToFile | None = None
         self._onednn = bool(config.extra.get("onednn_verbose", True))
+        self._onednn_iterations = int(config.extra.get("onednn_iterations", ONEDNN_ITERATIONS))
+        self._shapes = bool(config.extra.get("profiler_shapes", True))
+        self._flops = bool(config.extra.get("profiler_flops", True))
+        self._ranges = bool(config.extra.get("profiler_ranges", True))
+        """False only to measure the ranges' cost (scripts/bench_trace_overhead.py): ops get no layer."""
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:
@@ -96,16 +113,17 @@ class TorchProfilerCollector(Collector):
 
         self._prof = profile(
             activities=[ProfilerActivity.CPU],
-            record_shapes=True,
-            with_flops=True,
+            record_shapes=self._shapes,
+            with_flops=self._flops,
             with_stack=self.config.profiler_stack,
         )
+        self._enter, self._exit = _range_calls(torch)
         self._prof.start()
         self._active = True
         try:
             self._syncs["start"] = sync_ranges(torch)
             self._wall_pairs.append(wall_pair())
-            if self._onednn and torch.backends.mkldnn.is_available():
+            if self._onednn and self._onednn_iterations > 0 and torch.backends.mkldnn.is_available():
                 self._capture = StdoutToFile(ctx.out_dir / f"{NAME}.onednn.log")
                 self._capture.__enter__()
                 self._verbose = torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON)
@@ -115,19 +133,31 @@ class TorchProfilerCollector(Collector):
             raise
 
     def on_marker(self, marker: Marker) -> None:
-        if not self._active:
+        if not self._active or not self._ranges:
             return
-        import torch
-
         label = _range_name(marker)
         if marker.phase == "B":
-            self._stack.append((label, torch.ops.profiler._record_function_enter_new(label, None)))
+            self._stack.append((label, self._enter(label)))
             return
         if not self._stack or self._stack[-1][0] != label:
             open_ = self._stack[-1][0] if self._stack else "nothing"
             self._abort()
             raise RuntimeError(f"marker {label} ends while {open_} is open: markers do not nest")
-        torch.ops.profiler._record_function_exit._RecordFunction(self._stack.pop()[1])
+        self._exit(self._stack.pop()[1])
+
+    def after_iteration(self, ctx: PassContext, iteration: int) -> None:
+        if self._verbose is not None and iteration + 1 >= self._onednn_iterations:
+            self._end_verbose()
+
+    def _end_verbose(self) -> None:
+        try:
+            if self._verbose is not None:
+                self._verbose.__exit__(None, None, None)
+                self._verbose = None
+        finally:
+            if self._capture is not None:
+                self._capture.__exit__(None, None, None)
+                self._capture = None
 
     def stop(self, ctx: PassContext) -> None:
         self._finish_profiling()
@@ -140,14 +170,9 @@ class TorchProfilerCollector(Collector):
         self._active = False
         try:
             while self._stack:  # only after an error inside an iteration
-                torch.ops.profiler._record_function_exit._RecordFunction(self._stack.pop()[1])
-            if self._verbose is not None:
-                self._verbose.__exit__(None, None, None)
-                self._verbose = None
+                self._exit(self._stack.pop()[1])
         finally:
-            if self._capture is not None:
-                self._capture.__exit__(None, None, None)
-                self._capture = None
+            self._end_verbose()
             self._wall_pairs.append(wall_pair())
             self._syncs["stop"] = sync_ranges(torch)
             self._prof.stop()
@@ -219,6 +244,28 @@ def _flops_by_id(prof: Any) -> dict[int, int]:
         return {int(e.correlation_id()): int(e.flops()) for e in raw if e.flops()}
     except AttributeError:  # a torch without these accessors
         return {int(e.id): int(e.flops) for e in prof.events() if getattr(e, "flops", 0)}
+
+
+def _range_calls(torch: Any) -> tuple[Callable[[str], Any], Callable[[Any], None]]:
+    """Open and close a named range: torch's _RecordFunctionFast where it exists (about 1 us a pair
+    here, recorded as a cpu_op), else the record_function ops (about 22 us a pair: a call from
+    Python through the dispatcher each way; recorded as a user_annotation)."""
+    fast = getattr(torch._C._profiler, "_RecordFunctionFast", None)
+    if fast is None:
+        return (
+            lambda name: torch.ops.profiler._record_function_enter_new(name, None),
+            torch.ops.profiler._record_function_exit._RecordFunction,
+        )
+
+    def enter(name: str) -> Any:
+        handle = fast(name)
+        handle.__enter__()
+        return handle
+
+    def exit_(handle: Any) -> None:
+        handle.__exit__(None, None, None)
+
+    return enter, exit_
 
 
 def _range_name(marker: Marker) -> str:

@@ -11,6 +11,11 @@ the worker), with the same model, images and iterations:
   pyspy             the trace pass with py-spy attached only
   trace             torch.profiler + py-spy: the real trace pass
   scalene           the Scalene pass
+and, only when named in --only, torch.profiler with its options off one at a time (the rest as
+the collector's default: oneDNN verbose, record_shapes, with_flops, a record_function per marker):
+  tp-no-onednn      no oneDNN verbose lines       tp-no-flops    no with_flops
+  tp-no-shapes      neither shapes nor flops      tp-bare        none of the three
+  tp-no-ranges      tp-bare without the per-marker record_function ranges (no layer attribution)
 and prints each pass's forward p50 (from its markers.jsonl: stage "forward" B/E pairs of the
 measured iterations) over the timing pass's (and min over min, the figure least inflated when the
 host is busy with other work), and each foreign clock's alignment error as the
@@ -29,7 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,8 +52,13 @@ class Variant:
     label: str
     pass_name: str
     collectors: tuple[str, ...]
+    extra: tuple[tuple[str, Any], ...] = ()
+    """RunConfig.extra entries for this variant only (torch_profiler's options)."""
+    default: bool = True
+    """Run without --only; the torch.profiler option variants run only when named."""
 
 
+TP_OFF = (("onednn_verbose", False), ("profiler_flops", False), ("profiler_shapes", False))
 VARIANTS = (
     Variant("timing", "timing", ()),
     Variant("layer-markers", "trace", ()),
@@ -56,6 +66,12 @@ VARIANTS = (
     Variant("pyspy", "trace", ("pyspy",)),
     Variant("trace", "trace", ("torch_profiler", "pyspy")),
     Variant("scalene", "scalene", ("scalene",)),
+    # torch.profiler with one option off at a time, then all off, then without the per-marker ranges
+    Variant("tp-no-onednn", "trace", ("torch_profiler",), TP_OFF[:1], False),
+    Variant("tp-no-flops", "trace", ("torch_profiler",), TP_OFF[1:2], False),
+    Variant("tp-no-shapes", "trace", ("torch_profiler",), TP_OFF[1:], False),
+    Variant("tp-bare", "trace", ("torch_profiler",), TP_OFF, False),
+    Variant("tp-no-ranges", "trace", ("torch_profiler",), (*TP_OFF, ("profiler_ranges", False)), False),
 )
 
 
@@ -69,6 +85,7 @@ class Outcome:
 def run_variant(base: Path, variant: Variant, config: RunConfig, images: list[str], k: int) -> tuple[Path, dict]:
     run_dir = base / f"{variant.label}-{k}"
     run_dir.mkdir(parents=True)
+    config = replace(config, extra={**config.extra, **dict(variant.extra)})
     config.save(run_dir / "config.json")
     (run_dir / "images.json").write_text(json.dumps({"paths": images}))
     ctx = PassContext(config, run_dir, variant.pass_name, MarkerBus())
@@ -181,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = wanted - {v.label for v in VARIANTS}
     if unknown:
         parser.error(f"unknown variant {', '.join(sorted(unknown))}; known: {', '.join(v.label for v in VARIANTS)}")
-    variants = [v for v in VARIANTS if not wanted or v.label in wanted or v.label == "timing"]
+    variants = [v for v in VARIANTS if (v.default and not wanted) or v.label in wanted or v.label == "timing"]
     images = [str(p) for p in discover(None).paths]
     base = args.keep or Path(tempfile.mkdtemp(prefix="hwprof-bench-"))
     base.mkdir(parents=True, exist_ok=True)

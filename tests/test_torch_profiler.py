@@ -68,6 +68,7 @@ def test_kernels_ranked_by_self_time_with_onednn_labels(converted: _torch_conver
     assert conv["shapes"][0][0] == [1, 3, 320, 320]
     onednn = converted.summary["onednn"]
     assert onednn["primitives"] > 100 and onednn["matched"] == onednn["primitives"]
+    assert onednn["iterations"] == 2  # the fixture ran with verbose on in both measured iterations
     assert onednn["isa"]
     convs = [op for op in converted.ops if any(p.kind == "convolution" for p in op.onednn)]
     assert convs and all(op.event.name == "aten::mkldnn_convolution" for op in convs)
@@ -180,15 +181,20 @@ def test_real_trace_pass(tmp_path: Path) -> None:
     assert result["status"] == "ok", result
     assert result["summary"]["forward_ops_outside_layers"] == 0
     assert result["summary"]["onednn"]["matched"] > 0
+    # oneDNN verbose runs in the first measured iteration only (its labels; the second runs without)
+    assert result["summary"]["onednn"]["iterations"] == 1
+    first = {m.phase: m.t_ns for m in read_markers(out / "markers.jsonl") if m.kind == "iteration" and m.iteration == 0}
+    primitives = [r for r in read_records(out / "torch_profiler.records.jsonl") if r.category == "onednn"]
+    assert primitives and all(first["B"] <= r.ts_ns <= first["E"] for r in primitives)
 
     # Independently of the converter: every aten op inside a forward range is inside a layer range.
     raw = json.loads((out / "torch_profiler.kineto.json").read_text())["traceEvents"]
     ranges: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for e in raw:
-        if e.get("cat") == "user_annotation" and e["name"].startswith("hwprof:"):
+        if e.get("ph") == "X" and e["name"].startswith("hwprof:"):  # _RecordFunctionFast ranges are cpu_ops
             kind = e["name"].split(":")[1]
             ranges[kind].append((e["ts"], e["ts"] + e["dur"]))
-    ops = [e for e in raw if e.get("cat") == "cpu_op"]
+    ops = [e for e in raw if e.get("cat") == "cpu_op" and not e["name"].startswith("hwprof:")]
     assert len(ranges["iteration"]) == 2 and len(ranges["stage"]) == 8
 
     def inside(e: dict[str, float], spans: list[tuple[float, float]]) -> bool:
