@@ -16,7 +16,9 @@ Life cycle inside the pass's child process (hwprof.worker), in this order:
     close(ctx)       always called (also after an error or Ctrl-C): write artifacts, return result
 
 Out-of-process collectors instead implement `wrap_command` (run the worker under a tool, e.g.
-Scalene) or `attach` (attach a tool to the worker's pid, e.g. py-spy); both run in the parent.
+Scalene) or `attach` (attach a tool to the worker's pid, e.g. py-spy, perf record); both run in
+the parent. `child_env` adds environment variables to the worker (e.g. ONEDNN_JIT_PROFILE, which
+oneDNN reads once as it loads).
 
 Modules must not import torch at import time: the registry imports them all in the parent, and
 in the child `open` must run before torch is loaded.
@@ -149,6 +151,14 @@ class Collector:
 
     def wrap_command(self, command: list[str], ctx: PassContext) -> list[str]:
         return command
+
+    def measured_iterations(self, ctx: PassContext) -> int | None:
+        """More measured iterations than --iters that this collector's pass needs (e.g. for enough samples)."""
+        return None
+
+    def child_env(self, ctx: PassContext) -> dict[str, str]:
+        """Environment variables the pass's worker must start with (read by libraries as they load)."""
+        return {}
 
     def attach(self, pid: int, ctx: PassContext) -> AttachedTool | None:
         return None

@@ -145,7 +145,7 @@ class Session:
             )
         )
 
-    def _child_env(self) -> dict[str, str]:
+    def _child_env(self, collectors: list[Collector], ctx: PassContext) -> dict[str, str]:
         env = dict(os.environ)
         threads = str(self.config.threads)
         env.update(
@@ -157,6 +157,8 @@ class Session:
                 "YOLO_VERBOSE": "False",
             }
         )
+        for collector in collectors:
+            env.update(collector.child_env(ctx))
         return env
 
     def run_pass(self, plan: PassPlan) -> PassOutcome:
@@ -177,7 +179,7 @@ class Session:
                 stderr=log,
                 cwd=self.run_dir,
                 text=True,
-                env=self._child_env(),
+                env=self._child_env(collectors, ctx),
                 start_new_session=True,
             )
             attached: dict[str, AttachedTool] = {}

@@ -93,6 +93,18 @@ class PassRunner:
 
         return deliver
 
+    def _measured_iterations(self) -> int:
+        """--iters, or more where a collector of this pass needs more (its wish is bounded by the collector)."""
+        wishes = [self.config.iters]
+        for collector in self.collectors:
+            if collector.name in self.results:
+                continue
+            try:
+                wishes.append(collector.measured_iterations(self.ctx) or 0)
+            except Exception as exc:
+                self._fail(collector, "measured_iterations", exc)
+        return max(wishes)
+
     def _write_model_info(self) -> None:
         from hwprof.workload.layers import layer_table
 
@@ -139,13 +151,14 @@ class PassRunner:
 
                 # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
                 attach_layer_markers(built.module, self.bus, self.config.depth)
-            total = self.config.warmup + self.config.iters
+            iters = self._measured_iterations()
+            total = self.config.warmup + iters
             for i in range(self.config.warmup):
                 self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
                 progress(phase="warmup", done=i + 1, total=total)
             self.log.flush_to(self.markers_path)
             self._each("start", self.ctx)
-            for i in range(self.config.iters):
+            for i in range(iters):
                 self.ctx.pipeline.run_iteration(i, warmup=False)
                 self._each("after_iteration", self.ctx, i)
                 self.log.flush_to(self.markers_path)

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from hwprof.analysis.kernel_findings import kernel_findings, thin_layers
 from hwprof.analysis.layer_report import LayerReport, LayerStat
 from hwprof.analysis.overhead import Overheads
 from hwprof.analysis.roofline import MEMORY
@@ -467,6 +468,7 @@ def findings(
         + python_overhead(report, over)
         + counters(report)
         + threads(report, thread_count)
+        + kernel_findings(report)
     )
     ranked.sort(key=lambda f: -f.weight)
-    return ranked[:limit] + caveats(report, table, over)
+    return ranked[:limit] + caveats(report, table, over) + thin_layers(report)

@@ -19,7 +19,6 @@ counters measured memory traffic (LLC misses x line), the measured intensity giv
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from collections.abc import Mapping
@@ -27,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import Missing, collector_missing
+from hwprof.analysis.kernels import NativeLayer, NativeView
+from hwprof.analysis.layer_sources import Frame, Kernel, load_frames, load_kernels, load_native
 from hwprof.analysis.roofline import (
     RoofStatus,
     achieved_gbps,
@@ -51,28 +52,6 @@ COUNTER_METRICS = {
     "cycles": "cycles",
     "instructions": "instructions",
 }
-TOP_KERNELS = 3
-TOP_FRAMES = 3
-
-
-@dataclass
-class Kernel:
-    name: str
-    label: str | None
-    """oneDNN implementation of the primitive inside the aten op (e.g. brg_conv_fwd:avx512_core)."""
-    self_ms: float
-    calls: float
-    share: float
-    """Of the layer's aten self time in the trace pass."""
-
-
-@dataclass
-class Frame:
-    function: str
-    share: float
-    """Of the layer's sampled main-thread time."""
-    value: float
-    unit: str
 
 
 @dataclass
@@ -115,6 +94,8 @@ class LayerStat:
     frames: list[Frame] = field(default_factory=list)
     frame_shares: dict[str, float] = field(default_factory=dict)
     """py-spy leaf-frame shares of the layer's sampled time: python / native / waiting."""
+    native: NativeLayer | None = None
+    """Native kernels on every thread (perf sampling in the kernels pass)."""
     metrics: dict[str, float] = field(default_factory=dict)
     """Every other `<collector>.<metric>` of the joined layer table (layers.csv), unchanged."""
 
@@ -137,8 +118,9 @@ class LayerReport:
     """Forward time not inside any top-level layer (scaled like the layers)."""
     missing: dict[str, Missing]
     """Metric family -> why it is absent (time, flops, roofline, counters, mpki, traffic, energy,
-    kernels, frames)."""
+    kernels, frames, native)."""
     methods: dict[str, str]
+    native: NativeView | None = None
 
     def top(self, n: int, key: str = "time_ms") -> list[LayerStat]:
         rows = [r for r in self.layers if getattr(r, key) is not None]
@@ -208,45 +190,6 @@ def _descendants(names: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def load_kernels(data: RunData) -> dict[str, list[Kernel]] | None:
-    for name in data.pass_names:
-        path = data.pass_dir(name) / "torch_profiler.kernels.json"
-        if path.exists():
-            doc = json.loads(path.read_text())
-            out: dict[str, list[Kernel]] = {}
-            for layer, rows in doc.get("layers", {}).items():
-                total = sum(float(r.get("self_us", 0.0)) for r in rows) or 1.0
-                ranked = sorted(rows, key=lambda r: -float(r.get("self_us", 0.0)))[:TOP_KERNELS]
-                out[layer] = [
-                    Kernel(
-                        str(r["name"]),
-                        r.get("label"),
-                        float(r.get("self_us", 0.0)) / 1e3,
-                        float(r.get("calls_per_iter", r.get("calls", 0))),
-                        float(r.get("self_us", 0.0)) / total,
-                    )
-                    for r in ranked
-                ]
-            return out
-    return None
-
-
-def load_frames(data: RunData) -> dict[str, tuple[list[Frame], dict[str, float]]] | None:
-    for name in data.pass_names:
-        path = data.pass_dir(name) / "pyspy.hotspots.json"
-        if path.exists():
-            doc = json.loads(path.read_text())
-            out: dict[str, tuple[list[Frame], dict[str, float]]] = {}
-            for layer, bucket in doc.get("layers", {}).items():
-                frames = []
-                for row in bucket.get("native", [])[:TOP_FRAMES]:
-                    unit = next((k for k in row if k not in ("function", "share")), "")
-                    frames.append(Frame(str(row["function"]), float(row["share"]), float(row.get(unit, 0.0)), unit))
-                out[layer] = (frames, {k: float(v) for k, v in bucket.get("shares", {}).items()})
-            return out
-    return None
-
-
 def _counter(row: dict[str, Any], metric: str) -> float | None:
     for collector in COUNTER_COLLECTORS:
         value = row.get(f"{collector}.{metric}")
@@ -304,6 +247,7 @@ def build_layer_report(data: RunData) -> LayerReport:
     nested = _descendants(names)
     kernels = load_kernels(data)
     frames = load_frames(data)
+    native = load_native(data)
     layers: list[LayerStat] = []
     base = set(BASE_COLUMNS) | {"out_shape", "time_ms", "min_bytes", "intensity"}
     depth_of = {layer["name"]: int(layer.get("depth", 1)) for layer in data.model_info.get("layers", [])}
@@ -355,6 +299,8 @@ def build_layer_report(data: RunData) -> LayerReport:
             stat.kernels = kernels.get(name, [])
         if frames is not None and name in frames:
             stat.frames, stat.frame_shares = frames[name]
+        if native is not None:
+            stat.native = native.layers.get(name)
         stat.metrics = {k: v for k, v in r.items() if k not in base and isinstance(v, int | float)}
         layers.append(stat)
 
@@ -397,12 +343,21 @@ def build_layer_report(data: RunData) -> LayerReport:
             missing["energy"] = collector_missing(run, ["rapl"], "per-layer energy")
     if kernels is None:
         missing["kernels"] = collector_missing(run, ["torch_profiler"], "per-layer kernels")
+    if native is None:
+        missing["native"] = collector_missing(run, ["perf_sampling"], "native kernels per layer on every thread")
+    elif native.forward.cpi is None:
+        cpi = run.get("collectors", {}).get("perf_sampling", {}).get("summary", {}).get("cpi_per_kernel", {})
+        missing["native_cpi"] = Missing(
+            cpi.get("reason") or f"perf sampled on {native.sampling_event}, with no cycles/instructions group",
+            cpi.get("fix", ""),
+        )
     if frames is None:
         missing["frames"] = collector_missing(run, ["pyspy"], "per-layer native frames")
     elif not any(s.frames for s in layers):
         missing["frames"] = Missing(
-            "py-spy recorded no native frames inside layers (--pyspy-nonblocking cannot unwind native stacks)",
-            "collect without --pyspy-nonblocking",
+            "py-spy samples Python stacks only by default (native unwinding pauses every thread per sample); "
+            "the kernels section names native code on every thread",
+            "collect with --pyspy-native for py-spy's native frames on the main thread",
         )
 
     methods.update(
@@ -418,4 +373,6 @@ def build_layer_report(data: RunData) -> LayerReport:
         }
     )
     outside = mean_share(times.outside_ns) * forward_ms if (its and forward_ms and times.outside_ns) else None
-    return LayerReport(layers, roof, source, len(its), scale, note, forward_ms, source_fwd, outside, missing, methods)
+    return LayerReport(
+        layers, roof, source, len(its), scale, note, forward_ms, source_fwd, outside, missing, methods, native
+    )

@@ -145,3 +145,41 @@ def layer_self_ns(spans: Iterable[SpanTime]) -> dict[str, list[int]]:
         done, child = stack.pop()
         out[done.name].append(done.dur_ns - child[0])
     return dict(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A stretch of a measured iteration with one stage and one innermost layer running."""
+
+    start_ns: int
+    end_ns: int
+    stage: str | None
+    layer: str | None
+    """The innermost open layer (self attribution, as the counters do), None between layers."""
+    iteration: int
+
+
+def measured_pieces(markers: Iterable[Marker]) -> list[Piece]:
+    """Pieces covering the measured iterations, in time order: what was running when."""
+    pieces: list[Piece] = []
+    stage: str | None = None
+    layers: list[str] = []
+    inside = False
+    iteration = -1
+    last_t: int | None = None
+    for m in markers:
+        if inside and last_t is not None and m.t_ns > last_t:
+            pieces.append(Piece(last_t, m.t_ns, stage, layers[-1] if layers else None, iteration))
+        last_t = m.t_ns
+        if m.kind == "iteration":
+            inside = m.phase == "B" and not m.warmup
+            iteration = m.iteration
+            stage, layers = None, []
+        elif m.kind == "stage":
+            stage = m.name if m.phase == "B" else None
+        elif m.kind == "layer":
+            if m.phase == "B":
+                layers.append(m.name)
+            elif layers and layers[-1] == m.name:
+                layers.pop()
+    return pieces

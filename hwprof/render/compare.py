@@ -12,7 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from hwprof.analysis.compare import Comparison, Row, compare_runs
-from hwprof.render.report import ms, num, pct, sig
+from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render, spec_renderables
 from hwprof.sweep import SweepEvent, SweepPlan, SweepResult, run_sweep
 

@@ -16,6 +16,8 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
   measured_bytes, measured_intensity, bound_measured, cpi, ipc, llc_mpki, l1_mpki, cpus
   (task-clock / wall), cycles, instructions, energy_j, kernels [{name, label, self_ms, calls,
   share}], frames [{function, share, value, unit}], frame_shares {python, native, waiting},
+  native {samples, share_of_forward, kinds {kind: share}, kernels [{name, kind, library, share,
+  samples, cpi}], threads, cpi, too_few} (perf sampling, all threads),
   metrics {"<collector>.<metric>": value}]}; a value that was not measured is null, and the
   family's reason is under "unavailable".
 - types: [{type, count, params, flops, min_bytes, time_ms, share, gflops_s, intensity, bound,
@@ -31,7 +33,9 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
 
 layers.csv: one row per layer: index, name, type, from (space-separated from-edges), params, flops,
 in_bytes, out_bytes, weight_bytes, then the summary's other layer columns (kernels and frames flattened
-to the top one: top_kernel, top_kernel_label, top_kernel_share, top_frame, top_frame_share)
+to the top one: top_kernel, top_kernel_label, top_kernel_share, top_frame, top_frame_share; and the
+layer's most sampled native kernel outside the OpenMP runtime, from perf: top_native_kernel,
+top_native_kernel_kind, top_native_kernel_share)
 followed by every `<collector>.<metric>` column; an empty cell is a figure that was not measured.
 """
 
@@ -45,6 +49,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from hwprof.analysis.kernels import OPENMP_KIND
 from hwprof.analysis.run_analysis import Analysis, missing_dict
 
 SUMMARY_VERSION = 1
@@ -172,6 +177,9 @@ def layer_csv_rows(a: Analysis) -> tuple[list[str], list[dict[str, Any]]]:
         "top_kernel_share",
         "top_frame",
         "top_frame_share",
+        "top_native_kernel",
+        "top_native_kernel_kind",
+        "top_native_kernel_share",
         *extra,
     ]
     rows = []
@@ -185,6 +193,11 @@ def layer_csv_rows(a: Analysis) -> tuple[list[str], list[dict[str, Any]]]:
             )
         if r.frames:
             row.update(top_frame=r.frames[0].function, top_frame_share=r.frames[0].share)
+        busy = next((k for k in r.native.kernels if k.kind != OPENMP_KIND), None) if r.native else None
+        if busy is not None:
+            row.update(
+                top_native_kernel=busy.name, top_native_kernel_kind=busy.kind, top_native_kernel_share=busy.share
+            )
         row.update(r.metrics)
         rows.append({k: _cell(v) for k, v in row.items()})
     return columns, rows

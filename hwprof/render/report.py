@@ -1,7 +1,8 @@
 """The full report of a run directory: Rich sections in the terminal, or JSON / CSV / Markdown.
 
 Sections: run header (model, weights, host, threads, peaks, what was unavailable and why);
-pipeline stages; top layers by time; layer types; hotspot kernels and native frames per layer;
+pipeline stages; top layers by time; layer types; native kernels per layer on every thread (perf)
+and over the model; aten kernels (torch.profiler) and py-spy native frames per layer;
 roofline summary; Python and collector overheads; findings. Built from hwprof.analysis only.
 A figure that was not measured is never shown as 0: its column is left out and a note under
 the table says "unavailable: <reason>".
@@ -20,6 +21,8 @@ from rich.text import Text
 
 from hwprof.analysis.roofline import PROBE_LABELS
 from hwprof.analysis.run_analysis import Analysis, analyse
+from hwprof.render.fmt import ms, num, pct, si_bytes, sig
+from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, spec_renderables
 
 if TYPE_CHECKING:
@@ -29,7 +32,6 @@ if TYPE_CHECKING:
 
 FORMATS = ("rich", "json", "csv", "markdown")
 TOP_DEFAULT = 15
-KERNEL_LAYERS = 5
 STATUS_STYLE = {
     "ok": "green",
     "partial": "yellow",
@@ -40,48 +42,6 @@ STATUS_STYLE = {
     "timeout": "red",
     "interrupted": "red",
 }
-
-
-# ----------------------------------------------------------------------------- number formats
-
-
-def num(value: float | None, digits: int = 2) -> str:
-    if value is None:
-        return MISSING
-    return f"{value:,.{digits}f}"
-
-
-def ms(value: float | None) -> str:
-    if value is None:
-        return MISSING
-    return f"{value:,.1f}" if abs(value) >= 100 else f"{value:.2f}" if abs(value) >= 1 else f"{value:.3f}"
-
-
-def pct(share: float | None) -> str:
-    if share is None:
-        return MISSING
-    return f"{100 * share:.2f}%" if 0 < abs(share) < 0.001 else f"{100 * share:.1f}%"
-
-
-def sig(value: float | None, digits: int = 3) -> str:
-    """Three significant digits, no exponent below 1e6: 0.00123, 12.3, 1,234."""
-    if value is None:
-        return MISSING
-    if value == 0:
-        return "0"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    text = f"{value:.{digits}g}"
-    return text if "e" not in text else f"{value:.{digits + 2}f}"
-
-
-def si_bytes(value: float | None) -> str:
-    if value is None:
-        return MISSING
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if abs(value) >= size:
-            return f"{value / size:.2f} {unit}"
-    return f"{value:.0f} B"
 
 
 # ----------------------------------------------------------------------------- sections
@@ -408,81 +368,6 @@ def types_spec(a: Analysis) -> TableSpec | None:
     return TableSpec("layer types", cols, rows, notes)
 
 
-def kernels_spec(a: Analysis) -> TableSpec | None:
-    rep = a.layers
-    if not rep.layers:
-        return None
-    cols = [
-        Col("layer", "left", max_width=16),
-        Col("aten op", "left", max_width=28),
-        Col("oneDNN impl", "left", priority=2, max_width=26),
-        Col("ms/iter"),
-        Col("calls", priority=1),
-        Col("share"),
-    ]
-    rows = []
-    layers = rep.top(KERNEL_LAYERS) or rep.top(KERNEL_LAYERS, "flops")
-    for layer in layers:
-        for i, k in enumerate(layer.kernels):
-            rows.append(
-                [
-                    f"{layer.index} {layer.type}" if i == 0 else "",
-                    k.name.removeprefix("aten::"),
-                    k.label or MISSING,
-                    ms(k.self_ms),
-                    sig(k.calls),
-                    pct(k.share),
-                ]
-            )
-    notes = []
-    if "kernels" in rep.missing:
-        notes.append(f"kernels: {rep.missing['kernels'].short()}")
-        cols, rows = [], []
-    else:
-        notes.append(
-            "torch.profiler in the trace pass: aten self time on the calling thread per iteration (not "
-            "scaled); share of the layer's aten time; oneDNN impl from ONEDNN_VERBOSE where matched"
-        )
-    return TableSpec(f"hotspot kernels of the top {len(layers)} layers", cols, rows, notes)
-
-
-def frames_spec(a: Analysis) -> TableSpec | None:
-    rep = a.layers
-    if not rep.layers:
-        return None
-    cols = [
-        Col("layer", "left", max_width=16),
-        Col("native frame (py-spy)", "left", max_width=48),
-        Col("share"),
-        Col("python", priority=2),
-        Col("waiting", priority=1),
-    ]
-    rows = []
-    layers = rep.top(KERNEL_LAYERS) or rep.top(KERNEL_LAYERS, "flops")
-    for layer in layers:
-        for i, f in enumerate(layer.frames):
-            shares = layer.frame_shares
-            rows.append(
-                [
-                    f"{layer.index} {layer.type}" if i == 0 else "",
-                    f.function,
-                    pct(f.share),
-                    pct(shares.get("python")) if i == 0 else "",
-                    pct(shares.get("waiting")) if i == 0 else "",
-                ]
-            )
-    notes = []
-    if "frames" in rep.missing:
-        notes.append(f"native frames: {rep.missing['frames'].short()}")
-        cols, rows = [], []
-    else:
-        notes.append(
-            "py-spy samples of the main thread in the trace pass; share of the layer's sampled time by "
-            "leaf frame; python / waiting = leaf is a Python frame / OpenMP wait or blocking call"
-        )
-    return TableSpec(f"hottest native frames of the top {len(layers)} layers", cols, rows, notes)
-
-
 def roofline_spec(a: Analysis) -> TableSpec:
     s = a.roofline
     if s is None:
@@ -617,6 +502,8 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
         layers_spec(a, top),
         rankings_spec(a),
         types_spec(a),
+        native_kernels_spec(a),
+        native_model_spec(a),
         kernels_spec(a),
         frames_spec(a),
         roofline_spec(a),

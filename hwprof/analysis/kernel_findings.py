@@ -1,0 +1,169 @@
+"""Findings drawn from the native kernels per layer (perf sampling in the kernels pass).
+
+Each rule reads only what was sampled: shares of a layer's sampled time over all threads by
+kernel name and kind, and CPI per kernel where the PMU counted cycles and instructions. Weights
+are shares of forward, as for the other findings, so they rank together.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from hwprof.analysis.kernels import NativeLayer
+
+if TYPE_CHECKING:
+    from hwprof.analysis.findings import Finding
+    from hwprof.analysis.layer_report import LayerReport, LayerStat
+
+IM2COL = re.compile(r"unfolded2d|slow_conv|im2col")
+REFERENCE_CONV = re.compile(r"unfolded2d|slow_conv|im2col|mkl_blas_.*gemm")
+"""aten's reference convolution (_slow_conv2d_forward): im2col (unfolded2d_copy), then an MKL GEMM."""
+REFERENCE_MIN = 0.10
+WAIT_LAYER = 0.45
+WAIT_FORWARD = 0.25
+MIN_LAYER_SHARE = 0.02
+PAGE_FAULT = re.compile(r"clear_page|page_fault|do_anonymous_page|handle_mm_fault|get_page_from_freelist|zap_pte")
+PAGE_FAULT_MIN = 0.05
+CPI_RATIO = 1.5
+CPI_MIN_SHARE = 0.03
+
+
+def _label(layer: LayerStat) -> str:
+    return f"{layer.index} ({layer.type})"
+
+
+def _names(layers: list[LayerStat]) -> str:
+    shown = ", ".join(_label(r) for r in layers[:6])
+    return shown + (f" and {len(layers) - 6} more" if len(layers) > 6 else "")
+
+
+def _share_matching(native: NativeLayer, pattern: re.Pattern[str]) -> float:
+    return sum(k.share for k in native.kernels if pattern.search(k.name))
+
+
+def _with_native(report: LayerReport) -> list[tuple[LayerStat, NativeLayer]]:
+    return [(r, r.native) for r in report.top_level if r.native is not None and (r.share or 0.0) >= MIN_LAYER_SHARE]
+
+
+def reference_convolution(report: LayerReport) -> list[Finding]:
+    from hwprof.analysis.findings import Finding
+
+    hits = [(r, n, _share_matching(n, REFERENCE_CONV)) for r, n in _with_native(report) if _share_matching(n, IM2COL)]
+    hits = [h for h in hits if h[2] >= REFERENCE_MIN]
+    if not hits:
+        return []
+    hits.sort(key=lambda h: -(h[0].share or 0.0) * h[2])
+    return [
+        Finding(
+            f"{_names([r for r, _, _ in hits])} run aten's reference convolution (im2col + MKL GEMM), not oneDNN",
+            "; ".join(f"{r.index}: {100 * s:.0f}% of its samples" for r, _, s in hits[:5])
+            + " in unfolded2d_copy / mkl_blas_*sgemm (perf, all threads): check the conv's dtype, groups, "
+            "dilation and memory format (channels_last), or torch.backends.mkldnn",
+            "kernels",
+            sum((r.share or 0.0) * s for r, _, s in hits),
+        )
+    ]
+
+
+def waiting_threads(report: LayerReport) -> list[Finding]:
+    from hwprof.analysis.findings import Finding
+
+    view = report.native
+    if view is None:
+        return []
+    out = []
+    forward = view.forward.openmp_share
+    if forward >= WAIT_FORWARD:
+        out.append(
+            Finding(
+                f"torch's threads spend {100 * forward:.0f}% of forward's sampled time in the OpenMP runtime",
+                "waiting at barriers or spinning for work (perf, all threads, kernels pass): parallel regions too "
+                "small for the thread count, or serial work between them; try fewer --threads for this model size",
+                "threads",
+                forward * 0.5,
+            )
+        )
+    layers = [(r, n) for r, n in _with_native(report) if n.openmp_share >= WAIT_LAYER and n.threads > 1]
+    if layers:
+        layers.sort(key=lambda rn: -(rn[0].share or 0.0) * rn[1].openmp_share)
+        out.append(
+            Finding(
+                f"the threads mostly wait in {_names([r for r, _ in layers])}",
+                "; ".join(f"{r.index}: {100 * n.openmp_share:.0f}% OpenMP runtime" for r, n in layers[:5])
+                + " of the layer's samples over all threads: lost parallelism",
+                "threads",
+                sum((r.share or 0.0) * n.openmp_share for r, n in layers),
+            )
+        )
+    return out
+
+
+def page_zeroing(report: LayerReport) -> list[Finding]:
+    from hwprof.analysis.findings import Finding
+
+    view = report.native
+    if view is None:
+        return []
+    share = sum(k.share for k in view.kernels if k.kind == "kernel" and PAGE_FAULT.search(k.name))
+    if share < PAGE_FAULT_MIN:
+        return []
+    layers = [(r, n, _share_matching(n, PAGE_FAULT)) for r, n in _with_native(report)]
+    layers = sorted((h for h in layers if h[2] >= PAGE_FAULT_MIN), key=lambda h: -(h[0].share or 0.0) * h[2])
+    where = "; ".join(f"{r.index}: {100 * s:.0f}%" for r, _, s in layers[:5])
+    return [
+        Finding(
+            f"the kernel zeroes fresh pages (page faults) for {100 * share:.0f}% of forward",
+            (f"most in {where} of the layer's samples; " if where else "")
+            + "activations get new memory every forward (the allocator returns it to the OS): a caching "
+            "allocator (jemalloc/tcmalloc via LD_PRELOAD) or glibc's MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ "
+            "keep it",
+            "kernels",
+            share,
+        )
+    ]
+
+
+def high_cpi_kernels(report: LayerReport) -> list[Finding]:
+    from hwprof.analysis.findings import Finding
+
+    view = report.native
+    if view is None or view.forward.cpi is None:
+        return []
+    base = view.forward.cpi
+    hot = [k for k in view.kernels if k.cpi is not None and k.share >= CPI_MIN_SHARE and k.cpi >= CPI_RATIO * base]
+    label = {r.name: str(r.index) for r in report.layers}
+    return [
+        Finding(
+            f"high-CPI kernel {k.name}: CPI {k.cpi:.2f} vs {base:.2f} over forward",
+            f"{100 * k.share:.0f}% of forward's samples, in layers "
+            + ", ".join(f"{label.get(n, n)} ({100 * s:.0f}%)" for n, s in k.layers[:4])
+            + " (perf: cycles-sampled, group-read instructions)",
+            "counters",
+            k.share,
+        )
+        for k in hot[:3]
+    ]
+
+
+def thin_layers(report: LayerReport) -> list[Finding]:
+    from hwprof.analysis.findings import CAVEAT, Finding
+
+    view = report.native
+    if view is None:
+        return []
+    few = [r for r in report.top_level if r.native is not None and r.native.too_few]
+    if not few:
+        return []
+    return [
+        Finding(
+            f"{_names(few)} got fewer than {view.min_samples} perf samples: their kernel shares are rough",
+            "raise --iters or --perf-rate for the kernels pass",
+            CAVEAT,
+            0.0,
+        )
+    ]
+
+
+def kernel_findings(report: LayerReport) -> list[Finding]:
+    return reference_convolution(report) + waiting_threads(report) + page_zeroing(report) + high_cpi_kernels(report)

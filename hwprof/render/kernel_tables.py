@@ -1,0 +1,192 @@
+"""The report's kernel sections: native kernels per layer on every thread and over the model
+(perf sampling), aten kernels per layer (torch.profiler) and py-spy's native frames."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hwprof.render.fmt import ms, num, pct, sig
+from hwprof.render.tables import MISSING, Col, TableSpec
+
+if TYPE_CHECKING:
+    from hwprof.analysis.layer_report import LayerReport, LayerStat
+    from hwprof.analysis.run_analysis import Analysis
+
+KERNEL_LAYERS = 5
+NATIVE_LAYERS = 8
+NATIVE_PER_LAYER = 4
+MODEL_KERNELS = 12
+KERNEL_LAYER_NAMES = 3
+
+
+def _layer_label(layer: LayerStat) -> str:
+    return f"{layer.index} {layer.type}" if layer.depth == 1 else f"{layer.name.removeprefix('model.')} {layer.type}"
+
+
+def _kernel_layers(rep: LayerReport) -> list[LayerStat]:
+    return rep.top(KERNEL_LAYERS) or rep.top(KERNEL_LAYERS, "flops")
+
+
+def native_kernels_spec(a: Analysis) -> TableSpec | None:
+    """Per layer (top by time): its most sampled kernels over all threads, and how long its threads waited."""
+    rep = a.layers
+    if not rep.layers:
+        return None
+    view = rep.native
+    title = "kernels per layer (all threads)"
+    if view is None:
+        return TableSpec(title, [], [], [f"native kernels: {rep.missing['native'].short()}"])
+    cpi = any(k.cpi is not None for r in rep.layers if r.native for k in r.native.kernels)
+    cols = [
+        Col("layer", "left", max_width=16),
+        Col("samples", priority=3),
+        Col("wait", priority=1),
+        Col("kernel", "left", max_width=46),
+        Col("kind", "left", priority=2, max_width=14),
+        Col("share"),
+    ]
+    if cpi:
+        cols.append(Col("CPI"))
+    layers = [r for r in (rep.top(NATIVE_LAYERS) or rep.top(NATIVE_LAYERS, "flops")) if r.native is not None]
+    rows = []
+    for layer in layers:
+        native = layer.native
+        assert native is not None
+        for i, k in enumerate(native.kernels[:NATIVE_PER_LAYER]):
+            first = i == 0
+            samples = f"{native.samples}{' (few)' if native.too_few else ''}"
+            row = [
+                _layer_label(layer) if first else "",
+                samples if first else "",
+                pct(native.openmp_share) if first else "",
+                k.name,
+                k.kind,
+                pct(k.share),
+            ]
+            if cpi:
+                row.append(num(k.cpi))
+            rows.append(row)
+    notes = [
+        f"perf record on {view.sampling_event} at {view.rate_hz:.0f} Hz per thread in the kernels pass, every "
+        f"thread, {view.iterations} measured iterations; a sample belongs to the layer the pipeline thread was "
+        "in at its time (self: the innermost layer); share = of the layer's sampled time over all threads; "
+        "wait = share in the OpenMP runtime (threads waiting or spinning: lost parallelism)",
+        f"forward: {view.forward.samples} samples, {pct(view.forward.openmp_share)} OpenMP runtime, "
+        f"{pct(view.forward.kernel_space_share)} kernel space",
+    ]
+    few = [r for r in layers if r.native is not None and r.native.too_few]
+    if few:
+        notes.append(
+            f"(few): under {view.min_samples} samples for a layer above 1% of forward: its shares are rough; "
+            "raise --iters or --perf-rate"
+        )
+    if "native_cpi" in rep.missing:
+        notes.append(f"CPI per kernel: {rep.missing['native_cpi'].short()}")
+    return TableSpec(f"{title}, top {len(layers)} layers by time", cols, rows, notes)
+
+
+def native_model_spec(a: Analysis) -> TableSpec | None:
+    """The model's most sampled kernels over forward, with the layers they ran in."""
+    rep = a.layers
+    view = rep.native
+    if view is None or not view.kernels:
+        return None
+    label = {r.name: str(r.index) if r.depth == 1 else r.name.removeprefix("model.") for r in rep.layers}
+    cpi = any(k.cpi is not None for k in view.kernels)
+    cols = [
+        Col("kernel", "left", max_width=46),
+        Col("kind", "left", priority=2, max_width=14),
+        Col("share"),
+        Col("samples", priority=3),
+        Col("layers (share of the kernel's samples)", "left", priority=1, max_width=40),
+    ]
+    if cpi:
+        cols.insert(3, Col("CPI"))
+    rows = []
+    for k in view.kernels[:MODEL_KERNELS]:
+        where = ", ".join(
+            f"{label.get(name, name)} {100 * share:.0f}%" for name, share in k.layers[:KERNEL_LAYER_NAMES]
+        )
+        if len(k.layers) > KERNEL_LAYER_NAMES:
+            where += f", +{len(k.layers) - KERNEL_LAYER_NAMES} more"
+        row = [k.name, k.kind, pct(k.share), str(k.samples), where]
+        if cpi:
+            row.insert(3, num(k.cpi))
+        rows.append(row)
+    notes = ["share of forward's sampled time over all threads (kernels pass)"]
+    return TableSpec(f"kernels over the model, top {len(rows)} of {len(view.kernels)}", cols, rows, notes)
+
+
+def kernels_spec(a: Analysis) -> TableSpec | None:
+    rep = a.layers
+    if not rep.layers:
+        return None
+    cols = [
+        Col("layer", "left", max_width=16),
+        Col("aten op", "left", max_width=28),
+        Col("oneDNN impl", "left", priority=2, max_width=26),
+        Col("ms/iter"),
+        Col("calls", priority=1),
+        Col("share"),
+    ]
+    rows = []
+    layers = _kernel_layers(rep)
+    for layer in layers:
+        for i, k in enumerate(layer.kernels):
+            rows.append(
+                [
+                    f"{layer.index} {layer.type}" if i == 0 else "",
+                    k.name.removeprefix("aten::"),
+                    k.label or MISSING,
+                    ms(k.self_ms),
+                    sig(k.calls),
+                    pct(k.share),
+                ]
+            )
+    notes = []
+    if "kernels" in rep.missing:
+        notes.append(f"kernels: {rep.missing['kernels'].short()}")
+        cols, rows = [], []
+    else:
+        notes.append(
+            "torch.profiler in the trace pass: aten self time on the calling thread per iteration (not "
+            "scaled); share of the layer's aten time; oneDNN impl from ONEDNN_VERBOSE where matched"
+        )
+    return TableSpec(f"hotspot kernels of the top {len(layers)} layers", cols, rows, notes)
+
+
+def frames_spec(a: Analysis) -> TableSpec | None:
+    rep = a.layers
+    if not rep.layers:
+        return None
+    cols = [
+        Col("layer", "left", max_width=16),
+        Col("native frame (py-spy)", "left", max_width=48),
+        Col("share"),
+        Col("python", priority=2),
+        Col("waiting", priority=1),
+    ]
+    rows = []
+    layers = _kernel_layers(rep)
+    for layer in layers:
+        for i, f in enumerate(layer.frames):
+            shares = layer.frame_shares
+            rows.append(
+                [
+                    f"{layer.index} {layer.type}" if i == 0 else "",
+                    f.function,
+                    pct(f.share),
+                    pct(shares.get("python")) if i == 0 else "",
+                    pct(shares.get("waiting")) if i == 0 else "",
+                ]
+            )
+    notes = []
+    if "frames" in rep.missing:
+        notes.append(f"native frames: {rep.missing['frames'].short()}")
+        cols, rows = [], []
+    else:
+        notes.append(
+            "py-spy samples of the main thread in the trace pass; share of the layer's sampled time by "
+            "leaf frame; python / waiting = leaf is a Python frame / OpenMP wait or blocking call"
+        )
+    return TableSpec(f"hottest native frames of the top {len(layers)} layers", cols, rows, notes)

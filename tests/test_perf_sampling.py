@@ -1,0 +1,342 @@
+"""perf sampling in the kernels pass: parsing real `perf script` output, kernel names, attribution
+to stage > layer by time, the sampling plan, the worker/parent FIFO handshake, and real runs that
+are cross-checked against `perf report --time` on the same perf.data."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import shutil
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hwprof.collectors import _perf_control as ctl
+from hwprof.collectors import perf_sampling as ps
+from hwprof.collectors._perf_report import code_of, is_named
+from hwprof.collectors._perf_script import (
+    KIND_ATEN,
+    KIND_BLAS,
+    KIND_JIT,
+    KIND_KERNEL,
+    KIND_OPENMP,
+    KINDS,
+    OPENMP_LABEL,
+    Sample,
+    classify,
+    finish_counts,
+    parse_script,
+    short_name,
+)
+from hwprof.collectors.base import Capability
+
+from hwprof.analysis.kernels import BETWEEN_LAYERS, attribute, derived, tables_dict
+from hwprof.analysis.spans import measured_pieces, measured_spans
+from hwprof.config import RunConfig
+from hwprof.workload.markers import read_markers
+
+FIXTURE = Path(__file__).parent / "fixtures" / "perf_sampling"
+PERF = shutil.which("perf")
+
+
+def _samples(name: str) -> list[Sample]:
+    with gzip.open(FIXTURE / f"{name}.script.txt.gz", "rt") as lines:
+        samples = list(parse_script(lines))
+    finish_counts(samples)
+    return samples
+
+
+def _lines(name: str) -> list[str]:
+    with gzip.open(FIXTURE / f"{name}.script.txt.gz", "rt") as lines:
+        return [line for line in lines if line.strip()]
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def test_every_line_of_a_cpu_clock_recording_is_one_sample() -> None:
+    lines = _lines("cpu_clock")
+    samples = _samples("cpu_clock")
+    assert len(samples) == len(lines)
+    assert {s.event for s in samples} == {"cpu-clock"}
+    assert all(s.counts == {} for s in samples)
+    first = lines[0].split()
+    assert samples[0].tid == int(first[1])
+    seconds, frac = first[2].rstrip(":").split(".")
+    assert samples[0].t_ns == int(seconds) * 10**9 + int(frac)
+    assert len({s.tid for s in samples}) == 2, "the pipeline thread and torch's OpenMP worker"
+
+
+def test_a_group_recording_merges_member_lines_into_one_sample_with_counts() -> None:
+    lines = _lines("group")
+    samples = _samples("group")
+    leaders = [line for line in lines if " cpu-clock: " in line]
+    assert len(samples) == len(leaders)
+    for event in ("context-switches", "page-faults"):
+        in_text = sum(int(line.split()[3]) for line in lines if f" {event}: " in line)
+        assert in_text > 0
+        assert sum(s.counts.get(event, 0) for s in samples) == in_text
+    assert sum(s.counts["cpu-clock"] for s in samples) == sum(s.period for s in samples)
+
+
+def test_symbols_with_parentheses_keep_their_library() -> None:
+    line = (
+        "python  2460   337.512430117:     250000 cpu-clock:      7f22fa9be681 "
+        "at::native::(anonymous namespace)::cpu_max_pool<float, false>(at::Tensor const&) "
+        "(/x/torch/lib/libtorch_cpu.so)"
+    )
+    (s,) = parse_script([line])
+    assert s.sym.endswith("(at::Tensor const&)") and s.dso == "/x/torch/lib/libtorch_cpu.so"
+    assert (s.tid, s.t_ns, s.period, s.ip) == (2460, 337_512_430_117, 250000, 0x7F22FA9BE681)
+
+
+def test_the_recording_names_jit_kernels_and_labels_the_openmp_runtime() -> None:
+    codes = Counter(code_of(s) for s in _samples("cpu_clock"))
+    names = {c.name for c in codes}
+    kinds = {c.kind for c in codes}
+    assert any(n.startswith("jit_avx512") for n in names), "oneDNN JIT kernels named through the perf map"
+    assert not any(re.search(r"\.\d+$", n) for n in names if n.startswith("jit_")), "perf's .N suffix dropped"
+    assert {KIND_JIT, KIND_OPENMP, KIND_BLAS} <= kinds
+    assert OPENMP_LABEL in names
+
+
+@pytest.mark.parametrize(
+    ("sym", "dso", "ip", "name", "kind"),
+    [
+        ("jit_uni_reorder_kernel_f32.2", "/tmp/perf-2453.map", 0x7F00, "jit_uni_reorder_kernel_f32", KIND_JIT),
+        ("jit_x.7", "[JIT] tid 7754", 0x7F00, "jit_x", KIND_JIT),
+        ("[unknown]", "/t/torch/lib/libgomp.so.1", 0x7F00, OPENMP_LABEL, KIND_OPENMP),
+        ("clear_page_erms", "[kernel.kallsyms]", 0xFFFFFFFF821EB0E7, "clear_page_erms", KIND_KERNEL),
+        ("mkl_blas_def_sgemm_kernel_0_zen", "/t/libtorch_cpu.so", 1, "mkl_blas_def_sgemm_kernel_0_zen", KIND_BLAS),
+        (
+            "at::native::add_kernel(at::TensorIteratorBase&)",
+            "/t/libtorch_cpu.so",
+            1,
+            "at::native::add_kernel(…)",
+            KIND_ATEN,
+        ),
+    ],
+)
+def test_classify(sym: str, dso: str, ip: int, name: str, kind: str) -> None:
+    code = classify(sym, dso, ip)
+    assert (code.name, code.kind) == (name, kind)
+
+
+def test_aten_parallel_regions_are_named_by_the_operation_inside() -> None:
+    silu = (
+        "c10::function_ref<void (char**, long const*, long, long)>::callback_fn<at::native::AVX512::"
+        "VectorizedLoop2d<at::native::(anonymous namespace)::silu_kernel(at::TensorIteratorBase&)::{lambda()#2}"
+        "::operator()() const::{lambda(float)#1}> >"
+    )
+    assert short_name(silu) == "at::native::silu_kernel [VectorizedLoop2d]"
+    pool = (
+        "at::internal::invoke_parallel<at::parallel_for<at::native::(anonymous namespace)::cpu_max_pool<float, "
+        "false>(at::Tensor const&)::{lambda(long, long)#1}>(long, long, long)::{lambda(long, long)#1}>"
+    )
+    assert short_name(pool) == "at::native::cpu_max_pool [parallel body]"
+    assert not is_named("[unknown in libc]") and not is_named(OPENMP_LABEL) and is_named("memcpy")
+
+
+# ----------------------------------------------------------------------------- attribution
+
+
+def _tables(name: str) -> tuple[Any, list[Sample], list[Any]]:
+    samples = _samples(name)
+    pieces = measured_pieces(read_markers(FIXTURE / f"{name}.markers.jsonl"))
+    return attribute(samples, code_of, pieces), samples, pieces
+
+
+def test_samples_are_charged_to_the_stage_and_layer_running_at_their_time() -> None:
+    tables, samples, _ = _tables("cpu_clock")
+    spans = measured_spans(read_markers(FIXTURE / "cpu_clock.markers.jsonl"))
+    forward = [(s.start_ns, s.end_ns) for s in spans if s.kind == "stage" and s.name == "forward"]
+    in_forward = [x for x in samples if any(a <= x.t_ns < b for a, b in forward)]
+    assert tables.forward.samples == len(in_forward) > 500
+    assert sum(b.samples for b in tables.layers.values()) == tables.forward.samples
+    assert sum(b.samples for b in tables.stages.values()) + tables.outside == len(samples)
+    layer = max((n for n in tables.layers if n != BETWEEN_LAYERS), key=lambda n: tables.layers[n].samples)
+    windows = [(s.start_ns, s.end_ns) for s in spans if s.kind == "layer" and s.name == layer]
+    assert tables.layers[layer].samples == sum(any(a <= x.t_ns < b for a, b in windows) for x in samples)
+    assert len(tables.layers[layer].threads) == 2, "both threads' samples belong to the layer"
+
+
+def test_tables_dict_reports_shares_that_add_up_and_flags_thin_layers() -> None:
+    tables, _, _ = _tables("cpu_clock")
+    doc = tables_dict(tables, [], KINDS)
+    fwd = doc["forward"]
+    assert sum(fwd["kinds"].values()) == pytest.approx(1.0)
+    assert sum(k["share"] for k in doc["kernels"]) == pytest.approx(1.0)
+    for row in doc["kernels"][:5]:
+        assert sum(share for _, share in row["layers"]) == pytest.approx(1.0)
+    thin = [n for n, r in doc["layers"].items() if n != BETWEEN_LAYERS and r["share_of_forward"] >= 0.01]
+    few = [n for n in thin if doc["layers"][n]["samples"] < doc["min_samples"]]
+    assert sorted(few) == doc["layers_with_too_few_samples"]
+    assert "cpi" not in fwd, "no cycles or instructions were counted"
+
+
+def test_group_counts_reach_the_tables() -> None:
+    tables, _, _ = _tables("group")
+    doc = tables_dict(tables, ["cpu-clock", "context-switches", "page-faults"], KINDS)
+    in_forward = sum(b.counts[""]["context-switches"] for b in tables.layers.values())
+    assert doc["forward"]["counts"]["context-switches"] == in_forward > 0
+
+
+def test_cpi_and_mpki_come_only_from_counted_cycles_and_instructions() -> None:
+    counts = {"cycles": 3000, "instructions": 2000, "cache-misses": 10}
+    assert derived(counts, list(counts)) == {"cpi": 1.5, "cache_misses_pki": 5.0}
+    assert derived({"cycles": 3000}, ["cycles"]) == {}
+    assert derived({}, []) == {}
+
+
+# ----------------------------------------------------------------------------- plan and events
+
+
+def test_the_plan_keeps_the_rate_low_and_adds_iterations_for_a_short_forward() -> None:
+    config = RunConfig(iters=20)
+    slow = ps.plan_sampling(config, 1.0)
+    assert slow.iterations == 20 and ps.MIN_AUTO_RATE <= slow.rate <= ps.MAX_AUTO_RATE
+    assert slow.rate * 0.01 * 1.0 * slow.iterations >= 50
+    fast = ps.plan_sampling(config, 0.040)
+    assert fast.rate == ps.MAX_AUTO_RATE and fast.iterations > 20
+    assert fast.rate * 0.01 * 0.040 * fast.iterations >= 50
+    tiny = ps.plan_sampling(config, 0.0001)
+    assert tiny.iterations * 0.0001 <= ps.MAX_PASS_S + 1e-9
+    chosen = ps.plan_sampling(RunConfig(iters=7, perf_rate=123), 0.040)
+    assert (chosen.rate, chosen.iterations, chosen.how) == (123, 7, "--perf-rate")
+
+
+def test_sampling_events_follow_the_pmu_and_the_paranoia() -> None:
+    no_pmu = Capability.ok(pmu=False, user_only=False)
+    assert ps.sampling_events(RunConfig(), no_pmu) == ["cpu-clock"]
+    assert ps.sampling_events(RunConfig(events=["page-faults", "cycles"]), no_pmu) == ["{cpu-clock,page-faults}:S"]
+    pmu = Capability.ok(pmu=True, user_only=True)
+    group = ps.sampling_events(RunConfig(events=["LLC-load-misses"]), pmu)
+    assert group == ["{cycles:u,instructions:u,cache-misses:u,LLC-load-misses:u}:S"]
+
+
+def test_without_perf_the_collector_is_unavailable_with_the_install_fix(tmp_path: Path) -> None:
+    cap = ps.PerfSamplingCollector.probe(RunConfig(extra={"perf_path": str(tmp_path / "no-perf")}))
+    assert not cap.available and "apt-get install linux-perf" in cap.fix and "dnf install perf" in cap.fix
+
+
+# ----------------------------------------------------------------------------- FIFO handshake
+
+
+def test_a_worker_without_perf_measures_on_at_once(tmp_path: Path) -> None:
+    started = time.monotonic()
+    assert ctl.request_attach(tmp_path) is False
+    ctl.make_fifos(tmp_path)
+    assert ctl.request_attach(tmp_path) is False, "nobody reads perf.ready"
+    assert ctl.disable(tmp_path) is False
+    assert time.monotonic() - started < 1.0
+
+
+def test_the_parent_launches_when_the_worker_asks_and_answers_go(tmp_path: Path) -> None:
+    ctl.make_fifos(tmp_path)
+    launched = threading.Event()
+
+    def launch() -> bool:
+        launched.set()
+        return True
+
+    server = ctl.AttachOnRequest(tmp_path, launch)
+    time.sleep(0.05)
+    assert ctl.request_attach(tmp_path, timeout_s=10) is True
+    assert launched.is_set() and server.requested and server.launched
+    server.cancel()
+    assert not server.thread.is_alive()
+
+
+def test_cancel_releases_a_parent_whose_worker_never_asked(tmp_path: Path) -> None:
+    ctl.make_fifos(tmp_path)
+    server = ctl.AttachOnRequest(tmp_path, lambda: pytest.fail("must not launch"))
+    time.sleep(0.05)
+    server.cancel()
+    assert not server.thread.is_alive() and not server.requested
+
+
+# ----------------------------------------------------------------------------- real runs
+
+
+def _pmu_counts() -> tuple[bool, str]:
+    if PERF is None:
+        return False, "perf is not installed"
+    return ps.pmu_status(PERF)
+
+
+def _collect(run_hwprof: Any, out: Path, *extra: str) -> dict[str, Any]:
+    args = ["--model", "yolov8n", "--imgsz", "256", "--warmup", "1", "--out", str(out), "--no-report"]
+    proc = run_hwprof("collect", *args, *extra, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return json.loads((out / "run.json").read_text())
+
+
+def _report_shares(data: Path, windows: list[tuple[int, int]]) -> dict[str, float]:
+    """`perf report --time` over the windows, by hwprof's kernel names: the peer tool's shares."""
+    assert PERF is not None
+    ranges = " ".join(f"{a / 1e9:.9f},{b / 1e9:.9f}" for a, b in windows)
+    command = [PERF, "report", "-i", str(data), "--time", ranges, "--sort", "dso,sym", "--stdio", "--no-children"]
+    done = subprocess.run([*command, "-q", "-n"], capture_output=True, text=True, timeout=300, check=True)
+    shares: dict[str, float] = {}
+    for line in done.stdout.splitlines():
+        match = re.match(r"^\s*([\d.]+)%\s+(\d+)\s+(.+?)\s+\[([.k])\]\s+(.*)$", line)
+        if match is None:
+            continue
+        pct, _, dso, space, sym = match.groups()
+        sym = "[unknown]" if re.fullmatch(r"0x[0-9a-f]+", sym.strip()) else sym.strip()
+        code = classify(sym, "[kernel.kallsyms]" if space == "k" else dso.strip(), 0)
+        shares[code.name] = shares.get(code.name, 0.0) + float(pct) / 100
+    return shares
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(PERF is None, reason="perf is not installed (Debian: apt-get install linux-perf)")
+def test_real_kernels_pass_agrees_with_perf_report(run_hwprof: Any, tmp_path: Path) -> None:
+    """A real timing + kernels pass; for the three most sampled layers, the kernel shares hwprof
+    computed agree with `perf report --time` over the same layer windows of the same perf.data."""
+    out = tmp_path / "run"
+    run = _collect(run_hwprof, out, "--iters", "3", "--perf-rate", "1000", "--only", "timing,perf_sampling")
+    result = run["collectors"]["perf_sampling"]
+    assert result["status"] == "ok", result
+    summary = result["summary"]
+    assert summary["samples_forward"] > 300
+    assert summary["forward_labelled_share"] > 0.9
+    assert summary["jit_perf_map"] is True
+    kernels_pass = out / "passes" / "kernels"
+    doc = json.loads((kernels_pass / "perf_sampling.kernels.json").read_text())
+    assert any(k["kind"] == KIND_JIT for k in doc["kernels"]), "oneDNN JIT kernels named"
+
+    jit_map = next(kernels_pass.glob("perf-*.map"))
+    shutil.copy(jit_map, Path("/tmp") / jit_map.name)  # where perf report looks for it
+    spans = measured_spans(read_markers(kernels_pass / "markers.jsonl"))
+    layers = sorted((n for n in doc["layers"] if n != BETWEEN_LAYERS), key=lambda n: -doc["layers"][n]["samples"])[:3]
+    for layer in layers:
+        windows = [(s.start_ns, s.end_ns) for s in spans if s.kind == "layer" and s.name == layer]
+        theirs = _report_shares(kernels_pass / "perf.data", windows)
+        ours = {k["name"]: k["share"] for k in doc["layers"][layer]["kernels"]}
+        for name, share in ours.items():
+            if share >= 0.02:
+                assert theirs.get(name, 0.0) == pytest.approx(share, abs=0.02), (layer, name, theirs)
+
+    layers_csv = (out / "layers.csv").read_text().splitlines()
+    assert "perf_sampling.samples" in layers_csv[0] and "top_native_kernel" in layers_csv[0]
+    report = run_hwprof("report", str(out))
+    assert report.returncode == 0
+    assert "kernels per layer (all threads)" in report.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _pmu_counts()[0], reason=f"no hardware PMU here: {_pmu_counts()[1]}")
+def test_real_cpi_per_kernel_where_the_pmu_counts(run_hwprof: Any, tmp_path: Path) -> None:
+    run = _collect(run_hwprof, tmp_path / "run", "--iters", "3", "--only", "timing,perf_sampling")
+    result = run["collectors"]["perf_sampling"]
+    assert result["status"] == "ok", result
+    assert {"cycles", "instructions"} <= set(result["summary"]["group_events"])
+    doc = json.loads((tmp_path / "run" / "passes" / "kernels" / "perf_sampling.kernels.json").read_text())
+    assert 0.1 < doc["forward"]["cpi"] < 20
+    assert any("cpi" in k for k in doc["kernels"][:5])
