@@ -70,6 +70,7 @@ INSTALL_FIX = (
     "install Linux perf: Debian `sudo apt-get install linux-perf`, Ubuntu `sudo apt-get install "
     "linux-tools-common linux-tools-$(uname -r)`, Fedora `sudo dnf install perf`"
 )
+CPI_PART = "CPI and MPKI per kernel"
 NO_PMU_REASON = "this host exposes no hardware PMU to perf (`perf stat -e cycles true` says <not supported>)"
 NO_PMU_FIX = (
     "run on bare metal, or on a VM with a virtual PMU (KVM/libvirt `<cpu mode='host-passthrough'>` with "
@@ -150,8 +151,17 @@ def _probe(binary: str) -> Capability:
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
     pmu, why = pmu_status(binary)
     details: dict[str, Any] = {"binary": binary, "version": version, "pmu": pmu, "user_only": bool(suffix)}
+    unavailable: dict[str, dict[str, str]] = {}
     if not pmu:
-        details["cpi_unavailable"] = {"reason": why, "fix": NO_PMU_FIX}
+        unavailable[CPI_PART] = {"reason": why, "fix": NO_PMU_FIX}
+    if suffix:
+        level = paranoid_level()
+        unavailable["kernel-space samples"] = {
+            "reason": f"perf_event_paranoid={level} without root",
+            "fix": permission_fix(),
+        }
+    if unavailable:
+        details["unavailable"] = unavailable
     return Capability.ok(**details)
 
 
@@ -360,7 +370,7 @@ class PerfRecordTool(AttachedTool):
         )
         if self.capability.details.get("user_only"):
             summary["kernel_space"] = "not sampled: user space only (perf_event_paranoid >= 2 without root)"
-        cpi = self.capability.details.get("cpi_unavailable")
+        cpi = self.capability.details.get("unavailable", {}).get(CPI_PART)
         if cpi:
             summary["cpi_per_kernel"] = {"status": "unavailable", **cpi}
         status, reason, fix = "ok", "", ""

@@ -294,6 +294,32 @@ def _report_shares(data: Path, windows: list[tuple[int, int]]) -> dict[str, floa
     return shares
 
 
+def _check_trace(trace: Path) -> None:
+    """Per-thread kernel slices in Perfetto's own trace processor: on both threads, nested under the
+    layer slices on the pipeline thread, and no import errors."""
+    from hwprof.render.trace_processor import TraceSession, availability
+
+    state = availability()
+    if not state.available:
+        pytest.skip(f"trace processor: {state.reason}")
+    with TraceSession(trace) as tp:
+        assert tp.query("select name from stats where value > 0 and severity in ('error', 'data_loss')") == []
+        threads = tp.query(
+            """
+            select t.tid, count(*) as n from slice s join thread_track tt on s.track_id = tt.id
+            join thread t using (utid) where s.category = 'perf' group by t.tid
+            """
+        )
+        assert len(threads) == 2 and all(r["n"] > 0 for r in threads), threads
+        nested = tp.query(
+            """
+            select count(*) as n from slice s where s.category = 'perf'
+            and exists (select 1 from ancestor_slice(s.id) a where a.category glob 'layer*')
+            """
+        )[0]["n"]
+        assert nested > 0
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(PERF is None, reason="perf is not installed (Debian: apt-get install linux-perf)")
 def test_real_kernels_pass_agrees_with_perf_report(run_hwprof: Any, tmp_path: Path) -> None:
@@ -323,6 +349,7 @@ def test_real_kernels_pass_agrees_with_perf_report(run_hwprof: Any, tmp_path: Pa
             if share >= 0.02:
                 assert theirs.get(name, 0.0) == pytest.approx(share, abs=0.02), (layer, name, theirs)
 
+    _check_trace(out / "trace.pftrace")
     layers_csv = (out / "layers.csv").read_text().splitlines()
     assert "perf_sampling.samples" in layers_csv[0] and "top_native_kernel" in layers_csv[0]
     report = run_hwprof("report", str(out))
