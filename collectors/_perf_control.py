@@ -32,6 +32,7 @@ GO_FIFO = "perf.go"
 FIFOS = (CONTROL_FIFO, ACK_FIFO, READY_FIFO, GO_FIFO)
 ACK_TIMEOUT_S = 10.0
 GO_TIMEOUT_S = 60.0
+READER_WAIT_S = 5.0
 
 
 def make_fifos(folder: Path) -> list[Path]:
@@ -103,21 +104,36 @@ class PerfControl:
 
 
 def request_attach(folder: Path, timeout_s: float = GO_TIMEOUT_S) -> bool:
-    """Worker side: ask the parent to attach perf now; True once perf samples this process."""
+    """Worker side: ask the parent to attach perf now; True once perf samples this process, False
+    when there is no perf to ask or it failed to start (the worker measures on either way)."""
     try:
         go = os.open(folder / GO_FIFO, os.O_RDONLY | os.O_NONBLOCK)
     except OSError:
         return False
     try:
-        try:
-            ready = os.open(folder / READY_FIFO, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError:
+        ready = _open_writer(folder / READY_FIFO, READER_WAIT_S)
+        if ready is None:
             return False  # nobody waits for us: no perf in this run
         os.write(ready, b"ready\n")
         os.close(ready)
         return _wait_read(go, timeout_s).startswith(b"go")
     finally:
         os.close(go)
+
+
+def _open_writer(path: Path, wait_s: float) -> int | None:
+    """The FIFO's writing end; None if it does not exist, or no reader opened it within wait_s
+    (the FIFO exists from the moment the parent's tool is made, its reader a thread start later)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
 
 
 def disable(folder: Path) -> bool:
@@ -153,7 +169,7 @@ class AttachOnRequest:
         finally:
             try:
                 go = os.open(self.folder / GO_FIFO, os.O_WRONLY | os.O_NONBLOCK)
-                os.write(go, b"go\n")
+                os.write(go, b"go\n" if self.launched else b"no perf\n")
                 os.close(go)
             except OSError:
                 pass  # the worker gave up waiting

@@ -65,7 +65,7 @@ RATE_MARGIN = 1.3
 MAX_PASS_S = 60.0
 """The most forward time the auto plan gives the kernels pass's measured iterations."""
 PMU_GROUP = ("cycles", "instructions", "cache-misses")
-PERMISSION_WORDS = ("permission", "not permitted", "paranoid", "eacces", "eperm")
+PERMISSION_WORDS = ("permission", "not permitted", "paranoid", "eacces", "eperm", "access to performance monitoring")
 INSTALL_FIX = (
     "install Linux perf: Debian `sudo apt-get install linux-perf`, Ubuntu `sudo apt-get install "
     "linux-tools-common linux-tools-$(uname -r)`, Fedora `sudo dnf install perf`"

@@ -231,7 +231,8 @@ def test_a_worker_without_perf_measures_on_at_once(tmp_path: Path) -> None:
     started = time.monotonic()
     assert ctl.request_attach(tmp_path) is False
     ctl.make_fifos(tmp_path)
-    assert ctl.request_attach(tmp_path) is False, "nobody reads perf.ready"
+    (tmp_path / ctl.READY_FIFO).unlink()
+    assert ctl.request_attach(tmp_path) is False, "no perf.ready: no perf tool in this run"
     assert ctl.disable(tmp_path) is False
     assert time.monotonic() - started < 1.0
 
@@ -367,3 +368,37 @@ def test_real_cpi_per_kernel_where_the_pmu_counts(run_hwprof: Any, tmp_path: Pat
     doc = json.loads((tmp_path / "run" / "passes" / "kernels" / "perf_sampling.kernels.json").read_text())
     assert 0.1 < doc["forward"]["cpi"] < 20
     assert any("cpi" in k for k in doc["kernels"][:5])
+
+
+def test_a_worker_that_never_measures_leaves_a_failed_result_and_no_perf(tmp_path: Path) -> None:
+    from hwprof.collectors.base import PassContext
+
+    from hwprof.workload.markers import MarkerBus
+
+    config = RunConfig()
+    ctx = PassContext(config, tmp_path, "kernels", MarkerBus())
+    ctx.out_dir.mkdir(parents=True)
+    tool = ps.PerfRecordTool("/bin/false", 1, ctx, Capability.ok(pmu=False, user_only=False))
+    result = tool.finish(3, timeout_s=5)
+    assert result.status == "failed" and "never reached its measured iterations" in result.reason
+    assert tool.process is None, "perf was never launched"
+    assert not any(ctx.out_dir.glob("perf.*")), "the FIFOs are gone"
+
+
+def test_perf_that_dies_at_once_fails_with_its_words(tmp_path: Path) -> None:
+    from hwprof.collectors.base import PassContext
+
+    from hwprof.workload.markers import MarkerBus
+
+    ctx = PassContext(RunConfig(), tmp_path, "kernels", MarkerBus())
+    ctx.out_dir.mkdir(parents=True)
+    fake = tmp_path / "perf"
+    fake.write_text(
+        "#!/bin/sh\necho 'Error: Access to performance monitoring and observability operations is limited.'\nexit 255\n"
+    )
+    fake.chmod(0o755)
+    tool = ps.PerfRecordTool(str(fake), 1, ctx, Capability.ok(pmu=False, user_only=False))
+    assert ctl.request_attach(ctx.out_dir, timeout_s=15) is False, "released at once, told perf is not there"
+    result = tool.finish(0, timeout_s=5)
+    assert result.status == "failed" and "Access to performance monitoring" in result.reason
+    assert "perf_event_paranoid" in result.fix
