@@ -4,6 +4,8 @@
   colour = bound), and the whole forward as a star.
 - layer_times.png: per-layer scaled self time in model order, bars coloured by bound.
 - stages.png: p50 per pipeline stage with its share of the iteration.
+- kernels.png: per-layer time split by what its threads ran (perf samples by kind: oneDNN JIT,
+  MKL, aten, OpenMP runtime = waiting, kernel space ...), in model order.
 """
 
 from __future__ import annotations
@@ -151,12 +153,52 @@ def plot_stages(a: Analysis, path: Path) -> Path | None:
     return path
 
 
-PLOT_FILES = ("roofline.png", "layer_times.png", "stages.png")
+KIND_COLOURS = {
+    "oneDNN JIT": "#1b9e77",
+    "oneDNN": "#66c2a5",
+    "MKL BLAS": "#e6ab02",
+    "aten": "#7570b3",
+    "OpenMP runtime": "#bdbdbd",
+    "kernel": "#d95f02",
+    "Python": "#e7298a",
+    "other": "#666666",
+}
+
+
+def plot_kernels(a: Analysis, path: Path) -> Path | None:
+    rows = [r for r in a.layers.top_level if r.time_ms is not None and r.native is not None]
+    if not rows:
+        return None
+    rows.sort(key=lambda r: r.index)
+    fig = _figure(max(7.0, 0.12 * len(rows) + 2), 4.2)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(len(rows)))
+    bottom = [0.0] * len(rows)
+    for kind, colour in KIND_COLOURS.items():
+        heights = [(r.time_ms or 0.0) * (r.native.kinds.get(kind, 0.0) if r.native else 0.0) for r in rows]
+        if any(heights):
+            ax.bar(xs, heights, bottom=bottom, color=colour, label=kind, width=0.85)
+            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    step = max(1, len(rows) // 40)
+    ax.set_xticks(xs[::step])
+    ax.set_xticklabels([str(r.index) for r in rows][::step], fontsize=7)
+    ax.set_xlabel("layer index")
+    ax.set_ylabel("ms per forward, split by sampled kind")
+    ax.legend(fontsize=7, ncol=4)
+    title = f"what each layer's threads ran (perf, all threads): {a.run.get('model', {}).get('name', '')}"
+    ax.set_title(title, fontsize=9)
+    fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
+    fig.savefig(path)
+    return path
+
+
+PLOT_FILES = ("roofline.png", "layer_times.png", "stages.png", "kernels.png")
 
 
 def write_plots(a: Analysis, run_dir: Path) -> list[Path]:
     out = []
-    for name, plot in zip(PLOT_FILES, (plot_roofline, plot_layer_times, plot_stages), strict=True):
+    plots = (plot_roofline, plot_layer_times, plot_stages, plot_kernels)
+    for name, plot in zip(PLOT_FILES, plots, strict=True):
         path = plot(a, run_dir / name)
         if path is not None:
             out.append(path)
