@@ -217,9 +217,12 @@ def main(argv: list[str] | None = None) -> int:
                 outcomes[variant.label].forward_ms += times
                 outcomes[variant.label].results.append(info["results"])
                 outcomes[variant.label].wall_s.append(info["wall_s"])
+                p50 = statistics.median(times)
+                if variant.label == "timing":  # first in every round
+                    round_reference = p50
                 print(
-                    f"  round {k + 1} {variant.label:15s} forward p50 {statistics.median(times):9.1f} ms "
-                    f"({info['wall_s']:.0f} s)",
+                    f"  round {k + 1} {variant.label:15s} forward p50 {p50:9.1f} ms ({info['wall_s']:.0f} s), "
+                    f"{p50 / round_reference:.2f}x this round's timing pass",
                     flush=True,
                 )
     finally:

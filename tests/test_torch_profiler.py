@@ -154,8 +154,9 @@ def _run_dir(tmp_path: Path, iters: int = 2) -> Path:
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    # py-spy at 50 Hz: at the default 200 Hz its native unwinding pauses a 2-core host most of the time
-    RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=iters, pyspy_rate=50).save(run_dir / "config.json")
+    # py-spy at 200 Hz (without --native it does not pause the worker): enough samples in one
+    # iteration's forward stage to see it begin and end, which its clock needs
+    RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=iters, pyspy_rate=200).save(run_dir / "config.json")
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
     return run_dir
 
