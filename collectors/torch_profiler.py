@@ -117,7 +117,7 @@ class TorchProfilerCollector(Collector):
             with_flops=self._flops,
             with_stack=self.config.profiler_stack,
         )
-        self._enter, self._exit = _range_calls(torch)
+        self._enter, self._exit = _range_calls(torch, bool(self.config.extra.get("profiler_fast_ranges", True)))
         self._prof.start()
         self._active = True
         try:
@@ -246,11 +246,12 @@ def _flops_by_id(prof: Any) -> dict[int, int]:
         return {int(e.id): int(e.flops) for e in prof.events() if getattr(e, "flops", 0)}
 
 
-def _range_calls(torch: Any) -> tuple[Callable[[str], Any], Callable[[Any], None]]:
+def _range_calls(torch: Any, fast_ok: bool = True) -> tuple[Callable[[str], Any], Callable[[Any], None]]:
     """Open and close a named range: torch's _RecordFunctionFast where it exists (about 1 us a pair
-    here, recorded as a cpu_op), else the record_function ops (about 22 us a pair: a call from
-    Python through the dispatcher each way; recorded as a user_annotation)."""
-    fast = getattr(torch._C._profiler, "_RecordFunctionFast", None)
+    here, recorded as a cpu_op), else (or with fast_ok False, to measure the difference) the
+    record_function ops (about 22 us a pair: a call from Python through the dispatcher each way;
+    recorded as a user_annotation)."""
+    fast = getattr(torch._C._profiler, "_RecordFunctionFast", None) if fast_ok else None
     if fast is None:
         return (
             lambda name: torch.ops.profiler._record_function_enter_new(name, None),

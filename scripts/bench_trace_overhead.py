@@ -16,6 +16,10 @@ the collector's default: oneDNN verbose, record_shapes, with_flops, a record_fun
   tp-no-onednn      no oneDNN verbose lines       tp-no-flops    no with_flops
   tp-no-shapes      neither shapes nor flops      tp-bare        none of the three
   tp-no-ranges      tp-bare without the per-marker record_function ranges (no layer attribution)
+and the trace pass as it was before its cheaper defaults, for comparison on the same host:
+  tp-onednn-all     oneDNN verbose in every measured iteration (the default: the first only)
+  tp-slow-ranges    ranges through the record_function ops (the default: _RecordFunctionFast)
+  tp-before         both;  pyspy-native: py-spy --native;  trace-before: tp-before + pyspy-native
 and prints each pass's forward p50 (from its markers.jsonl: stage "forward" B/E pairs of the
 measured iterations) over the timing pass's (and min over min, the figure least inflated when the
 host is busy with other work), and each foreign clock's alignment error as the
@@ -56,9 +60,14 @@ class Variant:
     """RunConfig.extra entries for this variant only (torch_profiler's options)."""
     default: bool = True
     """Run without --only; the torch.profiler option variants run only when named."""
+    fields: tuple[tuple[str, Any], ...] = ()
+    """RunConfig fields for this variant only."""
 
 
 TP_OFF = (("onednn_verbose", False), ("profiler_flops", False), ("profiler_shapes", False))
+ONEDNN_ALL = (("onednn_iterations", 1 << 30),)
+SLOW_RANGES = (("profiler_fast_ranges", False),)
+PYSPY_NATIVE = (("pyspy_native", True),)
 VARIANTS = (
     Variant("timing", "timing", ()),
     Variant("layer-markers", "trace", ()),
@@ -72,6 +81,13 @@ VARIANTS = (
     Variant("tp-no-shapes", "trace", ("torch_profiler",), TP_OFF[1:], False),
     Variant("tp-bare", "trace", ("torch_profiler",), TP_OFF, False),
     Variant("tp-no-ranges", "trace", ("torch_profiler",), (*TP_OFF, ("profiler_ranges", False)), False),
+    # the trace pass as it was before the cheaper defaults: oneDNN verbose in every measured
+    # iteration, ranges through the record_function ops, py-spy --native
+    Variant("tp-onednn-all", "trace", ("torch_profiler",), ONEDNN_ALL, False),
+    Variant("tp-slow-ranges", "trace", ("torch_profiler",), SLOW_RANGES, False),
+    Variant("tp-before", "trace", ("torch_profiler",), (*ONEDNN_ALL, *SLOW_RANGES), False),
+    Variant("pyspy-native", "trace", ("pyspy",), (), False, PYSPY_NATIVE),
+    Variant("trace-before", "trace", ("torch_profiler", "pyspy"), (*ONEDNN_ALL, *SLOW_RANGES), False, PYSPY_NATIVE),
 )
 
 
@@ -85,7 +101,7 @@ class Outcome:
 def run_variant(base: Path, variant: Variant, config: RunConfig, images: list[str], k: int) -> tuple[Path, dict]:
     run_dir = base / f"{variant.label}-{k}"
     run_dir.mkdir(parents=True)
-    config = replace(config, extra={**config.extra, **dict(variant.extra)})
+    config = replace(config, **dict(variant.fields), extra={**config.extra, **dict(variant.extra)})
     config.save(run_dir / "config.json")
     (run_dir / "images.json").write_text(json.dumps({"paths": images}))
     ctx = PassContext(config, run_dir, variant.pass_name, MarkerBus())
