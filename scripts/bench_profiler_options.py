@@ -5,13 +5,20 @@ For each option set, hwprof.paired.abba_forward runs the layers pass's set-up (l
 throughout) with the torch_profiler collector started only in the "on" iterations of ABBA blocks
 (off, on, on, off): ratio per block = forward time with the profiler / without, median over
 blocks. The option sets (RunConfig.extra entries the collector reads):
-  default        the collector as the trace pass runs it
+  default        the collector as the trace pass runs it, except that oneDNN verbose is on in
+                 every "on" iteration (abba_forward calls no after_iteration, which switches it
+                 off after the first measured iteration in the pass): each option's cost per
+                 iteration
   no-onednn      without oneDNN's verbose lines (onednn_verbose=False)
   no-flops       without with_flops (record_shapes stays on)
   no-shapes      without record_shapes (and so without with_flops)
   bare           none of the three: Kineto's aten ops and the per-marker ranges only
   no-ranges      bare, and no record_function range per marker (ops then have no layer)
 With --rounds N the sets are run N times, interleaved, and the median block ratios pooled.
+Measured on a shared 2-core host (median block ratio, 3 rounds of 8 pairs, yolov7-tiny at 320):
+default 1.22, no-onednn 1.17, no-flops 1.21, no-shapes 1.22, bare 1.13, no-ranges 1.03 (ranges
+through the record_function ops then; _RecordFunctionFast now); yolov7 at 640 (1 round of 4
+pairs): every set within 1.0-1.07, i.e. within the noise.
 
     python scripts/bench_profiler_options.py --model yolov7-tiny --imgsz 320 --pairs 8 --rounds 2
 """
