@@ -16,9 +16,10 @@ blocks. The option sets (RunConfig.extra entries the collector reads):
   no-ranges      bare, and no record_function range per marker (ops then have no layer)
 With --rounds N the sets are run N times, interleaved, and the median block ratios pooled.
 Measured on a shared 2-core host (median block ratio, 3 rounds of 8 pairs, yolov7-tiny at 320):
-default 1.22, no-onednn 1.17, no-flops 1.21, no-shapes 1.22, bare 1.13, no-ranges 1.03 (ranges
-through the record_function ops then; _RecordFunctionFast now); yolov7 at 640 (1 round of 4
-pairs): every set within 1.0-1.07, i.e. within the noise.
+default 1.22, no-onednn 1.17, no-flops 1.21, no-shapes 1.22, bare 1.13, no-ranges 1.03 with the
+ranges through the record_function ops; with _RecordFunctionFast (2 rounds): default 1.16,
+no-onednn 1.08, bare 1.06, no-ranges 1.01. yolov7 at 640 (1 round of 4 pairs): every set within
+1.0-1.07, i.e. within the noise.
 
     python scripts/bench_profiler_options.py --model yolov7-tiny --imgsz 320 --pairs 8 --rounds 2
 """
