@@ -32,6 +32,7 @@ from hwprof.collectors._pyspy_parse import (
     open_text,
 )
 
+from hwprof.analysis.spans import measured_pieces
 from hwprof.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
 from hwprof.workload.markers import Marker
 
@@ -82,32 +83,6 @@ def _most(weights: dict[str, float], n: int | None = None) -> list[tuple[str, fl
     return sorted(weights.items(), key=lambda kv: -kv[1])[:n]
 
 
-def measured_partition(markers: list[Marker]) -> list[tuple[int, int, str | None, str | None, int]]:
-    """(start, end, stage, innermost layer, iteration) pieces covering the measured iterations."""
-    pieces: list[tuple[int, int, str | None, str | None, int]] = []
-    stage: str | None = None
-    layers: list[str] = []
-    inside = False
-    iteration = -1
-    last_t: int | None = None
-    for m in markers:
-        if inside and last_t is not None and m.t_ns > last_t:
-            pieces.append((last_t, m.t_ns, stage, layers[-1] if layers else None, iteration))
-        last_t = m.t_ns
-        if m.kind == "iteration":
-            inside = m.phase == "B" and not m.warmup
-            iteration = m.iteration
-            stage, layers = None, []
-        elif m.kind == "stage":
-            stage = m.name if m.phase == "B" else None
-        elif m.kind == "layer":
-            if m.phase == "B":
-                layers.append(m.name)
-            elif layers and layers[-1] == m.name:
-                layers.pop()
-    return pieces
-
-
 @dataclass
 class Converted:
     spans: list[Span]
@@ -122,14 +97,14 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
     if not segments:
         raise ValueError(f"{path}: no samples")
     clock = fit_clock(segments, markers, launched_ns)
-    pieces = measured_partition(markers)
-    starts = [p[0] for p in pieces]
-    n_iter = max(len({p[4] for p in pieces}), 1)
+    pieces = measured_pieces(markers)
+    starts = [p.start_ns for p in pieces]
+    n_iter = max(len({p.iteration for p in pieces}), 1)
     main_key = _main_thread(segments, threads)
     stages: dict[str, Bucket] = defaultdict(Bucket)
     layers: dict[str, Bucket] = defaultdict(Bucket)
     per_thread: dict[str, Bucket] = defaultdict(Bucket)
-    window = (pieces[0][0], pieces[-1][1]) if pieces else (0, 0)
+    window = (pieces[0].start_ns, pieces[-1].end_ns) if pieces else (0, 0)
     whole = Bucket()
     kept: list[Segment] = []
     agreement = [0, 0]  # samples (at stack changes) whose converted time lies in the stage their stack shows
@@ -147,11 +122,11 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
             continue
         from_stack = stage_of(seg.stack)
         i = max(bisect.bisect_right(starts, s) - 1, 0)
-        if from_stack is not None and pieces[i][0] <= s < pieces[i][1]:  # the sample at the change
-            agreement[0] += pieces[i][2] == from_stack
+        if from_stack is not None and pieces[i].start_ns <= s < pieces[i].end_ns:  # the sample at the change
+            agreement[0] += pieces[i].stage == from_stack
             agreement[1] += 1
-        while i < len(pieces) and pieces[i][0] < e:
-            p0, p1, by_time, layer, _ = pieces[i]
+        while i < len(pieces) and pieces[i].start_ns < e:
+            p0, p1, by_time, layer = pieces[i].start_ns, pieces[i].end_ns, pieces[i].stage, pieces[i].layer
             overlap = min(e, p1) - max(s, p0)
             i += 1
             if overlap <= 0:
