@@ -24,7 +24,10 @@ pipe); each `primitive,exec` line is matched by time to the innermost aten op ar
 implementation (e.g. `jit_1x1:avx2`, `brg_conv_fwd:avx512_core`) becomes that op's kernel label.
 
 Artifacts in passes/trace/: torch_profiler.kineto.json (raw), torch_profiler.sync.json,
-torch_profiler.flops.json (FunctionEvent flops by External id: the chrome trace has none),
+torch_profiler.flops.json (FunctionEvent flops by External id: the chrome trace has none; empty
+unless extra["profiler_flops"] is set: with_flops made yolov7's forward 30-40% slower from about
+the ninth profiled iteration on, in 4 of 4 runs here, and the flops collector already gives FLOPs
+per layer),
 torch_profiler.onednn.log (raw verbose lines), torch_profiler.records.jsonl (aten op and oneDNN
 spans), torch_profiler.metrics.json (per layer/stage), torch_profiler.kernels.json.
 """
@@ -94,7 +97,7 @@ class TorchProfilerCollector(Collector):
         self._onednn = bool(config.extra.get("onednn_verbose", True))
         self._onednn_iterations = int(config.extra.get("onednn_iterations", ONEDNN_ITERATIONS))
         self._shapes = bool(config.extra.get("profiler_shapes", True))
-        self._flops = bool(config.extra.get("profiler_flops", True))
+        self._flops = bool(config.extra.get("profiler_flops", False))
         self._ranges = bool(config.extra.get("profiler_ranges", True))
         """False only to measure the ranges' cost (scripts/bench_trace_overhead.py): ops get no layer."""
 

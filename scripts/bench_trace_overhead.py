@@ -67,6 +67,7 @@ class Variant:
 TP_OFF = (("onednn_verbose", False), ("profiler_flops", False), ("profiler_shapes", False))
 ONEDNN_ALL = (("onednn_iterations", 1 << 30),)
 SLOW_RANGES = (("profiler_fast_ranges", False),)
+FLOPS_ON = (("profiler_flops", True),)
 PYSPY_NATIVE = (("pyspy_native", True),)
 VARIANTS = (
     Variant("timing", "timing", ()),
@@ -81,13 +82,21 @@ VARIANTS = (
     Variant("tp-no-shapes", "trace", ("torch_profiler",), TP_OFF[1:], False),
     Variant("tp-bare", "trace", ("torch_profiler",), TP_OFF, False),
     Variant("tp-no-ranges", "trace", ("torch_profiler",), (*TP_OFF, ("profiler_ranges", False)), False),
+    Variant("tp-flops", "trace", ("torch_profiler",), FLOPS_ON, False),
     # the trace pass as it was before the cheaper defaults: oneDNN verbose in every measured
-    # iteration, ranges through the record_function ops, py-spy --native
+    # iteration, ranges through the record_function ops, with_flops, py-spy --native
     Variant("tp-onednn-all", "trace", ("torch_profiler",), ONEDNN_ALL, False),
     Variant("tp-slow-ranges", "trace", ("torch_profiler",), SLOW_RANGES, False),
-    Variant("tp-before", "trace", ("torch_profiler",), (*ONEDNN_ALL, *SLOW_RANGES), False),
+    Variant("tp-before", "trace", ("torch_profiler",), (*ONEDNN_ALL, *SLOW_RANGES, *FLOPS_ON), False),
     Variant("pyspy-native", "trace", ("pyspy",), (), False, PYSPY_NATIVE),
-    Variant("trace-before", "trace", ("torch_profiler", "pyspy"), (*ONEDNN_ALL, *SLOW_RANGES), False, PYSPY_NATIVE),
+    Variant(
+        "trace-before",
+        "trace",
+        ("torch_profiler", "pyspy"),
+        (*ONEDNN_ALL, *SLOW_RANGES, *FLOPS_ON),
+        False,
+        PYSPY_NATIVE,
+    ),
 )
 
 
