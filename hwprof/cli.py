@@ -157,13 +157,21 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     data = RunData.load(run_dir)
     from hwprof.render.report import render_report, write_artifacts
 
-    if args.no_report:
-        from hwprof.analysis.run_analysis import analyse
+    try:
+        if args.no_report:
+            from hwprof.analysis.run_analysis import analyse
 
-        write_artifacts(analyse(data), data, console)
-    else:
-        render_report(data, console)
-    _write_trace(run_dir, console)
+            write_artifacts(analyse(data), data, console)
+        else:
+            render_report(data, console)
+        _write_trace(run_dir, console)
+    except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
+        console.print(
+            f"[red]hwprof: error:[/] the report could not be written ({type(exc).__name__}: {exc}); the run is kept "
+            f"in {run_dir}: `hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
+            highlight=False,
+        )
+        return 1
     console.print(f"run directory: {run_dir}")
     problems = run_problems(data.run)
     for problem in problems:
