@@ -175,12 +175,11 @@ class AttachOnRequest:
                 pass  # the worker gave up waiting
 
     def cancel(self) -> None:
-        """Release the thread if the worker never asked (it failed before measuring)."""
-        if self.thread.is_alive():
-            self.cancelled = True
-            try:
-                fd = os.open(self.folder / READY_FIFO, os.O_WRONLY | os.O_NONBLOCK)
-                os.close(fd)
-            except OSError:
-                pass
-        self.thread.join(timeout=ACK_TIMEOUT_S)
+        """Release the thread if the worker never asked (it failed before measuring): open the FIFO's
+        writing end until the thread, blocked opening its reading end, has seen it and ended."""
+        self.cancelled = True
+        deadline = time.monotonic() + ACK_TIMEOUT_S
+        while self.thread.is_alive() and time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                os.close(os.open(self.folder / READY_FIFO, os.O_WRONLY | os.O_NONBLOCK))
+            self.thread.join(timeout=0.02)

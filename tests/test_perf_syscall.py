@@ -9,6 +9,7 @@ import os
 import struct
 import threading
 import time
+from typing import Any
 
 import pytest
 
@@ -178,3 +179,41 @@ def test_band_allows_steal_above_and_switches_below() -> None:
     assert band.lower == pytest.approx(0.97e9 - 1000 * 10_000)
     assert band.upper == pytest.approx((1e9 + 50e6 + tick) * 1.03)
     assert band.holds(1.04e9) and band.holds(0.965e9) and not band.holds(0.9e9)
+
+
+def test_a_thread_born_while_a_group_opens_does_not_break_its_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread created between the leader and its siblings inherits a partial group; on Linux >= 6.6
+    every read of the group then fails with ECHILD. CounterGroup.open finds that and opens again."""
+    from hwprof.perf import syscall
+
+    real = syscall.perf_event_open
+    born: list[threading.Thread] = []
+
+    def opening(attr: Any, pid: int, cpu: int, group_fd: int, name: str) -> int:
+        fd = real(attr, pid, cpu, group_fd, name)
+        if group_fd == -1 and not born:
+            born.append(threading.Thread(target=time.sleep, args=(1.0,)))
+            born[0].start()
+        return fd
+
+    monkeypatch.setattr(syscall, "perf_event_open", opening)
+    partial = CounterGroup._open_once([_spec("task-clock"), _spec("page-faults")], True, False, False, 0, -1)
+    try:
+        partial.read()
+        mismatch_detected = False
+    except ChildProcessError:
+        mismatch_detected = True
+    finally:
+        partial.close()
+    if not mismatch_detected:
+        pytest.skip(f"this kernel ({os.uname().release}) reads mismatched inherited groups without ECHILD")
+    born.clear()
+    group = CounterGroup.open([_spec("task-clock"), _spec("page-faults")], disabled=False)
+    try:
+        assert born, "a thread was born during the first try"
+        reading = group.read()
+        assert len(reading.values) == 2
+    finally:
+        group.close()
+        for t in born:
+            t.join()
