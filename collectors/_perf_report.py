@@ -18,13 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.collectors._perf_script import (
-    KIND_ATEN,
-    KIND_JIT,
-    KIND_KERNEL,
-    KIND_ONEDNN,
-    KIND_OPENMP,
-    KIND_PYTHON,
-    KINDS,
     OPENMP_LABEL,
     SCRIPT_FIELDS,
     Code,
@@ -34,7 +27,23 @@ from hwprof.collectors._perf_script import (
     parse_script,
 )
 
-from hwprof.analysis.kernels import BETWEEN_LAYERS, Bucket, KernelTables, attribute, derived, most, tables_dict
+from hwprof.analysis.kernels import (
+    BETWEEN_LAYERS,
+    KIND_ATEN,
+    KIND_JIT,
+    KIND_KERNEL,
+    KIND_ONEDNN,
+    KIND_OPENMP,
+    KIND_PYTHON,
+    KINDS,
+    MIN_LAYER_SHARE,
+    Bucket,
+    KernelTables,
+    attribute,
+    derived,
+    most,
+    tables_dict,
+)
 from hwprof.analysis.spans import Piece, measured_pieces
 from hwprof.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
 from hwprof.workload.markers import read_markers
@@ -183,10 +192,11 @@ def convert(binary: str, data: Path, out_dir: Path, rate: int, pid: int | None =
     write_records(records_path(out_dir, NAME), records)
     out.files.append(records_path(out_dir, NAME).name)
     fwd = tables.forward
-    layer_counts = [
-        (name, b.samples, b.weight / (fwd.weight or 1.0)) for name, b in tables.layers.items() if name != BETWEEN_LAYERS
-    ]
-    big = [n for _, n, share in layer_counts if share >= 0.01]
+    big = sorted(
+        row["samples"]
+        for name, row in doc["layers"].items()
+        if name != BETWEEN_LAYERS and row["share_of_forward"] >= MIN_LAYER_SHARE
+    )
     out.summary = {
         "samples_total": len(samples),
         "samples_measured": sum(b.samples for b in tables.stages.values()),
@@ -202,7 +212,7 @@ def convert(binary: str, data: Path, out_dir: Path, rate: int, pid: int | None =
         "forward_shares": {k: fwd.share(k) for k in KINDS if fwd.kinds.get(k)},
         "top_kernels": [[name, w / (fwd.weight or 1.0)] for name, w in most(fwd.kernels, 5)],
         "layer_samples_min": min(big, default=0),
-        "layer_samples_median": sorted(big)[len(big) // 2] if big else 0,
+        "layer_samples_median": big[len(big) // 2] if big else 0,
         "layers_at_1pct": len(big),
         "layers_with_too_few_samples": doc["layers_with_too_few_samples"],
         "convert_s": round(time.monotonic() - started, 3),

@@ -26,6 +26,18 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import PurePath
 
+from hwprof.analysis.kernels import (
+    KIND_ATEN,
+    KIND_BLAS,
+    KIND_JIT,
+    KIND_KERNEL,
+    KIND_ONEDNN,
+    KIND_OPENMP,
+    KIND_OTHER,
+    KIND_PYTHON,
+)
+from hwprof.cppnames import elide_cpp
+
 SCRIPT_FIELDS = "comm,tid,time,event,period,ip,sym,dso"
 LINE = re.compile(
     r"^\s*(?P<comm>.*?)\s+(?P<tid>\d+)\s+(?P<time>\d+\.\d+):\s+(?P<period>\d+)\s+(?P<event>\S+):\s+"
@@ -37,15 +49,6 @@ ATEN_LOOPS = frozenset({"VectorizedLoop2d", "vectorized_loop", "basic_loop", "cp
 """aten's generic loop templates: the operation is the function inside them (silu_kernel, add_kernel ...)."""
 OPENMP_DSOS = ("libgomp", "libiomp", "libomp")
 
-KIND_JIT = "oneDNN JIT"
-KIND_ONEDNN = "oneDNN"
-KIND_ATEN = "aten"
-KIND_BLAS = "MKL BLAS"
-KIND_OPENMP = "OpenMP runtime"
-KIND_KERNEL = "kernel"
-KIND_PYTHON = "Python"
-KIND_OTHER = "other"
-KINDS = (KIND_JIT, KIND_ONEDNN, KIND_BLAS, KIND_ATEN, KIND_OPENMP, KIND_KERNEL, KIND_PYTHON, KIND_OTHER)
 OPENMP_LABEL = "[OpenMP runtime: wait/spin/fork]"
 """libgomp samples: the torch wheel's libgomp has no symbols, so only its library is known."""
 
@@ -177,25 +180,4 @@ def short_name(sym: str) -> str:
             chosen = next((f for f in found if f not in ATEN_LOOPS), found[0])
             where = "parallel body" if "invoke_parallel" in sym or "parallel_for<" in sym else found[0]
             return f"at::native::{chosen} [{where}]" if where != chosen else f"at::native::{chosen}"
-    return _elide(sym)
-
-
-def _elide(sym: str) -> str:
-    out: list[str] = []
-    depth_angle = depth_paren = 0
-    for i, ch in enumerate(sym):
-        if ch == "<" and not sym.startswith("operator", max(0, i - 8)):
-            if depth_angle == 0 and depth_paren == 0:
-                out.append("<…>")
-            depth_angle += 1
-        elif ch == ">" and depth_angle:
-            depth_angle -= 1
-        elif ch == "(" and depth_angle == 0 and not sym.startswith("(anonymous namespace)", i):
-            if depth_paren == 0:
-                out.append("(…)")
-            depth_paren += 1
-        elif ch == ")" and depth_paren and depth_angle == 0:
-            depth_paren -= 1
-        elif depth_angle == 0 and depth_paren == 0:
-            out.append(ch)
-    return "".join(out).replace("(anonymous namespace)::", "").strip()
+    return elide_cpp(sym.replace("(anonymous namespace)::", ""))

@@ -32,6 +32,7 @@ from hwprof.collectors._pyspy_parse import (
     open_text,
 )
 
+from hwprof.analysis.kernels import most
 from hwprof.analysis.spans import measured_pieces
 from hwprof.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
 from hwprof.workload.markers import Marker
@@ -68,19 +69,15 @@ class Bucket:
         total = self.ns or 1.0
 
         def top(counter: dict[str, float]) -> list[dict[str, Any]]:
-            return [{"function": k, unit: v / scale / n_iter, "share": v / total} for k, v in _most(counter, TOP)]
+            return [{"function": k, unit: v / scale / n_iter, "share": v / total} for k, v in most(counter, TOP)]
 
         return {
             ("sampled_ms_per_iter" if unit == "ms_per_iter" else unit): self.ns / scale / n_iter,
             "shares": {k: v / total for k, v in sorted(self.states.items())},
             "python": top(self.python),
             "native": top(self.native),
-            "libraries": {k: v / total for k, v in _most(self.libraries)},
+            "libraries": {k: v / total for k, v in most(self.libraries)},
         }
-
-
-def _most(weights: dict[str, float], n: int | None = None) -> list[tuple[str, float]]:
-    return sorted(weights.items(), key=lambda kv: -kv[1])[:n]
 
 
 @dataclass
@@ -169,7 +166,7 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
         "estimated_samples_measured": round(whole.ns / 1e9 * rate),
         "measured_ms": (window[1] - window[0]) / 1e6,
         "shares_measured": {k: v / (whole.ns or 1) for k, v in sorted(whole.states.items())},
-        "top_libraries": {k: v / (whole.ns or 1) for k, v in _most(whole.libraries, 6)},
+        "top_libraries": {k: v / (whole.ns or 1) for k, v in most(whole.libraries, 6)},
         "clock": clock.to_summary(),
     }
     if agreement[1]:
@@ -284,7 +281,7 @@ def convert_speedscope(path: Path) -> Converted:
         "sampled_ms": whole.ns / 1e6,
         "threads": len(per_thread),
         "shares_whole_process": {k: v / (whole.ns or 1) for k, v in sorted(whole.states.items())},
-        "top_libraries": {k: v / (whole.ns or 1) for k, v in _most(whole.libraries, 6)},
+        "top_libraries": {k: v / (whole.ns or 1) for k, v in most(whole.libraries, 6)},
         "clock": {"unavailable": "speedscope carries no timestamps: no stage/layer attribution, no alignment"},
     }
     return Converted([], [], MetricTables(), hotspots, summary)

@@ -25,7 +25,6 @@ from hwprof.collectors._perf_script import (
     KIND_JIT,
     KIND_KERNEL,
     KIND_OPENMP,
-    KINDS,
     OPENMP_LABEL,
     Sample,
     classify,
@@ -35,7 +34,7 @@ from hwprof.collectors._perf_script import (
 )
 from hwprof.collectors.base import Capability
 
-from hwprof.analysis.kernels import BETWEEN_LAYERS, attribute, derived, tables_dict
+from hwprof.analysis.kernels import BETWEEN_LAYERS, KINDS, attribute, derived, tables_dict
 from hwprof.analysis.spans import measured_pieces, measured_spans
 from hwprof.config import RunConfig
 from hwprof.workload.markers import read_markers

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.kernels import NativeLayer
+from hwprof.analysis.kernels import KIND_KERNEL, NativeLayer
 
 if TYPE_CHECKING:
     from hwprof.analysis.findings import Finding
@@ -105,7 +105,7 @@ def page_zeroing(report: LayerReport) -> list[Finding]:
     view = report.native
     if view is None:
         return []
-    share = sum(k.share for k in view.kernels if k.kind == "kernel" and PAGE_FAULT.search(k.name))
+    share = sum(k.share for k in view.kernels if k.kind == KIND_KERNEL and PAGE_FAULT.search(k.name))
     if share < PAGE_FAULT_MIN:
         return []
     layers = [(r, n, _share_matching(n, PAGE_FAULT)) for r, n in _with_native(report)]

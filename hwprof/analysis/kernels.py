@@ -22,6 +22,16 @@ from typing import Any, Protocol
 from hwprof.analysis.spans import Piece
 
 BETWEEN_LAYERS = "(forward, between layers)"
+KIND_JIT = "oneDNN JIT"
+KIND_ONEDNN = "oneDNN"
+KIND_ATEN = "aten"
+KIND_BLAS = "MKL BLAS"
+KIND_OPENMP = "OpenMP runtime"
+KIND_KERNEL = "kernel"
+KIND_PYTHON = "Python"
+KIND_OTHER = "other"
+KINDS = (KIND_JIT, KIND_ONEDNN, KIND_BLAS, KIND_ATEN, KIND_OPENMP, KIND_KERNEL, KIND_PYTHON, KIND_OTHER)
+"""What a sample ran, by its code (collectors._perf_script.classify assigns them)."""
 MIN_LAYER_SAMPLES = 50
 """Samples a layer above MIN_LAYER_SHARE of forward should get, so that a kernel at 10% of it is
 seen about 5 times and shares have a binomial error of at most about 7 points."""
@@ -82,7 +92,8 @@ class Bucket:
 
 
 def most(weights: dict[str, float], n: int | None = None) -> list[tuple[str, float]]:
-    return sorted(weights.items(), key=lambda kv: (-kv[1], kv[0]))[:n]
+    """The n heaviest entries, heaviest first (ties in insertion order)."""
+    return sorted(weights.items(), key=lambda kv: -kv[1])[:n]
 
 
 @dataclass
@@ -228,8 +239,6 @@ def tables_dict(
 # ----------------------------------------------------------------------------- loaded from a run directory
 
 KERNELS_FILE = "perf_sampling.kernels.json"
-OPENMP_KIND = "OpenMP runtime"
-KERNEL_KIND = "kernel"
 
 
 @dataclass
@@ -257,11 +266,11 @@ class NativeLayer:
 
     @property
     def openmp_share(self) -> float:
-        return self.kinds.get(OPENMP_KIND, 0.0)
+        return self.kinds.get(KIND_OPENMP, 0.0)
 
     @property
     def kernel_space_share(self) -> float:
-        return self.kinds.get(KERNEL_KIND, 0.0)
+        return self.kinds.get(KIND_KERNEL, 0.0)
 
 
 @dataclass

@@ -49,7 +49,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.kernels import OPENMP_KIND
+from hwprof.analysis.kernels import KIND_OPENMP
 from hwprof.analysis.run_analysis import Analysis, missing_dict
 
 SUMMARY_VERSION = 1
@@ -193,7 +193,7 @@ def layer_csv_rows(a: Analysis) -> tuple[list[str], list[dict[str, Any]]]:
             )
         if r.frames:
             row.update(top_frame=r.frames[0].function, top_frame_share=r.frames[0].share)
-        busy = next((k for k in r.native.kernels if k.kind != OPENMP_KIND), None) if r.native else None
+        busy = next((k for k in r.native.kernels if k.kind != KIND_OPENMP), None) if r.native else None
         if busy is not None:
             row.update(
                 top_native_kernel=busy.name, top_native_kernel_kind=busy.kind, top_native_kernel_share=busy.share

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.layers import layer_rows
+from hwprof.cppnames import elide_cpp
 from hwprof.records import MetricTables
 from hwprof.rundata import RunData, RunDirError
 from hwprof.workload.layers import LayerInfo
@@ -216,31 +217,6 @@ tells a reader nothing, and keeping it would split one run of samples into many.
 def _segments(frames: tuple[str, ...]) -> tuple[str, ...]:
     short = [elide_cpp(f) for f in frames]
     return tuple(" > ".join(short[i : i + STACK_SEGMENT]) for i in range(0, len(short), STACK_SEGMENT))
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def elide_cpp(frame: str) -> str:
-    """A C++ frame with its template arguments and parameter lists elided, "f<…>::call(…)".
-
-    Demangled torch frames run to kilobytes of template arguments; in a stack listing they
-    hide the call chain. The innermost frame, the slice's own name, is never elided.
-    """
-    if "::" not in frame or ("<" not in frame and "(" not in frame):
-        return frame
-    out: list[str] = []
-    depth = 0
-    for ch in frame:
-        if ch in "<(":
-            if depth == 0:
-                out.append(ch + "…")
-            depth += 1
-        elif ch in ">)" and depth:
-            depth -= 1
-            if depth == 0:
-                out.append(ch)
-        elif depth == 0:
-            out.append(ch)
-    return "".join(out) if depth == 0 else frame
 
 
 def coalesce_runs(slices: list[Slice], count: str | None = "samples") -> list[Slice]:

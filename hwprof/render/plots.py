@@ -13,11 +13,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.kernels import (
+    KIND_ATEN,
+    KIND_BLAS,
+    KIND_JIT,
+    KIND_KERNEL,
+    KIND_ONEDNN,
+    KIND_OPENMP,
+    KIND_OTHER,
+    KIND_PYTHON,
+)
 from hwprof.analysis.roofline import COMPUTE, MEMORY
 from hwprof.analysis.run_analysis import Analysis
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+    from hwprof.analysis.layer_report import LayerStat
 
 COLOURS = {MEMORY: "#d95f02", COMPUTE: "#1b9e77", None: "#7570b3"}
 LABELS = {MEMORY: "memory-bound", COMPUTE: "compute-bound", None: "no roofline"}
@@ -32,6 +45,19 @@ def _figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
     return fig
+
+
+def _layer_axes(rows: list[LayerStat], height: float) -> tuple[Figure, Axes, list[int]]:
+    """A figure with one x position per layer, in model order (sorts rows), labelled by layer index."""
+    rows.sort(key=lambda r: r.index)
+    fig = _figure(max(7.0, 0.12 * len(rows) + 2), height)
+    ax = fig.add_subplot(1, 1, 1)
+    xs = list(range(len(rows)))
+    step = max(1, len(rows) // 40)
+    ax.set_xticks(xs[::step])
+    ax.set_xticklabels([str(r.index) for r in rows][::step], fontsize=7)
+    ax.set_xlabel("layer index")
+    return fig, ax, xs
 
 
 def plot_roofline(a: Analysis, path: Path) -> Path | None:
@@ -111,15 +137,8 @@ def plot_layer_times(a: Analysis, path: Path) -> Path | None:
     rows = [r for r in a.layers.top_level if r.time_ms is not None]
     if not rows:
         return None
-    rows.sort(key=lambda r: r.index)
-    fig = _figure(max(7.0, 0.12 * len(rows) + 2), 4.0)
-    ax = fig.add_subplot(1, 1, 1)
-    xs = list(range(len(rows)))
+    fig, ax, xs = _layer_axes(rows, 4.0)
     ax.bar(xs, [r.time_ms or 0.0 for r in rows], color=[COLOURS.get(r.bound, COLOURS[None]) for r in rows])
-    step = max(1, len(rows) // 40)
-    ax.set_xticks(xs[::step])
-    ax.set_xticklabels([str(r.index) for r in rows][::step], fontsize=7)
-    ax.set_xlabel("layer index")
     ax.set_ylabel("ms per forward (scaled self time)")
     from matplotlib.patches import Patch
 
@@ -154,14 +173,14 @@ def plot_stages(a: Analysis, path: Path) -> Path | None:
 
 
 KIND_COLOURS = {
-    "oneDNN JIT": "#1b9e77",
-    "oneDNN": "#66c2a5",
-    "MKL BLAS": "#e6ab02",
-    "aten": "#7570b3",
-    "OpenMP runtime": "#bdbdbd",
-    "kernel": "#d95f02",
-    "Python": "#e7298a",
-    "other": "#666666",
+    KIND_JIT: "#1b9e77",
+    KIND_ONEDNN: "#66c2a5",
+    KIND_BLAS: "#e6ab02",
+    KIND_ATEN: "#7570b3",
+    KIND_OPENMP: "#bdbdbd",
+    KIND_KERNEL: "#d95f02",
+    KIND_PYTHON: "#e7298a",
+    KIND_OTHER: "#666666",
 }
 
 
@@ -169,20 +188,13 @@ def plot_kernels(a: Analysis, path: Path) -> Path | None:
     rows = [r for r in a.layers.top_level if r.time_ms is not None and r.native is not None]
     if not rows:
         return None
-    rows.sort(key=lambda r: r.index)
-    fig = _figure(max(7.0, 0.12 * len(rows) + 2), 4.2)
-    ax = fig.add_subplot(1, 1, 1)
-    xs = list(range(len(rows)))
+    fig, ax, xs = _layer_axes(rows, 4.2)
     bottom = [0.0] * len(rows)
     for kind, colour in KIND_COLOURS.items():
         heights = [(r.time_ms or 0.0) * (r.native.kinds.get(kind, 0.0) if r.native else 0.0) for r in rows]
         if any(heights):
             ax.bar(xs, heights, bottom=bottom, color=colour, label=kind, width=0.85)
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    step = max(1, len(rows) // 40)
-    ax.set_xticks(xs[::step])
-    ax.set_xticklabels([str(r.index) for r in rows][::step], fontsize=7)
-    ax.set_xlabel("layer index")
     ax.set_ylabel("ms per forward, split by sampled kind")
     ax.legend(fontsize=7, ncol=4)
     title = f"what each layer's threads ran (perf, all threads): {a.run.get('model', {}).get('name', '')}"
