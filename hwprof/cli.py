@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hwprof.config import RunConfig, default_threads
+from hwprof.workload.runtime_names import PRECISIONS, RUNTIMES, supported_text
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
@@ -25,6 +26,10 @@ def _csv(value: str) -> list[str]:
 def _add_collect_args(p: argparse.ArgumentParser) -> None:
     d = RunConfig()
     p.add_argument("--model", default=d.model, help="model name (see `hwprof models`)")
+    p.add_argument(
+        "--runtime", choices=RUNTIMES, default=d.runtime, help="what runs the forward (the model is exported to ONNX)"
+    )
+    p.add_argument("--precision", choices=PRECISIONS, default=d.precision, help=f"precision ({supported_text()})")
     p.add_argument("--weights", help="checkpoint: ultralytics .pt, a plain state dict, or an official YOLOv7 release")
     p.add_argument("--images", help="folder of images (default: bus.jpg and zidane.jpg from the ultralytics wheel)")
     p.add_argument("--imgsz", type=int, default=d.imgsz, help="letterbox size (multiple of 32)")
@@ -60,6 +65,8 @@ def _add_collect_args(p: argparse.ArgumentParser) -> None:
 def _config_from(args: argparse.Namespace) -> RunConfig:
     config = RunConfig(
         model=args.model,
+        runtime=args.runtime,
+        precision=args.precision,
         weights=args.weights,
         images=args.images,
         imgsz=args.imgsz,

@@ -23,6 +23,10 @@ def default_threads() -> int:
 @dataclass
 class RunConfig:
     model: str = "yolov7"
+    runtime: str = "torch"
+    """What runs the forward: torch, onnxruntime or openvino (see workload/runtime.py)."""
+    precision: str = "fp32"
+    """The precision asked for; what actually executed is recorded per pass (runtime.json)."""
     weights: str | None = None
     images: str | None = None
     imgsz: int = 640
@@ -69,6 +73,9 @@ class RunConfig:
             raise ValueError("--interval-ms must be positive")
         if self.perf_rate < 0:
             raise ValueError(f"--perf-rate must be 0 (auto) or a positive rate in Hz (got {self.perf_rate})")
+        from hwprof.workload.runtime_names import check_runtime_precision
+
+        check_runtime_precision(self.runtime, self.precision)
         if self.pass_timeout_s <= 0:
             raise ValueError("--timeout must be positive")
 

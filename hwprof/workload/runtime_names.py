@@ -1,0 +1,26 @@
+"""The runtimes that can run the forward and the precisions each supports (no heavy imports here)."""
+
+from __future__ import annotations
+
+RUNTIME_PRECISIONS: dict[str, tuple[str, ...]] = {
+    "torch": ("fp32", "bf16"),
+    "onnxruntime": ("fp32", "int8"),
+    "openvino": ("fp32", "bf16"),
+}
+"""torch bf16 is CPU autocast; ONNX Runtime int8 is dynamic quantization of the exported model;
+OpenVINO's precisions are INFERENCE_PRECISION_HINT values."""
+
+RUNTIMES: tuple[str, ...] = tuple(RUNTIME_PRECISIONS)
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "int8")
+
+
+def supported_text() -> str:
+    return "; ".join(f"{r}: {', '.join(p)}" for r, p in RUNTIME_PRECISIONS.items())
+
+
+def check_runtime_precision(runtime: str, precision: str) -> None:
+    """Raise ValueError (one line) for a runtime or precision this tool cannot run."""
+    if runtime not in RUNTIME_PRECISIONS:
+        raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
+    if precision not in RUNTIME_PRECISIONS[runtime]:
+        raise ValueError(f"runtime {runtime} does not run precision {precision!r}; supported: {supported_text()}")
