@@ -103,6 +103,12 @@ class TorchProfilerCollector(Collector):
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:
+        if config.runtime != "torch":
+            return Capability.unavailable(
+                f"the forward runs in {config.runtime}, where torch.profiler sees no operator (that runtime's own "
+                "profiler gives the per-node view: 'runtime nodes per layer')",
+                "hwprof collect --runtime torch for aten operators and oneDNN primitives",
+            )
         return _probe(sys.executable)
 
     def open(self, ctx: PassContext) -> None:

@@ -120,6 +120,8 @@ class PassOutcome:
     results: dict[str, CollectorResult] = field(default_factory=dict)
     host_steal_share: float | None = None
     """Hypervisor steal over the pass as a share of all CPUs' time: how much a noisy neighbour took."""
+    runtime: dict[str, Any] | None = None
+    """The worker's runtime.json content: runtime, executed precision, output difference, clock."""
 
 
 class Session:
@@ -276,6 +278,7 @@ class Session:
                 results[cls.name].reason = f"pass {status}: {error}"
         wall = time.monotonic() - started
         outcome = PassOutcome(plan.name, status, returncode, wall, proc.pid, error, results)
+        outcome.runtime = worker.get("runtime")
         stolen = steal_ns()
         if stolen is not None and steal_at_start is not None and wall > 0:
             outcome.host_steal_share = (stolen - steal_at_start) / 1e9 / (wall * (os.cpu_count() or 1))
@@ -345,7 +348,18 @@ class Session:
         }
         for name, result in outcome.results.items():
             self.run["collectors"][name] = {**result.to_dict(), "pass": outcome.name}
+        if outcome.runtime:
+            self._record_runtime(outcome.name, outcome.runtime)
         write_run_json(self.run_dir, self.run)
+
+    def _record_runtime(self, pass_name: str, info: dict[str, Any]) -> None:
+        """run.json's "runtime": what ran the forward (from the first pass), and each profiled pass's clock."""
+        profiler = {
+            k: info.pop(k) for k in ("profiler", "clock", "replayed_layer_markers", "profile_error") if k in info
+        }
+        summary = self.run.setdefault("runtime", {"name": info.get("runtime"), **info, "profiled_passes": {}})
+        if profiler:
+            summary["profiled_passes"][pass_name] = profiler
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:

@@ -127,6 +127,40 @@ class PassRunner:
         }
         (self.ctx.out_dir / "model.json").write_text(json.dumps(info, indent=1))
 
+    def _prepare_runtime(self) -> None:
+        """Export/compile for the runtime and check its output against fp32 torch on the first batch."""
+        from hwprof.workload.runtime_artifacts import output_difference
+
+        pipeline = self.ctx.pipeline
+        assert pipeline is not None and pipeline.runtime is not None
+        batch = pipeline.sample_batch()
+        pipeline.runtime.prepare(batch)
+        pipeline.runtime.info["output_diff"] = output_difference(pipeline, pipeline.runtime, batch)
+
+    def _finish_runtime(self) -> None:
+        """End the runtime's profiler, replay its layer spans into the marker log (never to collectors)
+        and write runtime.json and its node table. A failure here is reported, not raised."""
+        from hwprof.workload.node_layers import replay_markers
+        from hwprof.workload.runtime_artifacts import write_runtime_artifacts
+
+        pipeline = self.ctx.pipeline
+        runtime = pipeline.runtime if pipeline is not None else None
+        if runtime is None or not hasattr(runtime, "info") or "executed_precision" not in runtime.info:
+            return
+        try:
+            profile = runtime.finish()
+            if profile is not None:
+                for run in profile.runs:
+                    for marker in replay_markers(run, self.config.depth):
+                        self.log(marker)
+                runtime.info["replayed_layer_markers"] = sum(1 for m in self.log.markers if m.replayed)
+            write_runtime_artifacts(self.ctx.out_dir, runtime, profile)
+        except Exception as exc:
+            print(f"runtime {runtime.name}: its profile could not be read: {exc}", file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
+            runtime.info["profile_error"] = f"{type(exc).__name__}: {exc}"
+            write_runtime_artifacts(self.ctx.out_dir, runtime, None)
+
     def run(self) -> int:
         status, error = "ok", ""
         try:
@@ -134,19 +168,25 @@ class PassRunner:
             import torch
 
             from hwprof.workload.pipeline import Pipeline
+            from hwprof.workload.runtime import make_runtime
             from hwprof.workload.zoo import build_model
 
             torch.set_num_threads(self.config.threads)
             progress(phase="build", done=0, total=1)
             built = build_model(self.config.model, self.config.weights, self.config.seed)
-            self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built)
+            runtime = make_runtime(
+                self.config, built, self.run_dir, self.ctx.out_dir, profile=self.ctx.pass_name != "timing"
+            )
+            self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built, runtime)
             self._write_model_info()
+            self._prepare_runtime()
             self.bus.subscribe(self.log)
             for collector in sorted(self.collectors, key=lambda c: c.order):
                 if collector.subscribes and collector.name not in self.results:
                     self.bus.subscribe(self._guarded(collector))
             self._each("prepare", self.ctx)
-            if self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors):
+            hooks_wanted = self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors)
+            if hooks_wanted and runtime.name == "torch":
                 from hwprof.workload.markers import attach_layer_markers
 
                 # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
@@ -174,6 +214,7 @@ class PassRunner:
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self._finish_runtime()
             self.log.flush_to(self.markers_path)
             self._close_all(status, error)
         return {"ok": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_ERROR)
@@ -199,6 +240,7 @@ class PassRunner:
             "error": error,
             "finished_ns": time.monotonic_ns(),
             "detections_per_iteration": pipeline.detections if pipeline else [],
+            "runtime": pipeline.runtime.info if pipeline and pipeline.runtime else None,
             "collectors": {name: r.to_dict() for name, r in self.results.items()},
         }
         (self.ctx.out_dir / "result.json").write_text(json.dumps(summary, indent=1))
@@ -206,9 +248,10 @@ class PassRunner:
 
 def _is_user_error(exc: BaseException) -> bool:
     from hwprof.workload.images import ImageError
+    from hwprof.workload.runtime import RuntimeUnavailable
     from hwprof.workload.zoo import UnknownModelError
 
-    user_errors: tuple[type[BaseException], ...] = (UnknownModelError, ImageError, OSError)
+    user_errors: tuple[type[BaseException], ...] = (UnknownModelError, ImageError, OSError, RuntimeUnavailable)
     try:
         from hwprof.workload.weights import WeightsError
 

@@ -10,6 +10,7 @@ from hwprof.analysis.findings import Finding, findings
 from hwprof.analysis.layer_report import LayerReport, build_layer_report
 from hwprof.analysis.overhead import Overheads, overheads
 from hwprof.analysis.roofline import COMPUTE, MEMORY
+from hwprof.analysis.runtime_nodes import RuntimeView, load_runtime_view
 from hwprof.analysis.stages import Stages, stage_table
 from hwprof.analysis.types import TypeStat, by_type
 
@@ -51,6 +52,8 @@ class Analysis:
     findings: list[Finding]
     unavailable: dict[str, dict[str, str]]
     """Collector name -> {status, reason, fix} for every collector that did not run fully."""
+    runtime: RuntimeView | None = None
+    """What ONNX Runtime / OpenVINO executed per layer (None for torch runs)."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -117,6 +120,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         roofline_summary(layers),
         found,
         unavailable_collectors(data.run),
+        load_runtime_view(data),
     )
 
 

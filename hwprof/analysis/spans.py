@@ -160,14 +160,18 @@ class Piece:
 
 
 def measured_pieces(markers: Iterable[Marker]) -> list[Piece]:
-    """Pieces covering the measured iterations, in time order: what was running when."""
+    """Pieces covering the measured iterations, in time order: what was running when.
+
+    Markers are taken in time order (a stable sort: live markers already are; layer markers
+    replayed from a runtime's profiler come after the iterations in the file).
+    """
     pieces: list[Piece] = []
     stage: str | None = None
     layers: list[str] = []
     inside = False
     iteration = -1
     last_t: int | None = None
-    for m in markers:
+    for m in sorted(markers, key=lambda m: m.t_ns):
         if inside and last_t is not None and m.t_ns > last_t:
             pieces.append(Piece(last_t, m.t_ns, stage, layers[-1] if layers else None, iteration))
         last_t = m.t_ns

@@ -39,14 +39,19 @@ class Marker:
     warmup: bool
     index: int = -1
     """Top-level layer index for layer markers, -1 otherwise."""
+    replayed: bool = False
+    """Made after the fact from a runtime's own profiler (ONNX Runtime, OpenVINO), not emitted live:
+    such markers go to the marker log only, never to collectors (no counter is read at them)."""
 
     def to_row(self) -> list[Any]:
-        return [self.kind, self.phase, self.name, self.t_ns, self.iteration, int(self.warmup), self.index]
+        row = [self.kind, self.phase, self.name, self.t_ns, self.iteration, int(self.warmup), self.index]
+        return [*row, 1] if self.replayed else row
 
     @classmethod
     def from_row(cls, row: list[Any]) -> Marker:
-        kind, phase, name, t_ns, iteration, warmup, index = row
-        return cls(kind, phase, str(name), int(t_ns), int(iteration), bool(warmup), int(index))
+        kind, phase, name, t_ns, iteration, warmup, index = row[:7]
+        replayed = bool(row[7]) if len(row) > 7 else False
+        return cls(kind, phase, str(name), int(t_ns), int(iteration), bool(warmup), int(index), replayed)
 
 
 Subscriber = Callable[[Marker], None]

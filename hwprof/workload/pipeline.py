@@ -3,7 +3,8 @@
 - load: read the batch's images from disk (OpenCV, BGR uint8).
 - preprocess: letterbox to imgsz (square by default; `rect` pads only to a stride multiple, as
   YOLOv7's detect.py does), BGR->RGB, HWC->CHW, float /255, stack into a batch.
-- forward: the fused model in eval mode under torch.inference_mode.
+- forward: the fused model in eval mode under torch.inference_mode, or the run's runtime
+  (ONNX Runtime, OpenVINO; see runtime.py) on the same batch.
 - postprocess: ultralytics' NMS (conf, IoU) and boxes scaled back to each original image.
 """
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     import torch
 
     from hwprof.config import RunConfig
+    from hwprof.workload.runtime import Runtime
 
 PAD_VALUE = 114
 
@@ -69,7 +71,9 @@ def to_yolo_layout(prediction: torch.Tensor, output_format: str) -> torch.Tensor
 class Pipeline:
     """One model and one image list; run_iteration() runs all four stages once."""
 
-    def __init__(self, config: RunConfig, bus: MarkerBus, images: list[Path], built: BuiltModel) -> None:
+    def __init__(
+        self, config: RunConfig, bus: MarkerBus, images: list[Path], built: BuiltModel, runtime: Runtime | None = None
+    ) -> None:
         if not images:
             raise ValueError("the pipeline needs at least one image")
         self.config = config
@@ -77,6 +81,8 @@ class Pipeline:
         self.images = images
         self.built = built
         self.model = built.module
+        """The fused torch model (also under another runtime: FLOPs and the layer table come from it)."""
+        self.runtime = runtime
         self.rect = bool(config.extra.get("rect", False)) and config.batch == 1
         self.detections: list[int] = []
 
@@ -104,25 +110,35 @@ class Pipeline:
         batch = torch.from_numpy(np.stack(chw)).float().div_(255.0)
         return batch, boxed
 
-    def forward(self, batch: torch.Tensor) -> Any:
+    def forward(self, batch: torch.Tensor, iteration: int | None = None, warmup: bool = False) -> Any:
+        if self.runtime is not None:
+            return self.runtime.run(batch, iteration, warmup)
         import torch
 
         with torch.inference_mode():
             return self.model(batch)
 
     def postprocess(self, output: Any, batch: torch.Tensor, boxed: list[Letterboxed]) -> list[torch.Tensor]:
-        from ultralytics.utils.nms import non_max_suppression
         from ultralytics.utils.ops import scale_boxes
 
-        prediction = output[0] if isinstance(output, tuple | list) else output
-        prediction = to_yolo_layout(prediction, self.built.output_format)
-        results = non_max_suppression(prediction, self.config.conf, self.config.iou)
+        results = self.nms(output)
         for det, b in zip(results, boxed, strict=True):
             if len(det):
                 shape = (int(batch.shape[2]), int(batch.shape[3]))
                 ratio_pad = ((b.ratio, b.ratio), b.pad)
                 det[:, :4] = scale_boxes(shape, det[:, :4], b.original_shape, ratio_pad=ratio_pad)
         return results
+
+    def nms(self, output: Any) -> list[Any]:
+        from ultralytics.utils.nms import non_max_suppression
+
+        prediction = output[0] if isinstance(output, tuple | list) else output
+        return list(
+            non_max_suppression(to_yolo_layout(prediction, self.built.output_format), self.config.conf, self.config.iou)
+        )
+
+    def count_detections(self, output: Any) -> int:
+        return sum(len(d) for d in self.nms(output))
 
     def sample_batch(self) -> torch.Tensor:
         """A preprocessed batch (the first), for one-off measurements outside the timed loop."""
@@ -137,7 +153,7 @@ class Pipeline:
             with bus.span("stage", "preprocess"):
                 batch, boxed = self.preprocess(images)
             with bus.span("stage", "forward"):
-                output = self.forward(batch)
+                output = self.forward(batch, iteration, warmup)
             with bus.span("stage", "postprocess"):
                 detections = self.postprocess(output, batch, boxed)
         if not warmup:

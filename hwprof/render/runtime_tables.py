@@ -1,0 +1,119 @@
+"""The report's runtime sections: what ran the forward, its output against torch fp32, and what
+ONNX Runtime / OpenVINO executed per layer (kernel, ISA and precision, fused groups)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from hwprof.render.fmt import ms, pct, sig
+from hwprof.render.tables import Col, TableSpec
+
+if TYPE_CHECKING:
+    from hwprof.analysis.run_analysis import Analysis
+
+RUNTIME_LAYERS = 12
+FUSED_GROUPS = 8
+
+
+def output_diff_text(diff: dict[str, Any] | None) -> str:
+    """The output check a reduced-precision result is never shown without."""
+    if not diff:
+        return "output vs torch fp32: not measured"
+    return (
+        f"output vs torch fp32: max |Δ| {sig(diff.get('max_abs_head'))} of head values up to "
+        f"{sig(diff.get('max_abs_reference'))}, detections {diff.get('detections')} vs "
+        f"{diff.get('detections_reference')}"
+    )
+
+
+def runtime_line(run: dict[str, Any]) -> tuple[str, str] | None:
+    """The report header's "runtime" line."""
+    info = run.get("runtime")
+    if not info:
+        return None
+    name = info.get("name") or info.get("runtime", "?")
+    executed = info.get("executed_precision", "?")
+    asked = info.get("precision", "?")
+    precision = executed if executed == asked else f"{executed} (asked {asked})"
+    where = f", {info['model_file']} sha256 {str(info.get('model_sha256', ''))[:12]}" if info.get("model_file") else ""
+    provider = f" ({info['provider']})" if info.get("provider") else ""
+    return (
+        "runtime",
+        f"{name} {info.get('version', '')}{provider}, {precision}{where}; {output_diff_text(info.get('output_diff'))}",
+    )
+
+
+def _clock_note(info: dict[str, Any]) -> str:
+    clock = info.get("clock") or {}
+    for entry in (info.get("profiled_passes") or {}).values():
+        clock = clock or entry.get("clock", {})
+    if "error_bound_us" not in clock:
+        return ""
+    return f"layer spans placed on the run's clock: {clock['method']}; error bound {sig(clock['error_bound_us'])} µs"
+
+
+def runtime_layers_spec(a: Analysis) -> TableSpec | None:
+    view = a.runtime
+    if view is None:
+        return None
+    cols = [
+        Col("layer", "left", max_width=14),
+        Col("node ms"),
+        Col("nodes", priority=2),
+        Col("kernel", "left", max_width=40),
+        Col("share", priority=1),
+        Col("precision", "left", max_width=22),
+        Col("fused with", "left", priority=2, max_width=24),
+    ]
+    stats = {layer.name: layer for layer in a.layers.layers}
+    ranked = sorted(view.layers.values(), key=lambda n: -n.time_ms)[:RUNTIME_LAYERS]
+    rows = []
+    for nodes in ranked:
+        stat = stats.get(nodes.layer)
+        label = f"{nodes.layer.removeprefix('model.')} {stat.type}" if stat else nodes.layer
+        kernel, share = nodes.kernels[0] if nodes.kernels else ("(only fused nodes)", 0.0)
+        rows.append(
+            [
+                label,
+                ms(nodes.time_ms),
+                str(nodes.nodes),
+                kernel,
+                pct(share) if nodes.kernels else "",
+                nodes.precision,
+                ", ".join(
+                    sorted(
+                        {layer for g in view.fused if g.node in nodes.fused_groups for layer in g.layers}
+                        - {nodes.layer}
+                    )
+                ),
+            ]
+        )
+    notes = [
+        f"node ms = median per iteration of the runtime's own node times ({view.source_pass} pass, "
+        f"{view.info.get('profiler', 'its profiler')}); kernel = the node kind that took most of the layer; "
+        f"nodes of no layer: {ms(view.unattributed_ms)} ms of {ms(view.total_ms)} ms",
+        "per-layer counters: unavailable under this runtime (it runs the graph without a callback per layer; "
+        "its layer spans are replayed from its profiler, so no counter is read at them); per-stage counters, "
+        "sysstat, RAPL, py-spy and perf samples still fall into these spans by time",
+    ]
+    clock = _clock_note(a.run.get("runtime", {}))
+    if clock:
+        notes.append(clock)
+    return TableSpec(f"runtime nodes per layer ({view.runtime}, {view.precision})", cols, rows, notes)
+
+
+def fused_spec(a: Analysis) -> TableSpec | None:
+    view = a.runtime
+    if view is None or not view.fused:
+        return None
+    cols = [Col("node", "left", max_width=44), Col("layers", "left", max_width=24), Col("kernel", "left"), Col("ms")]
+    rows = [
+        [g.node, ", ".join(x.removeprefix("model.") for x in g.layers), g.kernel, ms(g.time_ms)]
+        for g in view.fused[:FUSED_GROUPS]
+    ]
+    total = sum(g.time_ms for g in view.fused)
+    notes = [
+        f"{len(view.fused)} runtime nodes fused from several layers, {ms(total)} ms per iteration: "
+        "not charged to any one layer (their layers' times exclude them)"
+    ]
+    return TableSpec(f"fused across layers ({view.runtime})", cols, rows, notes)

@@ -1,0 +1,176 @@
+"""ONNX Runtime (CPU execution provider) running the run's exported model, with its own profiler.
+
+ORT's profile is a Chrome-trace JSON written at end_profiling(): `cat: "Session"` events named
+`model_run` (one per run() call, in order) and `cat: "Node"` events named `<node>_kernel_time`
+with `args.op_name` and `args.provider`. `ts` counts microseconds from the profiling start, which
+`get_profiling_start_time_ns()` gives on the wall clock; it is moved to CLOCK_MONOTONIC with an
+offset read in-process, and each model_run is checked against the run() call timed around it
+(the alignment error recorded in runtime.json).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import statistics
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of
+from hwprof.workload.onnx_export import INPUT_NAME, quantize_int8
+from hwprof.workload.runtime import NodeInfo, Profile, RunRecord, Runtime, monotonic_offset_ns
+
+if TYPE_CHECKING:
+    import torch
+
+KERNEL_SUFFIX = "_kernel_time"
+PROFILE_PREFIX = "onnxruntime_profile"
+_TYPE_PRECISION = {"float": "fp32", "float16": "fp16", "bfloat16": "bf16", "uint8": "int8", "int8": "int8"}
+_INT8_OPS = {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul"}
+
+
+class OnnxRuntime(Runtime):
+    name = "onnxruntime"
+    profiler_name = "ONNX Runtime profiler (SessionOptions.enable_profiling)"
+
+    def _prepare(self, sample: torch.Tensor) -> None:
+        ort = self._import("onnxruntime")
+        exported = self._export(sample, "CPUExecutionProvider", ort.__version__)
+        model = quantize_int8(exported, self.run_dir) if self.config.precision == "int8" else exported
+        self.use_model(model)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.config.threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.log_severity_level = 3
+        if self.profile:
+            options.enable_profiling = True
+            options.profile_file_prefix = str(self.out_dir / PROFILE_PREFIX)
+        self.session = ort.InferenceSession(str(self.run_dir / model.path), options, providers=["CPUExecutionProvider"])
+        self.output_name = self.session.get_outputs()[0].name
+        self.offset_ns, self.offset_uncertainty_ns = monotonic_offset_ns()
+        self.info["executed_precision"] = self.config.precision
+        if model is not exported:
+            self.info["quantized"] = model.to_dict() | {"method": "onnxruntime.quantization.quantize_dynamic, QUInt8"}
+
+    def _execute(self, batch: torch.Tensor) -> Any:
+        import torch
+
+        out = self.session.run([self.output_name], {INPUT_NAME: batch.numpy()})[0]
+        return torch.from_numpy(out)
+
+    def _profile(self) -> Profile | None:
+        path = Path(self.session.end_profiling())
+        events = json.loads(path.read_text())
+        start_wall = int(self.session.get_profiling_start_time_ns())
+        profile = profile_from_events(events, start_wall - self.offset_ns, self.records)
+        profile.clock["wall_to_monotonic_uncertainty_us"] = self.offset_uncertainty_ns / 1e3
+        packed = path.with_suffix(".json.gz")
+        with open(path, "rb") as raw, gzip.open(packed, "wb") as out:
+            shutil.copyfileobj(raw, out)
+        path.unlink()
+        profile.artifacts.append(packed)
+        self.info["executed_precision"] = executed_precision(profile.nodes.values(), self.config.precision)
+        return profile
+
+
+def node_precision(args: dict[str, Any]) -> str:
+    for shape in args.get("input_type_shape", [])[:1]:
+        for type_name in shape:
+            return _TYPE_PRECISION.get(str(type_name), str(type_name))
+    return ""
+
+
+def kernel_name(node: str, op: str) -> str:
+    return f"{op} (nchwc)" if "_nchwc" in node else op
+
+
+def executed_precision(nodes: Any, asked: str) -> str:
+    """int8 only where ORT really ran integer kernels; else what the nodes' inputs were."""
+    ops = {n.op for n in nodes}
+    if asked == "int8":
+        return "int8" if ops & _INT8_OPS else "fp32 (no integer kernel ran)"
+    return asked
+
+
+def profile_from_events(events: list[dict[str, Any]], origin_ns: int, records: list[RunRecord]) -> Profile:
+    """Node spans per run, on CLOCK_MONOTONIC (origin_ns: the profile's ts 0 on that clock).
+
+    The n-th `model_run` event is the n-th recorded run() call: runs must match one to one.
+    """
+    runs_ev = sorted(
+        (e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"), key=lambda e: e["ts"]
+    )
+    node_ev = sorted(
+        (e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX)),
+        key=lambda e: e["ts"],
+    )
+    if len(runs_ev) != len(records):
+        raise ValueError(f"ONNX Runtime profiled {len(runs_ev)} runs but {len(records)} were made")
+    nodes: dict[str, NodeInfo] = {}
+    runs: list[RunSpans] = []
+    gaps_start: list[float] = []
+    gaps_end: list[float] = []
+    k = 0
+
+    def to_ns(ts_us: float) -> int:
+        return origin_ns + round(ts_us * 1000)
+
+    for event, record in zip(runs_ev, records, strict=True):
+        t0, t1 = event["ts"], event["ts"] + event["dur"]
+        spans: list[NodeSpan] = []
+        while k < len(node_ev) and node_ev[k]["ts"] < t0:
+            k += 1
+        while k < len(node_ev) and node_ev[k]["ts"] <= t1:
+            e = node_ev[k]
+            k += 1
+            name = str(e["name"]).removesuffix(KERNEL_SUFFIX).removesuffix("/")
+            info = nodes.get(name)
+            if info is None:
+                args = e.get("args", {})
+                op = str(args.get("op_name", ""))
+                layers, children = layers_of([name])
+                info = NodeInfo(
+                    name,
+                    op,
+                    kernel_name(name, op),
+                    str(args.get("provider", "")),
+                    node_precision(args),
+                    layers,
+                    children,
+                )
+                nodes[name] = info
+            spans.append(NodeSpan(name, to_ns(e["ts"]), to_ns(e["ts"] + e["dur"]), info.layers, info.children))
+        if record.iteration is None:
+            continue
+        gaps_start.append((to_ns(t0) - record.start_ns) / 1e3)
+        gaps_end.append((record.end_ns - to_ns(t1)) / 1e3)
+        charge_inserted(spans)
+        runs.append(RunSpans(record.iteration, record.warmup, spans))
+    for run in runs:
+        for span in run.nodes:
+            info = nodes[span.name]
+            if span.inserted and not info.layers:
+                info.layers, info.inserted = span.layers, True
+    return Profile(runs, nodes, alignment(gaps_start, gaps_end))
+
+
+def alignment(gaps_start_us: list[float], gaps_end_us: list[float]) -> dict[str, Any]:
+    """How each aligned model_run sits inside the run() call timed around it (both should be >= 0)."""
+    if not gaps_start_us:
+        return {"method": "no profiled run to check"}
+    worst = max(0.0, -min(gaps_start_us), -min(gaps_end_us))
+    return {
+        "method": (
+            "ts (us since ORT's profiling start, a wall-clock time) + wall-to-monotonic offset read in-process; "
+            "checked against each run() call timed on CLOCK_MONOTONIC around it"
+        ),
+        "start_gap_us_p50": statistics.median(gaps_start_us),
+        "end_gap_us_p50": statistics.median(gaps_end_us),
+        "start_gap_us_min": min(gaps_start_us),
+        "end_gap_us_min": min(gaps_end_us),
+        "error_bound_us": worst,
+        "error_bound_method": "largest amount by which an aligned model_run leaves its run() call (0: none did)",
+        "runs_checked": len(gaps_start_us),
+    }

@@ -1,0 +1,198 @@
+"""What runs the forward: one small interface between the pipeline and PyTorch, ONNX Runtime or OpenVINO.
+
+A runtime prepares once (export, compile), runs a batch, and, when profiled, gives back the
+node spans of every run on the run's clock (CLOCK_MONOTONIC ns). Torch calls the layer markers
+itself (forward hooks); a runtime that cannot call back per layer has its layer markers replayed
+from its own profiler after the measured iterations (see node_layers.replay_markers).
+
+Every run() is recorded with its monotonic start and end and the iteration it served, so the
+profiler's runs can be matched to the pipeline's iterations one to one.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from hwprof.workload.node_layers import RunSpans
+
+if TYPE_CHECKING:
+    import torch
+
+    from hwprof.config import RunConfig
+    from hwprof.workload.onnx_export import ExportedModel
+    from hwprof.workload.zoo import BuiltModel
+
+
+class RuntimeUnavailable(ValueError):
+    """A runtime that cannot run here (missing package, unsupported precision): one line for the user."""
+
+
+@dataclass
+class RunRecord:
+    start_ns: int
+    end_ns: int
+    iteration: int | None
+    """The pipeline iteration this forward served; None for one-off calls (output check, reference)."""
+    warmup: bool
+
+
+@dataclass
+class NodeInfo:
+    """What a runtime says about one of its executed nodes (static over runs)."""
+
+    name: str
+    op: str
+    kernel: str
+    provider: str
+    precision: str
+    layers: tuple[str, ...] = ()
+    children: tuple[str, ...] = ()
+    inserted: bool = False
+
+
+@dataclass
+class Profile:
+    """The runtime profiler's view of the pass: node spans per run and how its clock was placed."""
+
+    runs: list[RunSpans]
+    nodes: dict[str, NodeInfo]
+    clock: dict[str, Any]
+    artifacts: list[Path] = field(default_factory=list)
+
+
+class Runtime:
+    """Base class; subclasses implement _prepare, _execute and, if they can profile, _profile."""
+
+    name: ClassVar[str]
+    profiler_name: ClassVar[str] = ""
+
+    def __init__(self, config: RunConfig, built: BuiltModel, run_dir: Path, out_dir: Path, profile: bool) -> None:
+        self.config = config
+        self.built = built
+        self.run_dir = run_dir
+        self.out_dir = out_dir
+        self.profile = profile
+        self.records: list[RunRecord] = []
+        self.info: dict[str, Any] = {"runtime": self.name, "precision": config.precision}
+
+    def prepare(self, sample: torch.Tensor) -> None:
+        self._prepare(sample)
+
+    def _import(self, module: str) -> Any:
+        """The runtime's package, or RuntimeUnavailable with the fix."""
+        import importlib
+
+        try:
+            return importlib.import_module(module)
+        except ImportError as exc:
+            raise RuntimeUnavailable(f"{module} cannot be imported ({exc}); fix: pip install {module}") from exc
+
+    def _export(self, sample: torch.Tensor, provider: str, version: str) -> ExportedModel:
+        """The run's ONNX file (exported once per run), recorded in info with the runtime's identity."""
+        from hwprof.workload.onnx_export import export_onnx
+
+        exported = export_onnx(self.built.module, sample, self.run_dir, self.built.name)
+        self.info.update(version=version, provider=provider, export=exported.to_dict())
+        self.use_model(exported)
+        return exported
+
+    def use_model(self, model: ExportedModel) -> None:
+        self.info.update(model_file=model.path, model_sha256=model.sha256, model_bytes=model.bytes)
+
+    def run(self, batch: torch.Tensor, iteration: int | None = None, warmup: bool = False) -> Any:
+        start = time.monotonic_ns()
+        output = self._execute(batch)
+        self.records.append(RunRecord(start, time.monotonic_ns(), iteration, warmup))
+        self._after_run()
+        return output
+
+    def finish(self) -> Profile | None:
+        """End profiling and return the node spans of the recorded runs (None if not profiled)."""
+        return self._profile() if self.profile else None
+
+    def _prepare(self, sample: torch.Tensor) -> None:
+        pass
+
+    def _execute(self, batch: torch.Tensor) -> Any:
+        raise NotImplementedError
+
+    def _after_run(self) -> None:
+        pass
+
+    def _profile(self) -> Profile | None:
+        return None
+
+
+class TorchRuntime(Runtime):
+    """The fused PyTorch module; bf16 is CPU autocast (conv and matmul in bf16, the rest fp32)."""
+
+    name = "torch"
+
+    def _prepare(self, sample: torch.Tensor) -> None:
+        import torch
+
+        self.info["version"] = torch.__version__
+        if self.config.precision == "bf16":
+            self.info["executed_precision"] = "bf16"
+            self.info["precision_detail"] = (
+                "torch.autocast('cpu', bfloat16): convolutions and matmuls in bf16, other ops fp32; "
+                f"CPU bf16 support reported by torch: {torch.backends.mkldnn.is_available()} (mkldnn)"
+            )
+        else:
+            self.info["executed_precision"] = "fp32"
+        self.info["model_bytes"] = sum(p.numel() * p.element_size() for p in self.built.module.parameters())
+
+    def _execute(self, batch: torch.Tensor) -> Any:
+        import torch
+
+        with torch.inference_mode():
+            if self.config.precision == "bf16":
+                with torch.autocast("cpu", dtype=torch.bfloat16):
+                    return _to_float(self.built.module(batch))
+            return self.built.module(batch)
+
+
+def _to_float(output: Any) -> Any:
+    import torch
+
+    if isinstance(output, torch.Tensor):
+        return output.float()
+    if isinstance(output, tuple | list):
+        return type(output)(_to_float(o) for o in output)
+    return output
+
+
+def head_of(output: Any) -> torch.Tensor:
+    """The raw prediction tensor of a model's output (the first element of a tuple)."""
+    while isinstance(output, tuple | list):
+        output = output[0]
+    return output
+
+
+def make_runtime(config: RunConfig, built: BuiltModel, run_dir: Path, out_dir: Path, profile: bool) -> Runtime:
+    if config.runtime == "onnxruntime":
+        from hwprof.workload.rt_onnxruntime import OnnxRuntime
+
+        return OnnxRuntime(config, built, run_dir, out_dir, profile)
+    if config.runtime == "openvino":
+        from hwprof.workload.rt_openvino import OpenVinoRuntime
+
+        return OpenVinoRuntime(config, built, run_dir, out_dir, profile)
+    return TorchRuntime(config, built, run_dir, out_dir, profile=False)
+
+
+def monotonic_offset_ns(clock: Any = time.time_ns, rounds: int = 7) -> tuple[int, int]:
+    """(wall - monotonic offset, its uncertainty) from the tightest of several bracketed reads."""
+    best: tuple[int, int] | None = None
+    for _ in range(rounds):
+        m0 = time.monotonic_ns()
+        wall = clock()
+        m1 = time.monotonic_ns()
+        half = (m1 - m0) // 2
+        if best is None or half < best[1]:
+            best = (wall - (m0 + half), half)
+    assert best is not None
+    return best

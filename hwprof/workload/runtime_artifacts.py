@@ -1,0 +1,107 @@
+"""What a pass leaves about its runtime: runtime.json, runtime_nodes.json and node spans for the trace."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hwprof.analysis.runtime_nodes import NODES_FILE, RUNTIME_FILE
+from hwprof.records import Span, records_path, write_records
+
+if TYPE_CHECKING:
+    import torch
+
+    from hwprof.workload.pipeline import Pipeline
+    from hwprof.workload.runtime import Profile, Runtime
+
+RECORDS_NAME = "runtime"
+TRACE_ITERATIONS = 20
+"""Node spans go to the trace for the first measured iterations only (the kernels pass runs hundreds)."""
+
+
+def output_difference(pipeline: Pipeline, runtime: Runtime, batch: torch.Tensor) -> dict[str, Any]:
+    """The runtime's raw head and detections against the fp32 torch model on the same input."""
+    import torch
+
+    from hwprof.workload.runtime import head_of
+
+    if runtime.name == "torch" and runtime.config.precision == "fp32":
+        reference_out = output = runtime.run(batch)
+    else:
+        with torch.inference_mode():
+            reference_out = pipeline.model(batch)
+        output = runtime.run(batch)
+    reference, got = head_of(reference_out).float(), head_of(output).float()
+    if reference.shape != got.shape:
+        raise ValueError(f"{runtime.name} returned shape {tuple(got.shape)}, torch {tuple(reference.shape)}")
+    diff = (got - reference).abs()
+    return {
+        "reference": "the fused torch model in fp32 on the same input (the first batch)",
+        "max_abs_head": float(diff.max()),
+        "mean_abs_head": float(diff.mean()),
+        "max_abs_reference": float(reference.abs().max()),
+        "detections": pipeline.count_detections(output),
+        "detections_reference": pipeline.count_detections(reference_out),
+    }
+
+
+def write_runtime_artifacts(out_dir: Path, runtime: Runtime, profile: Profile | None) -> list[str]:
+    """runtime.json always; node table and trace spans when the runtime was profiled."""
+    info = runtime.info
+    written = [RUNTIME_FILE]
+    if profile is not None:
+        info["profiler"] = runtime.profiler_name
+        info["clock"] = profile.clock
+        measured = [run for run in profile.runs if not run.warmup]
+        per_node: dict[str, list[float]] = defaultdict(list)
+        for run in measured:
+            seen: dict[str, float] = defaultdict(float)
+            for span in run.nodes:
+                seen[span.name] += (span.end_ns - span.start_ns) / 1e3
+            for name, us in seen.items():
+                per_node[name].append(us)
+        rows: list[dict[str, Any]] = []
+        for name, node in profile.nodes.items():
+            values = per_node.get(name)
+            if not values:
+                continue
+            rows.append(
+                {
+                    "name": name,
+                    "op": node.op,
+                    "kernel": node.kernel,
+                    "provider": node.provider,
+                    "precision": node.precision,
+                    "layers": list(node.layers),
+                    "children": list(node.children),
+                    "inserted": node.inserted,
+                    "median_us": statistics.median(values),
+                    "calls": len(values),
+                }
+            )
+        doc = {"runtime": runtime.name, "iterations": len(measured), "nodes": rows}
+        (out_dir / NODES_FILE).write_text(json.dumps(doc, indent=1))
+        written.append(NODES_FILE)
+        spans = [
+            Span(
+                span.name,
+                span.start_ns,
+                span.end_ns - span.start_ns,
+                track=f"{runtime.name} nodes",
+                category=profile.nodes[span.name].kernel,
+                args={"op": profile.nodes[span.name].op, "layers": ",".join(span.layers), "iteration": run.iteration},
+            )
+            for run in measured[:TRACE_ITERATIONS]
+            for span in run.nodes
+        ]
+        info["trace_iterations"] = min(len(measured), TRACE_ITERATIONS)
+        write_records(records_path(out_dir, RECORDS_NAME), spans)
+        written.append(records_path(out_dir, RECORDS_NAME).name)
+        written += [p.name for p in profile.artifacts]
+        info["nodes_executed"] = len(rows)
+        info["fused_across_layers"] = sum(1 for r in rows if len(r["layers"]) > 1)
+    (out_dir / RUNTIME_FILE).write_text(json.dumps(info, indent=1, default=str))
+    return written

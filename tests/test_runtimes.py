@@ -1,0 +1,265 @@
+"""Runtimes beside PyTorch: node names to layers, profiles to spans on the run's clock, replayed markers.
+
+Unit tests run on a recorded ONNX Runtime profile (yolov8n at 320, trimmed to three runs) and on
+hand-made node lists; the slow tests collect yolov8n on ONNX Runtime and OpenVINO for real.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwprof.analysis.runtime_nodes import NodeRow, layer_nodes
+from hwprof.analysis.spans import layer_self_ns, measured_pieces, pair_spans
+from hwprof.workload.markers import Marker
+from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, replay_markers, scope_of
+from hwprof.workload.runtime import RunRecord
+from hwprof.workload.runtime_names import check_runtime_precision
+
+FIXTURES = Path(__file__).parent / "fixtures" / "runtimes"
+ORT_PROFILE = FIXTURES / "onnxruntime_profile_yolov8n_320.json"
+
+
+# ----------------------------------------------------------------------------- names to layers
+
+
+@pytest.mark.parametrize(
+    ("name", "layer", "child"),
+    [
+        ("/model.2/cv1/conv/Conv", "model.2", "model.2.cv1"),
+        ("/model.2/cv1/conv/Conv_output_0_nchwc", "model.2", "model.2.cv1"),  # ORT NCHWc rename
+        ("/model.0/act/Mul/QuickGeluFusion/", "model.0", "model.0.act"),  # ORT fusion rename
+        ("/model.2/m.0/cv1/conv/Conv", "model.2", "model.2.m"),  # ModuleList child: named "m" at depth 2
+        ("/model.22/Concat_6", "model.22", None),  # an op directly in the layer
+        ("/model.105/m.0/Conv", "model.105", "model.105.m"),
+        ("images_f32_abcd_bf16_acdb_/model.0/conv/Conv/WithoutBiases", "model.0", "model.0.conv"),  # OpenVINO reorder
+    ],
+)
+def test_scope_of_exported_names(name: str, layer: str, child: str | None) -> None:
+    scope = scope_of(name)
+    assert scope is not None
+    assert (scope.layer, scope.child) == (layer, child)
+
+
+def test_nodes_without_scope_have_no_layer() -> None:
+    assert scope_of("ReorderInput") is None
+    assert scope_of("Identity_85") is None
+    assert layers_of(["ReorderOutput", "/model.3/Concat"]) == (("model.3",), ())
+
+
+def test_fused_originals_keep_every_layer_in_order() -> None:
+    layers, children = layers_of(["/model.4/cv2/conv/Conv/WithoutBiases", "/model.5/Add", "/model.4/cv2/act/Mul"])
+    assert layers == ("model.4", "model.5")
+    assert children == ("model.4.cv2",)
+
+
+def test_inserted_nodes_are_charged_to_the_next_layer() -> None:
+    nodes = [
+        NodeSpan("ReorderInput", 0, 1),
+        NodeSpan("/model.0/conv/Conv", 1, 5, ("model.0",)),
+        NodeSpan("ReorderOutput", 5, 6),
+        NodeSpan("/model.1/conv/Conv", 6, 9, ("model.1",)),
+        NodeSpan("tail", 9, 10),
+    ]
+    charge_inserted(nodes)
+    assert [n.layers for n in nodes] == [("model.0",), ("model.0",), ("model.1",), ("model.1",), ()]
+    assert [n.inserted for n in nodes] == [True, False, True, False, False]
+
+
+# ----------------------------------------------------------------------------- replayed markers
+
+
+def _run(nodes: list[NodeSpan], iteration: int = 0) -> RunSpans:
+    return RunSpans(iteration, False, nodes)
+
+
+def test_replay_makes_one_span_per_stretch_and_none_for_fused_groups() -> None:
+    run = _run(
+        [
+            NodeSpan("a", 100, 200, ("model.0",), ("model.0.conv",)),
+            NodeSpan("b", 200, 260, ("model.0",), ("model.0.act",)),
+            NodeSpan("fused", 260, 400, ("model.1", "model.2")),
+            NodeSpan("c", 400, 450, ("model.2",)),
+            NodeSpan("d", 450, 500, ("model.0",)),  # layer 0 again later: a second span, same iteration
+        ]
+    )
+    markers = replay_markers(run, depth=1)
+    assert all(m.replayed and m.kind == "layer" for m in markers)
+    spans = pair_spans(markers)
+    assert [(s.name, s.start_ns, s.end_ns) for s in spans] == [
+        ("model.0", 100, 260),
+        ("model.2", 400, 450),
+        ("model.0", 450, 500),
+    ]
+    assert layer_self_ns(spans)["model.0"] == [160, 50]
+    nested = pair_spans(replay_markers(run, depth=2))
+    assert ("model.0.conv", 100, 200) in [(s.name, s.start_ns, s.end_ns) for s in nested]
+    assert ("model.0.act", 200, 260) in [(s.name, s.start_ns, s.end_ns) for s in nested]
+
+
+def test_replayed_markers_round_trip_and_old_rows_still_read() -> None:
+    marker = Marker("layer", "B", "model.3", 10, 2, False, 3, replayed=True)
+    assert Marker.from_row(marker.to_row()) == marker
+    assert Marker.from_row(["layer", "B", "model.3", 10, 2, 0, 3]).replayed is False
+
+
+def test_pieces_take_replayed_markers_by_time_not_file_order() -> None:
+    live = [
+        Marker("iteration", "B", "iteration", 0, 0, False),
+        Marker("stage", "B", "forward", 10, 0, False),
+        Marker("stage", "E", "forward", 100, 0, False),
+        Marker("iteration", "E", "iteration", 110, 0, False),
+    ]
+    replayed = replay_markers(_run([NodeSpan("n", 20, 80, ("model.5",))]))
+    pieces = measured_pieces(live + replayed)
+    inside = [p for p in pieces if p.layer == "model.5"]
+    assert [(p.start_ns, p.end_ns, p.stage) for p in inside] == [(20, 80, "forward")]
+
+
+# ----------------------------------------------------------------------------- ONNX Runtime profile
+
+
+def _records_for(events: list[dict], origin_ns: int, gap_us: float) -> list[RunRecord]:
+    """run() calls that start gap_us before and end gap_us after each model_run (first: a one-off check)."""
+    runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
+    out = []
+    for k, e in enumerate(runs):
+        start = origin_ns + round((e["ts"] - gap_us) * 1000)
+        end = origin_ns + round((e["ts"] + e["dur"] + gap_us) * 1000)
+        out.append(RunRecord(start, end, None if k == 0 else k - 1, k == 1))
+    return out
+
+
+def test_ort_profile_becomes_node_spans_on_the_monotonic_clock() -> None:
+    from hwprof.workload.rt_onnxruntime import profile_from_events
+
+    events = json.loads(ORT_PROFILE.read_text())
+    origin = 5_000_000_000
+    profile = profile_from_events(events, origin, _records_for(events, origin, gap_us=15.0))
+    assert [(r.iteration, r.warmup) for r in profile.runs] == [(0, True), (1, False)]  # the check run is not replayed
+    measured = profile.runs[1]
+    run_event = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])[2]
+    lo = origin + run_event["ts"] * 1000
+    hi = lo + run_event["dur"] * 1000
+    assert all(lo <= n.start_ns <= n.end_ns <= hi for n in measured.nodes)
+    assert len(measured.nodes) == sum(1 for e in events if e.get("cat") == "Node") // 3
+    conv = profile.nodes["/model.2/cv1/conv/Conv_output_0_nchwc"]
+    assert (conv.op, conv.kernel, conv.provider, conv.precision) == (
+        "Conv",
+        "Conv (nchwc)",
+        "CPUExecutionProvider",
+        "fp32",
+    )
+    assert conv.layers == ("model.2",)
+    assert profile.nodes["ReorderInput"].inserted  # NCHWc layout reorders: charged to the next layer
+    layers = {layer for n in measured.nodes for layer in n.layers}
+    assert layers == {f"model.{i}" for i in range(23)}
+    assert profile.clock["start_gap_us_p50"] == pytest.approx(15.0, abs=0.01)
+    assert profile.clock["end_gap_us_p50"] == pytest.approx(15.0, abs=0.01)
+    assert profile.clock["error_bound_us"] == 0.0
+
+
+def test_ort_alignment_reports_runs_that_leave_their_call() -> None:
+    from hwprof.workload.rt_onnxruntime import profile_from_events
+
+    events = json.loads(ORT_PROFILE.read_text())
+    profile = profile_from_events(events, 0, _records_for(events, 0, gap_us=-40.0))
+    assert profile.clock["error_bound_us"] == pytest.approx(40.0, abs=0.01)
+
+
+def test_ort_profile_must_match_the_recorded_runs() -> None:
+    from hwprof.workload.rt_onnxruntime import profile_from_events
+
+    events = json.loads(ORT_PROFILE.read_text())
+    with pytest.raises(ValueError, match="profiled 3 runs but 2 were made"):
+        profile_from_events(events, 0, _records_for(events, 0, 1.0)[:2])
+
+
+# ----------------------------------------------------------------------------- OpenVINO placement
+
+
+def test_openvino_spans_are_laid_end_to_end_and_squeezed_into_the_call() -> None:
+    from hwprof.workload.rt_openvino import profile_from_runs
+    from hwprof.workload.runtime import NodeInfo
+
+    nodes = {
+        "reorder": NodeInfo("reorder", "Reorder", "jit_uni_f32", "CPU", "fp32", inserted=False),
+        "/model.0/conv/Conv/WithoutBiases": NodeInfo(
+            "c0", "Convolution", "brgconv_avx512_bf16", "CPU", "bf16", ("model.0",)
+        ),
+        "/model.1/conv/Conv/WithoutBiases": NodeInfo(
+            "c1", "Convolution", "brgconv_avx512_bf16", "CPU", "bf16", ("model.1",)
+        ),
+    }
+    timings = [
+        ("/model.1/conv/Conv/WithoutBiases", 300.0),
+        ("reorder", 100.0),
+        ("/model.0/conv/Conv/WithoutBiases", 200.0),
+    ]
+    records = [RunRecord(1_000_000, 1_000_000 + 700_000, 0, False), RunRecord(2_000_000, 2_000_000 + 300_000, 1, False)]
+    profile = profile_from_runs([timings, timings], records, nodes)
+    first, second = profile.runs
+    assert [(n.name, n.start_ns - 1_000_000, n.end_ns - 1_000_000) for n in first.nodes] == [
+        ("reorder", 0, 100_000),
+        ("/model.0/conv/Conv/WithoutBiases", 100_000, 300_000),
+        ("/model.1/conv/Conv/WithoutBiases", 300_000, 600_000),
+    ]
+    assert first.nodes[0].layers == ("model.0",) and first.nodes[0].inserted
+    assert second.nodes[-1].end_ns == 2_000_000 + 300_000  # 600 us of nodes in a 300 us call: halved
+    assert profile.clock["residual_us_max"] == pytest.approx(100.0)
+    assert profile.clock["residual_us_min"] == pytest.approx(-300.0)
+    assert profile.clock["runs_squeezed"] == 1 and profile.clock["squeeze_min"] == pytest.approx(0.5)
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def test_layer_nodes_keep_fused_groups_apart() -> None:
+    rows = [
+        NodeRow("a", "Convolution", "brgconv_avx512_bf16", "CPU", "bf16", ["model.3"], median_us=300),
+        NodeRow("b", "Eltwise", "jit_avx512_f32", "CPU", "fp32", ["model.3"], median_us=100),
+        NodeRow("f", "Convolution", "brgconv_avx512_bf16", "CPU", "bf16", ["model.4", "model.5"], median_us=500),
+        NodeRow("in", "Reorder", "ref", "CPU", "fp32", [], median_us=20),
+    ]
+    layers, fused, unattributed = layer_nodes(rows)
+    assert layers["model.3"].time_ms == pytest.approx(0.4)
+    assert layers["model.3"].kernels == [("brgconv_avx512_bf16", 0.75), ("jit_avx512_f32", 0.25)]
+    assert layers["model.3"].precision == "mixed: bf16 75%, fp32 25%"
+    assert layers["model.4"].time_ms == 0 and layers["model.4"].fused_groups == ["f"]
+    assert [(g.node, g.layers, g.time_ms) for g in fused] == [("f", ["model.4", "model.5"], 0.5)]
+    assert unattributed == pytest.approx(0.02)
+
+
+@pytest.mark.parametrize(("runtime", "precision"), [("openvino", "int8"), ("onnxruntime", "bf16"), ("tvm", "fp32")])
+def test_unsupported_runtime_or_precision_is_one_line(runtime: str, precision: str) -> None:
+    with pytest.raises(ValueError) as info:
+        check_runtime_precision(runtime, precision)
+    assert "\n" not in str(info.value)
+    assert "torch" in str(info.value)
+
+
+def test_cli_refuses_an_unsupported_precision(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hwprof",
+            "collect",
+            "--runtime",
+            "openvino",
+            "--precision",
+            "int8",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    assert "openvino does not run precision 'int8'" in (proc.stdout + proc.stderr).replace("\n", " ")
+    assert not (tmp_path / "r").exists()
