@@ -263,3 +263,104 @@ def test_cli_refuses_an_unsupported_precision(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "openvino does not run precision 'int8'" in (proc.stdout + proc.stderr).replace("\n", " ")
     assert not (tmp_path / "r").exists()
+
+
+# ----------------------------------------------------------------------------- real runs (slow)
+
+
+COLLECT = [sys.executable, "-m", "hwprof", "collect", "--model", "yolov8n", "--imgsz", "128", "--iters", "3"]
+COLLECT += ["--warmup", "1", "--no-report"]
+
+
+def _collect(out: Path, *args: str) -> dict:
+    proc = subprocess.run(
+        [*COLLECT, "--out", str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads((out / "run.json").read_text())
+
+
+@pytest.mark.slow
+def test_onnxruntime_run_end_to_end(tmp_path: Path) -> None:
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.render.trace_processor import availability, query_many
+    from hwprof.rundata import RunData
+    from hwprof.workload.markers import read_markers
+    from hwprof.workload.onnx_export import sha256_of
+
+    out = tmp_path / "ort"
+    run = _collect(out, "--runtime", "onnxruntime", "--only", "timing,flops,perf_events")
+    info = run["runtime"]
+    assert (info["name"], info["executed_precision"], info["provider"]) == (
+        "onnxruntime",
+        "fp32",
+        "CPUExecutionProvider",
+    )
+    assert sha256_of(out / info["model_file"]) == info["model_sha256"]
+    export = json.loads((out / "model" / "export.json").read_text())
+    assert list(export) == ["fp32"]  # exported once, reused by the second pass
+    assert json.loads((out / "passes/layers/runtime.json").read_text())["model_sha256"] == info["model_sha256"]
+    diff = info["output_diff"]
+    assert diff["max_abs_head"] < 1e-3 * max(diff["max_abs_reference"], 1.0)
+    assert diff["detections"] == diff["detections_reference"]
+    clock = info["profiled_passes"]["layers"]["clock"]
+    assert clock["runs_checked"] == 4 and clock["error_bound_us"] < 1000
+
+    markers = read_markers(out / "passes/layers/markers.jsonl")
+    replayed = [m for m in markers if m.replayed]
+    assert replayed and all(m.kind == "layer" for m in replayed)
+    assert not any(m.kind == "layer" and not m.replayed for m in markers)  # no torch hooks under ORT
+    readings = (out / "passes/layers/perf_events.readings.jsonl").read_text()
+    assert '"layer"' not in readings  # no counter was read at a replayed marker
+    assert '"stage"' in readings
+
+    a = analyse(RunData.load(out))
+    assert a.runtime is not None and a.runtime.runtime == "onnxruntime"
+    assert set(a.runtime.layers) == {f"model.{i}" for i in range(23)}
+    timed = [layer for layer in a.layers.top_level if layer.time_ms]
+    assert len(timed) == 23
+    if availability().available:
+        got = query_many(
+            out / "trace.pftrace",
+            {
+                "nodes": "select count(*) as n from slice s join track t on s.track_id = t.id "
+                "where t.name = 'onnxruntime nodes'",
+                "bad": "select count(*) as n from stats where severity in ('error', 'data_loss') and value > 0",
+            },
+        )
+        assert got["nodes"][0]["n"] >= 3 * 100
+        assert got["bad"][0]["n"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("runtime", "precision", "kernel_part"),
+    [
+        ("onnxruntime", "int8", "ConvInteger"),
+        ("openvino", "fp32", "f32"),
+        ("openvino", "bf16", "bf16"),
+        ("torch", "bf16", None),
+    ],
+)
+def test_reduced_precision_records_what_ran_and_its_error(
+    tmp_path: Path, runtime: str, precision: str, kernel_part: str | None
+) -> None:
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.rundata import RunData
+
+    out = tmp_path / f"{runtime}-{precision}"
+    run = _collect(out, "--runtime", runtime, "--precision", precision, "--only", "timing,flops")
+    info = run["runtime"]
+    executed = info["executed_precision"]
+    cpu_has_bf16 = "bf16" in (info.get("precision_detail") or "").lower() or runtime != "openvino"
+    assert executed == precision or (precision == "bf16" and not cpu_has_bf16 and executed.startswith("fp32"))
+    diff = info["output_diff"]
+    assert diff["max_abs_head"] >= 0 and "detections" in diff
+    if kernel_part is not None:
+        view = analyse(RunData.load(out)).runtime
+        assert view is not None
+        kernels = {k for layer in view.layers.values() for k, _ in layer.kernels}
+        assert any(kernel_part in k for k in kernels), kernels

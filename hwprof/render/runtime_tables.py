@@ -19,6 +19,8 @@ def output_diff_text(diff: dict[str, Any] | None) -> str:
     """The output check a reduced-precision result is never shown without."""
     if not diff:
         return "output vs torch fp32: not measured"
+    if "detections" not in diff:
+        return str(diff.get("reference", ""))
     return (
         f"output vs torch fp32: max |Δ| {sig(diff.get('max_abs_head'))} of head values up to "
         f"{sig(diff.get('max_abs_reference'))}, detections {diff.get('detections')} vs "
