@@ -21,9 +21,14 @@ def output_diff_text(diff: dict[str, Any] | None) -> str:
         return "output vs torch fp32: not measured"
     if "detections" not in diff:
         return str(diff.get("reference", ""))
+    raw = (
+        f", raw maps max |Δ| {sig(diff['max_abs_raw'])} of values up to {sig(diff.get('max_abs_raw_reference'))}"
+        if "max_abs_raw" in diff
+        else ""
+    )
     return (
-        f"output vs torch fp32: max |Δ| {sig(diff.get('max_abs_head'))} of head values up to "
-        f"{sig(diff.get('max_abs_reference'))}, detections {diff.get('detections')} vs "
+        f"output vs torch fp32: head max |Δ| {sig(diff.get('max_abs_head'))} of values up to "
+        f"{sig(diff.get('max_abs_reference'))}{raw}, detections {diff.get('detections')} vs "
         f"{diff.get('detections_reference')}"
     )
 

@@ -80,7 +80,8 @@ class OpenVinoRuntime(Runtime):
         import torch
 
         self.request.infer({0: batch.numpy()})
-        return torch.from_numpy(self.request.get_output_tensor(0).data.copy())
+        outputs = range(len(self.compiled.outputs))
+        return tuple(torch.from_numpy(self.request.get_output_tensor(i).data.copy()) for i in outputs)
 
     def _after_run(self) -> None:
         if self.profile:

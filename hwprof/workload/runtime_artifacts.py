@@ -26,7 +26,7 @@ def output_difference(pipeline: Pipeline, runtime: Runtime, batch: torch.Tensor)
     """The runtime's raw head and detections against the fp32 torch model on the same input."""
     import torch
 
-    from hwprof.workload.runtime import head_of
+    from hwprof.workload.runtime import flat_outputs, head_of
 
     if runtime.name == "torch" and runtime.config.precision == "fp32":
         return {"reference": "this run is the reference (the fused torch model in fp32)", "max_abs_head": 0.0}
@@ -37,7 +37,7 @@ def output_difference(pipeline: Pipeline, runtime: Runtime, batch: torch.Tensor)
     if reference.shape != got.shape:
         raise ValueError(f"{runtime.name} returned shape {tuple(got.shape)}, torch {tuple(reference.shape)}")
     diff = (got - reference).abs()
-    return {
+    result: dict[str, Any] = {
         "reference": "the fused torch model in fp32 on the same input (the first batch)",
         "max_abs_head": float(diff.max()),
         "mean_abs_head": float(diff.mean()),
@@ -45,6 +45,15 @@ def output_difference(pipeline: Pipeline, runtime: Runtime, batch: torch.Tensor)
         "detections": pipeline.count_detections(output),
         "detections_reference": pipeline.count_detections(reference_out),
     }
+    # The raw per-level maps before the head's sigmoid and box decoding: a random-init head saturates
+    # (constant scores), so these show a precision's error even without trained weights.
+    raw_ref, raw_got = flat_outputs(reference_out)[1:], flat_outputs(output)[1:]
+    pairs = [(r.float(), g.float()) for r, g in zip(raw_ref, raw_got, strict=False) if r.shape == g.shape]
+    if pairs:
+        result["max_abs_raw"] = max(float((g - r).abs().max()) for r, g in pairs)
+        result["max_abs_raw_reference"] = max(float(r.abs().max()) for r, _ in pairs)
+        result["raw_maps"] = len(pairs)
+    return result
 
 
 def write_runtime_artifacts(out_dir: Path, runtime: Runtime, profile: Profile | None) -> list[str]:
