@@ -76,6 +76,8 @@ class RunConfig:
         from hwprof.workload.runtime_names import check_runtime_precision
 
         check_runtime_precision(self.runtime, self.precision)
+        if self.runtime != "torch" and self.extra.get("rect"):
+            raise ValueError(f"--rect changes the input shape per image; {self.runtime} runs a fixed-shape export")
         if self.pass_timeout_s <= 0:
             raise ValueError("--timeout must be positive")
 
