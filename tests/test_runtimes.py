@@ -364,3 +364,34 @@ def test_reduced_precision_records_what_ran_and_its_error(
         assert view is not None
         kernels = {k for layer in view.layers.values() for k, _ in layer.kernels}
         assert any(kernel_part in k for k in kernels), kernels
+
+
+def test_ort_fused_node_producing_another_layers_output_spans_both(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper, save
+
+    from hwprof.workload.rt_onnxruntime import fused_layers, profile_from_events
+
+    def graph_file(name: str, nodes: list) -> Path:
+        x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+        y = helper.make_tensor_value_info("t4", TensorProto.FLOAT, [1])
+        path = tmp_path / name
+        save(helper.make_model(helper.make_graph(nodes, "g", [x], [y])), str(path))
+        return path
+
+    original = graph_file(
+        "original.onnx",
+        [
+            helper.make_node("Relu", ["x"], ["t3"], name="/model.3/act/Relu"),
+            helper.make_node("Relu", ["t3"], ["t4"], name="/model.4/Relu"),
+        ],
+    )
+    optimized = graph_file("optimized.onnx", [helper.make_node("Relu", ["x"], ["t4"], name="/model.3/act/Relu")])
+    fused = fused_layers(original, optimized)
+    assert fused == {"/model.3/act/Relu": ("model.4",)}
+    events = [
+        {"cat": "Session", "name": "model_run", "ts": 0, "dur": 100},
+        {"cat": "Node", "name": "/model.3/act/Relu_kernel_time", "ts": 10, "dur": 50, "args": {"op_name": "Relu"}},
+    ]
+    profile = profile_from_events(events, 0, [RunRecord(0, 200_000, 0, False)], fused)
+    assert profile.nodes["/model.3/act/Relu"].layers == ("model.3", "model.4")
+    assert replay_markers(profile.runs[0]) == []  # a fused group gets no layer span

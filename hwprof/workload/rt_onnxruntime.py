@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of
+from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, scope_of
 from hwprof.workload.onnx_export import INPUT_NAME, quantize_int8
 from hwprof.workload.runtime import NodeInfo, Profile, RunRecord, Runtime, monotonic_offset_ns
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 KERNEL_SUFFIX = "_kernel_time"
 PROFILE_PREFIX = "onnxruntime_profile"
+OPTIMIZED_FILE = "onnxruntime_optimized.onnx"
 _TYPE_PRECISION = {"float": "fp32", "float16": "fp16", "bfloat16": "bf16", "uint8": "int8", "int8": "int8"}
 _INT8_OPS = {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul"}
 
@@ -47,6 +48,7 @@ class OnnxRuntime(Runtime):
         if self.profile:
             options.enable_profiling = True
             options.profile_file_prefix = str(self.out_dir / PROFILE_PREFIX)
+            options.optimized_model_filepath = str(self.out_dir / OPTIMIZED_FILE)
         self.session = ort.InferenceSession(str(self.run_dir / model.path), options, providers=["CPUExecutionProvider"])
         self.offset_ns, self.offset_uncertainty_ns = monotonic_offset_ns()
         self.info["executed_precision"] = self.config.precision
@@ -63,7 +65,11 @@ class OnnxRuntime(Runtime):
         path = Path(self.session.end_profiling())
         events = json.loads(path.read_text())
         start_wall = int(self.session.get_profiling_start_time_ns())
-        profile = profile_from_events(events, start_wall - self.offset_ns, self.records)
+        optimized = self.out_dir / OPTIMIZED_FILE
+        fused = fused_layers(self.run_dir / self.info["model_file"], optimized) if optimized.exists() else {}
+        profile = profile_from_events(events, start_wall - self.offset_ns, self.records, fused)
+        if optimized.exists():
+            optimized.unlink()  # as large as the model; what it told is in runtime_nodes.json
         profile.clock["wall_to_monotonic_uncertainty_us"] = self.offset_uncertainty_ns / 1e3
         packed = path.with_suffix(".json.gz")
         with open(path, "rb") as raw, gzip.open(packed, "wb") as out:
@@ -93,8 +99,37 @@ def executed_precision(nodes: Any, asked: str) -> str:
     return asked
 
 
-def profile_from_events(events: list[dict[str, Any]], origin_ns: int, records: list[RunRecord]) -> Profile:
+def fused_layers(original: Path, optimized: Path) -> dict[str, tuple[str, ...]]:
+    """Optimized node name -> layers of the original nodes whose output tensors it produces.
+
+    ORT names a fused node after its first original node, but the fused node produces the last
+    one's output tensor: where that tensor came from another layer, the node spans both.
+    """
+    import onnx
+
+    producer: dict[str, str] = {}
+    for node in onnx.load(str(original), load_external_data=False).graph.node:
+        scope = scope_of(node.name)
+        if scope is not None:
+            for tensor in node.output:
+                producer[tensor] = scope.layer
+    out: dict[str, tuple[str, ...]] = {}
+    for node in onnx.load(str(optimized), load_external_data=False).graph.node:
+        layers = [producer[t] for t in node.output if t in producer]
+        if layers:
+            out[node.name] = tuple(dict.fromkeys(layers))
+    return out
+
+
+def profile_from_events(
+    events: list[dict[str, Any]],
+    origin_ns: int,
+    records: list[RunRecord],
+    fused: dict[str, tuple[str, ...]] | None = None,
+) -> Profile:
     """Node spans per run, on CLOCK_MONOTONIC (origin_ns: the profile's ts 0 on that clock).
+
+    fused: optimized node name -> layers of the original outputs it produces (see fused_layers).
 
     The n-th `model_run` event is the n-th recorded run() call: runs must match one to one.
     """
@@ -124,12 +159,15 @@ def profile_from_events(events: list[dict[str, Any]], origin_ns: int, records: l
         while k < len(node_ev) and node_ev[k]["ts"] <= t1:
             e = node_ev[k]
             k += 1
-            name = str(e["name"]).removesuffix(KERNEL_SUFFIX).removesuffix("/")
+            raw = str(e["name"]).removesuffix(KERNEL_SUFFIX)
+            name = raw.removesuffix("/")
             info = nodes.get(name)
             if info is None:
                 args = e.get("args", {})
                 op = str(args.get("op_name", ""))
                 layers, children = layers_of([name])
+                extra = (fused or {}).get(raw, ())
+                layers = tuple(dict.fromkeys(layers + extra))
                 info = NodeInfo(
                     name,
                     op,
