@@ -286,7 +286,22 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
         for names, reason, fix in _unavailable_parts(cap.details):
             table.add_row("", "", f"[yellow]{len(names)} unavailable[/]", f"{', '.join(names)}: {reason}", fix)
     console.print(table)
+    console.print(_runtimes_table())
     return 0
+
+
+def _runtimes_table() -> Any:
+    from rich.table import Table
+
+    from hwprof.workload.runtime_probe import runtime_statuses
+
+    table = Table(title="runtimes (collect --runtime R --precision P)", title_justify="left")
+    for col in ("runtime", "version", "precisions", "note"):
+        table.add_column(col, overflow="fold")
+    for st in runtime_statuses():
+        version = st.version or "[yellow]unavailable[/]"
+        table.add_row(st.runtime, version, ", ".join(st.precisions), st.note)
+    return table
 
 
 def _unavailable_parts(details: dict[str, Any]) -> list[tuple[list[str], str, str]]:
