@@ -103,6 +103,16 @@ def runtime_layers_spec(a: Analysis) -> TableSpec | None:
         "its layer spans are replayed from its profiler, so no counter is read at them); per-stage counters, "
         "sysstat, RAPL, py-spy and perf samples still fall into these spans by time",
     ]
+    absent = [layer.name for layer in a.layers.top_level if layer.name not in view.layers]
+    if absent:
+        notes.append(
+            f"no node of their own ({len(absent)}): "
+            + ", ".join(name.removeprefix("model.") for name in absent)
+            + " (folded away by the runtime's graph optimisations)"
+        )
+    only_fused = [n.layer.removeprefix("model.") for n in view.layers.values() if not n.nodes and n.fused_groups]
+    if only_fused:
+        notes.append(f"fused away into nodes of other layers: {', '.join(only_fused)} (see 'fused across layers')")
     clock = _clock_note(a.run.get("runtime", {}))
     if clock:
         notes.append(clock)
