@@ -322,6 +322,11 @@ def test_onnxruntime_run_end_to_end(tmp_path: Path) -> None:
     assert set(a.runtime.layers) == {f"model.{i}" for i in range(23)}
     timed = [layer for layer in a.layers.top_level if layer.time_ms]
     assert len(timed) == 23
+    from hwprof.render.report import render_markdown
+
+    text = render_markdown(a)
+    assert "**runtime**: onnxruntime" in text and "output vs torch fp32: head max |Δ|" in text
+    assert "runtime nodes per layer (onnxruntime, fp32)" in text and "Conv (nchwc)" in text
     if availability().available:
         got = query_many(
             out / "trace.pftrace",
