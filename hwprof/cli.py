@@ -255,6 +255,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         warmup=args.warmup,
         extra_args=args.collect_args,
         timeout_s=args.timeout,
+        runtimes=args.runtimes,
+        precisions=args.precisions,
     )
     result = sweep(plan, console)
     return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
@@ -357,8 +359,20 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("run_dirs", type=Path, nargs="+")
     compare.add_argument("--top", type=int, default=15)
     compare.add_argument("--format", choices=("rich", "markdown", "json"), default="rich")
-    sweep = sub.add_parser("sweep", help="one collect per model x threads x batch, then one table")
+    sweep = sub.add_parser(
+        "sweep", help="one collect per model x runtime x precision x threads x batch, then one table"
+    )
     sweep.add_argument("--models", type=_csv, required=True)
+    sweep.add_argument(
+        "--runtimes", type=_csv, default=["torch"], help=f"comma list of {', '.join(RUNTIMES)} (default torch)"
+    )
+    sweep.add_argument(
+        "--precisions",
+        type=_csv,
+        default=["fp32"],
+        help=f"comma list of {', '.join(PRECISIONS)} (default fp32); pairs a runtime does not run are skipped "
+        f"({supported_text()})",
+    )
     sweep.add_argument("--threads", type=lambda v: [int(x) for x in _csv(v)], default=[])
     sweep.add_argument("--batch", type=lambda v: [int(x) for x in _csv(v)], default=[1])
     sweep.add_argument("--imgsz", type=int, default=640)

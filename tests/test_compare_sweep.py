@@ -1,4 +1,5 @@
-"""compare: runs side by side with ratios, layers only between like models; sweep: one collect per point."""
+"""compare: runs side by side with ratios, layers only between like models, runtimes and precisions layer by
+layer; sweep: one collect per point, runtimes and precisions among the dimensions."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.cells import cell_len
@@ -15,11 +17,13 @@ from test_analysis import PEAKS, make_run
 
 from hwprof import sweep as sweep_mod
 from hwprof.analysis.compare import compare_runs
+from hwprof.analysis.kernels import KIND_JIT, KIND_OPENMP
 from hwprof.machine import Peaks
 from hwprof.render.compare import comparison_markdown, render_comparison, render_sweep, sweep_markdown
-from hwprof.sweep import SweepEvent, SweepPlan, collect_command, load_sweep, row_from_run, run_sweep
+from hwprof.sweep import SweepEvent, SweepPlan, SweepPoint, collect_command, load_sweep, row_from_run, run_sweep
 
 FAST = {"model.0": 80.0, "model.1": 60.0, "model.2": 20.0, "model.3": 20.0}
+TORCH_POINT = SweepPoint("toyolo", "torch", "fp32", 2, 1)
 
 
 def test_same_model_layers_side_by_side(tmp_path: Path) -> None:
@@ -86,11 +90,13 @@ def test_collect_command() -> None:
     assert plan.collect_args().count("--only") == 1  # chosen collectors replace the default ones
     assert "timing,flops,rapl" in SweepPlan(["m"], [1], [1], Path("/o"), extra_args=["--events", "x"]).collect_args()
     assert "timing,flops,rapl" not in SweepPlan(["m"], [1], [1], Path("/o"), extra_args=["--skip=pyspy"]).collect_args()
-    cmd = collect_command("yolov5nu", 2, 4, Path("/o/p"), plan.collect_args())
+    cmd = collect_command(SweepPoint("yolov5nu", "torch", "fp32", 2, 4), Path("/o/p"), plan.collect_args())
     assert cmd[:5] == [sys.executable, "-P", "-m", "hwprof", "collect"]
     text = " ".join(cmd)
     for part in (
         "--model yolov5nu",
+        "--runtime torch",
+        "--precision fp32",
         "--threads 2",
         "--batch 4",
         "--imgsz 640",
@@ -105,7 +111,7 @@ def test_collect_command() -> None:
 
 def test_row_from_run(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r")
-    row = row_from_run(run, "toyolo", 2, 1, "complete")
+    row = row_from_run(run, TORCH_POINT, "complete")
     assert row.forward_ms == pytest.approx(100.0) and row.latency_ms == pytest.approx(100.0)
     assert row.params_m == pytest.approx(600 / 1e6)
     assert row.size_mb == pytest.approx(600 * 4 / 2**20)
@@ -114,13 +120,14 @@ def test_row_from_run(tmp_path: Path) -> None:
     assert row.bound == "compute" and row.intensity is not None
     assert row.j_per_image is None and row.energy_note.startswith("unavailable: rapl")
     assert row.peaks_source == "run.json"
+    assert row.output_note == "reference" and row.max_abs_head is None and row.size_source == "FP32 parameters"
 
 
 def test_row_without_peaks_uses_the_fallback(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", peaks=None)
-    row = row_from_run(run, "toyolo", 2, 1, "complete", peaks=lambda n: {**PEAKS, "threads": n})
+    row = row_from_run(run, TORCH_POINT, "complete", peaks=lambda n: {**PEAKS, "threads": n})
     assert row.pct_peak is not None and "measured by the sweep" in row.peaks_source
-    bare = row_from_run(run, "toyolo", 2, 1, "complete")
+    bare = row_from_run(run, TORCH_POINT, "complete")
     assert bare.pct_peak is None and "no measured machine peaks" in bare.peaks_source
 
 
@@ -145,8 +152,9 @@ def test_run_sweep_with_a_stand_in_collect(tmp_path: Path, monkeypatch: pytest.M
     template = make_run(tmp_path / "template", peaks=None)
     calls: list[str] = []
 
-    def command(model: str, threads: int, batch: int, out: Path, *_args: object) -> list[str]:
-        calls.append(f"{model}-{threads}-{batch}")
+    def command(point: SweepPoint, out: Path, *_args: object) -> list[str]:
+        model = point.model
+        calls.append(f"{model}-{point.threads}-{point.batch}")
         if model == "broken":
             return [sys.executable, "-c", "import sys; print('boom: no such model'); sys.exit(2)"]
         code = "import shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2])"
@@ -166,7 +174,7 @@ def test_run_sweep_with_a_stand_in_collect(tmp_path: Path, monkeypatch: pytest.M
     assert "boom: no such model" in result.rows[2].error
     assert result.rows[0].pct_peak == pytest.approx(6.1 / 0.1)
     assert any("measured by the sweep" in n for n in result.notes)
-    assert (out / "sweep.csv").read_text().startswith("model,threads,batch,run_dir,status")
+    assert (out / "sweep.csv").read_text().startswith("model,runtime,precision,executed_precision,threads,batch,")
     loaded = load_sweep(out)
     assert [r.to_dict() for r in loaded.rows] == [r.to_dict() for r in result.rows]
     assert any(str(e).startswith("[1/4] toyolo-t1-b1: ") for e in lines)
@@ -242,3 +250,379 @@ def test_doctor_peaks_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
     buf = io.StringIO()
     peaks = doctor_peaks(2, console=Console(file=buf, width=100, color_system=None))
     assert peaks.gflops == 100.0 and "100.0 GFLOP/s FP32 with 2 threads" in buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- runtimes and precisions
+
+
+def _node(name: str, kernel: str, layers: list[str], us: float, precision: str = "bf16") -> dict[str, Any]:
+    return {
+        "name": name,
+        "op": kernel.split("_")[0],
+        "kernel": kernel,
+        "provider": "CPU",
+        "precision": precision,
+        "layers": layers,
+        "children": [],
+        "inserted": False,
+        "median_us": us,
+        "calls": 3,
+    }
+
+
+OPENVINO_NODES = {
+    "runtime": "openvino",
+    "iterations": 3,
+    "nodes": [
+        _node("/model.0/conv/Conv", "brgconv_avx512_bf16", ["model.0"], 120.0),
+        _node("reorder_0", "jit_uni_f32", ["model.0"], 10.0, "fp32"),
+        _node("/model.1/cv1/conv/Conv", "brgconv_avx512_1x1_bf16", ["model.1"], 90.0),
+        _node("/model.1/Add", "jit_avx512_bf16", ["model.1"], 20.0),
+        _node("/model.2/Concat+/model.3/cv2", "jit_avx512_concat_bf16", ["model.2", "model.3"], 40.0),
+        _node("/model.3/Sigmoid", "ref_any_fp32", ["model.3"], 30.0, "fp32"),
+    ],
+}
+OUTPUT_DIFF = {
+    "reference": "the fused torch model in fp32 on the same input (the first batch)",
+    "max_abs_head": 0.0123,
+    "mean_abs_head": 0.001,
+    "max_abs_reference": 480.0,
+    "detections": 4,
+    "detections_reference": 5,
+}
+
+
+def runtime_run(
+    root: Path,
+    runtime: str,
+    precision: str,
+    executed: str | None = None,
+    *,
+    nodes: dict[str, Any] | None = None,
+    output_diff: dict[str, Any] | None = OUTPUT_DIFF,
+    model_bytes: int = 3_000_000,
+    **kwargs: Any,
+) -> Path:
+    """A finished run on `runtime`: run.json's runtime object and config, and the layers pass's node table."""
+    info: dict[str, Any] = {
+        "name": runtime,
+        "runtime": runtime,
+        "version": "2026.4.1-22982-e213a147257-releases/2026/4" if runtime == "openvino" else "1.31.1",
+        "precision": precision,
+        "executed_precision": executed or precision,
+        "model_bytes": model_bytes,
+    }
+    if runtime != "torch":
+        info |= {"model_file": f"model/toyolo.{precision}.onnx", "model_sha256": "ab" * 32}
+    if precision == "bf16":
+        info["precision_detail"] = "runtimePrecision by node time: bf16 93%, fp32 7%"
+    if output_diff is not None:
+        info["output_diff"] = output_diff
+    extra = dict(kwargs.pop("extra_files", {}))
+    if nodes is not None:
+        extra["passes/layers/runtime_nodes.json"] = nodes
+        extra["passes/layers/runtime.json"] = {
+            **info,
+            "profiler": f"{runtime} profiler",
+            "executed_precision": executed or precision,
+        }
+    make_run(root, extra_files=extra, **kwargs)
+    path = root / "run.json"
+    run = json.loads(path.read_text())
+    run["runtime"] = info
+    run["config"] |= {"runtime": runtime, "precision": precision}
+    path.write_text(json.dumps(run))
+    return root
+
+
+NATIVE = {
+    "layers": {
+        "model.0": {
+            "samples": 400,
+            "kernels": [
+                {"name": "__kmp_fork_barrier", "kind": KIND_OPENMP, "share": 0.5, "samples": 200},
+                {"name": "brgconv_avx512_fwd", "kind": KIND_JIT, "share": 0.4, "samples": 160},
+            ],
+        },
+        "model.1": {
+            "samples": 300,
+            "kernels": [{"name": "jit_avx512_core_gemm", "kind": KIND_JIT, "share": 0.9, "samples": 270}],
+        },
+    }
+}
+
+
+def torch_run(root: Path) -> Path:
+    """torch fp32 with a kernels pass's per-layer native kernels (model.2 and model.3 not sampled)."""
+    return runtime_run(
+        root,
+        "torch",
+        "fp32",
+        output_diff={"reference": "this run is the reference", "max_abs_head": 0.0},
+        model_bytes=2400,
+        extra_files={"passes/layers/perf_sampling.kernels.json": NATIVE},
+    )
+
+
+def _runtime_comparison(tmp_path: Path) -> Any:
+    a = torch_run(tmp_path / "torch")
+    # openvino: clean forward 50 ms; layers pass 20 + 20 + 30 + 10 + 20 = 100 ms, scale 0.5
+    b = runtime_run(
+        tmp_path / "ov",
+        "openvino",
+        "bf16",
+        nodes=OPENVINO_NODES,
+        timing_forward_ms=(50.0, 50.0, 50.0),
+        layer_ms=({"model.0": 20.0, "model.1": 30.0, "model.2": 10.0, "model.3": 20.0},) * 3,
+    )
+    # onnxruntime int8 with no output check and no profiled pass
+    c = runtime_run(tmp_path / "ort", "onnxruntime", "int8", output_diff=None)
+    return compare_runs([a, b, c])
+
+
+def test_runtime_comparison_layer_by_layer(tmp_path: Path) -> None:
+    c = _runtime_comparison(tmp_path)
+    assert c.layers is not None and c.layers_refused is None
+    a, b, ort = c.runs
+    assert (a.runtime, a.precision, a.executed_precision, a.is_reference) == ("torch", "fp32", "fp32", True)
+    assert (b.runtime, b.executed_precision, b.is_reference) == ("openvino", "bf16", False)
+    assert b.output_diff == OUTPUT_DIFF and b.model_file == "model/toyolo.bf16.onnx"
+    assert ort.output_diff is None and not ort.is_reference
+    rows = {r.key: r for r in c.layers}
+    # A: 40 / 30 / 10 / 10 ms; B: 10 / 15 / 5 / 10 ms
+    assert rows["0 Conv"].speedups == [pytest.approx(1.0), pytest.approx(4.0), pytest.approx(1.0)]
+    assert rows["1 C2f"].speedups[1] == pytest.approx(2.0)
+    assert rows["3 Detect"].speedups[1] == pytest.approx(1.0)
+    assert rows["0 Conv"].ratios[1] == pytest.approx(0.25)
+    assert rows["0 Conv"].kernels == ["brgconv_avx512_fwd", "brgconv_avx512_bf16", ""]  # OpenMP waits skipped
+    assert rows["1 C2f"].kernels[:2] == ["jit_avx512_core_gemm", "brgconv_avx512_1x1_bf16"]
+    assert rows["2 Concat"].kernels[:2] == ["", "jit_avx512_concat_bf16"]  # only in a fused node: its kernel
+    assert rows["3 Detect"].kernels[1] == "ref_any_fp32"
+    fused = ["/model.2/Concat+/model.3/cv2"]
+    assert [r.fused for r in c.layers] == [[[], [], []], [[], [], []], [[], fused, []], [[], fused, []]]
+    assert c.fused[0] == [] and c.fused[2] == []
+    assert [(g.node, g.layers, g.kernel, g.time_ms) for g in c.fused[1]] == [
+        (fused[0], ["model.2", "model.3"], "jit_avx512_concat_bf16", pytest.approx(0.04))
+    ]
+    assert "perf samples" in a.kernel_source
+    assert "openvino profiler" in b.kernel_source and "layers pass" in b.kernel_source
+    assert ort.kernel_source.startswith("not recorded: no pass profiled onnxruntime")
+    doc = c.to_dict()
+    assert doc["layers"][0]["speedups"][1] == pytest.approx(4.0)
+    assert doc["fused"][1][0]["layers"] == ["model.2", "model.3"]
+
+
+def test_runtime_comparison_rendered(tmp_path: Path) -> None:
+    c = _runtime_comparison(tmp_path)
+    text = comparison_markdown(c)
+    for part in (
+        "| runtime | torch 1.31.1 | openvino 2026.4.1 | onnxruntime 1.31.1 |",
+        "| precision executed | fp32 | bf16 | int8 |",
+        "| max \\|Δ\\| head vs torch fp32 | reference | 0.0123 of 480 | not measured |",
+        "| detections vs torch fp32 | reference | 4 vs 5 | not measured |",
+        "| forward speed-up vs A | 1.00x | 2.00x | 1.00x |",
+        "| layer | A ms | A share | B ms | B share | B faster | C ms | C share | C faster |",
+        "| 0 Conv | 40.00 | 40.0% | 10.00 | 20.0% | 4.00x | 40.00 | 40.0% | 1.00x |",
+        "| 2 Concat | 10.00 | 10.0% | 5.00* |",
+        "### kernel per layer and run",
+        "| 0 Conv | brgconv_avx512_fwd | brgconv_avx512_bf16 | - |",
+        "| 2 Concat | - | jit_avx512_concat_bf16* | - |",
+        "### runtime nodes fused from several layers",
+        "| B | /model.2/Concat+/model.3/cv2 | 2, 3 | jit_avx512_concat_bf16 | 0.040 |",
+        "A (torch): no node fused across layers recorded",
+        "B precision: runtimePrecision by node time: bf16 93%, fp32 7%",
+        "C: its output against torch fp32 was not measured",
+        "C kernel: not recorded: no pass profiled onnxruntime",
+        "random-init weights (B, C): the output check says little",
+    ):
+        assert part in text, part
+    for width in (80, 120):
+        buf = io.StringIO()
+        render_comparison(c, Console(file=buf, width=width, color_system=None))
+        out = buf.getvalue()
+        assert all(cell_len(line.rstrip()) <= width for line in out.splitlines())
+        assert "runtime nodes fused from several layers" in out and "B faster" in out
+        assert "reference" in out and "4 vs 5" in out
+
+
+def test_torch_fp32_runs_keep_the_plain_header(tmp_path: Path) -> None:
+    """Runs that are all torch fp32 (old ones have no runtime object) show no runtime rows or tables."""
+    c = compare_runs([make_run(tmp_path / "a"), torch_run(tmp_path / "b")])
+    text = comparison_markdown(c)
+    assert "| runtime |" not in text and "fused from several layers" not in text
+    assert c.runs[0].kernel_source.startswith("not recorded: unavailable")
+    assert "### kernel per layer and run" in text  # run B has perf's kernels
+    assert "| 0 Conv | - | brgconv_avx512_fwd |" in text
+
+
+# ----------------------------------------------------------------------------- sweep: runtimes and precisions
+
+
+def test_sweep_points_runtimes_and_skips(tmp_path: Path) -> None:
+    plan = SweepPlan(
+        ["m1", "m2"],
+        [1],
+        [1],
+        tmp_path,
+        runtimes=["torch", "onnxruntime", "openvino"],
+        precisions=["fp32", "bf16", "int8"],
+    )
+    plan.validate()
+    names = [p.name for p in plan.points()]
+    assert names[:6] == [
+        "m1-t1-b1",
+        "m1-torch-bf16-t1-b1",
+        "m1-onnxruntime-fp32-t1-b1",
+        "m1-onnxruntime-int8-t1-b1",
+        "m1-openvino-fp32-t1-b1",
+        "m1-openvino-bf16-t1-b1",
+    ]
+    assert len(names) == 12 and names[6] == "m2-t1-b1"
+    assert plan.skipped() == [
+        "skipped torch int8: torch runs fp32, bf16",
+        "skipped onnxruntime bf16: onnxruntime runs fp32, int8",
+        "skipped openvino int8: openvino runs fp32, bf16",
+    ]
+    threads = SweepPlan(["m"], [1, 2], [1, 4], tmp_path, runtimes=["openvino"], precisions=["bf16"])
+    assert [p.name for p in threads.points()] == [
+        "m-openvino-bf16-t1-b1",
+        "m-openvino-bf16-t1-b4",
+        "m-openvino-bf16-t2-b1",
+        "m-openvino-bf16-t2-b4",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("plan", "message"),
+    [
+        ({"runtimes": ["onnxruntime"], "precisions": ["bf16"]}, "no runtime in onnxruntime runs a precision in bf16"),
+        ({"runtimes": ["tensorrt"]}, "unknown runtime 'tensorrt'"),
+        ({"precisions": ["fp16"]}, "unknown precision 'fp16'"),
+        ({"runtimes": []}, "at least one runtime"),
+        ({"extra_args": ["--runtime=openvino"]}, "--runtime is set by the sweep"),
+    ],
+)
+def test_sweep_refuses_bad_runtimes(tmp_path: Path, plan: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        run_sweep(SweepPlan(["m"], [1], [1], tmp_path, **plan))
+
+
+def test_sweep_cli_bad_pair_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hwprof.cli import main
+
+    code = main(["sweep", "--models", "yolov8n", "--runtimes", "onnxruntime", "--precisions", "bf16"])
+    assert code == 2
+    assert "no runtime in onnxruntime runs a precision in bf16" in " ".join(capsys.readouterr().out.split())
+
+
+def test_run_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-in collects copy a prepared run per runtime; the rows carry what executed and the output check."""
+    templates = {
+        ("torch", "fp32"): torch_run(tmp_path / "t-torch"),
+        ("openvino", "bf16"): runtime_run(tmp_path / "t-ov", "openvino", "bf16", model_bytes=12 * 2**20),
+        ("onnxruntime", "int8"): runtime_run(tmp_path / "t-ort", "onnxruntime", "int8", output_diff=None),
+    }
+    seen: list[str] = []
+
+    def command(point: SweepPoint, out: Path, shared: list[str]) -> list[str]:
+        seen.append(point.name)
+        template = templates[(point.runtime, point.precision)]
+        return [sys.executable, "-c", "import shutil, sys; shutil.copytree(*sys.argv[1:])", str(template), str(out)]
+
+    monkeypatch.setattr(sweep_mod, "collect_command", command)
+    plan = SweepPlan(
+        ["toyolo"],
+        [2],
+        [1],
+        tmp_path / "sweep",
+        runtimes=["torch", "openvino", "onnxruntime"],
+        precisions=["fp32", "bf16", "int8"],
+    )
+    # the other valid pairs of this plan copy the torch run
+    for pair in (("openvino", "fp32"), ("onnxruntime", "fp32"), ("torch", "bf16")):
+        templates[pair] = templates[("torch", "fp32")]
+    result = run_sweep(plan)
+    assert seen == [
+        "toyolo-t2-b1",
+        "toyolo-torch-bf16-t2-b1",
+        "toyolo-openvino-fp32-t2-b1",
+        "toyolo-openvino-bf16-t2-b1",
+        "toyolo-onnxruntime-fp32-t2-b1",
+        "toyolo-onnxruntime-int8-t2-b1",
+    ]
+    rows = {r.name: r for r in result.rows}
+    ov = rows["toyolo-openvino-bf16-t2-b1"]
+    assert (ov.runtime, ov.precision, ov.executed_precision) == ("openvino", "bf16", "bf16")
+    assert ov.size_mb == pytest.approx(12.0) and ov.size_source == "model/toyolo.bf16.onnx (file)"
+    assert (ov.max_abs_head, ov.max_abs_reference, ov.detections, ov.detections_reference) == (0.0123, 480.0, 4, 5)
+    torch_row = rows["toyolo-t2-b1"]
+    assert torch_row.output_note == "reference" and torch_row.size_source == "parameters as executed"
+    assert rows["toyolo-onnxruntime-int8-t2-b1"].output_note == "not measured"
+    assert result.notes[:3] == [
+        "skipped torch int8: torch runs fp32, bf16",
+        "skipped openvino int8: openvino runs fp32, bf16",
+        "skipped onnxruntime bf16: onnxruntime runs fp32, int8",
+    ]
+    header = (tmp_path / "sweep" / "sweep.csv").read_text().splitlines()[0]
+    assert header.startswith("model,runtime,precision,executed_precision,threads,batch,run_dir")
+    assert "max_abs_head" in header and "detections_reference" in header
+    assert [r.to_dict() for r in load_sweep(tmp_path / "sweep").rows] == [r.to_dict() for r in result.rows]
+
+    text = sweep_markdown(result)
+    columns = "| model | runtime | latency ms | FPS | size MB | % peak | AI | bound |"
+    assert columns + " max \\|Δ\\| head | detections |" in text
+    assert "every point: 2 threads, batch 1, imgsz 320, 0.00 M params, 6.10 GFLOPs per image" in text
+    assert "torch fp32's head values reach 480" in text
+    assert "| toyolo | openvino bf16 |" in text and "| 0.0123 | 4 vs 5 |" in text
+    assert "| toyolo | torch fp32 |" in text and "| reference | reference |" in text
+    assert "| toyolo | torch fp32 (asked bf16) |" in text  # the copied torch fp32 run
+    assert "toyolo-torch-bf16-t2-b1: bf16 asked, executed fp32" in text
+    assert "| not measured | not measured |" in text
+    assert "output against torch fp32 not measured for toyolo-onnxruntime-int8-t2-b1" in text
+    assert "random-init weights (toyolo): the output check says little" in text
+    assert "skipped onnxruntime bf16" in text and "% of peak is against the measured FP32 peak" in text
+    for width in (80, 100):
+        buf = io.StringIO()
+        render_sweep(result, Console(file=buf, width=width, color_system=None))
+        out = buf.getvalue()
+        assert all(cell_len(line.rstrip()) <= width for line in out.splitlines())
+        assert "max |Δ| head" in out and "detections" in out  # never dropped for width
+
+
+def test_old_sweep_json_loads(tmp_path: Path) -> None:
+    """A sweep.json written before runtimes were a dimension: its rows are torch fp32."""
+    row = {"model": "m", "threads": 1, "batch": 1, "run_dir": str(tmp_path / "m-t1-b1"), "status": "complete"}
+    (tmp_path / "sweep.json").write_text(json.dumps({"rows": [row], "out_root": str(tmp_path)}))
+    loaded = load_sweep(tmp_path).rows[0]
+    assert (loaded.runtime, loaded.precision, loaded.name) == ("torch", "fp32", "m-t1-b1")
+
+
+@pytest.mark.slow
+def test_real_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    """`hwprof sweep` for real: torch and ONNX Runtime, fp32 and int8 (torch int8 skipped), tiny images."""
+    from hwprof.cli import main
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "sweep"
+    argv = ["sweep", "--models", "yolov8n", "--runtimes", "torch,onnxruntime", "--precisions", "fp32,int8"]
+    argv += ["--threads", "1", "--imgsz", "64", "--iters", "2", "--warmup", "1", "--timeout", "300"]
+    argv += ["--out", str(out), "--", "--only", "timing,flops"]
+    assert main(argv) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "skipped torch int8: torch runs fp32, bf16" in text
+    rows = {r.name: r for r in load_sweep(out).rows}
+    assert list(rows) == ["yolov8n-t1-b1", "yolov8n-onnxruntime-fp32-t1-b1", "yolov8n-onnxruntime-int8-t1-b1"]
+    for row in rows.values():
+        assert row.status == "complete", row.error
+        assert row.latency_ms and row.fps and row.gflops == pytest.approx(8.74 * (64 / 640) ** 2, rel=0.05)
+        assert row.params_m == pytest.approx(3.15, rel=0.01)
+    assert rows["yolov8n-t1-b1"].output_note == "reference"
+    fp32, int8 = rows["yolov8n-onnxruntime-fp32-t1-b1"], rows["yolov8n-onnxruntime-int8-t1-b1"]
+    assert fp32.executed_precision == "fp32" and int8.executed_precision == "int8"
+    for row in (fp32, int8):
+        assert row.max_abs_head is not None and row.detections is not None and row.detections_reference is not None
+    assert fp32.max_abs_head is not None and fp32.max_abs_head < 1e-2  # same graph in fp32
+    assert int8.size_mb is not None and fp32.size_mb is not None and int8.size_mb < fp32.size_mb / 2
+    assert "max |Δ| head" in text and "onnxruntime" in text
+    c = compare_runs([out / "yolov8n-t1-b1", out / "yolov8n-onnxruntime-int8-t1-b1"])
+    assert c.layers is not None and c.runs[1].output_diff is not None

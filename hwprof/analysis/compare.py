@@ -3,6 +3,12 @@
 Layers are matched by index and type, and only between runs of the same model with the same
 layer table: runs of different models (or of one model whose layer tables differ) are refused
 layer by layer, with the reason, while their stages and headline figures are still compared.
+
+Runs of one model on different runtimes or precisions (torch, ONNX Runtime, OpenVINO; fp32,
+bf16, int8) compare layer by layer too: each layer gets its speed-up over run A and, per run, the
+kernel that ran it (the runtime's own node kind, e.g. OpenVINO's `brgconv_avx512_bf16`, or for
+torch the most sampled native kernel of the kernels pass) and the runtime nodes fused from several
+layers it takes part in. Every run's head carries what executed and its output against torch fp32.
 """
 
 from __future__ import annotations
@@ -12,8 +18,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwprof.analysis.kernels import KIND_OPENMP
+from hwprof.analysis.layer_report import LayerStat
 from hwprof.analysis.run_analysis import Analysis, analyse
+from hwprof.analysis.runtime_nodes import FusedGroup
 from hwprof.analysis.stages import STAGE_ORDER
+
+REFERENCE = ("torch", "fp32")
+"""The (runtime, precision) every output difference is measured against."""
 
 
 @dataclass
@@ -34,6 +46,26 @@ class RunHead:
     intensity: float | None
     bound: str | None
     j_per_image: float | None
+    runtime: str = "torch"
+    runtime_version: str | None = None
+    precision: str = "fp32"
+    """Asked for (config.precision)."""
+    executed_precision: str | None = None
+    """What executed, as the runtime reported it (run.json runtime.executed_precision)."""
+    precision_detail: str | None = None
+    output_diff: dict[str, Any] | None = None
+    """run.json runtime.output_diff: max_abs_head, detections, detections_reference against torch fp32."""
+    model_bytes: int | None = None
+    """torch: parameter bytes as executed; other runtimes: the model file they loaded."""
+    model_file: str | None = None
+    kernel_source: str = ""
+    """Where the per-layer kernel of this run comes from, or why there is none."""
+    random_init: bool = False
+    """Seeded random weights: detections are meaningless and the head barely depends on the precision."""
+
+    @property
+    def is_reference(self) -> bool:
+        return (self.runtime, self.precision) == REFERENCE and self.executed_precision in (None, "fp32")
 
 
 @dataclass
@@ -44,6 +76,12 @@ class Row:
     ratios: list[float | None]
     """values[i] / values[0]; None where either is missing or the first is 0."""
     shares: list[float | None] = field(default_factory=list)
+    speedups: list[float | None] = field(default_factory=list)
+    """values[0] / values[i]: above 1, run i is faster than run A."""
+    kernels: list[str] = field(default_factory=list)
+    """Layers only: per run, the kernel that ran most of the layer ("" when not recorded)."""
+    fused: list[list[str]] = field(default_factory=list)
+    """Layers only: per run, the runtime nodes fused from several layers this layer takes part in."""
 
 
 @dataclass
@@ -53,6 +91,8 @@ class Comparison:
     layers: list[Row] | None
     layers_refused: str | None
     notes: list[str]
+    fused: list[list[FusedGroup]] = field(default_factory=list)
+    """Per run, the runtime nodes fused from several layers, longest first (empty for torch)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +103,39 @@ def _ratios(values: list[float | None]) -> list[float | None]:
     return [v / base if (v is not None and base) else None for v in values]
 
 
+def _speedups(values: list[float | None]) -> list[float | None]:
+    base = values[0]
+    return [base / v if (base is not None and v) else None for v in values]
+
+
+def kernel_source(a: Analysis) -> str:
+    """Where a run's per-layer kernels come from, or why it has none."""
+    view = a.runtime
+    if view is not None:
+        profiler = view.info.get("profiler") or f"{view.runtime}'s profiler"
+        return f"the runtime's node kinds ({profiler}, {view.source_pass} pass)"
+    runtime = (a.run.get("runtime") or {}).get("name") or a.run.get("config", {}).get("runtime") or "torch"
+    if runtime != "torch":
+        return f"not recorded: no pass profiled {runtime} (its profiler runs in the layers pass)"
+    if any(r.native is not None for r in a.layers.layers):
+        return "perf samples (kernels pass): the layer's most sampled native kernel outside the OpenMP runtime"
+    missing = a.layers.missing.get("native")
+    return f"not recorded: {missing.short() if missing else 'no kernels pass'}"
+
+
+def layer_kernel(a: Analysis, stat: LayerStat) -> tuple[str, list[str]]:
+    """The kernel that ran most of a layer in this run, and the fused nodes the layer takes part in."""
+    view = a.runtime
+    if view is not None:
+        nodes = view.layers.get(stat.name)
+        if nodes is None:
+            return "", []
+        kernel = nodes.top_kernel or next((g.kernel for g in view.fused if g.node in nodes.fused_groups), "")
+        return kernel, list(nodes.fused_groups)
+    busy = next((k for k in stat.native.kernels if k.kind != KIND_OPENMP), None) if stat.native else None
+    return (busy.name if busy else ""), []
+
+
 def head(a: Analysis, path: Path) -> RunHead:
     run = a.run
     model = run.get("model", {})
@@ -70,6 +143,7 @@ def head(a: Analysis, path: Path) -> RunHead:
     fwd = a.stages.get("forward")
     whole = a.stages.get("iteration")
     roof = a.roofline
+    runtime = run.get("runtime") or {}
     return RunHead(
         run_id=str(run.get("run_id", path.name)),
         path=str(path),
@@ -87,6 +161,16 @@ def head(a: Analysis, path: Path) -> RunHead:
         intensity=roof.intensity if roof else None,
         bound=roof.bound if roof else None,
         j_per_image=a.stages.j_per_image,
+        runtime=str(runtime.get("name") or cfg.get("runtime") or REFERENCE[0]),
+        runtime_version=runtime.get("version"),
+        precision=str(runtime.get("precision") or cfg.get("precision") or REFERENCE[1]),
+        executed_precision=runtime.get("executed_precision"),
+        precision_detail=runtime.get("precision_detail"),
+        output_diff=runtime.get("output_diff"),
+        model_bytes=runtime.get("model_bytes"),
+        model_file=runtime.get("model_file"),
+        kernel_source=kernel_source(a),
+        random_init=bool(model.get("random_init")),
     )
 
 
@@ -127,7 +211,7 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
     for name in names:
         values = [(r.p50_ms if (r := a.stages.get(name)) else None) for a in analyses]
         shares = [(r.share if (r := a.stages.get(name)) else None) for a in analyses]
-        stages.append(Row(name, values, _ratios(values), shares))
+        stages.append(Row(name, values, _ratios(values), shares, _speedups(values)))
     refused = layer_mismatch(analyses)
     layers: list[Row] | None = None
     if refused is None:
@@ -135,12 +219,16 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
         for i, first in enumerate(analyses[0].layers.layers):
             rows = [a.layers.layers[i] for a in analyses]
             values = [r.time_ms for r in rows]
+            ran = [layer_kernel(a, r) for a, r in zip(analyses, rows, strict=True)]
             layers.append(
                 Row(
                     f"{first.index} {first.type}" if first.depth == 1 else f"{first.name} {first.type}",
                     values,
                     _ratios(values),
                     [r.share for r in rows],
+                    _speedups(values),
+                    [kernel for kernel, _ in ran],
+                    [groups for _, groups in ran],
                 )
             )
     notes = []
@@ -156,7 +244,8 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
     time_passes = {a.layers.time_pass for a in analyses}
     if layers is not None and len(time_passes) > 1:
         notes.append("layer times come from different passes: " + ", ".join(str(p) for p in time_passes))
-    return Comparison(heads, stages, layers, refused, notes)
+    fused = [list(a.runtime.fused) if a.runtime is not None else [] for a in analyses]
+    return Comparison(heads, stages, layers, refused, notes, fused)
 
 
 def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:

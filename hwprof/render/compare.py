@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console, Group, RenderableType
@@ -12,15 +12,34 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from hwprof.analysis.compare import Comparison, Row, compare_runs
+from hwprof.render.compare_runtime import (
+    fused_spec,
+    kernels_spec,
+    marked,
+    reduced_precision,
+    runtime_cell,
+    runtime_fields,
+    runtime_notes,
+    sweep_columns,
+    sweep_diff_cells,
+    sweep_notes,
+)
 from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render, spec_renderables
-from hwprof.sweep import SweepEvent, SweepPlan, SweepResult, run_sweep
+from hwprof.sweep import SweepEvent, SweepPlan, SweepResult, SweepRow, run_sweep
 
 TOP_LAYERS = 15
 
 
 def _ratio(value: float | None) -> str:
     return MISSING if value is None else f"{value:.2f}x"
+
+
+def _times(value: float | None) -> str:
+    """A speed-up to three significant digits: 0.57x, 6.03x, 12.1x, 906x."""
+    if value is None:
+        return MISSING
+    return f"{value:,.0f}x" if value >= 100 else f"{value:.1f}x" if value >= 10 else f"{value:.2f}x"
 
 
 def _letters(n: int) -> list[str]:
@@ -33,8 +52,10 @@ def runs_spec(c: Comparison) -> TableSpec:
     fields: list[tuple[str, list[str]]] = [
         ("run", [h.run_id for h in c.runs]),
         ("model", [str(h.model) for h in c.runs]),
+        *runtime_fields(c.runs),
         ("imgsz / batch / threads", [f"{h.imgsz} / {h.batch} / {h.threads}" for h in c.runs]),
         ("forward p50 ms", [ms(h.forward_ms) for h in c.runs]),
+        ("forward speed-up vs A", [_speedup(c.runs[0].forward_ms, h.forward_ms) for h in c.runs]),
         ("iteration p50 ms", [ms(h.iteration_ms) for h in c.runs]),
         ("FPS (end to end)", [num(h.fps) for h in c.runs]),
         ("GFLOPs", [sig(h.gflops) for h in c.runs]),
@@ -46,27 +67,34 @@ def runs_spec(c: Comparison) -> TableSpec:
     ]
     rows = [[label, *values] for label, values in fields]
     notes = [f"{n}: {h.path}" for n, h in zip(names, c.runs, strict=True)]
+    notes += runtime_notes(c.runs, names)
     return TableSpec("runs", cols, rows, notes, more="see --format markdown")
 
 
-def _rows_spec(title: str, key: str, rows: list[Row], n: int, with_share: bool) -> TableSpec:
+def _speedup(base: float | None, value: float | None) -> str:
+    return _times(base / value) if (base is not None and value) else MISSING
+
+
+def _rows_spec(title: str, key: str, rows: list[Row], n: int, with_share: bool, speedup: bool = False) -> TableSpec:
+    """Stages (ratio to run A: above 1 slower) or layers (speed-up over run A: above 1 faster; in a
+    narrow terminal the other runs' ms go before their speed-ups)."""
     names = _letters(n)
     cols = [Col(key, "left", max_width=24)]
     for i, name in enumerate(names):
-        cols.append(Col(f"{name} ms"))
+        cols.append(Col(f"{name} ms", priority=1 if (speedup and i) else 0))
         if with_share:
             cols.append(Col(f"{name} share", priority=2))
         if i:
-            cols.append(Col(f"{name}/A"))
+            cols.append(Col(f"{name} faster" if speedup else f"{name}/A"))
     out = []
     for row in rows:
         cells = [row.key]
         for i in range(n):
-            cells.append(ms(row.values[i]))
+            cells.append(marked(ms(row.values[i]), row.fused[i] if row.fused else []))
             if with_share:
                 cells.append(pct(row.shares[i]) if row.shares else MISSING)
             if i:
-                cells.append(_ratio(row.ratios[i]))
+                cells.append(_times(row.speedups[i]) if speedup else _ratio(row.ratios[i]))
         out.append(cells)
     return TableSpec(title, cols, out, [], more="see --format markdown")
 
@@ -85,11 +113,25 @@ def specs(c: Comparison, top: int = TOP_LAYERS) -> list[TableSpec]:
             timed[:top],
             n,
             with_share=True,
+            speedup=True,
         )
-        layers.notes.append("scaled self times (see each run's report); ratio > 1: slower than run A")
+        layers.notes.append(
+            "scaled self times (see each run's report); B faster = A ms / B ms: above 1, B ran the layer faster "
+            "than run A"
+        )
+        if any(g for row in timed[:top] for g in row.fused):
+            layers.notes.append(
+                "*: the layer also takes part in a runtime node fused from several layers (not in its ms)"
+            )
         out.append(layers)
+        kernels = kernels_spec(c, timed[:top], _letters(n))
+        if kernels is not None:
+            out.append(kernels)
     else:
         out.append(TableSpec("layers", [], [], [f"layers not compared: {c.layers_refused}"]))
+    fused = fused_spec(c, _letters(n))
+    if fused is not None:
+        out.append(fused)
     if c.notes:
         out[0].notes.extend(c.notes)
     return out
@@ -107,64 +149,66 @@ def comparison_markdown(c: Comparison, top: int = TOP_LAYERS) -> str:
     return "\n".join(markdown(s) for s in specs(c, top))
 
 
+def _sweep_columns(rows: list[SweepRow]) -> list[tuple[Col, Callable[[SweepRow], str]]]:
+    """The columns this sweep's rows need: a dimension that does not vary goes to the notes instead."""
+    runtimes, diffs = sweep_columns(rows)
+    per_model = len({(r.model, r.imgsz) for r in rows}) > 1
+    cols: list[tuple[Col, Callable[[SweepRow], str]]] = [(Col("model", "left"), lambda r: r.model)]
+    if runtimes:
+        cols.append((Col("runtime", "left", max_width=20), runtime_cell))
+    if len({r.threads for r in rows}) > 1:
+        cols.append((Col("threads"), lambda r: str(r.threads)))
+    if len({r.batch for r in rows}) > 1:
+        cols.append((Col("batch"), lambda r: str(r.batch)))
+    cols += [(Col("latency ms"), lambda r: ms(r.latency_ms)), (Col("FPS", priority=1), lambda r: num(r.fps))]
+    if per_model:
+        cols.append((Col("params M", priority=2), lambda r: num(r.params_m)))
+    cols.append((Col("size MB", priority=2), lambda r: num(r.size_mb)))
+    if per_model:
+        cols.append((Col("GFLOPs", priority=2), lambda r: num(r.gflops)))
+    cols += [
+        (Col("% peak", priority=3), lambda r: num(r.pct_peak, 1)),
+        (Col("AI", priority=6), lambda r: sig(r.intensity)),
+        (Col("bound", priority=4), lambda r: r.bound or MISSING),
+    ]
+    if diffs:
+        cols.append((Col("max |Δ| head"), lambda r: sweep_diff_cells(r)[0]))
+        cols.append((Col("detections"), lambda r: sweep_diff_cells(r)[1]))
+    if any(r.j_per_image is not None for r in rows):
+        cols.append((Col("J/image", priority=5), lambda r: sig(r.j_per_image)))
+    if any(r.status not in ("complete", "reused") for r in rows):
+        cols.append((Col("status", "left"), lambda r: r.status))
+    return cols
+
+
+def _same_for_every_point(rows: list[SweepRow], headers: set[str]) -> str:
+    if not rows:
+        return ""
+    first = rows[0]
+    same = [] if "threads" in headers else [f"{first.threads} threads"]
+    same += [] if "batch" in headers else [f"batch {first.batch}"]
+    imgsz = {r.imgsz for r in rows if r.imgsz}
+    same += [f"imgsz {imgsz.pop()}"] if len(imgsz) == 1 else []
+    if "params M" not in headers:
+        same += [f"{num(first.params_m)} M params, {num(first.gflops)} GFLOPs per image"]
+    return "every point: " + ", ".join(same)
+
+
 def sweep_spec(result: SweepResult) -> TableSpec:
     rows_in = result.rows
-    threads = len({r.threads for r in rows_in}) > 1
-    batches = len({r.batch for r in rows_in}) > 1
-    energy = any(r.j_per_image is not None for r in rows_in)
-    status = any(r.status not in ("complete", "reused") for r in rows_in)
-    cols = [Col("model", "left")]
-    cols += [Col("threads")] if threads else []
-    cols += [Col("batch")] if batches else []
-    cols += [
-        Col("latency ms"),
-        Col("FPS"),
-        Col("params M"),
-        Col("size MB", priority=2),
-        Col("GFLOPs"),
-        Col("% peak"),
-        Col("AI", priority=1),
-        Col("bound"),
-    ]
-    cols += [Col("J/image")] if energy else []
-    cols += [Col("status", "left")] if status else []
-    rows = []
-    for r in rows_in:
-        row = [r.model]
-        row += [str(r.threads)] if threads else []
-        row += [str(r.batch)] if batches else []
-        row += [
-            ms(r.latency_ms),
-            num(r.fps),
-            num(r.params_m),
-            num(r.size_mb),
-            num(r.gflops),
-            num(r.pct_peak, 1),
-            sig(r.intensity),
-            r.bound or MISSING,
-        ]
-        row += [sig(r.j_per_image)] if energy else []
-        row += [r.status] if status else []
-        rows.append(row)
-    notes = []
-    same = []
-    if not threads and rows_in:
-        same.append(f"{rows_in[0].threads} threads")
-    if not batches and rows_in:
-        same.append(f"batch {rows_in[0].batch}")
-    imgsz = {r.imgsz for r in rows_in if r.imgsz}
-    if len(imgsz) == 1:
-        same.append(f"imgsz {imgsz.pop()}")
-    if same:
-        notes.append("every point: " + ", ".join(same))
+    columns = _sweep_columns(rows_in)
+    rows = [[cell(r) for _, cell in columns] for r in rows_in]
+    headers = {c.header for c, _ in columns}
+    notes = [_same_for_every_point(rows_in, headers)] if rows_in else []
     notes.append(
         "latency = forward p50 per image (clean timing pass); FPS = images/s end to end (pipeline p50); "
-        "size = FP32 parameters in MiB; GFLOPs per image (torch.utils.flop_counter); % peak = forward "
+        "size = the model as executed in MiB; GFLOPs per image (torch.utils.flop_counter); % peak = forward "
         "GFLOP/s / measured peak; AI = forward FLOPs / minimum bytes; bound = AI vs the ridge point"
     )
+    notes += sweep_notes(rows_in)
     for note in sorted({r.energy_note for r in rows_in if r.j_per_image is None and r.energy_note}):
         notes.append(f"energy per image: {note}")
-    over = [r.model for r in rows_in if r.pct_peak is not None and r.pct_peak > 100]
+    over = [r.name for r in rows_in if r.pct_peak is not None and r.pct_peak > 100 and not reduced_precision(r)]
     if over:
         notes.append(
             f"% peak above 100 ({', '.join(over)}): the peaks were measured under heavier load than these "
@@ -172,11 +216,11 @@ def sweep_spec(result: SweepResult) -> TableSpec:
         )
     for r in rows_in:
         if r.error:
-            notes.append(f"{r.model} t{r.threads} b{r.batch}: {r.error}")
+            notes.append(f"{r.name}: {r.error}")
     notes.extend(result.notes)
     return TableSpec(
         f"sweep ({len(rows_in)} points) in {result.out_root}",
-        cols,
+        [c for c, _ in columns],
         rows,
         notes,
         more=f"see {result.out_root}/sweep.csv",
@@ -218,8 +262,12 @@ def compare(
 
 
 def sweep(plan: SweepPlan, console: Console | None = None) -> SweepResult:
-    """`hwprof sweep --models ... [--threads ...] [--batch ...]`: collect every point, print the table."""
+    """`hwprof sweep --models ... [--runtimes ...] [--precisions ...] [--threads ...] [--batch ...]`: collect
+    every point, print the table."""
     console = console or Console()
+    plan.validate()
+    for line in plan.skipped():
+        console.print(line, highlight=False, markup=False)
     with Progress(
         TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
     ) as progress:
