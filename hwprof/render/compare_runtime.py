@@ -22,8 +22,8 @@ DIFF_NOTE = (
 )
 RANDOM_INIT_NOTE = (
     "random-init weights ({runs}): the output check says little there (no detections, and a head of "
-    "near-zero class scores and anchor-bound boxes barely moves with the precision); collect with "
-    "--weights for a real accuracy check"
+    "near-zero class scores and anchor-bound boxes barely moves with the precision; the raw maps before "
+    "the head's decoding do show the precision's error); collect with --weights for a real accuracy check"
 )
 
 PEAK_NOTE = (
@@ -57,6 +57,16 @@ def diff_cells(diff: dict[str, Any] | None, reference: bool, scale: bool = True)
     return head, f"{diff['detections']} vs {diff.get('detections_reference', MISSING)}"
 
 
+def raw_cell(diff: dict[str, Any] | None, reference: bool) -> str:
+    """Max |Δ| of the raw per-level maps before the head's decoding: the error a random-init head hides."""
+    if reference:
+        return "reference"
+    if not diff or diff.get("max_abs_raw") is None:
+        return MISSING
+    largest = diff.get("max_abs_raw_reference")
+    return f"{diff['max_abs_raw']:.3g}" + (f" of {largest:.3g}" if largest is not None else "")
+
+
 def _reduced(asked: str, executed: str | None) -> bool:
     return asked != "fp32" or bool(executed and not executed.startswith("fp32"))
 
@@ -78,6 +88,7 @@ def runtime_fields(heads: Sequence[RunHead]) -> list[tuple[str, list[str]]]:
         ("runtime", [f"{h.runtime} {short_version(h.runtime_version)}".strip() for h in heads]),
         ("precision executed", [precision_cell(h.precision, h.executed_precision) for h in heads]),
         ("max |Δ| head vs torch fp32", [d[0] for d in diffs]),
+        ("max |Δ| raw maps vs torch fp32", [raw_cell(h.output_diff, h.is_reference) for h in heads]),
         ("detections vs torch fp32", [d[1] for d in diffs]),
         ("model MB", [num(h.model_bytes / 2**20) if h.model_bytes else MISSING for h in heads]),
     ]
