@@ -364,6 +364,11 @@ def test_reduced_precision_records_what_ran_and_its_error(
     assert executed == precision or (precision == "bf16" and not cpu_has_bf16 and executed.startswith("fp32"))
     diff = info["output_diff"]
     assert diff["max_abs_head"] >= 0 and "detections" in diff
+    if runtime == "openvino":
+        # per-run node times (a fresh request per run): their sum sits close to each infer() call
+        clock = info["profiled_passes"]["layers"]["clock"]
+        forward_us = run["passes"]["layers"]["forward_p50_ms"] * 1e3
+        assert abs(clock["residual_us_p50"]) < 0.3 * forward_us, clock
     if kernel_part is not None:
         view = analyse(RunData.load(out)).runtime
         assert view is not None
@@ -400,3 +405,25 @@ def test_ort_fused_node_producing_another_layers_output_spans_both(tmp_path: Pat
     profile = profile_from_events(events, 0, [RunRecord(0, 200_000, 0, False)], fused)
     assert profile.nodes["/model.3/act/Relu"].layers == ("model.3", "model.4")
     assert replay_markers(profile.runs[0]) == []  # a fused group gets no layer span
+
+
+def test_an_export_is_reused_only_for_the_same_model_and_shape(tmp_path: Path) -> None:
+    import torch
+
+    from hwprof.workload.onnx_export import export_onnx
+
+    first = export_onnx(torch.nn.Conv2d(3, 4, 3), torch.zeros(1, 3, 8, 8), tmp_path, "a")
+    again = export_onnx(torch.nn.Conv2d(3, 4, 3), torch.zeros(1, 3, 8, 8), tmp_path, "a")
+    assert again.sha256 == first.sha256 and again.seconds == first.seconds  # reused, not exported again
+    other = export_onnx(torch.nn.Conv2d(3, 2, 1), torch.zeros(1, 3, 8, 8), tmp_path, "b")
+    assert other.path == "model/b.onnx" and other.sha256 != first.sha256
+    (tmp_path / other.path).write_bytes(b"changed")
+    assert export_onnx(torch.nn.Conv2d(3, 2, 1), torch.zeros(1, 3, 8, 8), tmp_path, "b").sha256 != sha_of_bytes(
+        b"changed"
+    )
+
+
+def sha_of_bytes(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()

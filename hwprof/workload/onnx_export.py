@@ -58,8 +58,9 @@ def _load_recorded(run_dir: Path) -> dict[str, Any]:
         return {}
 
 
-def _reusable(run_dir: Path, entry: dict[str, Any] | None, shape: list[int]) -> ExportedModel | None:
-    if not entry or entry.get("input_shape") != shape:
+def _reusable(run_dir: Path, entry: dict[str, Any] | None, shape: list[int], name: str) -> ExportedModel | None:
+    """The recorded file if it is this model's, for this input shape, and unchanged since."""
+    if not entry or entry.get("input_shape") != shape or not Path(entry.get("path", "")).name.startswith(name + "."):
         return None
     path = run_dir / entry["path"]
     if not path.is_file() or sha256_of(path) != entry.get("sha256"):
@@ -78,7 +79,7 @@ def export_onnx(module: torch.nn.Module, sample: torch.Tensor, run_dir: Path, na
     import torch
 
     shape = list(sample.shape)
-    found = _reusable(run_dir, _load_recorded(run_dir).get("fp32"), shape)
+    found = _reusable(run_dir, _load_recorded(run_dir).get("fp32"), shape, name)
     if found is not None:
         return found
     out = run_dir / MODEL_DIR / f"{name}.onnx"
@@ -110,7 +111,7 @@ def export_onnx(module: torch.nn.Module, sample: torch.Tensor, run_dir: Path, na
 
 def quantize_int8(fp32: ExportedModel, run_dir: Path) -> ExportedModel:
     """Dynamic int8 quantization of the fp32 file (ONNX Runtime's own tool), made once per run."""
-    found = _reusable(run_dir, _load_recorded(run_dir).get("int8"), fp32.input_shape)
+    found = _reusable(run_dir, _load_recorded(run_dir).get("int8"), fp32.input_shape, Path(fp32.path).stem)
     if found is not None and found.source == fp32.sha256:
         return found
     import logging
