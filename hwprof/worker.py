@@ -136,6 +136,23 @@ class PassRunner:
         batch = pipeline.sample_batch()
         pipeline.runtime.prepare(batch)
         pipeline.runtime.info["output_diff"] = output_difference(pipeline, pipeline.runtime, batch)
+        self._layer_errors(batch)
+
+    def _layer_errors(self, batch: Any) -> None:
+        """Once per run (the first pass): every layer's output against fp32 torch. Failing here is not fatal."""
+        from hwprof.workload.layer_error import layer_errors, read_layer_errors, torch_layer_outputs, write_layer_errors
+
+        pipeline = self.ctx.pipeline
+        assert pipeline is not None and pipeline.runtime is not None
+        runtime, config = pipeline.runtime, self.config
+        if (runtime.name == "torch" and config.precision == "fp32") or read_layer_errors(self.run_dir) is not None:
+            return
+        try:
+            errors = layer_errors(torch_layer_outputs(pipeline.model, batch), runtime.layer_outputs(batch))
+            write_layer_errors(self.run_dir, runtime.name, config.precision, errors)
+        except Exception as exc:
+            print(f"per-layer output check failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            runtime.info["layer_errors_failed"] = f"{type(exc).__name__}: {exc}"
 
     def _finish_runtime(self) -> None:
         """End the runtime's profiler, replay its layer spans into the marker log (never to collectors)

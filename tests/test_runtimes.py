@@ -369,6 +369,10 @@ def test_reduced_precision_records_what_ran_and_its_error(
         clock = info["profiled_passes"]["layers"]["clock"]
         forward_us = run["passes"]["layers"]["forward_p50_ms"] * 1e3
         assert abs(clock["residual_us_p50"]) < 0.3 * forward_us, clock
+    errors = json.loads((out / "model" / "layer_errors.json").read_text())["layers"]
+    assert len(errors) >= 15  # most layers compared, each against torch fp32
+    worst = max(e["relative"] for e in errors.values())
+    assert worst > 1e-4 if precision != "fp32" else worst < 1e-3  # a reduced precision moves the layers
     if kernel_part is not None:
         view = analyse(RunData.load(out)).runtime
         assert view is not None
@@ -427,3 +431,29 @@ def sha_of_bytes(data: bytes) -> str:
     import hashlib
 
     return hashlib.sha256(data).hexdigest()
+
+
+def test_layer_output_tensors_are_the_ones_that_leave_a_layer(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper, save
+
+    from hwprof.workload.layer_error import layer_errors, layer_output_tensors, probe_model
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="/model.0/conv/Relu"),
+        helper.make_node("Neg", ["a"], ["b"], name="/model.0/act/Neg"),  # stays inside layer 0
+        helper.make_node("Relu", ["b"], ["c"], name="/model.1/Relu"),
+        helper.make_node("Add", ["b", "c"], ["y"], name="/model.2/Add"),
+    ]
+    path = tmp_path / "m.onnx"
+    save(helper.make_model(helper.make_graph(nodes, "g", [x], [y])), str(path))
+    tensors = layer_output_tensors(path)
+    assert tensors == {"model.0": "b", "model.1": "c", "model.2": "y"}
+    added = probe_model(path, tmp_path / "probe.onnx", list(tensors.values()))
+    assert sorted(added) == ["b", "c"]  # y is already an output
+
+    import torch
+
+    errors = layer_errors({"model.0": torch.tensor([2.0, -4.0])}, {"model.0": torch.tensor([2.5, -4.0])})
+    assert errors["model.0"] == {"max_abs": 0.5, "max_abs_reference": 4.0, "relative": 0.125}

@@ -13,6 +13,7 @@ from hwprof.analysis.roofline import COMPUTE, MEMORY
 from hwprof.analysis.runtime_nodes import RuntimeView, load_runtime_view
 from hwprof.analysis.stages import Stages, stage_table
 from hwprof.analysis.types import TypeStat, by_type
+from hwprof.workload.layer_error import read_layer_errors
 
 if TYPE_CHECKING:
     from hwprof.rundata import RunData
@@ -54,6 +55,8 @@ class Analysis:
     """Collector name -> {status, reason, fix} for every collector that did not run fully."""
     runtime: RuntimeView | None = None
     """What ONNX Runtime / OpenVINO executed per layer (None for torch runs)."""
+    layer_errors: dict[str, Any] | None = None
+    """model/layer_errors.json: each layer's output against fp32 torch (None for torch fp32 runs)."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -121,6 +124,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         found,
         unavailable_collectors(data.run),
         load_runtime_view(data),
+        read_layer_errors(data.root),
     )
 
 

@@ -29,7 +29,7 @@ from hwprof.render.report_sections import (
     stages_spec,
     types_spec,
 )
-from hwprof.render.runtime_tables import fused_spec, runtime_layers_spec, runtime_line
+from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_layers_spec, runtime_line
 from hwprof.render.tables import TableSpec, markdown, spec_renderables
 
 if TYPE_CHECKING:
@@ -170,6 +170,7 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
         types_spec(a),
         runtime_layers_spec(a),
         fused_spec(a),
+        layer_errors_spec(a),
         native_kernels_spec(a),
         native_model_spec(a),
         kernels_spec(a),

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 RUNTIME_LAYERS = 12
 FUSED_GROUPS = 8
+ERROR_LAYERS = 8
 
 
 def output_diff_text(diff: dict[str, Any] | None) -> str:
@@ -134,3 +135,29 @@ def fused_spec(a: Analysis) -> TableSpec | None:
         "not charged to any one layer (their layers' times exclude them)"
     ]
     return TableSpec(f"fused across layers ({view.runtime})", cols, rows, notes)
+
+
+def layer_errors_spec(a: Analysis) -> TableSpec | None:
+    """The layers whose outputs moved most from fp32 torch under this run's runtime and precision."""
+    doc = a.layer_errors
+    if not doc:
+        return None
+    errors = doc.get("layers", {})
+    stats = {layer.name: layer for layer in a.layers.layers}
+    ranked = sorted(errors.items(), key=lambda kv: -kv[1]["relative"])[:ERROR_LAYERS]
+    cols = [Col("layer", "left", max_width=14), Col("max |Δ|"), Col("max |ref|"), Col("relative")]
+    rows = [
+        [
+            f"{name.removeprefix('model.')} {stats[name].type}" if name in stats else name,
+            f"{e['max_abs']:.3g}",
+            f"{e['max_abs_reference']:.3g}",
+            pct(e["relative"]),
+        ]
+        for name, e in ranked
+    ]
+    worst = max((e["relative"] for e in errors.values()), default=0.0)
+    notes = [
+        f"{len(errors)} layers compared; {doc.get('method', '')}; relative = max |Δ| / max |ref|; worst {pct(worst)}"
+    ]
+    title = f"layer outputs vs torch fp32 ({doc.get('runtime')}, {doc.get('precision')}), largest first"
+    return TableSpec(title, cols, rows, notes)

@@ -61,6 +61,25 @@ class OnnxRuntime(Runtime):
         # Every output: the head first, then the raw per-level maps that the output check also compares.
         return tuple(torch.from_numpy(out) for out in self.session.run(None, {INPUT_NAME: batch.numpy()}))
 
+    def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
+        import torch
+
+        from hwprof.workload.layer_error import layer_output_tensors, probe_model
+
+        ort = self._import("onnxruntime")
+        tensors = layer_output_tensors(self.run_dir / self.info["export"]["path"])
+        probe = self.out_dir / "probe.onnx"
+        names = probe_model(self.run_dir / self.info["model_file"], probe, list(tensors.values()))
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = self.config.threads
+        options.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(str(probe), options, providers=["CPUExecutionProvider"])
+            values = dict(zip(names, session.run(names, {INPUT_NAME: batch.numpy()}), strict=True))
+        finally:
+            probe.unlink(missing_ok=True)
+        return {layer: torch.from_numpy(values[t]) for layer, t in tensors.items() if t in values}
+
     def _profile(self) -> Profile | None:
         path = Path(self.session.end_profiling())
         events = json.loads(path.read_text())

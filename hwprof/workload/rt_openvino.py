@@ -57,6 +57,7 @@ class OpenVinoRuntime(Runtime):
             "INFERENCE_PRECISION_HINT": HINTS[self.config.precision],
             "PERF_COUNT": "YES" if self.profile else "NO",
         }
+        self.options = options
         self.compiled = core.compile_model(str(self.run_dir / exported.path), "CPU", options)
         self.request = self.compiled.create_infer_request()
         self.nodes = runtime_nodes(self.compiled.get_runtime_model())
@@ -76,6 +77,25 @@ class OpenVinoRuntime(Runtime):
         )
         if self.config.precision == "bf16" and "BF16" not in capabilities:
             self.info["executed_precision"] = "fp32 (this CPU has no BF16 capability)"
+
+    def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
+        import torch
+
+        from hwprof.workload.layer_error import layer_output_tensors, probe_model
+
+        ov = self._import("openvino")
+        source = self.run_dir / self.info["export"]["path"]
+        tensors = layer_output_tensors(source)
+        probe = self.out_dir / "probe.onnx"
+        names = probe_model(source, probe, list(tensors.values()))
+        options = {k: v for k, v in self.options.items() if k != "PERF_COUNT"}
+        try:
+            compiled = ov.Core().compile_model(str(probe), "CPU", options)
+            results = compiled.create_infer_request().infer({0: batch.numpy()})
+            values = {name: results[compiled.output(name)] for name in names}
+        finally:
+            probe.unlink(missing_ok=True)
+        return {layer: torch.from_numpy(values[t].copy()) for layer, t in tensors.items() if t in values}
 
     def _execute(self, batch: torch.Tensor) -> Any:
         import torch

@@ -109,6 +109,10 @@ class Runtime:
         self._after_run()
         return output
 
+    def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every top-level layer's output on this batch, as this runtime and precision compute it."""
+        raise NotImplementedError
+
     def finish(self) -> Profile | None:
         """End profiling and return the node spans of the recorded runs (None if not profiled)."""
         return self._profile() if self.profile else None
@@ -144,6 +148,11 @@ class TorchRuntime(Runtime):
         else:
             self.info["executed_precision"] = "fp32"
         self.info["model_bytes"] = sum(p.numel() * p.element_size() for p in self.built.module.parameters())
+
+    def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
+        from hwprof.workload.layer_error import torch_layer_outputs
+
+        return torch_layer_outputs(self.built.module, batch, bf16=self.config.precision == "bf16")
 
     def _execute(self, batch: torch.Tensor) -> Any:
         import torch
