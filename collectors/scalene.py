@@ -68,6 +68,21 @@ NAME = "scalene"
 WORKER_MODULE = "hwprof.worker"
 PIPELINE_FILE = "hwprof/workload/pipeline.py"
 STAGE_FUNCTIONS = {f"Pipeline.{stage}": stage for stage in STAGES}
+RUNTIME_FORWARD = {
+    "hwprof/workload/runtime.py": "TorchRuntime._execute",
+    "hwprof/workload/rt_onnxruntime.py": "OnnxRuntime._execute",
+    "hwprof/workload/rt_openvino.py": "OpenVinoRuntime._execute",
+}
+"""Where the model call itself lives: the forward stage's lines run there, through the runtime."""
+
+
+def stage_of(filename: str, function: str) -> str | None:
+    """The pipeline stage a function of hwprof's own code runs in, for the stage functions and the model call."""
+    if filename.endswith(PIPELINE_FILE):
+        return STAGE_FUNCTIONS.get(function)
+    return "forward" if any(filename.endswith(f) and function == fn for f, fn in RUNTIME_FORWARD.items()) else None
+
+
 NEEDED_OPTIONS = ("--off", "--profile-all", "--profile-only", "--profile-exclude")
 TOP_LINES = 15
 
@@ -374,7 +389,7 @@ def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = N
                     elapsed * fn.get("n_cpu_percent_python", 0.0) / 100,
                     elapsed * fn.get("n_cpu_percent_c", 0.0) / 100,
                     elapsed * fn.get("n_sys_percent", 0.0) / 100,
-                    STAGE_FUNCTIONS.get(name) if filename.endswith(PIPELINE_FILE) else None,
+                    stage_of(filename, name),
                 )
             )
         for row in info.get("lines", []):
@@ -397,7 +412,7 @@ def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = N
             times = [round(t * 1e9) for t in row.get("cpu_samples_list", [])]
             where = Counter(_locate(stage_spans, t) or "outside stages" for t in times)
             function = _function_of(fns, int(row["lineno"]), row.get("start_function_line"))
-            stage = STAGE_FUNCTIONS.get(function) if filename.endswith(PIPELINE_FILE) else None
+            stage = stage_of(filename, function)
             if stage is None and where:
                 top, _ = where.most_common(1)[0]
                 stage = top if top in STAGES else None
@@ -502,13 +517,15 @@ def _alignment(
 ) -> dict[str, Any]:
     """Two independent checks of Scalene's sample times on the monotonic clock: every sample lies in
     the profiling window the worker recorded around scalene start/stop, and the samples of each
-    Pipeline.<stage> line lie in that stage's marker spans (when hwprof's model code is itself
-    profiled, as for YOLOv7, the pipeline's lines get few samples: the time goes to the model's lines)."""
+    Pipeline.<stage> line (and of the runtime's model call) lie in that stage's marker spans (when
+    hwprof's model code is itself profiled, as for YOLOv7, those lines get few samples: the time goes
+    to the model's lines)."""
     distances = []
     for line in lines:
-        if not line.file.endswith(PIPELINE_FILE) or STAGE_FUNCTIONS.get(line.function) is None:
+        stage = stage_of(line.file, line.function)
+        if stage is None:
             continue
-        ranges = stage_spans.get(STAGE_FUNCTIONS[line.function], [])
+        ranges = stage_spans.get(stage, [])
         if not ranges:
             continue
         distances += [_distance_outside(ranges, round(t * 1e9)) for t in _samples_of(data, line)]

@@ -149,7 +149,8 @@ def test_real_scalene_pass(tmp_path: Path) -> None:
     result = tool.finish(worker.returncode)
     assert result.status == "ok", result.reason
     lines = json.loads((ctx.out_dir / "scalene.lines.json").read_text())["lines"]
-    forward = [row for row in lines if "self.model(batch)" in row["code"]]
+    # the model call: in the torch runtime (workload/runtime.py) since forward goes through a runtime
+    forward = [row for row in lines if "self.built.module(batch)" in row["code"]]
     assert forward and forward[0]["stage"] == "forward"
     window = json.loads((ctx.out_dir / "scalene.window.json").read_text())
     assert window["under_scalene"] and window["stop_ns"] > window["start_ns"]
