@@ -171,6 +171,7 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
     }
     if agreement[1]:
         summary["clock"]["stage_agreement"] = agreement[0] / agreement[1]
+        summary["clock"]["stage_agreement_checked"] = agreement[1]
     if launched_ns is not None and not clock.fallback:
         summary["clock"]["launch_lag_ms"] = (clock.points[0][1] - launched_ns) / 1e6
     return Converted(_frame_spans(kept, threads, clock), _thread_names(threads), metrics, hotspots, summary)
