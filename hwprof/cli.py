@@ -124,6 +124,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     from hwprof.workload.zoo import family_of
 
     config = _config_from(args)
+    config.resolve_paths()
     family_of(config.model)
     check_names(config.only + config.skip)
     for cls in all_collectors():

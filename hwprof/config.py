@@ -89,6 +89,15 @@ class RunConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
+    def resolve_paths(self, base: Path | None = None) -> None:
+        """Make --weights and --images absolute against where hwprof was run (default: the current
+        directory): each pass's worker runs inside the run directory, where a relative path breaks."""
+        base = Path.cwd() if base is None else base
+        if self.weights:
+            self.weights = str((base / Path(self.weights).expanduser()).resolve())
+        if self.images:
+            self.images = str((base / Path(self.images).expanduser()).resolve())
+
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(self.to_dict(), indent=2))
 

@@ -126,6 +126,7 @@ class PassOutcome:
 
 class Session:
     def __init__(self, config: RunConfig, run_dir: Path, images: ImageSet, progress: ProgressFn | None = None):
+        config.resolve_paths()  # the workers run in the run directory
         self.config = config
         self.run_dir = run_dir.resolve()
         """Absolute: workers run with the run directory as their working directory."""

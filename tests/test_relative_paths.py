@@ -1,0 +1,47 @@
+"""--weights and --images given relative to where hwprof runs: the passes run inside the run directory."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwprof.config import RunConfig
+
+
+def test_resolve_paths_makes_user_paths_absolute(tmp_path: Path) -> None:
+    config = RunConfig(weights="w/y.pt", images="imgs")
+    config.resolve_paths(tmp_path)
+    assert config.weights == str(tmp_path / "w" / "y.pt")
+    assert config.images == str(tmp_path / "imgs")
+    absolute = RunConfig(weights="/abs/y.pt")
+    absolute.resolve_paths(tmp_path)
+    assert absolute.weights == "/abs/y.pt"
+
+
+@pytest.mark.slow
+def test_collect_with_relative_weights_and_images(tmp_path: Path) -> None:
+    import torch
+
+    from hwprof.workload.images import discover
+    from hwprof.workload.zoo import build_architecture
+
+    work = tmp_path / "work"
+    (work / "ckpt").mkdir(parents=True)
+    (work / "imgs").mkdir()
+    torch.manual_seed(1)
+    torch.save(build_architecture("yolov8n").state_dict(), work / "ckpt" / "y8n.pt")
+    shutil.copy(discover(None).paths[0], work / "imgs" / "one.jpg")
+    command = [sys.executable, "-m", "hwprof", "collect", "--model", "yolov8n", "--weights", "ckpt/y8n.pt"]
+    command += ["--images", "imgs", "--imgsz", "64", "--iters", "1", "--warmup", "0", "--only", "timing"]
+    command += ["--no-report", "--out", "run"]
+    proc = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
+    run = json.loads((work / "run" / "run.json").read_text())
+    assert run["config"]["weights"] == str((work / "ckpt" / "y8n.pt").resolve())
+    assert run["model"]["random_init"] is False
+    assert run["images"]["paths"] == [str((work / "imgs" / "one.jpg").resolve())]
