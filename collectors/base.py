@@ -156,6 +156,10 @@ class Collector:
         """More measured iterations than --iters that this collector's pass needs (e.g. for enough samples)."""
         return None
 
+    def iteration_limit(self, ctx: PassContext) -> int | None:
+        """At most this many measured iterations in this collector's pass (e.g. under a 100x slower simulator)."""
+        return None
+
     def child_env(self, ctx: PassContext) -> dict[str, str]:
         """Environment variables the pass's worker must start with (read by libraries as they load)."""
         return {}

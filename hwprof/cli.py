@@ -45,7 +45,12 @@ def _add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--only", type=_csv, default=[], help="run only these collectors (comma list)")
     p.add_argument("--skip", type=_csv, default=[], help="do not run these collectors (comma list)")
     p.add_argument("--events", type=_csv, default=[], help="perf events (comma list; default: a standard set)")
-    p.add_argument("--counters", choices=("perf", "papi"), default=d.counters, help="counter backend")
+    p.add_argument(
+        "--counters",
+        choices=("perf", "papi", "callgrind"),
+        default=d.counters,
+        help="counter backend (callgrind: simulated, its own pass)",
+    )
     p.add_argument("--interval-ms", type=float, default=d.interval_ms, help="sampler interval")
     p.add_argument("--pyspy-rate", type=int, default=d.pyspy_rate, help="py-spy samples per second")
     p.add_argument(

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-PASS_ORDER: tuple[str, ...] = ("timing", "layers", "kernels", "trace", "scalene")
+PASS_ORDER: tuple[str, ...] = ("timing", "layers", "kernels", "trace", "scalene", "callgrind")
 """Passes run in this order, each in its own child process (see session.py)."""
 
 
@@ -67,8 +67,8 @@ class RunConfig:
             raise ValueError(f"--depth is 1 (top-level layers) or 2 (one level deeper), got {self.depth}")
         if not 0.0 <= self.conf <= 1.0 or not 0.0 <= self.iou <= 1.0:
             raise ValueError("--conf and --iou must lie in [0, 1]")
-        if self.counters not in ("perf", "papi"):
-            raise ValueError(f"--counters is 'perf' or 'papi' (got {self.counters!r})")
+        if self.counters not in ("perf", "papi", "callgrind"):
+            raise ValueError(f"--counters is 'perf', 'papi' or 'callgrind' (got {self.counters!r})")
         if self.interval_ms <= 0:
             raise ValueError("--interval-ms must be positive")
         if self.perf_rate < 0:

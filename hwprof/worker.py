@@ -103,7 +103,13 @@ class PassRunner:
                 wishes.append(collector.measured_iterations(self.ctx) or 0)
             except Exception as exc:
                 self._fail(collector, "measured_iterations", exc)
-        return max(wishes)
+        limits = []
+        for collector in self.collectors:
+            if collector.name not in self.results:
+                limit = collector.iteration_limit(self.ctx)
+                if limit:
+                    limits.append(limit)
+        return min([max(wishes), *limits])
 
     def _write_model_info(self) -> None:
         from hwprof.workload.layers import layer_table

@@ -40,7 +40,7 @@ from hwprof.analysis.spans import SpanTime, forward_p50, layer_self_ns, measured
 if TYPE_CHECKING:
     from hwprof.rundata import RunData
 
-COUNTER_COLLECTORS = ("perf_events", "papi")
+COUNTER_COLLECTORS = ("perf_events", "papi", "callgrind")
 """Their per-layer derived metrics have the same names (hwprof.perf.counting.derived_metrics)."""
 COUNTER_METRICS = {
     "cpi": "CPI",
@@ -138,7 +138,8 @@ class LayerReport:
 def time_pass(data: RunData) -> tuple[str | None, list[SpanTime]]:
     """The pass whose layer markers give per-layer times (layers, else trace, else any), and its spans."""
     candidates: list[str] = [p for p in ("layers", "trace") if p in data.pass_names]
-    candidates += [p for p in data.pass_names if p not in candidates and p != "timing"]
+    # the callgrind pass runs 50-150x slower under a simulator: its wall times are no layer times
+    candidates += [p for p in data.pass_names if p not in candidates and p not in ("timing", "callgrind")]
     for name in candidates:
         markers = data.markers(name)
         if any(m.kind == "layer" for m in markers):

@@ -169,6 +169,12 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
     else:
         notes.append(f"per-layer time: {rep.missing['time'].short()}")
     notes.append("AI = FLOPs / minimum bytes (activations in + out + weights): an upper bound on the real intensity")
+    simulated = a.run.get("collectors", {}).get("callgrind", {})
+    if simulated.get("status") in ("ok", "partial"):
+        notes.append(
+            "instructions, MPKI and branch figures that perf could not count here are simulated (callgrind, "
+            "AVX2 code path: valgrind hides AVX-512); callgrind simulates no cycles, so no CPI from it"
+        )
     for key, label in (
         ("roofline", "roofline (% peak, bound)"),
         ("counters", "CPI / IPC"),

@@ -1,0 +1,113 @@
+"""Simulated counters per layer: the pipeline under valgrind's callgrind (`--counters callgrind`).
+
+Where no PMU exists (VMs, CI runners), callgrind counts every instruction and simulates caches
+and branch predictors, the same from run to run. The worker runs under callgrind with
+instrumentation off; it is switched on for the last warm-up iteration (to warm the simulated
+caches) and every measured marker issues a client request `DUMP_STATS_AT(<marker index>)`
+(hwprof.perf.valgrind_client: no C extension). After the worker exits the parts are summed into
+counter readings at the markers and fed to the same table code as perf_events and PAPI, so the
+report's instruction, MPKI and branch columns come from it, each labelled simulated.
+
+valgrind's virtual CPU hides AVX-512: torch and oneDNN take their AVX2 code paths under it, so
+the counts describe that code, not what this host runs natively (ONEDNN_MAX_CPU_ISA=AVX2 with
+ATEN_CPU_CAPABILITY=avx2 make a native run comparable). Cycles are not simulated.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from hwprof.collectors._callgrind_report import MARKERS_FILE, NAME, OUT_FILE, CallgrindReport
+from hwprof.collectors._callgrind_tool import INSTALL_FIX, MIN_VERSION, callgrind_command, find_valgrind
+from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
+
+if TYPE_CHECKING:
+    from hwprof.config import RunConfig
+    from hwprof.workload.markers import Marker
+
+DEFAULT_ITERATIONS = 1
+
+
+class CallgrindCollector(Collector):
+    name = NAME
+    title = "simulated per-layer counters under valgrind's callgrind"
+    pass_name = "callgrind"
+    subscribes = True
+    order = 95
+    needs_layer_markers = True
+    default_enabled = False
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.markers: list[Marker] = []
+        self.measuring = False
+        self.instrumenting = False
+
+    @classmethod
+    def wanted(cls, config: RunConfig) -> bool:
+        if config.only:
+            return cls.name in config.only
+        return config.counters == "callgrind" and cls.name not in config.skip
+
+    @classmethod
+    def probe(cls, config: RunConfig) -> Capability:
+        import platform
+
+        if platform.machine() not in ("x86_64", "AMD64"):
+            return Capability.unavailable(f"client requests are written for amd64, not {platform.machine()}")
+        valgrind, why = find_valgrind()
+        if valgrind is None:
+            need = f"valgrind >= {MIN_VERSION[0]}.{MIN_VERSION[1]} is needed ({why})"
+            return Capability.unavailable(need, INSTALL_FIX)
+        return Capability.ok(valgrind=valgrind.binary, version=".".join(map(str, valgrind.version)))
+
+    def wrap_command(self, command: list[str], ctx: PassContext) -> list[str]:
+        valgrind, why = find_valgrind()
+        if valgrind is None:
+            raise FileNotFoundError(f"valgrind: {why}; fix: {INSTALL_FIX}")
+        return callgrind_command(valgrind, (ctx.out_dir / OUT_FILE).resolve(), command)
+
+    def iteration_limit(self, ctx: PassContext) -> int | None:
+        return int(self.config.extra.get("callgrind_iters", DEFAULT_ITERATIONS))
+
+    def on_marker(self, marker: Marker) -> None:
+        from hwprof.perf import valgrind_client as vc
+
+        if marker.warmup and marker.kind == "iteration" and marker.phase == "B" and marker.iteration == -1:
+            vc.start_instrumentation()  # the last warm-up iteration warms the simulated caches
+            self.instrumenting = True
+        if not self.measuring or marker.warmup:
+            return
+        self.markers.append(marker)
+        vc.dump_stats_at(str(len(self.markers) - 1))
+
+    def start(self, ctx: PassContext) -> None:
+        from hwprof.perf import valgrind_client as vc
+
+        if not self.instrumenting:
+            vc.start_instrumentation()
+            self.instrumenting = True
+        vc.zero_stats()
+        self.measuring = True
+
+    def stop(self, ctx: PassContext) -> None:
+        from hwprof.perf import valgrind_client as vc
+
+        self.measuring = False
+        vc.dump_stats_at("end")
+        vc.stop_instrumentation()
+
+    def close(self, ctx: PassContext) -> CollectorResult:
+        from hwprof.perf import valgrind_client as vc
+
+        with open(ctx.out_dir / MARKERS_FILE, "w") as out:
+            for marker in self.markers:
+                out.write(json.dumps(marker.to_row()) + "\n")
+        return CollectorResult("ok", summary={"under_valgrind": vc.running_on_valgrind() > 0})
+
+    def attach(self, pid: int, ctx: PassContext) -> AttachedTool | None:
+        return CallgrindReport(ctx)
+
+
+COLLECTOR = CallgrindCollector
