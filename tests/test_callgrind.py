@@ -127,3 +127,20 @@ def test_real_callgrind_pass_counts_the_same_twice(tmp_path: Path) -> None:
     assert (
         a.layers.layers[0].time_ms is None or a.layers.missing.get("time") is not None
     )  # no layer time from a simulator
+
+
+def test_compare_shows_exact_per_layer_instruction_deltas() -> None:
+    from hwprof.analysis.compare import Comparison, Row
+    from hwprof.render.compare_counters import instructions_spec
+
+    rows = [
+        Row("0 Conv", [1_000_000.0, 1_000_000.0], [1.0, 1.0]),
+        Row("1 C2f", [5_000_000.0, 4_999_123.0], [1.0, 4_999_123 / 5_000_000]),
+        Row("2 Detect", [2_000_000.0, None], [1.0, None]),
+    ]
+    comparison = Comparison([], [], None, None, [], [], rows, ["callgrind", "callgrind"])
+    spec = instructions_spec(comparison, ["A", "B"])
+    assert spec is not None
+    assert spec.rows[0][:4] == ["1 C2f", "5,000,000", "4,999,123", "-877"]  # largest change first, exact
+    assert spec.rows[1][3] == "+0"
+    assert "A 8,000,000" in spec.notes[0]

@@ -93,6 +93,10 @@ class Comparison:
     notes: list[str]
     fused: list[list[FusedGroup]] = field(default_factory=list)
     """Per run, the runtime nodes fused from several layers, longest first (empty for torch)."""
+    instructions: list[Row] | None = None
+    """Per layer, instructions per iteration in every run (callgrind's simulated counts, or perf's),
+    when every run has them: the noise-free comparison of two model versions."""
+    instructions_source: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -245,7 +249,26 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
     if layers is not None and len(time_passes) > 1:
         notes.append("layer times come from different passes: " + ", ".join(str(p) for p in time_passes))
     fused = [list(a.runtime.fused) if a.runtime is not None else [] for a in analyses]
-    return Comparison(heads, stages, layers, refused, notes, fused)
+    instructions, sources = instruction_rows(analyses) if refused is None else (None, [])
+    return Comparison(heads, stages, layers, refused, notes, fused, instructions, sources)
+
+
+def instruction_rows(analyses: Sequence[Analysis]) -> tuple[list[Row] | None, list[str]]:
+    """Per-layer instructions of every run, with B - A in `ratios`' place left to the renderer."""
+    if not all(a.layers.has("instructions") for a in analyses):
+        return None, []
+    rows = []
+    for i, first in enumerate(analyses[0].layers.layers):
+        values = [a.layers.layers[i].instructions for a in analyses]
+        label = f"{first.index} {first.type}" if first.depth == 1 else f"{first.name} {first.type}"
+        rows.append(Row(label, values, _ratios(values), [None] * len(values), [None] * len(values)))
+    sources = [
+        "callgrind (simulated) unless a PMU counted them"
+        if a.run.get("collectors", {}).get("callgrind", {}).get("status") in ("ok", "partial")
+        else "perf/PAPI"
+        for a in analyses
+    ]
+    return rows, sources
 
 
 def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from hwprof.analysis.compare import Comparison, Row, compare_runs
+from hwprof.render.compare_counters import instructions_spec
 from hwprof.render.compare_runtime import (
     fused_spec,
     kernels_spec,
@@ -132,6 +133,9 @@ def specs(c: Comparison, top: int = TOP_LAYERS) -> list[TableSpec]:
     fused = fused_spec(c, _letters(n))
     if fused is not None:
         out.append(fused)
+    instructions = instructions_spec(c, _letters(n))
+    if instructions is not None:
+        out.append(instructions)
     if c.notes:
         out[0].notes.extend(c.notes)
     return out
