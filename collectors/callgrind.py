@@ -16,6 +16,7 @@ ATEN_CPU_CAPABILITY=avx2 make a native run comparable). Cycles are not simulated
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors._callgrind_report import MARKERS_FILE, NAME, OUT_FILE, CallgrindReport
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from hwprof.workload.markers import Marker
 
 DEFAULT_ITERATIONS = 1
+SLOWDOWN = (50, 150)
+"""callgrind with cache and branch simulation against native, measured here on convolutions (issue 12)."""
 
 
 class CallgrindCollector(Collector):
@@ -66,7 +69,26 @@ class CallgrindCollector(Collector):
         valgrind, why = find_valgrind()
         if valgrind is None:
             raise FileNotFoundError(f"valgrind: {why}; fix: {INSTALL_FIX}")
+        estimate = self.time_estimate(ctx)
+        if estimate:
+            print(f"callgrind pass: {estimate}", file=sys.stderr, flush=True)
         return callgrind_command(valgrind, (ctx.out_dir / OUT_FILE).resolve(), command)
+
+    def time_estimate(self, ctx: PassContext) -> str:
+        """Before a pass 50-150x slower than native starts: about how long, from the timing pass's iteration."""
+        from hwprof.rundata import forward_p50_ms
+        from hwprof.workload.markers import read_markers
+
+        path = ctx.run_dir / "passes" / "timing" / "markers.jsonl"
+        p50 = forward_p50_ms(read_markers(path)) if path.exists() else None
+        if not p50:
+            return ""
+        instrumented = 1 + int(self.config.extra.get("callgrind_iters", DEFAULT_ITERATIONS))
+        low, high = (p50 / 1e3 * instrumented * k for k in SLOWDOWN)
+        return (
+            f"estimate {low:.0f}-{high:.0f} s for {instrumented} instrumented iterations "
+            f"(forward p50 {p50:.1f} ms x {SLOWDOWN[0]}-{SLOWDOWN[1]} under callgrind), plus start-up"
+        )
 
     def iteration_limit(self, ctx: PassContext) -> int | None:
         return int(self.config.extra.get("callgrind_iters", DEFAULT_ITERATIONS))
