@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from typing import Any
 
 from hwprof.collectors._callgrind_parse import Part, events_present, read_parts, readings_at_markers
 from hwprof.collectors.base import AttachedTool, CollectorResult, PassContext
 
+from hwprof.perf.counting import Reading
 from hwprof.perf.tables import analyse, summary_checks
-from hwprof.records import metrics_path
+from hwprof.records import CounterSample, metrics_path, records_path, write_records
 from hwprof.workload.markers import read_markers
 
 NAME = "callgrind"
@@ -36,6 +38,20 @@ def marker_floor(parts: list[Part]) -> dict[str, Any]:
     }
 
 
+TRACKED = {"instructions": "instructions (simulated)", "LLC-load-misses": "LLC load misses (simulated)"}
+
+
+def counter_samples(readings: list[Reading]) -> list[CounterSample]:
+    """Per marker interval, the simulated count of each tracked event, at the interval's end: trace counter tracks."""
+    out = []
+    for before, after in itertools.pairwise(readings):
+        for event, track in TRACKED.items():
+            if event in before.counts and event in after.counts:
+                value = after.counts[event].value - before.counts[event].value
+                out.append(CounterSample(track, after.t_ns, float(value), "count"))
+    return out
+
+
 class CallgrindReport(AttachedTool):
     def __init__(self, ctx: PassContext) -> None:
         self.ctx = ctx
@@ -59,6 +75,8 @@ class CallgrindReport(AttachedTool):
             analysis.tables.methods[event] = f"{LABEL}: mean self count per measured iteration"
         analysis.tables.save(metrics_path(out, NAME))
         artifacts.append(self.ctx.relpath(metrics_path(out, NAME)))
+        write_records(records_path(out, NAME), counter_samples(readings))
+        artifacts.append(self.ctx.relpath(records_path(out, NAME)))
         iteration = analysis.tables.stages.get("iteration", {})
         summary: dict[str, Any] = {
             "label": LABEL,

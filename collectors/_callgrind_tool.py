@@ -36,7 +36,7 @@ def candidates() -> list[str]:
     found = shutil.which("valgrind")
     if found:
         out.append(found)
-    return out
+    return list(dict.fromkeys(out))
 
 
 def _lib_of(binary: str) -> str | None:

@@ -54,6 +54,14 @@ class CallgrindCollector(Collector):
         return config.counters == "callgrind" and cls.name not in config.skip
 
     @classmethod
+    def check_options(cls, config: RunConfig) -> None:
+        """Asked for by --counters callgrind: refuse at once, with the fix, when valgrind is unusable."""
+        if config.counters == "callgrind":
+            cap = cls.probe(config)
+            if not cap.available:
+                raise ValueError(f"--counters callgrind: {cap.sentence()}")
+
+    @classmethod
     def probe(cls, config: RunConfig) -> Capability:
         import platform
 

@@ -144,3 +144,18 @@ def test_compare_shows_exact_per_layer_instruction_deltas() -> None:
     assert spec.rows[0][:4] == ["1 C2f", "5,000,000", "4,999,123", "-877"]  # largest change first, exact
     assert spec.rows[1][3] == "+0"
     assert "A 8,000,000" in spec.notes[0]
+
+
+def test_collect_refuses_callgrind_without_a_usable_valgrind(tmp_path: Path) -> None:
+    fake = tmp_path / "bin" / "valgrind"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho valgrind-3.19.0\n")
+    fake.chmod(0o755)
+    env = {**os.environ, "HWPROF_VALGRIND": str(fake), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env["PATH"] = f"{fake.parent}:/usr/bin:/bin"
+    command = [sys.executable, "-m", "hwprof", "collect", "--model", "yolov8n", "--counters", "callgrind"]
+    proc = subprocess.run([*command, "--out", str(tmp_path / "run")], capture_output=True, text=True, env=env)
+    text = (proc.stdout + proc.stderr).replace("\n", " ")
+    assert proc.returncode == 2, text
+    assert "valgrind 3.19" in text and "install_valgrind.sh" in text
+    assert not (tmp_path / "run").exists()
