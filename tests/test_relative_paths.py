@@ -42,6 +42,9 @@ def test_collect_with_relative_weights_and_images(tmp_path: Path) -> None:
     proc = subprocess.run(command, cwd=work, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-1500:]
     run = json.loads((work / "run" / "run.json").read_text())
-    assert run["config"]["weights"] == str((work / "ckpt" / "y8n.pt").resolve())
+    weights, images = str((work / "ckpt" / "y8n.pt").resolve()), str((work / "imgs").resolve())
+    assert run["config"]["weights"] == weights and run["config"]["images"] == images
+    saved = json.loads((work / "run" / "config.json").read_text())
+    assert saved["weights"] == weights and saved["images"] == images
     assert run["model"]["random_init"] is False
     assert run["images"]["paths"] == [str((work / "imgs" / "one.jpg").resolve())]
