@@ -19,6 +19,7 @@ import fcntl
 import os
 import platform
 import struct
+import time
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -189,6 +190,7 @@ def parse_group(raw: bytes, order: dict[int, int] | None = None) -> GroupReading
     return GroupReading(enabled, running, tuple(values))
 
 
+CLONE_SETTLE_S = 0.002
 GROUP_OPEN_TRIES = 5
 
 
@@ -231,6 +233,11 @@ class CounterGroup:
                 if exc.errno != errno.EINVAL or len(events) < 2:
                     raise
                 continue  # a sibling refused while a thread was being born: seen in full test runs
+            if inherit:
+                # A clone() that began during the open attaches its partial child events when it
+                # completes, which can be after a read made at once (a CI run saw the first ECHILD
+                # only at a later read): give it a moment before the check.
+                time.sleep(CLONE_SETTLE_S)
             try:
                 group.read_raw()
             except ChildProcessError:
