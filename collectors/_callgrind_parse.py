@@ -17,8 +17,6 @@ from pathlib import Path
 from hwprof.perf.counting import Count, Reading
 from hwprof.workload.markers import Marker
 
-TRIGGER = "Trigger: Client Request: "
-
 # callgrind event -> the perf event name whose role it plays in the shared tables (so that the
 # report's MPKI columns and findings work), summed where callgrind splits what perf counts as one.
 AS_PERF_EVENTS: dict[str, tuple[str, ...]] = {
@@ -51,7 +49,7 @@ def parse_parts(lines: Iterable[str]) -> list[Part]:
         if line.startswith("desc: "):
             desc = line.removeprefix("desc: ")
             if desc.startswith("Trigger: "):
-                label = desc.removeprefix(TRIGGER) if desc.startswith(TRIGGER) else desc.removeprefix("Trigger: ")
+                label = desc.removeprefix("Trigger: ").removeprefix("Client Request: ")
         elif line.startswith("events: "):
             events = line.removeprefix("events: ").split()
         elif line.startswith("totals: "):

@@ -168,7 +168,7 @@ class PassRunner:
 
         pipeline = self.ctx.pipeline
         runtime = pipeline.runtime if pipeline is not None else None
-        if runtime is None or not hasattr(runtime, "info") or "executed_precision" not in runtime.info:
+        if runtime is None or "executed_precision" not in runtime.info:  # never prepared
             return
         try:
             profile = runtime.finish()

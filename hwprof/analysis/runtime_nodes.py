@@ -10,7 +10,6 @@ from several layers keeps all of them and is shown as a fused group, never charg
 from __future__ import annotations
 
 import json
-import statistics
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -176,8 +175,3 @@ def load_runtime_view(data: RunData) -> RuntimeView | None:
             info=info,
         )
     return None
-
-
-def node_medians(per_iteration: dict[str, list[float]]) -> dict[str, float]:
-    """Node name -> median of its per-iteration microseconds."""
-    return {name: statistics.median(values) for name, values in per_iteration.items() if values}

@@ -10,6 +10,7 @@ as the one tensor a layer's nodes pass to another layer's). Written to `model/la
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,24 @@ def probe_model(source: Path, target: Path, tensors: list[str]) -> list[str]:
     model.graph.output.extend(helper.make_empty_tensor_value_info(t) for t in added)
     onnx.save(model, str(target))
     return added
+
+
+def probe_layer_outputs(
+    export: Path, model: Path, work_dir: Path, run: Callable[[Path, list[str]], dict[str, Any]]
+) -> dict[str, torch.Tensor]:
+    """Every layer's output from a probe copy of `model` (the file the runtime runs), named from the
+    fp32 `export`; `run(probe, names)` runs the probe in the runtime and returns the named outputs."""
+    import numpy as np
+    import torch
+
+    tensors = layer_output_tensors(export)
+    probe = work_dir / "probe.onnx"
+    names = probe_model(model, probe, list(tensors.values()))
+    try:
+        values = run(probe, names)
+    finally:
+        probe.unlink(missing_ok=True)
+    return {layer: torch.from_numpy(np.array(values[t])) for layer, t in tensors.items() if t in values}
 
 
 def torch_layer_outputs(module: torch.nn.Module, batch: torch.Tensor, bf16: bool = False) -> dict[str, torch.Tensor]:

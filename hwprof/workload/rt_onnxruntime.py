@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, scope_of
 from hwprof.workload.onnx_export import INPUT_NAME, quantize_int8
-from hwprof.workload.runtime import NodeInfo, Profile, RunRecord, Runtime, monotonic_offset_ns
+from hwprof.workload.runtime import (
+    NodeInfo,
+    Profile,
+    RunRecord,
+    Runtime,
+    adopt_inserted_layers,
+    monotonic_offset_ns,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -62,23 +69,19 @@ class OnnxRuntime(Runtime):
         return tuple(torch.from_numpy(out) for out in self.session.run(None, {INPUT_NAME: batch.numpy()}))
 
     def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
-        import torch
-
-        from hwprof.workload.layer_error import layer_output_tensors, probe_model
+        from hwprof.workload.layer_error import probe_layer_outputs
 
         ort = self._import("onnxruntime")
-        tensors = layer_output_tensors(self.run_dir / self.info["export"]["path"])
-        probe = self.out_dir / "probe.onnx"
-        names = probe_model(self.run_dir / self.info["model_file"], probe, list(tensors.values()))
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.config.threads
         options.log_severity_level = 3
-        try:
+
+        def run(probe: Path, names: list[str]) -> dict[str, Any]:
             session = ort.InferenceSession(str(probe), options, providers=["CPUExecutionProvider"])
-            values = dict(zip(names, session.run(names, {INPUT_NAME: batch.numpy()}), strict=True))
-        finally:
-            probe.unlink(missing_ok=True)
-        return {layer: torch.from_numpy(values[t]) for layer, t in tensors.items() if t in values}
+            return dict(zip(names, session.run(names, {INPUT_NAME: batch.numpy()}), strict=True))
+
+        export = self.run_dir / self.info["export"]["path"]
+        return probe_layer_outputs(export, self.run_dir / self.info["model_file"], self.out_dir, run)
 
     def _profile(self) -> Profile | None:
         path = Path(self.session.end_profiling())
@@ -94,7 +97,6 @@ class OnnxRuntime(Runtime):
         with open(path, "rb") as raw, gzip.open(packed, "wb") as out:
             shutil.copyfileobj(raw, out)
         path.unlink()
-        profile.artifacts.append(packed)
         self.info["executed_precision"] = executed_precision(profile.nodes.values(), self.config.precision)
         return profile
 
@@ -204,11 +206,7 @@ def profile_from_events(
         gaps_end.append((record.end_ns - to_ns(t1)) / 1e3)
         charge_inserted(spans)
         runs.append(RunSpans(record.iteration, record.warmup, spans))
-    for run in runs:
-        for span in run.nodes:
-            info = nodes[span.name]
-            if span.inserted and not info.layers:
-                info.layers, info.inserted = span.layers, True
+    adopt_inserted_layers(runs, nodes)
     return Profile(runs, nodes, alignment(gaps_start, gaps_end))
 
 

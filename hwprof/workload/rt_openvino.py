@@ -12,10 +12,11 @@ The runtime model's rt_info names the original ONNX nodes fused into each execut
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of
-from hwprof.workload.runtime import NodeInfo, Profile, Runtime
+from hwprof.workload.runtime import NodeInfo, Profile, Runtime, adopt_inserted_layers
 
 if TYPE_CHECKING:
     import torch
@@ -79,23 +80,18 @@ class OpenVinoRuntime(Runtime):
             self.info["executed_precision"] = "fp32 (this CPU has no BF16 capability)"
 
     def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
-        import torch
-
-        from hwprof.workload.layer_error import layer_output_tensors, probe_model
+        from hwprof.workload.layer_error import probe_layer_outputs
 
         ov = self._import("openvino")
-        source = self.run_dir / self.info["export"]["path"]
-        tensors = layer_output_tensors(source)
-        probe = self.out_dir / "probe.onnx"
-        names = probe_model(source, probe, list(tensors.values()))
         options = {k: v for k, v in self.options.items() if k != "PERF_COUNT"}
-        try:
+
+        def run(probe: Path, names: list[str]) -> dict[str, Any]:
             compiled = ov.Core().compile_model(str(probe), "CPU", options)
             results = compiled.create_infer_request().infer({0: batch.numpy()})
-            values = {name: results[compiled.output(name)] for name in names}
-        finally:
-            probe.unlink(missing_ok=True)
-        return {layer: torch.from_numpy(values[t].copy()) for layer, t in tensors.items() if t in values}
+            return {name: results[compiled.output(name)] for name in names}
+
+        export = self.run_dir / self.info["export"]["path"]
+        return probe_layer_outputs(export, export, self.out_dir, run)
 
     def _execute(self, batch: torch.Tensor) -> Any:
         import torch
@@ -182,10 +178,7 @@ def profile_from_runs(
             t = end
         charge_inserted(spans)
         runs.append(RunSpans(record.iteration, record.warmup, spans))
-    for run in runs:
-        for span in run.nodes:
-            if span.inserted and not nodes[span.name].layers:
-                nodes[span.name].layers, nodes[span.name].inserted = span.layers, True
+    adopt_inserted_layers(runs, nodes)
     clock: dict[str, Any] = {"method": "no profiled run"}
     if residuals:
         clock = {

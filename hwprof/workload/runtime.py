@@ -12,7 +12,7 @@ profiler's runs can be matched to the pipeline's iterations one to one.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -60,7 +60,6 @@ class Profile:
     runs: list[RunSpans]
     nodes: dict[str, NodeInfo]
     clock: dict[str, Any]
-    artifacts: list[Path] = field(default_factory=list)
 
 
 class Runtime:
@@ -190,6 +189,15 @@ def head_of(output: Any) -> torch.Tensor:
     while isinstance(output, tuple | list):
         output = output[0]
     return output
+
+
+def adopt_inserted_layers(runs: list[RunSpans], nodes: dict[str, NodeInfo]) -> None:
+    """A node the runtime inserted (no layer of its own) takes the layer charge_inserted gave its spans."""
+    for run in runs:
+        for span in run.nodes:
+            info = nodes[span.name]
+            if span.inserted and not info.layers:
+                info.layers, info.inserted = span.layers, True
 
 
 def make_runtime(config: RunConfig, built: BuiltModel, run_dir: Path, out_dir: Path, profile: bool) -> Runtime:

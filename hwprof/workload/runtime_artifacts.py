@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import statistics
 from collections import defaultdict
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.analysis.runtime_nodes import NODES_FILE, RUNTIME_FILE
+from hwprof.analysis.runtime_nodes import NODES_FILE, RUNTIME_FILE, NodeRow
 from hwprof.records import Span, records_path, write_records
 
 if TYPE_CHECKING:
@@ -56,10 +57,9 @@ def output_difference(pipeline: Pipeline, runtime: Runtime, batch: torch.Tensor)
     return result
 
 
-def write_runtime_artifacts(out_dir: Path, runtime: Runtime, profile: Profile | None) -> list[str]:
+def write_runtime_artifacts(out_dir: Path, runtime: Runtime, profile: Profile | None) -> None:
     """runtime.json always; node table and trace spans when the runtime was profiled."""
     info = runtime.info
-    written = [RUNTIME_FILE]
     if profile is not None:
         info["profiler"] = runtime.profiler_name
         info["clock"] = profile.clock
@@ -71,28 +71,24 @@ def write_runtime_artifacts(out_dir: Path, runtime: Runtime, profile: Profile | 
                 seen[span.name] += (span.end_ns - span.start_ns) / 1e3
             for name, us in seen.items():
                 per_node[name].append(us)
-        rows: list[dict[str, Any]] = []
-        for name, node in profile.nodes.items():
-            values = per_node.get(name)
-            if not values:
-                continue
-            rows.append(
-                {
-                    "name": name,
-                    "op": node.op,
-                    "kernel": node.kernel,
-                    "provider": node.provider,
-                    "precision": node.precision,
-                    "layers": list(node.layers),
-                    "children": list(node.children),
-                    "inserted": node.inserted,
-                    "median_us": statistics.median(values),
-                    "calls": len(values),
-                }
+        rows = [
+            NodeRow(
+                name,
+                node.op,
+                node.kernel,
+                node.provider,
+                node.precision,
+                list(node.layers),
+                list(node.children),
+                node.inserted,
+                statistics.median(per_node[name]),
+                len(per_node[name]),
             )
-        doc = {"runtime": runtime.name, "iterations": len(measured), "nodes": rows}
+            for name, node in profile.nodes.items()
+            if per_node.get(name)
+        ]
+        doc = {"runtime": runtime.name, "iterations": len(measured), "nodes": [asdict(r) for r in rows]}
         (out_dir / NODES_FILE).write_text(json.dumps(doc, indent=1))
-        written.append(NODES_FILE)
         spans = [
             Span(
                 span.name,
@@ -107,9 +103,6 @@ def write_runtime_artifacts(out_dir: Path, runtime: Runtime, profile: Profile | 
         ]
         info["trace_iterations"] = min(len(measured), TRACE_ITERATIONS)
         write_records(records_path(out_dir, RECORDS_NAME), spans)
-        written.append(records_path(out_dir, RECORDS_NAME).name)
-        written += [p.name for p in profile.artifacts]
         info["nodes_executed"] = len(rows)
-        info["fused_across_layers"] = sum(1 for r in rows if len(r["layers"]) > 1)
+        info["fused_across_layers"] = sum(1 for r in rows if len(r.layers) > 1)
     (out_dir / RUNTIME_FILE).write_text(json.dumps(info, indent=1, default=str))
-    return written
