@@ -457,3 +457,18 @@ def test_layer_output_tensors_are_the_ones_that_leave_a_layer(tmp_path: Path) ->
 
     errors = layer_errors({"model.0": torch.tensor([2.0, -4.0])}, {"model.0": torch.tensor([2.5, -4.0])})
     assert errors["model.0"] == {"max_abs": 0.5, "max_abs_reference": 4.0, "relative": 0.125}
+
+
+def test_ort_int8_is_recorded_only_when_integer_ops_are_there(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper, save
+
+    from hwprof.workload.rt_onnxruntime import executed_precision, graph_ops
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])
+    path = tmp_path / "fp32.onnx"
+    save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])), str(path))
+    assert graph_ops(path) == {"Relu"}
+    assert executed_precision(graph_ops(path), "int8") == "fp32 (no integer kernel ran)"
+    assert executed_precision({"DynamicQuantizeLinear", "ConvInteger"}, "int8") == "int8"
+    assert executed_precision({"Conv"}, "fp32") == "fp32"
