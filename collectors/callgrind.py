@@ -15,13 +15,14 @@ ATEN_CPU_CAPABILITY=avx2 make a native run comparable). Cycles are not simulated
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors._callgrind_report import MARKERS_FILE, NAME, OUT_FILE, CallgrindReport
 from hwprof.collectors._callgrind_tool import INSTALL_FIX, MIN_VERSION, callgrind_command, find_valgrind
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
+
+from hwprof.workload.markers import MarkerLog
 
 if TYPE_CHECKING:
     from hwprof.config import RunConfig
@@ -43,7 +44,8 @@ class CallgrindCollector(Collector):
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)
-        self.markers: list[Marker] = []
+        self.markers = MarkerLog()
+        """The measured markers, in dump order: a dump's label is its marker's index here."""
         self.measuring = False
         self.instrumenting = False
 
@@ -91,14 +93,14 @@ class CallgrindCollector(Collector):
         p50 = forward_p50_ms(read_markers(path)) if path.exists() else None
         if not p50:
             return ""
-        instrumented = 1 + int(self.config.extra.get("callgrind_iters", DEFAULT_ITERATIONS))
+        instrumented = 1 + self.iteration_limit(ctx)
         low, high = (p50 / 1e3 * instrumented * k for k in SLOWDOWN)
         return (
             f"estimate {low:.0f}-{high:.0f} s for {instrumented} instrumented iterations "
             f"(forward p50 {p50:.1f} ms x {SLOWDOWN[0]}-{SLOWDOWN[1]} under callgrind), plus start-up"
         )
 
-    def iteration_limit(self, ctx: PassContext) -> int | None:
+    def iteration_limit(self, ctx: PassContext) -> int:
         return int(self.config.extra.get("callgrind_iters", DEFAULT_ITERATIONS))
 
     def on_marker(self, marker: Marker) -> None:
@@ -109,8 +111,8 @@ class CallgrindCollector(Collector):
             self.instrumenting = True
         if not self.measuring or marker.warmup:
             return
-        self.markers.append(marker)
-        vc.dump_stats_at(str(len(self.markers) - 1))
+        self.markers(marker)
+        vc.dump_stats_at(str(len(self.markers.markers) - 1))
 
     def start(self, ctx: PassContext) -> None:
         from hwprof.perf import valgrind_client as vc
@@ -131,9 +133,7 @@ class CallgrindCollector(Collector):
     def close(self, ctx: PassContext) -> CollectorResult:
         from hwprof.perf import valgrind_client as vc
 
-        with open(ctx.out_dir / MARKERS_FILE, "w") as out:
-            for marker in self.markers:
-                out.write(json.dumps(marker.to_row()) + "\n")
+        self.markers.flush_to(ctx.out_dir / MARKERS_FILE)
         return CollectorResult("ok", summary={"under_valgrind": vc.running_on_valgrind() > 0})
 
     def attach(self, pid: int, ctx: PassContext) -> AttachedTool | None:
