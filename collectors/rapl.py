@@ -46,7 +46,11 @@ counter tracks, which hwprof's trace writes, are drawn in "value" mode with the 
 track descriptor; "rate" is forced only for typed tracks (Android power rails, network, PSI).
 
 Not available (e.g. in a VM without RAPL, like this project's build host): the collector is
-unavailable with the reason and the exact fix, and no energy figure is written.
+unavailable with the reason and the exact fix, and no energy figure is written. A counter that is
+offered and readable but never changes (see _rapl_still.py) is unavailable too: in the probe when
+no domain moves in 200 ms of polling, and after the pass when a domain stayed put over every
+measured read (that domain is left out; with none left the collector is unavailable). Its raw
+readings are kept, but no energy or power figure is written for it.
 """
 
 from __future__ import annotations
@@ -61,12 +65,13 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors import _rapl_perf
-from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext, Status
+from hwprof.collectors._rapl_still import NO_FIX, PROBE_BUDGET_S, StillCounters, first_change_s, still_domains
+from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
 from hwprof.analysis.spans import pair_begin_end
 from hwprof.perf.syscall import PerfOpenError
@@ -551,11 +556,18 @@ class RaplCollector(Collector):
         except SourceUnavailable as exc:
             return Capability.unavailable(exc.reason, exc.fix)
         try:
-            source.read()
+            changed_after_s, reads = first_change_s(lambda: tuple(source.read()))
         except OSError as exc:
             return Capability.unavailable(f"reading {source.where} failed: {exc}", "run hwprof as root")
         finally:
             source.close()
+        if changed_after_s is None:
+            labels = ", ".join(d.label for d in source.domains)
+            return Capability.unavailable(
+                f"no energy counter ({labels}) of {source.where} changed in {PROBE_BUDGET_S * 1e3:.0f} ms "
+                f"of polling ({reads} reads): it is offered but does not count on this machine",
+                NO_FIX,
+            )
         return Capability.ok(
             source=source.kind,
             where=source.where,
@@ -628,24 +640,13 @@ class RaplCollector(Collector):
     def _finish(self, ctx: PassContext, source: EnergySource) -> CollectorResult:
         domains = source.domains
         artifacts = [self._write_readings(ctx, source)]
-        records = power_series(self.samples, domains)
-        rec_path = records_path(ctx.out_dir, self.name)
-        write_records(rec_path, records)
-        artifacts.append(ctx.relpath(rec_path))
         summary: dict[str, Any] = {
             "source": source.kind,
             "where": source.where,
             "domains": [asdict(d) for d in domains],
-            "energy_J_is": " + ".join(domains[i].label for i in headline_indices(domains)),
             "skipped": source.skipped,
             "update_interval": self.update_interval,
             "marker_reads": len(self.readings),
-            "power_series": {
-                "samples": len(self.samples),
-                "interval_ms": self.config.interval_ms,
-                "tracks": [track_name(d) for d in domains],
-                "unit": "W",
-            },
         }
         if self.read_ns:
             ordered = sorted(self.read_ns)
@@ -661,21 +662,49 @@ class RaplCollector(Collector):
             return CollectorResult(
                 "failed", reason="no measured iteration was read", summary=summary, artifacts=artifacts
             )
-        report = energy_report(self.readings, domains, self.config.batch, self.update_interval.get("value_ms"))
+        problems = []
+        readings, samples = self.readings, self.samples
+        still = still_domains([r.uj for r in readings] + [v for _, v in samples], len(domains))
+        if still:
+            info = StillCounters(
+                [domains[i].label for i in still],
+                len(readings) + len(samples),
+                len({r.iteration for r in readings}),
+                (max(r.t_ns for r in readings) - min(r.t_ns for r in readings)) / 1e9,
+            )
+            summary["still_counters"] = info.to_dict()
+            if len(still) == len(domains):
+                return CollectorResult(
+                    "unavailable", reason=info.reason(), fix=NO_FIX, summary=summary, artifacts=artifacts
+                )
+            keep = [i for i in range(len(domains)) if i not in still]
+            domains = [domains[i] for i in keep]
+            readings = [replace(r, uj=tuple(r.uj[i] for i in keep)) for r in readings]
+            samples = [(t, [v[i] for i in keep]) for t, v in samples]
+            problems.append(f"left out: {info.reason()}")
+        records = power_series(samples, domains)
+        rec_path = records_path(ctx.out_dir, self.name)
+        write_records(rec_path, records)
+        artifacts.append(ctx.relpath(rec_path))
+        summary["energy_J_is"] = " + ".join(domains[i].label for i in headline_indices(domains))
+        summary["power_series"] = {
+            "samples": len(samples),
+            "interval_ms": self.config.interval_ms,
+            "tracks": [track_name(d) for d in domains],
+            "unit": "W",
+        }
+        report = energy_report(readings, domains, self.config.batch, self.update_interval.get("value_ms"))
         summary.update(per_inference=report.per_inference, stages=report.stages, per_layer=report.layer_note)
         met_path = metrics_path(ctx.out_dir, self.name)
         report.tables.save(met_path)
         artifacts.append(ctx.relpath(met_path))
-        status: Status = "ok"
-        reason = ""
-        problems = []
         if source.skipped and source.kind == "powercap":
             problems.append("not read: " + "; ".join(f"{z} {why}" for z, why in source.skipped.items()))
         if self._sampler_error:
             problems.append(f"power series cut short: {self._sampler_error}")
         if problems:
-            status, reason = "partial", "; ".join(problems)
-        return CollectorResult(status, reason=reason, summary=summary, artifacts=artifacts)
+            return CollectorResult("partial", reason="; ".join(problems), summary=summary, artifacts=artifacts)
+        return CollectorResult("ok", summary=summary, artifacts=artifacts)
 
     def _write_readings(self, ctx: PassContext, source: EnergySource) -> str:
         """Raw readings (microjoules, before wrap correction) so a report can recompute everything."""

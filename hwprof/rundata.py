@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,8 @@ def write_run_json(run_dir: Path, run: dict[str, Any]) -> None:
 class RunData:
     root: Path
     run: dict[str, Any]
+    withheld: frozenset[str] = field(default_factory=frozenset)
+    """Collectors whose metric tables analysis set aside (hwprof.analysis.validity)."""
 
     @classmethod
     def load(cls, root: Path | str) -> RunData:
@@ -83,7 +85,9 @@ class RunData:
         out = {}
         for name in self.pass_names:
             for path in sorted(self.pass_dir(name).glob("*.metrics.json")):
-                out[path.name.removesuffix(".metrics.json")] = MetricTables.load(path)
+                collector = path.name.removesuffix(".metrics.json")
+                if collector not in self.withheld:
+                    out[collector] = MetricTables.load(path)
         return out
 
     def collector(self, name: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -281,11 +282,13 @@ def test_unreadable_zone_is_skipped_and_reported(tmp_path: Path) -> None:
     collector.open(ctx)
     assert collector.source is not None
     assert [d.label for d in collector.source.domains] == LABELS[:5]
-    for phase in ("B", "E"):
-        collector.on_marker(Marker("iteration", phase, "iteration", 1000 if phase == "B" else 2000, 0, False))
+    collector.on_marker(Marker("iteration", "B", "iteration", 1000, 0, False))
+    set_energy(root, {zone: 5000 for zone in ZONES if zone != "intel-rapl:1:1"})
+    collector.on_marker(Marker("iteration", "E", "iteration", 2000, 0, False))
     result = collector.close(ctx)
     assert result.status == "partial"
     assert "intel-rapl:1:1 not readable" in result.reason
+    assert "never changed" not in result.reason
     assert "Is a directory" in result.summary["skipped"]["intel-rapl:1:1"]
 
 
@@ -356,11 +359,14 @@ def test_sampler_thread_writes_power_tracks(tmp_path: Path) -> None:
     assert collector.update_interval["value_ms"] is None  # a fake tree never steps
     collector.start(ctx)
     collector.on_marker(Marker("iteration", "B", "iteration", 10, 0, False))
-    with open(zone_dir(root, "intel-rapl:0") / "energy_uj", "r+b", buffering=0) as energy:
-        for k in range(10):
-            # in place and of constant length, as sysfs does: the sampler may read at any moment
+    files = [open(zone_dir(root, zone) / "energy_uj", "r+b", buffering=0) for zone in ZONES]  # noqa: SIM115
+    for k in range(10):
+        # in place and of constant length, as sysfs does: the sampler may read at any moment
+        for energy in files:
             os.pwrite(energy.fileno(), f"{1000 + 20_000 * (k + 1):020d}\n".encode(), 0)
-            time.sleep(0.01)
+        time.sleep(0.01)
+    for energy in files:
+        energy.close()
     collector.on_marker(Marker("iteration", "E", "iteration", 100_000_010, 0, False))
     result = collector.close(ctx)
     assert result.status == "ok"
@@ -433,3 +439,99 @@ def test_perf_event_open_counts_task_clock() -> None:
         assert band.holds(counted), (counted, cpu, band)
     finally:
         os.close(fd)
+
+
+def test_counters_that_never_change_are_unavailable_and_no_zero_is_written(tmp_path: Path) -> None:
+    """The 16-CPU VM's energy-psys: offered, readable, never moving. No energy figure may come of it."""
+    root = make_tree(tmp_path / "powercap")
+    collector = rapl.RaplCollector(config_for(root, tmp_path))
+    ctx = context(collector.config, tmp_path)
+    collector.open(ctx)
+    for i in range(3):
+        collector.on_marker(Marker("iteration", "B", "iteration", 1000 + 10 * i, i, False))
+        collector.on_marker(Marker("stage", "B", "forward", 1002 + 10 * i, i, False))
+        collector.on_marker(Marker("stage", "E", "forward", 1008 + 10 * i, i, False))
+        collector.on_marker(Marker("iteration", "E", "iteration", 1009 + 10 * i, i, False))
+    result = collector.close(ctx)
+    assert result.status == "unavailable"
+    assert result.reason.startswith("the energy counter package-0, package-0/core")
+    assert "never changed during the 3 measured iterations (12 reads" in result.reason
+    assert "bare metal" in result.fix
+    assert "per_inference" not in result.summary and "stages" not in result.summary
+    assert not (ctx.out_dir / "rapl.metrics.json").exists()
+    assert not (ctx.out_dir / "rapl.records.jsonl").exists()
+    assert (ctx.out_dir / rapl.READINGS_FILE).exists()  # the raw readings are kept
+    assert result.summary["still_counters"]["domains"] == LABELS
+
+
+def test_a_still_domain_is_left_out_and_the_others_are_reported(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "powercap")
+    collector = rapl.RaplCollector(config_for(root, tmp_path))
+    ctx = context(collector.config, tmp_path)
+    collector.open(ctx)
+    collector.on_marker(Marker("iteration", "B", "iteration", 10**9, 0, False))
+    set_energy(root, {zone: 2_001_000 for zone in ZONES if zone != "intel-rapl:0:1"})
+    collector.on_marker(Marker("iteration", "E", "iteration", 2 * 10**9, 0, False))
+    result = collector.close(ctx)
+    assert result.status == "partial"
+    assert "left out: the energy counter package-0/dram never changed" in result.reason
+    assert "package-0/dram" not in result.summary["per_inference"]["domains_J_per_inference"]
+    assert result.summary["energy_J_is"] == "package-0 + package-1 + package-1/dram"
+    assert result.summary["per_inference"]["J_per_inference"] == pytest.approx(6.0)
+
+
+def test_probe_refuses_a_counter_that_does_not_move(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "powercap")
+    cap = rapl.RaplCollector.probe(config_for(root, tmp_path))
+    assert not cap.available
+    assert "changed in 200 ms of polling" in cap.reason and "does not count on this machine" in cap.reason
+    assert "bare metal" in cap.fix
+
+
+def test_probe_accepts_a_counter_that_moves(tmp_path: Path) -> None:
+    root = make_tree(tmp_path / "powercap")
+    stop = threading.Event()
+
+    def tick() -> None:
+        k = 0
+        with open(zone_dir(root, "intel-rapl:0") / "energy_uj", "r+b", buffering=0) as energy:
+            while not stop.is_set():
+                k += 1
+                os.pwrite(energy.fileno(), f"{1000 + 61 * k:020d}\n".encode(), 0)
+                time.sleep(0.001)
+
+    thread = threading.Thread(target=tick)
+    thread.start()
+    try:
+        cap = rapl.RaplCollector.probe(config_for(root, tmp_path))
+    finally:
+        stop.set()
+        thread.join()
+    assert cap.available, cap.reason
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_a_recorded_run_with_a_still_counter_reports_energy_unavailable(tmp_path: Path) -> None:
+    """The 16-CPU VM's run: rapl 'ok', 0.000 J per image. Analysis must set it aside, with the reason."""
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.render.report import render_rich
+    from hwprof.rundata import RunData
+    from rich.console import Console
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "run.json").write_text((FIXTURES / "cpu16_still_energy" / "run.json").read_text())
+    data = RunData.load(run_dir)
+    assert data.run["collectors"]["rapl"]["status"] == "ok"  # as recorded
+    a = analyse(data)
+    assert a.stages.j_per_image is None and a.stages.energy_missing is not None
+    assert "psys never changed during the 20 measured iterations" in a.stages.energy_missing.reason
+    assert all(r.energy_j is None for r in a.stages.rows)
+    assert a.unavailable["rapl"]["status"] == "unavailable"
+    console = Console(width=100, record=True)
+    render_rich(a, console)
+    text = console.export_text()
+    assert "0.000 J" not in text and "J per image" not in text
+    assert "never changed" in text

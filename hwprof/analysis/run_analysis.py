@@ -13,6 +13,7 @@ from hwprof.analysis.roofline import COMPUTE, MEMORY
 from hwprof.analysis.runtime_nodes import RuntimeView, load_runtime_view
 from hwprof.analysis.stages import Stages, stage_table
 from hwprof.analysis.types import TypeStat, by_type
+from hwprof.analysis.validity import checked
 from hwprof.workload.layer_error import read_layer_errors
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ def unavailable_collectors(run: dict[str, Any]) -> dict[str, dict[str, str]]:
 
 
 def analyse(data: RunData, max_findings: int = 10) -> Analysis:
+    data = checked(data)
     layers = build_layer_report(data)
     stages = stage_table(data)
     types = by_type(layers)

@@ -89,7 +89,8 @@ def stage_table(data: RunData) -> Stages:
         rows.append(row)
     missing = None
     j_per_image = avg_w = None
-    per_inf = run.get("collectors", {}).get("rapl", {}).get("summary", {}).get("per_inference", {})
+    rapl = run.get("collectors", {}).get("rapl", {})
+    per_inf = rapl.get("summary", {}).get("per_inference", {}) if rapl.get("status") in ("ok", "partial") else {}
     if per_inf.get("J_per_inference") is not None:
         j_per_image = float(per_inf["J_per_inference"])
         avg_w = per_inf.get("avg_W")
