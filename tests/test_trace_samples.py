@@ -188,7 +188,7 @@ def test_split_at_cuts_a_stack_run_at_every_boundary_inside_it() -> None:
     assert split_at([whole], [0, 4, 7]) == [whole], "a run inside one layer stays as it is"
 
 
-def test_callstacks_intern_frames_once_with_distinct_pcs_per_mapping() -> None:
+def test_callstacks_intern_frames_and_stacks_once() -> None:
     from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
     interner = CallstackInterner()
@@ -203,7 +203,7 @@ def test_callstacks_intern_frames_once_with_distinct_pcs_per_mapping() -> None:
     assert [m.str.decode() for m in data.mapping_paths] == ["oneDNN JIT", "python"]
     assert len(data.frames) == 3, "jit_conv is one frame in both stacks"
     jit = [f for f in data.frames if f.mapping_id == 1]
-    assert len({f.rel_pc for f in jit}) == 2, "two functions of one mapping keep apart"
+    assert len({f.function_name_id for f in jit}) == 2, "two functions of one mapping, two frames"
     assert list(data.callstacks[2].frame_ids) == [3, 1], "root first"
     again = pb.TracePacket()
     interner.callstack(a)

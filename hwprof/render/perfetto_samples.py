@@ -33,8 +33,9 @@ class PacketSource(Protocol):
 class CallstackInterner:
     """(function, library) frames and root-first stacks -> iids; new entries ride on the next packet.
 
-    A frame is keyed by its function and library, and given a distinct rel_pc within its mapping:
-    the trace processor merges frames of one mapping with the same rel_pc."""
+    A frame is its function in its mapping (library); its rel_pc is left unset (0): the samples'
+    instruction offsets differ within one function, and the flamegraph groups by function. The trace
+    processor keeps frames of one mapping with rel_pc 0 apart by their names (checked with UI v52)."""
 
     def __init__(self) -> None:
         self.names: dict[str, int] = {}
@@ -42,7 +43,6 @@ class CallstackInterner:
         self.mappings: dict[str, int] = {}
         self.frames: dict[tuple[str, str], int] = {}
         self.callstacks: dict[tuple[tuple[str, str], ...], int] = {}
-        self._frames_in: dict[str, int] = {}
         self._pending: list[tuple[str, Any]] = []
 
     def callstack(self, frames: tuple[tuple[str, str], ...]) -> int:
@@ -59,9 +59,8 @@ class CallstackInterner:
             function, library = frame
             name_id = self._string("function_names", self.names, function)
             mapping_id = self._mapping(library)
-            rel_pc = self._frames_in[library] = self._frames_in.get(library, 0) + 1
             iid = self.frames[frame] = len(self.frames) + 1
-            self._pending.append(("frames", (iid, name_id, mapping_id, rel_pc)))
+            self._pending.append(("frames", (iid, name_id, mapping_id)))
         return iid
 
     def _mapping(self, library: str) -> int:
@@ -91,7 +90,7 @@ class CallstackInterner:
                 mapping.path_string_ids.append(entry[1])
             elif kind == "frames":
                 frame = data.frames.add()
-                frame.iid, frame.function_name_id, frame.mapping_id, frame.rel_pc = entry
+                frame.iid, frame.function_name_id, frame.mapping_id = entry
             else:
                 callstack = data.callstacks.add()
                 callstack.iid = entry[0]
