@@ -3,8 +3,9 @@
 Files written beside perf.data (pass folder):
 - perf_sampling.kernels.json: per layer, stage, thread and kernel (hwprof.analysis.kernels.tables_dict)
 - perf_sampling.metrics.json: per-layer and per-stage figures for layers.csv (samples, shares by kind, CPI)
-- perf_sampling.records.jsonl: thread names and one span per run of samples of one kernel on one
-  thread (measured iterations only), on the thread's own track, for the Perfetto trace
+- perf_sampling.records.jsonl: thread names and every sample as a callstack sample (thread, CPU,
+  instant, the kernel it ran with its library), for the Perfetto trace: an instant, never a span,
+  so the trace draws a sample where the tables charge it
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from hwprof.collectors._perf_script import (
     OPENMP_LABEL,
     SCRIPT_FIELDS,
+    SCRIPT_FIELDS_NO_CPU,
     Code,
     Sample,
     classify,
@@ -44,13 +46,11 @@ from hwprof.analysis.kernels import (
     most,
     tables_dict,
 )
-from hwprof.analysis.spans import Piece, measured_pieces
-from hwprof.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
+from hwprof.analysis.spans import measured_pieces
+from hwprof.records import MetricTables, StackSample, ThreadName, metrics_path, records_path, write_records
 from hwprof.workload.markers import read_markers
 
 NAME = "perf_sampling"
-RUN_GAP_PERIODS = 2.5
-"""Samples of one kernel on one thread at most this many nominal periods apart form one span."""
 SHARE_METRICS = {
     "onednn_share": (KIND_JIT, KIND_ONEDNN),
     "jit_share": (KIND_JIT,),
@@ -82,16 +82,23 @@ def is_labelled(name: str) -> bool:
 
 
 def read_samples(binary: str, data: Path) -> list[Sample]:
-    """`perf script` over perf.data, streamed and parsed."""
-    command = [binary, "script", "-i", str(data), "-F", SCRIPT_FIELDS, "--ns"]
+    """`perf script` over perf.data, streamed and parsed (without the CPU field where perf.data has none)."""
+    samples, err, returncode = _script(binary, data, SCRIPT_FIELDS)
+    if not samples and "cpu" in err.lower():
+        samples, err, returncode = _script(binary, data, SCRIPT_FIELDS_NO_CPU)
+    if returncode != 0 and not samples:
+        raise ValueError(f"perf script failed ({returncode}): {err.strip().splitlines()[-1:] or ''}")
+    samples.sort(key=lambda s: (s.t_ns, s.tid))
+    return samples
+
+
+def _script(binary: str, data: Path, fields: str) -> tuple[list[Sample], str, int | None]:
+    command = [binary, "script", "-i", str(data), "-F", fields, "--ns"]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace") as p:
         assert p.stdout is not None
         samples = list(parse_script(p.stdout))
         err = p.stderr.read() if p.stderr else ""
-    if p.returncode != 0 and not samples:
-        raise ValueError(f"perf script failed ({p.returncode}): {err.strip().splitlines()[-1:] or ''}")
-    samples.sort(key=lambda s: (s.t_ns, s.tid))
-    return samples
+    return samples, err, p.returncode
 
 
 def layer_metrics(bucket: Bucket, events: list[str], named: float) -> dict[str, float]:
@@ -130,38 +137,14 @@ def metric_tables(tables: KernelTables, events: list[str], rate: int) -> MetricT
     )
 
 
-def kernel_spans(samples: list[Sample], pieces: list[Piece], rate: int) -> list[Span]:
-    """One span per run of samples of one kernel on one thread, inside the measured iterations."""
-    if not pieces:
-        return []
-    lo, hi = pieces[0].start_ns, pieces[-1].end_ns
-    period = int(1e9 / rate)
-    gap = int(RUN_GAP_PERIODS * period)
-    spans: list[Span] = []
-    open_runs: dict[int, list[Any]] = {}  # tid -> [code, first_t, last_t, samples]
-
-    def close(tid: int) -> None:
-        code, first, last, n = open_runs.pop(tid)
-        args = {"kind": code.kind, "library": code.library, "samples": n}
-        spans.append(Span(code.name, first - period, last - first + period, f"thread:{tid}", "perf", tid, args))
-
+def stack_samples(samples: list[Sample]) -> list[StackSample]:
+    """Every sample as what it is, one thread's code at one instant: the kernel by the name the
+    tables give it, its library as the frame's mapping (perf recorded no call chain)."""
+    out = []
     for s in samples:
-        if not lo <= s.t_ns < hi:
-            continue
         code = code_of(s)
-        run = open_runs.get(s.tid)
-        if run is not None and (run[0].name != code.name or s.t_ns - run[2] > gap):
-            close(s.tid)
-            run = None
-        if run is None:
-            open_runs[s.tid] = [code, s.t_ns, s.t_ns, 1]
-        else:
-            run[2] = s.t_ns
-            run[3] += 1
-    for tid in list(open_runs):
-        close(tid)
-    spans.sort(key=lambda sp: (sp.track, sp.ts_ns))
-    return spans
+        out.append(StackSample(s.tid, s.t_ns, [(code.name, code.library)], s.cpu))
+    return out
 
 
 def thread_names(samples: list[Sample], pid: int | None) -> list[ThreadName]:
@@ -188,7 +171,7 @@ def convert(binary: str, data: Path, out_dir: Path, rate: int, pid: int | None =
     metric_tables(tables, events, rate).save(metrics_path(out_dir, NAME))
     out.files.append(metrics_path(out_dir, NAME).name)
     main_pid = pid if pid is not None else _main_tid(samples)
-    records: list[Span | ThreadName] = [*thread_names(samples, main_pid), *kernel_spans(samples, pieces, rate)]
+    records: list[StackSample | ThreadName] = [*thread_names(samples, main_pid), *stack_samples(samples)]
     write_records(records_path(out_dir, NAME), records)
     out.files.append(records_path(out_dir, NAME).name)
     fwd = tables.forward

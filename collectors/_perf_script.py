@@ -1,9 +1,11 @@
 """`perf script` text as samples, and what code a sample's instruction pointer was in.
 
-The perf sampling collector runs `perf script -F comm,tid,time,event,period,ip,sym,dso --ns`
-(SCRIPT_FIELDS) on its perf.data. A line reads
+The perf sampling collector runs `perf script -F comm,tid,cpu,time,event,period,ip,sym,dso --ns`
+(SCRIPT_FIELDS) on its perf.data (recorded with --sample-cpu). A line reads
 
-    python  2460   337.512430117:     250000 cpu-clock:      7f230ef8a1c4 jit_avx512_..._t.0 (/tmp/perf-2453.map)
+    python  2460 [001]   337.512430117:     250000 cpu-clock:      7f230ef8a1c4 jit_avx512_..._t.0 (/tmp/perf-2453.map)
+
+(without the CPU, `[001]`, where perf.data has none: recordings made without --sample-cpu).
 
 With leader sampling of an event group (`-e '{cycles,instructions,cache-misses}:S'`), perf
 records the group's counts at every sample of the leader and `perf script` prints one line per
@@ -38,10 +40,12 @@ from hwprof.analysis.kernels import (
 )
 from hwprof.cppnames import elide_cpp
 
-SCRIPT_FIELDS = "comm,tid,time,event,period,ip,sym,dso"
+SCRIPT_FIELDS = "comm,tid,cpu,time,event,period,ip,sym,dso"
+SCRIPT_FIELDS_NO_CPU = SCRIPT_FIELDS.replace("cpu,", "")
+"""For a perf.data recorded without the CPU of each sample (perf script refuses the cpu field there)."""
 LINE = re.compile(
-    r"^\s*(?P<comm>.*?)\s+(?P<tid>\d+)\s+(?P<time>\d+\.\d+):\s+(?P<period>\d+)\s+(?P<event>\S+):\s+"
-    r"(?P<ip>[0-9a-f]+)\s+(?P<rest>.*)$"
+    r"^\s*(?P<comm>.*?)\s+(?P<tid>\d+)\s+(?:\[(?P<cpu>\d+)\]\s+)?(?P<time>\d+\.\d+):\s+"
+    r"(?P<period>\d+)\s+(?P<event>\S+):\s+(?P<ip>[0-9a-f]+)\s+(?P<rest>.*)$"
 )
 JIT_SUFFIX = re.compile(r"\.\d+$")
 ATEN_FUNCTION = re.compile(r"at::native::(?:\(anonymous namespace\)::)?(?:\w+::)*?(\w+)[<(]")
@@ -67,6 +71,8 @@ class Sample:
     event: str
     counts: dict[str, int] = field(default_factory=dict)
     """Group members' counts since the thread's previous sample (leader sampling); empty otherwise."""
+    cpu: int | None = None
+    """The CPU the sample was taken on, where perf recorded it."""
 
 
 def _time_ns(text: str) -> int:
@@ -102,7 +108,8 @@ def parse_script(lines: Iterable[str]) -> Iterator[Sample]:
         if pending is not None:
             yield pending
         sym, dso = _split_rest(match["rest"])
-        pending = Sample(tid, t_ns, ip, sym, dso, match["comm"].strip(), period, event, {event: period})
+        cpu = int(match["cpu"]) if match["cpu"] is not None else None
+        pending = Sample(tid, t_ns, ip, sym, dso, match["comm"].strip(), period, event, {event: period}, cpu)
     if pending is not None:
         yield pending
 

@@ -302,7 +302,7 @@ class PerfRecordTool(AttachedTool):
         self.log = ctx.out_dir / f"{NAME}.log"
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         ctl, ack = (str(p) for p in make_fifos(ctx.out_dir)[:2])
-        self.command = [binary, "record", "-k", "CLOCK_MONOTONIC", "-F", str(self.rate), "-p", str(pid)]
+        self.command = [binary, "record", "-k", "CLOCK_MONOTONIC", "--sample-cpu", "-F", str(self.rate), "-p", str(pid)]
         for event in self.events:
             self.command += ["-e", event]
         self.command += ["-D", "-1", "--control", f"fifo:{ctl},{ack}", "-o", str(self.data)]

@@ -215,9 +215,15 @@ def _write_trace(run_dir: Path, console: Console) -> None:
     except Exception as exc:  # the trace is one view among several: the run stays usable without it
         console.print(f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}")
         return
+    samples = (
+        f"; its {stats.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
+        "for their flamegraph)"
+        if stats.perf_samples
+        else ""
+    )
     console.print(
         f"trace: {stats.path} ({stats.size_bytes / 1e6:.1f} MB, built in {stats.build_s:.1f} s): "
-        "open it at https://ui.perfetto.dev (Open trace file)",
+        f"open it at https://ui.perfetto.dev (Open trace file){samples}",
         highlight=False,
     )
 

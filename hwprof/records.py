@@ -4,8 +4,9 @@ Every timestamp is CLOCK_MONOTONIC nanoseconds of the collecting host. A collect
 foreign clock converts it before writing and records the alignment error in its summary.
 
 Per collector, in its pass folder (`passes/<pass>/`):
-- `<collector>.records.jsonl`: spans, counter samples and thread names, one JSON object a line,
-  each with a "kind" of "span", "counter" or "thread". Renderers (the Perfetto trace) read these.
+- `<collector>.records.jsonl`: spans, counter samples, callstack samples and thread names, one JSON
+  object a line, each with a "kind" of "span", "counter", "sample" or "thread". Renderers (the
+  Perfetto trace) read these.
 - `<collector>.metrics.json`: per-layer and per-stage metric tables, with units and, for any
   metric that is an estimate, its method. Analysis joins these onto the layer table.
 Stage, layer and iteration spans themselves come from the pass's `markers.jsonl` (workload/markers.py).
@@ -42,15 +43,28 @@ class CounterSample:
 
 
 @dataclass(slots=True)
+class StackSample:
+    """One sampled callstack of one thread at one instant (a CPU sample): never a span, so that
+    drawing it and charging it to a layer use the same instant."""
+
+    tid: int
+    ts_ns: int
+    frames: list[tuple[str, str]]
+    """(function, library) of each frame, root first; the last is the code the sample ran."""
+    cpu: int | None = None
+
+
+@dataclass(slots=True)
 class ThreadName:
     tid: int
     name: str
 
 
-Record = Span | CounterSample | ThreadName
-_KINDS: dict[str, type[Span] | type[CounterSample] | type[ThreadName]] = {
+Record = Span | CounterSample | StackSample | ThreadName
+_KINDS: dict[str, type[Span] | type[CounterSample] | type[StackSample] | type[ThreadName]] = {
     "span": Span,
     "counter": CounterSample,
+    "sample": StackSample,
     "thread": ThreadName,
 }
 _KIND_OF = {cls: kind for kind, cls in _KINDS.items()}

@@ -110,7 +110,7 @@ def main() -> int:
         print(f"run                {run_dir}")
         print(f"host load average  {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
         categories = ", ".join(f"{k} {v}" for k, v in sorted(stats.slices_by_category.items()))
-        print(f"slices             {stats.slices} ({categories})")
+        print(f"slices             {stats.slices} ({categories}); perf samples {stats.perf_samples}")
         print(f"counter samples    {stats.counter_samples} on {stats.counter_tracks} tracks; packets {stats.packets}")
         print(f"trace size         {stats.size_bytes / 1e6:.2f} MB")
         if kineto is not None:

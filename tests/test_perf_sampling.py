@@ -37,6 +37,7 @@ from hwprof.collectors.base import Capability
 from hwprof.analysis.kernels import BETWEEN_LAYERS, KINDS, attribute, derived, tables_dict
 from hwprof.analysis.spans import measured_pieces, measured_spans
 from hwprof.config import RunConfig
+from hwprof.records import StackSample, read_records
 from hwprof.workload.markers import read_markers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "perf_sampling"
@@ -292,9 +293,10 @@ def _report_shares(data: Path, windows: list[tuple[int, int]]) -> dict[str, floa
     return shares
 
 
-def _check_trace(trace: Path) -> None:
-    """Per-thread kernel slices in Perfetto's own trace processor: on both threads, nested under the
-    layer slices on the pipeline thread, and no import errors."""
+def _check_trace(trace: Path, run_dir: Path) -> None:
+    """The samples in Perfetto's own trace processor: perf samples on both threads, each with the CPU
+    it ran on and its kernel as a frame, no import errors, and each layer's samples as the tables count them."""
+    from hwprof.render.trace_layers import check_layers
     from hwprof.render.trace_processor import TraceSession, availability
 
     state = availability()
@@ -304,18 +306,18 @@ def _check_trace(trace: Path) -> None:
         assert tp.query("select name from stats where value > 0 and severity in ('error', 'data_loss')") == []
         threads = tp.query(
             """
-            select t.tid, count(*) as n from slice s join thread_track tt on s.track_id = tt.id
-            join thread t using (utid) where s.category = 'perf' group by t.tid
+            select t.tid, count(*) as n, count(ps.callsite_id) as stacks
+            from perf_sample ps join thread t using (utid) group by t.tid
             """
         )
-        assert len(threads) == 2 and all(r["n"] > 0 for r in threads), threads
-        nested = tp.query(
-            """
-            select count(*) as n from slice s where s.category = 'perf'
-            and exists (select 1 from ancestor_slice(s.id) a where a.category glob 'layer*')
-            """
-        )[0]["n"]
-        assert nested > 0
+        assert len(threads) == 2 and all(r["n"] > 0 and r["stacks"] == r["n"] for r in threads), threads
+        records = read_records(run_dir / "passes" / "kernels" / "perf_sampling.records.jsonl")
+        cpus = {r.cpu for r in records if isinstance(r, StackSample)}
+        assert None not in cpus, "perf recorded the CPU of every sample (--sample-cpu)"
+        assert {r["cpu"] for r in tp.query("select distinct cpu from perf_sample")} == cpus
+        assert tp.query("select count(*) as n from slice where category = 'perf'")[0]["n"] == 0
+        result = check_layers(tp, run_dir)
+        assert result.ok, "\n".join(result.lines())
 
 
 @pytest.mark.slow
@@ -351,7 +353,7 @@ def test_real_kernels_pass_agrees_with_perf_report(run_hwprof: Any, tmp_path: Pa
             if share >= 0.02:
                 assert theirs.get(name, 0.0) == pytest.approx(share, abs=0.02), (layer, name, theirs)
 
-    _check_trace(out / "trace.pftrace")
+    _check_trace(out / "trace.pftrace", out)
     layers_csv = (out / "layers.csv").read_text().splitlines()
     assert "perf_sampling.samples" in layers_csv[0] and "top_native_kernel" in layers_csv[0]
     report = run_hwprof("report", str(out))

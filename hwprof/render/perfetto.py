@@ -9,6 +9,8 @@ TraceProtoBuilder and its TracePacket classes:
   track descriptors on another;
 - per pass a process (named "<pass> pass: <collectors>") with its threads, named tracks (py-spy,
   "<pass> pass" with the pass's status) and counter tracks (name and unit set);
+- CPU samples (the kernels pass's perf samples) as Perfetto perf samples on a third sequence, each
+  at its instant on its own thread, frames and callstacks interned (perfetto_samples.py);
 - a top-level "hwprof run" track whose one slice spans the run and carries the metadata
   (run id, model, host, config, collector statuses, how estimated metrics were obtained);
 - event names, categories, argument names and string argument values interned.
@@ -26,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from hwprof.render.perfetto_samples import CLOCK_MONOTONIC, write_samples
 from hwprof.render.perfetto_tracks import CounterTrack, Slice, SliceTrack, Timeline, build_timeline
 
 TRACE_NAME = "trace.pftrace"
@@ -33,8 +36,6 @@ SEQUENCE_ID = 1
 DESCRIPTOR_SEQUENCE_ID = 2
 """Track descriptors go on a sequence of their own: on the events' sequence, the trace processor
 would take the last thread descriptor for the thread that wrote every event of the sequence."""
-CLOCK_MONOTONIC = 3
-"""perfetto.protos.BuiltinClock.BUILTIN_CLOCK_MONOTONIC."""
 CLOCK_DELTA = 64
 """A sequence-scoped incremental clock in ns of CLOCK_MONOTONIC: each event packet carries the
 time since the previous one (1-3 bytes instead of 6), which needs packets in time order."""
@@ -66,6 +67,8 @@ class TraceStats:
     slices_by_category: dict[str, int] = field(default_factory=dict)
     unclosed: int = 0
     clamped: int = 0
+    perf_samples: int = 0
+    """CPU samples written as Perfetto perf samples."""
     interned_strings: int = 0
     main_threads: dict[str, str] = field(default_factory=dict)
     """pass -> how its main thread (and pid) was identified."""
@@ -382,6 +385,7 @@ def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
                 ev.extra_double_counter_values.append(pending[3])
             else:
                 pending = None
+    stats.perf_samples = write_samples(w, timeline.passes)
     w.flush()
     stats.packets = w.packets
     stats.interned_strings = w.interner.count

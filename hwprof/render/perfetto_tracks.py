@@ -7,11 +7,17 @@ collectors' generic `*.records.jsonl` / `*.metrics.json`), never from a collecto
   `_main_thread`); its main thread carries iteration > stage > layer slices from the markers and
   every span a collector recorded on that thread (aten ops > oneDNN primitives), nested into them;
 - other threads' spans on their thread tracks; spans on named tracks (py-spy stacks, ...) on
-  tracks of their own inside the process; counter samples as counter tracks with their units.
+  tracks of their own inside the process; counter samples as counter tracks with their units;
+- callstack samples (the kernels pass's perf samples) as instants per thread, never as slices: the
+  writer emits them as Perfetto's own perf samples, which the UI draws on each thread's
+  "Callstacks" track and sums into a flamegraph over any selected range (one layer, one forward).
 
 Every slice is closed and properly nested on its track (Perfetto requires it): a begin marker
 with no end is closed at the pass's last timestamp and flagged `unclosed`; a recorded span that
-straddles a marker boundary is cut at it and flagged with the ns removed (`clamped_ns`).
+straddles a marker boundary is cut at it and flagged with the ns removed (`clamped_ns`). Sampled
+stacks drawn as slices (py-spy: one slice per run of an unchanged stack) are split at every layer
+boundary, so that each piece lies inside the layer that ran while it was sampled, as py-spy's
+per-layer table charges it (by overlap).
 """
 
 from __future__ import annotations
@@ -49,6 +55,12 @@ one slice per run of an unchanged stack, named by its innermost frame, the stack
 STACK_SEGMENT = 8
 """A stack is written as segments of this many frames (root first, " > " between frames): the
 segments repeat across samples and iterations, so interned they cost a few bytes a sample."""
+SAMPLES_NOTE = (
+    "CPU samples (perf, kernels pass): one Perfetto perf sample per sample, at its instant, on its own thread "
+    "(the pipeline and torch's OpenMP workers); the UI draws them on each thread's 'Callstacks' track, and an area "
+    "selection over them (a layer, a forward) opens a 'Perf Sample Flamegraph' of the kernels that ran; "
+    "SQL: the perf_sample table. A sample in a layer's time range is the layer's, as in the report's kernel tables"
+)
 STACK_NOTE = (
     "sampled stacks: one slice per run of an unchanged stack, named by its innermost frame (in full); "
     "args.stack lists the frames root first in segments, C++ template arguments and parameter lists "
@@ -69,6 +81,17 @@ class Slice:
     category: str
     level: int
     args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CallstackSample:
+    """One thread's callstack at one instant: drawn where it was taken, never as a span."""
+
+    ts: int
+    tid: int
+    cpu: int | None
+    frames: tuple[tuple[str, str], ...]
+    """(function, library), root first."""
 
 
 @dataclass
@@ -100,6 +123,8 @@ class PassTimeline:
     counter_tracks: list[CounterTrack]
     start: int
     end: int
+    samples: list[CallstackSample] = field(default_factory=list)
+    """In time order."""
 
 
 @dataclass
@@ -363,6 +388,7 @@ class SpanGroup:
 class PassRecords:
     spans: dict[str, SpanGroup] = field(default_factory=dict)
     counters: dict[tuple[str, str], CounterTrack] = field(default_factory=dict)
+    samples: list[CallstackSample] = field(default_factory=list)
     thread_names: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
     last_ns: int = 0
 
@@ -407,6 +433,7 @@ def read_pass_records(pass_dir: Path) -> PassRecords:
                 raise RunDirError(text[:300]) from exc
     ends.extend(max(t for t, _ in c.samples) for c in out.counters.values() if c.samples)
     out.last_ns = max(ends, default=0)
+    out.samples.sort(key=lambda s: s.ts)
     return out
 
 
@@ -431,8 +458,19 @@ def _add_row(out: PassRecords, collector: str, row: dict[str, Any], ends: list[i
         if counter is None:
             counter = out.counters[key] = CounterTrack(row["track"], row.get("unit") or "", collector)
         counter.samples.append((int(row["ts_ns"]), value))
+    elif kind == "sample":
+        ts, tid, cpu = int(row["ts_ns"]), int(row["tid"]), row.get("cpu")
+        frames = _frames(tuple((str(f), str(lib)) for f, lib in row["frames"]))
+        out.samples.append(CallstackSample(ts, tid, int(cpu) if cpu is not None else None, frames))
+        ends.append(ts)
     elif kind == "thread" and row.get("name"):
         out.thread_names[int(row["tid"])].append(str(row["name"]))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _frames(frames: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """One shared tuple per distinct stack: a run holds many samples of few stacks."""
+    return frames
 
 
 _THREAD_TRACK = re.compile(r"^thread:(\d+)$")
@@ -553,6 +591,21 @@ class _Tracks:
         tracks = (*self.threads.values(), *self.named.values())
         return min((min(s.start for s in t.slices) for t in tracks if t.slices), default=None)
 
+    def draw_stacks(self, layer_marks: list[Slice], layer_spans: list[Slice]) -> None:
+        """Sampled-stack tracks (py-spy) as one slice per run of an unchanged stack, split at every
+        layer boundary and named with the layer each piece lies in."""
+        bounds = sorted({t for s in layer_marks for t in (s.start, s.end)})
+        starts = [s.start for s in layer_spans]
+        for track in self.named.values():
+            if not any(s.category in STACK_CATEGORIES for s in track.slices[:1]):
+                continue
+            stack_levels(track.slices)
+            track.slices = nest(track.slices)
+            flat = not any(b.start < a.end for a, b in itertools.pairwise(track.slices))
+            runs = coalesce_runs(stack_runs(track.slices), "samples" if flat else None)
+            track.slices = split_at(runs, bounds)
+            _attach_layers(track.slices, layer_spans, starts)
+
 
 def pass_timeline(
     run: RunData,
@@ -578,12 +631,14 @@ def pass_timeline(
     main.slices.extend(marks)
     for group in records.spans.values():
         tracks.add(group)
-    for tid in tracks.names:
+    for tid in (*tracks.names, *{s.tid for s in records.samples}):
         tracks.thread(tid)
     firsts = [c.samples[0][0] for c in records.counters.values() if c.samples]
     first_span = tracks.first_ts()
     if first_span is not None:
         firsts.append(first_span)
+    if records.samples:
+        firsts.append(records.samples[0].ts)
     start = min(firsts, default=last)
     end = max(last, start)
     title = _pass_title(run, pass_name)
@@ -592,16 +647,10 @@ def pass_timeline(
 
     for track in tracks.threads.values():
         track.slices = nest(track.slices)
-    starts = [s.start for s in layer_spans]
+    tracks.draw_stacks([s for s in marks if s.level >= LEVEL_LAYER], layer_spans)
     for track in tracks.named.values():
-        sampled = any(s.category in STACK_CATEGORIES for s in track.slices[:1])
-        if sampled:
-            stack_levels(track.slices)
-        track.slices = nest(track.slices)
-        if sampled:
-            flat = not any(b.start < a.end for a, b in itertools.pairwise(track.slices))
-            track.slices = coalesce_runs(stack_runs(track.slices), "samples" if flat else None)
-            _attach_layers(track.slices, layer_spans, starts)
+        if not any(s.category in STACK_CATEGORIES for s in track.slices[:1]):
+            track.slices = nest(track.slices)
 
     clashes = {n for n, c in Counter(t.name for t in records.counters.values()).items() if c > 1}
     counters = [
@@ -610,7 +659,26 @@ def pass_timeline(
     ]
     slice_tracks = [*sorted(tracks.threads.values(), key=lambda t: t.tid != main_tid), *tracks.named.values()]
     threads = {tid: t.name for tid, t in tracks.threads.items()}
-    return PassTimeline(pass_name, main_tid, source, title, main_tid, threads, slice_tracks, counters, start, end)
+    return PassTimeline(
+        pass_name, main_tid, source, title, main_tid, threads, slice_tracks, counters, start, end, records.samples
+    )
+
+
+def split_at(slices: list[Slice], bounds: list[int]) -> list[Slice]:
+    """Split the slices of a flat track at every boundary strictly inside one; a split piece
+    keeps its args but not a count of merged samples, which no longer says which piece had them."""
+    out: list[Slice] = []
+    for s in slices:
+        i = bisect.bisect_right(bounds, s.start)
+        if i == len(bounds) or bounds[i] >= s.end:
+            out.append(s)
+            continue
+        args = {k: v for k, v in s.args.items() if k != "samples"}
+        start = s.start
+        for cut in (*bounds[i : bisect.bisect_left(bounds, s.end)], s.end):
+            out.append(Slice(start, cut, s.name, s.category, s.level, dict(args)))
+            start = cut
+    return out
 
 
 def _attach_layers(slices: list[Slice], layers: list[Slice], starts: list[int]) -> None:
@@ -670,6 +738,8 @@ def build_timeline(run_dir: Path | str) -> Timeline:
         notes.append("the run directory has no pass folders")
     if any(s.category in STACK_CATEGORIES for p in passes for t in p.slice_tracks for s in t.slices[:1]):
         notes.append(STACK_NOTE)
+    if any(p.samples for p in passes):
+        notes.append(SAMPLES_NOTE)
     start = min((p.start for p in passes), default=0)
     end = max((p.end for p in passes), default=start)
     run_id = str(run.run.get("run_id", Path(run_dir).name))
