@@ -19,7 +19,7 @@ from hwprof.collectors.base import PassContext
 
 from hwprof.config import RunConfig
 from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns
-from hwprof.records import CounterSample, MetricTables, read_records
+from hwprof.records import CounterSample, MetricTables, read_records, write_records
 from hwprof.workload.markers import Marker, MarkerBus
 
 MAX_PKG = 262143328850
@@ -535,3 +535,19 @@ def test_a_recorded_run_with_a_still_counter_reports_energy_unavailable(tmp_path
     text = console.export_text()
     assert "0.000 J" not in text and "J per image" not in text
     assert "never changed" in text
+
+
+def test_a_recorded_still_counter_draws_no_power_track(tmp_path: Path) -> None:
+    from hwprof.render.perfetto_tracks import build_timeline
+
+    run_dir = tmp_path / "run"
+    (run_dir / "passes" / "layers").mkdir(parents=True)
+    (run_dir / "run.json").write_text((FIXTURES / "cpu16_still_energy" / "run.json").read_text())
+    rows = [CounterSample("RAPL psys (W)", 10**9 + k * 10**7, 0.0, "W") for k in range(5)]
+    rows.append(CounterSample("cpu util (%)", 10**9, 50.0, "%"))
+    write_records(run_dir / "passes" / "layers" / "rapl.records.jsonl", rows[:5])
+    write_records(run_dir / "passes" / "layers" / "sysstat.records.jsonl", rows[5:])
+    timeline = build_timeline(run_dir)
+    names = {c.name for p in timeline.passes for c in p.counter_tracks}
+    assert "cpu util (%)" in names
+    assert not any("RAPL" in n for n in names)

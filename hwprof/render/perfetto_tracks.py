@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.layers import layer_rows
+from hwprof.analysis.validity import checked
 from hwprof.cppnames import elide_cpp
 from hwprof.records import MetricTables
 from hwprof.rundata import RunData, RunDirError
@@ -417,7 +418,7 @@ def _rows(path: Path) -> list[dict[str, Any]]:
         return rows
 
 
-def read_pass_records(pass_dir: Path) -> PassRecords:
+def read_pass_records(pass_dir: Path, withheld: frozenset[str] = frozenset()) -> PassRecords:
     """Every collector's records of one pass, in records.py's format (a "kind" of span, counter or
     thread), spans grouped by track as slices. Read as plain rows: a long run's records are
     hundreds of thousands of lines, and the renderer needs none of the record classes' checks."""
@@ -425,6 +426,8 @@ def read_pass_records(pass_dir: Path) -> PassRecords:
     ends: list[int] = []
     for path in sorted(pass_dir.glob("*.records.jsonl")):
         collector = path.name.removesuffix(".records.jsonl")
+        if collector in withheld:
+            continue
         for row in _rows(path):
             try:
                 _add_row(out, collector, row, ends)
@@ -616,7 +619,7 @@ def pass_timeline(
     stage_args: dict[str, dict[str, Any]],
 ) -> PassTimeline:
     markers = run.markers(pass_name)
-    records = read_pass_records(run.pass_dir(pass_name))
+    records = read_pass_records(run.pass_dir(pass_name), run.withheld)
     last = max([records.last_ns, *(m.t_ns for m in markers)], default=0)
     marks = marker_slices(markers, labels, layer_args, stage_args, last)
     layer_spans = sorted((s for s in marks if s.level == LEVEL_LAYER), key=_order)
@@ -729,7 +732,7 @@ def run_metadata(run: RunData) -> dict[str, Any]:
 
 
 def build_timeline(run_dir: Path | str) -> Timeline:
-    run = RunData.load(run_dir)
+    run = checked(RunData.load(run_dir))
     layer_args, labels = layer_arguments(run) if run.model_info else ({}, {})
     stage_args = stage_arguments(run.metrics())
     passes = [pass_timeline(run, name, i, labels, layer_args, stage_args) for i, name in enumerate(run.pass_names)]
