@@ -515,10 +515,11 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 def test_a_recorded_run_with_a_still_counter_reports_energy_unavailable(tmp_path: Path) -> None:
     """The 16-CPU VM's run: rapl 'ok', 0.000 J per image. Analysis must set it aside, with the reason."""
+    from rich.console import Console
+
     from hwprof.analysis.run_analysis import analyse
     from hwprof.render.report import render_rich
     from hwprof.rundata import RunData
-    from rich.console import Console
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
