@@ -349,6 +349,12 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_gpu_import(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.gpu_cli import run_gpu_import
+
+    return run_gpu_import(args, console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hwprof", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -398,6 +404,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--threads", type=int, default=default_threads(), help="with --peaks: torch threads")
     models = sub.add_parser("models", help="the model names hwprof knows, with params and GFLOPs")
     models.add_argument("--imgsz", type=int, default=640)
+    from hwprof.gpu_cli import add_gpu_import_args
+
+    add_gpu_import_args(sub.add_parser("gpu-import", help="recorded GPU data (Kineto CUDA trace, ncu CSV, NVML) as tables"))
     return parser
 
 
@@ -409,6 +418,7 @@ COMMANDS = {
     "sweep": cmd_sweep,
     "doctor": cmd_doctor,
     "models": cmd_models,
+    "gpu-import": cmd_gpu_import,
 }
 
 
