@@ -30,6 +30,8 @@ def _add_collect_args(p: argparse.ArgumentParser) -> None:
         "--runtime", choices=RUNTIMES, default=d.runtime, help="what runs the forward (the model is exported to ONNX)"
     )
     p.add_argument("--precision", choices=PRECISIONS, default=d.precision, help=f"precision ({supported_text()})")
+    p.add_argument("--device", default=d.device, help="cpu, or cuda[:N] (torch runtime on an NVIDIA GPU)")
+    p.add_argument("--channels-last", action="store_true", help="model and input in channels_last (NHWC) layout")
     p.add_argument("--weights", help="checkpoint: ultralytics .pt, a plain state dict, or an official YOLOv7 release")
     p.add_argument("--images", help="folder of images (default: bus.jpg and zidane.jpg from the ultralytics wheel)")
     p.add_argument("--imgsz", type=int, default=d.imgsz, help="letterbox size (multiple of 32)")
@@ -47,9 +49,9 @@ def _add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--events", type=_csv, default=[], help="perf events (comma list; default: a standard set)")
     p.add_argument(
         "--counters",
-        choices=("perf", "papi", "callgrind"),
+        choices=("perf", "papi", "callgrind", "ncu"),
         default=d.counters,
-        help="counter backend (callgrind: simulated, its own pass)",
+        help="counter backend (callgrind: simulated, its own pass; ncu: Nsight Compute per layer, --device cuda)",
     )
     p.add_argument("--interval-ms", type=float, default=d.interval_ms, help="sampler interval")
     p.add_argument("--pyspy-rate", type=int, default=d.pyspy_rate, help="py-spy samples per second")
@@ -72,6 +74,8 @@ def _config_from(args: argparse.Namespace) -> RunConfig:
         model=args.model,
         runtime=args.runtime,
         precision=args.precision,
+        device=args.device,
+        channels_last=args.channels_last,
         weights=args.weights,
         images=args.images,
         imgsz=args.imgsz,
@@ -129,6 +133,10 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     from hwprof.workload.zoo import family_of
 
     config = _config_from(args)
+    if config.device != "cpu":
+        from hwprof.gpu_device import require_cuda
+
+        require_cuda(config.device)
     config.resolve_paths()
     family_of(config.model)
     check_names(config.only + config.skip)
@@ -263,7 +271,12 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         timeout_s=args.timeout,
         runtimes=args.runtimes,
         precisions=args.precisions,
+        device=args.device,
     )
+    if args.device != "cpu":
+        from hwprof.gpu_device import require_cuda
+
+        require_cuda(args.device)
     result = sweep(plan, console)
     return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
 
@@ -387,6 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--threads", type=lambda v: [int(x) for x in _csv(v)], default=[])
     sweep.add_argument("--batch", type=lambda v: [int(x) for x in _csv(v)], default=[1])
+    sweep.add_argument("--device", default="cpu", help="cpu, or cuda[:N] for every point")
     sweep.add_argument("--imgsz", type=int, default=640)
     sweep.add_argument("--iters", type=int, default=5)
     sweep.add_argument("--warmup", type=int, default=1)
