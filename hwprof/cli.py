@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -286,11 +287,20 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
 
     from hwprof.registry import all_collectors
 
-    if args.peaks:
+    if args.device != "cpu":
+        from hwprof.gpu_device import require_cuda
+
+        require_cuda(args.device)
+    if args.peaks and args.device != "cpu":
+        from hwprof.gpu_peaks import load_or_measure
+
+        gpu = load_or_measure(int(args.device.partition(":")[2] or 0), force=args.force)
+        console.print_json(json.dumps(gpu))
+    elif args.peaks:
         from hwprof.render.report import doctor_peaks
 
         doctor_peaks(args.threads, force=args.force, console=console)
-    config = RunConfig(counters=args.counters)
+    config = RunConfig(counters=args.counters, device=args.device)
     table = Table(title="what this host can measure", title_justify="left")
     for col in ("collector", "pass", "status", "reason", "fix"):
         table.add_column(col, overflow="fold")
@@ -412,7 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="after --: more `collect` options for every point (default collectors: --only timing,flops,rapl)",
     )
     doctor = sub.add_parser("doctor", help="what this host can measure, and the fix for what it cannot")
-    doctor.add_argument("--counters", choices=("perf", "papi"), default="perf")
+    doctor.add_argument("--counters", choices=("perf", "papi", "ncu"), default="perf")
+    doctor.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: what the GPU collectors could do there")
     doctor.add_argument("--peaks", action="store_true", help="measure (or show the cached) peak GFLOP/s and GB/s")
     doctor.add_argument("--force", action="store_true", help="with --peaks: measure again")
     doctor.add_argument("--threads", type=int, default=default_threads(), help="with --peaks: torch threads")

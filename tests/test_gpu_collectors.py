@@ -1,0 +1,113 @@
+"""The GPU collectors on a CPU-only host: unavailable with the reason, `--device cuda` refused with one
+line; their live commands and outputs checked without a GPU (ncu's command line, the Kineto outputs
+on the recorded trace)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hwprof.collectors.base import PassContext
+from hwprof.config import RunConfig
+from hwprof.gpu_device import NVIDIA_CTL
+from hwprof.registry import by_name
+from hwprof.workload.markers import MarkerBus
+
+FIX = Path(__file__).parent / "fixtures" / "gpu"
+GPU_COLLECTORS = ("gpu_kineto", "nvml", "cuda_graph", "ncu", "ncu_range")
+no_gpu = pytest.mark.skipif(NVIDIA_CTL.exists(), reason="this host has an NVIDIA GPU")
+
+
+def test_gpu_collectors_registered_from_their_folders():
+    known = by_name()
+    for name in GPU_COLLECTORS:
+        assert name in known
+        assert known[name].__module__.startswith("hwprof.collectors.gpu.")
+
+
+@pytest.mark.parametrize("name", GPU_COLLECTORS)
+def test_gpu_collectors_unavailable_on_a_cpu_run(name):
+    cap = by_name()[name].probe(RunConfig(counters="perf"))
+    assert not cap.available
+    assert "CPU" in cap.reason and cap.fix
+
+
+def test_ncu_is_opt_in():
+    known = by_name()
+    assert not known["ncu"].wanted(RunConfig())
+    assert known["ncu"].wanted(RunConfig(device="cuda", counters="ncu"))
+    with pytest.raises(ValueError, match="needs --device cuda"):
+        RunConfig(counters="ncu").validate()
+
+
+@no_gpu
+@pytest.mark.parametrize(
+    "argv",
+    [["collect", "--device", "cuda", "--model", "yolov8n"], ["sweep", "--device", "cuda", "--models", "yolov8n"]],
+)
+def test_device_cuda_refused_on_a_cpu_host(argv, capsys):
+    from hwprof.cli import main
+
+    assert main(argv) == 2
+    out = capsys.readouterr().out
+    assert "no NVIDIA GPU" in out and out.count("hwprof: error") == 1
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (RunConfig(precision="fp16"), "fp16 runs on --device cuda only"),
+        (RunConfig(device="gpu0"), "--device is cpu, cuda or cuda:N"),
+        (RunConfig(device="cuda", runtime="openvino"), "torch runtime only"),
+    ],
+)
+def test_device_options_checked(config, message):
+    with pytest.raises(ValueError, match=message):
+        config.validate()
+    RunConfig(device="cuda:1", precision="fp16", channels_last=True).validate()
+
+
+def test_ncu_command_is_the_recorded_one(tmp_path, monkeypatch):
+    import hwprof.collectors.gpu.ncu.live as live
+
+    monkeypatch.setattr(live, "ncu_binary", lambda: "/opt/ncu/ncu")
+    config = RunConfig(device="cuda", counters="ncu")
+    worker = ["python", "-P", "-m", "hwprof.worker", "run", "ncu", "ncu"]
+    for name, replay in (("ncu", ["--nvtx", "--nvtx-include", "measured/"]),
+                         ("ncu_range", ["--replay-mode", "app-range", "--nvtx", "--nvtx-include", "regex:layer .*/"])):
+        collector = by_name()[name](config)
+        ctx = PassContext(config, tmp_path, name, MarkerBus())
+        command = collector.wrap_command(worker, ctx)
+        assert command[:5] == ["/opt/ncu/ncu", "--target-processes", "all", "--clock-control", "none"]
+        assert command[5 : 5 + len(replay)] == replay
+        assert command[-len(worker) :] == worker
+        metrics = command[command.index("--metrics") + 1].split(",")
+        assert "gpu__time_duration.sum" in metrics and "dram__bytes_read.sum" in metrics
+        assert collector.iteration_limit(ctx) == 1
+    kernel_metrics = by_name()["ncu"].metrics
+    assert "sm__sass_thread_inst_executed_op_ffma_pred_on.sum" in kernel_metrics
+    assert not any("sass" in m for m in by_name()["ncu_range"].metrics)  # refused in range replay
+
+
+def test_kineto_outputs_on_the_recorded_trace():
+    from hwprof.collectors.gpu.kineto.attribution import attribute
+    from hwprof.collectors.gpu.kineto.outputs import clock_offset, metric_tables, spans
+    from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
+
+    trace = load_gpu_trace(FIX / "kineto_yolov7_640_fp32.trimmed.json.gz")
+    att = attribute(trace)
+    offset = 123_456_789
+    marks = [f.ts + offset + jitter for f, jitter in zip(trace.forwards, (0, 2000, -1000, 0, 500), strict=True)]
+    clock = clock_offset(trace, marks)
+    assert clock["offset_ns"] == offset and clock["error_ns"] == 2000
+    tables = metric_tables(att)
+    assert tables.layers["model.51"]["gpu_us"] == pytest.approx(224.66, abs=0.01)
+    assert tables.stages["forward"]["gpu_idle_share"] == pytest.approx(att.idle_share)
+    out = spans(trace, offset)
+    gpu = [s for s in out if s.track.startswith("GPU ")]
+    launches = [s for s in out if s.category == "cuda_launch"]
+    assert len(gpu) == len(launches) == len(trace.activities)
+    first = min(gpu, key=lambda s: s.ts_ns)
+    assert first.args["layer"] == "layer 0 Conv" and first.track == "GPU 0 stream 7"
+    assert {s.args["correlation"] for s in launches} == {s.args["correlation"] for s in gpu}
