@@ -11,6 +11,7 @@ is used and the spread (largest distance from the median) is recorded as the ali
 from __future__ import annotations
 
 import statistics
+import bisect
 from typing import Any
 
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, GpuAttribution
@@ -18,6 +19,8 @@ from hwprof.collectors.gpu.kineto.trace import GpuTrace
 from hwprof.records import MetricTables, Span
 
 GPU_TRACK = "GPU {device} stream {stream}"
+FLOW_BASE = 1 << 40
+"""Flow ids of launch -> kernel arrows: the correlation id above this base (unique in the trace)."""
 
 
 def clock_offset(trace: GpuTrace, marker_ns: list[int]) -> dict[str, Any]:
@@ -79,7 +82,6 @@ def spans(trace: GpuTrace, offset_ns: int) -> list[Span]:
     layer_at: list[tuple[int, int, str, int]] = [(r.ts, r.end, r.name, r.tid) for r in trace.layers]
     out: list[Span] = []
     starts = [r[0] for r in layer_at]
-    import bisect
 
     for fwd in trace.forwards:
         lo = bisect.bisect_left([c.ts for c in trace.launches], fwd.ts)
@@ -91,11 +93,12 @@ def spans(trace: GpuTrace, offset_ns: int) -> list[Span]:
                 continue
             k = bisect.bisect_right(starts, call.ts) - 1
             layer = layer_at[k][2] if k >= 0 and call.ts < layer_at[k][1] else ""
-            args = {"correlation": act.correlation, "launch_tid": call.tid, "layer": layer, **act.args}
+            flow = FLOW_BASE + act.correlation
+            args = {"correlation": act.correlation, "launch_tid": call.tid, "layer": layer, "flow_in": flow, **act.args}
             out.append(
                 Span(
                     call.name, call.ts + offset_ns, call.dur, f"thread:{call.tid}", "cuda_launch", call.tid,
-                    {"correlation": act.correlation},
+                    {"correlation": act.correlation, "flow_out": flow},
                 )
             )
             out.append(
