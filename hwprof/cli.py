@@ -431,7 +431,9 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--imgsz", type=int, default=640)
     from hwprof.gpu_cli import add_gpu_import_args
 
-    add_gpu_import_args(sub.add_parser("gpu-import", help="recorded GPU data (Kineto CUDA trace, ncu CSV, NVML) as tables"))
+    add_gpu_import_args(
+        sub.add_parser("gpu-import", help="recorded GPU data (Kineto CUDA trace, ncu CSV, NVML) as tables")
+    )
     return parser
 
 

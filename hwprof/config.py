@@ -8,7 +8,17 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-PASS_ORDER: tuple[str, ...] = ("timing", "layers", "kernels", "trace", "gpu", "ncu", "ncu_range", "scalene", "callgrind")
+PASS_ORDER: tuple[str, ...] = (
+    "timing",
+    "layers",
+    "kernels",
+    "trace",
+    "gpu",
+    "ncu",
+    "ncu_range",
+    "scalene",
+    "callgrind",
+)
 """Passes run in this order, each in its own child process (see session.py)."""
 
 

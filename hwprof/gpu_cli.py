@@ -10,14 +10,26 @@ from rich.console import Console
 
 
 def add_gpu_import_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--kineto", type=Path, action="append", default=[], help="torch.profiler chrome trace with CUDA activities (repeatable)")
+    p.add_argument(
+        "--kineto",
+        type=Path,
+        action="append",
+        default=[],
+        help="torch.profiler chrome trace with CUDA activities (repeatable)",
+    )
     p.add_argument("--ncu", type=Path, help="ncu --csv --page raw, kernel replay, under NVTX layer ranges")
-    p.add_argument("--ncu-app-range", type=Path, help="ncu --csv --page raw, --replay-mode app-range over the layer ranges")
+    p.add_argument(
+        "--ncu-app-range", type=Path, help="ncu --csv --page raw, --replay-mode app-range over the layer ranges"
+    )
     p.add_argument("--peaks", type=Path, help="measured GPU peaks: gpu_results.json or hwprof's GPU peaks cache file")
     p.add_argument("--nvml", type=Path, help="NVML samples (nvml_samples.json.gz)")
     p.add_argument("--bench", type=Path, help="with --nvml: gpu_results.json whose bench windows get their energy")
-    p.add_argument("--launches", choices=("runtime+driver", "runtime"), default="runtime+driver",
-                   help="CPU calls that count as launches (runtime: cudaLaunchKernel alone, as gpu_record.py counted)")
+    p.add_argument(
+        "--launches",
+        choices=("runtime+driver", "runtime"),
+        default="runtime+driver",
+        help="CPU calls that count as launches (runtime: cudaLaunchKernel alone, as gpu_record.py counted)",
+    )
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--format", choices=("rich", "json"), default="rich")
 

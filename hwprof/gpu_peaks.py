@@ -71,12 +71,12 @@ def measure(index: int = 0) -> dict[str, Any]:
         torch.backends.cuda.matmul.allow_tf32 = saved
     x = torch.empty(2 * 1024**3 // 4, device=dev)
     y = torch.empty_like(x)
-    ms = _elapsed_ms(torch, lambda: y.copy_(x))
+    ms = _elapsed_ms(torch, lambda x=x, y=y: y.copy_(x))
     res["d2d_copy_gbps_read_plus_write"] = 2 * x.numel() * 4 / ms / 1e6
     del x, y
     h = torch.empty(256 * 1024**2 // 4, pin_memory=True)
     d = torch.empty_like(h, device=dev)
-    ms = _elapsed_ms(torch, lambda: d.copy_(h, non_blocking=True))
+    ms = _elapsed_ms(torch, lambda d=d, h=h: d.copy_(h, non_blocking=True))
     res["h2d_pinned_gbps"] = h.numel() * 4 / ms / 1e6
     del h, d
     torch.cuda.empty_cache()

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from hwprof.collectors.base import PassContext
+
 from hwprof.config import RunConfig
 from hwprof.gpu_device import NVIDIA_CTL
 from hwprof.registry import by_name
@@ -74,8 +74,10 @@ def test_ncu_command_is_the_recorded_one(tmp_path, monkeypatch):
     monkeypatch.setattr(live, "ncu_binary", lambda: "/opt/ncu/ncu")
     config = RunConfig(device="cuda", counters="ncu")
     worker = ["python", "-P", "-m", "hwprof.worker", "run", "ncu", "ncu"]
-    for name, replay in (("ncu", ["--nvtx", "--nvtx-include", "measured/"]),
-                         ("ncu_range", ["--replay-mode", "app-range", "--nvtx", "--nvtx-include", "regex:layer .*/"])):
+    for name, replay in (
+        ("ncu", ["--nvtx", "--nvtx-include", "measured/"]),
+        ("ncu_range", ["--replay-mode", "app-range", "--nvtx", "--nvtx-include", "regex:layer .*/"]),
+    ):
         collector = by_name()[name](config)
         ctx = PassContext(config, tmp_path, name, MarkerBus())
         command = collector.wrap_command(worker, ctx)

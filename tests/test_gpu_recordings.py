@@ -8,14 +8,14 @@ import os
 from pathlib import Path
 
 import pytest
-
-from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
-from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, attribute
 from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
 from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
 from hwprof.collectors.gpu.ncu.layers import layer_tables
 from hwprof.collectors.gpu.nvml.samples import POWER_METHOD, TRACKS, NvmlSeries
+
+from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
+from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 KINETO = FIX / "kineto_yolov7_640_fp32.trimmed.json.gz"
@@ -81,7 +81,9 @@ def test_correlation_not_timestamps(yolov7_trace):
         activities={c: replace(a, ts=a.ts + 5_000_000) for c, a in yolov7_trace.activities.items()},
     )
     moved = attribute(delayed)
-    assert [(r.layer, r.gpu_ns, r.kernels) for r in moved.layers] == [(r.layer, r.gpu_ns, r.kernels) for r in base.layers]
+    assert [(r.layer, r.gpu_ns, r.kernels) for r in moved.layers] == [
+        (r.layer, r.gpu_ns, r.kernels) for r in base.layers
+    ]
     assert moved.idle_share != base.idle_share  # the window stretches to the last kernel
 
 
@@ -125,10 +127,22 @@ def test_gpu_roofline_uses_warm_traffic_and_measured_peaks():
 
 
 def test_kernel_classes_by_name():
-    assert kernel_class("void cudnn::engines_precompiled::nchwToNhwcKernel<__half, __half, float, false, true, (cudnnKernelDataType_t)0>") == TRANSPOSE
-    assert kernel_class("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16") == CONV_TENSOR
+    assert (
+        kernel_class(
+            "void cudnn::engines_precompiled::nchwToNhwcKernel<__half, __half, float, false, true, "
+            "(cudnnKernelDataType_t)0>"
+        )
+        == TRANSPOSE
+    )
+    assert (
+        kernel_class("sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16")
+        == CONV_TENSOR
+    )
     assert kernel_class("sm80_xmma_fprop_implicit_gemm_f32f32_f32f32_f32_nchwkcrs_nchw_tilesize128x128x8") == CONV_FP32
-    assert kernel_class("void implicit_convolve_sgemm<__half, __half, 1024, 5, 5, 3, 3, 3, 1, false, false, true>") == CONV_FP32
+    assert (
+        kernel_class("void implicit_convolve_sgemm<__half, __half, 1024, 5, 5, 3, 3, 3, 1, false, false, true>")
+        == CONV_FP32
+    )
 
 
 def test_nvml_tracks_and_energy_per_window():

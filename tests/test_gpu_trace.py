@@ -4,63 +4,19 @@ NVML counter tracks; checked with Perfetto's trace processor."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 import pytest
+from gpu_rundir import NVML_SAMPLES, gpu_run
 
-from hwprof.collectors.gpu.kineto.outputs import spans
-from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
-from hwprof.collectors.gpu.nvml.samples import NvmlSeries
-from hwprof.records import write_records
 from hwprof.render.perfetto import build_trace
 from hwprof.render.trace_processor import TraceSession, availability
 
-FIX = Path(__file__).parent / "fixtures"
 BAD_STATS = """
     select name, idx, severity, source, value from stats
     where value > 0 and (severity in ('error', 'data_loss') or name glob '*error*'
                          or name glob '*misplaced*' or name glob '*unmatched*')
 """
-NVML_SAMPLES = 50
-
-
-def gpu_run(tmp_path: Path) -> tuple[Path, int]:
-    """rundir_small (a yolov8n CPU run) plus a "gpu" pass made from the recorded yolov8n CUDA trace: its
-    forward and layer ranges as the pass's markers, its kernels and launches as gpu_kineto records."""
-    run_dir = tmp_path / "run"
-    shutil.copytree(FIX / "rundir_small", run_dir)
-    trace = load_gpu_trace(FIX / "gpu" / "kineto_yolov8n_640_fp32.2fwd.json.gz")
-    gpu = run_dir / "passes" / "gpu"
-    gpu.mkdir()
-    shutil.copy(run_dir / "passes" / "trace" / "model.json", gpu / "model.json")
-    offset = 6_000_000_000_000 - trace.forwards[0].ts
-    rows = []
-    for i, fwd in enumerate(trace.forwards):
-        rows.append(["iteration", "B", "iteration", fwd.ts + offset - 1000, i, 0, -1])
-        rows.append(["stage", "B", "forward", fwd.ts + offset, i, 0, -1])
-        for layer in trace.layers:
-            m = LAYER_RANGE.match(layer.name)
-            if m and fwd.ts <= layer.ts < fwd.end:
-                idx = int(m.group(1))
-                rows.append(["layer", "B", f"model.{idx}", layer.ts + offset, i, 0, idx])
-                rows.append(["layer", "E", f"model.{idx}", layer.end + offset, i, 0, idx])
-        last = max(a.end for a in trace.activities.values())
-        rows.append(["stage", "E", "forward", max(fwd.end, last if i == len(trace.forwards) - 1 else 0) + offset, i, 0, -1])
-        rows.append(["iteration", "E", "iteration", max(fwd.end, last) + offset + 1000, i, 0, -1])
-    rows.sort(key=lambda r: r[3])
-    (gpu / "markers.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    kernels = write_records(gpu / "gpu_kineto.records.jsonl", spans(trace, offset)) // 2
-    series = NvmlSeries.load(FIX / "gpu" / "nvml_samples.json.gz")
-    shift = trace.forwards[0].ts + offset - int(series.samples[0][0])
-    series.samples = [[s[0] + shift, *s[1:]] for s in series.samples[:NVML_SAMPLES]]
-    write_records(gpu / "nvml.records.jsonl", series.counter_samples())
-    (gpu / "result.json").write_text(json.dumps({"pass": "gpu", "status": "ok", "error": "", "collectors": {}}))
-    run = json.loads((run_dir / "run.json").read_text())
-    run["passes"]["gpu"] = {"status": "ok", "returncode": 0, "error": "", "collectors": ["gpu_kineto", "nvml"]}
-    (run_dir / "run.json").write_text(json.dumps(run))
-    return run_dir, kernels
 
 
 def test_gpu_pass_in_the_trace(tmp_path: Path) -> None:
@@ -99,3 +55,27 @@ def test_gpu_pass_in_the_trace(tmp_path: Path) -> None:
             )
         }
         assert nvml["GPU power (W)"] == NVML_SAMPLES and nvml["GPU SM clock (MHz)"] == NVML_SAMPLES
+
+
+def test_gpu_report_and_findings(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.render.report import render_rich
+    from hwprof.rundata import RunData
+
+    run_dir, _ = gpu_run(tmp_path)
+    a = analyse(RunData.load(run_dir))
+    assert a.gpu is not None
+    assert a.gpu.layers["model.22"]["gpu_us"] > a.gpu.layers["model.4"]["gpu_us"]
+    titles = {f.title: f for f in a.findings if f.kind == "gpu"}
+    launch = next(f for t, f in titles.items() if t.startswith("launch-bound"))
+    assert "1.09 ms against 4.14 ms eager" in launch.evidence  # the recorded CUDA graph vs eager
+    assert any(t.startswith("layout transposes") for t in titles)
+    assert len(a.gpu.roofline) == 23 and {r.bytes_source for r in a.gpu.roofline} == {"app-range replay (warm caches)"}
+    console = Console(record=True, width=200)
+    render_rich(a, console)
+    text = console.export_text()
+    for title in ("forward on the GPU", "layers by GPU time", "GPU roofline per layer (Nsight Compute)"):
+        assert title in text
+    assert "launch-bound" in text

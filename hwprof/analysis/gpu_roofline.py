@@ -71,9 +71,7 @@ def roofline_rows(layers: dict[str, dict[str, float]], roof: GpuRoof) -> list[Gp
         flops = m.get("fp32_flops", 0.0)
         ns = m.get("kernel_replay_ns", 0.0)
         intensity = flops / nbytes if nbytes > 0 else None
-        attainable = (
-            min(roof.peak_tflops, intensity * roof.peak_gbps * 1e9 / 1e12) if intensity is not None else None
-        )
+        attainable = min(roof.peak_tflops, intensity * roof.peak_gbps * 1e9 / 1e12) if intensity is not None else None
         if intensity is None:
             bound = "no DRAM traffic measured"
         elif intensity < roof.ridge:

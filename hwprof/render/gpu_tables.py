@@ -19,18 +19,27 @@ def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) 
     console.print(
         f"[bold]{title}[/] ({s.get('device', '')}, {s['forwards']} forwards): forward CPU {s['cpu_us'] / 1e3:.2f} ms, "
         f"GPU busy {s['gpu_busy_us'] / 1e3:.3f} ms (union of kernel intervals), {s['kernels']:.0f} kernels, "
-        f"GPU idle share {s['idle_share']:.1%} of the forward's window; layer sums / busy = {s['layer_sum_over_busy']:.4f}",
+        f"GPU idle share {s['idle_share']:.1%} of the forward's window; "
+        f"layer sums / busy = {s['layer_sum_over_busy']:.4f}",
         highlight=False,
     )
     rows = {r["layer"]: r for r in s["layers"]}
-    table = Table(title=f"top {top} layers by GPU time (per forward; kernels charged by launch correlation)", title_justify="left")
+    table = Table(
+        title=f"top {top} layers by GPU time (per forward; kernels charged by launch correlation)", title_justify="left"
+    )
     for col in ("layer", "type", "GPU us", "kernels", "CPU us", "launch us", "top kernels (us)"):
         table.add_column(col, justify="left" if col in ("layer", "type", "top kernels (us)") else "right")
     for key in s["top_layers"][:top]:
         r = rows[key]
         kern = "\n".join(f"{k['gpu_us']:.1f}  {_short(k['name'])}" for k in r["top_kernels"])
         table.add_row(
-            r["layer"], r["type"], f"{r['gpu_us']:.1f}", f"{r['kernels']:.0f}", f"{r['cpu_us']:.0f}", f"{r['launch_us']:.0f}", kern
+            r["layer"],
+            r["type"],
+            f"{r['gpu_us']:.1f}",
+            f"{r['kernels']:.0f}",
+            f"{r['cpu_us']:.0f}",
+            f"{r['launch_us']:.0f}",
+            kern,
         )
     console.print(table)
     classes = Table(title="GPU time by kernel class (by kernel name)", title_justify="left")
@@ -52,7 +61,19 @@ def print_ncu(console: Console, s: dict[str, Any]) -> None:
         title="Nsight Compute per layer (kernel replay: duration, FP32 FLOPs, cold DRAM; app-range: warm DRAM)",
         title_justify="left",
     )
-    cols = ("layer", "kernels", "replay us", "cold MB", "warm MB", "FP32 GFLOP", "tensor kinst", "SM %", "mem %", "occup %", "L2 hit %")
+    cols = (
+        "layer",
+        "kernels",
+        "replay us",
+        "cold MB",
+        "warm MB",
+        "FP32 GFLOP",
+        "tensor kinst",
+        "SM %",
+        "mem %",
+        "occup %",
+        "L2 hit %",
+    )
     for col in cols:
         table.add_column(col, justify="left" if col == "layer" else "right")
 
@@ -60,8 +81,16 @@ def print_ncu(console: Console, s: dict[str, Any]) -> None:
         return "-" if v is None else fmt.format(v * scale)
 
     for layer, m in sorted(s["layers"].items(), key=lambda kv: int(kv[0].split(".")[-1])):
-        cold = m.get("dram_read_bytes_cold", 0) + m.get("dram_write_bytes_cold", 0) if "dram_read_bytes_cold" in m else None
-        warm = m.get("dram_read_bytes_warm", 0) + m.get("dram_write_bytes_warm", 0) if "dram_read_bytes_warm" in m else None
+        cold = (
+            m.get("dram_read_bytes_cold", 0) + m.get("dram_write_bytes_cold", 0)
+            if "dram_read_bytes_cold" in m
+            else None
+        )
+        warm = (
+            m.get("dram_read_bytes_warm", 0) + m.get("dram_write_bytes_warm", 0)
+            if "dram_read_bytes_warm" in m
+            else None
+        )
         table.add_row(
             layer,
             f(m.get("kernels"), fmt="{:.0f}"),
@@ -83,7 +112,8 @@ def print_ncu(console: Console, s: dict[str, Any]) -> None:
         title=(
             f"GPU roofline per layer: roofs {rs['peak_tflops']:.1f} TFLOP/s ({rs['compute_roof']}) and "
             f"{rs['peak_gbps']:.0f} GB/s ({rs['bandwidth_roof']}), ridge {rs['ridge_flop_per_byte']:.1f} FLOP/B; "
-            f"bytes: {', '.join(rs['bytes_source'])}; FLOPs: SASS FP32 (kernel replay); * = tensor-pipe work not in FLOPs"
+            f"bytes: {', '.join(rs['bytes_source'])}; FLOPs: SASS FP32 (kernel replay); "
+            "* = tensor-pipe work not in FLOPs"
         ),
         title_justify="left",
     )

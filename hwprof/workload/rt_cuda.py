@@ -36,7 +36,7 @@ class CudaTorchRuntime(Runtime):
         if self.dtype != torch.float32:
             module = module.to(self.dtype)
         if self.config.channels_last:
-            module = module.to(memory_format=torch.channels_last)
+            module = module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
         self.marker_module = module.eval()
         props = torch.cuda.get_device_properties(self.device)
         self.info.update(

@@ -7,7 +7,8 @@ RUNTIME_PRECISIONS: dict[str, tuple[str, ...]] = {
     "onnxruntime": ("fp32", "int8"),
     "openvino": ("fp32", "bf16"),
 }
-"""torch bf16 is CPU autocast on the CPU and a bf16 model on a CUDA device; fp16 runs on a CUDA device only; ONNX Runtime int8 is dynamic quantization of the exported model;
+"""torch bf16 is CPU autocast on the CPU and a bf16 model on a CUDA device; fp16 runs on a CUDA device
+only; ONNX Runtime int8 is dynamic quantization of the exported model;
 OpenVINO's precisions are INFERENCE_PRECISION_HINT values."""
 
 RUNTIMES: tuple[str, ...] = tuple(RUNTIME_PRECISIONS)

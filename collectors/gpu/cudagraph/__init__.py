@@ -1,1 +1,1 @@
-"""The forward captured as a CUDA graph and replayed: the evidence of how much of the eager forward is launch overhead."""
+"""The forward captured as a CUDA graph and replayed: how much of the eager forward is launch overhead."""

@@ -92,17 +92,18 @@ class GpuAttribution:
 
 def union_ns(intervals: list[tuple[int, int]]) -> int:
     """Length of the union of [begin, end) intervals."""
-    total, cur_b, cur_e = 0, None, None
-    for b, e in sorted(intervals):
-        if cur_e is None or b > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_b
+    total = 0
+    ordered = sorted(intervals)
+    if not ordered:
+        return 0
+    cur_b, cur_e = ordered[0]
+    for b, e in ordered[1:]:
+        if b > cur_e:
+            total += cur_e - cur_b
             cur_b, cur_e = b, e
         else:
             cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_b
-    return total
+    return total + cur_e - cur_b
 
 
 def _inside(ranges: list[Interval], begin: int, end: int, tid: int) -> list[Interval]:

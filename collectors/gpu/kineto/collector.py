@@ -19,10 +19,10 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import sys
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
-from hwprof.records import metrics_path, records_path, write_records
 
 if TYPE_CHECKING:
     from hwprof.config import RunConfig
@@ -101,7 +101,7 @@ class GpuKinetoCollector(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         from hwprof.collectors.gpu.kineto.attribution import attribute
-        from hwprof.collectors.gpu.kineto.outputs import clock_offset, layer_kernels, metric_tables, spans
+        from hwprof.collectors.gpu.kineto.outputs import clock_offset, run_summary, write_outputs
         from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
 
         self.stop(ctx)
@@ -116,30 +116,27 @@ class GpuKinetoCollector(Collector):
         trace = load_gpu_trace(packed)
         att = attribute(trace)
         clock = clock_offset(trace, self._forward_marks)
-        artifacts = [ctx.relpath(packed)]
-        tables = metric_tables(att)
-        met = metrics_path(ctx.out_dir, NAME)
-        tables.save(met)
-        kern = ctx.out_dir / f"{NAME}.kernels.json"
-        kern.write_text(json.dumps({"layers": layer_kernels(att)}, indent=1))
-        artifacts += [ctx.relpath(met), ctx.relpath(kern)]
-        if clock["offset_ns"] is not None:
-            rec = records_path(ctx.out_dir, NAME)
-            write_records(rec, spans(trace, clock["offset_ns"]))
-            artifacts.append(ctx.relpath(rec))
-        summary = {
-            "device": trace.device_name,
-            "forwards": len(att.forwards),
-            "forward_cpu_us": att.mean("cpu_ns") / 1e3,
-            "gpu_busy_us": att.mean("gpu_busy_ns") / 1e3,
-            "gpu_idle_share": att.idle_share,
-            "kernels_per_forward": att.mean("kernels"),
-            "layer_sum_over_busy": att.layer_gpu_sum_ns() / att.mean("gpu_busy_ns") if att.forwards else None,
-            "clock": clock,
-        }
+        artifacts = [ctx.relpath(p) for p in (packed, *write_outputs(ctx.out_dir, NAME, trace, att, clock))]
+        peaks = self._peaks(ctx)
+        if peaks:
+            artifacts.append(peaks)
+        summary = run_summary(trace, att, clock)
         status = "ok" if att.forwards else "failed"
         reason = "" if att.forwards else "no forward range with GPU activity in the trace"
         return CollectorResult(status, reason=reason, summary=summary, artifacts=artifacts)
+
+    def _peaks(self, ctx: PassContext) -> str | None:
+        """The device's measured peaks for the GPU roofline (cached per device), beside the trace."""
+        from hwprof.gpu_peaks import load_or_measure
+
+        try:
+            data = load_or_measure(int(self.config.device.partition(":")[2] or 0))
+        except Exception as exc:  # the roofline then says the peaks are missing
+            print(f"GPU peaks could not be measured: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return None
+        path = ctx.out_dir / "gpu_peaks.json"
+        path.write_text(json.dumps(data, indent=1))
+        return ctx.relpath(path)
 
 
 COLLECTOR = GpuKinetoCollector

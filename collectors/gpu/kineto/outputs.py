@@ -10,13 +10,16 @@ is used and the spread (largest distance from the median) is recorded as the ali
 
 from __future__ import annotations
 
-import statistics
 import bisect
+import json
+import statistics
+from pathlib import Path
 from typing import Any
 
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, GpuAttribution
 from hwprof.collectors.gpu.kineto.trace import GpuTrace
-from hwprof.records import MetricTables, Span
+
+from hwprof.records import MetricTables, Span, metrics_path, records_path, write_records
 
 GPU_TRACK = "GPU {device} stream {stream}"
 FLOW_BASE = 1 << 40
@@ -65,7 +68,9 @@ def metric_tables(att: GpuAttribution) -> MetricTables:
         }
         tables.units.update(gpu_busy_us="us", gpu_idle_share="fraction")
         tables.methods["gpu_busy_us"] = "union of the forward's GPU activity intervals"
-        tables.methods["gpu_idle_share"] = "1 - busy / (forward range begin .. later of its end and its last kernel's end)"
+        tables.methods["gpu_idle_share"] = (
+            "1 - busy / (forward range begin .. later of its end and its last kernel's end)"
+        )
     return tables
 
 
@@ -97,14 +102,52 @@ def spans(trace: GpuTrace, offset_ns: int) -> list[Span]:
             args = {"correlation": act.correlation, "launch_tid": call.tid, "layer": layer, "flow_in": flow, **act.args}
             out.append(
                 Span(
-                    call.name, call.ts + offset_ns, call.dur, f"thread:{call.tid}", "cuda_launch", call.tid,
+                    call.name,
+                    call.ts + offset_ns,
+                    call.dur,
+                    f"thread:{call.tid}",
+                    "cuda_launch",
+                    call.tid,
                     {"correlation": act.correlation, "flow_out": flow},
                 )
             )
             out.append(
                 Span(
-                    act.name, act.ts + offset_ns, act.dur, GPU_TRACK.format(device=act.device, stream=act.stream),
-                    act.cat, None, args,
+                    act.name,
+                    act.ts + offset_ns,
+                    act.dur,
+                    GPU_TRACK.format(device=act.device, stream=act.stream),
+                    act.cat,
+                    None,
+                    args,
                 )
             )
     return out
+
+
+def run_summary(trace: GpuTrace, att: GpuAttribution, clock: dict[str, Any]) -> dict[str, Any]:
+    """gpu_kineto's summary in run.json."""
+    return {
+        "device": trace.device_name,
+        "forwards": len(att.forwards),
+        "forward_cpu_us": att.mean("cpu_ns") / 1e3,
+        "gpu_busy_us": att.mean("gpu_busy_ns") / 1e3,
+        "gpu_idle_share": att.idle_share,
+        "kernels_per_forward": att.mean("kernels"),
+        "layer_sum_over_busy": att.layer_gpu_sum_ns() / att.mean("gpu_busy_ns") if att.forwards else None,
+        "clock": clock,
+    }
+
+
+def write_outputs(out_dir: Path, name: str, trace: GpuTrace, att: GpuAttribution, clock: dict[str, Any]) -> list[Path]:
+    """<name>.metrics.json, <name>.kernels.json and, when the clock is aligned, <name>.records.jsonl."""
+    met = metrics_path(out_dir, name)
+    metric_tables(att).save(met)
+    kern = out_dir / f"{name}.kernels.json"
+    kern.write_text(json.dumps({"layers": layer_kernels(att)}, indent=1))
+    paths = [met, kern]
+    if clock["offset_ns"] is not None:
+        rec = records_path(out_dir, name)
+        write_records(rec, spans(trace, clock["offset_ns"]))
+        paths.append(rec)
+    return paths

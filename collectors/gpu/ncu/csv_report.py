@@ -89,7 +89,13 @@ def parse_ncu_csv(text: str) -> NcuReport:
             if key in cells:
                 text_cells[key] = cells[key]
         rows.append(
-            NcuRow(int(cells["ID"]), cells["Kernel Name"], _nvtx_stack(cells[nvtx_col]) if nvtx_col else (), metrics, text_cells)
+            NcuRow(
+                int(cells["ID"]),
+                cells["Kernel Name"],
+                _nvtx_stack(cells[nvtx_col]) if nvtx_col else (),
+                metrics,
+                text_cells,
+            )
         )
     replay = "app-range" if rows and all(r.name == "range" for r in rows) else "kernel"
     return NcuReport(rows, units, replay)

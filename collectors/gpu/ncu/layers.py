@@ -24,6 +24,7 @@ from collections import defaultdict
 from typing import Any
 
 from hwprof.collectors.gpu.ncu.csv_report import NcuReport
+
 from hwprof.records import MetricTables
 
 DURATION = "gpu__time_duration.sum"
@@ -92,10 +93,10 @@ def kernel_layers(report: NcuReport) -> dict[str, dict[str, Any]]:
         d["dram_write_bytes_cold"] += row.value(DRAM_WRITE)
         d["fp32_flops"] += 2 * row.value(FFMA) + row.value(FADD) + row.value(FMUL)
         d["tensor_inst"] += row.value(TENSOR)
-        for out, metric in WEIGHTED.items():
+        for column, metric in WEIGHTED.items():
             if metric in row.metrics:
-                d["_w_" + out] += dur * row.metrics[metric]
-                d["_d_" + out] += dur
+                d["_w_" + column] += dur * row.metrics[metric]
+                d["_d_" + column] += dur
         d.setdefault("kernel_rows", []).append(
             {
                 "name": row.name,
@@ -133,7 +134,9 @@ def range_layers(report: NcuReport) -> dict[str, dict[str, Any]]:
     return out
 
 
-def layer_tables(kernel: NcuReport | None, app_range: NcuReport | None) -> tuple[MetricTables, dict[str, list[dict[str, Any]]]]:
+def layer_tables(
+    kernel: NcuReport | None, app_range: NcuReport | None
+) -> tuple[MetricTables, dict[str, list[dict[str, Any]]]]:
     """One MetricTables of both replays, and the kernels of each layer (kernel replay)."""
     tables = MetricTables(units=dict(UNITS), methods=dict(METHODS))
     kernels: dict[str, list[dict[str, Any]]] = {}

@@ -111,7 +111,8 @@ class NcuPassCollector(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         return CollectorResult(
-            "skipped", reason="ncu writes its report after this process exits: its result is the one attach().finish() returns"
+            "skipped",
+            reason="ncu writes its report after this process exits: its result is the one attach().finish() returns",
         )
 
     def attach(self, pid: int, ctx: PassContext) -> AttachedTool | None:
@@ -129,11 +130,14 @@ class NcuReportTool(AttachedTool):
     def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
         from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
         from hwprof.collectors.gpu.ncu.layers import layer_tables
+
         from hwprof.records import metrics_path
 
         ncu = ncu_binary()
         if not self.report.exists() or ncu is None:
-            return CollectorResult("failed", reason=f"ncu wrote no report (worker exit status {worker_returncode})", fix=FIX)
+            return CollectorResult(
+                "failed", reason=f"ncu wrote no report (worker exit status {worker_returncode})", fix=FIX
+            )
         with open(self.csv, "w") as out:
             done = subprocess.run(
                 [ncu, "--import", str(self.report), "--csv", "--page", "raw"],
@@ -156,6 +160,10 @@ class NcuReportTool(AttachedTool):
             path.write_text(json.dumps({"layers": kernels}, indent=1))
             artifacts.append(self.ctx.relpath(path))
         unlabelled = sum(1 for r in report.rows if r.layer is None)
-        summary = {"replay": report.replay, "rows": len(report.rows), "rows_without_layer": unlabelled, "layers": len(tables.layers)}
+        summary = {
+            "replay": report.replay,
+            "rows": len(report.rows),
+            "rows_without_layer": unlabelled,
+            "layers": len(tables.layers),
+        }
         return CollectorResult("ok" if tables.layers else "failed", summary=summary, artifacts=artifacts)
-

@@ -16,6 +16,7 @@ import statistics
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+
 from hwprof.records import MetricTables, metrics_path, records_path, write_records
 
 if TYPE_CHECKING:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import gzip
+import itertools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,7 +89,7 @@ class NvmlSeries:
         pts = [(begin_ns, self._interp(power, begin_ns))]
         pts += [(t, p) for t, p in zip(times, power, strict=True) if begin_ns < t < end_ns]
         pts.append((end_ns, self._interp(power, end_ns)))
-        joules = sum((t1 - t0) / 1e9 * (p0 + p1) / 2 / 1e3 for (t0, p0), (t1, p1) in zip(pts, pts[1:], strict=False))
+        joules = sum((t1 - t0) / 1e9 * (p0 + p1) / 2 / 1e3 for (t0, p0), (t1, p1) in itertools.pairwise(pts))
         return joules, POWER_METHOD
 
     def window_means(self, begin_ns: int, end_ns: int) -> dict[str, float]:
