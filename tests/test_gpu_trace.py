@@ -79,3 +79,29 @@ def test_gpu_report_and_findings(tmp_path: Path) -> None:
     for title in ("forward on the GPU", "layers by GPU time", "GPU roofline per layer (Nsight Compute)"):
         assert title in text
     assert "launch-bound" in text
+
+
+def test_gpu_sweep_row(tmp_path: Path) -> None:
+    """seed 003's table on a GPU point: energy from NVML, the CUDA-graph forward beside eager, no CPU roofline."""
+    import json
+
+    from hwprof.sweep import SweepPoint
+    from hwprof.sweep_rows import row_from_run
+
+    run_dir, _ = gpu_run(tmp_path)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["config"]["device"] = "cuda"
+    bench = next(
+        b
+        for b in json.loads((Path(__file__).parent / "fixtures" / "gpu" / "gpu_results.subset.json").read_text())[
+            "bench"
+        ]
+        if b["model"] == "yolov8n" and b["precision"] == "fp32"
+    )
+    run["collectors"]["nvml"] = {"status": "ok", "summary": {"j_per_iteration": bench["joules_per_inference"]}}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    row = row_from_run(run_dir, SweepPoint("yolov8n", "torch", "fp32", 1, 1), "complete")
+    assert row.device == "cuda"
+    assert row.graph_forward_ms == pytest.approx(1.093)
+    assert row.j_per_image == pytest.approx(0.8637) and row.energy_note == "NVML total-energy counter"
+    assert row.pct_peak is None and row.bound is None and "GPU point" in row.peaks_source
