@@ -113,3 +113,19 @@ def test_kineto_outputs_on_the_recorded_trace():
     first = min(gpu, key=lambda s: s.ts_ns)
     assert first.args["layer"] == "layer 0 Conv" and first.track == "GPU 0 stream 7"
     assert {s.args["correlation"] for s in launches} == {s.args["correlation"] for s in gpu}
+
+
+def test_installs_beside_a_cuda_torch():
+    """The package asks for a torch range that a CUDA build satisfies (the H100 host's 2.11.0+cu130), so
+    `pip install .` there keeps it; the exact CPU build is pinned in constraints.txt only."""
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    torch_req = next(Requirement(r) for r in requires("hwprof") or [] if Requirement(r).name == "torch")
+    assert torch_req.specifier.contains("2.11.0+cu130", prereleases=False)
+    assert torch_req.specifier.contains("2.13.0")
+    assert "==" not in str(torch_req.specifier)
+    constraints = Path(__file__).resolve().parents[1] / "constraints.txt"
+    if constraints.exists():
+        assert "torch==2.13.0" in constraints.read_text().split()
