@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from hwprof.workload.markers import Marker
 
 NAME = "nvml"
-FIX = "pip install nvidia-ml-py (and run where the NVIDIA driver is loaded: nvidia-smi works)"
+FIX = "pip install nvidia-ml-py (hwprof[gpu]) and run where the NVIDIA driver is loaded (nvidia-smi works)"
 
 
 def device_index(config: RunConfig) -> int:
