@@ -129,3 +129,46 @@ def test_installs_beside_a_cuda_torch():
     constraints = Path(__file__).resolve().parents[1] / "constraints.txt"
     if constraints.exists():
         assert "torch==2.13.0" in constraints.read_text().split()
+
+
+@pytest.mark.filterwarnings("ignore:CUDA is not available")
+def test_gpu_kineto_live_ranges_on_the_cpu(tmp_path, monkeypatch):
+    """The live capture path without a GPU: the collector's `forward` and `layer <i> <Type>` ranges, opened
+    from the real layer markers of a real model, come back out of export_chrome_trace and parse as the
+    recordings' ranges do (a CPU torch records no kernel, so the collector then says so)."""
+    import torch
+
+    from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
+    from hwprof.workload.markers import attach_layer_markers
+    from hwprof.workload.zoo import build_model
+
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    config = RunConfig(model="yolov8n", device="cuda", imgsz=64)
+    built = build_model("yolov8n")
+    bus = MarkerBus()
+    ctx = PassContext(config, tmp_path, "gpu", bus)
+    ctx.out_dir.mkdir(parents=True)
+
+    class Pipe:
+        model = built.module
+
+    ctx.pipeline = Pipe()  # type: ignore[assignment]
+    collector = by_name()["gpu_kineto"](config)
+    bus.subscribe(collector.on_marker)
+    attach_layer_markers(built.module, bus)
+    collector.prepare(ctx)
+    collector.start(ctx)
+    x = torch.rand(1, 3, 64, 64)
+    for i in range(2):
+        bus.iteration, bus.warmup = i, False
+        with bus.span("stage", "forward"), torch.inference_mode():
+            built.module(x)
+    collector.stop(ctx)
+    result = collector.close(ctx)
+    assert result.status == "failed" and "no forward range with GPU activity" in result.reason
+    trace = load_gpu_trace(ctx.out_dir / "gpu_kineto.trace.json.gz")
+    assert len(trace.forwards) == 2
+    names = [r.name for r in trace.layers]
+    assert len(names) == 2 * len(built.module.model)
+    assert names[0] == "layer 0 Conv" and all(LAYER_RANGE.match(n) for n in names)
+    assert all(f.ts <= r.ts and r.end <= f.end for f in trace.forwards for r in trace.layers if f.ts <= r.ts < f.end)

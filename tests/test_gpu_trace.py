@@ -79,6 +79,10 @@ def test_gpu_report_and_findings(tmp_path: Path) -> None:
     for title in ("forward on the GPU", "layers by GPU time", "GPU roofline per layer (Nsight Compute)"):
         assert title in text
     assert "launch-bound" in text
+    from hwprof.render.export import summary_dict
+
+    summary = summary_dict(a)["gpu"]
+    assert summary["forward"]["kernels_per_forward"] == 297 and len(summary["roofline"]) == 23
 
 
 def test_gpu_sweep_row(tmp_path: Path) -> None:
