@@ -137,8 +137,8 @@ def test_gpu_kineto_live_ranges_on_the_cpu(tmp_path, monkeypatch):
     from the real layer markers of a real model, come back out of export_chrome_trace and parse as the
     recordings' ranges do (a CPU torch records no kernel, so the collector then says so)."""
     import torch
-
     from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
+
     from hwprof.workload.markers import attach_layer_markers
     from hwprof.workload.zoo import build_model
 
