@@ -8,7 +8,9 @@ Kernel replay (one row per kernel) gives, per layer:
 - `fp32_flops`: FP32 FLOPs from SASS thread instructions, 2 x FFMA + FADD + FMUL (predicated-on);
 - `tensor_inst`: warp-level instructions on the tensor pipe (sm__inst_executed_pipe_tensor). They
   are counted, not converted into FLOPs: the FLOPs of one instruction depend on its shape (HMMA/HGMMA
-  m x n x k), which this metric does not give;
+  m x n x k), which this metric does not give. ncu's `sm__ops_path_tensor_src_<in>_dst_<out>` counters
+  count tensor math ops by type; they are not in the metric set that ran on the H100 and are untested,
+  so the live pass does not ask for them (an unknown metric makes ncu refuse the whole run);
 - `sm_throughput_pct`, `mem_throughput_pct` (gpu__compute_memory_throughput), `achieved_occupancy_pct`
   (sm__warps_active.avg.pct_of_peak_sustained_active) and `l2_hit_pct` (lts__t_sector_hit_rate):
   means over the layer's kernels weighted by kernel duration.
