@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 import threading
@@ -30,6 +31,8 @@ def _add_collect_args(p: argparse.ArgumentParser) -> None:
         "--runtime", choices=RUNTIMES, default=d.runtime, help="what runs the forward (the model is exported to ONNX)"
     )
     p.add_argument("--precision", choices=PRECISIONS, default=d.precision, help=f"precision ({supported_text()})")
+    p.add_argument("--device", default=d.device, help="cpu, or cuda[:N] (torch runtime on an NVIDIA GPU)")
+    p.add_argument("--channels-last", action="store_true", help="model and input in channels_last (NHWC) layout")
     p.add_argument("--weights", help="checkpoint: ultralytics .pt, a plain state dict, or an official YOLOv7 release")
     p.add_argument("--images", help="folder of images (default: bus.jpg and zidane.jpg from the ultralytics wheel)")
     p.add_argument("--imgsz", type=int, default=d.imgsz, help="letterbox size (multiple of 32)")
@@ -47,9 +50,9 @@ def _add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--events", type=_csv, default=[], help="perf events (comma list; default: a standard set)")
     p.add_argument(
         "--counters",
-        choices=("perf", "papi", "callgrind"),
+        choices=("perf", "papi", "callgrind", "ncu"),
         default=d.counters,
-        help="counter backend (callgrind: simulated, its own pass)",
+        help="counter backend (callgrind: simulated, its own pass; ncu: Nsight Compute per layer, --device cuda)",
     )
     p.add_argument("--interval-ms", type=float, default=d.interval_ms, help="sampler interval")
     p.add_argument("--pyspy-rate", type=int, default=d.pyspy_rate, help="py-spy samples per second")
@@ -72,6 +75,8 @@ def _config_from(args: argparse.Namespace) -> RunConfig:
         model=args.model,
         runtime=args.runtime,
         precision=args.precision,
+        device=args.device,
+        channels_last=args.channels_last,
         weights=args.weights,
         images=args.images,
         imgsz=args.imgsz,
@@ -129,6 +134,10 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     from hwprof.workload.zoo import family_of
 
     config = _config_from(args)
+    if config.device != "cpu":
+        from hwprof.gpu_device import require_cuda
+
+        require_cuda(config.device)
     config.resolve_paths()
     family_of(config.model)
     check_names(config.only + config.skip)
@@ -269,7 +278,12 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         timeout_s=args.timeout,
         runtimes=args.runtimes,
         precisions=args.precisions,
+        device=args.device,
     )
+    if args.device != "cpu":
+        from hwprof.gpu_device import require_cuda
+
+        require_cuda(args.device)
     result = sweep(plan, console)
     return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
 
@@ -279,11 +293,20 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
 
     from hwprof.registry import all_collectors
 
-    if args.peaks:
+    if args.device != "cpu":
+        from hwprof.gpu_device import require_cuda
+
+        require_cuda(args.device)
+    if args.peaks and args.device != "cpu":
+        from hwprof.gpu_peaks import load_or_measure
+
+        gpu = load_or_measure(int(args.device.partition(":")[2] or 0), force=args.force)
+        console.print_json(json.dumps(gpu))
+    elif args.peaks:
         from hwprof.render.report import doctor_peaks
 
         doctor_peaks(args.threads, force=args.force, console=console)
-    config = RunConfig(counters=args.counters)
+    config = RunConfig(counters=args.counters, device=args.device)
     table = Table(title="what this host can measure", title_justify="left")
     for col in ("collector", "pass", "status", "reason", "fix"):
         table.add_column(col, overflow="fold")
@@ -355,6 +378,12 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_gpu_import(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.gpu_cli import run_gpu_import
+
+    return run_gpu_import(args, console)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hwprof", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -387,6 +416,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sweep.add_argument("--threads", type=lambda v: [int(x) for x in _csv(v)], default=[])
     sweep.add_argument("--batch", type=lambda v: [int(x) for x in _csv(v)], default=[1])
+    sweep.add_argument("--device", default="cpu", help="cpu, or cuda[:N] for every point")
     sweep.add_argument("--imgsz", type=int, default=640)
     sweep.add_argument("--iters", type=int, default=5)
     sweep.add_argument("--warmup", type=int, default=1)
@@ -398,12 +428,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="after --: more `collect` options for every point (default collectors: --only timing,flops,rapl)",
     )
     doctor = sub.add_parser("doctor", help="what this host can measure, and the fix for what it cannot")
-    doctor.add_argument("--counters", choices=("perf", "papi"), default="perf")
+    doctor.add_argument("--counters", choices=("perf", "papi", "ncu"), default="perf")
+    doctor.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: what the GPU collectors could do there")
     doctor.add_argument("--peaks", action="store_true", help="measure (or show the cached) peak GFLOP/s and GB/s")
     doctor.add_argument("--force", action="store_true", help="with --peaks: measure again")
     doctor.add_argument("--threads", type=int, default=default_threads(), help="with --peaks: torch threads")
     models = sub.add_parser("models", help="the model names hwprof knows, with params and GFLOPs")
     models.add_argument("--imgsz", type=int, default=640)
+    from hwprof.gpu_cli import add_gpu_import_args
+
+    add_gpu_import_args(
+        sub.add_parser("gpu-import", help="recorded GPU data (Kineto CUDA trace, ncu CSV, NVML) as tables")
+    )
     return parser
 
 
@@ -415,6 +451,7 @@ COMMANDS = {
     "sweep": cmd_sweep,
     "doctor": cmd_doctor,
     "models": cmd_models,
+    "gpu-import": cmd_gpu_import,
 }
 
 

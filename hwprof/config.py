@@ -8,7 +8,17 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-PASS_ORDER: tuple[str, ...] = ("timing", "layers", "kernels", "trace", "scalene", "callgrind")
+PASS_ORDER: tuple[str, ...] = (
+    "timing",
+    "layers",
+    "kernels",
+    "trace",
+    "gpu",
+    "ncu",
+    "ncu_range",
+    "scalene",
+    "callgrind",
+)
 """Passes run in this order, each in its own child process (see session.py)."""
 
 
@@ -27,6 +37,10 @@ class RunConfig:
     """What runs the forward: torch, onnxruntime or openvino (see workload/runtime.py)."""
     precision: str = "fp32"
     """The precision asked for; what actually executed is recorded per pass (runtime.json)."""
+    device: str = "cpu"
+    """cpu, or cuda[:N]: the torch runtime on an NVIDIA GPU (workload/rt_cuda.py)."""
+    channels_last: bool = False
+    """Model and input in channels_last memory format (NHWC), on either device."""
     weights: str | None = None
     images: str | None = None
     imgsz: int = 640
@@ -67,15 +81,17 @@ class RunConfig:
             raise ValueError(f"--depth is 1 (top-level layers) or 2 (one level deeper), got {self.depth}")
         if not 0.0 <= self.conf <= 1.0 or not 0.0 <= self.iou <= 1.0:
             raise ValueError("--conf and --iou must lie in [0, 1]")
-        if self.counters not in ("perf", "papi", "callgrind"):
-            raise ValueError(f"--counters is 'perf', 'papi' or 'callgrind' (got {self.counters!r})")
+        if self.counters not in ("perf", "papi", "callgrind", "ncu"):
+            raise ValueError(f"--counters is 'perf', 'papi', 'callgrind' or 'ncu' (got {self.counters!r})")
+        if self.counters == "ncu" and self.device == "cpu":
+            raise ValueError("--counters ncu (Nsight Compute) needs --device cuda")
         if self.interval_ms <= 0:
             raise ValueError("--interval-ms must be positive")
         if self.perf_rate < 0:
             raise ValueError(f"--perf-rate must be 0 (auto) or a positive rate in Hz (got {self.perf_rate})")
         from hwprof.workload.runtime_names import check_runtime_precision
 
-        check_runtime_precision(self.runtime, self.precision)
+        check_runtime_precision(self.runtime, self.precision, self.device)
         if self.runtime != "torch" and self.extra.get("rect"):
             raise ValueError(f"--rect changes the input shape per image; {self.runtime} runs a fixed-shape export")
         if self.pass_timeout_s <= 0:

@@ -21,10 +21,13 @@ def all_collectors() -> tuple[type[Collector], ...]:
     from hwprof.config import PASS_ORDER
 
     found: list[type[Collector]] = []
-    for info in pkgutil.iter_modules(collectors_pkg.__path__):
-        if info.name.startswith("_") or info.name in _NOT_COLLECTORS:
+    prefix = collectors_pkg.__name__ + "."
+    # walk_packages also finds the modules of subpackages (collectors/gpu/<source>/collector.py).
+    for info in pkgutil.walk_packages(collectors_pkg.__path__, prefix):
+        parts = info.name[len(prefix) :].split(".")
+        if info.ispkg or any(p.startswith("_") for p in parts) or parts[0] in _NOT_COLLECTORS:
             continue
-        module = importlib.import_module(f"{collectors_pkg.__name__}.{info.name}")
+        module = importlib.import_module(info.name)
         collector = getattr(module, "COLLECTOR", None)
         if collector is not None:
             found.append(collector)

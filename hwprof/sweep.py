@@ -63,7 +63,9 @@ __all__ = [
 ]
 
 DEFAULT_COLLECTORS = "timing,flops,rapl"
-OWN_OPTIONS = ("--model", "--threads", "--batch", "--out", "--runtime", "--precision")
+GPU_COLLECTORS = "timing,flops,nvml,cuda_graph"
+"""A GPU point: CUDA-synchronised timing, FLOPs, NVML energy, and the CUDA-graph forward (launch overhead)."""
+OWN_OPTIONS = ("--model", "--threads", "--batch", "--out", "--runtime", "--precision", "--device")
 """collect options the sweep sets per point: not allowed among the extra arguments."""
 
 
@@ -85,6 +87,15 @@ class SweepPlan:
     reuse: bool = True
     runtimes: Sequence[str] = (DEFAULT_RUNTIME,)
     precisions: Sequence[str] = (DEFAULT_PRECISION,)
+    device: str = "cpu"
+    """cpu or cuda[:N], for every point (on a GPU, fp16 joins the torch precisions and only torch runs)."""
+
+    def _runs(self, runtime: str, precision: str) -> bool:
+        if precision not in RUNTIME_PRECISIONS.get(runtime, ()):
+            return False
+        if self.device == "cpu":
+            return precision != "fp16"
+        return runtime == "torch"
 
     def validate(self) -> None:
         if not self.models or not self.threads or not self.batches:
@@ -114,14 +125,16 @@ class SweepPlan:
     def pairs(self) -> list[tuple[str, str]]:
         """The (runtime, precision) pairs the runtimes run, in the order asked."""
         pairs = itertools.product(self.runtimes, self.precisions)
-        return [(r, p) for r, p in pairs if p in RUNTIME_PRECISIONS.get(r, ())]
+        return [(r, p) for r, p in pairs if self._runs(r, p)]
 
     def skipped(self) -> list[str]:
         """One line per (runtime, precision) pair asked for that its runtime does not run."""
         return [
-            f"skipped {r} {p}: {r} runs {', '.join(RUNTIME_PRECISIONS[r])}"
+            f"skipped {r} {p}: {r} runs "
+            + (", ".join(q for q in RUNTIME_PRECISIONS[r] if self._runs(r, q)) or "nothing")
+            + ("" if self.device == "cpu" else f" on {self.device}")
             for r, p in itertools.product(self.runtimes, self.precisions)
-            if r in RUNTIME_PRECISIONS and p not in RUNTIME_PRECISIONS[r]
+            if r in RUNTIME_PRECISIONS and not self._runs(r, p)
         ]
 
     def points(self) -> list[SweepPoint]:
@@ -136,8 +149,10 @@ class SweepPlan:
     def collect_args(self) -> list[str]:
         """The options every point's collect shares, with the default collectors unless chosen."""
         chooses = any(a in ("--only", "--skip") or a.startswith(("--only=", "--skip=")) for a in self.extra_args)
-        collectors = [] if chooses else ["--only", DEFAULT_COLLECTORS]
+        collectors = [] if chooses else ["--only", DEFAULT_COLLECTORS if self.device == "cpu" else GPU_COLLECTORS]
         shared = ["--imgsz", str(self.imgsz), "--iters", str(self.iters), "--warmup", str(self.warmup)]
+        if self.device != "cpu":
+            shared += ["--device", self.device]
         return [*shared, *collectors, *self.extra_args]
 
 

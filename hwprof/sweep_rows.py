@@ -85,6 +85,9 @@ class SweepRow:
     energy_note: str = ""
     peaks_source: str = ""
     wall_s: float | None = None
+    device: str = "cpu"
+    graph_forward_ms: float | None = None
+    """GPU points: the forward replayed as one CUDA graph (cuda_graph collector), against forward_ms eager."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -214,7 +217,23 @@ def row_from_run(
         row.j_per_image = a.stages.j_per_image
     else:
         row.energy_note = collector_missing(run, ["rapl"], "energy").short()
+    row.device = cfg.get("device", "cpu")
+    if row.device != "cpu":
+        _gpu_fields(row, run, batch)
     return row
+
+
+def _gpu_fields(row: SweepRow, run: dict[str, Any], batch: int) -> None:
+    """A GPU point: energy from NVML's counter, the CUDA-graph forward; the CPU roofline does not apply."""
+    row.pct_peak = row.intensity = row.bound = None
+    row.peaks_source = "GPU point: CPU peaks do not apply (GPU roofline per layer: collect --counters ncu)"
+    nvml = run.get("collectors", {}).get("nvml", {}).get("summary", {})
+    if nvml.get("j_per_iteration") is not None:
+        row.j_per_image, row.energy_note = nvml["j_per_iteration"] / batch, "NVML total-energy counter"
+    else:
+        row.energy_note = collector_missing(run, ["nvml"], "energy").short()
+    graph = run.get("collectors", {}).get("cuda_graph", {}).get("summary", {})
+    row.graph_forward_ms = graph.get("graph_ms_p50")
 
 
 def write_sweep(result: SweepResult) -> list[Path]:

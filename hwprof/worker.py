@@ -213,7 +213,7 @@ class PassRunner:
                 from hwprof.workload.markers import attach_layer_markers
 
                 # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
-                attach_layer_markers(built.module, self.bus, self.config.depth)
+                attach_layer_markers(getattr(runtime, "marker_module", built.module), self.bus, self.config.depth)
             iters = self._measured_iterations()
             total = self.config.warmup + iters
             for i in range(self.config.warmup):

@@ -497,7 +497,8 @@ def test_sweep_points_runtimes_and_skips(tmp_path: Path) -> None:
     [
         ({"runtimes": ["onnxruntime"], "precisions": ["bf16"]}, "no runtime in onnxruntime runs a precision in bf16"),
         ({"runtimes": ["tensorrt"]}, "unknown runtime 'tensorrt'"),
-        ({"precisions": ["fp16"]}, "unknown precision 'fp16'"),
+        ({"precisions": ["fp8"]}, "unknown precision 'fp8'"),
+        ({"precisions": ["fp16"]}, "no runtime in torch runs a precision in fp16"),  # fp16: --device cuda only
         ({"runtimes": []}, "at least one runtime"),
         ({"extra_args": ["--runtime=openvino"]}, "--runtime is set by the sweep"),
     ],

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import Missing
 from hwprof.analysis.findings import Finding, findings
+from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
 from hwprof.analysis.layer_report import LayerReport, build_layer_report
 from hwprof.analysis.overhead import Overheads, overheads
 from hwprof.analysis.roofline import COMPUTE, MEMORY
@@ -58,6 +59,8 @@ class Analysis:
     """What ONNX Runtime / OpenVINO executed per layer (None for torch runs)."""
     layer_errors: dict[str, Any] | None = None
     """model/layer_errors.json: each layer's output against fp32 torch (None for torch fp32 runs)."""
+    gpu: GpuView | None = None
+    """The GPU collectors' view (None for CPU runs)."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -116,6 +119,9 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     over = overheads(data, layers)
     threads = data.run.get("config", {}).get("threads")
     found = findings(layers, types, stages, over, threads, max_findings)
+    gpu = load_gpu_view(data)
+    if gpu is not None:
+        found = gpu_findings(gpu) + found
     return Analysis(
         data.run,
         stages,
@@ -127,6 +133,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         unavailable_collectors(data.run),
         load_runtime_view(data),
         read_layer_errors(data.root),
+        gpu,
     )
 
 

@@ -10,7 +10,8 @@ from hwprof.analysis.availability import Missing, collector_missing
 if TYPE_CHECKING:
     from hwprof.rundata import RunData
 
-STAGE_ORDER = ("load", "preprocess", "forward", "postprocess", "iteration")
+STAGE_ORDER = ("load", "preprocess", "h2d", "forward", "postprocess", "iteration")
+"""h2d: the host-to-device copy of a --device cuda run (workload/rt_cuda.py)."""
 
 
 @dataclass

@@ -178,6 +178,9 @@ def _sweep_columns(rows: list[SweepRow]) -> list[tuple[Col, Callable[[SweepRow],
     if diffs:
         cols.append((Col("max |Δ| head"), lambda r: sweep_diff_cells(r)[0]))
         cols.append((Col("detections"), lambda r: sweep_diff_cells(r)[1]))
+    if any(r.graph_forward_ms is not None for r in rows):
+        cols.append((Col("graph fwd ms", priority=3), lambda r: ms(r.graph_forward_ms)))
+        cols.append((Col("eager fwd ms", priority=3), lambda r: ms(r.forward_ms)))
     if any(r.j_per_image is not None for r in rows):
         cols.append((Col("J/image", priority=5), lambda r: sig(r.j_per_image)))
     if any(r.status not in ("complete", "reused") for r in rows):

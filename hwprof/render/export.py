@@ -46,6 +46,7 @@ import io
 import json
 import math
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,17 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
         "findings": [f.to_dict() for f in a.findings],
         "unavailable": a.unavailable,
     }
+    if a.gpu is not None:
+        out["gpu"] = {
+            "device": cfg.get("device"),
+            "precision": cfg.get("precision"),
+            "channels_last": cfg.get("channels_last"),
+            "forward": a.gpu.kineto,
+            "cuda_graph": a.gpu.graph,
+            "nvml": a.gpu.nvml,
+            "peaks": a.gpu.peaks,
+            "roofline": [asdict(r) | {"tensor_work_not_in_flops": r.lower_bound} for r in a.gpu.roofline],
+        }
     return dict(_clean(out))
 
 

@@ -343,6 +343,15 @@ def _system_info(w: _Writer, timeline: Timeline) -> None:
     w.packet().trace_config.unique_session_name = timeline.run_id[:64]
 
 
+def _flows(ev: Any, args: dict[str, Any]) -> None:
+    """A record's args "flow_out" / "flow_in" (an id unique in the trace) start and end a flow arrow,
+    e.g. from a CUDA launch on its thread to the kernel on the GPU track."""
+    if "flow_out" in args:
+        ev.flow_ids.append(int(args["flow_out"]))
+    if "flow_in" in args:
+        ev.terminating_flow_ids.append(int(args["flow_in"]))
+
+
 def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
     w = _Writer(out)
     streams, stats, default_track = _describe(w, timeline)
@@ -369,6 +378,7 @@ def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
                 ev.category_iids.append(intern("event_categories", item.category))
             if item.args:
                 w.annotate(ev, item.args)
+                _flows(ev, item.args)
             w.interner.flush(p)
         elif kind == _END:
             ev.type = types.TYPE_SLICE_END

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hwprof.analysis.run_analysis import Analysis, analyse
+from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_roofline_spec
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.report_sections import (
     layers_spec,
@@ -176,6 +177,9 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
         kernels_spec(a),
         frames_spec(a),
         roofline_spec(a),
+        gpu_forward_spec(a),
+        gpu_layers_spec(a, top),
+        gpu_roofline_spec(a),
         overhead_spec(a),
     ]
     return [s for s in out if s is not None]

@@ -152,10 +152,16 @@ class Pipeline:
                 images = self.load(self.batch_paths(iteration))
             with bus.span("stage", "preprocess"):
                 batch, boxed = self.preprocess(images)
+            to_device = getattr(self.runtime, "to_device", None)
+            if to_device is not None:
+                with bus.span("stage", "h2d"):
+                    batch = to_device(batch)
             with bus.span("stage", "forward"):
                 output = self.forward(batch, iteration, warmup)
             with bus.span("stage", "postprocess"):
                 detections = self.postprocess(output, batch, boxed)
+                if to_device is not None:
+                    self.runtime.synchronize()  # type: ignore[union-attr]
         if not warmup:
             self.detections.append(sum(len(d) for d in detections))
         return detections

@@ -209,6 +209,10 @@ def make_runtime(config: RunConfig, built: BuiltModel, run_dir: Path, out_dir: P
         from hwprof.workload.rt_openvino import OpenVinoRuntime
 
         return OpenVinoRuntime(config, built, run_dir, out_dir, profile)
+    if config.device != "cpu":
+        from hwprof.workload.rt_cuda import CudaTorchRuntime
+
+        return CudaTorchRuntime(config, built, run_dir, out_dir, profile=False)
     return TorchRuntime(config, built, run_dir, out_dir, profile=False)
 
 

@@ -34,7 +34,8 @@ def output_difference(pipeline: Pipeline, runtime: Runtime, batch: torch.Tensor)
     with torch.inference_mode():
         reference_out = pipeline.model(batch)
     output = runtime.run(batch)
-    reference, got = head_of(reference_out).float(), head_of(output).float()
+    reference = head_of(reference_out).float()
+    got = head_of(output).float().to(reference.device)  # a CUDA runtime answers on its device
     if reference.shape != got.shape:
         raise ValueError(f"{runtime.name} returned shape {tuple(got.shape)}, torch {tuple(reference.shape)}")
     diff = (got - reference).abs()

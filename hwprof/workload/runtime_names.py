@@ -3,23 +3,33 @@
 from __future__ import annotations
 
 RUNTIME_PRECISIONS: dict[str, tuple[str, ...]] = {
-    "torch": ("fp32", "bf16"),
+    "torch": ("fp32", "bf16", "fp16"),
     "onnxruntime": ("fp32", "int8"),
     "openvino": ("fp32", "bf16"),
 }
-"""torch bf16 is CPU autocast; ONNX Runtime int8 is dynamic quantization of the exported model;
+"""torch bf16 is CPU autocast on the CPU and a bf16 model on a CUDA device; fp16 runs on a CUDA device
+only; ONNX Runtime int8 is dynamic quantization of the exported model;
 OpenVINO's precisions are INFERENCE_PRECISION_HINT values."""
 
 RUNTIMES: tuple[str, ...] = tuple(RUNTIME_PRECISIONS)
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "int8")
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "int8")
+DEVICE_RE = r"^(cpu|cuda(:\d+)?)$"
 
 
 def supported_text() -> str:
     return "; ".join(f"{r}: {', '.join(p)}" for r, p in RUNTIME_PRECISIONS.items())
 
 
-def check_runtime_precision(runtime: str, precision: str) -> None:
-    """Raise ValueError (one line) for a runtime or precision this tool cannot run."""
+def check_runtime_precision(runtime: str, precision: str, device: str = "cpu") -> None:
+    """Raise ValueError (one line) for a runtime, precision or device this tool cannot run."""
+    import re
+
+    if not re.match(DEVICE_RE, device):
+        raise ValueError(f"--device is cpu, cuda or cuda:N (got {device!r})")
+    if device != "cpu" and runtime != "torch":
+        raise ValueError(f"--device {device} runs the torch runtime only (got --runtime {runtime})")
+    if device == "cpu" and precision == "fp16":
+        raise ValueError("fp16 runs on --device cuda only (CPU deployments run fp32, bf16 or int8)")
     if runtime not in RUNTIME_PRECISIONS:
         raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
     if precision not in RUNTIME_PRECISIONS[runtime]:

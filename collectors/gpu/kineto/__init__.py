@@ -1,0 +1,1 @@
+"""torch.profiler with CUDA activities: each kernel charged to the layer range that launched it."""

@@ -1,0 +1,169 @@
+"""The live Nsight Compute passes (`--counters ncu`, opt-in, where `ncu` exists), kept as close as
+possible to the commands that worked on the H100 (recordings/h100-2026-11-22: gpu_experiments.py
+ncu and gpu_ncu_probe.sh):
+
+    ncu --target-processes all --clock-control none --nvtx --nvtx-include "measured/" \
+        --metrics <KERNEL_METRICS> --export <out>/ncu.kernel -f <worker command>
+    ncu --target-processes all --clock-control none --replay-mode app-range --nvtx \
+        --nvtx-include "regex:layer .*/" --metrics <RANGE_METRICS> --export <out>/ncu.range -f <worker command>
+
+The worker runs its warm-up, then one measured iteration in which the collector pushes the NVTX
+range "measured" around the forward stage and "layer <i> <Type>" around each top-level layer (from
+the layer markers; the hooks that emit them return None, as NVTX hooks must). After the worker
+exits, the parent converts the report with `ncu --import <rep> --csv --page raw` and parses that
+CSV with the functions tested on the recordings (csv_report.py, layers.py).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
+
+if TYPE_CHECKING:
+    from hwprof.config import RunConfig
+    from hwprof.workload.markers import Marker
+
+FIX = "install Nsight Compute (ncu on PATH, e.g. /usr/local/cuda/bin) and run with --device cuda"
+MEASURED = "measured"
+
+
+def ncu_binary() -> str | None:
+    return shutil.which("ncu")
+
+
+class NcuPassCollector(Collector):
+    """Common to the kernel-replay and the application-range collector."""
+
+    replay_args: ClassVar[tuple[str, ...]]
+    metrics: ClassVar[tuple[str, ...]]
+    report_stem: ClassVar[str]
+    subscribes = True
+    needs_layer_markers = True
+    order = 45
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self._nvtx: Any = None
+        self._types: dict[str, str] = {}
+        self._depth = 0
+
+    @classmethod
+    def wanted(cls, config: RunConfig) -> bool:
+        return config.counters == "ncu" and (not config.only or cls.name in config.only)
+
+    @classmethod
+    def probe(cls, config: RunConfig) -> Capability:
+        if config.device == "cpu":
+            return Capability.unavailable("the run is on the CPU (--device cpu)", FIX)
+        if ncu_binary() is None:
+            return Capability.unavailable("ncu (Nsight Compute) is not on PATH", FIX)
+        return Capability.ok()
+
+    def iteration_limit(self, ctx: PassContext) -> int | None:
+        return 1
+
+    def wrap_command(self, command: list[str], ctx: PassContext) -> list[str]:
+        ncu = ncu_binary()
+        if ncu is None:
+            raise FileNotFoundError(f"ncu not found; fix: {FIX}")
+        report = (ctx.out_dir / self.report_stem).resolve()
+        return [
+            ncu,
+            "--target-processes",
+            "all",
+            "--clock-control",
+            "none",
+            *self.replay_args,
+            "--metrics",
+            ",".join(self.metrics),
+            "--export",
+            str(report),
+            "-f",
+            *command,
+        ]
+
+    def prepare(self, ctx: PassContext) -> None:
+        import torch
+
+        assert ctx.pipeline is not None
+        self._nvtx = torch.cuda.nvtx
+        self._types = {f"model.{i}": type(m).__name__ for i, m in enumerate(ctx.pipeline.model.model)}
+
+    def on_marker(self, marker: Marker) -> None:
+        if self._nvtx is None or marker.warmup:
+            return
+        if marker.kind == "stage" and marker.name == "forward":
+            label = MEASURED
+        elif marker.kind == "layer" and marker.index >= 0 and marker.name in self._types:
+            label = f"layer {marker.index} {self._types[marker.name]}"
+        else:
+            return
+        if marker.phase == "B":
+            self._nvtx.range_push(label)
+            self._depth += 1
+        elif self._depth:
+            self._nvtx.range_pop()
+            self._depth -= 1
+
+    def close(self, ctx: PassContext) -> CollectorResult:
+        return CollectorResult(
+            "skipped",
+            reason="ncu writes its report after this process exits: its result is the one attach().finish() returns",
+        )
+
+    def attach(self, pid: int, ctx: PassContext) -> AttachedTool | None:
+        return NcuReportTool(ctx, self.name, self.report_stem)
+
+
+class NcuReportTool(AttachedTool):
+    """After the worker exits: `ncu --import report --csv --page raw`, kept beside the report, then parsed."""
+
+    def __init__(self, ctx: PassContext, name: str, stem: str) -> None:
+        self.ctx, self.name = ctx, name
+        self.report = ctx.out_dir / f"{stem}.ncu-rep"
+        self.csv = ctx.out_dir / f"{stem}.csv"
+
+    def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
+        from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
+        from hwprof.collectors.gpu.ncu.layers import layer_tables
+
+        from hwprof.records import metrics_path
+
+        ncu = ncu_binary()
+        if not self.report.exists() or ncu is None:
+            return CollectorResult(
+                "failed", reason=f"ncu wrote no report (worker exit status {worker_returncode})", fix=FIX
+            )
+        with open(self.csv, "w") as out:
+            done = subprocess.run(
+                [ncu, "--import", str(self.report), "--csv", "--page", "raw"],
+                stdout=out,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=max(timeout_s, 300),
+            )
+        if done.returncode != 0:
+            return CollectorResult("failed", reason=f"ncu --import failed: {done.stderr.strip()[-300:]}")
+        report = load_ncu_csv(self.csv)
+        kernel = report if report.replay == "kernel" else None
+        app_range = report if report.replay == "app-range" else None
+        tables, kernels = layer_tables(kernel, app_range)
+        met = metrics_path(self.ctx.out_dir, self.name)
+        tables.save(met)
+        artifacts = [self.ctx.relpath(p) for p in (self.report, self.csv, met)]
+        if kernels:
+            path = self.ctx.out_dir / f"{self.name}.kernels.json"
+            path.write_text(json.dumps({"layers": kernels}, indent=1))
+            artifacts.append(self.ctx.relpath(path))
+        unlabelled = sum(1 for r in report.rows if r.layer is None)
+        summary = {
+            "replay": report.replay,
+            "rows": len(report.rows),
+            "rows_without_layer": unlabelled,
+            "layers": len(tables.layers),
+        }
+        return CollectorResult("ok" if tables.layers else "failed", summary=summary, artifacts=artifacts)

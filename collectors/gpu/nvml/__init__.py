@@ -1,0 +1,1 @@
+"""NVML: GPU power, energy, utilisation, clocks, memory and temperature sampled beside the pipeline."""

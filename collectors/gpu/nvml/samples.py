@@ -1,0 +1,118 @@
+"""NVML samples as counter tracks, and energy over a window (per inference, per stage).
+
+The sample format is the recordings' `nvml_samples.json.gz`: {"columns": [...], "samples": [[...], ...]}
+with t_mono_ns (CLOCK_MONOTONIC ns), power_mw, util_gpu, util_mem (%), sm_mhz, mem_mhz, mem_used (B),
+temp_c, and, from the live sampler, energy_mj (nvmlDeviceGetTotalEnergyConsumption, mJ since the
+driver loaded). Energy over a window is the difference of that counter, interpolated linearly to the
+window's ends; where a series has no energy column (the H100 recording), it is the integral of the
+sampled power (trapezoids), labelled as an estimate.
+
+NVML's utilisation is the share of its own sample period (1/6 s to 1 s, by product) in which a kernel
+ran: coarse, and not the SM occupancy.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwprof.records import CounterSample
+
+TRACKS: dict[str, tuple[str, str, float]] = {
+    "power_mw": ("GPU power (W)", "W", 1e-3),
+    "util_gpu": ("GPU utilisation (%)", "%", 1.0),
+    "util_mem": ("GPU memory utilisation (%)", "%", 1.0),
+    "sm_mhz": ("GPU SM clock (MHz)", "MHz", 1.0),
+    "mem_mhz": ("GPU memory clock (MHz)", "MHz", 1.0),
+    "mem_used": ("GPU memory used (bytes)", "B", 1.0),
+    "temp_c": ("GPU temperature (C)", "C", 1.0),
+}
+COUNTER_METHOD = "NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption), difference over the window"
+POWER_METHOD = "estimate: integral of NVML power samples (trapezoids) over the window; no energy counter in the series"
+
+
+@dataclass
+class NvmlSeries:
+    columns: list[str]
+    samples: list[list[float]]
+
+    @classmethod
+    def load(cls, path: Path) -> NvmlSeries:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as handle:
+            data = json.load(handle)
+        return cls(list(data["columns"]), sorted(data["samples"], key=lambda s: s[0]))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"columns": self.columns, "samples": self.samples}
+
+    def column(self, name: str) -> list[float]:
+        k = self.columns.index(name)
+        return [s[k] for s in self.samples]
+
+    @property
+    def times(self) -> list[int]:
+        return [int(s[0]) for s in self.samples]
+
+    def counter_samples(self) -> list[CounterSample]:
+        out: list[CounterSample] = []
+        for key, (track, unit, scale) in TRACKS.items():
+            if key in self.columns:
+                k = self.columns.index(key)
+                out.extend(CounterSample(track, int(s[0]), float(s[k]) * scale, unit) for s in self.samples)
+        return out
+
+    def _interp(self, values: list[float], t: int) -> float:
+        times = self.times
+        i = bisect.bisect_left(times, t)
+        if i <= 0:
+            return values[0]
+        if i >= len(times):
+            return values[-1]
+        t0, t1 = times[i - 1], times[i]
+        return values[i - 1] + (values[i] - values[i - 1]) * (t - t0) / (t1 - t0) if t1 > t0 else values[i]
+
+    def energy_j(self, begin_ns: int, end_ns: int) -> tuple[float, str]:
+        """Energy between two CLOCK_MONOTONIC instants, and how it was obtained."""
+        if not self.samples or end_ns <= begin_ns:
+            raise ValueError("no NVML samples over the window")
+        if "energy_mj" in self.columns:
+            e = self.column("energy_mj")
+            return (self._interp(e, end_ns) - self._interp(e, begin_ns)) / 1e3, COUNTER_METHOD
+        power = self.column("power_mw")
+        times = self.times
+        pts = [(begin_ns, self._interp(power, begin_ns))]
+        pts += [(t, p) for t, p in zip(times, power, strict=True) if begin_ns < t < end_ns]
+        pts.append((end_ns, self._interp(power, end_ns)))
+        joules = sum((t1 - t0) / 1e9 * (p0 + p1) / 2 / 1e3 for (t0, p0), (t1, p1) in itertools.pairwise(pts))
+        return joules, POWER_METHOD
+
+    def window_means(self, begin_ns: int, end_ns: int) -> dict[str, float]:
+        """Mean of each column over the samples inside the window (in the tracks' units)."""
+        inside = [s for s in self.samples if begin_ns <= s[0] <= end_ns]
+        out: dict[str, float] = {}
+        for key, (_track, _unit, scale) in TRACKS.items():
+            if key in self.columns and inside:
+                k = self.columns.index(key)
+                out[key] = sum(s[k] for s in inside) / len(inside) * scale
+        return out
+
+
+def stage_energy(series: NvmlSeries, visits: list[tuple[str, int, int]]) -> dict[str, dict[str, float]]:
+    """Mean energy (J) and power (W) per stage from (stage, begin_ns, end_ns) visits."""
+    by: dict[str, list[tuple[float, int]]] = {}
+    for name, b, e in visits:
+        joules, _ = series.energy_j(b, e)
+        by.setdefault(name, []).append((joules, e - b))
+    return {
+        name: {
+            "energy_j": sum(j for j, _ in rows) / len(rows),
+            "power_w": sum(j for j, _ in rows) / (sum(d for _, d in rows) / 1e9),
+        }
+        for name, rows in by.items()
+    }

@@ -1,0 +1,126 @@
+"""`hwprof gpu-import`: recorded GPU data (a torch.profiler CUDA trace, Nsight Compute CSVs, NVML
+samples, measured peaks) turned into hwprof's GPU tables, without a GPU.
+
+The same functions serve the live GPU collectors (collectors/gpu/), so a recording and a live run
+give the same tables.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hwprof.analysis.gpu_kernels import class_shares, tensor_core_by_counter
+from hwprof.analysis.gpu_roofline import GpuRoof, roofline_rows, roofline_summary
+from hwprof.collectors.gpu.kineto.attribution import GpuAttribution, attribute
+from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
+from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
+from hwprof.collectors.gpu.ncu.layers import layer_tables
+
+TOP_LAYERS = 5
+TOP_KERNELS = 3
+RECORDED_BENCH_ITERS = 150
+"""gpu_record.py's main() times 150 inferences per benchmark row (its rows do not say)."""
+
+
+def kineto_summary(att: GpuAttribution, top: int = TOP_LAYERS) -> dict[str, Any]:
+    busy = att.mean("gpu_busy_ns")
+    kernel_rows = [(k.name, k.gpu_ns, k.calls) for row in att.layers for k in row.kernel_rows]
+    return {
+        "forwards": len(att.forwards),
+        "cpu_us": att.mean("cpu_ns") / 1e3,
+        "gpu_busy_us": busy / 1e3,
+        "gpu_sum_us": att.mean("gpu_sum_ns") / 1e3,
+        "window_us": att.mean("window_ns") / 1e3,
+        "kernels": att.mean("kernels"),
+        "idle_share": att.idle_share,
+        "first_kernel_delay_us": att.mean("first_kernel_delay_ns") / 1e3,
+        "layer_sum_over_busy": att.layer_gpu_sum_ns() / busy if busy else None,
+        "layers": [
+            {
+                "layer": r.layer,
+                "type": r.type,
+                "gpu_us": r.gpu_ns / 1e3,
+                "kernels": r.kernels,
+                "cpu_us": r.cpu_ns / 1e3,
+                "launch_us": r.launch_ns / 1e3,
+                "api_us": r.api_ns / 1e3,
+                "top_kernels": [
+                    {"name": k.name, "gpu_us": k.gpu_ns / 1e3, "calls": k.calls} for k in r.kernel_rows[:TOP_KERNELS]
+                ],
+            }
+            for r in att.layers
+        ],
+        "top_layers": [r.layer for r in att.top(top)],
+        "kernel_classes": [
+            {"class": c.cls, "gpu_us": c.gpu_ns / 1e3, "kernels": c.kernels, "share": c.share, "top": c.top}
+            for c in class_shares(kernel_rows, att.mean("gpu_sum_ns"))
+        ],
+    }
+
+
+def import_kineto(path: Path, launch_cats: tuple[str, ...] | None = None) -> dict[str, Any]:
+    trace = load_gpu_trace(path)
+    att = attribute(trace) if launch_cats is None else attribute(trace, launch_cats)
+    out = kineto_summary(att)
+    out.update(file=str(path), device=trace.device_name, unmatched_launch_calls=att.unmatched_launches)
+    return out
+
+
+def peaks_from_results(path: Path) -> dict[str, float]:
+    """The `peaks` object of a gpu_results.json recording (or of hwprof's GPU peaks cache)."""
+    data = json.loads(path.read_text())
+    return dict(data.get("peaks", data))
+
+
+def import_ncu(kernel_csv: Path | None, range_csv: Path | None, peaks: dict[str, float] | None) -> dict[str, Any]:
+    kernel = load_ncu_csv(kernel_csv) if kernel_csv else None
+    app_range = load_ncu_csv(range_csv) if range_csv else None
+    tables, kernels = layer_tables(kernel, app_range)
+    out: dict[str, Any] = {
+        "layers": tables.layers,
+        "units": tables.units,
+        "methods": tables.methods,
+        "kernels": kernels,
+        "tensor_cores": tensor_core_by_counter(k for rows in kernels.values() for k in rows),
+    }
+    if peaks:
+        roof = GpuRoof(peaks["matmul_fp32_tflops"], peaks["d2d_copy_gbps_read_plus_write"])
+        rows = roofline_rows(tables.layers, roof)
+        out["roofline"] = [r.__dict__ | {"lower_bound": r.lower_bound} for r in rows]
+        out["roofline_summary"] = roofline_summary(rows, roof)
+    return out
+
+
+def import_nvml(path: Path, results: Path | None) -> dict[str, Any]:
+    """Series summary, and energy per inference over each recorded benchmark window (gpu_results.json's
+    `bench` rows: window_ns on CLOCK_MONOTONIC and the iterations), beside the recording's own figure."""
+    from hwprof.collectors.gpu.nvml.samples import NvmlSeries
+
+    series = NvmlSeries.load(path)
+    times = series.times
+    out: dict[str, Any] = {
+        "file": str(path),
+        "samples": len(series.samples),
+        "columns": series.columns,
+        "span_s": (times[-1] - times[0]) / 1e9 if times else 0.0,
+        "windows": [],
+    }
+    if results is not None:
+        for bench in json.loads(results.read_text()).get("bench", []):
+            begin, end = bench["window_ns"]
+            joules, method = series.energy_j(begin, end)
+            iters = int(bench.get("iters", RECORDED_BENCH_ITERS))
+            out["windows"].append(
+                {
+                    "model": bench["model"],
+                    "precision": bench["precision"],
+                    "j_per_inference": joules / iters,
+                    "power_w": joules / ((end - begin) / 1e9),
+                    "method": method,
+                    "recorded_j_per_inference": bench.get("joules_per_inference"),
+                    "means": series.window_means(begin, end),
+                }
+            )
+    return out

@@ -1,0 +1,111 @@
+"""The GPU pass in the Perfetto trace, from a recorded H100 torch.profiler trace: kernels on a GPU stream
+track, a flow arrow from each launch (inside its layer's slice on the launching thread) to its kernel,
+NVML counter tracks; checked with Perfetto's trace processor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from gpu_rundir import NVML_SAMPLES, gpu_run
+
+from hwprof.render.perfetto import build_trace
+from hwprof.render.trace_processor import TraceSession, availability
+
+BAD_STATS = """
+    select name, idx, severity, source, value from stats
+    where value > 0 and (severity in ('error', 'data_loss') or name glob '*error*'
+                         or name glob '*misplaced*' or name glob '*unmatched*')
+"""
+
+
+def test_gpu_pass_in_the_trace(tmp_path: Path) -> None:
+    run_dir, kernels = gpu_run(tmp_path)
+    assert kernels == 2 * 297  # the recorded yolov8n forward: 273 kernels by cudaLaunchKernel, 24 by cuLaunchKernel
+    stats = build_trace(run_dir)
+    if not availability().available:
+        pytest.skip(f"Perfetto's trace processor cannot run here: {availability().reason}")
+    with TraceSession(stats.path) as tp:
+        assert tp.query(BAD_STATS) == []
+        on_gpu = tp.query(
+            "select count(*) as n from slice s join track t on s.track_id = t.id where t.name = 'GPU 0 stream 7'"
+        )[0]["n"]
+        assert on_gpu == kernels
+        flows = tp.query(
+            """
+            select count(*) as n from flow f
+            join slice a on f.slice_out = a.id join slice b on f.slice_in = b.id
+            join track tb on b.track_id = tb.id
+            where a.category = 'cuda_launch' and tb.name = 'GPU 0 stream 7'
+            """
+        )[0]["n"]
+        assert flows == kernels
+        outside = tp.query(
+            """
+            select count(*) as n from slice s where s.category = 'cuda_launch'
+            and not exists (select 1 from ancestor_slice(s.id) a where a.category glob 'layer*')
+            """
+        )[0]["n"]
+        assert outside == 0  # every launch sits inside its layer's slice on the launching thread
+        nvml = {
+            r["name"]: r["n"]
+            for r in tp.query(
+                "select t.name, count(c.id) as n from counter_track t join counter c on c.track_id = t.id "
+                "where t.name like 'GPU%' group by t.id"
+            )
+        }
+        assert nvml["GPU power (W)"] == NVML_SAMPLES and nvml["GPU SM clock (MHz)"] == NVML_SAMPLES
+
+
+def test_gpu_report_and_findings(tmp_path: Path) -> None:
+    from rich.console import Console
+
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.render.report import render_rich
+    from hwprof.rundata import RunData
+
+    run_dir, _ = gpu_run(tmp_path)
+    a = analyse(RunData.load(run_dir))
+    assert a.gpu is not None
+    assert a.gpu.layers["model.22"]["gpu_us"] > a.gpu.layers["model.4"]["gpu_us"]
+    titles = {f.title: f for f in a.findings if f.kind == "gpu"}
+    launch = next(f for t, f in titles.items() if t.startswith("launch-bound"))
+    assert "1.09 ms against 4.14 ms eager" in launch.evidence  # the recorded CUDA graph vs eager
+    assert any(t.startswith("layout transposes") for t in titles)
+    assert len(a.gpu.roofline) == 23 and {r.bytes_source for r in a.gpu.roofline} == {"app-range replay (warm caches)"}
+    console = Console(record=True, width=200)
+    render_rich(a, console)
+    text = console.export_text()
+    for title in ("forward on the GPU", "layers by GPU time", "GPU roofline per layer (Nsight Compute)"):
+        assert title in text
+    assert "launch-bound" in text
+    from hwprof.render.export import summary_dict
+
+    summary = summary_dict(a)["gpu"]
+    assert summary["forward"]["kernels_per_forward"] == 297 and len(summary["roofline"]) == 23
+
+
+def test_gpu_sweep_row(tmp_path: Path) -> None:
+    """seed 003's table on a GPU point: energy from NVML, the CUDA-graph forward beside eager, no CPU roofline."""
+    import json
+
+    from hwprof.sweep import SweepPoint
+    from hwprof.sweep_rows import row_from_run
+
+    run_dir, _ = gpu_run(tmp_path)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["config"]["device"] = "cuda"
+    bench = next(
+        b
+        for b in json.loads((Path(__file__).parent / "fixtures" / "gpu" / "gpu_results.subset.json").read_text())[
+            "bench"
+        ]
+        if b["model"] == "yolov8n" and b["precision"] == "fp32"
+    )
+    run["collectors"]["nvml"] = {"status": "ok", "summary": {"j_per_iteration": bench["joules_per_inference"]}}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    row = row_from_run(run_dir, SweepPoint("yolov8n", "torch", "fp32", 1, 1), "complete")
+    assert row.device == "cuda"
+    assert row.graph_forward_ms == pytest.approx(1.093)
+    assert row.j_per_image == pytest.approx(0.8637) and row.energy_note == "NVML total-energy counter"
+    assert row.pct_peak is None and row.bound is None and "GPU point" in row.peaks_source
