@@ -14,6 +14,10 @@ def elide_cpp(frame: str) -> str:
     """
     if "::" not in frame or ("<" not in frame and "(" not in frame):
         return frame
+    return _elide_brackets(frame)
+
+
+def _elide_brackets(frame: str) -> str:
     out: list[str] = []
     depth = 0
     for ch in frame:
@@ -28,3 +32,10 @@ def elide_cpp(frame: str) -> str:
         elif depth == 0:
             out.append(ch)
     return "".join(out) if depth == 0 else frame
+
+
+def kernel_label(name: str) -> str:
+    """A CUDA kernel's demangled name as a reader scans it: no return type, template arguments,
+    parameter lists or anonymous namespaces ("void f<float>(int)" -> "f")."""
+    text = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    return _elide_brackets(text).replace("<…>", "").replace("(…)", "")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hwprof.cppnames import kernel_label
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def gpu_layers_spec(a: Analysis, top: int) -> TableSpec | None:
     rows = []
     for layer, m in ranked:
         kernels = g.kernels.get(layer, [])[:2]
-        names = "; ".join(f"{k['gpu_us']:.0f} us {k['name'][:KERNEL_NAME]}" for k in kernels)
+        names = "; ".join(f"{k['gpu_us']:.0f} us {kernel_label(k['name'])[:KERNEL_NAME]}" for k in kernels)
         rows.append(
             [layer, f"{m['gpu_us']:.1f}", f"{m['kernels']:.0f}", f"{m['cpu_us']:.0f}", f"{m['launch_us']:.0f}", names]
         )

@@ -8,11 +8,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from hwprof.cppnames import kernel_label
+
 NAME_WIDTH = 70
 
 
 def _short(name: str, width: int = NAME_WIDTH) -> str:
-    return name if len(name) <= width else name[: width - 1] + "…"
+    label = kernel_label(name)
+    return label if len(label) <= width else label[: width - 1] + "…"
 
 
 def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) -> None:
@@ -28,7 +31,11 @@ def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) 
         title=f"top {top} layers by GPU time (per forward; kernels charged by launch correlation)", title_justify="left"
     )
     for col in ("layer", "type", "GPU us", "kernels", "CPU us", "launch us", "top kernels (us)"):
-        table.add_column(col, justify="left" if col in ("layer", "type", "top kernels (us)") else "right")
+        if col == "top kernels (us)":
+            width = max(24, console.width - 62)
+            table.add_column(col, justify="left", max_width=width, overflow="ellipsis", no_wrap=True)
+        else:
+            table.add_column(col, justify="left" if col in ("layer", "type") else "right", no_wrap=True)
     for key in s["top_layers"][:top]:
         r = rows[key]
         kern = "\n".join(f"{k['gpu_us']:.1f}  {_short(k['name'])}" for k in r["top_kernels"])
