@@ -27,7 +27,7 @@ from hwprof.render.compare_runtime import (
 )
 from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render, spec_renderables
-from hwprof.sweep import SweepEvent, SweepPlan, SweepResult, SweepRow, run_sweep
+from hwprof.sweep import ProgressFn, SweepEvent, SweepPlan, SweepResult, SweepRow, run_sweep
 
 TOP_LAYERS = 15
 
@@ -265,7 +265,11 @@ def compare(
     return c
 
 
-def sweep(plan: SweepPlan, console: Console | None = None) -> SweepResult:
+def sweep(
+    plan: SweepPlan,
+    console: Console | None = None,
+    runner: Callable[[SweepPlan, ProgressFn], SweepResult] = run_sweep,
+) -> SweepResult:
     """`hwprof sweep --models ... [--runtimes ...] [--precisions ...] [--threads ...] [--batch ...]`: collect
     every point, print the table."""
     console = console or Console()
@@ -282,6 +286,6 @@ def sweep(plan: SweepPlan, console: Console | None = None) -> SweepResult:
             if event.done:
                 progress.advance(task)
 
-        result = run_sweep(plan, progress=show)
+        result = runner(plan, show)
     render_sweep(result, console)
     return result
