@@ -6,6 +6,7 @@ import argparse
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -246,7 +247,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from hwprof.render.compare import sweep
-    from hwprof.sweep import SweepPlan, plan_from_file, run_sweep
+    from hwprof.sweep import ProgressFn, SweepPlan, SweepResult, plan_from_file, run_sweep
     from hwprof.workload.zoo import family_of
 
     ray: dict[str, Any] | None = None
@@ -272,7 +273,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         )
     for model in plan.models:
         family_of(model)
-    runner = run_sweep
+    runner: Callable[[SweepPlan, ProgressFn], SweepResult] = run_sweep
     if args.ray or (ray and not args.local):
         from hwprof.sweep_ray import ray_runner
 
