@@ -70,10 +70,10 @@ def software_text(versions: Mapping[str, str]) -> str:
 
 
 def differing_software(rows: Iterable[Mapping[str, str]]) -> list[str]:
-    """The packages whose version is not the same in every row (a package a row lacks counts as different)."""
+    """The packages at two versions or more among the rows (a runtime only some rows use is not a difference)."""
     rows = list(rows)
     names = sorted({k for r in rows for k in r})
-    return [n for n in names if len({r.get(n) for r in rows}) > 1]
+    return [n for n in names if len({r[n] for r in rows if n in r}) > 1]
 
 
 def select_kinds(kinds: Sequence[HostKind], selectors: Sequence[str]) -> list[HostKind]:
