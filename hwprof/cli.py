@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hwprof.config import RunConfig, default_threads
@@ -277,7 +278,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if args.ray or (ray and not args.local):
         from hwprof.sweep_ray import ray_runner
 
-        runner = ray_runner(args, ray)
+        runner = ray_runner(args, ray, plan)
     elif args.per_host or args.hosts:
         raise ValueError("--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too")
     result = sweep(plan, console, runner)
@@ -462,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print("[red]interrupted[/]")
         return EXIT_INTERRUPTED
     except (ValueError, OSError, CollectError) as exc:
-        console.print(f"[red]hwprof: error:[/] {exc}", highlight=False)
+        console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False)
         return EXIT_USAGE
 
 

@@ -312,21 +312,38 @@ class RaySweep:
 
 def run_ray_sweep(plan: SweepPlan, options: RayOptions, progress: ProgressFn | None = None) -> SweepResult:
     """Collect every point of the plan on the cluster at options.address, then build the table."""
+    return connect_runner(plan, options)(plan, progress or (lambda _e: None))
+
+
+def connect_runner(plan: SweepPlan, options: RayOptions) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
+    """Connect and check everything a cluster sweep needs before the first point (Ray, the cluster, a node
+    able to take a point, the --hosts kinds); the runner returned runs the sweep and disconnects."""
     plan.validate()
     ray = connect(options.address)
     try:
         cluster = discover(ray, options.address)
-        Path(plan.out_root).mkdir(parents=True, exist_ok=True)
-        sweep = RaySweep(ray, plan, options, cluster, progress or (lambda _e: None))
-        write_plan(Path(plan.out_root), plan.to_dict(), options.to_dict())
-        return sweep.run()
-    finally:
+        plan_jobs(plan, cluster, options)
+    except BaseException:
         ray.shutdown()
+        raise
+
+    def run(plan: SweepPlan, progress: ProgressFn) -> SweepResult:
+        try:
+            Path(plan.out_root).mkdir(parents=True, exist_ok=True)
+            sweep = RaySweep(ray, plan, options, cluster, progress)
+            write_plan(Path(plan.out_root), plan.to_dict(), options.to_dict())
+            return sweep.run()
+        finally:
+            ray.shutdown()
+
+    return run
 
 
-def ray_runner(args: Any, recorded: dict[str, Any] | None) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
-    """The sweep runner for `hwprof sweep --ray ...` (or --resume of a sweep that ran on Ray): the command
-    line's cluster options, else the ones the sweep recorded."""
+def ray_runner(
+    args: Any, recorded: dict[str, Any] | None, plan: SweepPlan
+) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
+    """The sweep runner for `hwprof sweep --ray ...` (or --resume of a sweep that ran on Ray), connected: the
+    command line's cluster options, else the ones the sweep recorded."""
     rec = recorded or {}
     options = RayOptions(
         args.ray or rec.get("address") or "auto",
@@ -334,4 +351,4 @@ def ray_runner(args: Any, recorded: dict[str, Any] | None) -> Callable[[SweepPla
         hosts=tuple(args.hosts or rec.get("hosts") or ()),
         max_retries=int(rec.get("max_retries", RayOptions.max_retries)),
     )
-    return lambda plan, progress: run_ray_sweep(plan, options, progress)
+    return connect_runner(plan, options)
