@@ -70,6 +70,7 @@ class Transfer:
 
     point: str
     node: str
+    node_id: str
     archive_bytes: int
     run_bytes: int
     files: int
@@ -253,10 +254,9 @@ class RaySweep:
             unpack(back.archive, job.run_dir)
         unpack_s = time.monotonic() - t1
         self.fetch_s += fetch_s + unpack_s
-        self.transfers.append(
-            Transfer(job.name, back.hostname, len(back.archive), back.run_bytes, back.files, back.collect_s,
-                     back.pack_s, fetch_s, unpack_s)
-        )  # fmt: skip
+        sizes = (len(back.archive), back.run_bytes, back.files)
+        times = (back.collect_s, back.pack_s, fetch_s, unpack_s)
+        self.transfers.append(Transfer(job.name, back.hostname, back.node_id, *sizes, *times))
         row = finished_row(job.point, job.run_dir, back.code, log_path, self.plan.timeout_s, None)
         row.wall_s = back.collect_s
         if not row.host:
