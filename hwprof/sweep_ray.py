@@ -34,6 +34,9 @@ NODE_ID_LABEL = "ray.io/node-id"
 PROBE_TIMEOUT_S = 180.0
 CHECK_NODES_S = 5.0
 TRANSFER_JSON = "ray_transfer.json"
+WRITE_EVERY_S = 10.0
+"""sweep.json is rewritten at most this often while points arrive (each point's run directory at once): a
+table of 2,000 rows rewritten after every point would write gigabytes."""
 INSTALL_FIX = "pip install 'hwprof[ray]'"
 
 
@@ -78,6 +81,8 @@ class Transfer:
     pack_s: float
     fetch_s: float
     unpack_s: float
+    row_s: float = 0.0
+    """The driver's analysis of the run into its table row."""
 
 
 @dataclass
@@ -187,6 +192,7 @@ class RaySweep:
         self.transfers: list[Transfer] = []
         self.running_on: dict[int, str] = {}
         self.fetch_s = 0.0
+        self.written = time.monotonic()
 
     def run(self) -> SweepResult:
         from ray.util.queue import Queue
@@ -257,7 +263,9 @@ class RaySweep:
         sizes = (len(back.archive), back.run_bytes, back.files)
         times = (back.collect_s, back.pack_s, fetch_s, unpack_s)
         self.transfers.append(Transfer(job.name, back.hostname, back.node_id, *sizes, *times))
+        t2 = time.monotonic()
         row = finished_row(job.point, job.run_dir, back.code, log_path, self.plan.timeout_s, None)
+        self.transfers[-1].row_s = time.monotonic() - t2
         row.wall_s = back.collect_s
         if not row.host:
             row.host = back.hostname
@@ -269,7 +277,8 @@ class RaySweep:
         where = f" on {row.host}" if row.host else ""
         took = f" in {row.wall_s:.0f} s" if row.wall_s is not None else ""
         self._event(job, True, f"{row.status}{where}{took}" + (f": {row.error}" if row.error else ""))
-        self._write()
+        if time.monotonic() - self.written > WRITE_EVERY_S:
+            self._write()
 
     def _fail_stranded(self, pending: dict[Any, Job]) -> None:
         """A point whose every allowed node has left the cluster would wait forever: fail it with the reason."""
@@ -306,6 +315,7 @@ class RaySweep:
                 f"interrupted: {interrupted} points cancelled; `hwprof sweep --resume {self.out}` runs them"
             )
         write_sweep(result)
+        self.written = time.monotonic()
         (self.out / TRANSFER_JSON).write_text(json.dumps([asdict(t) for t in self.transfers], indent=1) + "\n")
         return result
 
