@@ -275,6 +275,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     for model in plan.models:
         family_of(model)
     runner: Callable[[SweepPlan, ProgressFn], SweepResult] = run_sweep
+    if ray and args.local and ray.get("per_host"):
+        raise ValueError("--local cannot resume a --per-host sweep: its points belong to kinds of cluster nodes")
     if args.ray or (ray and not args.local):
         from hwprof.sweep_ray import ray_runner
 

@@ -1,14 +1,14 @@
 """What a Ray worker node does for one sweep point: the ordinary `hwprof collect` in a child process, its
 run directory packed as one tar.gz in memory for the object store, and the node's description.
 
+A collect whose worker dies (its node went away, or the worker was killed) does not outlive it: Ray kills
+a dead worker's child processes (checked here with kill -9 of the worker and with a removed node).
 Nothing here imports ray at module level: the functions are plain Python that hwprof/sweep_ray.py turns
 into Ray tasks, and the packing is the same code on both ends.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import io
 import os
 import platform
@@ -25,7 +25,6 @@ from typing import Any
 
 from hwprof.sweep import SweepPoint, collect_command
 
-PR_SET_PDEATHSIG = 1
 STOP_GRACE_S = 10.0
 """After Ctrl-C (ray.cancel) the collect gets SIGINT and this long to stop its passes before SIGKILL."""
 
@@ -47,13 +46,6 @@ class PointReturn:
     """Bytes of the run directory's files before compression."""
     collect_s: float
     pack_s: float
-
-
-def _die_with_parent() -> None:
-    """In the collect child: SIGKILL when the Ray worker that started it dies (its node went away)."""
-    # not Linux: no prctl, and the child outlives a killed worker, as any orphan would
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -113,7 +105,6 @@ def run_point(
                 collect_command(point, run_dir, shared),
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
                 env=_collect_env(),
             )
             code: int | None
