@@ -175,6 +175,10 @@ def _selector(job: Job, cluster: Cluster, options: RayOptions) -> dict[str, str]
     return {NODE_ID_LABEL: nodes[0] if len(nodes) == 1 else f"in({','.join(nodes)})"}
 
 
+def _stranded(job: Job) -> str:
+    return f"every node that could run it ({job.kind.label if job.kind else 'any kind'}) has left the cluster"
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}"
@@ -246,6 +250,9 @@ class RaySweep:
         t0 = time.monotonic()
         try:
             back: PointReturn = self.ray.get(ref)
+        except self.ray.exceptions.TaskUnschedulableError as exc:
+            self._done(job, point_row(job.point, job.run_dir, "failed", f"{_stranded(job)} ({_first_line(exc)})"))
+            return
         except self.ray.exceptions.RayError as exc:
             node = self.running_on.get(job.index, "no node")
             why = f"{_first_line(exc)} (last on {node}; Ray retried it up to {self.options.max_retries} times)"
@@ -288,9 +295,7 @@ class RaySweep:
             if not alive.intersection(allowed):
                 self.ray.cancel(ref, force=True)
                 del pending[ref]
-                kind = job.kind.label if job.kind else "any kind"
-                why = f"every node that could run it ({kind}) has left the cluster"
-                self._done(job, point_row(job.point, job.run_dir, "failed", why))
+                self._done(job, point_row(job.point, job.run_dir, "failed", _stranded(job)))
 
     def _event(self, job: Job, done: bool, message: str) -> None:
         self.say(SweepEvent(job.index, len(self.jobs), job.name, done, message))

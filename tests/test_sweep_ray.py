@@ -215,15 +215,16 @@ def test_interrupt_then_resume_runs_only_the_missing_points(cluster: Cluster, tm
     assert all(r["status"] in ("complete", "reused") for r in rows(out))
 
 
-def test_refusals_on_a_live_cluster(tmp_path: Path) -> None:
-    """A cluster where no node declares the resource, and a --hosts kind that no node is."""
+def test_refusals_per_host_and_a_lost_kind(tmp_path: Path) -> None:
+    """A cluster where no node declares the resource, a --hosts kind that no node is, a --per-host sweep, and
+    a point whose only node of its kind dies: failed with the reason, not waiting forever."""
     cluster = start_cluster(1, resource=False)
     try:
         proc = sweep_cli(cluster.address, tmp_path / "s", *POINT_ARGS, *COLLECT_ARGS)
         code, text = finish(proc, [])
         text = " ".join(text.split())
         assert code == 2 and "none declares the resource 'hwprof'" in text and "--resources" in text, text
-        cluster.add_node(num_cpus=1, resources={"hwprof": 1})
+        measuring = cluster.add_node(num_cpus=1, resources={"hwprof": 1})
         cluster.wait_for_nodes()
         proc = sweep_cli(cluster.address, tmp_path / "s", *POINT_ARGS, "--per-host", "--hosts", "graviton9")
         code, text = finish(proc, [])
@@ -241,5 +242,16 @@ def test_refusals_on_a_live_cluster(tmp_path: Path) -> None:
         assert Path(row["run_dir"]).parent.name == row["host_slug"] and row["status"] == "complete"
         assert (out / row["host_slug"] / "yolov8n-t2-b1" / "run.json").is_file()
         assert json.loads((out / "sweep_plan.json").read_text())["ray"]["per_host"] is True
+
+        # the only measuring node dies while it runs the point: Ray would keep the retry waiting for a node
+        lost = tmp_path / "lost"
+        proc = sweep_cli(cluster.address, lost, *POINT_ARGS, *COLLECT_ARGS)
+        lines: list[str] = []
+        read_until(proc, "running on node", lines)
+        cluster.remove_node(measuring, allow_graceful=False)
+        code, text = finish(proc, lines, timeout=120)
+        (row,) = rows(lost)
+        assert code == 1 and row["status"] == "failed", text
+        assert row["error"] == "every node that could run it (any kind) has left the cluster", text
     finally:
         cluster.shutdown()
