@@ -178,3 +178,27 @@ def test_ray_sweep_render_width(tmp_path: Path, this_host: dict[str, Any]) -> No
     render_sweep(SweepResult(rows, tmp_path), Console(file=buf, width=80, color_system=None))
     assert all(cell_len(line.rstrip()) <= 80 for line in buf.getvalue().splitlines())
     assert "host" in buf.getvalue()
+
+
+def test_sweep_plot_groups_by_host(tmp_path: Path, this_host: dict[str, Any]) -> None:
+    from hwprof.render.compare import by_host
+    from hwprof.render.sweep_plot import plot_sweep, sweep_figure
+
+    other = other_host(this_host)
+    points = [SweepPoint("toyolo", "torch", "fp32", t, 1) for t in (1, 2)]
+    hosts = [this_host, other, this_host, other]
+    rows = [row_from_run(run_on(tmp_path / f"r{i}", h), points[i // 2], "complete") for i, h in enumerate(hosts)]
+    fig = sweep_figure(by_host(rows))
+    assert fig is not None
+    ax = fig.axes[0]
+    legend = ax.get_legend()
+    assert legend is not None
+    assert [t.get_text() for t in legend.get_texts()] == [host_kind(this_host).label, host_kind(other).label]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["toyolo t1 b1", "toyolo t2 b1"] * 2
+    colours = [tuple(p.get_facecolor()) for p in ax.patches]
+    assert colours[0] == colours[1] != colours[2] == colours[3]
+    assert plot_sweep(rows, tmp_path / "sweep.png") == tmp_path / "sweep.png"
+    assert (tmp_path / "sweep.png").read_bytes()[:4] == b"\x89PNG"
+    for r in rows:
+        r.latency_ms = None
+    assert plot_sweep(rows, tmp_path / "none.png") is None

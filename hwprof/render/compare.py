@@ -335,4 +335,9 @@ def sweep(
 
         result = runner(plan, show)
     render_sweep(result, console)
+    from hwprof.render.sweep_plot import SWEEP_PNG, plot_sweep
+
+    plot = plot_sweep(by_host(result.rows), Path(result.out_root) / SWEEP_PNG)
+    if plot is not None:
+        console.print(f"plot: {plot} (latency per point, by kind of machine)", highlight=False)
     return result
