@@ -165,13 +165,20 @@ def plan_jobs(plan: SweepPlan, cluster: Cluster, options: RayOptions) -> list[Jo
     return [Job(i, p, k, out / k.slug / p.name) for i, (k, p) in enumerate(pairs, 1)]
 
 
-def _selector(job: Job, cluster: Cluster, options: RayOptions) -> dict[str, str]:
+def allowed_nodes(job: Job, cluster: Cluster, options: RayOptions) -> list[str]:
+    """The nodes a job may run on: its kind's, or those of the --hosts kinds, or every measuring node."""
     if job.kind is not None:
-        nodes = cluster.kinds[job.kind]
-    elif options.hosts:
-        nodes = [n for k in select_kinds(list(cluster.kinds), options.hosts) for n in cluster.kinds[k]]
-    else:
+        return cluster.kinds[job.kind]
+    if options.hosts:
+        return [n for k in select_kinds(list(cluster.kinds), options.hosts) for n in cluster.kinds[k]]
+    return list(cluster.nodes)
+
+
+def _selector(job: Job, cluster: Cluster, options: RayOptions) -> dict[str, str]:
+    """A label selector on node ids where the job is restricted (any node that holds the resource otherwise)."""
+    if job.kind is None and not options.hosts:
         return {}
+    nodes = allowed_nodes(job, cluster, options)
     return {NODE_ID_LABEL: nodes[0] if len(nodes) == 1 else f"in({','.join(nodes)})"}
 
 
@@ -291,8 +298,7 @@ class RaySweep:
         """A point whose every allowed node has left the cluster would wait forever: fail it with the reason."""
         alive = set(_alive_nodes(self.ray))
         for ref, job in list(pending.items()):
-            allowed = self.cluster.kinds[job.kind] if job.kind else list(self.cluster.nodes)
-            if not alive.intersection(allowed):
+            if not alive.intersection(allowed_nodes(job, self.cluster, self.options)):
                 self.ray.cancel(ref, force=True)
                 del pending[ref]
                 self._done(job, point_row(job.point, job.run_dir, "failed", _stranded(job)))

@@ -170,6 +170,7 @@ def test_a_killed_node_is_retried_elsewhere(tmp_path: Path) -> None:
         assert [p.pid for p in gone] == pids, "the collect of the killed node lived on"
         code, text = finish(proc, lines)
         found = {r["threads"]: r for r in rows(out)}
+        print(f"\nkilled node {victim.node_id[:8]}: the point it ran is {found[1]['status']}: {found[1]['error']}")
         assert found[2]["status"] == "complete", text
         if found[1]["status"] == "complete":
             assert "yolov8n-t1-b1: running again on node" in text, text
