@@ -41,7 +41,8 @@ def sweep_figure(rows: Sequence[SweepRow]) -> Figure | None:
         return None
     kinds = list(dict.fromkeys(r.host_kind or NO_HOST for r in timed))
     colour = {k: KIND_COLOURS[i % len(KIND_COLOURS)] for i, k in enumerate(kinds)}
-    height = 1.2 + 0.28 * len(timed)
+    legend_h = 0.2 * len(kinds)
+    height = 1.5 + 0.28 * len(timed) + legend_h
     fig = _figure(7.5, height)
     ax = fig.add_subplot(1, 1, 1)
     ys = list(range(len(timed)))
@@ -57,6 +58,6 @@ def sweep_figure(rows: Sequence[SweepRow]) -> Figure | None:
     ax.set_xlim(0, max(values) * 1.25)
     ax.set_xlabel("forward p50 per image, ms (clean timing pass)")
     ax.set_title("sweep: latency per point, by kind of machine", fontsize=9)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.subplots_adjust(left=0.3, right=0.97, bottom=0.55 / height, top=1 - 0.3 / height)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.55 / (height - 1.2 - legend_h)), frameon=False)
+    fig.subplots_adjust(left=0.3, right=0.97, bottom=(0.75 + legend_h) / height, top=1 - 0.3 / height)
     return fig
