@@ -7,10 +7,12 @@ import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hwprof.config import RunConfig, default_threads
@@ -261,30 +263,47 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from hwprof.render.compare import sweep
-    from hwprof.sweep import SweepPlan
+    from hwprof.sweep import ProgressFn, SweepPlan, SweepResult, plan_from_file, run_sweep
     from hwprof.workload.zoo import family_of
 
-    for model in args.models:
+    ray: dict[str, Any] | None = None
+    if args.resume:
+        if args.models:
+            raise ValueError("--resume DIR runs the points of the sweep recorded in DIR: give no --models")
+        plan, ray = plan_from_file(args.resume)
+    elif not args.models:
+        raise ValueError("sweep needs --models (or --resume DIR)")
+    else:
+        plan = SweepPlan(
+            args.models,
+            args.threads or [default_threads()],
+            args.batch,
+            args.out,
+            imgsz=args.imgsz,
+            iters=args.iters,
+            warmup=args.warmup,
+            extra_args=args.collect_args,
+            timeout_s=args.timeout,
+            runtimes=args.runtimes,
+            precisions=args.precisions,
+            device=args.device,
+        )
+    for model in plan.models:
         family_of(model)
-    plan = SweepPlan(
-        args.models,
-        args.threads or [default_threads()],
-        args.batch,
-        args.out,
-        imgsz=args.imgsz,
-        iters=args.iters,
-        warmup=args.warmup,
-        extra_args=args.collect_args,
-        timeout_s=args.timeout,
-        runtimes=args.runtimes,
-        precisions=args.precisions,
-        device=args.device,
-    )
-    if args.device != "cpu":
+    if plan.device != "cpu":
         from hwprof.gpu_device import require_cuda
 
-        require_cuda(args.device)
-    result = sweep(plan, console)
+        require_cuda(plan.device)
+    runner: Callable[[SweepPlan, ProgressFn], SweepResult] = run_sweep
+    if ray and args.local and ray.get("per_host"):
+        raise ValueError("--local cannot resume a --per-host sweep: its points belong to kinds of cluster nodes")
+    if args.ray or (ray and not args.local):
+        from hwprof.sweep_ray import ray_runner
+
+        runner = ray_runner(args, ray, plan)
+    elif args.per_host or args.hosts:
+        raise ValueError("--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too")
+    result = sweep(plan, console, runner)
     return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
 
 
@@ -384,6 +403,24 @@ def cmd_gpu_import(args: argparse.Namespace, console: Console) -> int:
     return run_gpu_import(args, console)
 
 
+def _add_cluster_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run each point as a task on this Ray cluster (HOST:PORT or auto); nodes declare --resources "
+        "'{\"hwprof\": 1}'",
+    )
+    p.add_argument("--per-host", action="store_true", help="with --ray: every point once on each kind of machine")
+    p.add_argument("--hosts", type=_csv, default=[], help="with --ray: only these kinds (slug or part of CPU model)")
+    p.add_argument(
+        "--resume",
+        type=Path,
+        metavar="DIR",
+        help="run the points of the sweep in DIR that are not complete, with its recorded options (and cluster)",
+    )
+    p.add_argument("--local", action="store_true", help="with --resume: run here even if the sweep used Ray")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hwprof", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -403,7 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = sub.add_parser(
         "sweep", help="one collect per model x runtime x precision x threads x batch, then one table"
     )
-    sweep.add_argument("--models", type=_csv, required=True)
+    sweep.add_argument("--models", type=_csv, default=[])
     sweep.add_argument(
         "--runtimes", type=_csv, default=["torch"], help=f"comma list of {', '.join(RUNTIMES)} (default torch)"
     )
@@ -422,6 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--warmup", type=int, default=1)
     sweep.add_argument("--timeout", type=float, default=None, help="seconds per point")
     sweep.add_argument("--out", type=Path, default=Path("results") / "sweep", help="where the points' runs go")
+    _add_cluster_args(sweep)
     sweep.add_argument(
         "collect_args",
         nargs="*",
@@ -470,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print("[red]interrupted[/]")
         return EXIT_INTERRUPTED
     except (ValueError, OSError, CollectError) as exc:
-        console.print(f"[red]hwprof: error:[/] {exc}", highlight=False)
+        console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False)
         return EXIT_USAGE
 
 

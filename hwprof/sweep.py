@@ -26,10 +26,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from hwprof.sweep_resume import read_plan, set_aside, write_plan
 from hwprof.sweep_rows import (
     DEFAULT_PRECISION,
     DEFAULT_RUNTIME,
@@ -96,6 +97,8 @@ class SweepPlan:
         if self.device == "cpu":
             return precision != "fp16"
         return runtime == "torch"
+    resume: bool = False
+    """Rename an incomplete point's run directory aside and collect the point again (`sweep --resume`)."""
 
     def validate(self) -> None:
         if not self.models or not self.threads or not self.batches:
@@ -121,6 +124,13 @@ class SweepPlan:
                 f"no runtime in {', '.join(self.runtimes)} runs a precision in {', '.join(self.precisions)}; "
                 f"supported: {supported_text()}"
             )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, as JSON values (sweep_plan.json, read back by plan_from_file)."""
+        return {
+            k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+            for k, v in asdict(self).items()
+        }
 
     def pairs(self) -> list[tuple[str, str]]:
         """The (runtime, precision) pairs the runtimes run, in the order asked."""
@@ -184,11 +194,51 @@ def collect_command(point: SweepPoint, out: Path, shared: Sequence[str]) -> list
     ]
 
 
+def plan_from_file(out_root: Path) -> tuple[SweepPlan, dict[str, Any] | None]:
+    """The plan of the sweep in out_root, to resume it there (its incomplete points run again), and its Ray options."""
+    stored, ray = read_plan(out_root)
+    known = {f.name for f in fields(SweepPlan)}
+    plan = SweepPlan(**{k: v for k, v in stored.items() if k in known})
+    return replace(plan, out_root=Path(out_root), reuse=True, resume=True), ray
+
+
 def _complete(run_dir: Path) -> bool:
     try:
         return json.loads((run_dir / "run.json").read_text()).get("status") == "complete"
     except (OSError, ValueError):
         return False
+
+
+def claim_point_dir(run_dir: Path, plan: SweepPlan) -> bool:
+    """True when the point's complete run is reused; else the folder is free for a new collect. With
+    plan.resume an incomplete run (an interrupted point) is renamed aside, never deleted."""
+    if plan.reuse and _complete(run_dir):
+        return True
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not plan.resume:
+            raise ValueError(f"{run_dir} holds an incomplete run: remove it to collect this point again")
+        set_aside(run_dir)
+    return False
+
+
+def finished_row(
+    point: SweepPoint,
+    run_dir: Path,
+    code: int | None,
+    log_path: Path,
+    timeout_s: float | None,
+    peaks: Callable[[int], dict[str, Any]] | None,
+) -> SweepRow:
+    """The row of a point whose collect ended with exit status `code` (None: killed at the time-out)."""
+    if code is None:
+        return point_row(point, run_dir, "timeout", f"collect ran past {timeout_s or 0:.0f} s; log {log_path}")
+    if not (run_dir / "run.json").exists():
+        return point_row(point, run_dir, "failed", f"collect exited {code} with no run.json: {_last_line(log_path)}")
+    status = json.loads((run_dir / "run.json").read_text()).get("status", "failed")
+    row = row_from_run(run_dir, point, status, peaks)
+    if code != 0:
+        row.error = f"collect exited {code}: {_last_line(log_path)}"
+    return row
 
 
 def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResult:
@@ -210,37 +260,27 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResul
 
     rows: list[SweepRow] = []
     points = plan.points()
+    write_plan(out, plan.to_dict())
     for i, point in enumerate(points, 1):
         name = point.name
         run_dir = out / name
-        if plan.reuse and _complete(run_dir):
+        if claim_point_dir(run_dir, plan):
             say(SweepEvent(i, len(points), name, True, f"reusing the complete run in {run_dir}"))
             rows.append(row_from_run(run_dir, point, "reused", peaks))
             continue
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise ValueError(f"{run_dir} holds an incomplete run: remove it to collect this point again")
         command = collect_command(point, run_dir, shared)
         say(SweepEvent(i, len(points), name, False, " ".join(command[3:])))
         started = time.monotonic()
-        with open(out / f"{name}.log", "w") as log:
+        log_path = out / f"{name}.log"
+        with open(log_path, "w") as log:
             try:
                 proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
                 code: int | None = proc.returncode
             except subprocess.TimeoutExpired:
                 code = None
-        wall = time.monotonic() - started
-        if code is None:
-            row = point_row(point, run_dir, "timeout", f"collect ran past {timeout_s:.0f} s; log {out / f'{name}.log'}")
-        elif not (run_dir / "run.json").exists():
-            last = _last_line(out / f"{name}.log")
-            row = point_row(point, run_dir, "failed", f"collect exited {code} with no run.json: {last}")
-        else:
-            status = json.loads((run_dir / "run.json").read_text()).get("status", "failed")
-            row = row_from_run(run_dir, point, status, peaks)
-            if code != 0:
-                row.error = f"collect exited {code}: {_last_line(out / f'{name}.log')}"
-        row.wall_s = wall
-        say(SweepEvent(i, len(points), name, True, f"{row.status} in {wall:.0f} s"))
+        row = finished_row(point, run_dir, code, log_path, timeout_s, peaks)
+        row.wall_s = time.monotonic() - started
+        say(SweepEvent(i, len(points), name, True, f"{row.status} in {row.wall_s:.0f} s"))
         rows.append(row)
     result = SweepResult(rows, out, shared, plan.skipped())
     if measured:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.availability import collector_missing
+from hwprof.sweep_hosts import host_kind, software, software_text
 
 SWEEP_JSON = "sweep.json"
 SWEEP_CSV = "sweep.csv"
@@ -88,6 +89,16 @@ class SweepRow:
     device: str = "cpu"
     graph_forward_ms: float | None = None
     """GPU points: the forward replayed as one CUDA graph (cuda_graph collector), against forward_ms eager."""
+    host: str = ""
+    """The hostname that ran the point (run.json host.hostname)."""
+    host_kind: str = ""
+    """Its kind of machine: CPU model, logical CPUs, widest ISA (hwprof.sweep_hosts.HostKind.label)."""
+    host_slug: str = ""
+    cpu_model: str = ""
+    cores: int | None = None
+    isa: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    """torch, the runtime (when not torch), Python and hwprof versions of the run."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -161,6 +172,17 @@ def _runtime_fields(row: SweepRow, run: dict[str, Any], params: int | None) -> N
         row.detections_reference = diff.get("detections_reference")
 
 
+def set_host(row: SweepRow, host: dict[str, Any], runtime: dict[str, Any] | None = None) -> None:
+    """The row's host columns from a run.json "host" record."""
+    if not host:
+        return
+    kind = host_kind(host)
+    row.host = str(host.get("hostname") or "")
+    row.host_kind, row.host_slug = kind.label, kind.slug
+    row.cpu_model, row.cores, row.isa = kind.cpu_model, kind.cores, " ".join(kind.isa)
+    row.versions = software(host, runtime)
+
+
 def row_from_run(
     run_dir: Path,
     point: SweepPoint,
@@ -201,6 +223,7 @@ def row_from_run(
     if params:
         row.params_m = params / 1e6
     _runtime_fields(row, run, params)
+    set_host(row, run.get("host") or {}, run.get("runtime"))
     flops = model_info.get("flops")
     if not flops:
         layer_flops = [r.flops for r in a.layers.top_level if r.flops is not None]
@@ -245,10 +268,16 @@ def write_sweep(result: SweepResult) -> list[Path]:
         writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         for row in result.rows:
-            writer.writerow(
-                {k: ("" if v is None else f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.to_dict().items()}
-            )
+            writer.writerow({k: _csv_cell(v) for k, v in row.to_dict().items()})
     return [json_path, csv_path]
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return software_text(value) if isinstance(value, dict) else value
 
 
 def load_sweep(out_root: Path | str) -> SweepResult:

@@ -23,6 +23,7 @@ from hwprof.analysis.layer_report import LayerStat
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.analysis.runtime_nodes import FusedGroup
 from hwprof.analysis.stages import STAGE_ORDER
+from hwprof.sweep_hosts import differing_software, host_kind, software
 
 REFERENCE = ("torch", "fp32")
 """The (runtime, precision) every output difference is measured against."""
@@ -62,6 +63,10 @@ class RunHead:
     """Where the per-layer kernel of this run comes from, or why there is none."""
     random_init: bool = False
     """Seeded random weights: detections are meaningless and the head barely depends on the precision."""
+    host_kind: str = ""
+    """The kind of machine (CPU model, logical CPUs, widest ISA): hwprof.sweep_hosts.HostKind.label."""
+    versions: dict[str, str] = field(default_factory=dict)
+    """torch, the runtime (when not torch), Python and hwprof versions."""
 
     @property
     def is_reference(self) -> bool:
@@ -175,6 +180,8 @@ def head(a: Analysis, path: Path) -> RunHead:
         model_file=runtime.get("model_file"),
         kernel_source=kernel_source(a),
         random_init=bool(model.get("random_init")),
+        host_kind=host_kind(run["host"]).label if run.get("host") else "",
+        versions=software(run["host"], runtime) if run.get("host") else {},
     )
 
 
@@ -240,11 +247,14 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
         ("imgsz", "image sizes"),
         ("batch", "batch sizes"),
         ("threads", "thread counts"),
-        ("cpu_model", "CPUs"),
+        ("host_kind", "kinds of machine"),
     ):
         distinct = {getattr(h, attr) for h in heads}
         if len(distinct) > 1:
             notes.append(f"the runs differ in {label}: " + ", ".join(str(getattr(h, attr)) for h in heads))
+    differ = differing_software(h.versions for h in heads if h.versions)
+    if differ:
+        notes.append(f"the runs differ in software ({', '.join(differ)}): see the software row")
     time_passes = {a.layers.time_pass for a in analyses}
     if layers is not None and len(time_passes) > 1:
         notes.append("layer times come from different passes: " + ", ".join(str(p) for p in time_passes))
@@ -279,4 +289,9 @@ def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
     if len(paths) < 2:
         raise ValueError("compare needs at least two run directories")
     analyses = [analyse(RunData.load(p)) for p in paths]
-    return compare_analyses(analyses, paths)
+    kinds = [host_kind(a.run.get("host") or {}) for a in analyses]
+    order = sorted(range(len(paths)), key=lambda i: kinds.index(kinds[i]))
+    c = compare_analyses([analyses[i] for i in order], [paths[i] for i in order])
+    if order != sorted(order):
+        c.notes.append("runs grouped by kind of machine (the first run's kind first); run A is still the first given")
+    return c

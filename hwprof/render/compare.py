@@ -27,7 +27,8 @@ from hwprof.render.compare_runtime import (
 )
 from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render, spec_renderables
-from hwprof.sweep import SweepEvent, SweepPlan, SweepResult, SweepRow, run_sweep
+from hwprof.sweep import ProgressFn, SweepEvent, SweepPlan, SweepResult, SweepRow, run_sweep
+from hwprof.sweep_hosts import differing_software, software_text
 
 TOP_LAYERS = 15
 
@@ -66,10 +67,22 @@ def runs_spec(c: Comparison) -> TableSpec:
         ("bound", [h.bound or MISSING for h in c.runs]),
         ("J / image", [sig(h.j_per_image) for h in c.runs]),
     ]
+    fields[1:1] = _host_fields(c)
     rows = [[label, *values] for label, values in fields]
     notes = [f"{n}: {h.path}" for n, h in zip(names, c.runs, strict=True)]
     notes += runtime_notes(c.runs, names)
     return TableSpec("runs", cols, rows, notes, more="see --format markdown")
+
+
+def _host_fields(c: Comparison) -> list[tuple[str, list[str]]]:
+    """The host and software rows, where the runs differ in them."""
+    out = []
+    if len({h.host_kind for h in c.runs}) > 1:
+        out.append(("host", [h.host_kind or MISSING for h in c.runs]))
+    differ = differing_software(h.versions for h in c.runs if h.versions)
+    if differ:
+        out.append(("software", [software_text(_pick(h.versions, differ)) for h in c.runs]))
+    return out
 
 
 def _speedup(base: float | None, value: float | None) -> str:
@@ -157,7 +170,10 @@ def _sweep_columns(rows: list[SweepRow]) -> list[tuple[Col, Callable[[SweepRow],
     """The columns this sweep's rows need: a dimension that does not vary goes to the notes instead."""
     runtimes, diffs = sweep_columns(rows)
     per_model = len({(r.model, r.imgsz) for r in rows}) > 1
-    cols: list[tuple[Col, Callable[[SweepRow], str]]] = [(Col("model", "left"), lambda r: r.model)]
+    cols: list[tuple[Col, Callable[[SweepRow], str]]] = []
+    if len({r.host_slug for r in rows}) > 1:
+        cols.append((Col("host", "left", max_width=28), lambda r: r.host_kind or r.host or MISSING))
+    cols.append((Col("model", "left"), lambda r: r.model))
     if runtimes:
         cols.append((Col("runtime", "left", max_width=20), runtime_cell))
     if len({r.threads for r in rows}) > 1:
@@ -183,9 +199,39 @@ def _sweep_columns(rows: list[SweepRow]) -> list[tuple[Col, Callable[[SweepRow],
         cols.append((Col("eager fwd ms", priority=3), lambda r: ms(r.forward_ms)))
     if any(r.j_per_image is not None for r in rows):
         cols.append((Col("J/image", priority=5), lambda r: sig(r.j_per_image)))
+    differ = differing_software(r.versions for r in rows if r.versions)
+    if differ:
+        cols.append((Col("software", "left", max_width=30), lambda r: software_text(_pick(r.versions, differ))))
     if any(r.status not in ("complete", "reused") for r in rows):
         cols.append((Col("status", "left"), lambda r: r.status))
     return cols
+
+
+def _pick(versions: dict[str, str], names: list[str]) -> dict[str, str]:
+    return {n: versions.get(n, MISSING) for n in names}
+
+
+def by_host(rows: list[SweepRow]) -> list[SweepRow]:
+    """The rows grouped by kind of machine, kinds in order of their first row, points in their order."""
+    first: dict[str, int] = {}
+    for i, r in enumerate(rows):
+        first.setdefault(r.host_slug, i)
+    return sorted(rows, key=lambda r: first[r.host_slug])
+
+
+def _host_notes(rows: list[SweepRow]) -> list[str]:
+    kinds = {r.host_slug: r for r in rows if r.host_slug}
+    notes = [
+        f"host {r.host_kind} ({', '.join(sorted({x.host for x in rows if x.host_slug == slug and x.host}))}): "
+        f"ISA {r.isa or MISSING}"
+        for slug, r in kinds.items()
+    ]
+    differ = differing_software(r.versions for r in rows if r.versions)
+    if differ:
+        notes.append(f"the points ran different software ({', '.join(differ)}): see the software column")
+    elif rows and rows[0].versions:
+        notes.append(f"software of every point: {software_text(rows[0].versions)}")
+    return notes
 
 
 def _same_for_every_point(rows: list[SweepRow], headers: set[str]) -> str:
@@ -202,7 +248,7 @@ def _same_for_every_point(rows: list[SweepRow], headers: set[str]) -> str:
 
 
 def sweep_spec(result: SweepResult) -> TableSpec:
-    rows_in = result.rows
+    rows_in = by_host(result.rows)
     columns = _sweep_columns(rows_in)
     rows = [[cell(r) for _, cell in columns] for r in rows_in]
     headers = {c.header for c, _ in columns}
@@ -213,6 +259,7 @@ def sweep_spec(result: SweepResult) -> TableSpec:
         "GFLOP/s / measured peak; AI = forward FLOPs / minimum bytes; bound = AI vs the ridge point"
     )
     notes += sweep_notes(rows_in)
+    notes += _host_notes(rows_in)
     for note in sorted({r.energy_note for r in rows_in if r.j_per_image is None and r.energy_note}):
         notes.append(f"energy per image: {note}")
     over = [r.name for r in rows_in if r.pct_peak is not None and r.pct_peak > 100 and not reduced_precision(r)]
@@ -268,7 +315,11 @@ def compare(
     return c
 
 
-def sweep(plan: SweepPlan, console: Console | None = None) -> SweepResult:
+def sweep(
+    plan: SweepPlan,
+    console: Console | None = None,
+    runner: Callable[[SweepPlan, ProgressFn], SweepResult] = run_sweep,
+) -> SweepResult:
     """`hwprof sweep --models ... [--runtimes ...] [--precisions ...] [--threads ...] [--batch ...]`: collect
     every point, print the table."""
     console = console or Console()
@@ -285,6 +336,11 @@ def sweep(plan: SweepPlan, console: Console | None = None) -> SweepResult:
             if event.done:
                 progress.advance(task)
 
-        result = run_sweep(plan, progress=show)
+        result = runner(plan, show)
     render_sweep(result, console)
+    from hwprof.render.sweep_plot import SWEEP_PNG, plot_sweep
+
+    plot = plot_sweep(by_host(result.rows), Path(result.out_root) / SWEEP_PNG)
+    if plot is not None:
+        console.print(f"plot: {plot} (latency per point, by kind of machine)", highlight=False)
     return result

@@ -1,0 +1,258 @@
+"""`hwprof sweep --ray` on a real local Ray cluster: a head that measures nothing and worker nodes that
+declare `hwprof: 1` (ray.cluster_utils.Cluster starts real raylets on this machine). Each test runs the
+installed CLI in a child process against the cluster's address, as an operator would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+POINT_ARGS = ["--models", "yolov8n", "--imgsz", "64", "--warmup", "0", "--iters", "1"]
+COLLECT_ARGS = ["--", "--only", "timing,flops"]
+MEASURED = {
+    "latency_ms", "forward_ms", "iteration_ms", "fps", "forward_fps", "pct_peak", "bound", "j_per_image",
+    "wall_s", "run_dir", "peaks_source", "energy_note",
+}  # fmt: skip
+"""Figures that differ from one run to the next, and where the run lies: not compared between sweeps."""
+HOST_COLUMNS = {"host", "host_kind", "host_slug", "cpu_model", "cores", "isa", "versions"}
+
+
+def start_cluster(workers: int, resource: bool = True) -> Cluster:
+    cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1})
+    for _ in range(workers):
+        cluster.add_node(num_cpus=1, resources={"hwprof": 1} if resource else {})
+    cluster.wait_for_nodes()
+    return cluster
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    c = start_cluster(2)
+    try:
+        yield c
+    finally:
+        c.shutdown()
+
+
+def sweep_cli(address: str, out: Path, *more: str) -> subprocess.Popen[str]:
+    """`hwprof sweep --ray ADDRESS ...` in a child process, its output line by line."""
+    return subprocess.Popen(
+        [sys.executable, "-P", "-m", "hwprof", "sweep", "--ray", address, "--out", str(out), *more],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=out.parent,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+
+
+def read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], timeout: float = 240) -> str:
+    assert proc.stdout is not None
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if needle in line:
+            return line
+    raise AssertionError(f"{needle!r} never came:\n" + "".join(lines))
+
+
+def finish(proc: subprocess.Popen[str], lines: list[str], timeout: float = 300) -> tuple[int, str]:
+    rest, _ = proc.communicate(timeout=timeout)
+    lines.append(rest)
+    return proc.returncode, "".join(lines)
+
+
+def rows(out: Path) -> list[dict[str, Any]]:
+    return list(json.loads((out / "sweep.json").read_text())["rows"])
+
+
+def collect_pids(name: str) -> list[int]:
+    """The `hwprof collect` children running this point, on any node."""
+    found = []
+    for p in psutil.process_iter(["cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "collect" in cmd and any("hwprof-point-" in a and a.endswith(name) for a in cmd):
+            found.append(p.pid)
+    return found
+
+
+@pytest.fixture(scope="module")
+def cluster_sweep(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, float]:
+    out = tmp_path_factory.mktemp("ray") / "sweep"
+    started = time.monotonic()
+    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2", *COLLECT_ARGS)
+    code, text = finish(proc, [])
+    assert code == 0, text
+    return out, text, time.monotonic() - started
+
+
+def test_each_point_on_a_node_of_its_own(cluster_sweep: tuple[Path, str, float]) -> None:
+    out, text, wall = cluster_sweep
+    found = rows(out)
+    assert [(r["model"], r["threads"], r["status"]) for r in found] == [
+        ("yolov8n", 1, "complete"),
+        ("yolov8n", 2, "complete"),
+    ]
+    transfers = json.loads((out / "ray_transfer.json").read_text())
+    nodes = {t["point"]: t["node_id"] for t in transfers}
+    assert len(set(nodes.values())) == 2, nodes  # both nodes worked at once: one point each
+    for r in found:
+        run_dir = out / Path(r["run_dir"]).name
+        assert json.loads((run_dir / "run.json").read_text())["status"] == "complete"
+        assert (run_dir / "passes" / "timing" / "markers.jsonl").is_file()
+        assert (out / f"{run_dir.name}.log").read_text().strip()
+        assert r["host"] and r["cores"] and r["versions"]["torch"]
+    assert all(t["archive_bytes"] > 0 and t["files"] > 3 for t in transfers)
+    assert "running on node" in text and "Ray cluster" in text and "run directories shipped back: 2" in text
+    assert (out / "sweep.csv").read_text().count("\n") == 3
+    shipped = sum(t["archive_bytes"] for t in transfers)
+    moving = sum(t["pack_s"] + t["fetch_s"] + t["unpack_s"] for t in transfers)
+    print(f"\ncluster sweep: 2 points, 2 nodes, {wall:.1f} s wall (CLI start to end), {shipped / 1e3:.1f} kB shipped, "
+          f"{moving:.3f} s packing+fetching+unpacking ({moving / wall:.2%} of the wall time)")  # fmt: skip
+
+
+def test_same_rows_locally_and_on_the_cluster(cluster_sweep: tuple[Path, str, float], tmp_path: Path) -> None:
+    out, _, _ = cluster_sweep
+    local = tmp_path / "local"
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof", "sweep", "--out", str(local), *POINT_ARGS, "--threads", "1,2",
+         *COLLECT_ARGS],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    def comparable(r: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in r.items() if k not in MEASURED | HOST_COLUMNS}
+
+    on_cluster, here = rows(out), rows(local)
+    assert [comparable(r) for r in on_cluster] == [comparable(r) for r in here]
+    assert all(r["gflops"] and r["params_m"] and r["intensity"] for r in here)
+    assert [r["host_kind"] for r in on_cluster] == [r["host_kind"] for r in here]  # one machine: one kind
+
+
+def test_a_killed_node_is_retried_elsewhere(tmp_path: Path) -> None:
+    """Two points on two nodes; the node running the first dies. Ray runs that point again on the other node
+    (or the row says why it failed), the second point completes, and the killed collect does not live on."""
+    cluster = start_cluster(2)
+    try:
+        out = tmp_path / "sweep"
+        proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2", *COLLECT_ARGS)
+        lines: list[str] = []
+        line = read_until(proc, "[1/2] yolov8n-t1-b1: running on node", lines)
+        prefix = line.rsplit("(", 1)[1].split(")")[0]
+        victim = next(n for n in cluster.worker_nodes if n.node_id.startswith(prefix))
+        pids: list[int] = []
+        end = time.monotonic() + 30
+        while not pids and time.monotonic() < end:
+            pids = collect_pids("yolov8n-t1-b1")
+            time.sleep(0.2)
+        assert len(pids) == 1, pids
+        cluster.remove_node(victim, allow_graceful=False)
+        gone = psutil.wait_procs([psutil.Process(pids[0])], timeout=20)[0]
+        assert [p.pid for p in gone] == pids, "the collect of the killed node lived on"
+        code, text = finish(proc, lines)
+        found = {r["threads"]: r for r in rows(out)}
+        print(f"\nkilled node {victim.node_id[:8]}: the point it ran is {found[1]['status']}: {found[1]['error']}")
+        assert found[2]["status"] == "complete", text
+        if found[1]["status"] == "complete":
+            assert "yolov8n-t1-b1: running again on node" in text, text
+            transfers = {t["point"]: t["node_id"] for t in json.loads((out / "ray_transfer.json").read_text())}
+            assert transfers["yolov8n-t1-b1"] != victim.node_id
+            assert code == 0, text
+        else:
+            assert found[1]["status"] == "failed" and found[1]["error"], text
+            assert code == 1
+    finally:
+        cluster.shutdown()
+
+
+def test_interrupt_then_resume_runs_only_the_missing_points(cluster: Cluster, tmp_path: Path) -> None:
+    """Ctrl-C after the first point finished: exit 130, the finished run kept, the running collects stopped;
+    --resume DIR then runs only the points that did not finish, on the cluster the sweep recorded."""
+    out = tmp_path / "sweep"
+    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2,3", *COLLECT_ARGS)
+    lines: list[str] = []
+    read_until(proc, ": complete on", lines)
+    proc.send_signal(signal.SIGINT)
+    code, text = finish(proc, lines)
+    assert code == 130, text
+    done = [r for r in rows(out) if r["status"] == "complete"]
+    assert 1 <= len(done) < 3, text
+    notes = json.loads((out / "sweep.json").read_text())["notes"]
+    assert any(n.startswith("interrupted:") for n in notes)
+    end = time.monotonic() + 20
+    while any(collect_pids(f"yolov8n-t{t}-b1") for t in (1, 2, 3)) and time.monotonic() < end:
+        time.sleep(0.5)
+    assert not any(collect_pids(f"yolov8n-t{t}-b1") for t in (1, 2, 3)), "a cancelled collect lived on"
+
+    again = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof", "sweep", "--resume", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+    assert again.returncode == 0, again.stdout + again.stderr
+    names = {Path(r["run_dir"]).name for r in done}
+    ran = {line.split(":")[0].split()[-1] for line in again.stdout.splitlines() if "running on node" in line}
+    reused = {line.split(":")[0].split()[-1] for line in again.stdout.splitlines() if "reusing the complete" in line}
+    assert reused == names and ran == {f"yolov8n-t{t}-b1" for t in (1, 2, 3)} - names, again.stdout
+    assert [r["status"] for r in rows(out)].count("reused") == len(names)
+    assert all(r["status"] in ("complete", "reused") for r in rows(out))
+
+
+def test_refusals_per_host_and_a_lost_kind(tmp_path: Path) -> None:
+    """A cluster where no node declares the resource, a --hosts kind that no node is, a --per-host sweep, and
+    a point whose only node of its kind dies: failed with the reason, not waiting forever."""
+    cluster = start_cluster(1, resource=False)
+    try:
+        proc = sweep_cli(cluster.address, tmp_path / "s", *POINT_ARGS, *COLLECT_ARGS)
+        code, text = finish(proc, [])
+        text = " ".join(text.split())
+        assert code == 2 and "none declares the resource 'hwprof'" in text and "--resources" in text, text
+        measuring = cluster.add_node(num_cpus=1, resources={"hwprof": 1})
+        cluster.wait_for_nodes()
+        proc = sweep_cli(cluster.address, tmp_path / "s", *POINT_ARGS, "--per-host", "--hosts", "graviton9")
+        code, text = finish(proc, [])
+        text = " ".join(text.split())
+        assert code == 2 and "--hosts 'graviton9': no node of the cluster is of that kind; kinds:" in text, text
+        assert not (tmp_path / "s").exists()
+
+        from hwprof.host import cpu_model
+
+        out = tmp_path / "per-host"
+        proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--per-host", "--hosts", cpu_model(), *COLLECT_ARGS)
+        code, text = finish(proc, [])
+        assert code == 0, text
+        (row,) = rows(out)
+        assert Path(row["run_dir"]).parent.name == row["host_slug"] and row["status"] == "complete"
+        assert (out / row["host_slug"] / "yolov8n-t2-b1" / "run.json").is_file()
+        assert json.loads((out / "sweep_plan.json").read_text())["ray"]["per_host"] is True
+
+        # the only measuring node dies while it runs the point: Ray would keep the retry waiting for a node
+        lost = tmp_path / "lost"
+        proc = sweep_cli(cluster.address, lost, *POINT_ARGS, *COLLECT_ARGS)
+        lines: list[str] = []
+        read_until(proc, "running on node", lines)
+        cluster.remove_node(measuring, allow_graceful=False)
+        code, text = finish(proc, lines, timeout=120)
+        (row,) = rows(lost)
+        assert code == 1 and row["status"] == "failed", text
+        assert row["error"] == "every node that could run it (any kind) has left the cluster", text
+    finally:
+        cluster.shutdown()
