@@ -13,6 +13,7 @@ is left in that session is stopped (SIGTERM, then SIGKILL) and reported as linge
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -155,10 +156,8 @@ def _describe(pid: int) -> tuple[str, list[str], str]:
 
 
 def _signal(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _live(pid: int) -> bool:

@@ -29,6 +29,7 @@ from hwprof.rundata import SCHEMA_VERSION, write_run_json
 from hwprof.workload.images import ImageSet
 from hwprof.workload.markers import MarkerBus
 
+
 class CollectError(RuntimeError):
     """A collection that cannot go on; the message is one line for the user."""
 
@@ -202,10 +203,11 @@ class Session:
                     error = f"pass {plan.name} ran past its {self.config.pass_timeout_s:.0f} s time-out"
             except KeyboardInterrupt:
                 child.stop(proc)
-                outcome_status, error = "interrupted", "Ctrl-C"
-                self._finish_pass(plan, ctx, proc, attached, (started, exited_at, steal_at_start), outcome_status, error)
+                times = (started, exited_at, steal_at_start)
+                self._finish_pass(plan, ctx, proc, attached, times, "interrupted", "Ctrl-C")
                 raise
-        return self._finish_pass(plan, ctx, proc, attached, (started, exited_at, steal_at_start), outcome_status, error)
+        times = (started, exited_at, steal_at_start)
+        return self._finish_pass(plan, ctx, proc, attached, times, outcome_status, error)
 
     def _on_line(self, pass_name: str, line: str) -> None:
         try:

@@ -3,6 +3,7 @@ a five-column table cut each reason into a few characters a line)."""
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import subprocess
@@ -37,7 +38,7 @@ EVENTS = StatusRow(
 
 
 def _text(renderable: object, width: int) -> str:
-    console = Console(width=width, record=True, file=open(os.devnull, "w"))
+    console = Console(width=width, record=True, file=io.StringIO())
     console.print(renderable)
     return console.export_text()
 
