@@ -8,8 +8,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import psutil
-import pytest
 from hwprof.collectors.base import Capability, Collector, PassContext
 
 from hwprof import child
