@@ -11,6 +11,7 @@ from pathlib import Path
 from hwprof.collectors.base import Capability, Collector, PassContext
 
 from hwprof import child
+from hwprof.cli import lingering_lines
 from hwprof.config import RunConfig
 from hwprof.session import PassPlan, Session
 from hwprof.workload.images import ImageSet
@@ -90,8 +91,11 @@ def test_a_pass_ends_when_its_worker_exits_and_its_forked_children_are_stopped(t
         assert 0 < x.lingered_s < outcome.wall_s
     assert _gone(forked)
     session._record(outcome)
-    recorded = json.loads((tmp_path / "run.json").read_text())["passes"]["timing"]["lingering"]
+    run = json.loads((tmp_path / "run.json").read_text())
+    recorded = run["passes"]["timing"]["lingering"]
     assert [(x["pid"], x["stopped_by"]) for x in recorded] == [(p, by_pid[p].stopped_by) for p in sorted(forked)]
+    warnings = lingering_lines(run)
+    assert len(warnings) == 2 and f"pid {forked[1]}, state Zl" in warnings[1] and "stopped by SIGKILL" in warnings[1]
 
 
 def test_a_timed_out_pass_also_stops_what_its_worker_left_in_other_process_groups(tmp_path: Path) -> None:
