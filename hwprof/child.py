@@ -2,9 +2,11 @@
 
 The pass ends when the worker exits, not when its stdout reaches EOF: a process forked by the
 worker (without exec) holds a copy of the pipe, and if it outlives the worker the pipe never
-closes. That happened under Scalene (issue 17): Scalene's shim turns the forked child's
-`os._exit` into `sys.exit`, the child's interpreter shutdown stalls on a thread it started after
-the fork, and the child, reparented to init, kept the pass waiting until its time-out.
+closes. That happened in the scalene pass with OpenVINO (issue 17): `import openvino` sends a
+telemetry event from a thread that forks a multiprocessing child; that child ends with
+`os._exit`, which Scalene's shim replaces with `sys.exit`, so it did not end: its main thread
+exited, one thread stayed in a futex wait (state Zl), and the child, reparented to init, kept
+the pass waiting until its time-out. The other passes, without Scalene, did not hang.
 
 The worker runs in a session of its own (`start_new_session`), so everything it started, even
 reparented to init, keeps the worker's pid as its session id: once the worker has exited, what

@@ -33,8 +33,9 @@ def check_runtime_precision(runtime: str, precision: str) -> None:
 TELEMETRY_MODULES: dict[str, tuple[str, ...]] = {"openvino": ("openvino_telemetry",)}
 """Usage-reporting packages kept out of a runtime's import. `import openvino` sends an "import" event
 over the network through openvino_telemetry (unless the user opted out), from a thread that forks a
-process to do it: network traffic at run time, and the forked copy of the worker outlived it under
-Scalene (issue 17). With the package unimportable, OpenVINO uses its own no-op telemetry stub."""
+multiprocessing child to do it: network traffic at run time, and under Scalene the forked copy of
+the worker outlived it (issue 17, see hwprof/child.py). With the package unimportable, OpenVINO uses
+its own no-op telemetry stub (openvino.tools.ovc.telemetry_stub)."""
 
 
 def import_runtime(runtime: str) -> ModuleType:
