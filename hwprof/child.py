@@ -70,24 +70,25 @@ def follow(proc: subprocess.Popen[str], timeout_s: float, on_line: Callable[[str
     threading.Thread(target=pump, daemon=True, name=f"stdout of {proc.pid}").start()
     deadline = time.monotonic() + timeout_s
     exited_at: float | None = None
+    eof = False
     while True:
-        try:
-            line = lines.get(timeout=0.2 if exited_at is None else POLL_S)
-        except queue.Empty:
-            line = ""
-        if line is None:  # EOF: nothing else holds the pipe
-            proc.wait()
-            return exited_at or time.monotonic()
-        if line:
+        line: str | None = ""
+        if not eof:
+            with contextlib.suppress(queue.Empty):
+                line = lines.get(timeout=0.2 if exited_at is None else POLL_S)
+        if line is None:  # nothing holds the pipe any more
+            eof = True
+        elif line:
             on_line(line)
-            continue
         now = time.monotonic()
         if exited_at is None and proc.poll() is not None:
             exited_at = now
-        if exited_at is not None and now - exited_at > DRAIN_S:
-            return exited_at  # the worker exited; a process it left behind still holds the pipe
+        if exited_at is not None and (eof or now - exited_at > DRAIN_S):
+            return exited_at  # past DRAIN_S: a process the worker left behind still holds the pipe
         if exited_at is None and now > deadline:
             return None
+        if eof:
+            time.sleep(POLL_S)  # a worker that closed its stdout and runs on
 
 
 def stop(proc: subprocess.Popen[str], grace_s: float = TERM_GRACE_S) -> None:

@@ -4,6 +4,8 @@ and what the worker left in its session is stopped and named in run.json."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -106,3 +108,14 @@ def test_a_timed_out_pass_also_stops_what_its_worker_left_in_other_process_group
     # the one in the worker's process group went with the worker's killpg; the other one is stopped here
     assert [(x.pid, x.stopped_by) for x in outcome.lingering] == [(forked[1], "SIGKILL")]
     assert _gone(forked)
+
+
+def test_a_worker_that_closes_its_stdout_and_runs_on_still_times_out() -> None:
+    """EOF on the pipe is not the worker's exit: before, the session then waited on the worker with no limit."""
+    script = "import os, time; print('{}', flush=True); os.close(1); time.sleep(600)"
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert child.follow(proc, 2.0, lambda line: None) is None
+    finally:
+        child.stop(proc, grace_s=5)
+    assert proc.returncode == -signal.SIGTERM
