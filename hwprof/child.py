@@ -81,7 +81,7 @@ def follow(proc: subprocess.Popen[str], timeout_s: float, on_line: Callable[[str
         elif line:
             on_line(line)
         now = time.monotonic()
-        if exited_at is None and proc.poll() is not None:
+        if exited_at is None and exited(proc):
             exited_at = now
         if exited_at is not None and (eof or now - exited_at > DRAIN_S):
             return exited_at  # past DRAIN_S: a process the worker left behind still holds the pipe
@@ -91,18 +91,28 @@ def follow(proc: subprocess.Popen[str], timeout_s: float, on_line: Callable[[str
             time.sleep(POLL_S)  # a worker that closed its stdout and runs on
 
 
-def stop(proc: subprocess.Popen[str], grace_s: float = TERM_GRACE_S) -> None:
-    """SIGTERM the worker's process group (it closes its collectors), then SIGKILL after grace_s."""
-    if proc.poll() is not None:
-        return
+def exited(proc: subprocess.Popen[str]) -> bool:
+    """Whether the worker has exited. It is not reaped (waitid's WNOWAIT): until proc.wait(), its pid,
+    which is its session's id, cannot be given to a new process."""
+    if proc.returncode is not None:
+        return True
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        proc.wait()
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
+
+
+def stop(proc: subprocess.Popen[str], grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM the worker's process group (it closes its collectors), then SIGKILL after grace_s.
+    The worker is left unreaped: stop_session, then proc.wait()."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):
+        if exited(proc):
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        until = time.monotonic() + (wait_s if wait_s is not None else TERM_GRACE_S)
+        while not exited(proc) and time.monotonic() < until:
+            time.sleep(POLL_S)
 
 
 def session_members(sid: int) -> list[int]:

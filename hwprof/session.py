@@ -230,11 +230,9 @@ class Session:
         """times: monotonic s when the worker was launched and when its exit was seen (None: not seen,
         it was stopped), and host steal ns at its launch."""
         started, exited_at, steal_at_start = times
-        returncode = proc.poll()
-        if returncode is None:
-            child.stop(proc)
-            returncode = proc.returncode
+        child.stop(proc)  # when it has not exited
         lingering = child.stop_session(proc.pid, exited_at or time.monotonic())
+        returncode = proc.wait()
         results: dict[str, CollectorResult] = {}
         result_file = ctx.out_dir / "result.json"
         worker: dict[str, Any] = {}

@@ -118,4 +118,4 @@ def test_a_worker_that_closes_its_stdout_and_runs_on_still_times_out() -> None:
         assert child.follow(proc, 2.0, lambda line: None) is None
     finally:
         child.stop(proc, grace_s=5)
-    assert proc.returncode == -signal.SIGTERM
+    assert proc.wait(timeout=5) == -signal.SIGTERM
