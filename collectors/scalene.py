@@ -46,12 +46,14 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,9 +111,13 @@ def _probe(command: tuple[str, ...], memory: bool) -> Capability:
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Capability.unavailable(f"scalene could not run: {exc}", "pip install 'scalene>=2.4'")
     text = done.stdout + done.stderr
+    last = (text.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    if done.returncode != 0 and last.startswith(IMPORT_ERRORS):
+        return Capability.unavailable(
+            f"scalene is installed but cannot be imported: {last}", _import_fix(last, command)
+        )
     missing = [opt for opt in NEEDED_OPTIONS if opt not in text]
     if done.returncode != 0 or missing:
-        last = (text.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         why = f"options {', '.join(missing)} missing" if missing else last
         return Capability.unavailable(
             f"scalene's `run` command is not the 2.x CLI ({why})", "pip install 'scalene>=2.4'"
@@ -125,6 +131,36 @@ def _probe(command: tuple[str, ...], memory: bool) -> Capability:
                 "pip install --force-reinstall 'scalene>=2.4' (x86-64/arm64 Linux), or run without memory",
             )
     return Capability.ok(command=" ".join(command))
+
+
+IMPORT_ERRORS = ("ModuleNotFoundError: ", "ImportError: ")
+REINSTALL = "pip install --force-reinstall 'scalene>=2.4'"
+
+
+def _import_fix(error: str, command: tuple[str, ...]) -> str:
+    """The command that installs what scalene's import lacks: the missing dependency at the version
+    scalene requires (from its metadata, in this interpreter), else a reinstall of scalene and its
+    dependencies."""
+    found = re.search(r"No module named '([\w.]+)'", error)
+    if found is None:
+        return REINSTALL
+    module = found.group(1).split(".")[0]
+    dists = {_dist_key(d) for d in metadata.packages_distributions().get(module, [module])}
+    try:
+        requires = metadata.requires("scalene") or []
+    except metadata.PackageNotFoundError:
+        requires = []
+    for requirement in requires:
+        name = re.match(r"[A-Za-z0-9._-]+", requirement)
+        if name and _dist_key(name.group(0)) in dists and "extra ==" not in requirement:
+            spec = requirement.split(";")[0].strip()
+            python = command[0] if command[1:3] == ("-P", "-m") else "python"
+            return f"{python} -m pip install '{spec}'"
+    return REINSTALL
+
+
+def _dist_key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 # ----------------------------------------------------------------------------- collector

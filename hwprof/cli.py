@@ -197,10 +197,24 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
         )
         return 1
     console.print(f"run directory: {run_dir}")
+    for line in lingering_lines(data.run):
+        console.print(f"[yellow]warning:[/] {line}", highlight=False)
     problems = run_problems(data.run)
     for problem in problems:
         console.print(f"[red]hwprof: error:[/] {problem}", highlight=False)
     return 1 if problems else 0
+
+
+def lingering_lines(run: dict[str, Any]) -> list[str]:
+    """One line per process a pass's worker left behind, which the session stopped."""
+    how = {"exited": "it ended on its own", "survived": "it could not be stopped"}
+    return [
+        f"pass {name}: the worker left {x['name']} (pid {x['pid']}, state {x['state']}: "
+        f"{' '.join(x['cmdline'])[:120]}) running; {how.get(x['stopped_by'], 'stopped by ' + x['stopped_by'])} "
+        f"{x['lingered_s']:.1f} s after the worker exited"
+        for name, p in run.get("passes", {}).items()
+        for x in p.get("lingering", [])
+    ]
 
 
 def run_problems(run: dict[str, Any]) -> list[str]:
@@ -308,9 +322,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
-    from rich.table import Table
-
     from hwprof.registry import all_collectors
+    from hwprof.render.status_block import StatusRow, status_renderable
 
     if args.device != "cpu":
         from hwprof.gpu_device import require_cuda
@@ -326,22 +339,20 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
 
         doctor_peaks(args.threads, force=args.force, console=console)
     config = RunConfig(counters=args.counters, device=args.device)
-    table = Table(title="what this host can measure", title_justify="left")
-    for col in ("collector", "pass", "status", "reason", "fix"):
-        table.add_column(col, overflow="fold")
+    rows: list[StatusRow] = []
     for cls in all_collectors():
         try:
             cap = cls.probe(config)
         except Exception as exc:
-            table.add_row(cls.name, cls.pass_name, "[red]probe failed[/]", f"{type(exc).__name__}: {exc}", "")
+            rows.append(StatusRow(cls.name, cls.pass_name, "[red]probe failed[/]", f"{type(exc).__name__}: {exc}"))
             continue
         status = "[green]available[/]" if cap.available else "[yellow]unavailable[/]"
         if cap.available and not cls.wanted(config):
             status = "[green]available[/] (off by default)"
-        table.add_row(cls.name, cls.pass_name, status, cap.reason, cap.fix)
+        rows.append(StatusRow(cls.name, cls.pass_name, status, cap.reason, cap.fix))
         for names, reason, fix in _unavailable_parts(cap.details):
-            table.add_row("", "", f"[yellow]{len(names)} unavailable[/]", f"{', '.join(names)}: {reason}", fix)
-    console.print(table)
+            rows.append(StatusRow("", "", f"[yellow]{len(names)} unavailable[/]", f"{', '.join(names)}: {reason}", fix))
+    console.print(status_renderable("what this host can measure", rows, console.width))
     console.print(_runtimes_table())
     return 0
 

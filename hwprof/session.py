@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hwprof import child
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.config import PASS_ORDER, RunConfig
 from hwprof.perf.steal import steal_ns
@@ -29,8 +28,6 @@ from hwprof.registry import all_collectors
 from hwprof.rundata import SCHEMA_VERSION, write_run_json
 from hwprof.workload.images import ImageSet
 from hwprof.workload.markers import MarkerBus
-
-TERM_GRACE_S = 20.0
 
 
 class CollectError(RuntimeError):
@@ -122,6 +119,8 @@ class PassOutcome:
     """Hypervisor steal over the pass as a share of all CPUs' time: how much a noisy neighbour took."""
     runtime: dict[str, Any] | None = None
     """The worker's runtime.json content: runtime, executed precision, output difference, clock."""
+    lingering: list[child.Lingering] = field(default_factory=list)
+    """Processes left in the worker's session after it exited, which the session stopped."""
 
 
 class Session:
@@ -187,6 +186,7 @@ class Session:
             )
             attached: dict[str, AttachedTool] = {}
             outcome_status, error = "ok", ""
+            exited_at: float | None = None
             try:
                 for collector in collectors:
                     try:
@@ -196,46 +196,26 @@ class Session:
                         error = f"{collector.name} could not attach: {exc}"
                     if tool is not None:
                         attached[collector.name] = tool
-                outcome_status, error = self._follow(proc, plan.name) or (outcome_status, error)
+                exited_at = child.follow(proc, self.config.pass_timeout_s, lambda line: self._on_line(plan.name, line))
+                if exited_at is None:
+                    child.stop(proc)
+                    outcome_status = "timeout"
+                    error = f"pass {plan.name} ran past its {self.config.pass_timeout_s:.0f} s time-out"
             except KeyboardInterrupt:
-                _stop(proc)
-                outcome_status, error = "interrupted", "Ctrl-C"
-                self._finish_pass(plan, ctx, proc, attached, started, steal_at_start, outcome_status, error)
+                child.stop(proc)
+                times = (started, exited_at, steal_at_start)
+                self._finish_pass(plan, ctx, proc, attached, times, "interrupted", "Ctrl-C")
                 raise
-        return self._finish_pass(plan, ctx, proc, attached, started, steal_at_start, outcome_status, error)
+        times = (started, exited_at, steal_at_start)
+        return self._finish_pass(plan, ctx, proc, attached, times, outcome_status, error)
 
-    def _follow(self, proc: subprocess.Popen[str], pass_name: str) -> tuple[str, str] | None:
-        """Relay the worker's progress lines until it exits or runs past its time-out."""
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + self.config.pass_timeout_s
-        while True:
-            try:
-                line = lines.get(timeout=0.2)
-            except queue.Empty:
-                if time.monotonic() > deadline:
-                    _stop(proc)
-                    return (
-                        "timeout",
-                        f"pass {pass_name} ran past its {self.config.pass_timeout_s:.0f} s time-out",
-                    )
-                continue
-            if line is None:
-                proc.wait()
-                return None
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                self.progress(pass_name, event)
+    def _on_line(self, pass_name: str, line: str) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(event, dict):
+            self.progress(pass_name, event)
 
     def _finish_pass(
         self,
@@ -243,16 +223,16 @@ class Session:
         ctx: PassContext,
         proc: subprocess.Popen[str],
         attached: dict[str, AttachedTool],
-        started: float,
-        steal_at_start: int | None,
+        times: tuple[float, float | None, int | None],
         status: str,
         error: str,
     ) -> PassOutcome:
-        """started, steal_at_start: monotonic s and host steal ns when the worker was launched."""
-        returncode = proc.poll()
-        if returncode is None:
-            _stop(proc)
-            returncode = proc.returncode
+        """times: monotonic s when the worker was launched and when its exit was seen (None: not seen,
+        it was stopped), and host steal ns at its launch."""
+        started, exited_at, steal_at_start = times
+        child.stop(proc)  # when it has not exited
+        lingering = child.stop_session(proc.pid, exited_at or time.monotonic())
+        returncode = proc.wait()
         results: dict[str, CollectorResult] = {}
         result_file = ctx.out_dir / "result.json"
         worker: dict[str, Any] = {}
@@ -280,6 +260,7 @@ class Session:
         wall = time.monotonic() - started
         outcome = PassOutcome(plan.name, status, returncode, wall, proc.pid, error, results)
         outcome.runtime = worker.get("runtime")
+        outcome.lingering = lingering
         stolen = steal_ns()
         if stolen is not None and steal_at_start is not None and wall > 0:
             outcome.host_steal_share = (stolen - steal_at_start) / 1e9 / (wall * (os.cpu_count() or 1))
@@ -347,6 +328,8 @@ class Session:
             "log": f"passes/{outcome.name}/worker.log",
             "host_steal_share": outcome.host_steal_share,
         }
+        if outcome.lingering:
+            self.run["passes"][outcome.name]["lingering"] = [x.to_dict() for x in outcome.lingering]
         for name, result in outcome.results.items():
             self.run["collectors"][name] = {**result.to_dict(), "pass": outcome.name}
         if outcome.runtime:
@@ -361,20 +344,6 @@ class Session:
         summary = self.run.setdefault("runtime", {"name": info.get("runtime"), **info, "profiled_passes": {}})
         if profiler:
             summary["profiled_passes"][pass_name] = profiler
-
-
-def _stop(proc: subprocess.Popen[str]) -> None:
-    """SIGTERM the worker's process group (it closes its collectors), then SIGKILL after a grace period."""
-    if proc.poll() is not None:
-        return
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=TERM_GRACE_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except ProcessLookupError:
-        proc.wait()
 
 
 def _log_error_line(log: Path) -> str:

@@ -472,3 +472,17 @@ def test_ort_int8_is_recorded_only_when_integer_ops_are_there(tmp_path: Path) ->
     assert executed_precision(graph_ops(path), "int8") == "fp32 (no integer kernel ran)"
     assert executed_precision({"DynamicQuantizeLinear", "ConvInteger"}, "int8") == "int8"
     assert executed_precision({"Conv"}, "fp32") == "fp32"
+
+
+def test_openvino_is_imported_without_its_telemetry() -> None:
+    """`import openvino` sends a usage event through openvino_telemetry from a forked process (issue 17:
+    the fork outlived the worker under Scalene); hwprof imports it with OpenVINO's no-op stub instead."""
+    pytest.importorskip("openvino")
+    code = (
+        "import sys; from hwprof.workload.runtime_names import import_runtime; import_runtime('openvino'); "
+        "from openvino.tools.ovc import telemetry_utils; "
+        "print(telemetry_utils.tm.__name__, sys.modules.get('openvino_telemetry'))"
+    )
+    done = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["openvino.tools.ovc.telemetry_stub", "None"]

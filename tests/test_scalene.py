@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,44 @@ def _ctx(tmp_path: Path, config: RunConfig | None = None) -> PassContext:
     ctx = PassContext(config or RunConfig(), tmp_path, "scalene", MarkerBus())
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     return ctx
+
+
+BLOCK_PYDANTIC = """
+import sys
+
+class _Block:
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.split(".")[0] == "pydantic":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, _Block)
+"""
+"""A sitecustomize.py that makes pydantic (one of scalene's dependencies) look not installed."""
+
+
+def test_probe_reports_why_scalene_cannot_be_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """scalene installed but one of its dependencies missing: the reason is the import error and the
+    fix installs that dependency (not "scalene's `run` command is not the 2.x CLI")."""
+    pytest.importorskip("scalene")
+    (tmp_path / "sitecustomize.py").write_text(BLOCK_PYDANTIC)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    sc._probe.cache_clear()
+    try:
+        cap = sc.ScaleneCollector.probe(RunConfig())
+    finally:
+        sc._probe.cache_clear()
+    assert not cap.available
+    assert "scalene is installed but cannot be imported: ModuleNotFoundError: No module named 'pydantic'" in cap.reason
+    assert "2.x CLI" not in cap.reason
+    assert re.fullmatch(r"\S+ -m pip install 'pydantic[<>=!~].*'", cap.fix), cap.fix
+
+
+def test_import_errors_other_than_a_missing_dependency_reinstall_scalene() -> None:
+    command = (sys.executable, "-P", "-m", "scalene")
+    broken = "ImportError: cannot import name 'PositiveInt' from 'pydantic'"
+    assert sc._import_fix(broken, command) == sc.REINSTALL
+    assert sc._import_fix("ModuleNotFoundError: No module named 'not_a_dependency'", command) == sc.REINSTALL
 
 
 def test_wrap_command_runs_the_worker_module_under_scalene(tmp_path: Path) -> None:

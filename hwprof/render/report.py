@@ -132,11 +132,14 @@ def _header_renderable(a: Analysis) -> RenderableType:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for key, value in header_lines(a):
-        grid.add_row(key, value)
+        grid.add_row(key, Text(value))  # not markup: "[complete]", paths and reasons hold brackets
     lines = unavailable_lines(a)
     if lines:
         grid.add_row("not measured", "")
         for name, status, reason in lines:
+            if status == "skipped":  # a list of names: it goes in the wide column, not the key column
+                grid.add_row(Text("  skipped", style=STATUS_STYLE["skipped"]), Text(f"{name}: {reason}"))
+                continue
             cell = Text()
             cell.append(status, style=STATUS_STYLE.get(status, ""))
             cell.append(f": {reason}" if reason else "")

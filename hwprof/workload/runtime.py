@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from hwprof.workload.node_layers import RunSpans
+from hwprof.workload.runtime_names import import_runtime
 
 if TYPE_CHECKING:
     import torch
@@ -82,10 +83,8 @@ class Runtime:
 
     def _import(self, module: str) -> Any:
         """The runtime's package, or RuntimeUnavailable with the fix."""
-        import importlib
-
         try:
-            return importlib.import_module(module)
+            return import_runtime(module)
         except ImportError as exc:
             raise RuntimeUnavailable(f"{module} cannot be imported ({exc}); fix: pip install {module}") from exc
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import sys
+from types import ModuleType
+
 RUNTIME_PRECISIONS: dict[str, tuple[str, ...]] = {
     "torch": ("fp32", "bf16", "fp16"),
     "onnxruntime": ("fp32", "int8"),
@@ -34,3 +38,18 @@ def check_runtime_precision(runtime: str, precision: str, device: str = "cpu") -
         raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
     if precision not in RUNTIME_PRECISIONS[runtime]:
         raise ValueError(f"runtime {runtime} does not run precision {precision!r}; supported: {supported_text()}")
+
+
+TELEMETRY_MODULES: dict[str, tuple[str, ...]] = {"openvino": ("openvino_telemetry",)}
+"""Usage-reporting packages kept out of a runtime's import. `import openvino` sends an "import" event
+over the network through openvino_telemetry (unless the user opted out), from a thread that forks a
+multiprocessing child to do it: network traffic at run time, and under Scalene the forked copy of
+the worker outlived it (issue 17, see hwprof/child.py). With the package unimportable, OpenVINO uses
+its own no-op telemetry stub (openvino.tools.ovc.telemetry_stub)."""
+
+
+def import_runtime(runtime: str) -> ModuleType:
+    """Import a runtime's package without its telemetry (ImportError when it cannot be imported)."""
+    for module in TELEMETRY_MODULES.get(runtime, ()):
+        sys.modules.setdefault(module, None)  # type: ignore[arg-type]  # None: `import module` raises ImportError
+    return importlib.import_module(runtime)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 
-from hwprof.workload.runtime_names import RUNTIME_PRECISIONS
+from hwprof.workload.runtime_names import RUNTIME_PRECISIONS, import_runtime
 
 
 @dataclass(frozen=True)
@@ -19,8 +18,7 @@ class RuntimeStatus:
 
 def _bf16_note() -> str:
     try:
-        import openvino as ov
-
+        ov = import_runtime("openvino")
         capabilities = [str(c) for c in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
     except Exception as exc:
         return f"OpenVINO CPU plugin unusable: {type(exc).__name__}: {exc}"
@@ -33,7 +31,7 @@ def runtime_statuses() -> list[RuntimeStatus]:
     out = []
     for runtime, precisions in RUNTIME_PRECISIONS.items():
         try:
-            module = importlib.import_module(runtime)
+            module = import_runtime(runtime)
         except ImportError as exc:
             out.append(
                 RuntimeStatus(runtime, None, precisions, f"cannot be imported ({exc}); fix: pip install {runtime}")
