@@ -47,6 +47,7 @@ from hwprof.collectors._perf_control import (
     AttachOnRequest,
     PerfControl,
     disable,
+    enable,
     make_fifos,
     remove_fifos,
     request_attach,
@@ -247,6 +248,7 @@ class PerfSamplingCollector(Collector):
     title = "Linux perf sampling: native kernels per layer on every thread"
     pass_name = "kernels"
     needs_layer_markers = True
+    switchable = True
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:
@@ -267,6 +269,12 @@ class PerfSamplingCollector(Collector):
 
     def stop(self, ctx: PassContext) -> None:
         disable(ctx.out_dir)
+
+    def pause(self, ctx: PassContext) -> None:
+        disable(ctx.out_dir)
+
+    def resume(self, ctx: PassContext) -> None:
+        enable(ctx.out_dir)
 
     def close(self, ctx: PassContext) -> CollectorResult:
         return CollectorResult(

@@ -323,7 +323,7 @@ def _span_index(markers: list[Marker], kind: str) -> dict[str, list[tuple[int, i
     spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
     opened: dict[str, list[int]] = defaultdict(list)
     for m in markers:
-        if m.kind != kind or m.warmup:
+        if m.kind != kind or not m.measured:
             continue
         if m.phase == "B":
             opened[m.name].append(m.t_ns)
@@ -373,7 +373,7 @@ def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = N
     memory = bool(data.get("memory"))
     stage_spans = _span_index(markers, "stage")
     layer_spans = _span_index(markers, "layer")
-    n_iter = len({m.iteration for m in markers if m.kind == "iteration" and not m.warmup}) or 1
+    n_iter = len({m.iteration for m in markers if m.kind == "iteration" and m.measured}) or 1
 
     lines: list[LineRecord] = []
     functions: list[FunctionRecord] = []

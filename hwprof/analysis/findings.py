@@ -415,11 +415,15 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
             )
         )
     if report.scale is not None and report.scale > 1 + SCALE_SLACK:
+        if report.scale_paired:
+            text = f"the {report.time_pass} pass's clean iterations were {report.scale:.2f}x its measured ones"
+        else:
+            text = f"the clean timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's"
         out.append(
             Finding(
-                f"the clean timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's",
+                text,
                 "a pass with hooks should not be faster than the clean one: the host's load changed between "
-                "passes; per-layer times are scaled up to the timing pass",
+                "passes (or between the blocks of one); per-layer times are scaled up to the clean forward",
                 CAVEAT,
                 0.0,
             )
