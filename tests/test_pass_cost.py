@@ -42,7 +42,7 @@ def test_paired_cost_is_the_median_of_block_ratios_with_its_spread() -> None:
     assert cost.ratio == pytest.approx(1.125)
     assert (cost.low, cost.high) == (pytest.approx(1.0), pytest.approx(1.2))
     assert cost.q1 == pytest.approx(1.0375) and cost.q3 == pytest.approx(1.2)
-    assert cost.spread_text() == "1.000-1.200, IQR 1.038-1.200; 4 blocks"
+    assert cost.spread_text() == "IQR 1.038-1.200 (4 blocks)"
     # The host three times as busy during the first block: both of its sides slow, its ratio stays.
     busy = paired_cost(on | {0: 33.0, 1: 39.0}, off | {0: 30.0, 1: 30.0})
     assert busy is not None and busy.block_ratios == pytest.approx(cost.block_ratios)
@@ -122,7 +122,7 @@ def test_a_paired_pass_states_its_own_cost_and_scales_its_layers_by_it(tmp_path:
     heads = [c.header for c in spec.cols]
     row = next(r for r in spec.rows if r[0] == "layers")
     assert row[heads.index("cost")] == "1.250x" and row[heads.index("method")] == PAIRED
-    assert row[heads.index("spread")] == "1.250-1.250; 2 blocks"
+    assert row[heads.index("spread")] == "1.250-1.250 (2 blocks)"
     assert any(n.startswith("paired in the pass: clean and measured iterations interleaved") for n in spec.notes)
     assert not [f for f in a.findings if "slower than" in f.title or "clean timing pass's forward" in f.title]
 

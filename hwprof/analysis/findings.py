@@ -442,10 +442,11 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
             )
         )
     for cost in over.passes:
-        if cost.name == report.time_pass and cost.ratio is not None and cost.ratio > PASS_RATIO:
+        figure = cost.cost
+        if cost.name == report.time_pass and figure is not None and figure.ratio > PASS_RATIO:
             out.append(
                 Finding(
-                    f"the {cost.name} pass's forward was {cost.ratio:.2f}x the clean one",
+                    f"the {cost.name} pass's forward was {figure.ratio_text()} the clean one ({figure.method})",
                     f"per-layer times are scaled by {report.scale:.3f}" if report.scale else "layer times not scaled",
                     CAVEAT,
                     0.0,

@@ -68,10 +68,9 @@ class PassCostFigure:
             return "not recorded"
         if self.method != PAIRED:
             return f"{self.low:.2f}-{self.high:.2f} (timing IQR)"
-        text = f"{self.low:.3f}-{self.high:.3f}"
         if self.q1 is not None and self.q3 is not None and self.blocks >= 4:
-            text += f", IQR {self.q1:.3f}-{self.q3:.3f}"
-        return f"{text}; {self.blocks} blocks"
+            return f"IQR {self.q1:.3f}-{self.q3:.3f} ({self.blocks} blocks)"
+        return f"{self.low:.3f}-{self.high:.3f} ({self.blocks} blocks)"
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -319,7 +319,7 @@ def overhead_spec(a: Analysis) -> TableSpec:
     o = a.overheads
     cols = [
         Col("pass", "left"),
-        Col("collectors", "left", max_width=28),
+        Col("collectors", "left", max_width=28, priority=2),
         Col("status", "left", priority=2),
         Col("wall s", priority=1),
         Col("fwd p50 ms"),
@@ -354,7 +354,7 @@ def overhead_spec(a: Analysis) -> TableSpec:
         if p.cost and p.cost.always_on and level:
             notes.append(
                 f"{p.name}: {', '.join(p.cost.always_on)} stayed on in the clean iterations, so the paired figure "
-                f"leaves it out; the whole pass, {PASS_LEVEL}: {level.ratio:.2f}x ({level.spread_text()})"
+                f"leaves it out; the whole pass, {PASS_LEVEL}: {level.ratio_text()}, {level.spread_text()}"
             )
     if o.outside_layers_ms is not None:
         cpu = f"; {o.outside_layers_cpu_ms:.2f} ms CPU (perf task-clock gap)" if o.outside_layers_cpu_ms else ""
