@@ -147,3 +147,40 @@ def test_a_pass_without_clean_iterations_is_a_pass_level_estimate(tmp_path: Path
     row = next(r for r in spec.rows if r[0] == "layers")
     heads = [c.header for c in spec.cols]
     assert row[heads.index("method")] == "pass-level" and row[heads.index("cost")] == "2.00x"
+
+
+@pytest.mark.slow
+def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Path) -> None:
+    from hwprof.workload.markers import read_markers
+
+    only = "timing,flops,torch_profiler,pyspy,scalene"
+    proc = run_hwprof(
+        "collect", "--model", "yolov8n", "--imgsz", "160", "--warmup", "1", "--iters", "2", "--only", only,
+        "--out", "run", timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    root = tmp_path / "run"
+    run = json.loads((root / "run.json").read_text())
+    passes, collectors = run["passes"], run["collectors"]
+    layers = passes["layers"]["overhead"]
+    assert layers["method"] == PAIRED and layers["blocks"] == 1 and len(layers["block_ratios"]) == 1
+    assert layers["covers"][0] == "layer markers" and "flops" in layers["covers"]
+    assert layers["forward_on_ms"] > 0 and layers["forward_off_ms"] > 0
+    assert passes["layers"]["overhead_pass_level"]["method"] == PASS_LEVEL
+    assert "overhead" not in passes["timing"]
+    markers = read_markers(root / "passes/layers/markers.jsonl")
+    clean = {m.iteration for m in markers if m.clean and m.kind == "iteration"}
+    measured = {m.iteration for m in markers if m.measured and m.kind == "iteration" and m.iteration >= 0}
+    assert clean == measured == {0, 1}
+    assert not [m for m in markers if m.clean and m.kind == "layer"]  # the layer hooks are off in clean iterations
+    if collectors["torch_profiler"]["status"] == "ok":
+        trace = passes["trace"]["overhead"]
+        assert trace["method"] == PAIRED and "torch_profiler" in trace["covers"]
+        assert trace["always_on"] == (["pyspy"] if "pyspy" in passes["trace"]["collectors"] else [])
+        assert collectors["torch_profiler"]["summary"]["iterations"] == 2  # the clean ones are not profiled
+    if collectors["scalene"]["status"] == "ok":
+        assert passes["scalene"]["overhead"]["method"] == PAIRED
+        window = json.loads((root / "passes/scalene/scalene.window.json").read_text())
+        assert len(window["paused"]) == 2 and window["start_ns"] < window["paused"][0][0] < window["stop_ns"]
+    text = proc.stdout
+    assert "collector overheads" in text and "paired in the pass: clean and measured iterations" in text
