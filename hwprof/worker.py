@@ -118,14 +118,14 @@ class PassRunner:
         return min([max(wishes), *limits])
 
     def _pairs(self, runtime_name: str) -> bool:
-        """Interleave clean iterations (hwprof.paired) when a collector of the pass can be switched
-        off in-process; records which ones were and which stayed on (their cost is in both sides)."""
+        """Interleave clean iterations (hwprof.paired) when the layer hooks or a collector of the pass can
+        be switched off in-process; records which were and which stayed on (their cost is in both sides)."""
         live = [c for c in self.collectors if c.name not in self.results]
         switched = [c.name for c in live if c.switchable]
-        wanted = self.config.extra.get("paired", True)
-        if self.ctx.pass_name == "timing" or runtime_name != "torch" or not switched or not wanted:
-            return False
         hooks = ["layer markers"] if self._remove_hooks is not None else []
+        wanted = self.config.extra.get("paired", True)
+        if self.ctx.pass_name == "timing" or runtime_name != "torch" or not (hooks or switched) or not wanted:
+            return False
         self.paired = {"switched": [*hooks, *switched], "always_on": [c.name for c in live if not c.switchable]}
         return True
 
