@@ -110,13 +110,14 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
         e = clock.to_mono(seg.end_us)
         if e <= window[0] or s >= window[1]:
             continue
-        kept.append(seg)
         thread = threads[seg.tid]
         i = max(bisect.bisect_right(starts, s) - 1, 0)
         # Inside the measured iterations only: a paired pass's clean iterations lie between them.
         inside = _overlap(pieces, i, s, e)
-        if inside > 0:
-            per_thread[f"{thread.os_tid or seg.tid} {thread.name}".strip()].add(seg.stack, inside)
+        if inside <= 0:
+            continue
+        kept.append(seg)
+        per_thread[f"{thread.os_tid or seg.tid} {thread.name}".strip()].add(seg.stack, inside)
         if seg.tid != main_key:
             continue
         from_stack = stage_of(seg.stack)

@@ -123,7 +123,7 @@ class PassRunner:
         live = [c for c in self.collectors if c.name not in self.results]
         switched = [c.name for c in live if c.switchable]
         hooks = ["layer markers"] if self._remove_hooks is not None else []
-        wanted = self.config.extra.get("paired", True)
+        wanted = self.config.extra.get("paired", True) and all(c.clean_iterations for c in live)
         if self.ctx.pass_name == "timing" or runtime_name != "torch" or not (hooks or switched) or not wanted:
             return False
         self.paired = {"switched": [*hooks, *switched], "always_on": [c.name for c in live if not c.switchable]}

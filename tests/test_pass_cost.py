@@ -184,3 +184,31 @@ def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Pat
         assert len(window["paused"]) == 2 and window["start_ns"] < window["paused"][0][0] < window["stop_ns"]
     text = proc.stdout
     assert "collector overheads" in text and "paired in the pass: clean and measured iterations" in text
+
+
+@pytest.mark.parametrize(
+    ("pass_name", "names", "runtime", "paired"),
+    [
+        ("layers", "flops,sysstat", "torch", {"switched": ["layer markers", "flops", "sysstat"], "always_on": []}),
+        ("trace", "pyspy", "torch", {"switched": ["layer markers"], "always_on": ["pyspy"]}),
+        ("callgrind", "callgrind", "torch", None),  # under a simulator: no clean iterations
+        ("layers", "flops", "onnxruntime", None),  # the runtime profiles its whole pass
+        ("timing", "timing", "torch", None),
+    ],
+)
+def test_which_passes_interleave_clean_iterations(
+    tmp_path: Path, pass_name: str, names: str, runtime: str, paired: dict[str, list[str]] | None
+) -> None:
+    from hwprof.config import RunConfig
+    from hwprof.worker import PassRunner
+
+    RunConfig(model="yolov8n").save(tmp_path / "config.json")
+    (tmp_path / "images.json").write_text(json.dumps({"paths": []}))
+    runner = PassRunner(tmp_path, pass_name, names.split(","))
+    if pass_name != "timing":
+        runner._remove_hooks = lambda: None  # the worker attaches layer hooks in every pass but timing
+    assert runner._pairs(runtime) is (paired is not None)
+    if paired is not None:
+        assert runner.paired is not None
+        assert sorted(runner.paired["switched"]) == sorted(paired["switched"])
+        assert runner.paired["always_on"] == paired["always_on"]

@@ -176,7 +176,8 @@ def test_real_trace_pass(tmp_path: Path) -> None:
     done = _worker(run_dir, "torch_profiler")
     assert done.returncode == 0, done.stderr[-2000:]
     progress = [json.loads(line) for line in done.stdout.splitlines()]  # oneDNN printed elsewhere
-    assert [p["done"] for p in progress if p["phase"] == "measure"] == [2, 3]
+    # 2 measured iterations and, the pass being paired (hwprof.paired), 2 clean ones between them
+    assert [p["done"] for p in progress if p["phase"] == "measure"] == [2, 3, 4, 5]
     out = run_dir / "passes" / "trace"
     result = json.loads((out / "result.json").read_text())["collectors"]["torch_profiler"]
     assert result["status"] == "ok", result
