@@ -5,7 +5,8 @@ before torch is imported, builds the model, runs warm-up and measured iterations
 and always closes every collector, so a pass stopped by an error, SIGTERM or Ctrl-C still leaves
 what it measured. A pass whose layer hooks or collectors switch off in-process also runs as many
 clean iterations, interleaved with the measured ones in ABBA blocks (hwprof.paired), so that it
-measures its own cost (hwprof.analysis.paired_cost). Progress goes to stdout as JSON lines for the parent; logs go to stderr.
+measures its own cost (hwprof.analysis.paired_cost). Progress goes to stdout as JSON lines for the
+parent; logs go to stderr.
 """
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ def _rewrite_layers_pass(root: Path, markers: list[Marker], paired: dict[str, li
     return RunData.load(root)
 
 
-def test_a_paired_pass_states_its_own_cost_and_scales_its_layers_by_it(tmp_path: Path) -> None:
+def test_a_paired_pass_states_its_own_cost_beside_layers_that_add_up_to_the_stated_forward(tmp_path: Path) -> None:
     # timing pass 100 ms (another process, e.g. a quiet moment); layers pass: 200 ms measured, 160 ms clean
     root = make_run(tmp_path / "paired")
     markers = _paired_layers_pass(root, 160.0, LAYER_MS, 4)
@@ -110,10 +110,11 @@ def test_a_paired_pass_states_its_own_cost_and_scales_its_layers_by_it(tmp_path:
     assert "overhead" not in data.run["passes"]["timing"]
 
     report = build_layer_report(data)
-    assert report.scale_paired and report.scale == pytest.approx(0.8)
-    assert report.forward_ms == pytest.approx(160.0)  # the clean forward of the same process
-    assert report.layers[0].time_ms == pytest.approx(160.0 * 80.0 / 200.0)
-    assert "paired cost 1.250x" in report.time_note
+    # the layers add up to the forward the report states (the timing pass's); the cost is the pass's own
+    assert not report.scale_paired and report.forward_ms == pytest.approx(100.0)
+    assert report.layers[0].time_ms == pytest.approx(100.0 * 80.0 / 200.0)
+    assert "paired in it: 1.250x (median of 2 ABBA blocks" in report.time_note
+    assert "not a cost" in report.time_note
 
     a = analyse(data)
     layers = next(p for p in a.overheads.passes if p.name == "layers")
@@ -125,6 +126,22 @@ def test_a_paired_pass_states_its_own_cost_and_scales_its_layers_by_it(tmp_path:
     assert row[heads.index("spread")] == "1.250-1.250 (2 blocks)"
     assert any(n.startswith("paired in the pass: clean and measured iterations interleaved") for n in spec.notes)
     assert not [f for f in a.findings if "slower than" in f.title or "clean timing pass's forward" in f.title]
+
+
+def test_without_a_timing_pass_layers_add_up_to_the_pass_own_clean_forward(tmp_path: Path) -> None:
+    root = make_run(tmp_path / "notiming")
+    markers = _paired_layers_pass(root, 160.0, LAYER_MS, 4)
+    run = json.loads((root / "run.json").read_text())
+    del run["passes"]["timing"]
+    (root / "run.json").write_text(json.dumps(run))
+    data = _rewrite_layers_pass(root, markers, {"switched": ["layer markers"], "always_on": []})
+    assert data.run["passes"]["layers"]["overhead"]["method"] == PAIRED
+    assert data.run["passes"]["layers"]["overhead_pass_level"] is None
+    report = build_layer_report(data)
+    assert report.scale_paired and report.scale == pytest.approx(0.8)
+    assert report.forward_ms == pytest.approx(160.0)  # 200 ms measured / its paired cost 1.25
+    assert report.layers[0].time_ms == pytest.approx(160.0 * 80.0 / 200.0)
+    assert "no timing pass" in report.time_note
 
 
 def test_an_always_on_collector_is_named_with_the_pass_level_figure(tmp_path: Path) -> None:

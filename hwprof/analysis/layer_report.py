@@ -8,14 +8,18 @@ iterations; the layer's time is that share x the clean forward. Per-iteration sh
 load changes that hit a whole iteration, and the shares of all layers plus the time outside them
 add up to exactly 1, so the scaled times add up to the clean forward.
 
-The clean forward is the pass's own: its forward p50 / its paired cost (paired_cost: clean
-iterations interleaved with the measured ones in the same process, median of the ABBA blocks'
-ratios), so the scale is the collectors' cost and not the noise between two processes (10-20% on
-a shared VM). The layers then add up to the forward as the same process ran it clean, which can
-differ from the timing pass's forward by that pass-to-pass noise. Only a pass that did not
-interleave (a runtime other than torch, or a run from before) is scaled by the timing pass's
-forward p50, as a pass-level estimate. The scale corrects the total, not each layer's own share of
-the hook overhead (a layer of many tiny ops carries more of it): the report says "scaled".
+Which clean forward: the timing pass's forward p50, the one the report states for the forward
+stage, so that the layers add up to it. The shares are taken per iteration and are free of scale:
+no ratio between two processes enters them, and the factor between the timing pass's forward and
+the time pass's (noise of 10-20% between two processes on a shared VM, more under a load spike) is
+not a cost and is not presented as one. The time pass's cost is its own paired figure
+(paired_cost: clean iterations interleaved with its measured ones in the same process), stated
+beside the times. Without a timing pass the clean forward is the time pass's own: its forward p50
+/ its paired cost. Scaling the layers by the paired cost instead, i.e. to the time pass's own clean
+forward, was considered and rejected: under a load spike during that pass (a 43 ms forward ran
+at 1.1 s in the layers pass here) the layers then add up to a forward the report shows nowhere.
+The hooks' cost is spread over the layers in proportion to their time, not by each layer's own
+share of it (a layer of many tiny ops carries more of it): the report says "scaled".
 
 Roofline. FLOPs and minimum bytes come from the flops collector; achieved GFLOP/s and GB/s use
 the scaled time including nested layers (FLOPs are counted per module, nested ones included); the
@@ -137,7 +141,7 @@ class LayerReport:
     methods: dict[str, str]
     native: NativeView | None = None
     scale_paired: bool = False
-    """The scale is the time pass's own paired cost (else the timing pass against it)."""
+    """The scale is the time pass's own paired cost (no timing pass), else the timing pass against it."""
 
     def top(self, n: int, key: str = "time_ms") -> list[LayerStat]:
         rows = [r for r in self.layers if getattr(r, key) is not None]
@@ -241,30 +245,35 @@ def build_layer_report(data: RunData) -> LayerReport:
     if source is not None and source != "timing":
         markers = data.markers(source)
         paired = paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
-    if paired is None and "timing" in data.pass_names and source != "timing":
-        timing_fwd = forward_p50(measured_spans(data.markers("timing")))
+        if "timing" in data.pass_names:
+            timing_fwd = forward_p50(measured_spans(data.markers("timing")))
     scale = timing_fwd / source_fwd if (timing_fwd and source_fwd) else None
     forward_ms = timing_fwd if timing_fwd else source_fwd
-    if paired is not None and source_fwd:
+    if not timing_fwd and paired is not None and source_fwd:
         scale = 1 / paired.ratio
         forward_ms = source_fwd * scale
+    cost = (
+        f"the {source} pass's own cost, paired in it: {paired.ratio:.3f}x (median of {paired.blocks} ABBA blocks of "
+        "clean and measured iterations in one process)"
+        if paired is not None
+        else f"the {source} pass ran no clean iterations: its cost is a pass-level estimate"
+    )
     if not its:
         note = "no per-layer times"
-    elif paired is not None and source_fwd:
-        note = (
-            f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
-            f"(self time / that iteration's forward) x that pass's clean forward {forward_ms:.2f} ms: its forward "
-            f"p50 {source_fwd:.2f} ms / its paired cost {paired.ratio:.3f}x (median of {paired.blocks} ABBA "
-            "blocks of clean and measured iterations in the same process); the scaling corrects the total, "
-            "not each layer's share of the hook cost"
-        )
     elif timing_fwd:
         note = (
             f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
-            f"(self time / that iteration's forward) x the clean timing pass's forward p50 "
-            f"{timing_fwd:.2f} ms (i.e. scaled ~x{scale:.3f} from the {source} pass's {source_fwd:.2f} ms; "
-            "a pass-level estimate: two processes, their noise included); the scaling corrects the total, "
-            "not each layer's share of the hook cost"
+            f"(self time / that iteration's forward) x the forward the report states, the clean timing pass's "
+            f"p50 {timing_fwd:.2f} ms (scaled x{scale:.3f} from the {source} pass's {source_fwd:.2f} ms: the shares "
+            f"are scale-free, so this factor is the two processes' difference, not a cost); {cost}; the hooks' cost "
+            "is spread over the layers in proportion to their time"
+        )
+    elif paired is not None and source_fwd:
+        note = (
+            f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
+            f"(self time / that iteration's forward) x that pass's clean forward {forward_ms:.2f} ms (no timing "
+            f"pass): its forward p50 {source_fwd:.2f} ms / {cost}; the hooks' cost is spread over the layers "
+            "in proportion to their time"
         )
     else:
         note = (
@@ -420,5 +429,5 @@ def build_layer_report(data: RunData) -> LayerReport:
         missing,
         methods,
         native,
-        scale_paired=paired is not None and source_fwd is not None,
+        scale_paired=not timing_fwd and paired is not None and source_fwd is not None,
     )
