@@ -42,6 +42,8 @@ FEW_ITERATIONS = 10
 PASS_RATIO = 2.0
 SCALE_SLACK = 0.05
 STEAL_CAVEAT = 0.05
+PAIRED_IQR_CAVEAT = 0.1
+"""A paired cost whose blocks' quartiles lie further apart than this does not resolve a few-% cost."""
 """A pass during which the hypervisor stole more than this share of the CPUs gets a caveat."""
 CAVEAT = "caveat"
 
@@ -452,6 +454,23 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
                     0.0,
                 )
             )
+    unresolved = [
+        c.name
+        for c in over.passes
+        if c.cost and c.cost.q1 is not None and c.cost.q3 is not None and c.cost.q3 - c.cost.q1 > PAIRED_IQR_CAVEAT
+    ]
+    if unresolved:
+        out.append(
+            Finding(
+                f"the paired cost of the {', '.join(unresolved)} pass{'es is' if len(unresolved) > 1 else ' is'} not "
+                f"resolved: the quartiles of {'their' if len(unresolved) > 1 else 'its'} ABBA blocks' ratios lie more "
+                f"than {PAIRED_IQR_CAVEAT:.2f} apart",
+                "the host's load changed within blocks (other work on these CPUs): collect with more --iters, "
+                "or on a quieter host, for a cost of a few %",
+                CAVEAT,
+                0.0,
+            )
+        )
     return out
 
 
