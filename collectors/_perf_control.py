@@ -9,6 +9,7 @@ model build and warm-up are neither sampled nor slowed.
     worker start():  write "ready" to perf.ready, wait for "go" on perf.go
     parent thread:   on "ready", launch perf record -D -1 --control fifo:perf.ctl,perf.ack,
                      send "enable" and wait for perf's ack, then write "go"
+    worker pause()/resume(): "disable"/"enable" around each clean iteration of the paired pass
     worker stop():   send "disable" on perf.ctl (perf keeps running until the worker exits)
 
 Every open on the worker's side is non-blocking and every wait has a time-out: a worker whose
@@ -137,11 +138,20 @@ def _open_writer(path: Path, wait_s: float) -> int | None:
 
 
 def disable(folder: Path) -> bool:
+    return _send(folder, "disable")
+
+
+def enable(folder: Path) -> bool:
+    """Worker side: sample again after disable() (the clean iterations of a paired pass lie between)."""
+    return _send(folder, "enable")
+
+
+def _send(folder: Path, command: str) -> bool:
     control = PerfControl.connect(folder)
     if control is None:
         return False
     try:
-        return control.send("disable")
+        return control.send(command)
     finally:
         control.close()
 

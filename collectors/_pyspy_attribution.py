@@ -33,7 +33,7 @@ from hwprof.collectors._pyspy_parse import (
 )
 
 from hwprof.analysis.kernels import most
-from hwprof.analysis.spans import measured_pieces
+from hwprof.analysis.spans import Piece, measured_pieces
 from hwprof.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
 from hwprof.workload.markers import Marker
 
@@ -110,15 +110,17 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
         e = clock.to_mono(seg.end_us)
         if e <= window[0] or s >= window[1]:
             continue
-        kept.append(seg)
         thread = threads[seg.tid]
-        per_thread[f"{thread.os_tid or seg.tid} {thread.name}".strip()].add(
-            seg.stack, min(e, window[1]) - max(s, window[0])
-        )
+        i = max(bisect.bisect_right(starts, s) - 1, 0)
+        # Inside the measured iterations only: a paired pass's clean iterations lie between them.
+        inside = _overlap(pieces, i, s, e)
+        if inside <= 0:
+            continue
+        kept.append(seg)
+        per_thread[f"{thread.os_tid or seg.tid} {thread.name}".strip()].add(seg.stack, inside)
         if seg.tid != main_key:
             continue
         from_stack = stage_of(seg.stack)
-        i = max(bisect.bisect_right(starts, s) - 1, 0)
         if from_stack is not None and pieces[i].start_ns <= s < pieces[i].end_ns:  # the sample at the change
             agreement[0] += pieces[i].stage == from_stack
             agreement[1] += 1
@@ -299,3 +301,12 @@ def write_outputs(out_dir: Path, converted: Converted) -> list[str]:
     (out_dir / f"{NAME}.hotspots.json").write_text(json.dumps(converted.hotspots, indent=1))
     names.append(f"{NAME}.hotspots.json")
     return names
+
+
+def _overlap(pieces: list[Piece], i: int, start_ns: int, end_ns: int) -> int:
+    """ns of [start_ns, end_ns) inside the measured pieces, from pieces[i] on."""
+    total = 0
+    while i < len(pieces) and pieces[i].start_ns < end_ns:
+        total += max(min(end_ns, pieces[i].end_ns) - max(start_ns, pieces[i].start_ns), 0)
+        i += 1
+    return total

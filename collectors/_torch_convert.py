@@ -133,7 +133,7 @@ def _alignment(ranges: list[tuple[str, str, int, int]], markers: list[Marker]) -
     pairs: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     opened: dict[tuple[str, str], list[int]] = defaultdict(list)
     for m in markers:
-        if m.warmup or m.kind == "iteration":
+        if not m.measured or m.kind == "iteration":
             continue
         key: tuple[str, str] = (m.kind, m.name)
         if m.phase == "B":

@@ -13,6 +13,9 @@ Life cycle inside the pass's child process (hwprof.worker), in this order:
     start(ctx)       after warm-up, before the measured iterations
     after_iteration(ctx, i)   after each measured iteration
     stop(ctx)        after the measured iterations
+    pause(ctx) / resume(ctx)  around each clean iteration of a paired pass (hwprof.paired), for
+                     collectors that are `switchable`: no markers reach a paused collector and
+                     the layer hooks are off, so a clean iteration is the timing pass's forward
     close(ctx)       always called (also after an error or Ctrl-C): write artifacts, return result
 
 Out-of-process collectors instead implement `wrap_command` (run the worker under a tool, e.g.
@@ -109,6 +112,14 @@ class Collector:
     needs_layer_markers: ClassVar[bool] = False
     default_enabled: ClassVar[bool] = True
     """False for collectors that only run when asked for (e.g. the PAPI backend)."""
+    switchable: ClassVar[bool] = False
+    """Its cost can be switched off between iterations inside the worker (pause/resume, and no
+    markers while paused). A pass with such a collector interleaves clean iterations with its
+    measured ones and so measures its own cost; others (py-spy attached from outside, a process
+    under Scalene or Valgrind) cost the clean iterations as much and leave a pass-level estimate."""
+    clean_iterations: ClassVar[bool] = True
+    """False: its pass runs no clean iterations at all (under a simulator every iteration is 50-150x
+    slower and the layer hooks' cost is nothing beside it): the pass gets a pass-level estimate."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config
@@ -145,6 +156,12 @@ class Collector:
 
     def stop(self, ctx: PassContext) -> None:
         pass
+
+    def pause(self, ctx: PassContext) -> None:
+        """A clean iteration follows: produce nothing, cost nothing (only if `switchable`)."""
+
+    def resume(self, ctx: PassContext) -> None:
+        """The next measured iteration follows a clean one: measure again."""
 
     def close(self, ctx: PassContext) -> CollectorResult:
         return CollectorResult("ok")

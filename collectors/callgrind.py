@@ -39,6 +39,7 @@ class CallgrindCollector(Collector):
     pass_name = "callgrind"
     subscribes = True
     order = 95
+    clean_iterations = False
     needs_layer_markers = True
     default_enabled = False
 

@@ -26,6 +26,7 @@ class FlopsCollector(Collector):
     name = "flops"
     title = "FLOPs and minimum bytes per layer (torch.utils.flop_counter)"
     pass_name = "layers"
+    switchable = True
 
     def __init__(self, config: Any) -> None:
         super().__init__(config)

@@ -166,6 +166,7 @@ class Papi(Collector):
     subscribes = True
     order = 90
     needs_layer_markers = True
+    switchable = True
     default_enabled = False
 
     @classmethod

@@ -94,6 +94,7 @@ class PerfEvents(Collector):
     subscribes = True
     order = 90
     needs_layer_markers = True
+    switchable = True
 
     @classmethod
     def wanted(cls, config: RunConfig) -> bool:
@@ -176,6 +177,12 @@ class PerfEvents(Collector):
         """Pause the interval sampler: start() resumes it (a benchmark toggles the collector)."""
         if self.sampler is not None:
             self.sampler.pause()
+
+    def pause(self, ctx: PassContext) -> None:
+        self.stop(ctx)
+
+    def resume(self, ctx: PassContext) -> None:
+        self.start(ctx)
 
     def close(self, ctx: PassContext) -> CollectorResult:
         if self.sampler is not None:

@@ -18,8 +18,9 @@ can be sampled (`:u`): kernel-space time then goes unseen, which the summary say
 
 Only the measured iterations are sampled: perf starts with its events disabled (`-D -1`) and a
 control FIFO pair in the pass folder (`--control fifo:perf.ctl,perf.ack`); the worker's side of
-this collector enables them in start(), after the warm-up, and disables them in stop(). Model
-build and warm-up then cost nothing, and perf.data holds only what the report uses.
+this collector enables them in start(), after the warm-up, and disables them in stop(), and around
+each clean iteration of the paired pass (pause/resume, hwprof.paired). Model build and warm-up then
+cost nothing, and perf.data holds only what the report uses.
 
 Rate and iterations. By default both are planned from the clean timing pass's forward p50 so that
 a layer at 1% of forward collects at least 50 samples (hwprof.analysis.kernels): the rate within
@@ -47,6 +48,7 @@ from hwprof.collectors._perf_control import (
     AttachOnRequest,
     PerfControl,
     disable,
+    enable,
     make_fifos,
     remove_fifos,
     request_attach,
@@ -60,7 +62,10 @@ NAME = "perf_sampling"
 DEFAULT_RATE = 1000
 """Without a timing pass to size it from."""
 MIN_AUTO_RATE = 250
-MAX_AUTO_RATE = 1000
+MAX_AUTO_RATE = 500
+"""At 35-45 us per sample (plan_sampling) 1 kHz cost yolov7-tiny at 320 about 6% of its forward
+(the pass's own paired figure, 1.06 over 76 ABBA blocks); 500 Hz halves that, for twice the
+iterations on a short forward."""
 RATE_MARGIN = 1.3
 MAX_PASS_S = 60.0
 """The most forward time the auto plan gives the kernels pass's measured iterations."""
@@ -247,6 +252,7 @@ class PerfSamplingCollector(Collector):
     title = "Linux perf sampling: native kernels per layer on every thread"
     pass_name = "kernels"
     needs_layer_markers = True
+    switchable = True
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:
@@ -267,6 +273,12 @@ class PerfSamplingCollector(Collector):
 
     def stop(self, ctx: PassContext) -> None:
         disable(ctx.out_dir)
+
+    def pause(self, ctx: PassContext) -> None:
+        disable(ctx.out_dir)
+
+    def resume(self, ctx: PassContext) -> None:
+        enable(ctx.out_dir)
 
     def close(self, ctx: PassContext) -> CollectorResult:
         return CollectorResult(

@@ -535,6 +535,8 @@ class RaplCollector(Collector):
     pass_name = "layers"
     subscribes = True
     order = 70
+    switchable = True
+    """Paused, it gets no markers (no reads); its background sampler keeps its interval."""
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)

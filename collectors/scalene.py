@@ -20,7 +20,8 @@ Why parsing happens in attach().finish(). Scalene writes its JSON when the profi
 after the worker's close() hooks ran, so the in-process close() cannot see it. The session calls
 attach() for every collector of the pass right after spawning; attach() here returns a tool whose
 finish() (called after the worker exited) parses the JSON. The in-process close() writes
-`scalene.window.json` (monotonic times around scalene start/stop) and reports whether it really ran
+`scalene.window.json` (monotonic times around scalene start/stop, and the pauses over the clean
+iterations of the paired pass, see hwprof.paired) and reports whether it really ran
 under Scalene.
 
 Clock. Scalene stamps CPU samples with time.perf_counter(), which is CLOCK_MONOTONIC on Linux, so
@@ -182,6 +183,10 @@ class ScaleneCollector(Collector):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self._window: dict[str, Any] = {}
+        self._paused_at: int | None = None
+        # Scalene's stop()/start() add up its elapsed time and samples over the windows; its memory
+        # footprint samples are timed from the latest start() only, so with --scalene-memory it stays on.
+        self.switchable = not config.scalene_memory
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:
@@ -238,11 +243,26 @@ class ScaleneCollector(Collector):
         if isinstance(exact, int) and exact >= before:
             self._window["scalene_start_ns"] = exact
 
+    def pause(self, ctx: PassContext) -> None:
+        """Scalene off for a clean iteration of the paired pass (its samples and elapsed time stop)."""
+        profiler = _scalene_profiler()
+        if profiler is not None and "start_ns" in self._window and "stop_ns" not in self._window:
+            profiler.stop()
+            self._paused_at = time.monotonic_ns()
+
+    def resume(self, ctx: PassContext) -> None:
+        profiler = _scalene_profiler()
+        if profiler is not None and self._paused_at is not None:
+            profiler.start()
+            self._window.setdefault("paused", []).append([self._paused_at, time.monotonic_ns()])
+            self._paused_at = None
+
     def stop(self, ctx: PassContext) -> None:
         profiler = _scalene_profiler()
         if profiler is not None and "start_ns" in self._window and "stop_ns" not in self._window:
             self._window["stop_ns"] = time.monotonic_ns()
-            profiler.stop()
+            if self._paused_at is None:
+                profiler.stop()
 
     def close(self, ctx: PassContext) -> CollectorResult:
         self.stop(ctx)
@@ -359,7 +379,7 @@ def _span_index(markers: list[Marker], kind: str) -> dict[str, list[tuple[int, i
     spans: dict[str, list[tuple[int, int]]] = defaultdict(list)
     opened: dict[str, list[int]] = defaultdict(list)
     for m in markers:
-        if m.kind != kind or m.warmup:
+        if m.kind != kind or not m.measured:
             continue
         if m.phase == "B":
             opened[m.name].append(m.t_ns)
@@ -409,7 +429,7 @@ def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = N
     memory = bool(data.get("memory"))
     stage_spans = _span_index(markers, "stage")
     layer_spans = _span_index(markers, "layer")
-    n_iter = len({m.iteration for m in markers if m.kind == "iteration" and not m.warmup}) or 1
+    n_iter = len({m.iteration for m in markers if m.kind == "iteration" and m.measured}) or 1
 
     lines: list[LineRecord] = []
     functions: list[FunctionRecord] = []

@@ -440,6 +440,8 @@ class SysstatCollector(Collector):
     pass_name = "layers"
     subscribes = True
     order = 30
+    switchable = True
+    """Paused, it gets no stage markers; its background sampler keeps its interval."""
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)

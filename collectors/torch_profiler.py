@@ -82,6 +82,7 @@ class TorchProfilerCollector(Collector):
     subscribes = True
     order = 40
     needs_layer_markers = True
+    switchable = True
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
@@ -153,6 +154,19 @@ class TorchProfilerCollector(Collector):
             self._abort()
             raise RuntimeError(f"marker {label} ends while {open_} is open: markers do not nest")
         self._exit(self._stack.pop()[1])
+
+    def pause(self, ctx: PassContext) -> None:
+        self._toggle(False)
+
+    def resume(self, ctx: PassContext) -> None:
+        self._toggle(True)
+
+    def _toggle(self, on: bool) -> None:
+        """Record aten ops or not (a clean iteration of the paired pass gets no range either: no markers)."""
+        if self._active and self._prof is not None:
+            from torch.profiler import ProfilerActivity
+
+            self._prof.toggle_collection_dynamic(on, [ProfilerActivity.CPU])
 
     def after_iteration(self, ctx: PassContext, iteration: int) -> None:
         if self._verbose is not None and iteration + 1 >= self._onednn_iterations:

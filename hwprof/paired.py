@@ -7,8 +7,10 @@ off, on, on, off, ... Collectors are
 opened before the model is built (counters must exist before torch starts its threads), started
 and subscribed to the marker bus for the "on" iterations, stopped and unsubscribed after them.
 Ratio per block = forward time with the collectors / without; the median over blocks is the
-figure to trust on a busy host. Used by scripts/bench_counters_overhead.py and
-scripts/bench_sampler_overhead.py.
+figure to trust on a busy host. Used by scripts/bench_*_overhead.py, and by the worker itself:
+every pass with collectors that switch on and off (Collector.switchable) runs its measured
+iterations in this order (`schedule`), with clean iterations between them, and so states its own
+cost (hwprof.analysis.paired_cost).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hwprof.analysis.paired_cost import paired_cost
 from hwprof.analysis.spans import forward_ms_by_iteration
 from hwprof.collectors.base import Collector, PassContext
 from hwprof.config import RunConfig
@@ -29,6 +32,19 @@ from hwprof.workload.markers import MarkerBus, MarkerLog
 def is_on(iteration: int) -> bool:
     """ABBA: the 2nd and 3rd iteration of every block of four."""
     return iteration % 4 in (1, 2)
+
+
+def schedule(measured: int) -> list[tuple[bool, int]]:
+    """(on, index) for a pass's `measured` iterations and as many clean ones, each kind numbered from
+    0, in blocks of four: on 2b, clean 2b, clean 2b+1, on 2b+1 (a last odd block: on, clean). The
+    mirror image of is_on's order, so that the first iteration after start() is a measured one
+    (collectors that measure only the first iterations, e.g. oneDNN's verbose log, see no clean one)."""
+    out: list[tuple[bool, int]] = []
+    for b in range(0, measured, 2):
+        out += [(True, b), (False, b)]
+        if b + 1 < measured:
+            out += [(False, b + 1), (True, b + 1)]
+    return out
 
 
 def abba_forward(
@@ -82,19 +98,16 @@ def abba_forward(
 
 
 def summarize(forward: dict[int, float], names: list[str], statuses: dict[str, str]) -> dict[str, Any]:
-    on = [v for i, v in forward.items() if is_on(i)]
-    off = [v for i, v in forward.items() if not is_on(i)]
-    blocks = []
-    for b in range(0, max(forward, default=-1) - 2, 4):
-        block = [i for i in range(b, b + 4) if i in forward]
-        if len(block) == 4:
-            blocks.append(sum(forward[i] for i in block if is_on(i)) / sum(forward[i] for i in block if not is_on(i)))
+    """Forward ms by ABBA position (0, 1, 2, ...) summarised as paired_cost does for a pass."""
+    on = {(i // 4) * 2 + (i % 4 - 1): v for i, v in forward.items() if is_on(i)}
+    off = {(i // 4) * 2 + (i % 4) // 3: v for i, v in forward.items() if not is_on(i)}
+    cost = paired_cost(on, off)
     return {
         "collectors": names,
         "statuses": statuses,
-        "forward_p50_on_ms": statistics.median(on),
-        "forward_p50_off_ms": statistics.median(off),
-        "ratio_p50": statistics.median(on) / statistics.median(off),
-        "ratio_blocks": blocks,
-        "ratio_median_block": statistics.median(blocks) if blocks else None,
+        "forward_p50_on_ms": statistics.median(on.values()),
+        "forward_p50_off_ms": statistics.median(off.values()),
+        "ratio_p50": statistics.median(on.values()) / statistics.median(off.values()),
+        "ratio_blocks": cost.block_ratios if cost else [],
+        "ratio_median_block": cost.ratio if cost else None,
     }

@@ -66,6 +66,14 @@ class RunData:
     def pass_names(self) -> list[str]:
         return [p for p in self.run.get("passes", {}) if self.pass_dir(p).is_dir()]
 
+    def pass_result(self, pass_name: str) -> dict[str, Any]:
+        """The worker's result.json of a pass ({} when it wrote none)."""
+        path = self.pass_dir(pass_name) / "result.json"
+        try:
+            return dict(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            return {}
+
     def markers(self, pass_name: str) -> list[Marker]:
         path = self.pass_dir(pass_name) / "markers.jsonl"
         return read_markers(path) if path.exists() else []
@@ -130,11 +138,19 @@ def finalize(run_dir: Path, run: dict[str, Any]) -> None:
         whole = stats.get("iteration")
         if whole:
             run["fps"] = run["config"]["batch"] / whole.p50_ms * 1e3
-    base = forward_p50_ms(data.markers("timing")) if "timing" in data.pass_names else None
+    from hwprof.analysis.paired_cost import pass_figures
+
+    timing = data.markers("timing") if "timing" in data.pass_names else None
+    base = forward_p50_ms(timing) if timing else None
     for name in data.pass_names:
-        p50 = forward_p50_ms(data.markers(name))
+        markers = data.markers(name)
+        p50 = forward_p50_ms(markers)
         entry = run["passes"][name]
         entry["forward_p50_ms"] = p50
         entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
+        if name != "timing":
+            entry.update(
+                pass_figures(markers, timing, data.pass_result(name).get("paired"), entry.get("collectors", []))
+            )
     write_run_json(run_dir, run)
     write_exports(analyse(data), run_dir)

@@ -3,7 +3,10 @@
 The worker reads config.json and images.json from the run directory, opens the pass's collectors
 before torch is imported, builds the model, runs warm-up and measured iterations with markers,
 and always closes every collector, so a pass stopped by an error, SIGTERM or Ctrl-C still leaves
-what it measured. Progress goes to stdout as JSON lines for the parent; logs go to stderr.
+what it measured. A pass whose layer hooks or collectors switch off in-process also runs as many
+clean iterations, interleaved with the measured ones in ABBA blocks (hwprof.paired), so that it
+measures its own cost (hwprof.analysis.paired_cost). Progress goes to stdout as JSON lines for the
+parent; logs go to stderr.
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ class PassRunner:
         self.results: dict[str, CollectorResult] = {}
         self.log = MarkerLog()
         self.markers_path = self.ctx.out_dir / "markers.jsonl"
+        self.clean_iteration = False
+        """In a clean iteration of a paired pass: no collector gets markers."""
+        self.paired: dict[str, Any] | None = None
+        self._remove_hooks: Callable[[], None] | None = None
 
     def _fail(self, collector: Collector, stage: str, exc: BaseException) -> None:
         print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
@@ -64,14 +71,16 @@ class PassRunner:
 
     def _each(self, stage: str, *args: Any) -> None:
         for collector in self.collectors:
-            if collector.name in self.results:
-                continue
-            try:
-                getattr(collector, stage)(*args)
-            except (Interrupted, KeyboardInterrupt):
-                raise
-            except Exception as exc:
-                self._fail(collector, stage, exc)
+            if collector.name not in self.results:
+                self._call(collector, stage, *args)
+
+    def _call(self, collector: Collector, stage: str, *args: Any) -> None:
+        try:
+            getattr(collector, stage)(*args)
+        except (Interrupted, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            self._fail(collector, stage, exc)
 
     def _close_failed(self, collector: Collector) -> None:
         """A collector whose hook raised still gets close(), to release what it holds; its failure stands."""
@@ -84,7 +93,7 @@ class PassRunner:
         """on_marker, but a collector that raises is marked failed and stops receiving markers."""
 
         def deliver(marker: Marker) -> None:
-            if collector.name in self.results:
+            if collector.name in self.results or self.clean_iteration:
                 return
             try:
                 collector.on_marker(marker)
@@ -110,6 +119,47 @@ class PassRunner:
                 if limit:
                     limits.append(limit)
         return min([max(wishes), *limits])
+
+    def _pairs(self, runtime_name: str) -> bool:
+        """Interleave clean iterations (hwprof.paired) when the layer hooks or a collector of the pass can
+        be switched off in-process; records which were and which stayed on (their cost is in both sides)."""
+        live = [c for c in self.collectors if c.name not in self.results]
+        switched = [c.name for c in live if c.switchable]
+        hooks = ["layer markers"] if self._remove_hooks is not None else []
+        wanted = self.config.extra.get("paired", True) and all(c.clean_iterations for c in live)
+        if self.ctx.pass_name == "timing" or runtime_name != "torch" or not (hooks or switched) or not wanted:
+            return False
+        self.paired = {"switched": [*hooks, *switched], "always_on": [c.name for c in live if not c.switchable]}
+        return True
+
+    def _marker_module(self, built: Any) -> Any:
+        """The module the layer hooks go on: the runtime's device copy (CUDA) or the built model."""
+        runtime = self.ctx.pipeline.runtime if self.ctx.pipeline is not None else None
+        return getattr(runtime, "marker_module", built.module)
+
+    def _run_clean(self, iteration: int) -> None:
+        """A clean iteration: switchable collectors paused, no markers to any collector, layer hooks off."""
+        from hwprof.workload.markers import attach_layer_markers
+
+        pipeline = self.ctx.pipeline
+        assert pipeline is not None
+        switchable = [c for c in self.collectors if c.switchable and c.name not in self.results]
+        for collector in switchable:
+            self._call(collector, "pause", self.ctx)
+        if self._remove_hooks is not None:
+            self._remove_hooks()
+        self.clean_iteration = True
+        try:
+            pipeline.run_iteration(iteration, warmup=False, clean=True)
+        finally:
+            self.clean_iteration = False
+            if self._remove_hooks is not None:
+                self._remove_hooks = attach_layer_markers(
+                    self._marker_module(pipeline.built), self.bus, self.config.depth
+                )
+            for collector in switchable:
+                if collector.name not in self.results:
+                    self._call(collector, "resume", self.ctx)
 
     def _write_model_info(self) -> None:
         from hwprof.workload.layers import layer_table
@@ -213,19 +263,25 @@ class PassRunner:
                 from hwprof.workload.markers import attach_layer_markers
 
                 # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
-                attach_layer_markers(getattr(runtime, "marker_module", built.module), self.bus, self.config.depth)
+                self._remove_hooks = attach_layer_markers(self._marker_module(built), self.bus, self.config.depth)
+            from hwprof.paired import schedule
+
             iters = self._measured_iterations()
-            total = self.config.warmup + iters
+            steps = schedule(iters) if self._pairs(runtime.name) else [(True, i) for i in range(iters)]
+            total = self.config.warmup + len(steps)
             for i in range(self.config.warmup):
                 self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
                 progress(phase="warmup", done=i + 1, total=total)
             self.log.flush_to(self.markers_path)
             self._each("start", self.ctx)
-            for i in range(iters):
-                self.ctx.pipeline.run_iteration(i, warmup=False)
-                self._each("after_iteration", self.ctx, i)
+            for done, (measured, i) in enumerate(steps, self.config.warmup + 1):
+                if measured:
+                    self.ctx.pipeline.run_iteration(i, warmup=False)
+                    self._each("after_iteration", self.ctx, i)
+                else:
+                    self._run_clean(i)
                 self.log.flush_to(self.markers_path)
-                progress(phase="measure", done=self.config.warmup + i + 1, total=total)
+                progress(phase="measure", done=done, total=total)
             self._each("stop", self.ctx)
         except (Interrupted, KeyboardInterrupt) as exc:
             status, error = "interrupted", str(exc) or "KeyboardInterrupt"
@@ -265,6 +321,7 @@ class PassRunner:
             "detections_per_iteration": pipeline.detections if pipeline else [],
             "runtime": pipeline.runtime.info if pipeline and pipeline.runtime else None,
             "collectors": {name: r.to_dict() for name, r in self.results.items()},
+            "paired": self.paired,
         }
         (self.ctx.out_dir / "result.json").write_text(json.dumps(summary, indent=1))
 

@@ -8,7 +8,9 @@ Prints, measured in this one run:
    attached by the parent when the worker starts measuring, at the rate the collector chooses from
    the timing pass), interleaved --repeats times; per repeat the kernels pass's forward p50 over the
    timing pass's, and the median of those ratios: the issue's figure. On this 2-vCPU VM two identical
-   passes differ by up to 10-20%, so read the paired figures for anything below that.
+   passes differ by up to 10-20%, so read the paired figures for anything below that. Beside it, the
+   kernels pass's own figure as the report states it: paired in the pass (its clean iterations
+   interleaved with the measured ones, hwprof.paired; median of its ABBA blocks' ratios).
 2. paired, in one process, by iteration in ABBA blocks (hwprof.paired): perf record attached to this
    process with its events disabled, switched on and off by iteration through its control FIFO:
    "perf only" = perf sampling on vs off with the layer markers on throughout; "whole pass" = markers
@@ -31,7 +33,8 @@ from hwprof.collectors._perf_control import PerfControl, make_fifos
 from hwprof.collectors.base import Collector, PassContext
 from hwprof.collectors.perf_sampling import perf_binary, plan_sampling
 
-from hwprof.analysis.spans import forward_p50, measured_spans
+from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
+from hwprof.analysis.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
 from hwprof.config import RunConfig
 from hwprof.paired import abba_forward
 from hwprof.session import Session, plan_passes
@@ -46,12 +49,20 @@ def pass_p50(run_dir: Path, name: str) -> float:
     return p50
 
 
-def passes(config: RunConfig, repeats: int, base: Path) -> tuple[list[tuple[float, float]], dict[str, Any]]:
+def own_cost(run_dir: Path, name: str) -> PassCostFigure | None:
+    """The pass's own paired figure, from its clean and measured iterations."""
+    markers = read_markers(run_dir / "passes" / name / "markers.jsonl")
+    return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
+
+
+def passes(
+    config: RunConfig, repeats: int, base: Path
+) -> tuple[list[tuple[float, float]], dict[str, Any], list[PassCostFigure]]:
     images = discover(None)
     plan = plan_passes(RunConfig(**{**config.to_dict(), "only": ["timing", "perf_sampling"]}))
     if [p.name for p in plan.passes] != ["timing", "kernels"]:
         raise SystemExit(f"perf_sampling is not available here: {plan.statuses.get('perf_sampling')}")
-    pairs, last = [], {}
+    pairs, last, own = [], {}, []
     for k in range(repeats):
         run_dir = base / f"passes-{k}"
         run_dir.mkdir(parents=True)
@@ -60,8 +71,11 @@ def passes(config: RunConfig, repeats: int, base: Path) -> tuple[list[tuple[floa
         outcomes = {p.name: session.run_pass(p) for p in plan.passes}
         pairs.append((pass_p50(run_dir, "timing"), pass_p50(run_dir, "kernels")))
         last = outcomes["kernels"].results["perf_sampling"].summary
-        print(f"  repeat {k + 1}: timing {pairs[-1][0]:.2f} ms, kernels {pairs[-1][1]:.2f} ms", flush=True)
-    return pairs, last
+        cost = own_cost(run_dir, "kernels")
+        own += [cost] if cost else []
+        stated = f"; in the pass, paired: {cost.ratio_text()} ({cost.spread_text()})" if cost else ""
+        print(f"  repeat {k + 1}: timing {pairs[-1][0]:.2f} ms, kernels {pairs[-1][1]:.2f} ms{stated}", flush=True)
+    return pairs, last, own
 
 
 class PerfToggle(Collector):
@@ -128,9 +142,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="hwprof-bench-kernels-") as tmp:
         if args.repeats:
             print(f"passes: {args.model} at {args.imgsz}, {args.iters} iterations, {args.repeats} repeats", flush=True)
-            pairs, summary = passes(config, args.repeats, Path(tmp))
+            pairs, summary, own = passes(config, args.repeats, Path(tmp))
             ratios = [k / t for t, k in pairs]
             figures["passes"] = {"pairs_ms": pairs, "ratios": ratios, "median_ratio": statistics.median(ratios)}
+            figures["passes"]["own_paired"] = [c.to_dict() for c in own]
             figures["sampling"] = {
                 k: summary.get(k)
                 for k in (
@@ -151,6 +166,12 @@ def main() -> None:
                 f"  kernels pass / timing pass forward p50: median {statistics.median(ratios):.3f} "
                 f"(per repeat {', '.join(f'{r:.3f}' for r in ratios)})"
             )
+            if own:
+                blocks = [r for c in own for r in c.block_ratios]
+                print(
+                    f"  the kernels pass's own paired figure: median of {len(blocks)} ABBA blocks over the repeats "
+                    f"{statistics.median(blocks):.3f} (range {min(blocks):.3f}-{max(blocks):.3f})"
+                )
             s = figures["sampling"]
             print(
                 f"  at {s['rate_hz']} Hz: {s['samples_forward']} forward samples; per layer >= 1% of forward: "

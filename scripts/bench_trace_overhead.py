@@ -24,7 +24,10 @@ and prints each pass's forward p50 (from its markers.jsonl: stage "forward" B/E 
 measured iterations) over the timing pass's (and min over min, the figure least inflated when the
 host is busy with other work), and each foreign clock's alignment error as the
 collectors measured it. With --repeat N the passes are interleaved N times and the p50 is taken
-over all measured iterations of a kind.
+over all measured iterations of a kind. Each pass with layer hooks or switchable collectors also
+states its own cost, paired in the pass (hwprof.paired: clean iterations interleaved in ABBA
+blocks): "paired" is the median of its blocks' ratios over all rounds (py-spy, attached
+throughout, is in both sides of it).
 """
 
 from __future__ import annotations
@@ -44,7 +47,8 @@ from typing import Any
 
 from hwprof.collectors.base import CollectorResult, PassContext
 
-from hwprof.analysis.spans import forward_ms_by_iteration
+from hwprof.analysis.paired_cost import paired_cost
+from hwprof.analysis.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
 from hwprof.config import RunConfig
 from hwprof.registry import by_name
 from hwprof.workload.images import discover
@@ -103,6 +107,8 @@ VARIANTS = (
 @dataclass
 class Outcome:
     forward_ms: list[float] = field(default_factory=list)
+    block_ratios: list[float] = field(default_factory=list)
+    """The pass's own paired figure: its ABBA blocks of clean and measured iterations (hwprof.paired)."""
     results: list[dict[str, CollectorResult]] = field(default_factory=list)
     wall_s: list[float] = field(default_factory=list)
 
@@ -238,8 +244,11 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(args.repeat):
             for variant in variants:
                 out_dir, info = run_variant(base, variant, config, images, k)
-                times = list(forward_ms_by_iteration(read_markers(out_dir / "markers.jsonl")).values())
+                markers = read_markers(out_dir / "markers.jsonl")
+                times = list(forward_ms_by_iteration(markers).values())
+                paired = paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
                 outcomes[variant.label].forward_ms += times
+                outcomes[variant.label].block_ratios += paired.block_ratios if paired else []
                 outcomes[variant.label].results.append(info["results"])
                 outcomes[variant.label].wall_s.append(info["wall_s"])
                 p50 = statistics.median(times)
@@ -266,13 +275,22 @@ def main(argv: list[str] | None = None) -> int:
     }
     # min/min is printed beside p50/p50: on a host shared with other work the minimum is the
     # figure least inflated by waiting for a CPU.
-    print(f"\n{'pass':15s} {'forward p50 ms':>15s} {'min ms':>9s} {'max ms':>9s} {'p50 ratio':>10s} {'min ratio':>10s}")
+    # paired = the pass's own figure (median of its ABBA blocks' ratios, over all rounds): py-spy,
+    # attached throughout, is in both sides of it; the pass-level ratios hold it.
+    print(
+        f"\n{'pass':15s} {'forward p50 ms':>15s} {'min ms':>9s} {'max ms':>9s} {'p50 ratio':>10s} {'min ratio':>10s}"
+        f" {'paired':>8s} {'blocks':>6s} {'range':>13s}"
+    )
     for variant in variants:
         times = outcomes[variant.label].forward_ms
+        blocks = outcomes[variant.label].block_ratios
         p50 = statistics.median(times)
+        paired_text = ""
+        if blocks:
+            paired_text = f" {statistics.median(blocks):8.3f} {len(blocks):6d} {min(blocks):6.3f}-{max(blocks):6.3f}"
         print(
             f"{variant.label:15s} {p50:15.1f} {min(times):9.1f} {max(times):9.1f} "
-            f"{p50 / reference:10.2f} {min(times) / reference_min:10.2f}"
+            f"{p50 / reference:10.2f} {min(times) / reference_min:10.2f}{paired_text}"
         )
         report["passes"][variant.label] = {
             "forward_p50_ms": p50,
@@ -280,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
             "forward_max_ms": max(times),
             "overhead_ratio": p50 / reference,
             "min_ratio": min(times) / reference_min,
+            "paired_ratio": statistics.median(blocks) if blocks else None,
+            "paired_block_ratios": blocks,
             "iterations": len(times),
             "summaries": [
                 {n: r.summary.get("clock") for n, r in res.items() if r.summary.get("clock")}

@@ -184,7 +184,7 @@ def test_real_scalene_pass(tmp_path: Path) -> None:
     stdout, _ = worker.communicate(timeout=600)
     assert worker.returncode == 0
     progress = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-    assert progress[-1] == {"phase": "measure", "done": 4, "total": 4}
+    assert progress[-1] == {"phase": "measure", "done": 7, "total": 7}  # 1 warm-up, 3 measured, 3 clean
     result = tool.finish(worker.returncode)
     assert result.status == "ok", result.reason
     lines = json.loads((ctx.out_dir / "scalene.lines.json").read_text())["lines"]
@@ -193,4 +193,5 @@ def test_real_scalene_pass(tmp_path: Path) -> None:
     assert forward and forward[0]["stage"] == "forward"
     window = json.loads((ctx.out_dir / "scalene.window.json").read_text())
     assert window["under_scalene"] and window["stop_ns"] > window["start_ns"]
+    assert len(window["paused"]) == 3  # Scalene off over each clean iteration of the paired pass
     assert result.summary["clock"]["samples_checked"] > 0

@@ -176,7 +176,8 @@ def test_real_trace_pass(tmp_path: Path) -> None:
     done = _worker(run_dir, "torch_profiler")
     assert done.returncode == 0, done.stderr[-2000:]
     progress = [json.loads(line) for line in done.stdout.splitlines()]  # oneDNN printed elsewhere
-    assert [p["done"] for p in progress if p["phase"] == "measure"] == [2, 3]
+    # 2 measured iterations and, the pass being paired (hwprof.paired), 2 clean ones between them
+    assert [p["done"] for p in progress if p["phase"] == "measure"] == [2, 3, 4, 5]
     out = run_dir / "passes" / "trace"
     result = json.loads((out / "result.json").read_text())["collectors"]["torch_profiler"]
     assert result["status"] == "ok", result
@@ -184,7 +185,8 @@ def test_real_trace_pass(tmp_path: Path) -> None:
     assert result["summary"]["onednn"]["matched"] > 0
     # oneDNN verbose runs in the first measured iteration only (its labels; the second runs without)
     assert result["summary"]["onednn"]["iterations"] == 1
-    first = {m.phase: m.t_ns for m in read_markers(out / "markers.jsonl") if m.kind == "iteration" and m.iteration == 0}
+    markers = read_markers(out / "markers.jsonl")
+    first = {m.phase: m.t_ns for m in markers if m.kind == "iteration" and m.iteration == 0 and m.measured}
     primitives = [r for r in read_records(out / "torch_profiler.records.jsonl") if r.category == "onednn"]
     assert primitives and all(first["B"] <= r.ts_ns <= first["E"] for r in primitives)
 

@@ -42,6 +42,8 @@ FEW_ITERATIONS = 10
 PASS_RATIO = 2.0
 SCALE_SLACK = 0.05
 STEAL_CAVEAT = 0.05
+PAIRED_IQR_CAVEAT = 0.1
+"""A paired cost whose blocks' quartiles lie further apart than this does not resolve a few-% cost."""
 """A pass during which the hypervisor stole more than this share of the CPUs gets a caveat."""
 CAVEAT = "caveat"
 
@@ -415,11 +417,15 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
             )
         )
     if report.scale is not None and report.scale > 1 + SCALE_SLACK:
+        if report.scale_paired:
+            text = f"the {report.time_pass} pass's clean iterations were {report.scale:.2f}x its measured ones"
+        else:
+            text = f"the clean timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's"
         out.append(
             Finding(
-                f"the clean timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's",
+                text,
                 "a pass with hooks should not be faster than the clean one: the host's load changed between "
-                "passes; per-layer times are scaled up to the timing pass",
+                "passes (or between the blocks of one); per-layer times are scaled up to the clean forward",
                 CAVEAT,
                 0.0,
             )
@@ -438,15 +444,33 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
             )
         )
     for cost in over.passes:
-        if cost.name == report.time_pass and cost.ratio is not None and cost.ratio > PASS_RATIO:
+        figure = cost.cost
+        if cost.name == report.time_pass and figure is not None and figure.ratio > PASS_RATIO:
             out.append(
                 Finding(
-                    f"the {cost.name} pass's forward was {cost.ratio:.2f}x the clean one",
+                    f"the {cost.name} pass's forward was {figure.ratio_text()} the clean one ({figure.method})",
                     f"per-layer times are scaled by {report.scale:.3f}" if report.scale else "layer times not scaled",
                     CAVEAT,
                     0.0,
                 )
             )
+    unresolved = [
+        c.name
+        for c in over.passes
+        if c.cost and c.cost.q1 is not None and c.cost.q3 is not None and c.cost.q3 - c.cost.q1 > PAIRED_IQR_CAVEAT
+    ]
+    if unresolved:
+        out.append(
+            Finding(
+                f"the paired cost of the {', '.join(unresolved)} pass{'es is' if len(unresolved) > 1 else ' is'} not "
+                f"resolved: the quartiles of {'their' if len(unresolved) > 1 else 'its'} ABBA blocks' ratios lie more "
+                f"than {PAIRED_IQR_CAVEAT:.2f} apart",
+                "the host's load changed within blocks (other work on these CPUs): collect with more --iters, "
+                "or on a quieter host, for a cost of a few %",
+                CAVEAT,
+                0.0,
+            )
+        )
     return out
 
 

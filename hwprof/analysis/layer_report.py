@@ -2,14 +2,24 @@
 
 Time. Per-layer self (exclusive) times come from the layer markers of the layers pass (or, when
 there is none, the trace pass). That pass carries forward hooks and counter reads, so its forward
-is slower than the clean timing pass's, and on a busy host its iterations vary. Each layer's
-share of forward is taken per iteration (self time / that iteration's forward) and averaged
-over the measured iterations; the layer's time is that share x the clean timing pass's forward
-p50. Per-iteration shares cancel the load changes that hit a whole iteration, and the shares of
-all layers plus the time outside them add up to exactly 1, so the scaled times add up to the
-clean forward. It equals scaling by timing-pass forward p50 / layers-pass forward when the
-iterations agree. The scale corrects the total, not each layer's own share of the hook overhead
-(a layer of many tiny ops carries more of it): the report says "scaled".
+is slower than a clean one, and on a busy host its iterations vary. Each layer's share of forward
+is taken per iteration (self time / that iteration's forward) and averaged over the measured
+iterations; the layer's time is that share x the clean forward. Per-iteration shares cancel the
+load changes that hit a whole iteration, and the shares of all layers plus the time outside them
+add up to exactly 1, so the scaled times add up to the clean forward.
+
+Which clean forward: the timing pass's forward p50, the one the report states for the forward
+stage, so that the layers add up to it. The shares are taken per iteration and are free of scale:
+no ratio between two processes enters them, and the factor between the timing pass's forward and
+the time pass's (noise of 10-20% between two processes on a shared VM, more under a load spike) is
+not a cost and is not presented as one. The time pass's cost is its own paired figure
+(paired_cost: clean iterations interleaved with its measured ones in the same process), stated
+beside the times. Without a timing pass the clean forward is the time pass's own: its forward p50
+/ its paired cost. Scaling the layers by the paired cost instead, i.e. to the time pass's own clean
+forward, was considered and rejected: under a load spike during that pass (a 43 ms forward ran
+at 1.1 s in the layers pass here) the layers then add up to a forward the report shows nowhere.
+The hooks' cost is spread over the layers in proportion to their time, not by each layer's own
+share of it (a layer of many tiny ops carries more of it): the report says "scaled".
 
 Roofline. FLOPs and minimum bytes come from the flops collector; achieved GFLOP/s and GB/s use
 the scaled time including nested layers (FLOPs are counted per module, nested ones included); the
@@ -28,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.analysis.availability import Missing, collector_missing
 from hwprof.analysis.kernels import NativeLayer, NativeView
 from hwprof.analysis.layer_sources import Frame, Kernel, load_frames, load_kernels, load_native
+from hwprof.analysis.paired_cost import paired_cost
 from hwprof.analysis.roofline import (
     RoofStatus,
     achieved_gbps,
@@ -35,7 +46,14 @@ from hwprof.analysis.roofline import (
     intensity,
     roof_from_run,
 )
-from hwprof.analysis.spans import SpanTime, forward_p50, layer_self_ns, measured_spans
+from hwprof.analysis.spans import (
+    SpanTime,
+    clean_forward_ms_by_iteration,
+    forward_ms_by_iteration,
+    forward_p50,
+    layer_self_ns,
+    measured_spans,
+)
 
 if TYPE_CHECKING:
     from hwprof.rundata import RunData
@@ -112,7 +130,8 @@ class LayerReport:
     scale: float | None
     time_note: str
     forward_ms: float | None
-    """The forward p50 the shares are of: the clean timing pass's, else the time pass's."""
+    """The clean forward the shares are of: the time pass's forward p50 / its paired cost; else (no
+    clean iterations in it) the timing pass's forward p50; else the time pass's own."""
     source_forward_ms: float | None
     outside_ms: float | None
     """Forward time not inside any top-level layer (scaled like the layers)."""
@@ -121,6 +140,8 @@ class LayerReport:
     kernels, frames, native)."""
     methods: dict[str, str]
     native: NativeView | None = None
+    scale_paired: bool = False
+    """The scale is the time pass's own paired cost (no timing pass), else the timing pass against it."""
 
     def top(self, n: int, key: str = "time_ms") -> list[LayerStat]:
         rows = [r for r in self.layers if getattr(r, key) is not None]
@@ -220,18 +241,39 @@ def build_layer_report(data: RunData) -> LayerReport:
             "hwprof collect without --only timing",
         )
     timing_fwd = None
-    if "timing" in data.pass_names and source != "timing":
-        timing_fwd = forward_p50(measured_spans(data.markers("timing")))
+    paired = None
+    if source is not None and source != "timing":
+        markers = data.markers(source)
+        paired = paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
+        if "timing" in data.pass_names:
+            timing_fwd = forward_p50(measured_spans(data.markers("timing")))
     scale = timing_fwd / source_fwd if (timing_fwd and source_fwd) else None
     forward_ms = timing_fwd if timing_fwd else source_fwd
+    if not timing_fwd and paired is not None and source_fwd:
+        scale = 1 / paired.ratio
+        forward_ms = source_fwd * scale
+    cost = (
+        f"the {source} pass's own cost, paired in it: {paired.ratio:.3f}x (median of {paired.blocks} ABBA blocks of "
+        "clean and measured iterations in one process)"
+        if paired is not None
+        else f"the {source} pass ran no clean iterations: its cost is a pass-level estimate"
+    )
     if not its:
         note = "no per-layer times"
     elif timing_fwd:
         note = (
             f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
-            f"(self time / that iteration's forward) x the clean timing pass's forward p50 "
-            f"{timing_fwd:.2f} ms (i.e. scaled ~x{scale:.3f} from the {source} pass's {source_fwd:.2f} ms); "
-            "the scaling corrects the total, not each layer's share of the hook cost"
+            f"(self time / that iteration's forward) x the forward the report states, the clean timing pass's "
+            f"p50 {timing_fwd:.2f} ms (scaled x{scale:.3f} from the {source} pass's {source_fwd:.2f} ms: the shares "
+            f"are scale-free, so this factor is the two processes' difference, not a cost); {cost}; the hooks' cost "
+            "is spread over the layers in proportion to their time"
+        )
+    elif paired is not None and source_fwd:
+        note = (
+            f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
+            f"(self time / that iteration's forward) x that pass's clean forward {forward_ms:.2f} ms (no timing "
+            f"pass): its forward p50 {source_fwd:.2f} ms / {cost}; the hooks' cost is spread over the layers "
+            "in proportion to their time"
         )
     else:
         note = (
@@ -375,5 +417,17 @@ def build_layer_report(data: RunData) -> LayerReport:
     )
     outside = mean_share(times.outside_ns) * forward_ms if (its and forward_ms and times.outside_ns) else None
     return LayerReport(
-        layers, roof, source, len(its), scale, note, forward_ms, source_fwd, outside, missing, methods, native
+        layers,
+        roof,
+        source,
+        len(its),
+        scale,
+        note,
+        forward_ms,
+        source_fwd,
+        outside,
+        missing,
+        methods,
+        native,
+        scale_paired=not timing_fwd and paired is not None and source_fwd is not None,
     )

@@ -6,7 +6,9 @@
 - Between ops: forward time on the calling thread not inside any aten op, from torch.profiler
   (range duration - aten self time). It is Python and dispatcher time, measured with the
   profiler's own cost (a few microseconds per op) included, so it is an upper bound.
-- Pass overheads: each pass's forward p50 over the timing pass's (run.json "passes").
+- Pass overheads: each pass's own cost (run.json passes.<name>.overhead, see paired_cost): paired
+  in the pass where its collectors switch off between iterations, else a pass-level estimate
+  against the timing pass; the method is named beside every figure.
 - Counter checks: the counting engine's own cross-checks from its run.json summary (layers + gap
   = forward per event; task-clock against process CPU time, allowing the host's steal time).
 """
@@ -17,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import Missing, collector_missing
+from hwprof.analysis.paired_cost import PASS_LEVEL, PassCostFigure
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_report import LayerReport
@@ -31,9 +34,13 @@ class PassCost:
     wall_s: float | None
     forward_p50_ms: float | None
     ratio: float | None
-    """forward p50 of the pass / forward p50 of the timing pass."""
+    """forward p50 of the pass / forward p50 of the timing pass (separate processes)."""
     host_steal_share: float | None = None
     """The hypervisor's steal over the pass, as a share of all CPUs' time (run.json passes.*)."""
+    cost: PassCostFigure | None = None
+    """The pass's own cost and its method (paired in the pass, or the pass-level estimate)."""
+    pass_level: PassCostFigure | None = None
+    """The whole pass against the timing pass: with `cost` paired, what the always-on collectors add."""
 
 
 @dataclass
@@ -61,8 +68,9 @@ class Overheads:
 
 
 def pass_costs(run: dict[str, Any]) -> list[PassCost]:
-    return [
-        PassCost(
+    out = []
+    for name, p in run.get("passes", {}).items():
+        cost = PassCost(
             name,
             str(p.get("status", "")),
             list(p.get("collectors", [])),
@@ -71,8 +79,14 @@ def pass_costs(run: dict[str, Any]) -> list[PassCost]:
             p.get("overhead_vs_timing"),
             p.get("host_steal_share"),
         )
-        for name, p in run.get("passes", {}).items()
-    ]
+        if p.get("overhead_pass_level"):
+            cost.pass_level = PassCostFigure.from_dict(p["overhead_pass_level"])
+        if p.get("overhead"):
+            cost.cost = PassCostFigure.from_dict(p["overhead"])
+        elif cost.ratio is not None and name != "timing":  # a run from before the figures had a method
+            cost.cost = PassCostFigure(PASS_LEVEL, cost.ratio, None, None, covers=cost.collectors)
+        out.append(cost)
+    return out
 
 
 def overheads(data: RunData, layers: LayerReport) -> Overheads:

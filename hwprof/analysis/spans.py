@@ -19,6 +19,8 @@ class SpanTime:
     start_ns: int
     end_ns: int
     index: int = -1
+    clean: bool = False
+    """A clean ("off") iteration of a paired pass: not measured (see hwprof.paired)."""
 
     @property
     def dur_ns(self) -> int:
@@ -54,7 +56,8 @@ def pair_begin_end(events: Iterable[E]) -> Iterator[tuple[E, E]]:
 def pair_spans(markers: Iterable[Marker]) -> list[SpanTime]:
     """Spans of begin and end markers, sorted by start (outer before inner)."""
     spans = [
-        SpanTime(e.kind, e.name, b.iteration, b.warmup, b.t_ns, e.t_ns, b.index) for b, e in pair_begin_end(markers)
+        SpanTime(e.kind, e.name, b.iteration, b.warmup, b.t_ns, e.t_ns, b.index, b.clean)
+        for b, e in pair_begin_end(markers)
     ]
     spans.sort(key=lambda s: (s.start_ns, -s.end_ns))
     return spans
@@ -64,7 +67,7 @@ def durations_ms(spans: Iterable[SpanTime], kind: str, warmup: bool = False) -> 
     """name -> durations in ms, in iteration order, of the measured (or warm-up) spans of one kind."""
     out: dict[str, list[float]] = defaultdict(list)
     for s in spans:
-        if s.kind == kind and s.warmup == warmup:
+        if s.kind == kind and s.warmup == warmup and not s.clean:
             out[s.name].append(s.dur_ns / 1e6)
     return dict(out)
 
@@ -108,8 +111,9 @@ def stage_stats(markers: Iterable[Marker]) -> dict[str, LatencyStats]:
 
 
 def is_measured(span: SpanTime) -> bool:
-    """In a measured iteration: not warm-up, and not a one-off forward outside the iterations (iteration -1)."""
-    return span.iteration >= 0 and not span.warmup
+    """In a measured iteration: not warm-up, not a clean iteration of a paired pass, and not a one-off
+    forward outside the iterations (iteration -1)."""
+    return span.iteration >= 0 and not span.warmup and not span.clean
 
 
 def measured_spans(markers: Iterable[Marker]) -> list[SpanTime]:
@@ -119,6 +123,15 @@ def measured_spans(markers: Iterable[Marker]) -> list[SpanTime]:
 def forward_ms_by_iteration(markers: Iterable[Marker]) -> dict[int, float]:
     """Measured iteration -> its forward stage's duration in ms, in iteration order."""
     return {s.iteration: s.dur_ns / 1e6 for s in measured_spans(markers) if s.kind == "stage" and s.name == "forward"}
+
+
+def clean_forward_ms_by_iteration(markers: Iterable[Marker]) -> dict[int, float]:
+    """Clean iteration -> its forward stage's duration in ms: the "off" side of a paired pass."""
+    return {
+        s.iteration: s.dur_ns / 1e6
+        for s in pair_spans(markers)
+        if s.clean and not s.warmup and s.iteration >= 0 and s.kind == "stage" and s.name == "forward"
+    }
 
 
 def forward_p50(spans: Iterable[SpanTime]) -> float | None:
@@ -176,7 +189,7 @@ def measured_pieces(markers: Iterable[Marker]) -> list[Piece]:
             pieces.append(Piece(last_t, m.t_ns, stage, layers[-1] if layers else None, iteration))
         last_t = m.t_ns
         if m.kind == "iteration":
-            inside = m.phase == "B" and not m.warmup
+            inside = m.phase == "B" and m.measured
             iteration = m.iteration
             stage, layers = None, []
         elif m.kind == "stage":

@@ -25,7 +25,9 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
 - roofline: {peak_gflops, peak_gbps, ridge, flops, min_bytes, intensity, gflops_s, pct_peak,
   bound, layers_by_bound {memory|compute: {layers, share}}, measured_bytes, measured_intensity,
   bound_measured} or {status: "unavailable", reason, fix}
-- overheads: {passes [{name, status, collectors, wall_s, forward_p50_ms, ratio}],
+- overheads: {passes [{name, status, collectors, wall_s, forward_p50_ms, ratio (pass-level, older
+  key), cost and pass_level ({method, ratio, low, high, q1, q3, blocks, block_ratios, forward_on_ms,
+  forward_off_ms, covers, always_on}: paired_cost.PassCostFigure)}],
   outside_layers_ms, outside_layers_share, outside_layers_cpu_ms, between_ops_ms,
   between_ops_share, between_ops_layers [[layer, ms, share]], harness_vs_reference, missing}
 - findings: [{title, evidence, kind, weight}] ranked; kind "caveat" for notes on the data itself

@@ -285,6 +285,8 @@ def marker_slices(
         cats: list[str] = [b.kind]
         if b.warmup:
             cats.append("warmup")
+        elif b.clean:
+            cats.append("clean")
         elif b.iteration < 0:
             cats.append("setup")
         args: dict[str, Any]
@@ -296,9 +298,9 @@ def marker_slices(
             name, level = b.name, LEVEL_STAGE
             args = {"iteration": b.iteration, **stage_args.get(b.name, {})}
         else:
-            name = f"iteration {b.iteration}" + (" (warm-up)" if b.warmup else "")
+            name = f"iteration {b.iteration}" + (" (warm-up)" if b.warmup else " (clean: collectors off)" * b.clean)
             level = LEVEL_ITERATION
-            args = {"iteration": b.iteration, "warmup": b.warmup}
+            args = {"iteration": b.iteration, "warmup": b.warmup, "clean": b.clean}
         if unclosed:
             args = {**args, "unclosed": True, "closed_at": "last timestamp of the pass (no end marker)"}
         return Slice(b.t_ns, max(end, b.t_ns), name, ",".join(cats), level, args)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.analysis.roofline import PROBE_LABELS
 from hwprof.render.fmt import ms, num, pct, si_bytes, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
@@ -318,11 +319,13 @@ def overhead_spec(a: Analysis) -> TableSpec:
     o = a.overheads
     cols = [
         Col("pass", "left"),
-        Col("collectors", "left", max_width=40),
+        Col("collectors", "left", max_width=28, priority=2),
         Col("status", "left", priority=2),
         Col("wall s", priority=1),
         Col("fwd p50 ms"),
-        Col("x timing"),
+        Col("cost"),
+        Col("spread", "left"),
+        Col("method", "left"),
         Col("steal", priority=1),
     ]
     rows = [
@@ -332,7 +335,9 @@ def overhead_spec(a: Analysis) -> TableSpec:
             p.status,
             num(p.wall_s, 1),
             ms(p.forward_p50_ms),
-            f"{p.ratio:.2f}x" if p.ratio is not None else MISSING,
+            p.cost.ratio_text() if p.cost else MISSING,
+            p.cost.spread_text() if p.cost else MISSING,
+            p.cost.method.removesuffix(" estimate") if p.cost else MISSING,
             pct(p.host_steal_share),
         ]
         for p in o.passes
@@ -340,10 +345,17 @@ def overhead_spec(a: Analysis) -> TableSpec:
     if not rows:
         cols = []
     notes = [
-        "x timing = the pass's forward p50 / the clean timing pass's: what its collectors cost; steal = the "
-        "hypervisor's steal time during the pass, share of all CPUs (/proc/stat): timings of a pass with high "
-        "steal are inflated"
+        "cost = forward time with the pass's collectors / without; steal = the hypervisor's steal time during "
+        "the pass, share of all CPUs (/proc/stat): timings of a pass with high steal are inflated",
+        *sorted({c.method_text for p in o.passes if (c := p.cost)}),
     ]
+    for p in o.passes:
+        level = p.pass_level
+        if p.cost and p.cost.always_on and level:
+            notes.append(
+                f"{p.name}: {', '.join(p.cost.always_on)} stayed on in the clean iterations, so the paired figure "
+                f"leaves it out; the whole pass, {PASS_LEVEL}: {level.ratio_text()}, {level.spread_text()}"
+            )
     if o.outside_layers_ms is not None:
         cpu = f"; {o.outside_layers_cpu_ms:.2f} ms CPU (perf task-clock gap)" if o.outside_layers_cpu_ms else ""
         notes.append(

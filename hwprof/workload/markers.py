@@ -27,8 +27,12 @@ Phase = Literal["B", "E"]
 STAGES: tuple[str, ...] = ("load", "preprocess", "forward", "postprocess")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Marker:
+    """One begin or end. Not frozen: a frozen dataclass's __init__ sets each field through
+    object.__setattr__, 1.0 us against 0.2 us per marker here, paid twice per layer per forward
+    in every collector pass; treat it as immutable (hashable by value, dataclasses.replace to change)."""
+
     kind: Kind
     phase: Phase
     name: str
@@ -42,16 +46,27 @@ class Marker:
     replayed: bool = False
     """Made after the fact from a runtime's own profiler (ONNX Runtime, OpenVINO), not emitted live:
     such markers go to the marker log only, never to collectors (no counter is read at them)."""
+    clean: bool = False
+    """In a clean iteration of a paired pass (hwprof.paired): collectors and layer hooks off, only the
+    iteration and stage markers time it. Not measured: it is the "off" side of the pass's own cost."""
+
+    @property
+    def measured(self) -> bool:
+        """Neither warm-up nor a clean iteration: what the collectors measured."""
+        return not self.warmup and not self.clean
 
     def to_row(self) -> list[Any]:
         row = [self.kind, self.phase, self.name, self.t_ns, self.iteration, int(self.warmup), self.index]
+        if self.clean:
+            return [*row, int(self.replayed), 1]
         return [*row, 1] if self.replayed else row
 
     @classmethod
     def from_row(cls, row: list[Any]) -> Marker:
         kind, phase, name, t_ns, iteration, warmup, index = row[:7]
         replayed = bool(row[7]) if len(row) > 7 else False
-        return cls(kind, phase, str(name), int(t_ns), int(iteration), bool(warmup), int(index), replayed)
+        clean = bool(row[8]) if len(row) > 8 else False
+        return cls(kind, phase, str(name), int(t_ns), int(iteration), bool(warmup), int(index), replayed, clean)
 
 
 Subscriber = Callable[[Marker], None]
@@ -65,6 +80,7 @@ class MarkerBus:
         self._clock = clock
         self.iteration = -1
         self.warmup = False
+        self.clean = False
 
     def subscribe(self, subscriber: Subscriber) -> None:
         self._subscribers.append(subscriber)
@@ -73,7 +89,7 @@ class MarkerBus:
         self._subscribers.remove(subscriber)
 
     def emit(self, kind: Kind, phase: Phase, name: str, index: int = -1) -> Marker:
-        marker = Marker(kind, phase, name, self._clock(), self.iteration, self.warmup, index)
+        marker = Marker(kind, phase, name, self._clock(), self.iteration, self.warmup, index, clean=self.clean)
         subscribers = self._subscribers if phase == "B" else reversed(self._subscribers)
         for subscriber in subscribers:
             subscriber(marker)

@@ -144,9 +144,10 @@ class Pipeline:
         """A preprocessed batch (the first), for one-off measurements outside the timed loop."""
         return self.preprocess(self.load(self.batch_paths(0)))[0]
 
-    def run_iteration(self, iteration: int, warmup: bool) -> list[torch.Tensor]:
+    def run_iteration(self, iteration: int, warmup: bool, clean: bool = False) -> list[torch.Tensor]:
+        """One pass over the four stages; `clean`: the "off" iteration of a paired pass (see hwprof.paired)."""
         bus = self.bus
-        bus.iteration, bus.warmup = iteration, warmup
+        bus.iteration, bus.warmup, bus.clean = iteration, warmup, clean
         with bus.span("iteration", "iteration"):
             with bus.span("stage", "load"):
                 images = self.load(self.batch_paths(iteration))
@@ -162,6 +163,6 @@ class Pipeline:
                 detections = self.postprocess(output, batch, boxed)
                 if to_device is not None:
                     self.runtime.synchronize()  # type: ignore[union-attr]
-        if not warmup:
+        if not warmup and not clean:
             self.detections.append(sum(len(d) for d in detections))
         return detections

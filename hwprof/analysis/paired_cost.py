@@ -1,0 +1,155 @@
+"""What a pass costs over a clean forward, and by which method the figure was measured.
+
+- paired: the pass ran clean and measured iterations interleaved in ABBA blocks in one process
+  (hwprof.paired: off, on, on, off). Block b holds the measured iterations 2b and 2b+1 and the
+  clean ones 2b and 2b+1 (each kind numbered from 0), so drift and other work on a shared host hit
+  both sides of a block alike. The figure is the median over blocks of (sum of the measured
+  forwards / sum of the clean ones), with the blocks' range and quartiles as its spread.
+- pass-level estimate: where a collector cannot be switched off inside the process (py-spy
+  attached from outside, a process run under Scalene or Valgrind, a runtime's own profiler), the
+  pass's forward p50 over the timing pass's, each from its own process. Pass-to-pass noise is
+  in it; its spread is that of the timing pass's own iterations (the ratio against their
+  quartiles), which is the least noise such a figure carries.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hwprof.analysis.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+from hwprof.workload.markers import Marker
+
+PAIRED = "paired"
+PASS_LEVEL = "pass-level estimate"
+METHOD_TEXT = {
+    PAIRED: "paired in the pass: clean and measured iterations interleaved in ABBA blocks in one process; "
+    "median of the blocks' forward ratios",
+    PASS_LEVEL: "pass-level estimate: the pass's forward p50 / the timing pass's, separate processes "
+    "(pass-to-pass noise included); spread from the timing pass's own iterations",
+}
+
+
+@dataclass
+class PassCostFigure:
+    """One pass's cost as a forward-time ratio (measured / clean) with its spread and method."""
+
+    method: str
+    ratio: float
+    low: float | None
+    """Lower end of the spread: the lowest block ratio (paired), or the ratio against the timing
+    pass's third quartile (pass-level); None where the run recorded no spread (older runs)."""
+    high: float | None
+    q1: float | None = None
+    q3: float | None = None
+    blocks: int = 0
+    """ABBA blocks (paired); 0 for a pass-level estimate."""
+    block_ratios: list[float] = field(default_factory=list)
+    forward_on_ms: float | None = None
+    """Forward p50 of the measured iterations."""
+    forward_off_ms: float | None = None
+    """Forward p50 of the clean iterations (paired) or of the timing pass (pass-level)."""
+    covers: list[str] = field(default_factory=list)
+    """Collectors whose cost the figure holds (paired: those switched off in the clean iterations)."""
+    always_on: list[str] = field(default_factory=list)
+    """Collectors of the pass left on in the clean iterations too: their cost is not in a paired figure."""
+
+    @property
+    def method_text(self) -> str:
+        return METHOD_TEXT.get(self.method, self.method)
+
+    def ratio_text(self) -> str:
+        """Three decimals where the method resolves them (paired), two for a pass-level estimate."""
+        return f"{self.ratio:.3f}x" if self.method == PAIRED else f"{self.ratio:.2f}x"
+
+    def spread_text(self) -> str:
+        if self.low is None or self.high is None:
+            return "not recorded"
+        if self.method != PAIRED:
+            return f"{self.low:.2f}-{self.high:.2f} (timing IQR)"
+        if self.q1 is not None and self.q3 is not None and self.blocks >= 4:
+            return f"IQR {self.q1:.3f}-{self.q3:.3f} ({self.blocks} blocks)"
+        return f"{self.low:.3f}-{self.high:.3f} ({self.blocks} blocks)"
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["method_text"] = self.method_text
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PassCostFigure:
+        keys = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in keys})
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def block_ratios(on: dict[int, float], off: dict[int, float]) -> list[float]:
+    """Per ABBA block: sum of its measured forwards / sum of its clean ones (blocks with both sides)."""
+    out = []
+    for b in sorted({i // 2 for i in on} & {i // 2 for i in off}):
+        on_ms = [on[i] for i in (2 * b, 2 * b + 1) if i in on]
+        off_ms = [off[i] for i in (2 * b, 2 * b + 1) if i in off]
+        # a last block cut short: compare means, so an uneven count does not weigh one side
+        out.append(statistics.fmean(on_ms) / statistics.fmean(off_ms))
+    return out
+
+
+def paired_cost(on: dict[int, float], off: dict[int, float]) -> PassCostFigure | None:
+    """Measured and clean forward ms by their own iteration index (0, 1, ...); None without a block."""
+    ratios = block_ratios(on, off)
+    if not ratios:
+        return None
+    q1, q3 = _quartiles(ratios)
+    return PassCostFigure(
+        PAIRED,
+        statistics.median(ratios),
+        min(ratios),
+        max(ratios),
+        q1,
+        q3,
+        len(ratios),
+        ratios,
+        statistics.median(on.values()),
+        statistics.median(off.values()),
+    )
+
+
+def pass_level_cost(pass_forward_ms: list[float], timing_forward_ms: list[float]) -> PassCostFigure | None:
+    """The pass's forward p50 over the timing pass's, spread by the timing pass's own quartiles."""
+    if not pass_forward_ms or not timing_forward_ms:
+        return None
+    p50 = statistics.median(pass_forward_ms)
+    base = statistics.median(timing_forward_ms)
+    q1, q3 = _quartiles(sorted(timing_forward_ms))
+    return PassCostFigure(PASS_LEVEL, p50 / base, p50 / q3, p50 / q1, forward_on_ms=p50, forward_off_ms=base)
+
+
+def pass_figures(
+    markers: list[Marker], timing: list[Marker] | None, paired: dict[str, Any] | None, collectors: list[str]
+) -> dict[str, Any]:
+    """run.json passes.<name> entries: "overhead" (the pass's own figure: paired where it interleaved
+    clean iterations, else the pass-level estimate) and "overhead_pass_level" (always, given a timing pass).
+
+    paired: the worker's result.json "paired" ({switched, always_on}), None when it did not interleave.
+    """
+    on = forward_ms_by_iteration(markers)
+    level = pass_level_cost(list(on.values()), list(forward_ms_by_iteration(timing).values())) if timing else None
+    if level is not None:
+        level.covers = list(collectors)
+    figure = paired_cost(on, clean_forward_ms_by_iteration(markers))
+    if figure is not None:
+        figure.covers = list((paired or {}).get("switched", []))
+        figure.always_on = list((paired or {}).get("always_on", []))
+    else:
+        figure = level
+    return {
+        "overhead": figure.to_dict() if figure else None,
+        "overhead_pass_level": level.to_dict() if level else None,
+    }

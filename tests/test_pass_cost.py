@@ -1,0 +1,250 @@
+"""Each pass's own cost: paired in the pass (clean iterations interleaved in ABBA blocks) or a
+pass-level estimate, with its spread and method, in run.json, the overheads table and the layer scale."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from test_analysis import _iteration, _write_markers, make_run
+
+from hwprof.analysis.layer_report import build_layer_report
+from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, paired_cost, pass_level_cost
+from hwprof.analysis.run_analysis import analyse
+from hwprof.analysis.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces
+from hwprof.paired import schedule
+from hwprof.render.report_sections import overhead_spec
+from hwprof.rundata import RunData, finalize
+from hwprof.workload.markers import Marker
+
+LAYER_MS = {"model.0": 80.0, "model.1": 60.0, "model.2": 20.0, "model.3": 20.0}
+"""The layers pass of make_run: 20 ms gap + 180 ms of layers = 200 ms measured forward."""
+
+
+def test_schedule_starts_measured_and_balances_clean_iterations() -> None:
+    assert schedule(4) == [(True, 0), (False, 0), (False, 1), (True, 1), (True, 2), (False, 2), (False, 3), (True, 3)]
+    assert schedule(3)[-2:] == [(True, 2), (False, 2)]  # a last odd block: one of each
+    for n in range(1, 9):
+        steps = schedule(n)
+        assert [i for on, i in steps if on] == list(range(n)) == [i for on, i in steps if not on]
+
+
+def test_paired_cost_is_the_median_of_block_ratios_with_its_spread() -> None:
+    # blocks: on 11+13 / off 10+10 = 1.2; 10+10/10+10 = 1.0; 21+21/20+20 = 1.05; a torn last block: on 30 / off 25
+    on = {0: 11.0, 1: 13.0, 2: 10.0, 3: 10.0, 4: 21.0, 5: 21.0, 6: 30.0}
+    off = {0: 10.0, 1: 10.0, 2: 10.0, 3: 10.0, 4: 20.0, 5: 20.0, 6: 25.0}
+    cost = paired_cost(on, off)
+    assert cost is not None and cost.method == PAIRED
+    assert cost.block_ratios == pytest.approx([1.2, 1.0, 1.05, 1.2])
+    assert cost.blocks == 4
+    assert cost.ratio == pytest.approx(1.125)
+    assert (cost.low, cost.high) == (pytest.approx(1.0), pytest.approx(1.2))
+    assert cost.q1 == pytest.approx(1.0375) and cost.q3 == pytest.approx(1.2)
+    assert cost.spread_text() == "IQR 1.038-1.200 (4 blocks)"
+    # The host three times as busy during the first block: both of its sides slow, its ratio stays.
+    busy = paired_cost(on | {0: 33.0, 1: 39.0}, off | {0: 30.0, 1: 30.0})
+    assert busy is not None and busy.block_ratios == pytest.approx(cost.block_ratios)
+    assert paired_cost(on, {}) is None
+
+
+def test_pass_level_estimate_is_spread_by_the_timing_pass_iterations() -> None:
+    cost = pass_level_cost([110.0, 112.0, 108.0], [90.0, 100.0, 110.0, 100.0, 100.0])
+    assert cost is not None and cost.method == PASS_LEVEL and cost.blocks == 0
+    assert cost.ratio == pytest.approx(1.1)
+    assert cost.low == pytest.approx(110.0 / 100.0) and cost.high == pytest.approx(110.0 / 100.0)
+    wide = pass_level_cost([110.0], [80.0, 100.0, 120.0])
+    assert wide is not None and (wide.low, wide.high) == (pytest.approx(110 / 110), pytest.approx(110 / 90))
+    assert wide.spread_text() == "1.00-1.22 (timing IQR)"
+    assert pass_level_cost([], [1.0]) is None
+
+
+def test_clean_markers_round_trip_and_are_not_measured() -> None:
+    m = Marker("stage", "B", "forward", 5, 2, False, clean=True)
+    assert Marker.from_row(json.loads(json.dumps(m.to_row()))) == m and not m.measured
+    replayed = Marker("layer", "B", "model.0", 5, 2, False, 0, replayed=True)
+    assert Marker.from_row(replayed.to_row()) == replayed and replayed.measured
+
+
+def _paired_layers_pass(root: Path, clean_ms: float, on_layer_ms: dict[str, float], n: int) -> list[Marker]:
+    """A layers pass as the worker runs it: warm-up, then measured and clean iterations in schedule order."""
+    t = 50_000 * 1_000_000
+    markers, t = _iteration(t, -1, True, on_layer_ms, 0.0, 20.0)
+    for on, i in schedule(n):
+        if on:
+            block, t = _iteration(t, i, False, on_layer_ms, 0.0, 20.0)
+        else:
+            block, t = _iteration(t, i, False, None, clean_ms, 0.0)
+            block = [dataclasses.replace(m, clean=True) for m in block]
+        markers += block
+    return markers
+
+
+def _rewrite_layers_pass(root: Path, markers: list[Marker], paired: dict[str, list[str]] | None) -> RunData:
+    _write_markers(root / "passes/layers/markers.jsonl", markers)
+    (root / "passes/layers/result.json").write_text(json.dumps({"pass": "layers", "paired": paired}))
+    run = json.loads((root / "run.json").read_text())
+    finalize(root, run)
+    return RunData.load(root)
+
+
+def test_a_paired_pass_states_its_own_cost_beside_layers_that_add_up_to_the_stated_forward(tmp_path: Path) -> None:
+    # timing pass 100 ms (another process, e.g. a quiet moment); layers pass: 200 ms measured, 160 ms clean
+    root = make_run(tmp_path / "paired")
+    markers = _paired_layers_pass(root, 160.0, LAYER_MS, 4)
+    assert sorted(forward_ms_by_iteration(markers)) == [0, 1, 2, 3]
+    assert clean_forward_ms_by_iteration(markers) == {i: pytest.approx(160.0) for i in range(4)}
+    assert {p.iteration for p in measured_pieces(markers)} == {0, 1, 2, 3}
+    clean_starts = {m.t_ns for m in markers if m.clean}
+    assert all(not (p.start_ns < t < p.end_ns) for p in measured_pieces(markers) for t in clean_starts)
+
+    data = _rewrite_layers_pass(root, markers, {"switched": ["layer markers", "flops"], "always_on": []})
+    entry = data.run["passes"]["layers"]
+    assert entry["overhead"]["method"] == PAIRED
+    assert entry["overhead"]["ratio"] == pytest.approx(1.25) and entry["overhead"]["blocks"] == 2
+    assert entry["overhead"]["covers"] == ["layer markers", "flops"]
+    assert entry["overhead_pass_level"]["method"] == PASS_LEVEL
+    assert entry["overhead_pass_level"]["ratio"] == pytest.approx(2.0)  # the cross-process noise
+    assert entry["overhead_vs_timing"] == pytest.approx(2.0)
+    assert "overhead" not in data.run["passes"]["timing"]
+
+    report = build_layer_report(data)
+    # the layers add up to the forward the report states (the timing pass's); the cost is the pass's own
+    assert not report.scale_paired and report.forward_ms == pytest.approx(100.0)
+    assert report.layers[0].time_ms == pytest.approx(100.0 * 80.0 / 200.0)
+    assert "paired in it: 1.250x (median of 2 ABBA blocks" in report.time_note
+    assert "not a cost" in report.time_note
+
+    a = analyse(data)
+    layers = next(p for p in a.overheads.passes if p.name == "layers")
+    assert layers.cost is not None and layers.cost.method == PAIRED
+    spec = overhead_spec(a)
+    heads = [c.header for c in spec.cols]
+    row = next(r for r in spec.rows if r[0] == "layers")
+    assert row[heads.index("cost")] == "1.250x" and row[heads.index("method")] == PAIRED
+    assert row[heads.index("spread")] == "1.250-1.250 (2 blocks)"
+    assert any(n.startswith("paired in the pass: clean and measured iterations interleaved") for n in spec.notes)
+    assert not [f for f in a.findings if "slower than" in f.title or "clean timing pass's forward" in f.title]
+    assert not [f for f in a.findings if "not resolved" in f.title]  # 2 equal blocks: IQR 0
+
+
+def test_a_paired_cost_with_widely_spread_blocks_is_a_caveat(tmp_path: Path) -> None:
+    root = make_run(tmp_path / "spread")
+    markers = _paired_layers_pass(root, 160.0, LAYER_MS, 8)
+    # the host got busy in the measured iterations of blocks 1 and 2: their ratios move, the IQR widens
+    slow = {2, 3, 4, 5}
+    shifted: list[Marker] = []
+    extra = 0
+    for m in markers:
+        if m.kind == "stage" and m.name == "forward" and m.measured and m.iteration in slow and m.phase == "E":
+            extra += 100 * 1_000_000
+        shifted.append(dataclasses.replace(m, t_ns=m.t_ns + extra))
+    data = _rewrite_layers_pass(root, shifted, {"switched": ["layer markers"], "always_on": []})
+    cost = data.run["passes"]["layers"]["overhead"]
+    assert cost["blocks"] == 4 and cost["q3"] - cost["q1"] > 0.1
+    caveat = next(f for f in analyse(data).findings if "not resolved" in f.title)
+    assert caveat.kind == "caveat" and caveat.title.startswith("the paired cost of the layers pass is not resolved")
+
+
+def test_without_a_timing_pass_layers_add_up_to_the_pass_own_clean_forward(tmp_path: Path) -> None:
+    root = make_run(tmp_path / "notiming")
+    markers = _paired_layers_pass(root, 160.0, LAYER_MS, 4)
+    run = json.loads((root / "run.json").read_text())
+    del run["passes"]["timing"]
+    (root / "run.json").write_text(json.dumps(run))
+    data = _rewrite_layers_pass(root, markers, {"switched": ["layer markers"], "always_on": []})
+    assert data.run["passes"]["layers"]["overhead"]["method"] == PAIRED
+    assert data.run["passes"]["layers"]["overhead_pass_level"] is None
+    report = build_layer_report(data)
+    assert report.scale_paired and report.scale == pytest.approx(0.8)
+    assert report.forward_ms == pytest.approx(160.0)  # 200 ms measured / its paired cost 1.25
+    assert report.layers[0].time_ms == pytest.approx(160.0 * 80.0 / 200.0)
+    assert "no timing pass" in report.time_note
+
+
+def test_an_always_on_collector_is_named_with_the_pass_level_figure(tmp_path: Path) -> None:
+    root = make_run(tmp_path / "always")
+    markers = _paired_layers_pass(root, 190.0, LAYER_MS, 2)
+    data = _rewrite_layers_pass(root, markers, {"switched": ["layer markers"], "always_on": ["pyspy"]})
+    assert data.run["passes"]["layers"]["overhead"]["always_on"] == ["pyspy"]
+    notes = overhead_spec(analyse(data)).notes
+    assert any(n.startswith("layers: pyspy stayed on") and f"{PASS_LEVEL}: 2.00x" in n for n in notes)
+
+
+def test_a_pass_without_clean_iterations_is_a_pass_level_estimate(tmp_path: Path) -> None:
+    data = RunData.load(make_run(tmp_path / "plain"))
+    entry = data.run["passes"]["layers"]
+    assert entry["overhead"]["method"] == PASS_LEVEL and entry["overhead"]["ratio"] == pytest.approx(2.0)
+    report = build_layer_report(data)
+    assert not report.scale_paired and report.forward_ms == pytest.approx(100.0)
+    assert "pass-level estimate" in report.time_note
+    spec = overhead_spec(analyse(data))
+    row = next(r for r in spec.rows if r[0] == "layers")
+    heads = [c.header for c in spec.cols]
+    assert row[heads.index("method")] == "pass-level" and row[heads.index("cost")] == "2.00x"
+
+
+@pytest.mark.slow
+def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Path) -> None:
+    from hwprof.workload.markers import read_markers
+
+    only = "timing,flops,torch_profiler,pyspy,scalene"
+    proc = run_hwprof(
+        "collect", "--model", "yolov8n", "--imgsz", "160", "--warmup", "1", "--iters", "2", "--only", only,
+        "--out", "run", timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    root = tmp_path / "run"
+    run = json.loads((root / "run.json").read_text())
+    passes, collectors = run["passes"], run["collectors"]
+    layers = passes["layers"]["overhead"]
+    assert layers["method"] == PAIRED and layers["blocks"] == 1 and len(layers["block_ratios"]) == 1
+    assert layers["covers"][0] == "layer markers" and "flops" in layers["covers"]
+    assert layers["forward_on_ms"] > 0 and layers["forward_off_ms"] > 0
+    assert passes["layers"]["overhead_pass_level"]["method"] == PASS_LEVEL
+    assert "overhead" not in passes["timing"]
+    markers = read_markers(root / "passes/layers/markers.jsonl")
+    clean = {m.iteration for m in markers if m.clean and m.kind == "iteration"}
+    measured = {m.iteration for m in markers if m.measured and m.kind == "iteration" and m.iteration >= 0}
+    assert clean == measured == {0, 1}
+    assert not [m for m in markers if m.clean and m.kind == "layer"]  # the layer hooks are off in clean iterations
+    if collectors["torch_profiler"]["status"] == "ok":
+        trace = passes["trace"]["overhead"]
+        assert trace["method"] == PAIRED and "torch_profiler" in trace["covers"]
+        assert trace["always_on"] == (["pyspy"] if "pyspy" in passes["trace"]["collectors"] else [])
+        assert collectors["torch_profiler"]["summary"]["iterations"] == 2  # the clean ones are not profiled
+    if collectors["scalene"]["status"] == "ok":
+        assert passes["scalene"]["overhead"]["method"] == PAIRED
+        window = json.loads((root / "passes/scalene/scalene.window.json").read_text())
+        assert len(window["paused"]) == 2 and window["start_ns"] < window["paused"][0][0] < window["stop_ns"]
+    text = proc.stdout
+    assert "collector overheads" in text and "paired in the pass: clean and measured iterations" in text
+
+
+@pytest.mark.parametrize(
+    ("pass_name", "names", "runtime", "paired"),
+    [
+        ("layers", "flops,sysstat", "torch", {"switched": ["layer markers", "flops", "sysstat"], "always_on": []}),
+        ("trace", "pyspy", "torch", {"switched": ["layer markers"], "always_on": ["pyspy"]}),
+        ("callgrind", "callgrind", "torch", None),  # under a simulator: no clean iterations
+        ("layers", "flops", "onnxruntime", None),  # the runtime profiles its whole pass
+        ("timing", "timing", "torch", None),
+    ],
+)
+def test_which_passes_interleave_clean_iterations(
+    tmp_path: Path, pass_name: str, names: str, runtime: str, paired: dict[str, list[str]] | None
+) -> None:
+    from hwprof.config import RunConfig
+    from hwprof.worker import PassRunner
+
+    RunConfig(model="yolov8n").save(tmp_path / "config.json")
+    (tmp_path / "images.json").write_text(json.dumps({"paths": []}))
+    runner = PassRunner(tmp_path, pass_name, names.split(","))
+    if pass_name != "timing":
+        runner._remove_hooks = lambda: None  # the worker attaches layer hooks in every pass but timing
+    assert runner._pairs(runtime) is (paired is not None)
+    if paired is not None:
+        assert runner.paired is not None
+        assert sorted(runner.paired["switched"]) == sorted(paired["switched"])
+        assert runner.paired["always_on"] == paired["always_on"]
