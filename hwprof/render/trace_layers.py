@@ -1,6 +1,7 @@
 """Does the trace show what the report counts? Three checks of a trace in Perfetto's trace processor.
 
-- every forward on every track that has layers has exactly the model's number of direct layer
+- every forward on every track that has layers (a clean iteration's aside: its layer hooks are off by
+  design, so it must have none) has exactly the model's number of direct layer
   children (a sample drawn as a slice across a layer boundary steals layers from it);
 - no layer slice has a parent other than a forward or a layer;
 - for each layer, the CPU samples (`perf_sample`) whose instant lies in its time ranges in the
@@ -84,9 +85,14 @@ class LayerCheck:
     """Sampled stacks drawn as slices (py-spy)."""
     stack_slices_across_layers: int = 0
 
+    clean_forwards: int = 0
+    """Forwards of a paired pass's clean iterations (collectors and layer hooks off)."""
+    clean_forwards_with_layers: int = 0
+
     @property
     def forwards_ok(self) -> bool:
-        return self.forwards > 0 and set(self.forward_children) == {self.model_layers}
+        measured = set(self.forward_children) == {self.model_layers}
+        return self.forwards > 0 and measured and not self.clean_forwards_with_layers
 
     @property
     def ok(self) -> bool:
@@ -98,7 +104,9 @@ class LayerCheck:
         kinds = ", ".join(f"{k}: {n}" for k, n in self.bad_parent_kinds.most_common())
         out = [
             f"1. forwards on tracks with layers: {self.forwards}; direct layer children (model has "
-            f"{self.model_layers}) -> forwards: {children or 'none'}" + ("  OK" if self.forwards_ok else "  WRONG"),
+            f"{self.model_layers}) -> forwards: {children or 'none'}; clean forwards (hooks off): "
+            f"{self.clean_forwards}, {self.clean_forwards_with_layers} with layers"
+            + ("  OK" if self.forwards_ok else "  WRONG"),
             f"2. layer slices whose parent is neither a forward nor a layer: {len(self.bad_parents)}"
             + (f" (parents: {kinds})" if kinds else "")
             + ("  OK" if not self.bad_parents else "  WRONG"),
@@ -139,7 +147,9 @@ def self_samples(rows: list[dict[str, Any]]) -> Counter[str]:
 
 def check_layers(tp: TraceSession, run_dir: Path | str) -> LayerCheck:
     run = RunData.load(run_dir)
-    forwards = tp.query(FORWARD_CHILDREN)
+    every_forward = tp.query(FORWARD_CHILDREN)
+    clean = [r for r in every_forward if "clean" in str(r["category"]).split(",")]
+    forwards = [r for r in every_forward if r not in clean]
     bad = tp.query(BAD_PARENTS)
     perf_samples = tp.query("select count(*) as n from perf_sample")[0]["n"]
     in_trace = self_samples(tp.query(LAYER_SAMPLES)) if perf_samples else Counter()
@@ -154,6 +164,8 @@ def check_layers(tp: TraceSession, run_dir: Path | str) -> LayerCheck:
         model_layers=model_layer_count(run),
         forwards=len(forwards),
         forward_children=Counter(int(r["layers"]) for r in forwards),
+        clean_forwards=len(clean),
+        clean_forwards_with_layers=sum(1 for r in clean if int(r["layers"])),
         bad_parents=bad,
         bad_parent_kinds=Counter(str(r["parent_category"] or "(no parent)") for r in bad),
         perf_samples=int(perf_samples),
