@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from hwprof.runtime_names import import_runtime
 from hwprof.workload.node_layers import RunSpans
@@ -67,7 +67,10 @@ class Runtime:
     """Base class; subclasses implement _prepare, _execute and, if they can profile, _profile."""
 
     name: ClassVar[str]
+    device_kind: ClassVar[str] = "cpu"
+    """The kind of device it runs on ("cpu", "cuda"): a run's --device without its index."""
     profiler_name: ClassVar[str] = ""
+    """Empty for a runtime whose profiler hwprof does not drive (it never gets profile=True)."""
 
     def __init__(self, config: RunConfig, built: BuiltModel, run_dir: Path, out_dir: Path, profile: bool) -> None:
         self.config = config
@@ -128,6 +131,18 @@ class Runtime:
         return None
 
 
+R = TypeVar("R", bound=Runtime)
+RUNTIMES: dict[tuple[str, str], type[Runtime]] = {}
+"""Runtime classes by (name, device kind); each runtime module registers its own (workload/runtimes.py loads them)."""
+
+
+def register(cls: type[R]) -> type[R]:
+    """Class decorator: make a runtime known by its name and device kind."""
+    RUNTIMES[(cls.name, cls.device_kind)] = cls
+    return cls
+
+
+@register
 class TorchRuntime(Runtime):
     """The fused PyTorch module; bf16 is CPU autocast (conv and matmul in bf16, the rest fp32)."""
 
