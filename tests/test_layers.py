@@ -13,9 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hwprof
 import hwprof.collectors
 import pytest
+
+import hwprof
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     (
