@@ -487,3 +487,28 @@ def test_openvino_is_imported_without_its_telemetry() -> None:
     done = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["openvino.tools.ovc.telemetry_stub", "None"]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "device", "expected", "profiled"),
+    [
+        ("torch", "cpu", "TorchRuntime", False),
+        ("torch", "cuda:0", "CudaTorchRuntime", False),
+        ("onnxruntime", "cpu", "OnnxRuntime", True),
+        ("openvino", "cpu", "OpenVinoRuntime", True),
+    ],
+)
+def test_runtimes_register_themselves_and_the_loader_picks_by_name_and_device(
+    runtime: str, device: str, expected: str, profiled: bool, tmp_path: Path
+) -> None:
+    """runtime.py imports no runtime; each registers itself, and make_runtime picks one (torch's profiler is
+    never driven: it gets profile=False)."""
+    from hwprof.config import RunConfig
+    from hwprof.workload import runtime as runtime_module
+    from hwprof.workload.runtimes import make_runtime
+
+    chosen = make_runtime(RunConfig(runtime=runtime, device=device), None, tmp_path, tmp_path, profile=True)  # type: ignore[arg-type]
+    assert type(chosen).__name__ == expected
+    assert chosen.profile is profiled
+    assert (runtime, device.split(":")[0]) in runtime_module.RUNTIMES
+    assert "workload.rt_" not in Path(runtime_module.__file__).read_text()
