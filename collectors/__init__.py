@@ -1,1 +1,2 @@
-"""Collectors: one module per measurement source; see base.py for the interface."""
+"""Collectors: one package per measurement source (timing and flops are one module each); base.py is the
+interface. docs/architecture.md says where a new one goes."""

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
     from hwprof.config import RunConfig
-    from hwprof.workload.markers import Marker, MarkerBus
+    from hwprof.markers import Marker, MarkerBus
     from hwprof.workload.pipeline import Pipeline
 
 Status = Literal["ok", "unavailable", "failed", "partial", "skipped"]

@@ -16,7 +16,7 @@ from hwprof.collectors.base import Capability, Collector, CollectorResult, PassC
 if TYPE_CHECKING:
     import torch
 
-    from hwprof.workload.markers import Marker
+    from hwprof.markers import Marker
 
 PYPERF_FILE = "timing.pyperf.json"
 
@@ -92,7 +92,7 @@ class TimingCollector(Collector):
         return pyperf.BenchmarkSuite(benchmarks) if benchmarks else None
 
     def close(self, ctx: PassContext) -> CollectorResult:
-        from hwprof.analysis.spans import latency_stats
+        from hwprof.spans import latency_stats
 
         if not self.stages.get("forward"):
             return CollectorResult("failed", reason="no measured iteration completed")

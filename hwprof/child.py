@@ -181,3 +181,26 @@ def _live(pid: int) -> bool:
         return state not in ("Z", "X") or len(os.listdir(proc / "task")) > 1
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
+
+
+def error_line(log: Path) -> str:
+    from hwprof.worker import ERROR_PREFIX
+
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines):
+        if line.startswith(ERROR_PREFIX):
+            return line.removeprefix(ERROR_PREFIX)
+    return lines[-1].strip() if lines else ""
+
+
+def exit_reason(returncode: int, log: Path) -> str:
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else "?"
+        what = f"the worker was killed by signal {-returncode} ({name})"
+    else:
+        what = f"the worker exited with code {returncode}"
+    last = error_line(log)
+    return f"{what}: {last}" if last else what

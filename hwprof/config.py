@@ -89,7 +89,7 @@ class RunConfig:
             raise ValueError("--interval-ms must be positive")
         if self.perf_rate < 0:
             raise ValueError(f"--perf-rate must be 0 (auto) or a positive rate in Hz (got {self.perf_rate})")
-        from hwprof.workload.runtime_names import check_runtime_precision
+        from hwprof.runtime_names import check_runtime_precision
 
         check_runtime_precision(self.runtime, self.precision, self.device)
         if self.runtime != "torch" and self.extra.get("rect"):

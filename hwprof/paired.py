@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.paired_cost import paired_cost
-from hwprof.analysis.spans import forward_ms_by_iteration
 from hwprof.collectors.base import Collector, PassContext
 from hwprof.config import RunConfig
+from hwprof.markers import MarkerBus, MarkerLog
+from hwprof.spans import forward_ms_by_iteration
 from hwprof.workload.images import discover
-from hwprof.workload.markers import MarkerBus, MarkerLog
 
 
 def is_on(iteration: int) -> bool:
@@ -53,7 +53,7 @@ def abba_forward(
     """Forward times with `make(config)`'s collectors on and off, over 2 * pairs measured iterations."""
     import torch
 
-    from hwprof.workload.markers import attach_layer_markers
+    from hwprof.markers import attach_layer_markers
     from hwprof.workload.pipeline import Pipeline
     from hwprof.workload.zoo import build_model
 

@@ -9,7 +9,7 @@ Per collector, in its pass folder (`passes/<pass>/`):
   Perfetto trace) read these.
 - `<collector>.metrics.json`: per-layer and per-stage metric tables, with units and, for any
   metric that is an estimate, its method. Analysis joins these onto the layer table.
-Stage, layer and iteration spans themselves come from the pass's `markers.jsonl` (workload/markers.py).
+Stage, layer and iteration spans themselves come from the pass's `markers.jsonl` (markers.py).
 """
 
 from __future__ import annotations
@@ -123,3 +123,31 @@ class MetricTables:
     @classmethod
     def load(cls, path: Path) -> MetricTables:
         return cls(**json.loads(path.read_text()))
+
+
+NODES_FILE = "runtime_nodes.json"
+RUNTIME_FILE = "runtime.json"
+
+
+@dataclass
+class NodeRow:
+    """One executed runtime node, aggregated over the measured iterations of a pass."""
+
+    name: str
+    op: str
+    kernel: str
+    provider: str
+    precision: str
+    layers: list[str]
+    """Top-level layers ("model.7") its original nodes belong to; empty for nodes of no layer."""
+    children: list[str] = field(default_factory=list)
+    """Depth-2 names ("model.7.cv1") where the node names carry them."""
+    inserted: bool = False
+    """Added by the runtime (layout reorders), charged to the layer that runs next."""
+    median_us: float = 0.0
+    calls: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NodeRow:
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in known})

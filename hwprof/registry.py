@@ -1,6 +1,7 @@
-"""The collector registry: every module in hwprof.collectors that defines COLLECTOR.
+"""The collector registry: every module in hwprof.collectors (in its packages too) that defines COLLECTOR.
 
-Adding a collector means adding one module; nothing else in hwprof names collectors.
+Adding a collector means adding one package (collectors/<source>/collector.py); nothing else in hwprof names
+collectors.
 """
 
 from __future__ import annotations

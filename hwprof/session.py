@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -21,87 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from hwprof import child
+from hwprof.child import error_line, exit_reason
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
-from hwprof.config import PASS_ORDER, RunConfig
+from hwprof.config import RunConfig
+from hwprof.markers import MarkerBus
 from hwprof.perf.steal import steal_ns
-from hwprof.registry import all_collectors
+from hwprof.plan import CollectError, PassPlan, Plan
 from hwprof.rundata import SCHEMA_VERSION, write_run_json
 from hwprof.workload.images import ImageSet
-from hwprof.workload.markers import MarkerBus
-
-
-class CollectError(RuntimeError):
-    """A collection that cannot go on; the message is one line for the user."""
-
-
-@dataclass
-class PassPlan:
-    name: str
-    collectors: list[type[Collector]]
-
-
-@dataclass
-class Plan:
-    passes: list[PassPlan]
-    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Collectors that will not run: name -> {status, reason, fix, pass}."""
-
-
-def plan_passes(config: RunConfig) -> Plan:
-    """Probe every wanted collector and group the available ones into passes."""
-    statuses: dict[str, dict[str, Any]] = {}
-    by_pass: dict[str, list[type[Collector]]] = {}
-    for cls in all_collectors():
-        if not cls.wanted(config):
-            statuses[cls.name] = {
-                "status": "skipped",
-                "reason": "not requested for this run",
-                "fix": "",
-                "pass": cls.pass_name,
-            }
-            continue
-        try:
-            capability = cls.probe(config)
-        except Exception as exc:  # a probe must not take the whole collection down
-            statuses[cls.name] = {
-                "status": "failed",
-                "reason": f"probe raised {type(exc).__name__}: {exc}",
-                "fix": "",
-                "pass": cls.pass_name,
-            }
-            continue
-        if not capability.available:
-            statuses[cls.name] = {
-                "status": "unavailable",
-                "reason": capability.reason,
-                "fix": capability.fix,
-                "pass": cls.pass_name,
-                "details": capability.details,
-            }
-            continue
-        by_pass.setdefault(cls.pass_name, []).append(cls)
-    passes = [PassPlan(name, by_pass[name]) for name in PASS_ORDER if name in by_pass]
-    return Plan(passes, statuses)
-
-
-def new_run_dir(root: Path, model: str) -> Path:
-    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = root / f"{model}-{stamp}"
-    candidate, n = base, 1
-    while candidate.exists():
-        n += 1
-        candidate = Path(f"{base}-{n}")
-    candidate.mkdir(parents=True)
-    return candidate
-
-
-def claim_out_dir(out: Path) -> Path:
-    """--out DIR: created if missing; refused if it already holds anything."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CollectError(f"--out {out} already exists and is not empty; refusing to overwrite an earlier run")
-    out.mkdir(parents=True, exist_ok=True)
-    return out
-
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 
@@ -245,7 +171,7 @@ class Session:
                 status, error = worker["status"], worker.get("error", "")
             elif returncode != 0:
                 status = "failed"
-                error = _exit_reason(returncode, ctx.out_dir / "worker.log")
+                error = exit_reason(returncode, ctx.out_dir / "worker.log")
         for name, tool in attached.items():
             try:
                 results[name] = tool.finish(returncode)
@@ -300,7 +226,7 @@ class Session:
                 if outcome.returncode == 3:
                     # The workload itself failed (model, weights, images): every later pass would too.
                     log = self.run_dir / "passes" / outcome.name / "worker.log"
-                    raise CollectError(_log_error_line(log) or outcome.error)
+                    raise CollectError(error_line(log) or outcome.error)
         except KeyboardInterrupt:
             for outcome in self.outcomes[len(self.run["passes"]) :]:
                 self._record(outcome)
@@ -310,7 +236,7 @@ class Session:
             final = "failed"
             raise
         finally:
-            from hwprof.rundata import finalize
+            from hwprof.finish import finalize
 
             self.run["status"] = final
             self.run["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
@@ -344,29 +270,6 @@ class Session:
         summary = self.run.setdefault("runtime", {"name": info.get("runtime"), **info, "profiled_passes": {}})
         if profiler:
             summary["profiled_passes"][pass_name] = profiler
-
-
-def _log_error_line(log: Path) -> str:
-    from hwprof.worker import ERROR_PREFIX
-
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
-    for line in reversed(lines):
-        if line.startswith(ERROR_PREFIX):
-            return line.removeprefix(ERROR_PREFIX)
-    return lines[-1].strip() if lines else ""
-
-
-def _exit_reason(returncode: int, log: Path) -> str:
-    if returncode < 0:
-        name = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else "?"
-        what = f"the worker was killed by signal {-returncode} ({name})"
-    else:
-        what = f"the worker exited with code {returncode}"
-    last = _log_error_line(log)
-    return f"{what}: {last}" if last else what
 
 
 def _peaks(threads: int) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from typing import Any
 
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.config import RunConfig
+from hwprof.markers import Marker, MarkerBus, MarkerLog
 from hwprof.registry import by_name
-from hwprof.workload.markers import Marker, MarkerBus, MarkerLog
 
 EXIT_OK = 0
 EXIT_ERROR = 3
@@ -139,7 +139,7 @@ class PassRunner:
 
     def _run_clean(self, iteration: int) -> None:
         """A clean iteration: switchable collectors paused, no markers to any collector, layer hooks off."""
-        from hwprof.workload.markers import attach_layer_markers
+        from hwprof.markers import attach_layer_markers
 
         pipeline = self.ctx.pipeline
         assert pipeline is not None
@@ -241,7 +241,7 @@ class PassRunner:
             import torch
 
             from hwprof.workload.pipeline import Pipeline
-            from hwprof.workload.runtime import make_runtime
+            from hwprof.workload.runtimes import make_runtime
             from hwprof.workload.zoo import build_model
 
             torch.set_num_threads(self.config.threads)
@@ -260,7 +260,7 @@ class PassRunner:
             self._each("prepare", self.ctx)
             hooks_wanted = self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors)
             if hooks_wanted and runtime.name == "torch":
-                from hwprof.workload.markers import attach_layer_markers
+                from hwprof.markers import attach_layer_markers
 
                 # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
                 self._remove_hooks = attach_layer_markers(self._marker_module(built), self.bus, self.config.depth)
@@ -333,7 +333,7 @@ def _is_user_error(exc: BaseException) -> bool:
 
     user_errors: tuple[type[BaseException], ...] = (UnknownModelError, ImageError, OSError, RuntimeUnavailable)
     try:
-        from hwprof.workload.weights import WeightsError
+        from hwprof.workload.checkpoint_globals import WeightsError
 
         user_errors += (WeightsError,)
     except ImportError:  # pragma: no cover

@@ -41,12 +41,12 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.spans import forward_ms_by_iteration
 from hwprof.config import RunConfig, default_threads
+from hwprof.markers import read_markers
 from hwprof.paired import abba_forward
 from hwprof.registry import by_name
+from hwprof.spans import forward_ms_by_iteration
 from hwprof.workload.images import discover
-from hwprof.workload.markers import read_markers
 
 VARIANTS: dict[str, tuple[str, list[str], dict[str, Any]]] = {
     "timing": ("timing", [], {}),

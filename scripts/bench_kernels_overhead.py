@@ -29,17 +29,19 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hwprof.collectors._perf_control import PerfControl, make_fifos
 from hwprof.collectors.base import Collector, PassContext
-from hwprof.collectors.perf_sampling import perf_binary, plan_sampling
+from hwprof.collectors.perf_sampling.access import perf_binary
+from hwprof.collectors.perf_sampling.control import PerfControl, make_fifos
+from hwprof.collectors.perf_sampling.rate import plan_sampling
 
 from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
-from hwprof.analysis.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
 from hwprof.config import RunConfig
+from hwprof.markers import read_markers
 from hwprof.paired import abba_forward
-from hwprof.session import Session, plan_passes
+from hwprof.plan import plan_passes
+from hwprof.session import Session
+from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
 from hwprof.workload.images import discover
-from hwprof.workload.markers import read_markers
 
 
 def pass_p50(run_dir: Path, name: str) -> float:

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.collectors.base import Collector
-from hwprof.collectors.torch_profiler import TorchProfilerCollector
+from hwprof.collectors.torch_profiler.collector import TorchProfilerCollector
 
 from hwprof.config import RunConfig
 from hwprof.paired import abba_forward

@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hwprof.config import RunConfig
-from hwprof.workload.runtime_names import RUNTIME_PRECISIONS
+from hwprof.runtime_names import RUNTIME_PRECISIONS
 
 
 def _timed(runtime: Any, batch: Any, iteration: int) -> float:
@@ -36,8 +36,8 @@ def _timed(runtime: Any, batch: Any, iteration: int) -> float:
 def paired(model: str, runtime_name: str, precision: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import torch
 
-    from hwprof.workload.markers import MarkerBus, MarkerLog, attach_layer_markers
-    from hwprof.workload.runtime import make_runtime
+    from hwprof.markers import MarkerBus, MarkerLog, attach_layer_markers
+    from hwprof.workload.runtimes import make_runtime
     from hwprof.workload.zoo import build_model
 
     torch.set_num_threads(args.threads)

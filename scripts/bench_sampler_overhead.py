@@ -30,14 +30,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hwprof.collectors import rapl, sysstat
 from hwprof.collectors.base import Collector
+from hwprof.collectors.rapl import collector as rapl
+from hwprof.collectors.rapl import sources
+from hwprof.collectors.sysstat import collector as sysstat
 
-from hwprof.analysis.spans import forward_ms_by_iteration
 from hwprof.config import RunConfig
+from hwprof.markers import read_markers
 from hwprof.paired import abba_forward
+from hwprof.spans import forward_ms_by_iteration
 from hwprof.workload.images import discover
-from hwprof.workload.markers import read_markers
 
 
 def default_model() -> str:
@@ -120,7 +122,7 @@ def fake_tree(root: Path) -> Path:
 
 
 def read_cost(root: Path, reads: int) -> dict[str, Any]:
-    source = rapl.open_powercap(root)
+    source = sources.open_powercap(root)
     try:
         for _ in range(100):
             source.read()
@@ -173,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="hwprof-bench-") as tmp:
         figures["rapl_read_fake_tree"] = read_cost(fake_tree(Path(tmp) / "powercap"), args.reads)
     try:
-        figures["rapl_read_this_host"] = read_cost(rapl.powercap_root(RunConfig()), args.reads)
-    except rapl.SourceUnavailable as exc:
+        figures["rapl_read_this_host"] = read_cost(sources.powercap_root(RunConfig()), args.reads)
+    except sources.SourceUnavailable as exc:
         figures["rapl_read_this_host"] = {"unavailable": exc.reason, "fix": exc.fix}
     figures["rapl_collector"] = rapl.RaplCollector.probe(config).sentence()
     print(

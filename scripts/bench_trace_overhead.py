@@ -48,11 +48,11 @@ from typing import Any
 from hwprof.collectors.base import CollectorResult, PassContext
 
 from hwprof.analysis.paired_cost import paired_cost
-from hwprof.analysis.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
 from hwprof.config import RunConfig
+from hwprof.markers import MarkerBus, read_markers
 from hwprof.registry import by_name
+from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
 from hwprof.workload.images import discover
-from hwprof.workload.markers import MarkerBus, read_markers
 
 
 @dataclass(frozen=True)

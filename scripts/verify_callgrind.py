@@ -19,8 +19,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hwprof.collectors._callgrind_parse import read_parts
-from hwprof.collectors._callgrind_tool import callgrind_command, find_valgrind
+from hwprof.collectors.callgrind.parse import read_parts
+from hwprof.collectors.callgrind.tool import callgrind_command, find_valgrind
 
 from hwprof.records import MetricTables
 
@@ -28,9 +28,9 @@ PLAIN = """
 import sys, torch
 from pathlib import Path
 from hwprof.config import RunConfig
-from hwprof.perf import valgrind_client as vc
+from hwprof.collectors.callgrind import client_requests as vc
 from hwprof.workload.images import discover
-from hwprof.workload.markers import MarkerBus
+from hwprof.markers import MarkerBus
 from hwprof.workload.pipeline import Pipeline
 from hwprof.workload.zoo import build_model
 model, imgsz, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

@@ -1,7 +1,7 @@
 """Analysis on hand-built run directories: scaling, roofline, counters, energy, findings, missing data.
 
 `make_run` writes a run directory the way the session does (markers.jsonl per pass, model.json,
-metric tables, run.json through hwprof.rundata.finalize), with times chosen so every expected
+metric tables, run.json through hwprof.finish.finalize), with times chosen so every expected
 figure can be worked out by hand.
 """
 
@@ -14,15 +14,16 @@ from typing import Any
 import pytest
 
 from hwprof.analysis.availability import collector_missing
-from hwprof.analysis.findings import Finding, index_ranges
+from hwprof.analysis.finding import Finding, index_ranges
 from hwprof.analysis.layer_report import build_layer_report
 from hwprof.analysis.roofline import COMPUTE, MEMORY, Roof, roof_from_run
 from hwprof.analysis.run_analysis import analyse
 from hwprof.analysis.stages import StageRow
 from hwprof.analysis.types import by_type
+from hwprof.finish import finalize
+from hwprof.markers import Marker
 from hwprof.records import MetricTables
-from hwprof.rundata import SCHEMA_VERSION, RunData, finalize
-from hwprof.workload.markers import Marker
+from hwprof.rundata import SCHEMA_VERSION, RunData
 
 MS = 1_000_000
 # name, type, params, flops, in_bytes, out_bytes, weight_bytes

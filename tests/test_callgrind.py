@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from hwprof.collectors._callgrind_parse import events_present, read_parts, readings_at_markers
-from hwprof.collectors._callgrind_report import marker_floor
-from hwprof.collectors._callgrind_tool import find_valgrind, last_level_geometry
+from hwprof.collectors.callgrind.parse import events_present, read_parts, readings_at_markers
+from hwprof.collectors.callgrind.report import marker_floor
+from hwprof.collectors.callgrind.tool import find_valgrind, last_level_geometry
 
+from hwprof.markers import read_markers
 from hwprof.perf.tables import analyse
-from hwprof.workload.markers import read_markers
 
 FIXTURES = Path(__file__).parent / "fixtures" / "callgrind"
 
@@ -53,7 +53,7 @@ def test_recorded_run_gives_per_layer_tables_that_add_up() -> None:
 
 
 def test_client_requests_do_nothing_outside_valgrind() -> None:
-    from hwprof.perf import valgrind_client as vc
+    from hwprof.collectors.callgrind import client_requests as vc
 
     assert vc.running_on_valgrind() == 0
     assert vc.request(vc.RUNNING_ON_VALGRIND, default=7) == 7  # the default comes back untouched
@@ -63,7 +63,7 @@ def test_client_requests_do_nothing_outside_valgrind() -> None:
 
 
 def test_an_old_valgrind_is_refused_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hwprof.collectors.callgrind import CallgrindCollector
+    from hwprof.collectors.callgrind.collector import CallgrindCollector
 
     from hwprof.config import RunConfig
 
@@ -73,7 +73,7 @@ def test_an_old_valgrind_is_refused_with_the_fix(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("HWPROF_VALGRIND", str(fake))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    import hwprof.collectors._callgrind_tool as tool
+    import hwprof.collectors.callgrind.tool as tool
 
     monkeypatch.setattr(tool, "CACHE_DIR", tmp_path / "cache" / "hwprof" / "valgrind")
     found, why = find_valgrind()

@@ -13,9 +13,10 @@ from pathlib import Path
 from hwprof.collectors.base import Capability, Collector, PassContext
 
 from hwprof import child
-from hwprof.cli import lingering_lines
+from hwprof.cli_collect import lingering_lines
 from hwprof.config import RunConfig
-from hwprof.session import PassPlan, Session
+from hwprof.plan import PassPlan
+from hwprof.session import Session
 from hwprof.workload.images import ImageSet
 
 FORKING_WORKER = textwrap.dedent(

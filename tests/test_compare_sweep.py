@@ -15,12 +15,13 @@ from rich.cells import cell_len
 from rich.console import Console
 from test_analysis import PEAKS, make_run
 
-from hwprof import sweep as sweep_mod
 from hwprof.analysis.compare import compare_runs
-from hwprof.analysis.kernels import KIND_JIT, KIND_OPENMP
+from hwprof.analysis.sweep_rows import SweepPoint, load_sweep, row_from_run
+from hwprof.kernels import KIND_JIT, KIND_OPENMP
 from hwprof.machine import Peaks
 from hwprof.render.compare import comparison_markdown, render_comparison, render_sweep, sweep_markdown
-from hwprof.sweep import SweepEvent, SweepPlan, SweepPoint, collect_command, load_sweep, row_from_run, run_sweep
+from hwprof.sweep import run as sweep_mod
+from hwprof.sweep.run import SweepEvent, SweepPlan, collect_command, run_sweep
 
 FAST = {"model.0": 80.0, "model.1": 60.0, "model.2": 20.0, "model.3": 20.0}
 TORCH_POINT = SweepPoint("toyolo", "torch", "fp32", 2, 1)

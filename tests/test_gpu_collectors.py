@@ -11,8 +11,8 @@ from hwprof.collectors.base import PassContext
 
 from hwprof.config import RunConfig
 from hwprof.gpu_device import NVIDIA_CTL
+from hwprof.markers import MarkerBus
 from hwprof.registry import by_name
-from hwprof.workload.markers import MarkerBus
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 GPU_COLLECTORS = ("gpu_kineto", "nvml", "cuda_graph", "ncu", "ncu_range")
@@ -139,7 +139,7 @@ def test_gpu_kineto_live_ranges_on_the_cpu(tmp_path, monkeypatch):
     import torch
     from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
 
-    from hwprof.workload.markers import attach_layer_markers
+    from hwprof.markers import attach_layer_markers
     from hwprof.workload.zoo import build_model
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)

@@ -89,8 +89,7 @@ def test_gpu_sweep_row(tmp_path: Path) -> None:
     """seed 003's table on a GPU point: energy from NVML, the CUDA-graph forward beside eager, no CPU roofline."""
     import json
 
-    from hwprof.sweep import SweepPoint
-    from hwprof.sweep_rows import row_from_run
+    from hwprof.analysis.sweep_rows import SweepPoint, row_from_run
 
     run_dir, _ = gpu_run(tmp_path)
     run = json.loads((run_dir / "run.json").read_text())

@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from hwprof.analysis.spans import forward_ms_by_iteration, latency_stats, layer_self_ns, pair_spans, stage_stats
-from hwprof.workload.markers import Marker, MarkerBus, MarkerLog, read_markers
+from hwprof.markers import Marker, MarkerBus, MarkerLog, read_markers
+from hwprof.spans import forward_ms_by_iteration, latency_stats, layer_self_ns, pair_spans, stage_stats
 
 
 def fake_clock(step: int = 10):

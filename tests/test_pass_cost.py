@@ -13,11 +13,12 @@ from test_analysis import _iteration, _write_markers, make_run
 from hwprof.analysis.layer_report import build_layer_report
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, paired_cost, pass_level_cost
 from hwprof.analysis.run_analysis import analyse
-from hwprof.analysis.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces
+from hwprof.finish import finalize
+from hwprof.markers import Marker
 from hwprof.paired import schedule
 from hwprof.render.report_sections import overhead_spec
-from hwprof.rundata import RunData, finalize
-from hwprof.workload.markers import Marker
+from hwprof.rundata import RunData
+from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces
 
 LAYER_MS = {"model.0": 80.0, "model.1": 60.0, "model.2": 20.0, "model.3": 20.0}
 """The layers pass of make_run: 20 ms gap + 180 ms of layers = 200 ms measured forward."""
@@ -187,7 +188,7 @@ def test_a_pass_without_clean_iterations_is_a_pass_level_estimate(tmp_path: Path
 
 @pytest.mark.slow
 def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Path) -> None:
-    from hwprof.workload.markers import read_markers
+    from hwprof.markers import read_markers
 
     only = "timing,flops,torch_profiler,pyspy,scalene"
     proc = run_hwprof(

@@ -28,15 +28,12 @@ from hwprof.perf.counting import (
     aggregate,
     attribute,
     closure,
-    coverage,
     cpu_check,
-    derived_metrics,
     interval_series,
-    plan_groups,
-    rotation,
     scale,
     scaled_delta,
 )
+from hwprof.perf.derived import derived_metrics
 from hwprof.perf.engine import CounterSet
 from hwprof.perf.errors import NO_PMU_REASON, explain, unavailable
 from hwprof.perf.events import (
@@ -47,6 +44,7 @@ from hwprof.perf.events import (
     parse_format,
     parse_terms,
 )
+from hwprof.perf.groups import coverage, plan_groups, rotation
 from hwprof.perf.syscall import (
     PERF_TYPE_HARDWARE,
     PERF_TYPE_HW_CACHE,

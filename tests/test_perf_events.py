@@ -15,6 +15,7 @@ import pytest
 from hwprof.collectors.base import PassContext
 
 from hwprof.config import RunConfig
+from hwprof.markers import Marker, MarkerBus
 from hwprof.perf import readings as readings_io
 from hwprof.perf.errors import explain
 from hwprof.perf.events import DEFAULT_HARDWARE, EventResolver, Pmu, UnknownEventError
@@ -24,7 +25,6 @@ from hwprof.perf.tables import analyse
 from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.records import MetricTables, read_records
 from hwprof.registry import by_name
-from hwprof.workload.markers import Marker, MarkerBus
 
 PerfEvents = by_name()["perf_events"]
 DATA = b"x" * (1 << 22)

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hwprof.collectors import _perf_control as ctl
-from hwprof.collectors import perf_sampling as ps
-from hwprof.collectors._perf_report import code_of, is_named
-from hwprof.collectors._perf_script import (
+from hwprof.collectors.base import Capability
+from hwprof.collectors.perf_sampling import access
+from hwprof.collectors.perf_sampling import collector as ps
+from hwprof.collectors.perf_sampling import control as ctl
+from hwprof.collectors.perf_sampling import rate as ps_rate
+from hwprof.collectors.perf_sampling.report import code_of, is_named
+from hwprof.collectors.perf_sampling.script import (
     KIND_ATEN,
     KIND_BLAS,
     KIND_JIT,
@@ -32,13 +35,12 @@ from hwprof.collectors._perf_script import (
     parse_script,
     short_name,
 )
-from hwprof.collectors.base import Capability
 
-from hwprof.analysis.kernels import BETWEEN_LAYERS, KINDS, attribute, derived, tables_dict
-from hwprof.analysis.spans import measured_pieces, measured_spans
 from hwprof.config import RunConfig
+from hwprof.kernels import BETWEEN_LAYERS, KINDS, attribute, derived, tables_dict
+from hwprof.markers import read_markers
 from hwprof.records import StackSample, read_records
-from hwprof.workload.markers import read_markers
+from hwprof.spans import measured_pieces, measured_spans
 
 FIXTURE = Path(__file__).parent / "fixtures" / "perf_sampling"
 PERF = shutil.which("perf")
@@ -198,24 +200,24 @@ def test_cpi_and_mpki_come_only_from_counted_cycles_and_instructions() -> None:
 
 def test_the_plan_keeps_the_rate_low_and_adds_iterations_for_a_short_forward() -> None:
     config = RunConfig(iters=20)
-    slow = ps.plan_sampling(config, 1.0)
-    assert slow.iterations == 20 and ps.MIN_AUTO_RATE <= slow.rate <= ps.MAX_AUTO_RATE
+    slow = ps_rate.plan_sampling(config, 1.0)
+    assert slow.iterations == 20 and ps_rate.MIN_AUTO_RATE <= slow.rate <= ps_rate.MAX_AUTO_RATE
     assert slow.rate * 0.01 * 1.0 * slow.iterations >= 50
-    fast = ps.plan_sampling(config, 0.040)
-    assert fast.rate == ps.MAX_AUTO_RATE and fast.iterations > 20
+    fast = ps_rate.plan_sampling(config, 0.040)
+    assert fast.rate == ps_rate.MAX_AUTO_RATE and fast.iterations > 20
     assert fast.rate * 0.01 * 0.040 * fast.iterations >= 50
-    tiny = ps.plan_sampling(config, 0.0001)
-    assert tiny.iterations * 0.0001 <= ps.MAX_PASS_S + 1e-9
-    chosen = ps.plan_sampling(RunConfig(iters=7, perf_rate=123), 0.040)
+    tiny = ps_rate.plan_sampling(config, 0.0001)
+    assert tiny.iterations * 0.0001 <= ps_rate.MAX_PASS_S + 1e-9
+    chosen = ps_rate.plan_sampling(RunConfig(iters=7, perf_rate=123), 0.040)
     assert (chosen.rate, chosen.iterations, chosen.how) == (123, 7, "--perf-rate")
 
 
 def test_sampling_events_follow_the_pmu_and_the_paranoia() -> None:
     no_pmu = Capability.ok(pmu=False, user_only=False)
-    assert ps.sampling_events(RunConfig(), no_pmu) == ["cpu-clock"]
-    assert ps.sampling_events(RunConfig(events=["page-faults", "cycles"]), no_pmu) == ["{cpu-clock,page-faults}:S"]
+    assert access.sampling_events(RunConfig(), no_pmu) == ["cpu-clock"]
+    assert access.sampling_events(RunConfig(events=["page-faults", "cycles"]), no_pmu) == ["{cpu-clock,page-faults}:S"]
     pmu = Capability.ok(pmu=True, user_only=True)
-    group = ps.sampling_events(RunConfig(events=["LLC-load-misses"]), pmu)
+    group = access.sampling_events(RunConfig(events=["LLC-load-misses"]), pmu)
     assert group == ["{cycles:u,instructions:u,cache-misses:u,LLC-load-misses:u}:S"]
 
 
@@ -265,7 +267,7 @@ def test_cancel_releases_a_parent_whose_worker_never_asked(tmp_path: Path) -> No
 def _pmu_counts() -> tuple[bool, str]:
     if PERF is None:
         return False, "perf is not installed"
-    return ps.pmu_status(PERF)
+    return access.pmu_status(PERF)
 
 
 def _collect(run_hwprof: Any, out: Path, *extra: str) -> dict[str, Any]:
@@ -376,7 +378,7 @@ def test_real_cpi_per_kernel_where_the_pmu_counts(run_hwprof: Any, tmp_path: Pat
 def test_a_worker_that_never_measures_leaves_a_failed_result_and_no_perf(tmp_path: Path) -> None:
     from hwprof.collectors.base import PassContext
 
-    from hwprof.workload.markers import MarkerBus
+    from hwprof.markers import MarkerBus
 
     config = RunConfig()
     ctx = PassContext(config, tmp_path, "kernels", MarkerBus())
@@ -391,7 +393,7 @@ def test_a_worker_that_never_measures_leaves_a_failed_result_and_no_perf(tmp_pat
 def test_perf_that_dies_at_once_fails_with_its_words(tmp_path: Path) -> None:
     from hwprof.collectors.base import PassContext
 
-    from hwprof.workload.markers import MarkerBus
+    from hwprof.markers import MarkerBus
 
     ctx = PassContext(RunConfig(), tmp_path, "kernels", MarkerBus())
     ctx.out_dir.mkdir(parents=True)

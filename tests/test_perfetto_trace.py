@@ -16,19 +16,13 @@ from typing import Any
 
 import pytest
 
+from hwprof.cppnames import elide_cpp
+from hwprof.markers import Marker
 from hwprof.records import CounterSample, Span, ThreadName, read_records, write_records
 from hwprof.render.perfetto import build_trace
-from hwprof.render.perfetto_tracks import (
-    LEVEL_LAYER,
-    LEVEL_RECORD,
-    LEVEL_STAGE,
-    Slice,
-    coalesce_runs,
-    elide_cpp,
-    marker_slices,
-    nest,
-    stack_runs,
-)
+from hwprof.render.perfetto_tracks import marker_slices
+from hwprof.render.trace_model import LEVEL_LAYER, LEVEL_RECORD, LEVEL_STAGE, Slice
+from hwprof.render.trace_nesting import coalesce_runs, nest, stack_runs
 from hwprof.render.trace_processor import (
     TraceProcessorError,
     TraceProcessorUnavailable,
@@ -36,7 +30,6 @@ from hwprof.render.trace_processor import (
     availability,
 )
 from hwprof.rundata import RunData
-from hwprof.workload.markers import Marker
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_small"
 BAD_STATS = """
@@ -530,7 +523,7 @@ def test_stack_runs_merge_over_unsymbolized_native_frames() -> None:
 
 
 def test_stack_levels_put_callers_above_callees_that_share_their_interval() -> None:
-    from hwprof.render.perfetto_tracks import stack_levels
+    from hwprof.render.trace_nesting import stack_levels
 
     # written innermost first within a tie, as the pyspy collector does
     written = [_s(0, 10, "callee"), _s(0, 10, "caller")]

@@ -10,13 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
-from hwprof.collectors import _pyspy_attribution as attribution
-from hwprof.collectors import _pyspy_parse as parse
-from hwprof.collectors import pyspy as ps
+from hwprof.collectors.pyspy import attribution, parse
+from hwprof.collectors.pyspy import collector as ps
 
 from hwprof.config import RunConfig
+from hwprof.markers import Marker, read_markers
 from hwprof.records import Span, ThreadName, read_records
-from hwprof.workload.markers import Marker, read_markers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pyspy"
 
@@ -180,7 +179,7 @@ def _run_dir(tmp_path: Path, iters: int, native: bool = False) -> Path:
 def _spawn(run_dir: Path, names: str) -> tuple[subprocess.Popen[bytes], ps.PySpyTool]:
     from hwprof.collectors.base import PassContext
 
-    from hwprof.workload.markers import MarkerBus
+    from hwprof.markers import MarkerBus
 
     config = RunConfig.load(run_dir / "config.json")
     ctx = PassContext(config, run_dir, "trace", MarkerBus())

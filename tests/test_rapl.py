@@ -14,13 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
-from hwprof.collectors import _rapl_perf, rapl
 from hwprof.collectors.base import PassContext
+from hwprof.collectors.rapl import collector as rapl
+from hwprof.collectors.rapl import energy as rapl_energy
+from hwprof.collectors.rapl import perf_energy, sources
 
 from hwprof.config import RunConfig
+from hwprof.markers import Marker, MarkerBus
 from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns
 from hwprof.records import CounterSample, MetricTables, read_records, write_records
-from hwprof.workload.markers import Marker, MarkerBus
 
 MAX_PKG = 262143328850
 """max_energy_range_uj of a real package zone (2^32 energy-status units of 61.035 uJ)."""
@@ -79,12 +81,12 @@ def context(config: RunConfig, tmp_path: Path) -> PassContext:
 
 def test_discovers_every_zone_once_with_labels(tmp_path: Path) -> None:
     root = make_tree(tmp_path / "powercap")
-    source = rapl.open_powercap(root)
+    source = sources.open_powercap(root)
     try:
         assert [d.label for d in source.domains] == LABELS
         assert [d.zone for d in source.domains] == list(ZONES)
         assert [d.max_range_uj for d in source.domains] == [m for _, m in ZONES.values()]
-        assert [source.domains[i].label for i in rapl.headline_indices(source.domains)] == [
+        assert [source.domains[i].label for i in rapl_energy.headline_indices(source.domains)] == [
             "package-0",
             "package-0/dram",
             "package-1",
@@ -98,9 +100,9 @@ def test_discovers_every_zone_once_with_labels(tmp_path: Path) -> None:
 
 
 def test_delta_across_a_wrap() -> None:
-    assert rapl.delta_uj(100, 350, MAX_PKG) == 250
-    assert rapl.delta_uj(MAX_PKG - 1_000_000, 1_000_000, MAX_PKG) == 2_000_000
-    assert rapl.delta_uj(5.0, 3.0, None) == -2.0  # perf counts never wrap
+    assert sources.delta_uj(100, 350, MAX_PKG) == 250
+    assert sources.delta_uj(MAX_PKG - 1_000_000, 1_000_000, MAX_PKG) == 2_000_000
+    assert sources.delta_uj(5.0, 3.0, None) == -2.0  # perf counts never wrap
 
 
 class Script:
@@ -222,13 +224,13 @@ def test_energy_per_stage_matches_hand_computed_values(tmp_path: Path) -> None:
     assert sum(1 for x in lines if x["type"] == "marker") == 12  # warm-up markers are not read
 
 
-def reading(kind: str, phase: str, name: str, i: int, t_ns: int, uj: float) -> rapl.Reading:
-    return rapl.Reading(kind, phase, name, i, t_ns, (uj,))
+def reading(kind: str, phase: str, name: str, i: int, t_ns: int, uj: float) -> rapl_energy.Reading:
+    return rapl_energy.Reading(kind, phase, name, i, t_ns, (uj,))
 
 
 def test_layer_energy_only_where_the_spread_allows() -> None:
-    domains = [rapl.Domain("package-0", "intel-rapl:0", MAX_PKG, True)]
-    readings: list[rapl.Reading] = []
+    domains = [sources.Domain("package-0", "intel-rapl:0", MAX_PKG, True)]
+    readings: list[rapl_energy.Reading] = []
     t, e = 0, 0.0
     steady = [1000.0] * 6
     noisy = [0.0, 2000.0, 0.0, 0.0, 3000.0, 0.0]  # a short layer: most spans see no RAPL step
@@ -239,7 +241,7 @@ def test_layer_energy_only_where_the_spread_allows() -> None:
         readings.append(reading("layer", "B", "model.1", i, t, e))
         t, e = t + 100_000, e + noisy[i]
         readings.append(reading("layer", "E", "model.1", i, t, e))
-    report = rapl.energy_report(readings, domains, batch=1)
+    report = rapl_energy.energy_report(readings, domains, batch=1)
     assert list(report.layers) == ["model.0"]
     assert report.tables.layers["model.0"]["energy_J"] == 0.001
     assert report.tables.layers["model.0"]["energy_J_sem"] == 0.0
@@ -252,15 +254,15 @@ def test_layer_energy_only_where_the_spread_allows() -> None:
 
 def test_power_series_in_watts_across_a_wrap() -> None:
     domains = [
-        rapl.Domain("package-0", "intel-rapl:0", MAX_PKG, True),
-        rapl.Domain("package-0/dram", "intel-rapl:0:1", MAX_DRAM, False),
+        sources.Domain("package-0", "intel-rapl:0", MAX_PKG, True),
+        sources.Domain("package-0/dram", "intel-rapl:0:1", MAX_DRAM, False),
     ]
     samples = [
         (0, [MAX_PKG - 50_000.0, 0.0]),
         (10_000_000, [50_000.0, 25_000.0]),
         (30_000_000, [250_000.0, 25_000.0]),
     ]
-    series = rapl.power_series(samples, domains)
+    series = rapl_energy.power_series(samples, domains)
     assert [(c.track, c.ts_ns, c.value, c.unit) for c in series] == [
         ("RAPL package-0 (W)", 0, 10.0, "W"),  # 100 mJ over 10 ms, across the wrap
         ("RAPL package-0/dram (W)", 0, 2.5, "W"),
@@ -305,7 +307,7 @@ def test_energy_not_readable_gives_the_chmod_fix(tmp_path: Path, monkeypatch: py
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *args, **kw)  # type: ignore[call-overload]
 
-    monkeypatch.setattr(rapl, "open", deny, raising=False)
+    monkeypatch.setattr(sources, "open", deny, raising=False)
     cap = rapl.RaplCollector.probe(config_for(root, tmp_path))
     assert not cap.available
     assert cap.reason.startswith("powercap energy_uj not readable (root-only since Linux 5.10)")
@@ -335,11 +337,11 @@ def test_no_powercap_and_no_perf_pmu_is_unavailable_and_writes_nothing(tmp_path:
 
 
 def test_root_comes_from_config_then_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(rapl.ENV_POWERCAP_ROOT, str(tmp_path / "env"))
-    assert rapl.powercap_root(RunConfig()) == tmp_path / "env"
-    assert rapl.powercap_root(RunConfig(extra={"powercap_root": str(tmp_path / "cfg")})) == tmp_path / "cfg"
-    monkeypatch.delenv(rapl.ENV_POWERCAP_ROOT)
-    assert rapl.powercap_root(RunConfig()) == Path("/sys/class/powercap")
+    monkeypatch.setenv(sources.ENV_POWERCAP_ROOT, str(tmp_path / "env"))
+    assert sources.powercap_root(RunConfig()) == tmp_path / "env"
+    assert sources.powercap_root(RunConfig(extra={"powercap_root": str(tmp_path / "cfg")})) == tmp_path / "cfg"
+    monkeypatch.delenv(sources.ENV_POWERCAP_ROOT)
+    assert sources.powercap_root(RunConfig()) == Path("/sys/class/powercap")
 
 
 @pytest.mark.skipif(Path("/sys/class/powercap").exists(), reason="this host has a powercap tree")
@@ -380,13 +382,13 @@ def test_sampler_thread_writes_power_tracks(tmp_path: Path) -> None:
 
 
 def test_event_encoding_and_cpu_lists() -> None:
-    assert _rapl_perf.encode_event("event=0x02", {"event": "config:0-7"}) == {"config": 2}
+    assert perf_energy.encode_event("event=0x02", {"event": "config:0-7"}) == {"config": 2}
     formats = {"event": "config:0-7", "umask": "config:8-15"}
-    assert _rapl_perf.encode_event("event=0x3c,umask=0x1", formats) == {"config": 0x13C}
-    assert _rapl_perf.parse_cpu_list("0,36\n") == [0, 36]
-    assert _rapl_perf.parse_cpu_list("0-2,8") == [0, 1, 2, 8]
+    assert perf_energy.encode_event("event=0x3c,umask=0x1", formats) == {"config": 0x13C}
+    assert perf_energy.parse_cpu_list("0,36\n") == [0, 36]
+    assert perf_energy.parse_cpu_list("0-2,8") == [0, 1, 2, 8]
     with pytest.raises(ValueError, match="no format"):
-        _rapl_perf.encode_event("bogus=1", {"event": "config:0-7"})
+        perf_energy.encode_event("bogus=1", {"event": "config:0-7"})
 
 
 MSR_PMU = Path("/sys/bus/event_source/devices/msr")
@@ -407,8 +409,8 @@ def test_perf_fallback_opens_and_reads_a_real_pmu(tmp_path: Path) -> None:
     (pmu / "events" / "energy-pkg.unit").write_text("Joules\n")
     config = RunConfig(extra={"powercap_root": str(tmp_path / "absent"), "event_source_root": str(pmu.parent)})
     try:
-        source = rapl.open_source(config)
-    except rapl.SourceUnavailable as exc:
+        source = sources.open_source(config)
+    except sources.SourceUnavailable as exc:
         assert "perf_event_open on the power PMU failed" in exc.reason
         assert "perf_event_paranoid=0" in exc.fix
         pytest.skip(f"cpu-wide perf events not allowed here: {exc.reason}")
@@ -428,13 +430,13 @@ def test_perf_fallback_opens_and_reads_a_real_pmu(tmp_path: Path) -> None:
 def test_perf_event_open_counts_task_clock() -> None:
     """The ctypes perf_event_open itself, on a software event every kernel has: this thread's
     task-clock must agree with its CPU time from the C library, allowing the host's steal time."""
-    fd = _rapl_perf.perf_event_open(1, {"config": 1}, 0, -1)  # PERF_TYPE_SOFTWARE, TASK_CLOCK, this thread
+    fd = perf_energy.perf_event_open(1, {"config": 1}, 0, -1)  # PERF_TYPE_SOFTWARE, TASK_CLOCK, this thread
     try:
         lost_before = uncharged_ns() or 0
-        before, cpu_before = _rapl_perf.read_count(fd), time.thread_time_ns()
+        before, cpu_before = perf_energy.read_count(fd), time.thread_time_ns()
         while time.thread_time_ns() - cpu_before < 20_000_000:
             pass
-        counted, cpu = _rapl_perf.read_count(fd) - before, time.thread_time_ns() - cpu_before
+        counted, cpu = perf_energy.read_count(fd) - before, time.thread_time_ns() - cpu_before
         band = CpuTimeBand(cpu, (uncharged_ns() or 0) - lost_before, windows=1, cpus=cpu_count(), rel=0.05)
         assert band.holds(counted), (counted, cpu, band)
     finally:

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hwprof.analysis.runtime_nodes import NodeRow, layer_nodes
-from hwprof.analysis.spans import layer_self_ns, measured_pieces, pair_spans
-from hwprof.workload.markers import Marker
+from hwprof.analysis.runtime_nodes import layer_nodes
+from hwprof.markers import Marker
+from hwprof.records import NodeRow
+from hwprof.runtime_names import check_runtime_precision
+from hwprof.spans import layer_self_ns, measured_pieces, pair_spans
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, replay_markers, scope_of
 from hwprof.workload.runtime import RunRecord
-from hwprof.workload.runtime_names import check_runtime_precision
 
 FIXTURES = Path(__file__).parent / "fixtures" / "runtimes"
 ORT_PROFILE = FIXTURES / "onnxruntime_profile_yolov8n_320.json"
@@ -286,9 +287,9 @@ def _collect(out: Path, *args: str) -> dict:
 @pytest.mark.slow
 def test_onnxruntime_run_end_to_end(tmp_path: Path) -> None:
     from hwprof.analysis.run_analysis import analyse
+    from hwprof.markers import read_markers
     from hwprof.render.trace_processor import availability, query_many
     from hwprof.rundata import RunData
-    from hwprof.workload.markers import read_markers
     from hwprof.workload.onnx_export import sha256_of
 
     out = tmp_path / "ort"
@@ -479,10 +480,35 @@ def test_openvino_is_imported_without_its_telemetry() -> None:
     the fork outlived the worker under Scalene); hwprof imports it with OpenVINO's no-op stub instead."""
     pytest.importorskip("openvino")
     code = (
-        "import sys; from hwprof.workload.runtime_names import import_runtime; import_runtime('openvino'); "
+        "import sys; from hwprof.runtime_names import import_runtime; import_runtime('openvino'); "
         "from openvino.tools.ovc import telemetry_utils; "
         "print(telemetry_utils.tm.__name__, sys.modules.get('openvino_telemetry'))"
     )
     done = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["openvino.tools.ovc.telemetry_stub", "None"]
+
+
+@pytest.mark.parametrize(
+    ("runtime", "device", "expected", "profiled"),
+    [
+        ("torch", "cpu", "TorchRuntime", False),
+        ("torch", "cuda:0", "CudaTorchRuntime", False),
+        ("onnxruntime", "cpu", "OnnxRuntime", True),
+        ("openvino", "cpu", "OpenVinoRuntime", True),
+    ],
+)
+def test_runtimes_register_themselves_and_the_loader_picks_by_name_and_device(
+    runtime: str, device: str, expected: str, profiled: bool, tmp_path: Path
+) -> None:
+    """runtime.py imports no runtime; each registers itself, and make_runtime picks one (torch's profiler is
+    never driven: it gets profile=False)."""
+    from hwprof.config import RunConfig
+    from hwprof.workload import runtime as runtime_module
+    from hwprof.workload.runtimes import make_runtime
+
+    chosen = make_runtime(RunConfig(runtime=runtime, device=device), None, tmp_path, tmp_path, profile=True)  # type: ignore[arg-type]
+    assert type(chosen).__name__ == expected
+    assert chosen.profile is profiled
+    assert (runtime, device.split(":")[0]) in runtime_module.RUNTIMES
+    assert "workload.rt_" not in Path(runtime_module.__file__).read_text()

@@ -9,20 +9,21 @@ import sys
 from pathlib import Path
 
 import pytest
-from hwprof.collectors import scalene as sc
 from hwprof.collectors.base import PassContext
+from hwprof.collectors.scalene import collector as sc
+from hwprof.collectors.scalene import convert as sc_convert
 
 from hwprof.config import RunConfig
+from hwprof.markers import MarkerBus, read_markers
 from hwprof.records import CounterSample, read_records
-from hwprof.workload.markers import MarkerBus, read_markers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scalene"
 
 
 @pytest.fixture(scope="module")
-def converted() -> sc.Converted:
+def converted() -> sc_convert.Converted:
     window = json.loads((FIXTURE / "scalene.window.json").read_text())
-    return sc.convert(FIXTURE / "scalene.json", read_markers(FIXTURE / "markers.jsonl"), window)
+    return sc_convert.convert(FIXTURE / "scalene.json", read_markers(FIXTURE / "markers.jsonl"), window)
 
 
 def _ctx(tmp_path: Path, config: RunConfig | None = None) -> PassContext:
@@ -84,7 +85,7 @@ def test_wrap_command_runs_the_worker_module_under_scalene(tmp_path: Path) -> No
         sc.ScaleneCollector(ctx.config).wrap_command(["python", "script.py"], ctx)
 
 
-def test_lines_include_the_forward_call(converted: sc.Converted) -> None:
+def test_lines_include_the_forward_call(converted: sc_convert.Converted) -> None:
     forward = [line for line in converted.lines if "self.model(batch)" in line.code]
     assert len(forward) == 1
     line = forward[0]
@@ -95,7 +96,7 @@ def test_lines_include_the_forward_call(converted: sc.Converted) -> None:
     assert {"load", "preprocess", "forward"} <= stages
 
 
-def test_stage_metrics(converted: sc.Converted) -> None:
+def test_stage_metrics(converted: sc_convert.Converted) -> None:
     stages = converted.metrics.stages
     total = {k: v["scalene_python_s"] + v["scalene_native_s"] + v["scalene_system_s"] for k, v in stages.items()}
     assert max(total, key=lambda k: total[k]) == "forward"
@@ -104,22 +105,22 @@ def test_stage_metrics(converted: sc.Converted) -> None:
     assert functions["Pipeline.forward"].stage == "forward"
 
 
-def test_clock_needs_no_offset_and_samples_fall_in_their_stage(converted: sc.Converted) -> None:
+def test_clock_needs_no_offset_and_samples_fall_in_their_stage(converted: sc_convert.Converted) -> None:
     clock = converted.summary["clock"]
     assert clock["offset_ns"] == 0 and clock["samples_checked"] > 50
     assert clock["outside_share"] < 0.05
     assert clock["window_samples"] >= clock["samples_checked"] and clock["outside_window"] == 0
 
 
-def test_layer_shares_from_sample_times(converted: sc.Converted) -> None:
+def test_layer_shares_from_sample_times(converted: sc_convert.Converted) -> None:
     shares = [row["scalene_sample_share"] for row in converted.metrics.layers.values()]
     assert len(shares) >= 10 and all(name.startswith("model.") for name in converted.metrics.layers)
     assert 0.9 < sum(shares) <= 1.0 + 1e-9
     assert "estimate" in converted.metrics.methods["scalene_sample_share"]
 
 
-def test_outputs_and_memory_counters(tmp_path: Path, converted: sc.Converted) -> None:
-    names = sc.write_outputs(tmp_path, converted)
+def test_outputs_and_memory_counters(tmp_path: Path, converted: sc_convert.Converted) -> None:
+    names = sc_convert.write_outputs(tmp_path, converted)
     assert names == ["scalene.lines.json", "scalene.metrics.json"]  # no memory in a --cpu-only profile
     lines = json.loads((tmp_path / names[0]).read_text())["lines"]
     assert any(row["stage"] == "forward" for row in lines)
@@ -127,19 +128,19 @@ def test_outputs_and_memory_counters(tmp_path: Path, converted: sc.Converted) ->
     data.update(memory=True, samples=[[1_000_000, 12.5], [2_000_000, 13.0]])
     (tmp_path / "m.json").write_text(json.dumps(data))
     window = {"start_ns": 500, "scalene_start_ns": 1_000}
-    memory = sc.convert(tmp_path / "m.json", [], window)
+    memory = sc_convert.convert(tmp_path / "m.json", [], window)
     assert memory.counters == [
         CounterSample("Scalene footprint", 1_001_000, 12.5, "MB"),
         CounterSample("Scalene footprint", 2_001_000, 13.0, "MB"),
     ]
-    sc.write_outputs(tmp_path, memory)
+    sc_convert.write_outputs(tmp_path, memory)
     assert len(list(read_records(tmp_path / "scalene.records.jsonl"))) == 2
 
 
 def test_not_a_profile(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text("{}")
     with pytest.raises(ValueError, match="not a Scalene JSON profile"):
-        sc.convert(tmp_path / "x.json", [])
+        sc_convert.convert(tmp_path / "x.json", [])
 
 
 def test_missing_scalene_is_unavailable() -> None:

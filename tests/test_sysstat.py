@@ -10,12 +10,16 @@ from pathlib import Path
 
 import psutil
 import pytest
-from hwprof.collectors import sysstat
 from hwprof.collectors.base import PassContext
+from hwprof.collectors.sysstat import collector as sysstat
+from hwprof.collectors.sysstat import procfs
+from hwprof.collectors.sysstat import sampler as sysstat_sampler
+from hwprof.collectors.sysstat import tables as sysstat_tables
+from hwprof.collectors.sysstat import threads as sysstat_threads
 
 from hwprof.config import RunConfig
+from hwprof.markers import Marker, MarkerBus
 from hwprof.records import CounterSample, MetricTables, ThreadName, read_records
-from hwprof.workload.markers import Marker, MarkerBus
 
 MiB = 1 << 20
 
@@ -35,7 +39,7 @@ class BusyThreads:
         self.ready.wait()
 
     def _run(self, name: str) -> None:
-        sysstat.name_this_thread(name)
+        sysstat_threads.name_this_thread(name)
         self.tids[name] = threading.get_native_id()
         self.ready.wait()
         self.go.wait()
@@ -53,14 +57,14 @@ class BusyThreads:
 
 def test_sampler_series_agree_with_process_totals_and_psutil() -> None:
     busy = BusyThreads(["busy-a", "busy-b"], cpu_s=0.2)
-    proc = sysstat.ProcReader()
-    sampler = sysstat.SystemSampler(0.01, proc, sysstat.FreqSource())
+    proc = procfs.ProcReader()
+    sampler = sysstat_sampler.SystemSampler(0.01, proc, procfs.FreqSource())
     try:
         sampler.start()
         time.sleep(0.03)
         busy.go.set()
         while any(t.is_alive() for t in busy.threads) and not all(
-            (sysstat.thread_cpu_ns(tid) or 0) >= 0.2e9 for tid in busy.tids.values()
+            (sysstat_threads.thread_cpu_ns(tid) or 0) >= 0.2e9 for tid in busy.tids.values()
         ):
             time.sleep(0.01)
         time.sleep(0.03)
@@ -78,10 +82,10 @@ def test_sampler_series_agree_with_process_totals_and_psutil() -> None:
     first, last = samples[0], samples[-1]
     assert set(busy.tids.values()) <= set(last.threads)
     assert sampler.names[busy.tids["busy-a"]] == "busy-a"
-    assert sampler.tid is not None and sampler.names[sampler.tid] == sysstat.SAMPLER_THREAD
+    assert sampler.tid is not None and sampler.names[sampler.tid] == sysstat_sampler.SAMPLER_THREAD
 
     # per-thread CPU deltas add up to the process's (getrusage) over the same window
-    table = sysstat.thread_table(samples, sampler.names, {})
+    table = sysstat_tables.thread_table(samples, sampler.names, {})
     process_s = last.cpu_s - first.cpu_s
     assert process_s >= 0.4
     assert sum(r["cpu_s"] for r in table) == pytest.approx(process_s, rel=0.02, abs=0.005)
@@ -96,7 +100,7 @@ def test_sampler_series_agree_with_process_totals_and_psutil() -> None:
     assert last.rss == pytest.approx(ps_rss, rel=0.05)
 
     # the CPU series integrates back to the totals
-    records = sysstat.series(samples, sampler.names)
+    records = sysstat_tables.series(samples, sampler.names)
     process_pct = [r for r in records if r.track == "CPU process (%)"]
     stamps = [s.t_ns for s in samples]
     integral = sum(r.value / 100 * (stamps[i + 1] - stamps[i]) / 1e9 for i, r in enumerate(process_pct))
@@ -109,8 +113,8 @@ def test_sampler_series_agree_with_process_totals_and_psutil() -> None:
 
 
 def test_series_values_from_two_samples() -> None:
-    a = sysstat.Sample(1_000_000_000, 100 * MiB, 2.0, 10, 20, {7: 1_000_000_000, 8: 0, 10: 42}, {0: 2_400_000})
-    b = sysstat.Sample(
+    a = sysstat_sampler.Sample(1_000_000_000, 100 * MiB, 2.0, 10, 20, {7: 1_000_000_000, 8: 0, 10: 42}, {0: 2_400_000})
+    b = sysstat_sampler.Sample(
         1_010_000_000,
         101 * MiB,
         2.015,
@@ -120,7 +124,7 @@ def test_series_values_from_two_samples() -> None:
         {0: 3_000_000},
     )
     names = {7: "python", 8: "python", 10: "idle"}
-    got = {(r.track, r.ts_ns): (r.value, r.unit) for r in sysstat.series([a, b], names)}
+    got = {(r.track, r.ts_ns): (r.value, r.unit) for r in sysstat_tables.series([a, b], names)}
     assert got == {
         ("RSS (bytes)", 1_000_000_000): (100.0 * MiB, "B"),
         ("RSS (bytes)", 1_010_000_000): (101.0 * MiB, "B"),
@@ -184,7 +188,7 @@ def test_stage_peaks_catch_a_transient_allocation(tmp_path: Path, method: str) -
     assert s["peak_rss_bytes"] >= max(rss)
     assert s["peak_rss_bytes"] >= forward["rss_peak_bytes"]
     names = {r.tid: r.name for r in records if isinstance(r, ThreadName)}
-    assert names[s["sampler"]["tid"]] == sysstat.SAMPLER_THREAD
+    assert names[s["sampler"]["tid"]] == sysstat_sampler.SAMPLER_THREAD
     assert os.getpid() in names
     main = next(r for r in s["threads"] if r["tid"] == os.getpid())
     assert main["role"] == "main"
@@ -247,7 +251,7 @@ def test_frequency_series_from_a_cpufreq_tree(tmp_path: Path) -> None:
 def test_unreadable_frequency_file_is_reported(tmp_path: Path) -> None:
     """A folder where scaling_cur_freq should be fails for root too (EISDIR)."""
     (tmp_path / "cpu0" / "cpufreq" / "scaling_cur_freq").mkdir(parents=True)
-    freq = sysstat.FreqSource.open(tmp_path)
+    freq = procfs.FreqSource.open(tmp_path)
     assert not freq.fds
     assert freq.reason.startswith("scaling_cur_freq not readable:")
     assert "Is a directory" in freq.reason

@@ -10,11 +10,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from hwprof.collectors import _torch_clock, _torch_convert, _torch_onednn
-from hwprof.collectors import torch_profiler as tp
+from hwprof.collectors.torch_profiler import clock as _torch_clock
+from hwprof.collectors.torch_profiler import collector as tp
+from hwprof.collectors.torch_profiler import convert as _torch_convert
+from hwprof.collectors.torch_profiler import onednn as _torch_onednn
 
+from hwprof.markers import read_markers
 from hwprof.records import Span, read_records
-from hwprof.workload.markers import read_markers
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kineto"
 
@@ -130,7 +132,7 @@ def test_stdout_redirect_keeps_python_stdout(tmp_path: Path) -> None:
         f"""
         import ctypes, sys
         from pathlib import Path
-        from hwprof.collectors._torch_onednn import StdoutToFile
+        from hwprof.collectors.torch_profiler.onednn import StdoutToFile
         libc = ctypes.CDLL(None)
         print("before", flush=True)
         with StdoutToFile(Path({str(tmp_path / "c.log")!r})):
@@ -217,10 +219,10 @@ def test_a_profiler_that_dies_leaves_the_other_results(tmp_path: Path) -> None:
     """The export fails for real (a folder is in the way): torch_profiler fails with the reason,
     while the pass and py-spy, attached to the same worker as the session does, still finish."""
     from hwprof.collectors.base import PassContext
-    from hwprof.collectors.pyspy import PySpyCollector
+    from hwprof.collectors.pyspy.collector import PySpyCollector
 
     from hwprof.config import RunConfig
-    from hwprof.workload.markers import MarkerBus
+    from hwprof.markers import MarkerBus
 
     run_dir = _run_dir(tmp_path, iters=1)
     config = RunConfig.load(run_dir / "config.json")

@@ -25,14 +25,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hwprof.collectors._perf_report import convert
-from hwprof.collectors._perf_script import parse_script
+from hwprof.collectors.perf_sampling.report import convert
+from hwprof.collectors.perf_sampling.script import parse_script
 
 from hwprof.records import StackSample, read_records
 from hwprof.render.perfetto import build_trace
 from hwprof.render.perfetto_samples import SAMPLES_SEQUENCE_ID, CallstackInterner
-from hwprof.render.perfetto_tracks import LEVEL_RECORD, Slice, build_timeline, split_at
+from hwprof.render.perfetto_tracks import build_timeline
 from hwprof.render.trace_layers import LayerCheck, check_layers
+from hwprof.render.trace_model import LEVEL_RECORD, Slice
+from hwprof.render.trace_nesting import split_at
 from hwprof.render.trace_processor import TraceSession, availability
 
 FIXTURES = Path(__file__).parent / "fixtures"

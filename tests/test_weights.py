@@ -20,7 +20,8 @@ from torch import nn
 
 from hwprof.workload import yolov7 as y7
 from hwprof.workload import yolov7_modules as y7m
-from hwprof.workload.weights import WeightsError, WeightsInfo, load_checkpoint
+from hwprof.workload.checkpoint_globals import WeightsError
+from hwprof.workload.weights import WeightsInfo, load_checkpoint
 
 TINY = "yolov7-tiny"
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from hwprof.config import RunConfig
+from hwprof.markers import MarkerBus, MarkerLog, attach_layer_markers
 from hwprof.workload.images import ImageError, discover
-from hwprof.workload.markers import MarkerBus, MarkerLog, attach_layer_markers
 from hwprof.workload.pipeline import Pipeline, letterbox, to_yolo_layout
 from hwprof.workload.zoo import (
     MODEL_NAMES,

@@ -18,12 +18,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.kernels import KIND_OPENMP
-from hwprof.analysis.layer_report import LayerStat
+from hwprof.analysis.layer_stats import LayerStat
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.analysis.runtime_nodes import FusedGroup
 from hwprof.analysis.stages import STAGE_ORDER
-from hwprof.sweep_hosts import differing_software, host_kind, software
+from hwprof.host_kinds import differing_software, host_kind, software
+from hwprof.kernels import KIND_OPENMP
 
 REFERENCE = ("torch", "fp32")
 """The (runtime, precision) every output difference is measured against."""
@@ -64,7 +64,7 @@ class RunHead:
     random_init: bool = False
     """Seeded random weights: detections are meaningless and the head barely depends on the precision."""
     host_kind: str = ""
-    """The kind of machine (CPU model, logical CPUs, widest ISA): hwprof.sweep_hosts.HostKind.label."""
+    """The kind of machine (CPU model, logical CPUs, widest ISA): hwprof.host_kinds.HostKind.label."""
     versions: dict[str, str] = field(default_factory=dict)
     """torch, the runtime (when not torch), Python and hwprof versions."""
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.analysis.findings import Finding
+from hwprof.analysis.finding import Finding
 from hwprof.analysis.gpu_kernels import CONV_FP32, TRANSPOSE, class_shares, tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import GpuRoof, GpuRoofRow, roofline_rows
 

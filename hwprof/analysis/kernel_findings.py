@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.kernels import KIND_KERNEL, NativeLayer
+from hwprof.analysis.finding import CAVEAT, Finding
+from hwprof.kernels import KIND_KERNEL, NativeLayer
 
 if TYPE_CHECKING:
-    from hwprof.analysis.findings import Finding
-    from hwprof.analysis.layer_report import LayerReport, LayerStat
+    from hwprof.analysis.layer_stats import LayerReport, LayerStat
 
 IM2COL = re.compile(r"unfolded2d|slow_conv|im2col")
 REFERENCE_CONV = re.compile(r"unfolded2d|slow_conv|im2col|mkl_blas_.*gemm")
@@ -47,7 +47,6 @@ def _with_native(report: LayerReport) -> list[tuple[LayerStat, NativeLayer]]:
 
 
 def reference_convolution(report: LayerReport) -> list[Finding]:
-    from hwprof.analysis.findings import Finding
 
     hits = [(r, n, _share_matching(n, REFERENCE_CONV)) for r, n in _with_native(report) if _share_matching(n, IM2COL)]
     hits = [h for h in hits if h[2] >= REFERENCE_MIN]
@@ -67,7 +66,6 @@ def reference_convolution(report: LayerReport) -> list[Finding]:
 
 
 def waiting_threads(report: LayerReport) -> list[Finding]:
-    from hwprof.analysis.findings import Finding
 
     view = report.native
     if view is None:
@@ -100,7 +98,6 @@ def waiting_threads(report: LayerReport) -> list[Finding]:
 
 
 def page_zeroing(report: LayerReport) -> list[Finding]:
-    from hwprof.analysis.findings import Finding
 
     view = report.native
     if view is None:
@@ -125,7 +122,6 @@ def page_zeroing(report: LayerReport) -> list[Finding]:
 
 
 def high_cpi_kernels(report: LayerReport) -> list[Finding]:
-    from hwprof.analysis.findings import Finding
 
     view = report.native
     if view is None or view.forward.cpi is None:
@@ -147,7 +143,6 @@ def high_cpi_kernels(report: LayerReport) -> list[Finding]:
 
 
 def thin_layers(report: LayerReport) -> list[Finding]:
-    from hwprof.analysis.findings import CAVEAT, Finding
 
     view = report.native
     if view is None:

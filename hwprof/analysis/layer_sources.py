@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.kernels import KERNELS_FILE, NativeView, native_view
+from hwprof.kernels import KERNELS_FILE, NativeView, native_view
 
 if TYPE_CHECKING:
     from hwprof.rundata import RunData

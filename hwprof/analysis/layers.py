@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from hwprof.analysis.spans import layer_self_ns, pair_spans
+from hwprof.spans import layer_self_ns, pair_spans
 
 if TYPE_CHECKING:
     from hwprof.rundata import RunData

@@ -22,7 +22,7 @@ from hwprof.analysis.availability import Missing, collector_missing
 from hwprof.analysis.paired_cost import PASS_LEVEL, PassCostFigure
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_report import LayerReport
+    from hwprof.analysis.layer_stats import LayerReport
     from hwprof.rundata import RunData
 
 

@@ -18,8 +18,8 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hwprof.analysis.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
-from hwprof.workload.markers import Marker
+from hwprof.markers import Marker
+from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
 
 PAIRED = "paired"
 PASS_LEVEL = "pass-level estimate"

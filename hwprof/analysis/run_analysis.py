@@ -6,9 +6,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import Missing
-from hwprof.analysis.findings import Finding, findings
+from hwprof.analysis.finding import Finding
+from hwprof.analysis.findings import findings
 from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
-from hwprof.analysis.layer_report import LayerReport, build_layer_report
+from hwprof.analysis.layer_report import build_layer_report
+from hwprof.analysis.layer_stats import LayerReport
 from hwprof.analysis.overhead import Overheads, overheads
 from hwprof.analysis.roofline import COMPUTE, MEMORY
 from hwprof.analysis.runtime_nodes import RuntimeView, load_runtime_view

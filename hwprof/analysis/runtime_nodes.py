@@ -14,37 +14,13 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hwprof.records import NODES_FILE, RUNTIME_FILE, NodeRow
+
 if TYPE_CHECKING:
     from hwprof.rundata import RunData
 
-NODES_FILE = "runtime_nodes.json"
-RUNTIME_FILE = "runtime.json"
 TOP_NODE_KERNELS = 3
 PASS_PREFERENCE = ("layers", "kernels", "trace", "scalene")
-
-
-@dataclass
-class NodeRow:
-    """One executed runtime node, aggregated over the measured iterations of a pass."""
-
-    name: str
-    op: str
-    kernel: str
-    provider: str
-    precision: str
-    layers: list[str]
-    """Top-level layers ("model.7") its original nodes belong to; empty for nodes of no layer."""
-    children: list[str] = field(default_factory=list)
-    """Depth-2 names ("model.7.cv1") where the node names carry them."""
-    inserted: bool = False
-    """Added by the runtime (layout reorders), charged to the layer that runs next."""
-    median_us: float = 0.0
-    calls: int = 0
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> NodeRow:
-        known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 @dataclass

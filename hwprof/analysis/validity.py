@@ -4,7 +4,7 @@ A run directory may come from an older hwprof or another machine. When its own d
 collector's figures were never measured (an energy counter that did not move once over the measured
 iterations, recorded as 0 J with status ok), analysis treats that collector as unavailable with the
 reason, so that no report, table or plot shows the zero. Newer collectors detect the same at
-collection time (collectors/_rapl_still.py) and never record the zeros.
+collection time (collectors/rapl/still.py) and never record the zeros.
 """
 
 from __future__ import annotations

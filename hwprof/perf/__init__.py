@@ -1,4 +1,4 @@
-"""perf_event_open from Python: the counting engine behind collectors/perf_events.py.
+"""perf_event_open from Python: the counting engine behind collectors/perf_events/collector.py.
 
 Not a collector. Modules:
 - syscall: the ctypes perf_event_open call, event groups, ioctl and read-format parsing.

@@ -14,9 +14,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hwprof.perf.counting import Count, coverage, plan_groups, rotation
+from hwprof.perf.counting import Count
 from hwprof.perf.errors import Unavailable, unavailable
 from hwprof.perf.events import EventSpec
+from hwprof.perf.groups import coverage, plan_groups, rotation
 from hwprof.perf.syscall import CounterGroup, GroupReading, PerfOpenError, try_open
 
 ANCHORS: tuple[str, ...] = ("cycles", "instructions")

@@ -18,18 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwprof.perf.counting import (
-    DERIVED_UNITS,
-    FORWARD,
-    Aggregate,
-    Reading,
-    SpanCounts,
-    aggregate,
-    attribute,
-    closure,
-    cpu_check,
-    derived_metrics,
-)
+from hwprof.perf.counting import FORWARD, Aggregate, Reading, SpanCounts, aggregate, attribute, closure, cpu_check
+from hwprof.perf.derived import DERIVED_UNITS, derived_metrics
 from hwprof.records import MetricTables
 
 GAP_METHOD = (

@@ -8,10 +8,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rich.console import Console, Group, RenderableType
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
 from hwprof.analysis.compare import Comparison, Row, compare_runs
+from hwprof.analysis.sweep_rows import SweepResult, SweepRow
+from hwprof.host_kinds import differing_software, software_text
 from hwprof.render.compare_counters import instructions_spec
 from hwprof.render.compare_runtime import (
     fused_spec,
@@ -27,8 +28,6 @@ from hwprof.render.compare_runtime import (
 )
 from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render, spec_renderables
-from hwprof.sweep import ProgressFn, SweepEvent, SweepPlan, SweepResult, SweepRow, run_sweep
-from hwprof.sweep_hosts import differing_software, software_text
 
 TOP_LAYERS = 15
 
@@ -313,34 +312,3 @@ def compare(
         text = comparison_markdown(c, top) if format == "markdown" else json.dumps(c.to_dict(), indent=1) + "\n"
         (console.file or sys.stdout).write(text)
     return c
-
-
-def sweep(
-    plan: SweepPlan,
-    console: Console | None = None,
-    runner: Callable[[SweepPlan, ProgressFn], SweepResult] = run_sweep,
-) -> SweepResult:
-    """`hwprof sweep --models ... [--runtimes ...] [--precisions ...] [--threads ...] [--batch ...]`: collect
-    every point, print the table."""
-    console = console or Console()
-    plan.validate()
-    for line in plan.skipped():
-        console.print(line, highlight=False, markup=False)
-    with Progress(
-        TextColumn("sweep"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
-    ) as progress:
-        task = progress.add_task("sweep", total=len(plan.points()))
-
-        def show(event: SweepEvent) -> None:
-            progress.console.print(str(event), highlight=False, markup=False)
-            if event.done:
-                progress.advance(task)
-
-        result = runner(plan, show)
-    render_sweep(result, console)
-    from hwprof.render.sweep_plot import SWEEP_PNG, plot_sweep
-
-    plot = plot_sweep(by_host(result.rows), Path(result.out_root) / SWEEP_PNG)
-    if plot is not None:
-        console.print(f"plot: {plot} (latency per point, by kind of machine)", highlight=False)
-    return result

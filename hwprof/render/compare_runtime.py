@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from hwprof.analysis.compare import Comparison, Row, RunHead
+from hwprof.analysis.sweep_rows import SweepRow
 from hwprof.render.fmt import ms, num
 from hwprof.render.tables import MISSING, Col, TableSpec
-from hwprof.sweep_rows import SweepRow
 
 FUSED_PER_RUN = 8
 FUSED_MARK = "*"

@@ -52,8 +52,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.kernels import KIND_OPENMP
 from hwprof.analysis.run_analysis import Analysis, missing_dict
+from hwprof.kernels import KIND_OPENMP
 
 SUMMARY_VERSION = 1
 SUMMARY_JSON = "summary.json"

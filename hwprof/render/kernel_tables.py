@@ -9,7 +9,7 @@ from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_report import LayerReport, LayerStat
+    from hwprof.analysis.layer_stats import LayerReport, LayerStat
     from hwprof.analysis.run_analysis import Analysis
 
 KERNEL_LAYERS = 5

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from hwprof.render.perfetto_tracks import CallstackSample, PassTimeline
+from hwprof.render.trace_model import CallstackSample, PassTimeline
 
 SAMPLES_SEQUENCE_ID = 3
 CLOCK_MONOTONIC = 3

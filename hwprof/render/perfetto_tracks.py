@@ -4,7 +4,7 @@ Read from the run directory alone (run.json, each pass's markers.jsonl, model.js
 collectors' generic `*.records.jsonl` / `*.metrics.json`), never from a collector module:
 
 - per pass a process (pid: run.json's `passes.<pass>.pid` when recorded, else inferred, see
-  `_main_thread`); its main thread carries iteration > stage > layer slices from the markers and
+  `pass_main_thread`); its main thread carries iteration > stage > layer slices from the markers and
   every span a collector recorded on that thread (aten ops > oneDNN primitives), nested into them;
 - other threads' spans on their thread tracks; spans on named tracks (py-spy stacks, ...) on
   tracks of their own inside the process; counter samples as counter tracks with their units;
@@ -22,40 +22,45 @@ per-layer table charges it (by overlap).
 
 from __future__ import annotations
 
-import bisect
-import functools
 import itertools
 import json
 import math
-import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.layers import layer_rows
 from hwprof.analysis.validity import checked
-from hwprof.cppnames import elide_cpp
+from hwprof.markers import Marker
 from hwprof.records import MetricTables
-from hwprof.rundata import RunData, RunDirError
+from hwprof.render.trace_model import (
+    LEVEL_ITERATION,
+    LEVEL_LAYER,
+    LEVEL_STAGE,
+    STACK_CATEGORIES,
+    SYNTHETIC_PID_BASE,
+    UI_MODE_PREFIXES,
+    CounterTrack,
+    PassTimeline,
+    Slice,
+    SliceTrack,
+    Timeline,
+)
+from hwprof.render.trace_nesting import (
+    attach_layers,
+    coalesce_runs,
+    nest,
+    slice_order,
+    split_at,
+    stack_levels,
+    stack_runs,
+)
+from hwprof.render.trace_records import SpanGroup, named_threads, pass_main_thread, read_pass_records, thread_of
+from hwprof.rundata import RunData
 from hwprof.workload.layers import LayerInfo
-from hwprof.workload.markers import Marker
 
-LEVEL_ITERATION = 0
-LEVEL_STAGE = 1
-LEVEL_LAYER = 2
-"""Depth-2 layers ("model.7.cv1") get LEVEL_LAYER + 1."""
-LEVEL_RECORD = 10
-"""Recorded spans rank below every marker: where they disagree at a boundary, the marker wins."""
-SYNTHETIC_PID_BASE = 1 << 22
-"""Above Linux's largest pid_max (2^22), so a made-up pid can never be a real one."""
-STACK_CATEGORIES = frozenset({"py-spy"})
-"""Span categories that are sampled call stacks (nested frames or one span per sample): drawn as
-one slice per run of an unchanged stack, named by its innermost frame, the stack in args."""
-STACK_SEGMENT = 8
-"""A stack is written as segments of this many frames (root first, " > " between frames): the
-segments repeat across samples and iterations, so interned they cost a few bytes a sample."""
 SAMPLES_NOTE = (
     "CPU samples (perf, kernels pass): one Perfetto perf sample per sample, at its instant, on its own thread "
     "(the pipeline and torch's OpenMP workers); the UI draws them on each thread's 'Callstacks' track, and an area "
@@ -69,202 +74,9 @@ STACK_NOTE = (
     "(with their library where it is the innermost frame); the collector's raw files in the pass "
     "folder keep every frame in full"
 )
-UI_MODE_PREFIXES = ("power", "psi")
-"""Older Perfetto UIs draw a counter whose name matches ^power. or ^psi. as a rate (its slope),
-not its value (ui/src/tracks/counter: COUNTER_REGEX); such names get their collector in front."""
-
-
-@dataclass(slots=True)
-class Slice:
-    start: int
-    end: int
-    name: str
-    category: str
-    level: int
-    args: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass(slots=True)
-class CallstackSample:
-    """One thread's callstack at one instant: drawn where it was taken, never as a span."""
-
-    ts: int
-    tid: int
-    cpu: int | None
-    frames: tuple[tuple[str, str], ...]
-    """(function, library), root first."""
-
-
-@dataclass
-class SliceTrack:
-    key: str
-    name: str
-    tid: int | None = None
-    """Set for thread tracks; None for a named track inside the process."""
-    slices: list[Slice] = field(default_factory=list)
-
-
-@dataclass
-class CounterTrack:
-    name: str
-    unit: str
-    collector: str
-    samples: list[tuple[int, float]] = field(default_factory=list)
-
-
-@dataclass
-class PassTimeline:
-    name: str
-    pid: int
-    pid_source: str
-    title: str
-    main_tid: int
-    threads: dict[int, str]
-    slice_tracks: list[SliceTrack]
-    counter_tracks: list[CounterTrack]
-    start: int
-    end: int
-    samples: list[CallstackSample] = field(default_factory=list)
-    """In time order."""
-
-
-@dataclass
-class Timeline:
-    run_id: str
-    metadata: dict[str, Any]
-    passes: list[PassTimeline]
-    start: int
-    end: int
-    notes: list[str] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- nesting
-
-
-def _order(s: Slice) -> tuple[int, int, int]:
-    return (s.start, -s.end, s.level)
-
-
-def _clamp(s: Slice, end: int) -> None:
-    """Cut a slice short, saying by how much (args may be shared by slices: copied, not changed)."""
-    s.args = {**s.args, "clamped_ns": s.args.get("clamped_ns", 0) + (s.end - end)}
-    s.end = end
-
-
-def nest(slices: Iterable[Slice]) -> list[Slice]:
-    """Sort for emission and make the slices of one track nest properly.
-
-    A slice that starts inside another and ends after it is cut: the one of lower authority
-    (higher level) yields. Ties keep input order, so a recorded parent written before its
-    child at the same start and end stays the parent.
-    """
-    ordered = sorted(slices, key=_order)
-    stack: list[Slice] = []
-    clamped = False
-    for s in ordered:
-        while stack and stack[-1].end <= s.start:
-            stack.pop()
-        while stack and s.end > stack[-1].end:
-            clamped = True
-            top = stack[-1]
-            if s.level < top.level:
-                _clamp(top, s.start)
-                stack.pop()
-            else:
-                _clamp(s, top.end)
-        stack.append(s)
-    if clamped:
-        ordered.sort(key=_order)
-    return ordered
-
-
-def stack_levels(slices: list[Slice]) -> None:
-    """Rank the frames of a sampled-stack track so that nest() puts callers above callees.
-
-    A frame and its callee open and close together whenever the callee ran for the caller's
-    whole run, so their intervals tie. `args["depth"]` (root 0) settles it where the collector
-    wrote it; otherwise records are taken to be written callee first within a tie (as the
-    pyspy collector writes them: it closes a stack from the innermost frame out).
-    """
-    n = len(slices)
-    for i, s in enumerate(slices):
-        depth = s.args.get("depth")
-        s.level = LEVEL_RECORD + (int(depth) if isinstance(depth, int) else n - i)
-
-
-def stack_runs(slices: Sequence[Slice]) -> list[Slice]:
-    """Nested frames -> one flat slice per run of an unchanged stack, named by its innermost
-    frame, with the whole stack (root first) in args and the innermost frame's own args."""
-    runs: list[Slice] = []
-    stack: list[Slice] = []
-    names: list[str] = []
-    t = 0
-
-    def emit(until: int) -> None:
-        top = stack[-1]
-        own = top.args.get("stack") if len(stack) == 1 else None
-        frames = own if own is not None else tuple(names)
-        name = names[-1]
-        if name == UNSYMBOLIZED and top.args.get("library"):
-            name = f"{UNSYMBOLIZED} in {Path(str(top.args['library'])).name}"
-        runs.append(Slice(t, until, name, top.category, LEVEL_RECORD, {**top.args, "stack": frames}))
-
-    for s in (*slices, None):
-        start = s.start if s is not None else None
-        while stack and (start is None or stack[-1].end <= start):
-            end = stack[-1].end
-            if end > t:
-                emit(end)
-                t = end
-            stack.pop()
-            names.pop()
-        if s is None:
-            break
-        if stack and s.start > t:
-            emit(s.start)
-        t = max(t, s.start)
-        stack.append(s)
-        names.append(UNSYMBOLIZED if _ADDRESS.match(s.name) else s.name)
-    for run in runs:
-        run.args.pop("depth", None)
-        frames = run.args["stack"]
-        if isinstance(frames, tuple):
-            run.args["stack"] = _segments(frames)
-    return runs
-
-
-_ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
-UNSYMBOLIZED = "0x…"
-"""A native frame py-spy could not name (it writes its address): an address without its mapping
-tells a reader nothing, and keeping it would split one run of samples into many."""
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _segments(frames: tuple[str, ...]) -> tuple[str, ...]:
-    short = [elide_cpp(f) for f in frames]
-    return tuple(" > ".join(short[i : i + STACK_SEGMENT]) for i in range(0, len(short), STACK_SEGMENT))
-
-
-def coalesce_runs(slices: list[Slice], count: str | None = "samples") -> list[Slice]:
-    """Merge back-to-back identical slices of a flat track (samples of one stack) into one,
-    counting the merged slices in args[count]."""
-    if any(b.start < a.end for a, b in itertools.pairwise(slices)):
-        return slices
-    out: list[Slice] = []
-    for s in slices:
-        prev = out[-1] if out else None
-        if (
-            prev is not None
-            and prev.name == s.name
-            and {k: v for k, v in prev.args.items() if k != count} == s.args
-            and s.start - prev.end <= min(prev.end - prev.start, s.end - s.start) // 2
-        ):
-            if count:
-                prev.args[count] = prev.args.get(count, 1) + 1
-            prev.end = s.end
-        else:
-            out.append(s)
-    return out
 
 
 # ----------------------------------------------------------------------------- markers
@@ -377,156 +189,6 @@ def stage_arguments(tables: dict[str, MetricTables]) -> dict[str, dict[str, Any]
 # ----------------------------------------------------------------------------- records
 
 
-@dataclass
-class SpanGroup:
-    """The spans one pass recorded on one track ("thread:<tid>" or a named track)."""
-
-    track: str
-    tid: int | None
-    """The thread the track belongs to, or for a named track the thread its spans were about."""
-    slices: list[Slice] = field(default_factory=list)
-
-
-@dataclass
-class PassRecords:
-    spans: dict[str, SpanGroup] = field(default_factory=dict)
-    counters: dict[tuple[str, str], CounterTrack] = field(default_factory=dict)
-    samples: list[CallstackSample] = field(default_factory=list)
-    thread_names: dict[int, list[str]] = field(default_factory=lambda: defaultdict(list))
-    last_ns: int = 0
-
-    def thread_groups(self) -> Iterable[tuple[int, SpanGroup]]:
-        for group in self.spans.values():
-            tid = _thread_of(group.track)
-            if tid is not None:
-                yield tid, group
-
-
-def _rows(path: Path) -> list[dict[str, Any]]:
-    """The JSON objects of a records file: parsed in one call (a records file of a long run holds
-    hundreds of thousands of lines), else line by line up to a torn last line of a killed pass."""
-    text = path.read_text()
-    try:
-        return list(json.loads("[" + ",".join(line for line in text.split("\n") if line.strip()) + "]"))
-    except ValueError:
-        rows = []
-        for line in text.split("\n"):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                break
-        return rows
-
-
-def read_pass_records(pass_dir: Path, withheld: frozenset[str] = frozenset()) -> PassRecords:
-    """Every collector's records of one pass, in records.py's format (a "kind" of span, counter or
-    thread), spans grouped by track as slices. Read as plain rows: a long run's records are
-    hundreds of thousands of lines, and the renderer needs none of the record classes' checks."""
-    out = PassRecords()
-    ends: list[int] = []
-    for path in sorted(pass_dir.glob("*.records.jsonl")):
-        collector = path.name.removesuffix(".records.jsonl")
-        if collector in withheld:
-            continue
-        for row in _rows(path):
-            try:
-                _add_row(out, collector, row, ends)
-            except (KeyError, TypeError, ValueError, AttributeError) as exc:
-                text = f"{path}: not a record ({type(exc).__name__}: {exc}): {json.dumps(row, default=str)}"
-                raise RunDirError(text[:300]) from exc
-    ends.extend(max(t for t, _ in c.samples) for c in out.counters.values() if c.samples)
-    out.last_ns = max(ends, default=0)
-    out.samples.sort(key=lambda s: s.ts)
-    return out
-
-
-def _add_row(out: PassRecords, collector: str, row: dict[str, Any], ends: list[int]) -> None:
-    kind = row.get("kind")
-    if kind == "span":
-        track = row["track"]
-        group = out.spans.get(track)
-        if group is None:
-            group = out.spans[track] = SpanGroup(track, _thread_of(track) or row.get("tid"))
-        start = int(row["ts_ns"])
-        end = start + max(int(row["dur_ns"]), 0)
-        args = row.get("args") or {}
-        group.slices.append(Slice(start, end, str(row["name"]), row.get("category") or "", LEVEL_RECORD, args))
-        ends.append(end)
-    elif kind == "counter":
-        value = float(row["value"])
-        if not math.isfinite(value):
-            return
-        key = (collector, row["track"])
-        counter = out.counters.get(key)
-        if counter is None:
-            counter = out.counters[key] = CounterTrack(row["track"], row.get("unit") or "", collector)
-        counter.samples.append((int(row["ts_ns"]), value))
-    elif kind == "sample":
-        ts, tid, cpu = int(row["ts_ns"]), int(row["tid"]), row.get("cpu")
-        frames = _frames(tuple((str(f), str(lib)) for f, lib in row["frames"]))
-        out.samples.append(CallstackSample(ts, tid, int(cpu) if cpu is not None else None, frames))
-        ends.append(ts)
-    elif kind == "thread" and row.get("name"):
-        out.thread_names[int(row["tid"])].append(str(row["name"]))
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _frames(frames: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-    """One shared tuple per distinct stack: a run holds many samples of few stacks."""
-    return frames
-
-
-_THREAD_TRACK = re.compile(r"^thread:(\d+)$")
-
-
-@functools.lru_cache(maxsize=4096)
-def _thread_of(track: str) -> int | None:
-    """ "thread:<tid>" -> tid; a named track -> None."""
-    match = _THREAD_TRACK.match(track)
-    return int(match.group(1)) if match else None
-
-
-def _thread_names(names: dict[int, list[str]]) -> dict[int, str]:
-    """One name per tid: a specific name (MainThread, hwprof-sysstat) beats the process's comm."""
-    common = Counter(n for ns in names.values() for n in set(ns)).most_common(1)
-    comm = common[0][0] if common and len(names) > 1 else None
-    out = {}
-    for tid, ns in names.items():
-        specific = [n for n in ns if n != comm]
-        out[tid] = specific[0] if specific else ns[0]
-    return out
-
-
-def _main_thread(
-    run: RunData, pass_name: str, records: PassRecords, names: dict[int, str], layer_spans: list[Slice]
-) -> tuple[int | None, str]:
-    """The tid of the pass's main thread (it runs the model and emits the markers) and how it was found."""
-    entry = run.run.get("passes", {}).get(pass_name, {})
-    result_path = run.pass_dir(pass_name) / "result.json"
-    result = json.loads(result_path.read_text()) if result_path.exists() else {}
-    for source, value in (("run.json", entry.get("pid")), ("result.json", result.get("pid"))):
-        if isinstance(value, int) and value > 0:
-            return value, f"pid recorded in {source}"
-    for tid, name in names.items():
-        if name == "MainThread":
-            return tid, "thread named MainThread in the records (py-spy)"
-    if layer_spans:
-        starts = [s.start for s in layer_spans]
-        covered: Counter[int] = Counter()
-        for span_tid, group in records.thread_groups():
-            for span in group.slices:
-                i = bisect.bisect_right(starts, span.start) - 1
-                if i >= 0 and layer_spans[i].end >= span.end:
-                    covered[span_tid] += span.end - span.start
-        if covered:
-            return covered.most_common(1)[0][0], "the thread whose recorded spans lie inside layer markers"
-    if names:
-        return min(names), "smallest named tid of the pass (the main thread is created first)"
-    return None, "unknown"
-
-
 def _counter_name(track: CounterTrack, clashes: set[str]) -> str:
     name = track.name
     if name in clashes or name.startswith(UI_MODE_PREFIXES):
@@ -583,7 +245,7 @@ class _Tracks:
         return track
 
     def add(self, group: SpanGroup) -> None:
-        tid = _thread_of(group.track)
+        tid = thread_of(group.track)
         if tid is not None:
             self.thread(tid).slices.extend(group.slices)
             return
@@ -609,7 +271,7 @@ class _Tracks:
             flat = not any(b.start < a.end for a, b in itertools.pairwise(track.slices))
             runs = coalesce_runs(stack_runs(track.slices), "samples" if flat else None)
             track.slices = split_at(runs, bounds)
-            _attach_layers(track.slices, layer_spans, starts)
+            attach_layers(track.slices, layer_spans, starts)
 
 
 def pass_timeline(
@@ -624,9 +286,9 @@ def pass_timeline(
     records = read_pass_records(run.pass_dir(pass_name), run.withheld)
     last = max([records.last_ns, *(m.t_ns for m in markers)], default=0)
     marks = marker_slices(markers, labels, layer_args, stage_args, last)
-    layer_spans = sorted((s for s in marks if s.level == LEVEL_LAYER), key=_order)
-    tracks = _Tracks(_thread_names(records.thread_names))
-    found, source = _main_thread(run, pass_name, records, tracks.names, layer_spans)
+    layer_spans = sorted((s for s in marks if s.level == LEVEL_LAYER), key=slice_order)
+    tracks = _Tracks(named_threads(records.thread_names))
+    found, source = pass_main_thread(run, pass_name, records, tracks.names, layer_spans)
     main_tid = found if found is not None else SYNTHETIC_PID_BASE + index
     if found is None:
         source = "no pid or thread recorded: a made-up pid above pid_max"
@@ -667,35 +329,6 @@ def pass_timeline(
     return PassTimeline(
         pass_name, main_tid, source, title, main_tid, threads, slice_tracks, counters, start, end, records.samples
     )
-
-
-def split_at(slices: list[Slice], bounds: list[int]) -> list[Slice]:
-    """Split the slices of a flat track at every boundary strictly inside one; a split piece
-    keeps its args but not a count of merged samples, which no longer says which piece had them."""
-    out: list[Slice] = []
-    for s in slices:
-        i = bisect.bisect_right(bounds, s.start)
-        if i == len(bounds) or bounds[i] >= s.end:
-            out.append(s)
-            continue
-        args = {k: v for k, v in s.args.items() if k != "samples"}
-        start = s.start
-        for cut in (*bounds[i : bisect.bisect_left(bounds, s.end)], s.end):
-            out.append(Slice(start, cut, s.name, s.category, s.level, dict(args)))
-            start = cut
-    return out
-
-
-def _attach_layers(slices: list[Slice], layers: list[Slice], starts: list[int]) -> None:
-    """Name on each stack run the model layer that was running when it began."""
-    if not layers:
-        return
-    for s in slices:
-        if "stack" not in s.args:
-            continue
-        i = bisect.bisect_right(starts, s.start) - 1
-        if i >= 0 and layers[i].end > s.start:
-            s.args.setdefault("layer", layers[i].name)
 
 
 # ----------------------------------------------------------------------------- run

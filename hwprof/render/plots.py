@@ -13,7 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.kernels import (
+from hwprof.analysis.roofline import COMPUTE, MEMORY
+from hwprof.analysis.run_analysis import Analysis
+from hwprof.kernels import (
     KIND_ATEN,
     KIND_BLAS,
     KIND_JIT,
@@ -23,14 +25,12 @@ from hwprof.analysis.kernels import (
     KIND_OTHER,
     KIND_PYTHON,
 )
-from hwprof.analysis.roofline import COMPUTE, MEMORY
-from hwprof.analysis.run_analysis import Analysis
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from hwprof.analysis.layer_report import LayerStat
+    from hwprof.analysis.layer_stats import LayerStat
 
 COLOURS = {MEMORY: "#d95f02", COMPUTE: "#1b9e77", None: "#7570b3"}
 LABELS = {MEMORY: "memory-bound", COMPUTE: "compute-bound", None: "no roofline"}

@@ -15,7 +15,7 @@ from hwprof.render.fmt import ms, num, pct, si_bytes, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_report import LayerStat
+    from hwprof.analysis.layer_stats import LayerStat
     from hwprof.analysis.run_analysis import Analysis
 
 

@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.sweep_rows import SweepRow
 from hwprof.render.plots import _figure
-from hwprof.sweep_rows import SweepRow
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.kernels import BETWEEN_LAYERS
 from hwprof.analysis.layer_sources import load_native
-from hwprof.render.perfetto_tracks import STACK_CATEGORIES
+from hwprof.kernels import BETWEEN_LAYERS
+from hwprof.render.trace_model import STACK_CATEGORIES
 from hwprof.render.trace_processor import TraceSession
 from hwprof.rundata import RunData
 

@@ -84,7 +84,7 @@ def torch_layer_outputs(module: torch.nn.Module, batch: torch.Tensor, bf16: bool
 
     import torch
 
-    from hwprof.workload.runtime import head_of
+    from hwprof.workload.outputs import head_of
 
     outputs: dict[str, torch.Tensor] = {}
     handles = []

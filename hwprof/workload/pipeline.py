@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.workload.markers import MarkerBus
+from hwprof.markers import MarkerBus
 from hwprof.workload.zoo import OUTPUT_XYWH_OBJ_CLS, BuiltModel
 
 if TYPE_CHECKING:

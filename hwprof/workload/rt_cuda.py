@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from hwprof.workload.runtime import Runtime, _to_float
+from hwprof.workload.runtime import Runtime, _to_float, register
 
 if TYPE_CHECKING:
     import torch
@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
+@register
 class CudaTorchRuntime(Runtime):
     name = "torch"
+    device_kind = "cuda"
 
     def _prepare(self, sample: torch.Tensor) -> None:
         import torch

@@ -27,6 +27,7 @@ from hwprof.workload.runtime import (
     Runtime,
     adopt_inserted_layers,
     monotonic_offset_ns,
+    register,
 )
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ _TYPE_PRECISION = {"float": "fp32", "float16": "fp16", "bfloat16": "bf16", "uint
 _INT8_OPS = {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul"}
 
 
+@register
 class OnnxRuntime(Runtime):
     name = "onnxruntime"
     profiler_name = "ONNX Runtime profiler (SessionOptions.enable_profiling)"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of
-from hwprof.workload.runtime import NodeInfo, Profile, Runtime, adopt_inserted_layers
+from hwprof.workload.runtime import NodeInfo, Profile, Runtime, adopt_inserted_layers, register
 
 if TYPE_CHECKING:
     import torch
@@ -42,6 +42,7 @@ def precision_name(value: object) -> str:
     return _PRECISION.get(text, text)
 
 
+@register
 class OpenVinoRuntime(Runtime):
     name = "openvino"
     profiler_name = "OpenVINO PERF_COUNT (get_profiling_info)"

@@ -14,10 +14,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from hwprof.runtime_names import import_runtime
 from hwprof.workload.node_layers import RunSpans
-from hwprof.workload.runtime_names import import_runtime
 
 if TYPE_CHECKING:
     import torch
@@ -67,7 +67,10 @@ class Runtime:
     """Base class; subclasses implement _prepare, _execute and, if they can profile, _profile."""
 
     name: ClassVar[str]
+    device_kind: ClassVar[str] = "cpu"
+    """The kind of device it runs on ("cpu", "cuda"): a run's --device without its index."""
     profiler_name: ClassVar[str] = ""
+    """Empty for a runtime whose profiler hwprof does not drive (it never gets profile=True)."""
 
     def __init__(self, config: RunConfig, built: BuiltModel, run_dir: Path, out_dir: Path, profile: bool) -> None:
         self.config = config
@@ -128,6 +131,18 @@ class Runtime:
         return None
 
 
+R = TypeVar("R", bound=Runtime)
+RUNTIMES: dict[tuple[str, str], type[Runtime]] = {}
+"""Runtime classes by (name, device kind); each runtime module registers its own (workload/runtimes.py loads them)."""
+
+
+def register(cls: type[R]) -> type[R]:
+    """Class decorator: make a runtime known by its name and device kind."""
+    RUNTIMES[(cls.name, cls.device_kind)] = cls
+    return cls
+
+
+@register
 class TorchRuntime(Runtime):
     """The fused PyTorch module; bf16 is CPU autocast (conv and matmul in bf16, the rest fp32)."""
 
@@ -172,24 +187,6 @@ def _to_float(output: Any) -> Any:
     return output
 
 
-def flat_outputs(output: Any) -> list[torch.Tensor]:
-    """Every tensor of a model's output in the order torch.onnx.export lists them."""
-    import torch
-
-    if isinstance(output, dict):
-        output = list(output.values())
-    if isinstance(output, tuple | list):
-        return [t for part in output for t in flat_outputs(part)]
-    return [output] if isinstance(output, torch.Tensor) else []
-
-
-def head_of(output: Any) -> torch.Tensor:
-    """The raw prediction tensor of a model's output (the first element of a tuple)."""
-    while isinstance(output, tuple | list):
-        output = output[0]
-    return output
-
-
 def adopt_inserted_layers(runs: list[RunSpans], nodes: dict[str, NodeInfo]) -> None:
     """A node the runtime inserted (no layer of its own) takes the layer charge_inserted gave its spans."""
     for run in runs:
@@ -197,22 +194,6 @@ def adopt_inserted_layers(runs: list[RunSpans], nodes: dict[str, NodeInfo]) -> N
             info = nodes[span.name]
             if span.inserted and not info.layers:
                 info.layers, info.inserted = span.layers, True
-
-
-def make_runtime(config: RunConfig, built: BuiltModel, run_dir: Path, out_dir: Path, profile: bool) -> Runtime:
-    if config.runtime == "onnxruntime":
-        from hwprof.workload.rt_onnxruntime import OnnxRuntime
-
-        return OnnxRuntime(config, built, run_dir, out_dir, profile)
-    if config.runtime == "openvino":
-        from hwprof.workload.rt_openvino import OpenVinoRuntime
-
-        return OpenVinoRuntime(config, built, run_dir, out_dir, profile)
-    if config.device != "cpu":
-        from hwprof.workload.rt_cuda import CudaTorchRuntime
-
-        return CudaTorchRuntime(config, built, run_dir, out_dir, profile=False)
-    return TorchRuntime(config, built, run_dir, out_dir, profile=False)
 
 
 def monotonic_offset_ns(clock: Any = time.time_ns, rounds: int = 7) -> tuple[int, int]:

@@ -9,8 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.analysis.runtime_nodes import NODES_FILE, RUNTIME_FILE, NodeRow
-from hwprof.records import Span, records_path, write_records
+from hwprof.records import NODES_FILE, RUNTIME_FILE, NodeRow, Span, records_path, write_records
 
 if TYPE_CHECKING:
     import torch
@@ -27,7 +26,7 @@ def output_difference(pipeline: Pipeline, runtime: Runtime, batch: torch.Tensor)
     """The runtime's raw head and detections against the fp32 torch model on the same input."""
     import torch
 
-    from hwprof.workload.runtime import flat_outputs, head_of
+    from hwprof.workload.outputs import flat_outputs, head_of
 
     if runtime.name == "torch" and runtime.config.precision == "fp32":
         return {"reference": "this run is the reference (the fused torch model in fp32)", "max_abs_head": 0.0}

@@ -26,7 +26,7 @@ from hwprof.collectors.base import Capability, Collector, CollectorResult, PassC
 
 if TYPE_CHECKING:
     from hwprof.config import RunConfig
-    from hwprof.workload.markers import Marker
+    from hwprof.markers import Marker
 
 NAME = "gpu_kineto"
 

@@ -25,7 +25,7 @@ from hwprof.collectors.base import AttachedTool, Capability, Collector, Collecto
 
 if TYPE_CHECKING:
     from hwprof.config import RunConfig
-    from hwprof.workload.markers import Marker
+    from hwprof.markers import Marker
 
 FIX = "install Nsight Compute (ncu on PATH, e.g. /usr/local/cuda/bin) and run with --device cuda"
 MEASURED = "measured"

@@ -21,7 +21,7 @@ from hwprof.records import MetricTables, metrics_path, records_path, write_recor
 
 if TYPE_CHECKING:
     from hwprof.config import RunConfig
-    from hwprof.workload.markers import Marker
+    from hwprof.markers import Marker
 
 NAME = "nvml"
 FIX = "pip install nvidia-ml-py (hwprof[gpu]) and run where the NVIDIA driver is loaded (nvidia-smi works)"

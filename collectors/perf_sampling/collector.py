@@ -1,0 +1,275 @@
+"""Linux perf sampling in the kernels pass: the native kernel every thread ran, per stage and layer.
+
+The parent attaches `perf record -p PID -k CLOCK_MONOTONIC` to the kernels pass's worker right
+after spawning it (as py-spy is attached to the trace pass). The worker carries the layer markers
+and nothing else in-process, so the only disturbance is perf's own sampling interrupt. perf
+follows every thread of the worker, including torch's OpenMP pool created later (inherit), and
+stamps samples on CLOCK_MONOTONIC, the clock of the markers: no alignment is needed, a sample's
+time says which stage and layer was running (hwprof.kernels) and its instruction
+pointer says which kernel (script.py). oneDNN names its JIT kernels for perf when
+ONEDNN_JIT_PROFILE=2 is in the worker's environment as it loads (child_env).
+
+Events. Where the PMU is exposed, perf samples on cycles and reads a group with it (instructions,
+cache-misses and the hardware events of --events) at every sample, so every kernel in every
+layer gets CPI and misses per kilo-instruction. Where it is not (virtual machines without a vPMU,
+such as the ones this is developed on), it samples on cpu-clock and says CPI per kernel is
+unavailable, why, and the fix. Without root and with perf_event_paranoid >= 2 only user space
+can be sampled (`:u`): kernel-space time then goes unseen, which the summary says.
+
+Only the measured iterations are sampled: perf starts with its events disabled (`-D -1`) and a
+control FIFO pair in the pass folder (`--control fifo:perf.ctl,perf.ack`); the worker's side of
+this collector enables them in start(), after the warm-up, and disables them in stop(), and around
+each clean iteration of the paired pass (pause/resume, hwprof.paired). Model build and warm-up then
+cost nothing, and perf.data holds only what the report uses.
+
+Rate and iterations. By default both are planned from the clean timing pass's forward p50 so that
+a layer at 1% of forward collects at least 50 samples (hwprof.kernels): the rate within
+[MIN_AUTO_RATE, MAX_AUTO_RATE] (each sample costs a timer interrupt), and for a short forward
+more measured iterations in this pass than --iters (plan_sampling). --perf-rate sets the rate
+and keeps --iters.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
+from hwprof.collectors.perf_sampling.access import (
+    CPI_PART,
+    INSTALL_FIX,
+    NO_PMU_FIX,
+    PERMISSION_WORDS,
+    last_line,
+    paranoid_level,
+    perf_binary,
+    permission_fix,
+    pmu_status,
+    sampling_events,
+    user_only,
+)
+from hwprof.collectors.perf_sampling.control import (
+    AttachOnRequest,
+    PerfControl,
+    disable,
+    enable,
+    make_fifos,
+    remove_fifos,
+    request_attach,
+)
+from hwprof.collectors.perf_sampling.rate import plan_sampling, timing_forward_s
+
+if TYPE_CHECKING:
+    from hwprof.config import RunConfig
+
+NAME = "perf_sampling"
+
+
+@functools.cache
+def _probe(binary: str) -> Capability:
+    """A real `perf record` of a short child on CLOCK_MONOTONIC, and whether cycles count."""
+    suffix = ":u" if user_only() else ""
+    with tempfile.TemporaryDirectory(prefix="hwprof-perf-probe-") as tmp:
+        out = Path(tmp) / "probe.data"
+        command = [binary, "record", "-q", "-e", f"cpu-clock{suffix}", "-k", "CLOCK_MONOTONIC", "-F", "999"]
+        command += ["-o", str(out), "--", sys.executable, "-c", "sum(range(10**6))"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Capability.unavailable(f"perf record could not run: {exc}", INSTALL_FIX)
+        text = done.stdout + done.stderr
+        if done.returncode != 0 or not out.exists():
+            last = last_line(text) or f"exit status {done.returncode}"
+            if any(w in text.lower() for w in PERMISSION_WORDS):
+                level = paranoid_level()
+                return Capability.unavailable(
+                    f"perf may not sample here (perf_event_paranoid={level}): {last}", permission_fix()
+                )
+            if "not found for kernel" in text or "perf not found" in text:
+                return Capability.unavailable(f"perf is installed for another kernel: {last}", INSTALL_FIX)
+            return Capability.unavailable(f"perf record of a test process failed: {last}", INSTALL_FIX)
+    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
+    pmu, why = pmu_status(binary)
+    details: dict[str, Any] = {"binary": binary, "version": version, "pmu": pmu, "user_only": bool(suffix)}
+    unavailable: dict[str, dict[str, str]] = {}
+    if not pmu:
+        unavailable[CPI_PART] = {"reason": why, "fix": NO_PMU_FIX}
+    if suffix:
+        level = paranoid_level()
+        unavailable["kernel-space samples"] = {
+            "reason": f"perf_event_paranoid={level} without root",
+            "fix": permission_fix(),
+        }
+    if unavailable:
+        details["unavailable"] = unavailable
+    return Capability.ok(**details)
+
+
+class PerfSamplingCollector(Collector):
+    name = NAME
+    title = "Linux perf sampling: native kernels per layer on every thread"
+    pass_name = "kernels"
+    needs_layer_markers = True
+    switchable = True
+
+    @classmethod
+    def probe(cls, config: RunConfig) -> Capability:
+        binary = perf_binary(config)
+        if binary is None:
+            where = config.extra.get("perf_path") or "PATH"
+            return Capability.unavailable(f"perf not found ({where})", INSTALL_FIX)
+        return _probe(binary)
+
+    def child_env(self, ctx: PassContext) -> dict[str, str]:
+        return {"ONEDNN_JIT_PROFILE": "2"}
+
+    def measured_iterations(self, ctx: PassContext) -> int | None:
+        return plan_sampling(self.config, timing_forward_s(ctx.run_dir)).iterations
+
+    def start(self, ctx: PassContext) -> None:
+        request_attach(ctx.out_dir)
+
+    def stop(self, ctx: PassContext) -> None:
+        disable(ctx.out_dir)
+
+    def pause(self, ctx: PassContext) -> None:
+        disable(ctx.out_dir)
+
+    def resume(self, ctx: PassContext) -> None:
+        enable(ctx.out_dir)
+
+    def close(self, ctx: PassContext) -> CollectorResult:
+        return CollectorResult(
+            "skipped", reason="perf runs in the parent: its result is what attach().finish() returns"
+        )
+
+    def attach(self, pid: int, ctx: PassContext) -> AttachedTool | None:
+        binary = perf_binary(self.config)
+        capability = self.probe(self.config)
+        if binary is None or not capability.available:
+            raise FileNotFoundError(capability.sentence())
+        return PerfRecordTool(binary, pid, ctx, capability)
+
+
+COLLECTOR = PerfSamplingCollector
+
+
+class PerfRecordTool(AttachedTool):
+    """perf record, launched when the worker asks (see control.py), and its conversion at the end."""
+
+    def __init__(self, binary: str, pid: int, ctx: PassContext, capability: Capability) -> None:
+        self.binary = binary
+        self.pid = pid
+        self.ctx = ctx
+        self.capability = capability
+        config = ctx.config
+        self.forward_s = timing_forward_s(ctx.run_dir)
+        plan = plan_sampling(config, self.forward_s)
+        self.rate, self.rate_how = plan.rate, plan.how
+        self.events = sampling_events(config, capability)
+        self.data = ctx.out_dir / "perf.data"
+        self.data.unlink(missing_ok=True)
+        self.log = ctx.out_dir / f"{NAME}.log"
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        ctl, ack = (str(p) for p in make_fifos(ctx.out_dir)[:2])
+        self.command = [binary, "record", "-k", "CLOCK_MONOTONIC", "--sample-cpu", "-F", str(self.rate), "-p", str(pid)]
+        for event in self.events:
+            self.command += ["-e", event]
+        self.command += ["-D", "-1", "--control", f"fifo:{ctl},{ack}", "-o", str(self.data)]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.attach_ms: float | None = None
+        self._log_handle = open(self.log, "w")  # noqa: SIM115 - perf writes to it until finish()
+        self.server = AttachOnRequest(ctx.out_dir, self._launch)
+
+    def _launch(self) -> bool:
+        """Start perf on the worker and enable its events; True once perf acknowledged."""
+        started = time.monotonic()
+        self.process = subprocess.Popen(self.command, stdout=self._log_handle, stderr=subprocess.STDOUT)
+        process = self.process
+        control = PerfControl.wait_for(self.ctx.out_dir, lambda: process.poll() is None)
+        if control is None:
+            return False
+        try:
+            enabled = control.send("enable")
+        finally:
+            control.close()
+        self.attach_ms = (time.monotonic() - started) * 1e3
+        return enabled
+
+    def finish(self, worker_returncode: int | None, timeout_s: float = 60.0) -> CollectorResult:
+        from hwprof.collectors.perf_sampling.report import convert
+
+        self.server.cancel()
+        if self.process is None:
+            self._log_handle.close()
+            remove_fifos(self.ctx.out_dir)
+            return CollectorResult(
+                "failed",
+                reason="the worker never reached its measured iterations, so perf was never attached",
+                artifacts=[self.ctx.relpath(self.log)],
+            )
+        returncode = _wait_or_stop(self.process, timeout_s)
+        self._log_handle.close()
+        remove_fifos(self.ctx.out_dir)
+        log_text = self.log.read_text(errors="replace") if self.log.exists() else ""
+        artifacts = [self.ctx.relpath(self.log)]
+        if not self.data.exists() or self.data.stat().st_size == 0:
+            why = f"perf record exited with status {returncode} and wrote no samples: {last_line(log_text)}"
+            fix = permission_fix() if any(w in log_text.lower() for w in PERMISSION_WORDS) else ""
+            return CollectorResult("failed", reason=why, fix=fix, artifacts=artifacts)
+        artifacts.append(self.ctx.relpath(self.data))
+        jit_map = Path(f"/tmp/perf-{self.pid}.map")
+        if jit_map.exists():
+            shutil.copy(jit_map, self.ctx.out_dir / jit_map.name)
+            artifacts.append(self.ctx.relpath(self.ctx.out_dir / jit_map.name))
+        try:
+            converted = convert(self.binary, self.data, self.ctx.out_dir, self.rate, self.pid)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            return CollectorResult("failed", reason=f"perf output could not be converted: {exc}", artifacts=artifacts)
+        artifacts += [self.ctx.relpath(self.ctx.out_dir / name) for name in converted.files]
+        summary = converted.summary
+        summary.update(
+            command=" ".join(self.command),
+            returncode=returncode,
+            rate_hz=self.rate,
+            rate_chosen=self.rate_how,
+            events=self.events,
+            version=self.capability.details.get("version", ""),
+            jit_perf_map=jit_map.exists(),
+            attach_ms=self.attach_ms,
+        )
+        if self.capability.details.get("user_only"):
+            summary["kernel_space"] = "not sampled: user space only (perf_event_paranoid >= 2 without root)"
+        cpi = self.capability.details.get("unavailable", {}).get(CPI_PART)
+        if cpi:
+            summary["cpi_per_kernel"] = {"status": "unavailable", **cpi}
+        status, reason, fix = "ok", "", ""
+        if returncode not in (0, -signal.SIGINT, 130) and returncode is not None:
+            status, reason = "partial", f"perf record exited with status {returncode}: {last_line(log_text)}"
+        if summary.get("samples_measured", 0) == 0:
+            status = "partial"
+            reason = "no sample fell inside the measured iterations"
+            fix = "raise --iters or --perf-rate"
+        if worker_returncode not in (0, None) and status == "ok":
+            status, reason = "partial", f"the worker exited with status {worker_returncode}"
+        return CollectorResult(status, reason=reason, fix=fix, summary=summary, artifacts=artifacts)
+
+
+def _wait_or_stop(process: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """perf record -p exits with its target; if it does not, SIGINT makes it write what it has."""
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGINT)
+        try:
+            return process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()

@@ -1,0 +1,80 @@
+"""How fast perf samples and for how many iterations: enough samples for a thin layer, from the timing pass's
+forward, within the kernel's rate ceiling.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hwprof.config import RunConfig
+
+
+DEFAULT_RATE = 1000
+"""Without a timing pass to size it from."""
+MIN_AUTO_RATE = 250
+MAX_AUTO_RATE = 500
+"""At 35-45 us per sample (plan_sampling) 1 kHz cost yolov7-tiny at 320 about 6% of its forward
+(the pass's own paired figure, 1.06 over 76 ABBA blocks); 500 Hz halves that, for twice the
+iterations on a short forward."""
+RATE_MARGIN = 1.3
+MAX_PASS_S = 60.0
+"""The most forward time the auto plan gives the kernels pass's measured iterations."""
+
+
+def timing_forward_s(run_dir: Path) -> float | None:
+    """The clean timing pass's forward p50, if it ran before this pass."""
+    from hwprof.markers import read_markers
+    from hwprof.spans import forward_p50, measured_spans
+
+    path = run_dir / "passes" / "timing" / "markers.jsonl"
+    if not path.exists():
+        return None
+    p50 = forward_p50(measured_spans(read_markers(path)))
+    return p50 / 1e3 if p50 else None
+
+
+def max_sample_rate() -> int:
+    try:
+        return int(Path("/proc/sys/kernel/perf_event_max_sample_rate").read_text().strip())
+    except (OSError, ValueError):
+        return MAX_AUTO_RATE
+
+
+@dataclass(frozen=True)
+class SamplingPlan:
+    rate: int
+    """Samples/s per thread."""
+    iterations: int
+    """Measured iterations of the kernels pass."""
+    how: str
+
+
+def plan_sampling(config: RunConfig, forward_s: float | None) -> SamplingPlan:
+    """Rate and iterations for MIN_LAYER_SAMPLES samples in a layer at MIN_LAYER_SHARE of forward.
+
+    The cost of sampling grows with the rate (each sample is a timer interrupt: about 35-45 us on
+    this project's VMs, i.e. ~4% of a CPU at 1 kHz, 12% at 4 kHz, 25% at 6.7 kHz on yolov7-tiny),
+    while more iterations cost only time. So the rate stays at or under MAX_AUTO_RATE and a
+    short forward gets more measured iterations instead, up to MAX_PASS_S of forward.
+    """
+    from hwprof.kernels import MIN_LAYER_SAMPLES, MIN_LAYER_SHARE
+
+    ceiling = max_sample_rate()
+    if config.perf_rate:
+        return SamplingPlan(min(config.perf_rate, ceiling), config.iters, "--perf-rate")
+    if not forward_s:
+        return SamplingPlan(min(DEFAULT_RATE, ceiling), config.iters, "default (no timing pass to size it from)")
+    sample_iterations = RATE_MARGIN * MIN_LAYER_SAMPLES / (MIN_LAYER_SHARE * forward_s)
+    rate = min(max(math.ceil(sample_iterations / config.iters), MIN_AUTO_RATE), MAX_AUTO_RATE, ceiling)
+    iterations = max(config.iters, math.ceil(sample_iterations / rate))
+    iterations = min(iterations, max(config.iters, int(MAX_PASS_S / forward_s)))
+    how = (
+        f"auto: {MIN_LAYER_SAMPLES} samples (x{RATE_MARGIN} margin) for a layer at {MIN_LAYER_SHARE:.0%} of the "
+        f"timing pass's forward ({forward_s * 1e3:.1f} ms): {rate} Hz (within [{MIN_AUTO_RATE}, {MAX_AUTO_RATE}]: "
+        f"sampling costs per sample) over {iterations} iterations (at least --iters, at most {MAX_PASS_S:.0f} s)"
+    )
+    return SamplingPlan(int(rate), int(iterations), how)

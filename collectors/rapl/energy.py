@@ -1,0 +1,230 @@
+"""Energy per stage and layer from counter readings taken at the markers: the spans' energies, their spread over
+iterations, the power series.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hwprof.collectors.rapl.sources import Domain, delta_uj
+
+from hwprof.records import CounterSample, MetricTables
+from hwprof.spans import pair_begin_end
+
+STABLE_REL_ERROR = 0.05
+Z95 = 1.96
+LAYER_MAX_REL_SEM = 0.10
+LAYER_MIN_ITERATIONS = 5
+
+
+def headline_indices(domains: Sequence[Domain]) -> list[int]:
+    """Domains summed into "energy_J": packages and their DRAM, which do not overlap.
+
+    core and uncore lie inside their package, psys covers the platform (package included), and
+    mmio zones repeat a package through another interface. Without a package: psys alone.
+    """
+    chosen = [
+        i
+        for i, d in enumerate(domains)
+        if not d.label.startswith("mmio:")
+        and (re.fullmatch(r"package-\d+", d.label) or re.fullmatch(r"package-\d+/dram", d.label))
+    ]
+    if chosen:
+        return chosen
+    psys = [i for i, d in enumerate(domains) if d.label == "psys"]
+    return psys or [i for i, d in enumerate(domains) if d.top_level]
+
+
+@dataclass(frozen=True)
+class Reading:
+    kind: str
+    phase: str
+    name: str
+    iteration: int
+    t_ns: int
+    uj: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class SpanEnergy:
+    kind: str
+    name: str
+    iteration: int
+    dur_ns: int
+    joules: tuple[float, ...]
+    """Per domain."""
+
+
+def span_energies(readings: Sequence[Reading], domains: Sequence[Domain]) -> list[SpanEnergy]:
+    """Pair begin and end readings per (kind, name) (innermost first) into per-span energies."""
+    out: list[SpanEnergy] = []
+    for b, r in pair_begin_end(readings):
+        joules = tuple(delta_uj(x, y, d.max_range_uj) / 1e6 for x, y, d in zip(b.uj, r.uj, domains, strict=True))
+        out.append(SpanEnergy(r.kind, r.name, b.iteration, r.t_ns - b.t_ns, joules))
+    return out
+
+
+def spread(values: Sequence[float]) -> dict[str, Any]:
+    """Mean, spread and the iterations needed for +-5% at 95% (see the module docstring)."""
+    n = len(values)
+    mean = statistics.fmean(values)
+    std = statistics.stdev(values) if n > 1 else 0.0
+    sem = std / math.sqrt(n)
+    out: dict[str, Any] = {
+        "n": n,
+        "mean": mean,
+        "std": std,
+        "min": min(values),
+        "max": max(values),
+        "median": statistics.median(values),
+        "sem": sem,
+        "rel_sem": sem / mean if mean > 0 else None,
+        "iterations_for_5pct": (
+            max(1, math.ceil((Z95 * std / (STABLE_REL_ERROR * mean)) ** 2)) if mean > 0 and n > 1 else None
+        ),
+    }
+    return out
+
+
+@dataclass
+class EnergyReport:
+    per_inference: dict[str, Any]
+    stages: dict[str, dict[str, Any]]
+    layers: dict[str, dict[str, Any]]
+    layer_note: dict[str, Any]
+    tables: MetricTables
+
+
+def _span_block(spans: Sequence[SpanEnergy], domains: Sequence[Domain], head: Sequence[int]) -> dict[str, Any]:
+    totals = [sum(s.joules[i] for i in head) for s in spans]
+    seconds = sum(s.dur_ns for s in spans) / 1e9
+    block = spread(totals)
+    block["unit"] = "J"
+    block["dur_ms_mean"] = seconds * 1e3 / len(spans)
+    block["avg_W"] = sum(totals) / seconds if seconds > 0 else None
+    block["domains"] = {
+        d.label: {
+            "mean_J": statistics.fmean(s.joules[i] for s in spans),
+            "avg_W": sum(s.joules[i] for s in spans) / seconds if seconds > 0 else None,
+        }
+        for i, d in enumerate(domains)
+    }
+    return block
+
+
+def energy_report(
+    readings: Sequence[Reading],
+    domains: Sequence[Domain],
+    batch: int,
+    update_interval_ms: float | None = None,
+) -> EnergyReport:
+    """Per-inference, per-stage and (where it bears it) per-layer energy from marker readings."""
+    head = headline_indices(domains)
+    spans = span_energies(readings, domains)
+    by: dict[tuple[str, str], list[SpanEnergy]] = defaultdict(list)
+    for s in spans:
+        by[(s.kind, s.name)].append(s)
+    tables = MetricTables(
+        units={
+            "energy_J": "J",
+            "energy_J_std": "J",
+            "energy_J_sem": "J",
+            "power_W": "W",
+            "iterations_for_5pct": "iterations",
+            **{f"energy_J:{d.label}": "J" for d in domains},
+        },
+        methods={
+            "energy_J": "mean over the measured iterations of the RAPL energy ("
+            + " + ".join(domains[i].label for i in head)
+            + ") between the span's begin and end markers; whole socket, not only this process",
+            "energy_J_sem": "standard error of that mean (std / sqrt(n)); includes the ~1 ms RAPL step",
+            "iterations_for_5pct": "ceil((1.96 std / (0.05 mean))^2): iterations for a 95% interval of +-5%",
+        },
+    )
+    stages: dict[str, dict[str, Any]] = {}
+    for (kind, name), group in sorted(by.items()):
+        if kind not in ("stage", "iteration"):
+            continue
+        block = _span_block(group, domains, head)
+        if update_interval_ms is not None and block["dur_ms_mean"] > 0:
+            block["quantization_rel"] = 2 * update_interval_ms / block["dur_ms_mean"]
+        stages[name] = block
+        tables.stages[name] = _metric_row(block, domains)
+    per_inference: dict[str, Any] = {}
+    whole = stages.get("iteration")
+    if whole is not None:
+        joules = whole["mean"] / batch
+        per_inference = {
+            "J_per_inference": joules,
+            "inferences_per_J": 1 / joules if joules > 0 else None,
+            "avg_W": whole["avg_W"],
+            "iterations": whole["n"],
+            "batch": batch,
+            "domains_J_per_inference": {k: v["mean_J"] / batch for k, v in whole["domains"].items()},
+            "method": "mean energy of one pipeline iteration (load..postprocess) / batch size",
+        }
+    layers: dict[str, dict[str, Any]] = {}
+    withheld: dict[str, float | None] = {}
+    needed: list[int] = []
+    for (kind, name), group in by.items():
+        if kind != "layer":
+            continue
+        block = _span_block(group, domains, head)
+        rel = block["rel_sem"]
+        if block["n"] >= LAYER_MIN_ITERATIONS and rel is not None and rel <= LAYER_MAX_REL_SEM:
+            layers[name] = block
+            tables.layers[name] = _metric_row(block, domains)
+        else:
+            withheld[name] = rel
+            if block["mean"] > 0 and block["std"] > 0:
+                needed.append(math.ceil((block["std"] / (LAYER_MAX_REL_SEM * block["mean"])) ** 2))
+    layer_note: dict[str, Any] = {
+        "method": f"layer span energy as for stages; listed only with n >= {LAYER_MIN_ITERATIONS} and "
+        f"standard error <= {LAYER_MAX_REL_SEM:.0%} of the mean",
+        "reported": len(layers),
+        "withheld": len(withheld),
+    }
+    if withheld:
+        layer_note["reason"] = (
+            f"{len(withheld)} layers have a standard error above {LAYER_MAX_REL_SEM:.0%} of their mean "
+            "energy (spans of a few RAPL update steps or less)"
+        )
+        if needed:
+            layer_note["iterations_needed_median"] = int(statistics.median(needed))
+    elif not layers:
+        layer_note["reason"] = "no layer readings (layer markers absent, or rapl_layer_reads is off)"
+    return EnergyReport(per_inference, stages, layers, layer_note, tables)
+
+
+def _metric_row(block: dict[str, Any], domains: Sequence[Domain]) -> dict[str, float]:
+    row = {"energy_J": block["mean"], "energy_J_std": block["std"], "energy_J_sem": block["sem"]}
+    if block["avg_W"] is not None:
+        row["power_W"] = block["avg_W"]
+    if block["iterations_for_5pct"] is not None:
+        row["iterations_for_5pct"] = float(block["iterations_for_5pct"])
+    for d in domains:
+        row[f"energy_J:{d.label}"] = block["domains"][d.label]["mean_J"]
+    return row
+
+
+def power_series(samples: Sequence[tuple[int, Sequence[float]]], domains: Sequence[Domain]) -> list[CounterSample]:
+    """W per domain over each sampling interval, stamped at the interval's start."""
+    out: list[CounterSample] = []
+    for (t0, v0), (t1, v1) in itertools.pairwise(samples):
+        if t1 <= t0:
+            continue
+        for d, a, b in zip(domains, v0, v1, strict=True):
+            watts = delta_uj(a, b, d.max_range_uj) * 1e3 / (t1 - t0)
+            out.append(CounterSample(track_name(d), t0, watts, "W"))
+    return out
+
+
+def track_name(domain: Domain) -> str:
+    return f"RAPL {domain.label} (W)"

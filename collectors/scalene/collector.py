@@ -1,0 +1,315 @@
+"""Scalene in its own pass: per-line and per-function Python / native / system time of hwprof's code.
+
+How it runs. wrap_command() turns `python -P -m hwprof.worker RUN PASS NAMES` into
+`python -P -m scalene run -o passes/scalene/scalene.json --cpu-only --off --profile-all
+--profile-only <hwprof package dir> --profile-exclude <collectors dir> -m hwprof.worker --- RUN
+PASS NAMES` (`--memory` instead of `--cpu-only` when config.scalene_memory). Scalene's `-m` mode
+runs the worker module in-process without putting its folder on sys.path, so `-P`'s safe-path
+behaviour holds (a script path would put hwprof/ first on sys.path, and a launcher in collectors/
+would put scalene.py there, shadowing the scalene package). `--profile-all --profile-only
+<hwprof dir>` profiles hwprof's own files whether hwprof is installed editable or into
+site-packages (which Scalene otherwise skips); the time spent inside torch is attributed to the
+hwprof line that called it (e.g. `return self.model(batch)` in Pipeline.forward). Scalene starts
+with profiling off, and this collector's in-process start()/stop() switch it on and off around the
+measured iterations (scalene_profiler.start/stop), so import, model build and warm-up are not in
+the profile. Memory mode re-executes Python with LD_PRELOAD=libscalene.so; `PYTHONSAFEPATH=1` is
+set so that the re-executed child keeps `-P`'s behaviour. `--gpu` is never passed: with it
+Scalene would run its own torch.profiler.
+
+Why parsing happens in attach().finish(). Scalene writes its JSON when the profiled program exits,
+after the worker's close() hooks ran, so the in-process close() cannot see it. The session calls
+attach() for every collector of the pass right after spawning; attach() here returns a tool whose
+finish() (called after the worker exited) parses the JSON. The in-process close() writes
+`scalene.window.json` (monotonic times around scalene start/stop, and the pauses over the clean
+iterations of the paired pass, see hwprof.paired) and reports whether it really ran
+under Scalene.
+
+Clock. Scalene stamps CPU samples with time.perf_counter(), which is CLOCK_MONOTONIC on Linux, so
+the per-line `cpu_samples_list` (a uniform reservoir sample of each line's sample times) needs no
+conversion. The alignment error is still measured: the samples of a line whose stage is known from
+its function (Pipeline.forward's lines are in the forward stage) are checked against that stage's
+spans from markers.jsonl (`outside_share`, `outside_max_us`). Scalene's memory series (`samples`:
+[ns since Scalene's start(), MB], at most 100 points) is shifted by Scalene's own start time
+(its `time.monotonic_ns()`, read from the profiler after start(); if that private attribute is
+gone, by the monotonic time just before start(), error <= `start_call_us`). It is thin; the dense
+memory track comes from the system sampler.
+
+Per layer. Scalene knows lines, not layers. The sample times of the forward stage's lines are
+split over the layer spans: `scalene_sample_share` per layer is an estimate (sampling, reservoir).
+
+See collectors/pyspy/collector.py's docstring for which collectors may share a pass; Scalene shares none.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
+from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
+
+import hwprof
+from hwprof.markers import read_markers
+
+if TYPE_CHECKING:
+    from hwprof.config import RunConfig
+
+WORKER_MODULE = "hwprof.worker"
+
+
+NEEDED_OPTIONS = ("--off", "--profile-all", "--profile-only", "--profile-exclude")
+TOP_LINES = 15
+
+
+# ----------------------------------------------------------------------------- probe
+
+
+def scalene_command(config: RunConfig, python: str) -> list[str] | None:
+    """How to start Scalene: extra["scalene_path"] (an executable), else `python -m scalene`."""
+    explicit = config.extra.get("scalene_path")
+    if explicit:
+        found = shutil.which(str(explicit))
+        return [found] if found else None
+    if python == sys.executable:
+        return [python, "-P", "-m", "scalene"] if importlib.util.find_spec("scalene") else None
+    return [python, "-P", "-m", "scalene"]
+
+
+@functools.cache
+def _probe(command: tuple[str, ...], memory: bool) -> Capability:
+    """Scalene's `run --help-advanced` must offer the options this collector uses (the 2.x CLI)."""
+    try:
+        done = subprocess.run([*command, "run", "--help-advanced"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Capability.unavailable(f"scalene could not run: {exc}", "pip install 'scalene>=2.4'")
+    text = done.stdout + done.stderr
+    last = (text.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    if done.returncode != 0 and last.startswith(IMPORT_ERRORS):
+        return Capability.unavailable(
+            f"scalene is installed but cannot be imported: {last}", _import_fix(last, command)
+        )
+    missing = [opt for opt in NEEDED_OPTIONS if opt not in text]
+    if done.returncode != 0 or missing:
+        why = f"options {', '.join(missing)} missing" if missing else last
+        return Capability.unavailable(
+            f"scalene's `run` command is not the 2.x CLI ({why})", "pip install 'scalene>=2.4'"
+        )
+    if memory:
+        spec = importlib.util.find_spec("scalene")
+        origin = Path(spec.origin).parent if spec and spec.origin else None
+        if origin is None or not (origin / "libscalene.so").exists():
+            return Capability.unavailable(
+                "Scalene's allocator shim libscalene.so is missing (memory profiling)",
+                "pip install --force-reinstall 'scalene>=2.4' (x86-64/arm64 Linux), or run without memory",
+            )
+    return Capability.ok(command=" ".join(command))
+
+
+IMPORT_ERRORS = ("ModuleNotFoundError: ", "ImportError: ")
+REINSTALL = "pip install --force-reinstall 'scalene>=2.4'"
+
+
+def _import_fix(error: str, command: tuple[str, ...]) -> str:
+    """The command that installs what scalene's import lacks: the missing dependency at the version
+    scalene requires (from its metadata, in this interpreter), else a reinstall of scalene and its
+    dependencies."""
+    found = re.search(r"No module named '([\w.]+)'", error)
+    if found is None:
+        return REINSTALL
+    module = found.group(1).split(".")[0]
+    dists = {_dist_key(d) for d in metadata.packages_distributions().get(module, [module])}
+    try:
+        requires = metadata.requires("scalene") or []
+    except metadata.PackageNotFoundError:
+        requires = []
+    for requirement in requires:
+        name = re.match(r"[A-Za-z0-9._-]+", requirement)
+        if name and _dist_key(name.group(0)) in dists and "extra ==" not in requirement:
+            spec = requirement.split(";")[0].strip()
+            python = command[0] if command[1:3] == ("-P", "-m") else "python"
+            return f"{python} -m pip install '{spec}'"
+    return REINSTALL
+
+
+def _dist_key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# ----------------------------------------------------------------------------- collector
+
+
+def _scalene_profiler() -> Any:
+    """Scalene's profiler module when this process runs under `scalene run`, else None."""
+    module = sys.modules.get("scalene.scalene_profiler")
+    if module is None or not getattr(module.Scalene, "_Scalene__initialized", False):
+        return None
+    return module
+
+
+class ScaleneCollector(Collector):
+    name = NAME
+    title = "Scalene (per-line Python / native / system time, memory on request)"
+    pass_name = "scalene"
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self._window: dict[str, Any] = {}
+        self._paused_at: int | None = None
+        # Scalene's stop()/start() add up its elapsed time and samples over the windows; its memory
+        # footprint samples are timed from the latest start() only, so with --scalene-memory it stays on.
+        self.switchable = not config.scalene_memory
+
+    @classmethod
+    def probe(cls, config: RunConfig) -> Capability:
+        command = scalene_command(config, sys.executable)
+        if command is None:
+            where = config.extra.get("scalene_path") or f"the scalene package for {sys.executable}"
+            return Capability.unavailable(f"scalene not found ({where})", "pip install 'scalene>=2.4'")
+        return _probe(tuple(command), config.scalene_memory)
+
+    def wrap_command(self, command: list[str], ctx: PassContext) -> list[str]:
+        try:
+            at = next(i for i in range(len(command) - 1) if command[i : i + 2] == ["-m", WORKER_MODULE])
+        except StopIteration:
+            raise ValueError(f"scalene can only wrap `python -m {WORKER_MODULE}` (got {command})") from None
+        scalene = scalene_command(self.config, command[0])
+        if scalene is None:
+            raise FileNotFoundError("scalene not found; fix: pip install 'scalene>=2.4'")
+        package = Path(hwprof.__file__).resolve().parent
+        collectors = Path(__file__).resolve().parent
+        mode = ["--memory"] if self.config.scalene_memory else ["--cpu-only"]
+        env = [shutil.which("env") or "/usr/bin/env", "PYTHONSAFEPATH=1"]
+        only = [
+            "--profile-all",
+            "--profile-only",
+            f"{package}{os.sep}",
+            "--profile-exclude",
+            f"{collectors}{os.sep}",
+        ]
+        out = str((ctx.out_dir / f"{NAME}.json").resolve())  # the session may start the worker elsewhere
+        return [
+            *env,
+            *scalene,
+            "run",
+            "-o",
+            out,
+            *mode,
+            "--off",
+            *only,
+            "-m",
+            WORKER_MODULE,
+            "---",
+            *command[at + 2 :],
+        ]
+
+    def start(self, ctx: PassContext) -> None:
+        profiler = _scalene_profiler()
+        self._window = {"under_scalene": profiler is not None}
+        if profiler is None:
+            return
+        before = time.monotonic_ns()
+        profiler.start()
+        self._window.update(start_ns=before, start_call_us=(time.monotonic_ns() - before) / 1000)
+        exact = getattr(profiler.Scalene, "_Scalene__start_time", None)  # its monotonic_ns() at start
+        if isinstance(exact, int) and exact >= before:
+            self._window["scalene_start_ns"] = exact
+
+    def pause(self, ctx: PassContext) -> None:
+        """Scalene off for a clean iteration of the paired pass (its samples and elapsed time stop)."""
+        profiler = _scalene_profiler()
+        if profiler is not None and "start_ns" in self._window and "stop_ns" not in self._window:
+            profiler.stop()
+            self._paused_at = time.monotonic_ns()
+
+    def resume(self, ctx: PassContext) -> None:
+        profiler = _scalene_profiler()
+        if profiler is not None and self._paused_at is not None:
+            profiler.start()
+            self._window.setdefault("paused", []).append([self._paused_at, time.monotonic_ns()])
+            self._paused_at = None
+
+    def stop(self, ctx: PassContext) -> None:
+        profiler = _scalene_profiler()
+        if profiler is not None and "start_ns" in self._window and "stop_ns" not in self._window:
+            self._window["stop_ns"] = time.monotonic_ns()
+            if self._paused_at is None:
+                profiler.stop()
+
+    def close(self, ctx: PassContext) -> CollectorResult:
+        self.stop(ctx)
+        path = ctx.out_dir / f"{NAME}.window.json"
+        path.write_text(json.dumps(self._window))
+        if not self._window:
+            return CollectorResult("failed", reason="the pass ended before the measured iterations started")
+        if not self._window["under_scalene"]:
+            return CollectorResult(
+                "failed", reason="the worker did not run under `scalene run` (wrap_command was not applied)"
+            )
+        return CollectorResult(
+            "skipped",
+            reason="Scalene writes its profile after this process exits: its result is the one "
+            "attach().finish() returns",
+            artifacts=[ctx.relpath(path)],
+        )
+
+    def attach(self, pid: int, ctx: PassContext) -> AttachedTool | None:
+        return ScaleneTool(ctx)
+
+
+COLLECTOR = ScaleneCollector
+
+
+class ScaleneTool(AttachedTool):
+    """Nothing to attach: finish() parses Scalene's JSON once the worker (Scalene's process) exited."""
+
+    def __init__(self, ctx: PassContext) -> None:
+        self.ctx = ctx
+        self.path = ctx.out_dir / f"{NAME}.json"
+
+    def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
+        out = self.ctx.out_dir
+        window_path = out / f"{NAME}.window.json"
+        window = json.loads(window_path.read_text()) if window_path.exists() else {}
+        artifacts = [self.ctx.relpath(p) for p in (window_path,) if p.exists()]
+        if not self.path.exists() or self.path.stat().st_size < 16:
+            if not window:
+                why = "the worker never reached the measured iterations"
+            elif not window.get("under_scalene"):
+                why = "the worker did not run under Scalene"
+            else:
+                why = "Scalene wrote no profile (measured iterations too short? Scalene needs about 1 s)"
+            return CollectorResult(
+                "failed", reason=f"{why}; worker exit status {worker_returncode}", artifacts=artifacts
+            )
+        markers_file = out / "markers.jsonl"
+        markers = read_markers(markers_file) if markers_file.exists() else []
+        try:
+            converted = convert(self.path, markers, window)
+        except (ValueError, KeyError) as exc:
+            return CollectorResult(
+                "failed",
+                reason=f"Scalene's JSON could not be parsed: {exc}",
+                artifacts=[*artifacts, self.ctx.relpath(self.path)],
+            )
+        names = write_outputs(out, converted)
+        status = "ok" if worker_returncode in (0, None) else "partial"
+        reason = "" if status == "ok" else f"the worker exited with status {worker_returncode}"
+        return CollectorResult(
+            status,
+            reason=reason,
+            summary=converted.summary,
+            artifacts=[self.ctx.relpath(self.path), *artifacts, *(self.ctx.relpath(out / n) for n in names)],
+        )
+
+
+# ----------------------------------------------------------------------------- parsing (pure)

@@ -1,0 +1,298 @@
+"""torch.profiler in the trace pass: every aten op attributed to its layer, on the run's clock.
+
+In the child, stage/iteration/layer markers open and close `record_function` ranges
+("hwprof:stage:forward", "hwprof:layer:model.7", "hwprof:iteration:3"), so each aten op lies
+inside the range of the layer that ran it. The ranges are torch's _RecordFunctionFast where it
+exists (about 1 us a range here, against 22 us through the record_function ops). Kineto's raw chrome trace is kept as
+`torch_profiler.kineto.json`.
+
+Clock (clock.py). Kineto writes `baseTimeNanoseconds + ts_us * 1000` on the wall clock, not
+on CLOCK_MONOTONIC: `hwprof_clock_sync` ranges opened between two monotonic reads right after the
+profiler starts and right before it stops give the offset, interpolated linearly between them.
+The alignment error is then measured on every stage and layer range against its marker
+(convert.py).
+
+oneDNN (onednn.py). During the first measured iteration (ONEDNN_ITERATIONS; extra
+"onednn_iterations" asks for more, extra "onednn_verbose" False for none) oneDNN's verbose mode is
+switched on at run time (`torch.backends.mkldnn.verbose`), with `ONEDNN_VERBOSE_TIMESTAMP=1` set in
+open(), before torch loads oneDNN (setting `ONEDNN_VERBOSE=1` there works too, but would print from
+the model build and warm-up on). One iteration is enough for the labels: oneDNN picks a primitive's
+implementation when it creates it, and the same shapes reuse it, while its printing slows every
+primitive it reports (scripts/bench_profiler_options.py measures it). Its lines go to
+`torch_profiler.onednn.log` (fd 1 is redirected while Python's `sys.stdout` keeps the progress
+pipe); each `primitive,exec` line is matched by time to the innermost aten op around it, and its
+implementation (e.g. `jit_1x1:avx2`, `brg_conv_fwd:avx512_core`) becomes that op's kernel label.
+
+Artifacts in passes/trace/: torch_profiler.kineto.json (raw), torch_profiler.sync.json,
+torch_profiler.flops.json (FunctionEvent flops by External id: the chrome trace has none; empty
+unless extra["profiler_flops"] is set: with_flops made yolov7's forward 30-40% slower from about
+the ninth profiled iteration on, in 4 of 4 runs here, and the flops collector already gives FLOPs
+per layer),
+torch_profiler.onednn.log (raw verbose lines), torch_profiler.records.jsonl (aten op and oneDNN
+spans), torch_profiler.metrics.json (per layer/stage), torch_profiler.kernels.json.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+from hwprof.collectors.torch_profiler.clock import SyncData, sync_ranges, wall_pair
+from hwprof.collectors.torch_profiler.convert import NAME, RANGE_PREFIX, convert, write_outputs
+from hwprof.collectors.torch_profiler.kineto import load_kineto
+from hwprof.collectors.torch_profiler.onednn import StdoutToFile
+
+from hwprof.markers import Marker, read_markers
+
+if TYPE_CHECKING:
+    from hwprof.config import RunConfig
+
+ONEDNN_ITERATIONS = 1
+"""Measured iterations run with oneDNN verbose on (from the first): its labels name the implementation
+chosen when the primitive was created, the same in every iteration of one shape, while its printing
+costs about 90 us per primitive here (yolov7-tiny at 320: forward 1.4x with it on throughout)."""
+
+_PROBE_CODE = """
+import json, torch
+from torch.profiler import profile, ProfilerActivity
+x = torch.ones(64, 64)
+with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+    with torch.autograd.profiler.record_function("hwprof_probe"):
+        (x @ x).sum()
+names = {e.name for e in prof.events()}
+print(json.dumps({"torch": torch.__version__, "kineto": torch.autograd.kineto_available(),
+                  "mkldnn": torch.backends.mkldnn.is_available(),
+                  "ok": "hwprof_probe" in names and "aten::mm" in names}))
+"""
+
+
+# ----------------------------------------------------------------------------- the collector
+
+
+class TorchProfilerCollector(Collector):
+    name = NAME
+    title = "torch.profiler (Kineto) with oneDNN verbose"
+    pass_name = "trace"
+    subscribes = True
+    order = 40
+    needs_layer_markers = True
+    switchable = True
+
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self._prof: Any = None
+        self._active = False
+        self._stack: list[tuple[str, Any]] = []
+        self._enter: Callable[[str], Any]
+        self._exit: Callable[[Any], None]
+        self._syncs: dict[str, list[list[int]]] = {"start": [], "stop": []}
+        self._wall_pairs: list[list[int]] = []
+        self._verbose: Any = None
+        self._capture: StdoutToFile | None = None
+        self._onednn = bool(config.extra.get("onednn_verbose", True))
+        self._onednn_iterations = int(config.extra.get("onednn_iterations", ONEDNN_ITERATIONS))
+        self._shapes = bool(config.extra.get("profiler_shapes", True))
+        self._flops = bool(config.extra.get("profiler_flops", False))
+        self._ranges = bool(config.extra.get("profiler_ranges", True))
+        """False only to measure the ranges' cost (scripts/bench_trace_overhead.py): ops get no layer."""
+
+    @classmethod
+    def probe(cls, config: RunConfig) -> Capability:
+        if config.runtime != "torch":
+            return Capability.unavailable(
+                f"the forward runs in {config.runtime}, where torch.profiler sees no operator (that runtime's own "
+                "profiler gives the per-node view: 'runtime nodes per layer')",
+                "hwprof collect --runtime torch for aten operators and oneDNN primitives",
+            )
+        return _probe(sys.executable)
+
+    def open(self, ctx: PassContext) -> None:
+        if self._onednn:
+            # Read by oneDNN when it first initialises, i.e. at the first primitive, after this.
+            os.environ.setdefault("ONEDNN_VERBOSE_TIMESTAMP", "1")
+
+    def start(self, ctx: PassContext) -> None:
+        import torch
+        from torch.profiler import ProfilerActivity, profile
+
+        self._prof = profile(
+            activities=[ProfilerActivity.CPU],
+            record_shapes=self._shapes,
+            with_flops=self._flops,
+            with_stack=self.config.profiler_stack,
+        )
+        self._enter, self._exit = _range_calls(torch, bool(self.config.extra.get("profiler_fast_ranges", True)))
+        self._prof.start()
+        self._active = True
+        try:
+            self._syncs["start"] = sync_ranges(torch)
+            self._wall_pairs.append(wall_pair())
+            if self._onednn and self._onednn_iterations > 0 and torch.backends.mkldnn.is_available():
+                self._capture = StdoutToFile(ctx.out_dir / f"{NAME}.onednn.log")
+                self._capture.__enter__()
+                self._verbose = torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON)
+                self._verbose.__enter__()
+        except BaseException:
+            self._abort()
+            raise
+
+    def on_marker(self, marker: Marker) -> None:
+        if not self._active or not self._ranges:
+            return
+        label = _range_name(marker)
+        if marker.phase == "B":
+            self._stack.append((label, self._enter(label)))
+            return
+        if not self._stack or self._stack[-1][0] != label:
+            open_ = self._stack[-1][0] if self._stack else "nothing"
+            self._abort()
+            raise RuntimeError(f"marker {label} ends while {open_} is open: markers do not nest")
+        self._exit(self._stack.pop()[1])
+
+    def pause(self, ctx: PassContext) -> None:
+        self._toggle(False)
+
+    def resume(self, ctx: PassContext) -> None:
+        self._toggle(True)
+
+    def _toggle(self, on: bool) -> None:
+        """Record aten ops or not (a clean iteration of the paired pass gets no range either: no markers)."""
+        if self._active and self._prof is not None:
+            from torch.profiler import ProfilerActivity
+
+            self._prof.toggle_collection_dynamic(on, [ProfilerActivity.CPU])
+
+    def after_iteration(self, ctx: PassContext, iteration: int) -> None:
+        if self._verbose is not None and iteration + 1 >= self._onednn_iterations:
+            self._end_verbose()
+
+    def _end_verbose(self) -> None:
+        try:
+            if self._verbose is not None:
+                self._verbose.__exit__(None, None, None)
+                self._verbose = None
+        finally:
+            if self._capture is not None:
+                self._capture.__exit__(None, None, None)
+                self._capture = None
+
+    def stop(self, ctx: PassContext) -> None:
+        self._finish_profiling()
+
+    def _finish_profiling(self) -> None:
+        if not self._active:
+            return
+        import torch
+
+        self._active = False
+        try:
+            while self._stack:  # only after an error inside an iteration
+                self._exit(self._stack.pop()[1])
+        finally:
+            self._end_verbose()
+            self._wall_pairs.append(wall_pair())
+            self._syncs["stop"] = sync_ranges(torch)
+            self._prof.stop()
+
+    def _abort(self) -> None:
+        """Leave the process as it was when a hook fails: the worker calls no more hooks after that."""
+        try:
+            self._finish_profiling()
+        finally:
+            self._prof = None
+
+    def close(self, ctx: PassContext) -> CollectorResult:
+        self._finish_profiling()
+        if self._prof is None:
+            return CollectorResult("failed", reason="the profiler never started: the pass ended before start()")
+        out = ctx.out_dir
+        trace_path = out / f"{NAME}.kineto.json"
+        if trace_path.is_file():
+            trace_path.unlink()
+        self._prof.export_chrome_trace(str(trace_path))
+        if not trace_path.is_file():  # Kineto logs a failed write and returns normally
+            raise RuntimeError(f"Kineto did not write its trace to {trace_path} (see the worker log)")
+        flops = _flops_by_id(self._prof)
+        (out / f"{NAME}.flops.json").write_text(json.dumps(flops))
+        sync = SyncData(self._syncs["start"], self._syncs["stop"], self._wall_pairs)
+        (out / f"{NAME}.sync.json").write_text(json.dumps(sync.to_dict()))
+        log = out / f"{NAME}.onednn.log"
+        markers = read_markers(out / "markers.jsonl") if (out / "markers.jsonl").exists() else []
+        converted = convert(load_kineto(trace_path), sync, markers, log if log.exists() else None, flops)
+        artifacts = write_outputs(out, converted)
+        for path in (trace_path, out / f"{NAME}.sync.json", out / f"{NAME}.flops.json", log):
+            if path.exists():
+                artifacts.insert(0, path.name)
+        return CollectorResult(
+            "ok" if converted.summary["aten_ops"] else "failed",
+            reason="" if converted.summary["aten_ops"] else "the trace holds no aten op",
+            summary=converted.summary,
+            artifacts=[ctx.relpath(out / name) for name in artifacts],
+        )
+
+
+COLLECTOR = TorchProfilerCollector
+
+
+@functools.cache
+def _probe(python: str) -> Capability:
+    """Profile one matmul in a child (torch is not imported in the parent)."""
+    try:
+        done = subprocess.run([python, "-c", _PROBE_CODE], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Capability.unavailable(f"could not run the torch.profiler probe: {exc}", "check the Python install")
+    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
+    if done.returncode != 0 or not lines:
+        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return Capability.unavailable(f"torch.profiler probe failed: {tail}", "pip install torch==2.13.0")
+    info = json.loads(lines[-1])
+    if not info["ok"]:
+        return Capability.unavailable(
+            "torch.profiler recorded no aten op (Kineto unavailable?)", "install a torch build with Kineto"
+        )
+    return Capability.ok(**info)
+
+
+def _flops_by_id(prof: Any) -> dict[int, int]:
+    """FLOPs of each op by its External id (the chrome trace has none). Kineto's raw events are read
+    directly: prof.events() builds the whole FunctionEvent tree, about 40x slower."""
+    try:
+        raw = prof.profiler.kineto_results.events()
+        return {int(e.correlation_id()): int(e.flops()) for e in raw if e.flops()}
+    except AttributeError:  # a torch without these accessors
+        return {int(e.id): int(e.flops) for e in prof.events() if getattr(e, "flops", 0)}
+
+
+def _range_calls(torch: Any, fast_ok: bool = True) -> tuple[Callable[[str], Any], Callable[[Any], None]]:
+    """Open and close a named range: torch's _RecordFunctionFast where it exists (about 1 us a pair
+    here, recorded as a cpu_op), else (or with fast_ok False, to measure the difference) the
+    record_function ops (about 22 us a pair: a call from Python through the dispatcher each way;
+    recorded as a user_annotation)."""
+    fast = getattr(torch._C._profiler, "_RecordFunctionFast", None) if fast_ok else None
+    if fast is None:
+        return (
+            lambda name: torch.ops.profiler._record_function_enter_new(name, None),
+            torch.ops.profiler._record_function_exit._RecordFunction,
+        )
+
+    def enter(name: str) -> Any:
+        handle = fast(name)
+        handle.__enter__()
+        return handle
+
+    def exit_(handle: Any) -> None:
+        handle.__exit__(None, None, None)
+
+    return enter, exit_
+
+
+def _range_name(marker: Marker) -> str:
+    if marker.kind == "iteration":
+        return f"{RANGE_PREFIX}iteration:{marker.iteration}"
+    return f"{RANGE_PREFIX}{marker.kind}:{marker.name}"

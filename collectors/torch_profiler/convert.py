@@ -1,0 +1,383 @@
+"""torch.profiler's events converted: aten ops nested in their layer/stage/iteration ranges on the
+monotonic clock, oneDNN primitives matched to their ops, per-layer tables, kernel rankings, spans.
+
+The alignment error is measured independently on every stage and layer range: |converted range
+edge - marker t_ns| (median, p95, max), since each range was opened by the same marker whose
+monotonic time the bus recorded.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hwprof.collectors.torch_profiler.clock import SYNC_NAME, ClockFit, SyncData, fit_clock, wall_offset
+from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
+from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
+
+from hwprof.markers import Marker
+from hwprof.records import MetricTables, Span, metrics_path, records_path, write_records
+
+NAME = "torch_profiler"
+RANGE_PREFIX = "hwprof:"
+TOP_KERNELS = 10
+MATCH_LOOKBACK = 256
+"""Ops walked back over when looking for the op that contains a oneDNN primitive."""
+EDGE_TOLERANCE_NS = 2
+"""Kineto rounds ts and dur to the ns separately, so a child may end 1 ns after its parent."""
+
+
+@dataclass
+class OpRecord:
+    event: KEvent
+    start: int
+    """Monotonic ns."""
+    self_ns: int
+    layer: str | None
+    stage: str | None
+    iteration: int | None
+    onednn: list[OneDnnExec] = field(default_factory=list)
+
+
+@dataclass
+class Converted:
+    ops: list[OpRecord]
+    spans: list[Span]
+    metrics: MetricTables
+    kernels: dict[str, Any]
+    summary: dict[str, Any]
+
+
+def _annotation_target(name: str) -> tuple[str, str] | None:
+    if not name.startswith(RANGE_PREFIX):
+        return None
+    kind, _, rest = name[len(RANGE_PREFIX) :].partition(":")
+    return kind, rest
+
+
+def _contains(parent: KEvent, child: KEvent) -> bool:
+    return child.ts < parent.end and child.end <= parent.end + EDGE_TOLERANCE_NS
+
+
+def _walk(trace: KinetoTrace, fit: ClockFit) -> tuple[list[OpRecord], list[tuple[str, str, int, int]]]:
+    """Nest events per thread: ops with self time and their layer/stage/iteration; hwprof ranges."""
+    ops: list[OpRecord] = []
+    ranges: list[tuple[str, str, int, int]] = []  # kind, name, mono start, mono end
+    by_tid: dict[int, list[KEvent]] = defaultdict(list)
+    for event in trace.events:
+        by_tid[event.tid].append(event)
+    for events in by_tid.values():
+        stack: list[tuple[KEvent, OpRecord | None]] = []
+        for event in events:
+            while stack and not _contains(stack[-1][0], event):
+                stack.pop()
+            target = _annotation_target(event.name)  # a user_annotation, or a cpu_op from _RecordFunctionFast
+            if target is not None:
+                ranges.append((target[0], target[1], fit(event.ts), fit(event.end)))
+                stack.append((event, None))
+                continue
+            if event.cat != "cpu_op":
+                stack.append((event, None))
+                continue
+            layer = stage = None
+            iteration: int | None = None
+            for parent, parent_op in stack:
+                if parent_op is not None:
+                    continue
+                found = _annotation_target(parent.name)
+                if found is None:
+                    continue
+                if found[0] == "layer":
+                    layer = found[1]
+                elif found[0] == "stage":
+                    stage = found[1]
+                elif found[0] == "iteration":
+                    iteration = int(found[1])
+            for _parent, parent_op in reversed(stack):
+                if parent_op is not None:
+                    parent_op.self_ns -= event.dur
+                    break
+            record = OpRecord(event, fit(event.ts), event.dur, layer, stage, iteration)
+            ops.append(record)
+            stack.append((event, record))
+    return ops, ranges
+
+
+def _match_onednn(ops: list[OpRecord], log: OneDnnLog) -> dict[str, Any]:
+    """Attach each primitive to the innermost aten op (on the converted clock) that contains its start.
+
+    Ops on a thread nest, so of the ops containing an instant the innermost is the one that started
+    last: walk back from the last op that started before the primitive.
+    """
+    ordered = sorted(ops, key=lambda o: o.start)
+    starts = [o.start for o in ordered]
+    matched = 0
+    for prim in log.execs:
+        j = bisect.bisect_right(starts, prim.ts_ns) - 1
+        for k in range(j, max(j - MATCH_LOOKBACK, -1), -1):
+            op = ordered[k]
+            if prim.ts_ns <= op.start + op.event.dur:
+                op.onednn.append(prim)
+                matched += 1
+                break
+    return {"matched": matched, "unmatched": len(log.execs) - matched}
+
+
+def _alignment(ranges: list[tuple[str, str, int, int]], markers: list[Marker]) -> dict[str, Any]:
+    """|converted range edge - marker t_ns| for the k-th range and k-th measured marker pair of each name."""
+    pairs: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
+    opened: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for m in markers:
+        if not m.measured or m.kind == "iteration":
+            continue
+        key: tuple[str, str] = (m.kind, m.name)
+        if m.phase == "B":
+            opened[key].append(m.t_ns)
+        elif opened[key]:
+            pairs[key].append((opened[key].pop(), m.t_ns))
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    errors: dict[str, list[int]] = {"layer": [], "stage": []}
+    for kind, name, start, end in sorted(ranges, key=lambda r: r[2]):
+        if kind not in errors:
+            continue
+        key = (kind, name)
+        k = seen[key]
+        seen[key] += 1
+        if k < len(pairs[key]):
+            b, e = pairs[key][k]
+            errors[kind].extend((start - b, end - e))
+    out: dict[str, Any] = {}
+    for kind, values in errors.items():
+        if values:
+            absolute = sorted(abs(v) for v in values)
+            out[kind] = {
+                "edges": len(values),
+                "median_abs_us": statistics.median(absolute) / 1000,
+                "p95_abs_us": absolute[min(len(absolute) - 1, int(0.95 * len(absolute)))] / 1000,
+                "max_abs_us": absolute[-1] / 1000,
+                "median_signed_us": statistics.median(values) / 1000,
+            }
+    return out
+
+
+def _dims(event: KEvent) -> list[Any]:
+    return [d for d in event.args.get("Input Dims", []) if d]
+
+
+def convert(
+    trace: KinetoTrace,
+    sync: SyncData,
+    markers: list[Marker],
+    onednn_log: Path | None = None,
+    flops: dict[int, int] | None = None,
+) -> Converted:
+    """Kineto events -> ops on the monotonic clock, per-layer tables, kernel rankings, spans."""
+    fit = fit_clock(trace, sync)
+    ops, ranges = _walk(trace, fit)
+    ops = [o for o in ops if o.event.name != SYNC_NAME]
+    flops = flops or {}
+    iterations = sorted({o.iteration for o in ops if o.iteration is not None})
+    n_iter = max(len(iterations), 1)
+    summary: dict[str, Any] = {
+        "events": len(trace.events),
+        "aten_ops": len(ops),
+        "iterations": len(iterations),
+    }
+
+    onednn_summary: dict[str, Any] = {"enabled": onednn_log is not None}
+    wall = wall_offset(sync)
+    if onednn_log is not None and wall is not None:
+        log = parse_onednn(onednn_log, wall)
+        onednn_summary.update(lines=log.lines, primitives=len(log.execs), untimed=log.untimed, **log.info)
+        if log.execs:
+            onednn_summary.update(_match_onednn(ops, log))
+            onednn_summary["iterations"] = len({o.iteration for o in ops if o.onednn})
+        elif log.untimed:
+            onednn_summary["reason"] = (
+                "verbose lines carry no timestamp (ONEDNN_VERBOSE_TIMESTAMP was not set before oneDNN "
+                "initialised): labels not attached"
+            )
+    summary["onednn"] = onednn_summary
+
+    layer_stats: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    stage_stats: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    kernels: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    outside_layers_in_forward = 0
+    for op in ops:
+        key = op.layer if op.layer is not None else f"stage:{op.stage or 'none'}"
+        if op.stage == "forward" and op.layer is None:
+            outside_layers_in_forward += 1
+        row = kernels[key].setdefault(
+            op.event.name,
+            {
+                "name": op.event.name,
+                "calls": 0,
+                "self_ns": 0,
+                "inclusive_ns": 0,
+                "flops": 0,
+                "shapes": Counter(),
+                "onednn": {},
+            },
+        )
+        row["calls"] += 1
+        row["self_ns"] += op.self_ns
+        row["inclusive_ns"] += op.event.dur
+        row["flops"] += flops.get(int(op.event.args.get("External id", -1)), 0)
+        row["shapes"][json.dumps(_dims(op.event))] += 1
+        for prim in op.onednn:
+            prow = row["onednn"].setdefault(
+                prim.label, {"label": prim.label, "calls": 0, "exec_ms": 0.0, "problems": Counter()}
+            )
+            prow["calls"] += 1
+            prow["exec_ms"] += prim.exec_ms
+            prow["problems"][prim.problem] += 1
+        target = layer_stats[op.layer] if op.layer is not None else None
+        for stats in (target, stage_stats[op.stage] if op.stage else None):
+            if stats is None:
+                continue
+            stats["aten_self_ms"] += op.self_ns / 1e6
+            stats["aten_ops"] += 1
+            stats["profiler_flops"] += flops.get(int(op.event.args.get("External id", -1)), 0)
+            stats["onednn_exec_ms"] += sum(p.exec_ms for p in op.onednn)
+    for kind, name, start, end in ranges:
+        if kind == "layer":
+            layer_stats[name]["profiler_layer_ms"] += (end - start) / 1e6
+        elif kind == "stage":
+            stage_stats[name]["profiler_stage_ms"] += (end - start) / 1e6
+    summary["forward_ops_outside_layers"] = outside_layers_in_forward
+
+    # oneDNN's figures are means over the iterations that ran with its verbose mode on
+    n_onednn = max(onednn_summary.get("iterations", 0), 1)
+    divisor = {"onednn_exec_ms": n_onednn}
+
+    def per_iteration(table: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+        return {k: {m: v / divisor.get(m, n_iter) for m, v in row.items() if v} for k, row in table.items()}
+
+    metrics = MetricTables(
+        layers=per_iteration(layer_stats),
+        stages=per_iteration(stage_stats),
+        units={
+            "aten_self_ms": "ms",
+            "aten_ops": "count",
+            "profiler_flops": "flop",
+            "onednn_exec_ms": "ms",
+            "profiler_layer_ms": "ms",
+            "profiler_stage_ms": "ms",
+        },
+        methods={
+            "aten_self_ms": "torch.profiler: self CPU time of the aten ops inside the range, on the thread "
+            "that called them (intra-op worker threads are not separate events), mean per measured iteration "
+            "(the first also prints oneDNN's verbose lines, for the kernel labels)",
+            "profiler_flops": "torch.profiler with_flops formulas (convolution and matmul ops only)",
+            "onednn_exec_ms": "ONEDNN_VERBOSE exec_time of the primitives matched to the range's aten ops, mean "
+            "over the measured iterations that ran with oneDNN verbose on (the first one by default)",
+            "profiler_layer_ms": "duration of the layer's record_function range (includes profiler overhead)",
+        },
+    )
+
+    ranked: dict[str, list[dict[str, Any]]] = {}
+    for key, rows in kernels.items():
+        out_rows = []
+        for row in sorted(rows.values(), key=lambda r: -r["self_ns"]):
+            prims = sorted(row["onednn"].values(), key=lambda p: -p["exec_ms"])
+            out_rows.append(
+                {
+                    "name": row["name"],
+                    "label": next((p["label"] for p in prims if not p["label"].startswith("reorder")), None),
+                    "calls": row["calls"],
+                    "calls_per_iter": row["calls"] / n_iter,
+                    "self_us": row["self_ns"] / 1000 / n_iter,
+                    "inclusive_us": row["inclusive_ns"] / 1000 / n_iter,
+                    "flops": row["flops"] / n_iter,
+                    "shapes": [json.loads(s) for s, _ in row["shapes"].most_common(3)],
+                    "onednn": [
+                        {
+                            "label": p["label"],
+                            "calls": p["calls"],
+                            "exec_ms_per_iter": p["exec_ms"] / n_onednn,
+                            "problems": [s for s, _ in p["problems"].most_common(3)],
+                        }
+                        for p in prims
+                    ],
+                }
+            )
+        ranked[key] = out_rows[:TOP_KERNELS] if key.startswith("stage:") else out_rows
+    kernel_doc = {
+        "iterations": len(iterations),
+        "units": {
+            "self_us": "us per iteration",
+            "inclusive_us": "us per iteration",
+            "flops": "per iteration",
+        },
+        "layers": {k: v for k, v in ranked.items() if not k.startswith("stage:")},
+        "outside_layers": {k.removeprefix("stage:"): v for k, v in ranked.items() if k.startswith("stage:")},
+    }
+
+    overall: dict[str, float] = defaultdict(float)
+    for op in ops:
+        if op.layer is not None:
+            overall[op.event.name] += op.self_ns
+    total = sum(overall.values()) or 1
+    summary["top_kernels"] = [
+        {"name": n, "self_ms_per_iter": v / 1e6 / n_iter, "share": v / total}
+        for n, v in sorted(overall.items(), key=lambda kv: -kv[1])[:5]
+    ]
+    summary["clock"] = {
+        "method": f"{SYNC_NAME} ranges between two monotonic reads at profiler start and stop; "
+        "offset interpolated linearly between them; error measured on the stage/layer ranges vs markers",
+        "offset_ns": fit.offset0,
+        "drift_ns": fit.offset1 - fit.offset0,
+        "sync_uncertainty_ns": fit.uncertainty_ns,
+        "alignment": _alignment(ranges, markers),
+    }
+    spans = _spans(ops)
+    return Converted(ops, spans, metrics, kernel_doc, summary)
+
+
+def _spans(ops: list[OpRecord]) -> list[Span]:
+    spans = []
+    for op in ops:
+        args: dict[str, Any] = {"self_us": op.self_ns / 1000}
+        if op.layer:
+            args["layer"] = op.layer
+        dims = _dims(op.event)
+        if dims:
+            args["input_dims"] = dims
+        labels = sorted({p.label for p in op.onednn if p.kind != "reorder"})
+        if labels:
+            args["onednn"] = labels
+        spans.append(Span(op.event.name, op.start, op.event.dur, f"thread:{op.event.tid}", "aten", op.event.tid, args))
+        end = op.start + op.event.dur
+        for prim in op.onednn:
+            # Two clock conversions meet here: keep the primitive inside its op so the trace nests.
+            dur = max(min(round(prim.exec_ms * 1e6), end - op.start), 0)
+            start = min(max(prim.ts_ns, op.start), end - dur)
+            spans.append(
+                Span(
+                    prim.label,
+                    start,
+                    dur,
+                    f"thread:{op.event.tid}",
+                    "onednn",
+                    op.event.tid,
+                    {
+                        "problem": prim.problem,
+                        "prop_kind": prim.prop,
+                        "exec_ms": prim.exec_ms,
+                        "shifted_us": (start - prim.ts_ns) / 1000,
+                    },
+                )
+            )
+    return spans
+
+
+def write_outputs(out_dir: Path, converted: Converted) -> list[str]:
+    write_records(records_path(out_dir, NAME), converted.spans)
+    converted.metrics.save(metrics_path(out_dir, NAME))
+    (out_dir / f"{NAME}.kernels.json").write_text(json.dumps(converted.kernels, indent=1))
+    return [records_path(out_dir, NAME).name, metrics_path(out_dir, NAME).name, f"{NAME}.kernels.json"]

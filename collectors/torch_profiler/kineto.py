@@ -1,0 +1,64 @@
+"""Kineto's chrome trace (written by export_chrome_trace) read: its complete op and range events.
+
+Kineto writes `baseTimeNanoseconds + ts_us * 1000` on the wall clock (its TSC clock converted to
+Unix time); the events are kept on that clock in ns (see clock.py for the conversion).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class KEvent:
+    """One complete ("X") Kineto event, on Kineto's wall clock in ns."""
+
+    name: str
+    cat: str
+    tid: int
+    ts: int
+    dur: int
+    args: dict[str, Any]
+
+    @property
+    def end(self) -> int:
+        return self.ts + self.dur
+
+
+@dataclass
+class KinetoTrace:
+    base_ns: int
+    events: list[KEvent]
+
+
+def _open_text(path: Path) -> Any:
+    return gzip.open(path, "rt") if path.suffix == ".gz" else open(path)
+
+
+def load_kineto(path: Path) -> KinetoTrace:
+    """The complete events of a chrome trace written by export_chrome_trace (plain or .gz)."""
+    with _open_text(path) as handle:
+        data = json.load(handle)
+    if "baseTimeNanoseconds" not in data:
+        raise ValueError(f"{path}: no baseTimeNanoseconds: not a Kineto chrome trace")
+    base = int(data["baseTimeNanoseconds"])
+    events = []
+    for raw in data.get("traceEvents", []):
+        if raw.get("ph") != "X" or raw.get("cat") not in ("cpu_op", "user_annotation"):
+            continue
+        events.append(
+            KEvent(
+                name=raw["name"],
+                cat=raw["cat"],
+                tid=int(raw["tid"]),
+                ts=base + round(float(raw["ts"]) * 1000),
+                dur=round(float(raw.get("dur", 0)) * 1000),
+                args=raw.get("args", {}),
+            )
+        )
+    events.sort(key=lambda e: (e.tid, e.ts, -e.dur))
+    return KinetoTrace(base, events)

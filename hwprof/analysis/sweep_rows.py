@@ -1,0 +1,294 @@
+"""The sweep's table: one row per point, read from the point's run directory, and its JSON/CSV files.
+
+A row is pure analysis of a finished run directory (plus machine peaks measured by the sweep for a
+run whose run.json has none); what a point runs and how is hwprof/sweep/run.py's.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hwprof.analysis.availability import collector_missing
+from hwprof.host_kinds import host_kind, software, software_text
+
+SWEEP_JSON = "sweep.json"
+SWEEP_CSV = "sweep.csv"
+FP32_BYTES = 4
+DEFAULT_RUNTIME = "torch"
+DEFAULT_PRECISION = "fp32"
+CSV_FIRST = ("model", "runtime", "precision", "executed_precision", "threads", "batch")
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    model: str
+    runtime: str
+    precision: str
+    threads: int
+    batch: int
+
+    @property
+    def name(self) -> str:
+        """The point's run directory: runtime and precision appear when either is not the default."""
+        return point_name(self.model, self.threads, self.batch, self.runtime, self.precision)
+
+
+@dataclass
+class SweepRow:
+    model: str
+    threads: int
+    batch: int
+    run_dir: str
+    status: str
+    """"complete", "partial", "failed", "timeout" or "reused" (an earlier complete run)."""
+    error: str = ""
+    runtime: str = DEFAULT_RUNTIME
+    precision: str = DEFAULT_PRECISION
+    """Asked for."""
+    executed_precision: str = ""
+    """What executed, as the runtime reported it ("" where run.json does not say)."""
+    max_abs_head: float | None = None
+    """Largest |difference| of the raw detection head against torch fp32 on the same input."""
+    max_abs_reference: float | None = None
+    """Largest |value| of torch fp32's head: the scale max_abs_head is to be read against."""
+    detections: int | None = None
+    detections_reference: int | None = None
+    """Detections after NMS: this point's, and torch fp32's on the same input."""
+    output_note: str = ""
+    """"reference" for torch fp32, or why the output difference is missing."""
+    random_init: bool | None = None
+    """The model had seeded random weights (run.json model.random_init)."""
+    imgsz: int | None = None
+    forward_ms: float | None = None
+    """Forward p50 of one batch, clean timing pass."""
+    latency_ms: float | None = None
+    """Forward p50 per image (forward_ms / batch), as the seed reports' latency."""
+    iteration_ms: float | None = None
+    fps: float | None = None
+    """End to end: images per second over whole pipeline iterations (p50)."""
+    forward_fps: float | None = None
+    params_m: float | None = None
+    size_mb: float | None = None
+    """The model as executed in MiB: run.json's runtime.model_bytes (torch: parameter bytes in the executed
+    dtype; other runtimes: the model file they loaded, int8 quantized for int8), else FP32 parameters."""
+    size_source: str = ""
+    gflops: float | None = None
+    """Per image, torch.utils.flop_counter."""
+    pct_peak: float | None = None
+    intensity: float | None = None
+    bound: str | None = None
+    j_per_image: float | None = None
+    energy_note: str = ""
+    peaks_source: str = ""
+    wall_s: float | None = None
+    device: str = "cpu"
+    graph_forward_ms: float | None = None
+    """GPU points: the forward replayed as one CUDA graph (cuda_graph collector), against forward_ms eager."""
+    host: str = ""
+    """The hostname that ran the point (run.json host.hostname)."""
+    host_kind: str = ""
+    """Its kind of machine: CPU model, logical CPUs, widest ISA (hwprof.host_kinds.HostKind.label)."""
+    host_slug: str = ""
+    cpu_model: str = ""
+    cores: int | None = None
+    isa: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    """torch, the runtime (when not torch), Python and hwprof versions of the run."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def name(self) -> str:
+        return Path(self.run_dir).name
+
+    @property
+    def is_reference(self) -> bool:
+        return (self.runtime, self.precision) == (DEFAULT_RUNTIME, DEFAULT_PRECISION)
+
+
+@dataclass
+class SweepResult:
+    rows: list[SweepRow]
+    out_root: Path
+    command: list[str] = field(default_factory=list)
+    """The collect arguments every point shared (beside --model, --runtime, --precision, --threads, --batch, --out)."""
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": [r.to_dict() for r in self.rows],
+            "out_root": str(self.out_root),
+            "command": self.command,
+            "notes": self.notes,
+        }
+
+
+def point_name(
+    model: str, threads: int, batch: int, runtime: str = DEFAULT_RUNTIME, precision: str = DEFAULT_PRECISION
+) -> str:
+    if (runtime, precision) == (DEFAULT_RUNTIME, DEFAULT_PRECISION):
+        return f"{model}-t{threads}-b{batch}"
+    return f"{model}-{runtime}-{precision}-t{threads}-b{batch}"
+
+
+def point_row(point: SweepPoint, run_dir: Path, status: str, error: str = "") -> SweepRow:
+    return SweepRow(
+        point.model,
+        point.threads,
+        point.batch,
+        str(run_dir),
+        status,
+        error,
+        runtime=point.runtime,
+        precision=point.precision,
+    )
+
+
+def _runtime_fields(row: SweepRow, run: dict[str, Any], params: int | None) -> None:
+    """What executed, the model's size as executed, and the output against torch fp32."""
+    info = run.get("runtime") or {}
+    row.executed_precision = str(info.get("executed_precision") or "")
+    if info.get("model_bytes"):
+        row.size_mb = info["model_bytes"] / 2**20
+        row.size_source = f"{info['model_file']} (file)" if info.get("model_file") else "parameters as executed"
+    elif params:
+        row.size_mb = params * FP32_BYTES / 2**20
+        row.size_source = "FP32 parameters"
+    diff = info.get("output_diff")
+    if row.is_reference and row.executed_precision in ("", DEFAULT_PRECISION):
+        row.output_note = "reference"
+    elif not diff or "max_abs_head" not in diff:
+        row.output_note = "not measured"
+    else:
+        row.max_abs_head = diff.get("max_abs_head")
+        row.max_abs_reference = diff.get("max_abs_reference")
+        row.detections = diff.get("detections")
+        row.detections_reference = diff.get("detections_reference")
+
+
+def set_host(row: SweepRow, host: dict[str, Any], runtime: dict[str, Any] | None = None) -> None:
+    """The row's host columns from a run.json "host" record."""
+    if not host:
+        return
+    kind = host_kind(host)
+    row.host = str(host.get("hostname") or "")
+    row.host_kind, row.host_slug = kind.label, kind.slug
+    row.cpu_model, row.cores, row.isa = kind.cpu_model, kind.cores, " ".join(kind.isa)
+    row.versions = software(host, runtime)
+
+
+def row_from_run(
+    run_dir: Path,
+    point: SweepPoint,
+    status: str,
+    peaks: Callable[[int], dict[str, Any]] | None = None,
+) -> SweepRow:
+    """The sweep row of one finished run directory (pure analysis, plus the peaks fallback)."""
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.rundata import RunData
+
+    threads, batch = point.threads, point.batch
+    row = point_row(point, run_dir, status)
+    try:
+        data = RunData.load(run_dir)
+    except ValueError as exc:
+        row.status, row.error = "failed", str(exc)
+        return row
+    run = data.run
+    row.peaks_source = "run.json"
+    if "peaks" not in run and peaks is not None:
+        run["peaks"] = peaks(threads)
+        row.peaks_source = "measured by the sweep (run.json had none)"
+    a = analyse(data)
+    cfg = run.get("config", {})
+    model_info = run.get("model", {})
+    row.imgsz = cfg.get("imgsz")
+    fwd = a.stages.get("forward")
+    whole = a.stages.get("iteration")
+    if fwd is not None:
+        row.forward_ms = fwd.p50_ms
+        row.latency_ms = fwd.p50_ms / batch
+        row.forward_fps = batch * 1e3 / fwd.p50_ms if fwd.p50_ms else None
+    if whole is not None:
+        row.iteration_ms = whole.p50_ms
+    row.fps = run.get("fps")
+    row.random_init = model_info.get("random_init")
+    params = model_info.get("params_fused") or model_info.get("params")
+    if params:
+        row.params_m = params / 1e6
+    _runtime_fields(row, run, params)
+    set_host(row, run.get("host") or {}, run.get("runtime"))
+    flops = model_info.get("flops")
+    if not flops:
+        layer_flops = [r.flops for r in a.layers.top_level if r.flops is not None]
+        flops = sum(layer_flops) if layer_flops else None
+    if flops:
+        row.gflops = flops / 1e9 / batch
+    if a.roofline is not None:
+        row.pct_peak = a.roofline.pct_peak
+        row.intensity = a.roofline.intensity
+        row.bound = a.roofline.bound
+    elif "roofline" in a.layers.missing:
+        row.peaks_source = a.layers.missing["roofline"].short()
+    if a.stages.j_per_image is not None:
+        row.j_per_image = a.stages.j_per_image
+    else:
+        row.energy_note = collector_missing(run, ["rapl"], "energy").short()
+    row.device = cfg.get("device", "cpu")
+    if row.device != "cpu":
+        _gpu_fields(row, run, batch)
+    return row
+
+
+def _gpu_fields(row: SweepRow, run: dict[str, Any], batch: int) -> None:
+    """A GPU point: energy from NVML's counter, the CUDA-graph forward; the CPU roofline does not apply."""
+    row.pct_peak = row.intensity = row.bound = None
+    row.peaks_source = "GPU point: CPU peaks do not apply (GPU roofline per layer: collect --counters ncu)"
+    nvml = run.get("collectors", {}).get("nvml", {}).get("summary", {})
+    if nvml.get("j_per_iteration") is not None:
+        row.j_per_image, row.energy_note = nvml["j_per_iteration"] / batch, "NVML total-energy counter"
+    else:
+        row.energy_note = collector_missing(run, ["nvml"], "energy").short()
+    graph = run.get("collectors", {}).get("cuda_graph", {}).get("summary", {})
+    row.graph_forward_ms = graph.get("graph_ms_p50")
+
+
+def write_sweep(result: SweepResult) -> list[Path]:
+    json_path = result.out_root / SWEEP_JSON
+    json_path.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    csv_path = result.out_root / SWEEP_CSV
+    fields = [*CSV_FIRST, *(f for f in SweepRow.__dataclass_fields__ if f not in CSV_FIRST)]
+    with open(csv_path, "w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        for row in result.rows:
+            writer.writerow({k: _csv_cell(v) for k, v in row.to_dict().items()})
+    return [json_path, csv_path]
+
+
+def _csv_cell(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return software_text(value) if isinstance(value, dict) else value
+
+
+def load_sweep(out_root: Path | str) -> SweepResult:
+    path = Path(out_root) / SWEEP_JSON
+    if not path.is_file():
+        raise ValueError(f"{out_root} has no {SWEEP_JSON}")
+    doc = json.loads(path.read_text())
+    known = SweepRow.__dataclass_fields__
+    return SweepResult(
+        [SweepRow(**{k: v for k, v in r.items() if k in known}) for r in doc["rows"]],
+        Path(out_root),
+        doc.get("command", []),
+        doc.get("notes", []),
+    )

@@ -1,0 +1,160 @@
+"""`hwprof collect`: the passes with a progress line each, the report, the trace, and the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from hwprof.cli_args import EXIT_INTERRUPTED, EXIT_USAGE, config_from
+
+
+class PassProgress:
+    """Rich progress bars fed by the workers' JSON progress lines."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, pass_name: str, event: dict[str, Any]) -> None:
+        if pass_name not in self.tasks:
+            self.tasks[pass_name] = self.progress.add_task(f"pass {pass_name}", total=None)
+        task = self.tasks[pass_name]
+        if "total" in event and "done" in event:
+            phase = event.get("phase", "")
+            self.progress.update(
+                task,
+                total=event["total"] if phase != "build" else None,
+                completed=event["done"] if phase != "build" else 0,
+                description=f"pass {pass_name}: {phase}",
+            )
+
+
+def cmd_collect(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.plan import CollectError, claim_out_dir, new_run_dir, plan_passes
+    from hwprof.registry import all_collectors, check_names
+    from hwprof.rundata import RunData
+    from hwprof.session import Session
+    from hwprof.workload.images import discover
+    from hwprof.workload.zoo import family_of
+
+    config = config_from(args)
+    if config.device != "cpu":
+        from hwprof.gpu_device import require_cuda
+
+        require_cuda(config.device)
+    config.resolve_paths()
+    family_of(config.model)
+    check_names(config.only + config.skip)
+    for cls in all_collectors():
+        if cls.wanted(config):
+            cls.check_options(config)
+    if config.weights and not Path(config.weights).is_file():
+        raise ValueError(f"weights file {config.weights} does not exist")
+    images = discover(config.images)
+    for path, reason in images.skipped:
+        console.print(f"[yellow]warning:[/] skipping {path}: {reason}")
+    plan = plan_passes(config)
+    if not plan.passes:
+        raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
+    run_dir = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)
+    console.print(
+        f"collecting into [bold]{run_dir}[/]: passes "
+        + ", ".join(f"{p.name} ({', '.join(c.name for c in p.collectors)})" for p in plan.passes)
+    )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        session = Session(config, run_dir, images, PassProgress(progress))
+        try:
+            session.collect(plan, sys.argv)
+        except KeyboardInterrupt:
+            progress.stop()
+            console.print(f"[red]interrupted[/]: partial results kept in {run_dir}")
+            return EXIT_INTERRUPTED
+        except CollectError as exc:
+            progress.stop()
+            console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})")
+            return EXIT_USAGE
+    data = RunData.load(run_dir)
+    from hwprof.render.report import render_report, write_artifacts
+
+    try:
+        if args.no_report:
+            from hwprof.analysis.run_analysis import analyse
+
+            write_artifacts(analyse(data), data, console)
+        else:
+            render_report(data, console)
+        write_trace(run_dir, console)
+    except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
+        console.print(
+            f"[red]hwprof: error:[/] the report could not be written ({type(exc).__name__}: {exc}); the run is kept "
+            f"in {run_dir}: `hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
+            highlight=False,
+        )
+        return 1
+    console.print(f"run directory: {run_dir}")
+    for line in lingering_lines(data.run):
+        console.print(f"[yellow]warning:[/] {line}", highlight=False)
+    problems = run_problems(data.run)
+    for problem in problems:
+        console.print(f"[red]hwprof: error:[/] {problem}", highlight=False)
+    return 1 if problems else 0
+
+
+def lingering_lines(run: dict[str, Any]) -> list[str]:
+    """One line per process a pass's worker left behind, which the session stopped."""
+    how = {"exited": "it ended on its own", "survived": "it could not be stopped"}
+    return [
+        f"pass {name}: the worker left {x['name']} (pid {x['pid']}, state {x['state']}: "
+        f"{' '.join(x['cmdline'])[:120]}) running; {how.get(x['stopped_by'], 'stopped by ' + x['stopped_by'])} "
+        f"{x['lingered_s']:.1f} s after the worker exited"
+        for name, p in run.get("passes", {}).items()
+        for x in p.get("lingering", [])
+    ]
+
+
+def run_problems(run: dict[str, Any]) -> list[str]:
+    """One line per pass that did not finish and per collector that failed (unavailable is not a failure)."""
+    lines = [
+        f"pass {name} {p['status']}: {p.get('error', '')}"
+        for name, p in run.get("passes", {}).items()
+        if p.get("status") != "ok"
+    ]
+    lines += [
+        f"collector {name} failed: {c.get('reason', '')}"
+        for name, c in run.get("collectors", {}).items()
+        if c.get("status") == "failed"
+    ]
+    return lines
+
+
+def write_trace(run_dir: Path, console: Console) -> None:
+    from hwprof.render.perfetto import build_trace
+
+    try:
+        stats = build_trace(run_dir)
+    except Exception as exc:  # the trace is one view among several: the run stays usable without it
+        console.print(f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}")
+        return
+    samples = (
+        f"; its {stats.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
+        "for their flamegraph)"
+        if stats.perf_samples
+        else ""
+    )
+    console.print(
+        f"trace: {stats.path} ({stats.size_bytes / 1e6:.1f} MB, built in {stats.build_s:.1f} s): "
+        f"open it at https://ui.perfetto.dev (Open trace file){samples}",
+        highlight=False,
+    )

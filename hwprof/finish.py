@@ -1,0 +1,58 @@
+"""Finishing a run: the summary sections of run.json from its passes, then the analysis and its exports
+(layers.csv, summary.json). It sits above both analysis and render, so that the run-directory reader only
+reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from hwprof.analysis.run_analysis import analyse
+from hwprof.render.export import write_exports
+from hwprof.rundata import RunData, write_run_json
+from hwprof.spans import forward_p50_ms, stage_stats
+
+
+def finalize(run_dir: Path, run: dict[str, Any]) -> None:
+    """Derive the summary sections of run.json from the passes, write layers.csv, save run.json."""
+    data = RunData(run_dir, run)
+    info = data.model_info
+    if info:
+        flops = data.collector("flops").get("summary", {})
+        run["model"] = {
+            "name": info["name"],
+            "family": info["family"],
+            "weights": info["weights"],
+            "random_init": info["random_init"],
+            "params": info["params"],
+            "params_fused": info["params_fused"],
+            "layers": sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
+            "input_shape": info["input_shape"],
+            "flops": flops.get("total_flops"),
+            "gflops": flops.get("gflops"),
+        }
+    source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
+    if source:
+        stats = stage_stats(data.markers(source))
+        run["stages"] = {k: v.to_dict() for k, v in stats.items()}
+        run["stages_source"] = source if source == "timing" else f"{source} (no clean timing pass: hooks included)"
+        whole = stats.get("iteration")
+        if whole:
+            run["fps"] = run["config"]["batch"] / whole.p50_ms * 1e3
+    from hwprof.analysis.paired_cost import pass_figures
+
+    timing = data.markers("timing") if "timing" in data.pass_names else None
+    base = forward_p50_ms(timing) if timing else None
+    for name in data.pass_names:
+        markers = data.markers(name)
+        p50 = forward_p50_ms(markers)
+        entry = run["passes"][name]
+        entry["forward_p50_ms"] = p50
+        entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
+        if name != "timing":
+            entry.update(
+                pass_figures(markers, timing, data.pass_result(name).get("paired"), entry.get("collectors", []))
+            )
+    write_run_json(run_dir, run)
+    write_exports(analyse(data), run_dir)

@@ -1,0 +1,303 @@
+"""One `hwprof collect` per (model, runtime, precision, threads, batch) point, then one table.
+
+Each point is its own `python -P -m hwprof collect ... --out DIR --no-report` child process, so a
+point that crashes or hangs leaves the others intact; its log is `<out_root>/<point>.log`. A
+point whose run directory already holds a complete run is reused (resume a long sweep by
+running the same command again). The table is the seed reports' model comparison, automated:
+latency, FPS, params, size, GFLOPs, % of peak, arithmetic intensity, bound, energy per image,
+and for every point not run by torch in fp32, what executed and its output against torch fp32 (the
+largest difference of the raw head and the detection counts) beside its speed. It is written to
+`<out_root>/sweep.json` and `sweep.csv`.
+
+Runtimes and precisions are dimensions like threads: a (runtime, precision) pair the runtime does
+not run (onnxruntime bf16, say) is skipped with a note, and only when no pair is valid is the
+sweep refused.
+
+Unless the extra collect arguments choose collectors themselves (--only / --skip), each point runs
+only `--only timing,flops,rapl`: the table needs latency, FLOPs and energy, not the profilers,
+and the layers, trace and Scalene passes would multiply the sweep's time by about four.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from hwprof.analysis.sweep_rows import (
+    DEFAULT_PRECISION,
+    DEFAULT_RUNTIME,
+    SWEEP_CSV,
+    SWEEP_JSON,
+    SweepPoint,
+    SweepResult,
+    SweepRow,
+    load_sweep,
+    point_name,
+    point_row,
+    row_from_run,
+    write_sweep,
+)
+from hwprof.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, supported_text
+from hwprof.sweep.resume import read_plan, set_aside, write_plan
+
+__all__ = [
+    "SWEEP_CSV",
+    "SWEEP_JSON",
+    "SweepEvent",
+    "SweepPlan",
+    "SweepPoint",
+    "SweepResult",
+    "SweepRow",
+    "collect_command",
+    "load_sweep",
+    "point_name",
+    "row_from_run",
+    "run_sweep",
+    "write_sweep",
+]
+
+DEFAULT_COLLECTORS = "timing,flops,rapl"
+GPU_COLLECTORS = "timing,flops,nvml,cuda_graph"
+"""A GPU point: CUDA-synchronised timing, FLOPs, NVML energy, and the CUDA-graph forward (launch overhead)."""
+OWN_OPTIONS = ("--model", "--threads", "--batch", "--out", "--runtime", "--precision", "--device")
+"""collect options the sweep sets per point: not allowed among the extra arguments."""
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """The points (models x runtimes x precisions x threads x batches) and what every point's collect shares."""
+
+    models: Sequence[str]
+    threads: Sequence[int]
+    batches: Sequence[int]
+    out_root: Path
+    imgsz: int = 640
+    iters: int = 5
+    warmup: int = 1
+    extra_args: Sequence[str] = ()
+    """More `collect` options for every point."""
+    timeout_s: float | None = None
+    """Per point."""
+    reuse: bool = True
+    runtimes: Sequence[str] = (DEFAULT_RUNTIME,)
+    precisions: Sequence[str] = (DEFAULT_PRECISION,)
+    device: str = "cpu"
+    """cpu or cuda[:N], for every point (on a GPU, fp16 joins the torch precisions and only torch runs)."""
+
+    def _runs(self, runtime: str, precision: str) -> bool:
+        if precision not in RUNTIME_PRECISIONS.get(runtime, ()):
+            return False
+        if self.device == "cpu":
+            return precision != "fp16"
+        return runtime == "torch"
+
+    resume: bool = False
+    """Rename an incomplete point's run directory aside and collect the point again (`sweep --resume`)."""
+
+    def validate(self) -> None:
+        if not self.models or not self.threads or not self.batches:
+            raise ValueError("sweep needs at least one model, one thread count and one batch size")
+        if not self.runtimes or not self.precisions:
+            raise ValueError("sweep needs at least one runtime and one precision")
+        if any(t < 1 for t in self.threads) or any(b < 1 for b in self.batches):
+            raise ValueError("thread counts and batch sizes must be at least 1")
+        unknown = [r for r in self.runtimes if r not in RUNTIMES]
+        if unknown:
+            raise ValueError(f"unknown runtime {unknown[0]!r}; known: {', '.join(RUNTIMES)}")
+        unknown = [p for p in self.precisions if p not in PRECISIONS]
+        if unknown:
+            raise ValueError(f"unknown precision {unknown[0]!r}; known: {', '.join(PRECISIONS)}")
+        own = [a.split("=")[0] for a in self.extra_args if a.split("=")[0] in OWN_OPTIONS]
+        if own:
+            raise ValueError(
+                f"{own[0]} is set by the sweep for each point: use --models, --runtimes, --precisions, "
+                "--threads, --batch and --out of `hwprof sweep` instead"
+            )
+        if not self.pairs():
+            raise ValueError(
+                f"no runtime in {', '.join(self.runtimes)} runs a precision in {', '.join(self.precisions)}; "
+                f"supported: {supported_text()}"
+            )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, as JSON values (sweep_plan.json, read back by plan_from_file)."""
+        return {
+            k: (str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v)
+            for k, v in asdict(self).items()
+        }
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """The (runtime, precision) pairs the runtimes run, in the order asked."""
+        pairs = itertools.product(self.runtimes, self.precisions)
+        return [(r, p) for r, p in pairs if self._runs(r, p)]
+
+    def skipped(self) -> list[str]:
+        """One line per (runtime, precision) pair asked for that its runtime does not run."""
+        return [
+            f"skipped {r} {p}: {r} runs "
+            + (", ".join(q for q in RUNTIME_PRECISIONS[r] if self._runs(r, q)) or "nothing")
+            + ("" if self.device == "cpu" else f" on {self.device}")
+            for r, p in itertools.product(self.runtimes, self.precisions)
+            if r in RUNTIME_PRECISIONS and not self._runs(r, p)
+        ]
+
+    def points(self) -> list[SweepPoint]:
+        """Every point in the order they are collected: models x runtimes x precisions x threads x batches."""
+        return [
+            SweepPoint(model, runtime, precision, threads, batch)
+            for model in self.models
+            for runtime, precision in self.pairs()
+            for threads, batch in itertools.product(self.threads, self.batches)
+        ]
+
+    def collect_args(self) -> list[str]:
+        """The options every point's collect shares, with the default collectors unless chosen."""
+        chooses = any(a in ("--only", "--skip") or a.startswith(("--only=", "--skip=")) for a in self.extra_args)
+        collectors = [] if chooses else ["--only", DEFAULT_COLLECTORS if self.device == "cpu" else GPU_COLLECTORS]
+        shared = ["--imgsz", str(self.imgsz), "--iters", str(self.iters), "--warmup", str(self.warmup)]
+        if self.device != "cpu":
+            shared += ["--device", self.device]
+        return [*shared, *collectors, *self.extra_args]
+
+
+@dataclass(frozen=True)
+class SweepEvent:
+    """One step of a sweep, for progress displays: a point starting (done=False) or finished."""
+
+    index: int
+    """1-based."""
+    total: int
+    point: str
+    done: bool
+    message: str
+
+    def __str__(self) -> str:
+        return f"[{self.index}/{self.total}] {self.point}: {self.message}"
+
+
+ProgressFn = Callable[[SweepEvent], None]
+
+
+def collect_command(point: SweepPoint, out: Path, shared: Sequence[str]) -> list[str]:
+    return [
+        *(sys.executable, "-P", "-m", "hwprof", "collect"),
+        *("--model", point.model, "--runtime", point.runtime, "--precision", point.precision),
+        *("--threads", str(point.threads), "--batch", str(point.batch)),
+        *("--out", str(out), "--no-report"),
+        *shared,
+    ]
+
+
+def plan_from_file(out_root: Path) -> tuple[SweepPlan, dict[str, Any] | None]:
+    """The plan of the sweep in out_root, to resume it there (its incomplete points run again), and its Ray options."""
+    stored, ray = read_plan(out_root)
+    known = {f.name for f in fields(SweepPlan)}
+    plan = SweepPlan(**{k: v for k, v in stored.items() if k in known})
+    return replace(plan, out_root=Path(out_root), reuse=True, resume=True), ray
+
+
+def _complete(run_dir: Path) -> bool:
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("status") == "complete"
+    except (OSError, ValueError):
+        return False
+
+
+def claim_point_dir(run_dir: Path, plan: SweepPlan) -> bool:
+    """True when the point's complete run is reused; else the folder is free for a new collect. With
+    plan.resume an incomplete run (an interrupted point) is renamed aside, never deleted."""
+    if plan.reuse and _complete(run_dir):
+        return True
+    if run_dir.exists() and any(run_dir.iterdir()):
+        if not plan.resume:
+            raise ValueError(f"{run_dir} holds an incomplete run: remove it to collect this point again")
+        set_aside(run_dir)
+    return False
+
+
+def finished_row(
+    point: SweepPoint,
+    run_dir: Path,
+    code: int | None,
+    log_path: Path,
+    timeout_s: float | None,
+    peaks: Callable[[int], dict[str, Any]] | None,
+) -> SweepRow:
+    """The row of a point whose collect ended with exit status `code` (None: killed at the time-out)."""
+    if code is None:
+        return point_row(point, run_dir, "timeout", f"collect ran past {timeout_s or 0:.0f} s; log {log_path}")
+    if not (run_dir / "run.json").exists():
+        return point_row(point, run_dir, "failed", f"collect exited {code} with no run.json: {_last_line(log_path)}")
+    status = json.loads((run_dir / "run.json").read_text()).get("status", "failed")
+    row = row_from_run(run_dir, point, status, peaks)
+    if code != 0:
+        row.error = f"collect exited {code}: {_last_line(log_path)}"
+    return row
+
+
+def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResult:
+    """Collect every point of the plan under plan.out_root, then build the table."""
+    from hwprof.machine import measure_peaks
+
+    plan.validate()
+    timeout_s = plan.timeout_s
+    shared = plan.collect_args()
+    out = Path(plan.out_root)
+    out.mkdir(parents=True, exist_ok=True)
+    say = progress or (lambda _event: None)
+    measured: dict[int, dict[str, Any]] = {}
+
+    def peaks(n: int) -> dict[str, Any]:
+        if n not in measured:
+            measured[n] = measure_peaks(n).to_dict()
+        return measured[n]
+
+    rows: list[SweepRow] = []
+    points = plan.points()
+    write_plan(out, plan.to_dict())
+    for i, point in enumerate(points, 1):
+        name = point.name
+        run_dir = out / name
+        if claim_point_dir(run_dir, plan):
+            say(SweepEvent(i, len(points), name, True, f"reusing the complete run in {run_dir}"))
+            rows.append(row_from_run(run_dir, point, "reused", peaks))
+            continue
+        command = collect_command(point, run_dir, shared)
+        say(SweepEvent(i, len(points), name, False, " ".join(command[3:])))
+        started = time.monotonic()
+        log_path = out / f"{name}.log"
+        with open(log_path, "w") as log:
+            try:
+                proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
+                code: int | None = proc.returncode
+            except subprocess.TimeoutExpired:
+                code = None
+        row = finished_row(point, run_dir, code, log_path, timeout_s, peaks)
+        row.wall_s = time.monotonic() - started
+        say(SweepEvent(i, len(points), name, True, f"{row.status} in {row.wall_s:.0f} s"))
+        rows.append(row)
+    result = SweepResult(rows, out, shared, plan.skipped())
+    if measured:
+        result.notes.append(
+            "machine peaks measured by the sweep for runs whose run.json had none: "
+            + "; ".join(
+                f"{n} threads: {p['gflops']:.1f} GFLOP/s, {p['gbps']:.2f} GB/s" for n, p in sorted(measured.items())
+            )
+        )
+    write_sweep(result)
+    return result
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
