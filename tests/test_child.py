@@ -37,6 +37,12 @@ FORKING_WORKER = textwrap.dedent(
             threading.Thread(target=threading.Event().wait).start()
             ctypes.CDLL(None, use_errno=True).syscall(SYS_EXIT, 0)
         pids.append(pid)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the stubborn copy is set up (its main thread gone) before we go on
+        with open(f"/proc/{pids[1]}/stat") as stat:
+            if stat.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+        time.sleep(0.01)
     with open("forked.json", "w") as f:
         f.write(str(pids))
     print('{"phase": "measure", "done": 1, "total": 1}', flush=True)
@@ -106,8 +112,11 @@ def test_a_timed_out_pass_also_stops_what_its_worker_left_in_other_process_group
     outcome = session.outcomes[0]
     assert outcome.status == "timeout"
     assert "ran past its 3 s time-out" in outcome.error
-    # the one in the worker's process group went with the worker's killpg; the other one is stopped here
-    assert [(x.pid, x.stopped_by) for x in outcome.lingering] == [(forked[1], "SIGKILL")]
+    # the one in the worker's process group goes with the worker's killpg (the sweep may still see it alive
+    # for an instant, dying of that SIGTERM: then it is listed as having exited); the other one is stopped here
+    by_pid = {x.pid: x.stopped_by for x in outcome.lingering}
+    assert by_pid.pop(forked[1]) == "SIGKILL"
+    assert by_pid in ({}, {forked[0]: "exited"})
     assert _gone(forked)
 
 
