@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from hwprof.markers import Marker
+from hwprof.markers import Marker, read_markers
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,3 +205,12 @@ def measured_pieces(markers: Iterable[Marker]) -> list[Piece]:
 
 def forward_p50_ms(markers: list[Marker]) -> float | None:
     return forward_p50(measured_spans(markers))
+
+
+def timing_forward_s(run_dir: Path) -> float | None:
+    """The clean timing pass's forward p50, if it ran before this pass."""
+    path = run_dir / "passes" / "timing" / "markers.jsonl"
+    if not path.exists():
+        return None
+    p50 = forward_p50(measured_spans(read_markers(path)))
+    return p50 / 1e3 if p50 else None

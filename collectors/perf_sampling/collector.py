@@ -64,7 +64,9 @@ from hwprof.collectors.perf_sampling.control import (
     remove_fifos,
     request_attach,
 )
-from hwprof.collectors.perf_sampling.rate import plan_sampling, timing_forward_s
+from hwprof.collectors.perf_sampling.rate import plan_sampling
+
+from hwprof.spans import timing_forward_s
 
 if TYPE_CHECKING:
     from hwprof.config import RunConfig

@@ -25,18 +25,6 @@ MAX_PASS_S = 60.0
 """The most forward time the auto plan gives the kernels pass's measured iterations."""
 
 
-def timing_forward_s(run_dir: Path) -> float | None:
-    """The clean timing pass's forward p50, if it ran before this pass."""
-    from hwprof.markers import read_markers
-    from hwprof.spans import forward_p50, measured_spans
-
-    path = run_dir / "passes" / "timing" / "markers.jsonl"
-    if not path.exists():
-        return None
-    p50 = forward_p50(measured_spans(read_markers(path)))
-    return p50 / 1e3 if p50 else None
-
-
 def max_sample_rate() -> int:
     try:
         return int(Path("/proc/sys/kernel/perf_event_max_sample_rate").read_text().strip())
