@@ -19,6 +19,7 @@ from hwprof.collectors.sysstat import threads as sysstat_threads
 
 from hwprof.config import RunConfig
 from hwprof.markers import Marker, MarkerBus
+from hwprof.perf.threadcpu import name_this_thread
 from hwprof.records import CounterSample, MetricTables, ThreadName, read_records
 
 MiB = 1 << 20
@@ -39,7 +40,7 @@ class BusyThreads:
         self.ready.wait()
 
     def _run(self, name: str) -> None:
-        sysstat_threads.name_this_thread(name)
+        name_this_thread(name)
         self.tids[name] = threading.get_native_id()
         self.ready.wait()
         self.go.wait()

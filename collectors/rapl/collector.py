@@ -69,6 +69,7 @@ from hwprof.collectors.rapl.energy import Reading, energy_report, headline_indic
 from hwprof.collectors.rapl.sources import EnergySource, SourceUnavailable, open_source
 from hwprof.collectors.rapl.still import NO_FIX, PROBE_BUDGET_S, StillCounters, first_change_s, still_domains
 
+from hwprof.perf.threadcpu import name_this_thread
 from hwprof.records import metrics_path, records_path, write_records
 
 if TYPE_CHECKING:
@@ -114,15 +115,6 @@ def measure_update_interval(read_one: Callable[[], float], budget_s: float = UPD
 
 
 # ---------------------------------------------------------------- collector
-
-
-def _name_this_thread(name: str) -> None:
-    """Give the OS thread a name (comm) so per-thread CPU tables and traces show who it is."""
-    try:
-        with open("/proc/thread-self/comm", "w") as f:
-            f.write(name[:15])
-    except OSError:
-        pass
 
 
 class RaplCollector(Collector):
@@ -203,7 +195,7 @@ class RaplCollector(Collector):
 
     def _sample_loop(self) -> None:
         assert self.source is not None
-        _name_this_thread("hwprof-rapl")
+        name_this_thread("hwprof-rapl")
         interval_ns = int(self.config.interval_ms * 1e6)
         next_ns = time.monotonic_ns()
         try:

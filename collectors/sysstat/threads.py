@@ -20,15 +20,6 @@ def thread_cpu_ns(tid: int) -> int | None:
         return None
 
 
-def name_this_thread(name: str) -> None:
-    """Set the calling OS thread's name (comm, 15 characters), seen in /proc and in traces."""
-    try:
-        with open("/proc/thread-self/comm", "w") as f:
-            f.write(name[:15])
-    except OSError:
-        pass
-
-
 def thread_name(tid: int) -> str:
     try:
         with open(f"/proc/self/task/{tid}/comm") as f:

@@ -42,3 +42,12 @@ class CountedThreadsCpu:
             except OSError:
                 continue  # exited between the listing and the read
         return total
+
+
+def name_this_thread(name: str) -> None:
+    """Set the calling OS thread's name (comm, 15 characters), seen in /proc, per-thread CPU tables and traces."""
+    try:
+        with open("/proc/thread-self/comm", "w") as f:
+            f.write(name[:15])
+    except OSError:
+        pass
