@@ -13,12 +13,8 @@ import copy
 from dataclasses import replace
 from typing import Any
 
+from hwprof.collectors.rapl.still import NO_FIX
 from hwprof.rundata import RunData
-
-STILL_ENERGY_FIX = (
-    "none on this host: the energy event is exposed but does not count here; measure energy on bare metal, "
-    "where `perf stat -a -e power/energy-pkg/ sleep 1` shows a non-zero count"
-)
 
 
 def still_energy_reason(entry: dict[str, Any]) -> str | None:
@@ -57,7 +53,7 @@ def checked(data: RunData) -> RunData:
         **entries["rapl"],
         "status": "unavailable",
         "reason": reason,
-        "fix": STILL_ENERGY_FIX,
+        "fix": NO_FIX,
         "set_aside_by_analysis": True,
     }
     return replace(data, run=run, withheld=data.withheld | {"rapl"})
