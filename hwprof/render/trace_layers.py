@@ -148,8 +148,10 @@ def self_samples(rows: list[dict[str, Any]]) -> Counter[str]:
 def check_layers(tp: TraceSession, run_dir: Path | str) -> LayerCheck:
     run = RunData.load(run_dir)
     every_forward = tp.query(FORWARD_CHILDREN)
-    clean = [r for r in every_forward if "clean" in str(r["category"]).split(",")]
-    forwards = [r for r in every_forward if r not in clean]
+    clean: list[dict[str, Any]] = []
+    forwards: list[dict[str, Any]] = []
+    for row in every_forward:
+        (clean if "clean" in str(row["category"]).split(",") else forwards).append(row)
     bad = tp.query(BAD_PARENTS)
     perf_samples = tp.query("select count(*) as n from perf_sample")[0]["n"]
     in_trace = self_samples(tp.query(LAYER_SAMPLES)) if perf_samples else Counter()
