@@ -156,7 +156,12 @@ def layer_modules(model: torch.nn.Module, depth: int = 1) -> list[tuple[str, int
 
 
 def attach_layer_markers(model: torch.nn.Module, bus: MarkerBus, depth: int = 1) -> Callable[[], None]:
-    """Register forward pre/post hooks that emit layer markers; returns a function removing them."""
+    """Register forward pre/post hooks that emit layer markers; returns a function removing them.
+
+    Not `always_call=True`: that puts torch's module call on a try/finally path that cost 4.4 us more
+    per layer here (10.8 against 6.5 us for a hooked call, 2.5 us unhooked), twice the markers' own
+    work. A layer that raises leaves its begin unclosed, which the spans and the trace already mark
+    ("unclosed") for a pass that stops mid-forward for any reason."""
     handles = []
     for name, index, module in layer_modules(model, depth):
 
@@ -167,7 +172,7 @@ def attach_layer_markers(model: torch.nn.Module, bus: MarkerBus, depth: int = 1)
             bus.emit("layer", "E", _name, _index)
 
         handles.append(module.register_forward_pre_hook(pre))
-        handles.append(module.register_forward_hook(post, always_call=True))
+        handles.append(module.register_forward_hook(post))
 
     def remove() -> None:
         for handle in handles:

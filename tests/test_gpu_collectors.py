@@ -68,6 +68,15 @@ def test_device_options_checked(config, message):
     RunConfig(device="cuda:1", precision="fp16", channels_last=True).validate()
 
 
+@pytest.mark.parametrize(("spec", "index"), [("cuda", 0), ("cuda:0", 0), ("cuda:3", 3)])
+def test_cuda_device_always_has_an_index(spec, index):
+    """torch.cuda.set_device(torch.device("cuda")) raises on a real GPU (found live on an H100)."""
+    from hwprof.workload.rt_cuda import indexed_device
+
+    device = indexed_device(spec)
+    assert (device.type, device.index) == ("cuda", index)
+
+
 def test_ncu_command_is_the_recorded_one(tmp_path, monkeypatch):
     import hwprof.collectors.gpu.ncu.live as live
 

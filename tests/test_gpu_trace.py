@@ -108,3 +108,33 @@ def test_gpu_sweep_row(tmp_path: Path) -> None:
     assert row.graph_forward_ms == pytest.approx(1.093)
     assert row.j_per_image == pytest.approx(0.8637) and row.energy_note == "NVML total-energy counter"
     assert row.pct_peak is None and row.bound is None and "GPU point" in row.peaks_source
+
+
+def test_cuda_run_has_no_cpu_roofline(tmp_path: Path) -> None:
+    """Live on an H100 the report ranked yolov8n's layers against the host CPU's peaks ("402.9% of peak",
+    "forward runs at 172% of this host's measured peak") from host-side layer times."""
+    import json
+
+    from rich.console import Console
+
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.render.report import render_rich
+    from hwprof.rundata import RunData
+
+    run_dir, _ = gpu_run(tmp_path)
+    cpu = analyse(RunData.load(run_dir))
+    assert cpu.roofline is not None and any(r.pct_peak is not None for r in cpu.layers.layers)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["config"]["device"] = "cuda:0"
+    (run_dir / "run.json").write_text(json.dumps(run))
+    a = analyse(RunData.load(run_dir))
+    assert a.roofline is None
+    assert "ran on cuda:0" in a.layers.missing["roofline"].reason
+    assert a.layers.missing["roofline"].fix == "hwprof collect --device cuda:0 --counters ncu"
+    assert all(r.pct_peak is None and r.gflops_s is None and r.bound is None for r in a.layers.layers)
+    assert a.layers.methods["time_ms"].startswith("on cuda:0 a layer's time is host time")
+    assert not any("measured peak" in f.title or "CPUs busy" in f.title for f in a.findings)
+    console = Console(record=True, width=200)
+    render_rich(a, console)
+    text = console.export_text()
+    assert "GPU roofline per layer (Nsight Compute)" in text and "% of peak" not in text

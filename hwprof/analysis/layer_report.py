@@ -48,6 +48,7 @@ from hwprof.analysis.paired_cost import paired_cost
 from hwprof.analysis.roofline import (
     achieved_gbps,
     achieved_gflops,
+    RoofStatus,
     intensity,
     roof_from_run,
 )
@@ -74,11 +75,31 @@ def _counter(row: dict[str, Any], metric: str) -> float | None:
     return None
 
 
+HOST_TIME_ON_GPU = (
+    "on {device} a layer's time is host time: the layer hooks do not synchronise, so it is the time "
+    "spent launching the layer's kernels (and waiting wherever the host synchronises); the GPU's own "
+    "time per layer is in 'layers by GPU time'"
+)
+
+
+def gpu_run_roof(device: str) -> RoofStatus:
+    """No CPU roofline for a forward that ran on a GPU: neither the host's peaks nor the host-side
+    layer times say anything about the device (the GPU roofline per layer is Nsight Compute's)."""
+    return RoofStatus(
+        None,
+        f"the forward ran on {device}: the host CPU's peaks do not bound it, and layer times there are host "
+        "(launch) times; the GPU roofline per layer comes from Nsight Compute",
+        f"hwprof collect --device {device} --counters ncu",
+    )
+
+
 def build_layer_report(data: RunData) -> LayerReport:
     from hwprof.analysis.layers import BASE_COLUMNS, layer_rows
 
     run = data.run
-    roof = roof_from_run(run)
+    device = str(run.get("config", {}).get("device") or "cpu")
+    on_gpu = device.startswith("cuda")
+    roof = gpu_run_roof(device) if on_gpu else roof_from_run(run)
     missing: dict[str, Missing] = {}
     methods: dict[str, str] = {}
     rows = layer_rows(data) if data.model_info else []
@@ -135,6 +156,8 @@ def build_layer_report(data: RunData) -> LayerReport:
             f"that pass's forward p50 {source_fwd:.2f} ms: NOT scaled (no clean timing pass), the hooks' "
             "overhead is included"
         )
+    if on_gpu and its:
+        note = f"{HOST_TIME_ON_GPU.format(device=device)}; {note}"
     methods["time_ms"] = note
 
     def mean_share(values: Mapping[int, float]) -> float:
@@ -173,7 +196,7 @@ def build_layer_report(data: RunData) -> LayerReport:
             stat.time_ms = stat.share * forward_ms
             incl = {i: sum(times.self_ns[i].get(n, 0) for n in [name, *nested.get(name, [])]) for i in its}
             stat.time_incl_ms = mean_share(incl) * forward_ms
-        seconds = stat.time_incl_ms / 1e3 if stat.time_incl_ms else None
+        seconds = stat.time_incl_ms / 1e3 if stat.time_incl_ms and not on_gpu else None
         stat.gflops_s = achieved_gflops(stat.flops, seconds)
         stat.gbps = achieved_gbps(stat.min_bytes, seconds)
         for attr, metric in COUNTER_METRICS.items():

@@ -119,7 +119,9 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     stages = stage_table(data)
     types = by_type(layers)
     over = overheads(data, layers)
-    threads = data.run.get("config", {}).get("threads")
+    config = data.run.get("config", {})
+    # on a GPU the torch threads only launch kernels: how many of them are busy is no finding
+    threads = None if str(config.get("device") or "cpu").startswith("cuda") else config.get("threads")
     found = findings(layers, types, stages, over, threads, max_findings)
     gpu = load_gpu_view(data)
     if gpu is not None:

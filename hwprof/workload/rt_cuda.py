@@ -23,6 +23,15 @@ if TYPE_CHECKING:
 DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
+def indexed_device(spec: str) -> torch.device:
+    """`cuda` as `cuda:0` (the device hwprof checked up front): torch.cuda.set_device refuses a device
+    without an index, and a tensor's device always has one, so comparisons need it too."""
+    import torch
+
+    device = torch.device(spec)
+    return device if device.index is not None else torch.device(device.type, 0)
+
+
 @register
 class CudaTorchRuntime(Runtime):
     name = "torch"
@@ -31,7 +40,7 @@ class CudaTorchRuntime(Runtime):
     def _prepare(self, sample: torch.Tensor) -> None:
         import torch
 
-        self.device = torch.device(self.config.device)
+        self.device = indexed_device(self.config.device)
         torch.cuda.set_device(self.device)
         self.dtype = getattr(torch, DTYPES[self.config.precision])
         module = copy.deepcopy(self.built.module).to(self.device)
