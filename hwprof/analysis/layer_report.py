@@ -46,9 +46,9 @@ from hwprof.analysis.layer_stats import (
 )
 from hwprof.analysis.paired_cost import paired_cost
 from hwprof.analysis.roofline import (
+    RoofStatus,
     achieved_gbps,
     achieved_gflops,
-    RoofStatus,
     intensity,
     roof_from_run,
 )
