@@ -109,6 +109,39 @@ def test_ncu_kernel_replay_and_app_range_per_layer():
     assert 0 < detect["l2_hit_pct"] < 100 and 0 < detect["achieved_occupancy_pct"] < 100
 
 
+def test_ncu_auto_scaled_units_are_read_in_base_units():
+    """Live on an H100, `ncu --import --csv` printed per-column scaled units ("Mbyte", "us", "ms"):
+    read as numbers alone they gave 0.00 MB of DRAM traffic and roofs at 15,000%. The same
+    yolov8n forward then matches the recording (base units) kernel for kernel."""
+    from hwprof.collectors.gpu.ncu.csv_report import unit_factor
+
+    assert [unit_factor(u) for u in ("Mbyte", "Kbyte/block", "byte", "us", "ms", "ns", "inst", "SM", "%")] == [
+        1e6,
+        1e3,
+        1.0,
+        1e3,
+        1e6,
+        1.0,
+        1.0,
+        1.0,
+        1.0,
+    ]
+    live = load_ncu_csv(FIX / "live" / "ncu_kernel_autounits.csv.gz")
+    assert live.units["dram__bytes_read.sum"] == "Mbyte" and live.units["gpu__time_duration.sum"] == "us"
+    recorded = load_ncu_csv(NCU)
+    assert len(live.rows) == len(recorded.rows) == 295
+    assert [r.name for r in live.rows] == [r.name for r in recorded.rows]
+    first, then = live.rows[0].metrics, recorded.rows[0].metrics
+    assert first["dram__bytes_read.sum"] == 4_946_944  # "4.946944" Mbyte; the recording: 4,947,456 byte
+    assert first["dram__bytes_read.sum"] == pytest.approx(then["dram__bytes_read.sum"], rel=1e-3)
+    assert first["gpu__time_duration.sum"] == pytest.approx(17_888) == then["gpu__time_duration.sum"]
+    live_tables, _ = layer_tables(live, load_ncu_csv(FIX / "live" / "ncu_range_autounits.csv.gz"))
+    tables, _ = layer_tables(recorded, load_ncu_csv(NCU_RANGE))
+    for layer in ("model.4", "model.22"):
+        for metric in ("kernel_replay_ns", "dram_read_bytes_cold", "fp32_flops", "dram_read_bytes_warm"):
+            assert live_tables.layers[layer][metric] == pytest.approx(tables.layers[layer][metric], rel=0.25)
+
+
 def test_gpu_roofline_uses_warm_traffic_and_measured_peaks():
     tables, _ = layer_tables(load_ncu_csv(NCU), load_ncu_csv(NCU_RANGE))
     peaks = RESULTS["peaks"]

@@ -2,7 +2,7 @@
 
 The file may start with ncu's own `==PROF==`/`==WARNING==` lines; then a header row, a units row
 and one row per kernel (kernel replay) or per NVTX range (application-range replay, "Kernel Name"
-= "range"). Numbers carry thousands separators ("4,947,456"). The NVTX column lists the push/pop
+= "range"). Values are converted to base units by the units row (unit_factor). Numbers carry thousands separators ("4,947,456"). The NVTX column lists the push/pop
 stack as quoted `<domain>:<name>:...` items: `"<default domain>:measured:..." "<default domain>:layer 0 Conv:..."`.
 """
 
@@ -58,6 +58,23 @@ def _nvtx_stack(cell: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+_TIME_NS = {"ns": 1.0, "nsecond": 1.0, "us": 1e3, "usecond": 1e3, "ms": 1e6, "msecond": 1e6, "s": 1e9, "second": 1e9}
+_PREFIX = {"K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def unit_factor(unit: str) -> float:
+    """What a value in `unit` is multiplied by for hwprof's base units (bytes, instructions, cycles;
+    durations in ns). `ncu --import --csv` prints auto-scaled units by default ("Mbyte", "us", "ms"
+    live on an H100) where the recordings had base units ("byte", "ns"); ncu's prefixes are decimal
+    (its 9.8304 Mbyte is 9,830,400 bytes)."""
+    head = unit.split("/", 1)[0]
+    if head in _TIME_NS:
+        return _TIME_NS[head]
+    if len(head) > 1 and head[0] in _PREFIX and head[1:].isalpha() and head[1:].islower():
+        return _PREFIX[head[0]]
+    return 1.0
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text.replace(",", ""))
@@ -73,6 +90,7 @@ def parse_ncu_csv(text: str) -> NcuReport:
     table = list(csv.reader(lines[start:]))
     header, units = table[0], dict(zip(table[0], table[1], strict=False))
     nvtx_col = next((h for h in header if h.startswith(NVTX_COLUMN_PREFIX)), None)
+    factors = {h: unit_factor(u) for h, u in units.items() if "__" in h and unit_factor(u) != 1.0}
     rows = []
     for raw in table[2:]:
         if len(raw) != len(header):
@@ -84,7 +102,7 @@ def parse_ncu_csv(text: str) -> NcuReport:
             if "__" in key:
                 num = _number(cells[key])
                 if num is not None:
-                    metrics[key] = num
+                    metrics[key] = num * factors.get(key, 1.0)
         for key in ("Block Size", "Grid Size", "Stream"):
             if key in cells:
                 text_cells[key] = cells[key]

@@ -10,7 +10,8 @@ ncu and gpu_ncu_probe.sh):
 The worker runs its warm-up, then one measured iteration in which the collector pushes the NVTX
 range "measured" around the forward stage and "layer <i> <Type>" around each top-level layer (from
 the layer markers; the hooks that emit them return None, as NVTX hooks must). After the worker
-exits, the parent converts the report with `ncu --import <rep> --csv --page raw` and parses that
+exits, the parent converts the report with `ncu --import <rep> --csv --page raw --print-units base`
+(without it ncu scales units per column: "Mbyte", "us") and parses that
 CSV with the functions tested on the recordings (csv_report.py, layers.py).
 """
 
@@ -123,7 +124,8 @@ class NcuPassCollector(Collector):
 
 
 class NcuReportTool(AttachedTool):
-    """After the worker exits: `ncu --import report --csv --page raw`, kept beside the report, then parsed."""
+    """After the worker exits: `ncu --import report --csv --page raw --print-units base`, kept beside
+    the report, then parsed."""
 
     def __init__(self, ctx: PassContext, name: str, stem: str) -> None:
         self.ctx, self.name = ctx, name
@@ -143,7 +145,7 @@ class NcuReportTool(AttachedTool):
             )
         with open(self.csv, "w") as out:
             done = subprocess.run(
-                [ncu, "--import", str(self.report), "--csv", "--page", "raw"],
+                [ncu, "--import", str(self.report), "--csv", "--page", "raw", "--print-units", "base"],
                 stdout=out,
                 stderr=subprocess.PIPE,
                 text=True,
