@@ -2,8 +2,9 @@
 
 The file may start with ncu's own `==PROF==`/`==WARNING==` lines; then a header row, a units row
 and one row per kernel (kernel replay) or per NVTX range (application-range replay, "Kernel Name"
-= "range"). Values are converted to base units by the units row (unit_factor). Numbers carry thousands separators ("4,947,456"). The NVTX column lists the push/pop
-stack as quoted `<domain>:<name>:...` items: `"<default domain>:measured:..." "<default domain>:layer 0 Conv:..."`.
+= "range"). Values are converted to base units by the units row (unit_factor). Numbers carry
+thousands separators ("4,947,456"). The NVTX column lists the push/pop stack as quoted `<domain>:<name>:...` items:
+`"<default domain>:measured:..." "<default domain>:layer 0 Conv:..."`.
 """
 
 from __future__ import annotations
