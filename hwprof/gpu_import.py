@@ -110,7 +110,13 @@ def import_nvml(path: Path, results: Path | None) -> dict[str, Any]:
     if results is not None:
         for bench in json.loads(results.read_text()).get("bench", []):
             begin, end = bench["window_ns"]
-            joules, method = series.energy_j(begin, end)
+            try:
+                joules, method = series.energy_j(begin, end)
+            except ValueError as exc:
+                out["windows"].append(
+                    {"model": bench["model"], "precision": bench["precision"], "unavailable": str(exc)}
+                )
+                continue
             iters = int(bench.get("iters", RECORDED_BENCH_ITERS))
             out["windows"].append(
                 {

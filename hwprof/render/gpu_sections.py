@@ -49,7 +49,10 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
         )
     if nvml.get("j_per_iteration") is not None:
         stage = ", ".join(f"{s} {j:.3f} J" for s, j in nvml.get("stage_energy_j", {}).items())
-        rows.append(["energy per iteration (NVML counter)", f"{nvml['j_per_iteration']:.3f} J ({stage})"])
+        rows.append(["energy per iteration (NVML)", f"{nvml['j_per_iteration']:.3f} J ({stage})"])
+        rows.append(["energy method", str(nvml.get("energy_method", ""))])
+    elif nvml.get("energy_unavailable"):
+        rows.append(["energy per iteration (NVML)", f"unavailable: {nvml['energy_unavailable']}"])
     notes = ["GPU kernel times are CUPTI's, on Kineto's clock; the offset to the run's clock is measured per forward"]
     return TableSpec("forward on the GPU", [Col("", "left"), Col("value", "left")], rows, notes)
 

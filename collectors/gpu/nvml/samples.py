@@ -3,9 +3,13 @@
 The sample format is the recordings' `nvml_samples.json.gz`: {"columns": [...], "samples": [[...], ...]}
 with t_mono_ns (CLOCK_MONOTONIC ns), power_mw, util_gpu, util_mem (%), sm_mhz, mem_mhz, mem_used (B),
 temp_c, and, from the live sampler, energy_mj (nvmlDeviceGetTotalEnergyConsumption, mJ since the
-driver loaded). Energy over a window is the difference of that counter, interpolated linearly to the
-window's ends; where a series has no energy column (the H100 recording), it is the integral of the
-sampled power (trapezoids), labelled as an estimate.
+driver loaded). The driver refreshes that counter only every ~100 ms (98 ms median live on an H100, in
+steps of ~13 J), so read at a stage's markers it says 0 J for most visits of a 1 ms stage. Energy over
+a window is therefore the counter interpolated linearly between the instants it changed (power taken
+as constant between two updates): exact over whole update periods, an estimate inside one, and
+labelled so. A window that does not lie between two updates has no figure. Where a series has no
+energy column (the H100 recording), it is the integral of the sampled power (trapezoids), also an
+estimate.
 
 NVML's utilisation is the share of its own sample period (1/6 s to 1 s, by product) in which a kernel
 ran: coarse, and not the SM occupancy.
@@ -32,7 +36,10 @@ TRACKS: dict[str, tuple[str, str, float]] = {
     "mem_used": ("GPU memory used (bytes)", "B", 1.0),
     "temp_c": ("GPU temperature (C)", "C", 1.0),
 }
-COUNTER_METHOD = "NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption), difference over the window"
+COUNTER_METHOD = (
+    "estimate: NVML total-energy counter (nvmlDeviceGetTotalEnergyConsumption) interpolated linearly "
+    "between its updates (every {period:.0f} ms here: power taken as constant within each)"
+)
 POWER_METHOD = "estimate: integral of NVML power samples (trapezoids) over the window; no energy counter in the series"
 
 
@@ -77,13 +84,33 @@ class NvmlSeries:
         t0, t1 = times[i - 1], times[i]
         return values[i - 1] + (values[i] - values[i - 1]) * (t - t0) / (t1 - t0) if t1 > t0 else values[i]
 
+    def counter_updates(self) -> list[tuple[float, float]]:
+        """(instant ns, counter mJ) where the energy counter changed: the midpoint between the sample
+        that still had the old value and the first with the new one (off by half a sample interval
+        at most), plus the first sample only if it is itself a change."""
+        if "energy_mj" not in self.columns:
+            return []
+        e, t = self.column("energy_mj"), self.times
+        return [((t[i - 1] + t[i]) / 2, e[i]) for i in range(1, len(e)) if e[i] != e[i - 1]]
+
+    def update_period_ms(self) -> float | None:
+        """Median time between two updates of the energy counter."""
+        ups = self.counter_updates()
+        gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(ups))
+        return gaps[len(gaps) // 2] / 1e6 if gaps else None
+
     def energy_j(self, begin_ns: int, end_ns: int) -> tuple[float, str]:
-        """Energy between two CLOCK_MONOTONIC instants, and how it was obtained."""
+        """Energy between two CLOCK_MONOTONIC instants, and how it was obtained; ValueError where the
+        window is not covered (no samples, or outside the counter's first and last update)."""
         if not self.samples or end_ns <= begin_ns:
             raise ValueError("no NVML samples over the window")
         if "energy_mj" in self.columns:
-            e = self.column("energy_mj")
-            return (self._interp(e, end_ns) - self._interp(e, begin_ns)) / 1e3, COUNTER_METHOD
+            ups = self.counter_updates()
+            if len(ups) < 2 or not ups[0][0] <= begin_ns < end_ns <= ups[-1][0]:
+                raise ValueError("the window is not between two updates of the NVML energy counter")
+            times, values = [u[0] for u in ups], [u[1] for u in ups]
+            joules = (_linear(times, values, end_ns) - _linear(times, values, begin_ns)) / 1e3
+            return joules, COUNTER_METHOD.format(period=self.update_period_ms() or 0.0)
         power = self.column("power_mw")
         times = self.times
         pts = [(begin_ns, self._interp(power, begin_ns))]
@@ -93,26 +120,38 @@ class NvmlSeries:
         return joules, POWER_METHOD
 
     def window_means(self, begin_ns: int, end_ns: int) -> dict[str, float]:
-        """Mean of each column over the samples inside the window (in the tracks' units)."""
+        """Mean of each column over the samples inside the window, in the tracks' units (power in W
+        under the key "power_w", not the column's mW)."""
         inside = [s for s in self.samples if begin_ns <= s[0] <= end_ns]
         out: dict[str, float] = {}
         for key, (_track, _unit, scale) in TRACKS.items():
             if key in self.columns and inside:
                 k = self.columns.index(key)
-                out[key] = sum(s[k] for s in inside) / len(inside) * scale
+                out["power_w" if key == "power_mw" else key] = sum(s[k] for s in inside) / len(inside) * scale
         return out
 
 
+def _linear(times: list[float], values: list[float], t: float) -> float:
+    i = min(max(bisect.bisect_left(times, t), 1), len(times) - 1)
+    t0, t1 = times[i - 1], times[i]
+    return values[i - 1] + (values[i] - values[i - 1]) * (t - t0) / (t1 - t0) if t1 > t0 else values[i]
+
+
 def stage_energy(series: NvmlSeries, visits: list[tuple[str, int, int]]) -> dict[str, dict[str, float]]:
-    """Mean energy (J) and power (W) per stage from (stage, begin_ns, end_ns) visits."""
+    """Mean energy (J) and power (W) per stage from (stage, begin_ns, end_ns) visits; a visit the
+    series does not cover is left out, and `visits` says how many were used."""
     by: dict[str, list[tuple[float, int]]] = {}
     for name, b, e in visits:
-        joules, _ = series.energy_j(b, e)
+        try:
+            joules, _ = series.energy_j(b, e)
+        except ValueError:
+            continue
         by.setdefault(name, []).append((joules, e - b))
     return {
         name: {
             "energy_j": sum(j for j, _ in rows) / len(rows),
             "power_w": sum(j for j, _ in rows) / (sum(d for _, d in rows) / 1e9),
+            "visits": len(rows),
         }
         for name, rows in by.items()
     }
