@@ -138,3 +138,7 @@ def test_cuda_run_has_no_cpu_roofline(tmp_path: Path) -> None:
     render_rich(a, console)
     text = console.export_text()
     assert "GPU roofline per layer (Nsight Compute)" in text and "% of peak" not in text
+    run["passes"]["ncu"] = {"status": "ok", "collectors": ["ncu"]}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    missing = analyse(RunData.load(run_dir)).layers.missing["roofline"]
+    assert missing.reason.endswith("see 'GPU roofline per layer'") and missing.fix == ""

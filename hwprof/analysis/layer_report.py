@@ -82,15 +82,16 @@ HOST_TIME_ON_GPU = (
 )
 
 
-def gpu_run_roof(device: str) -> RoofStatus:
+def gpu_run_roof(device: str, ncu_ran: bool) -> RoofStatus:
     """No CPU roofline for a forward that ran on a GPU: neither the host's peaks nor the host-side
     layer times say anything about the device (the GPU roofline per layer is Nsight Compute's)."""
-    return RoofStatus(
-        None,
+    reason = (
         f"the forward ran on {device}: the host CPU's peaks do not bound it, and layer times there are host "
-        "(launch) times; the GPU roofline per layer comes from Nsight Compute",
-        f"hwprof collect --device {device} --counters ncu",
+        "(launch) times; the GPU roofline per layer comes from Nsight Compute"
     )
+    if ncu_ran:
+        return RoofStatus(None, f"{reason}: see 'GPU roofline per layer'")
+    return RoofStatus(None, reason, f"hwprof collect --device {device} --counters ncu")
 
 
 def build_layer_report(data: RunData) -> LayerReport:
@@ -99,7 +100,7 @@ def build_layer_report(data: RunData) -> LayerReport:
     run = data.run
     device = str(run.get("config", {}).get("device") or "cpu")
     on_gpu = device.startswith("cuda")
-    roof = gpu_run_roof(device) if on_gpu else roof_from_run(run)
+    roof = gpu_run_roof(device, "ncu" in run.get("passes", {})) if on_gpu else roof_from_run(run)
     missing: dict[str, Missing] = {}
     methods: dict[str, str] = {}
     rows = layer_rows(data) if data.model_info else []
