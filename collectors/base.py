@@ -117,6 +117,9 @@ class Collector:
     markers while paused). A pass with such a collector interleaves clean iterations with its
     measured ones and so measures its own cost; others (py-spy attached from outside, a process
     under Scalene or Valgrind) cost the clean iterations as much and leave a pass-level estimate."""
+    clean_markers: ClassVar[bool] = False
+    """Not switchable, and gets the stage and iteration markers of the clean iterations too (they have
+    Marker.clean set): a sampler that stays on and measures those iterations, e.g. NVML's energy."""
     clean_iterations: ClassVar[bool] = True
     """False: its pass runs no clean iterations at all (under a simulator every iteration is 50-150x
     slower and the layer hooks' cost is nothing beside it): the pass gets a pass-level estimate."""

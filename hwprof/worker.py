@@ -60,7 +60,8 @@ class PassRunner:
         self.log = MarkerLog()
         self.markers_path = self.ctx.out_dir / "markers.jsonl"
         self.clean_iteration = False
-        """In a clean iteration of a paired pass: no collector gets markers."""
+        """In a clean iteration of a paired pass: no collector gets markers (but those asking for
+        clean_markers)."""
         self.paired: dict[str, Any] | None = None
         self._remove_hooks: Callable[[], None] | None = None
 
@@ -93,7 +94,7 @@ class PassRunner:
         """on_marker, but a collector that raises is marked failed and stops receiving markers."""
 
         def deliver(marker: Marker) -> None:
-            if collector.name in self.results or self.clean_iteration:
+            if collector.name in self.results or (self.clean_iteration and not collector.clean_markers):
                 return
             try:
                 collector.on_marker(marker)
@@ -138,7 +139,8 @@ class PassRunner:
         return getattr(runtime, "marker_module", built.module)
 
     def _run_clean(self, iteration: int) -> None:
-        """A clean iteration: switchable collectors paused, no markers to any collector, layer hooks off."""
+        """A clean iteration: switchable collectors paused, markers only to collectors asking for
+        clean_markers, layer hooks off."""
         from hwprof.markers import attach_layer_markers
 
         pipeline = self.ctx.pipeline

@@ -39,6 +39,7 @@ class NvmlCollector(Collector):
     pass_name = "layers"
     subscribes = True
     order = 35
+    clean_markers = True
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
