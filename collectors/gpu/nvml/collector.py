@@ -101,7 +101,9 @@ class NvmlCollector(Collector):
         write_records(rec, series.counter_samples())
         clean = any(v[4] for v in self.visits)
         used = [v for v in self.visits if v[4] == clean]
-        stages = stage_energy(series, [(name, b, e) for kind, name, b, e, _ in used if kind == "stage"])
+        by_stage = stage_energy(series, [(name, b, e) for kind, name, b, e, _ in used if kind == "stage"])
+        order = dict.fromkeys(name for kind, name, *_ in used if kind == "stage")
+        stages = {name: by_stage[name] for name in order if name in by_stage}
         iterations = stage_energy(series, [(kind, b, e) for kind, _name, b, e, _ in used if kind == "iteration"])
         count = sum(1 for v in used if v[0] == "iteration")
         which = "clean" if clean else "measured"
