@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print("[red]interrupted[/]")
         return EXIT_INTERRUPTED
     except (ValueError, OSError, CollectError) as exc:
-        console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False)
+        console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_USAGE
 
 

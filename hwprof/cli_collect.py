@@ -83,7 +83,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
             return EXIT_INTERRUPTED
         except CollectError as exc:
             progress.stop()
-            console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})")
+            console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})", soft_wrap=True)
             return EXIT_USAGE
     data = RunData.load(run_dir)
     from hwprof.render.report import render_report, write_artifacts
@@ -101,6 +101,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
             f"[red]hwprof: error:[/] the report could not be written ({type(exc).__name__}: {exc}); the run is kept "
             f"in {run_dir}: `hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
             highlight=False,
+            soft_wrap=True,
         )
         return 1
     console.print(f"run directory: {run_dir}")
@@ -108,7 +109,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[yellow]warning:[/] {line}", highlight=False)
     problems = run_problems(data.run)
     for problem in problems:
-        console.print(f"[red]hwprof: error:[/] {problem}", highlight=False)
+        console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)
     return 1 if problems else 0
 
 
@@ -145,7 +146,9 @@ def write_trace(run_dir: Path, console: Console) -> None:
     try:
         stats = build_trace(run_dir)
     except Exception as exc:  # the trace is one view among several: the run stays usable without it
-        console.print(f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}")
+        console.print(
+            f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}", soft_wrap=True
+        )
         return
     samples = (
         f"; its {stats.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "

@@ -296,8 +296,10 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResul
 
 
 def _last_line(path: Path) -> str:
+    """The point's error: its last `hwprof: error:` line (collect prints it unwrapped), else its last line."""
     try:
         lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
     except OSError:
         return ""
-    return lines[-1] if lines else ""
+    errors = [line for line in lines if line.startswith("hwprof: error:")]
+    return errors[-1] if errors else (lines[-1] if lines else "")

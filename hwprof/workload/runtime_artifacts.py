@@ -49,7 +49,7 @@ def output_difference(pipeline: Pipeline, runtime: Runtime, batch: torch.Tensor)
     # The raw per-level maps before the head's sigmoid and box decoding: a random-init head saturates
     # (constant scores), so these show a precision's error even without trained weights.
     raw_ref, raw_got = flat_outputs(reference_out)[1:], flat_outputs(output)[1:]
-    pairs = [(r.float(), g.float()) for r, g in zip(raw_ref, raw_got, strict=False) if r.shape == g.shape]
+    pairs = [(r.float(), g.float().to(r.device)) for r, g in zip(raw_ref, raw_got, strict=False) if r.shape == g.shape]
     if pairs:
         result["max_abs_raw"] = max(float((g - r).abs().max()) for r, g in pairs)
         result["max_abs_raw_reference"] = max(float(r.abs().max()) for r, _ in pairs)
