@@ -28,6 +28,30 @@ def test_unknown_model_is_one_line_with_the_names(run_hwprof) -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
+def test_errors_stay_on_one_line_at_any_width(tmp_path) -> None:
+    """A sweep reads a failed point's `hwprof: error:` line from its log: wrapped at the terminal's width
+    it kept only the last fragment ("collect exited 2: /tmp/sw/yolov8n-torch-fp16-t16-b1)")."""
+    import os
+
+    from hwprof.sweep.run import _last_line
+
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof", "collect", "--model", "yolov99"],
+        cwd=tmp_path,
+        text=True,
+        capture_output=True,
+        env={**os.environ, "COLUMNS": "40"},
+    )
+    assert proc.returncode == 2
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("hwprof: error: unknown model 'yolov99'")
+    log = tmp_path / "point.log"
+    log.write_text("collecting into x\n" + proc.stdout + "\n")
+    assert _last_line(log) == lines[0]
+    log.write_text("hwprof: error: a pass failed (partial results in\n/tmp/sw/point)\n")
+    assert _last_line(log) == "hwprof: error: a pass failed (partial results in"
+
+
 @pytest.mark.parametrize(
     "args,message",
     [
