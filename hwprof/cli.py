@@ -120,21 +120,28 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
         for names, reason, fix in _unavailable_parts(cap.details):
             rows.append(StatusRow("", "", f"[yellow]{len(names)} unavailable[/]", f"{', '.join(names)}: {reason}", fix))
     console.print(status_renderable("what this host can measure", rows, console.width))
-    console.print(_runtimes_table())
+    console.print(_runtimes_table(args.device))
     return 0
 
 
-def _runtimes_table() -> Any:
+def _runtimes_table(device: str) -> Any:
     from rich.table import Table
 
+    from hwprof.runtime_names import runs_on
     from hwprof.workload.runtime_probe import runtime_statuses
 
-    table = Table(title="runtimes (collect --runtime R --precision P)", title_justify="left")
+    table = Table(title=f"runtimes on {device} (collect --runtime R --precision P)", title_justify="left")
     for col in ("runtime", "version", "precisions", "note"):
         table.add_column(col, overflow="fold")
     for st in runtime_statuses():
-        version = st.version or "[yellow]unavailable[/]"
-        table.add_row(st.runtime, version, ", ".join(st.precisions), st.note)
+        version = (st.version or "[yellow]unavailable[/]").split("-")[0]
+        here = [p for p in st.precisions if runs_on(st.runtime, p, device)]
+        elsewhere = [p for p in st.precisions if p not in here]
+        other = "cuda" if device == "cpu" else "cpu"
+        precisions = ", ".join(here) or "none here"
+        if elsewhere:
+            precisions += f" ({', '.join(elsewhere)}: --device {other} only)"
+        table.add_row(st.runtime, version, precisions, st.note)
     return table
 
 

@@ -20,6 +20,15 @@ PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "int8")
 DEVICE_RE = r"^(cpu|cuda(:\d+)?)$"
 
 
+def runs_on(runtime: str, precision: str, device: str) -> bool:
+    """Whether hwprof runs this runtime at this precision on this device (cpu or cuda[:N])."""
+    if precision not in RUNTIME_PRECISIONS.get(runtime, ()):
+        return False
+    if device == "cpu":
+        return precision != "fp16"
+    return runtime == "torch"
+
+
 def supported_text() -> str:
     return "; ".join(f"{r}: {', '.join(p)}" for r, p in RUNTIME_PRECISIONS.items())
 

@@ -44,7 +44,7 @@ from hwprof.analysis.sweep_rows import (
     row_from_run,
     write_sweep,
 )
-from hwprof.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, supported_text
+from hwprof.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, runs_on, supported_text
 from hwprof.sweep.resume import read_plan, set_aside, write_plan
 
 __all__ = [
@@ -92,11 +92,7 @@ class SweepPlan:
     """cpu or cuda[:N], for every point (on a GPU, fp16 joins the torch precisions and only torch runs)."""
 
     def _runs(self, runtime: str, precision: str) -> bool:
-        if precision not in RUNTIME_PRECISIONS.get(runtime, ()):
-            return False
-        if self.device == "cpu":
-            return precision != "fp16"
-        return runtime == "torch"
+        return runs_on(runtime, precision, self.device)
 
     resume: bool = False
     """Rename an incomplete point's run directory aside and collect the point again (`sweep --resume`)."""
