@@ -106,7 +106,11 @@ def test_gpu_sweep_row(tmp_path: Path) -> None:
     row = row_from_run(run_dir, SweepPoint("yolov8n", "torch", "fp32", 1, 1), "complete")
     assert row.device == "cuda"
     assert row.graph_forward_ms == pytest.approx(1.093)
-    assert row.j_per_image == pytest.approx(0.8637) and row.energy_note == "NVML total-energy counter"
+    assert row.j_per_image == pytest.approx(0.8637) and row.energy_note.startswith("estimate: NVML total-energy")
+    run["collectors"]["nvml"] = {"status": "ok", "summary": {"j_per_iteration": None, "energy_unavailable": "why"}}
+    (run_dir / "run.json").write_text(json.dumps(run))
+    row = row_from_run(run_dir, SweepPoint("yolov8n", "torch", "fp32", 1, 1), "complete")
+    assert row.j_per_image is None and row.energy_note == "unavailable: nvml: why"
     assert row.pct_peak is None and row.bound is None and "GPU point" in row.peaks_source
 
 

@@ -252,7 +252,10 @@ def _gpu_fields(row: SweepRow, run: dict[str, Any], batch: int) -> None:
     row.peaks_source = "GPU point: CPU peaks do not apply (GPU roofline per layer: collect --counters ncu)"
     nvml = run.get("collectors", {}).get("nvml", {}).get("summary", {})
     if nvml.get("j_per_iteration") is not None:
-        row.j_per_image, row.energy_note = nvml["j_per_iteration"] / batch, "NVML total-energy counter"
+        row.j_per_image = nvml["j_per_iteration"] / batch
+        row.energy_note = "estimate: NVML total-energy counter, interpolated between its updates"
+    elif nvml.get("energy_unavailable"):
+        row.energy_note = f"unavailable: nvml: {nvml['energy_unavailable']}"
     else:
         row.energy_note = collector_missing(run, ["nvml"], "energy").short()
     graph = run.get("collectors", {}).get("cuda_graph", {}).get("summary", {})
