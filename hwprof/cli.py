@@ -42,7 +42,7 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.analysis.sweep_rows import SweepResult
+    from hwprof.analysis.sweep_rows import NODE_THREADS, SweepResult
     from hwprof.sweep.command import sweep
     from hwprof.sweep.run import ProgressFn, SweepPlan, plan_from_file, run_sweep
     from hwprof.workload.zoo import family_of
@@ -57,7 +57,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     else:
         plan = SweepPlan(
             args.models,
-            args.threads or [default_threads()],
+            # on Ray a point without --threads uses the thread count of the node it runs on
+            args.threads or ([NODE_THREADS] if args.ray else [default_threads()]),
             args.batch,
             args.out,
             imgsz=args.imgsz,

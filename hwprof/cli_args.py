@@ -147,7 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"comma list of {', '.join(PRECISIONS)} (default fp32); pairs a runtime does not run are skipped "
         f"({supported_text()})",
     )
-    sweep.add_argument("--threads", type=lambda v: [int(x) for x in csv_list(v)], default=[])
+    sweep.add_argument(
+        "--threads",
+        type=lambda v: [int(x) for x in csv_list(v)],
+        default=[],
+        help="comma list of torch thread counts (default: this machine's; with --ray, each node's own)",
+    )
     sweep.add_argument("--batch", type=lambda v: [int(x) for x in csv_list(v)], default=[1])
     sweep.add_argument("--device", default="cpu", help="cpu, or cuda[:N] for every point")
     sweep.add_argument("--imgsz", type=int, default=640)

@@ -628,3 +628,29 @@ def test_real_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "max |Δ| head" in text and "onnxruntime" in text
     c = compare_runs([out / "yolov8n-t1-b1", out / "yolov8n-onnxruntime-int8-t1-b1"])
     assert c.layers is not None and c.runs[1].output_diff is not None
+
+
+def test_a_point_without_threads_uses_its_nodes_own(tmp_path: Path) -> None:
+    """`hwprof sweep --ray` without --threads gave every point the driver's thread count (a 2-CPU driver
+    ran its 16-CPU nodes with 2 threads); now such a point's collect gets no --threads, and its row
+    reads the count the node used from the run."""
+    import json
+    import shutil
+
+    from hwprof.analysis.sweep_rows import NODE_THREADS, SweepPoint, point_name, row_from_run
+    from hwprof.sweep.run import SweepPlan, collect_command
+
+    point = SweepPoint("yolov8n", "torch", "fp32", NODE_THREADS, 1)
+    assert point.name == "yolov8n-tnode-b1" == point_name("yolov8n", NODE_THREADS, 1)
+    command = collect_command(point, tmp_path / point.name, ["--iters", "2"])
+    assert "--threads" not in command and command[command.index("--batch") + 1] == "1"
+    assert "--threads" in collect_command(SweepPoint("yolov8n", "torch", "fp32", 4, 1), tmp_path, [])
+    SweepPlan(["yolov8n"], [NODE_THREADS], [1], tmp_path).validate()
+    with pytest.raises(ValueError, match="at least 1"):
+        SweepPlan(["yolov8n"], [0], [1], tmp_path).validate()
+    run_dir = tmp_path / point.name
+    shutil.copytree(Path(__file__).parent / "fixtures" / "rundir_small", run_dir)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["config"]["threads"] = 16
+    (run_dir / "run.json").write_text(json.dumps(run))
+    assert row_from_run(run_dir, point, "complete").threads == 16

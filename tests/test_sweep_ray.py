@@ -233,6 +233,7 @@ def test_refusals_per_host_and_a_lost_kind(tmp_path: Path) -> None:
         assert code == 2 and "--hosts 'graviton9': no node of the cluster is of that kind; kinds:" in text, text
         assert not (tmp_path / "s").exists()
 
+        from hwprof.config import default_threads
         from hwprof.host import cpu_model
 
         out = tmp_path / "per-host"
@@ -241,7 +242,14 @@ def test_refusals_per_host_and_a_lost_kind(tmp_path: Path) -> None:
         assert code == 0, text
         (row,) = rows(out)
         assert Path(row["run_dir"]).parent.name == row["host_slug"] and row["status"] == "complete"
-        assert (out / row["host_slug"] / "yolov8n-t2-b1" / "run.json").is_file()
+        # no --threads: the point's collect used the node's own thread count, and its row says which
+        # (the driver's count went to every node before)
+        assert (out / row["host_slug"] / "yolov8n-tnode-b1" / "run.json").is_file()
+        assert (
+            "--threads"
+            not in json.loads((out / row["host_slug"] / "yolov8n-tnode-b1" / "run.json").read_text())["command"]
+        )
+        assert int(row["threads"]) == default_threads()
         assert json.loads((out / "sweep_plan.json").read_text())["ray"]["per_host"] is True
 
         # the only measuring node dies while it runs the point: Ray would keep the retry waiting for a node

@@ -24,12 +24,18 @@ DEFAULT_PRECISION = "fp32"
 CSV_FIRST = ("model", "runtime", "precision", "executed_precision", "threads", "batch")
 
 
+NODE_THREADS = -1
+"""A point's thread count when the sweep names none and its points run on other machines (Ray): each
+collect then uses the thread count of the node it lands on, and its row says which."""
+
+
 @dataclass(frozen=True)
 class SweepPoint:
     model: str
     runtime: str
     precision: str
     threads: int
+    """NODE_THREADS: no --threads for its collect, which then uses the machine's own default."""
     batch: int
 
     @property
@@ -132,9 +138,10 @@ class SweepResult:
 def point_name(
     model: str, threads: int, batch: int, runtime: str = DEFAULT_RUNTIME, precision: str = DEFAULT_PRECISION
 ) -> str:
+    t = "node" if threads == NODE_THREADS else threads
     if (runtime, precision) == (DEFAULT_RUNTIME, DEFAULT_PRECISION):
-        return f"{model}-t{threads}-b{batch}"
-    return f"{model}-{runtime}-{precision}-t{threads}-b{batch}"
+        return f"{model}-t{t}-b{batch}"
+    return f"{model}-{runtime}-{precision}-t{t}-b{batch}"
 
 
 def point_row(point: SweepPoint, run_dir: Path, status: str, error: str = "") -> SweepRow:
@@ -201,6 +208,8 @@ def row_from_run(
         row.status, row.error = "failed", str(exc)
         return row
     run = data.run
+    if threads == NODE_THREADS:
+        threads = row.threads = int(run.get("config", {}).get("threads") or NODE_THREADS)
     row.peaks_source = "run.json"
     if "peaks" not in run and peaks is not None:
         run["peaks"] = peaks(threads)

@@ -33,6 +33,7 @@ from typing import Any
 from hwprof.analysis.sweep_rows import (
     DEFAULT_PRECISION,
     DEFAULT_RUNTIME,
+    NODE_THREADS,
     SWEEP_CSV,
     SWEEP_JSON,
     SweepPoint,
@@ -102,7 +103,7 @@ class SweepPlan:
             raise ValueError("sweep needs at least one model, one thread count and one batch size")
         if not self.runtimes or not self.precisions:
             raise ValueError("sweep needs at least one runtime and one precision")
-        if any(t < 1 for t in self.threads) or any(b < 1 for b in self.batches):
+        if any(t < 1 and t != NODE_THREADS for t in self.threads) or any(b < 1 for b in self.batches):
             raise ValueError("thread counts and batch sizes must be at least 1")
         unknown = [r for r in self.runtimes if r not in RUNTIMES]
         if unknown:
@@ -185,7 +186,8 @@ def collect_command(point: SweepPoint, out: Path, shared: Sequence[str]) -> list
     return [
         *(sys.executable, "-P", "-m", "hwprof", "collect"),
         *("--model", point.model, "--runtime", point.runtime, "--precision", point.precision),
-        *("--threads", str(point.threads), "--batch", str(point.batch)),
+        *(("--threads", str(point.threads)) if point.threads != NODE_THREADS else ()),
+        *("--batch", str(point.batch)),
         *("--out", str(out), "--no-report"),
         *shared,
     ]
