@@ -11,7 +11,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from hwprof.analysis.compare import Comparison, Row, compare_runs
-from hwprof.analysis.sweep_rows import SweepResult, SweepRow
+from hwprof.analysis.sweep_rows import NODE_THREADS, SweepResult, SweepRow
 from hwprof.host_kinds import differing_software, software_text
 from hwprof.render.compare_counters import instructions_spec
 from hwprof.render.compare_runtime import (
@@ -176,7 +176,7 @@ def _sweep_columns(rows: list[SweepRow]) -> list[tuple[Col, Callable[[SweepRow],
     if runtimes:
         cols.append((Col("runtime", "left", max_width=20), runtime_cell))
     if len({r.threads for r in rows}) > 1:
-        cols.append((Col("threads"), lambda r: str(r.threads)))
+        cols.append((Col("threads"), lambda r: "node" if r.threads == NODE_THREADS else str(r.threads)))
     if len({r.batch for r in rows}) > 1:
         cols.append((Col("batch"), lambda r: str(r.batch)))
     cols += [(Col("latency ms"), lambda r: ms(r.latency_ms)), (Col("FPS", priority=1), lambda r: num(r.fps))]
@@ -237,7 +237,8 @@ def _same_for_every_point(rows: list[SweepRow], headers: set[str]) -> str:
     if not rows:
         return ""
     first = rows[0]
-    same = [] if "threads" in headers else [f"{first.threads} threads"]
+    threads = "each node's own threads" if first.threads == NODE_THREADS else f"{first.threads} threads"
+    same = [] if "threads" in headers else [threads]
     same += [] if "batch" in headers else [f"batch {first.batch}"]
     imgsz = {r.imgsz for r in rows if r.imgsz}
     same += [f"imgsz {imgsz.pop()}"] if len(imgsz) == 1 else []
