@@ -82,6 +82,11 @@ HOST_TIME_ON_GPU = (
 )
 
 
+def run_device(run: dict[str, Any]) -> str:
+    """cpu or cuda[:N]: where the run's forward ran (runs recorded before --device: cpu)."""
+    return str(run.get("config", {}).get("device") or "cpu")
+
+
 def gpu_run_roof(device: str, ncu_ran: bool) -> RoofStatus:
     """No CPU roofline for a forward that ran on a GPU: neither the host's peaks nor the host-side
     layer times say anything about the device (the GPU roofline per layer is Nsight Compute's)."""
@@ -98,8 +103,8 @@ def build_layer_report(data: RunData) -> LayerReport:
     from hwprof.analysis.layers import BASE_COLUMNS, layer_rows
 
     run = data.run
-    device = str(run.get("config", {}).get("device") or "cpu")
-    on_gpu = device.startswith("cuda")
+    device = run_device(run)
+    on_gpu = device != "cpu"
     roof = gpu_run_roof(device, "ncu" in run.get("passes", {})) if on_gpu else roof_from_run(run)
     missing: dict[str, Missing] = {}
     methods: dict[str, str] = {}

@@ -9,7 +9,7 @@ from hwprof.analysis.availability import Missing
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.findings import findings
 from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
-from hwprof.analysis.layer_report import build_layer_report
+from hwprof.analysis.layer_report import build_layer_report, run_device
 from hwprof.analysis.layer_stats import LayerReport
 from hwprof.analysis.overhead import Overheads, overheads
 from hwprof.analysis.roofline import COMPUTE, MEMORY
@@ -119,9 +119,8 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     stages = stage_table(data)
     types = by_type(layers)
     over = overheads(data, layers)
-    config = data.run.get("config", {})
     # on a GPU the torch threads only launch kernels: how many of them are busy is no finding
-    threads = None if str(config.get("device") or "cpu").startswith("cuda") else config.get("threads")
+    threads = None if run_device(data.run) != "cpu" else data.run.get("config", {}).get("threads")
     found = findings(layers, types, stages, over, threads, max_findings)
     gpu = load_gpu_view(data)
     if gpu is not None:

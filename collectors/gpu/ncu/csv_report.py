@@ -91,7 +91,7 @@ def parse_ncu_csv(text: str) -> NcuReport:
     table = list(csv.reader(lines[start:]))
     header, units = table[0], dict(zip(table[0], table[1], strict=False))
     nvtx_col = next((h for h in header if h.startswith(NVTX_COLUMN_PREFIX)), None)
-    factors = {h: unit_factor(u) for h, u in units.items() if "__" in h and unit_factor(u) != 1.0}
+    factors = {h: unit_factor(u) for h, u in units.items() if "__" in h}
     rows = []
     for raw in table[2:]:
         if len(raw) != len(header):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
@@ -27,6 +27,16 @@ if TYPE_CHECKING:
 
 NAME = "nvml"
 FIX = "pip install nvidia-ml-py (hwprof[gpu]) and run where the NVIDIA driver is loaded (nvidia-smi works)"
+
+
+class Visit(NamedTuple):
+    """One stage or iteration after the warm-up, between its begin and end markers."""
+
+    kind: str
+    name: str
+    begin_ns: int
+    end_ns: int
+    clean: bool
 
 
 def device_index(config: RunConfig) -> int:
@@ -45,8 +55,7 @@ class NvmlCollector(Collector):
         super().__init__(config)
         self.sampler: Any = None
         self._begin: dict[tuple[str, str], int] = {}
-        self.visits: list[tuple[str, str, int, int, bool]] = []
-        """(kind, name, begin ns, end ns, clean) of the stages and iterations after the warm-up."""
+        self.visits: list[Visit] = []
         self.window: list[float] = []
         self._measuring = False
 
@@ -78,7 +87,7 @@ class NvmlCollector(Collector):
         if marker.phase == "B":
             self._begin[key] = marker.t_ns
         elif key in self._begin:
-            self.visits.append((marker.kind, marker.name, self._begin.pop(key), marker.t_ns, marker.clean))
+            self.visits.append(Visit(marker.kind, marker.name, self._begin.pop(key), marker.t_ns, marker.clean))
 
     def stop(self, ctx: PassContext) -> None:
         if self._measuring:
@@ -88,7 +97,7 @@ class NvmlCollector(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         from hwprof.collectors.gpu.nvml.sampler import COLUMNS
-        from hwprof.collectors.gpu.nvml.samples import NvmlSeries, stage_energy
+        from hwprof.collectors.gpu.nvml.samples import NvmlSeries
 
         self.stop(ctx)
         if self.sampler is None or len(self.sampler.samples) < 2:
@@ -99,15 +108,13 @@ class NvmlCollector(Collector):
             json.dump(series.to_dict(), out)
         rec = records_path(ctx.out_dir, NAME)
         write_records(rec, series.counter_samples())
-        clean = any(v[4] for v in self.visits)
-        used = [v for v in self.visits if v[4] == clean]
-        by_stage = stage_energy(series, [(name, b, e) for kind, name, b, e, _ in used if kind == "stage"])
-        order = dict.fromkeys(name for kind, name, *_ in used if kind == "stage")
-        stages = {name: by_stage[name] for name in order if name in by_stage}
-        iterations = stage_energy(series, [(kind, b, e) for kind, _name, b, e, _ in used if kind == "iteration"])
-        count = sum(1 for v in used if v[0] == "iteration")
+        clean = any(v.clean for v in self.visits)
+        used = [v for v in self.visits if v.clean == clean]
+        stages = series.stage_energy([(v.name, v.begin_ns, v.end_ns) for v in used if v.kind == "stage"])
+        iterations = series.stage_energy([(v.kind, v.begin_ns, v.end_ns) for v in used if v.kind == "iteration"])
+        count = sum(1 for v in used if v.kind == "iteration")
         which = "clean" if clean else "measured"
-        method = f"{_energy_method(series)}; mean per visit over the pass's {which} iterations"
+        method = f"{series.energy_method()}; mean per visit over the pass's {which} iterations"
         tables = MetricTables(
             stages={name: {"energy_j": v["energy_j"], "power_w": v["power_w"]} for name, v in stages.items()},
             units={"energy_j": "J", "power_w": "W"},
@@ -143,12 +150,6 @@ class NvmlCollector(Collector):
             summary=summary,
             artifacts=[ctx.relpath(raw), ctx.relpath(rec), ctx.relpath(met)],
         )
-
-
-def _energy_method(series: Any) -> str:
-    from hwprof.collectors.gpu.nvml.samples import COUNTER_METHOD
-
-    return COUNTER_METHOD.format(period=series.update_period_ms() or 0.0)
 
 
 COLLECTOR = NvmlCollector

@@ -21,6 +21,7 @@ import bisect
 import gzip
 import itertools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,20 +75,10 @@ class NvmlSeries:
                 out.extend(CounterSample(track, int(s[0]), float(s[k]) * scale, unit) for s in self.samples)
         return out
 
-    def _interp(self, values: list[float], t: int) -> float:
-        times = self.times
-        i = bisect.bisect_left(times, t)
-        if i <= 0:
-            return values[0]
-        if i >= len(times):
-            return values[-1]
-        t0, t1 = times[i - 1], times[i]
-        return values[i - 1] + (values[i] - values[i - 1]) * (t - t0) / (t1 - t0) if t1 > t0 else values[i]
-
     def counter_updates(self) -> list[tuple[float, float]]:
         """(instant ns, counter mJ) where the energy counter changed: the midpoint between the sample
         that still had the old value and the first with the new one (off by half a sample interval
-        at most), plus the first sample only if it is itself a change."""
+        at most). Empty where the series has no energy column."""
         if "energy_mj" not in self.columns:
             return []
         e, t = self.column("energy_mj"), self.times
@@ -95,29 +86,57 @@ class NvmlSeries:
 
     def update_period_ms(self) -> float | None:
         """Median time between two updates of the energy counter."""
-        ups = self.counter_updates()
-        gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(ups))
-        return gaps[len(gaps) // 2] / 1e6 if gaps else None
+        return _median_gap_ms(self.counter_updates())
+
+    def energy_method(self) -> str:
+        """How energy_j obtains its figures from this series."""
+        return _counter_method(self.counter_updates()) if "energy_mj" in self.columns else POWER_METHOD
 
     def energy_j(self, begin_ns: int, end_ns: int) -> tuple[float, str]:
         """Energy between two CLOCK_MONOTONIC instants, and how it was obtained; ValueError where the
         window is not covered (no samples, or outside the counter's first and last update)."""
+        return self._energy_j(begin_ns, end_ns, self.counter_updates())
+
+    def _energy_j(self, begin_ns: int, end_ns: int, updates: list[tuple[float, float]]) -> tuple[float, str]:
+        """energy_j with the counter's updates found once by the caller (one scan for many windows)."""
         if not self.samples or end_ns <= begin_ns:
             raise ValueError("no NVML samples over the window")
         if "energy_mj" in self.columns:
-            ups = self.counter_updates()
-            if len(ups) < 2 or not ups[0][0] <= begin_ns < end_ns <= ups[-1][0]:
+            if len(updates) < 2 or not updates[0][0] <= begin_ns < end_ns <= updates[-1][0]:
                 raise ValueError("the window is not between two updates of the NVML energy counter")
-            times, values = [u[0] for u in ups], [u[1] for u in ups]
-            joules = (_linear(times, values, end_ns) - _linear(times, values, begin_ns)) / 1e3
-            return joules, COUNTER_METHOD.format(period=self.update_period_ms() or 0.0)
+            instants, mj = [u[0] for u in updates], [u[1] for u in updates]
+            joules = (_linear(instants, mj, end_ns) - _linear(instants, mj, begin_ns)) / 1e3
+            return joules, _counter_method(updates)
         power = self.column("power_mw")
         times = self.times
-        pts = [(begin_ns, self._interp(power, begin_ns))]
+        pts: list[tuple[float, float]] = [(begin_ns, _linear(times, power, begin_ns))]
         pts += [(t, p) for t, p in zip(times, power, strict=True) if begin_ns < t < end_ns]
-        pts.append((end_ns, self._interp(power, end_ns)))
+        pts.append((end_ns, _linear(times, power, end_ns)))
         joules = sum((t1 - t0) / 1e9 * (p0 + p1) / 2 / 1e3 for (t0, p0), (t1, p1) in itertools.pairwise(pts))
         return joules, POWER_METHOD
+
+    def stage_energy(self, visits: list[tuple[str, int, int]]) -> dict[str, dict[str, float]]:
+        """Mean energy (J), power (W) and the visits used per stage from (stage, begin_ns, end_ns)
+        visits, in the order the stages first appear; a visit the series does not cover is left out
+        (a stage none of whose visits is covered is absent)."""
+        updates = self.counter_updates()
+        by: dict[str, list[tuple[float, int]]] = {}
+        for name, b, e in visits:
+            rows = by.setdefault(name, [])
+            try:
+                joules, _ = self._energy_j(b, e, updates)
+            except ValueError:
+                continue
+            rows.append((joules, e - b))
+        return {
+            name: {
+                "energy_j": sum(j for j, _ in rows) / len(rows),
+                "power_w": sum(j for j, _ in rows) / (sum(d for _, d in rows) / 1e9),
+                "visits": len(rows),
+            }
+            for name, rows in by.items()
+            if rows
+        }
 
     def window_means(self, begin_ns: int, end_ns: int) -> dict[str, float]:
         """Mean of each column over the samples inside the window, in the tracks' units (power in W
@@ -131,27 +150,21 @@ class NvmlSeries:
         return out
 
 
-def _linear(times: list[float], values: list[float], t: float) -> float:
-    i = min(max(bisect.bisect_left(times, t), 1), len(times) - 1)
+def _linear(times: Sequence[float], values: Sequence[float], t: float) -> float:
+    """values at t, linear between the two neighbouring times; the end value outside them."""
+    i = bisect.bisect_left(times, t)
+    if i <= 0:
+        return values[0]
+    if i >= len(times):
+        return values[-1]
     t0, t1 = times[i - 1], times[i]
     return values[i - 1] + (values[i] - values[i - 1]) * (t - t0) / (t1 - t0) if t1 > t0 else values[i]
 
 
-def stage_energy(series: NvmlSeries, visits: list[tuple[str, int, int]]) -> dict[str, dict[str, float]]:
-    """Mean energy (J) and power (W) per stage from (stage, begin_ns, end_ns) visits; a visit the
-    series does not cover is left out, and `visits` says how many were used."""
-    by: dict[str, list[tuple[float, int]]] = {}
-    for name, b, e in visits:
-        try:
-            joules, _ = series.energy_j(b, e)
-        except ValueError:
-            continue
-        by.setdefault(name, []).append((joules, e - b))
-    return {
-        name: {
-            "energy_j": sum(j for j, _ in rows) / len(rows),
-            "power_w": sum(j for j, _ in rows) / (sum(d for _, d in rows) / 1e9),
-            "visits": len(rows),
-        }
-        for name, rows in by.items()
-    }
+def _median_gap_ms(updates: list[tuple[float, float]]) -> float | None:
+    gaps = sorted(b[0] - a[0] for a, b in itertools.pairwise(updates))
+    return gaps[len(gaps) // 2] / 1e6 if gaps else None
+
+
+def _counter_method(updates: list[tuple[float, float]]) -> str:
+    return COUNTER_METHOD.format(period=_median_gap_ms(updates) or 0.0)
