@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from hwprof.markers import Marker, MarkerBus
     from hwprof.workload.pipeline import Pipeline
 
-Status = Literal["ok", "unavailable", "failed", "partial", "skipped"]
+Status = Literal["ok", "unavailable", "failed", "partial", "skipped", "interrupted"]
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,9 @@ class PassContext:
     bus: MarkerBus
     pipeline: Pipeline | None = None
     """Set before prepare(): model, layer table, sample batch, forward()."""
+    interrupted: str = ""
+    """Set before close() when a stop signal ended the pass ("stopped by SIGTERM after 1 of 7 iterations"):
+    a collector that has nothing to show then says "interrupted" with it, not "failed"."""
 
     @property
     def out_dir(self) -> Path:
@@ -193,3 +196,7 @@ class AttachedTool:
 
     def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
         raise NotImplementedError
+
+    def abandon(self) -> None:
+        """The pass was killed (a second stop signal): release what the tool holds (FIFOs, open files)
+        without reading its output; its processes were killed already."""

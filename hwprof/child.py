@@ -56,9 +56,16 @@ class Lingering:
         return asdict(self)
 
 
-def follow(proc: subprocess.Popen[str], timeout_s: float, on_line: Callable[[str], None]) -> float | None:
+def follow(
+    proc: subprocess.Popen[str],
+    timeout_s: float,
+    on_line: Callable[[str], None],
+    stopped_at: Callable[[], float | None] = lambda: None,
+) -> float | None:
     """Relay the worker's stdout lines to on_line until the worker exits or timeout_s passes.
-    Returns the monotonic time at which the worker's exit was seen, None on time-out."""
+    Returns the monotonic time at which the worker's exit was seen, None on time-out. stopped_at: the
+    monotonic time of a stop signal forwarded to the worker (hwprof.stopping), from which it has
+    TERM_GRACE_S to close its collectors."""
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -81,6 +88,9 @@ def follow(proc: subprocess.Popen[str], timeout_s: float, on_line: Callable[[str
         elif line:
             on_line(line)
         now = time.monotonic()
+        stop_at = stopped_at()
+        if stop_at is not None:
+            deadline = min(deadline, stop_at + TERM_GRACE_S)
         if exited_at is None and exited(proc):
             exited_at = now
         if exited_at is not None and (eof or now - exited_at > DRAIN_S):
@@ -181,6 +191,16 @@ def _live(pid: int) -> bool:
         return state not in ("Z", "X") or len(os.listdir(proc / "task")) > 1
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
+
+
+def worker_pid(pass_dir: Path) -> int | None:
+    """The pid the worker wrote into its pass folder: the process to signal when it runs under a launcher."""
+    from hwprof.worker import WORKER_PID
+
+    try:
+        return int((pass_dir / WORKER_PID).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def error_line(log: Path) -> str:

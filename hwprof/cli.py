@@ -6,7 +6,6 @@ import argparse
 import json
 import signal
 import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from hwprof.cli_args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
 from hwprof.cli_collect import cmd_collect, write_trace
 from hwprof.config import RunConfig, default_threads
+from hwprof.stopping import StopSignals
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -76,7 +76,13 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         from hwprof.gpu_device import require_cuda
 
         require_cuda(plan.device)
-    runner: Callable[[SweepPlan, ProgressFn], SweepResult] = run_sweep
+    stop: StopSignals = args.stop
+    stop.forward_twice = True
+
+    def local(p: SweepPlan, progress: ProgressFn) -> SweepResult:
+        return run_sweep(p, progress, stop)
+
+    runner: Callable[[SweepPlan, ProgressFn], SweepResult] = local
     if ray and args.local and ray.get("per_host"):
         raise ValueError("--local cannot resume a --per-host sweep: its points belong to kinds of cluster nodes")
     if args.ray or (ray and not args.local):
@@ -86,6 +92,8 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     elif args.per_host or args.hosts:
         raise ValueError("--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too")
     result = sweep(plan, console, runner)
+    if stop.requested:
+        return stop.exit_code
     return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
 
 
@@ -206,18 +214,20 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     console = Console()
-    # Python keeps SIGINT ignored when it starts ignored (a job started with `&` by a non-interactive
-    # shell, some CI runners): then `kill -INT` would be lost and a run could not be stopped cleanly.
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    # SIGINT, SIGTERM and SIGHUP end every command the same way (hwprof.stopping): a collect or a sweep
+    # forwards the first to its child and finishes what was kept; the exit status is 128 + the signal.
+    stop = StopSignals(forward=None if args.command == "sweep" else signal.SIGTERM).install()
+    args.stop = stop
     try:
         return COMMANDS[args.command](args, console)
     except KeyboardInterrupt:
-        console.print("[red]interrupted[/]")
-        return EXIT_INTERRUPTED
+        console.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
+        return stop.exit_code if stop.requested else EXIT_INTERRUPTED
     except (ValueError, OSError, CollectError) as exc:
         console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_USAGE
+    finally:
+        stop.uninstall()
 
 
 if __name__ == "__main__":

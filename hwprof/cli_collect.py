@@ -10,7 +10,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hwprof.cli_args import EXIT_INTERRUPTED, EXIT_USAGE, config_from
+from hwprof.cli_args import EXIT_USAGE, config_from
+from hwprof.stopping import StopSignals
 
 
 class PassProgress:
@@ -35,10 +36,8 @@ class PassProgress:
 
 
 def cmd_collect(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.plan import CollectError, claim_out_dir, new_run_dir, plan_passes
+    from hwprof.plan import claim_out_dir, new_run_dir, plan_passes
     from hwprof.registry import all_collectors, check_names
-    from hwprof.rundata import RunData
-    from hwprof.session import Session
     from hwprof.workload.images import discover
     from hwprof.workload.zoo import family_of
 
@@ -61,7 +60,28 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     plan = plan_passes(config)
     if not plan.passes:
         raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
-    run_dir = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)
+    run_dir, lock = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)
+    try:
+        if lock.took_over:
+            console.print(
+                f"[yellow]note:[/] took over the lock of {run_dir} left by {lock.took_over.describe()}, "
+                "which is no longer running",
+                highlight=False,
+            )
+        stop: StopSignals = getattr(args, "stop", None) or StopSignals()
+        return _collect_into(run_dir, config, images, plan, stop, args, console)
+    finally:
+        lock.release()
+
+
+def _collect_into(
+    run_dir: Path, config: Any, images: Any, plan: Any, stop: StopSignals, args: argparse.Namespace, console: Console
+) -> int:
+    """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
+    from hwprof.plan import CollectError
+    from hwprof.rundata import RunData
+    from hwprof.session import Session
+
     console.print(
         f"collecting into [bold]{run_dir}[/]: passes "
         + ", ".join(f"{p.name} ({', '.join(c.name for c in p.collectors)})" for p in plan.passes)
@@ -74,29 +94,53 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
         console=console,
         transient=False,
     ) as progress:
-        session = Session(config, run_dir, images, PassProgress(progress))
+        session = Session(config, run_dir, images, PassProgress(progress), stop)
         try:
             session.collect(plan, sys.argv)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)
             progress.stop()
-            console.print(f"[red]interrupted[/]: partial results kept in {run_dir}")
-            return EXIT_INTERRUPTED
+            console.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'}, twice): run.json is final in {run_dir}")
+            return stop.exit_code
         except CollectError as exc:
             progress.stop()
             console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})", soft_wrap=True)
             return EXIT_USAGE
+    if stop.escalated:
+        console.print(
+            f"[red]interrupted[/] by {stop.name} twice: every process of the pass was killed; run.json, "
+            f"summary.json and layers.csv of what was kept are in {run_dir} (the trace and plots were skipped: "
+            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build them)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return stop.exit_code
+    if stop.requested:
+        console.print(
+            f"[red]interrupted[/] by {stop.name}: the passes that ran are kept in {run_dir}; "
+            "writing the report of what was kept (a second signal skips it)",
+            highlight=False,
+            soft_wrap=True,
+        )
     data = RunData.load(run_dir)
     from hwprof.render.report import render_report, write_artifacts
 
     try:
-        if args.no_report:
+        if args.no_report or stop.requested:
             from hwprof.analysis.run_analysis import analyse
 
             write_artifacts(analyse(data), data, console)
         else:
             render_report(data, console)
         write_trace(run_dir, console)
-    except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
+    except KeyboardInterrupt:
+        console.print(
+            f"[red]interrupted[/] while writing the report: the run is kept in {run_dir}; "
+            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return stop.exit_code
+    except Exception as exc:  # the collection is on disk; only its rendering failed
         console.print(
             f"[red]hwprof: error:[/] the report could not be written ({type(exc).__name__}: {exc}); the run is kept "
             f"in {run_dir}: `hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
@@ -107,6 +151,8 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     console.print(f"run directory: {run_dir}")
     for line in lingering_lines(data.run):
         console.print(f"[yellow]warning:[/] {line}", highlight=False)
+    if stop.requested:
+        return stop.exit_code
     problems = run_problems(data.run)
     for problem in problems:
         console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)

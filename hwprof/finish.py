@@ -15,7 +15,7 @@ from hwprof.spans import forward_p50_ms, stage_stats
 
 
 def finalize(run_dir: Path, run: dict[str, Any]) -> None:
-    """Derive the summary sections of run.json from the passes, write layers.csv, save run.json."""
+    """Derive the summary sections of run.json from the passes and save run.json (exports: write_final_exports)."""
     data = RunData(run_dir, run)
     info = data.model_info
     if info:
@@ -55,4 +55,8 @@ def finalize(run_dir: Path, run: dict[str, Any]) -> None:
                 pass_figures(markers, timing, data.pass_result(name).get("paired"), entry.get("collectors", []))
             )
     write_run_json(run_dir, run)
-    write_exports(analyse(data), run_dir)
+
+
+def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:
+    """layers.csv and summary.json from the finalised run (a second stop signal may cut this, not run.json)."""
+    write_exports(analyse(RunData(run_dir, run)), run_dir)

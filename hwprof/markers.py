@@ -81,6 +81,9 @@ class MarkerBus:
         self.iteration = -1
         self.warmup = False
         self.clean = False
+        self.halted = False
+        """Set when a pass is cut mid-iteration (a second stop signal): no marker reaches anyone after that,
+        so no subscriber sees an end whose begin another subscriber missed; open begins stay unclosed."""
 
     def subscribe(self, subscriber: Subscriber) -> None:
         self._subscribers.append(subscriber)
@@ -90,6 +93,8 @@ class MarkerBus:
 
     def emit(self, kind: Kind, phase: Phase, name: str, index: int = -1) -> Marker:
         marker = Marker(kind, phase, name, self._clock(), self.iteration, self.warmup, index, clean=self.clean)
+        if self.halted:
+            return marker
         subscribers = self._subscribers if phase == "B" else reversed(self._subscribers)
         for subscriber in subscribers:
             subscriber(marker)

@@ -12,6 +12,7 @@ from typing import Any
 from hwprof.collectors.base import Collector
 from hwprof.config import PASS_ORDER, RunConfig
 from hwprof.registry import all_collectors
+from hwprof.rundir_lock import LOCK_NAME, RunDirBusy, RunDirLock
 
 
 class CollectError(RuntimeError):
@@ -68,20 +69,34 @@ def plan_passes(config: RunConfig) -> Plan:
     return Plan(passes, statuses)
 
 
-def new_run_dir(root: Path, model: str) -> Path:
+def new_run_dir(root: Path, model: str) -> tuple[Path, RunDirLock]:
+    """A fresh results/<model>-<time>[-n] directory, locked for this collect."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     base = root / f"{model}-{stamp}"
     candidate, n = base, 1
-    while candidate.exists():
-        n += 1
-        candidate = Path(f"{base}-{n}")
-    candidate.mkdir(parents=True)
-    return candidate
+    root.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            n += 1
+            candidate = Path(f"{base}-{n}")
+            continue
+        return candidate, RunDirLock(candidate).acquire()
 
 
-def claim_out_dir(out: Path) -> Path:
-    """--out DIR: created if missing; refused if it already holds anything."""
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CollectError(f"--out {out} already exists and is not empty; refusing to overwrite an earlier run")
+def claim_out_dir(out: Path) -> tuple[Path, RunDirLock]:
+    """--out DIR: created if missing, locked for this collect (a second collect into it is refused with the
+    holder's pid), and refused if it already holds anything but a stale lock left by a collect that died."""
+    if out.exists() and not out.is_dir():
+        raise CollectError(f"--out {out} exists and is not a directory")
     out.mkdir(parents=True, exist_ok=True)
-    return out
+    try:
+        lock = RunDirLock(out).acquire()
+    except RunDirBusy as exc:
+        raise CollectError(str(exc)) from None
+    if any(p.name != LOCK_NAME for p in out.iterdir()):
+        lock.release()
+        died = f" (left by a collect, {lock.took_over.describe()}, that is gone)" if lock.took_over else ""
+        raise CollectError(f"--out {out} already exists and is not empty{died}; refusing to overwrite an earlier run")
+    return out, lock

@@ -8,8 +8,10 @@ that crashes, hangs past its time-out or is interrupted leaves what it wrote, an
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -20,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from hwprof import child
-from hwprof.child import error_line, exit_reason
+from hwprof.child import error_line, exit_reason, worker_pid
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.config import RunConfig
 from hwprof.markers import MarkerBus
 from hwprof.perf.steal import steal_ns
 from hwprof.plan import CollectError, PassPlan, Plan
 from hwprof.rundata import SCHEMA_VERSION, write_run_json
+from hwprof.stopping import StopSignals
 from hwprof.workload.images import ImageSet
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
@@ -50,9 +53,18 @@ class PassOutcome:
 
 
 class Session:
-    def __init__(self, config: RunConfig, run_dir: Path, images: ImageSet, progress: ProgressFn | None = None):
+    def __init__(
+        self,
+        config: RunConfig,
+        run_dir: Path,
+        images: ImageSet,
+        progress: ProgressFn | None = None,
+        stop: StopSignals | None = None,
+    ):
         config.resolve_paths()  # the workers run in the run directory
         self.config = config
+        self.stop = stop or StopSignals()
+        """Stop signals (installed by the CLI; a library caller's Ctrl-C still arrives as KeyboardInterrupt)."""
         self.run_dir = run_dir.resolve()
         """Absolute: workers run with the run directory as their working directory."""
         self.images = images
@@ -113,27 +125,43 @@ class Session:
             attached: dict[str, AttachedTool] = {}
             outcome_status, error = "ok", ""
             exited_at: float | None = None
-            try:
-                for collector in collectors:
-                    try:
-                        tool = collector.attach(proc.pid, ctx)
-                    except Exception as exc:
-                        tool = None
-                        error = f"{collector.name} could not attach: {exc}"
-                    if tool is not None:
-                        attached[collector.name] = tool
-                exited_at = child.follow(proc, self.config.pass_timeout_s, lambda line: self._on_line(plan.name, line))
-                if exited_at is None:
-                    child.stop(proc)
-                    outcome_status = "timeout"
-                    error = f"pass {plan.name} ran past its {self.config.pass_timeout_s:.0f} s time-out"
-            except KeyboardInterrupt:
-                child.stop(proc)
-                times = (started, exited_at, steal_at_start)
-                self._finish_pass(plan, ctx, proc, attached, times, "interrupted", "Ctrl-C")
-                raise
+            with self.stop.child(proc.pid, lambda: worker_pid(ctx.out_dir)):
+                try:
+                    for collector in collectors:
+                        try:
+                            tool = collector.attach(proc.pid, ctx)
+                        except Exception as exc:
+                            tool = None
+                            error = f"{collector.name} could not attach: {exc}"
+                        if tool is not None:
+                            attached[collector.name] = tool
+                    exited_at = child.follow(
+                        proc, self.config.pass_timeout_s, lambda line: self._on_line(plan.name, line), self._stopped_at
+                    )
+                    if exited_at is None and self.stop.requested:
+                        child.stop(proc, grace_s=0.0)  # it had TERM_GRACE_S since the signal
+                    elif exited_at is None:
+                        child.stop(proc)
+                        outcome_status = "timeout"
+                        error = f"pass {plan.name} ran past its {self.config.pass_timeout_s:.0f} s time-out"
+                except KeyboardInterrupt:  # escalated, or a caller without StopSignals: stop now
+                    if not self.stop.requested:
+                        self.stop.note(signal.SIGINT)
+                    child.stop(proc, grace_s=0.0 if self.stop.escalated else child.TERM_GRACE_S)
+                    times = (started, exited_at, steal_at_start)
+                    self._finish_pass(plan, ctx, proc, attached, times, "interrupted", self._stop_text())
+                    raise
+            if self.stop.requested and outcome_status == "ok":
+                outcome_status, error = "interrupted", self._stop_text()
         times = (started, exited_at, steal_at_start)
         return self._finish_pass(plan, ctx, proc, attached, times, outcome_status, error)
+
+    def _stopped_at(self) -> float | None:
+        return self.stop.first_at
+
+    def _stop_text(self) -> str:
+        name = self.stop.name or "SIGINT"
+        return f"stopped by {name}" + (" (twice: every process of the pass was killed)" if self.stop.escalated else "")
 
     def _on_line(self, pass_name: str, line: str) -> None:
         try:
@@ -173,16 +201,39 @@ class Session:
                 status = "failed"
                 error = exit_reason(returncode, ctx.out_dir / "worker.log")
         for name, tool in attached.items():
+            if self.stop.escalated:
+                with contextlib.suppress(Exception):
+                    tool.abandon()
+                results[name] = CollectorResult(
+                    "interrupted",
+                    reason=f"{self._stop_text()} before {name}'s output was read: its raw files in "
+                    f"passes/{plan.name} are kept, no figure was made from them",
+                )
+                continue
             try:
                 results[name] = tool.finish(returncode)
+                if status == "interrupted" and results[name].status == "failed":  # nothing to read: the signal's doing
+                    results[name].status = "interrupted"
+                    results[name].reason = f"{error}: {results[name].reason}"
+            except KeyboardInterrupt:  # a second signal while the tool finishes
+                results[name] = CollectorResult("interrupted", reason=f"{self._stop_text()} while {name} finished")
+                raise
             except Exception as exc:
                 results[name] = CollectorResult("failed", reason=f"{type(exc).__name__}: {exc}")
         for cls in plan.collectors:
-            if cls.name not in results:
+            if cls.name not in results and status == "interrupted":
+                results[cls.name] = CollectorResult(
+                    "interrupted",
+                    reason=f"{error}: the worker ended before it wrote this collector's results; "
+                    "only the pass's markers are kept",
+                )
+            elif cls.name not in results:
                 results[cls.name] = CollectorResult("failed", reason=error or "the pass wrote no result")
-            elif status != "ok" and results[cls.name].status == "ok":
-                results[cls.name].status = "partial"
-                results[cls.name].reason = f"pass {status}: {error}"
+            elif status != "ok" and results[cls.name].status in ("ok", "partial"):
+                result = results[cls.name]
+                result.status = "partial"
+                if error not in result.reason:
+                    result.reason = "; ".join(r for r in (f"pass {status}: {error}", result.reason) if r)
         wall = time.monotonic() - started
         outcome = PassOutcome(plan.name, status, returncode, wall, proc.pid, error, results)
         outcome.runtime = worker.get("runtime")
@@ -194,54 +245,78 @@ class Session:
         return outcome
 
     def collect(self, plan: Plan, command_line: list[str]) -> dict[str, Any]:
+        """Run every pass and finalise run.json. A stop signal (or Ctrl-C) ends the pass in flight and skips
+        the rest: run.json is then final with status "interrupted" and the signal, and collect returns
+        normally; the caller turns that into its exit status. Only a second signal raises (Interrupted)."""
         from hwprof.host import host_info
 
-        self._write_inputs()
-        self.run = {
-            "schema_version": SCHEMA_VERSION,
-            "run_id": self.run_dir.name,
-            "status": "running",
-            "created": datetime.now(UTC).isoformat(timespec="seconds"),
-            "command": command_line,
-            "config": self.config.to_dict(),
-            "host": host_info(),
-            "images": {
-                "paths": [str(p) for p in self.images.paths],
-                "skipped": self.images.skipped,
-                "source": self.images.source,
-            },
-            "clock": {"id": "CLOCK_MONOTONIC", "unit": "ns"},
-            "collectors": dict(plan.statuses),
-            "passes": {},
-        }
-        self.run["peaks"] = _peaks(self.config.threads)
-        write_run_json(self.run_dir, self.run)
+        with self.stop.deferred():
+            self._write_inputs()
+            self.run = {
+                "schema_version": SCHEMA_VERSION,
+                "run_id": self.run_dir.name,
+                "status": "running",
+                "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                "command": command_line,
+                "config": self.config.to_dict(),
+                "host": host_info(),
+                "images": {
+                    "paths": [str(p) for p in self.images.paths],
+                    "skipped": self.images.skipped,
+                    "source": self.images.source,
+                },
+                "clock": {"id": "CLOCK_MONOTONIC", "unit": "ns"},
+                "collectors": dict(plan.statuses),
+                "passes": {},
+            }
+            write_run_json(self.run_dir, self.run)
         final = "complete"
         try:
+            self.run["peaks"] = _peaks(self.config.threads)
             for pass_plan in plan.passes:
+                if self.stop.requested:
+                    break
                 outcome = self.run_pass(pass_plan)
-                self._record(outcome)
+                with self.stop.deferred():
+                    self._record(outcome)
                 if outcome.status != "ok":
                     final = "partial"
-                if outcome.returncode == 3:
+                if outcome.returncode == 3 and not self.stop.requested:
                     # The workload itself failed (model, weights, images): every later pass would too.
                     log = self.run_dir / "passes" / outcome.name / "worker.log"
                     raise CollectError(error_line(log) or outcome.error)
         except KeyboardInterrupt:
-            for outcome in self.outcomes[len(self.run["passes"]) :]:
-                self._record(outcome)
-            final = "interrupted"
-            raise
+            if not self.stop.requested:  # a caller without StopSignals (tests, the library)
+                self.stop.note(signal.SIGINT)
+            with self.stop.deferred():
+                for outcome in self.outcomes[len(self.run["passes"]) :]:
+                    self._record(outcome)
         except CollectError:
             final = "failed"
             raise
         finally:
-            from hwprof.finish import finalize
+            from hwprof.finish import finalize, write_final_exports
 
-            self.run["status"] = final
-            self.run["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-            finalize(self.run_dir, self.run)
+            with self.stop.deferred():
+                if self.stop.requested:
+                    final = "interrupted"
+                    self.run["interrupted"] = self._interruption(plan)
+                self.run["status"] = final
+                self.run["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+                finalize(self.run_dir, self.run)
+            write_final_exports(self.run_dir, self.run)  # after a second signal too: a third one cuts it
         return self.run
+
+    def _interruption(self, plan: Plan) -> dict[str, Any]:
+        """run.json "interrupted": the signal, how often it came, and which passes ran, stopped or never started."""
+        ran = list(self.run["passes"])
+        return {
+            "signal": self.stop.name or "SIGINT",
+            "signals_received": max(self.stop.count, 1),
+            "escalated": self.stop.escalated,
+            "passes_interrupted": [n for n, p in self.run["passes"].items() if p["status"] == "interrupted"],
+            "passes_not_run": [p.name for p in plan.passes if p.name not in ran],
+        }
 
     def _record(self, outcome: PassOutcome) -> None:
         self.run["passes"][outcome.name] = {

@@ -11,9 +11,12 @@ parent; logs go to stderr.
 
 from __future__ import annotations
 
+import _thread
 import json
+import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -30,14 +33,66 @@ EXIT_OK = 0
 EXIT_ERROR = 3
 EXIT_INTERRUPTED = 130
 ERROR_PREFIX = "hwprof-error: "
+WORKER_PID = "worker.pid"
+"""Written into the pass folder: the process a stop signal goes to when the worker runs under a launcher (Scalene)."""
+
+
+ITERATION_GRACE_S = 8.0
+"""After a stop signal, how long the iteration in flight may run on before the pass is cut mid-iteration
+(the parent gives the worker child.TERM_GRACE_S = 20 s in all, closing its collectors included)."""
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class Interrupted(Exception):
     pass
 
 
-def _on_term(signum: int, _frame: FrameType | None) -> None:
-    raise Interrupted(f"signal {signal.Signals(signum).name}")
+class StopAtIteration:
+    """A stop signal ends the pass at the end of the iteration in flight, where no span is open, so that
+    every collector closes on whole iterations and keeps them (a signal raised inside a layer left begins
+    without ends: torch.profiler failed with "markers do not nest" and dropped its trace). Outside the
+    iterations (model build, export), a second signal, or an iteration still running ITERATION_GRACE_S
+    after the signal: the pass is cut at once, and the marker bus is halted first."""
+
+    def __init__(self) -> None:
+        self.signal: str = ""
+        self.at_boundaries = False
+        """True while iterations run: the stop waits for the end of the one in flight."""
+        self.bus: MarkerBus | None = None
+        self._grace: threading.Timer | None = None
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        first = not self.signal
+        self.signal = self.signal or signal.Signals(signum).name
+        if first and self.at_boundaries:
+            # No SIGALRM (a profiler may own it): the timer calls this handler again in the main thread.
+            self._grace = threading.Timer(ITERATION_GRACE_S, _thread.interrupt_main, (signum,))
+            self._grace.daemon = True
+            self._grace.start()
+            return
+        self.disarm()
+        if self.bus is not None:
+            self.bus.halted = True
+        raise Interrupted(f"stopped by {self.signal} mid-iteration")
+
+    def disarm(self) -> None:
+        self.at_boundaries = False
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+
+    def check(self, done: int, total: int) -> None:
+        """At an iteration boundary: stop here if a signal came."""
+        if self.signal:
+            self.disarm()
+            raise Interrupted(f"stopped by {self.signal} after {done} of {total} iterations")
+
+
+STOP = StopAtIteration()
 
 
 def progress(**fields: Any) -> None:
@@ -271,11 +326,15 @@ class PassRunner:
             iters = self._measured_iterations()
             steps = schedule(iters) if self._pairs(runtime.name) else [(True, i) for i in range(iters)]
             total = self.config.warmup + len(steps)
+            STOP.bus, STOP.at_boundaries = self.bus, True
+            STOP.check(0, total)
             for i in range(self.config.warmup):
                 self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
                 progress(phase="warmup", done=i + 1, total=total)
+                STOP.check(i + 1, total)
             self.log.flush_to(self.markers_path)
             self._each("start", self.ctx)
+            STOP.check(self.config.warmup, total)
             for done, (measured, i) in enumerate(steps, self.config.warmup + 1):
                 if measured:
                     self.ctx.pipeline.run_iteration(i, warmup=False)
@@ -284,6 +343,8 @@ class PassRunner:
                     self._run_clean(i)
                 self.log.flush_to(self.markers_path)
                 progress(phase="measure", done=done, total=total)
+                STOP.check(done, total)
+            STOP.disarm()
             self._each("stop", self.ctx)
         except (Interrupted, KeyboardInterrupt) as exc:
             status, error = "interrupted", str(exc) or "KeyboardInterrupt"
@@ -293,14 +354,17 @@ class PassRunner:
                 traceback.print_exc(file=sys.stderr)
             print(ERROR_PREFIX + _one_line(exc), file=sys.stderr, flush=True)
         finally:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            STOP.disarm()
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
             self._finish_runtime()
             self.log.flush_to(self.markers_path)
             self._close_all(status, error)
         return {"ok": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_ERROR)
 
     def _close_all(self, status: str, error: str) -> None:
+        if status == "interrupted":
+            self.ctx.interrupted = error
         for collector in self.collectors:
             if collector.name in self.results:
                 self._close_failed(collector)
@@ -310,9 +374,9 @@ class PassRunner:
             except Exception as exc:
                 self._fail(collector, "close", exc)
                 continue
-            if status != "ok" and result.status == "ok":
+            if status != "ok" and result.status in ("ok", "partial"):
                 result.status = "partial"
-                result.reason = result.reason or f"pass {status}: {error}"
+                result.reason = "; ".join(r for r in (f"pass {status}: {error}", result.reason) if r)
             self.results[collector.name] = result
         pipeline = self.ctx.pipeline
         summary = {
@@ -353,9 +417,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 3:
         print("usage: python -m hwprof.worker RUN_DIR PASS COLLECTOR[,COLLECTOR...]", file=sys.stderr)
         return 2
-    signal.signal(signal.SIGTERM, _on_term)
+    STOP.install()
     run_dir, pass_name, names = Path(args[0]), args[1], [n for n in args[2].split(",") if n]
-    return PassRunner(run_dir, pass_name, names).run()
+    runner = PassRunner(run_dir, pass_name, names)
+    (runner.ctx.out_dir / WORKER_PID).write_text(str(os.getpid()))
+    return runner.run()
 
 
 if __name__ == "__main__":

@@ -205,6 +205,11 @@ class PerfRecordTool(AttachedTool):
         self.attach_ms = (time.monotonic() - started) * 1e3
         return enabled
 
+    def abandon(self) -> None:
+        self.server.cancel()
+        self._log_handle.close()
+        remove_fifos(self.ctx.out_dir)
+
     def finish(self, worker_returncode: int | None, timeout_s: float = 60.0) -> CollectorResult:
         from hwprof.collectors.perf_sampling.report import convert
 

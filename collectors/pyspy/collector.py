@@ -167,6 +167,10 @@ class PySpyTool(AttachedTool):
         self.launched_ns = time.monotonic_ns()
         self.process = subprocess.Popen(command, stdout=self._log_handle, stderr=subprocess.STDOUT)
 
+    def abandon(self) -> None:
+        self.process.wait()  # killed already
+        self._log_handle.close()
+
     def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
         try:
             returncode = self.process.wait(timeout=timeout_s)

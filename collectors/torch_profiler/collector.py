@@ -87,6 +87,8 @@ class TorchProfilerCollector(Collector):
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
         self._prof: Any = None
+        self._started = False
+        """The profiler's start() returned (a stop signal can cut the pass inside it)."""
         self._active = False
         self._stack: list[tuple[str, Any]] = []
         self._enter: Callable[[str], Any]
@@ -129,6 +131,7 @@ class TorchProfilerCollector(Collector):
         )
         self._enter, self._exit = _range_calls(torch, bool(self.config.extra.get("profiler_fast_ranges", True)))
         self._prof.start()
+        self._started = True
         self._active = True
         try:
             self._syncs["start"] = sync_ranges(torch)
@@ -209,7 +212,9 @@ class TorchProfilerCollector(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         self._finish_profiling()
-        if self._prof is None:
+        if (self._prof is None or not self._started) and ctx.interrupted:
+            return CollectorResult("interrupted", reason=f"{ctx.interrupted}, before the profiler started")
+        if self._prof is None or not self._started:
             return CollectorResult("failed", reason="the profiler never started: the pass ended before start()")
         out = ctx.out_dir
         trace_path = out / f"{NAME}.kineto.json"
@@ -229,9 +234,14 @@ class TorchProfilerCollector(Collector):
         for path in (trace_path, out / f"{NAME}.sync.json", out / f"{NAME}.flops.json", log):
             if path.exists():
                 artifacts.insert(0, path.name)
+        status, reason = "ok", ""
+        if not converted.summary["aten_ops"]:
+            status, reason = "failed", "the trace holds no aten op"
+            if ctx.interrupted:
+                status, reason = "interrupted", f"{ctx.interrupted}: the trace holds no aten op"
         return CollectorResult(
-            "ok" if converted.summary["aten_ops"] else "failed",
-            reason="" if converted.summary["aten_ops"] else "the trace holds no aten op",
+            status,
+            reason=reason,
             summary=converted.summary,
             artifacts=[ctx.relpath(out / name) for name in artifacts],
         )

@@ -20,15 +20,18 @@ and the layers, trace and Scalene passes would multiply the sweep's time by abou
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from hwprof.analysis.sweep_rows import (
     DEFAULT_PRECISION,
@@ -46,6 +49,7 @@ from hwprof.analysis.sweep_rows import (
     write_sweep,
 )
 from hwprof.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, runs_on, supported_text
+from hwprof.stopping import StopSignals
 from hwprof.sweep.resume import read_plan, set_aside, write_plan
 
 __all__ = [
@@ -67,6 +71,8 @@ __all__ = [
 DEFAULT_COLLECTORS = "timing,flops,rapl"
 GPU_COLLECTORS = "timing,flops,nvml,cuda_graph"
 """A GPU point: CUDA-synchronised timing, FLOPs, NVML energy, and the CUDA-graph forward (launch overhead)."""
+POINT_GRACE_S = 60.0
+"""How long a point's collect has, after SIGTERM at its time-out, to finalise its run directory."""
 OWN_OPTIONS = ("--model", "--threads", "--batch", "--out", "--runtime", "--precision", "--device")
 """collect options the sweep sets per point: not allowed among the extra arguments."""
 
@@ -240,9 +246,36 @@ def finished_row(
     return row
 
 
-def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResult:
-    """Collect every point of the plan under plan.out_root, then build the table."""
+def run_point(command: list[str], log: IO[str], timeout_s: float | None, stop: StopSignals) -> int | None:
+    """One point's collect, in a session of its own so that only the sweep signals it: a stop signal
+    reaches it once through `stop` (never twice, as a terminal's Ctrl-C to the whole group would), and
+    a time-out is a SIGTERM, so that the point finalises its run.json, then SIGKILL after POINT_GRACE_S.
+    Returns its exit status, None at the time-out."""
+    proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with stop.child(proc.pid):
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=POINT_GRACE_S)
+                    break
+            proc.wait()
+            return None
+        except KeyboardInterrupt:  # the third signal: everything below was killed
+            proc.wait()
+            raise
+
+
+def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None, stop: StopSignals | None = None) -> SweepResult:
+    """Collect every point of the plan under plan.out_root, then build the table. A stop signal ends the
+    point in flight (its run directory is finalised as interrupted) and the sweep after it, with the table
+    of what finished and the --resume command in its notes."""
     from hwprof.machine import measure_peaks
+
+    stop = stop or StopSignals(forward=None, forward_twice=True)
 
     plan.validate()
     timeout_s = plan.timeout_s
@@ -272,16 +305,20 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None) -> SweepResul
         started = time.monotonic()
         log_path = out / f"{name}.log"
         with open(log_path, "w") as log:
-            try:
-                proc = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, check=False)
-                code: int | None = proc.returncode
-            except subprocess.TimeoutExpired:
-                code = None
+            code = run_point(command, log, timeout_s, stop)
         row = finished_row(point, run_dir, code, log_path, timeout_s, peaks)
         row.wall_s = time.monotonic() - started
         say(SweepEvent(i, len(points), name, True, f"{row.status} in {row.wall_s:.0f} s"))
         rows.append(row)
+        if stop.requested:
+            break
     result = SweepResult(rows, out, shared, plan.skipped())
+    if stop.requested:
+        left = len(points) - len(rows)
+        result.notes.append(
+            f"stopped by {stop.name} after {len(rows)} of {len(points)} points ({left} not run): "
+            f"hwprof sweep --resume {out} runs the rest"
+        )
     if measured:
         result.notes.append(
             "machine peaks measured by the sweep for runs whose run.json had none: "

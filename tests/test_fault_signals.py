@@ -1,0 +1,175 @@
+"""Fault injection: stop signals in every pass, two collects into one folder, and a stopped sweep.
+
+Each real collect here runs one pass (--only its collectors) of yolov8n at 64x64, is signalled from
+outside once its warm-up is over (the pass's markers.jsonl has lines), and must end the same way
+whatever the signal and however often it comes: exit 128 + the signal, run.json final and
+"interrupted" with the signal, the pass recorded as interrupted, no collector with an internal error,
+no process, FIFO or temporary file left behind, and (after a single signal) the report files of
+what was kept.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from fault_harness import (
+    PASS_COLLECTORS,
+    SMALL,
+    kill_leftovers,
+    leftovers,
+    run_json,
+    send,
+    start,
+    wait_for,
+)
+
+pytestmark = pytest.mark.fault
+
+SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP}
+COLLECTOR_STATUSES = {"ok", "partial", "interrupted", "unavailable", "skipped"}
+
+
+def _stop_pass(tmp_path: Path, pass_name: str, sig: int, times: int) -> tuple[int, str, Path]:
+    out = tmp_path / "run"
+    proc = start(
+        ["collect", *SMALL, "--perf-rate", "200", "--only", PASS_COLLECTORS[pass_name], "--out", str(out)], tmp_path
+    )
+    wait_for(out / "passes" / pass_name / "markers.jsonl", proc)
+    send(proc, sig, times)
+    try:
+        text, _ = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, text, out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("times", [1, 2], ids=["once", "twice"])
+@pytest.mark.parametrize("sig_name", list(SIGNALS))
+@pytest.mark.parametrize("pass_name", list(PASS_COLLECTORS))
+def test_a_stop_signal_in_any_pass_ends_the_run_the_same_way(
+    tmp_path: Path, pass_name: str, sig_name: str, times: int
+) -> None:
+    sig = SIGNALS[sig_name]
+    code, text, out = _stop_pass(tmp_path, pass_name, sig, times)
+    left = leftovers(out)
+    kill_leftovers(left)
+    assert code == 128 + sig, text
+    assert "Traceback" not in text
+    run = run_json(out)
+    assert run["status"] == "interrupted"
+    assert run["finished"]
+    assert run["interrupted"]["signal"] == sig_name
+    assert run["interrupted"]["signals_received"] == times
+    assert run["passes"][pass_name]["status"] in ("interrupted", "ok"), run["passes"][pass_name]
+    assert pass_name in run["interrupted"]["passes_interrupted"] or run["passes"][pass_name]["status"] == "ok"
+    for name in PASS_COLLECTORS[pass_name].split(","):
+        entry = run["collectors"][name]
+        assert entry["status"] in COLLECTOR_STATUSES, (name, entry)
+        if entry["status"] in ("partial", "interrupted"):
+            assert "stopped by" in entry["reason"] or "exited with status" in entry["reason"], (name, entry)
+    assert not left, left
+    if times == 1:
+        assert (out / "summary.json").is_file() and (out / "layers.csv").is_file()
+        assert json.loads((out / "summary.json").read_text())
+
+
+@pytest.mark.slow
+def test_signals_between_passes_skip_the_rest_and_name_them(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    proc = start(["collect", *SMALL, "--only", "timing,flops", "--out", str(out)], tmp_path)
+    wait_for(out / "passes" / "timing" / "markers.jsonl", proc)
+    send(proc, signal.SIGTERM, 1)
+    text, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 143, text
+    run = run_json(out)
+    assert run["status"] == "interrupted"
+    assert "layers" in run["interrupted"]["passes_not_run"]
+    assert "layers" not in run["passes"]
+    assert not leftovers(out)
+
+
+@pytest.mark.slow
+def test_two_collects_into_one_folder_one_runs_the_other_refuses_with_the_holder(tmp_path: Path) -> None:
+    out = tmp_path / "shared"
+    procs = [start(["collect", *SMALL, "--only", "timing", "--out", str(out)], tmp_path) for _ in range(2)]
+    results = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes == [0, 2], [r[0] for r in results]
+    refused = next(r[0] for p, r in zip(procs, results, strict=True) if p.returncode == 2)
+    error_lines = [line for line in refused.splitlines() if line.startswith("hwprof: error:")]
+    assert len(error_lines) == 1
+    assert "in use by another hwprof collect (pid" in error_lines[0] or "not empty" in error_lines[0]
+    run = run_json(out)
+    assert run["status"] == "complete"
+    forwards = [json.loads(line) for line in (out / "passes/timing/markers.jsonl").read_text().splitlines()]
+    measured = [m for m in forwards if m[0] == "stage" and m[2] == "forward" and m[1] == "B" and not m[5]]
+    assert len(measured) == 3  # one collect's iterations, not two interleaved
+
+
+def test_a_held_lock_refuses_a_second_collect_at_once(tmp_path: Path) -> None:
+    from hwprof.rundir_lock import RunDirLock
+
+    out = tmp_path / "busy"
+    out.mkdir()
+    with RunDirLock(out):
+        started = time.monotonic()
+        done = subprocess.run(
+            [*start_args(), "--out", str(out)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        )
+        assert time.monotonic() - started < 60
+    assert done.returncode == 2
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert any(f"is in use by another hwprof collect (pid {__import__('os').getpid()}" in line for line in lines), lines
+
+
+def start_args() -> list[str]:
+    from fault_harness import hwprof_command
+
+    return hwprof_command("collect", *SMALL, "--only", "timing")
+
+
+@pytest.mark.slow
+def test_a_stale_lock_of_a_dead_collect_is_taken_over_with_a_note(tmp_path: Path) -> None:
+    out = tmp_path / "stale"
+    out.mkdir()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    (out / ".hwprof.lock").write_text(json.dumps({"pid": dead.pid, "host": "here", "started": 0}))
+    done = subprocess.run([*start_args(), "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout
+    assert f"took over the lock of {out} left by pid {dead.pid}" in " ".join(done.stdout.split())
+    assert run_json(out)["status"] == "complete"
+    assert not (out / ".hwprof.lock").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("times", [1, 2], ids=["once", "twice"])
+def test_a_stopped_local_sweep_finalises_its_point_and_says_how_to_resume(tmp_path: Path, times: int) -> None:
+    out = tmp_path / "sweep"
+    proc = start(
+        ["sweep", "--models", "yolov8n,yolov7-tiny", "--imgsz", "64", "--iters", "2", "--out", str(out)], tmp_path
+    )
+    end = time.monotonic() + 240
+    while not list(out.glob("*/passes/timing/markers.jsonl")) and time.monotonic() < end:
+        time.sleep(0.05)
+    send(proc, signal.SIGINT, times)
+    text, _ = proc.communicate(timeout=180)
+    assert proc.returncode == 130, text
+    points = [p for p in out.iterdir() if (p / "run.json").exists()]
+    assert len(points) == 1
+    run = run_json(points[0])
+    assert run["status"] == "interrupted" and run["finished"]
+    assert run["interrupted"]["signal"] == "SIGINT"
+    sweep = json.loads((out / "sweep.json").read_text())
+    assert any(f"hwprof sweep --resume {out}" in note for note in sweep["notes"])
+    assert f"--resume {out}" in " ".join(text.split())
+    left = leftovers(out)
+    kill_leftovers(left)
+    assert not left.processes
