@@ -87,7 +87,9 @@ class RunData:
         out = dict(self.unavailable_passes)
         if self.header.status in ("interrupted", "running"):
             ran = ("ok", "partial")
-            wanted = {str(e.get("pass")) for e in self.header.collectors.values() if e["status"] in ran and e.get("pass")}
+            wanted = {
+                str(e.get("pass")) for e in self.header.collectors.values() if e["status"] in ran and e.get("pass")
+            }
             for name in sorted(wanted - set(self.header.passes)):
                 out[name] = f"the run was {self.header.status} before the {name} pass"
         return out

@@ -292,7 +292,9 @@ def build_layer_report(data: RunData) -> LayerReport:
     if kernels is None:
         missing["kernels"] = collector_missing(run, ["torch_profiler"], "per-layer kernels", passes=gone)
     if native is None:
-        missing["native"] = collector_missing(run, ["perf_sampling"], "native kernels per layer on every thread", passes=gone)
+        missing["native"] = collector_missing(
+            run, ["perf_sampling"], "native kernels per layer on every thread", passes=gone
+        )
     elif native.forward.cpi is None:
         cpi = run.get("collectors", {}).get("perf_sampling", {}).get("summary", {}).get("cpi_per_kernel", {})
         missing["native_cpi"] = Missing(

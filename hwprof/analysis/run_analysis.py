@@ -87,7 +87,7 @@ def roofline_summary(report: LayerReport) -> RooflineSummary | None:
             rows = [r for r in top if r.bound == bound]
             share = sum(r.share or 0.0 for r in rows) if timed else None
             by_bound[bound] = {"layers": len(rows), "share": share}
-    unavailable = {k: report.missing[k].short() for k in ("flops", "time") if k in report.missing}
+    unavailable: dict[str, str] = {k: report.missing[k].short() for k in ("flops", "time") if k in report.missing}
     summary = RooflineSummary(
         roof.peak_gflops,
         roof.peak_gbps,

@@ -133,7 +133,9 @@ def _header_renderable(a: Analysis) -> RenderableType:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for key, value in header_lines(a):
-        grid.add_row(Text(key, style="yellow") if key == "warning" else key, Text(value))  # not markup: "[complete]", paths and reasons hold brackets
+        grid.add_row(
+            Text(key, style="yellow") if key == "warning" else key, Text(value)
+        )  # not markup: "[complete]", paths and reasons hold brackets
     lines = unavailable_lines(a)
     if lines:
         grid.add_row("not measured", "")

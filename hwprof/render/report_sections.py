@@ -301,7 +301,12 @@ def roofline_spec(a: Analysis) -> TableSpec:
         rows.append(["forward achieved", f"{sig(s.gflops_s)} GFLOP/s = {num(s.pct_peak, 1)}% of peak"])
     for bound, entry in s.layers_by_bound.items():
         share = entry["share"]
-        rows.append([f"{bound}-bound layers", f"{int(entry['layers'] or 0)}" + (f", {pct(share)} of forward" if share is not None else "")])
+        rows.append(
+            [
+                f"{bound}-bound layers",
+                f"{int(entry['layers'] or 0)}" + (f", {pct(share)} of forward" if share is not None else ""),
+            ]
+        )
     notes = [f"{what}: {s.unavailable[key]}" for key, what in _ROOF_NEEDS.items() if key in s.unavailable]
     if s.measured_intensity is not None:
         rows.append(
