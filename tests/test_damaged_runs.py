@@ -238,3 +238,17 @@ def test_compare_marks_interrupted_run_and_is_stable(tmp_path: Path) -> None:
     assert "layer times come from different passes: A: layers pass; B: scalene pass" in text
     assert "run B: the layers pass was interrupted (run interrupted): its figures are unavailable" in text
     assert "None" not in text
+
+
+def test_corrupt_records_line_fails_the_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def edit(run_dir: Path) -> None:
+        path = run_dir / "passes" / "trace" / "torch_profiler.records.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        lines[3] = '{"kind": "span", \n'
+        path.write_text("".join(lines))
+
+    run_dir = damaged(tmp_path, edit)
+    code, text = cli(capsys, "trace", str(run_dir))
+    assert code == 2
+    assert f"{run_dir}/passes/trace/torch_profiler.records.jsonl:4: not a JSON line" in one_error(text)
+    assert not (run_dir / "trace.pftrace").exists()
