@@ -27,11 +27,31 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_trace(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.rundata import RunData
+    """Rebuild trace.pftrace. When that fails, a trace.pftrace left by an earlier build is renamed
+    trace-stale.pftrace (kept, never shown as current) and the command exits 2."""
+    from hwprof.rundata import RunData, RunDirError
 
-    RunData.load(args.run_dir)
-    write_trace(args.run_dir, console)
-    return 0
+    try:
+        RunData.load(args.run_dir)
+    except (ValueError, OSError) as exc:
+        raise RunDirError(f"{exc}{_set_aside_trace(args.run_dir)}") from exc
+    if write_trace(args.run_dir, console):
+        return 0
+    console.print(_set_aside_trace(args.run_dir).removeprefix("; ") or "no trace.pftrace written", highlight=False)
+    return EXIT_USAGE
+
+
+def _set_aside_trace(run_dir: str) -> str:
+    """Rename a trace.pftrace of an earlier build to trace-stale.pftrace; the words that say so, or ""."""
+    from pathlib import Path
+
+    from hwprof.render.perfetto import TRACE_NAME
+
+    old = Path(run_dir) / TRACE_NAME
+    if not old.exists():
+        return ""
+    old.replace(old.with_name("trace-stale.pftrace"))
+    return f"; the {TRACE_NAME} of an earlier build was renamed trace-stale.pftrace (it is not this run as it is now)"
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:

@@ -186,7 +186,8 @@ def run_problems(run: dict[str, Any]) -> list[str]:
     return lines
 
 
-def write_trace(run_dir: Path, console: Console) -> None:
+def write_trace(run_dir: Path, console: Console) -> bool:
+    """Build the run's trace.pftrace; False (with one error line) when it could not be built."""
     from hwprof.render.perfetto import build_trace
 
     try:
@@ -195,7 +196,7 @@ def write_trace(run_dir: Path, console: Console) -> None:
         console.print(
             f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}", soft_wrap=True
         )
-        return
+        return False
     samples = (
         f"; its {stats.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
         "for their flamegraph)"
@@ -207,3 +208,4 @@ def write_trace(run_dir: Path, console: Console) -> None:
         f"open it at https://ui.perfetto.dev (Open trace file){samples}",
         highlight=False,
     )
+    return True

@@ -130,18 +130,28 @@ class MarkerLog:
 
 
 def read_markers(path: Any) -> list[Marker]:
-    import json
+    """The markers of a markers.jsonl, up to a torn last line (see read_marker_file for its warning)."""
+    return read_marker_file(path)[0]
 
+
+def read_marker_file(path: Any) -> tuple[list[Marker], str | None]:
+    """The markers of a markers.jsonl and the warning for a torn last line (None when the file is whole).
+
+    A row that is not a marker anywhere in the file raises RunDirError naming file:line."""
+    from hwprof.runschema import RunDirError, found, read_jsonl
+
+    lines = read_jsonl(path)
     markers = []
-    with open(path) as lines:
-        for line in lines:
-            line = line.strip()
-            if line:
-                try:
-                    markers.append(Marker.from_row(json.loads(line)))
-                except (ValueError, TypeError):
-                    break  # a torn last line from a killed pass
-    return markers
+    for number, row in lines.rows:
+        try:
+            if not isinstance(row, list) or len(row) < 7:
+                raise TypeError(f"found {found(row)}")
+            markers.append(Marker.from_row(row))
+        except (ValueError, TypeError) as exc:
+            raise RunDirError(
+                f"{path}:{number}: expected a marker [kind, phase, name, t_ns, iteration, warmup, index] ({exc})"
+            ) from exc
+    return markers, lines.warning()
 
 
 def layer_modules(model: torch.nn.Module, depth: int = 1) -> list[tuple[str, int, torch.nn.Module]]:

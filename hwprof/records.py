@@ -90,17 +90,14 @@ def write_records(path: Path, records: Iterable[Record], append: bool = False) -
 
 
 def read_records(path: Path) -> Iterator[Record]:
-    with open(path) as lines:
-        for line in lines:
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError:
-                return  # a torn last line from a killed pass
-            cls = _KINDS.get(row.pop("kind", ""))
-            if cls is not None:
-                yield cls(**row)
+    """The records of a records.jsonl up to a torn last line (a killed pass); RunDirError (file:line) for a
+    corrupt line elsewhere."""
+    from hwprof.runschema import read_jsonl
+
+    for _, row in read_jsonl(path).rows:
+        cls = _KINDS.get(row.pop("kind", "")) if isinstance(row, dict) else None
+        if cls is not None:
+            yield cls(**row)
 
 
 @dataclass

@@ -19,15 +19,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hwprof.markers import Marker, read_markers
+from hwprof.markers import Marker, read_marker_file
 from hwprof.records import MetricTables
+from hwprof.runschema import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
 
-SCHEMA_VERSION = 1
+__all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError", "write_run_json"]
+
 RUN_JSON = "run.json"
-
-
-class RunDirError(ValueError):
-    """Not a readable run directory: a one-line message for the user."""
 
 
 def write_run_json(run_dir: Path, run: dict[str, Any]) -> None:
@@ -44,27 +42,65 @@ class RunData:
     withheld: frozenset[str] = field(default_factory=frozenset)
     """Collectors whose metric tables analysis set aside (hwprof.analysis.validity)."""
 
+    warnings: list[str] = field(default_factory=list)
+    """What the readers found damaged but could read past (a torn last line): the report shows them."""
+    _markers: dict[str, list[Marker]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
     @classmethod
     def load(cls, root: Path | str) -> RunData:
         root = Path(root)
         path = root / RUN_JSON
         if not path.is_file():
             raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
-        try:
-            run = json.loads(path.read_text())
-        except ValueError as exc:
-            raise RunDirError(f"{path} is not valid JSON: {exc}") from exc
-        version = run.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise RunDirError(f"{path} has schema_version {version}; this hwprof reads {SCHEMA_VERSION}")
+        run = read_json(path)
+        RunHeader.parse(run, path)
         return cls(root, run)
+
+    @cached_property
+    def header(self) -> RunHeader:
+        """run.json's checked, typed part (RunDirError when it is damaged)."""
+        return RunHeader.parse(self.run, self.root / RUN_JSON)
 
     def pass_dir(self, name: str) -> Path:
         return self.root / "passes" / name
 
     @property
     def pass_names(self) -> list[str]:
-        return [p for p in self.run.get("passes", {}) if self.pass_dir(p).is_dir()]
+        """The passes whose figures can be used: recorded in run.json, finished, with their folder."""
+        return [p for p in self.header.passes if p not in self.unavailable_passes]
+
+    @cached_property
+    def unavailable_passes(self) -> dict[str, str]:
+        """Pass name -> why its figures are unavailable, for each pass run.json records that cannot be used."""
+        out = {}
+        for name, entry in self.header.passes.items():
+            if not entry.finished:
+                out[name] = f"the {name} pass was {entry.status} (run {self.header.status})"
+            elif not self.pass_dir(name).is_dir():
+                out[name] = f"the {name} pass's folder passes/{name} is missing from {self.root}"
+        return out
+
+    @cached_property
+    def missing_passes(self) -> dict[str, str]:
+        """Pass name -> why its figures are unavailable, for each pass that was planned but cannot give them:
+        it stopped mid-way or lost its folder (unavailable_passes), or the run stopped before it began."""
+        out = dict(self.unavailable_passes)
+        if self.header.status in ("interrupted", "running"):
+            ran = ("ok", "partial")
+            wanted = {
+                str(e.get("pass")) for e in self.header.collectors.values() if e["status"] in ran and e.get("pass")
+            }
+            for name in sorted(wanted - set(self.header.passes)):
+                out[name] = f"the run was {self.header.status} before the {name} pass"
+        return out
+
+    def pass_missing(self, name: str) -> str | None:
+        """Why a pass's figures are unavailable (None when it ran, or when it was simply not planned)."""
+        if name in self.missing_passes:
+            return self.missing_passes[name]
+        if name not in self.header.passes and self.header.status in ("interrupted", "running"):
+            return f"the run was {self.header.status} before the {name} pass"
+        return None
 
     def pass_result(self, pass_name: str) -> dict[str, Any]:
         """The worker's result.json of a pass ({} when it wrote none)."""
@@ -75,8 +111,14 @@ class RunData:
             return {}
 
     def markers(self, pass_name: str) -> list[Marker]:
-        path = self.pass_dir(pass_name) / "markers.jsonl"
-        return read_markers(path) if path.exists() else []
+        """The pass's markers, read once; a torn last line adds a warning (RunDirError for a corrupt line)."""
+        if pass_name not in self._markers:
+            path = self.pass_dir(pass_name) / "markers.jsonl"
+            markers, warning = read_marker_file(path) if path.exists() else ([], None)
+            if warning and warning not in self.warnings:
+                self.warnings.append(warning)
+            self._markers[pass_name] = markers
+        return list(self._markers[pass_name])
 
     @cached_property
     def model_info(self) -> dict[str, Any]:
@@ -85,7 +127,7 @@ class RunData:
         for name in names:
             path = self.pass_dir(name) / "model.json"
             if path.exists():
-                return dict(json.loads(path.read_text()))
+                return read_json_object(path)
         return {}
 
     def metrics(self) -> dict[str, MetricTables]:

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "hwprof.config",
             "hwprof.runtime_names",
             "hwprof.markers",
+            "hwprof.runschema",
             "hwprof.spans",
             "hwprof.kernels",
             "hwprof.cppnames",

@@ -6,7 +6,7 @@ and, where there is one, the exact fix the collector gave.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +27,17 @@ class Missing:
         return {"status": "unavailable", "reason": self.reason, "fix": self.fix}
 
 
-def collector_missing(run: dict[str, Any], collectors: Iterable[str], what: str, events: Iterable[str] = ()) -> Missing:
+def collector_missing(
+    run: dict[str, Any],
+    collectors: Iterable[str],
+    what: str,
+    events: Iterable[str] = (),
+    passes: Mapping[str, str] | None = None,
+) -> Missing:
     """Why none of `collectors` gave `what`.
+
+    `passes`: pass name -> why its figures are unavailable (RunData.missing_passes); a collector of such
+    a pass gives that reason, whatever its own status says (a pass stopped mid-way, a folder lost).
 
     The first collector that is not "ok" gives its own reason and fix. A collector that ran
     but could not open the needed `events` (perf_events, papi) gives that event's reason. A
@@ -36,6 +45,10 @@ def collector_missing(run: dict[str, Any], collectors: Iterable[str], what: str,
     """
     entries = run.get("collectors", {})
     names = [n for n in collectors if n in entries]
+    for name in names:
+        gone = (passes or {}).get(str(entries[name].get("pass")))
+        if gone and entries[name].get("status") in ("ok", "partial"):
+            return Missing(f"{name}: {gone}", f"collect again: hwprof collect {rerun_hint(run)}".rstrip())
     wanted = list(events)
     ran = [n for n in names if entries[n].get("status") in ("ok", "partial")]
     for name in ran:
@@ -58,7 +71,18 @@ def collector_missing(run: dict[str, Any], collectors: Iterable[str], what: str,
             str(entry.get("fix", "")),
         )
     listed = list(collectors)
+    if run.get("status") in ("interrupted", "running"):
+        return Missing(
+            f"the run was {run.get('status')} before {' or '.join(listed)} ran",
+            f"collect again: hwprof collect {rerun_hint(run)}".rstrip(),
+        )
     return Missing(
         f"no {' or '.join(listed)} collector in this run",
         f"collect again with {' or '.join(listed)} available (see hwprof doctor)",
     )
+
+
+def rerun_hint(run: dict[str, Any]) -> str:
+    """The --model and --out to collect a run again with (empty when run.json does not say)."""
+    model = (run.get("config") or {}).get("model")
+    return f"--model {model}" if model else ""

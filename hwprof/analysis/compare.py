@@ -67,6 +67,12 @@ class RunHead:
     """The kind of machine (CPU model, logical CPUs, widest ISA): hwprof.host_kinds.HostKind.label."""
     versions: dict[str, str] = field(default_factory=dict)
     """torch, the runtime (when not torch), Python and hwprof versions."""
+    status: str = "complete"
+    """run.json's status: a run that is not complete is marked in the header."""
+    layer_times: str = ""
+    """Which pass the layer times come from ("layers pass"), or why there are none."""
+    warnings: list[str] = field(default_factory=list)
+    """The run's warnings (passes whose figures are unavailable, torn files): Analysis.warnings."""
 
     @property
     def is_reference(self) -> bool:
@@ -182,7 +188,18 @@ def head(a: Analysis, path: Path) -> RunHead:
         random_init=bool(model.get("random_init")),
         host_kind=host_kind(run["host"]).label if run.get("host") else "",
         versions=software(run["host"], runtime) if run.get("host") else {},
+        status=str(run.get("status") or "?"),
+        layer_times=layer_times_source(a),
+        warnings=list(a.warnings),
     )
+
+
+def layer_times_source(a: Analysis) -> str:
+    """The pass a run's layer times come from, or why it has none (never "None")."""
+    if a.layers.time_pass is not None and a.layers.time_iterations:
+        return f"{a.layers.time_pass} pass"
+    missing = a.layers.missing.get("time")
+    return missing.short() if missing else "unavailable: no layer times"
 
 
 def layer_mismatch(analyses: Sequence[Analysis]) -> str | None:
@@ -255,9 +272,19 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
     differ = differing_software(h.versions for h in heads if h.versions)
     if differ:
         notes.append(f"the runs differ in software ({', '.join(differ)}): see the software row")
-    time_passes = {a.layers.time_pass for a in analyses}
-    if layers is not None and len(time_passes) > 1:
-        notes.append("layer times come from different passes: " + ", ".join(str(p) for p in time_passes))
+    # a list in run order, not a set: the note must read the same in every process (str hashes vary)
+    time_sources = [h.layer_times for h in heads]
+    if layers is not None and len(set(time_sources)) > 1:
+        letters = [chr(ord("A") + i) if i < 26 else str(i + 1) for i in range(len(heads))]
+        notes.append(
+            "layer times come from different passes: "
+            + "; ".join(f"{n}: {src}" for n, src in zip(letters, time_sources, strict=True))
+        )
+    for n, h in enumerate(heads):
+        letter = chr(ord("A") + n) if n < 26 else str(n + 1)
+        if h.status != "complete":
+            notes.append(f"run {letter} ({h.path}) is {h.status}: its figures cover only what it finished")
+        notes += [f"run {letter}: {w}" for w in h.warnings]
     fused = [list(a.runtime.fused) if a.runtime is not None else [] for a in analyses]
     instructions, sources = instruction_rows(analyses) if refused is None else (None, [])
     return Comparison(heads, stages, layers, refused, notes, fused, instructions, sources)

@@ -99,6 +99,27 @@ def gpu_run_roof(device: str, ncu_ran: bool) -> RoofStatus:
     return RoofStatus(None, reason, f"hwprof collect --device {device} --counters ncu")
 
 
+def time_missing(data: RunData, source: str | None) -> Missing:
+    """Why there are no per-layer times: the pass that should have given them is unusable, its markers
+    stop before a whole measured iteration (a torn file), or no pass with layer markers ran."""
+    fix = "hwprof collect without --only timing (the layers pass records layer markers)"
+    if source is not None:
+        torn = [w for w in data.warnings if f"passes/{source}/markers.jsonl" in w]
+        why = f"; {torn[0]}" if torn else ""
+        return Missing(f"the {source} pass's markers.jsonl holds no complete measured iteration{why}", fix)
+    reasons = [r for p in ("layers", "trace") if (r := data.pass_missing(p)) and p in data.missing_passes]
+    if not reasons and (r := data.pass_missing("layers")):
+        reasons = [r]
+    if reasons:
+        return Missing("; ".join(reasons), fix)
+    ran = [p for p in ("layers", "trace") if p in data.pass_names]
+    if ran:
+        torn = [w for w in data.warnings if any(f"passes/{p}/markers.jsonl" in w for p in ran)]
+        why = f"; {torn[0]}" if torn else ""
+        return Missing(f"the {' and '.join(ran)} pass recorded no layer markers{why}", fix)
+    return Missing("no pass recorded layer markers (the layers and trace passes did not run)", fix)
+
+
 def build_layer_report(data: RunData) -> LayerReport:
     from hwprof.analysis.layers import BASE_COLUMNS, layer_rows
 
@@ -108,6 +129,7 @@ def build_layer_report(data: RunData) -> LayerReport:
     roof = gpu_run_roof(device, "ncu" in run.get("passes", {})) if on_gpu else roof_from_run(run)
     missing: dict[str, Missing] = {}
     methods: dict[str, str] = {}
+    gone = data.missing_passes
     rows = layer_rows(data) if data.model_info else []
     if not rows:
         missing["layers"] = Missing("no pass wrote a layer table (model.json)", "collect again")
@@ -117,10 +139,7 @@ def build_layer_report(data: RunData) -> LayerReport:
     its = times.iterations
     source_fwd = forward_p50(spans) if source is not None else None
     if source is None or not its:
-        missing["time"] = Missing(
-            "no pass recorded layer markers (the layers and trace passes did not run)",
-            "hwprof collect without --only timing",
-        )
+        missing["time"] = time_missing(data, source)
     timing_fwd = None
     paired = None
     if source is not None and source != "timing":
@@ -231,7 +250,7 @@ def build_layer_report(data: RunData) -> LayerReport:
         layers.append(stat)
 
     if not any(s.flops is not None for s in layers):
-        missing["flops"] = collector_missing(run, ["flops"], "per-layer FLOPs")
+        missing["flops"] = collector_missing(run, ["flops"], "per-layer FLOPs", passes=gone)
     if roof.roof is None:
         missing["roofline"] = Missing(roof.reason, roof.fix)
     if not any(s.cpi is not None for s in layers):
@@ -240,6 +259,7 @@ def build_layer_report(data: RunData) -> LayerReport:
             COUNTER_COLLECTORS,
             "per-layer CPI",
             events=("cycles", "instructions", "PAPI_TOT_CYC", "PAPI_TOT_INS"),
+            passes=gone,
         )
     if not any(s.llc_mpki is not None for s in layers):
         missing["mpki"] = collector_missing(
@@ -247,6 +267,7 @@ def build_layer_report(data: RunData) -> LayerReport:
             COUNTER_COLLECTORS,
             "per-layer cache misses",
             events=("LLC-load-misses", "cache-misses", "instructions", "PAPI_L3_TCM", "PAPI_TOT_INS"),
+            passes=gone,
         )
     if not any(s.measured_bytes is not None for s in layers):
         missing["traffic"] = collector_missing(
@@ -254,6 +275,7 @@ def build_layer_report(data: RunData) -> LayerReport:
             COUNTER_COLLECTORS,
             "measured memory traffic",
             events=("LLC-load-misses", "cache-misses", "PAPI_L3_TCM"),
+            passes=gone,
         )
     if not any(s.energy_j is not None for s in layers):
         rapl = run.get("collectors", {}).get("rapl", {})
@@ -266,11 +288,13 @@ def build_layer_report(data: RunData) -> LayerReport:
                 else "",
             )
         else:
-            missing["energy"] = collector_missing(run, ["rapl"], "per-layer energy")
+            missing["energy"] = collector_missing(run, ["rapl"], "per-layer energy", passes=gone)
     if kernels is None:
-        missing["kernels"] = collector_missing(run, ["torch_profiler"], "per-layer kernels")
+        missing["kernels"] = collector_missing(run, ["torch_profiler"], "per-layer kernels", passes=gone)
     if native is None:
-        missing["native"] = collector_missing(run, ["perf_sampling"], "native kernels per layer on every thread")
+        missing["native"] = collector_missing(
+            run, ["perf_sampling"], "native kernels per layer on every thread", passes=gone
+        )
     elif native.forward.cpi is None:
         cpi = run.get("collectors", {}).get("perf_sampling", {}).get("summary", {}).get("cpi_per_kernel", {})
         missing["native_cpi"] = Missing(
@@ -278,7 +302,7 @@ def build_layer_report(data: RunData) -> LayerReport:
             cpi.get("fix", ""),
         )
     if frames is None:
-        missing["frames"] = collector_missing(run, ["pyspy"], "per-layer native frames")
+        missing["frames"] = collector_missing(run, ["pyspy"], "per-layer native frames", passes=gone)
     elif not any(s.frames for s in layers):
         missing["frames"] = Missing(
             "py-spy samples Python stacks only by default (native unwinding pauses every thread per sample); "

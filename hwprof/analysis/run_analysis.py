@@ -35,12 +35,16 @@ class RooflineSummary:
     gflops_s: float | None
     pct_peak: float | None
     bound: str | None
-    layers_by_bound: dict[str, dict[str, float]] = field(default_factory=dict)
-    """"memory"/"compute" -> {"layers": count, "share": share of forward}."""
+    layers_by_bound: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    """"memory"/"compute" -> {"layers": count, "share": share of forward, None without layer times}. Empty
+    when no layer has a bound (no FLOPs): then `unavailable["flops"]` says why, never a count of 0."""
     measured_bytes: float | None = None
     measured_intensity: float | None = None
     bound_measured: str | None = None
     compute_probe: str = "matmul"
+    unavailable: dict[str, str] = field(default_factory=dict)
+    """"flops" / "time" -> why the figures that need it are unavailable (FLOPs, intensity, bound counts;
+    achieved GFLOP/s, shares of forward)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +67,8 @@ class Analysis:
     """model/layer_errors.json: each layer's output against fp32 torch (None for torch fp32 runs)."""
     gpu: GpuView | None = None
     """The GPU collectors' view (None for CPU runs)."""
+    warnings: list[str] = field(default_factory=list)
+    """Damage the readers read past (a torn last line) and passes whose figures are unavailable, with why."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -74,10 +80,14 @@ def roofline_summary(report: LayerReport) -> RooflineSummary | None:
     nbytes = sum(r.min_bytes for r in top if r.min_bytes is not None) or None
     ai = flops / nbytes if (flops is not None and nbytes) else None
     gflops = flops / report.forward_ms / 1e6 if (flops is not None and report.forward_ms) else None
-    by_bound: dict[str, dict[str, float]] = {}
-    for bound in (MEMORY, COMPUTE):
-        rows = [r for r in top if r.bound == bound]
-        by_bound[bound] = {"layers": len(rows), "share": sum(r.share or 0.0 for r in rows)}
+    timed = any(r.share is not None for r in top)
+    by_bound: dict[str, dict[str, float | None]] = {}
+    if any(r.bound is not None for r in top):
+        for bound in (MEMORY, COMPUTE):
+            rows = [r for r in top if r.bound == bound]
+            share = sum(r.share or 0.0 for r in rows) if timed else None
+            by_bound[bound] = {"layers": len(rows), "share": share}
+    unavailable: dict[str, str] = {k: report.missing[k].short() for k in ("flops", "time") if k in report.missing}
     summary = RooflineSummary(
         roof.peak_gflops,
         roof.peak_gbps,
@@ -90,6 +100,7 @@ def roofline_summary(report: LayerReport) -> RooflineSummary | None:
         roof.bound(ai) if ai is not None else None,
         by_bound,
         compute_probe=roof.compute_probe,
+        unavailable=unavailable,
     )
     measured = [r.measured_bytes for r in top if r.measured_bytes is not None]
     if measured and flops is not None:
@@ -137,7 +148,16 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         load_runtime_view(data),
         read_layer_errors(data.root),
         gpu,
+        run_warnings(data),
     )
+
+
+def run_warnings(data: RunData) -> list[str]:
+    """What the user must know before trusting any figure: passes whose figures are unavailable, and the
+    damage the readers read past (called after the analysis, which is what reads the markers)."""
+    out: list[str] = []
+    out += [f"{reason}: its figures are unavailable" for reason in data.missing_passes.values()]
+    return out + list(data.warnings)
 
 
 def missing_dict(missing: dict[str, Missing]) -> dict[str, dict[str, str]]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from hwprof.analysis.availability import collector_missing
 from hwprof.host_kinds import host_kind, software, software_text
+from hwprof.runschema import Field, RunDirError, check_fields, found, read_json_object
 
 SWEEP_JSON = "sweep.json"
 SWEEP_CSV = "sweep.csv"
@@ -292,11 +293,31 @@ def _csv_cell(value: Any) -> Any:
     return software_text(value) if isinstance(value, dict) else value
 
 
+SWEEP_FIELDS = (
+    Field("rows", (list,), "a list", required=True),
+    Field("command", (list,), "a list"),
+    Field("notes", (list,), "a list"),
+)
+SWEEP_ROW_FIELDS = (
+    Field("model", (str,), "a string", required=True),
+    Field("threads", (int,), "an integer", required=True),
+    Field("batch", (int,), "an integer", required=True),
+    Field("run_dir", (str,), "a path", required=True),
+    Field("status", (str,), "a string", required=True),
+)
+"""What load_sweep relies on in sweep.json."""
+
+
 def load_sweep(out_root: Path | str) -> SweepResult:
     path = Path(out_root) / SWEEP_JSON
     if not path.is_file():
         raise ValueError(f"{out_root} has no {SWEEP_JSON}")
-    doc = json.loads(path.read_text())
+    doc = read_json_object(path)
+    check_fields(doc, SWEEP_FIELDS, str(path))
+    for i, r in enumerate(doc["rows"]):
+        if not isinstance(r, dict):
+            raise RunDirError(f'{path}: field "rows[{i}]" must be an object, found {found(r)}')
+        check_fields(r, SWEEP_ROW_FIELDS, str(path), f"rows[{i}].")
     known = SweepRow.__dataclass_fields__
     return SweepResult(
         [SweepRow(**{k: v for k, v in r.items() if k in known}) for r in doc["rows"]],

@@ -51,7 +51,8 @@ def runs_spec(c: Comparison) -> TableSpec:
     names = _letters(len(c.runs))
     cols = [Col("", "left")] + [Col(n) for n in names]
     fields: list[tuple[str, list[str]]] = [
-        ("run", [h.run_id for h in c.runs]),
+        ("run", [h.run_id if h.status == "complete" else f"{h.run_id} [{h.status}]" for h in c.runs]),
+        ("layer times from", [h.layer_times.split(":")[0] for h in c.runs]),  # the reason is in the notes
         ("model", [str(h.model) for h in c.runs]),
         *runtime_fields(c.runs),
         ("imgsz / batch / threads", [f"{h.imgsz} / {h.batch} / {h.threads}" for h in c.runs]),

@@ -126,6 +126,7 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
         "summary_version": SUMMARY_VERSION,
         "run_id": run.get("run_id"),
         "status": run.get("status"),
+        "warnings": a.warnings,
         "model": run.get("model", {}),
         "config": {k: cfg.get(k) for k in ("imgsz", "batch", "threads", "iters", "warmup")},
         "host": {

@@ -152,7 +152,8 @@ def kernels_spec(a: Analysis) -> TableSpec | None:
             "torch.profiler in the trace pass: aten self time on the calling thread per iteration (not "
             "scaled); share of the layer's aten time; oneDNN impl from ONEDNN_VERBOSE where matched"
         )
-    return TableSpec(f"hotspot kernels of the top {len(layers)} layers", cols, rows, notes)
+    title = f"hotspot kernels of the top {len(layers)} layers" if layers else "hotspot kernels per layer"
+    return TableSpec(title, cols, rows, notes)
 
 
 def frames_spec(a: Analysis) -> TableSpec | None:
@@ -189,4 +190,5 @@ def frames_spec(a: Analysis) -> TableSpec | None:
             "py-spy samples of the main thread in the trace pass; share of the layer's sampled time by "
             "leaf frame; python / waiting = leaf is a Python frame / OpenMP wait or blocking call"
         )
-    return TableSpec(f"hottest native frames of the top {len(layers)} layers", cols, rows, notes)
+    title = f"hottest native frames of the top {len(layers)} layers" if layers else "hottest native frames per layer"
+    return TableSpec(title, cols, rows, notes)

@@ -60,6 +60,7 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     host = run.get("host", {})
     cfg = run.get("config", {})
     out: list[tuple[str, str]] = [("run", f"{run.get('run_id', '?')} [{run.get('status', '?')}]")]
+    out += [("warning", w) for w in a.warnings]
     if model:
         gflops = f"{model['gflops']:.2f} GFLOPs" if model.get("gflops") else "GFLOPs not measured"
         shape = "x".join(map(str, model.get("input_shape", [])))
@@ -132,7 +133,9 @@ def _header_renderable(a: Analysis) -> RenderableType:
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
     for key, value in header_lines(a):
-        grid.add_row(key, Text(value))  # not markup: "[complete]", paths and reasons hold brackets
+        grid.add_row(
+            Text(key, style="yellow") if key == "warning" else key, Text(value)
+        )  # not markup: "[complete]", paths and reasons hold brackets
     lines = unavailable_lines(a)
     if lines:
         grid.add_row("not measured", "")

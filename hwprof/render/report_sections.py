@@ -185,6 +185,8 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
     ):
         if key in rep.missing:
             notes.append(f"{label}: {rep.missing[key].short()}")
+    if not rows:  # neither times nor FLOPs: no ranking to show, only why (never "top 0 layers")
+        return TableSpec("layers", [], [], notes)
     title = (
         f"top {len(rows)} layers by time (of {len(rep.layers)})"
         if by_time
@@ -288,14 +290,24 @@ def roofline_spec(a: Analysis) -> TableSpec:
         ],
         ["peak bandwidth", f"{s.peak_gbps:.2f} GB/s (measured: STREAM-like triad)"],
         ["ridge point", f"{s.ridge:.1f} FLOP/B"],
-        ["forward FLOPs", f"{sig(s.flops / 1e9 if s.flops is not None else None)} GFLOPs"],
-        ["forward minimum bytes", si_bytes(s.min_bytes)],
-        ["forward intensity", f"{sig(s.intensity)} FLOP/B -> {s.bound or MISSING}-bound"],
-        ["forward achieved", f"{sig(s.gflops_s)} GFLOP/s = {num(s.pct_peak, 1)}% of peak"],
     ]
+    if s.flops is not None:
+        rows.append(["forward FLOPs", f"{sig(s.flops / 1e9)} GFLOPs"])
+    if s.min_bytes:
+        rows.append(["forward minimum bytes", si_bytes(s.min_bytes)])
+    if s.intensity is not None:
+        rows.append(["forward intensity", f"{sig(s.intensity)} FLOP/B -> {s.bound or MISSING}-bound"])
+    if s.gflops_s is not None:
+        rows.append(["forward achieved", f"{sig(s.gflops_s)} GFLOP/s = {num(s.pct_peak, 1)}% of peak"])
     for bound, entry in s.layers_by_bound.items():
-        rows.append([f"{bound}-bound layers", f"{int(entry['layers'])}, {pct(entry['share'])} of forward"])
-    notes = []
+        share = entry["share"]
+        rows.append(
+            [
+                f"{bound}-bound layers",
+                f"{int(entry['layers'] or 0)}" + (f", {pct(share)} of forward" if share is not None else ""),
+            ]
+        )
+    notes = [f"{what}: {s.unavailable[key]}" for key, what in _ROOF_NEEDS.items() if key in s.unavailable]
     if s.measured_intensity is not None:
         rows.append(
             [
@@ -313,6 +325,13 @@ def roofline_spec(a: Analysis) -> TableSpec:
     if roof is not None:
         notes.append(f"peak methods: {roof.gflops_method}; {roof.gbps_method}")
     return TableSpec("roofline", cols, rows, notes)
+
+
+_ROOF_NEEDS = {
+    "flops": "forward FLOPs, minimum bytes, intensity, achieved GFLOP/s, memory-/compute-bound layers",
+    "time": "forward achieved GFLOP/s and the bound layers' share of forward",
+}
+"""What the roofline table cannot show without FLOPs (the flops collector) or layer times (the layers pass)."""
 
 
 def overhead_spec(a: Analysis) -> TableSpec:

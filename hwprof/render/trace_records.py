@@ -17,6 +17,7 @@ from typing import Any
 
 from hwprof.render.trace_model import LEVEL_RECORD, CallstackSample, CounterTrack, Slice
 from hwprof.rundata import RunData, RunDirError
+from hwprof.runschema import read_jsonl
 
 
 @dataclass
@@ -50,16 +51,8 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     text = path.read_text()
     try:
         return list(json.loads("[" + ",".join(line for line in text.split("\n") if line.strip()) + "]"))
-    except ValueError:
-        rows = []
-        for line in text.split("\n"):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except ValueError:
-                break
-        return rows
+    except ValueError:  # a torn last line is dropped; a corrupt line elsewhere is an error naming file:line
+        return [row for _, row in read_jsonl(path).rows]
 
 
 def read_pass_records(pass_dir: Path, withheld: frozenset[str] = frozenset()) -> PassRecords:

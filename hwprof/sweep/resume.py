@@ -11,7 +11,17 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hwprof.runschema import Field, RunDirError, check_fields, read_json_object
+
 PLAN_FILE = "sweep_plan.json"
+PLAN_FIELDS = (Field("plan", (dict,), "an object", required=True), Field("ray", (dict,), "an object", nullable=True))
+SWEEP_PLAN_FIELDS = (
+    Field("models", (list,), "a list of model names", required=True),
+    Field("threads", (list,), "a list of thread counts"),
+    Field("batch", (list,), "a list of batch sizes"),
+    Field("out_root", (str,), "a path"),
+)
+"""What resuming relies on in sweep_plan.json (the rest is SweepPlan's own fields, checked by SweepPlan.validate)."""
 
 
 def write_plan(out_root: Path, plan: dict[str, Any], ray: dict[str, Any] | None = None) -> Path:
@@ -23,15 +33,15 @@ def write_plan(out_root: Path, plan: dict[str, Any], ray: dict[str, Any] | None 
 def read_plan(out_root: Path | str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """(the SweepPlan's fields, the Ray options or None) a sweep in out_root was started with."""
     path = Path(out_root) / PLAN_FILE
-    try:
-        doc = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ValueError(
-            f"--resume {out_root}: no {PLAN_FILE} there (not a sweep folder, or one older than --resume)"
-        ) from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"--resume {out_root}: {PLAN_FILE} cannot be read: {exc}") from exc
-    return dict(doc.get("plan") or {}), doc.get("ray")
+    if not path.exists():
+        raise ValueError(f"--resume {out_root}: no {PLAN_FILE} there (not a sweep folder, or one older than --resume)")
+    doc = read_json_object(path)
+    check_fields(doc, PLAN_FIELDS, str(path))
+    plan = doc["plan"]
+    check_fields(plan, SWEEP_PLAN_FIELDS, str(path), "plan.")
+    if not plan["models"] or not all(isinstance(m, str) for m in plan["models"]):
+        raise RunDirError(f'{path}: field "plan.models" must be a non-empty list of model names')
+    return dict(plan), doc.get("ray")
 
 
 def set_aside(run_dir: Path) -> Path:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import signal
 import subprocess
@@ -48,6 +47,7 @@ from hwprof.analysis.sweep_rows import (
     row_from_run,
     write_sweep,
 )
+from hwprof.runschema import RunHeader, read_json
 from hwprof.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, runs_on, supported_text
 from hwprof.stopping import StopSignals
 from hwprof.sweep.resume import read_plan, set_aside, write_plan
@@ -208,8 +208,9 @@ def plan_from_file(out_root: Path) -> tuple[SweepPlan, dict[str, Any] | None]:
 
 
 def _complete(run_dir: Path) -> bool:
+    """A complete run that can be reused: a damaged run.json (RunDirError) is not one, and is set aside."""
     try:
-        return json.loads((run_dir / "run.json").read_text()).get("status") == "complete"
+        return RunHeader.parse(read_json(run_dir / "run.json"), run_dir / "run.json").status == "complete"
     except (OSError, ValueError):
         return False
 
@@ -239,7 +240,10 @@ def finished_row(
         return point_row(point, run_dir, "timeout", f"collect ran past {timeout_s or 0:.0f} s; log {log_path}")
     if not (run_dir / "run.json").exists():
         return point_row(point, run_dir, "failed", f"collect exited {code} with no run.json: {_last_line(log_path)}")
-    status = json.loads((run_dir / "run.json").read_text()).get("status", "failed")
+    try:
+        status = RunHeader.parse(read_json(run_dir / "run.json"), run_dir / "run.json").status
+    except ValueError as exc:
+        return point_row(point, run_dir, "failed", f"collect exited {code}: {exc}")
     row = row_from_run(run_dir, point, status, peaks)
     if code != 0:
         row.error = f"collect exited {code}: {_last_line(log_path)}"
