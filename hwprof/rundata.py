@@ -21,6 +21,7 @@ from typing import Any
 
 from hwprof.markers import Marker, read_marker_file
 from hwprof.records import MetricTables
+from hwprof.rundir_lock import holder
 from hwprof.runschema import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
 
 __all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError", "write_run_json"]
@@ -33,6 +34,18 @@ def write_run_json(run_dir: Path, run: dict[str, Any]) -> None:
     tmp = run_dir / f".{RUN_JSON}.tmp"
     tmp.write_text(json.dumps(run, indent=1, default=str))
     os.replace(tmp, run_dir / RUN_JSON)
+
+
+def abandoned_or_running(root: Path) -> str:
+    """What a run.json that still says "running" means: a collect holds its lock, or the one that wrote it
+    is gone (killed with SIGKILL, crashed, its machine lost) and the run will never be finished."""
+    holding = holder(root)
+    if holding is not None:
+        return f"this run is still being collected ({holding.describe()}): its figures are not final"
+    return (
+        "run.json says running, but no collect holds this run directory's lock: the collect that wrote it "
+        "was killed or crashed before it finished, and what it wrote is all there is"
+    )
 
 
 @dataclass
@@ -54,7 +67,10 @@ class RunData:
             raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
         run = read_json(path)
         RunHeader.parse(run, path)
-        return cls(root, run)
+        data = cls(root, run)
+        if run.get("status") == "running":
+            data.warnings.append(abandoned_or_running(root))
+        return data
 
     @cached_property
     def header(self) -> RunHeader:

@@ -61,9 +61,7 @@ class RunDirLock:
         replaced meanwhile (a holder that released and removed it between our open and our flock)."""
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not _try_exclusive(fd):
                 os.close(fd)
                 holder = _read_info(self.path)
                 who = holder.describe() if holder else "another process"
@@ -100,6 +98,18 @@ class RunDirLock:
 
     def __exit__(self, *_exc: object) -> None:
         self.release()
+
+
+def _try_exclusive(fd: int, tries: int = 5, wait_s: float = 0.02) -> bool:
+    """flock LOCK_EX without blocking, a few times: a reader asking `holder()` holds LOCK_SH for an instant."""
+    for k in range(tries):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if k + 1 < tries:
+                time.sleep(wait_s)
+    return False
 
 
 def holder(run_dir: Path) -> LockInfo | None:

@@ -11,6 +11,7 @@ what was kept.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -126,7 +127,7 @@ def test_a_held_lock_refuses_a_second_collect_at_once(tmp_path: Path) -> None:
         assert time.monotonic() - started < 60
     assert done.returncode == 2
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert any(f"is in use by another hwprof collect (pid {__import__('os').getpid()}" in line for line in lines), lines
+    assert any(f"is in use by another hwprof collect (pid {os.getpid()}" in line for line in lines), lines
 
 
 def start_args() -> list[str]:
@@ -173,3 +174,20 @@ def test_a_stopped_local_sweep_finalises_its_point_and_says_how_to_resume(tmp_pa
     left = leftovers(out)
     kill_leftovers(left)
     assert not left.processes
+
+
+def test_a_run_left_running_says_whether_a_collect_still_holds_it(tmp_path: Path) -> None:
+    import shutil
+
+    from hwprof.rundata import RunData
+    from hwprof.rundir_lock import RunDirLock
+
+    run_dir = tmp_path / "left"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "rundir_small", run_dir)
+    run = run_json(run_dir)
+    run["status"], run["finished"] = "running", None
+    (run_dir / "run.json").write_text(json.dumps(run))
+    assert any("was killed or crashed before it finished" in w for w in RunData.load(run_dir).warnings)
+    with RunDirLock(run_dir):
+        holder = f"still being collected (pid {os.getpid()}"
+        assert any(holder in w for w in RunData.load(run_dir).warnings)
