@@ -76,9 +76,11 @@ def test_a_stop_signal_in_any_pass_ends_the_run_the_same_way(
         if entry["status"] in ("partial", "interrupted"):
             assert "stopped by" in entry["reason"] or "exited with status" in entry["reason"], (name, entry)
     assert not left, left
-    if times == 1:
-        assert (out / "summary.json").is_file() and (out / "layers.csv").is_file()
-        assert json.loads((out / "summary.json").read_text())
+    if times == 1:  # the report of what was kept; layers.csv only where a finished pass gave a layer table
+        summary = json.loads((out / "summary.json").read_text())
+        assert summary["status"] == "interrupted"
+        layers_csv = out / "layers.csv"
+        assert not layers_csv.exists() or len(layers_csv.read_text().splitlines()) > 1
 
 
 @pytest.mark.slow
