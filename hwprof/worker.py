@@ -64,6 +64,8 @@ class PassRunner:
         clean_markers)."""
         self.paired: dict[str, Any] | None = None
         self._remove_hooks: Callable[[], None] | None = None
+        self._done = 0
+        """Iterations run so far (warm-up included), for progress."""
 
     def _fail(self, collector: Collector, stage: str, exc: BaseException) -> None:
         print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
@@ -113,13 +115,13 @@ class PassRunner:
                 wishes.append(collector.measured_iterations(self.ctx) or 0)
             except Exception as exc:
                 self._fail(collector, "measured_iterations", exc)
-        limits = []
-        for collector in self.collectors:
-            if collector.name not in self.results:
-                limit = collector.iteration_limit(self.ctx)
-                if limit:
-                    limits.append(limit)
-        return min([max(wishes), *limits])
+        cap = self._iteration_cap()
+        return max(wishes) if cap is None else min(max(wishes), cap)
+
+    def _iteration_cap(self) -> int | None:
+        """The smallest iteration_limit of the pass's live collectors (None: none limits)."""
+        limits = [c.iteration_limit(self.ctx) for c in self.collectors if c.name not in self.results]
+        return min((x for x in limits if x), default=None)
 
     def _pairs(self, runtime_name: str) -> bool:
         """Interleave clean iterations (hwprof.paired) when the layer hooks or a collector of the pass can
@@ -162,6 +164,41 @@ class PassRunner:
             for collector in switchable:
                 if collector.name not in self.results:
                     self._call(collector, "resume", self.ctx)
+
+    def _step(self, measured: bool, i: int, total: int) -> None:
+        """One measured (or, in a paired pass, clean) iteration, its markers written at once."""
+        assert self.ctx.pipeline is not None
+        if measured:
+            self.ctx.pipeline.run_iteration(i, warmup=False)
+            self._each("after_iteration", self.ctx, i)
+        else:
+            self._run_clean(i)
+        self.log.flush_to(self.markers_path)
+        self._done += 1
+        progress(phase="measure", done=self._done, total=max(total, self._done))
+
+    def _extend(self, measured: int, planned_s: float) -> None:
+        """More ABBA blocks while the planned ones do not resolve the pass's cost (hwprof.paired.extend)."""
+        from hwprof.analysis.paired_cost import paired_cost
+        from hwprof.paired import extend
+        from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+
+        def figure() -> Any:
+            markers = self.log.markers
+            return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
+
+        _, extension = extend(
+            figure,
+            lambda on, i: self._step(on, i, self._done + 4),
+            measured,
+            planned_s,
+            self.config,
+            self._iteration_cap(),
+        )
+        assert self.paired is not None
+        if extension is not None:
+            self.paired["extension"] = extension.to_dict()
+            print(f"paired: {extension.text}", file=sys.stderr)
 
     def _write_model_info(self) -> None:
         from hwprof.workload.layers import layer_table
@@ -273,17 +310,15 @@ class PassRunner:
             total = self.config.warmup + len(steps)
             for i in range(self.config.warmup):
                 self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
+                self._done = i + 1
                 progress(phase="warmup", done=i + 1, total=total)
             self.log.flush_to(self.markers_path)
             self._each("start", self.ctx)
-            for done, (measured, i) in enumerate(steps, self.config.warmup + 1):
-                if measured:
-                    self.ctx.pipeline.run_iteration(i, warmup=False)
-                    self._each("after_iteration", self.ctx, i)
-                else:
-                    self._run_clean(i)
-                self.log.flush_to(self.markers_path)
-                progress(phase="measure", done=done, total=total)
+            planned_at = time.monotonic()
+            for measured, i in steps:
+                self._step(measured, i, total)
+            if self.paired is not None:
+                self._extend(iters, time.monotonic() - planned_at)
             self._each("stop", self.ctx)
         except (Interrupted, KeyboardInterrupt) as exc:
             status, error = "interrupted", str(exc) or "KeyboardInterrupt"
