@@ -228,9 +228,13 @@ class NeighbourWatch:
             self._thread.start()
         return self
 
+    def sample(self) -> None:
+        """One scan of the processes now (the background thread's step)."""
+        self._scan()
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self._scan()
+            self.sample()
 
     def stop(self) -> NeighbourLoad | None:
         """The window's load; None where /proc/stat did not say (no Linux /proc) or start() was not called."""
