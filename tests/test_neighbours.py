@@ -105,6 +105,7 @@ def test_other_work_is_busy_time_of_the_run_cpus_less_the_run_own_tree(tmp_path:
     proc.set_cpu(0, user=1000 + 160, steal=0)
     proc.set_cpu(1, user=1000 + 150, steal=40)  # +150 user, +40 steal
     proc.set_cpu(2, user=1000 + 800)
+    time.sleep(0.2)  # wall_s is rounded to ms: a longer window keeps the share check within 1%
     load = watch.stop()
     assert load is not None
     own = 10 + 100 + 20
@@ -299,11 +300,12 @@ def test_an_unresolved_cost_names_the_other_work_instead_of_a_ratio(tmp_path: Pa
     layers = next(p for p in a.overheads.passes if p.name == "layers")
     assert layers.cost is not None and not layers.cost.resolved
     cell = _row(overhead_spec(a), "layers", "cost")
-    assert cell.startswith("not resolved (other work on these CPUs, 50% of these CPUs' time: python3 (pid 4242)")
+    assert cell == "not resolved (other work on these CPUs: python3, cc1)"
+    assert any(n.startswith("layers: not resolved (other work on these CPUs, 50%") for n in overhead_spec(a).notes)
     assert "x" not in cell.split("(")[0] and f"{layers.cost.ratio:.3f}x" not in cell
     assert _row(overhead_spec(a), "layers", "others") == "50.0%"
     finding = next(f for f in a.findings if "paired cost of the layers pass" in f.title)
-    assert "python3 (pid 4242)" in finding.title and f"{layers.cost.ratio:.3f}x" not in finding.title
+    assert "python3 (pid 4242) 9.5 s" in finding.title and f"{layers.cost.ratio:.3f}x" not in finding.title
     assert f"{layers.cost.ratio:.3f}x" not in a.layers.time_note and "not resolved (other work" in a.layers.time_note
     summary = summary_dict(a)
     cost = next(p for p in summary["overheads"]["passes"] if p["name"] == "layers")["cost"]

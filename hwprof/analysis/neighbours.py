@@ -40,26 +40,29 @@ def pass_load(run: dict[str, Any], name: str) -> NeighbourLoad | None:
     return NeighbourLoad.from_dict(entry)
 
 
-def others_text(load: NeighbourLoad | None) -> str:
-    """Who took the CPUs, for a parenthesis: the named outsiders, or why there are none."""
+def others_text(load: NeighbourLoad | None, short: bool = False) -> str:
+    """Who took the CPUs, for a parenthesis: the named outsiders (short: their names only, for a table
+    cell; else with pid, CPU seconds and the share of the CPUs), or why there are none."""
     if load is None:
         return "other work on these CPUs not recorded: a run from before hwprof measured it"
     if load.share < NEGLIGIBLE_SHARE:
         return f"no other work seen on these CPUs ({load.share:.1%} of their time); host noise"
+    if short:
+        return f"other work on these CPUs: {load.short_names() or 'processes too short-lived to name'}"
     took = f"{load.share:.0%} of these CPUs' time"
     if load.top:
         return f"other work on these CPUs, {took}: {load.names()}"
     return f"other work on these CPUs, {took}, by processes too short-lived to name"
 
 
-def unresolved_text(load: NeighbourLoad | None) -> str:
+def unresolved_text(load: NeighbourLoad | None, short: bool = False) -> str:
     """What the report shows instead of a paired ratio that did not resolve."""
-    return f"not resolved ({others_text(load)})"
+    return f"not resolved ({others_text(load, short)})"
 
 
-def cost_text(figure: PassCostFigure, load: NeighbourLoad | None) -> str:
+def cost_text(figure: PassCostFigure, load: NeighbourLoad | None, short: bool = False) -> str:
     """The figure's ratio where it resolved, else why there is none."""
-    return figure.ratio_text() if figure.resolved else unresolved_text(load)
+    return figure.ratio_text() if figure.resolved else unresolved_text(load, short)
 
 
 def clean_forward_ms(run: dict[str, Any]) -> dict[str, float]:

@@ -47,8 +47,9 @@ class PassCost:
     """Other work on the run's CPUs during the pass (run.json passes.*.neighbours)."""
 
     def cost_text(self) -> str | None:
-        """The cost as the report shows it: the ratio, or 'not resolved (...)' naming who took the CPUs."""
-        return cost_text(self.cost, self.neighbours) if self.cost else None
+        """The cost as the overheads table shows it: the ratio, or 'not resolved (...)' naming who took the
+        CPUs (the findings name them with pid and CPU time)."""
+        return cost_text(self.cost, self.neighbours, short=True) if self.cost else None
 
     def to_dict(self) -> dict[str, Any]:
         """An unresolved cost keeps no ratio under "ratio": its blocks' median is under ratio_unresolved."""

@@ -62,8 +62,12 @@ class NeighbourLoad:
     scans: int = 0
 
     def names(self) -> str:
-        """The top outsiders, or '' when none was seen."""
+        """The top outsiders with pid and CPU time, or '' when none was seen."""
         return ", ".join(o.text() for o in self.top)
+
+    def short_names(self) -> str:
+        """The top outsiders' names, each once, for a table cell."""
+        return ", ".join(dict.fromkeys(o.name for o in self.top))
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

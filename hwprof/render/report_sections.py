@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.neighbours import unresolved_text
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.analysis.roofline import PROBE_LABELS
 from hwprof.render.fmt import ms, num, pct, si_bytes, sig
@@ -359,6 +360,7 @@ def overhead_spec(a: Analysis) -> TableSpec:
         ),
         *sorted({c.method_text for p in o.passes if (c := p.cost)}),
     ]
+    notes += [f"{p.name}: {unresolved_text(p.neighbours)}" for p in o.passes if p.cost and not p.cost.resolved]
     notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
     for p in o.passes:
         level = p.pass_level
