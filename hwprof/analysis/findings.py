@@ -143,7 +143,8 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
         if report.scale_paired:
             text = f"the {report.time_pass} pass's clean iterations were {report.scale:.2f}x its measured ones"
         else:
-            text = f"the clean timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's"
+            clean = "disturbed" if table.disturbed else "clean"
+            text = f"the {clean} timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's"
         out.append(
             Finding(
                 text,

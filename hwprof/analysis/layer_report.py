@@ -143,14 +143,15 @@ def build_layer_report(data: RunData) -> LayerReport:
     if not its:
         note = "no per-layer times"
     elif timing_fwd:
+        disturbed = timing_disturbance(data.run)
         note = (
             f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
-            f"(self time / that iteration's forward) x the forward the report states, the clean timing pass's "
-            f"p50 {timing_fwd:.2f} ms (scaled x{scale:.3f} from the {source} pass's {source_fwd:.2f} ms: the shares "
-            f"are scale-free, so this factor is the two processes' difference, not a cost); {cost}; the hooks' cost "
-            "is spread over the layers in proportion to their time"
+            f"(self time / that iteration's forward) x the forward the report states, the "
+            f"{'disturbed' if disturbed else 'clean'} timing pass's p50 {timing_fwd:.2f} ms (scaled x{scale:.3f} "
+            f"from the {source} pass's {source_fwd:.2f} ms: the shares are scale-free, so this factor is the two "
+            f"processes' difference, not a cost); {cost}; the hooks' cost is spread over the layers in proportion "
+            "to their time"
         )
-        disturbed = timing_disturbance(data.run)
         if disturbed:
             note = f"{disturbed.upper()[:1]}{disturbed[1:]}: every layer time below is scaled to its p50. {note}"
     elif paired is not None and source_fwd:
