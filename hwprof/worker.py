@@ -179,11 +179,11 @@ class PassRunner:
 
     def _extend(self, measured: int, planned_s: float) -> None:
         """More ABBA blocks while the planned ones do not resolve the pass's cost (hwprof.paired.extend)."""
-        from hwprof.analysis.paired_cost import paired_cost
+        from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
         from hwprof.paired import extend
         from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
 
-        def figure() -> Any:
+        def figure() -> PassCostFigure | None:
             markers = self.log.markers
             return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
 
