@@ -66,6 +66,10 @@ class RunConfig:
     scalene_memory: bool = False
     profiler_stack: bool = False
     pass_timeout_s: float = 900.0
+    paired_extend_ratio: float = 1.0
+    """A paired pass whose ABBA blocks do not resolve its cost adds blocks for up to this many times
+    the planned blocks' time (0: never), at most paired_extend_max_s (hwprof.paired.extend)."""
+    paired_extend_max_s: float = 120.0
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> None:
@@ -94,6 +98,8 @@ class RunConfig:
         check_runtime_precision(self.runtime, self.precision, self.device)
         if self.runtime != "torch" and self.extra.get("rect"):
             raise ValueError(f"--rect changes the input shape per image; {self.runtime} runs a fixed-shape export")
+        if self.paired_extend_ratio < 0 or self.paired_extend_max_s < 0:
+            raise ValueError("paired_extend_ratio and paired_extend_max_s must be 0 or more")
         if self.pass_timeout_s <= 0:
             raise ValueError("--timeout must be positive")
 

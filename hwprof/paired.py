@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import statistics
 import tempfile
+import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.paired_cost import paired_cost
+from hwprof.analysis.paired_cost import UNRESOLVED_IQR, PassCostFigure, paired_cost
 from hwprof.collectors.base import Collector, PassContext
 from hwprof.config import RunConfig
 from hwprof.markers import MarkerBus, MarkerLog
@@ -34,17 +36,94 @@ def is_on(iteration: int) -> bool:
     return iteration % 4 in (1, 2)
 
 
-def schedule(measured: int) -> list[tuple[bool, int]]:
-    """(on, index) for a pass's `measured` iterations and as many clean ones, each kind numbered from
-    0, in blocks of four: on 2b, clean 2b, clean 2b+1, on 2b+1 (a last odd block: on, clean). The
-    mirror image of is_on's order, so that the first iteration after start() is a measured one
-    (collectors that measure only the first iterations, e.g. oneDNN's verbose log, see no clean one)."""
+def schedule(measured: int, start: int = 0) -> list[tuple[bool, int]]:
+    """(on, index) for a pass's measured iterations start..measured-1 and as many clean ones, each kind
+    numbered from 0, in blocks of four: on 2b, clean 2b, clean 2b+1, on 2b+1 (a last odd block: on,
+    clean; `start` odd completes it). The mirror image of is_on's order, so that the first iteration
+    after start() is a measured one (collectors that measure only the first iterations, e.g. oneDNN's
+    verbose log, see no clean one)."""
     out: list[tuple[bool, int]] = []
-    for b in range(0, measured, 2):
-        out += [(True, b), (False, b)]
-        if b + 1 < measured:
-            out += [(False, b + 1), (True, b + 1)]
+    for i in range(start, measured):
+        out += [(True, i), (False, i)] if i % 2 == 0 else [(False, i), (True, i)]
     return out
+
+
+@dataclass
+class Extension:
+    """ABBA blocks added after the planned ones because their ratios did not resolve the cost
+    (result.json paired.extension; run.json shows it under passes.<pass>.overhead)."""
+
+    planned_blocks: int
+    planned_s: float
+    limit_s: float
+    """As much time again as the planned blocks took x config.paired_extend_ratio, at most
+    config.paired_extend_max_s."""
+    reason: str
+    added_blocks: int = 0
+    used_s: float = 0.0
+    stopped: str = ""
+    resolved: bool = False
+
+    @property
+    def text(self) -> str:
+        return (
+            f"{self.added_blocks} ABBA block(s) added to the {self.planned_blocks} planned: {self.reason}; "
+            f"stopped: {self.stopped} ({self.used_s:.1f} s of a {self.limit_s:.1f} s limit)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "text": self.text}
+
+
+def extend(
+    figure: Callable[[], PassCostFigure | None],
+    step: Callable[[bool, int], None],
+    measured: int,
+    planned_s: float,
+    config: RunConfig,
+    max_measured: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[int, Extension | None]:
+    """After a paired pass's planned blocks (`measured` measured iterations, which took planned_s):
+    while `figure()` does not resolve (PassCostFigure.resolved), run one more ABBA block through
+    `step(on, index)`, unless the next block would pass the time limit or max_measured (a
+    collector's iteration limit). Returns the measured count now, and the extension (None when the
+    planned blocks resolved, or there was no figure)."""
+    now = figure()
+    if now is None or now.resolved:
+        return measured, None
+    assert now.q1 is not None and now.q3 is not None
+    limit = min(planned_s * config.paired_extend_ratio, config.paired_extend_max_s)
+    ext = Extension(
+        now.blocks,
+        round(planned_s, 3),
+        round(limit, 3),
+        f"the planned blocks' ratios did not resolve the cost (quartiles {now.q1:.3f}-{now.q3:.3f}, more than "
+        f"{UNRESOLVED_IQR:.2f} apart)",
+    )
+    started = clock()
+    block_s = planned_s / max(now.blocks, 1)
+    while True:
+        used = clock() - started
+        if now.resolved:
+            ext.stopped = "resolved"
+            break
+        if used + block_s > limit:
+            ext.stopped = "time limit (the next block would pass it)"
+            break
+        if max_measured is not None and measured + 2 > max_measured:
+            ext.stopped = f"a collector's limit of {max_measured} measured iterations"
+            break
+        block_start = clock()
+        for on, i in schedule(measured + 2, measured):
+            step(on, i)
+        measured += 2
+        ext.added_blocks += 1
+        block_s = clock() - block_start
+        now = figure() or now
+    ext.used_s = round(clock() - started, 3)
+    ext.resolved = now.resolved
+    return measured, ext
 
 
 def abba_forward(

@@ -26,6 +26,7 @@ from hwprof.child import error_line, exit_reason, worker_pid
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.config import RunConfig
 from hwprof.markers import MarkerBus
+from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch, neighbours_entry
 from hwprof.perf.steal import steal_ns
 from hwprof.plan import CollectError, PassPlan, Plan
 from hwprof.rundata import SCHEMA_VERSION, write_run_json
@@ -50,6 +51,8 @@ class PassOutcome:
     """The worker's runtime.json content: runtime, executed precision, output difference, clock."""
     lingering: list[child.Lingering] = field(default_factory=list)
     """Processes left in the worker's session after it exited, which the session stopped."""
+    neighbours: NeighbourLoad | None = None
+    """Other processes' CPU time on the run's CPUs during the pass (None: /proc could not say)."""
 
 
 class Session:
@@ -71,6 +74,8 @@ class Session:
         self.progress = progress or (lambda _pass, _event: None)
         self.outcomes: list[PassOutcome] = []
         self.run: dict[str, Any] = {}
+        self._watch: NeighbourWatch | None = None
+        """The running pass's watch on other work on the run's CPUs."""
 
     def _write_inputs(self) -> None:
         self.config.save(self.run_dir / "config.json")
@@ -112,6 +117,7 @@ class Session:
         (ctx.out_dir / "command.json").write_text(json.dumps(command))
         started = time.monotonic()
         steal_at_start = steal_ns()
+        self._watch = NeighbourWatch().start()
         with open(ctx.out_dir / "worker.log", "w") as log:
             proc = subprocess.Popen(
                 command,
@@ -238,6 +244,7 @@ class Session:
         outcome = PassOutcome(plan.name, status, returncode, wall, proc.pid, error, results)
         outcome.runtime = worker.get("runtime")
         outcome.lingering = lingering
+        outcome.neighbours = self._watch.stop() if self._watch else None
         stolen = steal_ns()
         if stolen is not None and steal_at_start is not None and wall > 0:
             outcome.host_steal_share = (stolen - steal_at_start) / 1e9 / (wall * (os.cpu_count() or 1))
@@ -328,6 +335,7 @@ class Session:
             "collectors": sorted(outcome.results),
             "log": f"passes/{outcome.name}/worker.log",
             "host_steal_share": outcome.host_steal_share,
+            "neighbours": neighbours_entry(outcome.neighbours),
         }
         if outcome.lingering:
             self.run["passes"][outcome.name]["lingering"] = [x.to_dict() for x in outcome.lingering]

@@ -11,23 +11,21 @@ parent; logs go to stderr.
 
 from __future__ import annotations
 
-import _thread
 import json
 import os
 import signal
 import sys
-import threading
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.config import RunConfig
 from hwprof.markers import Marker, MarkerBus, MarkerLog
 from hwprof.registry import by_name
+from hwprof.worker_stop import STOP, STOP_SIGNALS, Interrupted
 
 EXIT_OK = 0
 EXIT_ERROR = 3
@@ -35,64 +33,6 @@ EXIT_INTERRUPTED = 130
 ERROR_PREFIX = "hwprof-error: "
 WORKER_PID = "worker.pid"
 """Written into the pass folder: the process a stop signal goes to when the worker runs under a launcher (Scalene)."""
-
-
-ITERATION_GRACE_S = 8.0
-"""After a stop signal, how long the iteration in flight may run on before the pass is cut mid-iteration
-(the parent gives the worker child.TERM_GRACE_S = 20 s in all, closing its collectors included)."""
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-class Interrupted(Exception):
-    pass
-
-
-class StopAtIteration:
-    """A stop signal ends the pass at the end of the iteration in flight, where no span is open, so that
-    every collector closes on whole iterations and keeps them (a signal raised inside a layer left begins
-    without ends: torch.profiler failed with "markers do not nest" and dropped its trace). Outside the
-    iterations (model build, export), a second signal, or an iteration still running ITERATION_GRACE_S
-    after the signal: the pass is cut at once, and the marker bus is halted first."""
-
-    def __init__(self) -> None:
-        self.signal: str = ""
-        self.at_boundaries = False
-        """True while iterations run: the stop waits for the end of the one in flight."""
-        self.bus: MarkerBus | None = None
-        self._grace: threading.Timer | None = None
-
-    def install(self) -> None:
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, self._handle)
-
-    def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        first = not self.signal
-        self.signal = self.signal or signal.Signals(signum).name
-        if first and self.at_boundaries:
-            # No SIGALRM (a profiler may own it): the timer calls this handler again in the main thread.
-            self._grace = threading.Timer(ITERATION_GRACE_S, _thread.interrupt_main, (signum,))
-            self._grace.daemon = True
-            self._grace.start()
-            return
-        self.disarm()
-        if self.bus is not None:
-            self.bus.halted = True
-        raise Interrupted(f"stopped by {self.signal} mid-iteration")
-
-    def disarm(self) -> None:
-        self.at_boundaries = False
-        if self._grace is not None:
-            self._grace.cancel()
-            self._grace = None
-
-    def check(self, done: int, total: int) -> None:
-        """At an iteration boundary: stop here if a signal came."""
-        if self.signal:
-            self.disarm()
-            raise Interrupted(f"stopped by {self.signal} after {done} of {total} iterations")
-
-
-STOP = StopAtIteration()
 
 
 def progress(**fields: Any) -> None:
@@ -119,6 +59,8 @@ class PassRunner:
         clean_markers)."""
         self.paired: dict[str, Any] | None = None
         self._remove_hooks: Callable[[], None] | None = None
+        self._done = 0
+        """Iterations run so far (warm-up included), for progress."""
 
     def _fail(self, collector: Collector, stage: str, exc: BaseException) -> None:
         print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
@@ -168,13 +110,13 @@ class PassRunner:
                 wishes.append(collector.measured_iterations(self.ctx) or 0)
             except Exception as exc:
                 self._fail(collector, "measured_iterations", exc)
-        limits = []
-        for collector in self.collectors:
-            if collector.name not in self.results:
-                limit = collector.iteration_limit(self.ctx)
-                if limit:
-                    limits.append(limit)
-        return min([max(wishes), *limits])
+        cap = self._iteration_cap()
+        return max(wishes) if cap is None else min(max(wishes), cap)
+
+    def _iteration_cap(self) -> int | None:
+        """The smallest iteration_limit of the pass's live collectors (None: none limits)."""
+        limits = [c.iteration_limit(self.ctx) for c in self.collectors if c.name not in self.results]
+        return min((x for x in limits if x), default=None)
 
     def _pairs(self, runtime_name: str) -> bool:
         """Interleave clean iterations (hwprof.paired) when the layer hooks or a collector of the pass can
@@ -217,6 +159,42 @@ class PassRunner:
             for collector in switchable:
                 if collector.name not in self.results:
                     self._call(collector, "resume", self.ctx)
+
+    def _step(self, measured: bool, i: int, total: int) -> None:
+        """One measured (or, in a paired pass, clean) iteration, its markers written at once."""
+        assert self.ctx.pipeline is not None
+        if measured:
+            self.ctx.pipeline.run_iteration(i, warmup=False)
+            self._each("after_iteration", self.ctx, i)
+        else:
+            self._run_clean(i)
+        self.log.flush_to(self.markers_path)
+        self._done += 1
+        progress(phase="measure", done=self._done, total=max(total, self._done))
+        STOP.check(self._done, max(total, self._done))
+
+    def _extend(self, measured: int, planned_s: float) -> None:
+        """More ABBA blocks while the planned ones do not resolve the pass's cost (hwprof.paired.extend)."""
+        from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
+        from hwprof.paired import extend
+        from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+
+        def figure() -> PassCostFigure | None:
+            markers = self.log.markers
+            return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
+
+        _, extension = extend(
+            figure,
+            lambda on, i: self._step(on, i, self._done + 4),
+            measured,
+            planned_s,
+            self.config,
+            self._iteration_cap(),
+        )
+        assert self.paired is not None
+        if extension is not None:
+            self.paired["extension"] = extension.to_dict()
+            print(f"paired: {extension.text}", file=sys.stderr)
 
     def _write_model_info(self) -> None:
         from hwprof.workload.layers import layer_table
@@ -330,20 +308,17 @@ class PassRunner:
             STOP.check(0, total)
             for i in range(self.config.warmup):
                 self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
+                self._done = i + 1
                 progress(phase="warmup", done=i + 1, total=total)
                 STOP.check(i + 1, total)
             self.log.flush_to(self.markers_path)
             self._each("start", self.ctx)
             STOP.check(self.config.warmup, total)
-            for done, (measured, i) in enumerate(steps, self.config.warmup + 1):
-                if measured:
-                    self.ctx.pipeline.run_iteration(i, warmup=False)
-                    self._each("after_iteration", self.ctx, i)
-                else:
-                    self._run_clean(i)
-                self.log.flush_to(self.markers_path)
-                progress(phase="measure", done=done, total=total)
-                STOP.check(done, total)
+            planned_at = time.monotonic()
+            for measured, i in steps:
+                self._step(measured, i, total)
+            if self.paired is not None:
+                self._extend(iters, time.monotonic() - planned_at)
             STOP.disarm()
             self._each("stop", self.ctx)
         except (Interrupted, KeyboardInterrupt) as exc:

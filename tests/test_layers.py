@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         (
             "hwprof.registry",
             "hwprof.worker",
+            "hwprof.worker_stop",
             "hwprof.paired",
             "hwprof.session",
             "hwprof.sweep",

@@ -13,7 +13,9 @@ from hwprof.analysis.finding import CAVEAT, Finding, layers_of, pct
 from hwprof.analysis.kernel_findings import kernel_findings, thin_layers
 from hwprof.analysis.layer_findings import counters, efficiency, hotspots, kernels, roofline, threads, type_share
 from hwprof.analysis.layer_stats import LayerReport
+from hwprof.analysis.neighbours import unresolved_text
 from hwprof.analysis.overhead import Overheads
+from hwprof.analysis.paired_cost import UNRESOLVED_IQR
 from hwprof.analysis.stages import Stages
 from hwprof.analysis.types import TypeStat
 
@@ -26,8 +28,6 @@ FEW_ITERATIONS = 10
 PASS_RATIO = 2.0
 SCALE_SLACK = 0.05
 STEAL_CAVEAT = 0.05
-PAIRED_IQR_CAVEAT = 0.1
-"""A paired cost whose blocks' quartiles lie further apart than this does not resolve a few-% cost."""
 """A pass during which the hypervisor stole more than this share of the CPUs gets a caveat."""
 
 
@@ -87,6 +87,16 @@ def python_overhead(report: LayerReport, over: Overheads) -> list[Finding]:
 
 def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding]:
     out: list[Finding] = []
+    if table.disturbed:
+        out.append(
+            Finding(
+                table.disturbed,
+                "the stage times and every layer time (scaled to the timing pass's forward p50) are inflated; "
+                "collect again when these CPUs are free, or on dedicated cores",
+                CAVEAT,
+                0.0,
+            )
+        )
     fwd = table.get("forward")
     if fwd is not None:
         if fwd.n < FEW_ITERATIONS:
@@ -133,7 +143,8 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
         if report.scale_paired:
             text = f"the {report.time_pass} pass's clean iterations were {report.scale:.2f}x its measured ones"
         else:
-            text = f"the clean timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's"
+            clean = "disturbed" if table.disturbed else "clean"
+            text = f"the {clean} timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's"
         out.append(
             Finding(
                 text,
@@ -158,7 +169,7 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
         )
     for cost in over.passes:
         figure = cost.cost
-        if cost.name == report.time_pass and figure is not None and figure.ratio > PASS_RATIO:
+        if cost.name == report.time_pass and figure is not None and figure.resolved and figure.ratio > PASS_RATIO:
             out.append(
                 Finding(
                     f"the {cost.name} pass's forward was {figure.ratio_text()} the clean one ({figure.method})",
@@ -167,19 +178,15 @@ def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding
                     0.0,
                 )
             )
-    unresolved = [
-        c.name
-        for c in over.passes
-        if c.cost and c.cost.q1 is not None and c.cost.q3 is not None and c.cost.q3 - c.cost.q1 > PAIRED_IQR_CAVEAT
-    ]
-    if unresolved:
+    for c in over.passes:
+        if c.cost is None or c.cost.resolved:
+            continue
+        added = f" ({c.cost.extension})" if c.cost.extension else ""
         out.append(
             Finding(
-                f"the paired cost of the {', '.join(unresolved)} pass{'es is' if len(unresolved) > 1 else ' is'} not "
-                f"resolved: the quartiles of {'their' if len(unresolved) > 1 else 'its'} ABBA blocks' ratios lie more "
-                f"than {PAIRED_IQR_CAVEAT:.2f} apart",
-                "the host's load changed within blocks (other work on these CPUs): collect with more --iters, "
-                "or on a quieter host, for a cost of a few %",
+                f"the paired cost of the {c.name} pass is {unresolved_text(c.neighbours)}",
+                f"the quartiles of its {c.cost.blocks} ABBA blocks' ratios lie more than {UNRESOLVED_IQR:.2f} apart"
+                f"{added}: collect with more --iters, or when these CPUs are free, for a cost of a few %",
                 CAVEAT,
                 0.0,
             )

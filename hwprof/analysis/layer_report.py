@@ -44,6 +44,7 @@ from hwprof.analysis.layer_stats import (
     iteration_times,
     time_pass,
 )
+from hwprof.analysis.neighbours import cost_text, pass_load, timing_disturbance
 from hwprof.analysis.paired_cost import paired_cost
 from hwprof.analysis.roofline import (
     RoofStatus,
@@ -153,27 +154,31 @@ def build_layer_report(data: RunData) -> LayerReport:
         scale = 1 / paired.ratio
         forward_ms = source_fwd * scale
     cost = (
-        f"the {source} pass's own cost, paired in it: {paired.ratio:.3f}x (median of {paired.blocks} ABBA blocks of "
-        "clean and measured iterations in one process)"
-        if paired is not None
+        f"the {source} pass's own cost, paired in it: {cost_text(paired, pass_load(data.run, source))} (median of "
+        f"{paired.blocks} ABBA blocks of clean and measured iterations in one process)"
+        if paired is not None and source is not None
         else f"the {source} pass ran no clean iterations: its cost is a pass-level estimate"
     )
     if not its:
         note = "no per-layer times"
     elif timing_fwd:
+        disturbed = timing_disturbance(data.run)
         note = (
             f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
-            f"(self time / that iteration's forward) x the forward the report states, the clean timing pass's "
-            f"p50 {timing_fwd:.2f} ms (scaled x{scale:.3f} from the {source} pass's {source_fwd:.2f} ms: the shares "
-            f"are scale-free, so this factor is the two processes' difference, not a cost); {cost}; the hooks' cost "
-            "is spread over the layers in proportion to their time"
+            f"(self time / that iteration's forward) x the forward the report states, the "
+            f"{'disturbed' if disturbed else 'clean'} timing pass's p50 {timing_fwd:.2f} ms (scaled x{scale:.3f} "
+            f"from the {source} pass's {source_fwd:.2f} ms: the shares are scale-free, so this factor is the two "
+            f"processes' difference, not a cost); {cost}; the hooks' cost is spread over the layers in proportion "
+            "to their time"
         )
+        if disturbed:
+            note = f"{disturbed.upper()[:1]}{disturbed[1:]}: every layer time below is scaled to its p50. {note}"
     elif paired is not None and source_fwd:
         note = (
             f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
             f"(self time / that iteration's forward) x that pass's clean forward {forward_ms:.2f} ms (no timing "
-            f"pass): its forward p50 {source_fwd:.2f} ms / {cost}; the hooks' cost is spread over the layers "
-            "in proportion to their time"
+            f"pass): its forward p50 {source_fwd:.2f} ms / the median of its blocks' ratios {paired.ratio:.3f}; "
+            f"{cost}; the hooks' cost is spread over the layers in proportion to their time"
         )
     else:
         note = (

@@ -19,7 +19,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import Missing, collector_missing
+from hwprof.analysis.neighbours import cost_text, pass_load
 from hwprof.analysis.paired_cost import PASS_LEVEL, PassCostFigure
+from hwprof.perf.neighbours import NeighbourLoad
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport
@@ -41,6 +43,24 @@ class PassCost:
     """The pass's own cost and its method (paired in the pass, or the pass-level estimate)."""
     pass_level: PassCostFigure | None = None
     """The whole pass against the timing pass: with `cost` paired, what the always-on collectors add."""
+    neighbours: NeighbourLoad | None = None
+    """Other work on the run's CPUs during the pass (run.json passes.*.neighbours)."""
+
+    def cost_text(self) -> str | None:
+        """The cost as the overheads table shows it: the ratio, or 'not resolved (...)' naming who took the
+        CPUs (the findings name them with pid and CPU time)."""
+        return cost_text(self.cost, self.neighbours, short=True) if self.cost else None
+
+    def to_dict(self) -> dict[str, Any]:
+        """An unresolved cost keeps no ratio under "ratio": its blocks' median is under ratio_unresolved."""
+        out = asdict(self)
+        if self.cost is not None and not self.cost.resolved:
+            out["cost"]["ratio_unresolved"] = out["cost"]["ratio"]
+            out["cost"]["ratio"] = None
+            out["cost"]["text"] = self.cost_text()
+        if self.cost is not None:
+            out["cost"]["resolved"] = self.cost.resolved
+        return out
 
 
 @dataclass
@@ -63,6 +83,7 @@ class Overheads:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["passes"] = [p.to_dict() for p in self.passes]
         out["missing"] = {k: v.to_dict() for k, v in self.missing.items()}
         return out
 
@@ -79,6 +100,7 @@ def pass_costs(run: dict[str, Any]) -> list[PassCost]:
             p.get("overhead_vs_timing"),
             p.get("host_steal_share"),
         )
+        cost.neighbours = pass_load(run, name)
         if p.get("overhead_pass_level"):
             cost.pass_level = PassCostFigure.from_dict(p["overhead_pass_level"])
         if p.get("overhead"):

@@ -21,6 +21,9 @@ from typing import Any
 from hwprof.markers import Marker
 from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
 
+UNRESOLVED_IQR = 0.10
+"""A paired cost whose blocks' quartiles lie further apart than this does not resolve a few-% cost:
+the worker adds ABBA blocks while it is so (hwprof.paired), and the report shows no ratio for it."""
 PAIRED = "paired"
 PASS_LEVEL = "pass-level estimate"
 METHOD_TEXT = {
@@ -54,6 +57,16 @@ class PassCostFigure:
     """Collectors whose cost the figure holds (paired: those switched off in the clean iterations)."""
     always_on: list[str] = field(default_factory=list)
     """Collectors of the pass left on in the clean iterations too: their cost is not in a paired figure."""
+    added_blocks: int = 0
+    """ABBA blocks the worker added after the planned ones because the figure did not resolve."""
+    extension: str = ""
+    """Why blocks were added and why the adding stopped ('' when none were)."""
+
+    @property
+    def resolved(self) -> bool:
+        """False where the blocks' quartiles lie more than UNRESOLVED_IQR apart (paired figures only:
+        a pass-level estimate records no quartiles)."""
+        return self.q1 is None or self.q3 is None or self.q3 - self.q1 <= UNRESOLVED_IQR
 
     @property
     def method_text(self) -> str:
@@ -69,12 +82,16 @@ class PassCostFigure:
         if self.method != PAIRED:
             return f"{self.low:.2f}-{self.high:.2f} (timing IQR)"
         if self.q1 is not None and self.q3 is not None and self.blocks >= 4:
-            return f"IQR {self.q1:.3f}-{self.q3:.3f} ({self.blocks} blocks)"
-        return f"{self.low:.3f}-{self.high:.3f} ({self.blocks} blocks)"
+            return f"IQR {self.q1:.3f}-{self.q3:.3f} ({self._blocks_text()})"
+        return f"{self.low:.3f}-{self.high:.3f} ({self._blocks_text()})"
+
+    def _blocks_text(self) -> str:
+        return f"{self.blocks} blocks" + (f", {self.added_blocks} added" if self.added_blocks else "")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["method_text"] = self.method_text
+        out["resolved"] = self.resolved
         return out
 
     @classmethod
@@ -147,6 +164,10 @@ def pass_figures(
     if figure is not None:
         figure.covers = list((paired or {}).get("switched", []))
         figure.always_on = list((paired or {}).get("always_on", []))
+        extension = (paired or {}).get("extension")
+        if extension:
+            figure.added_blocks = int(extension.get("added_blocks", 0))
+            figure.extension = str(extension.get("text", ""))
     else:
         figure = level
     return {

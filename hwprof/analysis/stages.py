@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import Missing, collector_missing
+from hwprof.analysis.neighbours import timing_disturbance
 
 if TYPE_CHECKING:
     from hwprof.rundata import RunData
@@ -52,6 +53,8 @@ class Stages:
     peak_rss_bytes: float | None = None
     """sysstat: peak resident memory of the layers pass's process."""
     process_missing: Missing | None = None
+    disturbed: str | None = None
+    """Why the pass the stages come from (the timing pass) is not clean (analysis.neighbours), or None."""
 
     def get(self, name: str) -> StageRow | None:
         return next((r for r in self.rows if r.name == name), None)
@@ -100,6 +103,8 @@ def stage_table(data: RunData) -> Stages:
     out = Stages(rows, str(run.get("stages_source", "")), batch, run.get("fps"), missing, j_per_image, avg_w)
     peak = run.get("collectors", {}).get("sysstat", {}).get("summary", {}).get("peak_rss_bytes")
     out.peak_rss_bytes = float(peak) if peak is not None else None
+    if out.source == "timing":
+        out.disturbed = timing_disturbance(run)
     if peak is None and not any(r.rss_peak_bytes is not None for r in rows):
         out.process_missing = collector_missing(run, ["sysstat"], "memory or CPU figures")
     return out

@@ -42,6 +42,25 @@ def _all_cpus_ns(columns: tuple[int, ...], path: str) -> int | None:
         return None
 
 
+def cpus_ns(columns: tuple[int, ...], cpus: set[int], path: str = PROC_STAT) -> int | None:
+    """The columns' time summed over the cpuN lines of `cpus` only, in ns: what happened on the CPUs
+    a run may use (its affinity), not on the whole host. None where the kernel does not say."""
+    total, seen = 0, 0
+    try:
+        with open(path, encoding="ascii") as f:
+            for line in f:
+                if not line.startswith("cpu") or line.startswith("cpu "):
+                    continue
+                fields = line.split()
+                if not fields[0][3:].isdigit() or int(fields[0][3:]) not in cpus or len(fields) <= max(columns):
+                    continue
+                total += sum(int(fields[k]) for k in columns)
+                seen += 1
+    except (OSError, ValueError):
+        return None
+    return total * tick_ns() if seen else None
+
+
 def uncharged_ns(path: str = PROC_STAT) -> int | None:
     """Steal + irq + softirq time of all CPUs since boot in ns; None where the kernel does not say."""
     return _all_cpus_ns(UNCHARGED_COLUMNS, path)

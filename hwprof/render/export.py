@@ -5,7 +5,8 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
 - host {cpu_model, logical_cpus, torch, cpu_capability}
 - peaks: {peak_gflops, peak_gbps, ridge_flop_per_byte, threads, gflops_method, gbps_method,
   busy_host, load_avg_1m} or {status: "unavailable", reason, fix}
-- stages: {source, batch, fps (end to end), rows: [{name, n, p50_ms, p90_ms, p99_ms, mean_ms,
+- stages: {source, batch, fps (end to end), disturbed (why the timing pass is not clean, or null),
+  rows: [{name, n, p50_ms, p90_ms, p99_ms, mean_ms,
   stdev_ms, share (of iteration p50), fps (batch / p50), energy_j, energy_j_per_image}],
   energy: {J_per_image, avg_W} or {status: "unavailable", reason, fix}}
 - layers: {time_pass, iterations, scale, time_note, forward_ms, source_forward_ms,
@@ -27,7 +28,9 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
   bound_measured} or {status: "unavailable", reason, fix}
 - overheads: {passes [{name, status, collectors, wall_s, forward_p50_ms, ratio (pass-level, older
   key), cost and pass_level ({method, ratio, low, high, q1, q3, blocks, block_ratios, forward_on_ms,
-  forward_off_ms, covers, always_on}: paired_cost.PassCostFigure)}],
+  forward_off_ms, covers, always_on, added_blocks, extension, resolved}: paired_cost.PassCostFigure; an
+  unresolved cost has ratio null, its blocks' median under ratio_unresolved and the report's words under
+  text), neighbours (hwprof.perf.neighbours.NeighbourLoad: other work on the run's CPUs during the pass)}],
   outside_layers_ms, outside_layers_share, outside_layers_cpu_ms, between_ops_ms,
   between_ops_share, between_ops_layers [[layer, ms, share]], harness_vs_reference, missing}
 - findings: [{title, evidence, kind, weight}] ranked; kind "caveat" for notes on the data itself
@@ -140,6 +143,7 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
             "source": st.source,
             "batch": st.batch,
             "fps": st.fps,
+            "disturbed": st.disturbed,
             "rows": [r.to_dict() for r in st.rows],
             "energy": energy,
         },

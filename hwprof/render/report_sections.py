@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.neighbours import unresolved_text
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.analysis.roofline import PROBE_LABELS
 from hwprof.render.fmt import ms, num, pct, si_bytes, sig
@@ -63,7 +64,7 @@ def stages_spec(a: Analysis) -> TableSpec | None:
         if busy:
             row.append(num(r.cores_busy))
         rows.append(row)
-    notes = []
+    notes = [f"{st.disturbed}: these stage times are not clean"] if st.disturbed else []
     if st.fps:
         notes.append(
             f"{st.fps:.2f} images/s end to end (batch {st.batch} / iteration p50); FPS per stage = batch / "
@@ -347,6 +348,7 @@ def overhead_spec(a: Analysis) -> TableSpec:
         Col("method", "left"),
         Col("steal", priority=1),
     ]
+    others = any(p.neighbours for p in o.passes)  # runs from before hwprof measured it: no column
     rows = [
         [
             p.name,
@@ -354,20 +356,31 @@ def overhead_spec(a: Analysis) -> TableSpec:
             p.status,
             num(p.wall_s, 1),
             ms(p.forward_p50_ms),
-            p.cost.ratio_text() if p.cost else MISSING,
+            p.cost_text() or MISSING,
             p.cost.spread_text() if p.cost else MISSING,
             p.cost.method.removesuffix(" estimate") if p.cost else MISSING,
             pct(p.host_steal_share),
+            *([pct(p.neighbours.share if p.neighbours else None)] if others else []),
         ]
         for p in o.passes
     ]
+    if others:
+        cols.append(Col("others", priority=1))
     if not rows:
         cols = []
     notes = [
         "cost = forward time with the pass's collectors / without; steal = the hypervisor's steal time during "
-        "the pass, share of all CPUs (/proc/stat): timings of a pass with high steal are inflated",
+        "the pass, share of all CPUs (/proc/stat): timings of a pass with high steal are inflated"
+        + (
+            "; others = CPU time processes outside the run took on the run's CPUs, share of their capacity "
+            "(steal included)"
+            if others
+            else ""
+        ),
         *sorted({c.method_text for p in o.passes if (c := p.cost)}),
     ]
+    notes += [f"{p.name}: {unresolved_text(p.neighbours)}" for p in o.passes if p.cost and not p.cost.resolved]
+    notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
     for p in o.passes:
         level = p.pass_level
         if p.cost and p.cost.always_on and level:

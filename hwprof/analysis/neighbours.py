@@ -1,0 +1,100 @@
+"""What other work on the run's CPUs did to a run's figures, in words the report can print.
+
+Each pass records the CPU time processes outside the run took on the run's CPUs
+(run.json passes.<pass>.neighbours, hwprof.perf.neighbours). Two uses here:
+- a paired cost whose ABBA blocks did not resolve (PassCostFigure.resolved) is shown as "not
+  resolved (...)", naming the processes that took the CPUs, or saying that none was seen;
+- the timing pass is the base of every millisecond figure (stages, layer times are scaled to its
+  forward p50), so a disturbed timing pass is flagged wherever those are shown.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from hwprof.analysis.paired_cost import PAIRED, PassCostFigure
+from hwprof.perf.neighbours import NeighbourLoad
+
+DISTURBED_SHARE = 0.10
+"""Other work above this share of the run's CPUs' capacity during a pass disturbs its timings: with
+as many torch threads as CPUs, a forward's threads meet at barriers after every op, so a thread that
+loses its CPU for a share s of the time delays the whole forward by at least s (more on a host
+whose scheduler time-slices a busy CPU in ms while an op lasts us). The same line as the peaks'
+interference limit (hwprof.machine.INTERFERENCE_BUSY): 10% is well above what the idle VM's
+daemons and the /proc/stat tick resolution (a 10 ms tick per CPU at each end) account for."""
+NEGLIGIBLE_SHARE = 0.02
+"""Below this share the other work seen is within /proc/stat's resolution and an idle host's
+daemons: an unresolved figure is then put down to host noise, not to a named process."""
+DISTURBED_P50_RATIO = 1.5
+"""The timing pass's forward p50 above this many times the clean iterations' p50 of a paired pass
+(the same model with the same threads, hooks off) is a disturbed timing pass too, whatever /proc
+says: a clean forward does not run 50% slower in one process than in another on a quiet host."""
+
+
+def pass_load(run: dict[str, Any], name: str) -> NeighbourLoad | None:
+    """run.json passes.<name>.neighbours as a record (None: not recorded, or unavailable)."""
+    entry = run.get("passes", {}).get(name, {}).get("neighbours")
+    if not entry or entry.get("status") == "unavailable":
+        return None
+    return NeighbourLoad.from_dict(entry)
+
+
+def others_text(load: NeighbourLoad | None, short: bool = False) -> str:
+    """Who took the CPUs, for a parenthesis: the named outsiders (short: their names only, for a table
+    cell; else with pid, CPU seconds and the share of the CPUs), or why there are none."""
+    if load is None:
+        return "other work on these CPUs not recorded: a run from before hwprof measured it"
+    if load.share < NEGLIGIBLE_SHARE:
+        return f"no other work seen on these CPUs ({load.share:.1%} of their time); host noise"
+    if short:
+        return f"other work on these CPUs: {load.short_names() or 'processes too short-lived to name'}"
+    took = f"{load.share:.0%} of these CPUs' time"
+    if load.top:
+        return f"other work on these CPUs, {took}: {load.names()}"
+    return f"other work on these CPUs, {took}, by processes too short-lived to name"
+
+
+def unresolved_text(load: NeighbourLoad | None, short: bool = False) -> str:
+    """What the report shows instead of a paired ratio that did not resolve."""
+    return f"not resolved ({others_text(load, short)})"
+
+
+def cost_text(figure: PassCostFigure, load: NeighbourLoad | None, short: bool = False) -> str:
+    """The figure's ratio where it resolved, else why there is none."""
+    return figure.ratio_text() if figure.resolved else unresolved_text(load, short)
+
+
+def clean_forward_ms(run: dict[str, Any]) -> dict[str, float]:
+    """Forward p50 of the clean iterations of each paired pass (run.json passes.*.overhead)."""
+    out = {}
+    for name, p in run.get("passes", {}).items():
+        figure = p.get("overhead") or {}
+        if figure.get("method") == PAIRED and figure.get("forward_off_ms"):
+            out[name] = float(figure["forward_off_ms"])
+    return out
+
+
+def timing_disturbance(run: dict[str, Any]) -> str | None:
+    """Why the timing pass's figures are not to be trusted as clean, or None when nothing says so:
+    other work above DISTURBED_SHARE of the run's CPUs during it (named), or its forward p50
+    more than DISTURBED_P50_RATIO x the clean iterations of a paired pass."""
+    timing = run.get("passes", {}).get("timing")
+    if not timing:
+        return None
+    reasons = []
+    load = pass_load(run, "timing")
+    if load is not None and load.share > DISTURBED_SHARE:
+        reasons.append(others_text(load))
+    p50 = timing.get("forward_p50_ms")
+    clean = clean_forward_ms(run)
+    if p50 and clean:
+        base = statistics.median(clean.values())
+        if p50 > DISTURBED_P50_RATIO * base:
+            passes = ", ".join(clean)
+            reasons.append(
+                f"its forward p50 {p50:.2f} ms is {p50 / base:.2f}x the clean iterations of the {passes} pass"
+            )
+    if not reasons:
+        return None
+    return "the timing pass was disturbed (" + "; ".join(reasons) + ")"

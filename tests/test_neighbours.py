@@ -1,0 +1,407 @@
+"""Busy neighbours: other processes' CPU time on the run's CPUs, measured per pass and named.
+
+- the accounting on fake /proc trees (the real layout: /proc/stat cpuN lines, /proc/<pid>/stat with a
+  comm holding spaces and parentheses): other = the run's CPUs' busy time less the run's own tree;
+- the worker's adaptive ABBA extension: blocks are added while the figure does not resolve, and stop
+  at the time limit, at a collector's iteration limit, or once resolved;
+- the report's words on a recorded run.json with neighbours: an unresolved paired cost is never shown
+  as a ratio, and a disturbed timing pass is flagged where its figures are used;
+- one real collect beside two CPU hogs (slow, fault).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_analysis import make_run
+from test_pass_cost import LAYER_MS, _paired_layers_pass, _rewrite_layers_pass
+
+from hwprof.analysis.neighbours import DISTURBED_SHARE, NEGLIGIBLE_SHARE, timing_disturbance
+from hwprof.analysis.paired_cost import PassCostFigure
+from hwprof.analysis.run_analysis import analyse
+from hwprof.config import RunConfig
+from hwprof.paired import extend, schedule
+from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch, neighbours_entry, parse_stat, tree
+from hwprof.perf.steal import tick_ns
+from hwprof.render.export import summary_dict
+from hwprof.render.report_sections import overhead_spec, stages_spec
+from hwprof.rundata import RunData
+
+TICK_S = tick_ns() / 1e9
+
+
+# ----------------------------------------------------------------------------- fake /proc
+
+
+def _cpu_line(name: str, user: int, system: int, idle: int, steal: int = 0) -> str:
+    # cpu user nice system idle iowait irq softirq steal guest guest_nice
+    return f"{name} {user} 0 {system} {idle} 0 0 0 {steal} 0 0\n"
+
+
+class FakeProc:
+    """A /proc folder: stat with per-CPU lines, and <pid>/stat files in the kernel's layout."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir()
+        self.cpus: dict[int, list[int]] = {}
+
+    def set_cpu(self, cpu: int, user: int, system: int = 0, idle: int = 1000, steal: int = 0) -> None:
+        self.cpus[cpu] = [user, system, idle, steal]
+        total = [sum(v[k] for v in self.cpus.values()) for k in range(4)]
+        text = _cpu_line("cpu ", *total) + "".join(_cpu_line(f"cpu{c}", *v) for c, v in sorted(self.cpus.items()))
+        (self.root / "stat").write_text(text + "intr 0\nctxt 0\n")
+
+    def set_proc(
+        self, pid: int, comm: str, ppid: int, utime: int, stime: int = 0, cutime: int = 0, cpu: int = 0
+    ) -> None:
+        # fields 3.. : state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime
+        # cutime cstime priority nice threads itrealvalue starttime ... processor (field 39)
+        after = ["S", ppid, pid, pid, 0, -1, 4194304, 10, 0, 0, 0, utime, stime, cutime, 0, 20, 0, 1, 0, 1000 + pid]
+        after += [0] * (39 - 3 - len(after)) + [cpu, 0, 0]
+        folder = self.root / str(pid)
+        folder.mkdir(exist_ok=True)
+        (folder / "stat").write_text(f"{pid} ({comm}) " + " ".join(str(x) for x in after) + "\n")
+
+    def drop(self, pid: int) -> None:
+        (self.root / str(pid) / "stat").unlink()
+        (self.root / str(pid)).rmdir()
+
+
+def test_parse_stat_takes_fields_after_the_last_parenthesis(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path / "proc")
+    proc.set_proc(42, "my (odd) prog) x", 7, utime=120, stime=30, cutime=5, cpu=1)
+    stat = parse_stat(42, (tmp_path / "proc/42/stat").read_text())
+    assert stat is not None
+    assert (stat.name, stat.ppid, stat.ticks, stat.child_ticks, stat.cpu) == ("my (odd) prog) x", 7, 150, 5, 1)
+    assert parse_stat(1, "garbage") is None and parse_stat(1, "1 (x) S 0") is None
+
+
+def test_other_work_is_busy_time_of_the_run_cpus_less_the_run_own_tree(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path / "proc")
+    for cpu in (0, 1, 2):
+        proc.set_cpu(cpu, user=1000)
+    proc.set_proc(1, "init", 0, 5)
+    proc.set_proc(100, "hwprof", 1, 50)  # the run: collect process
+    proc.set_proc(101, "python -m hwprof.worker", 100, 10)  # its worker
+    proc.set_proc(102, "perf (record)", 101, 3)  # a grandchild, reaped during the window
+    proc.set_proc(200, "hog (busy) loop", 1, 400, cpu=1)  # outside, on the run's CPUs
+    proc.set_proc(300, "elsewhere", 1, 100, cpu=2)  # outside, on a CPU the run may not use
+    watch = NeighbourWatch(root=100, cpus={0, 1}, interval_s=0, proc=tmp_path / "proc").start()
+
+    proc.set_proc(100, "hwprof", 1, 60)  # +10
+    proc.set_proc(101, "python -m hwprof.worker", 100, 110, cutime=23)  # +100, and 102 reaped: +20 (23 - 3)
+    proc.drop(102)
+    proc.set_proc(200, "hog (busy) loop", 1, 550, cpu=1)  # +150
+    proc.set_proc(300, "elsewhere", 1, 900, cpu=2)  # +800, not on cpus 0-1
+    proc.set_proc(400, "new one", 1, 30, cpu=0)  # started in the window: all 30
+    proc.set_cpu(0, user=1000 + 160, steal=0)
+    proc.set_cpu(1, user=1000 + 150, steal=40)  # +150 user, +40 steal
+    proc.set_cpu(2, user=1000 + 800)
+    time.sleep(0.2)  # wall_s is rounded to ms: a longer window keeps the share check within 1%
+    load = watch.stop()
+    assert load is not None
+    own = 10 + 100 + 20
+    busy = 160 + 150 + 40
+    assert load.own_cpu_s == pytest.approx(own * TICK_S)
+    assert load.other_cpu_s == pytest.approx((busy - own) * TICK_S)
+    assert load.steal_s == pytest.approx(40 * TICK_S)
+    assert load.cpus == [0, 1]
+    assert load.share == pytest.approx(load.other_cpu_s / (load.wall_s * 2), rel=0.01)
+    assert [(o.name, o.pid) for o in load.top] == [("hog (busy) loop", 200), ("new one", 400)]
+    assert load.top[0].cpu_s == pytest.approx(150 * TICK_S)
+    # the record round-trips through run.json
+    back = NeighbourLoad.from_dict(json.loads(json.dumps(neighbours_entry(load))))
+    assert back == load
+
+
+def test_a_process_seen_only_in_a_mid_window_scan_is_named(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path / "proc")
+    proc.set_cpu(0, user=10)
+    proc.set_proc(100, "hwprof", 1, 1)
+    watch = NeighbourWatch(root=100, cpus={0}, interval_s=0, proc=tmp_path / "proc").start()
+    proc.set_proc(500, "short lived", 1, 70)
+    watch.sample()
+    proc.drop(500)  # exited before the window ended
+    proc.set_cpu(0, user=10 + 80)
+    load = watch.stop()
+    assert load is not None and [o.name for o in load.top] == ["short lived"]
+    assert load.other_cpu_s == pytest.approx(80 * TICK_S)
+
+
+def test_tree_follows_parents_and_the_own_tree_is_never_an_outsider(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path / "proc")
+    proc.set_cpu(0, user=0)
+    proc.set_proc(100, "hwprof", 1, 0)
+    watch = NeighbourWatch(root=100, cpus={0}, interval_s=0, proc=tmp_path / "proc").start()
+    proc.set_proc(101, "worker", 100, 90)  # started in the window, inside the tree
+    proc.set_proc(102, "py-spy", 101, 9)
+    proc.set_cpu(0, user=99)
+    load = watch.stop()
+    assert load is not None and load.top == [] and load.other_cpu_s == pytest.approx(0.0)
+    assert tree(watch_scan(tmp_path / "proc"), 100) == {100, 101, 102}
+
+
+def watch_scan(path: Path) -> dict[int, Any]:
+    from hwprof.perf.neighbours import scan
+
+    return scan(path)
+
+
+def test_without_per_cpu_lines_the_load_is_unavailable_with_its_reason(tmp_path: Path) -> None:
+    root = tmp_path / "proc"
+    root.mkdir()
+    (root / "stat").write_text("intr 0\n")
+    load = NeighbourWatch(root=1, cpus={0}, interval_s=0, proc=root).start().stop()
+    assert load is None
+    entry = neighbours_entry(load)
+    assert entry["status"] == "unavailable" and entry["reason"] and entry["fix"]
+
+
+def test_the_background_scan_runs_and_stops(tmp_path: Path) -> None:
+    proc = FakeProc(tmp_path / "proc")
+    proc.set_cpu(0, user=0)
+    watch = NeighbourWatch(root=1, cpus={0}, interval_s=0.01, proc=tmp_path / "proc").start()
+    deadline = time.monotonic() + 5
+    while watch.scans < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    load = watch.stop()
+    assert load is not None and load.scans >= 3
+    assert watch._thread is not None and not watch._thread.is_alive()
+
+
+# ----------------------------------------------------------------------------- adaptive ABBA blocks
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _figure(ratios: list[float]) -> PassCostFigure:
+    from hwprof.analysis.paired_cost import block_ratios, paired_cost
+
+    on = {i: r for b, r in enumerate(ratios) for i in (2 * b, 2 * b + 1)}
+    off = dict.fromkeys(on, 1.0)
+    assert block_ratios(on, off) == ratios
+    figure = paired_cost(on, off)
+    assert figure is not None
+    return figure
+
+
+def _extend(ratios: list[float], more: list[float], planned_s: float, config: RunConfig, cap: int | None = None):
+    """Planned blocks with `ratios`; each added block gets the next of `more`; each step takes 0.5 s."""
+    clock = FakeClock()
+    steps: list[tuple[bool, int]] = []
+    current = list(ratios)
+
+    def step(on: bool, i: int) -> None:
+        steps.append((on, i))
+        clock.t += 0.5
+        if len(steps) % 4 == 0:
+            current.append(more[len(steps) // 4 - 1])
+
+    measured, ext = extend(lambda: _figure(current), step, 2 * len(ratios), planned_s, config, cap, clock)
+    return measured, ext, steps
+
+
+SPREAD = [1.0, 1.5, 0.8, 1.3]
+"""Quartiles 0.95-1.35: not resolved."""
+
+
+def test_the_schedule_extends_and_stops_at_the_time_limit() -> None:
+    # 4 planned blocks took 8 s; limit = 8 s x 1.0; an added block takes 2 s (4 steps of 0.5 s)
+    measured, ext, steps = _extend(SPREAD, [2.0] * 10, 8.0, RunConfig())
+    assert ext is not None and ext.added_blocks == 4 and measured == 16
+    assert ext.stopped.startswith("time limit") and ext.used_s == pytest.approx(8.0)
+    assert not ext.resolved and "did not resolve" in ext.reason and "quartiles 0.950-1.350" in ext.reason
+    assert steps == schedule(16, 8)  # the same ABBA order, numbering on from the planned iterations
+    assert ext.to_dict()["text"].startswith("4 ABBA block(s) added to the 4 planned")
+
+
+def test_the_time_limit_is_capped_by_the_config() -> None:
+    config = RunConfig(paired_extend_ratio=3.0, paired_extend_max_s=4.0)
+    _, ext, _ = _extend(SPREAD, [2.0] * 10, 8.0, config)
+    assert ext is not None and ext.limit_s == 4.0 and ext.added_blocks == 2
+    _, off, steps = _extend(SPREAD, [], 8.0, RunConfig(paired_extend_ratio=0.0))
+    assert off is not None and off.added_blocks == 0 and steps == []
+
+
+def test_the_schedule_stops_once_resolved_and_at_an_iteration_limit() -> None:
+    # adding blocks at 1.1 pulls the quartiles together
+    _, ext, _ = _extend(SPREAD, [1.1] * 20, 100.0, RunConfig())
+    assert ext is not None and ext.resolved and ext.stopped == "resolved" and 0 < ext.added_blocks < 20
+    _, capped, _ = _extend(SPREAD, [2.0] * 20, 100.0, RunConfig(), cap=12)
+    assert capped is not None and capped.added_blocks == 2 and "limit of 12" in capped.stopped
+
+
+def test_resolved_planned_blocks_add_nothing_and_an_odd_count_completes_its_block() -> None:
+    measured, ext, steps = _extend([1.1, 1.12, 1.1], [], 10.0, RunConfig())
+    assert ext is None and steps == [] and measured == 6
+    assert schedule(5, 3) == [(False, 3), (True, 3), (True, 4), (False, 4)]
+    assert schedule(6) == schedule(3) + schedule(6, 3)
+
+
+# ----------------------------------------------------------------------------- the report's words
+
+
+HOG = {"name": "python3", "pid": 4242, "cpu_s": 9.5}
+
+
+def _load(share: float, top: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "wall_s": 10.0,
+        "cpus": [0, 1],
+        "other_cpu_s": share * 20.0,
+        "share": share,
+        "steal_s": 0.0,
+        "own_cpu_s": 12.0,
+        "top": top,
+        "scans": 20,
+    }
+
+
+def _spread_run(root: Path, timing: dict[str, Any], layers: dict[str, Any]) -> RunData:
+    """The layers pass's blocks spread wide (not resolved), with these neighbour loads recorded."""
+    make_run(root)
+    markers = _paired_layers_pass(root, 160.0, LAYER_MS, 8)
+    slow, shifted, extra = {2, 3, 4, 5}, [], 0
+    for m in markers:
+        if m.kind == "stage" and m.name == "forward" and m.measured and m.iteration in slow and m.phase == "E":
+            extra += 100 * 1_000_000
+        shifted.append(dataclasses.replace(m, t_ns=m.t_ns + extra))
+    run = json.loads((root / "run.json").read_text())
+    run["passes"]["timing"]["neighbours"] = timing
+    run["passes"]["layers"]["neighbours"] = layers
+    (root / "run.json").write_text(json.dumps(run))
+    return _rewrite_layers_pass(root, shifted, {"switched": ["layer markers"], "always_on": []})
+
+
+def _row(spec: Any, name: str, column: str) -> str:
+    heads = [c.header for c in spec.cols]
+    return str(next(r for r in spec.rows if r[0] == name)[heads.index(column)])
+
+
+def test_an_unresolved_cost_names_the_other_work_instead_of_a_ratio(tmp_path: Path) -> None:
+    data = _spread_run(
+        tmp_path / "busy", _load(0.45, [HOG]), _load(0.5, [HOG, {"name": "cc1", "pid": 7, "cpu_s": 1.0}])
+    )
+    a = analyse(data)
+    layers = next(p for p in a.overheads.passes if p.name == "layers")
+    assert layers.cost is not None and not layers.cost.resolved
+    cell = _row(overhead_spec(a), "layers", "cost")
+    assert cell == "not resolved (other work on these CPUs: python3, cc1)"
+    assert any(n.startswith("layers: not resolved (other work on these CPUs, 50%") for n in overhead_spec(a).notes)
+    assert "x" not in cell.split("(")[0] and f"{layers.cost.ratio:.3f}x" not in cell
+    assert _row(overhead_spec(a), "layers", "others") == "50.0%"
+    finding = next(f for f in a.findings if "paired cost of the layers pass" in f.title)
+    assert "python3 (pid 4242) 9.5 s" in finding.title and f"{layers.cost.ratio:.3f}x" not in finding.title
+    assert f"{layers.cost.ratio:.3f}x" not in a.layers.time_note and "not resolved (other work" in a.layers.time_note
+    summary = summary_dict(a)
+    cost = next(p for p in summary["overheads"]["passes"] if p["name"] == "layers")["cost"]
+    assert cost["ratio"] is None and cost["ratio_unresolved"] == pytest.approx(layers.cost.ratio)
+    assert cost["resolved"] is False and cost["text"] == cell
+    # the timing pass: others took 45% of its CPUs: flagged in the stages and the layer-time note
+    assert DISTURBED_SHARE < 0.45
+    assert a.stages.disturbed and "python3 (pid 4242)" in a.stages.disturbed
+    assert any(n.startswith("the timing pass was disturbed (") for n in stages_spec(a).notes)
+    assert (
+        a.layers.time_note.startswith("The timing pass was disturbed (") and "scaled to its p50" in a.layers.time_note
+    )
+    assert summary["stages"]["disturbed"] == a.stages.disturbed
+    assert any(f.title.startswith("the timing pass was disturbed") for f in a.findings)
+
+
+def test_unresolved_without_other_work_is_put_down_to_host_noise(tmp_path: Path) -> None:
+    quiet = _load(NEGLIGIBLE_SHARE / 2, [])
+    data = _spread_run(tmp_path / "quiet", quiet, quiet)
+    a = analyse(data)
+    assert (
+        _row(overhead_spec(a), "layers", "cost")
+        == "not resolved (no other work seen on these CPUs (1.0% of their time); host noise)"
+    )
+    assert a.stages.disturbed is None and not a.layers.time_note.startswith("The timing pass")
+    assert timing_disturbance(data.run) is None
+
+
+def test_a_timing_pass_far_slower_than_clean_iterations_is_disturbed(tmp_path: Path) -> None:
+    run = {
+        "passes": {
+            "timing": {"forward_p50_ms": 209.9, "neighbours": {"status": "unavailable", "reason": "x"}},
+            "layers": {"overhead": {"method": "paired", "forward_off_ms": 28.0}},
+        }
+    }
+    text = timing_disturbance(run)
+    assert text is not None and "7.50x the clean iterations of the layers pass" in text
+    run["passes"]["timing"]["forward_p50_ms"] = 30.0
+    assert timing_disturbance(run) is None
+
+
+# ----------------------------------------------------------------------------- real collect beside hogs
+
+
+HOG_CODE = "while True: pass"
+CPU_SLACK = 0.8
+"""A named process's CPU time in a pass against a hog's share of that pass (its CPU time over the whole
+collect, pro rata of wall time: a hog runs steadily): ticks and the uneven scheduler of a busy host."""
+
+
+def _hog_named_or_outranked(load: NeighbourLoad, hog_pids: set[int], hog_s_per_wall_s: float) -> bool:
+    """The hogs are named among the top three, unless three other processes each took more CPU in the
+    pass than a hog did. The second can happen on a host shared with other work: this project's VM runs
+    several test suites at once, each in its own cgroup, and the CPU controller's fair share between
+    cgroups can give a hog (in the test's cgroup, beside the run itself) less than another suite's worker."""
+    if {o.pid for o in load.top} & hog_pids:
+        return True
+    return len(load.top) == 3 and all(o.cpu_s >= CPU_SLACK * hog_s_per_wall_s * load.wall_s for o in load.top)
+
+
+@pytest.mark.slow
+@pytest.mark.fault
+def test_a_collect_beside_cpu_hogs_names_them_and_prints_no_unresolved_ratio(run_hwprof, tmp_path: Path) -> None:
+    import psutil
+
+    hogs = [subprocess.Popen([sys.executable, "-c", HOG_CODE]) for _ in range(2)]
+    try:
+        out = tmp_path / "run"
+        started = time.monotonic()
+        result = run_hwprof(
+            "collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "6", "--warmup", "1",
+            "--only", "timing,flops,perf_events", "--out", str(out), timeout=300,
+        )  # fmt: skip
+        wall = time.monotonic() - started
+        hog_cpu = min(sum(psutil.Process(h.pid).cpu_times()[:2]) for h in hogs)
+        print(f"collect beside two hogs: {wall:.1f} s; each hog took >= {hog_cpu:.1f} s CPU")
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert result.returncode == 0, result.stderr[-2000:]
+    run = json.loads((out / "run.json").read_text())
+    hog_pids = {h.pid for h in hogs}
+    for name in ("timing", "layers"):
+        load = NeighbourLoad.from_dict(run["passes"][name]["neighbours"])
+        assert load.share > DISTURBED_SHARE, (name, load)
+        assert _hog_named_or_outranked(load, hog_pids, hog_cpu / wall), (name, load, hog_pids, hog_cpu / wall)
+    layers = run["passes"]["layers"]["overhead"]
+    assert layers["method"] == "paired"
+    summary = json.loads((out / "summary.json").read_text())
+    cost = next(p for p in summary["overheads"]["passes"] if p["name"] == "layers")["cost"]
+    report = result.stdout
+    if not layers["resolved"]:
+        assert cost["ratio"] is None and "not resolved (other work on these CPUs" in cost["text"]
+        assert f"{layers['ratio']:.3f}x" not in report and "not resolved" in report
+        extension = json.loads((out / "passes/layers/result.json").read_text())["paired"]["extension"]
+        assert extension["added_blocks"] >= 0 and extension["stopped"]
+    assert summary["stages"]["disturbed"] and "pid" in summary["stages"]["disturbed"]
+    assert "the timing pass was disturbed" in report
