@@ -61,6 +61,10 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     plan = plan_passes(config)
     if not plan.passes:
         raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
+    from hwprof.disk_estimate import check_free, estimate
+
+    size = estimate(plan, config)
+    check_free(Path(args.out) if args.out else Path(args.results), size)
     run_dir = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)
     console.print(
         f"collecting into [bold]{run_dir}[/]: passes "
@@ -75,6 +79,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
         transient=False,
     ) as progress:
         session = Session(config, run_dir, images, PassProgress(progress))
+        session.run_fields["disk_estimate"] = size.to_dict()
         try:
             session.collect(plan, sys.argv)
         except KeyboardInterrupt:
@@ -86,8 +91,11 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
             console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})", soft_wrap=True)
             return EXIT_USAGE
     data = RunData.load(run_dir)
+    from hwprof.atomic import DiskFullError
+    from hwprof.finish import record_render_error
     from hwprof.render.report import render_report, write_artifacts
 
+    what = "report"
     try:
         if args.no_report:
             from hwprof.analysis.run_analysis import analyse
@@ -95,7 +103,11 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
             write_artifacts(analyse(data), data, console)
         else:
             render_report(data, console)
+        what = "trace"
         write_trace(run_dir, console)
+    except DiskFullError as exc:  # the collection is complete; its rendering is not: exit 1 with the path
+        record_render_error(run_dir, data.run, what, exc)
+        raise
     except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
         console.print(
             f"[red]hwprof: error:[/] the report could not be written ({type(exc).__name__}: {exc}); the run is kept "
@@ -141,10 +153,13 @@ def run_problems(run: dict[str, Any]) -> list[str]:
 
 
 def write_trace(run_dir: Path, console: Console) -> None:
+    from hwprof.atomic import DiskFullError
     from hwprof.render.perfetto import build_trace
 
     try:
         stats = build_trace(run_dir)
+    except DiskFullError:  # a failure with the path, not a trace problem
+        raise
     except Exception as exc:  # the trace is one view among several: the run stays usable without it
         console.print(
             f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}", soft_wrap=True

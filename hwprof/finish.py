@@ -5,10 +5,12 @@ reads.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.run_analysis import analyse
+from hwprof.atomic import DiskFullError
 from hwprof.render.export import write_exports
 from hwprof.rundata import RunData, write_run_json
 from hwprof.spans import forward_p50_ms, stage_stats
@@ -55,4 +57,17 @@ def finalize(run_dir: Path, run: dict[str, Any]) -> None:
                 pass_figures(markers, timing, data.pass_result(name).get("paired"), entry.get("collectors", []))
             )
     write_run_json(run_dir, run)
-    write_exports(analyse(data), run_dir)
+    try:
+        write_exports(analyse(data), run_dir)
+    except DiskFullError as exc:
+        record_render_error(run_dir, run, "exports", exc)
+        raise
+
+
+def record_render_error(run_dir: Path, run: dict[str, Any], what: str, exc: DiskFullError) -> None:
+    """The collection is complete but a rendering of it could not be written for lack of space:
+    run.json keeps its status and lists the failure under "render_errors" (when run.json itself still
+    fits; atomic writes leave it whole as it was when it does not)."""
+    run.setdefault("render_errors", []).append({"what": what, "path": str(exc.path), "error": str(exc)})
+    with contextlib.suppress(DiskFullError):
+        write_run_json(run_dir, run)

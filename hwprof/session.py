@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof import child
+from hwprof.atomic import DiskFullError, SpaceReserve, atomic_write_text
 from hwprof.child import error_line, exit_reason
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.config import RunConfig
@@ -59,10 +60,15 @@ class Session:
         self.progress = progress or (lambda _pass, _event: None)
         self.outcomes: list[PassOutcome] = []
         self.run: dict[str, Any] = {}
+        self.disk_full: dict[str, str] = {}
+        """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
+        self.run_fields: dict[str, Any] = {}
+        """More top-level fields for run.json (the CLI's disk estimate)."""
 
     def _write_inputs(self) -> None:
         self.config.save(self.run_dir / "config.json")
-        (self.run_dir / "images.json").write_text(
+        atomic_write_text(
+            self.run_dir / "images.json",
             json.dumps(
                 {
                     "paths": [str(p) for p in self.images.paths],
@@ -70,7 +76,7 @@ class Session:
                     "source": self.images.source,
                 },
                 indent=1,
-            )
+            ),
         )
 
     def _child_env(self, collectors: list[Collector], ctx: PassContext) -> dict[str, str]:
@@ -97,7 +103,7 @@ class Session:
         command = [sys.executable, "-P", "-m", "hwprof.worker", str(self.run_dir), plan.name, names]
         for collector in collectors:
             command = collector.wrap_command(command, ctx)
-        (ctx.out_dir / "command.json").write_text(json.dumps(command))
+        atomic_write_text(ctx.out_dir / "command.json", json.dumps(command))
         started = time.monotonic()
         steal_at_start = steal_ns()
         with open(ctx.out_dir / "worker.log", "w") as log:
@@ -141,6 +147,8 @@ class Session:
         except ValueError:
             return
         if isinstance(event, dict):
+            if "disk_full" in event:
+                self.disk_full[pass_name] = str(event["disk_full"])
             self.progress(pass_name, event)
 
     def _finish_pass(
@@ -196,6 +204,7 @@ class Session:
     def collect(self, plan: Plan, command_line: list[str]) -> dict[str, Any]:
         from hwprof.host import host_info
 
+        reserve = SpaceReserve(self.run_dir)  # given back before the last run.json: it fits on a full disk
         self._write_inputs()
         self.run = {
             "schema_version": SCHEMA_VERSION,
@@ -215,11 +224,14 @@ class Session:
             "passes": {},
         }
         self.run["peaks"] = _peaks(self.config.threads)
+        self.run.update(self.run_fields)
         write_run_json(self.run_dir, self.run)
         final = "complete"
         try:
             for pass_plan in plan.passes:
                 outcome = self.run_pass(pass_plan)
+                if outcome.name in self.disk_full:
+                    raise DiskFullError(self.disk_full[outcome.name])
                 self._record(outcome)
                 if outcome.status != "ok":
                     final = "partial"
@@ -235,15 +247,26 @@ class Session:
         except CollectError:
             final = "failed"
             raise
+        except DiskFullError as exc:  # the collection cannot go on: run.json says failed, and where
+            for outcome in self.outcomes[len(self.run["passes"]) :]:
+                self._record(outcome, write=False)  # finalize writes it, after the reserve is given back
+            final = "failed"
+            self.run["error"] = str(exc)
+            raise
         finally:
             from hwprof.finish import finalize
 
             self.run["status"] = final
             self.run["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-            finalize(self.run_dir, self.run)
+            reserve.release()
+            try:
+                finalize(self.run_dir, self.run)
+            except DiskFullError:
+                if "error" not in self.run:  # else the first full write is the one to report
+                    raise
         return self.run
 
-    def _record(self, outcome: PassOutcome) -> None:
+    def _record(self, outcome: PassOutcome, write: bool = True) -> None:
         self.run["passes"][outcome.name] = {
             "status": outcome.status,
             "returncode": outcome.returncode,
@@ -260,7 +283,8 @@ class Session:
             self.run["collectors"][name] = {**result.to_dict(), "pass": outcome.name}
         if outcome.runtime:
             self._record_runtime(outcome.name, outcome.runtime)
-        write_run_json(self.run_dir, self.run)
+        if write:
+            write_run_json(self.run_dir, self.run)
 
     def _record_runtime(self, pass_name: str, info: dict[str, Any]) -> None:
         """run.json's "runtime": what ran the forward (from the first pass), and each profiled pass's clock."""

@@ -23,6 +23,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "records and config",
         (
             "hwprof",
+            "hwprof.atomic",
+            "hwprof.envvars",
             "hwprof.records",
             "hwprof.config",
             "hwprof.runtime_names",
@@ -52,6 +54,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "hwprof.gpu_import",
             "hwprof.gpu_cli",
             "hwprof.plan",
+            "hwprof.disk_estimate",
             "hwprof.child",
             "hwprof.cli_args",
             "hwprof.cli_collect",
