@@ -144,9 +144,9 @@ def checked_append(path: Path | str) -> Iterator[None]:
 
 
 RESERVE_NAME = ".hwprof-space-reserve.tmp"
-RESERVE_BYTES = 256 * 1024
-"""Enough for the final run.json of a failed run (the largest seen: ~41 KB, yolov8n default plan) and its
-exports, on a disk that filled up while the passes ran."""
+RESERVE_BYTES = 128 * 1024
+"""Room for the last run.json of a run whose disk filled up (the largest seen: 41 KB, yolov8n, default plan),
+written twice (status, then the render error), each beside the one it replaces."""
 
 
 class SpaceReserve:
