@@ -97,7 +97,7 @@ def test_a_failed_append_leaves_no_half_line(tmp_path: Path) -> None:
         _fill(fs)
         for i in range(5000):  # more than fits in what the filler left
             log(Marker("layer", "B", f"model.{i}" * 20, i + 2, 0, False))
-        with pytest.raises(DiskFullError, match="markers.jsonl"):
+        with pytest.raises(DiskFullError, match=r"markers\.jsonl"):
             log.flush_to(path)
         text = path.read_text()
         assert text.endswith("\n") and len(read_markers(path)) == len(text.splitlines()) == 1
