@@ -46,15 +46,10 @@ def test_a_valgrind_override_that_is_not_valgrind_is_named_not_replaced(
     cap = CallgrindCollector.probe(RunConfig(counters="callgrind"))
     assert not cap.available and "HWPROF_VALGRIND=/bin/false" in cap.reason
     assert cap.fix.startswith("unset HWPROF_VALGRIND or point it at valgrind")
-
-
-def test_a_valgrind_override_that_works_is_used(cached_valgrind: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hwprof.collectors.callgrind.tool import find_valgrind
-
     mine = _fake_valgrind(cached_valgrind.parent.parent.parent.parent / "mine" / "valgrind", "3.25.1")
     monkeypatch.setenv("HWPROF_VALGRIND", str(mine))
     found, _ = find_valgrind()
-    assert found is not None and found.binary == str(mine) and found.version == (3, 25)
+    assert found is not None and found.binary == str(mine) and found.version == (3, 25), "a good override is used"
 
 
 def test_collect_asking_for_callgrind_with_a_bad_override_exits_2_naming_it(cached_valgrind: Path) -> None:
@@ -130,13 +125,8 @@ def test_a_relative_xdg_cache_home_is_ignored(value: str, tmp_path: Path, monkey
     assert gpu_peaks.cache_path("k").parent == home_cache
     assert tool.cache_dir() == home_cache / "valgrind"
     assert str(home_cache / "valgrind") in tool.candidates()[0]
-
-
-def test_an_absolute_xdg_cache_home_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from hwprof import machine
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert machine.cache_dir() == tmp_path / "xdg" / "hwprof"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # an absolute one is used
+    assert machine.cache_dir() == tool.cache_dir().parent == tmp_path / "xdg" / "hwprof"
 
 
 @pytest.mark.slow  # measures this host's peaks (seconds), unless cached
