@@ -5,12 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hwprof.cli_args import EXIT_INTERRUPTED, EXIT_USAGE, config_from
+
+if TYPE_CHECKING:
+    from hwprof.atomic import SpaceReserve
 
 
 class PassProgress:
@@ -96,6 +99,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     from hwprof.render.report import render_report, write_artifacts
 
     what = "report"
+    reserve = _render_reserve(run_dir)
     try:
         if args.no_report:
             from hwprof.analysis.run_analysis import analyse
@@ -106,6 +110,8 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
         what = "trace"
         write_trace(run_dir, console)
     except DiskFullError as exc:  # the collection is complete; its rendering is not: exit 1 with the path
+        if reserve is not None:
+            reserve.release()  # (release is idempotent)
         record_render_error(run_dir, data.run, what, exc)
         raise
     except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
@@ -116,6 +122,9 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
             soft_wrap=True,
         )
         return 1
+    finally:
+        if reserve is not None:
+            reserve.release()
     console.print(f"run directory: {run_dir}")
     for line in lingering_lines(data.run):
         console.print(f"[yellow]warning:[/] {line}", highlight=False)
@@ -123,6 +132,18 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     for problem in problems:
         console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)
     return 1 if problems else 0
+
+
+def _render_reserve(run_dir: Path) -> SpaceReserve | None:
+    """Room for run.json's render_errors entry should the disk fill up while the report, plots and trace are
+    written (twice run.json's size: the new one is written beside the old). Best effort: on a disk already
+    too full for it, the rendering goes on without one."""
+    from hwprof.atomic import DiskFullError, SpaceReserve
+
+    try:
+        return SpaceReserve(run_dir, 2 * (run_dir / "run.json").stat().st_size + 8192)
+    except (DiskFullError, OSError):
+        return None
 
 
 def lingering_lines(run: dict[str, Any]) -> list[str]:
