@@ -149,6 +149,16 @@ RESERVE_BYTES = 128 * 1024
 written twice (status, then the render error), each beside the one it replaces."""
 
 
+def _allocate(fd: int, size: int) -> None:
+    """Blocks really taken: posix_fallocate, or zeros where the filesystem does not support it."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise
+        os.write(fd, b"\0" * size)
+
+
 class SpaceReserve:
     """Space set aside in the run directory while a collection runs and given back when it ends or the disk
     fills: so that a run that ran out of space can still record that in run.json (status failed, where).
@@ -159,7 +169,7 @@ class SpaceReserve:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:
-                os.posix_fallocate(fd, 0, size)
+                _allocate(fd, size)
             finally:
                 os.close(fd)
         except OSError as exc:
