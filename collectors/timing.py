@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
+from hwprof.atomic import atomic_path
+
 if TYPE_CHECKING:
     import torch
 
@@ -98,9 +100,8 @@ class TimingCollector(Collector):
             return CollectorResult("failed", reason="no measured iteration completed")
         suite = self._suite()
         path = ctx.out_dir / PYPERF_FILE
-        if path.exists():
-            path.unlink()
-        suite.dump(str(path))
+        with atomic_path(path) as tmp:
+            suite.dump(str(tmp))
         summary: dict[str, Any] = {
             "stages": {k: latency_stats([v * 1e3 for v in vals]).to_dict() for k, vals in self.stages.items()},
         }

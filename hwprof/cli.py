@@ -230,6 +230,7 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hwprof.atomic import DiskFullError
     from hwprof.plan import CollectError
 
     args = build_parser().parse_args(argv)
@@ -243,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
         return stop.exit_code if stop.requested else EXIT_INTERRUPTED
+    except DiskFullError as exc:  # not a bad input: the run or its files could not be written
+        console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 1
     except (ValueError, OSError, CollectError) as exc:
         console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return EXIT_USAGE

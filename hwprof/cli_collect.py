@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hwprof.cli_args import EXIT_USAGE, config_from
 from hwprof.stopping import StopSignals
+
+if TYPE_CHECKING:
+    from hwprof.atomic import SpaceReserve
 
 
 class PassProgress:
@@ -60,6 +63,10 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     plan = plan_passes(config)
     if not plan.passes:
         raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
+    from hwprof.disk_estimate import check_free, estimate
+
+    size = estimate(plan, config)
+    check_free(Path(args.out) if args.out else Path(args.results), size)
     run_dir, lock = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)
     try:
         if lock.took_over:
@@ -69,13 +76,20 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
                 highlight=False,
             )
         stop: StopSignals = getattr(args, "stop", None) or StopSignals()
-        return _collect_into(run_dir, config, images, plan, stop, args, console)
+        return _collect_into(run_dir, config, images, plan, stop, args, console, size.to_dict())
     finally:
         lock.release()
 
 
 def _collect_into(
-    run_dir: Path, config: Any, images: Any, plan: Any, stop: StopSignals, args: argparse.Namespace, console: Console
+    run_dir: Path,
+    config: Any,
+    images: Any,
+    plan: Any,
+    stop: StopSignals,
+    args: argparse.Namespace,
+    console: Console,
+    disk_estimate: dict[str, Any],
 ) -> int:
     """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
     from hwprof.plan import CollectError
@@ -95,11 +109,14 @@ def _collect_into(
         transient=False,
     ) as progress:
         session = Session(config, run_dir, images, PassProgress(progress), stop)
+        session.run_fields["disk_estimate"] = disk_estimate
         try:
             session.collect(plan, sys.argv)
         except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)
             progress.stop()
-            console.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'}, twice): run.json is final in {run_dir}")
+            console.print(
+                f"[red]interrupted[/] ({stop.name or 'SIGINT'}, {stop.count} times): run.json is final in {run_dir}"
+            )
             return stop.exit_code
         except CollectError as exc:
             progress.stop()
@@ -122,8 +139,12 @@ def _collect_into(
             soft_wrap=True,
         )
     data = RunData.load(run_dir)
+    from hwprof.atomic import DiskFullError
+    from hwprof.finish import record_render_error
     from hwprof.render.report import render_report, write_artifacts
 
+    what = "report"
+    reserve = _render_reserve(run_dir)
     try:
         if args.no_report or stop.requested:
             from hwprof.analysis.run_analysis import analyse
@@ -131,6 +152,7 @@ def _collect_into(
             write_artifacts(analyse(data), data, console)
         else:
             render_report(data, console)
+        what = "trace"
         write_trace(run_dir, console)
     except KeyboardInterrupt:
         console.print(
@@ -140,7 +162,12 @@ def _collect_into(
             soft_wrap=True,
         )
         return stop.exit_code
-    except Exception as exc:  # the collection is on disk; only its rendering failed
+    except DiskFullError as exc:  # the collection is complete; its rendering is not: exit 1 with the path
+        if reserve is not None:
+            reserve.release()  # (release is idempotent)
+        record_render_error(run_dir, data.run, what, exc)
+        raise
+    except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
         console.print(
             f"[red]hwprof: error:[/] the report could not be written ({type(exc).__name__}: {exc}); the run is kept "
             f"in {run_dir}: `hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
@@ -148,6 +175,9 @@ def _collect_into(
             soft_wrap=True,
         )
         return 1
+    finally:
+        if reserve is not None:
+            reserve.release()
     console.print(f"run directory: {run_dir}")
     for line in lingering_lines(data.run):
         console.print(f"[yellow]warning:[/] {line}", highlight=False)
@@ -157,6 +187,18 @@ def _collect_into(
     for problem in problems:
         console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)
     return 1 if problems else 0
+
+
+def _render_reserve(run_dir: Path) -> SpaceReserve | None:
+    """Room for run.json's render_errors entry should the disk fill up while the report, plots and trace are
+    written (twice run.json's size: the new one is written beside the old). Best effort: on a disk already
+    too full for it, the rendering goes on without one."""
+    from hwprof.atomic import DiskFullError, SpaceReserve
+
+    try:
+        return SpaceReserve(run_dir, 2 * (run_dir / "run.json").stat().st_size + 8192)
+    except (DiskFullError, OSError):
+        return None
 
 
 def lingering_lines(run: dict[str, Any]) -> list[str]:
@@ -188,10 +230,13 @@ def run_problems(run: dict[str, Any]) -> list[str]:
 
 def write_trace(run_dir: Path, console: Console) -> bool:
     """Build the run's trace.pftrace; False (with one error line) when it could not be built."""
+    from hwprof.atomic import DiskFullError
     from hwprof.render.perfetto import build_trace
 
     try:
         stats = build_trace(run_dir)
+    except DiskFullError:  # a failure with the path, not a trace problem
+        raise
     except Exception as exc:  # the trace is one view among several: the run stays usable without it
         console.print(
             f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}", soft_wrap=True

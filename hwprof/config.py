@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from hwprof.atomic import atomic_write_text
+
 PASS_ORDER: tuple[str, ...] = (
     "timing",
     "layers",
@@ -121,7 +123,7 @@ class RunConfig:
             self.images = str((base / Path(self.images).expanduser()).resolve())
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_dict(), indent=2))
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2))
 
     @classmethod
     def load(cls, path: Path) -> RunConfig:

@@ -5,10 +5,12 @@ reads.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.run_analysis import analyse
+from hwprof.atomic import DiskFullError
 from hwprof.render.export import write_exports
 from hwprof.rundata import RunData, write_run_json
 from hwprof.spans import forward_p50_ms, stage_stats
@@ -58,5 +60,19 @@ def finalize(run_dir: Path, run: dict[str, Any]) -> None:
 
 
 def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:
-    """layers.csv and summary.json from the finalised run (a second stop signal may cut this, not run.json)."""
-    write_exports(analyse(RunData(run_dir, run)), run_dir)
+    """layers.csv and summary.json from the finalised run (a second stop signal may cut this, not run.json);
+    a full disk here is recorded in run.json's render_errors (the collection itself is complete)."""
+    try:
+        write_exports(analyse(RunData(run_dir, run)), run_dir)
+    except DiskFullError as exc:
+        record_render_error(run_dir, run, "exports", exc)
+        raise
+
+
+def record_render_error(run_dir: Path, run: dict[str, Any], what: str, exc: DiskFullError) -> None:
+    """The collection is complete but a rendering of it could not be written for lack of space:
+    run.json keeps its status and lists the failure under "render_errors" (when run.json itself still
+    fits; atomic writes leave it whole as it was when it does not)."""
+    run.setdefault("render_errors", []).append({"what": what, "path": str(exc.path), "error": str(exc)})
+    with contextlib.suppress(DiskFullError):
+        write_run_json(run_dir, run)

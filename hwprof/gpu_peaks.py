@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hwprof.atomic import atomic_write_text
 from hwprof.machine import cache_dir
 
 MATMUL_N = 8192
@@ -100,6 +101,6 @@ def load_or_measure(index: int = 0, force: bool = False, directory: Path | None 
         return data
     data = {"device": ident, "peaks": measure(index)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(data, indent=1))
+    atomic_write_text(path, json.dumps(data, indent=1))
     data["cached"] = False
     return data

@@ -35,6 +35,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hwprof.atomic import atomic_write_text
+from hwprof.envvars import hwprof_cache
+
 PEAKS_VERSION = 2
 MATMUL_N = 2048
 MATMUL_REPEATS = 8
@@ -140,8 +143,7 @@ def host_key(threads: int) -> str:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "hwprof"
+    return hwprof_cache()
 
 
 def cache_path(threads: int, directory: Path | None = None) -> Path:
@@ -337,9 +339,7 @@ def save_cached(peaks: Peaks, directory: Path | None = None) -> Path | None:
     path = cache_path(peaks.threads, directory)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(peaks.to_dict(), indent=1))
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(peaks.to_dict(), indent=1))
     except OSError:
         return None
     return path

@@ -123,9 +123,11 @@ class MarkerLog:
         """Append the markers not yet written as JSON lines, so a crash keeps what came before."""
         import json
 
-        with open(path, "a") as out:
-            for marker in self.markers[self._flushed :]:
-                out.write(json.dumps(marker.to_row()) + "\n")
+        from hwprof.atomic import checked_append
+
+        text = "".join(json.dumps(marker.to_row()) + "\n" for marker in self.markers[self._flushed :])
+        with checked_append(path), open(path, "a") as out:
+            out.write(text)
         self._flushed = len(self.markers)
 
 

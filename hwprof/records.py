@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwprof.atomic import atomic_write_text, checked_append
+
 
 @dataclass(slots=True)
 class Span:
@@ -79,14 +81,19 @@ def metrics_path(pass_dir: Path, collector: str) -> Path:
 
 
 def write_records(path: Path, records: Iterable[Record], append: bool = False) -> int:
-    count = 0
-    with open(path, "a" if append else "w") as out:
-        for record in records:
-            row = asdict(record)
-            row["kind"] = _KIND_OF[type(record)]
-            out.write(json.dumps(row, separators=(",", ":")) + "\n")
-            count += 1
-    return count
+    """Records as JSON lines: a new file atomically, or appended (a stream that grows during a pass) with
+    a failed append cut back to the last whole line (hwprof.atomic.checked_append)."""
+    lines = []
+    for record in records:
+        row = asdict(record)
+        row["kind"] = _KIND_OF[type(record)]
+        lines.append(json.dumps(row, separators=(",", ":")) + "\n")
+    if not append:
+        atomic_write_text(path, "".join(lines))
+        return len(lines)
+    with checked_append(path), open(path, "a") as out:
+        out.write("".join(lines))
+    return len(lines)
 
 
 def read_records(path: Path) -> Iterator[Record]:
@@ -115,7 +122,7 @@ class MetricTables:
     methods: dict[str, str] = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=1))
+        atomic_write_text(path, json.dumps(asdict(self), indent=1))
 
     @classmethod
     def load(cls, path: Path) -> MetricTables:

@@ -13,12 +13,12 @@ Reports and traces are made from the run directory alone.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from hwprof.atomic import atomic_write_text
 from hwprof.markers import Marker, read_marker_file
 from hwprof.records import MetricTables
 from hwprof.rundir_lock import holder
@@ -31,9 +31,7 @@ RUN_JSON = "run.json"
 
 def write_run_json(run_dir: Path, run: dict[str, Any]) -> None:
     """Atomically replace run.json, so a reader never sees half a file."""
-    tmp = run_dir / f".{RUN_JSON}.tmp"
-    tmp.write_text(json.dumps(run, indent=1, default=str))
-    os.replace(tmp, run_dir / RUN_JSON)
+    atomic_write_text(run_dir / RUN_JSON, json.dumps(run, indent=1, default=str))
 
 
 def abandoned_or_running(root: Path) -> str:

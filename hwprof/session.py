@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof import child
+from hwprof.atomic import DiskFullError, SpaceReserve, atomic_write_text
 from hwprof.child import error_line, exit_reason, worker_pid
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.config import RunConfig
@@ -76,10 +77,15 @@ class Session:
         self.run: dict[str, Any] = {}
         self._watch: NeighbourWatch | None = None
         """The running pass's watch on other work on the run's CPUs."""
+        self.disk_full: dict[str, str] = {}
+        """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
+        self.run_fields: dict[str, Any] = {}
+        """More top-level fields for run.json (the CLI's disk estimate)."""
 
     def _write_inputs(self) -> None:
         self.config.save(self.run_dir / "config.json")
-        (self.run_dir / "images.json").write_text(
+        atomic_write_text(
+            self.run_dir / "images.json",
             json.dumps(
                 {
                     "paths": [str(p) for p in self.images.paths],
@@ -87,7 +93,7 @@ class Session:
                     "source": self.images.source,
                 },
                 indent=1,
-            )
+            ),
         )
 
     def _child_env(self, collectors: list[Collector], ctx: PassContext) -> dict[str, str]:
@@ -114,7 +120,7 @@ class Session:
         command = [sys.executable, "-P", "-m", "hwprof.worker", str(self.run_dir), plan.name, names]
         for collector in collectors:
             command = collector.wrap_command(command, ctx)
-        (ctx.out_dir / "command.json").write_text(json.dumps(command))
+        atomic_write_text(ctx.out_dir / "command.json", json.dumps(command))
         started = time.monotonic()
         steal_at_start = steal_ns()
         self._watch = NeighbourWatch().start()
@@ -175,6 +181,8 @@ class Session:
         except ValueError:
             return
         if isinstance(event, dict):
+            if "disk_full" in event:
+                self.disk_full[pass_name] = str(event["disk_full"])
             self.progress(pass_name, event)
 
     def _finish_pass(
@@ -257,6 +265,7 @@ class Session:
         normally; the caller turns that into its exit status. Only a second signal raises (Interrupted)."""
         from hwprof.host import host_info
 
+        reserve = SpaceReserve(self.run_dir)  # given back before the last run.json: it fits on a full disk
         with self.stop.deferred():
             self._write_inputs()
             self.run = {
@@ -276,6 +285,7 @@ class Session:
                 "collectors": dict(plan.statuses),
                 "passes": {},
             }
+            self.run.update(self.run_fields)
             write_run_json(self.run_dir, self.run)
         final = "complete"
         try:
@@ -284,6 +294,8 @@ class Session:
                 if self.stop.requested:
                     break
                 outcome = self.run_pass(pass_plan)
+                if outcome.name in self.disk_full:
+                    raise DiskFullError(self.disk_full[outcome.name])
                 with self.stop.deferred():
                     self._record(outcome)
                 if outcome.status != "ok":
@@ -301,6 +313,12 @@ class Session:
         except CollectError:
             final = "failed"
             raise
+        except DiskFullError as exc:  # the collection cannot go on: run.json says failed, and where
+            for outcome in self.outcomes[len(self.run["passes"]) :]:
+                self._record(outcome, write=False)  # finalize writes it, after the reserve is given back
+            final = "failed"
+            self.run["error"] = str(exc)
+            raise
         finally:
             from hwprof.finish import finalize, write_final_exports
 
@@ -310,8 +328,14 @@ class Session:
                     self.run["interrupted"] = self._interruption(plan)
                 self.run["status"] = final
                 self.run["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
-                finalize(self.run_dir, self.run)
-            write_final_exports(self.run_dir, self.run)  # after a second signal too: a third one cuts it
+                reserve.release()
+                try:
+                    finalize(self.run_dir, self.run)
+                except DiskFullError:
+                    if "error" not in self.run:  # else the first full write is the one to report
+                        raise
+            if "error" not in self.run:  # a full disk stopped the collection: no exports to try
+                write_final_exports(self.run_dir, self.run)  # after a second signal too: a third one cuts it
         return self.run
 
     def _interruption(self, plan: Plan) -> dict[str, Any]:
@@ -325,7 +349,7 @@ class Session:
             "passes_not_run": [p.name for p in plan.passes if p.name not in ran],
         }
 
-    def _record(self, outcome: PassOutcome) -> None:
+    def _record(self, outcome: PassOutcome, write: bool = True) -> None:
         self.run["passes"][outcome.name] = {
             "status": outcome.status,
             "returncode": outcome.returncode,
@@ -343,7 +367,8 @@ class Session:
             self.run["collectors"][name] = {**result.to_dict(), "pass": outcome.name}
         if outcome.runtime:
             self._record_runtime(outcome.name, outcome.runtime)
-        write_run_json(self.run_dir, self.run)
+        if write:
+            write_run_json(self.run_dir, self.run)
 
     def _record_runtime(self, pass_name: str, info: dict[str, Any]) -> None:
         """run.json's "runtime": what ran the forward (from the first pass), and each profiled pass's clock."""

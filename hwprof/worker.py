@@ -11,6 +11,7 @@ parent; logs go to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hwprof.atomic import DiskFullError, atomic_write_text
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.config import RunConfig
 from hwprof.markers import Marker, MarkerBus, MarkerLog
@@ -30,6 +32,9 @@ from hwprof.worker_stop import STOP, STOP_SIGNALS, Interrupted
 EXIT_OK = 0
 EXIT_ERROR = 3
 EXIT_INTERRUPTED = 130
+EXIT_DISK_FULL = 4
+"""The disk filled up: the session marks the run failed with the path (sent as a `disk_full` progress line,
+since worker.log is on the same full disk)."""
 ERROR_PREFIX = "hwprof-error: "
 WORKER_PID = "worker.pid"
 """Written into the pass folder: the process a stop signal goes to when the worker runs under a launcher (Scalene)."""
@@ -61,11 +66,18 @@ class PassRunner:
         self._remove_hooks: Callable[[], None] | None = None
         self._done = 0
         """Iterations run so far (warm-up included), for progress."""
+        self.disk_full: DiskFullError | None = None
+        """The first write that found the disk full: the pass fails with its path."""
 
     def _fail(self, collector: Collector, stage: str, exc: BaseException) -> None:
+        self._note_disk_full(exc)
         print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
         self.results[collector.name] = CollectorResult("failed", reason=f"{stage}: {type(exc).__name__}: {exc}")
+
+    def _note_disk_full(self, exc: BaseException) -> None:
+        if isinstance(exc, DiskFullError) and self.disk_full is None:
+            self.disk_full = exc
 
     def _each(self, stage: str, *args: Any) -> None:
         for collector in self.collectors:
@@ -216,7 +228,7 @@ class PassRunner:
             "input_shape": list(pipeline.sample_batch().shape),
             "layers": [row.to_dict() for row in layers],
         }
-        (self.ctx.out_dir / "model.json").write_text(json.dumps(info, indent=1))
+        atomic_write_text(self.ctx.out_dir / "model.json", json.dumps(info, indent=1))
 
     def _prepare_runtime(self) -> None:
         """Export/compile for the runtime and check its output against fp32 torch on the first batch."""
@@ -325,6 +337,7 @@ class PassRunner:
             status, error = "interrupted", str(exc) or "KeyboardInterrupt"
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
+            self._note_disk_full(exc)
             if not _is_user_error(exc):
                 traceback.print_exc(file=sys.stderr)
             print(ERROR_PREFIX + _one_line(exc), file=sys.stderr, flush=True)
@@ -333,8 +346,14 @@ class PassRunner:
             for sig in STOP_SIGNALS:
                 signal.signal(sig, signal.SIG_IGN)
             self._finish_runtime()
-            self.log.flush_to(self.markers_path)
+            try:
+                self.log.flush_to(self.markers_path)
+            except DiskFullError as exc:  # the collectors must still be closed
+                self._note_disk_full(exc)
+                status, error = "failed", str(exc)
             self._close_all(status, error)
+        if self.disk_full is not None:
+            return disk_full_exit(self.disk_full)
         return {"ok": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_ERROR)
 
     def _close_all(self, status: str, error: str) -> None:
@@ -364,7 +383,34 @@ class PassRunner:
             "collectors": {name: r.to_dict() for name, r in self.results.items()},
             "paired": self.paired,
         }
-        (self.ctx.out_dir / "result.json").write_text(json.dumps(summary, indent=1))
+        atomic_write_text(self.ctx.out_dir / "result.json", json.dumps(summary, indent=1))
+
+
+def disk_full_exit(exc: DiskFullError) -> int:
+    """Tell the session which path found the disk full (stdout is a pipe, not the full disk)."""
+    progress(disk_full=str(exc.path), errno=exc.errno)
+    return EXIT_DISK_FULL
+
+
+class _LossyStream:
+    """stderr (worker.log) that drops what a full disk refuses: a failed log line must not stop the pass
+    from closing its collectors and writing its result."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _is_user_error(exc: BaseException) -> bool:
@@ -394,9 +440,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     STOP.install()
     run_dir, pass_name, names = Path(args[0]), args[1], [n for n in args[2].split(",") if n]
+    sys.stderr = _LossyStream(sys.stderr)
     runner = PassRunner(run_dir, pass_name, names)
-    (runner.ctx.out_dir / WORKER_PID).write_text(str(os.getpid()))
-    return runner.run()
+    with contextlib.suppress(OSError):  # without it, a stop signal goes to the whole process group
+        atomic_write_text(runner.ctx.out_dir / WORKER_PID, str(os.getpid()))
+    try:
+        return runner.run()
+    except DiskFullError as exc:  # writing result.json, after the collectors were closed: report the first
+        return disk_full_exit(runner.disk_full or exc)
 
 
 if __name__ == "__main__":

@@ -73,9 +73,6 @@ def test_an_old_valgrind_is_refused_with_the_fix(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("HWPROF_VALGRIND", str(fake))
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    import hwprof.collectors.callgrind.tool as tool
-
-    monkeypatch.setattr(tool, "CACHE_DIR", tmp_path / "cache" / "hwprof" / "valgrind")
     found, why = find_valgrind()
     assert found is None and "valgrind 3.19" in why
     cap = CallgrindCollector.probe(RunConfig(counters="callgrind"))

@@ -23,6 +23,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "records and config",
         (
             "hwprof",
+            "hwprof.atomic",
+            "hwprof.envvars",
             "hwprof.records",
             "hwprof.config",
             "hwprof.runtime_names",
@@ -54,6 +56,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "hwprof.gpu_import",
             "hwprof.gpu_cli",
             "hwprof.plan",
+            "hwprof.disk_estimate",
             "hwprof.child",
             "hwprof.stopping",
             "hwprof.cli_args",

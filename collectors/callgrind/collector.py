@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.callgrind.report import MARKERS_FILE, NAME, OUT_FILE, CallgrindReport
-from hwprof.collectors.callgrind.tool import INSTALL_FIX, MIN_VERSION, callgrind_command, find_valgrind
+from hwprof.collectors.callgrind.tool import (
+    ENV_FIX,
+    ENV_VALGRIND,
+    INSTALL_FIX,
+    MIN_VERSION,
+    callgrind_command,
+    find_valgrind,
+)
 
 from hwprof.markers import MarkerLog
 
@@ -71,6 +78,8 @@ class CallgrindCollector(Collector):
         if platform.machine() not in ("x86_64", "AMD64"):
             return Capability.unavailable(f"client requests are written for amd64, not {platform.machine()}")
         valgrind, why = find_valgrind()
+        if valgrind is None and why.startswith(ENV_VALGRIND + "="):
+            return Capability.unavailable(why, ENV_FIX)
         if valgrind is None:
             need = f"valgrind >= {MIN_VERSION[0]}.{MIN_VERSION[1]} is needed ({why})"
             return Capability.unavailable(need, INSTALL_FIX)

@@ -9,12 +9,18 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from hwprof.envvars import hwprof_cache
+
 MIN_VERSION = (3, 23)
 """3.19 (Debian 12) emulates FMA about 1500x slower than native; 3.23 fixed it."""
 INSTALL_FIX = (
     "bash scripts/install_valgrind.sh (Debian 13's valgrind 3.24, unpacked; or a distribution valgrind >= 3.23)"
 )
-CACHE_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "hwprof" / "valgrind"
+
+
+def cache_dir() -> Path:
+    """Where scripts/install_valgrind.sh unpacks valgrind (read at each probe: the environment of the moment)."""
+    return hwprof_cache() / "valgrind"
 
 
 @dataclass(frozen=True)
@@ -28,11 +34,13 @@ class Valgrind:
         return {"VALGRIND_LIB": self.lib} if self.lib else {}
 
 
+ENV_VALGRIND = "HWPROF_VALGRIND"
+ENV_FIX = f"unset {ENV_VALGRIND} or point it at valgrind >= {MIN_VERSION[0]}.{MIN_VERSION[1]} ({INSTALL_FIX})"
+
+
 def candidates() -> list[str]:
-    out = []
-    if os.environ.get("HWPROF_VALGRIND"):
-        out.append(os.environ["HWPROF_VALGRIND"])
-    out.append(str(CACHE_DIR / "usr" / "bin" / "valgrind"))
+    """The cached unpacked valgrind, then PATH's (HWPROF_VALGRIND, when set, is the only one: find_valgrind)."""
+    out = [str(cache_dir() / "usr" / "bin" / "valgrind")]
     found = shutil.which("valgrind")
     if found:
         out.append(found)
@@ -54,22 +62,31 @@ def version_of(binary: str, lib: str | None) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
+def _check(binary: str) -> tuple[Valgrind | None, str]:
+    lib = _lib_of(binary)
+    version = version_of(binary, lib)
+    if version is None:
+        return None, f"{binary} does not run as valgrind (`{binary} --version` does not say valgrind-X.Y)"
+    if version < MIN_VERSION:
+        return None, f"{binary} is valgrind {version[0]}.{version[1]} (FMA emulation about 1500x slower than native)"
+    return Valgrind(binary, version, lib), ""
+
+
 def find_valgrind() -> tuple[Valgrind | None, str]:
-    """The first usable valgrind, or None and why not."""
+    """The first usable valgrind, or None and why not. HWPROF_VALGRIND, when set, is the only candidate:
+    an override that does not work is reported with the variable's name, never replaced by another valgrind."""
+    override = os.environ.get(ENV_VALGRIND)
+    if override:
+        found, why = _check(override) if Path(override).is_file() else (None, f"{override} is not a file")
+        return found, f"{ENV_VALGRIND}={override}: {why}" if found is None else ""
     seen = []
     for binary in candidates():
         if not Path(binary).exists():
             continue
-        lib = _lib_of(binary)
-        version = version_of(binary, lib)
-        if version is None:
-            seen.append(f"{binary} does not run")
-        elif version < MIN_VERSION:
-            seen.append(
-                f"{binary} is valgrind {version[0]}.{version[1]} (FMA emulation about 1500x slower than native)"
-            )
-        else:
-            return Valgrind(binary, version, lib), ""
+        found, why = _check(binary)
+        if found is not None:
+            return found, ""
+        seen.append(why)
     return None, "; ".join(seen) or "valgrind is not installed"
 
 

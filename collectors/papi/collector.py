@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
+from hwprof.atomic import atomic_path
 from hwprof.config import RunConfig
 from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import Count, Reading
@@ -251,7 +252,7 @@ class Papi(Collector):
         out = ctx.out_dir
         analysis.tables.save(metrics_path(out, self.name))
         readings_file = out / f"{self.name}.readings.jsonl"
-        with open(readings_file, "w") as f:
+        with atomic_path(readings_file) as tmp, open(tmp, "w") as f:
             events = {n: {"unit": "count", "scale": 1.0, "source": "papi", "pmu": ""} for n in names}
             f.write(readings_io.header_line(events, [names]) + "\n")
             for k, (m, values, cpu) in enumerate(self.readings, 1):

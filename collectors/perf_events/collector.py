@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
+from hwprof.atomic import atomic_path
 from hwprof.config import RunConfig
 from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import Reading, interval_series
@@ -245,7 +246,7 @@ class PerfEvents(Collector):
     def _write_readings(self, path: Any, counters: CounterSet, specs: list[EventSpec]) -> None:
         events = {s.name: {"unit": s.display_unit, "scale": s.scale, "source": s.source, "pmu": s.pmu} for s in specs}
         groups = [[s.name for s in g.specs] for g in counters.groups]
-        with open(path, "w") as out:
+        with atomic_path(path) as tmp, open(tmp, "w") as out:
             out.write(readings_io.header_line(events, groups) + "\n")
             for m, active, raws, cpu, uncharged in self.readings:
                 row = [m.kind, m.phase, m.name, m.iteration, m.t_ns]

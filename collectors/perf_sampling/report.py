@@ -29,6 +29,7 @@ from hwprof.collectors.perf_sampling.script import (
     parse_script,
 )
 
+from hwprof.atomic import atomic_write_text
 from hwprof.kernels import (
     BETWEEN_LAYERS,
     KIND_ATEN,
@@ -166,7 +167,7 @@ def convert(binary: str, data: Path, out_dir: Path, rate: int, pid: int | None =
     doc = tables_dict(tables, events, KINDS)
     doc.update(rate_hz=rate, sampling_event=samples[0].event)
     out = Converted()
-    (out_dir / f"{NAME}.kernels.json").write_text(json.dumps(doc, indent=1))
+    atomic_write_text(out_dir / f"{NAME}.kernels.json", json.dumps(doc, indent=1))
     out.files.append(f"{NAME}.kernels.json")
     metric_tables(tables, events, rate).save(metrics_path(out_dir, NAME))
     out.files.append(metrics_path(out_dir, NAME).name)

@@ -32,6 +32,7 @@ from hwprof.collectors.pyspy.parse import (
     open_text,
 )
 
+from hwprof.atomic import atomic_write_text
 from hwprof.kernels import most
 from hwprof.markers import Marker
 from hwprof.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
@@ -298,7 +299,7 @@ def write_outputs(out_dir: Path, converted: Converted) -> list[str]:
     if converted.metrics.layers or converted.metrics.stages:
         converted.metrics.save(metrics_path(out_dir, NAME))
         names.append(metrics_path(out_dir, NAME).name)
-    (out_dir / f"{NAME}.hotspots.json").write_text(json.dumps(converted.hotspots, indent=1))
+    atomic_write_text(out_dir / f"{NAME}.hotspots.json", json.dumps(converted.hotspots, indent=1))
     names.append(f"{NAME}.hotspots.json")
     return names
 

@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.pyspy.attribution import NAME, convert_chrometrace, convert_speedscope, write_outputs
 
+from hwprof.atomic import atomic_path
 from hwprof.markers import read_markers
 
 if TYPE_CHECKING:
@@ -200,7 +201,7 @@ class PySpyTool(AttachedTool):
                 artifacts=[*artifacts, self.ctx.relpath(self.raw)],
             )
         gz = self.raw.with_suffix(".json.gz")
-        with open(self.raw, "rb") as src, gzip.open(gz, "wb", compresslevel=6) as dst:
+        with atomic_path(gz) as tmp, open(self.raw, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)
         self.raw.unlink()
         artifacts.append(self.ctx.relpath(gz))

@@ -66,9 +66,11 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.rapl.energy import Reading, energy_report, headline_indices, power_series, track_name
-from hwprof.collectors.rapl.sources import EnergySource, SourceUnavailable, open_source
+from hwprof.collectors.rapl.sources import ENV_FIX, EnergySource, SourceUnavailable, open_source, override_problem
 from hwprof.collectors.rapl.still import NO_FIX, PROBE_BUDGET_S, StillCounters, first_change_s, still_domains
 
+from hwprof.atomic import atomic_path
+from hwprof.envvars import EnvVarError
 from hwprof.perf.threadcpu import name_this_thread
 from hwprof.records import metrics_path, records_path, write_records
 
@@ -138,6 +140,13 @@ class RaplCollector(Collector):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._sampler_error = ""
+
+    @classmethod
+    def check_options(cls, config: RunConfig) -> None:
+        """An unusable $HWPROF_POWERCAP_ROOT is a bad input (exit 2, naming the variable), not a fall-back."""
+        problem = override_problem(config)
+        if problem:
+            raise EnvVarError(f"{problem}; fix: {ENV_FIX}")
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:
@@ -299,7 +308,7 @@ class RaplCollector(Collector):
     def _write_readings(self, ctx: PassContext, source: EnergySource) -> str:
         """Raw readings (microjoules, before wrap correction) so a report can recompute everything."""
         path = ctx.out_dir / READINGS_FILE
-        with open(path, "w") as out:
+        with atomic_path(path) as tmp, open(tmp, "w") as out:
             out.write(
                 json.dumps(
                     {

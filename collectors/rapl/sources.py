@@ -27,6 +27,22 @@ def powercap_root(config: RunConfig) -> Path:
     return Path(config.extra.get("powercap_root") or os.environ.get(ENV_POWERCAP_ROOT) or DEFAULT_POWERCAP_ROOT)
 
 
+def override_problem(config: RunConfig) -> str | None:
+    """Why $HWPROF_POWERCAP_ROOT, when it is what powercap_root uses, cannot be a powercap directory (None: it can,
+    or it is not set). Such an override is an error, never a silent fall-back to perf's power PMU."""
+    value = os.environ.get(ENV_POWERCAP_ROOT)
+    if not value or config.extra.get("powercap_root"):
+        return None
+    path = Path(value)
+    if path.is_dir():
+        return None
+    what = "does not exist" if not path.exists() else "is a file" if path.is_file() else "is not a directory"
+    return f"{ENV_POWERCAP_ROOT}={value} {what}, not a powercap directory"
+
+
+ENV_FIX = f"unset {ENV_POWERCAP_ROOT} or point it at a powercap directory ({DEFAULT_POWERCAP_ROOT})"
+
+
 def event_source_root(config: RunConfig) -> Path:
     return Path(
         config.extra.get("event_source_root")
@@ -195,6 +211,9 @@ def open_perf(event_source: Path) -> EnergySource:
 
 def open_source(config: RunConfig) -> EnergySource:
     """powercap sysfs, else perf's power PMU; SourceUnavailable naming both failures."""
+    problem = override_problem(config)
+    if problem:
+        raise SourceUnavailable(problem, ENV_FIX)
     try:
         return open_powercap(powercap_root(config))
     except SourceUnavailable as sysfs:

@@ -60,6 +60,7 @@ from hwprof.collectors.base import AttachedTool, Capability, Collector, Collecto
 from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
 
 import hwprof
+from hwprof.atomic import atomic_write_text
 from hwprof.markers import read_markers
 from hwprof.spans import timing_forward_s
 
@@ -264,7 +265,7 @@ class ScaleneCollector(Collector):
     def close(self, ctx: PassContext) -> CollectorResult:
         self.stop(ctx)
         path = ctx.out_dir / f"{NAME}.window.json"
-        path.write_text(json.dumps(self._window))
+        atomic_write_text(path, json.dumps(self._window))
         if not self._window:
             return CollectorResult("failed", reason="the pass ended before the measured iterations started")
         if not self._window["under_scalene"]:

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwprof.atomic import atomic_write_text
 from hwprof.markers import STAGES, Marker
 from hwprof.records import CounterSample, MetricTables, metrics_path, records_path, write_records
 
@@ -317,7 +318,7 @@ def _short(path: str) -> str:
 
 def write_outputs(out_dir: Path, converted: Converted) -> list[str]:
     names = [f"{NAME}.lines.json"]
-    (out_dir / names[0]).write_text(json.dumps(converted.to_dict(), indent=1))
+    atomic_write_text(out_dir / names[0], json.dumps(converted.to_dict(), indent=1))
     converted.metrics.save(metrics_path(out_dir, NAME))
     names.append(metrics_path(out_dir, NAME).name)
     if converted.counters:

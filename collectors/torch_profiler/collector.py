@@ -40,6 +40,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
@@ -48,6 +49,7 @@ from hwprof.collectors.torch_profiler.convert import NAME, RANGE_PREFIX, convert
 from hwprof.collectors.torch_profiler.kineto import load_kineto
 from hwprof.collectors.torch_profiler.onednn import StdoutToFile
 
+from hwprof.atomic import NEARLY_FULL, DiskFullError, atomic_write_text, free_bytes
 from hwprof.markers import Marker, read_markers
 
 if TYPE_CHECKING:
@@ -222,11 +224,11 @@ class TorchProfilerCollector(Collector):
             trace_path.unlink()
         self._prof.export_chrome_trace(str(trace_path))
         if not trace_path.is_file():  # Kineto logs a failed write and returns normally
-            raise RuntimeError(f"Kineto did not write its trace to {trace_path} (see the worker log)")
+            _kineto_failed(trace_path)
         flops = _flops_by_id(self._prof)
-        (out / f"{NAME}.flops.json").write_text(json.dumps(flops))
+        atomic_write_text(out / f"{NAME}.flops.json", json.dumps(flops))
         sync = SyncData(self._syncs["start"], self._syncs["stop"], self._wall_pairs)
-        (out / f"{NAME}.sync.json").write_text(json.dumps(sync.to_dict()))
+        atomic_write_text(out / f"{NAME}.sync.json", json.dumps(sync.to_dict()))
         log = out / f"{NAME}.onednn.log"
         markers = read_markers(out / "markers.jsonl") if (out / "markers.jsonl").exists() else []
         converted = convert(load_kineto(trace_path), sync, markers, log if log.exists() else None, flops)
@@ -245,6 +247,18 @@ class TorchProfilerCollector(Collector):
             summary=converted.summary,
             artifacts=[ctx.relpath(out / name) for name in artifacts],
         )
+
+
+def _kineto_failed(trace_path: Path) -> None:
+    """Kineto writes <trace>.tmp and renames it; a failed write leaves the partial .tmp and only a log line.
+    Remove it; a disk left (nearly) full by it is a DiskFullError, anything else a RuntimeError."""
+    partial = trace_path.with_name(trace_path.name + ".tmp")
+    free = free_bytes(trace_path.parent)
+    had_partial = partial.exists()
+    partial.unlink(missing_ok=True)
+    if had_partial and free is not None and free < NEARLY_FULL:
+        raise DiskFullError(trace_path)
+    raise RuntimeError(f"Kineto did not write its trace to {trace_path} (see the worker log)")
 
 
 COLLECTOR = TorchProfilerCollector

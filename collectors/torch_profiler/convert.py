@@ -20,6 +20,7 @@ from hwprof.collectors.torch_profiler.clock import SYNC_NAME, ClockFit, SyncData
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
 
+from hwprof.atomic import atomic_write_text
 from hwprof.markers import Marker
 from hwprof.records import MetricTables, Span, metrics_path, records_path, write_records
 
@@ -379,5 +380,5 @@ def _spans(ops: list[OpRecord]) -> list[Span]:
 def write_outputs(out_dir: Path, converted: Converted) -> list[str]:
     write_records(records_path(out_dir, NAME), converted.spans)
     converted.metrics.save(metrics_path(out_dir, NAME))
-    (out_dir / f"{NAME}.kernels.json").write_text(json.dumps(converted.kernels, indent=1))
+    atomic_write_text(out_dir / f"{NAME}.kernels.json", json.dumps(converted.kernels, indent=1))
     return [records_path(out_dir, NAME).name, metrics_path(out_dir, NAME).name, f"{NAME}.kernels.json"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.availability import collector_missing
+from hwprof.atomic import atomic_path, atomic_write_text
 from hwprof.host_kinds import host_kind, software, software_text
 from hwprof.runschema import Field, RunDirError, check_fields, found, read_json_object
 
@@ -274,10 +275,10 @@ def _gpu_fields(row: SweepRow, run: dict[str, Any], batch: int) -> None:
 
 def write_sweep(result: SweepResult) -> list[Path]:
     json_path = result.out_root / SWEEP_JSON
-    json_path.write_text(json.dumps(result.to_dict(), indent=1) + "\n")
+    atomic_write_text(json_path, json.dumps(result.to_dict(), indent=1) + "\n")
     csv_path = result.out_root / SWEEP_CSV
     fields = [*CSV_FIRST, *(f for f in SweepRow.__dataclass_fields__ if f not in CSV_FIRST)]
-    with open(csv_path, "w", newline="") as out:
+    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
         writer.writeheader()
         for row in result.rows:

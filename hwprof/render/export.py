@@ -50,12 +50,12 @@ import csv
 import io
 import json
 import math
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.run_analysis import Analysis, missing_dict
+from hwprof.atomic import atomic_write_text
 from hwprof.kernels import KIND_OPENMP
 
 SUMMARY_VERSION = 1
@@ -231,17 +231,11 @@ def layers_csv_text(a: Analysis) -> str:
     return buf.getvalue()
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_exports(a: Analysis, run_dir: Path) -> list[Path]:
     summary = run_dir / SUMMARY_JSON
-    _atomic_write(summary, json.dumps(summary_dict(a), indent=1) + "\n")
+    atomic_write_text(summary, json.dumps(summary_dict(a), indent=1) + "\n")
     layers = run_dir / LAYERS_CSV
     if a.layers.layers:
-        _atomic_write(layers, layers_csv_text(a))
+        atomic_write_text(layers, layers_csv_text(a))
         return [summary, layers]
     return [summary]

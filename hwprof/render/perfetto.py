@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from hwprof.atomic import atomic_path
 from hwprof.render.perfetto_samples import write_samples
 from hwprof.render.perfetto_tracks import build_timeline
 from hwprof.render.trace_model import CounterTrack, Slice, SliceTrack, Timeline
@@ -249,13 +250,8 @@ def build_trace(run_dir: Path | str, out: Path | str | None = None) -> TraceStat
     run_dir = Path(run_dir)
     timeline = build_timeline(run_dir)
     path = Path(out) if out is not None else run_dir / TRACE_NAME
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "wb") as handle:
-            stats = write_timeline(timeline, handle)
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        stats = write_timeline(timeline, handle)
     stats.path = path
     stats.size_bytes = path.stat().st_size
     stats.build_s = time.perf_counter() - t0

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.analysis.roofline import COMPUTE, MEMORY
 from hwprof.analysis.run_analysis import Analysis
+from hwprof.atomic import atomic_path
 from hwprof.kernels import (
     KIND_ATEN,
     KIND_BLAS,
@@ -45,6 +46,12 @@ def _figure(width: float, height: float) -> Figure:
     fig = Figure(figsize=(width, height), dpi=DPI)
     FigureCanvasAgg(fig)
     return fig
+
+
+def save_figure(fig: Figure, path: Path) -> None:
+    """PNG to a temporary name, renamed into place: a full disk leaves no truncated image."""
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
 
 
 def _layer_axes(rows: list[LayerStat], height: float) -> tuple[Figure, Axes, list[int]]:
@@ -129,7 +136,7 @@ def plot_roofline(a: Analysis, path: Path) -> Path | None:
     ax.xaxis.set_major_formatter(plain)
     ax.yaxis.set_major_formatter(plain)
     fig.subplots_adjust(left=0.11, right=0.97, bottom=0.11, top=0.93)
-    fig.savefig(path)
+    save_figure(fig, path)
     return path
 
 
@@ -146,7 +153,7 @@ def plot_layer_times(a: Analysis, path: Path) -> Path | None:
     ax.legend(handles=[Patch(color=COLOURS[b], label=LABELS[b]) for b in present], fontsize=7)
     ax.set_title(f"per-layer time: {a.run.get('model', {}).get('name', '')}", fontsize=9)
     fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
-    fig.savefig(path)
+    save_figure(fig, path)
     return path
 
 
@@ -168,7 +175,7 @@ def plot_stages(a: Analysis, path: Path) -> Path | None:
     ax.set_xlim(0, max(r.p50_ms for r in rows) * 1.35)
     ax.set_title(f"pipeline stages ({a.stages.source} pass)", fontsize=9)
     fig.subplots_adjust(left=0.17, right=0.97, bottom=0.17, top=0.88)
-    fig.savefig(path)
+    save_figure(fig, path)
     return path
 
 
@@ -200,7 +207,7 @@ def plot_kernels(a: Analysis, path: Path) -> Path | None:
     title = f"what each layer's threads ran (perf, all threads): {a.run.get('model', {}).get('name', '')}"
     ax.set_title(title, fontsize=9)
     fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
-    fig.savefig(path)
+    save_figure(fig, path)
     return path
 
 

@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hwprof.analysis.run_analysis import Analysis, analyse
+from hwprof.atomic import DiskFullError
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_roofline_spec
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.report_sections import (
@@ -294,6 +295,8 @@ def write_artifacts(a: Analysis, data: RunData, console: Console, plots: bool = 
             from hwprof.render.plots import write_plots
 
             written += write_plots(a, data.root)
+    except DiskFullError:  # a failure with the path (exit 1), not a warning
+        raise
     except OSError as exc:
         console.print(
             f"[yellow]warning:[/] could not write the report's files into {data.root}: {exc}", highlight=False

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.sweep_rows import SweepRow
-from hwprof.render.plots import _figure
+from hwprof.render.plots import _figure, save_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -31,7 +31,7 @@ def plot_sweep(rows: Sequence[SweepRow], path: Path) -> Path | None:
     fig = sweep_figure(rows)
     if fig is None:
         return None
-    fig.savefig(path)
+    save_figure(fig, path)
     return path
 
 

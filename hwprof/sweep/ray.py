@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run, set_host, write_sweep
+from hwprof.atomic import atomic_write_bytes, atomic_write_text
 from hwprof.host_kinds import HostKind, group_by_kind, select_kinds
 from hwprof.sweep.ray_point import PointReturn, describe_node, run_point, unpack
 from hwprof.sweep.resume import write_plan
@@ -269,7 +270,7 @@ class RaySweep:
         t1 = time.monotonic()
         job.run_dir.parent.mkdir(parents=True, exist_ok=True)
         log_path = job.run_dir.with_name(job.run_dir.name + ".log")
-        log_path.write_bytes(back.log)
+        atomic_write_bytes(log_path, back.log)
         if back.archive:
             unpack(back.archive, job.run_dir)
         unpack_s = time.monotonic() - t1
@@ -327,7 +328,7 @@ class RaySweep:
             )
         write_sweep(result)
         self.written = time.monotonic()
-        (self.out / TRANSFER_JSON).write_text(json.dumps([asdict(t) for t in self.transfers], indent=1) + "\n")
+        atomic_write_text(self.out / TRANSFER_JSON, json.dumps([asdict(t) for t in self.transfers], indent=1) + "\n")
         return result
 
 

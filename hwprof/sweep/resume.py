@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from hwprof.atomic import atomic_write_text
 from hwprof.runschema import Field, RunDirError, check_fields, read_json_object
 
 PLAN_FILE = "sweep_plan.json"
@@ -26,7 +27,7 @@ SWEEP_PLAN_FIELDS = (
 
 def write_plan(out_root: Path, plan: dict[str, Any], ray: dict[str, Any] | None = None) -> Path:
     path = Path(out_root) / PLAN_FILE
-    path.write_text(json.dumps({"plan": plan, "ray": ray}, indent=1, default=str) + "\n")
+    atomic_write_text(path, json.dumps({"plan": plan, "ray": ray}, indent=1, default=str) + "\n")
     return path
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hwprof.atomic import atomic_write_text
 from hwprof.machine import cache_dir
 from hwprof.workload.zoo import MODEL_NAMES, build_model, meta_flops
 
@@ -55,7 +56,7 @@ def model_catalog(imgsz: int = 640, step: StepFn | None = None) -> list[dict[str
         out.append(cached[name])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(cached, indent=1))
+        atomic_write_text(path, json.dumps(cached, indent=1))
     except OSError:
         pass
     return out

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.atomic import atomic_write_text
 from hwprof.workload.node_layers import scope_of
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def write_layer_errors(run_dir: Path, runtime: str, precision: str, errors: dict
         "output tensor added as a graph output of a probe copy of the model they run)",
         "layers": errors,
     }
-    path.write_text(json.dumps(doc, indent=1))
+    atomic_write_text(path, json.dumps(doc, indent=1))
     return path
 
 

@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.atomic import atomic_write_text
+
 if TYPE_CHECKING:
     import torch
 
@@ -71,7 +73,7 @@ def _reusable(run_dir: Path, entry: dict[str, Any] | None, shape: list[int], nam
 def _record(run_dir: Path, model: ExportedModel) -> None:
     recorded = _load_recorded(run_dir)
     recorded[model.variant] = model.to_dict()
-    (run_dir / MODEL_DIR / EXPORT_JSON).write_text(json.dumps(recorded, indent=1))
+    atomic_write_text(run_dir / MODEL_DIR / EXPORT_JSON, json.dumps(recorded, indent=1))
 
 
 def export_onnx(module: torch.nn.Module, sample: torch.Tensor, run_dir: Path, name: str) -> ExportedModel:

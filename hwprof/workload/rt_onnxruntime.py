@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.atomic import atomic_path
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, scope_of
 from hwprof.workload.onnx_export import INPUT_NAME, quantize_int8
 from hwprof.workload.runtime import (
@@ -100,7 +101,7 @@ class OnnxRuntime(Runtime):
             optimized.unlink()  # as large as the model; what it told is in runtime_nodes.json
         profile.clock["wall_to_monotonic_uncertainty_us"] = self.offset_uncertainty_ns / 1e3
         packed = path.with_suffix(".json.gz")
-        with open(path, "rb") as raw, gzip.open(packed, "wb") as out:
+        with atomic_path(packed) as tmp, open(path, "rb") as raw, gzip.open(tmp, "wb") as out:
             shutil.copyfileobj(raw, out)
         path.unlink()
         self.info["executed_precision"] = executed_precision(

@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.atomic import atomic_write_text
 from hwprof.records import NODES_FILE, RUNTIME_FILE, NodeRow, Span, records_path, write_records
 
 if TYPE_CHECKING:
@@ -88,7 +89,7 @@ def write_runtime_artifacts(out_dir: Path, runtime: Runtime, profile: Profile | 
             if per_node.get(name)
         ]
         doc = {"runtime": runtime.name, "iterations": len(measured), "nodes": [asdict(r) for r in rows]}
-        (out_dir / NODES_FILE).write_text(json.dumps(doc, indent=1))
+        atomic_write_text(out_dir / NODES_FILE, json.dumps(doc, indent=1))
         spans = [
             Span(
                 span.name,
@@ -105,4 +106,4 @@ def write_runtime_artifacts(out_dir: Path, runtime: Runtime, profile: Profile | 
         write_records(records_path(out_dir, RECORDS_NAME), spans)
         info["nodes_executed"] = len(rows)
         info["fused_across_layers"] = sum(1 for r in rows if len(r.layers) > 1)
-    (out_dir / RUNTIME_FILE).write_text(json.dumps(info, indent=1, default=str))
+    atomic_write_text(out_dir / RUNTIME_FILE, json.dumps(info, indent=1, default=str))

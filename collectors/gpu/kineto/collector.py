@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
+from hwprof.atomic import atomic_path, atomic_write_text
+
 if TYPE_CHECKING:
     from hwprof.config import RunConfig
     from hwprof.markers import Marker
@@ -110,7 +112,7 @@ class GpuKinetoCollector(Collector):
         raw = ctx.out_dir / f"{NAME}.trace.json"
         self._prof.export_chrome_trace(str(raw))
         packed = raw.with_suffix(".json.gz")
-        with open(raw, "rb") as src, gzip.open(packed, "wb") as dst:
+        with atomic_path(packed) as tmp, open(raw, "rb") as src, gzip.open(tmp, "wb") as dst:
             shutil.copyfileobj(src, dst)
         raw.unlink()
         trace = load_gpu_trace(packed)
@@ -135,7 +137,7 @@ class GpuKinetoCollector(Collector):
             print(f"GPU peaks could not be measured: {type(exc).__name__}: {exc}", file=sys.stderr)
             return None
         path = ctx.out_dir / "gpu_peaks.json"
-        path.write_text(json.dumps(data, indent=1))
+        atomic_write_text(path, json.dumps(data, indent=1))
         return ctx.relpath(path)
 
 

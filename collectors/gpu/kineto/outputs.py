@@ -19,6 +19,7 @@ from typing import Any
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, GpuAttribution
 from hwprof.collectors.gpu.kineto.trace import GpuTrace
 
+from hwprof.atomic import atomic_write_text
 from hwprof.records import MetricTables, Span, metrics_path, records_path, write_records
 
 GPU_TRACK = "GPU {device} stream {stream}"
@@ -144,7 +145,7 @@ def write_outputs(out_dir: Path, name: str, trace: GpuTrace, att: GpuAttribution
     met = metrics_path(out_dir, name)
     metric_tables(att).save(met)
     kern = out_dir / f"{name}.kernels.json"
-    kern.write_text(json.dumps({"layers": layer_kernels(att)}, indent=1))
+    atomic_write_text(kern, json.dumps({"layers": layer_kernels(att)}, indent=1))
     paths = [met, kern]
     if clock["offset_ns"] is not None:
         rec = records_path(out_dir, name)

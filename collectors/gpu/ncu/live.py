@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 
+from hwprof.atomic import atomic_path, atomic_write_text
+
 if TYPE_CHECKING:
     from hwprof.config import RunConfig
     from hwprof.markers import Marker
@@ -143,7 +145,7 @@ class NcuReportTool(AttachedTool):
             return CollectorResult(
                 "failed", reason=f"ncu wrote no report (worker exit status {worker_returncode})", fix=FIX
             )
-        with open(self.csv, "w") as out:
+        with atomic_path(self.csv) as tmp, open(tmp, "w") as out:
             done = subprocess.run(
                 [ncu, "--import", str(self.report), "--csv", "--page", "raw", "--print-units", "base"],
                 stdout=out,
@@ -162,7 +164,7 @@ class NcuReportTool(AttachedTool):
         artifacts = [self.ctx.relpath(p) for p in (self.report, self.csv, met)]
         if kernels:
             path = self.ctx.out_dir / f"{self.name}.kernels.json"
-            path.write_text(json.dumps({"layers": kernels}, indent=1))
+            atomic_write_text(path, json.dumps({"layers": kernels}, indent=1))
             artifacts.append(self.ctx.relpath(path))
         unlabelled = sum(1 for r in report.rows if r.layer is None)
         summary = {

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
+from hwprof.atomic import atomic_path
 from hwprof.records import MetricTables, metrics_path, records_path, write_records
 
 if TYPE_CHECKING:
@@ -104,7 +105,7 @@ class NvmlCollector(Collector):
             return CollectorResult("failed", reason="NVML was not sampled over the measured iterations")
         series = NvmlSeries(COLUMNS, self.sampler.samples)
         raw = ctx.out_dir / f"{NAME}.samples.json.gz"
-        with gzip.open(raw, "wt") as out:
+        with atomic_path(raw) as tmp, gzip.open(tmp, "wt") as out:
             json.dump(series.to_dict(), out)
         rec = records_path(ctx.out_dir, NAME)
         write_records(rec, series.counter_samples())

@@ -1,0 +1,183 @@
+"""Writes that cannot half-happen, and a full disk reported as a failure with the path.
+
+Every output file hwprof writes goes to a temporary name in the same folder (same filesystem, so the
+rename is atomic) and is renamed into place with os.replace: a reader, or a run stopped mid-write, sees
+the old file or the whole new one, never a truncated one. On any failure the temporary file is removed.
+No fsync: the guarantee is against a process that fails or is stopped, not against a power cut.
+
+ENOSPC and EDQUOT become DiskFullError, an OSError that carries the path being written and the free
+space left on its filesystem, so that the command line can say where the space ran out (exit 1) instead
+of printing "[Errno 28]" as if the user had given a bad path.
+
+Bottom layer: no hwprof imports.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+NEARLY_FULL = 64 * 1024
+"""Free bytes below which a tool's failed write that reports no errno (Kineto's trace export) is taken as
+a full disk."""
+
+
+def mount_of(path: Path) -> Path:
+    """The mount point of the filesystem that holds path (or would hold it: its nearest existing parent)."""
+    p = Path(os.path.abspath(path))
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    while not os.path.ismount(p) and p != p.parent:
+        p = p.parent
+    return p
+
+
+def free_bytes(path: Path) -> int | None:
+    """Bytes an unprivileged writer can still use on path's filesystem; None when it cannot be read."""
+    try:
+        return shutil.disk_usage(mount_of(path)).free
+    except OSError:
+        return None
+
+
+def human_bytes(n: float | None) -> str:
+    if n is None:
+        return "unknown space"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"  # pragma: no cover - the loop returns
+
+
+class DiskFullError(OSError):
+    """No space (or quota) left while writing `path`; str() is the one line the CLI prints."""
+
+    def __init__(self, path: Path | str, code: int = errno.ENOSPC) -> None:
+        self.path = Path(path)
+        self.mount = mount_of(self.path)
+        self.free = free_bytes(self.path)
+        super().__init__(code, os.strerror(code), str(self.path))
+
+    def __str__(self) -> str:
+        what = "no space left on device" if self.errno == errno.ENOSPC else "disk quota exceeded"
+        return f"{what} writing {self.path} ({human_bytes(self.free)} free on {self.mount})"
+
+    def __reduce__(self) -> tuple[type[DiskFullError], tuple[str, int]]:
+        return (DiskFullError, (str(self.path), self.errno or errno.ENOSPC))
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in FULL_ERRNOS
+
+
+def as_disk_full(exc: BaseException, path: Path | str) -> BaseException:
+    """exc as a DiskFullError for path when it is ENOSPC/EDQUOT (already one: unchanged), else exc."""
+    if isinstance(exc, DiskFullError) or not is_disk_full(exc):
+        return exc
+    assert isinstance(exc, OSError)
+    return DiskFullError(path, exc.errno or errno.ENOSPC)
+
+
+def _tmp_name(path: Path) -> Path:
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+@contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """Yield a temporary path beside `path` for a writer that takes a path (savefig, a CSV or trace
+    writer, pyperf's dump); on success it replaces `path`, on any failure it is removed. A full disk
+    raises DiskFullError naming `path`."""
+    path = Path(path)
+    tmp = _tmp_name(path)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    except BaseException as exc:
+        _remove(tmp)
+        full = as_disk_full(exc, path)
+        if full is not exc:
+            raise full from exc
+        raise
+
+
+def _remove(tmp: Path) -> None:
+    with suppress(OSError):
+        tmp.unlink(missing_ok=True)
+
+
+def atomic_write_bytes(path: Path | str, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def atomic_write_text(path: Path | str, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+@contextmanager
+def checked_append(path: Path | str) -> Iterator[None]:
+    """Around an append to a stream that grows during a pass (markers.jsonl, a sampler's records): when
+    the append fails, the file is cut back to its length before it, so no half line is left, and a full
+    disk raises DiskFullError naming the file."""
+    path = Path(path)
+    try:
+        before = path.stat().st_size
+    except OSError:
+        before = None
+    try:
+        yield
+    except BaseException as exc:
+        if before is not None and isinstance(exc, OSError):
+            with suppress(OSError):
+                os.truncate(path, before)
+        full = as_disk_full(exc, path)
+        if full is not exc:
+            raise full from exc
+        raise
+
+
+RESERVE_NAME = ".hwprof-space-reserve.tmp"
+RESERVE_BYTES = 128 * 1024
+"""Room for the last run.json of a run whose disk filled up (the largest seen: 41 KB, yolov8n, default plan),
+written twice (status, then the render error), each beside the one it replaces."""
+
+
+def _allocate(fd: int, size: int) -> None:
+    """Blocks really taken: posix_fallocate, or zeros where the filesystem does not support it."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as exc:
+        if is_disk_full(exc):
+            raise
+        os.write(fd, b"\0" * size)
+
+
+class SpaceReserve:
+    """Space set aside in the run directory while a collection runs and given back when it ends or the disk
+    fills: so that a run that ran out of space can still record that in run.json (status failed, where).
+    A run stopped with SIGKILL leaves the file behind; its name says what it is."""
+
+    def __init__(self, folder: Path, size: int = RESERVE_BYTES) -> None:
+        self.path = folder / RESERVE_NAME
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                _allocate(fd, size)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            _remove(self.path)
+            full = as_disk_full(exc, self.path)
+            if full is not exc:
+                raise full from exc
+            raise
+
+    def release(self) -> None:
+        _remove(self.path)

@@ -1,0 +1,148 @@
+"""A full disk is a failure with the path (exit 1), never a bad-input exit 2 or a `complete` run with holes;
+writes never half-happen; a run that clearly cannot fit is refused before it starts (issue 24).
+
+The disk is a small tmpfs mounted for the test (root only; skipped otherwise) and always unmounted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.fault
+
+COLLECT = [sys.executable, "-m", "hwprof", "collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "2"]
+COLLECT += ["--warmup", "1"]
+
+
+@contextlib.contextmanager
+def tmpfs(where: Path, size: str) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    where.mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _fill(folder: Path) -> None:
+    """Use up the filesystem (a tmpfs gives back its space when the file is removed)."""
+    with open(folder / "filler", "wb", buffering=0) as out:
+        for size in (65536, 4096, 1):
+            with contextlib.suppress(OSError):
+                while True:
+                    out.write(b"\0" * size)
+
+
+def _collect(out: Path, *extra: str) -> tuple[int, list[str]]:
+    done = subprocess.run([*COLLECT, *extra, "--out", str(out)], capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    return done.returncode, lines + [f"stderr: {line}" for line in done.stderr.splitlines()]
+
+
+def _no_partial_files(root: Path) -> None:
+    """No temporary file left; every PNG opens; every trace loads."""
+    leftovers = [p for p in root.rglob("*") if p.is_file() and ".tmp" in p.name]
+    assert leftovers == [], f"temporary files left: {leftovers}"
+    from PIL import Image
+
+    for png in root.rglob("*.png"):
+        with Image.open(png) as image:
+            image.load()  # a truncated PNG raises here
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+
+    for trace in root.rglob("*.pftrace"):
+        perfetto_trace_pb2.Trace().ParseFromString(trace.read_bytes())
+
+
+def test_an_atomic_write_on_a_full_disk_names_the_path_and_keeps_the_old_file(tmp_path: Path) -> None:
+    from hwprof.atomic import DiskFullError, atomic_path, atomic_write_text
+
+    with tmpfs(tmp_path / "fs", "64k") as fs:
+        target = fs / "run.json"
+        atomic_write_text(target, '{"status": "running"}')
+        _fill(fs)
+        with pytest.raises(DiskFullError) as caught:
+            atomic_write_text(target, "x" * 200_000)
+        assert caught.value.path == target and caught.value.mount == fs
+        assert str(caught.value).startswith(f"no space left on device writing {target} (")
+        assert str(caught.value).endswith(f" free on {fs})")
+        assert json.loads(target.read_text()) == {"status": "running"}, "the old file must stay whole"
+        with pytest.raises(DiskFullError), atomic_path(fs / "plot.png") as tmp:
+            tmp.write_bytes(b"\x89PNG" * 100_000)
+        assert not (fs / "plot.png").exists()
+        assert sorted(p.name for p in fs.iterdir()) == ["filler", "run.json"], "a temporary file was left"
+
+
+def test_a_failed_append_leaves_no_half_line(tmp_path: Path) -> None:
+    from hwprof.atomic import DiskFullError
+    from hwprof.markers import Marker, MarkerLog, read_markers
+
+    with tmpfs(tmp_path / "fs", "64k") as fs:
+        path = fs / "markers.jsonl"
+        log = MarkerLog()
+        log(Marker("stage", "B", "forward", 1, 0, False))
+        log.flush_to(path)
+        _fill(fs)
+        for i in range(5000):  # more than fits in what the filler left
+            log(Marker("layer", "B", f"model.{i}" * 20, i + 2, 0, False))
+        with pytest.raises(DiskFullError, match=r"markers\.jsonl"):
+            log.flush_to(path)
+        text = path.read_text()
+        assert text.endswith("\n") and len(read_markers(path)) == len(text.splitlines()) == 1
+
+
+def test_collect_that_cannot_fit_is_refused_before_it_starts(tmp_path: Path) -> None:
+    with tmpfs(tmp_path / "fs", "256k") as fs:
+        out = fs / "run"
+        code, lines = _collect(out, "--only", "timing,flops,torch_profiler")
+        assert code == 2, lines
+        assert len(lines) == 1 and lines[0].startswith("hwprof: error: this run needs at least "), lines
+        assert f"but {fs} has " in lines[0] and f"free (writing {out})" in lines[0]
+        assert not out.exists()
+
+
+@pytest.mark.slow
+def test_collect_running_out_of_space_mid_run_fails_with_the_path(tmp_path: Path) -> None:
+    """1600 KiB is above the estimate (~1.4 MiB, a lower bound: so the run starts) but below what the trace
+    pass writes (its Kineto trace and records, ~1.65 MB) beside the timing pass and the space reserve."""
+    with tmpfs(tmp_path / "fs", "1600k") as fs:
+        out = fs / "run"
+        code, lines = _collect(out, "--only", "timing,torch_profiler")
+        errors = [line for line in lines if line.startswith("hwprof: error:")]
+        assert code == 1, lines
+        assert len(errors) == 1 and errors[0].startswith(f"hwprof: error: no space left on device writing {out}/")
+        assert errors[0].endswith(f" free on {fs})"), errors
+        run = json.loads((out / "run.json").read_text())
+        assert run["status"] == "failed" and run["error"].startswith("no space left on device writing ")
+        assert run["disk_estimate"]["bytes"] < 1600 * 1024, "the preflight let it start: the estimate is below"
+        assert "timing" in run["passes"]
+        _no_partial_files(out)
+
+
+@pytest.mark.slow
+def test_collect_running_out_of_space_in_the_report_keeps_the_run_complete_and_exits_1(tmp_path: Path) -> None:
+    """2040 KiB holds the passes (~1.75 MB), run.json, summary.json, layers.csv and the plots, not the trace
+    (~170 KB); measured on this project's VM (the issue-24 note of the writes branch)."""
+    with tmpfs(tmp_path / "fs", "2040k") as fs:
+        out = fs / "run"
+        code, lines = _collect(out, "--only", "timing,flops,torch_profiler")
+        errors = [line for line in lines if line.startswith("hwprof: error:")]
+        assert code == 1, lines
+        assert len(errors) == 1 and errors[0].startswith(f"hwprof: error: no space left on device writing {out}/")
+        run = json.loads((out / "run.json").read_text())
+        assert run["status"] == "complete", "the collection itself is complete"
+        assert [e["path"] for e in run["render_errors"]] == [errors[0].split(" writing ")[1].split(" (")[0]]
+        assert run["passes"]["trace"]["status"] == "ok"
+        _no_partial_files(out)

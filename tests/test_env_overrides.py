@@ -1,0 +1,142 @@
+"""Environment overrides that cannot be used are errors naming the variable, never silent fall-backs;
+a relative XDG_CACHE_HOME is ignored, as the XDG Base Directory spec says (issue 24)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwprof.config import RunConfig
+
+pytestmark = pytest.mark.fault
+
+COLLECT = [sys.executable, "-m", "hwprof", "collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "2"]
+
+
+def _fake_valgrind(path: Path, version: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\necho valgrind-{version}\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture
+def cached_valgrind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A usable (fake, 3.24) valgrind where scripts/install_valgrind.sh unpacks one: what the override
+    must not silently fall back to."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    return _fake_valgrind(cache / "hwprof" / "valgrind" / "usr" / "bin" / "valgrind", "3.24.0")
+
+
+def test_a_valgrind_override_that_is_not_valgrind_is_named_not_replaced(
+    cached_valgrind: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hwprof.collectors.callgrind.collector import CallgrindCollector
+    from hwprof.collectors.callgrind.tool import find_valgrind
+
+    monkeypatch.setenv("HWPROF_VALGRIND", "/bin/false")
+    found, why = find_valgrind()
+    assert found is None, f"HWPROF_VALGRIND=/bin/false fell back to {found}"
+    assert why.startswith("HWPROF_VALGRIND=/bin/false: ") and "--version" in why
+    cap = CallgrindCollector.probe(RunConfig(counters="callgrind"))
+    assert not cap.available and "HWPROF_VALGRIND=/bin/false" in cap.reason
+    assert cap.fix.startswith("unset HWPROF_VALGRIND or point it at valgrind")
+    mine = _fake_valgrind(cached_valgrind.parent.parent.parent.parent / "mine" / "valgrind", "3.25.1")
+    monkeypatch.setenv("HWPROF_VALGRIND", str(mine))
+    found, _ = find_valgrind()
+    assert found is not None and found.binary == str(mine) and found.version == (3, 25), "a good override is used"
+
+
+def test_collect_asking_for_callgrind_with_a_bad_override_exits_2_naming_it(cached_valgrind: Path) -> None:
+    env = {**os.environ, "HWPROF_VALGRIND": "/bin/false"}
+    done = subprocess.run(
+        [*COLLECT, "--counters", "callgrind", "--only", "callgrind", "--out", str(cached_valgrind.parent / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert len(lines) == 1 and lines[0].startswith("hwprof: error: --counters callgrind: unavailable: ")
+    assert "HWPROF_VALGRIND=/bin/false" in lines[0] and "unset HWPROF_VALGRIND" in lines[0]
+
+
+def test_a_powercap_root_that_is_a_file_is_an_error_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hwprof.collectors.rapl.collector import RaplCollector
+
+    from hwprof.envvars import EnvVarError
+
+    file = tmp_path / "powercap"
+    file.write_text("")
+    monkeypatch.setenv("HWPROF_POWERCAP_ROOT", str(file))
+    with pytest.raises(EnvVarError, match=f"HWPROF_POWERCAP_ROOT={file} is a file, not a powercap directory"):
+        RaplCollector.check_options(RunConfig())
+    cap = RaplCollector.probe(RunConfig())
+    assert not cap.available and f"HWPROF_POWERCAP_ROOT={file} is a file" in cap.reason
+    assert "perf" not in cap.reason, "an unusable override must not fall back to perf's power PMU"
+    monkeypatch.setenv("HWPROF_POWERCAP_ROOT", str(tmp_path / "missing"))
+    with pytest.raises(EnvVarError, match="does not exist, not a powercap directory"):
+        RaplCollector.check_options(RunConfig())
+    monkeypatch.setenv("HWPROF_POWERCAP_ROOT", str(tmp_path))  # a directory (empty): the probe's business
+    RaplCollector.check_options(RunConfig())
+
+
+def test_collect_with_a_powercap_root_that_is_a_file_exits_2(tmp_path: Path) -> None:
+    file = tmp_path / "powercap"
+    file.write_text("")
+    env = {**os.environ, "HWPROF_POWERCAP_ROOT": str(file)}
+    done = subprocess.run(
+        [*COLLECT, "--only", "timing,rapl", "--out", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert lines == [
+        f"hwprof: error: HWPROF_POWERCAP_ROOT={file} is a file, not a powercap directory; fix: unset "
+        "HWPROF_POWERCAP_ROOT or point it at a powercap directory (/sys/class/powercap)"
+    ], lines
+    assert not (tmp_path / "run").exists(), "refused before the run directory was made"
+
+
+@pytest.mark.parametrize("value", ["relcache", "./rel", ""])
+def test_a_relative_xdg_cache_home_is_ignored(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hwprof.collectors.callgrind import tool
+
+    from hwprof import gpu_peaks, machine
+    from hwprof.envvars import hwprof_cache
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", value)
+    monkeypatch.chdir(tmp_path)
+    home_cache = tmp_path / "home" / ".cache" / "hwprof"
+    assert hwprof_cache() == home_cache
+    assert machine.cache_dir() == home_cache
+    assert gpu_peaks.cache_path("k").parent == home_cache
+    assert tool.cache_dir() == home_cache / "valgrind"
+    assert str(home_cache / "valgrind") in tool.candidates()[0]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))  # an absolute one is used
+    assert machine.cache_dir() == tool.cache_dir().parent == tmp_path / "xdg" / "hwprof"
+
+
+@pytest.mark.slow  # measures this host's peaks (seconds), unless cached
+def test_doctor_peaks_with_a_relative_xdg_cache_home_writes_nothing_in_the_working_directory(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {**os.environ, "XDG_CACHE_HOME": "relcache", "HOME": str(tmp_path / "home")}
+    done = subprocess.run(
+        [sys.executable, "-m", "hwprof", "doctor", "--peaks"], cwd=work, capture_output=True, text=True, env=env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(work.iterdir()) == [], "a relative XDG_CACHE_HOME made a cache folder in the working directory"
+    assert list((tmp_path / "home" / ".cache" / "hwprof").glob("peaks-*.json"))
