@@ -236,7 +236,8 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
     # the clean iterations of the paired pass too: a run of samples can begin in a clean forward
     ends = {(m.iteration, m.clean): m.t_ns for m in forward if m.phase == "E" and not m.warmup}
     spans = [(m.t_ns, ends[m.iteration, m.clean]) for m in forward if m.phase == "B" and not m.warmup]
-    assert len(spans) == 2 * ITERATIONS
+    # ITERATIONS of each kind, more where the paired pass added ABBA blocks to resolve its cost (hwprof.paired.extend)
+    assert len(spans) >= 2 * ITERATIONS and len(spans) % 2 == 0
     # 50 Hz samples vs ~10 ms stages: 10 iterations gave 11-20 checked stack changes and shares from 0.67
     # to 1.0 over repeated runs, so 25 iterations (~35 checks) against 0.7; chance would give ~0.25
     assert result.summary["clock"]["stage_agreement"] >= 0.7, result.summary["clock"]

@@ -373,7 +373,10 @@ def test_reduced_precision_records_what_ran_and_its_error(
     errors = json.loads((out / "model" / "layer_errors.json").read_text())["layers"]
     assert len(errors) >= 15  # most layers compared, each against torch fp32
     worst = max(e["relative"] for e in errors.values())
-    assert worst > 1e-4 if precision != "fp32" else worst < 1e-3  # a reduced precision moves the layers
+    reduced = precision != "fp32" and not executed.startswith("fp32")  # a CPU without BF16 runs bf16 as fp32
+    assert worst > 1e-4 if reduced else worst < 1e-3  # a reduced precision moves the layers
+    if precision != "fp32" and not reduced and runtime == "openvino":
+        kernel_part = "f32"  # what OpenVINO runs bf16 with on such a CPU
     if kernel_part is not None:
         view = analyse(RunData.load(out)).runtime
         assert view is not None
