@@ -27,21 +27,15 @@ from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.config import RunConfig
 from hwprof.markers import Marker, MarkerBus, MarkerLog
 from hwprof.registry import by_name
+from hwprof.worker_io import LossyStream, disk_full_exit, is_user_error, one_line, progress
 from hwprof.worker_stop import STOP, STOP_SIGNALS, Interrupted
 
 EXIT_OK = 0
 EXIT_ERROR = 3
 EXIT_INTERRUPTED = 130
-EXIT_DISK_FULL = 4
-"""The disk filled up: the session marks the run failed with the path (sent as a `disk_full` progress line,
-since worker.log is on the same full disk)."""
 ERROR_PREFIX = "hwprof-error: "
 WORKER_PID = "worker.pid"
 """Written into the pass folder: the process a stop signal goes to when the worker runs under a launcher (Scalene)."""
-
-
-def progress(**fields: Any) -> None:
-    print(json.dumps(fields), flush=True)
 
 
 class PassRunner:
@@ -338,9 +332,9 @@ class PassRunner:
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
             self._note_disk_full(exc)
-            if not _is_user_error(exc):
+            if not is_user_error(exc):
                 traceback.print_exc(file=sys.stderr)
-            print(ERROR_PREFIX + _one_line(exc), file=sys.stderr, flush=True)
+            print(ERROR_PREFIX + one_line(exc), file=sys.stderr, flush=True)
         finally:
             STOP.disarm()
             for sig in STOP_SIGNALS:
@@ -386,53 +380,6 @@ class PassRunner:
         atomic_write_text(self.ctx.out_dir / "result.json", json.dumps(summary, indent=1))
 
 
-def disk_full_exit(exc: DiskFullError) -> int:
-    """Tell the session which path found the disk full (stdout is a pipe, not the full disk)."""
-    progress(disk_full=str(exc.path), errno=exc.errno)
-    return EXIT_DISK_FULL
-
-
-class _LossyStream:
-    """stderr (worker.log) that drops what a full disk refuses: a failed log line must not stop the pass
-    from closing its collectors and writing its result."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return int(self._stream.write(text))
-        except OSError:
-            return len(text)
-
-    def flush(self) -> None:
-        with contextlib.suppress(OSError):
-            self._stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-def _is_user_error(exc: BaseException) -> bool:
-    from hwprof.workload.images import ImageError
-    from hwprof.workload.runtime import RuntimeUnavailable
-    from hwprof.workload.zoo import UnknownModelError
-
-    user_errors: tuple[type[BaseException], ...] = (UnknownModelError, ImageError, OSError, RuntimeUnavailable)
-    try:
-        from hwprof.workload.checkpoint_globals import WeightsError
-
-        user_errors += (WeightsError,)
-    except ImportError:  # pragma: no cover
-        pass
-    return isinstance(exc, user_errors)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 3:
@@ -440,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     STOP.install()
     run_dir, pass_name, names = Path(args[0]), args[1], [n for n in args[2].split(",") if n]
-    sys.stderr = _LossyStream(sys.stderr)
+    sys.stderr = LossyStream(sys.stderr)
     runner = PassRunner(run_dir, pass_name, names)
     with contextlib.suppress(OSError):  # without it, a stop signal goes to the whole process group
         atomic_write_text(runner.ctx.out_dir / WORKER_PID, str(os.getpid()))

@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "hwprof.registry",
             "hwprof.worker",
             "hwprof.worker_stop",
+            "hwprof.worker_io",
             "hwprof.paired",
             "hwprof.session",
             "hwprof.sweep",
