@@ -198,6 +198,7 @@ class PassRunner:
             self._iteration_cap(),
         )
         assert self.paired is not None
+        progress(phase="measure", done=self._done, total=self._done)  # the bar ends full, added blocks included
         if extension is not None:
             self.paired["extension"] = extension.to_dict()
             print(f"paired: {extension.text}", file=sys.stderr)
