@@ -189,6 +189,7 @@ class PassRunner:
             markers = self.log.markers
             return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
 
+        planned_done = self._done
         _, extension = extend(
             figure,
             lambda on, i: self._step(on, i, self._done + 4),
@@ -198,7 +199,8 @@ class PassRunner:
             self._iteration_cap(),
         )
         assert self.paired is not None
-        progress(phase="measure", done=self._done, total=self._done)  # the bar ends full, added blocks included
+        if self._done > planned_done:  # blocks were added: the bar ends full
+            progress(phase="measure", done=self._done, total=self._done)
         if extension is not None:
             self.paired["extension"] = extension.to_dict()
             print(f"paired: {extension.text}", file=sys.stderr)
