@@ -52,16 +52,24 @@ def test_a_valgrind_override_that_is_not_valgrind_is_named_not_replaced(
     assert found is not None and found.binary == str(mine) and found.version == (3, 25), "a good override is used"
 
 
+def _collect_with(variable: str, value: str, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """`hwprof collect ARGS` with one environment variable set; its non-blank output lines."""
+    env = {**os.environ, variable: value}
+    done = subprocess.run([*COLLECT, *args], capture_output=True, text=True, env=env, timeout=300)
+    return done, [line for line in done.stdout.splitlines() if line.strip()]
+
+
 def test_collect_asking_for_callgrind_with_a_bad_override_exits_2_naming_it(cached_valgrind: Path) -> None:
-    env = {**os.environ, "HWPROF_VALGRIND": "/bin/false"}
-    done = subprocess.run(
-        [*COLLECT, "--counters", "callgrind", "--only", "callgrind", "--out", str(cached_valgrind.parent / "run")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
+    done, lines = _collect_with(
+        "HWPROF_VALGRIND",
+        "/bin/false",
+        "--counters",
+        "callgrind",
+        "--only",
+        "callgrind",
+        "--out",
+        str(cached_valgrind.parent / "run"),
     )
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(lines) == 1 and lines[0].startswith("hwprof: error: --counters callgrind: unavailable: ")
     assert "HWPROF_VALGRIND=/bin/false" in lines[0] and "unset HWPROF_VALGRIND" in lines[0]
@@ -92,15 +100,8 @@ def test_a_powercap_root_that_is_a_file_is_an_error_naming_the_variable(
 def test_collect_with_a_powercap_root_that_is_a_file_exits_2(tmp_path: Path) -> None:
     file = tmp_path / "powercap"
     file.write_text("")
-    env = {**os.environ, "HWPROF_POWERCAP_ROOT": str(file)}
-    done = subprocess.run(
-        [*COLLECT, "--only", "timing,rapl", "--out", str(tmp_path / "run")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    run = str(tmp_path / "run")
+    done, lines = _collect_with("HWPROF_POWERCAP_ROOT", str(file), "--only", "timing,rapl", "--out", run)
     assert done.returncode == 2, done.stdout + done.stderr
     assert lines == [
         f"hwprof: error: HWPROF_POWERCAP_ROOT={file} is a file, not a powercap directory; fix: unset "
