@@ -96,19 +96,25 @@ def import_ncu(kernel_csv: Path | None, range_csv: Path | None, peaks: dict[str,
 def import_nvml(path: Path, results: Path | None) -> dict[str, Any]:
     """Series summary, and energy per inference over each recorded benchmark window (gpu_results.json's
     `bench` rows: window_ns on CLOCK_MONOTONIC and the iterations), beside the recording's own figure."""
-    from hwprof.collectors.gpu.nvml.samples import NvmlSeries
+    from hwprof.collectors.gpu.nvml.samples import NvmlSeries, power_average_s
 
-    series = NvmlSeries.load(path)
+    recorded = json.loads(results.read_text()) if results is not None else {}
+    cc = recorded.get("device", {}).get("cc")
+    series = NvmlSeries.load(path, power_average_s(cc) if cc else None)
     times = series.times
     out: dict[str, Any] = {
         "file": str(path),
         "samples": len(series.samples),
         "columns": series.columns,
         "span_s": (times[-1] - times[0]) / 1e9 if times else 0.0,
+        "power_average_s": series.power_average_s,
+        "power_average_source": f"compute capability {cc} (NVML reference)"
+        if cc
+        else "unknown device: taken as instantaneous",
         "windows": [],
     }
-    if results is not None:
-        for bench in json.loads(results.read_text()).get("bench", []):
+    if recorded:
+        for bench in recorded.get("bench", []):
             begin, end = bench["window_ns"]
             try:
                 joules, method = series.energy_j(begin, end)

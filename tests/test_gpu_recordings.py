@@ -12,10 +12,11 @@ from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, attribute
 from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
 from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
 from hwprof.collectors.gpu.ncu.layers import layer_tables
-from hwprof.collectors.gpu.nvml.samples import POWER_METHOD, TRACKS, NvmlSeries
+from hwprof.collectors.gpu.nvml.samples import TRACKS, NvmlSeries, power_average_s
 
 from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
 from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
+from hwprof.gpu_import import import_nvml
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 KINETO = FIX / "kineto_yolov7_640_fp32.trimmed.json.gz"
@@ -179,16 +180,49 @@ def test_kernel_classes_by_name():
 
 
 def test_nvml_tracks_and_energy_per_window():
-    series = NvmlSeries.load(FIX / "nvml_samples.json.gz")
+    series = NvmlSeries.load(FIX / "nvml_samples.json.gz", power_average_s(RESULTS["device"]["cc"]))
     samples = series.counter_samples()
     assert len(samples) == len(TRACKS) * len(series.samples)
     power = [s for s in samples if s.track == "GPU power (W)"]
     assert power[0].unit == "W" and 50 < power[0].value < 800
     bench = next(b for b in RESULTS["bench"] if b["model"] == "yolov8n" and b["precision"] == "fp32")
-    joules, method = series.energy_j(*bench["window_ns"])
-    assert method == POWER_METHOD  # the recording has no energy column: labelled estimate
-    # against the recording's own total-energy-counter figure over the same window (150 inferences)
-    assert joules / 150 == pytest.approx(bench["joules_per_inference"], rel=0.05)
+    _, method = series.energy_j(*bench["window_ns"])
+    # the recording has no energy column: a labelled estimate that names the driver's 1 s power average
+    assert method.startswith("estimate: integral of NVML power samples") and "1 s trailing power average" in method
+
+
+COUNTER_STEP_S = 0.1
+"""The H100's total-energy counter moves every ~100 ms (98 ms median, live: tests/fixtures/gpu/live)."""
+
+
+@pytest.mark.parametrize("model", ["yolov7", "yolov8n"])
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+def test_nvml_energy_per_window_matches_the_recorded_counter(model, precision):
+    """Energy per inference from the recorded power samples against the total-energy counter read before
+    and after the same 150 inferences. The counter figure is good to one of its updates at each end (one
+    ~100 ms step of the window's power); the power integral must land within that. Uncorrected for
+    NVML's 1 s power average (Hopper), yolov7 fp32 is 19% low (1.579 against 1.946 J)."""
+    bench = next(b for b in RESULTS["bench"] if b["model"] == model and b["precision"] == precision)
+    counter_j = bench["joules_per_inference"]
+    step_j = COUNTER_STEP_S * bench["avg_power_w"] / 150
+    averaged = NvmlSeries.load(FIX / "nvml_samples.json.gz", power_average_s(RESULTS["device"]["cc"]))
+    joules, _ = averaged.energy_j(*bench["window_ns"])
+    assert abs(joules / 150 - counter_j) <= step_j
+    if (model, precision) == ("yolov7", "fp32"):
+        plain, _ = NvmlSeries.load(FIX / "nvml_samples.json.gz").energy_j(*bench["window_ns"])
+        assert plain / 150 == pytest.approx(1.579, abs=0.001) and abs(plain / 150 - counter_j) > 2 * step_j
+
+
+def test_nvml_power_average_by_compute_capability():
+    assert power_average_s("9.0") == 1.0 and power_average_s("8.6") == 1.0 and power_average_s((12, 0)) == 1.0
+    assert power_average_s("8.0") == 0.0 and power_average_s("7.0") == 0.0
+
+
+def test_gpu_import_energy_of_every_recorded_window_is_near_the_counter():
+    out = import_nvml(FIX / "nvml_samples.json.gz", FIX / "gpu_results.subset.json")
+    ratios = [w["j_per_inference"] / w["recorded_j_per_inference"] for w in out["windows"]]
+    assert len(ratios) == 16 and out["power_average_s"] == 1.0
+    assert all(0.9 < r < 1.07 for r in ratios) and abs(sum(ratios) / len(ratios) - 1) < 0.02
 
 
 def test_full_recordings_reproduce_readme_figures():
@@ -233,7 +267,9 @@ def _live_nvml_run():
     with gzip.open(FIX / "live" / "layers_stage_markers.jsonl.gz", "rt") as lines:
         markers = [Marker.from_row(json.loads(line)) for line in lines]
     last = series.samples[-1]
-    sampler = SimpleNamespace(samples=series.samples, error="", read_now=lambda: last, stop=lambda: None)
+    sampler = SimpleNamespace(
+        samples=series.samples, error="", read_now=lambda: last, stop=lambda: None, compute_capability=lambda: (9, 0)
+    )
     return series, markers, sampler
 
 

@@ -164,6 +164,15 @@ def print_nvml(console: Console, s: dict[str, Any]) -> None:
             "-" if rec is None else f"{rec:.3f}",
             f"{w['means'].get('sm_mhz', 0):.0f}",
             f"{w['means'].get('util_gpu', 0):.0f}",
-            "counter" if w["method"].startswith("NVML total") else "power integral (estimate)",
+            "counter (estimate)" if "total-energy counter" in w["method"] else "power integral (estimate)",
         )
     console.print(table)
+    methods = sorted({w["method"] for w in s["windows"] if "method" in w})
+    for method in methods:
+        console.print(f"J/inf: {method}", highlight=False)
+    if s.get("power_average_s") is not None:
+        console.print(
+            f"NVML power readings average {s['power_average_s']:g} s ({s['power_average_source']}); recorded J/inf: "
+            "the total-energy counter read before and after the window (good to one ~100 ms counter update)",
+            highlight=False,
+        )

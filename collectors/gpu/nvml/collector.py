@@ -98,12 +98,12 @@ class NvmlCollector(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         from hwprof.collectors.gpu.nvml.sampler import COLUMNS
-        from hwprof.collectors.gpu.nvml.samples import NvmlSeries
+        from hwprof.collectors.gpu.nvml.samples import NvmlSeries, power_average_s
 
         self.stop(ctx)
         if self.sampler is None or len(self.sampler.samples) < 2:
             return CollectorResult("failed", reason="NVML was not sampled over the measured iterations")
-        series = NvmlSeries(COLUMNS, self.sampler.samples)
+        series = NvmlSeries(COLUMNS, self.sampler.samples, power_average_s(self.sampler.compute_capability()))
         raw = ctx.out_dir / f"{NAME}.samples.json.gz"
         with atomic_path(raw) as tmp, gzip.open(tmp, "wt") as out:
             json.dump(series.to_dict(), out)

@@ -51,6 +51,11 @@ class NvmlSampler:
     def start(self) -> None:
         self._thread.start()
 
+    def compute_capability(self) -> tuple[int, int]:
+        """The device's (major, minor): how its power readings are averaged depends on it."""
+        major, minor = self.nv.nvmlDeviceGetCudaComputeCapability(self.h)
+        return int(major), int(minor)
+
     def read_now(self) -> list[float]:
         return read_sample(self.nv, self.h)
 

@@ -9,7 +9,21 @@ a window is therefore the counter interpolated linearly between the instants it 
 as constant between two updates): exact over whole update periods, an estimate inside one, and
 labelled so. A window that does not lie between two updates has no figure. Where a series has no
 energy column (the H100 recording), it is the integral of the sampled power (trapezoids), also an
-estimate.
+estimate, corrected for how the driver averages power (below).
+
+nvmlDeviceGetPowerUsage is instantaneous up to GA100 but, on Ampere GA10x and newer (compute
+capability 8.6 and up: Ada, Hopper, Blackwell), "power averaged over 1 sec interval" (NVML reference).
+A trailing 1 s mean lags every change of load by up to a second: on the H100 recording, yolov7 fp32's
+150-inference window (1.2 s, starting 0.15 s after the load) shows the reading climbing from 151 to
+223 W over its first 0.85 s and decaying for 0.9 s after it, so the plain integral of the readings
+gives 1.579 J per inference where the total-energy counter, read before and after the window, gives
+1.946 J (19% low). With P(t) the mean of the true power p over [t - T, t], the integral of P over
+[t0, t1] weighs p before t0 in and p before t1 out, each on a triangle T wide; taking those triangle
+means as the plain means P(t0) and P(t1) gives the first-order correction
+    E[t0, t1] ~= integral of P over [t0, t1] + T/2 * (P(t1) - P(t0)),
+which brings yolov7 fp32 to 1.82 J (0.94 of the counter) and all 16 recorded windows to a mean ratio
+of 0.99 (sd 0.04). The counter figure is itself read once at each end of the window and moves in
+steps of one update (~100 ms of power), i.e. +-8% of a 1.2 s window at 243 W.
 
 NVML's utilisation is the share of its own sample period (1/6 s to 1 s, by product) in which a kernel
 ran: coarse, and not the SM occupancy.
@@ -42,22 +56,41 @@ COUNTER_METHOD = (
     "between its updates (every {period:.0f} ms here: power taken as constant within each)"
 )
 POWER_METHOD = "estimate: integral of NVML power samples (trapezoids) over the window; no energy counter in the series"
+AVERAGED_POWER_METHOD = (
+    "estimate: integral of NVML power samples (trapezoids) over the window, corrected for the driver's "
+    "{avg:g} s trailing power average (+ {avg:g}/2 s x (P(end) - P(start))); no energy counter in the series"
+)
+POWER_AVERAGE_S = 1.0
+"""NVML's averaging period of nvmlDeviceGetPowerUsage on Ampere (except GA100) and newer GPUs."""
+
+
+def power_average_s(compute_capability: str | tuple[int, int]) -> float:
+    """Seconds over which nvmlDeviceGetPowerUsage averages on a GPU of this compute capability: 1 s from
+    8.6 (GA10x) up, 0 (instantaneous) for GA100 (8.0) and older."""
+    if isinstance(compute_capability, str):
+        major, _, minor = compute_capability.partition(".")
+        compute_capability = (int(major), int(minor or 0))
+    return POWER_AVERAGE_S if tuple(compute_capability) >= (8, 6) else 0.0
 
 
 @dataclass
 class NvmlSeries:
     columns: list[str]
     samples: list[list[float]]
+    power_average_s: float = 0.0
+    """How long a span each power reading averages (power_average_s()); 0: instantaneous readings."""
 
     @classmethod
-    def load(cls, path: Path) -> NvmlSeries:
+    def load(cls, path: Path, power_average: float | None = None) -> NvmlSeries:
+        """The series in `path`; `power_average` (s) where the file does not say how its power was averaged."""
         opener = gzip.open if path.suffix == ".gz" else open
         with opener(path, "rt") as handle:
             data = json.load(handle)
-        return cls(list(data["columns"]), sorted(data["samples"], key=lambda s: s[0]))
+        average = data.get("power_average_s", power_average or 0.0)
+        return cls(list(data["columns"]), sorted(data["samples"], key=lambda s: s[0]), float(average))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"columns": self.columns, "samples": self.samples}
+        return {"columns": self.columns, "samples": self.samples, "power_average_s": self.power_average_s}
 
     def column(self, name: str) -> list[float]:
         k = self.columns.index(name)
@@ -90,7 +123,10 @@ class NvmlSeries:
 
     def energy_method(self) -> str:
         """How energy_j obtains its figures from this series."""
-        return _counter_method(self.counter_updates()) if "energy_mj" in self.columns else POWER_METHOD
+        return _counter_method(self.counter_updates()) if "energy_mj" in self.columns else self._power_method()
+
+    def _power_method(self) -> str:
+        return AVERAGED_POWER_METHOD.format(avg=self.power_average_s) if self.power_average_s else POWER_METHOD
 
     def energy_j(self, begin_ns: int, end_ns: int) -> tuple[float, str]:
         """Energy between two CLOCK_MONOTONIC instants, and how it was obtained; ValueError where the
@@ -113,7 +149,9 @@ class NvmlSeries:
         pts += [(t, p) for t, p in zip(times, power, strict=True) if begin_ns < t < end_ns]
         pts.append((end_ns, _linear(times, power, end_ns)))
         joules = sum((t1 - t0) / 1e9 * (p0 + p1) / 2 / 1e3 for (t0, p0), (t1, p1) in itertools.pairwise(pts))
-        return joules, POWER_METHOD
+        # readings that average the last T seconds weigh the power before the window in and its end out
+        joules += self.power_average_s / 2 * (pts[-1][1] - pts[0][1]) / 1e3
+        return joules, self._power_method()
 
     def stage_energy(self, visits: list[tuple[str, int, int]]) -> dict[str, dict[str, float]]:
         """Mean energy (J), power (W) and the visits used per stage from (stage, begin_ns, end_ns)
