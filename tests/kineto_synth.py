@@ -32,6 +32,9 @@ class SynthTrace:
     gpu_t: float = 100.0
     correlation: int = 1000
     activities: list[dict[str, Any]] = field(default_factory=list)
+    placed: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    """(stage, layer range or "", activity event): where each activity was launched, as the test made it."""
+    where: tuple[str, str] = ("", "")
 
     def annotation(self, name: str, ts: float, dur: float) -> None:
         self.events.append(
@@ -67,6 +70,7 @@ class SynthTrace:
         }
         self.events.append(act)
         self.activities.append(act)
+        self.placed.append((*self.where, act))
         self.gpu_t = start + dur_us + 1.0
         self.t += 5.0
 
@@ -76,7 +80,9 @@ class SynthTrace:
     def stage(self, name: str, body: Any) -> None:
         begin = self.t
         self.t += 2.0
+        self.where = (name, "")
         body()
+        self.where = ("", "")
         self.t += 2.0
         self.annotation("forward" if name == "forward" else f"stage {name}", begin, self.t - begin)
 
@@ -101,8 +107,10 @@ class SynthTrace:
     def layer(self, index: int, type_name: str, kernels: list[tuple[str, float]]) -> None:
         begin = self.t
         self.t += 1.0
+        self.where = (self.where[0], f"layer {index} {type_name}")
         for name, dur in kernels:
             self.kernel(name, dur)
+        self.where = (self.where[0], "")
         self.annotation(f"layer {index} {type_name}", begin, self.t - begin)
         self.t += 1.0
 
@@ -129,7 +137,7 @@ class SynthTrace:
             self.layer(0, "Conv", [("implicit_convolve_sgemm", 20.0), ("elementwise_kernel", 2.0)])
             self.launch("cudaMemsetAsync", "gpu_memset", "Memset (Device)", 0.7, bytes=112)
             self.layer(1, "Conv", [("implicit_convolve_sgemm", 25.0)])
-            self.layer(2, "Detect", [("cat_kernel", 3.0), ("sigmoid_kernel", 2.0)])
+            self.layer(2, "C2f", [("cat_kernel", 3.0), ("sigmoid_kernel", 2.0)])
             self.sync()
 
         self.stage("forward", forward)
