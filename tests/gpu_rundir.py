@@ -6,13 +6,14 @@ against CUDA-graph timing of yolov8n fp32 at batch 1 as cuda_graph's summary."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import shutil
 from pathlib import Path
 
 from hwprof.collectors.gpu.kineto.attribution import attribute
 from hwprof.collectors.gpu.kineto.outputs import clock_offset, run_summary, write_outputs
-from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
+from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, GpuTrace, load_gpu_trace
 from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
 from hwprof.collectors.gpu.ncu.layers import layer_tables
 from hwprof.collectors.gpu.nvml.samples import NvmlSeries
@@ -29,8 +30,10 @@ def _markers(trace, offset: int) -> list[list]:
     rows = []
     last = max(a.end for a in trace.activities.values())
     for i, fwd in enumerate(trace.forwards):
-        end = max(fwd.end, last) if i == len(trace.forwards) - 1 else fwd.end
-        rows.append(["iteration", "B", "iteration", fwd.ts + offset - 1000, i, 0, -1])
+        end = max(fwd.end, last) if i == len(trace.forwards) - 1 and not trace.stages else fwd.end
+        if not trace.stages:
+            rows.append(["iteration", "B", "iteration", fwd.ts + offset - 1000, i, 0, -1])
+            rows.append(["iteration", "E", "iteration", end + offset + 1000, i, 0, -1])
         rows.append(["stage", "B", "forward", fwd.ts + offset, i, 0, -1])
         for layer in trace.layers:
             m = LAYER_RANGE.match(layer.name)
@@ -39,17 +42,27 @@ def _markers(trace, offset: int) -> list[list]:
                 rows.append(["layer", "B", f"model.{idx}", layer.ts + offset, i, 0, idx])
                 rows.append(["layer", "E", f"model.{idx}", layer.end + offset, i, 0, idx])
         rows.append(["stage", "E", "forward", end + offset, i, 0, -1])
-        rows.append(["iteration", "E", "iteration", end + offset + 1000, i, 0, -1])
+    if trace.stages:  # a whole-pipeline trace: its other stages, and iterations from each `load` to the next
+        loads = [s.ts for s in trace.stages if s.name == "load"]
+        for stage in trace.stages:
+            i = bisect.bisect_right(loads, stage.ts) - 1
+            rows.append(["stage", "B", stage.name, stage.ts + offset, i, 0, -1])
+            rows.append(["stage", "E", stage.name, stage.end + offset, i, 0, -1])
+        ends = [*(t - 1000 for t in loads[1:]), max(last, *(s.end for s in trace.stage_ranges())) + 1000]
+        for i, (begin, end) in enumerate(zip(loads, ends, strict=True)):
+            rows.append(["iteration", "B", "iteration", begin + offset - 1000, i, 0, -1])
+            rows.append(["iteration", "E", "iteration", end + offset, i, 0, -1])
     rows.sort(key=lambda r: r[3])
     return rows
 
 
-def gpu_run(tmp_path: Path) -> tuple[Path, int]:
-    """The run directory and the number of GPU kernels in its gpu pass."""
+def gpu_run(tmp_path: Path, trace: GpuTrace | None = None) -> tuple[Path, int]:
+    """The run directory and the number of GPU kernels in its gpu pass; `trace`: another Kineto trace
+    than the recorded yolov8n forwards (a synthetic whole-pipeline one: kineto_synth.py)."""
     run_dir = tmp_path / "run"
     shutil.copytree(FIX / "rundir_small", run_dir)
     run = json.loads((run_dir / "run.json").read_text())
-    trace = load_gpu_trace(GPU / "kineto_yolov8n_640_fp32.2fwd.json.gz")
+    trace = trace or load_gpu_trace(GPU / "kineto_yolov8n_640_fp32.2fwd.json.gz")
     att = attribute(trace)
     gpu = run_dir / "passes" / "gpu"
     gpu.mkdir()

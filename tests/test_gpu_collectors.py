@@ -4,6 +4,7 @@ on the recorded trace)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -104,7 +105,7 @@ def test_ncu_command_is_the_recorded_one(tmp_path, monkeypatch):
 def test_kineto_outputs_on_the_recorded_trace():
     from hwprof.collectors.gpu.kineto.attribution import attribute
     from hwprof.collectors.gpu.kineto.outputs import clock_offset, metric_tables, spans
-    from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
+    from hwprof.collectors.gpu.kineto.trace import GPU_CATS, load_gpu_trace
 
     trace = load_gpu_trace(FIX / "kineto_yolov7_640_fp32.trimmed.json.gz")
     att = attribute(trace)
@@ -116,12 +117,38 @@ def test_kineto_outputs_on_the_recorded_trace():
     assert tables.layers["model.51"]["gpu_us"] == pytest.approx(224.66, abs=0.01)
     assert tables.stages["forward"]["gpu_idle_share"] == pytest.approx(att.idle_share)
     out = spans(trace, offset)
-    gpu = [s for s in out if s.track.startswith("GPU ")]
+    gpu = [s for s in out if s.track.startswith("GPU ") and s.category in GPU_CATS]
     launches = [s for s in out if s.category == "cuda_launch"]
     assert len(gpu) == len(launches) == len(trace.activities)
+    by_cat = Counter(s.category for s in out if s.track == "GPU 0 stream 7")
+    assert by_cat["gpu_layer"] == len(trace.layers) == 530 and by_cat["gpu_stage"] == len(trace.forwards) == 5
     first = min(gpu, key=lambda s: s.ts_ns)
     assert first.args["layer"] == "layer 0 Conv" and first.track == "GPU 0 stream 7"
     assert {s.args["correlation"] for s in launches} == {s.args["correlation"] for s in gpu}
+
+
+def test_overlapping_layer_ranges_on_one_stream():
+    """SYNTHETIC (kineto_synth.py): a kernel of layer 1 that begins before layer 0's last kernel ends on the same
+    stream (as launches from two threads, or overlapping timestamps, would make it; no recording has one). Layer 1's
+    slice still spans exactly its kernels, on the stream's overlap track, saying which slice it overlaps, so that
+    the renderer never cuts a layer slice to nest it."""
+    from hwprof.collectors.gpu.kineto.outputs import spans
+    from hwprof.collectors.gpu.kineto.trace import parse_gpu_trace
+    from kineto_synth import synthetic_pipeline_trace
+
+    data, synth = synthetic_pipeline_trace(1)
+    layer0 = [a for _, layer, a in synth.placed if layer == "layer 0 Conv"]
+    layer1 = [a for _, layer, a in synth.placed if layer == "layer 1 Conv"]
+    layer1[0]["ts"] = layer0[-1]["ts"] + layer0[-1]["dur"] - 0.5
+    out = spans(parse_gpu_trace(data), 0)
+    slices = {s.name: s for s in out if s.category == "gpu_layer"}
+    assert slices["0 Conv"].track == "GPU 0 stream 7" and "overlaps" not in slices["0 Conv"].args
+    moved = slices["1 Conv"]
+    assert moved.track == "GPU 0 stream 7 (overlapping ranges)" and moved.args["overlaps"] == "0 Conv"
+    base = data["baseTimeNanoseconds"]
+    assert moved.ts_ns == base + round(layer1[0]["ts"] * 1000)
+    assert moved.ts_ns + moved.dur_ns == base + round((layer1[-1]["ts"] + layer1[-1]["dur"]) * 1000)
+    assert [s.track for s in out if s.category == "kernel" and s.args["layer"] == "layer 1 Conv"] == ["GPU 0 stream 7"]
 
 
 def test_installs_beside_a_cuda_torch():
@@ -144,7 +171,8 @@ def test_installs_beside_a_cuda_torch():
 def test_gpu_kineto_live_ranges_on_the_cpu(tmp_path, monkeypatch):
     """The live capture path without a GPU: the collector's `forward` and `layer <i> <Type>` ranges, opened
     from the real layer markers of a real model, come back out of export_chrome_trace and parse as the
-    recordings' ranges do (a CPU torch records no kernel, so the collector then says so)."""
+    recordings' ranges do, and the other stages' `stage <name>` ranges beside them (a CPU torch records no
+    kernel, so the collector then says so)."""
     import torch
     from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
 
@@ -170,13 +198,18 @@ def test_gpu_kineto_live_ranges_on_the_cpu(tmp_path, monkeypatch):
     x = torch.rand(1, 3, 64, 64)
     for i in range(2):
         bus.iteration, bus.warmup = i, False
+        with bus.span("stage", "h2d"):
+            y = x.clone()
         with bus.span("stage", "forward"), torch.inference_mode():
-            built.module(x)
+            built.module(y)
+        with bus.span("stage", "postprocess"):
+            y.sum()
     collector.stop(ctx)
     result = collector.close(ctx)
     assert result.status == "failed" and "no forward range with GPU activity" in result.reason
     trace = load_gpu_trace(ctx.out_dir / "gpu_kineto.trace.json.gz")
     assert len(trace.forwards) == 2
+    assert [r.name for r in trace.stage_ranges()] == ["h2d", "forward", "postprocess"] * 2
     names = [r.name for r in trace.layers]
     assert len(names) == 2 * len(built.module.model)
     assert names[0] == "layer 0 Conv" and all(LAYER_RANGE.match(n) for n in names)

@@ -3,13 +3,19 @@ charged to the layer that launched it, the forward's CPU time, GPU busy time and
 
 The capture is gpu_record.py's (recordings/h100-2026-11-22), which is known to work on an H100:
 `torch.profiler.profile(activities=[CPU, CUDA], record_shapes=True)`, a `forward` user annotation
-around each measured forward and a `layer <i> <Type>` one around each top-level layer, opened and
+around each measured forward and a `layer <i> <Type>` one around each top-level layer (and, beyond
+the recordings, a `stage <name>` one around each other stage of the iteration), opened and
 closed with `torch.ops.profiler._record_function_enter_new` / `_record_function_exit` (here from the
 layer markers rather than hooks of its own), and `export_chrome_trace`. Parsing and attribution
 (trace.py, attribution.py) are the functions tested on the recordings.
 
-Artifacts in passes/gpu/: gpu_kineto.trace.json.gz (raw), gpu_kineto.records.jsonl (kernels on GPU
-stream tracks and launches on the launching thread, on the run's clock), gpu_kineto.metrics.json
+The profiler window is every measured iteration whole (start() after the warm-up, stop() after the
+last iteration), so the trace holds the h2d copy, NMS and postprocess's device-to-host copies beside
+the forward's kernels; gpu_spans.py draws them all.
+
+Artifacts in passes/gpu/: gpu_kineto.trace.json.gz (raw), gpu_kineto.records.jsonl (every GPU activity
+on its stream's track under stage and layer slices, launches on the launching thread, on the run's
+clock), gpu_kineto.metrics.json
 (per layer: gpu_us, kernels, cpu_us, launch_us; per stage "forward": cpu_us, gpu_busy_us,
 gpu_idle_share), gpu_kineto.kernels.json (each layer's kernels).
 """
@@ -23,6 +29,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+from hwprof.collectors.gpu.kineto.trace import stage_range_name
 
 from hwprof.atomic import atomic_path, atomic_write_text
 
@@ -81,9 +88,9 @@ class GpuKinetoCollector(Collector):
     def on_marker(self, marker: Marker) -> None:
         if not self._active or marker.warmup:
             return
-        if marker.kind == "stage" and marker.name == "forward":
-            label = "forward"
-            if marker.phase == "B":
+        if marker.kind == "stage":
+            label = stage_range_name(marker.name)
+            if marker.name == "forward" and marker.phase == "B":
                 self._forward_marks.append(marker.t_ns)
         elif marker.kind == "layer" and marker.index >= 0 and marker.name in self._types:
             label = f"layer {marker.index} {self._types[marker.name]}"

@@ -1,6 +1,6 @@
 """The GPU trace pass's outputs from a parsed trace and its attribution: per-layer metrics, the
-kernels of each layer, and spans on the run's clock (kernels on a GPU track, launches and layer
-ranges on the launching thread).
+kernels of each layer, and spans on the run's clock (every GPU activity of the profiled window on its
+stream's track under stage and layer slices, launches on the launching thread: gpu_spans.py).
 
 Clock: Kineto stamps CPU and GPU events on one clock (CUPTI converts GPU timestamps to it). That
 clock is mapped onto CLOCK_MONOTONIC by the `forward` ranges: each was opened right after hwprof's
@@ -10,21 +10,17 @@ is used and the spread (largest distance from the median) is recorded as the ali
 
 from __future__ import annotations
 
-import bisect
 import json
 import statistics
 from pathlib import Path
 from typing import Any
 
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, GpuAttribution
+from hwprof.collectors.gpu.kineto.gpu_spans import gpu_spans
 from hwprof.collectors.gpu.kineto.trace import GpuTrace
 
 from hwprof.atomic import atomic_write_text
 from hwprof.records import MetricTables, Span, metrics_path, records_path, write_records
-
-GPU_TRACK = "GPU {device} stream {stream}"
-FLOW_BASE = 1 << 40
-"""Flow ids of launch -> kernel arrows: the correlation id above this base (unique in the trace)."""
 
 
 def clock_offset(trace: GpuTrace, marker_ns: list[int]) -> dict[str, Any]:
@@ -83,47 +79,9 @@ def layer_kernels(att: GpuAttribution) -> dict[str, list[dict[str, Any]]]:
 
 
 def spans(trace: GpuTrace, offset_ns: int) -> list[Span]:
-    """GPU activities of the forwards on their stream's track, with the launch's correlation, thread and
-    layer in args (the trace renderer draws a flow from the launch to the kernel with them)."""
-    layer_at: list[tuple[int, int, str, int]] = [(r.ts, r.end, r.name, r.tid) for r in trace.layers]
-    out: list[Span] = []
-    starts = [r[0] for r in layer_at]
-
-    for fwd in trace.forwards:
-        lo = bisect.bisect_left([c.ts for c in trace.launches], fwd.ts)
-        for call in trace.launches[lo:]:
-            if call.ts >= fwd.end:
-                break
-            act = trace.activities.get(call.correlation) if call.correlation is not None else None
-            if act is None:
-                continue
-            k = bisect.bisect_right(starts, call.ts) - 1
-            layer = layer_at[k][2] if k >= 0 and call.ts < layer_at[k][1] else ""
-            flow = FLOW_BASE + act.correlation
-            args = {"correlation": act.correlation, "launch_tid": call.tid, "layer": layer, "flow_in": flow, **act.args}
-            out.append(
-                Span(
-                    call.name,
-                    call.ts + offset_ns,
-                    call.dur,
-                    f"thread:{call.tid}",
-                    "cuda_launch",
-                    call.tid,
-                    {"correlation": act.correlation, "flow_out": flow},
-                )
-            )
-            out.append(
-                Span(
-                    act.name,
-                    act.ts + offset_ns,
-                    act.dur,
-                    GPU_TRACK.format(device=act.device, stream=act.stream),
-                    act.cat,
-                    None,
-                    args,
-                )
-            )
-    return out
+    """Every GPU activity of the trace on its stream's track under its stage and layer slices, and its
+    launch on the launching thread with a flow to it (gpu_spans.py)."""
+    return gpu_spans(trace, offset_ns)
 
 
 def run_summary(trace: GpuTrace, att: GpuAttribution, clock: dict[str, Any]) -> dict[str, Any]:

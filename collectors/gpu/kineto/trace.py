@@ -5,7 +5,9 @@ and GPU events alike: CUPTI converts GPU timestamps to it). A launch on the CPU 
 cudaLaunchKernel / cudaMemcpyAsync / cudaMemsetAsync, or `cuda_driver` cuLaunchKernel) and the
 activity it started on the GPU (`kernel`, `gpu_memcpy`, `gpu_memset`) share `args.correlation`.
 Ranges are the `user_annotation` events: `forward` around one forward and `layer <i> <Type>` around
-each top-level layer (`model.model[i]`), as written by the GPU trace pass and the H100 recordings.
+each top-level layer (`model.model[i]`), as written by the GPU trace pass and the H100 recordings, and
+`stage <name>` around each other pipeline stage (load, preprocess, h2d, postprocess), which the live
+pass writes from hwprof's stage markers (the recordings profiled forwards only and have none).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 FORWARD_RANGE = "forward"
 LAYER_RANGE = re.compile(r"^layer (\d+) (\S+)$")
+STAGE_RANGE = re.compile(r"^stage (\S+)$")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -26,6 +29,11 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 def layer_range_name(index: int, type_name: str) -> str:
     """The range name of top-level layer `index` (the inverse of LAYER_RANGE)."""
     return f"layer {index} {type_name}"
+
+
+def stage_range_name(stage: str) -> str:
+    """The range name of pipeline stage `stage`: `forward` keeps the recordings' name."""
+    return FORWARD_RANGE if stage == FORWARD_RANGE else f"stage {stage}"
 
 
 @dataclass(frozen=True)
@@ -72,6 +80,12 @@ class GpuTrace:
     activities: dict[int, GpuActivity]
     """GPU activities by correlation id."""
     device_name: str = ""
+    stages: list[Interval] = field(default_factory=list)
+    """Stage ranges other than `forward` (named by the stage: "h2d", "postprocess"), by time."""
+
+    def stage_ranges(self) -> list[Interval]:
+        """Every stage range by time, the `forward` ranges included (named "forward")."""
+        return sorted([*self.stages, *self.forwards], key=lambda r: r.ts)
 
 
 def _ns(value: Any) -> int:
@@ -92,6 +106,7 @@ def parse_gpu_trace(data: dict[str, Any]) -> GpuTrace:
     base = int(data["baseTimeNanoseconds"])
     forwards: list[Interval] = []
     layers: list[Interval] = []
+    stages: list[Interval] = []
     launches: list[Interval] = []
     activities: dict[int, GpuActivity] = {}
     for raw in data.get("traceEvents", []):
@@ -106,6 +121,8 @@ def parse_gpu_trace(data: dict[str, Any]) -> GpuTrace:
                 forwards.append(Interval(name, int(raw["tid"]), ts, dur))
             elif LAYER_RANGE.match(name):
                 layers.append(Interval(name, int(raw["tid"]), ts, dur))
+            elif stage := STAGE_RANGE.match(name):
+                stages.append(Interval(stage.group(1), int(raw["tid"]), ts, dur))
         elif cat in LAUNCH_CATS and "correlation" in args:
             launches.append(Interval(raw["name"], int(raw["tid"]), ts, dur, int(args["correlation"]), cat))
         elif cat in GPU_CATS and "correlation" in args:
@@ -121,6 +138,7 @@ def parse_gpu_trace(data: dict[str, Any]) -> GpuTrace:
             )
     forwards.sort(key=lambda r: r.ts)
     layers.sort(key=lambda r: r.ts)
+    stages.sort(key=lambda r: r.ts)
     launches.sort(key=lambda r: r.ts)
     props = data.get("deviceProperties") or [{}]
-    return GpuTrace(base, forwards, layers, launches, activities, str(props[0].get("name", "")))
+    return GpuTrace(base, forwards, layers, launches, activities, str(props[0].get("name", "")), stages)
