@@ -74,14 +74,14 @@ KERNEL_METRICS = (
     FADD,
     FMUL,
     TENSOR,
-    *TENSOR_MATH,
     GRID,
     SM_COUNT,
     WAVES,
     *WEIGHTED.values(),
 )
-"""What the live pass asks ncu for (`--metrics`): the metrics of the recorded H100 CSV, the launch size
-(which ncu reported there unasked) and the tensor-core math instructions (which it lacks)."""
+"""What the live kernel pass asks ncu for (`--metrics`): the metrics of the recorded H100 CSV and the launch
+size (which ncu reported there unasked); TENSOR_MATH, which it lacks, is added where the device lists it
+(live.py metrics_for)."""
 RANGE_METRICS = (DURATION, DRAM_READ, DRAM_WRITE, TENSOR, "sm__throughput.avg.pct_of_peak_sustained_elapsed")
 """Application-range replay refuses SASS instruction metrics (FFMA and friends)."""
 
