@@ -15,15 +15,7 @@ from hwprof.collectors.gpu.ncu.layers import layer_tables
 from hwprof.collectors.gpu.nvml.samples import POWER_METHOD, TRACKS, NvmlSeries
 
 from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
-from hwprof.analysis.gpu_roofline import (
-    COLD,
-    COLD_TIME,
-    MEMORY_FP32_ONLY,
-    WARM,
-    WARM_TIME,
-    GpuRoof,
-    roofline_rows,
-)
+from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 KINETO = FIX / "kineto_yolov7_640_fp32.trimmed.json.gz"
@@ -153,6 +145,8 @@ def test_ncu_auto_scaled_units_are_read_in_base_units():
 def test_gpu_roofline_pairs_bytes_and_time_of_one_cache_state():
     """Warm (app-range) bytes go with the real forward's kernel time, cold (kernel-replay) bytes with the
     kernel-replay time; the old roofline divided the warm 8.06 MB of Detect by its cold 458.8 us."""
+    from hwprof.analysis.gpu_roofline import COLD_TIME, MEMORY_FP32_ONLY, WARM_TIME
+
     tables, _ = layer_tables(load_ncu_csv(NCU), load_ncu_csv(NCU_RANGE))
     peaks = RESULTS["peaks"]
     roof = GpuRoof(peaks["matmul_fp32_tflops"], peaks["d2d_copy_gbps_read_plus_write"])
