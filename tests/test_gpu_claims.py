@@ -150,7 +150,7 @@ def test_no_cause_without_launch_figures(gpu_view):
     assert roof.title == "no layer reaches half of a roof" and "no cause is given" in roof.evidence
 
 
-def test_roofline_points_in_the_report_and_summary(gpu_view):
+def test_roofline_points_pair_one_cache_state(gpu_view):
     """Each point pairs bytes and time of one cache state; Detect's warm time is the real forward's."""
     detect = next(r for r in gpu_view.roofline if r.layer == "model.22")
     assert detect.warm is not None and detect.cold is not None

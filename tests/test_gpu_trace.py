@@ -86,6 +86,10 @@ def test_gpu_report_and_findings(tmp_path: Path) -> None:
 
     summary = summary_dict(a)["gpu"]
     assert summary["forward"]["kernels_per_forward"] == 297 and len(summary["roofline"]) == 23
+    detect = summary["roofline"][-1]
+    assert detect["warm"]["bytes_source"] == "app-range replay (warm caches)" and detect["warm"]["ns"] > 0
+    assert detect["cold"]["bytes_source"] == "kernel replay (cold caches)" and detect["cold"]["ns"] == 458_816
+    assert detect["tensor_work_not_in_flops"] == "unavailable: tensor-core math not recorded by ncu"
 
 
 def test_gpu_sweep_row(tmp_path: Path) -> None:
