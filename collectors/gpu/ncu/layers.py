@@ -54,7 +54,9 @@ TENSOR_MATH = (
 """Warp instructions of tensor-core math: HMMA (fp16/bf16/tf32 mma), IMMA (integer), GMMA (Hopper's
 warpgroup wgmma). Names as ncu lists them on sm_90 (GH100); GMMA exists on Hopper only."""
 TENSOR_MATH_FIX = (
-    "record kernel replay with ncu --metrics " + ",".join(TENSOR_MATH) + " (hwprof collect --counters ncu does)"
+    "record kernel replay with ncu --metrics "
+    + ",".join(TENSOR_MATH)
+    + " (hwprof collect --counters ncu asks for those its ncu lists)"
 )
 GRID = "launch__grid_size"
 SM_COUNT = "launch__sm_count"
