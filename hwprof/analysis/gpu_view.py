@@ -153,8 +153,8 @@ def _roof_findings(view: GpuView) -> list[Finding]:
         return []
     best, point = max(timed, key=lambda rp: rp[1].roof_share or 0.0)
     evidence = (
-        f"best {best.layer}: {(point.roof_share or 0):.0%} of its roof ({point.bound}, {point.cache} caches: "
-        f"DRAM bytes from {point.bytes_source}, time from {point.time_source}), FLOPs from ncu SASS FP32 counts"
+        f"best {best.layer}: {(point.roof_share or 0):.0%} of its roof ({point.bound}) with {point.cache} caches "
+        f"(DRAM bytes: {point.bytes_source}; time: {point.time_source}; FLOPs: ncu SASS FP32)"
     )
     fill = launch_fill(k for ks in view.ncu_kernels.values() for k in ks)
     if fill is None:
