@@ -47,7 +47,7 @@ def run_gpu_import(args: argparse.Namespace, console: Console) -> int:
     out: dict = {"kineto": [import_kineto(p, cats) for p in args.kineto]}
     if args.ncu or args.ncu_app_range:
         peaks = peaks_from_results(args.peaks) if args.peaks else None
-        out["ncu"] = import_ncu(args.ncu, args.ncu_app_range, peaks)
+        out["ncu"] = import_ncu(args.ncu, args.ncu_app_range, peaks, out["kineto"])
     if args.nvml:
         out["nvml"] = import_nvml(args.nvml, args.bench)
     if args.format == "json":

@@ -8,15 +8,16 @@ give the same tables.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.gpu_kernels import class_shares, tensor_core_by_counter
-from hwprof.analysis.gpu_roofline import GpuRoof, roofline_rows, roofline_summary
+from hwprof.analysis.gpu_kernels import class_shares, launch_fill, tensor_core_by_counter
+from hwprof.analysis.gpu_roofline import NO_WARM_TIME, GpuRoof, roofline_rows, roofline_summary
 from hwprof.collectors.gpu.kineto.attribution import GpuAttribution, attribute
 from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
-from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
-from hwprof.collectors.gpu.ncu.layers import layer_tables
+from hwprof.collectors.gpu.ncu.csv_report import NcuReport, load_ncu_csv
+from hwprof.collectors.gpu.ncu.layers import TENSOR_MATH_FIX, layer_key, layer_tables
 
 TOP_LAYERS = 5
 TOP_KERNELS = 3
@@ -74,21 +75,48 @@ def peaks_from_results(path: Path) -> dict[str, float]:
     return dict(data.get("peaks", data))
 
 
-def import_ncu(kernel_csv: Path | None, range_csv: Path | None, peaks: dict[str, float] | None) -> dict[str, Any]:
+def _warm_times(reports: list[NcuReport], kineto: list[dict[str, Any]]) -> tuple[dict[str, float], str]:
+    """Per-layer kernel time (ns per forward) of the one Kineto summary whose layers are the ncu layers
+    (same indices and types), for the roofline's warm points; else none, and why."""
+    types = {layer_key(w[0]): w[1] for rep in reports for row in rep.rows if (w := row.layer) is not None}
+    matching = [
+        k
+        for k in kineto
+        if types and all(types[key] == {r["layer"]: r["type"] for r in k["layers"]}.get(key) for key in types)
+    ]
+    if len(matching) != 1:
+        return {}, (
+            f"warm kernel time: {NO_WARM_TIME} (--kineto traces with the ncu layers' indices and types: "
+            f"{len(matching)}; one needed)"
+        )
+    return {r["layer"]: r["gpu_us"] * 1e3 for r in matching[0]["layers"]}, f"warm time: {matching[0]['file']}"
+
+
+def import_ncu(
+    kernel_csv: Path | None,
+    range_csv: Path | None,
+    peaks: dict[str, float] | None,
+    kineto: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """kineto: import_kineto summaries; the one of the same model gives the warm points their time."""
     kernel = load_ncu_csv(kernel_csv) if kernel_csv else None
     app_range = load_ncu_csv(range_csv) if range_csv else None
     tables, kernels = layer_tables(kernel, app_range)
+    all_kernels = [k for rows in kernels.values() for k in rows]
+    fill = launch_fill(all_kernels)
     out: dict[str, Any] = {
         "layers": tables.layers,
         "units": tables.units,
         "methods": tables.methods,
         "kernels": kernels,
-        "tensor_cores": tensor_core_by_counter(k for rows in kernels.values() for k in rows),
+        "tensor_cores": tensor_core_by_counter(all_kernels, TENSOR_MATH_FIX),
+        "launch_fill": asdict(fill) if fill is not None else None,
     }
     if peaks:
         roof = GpuRoof(peaks["matmul_fp32_tflops"], peaks["d2d_copy_gbps_read_plus_write"])
-        rows = roofline_rows(tables.layers, roof)
-        out["roofline"] = [r.__dict__ | {"lower_bound": r.lower_bound} for r in rows]
+        warm_ns, out["warm_time"] = _warm_times([r for r in (kernel, app_range) if r], kineto or [])
+        rows = roofline_rows(tables.layers, roof, warm_ns)
+        out["roofline"] = [asdict(r) | {"lower_bound": r.lower_bound} for r in rows]
         out["roofline_summary"] = roofline_summary(rows, roof)
     return out
 

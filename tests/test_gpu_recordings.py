@@ -143,21 +143,36 @@ def test_ncu_auto_scaled_units_are_read_in_base_units():
             assert live_tables.layers[layer][metric] == pytest.approx(tables.layers[layer][metric], rel=0.25)
 
 
-def test_gpu_roofline_uses_warm_traffic_and_measured_peaks():
+def test_gpu_roofline_pairs_bytes_and_time_of_one_cache_state():
+    """Warm (app-range) bytes go with the real forward's kernel time, cold (kernel-replay) bytes with the
+    kernel-replay time; the old roofline divided the warm 8.06 MB of Detect by its cold 458.8 us."""
+    from hwprof.analysis.gpu_roofline import COLD_TIME, MEMORY_FP32_ONLY, WARM_TIME
+
     tables, _ = layer_tables(load_ncu_csv(NCU), load_ncu_csv(NCU_RANGE))
     peaks = RESULTS["peaks"]
     roof = GpuRoof(peaks["matmul_fp32_tflops"], peaks["d2d_copy_gbps_read_plus_write"])
-    rows = {r.layer: r for r in roofline_rows(tables.layers, roof)}
+    warm_ns = {"model.22": 307_600.0, "model.11": 2_400.0}  # a forward's kernel time, as Kineto gives it
+    rows = {r.layer: r for r in roofline_rows(tables.layers, roof, warm_ns)}
     assert roof.ridge == pytest.approx(51.6e12 / 3015.4e9)
-    assert {r.bytes_source for r in rows.values()} == {WARM}
     detect = rows["model.22"]
-    assert detect.bytes == pytest.approx(8_056_576)
-    assert detect.intensity == pytest.approx(detect.flops / detect.bytes)
-    assert detect.lower_bound  # tensor-pipe work is not in its FLOPs
-    concat = rows["model.11"]  # no arithmetic at all: memory-bound by measured traffic
-    assert concat.flops == 0 and concat.bound == "memory" and not concat.lower_bound
+    assert detect.warm is not None and detect.cold is not None
+    assert (detect.warm.bytes_source, detect.warm.time_source) == (WARM, WARM_TIME)
+    assert detect.warm.bytes == pytest.approx(8_056_576) and detect.warm.ns == 307_600.0
+    assert detect.warm.achieved_gbps == pytest.approx(8_056_576 / 307_600.0)
+    assert (detect.cold.bytes_source, detect.cold.time_source) == (COLD, COLD_TIME)
+    assert detect.cold.bytes == pytest.approx(76_471_040) and detect.cold.ns == 458_816
+    assert detect.cold.achieved_gbps == pytest.approx(76_471_040 / 458_816)
+    assert detect.warm.intensity == pytest.approx(detect.flops / detect.warm.bytes)
+    # the recording has no tensor-core math counter: whether FLOPs miss tensor work is unknown, not assumed
+    assert detect.tensor_math_inst is None and detect.lower_bound is None
+    assert detect.warm.bound == MEMORY_FP32_ONLY
+    # no warm kernel time: the app-range duration (CPU launch gaps included) is not used in its place
+    layer0 = rows["model.0"]
+    assert layer0.warm is not None and layer0.warm.ns is None and layer0.warm.achieved_gbps is None
+    assert layer0.warm.time_source.startswith("unavailable: the app-range duration includes CPU launch gaps")
+    assert tables.layers["model.0"]["range_ns"] / tables.layers["model.0"]["kernel_replay_ns"] > 50
     cold_only, _ = layer_tables(load_ncu_csv(NCU), None)
-    assert {r.bytes_source for r in roofline_rows(cold_only.layers, roof)} == {COLD}
+    assert all(r.warm is None and r.cold is not None for r in roofline_rows(cold_only.layers, roof))
 
 
 def test_kernel_classes_by_name():

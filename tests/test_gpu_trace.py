@@ -214,7 +214,10 @@ def test_gpu_report_and_findings(tmp_path: Path) -> None:
     launch = next(f for t, f in titles.items() if t.startswith("launch-bound"))
     assert "1.09 ms against 4.14 ms eager" in launch.evidence  # the recorded CUDA graph vs eager
     assert any(t.startswith("layout transposes") for t in titles)
-    assert len(a.gpu.roofline) == 23 and {r.bytes_source for r in a.gpu.roofline} == {"app-range replay (warm caches)"}
+    assert len(a.gpu.roofline) == 23 and {(p.cache, p.bytes_source) for r in a.gpu.roofline for p in r.points} == {
+        ("warm", "app-range replay (warm caches)"),
+        ("cold", "kernel replay (cold caches)"),
+    }
     console = Console(record=True, width=200)
     render_rich(a, console)
     text = console.export_text()
@@ -225,6 +228,10 @@ def test_gpu_report_and_findings(tmp_path: Path) -> None:
 
     summary = summary_dict(a)["gpu"]
     assert summary["forward"]["kernels_per_forward"] == 297 and len(summary["roofline"]) == 23
+    detect = summary["roofline"][-1]
+    assert detect["warm"]["bytes_source"] == "app-range replay (warm caches)" and detect["warm"]["ns"] > 0
+    assert detect["cold"]["bytes_source"] == "kernel replay (cold caches)" and detect["cold"]["ns"] == 458_816
+    assert detect["tensor_work_not_in_flops"] == "unavailable: tensor-core math not recorded by ncu"
 
 
 def test_gpu_sweep_row(tmp_path: Path) -> None:

@@ -1,11 +1,14 @@
-"""GPU kernels sorted into what they do, from their names (cuDNN, CUTLASS and ATen naming), and the
-findings this supports: layout transposes, convolutions on or off the tensor cores.
+"""GPU kernels sorted into what they do, from their names (cuDNN, CUTLASS and ATen naming), and
+tensor-core use per kernel from the one counter that shows it.
 
-By name only: cuDNN's `nchwToNhwcKernel` / `nhwcToNchwKernel` are layout transposes; a convolution
-or GEMM kernel whose name carries a tensor-core data type (tf32, f16, bf16) or `tensorop`/`hmma`/
-`gmma` runs on tensor cores, while `implicit_convolve_sgemm` and `..._f32f32_f32f32_...` engines are
-FP32 on the CUDA cores. Where Nsight Compute measured the kernel, its tensor-pipe instruction count
-settles it (collectors/gpu/ncu): see `tensor_core_by_counter`.
+By name only (a guess, labelled as such wherever it is shown): cuDNN's `nchwToNhwcKernel` /
+`nhwcToNchwKernel` are layout transposes; a convolution or GEMM kernel whose name carries a tensor-core
+data type (tf32, f16, bf16) or `tensorop`/`hmma`/`gmma` is named for tensor cores, while
+`implicit_convolve_sgemm` and `..._f32f32_f32f32_...` engines are named for FP32 on the CUDA cores.
+Whether a kernel did tensor-core math is measured only by ncu's HMMA/IMMA/GMMA instruction counters
+(`tensor_math_inst`, collectors/gpu/ncu/layers.py): see `tensor_core_by_counter`. The tensor-pipe total
+(sm__inst_executed_pipe_tensor) is not used: on the H100 recording it counts in layout transposes and
+elementwise kernels too. No finding comes from the names alone.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 TRANSPOSE = "layout transpose"
-CONV_TENSOR = "conv/gemm on tensor cores"
-CONV_FP32 = "conv/gemm on CUDA cores (no tensor cores)"
+CONV_TENSOR = "conv/gemm, tensor-core name"
+CONV_FP32 = "conv/gemm, FP32 (CUDA-core) name"
 ELEMENTWISE = "elementwise/other"
 
 _TRANSPOSE = re.compile(r"nchwToNhwc|nhwcToNchw")
@@ -70,14 +74,68 @@ def class_shares(rows: Iterable[tuple[str, float, float]], total_ns: float, top:
     return out
 
 
-def tensor_core_by_counter(kernels: Iterable[dict]) -> dict[str, float]:
-    """From ncu kernel rows ({"name", "ns", "tensor_inst"}): conv/gemm kernel time with and without
-    tensor-pipe instructions (measured), in ns."""
+def tensor_core_by_counter(kernels: Iterable[dict], fix: str) -> dict[str, Any]:
+    """From ncu kernel rows ({"name", "ns", "tensor_math_inst"}): conv/gemm kernel time with and without
+    tensor-core math instructions (measured), in ns; or {"unavailable", "fix"} where a conv/gemm kernel
+    has no tensor-core math figure (the counters were not recorded). `fix`: the ncu option that records
+    them."""
     on = off = 0.0
+    unmeasured = 0
+    conv = 0
     for k in kernels:
         if kernel_class(k["name"]) in (CONV_TENSOR, CONV_FP32):
-            if k.get("tensor_inst", 0) > 0:
+            conv += 1
+            math = k.get("tensor_math_inst")
+            if math is None:
+                unmeasured += 1
+            elif math > 0:
                 on += k["ns"]
             else:
                 off += k["ns"]
+    if not conv:
+        return {"unavailable": "no conv/GEMM kernel measured by ncu", "fix": ""}
+    if unmeasured:
+        return {
+            "unavailable": f"the ncu CSV has no tensor-core math counter for {unmeasured} of {conv} conv/GEMM kernels",
+            "fix": fix,
+        }
     return {"conv_gemm_tensor_ns": on, "conv_gemm_no_tensor_ns": off}
+
+
+@dataclass
+class LaunchFill:
+    """How much of the GPU the kernels' launches could fill (ncu kernel replay), weighted by kernel time."""
+
+    kernels: int
+    sm_count: float
+    under_one_wave: float
+    """Share of kernel time in launches of under one wave (launch__waves_per_multiprocessor < 1)."""
+    sub_sm_grid: float
+    """Share of kernel time in launches of fewer blocks than SMs (launch__grid_size < launch__sm_count)."""
+    achieved_occupancy_pct: float | None
+    theoretical_occupancy_pct: float | None
+
+
+def launch_fill(kernels: Iterable[dict]) -> LaunchFill | None:
+    """From ncu kernel rows with "grid_blocks", "sm_count", "waves" (collectors/gpu/ncu/layers.py); None
+    where any kernel lacks them (an older run or a CSV without launch__ columns): no figure, so no cause."""
+    rows = list(kernels)
+    if not rows or any(not {"grid_blocks", "sm_count", "waves"} <= k.keys() for k in rows):
+        return None
+    total = sum(k["ns"] for k in rows)
+    if total <= 0:
+        return None
+
+    def weighted(key: str) -> float | None:
+        known = [k for k in rows if k.get(key) is not None]
+        ns = sum(k["ns"] for k in known)
+        return sum(k["ns"] * k[key] for k in known) / ns if known and ns > 0 else None
+
+    return LaunchFill(
+        kernels=len(rows),
+        sm_count=max(k["sm_count"] for k in rows),
+        under_one_wave=sum(k["ns"] for k in rows if k["waves"] < 1.0) / total,
+        sub_sm_grid=sum(k["ns"] for k in rows if k["grid_blocks"] < k["sm_count"]) / total,
+        achieved_occupancy_pct=weighted("achieved_occupancy_pct"),
+        theoretical_occupancy_pct=weighted("theoretical_occupancy_pct"),
+    )

@@ -1,16 +1,20 @@
 """GPU roofline per layer from Nsight Compute's measured traffic and FLOPs against measured GPU peaks.
 
-Inputs are the ncu collector's per-layer table (collectors/gpu/ncu/layers.py) and the peaks
-(hwprof.gpu_peaks). Per layer:
-- FLOPs: ncu's SASS FP32 count (2 x FFMA + FADD + FMUL, kernel replay). Work on the tensor pipe is
-  not in it (ncu counts tensor instructions, not their FLOPs), so for a layer with tensor-pipe work
-  the intensity and the achieved FLOP/s are lower bounds;
-- bytes: DRAM read + written in application-range replay (warm caches, the layer's kernels back to
-  back as in the forward) where it was measured, else kernel replay's cold-cache bytes (caches
-  flushed before every kernel: an upper bound on the forward's traffic), and the row says which;
-- time: the sum of the layer's kernel-replay durations.
+Inputs are the ncu collectors' per-layer table (collectors/gpu/ncu/layers.py), the peaks
+(hwprof.gpu_peaks) and, for warm caches, the layer's kernel time in a real forward (Kineto). Every point
+pairs bytes and time of one cache state:
+- warm: DRAM bytes of application-range replay (the layer's kernels back to back, caches as the forward
+  leaves them) with the layer's kernel time in the real forward (torch.profiler, warm caches too). The
+  app-range duration is not used: it is the range's wall time under ncu, CPU launch gaps included (on the
+  H100 recording 53 to 548 times the layer's kernel time). Without a Kineto time the warm point has its
+  intensity but no achieved rate;
+- cold: DRAM bytes of kernel replay (caches flushed before every kernel) with the kernel-replay durations.
+FLOPs: ncu's SASS FP32 count (2 x FFMA + FADD + FMUL, kernel replay), the same for both points. Work on
+the tensor cores is not in it: where ncu's tensor-core math counters (HMMA/IMMA/GMMA) show some, the
+intensity and FLOP/s are lower bounds; where they were not recorded, whether they are is unknown
+(`lower_bound` None) and the row says so.
 Roofs: the FP32 matmul peak (non-tensor FP32 work) and the device-to-device copy bandwidth (read +
-write). Below the ridge (peak FLOP/s / peak B/s) a layer is memory-bound by its measured traffic.
+write). Below the ridge (peak FLOP/s / peak B/s) a point is memory-bound by its measured traffic.
 """
 
 from __future__ import annotations
@@ -20,6 +24,19 @@ from typing import Any
 
 WARM = "app-range replay (warm caches)"
 COLD = "kernel replay (cold caches)"
+WARM_TIME = "kernel time in the real forward (torch.profiler)"
+COLD_TIME = "kernel-replay durations"
+NO_WARM_TIME = (
+    "unavailable: the app-range duration includes CPU launch gaps (not a kernel time), and no torch.profiler "
+    "trace of the same layers was given"
+)
+MEMORY = "memory"
+COMPUTE = "compute"
+MEMORY_LOWER_BOUND = "memory*"
+"""Below the ridge by a lower-bound intensity: ncu counted tensor-core math that the FLOPs leave out."""
+MEMORY_FP32_ONLY = "memory?"
+"""Below the ridge by FP32 FLOPs, with tensor-core math not recorded: a tensor-core layer could lie higher."""
+MARKS = "* = tensor-core math (ncu) not in the FLOPs; ? = tensor-core math not recorded: FLOPs are SASS FP32 only"
 
 
 @dataclass(frozen=True)
@@ -36,85 +53,132 @@ class GpuRoof:
 
 
 @dataclass
-class GpuRoofRow:
-    layer: str
-    flops: float
+class RoofPoint:
+    """One layer at one cache state: bytes and time measured under the same caches."""
+
+    cache: str
+    """"warm" or "cold"."""
     bytes: float
     bytes_source: str
-    kernel_ns: float
-    tensor_inst: float
+    ns: float | None
+    time_source: str
     intensity: float | None
     achieved_tflops: float | None
     achieved_gbps: float | None
     attainable_tflops: float | None
     bound: str
+    roof_share: float | None = None
+    """Achieved share of the roof that bounds the point (bandwidth roof if memory-bound, else compute)."""
+
+
+@dataclass
+class GpuRoofRow:
+    layer: str
+    flops: float
+    tensor_math_inst: float | None
+    """ncu's tensor-core math instructions (HMMA + IMMA + GMMA); None where not recorded."""
+    warm: RoofPoint | None
+    cold: RoofPoint | None
     sm_pct: float | None
     mem_pct: float | None
-    roof_share: float | None = None
-    """Achieved share of the roof that bounds the layer (bandwidth roof if memory-bound, else compute)."""
 
     @property
-    def lower_bound(self) -> bool:
-        """Tensor-pipe work is not in the FLOPs: intensity and FLOP/s are lower bounds."""
-        return self.tensor_inst > 0
+    def lower_bound(self) -> bool | None:
+        """Tensor-core math is not in the FLOPs: True where ncu counted some (intensity and FLOP/s are
+        lower bounds), False where it counted none, None where it was not recorded."""
+        return None if self.tensor_math_inst is None else self.tensor_math_inst > 0
+
+    @property
+    def points(self) -> list[RoofPoint]:
+        return [p for p in (self.warm, self.cold) if p is not None]
+
+    @property
+    def timed(self) -> RoofPoint | None:
+        """The point findings read: warm where it has a time (the forward's cache state), else cold."""
+        return self.warm if self.warm is not None and self.warm.ns else self.cold
 
 
-def roofline_rows(layers: dict[str, dict[str, float]], roof: GpuRoof) -> list[GpuRoofRow]:
+def _point(
+    cache: str,
+    nbytes: float,
+    bytes_source: str,
+    ns: float | None,
+    time_source: str,
+    flops: float,
+    lower_bound: bool | None,
+    roof: GpuRoof,
+) -> RoofPoint:
+    intensity = flops / nbytes if nbytes > 0 else None
+    attainable = min(roof.peak_tflops, intensity * roof.peak_gbps * 1e9 / 1e12) if intensity is not None else None
+    if intensity is None:
+        bound = "no DRAM traffic measured"
+    elif intensity >= roof.ridge:
+        bound = COMPUTE
+    else:
+        bound = {False: MEMORY, True: MEMORY_LOWER_BOUND, None: MEMORY_FP32_ONLY}[lower_bound]
+    achieved_tflops = flops / ns / 1e3 if ns else None
+    achieved_gbps = nbytes / ns if ns else None
+    if bound.startswith(MEMORY) and achieved_gbps is not None:
+        share: float | None = achieved_gbps / roof.peak_gbps
+    elif bound == COMPUTE and achieved_tflops is not None:
+        share = achieved_tflops / roof.peak_tflops
+    else:
+        share = None
+    return RoofPoint(
+        cache,
+        nbytes,
+        bytes_source,
+        ns,
+        time_source,
+        intensity,
+        achieved_tflops,
+        achieved_gbps,
+        attainable,
+        bound,
+        share,
+    )
+
+
+def roofline_rows(
+    layers: dict[str, dict[str, float]], roof: GpuRoof, warm_ns: dict[str, float] | None = None
+) -> list[GpuRoofRow]:
+    """warm_ns: each layer's kernel time (ns per forward) in the real forward, from torch.profiler."""
     rows = []
     for layer, m in layers.items():
-        if "dram_read_bytes_warm" in m:
-            nbytes, source = m["dram_read_bytes_warm"] + m.get("dram_write_bytes_warm", 0.0), WARM
-        elif "dram_read_bytes_cold" in m:
-            nbytes, source = m["dram_read_bytes_cold"] + m.get("dram_write_bytes_cold", 0.0), COLD
-        else:
-            continue
         flops = m.get("fp32_flops", 0.0)
-        ns = m.get("kernel_replay_ns", 0.0)
-        intensity = flops / nbytes if nbytes > 0 else None
-        attainable = min(roof.peak_tflops, intensity * roof.peak_gbps * 1e9 / 1e12) if intensity is not None else None
-        if intensity is None:
-            bound = "no DRAM traffic measured"
-        elif intensity < roof.ridge:
-            bound = "memory" if m.get("tensor_inst", 0.0) == 0 else "memory (by a lower-bound intensity)"
-        else:
-            bound = "compute"
-        achieved_tflops = flops / ns / 1e3 if ns > 0 else None
-        achieved_gbps = nbytes / ns if ns > 0 else None
-        if bound.startswith("memory") and achieved_gbps is not None:
-            share: float | None = achieved_gbps / roof.peak_gbps
-        elif bound == "compute" and achieved_tflops is not None:
-            share = achieved_tflops / roof.peak_tflops
-        else:
-            share = None
-        rows.append(
-            GpuRoofRow(
-                layer=layer,
-                flops=flops,
-                bytes=nbytes,
-                bytes_source=source,
-                kernel_ns=ns,
-                tensor_inst=m.get("tensor_inst", 0.0),
-                intensity=intensity,
-                achieved_tflops=achieved_tflops,
-                achieved_gbps=achieved_gbps,
-                attainable_tflops=attainable,
-                bound=bound,
-                sm_pct=m.get("sm_throughput_pct"),
-                mem_pct=m.get("mem_throughput_pct"),
-                roof_share=share,
-            )
-        )
+        math = m.get("tensor_math_inst")
+        lower = None if math is None else math > 0
+        warm = cold = None
+        if "dram_read_bytes_warm" in m:
+            nbytes = m["dram_read_bytes_warm"] + m.get("dram_write_bytes_warm", 0.0)
+            ns = (warm_ns or {}).get(layer)
+            warm = _point("warm", nbytes, WARM, ns, WARM_TIME if ns else NO_WARM_TIME, flops, lower, roof)
+        if "dram_read_bytes_cold" in m:
+            nbytes = m["dram_read_bytes_cold"] + m.get("dram_write_bytes_cold", 0.0)
+            ns = m.get("kernel_replay_ns")
+            cold = _point("cold", nbytes, COLD, ns, COLD_TIME, flops, lower, roof)
+        if warm is None and cold is None:
+            continue
+        rows.append(GpuRoofRow(layer, flops, math, warm, cold, m.get("sm_throughput_pct"), m.get("mem_throughput_pct")))
     rows.sort(key=lambda r: int(r.layer.split(".")[-1]) if r.layer.split(".")[-1].isdigit() else 1 << 30)
     return rows
 
 
 def roofline_summary(rows: list[GpuRoofRow], roof: GpuRoof) -> dict[str, Any]:
+    points = [p for r in rows for p in r.points]
     return {
         "peak_tflops": roof.peak_tflops,
         "peak_gbps": roof.peak_gbps,
         "ridge_flop_per_byte": roof.ridge,
         "compute_roof": roof.compute_label,
         "bandwidth_roof": roof.bandwidth_label,
-        "bytes_source": sorted({r.bytes_source for r in rows}),
-        "memory_bound_layers": [r.layer for r in rows if r.bound.startswith("memory")],
+        "points": {
+            cache: sorted({f"bytes: {p.bytes_source}; time: {p.time_source}" for p in points if p.cache == cache})
+            for cache in ("warm", "cold")
+        },
+        "memory_bound_layers": {
+            cache: [r.layer for r in rows for p in r.points if p.cache == cache and p.bound.startswith(MEMORY)]
+            for cache in ("warm", "cold")
+        },
+        "tensor_core_math": "not recorded" if any(r.lower_bound is None for r in rows) else "ncu HMMA/IMMA/GMMA",
     }

@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.finding import Finding
-from hwprof.analysis.gpu_kernels import CONV_FP32, TRANSPOSE, class_shares, tensor_core_by_counter
-from hwprof.analysis.gpu_roofline import GpuRoof, GpuRoofRow, roofline_rows
+from hwprof.analysis.gpu_kernels import TRANSPOSE, class_shares, launch_fill, tensor_core_by_counter
+from hwprof.analysis.gpu_roofline import MEMORY, GpuRoof, GpuRoofRow, roofline_rows
+from hwprof.collectors.gpu.ncu.layers import TENSOR_MATH_FIX
 
 if TYPE_CHECKING:
     from hwprof.rundata import RunData
@@ -25,6 +26,9 @@ LAUNCH_BOUND_IDLE = 0.5
 TRANSPOSE_SHARE = 0.05
 MEMORY_ROOF_SHARE = 0.5
 """A layer that moves DRAM bytes at this share of the bandwidth roof or more is memory-bound by measurement."""
+SMALL_LAUNCH_SHARE = 0.5
+"""Kernels are called too small to fill the GPU only when at least this share of the kernel time is in
+launches of under one wave (ncu's launch__waves_per_multiprocessor), the figure printed with it."""
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -66,7 +70,8 @@ def load_gpu_view(data: RunData) -> GpuView | None:
     view.peaks = (_json(gpu / "gpu_peaks.json") or {}).get("peaks", {})
     if view.ncu_layers and view.peaks:
         roof = GpuRoof(view.peaks["matmul_fp32_tflops"], view.peaks["d2d_copy_gbps_read_plus_write"])
-        view.roofline = roofline_rows(view.ncu_layers, roof)
+        warm_ns = {layer: m["gpu_us"] * 1e3 for layer, m in view.layers.items() if m.get("gpu_us")}
+        view.roofline = roofline_rows(view.ncu_layers, roof, warm_ns)
     if not (view.layers or view.graph or view.nvml or view.ncu_layers):
         return None
     return view
@@ -105,51 +110,72 @@ def gpu_findings(view: GpuView) -> list[Finding]:
                 t.share,
             )
         )
-    counted = tensor_core_by_counter(k for ks in view.ncu_kernels.values() for k in ks)
-    if counted["conv_gemm_no_tensor_ns"] > 0:
-        total = counted["conv_gemm_no_tensor_ns"] + counted["conv_gemm_tensor_ns"]
-        out.append(
-            Finding(
-                "convolutions off the tensor cores (measured)",
-                f"{counted['conv_gemm_no_tensor_ns'] / 1e3:.0f} us of {total / 1e3:.0f} us of conv/GEMM kernel time "
-                "had no tensor-pipe instruction (ncu sm__inst_executed_pipe_tensor)",
-                "gpu",
-                counted["conv_gemm_no_tensor_ns"] / total,
-            )
+    out += _tensor_core_findings(view) + _roof_findings(view)
+    return out
+
+
+def _tensor_core_findings(view: GpuView) -> list[Finding]:
+    """Only from ncu's tensor-core math counters; kernel names alone (the class table) make no finding."""
+    counted = tensor_core_by_counter((k for ks in view.ncu_kernels.values() for k in ks), TENSOR_MATH_FIX)
+    off = counted.get("conv_gemm_no_tensor_ns", 0.0)
+    if not off:
+        return []
+    total = off + counted["conv_gemm_tensor_ns"]
+    return [
+        Finding(
+            "convolutions off the tensor cores (measured)",
+            f"{off / 1e3:.0f} us of {total / 1e3:.0f} us of conv/GEMM kernel time had no tensor-core math "
+            "instruction (ncu sm__inst_executed_pipe_tensor_op_hmma/imma/gmma)",
+            "gpu",
+            off / total,
         )
-    elif (c := classes.get(CONV_FP32)) and c.gpu_ns > 0:
-        evidence = f"{c.gpu_ns / 1e3:.0f} us per forward ({c.share:.0%} of GPU time): " + "; ".join(
-            f"{ns / 1e3:.0f} us {name[:60]}" for name, ns in c.top[:2]
-        )
-        if view.ncu_kernels:
-            evidence += (
-                "; ncu counted tensor-pipe instructions in every conv/GEMM kernel, these included, "
-                "so the counter does not confirm it"
-            )
-        out.append(
-            Finding("convolutions on the CUDA cores, not the tensor cores (by kernel name)", evidence, "gpu", c.share)
-        )
-    memory = [r for r in view.roofline if r.bound.startswith("memory") and (r.roof_share or 0) >= MEMORY_ROOF_SHARE]
+    ]
+
+
+def _roof_findings(view: GpuView) -> list[Finding]:
+    """Each layer at its timed point (warm caches where the forward's kernel time is known, else cold)."""
+    timed = [(r, p) for r in view.roofline if (p := r.timed) is not None and p.ns]
+    total_ns = max(1.0, sum(p.ns or 0.0 for _, p in timed))
+    memory = [(r, p) for r, p in timed if p.bound.startswith(MEMORY) and (p.roof_share or 0) >= MEMORY_ROOF_SHARE]
     if memory:
-        out.append(
+        return [
             Finding(
-                f"memory-bound by measured DRAM traffic: {', '.join(r.layer for r in memory)}",
+                f"memory-bound by measured DRAM traffic: {', '.join(r.layer for r, _ in memory)}",
                 "; ".join(
-                    f"{r.layer} {r.achieved_gbps:.0f} GB/s ({r.roof_share:.0%} of the copy peak)" for r in memory
+                    f"{r.layer} {p.achieved_gbps:.0f} GB/s ({p.roof_share:.0%} of the copy peak, {p.cache} caches)"
+                    for r, p in memory
                 ),
                 "gpu",
-                sum(r.kernel_ns for r in memory) / max(1.0, sum(r.kernel_ns for r in view.roofline)),
+                sum(p.ns or 0.0 for _, p in memory) / total_ns,
             )
+        ]
+    if not timed:
+        return []
+    best, point = max(timed, key=lambda rp: rp[1].roof_share or 0.0)
+    evidence = (
+        f"best {best.layer}: {(point.roof_share or 0):.0%} of its roof ({point.bound}) with {point.cache} caches "
+        f"(DRAM bytes: {point.bytes_source}; time: {point.time_source}; FLOPs: ncu SASS FP32)"
+    )
+    fill = launch_fill(k for ks in view.ncu_kernels.values() for k in ks)
+    if fill is None:
+        evidence += (
+            "; launch sizes and occupancy were not recorded (ncu launch__grid_size, "
+            "launch__waves_per_multiprocessor, sm__warps_active), so no cause is given"
         )
-    elif view.roofline:
-        best = max(view.roofline, key=lambda r: r.roof_share or 0.0)
-        out.append(
-            Finding(
-                "no layer reaches half of a roof: the kernels are too small to fill the GPU",
-                f"best {best.layer}: {(best.roof_share or 0):.0%} of its roof ({best.bound}); DRAM bytes from "
-                f"{best.bytes_source}, FLOPs from ncu SASS counts",
-                "gpu",
-                0.0,
-            )
+        return [Finding("no layer reaches half of a roof", evidence, "gpu", 0.0)]
+    occupancy = ""
+    if fill.achieved_occupancy_pct is not None and fill.theoretical_occupancy_pct is not None:
+        occupancy = (
+            f"; achieved occupancy {fill.achieved_occupancy_pct:.0f}% of the warps an SM holds, against "
+            f"{fill.theoretical_occupancy_pct:.0f}% theoretical"
         )
-    return out
+    evidence += (
+        f"; of the kernel time of {fill.kernels} kernels (ncu kernel replay), {fill.under_one_wave:.0%} is in "
+        f"launches of under one wave and {fill.sub_sm_grid:.0%} in grids of fewer blocks than the "
+        f"{fill.sm_count:.0f} SMs{occupancy}"
+    )
+    small = fill.under_one_wave >= SMALL_LAUNCH_SHARE
+    title = "no layer reaches half of a roof" + (
+        ": most kernel time is in launches too small to fill the GPU" if small else ""
+    )
+    return [Finding(title, evidence, "gpu", fill.under_one_wave if small else 0.0)]

@@ -174,7 +174,16 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
             "cuda_graph": a.gpu.graph,
             "nvml": a.gpu.nvml,
             "peaks": a.gpu.peaks,
-            "roofline": [asdict(r) | {"tensor_work_not_in_flops": r.lower_bound} for r in a.gpu.roofline],
+            # one point per cache state (warm, cold); tensor-core math: true/false by ncu, or why it is unknown
+            "roofline": [
+                asdict(r)
+                | {
+                    "tensor_work_not_in_flops": r.lower_bound
+                    if r.lower_bound is not None
+                    else "unavailable: tensor-core math not recorded by ncu"
+                }
+                for r in a.gpu.roofline
+            ],
         }
     return dict(_clean(out))
 

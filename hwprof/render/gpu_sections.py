@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.gpu_roofline import MARKS
 from hwprof.cppnames import kernel_label
 from hwprof.render.tables import MISSING, Col, TableSpec
 
@@ -82,35 +83,41 @@ def gpu_layers_spec(a: Analysis, top: int) -> TableSpec | None:
 
 
 def gpu_roofline_spec(a: Analysis) -> TableSpec | None:
+    """One row per layer and cache state: warm (app-range bytes, the real forward's kernel time) and cold
+    (kernel-replay bytes and time); bytes and time of a row always come from the same caches."""
     g = a.gpu
     if g is None or not g.roofline:
         return None
     rows = [
         [
             r.layer,
-            _f(r.kernel_ns / 1e3),
-            _f(r.bytes / 1e6, "{:.2f}"),
-            _f(r.flops / 1e9, "{:.3f}") + ("*" if r.lower_bound else ""),
-            _f(r.intensity, "{:.2f}"),
-            _f(r.achieved_gbps, "{:.0f}"),
-            r.bound,
-            _f(None if r.roof_share is None else 100 * r.roof_share, "{:.1f}%"),
+            p.cache,
+            _f(p.bytes / 1e6, "{:.2f}"),
+            _f(None if p.ns is None else p.ns / 1e3),
+            _f(r.flops / 1e9, "{:.3f}"),
+            _f(p.intensity, "{:.2f}"),
+            _f(p.achieved_gbps, "{:.0f}"),
+            p.bound,
+            _f(None if p.roof_share is None else 100 * p.roof_share, "{:.1f}%"),
         ]
         for r in g.roofline
+        for p in r.points
     ]
     cols = [
         Col("layer", "left"),
-        Col("kernel-replay us"),
+        Col("cache", "left"),
         Col("DRAM MB"),
-        Col("FP32 GFLOP"),
+        Col("us"),
+        Col("FP32 GFLOP", priority=1),
         Col("FLOP/B"),
         Col("GB/s"),
         Col("bound", "left"),
         Col("of roof"),
     ]
-    src = sorted({r.bytes_source for r in g.roofline})
+    sources = sorted({f"{p.cache}: bytes {p.bytes_source}, time {p.time_source}" for r in g.roofline for p in r.points})
     notes = [
-        f"DRAM bytes: {', '.join(src)}; FLOPs: ncu SASS FP32 (2 FFMA + FADD + FMUL); * tensor-pipe work not counted",
+        *sources,
+        f"FLOPs: ncu SASS FP32 (2 FFMA + FADD + FMUL); {MARKS}",
         f"roofs: {g.peaks['matmul_fp32_tflops']:.1f} TFLOP/s FP32 matmul, "
         f"{g.peaks['d2d_copy_gbps_read_plus_write']:.0f} GB/s device copy (measured on this GPU)",
     ]

@@ -8,6 +8,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from hwprof.analysis.gpu_roofline import MARKS
 from hwprof.cppnames import kernel_label
 
 NAME_WIDTH = 70
@@ -75,10 +76,11 @@ def print_ncu(console: Console, s: dict[str, Any]) -> None:
         "cold MB",
         "warm MB",
         "FP32 GFLOP",
-        "tensor kinst",
+        "TC kinst",
         "SM %",
         "mem %",
         "occup %",
+        "<1 wave %",
         "L2 hit %",
     )
     for col in cols:
@@ -105,46 +107,85 @@ def print_ncu(console: Console, s: dict[str, Any]) -> None:
             f(cold, 1e-6),
             f(warm, 1e-6),
             f(m.get("fp32_flops"), 1e-9, "{:.3f}"),
-            f(m.get("tensor_inst"), 1e-3, "{:.0f}"),
+            f(m.get("tensor_math_inst"), 1e-3, "{:.0f}"),
             f(m.get("sm_throughput_pct")),
             f(m.get("mem_throughput_pct")),
             f(m.get("achieved_occupancy_pct")),
+            f(None if "under_one_wave_ns" not in m else 100 * m["under_one_wave_ns"] / m["kernel_replay_ns"]),
             f(m.get("l2_hit_pct")),
         )
     console.print(table)
-    if "roofline" not in s:
-        return
+    console.print(
+        "TC kinst = tensor-core math (ncu HMMA + IMMA + GMMA warp instructions); <1 wave % = kernel time in "
+        "launches of under one wave",
+        highlight=False,
+    )
+    _print_tensor_and_fill(console, s)
+    if "roofline" in s:
+        _print_roofline(console, s)
+
+
+def _print_tensor_and_fill(console: Console, s: dict[str, Any]) -> None:
+    tc = s["tensor_cores"]
+    if "unavailable" in tc:
+        fix = f"; fix: {tc['fix']}" if tc["fix"] else ""
+        console.print(f"tensor-core use per kernel and layer: unavailable: {tc['unavailable']}{fix}", highlight=False)
+    else:
+        total = tc["conv_gemm_tensor_ns"] + tc["conv_gemm_no_tensor_ns"]
+        console.print(
+            "conv/GEMM kernel time with tensor-core math (ncu HMMA/IMMA/GMMA): "
+            f"{tc['conv_gemm_tensor_ns'] / 1e3:.1f} us; "
+            f"without: {tc['conv_gemm_no_tensor_ns'] / 1e3:.1f} us ({tc['conv_gemm_no_tensor_ns'] / total:.1%})",
+            highlight=False,
+        )
+    fill = s.get("launch_fill")
+    if fill:
+        occupancy = ""
+        if fill["achieved_occupancy_pct"] is not None and fill["theoretical_occupancy_pct"] is not None:
+            occupancy = (
+                f"; achieved occupancy {fill['achieved_occupancy_pct']:.1f}% "
+                f"(theoretical {fill['theoretical_occupancy_pct']:.1f}%)"
+            )
+        console.print(
+            f"launch size ({fill['kernels']} kernels, weighted by kernel-replay time): {fill['under_one_wave']:.1%} in "
+            f"launches of under one wave, {fill['sub_sm_grid']:.1%} in grids of fewer blocks than the "
+            f"{fill['sm_count']:.0f} SMs{occupancy}",
+            highlight=False,
+        )
+
+
+def _print_roofline(console: Console, s: dict[str, Any]) -> None:
+    def f(v: Any, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
+        return "-" if v is None else fmt.format(v * scale)
+
     rs = s["roofline_summary"]
     roof = Table(
         title=(
             f"GPU roofline per layer: roofs {rs['peak_tflops']:.1f} TFLOP/s ({rs['compute_roof']}) and "
             f"{rs['peak_gbps']:.0f} GB/s ({rs['bandwidth_roof']}), ridge {rs['ridge_flop_per_byte']:.1f} FLOP/B; "
-            f"bytes: {', '.join(rs['bytes_source'])}; FLOPs: SASS FP32 (kernel replay); "
-            "* = tensor-pipe work not in FLOPs"
+            "one cache state per row: warm = app-range DRAM bytes / kernel time in the real forward, "
+            f"cold = kernel-replay bytes / kernel-replay time; FLOPs: SASS FP32 (kernel replay); {MARKS}"
         ),
         title_justify="left",
     )
-    for col in ("layer", "FLOP/B", "TFLOP/s", "GB/s", "bound", "of roof"):
-        roof.add_column(col, justify="left" if col in ("layer", "bound") else "right")
+    for col in ("layer", "cache", "MB", "us", "FLOP/B", "GB/s", "bound", "of roof"):
+        roof.add_column(col, justify="left" if col in ("layer", "cache", "bound") else "right")
     for r in s["roofline"]:
-        star = "*" if r["lower_bound"] else ""
-        roof.add_row(
-            r["layer"],
-            f(r["intensity"], fmt="{:.2f}") + star,
-            f(r["achieved_tflops"], fmt="{:.3f}") + star,
-            f(r["achieved_gbps"]),
-            r["bound"],
-            f(r["roof_share"], 100, "{:.1f}%"),
-        )
+        for p in (r["warm"], r["cold"]):
+            if p is None:
+                continue
+            roof.add_row(
+                r["layer"],
+                p["cache"],
+                f(p["bytes"], 1e-6, "{:.2f}"),
+                f(p["ns"], 1e-3),
+                f(p["intensity"], fmt="{:.2f}"),
+                f(p["achieved_gbps"]),
+                p["bound"],
+                f(p["roof_share"], 100, "{:.1f}%"),
+            )
     console.print(roof)
-    tc = s["tensor_cores"]
-    total = tc["conv_gemm_tensor_ns"] + tc["conv_gemm_no_tensor_ns"]
-    if total:
-        console.print(
-            f"conv/GEMM kernel time with tensor-pipe instructions (ncu): {tc['conv_gemm_tensor_ns'] / 1e3:.1f} us; "
-            f"without: {tc['conv_gemm_no_tensor_ns'] / 1e3:.1f} us ({tc['conv_gemm_no_tensor_ns'] / total:.1%})",
-            highlight=False,
-        )
+    console.print(f"{s.get('warm_time', '')}", highlight=False)
 
 
 def print_nvml(console: Console, s: dict[str, Any]) -> None:

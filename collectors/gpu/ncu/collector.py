@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hwprof.collectors.gpu.ncu.layers import KERNEL_METRICS
+from hwprof.collectors.gpu.ncu.layers import KERNEL_METRICS, TENSOR_MATH
 from hwprof.collectors.gpu.ncu.live import MEASURED, NcuPassCollector
 
 
@@ -12,6 +12,7 @@ class NcuKernelCollector(NcuPassCollector):
     pass_name = "ncu"
     replay_args = ("--nvtx", "--nvtx-include", f"{MEASURED}/")
     metrics = KERNEL_METRICS
+    optional_metrics = TENSOR_MATH
     report_stem = "ncu.kernel"
 
 

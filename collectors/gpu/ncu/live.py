@@ -13,6 +13,11 @@ the layer markers; the hooks that emit them return None, as NVTX hooks must). Af
 exits, the parent converts the report with `ncu --import <rep> --csv --page raw --print-units base`
 (without it ncu scales units per column: "Mbyte", "us") and parses that
 CSV with the functions tested on the recordings (csv_report.py, layers.py).
+
+The kernel pass also asks for the tensor-core math counters (layers.TENSOR_MATH), which the recording
+lacks. GMMA exists on Hopper only and an unknown metric makes ncu refuse the whole run, so those
+optional metrics are kept only where `ncu --query-metrics` lists them (all of them where the query
+cannot be read: the names are GH100's).
 """
 
 from __future__ import annotations
@@ -38,11 +43,37 @@ def ncu_binary() -> str | None:
     return shutil.which("ncu")
 
 
+def device_metrics(ncu: str, timeout_s: float = 120.0) -> set[str] | None:
+    """Base metric names `ncu --query-metrics` lists for this machine's GPU; None where it cannot say."""
+    try:
+        done = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    return parse_query_metrics(done.stdout)
+
+
+def parse_query_metrics(text: str) -> set[str] | None:
+    """The first word of every line that names a metric (`unit__counter...`); None if no line does."""
+    names = {line.split()[0] for line in text.splitlines() if line.strip() and "__" in line.split()[0]}
+    return names or None
+
+
+def metrics_for(metrics: tuple[str, ...], optional: tuple[str, ...], listed: set[str] | None) -> list[str]:
+    """`metrics` as they are, then each optional metric whose base name (before the first dot) the device
+    lists, or every optional metric where the list is unknown."""
+    keep = [m for m in optional if listed is None or m.split(".")[0] in listed]
+    return [*metrics, *(m for m in keep if m not in metrics)]
+
+
 class NcuPassCollector(Collector):
     """Common to the kernel-replay and the application-range collector."""
 
     replay_args: ClassVar[tuple[str, ...]]
     metrics: ClassVar[tuple[str, ...]]
+    optional_metrics: ClassVar[tuple[str, ...]] = ()
+    """Asked for only where the device's ncu lists them (metrics_for)."""
     report_stem: ClassVar[str]
     subscribes = True
     needs_layer_markers = True
@@ -85,7 +116,7 @@ class NcuPassCollector(Collector):
             "none",
             *self.replay_args,
             "--metrics",
-            ",".join(self.metrics),
+            ",".join(metrics_for(self.metrics, self.optional_metrics, device_metrics(ncu))),
             "--export",
             str(report),
             "-f",
