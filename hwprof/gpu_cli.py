@@ -43,6 +43,7 @@ def add_gpu_import_args(p: argparse.ArgumentParser) -> None:
 
 def run_gpu_import(args: argparse.Namespace, console: Console) -> int:
     from hwprof.gpu_import import import_kineto, import_ncu, import_nvml, peaks_from_results
+
     if not (args.kineto or args.ncu or args.ncu_app_range or args.nvml):
         raise ValueError("give at least one of --kineto, --ncu, --ncu-app-range, --nvml")
     for path in [*args.kineto, args.ncu, args.ncu_app_range, args.peaks, args.nvml, args.bench]:
@@ -69,8 +70,6 @@ def run_gpu_import(args: argparse.Namespace, console: Console) -> int:
 def write_run(args: argparse.Namespace, cats: tuple[str, ...] | None, console: Console) -> None:
     """The run directory of --out, finished as a collect finishes one: run.json's summaries, the exports and
     the trace."""
-    import sys
-
     from hwprof.cli_collect import write_trace
     from hwprof.finish import finalize, write_final_exports
     from hwprof.gpu_rundir import ImportSources, write_import_run
@@ -78,7 +77,7 @@ def write_run(args: argparse.Namespace, cats: tuple[str, ...] | None, console: C
     src = ImportSources(
         args.kineto[0], args.ncu, args.ncu_app_range, args.peaks, args.nvml, args.bench, args.model, cats
     )
-    run = write_import_run(src, args.out, ["hwprof", *sys.argv[1:]])
+    run = write_import_run(src, args.out, ["hwprof", *getattr(args, "argv", [])])
     finalize(args.out, run)
     write_final_exports(args.out, run)
     write_trace(args.out, console)

@@ -16,7 +16,7 @@ from hwprof.analysis.gpu_roofline import GpuRoof, roofline_rows, roofline_summar
 from hwprof.collectors.gpu.kineto.attribution import GpuAttribution, attribute
 from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
 from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
-from hwprof.collectors.gpu.ncu.layers import layer_tables
+from hwprof.collectors.gpu.ncu.layers import layer_key, layer_tables
 
 TOP_LAYERS = 5
 TOP_KERNELS = 3
@@ -78,8 +78,16 @@ def import_ncu(kernel_csv: Path | None, range_csv: Path | None, peaks: dict[str,
     kernel = load_ncu_csv(kernel_csv) if kernel_csv else None
     app_range = load_ncu_csv(range_csv) if range_csv else None
     tables, kernels = layer_tables(kernel, app_range)
+    types = {
+        layer_key(row.layer[0]): row.layer[1]
+        for report in (kernel, app_range)
+        if report is not None
+        for row in report.rows
+        if row.layer is not None
+    }
     out: dict[str, Any] = {
         "layers": tables.layers,
+        "types": types,
         "units": tables.units,
         "methods": tables.methods,
         "kernels": kernels,
@@ -90,6 +98,7 @@ def import_ncu(kernel_csv: Path | None, range_csv: Path | None, peaks: dict[str,
         rows = roofline_rows(tables.layers, roof)
         out["roofline"] = [r.__dict__ | {"lower_bound": r.lower_bound} for r in rows]
         out["roofline_summary"] = roofline_summary(rows, roof)
+        out["peaks"] = peaks
     return out
 
 

@@ -8,14 +8,11 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hwprof.cppnames import kernel_label
+from hwprof.analysis.gpu_roofline import GpuRoofRow
+from hwprof.render.gpu_sections import KERNEL_FIT, LAYER_COLS, layer_cells, layer_order, roofline_spec, short_kernel
+from hwprof.render.tables import MISSING, Col, TableSpec, spec_renderables
 
-NAME_WIDTH = 70
-
-
-def _short(name: str, width: int = NAME_WIDTH) -> str:
-    label = kernel_label(name)
-    return label if len(label) <= width else label[: width - 1] + "…"
+MORE = "see hwprof gpu-import --format json"
 
 
 def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) -> None:
@@ -27,67 +24,76 @@ def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) 
         highlight=False,
     )
     rows = {r["layer"]: r for r in s["layers"]}
-    table = Table(
-        title=f"top {top} layers by GPU time (per forward; kernels charged by launch correlation)", title_justify="left"
-    )
-    for col in ("layer", "type", "GPU us", "kernels", "CPU us", "launch us", "top kernels (us)"):
-        if col == "top kernels (us)":
-            width = max(24, console.width - 62)
-            table.add_column(col, justify="left", max_width=width, overflow="ellipsis", no_wrap=True)
-        else:
-            table.add_column(col, justify="left" if col in ("layer", "type") else "right", no_wrap=True)
+    types = {r["layer"]: r["type"] for r in s["layers"]}
+    cols = [
+        *LAYER_COLS,
+        Col("GPU us"),
+        Col("kernels"),
+        Col("CPU us", priority=2),
+        Col("launch us"),
+        Col("top kernels (us)", "left", priority=1, max_width=KERNEL_FIT, wrap=True),
+    ]
+    table_rows = []
     for key in s["top_layers"][:top]:
         r = rows[key]
-        kern = "\n".join(f"{k['gpu_us']:.1f}  {_short(k['name'])}" for k in r["top_kernels"])
-        table.add_row(
-            r["layer"],
-            r["type"],
-            f"{r['gpu_us']:.1f}",
-            f"{r['kernels']:.0f}",
-            f"{r['cpu_us']:.0f}",
-            f"{r['launch_us']:.0f}",
-            kern,
+        table_rows.append(
+            [
+                *layer_cells(r["layer"], types),
+                f"{r['gpu_us']:.1f}",
+                f"{r['kernels']:.0f}",
+                f"{r['cpu_us']:.0f}",
+                f"{r['launch_us']:.0f}",
+                "\n".join(f"{k['gpu_us']:.1f} {short_kernel(k['name'])}" for k in r["top_kernels"]),
+            ]
         )
-    console.print(table)
-    classes = Table(title="GPU time by kernel class (by kernel name)", title_justify="left")
-    for col in ("class", "GPU us", "kernels", "share", "largest"):
-        classes.add_column(col, justify="left" if col in ("class", "largest") else "right")
-    for c in s["kernel_classes"]:
-        classes.add_row(
+    title = f"top {top} layers by GPU time (per forward; kernels charged by launch correlation)"
+    _print(console, TableSpec(title, cols, table_rows, more=MORE))
+    classes = [
+        [
             c["class"],
             f"{c['gpu_us']:.1f}",
             f"{c['kernels']:.0f}",
             f"{c['share']:.1%}",
-            "\n".join(f"{ns / 1e3:.1f}  {_short(n, 60)}" for n, ns in c["top"][:2]),
-        )
-    console.print(classes)
+            "\n".join(f"{ns / 1e3:.1f} {short_kernel(n)}" for n, ns in c["top"][:2]),
+        ]
+        for c in s["kernel_classes"]
+    ]
+    class_cols = [
+        Col("class", "left", wrap=True, max_width=20),
+        Col("GPU us"),
+        Col("kernels"),
+        Col("share"),
+        Col("largest (us)", "left", priority=1, max_width=KERNEL_FIT, wrap=True),
+    ]
+    _print(console, TableSpec("GPU time by kernel class (by kernel name)", class_cols, classes, more=MORE))
+
+
+def _print(console: Console, spec: TableSpec) -> None:
+    for part in spec_renderables(spec, console):
+        console.print(part)
 
 
 def print_ncu(console: Console, s: dict[str, Any]) -> None:
-    table = Table(
-        title="Nsight Compute per layer (kernel replay: duration, FP32 FLOPs, cold DRAM; app-range: warm DRAM)",
-        title_justify="left",
-    )
-    cols = (
-        "layer",
-        "kernels",
-        "replay us",
-        "cold MB",
-        "warm MB",
-        "FP32 GFLOP",
-        "tensor kinst",
-        "SM %",
-        "mem %",
-        "occup %",
-        "L2 hit %",
-    )
-    for col in cols:
-        table.add_column(col, justify="left" if col == "layer" else "right")
+    types = s.get("types", {})
+    cols = [
+        *LAYER_COLS,
+        Col("kernels", priority=4),
+        Col("replay us"),
+        Col("cold MB"),
+        Col("warm MB"),
+        Col("FP32 GFLOP"),
+        Col("tensor kinst", priority=5),
+        Col("SM %", priority=1),
+        Col("mem %", priority=2),
+        Col("occup %", priority=3),
+        Col("L2 hit %", priority=6),
+    ]
 
     def f(v: Any, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
-        return "-" if v is None else fmt.format(v * scale)
+        return MISSING if v is None else fmt.format(v * scale)
 
-    for layer, m in sorted(s["layers"].items(), key=lambda kv: int(kv[0].split(".")[-1])):
+    rows = []
+    for layer, m in sorted(s["layers"].items(), key=lambda kv: layer_order(kv[0])):
         cold = (
             m.get("dram_read_bytes_cold", 0) + m.get("dram_write_bytes_cold", 0)
             if "dram_read_bytes_cold" in m
@@ -98,45 +104,29 @@ def print_ncu(console: Console, s: dict[str, Any]) -> None:
             if "dram_read_bytes_warm" in m
             else None
         )
-        table.add_row(
-            layer,
-            f(m.get("kernels"), fmt="{:.0f}"),
-            f(m.get("kernel_replay_ns"), 1e-3),
-            f(cold, 1e-6),
-            f(warm, 1e-6),
-            f(m.get("fp32_flops"), 1e-9, "{:.3f}"),
-            f(m.get("tensor_inst"), 1e-3, "{:.0f}"),
-            f(m.get("sm_throughput_pct")),
-            f(m.get("mem_throughput_pct")),
-            f(m.get("achieved_occupancy_pct")),
-            f(m.get("l2_hit_pct")),
+        rows.append(
+            [
+                *layer_cells(layer, types),
+                f(m.get("kernels"), fmt="{:.0f}"),
+                f(m.get("kernel_replay_ns"), 1e-3),
+                f(cold, 1e-6),
+                f(warm, 1e-6),
+                f(m.get("fp32_flops"), 1e-9, "{:.3f}"),
+                f(m.get("tensor_inst"), 1e-3, "{:.0f}"),
+                f(m.get("sm_throughput_pct")),
+                f(m.get("mem_throughput_pct")),
+                f(m.get("achieved_occupancy_pct")),
+                f(m.get("l2_hit_pct")),
+            ]
         )
-    console.print(table)
+    title = "Nsight Compute per layer (kernel replay: duration, FP32 FLOPs, cold DRAM; app-range: warm DRAM)"
+    _print(console, TableSpec(title, cols, rows, more=MORE))
     if "roofline" not in s:
         return
-    rs = s["roofline_summary"]
-    roof = Table(
-        title=(
-            f"GPU roofline per layer: roofs {rs['peak_tflops']:.1f} TFLOP/s ({rs['compute_roof']}) and "
-            f"{rs['peak_gbps']:.0f} GB/s ({rs['bandwidth_roof']}), ridge {rs['ridge_flop_per_byte']:.1f} FLOP/B; "
-            f"bytes: {', '.join(rs['bytes_source'])}; FLOPs: SASS FP32 (kernel replay); "
-            "* = tensor-pipe work not in FLOPs"
-        ),
-        title_justify="left",
-    )
-    for col in ("layer", "FLOP/B", "TFLOP/s", "GB/s", "bound", "of roof"):
-        roof.add_column(col, justify="left" if col in ("layer", "bound") else "right")
-    for r in s["roofline"]:
-        star = "*" if r["lower_bound"] else ""
-        roof.add_row(
-            r["layer"],
-            f(r["intensity"], fmt="{:.2f}") + star,
-            f(r["achieved_tflops"], fmt="{:.3f}") + star,
-            f(r["achieved_gbps"]),
-            r["bound"],
-            f(r["roof_share"], 100, "{:.1f}%"),
-        )
-    console.print(roof)
+    roof_rows = [GpuRoofRow(**{k: v for k, v in r.items() if k != "lower_bound"}) for r in s["roofline"]]
+    spec = roofline_spec(roof_rows, types, s.get("peaks", {}))
+    spec.more = MORE
+    _print(console, spec)
     tc = s["tensor_cores"]
     total = tc["conv_gemm_tensor_ns"] + tc["conv_gemm_no_tensor_ns"]
     if total:
