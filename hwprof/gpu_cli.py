@@ -70,8 +70,7 @@ def run_gpu_import(args: argparse.Namespace, console: Console) -> int:
 def write_run(args: argparse.Namespace, cats: tuple[str, ...] | None, console: Console) -> None:
     """The run directory of --out, finished as a collect finishes one: run.json's summaries, the exports and
     the trace."""
-    from hwprof.cli_collect import write_trace
-    from hwprof.finish import finalize, write_final_exports
+    from hwprof.finish import finalize, write_final_exports, write_trace
     from hwprof.gpu_rundir import ImportSources, write_import_run
 
     src = ImportSources(

@@ -5,6 +5,7 @@ tests/fixtures/gpu_run_yolov8n), read by report, trace and compare like any run;
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -35,8 +36,6 @@ def _copy(tmp_path: Path) -> Path:
 def test_fixture_is_what_the_script_makes(tmp_path: Path) -> None:
     sys.path.insert(0, str(FIX.parent.parent / "scripts"))
     from make_gpu_run_fixture import make
-
-    import os
 
     here = os.getcwd()
     os.chdir(FIX.parent.parent)
