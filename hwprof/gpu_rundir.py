@@ -165,7 +165,7 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[
     else:
         with open(src.kineto, "rb") as inp, gzip.open(raw, "wb") as dst:
             shutil.copyfileobj(inp, dst)
-    clock = {"offset_ns": 0, "error_ns": 0, "pairs": len(trace.forwards), "method": CLOCK_METHOD}
+    clock = {"offset_ns": 0, "error_ns": None, "pairs": 0, "method": CLOCK_METHOD}
     write_outputs(gpu, "gpu_kineto", trace, att, clock)
     recorded = _peaks_doc(src.peaks) if src.peaks else {"device": {}, "peaks": {}}
     if src.peaks:

@@ -53,6 +53,9 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
     if g is None:
         return None
     k, graph, nvml = g.kineto, g.graph, g.nvml
+    clock = k.get("clock", {})
+    same_clock = clock.get("offset_ns") is not None and clock.get("error_ns") is None
+    # an imported run: its clock is the Kineto trace's own, so no offset was measured (none is needed)
     rows = []
     if k:
         rows += [
@@ -65,8 +68,9 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
             ["GPU idle share", f"{k['gpu_idle_share']:.1%} of the forward's window"],
             ["layer sums / GPU busy", _f(k.get("layer_sum_over_busy"), "{:.4f}")],
         ]
-        clock = k.get("clock", {})
-        if clock.get("offset_ns") is not None:
+        if same_clock:
+            rows.append(["GPU clock alignment", f"none needed: {clock['method']}"])
+        elif clock.get("offset_ns") is not None:
             rows.append(["GPU clock alignment", f"error {clock['error_ns'] / 1e3:.1f} us ({clock['method']})"])
     if graph.get("eager_ms_p50") is not None:
         rows.append(["eager forward (synchronised)", f"{graph['eager_ms_p50']:.3f} ms"])
@@ -83,7 +87,11 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
         rows.append(["energy method", str(nvml.get("energy_method", ""))])
     elif nvml.get("energy_unavailable"):
         rows.append(["energy per iteration (NVML)", f"unavailable: {nvml['energy_unavailable']}"])
-    notes = ["GPU kernel times are CUPTI's, on Kineto's clock; the offset to the run's clock is measured per forward"]
+    notes = [
+        "GPU kernel times are CUPTI's, on the Kineto trace's clock, which is this run's clock"
+        if same_clock
+        else "GPU kernel times are CUPTI's, on Kineto's clock; the offset to the run's clock is measured per forward"
+    ]
     if nvml.get("trace"):
         notes.append(str(nvml["trace"]))
     model = a.run.get("config", {}).get("model")
