@@ -131,6 +131,8 @@ def _host(device: dict[str, Any]) -> dict[str, Any]:
         out["cpu_model"] = str(cpu).split(":", 1)[-1].strip()
     if device.get("nproc"):
         out["logical_cpus"] = device["nproc"]
+    if device.get("python"):
+        out["python"] = device["python"]
     if device.get("torch"):
         out["torch"] = {"version": device["torch"], "cpu_capability": "not recorded"}
     return out

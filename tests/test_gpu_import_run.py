@@ -81,7 +81,8 @@ def test_report_trace_compare_on_the_imported_run(tmp_path: Path, capsys: pytest
     other = tmp_path / "cpu_run"
     shutil.copytree(FIX / "rundir_small", other)
     assert main(["compare", str(run), str(other)]) == 0
-    assert "yolov8n" in capsys.readouterr().out
+    compared = capsys.readouterr().out
+    assert "yolov8n" in compared and "- / - / -" in compared  # imgsz, batch, threads: not in a Kineto trace
     if not availability().available:
         pytest.skip(f"Perfetto's trace processor cannot run here: {availability().reason}")
     with TraceSession(run / "trace.pftrace") as tp:
@@ -91,6 +92,22 @@ def test_report_trace_compare_on_the_imported_run(tmp_path: Path, capsys: pytest
         assert kernels == 2 * 297
         layers = tp.query("select count(*) as n from slice where category = 'layer'")[0]["n"]
         assert layers == 2 * 23  # the recorded 'layer <i> <Type>' ranges, as slices
+        flows = tp.query(
+            """
+            select count(*) as n from flow f
+            join slice a on f.slice_out = a.id join slice b on f.slice_in = b.id
+            join track tb on b.track_id = tb.id
+            where a.category = 'cuda_launch' and tb.name = 'GPU 0 stream 7'
+            """
+        )[0]["n"]
+        assert flows == kernels
+        outside = tp.query(
+            """
+            select count(*) as n from slice s where s.category = 'cuda_launch'
+            and not exists (select 1 from ancestor_slice(s.id) a where a.category = 'layer')
+            """
+        )[0]["n"]
+        assert outside == 0  # every launch sits in its recorded layer range on the launching thread
         assert tp.query("select count(*) as n from counter_track where name glob 'GPU power*'")[0]["n"] == 0
 
 
