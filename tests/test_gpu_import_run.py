@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from gpu_trace_checks import check_kernels_and_launches
 from rich.console import Console
 
 from hwprof.analysis.run_analysis import analyse
@@ -86,28 +87,9 @@ def test_report_trace_compare_on_the_imported_run(tmp_path: Path, capsys: pytest
     if not availability().available:
         pytest.skip(f"Perfetto's trace processor cannot run here: {availability().reason}")
     with TraceSession(run / "trace.pftrace") as tp:
-        kernels = tp.query(
-            "select count(*) as n from slice s join track t on s.track_id = t.id where t.name = 'GPU 0 stream 7'"
-        )[0]["n"]
-        assert kernels == 2 * 297
+        check_kernels_and_launches(tp, "GPU 0 stream 7", 2 * 297)
         layers = tp.query("select count(*) as n from slice where category = 'layer'")[0]["n"]
         assert layers == 2 * 23  # the recorded 'layer <i> <Type>' ranges, as slices
-        flows = tp.query(
-            """
-            select count(*) as n from flow f
-            join slice a on f.slice_out = a.id join slice b on f.slice_in = b.id
-            join track tb on b.track_id = tb.id
-            where a.category = 'cuda_launch' and tb.name = 'GPU 0 stream 7'
-            """
-        )[0]["n"]
-        assert flows == kernels
-        outside = tp.query(
-            """
-            select count(*) as n from slice s where s.category = 'cuda_launch'
-            and not exists (select 1 from ancestor_slice(s.id) a where a.category = 'layer')
-            """
-        )[0]["n"]
-        assert outside == 0  # every launch sits in its recorded layer range on the launching thread
         assert tp.query("select count(*) as n from counter_track where name glob 'GPU power*'")[0]["n"] == 0
 
 
