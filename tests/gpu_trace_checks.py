@@ -16,9 +16,9 @@ def check_kernels_and_launches(tp: Any, track: str, kernels: int) -> None:
     """No trace-processor error; `kernels` slices on the GPU `track`, each with a flow from its launch; every
     launch inside its layer's slice on the launching thread."""
     assert tp.query(BAD_STATS) == []
-    on_gpu = tp.query(
-        f"select count(*) as n from slice s join track t on s.track_id = t.id where t.name = '{track}'"
-    )[0]["n"]
+    on_gpu = tp.query(f"select count(*) as n from slice s join track t on s.track_id = t.id where t.name = '{track}'")[
+        0
+    ]["n"]
     assert on_gpu == kernels
     flows = tp.query(
         f"""
