@@ -169,3 +169,38 @@ def test_gpu_import_tables_at_width(width: int) -> None:
     assert len(rows) == 2 * 23 and (22, "Detect") in rows  # the per-layer table and the roofline
     for col in ("replay us", "cold MB", "warm MB", "FP32 GFLOP", "bound"):
         assert col in text
+
+
+def test_gpu_import_energy_table_unavailable_and_counter_rows() -> None:
+    """A window NVML cannot cover is a row saying why (it raised KeyError), a window from the energy counter is
+    labelled "counter" (the counter's method text starts "estimate:", so it was labelled a power integral), and
+    a mean that was not sampled is "-" (it was 0)."""
+    from hwprof.collectors.gpu.nvml.samples import COUNTER_METHOD
+
+    from hwprof.render.gpu_tables import print_nvml
+
+    method = COUNTER_METHOD.format(period=98)
+    s = {
+        "samples": 3,
+        "span_s": 1.0,
+        "columns": ["t_mono_ns", "power_mw", "energy_mj"],
+        "windows": [
+            {"model": "yolov7", "precision": "fp32", "unavailable": "the window is outside the samples"},
+            {
+                "model": "yolov8n",
+                "precision": "fp32",
+                "j_per_inference": 0.8,
+                "power_w": 140.0,
+                "method": method,
+                "recorded_j_per_inference": None,
+                "means": {"power_w": 140.0},
+            },
+        ],
+    }
+    for width in (80, 100):
+        console = Console(record=True, width=width)
+        print_nvml(console, s)
+        text = console.export_text()
+        assert "unavailable:" in text and "outside" in text
+        row = next(line for line in text.splitlines() if "yolov8n" in line)
+        assert "counter" in row and "power" not in row and " 0 " not in row

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from hwprof.analysis.gpu_roofline import GpuRoofRow
 from hwprof.render.gpu_sections import KERNEL_FIT, LAYER_COLS, layer_cells, layer_order, roofline_spec, short_kernel
@@ -141,19 +140,36 @@ def print_nvml(console: Console, s: dict[str, Any]) -> None:
     console.print(f"NVML: {s['samples']} samples over {s['span_s']:.1f} s ({', '.join(s['columns'])})", highlight=False)
     if not s["windows"]:
         return
-    table = Table(title="energy per inference over the recorded benchmark windows", title_justify="left")
-    for col in ("model", "precision", "J/inf", "W", "recorded J/inf", "SM MHz", "util %", "method"):
-        table.add_column(col, justify="left" if col in ("model", "precision", "method") else "right")
+    methods: dict[str, str] = {}
+    rows = []
     for w in s["windows"]:
-        rec = w["recorded_j_per_inference"]
-        table.add_row(
-            w["model"],
-            w["precision"],
-            f"{w['j_per_inference']:.3f}",
-            f"{w['power_w']:.0f}",
-            "-" if rec is None else f"{rec:.3f}",
-            f"{w['means'].get('sm_mhz', 0):.0f}",
-            f"{w['means'].get('util_gpu', 0):.0f}",
-            "counter" if w["method"].startswith("NVML total") else "power integral (estimate)",
+        if "unavailable" in w:
+            rows.append([w["model"], w["precision"], *[MISSING] * 5, f"unavailable: {w['unavailable']}"])
+            continue
+        rec, means = w["recorded_j_per_inference"], w["means"]
+        label = "counter" if "total-energy counter" in w["method"] else "power"
+        methods.setdefault(w["method"], f"{label}: {w['method']}")
+        rows.append(
+            [
+                w["model"],
+                w["precision"],
+                f"{w['j_per_inference']:.3f}",
+                f"{w['power_w']:.0f}",
+                MISSING if rec is None else f"{rec:.3f}",
+                MISSING if means.get("sm_mhz") is None else f"{means['sm_mhz']:.0f}",
+                MISSING if means.get("util_gpu") is None else f"{means['util_gpu']:.0f}",
+                label,
+            ]
         )
-    console.print(table)
+    cols = [
+        Col("model", "left"),
+        Col("precision", "left"),
+        Col("J/inf"),
+        Col("W"),
+        Col("recorded J/inf"),
+        Col("SM MHz", priority=2),
+        Col("util %", priority=1),
+        Col("method", "left", wrap=True, max_width=16),
+    ]
+    title = "energy per inference over the recorded benchmark windows"
+    _print(console, TableSpec(title, cols, rows, list(methods.values()), more=MORE))
