@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from hwprof.analysis.gpu_roofline import GpuRoofRow
     from hwprof.analysis.run_analysis import Analysis
 
-KERNEL_NAME = 40
+KERNEL_NAME = 36
 KERNEL_FIT = 30
 """The width a kernel-name column is counted at when a table is fitted to the terminal (it wraps below it)."""
 LAYER_COLS = [Col("#"), Col("type", "left")]

@@ -12,6 +12,8 @@ from hwprof.render.gpu_sections import KERNEL_FIT, LAYER_COLS, layer_cells, laye
 from hwprof.render.tables import MISSING, Col, TableSpec, spec_renderables
 
 MORE = "see hwprof gpu-import --format json"
+CLASS_KERNEL = 26
+"""Kernel names in the class table: its class column is wide, so they are cut shorter than per layer."""
 
 
 def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) -> None:
@@ -42,7 +44,7 @@ def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) 
                 f"{r['kernels']:.0f}",
                 f"{r['cpu_us']:.0f}",
                 f"{r['launch_us']:.0f}",
-                "\n".join(f"{k['gpu_us']:.1f} {short_kernel(k['name'])}" for k in r["top_kernels"]),
+                "\n".join(f"{k['gpu_us']:.0f} {short_kernel(k['name'])}" for k in r["top_kernels"]),
             ]
         )
     title = f"top {top} layers by GPU time (per forward; kernels charged by launch correlation)"
@@ -53,7 +55,7 @@ def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) 
             f"{c['gpu_us']:.1f}",
             f"{c['kernels']:.0f}",
             f"{c['share']:.1%}",
-            "\n".join(f"{ns / 1e3:.1f} {short_kernel(n)}" for n, ns in c["top"][:2]),
+            "\n".join(f"{ns / 1e3:.0f} {short_kernel(n, CLASS_KERNEL)}" for n, ns in c["top"][:2]),
         ]
         for c in s["kernel_classes"]
     ]
@@ -62,7 +64,7 @@ def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) 
         Col("GPU us"),
         Col("kernels"),
         Col("share"),
-        Col("largest (us)", "left", priority=1, max_width=KERNEL_FIT, wrap=True),
+        Col("largest (us)", "left", priority=1, max_width=CLASS_KERNEL, wrap=True),
     ]
     _print(console, TableSpec("GPU time by kernel class (by kernel name)", class_cols, classes, more=MORE))
 
