@@ -234,6 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     from hwprof.plan import CollectError
 
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     console = Console()
     # SIGINT, SIGTERM and SIGHUP end every command the same way (hwprof.stopping): a collect or a sweep
     # forwards the first to its child and finishes what was kept; the exit status is 128 + the signal.

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hwprof.cli_args import EXIT_USAGE, config_from
+from hwprof.finish import write_trace
 from hwprof.stopping import StopSignals
 
 if TYPE_CHECKING:
@@ -226,31 +227,3 @@ def run_problems(run: dict[str, Any]) -> list[str]:
         if c.get("status") == "failed"
     ]
     return lines
-
-
-def write_trace(run_dir: Path, console: Console) -> bool:
-    """Build the run's trace.pftrace; False (with one error line) when it could not be built."""
-    from hwprof.atomic import DiskFullError
-    from hwprof.render.perfetto import build_trace
-
-    try:
-        stats = build_trace(run_dir)
-    except DiskFullError:  # a failure with the path, not a trace problem
-        raise
-    except Exception as exc:  # the trace is one view among several: the run stays usable without it
-        console.print(
-            f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}", soft_wrap=True
-        )
-        return False
-    samples = (
-        f"; its {stats.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
-        "for their flamegraph)"
-        if stats.perf_samples
-        else ""
-    )
-    console.print(
-        f"trace: {stats.path} ({stats.size_bytes / 1e6:.1f} MB, built in {stats.build_s:.1f} s): "
-        f"open it at https://ui.perfetto.dev (Open trace file){samples}",
-        highlight=False,
-    )
-    return True

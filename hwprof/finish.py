@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.run_analysis import analyse
 from hwprof.atomic import DiskFullError
 from hwprof.render.export import write_exports
 from hwprof.rundata import RunData, write_run_json
 from hwprof.spans import forward_p50_ms, stage_stats
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def finalize(run_dir: Path, run: dict[str, Any]) -> None:
@@ -76,3 +79,31 @@ def record_render_error(run_dir: Path, run: dict[str, Any], what: str, exc: Disk
     run.setdefault("render_errors", []).append({"what": what, "path": str(exc.path), "error": str(exc)})
     with contextlib.suppress(DiskFullError):
         write_run_json(run_dir, run)
+
+
+def write_trace(run_dir: Path, console: Console) -> bool:
+    """Build the run's trace.pftrace; False (with one error line) when it could not be built."""
+    from hwprof.atomic import DiskFullError
+    from hwprof.render.perfetto import build_trace
+
+    try:
+        stats = build_trace(run_dir)
+    except DiskFullError:  # a failure with the path, not a trace problem
+        raise
+    except Exception as exc:  # the trace is one view among several: the run stays usable without it
+        console.print(
+            f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}", soft_wrap=True
+        )
+        return False
+    samples = (
+        f"; its {stats.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
+        "for their flamegraph)"
+        if stats.perf_samples
+        else ""
+    )
+    console.print(
+        f"trace: {stats.path} ({stats.size_bytes / 1e6:.1f} MB, built in {stats.build_s:.1f} s): "
+        f"open it at https://ui.perfetto.dev (Open trace file){samples}",
+        highlight=False,
+    )
+    return True

@@ -30,19 +30,27 @@ def add_gpu_import_args(p: argparse.ArgumentParser) -> None:
         default="runtime+driver",
         help="CPU calls that count as launches (runtime: cudaLaunchKernel alone, as gpu_record.py counted)",
     )
+    p.add_argument(
+        "--out",
+        type=Path,
+        help="also write a run directory (run.json, per-pass outputs, layers.csv, summary.json, trace.pftrace) "
+        "from one --kineto trace and the other files, for hwprof report / trace / compare",
+    )
+    p.add_argument("--model", help="with --out: the model's name in the run (default: the --kineto file's name)")
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--format", choices=("rich", "json"), default="rich")
 
 
 def run_gpu_import(args: argparse.Namespace, console: Console) -> int:
     from hwprof.gpu_import import import_kineto, import_ncu, import_nvml, peaks_from_results
-    from hwprof.render.gpu_tables import print_kineto, print_ncu, print_nvml
 
     if not (args.kineto or args.ncu or args.ncu_app_range or args.nvml):
         raise ValueError("give at least one of --kineto, --ncu, --ncu-app-range, --nvml")
     for path in [*args.kineto, args.ncu, args.ncu_app_range, args.peaks, args.nvml, args.bench]:
         if path is not None and not path.is_file():
             raise ValueError(f"{path}: no such file")
+    if args.out is not None and len(args.kineto) != 1:
+        raise ValueError("--out needs exactly one --kineto trace: the run's clock, markers and layers come from it")
     cats = ("cuda_runtime",) if args.launches == "runtime" else None
     out: dict = {"kineto": [import_kineto(p, cats) for p in args.kineto]}
     if args.ncu or args.ncu_app_range:
@@ -52,11 +60,39 @@ def run_gpu_import(args: argparse.Namespace, console: Console) -> int:
         out["nvml"] = import_nvml(args.nvml, args.bench)
     if args.format == "json":
         console.print_json(json.dumps(out, default=str))
-        return 0
+    else:
+        _print_tables(console, out, args.top)
+    if args.out is not None:
+        write_run(args, cats, console)
+    return 0
+
+
+def write_run(args: argparse.Namespace, cats: tuple[str, ...] | None, console: Console) -> None:
+    """The run directory of --out, finished as a collect finishes one: run.json's summaries, the exports and
+    the trace."""
+    from hwprof.finish import finalize, write_final_exports, write_trace
+    from hwprof.gpu_rundir import ImportSources, write_import_run
+
+    src = ImportSources(
+        args.kineto[0], args.ncu, args.ncu_app_range, args.peaks, args.nvml, args.bench, args.model, cats
+    )
+    run = write_import_run(src, args.out, ["hwprof", *getattr(args, "argv", [])])
+    finalize(args.out, run)
+    write_final_exports(args.out, run)
+    write_trace(args.out, console)
+    console.print(
+        f"run directory: {args.out} (hwprof report {args.out}; hwprof trace {args.out}; hwprof compare {args.out} "
+        "OTHER)",
+        highlight=False,
+    )
+
+
+def _print_tables(console: Console, out: dict, top: int) -> None:
+    from hwprof.render.gpu_tables import print_kineto, print_ncu, print_nvml
+
     for summary in out["kineto"]:
-        print_kineto(console, summary, Path(summary["file"]).name, args.top)
+        print_kineto(console, summary, Path(summary["file"]).name, top)
     if "ncu" in out:
         print_ncu(console, out["ncu"])
     if "nvml" in out:
         print_nvml(console, out["nvml"])
-    return 0

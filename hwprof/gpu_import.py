@@ -104,8 +104,16 @@ def import_ncu(
     tables, kernels = layer_tables(kernel, app_range)
     all_kernels = [k for rows in kernels.values() for k in rows]
     fill = launch_fill(all_kernels)
+    types = {
+        layer_key(row.layer[0]): row.layer[1]
+        for report in (kernel, app_range)
+        if report is not None
+        for row in report.rows
+        if row.layer is not None
+    }
     out: dict[str, Any] = {
         "layers": tables.layers,
+        "types": types,
         "units": tables.units,
         "methods": tables.methods,
         "kernels": kernels,
@@ -118,6 +126,7 @@ def import_ncu(
         rows = roofline_rows(tables.layers, roof, warm_ns)
         out["roofline"] = [asdict(r) | {"lower_bound": r.lower_bound} for r in rows]
         out["roofline_summary"] = roofline_summary(rows, roof)
+        out["peaks"] = peaks
     return out
 
 

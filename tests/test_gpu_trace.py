@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from gpu_rundir import GPU, NVML_SAMPLES, gpu_run
+from gpu_trace_checks import BAD_STATS, check_kernels_and_launches
 from hwprof.collectors.gpu.kineto.trace import GPU_CATS, GpuTrace, load_gpu_trace, parse_gpu_trace
 from kineto_synth import synthetic_pipeline_trace
 
@@ -20,12 +21,6 @@ from hwprof.render.perfetto import build_trace
 from hwprof.render.trace_processor import TraceSession, availability
 
 ACTIVITY_CATS = tuple(GPU_CATS)
-
-BAD_STATS = """
-    select name, idx, severity, source, value from stats
-    where value > 0 and (severity in ('error', 'data_loss') or name glob '*error*'
-                         or name glob '*misplaced*' or name glob '*unmatched*')
-"""
 
 
 def test_gpu_pass_in_the_trace(tmp_path: Path) -> None:
@@ -37,30 +32,9 @@ def test_gpu_pass_in_the_trace(tmp_path: Path) -> None:
     if not availability().available:
         pytest.skip(f"Perfetto's trace processor cannot run here: {availability().reason}")
     with TraceSession(stats.path) as tp:
-        assert tp.query(BAD_STATS) == []
-        on_gpu = tp.query(
-            "select count(*) as n from slice s join track t on s.track_id = t.id where t.name = 'GPU 0 stream 7'"
-            f" and s.category in {ACTIVITY_CATS}"
-        )[0]["n"]
-        assert on_gpu == kernels
+        check_kernels_and_launches(tp, "GPU 0 stream 7", kernels)
         assert_each_activity_once_with_its_flow(tp, set(trace.activities))
         assert_layer_slices(tp, trace, offset, forwards=2)
-        flows = tp.query(
-            """
-            select count(*) as n from flow f
-            join slice a on f.slice_out = a.id join slice b on f.slice_in = b.id
-            join track tb on b.track_id = tb.id
-            where a.category = 'cuda_launch' and tb.name = 'GPU 0 stream 7'
-            """
-        )[0]["n"]
-        assert flows == kernels
-        outside = tp.query(
-            """
-            select count(*) as n from slice s where s.category = 'cuda_launch'
-            and not exists (select 1 from ancestor_slice(s.id) a where a.category glob 'layer*')
-            """
-        )[0]["n"]
-        assert outside == 0  # every launch sits inside its layer's slice on the launching thread
         nvml = {
             r["name"]: r["n"]
             for r in tp.query(

@@ -55,6 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "hwprof.session",
             "hwprof.sweep",
             "hwprof.gpu_import",
+            "hwprof.gpu_rundir",
             "hwprof.gpu_cli",
             "hwprof.plan",
             "hwprof.disk_estimate",

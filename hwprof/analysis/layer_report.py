@@ -208,12 +208,12 @@ def build_layer_report(data: RunData) -> LayerReport:
             name=name,
             type=str(r["type"]),
             depth=depth_of.get(name, name.count(".")),
-            params=int(r["params"]),
+            params=None if r["params"] is None else int(r["params"]),
             out_shape=str(r.get("out_shape", "")),
             from_edges=str(r.get("from", "")),
-            in_bytes=int(r.get("in_bytes", 0)),
-            out_bytes=int(r.get("out_bytes", 0)),
-            weight_bytes=int(r.get("weight_bytes", 0)),
+            in_bytes=int(r.get("in_bytes") or 0),
+            out_bytes=int(r.get("out_bytes") or 0),
+            weight_bytes=int(r.get("weight_bytes") or 0),
         )
         if "flops" in r:
             stat.flops = float(r["flops"])

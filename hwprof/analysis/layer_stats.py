@@ -38,7 +38,8 @@ class LayerStat:
     name: str
     type: str
     depth: int
-    params: int
+    params: int | None
+    """None where the model's structure was not recorded (a run imported from a GPU trace)."""
     out_shape: str
     from_edges: str = ""
     in_bytes: int = 0

@@ -17,7 +17,7 @@ from hwprof.analysis.roofline import Roof
 class TypeStat:
     type: str
     count: int
-    params: int
+    params: int | None
     flops: float | None
     min_bytes: float | None
     time_ms: float | None
@@ -50,7 +50,7 @@ def aggregate(rows: list[LayerStat], roof: Roof | None, forward_ms: float | None
     return TypeStat(
         type=rows[0].type,
         count=len(rows),
-        params=sum(r.params for r in rows),
+        params=None if any(r.params is None for r in rows) else sum(r.params or 0 for r in rows),
         flops=flops,
         min_bytes=nbytes,
         time_ms=time_ms,

@@ -43,6 +43,11 @@ def _times(value: float | None) -> str:
     return f"{value:,.0f}x" if value >= 100 else f"{value:.1f}x" if value >= 10 else f"{value:.2f}x"
 
 
+def _slashed(*values: object) -> str:
+    """ "640 / 1 / 2"; a value the run does not record (an imported GPU trace) is "-"."""
+    return " / ".join(MISSING if v is None else str(v) for v in values)
+
+
 def _letters(n: int) -> list[str]:
     return [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(n)]
 
@@ -55,7 +60,7 @@ def runs_spec(c: Comparison) -> TableSpec:
         ("layer times from", [h.layer_times.split(":")[0] for h in c.runs]),  # the reason is in the notes
         ("model", [str(h.model) for h in c.runs]),
         *runtime_fields(c.runs),
-        ("imgsz / batch / threads", [f"{h.imgsz} / {h.batch} / {h.threads}" for h in c.runs]),
+        ("imgsz / batch / threads", [_slashed(h.imgsz, h.batch, h.threads) for h in c.runs]),
         ("forward p50 ms", [ms(h.forward_ms) for h in c.runs]),
         ("forward speed-up vs A", [_speedup(c.runs[0].forward_ms, h.forward_ms) for h in c.runs]),
         ("iteration p50 ms", [ms(h.iteration_ms) for h in c.runs]),

@@ -1,8 +1,14 @@
 """The GPU sections of the report: the forward on the GPU (CPU time, GPU busy, idle share, CUDA graph,
-energy), per-layer GPU time with its kernels, and the Nsight Compute roofline per layer."""
+energy), per-layer GPU time with its kernels, and the Nsight Compute roofline per layer.
+
+Layout at 80 and 100 columns: a layer is named as the CPU tables name it, index ("#") then type, in two
+columns that are never dropped nor cut; long text (kernel names, the forward's values) wraps, and the
+least important columns are dropped with a note (render/tables.py fit), so a row stays identifiable.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.gpu_roofline import MARKS
@@ -10,9 +16,45 @@ from hwprof.cppnames import kernel_label
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
+    from hwprof.analysis.gpu_roofline import GpuRoofRow
     from hwprof.analysis.run_analysis import Analysis
 
-KERNEL_NAME = 60
+KERNEL_NAME = 36
+KERNEL_FIT = 30
+"""The width a kernel-name column is counted at when a table is fitted to the terminal (it wraps below it)."""
+LAYER_COLS = [Col("#"), Col("type", "left")]
+
+
+def short_kernel(name: str, width: int = KERNEL_NAME) -> str:
+    label = kernel_label(name)
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
+def layer_cells(name: str, types: Mapping[str, str]) -> list[str]:
+    """A layer's "#" and type cells ("model.105" -> "105", "Detect"), as the CPU tables name layers."""
+    index = name.rsplit(".", 1)[-1] if name.startswith("model.") else name
+    return [index, types.get(name, MISSING)]
+
+
+def gpu_time_cols(kernels_header: str) -> list[Col]:
+    """The columns of a per-layer GPU time table (report and gpu-import): the kernels' column wraps and goes first."""
+    return [
+        *LAYER_COLS,
+        Col("GPU us"),
+        Col("kernels"),
+        Col("CPU us", priority=2),
+        Col("launch us"),
+        Col(kernels_header, "left", priority=1, max_width=KERNEL_FIT, wrap=True),
+    ]
+
+
+def layer_order(name: str) -> tuple[int, str]:
+    tail = name.rsplit(".", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
+def _types(a: Analysis) -> dict[str, str]:
+    return {r.name: r.type for r in a.layers.layers}
 
 
 def _f(v: float | None, fmt: str = "{:.1f}") -> str:
@@ -24,6 +66,9 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
     if g is None:
         return None
     k, graph, nvml = g.kineto, g.graph, g.nvml
+    clock = k.get("clock", {})
+    same_clock = clock.get("offset_ns") is not None and clock.get("error_ns") is None
+    # an imported run: its clock is the Kineto trace's own, so no offset was measured (none is needed)
     rows = []
     if k:
         rows += [
@@ -36,8 +81,9 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
             ["GPU idle share", f"{k['gpu_idle_share']:.1%} of the forward's window"],
             ["layer sums / GPU busy", _f(k.get("layer_sum_over_busy"), "{:.4f}")],
         ]
-        clock = k.get("clock", {})
-        if clock.get("offset_ns") is not None:
+        if same_clock:
+            rows.append(["GPU clock alignment", f"none needed: {clock['method']}"])
+        elif clock.get("offset_ns") is not None:
             rows.append(["GPU clock alignment", f"error {clock['error_ns'] / 1e3:.1f} us ({clock['method']})"])
     if graph.get("eager_ms_p50") is not None:
         rows.append(["eager forward (synchronised)", f"{graph['eager_ms_p50']:.3f} ms"])
@@ -54,8 +100,28 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
         rows.append(["energy method", str(nvml.get("energy_method", ""))])
     elif nvml.get("energy_unavailable"):
         rows.append(["energy per iteration (NVML)", f"unavailable: {nvml['energy_unavailable']}"])
-    notes = ["GPU kernel times are CUPTI's, on Kineto's clock; the offset to the run's clock is measured per forward"]
-    return TableSpec("forward on the GPU", [Col("", "left"), Col("value", "left")], rows, notes)
+    notes = [
+        "GPU kernel times are CUPTI's, on the Kineto trace's clock, which is this run's clock"
+        if same_clock
+        else "GPU kernel times are CUPTI's, on Kineto's clock; the offset to the run's clock is measured per forward"
+    ]
+    if nvml.get("trace"):
+        notes.append(str(nvml["trace"]))
+    model = a.run.get("config", {}).get("model")
+    for w in nvml.get("bench_windows", []):
+        if "j_per_inference" in w and w["model"] == model:
+            rec = w.get("recorded_j_per_inference")
+            rows.append(
+                [
+                    f"energy per inference (NVML), recorded benchmark {w['precision']}",
+                    f"{w['j_per_inference']:.3f} J at {w['power_w']:.0f} W"
+                    + ("" if rec is None else f" (the recording's own figure: {rec:.3f} J)"),
+                ]
+            )
+            if w["method"] not in notes:
+                notes.append(w["method"])
+    cols = [Col("", "left", wrap=True, max_width=24), Col("value", "left", wrap=True, max_width=40)]
+    return TableSpec("forward on the GPU", cols, rows, notes)
 
 
 def gpu_layers_spec(a: Analysis, top: int) -> TableSpec | None:
@@ -64,20 +130,21 @@ def gpu_layers_spec(a: Analysis, top: int) -> TableSpec | None:
         return None
     ranked = sorted(g.layers.items(), key=lambda kv: -kv[1].get("gpu_us", 0.0))[:top]
     rows = []
+    types = _types(a)
     for layer, m in ranked:
         kernels = g.kernels.get(layer, [])[:2]
-        names = "; ".join(f"{k['gpu_us']:.0f} us {kernel_label(k['name'])[:KERNEL_NAME]}" for k in kernels)
+        names = "\n".join(f"{k['gpu_us']:.0f} {short_kernel(k['name'])}" for k in kernels)
         rows.append(
-            [layer, f"{m['gpu_us']:.1f}", f"{m['kernels']:.0f}", f"{m['cpu_us']:.0f}", f"{m['launch_us']:.0f}", names]
+            [
+                *layer_cells(layer, types),
+                f"{m['gpu_us']:.1f}",
+                f"{m['kernels']:.0f}",
+                f"{m['cpu_us']:.0f}",
+                f"{m['launch_us']:.0f}",
+                names,
+            ]
         )
-    cols = [
-        Col("layer", "left"),
-        Col("GPU us"),
-        Col("kernels"),
-        Col("CPU us"),
-        Col("launch us", priority=2),
-        Col("largest kernels", "left", priority=1, max_width=90),
-    ]
+    cols = gpu_time_cols("largest kernels (us)")
     notes = ["kernels charged to the layer whose range launched them (launch correlation), per forward"]
     return TableSpec("layers by GPU time", cols, rows, notes)
 
@@ -88,37 +155,55 @@ def gpu_roofline_spec(a: Analysis) -> TableSpec | None:
     g = a.gpu
     if g is None or not g.roofline:
         return None
+    return roofline_spec(g.roofline, _types(a), g.peaks)
+
+
+def _bound_cell(bound: str, notes: dict[str, str]) -> str:
+    """The bound's first words ("memory"), marked where the full text qualifies it; the text goes to a note."""
+    short = bound.split(" (")[0]
+    if short == bound:
+        return bound
+    notes.setdefault(bound, f"{short}+: {bound}")
+    return short + "+"
+
+
+def roofline_spec(rows_in: Sequence[GpuRoofRow], types: Mapping[str, str], peaks: Mapping[str, float]) -> TableSpec:
+    """The per-layer GPU roofline (report and gpu-import)."""
+    bound_notes: dict[str, str] = {}
     rows = [
         [
-            r.layer,
-            p.cache,
-            _f(p.bytes / 1e6, "{:.2f}"),
-            _f(None if p.ns is None else p.ns / 1e3),
+            *layer_cells(r.layer, types),
+            pt.cache,
+            _f(pt.bytes / 1e6, "{:.2f}"),
+            _f(None if pt.ns is None else pt.ns / 1e3),
             _f(r.flops / 1e9, "{:.3f}"),
-            _f(p.intensity, "{:.2f}"),
-            _f(p.achieved_gbps, "{:.0f}"),
-            p.bound,
-            _f(None if p.roof_share is None else 100 * p.roof_share, "{:.1f}%"),
+            _f(pt.intensity, "{:.2f}"),
+            _f(pt.achieved_gbps, "{:.0f}"),
+            _bound_cell(pt.bound, bound_notes),
+            _f(None if pt.roof_share is None else 100 * pt.roof_share, "{:.1f}%"),
         ]
-        for r in g.roofline
-        for p in r.points
+        for r in sorted(rows_in, key=lambda r: layer_order(r.layer))
+        for pt in r.points
     ]
     cols = [
-        Col("layer", "left"),
+        *LAYER_COLS,
         Col("cache", "left"),
         Col("DRAM MB"),
         Col("us"),
-        Col("FP32 GFLOP", priority=1),
-        Col("FLOP/B"),
-        Col("GB/s"),
+        Col("GFLOP", priority=3),
+        Col("FLOP/B", priority=2),
+        Col("GB/s", priority=1),
         Col("bound", "left"),
         Col("of roof"),
     ]
-    sources = sorted({f"{p.cache}: bytes {p.bytes_source}, time {p.time_source}" for r in g.roofline for p in r.points})
+    sources = sorted(
+        {f"{pt.cache}: bytes {pt.bytes_source}, time {pt.time_source}" for r in rows_in for pt in r.points}
+    )
     notes = [
         *sources,
-        f"FLOPs: ncu SASS FP32 (2 FFMA + FADD + FMUL); {MARKS}",
-        f"roofs: {g.peaks['matmul_fp32_tflops']:.1f} TFLOP/s FP32 matmul, "
-        f"{g.peaks['d2d_copy_gbps_read_plus_write']:.0f} GB/s device copy (measured on this GPU)",
+        f"GFLOP: ncu SASS FP32 (2 FFMA + FADD + FMUL); {MARKS}",
+        *bound_notes.values(),
+        f"roofs: {peaks['matmul_fp32_tflops']:.1f} TFLOP/s FP32 matmul, "
+        f"{peaks['d2d_copy_gbps_read_plus_write']:.0f} GB/s device copy (measured on this GPU)",
     ]
     return TableSpec("GPU roofline per layer (Nsight Compute)", cols, rows, notes)

@@ -6,17 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
-from hwprof.analysis.gpu_roofline import MARKS
-from hwprof.cppnames import kernel_label
+from hwprof.analysis.gpu_roofline import GpuRoofRow, RoofPoint
+from hwprof.render.gpu_sections import LAYER_COLS, gpu_time_cols, layer_cells, layer_order, roofline_spec, short_kernel
+from hwprof.render.tables import MISSING, Col, TableSpec, spec_renderables
 
-NAME_WIDTH = 70
-
-
-def _short(name: str, width: int = NAME_WIDTH) -> str:
-    label = kernel_label(name)
-    return label if len(label) <= width else label[: width - 1] + "…"
+MORE = "see hwprof gpu-import --format json"
+CLASS_KERNEL = 26
+"""Kernel names in the class table: its class column is wide, so they are cut shorter than per layer."""
 
 
 def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) -> None:
@@ -28,68 +25,70 @@ def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) 
         highlight=False,
     )
     rows = {r["layer"]: r for r in s["layers"]}
-    table = Table(
-        title=f"top {top} layers by GPU time (per forward; kernels charged by launch correlation)", title_justify="left"
-    )
-    for col in ("layer", "type", "GPU us", "kernels", "CPU us", "launch us", "top kernels (us)"):
-        if col == "top kernels (us)":
-            width = max(24, console.width - 62)
-            table.add_column(col, justify="left", max_width=width, overflow="ellipsis", no_wrap=True)
-        else:
-            table.add_column(col, justify="left" if col in ("layer", "type") else "right", no_wrap=True)
+    types = {r["layer"]: r["type"] for r in s["layers"]}
+    cols = gpu_time_cols("top kernels (us)")
+    table_rows = []
     for key in s["top_layers"][:top]:
         r = rows[key]
-        kern = "\n".join(f"{k['gpu_us']:.1f}  {_short(k['name'])}" for k in r["top_kernels"])
-        table.add_row(
-            r["layer"],
-            r["type"],
-            f"{r['gpu_us']:.1f}",
-            f"{r['kernels']:.0f}",
-            f"{r['cpu_us']:.0f}",
-            f"{r['launch_us']:.0f}",
-            kern,
+        table_rows.append(
+            [
+                *layer_cells(r["layer"], types),
+                f"{r['gpu_us']:.1f}",
+                f"{r['kernels']:.0f}",
+                f"{r['cpu_us']:.0f}",
+                f"{r['launch_us']:.0f}",
+                "\n".join(f"{k['gpu_us']:.0f} {short_kernel(k['name'])}" for k in r["top_kernels"]),
+            ]
         )
-    console.print(table)
-    classes = Table(title="GPU time by kernel class (by kernel name)", title_justify="left")
-    for col in ("class", "GPU us", "kernels", "share", "largest"):
-        classes.add_column(col, justify="left" if col in ("class", "largest") else "right")
-    for c in s["kernel_classes"]:
-        classes.add_row(
+    title = f"top {top} layers by GPU time (per forward; kernels charged by launch correlation)"
+    _print(console, TableSpec(title, cols, table_rows, more=MORE))
+    classes = [
+        [
             c["class"],
             f"{c['gpu_us']:.1f}",
             f"{c['kernels']:.0f}",
             f"{c['share']:.1%}",
-            "\n".join(f"{ns / 1e3:.1f}  {_short(n, 60)}" for n, ns in c["top"][:2]),
-        )
-    console.print(classes)
+            "\n".join(f"{ns / 1e3:.0f} {short_kernel(n, CLASS_KERNEL)}" for n, ns in c["top"][:2]),
+        ]
+        for c in s["kernel_classes"]
+    ]
+    class_cols = [
+        Col("class", "left", wrap=True, max_width=20),
+        Col("GPU us"),
+        Col("kernels"),
+        Col("share"),
+        Col("largest (us)", "left", priority=1, max_width=CLASS_KERNEL, wrap=True),
+    ]
+    _print(console, TableSpec("GPU time by kernel class (by kernel name)", class_cols, classes, more=MORE))
+
+
+def _print(console: Console, spec: TableSpec) -> None:
+    for part in spec_renderables(spec, console):
+        console.print(part)
 
 
 def print_ncu(console: Console, s: dict[str, Any]) -> None:
-    table = Table(
-        title="Nsight Compute per layer (kernel replay: duration, FP32 FLOPs, cold DRAM; app-range: warm DRAM)",
-        title_justify="left",
-    )
-    cols = (
-        "layer",
-        "kernels",
-        "replay us",
-        "cold MB",
-        "warm MB",
-        "FP32 GFLOP",
-        "TC kinst",
-        "SM %",
-        "mem %",
-        "occup %",
-        "<1 wave %",
-        "L2 hit %",
-    )
-    for col in cols:
-        table.add_column(col, justify="left" if col == "layer" else "right")
+    types = s.get("types", {})
+    cols = [
+        *LAYER_COLS,
+        Col("kernels", priority=4),
+        Col("replay us"),
+        Col("cold MB"),
+        Col("warm MB"),
+        Col("FP32 GFLOP"),
+        Col("TC kinst", priority=5),
+        Col("SM %", priority=1),
+        Col("mem %", priority=2),
+        Col("occup %", priority=3),
+        Col("<1 wave %", priority=7),
+        Col("L2 hit %", priority=6),
+    ]
 
     def f(v: Any, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
-        return "-" if v is None else fmt.format(v * scale)
+        return MISSING if v is None else fmt.format(v * scale)
 
-    for layer, m in sorted(s["layers"].items(), key=lambda kv: int(kv[0].split(".")[-1])):
+    rows = []
+    for layer, m in sorted(s["layers"].items(), key=lambda kv: layer_order(kv[0])):
         cold = (
             m.get("dram_read_bytes_cold", 0) + m.get("dram_write_bytes_cold", 0)
             if "dram_read_bytes_cold" in m
@@ -100,29 +99,46 @@ def print_ncu(console: Console, s: dict[str, Any]) -> None:
             if "dram_read_bytes_warm" in m
             else None
         )
-        table.add_row(
-            layer,
-            f(m.get("kernels"), fmt="{:.0f}"),
-            f(m.get("kernel_replay_ns"), 1e-3),
-            f(cold, 1e-6),
-            f(warm, 1e-6),
-            f(m.get("fp32_flops"), 1e-9, "{:.3f}"),
-            f(m.get("tensor_math_inst"), 1e-3, "{:.0f}"),
-            f(m.get("sm_throughput_pct")),
-            f(m.get("mem_throughput_pct")),
-            f(m.get("achieved_occupancy_pct")),
-            f(None if "under_one_wave_ns" not in m else 100 * m["under_one_wave_ns"] / m["kernel_replay_ns"]),
-            f(m.get("l2_hit_pct")),
+        rows.append(
+            [
+                *layer_cells(layer, types),
+                f(m.get("kernels"), fmt="{:.0f}"),
+                f(m.get("kernel_replay_ns"), 1e-3),
+                f(cold, 1e-6),
+                f(warm, 1e-6),
+                f(m.get("fp32_flops"), 1e-9, "{:.3f}"),
+                f(m.get("tensor_math_inst"), 1e-3, "{:.0f}"),
+                f(m.get("sm_throughput_pct")),
+                f(m.get("mem_throughput_pct")),
+                f(m.get("achieved_occupancy_pct")),
+                f(None if "under_one_wave_ns" not in m else 100 * m["under_one_wave_ns"] / m["kernel_replay_ns"]),
+                f(m.get("l2_hit_pct")),
+            ]
         )
-    console.print(table)
-    console.print(
-        "TC kinst = tensor-core math (ncu HMMA + IMMA + GMMA warp instructions); <1 wave % = kernel time in "
-        "launches of under one wave",
-        highlight=False,
-    )
+    title = "Nsight Compute per layer (kernel replay: duration, FP32 FLOPs, cold DRAM; app-range: warm DRAM)"
+    notes = [
+        "TC kinst = tensor-core math (ncu HMMA + IMMA + GMMA warp instructions); "
+        "<1 wave % = kernel time in launches of under one wave"
+    ]
+    _print(console, TableSpec(title, cols, rows, notes, more=MORE))
     _print_tensor_and_fill(console, s)
-    if "roofline" in s:
-        _print_roofline(console, s)
+    if "roofline" not in s:
+        return
+    roof_rows = [_roof_row(r) for r in s["roofline"]]
+    spec = roofline_spec(roof_rows, types, s.get("peaks", {}))
+    spec.more = MORE
+    _print(console, spec)
+    if s.get("warm_time"):
+        console.print(s["warm_time"], highlight=False)
+
+
+def _roof_row(r: dict[str, Any]) -> GpuRoofRow:
+    """A roofline row back from gpu_import's JSON-ready dict (asdict plus lower_bound)."""
+    fields = {k: v for k, v in r.items() if k != "lower_bound"}
+    for cache in ("warm", "cold"):
+        if fields.get(cache) is not None:
+            fields[cache] = RoofPoint(**fields[cache])
+    return GpuRoofRow(**fields)
 
 
 def _print_tensor_and_fill(console: Console, s: dict[str, Any]) -> None:
@@ -154,66 +170,46 @@ def _print_tensor_and_fill(console: Console, s: dict[str, Any]) -> None:
         )
 
 
-def _print_roofline(console: Console, s: dict[str, Any]) -> None:
-    def f(v: Any, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
-        return "-" if v is None else fmt.format(v * scale)
-
-    rs = s["roofline_summary"]
-    roof = Table(
-        title=(
-            f"GPU roofline per layer: roofs {rs['peak_tflops']:.1f} TFLOP/s ({rs['compute_roof']}) and "
-            f"{rs['peak_gbps']:.0f} GB/s ({rs['bandwidth_roof']}), ridge {rs['ridge_flop_per_byte']:.1f} FLOP/B; "
-            "one cache state per row: warm = app-range DRAM bytes / kernel time in the real forward, "
-            f"cold = kernel-replay bytes / kernel-replay time; FLOPs: SASS FP32 (kernel replay); {MARKS}"
-        ),
-        title_justify="left",
-    )
-    for col in ("layer", "cache", "MB", "us", "FLOP/B", "GB/s", "bound", "of roof"):
-        roof.add_column(col, justify="left" if col in ("layer", "cache", "bound") else "right")
-    for r in s["roofline"]:
-        for p in (r["warm"], r["cold"]):
-            if p is None:
-                continue
-            roof.add_row(
-                r["layer"],
-                p["cache"],
-                f(p["bytes"], 1e-6, "{:.2f}"),
-                f(p["ns"], 1e-3),
-                f(p["intensity"], fmt="{:.2f}"),
-                f(p["achieved_gbps"]),
-                p["bound"],
-                f(p["roof_share"], 100, "{:.1f}%"),
-            )
-    console.print(roof)
-    console.print(f"{s.get('warm_time', '')}", highlight=False)
-
-
 def print_nvml(console: Console, s: dict[str, Any]) -> None:
     console.print(f"NVML: {s['samples']} samples over {s['span_s']:.1f} s ({', '.join(s['columns'])})", highlight=False)
     if not s["windows"]:
         return
-    table = Table(title="energy per inference over the recorded benchmark windows", title_justify="left")
-    for col in ("model", "precision", "J/inf", "W", "recorded J/inf", "SM MHz", "util %", "method"):
-        table.add_column(col, justify="left" if col in ("model", "precision", "method") else "right")
+    methods: dict[str, str] = {}
+    rows = []
     for w in s["windows"]:
-        rec = w["recorded_j_per_inference"]
-        table.add_row(
-            w["model"],
-            w["precision"],
-            f"{w['j_per_inference']:.3f}",
-            f"{w['power_w']:.0f}",
-            "-" if rec is None else f"{rec:.3f}",
-            f"{w['means'].get('sm_mhz', 0):.0f}",
-            f"{w['means'].get('util_gpu', 0):.0f}",
-            "counter (estimate)" if "total-energy counter" in w["method"] else "power integral (estimate)",
+        if "unavailable" in w:
+            rows.append([w["model"], w["precision"], *[MISSING] * 5, f"unavailable: {w['unavailable']}"])
+            continue
+        rec, means = w["recorded_j_per_inference"], w["means"]
+        label = "counter" if "total-energy counter" in w["method"] else "power"
+        methods.setdefault(w["method"], f"{label}: {w['method']}")
+        rows.append(
+            [
+                w["model"],
+                w["precision"],
+                f"{w['j_per_inference']:.3f}",
+                f"{w['power_w']:.0f}",
+                MISSING if rec is None else f"{rec:.3f}",
+                MISSING if means.get("sm_mhz") is None else f"{means['sm_mhz']:.0f}",
+                MISSING if means.get("util_gpu") is None else f"{means['util_gpu']:.0f}",
+                label,
+            ]
         )
-    console.print(table)
-    methods = sorted({w["method"] for w in s["windows"] if "method" in w})
-    for method in methods:
-        console.print(f"J/inf: {method}", highlight=False)
+    cols = [
+        Col("model", "left"),
+        Col("precision", "left"),
+        Col("J/inf"),
+        Col("W"),
+        Col("recorded J/inf"),
+        Col("SM MHz", priority=2),
+        Col("util %", priority=1),
+        Col("method", "left", wrap=True, max_width=16),
+    ]
+    notes = list(methods.values())
     if s.get("power_average_s") is not None:
-        console.print(
-            f"NVML power readings average {s['power_average_s']:g} s ({s['power_average_source']}); recorded J/inf: "
-            "the total-energy counter read before and after the window (good to one ~100 ms counter update)",
-            highlight=False,
+        notes.append(
+            f"NVML power readings average {s['power_average_s']:g} s ({s['power_average_source']}); recorded "
+            "J/inf: the total-energy counter read before and after the window (good to one ~100 ms update)"
         )
+    title = "energy per inference over the recorded benchmark windows"
+    _print(console, TableSpec(title, cols, rows, notes, more=MORE))

@@ -62,14 +62,20 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     cfg = run.get("config", {})
     out: list[tuple[str, str]] = [("run", f"{run.get('run_id', '?')} [{run.get('status', '?')}]")]
     out += [("warning", w) for w in a.warnings]
+    imported = run.get("imported")
+    if imported:
+        out.append(("source", f"imported from {', '.join(imported.get('files', []))} (hwprof gpu-import)"))
+        out.append(("device", f"{imported.get('device') or '?'} (recorded on: {imported.get('recorded_on')})"))
     if model:
         gflops = f"{model['gflops']:.2f} GFLOPs" if model.get("gflops") else "GFLOPs not measured"
-        shape = "x".join(map(str, model.get("input_shape", [])))
+        shape = "x".join(map(str, model.get("input_shape", []))) or "an input shape not recorded"
+        params = model.get("params_fused")
+        params_text = "params not recorded" if params is None else f"{params:,} params (fused)"
         out.append(
             (
                 "model",
                 f"{model.get('name')} ({model.get('family')}): {model.get('layers')} layers, "
-                f"{model.get('params_fused', 0):,} params (fused), {gflops} at {shape}",
+                f"{params_text}, {gflops} at {shape}",
             )
         )
         weights = (
@@ -79,25 +85,31 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
         )
         out.append(("weights", weights))
     torch_info = host.get("torch", {})
-    out.append(
-        (
-            "host",
-            f"{host.get('cpu_model', '?')}, {host.get('logical_cpus', '?')} logical CPUs, "
-            f"ISA {torch_info.get('cpu_capability', '?')}, torch {torch_info.get('version', '?')}",
+    if imported and not host.get("recorded"):
+        out.append(("host", "the recording machine's host is not stated in the imported files"))
+    else:
+        out.append(
+            (
+                "recording host" if imported else "host",
+                f"{host.get('cpu_model', '?')}, {host.get('logical_cpus', '?')} logical CPUs, "
+                f"ISA {torch_info.get('cpu_capability', '?')}, torch {torch_info.get('version', '?')}",
+            )
         )
-    )
     line = runtime_line(run)
     if line is not None:
         out.append(line)
     passes = ", ".join(run.get("passes", {}))
-    out.append(
-        (
-            "config",
-            f"{cfg.get('threads')} torch threads, batch {cfg.get('batch')}, imgsz {cfg.get('imgsz')}, "
-            f"{cfg.get('iters')} measured iterations after {cfg.get('warmup')} warm-up; "
-            f"passes: {passes or 'none'}",
+    if imported:
+        out.append(("config", f"{cfg.get('iters')} profiled forwards in the trace; passes: {passes}"))
+    else:
+        out.append(
+            (
+                "config",
+                f"{cfg.get('threads')} torch threads, batch {cfg.get('batch')}, imgsz {cfg.get('imgsz')}, "
+                f"{cfg.get('iters')} measured iterations after {cfg.get('warmup')} warm-up; "
+                f"passes: {passes or 'none'}",
+            )
         )
-    )
     roof = a.layers.roof.roof
     if roof is not None:
         load = f"; host load {roof.load_avg_1m:.1f} while measuring" if roof.load_avg_1m is not None else ""

@@ -258,7 +258,7 @@ def types_spec(a: Analysis) -> TableSpec | None:
         row = [t.type, str(t.count)]
         if timed:
             row += [ms(t.time_ms), pct(t.share)]
-        row += [f"{t.params:,}", sig(t.flops / 1e9 if t.flops is not None else None)]
+        row += [MISSING if t.params is None else f"{t.params:,}", sig(t.flops / 1e9 if t.flops is not None else None)]
         if timed:
             row += [sig(t.gflops_s)]
         row += [sig(t.intensity)]

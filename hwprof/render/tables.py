@@ -25,7 +25,11 @@ class Col:
     priority: int = 0
     """0: never dropped; otherwise the highest number is dropped first when the table is too wide."""
     max_width: int | None = None
-    """Text columns only: longer cells end in an ellipsis."""
+    """Text columns only: longer cells end in an ellipsis (with `wrap`: the width the column is counted at
+    when the table is fitted)."""
+    wrap: bool = False
+    """Text columns only: cells wrap onto more lines rather than being cut, so a narrow terminal squeezes
+    this column before any other."""
 
 
 @dataclass
@@ -48,10 +52,14 @@ class TableSpec:
         )
 
 
-def _rich_table(spec: TableSpec) -> Table:
+def _rich_table(spec: TableSpec, fitting: bool = False) -> Table:
+    """The Rich table; `fitting`: wrapping columns counted at their max_width, to decide what to drop."""
     table = Table(title=spec.title, title_justify="left", title_style="bold")
     for col in spec.cols:
-        if col.max_width is not None:
+        if col.wrap:
+            width = col.max_width if fitting else None
+            table.add_column(col.header, justify=col.justify, max_width=width, no_wrap=False, overflow="fold")
+        elif col.max_width is not None:
             table.add_column(
                 col.header,
                 justify=col.justify,
@@ -73,7 +81,7 @@ def natural_width(console: Console, table: Table) -> int:
 def fit(spec: TableSpec, console: Console) -> tuple[TableSpec, list[str]]:
     """Drop columns by priority until the table fits the console; returns the dropped headers."""
     dropped: list[str] = []
-    while natural_width(console, _rich_table(spec)) > console.width:
+    while natural_width(console, _rich_table(spec, fitting=True)) > console.width:
         candidates = [(c.priority, i) for i, c in enumerate(spec.cols) if c.priority > 0]
         if not candidates:
             break
