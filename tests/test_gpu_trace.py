@@ -7,6 +7,7 @@ slice with flows from their launches. Checked with Perfetto's trace processor.""
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,9 @@ def test_gpu_report_and_findings(tmp_path: Path) -> None:
     launch = next(f for t, f in titles.items() if t.startswith("launch-bound"))
     assert "1.09 ms against 4.14 ms eager" in launch.evidence  # the recorded CUDA graph vs eager
     assert any(t.startswith("layout transposes") for t in titles)
+    roof = next(f for t, f in titles.items() if t.startswith("no layer reaches half of a roof"))
+    best = roof.evidence.split(":", 1)[0]  # a layer named as the tables name it: "best 14 Concat"
+    assert re.fullmatch(r"best \d+ [A-Za-z0-9]+", best) and "model." not in roof.evidence, roof.evidence
     assert len(a.gpu.roofline) == 23 and {(p.cache, p.bytes_source) for r in a.gpu.roofline for p in r.points} == {
         ("warm", "app-range replay (warm caches)"),
         ("cold", "kernel replay (cold caches)"),

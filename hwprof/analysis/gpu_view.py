@@ -47,6 +47,14 @@ class GpuView:
     ncu_kernels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)
     roofline: list[GpuRoofRow] = field(default_factory=list)
+    types: dict[str, str] = field(default_factory=dict)
+    """Layer name ("model.14") -> its type, from the run's layer table: findings name layers as the tables do."""
+
+    def label(self, layer: str) -> str:
+        """ "model.14" -> "14 Upsample", as the tables name a layer (index, then type)."""
+        index = layer.rsplit(".", 1)[-1] if layer.startswith("model.") else layer
+        kind = self.types.get(layer)
+        return f"{index} {kind}" if kind else layer
 
     def kernel_classes(self) -> list[Any]:
         rows = [(k["name"], k["gpu_us"] * 1e3, k["calls"]) for ks in self.kernels.values() for k in ks]
@@ -140,9 +148,9 @@ def _roof_findings(view: GpuView) -> list[Finding]:
     if memory:
         return [
             Finding(
-                f"memory-bound by measured DRAM traffic: {', '.join(r.layer for r, _ in memory)}",
+                f"memory-bound by measured DRAM traffic: {', '.join(view.label(r.layer) for r, _ in memory)}",
                 "; ".join(
-                    f"{r.layer} {p.achieved_gbps:.0f} GB/s ({p.roof_share:.0%} of the copy peak, {p.cache} caches)"
+                    f"{view.label(r.layer)} {p.achieved_gbps:.0f} GB/s ({p.roof_share:.0%} of the copy peak, {p.cache} caches)"
                     for r, p in memory
                 ),
                 "gpu",
@@ -153,7 +161,7 @@ def _roof_findings(view: GpuView) -> list[Finding]:
         return []
     best, point = max(timed, key=lambda rp: rp[1].roof_share or 0.0)
     evidence = (
-        f"best {best.layer}: {(point.roof_share or 0):.0%} of its roof ({point.bound}) with {point.cache} caches "
+        f"best {view.label(best.layer)}: {(point.roof_share or 0):.0%} of its roof ({point.bound}) with {point.cache} caches "
         f"(DRAM bytes: {point.bytes_source}; time: {point.time_source}; FLOPs: ncu SASS FP32)"
     )
     fill = launch_fill(k for ks in view.ncu_kernels.values() for k in ks)
