@@ -150,7 +150,8 @@ def _roof_findings(view: GpuView) -> list[Finding]:
             Finding(
                 f"memory-bound by measured DRAM traffic: {', '.join(view.label(r.layer) for r, _ in memory)}",
                 "; ".join(
-                    f"{view.label(r.layer)} {p.achieved_gbps:.0f} GB/s ({p.roof_share:.0%} of the copy peak, {p.cache} caches)"
+                    f"{view.label(r.layer)} {p.achieved_gbps:.0f} GB/s "
+                    f"({p.roof_share:.0%} of the copy peak, {p.cache} caches)"
                     for r, p in memory
                 ),
                 "gpu",
@@ -161,7 +162,8 @@ def _roof_findings(view: GpuView) -> list[Finding]:
         return []
     best, point = max(timed, key=lambda rp: rp[1].roof_share or 0.0)
     evidence = (
-        f"best {view.label(best.layer)}: {(point.roof_share or 0):.0%} of its roof ({point.bound}) with {point.cache} caches "
+        f"best {view.label(best.layer)}: {(point.roof_share or 0):.0%} of its roof ({point.bound}) "
+        f"with {point.cache} caches "
         f"(DRAM bytes: {point.bytes_source}; time: {point.time_source}; FLOPs: ncu SASS FP32)"
     )
     fill = launch_fill(k for ks in view.ncu_kernels.values() for k in ks)
