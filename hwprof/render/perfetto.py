@@ -15,7 +15,7 @@ TraceProtoBuilder and its TracePacket classes:
   (run id, model, host, config, collector statuses, how estimated metrics were obtained);
 - event names, categories, argument names and string argument values interned.
 Packets are serialized in chunks, so memory holds the timeline and one chunk of packets.
-Counter samples taken at one instant share a packet (extra counter values).
+Counter samples taken at one instant share a packet (extra counter values, zeros last: packed_order).
 """
 
 from __future__ import annotations
@@ -194,6 +194,47 @@ def _flows(ev: Any, args: dict[str, Any]) -> None:
         ev.terminating_flow_ids.append(int(args["flow_in"]))
 
 
+def packed_order(samples: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """(track uuid, value) samples of one instant in the order one counter event carries them: the
+    first as the event's value, the others as extra values, every non-zero value before any zero.
+
+    Why: the trace processor keeps an event's extra values only up to the first 0.0 and reads every
+    later one as 0 (v52, and still so upstream in 2026: the sorter stores
+    TrackEventData::CountExtraCounterValues() values, which counts up to the first zero, in
+    sorter/trace_token_buffer.cc; the parser then reads the rest of its zero-filled array). Zeros last
+    read back as the zeros they are, so every value reads back exactly."""
+    return sorted(samples, key=lambda sample: sample[1] == 0)
+
+
+def _counter_event(
+    ev: Any,
+    types: Any,
+    first: tuple[int, float],
+    events: Iterator[tuple[int, int, int, Any]],
+    ts: int,
+    default_track: int,
+) -> tuple[int, int, int, Any] | None:
+    """One counter event for the samples taken at `ts` (one sampler, many tracks), up to the trace
+    processor's limit of extra values per event; returns the next event of the stream, if read."""
+    samples = [first]
+    pending: tuple[int, int, int, Any] | None = None
+    for pending in events:
+        if pending[0] != ts or pending[1] != _COUNTER or len(samples) > MAX_EXTRA:
+            break
+        samples.append((pending[2], pending[3]))
+    else:
+        pending = None
+    (uuid, value), *extra = packed_order(samples)
+    ev.type = types.TYPE_COUNTER
+    if uuid != default_track:
+        ev.track_uuid = uuid
+    ev.double_counter_value = value
+    for extra_uuid, extra_value in extra:
+        ev.extra_double_counter_track_uuids.append(extra_uuid)
+        ev.extra_double_counter_values.append(extra_value)
+    return pending
+
+
 def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
     w = TraceWriter(out)
     streams, stats, default_track = _describe(w, timeline)
@@ -211,6 +252,9 @@ def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
         ts, kind, uuid, item = event
         p = w.event(ts)
         ev = p.track_event
+        if kind == _COUNTER:
+            pending = _counter_event(ev, types, (uuid, item), events, ts, default_track)
+            continue
         if uuid != default_track:
             ev.track_uuid = uuid
         if kind == _BEGIN:
@@ -222,21 +266,8 @@ def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
                 w.annotate(ev, item.args)
                 _flows(ev, item.args)
             w.interner.flush(p)
-        elif kind == _END:
-            ev.type = types.TYPE_SLICE_END
         else:
-            ev.type = types.TYPE_COUNTER
-            ev.double_counter_value = item
-            # Samples taken together (one sampler, many tracks) share a packet, up to the
-            # trace processor's limit of extra counters per event.
-            for pending in events:
-                full = len(ev.extra_double_counter_values) >= MAX_EXTRA
-                if pending[0] != ts or pending[1] != _COUNTER or full:
-                    break
-                ev.extra_double_counter_track_uuids.append(pending[2])
-                ev.extra_double_counter_values.append(pending[3])
-            else:
-                pending = None
+            ev.type = types.TYPE_SLICE_END
     stats.perf_samples = write_samples(w, timeline.passes)
     w.flush()
     stats.packets = w.packets
