@@ -8,14 +8,17 @@ the trace's counter track of that pass's process named as the records name it, o
 samples as multisets: a sample of the records missing from the trace, or one in the trace that the
 records do not hold, is a mismatch. Rows with a non-finite value are not drawn and are counted apart.
 
-Counter tracks of the trace that no record names (the trace processor makes one per CPU from the perf
-samples' timebase counts) are listed with their sample and zero counts, and checked by the caller.
+The perf samples' counter tracks (the trace processor makes one per CPU from each sample's timebase
+count) are checked against the sample records of their pass: per CPU, the running sum of the samples'
+periods, or where a sample has none, the running count of samples. Any other counter track of the
+trace that no record names is listed with its sample and zero counts.
 
 Used by scripts/trace_counter_check.py and the tests.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections import Counter, defaultdict
@@ -25,10 +28,12 @@ from pathlib import Path
 from hwprof.render.trace_processor import TraceSession
 
 TRACKS = """
-select t.id, t.name, p.name as process
+select t.id, t.name, t.type, p.name as process
 from counter_track t left join process_counter_track pt using (id) left join process p using (upid)
 """
 VALUES = "select track_id, ts, value from counter"
+PERF_TRACK = "perf_cpu_counter"
+"""The type of the trace processor's counter tracks of perf samples' timebase counts."""
 
 Sample = tuple[int, float]
 
@@ -119,6 +124,26 @@ def record_tracks(run_dir: Path) -> list[RecordTrack]:
     return list(tracks.values())
 
 
+def sample_counts(run_dir: Path) -> dict[str, list[Sample]]:
+    """Per pass with perf samples, the timebase counts its samples should carry: per CPU (none: 0),
+    in time order, the running sum of their periods, or of 1 each where any sample has no period."""
+    out: dict[str, list[Sample]] = {}
+    for path in sorted((run_dir / "passes").glob("*/*.records.jsonl")):
+        rows = [json.loads(line) for line in path.read_text().splitlines() if '"sample"' in line]
+        rows = sorted((r for r in rows if r.get("kind") == "sample"), key=lambda r: int(r["ts_ns"]))
+        if not rows:
+            continue
+        periods = all(r.get("period") is not None for r in rows)
+        by_cpu: dict[int, list[dict]] = defaultdict(list)
+        for r in rows:
+            by_cpu[r.get("cpu") or 0].append(r)
+        samples = out.setdefault(path.parent.name, [])
+        for cpu_rows in by_cpu.values():
+            steps = [int(r["period"]) if periods else 1 for r in cpu_rows]
+            samples += [(int(r["ts_ns"]), float(v)) for r, v in zip(cpu_rows, itertools.accumulate(steps), strict=True)]
+    return out
+
+
 def _pass_of(process: str | None) -> str | None:
     """ "<pass> pass: <collectors>" or "<pass> pass" -> pass."""
     if not process:
@@ -150,11 +175,25 @@ def check_counters(tp: TraceSession, run_dir: Path) -> CounterCheck:
         values[int(row["track_id"])].append((int(row["ts"]), float(row["value"])))
     by_name: dict[tuple[str | None, str], list[int]] = defaultdict(list)
     names: dict[int, tuple[str | None, str]] = {}
+    perf: dict[str, list[int]] = defaultdict(list)
     for row in tp.query(TRACKS):
         key = (_pass_of(row["process"]), str(row["name"]))
         by_name[key].append(int(row["id"]))
         names[int(row["id"])] = key
+        if row["type"] == PERF_TRACK:
+            perf[str(row["name"])].append(int(row["id"]))
     checks, used = [], set()
+    expected_counts = sample_counts(run_dir)
+    for pass_name, expected in expected_counts.items():
+        # one pass has perf samples in a run: its samples are the trace's only perf samples
+        ids = list(itertools.chain(*perf.values())) if len(expected_counts) == 1 else []
+        used.update(ids)
+        got = [s for i in ids for s in values.get(i, [])]
+        missing, extra, example = _compare(expected, got)
+        name = " / ".join(sorted(perf)) or "perf samples' counter"
+        checks.append(
+            TrackCheck(pass_name, name, len(expected), _zeros(expected), len(got), _zeros(got), missing, extra, example)
+        )
     for rec in record_tracks(run_dir):
         qualified = (rec.pass_name, f"{rec.collector}: {rec.name}")
         key = qualified if qualified in by_name else (rec.pass_name, rec.name)
