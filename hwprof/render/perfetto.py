@@ -146,6 +146,7 @@ def _describe(w: TraceWriter, timeline: Timeline) -> tuple[list[Iterator[tuple[i
             desc.uuid = uuid
             desc.parent_uuid = proc_uuid
             desc.name = counter.name
+            desc.counter.SetInParent()  # a counter track even with no unit: else its samples are dropped
             if counter.unit in ("B", "bytes"):
                 desc.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
             elif counter.unit:
