@@ -63,6 +63,8 @@ class TrackCheck:
     """Samples of the trace that the records do not hold."""
     example: str = ""
     non_finite: int = 0
+    perf: bool = False
+    """The perf samples' counter (timebase counts), not a recorded counter track."""
 
     @property
     def ok(self) -> bool:
@@ -192,7 +194,18 @@ def check_counters(tp: TraceSession, run_dir: Path) -> CounterCheck:
         missing, extra, example = _compare(expected, got)
         name = " / ".join(sorted(perf)) or "perf samples' counter"
         checks.append(
-            TrackCheck(pass_name, name, len(expected), _zeros(expected), len(got), _zeros(got), missing, extra, example)
+            TrackCheck(
+                pass_name,
+                name,
+                len(expected),
+                _zeros(expected),
+                len(got),
+                _zeros(got),
+                missing,
+                extra,
+                example,
+                perf=True,
+            )
         )
     for rec in record_tracks(run_dir):
         qualified = (rec.pass_name, f"{rec.collector}: {rec.name}")
