@@ -54,6 +54,9 @@ class StackSample:
     frames: list[tuple[str, str]]
     """(function, library) of each frame, root first; the last is the code the sample ran."""
     cpu: int | None = None
+    period: int | None = None
+    """The sampling event's count since the thread's previous sample, as perf reports it (ns for
+    cpu-clock, cycles for cycles); None in records written before it was kept."""
 
 
 @dataclass(slots=True)

@@ -144,7 +144,7 @@ def stack_samples(samples: list[Sample]) -> list[StackSample]:
     out = []
     for s in samples:
         code = code_of(s)
-        out.append(StackSample(s.tid, s.t_ns, [(code.name, code.library)], s.cpu))
+        out.append(StackSample(s.tid, s.t_ns, [(code.name, code.library)], s.cpu, s.period))
     return out
 
 

@@ -15,12 +15,13 @@ TraceProtoBuilder and its TracePacket classes:
   (run id, model, host, config, collector statuses, how estimated metrics were obtained);
 - event names, categories, argument names and string argument values interned.
 Packets are serialized in chunks, so memory holds the timeline and one chunk of packets.
-Counter samples taken at one instant share a packet (extra counter values).
+Counter samples taken at one instant share a packet (extra counter values, zeros last: packed_order).
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -145,6 +146,7 @@ def _describe(w: TraceWriter, timeline: Timeline) -> tuple[list[Iterator[tuple[i
             desc.uuid = uuid
             desc.parent_uuid = proc_uuid
             desc.name = counter.name
+            desc.counter.SetInParent()  # a counter track even with no unit: else its samples are dropped
             if counter.unit in ("B", "bytes"):
                 desc.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
             elif counter.unit:
@@ -194,7 +196,49 @@ def _flows(ev: Any, args: dict[str, Any]) -> None:
         ev.terminating_flow_ids.append(int(args["flow_in"]))
 
 
-def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
+def packed_order(samples: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """(track uuid, value) samples of one instant in the order one counter event carries them: the
+    first as the event's value, the others as extra values, every non-zero value before any zero.
+
+    Why: the trace processor keeps an event's extra values only up to the first 0.0 and reads every
+    later one as 0 (v52, and still so upstream in 2026: the sorter stores
+    TrackEventData::CountExtraCounterValues() values, which counts up to the first zero, in
+    sorter/trace_token_buffer.cc; the parser then reads the rest of its zero-filled array). Zeros last
+    read back as the zeros they are, so every value reads back exactly."""
+    return sorted(samples, key=lambda sample: sample[1] == 0)
+
+
+def _counter_event(
+    ev: Any,
+    types: Any,
+    first: tuple[int, float],
+    events: Iterator[tuple[int, int, int, Any]],
+    ts: int,
+    default_track: int,
+) -> tuple[int, int, int, Any] | None:
+    """One counter event for the samples taken at `ts` (one sampler, many tracks), up to the trace
+    processor's limit of extra values per event; returns the next event of the stream, if read."""
+    samples = [first]
+    pending: tuple[int, int, int, Any] | None = None
+    for pending in events:
+        if pending[0] != ts or pending[1] != _COUNTER or len(samples) > MAX_EXTRA:
+            break
+        samples.append((pending[2], pending[3]))
+    else:
+        pending = None
+    (uuid, value), *extra = packed_order(samples)
+    ev.type = types.TYPE_COUNTER
+    if uuid != default_track:
+        ev.track_uuid = uuid
+    ev.double_counter_value = value
+    for extra_uuid, extra_value in extra:
+        ev.extra_double_counter_track_uuids.append(extra_uuid)
+        ev.extra_double_counter_values.append(extra_value)
+    return pending
+
+
+def write_timeline(timeline: Timeline, out: BinaryIO, sampling_event: str | None = None) -> TraceStats:
+    """The timeline as a trace; `sampling_event` names the perf event the CPU samples were taken on."""
     w = TraceWriter(out)
     streams, stats, default_track = _describe(w, timeline)
     w.start(timeline.start, default_track)
@@ -211,6 +255,9 @@ def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
         ts, kind, uuid, item = event
         p = w.event(ts)
         ev = p.track_event
+        if kind == _COUNTER:
+            pending = _counter_event(ev, types, (uuid, item), events, ts, default_track)
+            continue
         if uuid != default_track:
             ev.track_uuid = uuid
         if kind == _BEGIN:
@@ -222,22 +269,9 @@ def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
                 w.annotate(ev, item.args)
                 _flows(ev, item.args)
             w.interner.flush(p)
-        elif kind == _END:
-            ev.type = types.TYPE_SLICE_END
         else:
-            ev.type = types.TYPE_COUNTER
-            ev.double_counter_value = item
-            # Samples taken together (one sampler, many tracks) share a packet, up to the
-            # trace processor's limit of extra counters per event.
-            for pending in events:
-                full = len(ev.extra_double_counter_values) >= MAX_EXTRA
-                if pending[0] != ts or pending[1] != _COUNTER or full:
-                    break
-                ev.extra_double_counter_track_uuids.append(pending[2])
-                ev.extra_double_counter_values.append(pending[3])
-            else:
-                pending = None
-    stats.perf_samples = write_samples(w, timeline.passes)
+            ev.type = types.TYPE_SLICE_END
+    stats.perf_samples = write_samples(w, timeline.passes, sampling_event)
     w.flush()
     stats.packets = w.packets
     stats.interned_strings = w.interner.count
@@ -251,8 +285,18 @@ def build_trace(run_dir: Path | str, out: Path | str | None = None) -> TraceStat
     timeline = build_timeline(run_dir)
     path = Path(out) if out is not None else run_dir / TRACE_NAME
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        stats = write_timeline(timeline, handle)
+        stats = write_timeline(timeline, handle, _sampling_event(run_dir))
     stats.path = path
     stats.size_bytes = path.stat().st_size
     stats.build_s = time.perf_counter() - t0
     return stats
+
+
+def _sampling_event(run_dir: Path) -> str | None:
+    """The perf event of the kernels pass's samples, as the perf sampling collector summarised it."""
+    try:
+        run = json.loads((run_dir / "run.json").read_text())
+        event = run["collectors"]["perf_sampling"]["summary"]["sampling_event"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return str(event) if event else None

@@ -10,11 +10,21 @@ as the kernel tables charge it.
 
 The samples go on a sequence of their own (interned state is per sequence), with CLOCK_MONOTONIC
 timestamps: the run's clock, which the events' sequence makes the trace's clock.
+
+The trace processor (v52; later versions only where a sample sets it) also puts every perf sample's
+`timebase_count` on a counter track per CPU, named by the sequence's perf sample defaults, and reads
+an unset count as 0: a "cpu-clock" track of zeros that nothing measured. So every sample carries a
+count that the records hold, named for what it is (`timebase`): where each sample has perf's period
+(the sampling event's count since its thread's previous sample), the sum of the periods of the
+samples taken on that CPU so far, named "<event>: sum of sample periods"; in records that have no
+period (written before it was kept), the number of samples taken on that CPU so far, named
+"perf samples (count)".
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from hwprof.render.trace_model import CallstackSample, PassTimeline
@@ -98,15 +108,55 @@ class CallstackInterner:
         self._pending.clear()
 
 
-def write_samples(w: PacketSource, passes: Iterable[PassTimeline]) -> int:
-    """Every pass's samples as perf_sample packets on their own sequence; returns how many."""
+COUNT_NAME = "perf samples (count)"
+
+
+@dataclass(frozen=True)
+class Timebase:
+    """What each sample's timebase count holds: its name (the trace processor's counter track per CPU)
+    and whether it sums the recorded periods (else it counts the samples)."""
+
+    name: str
+    periods: bool
+
+    @classmethod
+    def of(cls, samples: Iterable[CallstackSample], event: str | None) -> Timebase:
+        if all(s.period is not None for s in samples):
+            return cls(f"{event or 'sampling event'}: sum of sample periods", True)
+        return cls(COUNT_NAME, False)
+
+
+def timebase_counts(samples: Iterable[CallstackSample], periods: bool) -> list[int]:
+    """Per sample, in order: the sum over the samples taken on its CPU up to it (itself included) of
+    their periods, or of 1 each. A sample with no CPU counts on CPU 0, where Perfetto puts it."""
+    totals: dict[int, int] = {}
+    out = []
+    for s in samples:
+        cpu = s.cpu or 0
+        totals[cpu] = totals.get(cpu, 0) + (int(s.period or 0) if periods else 1)
+        out.append(totals[cpu])
+    return out
+
+
+def write_samples(w: PacketSource, passes: Iterable[PassTimeline], event: str | None = None) -> int:
+    """Every pass's samples as perf_sample packets on their own sequence; returns how many.
+    `event`: the perf event the samples were taken on (run.json's perf_sampling summary)."""
     flags = w.pb.TracePacket
+    passes = [ptl for ptl in passes if ptl.samples]
+    if not passes:
+        return 0
+    timebase = Timebase.of((s for ptl in passes for s in ptl.samples), event)
+    first = w.packet(SAMPLES_SEQUENCE_ID)
+    first.sequence_flags = flags.SEQ_INCREMENTAL_STATE_CLEARED
+    first.trace_packet_defaults.perf_sample_defaults.timebase.name = timebase.name
     interner = CallstackInterner()
+    counts = iter(timebase_counts((s for ptl in passes for s in ptl.samples), timebase.periods))
     count = 0
     for ptl in passes:
         for sample in ptl.samples:
             p = _sample_packet(w, ptl.pid, sample, interner)
-            p.sequence_flags = flags.SEQ_INCREMENTAL_STATE_CLEARED if count == 0 else flags.SEQ_NEEDS_INCREMENTAL_STATE
+            p.perf_sample.timebase_count = next(counts)
+            p.sequence_flags = flags.SEQ_NEEDS_INCREMENTAL_STATE
             count += 1
     return count
 

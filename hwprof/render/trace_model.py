@@ -45,6 +45,8 @@ class CallstackSample:
     cpu: int | None
     frames: tuple[tuple[str, str], ...]
     """(function, library), root first."""
+    period: int | None = None
+    """The sampling event's count since the thread's previous sample; None where not recorded."""
 
 
 @dataclass

@@ -99,9 +99,13 @@ def _add_row(out: PassRecords, collector: str, row: dict[str, Any], ends: list[i
             counter = out.counters[key] = CounterTrack(row["track"], row.get("unit") or "", collector)
         counter.samples.append((int(row["ts_ns"]), value))
     elif kind == "sample":
-        ts, tid, cpu = int(row["ts_ns"]), int(row["tid"]), row.get("cpu")
+        ts, tid, cpu, period = int(row["ts_ns"]), int(row["tid"]), row.get("cpu"), row.get("period")
         frames = _frames(tuple((str(f), str(lib)) for f, lib in row["frames"]))
-        out.samples.append(CallstackSample(ts, tid, int(cpu) if cpu is not None else None, frames))
+        out.samples.append(
+            CallstackSample(
+                ts, tid, int(cpu) if cpu is not None else None, frames, int(period) if period is not None else None
+            )
+        )
         ends.append(ts)
     elif kind == "thread" and row.get("name"):
         out.thread_names[int(row["tid"])].append(str(row["name"]))
