@@ -192,6 +192,8 @@ def test_gpu_report_and_findings(tmp_path: Path) -> None:
     roof = next(f for t, f in titles.items() if t.startswith("no layer reaches half of a roof"))
     best = roof.evidence.split(":", 1)[0]  # a layer named as the tables name it: "best 14 Concat"
     assert re.fullmatch(r"best \d+ [A-Za-z0-9]+", best) and "model." not in roof.evidence, roof.evidence
+    # tensor-core math was not recorded: every bound says its FLOPs are SASS FP32 only, compute as well as memory
+    assert {pt.bound for r in a.gpu.roofline for pt in r.points} == {"memory?", "compute?"}
     assert len(a.gpu.roofline) == 23 and {(p.cache, p.bytes_source) for r in a.gpu.roofline for p in r.points} == {
         ("warm", "app-range replay (warm caches)"),
         ("cold", "kernel replay (cold caches)"),

@@ -35,6 +35,10 @@ COMPUTE = "compute"
 MEMORY_LOWER_BOUND = "memory*"
 """Below the ridge by a lower-bound intensity: ncu counted tensor-core math that the FLOPs leave out."""
 MEMORY_FP32_ONLY = "memory?"
+COMPUTE_LOWER_BOUND = "compute*"
+"""Above the ridge by FP32 FLOPs, with tensor-core math beside them: the achieved FLOP/s is a lower bound."""
+COMPUTE_FP32_ONLY = "compute?"
+"""Above the ridge by FP32 FLOPs, with tensor-core math not recorded: the achieved FLOP/s may be a lower bound."""
 """Below the ridge by FP32 FLOPs, with tensor-core math not recorded: a tensor-core layer could lie higher."""
 MARKS = "* = tensor-core math (ncu) not in the FLOPs; ? = tensor-core math not recorded: FLOPs are SASS FP32 only"
 
@@ -113,14 +117,14 @@ def _point(
     if intensity is None:
         bound = "no DRAM traffic measured"
     elif intensity >= roof.ridge:
-        bound = COMPUTE
+        bound = {False: COMPUTE, True: COMPUTE_LOWER_BOUND, None: COMPUTE_FP32_ONLY}[lower_bound]
     else:
         bound = {False: MEMORY, True: MEMORY_LOWER_BOUND, None: MEMORY_FP32_ONLY}[lower_bound]
     achieved_tflops = flops / ns / 1e3 if ns else None
     achieved_gbps = nbytes / ns if ns else None
     if bound.startswith(MEMORY) and achieved_gbps is not None:
         share: float | None = achieved_gbps / roof.peak_gbps
-    elif bound == COMPUTE and achieved_tflops is not None:
+    elif bound.startswith(COMPUTE) and achieved_tflops is not None:
         share = achieved_tflops / roof.peak_tflops
     else:
         share = None
