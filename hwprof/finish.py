@@ -20,7 +20,21 @@ if TYPE_CHECKING:
 
 
 def finalize(run_dir: Path, run: dict[str, Any]) -> None:
-    """Derive the summary sections of run.json from the passes and save run.json (exports: write_final_exports)."""
+    """Derive the summary sections of run.json from the passes and save run.json (exports: write_final_exports).
+    Where deriving them fails, run.json is still saved with the run's final status and the error under
+    "finish_error" (then the error is raised): a run whose passes all finished never stays "running"."""
+    try:
+        _derive_summaries(run_dir, run)
+    except DiskFullError:
+        raise
+    except Exception as exc:
+        run["finish_error"] = f"the summary sections of run.json could not be derived: {type(exc).__name__}: {exc}"
+        write_run_json(run_dir, run)
+        raise
+    write_run_json(run_dir, run)
+
+
+def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
     data = RunData(run_dir, run)
     info = data.model_info
     if info:
@@ -59,7 +73,6 @@ def finalize(run_dir: Path, run: dict[str, Any]) -> None:
             entry.update(
                 pass_figures(markers, timing, data.pass_result(name).get("paired"), entry.get("collectors", []))
             )
-    write_run_json(run_dir, run)
 
 
 def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:

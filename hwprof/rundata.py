@@ -68,6 +68,8 @@ class RunData:
         data = cls(root, run)
         if run.get("status") == "running":
             data.warnings.append(abandoned_or_running(root))
+        if run.get("finish_error"):
+            data.warnings.append(f"{run['finish_error']} (when the collect finished; the passes' files are whole)")
         return data
 
     @cached_property

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from hwprof.cli import main
+from hwprof.rundata import RunData
 
 pytestmark = pytest.mark.fault
 
@@ -252,3 +253,28 @@ def test_corrupt_records_line_fails_the_trace(tmp_path: Path, capsys: pytest.Cap
     assert code == 2
     assert f"{run_dir}/passes/trace/torch_profiler.records.jsonl:4: not a JSON line" in one_error(text)
     assert not (run_dir / "trace.pftrace").exists()
+
+
+def test_a_failure_while_finishing_still_saves_the_final_status(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A collect whose passes all finished but whose summaries cannot be derived (here: stage_stats raises, as an
+    ImportError did when the code changed under a running collect) leaves run.json with its final status and the
+    error, not "running" forever."""
+    from hwprof import finish
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "rundir_small", run_dir)
+    run = json.loads((run_dir / "run.json").read_text())
+    run["status"] = "ok"
+
+    def broken(*_a: object, **_k: object) -> None:
+        raise ImportError("cannot import name 'X'")
+
+    monkeypatch.setattr(finish, "stage_stats", broken)
+    with pytest.raises(ImportError):
+        finish.finalize(run_dir, run)
+    saved = json.loads((run_dir / "run.json").read_text())
+    assert saved["status"] == "ok" and "ImportError: cannot import name 'X'" in saved["finish_error"]
+    monkeypatch.undo()
+    assert any("could not be derived: ImportError" in w for w in RunData.load(run_dir).warnings)
