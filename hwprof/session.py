@@ -173,7 +173,7 @@ class Session:
 
     def _stop_text(self) -> str:
         name = self.stop.name or "SIGINT"
-        return f"stopped by {name}" + (" (twice: every process of the pass was killed)" if self.stop.escalated else "")
+        return f"stopped by {name}" + (" (twice: every process of the pass was killed)" if self.stop.killed else "")
 
     def _on_line(self, pass_name: str, line: str) -> None:
         try:
