@@ -62,6 +62,8 @@ def test_imported_run_reads_like_a_run() -> None:
     assert a.gpu is not None and a.gpu.kineto["forwards"] == 2 and a.gpu.kineto["kernels_per_forward"] == 297
     assert len(a.gpu.roofline) == 23
     assert {r.name: r.type for r in a.layers.layers}["model.22"] == "Detect"
+    launch = next(f for f in a.findings if f.title.startswith("launch-bound"))
+    assert "not measured in this run: a CUDA graph" in launch.evidence  # no cuda_graph pass in a recording
     hot = [f for f in a.findings if f.kind == "hotspot" and "forward" in f.title]
     assert hot and all("of the forward's host (launch) time" in f.title for f in hot)  # the hooks time launching
     header = dict(header_lines(a))

@@ -101,7 +101,13 @@ def gpu_findings(view: GpuView) -> list[Finding]:
         out.append(
             Finding(
                 f"launch-bound: the GPU idles {k['gpu_idle_share']:.0%} of the forward",
-                evidence + "; CUDA graphs, torch.compile(mode='reduce-overhead') or a larger batch fill it",
+                evidence
+                + (
+                    ""
+                    if g.get("graph_ms_p50")
+                    else "; not measured in this run: a CUDA graph (the timing pass's cuda_graph collector), "
+                    "torch.compile(mode='reduce-overhead') or a larger batch, the ways to fill it"
+                ),
                 "gpu",
                 k["gpu_idle_share"],
             )
@@ -113,7 +119,7 @@ def gpu_findings(view: GpuView) -> list[Finding]:
             Finding(
                 f"layout transposes take {t.share:.0%} of the GPU time",
                 f"{t.gpu_ns / 1e3:.0f} us per forward in {t.kernels:.0f} cuDNN NCHW<->NHWC kernels ({top}); "
-                "the model runs NCHW: --channels-last removes them",
+                "whether --channels-last removes them is not measured in this run (a --channels-last run measures it)",
                 "gpu",
                 t.share,
             )
