@@ -31,7 +31,8 @@ from hwprof.paired import extend, schedule
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch, neighbours_entry, parse_stat, tree
 from hwprof.perf.steal import tick_ns
 from hwprof.render.export import summary_dict
-from hwprof.render.report_sections import overhead_spec, stages_spec
+from hwprof.render.overhead_section import overhead_spec
+from hwprof.render.report_sections import stages_spec
 from hwprof.rundata import RunData
 
 TICK_S = tick_ns() / 1e9

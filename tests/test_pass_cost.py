@@ -16,7 +16,7 @@ from hwprof.analysis.run_analysis import analyse
 from hwprof.finish import finalize
 from hwprof.markers import Marker
 from hwprof.paired import schedule
-from hwprof.render.report_sections import overhead_spec
+from hwprof.render.overhead_section import overhead_spec
 from hwprof.rundata import RunData
 from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces
 

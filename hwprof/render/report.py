@@ -23,9 +23,9 @@ from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.atomic import DiskFullError
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_roofline_spec
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
+from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.report_sections import (
     layers_spec,
-    overhead_spec,
     rankings_spec,
     roofline_spec,
     stages_spec,

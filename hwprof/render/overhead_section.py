@@ -1,0 +1,93 @@
+"""The report's collector-overheads table: per pass its collectors, wall time, forward p50 and its cost against
+the timing pass (paired where measured), with the notes on what was not resolved and why.
+
+A figure that was not measured is never shown as 0 (MISSING, with a note).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hwprof.analysis.neighbours import unresolved_text
+from hwprof.analysis.paired_cost import PASS_LEVEL
+from hwprof.render.fmt import ms, num, pct
+from hwprof.render.tables import MISSING, Col, TableSpec
+
+if TYPE_CHECKING:
+    from hwprof.analysis.run_analysis import Analysis
+
+
+def overhead_spec(a: Analysis) -> TableSpec:
+    o = a.overheads
+    cols = [
+        Col("pass", "left"),
+        Col("collectors", "left", max_width=28, priority=2),
+        Col("status", "left", priority=2),
+        Col("wall s", priority=1),
+        Col("fwd p50 ms"),
+        Col("cost"),
+        Col("spread", "left"),
+        Col("method", "left"),
+        Col("steal", priority=1),
+    ]
+    others = any(p.neighbours for p in o.passes)  # runs from before hwprof measured it: no column
+    rows = [
+        [
+            p.name,
+            ", ".join(p.collectors),
+            p.status,
+            num(p.wall_s, 1),
+            ms(p.forward_p50_ms),
+            p.cost_text() or MISSING,
+            p.cost.spread_text() if p.cost else MISSING,
+            p.cost.method.removesuffix(" estimate") if p.cost else MISSING,
+            pct(p.host_steal_share),
+            *([pct(p.neighbours.share if p.neighbours else None)] if others else []),
+        ]
+        for p in o.passes
+    ]
+    if others:
+        cols.append(Col("others", priority=1))
+    if not rows:
+        cols = []
+    notes = [
+        "cost = forward time with the pass's collectors / without; steal = the hypervisor's steal time during "
+        "the pass, share of all CPUs (/proc/stat): timings of a pass with high steal are inflated"
+        + (
+            "; others = CPU time processes outside the run took on the run's CPUs, share of their capacity "
+            "(steal included)"
+            if others
+            else ""
+        ),
+        *sorted({c.method_text for p in o.passes if (c := p.cost)}),
+    ]
+    notes += [f"{p.name}: {unresolved_text(p.neighbours)}" for p in o.passes if p.cost and not p.cost.resolved]
+    notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
+    for p in o.passes:
+        level = p.pass_level
+        if p.cost and p.cost.always_on and level:
+            notes.append(
+                f"{p.name}: {', '.join(p.cost.always_on)} stayed on in the clean iterations, so the paired figure "
+                f"leaves it out; the whole pass, {PASS_LEVEL}: {level.ratio_text()}, {level.spread_text()}"
+            )
+    if o.outside_layers_ms is not None:
+        cpu = f"; {o.outside_layers_cpu_ms:.2f} ms CPU (perf task-clock gap)" if o.outside_layers_cpu_ms else ""
+        notes.append(
+            f"python outside layers: {ms(o.outside_layers_ms)} ms per forward "
+            f"({pct(o.outside_layers_share)}), scaled like the layers{cpu}"
+        )
+    if o.between_ops_ms is not None:
+        worst = ", ".join(f"{name} {ms(v)} ms" for name, v, _ in o.between_ops_layers[:3])
+        notes.append(
+            f"between aten ops: {ms(o.between_ops_ms)} ms per forward ({pct(o.between_ops_share)}) under "
+            f"torch.profiler; most in {worst}"
+        )
+    elif "between_ops" in o.missing:
+        notes.append(f"between aten ops: {o.missing['between_ops'].short()}")
+    if o.harness_vs_reference is not None:
+        notes.append(f"harness forward / plain model(x) loop: {o.harness_vs_reference:.3f}")
+    notes += o.counter_checks
+    return TableSpec("collector overheads", cols, rows, notes)
+
+
+# ----------------------------------------------------------------------------- rich and markdown
