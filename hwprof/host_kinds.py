@@ -16,6 +16,8 @@ from typing import Any
 
 ISA_ORDER = ("amx_tile", "avx512_bf16", "avx512_vnni", "avx512f", "avx2", "fma")
 """host_info's ISA flags, widest first: the first one a kind has names it."""
+ISA_NOT_RECORDED = "isa-not-recorded"
+"""The ISA of a host whose run.json holds no flags (an imported recording): never read as "no avx2"."""
 
 
 @dataclass(frozen=True, order=True)
@@ -27,6 +29,8 @@ class HostKind:
 
     @property
     def label(self) -> str:
+        if ISA_NOT_RECORDED in self.isa:
+            return f"{self.cpu_model}, {self.cores} CPUs, ISA not recorded"
         widest = next((f for f in ISA_ORDER if f in self.isa), "no avx2")
         return f"{self.cpu_model}, {self.cores} CPUs, {widest}"
 
@@ -45,7 +49,8 @@ class HostKind:
 
 def host_kind(host: Mapping[str, Any]) -> HostKind:
     """The kind of machine of a run.json "host" record (or of host_info())."""
-    isa = tuple(sorted(str(f) for f in host.get("isa_flags") or ()))
+    flags = host.get("isa_flags")
+    isa = (ISA_NOT_RECORDED,) if flags is None else tuple(sorted(str(f) for f in flags))
     return HostKind(str(host.get("cpu_model") or "unknown"), int(host.get("logical_cpus") or 0), isa)
 
 

@@ -88,6 +88,8 @@ def test_report_trace_compare_on_the_imported_run(tmp_path: Path, capsys: pytest
     assert main(["compare", str(run), str(other)]) == 0
     compared = capsys.readouterr().out
     assert "yolov8n" in compared and "- / - / -" in compared  # imgsz, batch, threads: not in a Kineto trace
+    flat = " ".join(compared.split())
+    assert "16 CPUs, ISA not recorded" in flat and "16 CPUs, no avx2" not in flat  # the recording host's flags
     if not availability().available:
         pytest.skip(f"Perfetto's trace processor cannot run here: {availability().reason}")
     with TraceSession(run / "trace.pftrace") as tp:
