@@ -21,7 +21,6 @@ Counter samples taken at one instant share a packet (extra counter values, zeros
 from __future__ import annotations
 
 import heapq
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -237,8 +236,7 @@ def _counter_event(
     return pending
 
 
-def write_timeline(timeline: Timeline, out: BinaryIO, sampling_event: str | None = None) -> TraceStats:
-    """The timeline as a trace; `sampling_event` names the perf event the CPU samples were taken on."""
+def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
     w = TraceWriter(out)
     streams, stats, default_track = _describe(w, timeline)
     w.start(timeline.start, default_track)
@@ -271,7 +269,7 @@ def write_timeline(timeline: Timeline, out: BinaryIO, sampling_event: str | None
             w.interner.flush(p)
         else:
             ev.type = types.TYPE_SLICE_END
-    stats.perf_samples = write_samples(w, timeline.passes, sampling_event)
+    stats.perf_samples = write_samples(w, timeline.passes, timeline.sampling_event)
     w.flush()
     stats.packets = w.packets
     stats.interned_strings = w.interner.count
@@ -285,18 +283,8 @@ def build_trace(run_dir: Path | str, out: Path | str | None = None) -> TraceStat
     timeline = build_timeline(run_dir)
     path = Path(out) if out is not None else run_dir / TRACE_NAME
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
-        stats = write_timeline(timeline, handle, _sampling_event(run_dir))
+        stats = write_timeline(timeline, handle)
     stats.path = path
     stats.size_bytes = path.stat().st_size
     stats.build_s = time.perf_counter() - t0
     return stats
-
-
-def _sampling_event(run_dir: Path) -> str | None:
-    """The perf event of the kernels pass's samples, as the perf sampling collector summarised it."""
-    try:
-        run = json.loads((run_dir / "run.json").read_text())
-        event = run["collectors"]["perf_sampling"]["summary"]["sampling_event"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return str(event) if event else None

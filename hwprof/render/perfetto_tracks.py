@@ -381,4 +381,5 @@ def build_timeline(run_dir: Path | str) -> Timeline:
     start = min((p.start for p in passes), default=0)
     end = max((p.end for p in passes), default=start)
     run_id = str(run.run.get("run_id", Path(run_dir).name))
-    return Timeline(run_id, run_metadata(run), passes, start, end, notes)
+    event = run.collector("perf_sampling").get("summary", {}).get("sampling_event")
+    return Timeline(run_id, run_metadata(run), passes, start, end, notes, str(event) if event else None)

@@ -90,3 +90,5 @@ class Timeline:
     start: int
     end: int
     notes: list[str] = field(default_factory=list)
+    sampling_event: str | None = None
+    """The perf event the CPU samples were taken on (the perf sampling collector's summary)."""
