@@ -36,7 +36,8 @@ from hwprof.collectors.gpu.kineto.trace import FORWARD_RANGE, LAYER_RANGE, GpuAc
 from hwprof.records import Span
 
 GPU_TRACK = "GPU {device} stream {stream}"
-OVERLAP_TRACK = "GPU {device} stream {stream} (overlapping ranges)"
+OVERLAP_SUFFIX = " (overlapping ranges)"
+"""A stream track's overlap track: its name plus this."""
 FLOW_BASE = 1 << 40
 """Flow ids of launch -> activity arrows: the correlation id above this base (unique in the trace)."""
 CAT_STAGE = "gpu_stage"
@@ -98,7 +99,7 @@ def _place(groups: list[Span]) -> list[Span]:
         prev = last_end.get(key)
         if prev is not None and span.ts_ns < prev[0]:
             span.args["overlaps"] = prev[1]
-            span.track = span.track + " (overlapping ranges)"
+            span.track += OVERLAP_SUFFIX
             continue
         last_end[key] = (span.ts_ns + span.dur_ns, span.name)
     return groups
