@@ -43,6 +43,17 @@ COMPUTE_FP32_ONLY = "compute?"
 MARKS = "* = tensor-core math (ncu) not in the FLOPs; ? = tensor-core math not recorded: FLOPs are SASS FP32 only"
 
 
+def layer_index(name: str) -> str:
+    """A top-level layer's index as the tables show it: "model.105" -> "105" (other names unchanged)."""
+    return name.rsplit(".", 1)[-1] if name.startswith("model.") else name
+
+
+def layer_order(name: str) -> tuple[int, str]:
+    """Sort key: layers by index, names without one after them."""
+    tail = name.rsplit(".", 1)[-1]
+    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
+
+
 @dataclass(frozen=True)
 class GpuRoof:
     peak_tflops: float
@@ -164,7 +175,7 @@ def roofline_rows(
         if warm is None and cold is None:
             continue
         rows.append(GpuRoofRow(layer, flops, math, warm, cold, m.get("sm_throughput_pct"), m.get("mem_throughput_pct")))
-    rows.sort(key=lambda r: int(r.layer.split(".")[-1]) if r.layer.split(".")[-1].isdigit() else 1 << 30)
+    rows.sort(key=lambda r: layer_order(r.layer))
     return rows
 
 

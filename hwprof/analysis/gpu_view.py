@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.gpu_kernels import TRANSPOSE, class_shares, launch_fill, tensor_core_by_counter
-from hwprof.analysis.gpu_roofline import MEMORY, GpuRoof, GpuRoofRow, roofline_rows
+from hwprof.analysis.gpu_roofline import MEMORY, GpuRoof, GpuRoofRow, layer_index, roofline_rows
 from hwprof.collectors.gpu.ncu.layers import TENSOR_MATH_FIX
 
 if TYPE_CHECKING:
@@ -52,9 +52,8 @@ class GpuView:
 
     def label(self, layer: str) -> str:
         """ "model.14" -> "14 Upsample", as the tables name a layer (index, then type)."""
-        index = layer.rsplit(".", 1)[-1] if layer.startswith("model.") else layer
         kind = self.types.get(layer)
-        return f"{index} {kind}" if kind else layer
+        return f"{layer_index(layer)} {kind}" if kind else layer
 
     def kernel_classes(self) -> list[Any]:
         rows = [(k["name"], k["gpu_us"] * 1e3, k["calls"]) for ks in self.kernels.values() for k in ks]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.gpu_roofline import MARKS
+from hwprof.analysis.gpu_roofline import MARKS, layer_index, layer_order
 from hwprof.cppnames import kernel_label
 from hwprof.render.tables import MISSING, Col, TableSpec
 
@@ -32,8 +32,7 @@ def short_kernel(name: str, width: int = KERNEL_NAME) -> str:
 
 def layer_cells(name: str, types: Mapping[str, str]) -> list[str]:
     """A layer's "#" and type cells ("model.105" -> "105", "Detect"), as the CPU tables name layers."""
-    index = name.rsplit(".", 1)[-1] if name.startswith("model.") else name
-    return [index, types.get(name, MISSING)]
+    return [layer_index(name), types.get(name, MISSING)]
 
 
 def gpu_time_cols(kernels_header: str) -> list[Col]:
@@ -46,11 +45,6 @@ def gpu_time_cols(kernels_header: str) -> list[Col]:
         Col("launch us"),
         Col(kernels_header, "left", priority=1, max_width=KERNEL_FIT, wrap=True),
     ]
-
-
-def layer_order(name: str) -> tuple[int, str]:
-    tail = name.rsplit(".", 1)[-1]
-    return (int(tail), name) if tail.isdigit() else (1 << 30, name)
 
 
 def _types(a: Analysis) -> dict[str, str]:

@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.console import Console
 
-from hwprof.analysis.gpu_roofline import GpuRoofRow, RoofPoint
-from hwprof.render.gpu_sections import LAYER_COLS, gpu_time_cols, layer_cells, layer_order, roofline_spec, short_kernel
+from hwprof.analysis.gpu_roofline import GpuRoofRow, RoofPoint, layer_order
+from hwprof.render.gpu_sections import LAYER_COLS, gpu_time_cols, layer_cells, roofline_spec, short_kernel
 from hwprof.render.tables import MISSING, Col, TableSpec, spec_renderables
 
 MORE = "see hwprof gpu-import --format json"
