@@ -113,6 +113,14 @@ def test_collect_that_cannot_fit_is_refused_before_it_starts(tmp_path: Path) -> 
         assert not out.exists()
 
 
+def _the_full_disk_error(code: int, lines: list[str], out: Path) -> list[str]:
+    """The collect's error lines, checked: exit 1 and exactly one, naming a file under `out` it could not write."""
+    errors = [line for line in lines if line.startswith("hwprof: error:")]
+    assert code == 1, lines
+    assert len(errors) == 1 and errors[0].startswith(f"hwprof: error: no space left on device writing {out}/")
+    return errors
+
+
 @pytest.mark.slow
 def test_collect_running_out_of_space_mid_run_fails_with_the_path(tmp_path: Path) -> None:
     """1600 KiB is above the estimate (~1.4 MiB, a lower bound: so the run starts) but below what the trace
@@ -120,9 +128,7 @@ def test_collect_running_out_of_space_mid_run_fails_with_the_path(tmp_path: Path
     with tmpfs(tmp_path / "fs", "1600k") as fs:
         out = fs / "run"
         code, lines = _collect(out, "--only", "timing,torch_profiler")
-        errors = [line for line in lines if line.startswith("hwprof: error:")]
-        assert code == 1, lines
-        assert len(errors) == 1 and errors[0].startswith(f"hwprof: error: no space left on device writing {out}/")
+        errors = _the_full_disk_error(code, lines, out)
         assert errors[0].endswith(f" free on {fs})"), errors
         run = json.loads((out / "run.json").read_text())
         assert run["status"] == "failed" and run["error"].startswith("no space left on device writing ")
@@ -138,9 +144,7 @@ def test_collect_running_out_of_space_in_the_report_keeps_the_run_complete_and_e
     with tmpfs(tmp_path / "fs", "2040k") as fs:
         out = fs / "run"
         code, lines = _collect(out, "--only", "timing,flops,torch_profiler")
-        errors = [line for line in lines if line.startswith("hwprof: error:")]
-        assert code == 1, lines
-        assert len(errors) == 1 and errors[0].startswith(f"hwprof: error: no space left on device writing {out}/")
+        errors = _the_full_disk_error(code, lines, out)
         run = json.loads((out / "run.json").read_text())
         assert run["status"] == "complete", "the collection itself is complete"
         assert [e["path"] for e in run["render_errors"]] == [errors[0].split(" writing ")[1].split(" (")[0]]
