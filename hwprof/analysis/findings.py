@@ -201,10 +201,12 @@ def findings(
     over: Overheads,
     thread_count: int | None,
     limit: int = 10,
+    host_time: bool = False,
 ) -> list[Finding]:
+    """host_time: the layer times are the host's launch times (a GPU run), which the hotspot findings say."""
     ranked = (
-        hotspots(report)
-        + type_share(types)
+        hotspots(report, host_time)
+        + type_share(types, host_time)
         + roofline(report)
         + efficiency(report)
         + stages(table)

@@ -25,10 +25,19 @@ LOW_HOST_CPUS = 0.5
 MIN_LAYER_SHARE = 0.02
 
 
-def hotspots(report: LayerReport) -> list[Finding]:
+def _of(host_time: bool) -> tuple[str, str]:
+    """What a layer's share is of, and the evidence's tail: on a GPU the layer hooks time the host launching
+    a layer's kernels, not the GPU running them."""
+    if host_time:
+        return "the forward's host (launch) time", "; the GPU's own time per layer is in 'layers by GPU time'"
+    return "forward", ""
+
+
+def hotspots(report: LayerReport, host_time: bool = False) -> list[Finding]:
     timed = report.top(len(report.layers))
     if not timed or not report.forward_ms:
         return []
+    of, tail = _of(host_time)
     chosen: list[LayerStat] = []
     total = 0.0
     for layer in timed:
@@ -40,8 +49,8 @@ def hotspots(report: LayerReport) -> list[Finding]:
         top = timed[0]
         return [
             Finding(
-                f"time is spread: the largest layer, {layer_label(top)}, takes {pct(top.share or 0)} of forward",
-                f"{len(chosen)} layers are needed for {pct(total)} of forward ({report.forward_ms:.2f} ms p50)",
+                f"time is spread: the largest layer, {layer_label(top)}, takes {pct(top.share or 0)} of {of}",
+                f"{len(chosen)} layers are needed for {pct(total)} of forward ({report.forward_ms:.2f} ms p50){tail}",
                 "hotspot",
                 top.share or 0.0,
             )
@@ -49,26 +58,27 @@ def hotspots(report: LayerReport) -> list[Finding]:
     parts = ", ".join(f"{layer_label(layer)} {pct(layer.share or 0)}" for layer in chosen)
     return [
         Finding(
-            f"{len(chosen)} layer{'s' if len(chosen) > 1 else ''} take {pct(total)} of forward",
-            f"{parts} (scaled self time; forward p50 {report.forward_ms:.2f} ms)",
+            f"{len(chosen)} layer{'s' if len(chosen) > 1 else ''} take {pct(total)} of {of}",
+            f"{parts} (scaled self time; forward p50 {report.forward_ms:.2f} ms){tail}",
             "hotspot",
             total,
         )
     ]
 
 
-def type_share(types: list[TypeStat]) -> list[Finding]:
+def type_share(types: list[TypeStat], host_time: bool = False) -> list[Finding]:
     timed = [t for t in types if t.share is not None]
     if not timed:
         return []
     top = max(timed, key=lambda t: t.share or 0.0)
     if (top.share or 0.0) < TYPE_SHARE:
         return []
+    of, tail = _of(host_time)
     flops = f"; {top.flops / 1e9:.2f} GFLOPs" if top.flops else ""
     return [
         Finding(
-            f"{top.type} layers ({top.count}) take {pct(top.share or 0)} of forward",
-            f"{top.time_ms:.2f} ms of {top.count} layers{flops}",
+            f"{top.type} layers ({top.count}) take {pct(top.share or 0)} of {of}",
+            f"{top.time_ms:.2f} ms of {top.count} layers{flops}{tail}",
             "hotspot",
             (top.share or 0.0) * 0.9,
         )

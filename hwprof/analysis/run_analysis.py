@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import Missing
@@ -130,11 +130,11 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     stages = stage_table(data)
     types = by_type(layers)
     over = overheads(data, layers)
-    # on a GPU the torch threads only launch kernels: how many of them are busy is no finding
-    threads = None if run_device(data.run) != "cpu" else data.run.get("config", {}).get("threads")
-    found = findings(layers, types, stages, over, threads, max_findings)
-    if run_device(data.run) != "cpu":
-        found = [host_time_finding(f) for f in found]
+    # on a GPU the torch threads only launch kernels: how many of them are busy is no finding, and the layer
+    # hooks time the host launching each layer's kernels
+    on_gpu = run_device(data.run) != "cpu"
+    threads = None if on_gpu else data.run.get("config", {}).get("threads")
+    found = findings(layers, types, stages, over, threads, max_findings, host_time=on_gpu)
     gpu = load_gpu_view(data)
     if gpu is not None:
         gpu.types = {r.name: r.type for r in layers.layers}
@@ -165,15 +165,3 @@ def run_warnings(data: RunData) -> list[str]:
 
 def missing_dict(missing: dict[str, Missing]) -> dict[str, dict[str, str]]:
     return {k: v.to_dict() for k, v in missing.items()}
-
-
-def host_time_finding(f: Finding) -> Finding:
-    """On a GPU the layer hooks time the host launching a layer's kernels, not the GPU running them: a hotspot
-    finding from the layer table says so instead of claiming a share of the forward's GPU work."""
-    if f.kind != "hotspot" or " of forward" not in f.title:
-        return f
-    return replace(
-        f,
-        title=f.title.replace(" of forward", " of the forward's host (launch) time"),
-        evidence=f.evidence + "; the GPU's own time per layer is in 'layers by GPU time'",
-    )
