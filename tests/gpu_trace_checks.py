@@ -6,12 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from hwprof.collectors.gpu.kineto.trace import GPU_CATS
-
-BAD_STATS = """
-    select name, idx, severity, source, value from stats
-    where value > 0 and (severity in ('error', 'data_loss') or name glob '*error*'
-                         or name glob '*misplaced*' or name glob '*unmatched*')
-"""
+from test_perfetto_trace import BAD_STATS
 
 
 def check_kernels_and_launches(tp: Any, track: str, kernels: int) -> None:
