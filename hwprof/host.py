@@ -87,7 +87,21 @@ def torch_build() -> dict[str, Any]:
 
 def host_info() -> dict[str, Any]:
     flags = cpu_flags()
-    isa = [f for f in ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile", "fma") if f in flags]
+    isa = [
+        f
+        for f in (
+            "avx2",
+            "avx512f",
+            "avx512_bf16",
+            "avx512_vnni",
+            "avx_vnni",
+            "amx_tile",
+            "amx_bf16",
+            "amx_int8",
+            "fma",
+        )
+        if f in flags
+    ]
     return {
         "hostname": platform.node(),
         "cpu_model": cpu_model(),

@@ -52,6 +52,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "hwprof.worker_stop",
             "hwprof.worker_io",
             "hwprof.paired",
+            "hwprof.advise",
             "hwprof.session",
             "hwprof.sweep",
             "hwprof.gpu_import",

@@ -18,6 +18,8 @@ class Finding:
     kind: str
     weight: float
     """Share of forward (or of the pipeline) concerned; the ranking key."""
+    topic: str = ""
+    """What the finding is about, for the changes that answer it (analysis/advice_candidates.py); "" for none."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

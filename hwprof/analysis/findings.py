@@ -70,6 +70,7 @@ def python_overhead(report: LayerReport, over: Overheads) -> list[Finding]:
                 "scaled): the model's Python between layers, plus the layer hooks",
                 "overhead",
                 over.outside_layers_share,
+                topic="python-overhead",
             )
         )
     if over.between_ops_share is not None and over.between_ops_share >= BETWEEN_OPS_SHARE:
@@ -80,6 +81,7 @@ def python_overhead(report: LayerReport, over: Overheads) -> list[Finding]:
                 "profiler's per-op cost)",
                 "overhead",
                 over.between_ops_share,
+                topic="python-overhead",
             )
         )
     return out

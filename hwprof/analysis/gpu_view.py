@@ -109,6 +109,7 @@ def gpu_findings(view: GpuView) -> list[Finding]:
                 ),
                 "gpu",
                 k["gpu_idle_share"],
+                topic="launch-bound",
             )
         )
     classes = {c.cls: c for c in view.kernel_classes()}
@@ -121,6 +122,7 @@ def gpu_findings(view: GpuView) -> list[Finding]:
                 "whether --channels-last removes them is not measured in this run (a --channels-last run measures it)",
                 "gpu",
                 t.share,
+                topic="layout-transposes",
             )
         )
     out += _tensor_core_findings(view) + _roof_findings(view)
@@ -141,6 +143,7 @@ def _tensor_core_findings(view: GpuView) -> list[Finding]:
             "instruction (ncu sm__inst_executed_pipe_tensor_op_hmma/imma/gmma)",
             "gpu",
             off / total,
+            topic="no-tensor-cores",
         )
     ]
 
@@ -193,4 +196,6 @@ def _roof_findings(view: GpuView) -> list[Finding]:
     title = "no layer reaches half of a roof" + (
         ": most kernel time is in launches too small to fill the GPU" if small else ""
     )
-    return [Finding(title, evidence, "gpu", fill.under_one_wave if small else 0.0)]
+    return [
+        Finding(title, evidence, "gpu", fill.under_one_wave if small else 0.0, topic="small-launches" if small else "")
+    ]

@@ -61,6 +61,7 @@ def reference_convolution(report: LayerReport) -> list[Finding]:
             "dilation and memory format (channels_last), or torch.backends.mkldnn",
             "kernels",
             sum((r.share or 0.0) * s for r, _, s in hits),
+            topic="reference-conv",
         )
     ]
 
@@ -80,6 +81,7 @@ def waiting_threads(report: LayerReport) -> list[Finding]:
                 "small for the thread count, or serial work between them; try fewer --threads for this model size",
                 "threads",
                 forward * 0.5,
+                topic="openmp-wait",
             )
         )
     layers = [(r, n) for r, n in _with_native(report) if n.openmp_share >= WAIT_LAYER and n.threads > 1]
@@ -92,6 +94,7 @@ def waiting_threads(report: LayerReport) -> list[Finding]:
                 + " of the layer's samples over all threads: lost parallelism",
                 "threads",
                 sum((r.share or 0.0) * n.openmp_share for r, n in layers),
+                topic="openmp-wait",
             )
         )
     return out

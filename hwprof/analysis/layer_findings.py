@@ -106,6 +106,7 @@ def roofline(report: LayerReport) -> list[Finding]:
                 f"{sum(r.time_ms or 0.0 for r in movers):.2f} ms",
                 "roofline",
                 share,
+                topic="data-movement",
             )
         )
     share = sum(r.share or 0.0 for r in mem)
@@ -119,6 +120,7 @@ def roofline(report: LayerReport) -> list[Finding]:
                 "measured)",
                 "roofline",
                 share,
+                topic="memory-bound",
             )
         )
     low = [
@@ -148,6 +150,7 @@ def roofline(report: LayerReport) -> list[Finding]:
                 + ("; ..." if len(low) > 4 else ""),
                 "roofline",
                 sum((r.share or 0.0) * (1 - (r.pct_roof or 0.0) / 100) for r in low),
+                topic="below-roof",
             )
         )
     return out
@@ -178,6 +181,7 @@ def kernels(report: LayerReport) -> list[Finding]:
             + " (torch.profiler, trace pass)",
             "kernels",
             weight,
+            topic="reference-conv",
         )
     ]
 
@@ -196,6 +200,7 @@ def efficiency(report: LayerReport) -> list[Finding]:
             f"{roof.peak_gflops:.1f} GFLOP/s by a {roof.threads}-thread {roof.compute_label}",
             "roofline",
             0.25,
+            topic="efficiency",
         )
     ]
 
@@ -242,6 +247,7 @@ def threads(report: LayerReport, thread_count: int | None) -> list[Finding]:
                 "processes hold the cores (check the host's load)",
                 "threads",
                 1 - weighted / thread_count,
+                topic="threads-idle",
             )
         )
     median = statistics.median(r.cpus for r in rows if r.cpus is not None)
@@ -256,6 +262,7 @@ def threads(report: LayerReport, thread_count: int | None) -> list[Finding]:
                 "(task-clock / wall): little intra-op parallelism",
                 "threads",
                 share,
+                topic="threads-low",
             )
         )
     return out

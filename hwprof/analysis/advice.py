@@ -1,0 +1,343 @@
+"""The advice table: candidate changes run as variants of a run's pipeline and measured against it.
+
+`hwprof advise` (hwprof/advise/) runs each candidate and writes advice.json in the run directory;
+this module is the pure side: the records that file holds, the speed-up of a variant from its
+measured iterations, and which rows may be ranked as advice.
+
+Methods (AdviceRow.method):
+- paired: baseline (A) and variant (B) in one process on the same input, in ABBA blocks (A B B A);
+  the speed-up is the median over blocks of (A's forwards / B's forwards), its spread the blocks'
+  quartiles. Drift and neighbours hit both sides of a block alike.
+- pass-level estimate: a change that needs a new process (an environment variable such as
+  OMP_WAIT_POLICY, an allocator) runs baseline and variant as two processes, one after the other;
+  the ratio of their forward p50s, with the baseline's own quartiles as spread (as paired_cost's
+  pass-level figures).
+- recorded: figures read from a recording (the H100 experiments), not run by hwprof here.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, block_ratios
+
+ADVICE_FILE = "advice.json"
+ADVICE_SCHEMA = 1
+RECORDED = "recorded"
+METHOD_TEXT = {
+    PAIRED: "paired: baseline and variant interleaved in ABBA blocks in one process on the same images; "
+    "median of the blocks' ratios, spread = their quartiles",
+    PASS_LEVEL: "pass-level estimate: baseline and variant each in its own process (the change needs a new "
+    "process); ratio of forward p50s, spread from the baseline's own quartiles",
+    RECORDED: "recorded: figures from a recording made elsewhere, not run by hwprof on this host",
+}
+
+MEASURED = "measured"
+CHANGED_OUTPUT = "changed output"
+NOT_RUN = "not run"
+FAILED = "failed"
+DETECTION_TOLERANCE = 0.01
+"""A variant whose detections after NMS differ from the fp32 reference's in more than this share of them
+(unmatched boxes, either side, over the reference's count) has changed the output: it is never advice."""
+MATCH_IOU = 0.5
+
+
+@dataclass
+class Speedup:
+    """Baseline time / variant time (above 1: the variant is faster), with its spread and method."""
+
+    method: str
+    ratio: float
+    q1: float | None = None
+    q3: float | None = None
+    low: float | None = None
+    high: float | None = None
+    blocks: int = 0
+    before_ms: float | None = None
+    """Baseline p50 (per image where the variant changes the batch)."""
+    after_ms: float | None = None
+
+    @property
+    def resolved(self) -> bool:
+        """The spread excludes 1.0: the change is measured faster (or slower), not lost in noise."""
+        lo = self.q1 if self.q1 is not None else self.low
+        hi = self.q3 if self.q3 is not None else self.high
+        if lo is None or hi is None:
+            return self.method == RECORDED
+        return lo > 1.0 or hi < 1.0
+
+    def spread_text(self) -> str:
+        if self.q1 is not None and self.q3 is not None:
+            return f"{self.q1:.2f}-{self.q3:.2f}"
+        if self.low is not None and self.high is not None:
+            return f"{self.low:.2f}-{self.high:.2f}"
+        return "n/a"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "resolved": self.resolved}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Speedup:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+def _quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def paired_speedup(before: dict[int, float], after: dict[int, float]) -> Speedup | None:
+    """Per-iteration ms of the baseline and the variant, each numbered 0, 1, ... in ABBA order
+    (block b holds 2b and 2b+1 of each side): the median over blocks of before / after."""
+    ratios = [1.0 / r for r in block_ratios(after, before)]
+    if not ratios:
+        return None
+    q1, q3 = _quartiles(ratios)
+    return Speedup(
+        PAIRED,
+        statistics.median(ratios),
+        q1,
+        q3,
+        min(ratios),
+        max(ratios),
+        len(ratios),
+        statistics.median(before.values()),
+        statistics.median(after.values()),
+    )
+
+
+def process_speedup(before: list[float], after: list[float]) -> Speedup | None:
+    """Two processes: baseline p50 / variant p50, spread from the baseline's quartiles (pass-level)."""
+    if not before or not after:
+        return None
+    b, a = statistics.median(before), statistics.median(after)
+    q1, q3 = _quartiles(sorted(before))
+    return Speedup(PASS_LEVEL, b / a, None, None, q1 / a, q3 / a, 0, b, a)
+
+
+@dataclass
+class OutputCheck:
+    """The variant's output against the fp32 reference (the fused torch model) on the first batch."""
+
+    head_max_abs: float
+    head_range: float
+    """max - min of the reference head: the scale against which head_max_abs is read."""
+    candidates_reference: int
+    """Boxes above the confidence threshold before NMS."""
+    candidates: int
+    detections_reference: int
+    """After NMS."""
+    detections: int
+    matched: int
+    """Variant detections with a reference detection of the same class at IoU >= MATCH_IOU (one to one)."""
+    tolerance: float = DETECTION_TOLERANCE
+
+    @property
+    def unmatched_share(self) -> float:
+        unmatched = (self.detections_reference - self.matched) + (self.detections - self.matched)
+        return unmatched / max(self.detections_reference, 1)
+
+    @property
+    def within_tolerance(self) -> bool:
+        return self.unmatched_share <= self.tolerance
+
+    @property
+    def head_relative(self) -> float:
+        return self.head_max_abs / self.head_range if self.head_range > 0 else 0.0
+
+    def text(self) -> str:
+        return (
+            f"head max|d| {self.head_max_abs:.3g} ({100 * self.head_relative:.2g}% of range); "
+            f"before NMS {self.candidates_reference}->{self.candidates}; "
+            f"detections {self.detections_reference}->{self.detections} ({self.matched} matched)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "unmatched_share": self.unmatched_share,
+            "within_tolerance": self.within_tolerance,
+            "head_relative": self.head_relative,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OutputCheck:
+        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class LayerDelta:
+    """One layer's time in the baseline's and the variant's layers pass (ms per forward, p50)."""
+
+    index: int
+    type: str
+    before_ms: float
+    after_ms: float
+
+    @property
+    def delta_ms(self) -> float:
+        return self.after_ms - self.before_ms
+
+
+def top_layer_deltas(before: dict[int, tuple[str, float]], after: dict[int, float], n: int = 3) -> list[LayerDelta]:
+    """The n layers whose time moved most (either way), largest |delta| first."""
+    rows = [LayerDelta(i, t, ms, after[i]) for i, (t, ms) in before.items() if i in after]
+    return sorted(rows, key=lambda r: -abs(r.delta_ms))[:n]
+
+
+@dataclass
+class AdviceRow:
+    key: str
+    """A short id of the change: channels_last, compile, threads-1, onnxruntime, omp-passive, ..."""
+    change: str
+    """What changes, in words."""
+    how: str
+    """The exact hwprof collect options that give it, or the code where no option does."""
+    finding: str
+    """The title of the finding that suggests it."""
+    status: str = MEASURED
+    reason: str = ""
+    """Why not run / why failed / why its output counts as changed."""
+    forward: Speedup | None = None
+    end_to_end: Speedup | None = None
+    per_image: bool = False
+    """The variant changes the batch: times are per image."""
+    setup_s: float | None = None
+    """Compile, export or conversion time of the variant (once per process)."""
+    setup_what: str = ""
+    output: OutputCheck | None = None
+    layers: list[LayerDelta] = field(default_factory=list)
+    layers_note: str = ""
+    """Why no per-layer times (e.g. Inductor fuses across layers)."""
+    variant_run: str = ""
+    """The variant's layers run directory, relative to the advised run's."""
+
+    @property
+    def ranked(self) -> bool:
+        """Advice: measured, output within tolerance, and measured faster."""
+        return (
+            self.status == MEASURED
+            and self.forward is not None
+            and self.forward.ratio > 1.0
+            and self.forward.resolved
+            and (self.output is None or self.output.within_tolerance)
+        )
+
+    @property
+    def breakeven_inferences(self) -> float | None:
+        """Inferences after which the setup time is paid back by the forward's saving (None: never pays)."""
+        f = self.forward
+        if self.setup_s is None or f is None or f.before_ms is None or f.after_ms is None:
+            return None
+        saved_ms = f.before_ms - f.after_ms
+        return self.setup_s * 1e3 / saved_ms if saved_ms > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["forward"] = self.forward.to_dict() if self.forward else None
+        out["end_to_end"] = self.end_to_end.to_dict() if self.end_to_end else None
+        out["output"] = self.output.to_dict() if self.output else None
+        out["ranked"] = self.ranked
+        out["breakeven_inferences"] = self.breakeven_inferences
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AdviceRow:
+        keys = cls.__dataclass_fields__
+        row = cls(
+            **{k: v for k, v in d.items() if k in keys and k not in ("forward", "end_to_end", "output", "layers")}
+        )
+        row.forward = Speedup.from_dict(d["forward"]) if d.get("forward") else None
+        row.end_to_end = Speedup.from_dict(d["end_to_end"]) if d.get("end_to_end") else None
+        row.output = OutputCheck.from_dict(d["output"]) if d.get("output") else None
+        row.layers = [LayerDelta(**x) for x in d.get("layers", [])]
+        return row
+
+
+@dataclass
+class AdviceBlock:
+    """One side's iteration inside an ABBA block, for the trace (CLOCK_MONOTONIC ns)."""
+
+    key: str
+    side: str
+    """"baseline" or "variant"."""
+    block: int
+    iteration: int
+    start_ns: int
+    end_ns: int
+    forward_start_ns: int
+    forward_end_ns: int
+
+
+@dataclass
+class Advice:
+    """advice.json: what was advised, for which configuration, and every candidate's row."""
+
+    baseline: str
+    """The advised run's configuration as collect options."""
+    device: str
+    rows: list[AdviceRow]
+    blocks: list[AdviceBlock] = field(default_factory=list)
+    started_ns: int = 0
+    ended_ns: int = 0
+    wall_s: float = 0.0
+    source: str = "measured on this host"
+    notes: list[str] = field(default_factory=list)
+
+    def ordered(self) -> list[AdviceRow]:
+        """Ranked advice first (largest forward speed-up first), then measured rows that are not advice
+        (slower, unresolved, changed output), then failed and not-run rows."""
+
+        def key(r: AdviceRow) -> tuple[int, float]:
+            group = 0 if r.ranked else 1 if r.status in (MEASURED, CHANGED_OUTPUT) else 2 if r.status == FAILED else 3
+            return group, -(r.forward.ratio if r.forward else 0.0)
+
+        return sorted(self.rows, key=key)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": ADVICE_SCHEMA,
+            "baseline": self.baseline,
+            "device": self.device,
+            "source": self.source,
+            "started_ns": self.started_ns,
+            "ended_ns": self.ended_ns,
+            "wall_s": self.wall_s,
+            "notes": self.notes,
+            "methods": METHOD_TEXT,
+            "rows": [r.to_dict() for r in self.ordered()],
+            "blocks": [asdict(b) for b in self.blocks],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Advice:
+        if d.get("schema") != ADVICE_SCHEMA:
+            raise ValueError(f"{ADVICE_FILE}: schema {d.get('schema')!r}, this hwprof reads {ADVICE_SCHEMA}")
+        return cls(
+            d["baseline"],
+            d.get("device", "cpu"),
+            [AdviceRow.from_dict(r) for r in d["rows"]],
+            [AdviceBlock(**b) for b in d.get("blocks", [])],
+            d.get("started_ns", 0),
+            d.get("ended_ns", 0),
+            d.get("wall_s", 0.0),
+            d.get("source", ""),
+            list(d.get("notes", [])),
+        )
+
+
+def load_advice(run_dir: Path) -> tuple[Advice | None, str]:
+    """The run's advice.json: (advice, "") or (None, why it could not be read); (None, "") when absent."""
+    path = Path(run_dir) / ADVICE_FILE
+    if not path.exists():
+        return None, ""
+    try:
+        return Advice.from_dict(json.loads(path.read_text())), ""
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return None, f"{path} could not be read ({type(exc).__name__}: {exc}); `hwprof advise {run_dir}` writes it anew"

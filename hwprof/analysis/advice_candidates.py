@@ -1,0 +1,271 @@
+"""Which changes to try for a run: each candidate tied to the finding that points to it (Finding.topic).
+
+Pure: from the run's configuration, host ISA, findings and a few measured figures to a list of
+Candidates. A candidate the host cannot run (no bf16 units, a runtime not installed) or that no
+finding of this run points to is kept, marked not run with the reason, so the table says what
+was considered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hwprof.analysis.finding import Finding
+from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
+
+OPENMP_SPIN_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
+"""libgomp (torch's OpenMP on Linux wheels): idle threads sleep at once instead of spinning."""
+BF16_UNITS = ("avx512_bf16", "amx_bf16")
+INT8_UNITS = ("avx512_vnni", "avx_vnni", "amx_int8")
+GPU_BATCHES = (8, 32)
+"""Batch sizes tried when the GPU waits for the CPU (the recorded H100 experiments' points)."""
+
+
+@dataclass
+class Candidate:
+    key: str
+    change: str
+    how: str
+    """collect options (starting with --), an environment assignment, or code."""
+    topics: tuple[str, ...]
+    """Finding topics that point to this change, most specific first."""
+    variant: dict[str, Any] = field(default_factory=dict)
+    """RunConfig fields the variant changes."""
+    compile_mode: str = ""
+    """torch.compile mode ("" for none)."""
+    cuda_graph: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment of the variant's process (a change that needs a new process)."""
+    finding: str = ""
+    blocked: str = ""
+    """Why it is not run ("" when it runs)."""
+
+    @property
+    def method(self) -> str:
+        return PASS_LEVEL if self.env else PAIRED
+
+    @property
+    def per_image(self) -> bool:
+        return "batch" in self.variant
+
+    @property
+    def has_layers_pass(self) -> bool:
+        """A layers pass of the variant gives per-layer times (not under Inductor or a CUDA graph)."""
+        return not self.compile_mode and not self.cuda_graph
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "change": self.change,
+            "how": self.how,
+            "variant": self.variant,
+            "compile_mode": self.compile_mode,
+            "cuda_graph": self.cuda_graph,
+            "env": self.env,
+            "finding": self.finding,
+            "method": self.method,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Candidate:
+        return cls(
+            d["key"],
+            d["change"],
+            d["how"],
+            (),
+            dict(d.get("variant", {})),
+            d.get("compile_mode", ""),
+            bool(d.get("cuda_graph")),
+            dict(d.get("env", {})),
+            d.get("finding", ""),
+        )
+
+
+@dataclass
+class RunFacts:
+    """What the candidates depend on, read from the advised run."""
+
+    runtime: str
+    precision: str
+    device: str
+    channels_last: bool
+    threads: int
+    batch: int
+    isa_flags: tuple[str, ...] | None
+    """None: the run recorded no ISA flags."""
+    cpus_busy: float | None = None
+    """The forward's time-weighted CPUs busy (layers pass task-clock / wall)."""
+    unavailable_runtimes: dict[str, str] = field(default_factory=dict)
+    """Runtime name -> why it cannot run here."""
+
+
+def cpu_candidates(facts: RunFacts) -> list[Candidate]:
+    out: list[Candidate] = []
+    torch_fp32 = facts.runtime == "torch" and facts.precision == "fp32"
+    if facts.runtime == "torch" and not facts.channels_last:
+        out.append(
+            Candidate(
+                "channels_last",
+                "model and input in channels_last (NHWC): oneDNN's native layout, no reorders per conv",
+                "--channels-last",
+                ("reference-conv", "below-roof", "data-movement", "memory-bound", "efficiency"),
+                {"channels_last": True},
+            )
+        )
+    if facts.runtime == "torch":
+        out.append(
+            Candidate(
+                "compile",
+                "torch.compile (Inductor, mode 'default'): fuses elementwise and data-movement layers",
+                'code: model = torch.compile(model, mode="default")',
+                ("data-movement", "python-overhead", "memory-bound", "below-roof", "efficiency"),
+                compile_mode="default",
+            )
+        )
+    for n in thread_counts(facts):
+        out.append(
+            Candidate(
+                f"threads-{n}",
+                f"{n} intra-op thread{'s' if n > 1 else ''} instead of {facts.threads}",
+                f"--threads {n}",
+                ("threads-idle", "openmp-wait", "threads-low"),
+                {"threads": n},
+            )
+        )
+    for runtime in ("onnxruntime", "openvino"):
+        if facts.runtime != runtime:
+            out.append(
+                Candidate(
+                    runtime,
+                    f"{'ONNX Runtime' if runtime == 'onnxruntime' else 'OpenVINO'} in fp32 on the exported model",
+                    f"--runtime {runtime}",
+                    ("efficiency", "python-overhead", "below-roof"),
+                    {"runtime": runtime, "precision": "fp32"},
+                    blocked=facts.unavailable_runtimes.get(runtime, ""),
+                )
+            )
+    if torch_fp32:
+        out.append(
+            Candidate(
+                "bf16",
+                "bf16 autocast (convolutions and matmuls in bf16)",
+                "--precision bf16",
+                ("efficiency", "below-roof"),
+                {"precision": "bf16"},
+                blocked=_missing_units(facts, BF16_UNITS, "bf16"),
+            )
+        )
+    if facts.precision == "fp32":
+        out.append(
+            Candidate(
+                "int8",
+                "ONNX Runtime int8 (dynamic quantization of the exported model)",
+                "--runtime onnxruntime --precision int8",
+                ("efficiency", "below-roof"),
+                {"runtime": "onnxruntime", "precision": "int8"},
+                blocked=_missing_units(facts, INT8_UNITS, "int8") or facts.unavailable_runtimes.get("onnxruntime", ""),
+            )
+        )
+    if facts.threads > 1:
+        out.append(
+            Candidate(
+                "omp-passive",
+                "OpenMP threads sleep when idle instead of spinning (libgomp OMP_WAIT_POLICY=PASSIVE)",
+                "OMP_WAIT_POLICY=PASSIVE hwprof collect ...",
+                ("openmp-wait",),
+                env=dict(OPENMP_SPIN_ENV),
+            )
+        )
+    return out
+
+
+def thread_counts(facts: RunFacts) -> list[int]:
+    """A small set around what the forward keeps busy: its CPUs busy rounded, and half the threads."""
+    if facts.threads <= 1:
+        return []
+    wanted = {max(1, facts.threads // 2)}
+    if facts.cpus_busy is not None:
+        wanted.add(max(1, min(facts.threads, round(facts.cpus_busy))))
+    return sorted(n for n in wanted if n != facts.threads)
+
+
+def _missing_units(facts: RunFacts, units: Sequence[str], what: str) -> str:
+    if facts.isa_flags is None:
+        return f"the run recorded no ISA flags, so whether this host has {what} units is unknown"
+    if any(u in facts.isa_flags for u in units):
+        return ""
+    return (
+        f"this host has no {what} units ({' or '.join(u.upper() for u in units)} not in /proc/cpuinfo): "
+        f"{what} would be emulated, slower than fp32"
+    )
+
+
+def gpu_candidates(facts: RunFacts) -> list[Candidate]:
+    out = [
+        Candidate(
+            "cuda-graph",
+            "the forward captured once as a CUDA graph and replayed (no per-kernel launch from Python)",
+            "code: g = torch.cuda.CUDAGraph(); with torch.cuda.graph(g): out = model(static_input); g.replay()",
+            ("launch-bound", "small-launches"),
+            cuda_graph=True,
+        ),
+        Candidate(
+            "compile-reduce-overhead",
+            "torch.compile mode 'reduce-overhead' (Inductor kernels replayed as CUDA graphs)",
+            'code: model = torch.compile(model, mode="reduce-overhead")',
+            ("launch-bound", "small-launches"),
+            compile_mode="reduce-overhead",
+        ),
+    ]
+    if facts.precision == "fp32":
+        for precision in ("fp16", "bf16"):
+            out.append(
+                Candidate(
+                    precision,
+                    f"the model and input in {precision} (tensor-core math)",
+                    f"--precision {precision}",
+                    ("no-tensor-cores", "layout-transposes", "launch-bound"),
+                    {"precision": precision},
+                )
+            )
+    if not facts.channels_last:
+        out.append(
+            Candidate(
+                "channels_last",
+                "model and input in channels_last (NHWC): no cuDNN NCHW<->NHWC transposes",
+                "--channels-last",
+                ("layout-transposes",),
+                {"channels_last": True},
+            )
+        )
+    for batch in GPU_BATCHES:
+        if batch > facts.batch:
+            out.append(
+                Candidate(
+                    f"batch-{batch}",
+                    f"batch {batch} instead of {facts.batch} (time per image): the GPU stops waiting for the CPU",
+                    f"--batch {batch}",
+                    ("launch-bound", "small-launches"),
+                    {"batch": batch},
+                )
+            )
+    return out
+
+
+def candidates(facts: RunFacts, findings: Iterable[Finding]) -> list[Candidate]:
+    """Every candidate for the run's device, each tied to the heaviest finding of its most specific topic;
+    one that no finding points to is blocked with that reason."""
+    by_topic: dict[str, Finding] = {}
+    for f in sorted(findings, key=lambda f: -f.weight):
+        if f.topic:
+            by_topic.setdefault(f.topic, f)
+    out = gpu_candidates(facts) if facts.device != "cpu" else cpu_candidates(facts)
+    for c in out:
+        hit = next((by_topic[t] for t in c.topics if t in by_topic), None)
+        if hit is not None:
+            c.finding = hit.title
+        elif not c.blocked:
+            c.blocked = f"no finding of this run points to it (it answers: {', '.join(c.topics)})"
+    return out
