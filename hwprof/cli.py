@@ -1,4 +1,4 @@
-"""hwprof's command line: collect, report, trace, compare, sweep, doctor, models."""
+"""hwprof's command line: collect, advise, report, trace, compare, sweep, doctor, models."""
 
 from __future__ import annotations
 
@@ -211,6 +211,12 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def cmd_advise(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.cli_advise import cmd_advise as run
+
+    return run(args, console)
+
+
 def cmd_gpu_import(args: argparse.Namespace, console: Console) -> int:
     from hwprof.gpu_cli import run_gpu_import
 
@@ -226,6 +232,7 @@ COMMANDS = {
     "doctor": cmd_doctor,
     "models": cmd_models,
     "gpu-import": cmd_gpu_import,
+    "advise": cmd_advise,
 }
 
 

@@ -120,8 +120,19 @@ def add_cluster_args(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hwprof", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    from hwprof.cli_advise import add_advise_args
+
     collect = sub.add_parser("collect", help="run the pipeline under every available collector")
     add_collect_args(collect)
+    collect.add_argument(
+        "--advise", action="store_true", help="then run the changes the findings point to (as `hwprof advise`)"
+    )
+    add_advise_args(collect, prefix="advise-")
+    advise = sub.add_parser(
+        "advise", help="run the changes a run's findings point to, each paired against the run's configuration"
+    )
+    advise.add_argument("run_dir", type=Path)
+    add_advise_args(advise)
     report = sub.add_parser("report", help="print the report of a run directory")
     report.add_argument("run_dir", type=Path)
     report.add_argument("--top", type=int, default=15, help="layers in the top-layers table")

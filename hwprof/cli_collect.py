@@ -132,6 +132,8 @@ def _collect_into(
             soft_wrap=True,
         )
         return stop.exit_code
+    if getattr(args, "advise", False) and not stop.requested:
+        _advise_after(run_dir, args, console, stop)
     if stop.requested:
         console.print(
             f"[red]interrupted[/] by {stop.name}: the passes that ran are kept in {run_dir}; "
@@ -188,6 +190,22 @@ def _collect_into(
     for problem in problems:
         console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)
     return 1 if problems else 0
+
+
+def _advise_after(run_dir: Path, args: argparse.Namespace, console: Console, stop: StopSignals) -> None:
+    """collect --advise: the candidates run once the passes are done; a failure of the advice keeps the run
+    and its report (the report says what advice.json holds, or nothing when none was written)."""
+    from hwprof.cli_advise import advise
+
+    try:
+        advise(run_dir, console, stop, args.blocks, layers=not args.no_layers, locked=True)
+    except (ValueError, OSError) as exc:
+        console.print(
+            f"[red]hwprof: error:[/] the advice could not be run ({exc}); the run is kept in {run_dir}: "
+            f"`hwprof advise {run_dir}` runs it again",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _render_reserve(run_dir: Path) -> SpaceReserve | None:

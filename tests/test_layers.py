@@ -64,6 +64,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "hwprof.stopping",
             "hwprof.cli_args",
             "hwprof.cli_collect",
+            "hwprof.cli_advise",
             "hwprof.cli",
         ),
     ),

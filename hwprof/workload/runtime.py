@@ -160,6 +160,10 @@ class TorchRuntime(Runtime):
             )
         else:
             self.info["executed_precision"] = "fp32"
+        if self.config.channels_last:
+            # In place: the layer hooks and FLOP counter see the same module (its weights now NHWC).
+            self.built.module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+            self.info["channels_last"] = True
         self.info["model_bytes"] = sum(p.numel() * p.element_size() for p in self.built.module.parameters())
 
     def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -170,6 +174,8 @@ class TorchRuntime(Runtime):
     def _execute(self, batch: torch.Tensor) -> Any:
         import torch
 
+        if self.config.channels_last:
+            batch = batch.contiguous(memory_format=torch.channels_last)
         with torch.inference_mode():
             if self.config.precision == "bf16":
                 with torch.autocast("cpu", dtype=torch.bfloat16):

@@ -1,0 +1,121 @@
+"""The processes `hwprof advise` starts: a paired worker per candidate, and a layers collect per variant.
+
+Each runs in a session of its own with a time-out (hwprof.child), its JSON progress lines relayed, and
+the first stop signal forwarded to it (hwprof.stopping), as a pass's worker is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwprof import child
+from hwprof.atomic import atomic_write_text
+from hwprof.config import RunConfig
+from hwprof.stopping import StopSignals
+
+LAYERS_COLLECTORS = "timing,flops"
+"""A layers pass with no counter collector: per-layer times (layer hooks), scaled to a clean timing pass."""
+OnProgress = Callable[[dict[str, Any]], None]
+
+
+@dataclass
+class ChildOutcome:
+    returncode: int | None
+    """None: timed out (killed)."""
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def run_child(
+    command: list[str],
+    log: Path,
+    timeout_s: float,
+    stop: StopSignals,
+    on_progress: OnProgress,
+    env: dict[str, str] | None = None,
+) -> ChildOutcome:
+    """Run `command` to its end (or its time-out, or a stop signal), stderr to `log`."""
+
+    def on_line(line: str) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return
+        if isinstance(event, dict):
+            on_progress(event)
+
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "YOLO_OFFLINE": "1", "YOLO_VERBOSE": "False", **(env or {})}
+    with open(log, "w") as err:
+        proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=err, text=True, env=full_env, start_new_session=True
+        )
+        with stop.child(proc.pid):
+            try:
+                exited_at = child.follow(proc, timeout_s, on_line, lambda: stop.first_at)
+            except KeyboardInterrupt:
+                child.stop(proc, grace_s=0.0)
+                child.stop_session(proc.pid, 0.0)
+                proc.wait()
+                raise
+            if exited_at is None:
+                child.stop(proc, grace_s=0.0 if stop.requested else child.TERM_GRACE_S)
+        child.stop_session(proc.pid, exited_at or 0.0)
+        proc.wait()
+    if exited_at is None:
+        return ChildOutcome(None, f"ran past its {timeout_s:.0f} s time-out (killed)")
+    if proc.returncode != 0:
+        return ChildOutcome(proc.returncode, child.exit_reason(proc.returncode, log))
+    return ChildOutcome(0)
+
+
+def paired_command(spec: dict[str, Any], spec_path: Path) -> list[str]:
+    atomic_write_text(spec_path, json.dumps(spec, indent=1))
+    return [sys.executable, "-P", "-m", "hwprof.advise.paired_worker", str(spec_path)]
+
+
+def collect_options(config: RunConfig) -> list[str]:
+    """The `hwprof collect` options that give this configuration's pipeline (what differs from the defaults)."""
+    d = RunConfig()
+    out = ["--model", config.model]
+    for name in ("runtime", "precision", "device", "imgsz", "batch", "threads", "conf", "iou", "seed"):
+        value = getattr(config, name)
+        if name == "threads" or value != getattr(d, name):
+            out += [f"--{name}", str(value)]
+    if config.channels_last:
+        out.append("--channels-last")
+    if config.extra.get("rect"):
+        out.append("--rect")
+    for name in ("weights", "images"):
+        if getattr(config, name):
+            out += [f"--{name}", str(getattr(config, name))]
+    return out
+
+
+def layers_command(config: RunConfig, out_dir: Path, iters: int, warmup: int) -> list[str]:
+    """A real `hwprof collect` of the configuration: a timing pass and a layers pass with the FLOP counter."""
+    return [
+        sys.executable,
+        "-m",
+        "hwprof",
+        "collect",
+        *collect_options(config),
+        "--only",
+        LAYERS_COLLECTORS,
+        "--iters",
+        str(iters),
+        "--warmup",
+        str(warmup),
+        "--no-report",
+        "--out",
+        str(out_dir),
+    ]

@@ -1,0 +1,125 @@
+"""The child process of one candidate: `python -P -m hwprof.advise.paired_worker SPEC.json`.
+
+mode "paired": the baseline (A) and the variant (B) are built side by side in this process and run on the
+same images in ABBA blocks: iterations A 2b, B 2b, B 2b+1, A 2b+1 (side iteration k reads the same images on
+both sides). Before the blocks: the variant's output against the fp32 reference on the first batch, and each
+side's warm-up. mode "baseline" / "variant": one side alone (a change that needs a process of its own, such
+as an OpenMP environment variable), the same iterations one after another.
+
+Writes the spec's "out" file (JSON): per side its forward and iteration ms by side iteration, its set-up
+times and runtime info; the blocks' timestamps for the trace; the output check. Progress on stdout as JSON
+lines, as the pass workers do.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from hwprof.advise.sides import Side, build_side, reference_config
+from hwprof.atomic import atomic_write_text
+from hwprof.config import RunConfig
+from hwprof.spans import pair_spans
+from hwprof.worker_io import progress
+
+PAIRED_MODE = "paired"
+
+
+def side_figures(side: Side) -> dict[str, Any]:
+    """The side's measured forward and iteration ms by side iteration, and its time stamps for the trace."""
+    spans = [s for s in pair_spans(side.log.markers) if not s.warmup and s.iteration >= 0]
+    forward = {s.iteration: s.dur_ns / 1e6 for s in spans if s.kind == "stage" and s.name == "forward"}
+    iteration = {s.iteration: s.dur_ns / 1e6 for s in spans if s.kind == "iteration"}
+    forward_at = {s.iteration: (s.start_ns, s.end_ns) for s in spans if s.kind == "stage" and s.name == "forward"}
+    stamps = {
+        s.iteration: (s.start_ns, s.end_ns, *forward_at.get(s.iteration, (0, 0)))
+        for s in spans
+        if s.kind == "iteration"
+    }
+    return {
+        "forward_ms": forward,
+        "iteration_ms": iteration,
+        "stamps": stamps,
+        "batch": side.config.batch,
+        "threads": side.config.threads,
+        "setup": side.setup,
+        "runtime": {k: v for k, v in side.runtime.info.items() if isinstance(v, str | int | float | bool)},
+    }
+
+
+def output_check(variant: Side, images: list[Path], work_dir: Path, baseline: Side | None) -> dict[str, Any]:
+    from hwprof.advise.output_check import check_output
+
+    ref_config = reference_config(variant.config)
+    if baseline is not None and baseline.config == ref_config:
+        reference = baseline
+    else:
+        reference = build_side("reference", ref_config, images, work_dir)
+    batch = variant.pipeline.sample_batch()
+    return check_output(
+        reference.pipeline, reference.forward(batch), variant.pipeline, variant.forward(batch)
+    ).to_dict()
+
+
+def run(spec: dict[str, Any]) -> dict[str, Any]:
+    from hwprof.workload.images import discover
+
+    mode = spec.get("mode", PAIRED_MODE)
+    work_dir = Path(spec["work_dir"])
+    base_config = RunConfig.from_dict(spec["baseline"])
+    images = discover(base_config.images).paths
+    blocks, warmup = int(spec["blocks"]), int(spec["warmup"])
+    sides: list[Side] = []
+    progress(phase="build", done=0, total=1)
+    if mode in (PAIRED_MODE, "baseline"):
+        sides.append(build_side("baseline", base_config, images, work_dir))
+    if mode in (PAIRED_MODE, "variant"):
+        variant_config = RunConfig.from_dict(spec["variant"])
+        sides.append(
+            build_side(
+                "variant", variant_config, images, work_dir, spec.get("compile_mode", ""), bool(spec.get("cuda_graph"))
+            )
+        )
+    result: dict[str, Any] = {"mode": mode}
+    variant = next((s for s in sides if s.name == "variant"), None)
+    if variant is not None:
+        try:
+            result["output"] = output_check(variant, images, work_dir, sides[0] if len(sides) == 2 else None)
+        except Exception as exc:  # the timing still stands; the row says why the output is unchecked
+            result["output_error"] = f"{type(exc).__name__}: {exc}"
+    for i in range(warmup):
+        for side in sides:
+            side.run(i - warmup, warmup=True)
+    total = 2 * blocks * len(sides)
+    done = 0
+    for b in range(blocks):
+        order = [(sides[0], 2 * b), (sides[-1], 2 * b), (sides[-1], 2 * b + 1), (sides[0], 2 * b + 1)]
+        if len(sides) == 1:
+            order = order[:2]
+            order[1] = (sides[0], 2 * b + 1)
+        for side, k in order:
+            side.run(k, warmup=False)
+            done += 1
+            progress(phase="measure", done=done, total=total)
+    result["sides"] = {s.name: side_figures(s) for s in sides}
+    return result
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text())
+    out = Path(spec["out"])
+    try:
+        result = run(spec)
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        atomic_write_text(out, json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        return 1
+    atomic_write_text(out, json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

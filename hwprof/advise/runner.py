@@ -1,0 +1,233 @@
+"""`hwprof advise RUN`: plan the candidates from the run, run each, and write advice.json after each one.
+
+Per candidate: one paired worker (baseline and variant in ABBA blocks in one process), or, for a change
+that needs a process of its own, two workers one after the other (a pass-level estimate); then a layers
+collect of the variant, against one layers collect of the baseline made the same way, for the layers
+that moved most. advice.json is rewritten after every candidate, so a stop keeps every row finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwprof.advise.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
+from hwprof.analysis.advice import ADVICE_FILE, Advice, AdviceRow, top_layer_deltas
+from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
+from hwprof.analysis.advice_rows import measured_row, not_run_row
+from hwprof.atomic import atomic_write_text
+from hwprof.config import RunConfig
+from hwprof.rundata import RunData
+from hwprof.stopping import StopSignals
+
+ADVISE_DIR = "advise"
+DEFAULT_BLOCKS = 8
+LAYERS_ITERS = 10
+Progress = Callable[[str, dict[str, Any]], None]
+"""(candidate key, a progress event {phase, done, total})."""
+
+
+@dataclass
+class AdvisePlan:
+    run_dir: Path
+    config: RunConfig
+    facts: RunFacts
+    candidates: list[Candidate]
+    blocks: int = DEFAULT_BLOCKS
+    layers: bool = True
+    """Run a layers collect per variant (and one of the baseline) for the layers that moved."""
+
+    @property
+    def runnable(self) -> list[Candidate]:
+        return [c for c in self.candidates if not c.blocked]
+
+
+def run_facts(data: RunData, cpus_busy: float | None) -> RunFacts:
+    config = RunConfig.from_dict(data.run["config"])
+    flags = data.run.get("host", {}).get("isa_flags")
+    missing = {
+        r: f"{r} is not installed; fix: pip install {r}"
+        for r in ("onnxruntime", "openvino")
+        if importlib.util.find_spec(r) is None
+    }
+    return RunFacts(
+        config.runtime,
+        config.precision,
+        config.device,
+        config.channels_last,
+        config.threads,
+        config.batch,
+        tuple(flags) if flags is not None else None,
+        cpus_busy,
+        missing,
+    )
+
+
+def cpus_busy(analysis: Any) -> float | None:
+    """The forward's time-weighted CPUs busy over its top-level layers (task-clock / wall), as the threads finding."""
+    rows = [r for r in analysis.layers.top_level if r.cpus is not None and r.share]
+    total = sum(r.share for r in rows)
+    return sum(r.cpus * r.share for r in rows) / total if total else None
+
+
+def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True) -> AdvisePlan:
+    from hwprof.analysis.run_analysis import analyse
+
+    data = RunData.load(run_dir)
+    if "config" not in data.run:
+        raise ValueError(f"{run_dir}/run.json holds no configuration to advise on")
+    analysis = analyse(data)
+    facts = run_facts(data, cpus_busy(analysis))
+    config = RunConfig.from_dict(data.run["config"])
+    return AdvisePlan(Path(run_dir), config, facts, candidates(facts, analysis.findings), blocks, layers)
+
+
+def variant_config(config: RunConfig, candidate: Candidate) -> RunConfig:
+    return dataclasses.replace(config, **candidate.variant)
+
+
+class AdviseRun:
+    """Runs a plan's candidates one by one; `advice` holds the rows so far."""
+
+    def __init__(self, plan: AdvisePlan, stop: StopSignals, progress: Progress) -> None:
+        self.plan = plan
+        self.stop = stop
+        self.progress = progress
+        self.dir = plan.run_dir / ADVISE_DIR
+        self.advice = Advice(" ".join(collect_options(plan.config)), plan.config.device, [])
+        self.baseline_layers: dict[int, tuple[str, float]] | None = None
+        self.baseline_layers_error = ""
+
+    def run(self) -> Advice:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        started = time.monotonic()
+        self.advice.started_ns = time.monotonic_ns()
+        for c in self.plan.candidates:
+            if c.blocked:
+                self.advice.rows.append(not_run_row(c))
+        self._save(started)
+        for c in self.plan.runnable:
+            if self.stop.requested:
+                break
+            self.advice.rows.append(self._candidate(c))
+            self._save(started)
+        if self.stop.requested:
+            done = sum(1 for r in self.advice.rows if r.status != "not run")
+            self.advice.notes.append(
+                f"interrupted by {self.stop.name}: {done} of {len(self.plan.runnable)} candidates were run"
+            )
+        self._save(started)
+        return self.advice
+
+    def _save(self, started: float) -> None:
+        self.advice.ended_ns = time.monotonic_ns()
+        self.advice.wall_s = round(time.monotonic() - started, 1)
+        import json
+
+        atomic_write_text(self.plan.run_dir / ADVICE_FILE, json.dumps(self.advice.to_dict(), indent=1))
+
+    def _candidate(self, c: Candidate) -> AdviceRow:
+        config = self.plan.config
+        variant = variant_config(config, c)
+        work = self.dir / c.key
+        work.mkdir(parents=True, exist_ok=True)
+        spec = {
+            "key": c.key,
+            "baseline": config.to_dict(),
+            "variant": variant.to_dict(),
+            "compile_mode": c.compile_mode,
+            "cuda_graph": c.cuda_graph,
+            "blocks": self.plan.blocks,
+            "warmup": max(1, config.warmup),
+            "work_dir": str(work / "work"),
+        }
+        results: dict[str, dict[str, Any]] = {}
+        modes = ["paired"] if not c.env else ["baseline", "variant"]
+        for mode in modes:
+            out = work / f"{mode}.json"
+            outcome = self._worker({**spec, "mode": mode, "out": str(out)}, work, c, mode)
+            result = _read_json(out)
+            if not outcome.ok or "error" in result:
+                return self._failed(c, result.get("error") or outcome.error)
+            results[mode] = result
+        row = measured_row(c, results, self.advice.blocks)
+        if self.plan.layers and c.has_layers_pass and not self.stop.requested:
+            self._layers(c, variant, row)
+        elif not c.has_layers_pass:
+            row.layers_note = (
+                "no per-layer times: Inductor fuses across layers"
+                if c.compile_mode
+                else "no per-layer times: a CUDA graph replays the whole forward"
+            )
+        return row
+
+    def _worker(self, spec: dict[str, Any], work: Path, c: Candidate, mode: str) -> ChildOutcome:
+        command = paired_command(spec, work / f"{mode}.spec.json")
+        env = c.env if mode == "variant" else {}
+        return run_child(
+            command,
+            work / f"{mode}.log",
+            self.plan.config.pass_timeout_s,
+            self.stop,
+            lambda e: self.progress(c.key, e),
+            env,
+        )
+
+    def _failed(self, c: Candidate, error: str) -> AdviceRow:
+        what = "interrupted" if self.stop.requested else error
+        return AdviceRow(c.key, c.change, c.how, c.finding, status="failed", reason=what)
+
+    def _layers(self, c: Candidate, variant: RunConfig, row: AdviceRow) -> None:
+        if self.baseline_layers is None and not self.baseline_layers_error:
+            self.baseline_layers, self.baseline_layers_error = self._layers_run(self.plan.config, "baseline-layers")
+        if self.baseline_layers is None:
+            row.layers_note = f"no per-layer times: the baseline's layers collect failed ({self.baseline_layers_error})"
+            return
+        after, error = self._layers_run(variant, f"{c.key}/layers")
+        if after is None:
+            row.layers_note = f"no per-layer times: the variant's layers collect failed ({error})"
+            return
+        scale = variant.batch / self.plan.config.batch if c.per_image else 1.0
+        row.layers = top_layer_deltas(self.baseline_layers, {i: ms / scale for i, (_, ms) in after.items()})
+        row.variant_run = f"{ADVISE_DIR}/{c.key}/layers"
+
+    def _layers_run(self, config: RunConfig, name: str) -> tuple[dict[int, tuple[str, float]] | None, str]:
+        from hwprof.analysis.run_analysis import analyse
+
+        out = self.dir / name
+        if out.exists():
+            import shutil
+
+            shutil.rmtree(out)
+        iters = min(self.plan.config.iters, LAYERS_ITERS)
+        command = layers_command(config, out, iters, max(1, config.warmup))
+        outcome = run_child(
+            command,
+            self.dir / f"{name.replace('/', '-')}.log",
+            2 * config.pass_timeout_s,
+            self.stop,
+            lambda e: self.progress(name, e),
+        )
+        if not outcome.ok:
+            return None, outcome.error
+        try:
+            report = analyse(RunData.load(out)).layers
+        except (OSError, ValueError) as exc:
+            return None, f"{type(exc).__name__}: {exc}"
+        times = {r.index: (r.type, r.time_ms) for r in report.top_level if r.time_ms is not None}
+        return (times, "") if times else (None, "the layers pass recorded no layer times")
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}

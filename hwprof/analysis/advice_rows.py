@@ -1,0 +1,80 @@
+"""An advice row from what a candidate's worker(s) measured (hwprof/advise/paired_worker.py's JSON).
+
+Pure. A paired result holds both sides, numbered in ABBA order; a pass-level candidate has two results,
+"baseline" and "variant", each with one side. Times are per image where the variant changes the batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hwprof.analysis.advice import (
+    CHANGED_OUTPUT,
+    NOT_RUN,
+    AdviceBlock,
+    AdviceRow,
+    OutputCheck,
+    Speedup,
+    paired_speedup,
+    process_speedup,
+)
+from hwprof.analysis.advice_candidates import Candidate
+
+
+def not_run_row(c: Candidate) -> AdviceRow:
+    return AdviceRow(c.key, c.change, c.how, c.finding, status=NOT_RUN, reason=c.blocked)
+
+
+def _per_image(side: dict[str, Any], key: str) -> dict[int, float]:
+    batch = max(1, int(side.get("batch", 1)))
+    return {int(i): ms / batch for i, ms in side[key].items()}
+
+
+def _speedups(c: Candidate, results: dict[str, dict[str, Any]], key: str) -> Speedup | None:
+    if "paired" in results:
+        sides = results["paired"]["sides"]
+        return paired_speedup(_per_image(sides["baseline"], key), _per_image(sides["variant"], key))
+    before = _per_image(results["baseline"]["sides"]["baseline"], key)
+    after = _per_image(results["variant"]["sides"]["variant"], key)
+    return process_speedup(list(before.values()), list(after.values()))
+
+
+def setup_seconds(c: Candidate, variant: dict[str, Any], after_ms: float | None) -> tuple[float | None, str]:
+    """What the variant costs before its first useful forward: compile, capture, export or conversion."""
+    setup = variant.get("setup", {})
+    first_s = float(setup.get("first_forward_s", 0.0))
+    prepare_s = float(setup.get("prepare_s", 0.0))
+    extra_first = max(0.0, first_s - (after_ms or 0.0) / 1e3 * max(1, int(variant.get("batch", 1))))
+    if c.compile_mode:
+        return prepare_s + extra_first, f"torch.compile ({c.compile_mode}) at the first forward"
+    if c.cuda_graph:
+        return prepare_s + extra_first, "CUDA graph capture at the first forward"
+    runtime = c.variant.get("runtime")
+    if runtime:
+        return prepare_s + extra_first, f"ONNX export and {runtime} session (model load, compilation)"
+    return None, ""
+
+
+def measured_row(c: Candidate, results: dict[str, dict[str, Any]], blocks: list[AdviceBlock]) -> AdviceRow:
+    """The row of a candidate whose worker(s) finished; appends the paired iterations' stamps to `blocks`."""
+    row = AdviceRow(c.key, c.change, c.how, c.finding, per_image=c.per_image)
+    row.forward = _speedups(c, results, "forward_ms")
+    row.end_to_end = _speedups(c, results, "iteration_ms")
+    variant_result = results.get("paired") or results["variant"]
+    variant = variant_result["sides"]["variant"]
+    row.setup_s, row.setup_what = setup_seconds(c, variant, row.forward.after_ms if row.forward else None)
+    if variant_result.get("output"):
+        row.output = OutputCheck.from_dict(variant_result["output"])
+        if not row.output.within_tolerance:
+            row.status = CHANGED_OUTPUT
+            row.reason = (
+                f"detections changed beyond the {100 * row.output.tolerance:.0f}% tolerance: "
+                f"{row.output.detections_reference}->{row.output.detections}, {row.output.matched} matched"
+            )
+    elif variant_result.get("output_error"):
+        row.reason = f"output not checked: {variant_result['output_error']}"
+    for result in results.values():
+        for name, side in result["sides"].items():
+            for i, (start, end, f_start, f_end) in side.get("stamps", {}).items():
+                blocks.append(AdviceBlock(c.key, name, int(i) // 2, int(i), start, end, f_start, f_end))
+    return row

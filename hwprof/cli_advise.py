@@ -1,0 +1,106 @@
+"""`hwprof advise RUN` and `collect --advise`: run the candidates with a progress bar each, then the table."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from hwprof.analysis.advice import Advice
+from hwprof.stopping import StopSignals
+
+
+class AdviceProgress:
+    """A bar per candidate (and per layers collect), fed by the children's JSON progress lines."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, key: str, event: dict[str, Any]) -> None:
+        if key not in self.tasks:
+            self.tasks[key] = self.progress.add_task(f"advise {key}", total=None)
+        if "done" in event and "total" in event:
+            phase = str(event.get("phase", ""))
+            building = phase == "build"
+            self.progress.update(
+                self.tasks[key],
+                total=None if building else event["total"],
+                completed=0 if building else event["done"],
+                description=f"advise {key}: {phase}",
+            )
+
+
+def advise(
+    run_dir: Path, console: Console, stop: StopSignals, blocks: int, layers: bool = True, locked: bool = False
+) -> Advice:
+    """Run the candidates of the run in run_dir and write its advice.json; `locked`: the caller holds the
+    run directory's lock (collect --advise)."""
+    from hwprof.advise.runner import AdviseRun, plan_advice
+    from hwprof.rundir_lock import RunDirBusy, RunDirLock
+
+    if blocks < 1:
+        raise ValueError(f"--blocks must be at least 1 (got {blocks})")
+    if not (run_dir / "run.json").is_file():
+        raise ValueError(f"{run_dir} is not a run directory (no run.json)")
+    lock = None
+    if not locked:
+        try:
+            lock = RunDirLock(run_dir).acquire()
+        except RunDirBusy as exc:
+            raise ValueError(str(exc)) from None
+    try:
+        plan = plan_advice(run_dir, blocks, layers)
+        if plan.config.device != "cpu":
+            from hwprof.gpu_device import require_cuda
+
+            require_cuda(plan.config.device)
+        names = ", ".join(c.key for c in plan.runnable) or "none"
+        console.print(
+            f"advising [bold]{run_dir}[/]: {len(plan.runnable)} candidate(s) to run ({names}), "
+            f"{len(plan.candidates) - len(plan.runnable)} not run",
+            highlight=False,
+        )
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=False,
+        ) as progress:
+            return AdviseRun(plan, stop, AdviceProgress(progress)).run()
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def cmd_advise(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.render.advice_table import render_advice
+
+    stop: StopSignals = args.stop
+    result = advise(args.run_dir, console, stop, args.blocks, layers=not args.no_layers)
+    render_advice(result, console)
+    console.print(f"advice.json written in {args.run_dir}", highlight=False)
+    return stop.exit_code if stop.requested else 0
+
+
+def add_advise_args(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    from hwprof.advise.runner import DEFAULT_BLOCKS
+
+    p.add_argument(
+        f"--{prefix}blocks",
+        dest="blocks",
+        type=int,
+        default=DEFAULT_BLOCKS,
+        help="ABBA blocks per candidate (4 iterations each)",
+    )
+    p.add_argument(
+        f"--{prefix}no-layers",
+        dest="no_layers",
+        action="store_true",
+        help="skip the layers collect of each variant (no per-layer deltas)",
+    )
