@@ -72,6 +72,11 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         if args.models:
             raise ValueError("--resume DIR runs the points of the sweep recorded in DIR: give no --models")
         plan, ray = plan_from_file(args.resume)
+        if args.advise and not plan.advise:
+            raise ValueError(
+                f"--resume {args.resume} runs with the sweep's recorded options, which have no --advise: "
+                "advise its complete points with `hwprof advise RUN_DIR`, or start a new sweep with --advise"
+            )
     elif not args.models:
         raise ValueError("sweep needs --models (or --resume DIR)")
     else:
@@ -89,6 +94,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
             runtimes=args.runtimes,
             precisions=args.precisions,
             device=args.device,
+            advise=args.advise,
         )
     for model in plan.models:
         family_of(model)

@@ -171,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--warmup", type=int, default=1)
     sweep.add_argument("--timeout", type=float, default=None, help="seconds per point")
     sweep.add_argument("--out", type=Path, default=Path("results") / "sweep", help="where the points' runs go")
+    sweep.add_argument(
+        "--advise",
+        action="store_true",
+        help="every point's collect runs --advise; the table gives each point's best change, and a summary "
+        "which change wins per kind of machine",
+    )
     add_cluster_args(sweep)
     sweep.add_argument(
         "collect_args",

@@ -14,6 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.availability import collector_missing
+from hwprof.analysis.sweep_advice import (
+    ADVISE_FLAG,
+    NOT_RUN,
+    SUMMARY_CSV_FIELDS,
+    SWEEP_ADVICE_CSV,
+    advice_summary,
+    set_advice,
+    summary_csv_rows,
+)
 from hwprof.atomic import atomic_path, atomic_write_text
 from hwprof.host_kinds import host_kind, software, software_text
 from hwprof.runschema import Field, RunDirError, check_fields, found, read_json_object
@@ -107,6 +116,18 @@ class SweepRow:
     isa: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     """torch, the runtime (when not torch), Python and hwprof versions of the run."""
+    advice: str = ""
+    """`sweep --advise`: the key of the point's top ranked change (hwprof.analysis.sweep_advice)."""
+    advice_forward: float | None = None
+    """Its forward speed-up (baseline / variant), its spread and its method."""
+    advice_spread: str = ""
+    advice_method: str = ""
+    advice_status: str = ""
+    """ranked, no change measured faster, advice not run, advice failed or advice unreadable."""
+    advice_note: str = ""
+    """Why the point has no top change, in one line."""
+    advice_ranked: dict[str, float] = field(default_factory=dict)
+    """Every change ranked at this point: its forward speed-up."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -128,13 +149,21 @@ class SweepResult:
     """The collect arguments every point shared (beside --model, --runtime, --precision, --threads, --batch, --out)."""
     notes: list[str] = field(default_factory=list)
 
+    @property
+    def advised(self) -> bool:
+        """Every point's collect ran --advise."""
+        return ADVISE_FLAG in self.command
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "rows": [r.to_dict() for r in self.rows],
             "out_root": str(self.out_root),
             "command": self.command,
             "notes": self.notes,
         }
+        if self.advised:
+            out["advice_summary"] = [k.to_dict() for k in advice_summary(self.rows)]
+        return out
 
 
 def point_name(
@@ -147,6 +176,7 @@ def point_name(
 
 
 def point_row(point: SweepPoint, run_dir: Path, status: str, error: str = "") -> SweepRow:
+    """The row of a point before its run is read (a point that left no run keeps it: its advice was not run)."""
     return SweepRow(
         point.model,
         point.threads,
@@ -156,6 +186,8 @@ def point_row(point: SweepPoint, run_dir: Path, status: str, error: str = "") ->
         error,
         runtime=point.runtime,
         precision=point.precision,
+        advice_status=NOT_RUN,
+        advice_note=f"the point's collect did not finish ({status})",
     )
 
 
@@ -204,6 +236,7 @@ def row_from_run(
 
     threads, batch = point.threads, point.batch
     row = point_row(point, run_dir, status)
+    set_advice(row, run_dir)
     try:
         data = RunData.load(run_dir)
     except ValueError as exc:
@@ -283,7 +316,15 @@ def write_sweep(result: SweepResult) -> list[Path]:
         writer.writeheader()
         for row in result.rows:
             writer.writerow({k: _csv_cell(v) for k, v in row.to_dict().items()})
-    return [json_path, csv_path]
+    if not result.advised:
+        return [json_path, csv_path]
+    advice_path = result.out_root / SWEEP_ADVICE_CSV
+    with atomic_path(advice_path) as tmp, open(tmp, "w", newline="") as out:
+        writer = csv.DictWriter(out, fieldnames=SUMMARY_CSV_FIELDS, lineterminator="\n")
+        writer.writeheader()
+        for line in summary_csv_rows(advice_summary(result.rows)):
+            writer.writerow({k: _csv_cell(v) for k, v in line.items()})
+    return [json_path, csv_path, advice_path]
 
 
 def _csv_cell(value: Any) -> Any:
@@ -291,7 +332,9 @@ def _csv_cell(value: Any) -> Any:
         return ""
     if isinstance(value, float):
         return f"{value:.6g}"
-    return software_text(value) if isinstance(value, dict) else value
+    if isinstance(value, dict):
+        return software_text({k: _csv_cell(v) for k, v in value.items()})
+    return value
 
 
 SWEEP_FIELDS = (

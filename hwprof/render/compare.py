@@ -27,6 +27,7 @@ from hwprof.render.compare_runtime import (
     sweep_notes,
 )
 from hwprof.render.fmt import ms, num, pct, sig
+from hwprof.render.sweep_advice import advice_cell, advice_notes, advice_summary_spec
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render, spec_renderables
 
 TOP_LAYERS = 15
@@ -171,7 +172,7 @@ def comparison_markdown(c: Comparison, top: int = TOP_LAYERS) -> str:
     return "\n".join(markdown(s) for s in specs(c, top))
 
 
-def _sweep_columns(rows: list[SweepRow]) -> list[tuple[Col, Callable[[SweepRow], str]]]:
+def _sweep_columns(rows: list[SweepRow], advised: bool = False) -> list[tuple[Col, Callable[[SweepRow], str]]]:
     """The columns this sweep's rows need: a dimension that does not vary goes to the notes instead."""
     runtimes, diffs = sweep_columns(rows)
     per_model = len({(r.model, r.imgsz) for r in rows}) > 1
@@ -209,6 +210,8 @@ def _sweep_columns(rows: list[SweepRow]) -> list[tuple[Col, Callable[[SweepRow],
         cols.append((Col("software", "left", max_width=30), lambda r: software_text(_pick(r.versions, differ))))
     if any(r.status not in ("complete", "reused") for r in rows):
         cols.append((Col("status", "left"), lambda r: r.status))
+    if advised:
+        cols.append((Col("advice", "left", max_width=22, wrap=True), advice_cell))
     return cols
 
 
@@ -255,7 +258,7 @@ def _same_for_every_point(rows: list[SweepRow], headers: set[str]) -> str:
 
 def sweep_spec(result: SweepResult) -> TableSpec:
     rows_in = by_host(result.rows)
-    columns = _sweep_columns(rows_in)
+    columns = _sweep_columns(rows_in, result.advised)
     rows = [[cell(r) for _, cell in columns] for r in rows_in]
     headers = {c.header for c, _ in columns}
     notes = [_same_for_every_point(rows_in, headers)] if rows_in else []
@@ -277,6 +280,8 @@ def sweep_spec(result: SweepResult) -> TableSpec:
     for r in rows_in:
         if r.error:
             notes.append(f"{r.name}: {r.error}")
+    if result.advised:
+        notes += advice_notes(rows_in)
     notes.extend(result.notes)
     return TableSpec(
         f"sweep ({len(rows_in)} points) in {result.out_root}",
@@ -287,12 +292,19 @@ def sweep_spec(result: SweepResult) -> TableSpec:
     )
 
 
+def sweep_specs(result: SweepResult) -> list[TableSpec]:
+    """The sweep's table, and after it for `sweep --advise` which change wins per kind of machine."""
+    advice = [advice_summary_spec(by_host(result.rows))] if result.advised else []
+    return [sweep_spec(result), *advice]
+
+
 def render_sweep(result: SweepResult, console: Console) -> None:
-    console.print(rich_render(sweep_spec(result), console))
+    for spec in sweep_specs(result):
+        console.print(rich_render(spec, console))
 
 
 def sweep_markdown(result: SweepResult) -> str:
-    return markdown(sweep_spec(result))
+    return "\n".join(markdown(s) for s in sweep_specs(result))
 
 
 # ----------------------------------------------------------------------------- CLI entry points

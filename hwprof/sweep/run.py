@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import IO, Any
 
+from hwprof.analysis.sweep_advice import ADVISE_FLAG
 from hwprof.analysis.sweep_rows import (
     DEFAULT_PRECISION,
     DEFAULT_RUNTIME,
@@ -103,6 +104,9 @@ class SweepPlan:
 
     resume: bool = False
     """Rename an incomplete point's run directory aside and collect the point again (`sweep --resume`)."""
+    advise: bool = False
+    """`sweep --advise`: every point's collect runs --advise, so that each run directory has its advice.json
+    (recorded in sweep_plan.json, so a resumed sweep advises its remaining points too)."""
 
     def validate(self) -> None:
         if not self.models or not self.threads or not self.batches:
@@ -167,7 +171,8 @@ class SweepPlan:
         shared = ["--imgsz", str(self.imgsz), "--iters", str(self.iters), "--warmup", str(self.warmup)]
         if self.device != "cpu":
             shared += ["--device", self.device]
-        return [*shared, *collectors, *self.extra_args]
+        advise = [ADVISE_FLAG] if self.advise and ADVISE_FLAG not in self.extra_args else []
+        return [*shared, *collectors, *self.extra_args, *advise]
 
 
 @dataclass(frozen=True)
