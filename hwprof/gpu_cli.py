@@ -37,6 +37,20 @@ def add_gpu_import_args(p: argparse.ArgumentParser) -> None:
         "from one --kineto trace and the other files, for hwprof report / trace / compare",
     )
     p.add_argument("--model", help="with --out: the model's name in the run (default: the --kineto file's name)")
+    p.add_argument(
+        "--experiments",
+        type=Path,
+        help="with --out: gpu_experiments.json (eager vs CUDA graph, precisions, layouts, batches), copied into the "
+        "run with --compile-experiments; the run's advice.json is the advice table they give",
+    )
+    p.add_argument("--compile-experiments", type=Path, help="with --out: gpu_compile.json (torch.compile vs eager)")
+    p.add_argument("--batch", type=int, default=1, help="with --out: the batch of the recorded forwards")
+    p.add_argument(
+        "--precision",
+        choices=("fp32", "fp16", "bf16"),
+        help="with --out: the recorded forwards' precision (default: from the --kineto file's name, e.g. _fp32)",
+    )
+    p.add_argument("--channels-last", action="store_true", help="with --out: the recorded forwards ran channels_last")
     p.add_argument("--top", type=int, default=5)
     p.add_argument("--format", choices=("rich", "json"), default="rich")
 
@@ -46,7 +60,8 @@ def run_gpu_import(args: argparse.Namespace, console: Console) -> int:
 
     if not (args.kineto or args.ncu or args.ncu_app_range or args.nvml):
         raise ValueError("give at least one of --kineto, --ncu, --ncu-app-range, --nvml")
-    for path in [*args.kineto, args.ncu, args.ncu_app_range, args.peaks, args.nvml, args.bench]:
+    recorded = [args.experiments, args.compile_experiments]
+    for path in [*args.kineto, args.ncu, args.ncu_app_range, args.peaks, args.nvml, args.bench, *recorded]:
         if path is not None and not path.is_file():
             raise ValueError(f"{path}: no such file")
     if args.out is not None and len(args.kineto) != 1:
@@ -71,13 +86,33 @@ def write_run(args: argparse.Namespace, cats: tuple[str, ...] | None, console: C
     """The run directory of --out, finished as a collect finishes one: run.json's summaries, the exports and
     the trace."""
     from hwprof.finish import finalize, write_final_exports, write_trace
-    from hwprof.gpu_rundir import ImportSources, write_import_run
+    from hwprof.gpu_rundir import ImportSources, write_import_run, write_recorded_advice
 
     src = ImportSources(
-        args.kineto[0], args.ncu, args.ncu_app_range, args.peaks, args.nvml, args.bench, args.model, cats
+        args.kineto[0],
+        args.ncu,
+        args.ncu_app_range,
+        args.peaks,
+        args.nvml,
+        args.bench,
+        args.model,
+        cats,
+        args.experiments,
+        args.compile_experiments,
+        args.batch,
+        args.precision,
+        args.channels_last,
     )
     run = write_import_run(src, args.out, ["hwprof", *getattr(args, "argv", [])])
     finalize(args.out, run)
+    if src.experiments or src.compiled:
+        advice = write_recorded_advice(args.out)
+        console.print(
+            f"advice.json: {len(advice.rows)} rows from the recorded experiments"
+            if advice
+            else "advice.json not written: the recorded forwards' precision is not known (give --precision)",
+            highlight=False,
+        )
     write_final_exports(args.out, run)
     write_trace(args.out, console)
     console.print(

@@ -19,11 +19,16 @@ from __future__ import annotations
 import datetime
 import gzip
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hwprof.analysis.advice import ADVICE_FILE, Advice
+from hwprof.analysis.gpu_advice import GpuBaseline, gpu_advice
+from hwprof.analysis.layer_report import run_device
+from hwprof.analysis.run_analysis import analyse
 from hwprof.atomic import atomic_write_text
 from hwprof.collectors.gpu.kineto.attribution import attribute
 from hwprof.collectors.gpu.kineto.outputs import run_summary, write_outputs
@@ -32,7 +37,7 @@ from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
 from hwprof.collectors.gpu.ncu.layers import layer_tables
 from hwprof.gpu_import import import_nvml
 from hwprof.markers import Marker
-from hwprof.rundata import write_run_json
+from hwprof.rundata import RunData, write_run_json
 from hwprof.runschema import SCHEMA_VERSION
 
 CLOCK_METHOD = (
@@ -60,9 +65,18 @@ class ImportSources:
     """gpu_results.json whose `bench` windows get their NVML energy."""
     model: str | None = None
     launch_cats: tuple[str, ...] | None = None
+    experiments: Path | None = None
+    """gpu_experiments.json: eager against CUDA graph, precisions, memory formats, batches."""
+    compiled: Path | None = None
+    """gpu_compile.json: torch.compile against eager, with compile time."""
+    batch: int = 1
+    precision: str | None = None
+    """None: from the --kineto file's name (kineto_<model>_<imgsz>_<precision>...), as the recordings name it."""
+    channels_last: bool = False
 
     def files(self) -> list[Path]:
         found = [self.kineto, self.ncu, self.ncu_range, self.peaks, self.nvml, self.bench]
+        found += [self.experiments, self.compiled]
         return list(dict.fromkeys(p for p in found if p is not None))
 
 
@@ -198,13 +212,20 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[
         _write_json(out / "passes" / pass_name / "result.json", {"pass": pass_name, "status": "ok", "error": ""})
     files = [str(p) for p in src.files()]
     device = trace.device_name or str(recorded["device"].get("name", ""))
+    experiments = _copy_recorded(src, out)
     run: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": out.name,
         "status": "complete",
         "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": command,
-        "imported": {"files": files, "device": device, "recorded_on": _recorded_on(recorded["device"])},
+        "imported": {
+            "files": files,
+            "device": device,
+            "recorded_on": _recorded_on(recorded["device"]),
+            "configuration": configuration(src),
+            "experiments": experiments,
+        },
         "config": {"model": name, "device": "cuda", "iters": len(att.forwards)},
         "host": _host(recorded["device"]),
         "clock": {"id": "Kineto trace clock (recording machine's wall clock)", "unit": "ns", "method": CLOCK_METHOD},
@@ -215,6 +236,73 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[
     }
     write_run_json(out, run)
     return run
+
+
+RECORDED_DIR = Path("passes") / "gpu" / "recorded"
+"""Where an imported run keeps the recorded experiments its advice.json is built from."""
+EXPERIMENTS, COMPILED = "gpu_experiments.json", "gpu_compile.json"
+_PRECISION = re.compile(r"_(fp32|fp16|bf16)(?:[._]|$)")
+
+
+def configuration(src: ImportSources) -> dict[str, Any]:
+    """The recorded forwards' configuration, as given to gpu-import (a Kineto trace does not state it), kept
+    out of run.json's config so that compare still says batch and size were not in the trace."""
+    precision = src.precision
+    if precision is None and (m := _PRECISION.search(src.kineto.name)):
+        precision = m.group(1)
+    return {
+        "batch": src.batch,
+        "precision": precision,
+        "channels_last": src.channels_last,
+        "source": "gpu-import options (--batch, --precision or the --kineto file's name, --channels-last)",
+    }
+
+
+def _copy_recorded(src: ImportSources, out: Path) -> list[str]:
+    copied = []
+    for path, name in ((src.experiments, EXPERIMENTS), (src.compiled, COMPILED)):
+        if path is not None:
+            (out / RECORDED_DIR).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, out / RECORDED_DIR / name)
+            copied.append(str(RECORDED_DIR / name))
+    return copied
+
+
+def run_baseline(run: dict[str, Any]) -> GpuBaseline | None:
+    """The run's model, batch, precision and memory format (an imported run's from its import options);
+    None where one is not known."""
+    cfg = {**run.get("config", {}), **run.get("imported", {}).get("configuration", {})}
+    if not cfg.get("model") or not cfg.get("batch") or not cfg.get("precision"):
+        return None
+    return GpuBaseline(str(cfg["model"]), int(cfg["batch"]), str(cfg["precision"]), bool(cfg.get("channels_last")))
+
+
+def _read_list(path: Path) -> list[dict[str, Any]]:
+    return list(json.loads(path.read_text())) if path.exists() else []
+
+
+def recorded_gpu_advice(run_dir: Path, recordings: Path | None = None) -> Advice | None:
+    """The advice table the H100 recordings give for a GPU run (none is present to run the candidates):
+    from the run's own copies (passes/gpu/recorded/, written by gpu-import), else from `recordings` (a folder
+    holding gpu_experiments.json and gpu_compile.json). None for a CPU run, a run whose configuration is not
+    known, or when neither place holds the experiments."""
+    data = RunData.load(run_dir)
+    if run_device(data.run) == "cpu" or (base := run_baseline(data.run)) is None:
+        return None
+    folder = Path(run_dir) / RECORDED_DIR
+    if not any((folder / n).exists() for n in (EXPERIMENTS, COMPILED)):
+        if recordings is None or not any((recordings / n).exists() for n in (EXPERIMENTS, COMPILED)):
+            return None
+        folder = recordings
+    return gpu_advice(base, analyse(data).findings, _read_list(folder / EXPERIMENTS), _read_list(folder / COMPILED))
+
+
+def write_recorded_advice(run_dir: Path) -> Advice | None:
+    """advice.json of an imported run, from the experiments gpu-import copied into it (None: nothing written)."""
+    advice = recorded_gpu_advice(run_dir)
+    if advice is not None:
+        _write_json(Path(run_dir) / ADVICE_FILE, advice.to_dict())
+    return advice
 
 
 def _recorded_on(device: dict[str, Any]) -> str:

@@ -1,7 +1,8 @@
 """Regenerate tests/fixtures/gpu_run_yolov8n: the run directory `hwprof gpu-import --out` makes from the H100
 recordings of yolov8n fp32 640 (recordings/h100-2026-11-22, as subset in tests/fixtures/gpu: the Kineto trace
 cut to its first two forwards, both Nsight Compute CSVs, the peaks and benchmark windows of gpu_results.json,
-the NVML samples). The trace.pftrace is left out (`hwprof trace` rebuilds it in a second).
+the NVML samples, gpu_experiments.json and gpu_compile.json, from which advice.json). The trace.pftrace is
+left out (`hwprof trace` rebuilds it in a second).
 
 Run from the repository root: .venv/bin/python scripts/make_gpu_run_fixture.py
 """
@@ -30,6 +31,10 @@ ARGS = [
     str(GPU / "nvml_samples.json.gz"),
     "--bench",
     str(GPU / "gpu_results.subset.json"),
+    "--experiments",
+    str(GPU / "gpu_experiments.json"),
+    "--compile-experiments",
+    str(GPU / "gpu_compile.json"),
     "--model",
     "yolov8n",
 ]

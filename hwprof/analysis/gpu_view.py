@@ -19,6 +19,9 @@ from hwprof.analysis.gpu_roofline import MEMORY, GpuRoof, GpuRoofRow, layer_inde
 from hwprof.collectors.gpu.ncu.layers import TENSOR_MATH_FIX
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from hwprof.analysis.layer_stats import LayerStat
     from hwprof.rundata import RunData
 
 LAUNCH_BOUND_IDLE = 0.5
@@ -82,6 +85,52 @@ def load_gpu_view(data: RunData) -> GpuView | None:
     if not (view.layers or view.graph or view.nvml or view.ncu_layers):
         return None
     return view
+
+
+@dataclass
+class GpuLayerRow:
+    """A top-level layer of a GPU run: its GPU time per forward beside its host (launch) time (stat.time_ms)."""
+
+    stat: LayerStat
+    gpu_ms: float | None
+    """Kernels launched from the layer's range, per forward; None: it launched none in the gpu pass."""
+    share: float | None
+    """Of the forward's GPU kernel time (every layer's and what was launched outside them)."""
+    kernels: float | None
+
+
+@dataclass
+class GpuLayerRanking:
+    rows: list[GpuLayerRow]
+    """Largest GPU time first; layers with no GPU time last, by host time."""
+    forward_gpu_ms: float
+    outside_gpu_ms: float | None
+    """Launched between the layer ranges (attribution's "(outside layers)" row), per forward."""
+
+    @property
+    def without_gpu(self) -> list[GpuLayerRow]:
+        return [r for r in self.rows if r.gpu_ms is None]
+
+
+def gpu_ranked_layers(layers: Iterable[LayerStat], view: GpuView) -> GpuLayerRanking:
+    """Why by GPU time: on a launch-bound forward the host time of a layer is the time spent launching its
+    kernels, so a ranking by it ranks the launching; the GPU pass's kernels, charged to the layer whose range
+    launched them, rank what the device spent on each layer."""
+    total_us = sum(m.get("gpu_us", 0.0) for m in view.layers.values())
+    rows = []
+    for stat in layers:
+        if stat.depth != 1:
+            continue
+        m = view.layers.get(stat.name)
+        if not m or not m.get("kernels"):
+            rows.append(GpuLayerRow(stat, None, None, None))
+            continue
+        gpu_ms = m["gpu_us"] / 1e3
+        rows.append(GpuLayerRow(stat, gpu_ms, gpu_ms * 1e3 / total_us if total_us > 0 else None, m["kernels"]))
+    rows.sort(key=lambda r: (r.gpu_ms is None, -(r.gpu_ms or 0.0), -(r.stat.time_ms or 0.0), r.stat.index))
+    named = {r.stat.name for r in rows}
+    outside = [m["gpu_us"] for name, m in view.layers.items() if name not in named and m.get("gpu_us")]
+    return GpuLayerRanking(rows, total_us / 1e3, sum(outside) / 1e3 if outside else None)
 
 
 def gpu_findings(view: GpuView) -> list[Finding]:

@@ -12,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.gpu_roofline import MARKS, layer_index, layer_order
+from hwprof.analysis.gpu_view import gpu_ranked_layers
 from hwprof.cppnames import kernel_label
+from hwprof.render.fmt import ms, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
@@ -141,6 +143,56 @@ def gpu_layers_spec(a: Analysis, top: int) -> TableSpec | None:
     cols = gpu_time_cols("largest kernels (us)")
     notes = ["kernels charged to the layer whose range launched them (launch correlation), per forward"]
     return TableSpec("layers by GPU time", cols, rows, notes)
+
+
+NO_GPU_TIME = "none"
+"""The GPU ms cell of a layer whose range launched no kernel in the gpu pass (measured: nothing, not a gap)."""
+
+
+def gpu_main_layers_spec(a: Analysis, top: int) -> TableSpec | None:
+    """The main layer table of a GPU run: ranked by GPU time per forward, the host (launch) time beside it.
+    None where the run has no GPU time per layer (a CPU run; a GPU run whose gpu pass did not run): the
+    table by host time stands."""
+    g = a.gpu
+    if g is None or not g.layers or not a.layers.layers:
+        return None
+    rank = gpu_ranked_layers(a.layers.layers, g)
+    flops = a.layers.has("flops")
+    shapes = any(r.stat.out_shape for r in rank.rows)
+    cols = [Col("#"), Col("type", "left", max_width=14), Col("GPU ms"), Col("GPU share"), Col("cum", priority=6)]
+    cols += [Col("host (launch) ms"), Col("kernels", priority=3)]
+    if flops:
+        cols += [Col("GFLOPs", priority=7), Col("AI", priority=4)]
+    if shapes:
+        cols += [Col("out shape", "left", priority=9, max_width=16)]
+    rows = []
+    cum = 0.0
+    for r in rank.rows[:top]:
+        cum += r.share or 0.0
+        s = r.stat
+        row = [str(s.index), s.type, NO_GPU_TIME if r.gpu_ms is None else ms(r.gpu_ms), pct(r.share)]
+        row += [MISSING if r.share is None else pct(cum), ms(s.time_ms), _f(r.kernels, "{:.0f}")]
+        if flops:
+            row += [sig(s.flops / 1e9 if s.flops is not None else None), sig(s.intensity)]
+        if shapes:
+            row += [s.out_shape]
+        rows.append(row)
+    forwards = g.kineto.get("forwards")
+    outside = f"; {ms(rank.outside_gpu_ms)} ms of it launched outside every layer" if rank.outside_gpu_ms else ""
+    notes = [
+        f"ranked by GPU ms per forward: the kernels charged to the layer whose range launched them (launch "
+        f"correlation, gpu pass{f', mean of {forwards} forwards' if forwards else ''}); GPU share = of the "
+        f"forward's GPU kernel time, {ms(rank.forward_gpu_ms)} ms{outside}",
+        f"host (launch) ms: {a.layers.time_note}",
+    ]
+    if none := rank.without_gpu:
+        names = ", ".join(f"{r.stat.index} {r.stat.type}" for r in none)
+        notes.append(
+            f"{len(none)} layer{'s' if len(none) > 1 else ''} launched no GPU kernel in the gpu pass (GPU ms "
+            f"'{NO_GPU_TIME}'), ranked last by host time: {names}"
+        )
+    title = f"top {len(rows)} layers by GPU time (of {len(rank.rows)})"
+    return TableSpec(title, cols, rows, notes)
 
 
 def gpu_roofline_spec(a: Analysis) -> TableSpec | None:

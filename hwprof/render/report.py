@@ -21,7 +21,7 @@ from rich.text import Text
 
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.atomic import DiskFullError
-from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_roofline_spec
+from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.report_sections import (
@@ -185,7 +185,7 @@ def _findings_renderable(a: Analysis) -> RenderableType:
 def specs(a: Analysis, top: int) -> list[TableSpec]:
     out = [
         stages_spec(a),
-        layers_spec(a, top),
+        gpu_main_layers_spec(a, top) or layers_spec(a, top),
         rankings_spec(a),
         types_spec(a),
         runtime_layers_spec(a),
