@@ -26,6 +26,7 @@ from hwprof.spans import pair_spans
 from hwprof.worker_io import progress
 
 PAIRED_MODE = "paired"
+SOLO_ITERATIONS = 4
 
 
 def side_figures(side: Side) -> dict[str, Any]:
@@ -74,8 +75,11 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     blocks, warmup = int(spec["blocks"]), int(spec["warmup"])
     sides: list[Side] = []
     progress(phase="build", done=0, total=1)
+    solo: dict[int, float] = {}
     if mode in (PAIRED_MODE, "baseline"):
         sides.append(build_side("baseline", base_config, images, work_dir))
+        if mode == PAIRED_MODE:
+            solo = solo_forward_ms(sides[0], warmup)
     if mode in (PAIRED_MODE, "variant"):
         variant_config = RunConfig.from_dict(spec["variant"])
         sides.append(
@@ -105,7 +109,22 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             done += 1
             progress(phase="measure", done=done, total=total)
     result["sides"] = {s.name: side_figures(s) for s in sides}
+    if solo:
+        result["sides"]["baseline"]["solo_forward_ms"] = solo
     return result
+
+
+def solo_forward_ms(side: Side, warmup: int) -> dict[int, float]:
+    """The baseline's forward alone, before the variant exists in the process: what the paired blocks'
+    baseline is checked against (a variant whose threads spin beside it slows the baseline, which would
+    flatter the variant). Its markers are dropped after, so they never mix with the blocks'."""
+    for i in range(warmup):
+        side.run(i - warmup, warmup=True)
+    for k in range(SOLO_ITERATIONS):
+        side.run(k, warmup=False)
+    forward = side_figures(side)["forward_ms"]
+    side.log.markers.clear()
+    return forward
 
 
 def main(argv: list[str]) -> int:

@@ -19,7 +19,7 @@ from typing import Any
 from hwprof.advise.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
 from hwprof.analysis.advice import ADVICE_FILE, Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
-from hwprof.analysis.advice_rows import measured_row, not_run_row
+from hwprof.analysis.advice_rows import baseline_drift, measured_row, not_run_row
 from hwprof.atomic import atomic_write_text
 from hwprof.config import RunConfig
 from hwprof.rundata import RunData
@@ -27,6 +27,8 @@ from hwprof.stopping import StopSignals
 
 ADVISE_DIR = "advise"
 DEFAULT_BLOCKS = 8
+DISTURBED = 1.10
+"""A paired baseline further than this factor from its own time alone is not trusted (see baseline_drift)."""
 LAYERS_ITERS = 10
 Progress = Callable[[str, dict[str, Any]], None]
 """(candidate key, a progress event {phase, done, total})."""
@@ -146,16 +148,20 @@ class AdviseRun:
             "warmup": max(1, config.warmup),
             "work_dir": str(work / "work"),
         }
-        results: dict[str, dict[str, Any]] = {}
-        modes = ["paired"] if not c.env else ["baseline", "variant"]
-        for mode in modes:
-            out = work / f"{mode}.json"
-            outcome = self._worker({**spec, "mode": mode, "out": str(out)}, work, c, mode)
-            result = _read_json(out)
-            if not outcome.ok or "error" in result:
-                return self._failed(c, result.get("error") or outcome.error)
-            results[mode] = result
+        results, error = self._measure(spec, work, c, ["paired"] if not c.env else ["baseline", "variant"])
+        note = ""
+        drift = baseline_drift(results.get("paired", {}))
+        if drift is not None and not (1 / DISTURBED <= drift <= DISTURBED) and not self.stop.requested:
+            note = (
+                f"paired figure not used: beside the variant, the baseline's forward took {drift:.2f}x its time "
+                f"alone in the same process (the two sides' thread pools share {self.plan.config.threads} "
+                "CPU(s)); measured as two processes instead"
+            )
+            results, error = self._measure(spec, work, c, ["baseline", "variant"])
+        if error:
+            return self._failed(c, error)
         row = measured_row(c, results, self.advice.blocks)
+        row.pairing_note = note
         if self.plan.layers and c.has_layers_pass and not self.stop.requested:
             self._layers(c, variant, row)
         elif not c.has_layers_pass:
@@ -165,6 +171,20 @@ class AdviseRun:
                 else "no per-layer times: a CUDA graph replays the whole forward"
             )
         return row
+
+    def _measure(
+        self, spec: dict[str, Any], work: Path, c: Candidate, modes: list[str]
+    ) -> tuple[dict[str, dict[str, Any]], str]:
+        """Run the worker in each mode; (results by mode, "") or ({}, why one failed)."""
+        results: dict[str, dict[str, Any]] = {}
+        for mode in modes:
+            out = work / f"{mode}.json"
+            outcome = self._worker({**spec, "mode": mode, "out": str(out)}, work, c, mode)
+            result = _read_json(out)
+            if not outcome.ok or "error" in result:
+                return {}, result.get("error") or outcome.error
+            results[mode] = result
+        return results, ""
 
     def _worker(self, spec: dict[str, Any], work: Path, c: Candidate, mode: str) -> ChildOutcome:
         command = paired_command(spec, work / f"{mode}.spec.json")

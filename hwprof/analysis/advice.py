@@ -215,6 +215,8 @@ class AdviceRow:
     layers: list[LayerDelta] = field(default_factory=list)
     layers_note: str = ""
     """Why no per-layer times (e.g. Inductor fuses across layers)."""
+    pairing_note: str = ""
+    """Why a pairable change was measured as two processes (its paired figure was disturbed)."""
     variant_run: str = ""
     """The variant's layers run directory, relative to the advised run's."""
 

@@ -6,6 +6,7 @@ Pure. A paired result holds both sides, numbered in ABBA order; a pass-level can
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from hwprof.analysis.advice import (
@@ -53,6 +54,15 @@ def setup_seconds(c: Candidate, variant: dict[str, Any], after_ms: float | None)
     if runtime:
         return prepare_s + extra_first, f"ONNX export and {runtime} session (model load, compilation)"
     return None, ""
+
+
+def baseline_drift(paired: dict[str, Any]) -> float | None:
+    """The paired baseline's forward p50 in the ABBA blocks over its p50 alone (before the variant was built in
+    the process); None without both. Above 1: the variant slows the baseline beside it (threads that spin
+    after their forward, a second pool on the same CPUs), which would flatter the variant."""
+    side = paired.get("sides", {}).get("baseline", {})
+    solo, blocks = list(side.get("solo_forward_ms", {}).values()), list(side.get("forward_ms", {}).values())
+    return statistics.median(blocks) / statistics.median(solo) if solo and blocks else None
 
 
 def measured_row(c: Candidate, results: dict[str, dict[str, Any]], blocks: list[AdviceBlock]) -> AdviceRow:

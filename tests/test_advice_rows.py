@@ -1,0 +1,128 @@
+"""Advice rows from the workers' results: paired and pass-level speed-ups, per image, output, drift, ranking."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from hwprof.advise.output_check import matched_detections
+from hwprof.analysis.advice import (
+    CHANGED_OUTPUT,
+    PAIRED,
+    Advice,
+    AdviceRow,
+    Speedup,
+    paired_speedup,
+    top_layer_deltas,
+)
+from hwprof.analysis.advice_candidates import Candidate
+from hwprof.analysis.advice_rows import baseline_drift, measured_row
+from hwprof.analysis.paired_cost import PASS_LEVEL
+
+BEFORE = [10.0, 11.0, 10.5, 10.2, 12.0, 10.1, 10.4, 10.3]
+AFTER = [8.0, 8.4, 8.1, 9.0, 8.2, 8.3, 8.0, 8.6]
+
+
+def side(forward: list[float], batch: int = 1, **extra: object) -> dict:
+    return {
+        "forward_ms": {str(i): v for i, v in enumerate(forward)},
+        "iteration_ms": {str(i): v + 5.0 for i, v in enumerate(forward)},
+        "stamps": {str(i): [i * 100, i * 100 + 50, i * 100 + 10, i * 100 + 40] for i in range(len(forward))},
+        "batch": batch,
+        "setup": {"prepare_s": 1.0, "first_forward_s": 3.0},
+        **extra,
+    }
+
+
+def output(detections: int = 10, matched: int = 10) -> dict:
+    return dict(
+        head_max_abs=0.01,
+        head_range=100.0,
+        candidates_reference=40,
+        candidates=40,
+        detections_reference=10,
+        detections=detections,
+        matched=matched,
+    )
+
+
+def paired_result() -> dict:
+    return {"sides": {"baseline": side(BEFORE), "variant": side(AFTER)}, "output": output()}
+
+
+def test_paired_speedup_is_the_median_of_the_blocks_before_over_after() -> None:
+    s = paired_speedup(dict(enumerate(BEFORE)), dict(enumerate(AFTER)))
+    assert s is not None and s.method == PAIRED and s.blocks == 4
+    blocks = [(BEFORE[2 * b] + BEFORE[2 * b + 1]) / (AFTER[2 * b] + AFTER[2 * b + 1]) for b in range(4)]
+    assert s.ratio == pytest.approx(statistics.median(blocks))
+    assert s.low == pytest.approx(min(blocks)) and s.high == pytest.approx(max(blocks))
+    assert s.resolved and s.q1 is not None and s.q1 > 1
+
+
+def test_a_paired_row_has_speedups_setup_breakeven_output_and_trace_blocks() -> None:
+    c = Candidate("compile", "torch.compile", "code", (), compile_mode="default", finding="f")
+    blocks: list = []
+    row = measured_row(c, {"paired": paired_result()}, blocks)
+    assert row.forward is not None and row.forward.ratio > 1 and row.ranked
+    assert row.end_to_end is not None and row.end_to_end.ratio < row.forward.ratio  # +5 ms on both sides
+    after = statistics.median(AFTER)
+    assert row.setup_s == pytest.approx(1.0 + 3.0 - after / 1e3)
+    saved = statistics.median(BEFORE) - after
+    assert row.breakeven_inferences == pytest.approx(row.setup_s * 1e3 / saved)
+    assert len(blocks) == 2 * len(BEFORE) and {b.side for b in blocks} == {"baseline", "variant"}
+    assert max(b.block for b in blocks) == 3
+
+
+def test_a_batch_change_is_compared_per_image() -> None:
+    c = Candidate("batch-8", "batch 8", "--batch 8", (), {"batch": 8})
+    eight = side([8 * a for a in AFTER], 8)
+    row = measured_row(c, {"paired": {"sides": {"baseline": side(BEFORE), "variant": eight}}}, [])
+    assert row.per_image and row.forward is not None
+    assert row.forward.after_ms == pytest.approx(statistics.median(AFTER))
+
+
+def test_changed_detections_mark_the_row_and_it_is_never_advice() -> None:
+    c = Candidate("int8", "int8", "--precision int8", (), {"precision": "int8"})
+    result = {"sides": {"baseline": side(BEFORE), "variant": side(AFTER)}, "output": output(12, 8)}
+    row = measured_row(c, {"paired": result}, [])
+    assert row.status == CHANGED_OUTPUT and not row.ranked and "10->12, 8 matched" in row.reason
+    assert row.forward is not None and row.forward.ratio > 1  # faster, and still not advice
+    advice = Advice("--model m", "cpu", [row, AdviceRow("x", "x", "x", "f", forward=Speedup(PAIRED, 1.01, 0.99, 1.03))])
+    assert [r.key for r in advice.ordered()] == ["int8", "x"]  # neither is ranked; faster first among them
+
+
+def test_a_pass_level_row_is_labelled_as_such() -> None:
+    c = Candidate("omp-passive", "omp", "OMP_WAIT_POLICY=PASSIVE", (), env={"OMP_WAIT_POLICY": "PASSIVE"})
+    results = {"baseline": {"sides": {"baseline": side(BEFORE)}}, "variant": {"sides": {"variant": side(AFTER)}}}
+    row = measured_row(c, results, [])
+    assert row.forward is not None and row.forward.method == PASS_LEVEL and row.forward.blocks == 0
+    assert row.forward.ratio == pytest.approx(statistics.median(BEFORE) / statistics.median(AFTER))
+
+
+def test_baseline_drift_compares_the_blocks_with_the_baseline_alone() -> None:
+    paired = {"sides": {"baseline": side(BEFORE, solo_forward_ms={"0": 5.0, "1": 5.2})}}
+    assert baseline_drift(paired) == pytest.approx(statistics.median(BEFORE) / 5.1)
+    assert baseline_drift({"sides": {"baseline": side(BEFORE)}}) is None
+
+
+def test_advice_json_round_trips() -> None:
+    c = Candidate("channels_last", "cl", "--channels-last", (), {"channels_last": True}, finding="f")
+    blocks: list = []
+    row = measured_row(c, {"paired": paired_result()}, blocks)
+    row.layers = top_layer_deltas({0: ("Conv", 5.0), 1: ("C2f", 3.0), 2: ("SPPF", 1.0)}, {0: 4.0, 1: 3.1, 2: 2.5}, 2)
+    advice = Advice("--model m", "cpu", [row], blocks)
+    back = Advice.from_dict(advice.to_dict())
+    assert back.to_dict() == advice.to_dict()
+    assert [(d.index, d.delta_ms) for d in back.rows[0].layers] == [(2, 1.5), (0, -1.0)]
+
+
+def test_detections_match_one_to_one_by_class_and_iou() -> None:
+    import torch
+
+    ref = [torch.tensor([[0, 0, 10, 10, 0.9, 1], [20, 20, 30, 30, 0.8, 2]], dtype=torch.float32)]
+    moved = [torch.tensor([[1, 0, 11, 10, 0.9, 1], [20, 20, 30, 30, 0.7, 3]], dtype=torch.float32)]
+    assert matched_detections(ref, ref) == 2
+    assert matched_detections(ref, moved) == 1  # the second box changed class
+    twice = [torch.tensor([[0, 0, 10, 10, 0.9, 1], [0, 0, 10, 10, 0.8, 1]], dtype=torch.float32)]
+    assert matched_detections(ref, twice) == 1  # one reference box matches once

@@ -1,0 +1,112 @@
+"""`collect --advise` and `hwprof advise` for real on a small yolov8n: every candidate run as a variant, paired,
+with its output checked and a layers collect of its own; bad inputs and a stop keep what was done."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from fault_harness import hwprof_command, start
+
+from hwprof.analysis.advice import CHANGED_OUTPUT, MEASURED, NOT_RUN, load_advice
+
+pytestmark = pytest.mark.slow
+SMALL = ["--model", "yolov8n", "--imgsz", "64", "--warmup", "1", "--iters", "4", "--only", "timing,flops"]
+
+
+@pytest.fixture(scope="module")
+def advised(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    out = tmp_path_factory.mktemp("advise") / "run"
+    proc = subprocess.run(
+        hwprof_command("collect", *SMALL, "--advise", "--advise-blocks", "2", "--out", str(out)),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env={"COLUMNS": "100", **__import__("os").environ},
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out, proc.stdout
+
+
+def test_every_runnable_candidate_is_measured_paired_with_its_output_checked(advised: tuple[Path, str]) -> None:
+    run, _ = advised
+    advice, error = load_advice(run)
+    assert advice is not None and not error
+    rows = {r.key: r for r in advice.rows}
+    for key in ("channels_last", "compile", "onnxruntime", "openvino"):
+        row = rows[key]
+        assert row.status in (MEASURED, CHANGED_OUTPUT), (key, row.reason)
+        assert row.forward is not None and row.forward.before_ms and row.forward.after_ms
+        assert row.forward.method in ("paired", "pass-level estimate")
+        assert row.output is not None and row.output.head_range > 0
+        assert row.finding  # each tied to the finding that suggests it
+    assert rows["channels_last"].output.head_relative < 1e-3  # type: ignore[union-attr]
+    assert rows["compile"].setup_s and rows["compile"].setup_s > 0 and "Inductor" in rows["compile"].layers_note
+    assert rows["onnxruntime"].setup_s and "export" in rows["onnxruntime"].setup_what
+    assert all(r.status == NOT_RUN and r.reason for r in advice.rows if r.key in ("bf16", "int8", "omp-passive"))
+
+
+def test_paired_blocks_are_recorded_for_the_trace(advised: tuple[Path, str]) -> None:
+    run, _ = advised
+    advice, _ = load_advice(run)
+    assert advice is not None
+    paired = [r.key for r in advice.rows if r.forward and r.forward.method == "paired"]
+    assert paired
+    for key in paired:
+        mine = [b for b in advice.blocks if b.key == key]
+        assert {b.side for b in mine} == {"baseline", "variant"} and len(mine) == 2 * 2 * 2  # 2 blocks, 2 per side
+        assert all(b.start_ns <= b.forward_start_ns < b.forward_end_ns <= b.end_ns for b in mine)
+        assert advice.started_ns <= min(b.start_ns for b in mine) and max(b.end_ns for b in mine) <= advice.ended_ns
+
+
+def test_layers_that_moved_come_from_a_layers_collect_of_the_variant(advised: tuple[Path, str]) -> None:
+    run, _ = advised
+    advice, _ = load_advice(run)
+    assert advice is not None
+    row = next(r for r in advice.rows if r.key == "channels_last")
+    assert len(row.layers) == 3 and row.variant_run
+    variant = json.loads((run / row.variant_run / "run.json").read_text())
+    assert variant["config"]["channels_last"] is True and variant["config"]["model"] == "yolov8n"
+    deltas = [abs(d.delta_ms) for d in row.layers]
+    assert deltas == sorted(deltas, reverse=True)
+
+
+def test_the_report_leads_with_the_advice(advised: tuple[Path, str]) -> None:
+    _, stdout = advised
+    assert "advis" in stdout.lower()
+    head, _, _ = stdout.partition("findings")
+    assert "channels_last" in head
+
+
+def test_advise_refuses_bad_inputs_in_one_line(tmp_path: Path) -> None:
+    for args, words in (
+        ([str(tmp_path / "none")], "is not a run directory"),
+        ([str(tmp_path), "--blocks", "0"], "--blocks must be at least 1"),
+    ):
+        proc = subprocess.run(hwprof_command("advise", *args), capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and words in proc.stdout, proc.stdout + proc.stderr
+        assert len(proc.stdout.strip().splitlines()) == 1
+
+
+def test_a_stop_keeps_the_rows_done_and_says_so(advised: tuple[Path, str], tmp_path: Path) -> None:
+    run = tmp_path / "copy"
+    shutil.copytree(advised[0], run)
+    (run / "advice.json").unlink()
+    proc = start(["advise", str(run), "--blocks", "2", "--no-layers"], tmp_path)
+    end = time.monotonic() + 600
+    while time.monotonic() < end:
+        advice, _ = load_advice(run)
+        if advice is not None and any(r.status == MEASURED for r in advice.rows):
+            break
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    advice, _ = load_advice(run)
+    assert advice is not None and any(r.status == MEASURED for r in advice.rows)
+    assert any("interrupted by SIGINT" in n for n in advice.notes)
