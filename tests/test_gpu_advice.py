@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from hwprof.analysis.advice import NOT_RUN, RECORDED, load_advice
+from hwprof.analysis.advice import NOT_RUN, RECORDED, RECORDED_NOISE, load_advice
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.gpu_advice import SOURCE, GpuBaseline, gpu_advice
 from hwprof.analysis.run_analysis import analyse
@@ -71,9 +71,8 @@ def test_rows_are_the_recorded_figures_at_batch_1(model: str) -> None:
         assert f.ratio == pytest.approx(before / after), key
         assert rows[key].finding and rows[key].output is None and "output not recorded" in rows[key].reason
     assert rows["batch-8"].per_image and rows["batch-32"].per_image and not rows["fp16"].per_image
-    assert rows["cuda-graph"].ranked == (base["cuda_graph_ms"] < base["eager_ms"])
-    fp16 = _point(model, 1, "fp16", False)["eager_ms"]
-    assert rows["fp16"].ranked == (fp16 < base["eager_ms"])  # slower at batch 1 in the recordings: not advice
+    for key, (before, after) in expect.items():  # no spread recorded: only a ratio past the recorded noise ranks
+        assert rows[key].ranked == (before / after >= RECORDED_NOISE), key
 
     comp = next(r for r in COMP if (r["model"], r["batch"], r["mode"]) == (model, 1, "reduce-overhead"))
     c = rows["compile-reduce-overhead"]
