@@ -10,6 +10,7 @@ marked and never numbered; a row that did not run says why in its change cell.
 from __future__ import annotations
 
 import math
+import textwrap
 
 from rich.console import Console, RenderableType
 from rich.text import Text
@@ -33,6 +34,8 @@ ADVICE_CSV = "advice.csv"
 MORE = f"see --format markdown or {ADVICE_CSV}"
 METHOD_SHORT = {PAIRED: "paired", PASS_LEVEL: "pass-level est.", RECORDED: "recorded"}
 CHANGED_MARK = "CHANGED OUTPUT"
+SETUP_WIDTH = 16
+"""The speed-up cell does not wrap (its figures stay whole): a long setup text is broken to this width."""
 CHANGED_RANK = "x"
 """The '#' cell of a changed-output row: marked, never a rank."""
 
@@ -59,29 +62,31 @@ def _forward_ms(row: AdviceRow) -> str:
 
 
 def speedups(row: AdviceRow, sep: str = "\n") -> str:
-    """The speed-up cell: forward ratio and spread, forward ms before->after, end to end, the method."""
+    """The speed-up cell: forward ratio and spread, forward ms before->after, end to end, the method, and
+    the setup time with the inferences after which it pays (a cost beside the gain)."""
     f, e2e = row.forward, row.end_to_end
-    if f is None and e2e is None:
-        return MISSING
-    lines = [speedup_text(f, sep, "fwd "), _forward_ms(row)] if f is not None else ["fwd " + MISSING]
-    lines.append(speedup_text(e2e, sep, "e2e ") if e2e is not None else "e2e " + MISSING)
-    method = (f or e2e).method  # type: ignore[union-attr]
-    lines.append(METHOD_SHORT.get(method, method))
-    return sep.join(x for x in lines if x)
+    lines = []
+    if f is not None or e2e is not None:
+        lines += [speedup_text(f, sep, "fwd "), _forward_ms(row)] if f is not None else ["fwd " + MISSING]
+        lines.append(speedup_text(e2e, sep, "e2e ") if e2e is not None else "e2e " + MISSING)
+        method = (f or e2e).method  # type: ignore[union-attr]
+        lines.append(METHOD_SHORT.get(method, method))
+    lines += _setup(row)
+    return sep.join(x for x in lines if x) or MISSING
 
 
-def _setup(row: AdviceRow, sep: str) -> str:
+def _setup(row: AdviceRow) -> list[str]:
     if row.setup_s is None:
-        return MISSING
-    what = f"{row.setup_what} " if row.setup_what else ""
+        return []
+    what = textwrap.wrap(f"{row.setup_what or 'setup'} {row.setup_s:.1f} s", SETUP_WIDTH)
     pays = row.breakeven_inferences
     if pays is not None:
-        after = f"pays after {math.ceil(pays):,} inf."
+        after = f"pays after {math.ceil(pays):,}"
     elif row.forward is not None and row.forward.before_ms is not None and row.forward.after_ms is not None:
-        after = "never pays: not faster"
+        after = "never pays"
     else:
-        after = "pays back: unknown (no forward times)"
-    return f"{what}{row.setup_s:.1f} s{sep}{after}"
+        after = "payback unknown"
+    return [*what, after]
 
 
 def output_text(check: OutputCheck | None, marked: bool, sep: str = "\n") -> str:
@@ -127,7 +132,6 @@ def row_cells(row: AdviceRow, rank: dict[str, int], sep: str = "\n") -> list[str
         _rank_cell(row, rank),
         change,
         speedups(row, sep),
-        _setup(row, sep),
         output_text(row.output, changed(row), sep),
         _layers(row, sep),
         row.finding or MISSING,
@@ -137,11 +141,10 @@ def row_cells(row: AdviceRow, rank: dict[str, int], sep: str = "\n") -> list[str
 COLS = [
     Col("#"),
     Col("change", "left", wrap=True, max_width=16),
-    Col("speed-up", "left"),
-    Col("setup", "left", wrap=True, max_width=9, priority=2),
-    Col("output check", "left", wrap=True, max_width=11, priority=1),
-    Col("layers moved", "left", wrap=True, max_width=12, priority=4),
-    Col("answers", "left", wrap=True, max_width=12, priority=3),
+    Col("speed-up, setup", "left"),
+    Col("output check", "left", wrap=True, max_width=14),
+    Col("layers moved", "left", wrap=True, max_width=14, priority=2),
+    Col("answers", "left", wrap=True, max_width=14, priority=1),
 ]
 
 
@@ -166,9 +169,9 @@ def notes(advice: Advice) -> list[str]:
     out += [m for m in sorted(used) if m not in METHOD_TEXT]
     out.append(
         "speed-up = baseline time / variant time (above 1: faster), forward (fwd) and end to end (e2e), each with "
-        "its spread under it; ms = forward p50 before->after; setup pays after N inferences = setup time / "
-        "forward time saved; output check: the variant against the fp32 reference, head max|d| over the head's "
-        "range, detections after NMS reference->variant"
+        "its spread under it; ms = forward p50 before->after; setup (compile, export) pays after N inferences = "
+        "setup time / forward time saved; output check: the variant against the fp32 reference, head max|d| over "
+        "the head's range, detections after NMS reference->variant"
     )
     out += advice.notes
     took = f"advice took {advice.wall_s:.1f} s"
