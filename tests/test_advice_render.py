@@ -86,9 +86,9 @@ def test_the_table_rows_say_rank_setup_output_layers_and_why_not(advised: tuple[
     pays = math.ceil(rows["compile"].breakeven_inferences or 0)
     assert compiled["speed-up, setup"].endswith(f"paired\ncompile 41.3 s\npays after {pays:,}")
     assert by_key["openvino-bf16"]["speed-up, setup"].endswith("export + convert\n6.2 s\npays after 193")
-    assert compiled["layers moved"] == rows["compile"].layers_note
+    assert compiled["layers moved (ms)"] == rows["compile"].layers_note
     cl = by_key["channels_last"]
-    assert cl["layers moved"].split("\n") == ["2 C2f 5.10->3.20", "7 Conv 4.00->3.10", "9 SPPF 2.00->2.40"]
+    assert cl["layers moved (ms)"].split("\n") == ["2 C2f 5.10->3.20", "7 Conv 4.00->3.10", "9 SPPF 2.00->2.40"]
     assert "det. 12->12, 12 matched" in cl["output check"] and "0.022% of range" in cl["output check"]
     assert "61.24->48.31 ms" in cl["speed-up, setup"] and "e2e 1.20x\n1.15-1.24" in cl["speed-up, setup"]
     assert cl["answers"] == rows["channels_last"].finding

@@ -54,11 +54,11 @@ def speedup_text(s: Speedup, sep: str = "\n", label: str = "") -> str:
     return f"{label}{s.ratio:.2f}x{sep}{s.spread_text()}"
 
 
-def _forward_ms(row: AdviceRow) -> str:
+def _forward_ms(row: AdviceRow, sep: str) -> str:
     f = row.forward
     if f is None or f.before_ms is None or f.after_ms is None:
         return ""
-    return f"{ms(f.before_ms)}->{ms(f.after_ms)} ms" + (" per image" if row.per_image else "")
+    return f"{ms(f.before_ms)}->{ms(f.after_ms)} ms" + (f"{sep}per image" if row.per_image else "")
 
 
 def speedups(row: AdviceRow, sep: str = "\n") -> str:
@@ -67,7 +67,7 @@ def speedups(row: AdviceRow, sep: str = "\n") -> str:
     f, e2e = row.forward, row.end_to_end
     lines = []
     if f is not None or e2e is not None:
-        lines += [speedup_text(f, sep, "fwd "), _forward_ms(row)] if f is not None else ["fwd " + MISSING]
+        lines += [speedup_text(f, sep, "fwd "), _forward_ms(row, sep)] if f is not None else ["fwd " + MISSING]
         lines.append(speedup_text(e2e, sep, "e2e ") if e2e is not None else "e2e " + MISSING)
         method = (f or e2e).method  # type: ignore[union-attr]
         lines.append(METHOD_SHORT.get(method, method))
@@ -143,7 +143,7 @@ COLS = [
     Col("change", "left", wrap=True, max_width=16),
     Col("speed-up, setup", "left"),
     Col("output check", "left", wrap=True, max_width=14),
-    Col("layers moved", "left", wrap=True, max_width=14, priority=2),
+    Col("layers moved (ms)", "left", wrap=True, max_width=14, priority=2),
     Col("answers", "left", wrap=True, max_width=14, priority=1),
 ]
 
@@ -155,7 +155,7 @@ def heading(advice: Advice) -> str:
         measured = sum(1 for r in advice.rows if r.forward is not None)
         return f"what to do: no change measured faster ({measured} measured of {len(advice.rows)} candidates)"
     f = top.forward
-    times = f", {_forward_ms(top)}" if f.before_ms is not None and f.after_ms is not None else ""
+    times = f", {_forward_ms(top, ' ')}" if f.before_ms is not None and f.after_ms is not None else ""
     method = METHOD_SHORT.get(f.method, f.method)
     return (
         f"what to do: {top.key} ({top.how}): forward {f.ratio:.2f}x faster (spread {f.spread_text()}, {method}{times})"
