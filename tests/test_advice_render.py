@@ -96,6 +96,9 @@ def test_the_table_rows_say_rank_setup_output_layers_and_why_not(advised: tuple[
     assert changed["output check"].startswith(CHANGED_MARK) and "det. 12->9, 8 matched" in changed["output check"]
     assert "not advice: spread 0.98-1.09 includes 1.00" in by_key["omp-passive"]["change"]
     assert "pass-level est." in by_key["omp-passive"]["speed-up, setup"]
+    rows["channels_last"].per_image = True  # a batch change: times per image, on a line of their own
+    per_image = dict(zip((c.header for c in spec.cols), advice_spec(advice).rows[1], strict=True))
+    assert "61.24->48.31 ms\nper image\ne2e 1.20x" in per_image["speed-up, setup"]
     for key in ("amx-int8", "onnxruntime"):
         assert rows[key].reason in by_key[key]["change"] and by_key[key]["speed-up, setup"] == "-"
 
