@@ -79,11 +79,20 @@ def advise(
 
 
 def cmd_advise(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.render.advice_table import render_advice
+    """Run the candidates, print the table, then rewrite summary.json, advice.csv and the trace with it."""
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.finish import write_trace
+    from hwprof.render.advice_table import advice_renderables
+    from hwprof.render.report import write_artifacts
+    from hwprof.rundata import RunData
 
     stop: StopSignals = args.stop
     result = advise(args.run_dir, console, stop, args.blocks, layers=not args.no_layers)
-    render_advice(result, console)
+    for renderable in advice_renderables(result, console):
+        console.print(renderable)
+    data = RunData.load(args.run_dir)
+    write_artifacts(analyse(data), data, console)
+    write_trace(args.run_dir, console)
     console.print(f"advice.json written in {args.run_dir}", highlight=False)
     return stop.exit_code if stop.requested else 0
 

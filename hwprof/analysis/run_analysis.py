@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from hwprof.analysis.advice import Advice, load_advice
 from hwprof.analysis.availability import Missing
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.findings import findings
@@ -69,6 +70,9 @@ class Analysis:
     """The GPU collectors' view (None for CPU runs)."""
     warnings: list[str] = field(default_factory=list)
     """Damage the readers read past (a torn last line) and passes whose figures are unavailable, with why."""
+    advice: Advice | None = None
+    """advice.json (`hwprof advise`): candidate changes measured against this run; None when absent or
+    unreadable (then a warning says why)."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -135,6 +139,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     on_gpu = run_device(data.run) != "cpu"
     threads = None if on_gpu else data.run.get("config", {}).get("threads")
     found = findings(layers, types, stages, over, threads, max_findings, host_time=on_gpu)
+    advice, advice_error = load_advice(data.root)
     gpu = load_gpu_view(data)
     if gpu is not None:
         gpu.types = {r.name: r.type for r in layers.layers}
@@ -151,7 +156,8 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         load_runtime_view(data),
         read_layer_errors(data.root),
         gpu,
-        run_warnings(data),
+        run_warnings(data) + ([advice_error] if advice_error else []),
+        advice,
     )
 
 

@@ -35,6 +35,9 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
   between_ops_share, between_ops_layers [[layer, ms, share]], harness_vs_reference, missing}
 - findings: [{title, evidence, kind, weight}] ranked; kind "caveat" for notes on the data itself
 - unavailable: {collector: {status, reason, fix}} for every collector that did not fully run
+- advice: advice.json as Advice.to_dict() (hwprof/analysis/advice.py: baseline, device, rows in display order
+  with ranked and breakeven_inferences, blocks, methods, notes, wall_s), or null when the run was not advised
+  (or its advice.json is unreadable: then a line in warnings says why)
 
 layers.csv: one row per layer: index, name, type, from (space-separated from-edges), params, flops,
 in_bytes, out_bytes, weight_bytes, then the summary's other layer columns (kernels and frames flattened
@@ -42,6 +45,8 @@ to the top one: top_kernel, top_kernel_label, top_kernel_share, top_frame, top_f
 layer's most sampled native kernel outside the OpenMP runtime, from perf: top_native_kernel,
 top_native_kernel_kind, top_native_kernel_share)
 followed by every `<collector>.<metric>` column; an empty cell is a figure that was not measured.
+
+advice.csv (an advised run only): one row per advice row, columns in render/advice_export.py.
 """
 
 from __future__ import annotations
@@ -57,6 +62,9 @@ from typing import Any
 from hwprof.analysis.run_analysis import Analysis, missing_dict
 from hwprof.atomic import atomic_write_text
 from hwprof.kernels import KIND_OPENMP
+from hwprof.render.advice_export import COLUMNS as ADVICE_COLUMNS
+from hwprof.render.advice_export import advice_csv_rows
+from hwprof.render.advice_table import ADVICE_CSV
 
 SUMMARY_VERSION = 1
 SUMMARY_JSON = "summary.json"
@@ -164,6 +172,7 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
         "overheads": a.overheads.to_dict(),
         "findings": [f.to_dict() for f in a.findings],
         "unavailable": a.unavailable,
+        "advice": a.advice.to_dict() if a.advice is not None else None,
     }
     if a.gpu is not None:
         out["gpu"] = {
@@ -232,7 +241,16 @@ def layer_csv_rows(a: Analysis) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def layers_csv_text(a: Analysis) -> str:
-    columns, rows = layer_csv_rows(a)
+    return _csv_text(*layer_csv_rows(a))
+
+
+def advice_csv_text(a: Analysis) -> str:
+    """advice.csv (empty when the run has no readable advice.json)."""
+    rows = advice_csv_rows(a.advice) if a.advice is not None else []
+    return _csv_text(list(ADVICE_COLUMNS), [{k: _cell(v) for k, v in r.items()} for r in rows])
+
+
+def _csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
     writer.writeheader()
@@ -243,8 +261,12 @@ def layers_csv_text(a: Analysis) -> str:
 def write_exports(a: Analysis, run_dir: Path) -> list[Path]:
     summary = run_dir / SUMMARY_JSON
     atomic_write_text(summary, json.dumps(summary_dict(a), indent=1) + "\n")
+    written = [summary]
     layers = run_dir / LAYERS_CSV
     if a.layers.layers:
         atomic_write_text(layers, layers_csv_text(a))
-        return [summary, layers]
-    return [summary]
+        written.append(layers)
+    if a.advice is not None:
+        atomic_write_text(run_dir / ADVICE_CSV, advice_csv_text(a))
+        written.append(run_dir / ADVICE_CSV)
+    return written

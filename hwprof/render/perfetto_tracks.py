@@ -8,6 +8,7 @@ collectors' generic `*.records.jsonl` / `*.metrics.json`), never from a collecto
   every span a collector recorded on that thread (aten ops > oneDNN primitives), nested into them;
 - other threads' spans on their thread tracks; spans on named tracks (py-spy stacks, ...) on
   tracks of their own inside the process; counter samples as counter tracks with their units;
+- an advised run's ABBA blocks (advice.json) as a process "advise" of its own (trace_advice.py);
 - callstack samples (the kernels pass's perf samples) as instants per thread, never as slices: the
   writer emits them as Perfetto's own perf samples, which the UI draws on each thread's
   "Callstacks" track and sums into a flamegraph over any selected range (one layer, one forward).
@@ -31,10 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwprof.analysis.advice import load_advice
 from hwprof.analysis.layers import layer_rows
 from hwprof.analysis.validity import checked
 from hwprof.markers import Marker
 from hwprof.records import MetricTables
+from hwprof.render.trace_advice import advice_timeline
 from hwprof.render.trace_model import (
     LEVEL_ITERATION,
     LEVEL_LAYER,
@@ -374,6 +377,12 @@ def build_timeline(run_dir: Path | str) -> Timeline:
     notes = []
     if not passes:
         notes.append("the run directory has no pass folders")
+    advice, advice_error = load_advice(run.root)
+    advised = advice_timeline(advice, len(passes)) if advice is not None else None
+    if advised is not None:
+        passes.append(advised)
+    if advice_error:
+        notes.append(advice_error)
     if any(s.category in STACK_CATEGORIES for p in passes for t in p.slice_tracks for s in t.slices[:1]):
         notes.append(STACK_NOTE)
     if any(p.samples for p in passes):

@@ -1,7 +1,8 @@
 """The full report of a run directory: Rich sections in the terminal, or JSON / CSV / Markdown.
 
 Sections: run header (model, weights, host, threads, peaks, what was unavailable and why);
-pipeline stages; top layers by time; layer types; native kernels per layer on every thread (perf)
+the advice table when the run was advised (advice.json: what to do, first); pipeline stages;
+top layers by time; layer types; native kernels per layer on every thread (perf)
 and over the model; aten kernels (torch.profiler) and py-spy native frames per layer;
 roofline summary; Python and collector overheads; findings. Built from hwprof.analysis only.
 A figure that was not measured is never shown as 0: its column is left out and a note under
@@ -21,6 +22,7 @@ from rich.text import Text
 
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.atomic import DiskFullError
+from hwprof.render.advice_table import advice_markdown, advice_renderables
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.overhead_section import overhead_spec
@@ -206,6 +208,9 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
 
 def render_rich(a: Analysis, console: Console, top: int = TOP_DEFAULT) -> None:
     parts: list[RenderableType] = [_header_renderable(a)]
+    if a.advice is not None:  # the report leads with what to do
+        parts.append(Text(""))
+        parts += advice_renderables(a.advice, console)
     for spec in specs(a, top):
         parts.append(Text(""))
         parts += spec_renderables(spec, console)
@@ -225,6 +230,8 @@ def render_markdown(a: Analysis, top: int = TOP_DEFAULT) -> str:
         for name, status, reason in unavailable:
             lines.append(f"  - {name} {status}: {reason}")
     lines.append("")
+    if a.advice is not None:
+        lines.append(advice_markdown(a.advice))
     for spec in specs(a, top):
         lines.append(markdown(spec))
     lines += ["### findings", ""]
