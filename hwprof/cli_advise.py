@@ -53,6 +53,9 @@ def advise(
         except RunDirBusy as exc:
             raise ValueError(str(exc)) from None
     try:
+        recorded = _recorded(run_dir)
+        if recorded is not None:
+            return recorded
         plan = plan_advice(run_dir, blocks, layers)
         if plan.config.device != "cpu":
             from hwprof.gpu_device import require_cuda
@@ -76,6 +79,17 @@ def advise(
     finally:
         if lock is not None:
             lock.release()
+
+
+def _recorded(run_dir: Path) -> Advice | None:
+    """An imported GPU run (hwprof gpu-import) has no pipeline to run here: its advice is the recorded
+    experiments' (written anew, so a changed rule applies to it)."""
+    import json
+
+    from hwprof.gpu_rundir import write_recorded_advice
+
+    run = json.loads((run_dir / "run.json").read_text())
+    return write_recorded_advice(run_dir) if "imported" in run else None
 
 
 def cmd_advise(args: argparse.Namespace, console: Console) -> int:

@@ -21,6 +21,7 @@ from hwprof.analysis.advice import (
     METHOD_TEXT,
     NOT_RUN,
     RECORDED,
+    RECORDED_NOISE,
     Advice,
     AdviceRow,
     OutputCheck,
@@ -115,6 +116,8 @@ def _why_not(row: AdviceRow) -> str:
     f = row.forward
     if f is None:
         return "not advice: no forward time measured" + (f" ({row.reason})" if row.reason else "")
+    if not f.resolved and f.method == RECORDED:
+        return f"not advice: within the recordings' run-to-run noise ({RECORDED_NOISE:.1f}x either way)"
     if not f.resolved:
         return f"not advice: spread {f.spread_text()} includes 1.00"
     return "not advice: slower"
