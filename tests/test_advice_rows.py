@@ -95,8 +95,10 @@ def test_changed_detections_mark_the_row_and_it_is_never_advice() -> None:
 def test_a_pass_level_row_is_labelled_as_such() -> None:
     c = Candidate("omp-passive", "omp", "OMP_WAIT_POLICY=PASSIVE", (), env={"OMP_WAIT_POLICY": "PASSIVE"})
     results = {"baseline": {"sides": {"baseline": side(BEFORE)}}, "variant": {"sides": {"variant": side(AFTER)}}}
-    row = measured_row(c, results, [])
+    blocks: list = []
+    row = measured_row(c, results, blocks)
     assert row.forward is not None and row.forward.method == PASS_LEVEL and row.forward.blocks == 0
+    assert blocks == []  # two processes one after the other are no ABBA block for the trace
     assert row.forward.ratio == pytest.approx(statistics.median(BEFORE) / statistics.median(AFTER))
 
 

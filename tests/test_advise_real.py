@@ -64,6 +64,29 @@ def test_paired_blocks_are_recorded_for_the_trace(advised: tuple[Path, str]) -> 
         assert advice.started_ns <= min(b.start_ns for b in mine) and max(b.end_ns for b in mine) <= advice.ended_ns
 
 
+def test_the_trace_shows_each_paired_variants_blocks(advised: tuple[Path, str]) -> None:
+    from test_perfetto_trace import BAD_STATS
+
+    from hwprof.render.trace_processor import TraceSession, availability
+
+    run, _ = advised
+    advice, _ = load_advice(run)
+    assert advice is not None and (run / "trace.pftrace").exists()
+    if not availability().available:
+        pytest.skip("Perfetto's trace processor is not available here")
+    with TraceSession(run / "trace.pftrace") as tp:
+        assert tp.query(BAD_STATS) == []
+        rows = tp.query(
+            "select t.name as track, s.depth, count(*) as n from slice s join track t on s.track_id = t.id "
+            "where t.name glob 'advise: *' group by t.name, s.depth"
+        )
+    got = {(r["track"], r["depth"]): r["n"] for r in rows}
+    for key in {b.key for b in advice.blocks}:
+        mine = [b for b in advice.blocks if b.key == key]
+        assert got[(f"advise: {key}", 0)] == len({b.block for b in mine})
+        assert got[(f"advise: {key}", 1)] == got[(f"advise: {key}", 2)] == len(mine)
+
+
 def test_layers_that_moved_come_from_a_layers_collect_of_the_variant(advised: tuple[Path, str]) -> None:
     run, _ = advised
     advice, _ = load_advice(run)

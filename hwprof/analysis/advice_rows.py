@@ -66,7 +66,8 @@ def baseline_drift(paired: dict[str, Any]) -> float | None:
 
 
 def measured_row(c: Candidate, results: dict[str, dict[str, Any]], blocks: list[AdviceBlock]) -> AdviceRow:
-    """The row of a candidate whose worker(s) finished; appends the paired iterations' stamps to `blocks`."""
+    """The row of a candidate whose worker(s) finished; appends a paired result's iteration stamps to `blocks`
+    (the trace's ABBA blocks; a pass-level row's two processes have none)."""
     row = AdviceRow(c.key, c.change, c.how, c.finding, per_image=c.per_image)
     row.forward = _speedups(c, results, "forward_ms")
     row.end_to_end = _speedups(c, results, "iteration_ms")
@@ -83,7 +84,7 @@ def measured_row(c: Candidate, results: dict[str, dict[str, Any]], blocks: list[
             )
     elif variant_result.get("output_error"):
         row.reason = f"output not checked: {variant_result['output_error']}"
-    for result in results.values():
+    for result in results.values() if "paired" in results else ():  # two processes make no ABBA block
         for name, side in result["sides"].items():
             for i, (start, end, f_start, f_end) in side.get("stamps", {}).items():
                 blocks.append(AdviceBlock(c.key, name, int(i) // 2, int(i), start, end, f_start, f_end))
