@@ -104,7 +104,11 @@ def test_a_pass_level_row_is_labelled_as_such() -> None:
 
 def test_baseline_drift_compares_the_blocks_with_the_baseline_alone() -> None:
     paired = {"sides": {"baseline": side(BEFORE, solo_forward_ms={"0": 5.0, "1": 5.2})}}
-    assert baseline_drift(paired) == pytest.approx(statistics.median(BEFORE) / 5.1)
+    assert baseline_drift(paired) == pytest.approx(statistics.median(BEFORE) / 5.2)  # above the solo range
+    fast = {"sides": {"baseline": side(BEFORE, solo_forward_ms={"0": 20.0, "1": 30.0})}}
+    assert baseline_drift(fast) == pytest.approx(statistics.median(BEFORE) / 20.0)  # below it
+    wide = {"sides": {"baseline": side(BEFORE, solo_forward_ms={"0": 5.0, "1": 30.0})}}
+    assert baseline_drift(wide) == 1.0  # a load that moved widens the solo range: not interference
     assert baseline_drift({"sides": {"baseline": side(BEFORE)}}) is None
 
 

@@ -153,8 +153,8 @@ class AdviseRun:
         drift = baseline_drift(results.get("paired", {}))
         if drift is not None and not (1 / DISTURBED <= drift <= DISTURBED) and not self.stop.requested:
             note = (
-                f"paired figure not used: beside the variant, the baseline's forward took {drift:.2f}x its time "
-                f"alone in the same process (the two sides' thread pools share {self.plan.config.threads} "
+                f"paired figure not used: beside the variant, the baseline's forward p50 lay {drift:.2f}x outside "
+                f"its range alone in the same process (the two sides' thread pools share {self.plan.config.threads} "
                 "CPU(s)); measured as two processes instead"
             )
             results, error = self._measure(spec, work, c, ["baseline", "variant"])

@@ -57,12 +57,22 @@ def setup_seconds(c: Candidate, variant: dict[str, Any], after_ms: float | None)
 
 
 def baseline_drift(paired: dict[str, Any]) -> float | None:
-    """The paired baseline's forward p50 in the ABBA blocks over its p50 alone (before the variant was built in
-    the process); None without both. Above 1: the variant slows the baseline beside it (threads that spin
-    after their forward, a second pool on the same CPUs), which would flatter the variant."""
+    """How far the paired baseline's forward p50 in the ABBA blocks lies outside its own range alone (timed
+    before the variant was built in the process): its p50 over the solo maximum when above it, over the solo
+    minimum when below, else 1.0; None without both. Far above 1: the variant slows the baseline beside it
+    (threads that spin after their forward, a second pool on the same CPUs), which would flatter the variant.
+    Judged against the solo range, not its median, so a host whose load moves between the solo and the
+    blocks (which widens that range) is not mistaken for interference."""
     side = paired.get("sides", {}).get("baseline", {})
     solo, blocks = list(side.get("solo_forward_ms", {}).values()), list(side.get("forward_ms", {}).values())
-    return statistics.median(blocks) / statistics.median(solo) if solo and blocks else None
+    if not solo or not blocks:
+        return None
+    p50 = statistics.median(blocks)
+    if p50 > max(solo):
+        return p50 / max(solo)
+    if p50 < min(solo):
+        return p50 / min(solo)
+    return 1.0
 
 
 def measured_row(c: Candidate, results: dict[str, dict[str, Any]], blocks: list[AdviceBlock]) -> AdviceRow:
