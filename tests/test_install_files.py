@@ -91,3 +91,18 @@ def test_readme_gpu_install_is_the_one_the_cuda_error_names() -> None:
     assert "-c constraints.txt" not in gpu_command and "--device cuda" in gpu_command
     for fact in ("2.11.0+cu130", "CUDA 13.0", "cuDNN 9.19", "580.159.04"):
         assert fact in readme
+
+
+def test_every_package_of_the_tree_is_in_the_distribution() -> None:
+    """pyproject lists its packages by name: a new package left out installs nowhere but the checkout."""
+    import tomllib
+
+    root = Path(__file__).parent.parent
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = (("hwprof", "hwprof"), ("collectors", "hwprof.collectors"))
+    on_disk = {
+        ".".join((name, *init.parent.relative_to(root / folder).parts))
+        for folder, name in folders
+        for init in (root / folder).rglob("__init__.py")
+    }
+    assert on_disk - listed == set()
