@@ -74,6 +74,13 @@ def test_a_paired_row_has_speedups_setup_breakeven_output_and_trace_blocks() -> 
     assert max(b.block for b in blocks) == 3
 
 
+def test_a_row_whose_p50s_disagree_with_its_block_ratio_is_not_advice() -> None:
+    row = AdviceRow("x", "x", "x", "f", forward=Speedup(PAIRED, 1.34, 1.01, 1.5, before_ms=990.0, after_ms=1026.0))
+    assert not row.ranked
+    row.forward = Speedup(PAIRED, 1.34, 1.01, 1.5, before_ms=990.0, after_ms=800.0)
+    assert row.ranked
+
+
 def test_a_batch_change_is_compared_per_image() -> None:
     c = Candidate("batch-8", "batch 8", "--batch 8", (), {"batch": 8})
     eight = side([8 * a for a in AFTER], 8)

@@ -226,12 +226,15 @@ class AdviceRow:
 
     @property
     def ranked(self) -> bool:
-        """Advice: measured, output within tolerance, and measured faster."""
+        """Advice: measured, output within tolerance, and measured faster: by the blocks' ratio, resolved by its
+        spread, and by the p50s too (on a host whose load swings, the median of the blocks' ratios and the ratio
+        of the two sides' p50s can disagree; such a row is not advice)."""
         return (
             self.status == MEASURED
             and self.forward is not None
             and self.forward.ratio > 1.0
             and self.forward.resolved
+            and not (self.forward.after_ms or 0.0) > (self.forward.before_ms or float("inf"))
             and (self.output is None or self.output.within_tolerance)
         )
 
