@@ -57,7 +57,7 @@ def set_advice(row: AdvisedRow, run_dir: Path) -> None:
         if why:
             row.advice_status, row.advice_note = UNREADABLE, _one_line(why)
         else:
-            row.advice_status, row.advice_note = NOT_RUN, f"no {ADVICE_FILE} in {run_dir}"
+            row.advice_status, row.advice_note = NOT_RUN, f"no {ADVICE_FILE} in the point's run directory"
         return
     ordered = advice.ordered()
     row.advice_ranked = {r.key: r.forward.ratio for r in ordered if r.ranked and r.forward is not None}
