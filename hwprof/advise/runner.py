@@ -28,6 +28,9 @@ from hwprof.stopping import StopSignals
 ADVISE_DIR = "advise"
 DEFAULT_BLOCKS = 8
 DISTURBED = 1.10
+COLD_COMPILE_ENV = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+"""Inductor's on-disk caches (FX graph, kernels) off in a compile candidate's process, so that its setup time is a
+cold compile's: with them, a second advise of the same model reports a fraction of it."""
 """A paired baseline further than this factor from its own time alone is not trusted (see baseline_drift)."""
 LAYERS_ITERS = 10
 Progress = Callable[[str, dict[str, Any]], None]
@@ -188,7 +191,9 @@ class AdviseRun:
 
     def _worker(self, spec: dict[str, Any], work: Path, c: Candidate, mode: str) -> ChildOutcome:
         command = paired_command(spec, work / f"{mode}.spec.json")
-        env = c.env if mode == "variant" else {}
+        env = dict(c.env) if mode == "variant" else {}
+        if c.compile_mode:
+            env.update(COLD_COMPILE_ENV)  # the compile time a first deployment pays, not a warm cache's
         return run_child(
             command,
             work / f"{mode}.log",

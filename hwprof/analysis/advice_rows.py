@@ -47,7 +47,7 @@ def setup_seconds(c: Candidate, variant: dict[str, Any], after_ms: float | None)
     prepare_s = float(setup.get("prepare_s", 0.0))
     extra_first = max(0.0, first_s - (after_ms or 0.0) / 1e3 * max(1, int(variant.get("batch", 1))))
     if c.compile_mode:
-        return prepare_s + extra_first, f"torch.compile ({c.compile_mode}) at the first forward"
+        return prepare_s + extra_first, f"torch.compile ({c.compile_mode}) at the first forward, Inductor caches off"
     if c.cuda_graph:
         return prepare_s + extra_first, "CUDA graph capture at the first forward"
     runtime = c.variant.get("runtime")
