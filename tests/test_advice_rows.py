@@ -130,7 +130,10 @@ def test_advice_json_round_trips() -> None:
     assert [(d.index, d.delta_ms) for d in back.rows[0].layers] == [(2, 1.5), (0, -1.0)]
 
 
-def test_detections_match_one_to_one_by_class_and_iou() -> None:
+def test_detections_match_one_to_one_by_class_and_iou(monkeypatch: pytest.MonkeyPatch) -> None:
+    # importing ultralytics sets OMP_NUM_THREADS=1 in os.environ when unset, and every later subprocess of the
+    # test session (a real collect) would inherit it: set it here, so monkeypatch removes it again after
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
     import torch
 
     ref = [torch.tensor([[0, 0, 10, 10, 0.9, 1], [20, 20, 30, 30, 0.8, 2]], dtype=torch.float32)]
