@@ -36,6 +36,8 @@ LEFTOVER_GRACE_S = 2.0
 DRAIN_S = 1.0
 """How long, after the worker exited, its last buffered lines are read while a copy of the pipe is held elsewhere."""
 POLL_S = 0.05
+CHILD_ENV = {"PYTHONUNBUFFERED": "1", "YOLO_OFFLINE": "1", "YOLO_VERBOSE": "False"}
+"""Every child hwprof starts (a pass's worker, an advice worker): lines unbuffered, ultralytics offline and quiet."""
 
 
 @dataclass

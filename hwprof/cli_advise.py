@@ -4,34 +4,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hwprof.analysis.advice import Advice
+from hwprof.cli_progress import PassProgress
 from hwprof.stopping import StopSignals
-
-
-class AdviceProgress:
-    """A bar per candidate (and per layers collect), fed by the children's JSON progress lines."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.tasks: dict[str, Any] = {}
-
-    def __call__(self, key: str, event: dict[str, Any]) -> None:
-        if key not in self.tasks:
-            self.tasks[key] = self.progress.add_task(f"advise {key}", total=None)
-        if "done" in event and "total" in event:
-            phase = str(event.get("phase", ""))
-            building = phase == "build"
-            self.progress.update(
-                self.tasks[key],
-                total=None if building else event["total"],
-                completed=0 if building else event["done"],
-                description=f"advise {key}: {phase}",
-            )
 
 
 def advise(
@@ -75,7 +54,7 @@ def advise(
             console=console,
             transient=False,
         ) as progress:
-            return AdviseRun(plan, stop, AdviceProgress(progress)).run()
+            return AdviseRun(plan, stop, PassProgress(progress, "advise")).run()
     finally:
         if lock is not None:
             lock.release()

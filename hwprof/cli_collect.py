@@ -11,32 +11,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from hwprof.cli_args import EXIT_USAGE, config_from
+from hwprof.cli_progress import PassProgress
 from hwprof.finish import write_trace
 from hwprof.stopping import StopSignals
 
 if TYPE_CHECKING:
     from hwprof.atomic import SpaceReserve
-
-
-class PassProgress:
-    """Rich progress bars fed by the workers' JSON progress lines."""
-
-    def __init__(self, progress: Progress) -> None:
-        self.progress = progress
-        self.tasks: dict[str, Any] = {}
-
-    def __call__(self, pass_name: str, event: dict[str, Any]) -> None:
-        if pass_name not in self.tasks:
-            self.tasks[pass_name] = self.progress.add_task(f"pass {pass_name}", total=None)
-        task = self.tasks[pass_name]
-        if "total" in event and "done" in event:
-            phase = event.get("phase", "")
-            self.progress.update(
-                task,
-                total=event["total"] if phase != "build" else None,
-                completed=event["done"] if phase != "build" else 0,
-                description=f"pass {pass_name}: {phase}",
-            )
 
 
 def cmd_collect(args: argparse.Namespace, console: Console) -> int:

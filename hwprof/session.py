@@ -103,9 +103,7 @@ class Session:
             {
                 "OMP_NUM_THREADS": threads,
                 "MKL_NUM_THREADS": threads,
-                "PYTHONUNBUFFERED": "1",
-                "YOLO_OFFLINE": "1",
-                "YOLO_VERBOSE": "False",
+                **child.CHILD_ENV,
             }
         )
         for collector in collectors:

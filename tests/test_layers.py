@@ -65,6 +65,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "hwprof.cli_args",
             "hwprof.cli_collect",
             "hwprof.cli_advise",
+            "hwprof.cli_progress",
             "hwprof.cli",
         ),
     ),

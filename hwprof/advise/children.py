@@ -54,7 +54,7 @@ def run_child(
         if isinstance(event, dict):
             on_progress(event)
 
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "YOLO_OFFLINE": "1", "YOLO_VERBOSE": "False", **(env or {})}
+    full_env = {**os.environ, **child.CHILD_ENV, **(env or {})}
     with open(log, "w") as err:
         proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=err, text=True, env=full_env, start_new_session=True

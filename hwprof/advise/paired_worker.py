@@ -22,7 +22,7 @@ from typing import Any
 from hwprof.advise.sides import Side, build_side, reference_config
 from hwprof.atomic import atomic_write_text
 from hwprof.config import RunConfig
-from hwprof.spans import pair_spans
+from hwprof.spans import measured_spans
 from hwprof.worker_io import progress
 
 PAIRED_MODE = "paired"
@@ -31,7 +31,7 @@ SOLO_ITERATIONS = 4
 
 def side_figures(side: Side) -> dict[str, Any]:
     """The side's measured forward and iteration ms by side iteration, and its time stamps for the trace."""
-    spans = [s for s in pair_spans(side.log.markers) if not s.warmup and s.iteration >= 0]
+    spans = measured_spans(side.log.markers)
     forward = {s.iteration: s.dur_ns / 1e6 for s in spans if s.kind == "stage" and s.name == "forward"}
     iteration = {s.iteration: s.dur_ns / 1e6 for s in spans if s.kind == "iteration"}
     forward_at = {s.iteration: (s.start_ns, s.end_ns) for s in spans if s.kind == "stage" and s.name == "forward"}

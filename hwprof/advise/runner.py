@@ -52,8 +52,7 @@ class AdvisePlan:
         return [c for c in self.candidates if not c.blocked]
 
 
-def run_facts(data: RunData, cpus_busy: float | None) -> RunFacts:
-    config = RunConfig.from_dict(data.run["config"])
+def run_facts(data: RunData, config: RunConfig, cpus_busy: float | None) -> RunFacts:
     flags = data.run.get("host", {}).get("isa_flags")
     missing = {
         r: f"{r} is not installed; fix: pip install {r}"
@@ -87,8 +86,8 @@ def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True
     if "config" not in data.run:
         raise ValueError(f"{run_dir}/run.json holds no configuration to advise on")
     analysis = analyse(data)
-    facts = run_facts(data, cpus_busy(analysis))
     config = RunConfig.from_dict(data.run["config"])
+    facts = run_facts(data, config, cpus_busy(analysis))
     return AdvisePlan(Path(run_dir), config, facts, candidates(facts, analysis.findings), blocks, layers)
 
 

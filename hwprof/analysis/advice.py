@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, block_ratios
+from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, block_ratios, quartiles
 
 ADVICE_FILE = "advice.json"
 ADVICE_SCHEMA = 1
@@ -89,20 +89,13 @@ class Speedup:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
 
 
-def _quartiles(values: list[float]) -> tuple[float, float]:
-    if len(values) < 2:
-        return values[0], values[0]
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return q1, q3
-
-
 def paired_speedup(before: dict[int, float], after: dict[int, float]) -> Speedup | None:
     """Per-iteration ms of the baseline and the variant, each numbered 0, 1, ... in ABBA order
     (block b holds 2b and 2b+1 of each side): the median over blocks of before / after."""
     ratios = [1.0 / r for r in block_ratios(after, before)]
     if not ratios:
         return None
-    q1, q3 = _quartiles(ratios)
+    q1, q3 = quartiles(ratios)
     return Speedup(
         PAIRED,
         statistics.median(ratios),
@@ -121,7 +114,7 @@ def process_speedup(before: list[float], after: list[float]) -> Speedup | None:
     if not before or not after:
         return None
     b, a = statistics.median(before), statistics.median(after)
-    q1, q3 = _quartiles(sorted(before))
+    q1, q3 = quartiles(sorted(before))
     return Speedup(PASS_LEVEL, b / a, None, None, q1 / a, q3 / a, 0, b, a)
 
 

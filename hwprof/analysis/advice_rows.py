@@ -31,7 +31,7 @@ def _per_image(side: dict[str, Any], key: str) -> dict[int, float]:
     return {int(i): ms / batch for i, ms in side[key].items()}
 
 
-def _speedups(c: Candidate, results: dict[str, dict[str, Any]], key: str) -> Speedup | None:
+def _speedups(results: dict[str, dict[str, Any]], key: str) -> Speedup | None:
     if "paired" in results:
         sides = results["paired"]["sides"]
         return paired_speedup(_per_image(sides["baseline"], key), _per_image(sides["variant"], key))
@@ -79,8 +79,8 @@ def measured_row(c: Candidate, results: dict[str, dict[str, Any]], blocks: list[
     """The row of a candidate whose worker(s) finished; appends a paired result's iteration stamps to `blocks`
     (the trace's ABBA blocks; a pass-level row's two processes have none)."""
     row = AdviceRow(c.key, c.change, c.how, c.finding, per_image=c.per_image)
-    row.forward = _speedups(c, results, "forward_ms")
-    row.end_to_end = _speedups(c, results, "iteration_ms")
+    row.forward = _speedups(results, "forward_ms")
+    row.end_to_end = _speedups(results, "iteration_ms")
     variant_result = results.get("paired") or results["variant"]
     variant = variant_result["sides"]["variant"]
     row.setup_s, row.setup_what = setup_seconds(c, variant, row.forward.after_ms if row.forward else None)

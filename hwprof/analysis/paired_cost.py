@@ -100,7 +100,7 @@ class PassCostFigure:
         return cls(**{k: v for k, v in d.items() if k in keys})
 
 
-def _quartiles(values: list[float]) -> tuple[float, float]:
+def quartiles(values: list[float]) -> tuple[float, float]:
     if len(values) < 2:
         return values[0], values[0]
     q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
@@ -123,7 +123,7 @@ def paired_cost(on: dict[int, float], off: dict[int, float]) -> PassCostFigure |
     ratios = block_ratios(on, off)
     if not ratios:
         return None
-    q1, q3 = _quartiles(ratios)
+    q1, q3 = quartiles(ratios)
     return PassCostFigure(
         PAIRED,
         statistics.median(ratios),
@@ -144,7 +144,7 @@ def pass_level_cost(pass_forward_ms: list[float], timing_forward_ms: list[float]
         return None
     p50 = statistics.median(pass_forward_ms)
     base = statistics.median(timing_forward_ms)
-    q1, q3 = _quartiles(sorted(timing_forward_ms))
+    q1, q3 = quartiles(sorted(timing_forward_ms))
     return PassCostFigure(PASS_LEVEL, p50 / base, p50 / q3, p50 / q1, forward_on_ms=p50, forward_off_ms=base)
 
 

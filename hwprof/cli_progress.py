@@ -1,0 +1,30 @@
+"""Progress bars fed by the JSON progress lines of hwprof's children (collect's passes, advise's workers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.progress import Progress
+
+
+class PassProgress:
+    """Rich progress bars fed by the children's JSON progress lines: one per pass (collect), or per candidate and
+    layers collect (advise, label "advise")."""
+
+    def __init__(self, progress: Progress, label: str = "pass") -> None:
+        self.progress = progress
+        self.label = label
+        self.tasks: dict[str, Any] = {}
+
+    def __call__(self, name: str, event: dict[str, Any]) -> None:
+        if name not in self.tasks:
+            self.tasks[name] = self.progress.add_task(f"{self.label} {name}", total=None)
+        task = self.tasks[name]
+        if "total" in event and "done" in event:
+            phase = event.get("phase", "")
+            self.progress.update(
+                task,
+                total=event["total"] if phase != "build" else None,
+                completed=event["done"] if phase != "build" else 0,
+                description=f"{self.label} {name}: {phase}",
+            )
