@@ -365,10 +365,7 @@ class PassRunner:
             except Exception as exc:
                 self._fail(collector, "close", exc)
                 continue
-            if status != "ok" and result.status in ("ok", "partial"):
-                result.status = "partial"
-                result.reason = "; ".join(r for r in (f"pass {status}: {error}", result.reason) if r)
-            self.results[collector.name] = result
+            self.results[collector.name] = mark_pass_end(result, status, error)
         pipeline = self.ctx.pipeline
         summary = {
             "pass": self.ctx.pass_name,
@@ -381,6 +378,19 @@ class PassRunner:
             "paired": self.paired,
         }
         atomic_write_text(self.ctx.out_dir / "result.json", json.dumps(summary, indent=1))
+
+
+def mark_pass_end(result: CollectorResult, status: str, error: str) -> CollectorResult:
+    """A collector's result as the pass ended: what it kept from a stopped or failed pass is partial, and a
+    collector left with nothing because a stop came before its data (no summary, no file) was interrupted,
+    not failed."""
+    if status != "ok" and result.status in ("ok", "partial"):
+        result.status = "partial"
+        result.reason = "; ".join(r for r in (f"pass {status}: {error}", result.reason) if r)
+    elif status == "interrupted" and result.status == "failed" and not result.summary and not result.artifacts:
+        result.status = "interrupted"
+        result.reason = f"{error}, before it had data ({result.reason})"
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -271,3 +271,19 @@ def test_close_without_start_fails_cleanly(tmp_path: Path) -> None:
     result = collector.close(ctx)
     assert result.status == "failed"
     assert "did not run" in result.reason
+
+
+def test_a_stop_before_two_samples_is_interrupted_not_failed(tmp_path: Path) -> None:
+    """A stop that lands as the pass starts leaves the sampler without two samples: interrupted, not failed."""
+    from hwprof.worker import mark_pass_end
+
+    config = RunConfig()
+    collector = sysstat.SysstatCollector(config)
+    ctx = make_ctx(config, tmp_path)
+    collector.open(ctx)
+    stop = "stopped by SIGTERM (twice: every process of the pass was killed)"
+    result = mark_pass_end(collector.close(ctx), "interrupted", stop)
+    assert result.status == "interrupted"
+    assert result.reason.startswith(stop) and "did not run" in result.reason
+    failed = mark_pass_end(sysstat.SysstatCollector(config).close(ctx), "failed", "the model raised")
+    assert failed.status == "failed"
