@@ -15,30 +15,33 @@ tar.gz and is written under the sweep's folder at once (ray.wait loop), with its
 from __future__ import annotations
 
 import json
-import logging
-import socket
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run, set_host, write_sweep
 from hwprof.atomic import atomic_write_bytes, atomic_write_text
-from hwprof.host_kinds import HostKind, group_by_kind, select_kinds
-from hwprof.sweep.ray_point import PointReturn, describe_node, run_point, unpack
+from hwprof.host_kinds import HostKind, select_kinds
+from hwprof.sweep.ray_connect import (
+    NODE_ID_LABEL,
+    RESOURCE,
+    Cluster,
+    alive_nodes,
+    connect,
+    discover,
+    first_line,
+)
+from hwprof.sweep.ray_point import PointReturn, run_point, unpack
 from hwprof.sweep.resume import write_plan
 from hwprof.sweep.run import ProgressFn, SweepEvent, SweepPlan, claim_point_dir, finished_row
 
-RESOURCE = "hwprof"
-NODE_ID_LABEL = "ray.io/node-id"
-PROBE_TIMEOUT_S = 180.0
 CHECK_NODES_S = 5.0
 TRANSFER_JSON = "ray_transfer.json"
 WRITE_EVERY_S = 10.0
 """sweep.json is rewritten at most this often while points arrive (each point's run directory at once): a
 table of 2,000 rows rewritten after every point would write gigabytes."""
-INSTALL_FIX = "pip install 'hwprof[ray]'"
 
 
 @dataclass(frozen=True)
@@ -86,76 +89,6 @@ class Transfer:
     """The driver's analysis of the run into its table row."""
 
 
-@dataclass
-class Cluster:
-    nodes: dict[str, dict[str, Any]]
-    """Node id -> host_info() of every alive node that declares the resource."""
-    kinds: dict[HostKind, list[str]] = field(default_factory=dict)
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise ValueError(f"--ray needs Ray, which is not installed: {INSTALL_FIX}") from None
-    return ray
-
-
-def _check_reachable(address: str) -> None:
-    """ray.init waits minutes on an address where nothing listens: refuse it in seconds instead."""
-    if address == "auto" or "://" in address:
-        return
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ValueError(f"--ray {address!r}: give HOST:PORT of the cluster's head (or auto)")
-    try:
-        socket.create_connection((host, int(port)), timeout=5).close()
-    except OSError as exc:
-        raise ValueError(
-            f"no Ray cluster at {address}: {exc.strerror or exc}; start one with `ray start --head --port {port} "
-            f"--resources '{{\"{RESOURCE}\": 1}}'`"
-        ) from None
-
-
-def connect(address: str) -> Any:
-    ray = import_ray()
-    _check_reachable(address)
-    try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
-    except (ConnectionError, RuntimeError) as exc:
-        raise ValueError(f"no Ray cluster at {address}: {exc}") from None
-    return ray
-
-
-def _alive_nodes(ray: Any) -> list[str]:
-    return [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1]
-
-
-def discover(ray: Any, address: str) -> Cluster:
-    """Every node able to take a point, described by a probe task pinned to it."""
-    if ray.cluster_resources().get(RESOURCE, 0) < 1:
-        raise ValueError(
-            f"no node of the cluster at {address} can take a point: none declares the resource {RESOURCE!r}; "
-            f"start each measuring node with `ray start ... --resources '{{\"{RESOURCE}\": 1}}'`"
-        )
-    probe = ray.remote(num_cpus=0, max_retries=0)(describe_node)
-    ids = _alive_nodes(ray)
-    refs = [probe.options(label_selector={NODE_ID_LABEL: node}).remote() for node in ids]
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PROBE_TIMEOUT_S)
-    nodes: dict[str, dict[str, Any]] = {}
-    for node, ref in zip(ids, refs, strict=True):
-        if ref not in ready:
-            ray.cancel(ref, force=True)
-            raise ValueError(f"node {node} did not describe itself within {PROBE_TIMEOUT_S:.0f} s")
-        try:
-            nodes[node] = ray.get(ref)
-        except ray.exceptions.RayError as exc:
-            raise ValueError(
-                f"node {node} cannot run hwprof ({_first_line(exc)}): install hwprof on every node"
-            ) from None
-    return Cluster(nodes, group_by_kind(nodes))
-
-
 def plan_jobs(plan: SweepPlan, cluster: Cluster, options: RayOptions) -> list[Job]:
     out = Path(plan.out_root)
     if not options.per_host:
@@ -185,11 +118,6 @@ def _selector(job: Job, cluster: Cluster, options: RayOptions) -> dict[str, str]
 
 def _stranded(job: Job) -> str:
     return f"every node that could run it ({job.kind.label if job.kind else 'any kind'}) has left the cluster"
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 class RaySweep:
@@ -259,11 +187,11 @@ class RaySweep:
         try:
             back: PointReturn = self.ray.get(ref)
         except self.ray.exceptions.TaskUnschedulableError as exc:
-            self._done(job, point_row(job.point, job.run_dir, "failed", f"{_stranded(job)} ({_first_line(exc)})"))
+            self._done(job, point_row(job.point, job.run_dir, "failed", f"{_stranded(job)} ({first_line(exc)})"))
             return
         except self.ray.exceptions.RayError as exc:
             node = self.running_on.get(job.index, "no node")
-            why = f"{_first_line(exc)} (last on {node}; Ray retried it up to {self.options.max_retries} times)"
+            why = f"{first_line(exc)} (last on {node}; Ray retried it up to {self.options.max_retries} times)"
             self._done(job, point_row(job.point, job.run_dir, "failed", why))
             return
         fetch_s = time.monotonic() - t0
@@ -297,7 +225,7 @@ class RaySweep:
 
     def _fail_stranded(self, pending: dict[Any, Job]) -> None:
         """A point whose every allowed node has left the cluster would wait forever: fail it with the reason."""
-        alive = set(_alive_nodes(self.ray))
+        alive = set(alive_nodes(self.ray))
         for ref, job in list(pending.items()):
             if not alive.intersection(allowed_nodes(job, self.cluster, self.options)):
                 self.ray.cancel(ref, force=True)
