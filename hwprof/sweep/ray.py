@@ -33,7 +33,7 @@ from hwprof.sweep.ray_connect import (
     discover,
     first_line,
 )
-from hwprof.sweep.ray_point import PointReturn, run_point, unpack
+from hwprof.sweep.ray_point import PointReturn, PointStarted, run_point, unpack
 from hwprof.sweep.resume import write_plan
 from hwprof.sweep.run import ProgressFn, SweepEvent, SweepPlan, claim_point_dir, finished_row
 
@@ -177,10 +177,10 @@ class RaySweep:
     def _show_started(self, started: Any) -> None:
         by_index = {j.index: j for j in self.jobs}
         while started.qsize():
-            key, node, hostname = started.get_nowait()
-            again = " again" if key in self.running_on else ""
-            self.running_on[key] = f"{hostname} ({node[:8]})"
-            self._event(by_index[key], False, f"running{again} on node {self.running_on[key]}")
+            begun: PointStarted = started.get_nowait()
+            again = " again" if begun.key in self.running_on else ""
+            self.running_on[begun.key] = f"{begun.hostname} ({begun.node_id[:8]})"
+            self._event(by_index[begun.key], False, f"running{again} on node {self.running_on[begun.key]}")
 
     def _receive(self, ref: Any, job: Job) -> None:
         t0 = time.monotonic()

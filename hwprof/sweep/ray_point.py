@@ -30,6 +30,18 @@ STOP_GRACE_S = 10.0
 """After Ctrl-C (ray.cancel) the collect gets SIGINT and this long to stop its passes before SIGKILL."""
 
 
+@dataclass(frozen=True)
+class PointStarted:
+    """A point's attempt starting on a node, as the task tells the driver (Ray may start a point again after
+    its worker or node died: each start is an attempt)."""
+
+    key: int
+    node_id: str
+    hostname: str
+    at: float
+    """time.time() on the node when the task started."""
+
+
 @dataclass
 class PointReturn:
     """One finished point as it travels back to the driver."""
@@ -47,6 +59,9 @@ class PointReturn:
     """Bytes of the run directory's files before compression."""
     collect_s: float
     pack_s: float
+    started_at: float = 0.0
+    """time.time() on the node when the task started, and when it returned."""
+    ended_at: float = 0.0
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -94,8 +109,9 @@ def run_point(
     import ray
 
     node_id = ray.get_runtime_context().get_node_id()
+    started_at = time.time()
     if started is not None:
-        started.put((key, node_id, platform.node()))
+        started.put(PointStarted(key, node_id, platform.node(), started_at))
     work = Path(tempfile.mkdtemp(prefix="hwprof-point-"))
     try:
         run_dir = work / point.name
@@ -122,7 +138,7 @@ def run_point(
         archive, files, size = pack(run_dir) if run_dir.is_dir() else (b"", 0, 0)
         return PointReturn(
             key, node_id, platform.node(), code, log_path.read_bytes(), archive, files, size, collect_s,
-            time.monotonic() - t1,
+            time.monotonic() - t1, started_at, time.time(),
         )  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
