@@ -14,6 +14,7 @@ tar.gz and is written under the sweep's folder at once (ray.wait loop), with its
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from typing import Any
 from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run, set_host, write_sweep
 from hwprof.atomic import atomic_write_bytes, atomic_write_text
 from hwprof.host_kinds import HostKind, select_kinds
+from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S
 from hwprof.sweep.ray_connect import (
     NODE_ID_LABEL,
     RESOURCE,
@@ -33,12 +35,15 @@ from hwprof.sweep.ray_connect import (
     discover,
     first_line,
 )
-from hwprof.sweep.ray_point import PointReturn, PointStarted, run_point, unpack
+from hwprof.sweep.ray_point import PointReturn, PointStarted, SweepControl, run_point, unpack
 from hwprof.sweep.resume import write_plan
 from hwprof.sweep.run import ProgressFn, SweepEvent, SweepPlan, claim_point_dir, finished_row
 
 CHECK_NODES_S = 5.0
 TRANSFER_JSON = "ray_transfer.json"
+STOP_WAIT_S = STOP_GRACE_S + KILL_GRACE_S + 20.0
+"""After a stop, how long the driver waits for the running points' interrupted runs to come back."""
+COMPLETE = ("complete", "reused")
 WRITE_EVERY_S = 10.0
 """sweep.json is rewritten at most this often while points arrive (each point's run directory at once): a
 table of 2,000 rows rewritten after every point would write gigabytes."""
@@ -132,12 +137,15 @@ class RaySweep:
         self.transfers: list[Transfer] = []
         self.running_on: dict[int, str] = {}
         self.fetch_s = 0.0
+        self.cleaned: list[str] = []
+        """host:folder of every scratch folder of a gone point that a point of this sweep removed."""
         self.written = time.monotonic()
 
     def run(self) -> SweepResult:
-        from ray.util.queue import Queue
-
-        started = Queue(actor_options={"num_cpus": 0, "label_selector": {NODE_ID_LABEL: self._driver_node()}})
+        control_actor = self.ray.remote(SweepControl).options(
+            num_cpus=0, label_selector={NODE_ID_LABEL: self._driver_node()}
+        )
+        control = control_actor.remote()
         task = self.ray.remote(run_point)
         pending: dict[Any, Job] = {}
         for job in self.jobs:
@@ -152,32 +160,49 @@ class RaySweep:
                 retry_exceptions=False,
                 label_selector=_selector(job, self.cluster, self.options),
                 name=f"hwprof {job.name}",
-            ).remote(job.index, job.point, self.shared, self.plan.timeout_s, started)
+            ).remote(job.index, job.point, self.shared, self.plan.timeout_s, control)
             pending[ref] = job
         try:
-            self._receive_all(pending, started)
+            self._receive_all(pending, control)
         except KeyboardInterrupt:
-            for ref in pending:
-                self.ray.cancel(ref)
-            self._write(interrupted=len(pending))
+            self._stop_points(pending, control)
+            done = {j.index for j in self.jobs if j.index in self.rows and self.rows[j.index].status in COMPLETE}
+            self._write(interrupted=len(self.jobs) - len(done))
             raise
         return self._write()
 
-    def _receive_all(self, pending: dict[Any, Job], started: Any) -> None:
+    def _stop_points(self, pending: dict[Any, Job], control: Any) -> None:
+        """A stop (Ctrl-C, SIGTERM, `hwprof sweep stop`): points not started are cancelled, running points are
+        told to stop through the control actor and their runs, finalised as interrupted, are received; a second
+        stop signal, or STOP_WAIT_S, cancels what is left (its keeper removes its scratch folder)."""
+        control.stop.remote()
+        self._show_started(control)
+        for ref, job in list(pending.items()):
+            if job.index not in self.running_on:
+                self.ray.cancel(ref)
+                del pending[ref]
+        if pending:
+            self.say(SweepEvent(0, len(self.jobs), "sweep", False, f"stopping {len(pending)} running points"))
+        with contextlib.suppress(KeyboardInterrupt):
+            self._receive_all(pending, control, deadline=time.monotonic() + STOP_WAIT_S)
+        for ref in pending:
+            self.ray.cancel(ref, force=True)
+
+    def _receive_all(self, pending: dict[Any, Job], control: Any, deadline: float | None = None) -> None:
         checked = time.monotonic()
-        while pending:
+        while pending and (deadline is None or time.monotonic() < deadline):
             ready, _ = self.ray.wait(list(pending), num_returns=1, timeout=0.5)
-            self._show_started(started)
+            self._show_started(control)
             for ref in ready:
                 self._receive(ref, pending.pop(ref))
             if time.monotonic() - checked > CHECK_NODES_S:
                 self._fail_stranded(pending)
                 checked = time.monotonic()
 
-    def _show_started(self, started: Any) -> None:
+    def _show_started(self, control: Any) -> None:
         by_index = {j.index: j for j in self.jobs}
-        while started.qsize():
-            begun: PointStarted = started.get_nowait()
+        begun: PointStarted
+        for begun in self.ray.get(control.take.remote()):
             again = " again" if begun.key in self.running_on else ""
             self.running_on[begun.key] = f"{begun.hostname} ({begun.node_id[:8]})"
             self._event(by_index[begun.key], False, f"running{again} on node {self.running_on[begun.key]}")
@@ -206,8 +231,12 @@ class RaySweep:
         sizes = (len(back.archive), back.run_bytes, back.files)
         times = (back.collect_s, back.pack_s, fetch_s, unpack_s)
         self.transfers.append(Transfer(job.name, back.hostname, back.node_id, *sizes, *times))
+        self.cleaned.extend(f"{back.hostname}:{name}" for name in back.cleaned)
         t2 = time.monotonic()
-        row = finished_row(job.point, job.run_dir, back.code, log_path, self.plan.timeout_s, None)
+        if back.stopped and not back.archive:
+            row = point_row(job.point, job.run_dir, "interrupted", "the sweep stopped before its collect started")
+        else:
+            row = finished_row(job.point, job.run_dir, back.code, log_path, self.plan.timeout_s, None)
         self.transfers[-1].row_s = time.monotonic() - t2
         row.wall_s = back.collect_s
         if not row.host:
@@ -250,9 +279,15 @@ class RaySweep:
                 f"(of {sum(t.run_bytes for t in self.transfers) / 1e6:.2f} MB), "
                 f"{self.fetch_s:.2f} s fetching and writing on the driver; nothing left out"
             )
+        if self.cleaned:
+            result.notes.append(
+                f"removed {len(self.cleaned)} scratch folders left on nodes by points that are gone: "
+                + ", ".join(self.cleaned)
+            )
         if interrupted:
             result.notes.append(
-                f"interrupted: {interrupted} points cancelled; `hwprof sweep --resume {self.out}` runs them"
+                f"interrupted: {interrupted} points did not complete (a running point was stopped and its run kept "
+                f"as interrupted); `hwprof sweep --resume {self.out}` runs them"
             )
         write_sweep(result)
         self.written = time.monotonic()

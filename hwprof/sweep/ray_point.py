@@ -1,10 +1,13 @@
 """What a Ray worker node does for one sweep point: the ordinary `hwprof collect` in a child process, its
 run directory packed as one tar.gz in memory for the object store, and the node's description.
 
-A collect whose worker dies (its node went away, or the worker was killed) does not outlive it: Ray kills
-a dead worker's child processes (checked here with kill -9 of the worker and with a removed node).
-Nothing here imports ray at module level: the functions are plain Python that hwprof/sweep/ray.py turns
-into Ray tasks, and the packing is the same code on both ends.
+A collect whose worker dies (its node went away, its driver or job ended, the worker was killed) is stopped
+by its keeper (hwprof/sweep/point_keeper.py), which then removes the point's scratch folder. A sweep that
+stops (Ctrl-C, SIGTERM, `hwprof sweep stop`) tells its points through the control actor: each collect is
+stopped as Ctrl-C stops it and its run, finalised as interrupted, comes back.
+
+Nothing here imports ray at module level: the functions are plain Python that hwprof/sweep/ray.py turns into
+Ray tasks, and the packing is the same code on both ends.
 """
 
 from __future__ import annotations
@@ -13,21 +16,45 @@ import io
 import os
 import platform
 import shutil
-import signal
 import subprocess
+import sys
 import tarfile
-import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.sweep_rows import SweepPoint
+from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S, make_scratch, remove_stale, stop_gently
 from hwprof.sweep.run import collect_command
 
-STOP_GRACE_S = 10.0
-"""After Ctrl-C (ray.cancel) the collect gets SIGINT and this long to stop its passes before SIGKILL."""
+POLL_S = 1.0
+"""How often a running point asks the sweep's control actor whether to stop."""
+
+
+class SweepControl:
+    """The sweep's control actor on the driver's node (hwprof/sweep/ray.py makes it a Ray actor): points tell
+    it when they start, and ask it whether the sweep is stopping (Ctrl-C, SIGTERM, `hwprof sweep stop`), so
+    that a stopped point finalises its run and brings it back instead of being cancelled."""
+
+    def __init__(self) -> None:
+        self.started: list[PointStarted] = []
+        self.stopping = False
+
+    def put(self, item: PointStarted) -> bool:
+        self.started.append(item)
+        return self.stopping
+
+    def take(self) -> list[PointStarted]:
+        taken, self.started = self.started, []
+        return taken
+
+    def stop(self) -> None:
+        self.stopping = True
+
+    def should_stop(self) -> bool:
+        return self.stopping
 
 
 @dataclass(frozen=True)
@@ -62,15 +89,10 @@ class PointReturn:
     started_at: float = 0.0
     """time.time() on the node when the task started, and when it returned."""
     ended_at: float = 0.0
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    stopped: bool = False
+    """The sweep asked the point to stop (its run, if any, is the interrupted one)."""
+    cleaned: list[str] = field(default_factory=list)
+    """Scratch folders of gone points that this point removed from its node's temporary folder."""
 
 
 def _collect_env() -> dict[str, str]:
@@ -102,46 +124,80 @@ def unpack(archive: bytes, run_dir: Path) -> None:
     partial.rename(run_dir)
 
 
+def _asked_to_stop(ray: Any, control: Any | None) -> bool:
+    """True when the sweep is stopping, or its control actor is gone with the driver."""
+    if control is None:
+        return False
+    try:
+        return bool(ray.get(control.should_stop.remote(), timeout=POLL_S * 5))
+    except ray.exceptions.GetTimeoutError:
+        return False
+    except ray.exceptions.RayError:
+        return True
+
+
+def _wait(
+    ray: Any, keeper: subprocess.Popen[bytes], control: Any | None, timeout_s: float | None
+) -> tuple[int | None, bool]:
+    """(exit status, stopped by the sweep) of the point's keeper; status None when it ran past timeout_s."""
+    end = time.monotonic() + timeout_s if timeout_s else None
+    while True:
+        try:
+            return keeper.wait(timeout=POLL_S), False
+        except subprocess.TimeoutExpired:
+            pass
+        if end is not None and time.monotonic() > end:
+            stop_gently(keeper, STOP_GRACE_S + KILL_GRACE_S)
+            return None, False
+        if _asked_to_stop(ray, control):
+            return stop_gently(keeper, STOP_GRACE_S + KILL_GRACE_S), True
+
+
 def run_point(
-    key: int, point: SweepPoint, shared: Sequence[str], timeout_s: float | None, started: Any | None
+    key: int, point: SweepPoint, shared: Sequence[str], timeout_s: float | None, control: Any | None
 ) -> PointReturn:
-    """The Ray task: collect one point on this node, exactly as a local sweep does, and pack its run."""
+    """The Ray task: collect one point on this node, exactly as a local sweep does, and pack its run. The
+    collect runs under a keeper (hwprof.sweep.point_keeper) that removes the scratch folder if this worker is
+    killed; a stop asked through the control actor ends the collect as Ctrl-C does and its partial run,
+    finalised as interrupted, comes back."""
     import ray
 
     node_id = ray.get_runtime_context().get_node_id()
     started_at = time.time()
-    if started is not None:
-        started.put(PointStarted(key, node_id, platform.node(), started_at))
-    work = Path(tempfile.mkdtemp(prefix="hwprof-point-"))
+    work, lock_fd = make_scratch(key)
     try:
+        cleaned = remove_stale(work.parent, keep=work)
+        if control is not None and ray.get(control.put.remote(PointStarted(key, node_id, platform.node(), started_at))):
+            return PointReturn(key, node_id, platform.node(), None, b"", b"", 0, 0, 0.0, 0.0, started_at, time.time(),
+                               stopped=True, cleaned=cleaned)  # fmt: skip
         run_dir = work / point.name
         log_path = work / "collect.log"
         t0 = time.monotonic()
+        keeper_cmd = [sys.executable, "-P", "-m", "hwprof.sweep.point_keeper", str(os.getpid()), str(work), "--"]
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(
-                collect_command(point, run_dir, shared),
+            keeper = subprocess.Popen(
+                [*keeper_cmd, *collect_command(point, run_dir, shared)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=_collect_env(),
+                start_new_session=True,  # Ray kills the worker's process group with it: the keeper must outlive it
+                pass_fds=(lock_fd,),
             )
-            code: int | None
             try:
-                code = proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _stop(proc)
-                code = None
+                code, stopped = _wait(ray, keeper, control, timeout_s)
             except BaseException:  # ray.cancel raises KeyboardInterrupt here: stop the collect, then go
-                _stop(proc)
+                stop_gently(keeper, STOP_GRACE_S + KILL_GRACE_S)
                 raise
         collect_s = time.monotonic() - t0
         t1 = time.monotonic()
         archive, files, size = pack(run_dir) if run_dir.is_dir() else (b"", 0, 0)
         return PointReturn(
             key, node_id, platform.node(), code, log_path.read_bytes(), archive, files, size, collect_s,
-            time.monotonic() - t1, started_at, time.time(),
+            time.monotonic() - t1, started_at, time.time(), stopped=stopped, cleaned=cleaned,
         )  # fmt: skip
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        os.close(lock_fd)
 
 
 def describe_node() -> dict[str, Any]:
