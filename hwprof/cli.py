@@ -102,6 +102,10 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         from hwprof.gpu_device import require_cuda
 
         require_cuda(plan.device)
+    if args.submit:
+        from hwprof.cli_sweep_job import submit_sweep
+
+        return submit_sweep(plan, args, console)
     stop: StopSignals = args.stop
     stop.forward_twice = True
 
@@ -223,6 +227,12 @@ def cmd_advise(args: argparse.Namespace, console: Console) -> int:
     return run(args, console)
 
 
+def cmd_sweep_job(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.cli_sweep_job import cmd_sweep_job as run
+
+    return run(args, console)
+
+
 def cmd_gpu_import(args: argparse.Namespace, console: Console) -> int:
     from hwprof.gpu_cli import run_gpu_import
 
@@ -235,6 +245,7 @@ COMMANDS = {
     "trace": cmd_trace,
     "compare": cmd_compare,
     "sweep": cmd_sweep,
+    "sweep-job": cmd_sweep_job,
     "doctor": cmd_doctor,
     "models": cmd_models,
     "gpu-import": cmd_gpu_import,

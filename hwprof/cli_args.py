@@ -115,6 +115,11 @@ def add_cluster_args(p: argparse.ArgumentParser) -> None:
         help="run the points of the sweep in DIR that are not complete, with its recorded options (and cluster)",
     )
     p.add_argument("--local", action="store_true", help="with --resume: run here even if the sweep used Ray")
+    p.add_argument(
+        "--submit",
+        action="store_true",
+        help="with --ray: submit the sweep as a Ray Job and return (follow it with `hwprof sweep-job ... DIR`)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -183,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="*",
         help="after --: more `collect` options for every point (default collectors: --only timing,flops,rapl)",
     )
+    from hwprof.cli_sweep_job import add_sweep_job_args
+
+    add_sweep_job_args(sub.add_parser("sweep-job", help="a sweep submitted with --submit: status, logs, stop, fetch"))
     doctor = sub.add_parser("doctor", help="what this host can measure, and the fix for what it cannot")
     doctor.add_argument("--counters", choices=("perf", "papi", "ncu"), default="perf")
     doctor.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: what the GPU collectors could do there")

@@ -66,6 +66,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "hwprof.cli_collect",
             "hwprof.cli_advise",
             "hwprof.cli_progress",
+            "hwprof.cli_sweep_job",
             "hwprof.cli",
         ),
     ),

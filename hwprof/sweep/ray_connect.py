@@ -5,7 +5,10 @@ before ray.init can wait on it, and every node able to take a point described by
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import socket
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,12 +54,32 @@ def _check_reachable(address: str) -> None:
 
 def connect(address: str) -> Any:
     ray = import_ray()
+    if address == "auto" and os.environ.get("RAY_ADDRESS"):
+        # inside a Ray Job (or a shell that names its cluster): the job's own cluster, not the newest one
+        # started on this machine, which is what "auto" finds in Ray's temporary folder otherwise
+        address = os.environ["RAY_ADDRESS"]
     _check_reachable(address)
+    handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
     except (ConnectionError, RuntimeError) as exc:
         raise ValueError(f"no Ray cluster at {address}: {exc}") from None
+    _restore(handlers)
     return ray
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    """ray.init replaces the SIGTERM handler (its own exits at once: sys.exit(15), and a C++ one prints a
+    stack): the sweep's handlers (hwprof.stopping) are put back, so that SIGTERM (`hwprof sweep-job stop`, Ray's
+    stop_job, a shell's kill) stops the sweep as Ctrl-C does, its running points finalised and kept."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for sig, handler in handlers.items():
+        if callable(handler):
+            signal.signal(sig, handler)
 
 
 def alive_nodes(ray: Any) -> list[str]:
