@@ -71,7 +71,7 @@ def connect(address: str) -> Any:
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def _restore(handlers: dict[int, Any]) -> None:
+def _restore(handlers: dict[signal.Signals, Any]) -> None:
     """ray.init replaces the SIGTERM handler (its own exits at once: sys.exit(15), and a C++ one prints a
     stack): the sweep's handlers (hwprof.stopping) are put back, so that SIGTERM (`hwprof sweep-job stop`, Ray's
     stop_job, a shell's kill) stops the sweep as Ctrl-C does, its running points finalised and kept."""
