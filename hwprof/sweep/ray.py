@@ -28,14 +28,16 @@ from hwprof.sweep.ray_connect import (
     NODE_ID_LABEL,
     RESOURCE,
     Cluster,
-    alive_nodes,
+    alive_hosts,
     connect,
     discover,
     first_line,
 )
+from hwprof.sweep.ray_logs import DRIVER_LOG, RAY_LOGS_DIR, RayLogs
 from hwprof.sweep.ray_point import PointReturn, PointStarted, run_point, unpack
+from hwprof.sweep.ray_record import SweepRecord
 from hwprof.sweep.resume import write_plan
-from hwprof.sweep.run import ProgressFn, SweepEvent, SweepPlan, claim_point_dir, finished_row
+from hwprof.sweep.run import ProgressFn, SweepEvent, SweepPlan, claim_point_dir, finished_row, resume_command
 
 CHECK_NODES_S = 5.0
 TRANSFER_JSON = "ray_transfer.json"
@@ -87,6 +89,8 @@ class Transfer:
     unpack_s: float
     row_s: float = 0.0
     """The driver's analysis of the run into its table row."""
+    received_at: float = 0.0
+    """time.time() on the driver when the point came back (a resumed sweep appends to the record)."""
 
 
 def plan_jobs(plan: SweepPlan, cluster: Cluster, options: RayOptions) -> list[Job]:
@@ -130,7 +134,9 @@ class RaySweep:
         self.jobs = plan_jobs(plan, cluster, options)
         self.rows: dict[int, SweepRow] = {}
         self.transfers: list[Transfer] = []
+        self.earlier_transfers = _read_transfers(self.out / TRANSFER_JSON) if plan.resume else []
         self.running_on: dict[int, str] = {}
+        self.record = SweepRecord({n: str(info.get("hostname") or "") for n, info in cluster.nodes.items()})
         self.fetch_s = 0.0
         self.written = time.monotonic()
 
@@ -159,9 +165,20 @@ class RaySweep:
         except KeyboardInterrupt:
             for ref in pending:
                 self.ray.cancel(ref)
-            self._write(interrupted=len(pending))
-            raise
+            return self._interrupted(list(pending.values()))
         return self._write()
+
+    def _interrupted(self, cancelled: list[Job]) -> SweepResult:
+        """Ctrl-C (or SIGTERM, SIGHUP): the table of what finished, a row for each point that had started
+        (with its attempts), and the command that runs the rest."""
+        now = time.time()
+        for job in cancelled:
+            self.record.ended(job.index, "cancelled: the sweep was stopped", now)
+            if self.record.attempts.get(job.index):
+                self.rows[job.index] = self._with_attempts(
+                    job, point_row(job.point, job.run_dir, "interrupted", "cancelled when the sweep was stopped")
+                )
+        return self._write(interrupted=len(cancelled))
 
     def _receive_all(self, pending: dict[Any, Job], started: Any) -> None:
         checked = time.monotonic()
@@ -171,7 +188,7 @@ class RaySweep:
             for ref in ready:
                 self._receive(ref, pending.pop(ref))
             if time.monotonic() - checked > CHECK_NODES_S:
-                self._fail_stranded(pending)
+                self._fail_stranded(pending, self._check_nodes())
                 checked = time.monotonic()
 
     def _show_started(self, started: Any) -> None:
@@ -179,17 +196,24 @@ class RaySweep:
         while started.qsize():
             begun: PointStarted = started.get_nowait()
             again = " again" if begun.key in self.running_on else ""
+            if again:  # the earlier attempt was lost: is its node gone?
+                self._check_nodes()
+            n = self.record.started(begun.key, begun.node_id, begun.hostname, begun.at)
             self.running_on[begun.key] = f"{begun.hostname} ({begun.node_id[:8]})"
-            self._event(by_index[begun.key], False, f"running{again} on node {self.running_on[begun.key]}")
+            attempt = f" (attempt {n})" if n > 1 else ""
+            self._event(by_index[begun.key], False, f"running{again} on node {self.running_on[begun.key]}{attempt}")
 
     def _receive(self, ref: Any, job: Job) -> None:
         t0 = time.monotonic()
         try:
             back: PointReturn = self.ray.get(ref)
         except self.ray.exceptions.TaskUnschedulableError as exc:
+            self.record.ended(job.index, f"failed: {first_line(exc)}", time.time())
             self._done(job, point_row(job.point, job.run_dir, "failed", f"{_stranded(job)} ({first_line(exc)})"))
             return
         except self.ray.exceptions.RayError as exc:
+            self._check_nodes()
+            self.record.ended(job.index, f"failed: {first_line(exc)}", time.time())
             node = self.running_on.get(job.index, "no node")
             why = f"{first_line(exc)} (last on {node}; Ray retried it up to {self.options.max_retries} times)"
             self._done(job, point_row(job.point, job.run_dir, "failed", why))
@@ -205,7 +229,9 @@ class RaySweep:
         self.fetch_s += fetch_s + unpack_s
         sizes = (len(back.archive), back.run_bytes, back.files)
         times = (back.collect_s, back.pack_s, fetch_s, unpack_s)
-        self.transfers.append(Transfer(job.name, back.hostname, back.node_id, *sizes, *times))
+        self.transfers.append(Transfer(job.name, back.hostname, back.node_id, *sizes, *times, received_at=time.time()))
+        outcome = "finished" if back.code == 0 else "timed out" if back.code is None else f"collect exited {back.code}"
+        self.record.returned(job.index, back.node_id, back.hostname, back.started_at, back.ended_at, outcome)
         t2 = time.monotonic()
         row = finished_row(job.point, job.run_dir, back.code, log_path, self.plan.timeout_s, None)
         self.transfers[-1].row_s = time.monotonic() - t2
@@ -215,21 +241,35 @@ class RaySweep:
             set_host(row, self.cluster.nodes.get(back.node_id, {}))
         self._done(job, row)
 
+    def _with_attempts(self, job: Job, row: SweepRow) -> SweepRow:
+        row.node_id = self.record.last_node(job.index)
+        row.attempts = self.record.rows_attempts(job.index)
+        return row
+
     def _done(self, job: Job, row: SweepRow) -> None:
-        self.rows[job.index] = row
+        self.rows[job.index] = self._with_attempts(job, row)
         where = f" on {row.host}" if row.host else ""
         took = f" in {row.wall_s:.0f} s" if row.wall_s is not None else ""
-        self._event(job, True, f"{row.status}{where}{took}" + (f": {row.error}" if row.error else ""))
+        tries = f" (attempt {len(row.attempts)}; see the notes)" if len(row.attempts) > 1 else ""
+        self._event(job, True, f"{row.status}{where}{took}{tries}" + (f": {row.error}" if row.error else ""))
         if time.monotonic() - self.written > WRITE_EVERY_S:
             self._write()
 
-    def _fail_stranded(self, pending: dict[Any, Job]) -> None:
+    def _check_nodes(self) -> set[str]:
+        """The measuring nodes alive now; a node that left or joined goes in the record (and the notes)."""
+        hosts = alive_hosts(self.ray)
+        names = {j.index: j.name for j in self.jobs}
+        for change in self.record.nodes_now(set(hosts), time.time(), names, hosts):
+            self.say(SweepEvent(0, len(self.jobs), "cluster", False, change.text()))
+        return set(hosts)
+
+    def _fail_stranded(self, pending: dict[Any, Job], alive: set[str]) -> None:
         """A point whose every allowed node has left the cluster would wait forever: fail it with the reason."""
-        alive = set(alive_nodes(self.ray))
         for ref, job in list(pending.items()):
             if not alive.intersection(allowed_nodes(job, self.cluster, self.options)):
                 self.ray.cancel(ref, force=True)
                 del pending[ref]
+                self.record.ended(job.index, "cancelled: every node that could run it left", time.time())
                 self._done(job, point_row(job.point, job.run_dir, "failed", _stranded(job)))
 
     def _event(self, job: Job, done: bool, message: str) -> None:
@@ -242,7 +282,13 @@ class RaySweep:
         rows = [self.rows[i] for i in sorted(self.rows)]
         result = SweepResult(rows, self.out, self.shared, self.plan.skipped())
         kinds = ", ".join(f"{k.label} x{len(n)}" for k, n in self.cluster.kinds.items())
-        result.notes.append(f"Ray cluster {self.options.address}: {len(self.cluster.nodes)} nodes ({kinds})")
+        result.notes.append(self.record.node_note(self.options.address, kinds))
+        result.notes += [
+            f"{self.rows[i].name}: {len(tries)} attempts: " + "; ".join(a.text() for a in tries)
+            for i, tries in sorted(self.record.attempts.items())
+            if len(tries) > 1 and i in self.rows
+        ]
+        result.notes.append(f"Ray's own messages on the driver: {self.out / RAY_LOGS_DIR / DRIVER_LOG}")
         if self.transfers:
             shipped = sum(t.archive_bytes for t in self.transfers)
             result.notes.append(
@@ -251,13 +297,27 @@ class RaySweep:
                 f"{self.fetch_s:.2f} s fetching and writing on the driver; nothing left out"
             )
         if interrupted:
-            result.notes.append(
-                f"interrupted: {interrupted} points cancelled; `hwprof sweep --resume {self.out}` runs them"
-            )
+            result.resume = resume_command(self.out)
+            result.notes.append(f"interrupted: {interrupted} points cancelled; `{result.resume}` runs them")
         write_sweep(result)
         self.written = time.monotonic()
-        atomic_write_text(self.out / TRANSFER_JSON, json.dumps([asdict(t) for t in self.transfers], indent=1) + "\n")
+        transfers = self.earlier_transfers + [asdict(t) for t in self.transfers]
+        atomic_write_text(self.out / TRANSFER_JSON, json.dumps(transfers, indent=1) + "\n")
         return result
+
+
+def _read_transfers(path: Path) -> list[dict[str, Any]]:
+    """The transfer record of the sweep being resumed, kept whole (an unreadable one is set aside)."""
+    if not path.exists():
+        return []
+    try:
+        found = json.loads(path.read_text())
+        if isinstance(found, list):
+            return found
+    except (OSError, ValueError):
+        pass
+    path.rename(path.with_name(path.name + ".unreadable"))
+    return []
 
 
 def run_ray_sweep(plan: SweepPlan, options: RayOptions, progress: ProgressFn | None = None) -> SweepResult:
@@ -269,22 +329,30 @@ def connect_runner(plan: SweepPlan, options: RayOptions) -> Callable[[SweepPlan,
     """Connect and check everything a cluster sweep needs before the first point (Ray, the cluster, a node
     able to take a point, the --hosts kinds); the runner returned runs the sweep and disconnects."""
     plan.validate()
-    ray = connect(options.address)
+    logs = RayLogs().start()
+    ray = None
     try:
+        ray = connect(options.address)
         cluster = discover(ray, options.address)
         plan_jobs(plan, cluster, options)
-    except BaseException:
-        ray.shutdown()
+    except BaseException as exc:
+        if ray is not None:
+            ray.shutdown()
+        kept = logs.stop()
+        if kept is not None and isinstance(exc, ValueError):
+            raise ValueError(f"{exc} (Ray's messages: {kept})") from None
         raise
 
     def run(plan: SweepPlan, progress: ProgressFn) -> SweepResult:
         try:
             Path(plan.out_root).mkdir(parents=True, exist_ok=True)
+            logs.move_to(Path(plan.out_root))
             sweep = RaySweep(ray, plan, options, cluster, progress)
             write_plan(Path(plan.out_root), plan.to_dict(), options.to_dict())
             return sweep.run()
         finally:
             ray.shutdown()
+            logs.stop()
 
     return run
 

@@ -5,7 +5,7 @@ before ray.init can wait on it, and every node able to take a point described by
 from __future__ import annotations
 
 import logging
-import socket
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,10 @@ RESOURCE = "hwprof"
 NODE_ID_LABEL = "ray.io/node-id"
 PROBE_TIMEOUT_S = 180.0
 INSTALL_FIX = "pip install 'hwprof[ray]'"
+GCS_CHECK_S = 4.0
+"""How long the address has to answer as a Ray GCS."""
+INIT_TIMEOUT_S = 60.0
+"""How long ray.init has, once the address answered as a GCS (about 2 s on a local cluster)."""
 
 
 @dataclass
@@ -33,34 +37,114 @@ def import_ray() -> Any:
     return ray
 
 
-def _check_reachable(address: str) -> None:
-    """ray.init waits minutes on an address where nothing listens: refuse it in seconds instead."""
-    if address == "auto" or "://" in address:
-        return
+def split_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"--ray {address!r}: give HOST:PORT of the cluster's head (or auto)")
+    return host, int(port)
+
+
+def _import_grpc() -> Any:
     try:
-        socket.create_connection((host, int(port)), timeout=5).close()
-    except OSError as exc:
-        raise ValueError(
-            f"no Ray cluster at {address}: {exc.strerror or exc}; start one with `ray start --head --port {port} "
-            f"--resources '{{\"{RESOURCE}\": 1}}'`"
-        ) from None
+        import grpc
+    except ImportError:
+        raise ValueError(f"--ray needs grpcio to check the cluster's address: {INSTALL_FIX}") from None
+    return grpc
 
 
-def connect(address: str) -> Any:
+def _refusal(address: str, code: str, details: str) -> str:
+    """Why the other end is not a Ray GCS, in words, from the gRPC status of the check."""
+    port = address.rpartition(":")[2]
+    start = f"start one with `ray start --head --port {port} --resources '{{\"{RESOURCE}\": 1}}'`"
+    if code == "DEADLINE_EXCEEDED":
+        return f"something accepts connections there but did not answer as a Ray GCS within {GCS_CHECK_S:.0f} s"
+    if code == "UNIMPLEMENTED":
+        return "a gRPC server answered, but not Ray's GCS (no NodeInfoGcsService)"
+    if "Connection refused" in details:
+        return f"nothing listens there (connection refused); {start}"
+    if "HTTP/2" in details or "Socket closed" in details or "reset by peer" in details:
+        return f"what listens there is not a Ray GCS ({_last_error(details)})"
+    return _last_error(details) or code
+
+
+def _last_error(details: str) -> str:
+    """grpc's "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:1.2.3.4:5: WHY": WHY."""
+    return details.rsplit(": ", 1)[-1].strip() if "last error" in details else details.strip()
+
+
+def check_gcs(address: str, timeout_s: float = GCS_CHECK_S) -> str:
+    """The Ray version of the GCS at HOST:PORT, asked with one gRPC call under a deadline (NodeInfoGcsService
+    .CheckAlive, the call Ray's own health check uses). ray.init would retry an address that is not a GCS for
+    minutes (each GcsClient attempt 35 s, 20 attempts), whatever listens there: an HTTP server, a server that
+    never answers, one that closes at once. ValueError says which, and a Ray version other than the driver's."""
     ray = import_ray()
-    _check_reachable(address)
-    try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
-    except (ConnectionError, RuntimeError) as exc:
-        raise ValueError(f"no Ray cluster at {address}: {exc}") from None
+    grpc = _import_grpc()
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    host, port = split_address(address)
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        try:
+            reply = stub.CheckAlive(gcs_service_pb2.CheckAliveRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
+        except grpc.RpcError as exc:
+            code = exc.code().name if exc.code() else "UNKNOWN"
+            raise ValueError(f"no Ray cluster at {address}: {_refusal(address, code, exc.details() or '')}") from None
+    if reply.status.code != 0:
+        raise ValueError(f"no Ray cluster at {address}: its GCS answered {reply.status.message or reply.status.code}")
+    if reply.ray_version != ray.__version__:
+        raise ValueError(
+            f"the Ray cluster at {address} runs Ray {reply.ray_version or '(unknown)'} and this driver Ray "
+            f"{ray.__version__}: install ray=={reply.ray_version} here (Ray needs the same version on both ends)"
+        )
+    return str(reply.ray_version)
+
+
+def _init_within(ray: Any, address: str, timeout_s: float) -> None:
+    """ray.init in a helper thread, waited for timeout_s: it can block for minutes inside Ray's C++ GCS client,
+    where no signal reaches it, even after the address answered the check (a GCS that goes away, a node
+    address the driver cannot reach). The thread not being the main one also keeps hwprof's SIGTERM
+    handler: ray.init would replace it with sys.exit, and a sweep stopped by SIGTERM would lose its table."""
+    failed: list[BaseException] = []
+
+    def init() -> None:
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+        except BaseException as exc:  # handed to the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=init, name="hwprof-ray-init", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise ValueError(
+            f"the Ray cluster at {address} answered, but joining it (ray.init) did not finish within {timeout_s:.0f} s"
+        )
+    if failed:
+        exc = failed[0]
+        if isinstance(exc, (ConnectionError, RuntimeError)):
+            raise ValueError(f"no Ray cluster at {address}: {first_line(exc)}") from None
+        raise exc
+
+
+def connect(address: str, init_timeout_s: float = INIT_TIMEOUT_S) -> Any:
+    ray = import_ray()
+    if address != "auto" and "://" not in address:
+        check_gcs(address)
+    _init_within(ray, address, init_timeout_s)
     return ray
 
 
+def alive_hosts(ray: Any) -> dict[str, str]:
+    """Node id -> hostname of every alive node that declares the resource."""
+    return {
+        n["NodeID"]: str(n.get("NodeManagerHostname") or "")
+        for n in ray.nodes()
+        if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1
+    }
+
+
 def alive_nodes(ray: Any) -> list[str]:
-    return [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1]
+    return list(alive_hosts(ray))
 
 
 def discover(ray: Any, address: str) -> Cluster:
