@@ -36,11 +36,11 @@ def sweep(
 
         result = runner(plan, show)
     render_sweep(result, console)
-    if result.resume:
-        console.print(f"to run the points that did not finish: {result.resume}", highlight=False, markup=False)
     from hwprof.render.sweep_plot import SWEEP_PNG, plot_sweep
 
     plot = plot_sweep(by_host(result.rows), Path(result.out_root) / SWEEP_PNG)
     if plot is not None:
         console.print(f"plot: {plot} (latency per point, by kind of machine)", highlight=False)
+    if result.resume:  # last, where a stopped sweep's user looks
+        console.print(f"to run the points that did not finish: {result.resume}", highlight=False, markup=False)
     return result

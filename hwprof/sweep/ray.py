@@ -32,6 +32,7 @@ from hwprof.sweep.ray_connect import (
     connect,
     discover,
     first_line,
+    import_ray,
 )
 from hwprof.sweep.ray_logs import DRIVER_LOG, RAY_LOGS_DIR, RayLogs
 from hwprof.sweep.ray_point import PointReturn, PointStarted, run_point, unpack
@@ -279,15 +280,11 @@ class RaySweep:
         return str(self.ray.get_runtime_context().get_node_id())
 
     def _write(self, interrupted: int = 0) -> SweepResult:
+        self._check_nodes()
         rows = [self.rows[i] for i in sorted(self.rows)]
         result = SweepResult(rows, self.out, self.shared, self.plan.skipped())
         kinds = ", ".join(f"{k.label} x{len(n)}" for k, n in self.cluster.kinds.items())
         result.notes.append(self.record.node_note(self.options.address, kinds))
-        result.notes += [
-            f"{self.rows[i].name}: {len(tries)} attempts: " + "; ".join(a.text() for a in tries)
-            for i, tries in sorted(self.record.attempts.items())
-            if len(tries) > 1 and i in self.rows
-        ]
         result.notes.append(f"Ray's own messages on the driver: {self.out / RAY_LOGS_DIR / DRIVER_LOG}")
         if self.transfers:
             shipped = sum(t.archive_bytes for t in self.transfers)
@@ -329,6 +326,7 @@ def connect_runner(plan: SweepPlan, options: RayOptions) -> Callable[[SweepPlan,
     """Connect and check everything a cluster sweep needs before the first point (Ray, the cluster, a node
     able to take a point, the --hosts kinds); the runner returned runs the sweep and disconnects."""
     plan.validate()
+    import_ray()
     logs = RayLogs().start()
     ray = None
     try:

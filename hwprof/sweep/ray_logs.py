@@ -47,14 +47,14 @@ class RayLogs:
         self._original_printer: Any = None
 
     def start(self) -> RayLogs:
+        import ray._private.worker as ray_worker
+
         fd, name = tempfile.mkstemp(prefix="hwprof-ray-driver-", suffix=".log")
         self.path = Path(name)
         sys.stderr.flush()
         self._saved_fd2 = os.dup(2)
         os.dup2(fd, 2)
         os.close(fd)
-        import ray._private.worker as ray_worker
-
         self._original_printer = ray_worker.print_to_stdstream
         ray_worker.print_to_stdstream = _printer(2)  # type: ignore[assignment]
         return self

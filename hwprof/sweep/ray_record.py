@@ -10,18 +10,14 @@ Pure bookkeeping: times are time.time() values given by the caller, so that it i
 
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from hwprof.render.fmt import clock
 
 RUNNING = "running"
 LOST = "lost: Ray ran the point again (its worker or node died)"
 NODE_LEFT = "lost: its node left the cluster"
-
-
-def clock(at: float) -> str:
-    """HH:MM:SS in local time."""
-    return time.strftime("%H:%M:%S", time.localtime(at))
 
 
 @dataclass
@@ -36,10 +32,6 @@ class Attempt:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    def text(self) -> str:
-        end = clock(self.end) if self.end is not None else "..."
-        return f"node {self.node_id[:8]} ({self.host}) {clock(self.start)}-{end} {self.outcome}"
 
 
 @dataclass
