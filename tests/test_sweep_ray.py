@@ -4,6 +4,7 @@ installed CLI in a child process against the cluster's address, as an operator w
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -199,9 +200,8 @@ def test_a_killed_node_is_retried_elsewhere(tmp_path: Path) -> None:
             assert found[1]["node_id"] == second["node_id"] == transfers["yolov8n-t1-b1"]
             assert first["outcome"] == "lost: its node left the cluster", first
             assert "yolov8n-t1-b1: 2 attempts: node " in " ".join(text.split())  # the table's notes
-            csv_rows = (out / "sweep.csv").read_text().splitlines()
-            column = csv_rows[0].split(",").index("attempts")
-            assert sorted(line.split(",")[column] for line in csv_rows[1:]) == ["1", "2"]
+            with open(out / "sweep.csv") as f:
+                assert sorted(r["attempts"] for r in csv.DictReader(f)) == ["1", "2"]
         else:
             assert found[1]["status"] == "failed" and found[1]["error"], text
             assert code == 1
