@@ -181,13 +181,15 @@ class SweepEvent:
     """One step of a sweep, for progress displays: a point starting (done=False) or finished."""
 
     index: int
-    """1-based."""
+    """1-based; 0: an event of the sweep as a whole."""
     total: int
     point: str
     done: bool
     message: str
 
     def __str__(self) -> str:
+        if not self.index:  # about the sweep as a whole (a cluster node that left), no point's
+            return f"{self.point}: {self.message}"
         return f"[{self.index}/{self.total}] {self.point}: {self.message}"
 
 
