@@ -99,6 +99,17 @@ def test_an_address_that_is_not_a_ray_gcs_is_refused(http_server: str, silent_se
         check_gcs("nohost")
 
 
+def test_auto_is_checked_too(closing_server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--ray auto resolves as ray.init would (RAY_ADDRESS here) and the address found is checked."""
+    pytest.importorskip("ray")
+    from hwprof.sweep.ray_connect import connect
+
+    monkeypatch.setenv("RAY_ADDRESS", closing_server)
+    port = closing_server.rsplit(":", 1)[1]
+    with pytest.raises(ValueError, match=rf"no Ray cluster at [0-9.]+:{port}: "):  # Ray puts this node's IP in
+        connect("auto")
+
+
 def test_attempts_and_node_changes() -> None:
     record = SweepRecord({"aaaa1111node": "vm1", "bbbb2222node": "vm2"})
     names = {1: "yolov8n-t1-b1", 2: "yolov8n-t2-b1"}

@@ -243,8 +243,11 @@ class RaySweep:
         self._done(job, row)
 
     def _with_attempts(self, job: Job, row: SweepRow) -> SweepRow:
+        """The row's attempts and node; a row without a run (failed, interrupted) gets that node's host."""
         row.node_id = self.record.last_node(job.index)
         row.attempts = self.record.rows_attempts(job.index)
+        if not row.host and row.node_id in self.cluster.nodes:
+            set_host(row, self.cluster.nodes[row.node_id])
         return row
 
     def _done(self, job: Job, row: SweepRow) -> None:

@@ -5,6 +5,7 @@ before ray.init can wait on it, and every node able to take a point described by
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -128,10 +129,21 @@ def _init_within(ray: Any, address: str, timeout_s: float) -> None:
 
 def connect(address: str, init_timeout_s: float = INIT_TIMEOUT_S) -> Any:
     ray = import_ray()
-    if address != "auto" and "://" not in address:
-        check_gcs(address)
+    if "://" not in address:  # ray:// (Ray Client) speaks to a proxy, not to the GCS
+        check_gcs(_resolve_auto(address) if address == "auto" else address)
     _init_within(ray, address, init_timeout_s)
     return ray
+
+
+def _resolve_auto(address: str) -> str:
+    """--ray auto: the address of the cluster Ray finds on this machine (RAY_ADDRESS, the last `ray start`),
+    as ray.init resolves it, so that it is checked too (the recorded cluster may be gone)."""
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+
+    try:
+        return str(canonicalize_bootstrap_address_or_die(os.environ.get("RAY_ADDRESS") or address))
+    except ConnectionError as exc:
+        raise ValueError(f"--ray auto: {first_line(exc).split(': ', 1)[-1]}") from None
 
 
 def alive_hosts(ray: Any) -> dict[str, str]:
