@@ -225,3 +225,36 @@ def test_the_cli_refuses_an_http_server_in_one_line(
     assert out.startswith(f"hwprof: error: no Ray cluster at {http_server}: what listens there is not a Ray GCS")
     assert len(out.strip().splitlines()) == 1, out
     assert not (tmp_path / "s").exists()
+
+
+def test_ray_init_is_bounded() -> None:
+    """ray.init can block inside Ray's C++ GCS client, where no signal reaches it: it gets a deadline."""
+    from hwprof.sweep.ray_connect import JoinError, _init_within
+
+    release = threading.Event()
+
+    class Blocking:
+        def init(self, **_kwargs: object) -> None:
+            release.wait(30)
+
+    class Refusing:
+        def init(self, **_kwargs: object) -> None:
+            raise ConnectionError("Could not find any running Ray instance.\nmore")
+
+    try:
+        with pytest.raises(JoinError, match=r"answered, but joining it \(ray\.init\) did not finish within 0 s"):
+            _init_within(Blocking(), "1.2.3.4:6379", 0.2)
+    finally:
+        release.set()
+    with pytest.raises(JoinError, match=r"no Ray cluster at 1.2.3.4:6379: ConnectionError: Could not find any"):
+        _init_within(Refusing(), "1.2.3.4:6379", 5)
+
+
+def test_a_refusals_temporary_log_is_removed() -> None:
+    pytest.importorskip("ray")
+    from hwprof.sweep.ray_logs import RayLogs
+
+    logs = RayLogs().start()
+    os.write(2, b"SIGTERM handler is not set\n")
+    temp = logs.path
+    assert logs.stop(keep=False) is None and temp is not None and not temp.exists()

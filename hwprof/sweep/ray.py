@@ -28,6 +28,7 @@ from hwprof.sweep.ray_connect import (
     NODE_ID_LABEL,
     RESOURCE,
     Cluster,
+    JoinError,
     alive_hosts,
     connect,
     discover,
@@ -339,8 +340,8 @@ def connect_runner(plan: SweepPlan, options: RayOptions) -> Callable[[SweepPlan,
     except BaseException as exc:
         if ray is not None:
             ray.shutdown()
-        kept = logs.stop()
-        if kept is not None and isinstance(exc, ValueError):
+        kept = logs.stop(keep=isinstance(exc, JoinError))
+        if kept is not None and isinstance(exc, JoinError):
             raise ValueError(f"{exc} (Ray's messages: {kept})") from None
         raise
 

@@ -100,6 +100,10 @@ def check_gcs(address: str, timeout_s: float = GCS_CHECK_S) -> str:
     return str(reply.ray_version)
 
 
+class JoinError(ValueError):
+    """ray.init failed or did not finish after the address answered as a GCS: Ray's messages say why."""
+
+
 def _init_within(ray: Any, address: str, timeout_s: float) -> None:
     """ray.init in a helper thread, waited for timeout_s: it can block for minutes inside Ray's C++ GCS client,
     where no signal reaches it, even after the address answered the check (a GCS that goes away, a node
@@ -117,13 +121,13 @@ def _init_within(ray: Any, address: str, timeout_s: float) -> None:
     thread.start()
     thread.join(timeout_s)
     if thread.is_alive():
-        raise ValueError(
+        raise JoinError(
             f"the Ray cluster at {address} answered, but joining it (ray.init) did not finish within {timeout_s:.0f} s"
         )
     if failed:
         exc = failed[0]
         if isinstance(exc, (ConnectionError, RuntimeError)):
-            raise ValueError(f"no Ray cluster at {address}: {first_line(exc)}") from None
+            raise JoinError(f"no Ray cluster at {address}: {first_line(exc)}") from None
         raise exc
 
 

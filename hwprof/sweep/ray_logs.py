@@ -77,9 +77,9 @@ class RayLogs:
         self.path = target
         return target
 
-    def stop(self) -> Path | None:
-        """Restore descriptor 2 and Ray's printer; returns the log, or None when nothing was written to a
-        temporary one (which is then removed)."""
+    def stop(self, keep: bool = True) -> Path | None:
+        """Restore descriptor 2 and Ray's printer; returns the log, or None when a temporary one is removed:
+        when nothing was written to it, or keep is False (a refusal whose own line says it all)."""
         if self._saved_fd2 is None:
             return self.path
         sys.stderr.flush()
@@ -90,7 +90,8 @@ class RayLogs:
 
         ray_worker.print_to_stdstream = self._original_printer
         path = self.path
-        if path is not None and path.parent == Path(tempfile.gettempdir()) and not path.stat().st_size:
+        temporary = path is not None and path.parent == Path(tempfile.gettempdir())
+        if path is not None and temporary and (not keep or not path.stat().st_size):
             path.unlink(missing_ok=True)
             return None
         return path
