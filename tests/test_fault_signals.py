@@ -172,7 +172,8 @@ def test_a_stopped_local_sweep_finalises_its_point_and_says_how_to_resume(tmp_pa
     assert run["interrupted"]["signal"] == "SIGINT"
     sweep = json.loads((out / "sweep.json").read_text())
     assert any(f"hwprof sweep --resume {out}" in note for note in sweep["notes"])
-    assert f"--resume {out}" in " ".join(text.split())
+    assert sweep["resume"] == f"hwprof sweep --resume {out}"
+    assert text.rstrip().endswith(f"to run the points that did not finish: hwprof sweep --resume {out}"), text
     left = leftovers(out)
     kill_leftovers(left)
     assert not left.processes

@@ -4,6 +4,7 @@ installed CLI in a child process against the cluster's address, as an operator w
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -30,6 +31,10 @@ MEASURED = {
 }  # fmt: skip
 """Figures that differ from one run to the next, and where the run lies: not compared between sweeps."""
 HOST_COLUMNS = {"host", "host_kind", "host_slug", "cpu_model", "cores", "isa", "versions"}
+RUN_FACTS = {"node_id", "attempts"}
+"""Where and when each attempt of a point ran on the cluster (empty in a local sweep)."""
+RAY_CONSOLE_MARKS = ("(raylet)", "[state-dump]", "rpc_client.h", "gcs_client.cc", "core_worker", "pid=")
+"""What Ray's own messages look like on a console: none may reach hwprof's."""
 
 
 def start_cluster(workers: int, resource: bool = True) -> Cluster:
@@ -122,6 +127,10 @@ def test_each_point_on_a_node_of_its_own(cluster_sweep: tuple[Path, str, float])
         assert r["host"] and r["cores"] and r["versions"]["torch"]
     assert all(t["archive_bytes"] > 0 and t["files"] > 3 for t in transfers)
     assert "running on node" in text and "Ray cluster" in text and "run directories shipped back: 2" in text
+    for r in found:  # one attempt each, on the node that shipped the run back
+        (attempt,) = r["attempts"]
+        assert attempt["outcome"] == "finished" and attempt["end"] > attempt["start"] > 0
+        assert r["node_id"] == attempt["node_id"] == nodes[Path(r["run_dir"]).name]
     assert (out / "sweep.csv").read_text().count("\n") == 3
     shipped = sum(t["archive_bytes"] for t in transfers)
     moving = sum(t["pack_s"] + t["fetch_s"] + t["unpack_s"] for t in transfers)
@@ -140,7 +149,7 @@ def test_same_rows_locally_and_on_the_cluster(cluster_sweep: tuple[Path, str, fl
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
     def comparable(r: dict[str, Any]) -> dict[str, Any]:
-        return {k: v for k, v in r.items() if k not in MEASURED | HOST_COLUMNS}
+        return {k: v for k, v in r.items() if k not in MEASURED | HOST_COLUMNS | RUN_FACTS}
 
     on_cluster, here = rows(out), rows(local)
     assert [comparable(r) for r in on_cluster] == [comparable(r) for r in here]
@@ -172,11 +181,27 @@ def test_a_killed_node_is_retried_elsewhere(tmp_path: Path) -> None:
         found = {r["threads"]: r for r in rows(out)}
         print(f"\nkilled node {victim.node_id[:8]}: the point it ran is {found[1]['status']}: {found[1]['error']}")
         assert found[2]["status"] == "complete", text
+        # Ray's messages about the death (about 40 lines, twice, before) are in the sweep's folder, not here
+        assert not [line for line in text.splitlines() if any(m in line for m in RAY_CONSOLE_MARKS)], text
+        assert "Raylet is terminated" in (out / "ray_logs" / "driver.log").read_text()
+        notes = json.loads((out / "sweep.json").read_text())["notes"]
+        (cluster_note,) = [n for n in notes if n.startswith("Ray cluster")]
+        assert "2 nodes at the start (" in cluster_note and f"; node {victim.node_id[:8]} (" in cluster_note
+        assert " left at " in cluster_note and cluster_note.endswith("; 1 at the end"), cluster_note
+        first = found[1]["attempts"][0]
+        assert first["node_id"] == victim.node_id and first["outcome"].startswith(("lost", "failed")), first
         if found[1]["status"] == "complete":
             assert "yolov8n-t1-b1: running again on node" in text, text
             transfers = {t["point"]: t["node_id"] for t in json.loads((out / "ray_transfer.json").read_text())}
             assert transfers["yolov8n-t1-b1"] != victim.node_id
             assert code == 0, text
+            second = found[1]["attempts"][1]
+            assert len(found[1]["attempts"]) == 2 and second["outcome"] == "finished"
+            assert found[1]["node_id"] == second["node_id"] == transfers["yolov8n-t1-b1"]
+            assert first["outcome"] == "lost: its node left the cluster", first
+            assert "yolov8n-t1-b1: 2 attempts: node " in " ".join(text.split())  # the table's notes
+            with open(out / "sweep.csv") as f:
+                assert sorted(r["attempts"] for r in csv.DictReader(f)) == ["1", "2"]
         else:
             assert found[1]["status"] == "failed" and found[1]["error"], text
             assert code == 1
@@ -198,6 +223,11 @@ def test_interrupt_then_resume_runs_only_the_missing_points(cluster: Cluster, tm
     assert 1 <= len(done) < 3, text
     notes = json.loads((out / "sweep.json").read_text())["notes"]
     assert any(n.startswith("interrupted:") for n in notes)
+    # the table of what finished, then the exact command (before: "interrupted (SIGINT)" and nothing else)
+    assert f"sweep ({len(rows(out))} points) in {out}" in text and "┃ model" in text, text
+    assert text.rstrip().endswith(f"to run the points that did not finish: hwprof sweep --resume {out}"), text
+    assert all(r["status"] == "interrupted" and r["attempts"] for r in rows(out) if r["status"] != "complete")
+    first_transfers = json.loads((out / "ray_transfer.json").read_text())
     end = time.monotonic() + 20
     while any(collect_pids(f"yolov8n-t{t}-b1") for t in (1, 2, 3)) and time.monotonic() < end:
         time.sleep(0.5)
@@ -214,6 +244,14 @@ def test_interrupt_then_resume_runs_only_the_missing_points(cluster: Cluster, tm
     assert reused == names and ran == {f"yolov8n-t{t}-b1" for t in (1, 2, 3)} - names, again.stdout
     assert [r["status"] for r in rows(out)].count("reused") == len(names)
     assert all(r["status"] in ("complete", "reused") for r in rows(out))
+    transfers = json.loads((out / "ray_transfer.json").read_text())  # appended, not overwritten
+    assert transfers[: len(first_transfers)] == first_transfers and len(transfers) == len(first_transfers) + len(ran)
+
+
+def test_the_address_check_on_a_real_cluster(cluster: Cluster) -> None:
+    from hwprof.sweep.ray_connect import check_gcs
+
+    assert check_gcs(cluster.address) == ray.__version__
 
 
 def test_refusals_per_host_and_a_lost_kind(tmp_path: Path) -> None:

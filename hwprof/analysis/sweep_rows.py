@@ -116,6 +116,11 @@ class SweepRow:
     isa: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     """torch, the runtime (when not torch), Python and hwprof versions of the run."""
+    node_id: str = ""
+    """Ray: the id of the node whose run the row is (its last attempt's); "" for a local sweep."""
+    attempts: list[dict[str, Any]] = field(default_factory=list)
+    """Ray: every attempt of the point, in order: node_id, host, start, end (time.time()), outcome (the CSV
+    has their count). More than one: Ray ran the point again after its worker or node died."""
     advice: str = ""
     """`sweep --advise`: the key of the point's top ranked change (hwprof.analysis.sweep_advice)."""
     advice_forward: float | None = None
@@ -148,6 +153,8 @@ class SweepResult:
     command: list[str] = field(default_factory=list)
     """The collect arguments every point shared (beside --model, --runtime, --precision, --threads, --batch, --out)."""
     notes: list[str] = field(default_factory=list)
+    resume: str = ""
+    """The command that runs the points a stopped sweep did not finish ("" when none is left)."""
 
     @property
     def advised(self) -> bool:
@@ -161,6 +168,8 @@ class SweepResult:
             "command": self.command,
             "notes": self.notes,
         }
+        if self.resume:
+            out["resume"] = self.resume
         if self.advised:
             out["advice_summary"] = [k.to_dict() for k in advice_summary(self.rows)]
         return out
@@ -334,6 +343,8 @@ def _csv_cell(value: Any) -> Any:
         return f"{value:.6g}"
     if isinstance(value, dict):
         return software_text({k: _csv_cell(v) for k, v in value.items()})
+    if isinstance(value, list):  # a row's attempts: their count (sweep.json has each)
+        return len(value)
     return value
 
 
@@ -368,4 +379,5 @@ def load_sweep(out_root: Path | str) -> SweepResult:
         Path(out_root),
         doc.get("command", []),
         doc.get("notes", []),
+        str(doc.get("resume") or ""),
     )

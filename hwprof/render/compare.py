@@ -28,6 +28,7 @@ from hwprof.render.compare_runtime import (
 )
 from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.sweep_advice import advice_cell, advice_notes, advice_summary_spec
+from hwprof.render.sweep_attempts import attempts_cell, attempts_notes, retried
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, rich_render, spec_renderables
 
 TOP_LAYERS = 15
@@ -210,6 +211,8 @@ def _sweep_columns(rows: list[SweepRow], advised: bool = False) -> list[tuple[Co
         cols.append((Col("software", "left", max_width=30), lambda r: software_text(_pick(r.versions, differ))))
     if any(r.status not in ("complete", "reused") for r in rows):
         cols.append((Col("status", "left"), lambda r: r.status))
+    if retried(rows):
+        cols.append((Col("attempts"), attempts_cell))
     if advised:
         cols.append((Col("advice", "left", max_width=22, wrap=True), advice_cell))
     return cols
@@ -280,6 +283,7 @@ def sweep_spec(result: SweepResult) -> TableSpec:
     for r in rows_in:
         if r.error:
             notes.append(f"{r.name}: {r.error}")
+    notes += attempts_notes(rows_in)
     if result.advised:
         notes += advice_notes(rows_in)
     notes.extend(result.notes)

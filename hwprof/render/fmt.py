@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from hwprof.render.tables import MISSING
 
 
@@ -42,3 +44,8 @@ def si_bytes(value: float | None) -> str:
         if abs(value) >= size:
             return f"{value / size:.2f} {unit}"
     return f"{value:.0f} B"
+
+
+def clock(at: float) -> str:
+    """A time.time() value as HH:MM:SS in local time (when a point's attempt ran, when a node left)."""
+    return time.strftime("%H:%M:%S", time.localtime(at))

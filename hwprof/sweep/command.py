@@ -41,4 +41,6 @@ def sweep(
     plot = plot_sweep(by_host(result.rows), Path(result.out_root) / SWEEP_PNG)
     if plot is not None:
         console.print(f"plot: {plot} (latency per point, by kind of machine)", highlight=False)
+    if result.resume:  # last, where a stopped sweep's user looks
+        console.print(f"to run the points that did not finish: {result.resume}", highlight=False, markup=False)
     return result

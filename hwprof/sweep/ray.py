@@ -30,14 +30,18 @@ from hwprof.sweep.ray_connect import (
     NODE_ID_LABEL,
     RESOURCE,
     Cluster,
-    alive_nodes,
+    JoinError,
+    alive_hosts,
     connect,
     discover,
     first_line,
+    import_ray,
 )
+from hwprof.sweep.ray_logs import DRIVER_LOG, RAY_LOGS_DIR, RayLogs
 from hwprof.sweep.ray_point import PointReturn, PointStarted, SweepControl, run_point, unpack
+from hwprof.sweep.ray_record import SweepRecord
 from hwprof.sweep.resume import write_plan
-from hwprof.sweep.run import ProgressFn, SweepEvent, SweepPlan, claim_point_dir, finished_row
+from hwprof.sweep.run import ProgressFn, SweepEvent, SweepPlan, claim_point_dir, finished_row, resume_command
 
 CHECK_NODES_S = 5.0
 TRANSFER_JSON = "ray_transfer.json"
@@ -92,6 +96,8 @@ class Transfer:
     unpack_s: float
     row_s: float = 0.0
     """The driver's analysis of the run into its table row."""
+    received_at: float = 0.0
+    """time.time() on the driver when the point came back (a resumed sweep appends to the record)."""
 
 
 def plan_jobs(plan: SweepPlan, cluster: Cluster, options: RayOptions) -> list[Job]:
@@ -135,7 +141,9 @@ class RaySweep:
         self.jobs = plan_jobs(plan, cluster, options)
         self.rows: dict[int, SweepRow] = {}
         self.transfers: list[Transfer] = []
+        self.earlier_transfers = _read_transfers(self.out / TRANSFER_JSON) if plan.resume else []
         self.running_on: dict[int, str] = {}
+        self.record = SweepRecord({n: str(info.get("hostname") or "") for n, info in cluster.nodes.items()})
         self.fetch_s = 0.0
         self.cleaned: list[str] = []
         """host:folder of every scratch folder of a gone point that a point of this sweep removed."""
@@ -165,28 +173,41 @@ class RaySweep:
         try:
             self._receive_all(pending, control)
         except KeyboardInterrupt:
-            self._stop_points(pending, control)
-            done = {j.index for j in self.jobs if j.index in self.rows and self.rows[j.index].status in COMPLETE}
-            self._write(interrupted=len(self.jobs) - len(done))
-            raise
+            return self._interrupted(self._stop_points(pending, control))
         return self._write()
 
-    def _stop_points(self, pending: dict[Any, Job], control: Any) -> None:
-        """A stop (Ctrl-C, SIGTERM, `hwprof sweep stop`): points not started are cancelled, running points are
-        told to stop through the control actor and their runs, finalised as interrupted, are received; a second
-        stop signal, or STOP_WAIT_S, cancels what is left (its keeper removes its scratch folder)."""
+    def _stop_points(self, pending: dict[Any, Job], control: Any) -> list[Job]:
+        """A stop (Ctrl-C, SIGTERM, `hwprof sweep-job stop`): points not started are cancelled, running points
+        are told to stop through the control actor and their runs, finalised as interrupted, are received; a
+        second stop signal, or STOP_WAIT_S, cancels what is left (its keeper removes its scratch folder).
+        Returns the points cancelled."""
         control.stop.remote()
         self._show_started(control)
+        cancelled = []
         for ref, job in list(pending.items()):
             if job.index not in self.running_on:
                 self.ray.cancel(ref)
-                del pending[ref]
+                cancelled.append(pending.pop(ref))
         if pending:
             self.say(SweepEvent(0, len(self.jobs), "sweep", False, f"stopping {len(pending)} running points"))
         with contextlib.suppress(KeyboardInterrupt):
             self._receive_all(pending, control, deadline=time.monotonic() + STOP_WAIT_S)
         for ref in pending:
             self.ray.cancel(ref, force=True)
+        return cancelled + list(pending.values())
+
+    def _interrupted(self, cancelled: list[Job]) -> SweepResult:
+        """Ctrl-C (or SIGTERM, SIGHUP): the table of what finished, a row for each point that had started
+        (with its attempts), and the command that runs the rest."""
+        now = time.time()
+        for job in cancelled:
+            self.record.ended(job.index, "cancelled: the sweep was stopped", now)
+            if self.record.attempts.get(job.index):
+                self.rows[job.index] = self._with_attempts(
+                    job, point_row(job.point, job.run_dir, "interrupted", "cancelled when the sweep was stopped")
+                )
+        done = {j.index for j in self.jobs if j.index in self.rows and self.rows[j.index].status in COMPLETE}
+        return self._write(interrupted=len(self.jobs) - len(done))
 
     def _receive_all(self, pending: dict[Any, Job], control: Any, deadline: float | None = None) -> None:
         checked = time.monotonic()
@@ -196,7 +217,7 @@ class RaySweep:
             for ref in ready:
                 self._receive(ref, pending.pop(ref))
             if time.monotonic() - checked > CHECK_NODES_S:
-                self._fail_stranded(pending)
+                self._fail_stranded(pending, self._check_nodes())
                 checked = time.monotonic()
 
     def _show_started(self, control: Any) -> None:
@@ -204,17 +225,24 @@ class RaySweep:
         begun: PointStarted
         for begun in self.ray.get(control.take.remote()):
             again = " again" if begun.key in self.running_on else ""
+            if again:  # the earlier attempt was lost: is its node gone?
+                self._check_nodes()
+            n = self.record.started(begun.key, begun.node_id, begun.hostname, begun.at)
             self.running_on[begun.key] = f"{begun.hostname} ({begun.node_id[:8]})"
-            self._event(by_index[begun.key], False, f"running{again} on node {self.running_on[begun.key]}")
+            attempt = f" (attempt {n})" if n > 1 else ""
+            self._event(by_index[begun.key], False, f"running{again} on node {self.running_on[begun.key]}{attempt}")
 
     def _receive(self, ref: Any, job: Job) -> None:
         t0 = time.monotonic()
         try:
             back: PointReturn = self.ray.get(ref)
         except self.ray.exceptions.TaskUnschedulableError as exc:
+            self.record.ended(job.index, f"failed: {first_line(exc)}", time.time())
             self._done(job, point_row(job.point, job.run_dir, "failed", f"{_stranded(job)} ({first_line(exc)})"))
             return
         except self.ray.exceptions.RayError as exc:
+            self._check_nodes()
+            self.record.ended(job.index, f"failed: {first_line(exc)}", time.time())
             node = self.running_on.get(job.index, "no node")
             why = f"{first_line(exc)} (last on {node}; Ray retried it up to {self.options.max_retries} times)"
             self._done(job, point_row(job.point, job.run_dir, "failed", why))
@@ -230,8 +258,15 @@ class RaySweep:
         self.fetch_s += fetch_s + unpack_s
         sizes = (len(back.archive), back.run_bytes, back.files)
         times = (back.collect_s, back.pack_s, fetch_s, unpack_s)
-        self.transfers.append(Transfer(job.name, back.hostname, back.node_id, *sizes, *times))
+        self.transfers.append(Transfer(job.name, back.hostname, back.node_id, *sizes, *times, received_at=time.time()))
         self.cleaned.extend(f"{back.hostname}:{name}" for name in back.cleaned)
+        outcome = (
+            "stopped by the sweep" if back.stopped
+            else "finished" if back.code == 0
+            else "timed out" if back.code is None
+            else f"collect exited {back.code}"
+        )  # fmt: skip
+        self.record.returned(job.index, back.node_id, back.hostname, back.started_at, back.ended_at, outcome)
         t2 = time.monotonic()
         if back.stopped and not back.archive:
             row = point_row(job.point, job.run_dir, "interrupted", "the sweep stopped before its collect started")
@@ -244,21 +279,38 @@ class RaySweep:
             set_host(row, self.cluster.nodes.get(back.node_id, {}))
         self._done(job, row)
 
+    def _with_attempts(self, job: Job, row: SweepRow) -> SweepRow:
+        """The row's attempts and node; a row without a run (failed, interrupted) gets that node's host."""
+        row.node_id = self.record.last_node(job.index)
+        row.attempts = self.record.rows_attempts(job.index)
+        if not row.host and row.node_id in self.cluster.nodes:
+            set_host(row, self.cluster.nodes[row.node_id])
+        return row
+
     def _done(self, job: Job, row: SweepRow) -> None:
-        self.rows[job.index] = row
+        self.rows[job.index] = self._with_attempts(job, row)
         where = f" on {row.host}" if row.host else ""
         took = f" in {row.wall_s:.0f} s" if row.wall_s is not None else ""
-        self._event(job, True, f"{row.status}{where}{took}" + (f": {row.error}" if row.error else ""))
+        tries = f" (attempt {len(row.attempts)}; see the notes)" if len(row.attempts) > 1 else ""
+        self._event(job, True, f"{row.status}{where}{took}{tries}" + (f": {row.error}" if row.error else ""))
         if time.monotonic() - self.written > WRITE_EVERY_S:
             self._write()
 
-    def _fail_stranded(self, pending: dict[Any, Job]) -> None:
+    def _check_nodes(self) -> set[str]:
+        """The measuring nodes alive now; a node that left or joined goes in the record (and the notes)."""
+        hosts = alive_hosts(self.ray)
+        names = {j.index: j.name for j in self.jobs}
+        for change in self.record.nodes_now(set(hosts), time.time(), names, hosts):
+            self.say(SweepEvent(0, len(self.jobs), "cluster", False, change.text()))
+        return set(hosts)
+
+    def _fail_stranded(self, pending: dict[Any, Job], alive: set[str]) -> None:
         """A point whose every allowed node has left the cluster would wait forever: fail it with the reason."""
-        alive = set(alive_nodes(self.ray))
         for ref, job in list(pending.items()):
             if not alive.intersection(allowed_nodes(job, self.cluster, self.options)):
                 self.ray.cancel(ref, force=True)
                 del pending[ref]
+                self.record.ended(job.index, "cancelled: every node that could run it left", time.time())
                 self._done(job, point_row(job.point, job.run_dir, "failed", _stranded(job)))
 
     def _event(self, job: Job, done: bool, message: str) -> None:
@@ -268,10 +320,12 @@ class RaySweep:
         return str(self.ray.get_runtime_context().get_node_id())
 
     def _write(self, interrupted: int = 0) -> SweepResult:
+        self._check_nodes()
         rows = [self.rows[i] for i in sorted(self.rows)]
         result = SweepResult(rows, self.out, self.shared, self.plan.skipped())
         kinds = ", ".join(f"{k.label} x{len(n)}" for k, n in self.cluster.kinds.items())
-        result.notes.append(f"Ray cluster {self.options.address}: {len(self.cluster.nodes)} nodes ({kinds})")
+        result.notes.append(self.record.node_note(self.options.address, kinds))
+        result.notes.append(f"Ray's own messages on the driver: {self.out / RAY_LOGS_DIR / DRIVER_LOG}")
         if self.transfers:
             shipped = sum(t.archive_bytes for t in self.transfers)
             result.notes.append(
@@ -285,14 +339,30 @@ class RaySweep:
                 + ", ".join(self.cleaned)
             )
         if interrupted:
+            result.resume = resume_command(self.out)
             result.notes.append(
                 f"interrupted: {interrupted} points did not complete (a running point was stopped and its run kept "
-                f"as interrupted); `hwprof sweep --resume {self.out}` runs them"
+                f"as interrupted); `{result.resume}` runs them"
             )
         write_sweep(result)
         self.written = time.monotonic()
-        atomic_write_text(self.out / TRANSFER_JSON, json.dumps([asdict(t) for t in self.transfers], indent=1) + "\n")
+        transfers = self.earlier_transfers + [asdict(t) for t in self.transfers]
+        atomic_write_text(self.out / TRANSFER_JSON, json.dumps(transfers, indent=1) + "\n")
         return result
+
+
+def _read_transfers(path: Path) -> list[dict[str, Any]]:
+    """The transfer record of the sweep being resumed, kept whole (an unreadable one is set aside)."""
+    if not path.exists():
+        return []
+    try:
+        found = json.loads(path.read_text())
+        if isinstance(found, list):
+            return found
+    except (OSError, ValueError):
+        pass
+    path.rename(path.with_name(path.name + ".unreadable"))
+    return []
 
 
 def run_ray_sweep(plan: SweepPlan, options: RayOptions, progress: ProgressFn | None = None) -> SweepResult:
@@ -304,22 +374,31 @@ def connect_runner(plan: SweepPlan, options: RayOptions) -> Callable[[SweepPlan,
     """Connect and check everything a cluster sweep needs before the first point (Ray, the cluster, a node
     able to take a point, the --hosts kinds); the runner returned runs the sweep and disconnects."""
     plan.validate()
-    ray = connect(options.address)
+    import_ray()
+    logs = RayLogs().start()
+    ray = None
     try:
+        ray = connect(options.address)
         cluster = discover(ray, options.address)
         plan_jobs(plan, cluster, options)
-    except BaseException:
-        ray.shutdown()
+    except BaseException as exc:
+        if ray is not None:
+            ray.shutdown()
+        kept = logs.stop(keep=isinstance(exc, JoinError))
+        if kept is not None and isinstance(exc, JoinError):
+            raise ValueError(f"{exc} (Ray's messages: {kept})") from None
         raise
 
     def run(plan: SweepPlan, progress: ProgressFn) -> SweepResult:
         try:
             Path(plan.out_root).mkdir(parents=True, exist_ok=True)
+            logs.move_to(Path(plan.out_root))
             sweep = RaySweep(ray, plan, options, cluster, progress)
             write_plan(Path(plan.out_root), plan.to_dict(), options.to_dict())
             return sweep.run()
         finally:
             ray.shutdown()
+            logs.stop()
 
     return run
 

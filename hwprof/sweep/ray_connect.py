@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import socket
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +17,10 @@ RESOURCE = "hwprof"
 NODE_ID_LABEL = "ray.io/node-id"
 PROBE_TIMEOUT_S = 180.0
 INSTALL_FIX = "pip install 'hwprof[ray]'"
+GCS_CHECK_S = 4.0
+"""How long the address has to answer as a Ray GCS."""
+INIT_TIMEOUT_S = 60.0
+"""How long ray.init has, once the address answered as a GCS (about 2 s on a local cluster)."""
 
 
 @dataclass
@@ -36,54 +38,131 @@ def import_ray() -> Any:
     return ray
 
 
-def _check_reachable(address: str) -> None:
-    """ray.init waits minutes on an address where nothing listens: refuse it in seconds instead."""
-    if address == "auto" or "://" in address:
-        return
+def split_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise ValueError(f"--ray {address!r}: give HOST:PORT of the cluster's head (or auto)")
+    return host, int(port)
+
+
+def _import_grpc() -> Any:
     try:
-        socket.create_connection((host, int(port)), timeout=5).close()
-    except OSError as exc:
-        raise ValueError(
-            f"no Ray cluster at {address}: {exc.strerror or exc}; start one with `ray start --head --port {port} "
-            f"--resources '{{\"{RESOURCE}\": 1}}'`"
-        ) from None
+        import grpc
+    except ImportError:
+        raise ValueError(f"--ray needs grpcio to check the cluster's address: {INSTALL_FIX}") from None
+    return grpc
 
 
-def connect(address: str) -> Any:
+def _refusal(address: str, code: str, details: str) -> str:
+    """Why the other end is not a Ray GCS, in words, from the gRPC status of the check."""
+    port = address.rpartition(":")[2]
+    start = f"start one with `ray start --head --port {port} --resources '{{\"{RESOURCE}\": 1}}'`"
+    if code == "DEADLINE_EXCEEDED":
+        return f"something accepts connections there but did not answer as a Ray GCS within {GCS_CHECK_S:.0f} s"
+    if code == "UNIMPLEMENTED":
+        return "a gRPC server answered, but not Ray's GCS (no NodeInfoGcsService)"
+    if "Connection refused" in details:
+        return f"nothing listens there (connection refused); {start}"
+    if "HTTP/2" in details or "Socket closed" in details or "reset by peer" in details:
+        return f"what listens there is not a Ray GCS ({_last_error(details)})"
+    return _last_error(details) or code
+
+
+def _last_error(details: str) -> str:
+    """grpc's "failed to connect to all addresses; last error: UNAVAILABLE: ipv4:1.2.3.4:5: WHY": WHY."""
+    return details.rsplit(": ", 1)[-1].strip() if "last error" in details else details.strip()
+
+
+def check_gcs(address: str, timeout_s: float = GCS_CHECK_S) -> str:
+    """The Ray version of the GCS at HOST:PORT, asked with one gRPC call under a deadline (NodeInfoGcsService
+    .CheckAlive, the call Ray's own health check uses). ray.init would retry an address that is not a GCS for
+    minutes (each GcsClient attempt 35 s, 20 attempts), whatever listens there: an HTTP server, a server that
+    never answers, one that closes at once. ValueError says which, and a Ray version other than the driver's."""
     ray = import_ray()
-    if address == "auto" and os.environ.get("RAY_ADDRESS"):
-        # inside a Ray Job (or a shell that names its cluster): the job's own cluster, not the newest one
-        # started on this machine, which is what "auto" finds in Ray's temporary folder otherwise
-        address = os.environ["RAY_ADDRESS"]
-    _check_reachable(address)
-    handlers = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    try:
-        ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
-    except (ConnectionError, RuntimeError) as exc:
-        raise ValueError(f"no Ray cluster at {address}: {exc}") from None
-    _restore(handlers)
+    grpc = _import_grpc()
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    host, port = split_address(address)
+    with grpc.insecure_channel(f"{host}:{port}") as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)
+        try:
+            reply = stub.CheckAlive(gcs_service_pb2.CheckAliveRequest(), timeout=timeout_s)  # type: ignore[attr-defined]
+        except grpc.RpcError as exc:
+            code = exc.code().name if exc.code() else "UNKNOWN"
+            raise ValueError(f"no Ray cluster at {address}: {_refusal(address, code, exc.details() or '')}") from None
+    if reply.status.code != 0:
+        raise ValueError(f"no Ray cluster at {address}: its GCS answered {reply.status.message or reply.status.code}")
+    if reply.ray_version != ray.__version__:
+        raise ValueError(
+            f"the Ray cluster at {address} runs Ray {reply.ray_version or '(unknown)'} and this driver Ray "
+            f"{ray.__version__}: install ray=={reply.ray_version} here (Ray needs the same version on both ends)"
+        )
+    return str(reply.ray_version)
+
+
+class JoinError(ValueError):
+    """ray.init failed or did not finish after the address answered as a GCS: Ray's messages say why."""
+
+
+def _init_within(ray: Any, address: str, timeout_s: float) -> None:
+    """ray.init in a helper thread, waited for timeout_s: it can block for minutes inside Ray's C++ GCS client,
+    where no signal reaches it, even after the address answered the check (a GCS that goes away, a node
+    address the driver cannot reach). The thread not being the main one also keeps hwprof's SIGTERM
+    handler: ray.init would replace it with sys.exit, and a sweep stopped by SIGTERM would lose its table."""
+    failed: list[BaseException] = []
+
+    def init() -> None:
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+        except BaseException as exc:  # handed to the caller's thread
+            failed.append(exc)
+
+    thread = threading.Thread(target=init, name="hwprof-ray-init", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise JoinError(
+            f"the Ray cluster at {address} answered, but joining it (ray.init) did not finish within {timeout_s:.0f} s"
+        )
+    if failed:
+        exc = failed[0]
+        if isinstance(exc, (ConnectionError, RuntimeError)):
+            raise JoinError(f"no Ray cluster at {address}: {first_line(exc)}") from None
+        raise exc
+
+
+def connect(address: str, init_timeout_s: float = INIT_TIMEOUT_S) -> Any:
+    ray = import_ray()
+    if address == "auto":  # inside a Ray Job: RAY_ADDRESS, the job's own cluster (not the newest on the machine)
+        address = _resolve_auto(address)
+    if "://" not in address:  # ray:// (Ray Client) speaks to a proxy, not to the GCS
+        check_gcs(address)
+    _init_within(ray, address, init_timeout_s)
     return ray
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+def _resolve_auto(address: str) -> str:
+    """--ray auto: the address of the cluster Ray finds on this machine (RAY_ADDRESS, the last `ray start`),
+    as ray.init resolves it, so that it is checked too (the recorded cluster may be gone)."""
+    from ray._private.services import canonicalize_bootstrap_address_or_die
+
+    try:
+        return str(canonicalize_bootstrap_address_or_die(os.environ.get("RAY_ADDRESS") or address))
+    except ConnectionError as exc:
+        raise ValueError(f"--ray auto: {first_line(exc).split(': ', 1)[-1]}") from None
 
 
-def _restore(handlers: dict[signal.Signals, Any]) -> None:
-    """ray.init replaces the SIGTERM handler (its own exits at once: sys.exit(15), and a C++ one prints a
-    stack): the sweep's handlers (hwprof.stopping) are put back, so that SIGTERM (`hwprof sweep-job stop`, Ray's
-    stop_job, a shell's kill) stops the sweep as Ctrl-C does, its running points finalised and kept."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    for sig, handler in handlers.items():
-        if callable(handler):
-            signal.signal(sig, handler)
+def alive_hosts(ray: Any) -> dict[str, str]:
+    """Node id -> hostname of every alive node that declares the resource."""
+    return {
+        n["NodeID"]: str(n.get("NodeManagerHostname") or "")
+        for n in ray.nodes()
+        if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1
+    }
 
 
 def alive_nodes(ray: Any) -> list[str]:
-    return [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(RESOURCE, 0) >= 1]
+    return list(alive_hosts(ray))
 
 
 def discover(ray: Any, address: str) -> Cluster:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -180,13 +181,15 @@ class SweepEvent:
     """One step of a sweep, for progress displays: a point starting (done=False) or finished."""
 
     index: int
-    """1-based."""
+    """1-based; 0: an event of the sweep as a whole."""
     total: int
     point: str
     done: bool
     message: str
 
     def __str__(self) -> str:
+        if not self.index:  # about the sweep as a whole (a cluster node that left), no point's
+            return f"{self.point}: {self.message}"
         return f"[{self.index}/{self.total}] {self.point}: {self.message}"
 
 
@@ -324,9 +327,10 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None, stop: StopSig
     result = SweepResult(rows, out, shared, plan.skipped())
     if stop.requested:
         left = len(points) - len(rows)
+        result.resume = resume_command(out)
         result.notes.append(
             f"stopped by {stop.name} after {len(rows)} of {len(points)} points ({left} not run): "
-            f"hwprof sweep --resume {out} runs the rest"
+            f"{result.resume} runs the rest"
         )
     if measured:
         result.notes.append(
@@ -337,6 +341,11 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None, stop: StopSig
         )
     write_sweep(result)
     return result
+
+
+def resume_command(out_root: Path) -> str:
+    """The exact command that runs the points of the sweep in out_root that did not finish (from any folder)."""
+    return f"hwprof sweep --resume {shlex.quote(str(Path(out_root).absolute()))}"
 
 
 def _last_line(path: Path) -> str:
