@@ -14,10 +14,12 @@ import contextlib
 import importlib.metadata
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,12 +55,15 @@ def imports(python: Path, module: str) -> bool:
 
 
 @contextlib.contextmanager
-def node_from(python: Path, address: str, temp_dir: Path, log: Path) -> Iterator[str]:
+def node_from(python: Path, address: str, log: Path, temp_dir: Path | None = None) -> Iterator[str]:
     """A Ray node that declares `hwprof: 1`, run by `python`, joined to the cluster at address; yields its
-    node id. Stopped on exit: SIGTERM to its `ray start --block` (which stops its raylet and workers), then
-    SIGKILL to whatever of its session is left."""
+    node id. Its own temp dir (by default a short one under /tmp, removed after: Ray's socket paths must fit
+    in 107 bytes). Stopped on exit: SIGTERM to its `ray start --block` (which stops its raylet and workers),
+    then SIGKILL to whatever of its session is left."""
     import ray
 
+    made = temp_dir is None
+    temp_dir = temp_dir or Path(tempfile.mkdtemp(prefix="hwprof-node-", dir="/tmp"))
     before = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -70,6 +75,8 @@ def node_from(python: Path, address: str, temp_dir: Path, log: Path) -> Iterator
         yield _wait_for_new_node(ray, before, proc, log)
     finally:
         _stop_session(proc)
+        if made:
+            shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 def _wait_for_new_node(ray: object, before: set[str], proc: subprocess.Popen[bytes], log: Path) -> str:

@@ -150,7 +150,7 @@ def one_line(text: str) -> str:
 
 def _module_fix(module: str, wanted: dict[str, str]) -> str:
     """`pip install 'psutil==7.0.0'` for a module of one of hwprof's dependencies, else a plain install."""
-    dists = metadata.packages_distributions().get(module, [])
+    dists = dict.fromkeys(metadata.packages_distributions().get(module, []))
     pins = [f"'{d}=={_public(wanted[d])}'" for d in dists if d in wanted]
     return "pip install " + (" ".join(pins) if pins else module)
 
