@@ -16,6 +16,8 @@ import pytest
 from ray_venv import imports, node_from, venv_without
 
 from hwprof.sweep.ray_env import (
+    JOB_CONFIG_ENV,
+    driver_runtime_env,
     hwprof_runtime_env,
     install_fix,
     missing_here,
@@ -60,6 +62,16 @@ def test_the_tree_is_made_once_per_content(cache: Path) -> None:
     assert shipped_dirs() == first
     assert first[0].joinpath("cli.py").stat().st_mtime_ns == stamp
     assert [p.name for p in cache.iterdir()] == [first[0].parent.name]
+
+
+def test_a_submitted_job_keeps_the_runtime_env_it_was_given(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a Ray Job submitted with hwprof_runtime_env(), the sweep's ray.init adds none: Ray refuses to merge
+    two py_modules (ValueError: Failed to merge the Job's runtime env)."""
+    assert driver_runtime_env() == hwprof_runtime_env()
+    monkeypatch.setenv(JOB_CONFIG_ENV, json.dumps({"runtime_env": {"py_modules": ["gcs://_ray_pkg_1.zip"]}}))
+    assert driver_runtime_env() is None
+    monkeypatch.setenv(JOB_CONFIG_ENV, json.dumps({"runtime_env": {"env_vars": {"A": "1"}}, "metadata": {}}))
+    assert driver_runtime_env() == hwprof_runtime_env()
 
 
 def test_requirements_are_the_dependencies_at_the_installed_versions() -> None:

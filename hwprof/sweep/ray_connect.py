@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwprof.host_kinds import HostKind, group_by_kind
-from hwprof.sweep.ray_env import hwprof_runtime_env, install_fix, probe_failure, requirements
+from hwprof.sweep.ray_env import driver_runtime_env, install_fix, probe_failure, requirements
 from hwprof.sweep.ray_point import describe_node
 
 RESOURCE = "hwprof"
@@ -69,7 +69,7 @@ def connect(address: str) -> Any:
     ray = import_ray()
     _check_reachable(address)
     try:
-        runtime_env = hwprof_runtime_env()
+        runtime_env = driver_runtime_env()
     except OSError as exc:
         raise ValueError(f"cannot prepare hwprof for the cluster's nodes: {exc}") from None
     try:

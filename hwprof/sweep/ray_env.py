@@ -20,6 +20,7 @@ hwprof.sweep.ray_point.describe_node) which of them it has, at the driver's vers
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -33,6 +34,8 @@ DIST = "hwprof"
 SKIP_DIRS = {"__pycache__"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
 KEEP_S = 86400.0
+JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
+"""Set by Ray's job supervisor for a submitted job's entrypoint: the job's runtime_env, among others."""
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -99,6 +102,16 @@ def hwprof_runtime_env() -> dict[str, Any]:
     """The Ray runtime_env that makes this exact hwprof importable on every node of the cluster (for ray.init,
     whose tasks inherit it, and for a Ray Job's submission)."""
     return {"py_modules": [str(d) for d in shipped_dirs()]}
+
+
+def driver_runtime_env() -> dict[str, Any] | None:
+    """The runtime_env for the sweep's ray.init: hwprof_runtime_env(), except in the driver of a submitted Ray
+    Job whose runtime_env already has py_modules (hwprof_runtime_env() given at submission): its tasks inherit
+    the job's, and Ray refuses to merge a second py_modules into it."""
+    job = os.environ.get(JOB_CONFIG_ENV)
+    if job and (json.loads(job).get("runtime_env") or {}).get("py_modules"):
+        return None
+    return hwprof_runtime_env()
 
 
 def _public(version: str) -> str:
