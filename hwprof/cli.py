@@ -118,7 +118,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     if args.ray or (ray and not args.local):
         from hwprof.sweep.ray import ray_runner
 
-        runner = ray_runner(args, ray, plan)
+        runner = ray_runner(args, ray, plan, lambda line: console.print(line, highlight=False, markup=False))
     elif args.per_host or args.hosts:
         raise ValueError("--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too")
     result = sweep(plan, console, runner)

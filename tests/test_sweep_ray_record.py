@@ -243,11 +243,11 @@ def test_ray_init_is_bounded() -> None:
 
     try:
         with pytest.raises(JoinError, match=r"answered, but joining it \(ray\.init\) did not finish within 0 s"):
-            _init_within(Blocking(), "1.2.3.4:6379", 0.2)
+            _init_within(Blocking(), "1.2.3.4:6379", 0.2, None)
     finally:
         release.set()
     with pytest.raises(JoinError, match=r"no Ray cluster at 1.2.3.4:6379: ConnectionError: Could not find any"):
-        _init_within(Refusing(), "1.2.3.4:6379", 5)
+        _init_within(Refusing(), "1.2.3.4:6379", 5, None)
 
 
 def test_a_refusals_temporary_log_is_removed() -> None:

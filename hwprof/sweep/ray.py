@@ -120,9 +120,11 @@ def allowed_nodes(job: Job, cluster: Cluster, options: RayOptions) -> list[str]:
 
 
 def _selector(job: Job, cluster: Cluster, options: RayOptions) -> dict[str, str]:
-    """A label selector on node ids where the job is restricted (any node that holds the resource otherwise)."""
+    """A label selector on node ids where the job is restricted (any node that holds the resource otherwise,
+    except those left out because they cannot run hwprof)."""
     if job.kind is None and not options.hosts:
-        return {}
+        left_out = [n.node_id for n in cluster.left_out]
+        return {NODE_ID_LABEL: f"!in({','.join(left_out)})"} if left_out else {}
     nodes = allowed_nodes(job, cluster, options)
     return {NODE_ID_LABEL: nodes[0] if len(nodes) == 1 else f"in({','.join(nodes)})"}
 
@@ -325,6 +327,7 @@ class RaySweep:
         result = SweepResult(rows, self.out, self.shared, self.plan.skipped())
         kinds = ", ".join(f"{k.label} x{len(n)}" for k, n in self.cluster.kinds.items())
         result.notes.append(self.record.node_note(self.options.address, kinds))
+        result.notes.extend(map(str, self.cluster.left_out))
         result.notes.append(f"Ray's own messages on the driver: {self.out / RAY_LOGS_DIR / DRIVER_LOG}")
         if self.transfers:
             shipped = sum(t.archive_bytes for t in self.transfers)
@@ -370,9 +373,12 @@ def run_ray_sweep(plan: SweepPlan, options: RayOptions, progress: ProgressFn | N
     return connect_runner(plan, options)(plan, progress or (lambda _e: None))
 
 
-def connect_runner(plan: SweepPlan, options: RayOptions) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
+def connect_runner(
+    plan: SweepPlan, options: RayOptions, notice: Callable[[str], None] = lambda _line: None
+) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
     """Connect and check everything a cluster sweep needs before the first point (Ray, the cluster, a node
-    able to take a point, the --hosts kinds); the runner returned runs the sweep and disconnects."""
+    able to take a point, the --hosts kinds); the runner returned runs the sweep and disconnects. notice: each
+    node left out, as one line, before the first point."""
     plan.validate()
     import_ray()
     logs = RayLogs().start()
@@ -381,6 +387,8 @@ def connect_runner(plan: SweepPlan, options: RayOptions) -> Callable[[SweepPlan,
         ray = connect(options.address)
         cluster = discover(ray, options.address)
         plan_jobs(plan, cluster, options)
+        for left_out in cluster.left_out:
+            notice(str(left_out))
     except BaseException as exc:
         if ray is not None:
             ray.shutdown()
@@ -404,7 +412,7 @@ def connect_runner(plan: SweepPlan, options: RayOptions) -> Callable[[SweepPlan,
 
 
 def ray_runner(
-    args: Any, recorded: dict[str, Any] | None, plan: SweepPlan
+    args: Any, recorded: dict[str, Any] | None, plan: SweepPlan, notice: Callable[[str], None] = lambda _line: None
 ) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
     """The sweep runner for `hwprof sweep --ray ...` (or --resume of a sweep that ran on Ray), connected: the
     command line's cluster options, else the ones the sweep recorded."""
@@ -415,4 +423,4 @@ def ray_runner(
         hosts=tuple(args.hosts or rec.get("hosts") or ()),
         max_retries=int(rec.get("max_retries", RayOptions.max_retries)),
     )
-    return connect_runner(plan, options)
+    return connect_runner(plan, options, notice)

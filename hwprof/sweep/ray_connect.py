@@ -1,5 +1,6 @@
 """Reaching a Ray cluster for a sweep: Ray imported with the fix when it is missing, the address checked
-before ray.init can wait on it, and every node able to take a point described by a probe task pinned to it.
+before ray.init can wait on it, this hwprof shipped to every node (hwprof.sweep.ray_env), and every node able to
+take a point described by a probe task pinned to it; a node that cannot run hwprof is left out with the reason.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwprof.host_kinds import HostKind, group_by_kind
+from hwprof.sweep.ray_env import driver_runtime_env, install_fix, probe_failure, requirements
 from hwprof.sweep.ray_point import describe_node
 
 RESOURCE = "hwprof"
@@ -23,11 +25,25 @@ INIT_TIMEOUT_S = 60.0
 """How long ray.init has, once the address answered as a GCS (about 2 s on a local cluster)."""
 
 
+@dataclass(frozen=True)
+class LeftOut:
+    """A node that cannot run hwprof: it gets no point (a label selector keeps it out)."""
+
+    node_id: str
+    host: str
+    why: str
+    """The reason and the fix, one line."""
+
+    def __str__(self) -> str:
+        return f"node {self.host} ({self.node_id}) left out: {self.why}"
+
+
 @dataclass
 class Cluster:
     nodes: dict[str, dict[str, Any]]
     """Node id -> host_info() of every alive node that declares the resource."""
     kinds: dict[HostKind, list[str]] = field(default_factory=dict)
+    left_out: list[LeftOut] = field(default_factory=list)
 
 
 def import_ray() -> Any:
@@ -104,7 +120,7 @@ class JoinError(ValueError):
     """ray.init failed or did not finish after the address answered as a GCS: Ray's messages say why."""
 
 
-def _init_within(ray: Any, address: str, timeout_s: float) -> None:
+def _init_within(ray: Any, address: str, timeout_s: float, runtime_env: dict[str, Any] | None) -> None:
     """ray.init in a helper thread, waited for timeout_s: it can block for minutes inside Ray's C++ GCS client,
     where no signal reaches it, even after the address answered the check (a GCS that goes away, a node
     address the driver cannot reach). The thread not being the main one also keeps hwprof's SIGTERM
@@ -113,7 +129,13 @@ def _init_within(ray: Any, address: str, timeout_s: float) -> None:
 
     def init() -> None:
         try:
-            ray.init(address=address, log_to_driver=False, logging_level=logging.WARNING, configure_logging=False)
+            ray.init(
+                address=address,
+                runtime_env=runtime_env,
+                log_to_driver=False,
+                logging_level=logging.WARNING,
+                configure_logging=False,
+            )
         except BaseException as exc:  # handed to the caller's thread
             failed.append(exc)
 
@@ -137,7 +159,11 @@ def connect(address: str, init_timeout_s: float = INIT_TIMEOUT_S) -> Any:
         address = _resolve_auto(address)
     if "://" not in address:  # ray:// (Ray Client) speaks to a proxy, not to the GCS
         check_gcs(address)
-    _init_within(ray, address, init_timeout_s)
+    try:
+        runtime_env = driver_runtime_env()
+    except OSError as exc:
+        raise ValueError(f"cannot prepare hwprof for the cluster's nodes: {exc}") from None
+    _init_within(ray, address, init_timeout_s, runtime_env)
     return ray
 
 
@@ -166,28 +192,42 @@ def alive_nodes(ray: Any) -> list[str]:
 
 
 def discover(ray: Any, address: str) -> Cluster:
-    """Every node able to take a point, described by a probe task pinned to it."""
+    """Every node able to take a point, described by a probe task pinned to it (which runs in the job's
+    runtime_env: hwprof as shipped). A node that cannot run hwprof (a dependency missing or at another version
+    than the driver's, the runtime_env not set up, no answer) is left out with the reason and the fix; only
+    when no node is left is the sweep refused."""
     if ray.cluster_resources().get(RESOURCE, 0) < 1:
         raise ValueError(
             f"no node of the cluster at {address} can take a point: none declares the resource {RESOURCE!r}; "
             f"start each measuring node with `ray start ... --resources '{{\"{RESOURCE}\": 1}}'`"
         )
+    wanted = requirements()
     probe = ray.remote(num_cpus=0, max_retries=0)(describe_node)
     ids = alive_nodes(ray)
-    refs = [probe.options(label_selector={NODE_ID_LABEL: node}).remote() for node in ids]
+    refs = [probe.options(label_selector={NODE_ID_LABEL: node}).remote(wanted) for node in ids]
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PROBE_TIMEOUT_S)
     nodes: dict[str, dict[str, Any]] = {}
+    excluded: dict[str, str] = {}
     for node, ref in zip(ids, refs, strict=True):
         if ref not in ready:
             ray.cancel(ref, force=True)
-            raise ValueError(f"node {node} did not describe itself within {PROBE_TIMEOUT_S:.0f} s")
+            excluded[node] = f"it did not describe itself within {PROBE_TIMEOUT_S:.0f} s"
+            continue
         try:
-            nodes[node] = ray.get(ref)
+            described = ray.get(ref)
         except ray.exceptions.RayError as exc:
-            raise ValueError(
-                f"node {node} cannot run hwprof ({first_line(exc)}): install hwprof on every node"
-            ) from None
-    return Cluster(nodes, group_by_kind(nodes))
+            excluded[node] = probe_failure(exc, wanted)
+            continue
+        missing = described.get("missing")
+        if missing:
+            excluded[node] = f"it lacks {', '.join(missing)}; fix: on that node, `{install_fix(missing, wanted)}`"
+        else:
+            nodes[node] = described
+    hosts = {n["NodeID"]: str(n.get("NodeManagerHostname", "?")) for n in ray.nodes()}
+    left_out = [LeftOut(node, hosts.get(node, "?"), why) for node, why in excluded.items()]
+    if not nodes:
+        raise ValueError(f"no node of the cluster at {address} can run hwprof: " + "; ".join(map(str, left_out)))
+    return Cluster(nodes, group_by_kind(nodes), left_out)
 
 
 def first_line(exc: BaseException) -> str:

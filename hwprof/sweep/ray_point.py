@@ -200,10 +200,15 @@ def run_point(
         os.close(lock_fd)
 
 
-def describe_node() -> dict[str, Any]:
-    """The Ray task that tells the driver what machine a node is (hwprof.host.host_info, as in run.json)."""
+def describe_node(wanted: dict[str, str]) -> dict[str, Any]:
+    """The Ray task that tells the driver what machine a node is (hwprof.host.host_info, as in run.json), or,
+    under "missing", which of hwprof's dependencies (wanted: name -> the driver's version) it lacks."""
     import ray
 
     from hwprof.host import host_info
+    from hwprof.sweep.ray_env import missing_here
 
+    missing = missing_here(wanted)
+    if missing:
+        return {"missing": missing}
     return {"node_id": ray.get_runtime_context().get_node_id(), **host_info()}
