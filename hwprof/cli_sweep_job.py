@@ -51,7 +51,7 @@ def cmd_sweep_job(args: argparse.Namespace, console: Console) -> int:
     size = sum(map(len, got.runs.values()))
     line = f"fetched {len(got.runs)} new runs ({size / 1e6:.2f} MB) and {len(got.files)} files into {local}"
     if state not in ENDED:
-        line += f"; job {state}, {len(got.pending)} points running: fetch again for more"
+        line += f"; job {state}: fetch again for more"
     else:
         line += f"; job {state}"
     console.print(line, highlight=False, markup=False, soft_wrap=True)

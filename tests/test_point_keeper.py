@@ -11,7 +11,9 @@ import sys
 import time
 from pathlib import Path
 
-from hwprof.sweep.point_keeper import LOCK, NEW_FOLDER_S, PREFIX, make_scratch, remove_stale
+import psutil
+
+from hwprof.sweep.point_keeper import LOCK, NEW_FOLDER_S, PREFIX, make_scratch, remove_stale, start_detached
 
 CHILD = """
 import signal, sys, time
@@ -62,15 +64,20 @@ def test_a_keeper_asked_to_stop_passes_sigint_on_and_returns_the_status(tmp_path
     work = tmp_path / f"{PREFIX}2-x"
     work.mkdir()
     stopped, ready = tmp_path / "stopped", tmp_path / "ready"
-    keeper = subprocess.Popen(
-        [sys.executable, "-m", "hwprof.sweep.point_keeper", str(os.getpid()), str(work), "--", sys.executable, "-c",
-         CHILD, str(stopped), str(ready)],
-        start_new_session=True,
-    )  # fmt: skip
+    keeper = start_detached(work, [sys.executable, "-c", CHILD, str(stopped), str(ready)])
+    assert keeper.pid not in [c.pid for c in psutil.Process().children(recursive=True)]  # nobody's child here
     wait_for(ready)
     keeper.send_signal(signal.SIGINT)
     assert keeper.wait(timeout=30) == 130
     assert stopped.exists() and work.exists()  # asked by its task, which packs the run: the folder stays
+    assert (work / "keeper.exit").read_text() == "130"
+    import shutil
+
+    shutil.rmtree(work)  # the task packed the run and removed its folder: the keeper, lingering till then, goes
+    end = time.monotonic() + 10
+    while psutil.pid_exists(keeper.pid) and time.monotonic() < end:
+        time.sleep(0.1)
+    assert not psutil.pid_exists(keeper.pid)
 
 
 def test_stale_folders_are_removed_and_held_or_new_ones_kept(tmp_path: Path, monkeypatch: object) -> None:

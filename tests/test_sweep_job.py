@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -26,7 +27,20 @@ from ray.cluster_utils import Cluster  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
-POINTS = ["--models", "yolov8n", "--imgsz", "64", "--warmup", "0", "--iters", "1", "--threads", "1,2,3,4"]
+POINTS = [
+    "--models",
+    "yolov8n",
+    "--imgsz",
+    "64",
+    "--warmup",
+    "0",
+    "--iters",
+    "1",
+    "--batch",
+    "1,2",
+    "--threads",
+    "1,2,3",
+]
 
 
 def free_port() -> int:
@@ -69,21 +83,25 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def wait_status(local: Path, needle: str, timeout: float = 400) -> str:
+def wait_finished(local: Path, at_least: int, timeout: float = 400) -> str:
+    """`sweep-job status` until at least `at_least` points have finished (the job still running)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         done = cli("sweep-job", "status", str(local))
-        if needle in done.stdout:
+        found = re.search(r"(\d+) of \d+ points finished", done.stdout)
+        if found and int(found.group(1)) >= at_least:
             return done.stdout
-        time.sleep(2)
-    raise AssertionError(f"{needle!r} never came: {done.stdout}{done.stderr}")
+        time.sleep(1)
+    raise AssertionError(f"{at_least} finished points never came: {done.stdout}{done.stderr}")
 
 
 def collects_running() -> list[int]:
     return [
         p.pid
         for p in psutil.process_iter(["cmdline"])
-        if "collect" in (c := p.info["cmdline"] or []) and any("hwprof-point-" in a for a in c)
+        if "collect" in (c := p.info["cmdline"] or [])
+        and any("hwprof-point-" in a for a in c)
+        and "hwprof.sweep.point_keeper" not in c
     ]
 
 
@@ -109,15 +127,18 @@ def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly
                 first_point = time.monotonic() - submitted
             time.sleep(0.5)
         assert first_point is not None, log
-        text = wait_status(local, "1 of 4 points finished")
+        text = wait_finished(local, 1)
         assert "RUNNING" in text, text
 
         got = cli("sweep-job", "fetch", str(local))
         assert got.returncode == 0, got.stdout + got.stderr
-        assert "fetched 1 new runs" in got.stdout and "fetch again for more" in got.stdout, got.stdout
-        fetched = [p.parent for p in local.glob("*/run.json")]
-        assert len(fetched) == 1 and json.loads((fetched[0] / "run.json").read_text())["status"] == "complete"
+        assert "job RUNNING: fetch again for more" in got.stdout, got.stdout
+        fetched = [json.loads(p.read_text())["status"] for p in local.glob("*/run.json")]
+        assert fetched and set(fetched) == {"complete"} and f"fetched {len(fetched)} new runs" in got.stdout
 
+        end = time.monotonic() + 300  # stop once a running point's collect has its run directory on its node
+        while not list(scratch.glob("hwprof-point-*/yolov8n-*/run.json")) and time.monotonic() < end:
+            time.sleep(0.5)
         stopped = cli("sweep-job", "stop", str(local), timeout=400)
         assert stopped.returncode == 0 and "job STOPPED" in stopped.stdout, stopped.stdout + stopped.stderr
         again = cli("sweep-job", "fetch", str(local))
@@ -143,3 +164,48 @@ def test_sweep_job_commands_refuse_a_folder_without_a_job(tmp_path: Path) -> Non
     assert done.stdout.strip().splitlines()[-1].startswith("hwprof: error:") and "ray_job.json" in done.stdout
     done = cli("sweep", "--models", "yolov8n", "--submit", "--out", str(tmp_path / "x"))
     assert done.returncode == 2 and "give --ray HOST:PORT too" in done.stdout
+
+
+def sweep_attached(address: str, out: Path, threads: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-P", "-m", "hwprof", "sweep", "--ray", address, "--out", str(out), *POINTS[:-4],
+         "--threads", threads, "--", "--only", "timing,flops"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
+    )  # fmt: skip
+
+
+def test_nothing_is_left_on_the_nodes_by_a_killed_driver_or_a_gone_point(
+    job_cluster: tuple[Cluster, Path], tmp_path: Path
+) -> None:
+    """A scratch folder of a point that is gone (its lock free) is removed by the next point on the node, and
+    said in the notes; a driver killed with SIGKILL while its points run (a closed terminal, a laptop that
+    sleeps) leaves no collect running and no scratch folder on any node: each point's keeper stops its
+    collect and removes the folder once Ray has killed the worker."""
+    cluster, scratch = job_cluster
+    stale = scratch / "hwprof-point-99-gone"
+    stale.mkdir()
+    (stale / ".keeper.lock").write_text("")
+    (stale / "run.json").write_text('{"status": "running"}')
+    out = tmp_path / "one"
+    proc = sweep_attached(cluster.address, out, "1")
+    text, _ = proc.communicate(timeout=400)
+    assert proc.returncode == 0, text
+    notes = json.loads((out / "sweep.json").read_text())["notes"]
+    assert any("removed 1 scratch folders" in n and "hwprof-point-99-gone" in n for n in notes), notes
+    assert not stale.exists()
+
+    proc = sweep_attached(cluster.address, tmp_path / "killed", "1,2")
+    end = time.monotonic() + 300
+    while len(collects_running()) < 2 and time.monotonic() < end:
+        time.sleep(0.5)
+    assert len(collects_running()) == 2
+    assert len(list(scratch.glob("hwprof-point-*"))) == 2
+    proc.kill()
+    proc.wait()
+    killed = time.monotonic()
+    while (collects_running() or list(scratch.glob("hwprof-point-*"))) and time.monotonic() < killed + 120:
+        time.sleep(0.5)
+    gone_s = time.monotonic() - killed
+    assert not collects_running()
+    assert not list(scratch.glob("hwprof-point-*"))
+    print(f"\ndriver killed: the collects stopped and the nodes' scratch folders removed within {gone_s:.1f} s")

@@ -24,14 +24,21 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Protocol
+
+from hwprof.atomic import atomic_write_text
 
 PREFIX = "hwprof-point-"
 LOCK = ".keeper.lock"
+PID_FILE = "keeper.pid"
+EXIT_FILE = "keeper.exit"
 STOP_GRACE_S = 30.0
 """After SIGINT, how long the collect has to finalise its run directory before it is signalled again."""
 KILL_GRACE_S = 10.0
 """After the second SIGINT (collect then kills every process of its pass), the wait before SIGKILL."""
 WATCH_S = 0.5
+LINGER_S = 3600.0
+"""The longest a keeper waits, after its collect, for its task to pack the run (a huge run on a slow disk)."""
 NEW_FOLDER_S = 60.0
 """A scratch folder without its lock file is left alone this long: the task that made it may be taking it."""
 
@@ -74,7 +81,7 @@ def remove_stale(root: Path | None = None, keep: Path | None = None) -> list[str
     return removed
 
 
-def stop_gently(proc: subprocess.Popen[bytes], grace_s: float = STOP_GRACE_S) -> int:
+def stop_gently(proc: Stoppable, grace_s: float = STOP_GRACE_S) -> int:
     """Ctrl-C's way: SIGINT (the run is finalised as interrupted), SIGINT again after grace_s (every process of
     the pass is killed), SIGKILL after KILL_GRACE_S. Returns the exit status."""
     for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGINT, KILL_GRACE_S)):
@@ -105,17 +112,97 @@ def keep(parent: int, work: Path, command: list[str]) -> int:
             return proc.wait(timeout=WATCH_S)
         if asked:
             return stop_gently(proc)
-        if os.getppid() != parent:  # the worker is gone, and whoever would fetch this run with it
+        if not alive(parent):  # the worker is gone, and whoever would fetch this run with it
             code = stop_gently(proc)
             shutil.rmtree(work, ignore_errors=True)
             return code
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Stoppable(Protocol):
+    def send_signal(self, sig: int) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+    def kill(self) -> None: ...
+
+
+class DetachedKeeper:
+    """A keeper that is not a child of the Ray worker (started through a fork whose parent exits at once):
+    Ray kills a dying worker's children, which would take the keeper with it. Its status comes through
+    WORK/keeper.exit; the methods are those of subprocess.Popen that stop_gently needs."""
+
+    def __init__(self, pid: int, work: Path) -> None:
+        self.pid, self.work = pid, work
+
+    def poll(self) -> int | None:
+        status = self.work / EXIT_FILE
+        if status.exists() and status.read_text().strip():
+            return int(status.read_text())
+        return None if alive(self.pid) else -int(signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while (code := self.poll()) is None:
+            if end is not None and time.monotonic() > end:
+                raise subprocess.TimeoutExpired(f"keeper {self.pid}", timeout or 0.0)
+            time.sleep(0.1)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def start_detached(work: Path, command: list[str], **popen: Any) -> DetachedKeeper:
+    """Start the keeper of `command` for the scratch folder `work`, detached from this process (popen: stdout,
+    env, pass_fds, ... of the keeper, which the collect inherits)."""
+    keeper = [sys.executable, "-P", "-m", "hwprof.sweep.point_keeper", str(os.getpid()), str(work), "--"]
+    subprocess.Popen([*keeper, *command], start_new_session=True, **popen).wait()
+    pid_file, end = work / PID_FILE, time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text().strip()):
+        if time.monotonic() > end:
+            raise RuntimeError(f"the point's keeper did not start ({pid_file} never came)")
+        time.sleep(0.05)
+    return DetachedKeeper(int(pid_file.read_text()), work)
 
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
         print("usage: python -m hwprof.sweep.point_keeper PARENT_PID WORK_DIR -- COMMAND...", file=sys.stderr)
         return 2
-    return keep(int(argv[0]), Path(argv[1]), argv[3:])
+    work = Path(argv[1])
+    if os.fork():  # the parent returns at once: the keeper goes on as nobody's child but init's
+        os._exit(0)
+    atomic_write_text(work / PID_FILE, str(os.getpid()))
+    parent = int(argv[0])
+    code = keep(parent, work, argv[3:])
+    if work.is_dir():
+        atomic_write_text(work / EXIT_FILE, str(code))
+        linger(parent, work)
+    return code
+
+
+def linger(parent: int, work: Path, limit_s: float = LINGER_S) -> None:
+    """After the collect ended, stay until the task has packed the run and removed the folder; remove it
+    here if the task's worker dies first. (Ray interrupts a task whose driver died, and kills its worker a
+    moment later: the task stops the collect, then may not live to remove the folder.)"""
+    end = time.monotonic() + limit_s
+    while work.exists() and time.monotonic() < end:
+        if not alive(parent):
+            shutil.rmtree(work, ignore_errors=True)
+            return
+        time.sleep(WATCH_S)
 
 
 if __name__ == "__main__":

@@ -271,7 +271,10 @@ class RaySweep:
         self.record.returned(job.index, back.node_id, back.hostname, back.started_at, back.ended_at, outcome)
         t2 = time.monotonic()
         if back.stopped and not back.archive:
-            row = point_row(job.point, job.run_dir, "interrupted", "the sweep stopped before its collect started")
+            when = (
+                f"{back.collect_s:.0f} s into its collect, before it wrote" if back.collect_s else "before its collect"
+            )
+            row = point_row(job.point, job.run_dir, "interrupted", f"the sweep stopped {when} a run directory")
         else:
             row = finished_row(job.point, job.run_dir, back.code, log_path, self.plan.timeout_s, None)
         self.transfers[-1].row_s = time.monotonic() - t2

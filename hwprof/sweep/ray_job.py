@@ -31,6 +31,8 @@ from hwprof.analysis.sweep_rows import NODE_THREADS
 from hwprof.atomic import atomic_write_bytes, atomic_write_text
 from hwprof.runschema import Field, check_fields, read_json_object
 from hwprof.sweep.ray_connect import NODE_ID_LABEL, connect, discover
+from hwprof.sweep.ray_env import hwprof_runtime_env
+from hwprof.sweep.ray_logs import RayLogs
 from hwprof.sweep.ray_point import pack, unpack
 from hwprof.sweep.run import SweepPlan
 
@@ -145,19 +147,25 @@ def submit(plan: SweepPlan, address: str, per_host: bool, hosts: tuple[str, ...]
     plan.validate()
     if (local / JOB_FILE).exists() or (local / "sweep.json").exists():
         raise ValueError(f"{local} holds a sweep already: give --out a new folder")
-    ray = connect(address)
+    logs = RayLogs().start()
     try:
-        cluster = discover(ray, address)
-        plan_jobs(plan, cluster, RayOptions(address, per_host=per_host, hosts=hosts))
-        dashboard = _dashboard(ray, address)
+        ray = connect(address)
+        try:
+            cluster = discover(ray, address)
+            plan_jobs(plan, cluster, RayOptions(address, per_host=per_host, hosts=hosts))
+            dashboard = _dashboard(ray, address)
+        finally:
+            ray.shutdown()
     finally:
-        ray.shutdown()
+        logs.stop(keep=False)
     job_id = f"hwprof-sweep-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
     head_dir = f"{JOB_ROOT}/{job_id}"
     command = ["python", "-P", "-m", "hwprof", "sweep", "--ray", "auto", *sweep_arguments(plan, per_host, hosts)]
     # --out unquoted: the job server runs the entrypoint in a shell (with the head's PATH), which expands ~
     entrypoint = f"{shlex.join(command[:7])} --out {head_dir} {shlex.join(command[7:])}"
     client = job_client(dashboard)
+    # this exact hwprof for the job's driver on the head and every task it starts (hwprof.sweep.ray_env)
+    runtime_env = hwprof_runtime_env()
     env_vars = {"RAY_JOB_STOP_WAIT_TIME_S": str(STOP_WAIT_S), "PYTHONUNBUFFERED": "1", "COLUMNS": "160"}
     end = time.monotonic() + AGENT_WAIT_S
     while True:
@@ -165,7 +173,7 @@ def submit(plan: SweepPlan, address: str, per_host: bool, hosts: tuple[str, ...]
             client.submit_job(
                 entrypoint=entrypoint,
                 submission_id=job_id,
-                runtime_env={"env_vars": env_vars},
+                runtime_env={**runtime_env, "env_vars": env_vars},
                 metadata={"hwprof_out": head_dir},
             )
             break
@@ -302,12 +310,16 @@ def fetch(local: Path) -> tuple[Fetched, str]:
     have = sorted(
         str(p.parent.relative_to(local)) for p in [*local.glob("*/run.json"), *local.glob("*/*/run.json")] if _final(p)
     )
-    ray = connect(record.address)
+    logs = RayLogs().start()
     try:
-        task = ray.remote(collect_finished).options(num_cpus=0, label_selector={NODE_ID_LABEL: node})
-        got: Fetched = ray.get(task.remote(record.head_dir, have), timeout=600)
+        ray = connect(record.address)
+        try:
+            task = ray.remote(collect_finished).options(num_cpus=0, label_selector={NODE_ID_LABEL: node})
+            got: Fetched = ray.get(task.remote(record.head_dir, have), timeout=600)
+        finally:
+            ray.shutdown()
     finally:
-        ray.shutdown()
+        logs.stop(keep=False)
     for rel, archive in got.runs.items():
         target = local / rel
         if target.exists():

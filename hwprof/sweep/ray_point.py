@@ -17,7 +17,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tarfile
 import time
 from collections.abc import Sequence
@@ -26,7 +25,15 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.sweep_rows import SweepPoint
-from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S, make_scratch, remove_stale, stop_gently
+from hwprof.sweep.point_keeper import (
+    KILL_GRACE_S,
+    STOP_GRACE_S,
+    DetachedKeeper,
+    make_scratch,
+    remove_stale,
+    start_detached,
+    stop_gently,
+)
 from hwprof.sweep.run import collect_command
 
 POLL_S = 1.0
@@ -136,9 +143,7 @@ def _asked_to_stop(ray: Any, control: Any | None) -> bool:
         return True
 
 
-def _wait(
-    ray: Any, keeper: subprocess.Popen[bytes], control: Any | None, timeout_s: float | None
-) -> tuple[int | None, bool]:
+def _wait(ray: Any, keeper: DetachedKeeper, control: Any | None, timeout_s: float | None) -> tuple[int | None, bool]:
     """(exit status, stopped by the sweep) of the point's keeper; status None when it ran past timeout_s."""
     end = time.monotonic() + timeout_s if timeout_s else None
     while True:
@@ -173,14 +178,14 @@ def run_point(
         run_dir = work / point.name
         log_path = work / "collect.log"
         t0 = time.monotonic()
-        keeper_cmd = [sys.executable, "-P", "-m", "hwprof.sweep.point_keeper", str(os.getpid()), str(work), "--"]
         with open(log_path, "wb") as log:
-            keeper = subprocess.Popen(
-                [*keeper_cmd, *collect_command(point, run_dir, shared)],
+            # Ray kills the worker's process group, and its children, with it: the keeper must be neither
+            keeper = start_detached(
+                work,
+                collect_command(point, run_dir, shared),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=_collect_env(),
-                start_new_session=True,  # Ray kills the worker's process group with it: the keeper must outlive it
                 pass_fds=(lock_fd,),
             )
             try:
