@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,12 +38,34 @@ RAY_CONSOLE_MARKS = ("(raylet)", "[state-dump]", "rpc_client.h", "gcs_client.cc"
 """What Ray's own messages look like on a console: none may reach hwprof's."""
 
 
+SCRATCH = Path(tempfile.mkdtemp(prefix="hwr", dir="/tmp"))
+"""The nodes' temporary folder (TMPDIR, short: Ray's sockets stay in /tmp through RAY_TMPDIR), where the
+points' scratch folders go: a test looks there for anything left behind."""
+
+
 def start_cluster(workers: int, resource: bool = True) -> Cluster:
-    cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1})
-    for _ in range(workers):
-        cluster.add_node(num_cpus=1, resources={"hwprof": 1} if resource else {})
-    cluster.wait_for_nodes()
+    saved = {k: os.environ.get(k) for k in ("TMPDIR", "RAY_TMPDIR")}
+    os.environ.update(TMPDIR=str(SCRATCH), RAY_TMPDIR="/tmp")
+    try:
+        cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1})
+        for _ in range(workers):
+            cluster.add_node(num_cpus=1, resources={"hwprof": 1} if resource else {})
+        cluster.wait_for_nodes()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return cluster
+
+
+def scratch_left(timeout: float = 60) -> list[str]:
+    """The points' scratch folders still on the nodes after up to `timeout` s (a keeper removes its own)."""
+    end = time.monotonic() + timeout
+    while (left := sorted(p.name for p in SCRATCH.glob("hwprof-point-*"))) and time.monotonic() < end:
+        time.sleep(0.5)
+    return left
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +117,11 @@ def collect_pids(name: str) -> list[int]:
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
-        if "collect" in cmd and any("hwprof-point-" in a and a.endswith(name) for a in cmd):
+        if (
+            "collect" in cmd
+            and "hwprof.sweep.point_keeper" not in cmd
+            and any("hwprof-point-" in a and a.endswith(name) for a in cmd)
+        ):
             found.append(p.pid)
     return found
 
@@ -178,6 +205,7 @@ def test_a_killed_node_is_retried_elsewhere(tmp_path: Path) -> None:
         gone = psutil.wait_procs([psutil.Process(pids[0])], timeout=20)[0]
         assert [p.pid for p in gone] == pids, "the collect of the killed node lived on"
         code, text = finish(proc, lines)
+        assert not scratch_left(), "a point's scratch folder was left on a node"
         found = {r["threads"]: r for r in rows(out)}
         print(f"\nkilled node {victim.node_id[:8]}: the point it ran is {found[1]['status']}: {found[1]['error']}")
         assert found[2]["status"] == "complete", text
@@ -226,12 +254,17 @@ def test_interrupt_then_resume_runs_only_the_missing_points(cluster: Cluster, tm
     # the table of what finished, then the exact command (before: "interrupted (SIGINT)" and nothing else)
     assert f"sweep ({len(rows(out))} points) in {out}" in text and "┃ model" in text, text
     assert text.rstrip().endswith(f"to run the points that did not finish: hwprof sweep --resume {out}"), text
-    assert all(r["status"] == "interrupted" and r["attempts"] for r in rows(out) if r["status"] != "complete")
+    unfinished = [r for r in rows(out) if r["status"] != "complete"]
+    assert all(r["status"] == "interrupted" and r["attempts"] for r in unfinished), unfinished
     first_transfers = json.loads((out / "ray_transfer.json").read_text())
     end = time.monotonic() + 20
     while any(collect_pids(f"yolov8n-t{t}-b1") for t in (1, 2, 3)) and time.monotonic() < end:
         time.sleep(0.5)
     assert not any(collect_pids(f"yolov8n-t{t}-b1") for t in (1, 2, 3)), "a cancelled collect lived on"
+    assert not scratch_left(), "a point's scratch folder was left on a node"
+    kept = [r for r in rows(out) if r["status"] == "interrupted" and (out / Path(r["run_dir"]).name).is_dir()]
+    for r in kept:  # a running point stopped by Ctrl-C: its run came back, finalised as interrupted
+        assert json.loads((out / Path(r["run_dir"]).name / "run.json").read_text())["status"] == "interrupted"
 
     again = subprocess.run(
         [sys.executable, "-P", "-m", "hwprof", "sweep", "--resume", str(out)],

@@ -270,7 +270,7 @@ class RaySweep:
         )  # fmt: skip
         self.record.returned(job.index, back.node_id, back.hostname, back.started_at, back.ended_at, outcome)
         t2 = time.monotonic()
-        if back.stopped and not back.archive:
+        if back.stopped and not (job.run_dir / "run.json").is_file():
             when = (
                 f"{back.collect_s:.0f} s into its collect, before it wrote" if back.collect_s else "before its collect"
             )
