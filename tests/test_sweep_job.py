@@ -24,6 +24,7 @@ import pytest
 ray = pytest.importorskip("ray")
 pytest.importorskip("aiohttp")  # ray[default]: the dashboard's job server
 from ray.cluster_utils import Cluster  # noqa: E402
+from ray_nodes import nodes_env  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -53,22 +54,12 @@ def free_port() -> int:
 def job_cluster() -> Iterator[tuple[Cluster, Path]]:
     """A head with the job server (measuring nothing) and two measuring nodes, all with their own TMPDIR."""
     scratch = Path(tempfile.mkdtemp(prefix="hwj", dir="/tmp"))  # short: Ray's sockets live under it otherwise
-    saved = {k: os.environ.get(k) for k in ("TMPDIR", "RAY_TMPDIR", "PATH")}
-    # the job's entrypoint runs `python` from the head's PATH: this Python, as a head started from its venv
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    os.environ.update(TMPDIR=str(scratch), RAY_TMPDIR="/tmp", PATH=path)
-    try:
+    with nodes_env(scratch):
         head = {"num_cpus": 1, "include_dashboard": True, "dashboard_port": free_port()}
         cluster = Cluster(initialize_head=True, connect=False, head_node_args=head)
         for _ in range(2):
             cluster.add_node(num_cpus=1, resources={"hwprof": 1})
         cluster.wait_for_nodes()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     try:
         yield cluster, scratch
     finally:

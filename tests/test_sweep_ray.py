@@ -21,6 +21,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
+from ray_nodes import nodes_env  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -44,19 +45,11 @@ points' scratch folders go: a test looks there for anything left behind."""
 
 
 def start_cluster(workers: int, resource: bool = True) -> Cluster:
-    saved = {k: os.environ.get(k) for k in ("TMPDIR", "RAY_TMPDIR")}
-    os.environ.update(TMPDIR=str(SCRATCH), RAY_TMPDIR="/tmp")
-    try:
+    with nodes_env(SCRATCH):
         cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1})
         for _ in range(workers):
             cluster.add_node(num_cpus=1, resources={"hwprof": 1} if resource else {})
         cluster.wait_for_nodes()
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     return cluster
 
 
