@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwprof.host_kinds import HostKind, group_by_kind
-from hwprof.sweep.ray_env import driver_runtime_env, install_fix, probe_failure, requirements
+from hwprof.sweep.ray_env import driver_runtime_env, install_fix, one_line, probe_failure, requirements
 from hwprof.sweep.ray_point import describe_node
 
 RESOURCE = "hwprof"
@@ -231,5 +231,5 @@ def discover(ray: Any, address: str) -> Cluster:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
+    """Ray's error as one console line: its type and its first line, without Ray's ANSI colour codes."""
+    return f"{type(exc).__name__}: {one_line(str(exc))}"

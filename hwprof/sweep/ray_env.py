@@ -30,6 +30,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from hwprof.envvars import hwprof_cache
+
 DIST = "hwprof"
 SKIP_DIRS = {"__pycache__"}
 SKIP_SUFFIXES = {".pyc", ".pyo"}
@@ -41,8 +43,7 @@ _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "hwprof" / "ray_env"
+    return hwprof_cache() / "ray_env"
 
 
 def _package_files() -> dict[str, bytes]:
