@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from hwprof.sweep.ray_job import ENDED, fetch, logs, status, stop, submit
-from hwprof.sweep.run import SweepPlan
+if TYPE_CHECKING:
+    from hwprof.sweep.run import SweepPlan
 
 ACTIONS = ("status", "logs", "stop", "fetch")
 
@@ -22,6 +23,8 @@ def add_sweep_job_args(p: argparse.ArgumentParser) -> None:
 
 
 def submit_sweep(plan: SweepPlan, args: argparse.Namespace, console: Console) -> int:
+    from hwprof.sweep.ray_job import submit
+
     if not args.ray:
         raise ValueError("--submit sends the sweep to a Ray cluster as a job: give --ray HOST:PORT too")
     if args.resume:
@@ -35,6 +38,8 @@ def submit_sweep(plan: SweepPlan, args: argparse.Namespace, console: Console) ->
 
 
 def cmd_sweep_job(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.sweep.ray_job import ENDED, fetch, logs, status, stop
+
     local: Path = args.dir
     if args.action == "status":
         state, line = status(local)
