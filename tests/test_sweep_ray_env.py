@@ -113,8 +113,9 @@ def test_a_failed_probe_is_one_line_without_ansi_naming_the_module() -> None:
 
 def test_left_out_nodes_get_no_point() -> None:
     from hwprof.analysis.sweep_rows import SweepPoint
-    from hwprof.sweep.ray import Job, RayOptions, _selector
     from hwprof.sweep.ray_connect import Cluster, LeftOut
+    from hwprof.sweep.ray_plan import Job, RayOptions
+    from hwprof.sweep.ray_plan import selector as _selector
 
     job = Job(1, SweepPoint("yolov8n", "torch", "fp32", 1, 1), None, Path("x"))
     left = [LeftOut("aa11", "h1", "it lacks torch"), LeftOut("bb22", "h2", "it lacks onnx")]

@@ -22,9 +22,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run, set_host, write_sweep
+from hwprof.analysis.sweep_rows import SweepResult, SweepRow, point_row, row_from_run, set_host, write_sweep
 from hwprof.atomic import atomic_write_bytes, atomic_write_text
-from hwprof.host_kinds import HostKind, select_kinds
 from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S
 from hwprof.sweep.ray_connect import (
     NODE_ID_LABEL,
@@ -38,6 +37,7 @@ from hwprof.sweep.ray_connect import (
     import_ray,
 )
 from hwprof.sweep.ray_logs import DRIVER_LOG, RAY_LOGS_DIR, RayLogs
+from hwprof.sweep.ray_plan import Job, RayOptions, allowed_nodes, plan_jobs, selector, stranded
 from hwprof.sweep.ray_point import PointReturn, PointStarted, SweepControl, run_point, unpack
 from hwprof.sweep.ray_record import SweepRecord
 from hwprof.sweep.resume import write_plan
@@ -51,33 +51,6 @@ COMPLETE = ("complete", "reused")
 WRITE_EVERY_S = 10.0
 """sweep.json is rewritten at most this often while points arrive (each point's run directory at once): a
 table of 2,000 rows rewritten after every point would write gigabytes."""
-
-
-@dataclass(frozen=True)
-class RayOptions:
-    address: str
-    per_host: bool = False
-    hosts: tuple[str, ...] = ()
-    """--hosts: the kinds to run on (slug, or part of the CPU model); empty: every kind."""
-    max_retries: int = 2
-    """Ray re-runs a point whose worker or node died this many times (on another node of its kind)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "hosts": list(self.hosts)}
-
-
-@dataclass(frozen=True)
-class Job:
-    index: int
-    """1-based, in the table's order."""
-    point: SweepPoint
-    kind: HostKind | None
-    """--per-host: the kind of machine it must run on; None: any node that declares the resource."""
-    run_dir: Path
-
-    @property
-    def name(self) -> str:
-        return f"{self.kind.slug}/{self.point.name}" if self.kind else self.point.name
 
 
 @dataclass
@@ -98,39 +71,6 @@ class Transfer:
     """The driver's analysis of the run into its table row."""
     received_at: float = 0.0
     """time.time() on the driver when the point came back (a resumed sweep appends to the record)."""
-
-
-def plan_jobs(plan: SweepPlan, cluster: Cluster, options: RayOptions) -> list[Job]:
-    out = Path(plan.out_root)
-    if not options.per_host:
-        select_kinds(list(cluster.kinds), options.hosts)
-        return [Job(i, p, None, out / p.name) for i, p in enumerate(plan.points(), 1)]
-    kinds = select_kinds(list(cluster.kinds), options.hosts)
-    pairs = [(k, p) for k in kinds for p in plan.points()]
-    return [Job(i, p, k, out / k.slug / p.name) for i, (k, p) in enumerate(pairs, 1)]
-
-
-def allowed_nodes(job: Job, cluster: Cluster, options: RayOptions) -> list[str]:
-    """The nodes a job may run on: its kind's, or those of the --hosts kinds, or every measuring node."""
-    if job.kind is not None:
-        return cluster.kinds[job.kind]
-    if options.hosts:
-        return [n for k in select_kinds(list(cluster.kinds), options.hosts) for n in cluster.kinds[k]]
-    return list(cluster.nodes)
-
-
-def _selector(job: Job, cluster: Cluster, options: RayOptions) -> dict[str, str]:
-    """A label selector on node ids where the job is restricted (any node that holds the resource otherwise,
-    except those left out because they cannot run hwprof)."""
-    if job.kind is None and not options.hosts:
-        left_out = [n.node_id for n in cluster.left_out]
-        return {NODE_ID_LABEL: f"!in({','.join(left_out)})"} if left_out else {}
-    nodes = allowed_nodes(job, cluster, options)
-    return {NODE_ID_LABEL: nodes[0] if len(nodes) == 1 else f"in({','.join(nodes)})"}
-
-
-def _stranded(job: Job) -> str:
-    return f"every node that could run it ({job.kind.label if job.kind else 'any kind'}) has left the cluster"
 
 
 class RaySweep:
@@ -168,7 +108,7 @@ class RaySweep:
                 resources={RESOURCE: 1},
                 max_retries=self.options.max_retries,
                 retry_exceptions=False,
-                label_selector=_selector(job, self.cluster, self.options),
+                label_selector=selector(job, self.cluster, self.options),
                 name=f"hwprof {job.name}",
             ).remote(job.index, job.point, self.shared, self.plan.timeout_s, control)
             pending[ref] = job
@@ -219,7 +159,7 @@ class RaySweep:
             for ref in ready:
                 self._receive(ref, pending.pop(ref))
             if time.monotonic() - checked > CHECK_NODES_S:
-                self._fail_stranded(pending, self._check_nodes())
+                self._failstranded(pending, self._check_nodes())
                 checked = time.monotonic()
 
     def _show_started(self, control: Any) -> None:
@@ -240,7 +180,7 @@ class RaySweep:
             back: PointReturn = self.ray.get(ref)
         except self.ray.exceptions.TaskUnschedulableError as exc:
             self.record.ended(job.index, f"failed: {first_line(exc)}", time.time())
-            self._done(job, point_row(job.point, job.run_dir, "failed", f"{_stranded(job)} ({first_line(exc)})"))
+            self._done(job, point_row(job.point, job.run_dir, "failed", f"{stranded(job)} ({first_line(exc)})"))
             return
         except self.ray.exceptions.RayError as exc:
             self._check_nodes()
@@ -309,14 +249,14 @@ class RaySweep:
             self.say(SweepEvent(0, len(self.jobs), "cluster", False, change.text()))
         return set(hosts)
 
-    def _fail_stranded(self, pending: dict[Any, Job], alive: set[str]) -> None:
+    def _failstranded(self, pending: dict[Any, Job], alive: set[str]) -> None:
         """A point whose every allowed node has left the cluster would wait forever: fail it with the reason."""
         for ref, job in list(pending.items()):
             if not alive.intersection(allowed_nodes(job, self.cluster, self.options)):
                 self.ray.cancel(ref, force=True)
                 del pending[ref]
                 self.record.ended(job.index, "cancelled: every node that could run it left", time.time())
-                self._done(job, point_row(job.point, job.run_dir, "failed", _stranded(job)))
+                self._done(job, point_row(job.point, job.run_dir, "failed", stranded(job)))
 
     def _event(self, job: Job, done: bool, message: str) -> None:
         self.say(SweepEvent(job.index, len(self.jobs), job.name, done, message))

@@ -142,7 +142,7 @@ def job_client(dashboard: str) -> Any:
 def submit(plan: SweepPlan, address: str, per_host: bool, hosts: tuple[str, ...], local: Path) -> JobRecord:
     """Check the cluster as an attached sweep does (nodes, kinds), submit the sweep as a Ray Job, and write
     the record into local."""
-    from hwprof.sweep.ray import RayOptions, plan_jobs
+    from hwprof.sweep.ray_plan import RayOptions, plan_jobs
 
     plan.validate()
     if (local / JOB_FILE).exists() or (local / "sweep.json").exists():
