@@ -1,0 +1,53 @@
+"""The pure parts of `hwprof sweep --submit` (hwprof/sweep/ray_job.py): the job's entrypoint gives the same sweep,
+the job's progress read from its log, and the job record read back or refused in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hwprof.analysis.sweep_rows import NODE_THREADS
+from hwprof.cli_args import build_parser
+from hwprof.sweep.ray_job import JOB_FILE, JobRecord, progress_of, sweep_arguments
+from hwprof.sweep.run import SweepPlan
+
+
+@pytest.mark.parametrize("threads", [[1, 4], [NODE_THREADS]])
+def test_the_entrypoint_asks_for_the_same_sweep(threads: list[int]) -> None:
+    plan = SweepPlan(
+        ["yolov8n", "yolov7-tiny"], threads, [1, 8], Path("x"), imgsz=320, iters=7, warmup=2,
+        extra_args=["--only", "timing,flops"], timeout_s=90.0, runtimes=["torch", "onnxruntime"],
+        precisions=["fp32", "int8"], advise=True,
+    )  # fmt: skip
+    args = build_parser().parse_args(["sweep", "--ray", "auto", *sweep_arguments(plan, True, ("epyc",))])
+    assert args.models == plan.models and args.batch == plan.batches and args.imgsz == 320
+    assert args.iters == 7 and args.warmup == 2 and args.timeout == 90.0 and args.advise
+    assert args.runtimes == plan.runtimes and args.precisions == plan.precisions
+    assert args.threads == ([] if threads == [NODE_THREADS] else threads)  # none: each node's own count
+    assert args.collect_args == ["--only", "timing,flops"] and args.per_host and args.hosts == ["epyc"]
+
+
+def test_progress_counts_the_points_finished_from_the_log() -> None:
+    log = "\n".join([
+        "Running entrypoint for job x",
+        "[1/3] yolov8n-t1-b1: running on node vm (abcd)",
+        "[2/3] yolov8n-t2-b1: running on node vm (ef01)",
+        "[1/3] yolov8n-t1-b1: complete on vm in 30 s",
+        "[2/3] yolov8n-t2-b1: interrupted on vm in 3 s: stopped",
+    ])  # fmt: skip
+    progress = progress_of(log)
+    assert (progress.total, progress.finished) == (3, 2)
+    assert progress.last.startswith("[2/3] yolov8n-t2-b1: interrupted")
+    assert progress_of("Runtime env is setting up.").total == 0
+
+
+def test_a_job_record_is_read_back_and_a_damaged_one_refused(tmp_path: Path) -> None:
+    record = JobRecord("hwprof-sweep-1", "h:6379", "http://h:8265", "~/hwprof-sweeps/x", "python ...", 1.0)
+    record.save(tmp_path)
+    assert JobRecord.load(tmp_path) == record
+    (tmp_path / JOB_FILE).write_text('{"submission_id": 3}')
+    with pytest.raises(ValueError, match=JOB_FILE):
+        JobRecord.load(tmp_path)
+    with pytest.raises(ValueError, match="not the --out of"):
+        JobRecord.load(tmp_path / "none")
