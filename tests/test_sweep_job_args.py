@@ -51,3 +51,25 @@ def test_a_job_record_is_read_back_and_a_damaged_one_refused(tmp_path: Path) -> 
         JobRecord.load(tmp_path)
     with pytest.raises(ValueError, match="not the --out of"):
         JobRecord.load(tmp_path / "none")
+
+
+def test_fetch_packs_finished_runs_not_held_and_the_files_around_them(tmp_path: Path) -> None:
+    import json
+
+    from hwprof.sweep.ray_job import collect_finished
+
+    def run(rel: str, status: str) -> None:
+        (tmp_path / rel).mkdir(parents=True)
+        (tmp_path / rel / "run.json").write_text(json.dumps({"status": status}))
+
+    run("a", "complete")
+    run("b", "interrupted")
+    run("c", "complete")
+    run("d", "running")
+    (tmp_path / "e.receiving").mkdir()
+    (tmp_path / "e.receiving" / "part").write_text("x")
+    (tmp_path / "sweep.json").write_text("{}")
+    (tmp_path / "a.log").write_text("log")
+    got = collect_finished(str(tmp_path), ["c"])
+    assert sorted(got.runs) == ["a", "b"] and got.pending == ["d"]
+    assert sorted(got.files) == ["a.log", "sweep.json"]

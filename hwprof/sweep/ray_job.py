@@ -294,7 +294,8 @@ def collect_finished(head_dir: str, have: list[str]) -> Fetched:
         elif rel not in have:
             out.runs[rel] = pack(run_dir)[0]
     for path in sorted(root.rglob("*")):
-        if path.is_file() and not any(d in path.parents for d in run_dirs):
+        arriving = any(p.name.endswith(".receiving") for p in path.relative_to(root).parents)
+        if path.is_file() and not arriving and not any(d in path.parents for d in run_dirs):
             out.files[str(path.relative_to(root))] = path.read_bytes()
     return out
 
