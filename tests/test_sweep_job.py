@@ -18,13 +18,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("aiohttp")  # ray[default]: the dashboard's job server
 from ray.cluster_utils import Cluster  # noqa: E402
-from ray_nodes import nodes_env  # noqa: E402
+from ray_nodes import collect_pids, nodes_env, sweep_cli  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -86,16 +85,6 @@ def wait_finished(local: Path, at_least: int, timeout: float = 400) -> str:
     raise AssertionError(f"{at_least} finished points never came: {done.stdout}{done.stderr}")
 
 
-def collects_running() -> list[int]:
-    return [
-        p.pid
-        for p in psutil.process_iter(["cmdline"])
-        if "collect" in (c := p.info["cmdline"] or [])
-        and any("hwprof-point-" in a for a in c)
-        and "hwprof.sweep.point_keeper" not in c
-    ]
-
-
 def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly(
     job_cluster: tuple[Cluster, Path], tmp_path: Path
 ) -> None:
@@ -140,7 +129,7 @@ def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly
         notes = json.loads((local / "sweep.json").read_text())["notes"]
         assert any(n.startswith("interrupted:") and "--resume" in n for n in notes), notes
         assert (local / "sweep.csv").is_file()
-        assert not collects_running()
+        assert not collect_pids()
         left = sorted(p.name for p in scratch.glob("hwprof-point-*"))
         assert not left, left  # every node's temporary folder (one here: the nodes share this machine)
         print(f"\nsubmitted job: CLI {submitted - t0:.1f} s, first point running {first_point:.1f} s after submit; "
@@ -158,11 +147,7 @@ def test_sweep_job_commands_refuse_a_folder_without_a_job(tmp_path: Path) -> Non
 
 
 def sweep_attached(address: str, out: Path, threads: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-P", "-m", "hwprof", "sweep", "--ray", address, "--out", str(out), *POINTS[:-4],
-         "--threads", threads, "--", "--only", "timing,flops"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "COLUMNS": "200"},
-    )  # fmt: skip
+    return sweep_cli(address, out, *POINTS[:-4], "--threads", threads, "--", "--only", "timing,flops")
 
 
 def test_nothing_is_left_on_the_nodes_by_a_killed_driver_or_a_gone_point(
@@ -187,16 +172,16 @@ def test_nothing_is_left_on_the_nodes_by_a_killed_driver_or_a_gone_point(
 
     proc = sweep_attached(cluster.address, tmp_path / "killed", "1,2")
     end = time.monotonic() + 300
-    while len(collects_running()) < 2 and time.monotonic() < end:
+    while len(collect_pids()) < 2 and time.monotonic() < end:
         time.sleep(0.5)
-    assert len(collects_running()) == 2
+    assert len(collect_pids()) == 2
     assert len(list(scratch.glob("hwprof-point-*"))) == 2
     proc.kill()
     proc.wait()
     killed = time.monotonic()
-    while (collects_running() or list(scratch.glob("hwprof-point-*"))) and time.monotonic() < killed + 120:
+    while (collect_pids() or list(scratch.glob("hwprof-point-*"))) and time.monotonic() < killed + 120:
         time.sleep(0.5)
     gone_s = time.monotonic() - killed
-    assert not collects_running()
+    assert not collect_pids()
     assert not list(scratch.glob("hwprof-point-*"))
     print(f"\ndriver killed: the collects stopped and the nodes' scratch folders removed within {gone_s:.1f} s")

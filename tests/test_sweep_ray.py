@@ -21,7 +21,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
-from ray_nodes import nodes_env  # noqa: E402
+from ray_nodes import collect_pids, nodes_env, sweep_cli  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -70,18 +70,6 @@ def cluster() -> Iterator[Cluster]:
         c.shutdown()
 
 
-def sweep_cli(address: str, out: Path, *more: str) -> subprocess.Popen[str]:
-    """`hwprof sweep --ray ADDRESS ...` in a child process, its output line by line."""
-    return subprocess.Popen(
-        [sys.executable, "-P", "-m", "hwprof", "sweep", "--ray", address, "--out", str(out), *more],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=out.parent,
-        env={**os.environ, "COLUMNS": "200"},
-    )
-
-
 def read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], timeout: float = 240) -> str:
     assert proc.stdout is not None
     end = time.monotonic() + timeout
@@ -103,20 +91,6 @@ def finish(proc: subprocess.Popen[str], lines: list[str], timeout: float = 300) 
 
 def rows(out: Path) -> list[dict[str, Any]]:
     return list(json.loads((out / "sweep.json").read_text())["rows"])
-
-
-def collect_pids(name: str) -> list[int]:
-    """The `hwprof collect` children running this point, on any node."""
-    found = []
-    for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if (
-            "collect" in cmd
-            and "hwprof.sweep.point_keeper" not in cmd
-            and any("hwprof-point-" in a and a.endswith(name) for a in cmd)
-        ):
-            found.append(p.pid)
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+import psutil
+
 from hwprof.atomic import atomic_write_text
 
 PREFIX = "hwprof-point-"
@@ -112,20 +114,10 @@ def keep(parent: int, work: Path, command: list[str]) -> int:
             return proc.wait(timeout=WATCH_S)
         if asked:
             return stop_gently(proc)
-        if not alive(parent):  # the worker is gone, and whoever would fetch this run with it
+        if not psutil.pid_exists(parent):  # the worker is gone, and whoever would fetch this run with it
             code = stop_gently(proc)
             shutil.rmtree(work, ignore_errors=True)
             return code
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Stoppable(Protocol):
@@ -146,7 +138,7 @@ class DetachedKeeper:
         status = self.work / EXIT_FILE
         if status.exists() and status.read_text().strip():
             return int(status.read_text())
-        return None if alive(self.pid) else -int(signal.SIGKILL)
+        return None if psutil.pid_exists(self.pid) else -int(signal.SIGKILL)
 
     def wait(self, timeout: float | None = None) -> int:
         end = None if timeout is None else time.monotonic() + timeout
@@ -199,7 +191,7 @@ def linger(parent: int, work: Path, limit_s: float = LINGER_S) -> None:
     moment later: the task stops the collect, then may not live to remove the folder.)"""
     end = time.monotonic() + limit_s
     while work.exists() and time.monotonic() < end:
-        if not alive(parent):
+        if not psutil.pid_exists(parent):
             shutil.rmtree(work, ignore_errors=True)
             return
         time.sleep(WATCH_S)

@@ -248,8 +248,8 @@ def stop(local: Path, say: Any, timeout_s: float = STOP_WAIT_S + 30) -> str:
     wait for it to end; returns its final status."""
     record = JobRecord.load(local)
     client = job_client(record.dashboard)
-    if client.get_job_status(record.submission_id) in ENDED:
-        return str(client.get_job_status(record.submission_id))
+    if (state := str(client.get_job_status(record.submission_id))) in ENDED:
+        return state
     client.stop_job(record.submission_id)
     say(f"stopping job {record.submission_id}: its running points finalise their runs as interrupted")
     end = time.monotonic() + timeout_s
@@ -279,6 +279,11 @@ def _final(run_json: Path) -> bool:
         return False
 
 
+def run_dirs(root: Path) -> set[Path]:
+    """The run directories of a sweep folder: its points', and its kinds' points' with --per-host."""
+    return {p.parent for pattern in ("*/" + RUN_FILE, "*/*/" + RUN_FILE) for p in root.glob(pattern)}
+
+
 def collect_finished(head_dir: str, have: list[str]) -> Fetched:
     """The Ray task on the job's node: every finished run under head_dir that is not in `have`, and the files
     around them (tables, logs, plan, transfer record)."""
@@ -286,8 +291,8 @@ def collect_finished(head_dir: str, have: list[str]) -> Fetched:
     out = Fetched({}, {}, [])
     if not root.is_dir():
         return out
-    run_dirs = {p.parent for p in root.glob("*/run.json")} | {p.parent for p in root.glob("*/*/run.json")}
-    for run_dir in sorted(run_dirs):
+    runs = run_dirs(root)
+    for run_dir in sorted(runs):
         rel = str(run_dir.relative_to(root))
         if run_dir.name.endswith(".receiving") or not _final(run_dir / RUN_FILE):
             out.pending.append(rel)
@@ -295,7 +300,7 @@ def collect_finished(head_dir: str, have: list[str]) -> Fetched:
             out.runs[rel] = pack(run_dir)[0]
     for path in sorted(root.rglob("*")):
         arriving = any(p.name.endswith(".receiving") for p in path.relative_to(root).parents)
-        if path.is_file() and not arriving and not any(d in path.parents for d in run_dirs):
+        if path.is_file() and not arriving and not any(d in path.parents for d in runs):
             out.files[str(path.relative_to(root))] = path.read_bytes()
     return out
 
@@ -308,9 +313,7 @@ def fetch(local: Path) -> tuple[Fetched, str]:
     node = getattr(info, "driver_node_id", None)
     if not node:
         raise ValueError(f"job {record.submission_id} has no driver node yet ({info.status}): fetch again later")
-    have = sorted(
-        str(p.parent.relative_to(local)) for p in [*local.glob("*/run.json"), *local.glob("*/*/run.json")] if _final(p)
-    )
+    have = sorted(str(run_dir.relative_to(local)) for run_dir in run_dirs(local) if _final(run_dir / RUN_FILE))
     logs = RayLogs().start()
     try:
         ray = connect(record.address)
