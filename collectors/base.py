@@ -4,7 +4,7 @@ A collector declares which pass it runs in, probes its capability up front (real
 API it needs) and either measures or says `unavailable: <reason>; fix: <command>`.
 No collector imports another; the session and the worker only know the registry.
 
-Life cycle inside the pass's child process (hwprof.worker), in this order:
+Life cycle inside the pass's child process (hwprof.session.worker), in this order:
 
     open(ctx)        before torch is imported: perf fds with inherit=1 must exist before
                      torch creates its thread pool
@@ -13,7 +13,7 @@ Life cycle inside the pass's child process (hwprof.worker), in this order:
     start(ctx)       after warm-up, before the measured iterations
     after_iteration(ctx, i)   after each measured iteration
     stop(ctx)        after the measured iterations
-    pause(ctx) / resume(ctx)  around each clean iteration of a paired pass (hwprof.paired), for
+    pause(ctx) / resume(ctx)  around each clean iteration of a paired pass (hwprof.session.paired), for
                      collectors that are `switchable`: no markers reach a paused collector and
                      the layer hooks are off, so a clean iteration is the timing pass's forward
     close(ctx)       always called (also after an error or Ctrl-C): write artifacts, return result
@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
-    from hwprof.markers import Marker, MarkerBus
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import Marker, MarkerBus
     from hwprof.workload.pipeline import Pipeline
 
 Status = Literal["ok", "unavailable", "failed", "partial", "skipped", "interrupted"]

@@ -12,8 +12,7 @@ import json
 from typing import Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
-
-from hwprof.records import MetricTables, metrics_path
+from hwprof.schema.records import MetricTables, metrics_path
 
 
 def _layer_key(module_path: str) -> str | None:

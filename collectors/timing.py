@@ -12,13 +12,12 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
-
-from hwprof.atomic import atomic_path
+from hwprof.core.atomic import atomic_path
 
 if TYPE_CHECKING:
     import torch
 
-    from hwprof.markers import Marker
+    from hwprof.core.markers import Marker
 
 PYPERF_FILE = "timing.pyperf.json"
 
@@ -94,7 +93,7 @@ class TimingCollector(Collector):
         return pyperf.BenchmarkSuite(benchmarks) if benchmarks else None
 
     def close(self, ctx: PassContext) -> CollectorResult:
-        from hwprof.spans import latency_stats
+        from hwprof.core.spans import latency_stats
 
         if not self.stages.get("forward"):
             return CollectorResult("failed", reason="no measured iteration completed")

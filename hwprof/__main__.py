@@ -1,5 +1,5 @@
 import sys
 
-from hwprof.cli import main
+from hwprof.cli.main import main
 
 sys.exit(main())

@@ -12,7 +12,7 @@
    layers+perf / layers (the counter reads' own share), medians over the repeats of the
    per-repeat ratios, with their range: on a shared VM two identical passes differ by 10%+.
 
-2. Paired, in one process (hwprof.paired), by iteration in ABBA blocks (off, on, on, off), so
+2. Paired, in one process (hwprof.session.paired), by iteration in ABBA blocks (off, on, on, off), so
    the drift of a shared machine is cancelled; the median block ratio is printed:
      counters      layer hooks throughout; perf_events (reads at every marker, the interval
                    sampler) in the "on" iterations only: the collector's own cost
@@ -41,11 +41,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from hwprof.config import RunConfig, default_threads
-from hwprof.markers import read_markers
-from hwprof.paired import abba_forward
-from hwprof.registry import by_name
-from hwprof.spans import forward_ms_by_iteration
+from hwprof.core.config import RunConfig, default_threads
+from hwprof.core.markers import read_markers
+from hwprof.core.spans import forward_ms_by_iteration
+from hwprof.session.paired import abba_forward
+from hwprof.session.registry import by_name
 from hwprof.workload.images import discover
 
 VARIANTS: dict[str, tuple[str, list[str], dict[str, Any]]] = {
@@ -73,7 +73,7 @@ def default_model() -> str:
 
 def run_pass(run_dir: Path, pass_name: str, collectors: list[str], timeout: float) -> Path:
     proc = subprocess.run(
-        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), pass_name, ",".join(collectors)],
+        [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), pass_name, ",".join(collectors)],
         capture_output=True,
         text=True,
         timeout=timeout,

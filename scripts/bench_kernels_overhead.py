@@ -10,8 +10,8 @@ Prints, measured in this one run:
    timing pass's, and the median of those ratios: the issue's figure. On this 2-vCPU VM two identical
    passes differ by up to 10-20%, so read the paired figures for anything below that. Beside it, the
    kernels pass's own figure as the report states it: paired in the pass (its clean iterations
-   interleaved with the measured ones, hwprof.paired; median of its ABBA blocks' ratios).
-2. paired, in one process, by iteration in ABBA blocks (hwprof.paired): perf record attached to this
+   interleaved with the measured ones, hwprof.session.paired; median of its ABBA blocks' ratios).
+2. paired, in one process, by iteration in ABBA blocks (hwprof.session.paired): perf record attached to this
    process with its events disabled, switched on and off by iteration through its control FIFO:
    "perf only" = perf sampling on vs off with the layer markers on throughout; "whole pass" = markers
    and perf on vs neither (the kernels pass vs the clean model).
@@ -29,18 +29,17 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
 from hwprof.collectors.base import Collector, PassContext
 from hwprof.collectors.perf_sampling.access import perf_binary
 from hwprof.collectors.perf_sampling.control import PerfControl, make_fifos
 from hwprof.collectors.perf_sampling.rate import plan_sampling
-
-from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
-from hwprof.config import RunConfig
-from hwprof.markers import read_markers
-from hwprof.paired import abba_forward
-from hwprof.plan import plan_passes
-from hwprof.session import Session
-from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import read_markers
+from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
+from hwprof.session.paired import abba_forward
+from hwprof.session.plan import plan_passes
+from hwprof.session.run import Session
 from hwprof.workload.images import discover
 
 

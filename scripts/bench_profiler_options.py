@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Where torch.profiler's own cost goes: each of its options switched off alone, paired in one process.
 
-For each option set, hwprof.paired.abba_forward runs the layers pass's set-up (layer markers on
+For each option set, hwprof.session.paired.abba_forward runs the layers pass's set-up (layer markers on
 throughout) with the torch_profiler collector started only in the "on" iterations of ABBA blocks
 (off, on, on, off): ratio per block = forward time with the profiler / without, median over
 blocks. The option sets (RunConfig.extra entries the collector reads):
@@ -36,9 +36,8 @@ from typing import Any
 
 from hwprof.collectors.base import Collector
 from hwprof.collectors.torch_profiler.collector import TorchProfilerCollector
-
-from hwprof.config import RunConfig
-from hwprof.paired import abba_forward
+from hwprof.core.config import RunConfig
+from hwprof.session.paired import abba_forward
 
 OFF: dict[str, Any] = {"onednn_verbose": False, "profiler_flops": False, "profiler_shapes": False}
 OPTION_SETS: dict[str, dict[str, Any]] = {

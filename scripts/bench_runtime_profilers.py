@@ -23,8 +23,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hwprof.config import RunConfig
-from hwprof.runtime_names import RUNTIME_PRECISIONS
+from hwprof.core.config import RunConfig
+from hwprof.core.runtime_names import RUNTIME_PRECISIONS
 
 
 def _timed(runtime: Any, batch: Any, iteration: int) -> float:
@@ -36,7 +36,7 @@ def _timed(runtime: Any, batch: Any, iteration: int) -> float:
 def paired(model: str, runtime_name: str, precision: str, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     import torch
 
-    from hwprof.markers import MarkerBus, MarkerLog, attach_layer_markers
+    from hwprof.core.markers import MarkerBus, MarkerLog, attach_layer_markers
     from hwprof.workload.runtimes import make_runtime
     from hwprof.workload.zoo import build_model
 

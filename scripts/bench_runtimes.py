@@ -24,7 +24,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hwprof.runtime_names import RUNTIME_PRECISIONS
+from hwprof.core.runtime_names import RUNTIME_PRECISIONS
 
 TOP_LAYERS = 5
 
@@ -44,8 +44,8 @@ def collect(model: str, runtime: str, precision: str, args: argparse.Namespace, 
 
 def summarize(run_dir: Path) -> dict[str, Any]:
     from hwprof.analysis.run_analysis import analyse
-    from hwprof.rundata import RunData
-    from hwprof.spans import forward_p50_ms
+    from hwprof.core.spans import forward_p50_ms
+    from hwprof.rundir.reader import RunData
 
     data = RunData.load(run_dir)
     a = analyse(data)

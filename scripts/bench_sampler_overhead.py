@@ -1,7 +1,7 @@
 """Overhead of the sysstat (and, where the host has RAPL, rapl) samplers on the forward stage,
 and the cost of one RAPL read per marker.
 
-1. Paired, in one process (the figure to trust on a busy machine; hwprof.paired): the layers
+1. Paired, in one process (the figure to trust on a busy machine; hwprof.session.paired): the layers
    pass's set-up, the samplers switched on and off by iteration in ABBA blocks (off, on, on,
    off). Ratio per block = forward time with samplers / without; the median over blocks.
 2. Passes, as the real worker child processes, interleaved per repeat:
@@ -34,11 +34,10 @@ from hwprof.collectors.base import Collector
 from hwprof.collectors.rapl import collector as rapl
 from hwprof.collectors.rapl import sources
 from hwprof.collectors.sysstat import collector as sysstat
-
-from hwprof.config import RunConfig
-from hwprof.markers import read_markers
-from hwprof.paired import abba_forward
-from hwprof.spans import forward_ms_by_iteration
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import read_markers
+from hwprof.core.spans import forward_ms_by_iteration
+from hwprof.session.paired import abba_forward
 from hwprof.workload.images import discover
 
 
@@ -58,7 +57,7 @@ def samplers(config: RunConfig) -> list[Collector]:
 
 
 def run_pass(run_dir: Path, pass_name: str, collectors: list[str], timeout_s: float) -> None:
-    cmd = [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), pass_name, ",".join(collectors)]
+    cmd = [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), pass_name, ",".join(collectors)]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:]

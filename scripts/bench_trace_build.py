@@ -22,8 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hwprof.render.perfetto import build_trace
-from hwprof.render.trace_processor import TraceSession, availability
+from hwprof.trace.perfetto import build_trace
+from hwprof.trace.processor import TraceSession, availability
 
 SIZE_TARGET = 1 / 3
 BUILD_TARGET_S = 10.0

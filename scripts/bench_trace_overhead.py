@@ -25,7 +25,7 @@ measured iterations) over the timing pass's (and min over min, the figure least 
 host is busy with other work), and each foreign clock's alignment error as the
 collectors measured it. With --repeat N the passes are interleaved N times and the p50 is taken
 over all measured iterations of a kind. Each pass with layer hooks or switchable collectors also
-states its own cost, paired in the pass (hwprof.paired: clean iterations interleaved in ABBA
+states its own cost, paired in the pass (hwprof.session.paired: clean iterations interleaved in ABBA
 blocks): "paired" is the median of its blocks' ratios over all rounds (py-spy, attached
 throughout, is in both sides of it).
 """
@@ -45,13 +45,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hwprof.collectors.base import CollectorResult, PassContext
-
 from hwprof.analysis.paired_cost import paired_cost
-from hwprof.config import RunConfig
-from hwprof.markers import MarkerBus, read_markers
-from hwprof.registry import by_name
-from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+from hwprof.collectors.base import CollectorResult, PassContext
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import MarkerBus, read_markers
+from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+from hwprof.session.registry import by_name
 from hwprof.workload.images import discover
 
 
@@ -108,7 +107,7 @@ VARIANTS = (
 class Outcome:
     forward_ms: list[float] = field(default_factory=list)
     block_ratios: list[float] = field(default_factory=list)
-    """The pass's own paired figure: its ABBA blocks of clean and measured iterations (hwprof.paired)."""
+    """The pass's own paired figure: its ABBA blocks of clean and measured iterations (hwprof.session.paired)."""
     results: list[dict[str, CollectorResult]] = field(default_factory=list)
     wall_s: list[float] = field(default_factory=list)
 
@@ -131,7 +130,7 @@ def run_variant(base: Path, variant: Variant, config: RunConfig, images: list[st
         sys.executable,
         "-P",
         "-m",
-        "hwprof.worker",
+        "hwprof.session.worker",
         str(run_dir),
         variant.pass_name,
         ",".join(variant.collectors),

@@ -9,7 +9,7 @@
 4. no sampled stack still drawn as a slice (py-spy's runs of an unchanged stack) crosses a layer boundary.
 
 Exit status 0 when all three hold, 1 when one does not, 2 when the trace processor cannot run.
-The trace processor is the Perfetto UI's wasm under Node (see hwprof/render/trace_processor.py).
+The trace processor is the Perfetto UI's wasm under Node (see hwprof/trace/processor.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from hwprof.render.trace_layers import check_layers
-from hwprof.render.trace_processor import TraceProcessorUnavailable, TraceSession
+from hwprof.trace.layers import check_layers
+from hwprof.trace.processor import TraceProcessorUnavailable, TraceSession
 
 
 def main() -> int:

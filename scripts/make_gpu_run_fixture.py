@@ -13,7 +13,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from hwprof.cli import main
+from hwprof.cli.main import main
 
 GPU = Path("tests/fixtures/gpu")
 OUT = Path("tests/fixtures/gpu_run_yolov8n")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hwprof.config import default_threads
+from hwprof.core.config import default_threads
 from hwprof.render.compare import sweep_markdown
 from hwprof.sweep.command import sweep
 from hwprof.sweep.run import DEFAULT_COLLECTORS, SweepPlan

@@ -19,9 +19,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from hwprof.render.perfetto import build_trace
-from hwprof.render.trace_counters import CounterCheck, TrackCheck, check_counters
-from hwprof.render.trace_processor import TraceProcessorUnavailable, TraceSession
+from hwprof.trace.counters import CounterCheck, TrackCheck, check_counters
+from hwprof.trace.perfetto import build_trace
+from hwprof.trace.processor import TraceProcessorUnavailable, TraceSession
 
 
 def _key(t: TrackCheck) -> tuple[str, str]:

@@ -21,16 +21,15 @@ from typing import Any
 
 from hwprof.collectors.callgrind.parse import read_parts
 from hwprof.collectors.callgrind.tool import callgrind_command, find_valgrind
-
-from hwprof.records import MetricTables
+from hwprof.schema.records import MetricTables
 
 PLAIN = """
 import sys, torch
 from pathlib import Path
-from hwprof.config import RunConfig
+from hwprof.core.config import RunConfig
 from hwprof.collectors.callgrind import client_requests as vc
 from hwprof.workload.images import discover
-from hwprof.markers import MarkerBus
+from hwprof.core.markers import MarkerBus
 from hwprof.workload.pipeline import Pipeline
 from hwprof.workload.zoo import build_model
 model, imgsz, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

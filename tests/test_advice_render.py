@@ -22,10 +22,10 @@ from test_perfetto_trace import BAD_STATS, FIXTURE, say_unavailable
 
 from hwprof.analysis.advice import ADVICE_FILE, Advice
 from hwprof.render.advice_table import CHANGED_MARK, advice_spec, heading
-from hwprof.render.perfetto import build_trace
 from hwprof.render.report import report
-from hwprof.render.trace_processor import TraceSession, availability
-from hwprof.rundata import RunData
+from hwprof.rundir.reader import RunData
+from hwprof.trace.perfetto import build_trace
+from hwprof.trace.processor import TraceSession, availability
 
 
 def _run_end(run_dir: Path) -> int:

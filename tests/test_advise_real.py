@@ -67,7 +67,7 @@ def test_paired_blocks_are_recorded_for_the_trace(advised: tuple[Path, str]) -> 
 def test_the_trace_shows_each_paired_variants_blocks(advised: tuple[Path, str]) -> None:
     from test_perfetto_trace import BAD_STATS
 
-    from hwprof.render.trace_processor import TraceSession, availability
+    from hwprof.trace.processor import TraceSession, availability
 
     run, _ = advised
     advice, _ = load_advice(run)

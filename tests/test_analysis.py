@@ -1,7 +1,7 @@
 """Analysis on hand-built run directories: scaling, roofline, counters, energy, findings, missing data.
 
 `make_run` writes a run directory the way the session does (markers.jsonl per pass, model.json,
-metric tables, run.json through hwprof.finish.finalize), with times chosen so every expected
+metric tables, run.json through hwprof.session.finish.finalize), with times chosen so every expected
 figure can be worked out by hand.
 """
 
@@ -20,10 +20,10 @@ from hwprof.analysis.roofline import COMPUTE, MEMORY, Roof, roof_from_run
 from hwprof.analysis.run_analysis import analyse
 from hwprof.analysis.stages import StageRow
 from hwprof.analysis.types import by_type
-from hwprof.finish import finalize
-from hwprof.markers import Marker
-from hwprof.records import MetricTables
-from hwprof.rundata import SCHEMA_VERSION, RunData
+from hwprof.core.markers import Marker
+from hwprof.rundir.reader import SCHEMA_VERSION, RunData
+from hwprof.schema.records import MetricTables
+from hwprof.session.finish import finalize
 
 MS = 1_000_000
 # name, type, params, flops, in_bytes, out_bytes, weight_bytes

@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from hwprof.collectors.callgrind.parse import events_present, read_parts, readings_at_markers
 from hwprof.collectors.callgrind.report import marker_floor
 from hwprof.collectors.callgrind.tool import find_valgrind, last_level_geometry
-
-from hwprof.markers import read_markers
+from hwprof.core.markers import read_markers
 from hwprof.perf.tables import analyse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "callgrind"
@@ -64,8 +64,7 @@ def test_client_requests_do_nothing_outside_valgrind() -> None:
 
 def test_an_old_valgrind_is_refused_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hwprof.collectors.callgrind.collector import CallgrindCollector
-
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
 
     fake = tmp_path / "valgrind"
     fake.write_text("#!/bin/sh\necho valgrind-3.19.0\n")
@@ -106,8 +105,8 @@ def test_real_callgrind_pass_counts_the_same_twice(tmp_path: Path) -> None:
     if find_valgrind()[0] is None:
         pytest.skip(f"no usable valgrind: {find_valgrind()[1]} (bash scripts/install_valgrind.sh)")
     from hwprof.analysis.run_analysis import analyse as analyse_run
-    from hwprof.records import MetricTables
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
+    from hwprof.schema.records import MetricTables
 
     runs = [_collect(tmp_path / f"run{k}") for k in (1, 2)]
     tables = [MetricTables.load(tmp_path / f"run{k}" / "passes/callgrind/callgrind.metrics.json") for k in (1, 2)]

@@ -10,13 +10,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+from hwprof.cli.collect import lingering_lines
 from hwprof.collectors.base import Capability, Collector, PassContext
-
-from hwprof import child
-from hwprof.cli_collect import lingering_lines
-from hwprof.config import RunConfig
-from hwprof.plan import PassPlan
-from hwprof.session import Session
+from hwprof.core.config import RunConfig
+from hwprof.session.plan import PassPlan
+from hwprof.session.run import Session, child
 from hwprof.workload.images import ImageSet
 
 FORKING_WORKER = textwrap.dedent(

@@ -76,7 +76,7 @@ def test_empty_image_folder(run_hwprof, tmp_path) -> None:
 
 
 def test_doctor_lists_every_collector(run_hwprof) -> None:
-    from hwprof.registry import by_name
+    from hwprof.session.registry import by_name
 
     proc = run_hwprof("doctor")
     assert proc.returncode == 0, proc.stderr
@@ -201,7 +201,9 @@ def test_ctrl_c_keeps_what_was_collected(tmp_path) -> None:
     assert run["collectors"]["timing"]["status"] == "partial"
     markers = (only_run_dir(res) / "passes/timing/markers.jsonl").read_text().splitlines()
     assert any('"forward"' in line and '"E"' in line and ", 0, -1]" in line for line in markers)  # measured, kept
-    leftover = subprocess.run(["pgrep", "-f", f"hwprof.worker {only_run_dir(res)}"], capture_output=True, text=True)
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"hwprof.session.worker {only_run_dir(res)}"], capture_output=True, text=True
+    )
     assert leftover.stdout.strip() == "", "a worker outlived Ctrl-C"
 
 

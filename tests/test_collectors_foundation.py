@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from hwprof.config import RunConfig
-from hwprof.records import MetricTables
+from hwprof.core.config import RunConfig
+from hwprof.schema.records import MetricTables
 
 
 def run_worker(run_dir, pass_name: str, names: str, config: RunConfig, images) -> subprocess.CompletedProcess[str]:
@@ -17,7 +17,7 @@ def run_worker(run_dir, pass_name: str, names: str, config: RunConfig, images) -
     config.save(run_dir / "config.json")
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in images]}))
     return subprocess.run(
-        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), pass_name, names],
+        [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), pass_name, names],
         capture_output=True,
         text=True,
         timeout=300,

@@ -17,8 +17,8 @@ from test_analysis import PEAKS, make_run
 
 from hwprof.analysis.compare import compare_runs
 from hwprof.analysis.sweep_rows import SweepPoint, load_sweep, row_from_run
-from hwprof.kernels import KIND_JIT, KIND_OPENMP
-from hwprof.machine import Peaks
+from hwprof.core.kernels import KIND_JIT, KIND_OPENMP
+from hwprof.hardware.machine import Peaks
 from hwprof.render.compare import comparison_markdown, render_comparison, render_sweep, sweep_markdown
 from hwprof.sweep import run as sweep_mod
 from hwprof.sweep.run import SweepEvent, SweepPlan, collect_command, run_sweep
@@ -162,7 +162,7 @@ def test_run_sweep_with_a_stand_in_collect(tmp_path: Path, monkeypatch: pytest.M
         return [sys.executable, "-c", code, str(template), str(out)]
 
     monkeypatch.setattr(sweep_mod, "collect_command", command)
-    monkeypatch.setattr("hwprof.machine.measure_peaks", _fake_peaks)
+    monkeypatch.setattr("hwprof.hardware.machine.measure_peaks", _fake_peaks)
     lines: list[SweepEvent] = []
     out = tmp_path / "sweep"
     result = run_sweep(SweepPlan(["toyolo", "broken"], [1, 2], [1], out), progress=lines.append)
@@ -247,7 +247,7 @@ def test_compare_entry_point_formats(tmp_path: Path) -> None:
 def test_doctor_peaks_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
     from hwprof.render.report import doctor_peaks
 
-    monkeypatch.setattr("hwprof.machine.measure_peaks", _fake_peaks)
+    monkeypatch.setattr("hwprof.hardware.machine.measure_peaks", _fake_peaks)
     buf = io.StringIO()
     peaks = doctor_peaks(2, console=Console(file=buf, width=100, color_system=None))
     assert peaks.gflops == 100.0 and "100.0 GFLOP/s FP32 with 2 threads" in buf.getvalue()
@@ -510,7 +510,7 @@ def test_sweep_refuses_bad_runtimes(tmp_path: Path, plan: dict[str, Any], messag
 
 
 def test_sweep_cli_bad_pair_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hwprof.cli import main
+    from hwprof.cli.main import main
 
     code = main(["sweep", "--models", "yolov8n", "--runtimes", "onnxruntime", "--precisions", "bf16"])
     assert code == 2
@@ -602,7 +602,7 @@ def test_old_sweep_json_loads(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_real_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     """`hwprof sweep` for real: torch and ONNX Runtime, fp32 and int8 (torch int8 skipped), tiny images."""
-    from hwprof.cli import main
+    from hwprof.cli.main import main
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     out = tmp_path / "sweep"

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from hwprof.config import RunConfig
-from hwprof.registry import all_collectors, by_name, check_names
+from hwprof.core.config import RunConfig
+from hwprof.session.registry import all_collectors, by_name, check_names
 
 
 @pytest.mark.parametrize(

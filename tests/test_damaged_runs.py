@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from hwprof.cli import main
-from hwprof.rundata import RunData
+from hwprof.cli.main import main
+from hwprof.rundir.reader import RunData
 
 pytestmark = pytest.mark.fault
 
@@ -209,7 +209,7 @@ def test_sweep_plan_damaged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 def test_sweep_json_damaged(tmp_path: Path) -> None:
     from hwprof.analysis.sweep_rows import load_sweep
-    from hwprof.runschema import RunDirError
+    from hwprof.schema.check import RunDirError
 
     (tmp_path / "sweep.json").write_text(json.dumps({"rows": None}))
     with pytest.raises(RunDirError, match=r'sweep\.json: field "rows" must be a list, found null'):
@@ -261,7 +261,7 @@ def test_a_failure_while_finishing_still_saves_the_final_status(
     """A collect whose passes all finished but whose summaries cannot be derived (here: stage_stats raises, as an
     ImportError did when the code changed under a running collect) leaves run.json with its final status and the
     error, not "running" forever."""
-    from hwprof import finish
+    from hwprof.session import finish
 
     run_dir = tmp_path / "run"
     shutil.copytree(Path(__file__).parent / "fixtures" / "rundir_small", run_dir)

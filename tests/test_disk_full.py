@@ -67,7 +67,7 @@ def _no_partial_files(root: Path) -> None:
 
 
 def test_an_atomic_write_on_a_full_disk_names_the_path_and_keeps_the_old_file(tmp_path: Path) -> None:
-    from hwprof.atomic import DiskFullError, atomic_path, atomic_write_text
+    from hwprof.core.atomic import DiskFullError, atomic_path, atomic_write_text
 
     with tmpfs(tmp_path / "fs", "64k") as fs:
         target = fs / "run.json"
@@ -86,8 +86,8 @@ def test_an_atomic_write_on_a_full_disk_names_the_path_and_keeps_the_old_file(tm
 
 
 def test_a_failed_append_leaves_no_half_line(tmp_path: Path) -> None:
-    from hwprof.atomic import DiskFullError
-    from hwprof.markers import Marker, MarkerLog, read_markers
+    from hwprof.core.atomic import DiskFullError
+    from hwprof.core.markers import Marker, MarkerLog, read_markers
 
     with tmpfs(tmp_path / "fs", "64k") as fs:
         path = fs / "markers.jsonl"

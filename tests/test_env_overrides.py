@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hwprof.config import RunConfig
+from hwprof.core.config import RunConfig
 
 pytestmark = pytest.mark.fault
 
@@ -79,8 +79,7 @@ def test_a_powercap_root_that_is_a_file_is_an_error_naming_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from hwprof.collectors.rapl.collector import RaplCollector
-
-    from hwprof.envvars import EnvVarError
+    from hwprof.core.envvars import EnvVarError
 
     file = tmp_path / "powercap"
     file.write_text("")
@@ -113,9 +112,8 @@ def test_collect_with_a_powercap_root_that_is_a_file_exits_2(tmp_path: Path) -> 
 @pytest.mark.parametrize("value", ["relcache", "./rel", ""])
 def test_a_relative_xdg_cache_home_is_ignored(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hwprof.collectors.callgrind import tool
-
-    from hwprof import gpu_peaks, machine
-    from hwprof.envvars import hwprof_cache
+    from hwprof.core.envvars import hwprof_cache
+    from hwprof.hardware import gpu_peaks, machine
 
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setenv("XDG_CACHE_HOME", value)

@@ -117,7 +117,7 @@ def test_two_collects_into_one_folder_one_runs_the_other_refuses_with_the_holder
 
 
 def test_a_held_lock_refuses_a_second_collect_at_once(tmp_path: Path) -> None:
-    from hwprof.rundir_lock import RunDirLock
+    from hwprof.rundir.lock import RunDirLock
 
     out = tmp_path / "busy"
     out.mkdir()
@@ -182,8 +182,8 @@ def test_a_stopped_local_sweep_finalises_its_point_and_says_how_to_resume(tmp_pa
 def test_a_run_left_running_says_whether_a_collect_still_holds_it(tmp_path: Path) -> None:
     import shutil
 
-    from hwprof.rundata import RunData
-    from hwprof.rundir_lock import RunDirLock
+    from hwprof.rundir.lock import RunDirLock
+    from hwprof.rundir.reader import RunData
 
     run_dir = tmp_path / "left"
     shutil.copytree(Path(__file__).parent / "fixtures" / "rundir_small", run_dir)

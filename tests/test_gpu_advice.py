@@ -20,11 +20,11 @@ from hwprof.analysis.advice import NOT_RUN, RECORDED, RECORDED_NOISE, load_advic
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.gpu_advice import SOURCE, GpuBaseline, gpu_advice
 from hwprof.analysis.run_analysis import analyse
-from hwprof.gpu_rundir import COMPILED, EXPERIMENTS, RECORDED_DIR, recorded_gpu_advice
+from hwprof.gpu.rundir import COMPILED, EXPERIMENTS, RECORDED_DIR, recorded_gpu_advice
 from hwprof.render.gpu_sections import NO_GPU_TIME, gpu_main_layers_spec
 from hwprof.render.report import specs
 from hwprof.render.tables import spec_renderables
-from hwprof.rundata import RunData
+from hwprof.rundir.reader import RunData
 
 FIX = Path(__file__).parent / "fixtures"
 GPU = FIX / "gpu"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from gpu_rundir import gpu_run
-from hwprof.collectors.gpu.ncu.csv_report import parse_ncu_csv
-from hwprof.collectors.gpu.ncu.layers import kernel_layers, layer_tables
 
 from hwprof.analysis.gpu_kernels import tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import GpuRoof, roofline_rows
+from hwprof.collectors.gpu.ncu.csv_report import parse_ncu_csv
+from hwprof.collectors.gpu.ncu.layers import kernel_layers, layer_tables
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 NCU = FIX / "ncu_yolov8n_640_fp32.csv.gz"
@@ -115,7 +115,7 @@ def test_live_kernel_pass_asks_for_tensor_core_math_the_device_lists():
 @pytest.fixture(scope="module")
 def gpu_view(tmp_path_factory):
     from hwprof.analysis.gpu_view import load_gpu_view
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
     run_dir, _ = gpu_run(tmp_path_factory.mktemp("claims"))
     view = load_gpu_view(RunData.load(run_dir))
@@ -160,7 +160,7 @@ def test_roofline_points_pair_one_cache_state(gpu_view):
 
 
 def test_gpu_import_prints_unavailable_with_the_fix(capsys):
-    from hwprof.cli import main
+    from hwprof.cli.main import main
 
     args = ["gpu-import", "--ncu", str(NCU), "--ncu-app-range", str(NCU_RANGE)]
     assert main([*args, "--peaks", str(FIX / "gpu_results.subset.json")]) == 0

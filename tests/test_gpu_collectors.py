@@ -8,12 +8,12 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hwprof.collectors.base import PassContext
 
-from hwprof.config import RunConfig
-from hwprof.gpu_device import NVIDIA_CTL
-from hwprof.markers import MarkerBus
-from hwprof.registry import by_name
+from hwprof.collectors.base import PassContext
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import MarkerBus
+from hwprof.hardware.gpu_device import NVIDIA_CTL
+from hwprof.session.registry import by_name
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 GPU_COLLECTORS = ("gpu_kineto", "nvml", "cuda_graph", "ncu", "ncu_range")
@@ -48,7 +48,7 @@ def test_ncu_is_opt_in():
     [["collect", "--device", "cuda", "--model", "yolov8n"], ["sweep", "--device", "cuda", "--models", "yolov8n"]],
 )
 def test_device_cuda_refused_on_a_cpu_host(argv, capsys):
-    from hwprof.cli import main
+    from hwprof.cli.main import main
 
     assert main(argv) == 2
     out = capsys.readouterr().out
@@ -83,7 +83,7 @@ def test_ncu_command_is_the_recorded_one(tmp_path, monkeypatch):
 
     monkeypatch.setattr(live, "ncu_binary", lambda: "/opt/ncu/ncu")
     config = RunConfig(device="cuda", counters="ncu")
-    worker = ["python", "-P", "-m", "hwprof.worker", "run", "ncu", "ncu"]
+    worker = ["python", "-P", "-m", "hwprof.session.worker", "run", "ncu", "ncu"]
     for name, replay in (
         ("ncu", ["--nvtx", "--nvtx-include", "measured/"]),
         ("ncu_range", ["--replay-mode", "app-range", "--nvtx", "--nvtx-include", "regex:layer .*/"]),
@@ -132,9 +132,10 @@ def test_overlapping_layer_ranges_on_one_stream():
     stream (as launches from two threads, or overlapping timestamps, would make it; no recording has one). Layer 1's
     slice still spans exactly its kernels, on the stream's overlap track, saying which slice it overlaps, so that
     the renderer never cuts a layer slice to nest it."""
+    from kineto_synth import synthetic_pipeline_trace
+
     from hwprof.collectors.gpu.kineto.outputs import spans
     from hwprof.collectors.gpu.kineto.trace import parse_gpu_trace
-    from kineto_synth import synthetic_pipeline_trace
 
     data, synth = synthetic_pipeline_trace(1)
     layer0 = [a for _, layer, a in synth.placed if layer == "layer 0 Conv"]
@@ -174,9 +175,9 @@ def test_gpu_kineto_live_ranges_on_the_cpu(tmp_path, monkeypatch):
     recordings' ranges do, and the other stages' `stage <name>` ranges beside them (a CPU torch records no
     kernel, so the collector then says so)."""
     import torch
-    from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
 
-    from hwprof.markers import attach_layer_markers
+    from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
+    from hwprof.core.markers import attach_layer_markers
     from hwprof.workload.zoo import build_model
 
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)

@@ -16,11 +16,11 @@ from gpu_trace_checks import check_kernels_and_launches
 from rich.console import Console
 
 from hwprof.analysis.run_analysis import analyse
-from hwprof.cli import main
+from hwprof.cli.main import main
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_roofline_spec
 from hwprof.render.report import header_lines
 from hwprof.render.tables import spec_renderables
-from hwprof.rundata import RunData
+from hwprof.rundir.reader import RunData
 
 FIX = Path(__file__).parent / "fixtures"
 RUN = FIX / "gpu_run_yolov8n"
@@ -76,7 +76,7 @@ def test_imported_run_reads_like_a_run() -> None:
 
 
 def test_report_trace_compare_on_the_imported_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hwprof.render.trace_processor import TraceSession, availability
+    from hwprof.trace.processor import TraceSession, availability
 
     run = _copy(tmp_path)
     assert main(["report", str(run)]) == 0
@@ -168,7 +168,7 @@ def test_report_gpu_sections_at_width(width: int) -> None:
 
 @pytest.mark.parametrize("width", [80, 100])
 def test_gpu_import_tables_at_width(width: int) -> None:
-    from hwprof.gpu_import import import_kineto, import_ncu, peaks_from_results
+    from hwprof.gpu.importer import import_kineto, import_ncu, peaks_from_results
     from hwprof.render.gpu_tables import print_kineto, print_ncu
 
     summary = import_kineto(GPU / "kineto_yolov7_640_fp32.trimmed.json.gz", ("cuda_runtime",))
@@ -193,7 +193,6 @@ def test_gpu_import_energy_table_unavailable_and_counter_rows() -> None:
     labelled "counter" (the counter's method text starts "estimate:", so it was labelled a power integral), and
     a mean that was not sampled is "-" (it was 0)."""
     from hwprof.collectors.gpu.nvml.samples import COUNTER_METHOD
-
     from hwprof.render.gpu_tables import print_nvml
 
     method = COUNTER_METHOD.format(period=98)

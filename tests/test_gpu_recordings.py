@@ -8,15 +8,15 @@ import os
 from pathlib import Path
 
 import pytest
+
+from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
+from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, attribute
 from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
 from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
 from hwprof.collectors.gpu.ncu.layers import layer_tables
 from hwprof.collectors.gpu.nvml.samples import TRACKS, NvmlSeries, power_average_s
-
-from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
-from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
-from hwprof.gpu_import import import_nvml
+from hwprof.gpu.importer import import_nvml
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 KINETO = FIX / "kineto_yolov7_640_fp32.trimmed.json.gz"
@@ -263,7 +263,7 @@ def test_full_recordings_reproduce_readme_figures():
 
 
 def test_gpu_import_command(capsys):
-    from hwprof.cli import main
+    from hwprof.cli.main import main
 
     assert main(["gpu-import", "--ncu", str(NCU), "--ncu-app-range", str(NCU_RANGE), "--format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -276,7 +276,7 @@ def _live_nvml_run():
     import gzip
     from types import SimpleNamespace
 
-    from hwprof.markers import Marker
+    from hwprof.core.markers import Marker
 
     series = NvmlSeries.load(FIX / "live" / "nvml.samples.json.gz")
     with gzip.open(FIX / "live" / "layers_stage_markers.jsonl.gz", "rt") as lines:
@@ -296,9 +296,8 @@ def test_nvml_energy_of_short_stages_is_never_an_unmeasured_zero(tmp_path):
     pass's) and the stages add up to the iteration."""
     from hwprof.collectors.base import PassContext
     from hwprof.collectors.gpu.nvml.collector import NvmlCollector
-
-    from hwprof.config import RunConfig
-    from hwprof.markers import MarkerBus
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import MarkerBus
 
     series, markers, sampler = _live_nvml_run()
     assert series.update_period_ms() == pytest.approx(100, abs=3)

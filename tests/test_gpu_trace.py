@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from gpu_rundir import GPU, NVML_SAMPLES, gpu_run
 from gpu_trace_checks import BAD_STATS, check_kernels_and_launches
-from hwprof.collectors.gpu.kineto.trace import GPU_CATS, GpuTrace, load_gpu_trace, parse_gpu_trace
 from kineto_synth import synthetic_pipeline_trace
 
-from hwprof.render.perfetto import build_trace
-from hwprof.render.trace_processor import TraceSession, availability
+from hwprof.collectors.gpu.kineto.trace import GPU_CATS, GpuTrace, load_gpu_trace, parse_gpu_trace
+from hwprof.trace.perfetto import build_trace
+from hwprof.trace.processor import TraceSession, availability
 
 ACTIVITY_CATS = tuple(GPU_CATS)
 
@@ -179,7 +179,7 @@ def test_gpu_report_and_findings(tmp_path: Path) -> None:
 
     from hwprof.analysis.run_analysis import analyse
     from hwprof.render.report import render_rich
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
     run_dir, _ = gpu_run(tmp_path)
     a = analyse(RunData.load(run_dir))
@@ -253,7 +253,7 @@ def test_cuda_run_has_no_cpu_roofline(tmp_path: Path) -> None:
 
     from hwprof.analysis.run_analysis import analyse
     from hwprof.render.report import render_rich
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
     run_dir, _ = gpu_run(tmp_path)
     cpu = analyse(RunData.load(run_dir))

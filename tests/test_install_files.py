@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from hwprof.gpu_device import GPU_TORCH_INSTALL
+from hwprof.hardware.gpu_device import GPU_TORCH_INSTALL
 
 ROOT = Path(__file__).resolve().parents[1]
 CUDA_TORCH = "2.11.0+cu130"

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hwprof.cli_args import add_collect_args, build_parser
+from hwprof.cli.args import add_collect_args, build_parser
 
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy" / "kuberay"

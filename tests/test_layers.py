@@ -13,63 +13,24 @@ import subprocess
 import sys
 from pathlib import Path
 
-import hwprof.collectors
 import pytest
 
 import hwprof
+import hwprof.collectors
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    (
-        "records and config",
-        (
-            "hwprof",
-            "hwprof.atomic",
-            "hwprof.envvars",
-            "hwprof.records",
-            "hwprof.config",
-            "hwprof.runtime_names",
-            "hwprof.markers",
-            "hwprof.runschema",
-            "hwprof.spans",
-            "hwprof.kernels",
-            "hwprof.cppnames",
-            "hwprof.host",
-            "hwprof.host_kinds",
-        ),
-    ),
-    ("hardware access", ("hwprof.perf", "hwprof.machine", "hwprof.gpu_device", "hwprof.gpu_peaks")),
+    ("files", ("hwprof", "hwprof.core.atomic")),
+    ("run schema", ("hwprof.schema",)),
+    ("records and config", ("hwprof.core",)),
+    ("hardware access", ("hwprof.perf", "hwprof.hardware")),
     ("workload", ("hwprof.workload",)),
     ("collectors", ("hwprof.collectors",)),
-    ("run directory", ("hwprof.rundata", "hwprof.rundir_lock")),
+    ("run directory", ("hwprof.rundir",)),
     ("analysis", ("hwprof.analysis",)),
-    ("render", ("hwprof.render",)),
-    ("finishing a run", ("hwprof.finish",)),
-    (
-        "session and CLI",
-        (
-            "hwprof.registry",
-            "hwprof.worker",
-            "hwprof.worker_stop",
-            "hwprof.worker_io",
-            "hwprof.paired",
-            "hwprof.advise",
-            "hwprof.session",
-            "hwprof.sweep",
-            "hwprof.gpu_import",
-            "hwprof.gpu_rundir",
-            "hwprof.gpu_cli",
-            "hwprof.plan",
-            "hwprof.disk_estimate",
-            "hwprof.child",
-            "hwprof.stopping",
-            "hwprof.cli_args",
-            "hwprof.cli_collect",
-            "hwprof.cli_advise",
-            "hwprof.cli_progress",
-            "hwprof.cli_sweep_job",
-            "hwprof.cli",
-        ),
-    ),
+    ("render", ("hwprof.render", "hwprof.trace")),
+    ("finishing a run", ("hwprof.session.finish",)),
+    ("session", ("hwprof.session", "hwprof.advise", "hwprof.sweep", "hwprof.gpu")),
+    ("command line", ("hwprof.cli",)),
     ("entry point", ("hwprof.__main__",)),
 ]
 """Bottom to top. A module is in the layer that names it or the package it is in (the longest name wins)."""
@@ -186,6 +147,6 @@ def test_imports_only_go_down(imports: dict[tuple[str, str], list[int]]) -> None
 
 def test_the_layer_check_sees_a_climb_and_a_circle() -> None:
     assert layer_of("hwprof.collectors.rapl.collector") == layer_of("hwprof.collectors")
-    assert layer_of("hwprof.finish") > layer_of("hwprof.render") > layer_of("hwprof.analysis")  # type: ignore[operator]
+    assert layer_of("hwprof.session.finish") > layer_of("hwprof.render") > layer_of("hwprof.analysis")  # type: ignore[operator]
     assert circles({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")}) == [["a", "b", "c"]]
     assert circles({("a", "b"), ("b", "c")}) == []

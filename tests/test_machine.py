@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from hwprof import machine
-from hwprof.machine import Peaks, cache_path, llc_bytes, measure_peaks, triad_elements
+from hwprof.hardware import machine
+from hwprof.hardware.machine import Peaks, cache_path, llc_bytes, measure_peaks, triad_elements
 
 
 @pytest.fixture

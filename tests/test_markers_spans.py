@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from hwprof.markers import Marker, MarkerBus, MarkerLog, read_markers
-from hwprof.spans import forward_ms_by_iteration, latency_stats, layer_self_ns, pair_spans, stage_stats
+from hwprof.core.markers import Marker, MarkerBus, MarkerLog, read_markers
+from hwprof.core.spans import forward_ms_by_iteration, latency_stats, layer_self_ns, pair_spans, stage_stats
 
 
 def fake_clock(step: int = 10):

@@ -26,14 +26,14 @@ from test_pass_cost import LAYER_MS, _paired_layers_pass, _rewrite_layers_pass
 from hwprof.analysis.neighbours import DISTURBED_SHARE, NEGLIGIBLE_SHARE, timing_disturbance
 from hwprof.analysis.paired_cost import PassCostFigure
 from hwprof.analysis.run_analysis import analyse
-from hwprof.config import RunConfig
-from hwprof.paired import extend, schedule
+from hwprof.core.config import RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch, neighbours_entry, parse_stat, tree
 from hwprof.perf.steal import tick_ns
 from hwprof.render.export import summary_dict
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.report_sections import stages_spec
-from hwprof.rundata import RunData
+from hwprof.rundir.reader import RunData
+from hwprof.session.paired import extend, schedule
 
 TICK_S = tick_ns() / 1e9
 
@@ -91,14 +91,14 @@ def test_other_work_is_busy_time_of_the_run_cpus_less_the_run_own_tree(tmp_path:
         proc.set_cpu(cpu, user=1000)
     proc.set_proc(1, "init", 0, 5)
     proc.set_proc(100, "hwprof", 1, 50)  # the run: collect process
-    proc.set_proc(101, "python -m hwprof.worker", 100, 10)  # its worker
+    proc.set_proc(101, "python -m hwprof.session.worker", 100, 10)  # its worker
     proc.set_proc(102, "perf (record)", 101, 3)  # a grandchild, reaped during the window
     proc.set_proc(200, "hog (busy) loop", 1, 400, cpu=1)  # outside, on the run's CPUs
     proc.set_proc(300, "elsewhere", 1, 100, cpu=2)  # outside, on a CPU the run may not use
     watch = NeighbourWatch(root=100, cpus={0, 1}, interval_s=0, proc=tmp_path / "proc").start()
 
     proc.set_proc(100, "hwprof", 1, 60)  # +10
-    proc.set_proc(101, "python -m hwprof.worker", 100, 110, cutime=23)  # +100, and 102 reaped: +20 (23 - 3)
+    proc.set_proc(101, "python -m hwprof.session.worker", 100, 110, cutime=23)  # +100, and 102 reaped: +20 (23 - 3)
     proc.drop(102)
     proc.set_proc(200, "hog (busy) loop", 1, 550, cpu=1)  # +150
     proc.set_proc(300, "elsewhere", 1, 900, cpu=2)  # +800, not on cpus 0-1

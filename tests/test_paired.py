@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from hwprof.paired import is_on, summarize
 from hwprof.perf.sampler import IntervalSampler
+from hwprof.session.paired import is_on, summarize
 
 
 def test_abba_order_and_block_ratios() -> None:

@@ -9,18 +9,18 @@ import math
 from pathlib import Path
 
 import pytest
-from hwprof.collectors.scalene.collector import MAX_ITERATIONS, MIN_PROFILED_S
 from test_analysis import _iteration, _write_markers, make_run
 
 from hwprof.analysis.layer_report import build_layer_report
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, paired_cost, pass_level_cost
 from hwprof.analysis.run_analysis import analyse
-from hwprof.finish import finalize
-from hwprof.markers import Marker
-from hwprof.paired import schedule
+from hwprof.collectors.scalene.collector import MAX_ITERATIONS, MIN_PROFILED_S
+from hwprof.core.markers import Marker
+from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces, timing_forward_s
 from hwprof.render.overhead_section import overhead_spec
-from hwprof.rundata import RunData
-from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces, timing_forward_s
+from hwprof.rundir.reader import RunData
+from hwprof.session.finish import finalize
+from hwprof.session.paired import schedule
 
 LAYER_MS = {"model.0": 80.0, "model.1": 60.0, "model.2": 20.0, "model.3": 20.0}
 """The layers pass of make_run: 20 ms gap + 180 ms of layers = 200 ms measured forward."""
@@ -190,7 +190,7 @@ def test_a_pass_without_clean_iterations_is_a_pass_level_estimate(tmp_path: Path
 
 @pytest.mark.slow
 def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Path) -> None:
-    from hwprof.markers import read_markers
+    from hwprof.core.markers import read_markers
 
     only = "timing,flops,torch_profiler,pyspy,scalene"
     proc = run_hwprof(
@@ -249,8 +249,8 @@ def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Pat
 def test_which_passes_interleave_clean_iterations(
     tmp_path: Path, pass_name: str, names: str, runtime: str, paired: dict[str, list[str]] | None
 ) -> None:
-    from hwprof.config import RunConfig
-    from hwprof.worker import PassRunner
+    from hwprof.core.config import RunConfig
+    from hwprof.session.worker import PassRunner
 
     RunConfig(model="yolov8n").save(tmp_path / "config.json")
     (tmp_path / "images.json").write_text(json.dumps({"paths": []}))
@@ -270,10 +270,9 @@ def test_clean_iterations_reach_only_collectors_that_ask(tmp_path: Path) -> None
     sees a clean iteration."""
     from hwprof.collectors.gpu.nvml.collector import NvmlCollector
     from hwprof.collectors.perf_events.collector import PerfEvents
-
-    from hwprof.config import RunConfig
-    from hwprof.markers import Marker
-    from hwprof.worker import PassRunner
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import Marker
+    from hwprof.session.worker import PassRunner
 
     RunConfig(model="yolov8n").save(tmp_path / "config.json")
     (tmp_path / "images.json").write_text(json.dumps({"paths": []}))

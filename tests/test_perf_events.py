@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hwprof.collectors.base import PassContext
 
-from hwprof.config import RunConfig
-from hwprof.markers import Marker, MarkerBus
+from hwprof.collectors.base import PassContext
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import Marker, MarkerBus
 from hwprof.perf import readings as readings_io
 from hwprof.perf.errors import explain
 from hwprof.perf.events import DEFAULT_HARDWARE, EventResolver, Pmu, UnknownEventError
@@ -23,8 +23,8 @@ from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns
 from hwprof.perf.syscall import try_open
 from hwprof.perf.tables import analyse
 from hwprof.perf.threadcpu import CountedThreadsCpu
-from hwprof.records import MetricTables, read_records
-from hwprof.registry import by_name
+from hwprof.schema.records import MetricTables, read_records
+from hwprof.session.registry import by_name
 
 PerfEvents = by_name()["perf_events"]
 DATA = b"x" * (1 << 22)
@@ -222,7 +222,7 @@ def _worker_run(run_dir: Path, model: str) -> dict[str, Any]:
     # itself and not how long workers spun on a loaded machine (spinning varied 7x between runs here)
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}
     proc = subprocess.run(
-        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), "layers", "perf_events"],
+        [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), "layers", "perf_events"],
         capture_output=True,
         text=True,
         timeout=300,

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hwprof.collectors.base import Capability
 from hwprof.collectors.perf_sampling import access
 from hwprof.collectors.perf_sampling import collector as ps
@@ -35,12 +36,11 @@ from hwprof.collectors.perf_sampling.script import (
     parse_script,
     short_name,
 )
-
-from hwprof.config import RunConfig
-from hwprof.kernels import BETWEEN_LAYERS, KINDS, attribute, derived, tables_dict
-from hwprof.markers import read_markers
-from hwprof.records import StackSample, read_records
-from hwprof.spans import measured_pieces, measured_spans
+from hwprof.core.config import RunConfig
+from hwprof.core.kernels import BETWEEN_LAYERS, KINDS, attribute, derived, tables_dict
+from hwprof.core.markers import read_markers
+from hwprof.core.spans import measured_pieces, measured_spans
+from hwprof.schema.records import StackSample, read_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "perf_sampling"
 PERF = shutil.which("perf")
@@ -298,8 +298,8 @@ def _report_shares(data: Path, windows: list[tuple[int, int]]) -> dict[str, floa
 def _check_trace(trace: Path, run_dir: Path) -> None:
     """The samples in Perfetto's own trace processor: perf samples on both threads, each with the CPU
     it ran on and its kernel as a frame, no import errors, and each layer's samples as the tables count them."""
-    from hwprof.render.trace_layers import check_layers
-    from hwprof.render.trace_processor import TraceSession, availability
+    from hwprof.trace.layers import check_layers
+    from hwprof.trace.processor import TraceSession, availability
 
     state = availability()
     if not state.available:
@@ -377,8 +377,7 @@ def test_real_cpi_per_kernel_where_the_pmu_counts(run_hwprof: Any, tmp_path: Pat
 
 def test_a_worker_that_never_measures_leaves_a_failed_result_and_no_perf(tmp_path: Path) -> None:
     from hwprof.collectors.base import PassContext
-
-    from hwprof.markers import MarkerBus
+    from hwprof.core.markers import MarkerBus
 
     config = RunConfig()
     ctx = PassContext(config, tmp_path, "kernels", MarkerBus())
@@ -392,8 +391,7 @@ def test_a_worker_that_never_measures_leaves_a_failed_result_and_no_perf(tmp_pat
 
 def test_perf_that_dies_at_once_fails_with_its_words(tmp_path: Path) -> None:
     from hwprof.collectors.base import PassContext
-
-    from hwprof.markers import MarkerBus
+    from hwprof.core.markers import MarkerBus
 
     ctx = PassContext(RunConfig(), tmp_path, "kernels", MarkerBus())
     ctx.out_dir.mkdir(parents=True)

@@ -16,20 +16,20 @@ from typing import Any
 
 import pytest
 
-from hwprof.cppnames import elide_cpp
-from hwprof.markers import Marker
-from hwprof.records import CounterSample, Span, ThreadName, read_records, write_records
-from hwprof.render.perfetto import build_trace
-from hwprof.render.perfetto_tracks import marker_slices
-from hwprof.render.trace_model import LEVEL_LAYER, LEVEL_RECORD, LEVEL_STAGE, Slice
-from hwprof.render.trace_nesting import coalesce_runs, nest, stack_runs
-from hwprof.render.trace_processor import (
+from hwprof.core.cppnames import elide_cpp
+from hwprof.core.markers import Marker
+from hwprof.rundir.reader import RunData
+from hwprof.schema.records import CounterSample, Span, ThreadName, read_records, write_records
+from hwprof.trace.model import LEVEL_LAYER, LEVEL_RECORD, LEVEL_STAGE, Slice
+from hwprof.trace.nesting import coalesce_runs, nest, stack_runs
+from hwprof.trace.perfetto import build_trace
+from hwprof.trace.processor import (
     TraceProcessorError,
     TraceProcessorUnavailable,
     TraceSession,
     availability,
 )
-from hwprof.rundata import RunData
+from hwprof.trace.tracks import marker_slices
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_small"
 BAD_STATS = """
@@ -440,7 +440,7 @@ def test_counter_tracks_keep_their_units_and_read_as_values(tmp_path: Path) -> N
 
 
 def test_a_malformed_record_is_a_one_line_error(tmp_path: Path) -> None:
-    from hwprof.rundata import RunDirError
+    from hwprof.rundir.reader import RunDirError
 
     run_dir = _failed_run(tmp_path)
     (run_dir / "passes" / "trace" / "bad.records.jsonl").write_text('{"kind": "span", "name": "x"}\n{"kind": "span"}\n')
@@ -523,7 +523,7 @@ def test_stack_runs_merge_over_unsymbolized_native_frames() -> None:
 
 
 def test_stack_levels_put_callers_above_callees_that_share_their_interval() -> None:
-    from hwprof.render.trace_nesting import stack_levels
+    from hwprof.trace.nesting import stack_levels
 
     # written innermost first within a tie, as the pyspy collector does
     written = [_s(0, 10, "callee"), _s(0, 10, "caller")]

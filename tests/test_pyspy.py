@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 import pytest
+
 from hwprof.collectors.pyspy import attribution, parse
 from hwprof.collectors.pyspy import collector as ps
-
-from hwprof.config import RunConfig
-from hwprof.markers import Marker, read_markers
-from hwprof.records import Span, ThreadName, read_records
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import Marker, read_markers
+from hwprof.schema.records import Span, ThreadName, read_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pyspy"
 
@@ -178,14 +178,13 @@ def _run_dir(tmp_path: Path, iters: int, native: bool = False) -> Path:
 
 def _spawn(run_dir: Path, names: str) -> tuple[subprocess.Popen[bytes], ps.PySpyTool]:
     from hwprof.collectors.base import PassContext
-
-    from hwprof.markers import MarkerBus
+    from hwprof.core.markers import MarkerBus
 
     config = RunConfig.load(run_dir / "config.json")
     ctx = PassContext(config, run_dir, "trace", MarkerBus())
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     worker = subprocess.Popen(
-        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), "trace", names],
+        [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), "trace", names],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
@@ -236,7 +235,7 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
     # the clean iterations of the paired pass too: a run of samples can begin in a clean forward
     ends = {(m.iteration, m.clean): m.t_ns for m in forward if m.phase == "E" and not m.warmup}
     spans = [(m.t_ns, ends[m.iteration, m.clean]) for m in forward if m.phase == "B" and not m.warmup]
-    # ITERATIONS of each kind, more where the paired pass added ABBA blocks to resolve its cost (hwprof.paired.extend)
+    # ITERATIONS of each kind, more where the paired pass added ABBA blocks (hwprof.session.paired.extend)
     assert len(spans) >= 2 * ITERATIONS and len(spans) % 2 == 0
     # 50 Hz samples vs ~10 ms stages: 10 iterations gave 11-20 checked stack changes and shares from 0.67
     # to 1.0 over repeated runs, so 25 iterations (~35 checks) against 0.7; chance would give ~0.25

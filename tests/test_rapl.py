@@ -14,15 +14,15 @@ import time
 from pathlib import Path
 
 import pytest
+
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.rapl import collector as rapl
 from hwprof.collectors.rapl import energy as rapl_energy
 from hwprof.collectors.rapl import perf_energy, sources
-
-from hwprof.config import RunConfig
-from hwprof.markers import Marker, MarkerBus
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import Marker, MarkerBus
 from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns
-from hwprof.records import CounterSample, MetricTables, read_records, write_records
+from hwprof.schema.records import CounterSample, MetricTables, read_records, write_records
 
 MAX_PKG = 262143328850
 """max_energy_range_uj of a real package zone (2^32 energy-status units of 61.035 uJ)."""
@@ -521,7 +521,7 @@ def test_a_recorded_run_with_a_still_counter_reports_energy_unavailable(tmp_path
 
     from hwprof.analysis.run_analysis import analyse
     from hwprof.render.report import render_rich
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -541,7 +541,7 @@ def test_a_recorded_run_with_a_still_counter_reports_energy_unavailable(tmp_path
 
 
 def test_a_recorded_still_counter_draws_no_power_track(tmp_path: Path) -> None:
-    from hwprof.render.perfetto_tracks import build_timeline
+    from hwprof.trace.tracks import build_timeline
 
     run_dir = tmp_path / "run"
     (run_dir / "passes" / "layers").mkdir(parents=True)

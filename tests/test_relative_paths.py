@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hwprof.config import RunConfig
+from hwprof.core.config import RunConfig
 
 
 def test_resolve_paths_makes_user_paths_absolute(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from hwprof.render.report import FORMATS, render_report, report
-from hwprof.rundata import RunData, RunDirError
+from hwprof.rundir.reader import RunData, RunDirError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
 GOLDEN = FIXTURE / "golden"
@@ -245,7 +245,7 @@ def test_render_report_for_collect(run_dir: Path) -> None:
 
 
 def test_doctor_peaks_view() -> None:
-    from hwprof.machine import Peaks
+    from hwprof.hardware.machine import Peaks
     from hwprof.render.report import peaks_renderable
 
     peaks = Peaks(

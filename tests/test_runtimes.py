@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from hwprof.analysis.runtime_nodes import layer_nodes
-from hwprof.markers import Marker
-from hwprof.records import NodeRow
-from hwprof.runtime_names import check_runtime_precision
-from hwprof.spans import layer_self_ns, measured_pieces, pair_spans
+from hwprof.core.markers import Marker
+from hwprof.core.runtime_names import check_runtime_precision
+from hwprof.core.spans import layer_self_ns, measured_pieces, pair_spans
+from hwprof.schema.records import NodeRow
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, replay_markers, scope_of
 from hwprof.workload.runtime import RunRecord
 
@@ -287,9 +287,9 @@ def _collect(out: Path, *args: str) -> dict:
 @pytest.mark.slow
 def test_onnxruntime_run_end_to_end(tmp_path: Path) -> None:
     from hwprof.analysis.run_analysis import analyse
-    from hwprof.markers import read_markers
-    from hwprof.render.trace_processor import availability, query_many
-    from hwprof.rundata import RunData
+    from hwprof.core.markers import read_markers
+    from hwprof.rundir.reader import RunData
+    from hwprof.trace.processor import availability, query_many
     from hwprof.workload.onnx_export import sha256_of
 
     out = tmp_path / "ort"
@@ -355,7 +355,7 @@ def test_reduced_precision_records_what_ran_and_its_error(
     tmp_path: Path, runtime: str, precision: str, kernel_part: str | None
 ) -> None:
     from hwprof.analysis.run_analysis import analyse
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
     out = tmp_path / f"{runtime}-{precision}"
     run = _collect(out, "--runtime", runtime, "--precision", precision, "--only", "timing,flops")
@@ -483,7 +483,7 @@ def test_openvino_is_imported_without_its_telemetry() -> None:
     the fork outlived the worker under Scalene); hwprof imports it with OpenVINO's no-op stub instead."""
     pytest.importorskip("openvino")
     code = (
-        "import sys; from hwprof.runtime_names import import_runtime; import_runtime('openvino'); "
+        "import sys; from hwprof.core.runtime_names import import_runtime; import_runtime('openvino'); "
         "from openvino.tools.ovc import telemetry_utils; "
         "print(telemetry_utils.tm.__name__, sys.modules.get('openvino_telemetry'))"
     )
@@ -506,7 +506,7 @@ def test_runtimes_register_themselves_and_the_loader_picks_by_name_and_device(
 ) -> None:
     """runtime.py imports no runtime; each registers itself, and make_runtime picks one (torch's profiler is
     never driven: it gets profile=False)."""
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
     from hwprof.workload import runtime as runtime_module
     from hwprof.workload.runtimes import make_runtime
 
@@ -530,7 +530,7 @@ RUNS_ON = {
 @pytest.mark.parametrize("case", sorted(RUNS_ON))
 def test_runs_on_agrees_with_the_checks(case):
     """One rule for doctor's table, the sweep's plan and collect's refusal."""
-    from hwprof.runtime_names import check_runtime_precision, runs_on
+    from hwprof.core.runtime_names import check_runtime_precision, runs_on
 
     runtime, precision, device = case.split()
     assert runs_on(runtime, precision, device) is RUNS_ON[case]

@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.scalene import collector as sc
 from hwprof.collectors.scalene import convert as sc_convert
-
-from hwprof.config import RunConfig
-from hwprof.markers import MarkerBus, read_markers
-from hwprof.records import CounterSample, read_records
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import MarkerBus, read_markers
+from hwprof.schema.records import CounterSample, read_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scalene"
 
@@ -72,9 +72,9 @@ def test_import_errors_other_than_a_missing_dependency_reinstall_scalene() -> No
 
 def test_wrap_command_runs_the_worker_module_under_scalene(tmp_path: Path) -> None:
     ctx = _ctx(tmp_path)
-    command = [sys.executable, "-P", "-m", "hwprof.worker", str(tmp_path), "scalene", "scalene"]
+    command = [sys.executable, "-P", "-m", "hwprof.session.worker", str(tmp_path), "scalene", "scalene"]
     wrapped = sc.ScaleneCollector(ctx.config).wrap_command(command, ctx)
-    assert wrapped[wrapped.index("-m", wrapped.index("run")) + 1] == "hwprof.worker"
+    assert wrapped[wrapped.index("-m", wrapped.index("run")) + 1] == "hwprof.session.worker"
     assert wrapped[-4:] == ["---", str(tmp_path), "scalene", "scalene"]
     assert wrapped[wrapped.index("-o") + 1] == str(ctx.out_dir / "scalene.json")
     assert "--cpu-only" in wrapped and "--off" in wrapped and "--gpu" not in wrapped
@@ -178,14 +178,14 @@ def test_real_scalene_pass(tmp_path: Path) -> None:
     assert sc.ScaleneCollector.probe(config).available
     ctx = _ctx(run_dir, config)
     collector = sc.ScaleneCollector(config)
-    command = [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), "scalene", "scalene"]
+    command = [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), "scalene", "scalene"]
     worker = subprocess.Popen(collector.wrap_command(command, ctx), stdout=subprocess.PIPE, text=True)
     tool = collector.attach(worker.pid, ctx)
     assert tool is not None
     stdout, _ = worker.communicate(timeout=600)
     assert worker.returncode == 0
     progress = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
-    # 1 warm-up, 3 measured, 3 clean, and as many more of each as the paired pass added blocks (hwprof.paired.extend)
+    # 1 warm-up, 3 measured, 3 clean, and more of each as the paired pass added blocks (hwprof.session.paired.extend)
     last = progress[-1]
     assert last["phase"] == "measure" and last["done"] == last["total"] >= 7 and (last["done"] - 1) % 2 == 0
     clean_iterations = (last["done"] - 1) // 2

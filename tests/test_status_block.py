@@ -15,7 +15,7 @@ from rich.console import Console
 from hwprof.analysis.run_analysis import analyse
 from hwprof.render.report import _header_renderable, header_lines
 from hwprof.render.status_block import WIDE_FROM, StatusRow, status_renderable
-from hwprof.rundata import RunData
+from hwprof.rundir.reader import RunData
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
 

@@ -33,9 +33,9 @@ from hwprof.analysis.advice import (
 )
 from hwprof.analysis.sweep_advice import SWEEP_ADVICE_CSV
 from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run, write_sweep
-from hwprof.cli import main
-from hwprof.host import host_info
-from hwprof.host_kinds import host_kind
+from hwprof.cli.main import main
+from hwprof.core.host import host_info
+from hwprof.core.host_kinds import host_kind
 from hwprof.render.compare import render_sweep, sweep_markdown
 from hwprof.sweep import run as sweep_mod
 from hwprof.sweep.ray import Cluster, RayOptions, RaySweep

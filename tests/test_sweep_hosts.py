@@ -17,9 +17,9 @@ from test_analysis import make_run
 
 from hwprof.analysis.compare import compare_runs
 from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, row_from_run
-from hwprof.cli import main
-from hwprof.host import host_info
-from hwprof.host_kinds import differing_software, group_by_kind, host_kind, select_kinds, software
+from hwprof.cli.main import main
+from hwprof.core.host import host_info
+from hwprof.core.host_kinds import differing_software, group_by_kind, host_kind, select_kinds, software
 from hwprof.render.compare import comparison_markdown, sweep_markdown
 from hwprof.sweep import run as sweep_mod
 from hwprof.sweep.run import SweepPlan, plan_from_file, run_sweep

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from hwprof.analysis.sweep_rows import NODE_THREADS
-from hwprof.cli_args import build_parser
+from hwprof.cli.args import build_parser
 from hwprof.sweep.ray_job import JOB_FILE, JobRecord, progress_of, sweep_arguments
 from hwprof.sweep.run import SweepPlan
 

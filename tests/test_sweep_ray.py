@@ -272,8 +272,8 @@ def test_refusals_per_host_and_a_lost_kind(tmp_path: Path) -> None:
         assert code == 2 and "--hosts 'graviton9': no node of the cluster is of that kind; kinds:" in text, text
         assert not (tmp_path / "s").exists()
 
-        from hwprof.config import default_threads
-        from hwprof.host import cpu_model
+        from hwprof.core.config import default_threads
+        from hwprof.core.host import cpu_model
 
         out = tmp_path / "per-host"
         proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--per-host", "--hosts", cpu_model(), *COLLECT_ARGS)

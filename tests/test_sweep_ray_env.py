@@ -42,7 +42,7 @@ def test_the_shipped_tree_is_hwprof_as_installed_and_imports_alone(cache: Path) 
     tree = dirs[0]
     assert (tree / "collectors" / "__init__.py").is_file()  # ./collectors of a checkout, inside as in a wheel
     assert (tree / "collectors" / "sysstat" / "collector.py").is_file()
-    assert (tree / "render" / "tp_query.mjs").is_file() and any((tree / "workload" / "cfg").glob("*.yaml"))
+    assert (tree / "trace" / "tp_query.mjs").is_file() and any((tree / "workload" / "cfg").glob("*.yaml"))
     assert not [p for p in tree.rglob("*") if p.name == "__pycache__" or p.suffix == ".pyc"]
     # no site-packages (-S): hwprof and its version come only from where Ray unpacks the shipped directories
     # (each in a folder of its own, that folder on PYTHONPATH; here both in one); -P as the collect child runs
@@ -58,9 +58,9 @@ def test_the_shipped_tree_is_hwprof_as_installed_and_imports_alone(cache: Path) 
 
 def test_the_tree_is_made_once_per_content(cache: Path) -> None:
     first = shipped_dirs()
-    stamp = first[0].joinpath("cli.py").stat().st_mtime_ns
+    stamp = first[0].joinpath("cli", "main.py").stat().st_mtime_ns
     assert shipped_dirs() == first
-    assert first[0].joinpath("cli.py").stat().st_mtime_ns == stamp
+    assert first[0].joinpath("cli", "main.py").stat().st_mtime_ns == stamp
     assert [p.name for p in cache.iterdir()] == [first[0].parent.name]
 
 

@@ -217,7 +217,7 @@ def test_the_cli_refuses_an_http_server_in_one_line(
     http_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("ray")
-    from hwprof.cli import main
+    from hwprof.cli.main import main
 
     argv = ["sweep", "--models", "yolov8n", "--imgsz", "64", "--out", str(tmp_path / "s"), "--ray", http_server]
     assert main(argv) == 2

@@ -10,17 +10,17 @@ from pathlib import Path
 
 import psutil
 import pytest
+
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.sysstat import collector as sysstat
 from hwprof.collectors.sysstat import procfs
 from hwprof.collectors.sysstat import sampler as sysstat_sampler
 from hwprof.collectors.sysstat import tables as sysstat_tables
 from hwprof.collectors.sysstat import threads as sysstat_threads
-
-from hwprof.config import RunConfig
-from hwprof.markers import Marker, MarkerBus
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import Marker, MarkerBus
 from hwprof.perf.threadcpu import name_this_thread
-from hwprof.records import CounterSample, MetricTables, ThreadName, read_records
+from hwprof.schema.records import CounterSample, MetricTables, ThreadName, read_records
 
 MiB = 1 << 20
 
@@ -275,7 +275,7 @@ def test_close_without_start_fails_cleanly(tmp_path: Path) -> None:
 
 def test_a_stop_before_two_samples_is_interrupted_not_failed(tmp_path: Path) -> None:
     """A stop that lands as the pass starts leaves the sampler without two samples: interrupted, not failed."""
-    from hwprof.worker import mark_pass_end
+    from hwprof.session.worker import mark_pass_end
 
     config = RunConfig()
     collector = sysstat.SysstatCollector(config)

@@ -10,13 +10,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+
 from hwprof.collectors.torch_profiler import clock as _torch_clock
 from hwprof.collectors.torch_profiler import collector as tp
 from hwprof.collectors.torch_profiler import convert as _torch_convert
 from hwprof.collectors.torch_profiler import onednn as _torch_onednn
-
-from hwprof.markers import read_markers
-from hwprof.records import Span, read_records
+from hwprof.core.markers import read_markers
+from hwprof.schema.records import Span, read_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kineto"
 
@@ -151,7 +151,7 @@ def test_stdout_redirect_keeps_python_stdout(tmp_path: Path) -> None:
 
 
 def _run_dir(tmp_path: Path, iters: int = 2) -> Path:
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
     from hwprof.workload.images import discover
 
     run_dir = tmp_path / "run"
@@ -165,7 +165,7 @@ def _run_dir(tmp_path: Path, iters: int = 2) -> Path:
 
 def _worker(run_dir: Path, names: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), "trace", names],
+        [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), "trace", names],
         capture_output=True,
         text=True,
         timeout=600,
@@ -178,7 +178,7 @@ def test_real_trace_pass(tmp_path: Path) -> None:
     done = _worker(run_dir, "torch_profiler")
     assert done.returncode == 0, done.stderr[-2000:]
     progress = [json.loads(line) for line in done.stdout.splitlines()]  # oneDNN printed elsewhere
-    # 2 measured iterations and, the pass being paired (hwprof.paired), 2 clean ones between them
+    # 2 measured iterations and, the pass being paired (hwprof.session.paired), 2 clean ones between them
     assert [p["done"] for p in progress if p["phase"] == "measure"] == [2, 3, 4, 5]
     out = run_dir / "passes" / "trace"
     result = json.loads((out / "result.json").read_text())["collectors"]["torch_profiler"]
@@ -220,9 +220,8 @@ def test_a_profiler_that_dies_leaves_the_other_results(tmp_path: Path) -> None:
     while the pass and py-spy, attached to the same worker as the session does, still finish."""
     from hwprof.collectors.base import PassContext
     from hwprof.collectors.pyspy.collector import PySpyCollector
-
-    from hwprof.config import RunConfig
-    from hwprof.markers import MarkerBus
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import MarkerBus
 
     run_dir = _run_dir(tmp_path, iters=1)
     config = RunConfig.load(run_dir / "config.json")
@@ -230,7 +229,7 @@ def test_a_profiler_that_dies_leaves_the_other_results(tmp_path: Path) -> None:
     out = ctx.out_dir
     (out / "torch_profiler.kineto.json" / "in-the-way").mkdir(parents=True)
     worker = subprocess.Popen(
-        [sys.executable, "-P", "-m", "hwprof.worker", str(run_dir), "trace", "torch_profiler,pyspy"],
+        [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), "trace", "torch_profiler,pyspy"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )

@@ -24,10 +24,10 @@ import pytest
 from gpu_rundir import NVML_SAMPLES, gpu_run
 from test_trace_samples import make_run
 
-from hwprof.render.perfetto import build_trace
-from hwprof.render.perfetto_samples import COUNT_NAME
-from hwprof.render.trace_counters import CounterCheck, check_counters
-from hwprof.render.trace_processor import TraceSession, availability
+from hwprof.trace.counters import CounterCheck, check_counters
+from hwprof.trace.perfetto import build_trace
+from hwprof.trace.processor import TraceSession, availability
+from hwprof.trace.samples import COUNT_NAME
 
 RUNDIR = Path(__file__).parent / "fixtures" / "rundir_small"
 NVML_TRACKS = 7

@@ -25,17 +25,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hwprof.collectors.perf_sampling.report import convert
 from hwprof.collectors.perf_sampling.script import parse_script
-
-from hwprof.records import StackSample, read_records
-from hwprof.render.perfetto import build_trace
-from hwprof.render.perfetto_samples import SAMPLES_SEQUENCE_ID, CallstackInterner
-from hwprof.render.perfetto_tracks import build_timeline
-from hwprof.render.trace_layers import LayerCheck, check_layers
-from hwprof.render.trace_model import LEVEL_RECORD, Slice
-from hwprof.render.trace_nesting import split_at
-from hwprof.render.trace_processor import TraceSession, availability
+from hwprof.schema.records import StackSample, read_records
+from hwprof.trace.layers import LayerCheck, check_layers
+from hwprof.trace.model import LEVEL_RECORD, Slice
+from hwprof.trace.nesting import split_at
+from hwprof.trace.perfetto import build_trace
+from hwprof.trace.processor import TraceSession, availability
+from hwprof.trace.samples import SAMPLES_SEQUENCE_ID, CallstackInterner
+from hwprof.trace.tracks import build_timeline
 
 FIXTURES = Path(__file__).parent / "fixtures"
 RUNDIR = FIXTURES / "rundir_small"

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from hwprof.config import RunConfig
-from hwprof.markers import MarkerBus, MarkerLog, attach_layer_markers
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import MarkerBus, MarkerLog, attach_layer_markers
 from hwprof.workload.images import ImageError, discover
 from hwprof.workload.pipeline import Pipeline, letterbox, to_yolo_layout
 from hwprof.workload.zoo import (

@@ -28,12 +28,11 @@ from hwprof.collectors.callgrind.tool import (
     callgrind_command,
     find_valgrind,
 )
-
-from hwprof.markers import MarkerLog
+from hwprof.core.markers import MarkerLog
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
-    from hwprof.markers import Marker
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import Marker
 
 DEFAULT_ITERATIONS = 1
 SLOWDOWN = (50, 150)
@@ -96,8 +95,8 @@ class CallgrindCollector(Collector):
 
     def time_estimate(self, ctx: PassContext) -> str:
         """Before a pass 50-150x slower than native starts: about how long, from the timing pass's iteration."""
-        from hwprof.markers import read_markers
-        from hwprof.spans import forward_p50_ms
+        from hwprof.core.markers import read_markers
+        from hwprof.core.spans import forward_p50_ms
 
         path = ctx.run_dir / "passes" / "timing" / "markers.jsonl"
         p50 = forward_p50_ms(read_markers(path)) if path.exists() else None

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwprof.markers import Marker
+from hwprof.core.markers import Marker
 from hwprof.perf.counting import Count, Reading
 
 # callgrind event -> the perf event name whose role it plays in the shared tables (so that the

@@ -8,11 +8,10 @@ from typing import Any
 
 from hwprof.collectors.base import AttachedTool, CollectorResult, PassContext
 from hwprof.collectors.callgrind.parse import Part, events_present, read_parts, readings_at_markers
-
-from hwprof.markers import read_markers
+from hwprof.core.markers import read_markers
 from hwprof.perf.counting import Reading
 from hwprof.perf.tables import analyse, summary_checks
-from hwprof.records import CounterSample, metrics_path, records_path, write_records
+from hwprof.schema.records import CounterSample, metrics_path, records_path, write_records
 
 NAME = "callgrind"
 OUT_FILE = "callgrind.out"

@@ -9,7 +9,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwprof.envvars import hwprof_cache
+from hwprof.core.envvars import hwprof_cache
 
 MIN_VERSION = (3, 23)
 """3.19 (Debian 12) emulates FMA about 1500x slower than native; 3.23 fixed it."""

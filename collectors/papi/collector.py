@@ -20,18 +20,17 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
-
-from hwprof.atomic import atomic_path
-from hwprof.config import RunConfig
+from hwprof.core.atomic import atomic_path
+from hwprof.core.config import RunConfig
 from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import Count, Reading
 from hwprof.perf.derived import cache_line_size
 from hwprof.perf.errors import NO_PMU_FIX
 from hwprof.perf.tables import analyse, summary_checks
-from hwprof.records import metrics_path
+from hwprof.schema.records import metrics_path
 
 if TYPE_CHECKING:
-    from hwprof.markers import Marker
+    from hwprof.core.markers import Marker
 
 DEFAULT_PRESETS: tuple[str, ...] = (
     "PAPI_TOT_CYC",

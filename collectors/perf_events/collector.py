@@ -19,9 +19,8 @@ from collections import Counter as Tally
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
-
-from hwprof.atomic import atomic_path
-from hwprof.config import RunConfig
+from hwprof.core.atomic import atomic_path
+from hwprof.core.config import RunConfig
 from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import Reading, interval_series
 from hwprof.perf.derived import cache_line_size
@@ -33,10 +32,10 @@ from hwprof.perf.steal import uncharged_ns
 from hwprof.perf.syscall import GroupReading, try_open
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.perf.threadcpu import CountedThreadsCpu
-from hwprof.records import CounterSample, metrics_path, records_path, write_records
+from hwprof.schema.records import CounterSample, metrics_path, records_path, write_records
 
 if TYPE_CHECKING:
-    from hwprof.markers import Marker
+    from hwprof.core.markers import Marker
 
 SampleRow = tuple[int, tuple[tuple[int, ...], tuple[bytes, ...]]]
 CPU_CHECK_METHOD = (

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from hwprof.collectors.base import Capability
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
 
 
 PMU_GROUP = ("cycles", "instructions", "cache-misses")

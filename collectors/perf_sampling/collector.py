@@ -5,7 +5,7 @@ after spawning it (as py-spy is attached to the trace pass). The worker carries 
 and nothing else in-process, so the only disturbance is perf's own sampling interrupt. perf
 follows every thread of the worker, including torch's OpenMP pool created later (inherit), and
 stamps samples on CLOCK_MONOTONIC, the clock of the markers: no alignment is needed, a sample's
-time says which stage and layer was running (hwprof.kernels) and its instruction
+time says which stage and layer was running (hwprof.core.kernels) and its instruction
 pointer says which kernel (script.py). oneDNN names its JIT kernels for perf when
 ONEDNN_JIT_PROFILE=2 is in the worker's environment as it loads (child_env).
 
@@ -19,11 +19,11 @@ can be sampled (`:u`): kernel-space time then goes unseen, which the summary say
 Only the measured iterations are sampled: perf starts with its events disabled (`-D -1`) and a
 control FIFO pair in the pass folder (`--control fifo:perf.ctl,perf.ack`); the worker's side of
 this collector enables them in start(), after the warm-up, and disables them in stop(), and around
-each clean iteration of the paired pass (pause/resume, hwprof.paired). Model build and warm-up then
+each clean iteration of the paired pass (pause/resume, hwprof.session.paired). Model build and warm-up then
 cost nothing, and perf.data holds only what the report uses.
 
 Rate and iterations. By default both are planned from the clean timing pass's forward p50 so that
-a layer at 1% of forward collects at least 50 samples (hwprof.kernels): the rate within
+a layer at 1% of forward collects at least 50 samples (hwprof.core.kernels): the rate within
 [MIN_AUTO_RATE, MAX_AUTO_RATE] (each sample costs a timer interrupt), and for a short forward
 more measured iterations in this pass than --iters (plan_sampling). --perf-rate sets the rate
 and keeps --iters.
@@ -65,11 +65,10 @@ from hwprof.collectors.perf_sampling.control import (
     request_attach,
 )
 from hwprof.collectors.perf_sampling.rate import plan_sampling
-
-from hwprof.spans import timing_forward_s
+from hwprof.core.spans import timing_forward_s
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
 
 NAME = "perf_sampling"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
 
 
 DEFAULT_RATE = 1000
@@ -49,7 +49,7 @@ def plan_sampling(config: RunConfig, forward_s: float | None) -> SamplingPlan:
     while more iterations cost only time. So the rate stays at or under MAX_AUTO_RATE and a
     short forward gets more measured iterations instead, up to MAX_PASS_S of forward.
     """
-    from hwprof.kernels import MIN_LAYER_SAMPLES, MIN_LAYER_SHARE
+    from hwprof.core.kernels import MIN_LAYER_SAMPLES, MIN_LAYER_SHARE
 
     ceiling = max_sample_rate()
     if config.perf_rate:

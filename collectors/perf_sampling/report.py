@@ -1,7 +1,7 @@
 """perf.data of the kernels pass -> kernel tables, per-layer metrics and per-thread kernel spans.
 
 Files written beside perf.data (pass folder):
-- perf_sampling.kernels.json: per layer, stage, thread and kernel (hwprof.kernels.tables_dict)
+- perf_sampling.kernels.json: per layer, stage, thread and kernel (hwprof.core.kernels.tables_dict)
 - perf_sampling.metrics.json: per-layer and per-stage figures for layers.csv (samples, shares by kind, CPI)
 - perf_sampling.records.jsonl: thread names and every sample as a callstack sample (thread, CPU,
   instant, the kernel it ran with its library), for the Perfetto trace: an instant, never a span,
@@ -28,9 +28,8 @@ from hwprof.collectors.perf_sampling.script import (
     finish_counts,
     parse_script,
 )
-
-from hwprof.atomic import atomic_write_text
-from hwprof.kernels import (
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.kernels import (
     BETWEEN_LAYERS,
     KIND_ATEN,
     KIND_JIT,
@@ -47,9 +46,9 @@ from hwprof.kernels import (
     most,
     tables_dict,
 )
-from hwprof.markers import read_markers
-from hwprof.records import MetricTables, StackSample, ThreadName, metrics_path, records_path, write_records
-from hwprof.spans import measured_pieces
+from hwprof.core.markers import read_markers
+from hwprof.core.spans import measured_pieces
+from hwprof.schema.records import MetricTables, StackSample, ThreadName, metrics_path, records_path, write_records
 
 NAME = "perf_sampling"
 SHARE_METRICS = {

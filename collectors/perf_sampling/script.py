@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import PurePath
 
-from hwprof.cppnames import elide_cpp
-from hwprof.kernels import (
+from hwprof.core.cppnames import elide_cpp
+from hwprof.core.kernels import (
     KIND_ATEN,
     KIND_BLAS,
     KIND_JIT,

@@ -31,12 +31,11 @@ from hwprof.collectors.pyspy.parse import (
     load_chrometrace,
     open_text,
 )
-
-from hwprof.atomic import atomic_write_text
-from hwprof.kernels import most
-from hwprof.markers import Marker
-from hwprof.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
-from hwprof.spans import Piece, measured_pieces
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.kernels import most
+from hwprof.core.markers import Marker
+from hwprof.core.spans import Piece, measured_pieces
+from hwprof.schema.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
 
 NAME = "pyspy"
 TOP = 10

@@ -26,8 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwprof.collectors.pyspy.parse import Frame, Segment
-
-from hwprof.markers import STAGES, Marker
+from hwprof.core.markers import STAGES, Marker
 
 PIPELINE_FILE = "hwprof/workload/pipeline.py"
 STAGE_FRAMES = {f"Pipeline.{stage}": stage for stage in STAGES}

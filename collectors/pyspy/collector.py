@@ -52,12 +52,11 @@ from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.pyspy.attribution import NAME, convert_chrometrace, convert_speedscope, write_outputs
-
-from hwprof.atomic import atomic_path
-from hwprof.markers import read_markers
+from hwprof.core.atomic import atomic_path
+from hwprof.core.markers import read_markers
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
 
 NATIVE_OFF = (
     "native frames are off by default (py-spy --nonblocking, no pauses): collect with --pyspy-native for "

@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwprof.collectors.rapl.sources import Domain, delta_uj
-
-from hwprof.records import CounterSample, MetricTables
-from hwprof.spans import pair_begin_end
+from hwprof.core.spans import pair_begin_end
+from hwprof.schema.records import CounterSample, MetricTables
 
 STABLE_REL_ERROR = 0.05
 Z95 = 1.96

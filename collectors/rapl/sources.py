@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwprof.collectors.rapl import perf_energy
-
 from hwprof.perf.syscall import PerfOpenError
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
 
 
 DEFAULT_POWERCAP_ROOT = Path("/sys/class/powercap")

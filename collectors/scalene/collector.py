@@ -1,8 +1,8 @@
 """Scalene in its own pass: per-line and per-function Python / native / system time of hwprof's code.
 
-How it runs. wrap_command() turns `python -P -m hwprof.worker RUN PASS NAMES` into
+How it runs. wrap_command() turns `python -P -m hwprof.session.worker RUN PASS NAMES` into
 `python -P -m scalene run -o passes/scalene/scalene.json --cpu-only --off --profile-all
---profile-only <hwprof package dir> --profile-exclude <collectors dir> -m hwprof.worker --- RUN
+--profile-only <hwprof package dir> --profile-exclude <collectors dir> -m hwprof.session.worker --- RUN
 PASS NAMES` (`--memory` instead of `--cpu-only` when config.scalene_memory). Scalene's `-m` mode
 runs the worker module in-process without putting its folder on sys.path, so `-P`'s safe-path
 behaviour holds (a script path would put hwprof/ first on sys.path, and a launcher in collectors/
@@ -21,7 +21,7 @@ after the worker's close() hooks ran, so the in-process close() cannot see it. T
 attach() for every collector of the pass right after spawning; attach() here returns a tool whose
 finish() (called after the worker exited) parses the JSON. The in-process close() writes
 `scalene.window.json` (monotonic times around scalene start/stop, and the pauses over the clean
-iterations of the paired pass, see hwprof.paired) and reports whether it really ran
+iterations of the paired pass, see hwprof.session.paired) and reports whether it really ran
 under Scalene.
 
 Clock. Scalene stamps CPU samples with time.perf_counter(), which is CLOCK_MONOTONIC on Linux, so
@@ -56,18 +56,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import hwprof
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
-
-import hwprof
-from hwprof.atomic import atomic_write_text
-from hwprof.markers import read_markers
-from hwprof.spans import timing_forward_s
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.markers import read_markers
+from hwprof.core.spans import timing_forward_s
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
 
-WORKER_MODULE = "hwprof.worker"
+WORKER_MODULE = "hwprof.session.worker"
 
 
 NEEDED_OPTIONS = ("--off", "--profile-all", "--profile-only", "--profile-exclude")

@@ -12,9 +12,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwprof.atomic import atomic_write_text
-from hwprof.markers import STAGES, Marker
-from hwprof.records import CounterSample, MetricTables, metrics_path, records_path, write_records
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.markers import STAGES, Marker
+from hwprof.schema.records import CounterSample, MetricTables, metrics_path, records_path, write_records
 
 NAME = "scalene"
 PIPELINE_FILE = "hwprof/workload/pipeline.py"

@@ -47,12 +47,11 @@ from hwprof.collectors.sysstat.procfs import DEFAULT_CPU_SYSFS_ROOT, FreqSource,
 from hwprof.collectors.sysstat.sampler import Sample, SystemSampler
 from hwprof.collectors.sysstat.tables import BUSY_CORES, StagePoint, StageVisit, series, stage_tables, thread_table
 from hwprof.collectors.sysstat.threads import thread_cpu_ns, thread_name
-
-from hwprof.records import MetricTables, Record, ThreadName, metrics_path, records_path, write_records
+from hwprof.schema.records import MetricTables, Record, ThreadName, metrics_path, records_path, write_records
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
-    from hwprof.markers import Marker
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import Marker
 
 
 # ---------------------------------------------------------------- analysis (pure)

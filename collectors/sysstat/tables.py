@@ -9,8 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwprof.collectors.sysstat.sampler import Sample
-
-from hwprof.records import CounterSample, MetricTables
+from hwprof.schema.records import CounterSample, MetricTables
 
 BUSY_CORES = 0.10
 """A thread is busy in a window when it used at least this fraction of one core."""

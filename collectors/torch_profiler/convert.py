@@ -19,10 +19,9 @@ from typing import Any
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, ClockFit, SyncData, fit_clock, wall_offset
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
-
-from hwprof.atomic import atomic_write_text
-from hwprof.markers import Marker
-from hwprof.records import MetricTables, Span, metrics_path, records_path, write_records
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.markers import Marker
+from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
 
 NAME = "torch_profiler"
 RANGE_PREFIX = "hwprof:"

@@ -1,7 +1,7 @@
 """The processes `hwprof advise` starts: a paired worker per candidate, and a layers collect per variant.
 
-Each runs in a session of its own with a time-out (hwprof.child), its JSON progress lines relayed, and
-the first stop signal forwarded to it (hwprof.stopping), as a pass's worker is.
+Each runs in a session of its own with a time-out (hwprof.session.child), its JSON progress lines relayed, and
+the first stop signal forwarded to it (hwprof.session.stopping), as a pass's worker is.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof import child
-from hwprof.atomic import atomic_write_text
-from hwprof.config import RunConfig
-from hwprof.stopping import StopSignals
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.config import RunConfig
+from hwprof.session import child
+from hwprof.session.stopping import StopSignals
 
 LAYERS_COLLECTORS = "timing,flops"
 """A layers pass with no counter collector: per-layer times (layer hooks), scaled to a clean timing pass."""

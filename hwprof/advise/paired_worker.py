@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.advise.sides import Side, build_side, reference_config
-from hwprof.atomic import atomic_write_text
-from hwprof.config import RunConfig
-from hwprof.spans import measured_spans
-from hwprof.worker_io import progress
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.config import RunConfig
+from hwprof.core.spans import measured_spans
+from hwprof.session.worker_io import progress
 
 PAIRED_MODE = "paired"
 SOLO_ITERATIONS = 4

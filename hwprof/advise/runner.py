@@ -20,10 +20,10 @@ from hwprof.advise.children import ChildOutcome, collect_options, layers_command
 from hwprof.analysis.advice import ADVICE_FILE, Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
 from hwprof.analysis.advice_rows import baseline_drift, measured_row, not_run_row
-from hwprof.atomic import atomic_write_text
-from hwprof.config import RunConfig
-from hwprof.rundata import RunData
-from hwprof.stopping import StopSignals
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.config import RunConfig
+from hwprof.rundir.reader import RunData
+from hwprof.session.stopping import StopSignals
 
 ADVISE_DIR = "advise"
 DEFAULT_BLOCKS = 8

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.config import RunConfig
-from hwprof.markers import MarkerBus, MarkerLog
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import MarkerBus, MarkerLog
 
 if TYPE_CHECKING:
     import torch

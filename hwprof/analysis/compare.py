@@ -22,8 +22,8 @@ from hwprof.analysis.layer_stats import LayerStat
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.analysis.runtime_nodes import FusedGroup
 from hwprof.analysis.stages import STAGE_ORDER
-from hwprof.host_kinds import differing_software, host_kind, software
-from hwprof.kernels import KIND_OPENMP
+from hwprof.core.host_kinds import differing_software, host_kind, software
+from hwprof.core.kernels import KIND_OPENMP
 
 REFERENCE = ("torch", "fp32")
 """The (runtime, precision) every output difference is measured against."""
@@ -64,7 +64,7 @@ class RunHead:
     random_init: bool = False
     """Seeded random weights: detections are meaningless and the head barely depends on the precision."""
     host_kind: str = ""
-    """The kind of machine (CPU model, logical CPUs, widest ISA): hwprof.host_kinds.HostKind.label."""
+    """The kind of machine (CPU model, logical CPUs, widest ISA): hwprof.core.host_kinds.HostKind.label."""
     versions: dict[str, str] = field(default_factory=dict)
     """torch, the runtime (when not torch), Python and hwprof versions."""
     status: str = "complete"
@@ -310,7 +310,7 @@ def instruction_rows(analyses: Sequence[Analysis]) -> tuple[list[Row] | None, li
 
 def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
     """Load and analyse each run directory, then compare them (the first is the baseline)."""
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
     paths = [Path(p) for p in run_dirs]
     if len(paths) < 2:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from hwprof.analysis.layer_stats import LayerStat
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
 LAUNCH_BOUND_IDLE = 0.5
 """A forward whose GPU idles more than this share of its window is launch-bound."""

@@ -11,7 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.finding import CAVEAT, Finding
-from hwprof.kernels import KIND_KERNEL, NativeLayer
+from hwprof.core.kernels import KIND_KERNEL, NativeLayer
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport, LayerStat

@@ -53,10 +53,10 @@ from hwprof.analysis.roofline import (
     intensity,
     roof_from_run,
 )
-from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
+from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
 
 if TYPE_CHECKING:
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
 
 def _descendants(names: list[str]) -> dict[str, list[str]]:
@@ -320,7 +320,7 @@ def build_layer_report(data: RunData) -> LayerReport:
             "share": "scaled self time / forward p50 of the clean timing pass",
             "gflops_s": "FLOPs (nested layers included) / scaled time including nested layers",
             "gbps": "minimum bytes (input + output activations + weights) / the same time",
-            "pct_peak": "achieved GFLOP/s / measured peak GFLOP/s (hwprof.machine)",
+            "pct_peak": "achieved GFLOP/s / measured peak GFLOP/s (hwprof.hardware.machine)",
             "pct_roof": "achieved GFLOP/s / min(peak GFLOP/s, intensity x peak GB/s)",
             "bound": "intensity from minimum bytes vs the ridge point (peak GFLOP/s / peak GB/s)",
             "bound_measured": "intensity from measured traffic (LLC misses x line size) vs the ridge point",

@@ -8,10 +8,10 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hwprof.kernels import KERNELS_FILE, NativeView, native_view
+from hwprof.core.kernels import KERNELS_FILE, NativeView, native_view
 
 if TYPE_CHECKING:
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
 TOP_KERNELS = 3
 TOP_FRAMES = 3

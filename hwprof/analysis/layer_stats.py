@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING, Any
 from hwprof.analysis.availability import Missing
 from hwprof.analysis.layer_sources import Frame, Kernel
 from hwprof.analysis.roofline import RoofStatus
-from hwprof.kernels import NativeLayer, NativeView
-from hwprof.spans import SpanTime, layer_self_ns, measured_spans
+from hwprof.core.kernels import NativeLayer, NativeView
+from hwprof.core.spans import SpanTime, layer_self_ns, measured_spans
 
 if TYPE_CHECKING:
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
 
 COUNTER_COLLECTORS = ("perf_events", "papi", "callgrind")

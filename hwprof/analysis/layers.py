@@ -5,10 +5,10 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING, Any
 
-from hwprof.spans import layer_self_ns, pair_spans
+from hwprof.core.spans import layer_self_ns, pair_spans
 
 if TYPE_CHECKING:
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
 BASE_COLUMNS = ("index", "name", "type", "from", "params", "flops", "in_bytes", "out_bytes", "weight_bytes")
 FLOPS_COLLECTOR = "flops"

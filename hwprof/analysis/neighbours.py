@@ -21,7 +21,7 @@ DISTURBED_SHARE = 0.10
 as many torch threads as CPUs, a forward's threads meet at barriers after every op, so a thread that
 loses its CPU for a share s of the time delays the whole forward by at least s (more on a host
 whose scheduler time-slices a busy CPU in ms while an op lasts us). The same line as the peaks'
-interference limit (hwprof.machine.INTERFERENCE_BUSY): 10% is well above what the idle VM's
+interference limit (hwprof.hardware.machine.INTERFERENCE_BUSY): 10% is well above what the idle VM's
 daemons and the /proc/stat tick resolution (a 10 ms tick per CPU at each end) account for."""
 NEGLIGIBLE_SHARE = 0.02
 """Below this share the other work seen is within /proc/stat's resolution and an idle host's

@@ -25,7 +25,7 @@ from hwprof.perf.neighbours import NeighbourLoad
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
 
 @dataclass

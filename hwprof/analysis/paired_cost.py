@@ -1,7 +1,7 @@
 """What a pass costs over a clean forward, and by which method the figure was measured.
 
 - paired: the pass ran clean and measured iterations interleaved in ABBA blocks in one process
-  (hwprof.paired: off, on, on, off). Block b holds the measured iterations 2b and 2b+1 and the
+  (hwprof.session.paired: off, on, on, off). Block b holds the measured iterations 2b and 2b+1 and the
   clean ones 2b and 2b+1 (each kind numbered from 0), so drift and other work on a shared host hit
   both sides of a block alike. The figure is the median over blocks of (sum of the measured
   forwards / sum of the clean ones), with the blocks' range and quartiles as its spread.
@@ -18,12 +18,12 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from hwprof.markers import Marker
-from hwprof.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+from hwprof.core.markers import Marker
+from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
 
 UNRESOLVED_IQR = 0.10
 """A paired cost whose blocks' quartiles lie further apart than this does not resolve a few-% cost:
-the worker adds ABBA blocks while it is so (hwprof.paired), and the report shows no ratio for it."""
+the worker adds ABBA blocks while it is so (hwprof.session.paired), and the report shows no ratio for it."""
 PAIRED = "paired"
 PASS_LEVEL = "pass-level estimate"
 METHOD_TEXT = {

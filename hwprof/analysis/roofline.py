@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hwprof.machine import busy_while_measuring
+from hwprof.hardware.machine import busy_while_measuring
 
 MEMORY = "memory"
 COMPUTE = "compute"
 PROBE_LABELS = {"matmul": "large matmul", "conv3x3": "3x3 conv probe"}
-"""hwprof.machine's compute probes, as the report names the one that set the peak."""
+"""hwprof.hardware.machine's compute probes, as the report names the one that set the peak."""
 
 
 @dataclass(frozen=True)
@@ -34,9 +34,9 @@ class Roof:
     busy_host: bool = False
     load_avg_1m: float | None = None
     compute_probe: str = "matmul"
-    """Which of hwprof.machine's probes reached the peak (runs before the conv probe: matmul)."""
+    """Which of hwprof.hardware.machine's probes reached the peak (runs before the conv probe: matmul)."""
     interference: float | None = None
-    """Others' share of the host's CPUs while the peaks were measured (hwprof.machine.HostCpuShare)."""
+    """Others' share of the host's CPUs while the peaks were measured (hwprof.hardware.machine.HostCpuShare)."""
 
     def busy_text(self) -> str:
         parts = []
@@ -84,7 +84,7 @@ class RoofStatus:
 
 
 def roof_from_run(run: dict[str, Any]) -> RoofStatus:
-    """The roof from run.json's "peaks" (written by the session from hwprof.machine.measure_peaks)."""
+    """The roof from run.json's "peaks" (written by the session from hwprof.hardware.machine.measure_peaks)."""
     peaks = run.get("peaks")
     if not isinstance(peaks, dict):
         return RoofStatus(

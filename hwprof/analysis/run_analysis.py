@@ -21,7 +21,7 @@ from hwprof.analysis.validity import checked
 from hwprof.workload.layer_error import read_layer_errors
 
 if TYPE_CHECKING:
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
 
 @dataclass

@@ -14,10 +14,10 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hwprof.records import NODES_FILE, RUNTIME_FILE, NodeRow
+from hwprof.schema.records import NODES_FILE, RUNTIME_FILE, NodeRow
 
 if TYPE_CHECKING:
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
 TOP_NODE_KERNELS = 3
 PASS_PREFERENCE = ("layers", "kernels", "trace", "scalene")

@@ -9,7 +9,7 @@ from hwprof.analysis.availability import Missing, collector_missing
 from hwprof.analysis.neighbours import timing_disturbance
 
 if TYPE_CHECKING:
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
 STAGE_ORDER = ("load", "preprocess", "h2d", "forward", "postprocess", "iteration")
 """h2d: the host-to-device copy of a --device cuda run (workload/rt_cuda.py)."""

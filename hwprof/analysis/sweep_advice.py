@@ -4,7 +4,7 @@ its collect wrote, and per kind of machine which change wins.
 A point's advice is the top row of its Advice.ordered() when that row is ranked (measured faster, output
 within tolerance); otherwise the reason there is none, in one line: nothing was measured faster, the advice
 was not run (no advice.json), every candidate failed, or advice.json could not be read. The summary counts,
-per kind of machine (hwprof.host_kinds, from each point's run.json host), at how many points each change was
+per kind of machine (hwprof.core.host_kinds, from each point's run.json host), at how many points each change was
 the top ranked row, and the median of its forward speed-up over the points where it was ranked: a speed-up
 is only comparable between points of one kind, so kinds are never pooled.
 """

@@ -23,9 +23,9 @@ from hwprof.analysis.sweep_advice import (
     set_advice,
     summary_csv_rows,
 )
-from hwprof.atomic import atomic_path, atomic_write_text
-from hwprof.host_kinds import host_kind, software, software_text
-from hwprof.runschema import Field, RunDirError, check_fields, found, read_json_object
+from hwprof.core.atomic import atomic_path, atomic_write_text
+from hwprof.core.host_kinds import host_kind, software, software_text
+from hwprof.schema.check import Field, RunDirError, check_fields, found, read_json_object
 
 SWEEP_JSON = "sweep.json"
 SWEEP_CSV = "sweep.csv"
@@ -109,7 +109,7 @@ class SweepRow:
     host: str = ""
     """The hostname that ran the point (run.json host.hostname)."""
     host_kind: str = ""
-    """Its kind of machine: CPU model, logical CPUs, widest ISA (hwprof.host_kinds.HostKind.label)."""
+    """Its kind of machine: CPU model, logical CPUs, widest ISA (hwprof.core.host_kinds.HostKind.label)."""
     host_slug: str = ""
     cpu_model: str = ""
     cores: int | None = None
@@ -241,7 +241,7 @@ def row_from_run(
 ) -> SweepRow:
     """The sweep row of one finished run directory (pure analysis, plus the peaks fallback)."""
     from hwprof.analysis.run_analysis import analyse
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
     threads, batch = point.threads, point.batch
     row = point_row(point, run_dir, status)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from hwprof.collectors.rapl.still import NO_FIX
-from hwprof.rundata import RunData
+from hwprof.rundir.reader import RunData
 
 
 def still_energy_reason(entry: dict[str, Any]) -> str | None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from hwprof.perf.counting import FORWARD, Aggregate, Reading, SpanCounts, aggregate, attribute, closure, cpu_check
 from hwprof.perf.derived import DERIVED_UNITS, derived_metrics
-from hwprof.records import MetricTables
+from hwprof.schema.records import MetricTables
 
 GAP_METHOD = (
     "forward stage's self count: intervals inside forward outside every layer span "

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from hwprof.analysis.compare import Comparison, Row, compare_runs
 from hwprof.analysis.sweep_rows import NODE_THREADS, SweepResult, SweepRow
-from hwprof.host_kinds import differing_software, software_text
+from hwprof.core.host_kinds import differing_software, software_text
 from hwprof.render.compare_counters import instructions_spec
 from hwprof.render.compare_runtime import (
     fused_spec,

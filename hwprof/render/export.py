@@ -60,8 +60,8 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.run_analysis import Analysis, missing_dict
-from hwprof.atomic import atomic_write_text
-from hwprof.kernels import KIND_OPENMP
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.kernels import KIND_OPENMP
 from hwprof.render.advice_export import COLUMNS as ADVICE_COLUMNS
 from hwprof.render.advice_export import advice_csv_rows
 from hwprof.render.advice_table import ADVICE_CSV

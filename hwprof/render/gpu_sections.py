@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.analysis.gpu_roofline import MARKS, layer_index, layer_order
 from hwprof.analysis.gpu_view import gpu_ranked_layers
-from hwprof.cppnames import kernel_label
+from hwprof.core.cppnames import kernel_label
 from hwprof.render.fmt import ms, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 

@@ -1,5 +1,5 @@
 """Rich tables of the GPU views: per-layer GPU time by launch correlation, kernel classes, the ncu
-per-layer counters and roofline, NVML energy. They only read the dicts of hwprof.gpu_import."""
+per-layer counters and roofline, NVML energy. They only read the dicts of hwprof.gpu.importer."""
 
 from __future__ import annotations
 

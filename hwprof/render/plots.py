@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 from hwprof.analysis.roofline import COMPUTE, MEMORY
 from hwprof.analysis.run_analysis import Analysis
-from hwprof.atomic import atomic_path
-from hwprof.kernels import (
+from hwprof.core.atomic import atomic_path
+from hwprof.core.kernels import (
     KIND_ATEN,
     KIND_BLAS,
     KIND_JIT,

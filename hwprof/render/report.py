@@ -21,7 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hwprof.analysis.run_analysis import Analysis, analyse
-from hwprof.atomic import DiskFullError
+from hwprof.core.atomic import DiskFullError
 from hwprof.render.advice_table import advice_markdown, advice_renderables
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
@@ -37,8 +37,8 @@ from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_
 from hwprof.render.tables import TableSpec, markdown, spec_renderables
 
 if TYPE_CHECKING:
-    from hwprof.machine import Peaks
-    from hwprof.rundata import RunData
+    from hwprof.hardware.machine import Peaks
+    from hwprof.rundir.reader import RunData
 
 FORMATS = ("rich", "json", "csv", "markdown")
 TOP_DEFAULT = 15
@@ -263,7 +263,7 @@ def report(
     plots: (re)draw the PNG plots too; None draws them only when the run directory has none yet
     (matplotlib costs about a second, and the plots of a run do not change between reports).
     """
-    from hwprof.rundata import RunData
+    from hwprof.rundir.reader import RunData
 
     if format not in FORMATS:
         raise ValueError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
@@ -355,7 +355,7 @@ def peaks_renderable(peaks: Peaks) -> RenderableType:
 
 def doctor_peaks(threads: int, force: bool = False, console: Console | None = None) -> Peaks:
     """`hwprof doctor --peaks [--force]`: this host's peaks (cached, or measured now) and how."""
-    from hwprof.machine import measure_peaks
+    from hwprof.hardware.machine import measure_peaks
 
     peaks = measure_peaks(threads, force=force)
     (console or Console()).print(peaks_renderable(peaks))

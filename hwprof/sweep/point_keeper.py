@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 import psutil
 
-from hwprof.atomic import atomic_write_text
+from hwprof.core.atomic import atomic_write_text
 
 PREFIX = "hwprof-point-"
 LOCK = ".keeper.lock"

@@ -6,7 +6,7 @@ one point per node at a time whatever the node's core count, and nodes without i
 the driver, say) never measure. Asking for the node's whole CPU count instead would pin a point to nodes
 with at least that many CPUs and leave the rest of a larger node free for a second point.
 
-With --per-host every point runs once on each kind of machine (hwprof.host_kinds), restricted by a label
+With --per-host every point runs once on each kind of machine (hwprof.core.host_kinds), restricted by a label
 selector to the nodes of that kind, so that Ray's own retry after a node dies (max_retries) lands on another
 node of the same kind. Each finished point's run directory comes back through the object store as a
 tar.gz and is written under the sweep's folder at once (ray.wait loop), with its collect log.
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.sweep_rows import SweepResult, SweepRow, point_row, row_from_run, set_host, write_sweep
-from hwprof.atomic import atomic_write_bytes, atomic_write_text
+from hwprof.core.atomic import atomic_write_bytes, atomic_write_text
 from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S
 from hwprof.sweep.ray_connect import (
     NODE_ID_LABEL,

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwprof.host_kinds import HostKind, group_by_kind
+from hwprof.core.host_kinds import HostKind, group_by_kind
 from hwprof.sweep.ray_env import driver_runtime_env, install_fix, one_line, probe_failure, requirements
 from hwprof.sweep.ray_point import describe_node
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.sweep_rows import NODE_THREADS
-from hwprof.atomic import atomic_write_bytes, atomic_write_text
-from hwprof.runschema import Field, check_fields, read_json_object
+from hwprof.core.atomic import atomic_write_bytes, atomic_write_text
+from hwprof.schema.check import Field, check_fields, read_json_object
 from hwprof.sweep.ray_connect import NODE_ID_LABEL, connect, discover
 from hwprof.sweep.ray_env import hwprof_runtime_env
 from hwprof.sweep.ray_logs import RayLogs

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.sweep_rows import SweepPoint
-from hwprof.host_kinds import HostKind, select_kinds
+from hwprof.core.host_kinds import HostKind, select_kinds
 from hwprof.sweep.ray_connect import NODE_ID_LABEL, Cluster
 from hwprof.sweep.run import SweepPlan
 

@@ -206,11 +206,11 @@ def run_point(
 
 
 def describe_node(wanted: dict[str, str]) -> dict[str, Any]:
-    """The Ray task that tells the driver what machine a node is (hwprof.host.host_info, as in run.json), or,
+    """The Ray task that tells the driver what machine a node is (hwprof.core.host.host_info, as in run.json), or,
     under "missing", which of hwprof's dependencies (wanted: name -> the driver's version) it lacks."""
     import ray
 
-    from hwprof.host import host_info
+    from hwprof.core.host import host_info
     from hwprof.sweep.ray_env import missing_here
 
     missing = missing_here(wanted)

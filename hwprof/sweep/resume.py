@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hwprof.atomic import atomic_write_text
-from hwprof.runschema import Field, RunDirError, check_fields, read_json_object
+from hwprof.core.atomic import atomic_write_text
+from hwprof.schema.check import Field, RunDirError, check_fields, read_json_object
 
 PLAN_FILE = "sweep_plan.json"
 PLAN_FIELDS = (Field("plan", (dict,), "an object", required=True), Field("ray", (dict,), "an object", nullable=True))

@@ -49,9 +49,9 @@ from hwprof.analysis.sweep_rows import (
     row_from_run,
     write_sweep,
 )
-from hwprof.runschema import RunHeader, read_json
-from hwprof.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, runs_on, supported_text
-from hwprof.stopping import StopSignals
+from hwprof.core.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, runs_on, supported_text
+from hwprof.schema.check import RunHeader, read_json
+from hwprof.session.stopping import StopSignals
 from hwprof.sweep.resume import read_plan, set_aside, write_plan
 
 __all__ = [
@@ -285,7 +285,7 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None, stop: StopSig
     """Collect every point of the plan under plan.out_root, then build the table. A stop signal ends the
     point in flight (its run directory is finalised as interrupted) and the sweep after it, with the table
     of what finished and the --resume command in its notes."""
-    from hwprof.machine import measure_peaks
+    from hwprof.hardware.machine import measure_peaks
 
     stop = stop or StopSignals(forward=None, forward_twice=True)
 

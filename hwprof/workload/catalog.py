@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hwprof.atomic import atomic_write_text
-from hwprof.machine import cache_dir
+from hwprof.core.atomic import atomic_write_text
+from hwprof.hardware.machine import cache_dir
 from hwprof.workload.zoo import MODEL_NAMES, build_model, meta_flops
 
 StepFn = Callable[[int, int, str], None]

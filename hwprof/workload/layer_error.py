@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.atomic import atomic_write_text
+from hwprof.core.atomic import atomic_write_text
 from hwprof.workload.node_layers import scope_of
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hwprof.markers import layer_modules
+from hwprof.core.markers import layer_modules
 
 if TYPE_CHECKING:
     import torch

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from hwprof.markers import Marker
+from hwprof.core.markers import Marker
 
 _SCOPE = re.compile(r"(?:^|/|_)model\.(\d+)(?:/([A-Za-z_][\w.]*?))?(?=/|$)")
 

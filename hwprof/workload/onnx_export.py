@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.atomic import atomic_write_text
+from hwprof.core.atomic import atomic_write_text
 
 if TYPE_CHECKING:
     import torch

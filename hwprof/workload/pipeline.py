@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.markers import MarkerBus
+from hwprof.core.markers import MarkerBus
 from hwprof.workload.zoo import OUTPUT_XYWH_OBJ_CLS, BuiltModel
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
     from hwprof.workload.runtime import Runtime
 
 PAD_VALUE = 114
@@ -145,7 +145,7 @@ class Pipeline:
         return self.preprocess(self.load(self.batch_paths(0)))[0]
 
     def run_iteration(self, iteration: int, warmup: bool, clean: bool = False) -> list[torch.Tensor]:
-        """One pass over the four stages; `clean`: the "off" iteration of a paired pass (see hwprof.paired)."""
+        """One pass over the four stages; `clean`: the "off" iteration of a paired pass (see hwprof.session.paired)."""
         bus = self.bus
         bus.iteration, bus.warmup, bus.clean = iteration, warmup, clean
         with bus.span("iteration", "iteration"):

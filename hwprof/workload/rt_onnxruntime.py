@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.atomic import atomic_path
+from hwprof.core.atomic import atomic_path
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, scope_of
 from hwprof.workload.onnx_export import INPUT_NAME, quantize_int8
 from hwprof.workload.runtime import (

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from hwprof.runtime_names import import_runtime
+from hwprof.core.runtime_names import import_runtime
 from hwprof.workload.node_layers import RunSpans
 
 if TYPE_CHECKING:
     import torch
 
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
     from hwprof.workload.onnx_export import ExportedModel
     from hwprof.workload.zoo import BuiltModel
 

@@ -9,8 +9,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.atomic import atomic_write_text
-from hwprof.records import NODES_FILE, RUNTIME_FILE, NodeRow, Span, records_path, write_records
+from hwprof.core.atomic import atomic_write_text
+from hwprof.schema.records import NODES_FILE, RUNTIME_FILE, NodeRow, Span, records_path, write_records
 
 if TYPE_CHECKING:
     import torch

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hwprof.runtime_names import RUNTIME_PRECISIONS, import_runtime
+from hwprof.core.runtime_names import RUNTIME_PRECISIONS, import_runtime
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from hwprof.workload.runtime import RUNTIMES, Runtime
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
     from hwprof.workload.zoo import BuiltModel
 
 RUNTIME_MODULES = ("hwprof.workload.rt_onnxruntime", "hwprof.workload.rt_openvino", "hwprof.workload.rt_cuda")

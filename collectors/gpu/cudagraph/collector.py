@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
+    from hwprof.core.config import RunConfig
 
 WARMUP = 20
 ITERS = 100

@@ -30,12 +30,11 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.gpu.kineto.trace import stage_range_name
-
-from hwprof.atomic import atomic_path, atomic_write_text
+from hwprof.core.atomic import atomic_path, atomic_write_text
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
-    from hwprof.markers import Marker
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import Marker
 
 NAME = "gpu_kineto"
 
@@ -136,7 +135,7 @@ class GpuKinetoCollector(Collector):
 
     def _peaks(self, ctx: PassContext) -> str | None:
         """The device's measured peaks for the GPU roofline (cached per device), beside the trace."""
-        from hwprof.gpu_peaks import load_or_measure
+        from hwprof.hardware.gpu_peaks import load_or_measure
 
         try:
             data = load_or_measure(int(self.config.device.partition(":")[2] or 0))

@@ -18,9 +18,8 @@ from typing import Any
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, GpuAttribution
 from hwprof.collectors.gpu.kineto.gpu_spans import gpu_spans
 from hwprof.collectors.gpu.kineto.trace import GpuTrace
-
-from hwprof.atomic import atomic_write_text
-from hwprof.records import MetricTables, Span, metrics_path, records_path, write_records
+from hwprof.core.atomic import atomic_write_text
+from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
 
 
 def clock_offset(trace: GpuTrace, marker_ns: list[int]) -> dict[str, Any]:

@@ -36,8 +36,7 @@ from collections import defaultdict
 from typing import Any
 
 from hwprof.collectors.gpu.ncu.csv_report import NcuReport, NcuRow
-
-from hwprof.records import MetricTables
+from hwprof.schema.records import MetricTables
 
 DURATION = "gpu__time_duration.sum"
 DRAM_READ = "dram__bytes_read.sum"

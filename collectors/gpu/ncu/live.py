@@ -28,12 +28,11 @@ import subprocess
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
-
-from hwprof.atomic import atomic_path, atomic_write_text
+from hwprof.core.atomic import atomic_path, atomic_write_text
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
-    from hwprof.markers import Marker
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import Marker
 
 FIX = "install Nsight Compute (ncu on PATH, e.g. /usr/local/cuda/bin) and run with --device cuda"
 MEASURED = "measured"
@@ -168,8 +167,7 @@ class NcuReportTool(AttachedTool):
     def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
         from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
         from hwprof.collectors.gpu.ncu.layers import layer_tables
-
-        from hwprof.records import metrics_path
+        from hwprof.schema.records import metrics_path
 
         ncu = ncu_binary()
         if not self.report.exists() or ncu is None:

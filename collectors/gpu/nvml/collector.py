@@ -18,13 +18,12 @@ import json
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
-
-from hwprof.atomic import atomic_path
-from hwprof.records import MetricTables, metrics_path, records_path, write_records
+from hwprof.core.atomic import atomic_path
+from hwprof.schema.records import MetricTables, metrics_path, records_path, write_records
 
 if TYPE_CHECKING:
-    from hwprof.config import RunConfig
-    from hwprof.markers import Marker
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import Marker
 
 NAME = "nvml"
 FIX = "pip install nvidia-ml-py (hwprof[gpu]) and run where the NVIDIA driver is loaded (nvidia-smi works)"

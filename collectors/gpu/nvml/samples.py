@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.records import CounterSample
+from hwprof.schema.records import CounterSample
 
 TRACKS: dict[str, tuple[str, str, float]] = {
     "power_mw": ("GPU power (W)", "W", 1e-3),

@@ -1,0 +1,1 @@
+"""The command line: the parser and one module per command."""

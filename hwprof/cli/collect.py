@@ -1,0 +1,227 @@
+"""`hwprof collect`: the passes with a progress line each, the report, the trace, and the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from hwprof.cli.args import EXIT_USAGE, config_from
+from hwprof.cli.progress import PassProgress
+from hwprof.session.finish import write_trace
+from hwprof.session.stopping import StopSignals
+
+if TYPE_CHECKING:
+    from hwprof.core.atomic import SpaceReserve
+
+
+def cmd_collect(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.session.plan import claim_out_dir, new_run_dir, plan_passes
+    from hwprof.session.registry import all_collectors, check_names
+    from hwprof.workload.images import discover
+    from hwprof.workload.zoo import family_of
+
+    config = config_from(args)
+    if config.device != "cpu":
+        from hwprof.hardware.gpu_device import require_cuda
+
+        require_cuda(config.device)
+    config.resolve_paths()
+    family_of(config.model)
+    check_names(config.only + config.skip)
+    for cls in all_collectors():
+        if cls.wanted(config):
+            cls.check_options(config)
+    if config.weights and not Path(config.weights).is_file():
+        raise ValueError(f"weights file {config.weights} does not exist")
+    images = discover(config.images)
+    for path, reason in images.skipped:
+        console.print(f"[yellow]warning:[/] skipping {path}: {reason}")
+    plan = plan_passes(config)
+    if not plan.passes:
+        raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
+    from hwprof.session.disk_estimate import check_free, estimate
+
+    size = estimate(plan, config)
+    check_free(Path(args.out) if args.out else Path(args.results), size)
+    run_dir, lock = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)
+    try:
+        if lock.took_over:
+            console.print(
+                f"[yellow]note:[/] took over the lock of {run_dir} left by {lock.took_over.describe()}, "
+                "which is no longer running",
+                highlight=False,
+            )
+        stop: StopSignals = getattr(args, "stop", None) or StopSignals()
+        return _collect_into(run_dir, config, images, plan, stop, args, console, size.to_dict())
+    finally:
+        lock.release()
+
+
+def _collect_into(
+    run_dir: Path,
+    config: Any,
+    images: Any,
+    plan: Any,
+    stop: StopSignals,
+    args: argparse.Namespace,
+    console: Console,
+    disk_estimate: dict[str, Any],
+) -> int:
+    """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
+    from hwprof.rundir.reader import RunData
+    from hwprof.session.plan import CollectError
+    from hwprof.session.run import Session
+
+    console.print(
+        f"collecting into [bold]{run_dir}[/]: passes "
+        + ", ".join(f"{p.name} ({', '.join(c.name for c in p.collectors)})" for p in plan.passes)
+    )
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        session = Session(config, run_dir, images, PassProgress(progress), stop)
+        session.run_fields["disk_estimate"] = disk_estimate
+        try:
+            session.collect(plan, sys.argv)
+        except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)
+            progress.stop()
+            console.print(
+                f"[red]interrupted[/] ({stop.name or 'SIGINT'}, {stop.count} times): run.json is final in {run_dir}"
+            )
+            return stop.exit_code
+        except CollectError as exc:
+            progress.stop()
+            console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})", soft_wrap=True)
+            return EXIT_USAGE
+    if stop.escalated:
+        console.print(
+            f"[red]interrupted[/] by {stop.name} twice: every process of the pass was killed; run.json, "
+            f"summary.json and layers.csv of what was kept are in {run_dir} (the trace and plots were skipped: "
+            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build them)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return stop.exit_code
+    if getattr(args, "advise", False) and not stop.requested:
+        _advise_after(run_dir, args, console, stop)
+    if stop.requested:
+        console.print(
+            f"[red]interrupted[/] by {stop.name}: the passes that ran are kept in {run_dir}; "
+            "writing the report of what was kept (a second signal skips it)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    data = RunData.load(run_dir)
+    from hwprof.core.atomic import DiskFullError
+    from hwprof.render.report import render_report, write_artifacts
+    from hwprof.session.finish import record_render_error
+
+    what = "report"
+    reserve = _render_reserve(run_dir)
+    try:
+        if args.no_report or stop.requested:
+            from hwprof.analysis.run_analysis import analyse
+
+            write_artifacts(analyse(data), data, console)
+        else:
+            render_report(data, console)
+        what = "trace"
+        write_trace(run_dir, console)
+    except KeyboardInterrupt:
+        console.print(
+            f"[red]interrupted[/] while writing the report: the run is kept in {run_dir}; "
+            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return stop.exit_code
+    except DiskFullError as exc:  # the collection is complete; its rendering is not: exit 1 with the path
+        if reserve is not None:
+            reserve.release()  # (release is idempotent)
+        record_render_error(run_dir, data.run, what, exc)
+        raise
+    except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
+        console.print(
+            f"[red]hwprof: error:[/] the report could not be written ({type(exc).__name__}: {exc}); the run is kept "
+            f"in {run_dir}: `hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    finally:
+        if reserve is not None:
+            reserve.release()
+    console.print(f"run directory: {run_dir}")
+    for line in lingering_lines(data.run):
+        console.print(f"[yellow]warning:[/] {line}", highlight=False)
+    if stop.requested:
+        return stop.exit_code
+    problems = run_problems(data.run)
+    for problem in problems:
+        console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)
+    return 1 if problems else 0
+
+
+def _advise_after(run_dir: Path, args: argparse.Namespace, console: Console, stop: StopSignals) -> None:
+    """collect --advise: the candidates run once the passes are done; a failure of the advice keeps the run
+    and its report (the report says what advice.json holds, or nothing when none was written)."""
+    from hwprof.cli.advise import advise
+
+    try:
+        advise(run_dir, console, stop, args.blocks, layers=not args.no_layers, locked=True)
+    except (ValueError, OSError) as exc:
+        console.print(
+            f"[red]hwprof: error:[/] the advice could not be run ({exc}); the run is kept in {run_dir}: "
+            f"`hwprof advise {run_dir}` runs it again",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _render_reserve(run_dir: Path) -> SpaceReserve | None:
+    """Room for run.json's render_errors entry should the disk fill up while the report, plots and trace are
+    written (twice run.json's size: the new one is written beside the old). Best effort: on a disk already
+    too full for it, the rendering goes on without one."""
+    from hwprof.core.atomic import DiskFullError, SpaceReserve
+
+    try:
+        return SpaceReserve(run_dir, 2 * (run_dir / "run.json").stat().st_size + 8192)
+    except (DiskFullError, OSError):
+        return None
+
+
+def lingering_lines(run: dict[str, Any]) -> list[str]:
+    """One line per process a pass's worker left behind, which the session stopped."""
+    how = {"exited": "it ended on its own", "survived": "it could not be stopped"}
+    return [
+        f"pass {name}: the worker left {x['name']} (pid {x['pid']}, state {x['state']}: "
+        f"{' '.join(x['cmdline'])[:120]}) running; {how.get(x['stopped_by'], 'stopped by ' + x['stopped_by'])} "
+        f"{x['lingered_s']:.1f} s after the worker exited"
+        for name, p in run.get("passes", {}).items()
+        for x in p.get("lingering", [])
+    ]
+
+
+def run_problems(run: dict[str, Any]) -> list[str]:
+    """One line per pass that did not finish and per collector that failed (unavailable is not a failure)."""
+    lines = [
+        f"pass {name} {p['status']}: {p.get('error', '')}"
+        for name, p in run.get("passes", {}).items()
+        if p.get("status") != "ok"
+    ]
+    lines += [
+        f"collector {name} failed: {c.get('reason', '')}"
+        for name, c in run.get("collectors", {}).items()
+        if c.get("status") == "failed"
+    ]
+    return lines

@@ -1,0 +1,283 @@
+"""hwprof's command line: collect, advise, report, trace, compare, sweep, doctor, models."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from hwprof.cli.args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
+from hwprof.cli.collect import cmd_collect, write_trace
+from hwprof.core.config import RunConfig, default_threads
+from hwprof.session.stopping import StopSignals
+
+
+def cmd_report(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.render.report import report
+
+    report(args.run_dir, top=args.top, format=args.format, console=console, plots=True if args.plots else None)
+    return 0
+
+
+def cmd_trace(args: argparse.Namespace, console: Console) -> int:
+    """Rebuild trace.pftrace. When that fails, a trace.pftrace left by an earlier build is renamed
+    trace-stale.pftrace (kept, never shown as current) and the command exits 2."""
+    from hwprof.rundir.reader import RunData, RunDirError
+
+    try:
+        RunData.load(args.run_dir)
+    except (ValueError, OSError) as exc:
+        raise RunDirError(f"{exc}{_set_aside_trace(args.run_dir)}") from exc
+    if write_trace(args.run_dir, console):
+        return 0
+    console.print(_set_aside_trace(args.run_dir).removeprefix("; ") or "no trace.pftrace written", highlight=False)
+    return EXIT_USAGE
+
+
+def _set_aside_trace(run_dir: str) -> str:
+    """Rename a trace.pftrace of an earlier build to trace-stale.pftrace; the words that say so, or ""."""
+    from pathlib import Path
+
+    from hwprof.trace.perfetto import TRACE_NAME
+
+    old = Path(run_dir) / TRACE_NAME
+    if not old.exists():
+        return ""
+    old.replace(old.with_name("trace-stale.pftrace"))
+    return f"; the {TRACE_NAME} of an earlier build was renamed trace-stale.pftrace (it is not this run as it is now)"
+
+
+def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.render.compare import compare
+
+    compare(args.run_dirs, console=console, top=args.top, format=args.format)
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.analysis.sweep_rows import NODE_THREADS, SweepResult
+    from hwprof.sweep.command import sweep
+    from hwprof.sweep.run import ProgressFn, SweepPlan, plan_from_file, run_sweep
+    from hwprof.workload.zoo import family_of
+
+    ray: dict[str, Any] | None = None
+    if args.resume:
+        if args.models:
+            raise ValueError("--resume DIR runs the points of the sweep recorded in DIR: give no --models")
+        plan, ray = plan_from_file(args.resume)
+        if args.advise and not plan.advise:
+            raise ValueError(
+                f"--resume {args.resume} runs with the sweep's recorded options, which have no --advise: "
+                "advise its complete points with `hwprof advise RUN_DIR`, or start a new sweep with --advise"
+            )
+    elif not args.models:
+        raise ValueError("sweep needs --models (or --resume DIR)")
+    else:
+        plan = SweepPlan(
+            args.models,
+            # on Ray a point without --threads uses the thread count of the node it runs on
+            args.threads or ([NODE_THREADS] if args.ray else [default_threads()]),
+            args.batch,
+            args.out,
+            imgsz=args.imgsz,
+            iters=args.iters,
+            warmup=args.warmup,
+            extra_args=args.collect_args,
+            timeout_s=args.timeout,
+            runtimes=args.runtimes,
+            precisions=args.precisions,
+            device=args.device,
+            advise=args.advise,
+        )
+    for model in plan.models:
+        family_of(model)
+    if plan.device != "cpu":
+        from hwprof.hardware.gpu_device import require_cuda
+
+        require_cuda(plan.device)
+    if args.submit:
+        from hwprof.cli.sweep_job import submit_sweep
+
+        return submit_sweep(plan, args, console)
+    stop: StopSignals = args.stop
+    stop.forward_twice = True
+
+    def local(p: SweepPlan, progress: ProgressFn) -> SweepResult:
+        return run_sweep(p, progress, stop)
+
+    runner: Callable[[SweepPlan, ProgressFn], SweepResult] = local
+    if ray and args.local and ray.get("per_host"):
+        raise ValueError("--local cannot resume a --per-host sweep: its points belong to kinds of cluster nodes")
+    if args.ray or (ray and not args.local):
+        from hwprof.sweep.ray import ray_runner
+
+        runner = ray_runner(args, ray, plan, lambda line: console.print(line, highlight=False, markup=False))
+    elif args.per_host or args.hosts:
+        raise ValueError("--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too")
+    result = sweep(plan, console, runner)
+    if stop.requested:
+        return stop.exit_code
+    return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
+
+
+def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.render.status_block import StatusRow, status_renderable
+    from hwprof.session.registry import all_collectors
+
+    if args.device != "cpu":
+        from hwprof.hardware.gpu_device import require_cuda
+
+        require_cuda(args.device)
+    if args.peaks and args.device != "cpu":
+        from hwprof.hardware.gpu_peaks import load_or_measure
+
+        gpu = load_or_measure(int(args.device.partition(":")[2] or 0), force=args.force)
+        console.print_json(json.dumps(gpu))
+    elif args.peaks:
+        from hwprof.render.report import doctor_peaks
+
+        doctor_peaks(args.threads, force=args.force, console=console)
+    config = RunConfig(counters=args.counters, device=args.device)
+    rows: list[StatusRow] = []
+    for cls in all_collectors():
+        try:
+            cap = cls.probe(config)
+        except Exception as exc:
+            rows.append(StatusRow(cls.name, cls.pass_name, "[red]probe failed[/]", f"{type(exc).__name__}: {exc}"))
+            continue
+        status = "[green]available[/]" if cap.available else "[yellow]unavailable[/]"
+        if cap.available and not cls.wanted(config):
+            status = "[green]available[/] (off by default)"
+        rows.append(StatusRow(cls.name, cls.pass_name, status, cap.reason, cap.fix))
+        for names, reason, fix in _unavailable_parts(cap.details):
+            rows.append(StatusRow("", "", f"[yellow]{len(names)} unavailable[/]", f"{', '.join(names)}: {reason}", fix))
+    console.print(status_renderable("what this host can measure", rows, console.width))
+    console.print(_runtimes_table(args.device))
+    return 0
+
+
+def _runtimes_table(device: str) -> Any:
+    from rich.table import Table
+
+    from hwprof.core.runtime_names import runs_on
+    from hwprof.workload.runtime_probe import runtime_statuses
+
+    table = Table(title=f"runtimes on {device} (collect --runtime R --precision P)", title_justify="left")
+    for col in ("runtime", "version", "precisions", "note"):
+        table.add_column(col, overflow="fold")
+    for st in runtime_statuses():
+        version = (st.version or "[yellow]unavailable[/]").split("-")[0]
+        here = [p for p in st.precisions if runs_on(st.runtime, p, device)]
+        elsewhere = [p for p in st.precisions if p not in here]
+        other = "cuda" if device == "cpu" else "cpu"
+        precisions = ", ".join(here) or "none here"
+        if elsewhere:
+            precisions += f" ({', '.join(elsewhere)}: --device {other} only)"
+        table.add_row(st.runtime, version, precisions, st.note)
+    return table
+
+
+def _unavailable_parts(details: dict[str, Any]) -> list[tuple[list[str], str, str]]:
+    """A collector that works in part lists what it cannot do in details["unavailable"]: name -> {reason, fix}."""
+    parts: dict[tuple[str, str], list[str]] = {}
+    unavailable = details.get("unavailable")
+    if isinstance(unavailable, dict):
+        for name, why in unavailable.items():
+            if isinstance(why, dict):
+                parts.setdefault((str(why.get("reason", "")), str(why.get("fix", ""))), []).append(str(name))
+    return [(names, reason, fix) for (reason, fix), names in parts.items()]
+
+
+def cmd_models(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    from hwprof.workload.catalog import model_catalog
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=console, transient=True
+    ) as progress:
+        task = progress.add_task("measuring models", total=None)
+
+        def step(done: int, total: int, name: str) -> None:
+            progress.update(task, completed=done, total=total, description=f"building {name}")
+
+        entries = model_catalog(args.imgsz, step)
+    table = Table(
+        title=f"models (random init; params after fusing; FLOPs at {args.imgsz}x{args.imgsz})",
+        title_justify="left",
+    )
+    for col in ("model", "family", "layers", "params", "GFLOPs"):
+        table.add_column(col, justify="left" if col in ("model", "family") else "right")
+    for e in entries:
+        table.add_row(e["name"], e["family"], str(e["layers"]), f"{e['params_fused']:,}", f"{e['gflops']:.2f}")
+    console.print(table)
+    return 0
+
+
+def cmd_advise(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.cli.advise import cmd_advise as run
+
+    return run(args, console)
+
+
+def cmd_sweep_job(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.cli.sweep_job import cmd_sweep_job as run
+
+    return run(args, console)
+
+
+def cmd_gpu_import(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.cli.gpu_import import run_gpu_import
+
+    return run_gpu_import(args, console)
+
+
+COMMANDS = {
+    "collect": cmd_collect,
+    "report": cmd_report,
+    "trace": cmd_trace,
+    "compare": cmd_compare,
+    "sweep": cmd_sweep,
+    "sweep-job": cmd_sweep_job,
+    "doctor": cmd_doctor,
+    "models": cmd_models,
+    "gpu-import": cmd_gpu_import,
+    "advise": cmd_advise,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    from hwprof.core.atomic import DiskFullError
+    from hwprof.session.plan import CollectError
+
+    args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
+    console = Console()
+    # SIGINT, SIGTERM and SIGHUP end every command the same way (hwprof.session.stopping): a collect or a sweep
+    # forwards the first to its child and finishes what was kept; the exit status is 128 + the signal.
+    stop = StopSignals(forward=None if args.command == "sweep" else signal.SIGTERM).install()
+    args.stop = stop
+    try:
+        return COMMANDS[args.command](args, console)
+    except KeyboardInterrupt:
+        console.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
+        return stop.exit_code if stop.requested else EXIT_INTERRUPTED
+    except DiskFullError as exc:  # not a bad input: the run or its files could not be written
+        console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return 1
+    except (ValueError, OSError, CollectError) as exc:
+        console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        return EXIT_USAGE
+    finally:
+        stop.uninstall()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Records and configuration at the bottom: markers, spans, kernels' kinds, the host, atomic writes."""

@@ -1,0 +1,130 @@
+"""RunConfig: everything a collection needs to know, passed unchanged from the CLI to every pass."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from hwprof.core.atomic import atomic_write_text
+
+PASS_ORDER: tuple[str, ...] = (
+    "timing",
+    "layers",
+    "kernels",
+    "trace",
+    "gpu",
+    "ncu",
+    "ncu_range",
+    "scalene",
+    "callgrind",
+)
+"""Passes run in this order, each in its own child process (see session.py)."""
+
+
+def default_threads() -> int:
+    """CPUs this process may run on (affinity), which is what torch's intra-op pool should use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class RunConfig:
+    model: str = "yolov7"
+    runtime: str = "torch"
+    """What runs the forward: torch, onnxruntime or openvino (see workload/runtime.py)."""
+    precision: str = "fp32"
+    """The precision asked for; what actually executed is recorded per pass (runtime.json)."""
+    device: str = "cpu"
+    """cpu, or cuda[:N]: the torch runtime on an NVIDIA GPU (workload/rt_cuda.py)."""
+    channels_last: bool = False
+    """Model and input in channels_last memory format (NHWC), on either device."""
+    weights: str | None = None
+    images: str | None = None
+    imgsz: int = 640
+    batch: int = 1
+    threads: int = field(default_factory=default_threads)
+    warmup: int = 3
+    iters: int = 20
+    depth: int = 1
+    conf: float = 0.25
+    iou: float = 0.45
+    seed: int = 0
+    only: list[str] = field(default_factory=list)
+    skip: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    counters: str = "perf"
+    interval_ms: float = 10.0
+    pyspy_rate: int = 50
+    """Samples/s. With --native, unwinding takes longer than 5 ms here: 200 Hz paused yolov7 12x, 50 Hz 1.7x."""
+    pyspy_native: bool = False
+    """py-spy --native: unwind native stacks too, which pauses every thread per sample (kernels come from perf)."""
+    perf_rate: int = 0
+    """perf record samples/s per thread in the kernels pass; 0 picks one from the timing pass (see perf_sampling)."""
+    scalene_memory: bool = False
+    profiler_stack: bool = False
+    pass_timeout_s: float = 900.0
+    paired_extend_ratio: float = 1.0
+    """A paired pass whose ABBA blocks do not resolve its cost adds blocks for up to this many times
+    the planned blocks' time (0: never), at most paired_extend_max_s (hwprof.session.paired.extend)."""
+    paired_extend_max_s: float = 120.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> None:
+        """Raise ValueError with a one-line message for values no pass could run with."""
+        if self.imgsz < 32 or self.imgsz % 32:
+            raise ValueError(f"--imgsz must be a positive multiple of 32 (got {self.imgsz})")
+        for name in ("batch", "threads", "iters", "depth"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be at least 1 (got {getattr(self, name)})")
+        if self.warmup < 0:
+            raise ValueError(f"--warmup must be 0 or more (got {self.warmup})")
+        if self.depth > 2:
+            raise ValueError(f"--depth is 1 (top-level layers) or 2 (one level deeper), got {self.depth}")
+        if not 0.0 <= self.conf <= 1.0 or not 0.0 <= self.iou <= 1.0:
+            raise ValueError("--conf and --iou must lie in [0, 1]")
+        if self.counters not in ("perf", "papi", "callgrind", "ncu"):
+            raise ValueError(f"--counters is 'perf', 'papi', 'callgrind' or 'ncu' (got {self.counters!r})")
+        if self.counters == "ncu" and self.device == "cpu":
+            raise ValueError("--counters ncu (Nsight Compute) needs --device cuda")
+        if self.interval_ms <= 0:
+            raise ValueError("--interval-ms must be positive")
+        if self.perf_rate < 0:
+            raise ValueError(f"--perf-rate must be 0 (auto) or a positive rate in Hz (got {self.perf_rate})")
+        from hwprof.core.runtime_names import check_runtime_precision
+
+        check_runtime_precision(self.runtime, self.precision, self.device)
+        if self.runtime != "torch" and self.extra.get("rect"):
+            raise ValueError(f"--rect changes the input shape per image; {self.runtime} runs a fixed-shape export")
+        if self.paired_extend_ratio < 0 or self.paired_extend_max_s < 0:
+            raise ValueError("paired_extend_ratio and paired_extend_max_s must be 0 or more")
+        if self.pass_timeout_s <= 0:
+            raise ValueError("--timeout must be positive")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def resolve_paths(self, base: Path | None = None) -> None:
+        """Make --weights and --images absolute against where hwprof was run (default: the current
+        directory): each pass's worker runs inside the run directory, where a relative path breaks."""
+        base = Path.cwd() if base is None else base
+        if self.weights:
+            self.weights = str((base / Path(self.weights).expanduser()).resolve())
+        if self.images:
+            self.images = str((base / Path(self.images).expanduser()).resolve())
+
+    def save(self, path: Path) -> None:
+        atomic_write_text(path, json.dumps(self.to_dict(), indent=2))
+
+    @classmethod
+    def load(cls, path: Path) -> RunConfig:
+        return cls.from_dict(json.loads(path.read_text()))

@@ -1,0 +1,216 @@
+"""Spans from markers, and latency statistics: pure functions over marker lists."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from hwprof.core.markers import Marker, read_markers
+
+
+@dataclass(frozen=True, slots=True)
+class SpanTime:
+    kind: str
+    name: str
+    iteration: int
+    warmup: bool
+    start_ns: int
+    end_ns: int
+    index: int = -1
+    clean: bool = False
+    """A clean ("off") iteration of a paired pass: not measured (see hwprof.session.paired)."""
+
+    @property
+    def dur_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+
+class BeginEnd(Protocol):
+    @property
+    def kind(self) -> str: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+
+E = TypeVar("E", bound=BeginEnd)
+
+
+def pair_begin_end(events: Iterable[E]) -> Iterator[tuple[E, E]]:
+    """(begin, end) pairs, matched per kind and name with proper nesting; unclosed begins are dropped.
+
+    Works on markers and on anything read at markers (e.g. RAPL readings), in end order.
+    """
+    open_: dict[tuple[str, str], list[E]] = defaultdict(list)
+    for event in events:
+        key = (event.kind, event.name)
+        if event.phase == "B":
+            open_[key].append(event)
+        elif open_[key]:
+            yield open_[key].pop(), event
+
+
+def pair_spans(markers: Iterable[Marker]) -> list[SpanTime]:
+    """Spans of begin and end markers, sorted by start (outer before inner)."""
+    spans = [
+        SpanTime(e.kind, e.name, b.iteration, b.warmup, b.t_ns, e.t_ns, b.index, b.clean)
+        for b, e in pair_begin_end(markers)
+    ]
+    spans.sort(key=lambda s: (s.start_ns, -s.end_ns))
+    return spans
+
+
+def durations_ms(spans: Iterable[SpanTime], kind: str, warmup: bool = False) -> dict[str, list[float]]:
+    """name -> durations in ms, in iteration order, of the measured (or warm-up) spans of one kind."""
+    out: dict[str, list[float]] = defaultdict(list)
+    for s in spans:
+        if s.kind == kind and s.warmup == warmup and not s.clean:
+            out[s.name].append(s.dur_ns / 1e6)
+    return dict(out)
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    n: int
+    mean_ms: float
+    stdev_ms: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def latency_stats(values_ms: list[float]) -> LatencyStats:
+    import numpy as np
+
+    if not values_ms:
+        raise ValueError("no samples")
+    a = np.asarray(values_ms, dtype=float)
+    p50, p90, p99 = np.percentile(a, [50, 90, 99])
+    stdev = float(a.std(ddof=1)) if len(a) > 1 else 0.0
+    return LatencyStats(
+        len(a), float(a.mean()), stdev, float(p50), float(p90), float(p99), float(a.min()), float(a.max())
+    )
+
+
+def stage_stats(markers: Iterable[Marker]) -> dict[str, LatencyStats]:
+    """Per-stage statistics of the measured iterations, plus "iteration" for the whole pipeline."""
+    spans = pair_spans(markers)
+    stats = {name: latency_stats(v) for name, v in durations_ms(spans, "stage").items()}
+    whole = durations_ms(spans, "iteration").get("iteration")
+    if whole:
+        stats["iteration"] = latency_stats(whole)
+    return stats
+
+
+def is_measured(span: SpanTime) -> bool:
+    """In a measured iteration: not warm-up, not a clean iteration of a paired pass, and not a one-off
+    forward outside the iterations (iteration -1)."""
+    return span.iteration >= 0 and not span.warmup and not span.clean
+
+
+def measured_spans(markers: Iterable[Marker]) -> list[SpanTime]:
+    return [s for s in pair_spans(markers) if is_measured(s)]
+
+
+def forward_ms_by_iteration(markers: Iterable[Marker]) -> dict[int, float]:
+    """Measured iteration -> its forward stage's duration in ms, in iteration order."""
+    return {s.iteration: s.dur_ns / 1e6 for s in measured_spans(markers) if s.kind == "stage" and s.name == "forward"}
+
+
+def clean_forward_ms_by_iteration(markers: Iterable[Marker]) -> dict[int, float]:
+    """Clean iteration -> its forward stage's duration in ms: the "off" side of a paired pass."""
+    return {
+        s.iteration: s.dur_ns / 1e6
+        for s in pair_spans(markers)
+        if s.clean and not s.warmup and s.iteration >= 0 and s.kind == "stage" and s.name == "forward"
+    }
+
+
+def forward_p50(spans: Iterable[SpanTime]) -> float | None:
+    """Median forward-stage duration (ms) of the given spans, or None when there is none."""
+    import statistics
+
+    values = durations_ms(spans, "stage").get("forward")
+    return statistics.median(values) if values else None
+
+
+def layer_self_ns(spans: Iterable[SpanTime]) -> dict[str, list[int]]:
+    """name -> self (exclusive) ns per measured iteration for layer spans (children subtracted)."""
+    layer_spans = [s for s in spans if s.kind == "layer" and is_measured(s)]
+    out: dict[str, list[int]] = defaultdict(list)
+    stack: list[tuple[SpanTime, list[int]]] = []
+    for s in layer_spans:
+        while stack and stack[-1][0].end_ns <= s.start_ns:
+            done, child = stack.pop()
+            out[done.name].append(done.dur_ns - child[0])
+        if stack:
+            stack[-1][1][0] += s.dur_ns
+        stack.append((s, [0]))
+    while stack:
+        done, child = stack.pop()
+        out[done.name].append(done.dur_ns - child[0])
+    return dict(out)
+
+
+@dataclass(frozen=True, slots=True)
+class Piece:
+    """A stretch of a measured iteration with one stage and one innermost layer running."""
+
+    start_ns: int
+    end_ns: int
+    stage: str | None
+    layer: str | None
+    """The innermost open layer (self attribution, as the counters do), None between layers."""
+    iteration: int
+
+
+def measured_pieces(markers: Iterable[Marker]) -> list[Piece]:
+    """Pieces covering the measured iterations, in time order: what was running when.
+
+    Markers are taken in time order (a stable sort: live markers already are; layer markers
+    replayed from a runtime's profiler come after the iterations in the file).
+    """
+    pieces: list[Piece] = []
+    stage: str | None = None
+    layers: list[str] = []
+    inside = False
+    iteration = -1
+    last_t: int | None = None
+    for m in sorted(markers, key=lambda m: m.t_ns):
+        if inside and last_t is not None and m.t_ns > last_t:
+            pieces.append(Piece(last_t, m.t_ns, stage, layers[-1] if layers else None, iteration))
+        last_t = m.t_ns
+        if m.kind == "iteration":
+            inside = m.phase == "B" and m.measured
+            iteration = m.iteration
+            stage, layers = None, []
+        elif m.kind == "stage":
+            stage = m.name if m.phase == "B" else None
+        elif m.kind == "layer":
+            if m.phase == "B":
+                layers.append(m.name)
+            elif layers and layers[-1] == m.name:
+                layers.pop()
+    return pieces
+
+
+def forward_p50_ms(markers: list[Marker]) -> float | None:
+    return forward_p50(measured_spans(markers))
+
+
+def timing_forward_s(run_dir: Path) -> float | None:
+    """The clean timing pass's forward p50, if it ran before this pass."""
+    path = run_dir / "passes" / "timing" / "markers.jsonl"
+    if not path.exists():
+        return None
+    p50 = forward_p50(measured_spans(read_markers(path)))
+    return p50 / 1e3 if p50 else None

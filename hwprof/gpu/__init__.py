@@ -1,0 +1,1 @@
+"""Recorded GPU files (Nsight Compute, Kineto) imported as a run directory."""

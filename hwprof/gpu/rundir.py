@@ -1,0 +1,330 @@
+"""`hwprof gpu-import --out DIR`: a run directory made from recorded GPU files (a torch.profiler CUDA trace,
+Nsight Compute CSVs, NVML samples, measured peaks), recorded by hwprof or not, so that `hwprof report`,
+`trace` and `compare` read it like any run.
+
+It is written by the writers the live GPU collectors use (collectors/gpu/kineto/outputs.write_outputs, the
+ncu layer_tables(...).save, NVML's sample file, gpu_peaks.json), into the passes a live `--device cuda`
+run has: passes/gpu (gpu_kineto, nvml), passes/ncu and passes/ncu_range.
+
+Clock: the run's clock is the Kineto trace's own (baseTimeNanoseconds + ts: the wall clock of the machine
+that recorded it); the pass's markers are the trace's `forward` and `layer <i> <Type>` ranges (recorded
+data, not hwprof's stage markers), so kernels sit on them with no offset. NVML samples are on that
+machine's CLOCK_MONOTONIC, and a recording holds no pair of readings of both clocks: without a measured
+pair they cannot be placed on the trace, so they are kept (nvml.samples.json.gz) for their energy windows,
+which are on the same clock as the samples, and left off the trace with the reason in run.json.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gzip
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hwprof.analysis.advice import ADVICE_FILE, Advice
+from hwprof.analysis.gpu_advice import GpuBaseline, gpu_advice
+from hwprof.analysis.layer_report import run_device
+from hwprof.analysis.run_analysis import analyse
+from hwprof.collectors.gpu.kineto.attribution import attribute
+from hwprof.collectors.gpu.kineto.outputs import run_summary, write_outputs
+from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, GpuTrace, load_gpu_trace
+from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
+from hwprof.collectors.gpu.ncu.layers import layer_tables
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.markers import Marker
+from hwprof.gpu.importer import import_nvml
+from hwprof.rundir.reader import RunData, write_run_json
+from hwprof.schema.check import SCHEMA_VERSION
+
+CLOCK_METHOD = (
+    "imported: the run's clock is the Kineto trace's own (baseTimeNanoseconds + ts) and the markers are its "
+    "'forward' and 'layer <i> <Type>' ranges, so kernels need no offset"
+)
+NVML_OFF_TRACE = (
+    "NVML samples are on the recording machine's CLOCK_MONOTONIC and the Kineto trace on its wall clock; the "
+    "recording holds no pair of readings of both clocks, so the samples are not placed on the trace (energy "
+    "over the recorded benchmark windows, on the samples' own clock, is kept)"
+)
+
+
+@dataclass
+class ImportSources:
+    """The recorded files one imported run is made from."""
+
+    kineto: Path
+    ncu: Path | None = None
+    ncu_range: Path | None = None
+    peaks: Path | None = None
+    """gpu_results.json (its `peaks` and `device`) or hwprof's GPU peaks cache file."""
+    nvml: Path | None = None
+    bench: Path | None = None
+    """gpu_results.json whose `bench` windows get their NVML energy."""
+    model: str | None = None
+    launch_cats: tuple[str, ...] | None = None
+    experiments: Path | None = None
+    """gpu_experiments.json: eager against CUDA graph, precisions, memory formats, batches."""
+    compiled: Path | None = None
+    """gpu_compile.json: torch.compile against eager, with compile time."""
+    batch: int = 1
+    precision: str | None = None
+    """None: from the --kineto file's name (kineto_<model>_<imgsz>_<precision>...), as the recordings name it."""
+    channels_last: bool = False
+
+    def files(self) -> list[Path]:
+        found = [self.kineto, self.ncu, self.ncu_range, self.peaks, self.nvml, self.bench]
+        found += [self.experiments, self.compiled]
+        return list(dict.fromkeys(p for p in found if p is not None))
+
+
+def layer_types(trace: GpuTrace) -> dict[int, str]:
+    """Top-level layer index -> type, from the trace's `layer <i> <Type>` ranges."""
+    out: dict[int, str] = {}
+    for r in trace.layers:
+        if m := LAYER_RANGE.match(r.name):
+            out[int(m.group(1))] = m.group(2)
+    return out
+
+
+def trace_markers(trace: GpuTrace) -> list[Marker]:
+    """The forward and layer ranges of the trace as the pass's markers (all measured, none warm-up)."""
+    out: list[Marker] = []
+    for i, fwd in enumerate(trace.forwards):
+        out.append(Marker("stage", "B", "forward", fwd.ts, i, False))
+        for r in trace.layers:
+            m = LAYER_RANGE.match(r.name)
+            if m and fwd.ts <= r.ts < fwd.end:
+                idx = int(m.group(1))
+                out.append(Marker("layer", "B", f"model.{idx}", r.ts, i, False, idx))
+                out.append(Marker("layer", "E", f"model.{idx}", r.end, i, False, idx))
+        out.append(Marker("stage", "E", "forward", fwd.end, i, False))
+    out.sort(key=lambda m: (m.t_ns, m.phase == "B"))
+    return out
+
+
+def model_info(name: str, types: dict[int, str]) -> dict[str, Any]:
+    """model.json from what the trace records: each top-level layer's index and type. Parameters, shapes and
+    FLOPs are not in a trace: they are left out (null), not guessed."""
+    return {
+        "name": name,
+        "family": "imported",
+        "weights": "not recorded",
+        "random_init": False,
+        "params": None,
+        "params_fused": None,
+        "input_shape": [],
+        "layers": [
+            {
+                "index": i,
+                "name": f"model.{i}",
+                "type": t,
+                "qualified_type": t,
+                "depth": 1,
+                "from": [],
+                **dict.fromkeys(("params", "weight_bytes", "in_bytes", "out_bytes")),
+                "in_shapes": [],
+                "out_shapes": [],
+            }
+            for i, t in sorted(types.items())
+        ],
+    }
+
+
+def _peaks_doc(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text())
+    return {"device": data.get("device", {}), "peaks": dict(data.get("peaks", data))}
+
+
+def _host(device: dict[str, Any]) -> dict[str, Any]:
+    """The recording machine's host facts where the recording states them (gpu_results.json's `device`)."""
+    out: dict[str, Any] = {"recorded": bool(device)}
+    if cpu := device.get("cpu"):
+        out["cpu_model"] = str(cpu).split(":", 1)[-1].strip()
+    if device.get("nproc"):
+        out["logical_cpus"] = device["nproc"]
+    if device.get("python"):
+        out["python"] = device["python"]
+    if device.get("torch"):
+        out["torch"] = {"version": device["torch"], "cpu_capability": "not recorded"}
+    return out
+
+
+def _ok(collectors: list[str]) -> dict[str, Any]:
+    return {"status": "ok", "returncode": 0, "error": "", "collectors": collectors}
+
+
+def _write_json(path: Path, doc: Any) -> None:
+    atomic_write_text(path, json.dumps(doc, indent=1))
+
+
+def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[str, Any]:
+    """Write the run directory `out` (a new or empty folder) and return its run.json (before finalize)."""
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out}: exists and is not empty (give a new folder to --out)")
+    trace = load_gpu_trace(src.kineto)
+    att = attribute(trace) if src.launch_cats is None else attribute(trace, src.launch_cats)
+    if not att.forwards:
+        raise ValueError(f"{src.kineto}: no 'forward' range with GPU activity: nothing to import")
+    types = layer_types(trace)
+    name = src.model or src.kineto.name.split(".")[0]
+    gpu = out / "passes" / "gpu"
+    gpu.mkdir(parents=True)
+    _write_json(gpu / "model.json", model_info(name, types))
+    markers = "".join(json.dumps(m.to_row()) + "\n" for m in trace_markers(trace))
+    atomic_write_text(gpu / "markers.jsonl", markers)
+    raw = gpu / "gpu_kineto.trace.json.gz"
+    if src.kineto.suffix == ".gz":
+        shutil.copyfile(src.kineto, raw)
+    else:
+        with open(src.kineto, "rb") as inp, gzip.open(raw, "wb") as dst:
+            shutil.copyfileobj(inp, dst)
+    clock = {"offset_ns": 0, "error_ns": None, "pairs": 0, "method": CLOCK_METHOD}
+    write_outputs(gpu, "gpu_kineto", trace, att, clock)
+    recorded = _peaks_doc(src.peaks) if src.peaks else {"device": {}, "peaks": {}}
+    if src.peaks:
+        _write_json(gpu / "gpu_peaks.json", recorded)
+    collectors: dict[str, Any] = {
+        "gpu_kineto": {"status": "ok", "pass": "gpu", "summary": run_summary(trace, att, clock)},
+    }
+    passes: dict[str, Any] = {"gpu": _ok(["gpu_kineto"])}
+    if src.nvml:
+        shutil.copyfile(src.nvml, gpu / "nvml.samples.json.gz")
+        collectors["nvml"] = {"status": "ok", "pass": "gpu", "summary": nvml_summary(src.nvml, src.bench)}
+        passes["gpu"]["collectors"].append("nvml")
+    for pass_name, csv, replay in (("ncu", src.ncu, "kernel"), ("ncu_range", src.ncu_range, "app-range")):
+        if csv is None:
+            continue
+        report = load_ncu_csv(csv)
+        tables, kernels = layer_tables(report, None) if replay == "kernel" else layer_tables(None, report)
+        pdir = out / "passes" / pass_name
+        pdir.mkdir()
+        shutil.copyfile(csv, pdir / f"{pass_name}.csv{'.gz' if csv.suffix == '.gz' else ''}")
+        tables.save(pdir / f"{pass_name}.metrics.json")
+        if kernels:
+            _write_json(pdir / f"{pass_name}.kernels.json", {"layers": kernels})
+        summary = {"replay": report.replay, "rows": len(report.rows), "layers": len(tables.layers)}
+        collectors[pass_name] = {"status": "ok", "pass": pass_name, "summary": summary}
+        passes[pass_name] = _ok([pass_name])
+    for pass_name in passes:
+        _write_json(out / "passes" / pass_name / "result.json", {"pass": pass_name, "status": "ok", "error": ""})
+    files = [str(p) for p in src.files()]
+    device = trace.device_name or str(recorded["device"].get("name", ""))
+    experiments = _copy_recorded(src, out)
+    run: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": out.name,
+        "status": "complete",
+        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": command,
+        "imported": {
+            "files": files,
+            "device": device,
+            "recorded_on": _recorded_on(recorded["device"]),
+            "configuration": configuration(src),
+            "experiments": experiments,
+        },
+        "config": {"model": name, "device": "cuda", "iters": len(att.forwards)},
+        "host": _host(recorded["device"]),
+        "clock": {"id": "Kineto trace clock (recording machine's wall clock)", "unit": "ns", "method": CLOCK_METHOD},
+        "collectors": collectors,
+        "passes": passes,
+        "peaks": None,
+        "stages": {},
+    }
+    write_run_json(out, run)
+    return run
+
+
+RECORDED_DIR = Path("passes") / "gpu" / "recorded"
+"""Where an imported run keeps the recorded experiments its advice.json is built from."""
+EXPERIMENTS, COMPILED = "gpu_experiments.json", "gpu_compile.json"
+_PRECISION = re.compile(r"_(fp32|fp16|bf16)(?:[._]|$)")
+
+
+def configuration(src: ImportSources) -> dict[str, Any]:
+    """The recorded forwards' configuration, as given to gpu-import (a Kineto trace does not state it), kept
+    out of run.json's config so that compare still says batch and size were not in the trace."""
+    precision = src.precision
+    if precision is None and (m := _PRECISION.search(src.kineto.name)):
+        precision = m.group(1)
+    return {
+        "batch": src.batch,
+        "precision": precision,
+        "channels_last": src.channels_last,
+        "source": "gpu-import options (--batch, --precision or the --kineto file's name, --channels-last)",
+    }
+
+
+def _copy_recorded(src: ImportSources, out: Path) -> list[str]:
+    copied = []
+    for path, name in ((src.experiments, EXPERIMENTS), (src.compiled, COMPILED)):
+        if path is not None:
+            (out / RECORDED_DIR).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, out / RECORDED_DIR / name)
+            copied.append(str(RECORDED_DIR / name))
+    return copied
+
+
+def run_baseline(run: dict[str, Any]) -> GpuBaseline | None:
+    """The run's model, batch, precision and memory format (an imported run's from its import options);
+    None where one is not known."""
+    cfg = {**run.get("config", {}), **run.get("imported", {}).get("configuration", {})}
+    if not cfg.get("model") or not cfg.get("batch") or not cfg.get("precision"):
+        return None
+    return GpuBaseline(str(cfg["model"]), int(cfg["batch"]), str(cfg["precision"]), bool(cfg.get("channels_last")))
+
+
+def _read_list(path: Path) -> list[dict[str, Any]]:
+    return list(json.loads(path.read_text())) if path.exists() else []
+
+
+def recorded_gpu_advice(run_dir: Path, recordings: Path | None = None) -> Advice | None:
+    """The advice table the H100 recordings give for a GPU run (none is present to run the candidates):
+    from the run's own copies (passes/gpu/recorded/, written by gpu-import), else from `recordings` (a folder
+    holding gpu_experiments.json and gpu_compile.json). None for a CPU run, a run whose configuration is not
+    known, or when neither place holds the experiments."""
+    data = RunData.load(run_dir)
+    if run_device(data.run) == "cpu" or (base := run_baseline(data.run)) is None:
+        return None
+    folder = Path(run_dir) / RECORDED_DIR
+    if not any((folder / n).exists() for n in (EXPERIMENTS, COMPILED)):
+        if recordings is None or not any((recordings / n).exists() for n in (EXPERIMENTS, COMPILED)):
+            return None
+        folder = recordings
+    return gpu_advice(base, analyse(data).findings, _read_list(folder / EXPERIMENTS), _read_list(folder / COMPILED))
+
+
+def write_recorded_advice(run_dir: Path) -> Advice | None:
+    """advice.json of an imported run, from the experiments gpu-import copied into it (None: nothing written)."""
+    advice = recorded_gpu_advice(run_dir)
+    if advice is not None:
+        _write_json(Path(run_dir) / ADVICE_FILE, advice.to_dict())
+    return advice
+
+
+def _recorded_on(device: dict[str, Any]) -> str:
+    if not device:
+        return "not stated in the imported files"
+    parts = [str(device.get(k)) for k in ("name", "torch", "cuda") if device.get(k)]
+    return ", ".join(parts)
+
+
+def nvml_summary(path: Path, bench: Path | None) -> dict[str, Any]:
+    """nvml's run.json summary for an imported run: the series, its energy per recorded benchmark window,
+    no per-iteration figure (the profiled forwards are not on the samples' clock), and why not on the trace."""
+    imported = import_nvml(path, bench)
+    return {
+        "samples": imported["samples"],
+        "window_s": imported["span_s"],
+        "columns": imported["columns"],
+        "j_per_iteration": None,
+        "energy_unavailable": (
+            "the profiled forwards are on the Kineto trace's clock, the NVML samples on CLOCK_MONOTONIC, and the "
+            "recording holds no pair of readings of both: see the recorded benchmark windows' energy"
+        ),
+        "bench_windows": imported["windows"],
+        "trace": NVML_OFF_TRACE,
+    }

@@ -1,0 +1,160 @@
+"""The run directory and its run.json (versioned schema; documented in README.md).
+
+results/<run-id>/
+  run.json                 what ran, on what, what was unavailable and why, stage latency
+  config.json images.json  the inputs every pass read
+  layers.csv summary.json  the layer table joined with every per-layer metric; the report's figures
+  passes/<pass>/           per pass: markers.jsonl, model.json, result.json, worker.log,
+                           command.json and each collector's artifacts and records
+
+Reports and traces are made from the run directory alone.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from hwprof.core.atomic import atomic_write_text
+from hwprof.core.markers import Marker, read_marker_file
+from hwprof.rundir.lock import holder
+from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
+from hwprof.schema.records import MetricTables
+
+__all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError", "write_run_json"]
+
+RUN_JSON = "run.json"
+
+
+def write_run_json(run_dir: Path, run: dict[str, Any]) -> None:
+    """Atomically replace run.json, so a reader never sees half a file."""
+    atomic_write_text(run_dir / RUN_JSON, json.dumps(run, indent=1, default=str))
+
+
+def abandoned_or_running(root: Path) -> str:
+    """What a run.json that still says "running" means: a collect holds its lock, or the one that wrote it
+    is gone (killed with SIGKILL, crashed, its machine lost) and the run will never be finished."""
+    holding = holder(root)
+    if holding is not None:
+        return f"this run is still being collected ({holding.describe()}): its figures are not final"
+    return (
+        "run.json says running, but no collect holds this run directory's lock: the collect that wrote it "
+        "was killed or crashed before it finished, and what it wrote is all there is"
+    )
+
+
+@dataclass
+class RunData:
+    root: Path
+    run: dict[str, Any]
+    withheld: frozenset[str] = field(default_factory=frozenset)
+    """Collectors whose metric tables analysis set aside (hwprof.analysis.validity)."""
+
+    warnings: list[str] = field(default_factory=list)
+    """What the readers found damaged but could read past (a torn last line): the report shows them."""
+    _markers: dict[str, list[Marker]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @classmethod
+    def load(cls, root: Path | str) -> RunData:
+        root = Path(root)
+        path = root / RUN_JSON
+        if not path.is_file():
+            raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
+        run = read_json(path)
+        RunHeader.parse(run, path)
+        data = cls(root, run)
+        if run.get("status") == "running":
+            data.warnings.append(abandoned_or_running(root))
+        if run.get("finish_error"):
+            data.warnings.append(f"{run['finish_error']} (when the collect finished; the passes' files are whole)")
+        return data
+
+    @cached_property
+    def header(self) -> RunHeader:
+        """run.json's checked, typed part (RunDirError when it is damaged)."""
+        return RunHeader.parse(self.run, self.root / RUN_JSON)
+
+    def pass_dir(self, name: str) -> Path:
+        return self.root / "passes" / name
+
+    @property
+    def pass_names(self) -> list[str]:
+        """The passes whose figures can be used: recorded in run.json, finished, with their folder."""
+        return [p for p in self.header.passes if p not in self.unavailable_passes]
+
+    @cached_property
+    def unavailable_passes(self) -> dict[str, str]:
+        """Pass name -> why its figures are unavailable, for each pass run.json records that cannot be used."""
+        out = {}
+        for name, entry in self.header.passes.items():
+            if not entry.finished:
+                out[name] = f"the {name} pass was {entry.status} (run {self.header.status})"
+            elif not self.pass_dir(name).is_dir():
+                out[name] = f"the {name} pass's folder passes/{name} is missing from {self.root}"
+        return out
+
+    @cached_property
+    def missing_passes(self) -> dict[str, str]:
+        """Pass name -> why its figures are unavailable, for each pass that was planned but cannot give them:
+        it stopped mid-way or lost its folder (unavailable_passes), or the run stopped before it began."""
+        out = dict(self.unavailable_passes)
+        if self.header.status in ("interrupted", "running"):
+            ran = ("ok", "partial")
+            wanted = {
+                str(e.get("pass")) for e in self.header.collectors.values() if e["status"] in ran and e.get("pass")
+            }
+            for name in sorted(wanted - set(self.header.passes)):
+                out[name] = f"the run was {self.header.status} before the {name} pass"
+        return out
+
+    def pass_missing(self, name: str) -> str | None:
+        """Why a pass's figures are unavailable (None when it ran, or when it was simply not planned)."""
+        if name in self.missing_passes:
+            return self.missing_passes[name]
+        if name not in self.header.passes and self.header.status in ("interrupted", "running"):
+            return f"the run was {self.header.status} before the {name} pass"
+        return None
+
+    def pass_result(self, pass_name: str) -> dict[str, Any]:
+        """The worker's result.json of a pass ({} when it wrote none)."""
+        path = self.pass_dir(pass_name) / "result.json"
+        try:
+            return dict(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            return {}
+
+    def markers(self, pass_name: str) -> list[Marker]:
+        """The pass's markers, read once; a torn last line adds a warning (RunDirError for a corrupt line)."""
+        if pass_name not in self._markers:
+            path = self.pass_dir(pass_name) / "markers.jsonl"
+            markers, warning = read_marker_file(path) if path.exists() else ([], None)
+            if warning and warning not in self.warnings:
+                self.warnings.append(warning)
+            self._markers[pass_name] = markers
+        return list(self._markers[pass_name])
+
+    @cached_property
+    def model_info(self) -> dict[str, Any]:
+        """model.json of the layers pass if there was one (layer table of --depth), else of any pass."""
+        names = sorted(self.pass_names, key=lambda n: n != "layers")
+        for name in names:
+            path = self.pass_dir(name) / "model.json"
+            if path.exists():
+                return read_json_object(path)
+        return {}
+
+    def metrics(self) -> dict[str, MetricTables]:
+        """collector name -> its metric tables, from every pass."""
+        out = {}
+        for name in self.pass_names:
+            for path in sorted(self.pass_dir(name).glob("*.metrics.json")):
+                collector = path.name.removesuffix(".metrics.json")
+                if collector not in self.withheld:
+                    out[collector] = MetricTables.load(path)
+        return out
+
+    def collector(self, name: str) -> dict[str, Any]:
+        return dict(self.run.get("collectors", {}).get(name, {}))

@@ -1,0 +1,160 @@
+"""Normalized records: what collectors leave beside their raw artifacts, on the run's one clock.
+
+Every timestamp is CLOCK_MONOTONIC nanoseconds of the collecting host. A collector that used a
+foreign clock converts it before writing and records the alignment error in its summary.
+
+Per collector, in its pass folder (`passes/<pass>/`):
+- `<collector>.records.jsonl`: spans, counter samples, callstack samples and thread names, one JSON
+  object a line, each with a "kind" of "span", "counter", "sample" or "thread". Renderers (the
+  Perfetto trace) read these.
+- `<collector>.metrics.json`: per-layer and per-stage metric tables, with units and, for any
+  metric that is an estimate, its method. Analysis joins these onto the layer table.
+Stage, layer and iteration spans themselves come from the pass's `markers.jsonl` (markers.py).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hwprof.core.atomic import atomic_write_text, checked_append
+
+
+@dataclass(slots=True)
+class Span:
+    name: str
+    ts_ns: int
+    dur_ns: int
+    track: str
+    """A thread ("thread:<tid>") or a named track ("py-spy", "oneDNN")."""
+    category: str = ""
+    tid: int | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class CounterSample:
+    track: str
+    """e.g. "CPI", "RSS", "package-0 W"."""
+    ts_ns: int
+    value: float
+    unit: str = ""
+
+
+@dataclass(slots=True)
+class StackSample:
+    """One sampled callstack of one thread at one instant (a CPU sample): never a span, so that
+    drawing it and charging it to a layer use the same instant."""
+
+    tid: int
+    ts_ns: int
+    frames: list[tuple[str, str]]
+    """(function, library) of each frame, root first; the last is the code the sample ran."""
+    cpu: int | None = None
+    period: int | None = None
+    """The sampling event's count since the thread's previous sample, as perf reports it (ns for
+    cpu-clock, cycles for cycles); None in records written before it was kept."""
+
+
+@dataclass(slots=True)
+class ThreadName:
+    tid: int
+    name: str
+
+
+Record = Span | CounterSample | StackSample | ThreadName
+_KINDS: dict[str, type[Span] | type[CounterSample] | type[StackSample] | type[ThreadName]] = {
+    "span": Span,
+    "counter": CounterSample,
+    "sample": StackSample,
+    "thread": ThreadName,
+}
+_KIND_OF = {cls: kind for kind, cls in _KINDS.items()}
+
+
+def records_path(pass_dir: Path, collector: str) -> Path:
+    return pass_dir / f"{collector}.records.jsonl"
+
+
+def metrics_path(pass_dir: Path, collector: str) -> Path:
+    return pass_dir / f"{collector}.metrics.json"
+
+
+def write_records(path: Path, records: Iterable[Record], append: bool = False) -> int:
+    """Records as JSON lines: a new file atomically, or appended (a stream that grows during a pass) with
+    a failed append cut back to the last whole line (hwprof.core.atomic.checked_append)."""
+    lines = []
+    for record in records:
+        row = asdict(record)
+        row["kind"] = _KIND_OF[type(record)]
+        lines.append(json.dumps(row, separators=(",", ":")) + "\n")
+    if not append:
+        atomic_write_text(path, "".join(lines))
+        return len(lines)
+    with checked_append(path), open(path, "a") as out:
+        out.write("".join(lines))
+    return len(lines)
+
+
+def read_records(path: Path) -> Iterator[Record]:
+    """The records of a records.jsonl up to a torn last line (a killed pass); RunDirError (file:line) for a
+    corrupt line elsewhere."""
+    from hwprof.schema.check import read_jsonl
+
+    for _, row in read_jsonl(path).rows:
+        cls = _KINDS.get(row.pop("kind", "")) if isinstance(row, dict) else None
+        if cls is not None:
+            yield cls(**row)
+
+
+@dataclass
+class MetricTables:
+    """Per-layer and per-stage metrics of one collector.
+
+    layers: qualified layer name ("model.7") -> metric -> value; stages: stage name -> metric -> value.
+    units: metric -> unit. methods: metric -> how it was obtained, for anything that is not a direct
+    measurement (e.g. "estimate: LLC misses x 64 B line"). A metric that was not measured is absent.
+    """
+
+    layers: dict[str, dict[str, float]] = field(default_factory=dict)
+    stages: dict[str, dict[str, float]] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)
+    methods: dict[str, str] = field(default_factory=dict)
+
+    def save(self, path: Path) -> None:
+        atomic_write_text(path, json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, path: Path) -> MetricTables:
+        return cls(**json.loads(path.read_text()))
+
+
+NODES_FILE = "runtime_nodes.json"
+RUNTIME_FILE = "runtime.json"
+
+
+@dataclass
+class NodeRow:
+    """One executed runtime node, aggregated over the measured iterations of a pass."""
+
+    name: str
+    op: str
+    kernel: str
+    provider: str
+    precision: str
+    layers: list[str]
+    """Top-level layers ("model.7") its original nodes belong to; empty for nodes of no layer."""
+    children: list[str] = field(default_factory=list)
+    """Depth-2 names ("model.7.cv1") where the node names carry them."""
+    inserted: bool = False
+    """Added by the runtime (layout reorders), charged to the layer that runs next."""
+    median_us: float = 0.0
+    calls: int = 0
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> NodeRow:
+        known = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in known})

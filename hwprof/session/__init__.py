@@ -1,0 +1,1 @@
+"""Running a collect: the plan, the passes' worker processes, stopping, finishing the run."""

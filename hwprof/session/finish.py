@@ -1,0 +1,122 @@
+"""Finishing a run: the summary sections of run.json from its passes, then the analysis and its exports
+(layers.csv, summary.json). It sits above both analysis and render, so that the run-directory reader only
+reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hwprof.analysis.run_analysis import analyse
+from hwprof.core.atomic import DiskFullError
+from hwprof.core.spans import forward_p50_ms, stage_stats
+from hwprof.render.export import write_exports
+from hwprof.rundir.reader import RunData, write_run_json
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+def finalize(run_dir: Path, run: dict[str, Any]) -> None:
+    """Derive the summary sections of run.json from the passes and save run.json (exports: write_final_exports).
+    Where deriving them fails, run.json is still saved with the run's final status and the error under
+    "finish_error" (then the error is raised): a run whose passes all finished never stays "running"."""
+    try:
+        _derive_summaries(run_dir, run)
+    except DiskFullError:
+        raise
+    except Exception as exc:
+        run["finish_error"] = f"the summary sections of run.json could not be derived: {type(exc).__name__}: {exc}"
+        write_run_json(run_dir, run)
+        raise
+    write_run_json(run_dir, run)
+
+
+def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
+    data = RunData(run_dir, run)
+    info = data.model_info
+    if info:
+        flops = data.collector("flops").get("summary", {})
+        run["model"] = {
+            "name": info["name"],
+            "family": info["family"],
+            "weights": info["weights"],
+            "random_init": info["random_init"],
+            "params": info["params"],
+            "params_fused": info["params_fused"],
+            "layers": sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
+            "input_shape": info["input_shape"],
+            "flops": flops.get("total_flops"),
+            "gflops": flops.get("gflops"),
+        }
+    source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
+    if source:
+        stats = stage_stats(data.markers(source))
+        run["stages"] = {k: v.to_dict() for k, v in stats.items()}
+        run["stages_source"] = source if source == "timing" else f"{source} (no clean timing pass: hooks included)"
+        whole = stats.get("iteration")
+        if whole:
+            run["fps"] = run["config"]["batch"] / whole.p50_ms * 1e3
+    from hwprof.analysis.paired_cost import pass_figures
+
+    timing = data.markers("timing") if "timing" in data.pass_names else None
+    base = forward_p50_ms(timing) if timing else None
+    for name in data.pass_names:
+        markers = data.markers(name)
+        p50 = forward_p50_ms(markers)
+        entry = run["passes"][name]
+        entry["forward_p50_ms"] = p50
+        entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
+        if name != "timing":
+            entry.update(
+                pass_figures(markers, timing, data.pass_result(name).get("paired"), entry.get("collectors", []))
+            )
+
+
+def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:
+    """layers.csv and summary.json from the finalised run (a second stop signal may cut this, not run.json);
+    a full disk here is recorded in run.json's render_errors (the collection itself is complete)."""
+    try:
+        write_exports(analyse(RunData(run_dir, run)), run_dir)
+    except DiskFullError as exc:
+        record_render_error(run_dir, run, "exports", exc)
+        raise
+
+
+def record_render_error(run_dir: Path, run: dict[str, Any], what: str, exc: DiskFullError) -> None:
+    """The collection is complete but a rendering of it could not be written for lack of space:
+    run.json keeps its status and lists the failure under "render_errors" (when run.json itself still
+    fits; atomic writes leave it whole as it was when it does not)."""
+    run.setdefault("render_errors", []).append({"what": what, "path": str(exc.path), "error": str(exc)})
+    with contextlib.suppress(DiskFullError):
+        write_run_json(run_dir, run)
+
+
+def write_trace(run_dir: Path, console: Console) -> bool:
+    """Build the run's trace.pftrace; False (with one error line) when it could not be built."""
+    from hwprof.core.atomic import DiskFullError
+    from hwprof.trace.perfetto import build_trace
+
+    try:
+        stats = build_trace(run_dir)
+    except DiskFullError:  # a failure with the path, not a trace problem
+        raise
+    except Exception as exc:  # the trace is one view among several: the run stays usable without it
+        console.print(
+            f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}", soft_wrap=True
+        )
+        return False
+    samples = (
+        f"; its {stats.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
+        "for their flamegraph)"
+        if stats.perf_samples
+        else ""
+    )
+    console.print(
+        f"trace: {stats.path} ({stats.size_bytes / 1e6:.1f} MB, built in {stats.build_s:.1f} s): "
+        f"open it at https://ui.perfetto.dev (Open trace file){samples}",
+        highlight=False,
+    )
+    return True

@@ -1,0 +1,192 @@
+"""Collectors switched on and off by iteration in one process, in ABBA blocks: their cost on the
+forward stage measured where drift and other work on a shared machine hit both sides alike.
+
+The layers pass's set-up (layer markers on; with `toggle_hooks`, on only in the "on" iterations,
+so that "off" is the clean timing pass's model and "on" the whole collector pass); iterations run
+off, on, on, off, ... Collectors are
+opened before the model is built (counters must exist before torch starts its threads), started
+and subscribed to the marker bus for the "on" iterations, stopped and unsubscribed after them.
+Ratio per block = forward time with the collectors / without; the median over blocks is the
+figure to trust on a busy host. Used by scripts/bench_*_overhead.py, and by the worker itself:
+every pass with collectors that switch on and off (Collector.switchable) runs its measured
+iterations in this order (`schedule`), with clean iterations between them, and so states its own
+cost (hwprof.analysis.paired_cost).
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from hwprof.analysis.paired_cost import UNRESOLVED_IQR, PassCostFigure, paired_cost
+from hwprof.collectors.base import Collector, PassContext
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import MarkerBus, MarkerLog
+from hwprof.core.spans import forward_ms_by_iteration
+from hwprof.workload.images import discover
+
+
+def is_on(iteration: int) -> bool:
+    """ABBA: the 2nd and 3rd iteration of every block of four."""
+    return iteration % 4 in (1, 2)
+
+
+def schedule(measured: int, start: int = 0) -> list[tuple[bool, int]]:
+    """(on, index) for a pass's measured iterations start..measured-1 and as many clean ones, each kind
+    numbered from 0, in blocks of four: on 2b, clean 2b, clean 2b+1, on 2b+1 (a last odd block: on,
+    clean; `start` odd completes it). The mirror image of is_on's order, so that the first iteration
+    after start() is a measured one (collectors that measure only the first iterations, e.g. oneDNN's
+    verbose log, see no clean one)."""
+    out: list[tuple[bool, int]] = []
+    for i in range(start, measured):
+        out += [(True, i), (False, i)] if i % 2 == 0 else [(False, i), (True, i)]
+    return out
+
+
+@dataclass
+class Extension:
+    """ABBA blocks added after the planned ones because their ratios did not resolve the cost
+    (result.json paired.extension; run.json shows it under passes.<pass>.overhead)."""
+
+    planned_blocks: int
+    planned_s: float
+    limit_s: float
+    """As much time again as the planned blocks took x config.paired_extend_ratio, at most
+    config.paired_extend_max_s."""
+    reason: str
+    added_blocks: int = 0
+    used_s: float = 0.0
+    stopped: str = ""
+    resolved: bool = False
+
+    @property
+    def text(self) -> str:
+        return (
+            f"{self.added_blocks} ABBA block(s) added to the {self.planned_blocks} planned: {self.reason}; "
+            f"stopped: {self.stopped} ({self.used_s:.1f} s of a {self.limit_s:.1f} s limit)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "text": self.text}
+
+
+def extend(
+    figure: Callable[[], PassCostFigure | None],
+    step: Callable[[bool, int], None],
+    measured: int,
+    planned_s: float,
+    config: RunConfig,
+    max_measured: int | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[int, Extension | None]:
+    """After a paired pass's planned blocks (`measured` measured iterations, which took planned_s):
+    while `figure()` does not resolve (PassCostFigure.resolved), run one more ABBA block through
+    `step(on, index)`, unless the next block would pass the time limit or max_measured (a
+    collector's iteration limit). Returns the measured count now, and the extension (None when the
+    planned blocks resolved, or there was no figure)."""
+    now = figure()
+    if now is None or now.resolved:
+        return measured, None
+    assert now.q1 is not None and now.q3 is not None
+    limit = min(planned_s * config.paired_extend_ratio, config.paired_extend_max_s)
+    ext = Extension(
+        now.blocks,
+        round(planned_s, 3),
+        round(limit, 3),
+        f"the planned blocks' ratios did not resolve the cost (quartiles {now.q1:.3f}-{now.q3:.3f}, more than "
+        f"{UNRESOLVED_IQR:.2f} apart)",
+    )
+    started = clock()
+    block_s = planned_s / max(now.blocks, 1)
+    while True:
+        used = clock() - started
+        if now.resolved:
+            ext.stopped = "resolved"
+            break
+        if used + block_s > limit:
+            ext.stopped = "time limit (the next block would pass it)"
+            break
+        if max_measured is not None and measured + 2 > max_measured:
+            ext.stopped = f"a collector's limit of {max_measured} measured iterations"
+            break
+        block_start = clock()
+        for on, i in schedule(measured + 2, measured):
+            step(on, i)
+        measured += 2
+        ext.added_blocks += 1
+        block_s = clock() - block_start
+        now = figure() or now
+    ext.used_s = round(clock() - started, 3)
+    ext.resolved = now.resolved
+    return measured, ext
+
+
+def abba_forward(
+    config: RunConfig, make: Callable[[RunConfig], list[Collector]], pairs: int, toggle_hooks: bool = False
+) -> dict[str, Any]:
+    """Forward times with `make(config)`'s collectors on and off, over 2 * pairs measured iterations."""
+    import torch
+
+    from hwprof.core.markers import attach_layer_markers
+    from hwprof.workload.pipeline import Pipeline
+    from hwprof.workload.zoo import build_model
+
+    torch.set_num_threads(config.threads)
+    bus = MarkerBus()
+    log = MarkerLog()
+    with tempfile.TemporaryDirectory(prefix="hwprof-paired-") as tmp:
+        ctx = PassContext(config, Path(tmp), "layers", bus)
+        ctx.out_dir.mkdir(parents=True)
+        chosen = sorted(make(config), key=lambda c: c.order)
+        for c in chosen:
+            c.open(ctx)
+        built = build_model(config.model, config.weights, config.seed)
+        ctx.pipeline = Pipeline(config, bus, discover(None).paths, built)
+        bus.subscribe(log)
+        remove_hooks = attach_layer_markers(built.module, bus, config.depth)
+        for c in chosen:
+            c.prepare(ctx)
+        for i in range(config.warmup):
+            ctx.pipeline.run_iteration(i - config.warmup, warmup=True)
+        if toggle_hooks:
+            remove_hooks()
+        for i in range(2 * pairs):
+            if is_on(i):
+                if toggle_hooks:
+                    remove_hooks = attach_layer_markers(built.module, bus, config.depth)
+                for c in chosen:
+                    bus.subscribe(c.on_marker)
+                    c.start(ctx)
+            ctx.pipeline.run_iteration(i, warmup=False)
+            if is_on(i):
+                for c in chosen:
+                    c.stop(ctx)
+                    bus.unsubscribe(c.on_marker)
+                if toggle_hooks:
+                    remove_hooks()
+        results = {c.name: c.close(ctx) for c in chosen}
+    forward = forward_ms_by_iteration(log.markers)
+    out = summarize(forward, [c.name for c in chosen], {n: r.status for n, r in results.items()})
+    out["hooks"] = "on in the 'on' iterations only" if toggle_hooks else "on throughout"
+    return out
+
+
+def summarize(forward: dict[int, float], names: list[str], statuses: dict[str, str]) -> dict[str, Any]:
+    """Forward ms by ABBA position (0, 1, 2, ...) summarised as paired_cost does for a pass."""
+    on = {(i // 4) * 2 + (i % 4 - 1): v for i, v in forward.items() if is_on(i)}
+    off = {(i // 4) * 2 + (i % 4) // 3: v for i, v in forward.items() if not is_on(i)}
+    cost = paired_cost(on, off)
+    return {
+        "collectors": names,
+        "statuses": statuses,
+        "forward_p50_on_ms": statistics.median(on.values()),
+        "forward_p50_off_ms": statistics.median(off.values()),
+        "ratio_p50": statistics.median(on.values()) / statistics.median(off.values()),
+        "ratio_blocks": cost.block_ratios if cost else [],
+        "ratio_median_block": cost.ratio if cost else None,
+    }

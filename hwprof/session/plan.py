@@ -1,0 +1,102 @@
+"""Which passes a run makes (the available collectors grouped by pass, the others with their reasons) and the run
+directory it goes to.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from hwprof.collectors.base import Collector
+from hwprof.core.config import PASS_ORDER, RunConfig
+from hwprof.rundir.lock import LOCK_NAME, RunDirBusy, RunDirLock
+from hwprof.session.registry import all_collectors
+
+
+class CollectError(RuntimeError):
+    """A collection that cannot go on; the message is one line for the user."""
+
+
+@dataclass
+class PassPlan:
+    name: str
+    collectors: list[type[Collector]]
+
+
+@dataclass
+class Plan:
+    passes: list[PassPlan]
+    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Collectors that will not run: name -> {status, reason, fix, pass}."""
+
+
+def plan_passes(config: RunConfig) -> Plan:
+    """Probe every wanted collector and group the available ones into passes."""
+    statuses: dict[str, dict[str, Any]] = {}
+    by_pass: dict[str, list[type[Collector]]] = {}
+    for cls in all_collectors():
+        if not cls.wanted(config):
+            statuses[cls.name] = {
+                "status": "skipped",
+                "reason": "not requested for this run",
+                "fix": "",
+                "pass": cls.pass_name,
+            }
+            continue
+        try:
+            capability = cls.probe(config)
+        except Exception as exc:  # a probe must not take the whole collection down
+            statuses[cls.name] = {
+                "status": "failed",
+                "reason": f"probe raised {type(exc).__name__}: {exc}",
+                "fix": "",
+                "pass": cls.pass_name,
+            }
+            continue
+        if not capability.available:
+            statuses[cls.name] = {
+                "status": "unavailable",
+                "reason": capability.reason,
+                "fix": capability.fix,
+                "pass": cls.pass_name,
+                "details": capability.details,
+            }
+            continue
+        by_pass.setdefault(cls.pass_name, []).append(cls)
+    passes = [PassPlan(name, by_pass[name]) for name in PASS_ORDER if name in by_pass]
+    return Plan(passes, statuses)
+
+
+def new_run_dir(root: Path, model: str) -> tuple[Path, RunDirLock]:
+    """A fresh results/<model>-<time>[-n] directory, locked for this collect."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = root / f"{model}-{stamp}"
+    candidate, n = base, 1
+    root.mkdir(parents=True, exist_ok=True)
+    while True:
+        try:
+            candidate.mkdir()
+        except FileExistsError:
+            n += 1
+            candidate = Path(f"{base}-{n}")
+            continue
+        return candidate, RunDirLock(candidate).acquire()
+
+
+def claim_out_dir(out: Path) -> tuple[Path, RunDirLock]:
+    """--out DIR: created if missing, locked for this collect (a second collect into it is refused with the
+    holder's pid), and refused if it already holds anything but a stale lock left by a collect that died."""
+    if out.exists() and not out.is_dir():
+        raise CollectError(f"--out {out} exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = RunDirLock(out).acquire()
+    except RunDirBusy as exc:
+        raise CollectError(str(exc)) from None
+    if any(p.name != LOCK_NAME for p in out.iterdir()):
+        lock.release()
+        died = f" (left by a collect, {lock.took_over.describe()}, that is gone)" if lock.took_over else ""
+        raise CollectError(f"--out {out} already exists and is not empty{died}; refusing to overwrite an earlier run")
+    return out, lock

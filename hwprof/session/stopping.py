@@ -1,0 +1,177 @@
+"""Stopping a collect or a sweep: SIGINT, SIGTERM and SIGHUP, once or repeatedly, all end the same way.
+
+SIGTERM is what systemd, Slurm, Kubernetes and Ray send; SIGHUP is a closed terminal; SIGINT is Ctrl-C.
+Before this, a SIGTERM killed collect at once (run.json stayed "running", the perf FIFOs stayed), and a
+second Ctrl-C orphaned the worker and py-spy, which went on writing after run.json was final.
+
+- First signal: forwarded to the running child (SIGTERM to a pass's worker, which stops at the end of its
+  iteration and closes its collectors; the signal itself to a sweep's point, whose collect then does the
+  same). The parent waits for it, records the pass as interrupted, finalises run.json and writes the
+  report of what was kept. With no child running (set-up, between passes, the report) it raises
+  `Interrupted` at once.
+- Second signal: escalates. Every process below this one (workers, py-spy, perf, conversions, and what a
+  worker left in its session) gets SIGKILL, and `Interrupted` is raised unless run.json is being written
+  (`deferred`), so nothing is orphaned and nothing writes after run.json is final.
+- The exit status is 128 + the first signal's number.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
+
+import psutil
+
+from hwprof.session.child import session_members
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class Interrupted(KeyboardInterrupt):
+    """Raised in the main thread by a stop signal; a KeyboardInterrupt so that every Ctrl-C path handles it."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def signal_name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
+class StopSignals:
+    """The stop signals of one collect or sweep, and the children they are forwarded to."""
+
+    def __init__(self, forward: signal.Signals | None = signal.SIGTERM, forward_twice: bool = False) -> None:
+        self.forward = forward
+        """What a running child gets on the first signal (None: the signal that was received)."""
+        self.forward_twice = forward_twice
+        """A sweep: the second signal is forwarded too (the point's collect escalates itself and still
+        finalises its run.json); only a third kills everything below."""
+        self.signum: int | None = None
+        """The first stop signal received."""
+        self.count = 0
+        self.first_at: float | None = None
+        """Monotonic s of the first signal."""
+        self._children: list[int] = []
+        """Process groups (= session ids: they run with start_new_session) of the running children."""
+        self._targets: dict[int, Callable[[], int | None]] = {}
+        self._deferred = 0
+        self._pending = False
+        self._previous: dict[int, object] = {}
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def escalated(self) -> bool:
+        return self.count >= 2
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + (self.signum or signal.SIGINT)
+
+    @property
+    def name(self) -> str:
+        return signal_name(self.signum) if self.signum else ""
+
+    def install(self) -> StopSignals:
+        """Handle the stop signals in this (main) thread; a no-op elsewhere (signals go to the main thread)."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in SIGNALS:
+                if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+                    continue  # nohup: the user asked to outlive the terminal
+                # SIGINT is handled even when it starts ignored (a job started with `&` by a non-interactive
+                # shell, some CI runners): `kill -INT` would be lost and a run could not be stopped cleanly.
+                self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def uninstall(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)  # type: ignore[arg-type]
+        self._previous.clear()
+
+    def __enter__(self) -> StopSignals:
+        return self.install()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.uninstall()
+
+    def note(self, signum: int) -> None:
+        """Record a stop signal and act on it (the handler's work, without raising)."""
+        self.count += 1
+        if self.signum is None:
+            self.signum, self.first_at = signum, time.monotonic()
+        if self.count == 1 or (self.count == 2 and self.forward_twice):
+            for pgid in self._children:
+                self._forward(pgid, self.forward or signum)
+        else:
+            self.kill_everything()
+
+    @property
+    def killed(self) -> bool:
+        """Whether everything below was killed (the second signal, or a sweep's third)."""
+        return self.count >= (3 if self.forward_twice else 2)
+
+    def _handle(self, signum: int, _frame: FrameType | None) -> None:
+        self.note(signum)
+        if self.killed or not self._children:
+            if self._deferred:
+                self._pending = True  # raised when the section that must not be cut ends
+            else:
+                raise Interrupted(signum)
+
+    def kill_everything(self) -> None:
+        """SIGKILL every process below this one and every member of a running child's session."""
+        me = psutil.Process()
+        with contextlib.suppress(psutil.Error):
+            for proc in me.children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+        for sid in self._children:
+            for pid in session_members(sid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+
+    @contextlib.contextmanager
+    def child(self, pgid: int, target: Callable[[], int | None] = lambda: None) -> Iterator[None]:
+        """While a child process group runs: the first signal is forwarded to it instead of raising.
+        target: the one process of the group to signal, when known (a pass's worker under a launcher such
+        as Scalene's, which would otherwise die of the signal and leave the worker to be killed)."""
+        self._children.append(pgid)
+        self._targets[pgid] = target
+        try:
+            if self.killed:
+                self.kill_everything()
+            elif self.requested:
+                self._forward(pgid, self.forward or self.signum or signal.SIGTERM)
+            yield
+        finally:
+            self._children.remove(pgid)
+            del self._targets[pgid]
+
+    def _forward(self, pgid: int, sig: int) -> None:
+        pid = self._targets.get(pgid, lambda: None)()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if pid is not None:
+                os.kill(pid, sig)
+            else:
+                os.killpg(pgid, sig)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """A section that must not be cut (run.json being written): signals are noted, raised after it."""
+        self._deferred += 1
+        try:
+            yield
+        finally:
+            self._deferred -= 1
+        if self._deferred == 0 and self._pending:
+            self._pending = False
+            raise Interrupted(self.signum or signal.SIGINT)

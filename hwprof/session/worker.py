@@ -1,0 +1,414 @@
+"""One pass of a collection, run as a child process: `python -P -m hwprof.session.worker RUN_DIR PASS C1,C2`.
+
+The worker reads config.json and images.json from the run directory, opens the pass's collectors
+before torch is imported, builds the model, runs warm-up and measured iterations with markers,
+and always closes every collector, so a pass stopped by an error, SIGTERM or Ctrl-C still leaves
+what it measured. A pass whose layer hooks or collectors switch off in-process also runs as many
+clean iterations, interleaved with the measured ones in ABBA blocks (hwprof.session.paired), so that it
+measures its own cost (hwprof.analysis.paired_cost). Progress goes to stdout as JSON lines for the
+parent; logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hwprof.collectors.base import Collector, CollectorResult, PassContext
+from hwprof.core.atomic import DiskFullError, atomic_write_text
+from hwprof.core.config import RunConfig
+from hwprof.core.markers import Marker, MarkerBus, MarkerLog
+from hwprof.session.registry import by_name
+from hwprof.session.worker_io import LossyStream, disk_full_exit, is_user_error, one_line, progress
+from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
+
+EXIT_OK = 0
+EXIT_ERROR = 3
+EXIT_INTERRUPTED = 130
+ERROR_PREFIX = "hwprof-error: "
+WORKER_PID = "worker.pid"
+"""Written into the pass folder: the process a stop signal goes to when the worker runs under a launcher (Scalene)."""
+
+
+class PassRunner:
+    def __init__(self, run_dir: Path, pass_name: str, names: list[str]) -> None:
+        self.run_dir = run_dir
+        self.config = RunConfig.load(run_dir / "config.json")
+        self.images = [Path(p) for p in json.loads((run_dir / "images.json").read_text())["paths"]]
+        self.bus = MarkerBus()
+        self.ctx = PassContext(self.config, run_dir, pass_name, self.bus)
+        self.ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        classes = by_name()
+        # Ascending `order` everywhere: counter readers (high order) open last, so threads that
+        # other collectors start in open() exist before the counters and stay out of their counts.
+        self.collectors: list[Collector] = sorted((classes[n](self.config) for n in names), key=lambda c: c.order)
+        self.results: dict[str, CollectorResult] = {}
+        self.log = MarkerLog()
+        self.markers_path = self.ctx.out_dir / "markers.jsonl"
+        self.clean_iteration = False
+        """In a clean iteration of a paired pass: no collector gets markers (but those asking for
+        clean_markers)."""
+        self.paired: dict[str, Any] | None = None
+        self._remove_hooks: Callable[[], None] | None = None
+        self._done = 0
+        """Iterations run so far (warm-up included), for progress."""
+        self.disk_full: DiskFullError | None = None
+        """The first write that found the disk full: the pass fails with its path."""
+
+    def _fail(self, collector: Collector, stage: str, exc: BaseException) -> None:
+        self._note_disk_full(exc)
+        print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        self.results[collector.name] = CollectorResult("failed", reason=f"{stage}: {type(exc).__name__}: {exc}")
+
+    def _note_disk_full(self, exc: BaseException) -> None:
+        if isinstance(exc, DiskFullError) and self.disk_full is None:
+            self.disk_full = exc
+
+    def _each(self, stage: str, *args: Any) -> None:
+        for collector in self.collectors:
+            if collector.name not in self.results:
+                self._call(collector, stage, *args)
+
+    def _call(self, collector: Collector, stage: str, *args: Any) -> None:
+        try:
+            getattr(collector, stage)(*args)
+        except (Interrupted, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            self._fail(collector, stage, exc)
+
+    def _close_failed(self, collector: Collector) -> None:
+        """A collector whose hook raised still gets close(), to release what it holds; its failure stands."""
+        try:
+            collector.close(self.ctx)
+        except Exception as exc:
+            print(f"collector {collector.name}: close after failure raised {exc!r}", file=sys.stderr)
+
+    def _guarded(self, collector: Collector) -> Callable[[Marker], None]:
+        """on_marker, but a collector that raises is marked failed and stops receiving markers."""
+
+        def deliver(marker: Marker) -> None:
+            if collector.name in self.results or (self.clean_iteration and not collector.clean_markers):
+                return
+            try:
+                collector.on_marker(marker)
+            except Exception as exc:
+                self._fail(collector, "on_marker", exc)
+
+        return deliver
+
+    def _measured_iterations(self) -> int:
+        """--iters, or more where a collector of this pass needs more (its wish is bounded by the collector)."""
+        wishes = [self.config.iters]
+        for collector in self.collectors:
+            if collector.name in self.results:
+                continue
+            try:
+                wishes.append(collector.measured_iterations(self.ctx) or 0)
+            except Exception as exc:
+                self._fail(collector, "measured_iterations", exc)
+        cap = self._iteration_cap()
+        return max(wishes) if cap is None else min(max(wishes), cap)
+
+    def _iteration_cap(self) -> int | None:
+        """The smallest iteration_limit of the pass's live collectors (None: none limits)."""
+        limits = [c.iteration_limit(self.ctx) for c in self.collectors if c.name not in self.results]
+        return min((x for x in limits if x), default=None)
+
+    def _pairs(self, runtime_name: str) -> bool:
+        """Interleave clean iterations (hwprof.session.paired) when the layer hooks or a collector of the pass can
+        be switched off in-process; records which were and which stayed on (their cost is in both sides)."""
+        live = [c for c in self.collectors if c.name not in self.results]
+        switched = [c.name for c in live if c.switchable]
+        hooks = ["layer markers"] if self._remove_hooks is not None else []
+        wanted = self.config.extra.get("paired", True) and all(c.clean_iterations for c in live)
+        if self.ctx.pass_name == "timing" or runtime_name != "torch" or not (hooks or switched) or not wanted:
+            return False
+        self.paired = {"switched": [*hooks, *switched], "always_on": [c.name for c in live if not c.switchable]}
+        return True
+
+    def _marker_module(self, built: Any) -> Any:
+        """The module the layer hooks go on: the runtime's device copy (CUDA) or the built model."""
+        runtime = self.ctx.pipeline.runtime if self.ctx.pipeline is not None else None
+        return getattr(runtime, "marker_module", built.module)
+
+    def _run_clean(self, iteration: int) -> None:
+        """A clean iteration: switchable collectors paused, markers only to collectors asking for
+        clean_markers, layer hooks off."""
+        from hwprof.core.markers import attach_layer_markers
+
+        pipeline = self.ctx.pipeline
+        assert pipeline is not None
+        switchable = [c for c in self.collectors if c.switchable and c.name not in self.results]
+        for collector in switchable:
+            self._call(collector, "pause", self.ctx)
+        if self._remove_hooks is not None:
+            self._remove_hooks()
+        self.clean_iteration = True
+        try:
+            pipeline.run_iteration(iteration, warmup=False, clean=True)
+        finally:
+            self.clean_iteration = False
+            if self._remove_hooks is not None:
+                self._remove_hooks = attach_layer_markers(
+                    self._marker_module(pipeline.built), self.bus, self.config.depth
+                )
+            for collector in switchable:
+                if collector.name not in self.results:
+                    self._call(collector, "resume", self.ctx)
+
+    def _step(self, measured: bool, i: int, total: int) -> None:
+        """One measured (or, in a paired pass, clean) iteration, its markers written at once."""
+        assert self.ctx.pipeline is not None
+        if measured:
+            self.ctx.pipeline.run_iteration(i, warmup=False)
+            self._each("after_iteration", self.ctx, i)
+        else:
+            self._run_clean(i)
+        self.log.flush_to(self.markers_path)
+        self._done += 1
+        progress(phase="measure", done=self._done, total=max(total, self._done))
+        STOP.check(self._done, max(total, self._done))
+
+    def _extend(self, measured: int, planned_s: float) -> None:
+        """More ABBA blocks while the planned ones do not resolve the pass's cost (hwprof.session.paired.extend)."""
+        from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
+        from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+        from hwprof.session.paired import extend
+
+        def figure() -> PassCostFigure | None:
+            markers = self.log.markers
+            return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
+
+        planned_done = self._done
+        _, extension = extend(
+            figure,
+            lambda on, i: self._step(on, i, self._done + 4),
+            measured,
+            planned_s,
+            self.config,
+            self._iteration_cap(),
+        )
+        assert self.paired is not None
+        if self._done > planned_done:  # blocks were added: the bar ends full
+            progress(phase="measure", done=self._done, total=self._done)
+        if extension is not None:
+            self.paired["extension"] = extension.to_dict()
+            print(f"paired: {extension.text}", file=sys.stderr)
+
+    def _write_model_info(self) -> None:
+        from hwprof.workload.layers import layer_table
+
+        pipeline = self.ctx.pipeline
+        assert pipeline is not None
+        built = pipeline.built
+        layers = layer_table(built.module, pipeline.sample_batch(), self.config.depth)
+        info = {
+            "name": built.name,
+            "family": built.family,
+            "weights": built.weights or "random init",
+            "random_init": built.weights is None,
+            "params": built.params,
+            "params_fused": built.params_fused,
+            "stride": built.stride,
+            "output_format": built.output_format,
+            "classes": len(built.class_names),
+            "input_shape": list(pipeline.sample_batch().shape),
+            "layers": [row.to_dict() for row in layers],
+        }
+        atomic_write_text(self.ctx.out_dir / "model.json", json.dumps(info, indent=1))
+
+    def _prepare_runtime(self) -> None:
+        """Export/compile for the runtime and check its output against fp32 torch on the first batch."""
+        from hwprof.workload.runtime_artifacts import output_difference
+
+        pipeline = self.ctx.pipeline
+        assert pipeline is not None and pipeline.runtime is not None
+        batch = pipeline.sample_batch()
+        pipeline.runtime.prepare(batch)
+        pipeline.runtime.info["output_diff"] = output_difference(pipeline, pipeline.runtime, batch)
+        self._layer_errors(batch)
+
+    def _layer_errors(self, batch: Any) -> None:
+        """Once per run (the first pass): every layer's output against fp32 torch. Failing here is not fatal."""
+        from hwprof.workload.layer_error import layer_errors, read_layer_errors, torch_layer_outputs, write_layer_errors
+
+        pipeline = self.ctx.pipeline
+        assert pipeline is not None and pipeline.runtime is not None
+        runtime, config = pipeline.runtime, self.config
+        if (runtime.name == "torch" and config.precision == "fp32") or read_layer_errors(self.run_dir) is not None:
+            return
+        try:
+            errors = layer_errors(torch_layer_outputs(pipeline.model, batch), runtime.layer_outputs(batch))
+            write_layer_errors(self.run_dir, runtime.name, config.precision, errors)
+        except Exception as exc:
+            print(f"per-layer output check failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            runtime.info["layer_errors_failed"] = f"{type(exc).__name__}: {exc}"
+
+    def _finish_runtime(self) -> None:
+        """End the runtime's profiler, replay its layer spans into the marker log (never to collectors)
+        and write runtime.json and its node table. A failure here is reported, not raised."""
+        from hwprof.workload.node_layers import replay_markers
+        from hwprof.workload.runtime_artifacts import write_runtime_artifacts
+
+        pipeline = self.ctx.pipeline
+        runtime = pipeline.runtime if pipeline is not None else None
+        if runtime is None or "executed_precision" not in runtime.info:  # never prepared
+            return
+        try:
+            profile = runtime.finish()
+            if profile is not None:
+                for run in profile.runs:
+                    for marker in replay_markers(run, self.config.depth):
+                        self.log(marker)
+                runtime.info["replayed_layer_markers"] = sum(1 for m in self.log.markers if m.replayed)
+            write_runtime_artifacts(self.ctx.out_dir, runtime, profile)
+        except Exception as exc:
+            print(f"runtime {runtime.name}: its profile could not be read: {exc}", file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
+            runtime.info["profile_error"] = f"{type(exc).__name__}: {exc}"
+            write_runtime_artifacts(self.ctx.out_dir, runtime, None)
+
+    def run(self) -> int:
+        status, error = "ok", ""
+        try:
+            self._each("open", self.ctx)
+            import torch
+
+            from hwprof.workload.pipeline import Pipeline
+            from hwprof.workload.runtimes import make_runtime
+            from hwprof.workload.zoo import build_model
+
+            torch.set_num_threads(self.config.threads)
+            progress(phase="build", done=0, total=1)
+            built = build_model(self.config.model, self.config.weights, self.config.seed)
+            runtime = make_runtime(
+                self.config, built, self.run_dir, self.ctx.out_dir, profile=self.ctx.pass_name != "timing"
+            )
+            self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built, runtime)
+            self._write_model_info()
+            self._prepare_runtime()
+            self.bus.subscribe(self.log)
+            for collector in sorted(self.collectors, key=lambda c: c.order):
+                if collector.subscribes and collector.name not in self.results:
+                    self.bus.subscribe(self._guarded(collector))
+            self._each("prepare", self.ctx)
+            hooks_wanted = self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors)
+            if hooks_wanted and runtime.name == "torch":
+                from hwprof.core.markers import attach_layer_markers
+
+                # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
+                self._remove_hooks = attach_layer_markers(self._marker_module(built), self.bus, self.config.depth)
+            from hwprof.session.paired import schedule
+
+            iters = self._measured_iterations()
+            steps = schedule(iters) if self._pairs(runtime.name) else [(True, i) for i in range(iters)]
+            total = self.config.warmup + len(steps)
+            STOP.bus, STOP.at_boundaries = self.bus, True
+            STOP.check(0, total)
+            for i in range(self.config.warmup):
+                self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
+                self._done = i + 1
+                progress(phase="warmup", done=i + 1, total=total)
+                STOP.check(i + 1, total)
+            self.log.flush_to(self.markers_path)
+            self._each("start", self.ctx)
+            STOP.check(self.config.warmup, total)
+            planned_at = time.monotonic()
+            for measured, i in steps:
+                self._step(measured, i, total)
+            if self.paired is not None:
+                self._extend(iters, time.monotonic() - planned_at)
+            STOP.disarm()
+            self._each("stop", self.ctx)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            status, error = "interrupted", str(exc) or "KeyboardInterrupt"
+        except Exception as exc:
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            self._note_disk_full(exc)
+            if not is_user_error(exc):
+                traceback.print_exc(file=sys.stderr)
+            print(ERROR_PREFIX + one_line(exc), file=sys.stderr, flush=True)
+        finally:
+            STOP.disarm()
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+            self._finish_runtime()
+            try:
+                self.log.flush_to(self.markers_path)
+            except DiskFullError as exc:  # the collectors must still be closed
+                self._note_disk_full(exc)
+                status, error = "failed", str(exc)
+            self._close_all(status, error)
+        if self.disk_full is not None:
+            return disk_full_exit(self.disk_full)
+        return {"ok": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_ERROR)
+
+    def _close_all(self, status: str, error: str) -> None:
+        if status == "interrupted":
+            self.ctx.interrupted = error
+        for collector in self.collectors:
+            if collector.name in self.results:
+                self._close_failed(collector)
+                continue
+            try:
+                result = collector.close(self.ctx)
+            except Exception as exc:
+                self._fail(collector, "close", exc)
+                continue
+            self.results[collector.name] = mark_pass_end(result, status, error)
+        pipeline = self.ctx.pipeline
+        summary = {
+            "pass": self.ctx.pass_name,
+            "status": status,
+            "error": error,
+            "finished_ns": time.monotonic_ns(),
+            "detections_per_iteration": pipeline.detections if pipeline else [],
+            "runtime": pipeline.runtime.info if pipeline and pipeline.runtime else None,
+            "collectors": {name: r.to_dict() for name, r in self.results.items()},
+            "paired": self.paired,
+        }
+        atomic_write_text(self.ctx.out_dir / "result.json", json.dumps(summary, indent=1))
+
+
+def mark_pass_end(result: CollectorResult, status: str, error: str) -> CollectorResult:
+    """A collector's result as the pass ended: what it kept from a stopped or failed pass is partial, and a
+    collector left with nothing because a stop came before its data (no summary, no file) was interrupted,
+    not failed."""
+    if status != "ok" and result.status in ("ok", "partial"):
+        result.status = "partial"
+        result.reason = "; ".join(r for r in (f"pass {status}: {error}", result.reason) if r)
+    elif status == "interrupted" and result.status == "failed" and not result.summary and not result.artifacts:
+        result.status = "interrupted"
+        result.reason = f"{error}, before it had data ({result.reason})"
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3:
+        print("usage: python -m hwprof.session.worker RUN_DIR PASS COLLECTOR[,COLLECTOR...]", file=sys.stderr)
+        return 2
+    STOP.install()
+    run_dir, pass_name, names = Path(args[0]), args[1], [n for n in args[2].split(",") if n]
+    sys.stderr = LossyStream(sys.stderr)
+    runner = PassRunner(run_dir, pass_name, names)
+    with contextlib.suppress(OSError):  # without it, a stop signal goes to the whole process group
+        atomic_write_text(runner.ctx.out_dir / WORKER_PID, str(os.getpid()))
+    try:
+        return runner.run()
+    except DiskFullError as exc:  # writing result.json, after the collectors were closed: report the first
+        return disk_full_exit(runner.disk_full or exc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

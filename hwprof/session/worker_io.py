@@ -1,0 +1,66 @@
+"""What a pass's worker tells the session, and how: progress lines on stdout, the exit status of a full disk
+(with its path on stdout: worker.log is on the same full disk), a stderr that survives a full disk, and the
+one-line error of a failed pass."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from typing import Any
+
+from hwprof.core.atomic import DiskFullError
+
+EXIT_DISK_FULL = 4
+"""The disk filled up: the session marks the run failed with the path (sent as a `disk_full` progress line,
+since worker.log is on the same full disk)."""
+
+
+def progress(**fields: Any) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def disk_full_exit(exc: DiskFullError) -> int:
+    """Tell the session which path found the disk full (stdout is a pipe, not the full disk)."""
+    progress(disk_full=str(exc.path), errno=exc.errno)
+    return EXIT_DISK_FULL
+
+
+class LossyStream:
+    """stderr (worker.log) that drops what a full disk refuses: a failed log line must not stop the pass
+    from closing its collectors and writing its result."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except OSError:
+            return len(text)
+
+    def flush(self) -> None:
+        with contextlib.suppress(OSError):
+            self._stream.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def is_user_error(exc: BaseException) -> bool:
+    from hwprof.workload.images import ImageError
+    from hwprof.workload.runtime import RuntimeUnavailable
+    from hwprof.workload.zoo import UnknownModelError
+
+    user_errors: tuple[type[BaseException], ...] = (UnknownModelError, ImageError, OSError, RuntimeUnavailable)
+    try:
+        from hwprof.workload.checkpoint_globals import WeightsError
+
+        user_errors += (WeightsError,)
+    except ImportError:  # pragma: no cover
+        pass
+    return isinstance(exc, user_errors)
+
+
+def one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

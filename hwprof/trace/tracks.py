@@ -1,0 +1,394 @@
+"""The run directory as tracks of slices and counters: what the Perfetto writer serializes.
+
+Read from the run directory alone (run.json, each pass's markers.jsonl, model.json and the
+collectors' generic `*.records.jsonl` / `*.metrics.json`), never from a collector module:
+
+- per pass a process (pid: run.json's `passes.<pass>.pid` when recorded, else inferred, see
+  `pass_main_thread`); its main thread carries iteration > stage > layer slices from the markers and
+  every span a collector recorded on that thread (aten ops > oneDNN primitives), nested into them;
+- other threads' spans on their thread tracks; spans on named tracks (py-spy stacks, ...) on
+  tracks of their own inside the process; counter samples as counter tracks with their units;
+- an advised run's ABBA blocks (advice.json) as a process "advise" of its own (trace_advice.py);
+- callstack samples (the kernels pass's perf samples) as instants per thread, never as slices: the
+  writer emits them as Perfetto's own perf samples, which the UI draws on each thread's
+  "Callstacks" track and sums into a flamegraph over any selected range (one layer, one forward).
+
+Every slice is closed and properly nested on its track (Perfetto requires it): a begin marker
+with no end is closed at the pass's last timestamp and flagged `unclosed`; a recorded span that
+straddles a marker boundary is cut at it and flagged with the ns removed (`clamped_ns`). Sampled
+stacks drawn as slices (py-spy: one slice per run of an unchanged stack) are split at every layer
+boundary, so that each piece lies inside the layer that ran while it was sampled, as py-spy's
+per-layer table charges it (by overlap).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hwprof.analysis.advice import load_advice
+from hwprof.analysis.layers import layer_rows
+from hwprof.analysis.validity import checked
+from hwprof.core.markers import Marker
+from hwprof.rundir.reader import RunData
+from hwprof.schema.records import MetricTables
+from hwprof.trace.advice import advice_timeline
+from hwprof.trace.model import (
+    LEVEL_ITERATION,
+    LEVEL_LAYER,
+    LEVEL_STAGE,
+    STACK_CATEGORIES,
+    SYNTHETIC_PID_BASE,
+    UI_MODE_PREFIXES,
+    CounterTrack,
+    PassTimeline,
+    Slice,
+    SliceTrack,
+    Timeline,
+)
+from hwprof.trace.nesting import (
+    attach_layers,
+    coalesce_runs,
+    nest,
+    slice_order,
+    split_at,
+    stack_levels,
+    stack_runs,
+)
+from hwprof.trace.records import SpanGroup, named_threads, pass_main_thread, read_pass_records, thread_of
+from hwprof.workload.layers import LayerInfo
+
+SAMPLES_NOTE = (
+    "CPU samples (perf, kernels pass): one Perfetto perf sample per sample, at its instant, on its own thread "
+    "(the pipeline and torch's OpenMP workers); the UI draws them on each thread's 'Callstacks' track, and an area "
+    "selection over them (a layer, a forward) opens a 'Perf Sample Flamegraph' of the kernels that ran; "
+    "SQL: the perf_sample table. A sample in a layer's time range is the layer's, as in the report's kernel tables"
+)
+STACK_NOTE = (
+    "sampled stacks: one slice per run of an unchanged stack, named by its innermost frame (in full); "
+    "args.stack lists the frames root first in segments, C++ template arguments and parameter lists "
+    "elided as <…> and (…); native frames without a symbol (py-spy writes their address) read 0x… "
+    "(with their library where it is the innermost frame); the collector's raw files in the pass "
+    "folder keep every frame in full"
+)
+
+
+# ----------------------------------------------------------------------------- nesting
+
+
+# ----------------------------------------------------------------------------- markers
+
+
+def marker_slices(
+    markers: Sequence[Marker],
+    labels: dict[str, str],
+    layer_args: dict[str, dict[str, Any]],
+    stage_args: dict[str, dict[str, Any]],
+    end_ns: int,
+) -> list[Slice]:
+    """Iteration, stage and layer slices; a begin with no end is closed at `end_ns`, flagged."""
+    open_: dict[tuple[str, str], list[Marker]] = defaultdict(list)
+    out: list[Slice] = []
+
+    def make(b: Marker, end: int, unclosed: bool) -> Slice:
+        cats: list[str] = [b.kind]
+        if b.warmup:
+            cats.append("warmup")
+        elif b.clean:
+            cats.append("clean")
+        elif b.iteration < 0:
+            cats.append("setup")
+        args: dict[str, Any]
+        if b.kind == "layer":
+            name = labels.get(b.name) or b.name.removeprefix("model.")
+            level = LEVEL_LAYER + max(b.name.count(".") - 1, 0)
+            args = layer_args.get(b.name, {})
+        elif b.kind == "stage":
+            name, level = b.name, LEVEL_STAGE
+            args = {"iteration": b.iteration, **stage_args.get(b.name, {})}
+        else:
+            name = f"iteration {b.iteration}" + (" (warm-up)" if b.warmup else " (clean: collectors off)" * b.clean)
+            level = LEVEL_ITERATION
+            args = {"iteration": b.iteration, "warmup": b.warmup, "clean": b.clean}
+        if unclosed:
+            args = {**args, "unclosed": True, "closed_at": "last timestamp of the pass (no end marker)"}
+        return Slice(b.t_ns, max(end, b.t_ns), name, ",".join(cats), level, args)
+
+    for m in markers:
+        key = (m.kind, m.name)
+        if m.phase == "B":
+            open_[key].append(m)
+        elif open_[key]:
+            out.append(make(open_[key].pop(), m.t_ns, False))
+    for begins in open_.values():
+        out.extend(make(b, end_ns, True) for b in begins)
+    return out
+
+
+# ----------------------------------------------------------------------------- args
+
+
+def _with_unit(key: str, unit: str | None) -> str:
+    """Perfetto rewrites "." and "[]" in argument names; parentheses survive."""
+    return f"{key} ({unit})" if unit else key
+
+
+def _scalar(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def layer_arguments(run: RunData) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """qualified layer name -> slice args (the layer table joined with every per-layer metric),
+    and -> its label ("7 Conv"). Metrics of collectors other than flops nest under the collector."""
+    tables = run.metrics()
+    units: dict[str, str] = {}
+    for collector, t in tables.items():
+        for metric, unit in t.units.items():
+            units[metric if collector == "flops" else f"{collector}.{metric}"] = unit
+    args: dict[str, dict[str, Any]] = {}
+    labels: dict[str, str] = {}
+    info_by_name = {row["name"]: LayerInfo.from_dict(row) for row in run.model_info.get("layers", [])}
+    for row in layer_rows(run):
+        name = row["name"]
+        info = info_by_name.get(name)
+        if info:
+            labels[name] = info.label
+        out: dict[str, Any] = {"qualified_name": name}
+        for key, value in row.items():
+            value = _scalar(value)
+            if key == "name" or value is None or value == "":
+                continue
+            if key == "time_ms":
+                out["median self time, layers pass (ms)"] = value
+            elif "." in key:
+                collector, metric = key.split(".", 1)
+                out.setdefault(collector, {})[_with_unit(metric, units.get(key))] = value
+            else:
+                out[_with_unit(key, units.get(key))] = value
+        args[name] = out
+    return args, labels
+
+
+def stage_arguments(tables: dict[str, MetricTables]) -> dict[str, dict[str, Any]]:
+    """stage -> {collector: {metric (unit): value}}."""
+    out: dict[str, dict[str, Any]] = defaultdict(dict)
+    for collector, t in sorted(tables.items()):
+        for stage, metrics in t.stages.items():
+            for metric, value in metrics.items():
+                v = _scalar(value)
+                if v is not None:
+                    out[stage].setdefault(collector, {})[_with_unit(metric, t.units.get(metric))] = v
+    return dict(out)
+
+
+# ----------------------------------------------------------------------------- records
+
+
+def _counter_name(track: CounterTrack, clashes: set[str]) -> str:
+    name = track.name
+    if name in clashes or name.startswith(UI_MODE_PREFIXES):
+        name = f"{track.collector}: {name}"
+    return name
+
+
+# ----------------------------------------------------------------------------- passes
+
+
+def _pass_title(run: RunData, pass_name: str) -> str:
+    entry = run.run.get("passes", {}).get(pass_name, {})
+    collectors = entry.get("collectors") or []
+    if not collectors:
+        result_path = run.pass_dir(pass_name) / "result.json"
+        if result_path.exists():
+            collectors = list(json.loads(result_path.read_text()).get("collectors", {}))
+    return f"{pass_name} pass: {', '.join(collectors)}" if collectors else f"{pass_name} pass"
+
+
+def _status_text(result: dict[str, Any]) -> str:
+    text = str(result.get("status", "?"))
+    if result.get("reason"):
+        text += f": {result['reason']}"
+    if result.get("fix"):
+        text += f"; fix: {result['fix']}"
+    return text
+
+
+def _pass_info(run: RunData, pass_name: str, pid_source: str) -> dict[str, Any]:
+    entry = run.run.get("passes", {}).get(pass_name, {})
+    info: dict[str, Any] = {k: v for k, v in entry.items() if isinstance(v, str | int | float | bool)}
+    info["main thread"] = pid_source
+    info["collectors"] = {
+        name: _status_text(result)
+        for name, result in run.run.get("collectors", {}).items()
+        if result.get("pass") == pass_name
+    }
+    return info
+
+
+@dataclass
+class _Tracks:
+    """The slice tracks of one pass while they are being filled."""
+
+    names: dict[int, str]
+    threads: dict[int, SliceTrack] = field(default_factory=dict)
+    named: dict[str, SliceTrack] = field(default_factory=dict)
+
+    def thread(self, tid: int) -> SliceTrack:
+        track = self.threads.get(tid)
+        if track is None:
+            track = self.threads[tid] = SliceTrack(f"thread:{tid}", self.names.get(tid, f"thread {tid}"), tid)
+        return track
+
+    def add(self, group: SpanGroup) -> None:
+        tid = thread_of(group.track)
+        if tid is not None:
+            self.thread(tid).slices.extend(group.slices)
+            return
+        label = group.track
+        if group.tid is not None and group.tid in self.names and self.names[group.tid] not in label:
+            label = f"{label} ({self.names[group.tid]})"
+        self.named[group.track] = SliceTrack(group.track, label, None, group.slices)
+
+    def first_ts(self) -> int | None:
+        tracks = (*self.threads.values(), *self.named.values())
+        return min((min(s.start for s in t.slices) for t in tracks if t.slices), default=None)
+
+    def draw_stacks(self, layer_marks: list[Slice], layer_spans: list[Slice]) -> None:
+        """Sampled-stack tracks (py-spy) as one slice per run of an unchanged stack, split at every
+        layer boundary and named with the layer each piece lies in."""
+        bounds = sorted({t for s in layer_marks for t in (s.start, s.end)})
+        starts = [s.start for s in layer_spans]
+        for track in self.named.values():
+            if not any(s.category in STACK_CATEGORIES for s in track.slices[:1]):
+                continue
+            stack_levels(track.slices)
+            track.slices = nest(track.slices)
+            flat = not any(b.start < a.end for a, b in itertools.pairwise(track.slices))
+            runs = coalesce_runs(stack_runs(track.slices), "samples" if flat else None)
+            track.slices = split_at(runs, bounds)
+            attach_layers(track.slices, layer_spans, starts)
+
+
+def pass_timeline(
+    run: RunData,
+    pass_name: str,
+    index: int,
+    labels: dict[str, str],
+    layer_args: dict[str, dict[str, Any]],
+    stage_args: dict[str, dict[str, Any]],
+) -> PassTimeline:
+    markers = run.markers(pass_name)
+    records = read_pass_records(run.pass_dir(pass_name), run.withheld)
+    last = max([records.last_ns, *(m.t_ns for m in markers)], default=0)
+    marks = marker_slices(markers, labels, layer_args, stage_args, last)
+    layer_spans = sorted((s for s in marks if s.level == LEVEL_LAYER), key=slice_order)
+    tracks = _Tracks(named_threads(records.thread_names))
+    found, source = pass_main_thread(run, pass_name, records, tracks.names, layer_spans)
+    main_tid = found if found is not None else SYNTHETIC_PID_BASE + index
+    if found is None:
+        source = "no pid or thread recorded: a made-up pid above pid_max"
+
+    main = tracks.thread(main_tid)
+    main.name = f"main: {tracks.names.get(main_tid, 'pipeline')}"
+    main.slices.extend(marks)
+    for group in records.spans.values():
+        tracks.add(group)
+    for tid in (*tracks.names, *{s.tid for s in records.samples}):
+        tracks.thread(tid)
+    firsts = [c.samples[0][0] for c in records.counters.values() if c.samples]
+    first_span = tracks.first_ts()
+    if first_span is not None:
+        firsts.append(first_span)
+    if records.samples:
+        firsts.append(records.samples[0].ts)
+    start = min(firsts, default=last)
+    end = max(last, start)
+    title = _pass_title(run, pass_name)
+    info = Slice(start, end, title, "pass", LEVEL_ITERATION, _pass_info(run, pass_name, source))
+    tracks.named["pass"] = SliceTrack(f"pass:{pass_name}", f"{pass_name} pass", None, [info])
+
+    for track in tracks.threads.values():
+        track.slices = nest(track.slices)
+    tracks.draw_stacks([s for s in marks if s.level >= LEVEL_LAYER], layer_spans)
+    for track in tracks.named.values():
+        if not any(s.category in STACK_CATEGORIES for s in track.slices[:1]):
+            track.slices = nest(track.slices)
+
+    clashes = {n for n, c in Counter(t.name for t in records.counters.values()).items() if c > 1}
+    counters = [
+        CounterTrack(_counter_name(c, clashes), c.unit, c.collector, sorted(c.samples))
+        for c in records.counters.values()
+    ]
+    slice_tracks = [*sorted(tracks.threads.values(), key=lambda t: t.tid != main_tid), *tracks.named.values()]
+    threads = {tid: t.name for tid, t in tracks.threads.items()}
+    return PassTimeline(
+        pass_name, main_tid, source, title, main_tid, threads, slice_tracks, counters, start, end, records.samples
+    )
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def _plain(value: Any) -> Any:
+    """JSON-like run.json values as slice args: dicts nest, lists become one string."""
+    if isinstance(value, dict):
+        return {str(k): v for k, v in ((k, _plain(v)) for k, v in value.items()) if v is not None and v != {}}
+    if isinstance(value, list | tuple):
+        if all(isinstance(v, str) for v in value):
+            return ", ".join(value)
+        return json.dumps(value, default=str)
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def run_metadata(run: RunData) -> dict[str, Any]:
+    """The run's identity for the trace: run id, model, host, config, collector statuses, methods."""
+    r = run.run
+    out: dict[str, Any] = {}
+    for key in ("run_id", "status", "created", "finished", "stages_source", "fps"):
+        if r.get(key) is not None:
+            out[key] = r[key]
+    if r.get("command"):
+        out["command"] = " ".join(map(str, r["command"]))
+    for section in ("model", "host", "config", "clock"):
+        if r.get(section):
+            out[section] = _plain(r[section])
+    out["collectors"] = {name: _status_text(result) for name, result in r.get("collectors", {}).items()}
+    methods = {c: dict(t.methods) for c, t in run.metrics().items() if t.methods}
+    if methods:
+        out["methods"] = methods
+    return out
+
+
+def build_timeline(run_dir: Path | str) -> Timeline:
+    run = checked(RunData.load(run_dir))
+    layer_args, labels = layer_arguments(run) if run.model_info else ({}, {})
+    stage_args = stage_arguments(run.metrics())
+    passes = [pass_timeline(run, name, i, labels, layer_args, stage_args) for i, name in enumerate(run.pass_names)]
+    notes = []
+    if not passes:
+        notes.append("the run directory has no pass folders")
+    advice, advice_error = load_advice(run.root)
+    advised = advice_timeline(advice, len(passes)) if advice is not None else None
+    if advised is not None:
+        passes.append(advised)
+    if advice_error:
+        notes.append(advice_error)
+    if any(s.category in STACK_CATEGORIES for p in passes for t in p.slice_tracks for s in t.slices[:1]):
+        notes.append(STACK_NOTE)
+    if any(p.samples for p in passes):
+        notes.append(SAMPLES_NOTE)
+    start = min((p.start for p in passes), default=0)
+    end = max((p.end for p in passes), default=start)
+    run_id = str(run.run.get("run_id", Path(run_dir).name))
+    event = run.collector("perf_sampling").get("summary", {}).get("sampling_event")
+    return Timeline(run_id, run_metadata(run), passes, start, end, notes, str(event) if event else None)
