@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -151,6 +152,18 @@ def _init_within(ray: Any, address: str, timeout_s: float, runtime_env: dict[str
         if isinstance(exc, (ConnectionError, RuntimeError)):
             raise JoinError(f"no Ray cluster at {address}: {first_line(exc)}") from None
         raise exc
+    keep_python_sigterm()
+
+
+def keep_python_sigterm() -> None:
+    """Give SIGTERM back to Python's handler. Joining a cluster starts Ray's core worker in this process, which
+    installs absl's failure-signal handler for SIGTERM: it prints a stack dump, passes the signal on, and arms
+    alarm(3), so the driver is aborted (SIGABRT) 3 s after any SIGTERM whatever Python does with it. A sweep
+    stopped by SIGTERM (`hwprof sweep-job stop`, a scheduler's kill) then died before its running points came
+    back as interrupted runs. Re-installing Python's own handler removes absl's (main thread only)."""
+    if threading.current_thread() is threading.main_thread():
+        handler = signal.getsignal(signal.SIGTERM)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if handler is None else handler)
 
 
 def connect(address: str, init_timeout_s: float = INIT_TIMEOUT_S) -> Any:

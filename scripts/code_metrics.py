@@ -1,0 +1,123 @@
+"""The code figures issue 28 asks for, measured on a checkout: how data travels from the run directory to
+the report, and how large the pieces are.
+
+    python scripts/code_metrics.py [ROOT] [--json]
+
+- `dict[str, Any]`: every occurrence in hwprof/ and collectors/.
+- run-data digs: `.get("...")` calls on a string key in the layers that read a run (analysis, render,
+  finishing, advise), outside the schema package; and chains of two or more `.get(` on one line anywhere.
+- file access outside the reader and writer: calls that open, read or write a file (open, read_text,
+  read_bytes, write_text, write_bytes, json.load, json.dump, .open) in analysis/ and render/, and in the
+  whole package outside the modules named READ_WRITE below.
+- modules per package, the largest module (lines) and the longest function (lines, decorators excluded).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import sys
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+READ_WRITE = ("rundir/", "atomic.py")
+"""Modules allowed to touch files in the run directory (paths relative to hwprof/ or collectors/)."""
+RUN_READERS = ("analysis/", "render/", "finish", "advise/")
+SCHEMA = ("schema/", "runschema.py")
+FILE_CALL = re.compile(
+    r"(\bopen\(|\.read_text\(|\.read_bytes\(|\.write_text\(|\.write_bytes\(|json\.load\(|json\.dump\(|\.open\()"
+)
+KEY_GET = re.compile(r"\.get\(\s*[\"']")
+CHAIN = re.compile(r"\.get\([^()]*(\([^()]*\))?[^()]*\)[^\n]*\.get\(")
+
+
+@dataclass
+class Figures:
+    dict_str_any: int
+    run_data_key_gets: int
+    get_chains: int
+    file_calls_analysis_render: int
+    file_calls_outside_reader_writer: int
+    modules: int
+    modules_per_package: dict[str, int]
+    largest_module: str
+    largest_module_lines: int
+    longest_function: str
+    longest_function_lines: int
+
+
+def sources(root: Path) -> list[tuple[str, Path]]:
+    out = []
+    for base in ("hwprof", "collectors"):
+        for path in sorted((root / base).rglob("*.py")):
+            out.append((f"{base}/{path.relative_to(root / base)}", path))
+    return out
+
+
+def package_of(rel: str) -> str:
+    parts = rel.split("/")
+    return "/".join(parts[:-1]) or parts[0]
+
+
+def longest_function(tree: ast.AST) -> tuple[str, int]:
+    best = ("", 0)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno:
+            n = node.end_lineno - node.lineno + 1
+            if n > best[1]:
+                best = (node.name, n)
+    return best
+
+
+def measure(root: Path) -> Figures:
+    dict_any = key_gets = chains = calls_ar = calls_out = 0
+    per_package: Counter[str] = Counter()
+    largest = ("", 0)
+    longest = ("", 0)
+    for rel, path in sources(root):
+        text = path.read_text()
+        inner = rel.split("/", 1)[1]
+        per_package[package_of(rel)] += 1
+        lines = text.count("\n") + 1
+        largest = max(largest, (rel, lines), key=lambda x: x[1])
+        name, n = longest_function(ast.parse(text))
+        if n > longest[1]:
+            longest = (f"{rel}:{name}", n)
+        dict_any += text.count("dict[str, Any]")
+        in_schema = inner.startswith(SCHEMA)
+        for line in text.splitlines():
+            code = line.split("#", 1)[0]
+            if not in_schema and inner.startswith(RUN_READERS):
+                key_gets += len(KEY_GET.findall(code))
+            if not in_schema and CHAIN.search(code):
+                chains += 1
+            found = len(FILE_CALL.findall(code))
+            if inner.startswith(("analysis/", "render/")):
+                calls_ar += found
+            if not inner.startswith(READ_WRITE):
+                calls_out += found
+    return Figures(
+        dict_any, key_gets, chains, calls_ar, calls_out, sum(per_package.values()), dict(sorted(per_package.items())),
+        largest[0], largest[1], longest[0], longest[1],
+    )  # fmt: skip
+
+
+def main(argv: list[str]) -> int:
+    args = [a for a in argv if not a.startswith("--")]
+    root = Path(args[0]) if args else Path(__file__).resolve().parents[1]
+    figures = measure(root)
+    if "--json" in argv:
+        print(json.dumps(asdict(figures), indent=1))
+        return 0
+    for key, value in asdict(figures).items():
+        if key == "modules_per_package":
+            print("modules per package: " + ", ".join(f"{k} {v}" for k, v in value.items()))
+        else:
+            print(f"{key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
