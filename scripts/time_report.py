@@ -24,7 +24,7 @@ TARGET_S = 3.0
 CODE = """
 import sys
 from rich.console import Console
-from hwprof.render.report import report
+from hwprof.session.finish import report_run as report
 variant = sys.argv[2]
 report(sys.argv[1], console=Console(file=open("/dev/null", "w"), width=100), write=variant != "none",
        plots=variant == "all")

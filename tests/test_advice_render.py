@@ -22,8 +22,8 @@ from test_perfetto_trace import BAD_STATS, FIXTURE, say_unavailable
 
 from hwprof.analysis.advice import ADVICE_FILE, Advice
 from hwprof.render.advice_table import CHANGED_MARK, advice_spec, heading
-from hwprof.render.report import report
 from hwprof.rundir.reader import RunData
+from hwprof.session.finish import report_run
 from hwprof.trace.perfetto import build_trace
 from hwprof.trace.processor import TraceSession, availability
 
@@ -46,7 +46,7 @@ def advised(tmp_path: Path) -> tuple[Path, Advice]:
 def _report(run_dir: Path, width: int = 100, format: str = "rich", write: bool = False) -> str:
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system=None, force_terminal=False)
-    report(run_dir, format=format, console=console, write=write, plots=False)
+    report_run(run_dir, format=format, console=console, write=write, plots=False)
     return buf.getvalue()
 
 

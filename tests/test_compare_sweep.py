@@ -244,13 +244,14 @@ def test_compare_entry_point_formats(tmp_path: Path) -> None:
         compare([a, b], format="csv")
 
 
-def test_doctor_peaks_entry_point(monkeypatch: pytest.MonkeyPatch) -> None:
-    from hwprof.render.report import doctor_peaks
+def test_doctor_peaks_entry_point(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`hwprof doctor --peaks` measures through hwprof.hardware (the report's renderer only shows them)."""
+    from hwprof.cli.main import main
 
     monkeypatch.setattr("hwprof.hardware.machine.measure_peaks", _fake_peaks)
-    buf = io.StringIO()
-    peaks = doctor_peaks(2, console=Console(file=buf, width=100, color_system=None))
-    assert peaks.gflops == 100.0 and "100.0 GFLOP/s FP32 with 2 threads" in buf.getvalue()
+    monkeypatch.setenv("COLUMNS", "100")
+    main(["doctor", "--peaks", "--threads", "2"])
+    assert "100.0 GFLOP/s FP32 with 2 threads" in capsys.readouterr().out
 
 
 # ----------------------------------------------------------------------------- runtimes and precisions

@@ -21,8 +21,9 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from hwprof.render.report import FORMATS, render_report, report
+from hwprof.render.report import FORMATS
 from hwprof.rundir.reader import RunData, RunDirError
+from hwprof.session.finish import report_after_collect, report_run
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
 GOLDEN = FIXTURE / "golden"
@@ -41,7 +42,7 @@ def run_dir(tmp_path: Path) -> Path:
 def render(run_dir: Path, fmt: str = "rich", width: int = 100, top: int = 15) -> str:
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system=None, force_terminal=False, legacy_windows=False)
-    report(run_dir, top=top, format=fmt, console=console, write=False)
+    report_run(run_dir, top=top, format=fmt, console=console, write=False)
     return buf.getvalue()
 
 
@@ -198,7 +199,7 @@ def test_top_n(run_dir: Path) -> None:
 
 def test_report_writes_its_files(run_dir: Path) -> None:
     buf = io.StringIO()
-    report(run_dir, console=Console(file=buf, width=100))
+    report_run(run_dir, console=Console(file=buf, width=100))
     for name in ("summary.json", "layers.csv", "roofline.png", "layer_times.png", "stages.png"):
         assert (run_dir / name).stat().st_size > 0, name
     assert json.loads((run_dir / "summary.json").read_text())["summary_version"] == 1
@@ -211,7 +212,7 @@ def test_read_only_run_dir_warns(run_dir: Path) -> None:
     run_dir.chmod(stat.S_IRUSR | stat.S_IXUSR)
     try:
         buf = io.StringIO()
-        report(run_dir, console=Console(file=buf, width=100), format="json")
+        report_run(run_dir, console=Console(file=buf, width=100), format="json")
         assert "could not write" in buf.getvalue()
     finally:
         run_dir.chmod(stat.S_IRWXU)
@@ -221,26 +222,26 @@ def test_unwritable_run_dir_warns(run_dir: Path, monkeypatch: pytest.MonkeyPatch
     def refuse(*_args: Any, **_kwargs: Any) -> list[Path]:
         raise PermissionError(13, "Permission denied", str(run_dir / "summary.json"))
 
-    monkeypatch.setattr("hwprof.render.export.write_exports", refuse)
+    monkeypatch.setattr("hwprof.session.finish.write_report_files", refuse)
     buf = io.StringIO()
-    report(run_dir, console=Console(file=buf, width=100))
+    report_run(run_dir, console=Console(file=buf, width=100))
     assert "warning: could not write the report's files" in buf.getvalue()
     assert "findings" in buf.getvalue()
 
 
 def test_bad_inputs_are_one_line_errors(run_dir: Path, tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="--format must be one of"):
-        report(run_dir, format="yaml", write=False)
+        report_run(run_dir, format="yaml", write=False)
     with pytest.raises(ValueError, match="--top must be at least 1"):
-        report(run_dir, top=0, write=False)
+        report_run(run_dir, top=0, write=False)
     with pytest.raises(RunDirError, match="is not a run directory"):
-        report(tmp_path / "nothing", write=False)
+        report_run(tmp_path / "nothing", write=False)
     assert FORMATS == ("rich", "json", "csv", "markdown")
 
 
 def test_render_report_for_collect(run_dir: Path) -> None:
     buf = io.StringIO()
-    render_report(RunData.load(run_dir), Console(file=buf, width=100), write=False)
+    report_after_collect(RunData.load(run_dir), Console(file=buf, width=100), write=False)
     assert "pipeline stages (timing pass)" in buf.getvalue()
 
 
@@ -278,7 +279,7 @@ def test_report_does_not_import_torch_or_matplotlib(run_dir: Path) -> None:
     code = (
         "import sys, io\n"
         "from rich.console import Console\n"
-        "from hwprof.render.report import report\n"
+        "from hwprof.session.finish import report_run as report\n"
         f"report({str(run_dir)!r}, console=Console(file=io.StringIO()), plots=False)\n"
         "print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))\n"
     )

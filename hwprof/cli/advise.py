@@ -75,16 +75,15 @@ def cmd_advise(args: argparse.Namespace, console: Console) -> int:
     """Run the candidates, print the table, then rewrite summary.json, advice.csv and the trace with it."""
     from hwprof.analysis.run_analysis import analyse
     from hwprof.render.advice_table import advice_renderables
-    from hwprof.render.report import write_artifacts
     from hwprof.rundir.reader import RunData
-    from hwprof.session.finish import write_trace
+    from hwprof.session.finish import write_report, write_trace
 
     stop: StopSignals = args.stop
     result = advise(args.run_dir, console, stop, args.blocks, layers=not args.no_layers)
     for renderable in advice_renderables(result, console):
         console.print(renderable)
     data = RunData.load(args.run_dir)
-    write_artifacts(analyse(data), data, console)
+    write_report(analyse(data), data, console)
     write_trace(args.run_dir, console)
     console.print(f"advice.json written in {args.run_dir}", highlight=False)
     return stop.exit_code if stop.requested else 0

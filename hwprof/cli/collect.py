@@ -123,8 +123,7 @@ def _collect_into(
         )
     data = RunData.load(run_dir)
     from hwprof.core.atomic import DiskFullError
-    from hwprof.render.report import render_report, write_artifacts
-    from hwprof.session.finish import record_render_error
+    from hwprof.session.finish import record_render_error, report_after_collect, write_report
 
     what = "report"
     reserve = _render_reserve(run_dir)
@@ -132,9 +131,9 @@ def _collect_into(
         if args.no_report or stop.requested:
             from hwprof.analysis.run_analysis import analyse
 
-            write_artifacts(analyse(data), data, console)
+            write_report(analyse(data), data, console)
         else:
-            render_report(data, console)
+            report_after_collect(data, console)
         what = "trace"
         write_trace(run_dir, console)
     except KeyboardInterrupt:

@@ -20,9 +20,9 @@ from hwprof.session.stopping import StopSignals
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.render.report import report
+    from hwprof.session.finish import report_run
 
-    report(args.run_dir, top=args.top, format=args.format, console=console, plots=True if args.plots else None)
+    report_run(args.run_dir, top=args.top, format=args.format, console=console, plots=True if args.plots else None)
     return 0
 
 
@@ -141,9 +141,10 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
         gpu = load_or_measure(int(args.device.partition(":")[2] or 0), force=args.force)
         console.print_json(json.dumps(gpu))
     elif args.peaks:
-        from hwprof.render.report import doctor_peaks
+        from hwprof.hardware.machine import measure_peaks
+        from hwprof.render.report import peaks_renderable
 
-        doctor_peaks(args.threads, force=args.force, console=console)
+        console.print(peaks_renderable(measure_peaks(args.threads, force=args.force)))
     config = RunConfig(counters=args.counters, device=args.device)
     rows: list[StatusRow] = []
     for cls in all_collectors():

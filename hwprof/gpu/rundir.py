@@ -37,7 +37,8 @@ from hwprof.collectors.gpu.ncu.layers import layer_tables
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
 from hwprof.gpu.importer import import_nvml
-from hwprof.rundir.reader import RunData, write_run_json
+from hwprof.rundir.reader import RunData
+from hwprof.rundir.writer import write_run_json
 from hwprof.schema.check import SCHEMA_VERSION
 
 CLOCK_METHOD = (

@@ -30,8 +30,8 @@ from hwprof.analysis.advice import (
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.render.fmt import ms
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, spec_renderables
+from hwprof.rundir.names import ADVICE_CSV
 
-ADVICE_CSV = "advice.csv"
 MORE = f"see --format markdown or {ADVICE_CSV}"
 METHOD_SHORT = {PAIRED: "paired", PASS_LEVEL: "pass-level est.", RECORDED: "recorded"}
 CHANGED_MARK = "CHANGED OUTPUT"

@@ -56,19 +56,15 @@ import io
 import json
 import math
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.run_analysis import Analysis, missing_dict
-from hwprof.core.atomic import atomic_write_text
 from hwprof.core.kernels import KIND_OPENMP
 from hwprof.render.advice_export import COLUMNS as ADVICE_COLUMNS
 from hwprof.render.advice_export import advice_csv_rows
-from hwprof.render.advice_table import ADVICE_CSV
+from hwprof.rundir.writer import ReportFiles
 
 SUMMARY_VERSION = 1
-SUMMARY_JSON = "summary.json"
-LAYERS_CSV = "layers.csv"
 CSV_COLUMNS = (
     "index",
     "name",
@@ -258,15 +254,11 @@ def _csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def write_exports(a: Analysis, run_dir: Path) -> list[Path]:
-    summary = run_dir / SUMMARY_JSON
-    atomic_write_text(summary, json.dumps(summary_dict(a), indent=1) + "\n")
-    written = [summary]
-    layers = run_dir / LAYERS_CSV
-    if a.layers.layers:
-        atomic_write_text(layers, layers_csv_text(a))
-        written.append(layers)
-    if a.advice is not None:
-        atomic_write_text(run_dir / ADVICE_CSV, advice_csv_text(a))
-        written.append(run_dir / ADVICE_CSV)
-    return written
+def report_files(a: Analysis) -> ReportFiles:
+    """What a report leaves in the run directory, as content (hwprof.rundir.writer writes it): summary.json,
+    layers.csv when there is a layer table, advice.csv when the run was advised (the plots: render.plots)."""
+    return ReportFiles(
+        summary_json=json.dumps(summary_dict(a), indent=1) + "\n",
+        layers_csv=layers_csv_text(a) if a.layers.layers else None,
+        advice_csv=advice_csv_text(a) if a.advice is not None else None,
+    )

@@ -10,12 +10,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import io
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.roofline import COMPUTE, MEMORY
 from hwprof.analysis.run_analysis import Analysis
-from hwprof.core.atomic import atomic_path
 from hwprof.core.kernels import (
     KIND_ATEN,
     KIND_BLAS,
@@ -26,6 +25,7 @@ from hwprof.core.kernels import (
     KIND_OTHER,
     KIND_PYTHON,
 )
+from hwprof.rundir.names import PLOT_FILES
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -48,10 +48,11 @@ def _figure(width: float, height: float) -> Figure:
     return fig
 
 
-def save_figure(fig: Figure, path: Path) -> None:
-    """PNG to a temporary name, renamed into place: a full disk leaves no truncated image."""
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
+def png_bytes(fig: Figure) -> bytes:
+    """The figure as a PNG (the run directory's writer puts it in place, atomically)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
 
 
 def _layer_axes(rows: list[LayerStat], height: float) -> tuple[Figure, Axes, list[int]]:
@@ -67,7 +68,7 @@ def _layer_axes(rows: list[LayerStat], height: float) -> tuple[Figure, Axes, lis
     return fig, ax, xs
 
 
-def plot_roofline(a: Analysis, path: Path) -> Path | None:
+def plot_roofline(a: Analysis) -> bytes | None:
     rows = [r for r in a.layers.top_level if r.intensity and r.gflops_s and r.share is not None]
     if not rows:
         return None
@@ -136,11 +137,10 @@ def plot_roofline(a: Analysis, path: Path) -> Path | None:
     ax.xaxis.set_major_formatter(plain)
     ax.yaxis.set_major_formatter(plain)
     fig.subplots_adjust(left=0.11, right=0.97, bottom=0.11, top=0.93)
-    save_figure(fig, path)
-    return path
+    return png_bytes(fig)
 
 
-def plot_layer_times(a: Analysis, path: Path) -> Path | None:
+def plot_layer_times(a: Analysis) -> bytes | None:
     rows = [r for r in a.layers.top_level if r.time_ms is not None]
     if not rows:
         return None
@@ -153,11 +153,10 @@ def plot_layer_times(a: Analysis, path: Path) -> Path | None:
     ax.legend(handles=[Patch(color=COLOURS[b], label=LABELS[b]) for b in present], fontsize=7)
     ax.set_title(f"per-layer time: {a.run.get('model', {}).get('name', '')}", fontsize=9)
     fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
-    save_figure(fig, path)
-    return path
+    return png_bytes(fig)
 
 
-def plot_stages(a: Analysis, path: Path) -> Path | None:
+def plot_stages(a: Analysis) -> bytes | None:
     rows = [r for r in a.stages.rows if r.name != "iteration"]
     if not rows:
         return None
@@ -175,8 +174,7 @@ def plot_stages(a: Analysis, path: Path) -> Path | None:
     ax.set_xlim(0, max(r.p50_ms for r in rows) * 1.35)
     ax.set_title(f"pipeline stages ({a.stages.source} pass)", fontsize=9)
     fig.subplots_adjust(left=0.17, right=0.97, bottom=0.17, top=0.88)
-    save_figure(fig, path)
-    return path
+    return png_bytes(fig)
 
 
 KIND_COLOURS = {
@@ -191,7 +189,7 @@ KIND_COLOURS = {
 }
 
 
-def plot_kernels(a: Analysis, path: Path) -> Path | None:
+def plot_kernels(a: Analysis) -> bytes | None:
     rows = [r for r in a.layers.top_level if r.time_ms is not None and r.native is not None]
     if not rows:
         return None
@@ -207,18 +205,15 @@ def plot_kernels(a: Analysis, path: Path) -> Path | None:
     title = f"what each layer's threads ran (perf, all threads): {a.run.get('model', {}).get('name', '')}"
     ax.set_title(title, fontsize=9)
     fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
-    save_figure(fig, path)
-    return path
+    return png_bytes(fig)
 
 
-PLOT_FILES = ("roofline.png", "layer_times.png", "stages.png", "kernels.png")
-
-
-def write_plots(a: Analysis, run_dir: Path) -> list[Path]:
-    out = []
+def render_plots(a: Analysis) -> dict[str, bytes]:
+    """File name (PLOT_FILES) -> PNG of each plot the run has data for, in PLOT_FILES' order."""
+    out = {}
     plots = (plot_roofline, plot_layer_times, plot_stages, plot_kernels)
     for name, plot in zip(PLOT_FILES, plots, strict=True):
-        path = plot(a, run_dir / name)
-        if path is not None:
-            out.append(path)
+        png = plot(a)
+        if png is not None:
+            out[name] = png
     return out

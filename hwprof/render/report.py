@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from hwprof.analysis.run_analysis import Analysis, analyse
-from hwprof.core.atomic import DiskFullError
+from hwprof.analysis.run_analysis import Analysis
 from hwprof.render.advice_table import advice_markdown, advice_renderables
+from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.overhead_section import overhead_spec
@@ -38,7 +37,6 @@ from hwprof.render.tables import TableSpec, markdown, spec_renderables
 
 if TYPE_CHECKING:
     from hwprof.hardware.machine import Peaks
-    from hwprof.rundir.reader import RunData
 
 FORMATS = ("rich", "json", "csv", "markdown")
 TOP_DEFAULT = 15
@@ -248,45 +246,10 @@ def render_markdown(a: Analysis, top: int = TOP_DEFAULT) -> str:
 # ----------------------------------------------------------------------------- entry points
 
 
-def report(
-    run_dir: Path | str,
-    top: int = TOP_DEFAULT,
-    format: str = "rich",
-    console: Console | None = None,
-    write: bool = True,
-    plots: bool | None = None,
-) -> Analysis:
-    """Print the report of a run directory to `console` in `format`.
-
-    write: also (re)write summary.json and the enriched layers.csv in the run directory; a run
-    directory that cannot be written to (a read-only copy) only gets a warning.
-    plots: (re)draw the PNG plots too; None draws them only when the run directory has none yet
-    (matplotlib costs about a second, and the plots of a run do not change between reports).
-    """
-    from hwprof.rundir.reader import RunData
-
-    if format not in FORMATS:
-        raise ValueError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
-    if top < 1:
-        raise ValueError(f"--top must be at least 1 (got {top})")
-    console = console or Console()
-    data = RunData.load(run_dir)
-    analysis = analyse(data)
-    emit(analysis, data, console, top, format)
-    if write:
-        from hwprof.render.plots import PLOT_FILES
-
-        draw = plots if plots is not None else not all((data.root / f).exists() for f in PLOT_FILES)
-        written = write_artifacts(analysis, data, console, plots=draw)
-        if written and format == "rich":
-            names = ", ".join(p.name for p in written)
-            console.print(Text(f"written in {data.root}: {names}", style="dim"))
-    return analysis
-
-
-def emit(a: Analysis, data: RunData, console: Console, top: int, format: str) -> None:
-    from hwprof.render.export import layers_csv_text, summary_dict
-
+def report(a: Analysis, console: Console, top: int = TOP_DEFAULT, format: str = "rich") -> None:
+    """Print the report of an analysed run to `console` in `format`; it only renders (the caller loads the
+    run, analyses it and writes its files: hwprof.session.finish.report_run)."""
+    check_options(top, format)
     if format == "rich":
         render_rich(a, console, top)
     elif format == "markdown":
@@ -297,39 +260,19 @@ def emit(a: Analysis, data: RunData, console: Console, top: int, format: str) ->
         _raw(console, layers_csv_text(a))
 
 
+def check_options(top: int, format: str) -> None:
+    """ValueError (one line, naming the option) for a format or a --top the report does not have."""
+    if format not in FORMATS:
+        raise ValueError(f"--format must be one of {', '.join(FORMATS)} (got {format!r})")
+    if top < 1:
+        raise ValueError(f"--top must be at least 1 (got {top})")
+
+
 def _raw(console: Console, text: str) -> None:
     """Machine formats bypass Rich (no wrapping, no markup)."""
     file = console.file or sys.stdout
     file.write(text)
     file.flush()
-
-
-def write_artifacts(a: Analysis, data: RunData, console: Console, plots: bool = True) -> list[Path]:
-    from hwprof.render.export import write_exports
-
-    written: list[Path] = []
-    try:
-        written += write_exports(a, data.root)
-        if plots:
-            from hwprof.render.plots import write_plots
-
-            written += write_plots(a, data.root)
-    except DiskFullError:  # a failure with the path (exit 1), not a warning
-        raise
-    except OSError as exc:
-        console.print(
-            f"[yellow]warning:[/] could not write the report's files into {data.root}: {exc}", highlight=False
-        )
-    return written
-
-
-def render_report(data: RunData, console: Console, top: int = TOP_DEFAULT, write: bool = True) -> Analysis:
-    """The end of `collect`: the full Rich report of a freshly loaded run, and its files."""
-    analysis = analyse(data)
-    render_rich(analysis, console, top)
-    if write:
-        write_artifacts(analysis, data, console)
-    return analysis
 
 
 def peaks_renderable(peaks: Peaks) -> RenderableType:
@@ -351,18 +294,3 @@ def peaks_renderable(peaks: Peaks) -> RenderableType:
         text.append("  busy host: the peaks are likely too low (measure again when idle: --force)\n", style="yellow")
     text.rstrip()
     return text
-
-
-def doctor_peaks(threads: int, force: bool = False, console: Console | None = None) -> Peaks:
-    """`hwprof doctor --peaks [--force]`: this host's peaks (cached, or measured now) and how."""
-    from hwprof.hardware.machine import measure_peaks
-
-    peaks = measure_peaks(threads, force=force)
-    (console or Console()).print(peaks_renderable(peaks))
-    return peaks
-
-
-def summary_of(data: RunData) -> dict[str, Any]:
-    from hwprof.render.export import summary_dict
-
-    return summary_dict(analyse(data))

@@ -7,16 +7,14 @@ machine with the kind in the legend, so that the same point on two CPUs reads si
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.sweep_rows import SweepRow
-from hwprof.render.plots import _figure, save_figure
+from hwprof.render.plots import _figure, png_bytes
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-SWEEP_PNG = "sweep.png"
 NO_HOST = "host not recorded"
 KIND_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#666666")
 
@@ -26,13 +24,10 @@ def _label(row: SweepRow) -> str:
     return f"{row.model}{runtime} t{row.threads} b{row.batch}"
 
 
-def plot_sweep(rows: Sequence[SweepRow], path: Path) -> Path | None:
-    """Write the plot of the rows with a latency (None when no row has one)."""
+def plot_sweep(rows: Sequence[SweepRow]) -> bytes | None:
+    """The PNG of the rows with a latency (None when no row has one)."""
     fig = sweep_figure(rows)
-    if fig is None:
-        return None
-    save_figure(fig, path)
-    return path
+    return None if fig is None else png_bytes(fig)
 
 
 def sweep_figure(rows: Sequence[SweepRow]) -> Figure | None:

@@ -18,20 +18,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker, read_marker_file
 from hwprof.rundir.lock import holder
+from hwprof.rundir.names import METRICS_SUFFIX, RUN_JSON
 from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
 from hwprof.schema.records import MetricTables
 
-__all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError", "write_run_json"]
-
-RUN_JSON = "run.json"
-
-
-def write_run_json(run_dir: Path, run: dict[str, Any]) -> None:
-    """Atomically replace run.json, so a reader never sees half a file."""
-    atomic_write_text(run_dir / RUN_JSON, json.dumps(run, indent=1, default=str))
+__all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError"]
 
 
 def abandoned_or_running(root: Path) -> str:
@@ -55,7 +48,10 @@ class RunData:
 
     warnings: list[str] = field(default_factory=list)
     """What the readers found damaged but could read past (a torn last line): the report shows them."""
-    _markers: dict[str, list[Marker]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _markers: dict[str, list[Marker]] = field(default_factory=dict, repr=False, compare=False)
+    """Parsed markers by pass: shared by the copies analysis makes with dataclasses.replace (validity)."""
+    _metrics: dict[Path, MetricTables] = field(default_factory=dict, repr=False, compare=False)
+    """Parsed metric tables by file, each parsed once per run and shared likewise."""
 
     @classmethod
     def load(cls, root: Path | str) -> RunData:
@@ -147,14 +143,21 @@ class RunData:
         return {}
 
     def metrics(self) -> dict[str, MetricTables]:
-        """collector name -> its metric tables, from every pass."""
+        """collector name -> its metric tables, from every pass (each file parsed once per run)."""
         out = {}
         for name in self.pass_names:
-            for path in sorted(self.pass_dir(name).glob("*.metrics.json")):
-                collector = path.name.removesuffix(".metrics.json")
-                if collector not in self.withheld:
-                    out[collector] = MetricTables.load(path)
+            for path in sorted(self.pass_dir(name).glob("*" + METRICS_SUFFIX)):
+                collector = path.name.removesuffix(METRICS_SUFFIX)
+                if collector in self.withheld:
+                    continue
+                if path not in self._metrics:
+                    self._metrics[path] = MetricTables.load(path)
+                out[collector] = self._metrics[path]
         return out
+
+    def has_files(self, names: tuple[str, ...]) -> bool:
+        """Whether every one of these files is in the run directory's top folder."""
+        return all((self.root / name).exists() for name in names)
 
     def collector(self, name: str) -> dict[str, Any]:
         return dict(self.run.get("collectors", {}).get(name, {}))

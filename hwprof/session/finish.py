@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from hwprof.analysis.run_analysis import analyse
+from rich.console import Console
+from rich.text import Text
+
+from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.core.atomic import DiskFullError
 from hwprof.core.spans import forward_p50_ms, stage_stats
-from hwprof.render.export import write_exports
-from hwprof.rundir.reader import RunData, write_run_json
-
-if TYPE_CHECKING:
-    from rich.console import Console
+from hwprof.render.export import report_files
+from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
+from hwprof.rundir.names import PLOT_FILES
+from hwprof.rundir.reader import RunData
+from hwprof.rundir.writer import write_plot_files, write_report_files, write_run_json
 
 
 def finalize(run_dir: Path, run: dict[str, Any]) -> None:
@@ -79,10 +82,67 @@ def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:
     """layers.csv and summary.json from the finalised run (a second stop signal may cut this, not run.json);
     a full disk here is recorded in run.json's render_errors (the collection itself is complete)."""
     try:
-        write_exports(analyse(RunData(run_dir, run)), run_dir)
+        write_report_files(run_dir, report_files(analyse(RunData(run_dir, run))))
     except DiskFullError as exc:
         record_render_error(run_dir, run, "exports", exc)
         raise
+
+
+def report_run(
+    run_dir: Path | str,
+    top: int = TOP_DEFAULT,
+    format: str = "rich",
+    console: Console | None = None,
+    write: bool = True,
+    plots: bool | None = None,
+) -> Analysis:
+    """`hwprof report`: load the run directory, analyse it, print the report in `format` to `console`.
+
+    write: also (re)write summary.json and the enriched layers.csv in the run directory; a run
+    directory that cannot be written to (a read-only copy) only gets a warning.
+    plots: (re)draw the PNG plots too; None draws them only when the run directory has none yet
+    (matplotlib costs about a second, and the plots of a run do not change between reports).
+    """
+    check_options(top, format)
+    console = console or Console()
+    data = RunData.load(run_dir)
+    analysis = analyse(data)
+    report(analysis, console, top, format)
+    if write:
+        draw = plots if plots is not None else not data.has_files(PLOT_FILES)
+        written = write_report(analysis, data, console, plots=draw)
+        if written and format == "rich":
+            names = ", ".join(p.name for p in written)
+            console.print(Text(f"written in {data.root}: {names}", style="dim"))
+    return analysis
+
+
+def report_after_collect(data: RunData, console: Console, top: int = TOP_DEFAULT, write: bool = True) -> Analysis:
+    """The end of `collect`: the full Rich report of a freshly loaded run, and its files."""
+    analysis = analyse(data)
+    render_rich(analysis, console, top)
+    if write:
+        write_report(analysis, data, console)
+    return analysis
+
+
+def write_report(a: Analysis, data: RunData, console: Console, plots: bool = True) -> list[Path]:
+    """The report's files (summary.json, layers.csv, advice.csv, the plots) into the run directory; a run
+    directory that cannot be written to only gets a warning, a full disk is a failure with the path."""
+    written: list[Path] = []
+    try:
+        written += write_report_files(data.root, report_files(a))
+        if plots:
+            from hwprof.render.plots import render_plots
+
+            written += write_plot_files(data.root, render_plots(a))
+    except DiskFullError:  # a failure with the path (exit 1), not a warning
+        raise
+    except OSError as exc:
+        console.print(
+            f"[yellow]warning:[/] could not write the report's files into {data.root}: {exc}", highlight=False
+        )
+    return written
 
 
 def record_render_error(run_dir: Path, run: dict[str, Any], what: str, exc: DiskFullError) -> None:

@@ -27,10 +27,11 @@ from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch, neighbours_entry
 from hwprof.perf.steal import steal_ns
-from hwprof.rundir.reader import SCHEMA_VERSION, write_run_json
+from hwprof.rundir.reader import SCHEMA_VERSION
+from hwprof.rundir.writer import write_run_json
+from hwprof.session import child
 from hwprof.session.child import error_line, exit_reason, worker_pid
 from hwprof.session.plan import CollectError, PassPlan, Plan
-from hwprof.session import child
 from hwprof.session.stopping import StopSignals
 from hwprof.workload.images import ImageSet
 

@@ -36,10 +36,13 @@ def sweep(
 
         result = runner(plan, show)
     render_sweep(result, console)
-    from hwprof.render.sweep_plot import SWEEP_PNG, plot_sweep
+    from hwprof.render.sweep_plot import plot_sweep
+    from hwprof.rundir.names import SWEEP_PNG
+    from hwprof.rundir.writer import write_png
 
-    plot = plot_sweep(by_host(result.rows), Path(result.out_root) / SWEEP_PNG)
-    if plot is not None:
+    png = plot_sweep(by_host(result.rows))
+    if png is not None:
+        plot = write_png(Path(result.out_root) / SWEEP_PNG, png)
         console.print(f"plot: {plot} (latency per point, by kind of machine)", highlight=False)
     if result.resume:  # last, where a stopped sweep's user looks
         console.print(f"to run the points that did not finish: {result.resume}", highlight=False, markup=False)
