@@ -10,25 +10,15 @@ package is powered, so a counter that stays put over a whole measured pass does 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from hwprof.schema.rapl_still import NO_FIX, still_domains
+
+__all__ = ["NO_FIX", "PROBE_BUDGET_S", "StillCounters", "first_change_s", "still_domains"]
 
 PROBE_BUDGET_S = 0.2
 """How long the probe polls for a first change: 200 RAPL update steps."""
-
-NO_FIX = (
-    "none on this host: the energy event is exposed but does not count here (a VM or firmware that passes the "
-    "event through without the counter); measure energy on bare metal, where "
-    "`perf stat -a -e power/energy-pkg/ sleep 1` shows a non-zero count"
-)
-
-
-def still_domains(rows: Sequence[Sequence[float]], n_domains: int) -> list[int]:
-    """Indices of the domains whose value is the same in every row (no row: none is known to be still)."""
-    if not rows:
-        return []
-    first = rows[0]
-    return [i for i in range(n_domains) if all(row[i] == first[i] for row in rows)]
 
 
 def first_change_s(read: Callable[[], float], budget_s: float = PROBE_BUDGET_S) -> tuple[float | None, int]:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.gpu_kernels import TRANSPOSE, class_shares, launch_fill, tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import MEMORY, GpuRoof, GpuRoofRow, layer_index, roofline_rows
-from hwprof.collectors.gpu.ncu.layers import TENSOR_MATH_FIX
+from hwprof.schema.ncu_tensor import TENSOR_MATH_FIX
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

@@ -4,7 +4,7 @@ A run directory may come from an older hwprof or another machine. When its own d
 collector's figures were never measured (an energy counter that did not move once over the measured
 iterations, recorded as 0 J with status ok), analysis treats that collector as unavailable with the
 reason, so that no report, table or plot shows the zero. Newer collectors detect the same at
-collection time (collectors/rapl/still.py) and never record the zeros.
+collection time (collectors/rapl/still.py; the shared part: hwprof.schema.rapl_still) and never record the zeros.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import copy
 from dataclasses import replace
 from typing import Any
 
-from hwprof.collectors.rapl.still import NO_FIX
 from hwprof.rundir.reader import RunData
+from hwprof.schema.rapl_still import NO_FIX
 
 
 def still_energy_reason(entry: dict[str, Any]) -> str | None:

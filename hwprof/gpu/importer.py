@@ -10,14 +10,15 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.gpu_kernels import class_shares, launch_fill, tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import NO_WARM_TIME, GpuRoof, roofline_rows, roofline_summary
-from hwprof.collectors.gpu.kineto.attribution import GpuAttribution, attribute
-from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
-from hwprof.collectors.gpu.ncu.csv_report import NcuReport, load_ncu_csv
-from hwprof.collectors.gpu.ncu.layers import TENSOR_MATH_FIX, layer_key, layer_tables
+from hwprof.schema.ncu_tensor import TENSOR_MATH_FIX
+from hwprof.session.registry import gpu_parsers
+
+if TYPE_CHECKING:
+    from hwprof.session.registry import GpuAttribution, NcuReport
 
 TOP_LAYERS = 5
 TOP_KERNELS = 3
@@ -62,8 +63,9 @@ def kineto_summary(att: GpuAttribution, top: int = TOP_LAYERS) -> dict[str, Any]
 
 
 def import_kineto(path: Path, launch_cats: tuple[str, ...] | None = None) -> dict[str, Any]:
-    trace = load_gpu_trace(path)
-    att = attribute(trace) if launch_cats is None else attribute(trace, launch_cats)
+    parsers = gpu_parsers()
+    trace = parsers.load_gpu_trace(path)
+    att = parsers.attribute(trace) if launch_cats is None else parsers.attribute(trace, launch_cats)
     out = kineto_summary(att)
     out.update(file=str(path), device=trace.device_name, unmatched_launch_calls=att.unmatched_launches)
     return out
@@ -78,7 +80,9 @@ def peaks_from_results(path: Path) -> dict[str, float]:
 def _warm_times(reports: list[NcuReport], kineto: list[dict[str, Any]]) -> tuple[dict[str, float], str]:
     """Per-layer kernel time (ns per forward) of the one Kineto summary whose layers are the ncu layers
     (same indices and types), for the roofline's warm points; else none, and why."""
-    types = {layer_key(w[0]): w[1] for rep in reports for row in rep.rows if (w := row.layer) is not None}
+    types = {
+        gpu_parsers().ncu_layer_key(w[0]): w[1] for rep in reports for row in rep.rows if (w := row.layer) is not None
+    }
     matching = [
         k
         for k in kineto
@@ -99,13 +103,14 @@ def import_ncu(
     kineto: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """kineto: import_kineto summaries; the one of the same model gives the warm points their time."""
-    kernel = load_ncu_csv(kernel_csv) if kernel_csv else None
-    app_range = load_ncu_csv(range_csv) if range_csv else None
-    tables, kernels = layer_tables(kernel, app_range)
+    parsers = gpu_parsers()
+    kernel = parsers.load_ncu_csv(kernel_csv) if kernel_csv else None
+    app_range = parsers.load_ncu_csv(range_csv) if range_csv else None
+    tables, kernels = parsers.ncu_layer_tables(kernel, app_range)
     all_kernels = [k for rows in kernels.values() for k in rows]
     fill = launch_fill(all_kernels)
     types = {
-        layer_key(row.layer[0]): row.layer[1]
+        parsers.ncu_layer_key(row.layer[0]): row.layer[1]
         for report in (kernel, app_range)
         if report is not None
         for row in report.rows
@@ -133,11 +138,10 @@ def import_ncu(
 def import_nvml(path: Path, results: Path | None) -> dict[str, Any]:
     """Series summary, and energy per inference over each recorded benchmark window (gpu_results.json's
     `bench` rows: window_ns on CLOCK_MONOTONIC and the iterations), beside the recording's own figure."""
-    from hwprof.collectors.gpu.nvml.samples import NvmlSeries, power_average_s
-
+    parsers = gpu_parsers()
     recorded = json.loads(results.read_text()) if results is not None else {}
     cc = recorded.get("device", {}).get("cc")
-    series = NvmlSeries.load(path, power_average_s(cc) if cc else None)
+    series = parsers.nvml_series.load(path, parsers.nvml_power_average_s(cc) if cc else None)
     times = series.times
     out: dict[str, Any] = {
         "file": str(path),

@@ -23,23 +23,22 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.advice import ADVICE_FILE, Advice
 from hwprof.analysis.gpu_advice import GpuBaseline, gpu_advice
 from hwprof.analysis.layer_report import run_device
 from hwprof.analysis.run_analysis import analyse
-from hwprof.collectors.gpu.kineto.attribution import attribute
-from hwprof.collectors.gpu.kineto.outputs import run_summary, write_outputs
-from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, GpuTrace, load_gpu_trace
-from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
-from hwprof.collectors.gpu.ncu.layers import layer_tables
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
 from hwprof.gpu.importer import import_nvml
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.check import SCHEMA_VERSION
+from hwprof.session.registry import gpu_parsers
+
+if TYPE_CHECKING:
+    from hwprof.session.registry import GpuTrace
 
 CLOCK_METHOD = (
     "imported: the run's clock is the Kineto trace's own (baseTimeNanoseconds + ts) and the markers are its "
@@ -85,7 +84,7 @@ def layer_types(trace: GpuTrace) -> dict[int, str]:
     """Top-level layer index -> type, from the trace's `layer <i> <Type>` ranges."""
     out: dict[int, str] = {}
     for r in trace.layers:
-        if m := LAYER_RANGE.match(r.name):
+        if m := gpu_parsers().layer_range.match(r.name):
             out[int(m.group(1))] = m.group(2)
     return out
 
@@ -96,7 +95,7 @@ def trace_markers(trace: GpuTrace) -> list[Marker]:
     for i, fwd in enumerate(trace.forwards):
         out.append(Marker("stage", "B", "forward", fwd.ts, i, False))
         for r in trace.layers:
-            m = LAYER_RANGE.match(r.name)
+            m = gpu_parsers().layer_range.match(r.name)
             if m and fwd.ts <= r.ts < fwd.end:
                 idx = int(m.group(1))
                 out.append(Marker("layer", "B", f"model.{idx}", r.ts, i, False, idx))
@@ -165,8 +164,9 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[
     """Write the run directory `out` (a new or empty folder) and return its run.json (before finalize)."""
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out}: exists and is not empty (give a new folder to --out)")
-    trace = load_gpu_trace(src.kineto)
-    att = attribute(trace) if src.launch_cats is None else attribute(trace, src.launch_cats)
+    parsers = gpu_parsers()
+    trace = parsers.load_gpu_trace(src.kineto)
+    att = parsers.attribute(trace) if src.launch_cats is None else parsers.attribute(trace, src.launch_cats)
     if not att.forwards:
         raise ValueError(f"{src.kineto}: no 'forward' range with GPU activity: nothing to import")
     types = layer_types(trace)
@@ -183,12 +183,12 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[
         with open(src.kineto, "rb") as inp, gzip.open(raw, "wb") as dst:
             shutil.copyfileobj(inp, dst)
     clock = {"offset_ns": 0, "error_ns": None, "pairs": 0, "method": CLOCK_METHOD}
-    write_outputs(gpu, "gpu_kineto", trace, att, clock)
+    parsers.write_kineto_outputs(gpu, "gpu_kineto", trace, att, clock)
     recorded = _peaks_doc(src.peaks) if src.peaks else {"device": {}, "peaks": {}}
     if src.peaks:
         _write_json(gpu / "gpu_peaks.json", recorded)
     collectors: dict[str, Any] = {
-        "gpu_kineto": {"status": "ok", "pass": "gpu", "summary": run_summary(trace, att, clock)},
+        "gpu_kineto": {"status": "ok", "pass": "gpu", "summary": parsers.kineto_run_summary(trace, att, clock)},
     }
     passes: dict[str, Any] = {"gpu": _ok(["gpu_kineto"])}
     if src.nvml:
@@ -198,8 +198,10 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[
     for pass_name, csv, replay in (("ncu", src.ncu, "kernel"), ("ncu_range", src.ncu_range, "app-range")):
         if csv is None:
             continue
-        report = load_ncu_csv(csv)
-        tables, kernels = layer_tables(report, None) if replay == "kernel" else layer_tables(None, report)
+        report = parsers.load_ncu_csv(csv)
+        tables, kernels = (
+            parsers.ncu_layer_tables(report, None) if replay == "kernel" else parsers.ncu_layer_tables(None, report)
+        )
         pdir = out / "passes" / pass_name
         pdir.mkdir()
         shutil.copyfile(csv, pdir / f"{pass_name}.csv{'.gz' if csv.suffix == '.gz' else ''}")

@@ -8,10 +8,22 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import hwprof.collectors as collectors_pkg
 from hwprof.collectors.base import Collector
+
+if TYPE_CHECKING:
+    from hwprof.collectors.gpu.kineto.attribution import GpuAttribution as GpuAttribution
+    from hwprof.collectors.gpu.kineto.trace import GpuTrace as GpuTrace
+    from hwprof.collectors.gpu.ncu.csv_report import NcuReport as NcuReport
+    from hwprof.collectors.gpu.nvml.samples import NvmlSeries as NvmlSeries
+    from hwprof.schema.records import MetricTables
 
 _NOT_COLLECTORS = {"base"}
 
@@ -46,3 +58,44 @@ def check_names(names: list[str]) -> None:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown collector {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+
+
+@dataclass(frozen=True)
+class GpuParsers:
+    """The GPU collectors' parsers and writers that `hwprof gpu-import` runs on recorded files (no GPU needed),
+    handed out here so that the import, like the session, reaches collector code only through the registry;
+    a recording and a live run then give the same tables."""
+
+    load_gpu_trace: Callable[[Path], GpuTrace]
+    attribute: Callable[..., GpuAttribution]
+    layer_range: re.Pattern[str]
+    write_kineto_outputs: Callable[..., Any]
+    kineto_run_summary: Callable[..., dict[str, Any]]
+    load_ncu_csv: Callable[[Path], NcuReport]
+    ncu_layer_tables: Callable[[NcuReport | None, NcuReport | None], tuple[MetricTables, dict[str, Any]]]
+    ncu_layer_key: Callable[[int], str]
+    nvml_series: type[NvmlSeries]
+    nvml_power_average_s: Callable[[str | tuple[int, int]], float]
+
+
+@cache
+def gpu_parsers() -> GpuParsers:
+    from hwprof.collectors.gpu.kineto.attribution import attribute
+    from hwprof.collectors.gpu.kineto.outputs import run_summary, write_outputs
+    from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
+    from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
+    from hwprof.collectors.gpu.ncu.layers import layer_key, layer_tables
+    from hwprof.collectors.gpu.nvml.samples import NvmlSeries, power_average_s
+
+    return GpuParsers(
+        load_gpu_trace=load_gpu_trace,
+        attribute=attribute,
+        layer_range=LAYER_RANGE,
+        write_kineto_outputs=write_outputs,
+        kineto_run_summary=run_summary,
+        load_ncu_csv=load_ncu_csv,
+        ncu_layer_tables=layer_tables,
+        ncu_layer_key=layer_key,
+        nvml_series=NvmlSeries,
+        nvml_power_average_s=power_average_s,
+    )

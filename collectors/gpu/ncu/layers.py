@@ -36,7 +36,11 @@ from collections import defaultdict
 from typing import Any
 
 from hwprof.collectors.gpu.ncu.csv_report import NcuReport, NcuRow
+
+from hwprof.schema.ncu_tensor import TENSOR_MATH, TENSOR_MATH_FIX
 from hwprof.schema.records import MetricTables
+
+__all__ = ["TENSOR_MATH", "TENSOR_MATH_FIX", "layer_key", "layer_tables"]
 
 DURATION = "gpu__time_duration.sum"
 DRAM_READ = "dram__bytes_read.sum"
@@ -45,18 +49,6 @@ FFMA = "sm__sass_thread_inst_executed_op_ffma_pred_on.sum"
 FADD = "sm__sass_thread_inst_executed_op_fadd_pred_on.sum"
 FMUL = "sm__sass_thread_inst_executed_op_fmul_pred_on.sum"
 TENSOR = "sm__inst_executed_pipe_tensor.sum"
-TENSOR_MATH = (
-    "sm__inst_executed_pipe_tensor_op_hmma.sum",
-    "sm__inst_executed_pipe_tensor_op_imma.sum",
-    "sm__inst_executed_pipe_tensor_op_gmma.sum",
-)
-"""Warp instructions of tensor-core math: HMMA (fp16/bf16/tf32 mma), IMMA (integer), GMMA (Hopper's
-warpgroup wgmma). Names as ncu lists them on sm_90 (GH100); GMMA exists on Hopper only."""
-TENSOR_MATH_FIX = (
-    "record kernel replay with ncu --metrics "
-    + ",".join(TENSOR_MATH)
-    + " (hwprof collect --counters ncu asks for those its ncu lists)"
-)
 GRID = "launch__grid_size"
 SM_COUNT = "launch__sm_count"
 WAVES = "launch__waves_per_multiprocessor"
