@@ -32,7 +32,7 @@ from hwprof.analysis.advice import (
     Speedup,
 )
 from hwprof.analysis.sweep_advice import SWEEP_ADVICE_CSV
-from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run, write_sweep
+from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run
 from hwprof.cli.main import main
 from hwprof.core.host import host_info
 from hwprof.core.host_kinds import host_kind
@@ -40,7 +40,7 @@ from hwprof.render.compare import render_sweep, sweep_markdown
 from hwprof.sweep import run as sweep_mod
 from hwprof.sweep.ray import Cluster, RayOptions, RaySweep
 from hwprof.sweep.resume import write_plan
-from hwprof.sweep.run import SweepPlan, collect_command, plan_from_file
+from hwprof.sweep.run import SweepPlan, collect_command, plan_from_file, write_sweep
 
 GOOD_OUTPUT = OutputCheck(0.01, 10.0, 50, 50, 10, 10, 10)
 CHANGED = OutputCheck(0.8, 10.0, 50, 61, 10, 7, 6)

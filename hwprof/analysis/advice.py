@@ -17,15 +17,16 @@ Methods (AdviceRow.method):
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, block_ratios, quartiles
+from hwprof.rundir.names import ADVICE_JSON
+from hwprof.rundir.reader import advice_path, read_json_if_present
 
-ADVICE_FILE = "advice.json"
+ADVICE_FILE = ADVICE_JSON
 ADVICE_SCHEMA = 1
 RECORDED = "recorded"
 METHOD_TEXT = {
@@ -336,10 +337,11 @@ class Advice:
 
 def load_advice(run_dir: Path) -> tuple[Advice | None, str]:
     """The run's advice.json: (advice, "") or (None, why it could not be read); (None, "") when absent."""
-    path = Path(run_dir) / ADVICE_FILE
-    if not path.exists():
-        return None, ""
+    path = advice_path(run_dir)
     try:
-        return Advice.from_dict(json.loads(path.read_text())), ""
+        doc = read_json_if_present(path)
+        if doc is None:
+            return None, ""
+        return Advice.from_dict(doc), ""
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return None, f"{path} could not be read ({type(exc).__name__}: {exc}); `hwprof advise {run_dir}` writes it anew"

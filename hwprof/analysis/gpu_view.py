@@ -8,9 +8,7 @@ passes/ncu_range/ncu_range.metrics.json (Nsight Compute per layer), passes/gpu/g
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.finding import Finding
@@ -32,10 +30,6 @@ MEMORY_ROOF_SHARE = 0.5
 SMALL_LAUNCH_SHARE = 0.5
 """Kernels are called too small to fill the GPU only when at least this share of the kernel time is in
 launches of under one wave (ncu's launch__waves_per_multiprocessor), the figure printed with it."""
-
-
-def _json(path: Path) -> dict[str, Any] | None:
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 @dataclass
@@ -66,18 +60,17 @@ class GpuView:
 
 def load_gpu_view(data: RunData) -> GpuView | None:
     view = GpuView()
-    gpu, ncu, rng = data.root / "passes" / "gpu", data.root / "passes" / "ncu", data.root / "passes" / "ncu_range"
-    if (m := _json(gpu / "gpu_kineto.metrics.json")) is not None:
+    if (m := data.pass_json("gpu", "gpu_kineto.metrics.json")) is not None:
         view.layers = m.get("layers", {})
-        view.kernels = (_json(gpu / "gpu_kineto.kernels.json") or {}).get("layers", {})
+        view.kernels = (data.pass_json("gpu", "gpu_kineto.kernels.json") or {}).get("layers", {})
         view.kineto = data.collector("gpu_kineto").get("summary", {})
     view.graph = data.collector("cuda_graph").get("summary", {})
     view.nvml = data.collector("nvml").get("summary", {})
-    for path in (ncu / "ncu.metrics.json", rng / "ncu_range.metrics.json"):
-        for layer, row in ((_json(path) or {}).get("layers", {})).items():
+    for pass_name in ("ncu", "ncu_range"):
+        for layer, row in ((data.pass_json(pass_name, f"{pass_name}.metrics.json") or {}).get("layers", {})).items():
             view.ncu_layers.setdefault(layer, {}).update(row)
-    view.ncu_kernels = (_json(ncu / "ncu.kernels.json") or {}).get("layers", {})
-    view.peaks = (_json(gpu / "gpu_peaks.json") or {}).get("peaks", {})
+    view.ncu_kernels = (data.pass_json("ncu", "ncu.kernels.json") or {}).get("layers", {})
+    view.peaks = (data.pass_json("gpu", "gpu_peaks.json") or {}).get("peaks", {})
     if view.ncu_layers and view.peaks:
         roof = GpuRoof(view.peaks["matmul_fp32_tflops"], view.peaks["d2d_copy_gbps_read_plus_write"])
         warm_ns = {layer: m["gpu_us"] * 1e3 for layer, m in view.layers.items() if m.get("gpu_us")}

@@ -4,7 +4,6 @@ wrote its file."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,8 @@ from hwprof.core.kernels import KERNELS_FILE, NativeView, native_view
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
 
+ATEN_KERNELS_FILE = "torch_profiler.kernels.json"
+HOTSPOTS_FILE = "pyspy.hotspots.json"
 TOP_KERNELS = 3
 TOP_FRAMES = 3
 
@@ -38,47 +39,40 @@ class Frame:
 
 
 def load_kernels(data: RunData) -> dict[str, list[Kernel]] | None:
-    for name in data.pass_names:
-        path = data.pass_dir(name) / "torch_profiler.kernels.json"
-        if path.exists():
-            doc = json.loads(path.read_text())
-            out: dict[str, list[Kernel]] = {}
-            for layer, rows in doc.get("layers", {}).items():
-                total = sum(float(r.get("self_us", 0.0)) for r in rows) or 1.0
-                ranked = sorted(rows, key=lambda r: -float(r.get("self_us", 0.0)))[:TOP_KERNELS]
-                out[layer] = [
-                    Kernel(
-                        str(r["name"]),
-                        r.get("label"),
-                        float(r.get("self_us", 0.0)) / 1e3,
-                        float(r.get("calls_per_iter", r.get("calls", 0))),
-                        float(r.get("self_us", 0.0)) / total,
-                    )
-                    for r in ranked
-                ]
-            return out
-    return None
+    doc = data.first_pass_json(ATEN_KERNELS_FILE)
+    if doc is None:
+        return None
+    out: dict[str, list[Kernel]] = {}
+    for layer, rows in doc.get("layers", {}).items():
+        total = sum(float(r.get("self_us", 0.0)) for r in rows) or 1.0
+        ranked = sorted(rows, key=lambda r: -float(r.get("self_us", 0.0)))[:TOP_KERNELS]
+        out[layer] = [
+            Kernel(
+                str(r["name"]),
+                r.get("label"),
+                float(r.get("self_us", 0.0)) / 1e3,
+                float(r.get("calls_per_iter", r.get("calls", 0))),
+                float(r.get("self_us", 0.0)) / total,
+            )
+            for r in ranked
+        ]
+    return out
 
 
 def load_native(data: RunData) -> NativeView | None:
-    for name in data.pass_names:
-        path = data.pass_dir(name) / KERNELS_FILE
-        if path.exists():
-            return native_view(json.loads(path.read_text()))
-    return None
+    doc = data.first_pass_json(KERNELS_FILE)
+    return None if doc is None else native_view(doc)
 
 
 def load_frames(data: RunData) -> dict[str, tuple[list[Frame], dict[str, float]]] | None:
-    for name in data.pass_names:
-        path = data.pass_dir(name) / "pyspy.hotspots.json"
-        if path.exists():
-            doc = json.loads(path.read_text())
-            out: dict[str, tuple[list[Frame], dict[str, float]]] = {}
-            for layer, bucket in doc.get("layers", {}).items():
-                frames = []
-                for row in bucket.get("native", [])[:TOP_FRAMES]:
-                    unit = next((k for k in row if k not in ("function", "share")), "")
-                    frames.append(Frame(str(row["function"]), float(row["share"]), float(row.get(unit, 0.0)), unit))
-                out[layer] = (frames, {k: float(v) for k, v in bucket.get("shares", {}).items()})
-            return out
-    return None
+    doc = data.first_pass_json(HOTSPOTS_FILE)
+    if doc is None:
+        return None
+    out: dict[str, tuple[list[Frame], dict[str, float]]] = {}
+    for layer, bucket in doc.get("layers", {}).items():
+        frames = []
+        for row in bucket.get("native", [])[:TOP_FRAMES]:
+            unit = next((k for k in row if k not in ("function", "share")), "")
+            frames.append(Frame(str(row["function"]), float(row["share"]), float(row.get(unit, 0.0)), unit))
+        out[layer] = (frames, {k: float(v) for k, v in bucket.get("shares", {}).items()})
+    return out

@@ -18,7 +18,6 @@ from hwprof.analysis.runtime_nodes import RuntimeView, load_runtime_view
 from hwprof.analysis.stages import Stages, stage_table
 from hwprof.analysis.types import TypeStat, by_type
 from hwprof.analysis.validity import checked
-from hwprof.workload.layer_error import read_layer_errors
 
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
@@ -154,7 +153,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         found,
         unavailable_collectors(data.run),
         load_runtime_view(data),
-        read_layer_errors(data.root),
+        data.layer_errors(),
         gpu,
         run_warnings(data) + ([advice_error] if advice_error else []),
         advice,

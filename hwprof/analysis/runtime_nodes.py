@@ -9,7 +9,6 @@ from several layers keeps all of them and is shown as a fused group, never charg
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -132,12 +131,10 @@ def load_runtime_view(data: RunData) -> RuntimeView | None:
     names = [p for p in PASS_PREFERENCE if p in data.pass_names]
     names += [p for p in data.pass_names if p not in names]
     for name in names:
-        path = data.pass_dir(name) / NODES_FILE
-        if not path.exists():
+        doc = data.pass_json(name, NODES_FILE)
+        if doc is None:
             continue
-        doc = json.loads(path.read_text())
-        info_path = data.pass_dir(name) / RUNTIME_FILE
-        info = json.loads(info_path.read_text()) if info_path.exists() else {}
+        info = data.pass_json(name, RUNTIME_FILE) or {}
         rows = [NodeRow.from_dict(d) for d in doc.get("nodes", [])]
         layers, fused, unattributed = layer_nodes(rows)
         return RuntimeView(

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hwprof.analysis.advice import ADVICE_FILE, CHANGED_OUTPUT, MEASURED, load_advice
+from hwprof.rundir.names import SWEEP_ADVICE_CSV as SWEEP_ADVICE_CSV_NAME
 
 ADVISE_FLAG = "--advise"
-SWEEP_ADVICE_CSV = "sweep_advice.csv"
+SWEEP_ADVICE_CSV = SWEEP_ADVICE_CSV_NAME
 NO_HOST = "host not recorded"
 
 RANKED = "ranked"

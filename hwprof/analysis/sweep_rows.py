@@ -7,6 +7,7 @@ run whose run.json has none); what a point runs and how is hwprof/sweep/run.py's
 from __future__ import annotations
 
 import csv
+import io
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -18,17 +19,15 @@ from hwprof.analysis.sweep_advice import (
     ADVISE_FLAG,
     NOT_RUN,
     SUMMARY_CSV_FIELDS,
-    SWEEP_ADVICE_CSV,
     advice_summary,
     set_advice,
     summary_csv_rows,
 )
-from hwprof.core.atomic import atomic_path, atomic_write_text
 from hwprof.core.host_kinds import host_kind, software, software_text
+from hwprof.rundir.names import SWEEP_JSON
+from hwprof.rundir.writer import SweepFiles
 from hwprof.schema.check import Field, RunDirError, check_fields, found, read_json_object
 
-SWEEP_JSON = "sweep.json"
-SWEEP_CSV = "sweep.csv"
 FP32_BYTES = 4
 DEFAULT_RUNTIME = "torch"
 DEFAULT_PRECISION = "fp32"
@@ -315,25 +314,24 @@ def _gpu_fields(row: SweepRow, run: dict[str, Any], batch: int) -> None:
     row.graph_forward_ms = graph.get("graph_ms_p50")
 
 
-def write_sweep(result: SweepResult) -> list[Path]:
-    json_path = result.out_root / SWEEP_JSON
-    atomic_write_text(json_path, json.dumps(result.to_dict(), indent=1) + "\n")
-    csv_path = result.out_root / SWEEP_CSV
+def sweep_files(result: SweepResult) -> SweepFiles:
+    """sweep.json, sweep.csv and, for an advised sweep, sweep_advice.csv, as content (hwprof.rundir.writer
+    writes them: hwprof.sweep.run.write_sweep)."""
     fields = [*CSV_FIRST, *(f for f in SweepRow.__dataclass_fields__ if f not in CSV_FIRST)]
-    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
-        writer.writeheader()
-        for row in result.rows:
-            writer.writerow({k: _csv_cell(v) for k, v in row.to_dict().items()})
-    if not result.advised:
-        return [json_path, csv_path]
-    advice_path = result.out_root / SWEEP_ADVICE_CSV
-    with atomic_path(advice_path) as tmp, open(tmp, "w", newline="") as out:
-        writer = csv.DictWriter(out, fieldnames=SUMMARY_CSV_FIELDS, lineterminator="\n")
-        writer.writeheader()
-        for line in summary_csv_rows(advice_summary(result.rows)):
-            writer.writerow({k: _csv_cell(v) for k, v in line.items()})
-    return [json_path, csv_path, advice_path]
+    rows = [{k: _csv_cell(v) for k, v in row.to_dict().items()} for row in result.rows]
+    advice = None
+    if result.advised:
+        lines = [{k: _csv_cell(v) for k, v in line.items()} for line in summary_csv_rows(advice_summary(result.rows))]
+        advice = _csv_text(list(SUMMARY_CSV_FIELDS), lines)
+    return SweepFiles(json.dumps(result.to_dict(), indent=1) + "\n", _csv_text(fields, rows), advice)
+
+
+def _csv_text(fields: list[str], rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
 
 
 def _csv_cell(value: Any) -> Any:

@@ -24,6 +24,9 @@ RESULT_JSON = "result.json"
 METRICS_SUFFIX = ".metrics.json"
 RECORDS_SUFFIX = ".records.jsonl"
 
+MODEL_DIR = "model"
+LAYER_ERRORS_FILE = "layer_errors.json"
+
 SWEEP_JSON = "sweep.json"
 SWEEP_CSV = "sweep.csv"
 SWEEP_ADVICE_CSV = "sweep_advice.csv"

@@ -20,7 +20,7 @@ from typing import Any
 
 from hwprof.core.markers import Marker, read_marker_file
 from hwprof.rundir.lock import holder
-from hwprof.rundir.names import METRICS_SUFFIX, RUN_JSON
+from hwprof.rundir.names import ADVICE_JSON, LAYER_ERRORS_FILE, METRICS_SUFFIX, MODEL_DIR, RESULT_JSON, RUN_JSON
 from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
 from hwprof.schema.records import MetricTables
 
@@ -39,6 +39,16 @@ def abandoned_or_running(root: Path) -> str:
     )
 
 
+def advice_path(root: Path | str) -> Path:
+    """Where a run directory keeps its advice.json (`hwprof advise` writes it)."""
+    return Path(root) / ADVICE_JSON
+
+
+def read_json_if_present(path: Path) -> Any:
+    """A JSON file parsed, None when there is none; unreadable or not JSON: OSError or ValueError."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
 @dataclass
 class RunData:
     root: Path
@@ -50,6 +60,7 @@ class RunData:
     """What the readers found damaged but could read past (a torn last line): the report shows them."""
     _markers: dict[str, list[Marker]] = field(default_factory=dict, repr=False, compare=False)
     """Parsed markers by pass: shared by the copies analysis makes with dataclasses.replace (validity)."""
+    _results: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
     _metrics: dict[Path, MetricTables] = field(default_factory=dict, repr=False, compare=False)
     """Parsed metric tables by file, each parsed once per run and shared likewise."""
 
@@ -115,12 +126,34 @@ class RunData:
         return None
 
     def pass_result(self, pass_name: str) -> dict[str, Any]:
-        """The worker's result.json of a pass ({} when it wrote none)."""
-        path = self.pass_dir(pass_name) / "result.json"
+        """The worker's result.json of a pass ({} when it wrote none or it cannot be read), parsed once."""
+        if pass_name not in self._results:
+            try:
+                self._results[pass_name] = dict(json.loads((self.pass_dir(pass_name) / RESULT_JSON).read_text()))
+            except (OSError, ValueError):
+                self._results[pass_name] = {}
+        return dict(self._results[pass_name])
+
+    def pass_json(self, pass_name: str, file_name: str) -> Any:
+        """A JSON file of a pass's folder (named or not in run.json), parsed; None when the pass wrote none.
+        A damaged file raises (ValueError): it is not the same as a file never written."""
+        path = self.pass_dir(pass_name) / file_name
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def first_pass_json(self, file_name: str) -> Any:
+        """The file of the first usable pass (run order) that wrote it, parsed; None when none did."""
+        for name in self.pass_names:
+            if (self.pass_dir(name) / file_name).exists():
+                return self.pass_json(name, file_name)
+        return None
+
+    def layer_errors(self) -> dict[str, Any] | None:
+        """model/layer_errors.json: each layer's output error of the run's runtime against the reference
+        (hwprof.workload.layer_error writes it); None when absent or unreadable."""
         try:
-            return dict(json.loads(path.read_text()))
+            return dict(json.loads((self.root / MODEL_DIR / LAYER_ERRORS_FILE).read_text()))
         except (OSError, ValueError):
-            return {}
+            return None
 
     def markers(self, pass_name: str) -> list[Marker]:
         """The pass's markers, read once; a torn last line adds a warning (RunDirError for a corrupt line)."""

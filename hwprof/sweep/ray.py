@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.sweep_rows import SweepResult, SweepRow, point_row, row_from_run, set_host, write_sweep
+from hwprof.analysis.sweep_rows import SweepResult, SweepRow, point_row, row_from_run, set_host
 from hwprof.core.atomic import atomic_write_bytes, atomic_write_text
 from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S
 from hwprof.sweep.ray_connect import (
@@ -41,7 +41,15 @@ from hwprof.sweep.ray_plan import Job, RayOptions, allowed_nodes, plan_jobs, sel
 from hwprof.sweep.ray_point import PointReturn, PointStarted, SweepControl, run_point, unpack
 from hwprof.sweep.ray_record import SweepRecord
 from hwprof.sweep.resume import write_plan
-from hwprof.sweep.run import ProgressFn, SweepEvent, SweepPlan, claim_point_dir, finished_row, resume_command
+from hwprof.sweep.run import (
+    ProgressFn,
+    SweepEvent,
+    SweepPlan,
+    claim_point_dir,
+    finished_row,
+    resume_command,
+    write_sweep,
+)
 
 CHECK_NODES_S = 5.0
 TRANSFER_JSON = "ray_transfer.json"

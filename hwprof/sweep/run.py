@@ -38,8 +38,6 @@ from hwprof.analysis.sweep_rows import (
     DEFAULT_PRECISION,
     DEFAULT_RUNTIME,
     NODE_THREADS,
-    SWEEP_CSV,
-    SWEEP_JSON,
     SweepPoint,
     SweepResult,
     SweepRow,
@@ -47,9 +45,11 @@ from hwprof.analysis.sweep_rows import (
     point_name,
     point_row,
     row_from_run,
-    write_sweep,
+    sweep_files,
 )
 from hwprof.core.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, runs_on, supported_text
+from hwprof.rundir.names import SWEEP_CSV, SWEEP_JSON
+from hwprof.rundir.writer import write_sweep_files
 from hwprof.schema.check import RunHeader, read_json
 from hwprof.session.stopping import StopSignals
 from hwprof.sweep.resume import read_plan, set_aside, write_plan
@@ -69,6 +69,12 @@ __all__ = [
     "run_sweep",
     "write_sweep",
 ]
+
+
+def write_sweep(result: SweepResult) -> list[Path]:
+    """sweep.json, sweep.csv (and sweep_advice.csv) of a sweep, through the run directory's writer."""
+    return write_sweep_files(result.out_root, sweep_files(result))
+
 
 DEFAULT_COLLECTORS = "timing,flops,rapl"
 GPU_COLLECTORS = "timing,flops,nvml,cuda_graph"
