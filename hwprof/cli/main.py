@@ -45,7 +45,7 @@ def _set_aside_trace(run_dir: str) -> str:
     """Rename a trace.pftrace of an earlier build to trace-stale.pftrace; the words that say so, or ""."""
     from pathlib import Path
 
-    from hwprof.trace.perfetto import TRACE_NAME
+    from hwprof.rundir.names import TRACE_NAME
 
     old = Path(run_dir) / TRACE_NAME
     if not old.exists():

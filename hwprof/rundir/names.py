@@ -16,6 +16,7 @@ SUMMARY_JSON = "summary.json"
 LAYERS_CSV = "layers.csv"
 ADVICE_CSV = "advice.csv"
 ADVICE_JSON = "advice.json"
+TRACE_NAME = "trace.pftrace"
 PLOT_FILES = ("roofline.png", "layer_times.png", "stages.png", "kernels.png")
 PASSES = "passes"
 MARKERS = "markers.jsonl"

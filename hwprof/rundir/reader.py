@@ -20,7 +20,16 @@ from typing import Any
 
 from hwprof.core.markers import Marker, read_marker_file
 from hwprof.rundir.lock import holder
-from hwprof.rundir.names import ADVICE_JSON, LAYER_ERRORS_FILE, METRICS_SUFFIX, MODEL_DIR, RESULT_JSON, RUN_JSON
+from hwprof.rundir.names import (
+    ADVICE_JSON,
+    LAYER_ERRORS_FILE,
+    METRICS_SUFFIX,
+    MODEL_DIR,
+    PASSES,
+    RECORDS_SUFFIX,
+    RESULT_JSON,
+    RUN_JSON,
+)
 from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
 from hwprof.schema.records import MetricTables
 
@@ -37,6 +46,30 @@ def abandoned_or_running(root: Path) -> str:
         "run.json says running, but no collect holds this run directory's lock: the collect that wrote it "
         "was killed or crashed before it finished, and what it wrote is all there is"
     )
+
+
+@dataclass(frozen=True)
+class RecordsFile:
+    """One collector's <collector>.records.jsonl in one pass's folder; its text is read when asked for (a long
+    run's records are hundreds of thousands of lines, and a withheld collector's are never read)."""
+
+    pass_name: str
+    collector: str
+    path: Path
+
+    def content(self) -> str:
+        return self.path.read_text()
+
+
+def records_files(root: Path | str, pass_name: str | None = None) -> list[RecordsFile]:
+    """The records files of one pass's folder, or of every pass folder (listed in run.json or not), in path order."""
+    base = Path(root) / PASSES
+    found = (
+        sorted((base / pass_name).glob("*" + RECORDS_SUFFIX))
+        if pass_name
+        else sorted(base.glob("*/*" + RECORDS_SUFFIX))
+    )
+    return [RecordsFile(p.parent.name, p.name.removesuffix(RECORDS_SUFFIX), p) for p in found]
 
 
 def advice_path(root: Path | str) -> Path:
@@ -85,7 +118,7 @@ class RunData:
         return RunHeader.parse(self.run, self.root / RUN_JSON)
 
     def pass_dir(self, name: str) -> Path:
-        return self.root / "passes" / name
+        return self.root / PASSES / name
 
     @property
     def pass_names(self) -> list[str]:

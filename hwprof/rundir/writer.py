@@ -9,12 +9,23 @@ only writer of the report's side. The collectors' own files are written by the p
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from hwprof.core.atomic import atomic_write_bytes, atomic_write_text
-from hwprof.rundir.names import ADVICE_CSV, LAYERS_CSV, RUN_JSON, SUMMARY_JSON, SWEEP_ADVICE_CSV, SWEEP_CSV, SWEEP_JSON
+from hwprof.core.atomic import atomic_path, atomic_write_bytes, atomic_write_text
+from hwprof.rundir.names import (
+    ADVICE_CSV,
+    LAYERS_CSV,
+    RUN_JSON,
+    SUMMARY_JSON,
+    SWEEP_ADVICE_CSV,
+    SWEEP_CSV,
+    SWEEP_JSON,
+    TRACE_NAME,
+)
 
 
 def write_run_json(run_dir: Path, run: dict[str, Any]) -> None:
@@ -68,6 +79,15 @@ def write_png(path: Path, png: bytes) -> Path:
     """One plot beside its table (sweep.png)."""
     atomic_write_bytes(path, png)
     return path
+
+
+@contextmanager
+def trace_file(run_dir: Path, out: Path | None = None) -> Iterator[tuple[Path, BinaryIO]]:
+    """The run's trace.pftrace (or `out`), opened for a streaming writer: written under a temporary name and
+    renamed into place when the block ends without an error (a trace is hundreds of MB: never held whole)."""
+    path = out if out is not None else run_dir / TRACE_NAME
+    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+        yield path, handle
 
 
 def _text(path: Path, text: str) -> Path:

@@ -25,6 +25,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hwprof.rundir.reader import records_files
 from hwprof.trace.processor import TraceSession
 
 TRACKS = """
@@ -105,9 +106,9 @@ class CounterCheck:
 def record_tracks(run_dir: Path) -> list[RecordTrack]:
     """Every counter row of every pass's records, grouped by (pass, collector, track)."""
     tracks: dict[tuple[str, str, str], RecordTrack] = {}
-    for path in sorted((run_dir / "passes").glob("*/*.records.jsonl")):
-        pass_name, collector = path.parent.name, path.name.removesuffix(".records.jsonl")
-        for line in path.read_text().splitlines():
+    for records in records_files(run_dir):
+        pass_name, collector = records.pass_name, records.collector
+        for line in records.content().splitlines():
             if '"counter"' not in line:
                 continue
             try:
@@ -130,8 +131,8 @@ def sample_counts(run_dir: Path) -> dict[str, list[Sample]]:
     """Per pass with perf samples, the timebase counts its samples should carry: per CPU (none: 0),
     in time order, the running sum of their periods, or of 1 each where any sample has no period."""
     out: dict[str, list[Sample]] = {}
-    for path in sorted((run_dir / "passes").glob("*/*.records.jsonl")):
-        rows = [json.loads(line) for line in path.read_text().splitlines() if '"sample"' in line]
+    for records in records_files(run_dir):
+        rows = [json.loads(line) for line in records.content().splitlines() if '"sample"' in line]
         rows = sorted((r for r in rows if r.get("kind") == "sample"), key=lambda r: int(r["ts_ns"]))
         if not rows:
             continue
@@ -139,7 +140,7 @@ def sample_counts(run_dir: Path) -> dict[str, list[Sample]]:
         by_cpu: dict[int, list[dict]] = defaultdict(list)
         for r in rows:
             by_cpu[r.get("cpu") or 0].append(r)
-        samples = out.setdefault(path.parent.name, [])
+        samples = out.setdefault(records.pass_name, [])
         for cpu_rows in by_cpu.values():
             steps = [int(r["period"]) if periods else 1 for r in cpu_rows]
             samples += [(int(r["ts_ns"]), float(v)) for r, v in zip(cpu_rows, itertools.accumulate(steps), strict=True)]

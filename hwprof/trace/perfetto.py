@@ -27,13 +27,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from hwprof.core.atomic import atomic_path
+from hwprof.rundir.writer import trace_file
 from hwprof.trace.model import CounterTrack, Slice, SliceTrack, Timeline
 from hwprof.trace.samples import write_samples
 from hwprof.trace.tracks import build_timeline
 from hwprof.trace.writer import DESCRIPTOR_SEQUENCE_ID, TraceWriter
 
-TRACE_NAME = "trace.pftrace"
 MAX_EXTRA = 8
 """Extra counter values per track event the trace processor accepts (more: the event is dropped)."""
 
@@ -281,8 +280,7 @@ def build_trace(run_dir: Path | str, out: Path | str | None = None) -> TraceStat
     t0 = time.perf_counter()
     run_dir = Path(run_dir)
     timeline = build_timeline(run_dir)
-    path = Path(out) if out is not None else run_dir / TRACE_NAME
-    with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+    with trace_file(run_dir, Path(out) if out is not None else None) as (path, handle):
         stats = write_timeline(timeline, handle)
     stats.path = path
     stats.size_bytes = path.stat().st_size

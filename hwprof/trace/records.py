@@ -12,10 +12,10 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from hwprof.rundir.reader import RunData, RunDirError
+from hwprof.rundir.names import RESULT_JSON
+from hwprof.rundir.reader import RecordsFile, RunData, RunDirError
 from hwprof.schema.check import read_jsonl
 from hwprof.trace.model import LEVEL_RECORD, CallstackSample, CounterTrack, Slice
 
@@ -45,27 +45,27 @@ class PassRecords:
                 yield tid, group
 
 
-def _rows(path: Path) -> list[dict[str, Any]]:
+def _rows(records: RecordsFile) -> list[dict[str, Any]]:
     """The JSON objects of a records file: parsed in one call (a records file of a long run holds
     hundreds of thousands of lines), else line by line up to a torn last line of a killed pass."""
-    text = path.read_text()
+    text = records.content()
     try:
         return list(json.loads("[" + ",".join(line for line in text.split("\n") if line.strip()) + "]"))
     except ValueError:  # a torn last line is dropped; a corrupt line elsewhere is an error naming file:line
-        return [row for _, row in read_jsonl(path).rows]
+        return [row for _, row in read_jsonl(records.path).rows]
 
 
-def read_pass_records(pass_dir: Path, withheld: frozenset[str] = frozenset()) -> PassRecords:
+def read_pass_records(files: Iterable[RecordsFile], withheld: frozenset[str] = frozenset()) -> PassRecords:
     """Every collector's records of one pass, in records.py's format (a "kind" of span, counter or
     thread), spans grouped by track as slices. Read as plain rows: a long run's records are
     hundreds of thousands of lines, and the renderer needs none of the record classes' checks."""
     out = PassRecords()
     ends: list[int] = []
-    for path in sorted(pass_dir.glob("*.records.jsonl")):
-        collector = path.name.removesuffix(".records.jsonl")
+    for records in files:
+        collector, path = records.collector, records.path
         if collector in withheld:
             continue
-        for row in _rows(path):
+        for row in _rows(records):
             try:
                 _add_row(out, collector, row, ends)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -143,8 +143,7 @@ def pass_main_thread(
 ) -> tuple[int | None, str]:
     """The tid of the pass's main thread (it runs the model and emits the markers) and how it was found."""
     entry = run.run.get("passes", {}).get(pass_name, {})
-    result_path = run.pass_dir(pass_name) / "result.json"
-    result = json.loads(result_path.read_text()) if result_path.exists() else {}
+    result = run.pass_json(pass_name, RESULT_JSON) or {}
     for source, value in (("run.json", entry.get("pid")), ("result.json", result.get("pid"))):
         if isinstance(value, int) and value > 0:
             return value, f"pid recorded in {source}"

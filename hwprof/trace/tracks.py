@@ -36,7 +36,8 @@ from hwprof.analysis.advice import load_advice
 from hwprof.analysis.layers import layer_rows
 from hwprof.analysis.validity import checked
 from hwprof.core.markers import Marker
-from hwprof.rundir.reader import RunData
+from hwprof.rundir.names import RESULT_JSON
+from hwprof.rundir.reader import RunData, records_files
 from hwprof.schema.records import MetricTables
 from hwprof.trace.advice import advice_timeline
 from hwprof.trace.model import (
@@ -206,9 +207,9 @@ def _pass_title(run: RunData, pass_name: str) -> str:
     entry = run.run.get("passes", {}).get(pass_name, {})
     collectors = entry.get("collectors") or []
     if not collectors:
-        result_path = run.pass_dir(pass_name) / "result.json"
-        if result_path.exists():
-            collectors = list(json.loads(result_path.read_text()).get("collectors", {}))
+        result = run.pass_json(pass_name, RESULT_JSON)
+        if result is not None:
+            collectors = list(result.get("collectors", {}))
     return f"{pass_name} pass: {', '.join(collectors)}" if collectors else f"{pass_name} pass"
 
 
@@ -286,7 +287,7 @@ def pass_timeline(
     stage_args: dict[str, dict[str, Any]],
 ) -> PassTimeline:
     markers = run.markers(pass_name)
-    records = read_pass_records(run.pass_dir(pass_name), run.withheld)
+    records = read_pass_records(records_files(run.root, pass_name), run.withheld)
     last = max([records.last_ns, *(m.t_ns for m in markers)], default=0)
     marks = marker_slices(markers, labels, layer_args, stage_args, last)
     layer_spans = sorted((s for s in marks if s.level == LEVEL_LAYER), key=slice_order)
