@@ -10,7 +10,7 @@ from hwprof.analysis.availability import Missing
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.findings import findings
 from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
-from hwprof.analysis.layer_report import build_layer_report, run_device
+from hwprof.analysis.layer_report import build_layer_report
 from hwprof.analysis.layer_stats import LayerReport
 from hwprof.analysis.overhead import Overheads, overheads
 from hwprof.analysis.roofline import COMPUTE, MEMORY
@@ -136,7 +136,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     over = overheads(data, layers)
     # on a GPU the torch threads only launch kernels: how many of them are busy is no finding, and the layer
     # hooks time the host launching each layer's kernels
-    on_gpu = run_device(data.run) != "cpu"
+    on_gpu = data.doc.device != "cpu"
     threads = None if on_gpu else data.run.get("config", {}).get("threads")
     found = findings(layers, types, stages, over, threads, max_findings, host_time=on_gpu)
     advice, advice_error = load_advice(data.root)
