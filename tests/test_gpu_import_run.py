@@ -59,7 +59,7 @@ def test_imported_run_reads_like_a_run() -> None:
     assert run["imported"]["device"] == "NVIDIA H100 80GB HBM3"
     assert set(data.pass_names) == {"gpu", "ncu", "ncu_range"}
     a = analyse(data)
-    assert a.gpu is not None and a.gpu.kineto["forwards"] == 2 and a.gpu.kineto["kernels_per_forward"] == 297
+    assert a.gpu is not None and a.gpu.kineto.forwards == 2 and a.gpu.kineto.kernels_per_forward == 297
     assert len(a.gpu.roofline) == 23
     assert {r.name: r.type for r in a.layers.layers}["model.22"] == "Detect"
     launch = next(f for f in a.findings if f.title.startswith("launch-bound"))

@@ -18,6 +18,7 @@ from hwprof.analysis.runtime_nodes import RuntimeView, load_runtime_view
 from hwprof.analysis.stages import Stages, stage_table
 from hwprof.analysis.types import TypeStat, by_type
 from hwprof.analysis.validity import checked
+from hwprof.schema.run import RunDoc
 from hwprof.workload.layer_error import read_layer_errors
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ class Analysis:
     advice: Advice | None = None
     """advice.json (`hwprof advise`): candidate changes measured against this run; None when absent or
     unreadable (then a warning says why)."""
+    doc: RunDoc = field(default_factory=RunDoc)
+    """run.json typed (hwprof.schema.run): what renderers read instead of digging into `run`."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -115,15 +118,14 @@ def roofline_summary(report: LayerReport) -> RooflineSummary | None:
     return summary
 
 
-def unavailable_collectors(run: dict[str, Any]) -> dict[str, dict[str, str]]:
+def unavailable_collectors(run: RunDoc) -> dict[str, dict[str, str]]:
     out = {}
-    for name, entry in sorted(run.get("collectors", {}).items()):
-        status = entry.get("status", "")
-        if status != "ok" or entry.get("reason"):
+    for name, entry in sorted(run.collectors.items()):
+        if entry.status != "ok" or entry.reason:
             out[name] = {
-                "status": status,
-                "reason": str(entry.get("reason", "")),
-                "fix": str(entry.get("fix", "")),
+                "status": entry.status,
+                "reason": str(entry.reason if entry.reason is not None else ""),
+                "fix": str(entry.fix if entry.fix is not None else ""),
             }
     return out
 
@@ -137,7 +139,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     # on a GPU the torch threads only launch kernels: how many of them are busy is no finding, and the layer
     # hooks time the host launching each layer's kernels
     on_gpu = data.doc.device != "cpu"
-    threads = None if on_gpu else data.run.get("config", {}).get("threads")
+    threads = None if on_gpu else data.doc.config.threads
     found = findings(layers, types, stages, over, threads, max_findings, host_time=on_gpu)
     advice, advice_error = load_advice(data.root)
     gpu = load_gpu_view(data)
@@ -152,12 +154,13 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         over,
         roofline_summary(layers),
         found,
-        unavailable_collectors(data.run),
+        unavailable_collectors(data.doc),
         load_runtime_view(data),
         read_layer_errors(data.root),
         gpu,
         run_warnings(data) + ([advice_error] if advice_error else []),
         advice,
+        data.doc,
     )
 
 

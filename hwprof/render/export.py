@@ -179,9 +179,9 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
             "device": cfg.get("device"),
             "precision": cfg.get("precision"),
             "channels_last": cfg.get("channels_last"),
-            "forward": a.gpu.kineto,
-            "cuda_graph": a.gpu.graph,
-            "nvml": a.gpu.nvml,
+            "forward": a.gpu.kineto.to_json(),
+            "cuda_graph": a.gpu.graph.to_json(),
+            "nvml": a.gpu.nvml.to_json(),
             "peaks": a.gpu.peaks,
             # one point per cache state (warm, cold); tensor-core math: true/false by ncu, or why it is unknown
             "roofline": [

@@ -28,6 +28,10 @@ from typing import Any, ClassVar, TypeVar
 from hwprof.schema.check import RunDirError, found
 
 R = TypeVar("R", bound="Record")
+T = TypeVar("T")
+
+JsonObject = dict[str, Any]
+"""A JSON object the schema keeps whole, uninterpreted (readers that look inside get a record instead)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +147,10 @@ class Record:
             return spec.record.from_json(value, where, prefix)
         return {k: spec.record.from_json(v, where, f"{prefix}{k}.") for k, v in value.items()}
 
+    def __bool__(self) -> bool:
+        """False for an empty record (read from {}, or made with nothing set), as for the JSON object it stands for."""
+        return bool(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         """The JSON object: the keys read, in their order, then fields set since (see the module's docstring)."""
         known = specs(type(self))
@@ -192,4 +200,12 @@ def _write_value(value: Any, spec: Spec) -> Any:
         return value.to_json()
     if spec.record_map and isinstance(value, dict):
         return {k: v.to_json() if isinstance(v, Record) else v for k, v in value.items()}
+    return value
+
+
+def need(value: T | None) -> T:
+    """A figure a collector always writes together with the one a reader tested for (e.g. gpu_kineto's
+    gpu_busy_us with its gpu_idle_share): its absence is a damaged file, as a KeyError was before."""
+    if value is None:
+        raise RunDirError("run.json: a summary figure written with the others of its group is missing")
     return value

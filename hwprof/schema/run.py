@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError
-from hwprof.schema.codec import Record
+from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.summaries_cpu import (
     CallgrindSummary,
     FlopsSummary,
@@ -75,7 +75,7 @@ class RunConfigDoc(Record):
     pass_timeout_s: float | None = None
     paired_extend_ratio: float | None = None
     paired_extend_max_s: float | None = None
-    extra: dict[str, Any] | None = None
+    extra: JsonObject | None = None
 
 
 @dataclass(kw_only=True)
@@ -106,9 +106,9 @@ class RuntimeDoc(Record):
     model_file: str | None = None
     model_sha256: str | None = None
     model_bytes: float | None = None
-    output_diff: dict[str, Any] | None = None
+    output_diff: JsonObject | None = None
     """The output against torch fp32: max_abs_head, max_abs_reference, detections, ..."""
-    profiled_passes: dict[str, Any] | None = None
+    profiled_passes: JsonObject | None = None
     """pass -> the profiler that profiled the runtime in it."""
 
 
@@ -162,7 +162,7 @@ class PassDoc(Record):
     collectors: list[Any] | None = None
     log: str | None = None
     host_steal_share: float | None = None
-    neighbours: dict[str, Any] | None = None
+    neighbours: JsonObject | None = None
     forward_p50_ms: float | None = None
     overhead_vs_timing: float | None = None
     overhead: PassCostDoc | None = None
@@ -185,7 +185,7 @@ class CollectorEntry(Record):
     summary: Summary | None = None
     artifacts: list[Any] | None = None
     pass_name: str | None = field(default=None, metadata={"key": "pass"})
-    details: dict[str, Any] | None = None
+    details: JsonObject | None = None
 
     @classmethod
     def read(cls, name: str, doc: Any, where: str) -> CollectorEntry:
@@ -211,15 +211,15 @@ class RunDoc(Record):
     status: str = ""
     created: str | None = None
     command: Any = None
-    imported: dict[str, Any] | None = None
+    imported: JsonObject | None = None
     config: RunConfigDoc = field(default_factory=RunConfigDoc)
-    host: dict[str, Any] = field(default_factory=dict)
+    host: JsonObject = field(default_factory=dict)
     images: Any = None
-    clock: dict[str, Any] | None = None
+    clock: JsonObject | None = None
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)
     passes: dict[str, PassDoc] = field(default_factory=dict)
-    disk_estimate: dict[str, Any] | None = None
-    peaks: dict[str, Any] | None = None
+    disk_estimate: JsonObject | None = None
+    peaks: JsonObject | None = None
     runtime: RuntimeDoc | None = None
     finished: str | None = None
     finish_error: str | None = None

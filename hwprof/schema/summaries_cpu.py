@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from hwprof.schema.codec import Record
+from hwprof.schema.codec import JsonObject, Record
 
 RAPL_ENERGY_METRIC = "energy_J"
 """rapl's per-span energy metric in rapl.metrics.json (mean joules between a span's begin and end)."""
@@ -50,7 +50,7 @@ class CounterChecks(Record):
     """A counter collector's cross-checks (hwprof.perf.tables.summary_checks)."""
 
     task_clock_vs_process_cpu: TaskClockCheck | None = None
-    layers_plus_gap_vs_forward: dict[str, Any] | None = None
+    layers_plus_gap_vs_forward: JsonObject | None = None
     """event -> {sum_layers, gap, forward, ratio}: the layers plus the gap add up to the forward."""
 
 
@@ -59,10 +59,10 @@ class TimingSummary(Summary):
     """timing: the clean latency of every stage (the report's headline figures)."""
 
     NAME: ClassVar[str] = "timing"
-    stages: dict[str, Any] | None = None
+    stages: JsonObject | None = None
     """stage -> latency statistics (n, mean_ms, p50_ms, ...)."""
     fps: float | None = None
-    forward_reference: dict[str, Any] | None = None
+    forward_reference: JsonObject | None = None
     forward_vs_reference: float | None = None
 
 
@@ -75,7 +75,7 @@ class FlopsSummary(Summary):
     gflops: float | None = None
     gflops_per_image: float | None = None
     input_shape: list[Any] | None = None
-    by_op: dict[str, Any] | None = None
+    by_op: JsonObject | None = None
     layers_sum_flops: float | None = None
     method: str | None = None
 
@@ -89,7 +89,7 @@ class RaplPerInference(Record):
     avg_W: float | None = None
     iterations: int | None = None
     batch: int | None = None
-    domains_J_per_inference: dict[str, Any] | None = None
+    domains_J_per_inference: JsonObject | None = None
     method: str | None = None
 
 
@@ -132,7 +132,7 @@ class RaplSpan(Record):
     dur_ms_mean: float | None = None
     quantization_rel: float | None = None
     avg_W: float | None = None
-    domains: dict[str, Any] | None = None
+    domains: JsonObject | None = None
 
 
 @dataclass(kw_only=True)
@@ -152,14 +152,14 @@ class RaplSummary(Summary):
     source: str | None = None
     where: str | None = None
     domains: list[Any] | None = None
-    skipped: dict[str, Any] | None = None
+    skipped: JsonObject | None = None
     update_interval: RaplUpdateInterval | None = None
     marker_reads: int | None = None
-    read_cost_us: dict[str, Any] | None = None
+    read_cost_us: JsonObject | None = None
     sampler_error: str | None = None
     still_counters: RaplStillCounters | None = None
     energy_J_is: str | None = None
-    power_series: dict[str, Any] | None = None
+    power_series: JsonObject | None = None
     per_inference: RaplPerInference | None = None
     stages: dict[str, RaplSpan] | None = None
     per_layer: RaplPerLayer | None = None
@@ -173,19 +173,19 @@ class SysstatSummary(Summary):
     interval_ms: float | None = None
     samples: int | None = None
     window_s: float | None = None
-    rss_bytes: dict[str, Any] | None = None
+    rss_bytes: JsonObject | None = None
     peak_rss_bytes: float | None = None
     peak_rss_before_measure_bytes: float | None = None
     stage_peak_method: str | None = None
-    cpu: dict[str, Any] | None = None
+    cpu: JsonObject | None = None
     threads: list[Any] | None = None
     threads_busy: int | None = None
-    context_switches: dict[str, Any] | None = None
-    stages: dict[str, Any] | None = None
-    sampler: dict[str, Any] | None = None
+    context_switches: JsonObject | None = None
+    stages: JsonObject | None = None
+    sampler: JsonObject | None = None
     stage_peak_note: str | None = None
     marker_cost_us: float | None = None
-    cpu_freq: dict[str, Any] | None = None
+    cpu_freq: JsonObject | None = None
 
 
 @dataclass(kw_only=True)
@@ -197,7 +197,7 @@ class CounterSummary(Summary):
     threads: int | None = None
     events_requested: list[Any] | None = None
     events_opened: list[Any] | None = None
-    unavailable: dict[str, Any] | None = None
+    unavailable: JsonObject | None = None
 
     def unavailable_events(self) -> dict[str, Any]:
         return self.unavailable or {}
@@ -213,12 +213,12 @@ class PerfEventsSummary(CounterSummary):
     groups: list[Any] | None = None
     rotation: bool | None = None
     iterations_measured: int | None = None
-    running_fraction: dict[str, Any] | None = None
-    multiplexed: dict[str, Any] | None = None
-    never_scheduled: dict[str, Any] | None = None
-    read_cost: dict[str, Any] | None = None
-    totals: dict[str, Any] | None = None
-    units: dict[str, Any] | None = None
+    running_fraction: JsonObject | None = None
+    multiplexed: JsonObject | None = None
+    never_scheduled: JsonObject | None = None
+    read_cost: JsonObject | None = None
+    totals: JsonObject | None = None
+    units: JsonObject | None = None
     checks: CounterChecks | None = None
     sampler_cpu_ms: float | None = None
     interval_ms: float | None = None
@@ -235,9 +235,9 @@ class PapiSummary(CounterSummary):
 
     NAME: ClassVar[str] = "papi"
     iterations_measured: int | None = None
-    totals: dict[str, Any] | None = None
+    totals: JsonObject | None = None
     checks: CounterChecks | None = None
-    read_cost: dict[str, Any] | None = None
+    read_cost: JsonObject | None = None
     interval_samples: int | None = None
     interval_note: str | None = None
 
@@ -254,6 +254,6 @@ class CallgrindSummary(Summary):
     iterations: int | None = None
     instructions_per_iteration: float | None = None
     instructions_forward: float | None = None
-    marker_floor: dict[str, Any] | None = None
+    marker_floor: JsonObject | None = None
     checks: CounterChecks | None = None
     cycles: str | None = None

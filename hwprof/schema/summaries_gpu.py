@@ -6,7 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.summaries_cpu import Summary
+
+
+@dataclass(kw_only=True)
+class KinetoClock(Record):
+    """How the Kineto trace's clock maps onto the run's: mono = kineto + offset_ns (None: not aligned)."""
+
+    offset_ns: int | None = None
+    error_ns: int | None = None
+    pairs: int | None = None
+    method: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -21,7 +32,7 @@ class GpuKinetoSummary(Summary):
     gpu_idle_share: float | None = None
     kernels_per_forward: float | None = None
     layer_sum_over_busy: float | None = None
-    clock: dict[str, Any] | None = None
+    clock: KinetoClock | None = None
 
 
 @dataclass(kw_only=True)
@@ -49,9 +60,9 @@ class NvmlSummary(Summary):
     counter_update_ms: float | None = None
     j_per_iteration: float | None = None
     iterations_with_energy: str | None = None
-    stage_energy_j: dict[str, Any] | None = None
-    stage_visits: dict[str, Any] | None = None
-    means: dict[str, Any] | None = None
+    stage_energy_j: JsonObject | None = None
+    stage_visits: JsonObject | None = None
+    means: JsonObject | None = None
     energy_method: str | None = None
     energy_unavailable: str | None = None
     bench_windows: list[Any] | None = None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from hwprof.schema.codec import Record
+from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.summaries_cpu import Summary
 
 
@@ -35,7 +35,7 @@ class PerfSamplingSummary(Summary):
     forward_named_share: float | None = None
     forward_labelled_share: float | None = None
     forward_named_share_outside_openmp: float | None = None
-    forward_shares: dict[str, Any] | None = None
+    forward_shares: JsonObject | None = None
     top_kernels: list[Any] | None = None
     layer_samples_min: int | None = None
     layer_samples_median: int | None = None
@@ -66,10 +66,10 @@ class PyspySummary(Summary):
     threads: int | None = None
     estimated_samples_measured: int | None = None
     measured_ms: float | None = None
-    shares_measured: dict[str, Any] | None = None
-    shares_whole_process: dict[str, Any] | None = None
-    top_libraries: dict[str, Any] | None = None
-    clock: dict[str, Any] | None = None
+    shares_measured: JsonObject | None = None
+    shares_whole_process: JsonObject | None = None
+    top_libraries: JsonObject | None = None
+    clock: JsonObject | None = None
     command: str | None = None
     returncode: int | None = None
     native: bool | None = None
@@ -91,7 +91,7 @@ class ScaleneSummary(Summary):
     functions: int | None = None
     iterations: int | None = None
     top_lines: list[Any] | None = None
-    clock: dict[str, Any] | None = None
+    clock: JsonObject | None = None
     max_footprint_mb: float | None = None
     memory_points: int | None = None
 
@@ -104,7 +104,7 @@ class TorchProfilerSummary(Summary):
     events: int | None = None
     aten_ops: int | None = None
     iterations: int | None = None
-    onednn: dict[str, Any] | None = None
+    onednn: JsonObject | None = None
     forward_ops_outside_layers: int | None = None
     top_kernels: list[Any] | None = None
-    clock: dict[str, Any] | None = None
+    clock: JsonObject | None = None
