@@ -103,9 +103,10 @@ class RuntimeDoc(Record):
     precision: str | None = None
     version: str | None = None
     executed_precision: str | None = None
+    precision_detail: str | None = None
     model_file: str | None = None
     model_sha256: str | None = None
-    model_bytes: float | None = None
+    model_bytes: int | None = None
     output_diff: JsonObject | None = None
     """The output against torch fp32: max_abs_head, max_abs_reference, detections, ..."""
     profiled_passes: JsonObject | None = None

@@ -14,8 +14,8 @@ from hwprof.schema.summaries_cpu import Summary
 class KinetoClock(Record):
     """How the Kineto trace's clock maps onto the run's: mono = kineto + offset_ns (None: not aligned)."""
 
-    offset_ns: int | None = None
-    error_ns: int | None = None
+    offset_ns: float | None = None
+    error_ns: float | None = None
     pairs: int | None = None
     method: str | None = None
 

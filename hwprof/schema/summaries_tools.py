@@ -27,7 +27,7 @@ class PerfSamplingSummary(Summary):
     samples_total: int | None = None
     samples_measured: int | None = None
     samples_forward: int | None = None
-    samples_outside_measured: int | None = None
+    samples_outside_measured: float | None = None
     iterations: int | None = None
     threads: int | None = None
     sampling_event: str | None = None

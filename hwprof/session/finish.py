@@ -14,6 +14,7 @@ from hwprof.core.atomic import DiskFullError
 from hwprof.core.spans import forward_p50_ms, stage_stats
 from hwprof.render.export import write_exports
 from hwprof.rundir.reader import RunData, write_run_json
+from hwprof.schema.summaries_cpu import FlopsSummary
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,7 +39,7 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
     data = RunData(run_dir, run)
     info = data.model_info
     if info:
-        flops = data.collector("flops").get("summary", {})
+        flops = data.summary(FlopsSummary)
         run["model"] = {
             "name": info["name"],
             "family": info["family"],
@@ -48,8 +49,8 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
             "params_fused": info["params_fused"],
             "layers": sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
             "input_shape": info["input_shape"],
-            "flops": flops.get("total_flops"),
-            "gflops": flops.get("gflops"),
+            "flops": flops.total_flops,
+            "gflops": flops.gflops,
         }
     source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
     if source:
