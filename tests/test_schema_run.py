@@ -135,6 +135,13 @@ def _target_name(node: ast.expr) -> str | None:
     return None
 
 
+def _summary_subscript(target: ast.expr) -> str | None:
+    """The key of `summary["key"] = ...`."""
+    if isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant):
+        return str(target.slice.value) if _target_name(target.value) == "summary" else None
+    return None
+
+
 def _summary_keys(tree: ast.AST) -> set[str]:
     """Top-level keys written into a variable named summary/result: dict literals assigned to it (or
     returned by a function named *summary), `summary["k"] = ...` and `summary.update(k=...)`."""
@@ -152,9 +159,8 @@ def _summary_keys(tree: ast.AST) -> set[str]:
                     _target_name(target) == "result" and isinstance(target, ast.Attribute)
                 ):
                     literal(node.value)
-                if isinstance(target, ast.Subscript) and _target_name(target.value) == "summary":
-                    if isinstance(target.slice, ast.Constant):
-                        keys.add(str(target.slice.value))
+                if (key := _summary_subscript(target)) is not None:
+                    keys.add(key)
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
             if _target_name(node.func.value) == "summary":
                 keys.update(k.arg for k in node.keywords if k.arg)
