@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hwprof.collectors.base import CollectorResult
 
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData, RunDirError
 from hwprof.schema.codec import specs
 from hwprof.schema.run import SUMMARY_TYPES, RunDoc
+from hwprof.schema.summaries_gpu import CudaGraphSummary
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_FILES = sorted((ROOT / "tests" / "fixtures").rglob("run.json"))
@@ -144,7 +146,8 @@ def _summary_subscript(target: ast.expr) -> str | None:
 
 def _summary_keys(tree: ast.AST) -> set[str]:
     """Top-level keys written into a variable named summary/result: dict literals assigned to it (or
-    returned by a function named *summary), `summary["k"] = ...` and `summary.update(k=...)`."""
+    returned by a function named *summary), `summary["k"] = ...`, `summary.update(k=...)` and the keywords
+    of a typed summary made with `XSummary.of(k=...)`."""
     keys: set[str] = set()
 
     def literal(value: ast.expr | None) -> None:
@@ -161,8 +164,10 @@ def _summary_keys(tree: ast.AST) -> set[str]:
                     literal(node.value)
                 if (key := _summary_subscript(target)) is not None:
                     keys.add(key)
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update":
-            if _target_name(node.func.value) == "summary":
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            updated = node.func.attr == "update" and _target_name(node.func.value) == "summary"
+            typed = node.func.attr == "of" and str(_target_name(node.func.value)).endswith("Summary")
+            if updated or typed:
                 keys.update(k.arg for k in node.keywords if k.arg)
         elif isinstance(node, ast.FunctionDef) and node.name.endswith("summary") and node.name != "to_summary":
             for ret in ast.walk(node):
@@ -186,3 +191,12 @@ def test_the_schema_knows_every_key_a_collector_writes() -> None:
     assert {"energy_J_is", "per_layer", "cpi_per_kernel", "launch_overhead_share"} <= set().union(*written.values())
     unknown = {name: sorted(keys - set(specs(SUMMARY_TYPES[name]))) for name, keys in written.items()}
     assert {n: k for n, k in unknown.items() if k} == {}
+
+
+def test_a_collector_result_writes_its_typed_summary_as_the_json_it_replaced() -> None:
+    typed = CudaGraphSummary.of(iters=5, eager_ms_p50=2.0, graph_ms_p50=1.0, launch_overhead_share=None)
+    typed.method = "median"
+    raw = {"iters": 5, "eager_ms_p50": 2.0, "graph_ms_p50": 1.0, "launch_overhead_share": None, "method": "median"}
+    assert _dump(CollectorResult("ok", summary=typed).to_dict()) == _dump(CollectorResult("ok", summary=raw).to_dict())
+    assert list(CollectorResult("ok").to_dict()) == ["status", "reason", "fix", "summary", "artifacts"]
+    assert not CudaGraphSummary() and CudaGraphSummary.of(iters=None)

@@ -120,6 +120,13 @@ class Record:
     """The keys in the order they were read."""
 
     @classmethod
+    def of(cls: type[R], **values: Any) -> R:
+        """A record made by its writer (a collector): the keys given are written in the order given, a None
+        among them as null; fields set afterwards follow in the order they are declared."""
+        key_of = {spec.attr: key for key, spec in specs(cls).items()}
+        return cls(**values, json_order=tuple(key_of[attr] for attr in values))
+
+    @classmethod
     def from_json(cls: type[R], doc: Any, where: str, prefix: str = "") -> R:
         """Read and check `doc` (the object at `prefix` in the file `where`); RunDirError (one line) if damaged."""
         if not isinstance(doc, dict):
