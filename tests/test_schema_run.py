@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hwprof.collectors.base import CollectorResult
 
+from hwprof.collectors.base import CollectorResult
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData, RunDirError
 from hwprof.schema.codec import specs
 from hwprof.schema.run import SUMMARY_TYPES, RunDoc

@@ -168,6 +168,8 @@ class PassDoc(Record):
     overhead_vs_timing: float | None = None
     overhead: PassCostDoc | None = None
     overhead_pass_level: PassCostDoc | None = None
+    lingering: list[Any] | None = None
+    """Processes the pass's worker left behind, which the session stopped (name, pid, state, stopped_by, ...)."""
 
     @property
     def finished(self) -> bool:
