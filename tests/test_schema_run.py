@@ -7,15 +7,18 @@ from __future__ import annotations
 import ast
 import json
 import re
+from itertools import count
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hwprof.collectors.base import CollectorResult
+from hwprof.collectors.rapl.collector import measure_update_interval
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData, RunDirError
 from hwprof.schema.codec import specs
 from hwprof.schema.run import SUMMARY_TYPES, RunDoc
+from hwprof.schema.summaries_cpu import RaplUpdateInterval
 from hwprof.schema.summaries_gpu import CudaGraphSummary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -200,3 +203,14 @@ def test_a_collector_result_writes_its_typed_summary_as_the_json_it_replaced() -
     assert _dump(CollectorResult("ok", summary=typed).to_dict()) == _dump(CollectorResult("ok", summary=raw).to_dict())
     assert list(CollectorResult("ok").to_dict()) == ["status", "reason", "fix", "summary", "artifacts"]
     assert not CudaGraphSummary() and CudaGraphSummary.of(iters=None)
+
+
+def test_rapl_sub_records_know_what_rapl_writes() -> None:
+    """The nested records of rapl's summary, from the functions that build them (the fixtures hold only a
+    machine whose counter never moved)."""
+    ticks = count()
+    moving = measure_update_interval(lambda: float(next(ticks)), budget_s=0.01)
+    still = measure_update_interval(lambda: 1.0, budget_s=0.01)
+    for probe in (moving, still):
+        assert RaplUpdateInterval.from_json(probe, "run.json").unknown_keys() == []
+    assert moving["value_ms"] is not None and still["value_ms"] is None

@@ -130,9 +130,10 @@ class RaplSpan(Record):
     iterations_for_5pct: int | None = None
     unit: str | None = None
     dur_ms_mean: float | None = None
-    quantization_rel: float | None = None
     avg_W: float | None = None
     domains: JsonObject | None = None
+    quantization_rel: float | None = None
+    """2 x the counter's update step / the span's mean duration: the share of its energy the step can hide."""
 
 
 @dataclass(kw_only=True)
@@ -141,7 +142,9 @@ class RaplUpdateInterval(Record):
 
     value_ms: float | None = None
     reason: str | None = None
+    changes: int | None = None
     polls: int | None = None
+    method: str | None = None
 
 
 @dataclass(kw_only=True)
