@@ -29,9 +29,12 @@ in the child `open` must run before torch is loaded.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+import copy
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+from hwprof.schema.summaries_cpu import Summary
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -66,17 +69,28 @@ class Capability:
 
 @dataclass
 class CollectorResult:
-    """What a collector reports about itself; `summary` lands in run.json under its name."""
+    """What a collector reports about itself; `summary` lands in run.json under its name.
+
+    `summary` is the collector's typed summary (hwprof.schema: the documentation of what it produces); a
+    collector not yet moved onto its type returns the JSON object, and one read back from a pass's
+    result.json is that object too. to_dict() is the JSON boundary (result.json, run.json)."""
 
     status: Status
     reason: str = ""
     fix: str = ""
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: Summary | dict[str, Any] = field(default_factory=dict)
     artifacts: list[str] = field(default_factory=list)
     """Paths relative to the run directory."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        summary = self.summary.to_json() if isinstance(self.summary, Summary) else copy.deepcopy(self.summary)
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "fix": self.fix,
+            "summary": summary,
+            "artifacts": list(self.artifacts),
+        }
 
 
 @dataclass

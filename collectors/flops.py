@@ -12,7 +12,9 @@ import json
 from typing import Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+
 from hwprof.schema.records import MetricTables, metrics_path
+from hwprof.schema.summaries_cpu import FlopsSummary
 
 
 def _layer_key(module_path: str) -> str | None:
@@ -30,7 +32,7 @@ class FlopsCollector(Collector):
     def __init__(self, config: Any) -> None:
         super().__init__(config)
         self.tables: MetricTables | None = None
-        self.summary: dict[str, Any] = {}
+        self.summary = FlopsSummary()
 
     @classmethod
     def probe(cls, config: Any) -> Capability:
@@ -92,15 +94,15 @@ class FlopsCollector(Collector):
         for op, count in per_module.get("Global", {}).items():
             ops_total[str(op)] = int(count)
         self.tables = tables
-        self.summary = {
-            "total_flops": total,
-            "gflops": total / 1e9,
-            "gflops_per_image": total / 1e9 / batch.shape[0],
-            "input_shape": list(batch.shape),
-            "by_op": ops_total,
-            "layers_sum_flops": sum(v for k, v in flops_by_layer.items() if k.count(".") == 1),
-            "method": "torch.utils.flop_counter.FlopCounterMode over one forward of the run's input",
-        }
+        self.summary = FlopsSummary.of(
+            total_flops=total,
+            gflops=total / 1e9,
+            gflops_per_image=total / 1e9 / batch.shape[0],
+            input_shape=list(batch.shape),
+            by_op=ops_total,
+            layers_sum_flops=sum(v for k, v in flops_by_layer.items() if k.count(".") == 1),
+            method="torch.utils.flop_counter.FlopCounterMode over one forward of the run's input",
+        )
 
     def close(self, ctx: PassContext) -> CollectorResult:
         if self.tables is None:

@@ -12,7 +12,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+
 from hwprof.core.atomic import atomic_path
+from hwprof.schema.summaries_cpu import TimingSummary
 
 if TYPE_CHECKING:
     import torch
@@ -101,16 +103,15 @@ class TimingCollector(Collector):
         path = ctx.out_dir / PYPERF_FILE
         with atomic_path(path) as tmp:
             suite.dump(str(tmp))
-        summary: dict[str, Any] = {
-            "stages": {k: latency_stats([v * 1e3 for v in vals]).to_dict() for k, vals in self.stages.items()},
-        }
+        stats = {k: latency_stats([v * 1e3 for v in vals]) for k, vals in self.stages.items()}
+        summary = TimingSummary.of(stages={k: v.to_dict() for k, v in stats.items()})
         whole = self.stages.get("iteration", [])
         if whole:
-            summary["fps"] = self.config.batch / latency_stats(whole).p50_ms * 1e3
+            summary.fps = self.config.batch / latency_stats(whole).p50_ms * 1e3
         if self.reference_s:
             ref = latency_stats([v * 1e3 for v in self.reference_s])
-            summary["forward_reference"] = ref.to_dict()
-            summary["forward_vs_reference"] = summary["stages"]["forward"]["p50_ms"] / ref.p50_ms
+            summary.forward_reference = ref.to_dict()
+            summary.forward_vs_reference = stats["forward"].p50_ms / ref.p50_ms
         return CollectorResult("ok", summary=summary, artifacts=[ctx.relpath(path)])
 
 

@@ -29,11 +29,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
 from hwprof.collectors.base import Collector, PassContext
 from hwprof.collectors.perf_sampling.access import perf_binary
 from hwprof.collectors.perf_sampling.control import PerfControl, make_fifos
 from hwprof.collectors.perf_sampling.rate import plan_sampling
+
+from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans

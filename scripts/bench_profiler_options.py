@@ -36,6 +36,7 @@ from typing import Any
 
 from hwprof.collectors.base import Collector
 from hwprof.collectors.torch_profiler.collector import TorchProfilerCollector
+
 from hwprof.core.config import RunConfig
 from hwprof.session.paired import abba_forward
 

@@ -34,6 +34,7 @@ from hwprof.collectors.base import Collector
 from hwprof.collectors.rapl import collector as rapl
 from hwprof.collectors.rapl import sources
 from hwprof.collectors.sysstat import collector as sysstat
+
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import forward_ms_by_iteration

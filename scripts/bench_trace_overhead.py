@@ -45,8 +45,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.paired_cost import paired_cost
 from hwprof.collectors.base import CollectorResult, PassContext
+
+from hwprof.analysis.paired_cost import paired_cost
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, read_markers
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration

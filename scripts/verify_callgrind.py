@@ -21,6 +21,7 @@ from typing import Any
 
 from hwprof.collectors.callgrind.parse import read_parts
 from hwprof.collectors.callgrind.tool import callgrind_command, find_valgrind
+
 from hwprof.schema.records import MetricTables
 
 PLAIN = """

@@ -17,6 +17,7 @@ from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, GpuTrace, load_gpu_t
 from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
 from hwprof.collectors.gpu.ncu.layers import layer_tables
 from hwprof.collectors.gpu.nvml.samples import NvmlSeries
+
 from hwprof.schema.records import write_records
 
 FIX = Path(__file__).parent / "fixtures"

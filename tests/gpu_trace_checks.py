@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from test_perfetto_trace import BAD_STATS
-
 from hwprof.collectors.gpu.kineto.trace import GPU_CATS
+from test_perfetto_trace import BAD_STATS
 
 
 def check_kernels_and_launches(tp: Any, track: str, kernels: int) -> None:

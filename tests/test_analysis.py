@@ -23,6 +23,7 @@ from hwprof.analysis.types import by_type
 from hwprof.core.markers import Marker
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData
 from hwprof.schema.records import MetricTables
+from hwprof.schema.run import RunDoc
 from hwprof.session.finish import finalize
 
 MS = 1_000_000
@@ -485,6 +486,10 @@ def test_rapl_energy_per_stage_and_layer(tmp_path: Path) -> None:
     assert "energy" not in a.layers.missing
 
 
+def _doc(run: dict[str, Any]) -> RunDoc:
+    return RunDoc.read({"schema_version": SCHEMA_VERSION, "status": "ok", **run}, "run.json")
+
+
 def test_collector_missing_prefers_the_collector_that_ran() -> None:
     run = {
         "collectors": {
@@ -492,17 +497,17 @@ def test_collector_missing_prefers_the_collector_that_ran() -> None:
             "papi": {"status": "skipped", "reason": "not requested for this run"},
         }
     }
-    missing = collector_missing(run, ["perf_events", "papi"], "CPI", events=("cycles",))
+    missing = collector_missing(_doc(run), ["perf_events", "papi"], "CPI", events=("cycles",))
     assert missing.reason.startswith("cycles could not be counted (perf_events)")
     only_skipped = collector_missing(
-        {"collectors": {"papi": {"status": "skipped", "reason": "not requested"}}},
+        _doc({"collectors": {"papi": {"status": "skipped", "reason": "not requested"}}}),
         ["perf_events", "papi"],
         "CPI",
     )
     assert only_skipped.reason == "papi skipped: not requested"
-    absent = collector_missing({"collectors": {}}, ["torch_profiler"], "kernels")
+    absent = collector_missing(_doc({"collectors": {}}), ["torch_profiler"], "kernels")
     assert "no torch_profiler collector" in absent.reason and absent.fix
-    ran = collector_missing({"collectors": {"pyspy": {"status": "ok"}}}, ["pyspy"], "native frames")
+    ran = collector_missing(_doc({"collectors": {"pyspy": {"status": "ok"}}}), ["pyspy"], "native frames")
     assert ran.reason == "pyspy ran but recorded no native frames"
 
 
@@ -646,19 +651,19 @@ def test_counter_checks_in_words() -> None:
         "page-faults": {"sum_layers": 9.0, "gap": 0.0, "forward": 9.1, "ratio": 0.989},
     }
     cpu = {"event_ns": 10.5e9, "process_cpu_ns": 10e9, "ratio": 1.05, "iterations": 3}
-    run: dict[str, Any] = {"collectors": {"perf_events": {"summary": {"checks": {}}}}}
+    run: dict[str, Any] = {"collectors": {"perf_events": {"status": "ok", "summary": {"checks": {}}}}}
     checks = run["collectors"]["perf_events"]["summary"]["checks"]
     checks.update(layers_plus_gap_vs_forward=closure, task_clock_vs_process_cpu=dict(cpu))
-    lines = counter_checks(run)
+    lines = counter_checks(_doc(run))
     assert lines[0] == "perf_events: layers + gap = forward for 2 events (worst ratio 0.9890)"
     assert (
         lines[1] == "perf_events: forward task-clock 1.050x the counted threads' CPU time"
     )  # no steal figure: no verdict
     checks["task_clock_vs_process_cpu"].update(host_steal_irq_ns=0.6e9, consistent=True)
-    assert counter_checks(run)[1].endswith("host steal+IRQ 6.0% of it (consistent)")
+    assert counter_checks(_doc(run))[1].endswith("host steal+IRQ 6.0% of it (consistent)")
     checks["task_clock_vs_process_cpu"].update(host_steal_irq_ns=0.0, consistent=False)
-    assert "OUTSIDE the band" in counter_checks(run)[1]
-    assert counter_checks({"collectors": {"timing": {"summary": {}}}}) == []
+    assert "OUTSIDE the band" in counter_checks(_doc(run))[1]
+    assert counter_checks(_doc({"collectors": {"timing": {"status": "ok", "summary": {}}}})) == []
 
 
 def test_host_steal_per_pass_becomes_a_caveat(tmp_path: Path) -> None:

@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hwprof.collectors.callgrind.parse import events_present, read_parts, readings_at_markers
 from hwprof.collectors.callgrind.report import marker_floor
 from hwprof.collectors.callgrind.tool import find_valgrind, last_level_geometry
+
 from hwprof.core.markers import read_markers
 from hwprof.perf.tables import analyse
 
@@ -64,6 +64,7 @@ def test_client_requests_do_nothing_outside_valgrind() -> None:
 
 def test_an_old_valgrind_is_refused_with_the_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hwprof.collectors.callgrind.collector import CallgrindCollector
+
     from hwprof.core.config import RunConfig
 
     fake = tmp_path / "valgrind"

@@ -10,9 +10,12 @@ import sys
 import textwrap
 from pathlib import Path
 
-from hwprof.cli.collect import lingering_lines
 from hwprof.collectors.base import Capability, Collector, PassContext
+
+from hwprof.cli.collect import lingering_lines
 from hwprof.core.config import RunConfig
+from hwprof.schema.check import SCHEMA_VERSION
+from hwprof.schema.run import RunDoc
 from hwprof.session.plan import PassPlan
 from hwprof.session.run import Session, child
 from hwprof.workload.images import ImageSet
@@ -101,7 +104,7 @@ def test_a_pass_ends_when_its_worker_exits_and_its_forked_children_are_stopped(t
     run = json.loads((tmp_path / "run.json").read_text())
     recorded = run["passes"]["timing"]["lingering"]
     assert [(x["pid"], x["stopped_by"]) for x in recorded] == [(p, by_pid[p].stopped_by) for p in sorted(forked)]
-    warnings = lingering_lines(run)
+    warnings = lingering_lines(RunDoc.read({"schema_version": SCHEMA_VERSION, "status": "ok", **run}, "run.json"))
     assert len(warnings) == 2 and f"pid {forked[1]}, state Zl" in warnings[1] and "stopped by SIGKILL" in warnings[1]
 
 

@@ -79,6 +79,7 @@ def test_a_powercap_root_that_is_a_file_is_an_error_naming_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from hwprof.collectors.rapl.collector import RaplCollector
+
     from hwprof.core.envvars import EnvVarError
 
     file = tmp_path / "powercap"
@@ -112,6 +113,7 @@ def test_collect_with_a_powercap_root_that_is_a_file_exits_2(tmp_path: Path) -> 
 @pytest.mark.parametrize("value", ["relcache", "./rel", ""])
 def test_a_relative_xdg_cache_home_is_ignored(value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from hwprof.collectors.callgrind import tool
+
     from hwprof.core.envvars import hwprof_cache
     from hwprof.hardware import gpu_peaks, machine
 

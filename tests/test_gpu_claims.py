@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from gpu_rundir import gpu_run
+from hwprof.collectors.gpu.ncu.csv_report import parse_ncu_csv
+from hwprof.collectors.gpu.ncu.layers import kernel_layers, layer_tables
 
 from hwprof.analysis.gpu_kernels import tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import GpuRoof, roofline_rows
-from hwprof.collectors.gpu.ncu.csv_report import parse_ncu_csv
-from hwprof.collectors.gpu.ncu.layers import kernel_layers, layer_tables
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 NCU = FIX / "ncu_yolov8n_640_fp32.csv.gz"

@@ -8,8 +8,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from hwprof.collectors.base import PassContext
+
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
 from hwprof.hardware.gpu_device import NVIDIA_CTL
@@ -132,10 +132,9 @@ def test_overlapping_layer_ranges_on_one_stream():
     stream (as launches from two threads, or overlapping timestamps, would make it; no recording has one). Layer 1's
     slice still spans exactly its kernels, on the stream's overlap track, saying which slice it overlaps, so that
     the renderer never cuts a layer slice to nest it."""
-    from kineto_synth import synthetic_pipeline_trace
-
     from hwprof.collectors.gpu.kineto.outputs import spans
     from hwprof.collectors.gpu.kineto.trace import parse_gpu_trace
+    from kineto_synth import synthetic_pipeline_trace
 
     data, synth = synthetic_pipeline_trace(1)
     layer0 = [a for _, layer, a in synth.placed if layer == "layer 0 Conv"]
@@ -175,8 +174,8 @@ def test_gpu_kineto_live_ranges_on_the_cpu(tmp_path, monkeypatch):
     recordings' ranges do, and the other stages' `stage <name>` ranges beside them (a CPU torch records no
     kernel, so the collector then says so)."""
     import torch
-
     from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
+
     from hwprof.core.markers import attach_layer_markers
     from hwprof.workload.zoo import build_model
 

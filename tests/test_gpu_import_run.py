@@ -59,7 +59,7 @@ def test_imported_run_reads_like_a_run() -> None:
     assert run["imported"]["device"] == "NVIDIA H100 80GB HBM3"
     assert set(data.pass_names) == {"gpu", "ncu", "ncu_range"}
     a = analyse(data)
-    assert a.gpu is not None and a.gpu.kineto["forwards"] == 2 and a.gpu.kineto["kernels_per_forward"] == 297
+    assert a.gpu is not None and a.gpu.kineto.forwards == 2 and a.gpu.kineto.kernels_per_forward == 297
     assert len(a.gpu.roofline) == 23
     assert {r.name: r.type for r in a.layers.layers}["model.22"] == "Detect"
     launch = next(f for f in a.findings if f.title.startswith("launch-bound"))
@@ -193,6 +193,7 @@ def test_gpu_import_energy_table_unavailable_and_counter_rows() -> None:
     labelled "counter" (the counter's method text starts "estimate:", so it was labelled a power integral), and
     a mean that was not sampled is "-" (it was 0)."""
     from hwprof.collectors.gpu.nvml.samples import COUNTER_METHOD
+
     from hwprof.render.gpu_tables import print_nvml
 
     method = COUNTER_METHOD.format(period=98)

@@ -8,14 +8,14 @@ import os
 from pathlib import Path
 
 import pytest
-
-from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
-from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, attribute
 from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
 from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
 from hwprof.collectors.gpu.ncu.layers import layer_tables
 from hwprof.collectors.gpu.nvml.samples import TRACKS, NvmlSeries, power_average_s
+
+from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
+from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
 from hwprof.gpu.importer import import_nvml
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
@@ -296,6 +296,7 @@ def test_nvml_energy_of_short_stages_is_never_an_unmeasured_zero(tmp_path):
     pass's) and the stages add up to the iteration."""
     from hwprof.collectors.base import PassContext
     from hwprof.collectors.gpu.nvml.collector import NvmlCollector
+
     from hwprof.core.config import RunConfig
     from hwprof.core.markers import MarkerBus
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from gpu_rundir import GPU, NVML_SAMPLES, gpu_run
 from gpu_trace_checks import BAD_STATS, check_kernels_and_launches
+from hwprof.collectors.gpu.kineto.trace import GPU_CATS, GpuTrace, load_gpu_trace, parse_gpu_trace
 from kineto_synth import synthetic_pipeline_trace
 
-from hwprof.collectors.gpu.kineto.trace import GPU_CATS, GpuTrace, load_gpu_trace, parse_gpu_trace
 from hwprof.trace.perfetto import build_trace
 from hwprof.trace.processor import TraceSession, availability
 

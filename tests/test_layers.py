@@ -21,10 +21,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import hwprof.collectors
 import pytest
 
 import hwprof
-import hwprof.collectors
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("files", ("hwprof", "hwprof.core.atomic")),

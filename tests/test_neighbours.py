@@ -32,7 +32,8 @@ from hwprof.perf.steal import tick_ns
 from hwprof.render.export import summary_dict
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.report_sections import stages_spec
-from hwprof.rundir.reader import RunData
+from hwprof.rundir.reader import SCHEMA_VERSION, RunData
+from hwprof.schema.run import RunDoc
 from hwprof.session.paired import extend, schedule
 
 TICK_S = tick_ns() / 1e9
@@ -332,20 +333,22 @@ def test_unresolved_without_other_work_is_put_down_to_host_noise(tmp_path: Path)
         == "not resolved (no other work seen on these CPUs (1.0% of their time); host noise)"
     )
     assert a.stages.disturbed is None and not a.layers.time_note.startswith("The timing pass")
-    assert timing_disturbance(data.run) is None
+    assert timing_disturbance(data.doc) is None
 
 
 def test_a_timing_pass_far_slower_than_clean_iterations_is_disturbed(tmp_path: Path) -> None:
     run = {
+        "schema_version": SCHEMA_VERSION,
+        "status": "ok",
         "passes": {
-            "timing": {"forward_p50_ms": 209.9, "neighbours": {"status": "unavailable", "reason": "x"}},
-            "layers": {"overhead": {"method": "paired", "forward_off_ms": 28.0}},
-        }
+            "timing": {"status": "ok", "forward_p50_ms": 209.9, "neighbours": {"status": "unavailable", "reason": "x"}},
+            "layers": {"status": "ok", "overhead": {"method": "paired", "forward_off_ms": 28.0}},
+        },
     }
-    text = timing_disturbance(run)
+    text = timing_disturbance(RunDoc.read(run, "run.json"))
     assert text is not None and "7.50x the clean iterations of the layers pass" in text
     run["passes"]["timing"]["forward_p50_ms"] = 30.0
-    assert timing_disturbance(run) is None
+    assert timing_disturbance(RunDoc.read(run, "run.json")) is None
 
 
 # ----------------------------------------------------------------------------- real collect beside hogs

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.papi import collector as papi_mod
+
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
 from hwprof.schema.records import MetricTables

@@ -9,12 +9,12 @@ import math
 from pathlib import Path
 
 import pytest
+from hwprof.collectors.scalene.collector import MAX_ITERATIONS, MIN_PROFILED_S
 from test_analysis import _iteration, _write_markers, make_run
 
 from hwprof.analysis.layer_report import build_layer_report
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, paired_cost, pass_level_cost
 from hwprof.analysis.run_analysis import analyse
-from hwprof.collectors.scalene.collector import MAX_ITERATIONS, MIN_PROFILED_S
 from hwprof.core.markers import Marker
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces, timing_forward_s
 from hwprof.render.overhead_section import overhead_spec
@@ -270,6 +270,7 @@ def test_clean_iterations_reach_only_collectors_that_ask(tmp_path: Path) -> None
     sees a clean iteration."""
     from hwprof.collectors.gpu.nvml.collector import NvmlCollector
     from hwprof.collectors.perf_events.collector import PerfEvents
+
     from hwprof.core.config import RunConfig
     from hwprof.core.markers import Marker
     from hwprof.session.worker import PassRunner

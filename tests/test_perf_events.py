@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hwprof.collectors.base import PassContext
+
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus
 from hwprof.perf import readings as readings_io

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hwprof.collectors.base import Capability
 from hwprof.collectors.perf_sampling import access
 from hwprof.collectors.perf_sampling import collector as ps
@@ -36,6 +35,7 @@ from hwprof.collectors.perf_sampling.script import (
     parse_script,
     short_name,
 )
+
 from hwprof.core.config import RunConfig
 from hwprof.core.kernels import BETWEEN_LAYERS, KINDS, attribute, derived, tables_dict
 from hwprof.core.markers import read_markers
@@ -377,6 +377,7 @@ def test_real_cpi_per_kernel_where_the_pmu_counts(run_hwprof: Any, tmp_path: Pat
 
 def test_a_worker_that_never_measures_leaves_a_failed_result_and_no_perf(tmp_path: Path) -> None:
     from hwprof.collectors.base import PassContext
+
     from hwprof.core.markers import MarkerBus
 
     config = RunConfig()
@@ -391,6 +392,7 @@ def test_a_worker_that_never_measures_leaves_a_failed_result_and_no_perf(tmp_pat
 
 def test_perf_that_dies_at_once_fails_with_its_words(tmp_path: Path) -> None:
     from hwprof.collectors.base import PassContext
+
     from hwprof.core.markers import MarkerBus
 
     ctx = PassContext(RunConfig(), tmp_path, "kernels", MarkerBus())

@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 
 import pytest
-
 from hwprof.collectors.pyspy import attribution, parse
 from hwprof.collectors.pyspy import collector as ps
+
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, read_markers
 from hwprof.schema.records import Span, ThreadName, read_records
@@ -178,6 +178,7 @@ def _run_dir(tmp_path: Path, iters: int, native: bool = False) -> Path:
 
 def _spawn(run_dir: Path, names: str) -> tuple[subprocess.Popen[bytes], ps.PySpyTool]:
     from hwprof.collectors.base import PassContext
+
     from hwprof.core.markers import MarkerBus
 
     config = RunConfig.load(run_dir / "config.json")

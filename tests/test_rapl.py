@@ -14,11 +14,11 @@ import time
 from pathlib import Path
 
 import pytest
-
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.rapl import collector as rapl
 from hwprof.collectors.rapl import energy as rapl_energy
 from hwprof.collectors.rapl import perf_energy, sources
+
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus
 from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns

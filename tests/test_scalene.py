@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.scalene import collector as sc
 from hwprof.collectors.scalene import convert as sc_convert
+
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, read_markers
 from hwprof.schema.records import CounterSample, read_records

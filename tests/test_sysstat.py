@@ -10,13 +10,13 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.sysstat import collector as sysstat
 from hwprof.collectors.sysstat import procfs
 from hwprof.collectors.sysstat import sampler as sysstat_sampler
 from hwprof.collectors.sysstat import tables as sysstat_tables
 from hwprof.collectors.sysstat import threads as sysstat_threads
+
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus
 from hwprof.perf.threadcpu import name_this_thread
@@ -173,7 +173,7 @@ def test_stage_peaks_catch_a_transient_allocation(tmp_path: Path, method: str) -
     collector.stop(ctx)
     result = collector.close(ctx)
     assert result.status == "ok", result.reason
-    s = result.summary
+    s = result.to_dict()["summary"]
     assert s["stage_peak_method"] == method
     tables = MetricTables.load(ctx.out_dir / "sysstat.metrics.json")
     forward, post = tables.stages["forward"], tables.stages["postprocess"]
@@ -207,7 +207,7 @@ def test_this_host_says_why_frequency_is_not_sampled(tmp_path: Path) -> None:
     collector.start(ctx)
     time.sleep(0.03)
     result = collector.close(ctx)
-    freq = result.summary["cpu_freq"]
+    freq = result.to_dict()["summary"]["cpu_freq"]
     assert freq["status"] == "unavailable"
     assert freq["reason"].startswith("no cpufreq driver: /sys/devices/system/cpu/cpu*/cpufreq")
     assert "modprobe" in freq["fix"]
@@ -231,7 +231,7 @@ def test_frequency_series_from_a_cpufreq_tree(tmp_path: Path) -> None:
     collector.start(ctx)
     time.sleep(0.03)
     result = collector.close(ctx)
-    freq = result.summary["cpu_freq"]
+    freq = result.to_dict()["summary"]["cpu_freq"]
     assert freq == {
         "status": "ok",
         "per_cpu_mhz": {

@@ -10,11 +10,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
 from hwprof.collectors.torch_profiler import clock as _torch_clock
 from hwprof.collectors.torch_profiler import collector as tp
 from hwprof.collectors.torch_profiler import convert as _torch_convert
 from hwprof.collectors.torch_profiler import onednn as _torch_onednn
+
 from hwprof.core.markers import read_markers
 from hwprof.schema.records import Span, read_records
 
@@ -220,6 +220,7 @@ def test_a_profiler_that_dies_leaves_the_other_results(tmp_path: Path) -> None:
     while the pass and py-spy, attached to the same worker as the session does, still finish."""
     from hwprof.collectors.base import PassContext
     from hwprof.collectors.pyspy.collector import PySpyCollector
+
     from hwprof.core.config import RunConfig
     from hwprof.core.markers import MarkerBus
 

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from hwprof.collectors.perf_sampling.report import convert
 from hwprof.collectors.perf_sampling.script import parse_script
+
 from hwprof.schema.records import StackSample, read_records
 from hwprof.trace.layers import LayerCheck, check_layers
 from hwprof.trace.model import LEVEL_RECORD, Slice

@@ -28,7 +28,9 @@ from hwprof.collectors.callgrind.tool import (
     callgrind_command,
     find_valgrind,
 )
+
 from hwprof.core.markers import MarkerLog
+from hwprof.schema.summaries_cpu import CallgrindSummary
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -143,7 +145,7 @@ class CallgrindCollector(Collector):
         from hwprof.collectors.callgrind import client_requests as vc
 
         self.markers.flush_to(ctx.out_dir / MARKERS_FILE)
-        return CollectorResult("ok", summary={"under_valgrind": vc.running_on_valgrind() > 0})
+        return CollectorResult("ok", summary=CallgrindSummary.of(under_valgrind=vc.running_on_valgrind() > 0))
 
     def attach(self, pid: int, ctx: PassContext) -> AttachedTool | None:
         return CallgrindReport(ctx)

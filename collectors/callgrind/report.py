@@ -8,6 +8,7 @@ from typing import Any
 
 from hwprof.collectors.base import AttachedTool, CollectorResult, PassContext
 from hwprof.collectors.callgrind.parse import Part, events_present, read_parts, readings_at_markers
+
 from hwprof.core.markers import read_markers
 from hwprof.perf.counting import Reading
 from hwprof.perf.tables import analyse, summary_checks

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+
 from hwprof.core.atomic import atomic_path
 from hwprof.core.config import RunConfig
 from hwprof.perf import readings as readings_io

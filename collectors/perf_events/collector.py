@@ -19,6 +19,7 @@ from collections import Counter as Tally
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+
 from hwprof.core.atomic import atomic_path
 from hwprof.core.config import RunConfig
 from hwprof.perf import readings as readings_io

@@ -65,6 +65,7 @@ from hwprof.collectors.perf_sampling.control import (
     request_attach,
 )
 from hwprof.collectors.perf_sampling.rate import plan_sampling
+
 from hwprof.core.spans import timing_forward_s
 
 if TYPE_CHECKING:

@@ -28,6 +28,7 @@ from hwprof.collectors.perf_sampling.script import (
     finish_counts,
     parse_script,
 )
+
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.kernels import (
     BETWEEN_LAYERS,

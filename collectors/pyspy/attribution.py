@@ -31,6 +31,7 @@ from hwprof.collectors.pyspy.parse import (
     load_chrometrace,
     open_text,
 )
+
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.kernels import most
 from hwprof.core.markers import Marker

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwprof.collectors.pyspy.parse import Frame, Segment
+
 from hwprof.core.markers import STAGES, Marker
 
 PIPELINE_FILE = "hwprof/workload/pipeline.py"

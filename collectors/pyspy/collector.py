@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.pyspy.attribution import NAME, convert_chrometrace, convert_speedscope, write_outputs
+
 from hwprof.core.atomic import atomic_path
 from hwprof.core.markers import read_markers
 

@@ -68,6 +68,7 @@ from hwprof.collectors.base import Capability, Collector, CollectorResult, PassC
 from hwprof.collectors.rapl.energy import Reading, energy_report, headline_indices, power_series, track_name
 from hwprof.collectors.rapl.sources import ENV_FIX, EnergySource, SourceUnavailable, open_source, override_problem
 from hwprof.collectors.rapl.still import NO_FIX, PROBE_BUDGET_S, StillCounters, first_change_s, still_domains
+
 from hwprof.core.atomic import atomic_path
 from hwprof.core.envvars import EnvVarError
 from hwprof.perf.threadcpu import name_this_thread

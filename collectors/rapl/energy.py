@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwprof.collectors.rapl.sources import Domain, delta_uj
+
 from hwprof.core.spans import pair_begin_end
 from hwprof.schema.records import CounterSample, MetricTables
 

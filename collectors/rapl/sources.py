@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwprof.collectors.rapl import perf_energy
+
 from hwprof.perf.syscall import PerfOpenError
 
 if TYPE_CHECKING:

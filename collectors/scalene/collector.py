@@ -56,9 +56,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import hwprof
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
+
+import hwprof
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import timing_forward_s

@@ -47,7 +47,9 @@ from hwprof.collectors.sysstat.procfs import DEFAULT_CPU_SYSFS_ROOT, FreqSource,
 from hwprof.collectors.sysstat.sampler import Sample, SystemSampler
 from hwprof.collectors.sysstat.tables import BUSY_CORES, StagePoint, StageVisit, series, stage_tables, thread_table
 from hwprof.collectors.sysstat.threads import thread_cpu_ns, thread_name
+
 from hwprof.schema.records import MetricTables, Record, ThreadName, metrics_path, records_path, write_records
+from hwprof.schema.summaries_cpu import SysstatSummary
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -225,7 +227,7 @@ class SysstatCollector(Collector):
         roles: dict[int, str],
         tables: MetricTables,
         proc: ProcReader,
-    ) -> dict[str, Any]:
+    ) -> SysstatSummary:
         sampler = self.sampler
         assert sampler is not None
         window_s = (samples[-1].t_ns - samples[0].t_ns) / 1e9
@@ -235,49 +237,49 @@ class SysstatCollector(Collector):
         thread_sum = sum(r["cpu_s"] for r in threads)
         stage_peaks = [v.peak for v in self.visits]
         peak = max([self.peak_before, *stage_peaks, *rss, proc.hwm_bytes()])
-        summary: dict[str, Any] = {
-            "interval_ms": self.config.interval_ms,
-            "samples": len(samples),
-            "window_s": window_s,
-            "rss_bytes": {
+        summary = SysstatSummary.of(
+            interval_ms=self.config.interval_ms,
+            samples=len(samples),
+            window_s=window_s,
+            rss_bytes={
                 "first": rss[0],
                 "last": rss[-1],
                 "min": min(rss),
                 "max": max(rss),
                 "mean": statistics.fmean(rss),
             },
-            "peak_rss_bytes": peak,
-            "peak_rss_before_measure_bytes": self.peak_before,
-            "stage_peak_method": self.peak_method,
-            "cpu": {
+            peak_rss_bytes=peak,
+            peak_rss_before_measure_bytes=self.peak_before,
+            stage_peak_method=self.peak_method,
+            cpu={
                 "process_s": cpu_s,
                 "cores_busy": cpu_s / window_s if window_s > 0 else None,
                 "threads_sum_s": thread_sum,
                 "threads_vs_process": thread_sum / cpu_s if cpu_s > 0 else None,
             },
-            "threads": threads,
-            "threads_busy": sum(1 for r in threads if (r["cores_busy"] or 0) >= BUSY_CORES),
-            "context_switches": {
+            threads=threads,
+            threads_busy=sum(1 for r in threads if (r["cores_busy"] or 0) >= BUSY_CORES),
+            context_switches={
                 "voluntary": samples[-1].vcsw - samples[0].vcsw,
                 "involuntary": samples[-1].ivcsw - samples[0].ivcsw,
                 "voluntary_per_s": (samples[-1].vcsw - samples[0].vcsw) / window_s if window_s > 0 else None,
                 "involuntary_per_s": (samples[-1].ivcsw - samples[0].ivcsw) / window_s if window_s > 0 else None,
             },
-            "stages": {name: dict(row) for name, row in tables.stages.items()},
-            "sampler": self._sampler_cost(threads),
-        }
+            stages={name: dict(row) for name, row in tables.stages.items()},
+            sampler=self._sampler_cost(threads),
+        )
         if self.peak_note:
-            summary["stage_peak_note"] = self.peak_note
+            summary.stage_peak_note = self.peak_note
         if self.marker_ns:
-            summary["marker_cost_us"] = statistics.fmean(self.marker_ns) / 1e3
+            summary.marker_cost_us = statistics.fmean(self.marker_ns) / 1e3
         if self.freq.fds:
             per_cpu: dict[str, dict[str, float]] = {}
             for cpu in self.freq.fds:
                 mhz = [s.freq_khz[cpu] / 1e3 for s in samples if cpu in s.freq_khz]
                 per_cpu[str(cpu)] = {"mean": statistics.fmean(mhz), "min": min(mhz), "max": max(mhz)}
-            summary["cpu_freq"] = {"status": "ok", "per_cpu_mhz": per_cpu}
+            summary.cpu_freq = {"status": "ok", "per_cpu_mhz": per_cpu}
         else:
-            summary["cpu_freq"] = {
+            summary.cpu_freq = {
                 "status": "unavailable",
                 "reason": self.freq.reason,
                 "fix": self.freq.fix,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from hwprof.collectors.sysstat.procfs import FreqSource, ProcReader
 from hwprof.collectors.sysstat.threads import thread_cpu_ns, thread_name
+
 from hwprof.perf.threadcpu import name_this_thread
 
 SAMPLER_THREAD = "hwprof-sysstat"

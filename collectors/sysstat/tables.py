@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hwprof.collectors.sysstat.sampler import Sample
+
 from hwprof.schema.records import CounterSample, MetricTables
 
 BUSY_CORES = 0.10

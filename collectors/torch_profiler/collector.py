@@ -48,6 +48,7 @@ from hwprof.collectors.torch_profiler.clock import SyncData, sync_ranges, wall_p
 from hwprof.collectors.torch_profiler.convert import NAME, RANGE_PREFIX, convert, write_outputs
 from hwprof.collectors.torch_profiler.kineto import load_kineto
 from hwprof.collectors.torch_profiler.onednn import StdoutToFile
+
 from hwprof.core.atomic import NEARLY_FULL, DiskFullError, atomic_write_text, free_bytes
 from hwprof.core.markers import Marker, read_markers
 

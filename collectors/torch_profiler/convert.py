@@ -19,6 +19,7 @@ from typing import Any
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, ClockFit, SyncData, fit_clock, wall_offset
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
+
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
 from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records

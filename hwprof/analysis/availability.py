@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hwprof.schema.run import RunDoc
 
 
 @dataclass(frozen=True)
@@ -28,7 +31,7 @@ class Missing:
 
 
 def collector_missing(
-    run: dict[str, Any],
+    run: RunDoc,
     collectors: Iterable[str],
     what: str,
     events: Iterable[str] = (),
@@ -43,17 +46,18 @@ def collector_missing(
     but could not open the needed `events` (perf_events, papi) gives that event's reason. A
     collector that ran and still left no such figure says so plainly.
     """
-    entries = run.get("collectors", {})
+    entries = run.collectors
     names = [n for n in collectors if n in entries]
     for name in names:
-        gone = (passes or {}).get(str(entries[name].get("pass")))
-        if gone and entries[name].get("status") in ("ok", "partial"):
+        gone = (passes or {}).get(str(entries[name].pass_name))
+        if gone and entries[name].ran:
             return Missing(f"{name}: {gone}", f"collect again: hwprof collect {rerun_hint(run)}".rstrip())
     wanted = list(events)
-    ran = [n for n in names if entries[n].get("status") in ("ok", "partial")]
+    ran = [n for n in names if entries[n].ran]
     for name in ran:
-        unavailable = entries[name].get("summary", {}).get("unavailable", {})
-        blocked = [e for e in wanted if isinstance(unavailable, dict) and e in unavailable]
+        summary = entries[name].summary
+        unavailable = summary.unavailable_events() if summary is not None else {}
+        blocked = [e for e in wanted if e in unavailable]
         if blocked:
             first = unavailable[blocked[0]]
             reason = str(first.get("reason", "")) if isinstance(first, dict) else str(first)
@@ -61,19 +65,19 @@ def collector_missing(
             return Missing(f"{', '.join(blocked)} could not be counted ({name}): {reason}", fix)
     if ran:
         return Missing(f"{', '.join(ran)} ran but recorded no {what}")
-    not_ok = sorted(names, key=lambda n: entries[n].get("status") == "skipped")
+    not_ok = sorted(names, key=lambda n: entries[n].status == "skipped")
     if not_ok:
         entry = entries[not_ok[0]]
-        status = entry.get("status", "")
-        reason = str(entry.get("reason") or status)
+        status = entry.status
+        reason = str(entry.reason or status)
         return Missing(
             f"{not_ok[0]} {status}: {reason}" if status != "unavailable" else f"{not_ok[0]}: {reason}",
-            str(entry.get("fix", "")),
+            str(entry.fix if entry.fix is not None else ""),
         )
     listed = list(collectors)
-    if run.get("status") in ("interrupted", "running"):
+    if run.status in ("interrupted", "running"):
         return Missing(
-            f"the run was {run.get('status')} before {' or '.join(listed)} ran",
+            f"the run was {run.status} before {' or '.join(listed)} ran",
             f"collect again: hwprof collect {rerun_hint(run)}".rstrip(),
         )
     return Missing(
@@ -82,7 +86,7 @@ def collector_missing(
     )
 
 
-def rerun_hint(run: dict[str, Any]) -> str:
+def rerun_hint(run: RunDoc) -> str:
     """The --model and --out to collect a run again with (empty when run.json does not say)."""
-    model = (run.get("config") or {}).get("model")
+    model = run.config.model
     return f"--model {model}" if model else ""

@@ -24,6 +24,7 @@ from hwprof.analysis.runtime_nodes import FusedGroup
 from hwprof.analysis.stages import STAGE_ORDER
 from hwprof.core.host_kinds import differing_software, host_kind, software
 from hwprof.core.kernels import KIND_OPENMP
+from hwprof.schema.run import RuntimeDoc
 
 REFERENCE = ("torch", "fp32")
 """The (runtime, precision) every output difference is measured against."""
@@ -129,7 +130,7 @@ def kernel_source(a: Analysis) -> str:
     if view is not None:
         profiler = view.info.get("profiler") or f"{view.runtime}'s profiler"
         return f"the runtime's node kinds ({profiler}, {view.source_pass} pass)"
-    runtime = (a.run.get("runtime") or {}).get("name") or a.run.get("config", {}).get("runtime") or "torch"
+    runtime = (a.doc.runtime.name if a.doc.runtime else None) or a.doc.config.runtime or "torch"
     if runtime != "torch":
         return f"not recorded: no pass profiled {runtime} (its profiler runs in the layers pass)"
     if any(r.native is not None for r in a.layers.layers):
@@ -152,43 +153,42 @@ def layer_kernel(a: Analysis, stat: LayerStat) -> tuple[str, list[str]]:
 
 
 def head(a: Analysis, path: Path) -> RunHead:
-    run = a.run
-    model = run.get("model", {})
-    cfg = run.get("config", {})
+    run = a.doc
+    model, cfg = run.model, run.config
     fwd = a.stages.get("forward")
     whole = a.stages.get("iteration")
     roof = a.roofline
-    runtime = run.get("runtime") or {}
+    runtime = run.runtime or RuntimeDoc()
     return RunHead(
-        run_id=str(run.get("run_id", path.name)),
+        run_id=str(run.run_id if run.run_id is not None else path.name),
         path=str(path),
-        model=model.get("name") or cfg.get("model"),
-        imgsz=cfg.get("imgsz"),
-        batch=cfg.get("batch"),
-        threads=cfg.get("threads"),
-        cpu_model=run.get("host", {}).get("cpu_model"),
+        model=model.name or cfg.model,
+        imgsz=cfg.imgsz,
+        batch=cfg.batch,
+        threads=cfg.threads,
+        cpu_model=run.host.get("cpu_model"),
         forward_ms=fwd.p50_ms if fwd else None,
         iteration_ms=whole.p50_ms if whole else None,
-        fps=run.get("fps"),
-        gflops=model.get("gflops"),
-        params_fused=model.get("params_fused"),
+        fps=run.fps,
+        gflops=model.gflops,
+        params_fused=model.params_fused,
         pct_peak=roof.pct_peak if roof else None,
         intensity=roof.intensity if roof else None,
         bound=roof.bound if roof else None,
         j_per_image=a.stages.j_per_image,
-        runtime=str(runtime.get("name") or cfg.get("runtime") or REFERENCE[0]),
-        runtime_version=runtime.get("version"),
-        precision=str(runtime.get("precision") or cfg.get("precision") or REFERENCE[1]),
-        executed_precision=runtime.get("executed_precision"),
-        precision_detail=runtime.get("precision_detail"),
-        output_diff=runtime.get("output_diff"),
-        model_bytes=runtime.get("model_bytes"),
-        model_file=runtime.get("model_file"),
+        runtime=str(runtime.name or cfg.runtime or REFERENCE[0]),
+        runtime_version=runtime.version,
+        precision=str(runtime.precision or cfg.precision or REFERENCE[1]),
+        executed_precision=runtime.executed_precision,
+        precision_detail=runtime.precision_detail,
+        output_diff=runtime.output_diff,
+        model_bytes=runtime.model_bytes,
+        model_file=runtime.model_file,
         kernel_source=kernel_source(a),
-        random_init=bool(model.get("random_init")),
-        host_kind=host_kind(run["host"]).label if run.get("host") else "",
-        versions=software(run["host"], runtime) if run.get("host") else {},
-        status=str(run.get("status") or "?"),
+        random_init=bool(model.random_init),
+        host_kind=host_kind(run.host).label if run.host else "",
+        versions=software(run.host, runtime.to_json()) if run.host else {},
+        status=str(run.status or "?"),
         layer_times=layer_times_source(a),
         warnings=list(a.warnings),
     )
@@ -204,7 +204,7 @@ def layer_times_source(a: Analysis) -> str:
 
 def layer_mismatch(analyses: Sequence[Analysis]) -> str | None:
     """Why the runs' layers cannot be matched by index and type; None when they can."""
-    heads = [(a.run.get("model", {}).get("name") or a.run.get("config", {}).get("model")) for a in analyses]
+    heads = [(a.doc.model.name or a.doc.config.model) for a in analyses]
     if len(set(heads)) > 1:
         return (
             f"runs are of different models ({', '.join(str(h) for h in heads)}): layers are not compared "
@@ -300,9 +300,7 @@ def instruction_rows(analyses: Sequence[Analysis]) -> tuple[list[Row] | None, li
         label = f"{first.index} {first.type}" if first.depth == 1 else f"{first.name} {first.type}"
         rows.append(Row(label, values, _ratios(values), [None] * len(values), [None] * len(values)))
     sources = [
-        "callgrind (simulated) unless a PMU counted them"
-        if a.run.get("collectors", {}).get("callgrind", {}).get("status") in ("ok", "partial")
-        else "perf/PAPI"
+        "callgrind (simulated) unless a PMU counted them" if a.doc.entry("callgrind").ran else "perf/PAPI"
         for a in analyses
     ]
     return rows, sources
@@ -316,7 +314,7 @@ def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
     if len(paths) < 2:
         raise ValueError("compare needs at least two run directories")
     analyses = [analyse(RunData.load(p)) for p in paths]
-    kinds = [host_kind(a.run.get("host") or {}) for a in analyses]
+    kinds = [host_kind(a.doc.host) for a in analyses]
     order = sorted(range(len(paths)), key=lambda i: kinds.index(kinds[i]))
     c = compare_analyses([analyses[i] for i in order], [paths[i] for i in order])
     if order != sorted(order):

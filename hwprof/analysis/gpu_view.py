@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.gpu_kernels import TRANSPOSE, class_shares, launch_fill, tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import MEMORY, GpuRoof, GpuRoofRow, layer_index, roofline_rows
+from hwprof.schema.codec import need
 from hwprof.schema.ncu_tensor import TENSOR_MATH_FIX
+from hwprof.schema.summaries_gpu import CudaGraphSummary, GpuKinetoSummary, NvmlSummary
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -34,12 +36,12 @@ launches of under one wave (ncu's launch__waves_per_multiprocessor), the figure 
 
 @dataclass
 class GpuView:
-    kineto: dict[str, Any] = field(default_factory=dict)
+    kineto: GpuKinetoSummary = field(default_factory=GpuKinetoSummary)
     """gpu_kineto's run.json summary."""
     layers: dict[str, dict[str, float]] = field(default_factory=dict)
     kernels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    graph: dict[str, Any] = field(default_factory=dict)
-    nvml: dict[str, Any] = field(default_factory=dict)
+    graph: CudaGraphSummary = field(default_factory=CudaGraphSummary)
+    nvml: NvmlSummary = field(default_factory=NvmlSummary)
     ncu_layers: dict[str, dict[str, float]] = field(default_factory=dict)
     ncu_kernels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)
@@ -63,9 +65,9 @@ def load_gpu_view(data: RunData) -> GpuView | None:
     if (m := data.pass_json("gpu", "gpu_kineto.metrics.json")) is not None:
         view.layers = m.get("layers", {})
         view.kernels = (data.pass_json("gpu", "gpu_kineto.kernels.json") or {}).get("layers", {})
-        view.kineto = data.collector("gpu_kineto").get("summary", {})
-    view.graph = data.collector("cuda_graph").get("summary", {})
-    view.nvml = data.collector("nvml").get("summary", {})
+        view.kineto = data.summary(GpuKinetoSummary)
+    view.graph = data.summary(CudaGraphSummary)
+    view.nvml = data.summary(NvmlSummary)
     for pass_name in ("ncu", "ncu_range"):
         for layer, row in ((data.pass_json(pass_name, f"{pass_name}.metrics.json") or {}).get("layers", {})).items():
             view.ncu_layers.setdefault(layer, {}).update(row)
@@ -129,28 +131,28 @@ def gpu_ranked_layers(layers: Iterable[LayerStat], view: GpuView) -> GpuLayerRan
 def gpu_findings(view: GpuView) -> list[Finding]:
     out: list[Finding] = []
     k, g = view.kineto, view.graph
-    if k.get("gpu_idle_share") is not None and k["gpu_idle_share"] > LAUNCH_BOUND_IDLE:
+    if k.gpu_idle_share is not None and k.gpu_idle_share > LAUNCH_BOUND_IDLE:
         evidence = (
-            f"forward: {k['forward_cpu_us'] / 1e3:.2f} ms of CPU launching {k['kernels_per_forward']:.0f} kernels "
-            f"against {k['gpu_busy_us'] / 1e3:.3f} ms of GPU busy time (torch.profiler pass)"
+            f"forward: {need(k.forward_cpu_us) / 1e3:.2f} ms of CPU launching {need(k.kernels_per_forward):.0f} "
+            f"kernels against {need(k.gpu_busy_us) / 1e3:.3f} ms of GPU busy time (torch.profiler pass)"
         )
-        if g.get("graph_ms_p50"):
+        if g.graph_ms_p50:
             evidence += (
-                f"; as one CUDA graph the forward takes {g['graph_ms_p50']:.2f} ms against {g['eager_ms_p50']:.2f} ms "
-                f"eager ({g['launch_overhead_share']:.0%} of the eager forward is launch overhead)"
+                f"; as one CUDA graph the forward takes {g.graph_ms_p50:.2f} ms against {g.eager_ms_p50:.2f} ms "
+                f"eager ({g.launch_overhead_share:.0%} of the eager forward is launch overhead)"
             )
         out.append(
             Finding(
-                f"launch-bound: the GPU idles {k['gpu_idle_share']:.0%} of the forward",
+                f"launch-bound: the GPU idles {k.gpu_idle_share:.0%} of the forward",
                 evidence
                 + (
                     ""
-                    if g.get("graph_ms_p50")
+                    if g.graph_ms_p50
                     else "; not measured in this run: a CUDA graph (the timing pass's cuda_graph collector), "
                     "torch.compile(mode='reduce-overhead') or a larger batch, the ways to fill it"
                 ),
                 "gpu",
-                k["gpu_idle_share"],
+                k.gpu_idle_share,
                 topic="launch-bound",
             )
         )

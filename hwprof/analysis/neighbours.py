@@ -11,10 +11,13 @@ Each pass records the CPU time processes outside the run took on the run's CPUs
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hwprof.analysis.paired_cost import PAIRED, PassCostFigure
 from hwprof.perf.neighbours import NeighbourLoad
+
+if TYPE_CHECKING:
+    from hwprof.schema.run import RunDoc
 
 DISTURBED_SHARE = 0.10
 """Other work above this share of the run's CPUs' capacity during a pass disturbs its timings: with
@@ -32,9 +35,9 @@ DISTURBED_P50_RATIO = 1.5
 says: a clean forward does not run 50% slower in one process than in another on a quiet host."""
 
 
-def pass_load(run: dict[str, Any], name: str) -> NeighbourLoad | None:
+def pass_load(run: RunDoc, name: str) -> NeighbourLoad | None:
     """run.json passes.<name>.neighbours as a record (None: not recorded, or unavailable)."""
-    entry = run.get("passes", {}).get(name, {}).get("neighbours")
+    entry = run.passes[name].neighbours if name in run.passes else None
     if not entry or entry.get("status") == "unavailable":
         return None
     return NeighbourLoad.from_dict(entry)
@@ -65,28 +68,28 @@ def cost_text(figure: PassCostFigure, load: NeighbourLoad | None, short: bool = 
     return figure.ratio_text() if figure.resolved else unresolved_text(load, short)
 
 
-def clean_forward_ms(run: dict[str, Any]) -> dict[str, float]:
+def clean_forward_ms(run: RunDoc) -> dict[str, float]:
     """Forward p50 of the clean iterations of each paired pass (run.json passes.*.overhead)."""
     out = {}
-    for name, p in run.get("passes", {}).items():
-        figure = p.get("overhead") or {}
-        if figure.get("method") == PAIRED and figure.get("forward_off_ms"):
-            out[name] = float(figure["forward_off_ms"])
+    for name, p in run.passes.items():
+        figure = p.overhead
+        if figure is not None and figure.method == PAIRED and figure.forward_off_ms:
+            out[name] = float(figure.forward_off_ms)
     return out
 
 
-def timing_disturbance(run: dict[str, Any]) -> str | None:
+def timing_disturbance(run: RunDoc) -> str | None:
     """Why the timing pass's figures are not to be trusted as clean, or None when nothing says so:
     other work above DISTURBED_SHARE of the run's CPUs during it (named), or its forward p50
     more than DISTURBED_P50_RATIO x the clean iterations of a paired pass."""
-    timing = run.get("passes", {}).get("timing")
-    if not timing:
+    timing = run.passes.get("timing")
+    if timing is None:
         return None
     reasons = []
     load = pass_load(run, "timing")
     if load is not None and load.share > DISTURBED_SHARE:
         reasons.append(others_text(load))
-    p50 = timing.get("forward_p50_ms")
+    p50 = timing.forward_p50_ms
     clean = clean_forward_ms(run)
     if p50 and clean:
         base = statistics.median(clean.values())

@@ -22,10 +22,12 @@ from hwprof.analysis.availability import Missing, collector_missing
 from hwprof.analysis.neighbours import cost_text, pass_load
 from hwprof.analysis.paired_cost import PASS_LEVEL, PassCostFigure
 from hwprof.perf.neighbours import NeighbourLoad
+from hwprof.schema.summaries_cpu import PapiSummary, PerfEventsSummary, TimingSummary
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport
     from hwprof.rundir.reader import RunData
+    from hwprof.schema.run import RunDoc
 
 
 @dataclass
@@ -88,23 +90,23 @@ class Overheads:
         return out
 
 
-def pass_costs(run: dict[str, Any]) -> list[PassCost]:
+def pass_costs(run: RunDoc) -> list[PassCost]:
     out = []
-    for name, p in run.get("passes", {}).items():
+    for name, p in run.passes.items():
         cost = PassCost(
             name,
-            str(p.get("status", "")),
-            list(p.get("collectors", [])),
-            p.get("wall_s"),
-            p.get("forward_p50_ms"),
-            p.get("overhead_vs_timing"),
-            p.get("host_steal_share"),
+            p.status,
+            list(p.collectors or []),
+            p.wall_s,
+            p.forward_p50_ms,
+            p.overhead_vs_timing,
+            p.host_steal_share,
         )
         cost.neighbours = pass_load(run, name)
-        if p.get("overhead_pass_level"):
-            cost.pass_level = PassCostFigure.from_dict(p["overhead_pass_level"])
-        if p.get("overhead"):
-            cost.cost = PassCostFigure.from_dict(p["overhead"])
+        if p.overhead_pass_level:
+            cost.pass_level = PassCostFigure.from_dict(p.overhead_pass_level.to_json())
+        if p.overhead:
+            cost.cost = PassCostFigure.from_dict(p.overhead.to_json())
         elif cost.ratio is not None and name != "timing":  # a run from before the figures had a method
             cost.cost = PassCostFigure(PASS_LEVEL, cost.ratio, None, None, covers=cost.collectors)
         out.append(cost)
@@ -112,7 +114,7 @@ def pass_costs(run: dict[str, Any]) -> list[PassCost]:
 
 
 def overheads(data: RunData, layers: LayerReport) -> Overheads:
-    run = data.run
+    run = data.doc
     out = Overheads(pass_costs(run))
     if layers.outside_ms is not None and layers.forward_ms:
         out.outside_layers_ms = layers.outside_ms
@@ -140,33 +142,37 @@ def overheads(data: RunData, layers: LayerReport) -> Overheads:
         out.between_ops_layers = per_layer[:5]
     if out.between_ops_ms is None:
         out.missing["between_ops"] = collector_missing(run, ["torch_profiler"], "aten op times")
-    ref = run.get("collectors", {}).get("timing", {}).get("summary", {}).get("forward_vs_reference")
+    ref = run.summary(TimingSummary).forward_vs_reference
     out.harness_vs_reference = float(ref) if ref is not None else None
     out.counter_checks = counter_checks(run)
     return out
 
 
-def counter_checks(run: dict[str, Any]) -> list[str]:
+def counter_checks(run: RunDoc) -> list[str]:
     """The counters' cross-checks in words, from perf_events' (or PAPI's) summary "checks"."""
-    collectors = run.get("collectors", {})
-    for name in ("perf_events", "papi"):
-        checks = collectors.get(name, {}).get("summary", {}).get("checks")
-        if checks:
-            break
-    else:
+    recorded = [
+        (name, checks)
+        for name, checks in (
+            ("perf_events", run.summary(PerfEventsSummary).checks),
+            ("papi", run.summary(PapiSummary).checks),
+        )
+        if checks is not None and (checks.layers_plus_gap_vs_forward or checks.task_clock_vs_process_cpu)
+    ]
+    if not recorded:
         return []
+    name, checks = recorded[0]
     lines = []
-    closure = checks.get("layers_plus_gap_vs_forward") or {}
+    closure = checks.layers_plus_gap_vs_forward or {}
     ratios = [c["ratio"] for c in closure.values() if c.get("ratio") is not None]
     if ratios:
         worst = max(ratios, key=lambda r: abs(r - 1))
         lines.append(f"{name}: layers + gap = forward for {len(ratios)} events (worst ratio {worst:.4f})")
-    cpu = checks.get("task_clock_vs_process_cpu")
-    if cpu:
-        text = f"{name}: forward task-clock {cpu['ratio']:.3f}x the counted threads' CPU time"
-        lost = cpu.get("host_steal_irq_ns")
-        if lost is not None and cpu.get("process_cpu_ns"):
-            verdict = "consistent" if cpu.get("consistent") else "OUTSIDE the band: check the counters"
-            text += f"; host steal+IRQ {lost / cpu['process_cpu_ns']:.1%} of it ({verdict})"
+    cpu = checks.task_clock_vs_process_cpu
+    if cpu is not None and cpu.ratio is not None:
+        text = f"{name}: forward task-clock {cpu.ratio:.3f}x the counted threads' CPU time"
+        lost = cpu.host_steal_irq_ns
+        if lost is not None and cpu.process_cpu_ns:
+            verdict = "consistent" if cpu.consistent else "OUTSIDE the band: check the counters"
+            text += f"; host steal+IRQ {lost / cpu.process_cpu_ns:.1%} of it ({verdict})"
         lines.append(text)
     return lines

@@ -10,7 +10,7 @@ from hwprof.analysis.availability import Missing
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.findings import findings
 from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
-from hwprof.analysis.layer_report import build_layer_report, run_device
+from hwprof.analysis.layer_report import build_layer_report
 from hwprof.analysis.layer_stats import LayerReport
 from hwprof.analysis.overhead import Overheads, overheads
 from hwprof.analysis.roofline import COMPUTE, MEMORY
@@ -18,6 +18,7 @@ from hwprof.analysis.runtime_nodes import RuntimeView, load_runtime_view
 from hwprof.analysis.stages import Stages, stage_table
 from hwprof.analysis.types import TypeStat, by_type
 from hwprof.analysis.validity import checked
+from hwprof.schema.run import RunDoc
 
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
@@ -72,6 +73,8 @@ class Analysis:
     advice: Advice | None = None
     """advice.json (`hwprof advise`): candidate changes measured against this run; None when absent or
     unreadable (then a warning says why)."""
+    doc: RunDoc = field(default_factory=RunDoc)
+    """run.json typed (hwprof.schema.run): what renderers read instead of digging into `run`."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -114,15 +117,14 @@ def roofline_summary(report: LayerReport) -> RooflineSummary | None:
     return summary
 
 
-def unavailable_collectors(run: dict[str, Any]) -> dict[str, dict[str, str]]:
+def unavailable_collectors(run: RunDoc) -> dict[str, dict[str, str]]:
     out = {}
-    for name, entry in sorted(run.get("collectors", {}).items()):
-        status = entry.get("status", "")
-        if status != "ok" or entry.get("reason"):
+    for name, entry in sorted(run.collectors.items()):
+        if entry.status != "ok" or entry.reason:
             out[name] = {
-                "status": status,
-                "reason": str(entry.get("reason", "")),
-                "fix": str(entry.get("fix", "")),
+                "status": entry.status,
+                "reason": str(entry.reason if entry.reason is not None else ""),
+                "fix": str(entry.fix if entry.fix is not None else ""),
             }
     return out
 
@@ -135,8 +137,8 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     over = overheads(data, layers)
     # on a GPU the torch threads only launch kernels: how many of them are busy is no finding, and the layer
     # hooks time the host launching each layer's kernels
-    on_gpu = run_device(data.run) != "cpu"
-    threads = None if on_gpu else data.run.get("config", {}).get("threads")
+    on_gpu = data.doc.device != "cpu"
+    threads = None if on_gpu else data.doc.config.threads
     found = findings(layers, types, stages, over, threads, max_findings, host_time=on_gpu)
     advice, advice_error = load_advice(data.root)
     gpu = load_gpu_view(data)
@@ -151,12 +153,13 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         over,
         roofline_summary(layers),
         found,
-        unavailable_collectors(data.run),
+        unavailable_collectors(data.doc),
         load_runtime_view(data),
         data.layer_errors(),
         gpu,
         run_warnings(data) + ([advice_error] if advice_error else []),
         advice,
+        data.doc,
     )
 
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import Missing, collector_missing
 from hwprof.analysis.neighbours import timing_disturbance
+from hwprof.schema.summaries_cpu import RAPL_ENERGY_METRIC, RaplSummary, SysstatSummary
 
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
@@ -61,10 +62,10 @@ class Stages:
 
 
 def stage_table(data: RunData) -> Stages:
-    run = data.run
-    stages = run.get("stages", {})
-    batch = int(run.get("config", {}).get("batch", 1) or 1)
-    whole = stages.get("iteration", {}).get("p50_ms")
+    run = data.doc
+    stages = run.stages
+    batch = int(run.config.batch or 1)
+    whole = stages["iteration"].p50_ms if "iteration" in stages else None
     metrics = data.metrics()
     energy = metrics.get("rapl")
     sysstat = metrics.get("sysstat")
@@ -74,17 +75,17 @@ def stage_table(data: RunData) -> Stages:
         s = stages[name]
         row = StageRow(
             name,
-            int(s["n"]),
-            float(s["p50_ms"]),
-            float(s["p90_ms"]),
-            float(s["p99_ms"]),
-            float(s["mean_ms"]),
-            float(s["stdev_ms"]),
-            s["p50_ms"] / whole if whole and name != "iteration" else (1.0 if name == "iteration" else None),
-            batch * 1e3 / s["p50_ms"] if s["p50_ms"] > 0 else 0.0,
+            int(s.n),
+            float(s.p50_ms),
+            float(s.p90_ms),
+            float(s.p99_ms),
+            float(s.mean_ms),
+            float(s.stdev_ms),
+            s.p50_ms / whole if whole and name != "iteration" else (1.0 if name == "iteration" else None),
+            batch * 1e3 / s.p50_ms if s.p50_ms > 0 else 0.0,
         )
-        if energy is not None and "energy_J" in energy.stages.get(name, {}):
-            row.energy_j = float(energy.stages[name]["energy_J"])
+        if energy is not None and RAPL_ENERGY_METRIC in energy.stages.get(name, {}):
+            row.energy_j = float(energy.stages[name][RAPL_ENERGY_METRIC])
             row.energy_j_per_image = row.energy_j / batch
         if sysstat is not None:
             proc = sysstat.stages.get(name, {})
@@ -93,15 +94,14 @@ def stage_table(data: RunData) -> Stages:
         rows.append(row)
     missing = None
     j_per_image = avg_w = None
-    rapl = run.get("collectors", {}).get("rapl", {})
-    per_inf = rapl.get("summary", {}).get("per_inference", {}) if rapl.get("status") in ("ok", "partial") else {}
-    if per_inf.get("J_per_inference") is not None:
-        j_per_image = float(per_inf["J_per_inference"])
-        avg_w = per_inf.get("avg_W")
+    per_inf = run.summary(RaplSummary).per_inference if run.entry("rapl").ran else None
+    if per_inf is not None and per_inf.J_per_inference is not None:
+        j_per_image = float(per_inf.J_per_inference)
+        avg_w = per_inf.avg_W
     if not any(r.energy_j is not None for r in rows) and j_per_image is None:
         missing = collector_missing(run, ["rapl"], "stage energy")
-    out = Stages(rows, str(run.get("stages_source", "")), batch, run.get("fps"), missing, j_per_image, avg_w)
-    peak = run.get("collectors", {}).get("sysstat", {}).get("summary", {}).get("peak_rss_bytes")
+    out = Stages(rows, str(run.stages_source or ""), batch, run.fps, missing, j_per_image, avg_w)
+    peak = run.summary(SysstatSummary).peak_rss_bytes
     out.peak_rss_bytes = float(peak) if peak is not None else None
     if out.source == "timing":
         out.disturbed = timing_disturbance(run)

@@ -27,6 +27,8 @@ from hwprof.core.host_kinds import host_kind, software, software_text
 from hwprof.rundir.names import SWEEP_JSON
 from hwprof.rundir.writer import SweepFiles
 from hwprof.schema.check import Field, RunDirError, check_fields, found, read_json_object
+from hwprof.schema.run import RunDoc, RuntimeDoc
+from hwprof.schema.summaries_gpu import CudaGraphSummary, NvmlSummary
 
 FP32_BYTES = 4
 DEFAULT_RUNTIME = "torch"
@@ -199,17 +201,17 @@ def point_row(point: SweepPoint, run_dir: Path, status: str, error: str = "") ->
     )
 
 
-def _runtime_fields(row: SweepRow, run: dict[str, Any], params: int | None) -> None:
+def _runtime_fields(row: SweepRow, run: RunDoc, params: int | None) -> None:
     """What executed, the model's size as executed, and the output against torch fp32."""
-    info = run.get("runtime") or {}
-    row.executed_precision = str(info.get("executed_precision") or "")
-    if info.get("model_bytes"):
-        row.size_mb = info["model_bytes"] / 2**20
-        row.size_source = f"{info['model_file']} (file)" if info.get("model_file") else "parameters as executed"
+    info = run.runtime or RuntimeDoc()
+    row.executed_precision = str(info.executed_precision or "")
+    if info.model_bytes:
+        row.size_mb = info.model_bytes / 2**20
+        row.size_source = f"{info.model_file} (file)" if info.model_file else "parameters as executed"
     elif params:
         row.size_mb = params * FP32_BYTES / 2**20
         row.size_source = "FP32 parameters"
-    diff = info.get("output_diff")
+    diff = info.output_diff
     if row.is_reference and row.executed_precision in ("", DEFAULT_PRECISION):
         row.output_note = "reference"
     elif not diff or "max_abs_head" not in diff:
@@ -250,17 +252,16 @@ def row_from_run(
     except ValueError as exc:
         row.status, row.error = "failed", str(exc)
         return row
-    run = data.run
+    run = data.doc
     if threads == NODE_THREADS:
-        threads = row.threads = int(run.get("config", {}).get("threads") or NODE_THREADS)
+        threads = row.threads = int(run.config.threads or NODE_THREADS)
     row.peaks_source = "run.json"
-    if "peaks" not in run and peaks is not None:
-        run["peaks"] = peaks(threads)
+    if "peaks" not in data.run and peaks is not None:
+        data.run["peaks"] = run.peaks = peaks(threads)
         row.peaks_source = "measured by the sweep (run.json had none)"
     a = analyse(data)
-    cfg = run.get("config", {})
-    model_info = run.get("model", {})
-    row.imgsz = cfg.get("imgsz")
+    model_info = run.model
+    row.imgsz = run.config.imgsz
     fwd = a.stages.get("forward")
     whole = a.stages.get("iteration")
     if fwd is not None:
@@ -269,14 +270,14 @@ def row_from_run(
         row.forward_fps = batch * 1e3 / fwd.p50_ms if fwd.p50_ms else None
     if whole is not None:
         row.iteration_ms = whole.p50_ms
-    row.fps = run.get("fps")
-    row.random_init = model_info.get("random_init")
-    params = model_info.get("params_fused") or model_info.get("params")
+    row.fps = run.fps
+    row.random_init = model_info.random_init
+    params = model_info.params_fused or model_info.params
     if params:
         row.params_m = params / 1e6
     _runtime_fields(row, run, params)
-    set_host(row, run.get("host") or {}, run.get("runtime"))
-    flops = model_info.get("flops")
+    set_host(row, run.host, run.runtime.to_json() if run.runtime is not None else None)
+    flops = model_info.flops
     if not flops:
         layer_flops = [r.flops for r in a.layers.top_level if r.flops is not None]
         flops = sum(layer_flops) if layer_flops else None
@@ -292,26 +293,25 @@ def row_from_run(
         row.j_per_image = a.stages.j_per_image
     else:
         row.energy_note = collector_missing(run, ["rapl"], "energy").short()
-    row.device = cfg.get("device", "cpu")
+    row.device = run.config.device or "cpu"
     if row.device != "cpu":
         _gpu_fields(row, run, batch)
     return row
 
 
-def _gpu_fields(row: SweepRow, run: dict[str, Any], batch: int) -> None:
+def _gpu_fields(row: SweepRow, run: RunDoc, batch: int) -> None:
     """A GPU point: energy from NVML's counter, the CUDA-graph forward; the CPU roofline does not apply."""
     row.pct_peak = row.intensity = row.bound = None
     row.peaks_source = "GPU point: CPU peaks do not apply (GPU roofline per layer: collect --counters ncu)"
-    nvml = run.get("collectors", {}).get("nvml", {}).get("summary", {})
-    if nvml.get("j_per_iteration") is not None:
-        row.j_per_image = nvml["j_per_iteration"] / batch
+    nvml = run.summary(NvmlSummary)
+    if nvml.j_per_iteration is not None:
+        row.j_per_image = nvml.j_per_iteration / batch
         row.energy_note = "estimate: NVML total-energy counter, interpolated between its updates"
-    elif nvml.get("energy_unavailable"):
-        row.energy_note = f"unavailable: nvml: {nvml['energy_unavailable']}"
+    elif nvml.energy_unavailable:
+        row.energy_note = f"unavailable: nvml: {nvml.energy_unavailable}"
     else:
         row.energy_note = collector_missing(run, ["nvml"], "energy").short()
-    graph = run.get("collectors", {}).get("cuda_graph", {}).get("summary", {})
-    row.graph_forward_ms = graph.get("graph_ms_p50")
+    row.graph_forward_ms = run.summary(CudaGraphSummary).graph_ms_p50
 
 
 def sweep_files(result: SweepResult) -> SweepFiles:

@@ -11,46 +11,46 @@ from __future__ import annotations
 
 import copy
 from dataclasses import replace
-from typing import Any
 
 from hwprof.rundir.reader import RunData
 from hwprof.schema.rapl_still import NO_FIX
+from hwprof.schema.run import RunDoc
+from hwprof.schema.summaries_cpu import RaplPerInference, RaplSummary, RaplUpdateInterval
 
 
-def still_energy_reason(entry: dict[str, Any]) -> str | None:
+def still_energy_reason(run: RunDoc) -> str | None:
     """Why a rapl entry recorded as measured holds no measurement: every domain read 0 J over every
     measured iteration, and the update-interval probe saw the counter change fewer than 3 times."""
-    if entry.get("status") not in ("ok", "partial"):
+    if not run.entry("rapl").ran:
         return None
-    summary = entry.get("summary", {})
-    per_inf = summary.get("per_inference", {})
-    domains = per_inf.get("domains_J_per_inference") or {}
-    stages = summary.get("stages", {})
+    summary = run.summary(RaplSummary)
+    per_inf = summary.per_inference or RaplPerInference()
+    domains = per_inf.domains_J_per_inference or {}
+    stages = summary.stages or {}
     if not domains or any(v != 0 for v in domains.values()):
         return None
-    if any(s.get("max", 0) != 0 or s.get("min", 0) != 0 for s in stages.values()):
+    if any((s.max or 0) != 0 or (s.min or 0) != 0 for s in stages.values()):
         return None
-    probe = summary.get("update_interval", {})
-    if probe.get("value_ms") is not None:
+    probe = summary.update_interval or RaplUpdateInterval()
+    if probe.value_ms is not None:
         return None
-    iterations = per_inf.get("iterations", "?")
-    reads = summary.get("marker_reads", "?")
+    iterations = per_inf.iterations if per_inf.iterations is not None else "?"
+    reads = summary.marker_reads if summary.marker_reads is not None else "?"
     return (
         f"the energy counter {', '.join(domains)} never changed during the {iterations} measured iterations "
-        f"({reads} reads, 0 J in every stage; {probe.get('reason', 'no update step was seen')}): it is offered but "
+        f"({reads} reads, 0 J in every stage; {probe.reason or 'no update step was seen'}): it is offered but "
         "does not count on that machine, and the run recorded its zeros as measured"
     )
 
 
 def checked(data: RunData) -> RunData:
     """The run as analysis should see it: collectors whose figures fail a check above are unavailable."""
-    entries = data.run.get("collectors", {})
-    reason = still_energy_reason(entries.get("rapl", {}))
+    reason = still_energy_reason(data.doc)
     if reason is None:
         return data
     run = copy.deepcopy(data.run)
     run["collectors"]["rapl"] = {
-        **entries["rapl"],
+        **run["collectors"]["rapl"],
         "status": "unavailable",
         "reason": reason,
         "fix": NO_FIX,

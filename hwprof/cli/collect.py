@@ -17,6 +17,7 @@ from hwprof.session.stopping import StopSignals
 
 if TYPE_CHECKING:
     from hwprof.core.atomic import SpaceReserve
+    from hwprof.schema.run import RunDoc
 
 
 def cmd_collect(args: argparse.Namespace, console: Console) -> int:
@@ -161,11 +162,11 @@ def _collect_into(
         if reserve is not None:
             reserve.release()
     console.print(f"run directory: {run_dir}")
-    for line in lingering_lines(data.run):
+    for line in lingering_lines(data.doc):
         console.print(f"[yellow]warning:[/] {line}", highlight=False)
     if stop.requested:
         return stop.exit_code
-    problems = run_problems(data.run)
+    problems = run_problems(data.doc)
     for problem in problems:
         console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)
     return 1 if problems else 0
@@ -199,28 +200,28 @@ def _render_reserve(run_dir: Path) -> SpaceReserve | None:
         return None
 
 
-def lingering_lines(run: dict[str, Any]) -> list[str]:
+def lingering_lines(run: RunDoc) -> list[str]:
     """One line per process a pass's worker left behind, which the session stopped."""
     how = {"exited": "it ended on its own", "survived": "it could not be stopped"}
     return [
         f"pass {name}: the worker left {x['name']} (pid {x['pid']}, state {x['state']}: "
         f"{' '.join(x['cmdline'])[:120]}) running; {how.get(x['stopped_by'], 'stopped by ' + x['stopped_by'])} "
         f"{x['lingered_s']:.1f} s after the worker exited"
-        for name, p in run.get("passes", {}).items()
-        for x in p.get("lingering", [])
+        for name, p in run.passes.items()
+        for x in p.lingering or []
     ]
 
 
-def run_problems(run: dict[str, Any]) -> list[str]:
+def run_problems(run: RunDoc) -> list[str]:
     """One line per pass that did not finish and per collector that failed (unavailable is not a failure)."""
     lines = [
-        f"pass {name} {p['status']}: {p.get('error', '')}"
-        for name, p in run.get("passes", {}).items()
-        if p.get("status") != "ok"
+        f"pass {name} {p.status}: {p.error if p.error is not None else ''}"
+        for name, p in run.passes.items()
+        if p.status != "ok"
     ]
     lines += [
-        f"collector {name} failed: {c.get('reason', '')}"
-        for name, c in run.get("collectors", {}).items()
-        if c.get("status") == "failed"
+        f"collector {name} failed: {c.reason if c.reason is not None else ''}"
+        for name, c in run.collectors.items()
+        if c.status == "failed"
     ]
     return lines

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.advice import ADVICE_FILE, Advice
 from hwprof.analysis.gpu_advice import GpuBaseline, gpu_advice
-from hwprof.analysis.layer_report import run_device
 from hwprof.analysis.run_analysis import analyse
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
@@ -290,7 +289,7 @@ def recorded_gpu_advice(run_dir: Path, recordings: Path | None = None) -> Advice
     holding gpu_experiments.json and gpu_compile.json). None for a CPU run, a run whose configuration is not
     known, or when neither place holds the experiments."""
     data = RunData.load(run_dir)
-    if run_device(data.run) == "cpu" or (base := run_baseline(data.run)) is None:
+    if data.doc.device == "cpu" or (base := run_baseline(data.run)) is None:
         return None
     folder = Path(run_dir) / RECORDED_DIR
     if not any((folder / n).exists() for n in (EXPERIMENTS, COMPILED)):

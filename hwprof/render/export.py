@@ -118,9 +118,9 @@ def _clean(value: Any) -> Any:
 
 
 def summary_dict(a: Analysis) -> dict[str, Any]:
-    run = a.run
-    host = run.get("host", {})
-    cfg = run.get("config", {})
+    run = a.doc
+    host = run.host
+    cfg = run.config
     rep = a.layers
     roof = rep.roof.roof
     st = a.stages
@@ -131,11 +131,17 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
         energy = st.energy_missing.to_dict() if st.energy_missing else {}
     out = {
         "summary_version": SUMMARY_VERSION,
-        "run_id": run.get("run_id"),
-        "status": run.get("status"),
+        "run_id": run.run_id,
+        "status": run.status,
         "warnings": a.warnings,
-        "model": run.get("model", {}),
-        "config": {k: cfg.get(k) for k in ("imgsz", "batch", "threads", "iters", "warmup")},
+        "model": run.model.to_json(),
+        "config": {
+            "imgsz": cfg.imgsz,
+            "batch": cfg.batch,
+            "threads": cfg.threads,
+            "iters": cfg.iters,
+            "warmup": cfg.warmup,
+        },
         "host": {
             "cpu_model": host.get("cpu_model"),
             "logical_cpus": host.get("logical_cpus"),
@@ -172,12 +178,12 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
     }
     if a.gpu is not None:
         out["gpu"] = {
-            "device": cfg.get("device"),
-            "precision": cfg.get("precision"),
-            "channels_last": cfg.get("channels_last"),
-            "forward": a.gpu.kineto,
-            "cuda_graph": a.gpu.graph,
-            "nvml": a.gpu.nvml,
+            "device": cfg.device,
+            "precision": cfg.precision,
+            "channels_last": cfg.channels_last,
+            "forward": a.gpu.kineto.to_json(),
+            "cuda_graph": a.gpu.graph.to_json(),
+            "nvml": a.gpu.nvml.to_json(),
             "peaks": a.gpu.peaks,
             # one point per cache state (warm, cold); tensor-core math: true/false by ncu, or why it is unknown
             "roofline": [

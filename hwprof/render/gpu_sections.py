@@ -16,6 +16,8 @@ from hwprof.analysis.gpu_view import gpu_ranked_layers
 from hwprof.core.cppnames import kernel_label
 from hwprof.render.fmt import ms, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
+from hwprof.schema.codec import need
+from hwprof.schema.summaries_gpu import KinetoClock
 
 if TYPE_CHECKING:
     from hwprof.analysis.gpu_roofline import GpuRoofRow
@@ -62,49 +64,49 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
     if g is None:
         return None
     k, graph, nvml = g.kineto, g.graph, g.nvml
-    clock = k.get("clock", {})
-    same_clock = clock.get("offset_ns") is not None and clock.get("error_ns") is None
+    clock = k.clock or KinetoClock()
+    same_clock = clock.offset_ns is not None and clock.error_ns is None
     # an imported run: its clock is the Kineto trace's own, so no offset was measured (none is needed)
     rows = []
     if k:
         rows += [
-            ["device", str(k.get("device", ""))],
+            ["device", str(k.device if k.device is not None else "")],
             [
                 "forward CPU time (profiled)",
-                f"{k['forward_cpu_us'] / 1e3:.2f} ms, {k['kernels_per_forward']:.0f} kernels",
+                f"{need(k.forward_cpu_us) / 1e3:.2f} ms, {need(k.kernels_per_forward):.0f} kernels",
             ],
-            ["GPU busy (union of kernels)", f"{k['gpu_busy_us'] / 1e3:.3f} ms"],
-            ["GPU idle share", f"{k['gpu_idle_share']:.1%} of the forward's window"],
-            ["layer sums / GPU busy", _f(k.get("layer_sum_over_busy"), "{:.4f}")],
+            ["GPU busy (union of kernels)", f"{need(k.gpu_busy_us) / 1e3:.3f} ms"],
+            ["GPU idle share", f"{need(k.gpu_idle_share):.1%} of the forward's window"],
+            ["layer sums / GPU busy", _f(k.layer_sum_over_busy, "{:.4f}")],
         ]
         if same_clock:
-            rows.append(["GPU clock alignment", f"none needed: {clock['method']}"])
-        elif clock.get("offset_ns") is not None:
-            rows.append(["GPU clock alignment", f"error {clock['error_ns'] / 1e3:.1f} us ({clock['method']})"])
-    if graph.get("eager_ms_p50") is not None:
-        rows.append(["eager forward (synchronised)", f"{graph['eager_ms_p50']:.3f} ms"])
-    if graph.get("graph_ms_p50") is not None:
+            rows.append(["GPU clock alignment", f"none needed: {clock.method}"])
+        elif clock.offset_ns is not None:
+            rows.append(["GPU clock alignment", f"error {need(clock.error_ns) / 1e3:.1f} us ({clock.method})"])
+    if graph.eager_ms_p50 is not None:
+        rows.append(["eager forward (synchronised)", f"{graph.eager_ms_p50:.3f} ms"])
+    if graph.graph_ms_p50 is not None:
         rows.append(
             [
                 "CUDA graph forward",
-                f"{graph['graph_ms_p50']:.3f} ms: launch overhead {graph['launch_overhead_share']:.0%}",
+                f"{graph.graph_ms_p50:.3f} ms: launch overhead {need(graph.launch_overhead_share):.0%}",
             ]
         )
-    if nvml.get("j_per_iteration") is not None:
-        stage = ", ".join(f"{s} {j:.3f} J" for s, j in nvml.get("stage_energy_j", {}).items())
-        rows.append(["energy per iteration (NVML)", f"{nvml['j_per_iteration']:.3f} J ({stage})"])
-        rows.append(["energy method", str(nvml.get("energy_method", ""))])
-    elif nvml.get("energy_unavailable"):
-        rows.append(["energy per iteration (NVML)", f"unavailable: {nvml['energy_unavailable']}"])
+    if nvml.j_per_iteration is not None:
+        stage = ", ".join(f"{s} {j:.3f} J" for s, j in (nvml.stage_energy_j or {}).items())
+        rows.append(["energy per iteration (NVML)", f"{nvml.j_per_iteration:.3f} J ({stage})"])
+        rows.append(["energy method", str(nvml.energy_method if nvml.energy_method is not None else "")])
+    elif nvml.energy_unavailable:
+        rows.append(["energy per iteration (NVML)", f"unavailable: {nvml.energy_unavailable}"])
     notes = [
         "GPU kernel times are CUPTI's, on the Kineto trace's clock, which is this run's clock"
         if same_clock
         else "GPU kernel times are CUPTI's, on Kineto's clock; the offset to the run's clock is measured per forward"
     ]
-    if nvml.get("trace"):
-        notes.append(str(nvml["trace"]))
-    model = a.run.get("config", {}).get("model")
-    for w in nvml.get("bench_windows", []):
+    if nvml.trace:
+        notes.append(str(nvml.trace))
+    model = a.doc.config.model
+    for w in nvml.bench_windows or []:
         if "j_per_inference" in w and w["model"] == model:
             rec = w.get("recorded_j_per_inference")
             rows.append(
@@ -177,7 +179,7 @@ def gpu_main_layers_spec(a: Analysis, top: int) -> TableSpec | None:
         if shapes:
             row += [s.out_shape]
         rows.append(row)
-    forwards = g.kineto.get("forwards")
+    forwards = g.kineto.forwards
     outside = f"; {ms(rank.outside_gpu_ms)} ms of it launched outside every layer" if rank.outside_gpu_ms else ""
     notes = [
         f"ranked by GPU ms per forward: the kernels charged to the layer whose range launched them (launch "

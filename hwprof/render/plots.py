@@ -126,7 +126,7 @@ def plot_roofline(a: Analysis) -> bytes | None:
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP / minimum byte)")
     ax.set_ylabel("achieved GFLOP/s (scaled time)")
-    model = a.run.get("model", {}).get("name", "")
+    model = a.doc.model.name or ""
     note = f"; {skipped} layers without FLOPs or time not shown" if skipped else ""
     ax.set_title(f"roofline: {model}, point area = share of forward{note}", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
@@ -151,7 +151,7 @@ def plot_layer_times(a: Analysis) -> bytes | None:
 
     present = sorted({r.bound for r in rows}, key=lambda b: str(b))
     ax.legend(handles=[Patch(color=COLOURS[b], label=LABELS[b]) for b in present], fontsize=7)
-    ax.set_title(f"per-layer time: {a.run.get('model', {}).get('name', '')}", fontsize=9)
+    ax.set_title(f"per-layer time: {a.doc.model.name or ''}", fontsize=9)
     fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
     return png_bytes(fig)
 
@@ -202,7 +202,7 @@ def plot_kernels(a: Analysis) -> bytes | None:
             bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.set_ylabel("ms per forward, split by sampled kind")
     ax.legend(fontsize=7, ncol=4)
-    title = f"what each layer's threads ran (perf, all threads): {a.run.get('model', {}).get('name', '')}"
+    title = f"what each layer's threads ran (perf, all threads): {a.doc.model.name or ''}"
     ax.set_title(title, fontsize=9)
     fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
     return png_bytes(fig)

@@ -56,32 +56,31 @@ STATUS_STYLE = {
 
 
 def header_lines(a: Analysis) -> list[tuple[str, str]]:
-    run = a.run
-    model = run.get("model", {})
-    host = run.get("host", {})
-    cfg = run.get("config", {})
-    out: list[tuple[str, str]] = [("run", f"{run.get('run_id', '?')} [{run.get('status', '?')}]")]
+    run = a.doc
+    model = run.model
+    host = run.host
+    cfg = run.config
+    out: list[tuple[str, str]] = [("run", f"{run.run_id if run.run_id is not None else '?'} [{run.status}]")]
     out += [("warning", w) for w in a.warnings]
-    imported = run.get("imported")
+    imported = run.imported
     if imported:
         out.append(("source", f"imported from {', '.join(imported.get('files', []))} (hwprof gpu-import)"))
         out.append(("device", f"{imported.get('device') or '?'} (recorded on: {imported.get('recorded_on')})"))
     if model:
-        gflops = f"{model['gflops']:.2f} GFLOPs" if model.get("gflops") else "GFLOPs not measured"
-        shape = "x".join(map(str, model.get("input_shape", []))) or "an input shape not recorded"
-        params = model.get("params_fused")
+        gflops = f"{model.gflops:.2f} GFLOPs" if model.gflops else "GFLOPs not measured"
+        shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
+        params = model.params_fused
         params_text = "params not recorded" if params is None else f"{params:,} params (fused)"
         out.append(
             (
                 "model",
-                f"{model.get('name')} ({model.get('family')}): {model.get('layers')} layers, "
-                f"{params_text}, {gflops} at {shape}",
+                f"{model.name} ({model.family}): {model.layers} layers, {params_text}, {gflops} at {shape}",
             )
         )
         weights = (
             "random init (seeded: the compute profile is real, detections are meaningless)"
-            if model.get("random_init")
-            else str(model.get("weights"))
+            if model.random_init
+            else str(model.weights)
         )
         out.append(("weights", weights))
     torch_info = host.get("torch", {})
@@ -95,18 +94,18 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
                 f"ISA {torch_info.get('cpu_capability', '?')}, torch {torch_info.get('version', '?')}",
             )
         )
-    line = runtime_line(run)
+    line = runtime_line(a.run)
     if line is not None:
         out.append(line)
-    passes = ", ".join(run.get("passes", {}))
+    passes = ", ".join(run.passes)
     if imported:
-        out.append(("config", f"{cfg.get('iters')} profiled forwards in the trace; passes: {passes}"))
+        out.append(("config", f"{cfg.iters} profiled forwards in the trace; passes: {passes}"))
     else:
         out.append(
             (
                 "config",
-                f"{cfg.get('threads')} torch threads, batch {cfg.get('batch')}, imgsz {cfg.get('imgsz')}, "
-                f"{cfg.get('iters')} measured iterations after {cfg.get('warmup')} warm-up; "
+                f"{cfg.threads} torch threads, batch {cfg.batch}, imgsz {cfg.imgsz}, "
+                f"{cfg.iters} measured iterations after {cfg.warmup} warm-up; "
                 f"passes: {passes or 'none'}",
             )
         )
@@ -218,8 +217,8 @@ def render_rich(a: Analysis, console: Console, top: int = TOP_DEFAULT) -> None:
 
 
 def render_markdown(a: Analysis, top: int = TOP_DEFAULT) -> str:
-    model = a.run.get("model", {}).get("name", "?")
-    lines = [f"# hwprof report: {model}, run {a.run.get('run_id', '?')}", ""]
+    model = a.doc.model.name or "?"
+    lines = [f"# hwprof report: {model}, run {a.doc.run_id or '?'}", ""]
     for key, value in header_lines(a):
         lines.append(f"- **{key}**: {value}")
     unavailable = unavailable_lines(a)

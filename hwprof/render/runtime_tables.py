@@ -114,7 +114,7 @@ def runtime_layers_spec(a: Analysis) -> TableSpec | None:
     only_fused = [n.layer.removeprefix("model.") for n in view.layers.values() if not n.nodes and n.fused_groups]
     if only_fused:
         notes.append(f"fused away into nodes of other layers: {', '.join(only_fused)} (see 'fused across layers')")
-    clock = _clock_note(a.run.get("runtime", {}))
+    clock = _clock_note(a.doc.runtime.to_json() if a.doc.runtime is not None else {})
     if clock:
         notes.append(clock)
     return TableSpec(f"runtime nodes per layer ({view.runtime}, {view.precision})", cols, rows, notes)

@@ -32,6 +32,7 @@ from hwprof.rundir.names import (
 )
 from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
 from hwprof.schema.records import MetricTables
+from hwprof.schema.run import CollectorEntry, RunDoc, S
 
 __all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError"]
 
@@ -106,6 +107,7 @@ class RunData:
         run = read_json(path)
         RunHeader.parse(run, path)
         data = cls(root, run)
+        data.doc  # noqa: B018 (checks every field the schema knows: a damaged one fails here, in one line)
         if run.get("status") == "running":
             data.warnings.append(abandoned_or_running(root))
         if run.get("finish_error"):
@@ -227,3 +229,18 @@ class RunData:
 
     def collector(self, name: str) -> dict[str, Any]:
         return dict(self.run.get("collectors", {}).get(name, {}))
+
+    # --- typed run.json (hwprof.schema.run): readers take these instead of digging into `run` ---
+
+    @cached_property
+    def doc(self) -> RunDoc:
+        """run.json as a typed document (RunDirError naming the file and field when one is damaged)."""
+        return RunDoc.read(self.run, str(self.root / RUN_JSON))
+
+    def entry(self, name: str) -> CollectorEntry:
+        """Collector `name`'s run.json entry (an empty one, status "", when the run does not name it)."""
+        return self.doc.entry(name)
+
+    def summary(self, kind: type[S], name: str = "") -> S:
+        """Collector kind.NAME's (or `name`'s) typed summary; an empty one when it wrote none."""
+        return self.doc.summary(kind, name)

@@ -20,6 +20,7 @@ from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
 from hwprof.rundir.names import PLOT_FILES
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_plot_files, write_report_files, write_run_json
+from hwprof.schema.summaries_cpu import FlopsSummary
 
 
 def finalize(run_dir: Path, run: dict[str, Any]) -> None:
@@ -41,7 +42,7 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
     data = RunData(run_dir, run)
     info = data.model_info
     if info:
-        flops = data.collector("flops").get("summary", {})
+        flops = data.summary(FlopsSummary)
         run["model"] = {
             "name": info["name"],
             "family": info["family"],
@@ -51,8 +52,8 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
             "params_fused": info["params_fused"],
             "layers": sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
             "input_shape": info["input_shape"],
-            "flops": flops.get("total_flops"),
-            "gflops": flops.get("gflops"),
+            "flops": flops.total_flops,
+            "gflops": flops.gflops,
         }
     source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
     if source:

@@ -142,9 +142,9 @@ def pass_main_thread(
     run: RunData, pass_name: str, records: PassRecords, names: dict[int, str], layer_spans: list[Slice]
 ) -> tuple[int | None, str]:
     """The tid of the pass's main thread (it runs the model and emits the markers) and how it was found."""
-    entry = run.run.get("passes", {}).get(pass_name, {})
+    entry = run.doc.passes.get(pass_name)
     result = run.pass_json(pass_name, RESULT_JSON) or {}
-    for source, value in (("run.json", entry.get("pid")), ("result.json", result.get("pid"))):
+    for source, value in (("run.json", entry.pid if entry else None), ("result.json", result.get("pid"))):
         if isinstance(value, int) and value > 0:
             return value, f"pid recorded in {source}"
     for tid, name in names.items():

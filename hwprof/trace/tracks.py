@@ -39,6 +39,8 @@ from hwprof.core.markers import Marker
 from hwprof.rundir.names import RESULT_JSON
 from hwprof.rundir.reader import RunData, records_files
 from hwprof.schema.records import MetricTables
+from hwprof.schema.run import CollectorEntry
+from hwprof.schema.summaries_tools import PerfSamplingSummary
 from hwprof.trace.advice import advice_timeline
 from hwprof.trace.model import (
     LEVEL_ITERATION,
@@ -204,8 +206,8 @@ def _counter_name(track: CounterTrack, clashes: set[str]) -> str:
 
 
 def _pass_title(run: RunData, pass_name: str) -> str:
-    entry = run.run.get("passes", {}).get(pass_name, {})
-    collectors = entry.get("collectors") or []
+    entry = run.doc.passes.get(pass_name)
+    collectors = (entry.collectors if entry is not None else None) or []
     if not collectors:
         result = run.pass_json(pass_name, RESULT_JSON)
         if result is not None:
@@ -213,23 +215,22 @@ def _pass_title(run: RunData, pass_name: str) -> str:
     return f"{pass_name} pass: {', '.join(collectors)}" if collectors else f"{pass_name} pass"
 
 
-def _status_text(result: dict[str, Any]) -> str:
-    text = str(result.get("status", "?"))
-    if result.get("reason"):
-        text += f": {result['reason']}"
-    if result.get("fix"):
-        text += f"; fix: {result['fix']}"
+def _status_text(result: CollectorEntry) -> str:
+    text = result.status
+    if result.reason:
+        text += f": {result.reason}"
+    if result.fix:
+        text += f"; fix: {result.fix}"
     return text
 
 
 def _pass_info(run: RunData, pass_name: str, pid_source: str) -> dict[str, Any]:
-    entry = run.run.get("passes", {}).get(pass_name, {})
-    info: dict[str, Any] = {k: v for k, v in entry.items() if isinstance(v, str | int | float | bool)}
+    entry = run.doc.passes.get(pass_name)
+    fields = entry.to_json() if entry is not None else {}
+    info: dict[str, Any] = {k: v for k, v in fields.items() if isinstance(v, str | int | float | bool)}
     info["main thread"] = pid_source
     info["collectors"] = {
-        name: _status_text(result)
-        for name, result in run.run.get("collectors", {}).items()
-        if result.get("pass") == pass_name
+        name: _status_text(result) for name, result in run.doc.collectors.items() if result.pass_name == pass_name
     }
     return info
 
@@ -353,17 +354,20 @@ def _plain(value: Any) -> Any:
 
 def run_metadata(run: RunData) -> dict[str, Any]:
     """The run's identity for the trace: run id, model, host, config, collector statuses, methods."""
-    r = run.run
+    r = run.doc
     out: dict[str, Any] = {}
-    for key in ("run_id", "status", "created", "finished", "stages_source", "fps"):
-        if r.get(key) is not None:
-            out[key] = r[key]
-    if r.get("command"):
-        out["command"] = " ".join(map(str, r["command"]))
-    for section in ("model", "host", "config", "clock"):
-        if r.get(section):
-            out[section] = _plain(r[section])
-    out["collectors"] = {name: _status_text(result) for name, result in r.get("collectors", {}).items()}
+    scalars = {"run_id": r.run_id, "status": r.status, "created": r.created, "finished": r.finished}
+    for key, value in {**scalars, "stages_source": r.stages_source, "fps": r.fps}.items():
+        if value is not None:
+            out[key] = value
+    if r.command:
+        out["command"] = " ".join(map(str, r.command))
+    for section, fields in (("model", r.model.to_json()), ("host", r.host), ("config", r.config.to_json())):
+        if fields:
+            out[section] = _plain(fields)
+    if r.clock:
+        out["clock"] = _plain(r.clock)
+    out["collectors"] = {name: _status_text(result) for name, result in r.collectors.items()}
     methods = {c: dict(t.methods) for c, t in run.metrics().items() if t.methods}
     if methods:
         out["methods"] = methods
@@ -390,6 +394,6 @@ def build_timeline(run_dir: Path | str) -> Timeline:
         notes.append(SAMPLES_NOTE)
     start = min((p.start for p in passes), default=0)
     end = max((p.end for p in passes), default=start)
-    run_id = str(run.run.get("run_id", Path(run_dir).name))
-    event = run.collector("perf_sampling").get("summary", {}).get("sampling_event")
+    run_id = str(run.doc.run_id if run.doc.run_id is not None else Path(run_dir).name)
+    event = run.summary(PerfSamplingSummary).sampling_event
     return Timeline(run_id, run_metadata(run), passes, start, end, notes, str(event) if event else None)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
+from hwprof.schema.summaries_gpu import CudaGraphSummary
+
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
 
@@ -46,7 +48,7 @@ class CudaGraphCollector(Collector):
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
-        self.result: dict[str, Any] = {}
+        self.result = CudaGraphSummary()
         self.error = ""
 
     @classmethod
@@ -80,16 +82,16 @@ class CudaGraphCollector(Collector):
                 replay = time_synchronised(torch, graph.replay, iters)
             except Exception as exc:  # e.g. an op that cannot be captured
                 self.error = f"CUDA graph capture failed: {type(exc).__name__}: {exc}"[:300]
-                self.result = {"eager_ms_p50": statistics.median(eager)}
+                self.result = CudaGraphSummary.of(eager_ms_p50=statistics.median(eager))
                 return
         e, g = statistics.median(eager), statistics.median(replay)
-        self.result = {
-            "iters": iters,
-            "eager_ms_p50": e,
-            "graph_ms_p50": g,
-            "launch_overhead_share": 1 - g / e if e > 0 else None,
-            "method": "median wall time per call with torch.cuda.synchronize() after each, same model and batch",
-        }
+        self.result = CudaGraphSummary.of(
+            iters=iters,
+            eager_ms_p50=e,
+            graph_ms_p50=g,
+            launch_overhead_share=1 - g / e if e > 0 else None,
+            method="median wall time per call with torch.cuda.synchronize() after each, same model and batch",
+        )
 
     def close(self, ctx: PassContext) -> CollectorResult:
         if self.error:

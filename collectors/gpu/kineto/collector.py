@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.gpu.kineto.trace import stage_range_name
+
 from hwprof.core.atomic import atomic_path, atomic_write_text
 
 if TYPE_CHECKING:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 from hwprof.collectors.gpu.kineto.attribution import union_ns
 from hwprof.collectors.gpu.kineto.trace import FORWARD_RANGE, LAYER_RANGE, GpuActivity, GpuTrace, Interval
+
 from hwprof.schema.records import Span
 
 GPU_TRACK = "GPU {device} stream {stream}"

@@ -18,6 +18,7 @@ from typing import Any
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, GpuAttribution
 from hwprof.collectors.gpu.kineto.gpu_spans import gpu_spans
 from hwprof.collectors.gpu.kineto.trace import GpuTrace
+
 from hwprof.core.atomic import atomic_write_text
 from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
 

@@ -28,7 +28,9 @@ import subprocess
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
+
 from hwprof.core.atomic import atomic_path, atomic_write_text
+from hwprof.schema.summaries_gpu import NcuSummary
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -167,6 +169,7 @@ class NcuReportTool(AttachedTool):
     def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
         from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
         from hwprof.collectors.gpu.ncu.layers import layer_tables
+
         from hwprof.schema.records import metrics_path
 
         ncu = ncu_binary()
@@ -196,10 +199,7 @@ class NcuReportTool(AttachedTool):
             atomic_write_text(path, json.dumps({"layers": kernels}, indent=1))
             artifacts.append(self.ctx.relpath(path))
         unlabelled = sum(1 for r in report.rows if r.layer is None)
-        summary = {
-            "replay": report.replay,
-            "rows": len(report.rows),
-            "rows_without_layer": unlabelled,
-            "layers": len(tables.layers),
-        }
+        summary = NcuSummary.of(
+            replay=report.replay, rows=len(report.rows), rows_without_layer=unlabelled, layers=len(tables.layers)
+        )
         return CollectorResult("ok" if tables.layers else "failed", summary=summary, artifacts=artifacts)

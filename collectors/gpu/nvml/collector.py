@@ -18,6 +18,7 @@ import json
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+
 from hwprof.core.atomic import atomic_path
 from hwprof.schema.records import MetricTables, metrics_path, records_path, write_records
 

@@ -1,0 +1,111 @@
+"""The time column of the per-layer table: which pass's layer markers give the times, the clean forward they
+are scaled to, and the note that says how (the why is in layer_report.py's docstring)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from hwprof.analysis.layer_stats import IterationTimes, iteration_times, time_pass
+from hwprof.analysis.neighbours import cost_text, pass_load, timing_disturbance
+from hwprof.analysis.paired_cost import paired_cost
+from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
+
+if TYPE_CHECKING:
+    from hwprof.analysis.paired_cost import PassCostFigure
+    from hwprof.rundir.reader import RunData
+
+HOST_TIME_ON_GPU = (
+    "on {device} a layer's time is host time: the layer hooks do not synchronise, so it is the time "
+    "spent launching the layer's kernels (and waiting wherever the host synchronises); the GPU's own "
+    "time per layer is in 'layers by GPU time'"
+)
+
+
+@dataclass
+class TimeScale:
+    """Where the per-layer times come from and the forward they are scaled to (see the module's docstring)."""
+
+    source: str | None
+    """The pass whose layer markers give the times."""
+    times: IterationTimes
+    source_fwd: float | None
+    """That pass's forward p50 (ms)."""
+    timing_fwd: float | None = None
+    """The timing pass's forward p50 (ms): the forward the layers add up to, when there is a timing pass."""
+    paired: PassCostFigure | None = None
+    """The source pass's own cost, paired in it."""
+    scale: float | None = None
+    forward_ms: float | None = None
+
+    @property
+    def its(self) -> list[int]:
+        return self.times.iterations
+
+    def mean_share(self, values: Mapping[int, float]) -> float:
+        """A layer's mean share of forward over the measured iterations (self ns / that iteration's forward)."""
+        return statistics.fmean(values.get(i, 0.0) / self.times.forward_ns[i] for i in self.its)
+
+    @property
+    def scale_paired(self) -> bool:
+        return not self.timing_fwd and self.paired is not None and self.source_fwd is not None
+
+
+def time_scale(data: RunData) -> TimeScale:
+    """The source pass, its per-iteration layer times, and the clean forward they are scaled to."""
+    source, spans = time_pass(data)
+    out = TimeScale(source, iteration_times(spans), forward_p50(spans) if source is not None else None)
+    if source is not None and source != "timing":
+        markers = data.markers(source)
+        out.paired = paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
+        if "timing" in data.pass_names:
+            out.timing_fwd = forward_p50(measured_spans(data.markers("timing")))
+    out.scale = out.timing_fwd / out.source_fwd if (out.timing_fwd and out.source_fwd) else None
+    out.forward_ms = out.timing_fwd if out.timing_fwd else out.source_fwd
+    if not out.timing_fwd and out.paired is not None and out.source_fwd:
+        out.scale = 1 / out.paired.ratio
+        out.forward_ms = out.source_fwd * out.scale
+    return out
+
+
+def time_note(data: RunData, ts: TimeScale, device: str) -> str:
+    """How the time column was derived, in words, for the run at hand."""
+    source, its, paired = ts.source, ts.its, ts.paired
+    cost = (
+        f"the {source} pass's own cost, paired in it: {cost_text(paired, pass_load(data.doc, source))} (median of "
+        f"{paired.blocks} ABBA blocks of clean and measured iterations in one process)"
+        if paired is not None and source is not None
+        else f"the {source} pass ran no clean iterations: its cost is a pass-level estimate"
+    )
+    if not its:
+        note = "no per-layer times"
+    elif ts.timing_fwd:
+        disturbed = timing_disturbance(data.doc)
+        note = (
+            f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
+            f"(self time / that iteration's forward) x the forward the report states, the "
+            f"{'disturbed' if disturbed else 'clean'} timing pass's p50 {ts.timing_fwd:.2f} ms (scaled "
+            f"x{ts.scale:.3f} from the {source} pass's {ts.source_fwd:.2f} ms: the shares are scale-free, so this "
+            f"factor is the two processes' difference, not a cost); {cost}; the hooks' cost is spread over the "
+            "layers in proportion to their time"
+        )
+        if disturbed:
+            note = f"{disturbed.upper()[:1]}{disturbed[1:]}: every layer time below is scaled to its p50. {note}"
+    elif paired is not None and ts.source_fwd:
+        note = (
+            f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
+            f"(self time / that iteration's forward) x that pass's clean forward {ts.forward_ms:.2f} ms (no timing "
+            f"pass): its forward p50 {ts.source_fwd:.2f} ms / the median of its blocks' ratios {paired.ratio:.3f}; "
+            f"{cost}; the hooks' cost is spread over the layers in proportion to their time"
+        )
+    else:
+        note = (
+            f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass x "
+            f"that pass's forward p50 {ts.source_fwd:.2f} ms: NOT scaled (no clean timing pass), the hooks' "
+            "overhead is included"
+        )
+    if device != "cpu" and its:
+        note = f"{HOST_TIME_ON_GPU.format(device=device)}; {note}"
+    return note

@@ -1,0 +1,256 @@
+"""run.json as a typed document: what ran (config, host, model), each pass and collector with its typed
+summary, the stages' latency, the machine's peaks and the runtime.
+
+`RunDoc.from_json(doc, where)` checks every field it knows (RunDirError naming the file and the field) and
+`to_json()` gives back the same object, key for key and in order (see codec.py), so readers take the typed
+document while the file stays what it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError
+from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.summaries_cpu import (
+    CallgrindSummary,
+    FlopsSummary,
+    PapiSummary,
+    PerfEventsSummary,
+    RaplSummary,
+    Summary,
+    SysstatSummary,
+    TimingSummary,
+)
+from hwprof.schema.summaries_gpu import CudaGraphSummary, GpuKinetoSummary, NcuSummary, NvmlSummary
+from hwprof.schema.summaries_tools import PerfSamplingSummary, PyspySummary, ScaleneSummary, TorchProfilerSummary
+
+S = TypeVar("S", bound=Summary)
+
+SUMMARY_TYPES: dict[str, type[Summary]] = {
+    cls.NAME: cls
+    for cls in (
+        TimingSummary, FlopsSummary, RaplSummary, SysstatSummary, PerfEventsSummary, PapiSummary, CallgrindSummary,
+        PerfSamplingSummary, PyspySummary, ScaleneSummary, TorchProfilerSummary,
+        GpuKinetoSummary, CudaGraphSummary, NvmlSummary, NcuSummary,
+    )
+}  # fmt: skip
+SUMMARY_TYPES["ncu_range"] = NcuSummary
+"""Collector name -> its summary's type (ncu_range writes what ncu writes)."""
+
+
+@dataclass(kw_only=True)
+class RunConfigDoc(Record):
+    """The run's options (hwprof.core.config.RunConfig as written)."""
+
+    model: str | None = None
+    runtime: str | None = None
+    precision: str | None = None
+    device: str | None = None
+    channels_last: bool | None = None
+    weights: str | None = None
+    images: str | None = None
+    imgsz: int | None = None
+    batch: int | None = None
+    threads: int | None = None
+    warmup: int | None = None
+    iters: int | None = None
+    depth: int | None = None
+    conf: float | None = None
+    iou: float | None = None
+    seed: int | None = None
+    only: list[Any] | None = None
+    skip: list[Any] | None = None
+    events: list[Any] | None = None
+    counters: str | None = None
+    interval_ms: float | None = None
+    pyspy_rate: int | None = None
+    pyspy_native: bool | None = None
+    pyspy_nonblocking: bool | None = None
+    """Written by older runs."""
+    perf_rate: int | None = None
+    scalene_memory: bool | None = None
+    profiler_stack: bool | None = None
+    pass_timeout_s: float | None = None
+    paired_extend_ratio: float | None = None
+    paired_extend_max_s: float | None = None
+    extra: JsonObject | None = None
+
+
+@dataclass(kw_only=True)
+class ModelDoc(Record):
+    """The model that ran: its name, family, weights and size."""
+
+    name: str | None = None
+    family: str | None = None
+    weights: str | None = None
+    random_init: bool | None = None
+    params: int | None = None
+    params_fused: int | None = None
+    layers: int | None = None
+    input_shape: list[Any] | None = None
+    flops: float | None = None
+    gflops: float | None = None
+
+
+@dataclass(kw_only=True)
+class RuntimeDoc(Record):
+    """The inference runtime that executed the forward (hwprof.workload.runtime's info)."""
+
+    name: str | None = None
+    runtime: str | None = None
+    precision: str | None = None
+    version: str | None = None
+    executed_precision: str | None = None
+    precision_detail: str | None = None
+    model_file: str | None = None
+    model_sha256: str | None = None
+    model_bytes: int | None = None
+    output_diff: JsonObject | None = None
+    """The output against torch fp32: max_abs_head, max_abs_reference, detections, ..."""
+    profiled_passes: JsonObject | None = None
+    """pass -> the profiler that profiled the runtime in it."""
+
+
+@dataclass(kw_only=True)
+class StageLatency(Record):
+    """One stage's latency over the measured iterations (run.json stages.<stage>, timing's summary)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("n", "mean_ms", "stdev_ms", "p50_ms", "p90_ms", "p99_ms")
+    n: int = 0
+    mean_ms: float = 0.0
+    stdev_ms: float = 0.0
+    p50_ms: float = 0.0
+    p90_ms: float = 0.0
+    p99_ms: float = 0.0
+    min_ms: float | None = None
+    max_ms: float | None = None
+
+
+@dataclass(kw_only=True)
+class PassCostDoc(Record):
+    """A pass's own cost as run.json records it (hwprof.analysis.paired_cost.PassCostFigure as written)."""
+
+    method: str | None = None
+    ratio: float | None = None
+    low: float | None = None
+    high: float | None = None
+    q1: float | None = None
+    q3: float | None = None
+    blocks: int | None = None
+    block_ratios: list[Any] | None = None
+    forward_on_ms: float | None = None
+    forward_off_ms: float | None = None
+    covers: list[Any] | None = None
+    always_on: list[Any] | None = None
+    added_blocks: int | None = None
+    extension: str | None = None
+    method_text: str | None = None
+    resolved: bool | None = None
+
+
+@dataclass(kw_only=True)
+class PassDoc(Record):
+    """One pass (child process) of the collect: how it ended, and what it cost."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("status",)
+    status: str = ""
+    returncode: int | None = None
+    wall_s: float | None = None
+    pid: int | None = None
+    error: str | None = None
+    collectors: list[Any] | None = None
+    log: str | None = None
+    host_steal_share: float | None = None
+    neighbours: JsonObject | None = None
+    forward_p50_ms: float | None = None
+    overhead_vs_timing: float | None = None
+    overhead: PassCostDoc | None = None
+    overhead_pass_level: PassCostDoc | None = None
+    lingering: list[Any] | None = None
+    """Processes the pass's worker left behind, which the session stopped (name, pid, state, stopped_by, ...)."""
+
+    @property
+    def finished(self) -> bool:
+        """False for a pass that was stopped (Ctrl-C, a lost session) before it finished."""
+        return self.status not in UNUSABLE_PASS_STATUSES
+
+
+@dataclass(kw_only=True)
+class CollectorEntry(Record):
+    """One collector in run.json: its status (and why), its pass, and its typed summary."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("status",)
+    status: str = ""
+    reason: str | None = None
+    fix: str | None = None
+    summary: Summary | None = None
+    artifacts: list[Any] | None = None
+    pass_name: str | None = field(default=None, metadata={"key": "pass"})
+    details: JsonObject | None = None
+
+    @classmethod
+    def read(cls, name: str, doc: Any, where: str) -> CollectorEntry:
+        """The entry of collector `name`, its summary read as that collector's type."""
+        entry = cls.from_json(doc, where, f"collectors.{name}.")
+        raw = doc.get("summary")
+        if raw is not None:
+            entry.summary = SUMMARY_TYPES.get(name, Summary).from_json(raw, where, f"collectors.{name}.summary.")
+        return entry
+
+    @property
+    def ran(self) -> bool:
+        return self.status in ("ok", "partial")
+
+
+@dataclass(kw_only=True)
+class RunDoc(Record):
+    """run.json (see the module's docstring)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("schema_version", "status")
+    schema_version: int = SCHEMA_VERSION
+    run_id: str | None = None
+    status: str = ""
+    created: str | None = None
+    command: Any = None
+    imported: JsonObject | None = None
+    config: RunConfigDoc = field(default_factory=RunConfigDoc)
+    host: JsonObject = field(default_factory=dict)
+    images: Any = None
+    clock: JsonObject | None = None
+    collectors: dict[str, CollectorEntry] = field(default_factory=dict)
+    passes: dict[str, PassDoc] = field(default_factory=dict)
+    disk_estimate: JsonObject | None = None
+    peaks: JsonObject | None = None
+    runtime: RuntimeDoc | None = None
+    finished: str | None = None
+    finish_error: str | None = None
+    model: ModelDoc = field(default_factory=ModelDoc)
+    stages: dict[str, StageLatency] = field(default_factory=dict)
+    stages_source: str | None = None
+    fps: float | None = None
+
+    @classmethod
+    def read(cls, doc: Any, where: str) -> RunDoc:
+        """run.json's value `doc`, read from `where`, checked and typed; RunDirError (one line) if damaged."""
+        run = cls.from_json(doc, where)
+        if run.schema_version != SCHEMA_VERSION:
+            raise RunDirError(f"{where}: has schema_version {run.schema_version}; this hwprof reads {SCHEMA_VERSION}")
+        if run.collectors:
+            run.collectors = {name: CollectorEntry.read(name, e, where) for name, e in doc["collectors"].items()}
+        return run
+
+    def entry(self, name: str) -> CollectorEntry:
+        """Collector `name`'s entry (an empty one, status "", when the run does not name it)."""
+        return self.collectors.get(name) or CollectorEntry()
+
+    def summary(self, kind: type[S], name: str = "") -> S:
+        """The typed summary of collector `name` (kind.NAME by default); an empty one when there is none."""
+        summary = self.entry(name or kind.NAME).summary
+        return summary if isinstance(summary, kind) else kind()
+
+    @property
+    def device(self) -> str:
+        """cpu or cuda[:N]: where the run's forward ran (runs recorded before --device: cpu)."""
+        return str(self.config.device or "cpu")

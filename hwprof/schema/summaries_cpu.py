@@ -1,0 +1,262 @@
+"""What the CPU collectors that count and time write into run.json, under collectors.<name>.summary.
+
+One class per collector, its fields in the order the collector writes them: this is the documentation of
+what each collector produces (the collector's own docstring says how it measures). Objects that readers
+look into have a record of their own; the rest stay JSON objects (`dict[str, Any]`), read as a whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from hwprof.schema.codec import JsonObject, Record
+
+RAPL_ENERGY_METRIC = "energy_J"
+"""rapl's per-span energy metric in rapl.metrics.json (mean joules between a span's begin and end)."""
+RAPL_ENERGY_COLUMN = f"rapl.{RAPL_ENERGY_METRIC}"
+"""That metric's column in the joined layer table (layers.csv)."""
+
+
+@dataclass(kw_only=True)
+class Summary(Record):
+    """A collector's summary; NAME is the collector (the key under collectors. in run.json)."""
+
+    NAME: ClassVar[str] = ""
+
+    def unavailable_events(self) -> dict[str, Any]:
+        """Event -> why it could not be counted ({"reason", "fix"} or a sentence): counter collectors only."""
+        return {}
+
+
+@dataclass(kw_only=True)
+class TaskClockCheck(Record):
+    """The forward's task-clock against the counted threads' CPU time (hwprof.perf.counting)."""
+
+    event_ns: float | None = None
+    process_cpu_ns: float | None = None
+    ratio: float | None = None
+    iterations: int | None = None
+    host_steal_irq_ns: float | None = None
+    context_switches: float | None = None
+    band: list[Any] | None = None
+    ratio_band: list[Any] | None = None
+    consistent: bool | None = None
+    method: str | None = None
+
+
+@dataclass(kw_only=True)
+class CounterChecks(Record):
+    """A counter collector's cross-checks (hwprof.perf.tables.summary_checks)."""
+
+    task_clock_vs_process_cpu: TaskClockCheck | None = None
+    layers_plus_gap_vs_forward: JsonObject | None = None
+    """event -> {sum_layers, gap, forward, ratio}: the layers plus the gap add up to the forward."""
+
+
+@dataclass(kw_only=True)
+class TimingSummary(Summary):
+    """timing: the clean latency of every stage (the report's headline figures)."""
+
+    NAME: ClassVar[str] = "timing"
+    stages: JsonObject | None = None
+    """stage -> latency statistics (n, mean_ms, p50_ms, ...)."""
+    fps: float | None = None
+    forward_reference: JsonObject | None = None
+    forward_vs_reference: float | None = None
+
+
+@dataclass(kw_only=True)
+class FlopsSummary(Summary):
+    """flops: FLOPs of one forward (torch's FlopCounterMode)."""
+
+    NAME: ClassVar[str] = "flops"
+    total_flops: float | None = None
+    gflops: float | None = None
+    gflops_per_image: float | None = None
+    input_shape: list[Any] | None = None
+    by_op: JsonObject | None = None
+    layers_sum_flops: float | None = None
+    method: str | None = None
+
+
+@dataclass(kw_only=True)
+class RaplPerInference(Record):
+    """rapl's energy of one inference: one pipeline iteration's energy / batch."""
+
+    J_per_inference: float | None = None
+    inferences_per_J: float | None = None
+    avg_W: float | None = None
+    iterations: int | None = None
+    batch: int | None = None
+    domains_J_per_inference: JsonObject | None = None
+    method: str | None = None
+
+
+@dataclass(kw_only=True)
+class RaplPerLayer(Record):
+    """rapl's note on per-layer energy: how many layers it reports, and why the others are withheld."""
+
+    method: str | None = None
+    reported: int | None = None
+    withheld: int | None = None
+    reason: str | None = None
+    iterations_needed_median: int | None = None
+
+
+@dataclass(kw_only=True)
+class RaplStillCounters(Record):
+    """Energy counters that never moved (a VM's stub RAPL), and were left out."""
+
+    domains: list[Any] | None = None
+    reads: int | None = None
+    iterations: int | None = None
+    seconds: float | None = None
+    reason: str | None = None
+
+
+@dataclass(kw_only=True)
+class RaplSpan(Record):
+    """rapl's energy of one stage (or the whole iteration) over the measured iterations."""
+
+    n: int | None = None
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    median: float | None = None
+    sem: float | None = None
+    rel_sem: float | None = None
+    iterations_for_5pct: int | None = None
+    unit: str | None = None
+    dur_ms_mean: float | None = None
+    avg_W: float | None = None
+    domains: JsonObject | None = None
+    quantization_rel: float | None = None
+    """2 x the counter's update step / the span's mean duration: the share of its energy the step can hide."""
+
+
+@dataclass(kw_only=True)
+class RaplUpdateInterval(Record):
+    """How often the energy counter moves (probed before the pass); None with the reason when it never did."""
+
+    value_ms: float | None = None
+    reason: str | None = None
+    changes: int | None = None
+    polls: int | None = None
+    method: str | None = None
+
+
+@dataclass(kw_only=True)
+class RaplSummary(Summary):
+    """rapl: the socket's energy per inference, per stage and per layer (RAPL counters)."""
+
+    NAME: ClassVar[str] = "rapl"
+    source: str | None = None
+    where: str | None = None
+    domains: list[Any] | None = None
+    skipped: JsonObject | None = None
+    update_interval: RaplUpdateInterval | None = None
+    marker_reads: int | None = None
+    read_cost_us: JsonObject | None = None
+    sampler_error: str | None = None
+    still_counters: RaplStillCounters | None = None
+    energy_J_is: str | None = None
+    power_series: JsonObject | None = None
+    per_inference: RaplPerInference | None = None
+    stages: dict[str, RaplSpan] | None = None
+    per_layer: RaplPerLayer | None = None
+
+
+@dataclass(kw_only=True)
+class SysstatSummary(Summary):
+    """sysstat: memory, CPU time, threads, context switches and clock frequency of the pass process."""
+
+    NAME: ClassVar[str] = "sysstat"
+    interval_ms: float | None = None
+    samples: int | None = None
+    window_s: float | None = None
+    rss_bytes: JsonObject | None = None
+    peak_rss_bytes: float | None = None
+    peak_rss_before_measure_bytes: float | None = None
+    stage_peak_method: str | None = None
+    cpu: JsonObject | None = None
+    threads: list[Any] | None = None
+    threads_busy: int | None = None
+    context_switches: JsonObject | None = None
+    stages: JsonObject | None = None
+    sampler: JsonObject | None = None
+    stage_peak_note: str | None = None
+    marker_cost_us: float | None = None
+    cpu_freq: JsonObject | None = None
+
+
+@dataclass(kw_only=True)
+class CounterSummary(Summary):
+    """What the two counter collectors (perf_events, papi) both write first: how and what they counted."""
+
+    engine: str | None = None
+    counted: str | None = None
+    threads: int | None = None
+    events_requested: list[Any] | None = None
+    events_opened: list[Any] | None = None
+    unavailable: JsonObject | None = None
+
+    def unavailable_events(self) -> dict[str, Any]:
+        return self.unavailable or {}
+
+
+@dataclass(kw_only=True)
+class PerfEventsSummary(CounterSummary):
+    """perf_events: hardware counters per stage and layer (perf_event_open in the pass process)."""
+
+    NAME: ClassVar[str] = "perf_events"
+    fallback: str | None = None
+    perf_event_paranoid: int | None = None
+    groups: list[Any] | None = None
+    rotation: bool | None = None
+    iterations_measured: int | None = None
+    running_fraction: JsonObject | None = None
+    multiplexed: JsonObject | None = None
+    never_scheduled: JsonObject | None = None
+    read_cost: JsonObject | None = None
+    totals: JsonObject | None = None
+    units: JsonObject | None = None
+    checks: CounterChecks | None = None
+    sampler_cpu_ms: float | None = None
+    interval_ms: float | None = None
+    interval_samples: int | None = None
+    counter_records: int | None = None
+    cache_line_bytes: int | None = None
+    cache_line_source: str | None = None
+    gap: str | None = None
+
+
+@dataclass(kw_only=True)
+class PapiSummary(CounterSummary):
+    """papi: hardware counters through PAPI (the main thread's share only)."""
+
+    NAME: ClassVar[str] = "papi"
+    iterations_measured: int | None = None
+    totals: JsonObject | None = None
+    checks: CounterChecks | None = None
+    read_cost: JsonObject | None = None
+    interval_samples: int | None = None
+    interval_note: str | None = None
+
+
+@dataclass(kw_only=True)
+class CallgrindSummary(Summary):
+    """callgrind: simulated instruction counts per stage and layer (under Valgrind)."""
+
+    NAME: ClassVar[str] = "callgrind"
+    under_valgrind: bool | None = None
+    label: str | None = None
+    avx2_note: str | None = None
+    events: list[Any] | None = None
+    iterations: int | None = None
+    instructions_per_iteration: float | None = None
+    instructions_forward: float | None = None
+    marker_floor: JsonObject | None = None
+    checks: CounterChecks | None = None
+    cycles: str | None = None

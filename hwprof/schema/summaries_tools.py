@@ -1,0 +1,110 @@
+"""What the sampling and tracing collectors (external tools) write into run.json, under
+collectors.<name>.summary: perf record, py-spy, Scalene and the torch profiler. See summaries_cpu.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.summaries_cpu import Summary
+
+
+@dataclass(kw_only=True)
+class CpiPerKernel(Record):
+    """perf_sampling's cycles/instructions group: why it is unavailable and how to get it."""
+
+    status: str | None = None
+    reason: str | None = None
+    fix: str | None = None
+
+
+@dataclass(kw_only=True)
+class PerfSamplingSummary(Summary):
+    """perf_sampling: native kernels per layer on every thread (perf record in the pass)."""
+
+    NAME: ClassVar[str] = "perf_sampling"
+    samples_total: int | None = None
+    samples_measured: int | None = None
+    samples_forward: int | None = None
+    samples_outside_measured: float | None = None
+    iterations: int | None = None
+    threads: int | None = None
+    sampling_event: str | None = None
+    group_events: list[Any] | None = None
+    forward_named_share: float | None = None
+    forward_labelled_share: float | None = None
+    forward_named_share_outside_openmp: float | None = None
+    forward_shares: JsonObject | None = None
+    top_kernels: list[Any] | None = None
+    layer_samples_min: int | None = None
+    layer_samples_median: int | None = None
+    layers_at_1pct: int | None = None
+    layers_with_too_few_samples: list[Any] | None = None
+    convert_s: float | None = None
+    command: str | None = None
+    returncode: int | None = None
+    rate_hz: int | None = None
+    rate_chosen: str | None = None
+    events: list[Any] | None = None
+    version: str | None = None
+    jit_perf_map: bool | None = None
+    attach_ms: float | None = None
+    kernel_space: str | None = None
+    cpi_per_kernel: CpiPerKernel | None = None
+
+
+@dataclass(kw_only=True)
+class PyspySummary(Summary):
+    """pyspy: Python (and native) stacks sampled from outside the pass process."""
+
+    NAME: ClassVar[str] = "pyspy"
+    format: str | None = None
+    segments: int | None = None
+    samples: int | None = None
+    sampled_ms: float | None = None
+    threads: int | None = None
+    estimated_samples_measured: int | None = None
+    measured_ms: float | None = None
+    shares_measured: JsonObject | None = None
+    shares_whole_process: JsonObject | None = None
+    top_libraries: JsonObject | None = None
+    clock: JsonObject | None = None
+    command: str | None = None
+    returncode: int | None = None
+    native: bool | None = None
+    errors: int | None = None
+    samples_reported: int | None = None
+    max_behind_s: float | None = None
+    native_off: str | None = None
+
+
+@dataclass(kw_only=True)
+class ScaleneSummary(Summary):
+    """scalene: Python, native and system time per line (the pass runs under Scalene)."""
+
+    NAME: ClassVar[str] = "scalene"
+    elapsed_s: float | None = None
+    memory: bool | None = None
+    files: int | None = None
+    lines: int | None = None
+    functions: int | None = None
+    iterations: int | None = None
+    top_lines: list[Any] | None = None
+    clock: JsonObject | None = None
+    max_footprint_mb: float | None = None
+    memory_points: int | None = None
+
+
+@dataclass(kw_only=True)
+class TorchProfilerSummary(Summary):
+    """torch_profiler: aten ops and oneDNN kernels per layer (torch.profiler)."""
+
+    NAME: ClassVar[str] = "torch_profiler"
+    events: int | None = None
+    aten_ops: int | None = None
+    iterations: int | None = None
+    onednn: JsonObject | None = None
+    forward_ops_outside_layers: int | None = None
+    top_kernels: list[Any] | None = None
+    clock: JsonObject | None = None
