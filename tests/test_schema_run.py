@@ -149,8 +149,8 @@ def _summary_subscript(target: ast.expr) -> str | None:
 
 def _summary_keys(tree: ast.AST) -> set[str]:
     """Top-level keys written into a variable named summary/result: dict literals assigned to it (or
-    returned by a function named *summary), `summary["k"] = ...`, `summary.update(k=...)` and the keywords
-    of a typed summary made with `XSummary.of(k=...)`."""
+    returned by a function named *summary), `summary["k"] = ...`, `summary.update(k=...)`, the keywords
+    of a typed summary made with `XSummary.of(k=...)` and its fields set afterwards (`summary.k = ...`)."""
     keys: set[str] = set()
 
     def literal(value: ast.expr | None) -> None:
@@ -167,6 +167,8 @@ def _summary_keys(tree: ast.AST) -> set[str]:
                     literal(node.value)
                 if (key := _summary_subscript(target)) is not None:
                     keys.add(key)
+                if isinstance(target, ast.Attribute) and _target_name(target.value) == "summary":
+                    keys.add(target.attr)  # a typed summary's field set after it was made
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             updated = node.func.attr == "update" and _target_name(node.func.value) == "summary"
             typed = node.func.attr == "of" and str(_target_name(node.func.value)).endswith("Summary")
@@ -212,5 +214,5 @@ def test_rapl_sub_records_know_what_rapl_writes() -> None:
     moving = measure_update_interval(lambda: float(next(ticks)), budget_s=0.01)
     still = measure_update_interval(lambda: 1.0, budget_s=0.01)
     for probe in (moving, still):
-        assert RaplUpdateInterval.from_json(probe, "run.json").unknown_keys() == []
-    assert moving["value_ms"] is not None and still["value_ms"] is None
+        assert RaplUpdateInterval.from_json(probe.to_json(), "run.json").unknown_keys() == []
+    assert moving.value_ms is not None and still.value_ms is None
