@@ -20,6 +20,7 @@ from hwprof.schema.codec import specs
 from hwprof.schema.run import SUMMARY_TYPES, RunDoc
 from hwprof.schema.summaries_cpu import RaplUpdateInterval
 from hwprof.schema.summaries_gpu import CudaGraphSummary
+from hwprof.schema.summaries_tools import PyspySummary
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_FILES = sorted((ROOT / "tests" / "fixtures").rglob("run.json"))
@@ -216,3 +217,20 @@ def test_rapl_sub_records_know_what_rapl_writes() -> None:
     for probe in (moving, still):
         assert RaplUpdateInterval.from_json(probe.to_json(), "run.json").unknown_keys() == []
     assert moving.value_ms is not None and still.value_ms is None
+
+
+def test_fields_set_with_update_are_written_in_the_order_given_a_none_as_null() -> None:
+    """pyspy's collector adds the tool's figures to the converted summary; a count py-spy did not print
+    (errors, samples_reported) was written as null, and still is."""
+    summary = PyspySummary.of(format="chrometrace", clock={"mode": "markers"})
+    summary.update(returncode=0, command="py-spy record", errors=None, samples_reported=None)
+    summary.native_off = None
+    assert summary.to_json() == {
+        "format": "chrometrace",
+        "clock": {"mode": "markers"},
+        "returncode": 0,
+        "command": "py-spy record",
+        "errors": None,
+        "samples_reported": None,
+    }
+    assert list(summary.to_json()) == ["format", "clock", "returncode", "command", "errors", "samples_reported"]
