@@ -72,8 +72,8 @@ class CollectorResult:
     """What a collector reports about itself; `summary` lands in run.json under its name.
 
     `summary` is the collector's typed summary (hwprof.schema: the documentation of what it produces); a
-    collector not yet moved onto its type returns the JSON object, and one read back from a pass's
-    result.json is that object too. to_dict() is the JSON boundary (result.json, run.json)."""
+    result with nothing to say keeps the empty default, and one read back from a pass's result.json is
+    the JSON object. to_dict() is the JSON boundary (result.json, run.json)."""
 
     status: Status
     reason: str = ""

@@ -93,7 +93,7 @@ def gpu_run(tmp_path: Path, trace: GpuTrace | None = None) -> tuple[Path, int]:
         if r["model"] == "yolov8n" and r["batch"] == 1 and r["precision"] == "fp32" and not r["channels_last"]
     )
     run["passes"]["gpu"] = {"status": "ok", "returncode": 0, "error": "", "collectors": ["gpu_kineto", "nvml"]}
-    run["collectors"]["gpu_kineto"] = {"status": "ok", "summary": run_summary(trace, att, clock)}
+    run["collectors"]["gpu_kineto"] = {"status": "ok", "summary": run_summary(trace, att, clock).to_json()}
     run["collectors"]["cuda_graph"] = {
         "status": "ok",
         "summary": {

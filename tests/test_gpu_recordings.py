@@ -321,7 +321,7 @@ def test_nvml_energy_of_short_stages_is_never_an_unmeasured_zero(tmp_path):
     ctx = PassContext(RunConfig(), tmp_path, "layers", MarkerBus())
     ctx.out_dir.mkdir(parents=True)
     result = nvml.close(ctx)
-    summary = result.summary
+    summary = result.to_dict()["summary"]
     stages = summary["stage_energy_j"]
     assert set(stages) == {"load", "preprocess", "h2d", "forward", "postprocess"}
     assert all(j > 0 for j in stages.values())

@@ -129,7 +129,7 @@ def test_success_path_with_fake_papi(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     result = collector.close(ctx)
     assert low.calls[-3:] == ["stop", "cleanup", "destroy"]
     assert result.status == "partial" and "PAPI_FP_OPS" in result.reason
-    s = result.summary
+    s = result.to_dict()["summary"]
     assert s["events_opened"] == ["PAPI_TOT_CYC", "PAPI_TOT_INS", "PAPI_L3_TCM"]
     assert "NOT counted" in s["counted"]
     assert s["iterations_measured"] == 2 and s["read_cost"]["reads"] == 2 * 10

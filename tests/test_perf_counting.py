@@ -151,8 +151,8 @@ def test_closure_exact_without_multiplexing_and_flags_scaling(loaded: readings_i
 def test_cpu_check_compares_the_same_windows(loaded: readings_io.Loaded) -> None:
     check = cpu_check(attribute(loaded.readings))
     assert check is not None
-    assert check["event_ns"] == 2 * 674 and check["process_cpu_ns"] == 2 * 678
-    assert check["iterations"] == 2
+    assert check.event_ns == 2 * 674 and check.process_cpu_ns == 2 * 678
+    assert check.iterations == 2
 
 
 def test_tables_from_fixture(loaded: readings_io.Loaded) -> None:

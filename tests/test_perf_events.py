@@ -109,7 +109,7 @@ def test_in_process_status_and_artifacts(in_process: tuple[Any, PassContext, Cpu
     assert sorted(result.artifacts) == sorted(
         f"passes/layers/perf_events.{suffix}" for suffix in ("metrics.json", "records.jsonl", "readings.jsonl")
     )
-    s = result.summary
+    s = result.to_dict()["summary"]
     assert s["events_opened"] == ["task-clock", "page-faults"] and s["unavailable"] == {}
     assert s["groups"] == [
         {"index": 0, "events": ["task-clock", "page-faults"], "always_on": True, "iterations": "all"}
@@ -122,7 +122,7 @@ def test_in_process_status_and_artifacts(in_process: tuple[Any, PassContext, Cpu
 
 def test_in_process_accuracy(in_process: tuple[Any, PassContext, CpuAtMarkers]) -> None:
     result, ctx, cpu = in_process
-    checks = result.summary["checks"]
+    checks = result.to_dict()["summary"]["checks"]
     tc = checks["task_clock_vs_process_cpu"]
     assert tc["consistent"] and tc["ratio_band"][0] < 1 < tc["ratio_band"][1], tc
     for event in ("task-clock", "page-faults"):
@@ -148,12 +148,12 @@ def test_in_process_records_and_readings(in_process: tuple[Any, PassContext, Cpu
     tracks = {r.track for r in records}  # type: ignore[union-attr]
     assert tracks == {"task-clock rate", "page-faults rate"}
     assert {r.unit for r in records if r.track == "task-clock rate"} == {"CPUs"}  # type: ignore[union-attr]
-    assert result.summary["interval_samples"] >= 3
+    assert result.to_dict()["summary"]["interval_samples"] >= 3
     loaded = readings_io.load(ctx.out_dir / "perf_events.readings.jsonl")
     redone = analyse(loaded.readings, {"task-clock": "ns", "page-faults": "count"}, loaded.scales)
     saved = MetricTables.load(ctx.out_dir / "perf_events.metrics.json")
     assert redone.tables.layers == saved.layers and redone.tables.stages == saved.stages
-    assert len(loaded.samples) == result.summary["interval_samples"]
+    assert len(loaded.samples) == result.to_dict()["summary"]["interval_samples"]
 
 
 def test_unknown_event_is_a_clear_error_listing_the_host() -> None:
@@ -182,15 +182,15 @@ def test_default_set_reports_each_unavailable_event_with_reason(tmp_path: Path) 
     resolver = EventResolver()
     failing = {name: try_open(resolver.resolve(name)) for name in DEFAULT_HARDWARE}
     failing = {name: err for name, err in failing.items() if err and try_open(resolver.resolve(name), True)}
-    assert set(result.summary["unavailable"]) == set(failing)
+    assert set(result.to_dict()["summary"]["unavailable"]) == set(failing)
     for name, err in failing.items():
         reason, fix = explain(err)
-        assert result.summary["unavailable"][name]["reason"] == reason
-        assert result.summary["unavailable"][name]["fix"] == fix
+        assert result.to_dict()["summary"]["unavailable"][name]["reason"] == reason
+        assert result.to_dict()["summary"]["unavailable"][name]["fix"] == fix
     assert result.status == "ok"  # the default set falls back; the run goes on
-    assert "task-clock" in result.summary["events_opened"]
+    assert "task-clock" in result.to_dict()["summary"]["events_opened"]
     if len(failing) == len(DEFAULT_HARDWARE):
-        assert result.summary["fallback"] and "unavailable:" in result.reason and result.fix
+        assert result.to_dict()["summary"]["fallback"] and "unavailable:" in result.reason and result.fix
 
 
 def test_wanted_follows_counters_choice() -> None:
@@ -284,10 +284,10 @@ def test_real_group_rotation_with_msr_tsc(tmp_path: Path) -> None:
         with bus.span("iteration", "iteration"), bus.span("stage", "forward"), bus.span("layer", "m.0", 0):
             _parallel_burn(2, 3)
     result = collector.close(ctx)
-    groups = result.summary["groups"]
+    groups = result.to_dict()["summary"]["groups"]
     assert [g["events"] for g in groups] == [["task-clock"], ["msr/tsc/"], ["tsc-raw"]]
     assert groups[1]["iterations"] == [0, 2] and groups[2]["iterations"] == [1, 3]
-    assert result.summary["rotation"] is True
+    assert result.to_dict()["summary"]["rotation"] is True
     loaded = readings_io.load(ctx.out_dir / "perf_events.readings.jsonl")
     spans = [s for s in attribute(loaded.readings) if s.name == "forward"]
     ghz = {}

@@ -58,7 +58,7 @@ def test_native_frames_and_libraries(converted: attribution.Converted) -> None:
     assert "libtorch_cpu" in libraries and "libgomp" in libraries
     natives = [row["function"] for row in converted.hotspots["measured"]["native"]]
     assert any("[libgomp]" in f for f in natives)
-    shares = converted.summary["shares_measured"]
+    shares = converted.summary.to_json()["shares_measured"]
     assert set(shares) <= {"python", "native", "waiting"}
     assert sum(shares.values()) == pytest.approx(1.0)
 
@@ -72,7 +72,7 @@ def test_layers_cover_the_forward(converted: attribution.Converted) -> None:
 
 
 def test_clock_points_bound_the_offset(converted: attribution.Converted) -> None:
-    clock = converted.summary["clock"]
+    clock = converted.summary.to_json()["clock"]
     assert clock["stage_agreement"] > 0.95
     assert clock["transitions"] >= 10
     assert clock["bound_max_us"] < 200_000
@@ -103,11 +103,11 @@ def test_outputs_written(tmp_path: Path, converted: attribution.Converted) -> No
 
 def test_speedscope_gives_hot_functions_without_time() -> None:
     converted = ps.convert_speedscope(FIXTURE / "pyspy.speedscope.json.gz")
-    assert converted.summary["samples"] > 100
-    assert "unavailable" in converted.summary["clock"]
+    assert converted.summary.to_json()["samples"] > 100
+    assert "unavailable" in converted.summary.to_json()["clock"]
     assert not converted.metrics.stages and not converted.spans
     measured = converted.hotspots["measured"]
-    assert measured["ms"] == pytest.approx(converted.summary["samples"] * 5.0)  # 200 Hz
+    assert measured["ms"] == pytest.approx(converted.summary.to_json()["samples"] * 5.0)  # 200 Hz
     assert "libtorch_cpu" in measured["libraries"]
 
 
@@ -140,7 +140,9 @@ def test_too_few_samples_fall_back_to_the_launch_time_labelled_as_an_estimate(ma
     with pytest.raises(ValueError, match="no forward stage visible"):
         ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", no_forward, 200)
     launched = markers[0].t_ns - 5_000_000
-    clock = ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", no_forward, 200, launched).summary["clock"]
+    clock = ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", no_forward, 200, launched).summary.to_json()[
+        "clock"
+    ]
     assert clock["mode"] == "launch-time" and clock["offset_ns"] == launched
     assert clock["method"].startswith("estimate") and clock["bound_max_us"] is None
     assert "launch_lag_ms" not in clock
@@ -207,20 +209,20 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
     assert result.status == "ok", result.reason
     out = run_dir / "passes" / "trace"
     assert (out / "pyspy.chrometrace.json.gz").exists()
-    assert result.summary["estimated_samples_measured"] > 0
-    assert result.summary["native"] is native
-    assert ("--native" in result.summary["command"]) is native
-    assert ("--nonblocking" in result.summary["command"]) is not native
+    assert result.to_dict()["summary"]["estimated_samples_measured"] > 0
+    assert result.to_dict()["summary"]["native"] is native
+    assert ("--native" in result.to_dict()["summary"]["command"]) is native
+    assert ("--nonblocking" in result.to_dict()["summary"]["command"]) is not native
     metrics = json.loads((out / "pyspy.metrics.json").read_text())
     assert max(metrics["stages"], key=lambda s: metrics["stages"][s]["pyspy_ms"]) == "forward"
     hotspots = json.loads((out / "pyspy.hotspots.json").read_text())
     libraries = set(hotspots["stages"]["forward"]["libraries"])
     if not native:  # Python stacks only, and the summary says how to get native ones
         assert libraries == {"python"}
-        assert "--pyspy-native" in result.summary["native_off"]
+        assert "--pyspy-native" in result.to_dict()["summary"]["native_off"]
         assert metrics["stages"]["forward"]["pyspy_native_share"] == 0
     else:
-        assert "native_off" not in result.summary
+        assert "native_off" not in result.to_dict()["summary"]
         native_libraries = libraries - {"python"}
         # torch's own code is among them; others vary with what the process does while sampled
         # (a CI run saw a frame in _json.c, the progress lines' encoder)
@@ -240,8 +242,8 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
     assert len(spans) >= 2 * ITERATIONS and len(spans) % 2 == 0
     # 50 Hz samples vs ~10 ms stages: 10 iterations gave 11-20 checked stack changes and shares from 0.67
     # to 1.0 over repeated runs, so 25 iterations (~35 checks) against 0.7; chance would give ~0.25
-    assert result.summary["clock"]["stage_agreement"] >= 0.7, result.summary["clock"]
-    tolerance = result.summary["clock"]["bound_max_us"] * 1000 + 1_000_000
+    assert result.to_dict()["summary"]["clock"]["stage_agreement"] >= 0.7, result.to_dict()["summary"]["clock"]
+    tolerance = result.to_dict()["summary"]["clock"]["bound_max_us"] * 1000 + 1_000_000
     records = read_records(out / "pyspy.records.jsonl")
     frames = [r for r in records if isinstance(r, Span) and r.name == "Pipeline.forward"]
     measured = [f for f in frames if spans[0][0] - tolerance <= f.ts_ns <= spans[-1][1] + tolerance]

@@ -184,7 +184,7 @@ def test_energy_per_stage_matches_hand_computed_values(tmp_path: Path) -> None:
     collector, ctx = run_script(tmp_path)
     result = collector.close(ctx)
     assert result.status == "ok", result.reason
-    s = result.summary
+    s = result.to_dict()["summary"]
     assert s["source"] == "powercap"
     assert s["energy_J_is"] == "package-0 + package-0/dram + package-1 + package-1/dram"
     forward = s["stages"]["forward"]
@@ -245,11 +245,11 @@ def test_layer_energy_only_where_the_spread_allows() -> None:
     assert list(report.layers) == ["model.0"]
     assert report.tables.layers["model.0"]["energy_J"] == 0.001
     assert report.tables.layers["model.0"]["energy_J_sem"] == 0.0
-    assert report.layer_note["reported"] == 1 and report.layer_note["withheld"] == 1
-    assert "standard error above 10%" in report.layer_note["reason"]
+    assert report.layer_note.reported == 1 and report.layer_note.withheld == 1
+    assert "standard error above 10%" in (report.layer_note.reason or "")
     # model.1: mean 833.3 uJ, std 1329 uJ -> (std / (0.1 mean))^2 = 254.4 -> 255 iterations
-    assert report.layer_note["iterations_needed_median"] == 255
-    assert report.per_inference == {}  # no iteration spans in this script
+    assert report.layer_note.iterations_needed_median == 255
+    assert report.per_inference.to_json() == {}  # no iteration spans in this script
 
 
 def test_power_series_in_watts_across_a_wrap() -> None:
@@ -291,7 +291,7 @@ def test_unreadable_zone_is_skipped_and_reported(tmp_path: Path) -> None:
     assert result.status == "partial"
     assert "intel-rapl:1:1 not readable" in result.reason
     assert "never changed" not in result.reason
-    assert "Is a directory" in result.summary["skipped"]["intel-rapl:1:1"]
+    assert "Is a directory" in result.to_dict()["summary"]["skipped"]["intel-rapl:1:1"]
 
 
 def test_energy_not_readable_gives_the_chmod_fix(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -358,7 +358,7 @@ def test_sampler_thread_writes_power_tracks(tmp_path: Path) -> None:
     ctx = context(config, tmp_path)
     collector.open(ctx)
     collector.prepare(ctx)
-    assert collector.update_interval["value_ms"] is None  # a fake tree never steps
+    assert collector.update_interval.value_ms is None  # a fake tree never steps
     collector.start(ctx)
     collector.on_marker(Marker("iteration", "B", "iteration", 10, 0, False))
     files = [open(zone_dir(root, zone) / "energy_uj", "r+b", buffering=0) for zone in ZONES]  # noqa: SIM115
@@ -378,7 +378,7 @@ def test_sampler_thread_writes_power_tracks(tmp_path: Path) -> None:
     package = [r for r in records if r.track == "RAPL package-0 (W)"]
     assert len(package) >= 10  # ~0.1 s at 5 ms
     assert sum(r.value for r in package) > 0
-    assert result.summary["read_cost_us"]["domains"] == 6
+    assert result.to_dict()["summary"]["read_cost_us"]["domains"] == 6
 
 
 def test_event_encoding_and_cpu_lists() -> None:
@@ -459,11 +459,12 @@ def test_counters_that_never_change_are_unavailable_and_no_zero_is_written(tmp_p
     assert result.reason.startswith("the energy counter package-0, package-0/core")
     assert "never changed during the 3 measured iterations (12 reads" in result.reason
     assert "bare metal" in result.fix
-    assert "per_inference" not in result.summary and "stages" not in result.summary
+    summary = result.to_dict()["summary"]
+    assert "per_inference" not in summary and "stages" not in summary
     assert not (ctx.out_dir / "rapl.metrics.json").exists()
     assert not (ctx.out_dir / "rapl.records.jsonl").exists()
     assert (ctx.out_dir / rapl.READINGS_FILE).exists()  # the raw readings are kept
-    assert result.summary["still_counters"]["domains"] == LABELS
+    assert result.to_dict()["summary"]["still_counters"]["domains"] == LABELS
 
 
 def test_a_still_domain_is_left_out_and_the_others_are_reported(tmp_path: Path) -> None:
@@ -477,9 +478,9 @@ def test_a_still_domain_is_left_out_and_the_others_are_reported(tmp_path: Path) 
     result = collector.close(ctx)
     assert result.status == "partial"
     assert "left out: the energy counter package-0/dram never changed" in result.reason
-    assert "package-0/dram" not in result.summary["per_inference"]["domains_J_per_inference"]
-    assert result.summary["energy_J_is"] == "package-0 + package-1 + package-1/dram"
-    assert result.summary["per_inference"]["J_per_inference"] == pytest.approx(6.0)
+    assert "package-0/dram" not in result.to_dict()["summary"]["per_inference"]["domains_J_per_inference"]
+    assert result.to_dict()["summary"]["energy_J_is"] == "package-0 + package-1 + package-1/dram"
+    assert result.to_dict()["summary"]["per_inference"]["J_per_inference"] == pytest.approx(6.0)
 
 
 def test_probe_refuses_a_counter_that_does_not_move(tmp_path: Path) -> None:

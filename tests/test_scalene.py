@@ -100,13 +100,13 @@ def test_stage_metrics(converted: sc_convert.Converted) -> None:
     stages = converted.metrics.stages
     total = {k: v["scalene_python_s"] + v["scalene_native_s"] + v["scalene_system_s"] for k, v in stages.items()}
     assert max(total, key=lambda k: total[k]) == "forward"
-    assert converted.summary["iterations"] == 30
+    assert converted.summary.to_json()["iterations"] == 30
     functions = {f.function: f for f in converted.functions}
     assert functions["Pipeline.forward"].stage == "forward"
 
 
 def test_clock_needs_no_offset_and_samples_fall_in_their_stage(converted: sc_convert.Converted) -> None:
-    clock = converted.summary["clock"]
+    clock = converted.summary.to_json()["clock"]
     assert clock["offset_ns"] == 0 and clock["samples_checked"] > 50
     assert clock["outside_share"] < 0.05
     assert clock["window_samples"] >= clock["samples_checked"] and clock["outside_window"] == 0
@@ -198,4 +198,4 @@ def test_real_scalene_pass(tmp_path: Path) -> None:
     window = json.loads((ctx.out_dir / "scalene.window.json").read_text())
     assert window["under_scalene"] and window["stop_ns"] > window["start_ns"]
     assert len(window["paused"]) == clean_iterations  # Scalene off over each clean iteration of the paired pass
-    assert result.summary["clock"]["samples_checked"] > 0
+    assert result.to_dict()["summary"]["clock"]["samples_checked"] > 0

@@ -20,6 +20,7 @@ from hwprof.schema.codec import specs
 from hwprof.schema.run import SUMMARY_TYPES, RunDoc
 from hwprof.schema.summaries_cpu import RaplUpdateInterval
 from hwprof.schema.summaries_gpu import CudaGraphSummary
+from hwprof.schema.summaries_tools import PyspySummary
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_FILES = sorted((ROOT / "tests" / "fixtures").rglob("run.json"))
@@ -149,8 +150,8 @@ def _summary_subscript(target: ast.expr) -> str | None:
 
 def _summary_keys(tree: ast.AST) -> set[str]:
     """Top-level keys written into a variable named summary/result: dict literals assigned to it (or
-    returned by a function named *summary), `summary["k"] = ...`, `summary.update(k=...)` and the keywords
-    of a typed summary made with `XSummary.of(k=...)`."""
+    returned by a function named *summary), `summary["k"] = ...`, `summary.update(k=...)`, the keywords
+    of a typed summary made with `XSummary.of(k=...)` and its fields set afterwards (`summary.k = ...`)."""
     keys: set[str] = set()
 
     def literal(value: ast.expr | None) -> None:
@@ -167,6 +168,8 @@ def _summary_keys(tree: ast.AST) -> set[str]:
                     literal(node.value)
                 if (key := _summary_subscript(target)) is not None:
                     keys.add(key)
+                if isinstance(target, ast.Attribute) and _target_name(target.value) == "summary":
+                    keys.add(target.attr)  # a typed summary's field set after it was made
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             updated = node.func.attr == "update" and _target_name(node.func.value) == "summary"
             typed = node.func.attr == "of" and str(_target_name(node.func.value)).endswith("Summary")
@@ -212,5 +215,22 @@ def test_rapl_sub_records_know_what_rapl_writes() -> None:
     moving = measure_update_interval(lambda: float(next(ticks)), budget_s=0.01)
     still = measure_update_interval(lambda: 1.0, budget_s=0.01)
     for probe in (moving, still):
-        assert RaplUpdateInterval.from_json(probe, "run.json").unknown_keys() == []
-    assert moving["value_ms"] is not None and still["value_ms"] is None
+        assert RaplUpdateInterval.from_json(probe.to_json(), "run.json").unknown_keys() == []
+    assert moving.value_ms is not None and still.value_ms is None
+
+
+def test_fields_set_with_update_are_written_in_the_order_given_a_none_as_null() -> None:
+    """pyspy's collector adds the tool's figures to the converted summary; a count py-spy did not print
+    (errors, samples_reported) was written as null, and still is."""
+    summary = PyspySummary.of(format="chrometrace", clock={"mode": "markers"})
+    summary.update(returncode=0, command="py-spy record", errors=None, samples_reported=None)
+    summary.native_off = None
+    assert summary.to_json() == {
+        "format": "chrometrace",
+        "clock": {"mode": "markers"},
+        "returncode": 0,
+        "command": "py-spy record",
+        "errors": None,
+        "samples_reported": None,
+    }
+    assert list(summary.to_json()) == ["format", "clock", "returncode", "command", "errors", "samples_reported"]

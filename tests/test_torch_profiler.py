@@ -38,7 +38,7 @@ def test_every_forward_op_lies_in_a_layer(converted: _torch_convert.Converted) -
     forward = [op for op in converted.ops if op.stage == "forward"]
     assert len(forward) > 500
     assert all(op.layer is not None and op.layer.startswith("model.") for op in forward)
-    assert converted.summary["forward_ops_outside_layers"] == 0
+    assert converted.summary.to_json()["forward_ops_outside_layers"] == 0
     assert {op.iteration for op in converted.ops} == {0, 1}
 
 
@@ -50,7 +50,7 @@ def test_layer_times_add_up_to_the_forward_stage(converted: _torch_convert.Conve
 
 
 def test_clock_is_aligned_to_the_markers(converted: _torch_convert.Converted) -> None:
-    clock = converted.summary["clock"]
+    clock = converted.summary.to_json()["clock"]
     # A wrong offset would put the ranges seconds away from their markers.
     assert clock["alignment"]["layer"]["median_abs_us"] < 1000
     assert clock["alignment"]["layer"]["edges"] == 2 * 2 * 23  # B and E, 2 iterations, 23 layers
@@ -68,7 +68,7 @@ def test_kernels_ranked_by_self_time_with_onednn_labels(converted: _torch_conver
     conv = next(r for r in layers["model.0"] if r["name"] == "aten::mkldnn_convolution")
     assert conv["label"].startswith("convolution:")
     assert conv["shapes"][0][0] == [1, 3, 320, 320]
-    onednn = converted.summary["onednn"]
+    onednn = converted.summary.to_json()["onednn"]
     assert onednn["primitives"] > 100 and onednn["matched"] == onednn["primitives"]
     assert onednn["iterations"] == 2  # the fixture ran with verbose on in both measured iterations
     assert onednn["isa"]
@@ -243,4 +243,4 @@ def test_a_profiler_that_dies_leaves_the_other_results(tmp_path: Path) -> None:
     failed = result["collectors"]["torch_profiler"]
     assert failed["status"] == "failed" and "did not write its trace" in failed["reason"]
     assert pyspy.status == "ok", pyspy.reason
-    assert pyspy.summary["estimated_samples_measured"] > 0
+    assert pyspy.to_dict()["summary"]["estimated_samples_measured"] > 0

@@ -13,6 +13,7 @@ from hwprof.core.markers import read_markers
 from hwprof.perf.counting import Reading
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.schema.records import CounterSample, metrics_path, records_path, write_records
+from hwprof.schema.summaries_cpu import CallgrindSummary
 
 NAME = "callgrind"
 OUT_FILE = "callgrind.out"
@@ -78,17 +79,17 @@ class CallgrindReport(AttachedTool):
         write_records(records_path(out, NAME), counter_samples(readings))
         artifacts.append(self.ctx.relpath(records_path(out, NAME)))
         iteration = analysis.tables.stages.get("iteration", {})
-        summary: dict[str, Any] = {
-            "label": LABEL,
-            "avx2_note": AVX2_NOTE,
-            "events": events,
-            "iterations": analysis.iterations,
-            "instructions_per_iteration": iteration.get("instructions"),
-            "instructions_forward": analysis.tables.stages.get("forward", {}).get("instructions"),
-            "marker_floor": marker_floor(parts),
-            "checks": summary_checks(analysis),
-            "cycles": "not simulated: no CPI from callgrind",
-        }
+        summary = CallgrindSummary.of(
+            label=LABEL,
+            avx2_note=AVX2_NOTE,
+            events=events,
+            iterations=analysis.iterations,
+            instructions_per_iteration=iteration.get("instructions"),
+            instructions_forward=analysis.tables.stages.get("forward", {}).get("instructions"),
+            marker_floor=marker_floor(parts),
+            checks=summary_checks(analysis),
+            cycles="not simulated: no CPI from callgrind",
+        )
         status = "ok" if worker_returncode == 0 else "partial"
         reason = "" if status == "ok" else f"worker exit status {worker_returncode}"
         return CollectorResult(status, reason=reason, summary=summary, artifacts=artifacts)

@@ -29,6 +29,7 @@ from hwprof.perf.derived import cache_line_size
 from hwprof.perf.errors import NO_PMU_FIX
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.schema.records import metrics_path
+from hwprof.schema.summaries_cpu import CounterChecks, PapiSummary
 
 if TYPE_CHECKING:
     from hwprof.core.markers import Marker
@@ -259,20 +260,20 @@ class Papi(Collector):
                 row = [m.kind, m.phase, m.name, m.iteration, m.t_ns]
                 f.write(readings_io.marker_line(row, cpu, {0: (k, k, values)}) + "\n")
         reads = sorted(self.read_ns)
-        summary: dict[str, Any] = {
-            "engine": "PAPI (python-papi), low-level API",
-            "counted": COUNTED,
-            "threads": self.config.threads,
-            "events_requested": requested(self.config),
-            "events_opened": names,
-            "unavailable": es.failed,
-            "iterations_measured": analysis.iterations,
-            "totals": analysis.totals,
-            "checks": {"layers_plus_gap_vs_forward": summary_checks(analysis)["layers_plus_gap_vs_forward"]},
-            "read_cost": {"reads": len(reads), "p50_us": reads[len(reads) // 2] / 1e3 if reads else None},
-            "interval_samples": None,
-            "interval_note": "no sampler: only the thread that started a PAPI event set may read it",
-        }
+        summary = PapiSummary.of(
+            engine="PAPI (python-papi), low-level API",
+            counted=COUNTED,
+            threads=self.config.threads,
+            events_requested=requested(self.config),
+            events_opened=names,
+            unavailable=es.failed,
+            iterations_measured=analysis.iterations,
+            totals=analysis.totals,
+            checks=CounterChecks.of(layers_plus_gap_vs_forward=summary_checks(analysis).layers_plus_gap_vs_forward),
+            read_cost={"reads": len(reads), "p50_us": reads[len(reads) // 2] / 1e3 if reads else None},
+            interval_samples=None,
+            interval_note="no sampler: only the thread that started a PAPI event set may read it",
+        )
         status = "partial" if es.failed else "ok"
         reason = "; ".join(f"{n}: {why}" for n, why in es.failed.items())
         return CollectorResult(

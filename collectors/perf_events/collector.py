@@ -34,6 +34,7 @@ from hwprof.perf.syscall import GroupReading, try_open
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.schema.records import CounterSample, metrics_path, records_path, write_records
+from hwprof.schema.summaries_cpu import PerfEventsSummary
 
 if TYPE_CHECKING:
     from hwprof.core.markers import Marker
@@ -203,7 +204,10 @@ class PerfEvents(Collector):
         if not counters.groups:
             top = _most_common(counters.unavailable)
             return CollectorResult(
-                "unavailable", f"no event opens: {top.reason}", top.fix, summary={"unavailable": missing}
+                "unavailable",
+                f"no event opens: {top.reason}",
+                top.fix,
+                summary=PerfEventsSummary.of(unavailable=missing),
             )
         readings = [
             Reading(m.kind, m.phase, m.name, m.iteration, m.t_ns, counters.parse(active, raws), cpu, uncharged)
@@ -263,7 +267,7 @@ class PerfEvents(Collector):
         n_series: int,
         line_size: int,
         line_source: str,
-    ) -> dict[str, Any]:
+    ) -> PerfEventsSummary:
         names, _ = requested(self.config)
         mode = "user mode only (exclude_kernel: perf_event_paranoid)" if counters.user_only else "user and kernel mode"
         fallback = None
@@ -290,38 +294,38 @@ class PerfEvents(Collector):
             )
         multiplexed = {e: f for e, f in analysis.running.items() if f < 0.999}
         checks = summary_checks(analysis)
-        if checks["task_clock_vs_process_cpu"] is not None:
-            checks["task_clock_vs_process_cpu"]["method"] = CPU_CHECK_METHOD
-        return {
-            "engine": "perf_event_open (ctypes), inherit=1, opened in the pass process before torch",
-            "counted": (
+        if checks.task_clock_vs_process_cpu is not None:
+            checks.task_clock_vs_process_cpu.method = CPU_CHECK_METHOD
+        return PerfEventsSummary.of(
+            engine="perf_event_open (ctypes), inherit=1, opened in the pass process before torch",
+            counted=(
                 "every thread of the pass process created after the counters were opened (torch's intra-op "
                 f"pool) plus the thread running the model, {mode}; the interval sampler thread is not counted"
             ),
-            "threads": self.config.threads,
-            "events_requested": names,
-            "events_opened": [s.name for s in specs],
-            "unavailable": missing,
-            "fallback": fallback,
-            "perf_event_paranoid": self.paranoid,
-            "groups": counters.describe(),
-            "rotation": len(counters.rotating) > 1,
-            "iterations_measured": analysis.iterations,
-            "running_fraction": analysis.running,
-            "multiplexed": multiplexed,
-            "never_scheduled": {e: NEVER_SCHEDULED for e in analysis.unmeasured},
-            "read_cost": read_cost,
-            "totals": analysis.totals,
-            "units": {s.name: s.display_unit for s in specs},
-            "checks": checks,
-            "sampler_cpu_ms": self.sampler_cpu.cpu_ns() / 1e6 if self.sampler_cpu else None,
-            "interval_ms": self.config.interval_ms,
-            "interval_samples": len(self.samples),
-            "counter_records": n_series,
-            "cache_line_bytes": line_size,
-            "cache_line_source": line_source,
-            "gap": "stages.forward['gap.<event>'] in perf_events.metrics.json: forward outside every layer",
-        }
+            threads=self.config.threads,
+            events_requested=names,
+            events_opened=[s.name for s in specs],
+            unavailable=missing,
+            fallback=fallback,
+            perf_event_paranoid=self.paranoid,
+            groups=counters.describe(),
+            rotation=len(counters.rotating) > 1,
+            iterations_measured=analysis.iterations,
+            running_fraction=analysis.running,
+            multiplexed=multiplexed,
+            never_scheduled={e: NEVER_SCHEDULED for e in analysis.unmeasured},
+            read_cost=read_cost,
+            totals=analysis.totals,
+            units={s.name: s.display_unit for s in specs},
+            checks=checks,
+            sampler_cpu_ms=self.sampler_cpu.cpu_ns() / 1e6 if self.sampler_cpu else None,
+            interval_ms=self.config.interval_ms,
+            interval_samples=len(self.samples),
+            counter_records=n_series,
+            cache_line_bytes=line_size,
+            cache_line_source=line_source,
+            gap="stages.forward['gap.<event>'] in perf_events.metrics.json: forward outside every layer",
+        )
 
 
 def _rows(counters: CounterSet, active: tuple[int, ...], raws: tuple[bytes, ...]) -> dict[int, tuple[int, int, Any]]:

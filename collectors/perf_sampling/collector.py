@@ -67,6 +67,7 @@ from hwprof.collectors.perf_sampling.control import (
 from hwprof.collectors.perf_sampling.rate import plan_sampling
 
 from hwprof.core.spans import timing_forward_s
+from hwprof.schema.summaries_tools import CpiPerKernel
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -253,14 +254,14 @@ class PerfRecordTool(AttachedTool):
             attach_ms=self.attach_ms,
         )
         if self.capability.details.get("user_only"):
-            summary["kernel_space"] = "not sampled: user space only (perf_event_paranoid >= 2 without root)"
+            summary.kernel_space = "not sampled: user space only (perf_event_paranoid >= 2 without root)"
         cpi = self.capability.details.get("unavailable", {}).get(CPI_PART)
         if cpi:
-            summary["cpi_per_kernel"] = {"status": "unavailable", **cpi}
+            summary.cpi_per_kernel = CpiPerKernel.of(status="unavailable", **cpi)
         status, reason, fix = "ok", "", ""
         if returncode not in (0, -signal.SIGINT, 130) and returncode is not None:
             status, reason = "partial", f"perf record exited with status {returncode}: {last_line(log_text)}"
-        if summary.get("samples_measured", 0) == 0:
+        if not summary.samples_measured:
             status = "partial"
             reason = "no sample fell inside the measured iterations"
             fix = "raise --iters or --perf-rate"

@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hwprof.collectors.perf_sampling.script import (
     OPENMP_LABEL,
@@ -50,6 +49,7 @@ from hwprof.core.kernels import (
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import measured_pieces
 from hwprof.schema.records import MetricTables, StackSample, ThreadName, metrics_path, records_path, write_records
+from hwprof.schema.summaries_tools import PerfSamplingSummary
 
 NAME = "perf_sampling"
 SHARE_METRICS = {
@@ -65,7 +65,7 @@ SHARE_METRICS = {
 @dataclass
 class Converted:
     files: list[str] = field(default_factory=list)
-    summary: dict[str, Any] = field(default_factory=dict)
+    summary: PerfSamplingSummary = field(default_factory=PerfSamplingSummary)
 
 
 def code_of(sample: Sample) -> Code:
@@ -181,26 +181,26 @@ def convert(binary: str, data: Path, out_dir: Path, rate: int, pid: int | None =
         for name, row in doc["layers"].items()
         if name != BETWEEN_LAYERS and row["share_of_forward"] >= MIN_LAYER_SHARE
     )
-    out.summary = {
-        "samples_total": len(samples),
-        "samples_measured": sum(b.samples for b in tables.stages.values()),
-        "samples_forward": fwd.samples,
-        "samples_outside_measured": tables.outside,
-        "iterations": tables.iterations,
-        "threads": len(tables.threads),
-        "sampling_event": samples[0].event,
-        "group_events": events,
-        "forward_named_share": named_share(fwd),
-        "forward_labelled_share": named_share(fwd, is_labelled),
-        "forward_named_share_outside_openmp": _named_outside_openmp(fwd),
-        "forward_shares": {k: fwd.share(k) for k in KINDS if fwd.kinds.get(k)},
-        "top_kernels": [[name, w / (fwd.weight or 1.0)] for name, w in most(fwd.kernels, 5)],
-        "layer_samples_min": min(big, default=0),
-        "layer_samples_median": big[len(big) // 2] if big else 0,
-        "layers_at_1pct": len(big),
-        "layers_with_too_few_samples": doc["layers_with_too_few_samples"],
-        "convert_s": round(time.monotonic() - started, 3),
-    }
+    out.summary = PerfSamplingSummary.of(
+        samples_total=len(samples),
+        samples_measured=sum(b.samples for b in tables.stages.values()),
+        samples_forward=fwd.samples,
+        samples_outside_measured=tables.outside,
+        iterations=tables.iterations,
+        threads=len(tables.threads),
+        sampling_event=samples[0].event,
+        group_events=events,
+        forward_named_share=named_share(fwd),
+        forward_labelled_share=named_share(fwd, is_labelled),
+        forward_named_share_outside_openmp=_named_outside_openmp(fwd),
+        forward_shares={k: fwd.share(k) for k in KINDS if fwd.kinds.get(k)},
+        top_kernels=[[name, w / (fwd.weight or 1.0)] for name, w in most(fwd.kernels, 5)],
+        layer_samples_min=min(big, default=0),
+        layer_samples_median=big[len(big) // 2] if big else 0,
+        layers_at_1pct=len(big),
+        layers_with_too_few_samples=doc["layers_with_too_few_samples"],
+        convert_s=round(time.monotonic() - started, 3),
+    )
     return out
 
 

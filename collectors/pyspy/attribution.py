@@ -37,6 +37,7 @@ from hwprof.core.kernels import most
 from hwprof.core.markers import Marker
 from hwprof.core.spans import Piece, measured_pieces
 from hwprof.schema.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
+from hwprof.schema.summaries_tools import PyspySummary
 
 NAME = "pyspy"
 TOP = 10
@@ -87,7 +88,7 @@ class Converted:
     threads: list[ThreadName]
     metrics: MetricTables
     hotspots: dict[str, Any]
-    summary: dict[str, Any]
+    summary: PyspySummary
 
 
 def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_ns: int | None = None) -> Converted:
@@ -162,21 +163,22 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
         "layers": {k: b.to_dict(n_iter) for k, b in layers.items()},
         "threads": {k: b.to_dict(n_iter) for k, b in per_thread.items()},
     }
-    summary: dict[str, Any] = {
-        "format": "chrometrace",
-        "segments": len(segments),
-        "threads": len(threads),
-        "estimated_samples_measured": round(whole.ns / 1e9 * rate),
-        "measured_ms": (window[1] - window[0]) / 1e6,
-        "shares_measured": {k: v / (whole.ns or 1) for k, v in sorted(whole.states.items())},
-        "top_libraries": {k: v / (whole.ns or 1) for k, v in most(whole.libraries, 6)},
-        "clock": clock.to_summary(),
-    }
+    clock_summary = clock.to_summary()
     if agreement[1]:
-        summary["clock"]["stage_agreement"] = agreement[0] / agreement[1]
-        summary["clock"]["stage_agreement_checked"] = agreement[1]
+        clock_summary["stage_agreement"] = agreement[0] / agreement[1]
+        clock_summary["stage_agreement_checked"] = agreement[1]
     if launched_ns is not None and not clock.fallback:
-        summary["clock"]["launch_lag_ms"] = (clock.points[0][1] - launched_ns) / 1e6
+        clock_summary["launch_lag_ms"] = (clock.points[0][1] - launched_ns) / 1e6
+    summary = PyspySummary.of(
+        format="chrometrace",
+        segments=len(segments),
+        threads=len(threads),
+        estimated_samples_measured=round(whole.ns / 1e9 * rate),
+        measured_ms=(window[1] - window[0]) / 1e6,
+        shares_measured={k: v / (whole.ns or 1) for k, v in sorted(whole.states.items())},
+        top_libraries={k: v / (whole.ns or 1) for k, v in most(whole.libraries, 6)},
+        clock=clock_summary,
+    )
     return Converted(_frame_spans(kept, threads, clock), _thread_names(threads), metrics, hotspots, summary)
 
 
@@ -279,15 +281,15 @@ def convert_speedscope(path: Path) -> Converted:
         "threads": {k: b.to_dict(1, "ms", 1e6) for k, b in per_thread.items()},
         "note": "speedscope carries no timestamps: whole-process sampled time, no stage or layer",
     }
-    summary = {
-        "format": "speedscope",
-        "samples": samples,
-        "sampled_ms": whole.ns / 1e6,
-        "threads": len(per_thread),
-        "shares_whole_process": {k: v / (whole.ns or 1) for k, v in sorted(whole.states.items())},
-        "top_libraries": {k: v / (whole.ns or 1) for k, v in most(whole.libraries, 6)},
-        "clock": {"unavailable": "speedscope carries no timestamps: no stage/layer attribution, no alignment"},
-    }
+    summary = PyspySummary.of(
+        format="speedscope",
+        samples=samples,
+        sampled_ms=whole.ns / 1e6,
+        threads=len(per_thread),
+        shares_whole_process={k: v / (whole.ns or 1) for k, v in sorted(whole.states.items())},
+        top_libraries={k: v / (whole.ns or 1) for k, v in most(whole.libraries, 6)},
+        clock={"unavailable": "speedscope carries no timestamps: no stage/layer attribution, no alignment"},
+    )
     return Converted([], [], MetricTables(), hotspots, summary)
 
 

@@ -55,6 +55,7 @@ from hwprof.collectors.pyspy.attribution import NAME, convert_chrometrace, conve
 
 from hwprof.core.atomic import atomic_path
 from hwprof.core.markers import read_markers
+from hwprof.schema.codec import need
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -216,11 +217,11 @@ class PySpyTool(AttachedTool):
             max_behind_s=max((float(x) for x in re.findall(r"([\d.]+)s behind in sampling", log_text)), default=0.0),
         )
         if not self.native:
-            summary["native_off"] = NATIVE_OFF
+            summary.native_off = NATIVE_OFF
         status = "ok" if returncode == 0 else "partial"
         reason = "" if returncode == 0 else f"py-spy exited with status {returncode}: {_last_line(log_text)}"
         fix = ""
-        if summary["clock"]["mode"] == "launch-time" and status == "ok":
+        if need(summary.clock)["mode"] == "launch-time" and status == "ok":
             status = "partial"
             reason = "too few samples to see a forward stage begin or end: the samples' times are estimated from "
             reason += "py-spy's launch time (tens of ms off), so their layer attribution is unreliable"

@@ -62,7 +62,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.rapl.energy import Reading, energy_report, headline_indices, power_series, track_name
@@ -73,6 +73,7 @@ from hwprof.core.atomic import atomic_path
 from hwprof.core.envvars import EnvVarError
 from hwprof.perf.threadcpu import name_this_thread
 from hwprof.schema.records import metrics_path, records_path, write_records
+from hwprof.schema.summaries_cpu import RaplSummary, RaplUpdateInterval
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -89,7 +90,7 @@ UPDATE_PROBE_S = 0.05
 # ---------------------------------------------------------------- analysis (pure)
 
 
-def measure_update_interval(read_one: Callable[[], float], budget_s: float = UPDATE_PROBE_S) -> dict[str, Any]:
+def measure_update_interval(read_one: Callable[[], float], budget_s: float = UPDATE_PROBE_S) -> RaplUpdateInterval:
     """Poll one domain for budget_s; the median time between changes is the RAPL update step."""
     changes: list[int] = []
     last = read_one()
@@ -102,18 +103,18 @@ def measure_update_interval(read_one: Callable[[], float], budget_s: float = UPD
             changes.append(now)
             last = value
     if len(changes) < 3:
-        return {
-            "value_ms": None,
-            "reason": f"the counter changed {len(changes)} times in {budget_s * 1e3:.0f} ms of polling ({polls} reads)",
-            "polls": polls,
-        }
+        return RaplUpdateInterval.of(
+            value_ms=None,
+            reason=f"the counter changed {len(changes)} times in {budget_s * 1e3:.0f} ms of polling ({polls} reads)",
+            polls=polls,
+        )
     steps = [(b - a) / 1e6 for a, b in itertools.pairwise(changes)]
-    return {
-        "value_ms": statistics.median(steps),
-        "changes": len(changes),
-        "polls": polls,
-        "method": f"median time between changes of the first domain over {budget_s * 1e3:.0f} ms of polling",
-    }
+    return RaplUpdateInterval.of(
+        value_ms=statistics.median(steps),
+        changes=len(changes),
+        polls=polls,
+        method=f"median time between changes of the first domain over {budget_s * 1e3:.0f} ms of polling",
+    )
 
 
 # ---------------------------------------------------------------- collector
@@ -135,7 +136,7 @@ class RaplCollector(Collector):
         self.readings: list[Reading] = []
         self.read_ns: list[int] = []
         self.samples: list[tuple[int, list[float]]] = []
-        self.update_interval: dict[str, Any] = {}
+        self.update_interval = RaplUpdateInterval()
         self.layer_reads = bool(config.extra.get("rapl_layer_reads", True))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -239,24 +240,24 @@ class RaplCollector(Collector):
     def _finish(self, ctx: PassContext, source: EnergySource) -> CollectorResult:
         domains = source.domains
         artifacts = [self._write_readings(ctx, source)]
-        summary: dict[str, Any] = {
-            "source": source.kind,
-            "where": source.where,
-            "domains": [asdict(d) for d in domains],
-            "skipped": source.skipped,
-            "update_interval": self.update_interval,
-            "marker_reads": len(self.readings),
-        }
+        summary = RaplSummary.of(
+            source=source.kind,
+            where=source.where,
+            domains=[asdict(d) for d in domains],
+            skipped=source.skipped,
+            update_interval=self.update_interval,
+            marker_reads=len(self.readings),
+        )
         if self.read_ns:
             ordered = sorted(self.read_ns)
-            summary["read_cost_us"] = {
+            summary.read_cost_us = {
                 "mean": statistics.fmean(ordered) / 1e3,
                 "p50": ordered[len(ordered) // 2] / 1e3,
                 "max": ordered[-1] / 1e3,
                 "domains": len(domains),
             }
         if self._sampler_error:
-            summary["sampler_error"] = self._sampler_error
+            summary.sampler_error = self._sampler_error
         if not self.readings:
             return CollectorResult(
                 "failed", reason="no measured iteration was read", summary=summary, artifacts=artifacts
@@ -271,7 +272,7 @@ class RaplCollector(Collector):
                 len({r.iteration for r in readings}),
                 (max(r.t_ns for r in readings) - min(r.t_ns for r in readings)) / 1e9,
             )
-            summary["still_counters"] = info.to_dict()
+            summary.still_counters = info.record()
             if len(still) == len(domains):
                 return CollectorResult(
                     "unavailable", reason=info.reason(), fix=NO_FIX, summary=summary, artifacts=artifacts
@@ -285,15 +286,17 @@ class RaplCollector(Collector):
         rec_path = records_path(ctx.out_dir, self.name)
         write_records(rec_path, records)
         artifacts.append(ctx.relpath(rec_path))
-        summary["energy_J_is"] = " + ".join(domains[i].label for i in headline_indices(domains))
-        summary["power_series"] = {
+        summary.energy_J_is = " + ".join(domains[i].label for i in headline_indices(domains))
+        summary.power_series = {
             "samples": len(samples),
             "interval_ms": self.config.interval_ms,
             "tracks": [track_name(d) for d in domains],
             "unit": "W",
         }
-        report = energy_report(readings, domains, self.config.batch, self.update_interval.get("value_ms"))
-        summary.update(per_inference=report.per_inference, stages=report.stages, per_layer=report.layer_note)
+        report = energy_report(readings, domains, self.config.batch, self.update_interval.value_ms)
+        summary.per_inference = report.per_inference
+        summary.stages = report.stages
+        summary.per_layer = report.layer_note
         met_path = metrics_path(ctx.out_dir, self.name)
         report.tables.save(met_path)
         artifacts.append(ctx.relpath(met_path))

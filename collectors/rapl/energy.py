@@ -16,7 +16,9 @@ from typing import Any
 from hwprof.collectors.rapl.sources import Domain, delta_uj
 
 from hwprof.core.spans import pair_begin_end
+from hwprof.schema.codec import need
 from hwprof.schema.records import CounterSample, MetricTables
+from hwprof.schema.summaries_cpu import RaplPerInference, RaplPerLayer, RaplSpan
 
 STABLE_REL_ERROR = 0.05
 Z95 = 1.96
@@ -95,28 +97,29 @@ def spread(values: Sequence[float]) -> dict[str, Any]:
 
 @dataclass
 class EnergyReport:
-    per_inference: dict[str, Any]
-    stages: dict[str, dict[str, Any]]
-    layers: dict[str, dict[str, Any]]
-    layer_note: dict[str, Any]
+    per_inference: RaplPerInference
+    stages: dict[str, RaplSpan]
+    layers: dict[str, RaplSpan]
+    layer_note: RaplPerLayer
     tables: MetricTables
 
 
-def _span_block(spans: Sequence[SpanEnergy], domains: Sequence[Domain], head: Sequence[int]) -> dict[str, Any]:
+def _span_block(spans: Sequence[SpanEnergy], domains: Sequence[Domain], head: Sequence[int]) -> RaplSpan:
     totals = [sum(s.joules[i] for i in head) for s in spans]
     seconds = sum(s.dur_ns for s in spans) / 1e9
-    block = spread(totals)
-    block["unit"] = "J"
-    block["dur_ms_mean"] = seconds * 1e3 / len(spans)
-    block["avg_W"] = sum(totals) / seconds if seconds > 0 else None
-    block["domains"] = {
-        d.label: {
-            "mean_J": statistics.fmean(s.joules[i] for s in spans),
-            "avg_W": sum(s.joules[i] for s in spans) / seconds if seconds > 0 else None,
-        }
-        for i, d in enumerate(domains)
-    }
-    return block
+    return RaplSpan.of(
+        **spread(totals),
+        unit="J",
+        dur_ms_mean=seconds * 1e3 / len(spans),
+        avg_W=sum(totals) / seconds if seconds > 0 else None,
+        domains={
+            d.label: {
+                "mean_J": statistics.fmean(s.joules[i] for s in spans),
+                "avg_W": sum(s.joules[i] for s in spans) / seconds if seconds > 0 else None,
+            }
+            for i, d in enumerate(domains)
+        },
+    )
 
 
 def energy_report(
@@ -148,69 +151,69 @@ def energy_report(
             "iterations_for_5pct": "ceil((1.96 std / (0.05 mean))^2): iterations for a 95% interval of +-5%",
         },
     )
-    stages: dict[str, dict[str, Any]] = {}
+    stages: dict[str, RaplSpan] = {}
     for (kind, name), group in sorted(by.items()):
         if kind not in ("stage", "iteration"):
             continue
         block = _span_block(group, domains, head)
-        if update_interval_ms is not None and block["dur_ms_mean"] > 0:
-            block["quantization_rel"] = 2 * update_interval_ms / block["dur_ms_mean"]
+        if update_interval_ms is not None and need(block.dur_ms_mean) > 0:
+            block.quantization_rel = 2 * update_interval_ms / need(block.dur_ms_mean)
         stages[name] = block
         tables.stages[name] = _metric_row(block, domains)
-    per_inference: dict[str, Any] = {}
+    per_inference = RaplPerInference()
     whole = stages.get("iteration")
     if whole is not None:
-        joules = whole["mean"] / batch
-        per_inference = {
-            "J_per_inference": joules,
-            "inferences_per_J": 1 / joules if joules > 0 else None,
-            "avg_W": whole["avg_W"],
-            "iterations": whole["n"],
-            "batch": batch,
-            "domains_J_per_inference": {k: v["mean_J"] / batch for k, v in whole["domains"].items()},
-            "method": "mean energy of one pipeline iteration (load..postprocess) / batch size",
-        }
-    layers: dict[str, dict[str, Any]] = {}
+        joules = need(whole.mean) / batch
+        per_inference = RaplPerInference.of(
+            J_per_inference=joules,
+            inferences_per_J=1 / joules if joules > 0 else None,
+            avg_W=whole.avg_W,
+            iterations=whole.n,
+            batch=batch,
+            domains_J_per_inference={k: v["mean_J"] / batch for k, v in need(whole.domains).items()},
+            method="mean energy of one pipeline iteration (load..postprocess) / batch size",
+        )
+    layers: dict[str, RaplSpan] = {}
     withheld: dict[str, float | None] = {}
     needed: list[int] = []
     for (kind, name), group in by.items():
         if kind != "layer":
             continue
         block = _span_block(group, domains, head)
-        rel = block["rel_sem"]
-        if block["n"] >= LAYER_MIN_ITERATIONS and rel is not None and rel <= LAYER_MAX_REL_SEM:
+        rel, mean, std = block.rel_sem, need(block.mean), need(block.std)
+        if need(block.n) >= LAYER_MIN_ITERATIONS and rel is not None and rel <= LAYER_MAX_REL_SEM:
             layers[name] = block
             tables.layers[name] = _metric_row(block, domains)
         else:
             withheld[name] = rel
-            if block["mean"] > 0 and block["std"] > 0:
-                needed.append(math.ceil((block["std"] / (LAYER_MAX_REL_SEM * block["mean"])) ** 2))
-    layer_note: dict[str, Any] = {
-        "method": f"layer span energy as for stages; listed only with n >= {LAYER_MIN_ITERATIONS} and "
+            if mean > 0 and std > 0:
+                needed.append(math.ceil((std / (LAYER_MAX_REL_SEM * mean)) ** 2))
+    layer_note = RaplPerLayer.of(
+        method=f"layer span energy as for stages; listed only with n >= {LAYER_MIN_ITERATIONS} and "
         f"standard error <= {LAYER_MAX_REL_SEM:.0%} of the mean",
-        "reported": len(layers),
-        "withheld": len(withheld),
-    }
+        reported=len(layers),
+        withheld=len(withheld),
+    )
     if withheld:
-        layer_note["reason"] = (
+        layer_note.reason = (
             f"{len(withheld)} layers have a standard error above {LAYER_MAX_REL_SEM:.0%} of their mean "
             "energy (spans of a few RAPL update steps or less)"
         )
         if needed:
-            layer_note["iterations_needed_median"] = int(statistics.median(needed))
+            layer_note.iterations_needed_median = int(statistics.median(needed))
     elif not layers:
-        layer_note["reason"] = "no layer readings (layer markers absent, or rapl_layer_reads is off)"
+        layer_note.reason = "no layer readings (layer markers absent, or rapl_layer_reads is off)"
     return EnergyReport(per_inference, stages, layers, layer_note, tables)
 
 
-def _metric_row(block: dict[str, Any], domains: Sequence[Domain]) -> dict[str, float]:
-    row = {"energy_J": block["mean"], "energy_J_std": block["std"], "energy_J_sem": block["sem"]}
-    if block["avg_W"] is not None:
-        row["power_W"] = block["avg_W"]
-    if block["iterations_for_5pct"] is not None:
-        row["iterations_for_5pct"] = float(block["iterations_for_5pct"])
+def _metric_row(block: RaplSpan, domains: Sequence[Domain]) -> dict[str, float]:
+    row = {"energy_J": need(block.mean), "energy_J_std": need(block.std), "energy_J_sem": need(block.sem)}
+    if block.avg_W is not None:
+        row["power_W"] = block.avg_W
+    if block.iterations_for_5pct is not None:
+        row["iterations_for_5pct"] = float(block.iterations_for_5pct)
     for d in domains:
-        row[f"energy_J:{d.label}"] = block["domains"][d.label]["mean_J"]
+        row[f"energy_J:{d.label}"] = need(block.domains)[d.label]["mean_J"]
     return row
 
 

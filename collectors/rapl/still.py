@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from hwprof.schema.rapl_still import NO_FIX, still_domains
+from hwprof.schema.summaries_cpu import RaplStillCounters
 
 __all__ = ["NO_FIX", "PROBE_BUDGET_S", "StillCounters", "first_change_s", "still_domains"]
 
@@ -48,11 +49,12 @@ class StillCounters:
             f"({self.reads} reads over {self.seconds:.1f} s): it is offered but does not count on this machine"
         )
 
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "domains": self.labels,
-            "reads": self.reads,
-            "iterations": self.iterations,
-            "seconds": round(self.seconds, 3),
-            "reason": self.reason(),
-        }
+    def record(self) -> RaplStillCounters:
+        """The summary's still_counters."""
+        return RaplStillCounters.of(
+            domains=self.labels,
+            reads=self.reads,
+            iterations=self.iterations,
+            seconds=round(self.seconds, 3),
+            reason=self.reason(),
+        )

@@ -15,6 +15,7 @@ from typing import Any
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import STAGES, Marker
 from hwprof.schema.records import CounterSample, MetricTables, metrics_path, records_path, write_records
+from hwprof.schema.summaries_tools import ScaleneSummary
 
 NAME = "scalene"
 PIPELINE_FILE = "hwprof/workload/pipeline.py"
@@ -68,7 +69,7 @@ class Converted:
     functions: list[FunctionRecord]
     metrics: MetricTables
     counters: list[CounterSample]
-    summary: dict[str, Any]
+    summary: ScaleneSummary
 
     def to_dict(self) -> dict[str, Any]:
         return {"lines": [asdict(x) for x in self.lines], "functions": [asdict(x) for x in self.functions]}
@@ -233,14 +234,14 @@ def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = N
         },
     )
     counters = _memory_counters(data, window)
-    summary: dict[str, Any] = {
-        "elapsed_s": elapsed,
-        "memory": memory,
-        "files": len(data["files"]),
-        "lines": len(lines),
-        "functions": len(functions),
-        "iterations": n_iter,
-        "top_lines": [
+    summary = ScaleneSummary.of(
+        elapsed_s=elapsed,
+        memory=memory,
+        files=len(data["files"]),
+        lines=len(lines),
+        functions=len(functions),
+        iterations=n_iter,
+        top_lines=[
             {
                 "where": f"{_short(x.file)}:{x.lineno}",
                 "code": x.code.strip()[:80],
@@ -251,10 +252,10 @@ def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = N
             }
             for x in sorted(lines, key=lambda x: -(x.python_s + x.native_s + x.system_s))[:5]
         ],
-        "clock": _alignment(lines, data, stage_spans, window),
-        "max_footprint_mb": data.get("max_footprint_mb") if memory else None,
-        "memory_points": len(counters),
-    }
+        clock=_alignment(lines, data, stage_spans, window),
+        max_footprint_mb=data.get("max_footprint_mb") if memory else None,
+        memory_points=len(counters),
+    )
     return Converted(lines, functions, metrics, counters, summary)
 
 

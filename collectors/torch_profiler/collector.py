@@ -237,7 +237,7 @@ class TorchProfilerCollector(Collector):
             if path.exists():
                 artifacts.insert(0, path.name)
         status, reason = "ok", ""
-        if not converted.summary["aten_ops"]:
+        if not converted.summary.aten_ops:
             status, reason = "failed", "the trace holds no aten op"
             if ctx.interrupted:
                 status, reason = "interrupted", f"{ctx.interrupted}: the trace holds no aten op"

@@ -23,6 +23,7 @@ from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
 from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
+from hwprof.schema.summaries_tools import TorchProfilerSummary
 
 NAME = "torch_profiler"
 RANGE_PREFIX = "hwprof:"
@@ -51,7 +52,7 @@ class Converted:
     spans: list[Span]
     metrics: MetricTables
     kernels: dict[str, Any]
-    summary: dict[str, Any]
+    summary: TorchProfilerSummary
 
 
 def _annotation_target(name: str) -> tuple[str, str] | None:
@@ -184,11 +185,7 @@ def convert(
     flops = flops or {}
     iterations = sorted({o.iteration for o in ops if o.iteration is not None})
     n_iter = max(len(iterations), 1)
-    summary: dict[str, Any] = {
-        "events": len(trace.events),
-        "aten_ops": len(ops),
-        "iterations": len(iterations),
-    }
+    summary = TorchProfilerSummary.of(events=len(trace.events), aten_ops=len(ops), iterations=len(iterations))
 
     onednn_summary: dict[str, Any] = {"enabled": onednn_log is not None}
     wall = wall_offset(sync)
@@ -203,7 +200,7 @@ def convert(
                 "verbose lines carry no timestamp (ONEDNN_VERBOSE_TIMESTAMP was not set before oneDNN "
                 "initialised): labels not attached"
             )
-    summary["onednn"] = onednn_summary
+    summary.onednn = onednn_summary
 
     layer_stats: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     stage_stats: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -250,7 +247,7 @@ def convert(
             layer_stats[name]["profiler_layer_ms"] += (end - start) / 1e6
         elif kind == "stage":
             stage_stats[name]["profiler_stage_ms"] += (end - start) / 1e6
-    summary["forward_ops_outside_layers"] = outside_layers_in_forward
+    summary.forward_ops_outside_layers = outside_layers_in_forward
 
     # oneDNN's figures are means over the iterations that ran with its verbose mode on
     n_onednn = max(onednn_summary.get("iterations", 0), 1)
@@ -324,11 +321,11 @@ def convert(
         if op.layer is not None:
             overall[op.event.name] += op.self_ns
     total = sum(overall.values()) or 1
-    summary["top_kernels"] = [
+    summary.top_kernels = [
         {"name": n, "self_ms_per_iter": v / 1e6 / n_iter, "share": v / total}
         for n, v in sorted(overall.items(), key=lambda kv: -kv[1])[:5]
     ]
-    summary["clock"] = {
+    summary.clock = {
         "method": f"{SYNC_NAME} ranges between two monotonic reads at profiler start and stop; "
         "offset interpolated linearly between them; error measured on the stage/layer ranges vs markers",
         "offset_ns": fit.offset0,

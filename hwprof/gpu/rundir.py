@@ -187,7 +187,11 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[
     if src.peaks:
         _write_json(gpu / "gpu_peaks.json", recorded)
     collectors: dict[str, Any] = {
-        "gpu_kineto": {"status": "ok", "pass": "gpu", "summary": parsers.kineto_run_summary(trace, att, clock)},
+        "gpu_kineto": {
+            "status": "ok",
+            "pass": "gpu",
+            "summary": parsers.kineto_run_summary(trace, att, clock).to_json(),
+        },
     }
     passes: dict[str, Any] = {"gpu": _ok(["gpu_kineto"])}
     if src.nvml:

@@ -21,10 +21,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
 
 from hwprof.perf.derived import derived_metrics
 from hwprof.perf.steal import CpuTimeBand, cpu_count
+from hwprof.schema.summaries_cpu import TaskClockCheck
 
 FORWARD = "forward"
 
@@ -244,7 +244,7 @@ def closure(spans: Sequence[SpanCounts], stage: str = FORWARD) -> dict[str, Clos
 
 def cpu_check(
     spans: Sequence[SpanCounts], event: str = "task-clock", stage: str = FORWARD, cpus: int | None = None
-) -> dict[str, Any] | None:
+) -> TaskClockCheck | None:
     """The stage's `event` count against the counted threads' CPU time over the same windows (both ns).
 
     The counted time may exceed the CPU time by the host's steal and IRQ time, and fall short of it
@@ -264,16 +264,14 @@ def cpu_check(
                 with_uncharged += 1
     if not n or cpu <= 0:
         return None
-    out: dict[str, Any] = {"event_ns": counted, "process_cpu_ns": cpu, "ratio": counted / cpu, "iterations": n}
+    out = TaskClockCheck.of(event_ns=counted, process_cpu_ns=cpu, ratio=counted / cpu, iterations=n)
     if with_uncharged == n:
         band = CpuTimeBand(cpu, uncharged, n, cpus or cpu_count(), switches=switches)
-        out.update(
-            host_steal_irq_ns=uncharged,
-            context_switches=switches,
-            band=[band.lower, band.upper],
-            ratio_band=[band.lower / cpu, band.upper / cpu],
-            consistent=band.holds(counted),
-        )
+        out.host_steal_irq_ns = uncharged
+        out.context_switches = switches
+        out.band = [band.lower, band.upper]
+        out.ratio_band = [band.lower / cpu, band.upper / cpu]
+        out.consistent = band.holds(counted)
     return out
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from hwprof.perf.counting import FORWARD, Aggregate, Reading, SpanCounts, aggregate, attribute, closure, cpu_check
 from hwprof.perf.derived import DERIVED_UNITS, derived_metrics
 from hwprof.schema.records import MetricTables
+from hwprof.schema.summaries_cpu import CounterChecks, TaskClockCheck
 
 GAP_METHOD = (
     "forward stage's self count: intervals inside forward outside every layer span "
@@ -37,7 +37,7 @@ class Analysis:
     totals: dict[str, float] = field(default_factory=dict)
     """Per event: sum over measured iterations of the whole-iteration count."""
     closure: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    cpu: dict[str, Any] | None = None
+    cpu: TaskClockCheck | None = None
     running: dict[str, float] = field(default_factory=dict)
     """Per event: lowest running fraction over any span (1.0 = never multiplexed)."""
     iterations: int = 0
@@ -128,11 +128,8 @@ def _running_into(row: dict[str, float], agg: Aggregate, tables: MetricTables) -
             tables.methods[f"{event}.running"] = "lowest time_running/time_enabled: the count was multiplexed"
 
 
-def summary_checks(analysis: Analysis) -> dict[str, Any]:
-    return {
-        "task_clock_vs_process_cpu": analysis.cpu,
-        "layers_plus_gap_vs_forward": analysis.closure,
-    }
+def summary_checks(analysis: Analysis) -> CounterChecks:
+    return CounterChecks.of(task_clock_vs_process_cpu=analysis.cpu, layers_plus_gap_vs_forward=analysis.closure)
 
 
 __all__ = ["DERIVED_UNITS", "Analysis", "analyse", "summary_checks"]

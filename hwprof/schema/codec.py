@@ -126,6 +126,14 @@ class Record:
         key_of = {spec.attr: key for key, spec in specs(cls).items()}
         return cls(**values, json_order=tuple(key_of[attr] for attr in values))
 
+    def update(self, **values: Any) -> None:
+        """Fields set by the record's writer after it was made, written in the order given after the keys
+        already held, a None among them as null (a field merely assigned is written only when not None)."""
+        key_of = {spec.attr: key for key, spec in specs(type(self)).items()}
+        for attr, value in values.items():
+            setattr(self, attr, value)
+        self.json_order += tuple(key_of[attr] for attr in values if key_of[attr] not in self.json_order)
+
     @classmethod
     def from_json(cls: type[R], doc: Any, where: str, prefix: str = "") -> R:
         """Read and check `doc` (the object at `prefix` in the file `where`); RunDirError (one line) if damaged."""

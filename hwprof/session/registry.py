@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hwprof.collectors.gpu.ncu.csv_report import NcuReport as NcuReport
     from hwprof.collectors.gpu.nvml.samples import NvmlSeries as NvmlSeries
     from hwprof.schema.records import MetricTables
+    from hwprof.schema.summaries_gpu import GpuKinetoSummary
 
 _NOT_COLLECTORS = {"base"}
 
@@ -70,7 +71,7 @@ class GpuParsers:
     attribute: Callable[..., GpuAttribution]
     layer_range: re.Pattern[str]
     write_kineto_outputs: Callable[..., Any]
-    kineto_run_summary: Callable[..., dict[str, Any]]
+    kineto_run_summary: Callable[..., GpuKinetoSummary]
     load_ncu_csv: Callable[[Path], NcuReport]
     ncu_layer_tables: Callable[[NcuReport | None, NcuReport | None], tuple[MetricTables, dict[str, Any]]]
     ncu_layer_key: Callable[[int], str]

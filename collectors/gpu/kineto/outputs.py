@@ -21,6 +21,7 @@ from hwprof.collectors.gpu.kineto.trace import GpuTrace
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
+from hwprof.schema.summaries_gpu import GpuKinetoSummary, KinetoClock
 
 
 def clock_offset(trace: GpuTrace, marker_ns: list[int]) -> dict[str, Any]:
@@ -84,18 +85,18 @@ def spans(trace: GpuTrace, offset_ns: int) -> list[Span]:
     return gpu_spans(trace, offset_ns)
 
 
-def run_summary(trace: GpuTrace, att: GpuAttribution, clock: dict[str, Any]) -> dict[str, Any]:
-    """gpu_kineto's summary in run.json."""
-    return {
-        "device": trace.device_name,
-        "forwards": len(att.forwards),
-        "forward_cpu_us": att.mean("cpu_ns") / 1e3,
-        "gpu_busy_us": att.mean("gpu_busy_ns") / 1e3,
-        "gpu_idle_share": att.idle_share,
-        "kernels_per_forward": att.mean("kernels"),
-        "layer_sum_over_busy": att.layer_gpu_sum_ns() / att.mean("gpu_busy_ns") if att.forwards else None,
-        "clock": clock,
-    }
+def run_summary(trace: GpuTrace, att: GpuAttribution, clock: dict[str, Any]) -> GpuKinetoSummary:
+    """gpu_kineto's summary in run.json (`clock` from clock_offset, or the importer's)."""
+    return GpuKinetoSummary.of(
+        device=trace.device_name,
+        forwards=len(att.forwards),
+        forward_cpu_us=att.mean("cpu_ns") / 1e3,
+        gpu_busy_us=att.mean("gpu_busy_ns") / 1e3,
+        gpu_idle_share=att.idle_share,
+        kernels_per_forward=att.mean("kernels"),
+        layer_sum_over_busy=att.layer_gpu_sum_ns() / att.mean("gpu_busy_ns") if att.forwards else None,
+        clock=KinetoClock.of(**clock),
+    )
 
 
 def write_outputs(out_dir: Path, name: str, trace: GpuTrace, att: GpuAttribution, clock: dict[str, Any]) -> list[Path]:

@@ -21,6 +21,7 @@ from hwprof.collectors.base import Capability, Collector, CollectorResult, PassC
 
 from hwprof.core.atomic import atomic_path
 from hwprof.schema.records import MetricTables, metrics_path, records_path, write_records
+from hwprof.schema.summaries_gpu import NvmlSummary
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -125,21 +126,21 @@ class NvmlCollector(Collector):
         tables.save(met)
         t = series.times
         per_iteration = iterations.get("iteration", {})
-        summary: dict[str, Any] = {
-            "samples": len(series.samples),
-            "interval_ms": self.config.interval_ms,
-            "energy_j": (self.window[1] - self.window[0]) / 1e3,
-            "window_s": (t[-1] - t[0]) / 1e9,
-            "counter_update_ms": series.update_period_ms(),
-            "j_per_iteration": per_iteration.get("energy_j"),
-            "iterations_with_energy": f"{per_iteration.get('visits', 0)} of {count} {which}",
-            "stage_energy_j": {k: v["energy_j"] for k, v in stages.items()},
-            "stage_visits": {k: v["visits"] for k, v in stages.items()},
-            "means": series.window_means(t[0], t[-1]),
-            "energy_method": method,
-        }
+        summary = NvmlSummary.of(
+            samples=len(series.samples),
+            interval_ms=self.config.interval_ms,
+            energy_j=(self.window[1] - self.window[0]) / 1e3,
+            window_s=(t[-1] - t[0]) / 1e9,
+            counter_update_ms=series.update_period_ms(),
+            j_per_iteration=per_iteration.get("energy_j"),
+            iterations_with_energy=f"{per_iteration.get('visits', 0)} of {count} {which}",
+            stage_energy_j={k: v["energy_j"] for k, v in stages.items()},
+            stage_visits={k: v["visits"] for k, v in stages.items()},
+            means=series.window_means(t[0], t[-1]),
+            energy_method=method,
+        )
         if per_iteration.get("energy_j") is None:
-            summary["energy_unavailable"] = (
+            summary.energy_unavailable = (
                 f"no {which} iteration lies between two updates of the NVML energy counter "
                 f"(it changed {len(series.counter_updates())} times): collect with more --iters"
             )
