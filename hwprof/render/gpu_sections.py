@@ -9,11 +9,13 @@ least important columns are dropped with a note (render/tables.py fit), so a row
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.gpu_roofline import MARKS, layer_index, layer_order
 from hwprof.analysis.gpu_view import gpu_ranked_layers
 from hwprof.core.cppnames import kernel_label
+from hwprof.render.columns import Column, Ranked, build, with_cum
 from hwprof.render.fmt import ms, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 from hwprof.schema.codec import need
@@ -21,6 +23,8 @@ from hwprof.schema.summaries_gpu import KinetoClock
 
 if TYPE_CHECKING:
     from hwprof.analysis.gpu_roofline import GpuRoofRow
+    from hwprof.analysis.gpu_view import GpuLayerRanking, GpuLayerRow
+    from hwprof.analysis.layer_stats import LayerReport
     from hwprof.analysis.run_analysis import Analysis
 
 KERNEL_NAME = 36
@@ -151,6 +155,40 @@ NO_GPU_TIME = "none"
 """The GPU ms cell of a layer whose range launched no kernel in the gpu pass (measured: nothing, not a gap)."""
 
 
+@dataclass(frozen=True)
+class _GpuLayerTable:
+    """What decides the GPU layer table's columns: the CPU layer report and the whole GPU ranking."""
+
+    rep: LayerReport
+    rank: GpuLayerRanking
+
+
+def _gpu_flops(t: _GpuLayerTable) -> bool:
+    return t.rep.has("flops")
+
+
+GPU_LAYER_COLUMNS: list[Column[_GpuLayerTable, Ranked[GpuLayerRow]]] = [
+    Column(Col("#"), lambda r: str(r.item.stat.index)),
+    Column(Col("type", "left", max_width=14), lambda r: r.item.stat.type),
+    Column(Col("GPU ms"), lambda r: NO_GPU_TIME if r.item.gpu_ms is None else ms(r.item.gpu_ms)),
+    Column(Col("GPU share"), lambda r: pct(r.item.share)),
+    Column(Col("cum", priority=6), lambda r: MISSING if r.item.share is None else pct(r.cum)),
+    Column(Col("host (launch) ms"), lambda r: ms(r.item.stat.time_ms)),
+    Column(Col("kernels", priority=3), lambda r: _f(r.item.kernels, "{:.0f}")),
+    Column(
+        Col("GFLOPs", priority=7),
+        lambda r: sig(r.item.stat.flops / 1e9 if r.item.stat.flops is not None else None),
+        _gpu_flops,
+    ),
+    Column(Col("AI", priority=4), lambda r: sig(r.item.stat.intensity), _gpu_flops),
+    Column(
+        Col("out shape", "left", priority=9, max_width=16),
+        lambda r: r.item.stat.out_shape,
+        lambda t: any(r.stat.out_shape for r in t.rank.rows),
+    ),
+]
+
+
 def gpu_main_layers_spec(a: Analysis, top: int) -> TableSpec | None:
     """The main layer table of a GPU run: ranked by GPU time per forward, the host (launch) time beside it.
     None where the run has no GPU time per layer (a CPU run; a GPU run whose gpu pass did not run): the
@@ -159,26 +197,7 @@ def gpu_main_layers_spec(a: Analysis, top: int) -> TableSpec | None:
     if g is None or not g.layers or not a.layers.layers:
         return None
     rank = gpu_ranked_layers(a.layers.layers, g)
-    flops = a.layers.has("flops")
-    shapes = any(r.stat.out_shape for r in rank.rows)
-    cols = [Col("#"), Col("type", "left", max_width=14), Col("GPU ms"), Col("GPU share"), Col("cum", priority=6)]
-    cols += [Col("host (launch) ms"), Col("kernels", priority=3)]
-    if flops:
-        cols += [Col("GFLOPs", priority=7), Col("AI", priority=4)]
-    if shapes:
-        cols += [Col("out shape", "left", priority=9, max_width=16)]
-    rows = []
-    cum = 0.0
-    for r in rank.rows[:top]:
-        cum += r.share or 0.0
-        s = r.stat
-        row = [str(s.index), s.type, NO_GPU_TIME if r.gpu_ms is None else ms(r.gpu_ms), pct(r.share)]
-        row += [MISSING if r.share is None else pct(cum), ms(s.time_ms), _f(r.kernels, "{:.0f}")]
-        if flops:
-            row += [sig(s.flops / 1e9 if s.flops is not None else None), sig(s.intensity)]
-        if shapes:
-            row += [s.out_shape]
-        rows.append(row)
+    cols, rows = build(GPU_LAYER_COLUMNS, _GpuLayerTable(a.layers, rank), with_cum(rank.rows[:top], lambda r: r.share))
     forwards = g.kineto.forwards
     outside = f"; {ms(rank.outside_gpu_ms)} ms of it launched outside every layer" if rank.outside_gpu_ms else ""
     notes = [

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hwprof.render.columns import Column, build
 from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport, LayerStat
     from hwprof.analysis.run_analysis import Analysis
+    from hwprof.core.kernels import NativeKernel, NativeLayer, NativeView
 
 KERNEL_LAYERS = 5
 NATIVE_LAYERS = 8
@@ -27,6 +30,37 @@ def _kernel_layers(rep: LayerReport) -> list[LayerStat]:
     return rep.top(KERNEL_LAYERS) or rep.top(KERNEL_LAYERS, "flops")
 
 
+@dataclass(frozen=True)
+class _LayerKernel:
+    """A row of the kernels-per-layer table: one of a layer's kernels; the layer's own cells on its first."""
+
+    layer: LayerStat
+    native: NativeLayer
+    first: bool
+    kernel: NativeKernel
+
+    def layer_cell(self, text: str) -> str:
+        return text if self.first else ""
+
+
+LAYER_KERNEL_COLUMNS: list[Column[LayerReport, _LayerKernel]] = [
+    Column(Col("layer", "left", max_width=16), lambda r: r.layer_cell(_layer_label(r.layer))),
+    Column(
+        Col("samples", priority=3),
+        lambda r: r.layer_cell(f"{r.native.samples}{' (few)' if r.native.too_few else ''}"),
+    ),
+    Column(Col("wait", priority=1), lambda r: r.layer_cell(pct(r.native.openmp_share))),
+    Column(Col("kernel", "left", max_width=46), lambda r: r.kernel.name),
+    Column(Col("kind", "left", priority=2, max_width=14), lambda r: r.kernel.kind),
+    Column(Col("share"), lambda r: pct(r.kernel.share)),
+    Column(
+        Col("CPI"),
+        lambda r: num(r.kernel.cpi),
+        lambda rep: any(k.cpi is not None for r in rep.layers if r.native for k in r.native.kernels),
+    ),
+]
+
+
 def native_kernels_spec(a: Analysis) -> TableSpec | None:
     """Per layer (top by time): its most sampled kernels over all threads, and how long its threads waited."""
     rep = a.layers
@@ -36,36 +70,14 @@ def native_kernels_spec(a: Analysis) -> TableSpec | None:
     title = "kernels per layer (all threads)"
     if view is None:
         return TableSpec(title, [], [], [f"native kernels: {rep.missing['native'].short()}"])
-    cpi = any(k.cpi is not None for r in rep.layers if r.native for k in r.native.kernels)
-    cols = [
-        Col("layer", "left", max_width=16),
-        Col("samples", priority=3),
-        Col("wait", priority=1),
-        Col("kernel", "left", max_width=46),
-        Col("kind", "left", priority=2, max_width=14),
-        Col("share"),
-    ]
-    if cpi:
-        cols.append(Col("CPI"))
     layers = [r for r in (rep.top(NATIVE_LAYERS) or rep.top(NATIVE_LAYERS, "flops")) if r.native is not None]
-    rows = []
-    for layer in layers:
-        native = layer.native
-        assert native is not None
-        for i, k in enumerate(native.kernels[:NATIVE_PER_LAYER]):
-            first = i == 0
-            samples = f"{native.samples}{' (few)' if native.too_few else ''}"
-            row = [
-                _layer_label(layer) if first else "",
-                samples if first else "",
-                pct(native.openmp_share) if first else "",
-                k.name,
-                k.kind,
-                pct(k.share),
-            ]
-            if cpi:
-                row.append(num(k.cpi))
-            rows.append(row)
+    rows_src = [
+        _LayerKernel(layer, layer.native, i == 0, k)
+        for layer in layers
+        if layer.native is not None
+        for i, k in enumerate(layer.native.kernels[:NATIVE_PER_LAYER])
+    ]
+    cols, rows = build(LAYER_KERNEL_COLUMNS, rep, rows_src)
     notes = [
         f"perf record on {view.sampling_event} at {view.rate_hz:.0f} Hz per thread in the kernels pass, every "
         f"thread, {view.iterations} measured iterations; a sample belongs to the layer the pipeline thread was "
@@ -85,6 +97,31 @@ def native_kernels_spec(a: Analysis) -> TableSpec | None:
     return TableSpec(f"{title}, top {len(layers)} layers by time", cols, rows, notes)
 
 
+@dataclass(frozen=True)
+class _ModelKernel:
+    """A row of the kernels-over-the-model table: the kernel, and the layers it ran in as text."""
+
+    kernel: NativeKernel
+    layers: str
+
+
+def _kernel_layers_text(k: NativeKernel, label: dict[str, str]) -> str:
+    where = ", ".join(f"{label.get(name, name)} {100 * share:.0f}%" for name, share in k.layers[:KERNEL_LAYER_NAMES])
+    if len(k.layers) > KERNEL_LAYER_NAMES:
+        where += f", +{len(k.layers) - KERNEL_LAYER_NAMES} more"
+    return where
+
+
+MODEL_KERNEL_COLUMNS: list[Column[NativeView, _ModelKernel]] = [
+    Column(Col("kernel", "left", max_width=46), lambda r: r.kernel.name),
+    Column(Col("kind", "left", priority=2, max_width=14), lambda r: r.kernel.kind),
+    Column(Col("share"), lambda r: pct(r.kernel.share)),
+    Column(Col("CPI"), lambda r: num(r.kernel.cpi), lambda view: any(k.cpi is not None for k in view.kernels)),
+    Column(Col("samples", priority=3), lambda r: str(r.kernel.samples)),
+    Column(Col("layers (share of the kernel's samples)", "left", priority=1, max_width=40), lambda r: r.layers),
+]
+
+
 def native_model_spec(a: Analysis) -> TableSpec | None:
     """The model's most sampled kernels over forward, with the layers they ran in."""
     rep = a.layers
@@ -92,27 +129,8 @@ def native_model_spec(a: Analysis) -> TableSpec | None:
     if view is None or not view.kernels:
         return None
     label = {r.name: str(r.index) if r.depth == 1 else r.name.removeprefix("model.") for r in rep.layers}
-    cpi = any(k.cpi is not None for k in view.kernels)
-    cols = [
-        Col("kernel", "left", max_width=46),
-        Col("kind", "left", priority=2, max_width=14),
-        Col("share"),
-        Col("samples", priority=3),
-        Col("layers (share of the kernel's samples)", "left", priority=1, max_width=40),
-    ]
-    if cpi:
-        cols.insert(3, Col("CPI"))
-    rows = []
-    for k in view.kernels[:MODEL_KERNELS]:
-        where = ", ".join(
-            f"{label.get(name, name)} {100 * share:.0f}%" for name, share in k.layers[:KERNEL_LAYER_NAMES]
-        )
-        if len(k.layers) > KERNEL_LAYER_NAMES:
-            where += f", +{len(k.layers) - KERNEL_LAYER_NAMES} more"
-        row = [k.name, k.kind, pct(k.share), str(k.samples), where]
-        if cpi:
-            row.insert(3, num(k.cpi))
-        rows.append(row)
+    rows_src = [_ModelKernel(k, _kernel_layers_text(k, label)) for k in view.kernels[:MODEL_KERNELS]]
+    cols, rows = build(MODEL_KERNEL_COLUMNS, view, rows_src)
     notes = ["share of forward's sampled time over all threads (kernels pass)"]
     return TableSpec(f"kernels over the model, top {len(rows)} of {len(view.kernels)}", cols, rows, notes)
 

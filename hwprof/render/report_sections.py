@@ -7,61 +7,58 @@ note under the table says "unavailable: <reason>".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.roofline import PROBE_LABELS
+from hwprof.render.columns import Column, Ranked, build, with_cum
 from hwprof.render.fmt import ms, num, pct, si_bytes, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_stats import LayerStat
+    from hwprof.analysis.layer_stats import LayerReport, LayerStat
     from hwprof.analysis.run_analysis import Analysis
+    from hwprof.analysis.stages import StageRow, Stages
+    from hwprof.analysis.types import TypeStat
+
+
+def _stage_energy(st: Stages) -> bool:
+    return any(r.energy_j is not None for r in st.rows)
+
+
+def _stage_rss(st: Stages) -> bool:
+    return any(r.rss_peak_bytes is not None for r in st.rows)
+
+
+def _stage_busy(st: Stages) -> bool:
+    return any(r.cores_busy is not None for r in st.rows)
+
+
+STAGE_COLUMNS: list[Column[Stages, StageRow]] = [
+    Column(Col("stage", "left"), lambda r: r.name),
+    Column(Col("p50 ms"), lambda r: ms(r.p50_ms)),
+    Column(Col("p90 ms"), lambda r: ms(r.p90_ms)),
+    Column(Col("p99 ms"), lambda r: ms(r.p99_ms)),
+    Column(Col("mean ms", priority=3), lambda r: ms(r.mean_ms)),
+    Column(Col("stdev", priority=2), lambda r: ms(r.stdev_ms)),
+    Column(Col("n", priority=4), lambda r: str(r.n)),
+    Column(Col("share"), lambda r: pct(r.share) if r.name != "iteration" else ""),
+    Column(Col("FPS", priority=1), lambda r: num(r.fps, 2)),
+    Column(Col("J/image"), lambda r: sig(r.energy_j_per_image), _stage_energy),
+    Column(
+        Col("RSS MB", priority=5),
+        lambda r: num(r.rss_peak_bytes / 1e6, 0) if r.rss_peak_bytes is not None else MISSING,
+        _stage_rss,
+    ),
+    Column(Col("cores", priority=5), lambda r: num(r.cores_busy), _stage_busy),
+]
 
 
 def stages_spec(a: Analysis) -> TableSpec | None:
     st = a.stages
     if not st.rows:
-        return TableSpec("pipeline stages", [], [], [f"no stage timings in run.json (run {a.run.get('status')})"])
-    energy = any(r.energy_j is not None for r in st.rows)
-    rss = any(r.rss_peak_bytes is not None for r in st.rows)
-    busy = any(r.cores_busy is not None for r in st.rows)
-    cols = [
-        Col("stage", "left"),
-        Col("p50 ms"),
-        Col("p90 ms"),
-        Col("p99 ms"),
-        Col("mean ms", priority=3),
-        Col("stdev", priority=2),
-        Col("n", priority=4),
-        Col("share"),
-        Col("FPS", priority=1),
-    ]
-    if energy:
-        cols.append(Col("J/image"))
-    if rss:
-        cols.append(Col("RSS MB", priority=5))
-    if busy:
-        cols.append(Col("cores", priority=5))
-    rows = []
-    for r in st.rows:
-        row = [
-            r.name,
-            ms(r.p50_ms),
-            ms(r.p90_ms),
-            ms(r.p99_ms),
-            ms(r.mean_ms),
-            ms(r.stdev_ms),
-            str(r.n),
-            pct(r.share) if r.name != "iteration" else "",
-            num(r.fps, 2),
-        ]
-        if energy:
-            row.append(sig(r.energy_j_per_image))
-        if rss:
-            row.append(num(r.rss_peak_bytes / 1e6, 0) if r.rss_peak_bytes is not None else MISSING)
-        if busy:
-            row.append(num(r.cores_busy))
-        rows.append(row)
+        return TableSpec("pipeline stages", [], [], [f"no stage timings in run.json (run {a.doc.status})"])
+    cols, rows = build(STAGE_COLUMNS, st, st.rows)
     notes = [f"{st.disturbed}: these stage times are not clean"] if st.disturbed else []
     if st.fps:
         notes.append(
@@ -73,7 +70,7 @@ def stages_spec(a: Analysis) -> TableSpec | None:
         notes.append(f"energy {st.j_per_image:.3f} J per image{watts} (RAPL, whole socket)")
     elif st.energy_missing is not None:
         notes.append(f"energy: {st.energy_missing.short()}")
-    if rss or busy:
+    if _stage_rss(st) or _stage_busy(st):
         peak = f"; process peak RSS {st.peak_rss_bytes / 1e6:.0f} MB" if st.peak_rss_bytes else ""
         notes.append(
             f"RSS MB = peak resident memory in the stage, cores = CPU time / wall time (sysstat, layers pass){peak}"
@@ -91,6 +88,64 @@ def _kernel_text(layer: LayerStat) -> str:
     return f"{k.name.removeprefix('aten::')}{label} {100 * k.share:.0f}%"
 
 
+@dataclass(frozen=True)
+class _LayerTable:
+    """What decides the layer table's columns: the report, and whether its rows are ranked by time."""
+
+    rep: LayerReport
+    by_time: bool
+
+    @property
+    def roof(self) -> bool:
+        return self.rep.roof.roof is not None
+
+
+def _layer_counters(t: _LayerTable) -> bool:
+    return t.rep.has("cpi")
+
+
+def _by_time(t: _LayerTable) -> bool:
+    return t.by_time
+
+
+def _layer_roof(t: _LayerTable) -> bool:
+    return t.roof
+
+
+LAYER_COLUMNS: list[Column[_LayerTable, Ranked[LayerStat]]] = [
+    Column(Col("#"), lambda r: str(r.item.index)),
+    Column(Col("type", "left", max_width=14), lambda r: r.item.type),
+    Column(Col("ms"), lambda r: ms(r.item.time_ms), _by_time),
+    Column(Col("share"), lambda r: pct(r.item.share), _by_time),
+    Column(Col("cum", priority=6), lambda r: pct(r.cum), _by_time),
+    Column(Col("GFLOPs", priority=7), lambda r: sig(r.item.flops / 1e9 if r.item.flops is not None else None)),
+    Column(Col("GFLOP/s", priority=3), lambda r: sig(r.item.gflops_s), _by_time),
+    Column(Col("% peak"), lambda r: num(r.item.pct_peak, 1), lambda t: t.by_time and t.roof),
+    Column(Col("AI", priority=4), lambda r: sig(r.item.intensity)),
+    Column(Col("bound"), lambda r: r.item.bound or MISSING, _layer_roof),
+    Column(
+        Col("bound (meas.)", priority=2),
+        lambda r: r.item.bound_measured or MISSING,
+        lambda t: t.roof and t.rep.has("bound_measured"),
+    ),
+    Column(Col("CPI"), lambda r: num(r.item.cpi), _layer_counters),
+    Column(Col("IPC", priority=5), lambda r: num(r.item.ipc), _layer_counters),
+    Column(Col("LLC MPKI", priority=4), lambda r: num(r.item.llc_mpki), lambda t: t.rep.has("llc_mpki")),
+    Column(Col("CPUs", priority=6), lambda r: num(r.item.cpus), lambda t: t.rep.has("cpus")),
+    Column(
+        Col("mJ", priority=3),
+        lambda r: sig(r.item.energy_j * 1e3 if r.item.energy_j is not None else None),
+        lambda t: t.rep.has("energy_j"),
+    ),
+    Column(
+        Col("top kernel", "left", priority=8, max_width=30),
+        lambda r: _kernel_text(r.item),
+        lambda t: any(r.kernels for r in t.rep.layers),
+    ),
+    Column(Col("out shape", "left", priority=9, max_width=16), lambda r: r.item.out_shape),
+]
+
+
 def layers_spec(a: Analysis, top: int) -> TableSpec | None:
     rep = a.layers
     if not rep.layers:
@@ -99,66 +154,7 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
     by_time = bool(rows_src)
     if not by_time:
         rows_src = rep.top(top, "flops")
-    roof = rep.roof.roof is not None
-    counters = rep.has("cpi")
-    mpki = rep.has("llc_mpki")
-    cpus = rep.has("cpus")
-    energy = rep.has("energy_j")
-    kernels = any(r.kernels for r in rep.layers)
-    measured = rep.has("bound_measured")
-    cols = [Col("#"), Col("type", "left", max_width=14)]
-    if by_time:
-        cols += [Col("ms"), Col("share"), Col("cum", priority=6)]
-    cols += [Col("GFLOPs", priority=7)]
-    if by_time:
-        cols += [Col("GFLOP/s", priority=3)]
-        if roof:
-            cols += [Col("% peak")]
-    cols += [Col("AI", priority=4)]
-    if roof:
-        cols += [Col("bound")]
-        if measured:
-            cols += [Col("bound (meas.)", priority=2)]
-    if counters:
-        cols += [Col("CPI"), Col("IPC", priority=5)]
-    if mpki:
-        cols += [Col("LLC MPKI", priority=4)]
-    if cpus:
-        cols += [Col("CPUs", priority=6)]
-    if energy:
-        cols += [Col("mJ", priority=3)]
-    if kernels:
-        cols += [Col("top kernel", "left", priority=8, max_width=30)]
-    cols += [Col("out shape", "left", priority=9, max_width=16)]
-    rows = []
-    cum = 0.0
-    for r in rows_src:
-        row = [str(r.index), r.type]
-        if by_time:
-            cum += r.share or 0.0
-            row += [ms(r.time_ms), pct(r.share), pct(cum)]
-        row += [sig(r.flops / 1e9 if r.flops is not None else None)]
-        if by_time:
-            row += [sig(r.gflops_s)]
-            if roof:
-                row += [num(r.pct_peak, 1)]
-        row += [sig(r.intensity)]
-        if roof:
-            row += [r.bound or MISSING]
-            if measured:
-                row += [r.bound_measured or MISSING]
-        if counters:
-            row += [num(r.cpi), num(r.ipc)]
-        if mpki:
-            row += [num(r.llc_mpki)]
-        if cpus:
-            row += [num(r.cpus)]
-        if energy:
-            row += [sig(r.energy_j * 1e3 if r.energy_j is not None else None)]
-        if kernels:
-            row += [_kernel_text(r)]
-        row += [r.out_shape]
-        rows.append(row)
+    cols, rows = build(LAYER_COLUMNS, _LayerTable(rep, by_time), with_cum(rows_src, lambda r: r.share))
     notes = []
     if by_time:
         notes.append(rep.time_note)
@@ -169,8 +165,7 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
     else:
         notes.append(f"per-layer time: {rep.missing['time'].short()}")
     notes.append("AI = FLOPs / minimum bytes (activations in + out + weights): an upper bound on the real intensity")
-    simulated = a.run.get("collectors", {}).get("callgrind", {})
-    if simulated.get("status") in ("ok", "partial"):
+    if a.doc.entry("callgrind").ran:
         notes.append(
             "instructions, MPKI and branch figures that perf could not count here are simulated (callgrind, "
             "AVX2 code path: valgrind hides AVX-512); callgrind simulates no cycles, so no CPI from it"
@@ -229,49 +224,45 @@ def rankings_spec(a: Analysis) -> TableSpec | None:
     return TableSpec("layers ranked", cols, rows, notes)
 
 
+def _types_timed(a: Analysis) -> bool:
+    return any(t.time_ms is not None for t in a.types)
+
+
+def _types_cpi(a: Analysis) -> bool:
+    return any(t.cpi is not None for t in a.types)
+
+
+def _roof(a: Analysis) -> bool:
+    return a.layers.roof.roof is not None
+
+
+TYPE_COLUMNS: list[Column[Analysis, TypeStat]] = [
+    Column(Col("type", "left", max_width=16), lambda t: t.type),
+    Column(Col("n"), lambda t: str(t.count)),
+    Column(Col("ms"), lambda t: ms(t.time_ms), _types_timed),
+    Column(Col("share"), lambda t: pct(t.share), _types_timed),
+    Column(Col("params", priority=3), lambda t: MISSING if t.params is None else f"{t.params:,}"),
+    Column(Col("GFLOPs", priority=2), lambda t: sig(t.flops / 1e9 if t.flops is not None else None)),
+    Column(Col("GFLOP/s"), lambda t: sig(t.gflops_s), _types_timed),
+    Column(Col("AI", priority=1), lambda t: sig(t.intensity)),
+    Column(Col("bound"), lambda t: t.bound or MISSING, _roof),
+    Column(Col("% peak", priority=2), lambda t: num(t.pct_peak, 1), lambda a: _roof(a) and _types_timed(a)),
+    Column(Col("CPI"), lambda t: num(t.cpi), _types_cpi),
+    Column(
+        Col("mJ"),
+        lambda t: sig(t.energy_j * 1e3 if t.energy_j is not None else None),
+        lambda a: any(t.energy_j is not None for t in a.types),
+    ),
+]
+
+
 def types_spec(a: Analysis) -> TableSpec | None:
     if not a.types:
         return None
-    roof = a.layers.roof.roof is not None
-    timed = any(t.time_ms is not None for t in a.types)
-    cpi = any(t.cpi is not None for t in a.types)
-    energy = any(t.energy_j is not None for t in a.types)
-    cols = [Col("type", "left", max_width=16), Col("n")]
-    if timed:
-        cols += [Col("ms"), Col("share")]
-    cols += [Col("params", priority=3), Col("GFLOPs", priority=2)]
-    if timed:
-        cols += [Col("GFLOP/s")]
-    cols += [Col("AI", priority=1)]
-    if roof:
-        cols += [Col("bound")]
-        if timed:
-            cols += [Col("% peak", priority=2)]
-    if cpi:
-        cols += [Col("CPI")]
-    if energy:
-        cols += [Col("mJ")]
-    rows = []
-    for t in a.types:
-        row = [t.type, str(t.count)]
-        if timed:
-            row += [ms(t.time_ms), pct(t.share)]
-        row += [MISSING if t.params is None else f"{t.params:,}", sig(t.flops / 1e9 if t.flops is not None else None)]
-        if timed:
-            row += [sig(t.gflops_s)]
-        row += [sig(t.intensity)]
-        if roof:
-            row += [t.bound or MISSING]
-            if timed:
-                row += [num(t.pct_peak, 1)]
-        if cpi:
-            row += [num(t.cpi)]
-        if energy:
-            row += [sig(t.energy_j * 1e3 if t.energy_j is not None else None)]
-        rows.append(row)
+    cols, rows = build(TYPE_COLUMNS, a, a.types)
     notes = [
         "top-level layers; time includes nested layers; CPI = cycles / instructions summed over the type"
-        if cpi
+        if _types_cpi(a)
         else "top-level layers; time includes nested layers"
     ]
     return TableSpec("layer types", cols, rows, notes)
