@@ -221,7 +221,7 @@ class PySpyTool(AttachedTool):
         status = "ok" if returncode == 0 else "partial"
         reason = "" if returncode == 0 else f"py-spy exited with status {returncode}: {_last_line(log_text)}"
         fix = ""
-        if need(summary.clock)["mode"] == "launch-time" and status == "ok":
+        if need(summary.clock).get("mode") == "launch-time" and status == "ok":  # speedscope: no mode
             status = "partial"
             reason = "too few samples to see a forward stage begin or end: the samples' times are estimated from "
             reason += "py-spy's launch time (tens of ms off), so their layer attribution is unreliable"
