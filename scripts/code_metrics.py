@@ -24,7 +24,7 @@ from pathlib import Path
 
 READ_WRITE = ("rundir/", "atomic.py")
 """Modules allowed to touch files in the run directory (paths relative to hwprof/ or collectors/)."""
-RUN_READERS = ("analysis/", "render/", "finish", "advise/")
+RUN_READERS = ("analysis/", "render/", "trace/", "session/finish", "finish", "advise/")
 SCHEMA = ("schema/", "runschema.py")
 FILE_CALL = re.compile(
     r"(\bopen\(|\.read_text\(|\.read_bytes\(|\.write_text\(|\.write_bytes\(|json\.load\(|json\.dump\(|\.open\()"
@@ -94,7 +94,7 @@ def measure(root: Path) -> Figures:
             if not in_schema and CHAIN.search(code):
                 chains += 1
             found = len(FILE_CALL.findall(code))
-            if inner.startswith(("analysis/", "render/")):
+            if inner.startswith(("analysis/", "render/", "trace/")):
                 calls_ar += found
             if not inner.startswith(READ_WRITE):
                 calls_out += found
