@@ -70,6 +70,13 @@ def test_unknown_keys_survive_a_round_trip() -> None:
     assert _dump(run.to_json()) == _dump(doc)
 
 
+@pytest.mark.parametrize("weights", ["random init", {"path": "/w/y8n.pt", "format": "state_dict", "sha256": "ab"}])
+def test_the_model_weights_are_a_note_or_what_was_loaded(weights: Any) -> None:
+    """--weights FILE records the loaded file's description (workload.zoo), a random model "random init"."""
+    doc = {"schema_version": SCHEMA_VERSION, "status": "ok", "model": {"name": "yolov8n", "weights": weights}}
+    assert _dump(RunDoc.read(doc, "run.json").to_json()) == _dump(doc)
+
+
 def _wrong_value(types: tuple[type, ...]) -> Any:
     return "damaged" if str not in types else 7
 

@@ -84,7 +84,8 @@ class ModelDoc(Record):
 
     name: str | None = None
     family: str | None = None
-    weights: str | None = None
+    weights: str | JsonObject | None = None
+    """"random init", or what was loaded: path, format, sha256, tensors (hwprof.workload.zoo)."""
     random_init: bool | None = None
     params: int | None = None
     params_fused: int | None = None
