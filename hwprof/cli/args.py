@@ -122,36 +122,9 @@ def add_cluster_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hwprof", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    from hwprof.cli.advise import add_advise_args
-
-    collect = sub.add_parser("collect", help="run the pipeline under every available collector")
-    add_collect_args(collect)
-    collect.add_argument(
-        "--advise", action="store_true", help="then run the changes the findings point to (as `hwprof advise`)"
-    )
-    add_advise_args(collect, prefix="advise-")
-    advise = sub.add_parser(
-        "advise", help="run the changes a run's findings point to, each paired against the run's configuration"
-    )
-    advise.add_argument("run_dir", type=Path)
-    add_advise_args(advise)
-    report = sub.add_parser("report", help="print the report of a run directory")
-    report.add_argument("run_dir", type=Path)
-    report.add_argument("--top", type=int, default=15, help="layers in the top-layers table")
-    report.add_argument("--format", choices=("rich", "json", "csv", "markdown"), default="rich")
-    report.add_argument("--plots", action="store_true", help="redraw the PNG plots")
-    trace = sub.add_parser("trace", help="(re)build RUN_DIR/trace.pftrace from the run directory")
-    trace.add_argument("run_dir", type=Path)
-    compare = sub.add_parser("compare", help="runs side by side, with ratios to the first")
-    compare.add_argument("run_dirs", type=Path, nargs="+")
-    compare.add_argument("--top", type=int, default=15)
-    compare.add_argument("--format", choices=("rich", "markdown", "json"), default="rich")
-    sweep = sub.add_parser(
-        "sweep", help="one collect per model x runtime x precision x threads x batch, then one table"
-    )
+def add_sweep_args(sweep: argparse.ArgumentParser) -> None:
+    """`hwprof sweep`: the grid's dimensions, each point's collect settings, the cluster and the points' own
+    collect options after --."""
     sweep.add_argument("--models", type=csv_list, default=[])
     sweep.add_argument(
         "--runtimes", type=csv_list, default=["torch"], help=f"comma list of {', '.join(RUNTIMES)} (default torch)"
@@ -188,15 +161,53 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="*",
         help="after --: more `collect` options for every point (default collectors: --only timing,flops,rapl)",
     )
-    from hwprof.cli.sweep_job import add_sweep_job_args
 
-    add_sweep_job_args(sub.add_parser("sweep-job", help="a sweep submitted with --submit: status, logs, stop, fetch"))
-    doctor = sub.add_parser("doctor", help="what this host can measure, and the fix for what it cannot")
+
+def add_doctor_args(doctor: argparse.ArgumentParser) -> None:
+    """`hwprof doctor`: the counter backend and device to check, and the peak measurement."""
     doctor.add_argument("--counters", choices=("perf", "papi", "ncu"), default="perf")
     doctor.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: what the GPU collectors could do there")
     doctor.add_argument("--peaks", action="store_true", help="measure (or show the cached) peak GFLOP/s and GB/s")
     doctor.add_argument("--force", action="store_true", help="with --peaks: measure again")
     doctor.add_argument("--threads", type=int, default=default_threads(), help="with --peaks: torch threads")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hwprof", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    from hwprof.cli.advise import add_advise_args
+
+    collect = sub.add_parser("collect", help="run the pipeline under every available collector")
+    add_collect_args(collect)
+    collect.add_argument(
+        "--advise", action="store_true", help="then run the changes the findings point to (as `hwprof advise`)"
+    )
+    add_advise_args(collect, prefix="advise-")
+    advise = sub.add_parser(
+        "advise", help="run the changes a run's findings point to, each paired against the run's configuration"
+    )
+    advise.add_argument("run_dir", type=Path)
+    add_advise_args(advise)
+    report = sub.add_parser("report", help="print the report of a run directory")
+    report.add_argument("run_dir", type=Path)
+    report.add_argument("--top", type=int, default=15, help="layers in the top-layers table")
+    report.add_argument("--format", choices=("rich", "json", "csv", "markdown"), default="rich")
+    report.add_argument("--plots", action="store_true", help="redraw the PNG plots")
+    trace = sub.add_parser("trace", help="(re)build RUN_DIR/trace.pftrace from the run directory")
+    trace.add_argument("run_dir", type=Path)
+    compare = sub.add_parser("compare", help="runs side by side, with ratios to the first")
+    compare.add_argument("run_dirs", type=Path, nargs="+")
+    compare.add_argument("--top", type=int, default=15)
+    compare.add_argument("--format", choices=("rich", "markdown", "json"), default="rich")
+    sweep = sub.add_parser(
+        "sweep", help="one collect per model x runtime x precision x threads x batch, then one table"
+    )
+    add_sweep_args(sweep)
+    from hwprof.cli.sweep_job import add_sweep_job_args
+
+    add_sweep_job_args(sub.add_parser("sweep-job", help="a sweep submitted with --submit: status, logs, stop, fetch"))
+    doctor = sub.add_parser("doctor", help="what this host can measure, and the fix for what it cannot")
+    add_doctor_args(doctor)
     models = sub.add_parser("models", help="the model names hwprof knows, with params and GFLOPs")
     models.add_argument("--imgsz", type=int, default=640)
     from hwprof.cli.gpu_import import add_gpu_import_args

@@ -17,6 +17,7 @@ from hwprof.session.stopping import StopSignals
 
 if TYPE_CHECKING:
     from hwprof.core.atomic import SpaceReserve
+    from hwprof.rundir.reader import RunData
     from hwprof.schema.run import RunDoc
 
 
@@ -75,6 +76,46 @@ def _collect_into(
 ) -> int:
     """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
     from hwprof.rundir.reader import RunData
+
+    exit_code = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate)
+    if exit_code is not None:
+        return exit_code
+    if stop.escalated:
+        console.print(
+            f"[red]interrupted[/] by {stop.name} twice: every process of the pass was killed; run.json, "
+            f"summary.json and layers.csv of what was kept are in {run_dir} (the trace and plots were skipped: "
+            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build them)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return stop.exit_code
+    if getattr(args, "advise", False) and not stop.requested:
+        _advise_after(run_dir, args, console, stop)
+    if stop.requested:
+        console.print(
+            f"[red]interrupted[/] by {stop.name}: the passes that ran are kept in {run_dir}; "
+            "writing the report of what was kept (a second signal skips it)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    data = RunData.load(run_dir)
+    exit_code = _render_collected(run_dir, data, args, console, stop)
+    if exit_code is not None:
+        return exit_code
+    console.print(f"run directory: {run_dir}")
+    return _final_status(data.doc, console, stop)
+
+
+def _run_passes(
+    run_dir: Path,
+    config: Any,
+    images: Any,
+    plan: Any,
+    stop: StopSignals,
+    console: Console,
+    disk_estimate: dict[str, Any],
+) -> int | None:
+    """The passes under a progress bar each; the exit status where they were cut short (None: go on)."""
     from hwprof.session.plan import CollectError
     from hwprof.session.run import Session
 
@@ -104,25 +145,14 @@ def _collect_into(
             progress.stop()
             console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})", soft_wrap=True)
             return EXIT_USAGE
-    if stop.escalated:
-        console.print(
-            f"[red]interrupted[/] by {stop.name} twice: every process of the pass was killed; run.json, "
-            f"summary.json and layers.csv of what was kept are in {run_dir} (the trace and plots were skipped: "
-            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build them)",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return stop.exit_code
-    if getattr(args, "advise", False) and not stop.requested:
-        _advise_after(run_dir, args, console, stop)
-    if stop.requested:
-        console.print(
-            f"[red]interrupted[/] by {stop.name}: the passes that ran are kept in {run_dir}; "
-            "writing the report of what was kept (a second signal skips it)",
-            highlight=False,
-            soft_wrap=True,
-        )
-    data = RunData.load(run_dir)
+    return None
+
+
+def _render_collected(
+    run_dir: Path, data: RunData, args: argparse.Namespace, console: Console, stop: StopSignals
+) -> int | None:
+    """The report (or, with --no-report or after a stop, only its files) and the trace; the exit status
+    where they could not be written (None: go on). A full disk is recorded in run.json and raised."""
     from hwprof.core.atomic import DiskFullError
     from hwprof.session.finish import record_render_error, report_after_collect, write_report
 
@@ -161,12 +191,16 @@ def _collect_into(
     finally:
         if reserve is not None:
             reserve.release()
-    console.print(f"run directory: {run_dir}")
-    for line in lingering_lines(data.doc):
+    return None
+
+
+def _final_status(run: RunDoc, console: Console, stop: StopSignals) -> int:
+    """Warnings of processes left running, then the exit status: a stop's, 1 where the run has problems."""
+    for line in lingering_lines(run):
         console.print(f"[yellow]warning:[/] {line}", highlight=False)
     if stop.requested:
         return stop.exit_code
-    problems = run_problems(data.doc)
+    problems = run_problems(run)
     for problem in problems:
         console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)
     return 1 if problems else 0

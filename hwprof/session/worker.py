@@ -19,6 +19,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError, atomic_write_text
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus, MarkerLog
+from hwprof.rundir.pass_files import write_model_json, write_pass_result, write_runtime_files
 from hwprof.session.registry import by_name
 from hwprof.session.worker_io import LossyStream, disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
@@ -36,6 +38,34 @@ EXIT_INTERRUPTED = 130
 ERROR_PREFIX = "hwprof-error: "
 WORKER_PID = "worker.pid"
 """Written into the pass folder: the process a stop signal goes to when the worker runs under a launcher (Scalene)."""
+
+
+@dataclass
+class Failure:
+    """Why a collector failed: the hook that raised and its error ("TypeError: ...")."""
+
+    stage: str
+    error: str
+    seq: int
+    """The order it failed in, among the pass's failures: result.json lists the collectors in the order their
+    outcome was known (failed ones first, then the others as they close)."""
+
+    @property
+    def reason(self) -> str:
+        return f"{self.stage}: {self.error}"
+
+
+@dataclass
+class CollectorRecord:
+    """One collector's standing in the pass: ok until a hook of it raises, then failed with the reason; a
+    failed collector's hooks are no longer called (but close(), to release what it holds)."""
+
+    collector: Collector
+    failure: Failure | None = field(default=None)
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
 
 
 class PassRunner:
@@ -50,7 +80,7 @@ class PassRunner:
         # Ascending `order` everywhere: counter readers (high order) open last, so threads that
         # other collectors start in open() exist before the counters and stay out of their counts.
         self.collectors: list[Collector] = sorted((classes[n](self.config) for n in names), key=lambda c: c.order)
-        self.results: dict[str, CollectorResult] = {}
+        self.records = {c.name: CollectorRecord(c) for c in self.collectors}
         self.log = MarkerLog()
         self.markers_path = self.ctx.out_dir / "markers.jsonl"
         self.clean_iteration = False
@@ -63,11 +93,21 @@ class PassRunner:
         self.disk_full: DiskFullError | None = None
         """The first write that found the disk full: the pass fails with its path."""
 
-    def _fail(self, collector: Collector, stage: str, exc: BaseException) -> None:
+    def _fail(self, collector: Collector, stage: str, exc: BaseException) -> Failure:
         self._note_disk_full(exc)
         print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
-        self.results[collector.name] = CollectorResult("failed", reason=f"{stage}: {type(exc).__name__}: {exc}")
+        record = self._record(collector)
+        seq = record.failure.seq if record.failure else sum(1 for r in self.records.values() if not r.ok)
+        record.failure = Failure(stage, f"{type(exc).__name__}: {exc}", seq)
+        return record.failure
+
+    def _record(self, collector: Collector) -> CollectorRecord:
+        return self.records.setdefault(collector.name, CollectorRecord(collector))
+
+    def _ok(self, collector: Collector) -> bool:
+        """The collector has not failed: its hooks are still called."""
+        return self._record(collector).ok
 
     def _note_disk_full(self, exc: BaseException) -> None:
         if isinstance(exc, DiskFullError) and self.disk_full is None:
@@ -75,7 +115,7 @@ class PassRunner:
 
     def _each(self, stage: str, *args: Any) -> None:
         for collector in self.collectors:
-            if collector.name not in self.results:
+            if self._ok(collector):
                 self._call(collector, stage, *args)
 
     def _call(self, collector: Collector, stage: str, *args: Any) -> None:
@@ -97,7 +137,7 @@ class PassRunner:
         """on_marker, but a collector that raises is marked failed and stops receiving markers."""
 
         def deliver(marker: Marker) -> None:
-            if collector.name in self.results or (self.clean_iteration and not collector.clean_markers):
+            if not self._ok(collector) or (self.clean_iteration and not collector.clean_markers):
                 return
             try:
                 collector.on_marker(marker)
@@ -110,7 +150,7 @@ class PassRunner:
         """--iters, or more where a collector of this pass needs more (its wish is bounded by the collector)."""
         wishes = [self.config.iters]
         for collector in self.collectors:
-            if collector.name in self.results:
+            if not self._ok(collector):
                 continue
             try:
                 wishes.append(collector.measured_iterations(self.ctx) or 0)
@@ -121,13 +161,13 @@ class PassRunner:
 
     def _iteration_cap(self) -> int | None:
         """The smallest iteration_limit of the pass's live collectors (None: none limits)."""
-        limits = [c.iteration_limit(self.ctx) for c in self.collectors if c.name not in self.results]
+        limits = [c.iteration_limit(self.ctx) for c in self.collectors if self._ok(c)]
         return min((x for x in limits if x), default=None)
 
     def _pairs(self, runtime_name: str) -> bool:
         """Interleave clean iterations (hwprof.session.paired) when the layer hooks or a collector of the pass can
         be switched off in-process; records which were and which stayed on (their cost is in both sides)."""
-        live = [c for c in self.collectors if c.name not in self.results]
+        live = [c for c in self.collectors if self._ok(c)]
         switched = [c.name for c in live if c.switchable]
         hooks = ["layer markers"] if self._remove_hooks is not None else []
         wanted = self.config.extra.get("paired", True) and all(c.clean_iterations for c in live)
@@ -148,7 +188,7 @@ class PassRunner:
 
         pipeline = self.ctx.pipeline
         assert pipeline is not None
-        switchable = [c for c in self.collectors if c.switchable and c.name not in self.results]
+        switchable = [c for c in self.collectors if c.switchable and self._ok(c)]
         for collector in switchable:
             self._call(collector, "pause", self.ctx)
         if self._remove_hooks is not None:
@@ -163,7 +203,7 @@ class PassRunner:
                     self._marker_module(pipeline.built), self.bus, self.config.depth
                 )
             for collector in switchable:
-                if collector.name not in self.results:
+                if self._ok(collector):
                     self._call(collector, "resume", self.ctx)
 
     def _step(self, measured: bool, i: int, total: int) -> None:
@@ -212,20 +252,7 @@ class PassRunner:
         assert pipeline is not None
         built = pipeline.built
         layers = layer_table(built.module, pipeline.sample_batch(), self.config.depth)
-        info = {
-            "name": built.name,
-            "family": built.family,
-            "weights": built.weights or "random init",
-            "random_init": built.weights is None,
-            "params": built.params,
-            "params_fused": built.params_fused,
-            "stride": built.stride,
-            "output_format": built.output_format,
-            "classes": len(built.class_names),
-            "input_shape": list(pipeline.sample_batch().shape),
-            "layers": [row.to_dict() for row in layers],
-        }
-        atomic_write_text(self.ctx.out_dir / "model.json", json.dumps(info, indent=1))
+        write_model_json(self.ctx.out_dir, built, pipeline.sample_batch().shape, layers)
 
     def _prepare_runtime(self) -> None:
         """Export/compile for the runtime and check its output against fp32 torch on the first batch."""
@@ -258,7 +285,6 @@ class PassRunner:
         """End the runtime's profiler, replay its layer spans into the marker log (never to collectors)
         and write runtime.json and its node table. A failure here is reported, not raised."""
         from hwprof.workload.node_layers import replay_markers
-        from hwprof.workload.runtime_artifacts import write_runtime_artifacts
 
         pipeline = self.ctx.pipeline
         runtime = pipeline.runtime if pipeline is not None else None
@@ -271,12 +297,12 @@ class PassRunner:
                     for marker in replay_markers(run, self.config.depth):
                         self.log(marker)
                 runtime.info["replayed_layer_markers"] = sum(1 for m in self.log.markers if m.replayed)
-            write_runtime_artifacts(self.ctx.out_dir, runtime, profile)
+            write_runtime_files(self.ctx.out_dir, runtime, profile)
         except Exception as exc:
             print(f"runtime {runtime.name}: its profile could not be read: {exc}", file=sys.stderr)
             traceback.print_exc(file=sys.stderr)
             runtime.info["profile_error"] = f"{type(exc).__name__}: {exc}"
-            write_runtime_artifacts(self.ctx.out_dir, runtime, None)
+            write_runtime_files(self.ctx.out_dir, runtime, None)
 
     def run(self) -> int:
         status, error = "ok", ""
@@ -299,7 +325,7 @@ class PassRunner:
             self._prepare_runtime()
             self.bus.subscribe(self.log)
             for collector in sorted(self.collectors, key=lambda c: c.order):
-                if collector.subscribes and collector.name not in self.results:
+                if collector.subscribes and self._ok(collector):
                     self.bus.subscribe(self._guarded(collector))
             self._each("prepare", self.ctx)
             hooks_wanted = self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors)
@@ -356,16 +382,18 @@ class PassRunner:
     def _close_all(self, status: str, error: str) -> None:
         if status == "interrupted":
             self.ctx.interrupted = error
+        failed = sorted((f.seq, name, f) for name, r in self.records.items() if (f := r.failure) is not None)
+        results = {name: CollectorResult("failed", reason=f.reason) for _, name, f in failed}
         for collector in self.collectors:
-            if collector.name in self.results:
+            if collector.name in results:
                 self._close_failed(collector)
                 continue
             try:
                 result = collector.close(self.ctx)
             except Exception as exc:
-                self._fail(collector, "close", exc)
+                results[collector.name] = CollectorResult("failed", reason=self._fail(collector, "close", exc).reason)
                 continue
-            self.results[collector.name] = mark_pass_end(result, status, error)
+            results[collector.name] = mark_pass_end(result, status, error)
         pipeline = self.ctx.pipeline
         summary = {
             "pass": self.ctx.pass_name,
@@ -374,10 +402,10 @@ class PassRunner:
             "finished_ns": time.monotonic_ns(),
             "detections_per_iteration": pipeline.detections if pipeline else [],
             "runtime": pipeline.runtime.info if pipeline and pipeline.runtime else None,
-            "collectors": {name: r.to_dict() for name, r in self.results.items()},
+            "collectors": {name: r.to_dict() for name, r in results.items()},
             "paired": self.paired,
         }
-        atomic_write_text(self.ctx.out_dir / "result.json", json.dumps(summary, indent=1))
+        write_pass_result(self.ctx.out_dir, summary)
 
 
 def mark_pass_end(result: CollectorResult, status: str, error: str) -> CollectorResult:
