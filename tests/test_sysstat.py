@@ -275,7 +275,7 @@ def test_close_without_start_fails_cleanly(tmp_path: Path) -> None:
 
 def test_a_stop_before_two_samples_is_interrupted_not_failed(tmp_path: Path) -> None:
     """A stop that lands as the pass starts leaves the sampler without two samples: interrupted, not failed."""
-    from hwprof.session.worker import mark_pass_end
+    from hwprof.session.collector_state import mark_pass_end
 
     config = RunConfig()
     collector = sysstat.SysstatCollector(config)

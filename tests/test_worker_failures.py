@@ -10,7 +10,8 @@ from pathlib import Path
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
 
 from hwprof.core.config import RunConfig
-from hwprof.session.worker import CollectorRecord, PassRunner
+from hwprof.session.collector_state import CollectorRecord
+from hwprof.session.worker import PassRunner
 
 
 class _Probe(Collector):

@@ -19,7 +19,6 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from hwprof.core.atomic import DiskFullError, atomic_write_text
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus, MarkerLog
 from hwprof.rundir.pass_files import write_model_json, write_pass_result, write_runtime_files
+from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
 from hwprof.session.registry import by_name
 from hwprof.session.worker_io import LossyStream, disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
@@ -38,34 +38,6 @@ EXIT_INTERRUPTED = 130
 ERROR_PREFIX = "hwprof-error: "
 WORKER_PID = "worker.pid"
 """Written into the pass folder: the process a stop signal goes to when the worker runs under a launcher (Scalene)."""
-
-
-@dataclass
-class Failure:
-    """Why a collector failed: the hook that raised and its error ("TypeError: ...")."""
-
-    stage: str
-    error: str
-    seq: int
-    """The order it failed in, among the pass's failures: result.json lists the collectors in the order their
-    outcome was known (failed ones first, then the others as they close)."""
-
-    @property
-    def reason(self) -> str:
-        return f"{self.stage}: {self.error}"
-
-
-@dataclass
-class CollectorRecord:
-    """One collector's standing in the pass: ok until a hook of it raises, then failed with the reason; a
-    failed collector's hooks are no longer called (but close(), to release what it holds)."""
-
-    collector: Collector
-    failure: Failure | None = field(default=None)
-
-    @property
-    def ok(self) -> bool:
-        return self.failure is None
 
 
 class PassRunner:
@@ -406,19 +378,6 @@ class PassRunner:
             "paired": self.paired,
         }
         write_pass_result(self.ctx.out_dir, summary)
-
-
-def mark_pass_end(result: CollectorResult, status: str, error: str) -> CollectorResult:
-    """A collector's result as the pass ended: what it kept from a stopped or failed pass is partial, and a
-    collector left with nothing because a stop came before its data (no summary, no file) was interrupted,
-    not failed."""
-    if status != "ok" and result.status in ("ok", "partial"):
-        result.status = "partial"
-        result.reason = "; ".join(r for r in (f"pass {status}: {error}", result.reason) if r)
-    elif status == "interrupted" and result.status == "failed" and not result.summary and not result.artifacts:
-        result.status = "interrupted"
-        result.reason = f"{error}, before it had data ({result.reason})"
-    return result
 
 
 def main(argv: list[str] | None = None) -> int:
