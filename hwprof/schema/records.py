@@ -10,6 +10,11 @@ Per collector, in its pass folder (`passes/<pass>/`):
 - `<collector>.metrics.json`: per-layer and per-stage metric tables, with units and, for any
   metric that is an estimate, its method. Analysis joins these onto the layer table.
 Stage, layer and iteration spans themselves come from the pass's `markers.jsonl` (markers.py).
+
+Versions: these files carry no version of their own; they belong to their run directory, whose run.json
+`schema_version` covers every file in it (RunData refuses a run of another version at load, in one line).
+Reading checks them: a damaged metrics table, record or marker line raises RunDirError naming the file and
+the field (or file:line).
 """
 
 from __future__ import annotations
@@ -102,12 +107,16 @@ def write_records(path: Path, records: Iterable[Record], append: bool = False) -
 def read_records(path: Path) -> Iterator[Record]:
     """The records of a records.jsonl up to a torn last line (a killed pass); RunDirError (file:line) for a
     corrupt line elsewhere."""
-    from hwprof.schema.check import read_jsonl
+    from hwprof.schema.check import RunDirError, read_jsonl
 
-    for _, row in read_jsonl(path).rows:
+    for number, row in read_jsonl(path).rows:
         cls = _KINDS.get(row.pop("kind", "")) if isinstance(row, dict) else None
-        if cls is not None:
+        if cls is None:
+            continue  # a kind this hwprof does not know (a newer writer): skipped, as the trace skips it
+        try:
             yield cls(**row)
+        except TypeError as exc:
+            raise RunDirError(f"{path}:{number}: not a {_KIND_OF[cls]} record ({exc})") from exc
 
 
 @dataclass
@@ -129,7 +138,41 @@ class MetricTables:
 
     @classmethod
     def load(cls, path: Path) -> MetricTables:
-        return cls(**json.loads(path.read_text()))
+        """A metrics.json, checked: RunDirError (one line naming the file and the field) when it is damaged."""
+        from hwprof.schema.check import RunDirError, read_json_object
+
+        doc = read_json_object(path)
+        unknown = sorted(set(doc) - set(_TABLE_SECTIONS))
+        if unknown:
+            raise RunDirError(
+                f'{path}: field "{unknown[0]}" is not a metric-table section ({", ".join(_TABLE_SECTIONS)})'
+            )
+        for section, (depth, kinds, expected) in _TABLE_SECTIONS.items():
+            _check_map(doc.get(section, {}), depth, kinds, expected, path, section)
+        return cls(**doc)
+
+
+_NUMBER = (int, float)
+_TABLE_SECTIONS: dict[str, tuple[int, tuple[type, ...], str]] = {
+    "layers": (2, _NUMBER, "a number"),
+    "stages": (2, _NUMBER, "a number"),
+    "units": (1, (str,), "a string"),
+    "methods": (1, (str,), "a string"),
+}
+"""Section -> (levels of objects above the values, the values' JSON types, their type in words)."""
+
+
+def _check_map(value: Any, depth: int, kinds: tuple[type, ...], expected: str, path: Path, where: str) -> None:
+    from hwprof.schema.check import RunDirError, found
+
+    if depth == 0:
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            raise RunDirError(f'{path}: field "{where}" must be {expected}, found {found(value)}')
+        return
+    if not isinstance(value, dict):
+        raise RunDirError(f'{path}: field "{where}" must be an object, found {found(value)}')
+    for key, inner in value.items():
+        _check_map(inner, depth - 1, kinds, expected, path, f"{where}.{key}")
 
 
 NODES_FILE = "runtime_nodes.json"
