@@ -71,5 +71,5 @@ def test_a_table_that_is_not_json_names_the_file(tmp_path: Path) -> None:
     run_dir = _damaged(tmp_path, lambda d: None)
     path = run_dir / "passes" / "layers" / "perf_events.metrics.json"
     path.write_text('{"layers": ')
-    with pytest.raises(RunDirError, match="perf_events.metrics.json: not valid JSON"):
+    with pytest.raises(RunDirError, match=r"perf_events\.metrics\.json: not valid JSON"):
         RunData.load(run_dir).metrics()

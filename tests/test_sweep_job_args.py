@@ -9,6 +9,7 @@ import pytest
 
 from hwprof.analysis.sweep_rows import NODE_THREADS
 from hwprof.cli.args import build_parser
+from hwprof.schema.check import SCHEMA_VERSION
 from hwprof.sweep.ray_job import JOB_FILE, JobRecord, progress_of, sweep_arguments
 from hwprof.sweep.run import SweepPlan
 
@@ -60,7 +61,7 @@ def test_fetch_packs_finished_runs_not_held_and_the_files_around_them(tmp_path: 
 
     def run(rel: str, status: str) -> None:
         (tmp_path / rel).mkdir(parents=True)
-        (tmp_path / rel / "run.json").write_text(json.dumps({"status": status}))
+        (tmp_path / rel / "run.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "status": status}))
 
     run("a", "complete")
     run("b", "interrupted")

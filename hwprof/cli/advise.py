@@ -63,12 +63,10 @@ def advise(
 def _recorded(run_dir: Path) -> Advice | None:
     """An imported GPU run (hwprof gpu-import) has no pipeline to run here: its advice is the recorded
     experiments' (written anew, so a changed rule applies to it)."""
-    import json
-
     from hwprof.gpu.rundir import write_recorded_advice
+    from hwprof.rundir.reader import RunData
 
-    run = json.loads((run_dir / "run.json").read_text())
-    return write_recorded_advice(run_dir) if "imported" in run else None
+    return write_recorded_advice(run_dir) if RunData.load(run_dir).doc.imported is not None else None
 
 
 def cmd_advise(args: argparse.Namespace, console: Console) -> int:

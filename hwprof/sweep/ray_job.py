@@ -29,7 +29,7 @@ from typing import Any
 
 from hwprof.analysis.sweep_rows import NODE_THREADS
 from hwprof.core.atomic import atomic_write_bytes, atomic_write_text
-from hwprof.schema.check import Field, check_fields, read_json_object
+from hwprof.schema.check import Field, check_fields, read_json, read_json_object
 from hwprof.sweep.ray_connect import NODE_ID_LABEL, connect, discover
 from hwprof.sweep.ray_env import hwprof_runtime_env
 from hwprof.sweep.ray_logs import RayLogs
@@ -273,9 +273,13 @@ class Fetched:
 
 
 def _final(run_json: Path) -> bool:
+    """run.json is there and no longer says running (a point still writing its run directory is pending)."""
+    from hwprof.schema.check import RunDirError
+    from hwprof.schema.run import RunDoc
+
     try:
-        return json.loads(run_json.read_text()).get("status") not in (None, "running")
-    except (OSError, ValueError):
+        return RunDoc.read(read_json(run_json), str(run_json)).status != "running"
+    except RunDirError:
         return False
 
 
