@@ -17,8 +17,11 @@ from hwprof.session.stopping import StopSignals
 
 if TYPE_CHECKING:
     from hwprof.core.atomic import SpaceReserve
+    from hwprof.core.config import RunConfig
     from hwprof.rundir.reader import RunData
     from hwprof.schema.run import RunDoc
+    from hwprof.session.plan import Plan
+    from hwprof.workload.images import ImageSet
 
 
 def cmd_collect(args: argparse.Namespace, console: Console) -> int:
@@ -66,9 +69,9 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
 
 def _collect_into(
     run_dir: Path,
-    config: Any,
-    images: Any,
-    plan: Any,
+    config: RunConfig,
+    images: ImageSet,
+    plan: Plan,
     stop: StopSignals,
     args: argparse.Namespace,
     console: Console,
@@ -108,9 +111,9 @@ def _collect_into(
 
 def _run_passes(
     run_dir: Path,
-    config: Any,
-    images: Any,
-    plan: Any,
+    config: RunConfig,
+    images: ImageSet,
+    plan: Plan,
     stop: StopSignals,
     console: Console,
     disk_estimate: dict[str, Any],
