@@ -128,7 +128,7 @@ def kernel_source(a: Analysis) -> str:
     """Where a run's per-layer kernels come from, or why it has none."""
     view = a.runtime
     if view is not None:
-        profiler = view.info.get("profiler") or f"{view.runtime}'s profiler"
+        profiler = view.info.profiler or f"{view.runtime}'s profiler"
         return f"the runtime's node kinds ({profiler}, {view.source_pass} pass)"
     runtime = (a.doc.runtime.name if a.doc.runtime else None) or a.doc.config.runtime or "torch"
     if runtime != "torch":
