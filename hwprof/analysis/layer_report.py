@@ -259,7 +259,7 @@ def build_layer_report(data: RunData) -> LayerReport:
 
     device = data.doc.device
     on_gpu = device != "cpu"
-    roof = gpu_run_roof(device, "ncu" in data.doc.passes) if on_gpu else roof_from_run(data.run)
+    roof = gpu_run_roof(device, "ncu" in data.doc.passes) if on_gpu else roof_from_run(data.doc.peaks)
     rows = layer_rows(data) if data.model_file else []
     missing: dict[str, Missing] = {}
     if not rows:

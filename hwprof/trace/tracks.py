@@ -358,7 +358,7 @@ def run_metadata(run: RunData) -> dict[str, Any]:
             out[key] = value
     if r.command:
         out["command"] = " ".join(map(str, r.command))
-    for section, fields in (("model", r.model.to_json()), ("host", r.host), ("config", r.config.to_json())):
+    for section, fields in (("model", r.model.to_json()), ("host", r.host.to_json()), ("config", r.config.to_json())):
         if fields:
             out[section] = _plain(fields)
     if r.clock:
