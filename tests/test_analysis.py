@@ -22,6 +22,7 @@ from hwprof.analysis.stages import StageRow
 from hwprof.analysis.types import by_type
 from hwprof.core.markers import Marker
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData
+from hwprof.schema.host import PeaksDoc
 from hwprof.schema.records import MetricTables
 from hwprof.schema.run import RunDoc
 from hwprof.session.finish import finalize
@@ -370,7 +371,7 @@ def test_no_peaks_means_no_roofline_and_a_reason(tmp_path: Path) -> None:
     assert a.roofline is None
     assert all(r.bound is None and r.pct_peak is None for r in a.layers.layers)
     assert "no measured machine peaks" in a.layers.missing["roofline"].reason
-    assert roof_from_run({"peaks": {"status": "unavailable", "reason": "r", "fix": "f"}}).reason == "r"
+    assert roof_from_run(PeaksDoc.of(status="unavailable", reason="r", fix="f")).reason == "r"
     assert not [f for f in a.findings if f.kind == "roofline"]
 
 

@@ -53,7 +53,7 @@ class AdvisePlan:
 
 
 def run_facts(data: RunData, config: RunConfig, cpus_busy: float | None) -> RunFacts:
-    flags = data.doc.host.get("isa_flags")
+    flags = data.doc.host.isa_flags
     missing = {
         r: f"{r} is not installed; fix: pip install {r}"
         for r in ("onnxruntime", "openvino")

@@ -128,7 +128,7 @@ def kernel_source(a: Analysis) -> str:
     """Where a run's per-layer kernels come from, or why it has none."""
     view = a.runtime
     if view is not None:
-        profiler = view.info.get("profiler") or f"{view.runtime}'s profiler"
+        profiler = view.info.profiler or f"{view.runtime}'s profiler"
         return f"the runtime's node kinds ({profiler}, {view.source_pass} pass)"
     runtime = (a.doc.runtime.name if a.doc.runtime else None) or a.doc.config.runtime or "torch"
     if runtime != "torch":
@@ -166,7 +166,7 @@ def head(a: Analysis, path: Path) -> RunHead:
         imgsz=cfg.imgsz,
         batch=cfg.batch,
         threads=cfg.threads,
-        cpu_model=run.host.get("cpu_model"),
+        cpu_model=run.host.cpu_model,
         forward_ms=fwd.p50_ms if fwd else None,
         iteration_ms=whole.p50_ms if whole else None,
         fps=run.fps,
@@ -186,8 +186,8 @@ def head(a: Analysis, path: Path) -> RunHead:
         model_file=runtime.model_file,
         kernel_source=kernel_source(a),
         random_init=bool(model.random_init),
-        host_kind=host_kind(run.host).label if run.host else "",
-        versions=software(run.host, runtime.to_json()) if run.host else {},
+        host_kind=host_kind(run.host.to_json()).label if run.host else "",
+        versions=software(run.host.to_json(), runtime.to_json()) if run.host else {},
         status=str(run.status or "?"),
         layer_times=layer_times_source(a),
         warnings=list(a.warnings),
@@ -314,7 +314,7 @@ def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:
     if len(paths) < 2:
         raise ValueError("compare needs at least two run directories")
     analyses = [analyse(RunData.load(p)) for p in paths]
-    kinds = [host_kind(a.doc.host) for a in analyses]
+    kinds = [host_kind(a.doc.host.to_json()) for a in analyses]
     order = sorted(range(len(paths)), key=lambda i: kinds.index(kinds[i]))
     c = compare_analyses([analyses[i] for i in order], [paths[i] for i in order])
     if order != sorted(order):

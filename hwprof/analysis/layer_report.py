@@ -33,7 +33,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwprof.analysis.availability import Missing, collector_missing
 from hwprof.analysis.layer_sources import load_frames, load_kernels, load_native
@@ -56,6 +56,7 @@ from hwprof.schema.summaries_tools import PerfSamplingSummary
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_sources import Frame, Kernel, NativeView
+    from hwprof.analysis.layers import LayerRow
     from hwprof.rundir.reader import RunData
 
 
@@ -68,9 +69,9 @@ def _descendants(names: list[str]) -> dict[str, list[str]]:
     return out
 
 
-def _counter(row: dict[str, Any], metric: str) -> float | None:
+def _counter(row: LayerRow, metric: str) -> float | None:
     for collector in COUNTER_COLLECTORS:
-        value = row.get(f"{collector}.{metric}")
+        value = row.metrics.get(f"{collector}.{metric}")
         if value is not None:
             return float(value)
     return None
@@ -132,25 +133,25 @@ class LayerSources:
 
 
 def layer_stat(
-    r: dict[str, Any], depth: int, ts: TimeScale, nested: list[str], on_gpu: bool, sources: LayerSources
+    r: LayerRow, depth: int, ts: TimeScale, nested: list[str], on_gpu: bool, sources: LayerSources
 ) -> LayerStat:
     """One layer's row: the layer table's columns, its scaled time, achieved rates, counters and joins."""
-    name = str(r["name"])
+    name = r.name
     stat = LayerStat(
-        index=int(r["index"]),
+        index=r.index,
         name=name,
-        type=str(r["type"]),
+        type=r.type,
         depth=depth,
-        params=None if r["params"] is None else int(r["params"]),
-        out_shape=str(r.get("out_shape", "")),
-        from_edges=str(r.get("from", "")),
-        in_bytes=int(r.get("in_bytes") or 0),
-        out_bytes=int(r.get("out_bytes") or 0),
-        weight_bytes=int(r.get("weight_bytes") or 0),
+        params=r.params,
+        out_shape=r.out_shape,
+        from_edges=r.from_edges,
+        in_bytes=r.in_bytes or 0,
+        out_bytes=r.out_bytes or 0,
+        weight_bytes=r.weight_bytes or 0,
     )
-    if "flops" in r:
-        stat.flops = float(r["flops"])
-        stat.min_bytes = float(r.get("min_bytes") or (r["in_bytes"] + r["out_bytes"] + r["weight_bytes"]))
+    if "flops" in r.metrics:
+        stat.flops = float(r.metrics["flops"])
+        stat.min_bytes = float(r.metrics.get("min_bytes") or (stat.in_bytes + stat.out_bytes + stat.weight_bytes))
         stat.intensity = intensity(stat.flops, stat.min_bytes)
     self_ns = ts.times.self_ns
     runs = {i: self_ns[i][name] for i in ts.its if name in self_ns[i]}
@@ -167,7 +168,7 @@ def layer_stat(
         setattr(stat, attr, _counter(r, metric))
     if stat.measured_bytes:
         stat.measured_intensity = intensity(stat.flops, stat.measured_bytes)
-    energy = r.get(RAPL_ENERGY_COLUMN)
+    energy = r.metrics.get(RAPL_ENERGY_COLUMN)
     stat.energy_j = float(energy) if energy is not None else None
     if sources.kernels is not None:
         stat.kernels = sources.kernels.get(name, [])
@@ -258,8 +259,8 @@ def build_layer_report(data: RunData) -> LayerReport:
 
     device = data.doc.device
     on_gpu = device != "cpu"
-    roof = gpu_run_roof(device, "ncu" in data.doc.passes) if on_gpu else roof_from_run(data.run)
-    rows = layer_rows(data) if data.model_info else []
+    roof = gpu_run_roof(device, "ncu" in data.doc.passes) if on_gpu else roof_from_run(data.doc.peaks)
+    rows = layer_rows(data) if data.model_file else []
     missing: dict[str, Missing] = {}
     if not rows:
         missing["layers"] = Missing("no pass wrote a layer table (model.json)", "collect again")
@@ -267,16 +268,15 @@ def build_layer_report(data: RunData) -> LayerReport:
     if ts.source is None or not ts.its:
         missing["time"] = time_missing(data, ts.source)
     note = time_note(data, ts, device)
-    nested = _descendants([str(r["name"]) for r in rows])
+    nested = _descendants([r.name for r in rows])
     sources = LayerSources(load_kernels(data), load_frames(data), load_native(data))
     base = set(BASE_COLUMNS) | {"out_shape", "time_ms", "min_bytes", "intensity"}
-    depth_of = {layer["name"]: int(layer.get("depth", 1)) for layer in data.model_info.get("layers", [])}
+    depth_of = {layer.name: layer.depth for layer in data.model_file.layers}
     layers: list[LayerStat] = []
     for r in rows:
-        name = str(r["name"])
-        stat = layer_stat(r, depth_of.get(name, name.count(".")), ts, nested.get(name, []), on_gpu, sources)
+        stat = layer_stat(r, depth_of.get(r.name, r.name.count(".")), ts, nested.get(r.name, []), on_gpu, sources)
         place_on_roof(stat, roof)
-        stat.metrics = {k: v for k, v in r.items() if k not in base and isinstance(v, int | float)}
+        stat.metrics = {k: v for k, v in r.metrics.items() if k not in base and isinstance(v, int | float)}
         layers.append(stat)
     missing.update(missing_reasons(data, layers, roof, sources))
     methods = {"time_ms": note, **METHODS}

@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.core.markers import Marker
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+
+if TYPE_CHECKING:
+    from hwprof.schema.pass_files import PairedInfo
 
 UNRESOLVED_IQR = 0.10
 """A paired cost whose blocks' quartiles lie further apart than this does not resolve a few-% cost:
@@ -149,7 +152,7 @@ def pass_level_cost(pass_forward_ms: list[float], timing_forward_ms: list[float]
 
 
 def pass_figures(
-    markers: list[Marker], timing: list[Marker] | None, paired: dict[str, Any] | None, collectors: list[str]
+    markers: list[Marker], timing: list[Marker] | None, paired: PairedInfo | None, collectors: list[str]
 ) -> dict[str, Any]:
     """run.json passes.<name> entries: "overhead" (the pass's own figure: paired where it interleaved
     clean iterations, else the pass-level estimate) and "overhead_pass_level" (always, given a timing pass).
@@ -162,12 +165,12 @@ def pass_figures(
         level.covers = list(collectors)
     figure = paired_cost(on, clean_forward_ms_by_iteration(markers))
     if figure is not None:
-        figure.covers = list((paired or {}).get("switched", []))
-        figure.always_on = list((paired or {}).get("always_on", []))
-        extension = (paired or {}).get("extension")
+        figure.covers = list(paired.switched or []) if paired else []
+        figure.always_on = list(paired.always_on or []) if paired else []
+        extension = paired.extension if paired else None
         if extension:
-            figure.added_blocks = int(extension.get("added_blocks", 0))
-            figure.extension = str(extension.get("text", ""))
+            figure.added_blocks = int(extension.added_blocks or 0)
+            figure.extension = str(extension.text or "")
     else:
         figure = level
     return {

@@ -14,9 +14,12 @@ lowers the intensity further.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.hardware.machine import busy_while_measuring
+
+if TYPE_CHECKING:
+    from hwprof.schema.host import PeaksDoc
 
 MEMORY = "memory"
 COMPUTE = "compute"
@@ -83,37 +86,36 @@ class RoofStatus:
     fix: str = ""
 
 
-def roof_from_run(run: dict[str, Any]) -> RoofStatus:
+def roof_from_run(peaks: PeaksDoc | None) -> RoofStatus:
     """The roof from run.json's "peaks" (written by the session from hwprof.hardware.machine.measure_peaks)."""
-    peaks = run.get("peaks")
-    if not isinstance(peaks, dict):
+    if peaks is None:
         return RoofStatus(
             None,
             "run.json has no measured machine peaks (collected by an hwprof that did not measure them)",
             "hwprof doctor --peaks on the collecting host, then collect again",
         )
-    if peaks.get("status") == "unavailable" or not peaks.get("gflops") or not peaks.get("gbps"):
+    if peaks.status == "unavailable" or not peaks.gflops or not peaks.gbps:
         return RoofStatus(
             None,
-            str(peaks.get("reason") or "machine peaks were not measured"),
-            str(peaks.get("fix") or "hwprof doctor --peaks"),
+            str(peaks.reason or "machine peaks were not measured"),
+            str(peaks.fix or "hwprof doctor --peaks"),
         )
-    gflops, gbps = float(peaks["gflops"]), float(peaks["gbps"])
+    gflops, gbps = float(peaks.gflops), float(peaks.gbps)
     if gflops <= 0 or gbps <= 0:
         return RoofStatus(None, f"invalid peaks in run.json ({gflops} GFLOP/s, {gbps} GB/s)", "collect again")
-    load = peaks.get("load_avg_1m")
-    cpus = peaks.get("logical_cpus") or 0
+    load = peaks.load_avg_1m
+    cpus = peaks.logical_cpus or 0
     return RoofStatus(
         Roof(
             gflops,
             gbps,
-            peaks.get("threads"),
-            str(peaks.get("gflops_method", "")),
-            str(peaks.get("gbps_method", "")),
-            busy_host=busy_while_measuring(load, cpus, peaks.get("interference")),
+            peaks.threads,
+            peaks.gflops_method or "",
+            peaks.gbps_method or "",
+            busy_host=busy_while_measuring(load, cpus, peaks.interference),
             load_avg_1m=load,
-            compute_probe=_winning_probe(peaks.get("gflops_probes")),
-            interference=peaks.get("interference"),
+            compute_probe=_winning_probe(peaks.gflops_probes),
+            interference=peaks.interference,
         )
     )
 

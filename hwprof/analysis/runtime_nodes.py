@@ -13,7 +13,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from hwprof.schema.records import NODES_FILE, RUNTIME_FILE, NodeRow
+from hwprof.schema.pass_files import RuntimeFile
+from hwprof.schema.records import NODES_FILE, NodeRow
 
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
@@ -64,7 +65,7 @@ class RuntimeView:
     unattributed_ms: float
     """Nodes of no layer (graph input/output handling)."""
     total_ms: float
-    info: dict[str, Any] = field(default_factory=dict)
+    info: RuntimeFile = field(default_factory=RuntimeFile)
     """The pass's runtime.json."""
 
     def to_dict(self) -> dict[str, Any]:
@@ -134,12 +135,12 @@ def load_runtime_view(data: RunData) -> RuntimeView | None:
         doc = data.pass_json(name, NODES_FILE)
         if doc is None:
             continue
-        info = data.pass_json(name, RUNTIME_FILE) or {}
+        info = data.runtime_file(name) or RuntimeFile()
         rows = [NodeRow.from_dict(d) for d in doc.get("nodes", [])]
         layers, fused, unattributed = layer_nodes(rows)
         return RuntimeView(
-            runtime=str(doc.get("runtime", info.get("runtime", ""))),
-            precision=str(info.get("executed_precision", "")),
+            runtime=str(doc.get("runtime", info.runtime or "")),
+            precision=info.executed_precision or "",
             source_pass=name,
             layers=layers,
             fused=fused,

@@ -27,6 +27,7 @@ from hwprof.core.host_kinds import host_kind, software, software_text
 from hwprof.rundir.names import SWEEP_JSON
 from hwprof.rundir.writer import SweepFiles
 from hwprof.schema.check import Field, RunDirError, check_fields, found, read_json_object
+from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.run import RunDoc, RuntimeDoc
 from hwprof.schema.summaries_gpu import CudaGraphSummary, NvmlSummary
 
@@ -223,15 +224,21 @@ def _runtime_fields(row: SweepRow, run: RunDoc, params: int | None) -> None:
         row.detections_reference = diff.get("detections_reference")
 
 
-def set_host(row: SweepRow, host: dict[str, Any], runtime: dict[str, Any] | None = None) -> None:
+def node_host(description: dict[str, Any]) -> HostDoc:
+    """A Ray node's description (hwprof.sweep.ray_point.describe_node: host_info() and its node id) as the
+    run.json "host" record it mirrors."""
+    return HostDoc.from_json(description, "a Ray node's description")
+
+
+def set_host(row: SweepRow, host: HostDoc, runtime: RuntimeDoc | None = None) -> None:
     """The row's host columns from a run.json "host" record."""
     if not host:
         return
-    kind = host_kind(host)
-    row.host = str(host.get("hostname") or "")
+    kind = host_kind(host.to_json())
+    row.host = str(host.hostname or "")
     row.host_kind, row.host_slug = kind.label, kind.slug
     row.cpu_model, row.cores, row.isa = kind.cpu_model, kind.cores, " ".join(kind.isa)
-    row.versions = software(host, runtime)
+    row.versions = software(host.to_json(), runtime.to_json() if runtime is not None else None)
 
 
 def row_from_run(
@@ -257,7 +264,8 @@ def row_from_run(
         threads = row.threads = int(run.config.threads or NODE_THREADS)
     row.peaks_source = "run.json"
     if "peaks" not in data.run and peaks is not None:
-        data.run["peaks"] = run.peaks = peaks(threads)
+        data.run["peaks"] = peaks(threads)
+        run.peaks = PeaksDoc.from_json(data.run["peaks"], "the sweep's peaks")
         row.peaks_source = "measured by the sweep (run.json had none)"
     a = analyse(data)
     model_info = run.model
@@ -276,7 +284,7 @@ def row_from_run(
     if params:
         row.params_m = params / 1e6
     _runtime_fields(row, run, params)
-    set_host(row, run.host, run.runtime.to_json() if run.runtime is not None else None)
+    set_host(row, run.host, run.runtime)
     flops = model_info.flops
     if not flops:
         layer_flops = [r.flops for r in a.layers.top_level if r.flops is not None]

@@ -143,10 +143,10 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
             "warmup": cfg.warmup,
         },
         "host": {
-            "cpu_model": host.get("cpu_model"),
-            "logical_cpus": host.get("logical_cpus"),
-            "torch": host.get("torch", {}).get("version"),
-            "cpu_capability": host.get("torch", {}).get("cpu_capability"),
+            "cpu_model": host.cpu_model,
+            "logical_cpus": host.logical_cpus,
+            "torch": host.torch.version,
+            "cpu_capability": host.torch.cpu_capability,
         },
         "peaks": roof.to_dict() if roof is not None else rep.missing["roofline"].to_dict(),
         "stages": {

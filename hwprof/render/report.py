@@ -55,6 +55,11 @@ STATUS_STYLE = {
 # ----------------------------------------------------------------------------- sections
 
 
+def _shown(value: object) -> object:
+    """A host figure the run did not record shows as "?"."""
+    return "?" if value is None else value
+
+
 def header_lines(a: Analysis) -> list[tuple[str, str]]:
     run = a.doc
     model = run.model
@@ -83,15 +88,15 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
             else str(model.weights)
         )
         out.append(("weights", weights))
-    torch_info = host.get("torch", {})
-    if imported and not host.get("recorded"):
+    torch_info = host.torch
+    if imported and not host.recorded:
         out.append(("host", "the recording machine's host is not stated in the imported files"))
     else:
         out.append(
             (
                 "recording host" if imported else "host",
-                f"{host.get('cpu_model', '?')}, {host.get('logical_cpus', '?')} logical CPUs, "
-                f"ISA {torch_info.get('cpu_capability', '?')}, torch {torch_info.get('version', '?')}",
+                f"{_shown(host.cpu_model)}, {_shown(host.logical_cpus)} logical CPUs, "
+                f"ISA {_shown(torch_info.cpu_capability)}, torch {_shown(torch_info.version)}",
             )
         )
     line = runtime_line(a.run)

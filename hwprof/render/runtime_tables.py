@@ -98,7 +98,7 @@ def runtime_layers_spec(a: Analysis) -> TableSpec | None:
         )
     notes = [
         f"node ms = median per iteration of the runtime's own node times ({view.source_pass} pass, "
-        f"{view.info.get('profiler', 'its profiler')}); kernel = the node kind that took most of the layer; "
+        f"{view.info.profiler or 'its profiler'}); kernel = the node kind that took most of the layer; "
         f"nodes of no layer: {ms(view.unattributed_ms)} ms of {ms(view.total_ms)} ms",
         "per-layer counters: unavailable under this runtime (it runs the graph without a callback per layer; "
         "its layer spans are replayed from its profiler, so no counter is read at them); per-stage counters, "

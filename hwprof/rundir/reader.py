@@ -31,7 +31,8 @@ from hwprof.rundir.names import (
     RUN_JSON,
 )
 from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
-from hwprof.schema.records import MetricTables
+from hwprof.schema.pass_files import ModelInfo, PassResult, RuntimeFile
+from hwprof.schema.records import RUNTIME_FILE, MetricTables
 from hwprof.schema.run import CollectorEntry, RunDoc, S
 
 __all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError"]
@@ -94,7 +95,7 @@ class RunData:
     """What the readers found damaged but could read past (a torn last line): the report shows them."""
     _markers: dict[str, list[Marker]] = field(default_factory=dict, repr=False, compare=False)
     """Parsed markers by pass: shared by the copies analysis makes with dataclasses.replace (validity)."""
-    _results: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False, compare=False)
+    _results: dict[str, PassResult] = field(default_factory=dict, repr=False, compare=False)
     _metrics: dict[Path, MetricTables] = field(default_factory=dict, repr=False, compare=False)
     """Parsed metric tables by file, each parsed once per run and shared likewise."""
 
@@ -160,14 +161,24 @@ class RunData:
             return f"the run was {self.header.status} before the {name} pass"
         return None
 
-    def pass_result(self, pass_name: str) -> dict[str, Any]:
-        """The worker's result.json of a pass ({} when it wrote none or it cannot be read), parsed once."""
+    def pass_result(self, pass_name: str) -> PassResult:
+        """The worker's result.json of a pass (an empty record when it wrote none or it cannot be read), parsed
+        once; a damaged field raises RunDirError naming the file and the field."""
         if pass_name not in self._results:
+            path = self.pass_dir(pass_name) / RESULT_JSON
             try:
-                self._results[pass_name] = dict(json.loads((self.pass_dir(pass_name) / RESULT_JSON).read_text()))
+                doc = json.loads(path.read_text())
             except (OSError, ValueError):
-                self._results[pass_name] = {}
-        return dict(self._results[pass_name])
+                doc = {}
+            self._results[pass_name] = PassResult.read(doc, str(path))
+        return self._results[pass_name]
+
+    def runtime_file(self, pass_name: str) -> RuntimeFile | None:
+        """The pass's runtime.json (what executed its forward), None when it wrote none; RunDirError (one line)
+        for a damaged field."""
+        path = self.pass_dir(pass_name) / RUNTIME_FILE
+        doc = self.pass_json(pass_name, RUNTIME_FILE)
+        return None if doc is None else RuntimeFile.from_json(doc, str(path))
 
     def pass_json(self, pass_name: str, file_name: str) -> Any:
         """A JSON file of a pass's folder (named or not in run.json), parsed; None when the pass wrote none.
@@ -202,13 +213,25 @@ class RunData:
 
     @cached_property
     def model_info(self) -> dict[str, Any]:
-        """model.json of the layers pass if there was one (layer table of --depth), else of any pass."""
-        names = sorted(self.pass_names, key=lambda n: n != "layers")
-        for name in names:
+        """model.json as parsed JSON (run.json's model section is derived from it when the run is finished);
+        readers take `model_file`."""
+        path = self._model_path
+        return read_json_object(path) if path is not None else {}
+
+    @cached_property
+    def model_file(self) -> ModelInfo:
+        """model.json of the layers pass if there was one (layer table of --depth), else of any pass; an empty
+        record when no pass wrote one. A damaged field raises RunDirError naming the file and the field."""
+        path = self._model_path
+        return ModelInfo.from_json(self.model_info, str(path)) if path is not None else ModelInfo()
+
+    @cached_property
+    def _model_path(self) -> Path | None:
+        for name in sorted(self.pass_names, key=lambda n: n != "layers"):
             path = self.pass_dir(name) / "model.json"
             if path.exists():
-                return read_json_object(path)
-        return {}
+                return path
+        return None
 
     def metrics(self) -> dict[str, MetricTables]:
         """collector name -> its metric tables, from every pass (each file parsed once per run)."""

@@ -46,6 +46,8 @@ class Spec:
     record: type[Record] | None = None
     record_map: bool = False
     """The value is an object of records (name -> record), e.g. run.json's passes."""
+    record_list: bool = False
+    """The value is a list of records, e.g. model.json's layer table."""
     nullable: bool = True
     """The field's type admits None: a null in the file is read as None (else RunDirError)."""
 
@@ -73,6 +75,10 @@ def _spec(attr: str, key: str, hint: Any) -> Spec:
         value = typing.get_args(kind)[1] if typing.get_args(kind) else Any
         if isinstance(value, type) and issubclass(value, Record):
             return Spec(attr, key, (dict,), "an object", value, record_map=True, nullable=nullable)
+    if origin is list:
+        item = typing.get_args(kind)[0] if typing.get_args(kind) else Any
+        if isinstance(item, type) and issubclass(item, Record):
+            return Spec(attr, key, (list,), "a list", item, record_list=True, nullable=nullable)
     accepted, expected = WORDS[origin]
     return Spec(attr, key, accepted, expected, nullable=nullable)
 
@@ -158,6 +164,8 @@ class Record:
     def _read_value(value: Any, spec: Spec, where: str, prefix: str) -> Any:
         if value is None or spec.record is None:
             return value
+        if spec.record_list:
+            return [spec.record.from_json(v, where, f"{prefix}{i}.") for i, v in enumerate(value)]
         if not spec.record_map:
             return spec.record.from_json(value, where, prefix)
         return {k: spec.record.from_json(v, where, f"{prefix}{k}.") for k, v in value.items()}
@@ -193,6 +201,9 @@ class Record:
             elif spec.record_map and value:
                 for name, rec in value.items():
                     out += rec.unknown_keys(f"{prefix}{key}.{name}.")
+            elif spec.record_list and value:
+                for i, rec in enumerate(value):
+                    out += rec.unknown_keys(f"{prefix}{key}.{i}.")
         return out
 
 
@@ -215,6 +226,8 @@ def _write_value(value: Any, spec: Spec) -> Any:
         return value.to_json()
     if spec.record_map and isinstance(value, dict):
         return {k: v.to_json() if isinstance(v, Record) else v for k, v in value.items()}
+    if spec.record_list and isinstance(value, list):
+        return [v.to_json() if isinstance(v, Record) else v for v in value]
     return value
 
 

@@ -13,6 +13,7 @@ from typing import Any, ClassVar, TypeVar
 
 from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError
 from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.summaries_cpu import (
     CallgrindSummary,
     FlopsSummary,
@@ -217,13 +218,13 @@ class RunDoc(Record):
     command: Any = None
     imported: JsonObject | None = None
     config: RunConfigDoc = field(default_factory=RunConfigDoc)
-    host: JsonObject = field(default_factory=dict)
+    host: HostDoc = field(default_factory=HostDoc)
     images: Any = None
     clock: JsonObject | None = None
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)
     passes: dict[str, PassDoc] = field(default_factory=dict)
     disk_estimate: JsonObject | None = None
-    peaks: JsonObject | None = None
+    peaks: PeaksDoc | None = None
     runtime: RuntimeDoc | None = None
     finished: str | None = None
     finish_error: str | None = None

@@ -75,7 +75,7 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
         entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
         if name != "timing":
             entry.update(
-                pass_figures(markers, timing, data.pass_result(name).get("paired"), entry.get("collectors", []))
+                pass_figures(markers, timing, data.pass_result(name).paired, entry.get("collectors", []))
             )
 
 

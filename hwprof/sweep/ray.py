@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.sweep_rows import SweepResult, SweepRow, point_row, row_from_run, set_host
+from hwprof.analysis.sweep_rows import SweepResult, SweepRow, node_host, point_row, row_from_run, set_host
 from hwprof.core.atomic import atomic_write_bytes, atomic_write_text
 from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S
 from hwprof.sweep.ray_connect import (
@@ -229,7 +229,7 @@ class RaySweep:
         row.wall_s = back.collect_s
         if not row.host:
             row.host = back.hostname
-            set_host(row, self.cluster.nodes.get(back.node_id, {}))
+            set_host(row, node_host(self.cluster.nodes.get(back.node_id, {})))
         self._done(job, row)
 
     def _with_attempts(self, job: Job, row: SweepRow) -> SweepRow:
@@ -237,7 +237,7 @@ class RaySweep:
         row.node_id = self.record.last_node(job.index)
         row.attempts = self.record.rows_attempts(job.index)
         if not row.host and row.node_id in self.cluster.nodes:
-            set_host(row, self.cluster.nodes[row.node_id])
+            set_host(row, node_host(self.cluster.nodes[row.node_id]))
         return row
 
     def _done(self, job: Job, row: SweepRow) -> None:

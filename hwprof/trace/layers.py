@@ -129,7 +129,7 @@ class LayerCheck:
 
 
 def model_layer_count(run: RunData) -> int:
-    return sum(1 for row in run.model_info.get("layers", []) if row.get("depth", 1) == 1)
+    return run.model_file.top_level_layers
 
 
 def self_samples(rows: list[dict[str, Any]]) -> Counter[str]:

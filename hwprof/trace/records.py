@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwprof.rundir.names import RESULT_JSON
 from hwprof.rundir.reader import RecordsFile, RunData, RunDirError
 from hwprof.schema.check import read_jsonl
 from hwprof.trace.model import LEVEL_RECORD, CallstackSample, CounterTrack, Slice
@@ -143,8 +142,8 @@ def pass_main_thread(
 ) -> tuple[int | None, str]:
     """The tid of the pass's main thread (it runs the model and emits the markers) and how it was found."""
     entry = run.doc.passes.get(pass_name)
-    result = run.pass_json(pass_name, RESULT_JSON) or {}
-    for source, value in (("run.json", entry.pid if entry else None), ("result.json", result.get("pid"))):
+    result = run.pass_result(pass_name)
+    for source, value in (("run.json", entry.pid if entry else None), ("result.json", result.pid)):
         if isinstance(value, int) and value > 0:
             return value, f"pid recorded in {source}"
     for tid, name in names.items():

@@ -36,7 +36,6 @@ from hwprof.analysis.advice import load_advice
 from hwprof.analysis.layers import layer_rows
 from hwprof.analysis.validity import checked
 from hwprof.core.markers import Marker
-from hwprof.rundir.names import RESULT_JSON
 from hwprof.rundir.reader import RunData, records_files
 from hwprof.schema.records import MetricTables
 from hwprof.schema.run import CollectorEntry
@@ -65,7 +64,6 @@ from hwprof.trace.nesting import (
     stack_runs,
 )
 from hwprof.trace.records import SpanGroup, named_threads, pass_main_thread, read_pass_records, thread_of
-from hwprof.workload.layers import LayerInfo
 
 SAMPLES_NOTE = (
     "CPU samples (perf, kernels pass): one Perfetto perf sample per sample, at its instant, on its own thread "
@@ -158,14 +156,14 @@ def layer_arguments(run: RunData) -> tuple[dict[str, dict[str, Any]], dict[str, 
             units[metric if collector == "flops" else f"{collector}.{metric}"] = unit
     args: dict[str, dict[str, Any]] = {}
     labels: dict[str, str] = {}
-    info_by_name = {row["name"]: LayerInfo.from_dict(row) for row in run.model_info.get("layers", [])}
+    info_by_name = {row.name: row for row in run.model_file.layers}
     for row in layer_rows(run):
-        name = row["name"]
+        name = row.name
         info = info_by_name.get(name)
         if info:
             labels[name] = info.label
         out: dict[str, Any] = {"qualified_name": name}
-        for key, value in row.items():
+        for key, value in row.columns():
             value = _scalar(value)
             if key == "name" or value is None or value == "":
                 continue
@@ -209,9 +207,7 @@ def _pass_title(run: RunData, pass_name: str) -> str:
     entry = run.doc.passes.get(pass_name)
     collectors = (entry.collectors if entry is not None else None) or []
     if not collectors:
-        result = run.pass_json(pass_name, RESULT_JSON)
-        if result is not None:
-            collectors = list(result.get("collectors", {}))
+        collectors = list(run.pass_result(pass_name).collectors)
     return f"{pass_name} pass: {', '.join(collectors)}" if collectors else f"{pass_name} pass"
 
 
@@ -362,7 +358,7 @@ def run_metadata(run: RunData) -> dict[str, Any]:
             out[key] = value
     if r.command:
         out["command"] = " ".join(map(str, r.command))
-    for section, fields in (("model", r.model.to_json()), ("host", r.host), ("config", r.config.to_json())):
+    for section, fields in (("model", r.model.to_json()), ("host", r.host.to_json()), ("config", r.config.to_json())):
         if fields:
             out[section] = _plain(fields)
     if r.clock:
@@ -376,7 +372,7 @@ def run_metadata(run: RunData) -> dict[str, Any]:
 
 def build_timeline(run_dir: Path | str) -> Timeline:
     run = checked(RunData.load(run_dir))
-    layer_args, labels = layer_arguments(run) if run.model_info else ({}, {})
+    layer_args, labels = layer_arguments(run) if run.model_file else ({}, {})
     stage_args = stage_arguments(run.metrics())
     passes = [pass_timeline(run, name, i, labels, layer_args, stage_args) for i, name in enumerate(run.pass_names)]
     notes = []

@@ -1,0 +1,77 @@
+"""The machine a run ran on, as run.json records it: "host" (hwprof.core.host.host_info, or what an imported
+GPU run's recording states) and "peaks" (hwprof.hardware.machine.Peaks as written, or why there are none).
+Records (codec.py): a damaged field gives one line naming run.json and the field."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hwprof.schema.codec import JsonObject, Record
+
+
+@dataclass(kw_only=True)
+class TorchBuild(Record):
+    """The torch build the forward ran with (hwprof.core.host.torch_build)."""
+
+    version: str | None = None
+    num_threads: int | None = None
+    cpu_capability: str | None = None
+    mkldnn_available: bool | None = None
+    onednn_version: str | None = None
+    mkl_version: str | None = None
+    openmp: bool | None = None
+
+
+@dataclass(kw_only=True)
+class HostDoc(Record):
+    """run.json "host": the CPU, its topology and ISA, the OS, Python, torch and the package versions."""
+
+    recorded: bool | None = None
+    """Imported runs only: whether the recording stated its machine."""
+    hostname: str | None = None
+    cpu_model: str | None = None
+    logical_cpus: int | None = None
+    physical_cores: int | None = None
+    smt: bool | None = None
+    affinity: list[Any] | None = None
+    isa_flags: list[Any] | None = None
+    governor: str | None = None
+    kernel: str | None = None
+    os: str | None = None
+    perf_event_paranoid: str | None = None
+    python: str | None = None
+    torch: TorchBuild = field(default_factory=TorchBuild)
+    packages: JsonObject | None = None
+    """Package name -> its version ("not installed")."""
+
+
+@dataclass(kw_only=True)
+class PeaksDoc(Record):
+    """run.json "peaks": this host's measured peak GFLOP/s and GB/s for the roofline, or status "unavailable"
+    with the reason and the fix."""
+
+    status: str | None = None
+    reason: str | None = None
+    fix: str | None = None
+    gflops: float | None = None
+    gbps: float | None = None
+    threads: int | None = None
+    host_key: str | None = None
+    cpu_model: str | None = None
+    logical_cpus: int | None = None
+    torch_version: str | None = None
+    measured_at: str | None = None
+    load_avg_1m: float | None = None
+    gflops_method: str | None = None
+    gbps_method: str | None = None
+    gflops_samples: list[Any] | None = None
+    gbps_samples: list[Any] | None = None
+    gflops_probes: JsonObject | None = None
+    """Best GFLOP/s of each compute probe (matmul, conv3x3)."""
+    interference: float | None = None
+    measure_s: float | None = None
+    lowest_load_tried: float | None = None
+    version: int | None = None
+    ridge_flop_per_byte: float | None = None
+    busy_host: bool | None = None
