@@ -119,8 +119,8 @@ def measure(root: Path) -> Figures:
             if not inner.startswith(READ_WRITE):
                 calls_out += found
     return Figures(
-        dict_any, dict_inner, key_gets, chains, calls_ar, calls_out, sum(per_package.values()), dict(sorted(per_package.items())),
-        largest[0], largest[1], longest[0], longest[1],
+        dict_any, dict_inner, key_gets, chains, calls_ar, calls_out, sum(per_package.values()),
+        dict(sorted(per_package.items())), largest[0], largest[1], longest[0], longest[1],
     )  # fmt: skip
 
 
