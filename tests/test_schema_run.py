@@ -77,6 +77,15 @@ def test_the_model_weights_are_a_note_or_what_was_loaded(weights: Any) -> None:
     assert _dump(RunDoc.read(doc, "run.json").to_json()) == _dump(doc)
 
 
+@pytest.mark.parametrize("weights", [3, ["a"], True])
+def test_the_model_weights_of_another_type_are_refused_in_one_line(weights: Any) -> None:
+    """A field of several JSON types (a string or an object) is checked against each of them."""
+    doc = {"schema_version": SCHEMA_VERSION, "status": "ok", "model": {"name": "yolov8n", "weights": weights}}
+    with pytest.raises(RunDirError) as caught:
+        RunDoc.read(doc, "run.json")
+    assert str(caught.value).startswith('run.json: field "model.weights" must be a string or an object, found ')
+
+
 def _wrong_value(types: tuple[type, ...]) -> Any:
     return "damaged" if str not in types else 7
 

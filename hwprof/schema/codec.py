@@ -65,8 +65,10 @@ WORDS: dict[type, tuple[tuple[type, ...], str]] = {
 def _spec(attr: str, key: str, hint: Any) -> Spec:
     args = [a for a in typing.get_args(hint) if a is not type(None)] if _is_union(hint) else [hint]
     nullable = _is_union(hint) and type(None) in typing.get_args(hint)
-    if len(args) != 1 or args[0] is Any:
+    if any(a is Any for a in args):
         return Spec(attr, key, None, "any value")
+    if len(args) > 1:
+        return _union_spec(attr, key, args, nullable)
     kind = args[0]
     origin = typing.get_origin(kind) or kind
     if isinstance(origin, type) and issubclass(origin, Record):
@@ -81,6 +83,22 @@ def _spec(attr: str, key: str, hint: Any) -> Spec:
             return Spec(attr, key, (list,), "a list", item, record_list=True, nullable=nullable)
     accepted, expected = WORDS[origin]
     return Spec(attr, key, accepted, expected, nullable=nullable)
+
+
+def _union_spec(attr: str, key: str, members: list[Any], nullable: bool) -> Spec:
+    """A field of several plain JSON types (e.g. `str | JsonObject | None`): the value must be one of them.
+    A record among the members is kept whole as an object (no record type is read into)."""
+    accepted: list[type] = []
+    words: list[str] = []
+    for member in members:
+        origin = typing.get_origin(member) or member
+        if isinstance(origin, type) and issubclass(origin, Record):
+            origin = dict
+        kinds, word = WORDS[origin]
+        accepted += [k for k in kinds if k not in accepted]
+        words.append(word)
+    expected = ", ".join(words[:-1]) + f" or {words[-1]}"
+    return Spec(attr, key, tuple(accepted), expected, nullable=nullable)
 
 
 def _is_union(hint: Any) -> bool:

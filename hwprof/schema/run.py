@@ -215,11 +215,13 @@ class RunDoc(Record):
     run_id: str | None = None
     status: str = ""
     created: str | None = None
-    command: Any = None
+    command: list[Any] | None = None
+    """The command line of the collect (argv)."""
     imported: JsonObject | None = None
     config: RunConfigDoc = field(default_factory=RunConfigDoc)
     host: HostDoc = field(default_factory=HostDoc)
-    images: Any = None
+    images: JsonObject | None = None
+    """The images the collect read: paths, skipped (with the reason), source."""
     clock: JsonObject | None = None
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)
     passes: dict[str, PassDoc] = field(default_factory=dict)

@@ -74,9 +74,7 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
         entry["forward_p50_ms"] = p50
         entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
         if name != "timing":
-            entry.update(
-                pass_figures(markers, timing, data.pass_result(name).paired, entry.get("collectors", []))
-            )
+            entry.update(pass_figures(markers, timing, data.pass_result(name).paired, entry.get("collectors", [])))
 
 
 def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:
