@@ -38,6 +38,7 @@ Which collectors may share a pass, and why:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import os
@@ -52,6 +53,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.pyspy.attribution import NAME, convert_chrometrace, convert_speedscope, write_outputs
+from hwprof.collectors.pyspy.switch import PySpySwitch, summary_fields, write_pid
 
 from hwprof.core.atomic import atomic_path
 from hwprof.core.markers import read_markers
@@ -133,7 +135,28 @@ class PySpyCollector(Collector):
             return Capability.unavailable(f"py-spy binary not found ({where})", "pip install py-spy")
         return _probe(binary)
 
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self._switch: PySpySwitch | None = None
+
+    @property
+    def switchable(self) -> bool:
+        """Stopped in the clean iterations (switch.py), except with --pyspy-native, whose py-spy holds
+        the worker's threads stopped while it samples."""
+        return not self.config.pyspy_native
+
+    def pause(self, ctx: PassContext) -> None:
+        if self._switch is None:
+            self._switch = PySpySwitch(ctx.out_dir)
+        self._switch.stop()
+
+    def resume(self, ctx: PassContext) -> None:
+        if self._switch is not None:
+            self._switch.cont()
+
     def close(self, ctx: PassContext) -> CollectorResult:
+        if self._switch is not None:  # never leave py-spy stopped: continued before anything else
+            self._switch.save()
         return CollectorResult(
             "skipped", reason="py-spy runs in the parent: its result is the one attach().finish() returns"
         )
@@ -168,12 +191,15 @@ class PySpyTool(AttachedTool):
         self._log_handle = open(self.log, "w")  # noqa: SIM115 - py-spy writes to it until finish()
         self.launched_ns = time.monotonic_ns()
         self.process = subprocess.Popen(command, stdout=self._log_handle, stderr=subprocess.STDOUT)
+        write_pid(ctx.out_dir, self.process.pid)  # the worker stops it in clean iterations (switch.py)
 
     def abandon(self) -> None:
         self.process.wait()  # killed already
         self._log_handle.close()
 
     def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
+        with contextlib.suppress(ProcessLookupError):  # a worker killed while py-spy was stopped
+            self.process.send_signal(signal.SIGCONT)
         try:
             returncode = self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -215,6 +241,7 @@ class PySpyTool(AttachedTool):
             errors=_sample_errors(log_text),
             samples_reported=_samples_reported(log_text),
             max_behind_s=max((float(x) for x in re.findall(r"([\d.]+)s behind in sampling", log_text)), default=0.0),
+            **summary_fields(self.ctx.out_dir, self.ctx.config.pyspy_rate),
         )
         if not self.native:
             summary.native_off = NATIVE_OFF
