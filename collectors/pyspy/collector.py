@@ -4,7 +4,8 @@ The parent runs the real `py-spy record -p PID --threads --idle -r RATE --format
 --nonblocking` right after spawning the worker; py-spy exits when the worker exits, and finish()
 converts its samples (parse.py reads them, clock.py puts them on CLOCK_MONOTONIC,
 attribution.py splits them over stages, layers and threads and writes the files). The
-in-process part of this collector does nothing.
+in-process part of this collector stops py-spy (SIGSTOP) in the paired pass's clean iterations and
+continues it after them (switch.py), so that the trace pass's paired cost covers py-spy.
 
 Native frames are off by default: native kernels on every thread come from perf's kernels pass
 (perf_sampling), which needs neither stacks nor pauses. `--pyspy-native` (RunConfig.pyspy_native)
