@@ -238,7 +238,7 @@ def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Pat
     ("pass_name", "names", "runtime", "paired"),
     [
         ("layers", "flops,sysstat", "torch", {"switched": ["layer markers", "flops", "sysstat"], "always_on": []}),
-        ("trace", "pyspy", "torch", {"switched": ["layer markers"], "always_on": ["pyspy"]}),
+        ("trace", "pyspy", "torch", {"switched": ["layer markers", "pyspy"], "always_on": []}),  # SIGSTOP, SIGCONT
         ("callgrind", "callgrind", "torch", None),  # under a simulator: no clean iterations
         ("ncu", "ncu", "torch", None),  # under Nsight Compute's replay: likewise
         ("ncu_range", "ncu_range", "torch", None),
