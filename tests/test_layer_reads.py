@@ -265,3 +265,24 @@ def test_rotated_counts_agree_with_every_on_the_same_run(tmp_path: Path) -> None
     assert statistics.median(odd) < statistics.median(even) * 1.10
     reads = json.loads((out / "result.json").read_text())["collectors"]["perf_events"]["summary"]["read_cost"]
     assert reads["reads"] < len(forward) * (10 + 46) * 0.7  # odd iterations: about a quarter of 46 layer reads
+
+
+def test_report_says_how_many_visits_the_counts_come_from() -> None:
+    from hwprof.analysis.overhead import counter_checks
+    from hwprof.rundir.reader import SCHEMA_VERSION
+    from hwprof.schema.run import RunDoc
+
+    closure = {"task-clock": {"sum_layers": 9.0, "gap": 1.0, "forward": 10.0, "ratio": 1.0}}
+    summary: dict[str, Any] = {"checks": {"layers_plus_gap_vs_forward": closure}}
+    run = {
+        "schema_version": SCHEMA_VERSION,
+        "status": "ok",
+        "collectors": {"perf_events": {"status": "ok", "summary": summary}},
+    }
+    assert len(counter_checks(RunDoc.read(run, "run.json"))) == 1  # every layer in every iteration: as before
+    summary["layer_reads"] = {"method": "rotate", "every": 1, "visits_min": 20, "visits_max": 20, "iterations": 20}
+    assert len(counter_checks(RunDoc.read(run, "run.json"))) == 1
+    summary["layer_reads"].update(every=4, visits_min=5, visits_max=6, iterations=21)
+    lines = counter_checks(RunDoc.read(run, "run.json"))
+    assert lines[1].startswith("perf_events: each layer's counts from 1 in 4 measured iterations")
+    assert "5-6 visits per layer of 21" in lines[1]

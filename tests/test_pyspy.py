@@ -335,6 +335,7 @@ def test_switch_stops_in_clean_iterations_and_always_continues(tmp_path: Path) -
         collector = ps.PySpyCollector(ctx.config)
         assert collector.switchable
         assert not ps.PySpyCollector(RunConfig(pyspy_native=True)).switchable
+        assert not ps.PySpyCollector(RunConfig(extra={"pyspy_switch": False})).switchable
         collector.pause(ctx)  # no pid file yet: not stopped, counted
         collector.resume(ctx)
         switch.write_pid(ctx.out_dir, fake.pid)

@@ -143,8 +143,9 @@ class PySpyCollector(Collector):
     @property
     def switchable(self) -> bool:
         """Stopped in the clean iterations (switch.py), except with --pyspy-native, whose py-spy holds
-        the worker's threads stopped while it samples."""
-        return not self.config.pyspy_native
+        the worker's threads stopped while it samples, and with extra.pyspy_switch false (the method before
+        issue 29, for scripts/bench_attributing_passes.py)."""
+        return not self.config.pyspy_native and self.config.extra.get("pyspy_switch", True) is not False
 
     def pause(self, ctx: PassContext) -> None:
         if self._switch is None:
