@@ -31,6 +31,7 @@ from hwprof.schema.records import MetricTables
 
 LAYERS = 10
 GAP = 50
+CHILD = 7
 """Count added between two layers (the hooks, the model's Python)."""
 
 
@@ -80,7 +81,14 @@ def _spin(us: float) -> None:
 
 
 def _run(
-    tmp_path: Path, method: str, read_us: float, iters: int = 16, warmup: int = 2, layer_us: float = 0, **extra: Any
+    tmp_path: Path,
+    method: str,
+    read_us: float,
+    iters: int = 16,
+    warmup: int = 2,
+    layer_us: float = 0,
+    nested: bool = False,
+    **extra: Any,
 ) -> Any:
     config = RunConfig(events=["task-clock"], iters=iters, warmup=warmup, counter_reads=method, extra=extra)
     ctx = PassContext(config, tmp_path, "layers", MarkerBus())
@@ -103,6 +111,9 @@ def _run(
                 with bus.span("layer", f"model.{index}", index):
                     world.value += layer_count(index)
                     _spin(layer_us)
+                    if nested and index == 3:  # --depth 2: a child marker carries its top-level index
+                        with bus.span("layer", "model.3.cv1", index):
+                            world.value += CHILD
                 world.value += GAP
         layer_reads_per_iteration[i] = world.reads - before - 4  # the iteration's and the forward's B and E
     result = collector.close(ctx)
@@ -197,6 +208,16 @@ def test_cheap_reads_read_every_layer_and_no_warmup_plans_from_the_first_iterati
     # iteration 0 read every layer; 1-15 rotate (positions 1, 2, 3, 0, ...: class 0, layers 0, 4, 8, thrice)
     assert visits == [4] * 3 + [5] * 7
     assert all(tables.layers[f"model.{i}"]["task-clock"] == layer_count(i) for i in range(LAYERS))
+
+
+def test_nested_layers_are_read_with_their_top_level_layer(tmp_path: Path) -> None:
+    summary, tables, _ = _run(tmp_path, "rotate", read_us=300, nested=True)
+    assert summary["layer_reads"]["every"] == 4
+    parent, child = tables.layers["model.3"], tables.layers["model.3.cv1"]
+    assert parent["visits"] == child["visits"] == 4
+    assert child["task-clock"] == CHILD and parent["task-clock"] == layer_count(3)  # the child is not in its self
+    assert parent["task-clock.inclusive"] == layer_count(3) + CHILD
+    assert tables.stages["forward"]["gap.task-clock"] == LAYERS * GAP
 
 
 # ----------------------------------------------------------------------------- a real run
