@@ -215,7 +215,10 @@ def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Pat
     if collectors["torch_profiler"]["status"] == "ok":
         trace = passes["trace"]["overhead"]
         assert trace["method"] == PAIRED and "torch_profiler" in trace["covers"]
-        assert trace["always_on"] == (["pyspy"] if "pyspy" in passes["trace"]["collectors"] else [])
+        assert trace["always_on"] == []  # py-spy is stopped in the clean iterations (issue 29)
+        if "pyspy" in passes["trace"]["collectors"]:
+            assert "pyspy" in trace["covers"]
+            assert collectors["pyspy"]["summary"]["paused_switches"] >= 2
         assert collectors["torch_profiler"]["summary"]["iterations"] == 2  # the clean ones are not profiled
     if collectors["scalene"]["status"] == "ok":
         assert passes["scalene"]["overhead"]["method"] == PAIRED
