@@ -18,6 +18,7 @@ each layer's task-clock agrees between the two methods on that same run.
 
     python scripts/bench_attributing_passes.py                      # the issue's table (long: a quiet host)
     python scripts/bench_attributing_passes.py --models yolov8n@96 --threads 2 --iters 4 --warmup 1
+    python scripts/bench_attributing_passes.py --models yolov7@640 --threads 16 --device cuda   # a GPU host
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def main() -> int:
     parser.add_argument("--methods", default="old,new")
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda: the GPU run's layers pass (rotation 1 in 16)")
     parser.add_argument("--agreement", action="store_true", help="also compare the per-layer counts on one run")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
     args = parser.parse_args()
@@ -133,6 +135,7 @@ def main() -> int:
                     model=model,
                     imgsz=imgsz,
                     threads=threads,
+                    device=args.device,
                     iters=args.iters,
                     warmup=args.warmup,
                     counter_reads=options["counter_reads"],
@@ -146,6 +149,7 @@ def main() -> int:
                     model=model,
                     imgsz=imgsz,
                     threads=threads,
+                    device=args.device,
                     iters=max(args.iters, 32),
                     warmup=args.warmup,
                     extra={"counter_reads_compare": True, "counter_reads_every": 4},
