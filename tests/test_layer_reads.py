@@ -307,3 +307,5 @@ def test_report_says_how_many_visits_the_counts_come_from() -> None:
     lines = counter_checks(RunDoc.read(run, "run.json"))
     assert lines[1].startswith("perf_events: each layer's counts from 1 in 4 measured iterations")
     assert "5-6 visits per layer of 21" in lines[1]
+    summary["layer_reads"].update(visits_min=5, visits_max=5, iterations=20)
+    assert " 5 visits per layer of 20" in counter_checks(RunDoc.read(run, "run.json"))[1]

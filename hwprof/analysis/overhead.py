@@ -184,8 +184,10 @@ def _layer_reads_line(plan: dict[str, Any] | None) -> list[str]:
     """How many visits each layer's counts come from, where the layers were read in a share of the iterations."""
     if not plan or not isinstance(plan.get("every"), int) or plan["every"] <= 1:
         return []
+    low, high = plan.get("visits_min"), plan.get("visits_max")
+    visits = f"{low}" if low == high else f"{low}-{high}"
     return [
         f"perf_events: each layer's counts from 1 in {plan['every']} measured iterations (--counter-reads rotate): "
-        f"{plan.get('visits_min')}-{plan.get('visits_max')} visits per layer of {plan.get('iterations')} "
-        "(layers.csv: perf_events.visits); the gap is the forward less the layers' means"
+        f"{visits} visits per layer of {plan.get('iterations')} (layers.csv: perf_events.visits); the gap is the "
+        "forward less the layers' means"
     ]
