@@ -360,6 +360,28 @@ def test_switch_stops_in_clean_iterations_and_always_continues(tmp_path: Path) -
         fake.wait()
 
 
+def test_switch_that_may_not_signal_counts_a_miss(tmp_path: Path) -> None:
+    import os
+
+    from hwprof.collectors.pyspy import switch
+
+    fake = _fake_pyspy(os.getpid())
+    try:
+        switch.write_pid(tmp_path, fake.pid)
+
+        def refuse(pid: int, sig: int) -> None:
+            raise PermissionError(1, "Operation not permitted")
+
+        s = switch.PySpySwitch(tmp_path, send=refuse)
+        s.stop()
+        s.cont()
+        s.stop()
+        assert s.stats.missed == 2 and s.stats.switches == 0 and s.stopped_at is None
+    finally:
+        fake.kill()
+        fake.wait()
+
+
 def test_switch_leaves_other_processes_alone(tmp_path: Path) -> None:
     from hwprof.collectors.pyspy import switch
 

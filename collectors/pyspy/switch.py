@@ -84,7 +84,7 @@ class PySpySwitch:
     def _signal(self, pid: int, sig: int) -> bool:
         try:
             self._send(pid, sig)
-        except ProcessLookupError:
+        except OSError:  # exited, or not ours to signal (EPERM): py-spy simply keeps sampling
             self.gone = True
             return False
         return True
