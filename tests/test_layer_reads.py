@@ -102,10 +102,8 @@ def _run(
     collector.counted_cpu = CountedThreadsCpu()
     bus = ctx.bus
     bus.subscribe(collector.on_marker)
-    layer_reads_per_iteration: dict[int, int] = {}
     for i in range(-warmup, iters):
         bus.iteration, bus.warmup = i, i < 0
-        before = world.reads
         with bus.span("iteration", "iteration"), bus.span("stage", "forward"):
             for index in range(LAYERS):
                 with bus.span("layer", f"model.{index}", index):
@@ -115,7 +113,6 @@ def _run(
                         with bus.span("layer", "model.3.cv1", index):
                             world.value += CHILD
                 world.value += GAP
-        layer_reads_per_iteration[i] = world.reads - before - 4  # the iteration's and the forward's B and E
     result = collector.close(ctx)
     assert result.status == "ok", result.reason
     return result.to_dict()["summary"], MetricTables.load(ctx.out_dir / "perf_events.metrics.json"), ctx
@@ -135,6 +132,60 @@ def test_plan_from_the_read_cost() -> None:
     assert layer_reads.plan("every", "cpu", 20, 4e3, 166, 400e6, forced=3).every == 1
 
 
+def test_iterations_asked_for_so_that_rotation_meets_its_budget() -> None:
+    # yolov7-tiny at 320 on 2 threads: 1 in 10 wanted, 4 visits each
+    assert layer_reads.iterations_for(12e3, 166, 20e6, 20) == 40
+    # the 16-CPU host's yolov7 at 640: 222 reads of 64 us in 223 ms (6.4%): 1 in 7
+    assert layer_reads.iterations_for(64e3, 222, 223e6, 20) == 28
+    assert layer_reads.iterations_for(4e3, 166, 400e6, 20) is None  # cheap: --iters is enough
+    assert layer_reads.iterations_for(30e3, 1000, 20e6, 20) == layer_reads.MAX_ITERATIONS
+    # a 1 s forward whose reads cost 10%: at most EXTRA_S (20 s) more, clean iterations included
+    assert layer_reads.iterations_for(100e3, 1000, 1e9, 20) == 30
+    assert layer_reads.iterations_for(0, 166, 20e6, 20) is None
+
+
+def _timing_markers(run_dir: Path, forward_ms: float) -> None:
+    from hwprof.core.markers import Marker, MarkerLog
+
+    log = MarkerLog()
+    t = 1_000_000_000
+    for i in range(5):
+        for kind, name, dur in (("iteration", "iteration", 0), ("stage", "forward", int(forward_ms * 1e6))):
+            log(Marker(kind, "B", name, t, i, False))  # type: ignore[arg-type]
+            log(Marker(kind, "E", name, t + dur, i, False))  # type: ignore[arg-type]
+            t += dur + 1000
+    (run_dir / "passes" / "timing").mkdir(parents=True)
+    log.flush_to(run_dir / "passes" / "timing" / "markers.jsonl")
+
+
+def test_cpu_layers_pass_asks_for_iterations_from_the_timing_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from hwprof.collectors.perf_events import planner
+
+    _timing_markers(tmp_path, 20.0)
+    config = RunConfig(events=["task-clock"], iters=20, threads=2)
+    ctx = PassContext(config, tmp_path, "layers", MarkerBus())
+    ctx.pipeline = SimpleNamespace(built=SimpleNamespace(module=SimpleNamespace(model=[None] * 83)))  # type: ignore[assignment]
+    counters = CounterSet.open([EventResolver().resolve("task-clock")], range(20), paranoid=2)
+    try:
+        assert planner.read_after_parallel_ns(counters) > 0  # a real read after a real parallel convolution
+        monkeypatch.setattr(planner, "read_after_parallel_ns", lambda _c: 12e3)
+        collector = PerfEvents(config)
+        collector.counters = counters
+        assert collector.measured_iterations(ctx) == 40  # 166 reads of 12 us in 20 ms: 1 in 10, 4 visits
+        collector.planner.make(counters)
+        assert collector.planner.plan is not None and collector.planner.plan.every == 10  # the cap for 40
+        for other in (RunConfig(threads=1), RunConfig(threads=2, counter_reads="every")):
+            assert PerfEvents(other).measured_iterations(ctx) is None
+        without_timing = PassContext(config, tmp_path / "none", "layers", MarkerBus())
+        assert PerfEvents(config).measured_iterations(without_timing) is None
+    finally:
+        counters.close()
+
+
 def test_gpu_run_rotates_by_default() -> None:
     assert RunConfig().counter_reads == "rotate"
     wanted = layer_reads.wanted_iterations("rotate", "cuda")
@@ -146,7 +197,7 @@ def test_gpu_run_rotates_by_default() -> None:
     assert gpu.every == layer_reads.GPU_EVERY and "GPU run" in gpu.reason
     assert layer_reads.plan("rotate", "cuda", 20, None, 0, None).every == 5  # fewer iterations: visits first
     assert layer_reads.plan("every", "cuda", wanted, 64e3, 212, 9e6).every == 1
-    assert PerfEvents(RunConfig(device="cuda")).measured_iterations_wish == wanted
+    assert PerfEvents(RunConfig(device="cuda")).planner.wish == wanted
     with pytest.raises(ValueError, match="counter-reads"):
         RunConfig(counter_reads="sometimes").validate()
 
@@ -167,6 +218,7 @@ def test_rotation_reads_a_share_of_the_layers_and_keeps_every_count(tmp_path: Pa
     plan = summary["layer_reads"]
     assert plan["every"] == 4 and plan["share"] == 0.25 and plan["read_us"] >= 300
     assert plan["visits_min"] == plan["visits_max"] == 4 and plan["iterations"] == 16
+    assert "iterations_asked" not in plan  # no timing pass here to ask from
     for index in range(LAYERS):
         row = tables.layers[f"model.{index}"]
         assert row["visits"] == 4

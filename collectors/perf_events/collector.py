@@ -19,10 +19,10 @@ from collections import Counter as Tally
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+from hwprof.collectors.perf_events.planner import ReadPlanner
 
 from hwprof.core.atomic import atomic_path
 from hwprof.core.config import RunConfig
-from hwprof.perf import layer_reads
 from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import Reading, interval_series
 from hwprof.perf.derived import cache_line_size
@@ -56,9 +56,6 @@ NEVER_SCHEDULED = {
     "held by another user, e.g. the NMI watchdog or another perf session",
     "fix": "`sysctl -w kernel.nmi_watchdog=0`, stop other profilers, or set extra.perf_max_group lower",
 }
-PROBE_WARMUP = 2
-"""The last warm-up iteration plans the layer reads (hwprof.perf.layer_reads) if there are this many: a first
-forward is cold (231 ms against 11 ms for yolov8n at 128 here)."""
 UNKNOWN_FIX = "pass --events with names from that list (or leave --events out for the default set)"
 
 
@@ -142,10 +139,8 @@ class PerfEvents(Collector):
         self.read_ns = array("q")
         self.marker_ns = 0
         """Time spent in on_marker over the measured iterations (the collector's own cost)."""
-        self.plan: layer_reads.ReadPlan | None = None
-        """Which layers each measured iteration reads (--counter-reads), planned after the probe."""
-        self.read_probe = layer_reads.ReadProbe()
-        self.measured_iterations_wish = layer_reads.wanted_iterations(config.counter_reads, config.device)
+        self.planner = ReadPlanner(config)
+        """Which layers each measured iteration reads (--counter-reads, hwprof.perf.layer_reads)."""
 
     def open(self, ctx: PassContext) -> None:
         names, self.explicit = requested(self.config)
@@ -164,32 +159,7 @@ class PerfEvents(Collector):
         )
 
     def measured_iterations(self, ctx: PassContext) -> int | None:
-        return self.measured_iterations_wish
-
-    def _planned_iterations(self) -> int:
-        return max(self.config.iters, self.measured_iterations_wish or 0)
-
-    def _probe_read(self, marker: Marker, counters: CounterSet) -> None:
-        """The last warm-up iteration (or the first measured one) reads at every marker: its read costs
-        plan the rotation (hwprof.perf.layer_reads)."""
-        t0 = time.perf_counter_ns()
-        counters.read_active()
-        self.read_probe.add(marker.kind, marker.phase, marker.name, marker.t_ns, time.perf_counter_ns() - t0)
-        if marker.kind == "iteration" and marker.phase == "E":
-            self._plan(counters)
-
-    def _plan(self, counters: CounterSet) -> None:
-        self.plan = layer_reads.plan(
-            self.config.counter_reads,
-            self.config.device,
-            self._planned_iterations(),
-            self.read_probe.median_ns(),
-            self.read_probe.layer_reads,
-            self.read_probe.forward_ns,
-            max(len(counters.rotating), 1),
-            bool(self.config.extra.get("counter_reads_compare")),
-            self.config.extra.get("counter_reads_every"),
-        )
+        return self.planner.measured_iterations(ctx, self.counters)
 
     def on_marker(self, marker: Marker) -> None:
         entered = time.perf_counter_ns()
@@ -197,11 +167,12 @@ class PerfEvents(Collector):
         if counters is None or counted_cpu is None or not counters.groups:
             return
         kind = marker.kind
+        planner = self.planner
         if marker.warmup:
-            if marker.iteration == -1 and self.plan is None and self.config.warmup >= PROBE_WARMUP:
-                self._probe_read(marker, counters)
+            if planner.probes_warmup(marker):
+                planner.probe_read(marker, counters)
             return
-        plan = self.plan
+        plan = planner.plan
         if kind == "layer" and plan is not None and not plan.reads(marker.index, marker.iteration):
             self.marker_ns += time.perf_counter_ns() - entered
             return
@@ -213,12 +184,10 @@ class PerfEvents(Collector):
         self.read_ns.append(read)
         cpu, uncharged = (None, None) if kind == "layer" else (counted_cpu.ns(), uncharged_ns())
         self.readings.append((marker, active, raws, cpu, uncharged))
-        if plan is None:  # no warm-up planned it: this first measured iteration reads every layer
-            self.read_probe.add(kind, marker.phase, marker.name, marker.t_ns, read)
         if kind == "iteration" and marker.phase == "E":
             counters.end_iteration()
-            if self.plan is None:
-                self._plan(counters)
+        if plan is None:  # no warm-up planned it: this first measured iteration reads every layer
+            planner.observe(marker, read, counters)
         self.marker_ns += time.perf_counter_ns() - entered
 
     def start(self, ctx: PassContext) -> None:
@@ -267,8 +236,7 @@ class PerfEvents(Collector):
         units = {s.name: s.display_unit for s in specs}
         scales = {s.name: s.scale for s in specs if s.scale != 1.0}
         line_size, line_source = cache_line_size()
-        rotated = self.plan is not None and self.plan.every > 1
-        analysis = analyse(readings, units, scales, line_size, rotated=rotated)
+        analysis = analyse(readings, units, scales, line_size, rotated=self.planner.rotated)
         out = ctx.out_dir
         analysis.tables.save(metrics_path(out, self.name))
         series = interval_series(samples, scales, units=units)
@@ -344,8 +312,10 @@ class PerfEvents(Collector):
             )
         multiplexed = {e: f for e, f in analysis.running.items() if f < 0.999}
         reads_plan: dict[str, Any] = {"method": self.config.counter_reads}
-        if self.plan is not None:
-            reads_plan.update(self.plan.describe())
+        if self.planner.plan is not None:
+            reads_plan.update(self.planner.plan.describe())
+        if self.planner.wish is not None:
+            reads_plan["iterations_asked"] = self.planner.wish
         visits = [int(row["visits"]) for row in analysis.tables.layers.values() if "visits" in row]
         if visits:
             reads_plan.update(visits_min=min(visits), visits_max=max(visits), iterations=analysis.iterations)

@@ -39,11 +39,29 @@ GPU_EVERY = 16
 every layer costs 1.5-1.9x, one in 16 about 8%."""
 
 
+MAX_ITERATIONS = 64
+"""At most this many measured iterations asked for so that a CPU run's rotation can read fewer layers."""
+EXTRA_S = 20.0
+"""At most this much more forward time (measured and clean iterations) for those iterations."""
+
+
 def wanted_iterations(method: str, device: str) -> int | None:
     """Measured iterations the layers pass asks for under this method (None: --iters is enough)."""
     if method == "rotate" and device.startswith("cuda"):
         return GPU_EVERY * MIN_VISITS
     return None
+
+
+def iterations_for(read_ns: float, layer_reads: int, forward_ns: float, iters: int) -> int | None:
+    """Measured iterations that let the rotation meet READ_BUDGET with MIN_VISITS visits per layer, from a
+    read's cost and the clean forward's time known before the pass (the timing pass): at most
+    MAX_ITERATIONS, and at most EXTRA_S more forward time with the clean iterations; None: --iters is enough."""
+    if read_ns <= 0 or forward_ns <= 0 or layer_reads <= 0:
+        return None
+    every = math.ceil(read_ns * layer_reads / forward_ns / READ_BUDGET)
+    by_time = iters + int(EXTRA_S * 1e9 / (2 * forward_ns))
+    want = min(every * MIN_VISITS, MAX_ITERATIONS, by_time)
+    return want if want > iters else None
 
 
 @dataclass(frozen=True)
