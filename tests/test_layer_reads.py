@@ -138,7 +138,9 @@ def test_iterations_asked_for_so_that_rotation_meets_its_budget() -> None:
     # the 16-CPU host's yolov7 at 640: 222 reads of 64 us in 223 ms (6.4%): 1 in 7
     assert layer_reads.iterations_for(64e3, 222, 223e6, 20) == 28
     assert layer_reads.iterations_for(4e3, 166, 400e6, 20) is None  # cheap: --iters is enough
-    assert layer_reads.iterations_for(30e3, 1000, 20e6, 20) == layer_reads.MAX_ITERATIONS
+    assert layer_reads.iterations_for(30e3, 1000, 20e6, 40) == layer_reads.MAX_ITERATIONS
+    assert layer_reads.iterations_for(30e3, 1000, 20e6, 20) == 40  # at most twice --iters
+    assert layer_reads.iterations_for(12e3, 166, 20e6, 2) == 4
     # a 1 s forward whose reads cost 10%: at most EXTRA_S (20 s) more, clean iterations included
     assert layer_reads.iterations_for(100e3, 1000, 1e9, 20) == 30
     assert layer_reads.iterations_for(0, 166, 20e6, 20) is None

@@ -40,7 +40,8 @@ every layer costs 1.5-1.9x, one in 16 about 8%."""
 
 
 MAX_ITERATIONS = 64
-"""At most this many measured iterations asked for so that a CPU run's rotation can read fewer layers."""
+"""At most this many measured iterations asked for so that a CPU run's rotation can read fewer layers, and at
+most twice --iters (a user who asked for a short run keeps one)."""
 EXTRA_S = 20.0
 """At most this much more forward time (measured and clean iterations) for those iterations."""
 
@@ -55,12 +56,13 @@ def wanted_iterations(method: str, device: str) -> int | None:
 def iterations_for(read_ns: float, layer_reads: int, forward_ns: float, iters: int) -> int | None:
     """Measured iterations that let the rotation meet READ_BUDGET with MIN_VISITS visits per layer, from a
     read's cost and the clean forward's time known before the pass (the timing pass): at most
-    MAX_ITERATIONS, and at most EXTRA_S more forward time with the clean iterations; None: --iters is enough."""
+    MAX_ITERATIONS and twice `iters`, and at most EXTRA_S more forward time with the clean iterations; None:
+    --iters is enough."""
     if read_ns <= 0 or forward_ns <= 0 or layer_reads <= 0:
         return None
     every = math.ceil(read_ns * layer_reads / forward_ns / READ_BUDGET)
     by_time = iters + int(EXTRA_S * 1e9 / (2 * forward_ns))
-    want = min(every * MIN_VISITS, MAX_ITERATIONS, by_time)
+    want = min(every * MIN_VISITS, MAX_ITERATIONS, 2 * iters, by_time)
     return want if want > iters else None
 
 
