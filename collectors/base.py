@@ -132,8 +132,9 @@ class Collector:
     switchable: ClassVar[bool] = False
     """Its cost can be switched off between iterations inside the worker (pause/resume, and no
     markers while paused). A pass with such a collector interleaves clean iterations with its
-    measured ones and so measures its own cost; others (py-spy attached from outside, a process
-    under Scalene or Valgrind) cost the clean iterations as much and leave a pass-level estimate."""
+    measured ones and so measures its own cost; others (a process under Scalene or Valgrind, py-spy
+    with --pyspy-native) cost the clean iterations as much and leave a pass-level estimate. py-spy,
+    attached from outside, switches by signals (collectors/pyspy/switch.py)."""
     clean_markers: ClassVar[bool] = False
     """Not switchable, and gets the stage and iteration markers of the clean iterations too (they have
     Marker.clean set): a sampler that stays on and measures those iterations, e.g. NVML's energy."""

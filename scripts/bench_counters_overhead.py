@@ -22,7 +22,8 @@
 3. Read cost. One child process per thread count opens groups of 1, 2, 4 and 8 software events
    (inherit=1) before importing torch, starts torch's pool with T threads, then times reads of
    each group: with the pool idle, and while a background thread keeps the pool busy (a running
-   inherited child event costs an IPI to read). Also N separate single-event fds read one by one.
+   inherited child event costs an IPI to read), and ("between") right after a small parallel convolution,
+   while the OpenMP workers still spin, as at a layer marker. Also N separate single-event fds read one by one.
 
     python scripts/bench_counters_overhead.py                       # yolov7 at 640, default events
     python scripts/bench_counters_overhead.py --model yolov7-tiny --imgsz 320 --iters 10 --repeats 1
@@ -158,8 +159,20 @@ READ_COST_CHILD = textwrap.dedent(
     loaded = measure()
     stop.set()
     worker.join()
+    # as in a forward: a read right after a parallel region, while the OpenMP workers still spin
+    x, w = torch.rand(1, 32, 40, 40), torch.rand(32, 32, 3, 3)
+    between = {}
+    for n, g in groups.items():
+        times = []
+        for _ in range(reads // 4):
+            torch.nn.functional.conv2d(x, w, padding=1)
+            t = time.perf_counter_ns()
+            g.read_raw()
+            times.append((time.perf_counter_ns() - t) / 1e3)
+        between[f"group of {n}"] = sorted(times)[len(times) // 2]
+    between["8 single fds"] = float("nan")
     live = len(__import__("os").listdir("/proc/self/task"))
-    print(json.dumps({"threads": threads, "os_threads": live, "idle": idle, "busy": loaded}))
+    print(json.dumps({"threads": threads, "os_threads": live, "idle": idle, "busy": loaded, "between": between}))
     """
 )
 
@@ -266,7 +279,7 @@ def main() -> int:
         keys = list(rows[0]["idle"])
         print(f"{'torch threads':>13s} {'state':>5s} " + " ".join(f"{k:>12s}" for k in keys))
         for row in rows:
-            for state in ("idle", "busy"):
+            for state in ("idle", "busy", "between"):
                 cells = " ".join(f"{row[state][k]:12.2f}" for k in keys)
                 print(f"{row['threads']:13d} {state:>5s} {cells}")
     return 0

@@ -16,6 +16,7 @@ from hwprof.collectors.pyspy import collector as ps
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, read_markers
 from hwprof.schema.records import Span, ThreadName, read_records
+from hwprof.schema.summaries_tools import PyspySummary
 
 FIXTURE = Path(__file__).parent / "fixtures" / "pyspy"
 
@@ -213,6 +214,13 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
     assert result.to_dict()["summary"]["native"] is native
     assert ("--native" in result.to_dict()["summary"]["command"]) is native
     assert ("--nonblocking" in result.to_dict()["summary"]["command"]) is not native
+    summary = result.to_dict()["summary"]
+    paired = json.loads((run_dir / "passes" / "trace" / "result.json").read_text())["paired"]
+    if native:  # py-spy holds the worker's threads while it samples: never stopped, and the figure says so
+        assert "paused_switches" not in summary and paired["always_on"] == ["pyspy"]
+    else:  # stopped in every clean iteration, so the pass's paired cost covers it
+        assert summary["paused_switches"] >= ITERATIONS and summary["paused_missed"] == 0, summary
+        assert "pyspy" in paired["switched"] and not paired["always_on"]
     metrics = json.loads((out / "pyspy.metrics.json").read_text())
     assert max(metrics["stages"], key=lambda s: metrics["stages"][s]["pyspy_ms"]) == "forward"
     hotspots = json.loads((out / "pyspy.hotspots.json").read_text())
@@ -265,3 +273,124 @@ def test_pyspy_killed_mid_run_fails_with_the_reason(tmp_path: Path) -> None:
     worker_result = json.loads((run_dir / "passes" / "trace" / "result.json").read_text())
     assert worker_result["status"] == "ok"
     assert worker_result["collectors"]["torch_profiler"]["status"] == "ok"
+
+
+# ----------------------------------------------------------------------------- paired: py-spy stopped
+
+
+def _as_clean(markers: list[Marker], iteration: int) -> list[Marker]:
+    """The markers with one measured iteration turned into a clean one (no layer markers, clean=True)."""
+    from dataclasses import replace
+
+    return [
+        replace(m, clean=True) if m.iteration == iteration and not m.warmup else m
+        for m in markers
+        if not (m.iteration == iteration and not m.warmup and m.kind == "layer")
+    ]
+
+
+def _layer_ns(converted: attribution.Converted) -> float:
+    n_iter = converted.hotspots["iterations"]
+    return sum(row["pyspy_ms"] for row in converted.metrics.layers.values()) * n_iter * 1e6
+
+
+def test_samples_of_a_clean_iteration_are_not_attributed(markers: list[Marker]) -> None:
+    whole = ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", markers, 200)
+    only_1 = ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", _as_clean(markers, 0), 200)
+    only_0 = ps.convert_chrometrace(FIXTURE / "pyspy.chrometrace.json.gz", _as_clean(markers, 1), 200)
+    assert only_0.hotspots["iterations"] == only_1.hotspots["iterations"] == 1
+    assert _layer_ns(only_0) > 0 and _layer_ns(only_1) > 0
+    # each sample's time goes to the measured iteration it lies in, none to a clean one
+    assert _layer_ns(only_0) + _layer_ns(only_1) == pytest.approx(_layer_ns(whole), rel=1e-9)
+
+
+def _fake_pyspy(worker_pid: int) -> subprocess.Popen[bytes]:
+    """A process whose command line reads like `py-spy record -p <worker_pid>`."""
+    code = "import time; time.sleep(60)"
+    return subprocess.Popen([sys.executable, "-c", code, "record", "-p", str(worker_pid)])
+
+
+def _stopped(pid: int, want: bool = True) -> bool:
+    """Whether the process is stopped, once a signal sent to it has taken effect (within 2 s)."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        stopped = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
+        if stopped == want or time.monotonic() > deadline:
+            return stopped
+        time.sleep(0.005)
+
+
+def test_switch_stops_in_clean_iterations_and_always_continues(tmp_path: Path) -> None:
+    import os
+
+    from hwprof.collectors.base import PassContext
+    from hwprof.collectors.pyspy import switch
+
+    from hwprof.core.markers import MarkerBus
+
+    fake = _fake_pyspy(os.getpid())
+    try:
+        ctx = PassContext(RunConfig(pyspy_rate=50), tmp_path, "trace", MarkerBus())
+        ctx.out_dir.mkdir(parents=True)
+        collector = ps.PySpyCollector(ctx.config)
+        assert collector.switchable
+        assert not ps.PySpyCollector(RunConfig(pyspy_native=True)).switchable
+        assert not ps.PySpyCollector(RunConfig(extra={"pyspy_switch": False})).switchable
+        collector.pause(ctx)  # no pid file yet: not stopped, counted
+        collector.resume(ctx)
+        switch.write_pid(ctx.out_dir, fake.pid)
+        collector.pause(ctx)
+        time.sleep(0.05)
+        assert _stopped(fake.pid)
+        collector.resume(ctx)
+        assert not _stopped(fake.pid, want=False)
+        collector.pause(ctx)  # a pass that ends (Ctrl-C, failure) in a clean iteration: close() continues it
+        assert _stopped(fake.pid)
+        assert collector.close(ctx).status == "skipped"
+        assert not _stopped(fake.pid, want=False)
+        fields = switch.summary_fields(ctx.out_dir, 50)
+        assert fields["paused_switches"] == 2 and fields["paused_missed"] == 1
+        assert fields["paused_ms"] >= 50
+        assert fields["paused_samples_deferred"] == round(fields["paused_ms"] / 1e3 * 50)
+        assert len(fields["paused_samples_deferred_per_switch"]) == 2
+        summary = PyspySummary.of(format="chrometrace", **fields)
+        assert PyspySummary.from_json(summary.to_json(), "run.json").paused_switches == 2
+    finally:
+        fake.kill()
+        fake.wait()
+
+
+def test_switch_that_may_not_signal_counts_a_miss(tmp_path: Path) -> None:
+    import os
+
+    from hwprof.collectors.pyspy import switch
+
+    fake = _fake_pyspy(os.getpid())
+    try:
+        switch.write_pid(tmp_path, fake.pid)
+
+        def refuse(pid: int, sig: int) -> None:
+            raise PermissionError(1, "Operation not permitted")
+
+        s = switch.PySpySwitch(tmp_path, send=refuse)
+        s.stop()
+        s.cont()
+        s.stop()
+        assert s.stats.missed == 2 and s.stats.switches == 0 and s.stopped_at is None
+    finally:
+        fake.kill()
+        fake.wait()
+
+
+def test_switch_leaves_other_processes_alone(tmp_path: Path) -> None:
+    from hwprof.collectors.pyspy import switch
+
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        switch.write_pid(tmp_path, other.pid)  # a pid that is not py-spy of this process (e.g. recycled)
+        s = switch.PySpySwitch(tmp_path)
+        s.stop()
+        assert not _stopped(other.pid, want=False) and s.stats.missed == 1
+    finally:
+        other.kill()
+        other.wait()

@@ -19,6 +19,7 @@ from collections import Counter as Tally
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
+from hwprof.collectors.perf_events.planner import ReadPlanner
 
 from hwprof.core.atomic import atomic_path
 from hwprof.core.config import RunConfig
@@ -138,6 +139,8 @@ class PerfEvents(Collector):
         self.read_ns = array("q")
         self.marker_ns = 0
         """Time spent in on_marker over the measured iterations (the collector's own cost)."""
+        self.planner = ReadPlanner(config)
+        """Which layers each measured iteration reads (--counter-reads, hwprof.perf.layer_reads)."""
 
     def open(self, ctx: PassContext) -> None:
         names, self.explicit = requested(self.config)
@@ -155,21 +158,36 @@ class PerfEvents(Collector):
             max_group=int(max_group) if max_group else None,
         )
 
+    def measured_iterations(self, ctx: PassContext) -> int | None:
+        return self.planner.measured_iterations(ctx, self.counters)
+
     def on_marker(self, marker: Marker) -> None:
         entered = time.perf_counter_ns()
         counters, counted_cpu = self.counters, self.counted_cpu
-        if marker.warmup or counters is None or counted_cpu is None or not counters.groups:
+        if counters is None or counted_cpu is None or not counters.groups:
             return
         kind = marker.kind
+        planner = self.planner
+        if marker.warmup:
+            if planner.probes_warmup(marker):
+                planner.probe_read(marker, counters)
+            return
+        plan = planner.plan
+        if kind == "layer" and plan is not None and not plan.reads(marker.index, marker.iteration):
+            self.marker_ns += time.perf_counter_ns() - entered
+            return
         if kind == "iteration" and marker.phase == "B":
             counters.begin_iteration(marker.iteration)
         t0 = time.perf_counter_ns()
         active, raws = counters.read_active()
-        self.read_ns.append(time.perf_counter_ns() - t0)
+        read = time.perf_counter_ns() - t0
+        self.read_ns.append(read)
         cpu, uncharged = (None, None) if kind == "layer" else (counted_cpu.ns(), uncharged_ns())
         self.readings.append((marker, active, raws, cpu, uncharged))
         if kind == "iteration" and marker.phase == "E":
             counters.end_iteration()
+        if plan is None:  # no warm-up planned it: this first measured iteration reads every layer
+            planner.observe(marker, read, counters)
         self.marker_ns += time.perf_counter_ns() - entered
 
     def start(self, ctx: PassContext) -> None:
@@ -218,7 +236,7 @@ class PerfEvents(Collector):
         units = {s.name: s.display_unit for s in specs}
         scales = {s.name: s.scale for s in specs if s.scale != 1.0}
         line_size, line_source = cache_line_size()
-        analysis = analyse(readings, units, scales, line_size)
+        analysis = analyse(readings, units, scales, line_size, rotated=self.planner.rotated)
         out = ctx.out_dir
         analysis.tables.save(metrics_path(out, self.name))
         series = interval_series(samples, scales, units=units)
@@ -293,6 +311,14 @@ class PerfEvents(Collector):
                 "time: its own cost on the model thread, excluding the layer hooks that the pass adds anyway"
             )
         multiplexed = {e: f for e, f in analysis.running.items() if f < 0.999}
+        reads_plan: dict[str, Any] = {"method": self.config.counter_reads}
+        if self.planner.plan is not None:
+            reads_plan.update(self.planner.plan.describe())
+        if self.planner.wish is not None:
+            reads_plan["iterations_asked"] = self.planner.wish
+        visits = [int(row["visits"]) for row in analysis.tables.layers.values() if "visits" in row]
+        if visits:
+            reads_plan.update(visits_min=min(visits), visits_max=max(visits), iterations=analysis.iterations)
         checks = summary_checks(analysis)
         if checks.task_clock_vs_process_cpu is not None:
             checks.task_clock_vs_process_cpu.method = CPU_CHECK_METHOD
@@ -310,6 +336,7 @@ class PerfEvents(Collector):
             perf_event_paranoid=self.paranoid,
             groups=counters.describe(),
             rotation=len(counters.rotating) > 1,
+            layer_reads=reads_plan,
             iterations_measured=analysis.iterations,
             running_fraction=analysis.running,
             multiplexed=multiplexed,

@@ -4,7 +4,8 @@ The parent runs the real `py-spy record -p PID --threads --idle -r RATE --format
 --nonblocking` right after spawning the worker; py-spy exits when the worker exits, and finish()
 converts its samples (parse.py reads them, clock.py puts them on CLOCK_MONOTONIC,
 attribution.py splits them over stages, layers and threads and writes the files). The
-in-process part of this collector does nothing.
+in-process part of this collector stops py-spy (SIGSTOP) in the paired pass's clean iterations and
+continues it after them (switch.py), so that the trace pass's paired cost covers py-spy.
 
 Native frames are off by default: native kernels on every thread come from perf's kernels pass
 (perf_sampling), which needs neither stacks nor pauses. `--pyspy-native` (RunConfig.pyspy_native)
@@ -38,6 +39,7 @@ Which collectors may share a pass, and why:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gzip
 import os
@@ -52,6 +54,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.pyspy.attribution import NAME, convert_chrometrace, convert_speedscope, write_outputs
+from hwprof.collectors.pyspy.switch import PySpySwitch, summary_fields, write_pid
 
 from hwprof.core.atomic import atomic_path
 from hwprof.core.markers import read_markers
@@ -133,7 +136,29 @@ class PySpyCollector(Collector):
             return Capability.unavailable(f"py-spy binary not found ({where})", "pip install py-spy")
         return _probe(binary)
 
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self._switch: PySpySwitch | None = None
+
+    @property
+    def switchable(self) -> bool:
+        """Stopped in the clean iterations (switch.py), except with --pyspy-native, whose py-spy holds
+        the worker's threads stopped while it samples, and with extra.pyspy_switch false (the method before
+        issue 29, for scripts/bench_attributing_passes.py)."""
+        return not self.config.pyspy_native and self.config.extra.get("pyspy_switch", True) is not False
+
+    def pause(self, ctx: PassContext) -> None:
+        if self._switch is None:
+            self._switch = PySpySwitch(ctx.out_dir)
+        self._switch.stop()
+
+    def resume(self, ctx: PassContext) -> None:
+        if self._switch is not None:
+            self._switch.cont()
+
     def close(self, ctx: PassContext) -> CollectorResult:
+        if self._switch is not None:  # never leave py-spy stopped: continued before anything else
+            self._switch.save()
         return CollectorResult(
             "skipped", reason="py-spy runs in the parent: its result is the one attach().finish() returns"
         )
@@ -168,12 +193,15 @@ class PySpyTool(AttachedTool):
         self._log_handle = open(self.log, "w")  # noqa: SIM115 - py-spy writes to it until finish()
         self.launched_ns = time.monotonic_ns()
         self.process = subprocess.Popen(command, stdout=self._log_handle, stderr=subprocess.STDOUT)
+        write_pid(ctx.out_dir, self.process.pid)  # the worker stops it in clean iterations (switch.py)
 
     def abandon(self) -> None:
         self.process.wait()  # killed already
         self._log_handle.close()
 
     def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
+        with contextlib.suppress(ProcessLookupError):  # a worker killed while py-spy was stopped
+            self.process.send_signal(signal.SIGCONT)
         try:
             returncode = self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -215,6 +243,7 @@ class PySpyTool(AttachedTool):
             errors=_sample_errors(log_text),
             samples_reported=_samples_reported(log_text),
             max_behind_s=max((float(x) for x in re.findall(r"([\d.]+)s behind in sampling", log_text)), default=0.0),
+            **summary_fields(self.ctx.out_dir, self.ctx.config.pyspy_rate),
         )
         if not self.native:
             summary.native_off = NATIVE_OFF

@@ -167,6 +167,8 @@ def counter_checks(run: RunDoc) -> list[str]:
     if ratios:
         worst = max(ratios, key=lambda r: abs(r - 1))
         lines.append(f"{name}: layers + gap = forward for {len(ratios)} events (worst ratio {worst:.4f})")
+    if name == "perf_events":
+        lines += _layer_reads_line(run.summary(PerfEventsSummary).layer_reads)
     cpu = checks.task_clock_vs_process_cpu
     if cpu is not None and cpu.ratio is not None:
         text = f"{name}: forward task-clock {cpu.ratio:.3f}x the counted threads' CPU time"
@@ -176,3 +178,16 @@ def counter_checks(run: RunDoc) -> list[str]:
             text += f"; host steal+IRQ {lost / cpu.process_cpu_ns:.1%} of it ({verdict})"
         lines.append(text)
     return lines
+
+
+def _layer_reads_line(plan: dict[str, Any] | None) -> list[str]:
+    """How many visits each layer's counts come from, where the layers were read in a share of the iterations."""
+    if not plan or not isinstance(plan.get("every"), int) or plan["every"] <= 1:
+        return []
+    low, high = plan.get("visits_min"), plan.get("visits_max")
+    visits = f"{low}" if low == high else f"{low}-{high}"
+    return [
+        f"perf_events: each layer's counts from 1 in {plan['every']} measured iterations (--counter-reads rotate): "
+        f"{visits} visits per layer of {plan.get('iterations')} (layers.csv: perf_events.visits); the gap is the "
+        "forward less the layers' means"
+    ]

@@ -46,6 +46,13 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
         default=d.counters,
         help="counter backend (callgrind: simulated, its own pass; ncu: Nsight Compute per layer, --device cuda)",
     )
+    p.add_argument(
+        "--counter-reads",
+        choices=("rotate", "every"),
+        default=d.counter_reads,
+        help="per-layer counters: read each layer in a planned share of the iterations (rotate), or every layer "
+        "in every iteration (every)",
+    )
     p.add_argument("--interval-ms", type=float, default=d.interval_ms, help="sampler interval")
     p.add_argument("--pyspy-rate", type=int, default=d.pyspy_rate, help="py-spy samples per second")
     p.add_argument(
@@ -84,6 +91,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         skip=args.skip,
         events=args.events,
         counters=args.counters,
+        counter_reads=args.counter_reads,
         interval_ms=args.interval_ms,
         pyspy_rate=args.pyspy_rate,
         pyspy_native=args.pyspy_native,

@@ -58,6 +58,9 @@ class RunConfig:
     skip: list[str] = field(default_factory=list)
     events: list[str] = field(default_factory=list)
     counters: str = "perf"
+    counter_reads: str = "rotate"
+    """Per-layer counters (perf_events): "rotate" reads each layer's boundaries in a planned share of the
+    measured iterations, "every" in all of them (hwprof.perf.layer_reads)."""
     interval_ms: float = 10.0
     pyspy_rate: int = 50
     """Samples/s. With --native, unwinding takes longer than 5 ms here: 200 Hz paused yolov7 12x, 50 Hz 1.7x."""
@@ -91,6 +94,8 @@ class RunConfig:
             raise ValueError(f"--counters is 'perf', 'papi', 'callgrind' or 'ncu' (got {self.counters!r})")
         if self.counters == "ncu" and self.device == "cpu":
             raise ValueError("--counters ncu (Nsight Compute) needs --device cuda")
+        if self.counter_reads not in ("rotate", "every"):
+            raise ValueError(f"--counter-reads is 'rotate' or 'every' (got {self.counter_reads!r})")
         if self.interval_ms <= 0:
             raise ValueError("--interval-ms must be positive")
         if self.perf_rate < 0:

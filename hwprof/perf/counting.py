@@ -172,6 +172,8 @@ class Aggregate:
     self_wall_ns: float = 0.0
     running_min: dict[str, float] = field(default_factory=dict)
     has_children: bool = False
+    visits: int = 0
+    """Measured iterations with this span (a layer read in a share of them: hwprof.perf.layer_reads)."""
 
 
 def aggregate(spans: Iterable[SpanCounts]) -> dict[tuple[str, str], Aggregate]:
@@ -197,7 +199,7 @@ def aggregate(spans: Iterable[SpanCounts]) -> dict[tuple[str, str], Aggregate]:
                 for event, fraction in s.running.items():
                     agg.running_min[event] = min(fraction, agg.running_min.get(event, 1.0))
                 agg.has_children = agg.has_children or s.children > 0
-        n_iter = len(by_iter)
+        n_iter = agg.visits = len(by_iter)
         agg.wall_ns /= n_iter
         agg.self_wall_ns /= n_iter
         for event, n in seen.items():

@@ -28,6 +28,16 @@ GAP_METHOD = (
     "sum(layer self counts) + gap = forward count"
 )
 EVENT_METHOD = "mean self (exclusive) count per measured iteration, scaled by time_enabled/time_running"
+GAP_ROTATED_METHOD = (
+    "forward stage's count minus the sum of the layers' self counts, each a mean over the iterations that read "
+    "it (the layers were read in a share of the iterations: --counter-reads rotate; estimate). Per iteration, "
+    "the read layers' self counts + the forward's self count = the forward's count exactly (the summary's "
+    "layers_plus_gap_vs_forward check), where the forward's self count then also holds the unread layers"
+)
+VISITS_METHOD = (
+    "measured iterations that read the counters at this layer's markers, over which its counts are means "
+    "(every measured iteration with --counter-reads every; a planned share of them with rotate)"
+)
 
 
 @dataclass
@@ -51,7 +61,10 @@ def analyse(
     scales: Mapping[str, float] | None = None,
     line_size: int = 64,
     cpu_event: str = "task-clock",
+    rotated: bool = False,
 ) -> Analysis:
+    """rotated: the layers were read in a share of the measured iterations (hwprof.perf.layer_reads): the
+    forward's gap is then its count minus the layers' means."""
     spans = attribute(readings, scales)
     aggs = aggregate(spans)
     tables = MetricTables()
@@ -64,6 +77,8 @@ def analyse(
             tables.layers[name] = _layer_row(agg, tables, line_size)
         else:
             tables.stages[name if kind == "stage" else kind] = _stage_row(agg, tables, line_size, units)
+    if rotated and FORWARD in tables.stages:
+        _gap_by_difference(tables)
     analysis = Analysis(tables, spans)
     analysis.iterations = len({s.iteration for s in spans if s.kind == "iteration"})
     for span in spans:
@@ -92,6 +107,9 @@ def _derived_into(
 def _layer_row(agg: Aggregate, tables: MetricTables, line_size: int) -> dict[str, float]:
     row: dict[str, float] = dict(agg.self)
     row["wall-time"] = agg.self_wall_ns
+    row["visits"] = agg.visits
+    tables.units["visits"] = "iterations"
+    tables.methods["visits"] = VISITS_METHOD
     if agg.has_children:
         for event, value in agg.inclusive.items():
             row[f"{event}.inclusive"] = value
@@ -118,6 +136,17 @@ def _stage_row(agg: Aggregate, tables: MetricTables, line_size: int, units: Mapp
     _running_into(row, agg, tables)
     _derived_into(row, agg.inclusive, agg.wall_ns, tables, line_size)
     return row
+
+
+def _gap_by_difference(tables: MetricTables) -> None:
+    forward = tables.stages[FORWARD]
+    for key in [k for k in forward if k.startswith("gap.")]:
+        measure = key.removeprefix("gap.")
+        total = forward.get(measure)
+        if total is None:
+            continue
+        forward[key] = total - sum(row.get(measure, 0.0) for row in tables.layers.values())
+        tables.methods[key] = GAP_ROTATED_METHOD
 
 
 def _running_into(row: dict[str, float], agg: Aggregate, tables: MetricTables) -> None:

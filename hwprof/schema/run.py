@@ -65,6 +65,7 @@ class RunConfigDoc(Record):
     skip: list[Any] | None = None
     events: list[Any] | None = None
     counters: str | None = None
+    counter_reads: str | None = None
     interval_ms: float | None = None
     pyspy_rate: int | None = None
     pyspy_native: bool | None = None

@@ -215,6 +215,13 @@ class PerfEventsSummary(CounterSummary):
     perf_event_paranoid: int | None = None
     groups: list[Any] | None = None
     rotation: bool | None = None
+    layer_reads: JsonObject | None = None
+    """Which layers each measured iteration read the counters at (--counter-reads, hwprof.perf.layer_reads):
+    method, every (each layer read in 1 of this many measured iterations), share, reason, the read cost and
+    forward time it was planned from, and the fewest and most visits of any layer (visits_min, visits_max)
+    out of the measured iterations, and the measured iterations the pass asked for to carry the plan out
+    (iterations_asked: 64 on a GPU run; on a CPU run with several threads, from the timing pass's forward and
+    a read's cost). Each layer's row in the metrics says its own `visits`."""
     iterations_measured: int | None = None
     running_fraction: JsonObject | None = None
     multiplexed: JsonObject | None = None

@@ -77,6 +77,19 @@ class PyspySummary(Summary):
     samples_reported: int | None = None
     max_behind_s: float | None = None
     native_off: str | None = None
+    paused_switches: int | None = None
+    """Clean iterations of the paired trace pass in which the worker stopped py-spy (SIGSTOP) and then
+    continued it (SIGCONT), so that the pass's paired cost covers py-spy (collectors/pyspy/switch.py)."""
+    paused_ms: float | None = None
+    """Time py-spy spent stopped, in all."""
+    paused_samples_deferred: int | None = None
+    """Samples py-spy would have taken while stopped (paused_ms x the rate): its timer keeps its schedule,
+    so it takes them back to back right after each continue, with next to no sampled time each."""
+    paused_samples_deferred_per_switch: list[Any] | None = None
+    """The same, per stop, in order."""
+    paused_missed: int | None = None
+    """Clean iterations in which py-spy could not be stopped (its pid not yet written, or it had exited):
+    their forwards carry py-spy's sampling."""
 
 
 @dataclass(kw_only=True)

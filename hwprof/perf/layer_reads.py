@@ -1,0 +1,180 @@
+"""Which layers' boundaries a measured iteration reads the counter group at (--counter-reads).
+
+A read of an inherited counter group sums every thread's child event; a child running on another
+CPU (an OpenMP worker spinning between parallel regions) is read through an IPI to that CPU, so a
+read at a layer marker costs 10-15 us with 2 threads here and 64 us with 16 on the H100 host's
+CPUs (scripts/bench_counters_overhead.py, "between"), against 1-4 us for a single thread. At two
+markers per layer that is 10-20% of a small model's forward.
+
+"every": read at every marker (the method before issue 29). "rotate": each measured iteration reads
+the layers whose top-level index falls in one of `every` residue classes (index % every ==
+position), so each layer is counted in one of every `every` measured iterations and its counts are
+the mean over those visits; the stage and iteration markers are read in every iteration, and the
+layer markers are still emitted at every layer (the trace and the time table keep every layer).
+Nested layers go with their top-level layer, so a read layer's self count never holds an unread
+child. The share is planned from the read cost measured in the last warm-up iteration (or, with
+fewer than two warm-up iterations, whose last forward is still cold, in the first measured
+iteration, which reads every layer): the fewest classes that
+keep the reads under READ_BUDGET of the forward, at most so many that every layer still gets
+MIN_VISITS visits in the planned iterations. On a GPU run (the forward is launch-bound: the host's
+counters per layer count the launches, and a read costs more than many layers) the most classes.
+The position advances once per full cycle of the rotating event groups (hwprof.perf.engine), so
+that every layer class meets every group.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+READ_BUDGET = 0.01
+"""Planned reads at most this share of the forward."""
+MIN_VISITS = 4
+"""Each layer read in at least this many of the planned measured iterations."""
+METHODS = ("rotate", "every")
+GPU_EVERY = 16
+"""On a GPU run: each layer read in 1 of this many measured iterations. The H100 host's reads cost 64 us
+(16 threads; cpu16_yolov7_run in the recordings) against a yolov7 forward of about 9 ms there: reading
+every layer costs 1.5-1.9x, one in 16 about 8%."""
+
+
+MAX_ITERATIONS = 64
+"""At most this many measured iterations asked for so that a CPU run's rotation can read fewer layers, and at
+most twice --iters (a user who asked for a short run keeps one)."""
+EXTRA_S = 20.0
+"""At most this much more forward time (measured and clean iterations) for those iterations."""
+
+
+def wanted_iterations(method: str, device: str) -> int | None:
+    """Measured iterations the layers pass asks for under this method (None: --iters is enough)."""
+    if method == "rotate" and device.startswith("cuda"):
+        return GPU_EVERY * MIN_VISITS
+    return None
+
+
+def iterations_for(read_ns: float, layer_reads: int, forward_ns: float, iters: int) -> int | None:
+    """Measured iterations that let the rotation meet READ_BUDGET with MIN_VISITS visits per layer, from a
+    read's cost and the clean forward's time known before the pass (the timing pass): at most
+    MAX_ITERATIONS and twice `iters`, and at most EXTRA_S more forward time with the clean iterations; None:
+    --iters is enough."""
+    if read_ns <= 0 or forward_ns <= 0 or layer_reads <= 0:
+        return None
+    every = math.ceil(read_ns * layer_reads / forward_ns / READ_BUDGET)
+    by_time = iters + int(EXTRA_S * 1e9 / (2 * forward_ns))
+    want = min(every * MIN_VISITS, MAX_ITERATIONS, 2 * iters, by_time)
+    return want if want > iters else None
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    every: int
+    """Each layer is read in one of this many measured iterations (1: in all of them)."""
+    reason: str
+    group_cycle: int = 1
+    """Iterations per full cycle of the rotating event groups: the position advances once per cycle."""
+    read_us: float | None = None
+    """The measured cost of one read, from which the plan was made."""
+    forward_ms: float | None = None
+    layer_reads: int | None = None
+    """Layer-marker reads per forward when every layer is read."""
+    compare: bool = False
+    """Even measured iterations read every layer, odd ones rotate (extra.counter_reads_compare): both methods
+    in one process, so that their per-layer counts can be compared on the same run (tests, benchmarks)."""
+
+    def position(self, iteration: int) -> int:
+        step = iteration // 2 if self.compare else iteration
+        return (step // max(self.group_cycle, 1)) % self.every
+
+    def reads(self, layer_index: int, iteration: int) -> bool:
+        """Whether the measured `iteration` reads the counters at the markers of top-level layer `layer_index`."""
+        if self.every == 1 or (self.compare and iteration % 2 == 0):
+            return True
+        return layer_index % self.every == self.position(iteration)
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "every": self.every,
+            "share": 1 / self.every,
+            "reason": self.reason,
+            "read_us": self.read_us,
+            "forward_ms": self.forward_ms,
+            "layer_reads_per_forward": self.layer_reads,
+            **({"compare": "even measured iterations read every layer, odd ones rotate"} if self.compare else {}),
+        }
+
+
+def max_every(iterations: int) -> int:
+    """The most classes that still give each layer MIN_VISITS visits in `iterations` measured iterations."""
+    return max(1, iterations // MIN_VISITS)
+
+
+def plan(
+    method: str,
+    device: str,
+    iterations: int,
+    read_ns: float | None,
+    layer_reads: int,
+    forward_ns: float | None,
+    group_cycle: int = 1,
+    compare: bool = False,
+    forced: int | None = None,
+) -> ReadPlan:
+    """The plan for a pass: `read_ns` (one read) and `forward_ns` measured over one forward with
+    `layer_reads` layer-marker reads; None where nothing was measured. `forced` (extra.counter_reads_every)
+    sets the share under rotate, for tests and benchmarks."""
+    read_us = None if read_ns is None else read_ns / 1e3
+    forward_ms = None if forward_ns is None else forward_ns / 1e6
+
+    def made(every: int, reason: str) -> ReadPlan:
+        return ReadPlan(every, reason, group_cycle, read_us, forward_ms, layer_reads, compare)
+
+    cap = max_every(iterations // 2 if compare else iterations)
+    if method == "every":
+        forced = None
+    if forced is not None and forced >= 1:
+        return made(int(forced), f"extra.counter_reads_every: each layer read in 1 of {forced} measured iterations")
+    if method == "every":
+        return made(1, "--counter-reads every: every layer read in every measured iteration")
+    if device.startswith("cuda"):
+        every = min(GPU_EVERY, cap)
+        return made(
+            every,
+            f"GPU run: the forward is launch-bound and a read of the host's counters costs more than many layers' "
+            f"launches, so each layer is read in 1 of {every} measured iterations ({iterations} measured)",
+        )
+    if read_ns is None or not forward_ns or layer_reads <= 0:
+        return made(cap, f"no read cost measured: each layer read in 1 of {cap} measured iterations")
+    share = read_ns * layer_reads / forward_ns
+    wanted = max(1, math.ceil(share / READ_BUDGET))
+    every = min(wanted, cap)
+    why = (
+        f"reads at every layer would cost {100 * share:.1f}% of the forward ({layer_reads} reads of "
+        f"{read_ns / 1e3:.1f} us in {forward_ns / 1e6:.1f} ms): each layer read in 1 of {every} measured iterations"
+    )
+    if every < wanted:
+        why += f" (1 of {wanted} would meet the {100 * READ_BUDGET:.0f}% budget; capped for {MIN_VISITS} visits)"
+    return made(every, why)
+
+
+@dataclass
+class ReadProbe:
+    """Read costs and the forward's span over one iteration that reads at every marker."""
+
+    read_ns: list[int] = field(default_factory=list)
+    layer_reads: int = 0
+    forward_begin: int | None = None
+    forward_ns: int | None = None
+
+    def add(self, kind: str, phase: str, name: str, t_ns: int, read_ns: int) -> None:
+        self.read_ns.append(read_ns)
+        if kind == "layer":
+            self.layer_reads += 1
+        elif kind == "stage" and name == "forward":
+            if phase == "B":
+                self.forward_begin = t_ns
+            elif self.forward_begin is not None:
+                self.forward_ns = t_ns - self.forward_begin
+
+    def median_ns(self) -> float | None:
+        return statistics.median(self.read_ns) if self.read_ns else None
