@@ -186,31 +186,63 @@ def convert(
     iterations = sorted({o.iteration for o in ops if o.iteration is not None})
     n_iter = max(len(iterations), 1)
     summary = TorchProfilerSummary.of(events=len(trace.events), aten_ops=len(ops), iterations=len(iterations))
+    summary.onednn = _onednn_summary(ops, sync, onednn_log)
+    sums = _sum_ops(ops, ranges, flops)
+    summary.forward_ops_outside_layers = sums.outside_layers_in_forward
+    # oneDNN's figures are means over the iterations that ran with its verbose mode on
+    n_onednn = max(summary.onednn.get("iterations", 0), 1)
+    metrics = _metric_tables(sums, n_iter, n_onednn)
+    kernel_doc = _kernel_doc(sums.kernels, len(iterations), n_iter, n_onednn)
+    summary.top_kernels = _top_kernels(ops, n_iter)
+    summary.clock = {
+        "method": f"{SYNC_NAME} ranges between two monotonic reads at profiler start and stop; "
+        "offset interpolated linearly between them; error measured on the stage/layer ranges vs markers",
+        "offset_ns": fit.offset0,
+        "drift_ns": fit.offset1 - fit.offset0,
+        "sync_uncertainty_ns": fit.uncertainty_ns,
+        "alignment": _alignment(ranges, markers),
+    }
+    spans = _spans(ops)
+    return Converted(ops, spans, metrics, kernel_doc, summary)
 
-    onednn_summary: dict[str, Any] = {"enabled": onednn_log is not None}
+
+def _onednn_summary(ops: list[OpRecord], sync: SyncData, onednn_log: Path | None) -> dict[str, Any]:
+    """What oneDNN's verbose log gave: its lines and primitives, and the ops its kernel labels attached to
+    (matched by time; the log's timestamps must be on)."""
+    out: dict[str, Any] = {"enabled": onednn_log is not None}
     wall = wall_offset(sync)
     if onednn_log is not None and wall is not None:
         log = parse_onednn(onednn_log, wall)
-        onednn_summary.update(lines=log.lines, primitives=len(log.execs), untimed=log.untimed, **log.info)
+        out.update(lines=log.lines, primitives=len(log.execs), untimed=log.untimed, **log.info)
         if log.execs:
-            onednn_summary.update(_match_onednn(ops, log))
-            onednn_summary["iterations"] = len({o.iteration for o in ops if o.onednn})
+            out.update(_match_onednn(ops, log))
+            out["iterations"] = len({o.iteration for o in ops if o.onednn})
         elif log.untimed:
-            onednn_summary["reason"] = (
+            out["reason"] = (
                 "verbose lines carry no timestamp (ONEDNN_VERBOSE_TIMESTAMP was not set before oneDNN "
                 "initialised): labels not attached"
             )
-    summary.onednn = onednn_summary
+    return out
 
-    layer_stats: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    stage_stats: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    kernels: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
-    outside_layers_in_forward = 0
+
+@dataclass
+class _OpSums:
+    """The ops' figures summed per layer, per stage and per (layer or stage, op name) over every iteration."""
+
+    layer_stats: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+    stage_stats: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
+    kernels: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    """"model.7" or "stage:<stage>" -> op name -> calls, self and inclusive ns, flops, shapes, oneDNN primitives."""
+    outside_layers_in_forward: int = 0
+
+
+def _sum_ops(ops: list[OpRecord], ranges: list[tuple[str, str, int, int]], flops: dict[int, int]) -> _OpSums:
+    sums = _OpSums()
     for op in ops:
         key = op.layer if op.layer is not None else f"stage:{op.stage or 'none'}"
         if op.stage == "forward" and op.layer is None:
-            outside_layers_in_forward += 1
-        row = kernels[key].setdefault(
+            sums.outside_layers_in_forward += 1
+        row = sums.kernels[key].setdefault(
             op.event.name,
             {
                 "name": op.event.name,
@@ -234,8 +266,8 @@ def convert(
             prow["calls"] += 1
             prow["exec_ms"] += prim.exec_ms
             prow["problems"][prim.problem] += 1
-        target = layer_stats[op.layer] if op.layer is not None else None
-        for stats in (target, stage_stats[op.stage] if op.stage else None):
+        target = sums.layer_stats[op.layer] if op.layer is not None else None
+        for stats in (target, sums.stage_stats[op.stage] if op.stage else None):
             if stats is None:
                 continue
             stats["aten_self_ms"] += op.self_ns / 1e6
@@ -244,21 +276,22 @@ def convert(
             stats["onednn_exec_ms"] += sum(p.exec_ms for p in op.onednn)
     for kind, name, start, end in ranges:
         if kind == "layer":
-            layer_stats[name]["profiler_layer_ms"] += (end - start) / 1e6
+            sums.layer_stats[name]["profiler_layer_ms"] += (end - start) / 1e6
         elif kind == "stage":
-            stage_stats[name]["profiler_stage_ms"] += (end - start) / 1e6
-    summary.forward_ops_outside_layers = outside_layers_in_forward
+            sums.stage_stats[name]["profiler_stage_ms"] += (end - start) / 1e6
+    return sums
 
-    # oneDNN's figures are means over the iterations that ran with its verbose mode on
-    n_onednn = max(onednn_summary.get("iterations", 0), 1)
+
+def _metric_tables(sums: _OpSums, n_iter: int, n_onednn: int) -> MetricTables:
+    """The per-layer and per-stage sums as means per measured iteration (oneDNN's per verbose iteration)."""
     divisor = {"onednn_exec_ms": n_onednn}
 
     def per_iteration(table: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
         return {k: {m: v / divisor.get(m, n_iter) for m, v in row.items() if v} for k, row in table.items()}
 
-    metrics = MetricTables(
-        layers=per_iteration(layer_stats),
-        stages=per_iteration(stage_stats),
+    return MetricTables(
+        layers=per_iteration(sums.layer_stats),
+        stages=per_iteration(sums.stage_stats),
         units={
             "aten_self_ms": "ms",
             "aten_ops": "count",
@@ -278,35 +311,17 @@ def convert(
         },
     )
 
+
+def _kernel_doc(
+    kernels: dict[str, dict[str, dict[str, Any]]], iterations: int, n_iter: int, n_onednn: int
+) -> dict[str, Any]:
+    """The kernels file: each layer's ops ranked by self time (and each stage's top ones outside layers)."""
     ranked: dict[str, list[dict[str, Any]]] = {}
     for key, rows in kernels.items():
-        out_rows = []
-        for row in sorted(rows.values(), key=lambda r: -r["self_ns"]):
-            prims = sorted(row["onednn"].values(), key=lambda p: -p["exec_ms"])
-            out_rows.append(
-                {
-                    "name": row["name"],
-                    "label": next((p["label"] for p in prims if not p["label"].startswith("reorder")), None),
-                    "calls": row["calls"],
-                    "calls_per_iter": row["calls"] / n_iter,
-                    "self_us": row["self_ns"] / 1000 / n_iter,
-                    "inclusive_us": row["inclusive_ns"] / 1000 / n_iter,
-                    "flops": row["flops"] / n_iter,
-                    "shapes": [json.loads(s) for s, _ in row["shapes"].most_common(3)],
-                    "onednn": [
-                        {
-                            "label": p["label"],
-                            "calls": p["calls"],
-                            "exec_ms_per_iter": p["exec_ms"] / n_onednn,
-                            "problems": [s for s, _ in p["problems"].most_common(3)],
-                        }
-                        for p in prims
-                    ],
-                }
-            )
+        out_rows = [_kernel_row(row, n_iter, n_onednn) for row in sorted(rows.values(), key=lambda r: -r["self_ns"])]
         ranked[key] = out_rows[:TOP_KERNELS] if key.startswith("stage:") else out_rows
-    kernel_doc = {
-        "iterations": len(iterations),
+    return {
+        "iterations": iterations,
         "units": {
             "self_us": "us per iteration",
             "inclusive_us": "us per iteration",
@@ -316,25 +331,41 @@ def convert(
         "outside_layers": {k.removeprefix("stage:"): v for k, v in ranked.items() if k.startswith("stage:")},
     }
 
+
+def _kernel_row(row: dict[str, Any], n_iter: int, n_onednn: int) -> dict[str, Any]:
+    prims = sorted(row["onednn"].values(), key=lambda p: -p["exec_ms"])
+    return {
+        "name": row["name"],
+        "label": next((p["label"] for p in prims if not p["label"].startswith("reorder")), None),
+        "calls": row["calls"],
+        "calls_per_iter": row["calls"] / n_iter,
+        "self_us": row["self_ns"] / 1000 / n_iter,
+        "inclusive_us": row["inclusive_ns"] / 1000 / n_iter,
+        "flops": row["flops"] / n_iter,
+        "shapes": [json.loads(s) for s, _ in row["shapes"].most_common(3)],
+        "onednn": [
+            {
+                "label": p["label"],
+                "calls": p["calls"],
+                "exec_ms_per_iter": p["exec_ms"] / n_onednn,
+                "problems": [s for s, _ in p["problems"].most_common(3)],
+            }
+            for p in prims
+        ],
+    }
+
+
+def _top_kernels(ops: list[OpRecord], n_iter: int) -> list[dict[str, Any]]:
+    """The five ops with the most self time inside layers, per iteration and as a share."""
     overall: dict[str, float] = defaultdict(float)
     for op in ops:
         if op.layer is not None:
             overall[op.event.name] += op.self_ns
     total = sum(overall.values()) or 1
-    summary.top_kernels = [
+    return [
         {"name": n, "self_ms_per_iter": v / 1e6 / n_iter, "share": v / total}
         for n, v in sorted(overall.items(), key=lambda kv: -kv[1])[:5]
     ]
-    summary.clock = {
-        "method": f"{SYNC_NAME} ranges between two monotonic reads at profiler start and stop; "
-        "offset interpolated linearly between them; error measured on the stage/layer ranges vs markers",
-        "offset_ns": fit.offset0,
-        "drift_ns": fit.offset1 - fit.offset0,
-        "sync_uncertainty_ns": fit.uncertainty_ns,
-        "alignment": _alignment(ranges, markers),
-    }
-    spans = _spans(ops)
-    return Converted(ops, spans, metrics, kernel_doc, summary)
 
 
 def _spans(ops: list[OpRecord]) -> list[Span]:
