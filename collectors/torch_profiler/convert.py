@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, ClockFit, SyncData, fit_clock, wall_offset
+from hwprof.collectors.torch_profiler.kernel_doc import kernel_doc_of, top_kernels
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
 
@@ -27,7 +28,6 @@ from hwprof.schema.summaries_tools import TorchProfilerSummary
 
 NAME = "torch_profiler"
 RANGE_PREFIX = "hwprof:"
-TOP_KERNELS = 10
 MATCH_LOOKBACK = 256
 """Ops walked back over when looking for the op that contains a oneDNN primitive."""
 EDGE_TOLERANCE_NS = 2
@@ -192,8 +192,8 @@ def convert(
     # oneDNN's figures are means over the iterations that ran with its verbose mode on
     n_onednn = max(summary.onednn.get("iterations", 0), 1)
     metrics = _metric_tables(sums, n_iter, n_onednn)
-    kernel_doc = _kernel_doc(sums.kernels, len(iterations), n_iter, n_onednn)
-    summary.top_kernels = _top_kernels(ops, n_iter)
+    kernel_doc = kernel_doc_of(sums.kernels, len(iterations), n_iter, n_onednn)
+    summary.top_kernels = top_kernels(ops, n_iter)
     summary.clock = {
         "method": f"{SYNC_NAME} ranges between two monotonic reads at profiler start and stop; "
         "offset interpolated linearly between them; error measured on the stage/layer ranges vs markers",
@@ -310,62 +310,6 @@ def _metric_tables(sums: _OpSums, n_iter: int, n_onednn: int) -> MetricTables:
             "profiler_layer_ms": "duration of the layer's record_function range (includes profiler overhead)",
         },
     )
-
-
-def _kernel_doc(
-    kernels: dict[str, dict[str, dict[str, Any]]], iterations: int, n_iter: int, n_onednn: int
-) -> dict[str, Any]:
-    """The kernels file: each layer's ops ranked by self time (and each stage's top ones outside layers)."""
-    ranked: dict[str, list[dict[str, Any]]] = {}
-    for key, rows in kernels.items():
-        out_rows = [_kernel_row(row, n_iter, n_onednn) for row in sorted(rows.values(), key=lambda r: -r["self_ns"])]
-        ranked[key] = out_rows[:TOP_KERNELS] if key.startswith("stage:") else out_rows
-    return {
-        "iterations": iterations,
-        "units": {
-            "self_us": "us per iteration",
-            "inclusive_us": "us per iteration",
-            "flops": "per iteration",
-        },
-        "layers": {k: v for k, v in ranked.items() if not k.startswith("stage:")},
-        "outside_layers": {k.removeprefix("stage:"): v for k, v in ranked.items() if k.startswith("stage:")},
-    }
-
-
-def _kernel_row(row: dict[str, Any], n_iter: int, n_onednn: int) -> dict[str, Any]:
-    prims = sorted(row["onednn"].values(), key=lambda p: -p["exec_ms"])
-    return {
-        "name": row["name"],
-        "label": next((p["label"] for p in prims if not p["label"].startswith("reorder")), None),
-        "calls": row["calls"],
-        "calls_per_iter": row["calls"] / n_iter,
-        "self_us": row["self_ns"] / 1000 / n_iter,
-        "inclusive_us": row["inclusive_ns"] / 1000 / n_iter,
-        "flops": row["flops"] / n_iter,
-        "shapes": [json.loads(s) for s, _ in row["shapes"].most_common(3)],
-        "onednn": [
-            {
-                "label": p["label"],
-                "calls": p["calls"],
-                "exec_ms_per_iter": p["exec_ms"] / n_onednn,
-                "problems": [s for s, _ in p["problems"].most_common(3)],
-            }
-            for p in prims
-        ],
-    }
-
-
-def _top_kernels(ops: list[OpRecord], n_iter: int) -> list[dict[str, Any]]:
-    """The five ops with the most self time inside layers, per iteration and as a share."""
-    overall: dict[str, float] = defaultdict(float)
-    for op in ops:
-        if op.layer is not None:
-            overall[op.event.name] += op.self_ns
-    total = sum(overall.values()) or 1
-    return [
-        {"name": n, "self_ms_per_iter": v / 1e6 / n_iter, "share": v / total}
-        for n, v in sorted(overall.items(), key=lambda kv: -kv[1])[:5]
-    ]
 
 
 def _spans(ops: list[OpRecord]) -> list[Span]:
