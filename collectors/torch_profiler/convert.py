@@ -193,7 +193,7 @@ def convert(
     n_onednn = max(summary.onednn.get("iterations", 0), 1)
     metrics = _metric_tables(sums, n_iter, n_onednn)
     kernel_doc = kernel_doc_of(sums.kernels, len(iterations), n_iter, n_onednn)
-    summary.top_kernels = top_kernels(ops, n_iter)
+    summary.top_kernels = top_kernels(((o.event.name, o.self_ns) for o in ops if o.layer is not None), n_iter)
     summary.clock = {
         "method": f"{SYNC_NAME} ranges between two monotonic reads at profiler start and stop; "
         "offset interpolated linearly between them; error measured on the stage/layer ranges vs markers",

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from hwprof.collectors.torch_profiler.convert import OpRecord
+from collections.abc import Iterable
+from typing import Any
 
 TOP_KERNELS = 10
 """Ops kept per stage outside the layers (every op of a layer is kept)."""
@@ -57,12 +55,12 @@ def _kernel_row(row: dict[str, Any], n_iter: int, n_onednn: int) -> dict[str, An
     }
 
 
-def top_kernels(ops: list[OpRecord], n_iter: int) -> list[dict[str, Any]]:
-    """The five ops with the most self time inside layers, per iteration and as a share."""
+def top_kernels(layer_ops: Iterable[tuple[str, int]], n_iter: int) -> list[dict[str, Any]]:
+    """The five ops with the most self time inside layers, per iteration and as a share, from each op's (name,
+    self ns) inside a layer."""
     overall: dict[str, float] = defaultdict(float)
-    for op in ops:
-        if op.layer is not None:
-            overall[op.event.name] += op.self_ns
+    for name, self_ns in layer_ops:
+        overall[name] += self_ns
     total = sum(overall.values()) or 1
     return [
         {"name": n, "self_ms_per_iter": v / 1e6 / n_iter, "share": v / total}
