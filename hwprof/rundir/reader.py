@@ -31,6 +31,7 @@ from hwprof.rundir.names import (
     RUN_JSON,
 )
 from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
+from hwprof.schema.gpu_files import K, KinetoKernel, NcuKernel, read_layer_kernels
 from hwprof.schema.pass_files import ModelInfo, PassResult, RuntimeFile
 from hwprof.schema.records import RUNTIME_FILE, MetricTables
 from hwprof.schema.run import CollectorEntry, RunDoc, S
@@ -179,6 +180,22 @@ class RunData:
         path = self.pass_dir(pass_name) / RUNTIME_FILE
         doc = self.pass_json(pass_name, RUNTIME_FILE)
         return None if doc is None else RuntimeFile.from_json(doc, str(path))
+
+    @cached_property
+    def gpu_kernels(self) -> dict[str, list[KinetoKernel]]:
+        """passes/gpu/gpu_kineto.kernels.json: each layer's kernels in the torch.profiler trace (none when the
+        pass wrote none); RunDirError (one line) for a damaged field."""
+        return self._layer_kernels("gpu", "gpu_kineto.kernels.json", KinetoKernel)
+
+    @cached_property
+    def ncu_kernels(self) -> dict[str, list[NcuKernel]]:
+        """passes/ncu/ncu.kernels.json: each layer's kernels as Nsight Compute replayed them (none when the
+        pass wrote none); RunDirError (one line) for a damaged field."""
+        return self._layer_kernels("ncu", "ncu.kernels.json", NcuKernel)
+
+    def _layer_kernels(self, pass_name: str, file_name: str, row: type[K]) -> dict[str, list[K]]:
+        doc = self.pass_json(pass_name, file_name)
+        return {} if doc is None else read_layer_kernels(doc, row, str(self.pass_dir(pass_name) / file_name))
 
     def pass_json(self, pass_name: str, file_name: str) -> Any:
         """A JSON file of a pass's folder (named or not in run.json), parsed; None when the pass wrote none.
