@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_schema_pass_files import _damage
 
 from hwprof.analysis.gpu_kernels import launch_fill, tensor_core_by_counter
 from hwprof.rundir.reader import RunData, RunDirError
@@ -82,12 +83,7 @@ def test_a_damaged_kernel_table_names_file_and_field(
     run = tmp_path / "run"
     shutil.copytree(GPU_RUN, run)
     path = run / "passes" / file
-    doc = json.loads(path.read_text())
-    node = doc
-    for key in keys[:-1]:
-        node = node[key]
-    node[keys[-1]] = value
-    path.write_text(json.dumps(doc, indent=1))
+    _damage(path, keys, value)
     data = RunData.load(run)
     with pytest.raises(RunDirError) as err:
         _ = data.gpu_kernels if file == KINETO else data.ncu_kernels
