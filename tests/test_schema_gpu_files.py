@@ -1,6 +1,7 @@
 """The GPU collectors' per-layer kernel tables as records (hwprof.schema.gpu_files): every fixture's
 gpu_kineto.kernels.json and ncu.kernels.json round-trips byte for byte with every key known, RunData reads
-each once and typed, and a damaged field gives one line naming the file and the field."""
+each once and typed, and a damaged field gives one line naming the file and the field. gpu-import's
+summaries (hwprof.schema.gpu_import) likewise."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from test_schema_pass_files import _damage
 
 from hwprof.analysis.gpu_kernels import launch_fill, tensor_core_by_counter
 from hwprof.rundir.reader import RunData, RunDirError
+from hwprof.schema.codec import Record
 from hwprof.schema.gpu_files import KinetoKernel, NcuKernel, layer_kernels_json, read_layer_kernels
+from hwprof.schema.gpu_import import KinetoImport, NcuImport, NvmlImport
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -102,3 +105,32 @@ def test_a_kernel_row_missing_its_time_names_it(tmp_path: Path) -> None:
     path.write_text(json.dumps(doc, indent=1))
     with pytest.raises(RunDirError, match=re.escape('field "layers.model.0.0.ns" is missing')):
         _ = RunData.load(run).ncu_kernels
+
+
+def _imports() -> list[tuple[type[Record], dict[str, Any]]]:
+    from hwprof.gpu.importer import import_kineto, import_ncu, import_nvml, peaks_from_results
+
+    recorded = FIXTURES / "gpu"
+    kineto = import_kineto(recorded / "kineto_yolov8n_640_fp32.2fwd.json.gz")
+    peaks = peaks_from_results(recorded / "gpu_results.subset.json")
+    csvs = (recorded / "ncu_yolov8n_640_fp32.csv.gz", recorded / "ncu_app-range_yolov8n_640_fp32.csv.gz")
+    ncu = import_ncu(*csvs, peaks, [kineto])
+    nvml = import_nvml(recorded / "nvml_samples.json.gz", recorded / "gpu_results.subset.json")
+    return [(KinetoImport, kineto), (NcuImport, ncu), (NvmlImport, nvml)]
+
+
+def test_gpu_import_summaries_round_trip_with_every_key_known() -> None:
+    """gpu-import's tables read its summaries as records: each is read back key for key (its JSON unchanged)."""
+    for kind, doc in _imports():
+        record = kind.from_json(doc, "gpu-import")
+        assert json.dumps(record.to_json(), indent=1, default=str) == json.dumps(doc, indent=1, default=str)
+        assert record.unknown_keys() == [], kind
+    ncu = NcuImport.from_json(_imports()[1][1], "gpu-import")
+    assert ncu.tensor_cores.unavailable and ncu.launch_fill is not None and ncu.launch_fill.sm_count == 132.0
+
+
+def test_a_damaged_gpu_import_summary_names_the_field() -> None:
+    kineto = _imports()[0][1]
+    kineto["layers"][2]["gpu_us"] = "slow"
+    with pytest.raises(RunDirError, match=re.escape('gpu-import: field "layers.2.gpu_us" must be a number')):
+        KinetoImport.from_json(kineto, "gpu-import")

@@ -132,7 +132,7 @@ def import_ncu(
         warm_ns, out["warm_time"] = _warm_times([r for r in (kernel, app_range) if r], kineto or [])
         rows = roofline_rows(tables.layers, roof, warm_ns)
         out["roofline"] = [asdict(r) | {"lower_bound": r.lower_bound} for r in rows]
-        out["roofline_summary"] = roofline_summary(rows, roof)
+        out["roofline_summary"] = roofline_summary(rows, roof).to_dict()
         out["peaks"] = peaks
     return out
 
