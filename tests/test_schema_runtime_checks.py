@@ -130,3 +130,69 @@ def test_a_damaged_profiled_pass_names_its_field(tmp_path: Path) -> None:
     doc["profiled_passes"]["layers"]["replayed_layer_markers"] = "40"
     with pytest.raises(RunDirError, match=re.escape('field "runtime.profiled_passes.layers.replayed_layer_markers"')):
         RuntimeDoc.from_json(doc, "run.json", "runtime.")
+
+
+ERRORS = {
+    "model.0": {"max_abs": 0.5, "max_abs_reference": 8.0, "relative": 0.0625},
+    "model.22": {"max_abs": 2.0, "max_abs_reference": 640.0, "relative": 0.003125},
+}
+
+
+def _with_layer_errors(tmp_path: Path) -> Path:
+    """rundir_report with the model/layer_errors.json an onnxruntime int8 run writes (no fixture holds one)."""
+    from hwprof.workload.layer_error import write_layer_errors
+
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURES / "rundir_report", run)
+    write_layer_errors(run, "onnxruntime", "int8", ERRORS)
+    return run
+
+
+def test_layer_errors_round_trip_byte_for_byte_and_reach_the_report(tmp_path: Path) -> None:
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.render.runtime_tables import layer_errors_spec
+
+    run = _with_layer_errors(tmp_path)
+    path = run / "model" / "layer_errors.json"
+    errors = RunData.load(run).layer_errors()
+    assert errors is not None and errors.unknown_keys() == []
+    assert json.dumps(errors.to_json(), indent=1) == path.read_text()
+    assert errors.layers["model.22"].max_abs_reference == 640.0
+    spec = layer_errors_spec(analyse(RunData.load(run)))
+    assert spec is not None and spec.title == "layer outputs vs torch fp32 (onnxruntime, int8), largest first"
+    assert [row[1:] for row in spec.rows] == [["0.5", "8", "6.2%"], ["2", "640", "0.3%"]]
+    assert (
+        spec.notes[0].startswith("2 layers compared; each top-level layer's output") and "worst 6.2%" in spec.notes[0]
+    )
+
+
+@pytest.mark.parametrize(
+    ("keys", "value", "field", "expected"),
+    [
+        (["layers", "model.0", "relative"], "high", "layers.model.0.relative", "must be a number"),
+        (["layers", "model.0"], 0.5, "layers.model.0", "must be an object"),
+        (["runtime"], 3, "runtime", "must be a string"),
+    ],
+)
+def test_a_damaged_layer_errors_field_names_file_and_field(
+    tmp_path: Path, keys: list[str], value: Any, field: str, expected: str
+) -> None:
+    from test_schema_pass_files import _damage
+
+    run = _with_layer_errors(tmp_path)
+    path = run / "model" / "layer_errors.json"
+    _damage(path, list(keys), value)
+    with pytest.raises(RunDirError) as err:
+        RunData.load(run).layer_errors()
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f'{path}: field "{field}" {expected}'), message
+
+
+def test_a_layer_error_missing_its_ratio_names_it(tmp_path: Path) -> None:
+    run = _with_layer_errors(tmp_path)
+    path = run / "model" / "layer_errors.json"
+    doc = json.loads(path.read_text())
+    del doc["layers"]["model.22"]["relative"]
+    path.write_text(json.dumps(doc, indent=1))
+    with pytest.raises(RunDirError, match=re.escape('field "layers.model.22.relative" is missing')):
+        RunData.load(run).layer_errors()

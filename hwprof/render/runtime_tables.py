@@ -142,22 +142,20 @@ def layer_errors_spec(a: Analysis) -> TableSpec | None:
     doc = a.layer_errors
     if not doc:
         return None
-    errors = doc.get("layers", {})
+    errors = doc.layers
     stats = {layer.name: layer for layer in a.layers.layers}
-    ranked = sorted(errors.items(), key=lambda kv: -kv[1]["relative"])[:ERROR_LAYERS]
+    ranked = sorted(errors.items(), key=lambda kv: -kv[1].relative)[:ERROR_LAYERS]
     cols = [Col("layer", "left", max_width=14), Col("max |Δ|"), Col("max |ref|"), Col("relative")]
     rows = [
         [
             f"{name.removeprefix('model.')} {stats[name].type}" if name in stats else name,
-            f"{e['max_abs']:.3g}",
-            f"{e['max_abs_reference']:.3g}",
-            pct(e["relative"]),
+            f"{e.max_abs:.3g}",
+            f"{e.max_abs_reference:.3g}",
+            pct(e.relative),
         ]
         for name, e in ranked
     ]
-    worst = max((e["relative"] for e in errors.values()), default=0.0)
-    notes = [
-        f"{len(errors)} layers compared; {doc.get('method', '')}; relative = max |Δ| / max |ref|; worst {pct(worst)}"
-    ]
-    title = f"layer outputs vs torch fp32 ({doc.get('runtime')}, {doc.get('precision')}), largest first"
+    worst = max((e.relative for e in errors.values()), default=0.0)
+    notes = [f"{len(errors)} layers compared; {doc.method or ''}; relative = max |Δ| / max |ref|; worst {pct(worst)}"]
+    title = f"layer outputs vs torch fp32 ({doc.runtime}, {doc.precision}), largest first"
     return TableSpec(title, cols, rows, notes)

@@ -35,6 +35,7 @@ from hwprof.schema.gpu_files import K, KinetoKernel, NcuKernel, read_layer_kerne
 from hwprof.schema.pass_files import ModelInfo, PassResult, RuntimeFile
 from hwprof.schema.records import RUNTIME_FILE, MetricTables
 from hwprof.schema.run import CollectorEntry, RunDoc, S
+from hwprof.schema.runtime_checks import LayerErrors
 
 __all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError"]
 
@@ -210,13 +211,16 @@ class RunData:
                 return self.pass_json(name, file_name)
         return None
 
-    def layer_errors(self) -> dict[str, Any] | None:
+    def layer_errors(self) -> LayerErrors | None:
         """model/layer_errors.json: each layer's output error of the run's runtime against the reference
-        (hwprof.workload.layer_error writes it); None when absent or unreadable."""
+        (hwprof.workload.layer_error writes it); None when absent or unparseable, RunDirError (one line) for a
+        damaged field."""
+        path = self.root / MODEL_DIR / LAYER_ERRORS_FILE
         try:
-            return dict(json.loads((self.root / MODEL_DIR / LAYER_ERRORS_FILE).read_text()))
+            doc = dict(json.loads(path.read_text()))
         except (OSError, ValueError):
             return None
+        return LayerErrors.from_json(doc, str(path))
 
     def markers(self, pass_name: str) -> list[Marker]:
         """The pass's markers, read once; a torn last line adds a warning (RunDirError for a corrupt line)."""

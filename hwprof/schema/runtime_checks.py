@@ -8,7 +8,8 @@ the parsed JSON, and a damaged field gives one line naming the file and the fiel
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 from hwprof.schema.codec import JsonObject, Record
 
@@ -44,3 +45,25 @@ class ProfiledPass(Record):
     """The profiler's clock alignment: method, error_bound_us, ... (its keys differ per runtime)."""
     replayed_layer_markers: int | None = None
     profile_error: str | None = None
+
+
+@dataclass(kw_only=True)
+class LayerError(Record):
+    """One layer's output under the runtime against torch fp32 (hwprof.workload.layer_error.layer_errors)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("max_abs", "max_abs_reference", "relative")
+    max_abs: float = 0.0
+    max_abs_reference: float = 0.0
+    relative: float = 0.0
+    """max_abs / max_abs_reference (0 where the reference is all zeros)."""
+
+
+@dataclass(kw_only=True)
+class LayerErrors(Record):
+    """model/layer_errors.json: every top-level layer's output error of the run's runtime and precision."""
+
+    runtime: str | None = None
+    precision: str | None = None
+    reference: str | None = None
+    method: str | None = None
+    layers: dict[str, LayerError] = field(default_factory=dict)
