@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,8 @@ from hwprof.analysis.advice import (
 from hwprof.analysis.advice_candidates import Candidate
 from hwprof.analysis.advice_rows import baseline_drift, measured_row
 from hwprof.analysis.paired_cost import PASS_LEVEL
+from hwprof.schema.advise_result import AdviseResult
+from hwprof.schema.check import RunDirError
 
 BEFORE = [10.0, 11.0, 10.5, 10.2, 12.0, 10.1, 10.4, 10.3]
 AFTER = [8.0, 8.4, 8.1, 9.0, 8.2, 8.3, 8.0, 8.6]
@@ -51,6 +54,15 @@ def paired_result() -> dict:
     return {"sides": {"baseline": side(BEFORE), "variant": side(AFTER)}, "output": output()}
 
 
+def read(results: dict[str, dict]) -> dict[str, AdviseResult]:
+    """The workers' out files as the runner reads them."""
+    return {mode: AdviseResult.from_json(doc, f"{mode}.json") for mode, doc in results.items()}
+
+
+def drift(paired: dict) -> float | None:
+    return baseline_drift(AdviseResult.from_json(paired, "paired.json"))
+
+
 def test_paired_speedup_is_the_median_of_the_blocks_before_over_after() -> None:
     s = paired_speedup(dict(enumerate(BEFORE)), dict(enumerate(AFTER)))
     assert s is not None and s.method == PAIRED and s.blocks == 4
@@ -63,7 +75,7 @@ def test_paired_speedup_is_the_median_of_the_blocks_before_over_after() -> None:
 def test_a_paired_row_has_speedups_setup_breakeven_output_and_trace_blocks() -> None:
     c = Candidate("compile", "torch.compile", "code", (), compile_mode="default", finding="f")
     blocks: list = []
-    row = measured_row(c, {"paired": paired_result()}, blocks)
+    row = measured_row(c, read({"paired": paired_result()}), blocks)
     assert row.forward is not None and row.forward.ratio > 1 and row.ranked
     assert row.end_to_end is not None and row.end_to_end.ratio < row.forward.ratio  # +5 ms on both sides
     after = statistics.median(AFTER)
@@ -84,7 +96,7 @@ def test_a_row_whose_p50s_disagree_with_its_block_ratio_is_not_advice() -> None:
 def test_a_batch_change_is_compared_per_image() -> None:
     c = Candidate("batch-8", "batch 8", "--batch 8", (), {"batch": 8})
     eight = side([8 * a for a in AFTER], 8)
-    row = measured_row(c, {"paired": {"sides": {"baseline": side(BEFORE), "variant": eight}}}, [])
+    row = measured_row(c, read({"paired": {"sides": {"baseline": side(BEFORE), "variant": eight}}}), [])
     assert row.per_image and row.forward is not None
     assert row.forward.after_ms == pytest.approx(statistics.median(AFTER))
 
@@ -92,7 +104,7 @@ def test_a_batch_change_is_compared_per_image() -> None:
 def test_changed_detections_mark_the_row_and_it_is_never_advice() -> None:
     c = Candidate("int8", "int8", "--precision int8", (), {"precision": "int8"})
     result = {"sides": {"baseline": side(BEFORE), "variant": side(AFTER)}, "output": output(12, 8)}
-    row = measured_row(c, {"paired": result}, [])
+    row = measured_row(c, read({"paired": result}), [])
     assert row.status == CHANGED_OUTPUT and not row.ranked and "10->12, 8 matched" in row.reason
     assert row.forward is not None and row.forward.ratio > 1  # faster, and still not advice
     advice = Advice("--model m", "cpu", [row, AdviceRow("x", "x", "x", "f", forward=Speedup(PAIRED, 1.01, 0.99, 1.03))])
@@ -103,7 +115,7 @@ def test_a_pass_level_row_is_labelled_as_such() -> None:
     c = Candidate("omp-passive", "omp", "OMP_WAIT_POLICY=PASSIVE", (), env={"OMP_WAIT_POLICY": "PASSIVE"})
     results = {"baseline": {"sides": {"baseline": side(BEFORE)}}, "variant": {"sides": {"variant": side(AFTER)}}}
     blocks: list = []
-    row = measured_row(c, results, blocks)
+    row = measured_row(c, read(results), blocks)
     assert row.forward is not None and row.forward.method == PASS_LEVEL and row.forward.blocks == 0
     assert blocks == []  # two processes one after the other are no ABBA block for the trace
     assert row.forward.ratio == pytest.approx(statistics.median(BEFORE) / statistics.median(AFTER))
@@ -111,18 +123,18 @@ def test_a_pass_level_row_is_labelled_as_such() -> None:
 
 def test_baseline_drift_compares_the_blocks_with_the_baseline_alone() -> None:
     paired = {"sides": {"baseline": side(BEFORE, solo_forward_ms={"0": 5.0, "1": 5.2})}}
-    assert baseline_drift(paired) == pytest.approx(statistics.median(BEFORE) / 5.2)  # above the solo range
+    assert drift(paired) == pytest.approx(statistics.median(BEFORE) / 5.2)  # above the solo range
     fast = {"sides": {"baseline": side(BEFORE, solo_forward_ms={"0": 20.0, "1": 30.0})}}
-    assert baseline_drift(fast) == pytest.approx(statistics.median(BEFORE) / 20.0)  # below it
+    assert drift(fast) == pytest.approx(statistics.median(BEFORE) / 20.0)  # below it
     wide = {"sides": {"baseline": side(BEFORE, solo_forward_ms={"0": 5.0, "1": 30.0})}}
-    assert baseline_drift(wide) == 1.0  # a load that moved widens the solo range: not interference
-    assert baseline_drift({"sides": {"baseline": side(BEFORE)}}) is None
+    assert drift(wide) == 1.0  # a load that moved widens the solo range: not interference
+    assert drift({"sides": {"baseline": side(BEFORE)}}) is None
 
 
 def test_advice_json_round_trips() -> None:
     c = Candidate("channels_last", "cl", "--channels-last", (), {"channels_last": True}, finding="f")
     blocks: list = []
-    row = measured_row(c, {"paired": paired_result()}, blocks)
+    row = measured_row(c, read({"paired": paired_result()}), blocks)
     row.layers = top_layer_deltas({0: ("Conv", 5.0), 1: ("C2f", 3.0), 2: ("SPPF", 1.0)}, {0: 4.0, 1: 3.1, 2: 2.5}, 2)
     advice = Advice("--model m", "cpu", [row], blocks)
     back = Advice.from_dict(advice.to_dict())
@@ -142,3 +154,36 @@ def test_detections_match_one_to_one_by_class_and_iou(monkeypatch: pytest.Monkey
     assert matched_detections(ref, moved) == 1  # the second box changed class
     twice = [torch.tensor([[0, 0, 10, 10, 0.9, 1], [0, 0, 10, 10, 0.8, 1]], dtype=torch.float32)]
     assert matched_detections(ref, twice) == 1  # one reference box matches once
+
+
+def test_the_worker_result_round_trips_with_every_key_known() -> None:
+    """paired_worker's out file as written (side_figures: forward, iteration, stamps, batch, threads, setup,
+    runtime; the baseline's solo forward; the output check) is read back key for key."""
+    doc = paired_result() | {"mode": "paired"}
+    doc["sides"]["baseline"] |= {"threads": 4, "runtime": {"name": "torch"}, "solo_forward_ms": {"0": 5.0}}
+    result = AdviseResult.from_json(doc, "paired.json")
+    assert result.to_json() == doc and result.unknown_keys() == []
+    assert result.sides["variant"].setup.first_forward_s == 3.0 and result.sides["baseline"].images_per_batch == 1
+    assert drift({"error": "RuntimeError: boom"}) is None
+
+
+@pytest.mark.parametrize(
+    ("damage", "field", "expected"),
+    [
+        (lambda d: d["sides"]["variant"].update(batch="8"), "sides.variant.batch", "must be an integer"),
+        (
+            lambda d: d["sides"]["variant"]["setup"].update(prepare_s="1"),
+            "sides.variant.setup.prepare_s",
+            "must be a number",
+        ),
+        (lambda d: d["sides"]["baseline"].pop("forward_ms"), "sides.baseline.forward_ms", "is missing"),
+        (lambda d: d.update(sides=[]), "sides", "must be an object"),
+    ],
+)
+def test_a_damaged_worker_result_names_file_and_field(damage: Any, field: str, expected: str) -> None:
+    doc = paired_result()
+    damage(doc)
+    with pytest.raises(RunDirError) as err:
+        AdviseResult.from_json(doc, "work/paired.json")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f'work/paired.json: field "{field}" {expected}'), message

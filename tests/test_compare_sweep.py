@@ -388,7 +388,8 @@ def test_runtime_comparison_layer_by_layer(tmp_path: Path) -> None:
     a, b, ort = c.runs
     assert (a.runtime, a.precision, a.executed_precision, a.is_reference) == ("torch", "fp32", "fp32", True)
     assert (b.runtime, b.executed_precision, b.is_reference) == ("openvino", "bf16", False)
-    assert b.output_diff == OUTPUT_DIFF and b.model_file == "model/toyolo.bf16.onnx"
+    assert b.output_diff is not None and b.output_diff.to_json() == OUTPUT_DIFF
+    assert b.model_file == "model/toyolo.bf16.onnx"
     assert ort.output_diff is None and not ort.is_reference
     rows = {r.key: r for r in c.layers}
     # A: 40 / 30 / 10 / 10 ms; B: 10 / 15 / 5 / 10 ms

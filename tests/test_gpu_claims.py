@@ -18,6 +18,7 @@ from hwprof.collectors.gpu.ncu.layers import kernel_layers, layer_tables
 
 from hwprof.analysis.gpu_kernels import tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import GpuRoof, roofline_rows
+from hwprof.schema.gpu_files import NcuKernel
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 NCU = FIX / "ncu_yolov8n_640_fp32.csv.gz"
@@ -56,8 +57,8 @@ def test_tensor_pipe_counter_gives_no_tensor_core_figure():
     assert transposes and all(k["tensor_pipe_inst"] > 0 for k in transposes)  # why that counter is not used
     assert all(k["tensor_math_inst"] is None for k in rows)
     assert not any("tensor_math_inst" in layer for layer in tables.layers.values())
-    counted = tensor_core_by_counter(rows, "FIX")
-    assert counted == {
+    counted = tensor_core_by_counter([NcuKernel.from_json(k, "ncu.csv") for k in rows], "FIX")
+    assert counted.to_dict() == {
         "unavailable": "the ncu CSV has no tensor-core math counter for 64 of 64 conv/GEMM kernels",
         "fix": "FIX",
     }
@@ -76,8 +77,10 @@ def test_tensor_core_math_columns_are_read_when_present():
     by_id = {k["name"]: k for k in layers["model.0"]["kernel_rows"]}
     first = report.rows[0]
     assert by_id[first.name]["tensor_math_inst"] == 1_600
-    counted = tensor_core_by_counter(layers["model.0"]["kernel_rows"], "FIX")
-    assert counted["conv_gemm_tensor_ns"] == first.metrics["gpu__time_duration.sum"]
+    counted = tensor_core_by_counter(
+        [NcuKernel.from_json(k, "ncu.csv") for k in layers["model.0"]["kernel_rows"]], "FIX"
+    )
+    assert counted.tensor_ns == first.metrics["gpu__time_duration.sum"]
     tables, _ = layer_tables(report, None)
     rows = {r.layer: r for r in roofline_rows(tables.layers, GpuRoof(51.6, 3015.4))}
     assert rows["model.0"].lower_bound is True and rows["model.11"].lower_bound is False
@@ -145,7 +148,7 @@ def test_no_cause_without_launch_figures(gpu_view):
     view = copy.deepcopy(gpu_view)
     for rows in view.ncu_kernels.values():
         for k in rows:
-            k.pop("waves", None)
+            k.waves = None
     roof = next(f for f in gpu_findings(view) if f.title.startswith("no layer reaches half"))
     assert roof.title == "no layer reaches half of a roof" and "no cause is given" in roof.evidence
 

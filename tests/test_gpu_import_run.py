@@ -170,17 +170,18 @@ def test_report_gpu_sections_at_width(width: int) -> None:
 def test_gpu_import_tables_at_width(width: int) -> None:
     from hwprof.gpu.importer import import_kineto, import_ncu, peaks_from_results
     from hwprof.render.gpu_tables import print_kineto, print_ncu
+    from hwprof.schema.gpu_import import KinetoImport, NcuImport
 
     summary = import_kineto(GPU / "kineto_yolov7_640_fp32.trimmed.json.gz", ("cuda_runtime",))
     console = Console(record=True, width=width)
-    print_kineto(console, summary, "yolov7", 5)
+    print_kineto(console, KinetoImport.from_json(summary, "gpu-import"), "yolov7", 5)
     text = console.export_text()
     _check_rows(text, {105: "Detect", 51: "SPPCSPC", 0: "Conv"}, 5)
     assert (105, "Detect") in _layer_rows(text)
     peaks = peaks_from_results(GPU / "gpu_results.subset.json")
     ncu = import_ncu(GPU / "ncu_yolov8n_640_fp32.csv.gz", GPU / "ncu_app-range_yolov8n_640_fp32.csv.gz", peaks)
     console = Console(record=True, width=width)
-    print_ncu(console, ncu)
+    print_ncu(console, NcuImport.from_json(ncu, "gpu-import"))
     text = console.export_text()
     rows = _layer_rows(text)
     assert len(rows) == 3 * 23 and (22, "Detect") in rows  # the per-layer table and the roofline (warm, cold)
@@ -195,6 +196,7 @@ def test_gpu_import_energy_table_unavailable_and_counter_rows() -> None:
     from hwprof.collectors.gpu.nvml.samples import COUNTER_METHOD
 
     from hwprof.render.gpu_tables import print_nvml
+    from hwprof.schema.gpu_import import NvmlImport
 
     method = COUNTER_METHOD.format(period=98)
     s = {
@@ -216,7 +218,7 @@ def test_gpu_import_energy_table_unavailable_and_counter_rows() -> None:
     }
     for width in (80, 100):
         console = Console(record=True, width=width)
-        print_nvml(console, s)
+        print_nvml(console, NvmlImport.from_json(s, "gpu-import"))
         text = console.export_text()
         assert "unavailable:" in text and "outside" in text
         row = next(line for line in text.splitlines() if "yolov8n" in line)

@@ -23,6 +23,8 @@ from hwprof.analysis.advice_rows import baseline_drift, measured_row, not_run_ro
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.config import RunConfig
 from hwprof.rundir.reader import RunData
+from hwprof.schema.advise_result import AdviseResult
+from hwprof.schema.check import RunDirError
 from hwprof.session.stopping import StopSignals
 
 ADVISE_DIR = "advise"
@@ -152,7 +154,7 @@ class AdviseRun:
         }
         results, error = self._measure(spec, work, c, ["paired"] if not c.env else ["baseline", "variant"])
         note = ""
-        drift = baseline_drift(results.get("paired", {}))
+        drift = baseline_drift(results.get("paired"))
         if drift is not None and not (1 / DISTURBED <= drift <= DISTURBED) and not self.stop.requested:
             note = (
                 f"paired figure not used: beside the variant, the baseline's forward p50 lay {drift:.2f}x outside "
@@ -176,15 +178,18 @@ class AdviseRun:
 
     def _measure(
         self, spec: dict[str, Any], work: Path, c: Candidate, modes: list[str]
-    ) -> tuple[dict[str, dict[str, Any]], str]:
+    ) -> tuple[dict[str, AdviseResult], str]:
         """Run the worker in each mode; (results by mode, "") or ({}, why one failed)."""
-        results: dict[str, dict[str, Any]] = {}
+        results: dict[str, AdviseResult] = {}
         for mode in modes:
             out = work / f"{mode}.json"
             outcome = self._worker({**spec, "mode": mode, "out": str(out)}, work, c, mode)
-            result = _read_json(out)
-            if not outcome.ok or "error" in result:
-                return {}, result.get("error") or outcome.error
+            try:
+                result = AdviseResult.from_json(_read_json(out), str(out))
+            except RunDirError as exc:  # a damaged out file: the candidate fails, saying which field
+                return {}, str(exc)
+            if not outcome.ok or result.error is not None:
+                return {}, result.error or outcome.error
             results[mode] = result
         return results, ""
 

@@ -7,7 +7,7 @@ Pure. A paired result holds both sides, numbered in ABBA order; a pass-level can
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from collections.abc import Callable
 
 from hwprof.analysis.advice import (
     CHANGED_OUTPUT,
@@ -20,32 +20,44 @@ from hwprof.analysis.advice import (
     process_speedup,
 )
 from hwprof.analysis.advice_candidates import Candidate
+from hwprof.schema.advise_result import AdviseResult, SideFigures
 
 
 def not_run_row(c: Candidate) -> AdviceRow:
     return AdviceRow(c.key, c.change, c.how, c.finding, status=NOT_RUN, reason=c.blocked)
 
 
-def _per_image(side: dict[str, Any], key: str) -> dict[int, float]:
-    batch = max(1, int(side.get("batch", 1)))
-    return {int(i): ms / batch for i, ms in side[key].items()}
+Figures = Callable[[SideFigures], dict[str, float]]
+"""Which of a side's ms maps: forward or iteration."""
 
 
-def _speedups(results: dict[str, dict[str, Any]], key: str) -> Speedup | None:
+def _forward(side: SideFigures) -> dict[str, float]:
+    return side.forward_ms
+
+
+def _iteration(side: SideFigures) -> dict[str, float]:
+    return side.iteration_ms
+
+
+def _per_image(side: SideFigures, figures: Figures) -> dict[int, float]:
+    batch = side.images_per_batch
+    return {int(i): ms / batch for i, ms in figures(side).items()}
+
+
+def _speedups(results: dict[str, AdviseResult], figures: Figures) -> Speedup | None:
     if "paired" in results:
-        sides = results["paired"]["sides"]
-        return paired_speedup(_per_image(sides["baseline"], key), _per_image(sides["variant"], key))
-    before = _per_image(results["baseline"]["sides"]["baseline"], key)
-    after = _per_image(results["variant"]["sides"]["variant"], key)
+        sides = results["paired"].sides
+        return paired_speedup(_per_image(sides["baseline"], figures), _per_image(sides["variant"], figures))
+    before = _per_image(results["baseline"].sides["baseline"], figures)
+    after = _per_image(results["variant"].sides["variant"], figures)
     return process_speedup(list(before.values()), list(after.values()))
 
 
-def setup_seconds(c: Candidate, variant: dict[str, Any], after_ms: float | None) -> tuple[float | None, str]:
+def setup_seconds(c: Candidate, variant: SideFigures, after_ms: float | None) -> tuple[float | None, str]:
     """What the variant costs before its first useful forward: compile, capture, export or conversion."""
-    setup = variant.get("setup", {})
-    first_s = float(setup.get("first_forward_s", 0.0))
-    prepare_s = float(setup.get("prepare_s", 0.0))
-    extra_first = max(0.0, first_s - (after_ms or 0.0) / 1e3 * max(1, int(variant.get("batch", 1))))
+    first_s = float(variant.setup.first_forward_s or 0.0)
+    prepare_s = float(variant.setup.prepare_s or 0.0)
+    extra_first = max(0.0, first_s - (after_ms or 0.0) / 1e3 * variant.images_per_batch)
     if c.compile_mode:
         return prepare_s + extra_first, f"torch.compile ({c.compile_mode}) at the first forward, Inductor caches off"
     if c.cuda_graph:
@@ -56,15 +68,17 @@ def setup_seconds(c: Candidate, variant: dict[str, Any], after_ms: float | None)
     return None, ""
 
 
-def baseline_drift(paired: dict[str, Any]) -> float | None:
+def baseline_drift(paired: AdviseResult | None) -> float | None:
     """How far the paired baseline's forward p50 in the ABBA blocks lies outside its own range alone (timed
     before the variant was built in the process): its p50 over the solo maximum when above it, over the solo
     minimum when below, else 1.0; None without both. Far above 1: the variant slows the baseline beside it
     (threads that spin after their forward, a second pool on the same CPUs), which would flatter the variant.
     Judged against the solo range, not its median, so a host whose load moves between the solo and the
     blocks (which widens that range) is not mistaken for interference."""
-    side = paired.get("sides", {}).get("baseline", {})
-    solo, blocks = list(side.get("solo_forward_ms", {}).values()), list(side.get("forward_ms", {}).values())
+    side = paired.sides.get("baseline") if paired is not None else None
+    if side is None:
+        return None
+    solo, blocks = list((side.solo_forward_ms or {}).values()), list(side.forward_ms.values())
     if not solo or not blocks:
         return None
     p50 = statistics.median(blocks)
@@ -75,27 +89,27 @@ def baseline_drift(paired: dict[str, Any]) -> float | None:
     return 1.0
 
 
-def measured_row(c: Candidate, results: dict[str, dict[str, Any]], blocks: list[AdviceBlock]) -> AdviceRow:
+def measured_row(c: Candidate, results: dict[str, AdviseResult], blocks: list[AdviceBlock]) -> AdviceRow:
     """The row of a candidate whose worker(s) finished; appends a paired result's iteration stamps to `blocks`
     (the trace's ABBA blocks; a pass-level row's two processes have none)."""
     row = AdviceRow(c.key, c.change, c.how, c.finding, per_image=c.per_image)
-    row.forward = _speedups(results, "forward_ms")
-    row.end_to_end = _speedups(results, "iteration_ms")
+    row.forward = _speedups(results, _forward)
+    row.end_to_end = _speedups(results, _iteration)
     variant_result = results.get("paired") or results["variant"]
-    variant = variant_result["sides"]["variant"]
+    variant = variant_result.sides["variant"]
     row.setup_s, row.setup_what = setup_seconds(c, variant, row.forward.after_ms if row.forward else None)
-    if variant_result.get("output"):
-        row.output = OutputCheck.from_dict(variant_result["output"])
+    if variant_result.output:
+        row.output = OutputCheck.from_dict(variant_result.output)
         if not row.output.within_tolerance:
             row.status = CHANGED_OUTPUT
             row.reason = (
                 f"detections changed beyond the {100 * row.output.tolerance:.0f}% tolerance: "
                 f"{row.output.detections_reference}->{row.output.detections}, {row.output.matched} matched"
             )
-    elif variant_result.get("output_error"):
-        row.reason = f"output not checked: {variant_result['output_error']}"
+    elif variant_result.output_error:
+        row.reason = f"output not checked: {variant_result.output_error}"
     for result in results.values() if "paired" in results else ():  # two processes make no ABBA block
-        for name, side in result["sides"].items():
-            for i, (start, end, f_start, f_end) in side.get("stamps", {}).items():
+        for name, side in result.sides.items():
+            for i, (start, end, f_start, f_end) in side.stamps.items():
                 blocks.append(AdviceBlock(c.key, name, int(i) // 2, int(i), start, end, f_start, f_end))
     return row

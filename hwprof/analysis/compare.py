@@ -14,7 +14,7 @@ layers it takes part in. Every run's head carries what executed and its output a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from hwprof.analysis.stages import STAGE_ORDER
 from hwprof.core.host_kinds import differing_software, host_kind, software
 from hwprof.core.kernels import KIND_OPENMP
 from hwprof.schema.run import RuntimeDoc
+from hwprof.schema.runtime_checks import OutputDiff
 
 REFERENCE = ("torch", "fp32")
 """The (runtime, precision) every output difference is measured against."""
@@ -55,7 +56,7 @@ class RunHead:
     executed_precision: str | None = None
     """What executed, as the runtime reported it (run.json runtime.executed_precision)."""
     precision_detail: str | None = None
-    output_diff: dict[str, Any] | None = None
+    output_diff: OutputDiff | None = None
     """run.json runtime.output_diff: max_abs_head, detections, detections_reference against torch fp32."""
     model_bytes: int | None = None
     """torch: parameter bytes as executed; other runtimes: the model file they loaded."""
@@ -78,6 +79,12 @@ class RunHead:
     @property
     def is_reference(self) -> bool:
         return (self.runtime, self.precision) == REFERENCE and self.executed_precision in (None, "fp32")
+
+    def to_dict(self) -> dict[str, Any]:
+        """compare's JSON: the fields, with output_diff as run.json holds it."""
+        out = asdict(replace(self, output_diff=None))
+        out["output_diff"] = self.output_diff.to_json() if self.output_diff is not None else None
+        return out
 
 
 @dataclass
@@ -111,7 +118,9 @@ class Comparison:
     instructions_source: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(replace(self, runs=[]))
+        out["runs"] = [head.to_dict() for head in self.runs]
+        return out
 
 
 def _ratios(values: list[float | None]) -> list[float | None]:

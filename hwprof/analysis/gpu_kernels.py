@@ -14,9 +14,12 @@ elementwise kernels too. No finding comes from the names alone.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
+
+from hwprof.schema.codec import need
+from hwprof.schema.gpu_files import NcuKernel
 
 TRANSPOSE = "layout transpose"
 CONV_TENSOR = "conv/gemm, tensor-core name"
@@ -74,32 +77,48 @@ def class_shares(rows: Iterable[tuple[str, float, float]], total_ns: float, top:
     return out
 
 
-def tensor_core_by_counter(kernels: Iterable[dict], fix: str) -> dict[str, Any]:
-    """From ncu kernel rows ({"name", "ns", "tensor_math_inst"}): conv/gemm kernel time with and without
-    tensor-core math instructions (measured), in ns; or {"unavailable", "fix"} where a conv/gemm kernel
-    has no tensor-core math figure (the counters were not recorded). `fix`: the ncu option that records
-    them."""
+@dataclass
+class TensorCoreUse:
+    """Conv/GEMM kernel time with and without tensor-core math instructions (measured by ncu), in ns; or
+    why it is unknown and the ncu option that records it."""
+
+    tensor_ns: float | None = None
+    no_tensor_ns: float | None = None
+    unavailable: str | None = None
+    fix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """As gpu-import's JSON holds it: {"unavailable", "fix"}, or the two times."""
+        if self.unavailable is not None:
+            return {"unavailable": self.unavailable, "fix": self.fix}
+        return {"conv_gemm_tensor_ns": self.tensor_ns, "conv_gemm_no_tensor_ns": self.no_tensor_ns}
+
+
+def tensor_core_by_counter(kernels: Iterable[NcuKernel], fix: str) -> TensorCoreUse:
+    """From ncu kernel rows: conv/gemm kernel time with and without tensor-core math instructions
+    (measured); unavailable where a conv/gemm kernel has no tensor-core math figure (the counters were not
+    recorded). `fix`: the ncu option that records them."""
     on = off = 0.0
     unmeasured = 0
     conv = 0
     for k in kernels:
-        if kernel_class(k["name"]) in (CONV_TENSOR, CONV_FP32):
+        if kernel_class(k.name) in (CONV_TENSOR, CONV_FP32):
             conv += 1
-            math = k.get("tensor_math_inst")
+            math = k.tensor_math_inst
             if math is None:
                 unmeasured += 1
             elif math > 0:
-                on += k["ns"]
+                on += k.ns
             else:
-                off += k["ns"]
+                off += k.ns
     if not conv:
-        return {"unavailable": "no conv/GEMM kernel measured by ncu", "fix": ""}
+        return TensorCoreUse(unavailable="no conv/GEMM kernel measured by ncu")
     if unmeasured:
-        return {
-            "unavailable": f"the ncu CSV has no tensor-core math counter for {unmeasured} of {conv} conv/GEMM kernels",
-            "fix": fix,
-        }
-    return {"conv_gemm_tensor_ns": on, "conv_gemm_no_tensor_ns": off}
+        return TensorCoreUse(
+            unavailable=f"the ncu CSV has no tensor-core math counter for {unmeasured} of {conv} conv/GEMM kernels",
+            fix=fix,
+        )
+    return TensorCoreUse(tensor_ns=on, no_tensor_ns=off)
 
 
 @dataclass
@@ -116,26 +135,26 @@ class LaunchFill:
     theoretical_occupancy_pct: float | None
 
 
-def launch_fill(kernels: Iterable[dict]) -> LaunchFill | None:
-    """From ncu kernel rows with "grid_blocks", "sm_count", "waves" (collectors/gpu/ncu/layers.py); None
-    where any kernel lacks them (an older run or a CSV without launch__ columns): no figure, so no cause."""
+def launch_fill(kernels: Iterable[NcuKernel]) -> LaunchFill | None:
+    """From ncu kernel rows with their launch size (grid_blocks, sm_count, waves); None where any kernel
+    lacks it (an older run or a CSV without launch__ columns): no figure, so no cause."""
     rows = list(kernels)
-    if not rows or any(not {"grid_blocks", "sm_count", "waves"} <= k.keys() for k in rows):
+    if not rows or any(not k.launch_known for k in rows):
         return None
-    total = sum(k["ns"] for k in rows)
+    total = sum(k.ns for k in rows)
     if total <= 0:
         return None
 
-    def weighted(key: str) -> float | None:
-        known = [k for k in rows if k.get(key) is not None]
-        ns = sum(k["ns"] for k in known)
-        return sum(k["ns"] * k[key] for k in known) / ns if known and ns > 0 else None
+    def weighted(value: Callable[[NcuKernel], float | None]) -> float | None:
+        known = [(k.ns, v) for k in rows if (v := value(k)) is not None]
+        ns = sum(n for n, _ in known)
+        return sum(n * v for n, v in known) / ns if known and ns > 0 else None
 
     return LaunchFill(
         kernels=len(rows),
-        sm_count=max(k["sm_count"] for k in rows),
-        under_one_wave=sum(k["ns"] for k in rows if k["waves"] < 1.0) / total,
-        sub_sm_grid=sum(k["ns"] for k in rows if k["grid_blocks"] < k["sm_count"]) / total,
-        achieved_occupancy_pct=weighted("achieved_occupancy_pct"),
-        theoretical_occupancy_pct=weighted("theoretical_occupancy_pct"),
+        sm_count=max(need(k.sm_count) for k in rows),
+        under_one_wave=sum(k.ns for k in rows if need(k.waves) < 1.0) / total,
+        sub_sm_grid=sum(k.ns for k in rows if need(k.grid_blocks) < need(k.sm_count)) / total,
+        achieved_occupancy_pct=weighted(lambda k: k.achieved_occupancy_pct),
+        theoretical_occupancy_pct=weighted(lambda k: k.theoretical_occupancy_pct),
     )

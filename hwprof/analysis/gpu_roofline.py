@@ -179,21 +179,41 @@ def roofline_rows(
     return rows
 
 
-def roofline_summary(rows: list[GpuRoofRow], roof: GpuRoof) -> dict[str, Any]:
+@dataclass
+class GpuRoofSummary:
+    """The roofs, the ridge, where each cache state's bytes and time come from, and the memory-bound layers."""
+
+    roof: GpuRoof
+    points: dict[str, list[str]]
+    """Cache ("warm", "cold") -> "bytes: <source>; time: <source>" of its points."""
+    memory_bound_layers: dict[str, list[str]]
+    tensor_core_math: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """As gpu-import's JSON writes it."""
+        return {
+            "peak_tflops": self.roof.peak_tflops,
+            "peak_gbps": self.roof.peak_gbps,
+            "ridge_flop_per_byte": self.roof.ridge,
+            "compute_roof": self.roof.compute_label,
+            "bandwidth_roof": self.roof.bandwidth_label,
+            "points": self.points,
+            "memory_bound_layers": self.memory_bound_layers,
+            "tensor_core_math": self.tensor_core_math,
+        }
+
+
+def roofline_summary(rows: list[GpuRoofRow], roof: GpuRoof) -> GpuRoofSummary:
     points = [p for r in rows for p in r.points]
-    return {
-        "peak_tflops": roof.peak_tflops,
-        "peak_gbps": roof.peak_gbps,
-        "ridge_flop_per_byte": roof.ridge,
-        "compute_roof": roof.compute_label,
-        "bandwidth_roof": roof.bandwidth_label,
-        "points": {
+    return GpuRoofSummary(
+        roof,
+        points={
             cache: sorted({f"bytes: {p.bytes_source}; time: {p.time_source}" for p in points if p.cache == cache})
             for cache in ("warm", "cold")
         },
-        "memory_bound_layers": {
+        memory_bound_layers={
             cache: [r.layer for r in rows for p in r.points if p.cache == cache and p.bound.startswith(MEMORY)]
             for cache in ("warm", "cold")
         },
-        "tensor_core_math": "not recorded" if any(r.lower_bound is None for r in rows) else "ncu HMMA/IMMA/GMMA",
-    }
+        tensor_core_math="not recorded" if any(r.lower_bound is None for r in rows) else "ncu HMMA/IMMA/GMMA",
+    )

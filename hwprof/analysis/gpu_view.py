@@ -15,6 +15,7 @@ from hwprof.analysis.finding import Finding
 from hwprof.analysis.gpu_kernels import TRANSPOSE, class_shares, launch_fill, tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import MEMORY, GpuRoof, GpuRoofRow, layer_index, roofline_rows
 from hwprof.schema.codec import need
+from hwprof.schema.gpu_files import KinetoKernel, NcuKernel
 from hwprof.schema.ncu_tensor import TENSOR_MATH_FIX
 from hwprof.schema.summaries_gpu import CudaGraphSummary, GpuKinetoSummary, NvmlSummary
 
@@ -39,11 +40,12 @@ class GpuView:
     kineto: GpuKinetoSummary = field(default_factory=GpuKinetoSummary)
     """gpu_kineto's run.json summary."""
     layers: dict[str, dict[str, float]] = field(default_factory=dict)
-    kernels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    kernels: dict[str, list[KinetoKernel]] = field(default_factory=dict)
+    """gpu_kineto.kernels.json: each layer's kernels, per forward."""
     graph: CudaGraphSummary = field(default_factory=CudaGraphSummary)
     nvml: NvmlSummary = field(default_factory=NvmlSummary)
     ncu_layers: dict[str, dict[str, float]] = field(default_factory=dict)
-    ncu_kernels: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    ncu_kernels: dict[str, list[NcuKernel]] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)
     roofline: list[GpuRoofRow] = field(default_factory=list)
     types: dict[str, str] = field(default_factory=dict)
@@ -55,7 +57,7 @@ class GpuView:
         return f"{layer_index(layer)} {kind}" if kind else layer
 
     def kernel_classes(self) -> list[Any]:
-        rows = [(k["name"], k["gpu_us"] * 1e3, k["calls"]) for ks in self.kernels.values() for k in ks]
+        rows = [(k.name, k.gpu_us * 1e3, k.calls) for ks in self.kernels.values() for k in ks]
         total = sum(ns for _, ns, _ in rows)
         return class_shares(rows, total)
 
@@ -64,14 +66,14 @@ def load_gpu_view(data: RunData) -> GpuView | None:
     view = GpuView()
     if (m := data.pass_json("gpu", "gpu_kineto.metrics.json")) is not None:
         view.layers = m.get("layers", {})
-        view.kernels = (data.pass_json("gpu", "gpu_kineto.kernels.json") or {}).get("layers", {})
+        view.kernels = data.gpu_kernels
         view.kineto = data.summary(GpuKinetoSummary)
     view.graph = data.summary(CudaGraphSummary)
     view.nvml = data.summary(NvmlSummary)
     for pass_name in ("ncu", "ncu_range"):
         for layer, row in ((data.pass_json(pass_name, f"{pass_name}.metrics.json") or {}).get("layers", {})).items():
             view.ncu_layers.setdefault(layer, {}).update(row)
-    view.ncu_kernels = (data.pass_json("ncu", "ncu.kernels.json") or {}).get("layers", {})
+    view.ncu_kernels = data.ncu_kernels
     view.peaks = (data.pass_json("gpu", "gpu_peaks.json") or {}).get("peaks", {})
     if view.ncu_layers and view.peaks:
         roof = GpuRoof(view.peaks["matmul_fp32_tflops"], view.peaks["d2d_copy_gbps_read_plus_write"])
@@ -176,10 +178,10 @@ def gpu_findings(view: GpuView) -> list[Finding]:
 def _tensor_core_findings(view: GpuView) -> list[Finding]:
     """Only from ncu's tensor-core math counters; kernel names alone (the class table) make no finding."""
     counted = tensor_core_by_counter((k for ks in view.ncu_kernels.values() for k in ks), TENSOR_MATH_FIX)
-    off = counted.get("conv_gemm_no_tensor_ns", 0.0)
+    off = counted.no_tensor_ns or 0.0
     if not off:
         return []
-    total = off + counted["conv_gemm_tensor_ns"]
+    total = off + (counted.tensor_ns or 0.0)
     return [
         Finding(
             "convolutions off the tensor cores (measured)",

@@ -19,6 +19,7 @@ from hwprof.analysis.stages import Stages, stage_table
 from hwprof.analysis.types import TypeStat, by_type
 from hwprof.analysis.validity import checked
 from hwprof.schema.run import RunDoc
+from hwprof.schema.runtime_checks import LayerErrors
 
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
@@ -64,7 +65,7 @@ class Analysis:
     """Collector name -> {status, reason, fix} for every collector that did not run fully."""
     runtime: RuntimeView | None = None
     """What ONNX Runtime / OpenVINO executed per layer (None for torch runs)."""
-    layer_errors: dict[str, Any] | None = None
+    layer_errors: LayerErrors | None = None
     """model/layer_errors.json: each layer's output against fp32 torch (None for torch fp32 runs)."""
     gpu: GpuView | None = None
     """The GPU collectors' view (None for CPU runs)."""

@@ -215,13 +215,13 @@ def _runtime_fields(row: SweepRow, run: RunDoc, params: int | None) -> None:
     diff = info.output_diff
     if row.is_reference and row.executed_precision in ("", DEFAULT_PRECISION):
         row.output_note = "reference"
-    elif not diff or "max_abs_head" not in diff:
+    elif not diff or diff.max_abs_head is None:
         row.output_note = "not measured"
     else:
-        row.max_abs_head = diff.get("max_abs_head")
-        row.max_abs_reference = diff.get("max_abs_reference")
-        row.detections = diff.get("detections")
-        row.detections_reference = diff.get("detections_reference")
+        row.max_abs_head = diff.max_abs_head
+        row.max_abs_reference = diff.max_abs_reference
+        row.detections = diff.detections
+        row.detections_reference = diff.detections_reference
 
 
 def node_host(description: dict[str, Any]) -> HostDoc:

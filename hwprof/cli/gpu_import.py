@@ -124,10 +124,11 @@ def write_run(args: argparse.Namespace, cats: tuple[str, ...] | None, console: C
 
 def _print_tables(console: Console, out: dict, top: int) -> None:
     from hwprof.render.gpu_tables import print_kineto, print_ncu, print_nvml
+    from hwprof.schema.gpu_import import KinetoImport, NcuImport, NvmlImport
 
     for summary in out["kineto"]:
-        print_kineto(console, summary, Path(summary["file"]).name, top)
+        print_kineto(console, KinetoImport.from_json(summary, "gpu-import"), Path(summary["file"]).name, top)
     if "ncu" in out:
-        print_ncu(console, out["ncu"])
+        print_ncu(console, NcuImport.from_json(out["ncu"], "gpu-import"))
     if "nvml" in out:
-        print_nvml(console, out["nvml"])
+        print_nvml(console, NvmlImport.from_json(out["nvml"], "gpu-import"))

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.gpu_kernels import class_shares, launch_fill, tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import NO_WARM_TIME, GpuRoof, roofline_rows, roofline_summary
+from hwprof.schema.gpu_files import NcuKernel
 from hwprof.schema.ncu_tensor import TENSOR_MATH_FIX
 from hwprof.session.registry import gpu_parsers
 
@@ -107,7 +108,8 @@ def import_ncu(
     kernel = parsers.load_ncu_csv(kernel_csv) if kernel_csv else None
     app_range = parsers.load_ncu_csv(range_csv) if range_csv else None
     tables, kernels = parsers.ncu_layer_tables(kernel, app_range)
-    all_kernels = [k for rows in kernels.values() for k in rows]
+    where = str(kernel_csv or range_csv)
+    all_kernels = [NcuKernel.from_json(k, where) for rows in kernels.values() for k in rows]
     fill = launch_fill(all_kernels)
     types = {
         parsers.ncu_layer_key(row.layer[0]): row.layer[1]
@@ -122,7 +124,7 @@ def import_ncu(
         "units": tables.units,
         "methods": tables.methods,
         "kernels": kernels,
-        "tensor_cores": tensor_core_by_counter(all_kernels, TENSOR_MATH_FIX),
+        "tensor_cores": tensor_core_by_counter(all_kernels, TENSOR_MATH_FIX).to_dict(),
         "launch_fill": asdict(fill) if fill is not None else None,
     }
     if peaks:
@@ -130,7 +132,7 @@ def import_ncu(
         warm_ns, out["warm_time"] = _warm_times([r for r in (kernel, app_range) if r], kineto or [])
         rows = roofline_rows(tables.layers, roof, warm_ns)
         out["roofline"] = [asdict(r) | {"lower_bound": r.lower_bound} for r in rows]
-        out["roofline_summary"] = roofline_summary(rows, roof)
+        out["roofline_summary"] = roofline_summary(rows, roof).to_dict()
         out["peaks"] = peaks
     return out
 

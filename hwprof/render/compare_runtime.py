@@ -5,12 +5,12 @@ runtime nodes fused from several layers."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from hwprof.analysis.compare import Comparison, Row, RunHead
 from hwprof.analysis.sweep_rows import SweepRow
 from hwprof.render.fmt import ms, num
 from hwprof.render.tables import MISSING, Col, TableSpec
+from hwprof.schema.runtime_checks import OutputDiff
 
 FUSED_PER_RUN = 8
 FUSED_MARK = "*"
@@ -44,27 +44,28 @@ def precision_cell(asked: str, executed: str | None) -> str:
     return executed if executed == asked else f"{executed} (asked {asked})"
 
 
-def diff_cells(diff: dict[str, Any] | None, reference: bool, scale: bool = True) -> tuple[str, str]:
+def diff_cells(diff: OutputDiff | None, reference: bool, scale: bool = True) -> tuple[str, str]:
     """(max |Δ| head, detections vs torch fp32) for one run or point; scale: "of <the head's largest value>"."""
     if reference:
         return "reference", "reference"
-    if not diff or diff.get("max_abs_head") is None:
+    if not diff or diff.max_abs_head is None:
         return "not measured", "not measured"
-    largest = diff.get("max_abs_reference")
-    head = f"{diff['max_abs_head']:.3g}" + (f" of {largest:.3g}" if (scale and largest is not None) else "")
-    if diff.get("detections") is None:
+    largest = diff.max_abs_reference
+    head = f"{diff.max_abs_head:.3g}" + (f" of {largest:.3g}" if (scale and largest is not None) else "")
+    if diff.detections is None:
         return head, MISSING
-    return head, f"{diff['detections']} vs {diff.get('detections_reference', MISSING)}"
+    ref = diff.detections_reference
+    return head, f"{diff.detections} vs {MISSING if ref is None else ref}"
 
 
-def raw_cell(diff: dict[str, Any] | None, reference: bool) -> str:
+def raw_cell(diff: OutputDiff | None, reference: bool) -> str:
     """Max |Δ| of the raw per-level maps before the head's decoding: the error a random-init head hides."""
     if reference:
         return "reference"
-    if not diff or diff.get("max_abs_raw") is None:
+    if not diff or diff.max_abs_raw is None:
         return MISSING
-    largest = diff.get("max_abs_raw_reference")
-    return f"{diff['max_abs_raw']:.3g}" + (f" of {largest:.3g}" if largest is not None else "")
+    largest = diff.max_abs_raw_reference
+    return f"{diff.max_abs_raw:.3g}" + (f" of {largest:.3g}" if largest is not None else "")
 
 
 def _reduced(asked: str, executed: str | None) -> bool:
@@ -111,7 +112,8 @@ def runtime_notes(heads: Sequence[RunHead], names: Sequence[str]) -> list[str]:
             notes.append(f"{name} precision: {h.precision_detail}")
         if h.model_file:
             notes.append(f"{name} model: {h.model_file}")
-        if _reduced(h.precision, h.executed_precision) and (h.output_diff or {}).get("max_abs_head") is None:
+        unmeasured = h.output_diff is None or h.output_diff.max_abs_head is None
+        if _reduced(h.precision, h.executed_precision) and unmeasured:
             notes.append(f"{name}: its output against torch fp32 was not measured: its speed says nothing of accuracy")
     return notes
 
@@ -184,12 +186,12 @@ def runtime_cell(row: SweepRow) -> str:
 def sweep_diff_cells(row: SweepRow) -> tuple[str, str]:
     if row.output_note == "reference":
         return diff_cells(None, True)
-    diff = {
-        "max_abs_head": row.max_abs_head,
-        "max_abs_reference": row.max_abs_reference,
-        "detections": row.detections,
-        "detections_reference": row.detections_reference,
-    }
+    diff = OutputDiff(
+        max_abs_head=row.max_abs_head,
+        max_abs_reference=row.max_abs_reference,
+        detections=row.detections,
+        detections_reference=row.detections_reference,
+    )
     return diff_cells(diff, False, scale=False)
 
 

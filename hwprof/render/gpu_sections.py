@@ -135,7 +135,7 @@ def gpu_layers_spec(a: Analysis, top: int) -> TableSpec | None:
     types = _types(a)
     for layer, m in ranked:
         kernels = g.kernels.get(layer, [])[:2]
-        names = "\n".join(f"{k['gpu_us']:.0f} {short_kernel(k['name'])}" for k in kernels)
+        names = "\n".join(f"{k.gpu_us:.0f} {short_kernel(k.name)}" for k in kernels)
         rows.append(
             [
                 *layer_cells(layer, types),

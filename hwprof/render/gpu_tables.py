@@ -1,5 +1,6 @@
 """Rich tables of the GPU views: per-layer GPU time by launch correlation, kernel classes, the ncu
-per-layer counters and roofline, NVML energy. They only read the dicts of hwprof.gpu.importer."""
+per-layer counters and roofline, NVML energy. They read hwprof.gpu.importer's summaries as records
+(hwprof.schema.gpu_import)."""
 
 from __future__ import annotations
 
@@ -10,47 +11,49 @@ from rich.console import Console
 from hwprof.analysis.gpu_roofline import GpuRoofRow, RoofPoint, layer_order
 from hwprof.render.gpu_sections import LAYER_COLS, gpu_time_cols, layer_cells, roofline_spec, short_kernel
 from hwprof.render.tables import MISSING, Col, TableSpec, spec_renderables
+from hwprof.schema.codec import need
+from hwprof.schema.gpu_import import KinetoImport, LaunchFillDoc, NcuImport, NvmlImport, TensorCoreDoc
 
 MORE = "see hwprof gpu-import --format json"
 CLASS_KERNEL = 26
 """Kernel names in the class table: its class column is wide, so they are cut shorter than per layer."""
 
 
-def print_kineto(console: Console, s: dict[str, Any], title: str, top: int = 5) -> None:
+def print_kineto(console: Console, s: KinetoImport, title: str, top: int = 5) -> None:
     console.print(
-        f"[bold]{title}[/] ({s.get('device', '')}, {s['forwards']} forwards): forward CPU {s['cpu_us'] / 1e3:.2f} ms, "
-        f"GPU busy {s['gpu_busy_us'] / 1e3:.3f} ms (union of kernel intervals), {s['kernels']:.0f} kernels, "
-        f"GPU idle share {s['idle_share']:.1%} of the forward's window; "
-        f"layer sums / busy = {s['layer_sum_over_busy']:.4f}",
+        f"[bold]{title}[/] ({s.device or ''}, {s.forwards} forwards): forward CPU {s.cpu_us / 1e3:.2f} ms, "
+        f"GPU busy {s.gpu_busy_us / 1e3:.3f} ms (union of kernel intervals), {s.kernels:.0f} kernels, "
+        f"GPU idle share {s.idle_share:.1%} of the forward's window; "
+        f"layer sums / busy = {need(s.layer_sum_over_busy):.4f}",
         highlight=False,
     )
-    rows = {r["layer"]: r for r in s["layers"]}
-    types = {r["layer"]: r["type"] for r in s["layers"]}
+    rows = {r.layer: r for r in s.layers}
+    types = {r.layer: r.type for r in s.layers}
     cols = gpu_time_cols("top kernels (us)")
     table_rows = []
-    for key in s["top_layers"][:top]:
+    for key in s.top_layers[:top]:
         r = rows[key]
         table_rows.append(
             [
-                *layer_cells(r["layer"], types),
-                f"{r['gpu_us']:.1f}",
-                f"{r['kernels']:.0f}",
-                f"{r['cpu_us']:.0f}",
-                f"{r['launch_us']:.0f}",
-                "\n".join(f"{k['gpu_us']:.0f} {short_kernel(k['name'])}" for k in r["top_kernels"]),
+                *layer_cells(r.layer, types),
+                f"{r.gpu_us:.1f}",
+                f"{r.kernels:.0f}",
+                f"{r.cpu_us:.0f}",
+                f"{r.launch_us:.0f}",
+                "\n".join(f"{k.gpu_us:.0f} {short_kernel(k.name)}" for k in r.top_kernels),
             ]
         )
     title = f"top {top} layers by GPU time (per forward; kernels charged by launch correlation)"
     _print(console, TableSpec(title, cols, table_rows, more=MORE))
     classes = [
         [
-            c["class"],
-            f"{c['gpu_us']:.1f}",
-            f"{c['kernels']:.0f}",
-            f"{c['share']:.1%}",
-            "\n".join(f"{ns / 1e3:.0f} {short_kernel(n, CLASS_KERNEL)}" for n, ns in c["top"][:2]),
+            c.cls,
+            f"{c.gpu_us:.1f}",
+            f"{c.kernels:.0f}",
+            f"{c.share:.1%}",
+            "\n".join(f"{ns / 1e3:.0f} {short_kernel(n, CLASS_KERNEL)}" for n, ns in c.top[:2]),
         ]
-        for c in s["kernel_classes"]
+        for c in s.kernel_classes
     ]
     class_cols = [
         Col("class", "left", wrap=True, max_width=20),
@@ -67,8 +70,8 @@ def _print(console: Console, spec: TableSpec) -> None:
         console.print(part)
 
 
-def print_ncu(console: Console, s: dict[str, Any]) -> None:
-    types = s.get("types", {})
+def print_ncu(console: Console, s: NcuImport) -> None:
+    types = s.types
     cols = [
         *LAYER_COLS,
         Col("kernels", priority=4),
@@ -88,7 +91,7 @@ def print_ncu(console: Console, s: dict[str, Any]) -> None:
         return MISSING if v is None else fmt.format(v * scale)
 
     rows = []
-    for layer, m in sorted(s["layers"].items(), key=lambda kv: layer_order(kv[0])):
+    for layer, m in sorted(s.layers.items(), key=lambda kv: layer_order(kv[0])):
         cold = (
             m.get("dram_read_bytes_cold", 0) + m.get("dram_write_bytes_cold", 0)
             if "dram_read_bytes_cold" in m
@@ -121,15 +124,15 @@ def print_ncu(console: Console, s: dict[str, Any]) -> None:
         "<1 wave % = kernel time in launches of under one wave"
     ]
     _print(console, TableSpec(title, cols, rows, notes, more=MORE))
-    _print_tensor_and_fill(console, s)
-    if "roofline" not in s:
+    _print_tensor_and_fill(console, s.tensor_cores, s.launch_fill)
+    if s.roofline is None:
         return
-    roof_rows = [_roof_row(r) for r in s["roofline"]]
-    spec = roofline_spec(roof_rows, types, s.get("peaks", {}))
+    roof_rows = [_roof_row(r) for r in s.roofline]
+    spec = roofline_spec(roof_rows, types, s.peaks or {})
     spec.more = MORE
     _print(console, spec)
-    if s.get("warm_time"):
-        console.print(s["warm_time"], highlight=False)
+    if s.warm_time:
+        console.print(s.warm_time, highlight=False)
 
 
 def _roof_row(r: dict[str, Any]) -> GpuRoofRow:
@@ -141,54 +144,51 @@ def _roof_row(r: dict[str, Any]) -> GpuRoofRow:
     return GpuRoofRow(**fields)
 
 
-def _print_tensor_and_fill(console: Console, s: dict[str, Any]) -> None:
-    tc = s["tensor_cores"]
-    if "unavailable" in tc:
-        fix = f"; fix: {tc['fix']}" if tc["fix"] else ""
-        console.print(f"tensor-core use per kernel and layer: unavailable: {tc['unavailable']}{fix}", highlight=False)
+def _print_tensor_and_fill(console: Console, tc: TensorCoreDoc, fill: LaunchFillDoc | None) -> None:
+    if tc.unavailable is not None:
+        fix = f"; fix: {tc.fix}" if tc.fix else ""
+        console.print(f"tensor-core use per kernel and layer: unavailable: {tc.unavailable}{fix}", highlight=False)
     else:
-        total = tc["conv_gemm_tensor_ns"] + tc["conv_gemm_no_tensor_ns"]
+        on, off = need(tc.conv_gemm_tensor_ns), need(tc.conv_gemm_no_tensor_ns)
         console.print(
             "conv/GEMM kernel time with tensor-core math (ncu HMMA/IMMA/GMMA): "
-            f"{tc['conv_gemm_tensor_ns'] / 1e3:.1f} us; "
-            f"without: {tc['conv_gemm_no_tensor_ns'] / 1e3:.1f} us ({tc['conv_gemm_no_tensor_ns'] / total:.1%})",
+            f"{on / 1e3:.1f} us; without: {off / 1e3:.1f} us ({off / (on + off):.1%})",
             highlight=False,
         )
-    fill = s.get("launch_fill")
     if fill:
         occupancy = ""
-        if fill["achieved_occupancy_pct"] is not None and fill["theoretical_occupancy_pct"] is not None:
+        if fill.achieved_occupancy_pct is not None and fill.theoretical_occupancy_pct is not None:
             occupancy = (
-                f"; achieved occupancy {fill['achieved_occupancy_pct']:.1f}% "
-                f"(theoretical {fill['theoretical_occupancy_pct']:.1f}%)"
+                f"; achieved occupancy {fill.achieved_occupancy_pct:.1f}% "
+                f"(theoretical {fill.theoretical_occupancy_pct:.1f}%)"
             )
         console.print(
-            f"launch size ({fill['kernels']} kernels, weighted by kernel-replay time): {fill['under_one_wave']:.1%} in "
-            f"launches of under one wave, {fill['sub_sm_grid']:.1%} in grids of fewer blocks than the "
-            f"{fill['sm_count']:.0f} SMs{occupancy}",
+            f"launch size ({fill.kernels} kernels, weighted by kernel-replay time): {fill.under_one_wave:.1%} in "
+            f"launches of under one wave, {fill.sub_sm_grid:.1%} in grids of fewer blocks than the "
+            f"{fill.sm_count:.0f} SMs{occupancy}",
             highlight=False,
         )
 
 
-def print_nvml(console: Console, s: dict[str, Any]) -> None:
-    console.print(f"NVML: {s['samples']} samples over {s['span_s']:.1f} s ({', '.join(s['columns'])})", highlight=False)
-    if not s["windows"]:
+def print_nvml(console: Console, s: NvmlImport) -> None:
+    console.print(f"NVML: {s.samples} samples over {s.span_s:.1f} s ({', '.join(s.columns)})", highlight=False)
+    if not s.windows:
         return
     methods: dict[str, str] = {}
     rows = []
-    for w in s["windows"]:
-        if "unavailable" in w:
-            rows.append([w["model"], w["precision"], *[MISSING] * 5, f"unavailable: {w['unavailable']}"])
+    for w in s.windows:
+        if w.unavailable is not None:
+            rows.append([w.model, w.precision, *[MISSING] * 5, f"unavailable: {w.unavailable}"])
             continue
-        rec, means = w["recorded_j_per_inference"], w["means"]
-        label = "counter" if "total-energy counter" in w["method"] else "power"
-        methods.setdefault(w["method"], f"{label}: {w['method']}")
+        rec, means, method = w.recorded_j_per_inference, w.means, need(w.method)
+        label = "counter" if "total-energy counter" in method else "power"
+        methods.setdefault(method, f"{label}: {method}")
         rows.append(
             [
-                w["model"],
-                w["precision"],
-                f"{w['j_per_inference']:.3f}",
-                f"{w['power_w']:.0f}",
+                w.model,
+                w.precision,
+                f"{need(w.j_per_inference):.3f}",
+                f"{need(w.power_w):.0f}",
                 MISSING if rec is None else f"{rec:.3f}",
                 MISSING if means.get("sm_mhz") is None else f"{means['sm_mhz']:.0f}",
                 MISSING if means.get("util_gpu") is None else f"{means['util_gpu']:.0f}",
@@ -206,9 +206,9 @@ def print_nvml(console: Console, s: dict[str, Any]) -> None:
         Col("method", "left", wrap=True, max_width=16),
     ]
     notes = list(methods.values())
-    if s.get("power_average_s") is not None:
+    if s.power_average_s is not None:
         notes.append(
-            f"NVML power readings average {s['power_average_s']:g} s ({s['power_average_source']}); recorded "
+            f"NVML power readings average {s.power_average_s:g} s ({s.power_average_source}); recorded "
             "J/inf: the total-energy counter read before and after the window (good to one ~100 ms update)"
         )
     title = "energy per inference over the recorded benchmark windows"

@@ -99,7 +99,7 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
                 f"ISA {_shown(torch_info.cpu_capability)}, torch {_shown(torch_info.version)}",
             )
         )
-    line = runtime_line(a.run)
+    line = runtime_line(a.doc.runtime)
     if line is not None:
         out.append(line)
     passes = ", ".join(run.passes)

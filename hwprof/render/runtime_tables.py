@@ -3,10 +3,12 @@ ONNX Runtime / OpenVINO executed per layer (kernel, ISA and precision, fused gro
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwprof.render.fmt import ms, pct, sig
 from hwprof.render.tables import Col, TableSpec
+from hwprof.schema.run import RuntimeDoc
+from hwprof.schema.runtime_checks import OutputDiff
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
@@ -16,45 +18,43 @@ FUSED_GROUPS = 8
 ERROR_LAYERS = 8
 
 
-def output_diff_text(diff: dict[str, Any] | None) -> str:
+def output_diff_text(diff: OutputDiff | None) -> str:
     """The output check a reduced-precision result is never shown without."""
     if not diff:
         return "output vs torch fp32: not measured"
-    if "detections" not in diff:
-        return str(diff.get("reference", ""))
+    if diff.detections is None:
+        return diff.reference or ""
     raw = (
-        f", raw maps max |Δ| {sig(diff['max_abs_raw'])} of values up to {sig(diff.get('max_abs_raw_reference'))}"
-        if "max_abs_raw" in diff
+        f", raw maps max |Δ| {sig(diff.max_abs_raw)} of values up to {sig(diff.max_abs_raw_reference)}"
+        if diff.max_abs_raw is not None
         else ""
     )
     return (
-        f"output vs torch fp32: head max |Δ| {sig(diff.get('max_abs_head'))} of values up to "
-        f"{sig(diff.get('max_abs_reference'))}{raw}, detections {diff.get('detections')} vs "
-        f"{diff.get('detections_reference')}"
+        f"output vs torch fp32: head max |Δ| {sig(diff.max_abs_head)} of values up to "
+        f"{sig(diff.max_abs_reference)}{raw}, detections {diff.detections} vs {diff.detections_reference}"
     )
 
 
-def runtime_line(run: dict[str, Any]) -> tuple[str, str] | None:
-    """The report header's "runtime" line."""
-    info = run.get("runtime")
+def runtime_line(info: RuntimeDoc | None) -> tuple[str, str] | None:
+    """The report header's "runtime" line, from run.json's "runtime"."""
     if not info:
         return None
-    name = info.get("name") or info.get("runtime", "?")
-    executed = info.get("executed_precision", "?")
-    asked = info.get("precision", "?")
+    name = info.name or info.runtime or "?"
+    executed = info.executed_precision or "?"
+    asked = info.precision or "?"
     precision = executed if executed == asked else f"{executed} (asked {asked})"
-    where = f", {info['model_file']} sha256 {str(info.get('model_sha256', ''))[:12]}" if info.get("model_file") else ""
-    provider = f" ({info['provider']})" if info.get("provider") else ""
+    where = f", {info.model_file} sha256 {(info.model_sha256 or '')[:12]}" if info.model_file else ""
+    provider = f" ({info.provider})" if info.provider else ""
     return (
         "runtime",
-        f"{name} {info.get('version', '')}{provider}, {precision}{where}; {output_diff_text(info.get('output_diff'))}",
+        f"{name} {info.version or ''}{provider}, {precision}{where}; {output_diff_text(info.output_diff)}",
     )
 
 
-def _clock_note(info: dict[str, Any]) -> str:
-    clock = info.get("clock") or {}
-    for entry in (info.get("profiled_passes") or {}).values():
-        clock = clock or entry.get("clock", {})
+def _clock_note(info: RuntimeDoc) -> str:
+    clock = info.clock or {}
+    for entry in (info.profiled_passes or {}).values():
+        clock = clock or entry.clock or {}
     if "error_bound_us" not in clock:
         return ""
     return f"layer spans placed on the run's clock: {clock['method']}; error bound {sig(clock['error_bound_us'])} µs"
@@ -114,7 +114,7 @@ def runtime_layers_spec(a: Analysis) -> TableSpec | None:
     only_fused = [n.layer.removeprefix("model.") for n in view.layers.values() if not n.nodes and n.fused_groups]
     if only_fused:
         notes.append(f"fused away into nodes of other layers: {', '.join(only_fused)} (see 'fused across layers')")
-    clock = _clock_note(a.doc.runtime.to_json() if a.doc.runtime is not None else {})
+    clock = _clock_note(a.doc.runtime or RuntimeDoc())
     if clock:
         notes.append(clock)
     return TableSpec(f"runtime nodes per layer ({view.runtime}, {view.precision})", cols, rows, notes)
@@ -142,22 +142,20 @@ def layer_errors_spec(a: Analysis) -> TableSpec | None:
     doc = a.layer_errors
     if not doc:
         return None
-    errors = doc.get("layers", {})
+    errors = doc.layers
     stats = {layer.name: layer for layer in a.layers.layers}
-    ranked = sorted(errors.items(), key=lambda kv: -kv[1]["relative"])[:ERROR_LAYERS]
+    ranked = sorted(errors.items(), key=lambda kv: -kv[1].relative)[:ERROR_LAYERS]
     cols = [Col("layer", "left", max_width=14), Col("max |Δ|"), Col("max |ref|"), Col("relative")]
     rows = [
         [
             f"{name.removeprefix('model.')} {stats[name].type}" if name in stats else name,
-            f"{e['max_abs']:.3g}",
-            f"{e['max_abs_reference']:.3g}",
-            pct(e["relative"]),
+            f"{e.max_abs:.3g}",
+            f"{e.max_abs_reference:.3g}",
+            pct(e.relative),
         ]
         for name, e in ranked
     ]
-    worst = max((e["relative"] for e in errors.values()), default=0.0)
-    notes = [
-        f"{len(errors)} layers compared; {doc.get('method', '')}; relative = max |Δ| / max |ref|; worst {pct(worst)}"
-    ]
-    title = f"layer outputs vs torch fp32 ({doc.get('runtime')}, {doc.get('precision')}), largest first"
+    worst = max((e.relative for e in errors.values()), default=0.0)
+    notes = [f"{len(errors)} layers compared; {doc.method or ''}; relative = max |Δ| / max |ref|; worst {pct(worst)}"]
+    title = f"layer outputs vs torch fp32 ({doc.runtime}, {doc.precision}), largest first"
     return TableSpec(title, cols, rows, notes)

@@ -31,9 +31,11 @@ from hwprof.rundir.names import (
     RUN_JSON,
 )
 from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
+from hwprof.schema.gpu_files import K, KinetoKernel, NcuKernel, read_layer_kernels
 from hwprof.schema.pass_files import ModelInfo, PassResult, RuntimeFile
 from hwprof.schema.records import RUNTIME_FILE, MetricTables
 from hwprof.schema.run import CollectorEntry, RunDoc, S
+from hwprof.schema.runtime_checks import LayerErrors
 
 __all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError"]
 
@@ -180,6 +182,22 @@ class RunData:
         doc = self.pass_json(pass_name, RUNTIME_FILE)
         return None if doc is None else RuntimeFile.from_json(doc, str(path))
 
+    @cached_property
+    def gpu_kernels(self) -> dict[str, list[KinetoKernel]]:
+        """passes/gpu/gpu_kineto.kernels.json: each layer's kernels in the torch.profiler trace (none when the
+        pass wrote none); RunDirError (one line) for a damaged field."""
+        return self._layer_kernels("gpu", "gpu_kineto.kernels.json", KinetoKernel)
+
+    @cached_property
+    def ncu_kernels(self) -> dict[str, list[NcuKernel]]:
+        """passes/ncu/ncu.kernels.json: each layer's kernels as Nsight Compute replayed them (none when the
+        pass wrote none); RunDirError (one line) for a damaged field."""
+        return self._layer_kernels("ncu", "ncu.kernels.json", NcuKernel)
+
+    def _layer_kernels(self, pass_name: str, file_name: str, row: type[K]) -> dict[str, list[K]]:
+        doc = self.pass_json(pass_name, file_name)
+        return {} if doc is None else read_layer_kernels(doc, row, str(self.pass_dir(pass_name) / file_name))
+
     def pass_json(self, pass_name: str, file_name: str) -> Any:
         """A JSON file of a pass's folder (named or not in run.json), parsed; None when the pass wrote none.
         A damaged file raises (ValueError): it is not the same as a file never written."""
@@ -193,13 +211,16 @@ class RunData:
                 return self.pass_json(name, file_name)
         return None
 
-    def layer_errors(self) -> dict[str, Any] | None:
+    def layer_errors(self) -> LayerErrors | None:
         """model/layer_errors.json: each layer's output error of the run's runtime against the reference
-        (hwprof.workload.layer_error writes it); None when absent or unreadable."""
+        (hwprof.workload.layer_error writes it); None when absent or unparseable, RunDirError (one line) for a
+        damaged field."""
+        path = self.root / MODEL_DIR / LAYER_ERRORS_FILE
         try:
-            return dict(json.loads((self.root / MODEL_DIR / LAYER_ERRORS_FILE).read_text()))
+            doc = dict(json.loads(path.read_text()))
         except (OSError, ValueError):
             return None
+        return LayerErrors.from_json(doc, str(path))
 
     def markers(self, pass_name: str) -> list[Marker]:
         """The pass's markers, read once; a torn last line adds a warning (RunDirError for a corrupt line)."""

@@ -123,8 +123,6 @@ class RuntimeFile(RuntimeDoc):
     when the pass profiled it."""
 
     profiler: str | None = None
-    clock: JsonObject | None = None
-    """The runtime's clock alignment (method, error_bound_us, ...; its keys differ per runtime)."""
     trace_iterations: int | None = None
     nodes_executed: int | None = None
     fused_across_layers: int | None = None

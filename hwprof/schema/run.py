@@ -14,6 +14,7 @@ from typing import Any, ClassVar, TypeVar
 from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.host import HostDoc, PeaksDoc
+from hwprof.schema.runtime_checks import OutputDiff, ProfiledPass
 from hwprof.schema.summaries_cpu import (
     CallgrindSummary,
     FlopsSummary,
@@ -110,10 +111,15 @@ class RuntimeDoc(Record):
     model_file: str | None = None
     model_sha256: str | None = None
     model_bytes: int | None = None
-    output_diff: JsonObject | None = None
-    """The output against torch fp32: max_abs_head, max_abs_reference, detections, ..."""
-    profiled_passes: JsonObject | None = None
+    output_diff: OutputDiff | None = None
+    """The output against torch fp32 (hwprof.workload.runtime_artifacts.output_difference)."""
+    profiled_passes: dict[str, ProfiledPass] | None = None
     """pass -> the profiler that profiled the runtime in it."""
+    provider: str | None = None
+    """ONNX Runtime's execution provider, OpenVINO's device (hwprof.workload.runtime's export)."""
+    clock: JsonObject | None = None
+    """runtime.json: the runtime's clock alignment (method, error_bound_us, ...; its keys differ per runtime);
+    run.json keeps it under profiled_passes."""
 
 
 @dataclass(kw_only=True)

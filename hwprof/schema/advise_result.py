@@ -1,0 +1,61 @@
+"""What one advise worker measured (hwprof.advise.paired_worker writes it, hwprof.advise.runner reads it back):
+per side ("baseline", "variant"), the forward and iteration ms by side iteration, the iterations' time
+stamps for the trace, the batch and what preparing the side took; the variant's output check.
+
+Not a run directory file (the worker's out file in the advise work folder), read as records (codec.py) so the
+advice rows take typed fields, and a damaged field gives one line naming the file and the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hwprof.schema.codec import JsonObject, Record
+
+
+@dataclass(kw_only=True)
+class SideSetup(Record):
+    """What preparing the side took before its first measured forward (hwprof.advise.sides.Side.setup)."""
+
+    prepare_s: float | None = None
+    """Export, conversion, runtime session."""
+    first_forward_s: float | None = None
+    """The first forward (compile, graph capture) including its own forward time."""
+
+
+@dataclass(kw_only=True)
+class SideFigures(Record):
+    """One side's measured figures (paired_worker.side_figures). Keys of the ms maps are side iterations:
+    in ABBA order, block = iteration // 2."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("forward_ms", "iteration_ms")
+    forward_ms: dict[str, float] = field(default_factory=dict)
+    iteration_ms: dict[str, float] = field(default_factory=dict)
+    stamps: dict[str, list[Any]] = field(default_factory=dict)
+    """Iteration -> [start_ns, end_ns, forward start_ns, forward end_ns]: the trace's ABBA blocks."""
+    batch: int | None = None
+    threads: int | None = None
+    setup: SideSetup = field(default_factory=SideSetup)
+    runtime: JsonObject | None = None
+    """The side's runtime info (its scalar keys)."""
+    solo_forward_ms: dict[str, float] | None = None
+    """The baseline's forward alone, before the variant was built (paired mode only)."""
+
+    @property
+    def images_per_batch(self) -> int:
+        return max(1, int(self.batch if self.batch is not None else 1))
+
+
+@dataclass(kw_only=True)
+class AdviseResult(Record):
+    """The worker's out file: its mode, both (or one) sides, the variant's output check, or its error."""
+
+    mode: str | None = None
+    """"paired" (both sides in one process, ABBA), "baseline" or "variant" (one side per process)."""
+    output: JsonObject | None = None
+    """hwprof.advise.output_check's figures (hwprof.analysis.advice.OutputCheck as a dict)."""
+    output_error: str | None = None
+    sides: dict[str, SideFigures] = field(default_factory=dict)
+    error: str | None = None
+    """The worker failed: why (and nothing else is written)."""

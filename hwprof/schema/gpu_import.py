@@ -1,0 +1,132 @@
+"""What `hwprof gpu-import` measures from a recording, as its tables print it and its --format json writes it
+(hwprof.gpu.importer: import_kineto, import_ncu, import_nvml). Not a run directory file: the importer's
+summaries, read as records (codec.py) so the tables take typed fields instead of digging into dicts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.gpu_files import KinetoKernel
+
+
+@dataclass(kw_only=True)
+class KinetoImportLayer(Record):
+    """One layer of a Kineto trace, per forward (kernels charged by launch correlation)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("layer", "type", "gpu_us", "kernels", "cpu_us", "launch_us")
+    layer: str = ""
+    type: str = ""
+    gpu_us: float = 0.0
+    kernels: float = 0.0
+    cpu_us: float = 0.0
+    launch_us: float = 0.0
+    api_us: float | None = None
+    top_kernels: list[KinetoKernel] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class KernelClassRow(Record):
+    """GPU time of one kernel class (hwprof.analysis.gpu_kernels.ClassShare as written)."""
+
+    cls: str = field(default="", metadata={"key": "class"})
+    gpu_us: float = 0.0
+    kernels: float = 0.0
+    share: float = 0.0
+    top: Any = None
+    """(name, ns per forward) of the class's largest kernels: pairs (tuples in the importer, lists in JSON)."""
+
+
+@dataclass(kw_only=True)
+class KinetoImport(Record):
+    """import_kineto: a torch.profiler CUDA trace's forwards, per layer and per kernel class."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("forwards", "cpu_us", "gpu_busy_us", "kernels", "idle_share")
+    forwards: int = 0
+    cpu_us: float = 0.0
+    gpu_busy_us: float = 0.0
+    gpu_sum_us: float | None = None
+    window_us: float | None = None
+    kernels: float = 0.0
+    idle_share: float = 0.0
+    first_kernel_delay_us: float | None = None
+    layer_sum_over_busy: float | None = None
+    layers: list[KinetoImportLayer] = field(default_factory=list)
+    top_layers: list[Any] = field(default_factory=list)
+    kernel_classes: list[KernelClassRow] = field(default_factory=list)
+    file: str | None = None
+    device: str | None = None
+    unmatched_launch_calls: int | None = None
+
+
+@dataclass(kw_only=True)
+class TensorCoreDoc(Record):
+    """hwprof.analysis.gpu_kernels.TensorCoreUse as written: the two times, or why they are unknown."""
+
+    conv_gemm_tensor_ns: float | None = None
+    conv_gemm_no_tensor_ns: float | None = None
+    unavailable: str | None = None
+    fix: str | None = None
+
+
+@dataclass(kw_only=True)
+class LaunchFillDoc(Record):
+    """hwprof.analysis.gpu_kernels.LaunchFill as written."""
+
+    kernels: int = 0
+    sm_count: float = 0.0
+    under_one_wave: float = 0.0
+    sub_sm_grid: float = 0.0
+    achieved_occupancy_pct: float | None = None
+    theoretical_occupancy_pct: float | None = None
+
+
+@dataclass(kw_only=True)
+class NcuImport(Record):
+    """import_ncu: Nsight Compute's per-layer table, tensor-core use, launch sizes and the roofline."""
+
+    layers: dict[str, JsonObject] = field(default_factory=dict)
+    """Layer -> its metrics (a metric table's rows: name -> figure)."""
+    types: dict[str, str] = field(default_factory=dict)
+    units: JsonObject | None = None
+    methods: JsonObject | None = None
+    kernels: JsonObject | None = None
+    tensor_cores: TensorCoreDoc = field(default_factory=TensorCoreDoc)
+    launch_fill: LaunchFillDoc | None = None
+    warm_time: str | None = None
+    roofline: list[JsonObject] | None = None
+    """GpuRoofRow as asdict, plus lower_bound (render/gpu_tables rebuilds the rows)."""
+    roofline_summary: JsonObject | None = None
+    peaks: dict[str, float] | None = None
+
+
+@dataclass(kw_only=True)
+class NvmlWindow(Record):
+    """Energy per inference over one recorded benchmark window, or why it could not be measured."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("model", "precision")
+    model: str = ""
+    precision: str = ""
+    unavailable: str | None = None
+    j_per_inference: float | None = None
+    power_w: float | None = None
+    method: str | None = None
+    recorded_j_per_inference: float | None = None
+    means: JsonObject = field(default_factory=dict)
+    """NVML column -> its mean over the window (None where not sampled)."""
+
+
+@dataclass(kw_only=True)
+class NvmlImport(Record):
+    """import_nvml: the NVML series and the energy of each recorded benchmark window."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("samples", "span_s", "columns")
+    file: str | None = None
+    samples: int = 0
+    columns: list[Any] = field(default_factory=list)
+    span_s: float = 0.0
+    power_average_s: float | None = None
+    power_average_source: str | None = None
+    windows: list[NvmlWindow] = field(default_factory=list)

@@ -1,0 +1,69 @@
+"""What a pass measures of its runtime's output against the fused torch model in fp32: run.json's and
+runtime.json's "output_diff" (hwprof.workload.runtime_artifacts.output_difference writes it) and
+model/layer_errors.json, every layer's output (hwprof.workload.layer_error writes it).
+
+Read as records (codec.py), so the report, compare and sweep take typed fields instead of digging into
+the parsed JSON, and a damaged field gives one line naming the file and the field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from hwprof.schema.codec import JsonObject, Record
+
+
+@dataclass(kw_only=True)
+class OutputDiff(Record):
+    """The runtime's raw head and detections against torch fp32 on the same first batch. The reference
+    run itself holds only `reference` and `max_abs_head` 0.0; `max_abs_raw*` and `raw_maps` only where the
+    raw per-level maps before the head's decoding could be paired."""
+
+    reference: str | None = None
+    """What the output was compared with, in words."""
+    max_abs_head: float | None = None
+    mean_abs_head: float | None = None
+    max_abs_reference: float | None = None
+    """The head's largest value under torch fp32: what max_abs_head is read against."""
+    detections: int | None = None
+    """After NMS, this runtime's; None in the reference run (not counted there)."""
+    detections_reference: int | None = None
+    max_abs_raw: float | None = None
+    max_abs_raw_reference: float | None = None
+    raw_maps: int | None = None
+    """How many raw maps were paired (those of the same shape)."""
+
+
+@dataclass(kw_only=True)
+class ProfiledPass(Record):
+    """run.json runtime.profiled_passes.<pass>: what the runtime's profiler recorded in that pass
+    (hwprof.session.run moves these keys out of the pass's runtime info)."""
+
+    profiler: str | None = None
+    clock: JsonObject | None = None
+    """The profiler's clock alignment: method, error_bound_us, ... (its keys differ per runtime)."""
+    replayed_layer_markers: int | None = None
+    profile_error: str | None = None
+
+
+@dataclass(kw_only=True)
+class LayerError(Record):
+    """One layer's output under the runtime against torch fp32 (hwprof.workload.layer_error.layer_errors)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("max_abs", "max_abs_reference", "relative")
+    max_abs: float = 0.0
+    max_abs_reference: float = 0.0
+    relative: float = 0.0
+    """max_abs / max_abs_reference (0 where the reference is all zeros)."""
+
+
+@dataclass(kw_only=True)
+class LayerErrors(Record):
+    """model/layer_errors.json: every top-level layer's output error of the run's runtime and precision."""
+
+    runtime: str | None = None
+    precision: str | None = None
+    reference: str | None = None
+    method: str | None = None
+    layers: dict[str, LayerError] = field(default_factory=dict)
