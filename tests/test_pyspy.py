@@ -307,7 +307,11 @@ def test_samples_of_a_clean_iteration_are_not_attributed(markers: list[Marker]) 
 def _fake_pyspy(worker_pid: int) -> subprocess.Popen[bytes]:
     """A process whose command line reads like `py-spy record -p <worker_pid>`."""
     code = "import time; time.sleep(60)"
-    return subprocess.Popen([sys.executable, "-c", code, "record", "-p", str(worker_pid)])
+    proc = subprocess.Popen([sys.executable, "-c", code, "record", "-p", str(worker_pid)])
+    deadline = time.monotonic() + 10.0  # until it has exec'd: before, /proc shows the forking parent's cmdline
+    while b"record" not in Path(f"/proc/{proc.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return proc
 
 
 def _stopped(pid: int, want: bool = True) -> bool:
