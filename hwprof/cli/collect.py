@@ -181,7 +181,7 @@ def _render_collected(
     except DiskFullError as exc:  # the collection is complete; its rendering is not: exit 1 with the path
         if reserve is not None:
             reserve.release()  # (release is idempotent)
-        record_render_error(run_dir, data.run, what, exc)
+        record_render_error(run_dir, data.doc, what, exc)
         raise
     except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
         console.print(

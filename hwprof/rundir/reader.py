@@ -30,7 +30,7 @@ from hwprof.rundir.names import (
     RESULT_JSON,
     RUN_JSON,
 )
-from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
+from hwprof.schema.check import SCHEMA_VERSION, RunDirError, read_json, read_json_object
 from hwprof.schema.pass_files import ModelInfo, PassResult, RuntimeFile
 from hwprof.schema.records import RUNTIME_FILE, MetricTables
 from hwprof.schema.run import CollectorEntry, RunDoc, S
@@ -106,19 +106,13 @@ class RunData:
         if not path.is_file():
             raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
         run = read_json(path)
-        RunHeader.parse(run, path)
         data = cls(root, run)
         data.doc  # noqa: B018 (checks every field the schema knows: a damaged one fails here, in one line)
-        if run.get("status") == "running":
+        if data.doc.status == "running":
             data.warnings.append(abandoned_or_running(root))
-        if run.get("finish_error"):
-            data.warnings.append(f"{run['finish_error']} (when the collect finished; the passes' files are whole)")
+        if data.doc.finish_error:
+            data.warnings.append(f"{data.doc.finish_error} (when the collect finished; the passes' files are whole)")
         return data
-
-    @cached_property
-    def header(self) -> RunHeader:
-        """run.json's checked, typed part (RunDirError when it is damaged)."""
-        return RunHeader.parse(self.run, self.root / RUN_JSON)
 
     def pass_dir(self, name: str) -> Path:
         return self.root / PASSES / name
@@ -126,15 +120,15 @@ class RunData:
     @property
     def pass_names(self) -> list[str]:
         """The passes whose figures can be used: recorded in run.json, finished, with their folder."""
-        return [p for p in self.header.passes if p not in self.unavailable_passes]
+        return [p for p in self.doc.passes if p not in self.unavailable_passes]
 
     @cached_property
     def unavailable_passes(self) -> dict[str, str]:
         """Pass name -> why its figures are unavailable, for each pass run.json records that cannot be used."""
         out = {}
-        for name, entry in self.header.passes.items():
+        for name, entry in self.doc.passes.items():
             if not entry.finished:
-                out[name] = f"the {name} pass was {entry.status} (run {self.header.status})"
+                out[name] = f"the {name} pass was {entry.status} (run {self.doc.status})"
             elif not self.pass_dir(name).is_dir():
                 out[name] = f"the {name} pass's folder passes/{name} is missing from {self.root}"
         return out
@@ -144,21 +138,19 @@ class RunData:
         """Pass name -> why its figures are unavailable, for each pass that was planned but cannot give them:
         it stopped mid-way or lost its folder (unavailable_passes), or the run stopped before it began."""
         out = dict(self.unavailable_passes)
-        if self.header.status in ("interrupted", "running"):
+        if self.doc.status in ("interrupted", "running"):
             ran = ("ok", "partial")
-            wanted = {
-                str(e.get("pass")) for e in self.header.collectors.values() if e["status"] in ran and e.get("pass")
-            }
-            for name in sorted(wanted - set(self.header.passes)):
-                out[name] = f"the run was {self.header.status} before the {name} pass"
+            wanted = {e.pass_name for e in self.doc.collectors.values() if e.status in ran and e.pass_name}
+            for name in sorted(wanted - set(self.doc.passes)):
+                out[name] = f"the run was {self.doc.status} before the {name} pass"
         return out
 
     def pass_missing(self, name: str) -> str | None:
         """Why a pass's figures are unavailable (None when it ran, or when it was simply not planned)."""
         if name in self.missing_passes:
             return self.missing_passes[name]
-        if name not in self.header.passes and self.header.status in ("interrupted", "running"):
-            return f"the run was {self.header.status} before the {name} pass"
+        if name not in self.doc.passes and self.doc.status in ("interrupted", "running"):
+            return f"the run was {self.doc.status} before the {name} pass"
         return None
 
     def pass_result(self, pass_name: str) -> PassResult:
@@ -249,9 +241,6 @@ class RunData:
     def has_files(self, names: tuple[str, ...]) -> bool:
         """Whether every one of these files is in the run directory's top folder."""
         return all((self.root / name).exists() for name in names)
-
-    def collector(self, name: str) -> dict[str, Any]:
-        return dict(self.run.get("collectors", {}).get(name, {}))
 
     # --- typed run.json (hwprof.schema.run): readers take these instead of digging into `run` ---
 

@@ -20,6 +20,7 @@ from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
 from hwprof.rundir.names import PLOT_FILES
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_plot_files, write_report_files, write_run_json
+from hwprof.schema.run import RunDoc
 from hwprof.schema.summaries_cpu import FlopsSummary
 
 
@@ -80,10 +81,11 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
 def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:
     """layers.csv and summary.json from the finalised run (a second stop signal may cut this, not run.json);
     a full disk here is recorded in run.json's render_errors (the collection itself is complete)."""
+    data = RunData(run_dir, run)
     try:
-        write_report_files(run_dir, report_files(analyse(RunData(run_dir, run))))
+        write_report_files(run_dir, report_files(analyse(data)))
     except DiskFullError as exc:
-        record_render_error(run_dir, run, "exports", exc)
+        record_render_error(run_dir, data.doc, "exports", exc)
         raise
 
 
@@ -144,13 +146,13 @@ def write_report(a: Analysis, data: RunData, console: Console, plots: bool = Tru
     return written
 
 
-def record_render_error(run_dir: Path, run: dict[str, Any], what: str, exc: DiskFullError) -> None:
+def record_render_error(run_dir: Path, run: RunDoc, what: str, exc: DiskFullError) -> None:
     """The collection is complete but a rendering of it could not be written for lack of space:
     run.json keeps its status and lists the failure under "render_errors" (when run.json itself still
     fits; atomic writes leave it whole as it was when it does not)."""
-    run.setdefault("render_errors", []).append({"what": what, "path": str(exc.path), "error": str(exc)})
+    run.update(render_errors=[*(run.render_errors or []), {"what": what, "path": str(exc.path), "error": str(exc)}])
     with contextlib.suppress(DiskFullError):
-        write_run_json(run_dir, run)
+        write_run_json(run_dir, run.to_json())
 
 
 def write_trace(run_dir: Path, console: Console) -> bool:
