@@ -30,7 +30,7 @@ from hwprof.rundir.names import (
     RESULT_JSON,
     RUN_JSON,
 )
-from hwprof.schema.check import SCHEMA_VERSION, RunDirError, read_json, read_json_object
+from hwprof.schema.check import SCHEMA_VERSION, RunDirError, read_json_object
 from hwprof.schema.pass_files import ModelInfo, PassResult, RuntimeFile
 from hwprof.schema.records import RUNTIME_FILE, MetricTables
 from hwprof.schema.run import CollectorEntry, RunDoc, S
@@ -87,7 +87,9 @@ def read_json_if_present(path: Path) -> Any:
 @dataclass
 class RunData:
     root: Path
-    run: dict[str, Any]
+    doc: RunDoc
+    """run.json, typed and checked (hwprof.schema.run): readers take it, never the JSON's dict. A copy of the
+    run with another document (analysis setting a collector aside) is dataclasses.replace(data, doc=...)."""
     withheld: frozenset[str] = field(default_factory=frozenset)
     """Collectors whose metric tables analysis set aside (hwprof.analysis.validity)."""
 
@@ -105,14 +107,18 @@ class RunData:
         path = root / RUN_JSON
         if not path.is_file():
             raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
-        run = read_json(path)
-        data = cls(root, run)
-        data.doc  # noqa: B018 (checks every field the schema knows: a damaged one fails here, in one line)
+        data = cls(root, RunDoc.load(path))
         if data.doc.status == "running":
             data.warnings.append(abandoned_or_running(root))
         if data.doc.finish_error:
             data.warnings.append(f"{data.doc.finish_error} (when the collect finished; the passes' files are whole)")
         return data
+
+    @classmethod
+    def from_run(cls, root: Path | str, run: dict[str, Any]) -> RunData:
+        """A run directory whose run.json is `run` as it stands (the collect finishing it, before it is
+        written); RunDirError (one line) for a damaged field."""
+        return cls(Path(root), RunDoc.read(run, str(Path(root) / RUN_JSON)))
 
     def pass_dir(self, name: str) -> Path:
         return self.root / PASSES / name
@@ -242,12 +248,7 @@ class RunData:
         """Whether every one of these files is in the run directory's top folder."""
         return all((self.root / name).exists() for name in names)
 
-    # --- typed run.json (hwprof.schema.run): readers take these instead of digging into `run` ---
-
-    @cached_property
-    def doc(self) -> RunDoc:
-        """run.json as a typed document (RunDirError naming the file and field when one is damaged)."""
-        return RunDoc.read(self.run, str(self.root / RUN_JSON))
+    # --- typed run.json (hwprof.schema.run) ---
 
     def entry(self, name: str) -> CollectorEntry:
         """Collector `name`'s run.json entry (an empty one, status "", when the run does not name it)."""

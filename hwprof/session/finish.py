@@ -40,7 +40,7 @@ def finalize(run_dir: Path, run: dict[str, Any]) -> None:
 
 
 def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
-    data = RunData(run_dir, run)
+    data = RunData.from_run(run_dir, run)
     info = data.model_info
     if info:
         flops = data.summary(FlopsSummary)
@@ -81,7 +81,7 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
 def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:
     """layers.csv and summary.json from the finalised run (a second stop signal may cut this, not run.json);
     a full disk here is recorded in run.json's render_errors (the collection itself is complete)."""
-    data = RunData(run_dir, run)
+    data = RunData.from_run(run_dir, run)
     try:
         write_report_files(run_dir, report_files(analyse(data)))
     except DiskFullError as exc:
