@@ -95,8 +95,9 @@ class RunData:
 
     warnings: list[str] = field(default_factory=list)
     """What the readers found damaged but could read past (a torn last line): the report shows them."""
-    _markers: dict[str, list[Marker]] = field(default_factory=dict, repr=False, compare=False)
-    """Parsed markers by pass: shared by the copies analysis makes with dataclasses.replace (validity)."""
+    _markers: dict[str, tuple[list[Marker], str | None]] = field(default_factory=dict, repr=False, compare=False)
+    """Parsed markers by pass, with the torn-line warning of their file: shared by the copies made with
+    dataclasses.replace (validity's, the collect's finished run)."""
     _results: dict[str, PassResult] = field(default_factory=dict, repr=False, compare=False)
     _metrics: dict[Path, MetricTables] = field(default_factory=dict, repr=False, compare=False)
     """Parsed metric tables by file, each parsed once per run and shared likewise."""
@@ -203,11 +204,11 @@ class RunData:
         """The pass's markers, read once; a torn last line adds a warning (RunDirError for a corrupt line)."""
         if pass_name not in self._markers:
             path = self.pass_dir(pass_name) / "markers.jsonl"
-            markers, warning = read_marker_file(path) if path.exists() else ([], None)
-            if warning and warning not in self.warnings:
-                self.warnings.append(warning)
-            self._markers[pass_name] = markers
-        return list(self._markers[pass_name])
+            self._markers[pass_name] = read_marker_file(path) if path.exists() else ([], None)
+        markers, warning = self._markers[pass_name]
+        if warning and warning not in self.warnings:  # a copy with warnings of its own gets it on first read
+            self.warnings.append(warning)
+        return list(markers)
 
     @cached_property
     def model_info(self) -> dict[str, Any]:

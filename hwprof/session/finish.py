@@ -6,6 +6,8 @@ reads.
 from __future__ import annotations
 
 import contextlib
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +19,22 @@ from hwprof.core.atomic import DiskFullError
 from hwprof.core.spans import forward_p50_ms, stage_stats
 from hwprof.render.export import report_files
 from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
-from hwprof.rundir.names import PLOT_FILES
+from hwprof.rundir.names import PLOT_FILES, RUN_JSON
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_plot_files, write_report_files, write_run_json
 from hwprof.schema.run import RunDoc
 from hwprof.schema.summaries_cpu import FlopsSummary
 
 
-def finalize(run_dir: Path, run: dict[str, Any]) -> None:
+def finalize(run_dir: Path, run: dict[str, Any]) -> RunData:
     """Derive the summary sections of run.json from the passes and save run.json (exports: write_final_exports).
     Where deriving them fails, run.json is still saved with the run's final status and the error under
-    "finish_error" (then the error is raised): a run whose passes all finished never stays "running"."""
+    "finish_error" (then the error is raised): a run whose passes all finished never stays "running".
+
+    Returns the finished run as `RunData.load` would read it, with the markers the derivation parsed: the
+    exports, the report and the trace of the collect read them from it, parsed once."""
     try:
-        _derive_summaries(run_dir, run)
+        data = _derive_summaries(run_dir, run)
     except DiskFullError:
         raise
     except Exception as exc:
@@ -37,9 +42,12 @@ def finalize(run_dir: Path, run: dict[str, Any]) -> None:
         write_run_json(run_dir, run)
         raise
     write_run_json(run_dir, run)
+    written = json.loads(json.dumps(run, default=str))  # what run.json now holds (as write_run_json writes it)
+    return replace(data, doc=RunDoc.read(written, str(run_dir / RUN_JSON)), warnings=[])
 
 
-def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
+def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> RunData:
+    """The summary sections set in `run`; the RunData they were derived from (its document as it was before)."""
     data = RunData.from_run(run_dir, run)
     info = data.model_info
     if info:
@@ -76,17 +84,20 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
         entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
         if name != "timing":
             entry.update(pass_figures(markers, timing, data.pass_result(name).paired, entry.get("collectors", [])))
+    return data
 
 
-def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:
+def write_final_exports(data: RunData) -> Analysis:
     """layers.csv and summary.json from the finalised run (a second stop signal may cut this, not run.json);
-    a full disk here is recorded in run.json's render_errors (the collection itself is complete)."""
-    data = RunData.from_run(run_dir, run)
+    a full disk here is recorded in run.json's render_errors (the collection itself is complete). Returns
+    the analysis, for the collect's report."""
+    analysis = analyse(data)
     try:
-        write_report_files(run_dir, report_files(analyse(data)))
+        write_report_files(data.root, report_files(analysis))
     except DiskFullError as exc:
-        record_render_error(run_dir, data.doc, "exports", exc)
+        record_render_error(data.root, data.doc, "exports", exc)
         raise
+    return analysis
 
 
 def report_run(
@@ -118,9 +129,10 @@ def report_run(
     return analysis
 
 
-def report_after_collect(data: RunData, console: Console, top: int = TOP_DEFAULT, write: bool = True) -> Analysis:
-    """The end of `collect`: the full Rich report of a freshly loaded run, and its files."""
-    analysis = analyse(data)
+def report_after_collect(
+    analysis: Analysis, data: RunData, console: Console, top: int = TOP_DEFAULT, write: bool = True
+) -> Analysis:
+    """The end of `collect`: the full Rich report of the finished run's analysis, and its files."""
     render_rich(analysis, console, top)
     if write:
         write_report(analysis, data, console)
@@ -155,13 +167,14 @@ def record_render_error(run_dir: Path, run: RunDoc, what: str, exc: DiskFullErro
         write_run_json(run_dir, run.to_json())
 
 
-def write_trace(run_dir: Path, console: Console) -> bool:
-    """Build the run's trace.pftrace; False (with one error line) when it could not be built."""
+def write_trace(run_dir: Path, console: Console, data: RunData | None = None) -> bool:
+    """Build the run's trace.pftrace (from `data` when the run is already read); False (with one error line)
+    when it could not be built."""
     from hwprof.core.atomic import DiskFullError
     from hwprof.trace.perfetto import build_trace
 
     try:
-        stats = build_trace(run_dir)
+        stats = build_trace(run_dir, data=data)
     except DiskFullError:  # a failure with the path, not a trace problem
         raise
     except Exception as exc:  # the trace is one view among several: the run stays usable without it

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError, SpaceReserve, atomic_write_text
@@ -27,13 +27,16 @@ from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch, neighbours_entry
 from hwprof.perf.steal import steal_ns
-from hwprof.rundir.reader import SCHEMA_VERSION
+from hwprof.rundir.reader import SCHEMA_VERSION, RunData
 from hwprof.rundir.writer import write_run_json
 from hwprof.session import child
 from hwprof.session.child import error_line, exit_reason, worker_pid
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.stopping import StopSignals
 from hwprof.workload.images import ImageSet
+
+if TYPE_CHECKING:
+    from hwprof.analysis.run_analysis import Analysis
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 
@@ -72,6 +75,9 @@ class Session:
         """Stop signals (installed by the CLI; a library caller's Ctrl-C still arrives as KeyboardInterrupt)."""
         self.run_dir = run_dir.resolve()
         """Absolute: workers run with the run directory as their working directory."""
+        self.named_dir = run_dir
+        """As the caller named it: the finished run is read from it, so that the paths in its report's
+        warnings are those `hwprof report` of the same path gives."""
         self.images = images
         self.progress = progress or (lambda _pass, _event: None)
         self.outcomes: list[PassOutcome] = []
@@ -82,6 +88,10 @@ class Session:
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
         self.run_fields: dict[str, Any] = {}
         """More top-level fields for run.json (the CLI's disk estimate)."""
+        self.data: RunData | None = None
+        """The finished run, read once (its markers parsed once) for the exports, the report and the trace."""
+        self.analysis: Analysis | None = None
+        """Its analysis, made for the exports (None when they were not written)."""
 
     def _write_inputs(self) -> None:
         self.config.save(self.run_dir / "config.json")
@@ -329,12 +339,12 @@ class Session:
                 self.run["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
                 reserve.release()
                 try:
-                    finalize(self.run_dir, self.run)
+                    self.data = finalize(self.named_dir, self.run)
                 except DiskFullError:
                     if "error" not in self.run:  # else the first full write is the one to report
                         raise
-            if "error" not in self.run:  # a full disk stopped the collection: no exports to try
-                write_final_exports(self.run_dir, self.run)  # after a second signal too: a third one cuts it
+            if self.data is not None and "error" not in self.run:  # a full disk stopped it: no exports to try
+                self.analysis = write_final_exports(self.data)  # after a second signal too: a third one cuts it
         return self.run
 
     def _interruption(self, plan: Plan) -> dict[str, Any]:
