@@ -19,6 +19,7 @@ from hwprof.core.markers import Marker
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces, timing_forward_s
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.rundir.reader import RunData
+from hwprof.schema.run import RunDoc
 from hwprof.session.finish import finalize
 from hwprof.session.paired import schedule
 
@@ -88,7 +89,7 @@ def _rewrite_layers_pass(root: Path, markers: list[Marker], paired: dict[str, li
     _write_markers(root / "passes/layers/markers.jsonl", markers)
     (root / "passes/layers/result.json").write_text(json.dumps({"pass": "layers", "paired": paired}))
     run = json.loads((root / "run.json").read_text())
-    finalize(root, run)
+    finalize(root, RunDoc.read(run, "run.json"))
     return RunData.load(root)
 
 

@@ -140,7 +140,7 @@ def _run_passes(
         transient=False,
     ) as progress:
         session = Session(config, run_dir, images, PassProgress(progress), stop)
-        session.run_fields["disk_estimate"] = disk_estimate
+        session.disk_estimate = disk_estimate
         try:
             session.collect(plan, sys.argv)
         except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)

@@ -34,6 +34,7 @@ from hwprof.gpu.importer import import_nvml
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.check import SCHEMA_VERSION
+from hwprof.schema.codec import json_value
 from hwprof.schema.run import RunDoc
 from hwprof.session.registry import gpu_parsers
 
@@ -160,7 +161,7 @@ def _write_json(path: Path, doc: Any) -> None:
     atomic_write_text(path, json.dumps(doc, indent=1))
 
 
-def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[str, Any]:
+def write_import_run(src: ImportSources, out: Path, command: list[str]) -> RunDoc:
     """Write the run directory `out` (a new or empty folder) and return its run.json (before finalize)."""
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out}: exists and is not empty (give a new folder to --out)")
@@ -241,8 +242,9 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[
         "peaks": None,
         "stages": {},
     }
-    write_run_json(out, run)
-    return run
+    doc = RunDoc.read(json_value(run), str(out / "run.json"))
+    write_run_json(out, doc)
+    return doc
 
 
 RECORDED_DIR = Path("passes") / "gpu" / "recorded"

@@ -230,6 +230,10 @@ class RunDoc(Record):
     disk_estimate: JsonObject | None = None
     peaks: PeaksDoc | None = None
     runtime: RuntimeDoc | None = None
+    error: str | None = None
+    """What stopped the collection (a full disk: the path)."""
+    interrupted: JsonObject | None = None
+    """The stop signal: which, how often, and which passes ran, were stopped or never started."""
     finished: str | None = None
     finish_error: str | None = None
     model: ModelDoc = field(default_factory=ModelDoc)

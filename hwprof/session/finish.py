@@ -6,10 +6,8 @@ reads.
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -22,56 +20,60 @@ from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
 from hwprof.rundir.names import PLOT_FILES, RUN_JSON
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_plot_files, write_report_files, write_run_json
-from hwprof.schema.run import RunDoc
+from hwprof.schema.codec import json_value
+from hwprof.schema.run import ModelDoc, PassCostDoc, RunDoc, StageLatency
 from hwprof.schema.summaries_cpu import FlopsSummary
 
 
-def finalize(run_dir: Path, run: dict[str, Any]) -> RunData:
+def finalize(run_dir: Path, run: RunDoc) -> RunData:
     """Derive the summary sections of run.json from the passes and save run.json (exports: write_final_exports).
     Where deriving them fails, run.json is still saved with the run's final status and the error under
     "finish_error" (then the error is raised): a run whose passes all finished never stays "running".
 
-    Returns the finished run as `RunData.load` would read it, with the markers the derivation parsed: the
-    exports, the report and the trace of the collect read them from it, parsed once."""
+    Returns the finished run, with the markers the derivation parsed: the exports, the report and the trace
+    of the collect read them from it, parsed once."""
     try:
         data = _derive_summaries(run_dir, run)
     except DiskFullError:
         raise
     except Exception as exc:
-        run["finish_error"] = f"the summary sections of run.json could not be derived: {type(exc).__name__}: {exc}"
+        run.update(finish_error=f"the summary sections of run.json could not be derived: {type(exc).__name__}: {exc}")
         write_run_json(run_dir, run)
         raise
     write_run_json(run_dir, run)
-    written = json.loads(json.dumps(run, default=str))  # what run.json now holds (as write_run_json writes it)
-    return replace(data, doc=RunDoc.read(written, str(run_dir / RUN_JSON)), warnings=[])
+    return replace(data, warnings=[])  # its copy reads the markers' warnings again, in the analysis's order
 
 
-def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> RunData:
-    """The summary sections set in `run`; the RunData they were derived from (its document as it was before)."""
-    data = RunData.from_run(run_dir, run)
+def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
+    """The summary sections set in `run`; the RunData (of `run`) they were derived from."""
+    data = RunData(Path(run_dir), run)
+    where = str(data.root / RUN_JSON)
     info = data.model_info
     if info:
         flops = data.summary(FlopsSummary)
-        run["model"] = {
-            "name": info["name"],
-            "family": info["family"],
-            "weights": info["weights"],
-            "random_init": info["random_init"],
-            "params": info["params"],
-            "params_fused": info["params_fused"],
-            "layers": sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
-            "input_shape": info["input_shape"],
-            "flops": flops.total_flops,
-            "gflops": flops.gflops,
-        }
+        model = ModelDoc.of(
+            name=info["name"],
+            family=info["family"],
+            weights=info["weights"],
+            random_init=info["random_init"],
+            params=info["params"],
+            params_fused=info["params_fused"],
+            layers=sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
+            input_shape=info["input_shape"],
+            flops=flops.total_flops,
+            gflops=flops.gflops,
+        )
+        run.update(model=model)
     source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
     if source:
         stats = stage_stats(data.markers(source))
-        run["stages"] = {k: v.to_dict() for k, v in stats.items()}
-        run["stages_source"] = source if source == "timing" else f"{source} (no clean timing pass: hooks included)"
+        run.update(
+            stages={k: StageLatency.of(**v.to_dict()) for k, v in stats.items()},
+            stages_source=source if source == "timing" else f"{source} (no clean timing pass: hooks included)",
+        )
         whole = stats.get("iteration")
         if whole:
-            run["fps"] = run["config"]["batch"] / whole.p50_ms * 1e3
+            run.update(fps=_batch(run) / whole.p50_ms * 1e3)
     from hwprof.analysis.paired_cost import pass_figures
 
     timing = data.markers("timing") if "timing" in data.pass_names else None
@@ -79,12 +81,26 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> RunData:
     for name in data.pass_names:
         markers = data.markers(name)
         p50 = forward_p50_ms(markers)
-        entry = run["passes"][name]
-        entry["forward_p50_ms"] = p50
-        entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
+        entry = run.passes[name]
+        entry.update(forward_p50_ms=p50, overhead_vs_timing=p50 / base if (p50 and base) else None)
         if name != "timing":
-            entry.update(pass_figures(markers, timing, data.pass_result(name).paired, entry.get("collectors", [])))
+            figures = pass_figures(markers, timing, data.pass_result(name).paired, entry.collectors or [])
+            entry.update(
+                **{
+                    attr: PassCostDoc.from_json(json_value(figure), where, f"passes.{name}.{attr}.")
+                    if figure is not None
+                    else None
+                    for attr, figure in figures.items()
+                }
+            )
     return data
+
+
+def _batch(run: RunDoc) -> int:
+    """The run's batch size, for the frames per second (a run.json without one cannot give them)."""
+    if run.config.batch is None:
+        raise KeyError("batch")  # as the dict read said it
+    return run.config.batch
 
 
 def write_final_exports(data: RunData) -> Analysis:
@@ -164,7 +180,7 @@ def record_render_error(run_dir: Path, run: RunDoc, what: str, exc: DiskFullErro
     fits; atomic writes leave it whole as it was when it does not)."""
     run.update(render_errors=[*(run.render_errors or []), {"what": what, "path": str(exc.path), "error": str(exc)}])
     with contextlib.suppress(DiskFullError):
-        write_run_json(run_dir, run.to_json())
+        write_run_json(run_dir, run)
 
 
 def write_trace(run_dir: Path, console: Console, data: RunData | None = None) -> bool:
