@@ -256,7 +256,7 @@ def make_run(
     }
     if peaks is not None:
         run["peaks"] = peaks
-    finalize(root, run)
+    finalize(root, RunDoc.read(run, "run.json"))
     return root
 
 

@@ -74,7 +74,7 @@ def _run_pass(tmp_path: Path, timeout_s: float, worker_sleep_s: float) -> tuple[
     session = Session(
         RunConfig(pass_timeout_s=timeout_s), tmp_path, ImageSet([]), lambda _pass, event: events.append(event)
     )
-    session.run = {"passes": {}, "collectors": {}}
+    session.run = RunDoc()
     collector = type("Worker", (ForkingWorker,), {"worker_sleep_s": worker_sleep_s})
     session.run_pass(PassPlan("timing", [collector]))
     assert events == [{"phase": "measure", "done": 1, "total": 1}]

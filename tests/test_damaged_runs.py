@@ -21,6 +21,7 @@ import pytest
 
 from hwprof.cli.main import main
 from hwprof.rundir.reader import RunData
+from hwprof.schema.run import RunDoc
 
 pytestmark = pytest.mark.fault
 
@@ -273,7 +274,7 @@ def test_a_failure_while_finishing_still_saves_the_final_status(
 
     monkeypatch.setattr(finish, "stage_stats", broken)
     with pytest.raises(ImportError):
-        finish.finalize(run_dir, run)
+        finish.finalize(run_dir, RunDoc.read(run, "run.json"))
     saved = json.loads((run_dir / "run.json").read_text())
     assert saved["status"] == "ok" and "ImportError: cannot import name 'X'" in saved["finish_error"]
     monkeypatch.undo()

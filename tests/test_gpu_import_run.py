@@ -55,7 +55,7 @@ def test_fixture_is_what_the_script_makes(tmp_path: Path) -> None:
 
 def test_imported_run_reads_like_a_run() -> None:
     data = RunData.load(RUN)  # run.json passes runschema's checks
-    run = data.run
+    run = data.doc.to_json()
     assert run["imported"]["device"] == "NVIDIA H100 80GB HBM3"
     assert set(data.pass_names) == {"gpu", "ncu", "ncu_range"}
     a = analyse(data)

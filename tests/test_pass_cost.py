@@ -19,6 +19,7 @@ from hwprof.core.markers import Marker
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces, timing_forward_s
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.rundir.reader import RunData
+from hwprof.schema.run import RunDoc
 from hwprof.session.finish import finalize
 from hwprof.session.paired import schedule
 
@@ -88,7 +89,7 @@ def _rewrite_layers_pass(root: Path, markers: list[Marker], paired: dict[str, li
     _write_markers(root / "passes/layers/markers.jsonl", markers)
     (root / "passes/layers/result.json").write_text(json.dumps({"pass": "layers", "paired": paired}))
     run = json.loads((root / "run.json").read_text())
-    finalize(root, run)
+    finalize(root, RunDoc.read(run, "run.json"))
     return RunData.load(root)
 
 
@@ -103,14 +104,14 @@ def test_a_paired_pass_states_its_own_cost_beside_layers_that_add_up_to_the_stat
     assert all(not (p.start_ns < t < p.end_ns) for p in measured_pieces(markers) for t in clean_starts)
 
     data = _rewrite_layers_pass(root, markers, {"switched": ["layer markers", "flops"], "always_on": []})
-    entry = data.run["passes"]["layers"]
+    entry = data.doc.to_json()["passes"]["layers"]
     assert entry["overhead"]["method"] == PAIRED
     assert entry["overhead"]["ratio"] == pytest.approx(1.25) and entry["overhead"]["blocks"] == 2
     assert entry["overhead"]["covers"] == ["layer markers", "flops"]
     assert entry["overhead_pass_level"]["method"] == PASS_LEVEL
     assert entry["overhead_pass_level"]["ratio"] == pytest.approx(2.0)  # the cross-process noise
     assert entry["overhead_vs_timing"] == pytest.approx(2.0)
-    assert "overhead" not in data.run["passes"]["timing"]
+    assert "overhead" not in data.doc.to_json()["passes"]["timing"]
 
     report = build_layer_report(data)
     # the layers add up to the forward the report states (the timing pass's); the cost is the pass's own
@@ -144,7 +145,7 @@ def test_a_paired_cost_with_widely_spread_blocks_is_a_caveat(tmp_path: Path) -> 
             extra += 100 * 1_000_000
         shifted.append(dataclasses.replace(m, t_ns=m.t_ns + extra))
     data = _rewrite_layers_pass(root, shifted, {"switched": ["layer markers"], "always_on": []})
-    cost = data.run["passes"]["layers"]["overhead"]
+    cost = data.doc.to_json()["passes"]["layers"]["overhead"]
     assert cost["blocks"] == 4 and cost["q3"] - cost["q1"] > 0.1
     caveat = next(f for f in analyse(data).findings if "not resolved" in f.title)
     assert caveat.kind == "caveat" and caveat.title.startswith("the paired cost of the layers pass is not resolved")
@@ -157,8 +158,8 @@ def test_without_a_timing_pass_layers_add_up_to_the_pass_own_clean_forward(tmp_p
     del run["passes"]["timing"]
     (root / "run.json").write_text(json.dumps(run))
     data = _rewrite_layers_pass(root, markers, {"switched": ["layer markers"], "always_on": []})
-    assert data.run["passes"]["layers"]["overhead"]["method"] == PAIRED
-    assert data.run["passes"]["layers"]["overhead_pass_level"] is None
+    assert data.doc.to_json()["passes"]["layers"]["overhead"]["method"] == PAIRED
+    assert data.doc.to_json()["passes"]["layers"]["overhead_pass_level"] is None
     report = build_layer_report(data)
     assert report.scale_paired and report.scale == pytest.approx(0.8)
     assert report.forward_ms == pytest.approx(160.0)  # 200 ms measured / its paired cost 1.25
@@ -170,14 +171,14 @@ def test_an_always_on_collector_is_named_with_the_pass_level_figure(tmp_path: Pa
     root = make_run(tmp_path / "always")
     markers = _paired_layers_pass(root, 190.0, LAYER_MS, 2)
     data = _rewrite_layers_pass(root, markers, {"switched": ["layer markers"], "always_on": ["pyspy"]})
-    assert data.run["passes"]["layers"]["overhead"]["always_on"] == ["pyspy"]
+    assert data.doc.to_json()["passes"]["layers"]["overhead"]["always_on"] == ["pyspy"]
     notes = overhead_spec(analyse(data)).notes
     assert any(n.startswith("layers: pyspy stayed on") and f"{PASS_LEVEL}: 2.00x" in n for n in notes)
 
 
 def test_a_pass_without_clean_iterations_is_a_pass_level_estimate(tmp_path: Path) -> None:
     data = RunData.load(make_run(tmp_path / "plain"))
-    entry = data.run["passes"]["layers"]
+    entry = data.doc.to_json()["passes"]["layers"]
     assert entry["overhead"]["method"] == PASS_LEVEL and entry["overhead"]["ratio"] == pytest.approx(2.0)
     report = build_layer_report(data)
     assert not report.scale_paired and report.forward_ms == pytest.approx(100.0)

@@ -528,7 +528,7 @@ def test_a_recorded_run_with_a_still_counter_reports_energy_unavailable(tmp_path
     run_dir.mkdir()
     (run_dir / "run.json").write_text((FIXTURES / "cpu16_still_energy" / "run.json").read_text())
     data = RunData.load(run_dir)
-    assert data.run["collectors"]["rapl"]["status"] == "ok"  # as recorded
+    assert data.doc.entry("rapl").status == "ok"  # as recorded
     a = analyse(data)
     assert a.stages.j_per_image is None and a.stages.energy_missing is not None
     assert "psys never changed during the 20 measured iterations" in a.stages.energy_missing.reason
@@ -555,3 +555,23 @@ def test_a_recorded_still_counter_draws_no_power_track(tmp_path: Path) -> None:
     names = {c.name for p in timeline.passes for c in p.counter_tracks}
     assert "cpu util (%)" in names
     assert not any("RAPL" in n for n in names)
+
+
+def test_analysis_withholds_a_still_counter_on_a_copy_of_the_typed_document() -> None:
+    """validity.checked: the copy's run.json sets rapl aside (status, reason and fix updated in place, the
+    mark last, as the dict patch wrote it); the loaded run keeps its document as recorded."""
+    from hwprof.analysis.validity import checked
+    from hwprof.rundir.reader import RunData
+    from hwprof.schema.rapl_still import NO_FIX
+
+    recorded = json.loads((FIXTURES / "cpu16_still_energy" / "run.json").read_text())
+    data = RunData.from_run(FIXTURES / "cpu16_still_energy", recorded)
+    copy = checked(data)
+    assert copy.withheld == {"rapl"} and data.withheld == frozenset()
+    entry = copy.doc.to_json()["collectors"]["rapl"]
+    reason = entry["reason"]
+    expected = {**recorded["collectors"]["rapl"], "status": "unavailable", "reason": reason, "fix": NO_FIX}
+    assert list(entry.items()) == list({**expected, "set_aside_by_analysis": True}.items())
+    assert "never changed" in reason
+    assert data.doc.to_json() == recorded and data.doc.entry("rapl").status == "ok"
+    assert copy.doc.collectors["timing"] is data.doc.collectors["timing"]

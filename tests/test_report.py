@@ -21,6 +21,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from hwprof.analysis.run_analysis import analyse
 from hwprof.render.report import FORMATS
 from hwprof.rundir.reader import RunData, RunDirError
 from hwprof.session.finish import report_after_collect, report_run
@@ -241,7 +242,8 @@ def test_bad_inputs_are_one_line_errors(run_dir: Path, tmp_path: Path) -> None:
 
 def test_render_report_for_collect(run_dir: Path) -> None:
     buf = io.StringIO()
-    report_after_collect(RunData.load(run_dir), Console(file=buf, width=100), write=False)
+    data = RunData.load(run_dir)
+    report_after_collect(analyse(data), data, Console(file=buf, width=100), write=False)
     assert "pipeline stages (timing pass)" in buf.getvalue()
 
 

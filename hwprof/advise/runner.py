@@ -85,10 +85,10 @@ def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True
     from hwprof.analysis.run_analysis import analyse
 
     data = RunData.load(run_dir)
-    if "config" not in data.run:
+    if not data.doc.config:
         raise ValueError(f"{run_dir}/run.json holds no configuration to advise on")
     analysis = analyse(data)
-    config = RunConfig.from_dict(data.run["config"])
+    config = RunConfig.from_dict(data.doc.config.to_json())
     facts = run_facts(data, config, cpus_busy(analysis))
     return AdvisePlan(Path(run_dir), config, facts, candidates(facts, analysis.findings), blocks, layers)
 

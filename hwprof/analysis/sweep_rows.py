@@ -263,9 +263,8 @@ def row_from_run(
     if threads == NODE_THREADS:
         threads = row.threads = int(run.config.threads or NODE_THREADS)
     row.peaks_source = "run.json"
-    if "peaks" not in data.run and peaks is not None:
-        data.run["peaks"] = peaks(threads)
-        run.peaks = PeaksDoc.from_json(data.run["peaks"], "the sweep's peaks")
+    if run.peaks is None and peaks is not None:
+        run.peaks = PeaksDoc.from_json(peaks(threads), "the sweep's peaks")
         row.peaks_source = "measured by the sweep (run.json had none)"
     a = analyse(data)
     model_info = run.model

@@ -9,7 +9,6 @@ collection time (collectors/rapl/still.py; the shared part: hwprof.schema.rapl_s
 
 from __future__ import annotations
 
-import copy
 from dataclasses import replace
 
 from hwprof.rundir.reader import RunData
@@ -48,12 +47,8 @@ def checked(data: RunData) -> RunData:
     reason = still_energy_reason(data.doc)
     if reason is None:
         return data
-    run = copy.deepcopy(data.run)
-    run["collectors"]["rapl"] = {
-        **run["collectors"]["rapl"],
-        "status": "unavailable",
-        "reason": reason,
-        "fix": NO_FIX,
-        "set_aside_by_analysis": True,
-    }
-    return replace(data, run=run, withheld=data.withheld | {"rapl"})
+    rapl = replace(data.doc.entry("rapl"), json_extra={**data.doc.entry("rapl").json_extra})
+    rapl.update(status="unavailable", reason=reason, fix=NO_FIX)
+    rapl.json_extra["set_aside_by_analysis"] = True  # written last, after the fields the update sets
+    doc = replace(data.doc, collectors={**data.doc.collectors, "rapl": rapl})
+    return replace(data, doc=doc, withheld=data.withheld | {"rapl"})

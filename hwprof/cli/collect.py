@@ -16,11 +16,13 @@ from hwprof.session.finish import write_trace
 from hwprof.session.stopping import StopSignals
 
 if TYPE_CHECKING:
+    from hwprof.analysis.run_analysis import Analysis
     from hwprof.core.atomic import SpaceReserve
     from hwprof.core.config import RunConfig
     from hwprof.rundir.reader import RunData
     from hwprof.schema.run import RunDoc
     from hwprof.session.plan import Plan
+    from hwprof.session.run import Session
     from hwprof.workload.images import ImageSet
 
 
@@ -80,7 +82,7 @@ def _collect_into(
     """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
     from hwprof.rundir.reader import RunData
 
-    exit_code = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate)
+    exit_code, session = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate)
     if exit_code is not None:
         return exit_code
     if stop.escalated:
@@ -92,8 +94,10 @@ def _collect_into(
             soft_wrap=True,
         )
         return stop.exit_code
+    analysis = session.analysis
     if getattr(args, "advise", False) and not stop.requested:
         _advise_after(run_dir, args, console, stop)
+        analysis = None  # advice.json is new: the report's analysis reads it
     if stop.requested:
         console.print(
             f"[red]interrupted[/] by {stop.name}: the passes that ran are kept in {run_dir}; "
@@ -101,8 +105,8 @@ def _collect_into(
             highlight=False,
             soft_wrap=True,
         )
-    data = RunData.load(run_dir)
-    exit_code = _render_collected(run_dir, data, args, console, stop)
+    data = session.data if session.data is not None else RunData.load(run_dir)
+    exit_code = _render_collected(run_dir, data, analysis, args, console, stop)
     if exit_code is not None:
         return exit_code
     console.print(f"run directory: {run_dir}")
@@ -117,8 +121,9 @@ def _run_passes(
     stop: StopSignals,
     console: Console,
     disk_estimate: dict[str, Any],
-) -> int | None:
-    """The passes under a progress bar each; the exit status where they were cut short (None: go on)."""
+) -> tuple[int | None, Session]:
+    """The passes under a progress bar each; the exit status where they were cut short (None: go on), and
+    the session (its finished run and analysis)."""
     from hwprof.session.plan import CollectError
     from hwprof.session.run import Session
 
@@ -135,7 +140,7 @@ def _run_passes(
         transient=False,
     ) as progress:
         session = Session(config, run_dir, images, PassProgress(progress), stop)
-        session.run_fields["disk_estimate"] = disk_estimate
+        session.disk_estimate = disk_estimate
         try:
             session.collect(plan, sys.argv)
         except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)
@@ -143,33 +148,39 @@ def _run_passes(
             console.print(
                 f"[red]interrupted[/] ({stop.name or 'SIGINT'}, {stop.count} times): run.json is final in {run_dir}"
             )
-            return stop.exit_code
+            return stop.exit_code, session
         except CollectError as exc:
             progress.stop()
             console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})", soft_wrap=True)
-            return EXIT_USAGE
-    return None
+            return EXIT_USAGE, session
+    return None, session
 
 
 def _render_collected(
-    run_dir: Path, data: RunData, args: argparse.Namespace, console: Console, stop: StopSignals
+    run_dir: Path,
+    data: RunData,
+    analysis: Analysis | None,
+    args: argparse.Namespace,
+    console: Console,
+    stop: StopSignals,
 ) -> int | None:
-    """The report (or, with --no-report or after a stop, only its files) and the trace; the exit status
-    where they could not be written (None: go on). A full disk is recorded in run.json and raised."""
+    """The report (or, with --no-report or after a stop, only its files) and the trace, from the finished run
+    and its analysis (made here when the exports did not make it); the exit status where they could not be
+    written (None: go on). A full disk is recorded in run.json and raised."""
+    from hwprof.analysis.run_analysis import analyse
     from hwprof.core.atomic import DiskFullError
     from hwprof.session.finish import record_render_error, report_after_collect, write_report
 
     what = "report"
     reserve = _render_reserve(run_dir)
     try:
+        analysis = analysis if analysis is not None else analyse(data)
         if args.no_report or stop.requested:
-            from hwprof.analysis.run_analysis import analyse
-
-            write_report(analyse(data), data, console)
+            write_report(analysis, data, console)
         else:
-            report_after_collect(data, console)
+            report_after_collect(analysis, data, console)
         what = "trace"
-        write_trace(run_dir, console)
+        write_trace(run_dir, console, data)
     except KeyboardInterrupt:
         console.print(
             f"[red]interrupted[/] while writing the report: the run is kept in {run_dir}; "
@@ -181,7 +192,7 @@ def _render_collected(
     except DiskFullError as exc:  # the collection is complete; its rendering is not: exit 1 with the path
         if reserve is not None:
             reserve.release()  # (release is idempotent)
-        record_render_error(run_dir, data.run, what, exc)
+        record_render_error(run_dir, data.doc, what, exc)
         raise
     except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
         console.print(

@@ -104,7 +104,7 @@ def write_run(args: argparse.Namespace, cats: tuple[str, ...] | None, console: C
         args.channels_last,
     )
     run = write_import_run(src, args.out, ["hwprof", *getattr(args, "argv", [])])
-    finalize(args.out, run)
+    data = finalize(args.out, run)
     if src.experiments or src.compiled:
         advice = write_recorded_advice(args.out)
         console.print(
@@ -113,8 +113,8 @@ def write_run(args: argparse.Namespace, cats: tuple[str, ...] | None, console: C
             else "advice.json not written: the recorded forwards' precision is not known (give --precision)",
             highlight=False,
         )
-    write_final_exports(args.out, run)
-    write_trace(args.out, console)
+    write_final_exports(data)  # after advice.json: the exports' analysis reads it
+    write_trace(args.out, console, data)
     console.print(
         f"run directory: {args.out} (hwprof report {args.out}; hwprof trace {args.out}; hwprof compare {args.out} "
         "OTHER)",

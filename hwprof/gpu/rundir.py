@@ -34,6 +34,8 @@ from hwprof.gpu.importer import import_nvml
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.check import SCHEMA_VERSION
+from hwprof.schema.codec import json_value
+from hwprof.schema.run import RunDoc
 from hwprof.session.registry import gpu_parsers
 
 if TYPE_CHECKING:
@@ -159,7 +161,7 @@ def _write_json(path: Path, doc: Any) -> None:
     atomic_write_text(path, json.dumps(doc, indent=1))
 
 
-def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[str, Any]:
+def write_import_run(src: ImportSources, out: Path, command: list[str]) -> RunDoc:
     """Write the run directory `out` (a new or empty folder) and return its run.json (before finalize)."""
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out}: exists and is not empty (give a new folder to --out)")
@@ -240,8 +242,9 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> dict[
         "peaks": None,
         "stages": {},
     }
-    write_run_json(out, run)
-    return run
+    doc = RunDoc.read(json_value(run), str(out / "run.json"))
+    write_run_json(out, doc)
+    return doc
 
 
 RECORDED_DIR = Path("passes") / "gpu" / "recorded"
@@ -274,10 +277,10 @@ def _copy_recorded(src: ImportSources, out: Path) -> list[str]:
     return copied
 
 
-def run_baseline(run: dict[str, Any]) -> GpuBaseline | None:
+def run_baseline(run: RunDoc) -> GpuBaseline | None:
     """The run's model, batch, precision and memory format (an imported run's from its import options);
     None where one is not known."""
-    cfg = {**run.get("config", {}), **run.get("imported", {}).get("configuration", {})}
+    cfg = {**run.config.to_json(), **(run.imported or {}).get("configuration", {})}
     if not cfg.get("model") or not cfg.get("batch") or not cfg.get("precision"):
         return None
     return GpuBaseline(str(cfg["model"]), int(cfg["batch"]), str(cfg["precision"]), bool(cfg.get("channels_last")))
@@ -293,7 +296,7 @@ def recorded_gpu_advice(run_dir: Path, recordings: Path | None = None) -> Advice
     holding gpu_experiments.json and gpu_compile.json). None for a CPU run, a run whose configuration is not
     known, or when neither place holds the experiments."""
     data = RunData.load(run_dir)
-    if data.doc.device == "cpu" or (base := run_baseline(data.run)) is None:
+    if data.doc.device == "cpu" or (base := run_baseline(data.doc)) is None:
         return None
     folder = Path(run_dir) / RECORDED_DIR
     if not any((folder / n).exists() for n in (EXPERIMENTS, COMPILED)):

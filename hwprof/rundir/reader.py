@@ -30,7 +30,7 @@ from hwprof.rundir.names import (
     RESULT_JSON,
     RUN_JSON,
 )
-from hwprof.schema.check import SCHEMA_VERSION, RunDirError, RunHeader, read_json, read_json_object
+from hwprof.schema.check import SCHEMA_VERSION, RunDirError, read_json_object
 from hwprof.schema.gpu_files import K, KinetoKernel, NcuKernel, read_layer_kernels
 from hwprof.schema.pass_files import ModelInfo, PassResult, RuntimeFile
 from hwprof.schema.records import RUNTIME_FILE, MetricTables
@@ -89,14 +89,17 @@ def read_json_if_present(path: Path) -> Any:
 @dataclass
 class RunData:
     root: Path
-    run: dict[str, Any]
+    doc: RunDoc
+    """run.json, typed and checked (hwprof.schema.run): readers take it, never the JSON's dict. A copy of the
+    run with another document (analysis setting a collector aside) is dataclasses.replace(data, doc=...)."""
     withheld: frozenset[str] = field(default_factory=frozenset)
     """Collectors whose metric tables analysis set aside (hwprof.analysis.validity)."""
 
     warnings: list[str] = field(default_factory=list)
     """What the readers found damaged but could read past (a torn last line): the report shows them."""
-    _markers: dict[str, list[Marker]] = field(default_factory=dict, repr=False, compare=False)
-    """Parsed markers by pass: shared by the copies analysis makes with dataclasses.replace (validity)."""
+    _markers: dict[str, tuple[list[Marker], str | None]] = field(default_factory=dict, repr=False, compare=False)
+    """Parsed markers by pass, with the torn-line warning of their file: shared by the copies made with
+    dataclasses.replace (validity's, the collect's finished run)."""
     _results: dict[str, PassResult] = field(default_factory=dict, repr=False, compare=False)
     _metrics: dict[Path, MetricTables] = field(default_factory=dict, repr=False, compare=False)
     """Parsed metric tables by file, each parsed once per run and shared likewise."""
@@ -107,20 +110,18 @@ class RunData:
         path = root / RUN_JSON
         if not path.is_file():
             raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
-        run = read_json(path)
-        RunHeader.parse(run, path)
-        data = cls(root, run)
-        data.doc  # noqa: B018 (checks every field the schema knows: a damaged one fails here, in one line)
-        if run.get("status") == "running":
+        data = cls(root, RunDoc.load(path))
+        if data.doc.status == "running":
             data.warnings.append(abandoned_or_running(root))
-        if run.get("finish_error"):
-            data.warnings.append(f"{run['finish_error']} (when the collect finished; the passes' files are whole)")
+        if data.doc.finish_error:
+            data.warnings.append(f"{data.doc.finish_error} (when the collect finished; the passes' files are whole)")
         return data
 
-    @cached_property
-    def header(self) -> RunHeader:
-        """run.json's checked, typed part (RunDirError when it is damaged)."""
-        return RunHeader.parse(self.run, self.root / RUN_JSON)
+    @classmethod
+    def from_run(cls, root: Path | str, run: dict[str, Any]) -> RunData:
+        """A run directory whose run.json is `run` as it stands (the collect finishing it, before it is
+        written); RunDirError (one line) for a damaged field."""
+        return cls(Path(root), RunDoc.read(run, str(Path(root) / RUN_JSON)))
 
     def pass_dir(self, name: str) -> Path:
         return self.root / PASSES / name
@@ -128,15 +129,15 @@ class RunData:
     @property
     def pass_names(self) -> list[str]:
         """The passes whose figures can be used: recorded in run.json, finished, with their folder."""
-        return [p for p in self.header.passes if p not in self.unavailable_passes]
+        return [p for p in self.doc.passes if p not in self.unavailable_passes]
 
     @cached_property
     def unavailable_passes(self) -> dict[str, str]:
         """Pass name -> why its figures are unavailable, for each pass run.json records that cannot be used."""
         out = {}
-        for name, entry in self.header.passes.items():
+        for name, entry in self.doc.passes.items():
             if not entry.finished:
-                out[name] = f"the {name} pass was {entry.status} (run {self.header.status})"
+                out[name] = f"the {name} pass was {entry.status} (run {self.doc.status})"
             elif not self.pass_dir(name).is_dir():
                 out[name] = f"the {name} pass's folder passes/{name} is missing from {self.root}"
         return out
@@ -146,21 +147,19 @@ class RunData:
         """Pass name -> why its figures are unavailable, for each pass that was planned but cannot give them:
         it stopped mid-way or lost its folder (unavailable_passes), or the run stopped before it began."""
         out = dict(self.unavailable_passes)
-        if self.header.status in ("interrupted", "running"):
+        if self.doc.status in ("interrupted", "running"):
             ran = ("ok", "partial")
-            wanted = {
-                str(e.get("pass")) for e in self.header.collectors.values() if e["status"] in ran and e.get("pass")
-            }
-            for name in sorted(wanted - set(self.header.passes)):
-                out[name] = f"the run was {self.header.status} before the {name} pass"
+            wanted = {e.pass_name for e in self.doc.collectors.values() if e.status in ran and e.pass_name}
+            for name in sorted(wanted - set(self.doc.passes)):
+                out[name] = f"the run was {self.doc.status} before the {name} pass"
         return out
 
     def pass_missing(self, name: str) -> str | None:
         """Why a pass's figures are unavailable (None when it ran, or when it was simply not planned)."""
         if name in self.missing_passes:
             return self.missing_passes[name]
-        if name not in self.header.passes and self.header.status in ("interrupted", "running"):
-            return f"the run was {self.header.status} before the {name} pass"
+        if name not in self.doc.passes and self.doc.status in ("interrupted", "running"):
+            return f"the run was {self.doc.status} before the {name} pass"
         return None
 
     def pass_result(self, pass_name: str) -> PassResult:
@@ -226,11 +225,11 @@ class RunData:
         """The pass's markers, read once; a torn last line adds a warning (RunDirError for a corrupt line)."""
         if pass_name not in self._markers:
             path = self.pass_dir(pass_name) / "markers.jsonl"
-            markers, warning = read_marker_file(path) if path.exists() else ([], None)
-            if warning and warning not in self.warnings:
-                self.warnings.append(warning)
-            self._markers[pass_name] = markers
-        return list(self._markers[pass_name])
+            self._markers[pass_name] = read_marker_file(path) if path.exists() else ([], None)
+        markers, warning = self._markers[pass_name]
+        if warning and warning not in self.warnings:  # a copy with warnings of its own gets it on first read
+            self.warnings.append(warning)
+        return list(markers)
 
     @cached_property
     def model_info(self) -> dict[str, Any]:
@@ -271,15 +270,7 @@ class RunData:
         """Whether every one of these files is in the run directory's top folder."""
         return all((self.root / name).exists() for name in names)
 
-    def collector(self, name: str) -> dict[str, Any]:
-        return dict(self.run.get("collectors", {}).get(name, {}))
-
-    # --- typed run.json (hwprof.schema.run): readers take these instead of digging into `run` ---
-
-    @cached_property
-    def doc(self) -> RunDoc:
-        """run.json as a typed document (RunDirError naming the file and field when one is damaged)."""
-        return RunDoc.read(self.run, str(self.root / RUN_JSON))
+    # --- typed run.json (hwprof.schema.run) ---
 
     def entry(self, name: str) -> CollectorEntry:
         """Collector `name`'s run.json entry (an empty one, status "", when the run does not name it)."""

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from hwprof.core.atomic import atomic_path, atomic_write_bytes, atomic_write_text
 from hwprof.rundir.names import (
@@ -26,11 +26,12 @@ from hwprof.rundir.names import (
     SWEEP_JSON,
     TRACE_NAME,
 )
+from hwprof.schema.run import RunDoc
 
 
-def write_run_json(run_dir: Path, run: dict[str, Any]) -> None:
+def write_run_json(run_dir: Path, run: RunDoc) -> None:
     """Atomically replace run.json, so a reader never sees half a file."""
-    atomic_write_text(run_dir / RUN_JSON, json.dumps(run, indent=1, default=str))
+    atomic_write_text(run_dir / RUN_JSON, json.dumps(run.to_json(), indent=1, default=str))
 
 
 @dataclass

@@ -6,9 +6,8 @@ traceback deep in the analysis and never a figure of zero. The checks live here,
 that every reader (run directory, sweep, trace, the collectors reading their own pass's markers) uses the
 same ones.
 
-run.json's shape is described once, as typed fields (RUN_FIELDS, PASS_FIELDS, COLLECTOR_FIELDS) and read
-into RunHeader: the seed of a typed run schema. Readers still reach the rest of run.json as a dict, but
-only after the parts they index into have been checked to have the type they assume.
+run.json itself is read as a typed document (hwprof.schema.run.RunDoc, on codec.Record); Field and
+check_fields remain for the small files that are not records yet (the sweep's plan and rows, a ray job).
 
 JSONL streams (markers.jsonl, <collector>.records.jsonl) are read up to their last whole line: a pass killed
 while writing leaves a torn last line, which is dropped with a warning naming the file and line; a line
@@ -42,44 +41,6 @@ class Field:
     """The types in words, for the error: "an integer", "an object"."""
     required: bool = False
     nullable: bool = False
-
-
-OBJECT = (dict,)
-STRING = (str,)
-INTEGER = (int,)
-NUMBER = (int, float)
-
-RUN_FIELDS: tuple[Field, ...] = (
-    Field("schema_version", INTEGER, "an integer", required=True),
-    Field("status", STRING, "a string", required=True),
-    Field("run_id", STRING, "a string"),
-    Field("config", OBJECT, "an object"),
-    Field("host", OBJECT, "an object"),
-    Field("model", OBJECT, "an object"),
-    Field("passes", OBJECT, "an object"),
-    Field("collectors", OBJECT, "an object"),
-    Field("stages", OBJECT, "an object"),
-    Field("peaks", OBJECT, "an object", nullable=True),
-    Field("runtime", OBJECT, "an object", nullable=True),
-    Field("fps", NUMBER, "a number", nullable=True),
-)
-CONFIG_FIELDS: tuple[Field, ...] = (
-    Field("model", STRING, "a string"),
-    Field("imgsz", INTEGER, "an integer"),
-    Field("batch", INTEGER, "an integer"),
-    Field("threads", INTEGER, "an integer", nullable=True),
-    Field("device", STRING, "a string", nullable=True),
-)
-PASS_FIELDS: tuple[Field, ...] = (
-    Field("status", STRING, "a string", required=True),
-    Field("error", STRING, "a string", nullable=True),
-    Field("collectors", (list,), "a list"),
-)
-COLLECTOR_FIELDS: tuple[Field, ...] = (
-    Field("status", STRING, "a string", required=True),
-    Field("summary", OBJECT, "an object", nullable=True),
-    Field("pass", STRING, "a string", nullable=True),
-)
 
 
 def found(value: Any) -> str:
@@ -131,61 +92,6 @@ def read_json_object(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise RunDirError(f"{path}: must be a JSON object, found {found(doc)}")
     return doc
-
-
-@dataclass(frozen=True)
-class PassEntry:
-    """One pass as run.json records it."""
-
-    name: str
-    status: str
-    error: str = ""
-    collectors: tuple[str, ...] = ()
-
-    @property
-    def finished(self) -> bool:
-        """False for a pass that was stopped (Ctrl-C, a lost session) before it finished."""
-        return self.status not in UNUSABLE_PASS_STATUSES
-
-
-@dataclass(frozen=True)
-class RunHeader:
-    """The checked, typed part of run.json: what every reader of a run directory relies on."""
-
-    schema_version: int
-    status: str
-    run_id: str
-    passes: dict[str, PassEntry] = field(default_factory=dict)
-    collectors: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, doc: Any, path: Path) -> RunHeader:
-        """Check run.json's value `doc` (read from `path`) and return its typed header; RunDirError if damaged."""
-        if not isinstance(doc, dict):
-            raise RunDirError(f"{path}: must be a JSON object, found {found(doc)}")
-        check_fields(doc, RUN_FIELDS[:1], str(path))
-        version = doc["schema_version"]
-        if version != SCHEMA_VERSION:
-            raise RunDirError(f"{path}: has schema_version {version}; this hwprof reads {SCHEMA_VERSION}")
-        check_fields(doc, RUN_FIELDS, str(path))
-        check_fields(doc.get("config") or {}, CONFIG_FIELDS, str(path), "config.")
-        passes: dict[str, PassEntry] = {}
-        for name, entry in (doc.get("passes") or {}).items():
-            if not isinstance(entry, dict):
-                raise RunDirError(f'{path}: field "passes.{name}" must be an object, found {found(entry)}')
-            check_fields(entry, PASS_FIELDS, str(path), f"passes.{name}.")
-            names = entry.get("collectors") or []
-            passes[name] = PassEntry(name, entry["status"], str(entry.get("error") or ""), tuple(map(str, names)))
-        collectors: dict[str, dict[str, Any]] = {}
-        for name, entry in (doc.get("collectors") or {}).items():
-            if not isinstance(entry, dict):
-                raise RunDirError(f'{path}: field "collectors.{name}" must be an object, found {found(entry)}')
-            check_fields(entry, COLLECTOR_FIELDS, str(path), f"collectors.{name}.")
-            collectors[name] = entry
-        for name, stage in (doc.get("stages") or {}).items():
-            if not isinstance(stage, dict):
-                raise RunDirError(f'{path}: field "stages.{name}" must be an object, found {found(stage)}')
-        return cls(version, doc["status"], str(doc.get("run_id") or Path(path).parent.name), passes, collectors)
 
 
 @dataclass

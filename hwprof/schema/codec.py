@@ -20,6 +20,7 @@ rejects a null in the file.
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
 from dataclasses import dataclass, field
@@ -32,6 +33,13 @@ T = TypeVar("T")
 
 JsonObject = dict[str, Any]
 """A JSON object the schema keeps whole, uninterpreted (readers that look inside get a record instead)."""
+
+
+def json_value(value: Any) -> Any:
+    """`value` as a file holds it once written with json.dumps(default=str): tuples become lists, what is not
+    JSON its text. A writer reads what it gathered from Python objects through this into its records, so
+    the document it keeps is the one a reader of the file gets."""
+    return json.loads(json.dumps(value, default=str))
 
 
 @dataclass(frozen=True)

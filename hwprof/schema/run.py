@@ -9,9 +9,10 @@ document while the file stays what it was.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError
+from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError, found, read_json
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.runtime_checks import OutputDiff, ProfiledPass
@@ -235,22 +236,37 @@ class RunDoc(Record):
     disk_estimate: JsonObject | None = None
     peaks: PeaksDoc | None = None
     runtime: RuntimeDoc | None = None
+    error: str | None = None
+    """What stopped the collection (a full disk: the path)."""
+    interrupted: JsonObject | None = None
+    """The stop signal: which, how often, and which passes ran, were stopped or never started."""
     finished: str | None = None
     finish_error: str | None = None
     model: ModelDoc = field(default_factory=ModelDoc)
     stages: dict[str, StageLatency] = field(default_factory=dict)
     stages_source: str | None = None
     fps: float | None = None
+    render_errors: list[Any] | None = None
+    """Renderings of a complete collection that could not be written for lack of space: what, path, error."""
 
     @classmethod
     def read(cls, doc: Any, where: str) -> RunDoc:
-        """run.json's value `doc`, read from `where`, checked and typed; RunDirError (one line) if damaged."""
+        """run.json's value `doc`, read from `where`, checked and typed; RunDirError (one line) if damaged.
+        The schema version is checked first: a run of another version is named as such, not by a field."""
+        if not isinstance(doc, dict):
+            raise RunDirError(f"{where}: must be a JSON object, found {found(doc)}")
+        version = doc.get("schema_version")
+        if isinstance(version, int) and not isinstance(version, bool) and version != SCHEMA_VERSION:
+            raise RunDirError(f"{where}: has schema_version {version}; this hwprof reads {SCHEMA_VERSION}")
         run = cls.from_json(doc, where)
-        if run.schema_version != SCHEMA_VERSION:
-            raise RunDirError(f"{where}: has schema_version {run.schema_version}; this hwprof reads {SCHEMA_VERSION}")
         if run.collectors:
             run.collectors = {name: CollectorEntry.read(name, e, where) for name, e in doc["collectors"].items()}
         return run
+
+    @classmethod
+    def load(cls, path: Path) -> RunDoc:
+        """The run.json at `path`, read and checked; RunDirError (one line) when it is missing or damaged."""
+        return cls.read(read_json(path), str(path))
 
     def entry(self, name: str) -> CollectorEntry:
         """Collector `name`'s entry (an empty one, status "", when the run does not name it)."""

@@ -6,8 +6,8 @@ reads.
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -17,52 +17,63 @@ from hwprof.core.atomic import DiskFullError
 from hwprof.core.spans import forward_p50_ms, stage_stats
 from hwprof.render.export import report_files
 from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
-from hwprof.rundir.names import PLOT_FILES
+from hwprof.rundir.names import PLOT_FILES, RUN_JSON
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_plot_files, write_report_files, write_run_json
+from hwprof.schema.codec import json_value
+from hwprof.schema.run import ModelDoc, PassCostDoc, RunDoc, StageLatency
 from hwprof.schema.summaries_cpu import FlopsSummary
 
 
-def finalize(run_dir: Path, run: dict[str, Any]) -> None:
+def finalize(run_dir: Path, run: RunDoc) -> RunData:
     """Derive the summary sections of run.json from the passes and save run.json (exports: write_final_exports).
     Where deriving them fails, run.json is still saved with the run's final status and the error under
-    "finish_error" (then the error is raised): a run whose passes all finished never stays "running"."""
+    "finish_error" (then the error is raised): a run whose passes all finished never stays "running".
+
+    Returns the finished run, with the markers the derivation parsed: the exports, the report and the trace
+    of the collect read them from it, parsed once."""
     try:
-        _derive_summaries(run_dir, run)
+        data = _derive_summaries(run_dir, run)
     except DiskFullError:
         raise
     except Exception as exc:
-        run["finish_error"] = f"the summary sections of run.json could not be derived: {type(exc).__name__}: {exc}"
+        run.update(finish_error=f"the summary sections of run.json could not be derived: {type(exc).__name__}: {exc}")
         write_run_json(run_dir, run)
         raise
     write_run_json(run_dir, run)
+    return replace(data, warnings=[])  # its copy reads the markers' warnings again, in the analysis's order
 
 
-def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
-    data = RunData(run_dir, run)
+def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
+    """The summary sections set in `run`; the RunData (of `run`) they were derived from."""
+    data = RunData(Path(run_dir), run)
+    where = str(data.root / RUN_JSON)
     info = data.model_info
     if info:
         flops = data.summary(FlopsSummary)
-        run["model"] = {
-            "name": info["name"],
-            "family": info["family"],
-            "weights": info["weights"],
-            "random_init": info["random_init"],
-            "params": info["params"],
-            "params_fused": info["params_fused"],
-            "layers": sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
-            "input_shape": info["input_shape"],
-            "flops": flops.total_flops,
-            "gflops": flops.gflops,
-        }
+        model = ModelDoc.of(
+            name=info["name"],
+            family=info["family"],
+            weights=info["weights"],
+            random_init=info["random_init"],
+            params=info["params"],
+            params_fused=info["params_fused"],
+            layers=sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
+            input_shape=info["input_shape"],
+            flops=flops.total_flops,
+            gflops=flops.gflops,
+        )
+        run.update(model=model)
     source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
     if source:
         stats = stage_stats(data.markers(source))
-        run["stages"] = {k: v.to_dict() for k, v in stats.items()}
-        run["stages_source"] = source if source == "timing" else f"{source} (no clean timing pass: hooks included)"
+        run.update(
+            stages={k: StageLatency.of(**v.to_dict()) for k, v in stats.items()},
+            stages_source=source if source == "timing" else f"{source} (no clean timing pass: hooks included)",
+        )
         whole = stats.get("iteration")
         if whole:
-            run["fps"] = run["config"]["batch"] / whole.p50_ms * 1e3
+            run.update(fps=_batch(run) / whole.p50_ms * 1e3)
     from hwprof.analysis.paired_cost import pass_figures
 
     timing = data.markers("timing") if "timing" in data.pass_names else None
@@ -70,21 +81,39 @@ def _derive_summaries(run_dir: Path, run: dict[str, Any]) -> None:
     for name in data.pass_names:
         markers = data.markers(name)
         p50 = forward_p50_ms(markers)
-        entry = run["passes"][name]
-        entry["forward_p50_ms"] = p50
-        entry["overhead_vs_timing"] = p50 / base if (p50 and base) else None
+        entry = run.passes[name]
+        entry.update(forward_p50_ms=p50, overhead_vs_timing=p50 / base if (p50 and base) else None)
         if name != "timing":
-            entry.update(pass_figures(markers, timing, data.pass_result(name).paired, entry.get("collectors", [])))
+            figures = pass_figures(markers, timing, data.pass_result(name).paired, entry.collectors or [])
+            entry.update(
+                **{
+                    attr: PassCostDoc.from_json(json_value(figure), where, f"passes.{name}.{attr}.")
+                    if figure is not None
+                    else None
+                    for attr, figure in figures.items()
+                }
+            )
+    return data
 
 
-def write_final_exports(run_dir: Path, run: dict[str, Any]) -> None:
+def _batch(run: RunDoc) -> int:
+    """The run's batch size, for the frames per second (a run.json without one cannot give them)."""
+    if run.config.batch is None:
+        raise KeyError("batch")  # as the dict read said it
+    return run.config.batch
+
+
+def write_final_exports(data: RunData) -> Analysis:
     """layers.csv and summary.json from the finalised run (a second stop signal may cut this, not run.json);
-    a full disk here is recorded in run.json's render_errors (the collection itself is complete)."""
+    a full disk here is recorded in run.json's render_errors (the collection itself is complete). Returns
+    the analysis, for the collect's report."""
+    analysis = analyse(data)
     try:
-        write_report_files(run_dir, report_files(analyse(RunData(run_dir, run))))
+        write_report_files(data.root, report_files(analysis))
     except DiskFullError as exc:
-        record_render_error(run_dir, run, "exports", exc)
+        record_render_error(data.root, data.doc, "exports", exc)
         raise
+    return analysis
 
 
 def report_run(
@@ -116,9 +145,10 @@ def report_run(
     return analysis
 
 
-def report_after_collect(data: RunData, console: Console, top: int = TOP_DEFAULT, write: bool = True) -> Analysis:
-    """The end of `collect`: the full Rich report of a freshly loaded run, and its files."""
-    analysis = analyse(data)
+def report_after_collect(
+    analysis: Analysis, data: RunData, console: Console, top: int = TOP_DEFAULT, write: bool = True
+) -> Analysis:
+    """The end of `collect`: the full Rich report of the finished run's analysis, and its files."""
     render_rich(analysis, console, top)
     if write:
         write_report(analysis, data, console)
@@ -144,22 +174,23 @@ def write_report(a: Analysis, data: RunData, console: Console, plots: bool = Tru
     return written
 
 
-def record_render_error(run_dir: Path, run: dict[str, Any], what: str, exc: DiskFullError) -> None:
+def record_render_error(run_dir: Path, run: RunDoc, what: str, exc: DiskFullError) -> None:
     """The collection is complete but a rendering of it could not be written for lack of space:
     run.json keeps its status and lists the failure under "render_errors" (when run.json itself still
     fits; atomic writes leave it whole as it was when it does not)."""
-    run.setdefault("render_errors", []).append({"what": what, "path": str(exc.path), "error": str(exc)})
+    run.update(render_errors=[*(run.render_errors or []), {"what": what, "path": str(exc.path), "error": str(exc)}])
     with contextlib.suppress(DiskFullError):
         write_run_json(run_dir, run)
 
 
-def write_trace(run_dir: Path, console: Console) -> bool:
-    """Build the run's trace.pftrace; False (with one error line) when it could not be built."""
+def write_trace(run_dir: Path, console: Console, data: RunData | None = None) -> bool:
+    """Build the run's trace.pftrace (from `data` when the run is already read); False (with one error line)
+    when it could not be built."""
     from hwprof.core.atomic import DiskFullError
     from hwprof.trace.perfetto import build_trace
 
     try:
-        stats = build_trace(run_dir)
+        stats = build_trace(run_dir, data=data)
     except DiskFullError:  # a failure with the path, not a trace problem
         raise
     except Exception as exc:  # the trace is one view among several: the run stays usable without it

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError, SpaceReserve, atomic_write_text
@@ -27,13 +27,20 @@ from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch, neighbours_entry
 from hwprof.perf.steal import steal_ns
-from hwprof.rundir.reader import SCHEMA_VERSION
+from hwprof.rundir.names import RUN_JSON
+from hwprof.rundir.reader import SCHEMA_VERSION, RunData
 from hwprof.rundir.writer import write_run_json
+from hwprof.schema.codec import JsonObject, json_value
+from hwprof.schema.host import HostDoc, PeaksDoc
+from hwprof.schema.run import CollectorEntry, PassDoc, RunConfigDoc, RunDoc, RuntimeDoc
 from hwprof.session import child
 from hwprof.session.child import error_line, exit_reason, worker_pid
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.stopping import StopSignals
 from hwprof.workload.images import ImageSet
+
+if TYPE_CHECKING:
+    from hwprof.analysis.run_analysis import Analysis
 
 ProgressFn = Callable[[str, dict[str, Any]], None]
 
@@ -72,16 +79,24 @@ class Session:
         """Stop signals (installed by the CLI; a library caller's Ctrl-C still arrives as KeyboardInterrupt)."""
         self.run_dir = run_dir.resolve()
         """Absolute: workers run with the run directory as their working directory."""
+        self.named_dir = run_dir
+        """As the caller named it: the finished run is read from it, so that the paths in its report's
+        warnings are those `hwprof report` of the same path gives."""
         self.images = images
         self.progress = progress or (lambda _pass, _event: None)
         self.outcomes: list[PassOutcome] = []
-        self.run: dict[str, Any] = {}
+        self.run = RunDoc()
+        """run.json as the collect writes it."""
         self._watch: NeighbourWatch | None = None
         """The running pass's watch on other work on the run's CPUs."""
         self.disk_full: dict[str, str] = {}
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
-        self.run_fields: dict[str, Any] = {}
-        """More top-level fields for run.json (the CLI's disk estimate)."""
+        self.disk_estimate: JsonObject | None = None
+        """run.json's disk_estimate (the CLI's), written after the passes section."""
+        self.data: RunData | None = None
+        """The finished run, read once (its markers parsed once) for the exports, the report and the trace."""
+        self.analysis: Analysis | None = None
+        """Its analysis, made for the exports (None when they were not written)."""
 
     def _write_inputs(self) -> None:
         self.config.save(self.run_dir / "config.json")
@@ -258,7 +273,12 @@ class Session:
         self.outcomes.append(outcome)
         return outcome
 
-    def collect(self, plan: Plan, command_line: list[str]) -> dict[str, Any]:
+    @property
+    def where(self) -> str:
+        """run.json's path, for the one-line error should a section gathered for it not be what it must."""
+        return str(self.run_dir / RUN_JSON)
+
+    def collect(self, plan: Plan, command_line: list[str]) -> RunDoc:
         """Run every pass and finalise run.json. A stop signal (or Ctrl-C) ends the pass in flight and skips
         the rest: run.json is then final with status "interrupted" and the signal, and collect returns
         normally; the caller turns that into its exit status. Only a second signal raises (Interrupted)."""
@@ -267,28 +287,31 @@ class Session:
         reserve = SpaceReserve(self.run_dir)  # given back before the last run.json: it fits on a full disk
         with self.stop.deferred():
             self._write_inputs()
-            self.run = {
-                "schema_version": SCHEMA_VERSION,
-                "run_id": self.run_dir.name,
-                "status": "running",
-                "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                "command": command_line,
-                "config": self.config.to_dict(),
-                "host": host_info(),
-                "images": {
-                    "paths": [str(p) for p in self.images.paths],
-                    "skipped": self.images.skipped,
-                    "source": self.images.source,
-                },
-                "clock": {"id": "CLOCK_MONOTONIC", "unit": "ns"},
-                "collectors": dict(plan.statuses),
-                "passes": {},
-            }
-            self.run.update(self.run_fields)
+            self.run = RunDoc.of(
+                schema_version=SCHEMA_VERSION,
+                run_id=self.run_dir.name,
+                status="running",
+                created=datetime.now(UTC).isoformat(timespec="seconds"),
+                command=json_value(command_line),
+                config=RunConfigDoc.from_json(json_value(self.config.to_dict()), self.where, "config."),
+                host=HostDoc.from_json(json_value(host_info()), self.where, "host."),
+                images=json_value(
+                    {
+                        "paths": [str(p) for p in self.images.paths],
+                        "skipped": self.images.skipped,
+                        "source": self.images.source,
+                    }
+                ),
+                clock={"id": "CLOCK_MONOTONIC", "unit": "ns"},
+                collectors={n: CollectorEntry.read(n, json_value(e), self.where) for n, e in plan.statuses.items()},
+                passes={},
+            )
+            if self.disk_estimate is not None:
+                self.run.update(disk_estimate=json_value(self.disk_estimate))
             write_run_json(self.run_dir, self.run)
         final = "complete"
         try:
-            self.run["peaks"] = _peaks(self.config.threads)
+            self.run.update(peaks=PeaksDoc.from_json(json_value(_peaks(self.config.threads)), self.where, "peaks."))
             for pass_plan in plan.passes:
                 if self.stop.requested:
                     break
@@ -307,16 +330,16 @@ class Session:
             if not self.stop.requested:  # a caller without StopSignals (tests, the library)
                 self.stop.note(signal.SIGINT)
             with self.stop.deferred():
-                for outcome in self.outcomes[len(self.run["passes"]) :]:
+                for outcome in self.outcomes[len(self.run.passes) :]:
                     self._record(outcome)
         except CollectError:
             final = "failed"
             raise
         except DiskFullError as exc:  # the collection cannot go on: run.json says failed, and where
-            for outcome in self.outcomes[len(self.run["passes"]) :]:
+            for outcome in self.outcomes[len(self.run.passes) :]:
                 self._record(outcome, write=False)  # finalize writes it, after the reserve is given back
             final = "failed"
-            self.run["error"] = str(exc)
+            self.run.update(error=str(exc))
             raise
         finally:
             from hwprof.session.finish import finalize, write_final_exports
@@ -324,46 +347,48 @@ class Session:
             with self.stop.deferred():
                 if self.stop.requested:
                     final = "interrupted"
-                    self.run["interrupted"] = self._interruption(plan)
-                self.run["status"] = final
-                self.run["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+                    self.run.update(interrupted=self._interruption(plan))
+                self.run.update(status=final, finished=datetime.now(UTC).isoformat(timespec="seconds"))
                 reserve.release()
                 try:
-                    finalize(self.run_dir, self.run)
+                    self.data = finalize(self.named_dir, self.run)
                 except DiskFullError:
-                    if "error" not in self.run:  # else the first full write is the one to report
+                    if self.run.error is None:  # else the first full write is the one to report
                         raise
-            if "error" not in self.run:  # a full disk stopped the collection: no exports to try
-                write_final_exports(self.run_dir, self.run)  # after a second signal too: a third one cuts it
+            if self.data is not None and self.run.error is None:  # a full disk stopped it: no exports to try
+                self.analysis = write_final_exports(self.data)  # after a second signal too: a third one cuts it
         return self.run
 
-    def _interruption(self, plan: Plan) -> dict[str, Any]:
+    def _interruption(self, plan: Plan) -> JsonObject:
         """run.json "interrupted": the signal, how often it came, and which passes ran, stopped or never started."""
-        ran = list(self.run["passes"])
+        ran = list(self.run.passes)
         return {
             "signal": self.stop.name or "SIGINT",
             "signals_received": max(self.stop.count, 1),
             "escalated": self.stop.escalated,
-            "passes_interrupted": [n for n, p in self.run["passes"].items() if p["status"] == "interrupted"],
+            "passes_interrupted": [n for n, p in self.run.passes.items() if p.status == "interrupted"],
             "passes_not_run": [p.name for p in plan.passes if p.name not in ran],
         }
 
     def _record(self, outcome: PassOutcome, write: bool = True) -> None:
-        self.run["passes"][outcome.name] = {
-            "status": outcome.status,
-            "returncode": outcome.returncode,
-            "wall_s": round(outcome.wall_s, 3),
-            "pid": outcome.pid,
-            "error": outcome.error,
-            "collectors": sorted(outcome.results),
-            "log": f"passes/{outcome.name}/worker.log",
-            "host_steal_share": outcome.host_steal_share,
-            "neighbours": neighbours_entry(outcome.neighbours),
-        }
+        entry = PassDoc.of(
+            status=outcome.status,
+            returncode=outcome.returncode,
+            wall_s=round(outcome.wall_s, 3),
+            pid=outcome.pid,
+            error=outcome.error,
+            collectors=sorted(outcome.results),
+            log=f"passes/{outcome.name}/worker.log",
+            host_steal_share=outcome.host_steal_share,
+            neighbours=json_value(neighbours_entry(outcome.neighbours)),
+        )
         if outcome.lingering:
-            self.run["passes"][outcome.name]["lingering"] = [x.to_dict() for x in outcome.lingering]
+            entry.update(lingering=json_value([x.to_dict() for x in outcome.lingering]))
+        self.run.passes[outcome.name] = entry
         for name, result in outcome.results.items():
-            self.run["collectors"][name] = {**result.to_dict(), "pass": outcome.name}
+            self.run.collectors[name] = CollectorEntry.read(
+                name, json_value({**result.to_dict(), "pass": outcome.name}), self.where
+            )
         if outcome.runtime:
             self._record_runtime(outcome.name, outcome.runtime)
         if write:
@@ -374,9 +399,12 @@ class Session:
         profiler = {
             k: info.pop(k) for k in ("profiler", "clock", "replayed_layer_markers", "profile_error") if k in info
         }
-        summary = self.run.setdefault("runtime", {"name": info.get("runtime"), **info, "profiled_passes": {}})
-        if profiler:
-            summary["profiled_passes"][pass_name] = profiler
+        if self.run.runtime is None:
+            first = json_value({"name": info.get("runtime"), **info, "profiled_passes": {}})
+            self.run.update(runtime=RuntimeDoc.from_json(first, self.where, "runtime."))
+        runtime = self.run.runtime
+        if profiler and runtime is not None and runtime.profiled_passes is not None:
+            runtime.profiled_passes[pass_name] = json_value(profiler)
 
 
 def _peaks(threads: int) -> dict[str, Any]:

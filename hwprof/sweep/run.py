@@ -50,7 +50,7 @@ from hwprof.analysis.sweep_rows import (
 from hwprof.core.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, runs_on, supported_text
 from hwprof.rundir.names import SWEEP_CSV, SWEEP_JSON
 from hwprof.rundir.writer import write_sweep_files
-from hwprof.schema.check import RunHeader, read_json
+from hwprof.schema.run import RunDoc
 from hwprof.session.stopping import StopSignals
 from hwprof.sweep.resume import read_plan, set_aside, write_plan
 
@@ -224,7 +224,7 @@ def plan_from_file(out_root: Path) -> tuple[SweepPlan, dict[str, Any] | None]:
 def _complete(run_dir: Path) -> bool:
     """A complete run that can be reused: a damaged run.json (RunDirError) is not one, and is set aside."""
     try:
-        return RunHeader.parse(read_json(run_dir / "run.json"), run_dir / "run.json").status == "complete"
+        return RunDoc.load(run_dir / "run.json").status == "complete"
     except (OSError, ValueError):
         return False
 
@@ -255,7 +255,7 @@ def finished_row(
     if not (run_dir / "run.json").exists():
         return point_row(point, run_dir, "failed", f"collect exited {code} with no run.json: {_last_line(log_path)}")
     try:
-        status = RunHeader.parse(read_json(run_dir / "run.json"), run_dir / "run.json").status
+        status = RunDoc.load(run_dir / "run.json").status
     except ValueError as exc:
         return point_row(point, run_dir, "failed", f"collect exited {code}: {exc}")
     row = row_from_run(run_dir, point, status, peaks)

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import trace_file
 from hwprof.trace.model import CounterTrack, Slice, SliceTrack, Timeline
 from hwprof.trace.samples import write_samples
@@ -275,11 +276,12 @@ def write_timeline(timeline: Timeline, out: BinaryIO) -> TraceStats:
     return stats
 
 
-def build_trace(run_dir: Path | str, out: Path | str | None = None) -> TraceStats:
-    """Write RUN_DIR/trace.pftrace (or `out`) from the run directory alone; figures about it."""
+def build_trace(run_dir: Path | str, out: Path | str | None = None, data: RunData | None = None) -> TraceStats:
+    """Write RUN_DIR/trace.pftrace (or `out`) from the run directory alone (`data`: the run already read, as
+    `collect` has it); figures about it."""
     t0 = time.perf_counter()
     run_dir = Path(run_dir)
-    timeline = build_timeline(run_dir)
+    timeline = build_timeline(run_dir, data)
     with trace_file(run_dir, Path(out) if out is not None else None) as (path, handle):
         stats = write_timeline(timeline, handle)
     stats.path = path

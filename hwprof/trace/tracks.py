@@ -370,8 +370,9 @@ def run_metadata(run: RunData) -> dict[str, Any]:
     return out
 
 
-def build_timeline(run_dir: Path | str) -> Timeline:
-    run = checked(RunData.load(run_dir))
+def build_timeline(run_dir: Path | str, data: RunData | None = None) -> Timeline:
+    """The run's timeline, from `data` when the run is already read (its parsed markers and metrics reused)."""
+    run = checked(data if data is not None else RunData.load(run_dir))
     layer_args, labels = layer_arguments(run) if run.model_file else ({}, {})
     stage_args = stage_arguments(run.metrics())
     passes = [pass_timeline(run, name, i, labels, layer_args, stage_args) for i, name in enumerate(run.pass_names)]
