@@ -56,6 +56,7 @@ def test_the_session_writes_run_json_from_its_typed_document(tmp_path: Path) -> 
 
     from hwprof.core.config import RunConfig
     from hwprof.schema.run import CollectorEntry, PassDoc, RuntimeDoc
+    from hwprof.schema.runtime_checks import ProfiledPass
     from hwprof.schema.summaries_cpu import TimingSummary
     from hwprof.session.run import PassOutcome, Session
     from hwprof.workload.images import ImageSet
@@ -63,14 +64,17 @@ def test_the_session_writes_run_json_from_its_typed_document(tmp_path: Path) -> 
     session = Session(RunConfig(), tmp_path, ImageSet([]))
     session.run = RunDoc.of(schema_version=1, run_id="r", status="running", collectors={}, passes={})
     result = CollectorResult("ok", summary=TimingSummary.of(fps=12.5))
-    runtime = {"runtime": "torch", "precision": "fp32", "clock": "monotonic"}
+    clock = {"method": "monotonic", "offset_ns": 0}
+    runtime = {"runtime": "torch", "precision": "fp32", "clock": clock}
     session._record(PassOutcome("timing", "ok", 0, 1.23456, 42, results={"timing": result}, runtime=runtime))
     doc = session.run
     assert isinstance(doc.passes["timing"], PassDoc) and doc.passes["timing"].wall_s == 1.235
     entry = doc.collectors["timing"]
     assert isinstance(entry, CollectorEntry) and isinstance(entry.summary, TimingSummary)
     assert entry.pass_name == "timing" and entry.summary.fps == 12.5
-    assert isinstance(doc.runtime, RuntimeDoc) and doc.runtime.profiled_passes == {"timing": {"clock": "monotonic"}}
+    assert isinstance(doc.runtime, RuntimeDoc) and doc.runtime.profiled_passes is not None
+    assert isinstance(doc.runtime.profiled_passes["timing"], ProfiledPass)
+    assert doc.runtime.profiled_passes["timing"].to_json() == {"clock": clock}
     written = json.loads((tmp_path / "run.json").read_text())
     assert list(written) == ["schema_version", "run_id", "status", "collectors", "passes", "runtime"]
     assert list(written["passes"]["timing"]) == [

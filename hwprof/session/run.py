@@ -33,6 +33,7 @@ from hwprof.rundir.writer import write_run_json
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.run import CollectorEntry, PassDoc, RunConfigDoc, RunDoc, RuntimeDoc
+from hwprof.schema.runtime_checks import ProfiledPass
 from hwprof.session import child
 from hwprof.session.child import error_line, exit_reason, worker_pid
 from hwprof.session.plan import CollectError, PassPlan, Plan
@@ -404,7 +405,8 @@ class Session:
             self.run.update(runtime=RuntimeDoc.from_json(first, self.where, "runtime."))
         runtime = self.run.runtime
         if profiler and runtime is not None and runtime.profiled_passes is not None:
-            runtime.profiled_passes[pass_name] = json_value(profiler)
+            where = f"runtime.profiled_passes.{pass_name}."
+            runtime.profiled_passes[pass_name] = ProfiledPass.from_json(json_value(profiler), self.where, where)
 
 
 def _peaks(threads: int) -> dict[str, Any]:
