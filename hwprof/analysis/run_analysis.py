@@ -54,9 +54,6 @@ class RooflineSummary:
 
 @dataclass
 class Analysis:
-    run: dict[str, Any]
-    """run.json as JSON (doc.to_json()): kept only for render.runtime_tables.runtime_line until it reads
-    doc.runtime; everything else reads `doc`."""
     stages: Stages
     layers: LayerReport
     types: list[TypeStat]
@@ -149,7 +146,6 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         gpu.types = {r.name: r.type for r in layers.layers}
         found = gpu_findings(gpu) + found
     return Analysis(
-        data.doc.to_json(),
         stages,
         layers,
         types,
