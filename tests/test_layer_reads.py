@@ -180,8 +180,14 @@ def test_cpu_layers_pass_asks_for_iterations_from_the_timing_pass(
         assert collector.measured_iterations(ctx) == 40  # 166 reads of 12 us in 20 ms: 1 in 10, 4 visits
         collector.planner.make(counters)
         assert collector.planner.plan is not None and collector.planner.plan.every == 10  # the cap for 40
-        for other in (RunConfig(threads=1), RunConfig(threads=2, counter_reads="every")):
-            assert PerfEvents(other).measured_iterations(ctx) is None
+        for other in (
+            RunConfig(events=["task-clock"], iters=20, threads=1),
+            RunConfig(events=["task-clock"], iters=20, threads=2, counter_reads="every"),
+            RunConfig(events=["task-clock"], iters=20, threads=2, runtime="onnxruntime"),  # markers replayed
+        ):
+            unasked = PerfEvents(other)
+            unasked.counters = counters
+            assert unasked.measured_iterations(ctx) is None
         without_timing = PassContext(config, tmp_path / "none", "layers", MarkerBus())
         assert PerfEvents(config).measured_iterations(without_timing) is None
     finally:

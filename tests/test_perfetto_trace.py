@@ -45,7 +45,7 @@ BAD_STATS = """
 def expected(run_dir: Path) -> dict[str, Any]:
     """What the trace must show, read from the run directory independently of the builder."""
     run = RunData.load(run_dir)
-    layers = [row for row in run.model_info.get("layers", []) if row.get("depth", 1) == 1]
+    layers = [row for row in run.model_file.layers if row.depth == 1]
     out: dict[str, Any] = {"passes": {}, "counters": {}, "threads": set(), "aten": 0, "pyspy": 0}
     for name in run.pass_names:
         markers = run.markers(name)
@@ -303,8 +303,8 @@ def test_fixture_trace_is_also_structurally_sound(fixture_trace: tuple[Path, Any
 
 
 def test_layer_slices_carry_the_layer_table(fixture_trace: tuple[Path, Any], fixture_session: Any) -> None:
-    info = RunData.load(FIXTURE).model_info["layers"][0]
-    label = f"0 {info['type']}"
+    info = RunData.load(FIXTURE).model_file.layers[0]
+    label = f"0 {info.type}"
     if fixture_session is None:
         say_unavailable("layer arguments")
         keys = layer_begin_args(fixture_trace[0], label)

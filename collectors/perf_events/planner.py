@@ -5,7 +5,8 @@ The plan is made from the last warm-up iteration, which reads at every marker (w
 PROBE_WARMUP warm-up iterations: a first forward is cold), else from the first measured iteration, which
 reads every layer. The iterations are asked for before the warm-up (the worker fixes its schedule then):
 on a GPU run enough for 1 in 16; on a CPU run with several threads, enough for the budget by the timing
-pass's forward and a read's cost measured right after a parallel convolution, as at a layer marker.
+pass's forward and a read's cost measured right after a parallel convolution, as at a layer marker. A run
+on another runtime (onnxruntime, openvino) reads no layer marker live and asks for nothing more.
 """
 
 from __future__ import annotations
@@ -55,7 +56,10 @@ class ReadPlanner:
 
     def measured_iterations(self, ctx: PassContext, counters: CounterSet | None) -> int | None:
         config = self.config
-        if self.wish is None and config.counter_reads == "rotate" and config.threads > 1:
+        # Under onnxruntime/openvino the layer markers are replayed after the run: no counter is read at
+        # them, so there is nothing to rotate and --iters stands.
+        reads_layers = config.runtime == "torch"
+        if self.wish is None and reads_layers and config.counter_reads == "rotate" and config.threads > 1:
             forward_s = timing_forward_s(ctx.run_dir)
             pipeline = ctx.pipeline
             if forward_s and pipeline is not None and counters is not None and counters.groups:

@@ -232,18 +232,11 @@ class RunData:
         return list(markers)
 
     @cached_property
-    def model_info(self) -> dict[str, Any]:
-        """model.json as parsed JSON (run.json's model section is derived from it when the run is finished);
-        readers take `model_file`."""
-        path = self._model_path
-        return read_json_object(path) if path is not None else {}
-
-    @cached_property
     def model_file(self) -> ModelInfo:
         """model.json of the layers pass if there was one (layer table of --depth), else of any pass; an empty
         record when no pass wrote one. A damaged field raises RunDirError naming the file and the field."""
         path = self._model_path
-        return ModelInfo.from_json(self.model_info, str(path)) if path is not None else ModelInfo()
+        return ModelInfo.from_json(read_json_object(path), str(path)) if path is not None else ModelInfo()
 
     @cached_property
     def _model_path(self) -> Path | None:

@@ -48,18 +48,18 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
     """The summary sections set in `run`; the RunData (of `run`) they were derived from."""
     data = RunData(Path(run_dir), run)
     where = str(data.root / RUN_JSON)
-    info = data.model_info
+    info = data.model_file
     if info:
         flops = data.summary(FlopsSummary)
         model = ModelDoc.of(
-            name=info["name"],
-            family=info["family"],
-            weights=info["weights"],
-            random_init=info["random_init"],
-            params=info["params"],
-            params_fused=info["params_fused"],
-            layers=sum(1 for row in info["layers"] if row.get("depth", 1) == 1),
-            input_shape=info["input_shape"],
+            name=info.name,
+            family=info.family,
+            weights=info.weights,
+            random_init=info.random_init,
+            params=info.params,
+            params_fused=info.params_fused,
+            layers=info.top_level_layers,
+            input_shape=info.input_shape,
             flops=flops.total_flops,
             gflops=flops.gflops,
         )
