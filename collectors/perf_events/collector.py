@@ -35,7 +35,7 @@ from hwprof.perf.syscall import GroupReading, try_open
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.schema.records import CounterSample, metrics_path, records_path, write_records
-from hwprof.schema.summaries_cpu import PerfEventsSummary
+from hwprof.schema.summaries_cpu import LayerReads, PerfEventsSummary
 
 if TYPE_CHECKING:
     from hwprof.core.markers import Marker
@@ -311,11 +311,11 @@ class PerfEvents(Collector):
                 "time: its own cost on the model thread, excluding the layer hooks that the pass adds anyway"
             )
         multiplexed = {e: f for e, f in analysis.running.items() if f < 0.999}
-        reads_plan: dict[str, Any] = {"method": self.config.counter_reads}
-        if self.planner.plan is not None:
-            reads_plan.update(self.planner.plan.describe())
+        method = self.config.counter_reads
+        plan = self.planner.plan
+        reads_plan = plan.describe(method) if plan is not None else LayerReads.of(method=method)
         if self.planner.wish is not None:
-            reads_plan["iterations_asked"] = self.planner.wish
+            reads_plan.update(iterations_asked=self.planner.wish)
         visits = [int(row["visits"]) for row in analysis.tables.layers.values() if "visits" in row]
         if visits:
             reads_plan.update(visits_min=min(visits), visits_max=max(visits), iterations=analysis.iterations)

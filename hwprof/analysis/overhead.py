@@ -22,7 +22,7 @@ from hwprof.analysis.availability import Missing, collector_missing
 from hwprof.analysis.neighbours import cost_text, pass_load
 from hwprof.analysis.paired_cost import PASS_LEVEL, PassCostFigure
 from hwprof.perf.neighbours import NeighbourLoad
-from hwprof.schema.summaries_cpu import PapiSummary, PerfEventsSummary, TimingSummary
+from hwprof.schema.summaries_cpu import LayerReads, PapiSummary, PerfEventsSummary, TimingSummary
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport
@@ -180,14 +180,14 @@ def counter_checks(run: RunDoc) -> list[str]:
     return lines
 
 
-def _layer_reads_line(plan: dict[str, Any] | None) -> list[str]:
+def _layer_reads_line(plan: LayerReads | None) -> list[str]:
     """How many visits each layer's counts come from, where the layers were read in a share of the iterations."""
-    if not plan or not isinstance(plan.get("every"), int) or plan["every"] <= 1:
+    if plan is None or not plan.rotated:
         return []
-    low, high = plan.get("visits_min"), plan.get("visits_max")
+    low, high = plan.visits_min, plan.visits_max
     visits = f"{low}" if low == high else f"{low}-{high}"
     return [
-        f"perf_events: each layer's counts from 1 in {plan['every']} measured iterations (--counter-reads rotate): "
-        f"{visits} visits per layer of {plan.get('iterations')} (layers.csv: perf_events.visits); the gap is the "
+        f"perf_events: each layer's counts from 1 in {plan.every} measured iterations (--counter-reads rotate): "
+        f"{visits} visits per layer of {plan.iterations} (layers.csv: perf_events.visits); the gap is the "
         "forward less the layers' means"
     ]

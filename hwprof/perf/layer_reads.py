@@ -28,6 +28,8 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from hwprof.schema.summaries_cpu import LayerReads
+
 READ_BUDGET = 0.01
 """Planned reads at most this share of the forward."""
 MIN_VISITS = 4
@@ -92,16 +94,20 @@ class ReadPlan:
             return True
         return layer_index % self.every == self.position(iteration)
 
-    def describe(self) -> dict[str, object]:
-        return {
-            "every": self.every,
-            "share": 1 / self.every,
-            "reason": self.reason,
-            "read_us": self.read_us,
-            "forward_ms": self.forward_ms,
-            "layer_reads_per_forward": self.layer_reads,
-            **({"compare": "even measured iterations read every layer, odd ones rotate"} if self.compare else {}),
-        }
+    def describe(self, method: str) -> LayerReads:
+        """The plan as the perf_events summary records it (PerfEventsSummary.layer_reads)."""
+        described = LayerReads.of(
+            method=method,
+            every=self.every,
+            share=1 / self.every,
+            reason=self.reason,
+            read_us=self.read_us,
+            forward_ms=self.forward_ms,
+            layer_reads_per_forward=self.layer_reads,
+        )
+        if self.compare:
+            described.update(compare="even measured iterations read every layer, odd ones rotate")
+        return described
 
 
 def max_every(iterations: int) -> int:

@@ -207,6 +207,36 @@ class CounterSummary(Summary):
 
 
 @dataclass(kw_only=True)
+class LayerReads(Record):
+    """Which layers each measured iteration read the counters at (--counter-reads, hwprof.perf.layer_reads)."""
+
+    method: str | None = None
+    """rotate or every (--counter-reads)."""
+    every: int | None = None
+    """Each layer read in 1 of this many measured iterations (1: in all of them)."""
+    share: float | None = None
+    reason: str | None = None
+    read_us: float | None = None
+    """The cost of one read, measured in the pass, that the plan was made from."""
+    forward_ms: float | None = None
+    layer_reads_per_forward: int | None = None
+    compare: str | None = None
+    """Set where even measured iterations read every layer and odd ones rotate (tests, benchmarks)."""
+    iterations_asked: int | None = None
+    """The measured iterations the pass asked for to carry the plan out: 64 on a GPU run; on a CPU run with
+    several threads, from the timing pass's forward and a read's cost."""
+    visits_min: int | None = None
+    """The fewest visits of any layer (each layer's row in the metrics says its own `visits`)."""
+    visits_max: int | None = None
+    iterations: int | None = None
+    """The measured iterations the visits are out of."""
+
+    @property
+    def rotated(self) -> bool:
+        return self.every is not None and self.every > 1
+
+
+@dataclass(kw_only=True)
 class PerfEventsSummary(CounterSummary):
     """perf_events: hardware counters per stage and layer (perf_event_open in the pass process)."""
 
@@ -215,13 +245,7 @@ class PerfEventsSummary(CounterSummary):
     perf_event_paranoid: int | None = None
     groups: list[Any] | None = None
     rotation: bool | None = None
-    layer_reads: JsonObject | None = None
-    """Which layers each measured iteration read the counters at (--counter-reads, hwprof.perf.layer_reads):
-    method, every (each layer read in 1 of this many measured iterations), share, reason, the read cost and
-    forward time it was planned from, and the fewest and most visits of any layer (visits_min, visits_max)
-    out of the measured iterations, and the measured iterations the pass asked for to carry the plan out
-    (iterations_asked: 64 on a GPU run; on a CPU run with several threads, from the timing pass's forward and
-    a read's cost). Each layer's row in the metrics says its own `visits`."""
+    layer_reads: LayerReads | None = None
     iterations_measured: int | None = None
     running_fraction: JsonObject | None = None
     multiplexed: JsonObject | None = None

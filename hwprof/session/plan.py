@@ -12,6 +12,8 @@ from typing import Any
 from hwprof.collectors.base import Collector
 from hwprof.core.config import PASS_ORDER, RunConfig
 from hwprof.rundir.lock import LOCK_NAME, RunDirBusy, RunDirLock
+from hwprof.schema.codec import json_value
+from hwprof.schema.run import CollectorEntry
 from hwprof.session.registry import all_collectors
 
 
@@ -28,41 +30,30 @@ class PassPlan:
 @dataclass
 class Plan:
     passes: list[PassPlan]
-    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
-    """Collectors that will not run: name -> {status, reason, fix, pass}."""
+    statuses: dict[str, CollectorEntry] = field(default_factory=dict)
+    """Collectors that will not run, as run.json records them (status, reason, fix, pass)."""
+
+
+def _not_run(cls: type[Collector], status: str, reason: str, fix: str, **details: Any) -> CollectorEntry:
+    return CollectorEntry.of(status=status, reason=reason, fix=fix, pass_name=cls.pass_name, **details)
 
 
 def plan_passes(config: RunConfig) -> Plan:
     """Probe every wanted collector and group the available ones into passes."""
-    statuses: dict[str, dict[str, Any]] = {}
+    statuses: dict[str, CollectorEntry] = {}
     by_pass: dict[str, list[type[Collector]]] = {}
     for cls in all_collectors():
         if not cls.wanted(config):
-            statuses[cls.name] = {
-                "status": "skipped",
-                "reason": "not requested for this run",
-                "fix": "",
-                "pass": cls.pass_name,
-            }
+            statuses[cls.name] = _not_run(cls, "skipped", "not requested for this run", "")
             continue
         try:
             capability = cls.probe(config)
         except Exception as exc:  # a probe must not take the whole collection down
-            statuses[cls.name] = {
-                "status": "failed",
-                "reason": f"probe raised {type(exc).__name__}: {exc}",
-                "fix": "",
-                "pass": cls.pass_name,
-            }
+            statuses[cls.name] = _not_run(cls, "failed", f"probe raised {type(exc).__name__}: {exc}", "")
             continue
         if not capability.available:
-            statuses[cls.name] = {
-                "status": "unavailable",
-                "reason": capability.reason,
-                "fix": capability.fix,
-                "pass": cls.pass_name,
-                "details": capability.details,
-            }
+            details = json_value(capability.details)
+            statuses[cls.name] = _not_run(cls, "unavailable", capability.reason, capability.fix, details=details)
             continue
         by_pass.setdefault(cls.pass_name, []).append(cls)
     passes = [PassPlan(name, by_pass[name]) for name in PASS_ORDER if name in by_pass]

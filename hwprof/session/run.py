@@ -304,7 +304,7 @@ class Session:
                     }
                 ),
                 clock={"id": "CLOCK_MONOTONIC", "unit": "ns"},
-                collectors={n: CollectorEntry.read(n, json_value(e), self.where) for n, e in plan.statuses.items()},
+                collectors=dict(plan.statuses),
                 passes={},
             )
             if self.disk_estimate is not None:
