@@ -12,7 +12,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.schema.records import NODES_FILE, RUNTIME_FILE, NodeRow, Span, records_path, write_records
@@ -20,6 +20,7 @@ from hwprof.schema.records import NODES_FILE, RUNTIME_FILE, NodeRow, Span, recor
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from hwprof.schema.pass_files import PassResult
     from hwprof.workload.layers import LayerInfo
     from hwprof.workload.runtime import Profile, RunSpans, Runtime
     from hwprof.workload.zoo import BuiltModel
@@ -107,6 +108,6 @@ def _node_rows(profile: Profile, measured: list[RunSpans]) -> list[NodeRow]:
     ]
 
 
-def write_pass_result(out_dir: Path, result: dict[str, Any]) -> None:
+def write_pass_result(out_dir: Path, result: PassResult) -> None:
     """result.json: the pass's status, error, runtime info, paired figures and each collector's result."""
-    atomic_write_text(out_dir / RESULT_FILE, json.dumps(result, indent=1))
+    atomic_write_text(out_dir / RESULT_FILE, json.dumps(result.to_json(), indent=1))

@@ -26,7 +26,10 @@ from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError, atomic_write_text
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus, MarkerLog
-from hwprof.rundir.pass_files import write_model_json, write_pass_result, write_runtime_files
+from hwprof.rundir.pass_files import RESULT_FILE, write_model_json, write_pass_result, write_runtime_files
+from hwprof.schema.codec import json_value
+from hwprof.schema.pass_files import PairedExtension, PairedInfo, PassResult
+from hwprof.schema.run import CollectorEntry, RuntimeDoc
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
 from hwprof.session.registry import by_name
 from hwprof.session.worker_io import LossyStream, disk_full_exit, is_user_error, one_line, progress
@@ -58,7 +61,7 @@ class PassRunner:
         self.clean_iteration = False
         """In a clean iteration of a paired pass: no collector gets markers (but those asking for
         clean_markers)."""
-        self.paired: dict[str, Any] | None = None
+        self.paired: PairedInfo | None = None
         self._remove_hooks: Callable[[], None] | None = None
         self._done = 0
         """Iterations run so far (warm-up included), for progress."""
@@ -145,7 +148,7 @@ class PassRunner:
         wanted = self.config.extra.get("paired", True) and all(c.clean_iterations for c in live)
         if self.ctx.pass_name == "timing" or runtime_name != "torch" or not (hooks or switched) or not wanted:
             return False
-        self.paired = {"switched": [*hooks, *switched], "always_on": [c.name for c in live if not c.switchable]}
+        self.paired = PairedInfo.of(switched=[*hooks, *switched], always_on=[c.name for c in live if not c.switchable])
         return True
 
     def _marker_module(self, built: Any) -> Any:
@@ -214,7 +217,8 @@ class PassRunner:
         if self._done > planned_done:  # blocks were added: the bar ends full
             progress(phase="measure", done=self._done, total=self._done)
         if extension is not None:
-            self.paired["extension"] = extension.to_dict()
+            where = str(self.ctx.out_dir / RESULT_FILE)
+            self.paired.update(extension=PairedExtension.from_json(json_value(extension.to_dict()), where, "paired."))
             print(f"paired: {extension.text}", file=sys.stderr)
 
     def _write_model_info(self) -> None:
@@ -367,17 +371,19 @@ class PassRunner:
                 continue
             results[collector.name] = mark_pass_end(result, status, error)
         pipeline = self.ctx.pipeline
-        summary = {
-            "pass": self.ctx.pass_name,
-            "status": status,
-            "error": error,
-            "finished_ns": time.monotonic_ns(),
-            "detections_per_iteration": pipeline.detections if pipeline else [],
-            "runtime": pipeline.runtime.info if pipeline and pipeline.runtime else None,
-            "collectors": {name: r.to_dict() for name, r in results.items()},
-            "paired": self.paired,
-        }
-        write_pass_result(self.ctx.out_dir, summary)
+        where = str(self.ctx.out_dir / RESULT_FILE)
+        info = pipeline.runtime.info if pipeline and pipeline.runtime else None
+        result = PassResult.of(
+            pass_name=self.ctx.pass_name,
+            status=status,
+            error=error,
+            finished_ns=time.monotonic_ns(),
+            detections_per_iteration=json_value(pipeline.detections if pipeline else []),
+            runtime=RuntimeDoc.from_json(json_value(info), where, "runtime.") if info is not None else None,
+            collectors={n: CollectorEntry.read(n, json_value(r.to_dict()), where) for n, r in results.items()},
+            paired=self.paired,
+        )
+        write_pass_result(self.ctx.out_dir, result)
 
 
 def main(argv: list[str] | None = None) -> int:
