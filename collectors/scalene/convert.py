@@ -121,75 +121,113 @@ def _function_of(functions: list[dict[str, Any]], lineno: int, start_line: int |
     return ""
 
 
+@dataclass
+class _Profile:
+    """Scalene's JSON and the marker spans its sample times are placed in."""
+
+    data: dict[str, Any]
+    elapsed: float
+    memory: bool
+    stage_spans: dict[str, list[tuple[int, int]]]
+    layer_spans: dict[str, list[tuple[int, int]]]
+    n_iter: int
+
+
+MEMORY_KEYS = ("n_malloc_mb", "n_peak_mb", "n_avg_mb", "n_mallocs", "n_python_fraction", "n_copy_mb_s")
+
+
 def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = None) -> Converted:
+    profile = _load(path, markers)
+    window = window or {}
+    lines: list[LineRecord] = []
+    functions: list[FunctionRecord] = []
+    for filename, info in profile.data["files"].items():
+        functions += _function_records(filename, info, profile.elapsed)
+        lines += [x for row in info.get("lines", []) if (x := _line_record(profile, filename, info, row)) is not None]
+    metrics = _tables(_layer_shares(profile, lines), _stage_rows(profile, lines))
+    counters = _memory_counters(profile.data, window)
+    summary = ScaleneSummary.of(
+        elapsed_s=profile.elapsed,
+        memory=profile.memory,
+        files=len(profile.data["files"]),
+        lines=len(lines),
+        functions=len(functions),
+        iterations=profile.n_iter,
+        top_lines=_top_lines(lines),
+        clock=_alignment(lines, profile.data, profile.stage_spans, window),
+        max_footprint_mb=profile.data.get("max_footprint_mb") if profile.memory else None,
+        memory_points=len(counters),
+    )
+    return Converted(lines, functions, metrics, counters, summary)
+
+
+def _load(path: Path, markers: list[Marker]) -> _Profile:
     data = json.loads(path.read_text())
     if "files" not in data or "elapsed_time_sec" not in data:
         raise ValueError(f"{path}: not a Scalene JSON profile")
-    window = window or {}
-    elapsed = float(data["elapsed_time_sec"])
-    memory = bool(data.get("memory"))
-    stage_spans = _span_index(markers, "stage")
-    layer_spans = _span_index(markers, "layer")
-    n_iter = len({m.iteration for m in markers if m.kind == "iteration" and m.measured}) or 1
+    return _Profile(
+        data,
+        float(data["elapsed_time_sec"]),
+        bool(data.get("memory")),
+        _span_index(markers, "stage"),
+        _span_index(markers, "layer"),
+        len({m.iteration for m in markers if m.kind == "iteration" and m.measured}) or 1,
+    )
 
-    lines: list[LineRecord] = []
-    functions: list[FunctionRecord] = []
-    for filename, info in data["files"].items():
-        fns = info.get("functions", [])
-        for fn in fns:
-            name = str(fn.get("line", ""))
-            functions.append(
-                FunctionRecord(
-                    filename,
-                    name,
-                    int(fn.get("lineno", 0)),
-                    elapsed * fn.get("n_cpu_percent_python", 0.0) / 100,
-                    elapsed * fn.get("n_cpu_percent_c", 0.0) / 100,
-                    elapsed * fn.get("n_sys_percent", 0.0) / 100,
-                    stage_of(filename, name),
-                )
-            )
-        for row in info.get("lines", []):
-            python = elapsed * row.get("n_cpu_percent_python", 0.0) / 100
-            native = elapsed * row.get("n_cpu_percent_c", 0.0) / 100
-            system = elapsed * row.get("n_sys_percent", 0.0) / 100
-            mem = {
-                k: float(row.get(k, 0.0))
-                for k in (
-                    "n_malloc_mb",
-                    "n_peak_mb",
-                    "n_avg_mb",
-                    "n_mallocs",
-                    "n_python_fraction",
-                    "n_copy_mb_s",
-                )
-            }
-            if python + native + system == 0 and not (memory and mem["n_malloc_mb"]):
-                continue
-            times = [round(t * 1e9) for t in row.get("cpu_samples_list", [])]
-            where = Counter(_locate(stage_spans, t) or "outside stages" for t in times)
-            function = _function_of(fns, int(row["lineno"]), row.get("start_function_line"))
-            stage = stage_of(filename, function)
-            if stage is None and where:
-                top, _ = where.most_common(1)[0]
-                stage = top if top in STAGES else None
-            lines.append(
-                LineRecord(
-                    filename,
-                    int(row["lineno"]),
-                    str(row.get("line", "")).rstrip("\n"),
-                    function,
-                    stage,
-                    python,
-                    native,
-                    system,
-                    float(row.get("n_core_utilization", 0.0)),
-                    len(times),
-                    dict(where),
-                    mem if memory else {},
-                )
-            )
 
+def _function_records(filename: str, info: dict[str, Any], elapsed: float) -> list[FunctionRecord]:
+    out = []
+    for fn in info.get("functions", []):
+        name = str(fn.get("line", ""))
+        out.append(
+            FunctionRecord(
+                filename,
+                name,
+                int(fn.get("lineno", 0)),
+                elapsed * fn.get("n_cpu_percent_python", 0.0) / 100,
+                elapsed * fn.get("n_cpu_percent_c", 0.0) / 100,
+                elapsed * fn.get("n_sys_percent", 0.0) / 100,
+                stage_of(filename, name),
+            )
+        )
+    return out
+
+
+def _line_record(profile: _Profile, filename: str, info: dict[str, Any], row: dict[str, Any]) -> LineRecord | None:
+    """One line of the profile, charged to a stage; None for a line with no time (and no allocation)."""
+    elapsed = profile.elapsed
+    python = elapsed * row.get("n_cpu_percent_python", 0.0) / 100
+    native = elapsed * row.get("n_cpu_percent_c", 0.0) / 100
+    system = elapsed * row.get("n_sys_percent", 0.0) / 100
+    mem = {k: float(row.get(k, 0.0)) for k in MEMORY_KEYS}
+    if python + native + system == 0 and not (profile.memory and mem["n_malloc_mb"]):
+        return None
+    times = [round(t * 1e9) for t in row.get("cpu_samples_list", [])]
+    where = Counter(_locate(profile.stage_spans, t) or "outside stages" for t in times)
+    function = _function_of(info.get("functions", []), int(row["lineno"]), row.get("start_function_line"))
+    stage = stage_of(filename, function)
+    if stage is None and where:
+        top, _ = where.most_common(1)[0]
+        stage = top if top in STAGES else None
+    return LineRecord(
+        filename,
+        int(row["lineno"]),
+        str(row.get("line", "")).rstrip("\n"),
+        function,
+        stage,
+        python,
+        native,
+        system,
+        float(row.get("n_core_utilization", 0.0)),
+        len(times),
+        dict(where),
+        mem if profile.memory else {},
+    )
+
+
+def _stage_rows(profile: _Profile, lines: list[LineRecord]) -> dict[str, dict[str, float]]:
+    """Per stage: the CPU time (and allocations) of its lines, per measured iteration."""
+    n_iter = profile.n_iter
     stages: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for line in lines:
         if line.stage:
@@ -197,26 +235,32 @@ def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = N
             row["scalene_python_s"] += line.python_s / n_iter
             row["scalene_native_s"] += line.native_s / n_iter
             row["scalene_system_s"] += line.system_s / n_iter
-            if memory:
+            if profile.memory:
                 row["scalene_malloc_mb"] += line.memory["n_malloc_mb"] / n_iter
+    return {k: dict(v) for k, v in stages.items()}
 
+
+def _layer_shares(profile: _Profile, lines: list[LineRecord]) -> dict[str, dict[str, float]]:
+    """Per layer: the share of the forward lines' kept sample times that fall in its spans."""
     layer_hits: Counter[str] = Counter()
     forward_samples = 0
     for line in lines:
         if line.stage != "forward":
             continue
-        for t in (round(x * 1e9) for x in _samples_of(data, line)):
+        for t in (round(x * 1e9) for x in _samples_of(profile.data, line)):
             forward_samples += 1
-            layer = _locate(layer_spans, t)
+            layer = _locate(profile.layer_spans, t)
             if layer is not None:
                 layer_hits[layer] += 1
-    layers = (
-        {k: {"scalene_sample_share": v / forward_samples} for k, v in layer_hits.items()} if forward_samples else {}
-    )
+    if not forward_samples:
+        return {}
+    return {k: {"scalene_sample_share": v / forward_samples} for k, v in layer_hits.items()}
 
-    metrics = MetricTables(
+
+def _tables(layers: dict[str, dict[str, float]], stages: dict[str, dict[str, float]]) -> MetricTables:
+    return MetricTables(
         layers=layers,
-        stages={k: dict(v) for k, v in stages.items()},
+        stages=stages,
         units={
             "scalene_python_s": "s",
             "scalene_native_s": "s",
@@ -233,30 +277,21 @@ def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = N
             "reservoir) that fall in the layer's spans",
         },
     )
-    counters = _memory_counters(data, window)
-    summary = ScaleneSummary.of(
-        elapsed_s=elapsed,
-        memory=memory,
-        files=len(data["files"]),
-        lines=len(lines),
-        functions=len(functions),
-        iterations=n_iter,
-        top_lines=[
-            {
-                "where": f"{_short(x.file)}:{x.lineno}",
-                "code": x.code.strip()[:80],
-                "stage": x.stage,
-                "python_s": x.python_s,
-                "native_s": x.native_s,
-                "system_s": x.system_s,
-            }
-            for x in sorted(lines, key=lambda x: -(x.python_s + x.native_s + x.system_s))[:5]
-        ],
-        clock=_alignment(lines, data, stage_spans, window),
-        max_footprint_mb=data.get("max_footprint_mb") if memory else None,
-        memory_points=len(counters),
-    )
-    return Converted(lines, functions, metrics, counters, summary)
+
+
+def _top_lines(lines: list[LineRecord]) -> list[dict[str, Any]]:
+    """The five lines with the most CPU time, for the summary."""
+    return [
+        {
+            "where": f"{_short(x.file)}:{x.lineno}",
+            "code": x.code.strip()[:80],
+            "stage": x.stage,
+            "python_s": x.python_s,
+            "native_s": x.native_s,
+            "system_s": x.system_s,
+        }
+        for x in sorted(lines, key=lambda x: -(x.python_s + x.native_s + x.system_s))[:5]
+    ]
 
 
 def _samples_of(data: dict[str, Any], line: LineRecord) -> list[float]:
