@@ -88,109 +88,142 @@ def python_overhead(report: LayerReport, over: Overheads) -> list[Finding]:
 
 
 def caveats(report: LayerReport, table: Stages, over: Overheads) -> list[Finding]:
+    """What weakens the data itself: a disturbed host, few or noisy iterations, peaks, scaling, steal, pass costs."""
+    return [
+        *_disturbed(table),
+        *_forward_spread(table),
+        *_peaks(report),
+        *_scaled_up(report, table),
+        *_stolen(over),
+        *_costly_time_pass(report, over),
+        *_unresolved_costs(over),
+    ]
+
+
+def _caveat(title: str, evidence: str) -> Finding:
+    return Finding(title, evidence, CAVEAT, 0.0)
+
+
+def _disturbed(table: Stages) -> list[Finding]:
+    if not table.disturbed:
+        return []
+    return [
+        _caveat(
+            table.disturbed,
+            "the stage times and every layer time (scaled to the timing pass's forward p50) are inflated; "
+            "collect again when these CPUs are free, or on dedicated cores",
+        )
+    ]
+
+
+def _forward_spread(table: Stages) -> list[Finding]:
+    """Too few measured iterations, or a noisy forward."""
+    fwd = table.get("forward")
+    if fwd is None:
+        return []
     out: list[Finding] = []
-    if table.disturbed:
+    if fwd.n < FEW_ITERATIONS:
         out.append(
-            Finding(
-                table.disturbed,
-                "the stage times and every layer time (scaled to the timing pass's forward p50) are inflated; "
-                "collect again when these CPUs are free, or on dedicated cores",
-                CAVEAT,
-                0.0,
+            _caveat(
+                f"only {fwd.n} measured iterations: p90 and p99 are rough",
+                "collect with --iters 20 or more for stable percentiles",
             )
         )
-    fwd = table.get("forward")
-    if fwd is not None:
-        if fwd.n < FEW_ITERATIONS:
-            out.append(
-                Finding(
-                    f"only {fwd.n} measured iterations: p90 and p99 are rough",
-                    "collect with --iters 20 or more for stable percentiles",
-                    CAVEAT,
-                    0.0,
-                )
-            )
-        if fwd.p50_ms > 0 and fwd.p90_ms / fwd.p50_ms > NOISY_P90:
-            out.append(
-                Finding(
-                    f"forward latency is noisy: p90 is {fwd.p90_ms / fwd.p50_ms:.2f}x p50",
-                    f"p50 {fwd.p50_ms:.2f} ms, p90 {fwd.p90_ms:.2f} ms, stdev {fwd.stdev_ms:.2f} ms over {fwd.n}",
-                    CAVEAT,
-                    0.0,
-                )
-            )
-    roof = report.roof.roof
-    over_peak = [r for r in report.top_level if r.pct_peak is not None and r.pct_peak > 100]
-    if roof is not None and over_peak:
+    if fwd.p50_ms > 0 and fwd.p90_ms / fwd.p50_ms > NOISY_P90:
         out.append(
-            Finding(
+            _caveat(
+                f"forward latency is noisy: p90 is {fwd.p90_ms / fwd.p50_ms:.2f}x p50",
+                f"p50 {fwd.p50_ms:.2f} ms, p90 {fwd.p90_ms:.2f} ms, stdev {fwd.stdev_ms:.2f} ms over {fwd.n}",
+            )
+        )
+    return out
+
+
+def _peaks(report: LayerReport) -> list[Finding]:
+    """Layers faster than the measured peak; peaks measured on a busy host."""
+    roof = report.roof.roof
+    if roof is None:
+        return []
+    out: list[Finding] = []
+    over_peak = [r for r in report.top_level if r.pct_peak is not None and r.pct_peak > 100]
+    if over_peak:
+        out.append(
+            _caveat(
                 f"{layers_of(r.index for r in over_peak)} ran faster than the measured peak "
                 f"({roof.peak_gflops:.1f} GFLOP/s)",
                 "the peak was measured under heavier load than the run saw: % of peak is overstated; "
                 "hwprof doctor --peaks --force on an idle host",
-                CAVEAT,
-                0.0,
             )
         )
-    if roof is not None and roof.busy_host:
+    if roof.busy_host:
         out.append(
-            Finding(
+            _caveat(
                 f"peaks were measured on a busy host ({roof.busy_text()}): they are likely too low",
                 "% of peak is then too high; measure again on an idle host: hwprof doctor --peaks --force",
-                CAVEAT,
-                0.0,
             )
         )
-    if report.scale is not None and report.scale > 1 + SCALE_SLACK:
-        if report.scale_paired:
-            text = f"the {report.time_pass} pass's clean iterations were {report.scale:.2f}x its measured ones"
-        else:
-            clean = "disturbed" if table.disturbed else "clean"
-            text = f"the {clean} timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's"
-        out.append(
-            Finding(
-                text,
-                "a pass with hooks should not be faster than the clean one: the host's load changed between "
-                "passes (or between the blocks of one); per-layer times are scaled up to the clean forward",
-                CAVEAT,
-                0.0,
-            )
+    return out
+
+
+def _scaled_up(report: LayerReport, table: Stages) -> list[Finding]:
+    """The timing pass slower than the pass with hooks: its layer times were scaled up."""
+    if report.scale is None or not report.scale > 1 + SCALE_SLACK:  # NaN: no caveat
+        return []
+    if report.scale_paired:
+        text = f"the {report.time_pass} pass's clean iterations were {report.scale:.2f}x its measured ones"
+    else:
+        clean = "disturbed" if table.disturbed else "clean"
+        text = f"the {clean} timing pass's forward was {report.scale:.2f}x the {report.time_pass} pass's"
+    return [
+        _caveat(
+            text,
+            "a pass with hooks should not be faster than the clean one: the host's load changed between "
+            "passes (or between the blocks of one); per-layer times are scaled up to the clean forward",
         )
+    ]
+
+
+def _stolen(over: Overheads) -> list[Finding]:
     stolen = [c for c in over.passes if c.host_steal_share is not None and c.host_steal_share > STEAL_CAVEAT]
-    if stolen:
-        worst = max(stolen, key=lambda c: c.host_steal_share or 0.0)
-        out.append(
-            Finding(
-                f"the hypervisor stole {worst.host_steal_share or 0.0:.1%} of the CPUs during the {worst.name} pass"
-                + (f" (and over {STEAL_CAVEAT:.0%} in {len(stolen) - 1} more)" if len(stolen) > 1 else ""),
-                "a noisy neighbour on this VM: that pass's timings are inflated and ratios between passes are "
-                "unreliable; collect again when steal is low, or on dedicated cores",
-                CAVEAT,
-                0.0,
-            )
+    if not stolen:
+        return []
+    worst = max(stolen, key=lambda c: c.host_steal_share or 0.0)
+    return [
+        _caveat(
+            f"the hypervisor stole {worst.host_steal_share or 0.0:.1%} of the CPUs during the {worst.name} pass"
+            + (f" (and over {STEAL_CAVEAT:.0%} in {len(stolen) - 1} more)" if len(stolen) > 1 else ""),
+            "a noisy neighbour on this VM: that pass's timings are inflated and ratios between passes are "
+            "unreliable; collect again when steal is low, or on dedicated cores",
         )
+    ]
+
+
+def _costly_time_pass(report: LayerReport, over: Overheads) -> list[Finding]:
+    """The pass the layer times come from cost more than PASS_RATIO times the clean forward."""
+    out: list[Finding] = []
     for cost in over.passes:
         figure = cost.cost
         if cost.name == report.time_pass and figure is not None and figure.resolved and figure.ratio > PASS_RATIO:
             out.append(
-                Finding(
+                _caveat(
                     f"the {cost.name} pass's forward was {figure.ratio_text()} the clean one ({figure.method})",
                     f"per-layer times are scaled by {report.scale:.3f}" if report.scale else "layer times not scaled",
-                    CAVEAT,
-                    0.0,
                 )
             )
+    return out
+
+
+def _unresolved_costs(over: Overheads) -> list[Finding]:
+    out: list[Finding] = []
     for c in over.passes:
         if c.cost is None or c.cost.resolved:
             continue
         added = f" ({c.cost.extension})" if c.cost.extension else ""
         out.append(
-            Finding(
+            _caveat(
                 f"the paired cost of the {c.name} pass is {unresolved_text(c.neighbours)}",
                 f"the quartiles of its {c.cost.blocks} ABBA blocks' ratios lie more than {UNRESOLVED_IQR:.2f} apart"
                 f"{added}: collect with more --iters, or when these CPUs are free, for a cost of a few %",
-                CAVEAT,
-                0.0,
             )
         )
     return out
