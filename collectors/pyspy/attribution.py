@@ -91,22 +91,65 @@ class Converted:
     summary: PyspySummary
 
 
+@dataclass
+class _Attribution:
+    """The measured iterations' sampled time by stage, layer and thread, with the stage-agreement check."""
+
+    stages: defaultdict[str, Bucket] = field(default_factory=lambda: defaultdict(Bucket))
+    layers: defaultdict[str, Bucket] = field(default_factory=lambda: defaultdict(Bucket))
+    threads: defaultdict[str, Bucket] = field(default_factory=lambda: defaultdict(Bucket))
+    whole: Bucket = field(default_factory=Bucket)
+    kept: list[Segment] = field(default_factory=list)
+    agreed: int = 0
+    """Samples (at stack changes) whose converted time lies in the stage their stack shows."""
+    checked: int = 0
+
+
 def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_ns: int | None = None) -> Converted:
     segments, threads = load_chrometrace(path)
     if not segments:
         raise ValueError(f"{path}: no samples")
     clock = fit_clock(segments, markers, launched_ns)
     pieces = measured_pieces(markers)
-    starts = [p.start_ns for p in pieces]
     n_iter = max(len({p.iteration for p in pieces}), 1)
     main_key = _main_thread(segments, threads)
-    stages: dict[str, Bucket] = defaultdict(Bucket)
-    layers: dict[str, Bucket] = defaultdict(Bucket)
-    per_thread: dict[str, Bucket] = defaultdict(Bucket)
     window = (pieces[0].start_ns, pieces[-1].end_ns) if pieces else (0, 0)
-    whole = Bucket()
-    kept: list[Segment] = []
-    agreement = [0, 0]  # samples (at stack changes) whose converted time lies in the stage their stack shows
+    att = _attribute(segments, threads, main_key, clock, pieces, window)
+    metrics = _chrometrace_tables(att, n_iter, rate)  # first: its rows add the missing states (0) to the buckets
+    whole = att.whole
+    hotspots = {
+        "iterations": n_iter,
+        "rate_hz": rate,
+        "main_thread": _thread_label(threads[main_key]) if main_key is not None else None,
+        "measured": whole.to_dict(n_iter),
+        "stages": {k: b.to_dict(n_iter) for k, b in att.stages.items()},
+        "layers": {k: b.to_dict(n_iter) for k, b in att.layers.items()},
+        "threads": {k: b.to_dict(n_iter) for k, b in att.threads.items()},
+    }
+    summary = PyspySummary.of(
+        format="chrometrace",
+        segments=len(segments),
+        threads=len(threads),
+        estimated_samples_measured=round(whole.ns / 1e9 * rate),
+        measured_ms=(window[1] - window[0]) / 1e6,
+        shares_measured={k: v / (whole.ns or 1) for k, v in sorted(whole.states.items())},
+        top_libraries={k: v / (whole.ns or 1) for k, v in most(whole.libraries, 6)},
+        clock=_clock_summary(clock, att, launched_ns),
+    )
+    return Converted(_frame_spans(att.kept, threads, clock), _thread_names(threads), metrics, hotspots, summary)
+
+
+def _attribute(
+    segments: list[Segment],
+    threads: dict[int, ThreadInfo],
+    main_key: int | None,
+    clock: PySpyClock,
+    pieces: list[Piece],
+    window: tuple[int, int],
+) -> _Attribution:
+    """Each segment's time inside the measured iterations, to its thread; the main thread's also by stage/layer."""
+    starts = [p.start_ns for p in pieces]
+    att = _Attribution()
     for seg in segments:
         s = clock.to_mono(seg.start_us)
         e = clock.to_mono(seg.end_us)
@@ -118,27 +161,35 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
         inside = _overlap(pieces, i, s, e)
         if inside <= 0:
             continue
-        kept.append(seg)
-        per_thread[f"{thread.os_tid or seg.tid} {thread.name}".strip()].add(seg.stack, inside)
-        if seg.tid != main_key:
+        att.kept.append(seg)
+        att.threads[f"{thread.os_tid or seg.tid} {thread.name}".strip()].add(seg.stack, inside)
+        if seg.tid == main_key:
+            _attribute_main(att, seg.stack, pieces, i, s, e)
+    return att
+
+
+def _attribute_main(att: _Attribution, stack: tuple[Frame, ...], pieces: list[Piece], i: int, s: int, e: int) -> None:
+    """A main-thread segment [s, e) over the pieces from pieces[i] on: its stage from the stack, else by time."""
+    from_stack = stage_of(stack)
+    if from_stack is not None and pieces[i].start_ns <= s < pieces[i].end_ns:  # the sample at the change
+        att.agreed += pieces[i].stage == from_stack
+        att.checked += 1
+    while i < len(pieces) and pieces[i].start_ns < e:
+        p0, p1, by_time, layer = pieces[i].start_ns, pieces[i].end_ns, pieces[i].stage, pieces[i].layer
+        overlap = min(e, p1) - max(s, p0)
+        i += 1
+        if overlap <= 0:
             continue
-        from_stack = stage_of(seg.stack)
-        if from_stack is not None and pieces[i].start_ns <= s < pieces[i].end_ns:  # the sample at the change
-            agreement[0] += pieces[i].stage == from_stack
-            agreement[1] += 1
-        while i < len(pieces) and pieces[i].start_ns < e:
-            p0, p1, by_time, layer = pieces[i].start_ns, pieces[i].end_ns, pieces[i].stage, pieces[i].layer
-            overlap = min(e, p1) - max(s, p0)
-            i += 1
-            if overlap <= 0:
-                continue
-            whole.add(seg.stack, overlap)
-            stages[from_stack or by_time or "between stages"].add(seg.stack, overlap)
-            if layer is not None and by_time == "forward" and from_stack in ("forward", None):
-                layers[layer].add(seg.stack, overlap)
-    metrics = MetricTables(
-        layers={k: _metric_row(b, n_iter) for k, b in layers.items()},
-        stages={k: _metric_row(b, n_iter) for k, b in stages.items()},
+        att.whole.add(stack, overlap)
+        att.stages[from_stack or by_time or "between stages"].add(stack, overlap)
+        if layer is not None and by_time == "forward" and from_stack in ("forward", None):
+            att.layers[layer].add(stack, overlap)
+
+
+def _chrometrace_tables(att: _Attribution, n_iter: int, rate: int) -> MetricTables:
+    return MetricTables(
+        layers={k: _metric_row(b, n_iter) for k, b in att.layers.items()},
+        stages={k: _metric_row(b, n_iter) for k, b in att.stages.items()},
         units={
             "pyspy_ms": "ms",
             "pyspy_python_share": "fraction",
@@ -154,32 +205,16 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
             "pyspy_native_share": "leaf frame is native code, outside the OpenMP runtime and known waits",
         },
     )
-    hotspots = {
-        "iterations": n_iter,
-        "rate_hz": rate,
-        "main_thread": _thread_label(threads[main_key]) if main_key is not None else None,
-        "measured": whole.to_dict(n_iter),
-        "stages": {k: b.to_dict(n_iter) for k, b in stages.items()},
-        "layers": {k: b.to_dict(n_iter) for k, b in layers.items()},
-        "threads": {k: b.to_dict(n_iter) for k, b in per_thread.items()},
-    }
-    clock_summary = clock.to_summary()
-    if agreement[1]:
-        clock_summary["stage_agreement"] = agreement[0] / agreement[1]
-        clock_summary["stage_agreement_checked"] = agreement[1]
+
+
+def _clock_summary(clock: PySpyClock, att: _Attribution, launched_ns: int | None) -> dict[str, Any]:
+    out = clock.to_summary()
+    if att.checked:
+        out["stage_agreement"] = att.agreed / att.checked
+        out["stage_agreement_checked"] = att.checked
     if launched_ns is not None and not clock.fallback:
-        clock_summary["launch_lag_ms"] = (clock.points[0][1] - launched_ns) / 1e6
-    summary = PyspySummary.of(
-        format="chrometrace",
-        segments=len(segments),
-        threads=len(threads),
-        estimated_samples_measured=round(whole.ns / 1e9 * rate),
-        measured_ms=(window[1] - window[0]) / 1e6,
-        shares_measured={k: v / (whole.ns or 1) for k, v in sorted(whole.states.items())},
-        top_libraries={k: v / (whole.ns or 1) for k, v in most(whole.libraries, 6)},
-        clock=clock_summary,
-    )
-    return Converted(_frame_spans(kept, threads, clock), _thread_names(threads), metrics, hotspots, summary)
+        out["launch_lag_ms"] = (clock.points[0][1] - launched_ns) / 1e6
+    return out
 
 
 def _metric_row(bucket: Bucket, n_iter: int) -> dict[str, float]:
