@@ -10,7 +10,7 @@ import re
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hwprof.collectors.rapl.sources import Domain, delta_uj
@@ -130,11 +130,27 @@ def energy_report(
 ) -> EnergyReport:
     """Per-inference, per-stage and (where it bears it) per-layer energy from marker readings."""
     head = headline_indices(domains)
-    spans = span_energies(readings, domains)
     by: dict[tuple[str, str], list[SpanEnergy]] = defaultdict(list)
-    for s in spans:
+    for s in span_energies(readings, domains):
         by[(s.kind, s.name)].append(s)
-    tables = MetricTables(
+    tables = _tables(domains, head)
+    stages: dict[str, RaplSpan] = {}
+    for (kind, name), group in sorted(by.items()):
+        if kind not in ("stage", "iteration"):
+            continue
+        block = _span_block(group, domains, head)
+        if update_interval_ms is not None and need(block.dur_ms_mean) > 0:
+            block.quantization_rel = 2 * update_interval_ms / need(block.dur_ms_mean)
+        stages[name] = block
+        tables.stages[name] = _metric_row(block, domains)
+    layers = _layer_blocks(by, domains, head)
+    tables.layers.update({name: _metric_row(block, domains) for name, block in layers.reported.items()})
+    return EnergyReport(_per_inference(stages.get("iteration"), batch), stages, layers.reported, layers.note(), tables)
+
+
+def _tables(domains: Sequence[Domain], head: Sequence[int]) -> MetricTables:
+    """The metric tables' units and methods; the rows come from the stage and layer blocks."""
+    return MetricTables(
         units={
             "energy_J": "J",
             "energy_J_std": "J",
@@ -151,59 +167,69 @@ def energy_report(
             "iterations_for_5pct": "ceil((1.96 std / (0.05 mean))^2): iterations for a 95% interval of +-5%",
         },
     )
-    stages: dict[str, RaplSpan] = {}
-    for (kind, name), group in sorted(by.items()):
-        if kind not in ("stage", "iteration"):
-            continue
-        block = _span_block(group, domains, head)
-        if update_interval_ms is not None and need(block.dur_ms_mean) > 0:
-            block.quantization_rel = 2 * update_interval_ms / need(block.dur_ms_mean)
-        stages[name] = block
-        tables.stages[name] = _metric_row(block, domains)
-    per_inference = RaplPerInference()
-    whole = stages.get("iteration")
-    if whole is not None:
-        joules = need(whole.mean) / batch
-        per_inference = RaplPerInference.of(
-            J_per_inference=joules,
-            inferences_per_J=1 / joules if joules > 0 else None,
-            avg_W=whole.avg_W,
-            iterations=whole.n,
-            batch=batch,
-            domains_J_per_inference={k: v["mean_J"] / batch for k, v in need(whole.domains).items()},
-            method="mean energy of one pipeline iteration (load..postprocess) / batch size",
+
+
+def _per_inference(whole: RaplSpan | None, batch: int) -> RaplPerInference:
+    """Energy of one inference: a whole iteration's mean over the batch."""
+    if whole is None:
+        return RaplPerInference()
+    joules = need(whole.mean) / batch
+    return RaplPerInference.of(
+        J_per_inference=joules,
+        inferences_per_J=1 / joules if joules > 0 else None,
+        avg_W=whole.avg_W,
+        iterations=whole.n,
+        batch=batch,
+        domains_J_per_inference={k: v["mean_J"] / batch for k, v in need(whole.domains).items()},
+        method="mean energy of one pipeline iteration (load..postprocess) / batch size",
+    )
+
+
+@dataclass
+class _LayerBlocks:
+    """Layer energies: those reported (enough iterations, a small spread) and those withheld."""
+
+    reported: dict[str, RaplSpan] = field(default_factory=dict)
+    withheld: dict[str, float | None] = field(default_factory=dict)
+    """Layer -> its relative standard error."""
+    needed: list[int] = field(default_factory=list)
+    """Per withheld layer with a spread: the iterations its standard error would need to reach the limit."""
+
+    def note(self) -> RaplPerLayer:
+        note = RaplPerLayer.of(
+            method=f"layer span energy as for stages; listed only with n >= {LAYER_MIN_ITERATIONS} and "
+            f"standard error <= {LAYER_MAX_REL_SEM:.0%} of the mean",
+            reported=len(self.reported),
+            withheld=len(self.withheld),
         )
-    layers: dict[str, RaplSpan] = {}
-    withheld: dict[str, float | None] = {}
-    needed: list[int] = []
+        if self.withheld:
+            note.reason = (
+                f"{len(self.withheld)} layers have a standard error above {LAYER_MAX_REL_SEM:.0%} of their mean "
+                "energy (spans of a few RAPL update steps or less)"
+            )
+            if self.needed:
+                note.iterations_needed_median = int(statistics.median(self.needed))
+        elif not self.reported:
+            note.reason = "no layer readings (layer markers absent, or rapl_layer_reads is off)"
+        return note
+
+
+def _layer_blocks(
+    by: dict[tuple[str, str], list[SpanEnergy]], domains: Sequence[Domain], head: Sequence[int]
+) -> _LayerBlocks:
+    out = _LayerBlocks()
     for (kind, name), group in by.items():
         if kind != "layer":
             continue
         block = _span_block(group, domains, head)
         rel, mean, std = block.rel_sem, need(block.mean), need(block.std)
         if need(block.n) >= LAYER_MIN_ITERATIONS and rel is not None and rel <= LAYER_MAX_REL_SEM:
-            layers[name] = block
-            tables.layers[name] = _metric_row(block, domains)
+            out.reported[name] = block
         else:
-            withheld[name] = rel
+            out.withheld[name] = rel
             if mean > 0 and std > 0:
-                needed.append(math.ceil((std / (LAYER_MAX_REL_SEM * mean)) ** 2))
-    layer_note = RaplPerLayer.of(
-        method=f"layer span energy as for stages; listed only with n >= {LAYER_MIN_ITERATIONS} and "
-        f"standard error <= {LAYER_MAX_REL_SEM:.0%} of the mean",
-        reported=len(layers),
-        withheld=len(withheld),
-    )
-    if withheld:
-        layer_note.reason = (
-            f"{len(withheld)} layers have a standard error above {LAYER_MAX_REL_SEM:.0%} of their mean "
-            "energy (spans of a few RAPL update steps or less)"
-        )
-        if needed:
-            layer_note.iterations_needed_median = int(statistics.median(needed))
-    elif not layers:
-        layer_note.reason = "no layer readings (layer markers absent, or rapl_layer_reads is off)"
-    return EnergyReport(per_inference, stages, layers, layer_note, tables)
+                out.needed.append(math.ceil((std / (LAYER_MAX_REL_SEM * mean)) ** 2))
+    return out
 
 
 def _metric_row(block: RaplSpan, domains: Sequence[Domain]) -> dict[str, float]:
