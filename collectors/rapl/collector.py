@@ -61,12 +61,19 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.rapl.energy import Reading, energy_report, headline_indices, power_series, track_name
-from hwprof.collectors.rapl.sources import ENV_FIX, EnergySource, SourceUnavailable, open_source, override_problem
+from hwprof.collectors.rapl.sources import (
+    ENV_FIX,
+    Domain,
+    EnergySource,
+    SourceUnavailable,
+    open_source,
+    override_problem,
+)
 from hwprof.collectors.rapl.still import NO_FIX, PROBE_BUDGET_S, StillCounters, first_change_s, still_domains
 
 from hwprof.core.atomic import atomic_path
@@ -238,12 +245,39 @@ class RaplCollector(Collector):
             self.source.close()
 
     def _finish(self, ctx: PassContext, source: EnergySource) -> CollectorResult:
-        domains = source.domains
         artifacts = [self._write_readings(ctx, source)]
+        summary = self._opening_summary(source)
+        if not self.readings:
+            return CollectorResult(
+                "failed", reason="no measured iteration was read", summary=summary, artifacts=artifacts
+            )
+        problems = []
+        series = _Series(source.domains, self.readings, self.samples)
+        still = still_domains([r.uj for r in series.readings] + [v for _, v in series.samples], len(series.domains))
+        if still:
+            info = series.still_counters(still)
+            summary.still_counters = info.record()
+            if len(still) == len(series.domains):
+                return CollectorResult(
+                    "unavailable", reason=info.reason(), fix=NO_FIX, summary=summary, artifacts=artifacts
+                )
+            series = series.without(still)
+            problems.append(f"left out: {info.reason()}")
+        artifacts += self._write_energy(ctx, series, summary)
+        if source.skipped and source.kind == "powercap":
+            problems.append("not read: " + "; ".join(f"{z} {why}" for z, why in source.skipped.items()))
+        if self._sampler_error:
+            problems.append(f"power series cut short: {self._sampler_error}")
+        if problems:
+            return CollectorResult("partial", reason="; ".join(problems), summary=summary, artifacts=artifacts)
+        return CollectorResult("ok", summary=summary, artifacts=artifacts)
+
+    def _opening_summary(self, source: EnergySource) -> RaplSummary:
+        """What the summary says before the readings are looked at: the source, its domains, the read cost."""
         summary = RaplSummary.of(
             source=source.kind,
             where=source.where,
-            domains=[asdict(d) for d in domains],
+            domains=[asdict(d) for d in source.domains],
             skipped=source.skipped,
             update_interval=self.update_interval,
             marker_reads=len(self.readings),
@@ -254,59 +288,31 @@ class RaplCollector(Collector):
                 "mean": statistics.fmean(ordered) / 1e3,
                 "p50": ordered[len(ordered) // 2] / 1e3,
                 "max": ordered[-1] / 1e3,
-                "domains": len(domains),
+                "domains": len(source.domains),
             }
         if self._sampler_error:
             summary.sampler_error = self._sampler_error
-        if not self.readings:
-            return CollectorResult(
-                "failed", reason="no measured iteration was read", summary=summary, artifacts=artifacts
-            )
-        problems = []
-        readings, samples = self.readings, self.samples
-        still = still_domains([r.uj for r in readings] + [v for _, v in samples], len(domains))
-        if still:
-            info = StillCounters(
-                [domains[i].label for i in still],
-                len(readings) + len(samples),
-                len({r.iteration for r in readings}),
-                (max(r.t_ns for r in readings) - min(r.t_ns for r in readings)) / 1e9,
-            )
-            summary.still_counters = info.record()
-            if len(still) == len(domains):
-                return CollectorResult(
-                    "unavailable", reason=info.reason(), fix=NO_FIX, summary=summary, artifacts=artifacts
-                )
-            keep = [i for i in range(len(domains)) if i not in still]
-            domains = [domains[i] for i in keep]
-            readings = [replace(r, uj=tuple(r.uj[i] for i in keep)) for r in readings]
-            samples = [(t, [v[i] for i in keep]) for t, v in samples]
-            problems.append(f"left out: {info.reason()}")
-        records = power_series(samples, domains)
+        return summary
+
+    def _write_energy(self, ctx: PassContext, series: _Series, summary: RaplSummary) -> list[str]:
+        """The power series (records) and the energy per stage and layer (metrics, summary): their artifacts."""
+        domains = series.domains
         rec_path = records_path(ctx.out_dir, self.name)
-        write_records(rec_path, records)
-        artifacts.append(ctx.relpath(rec_path))
+        write_records(rec_path, power_series(series.samples, domains))
         summary.energy_J_is = " + ".join(domains[i].label for i in headline_indices(domains))
         summary.power_series = {
-            "samples": len(samples),
+            "samples": len(series.samples),
             "interval_ms": self.config.interval_ms,
             "tracks": [track_name(d) for d in domains],
             "unit": "W",
         }
-        report = energy_report(readings, domains, self.config.batch, self.update_interval.value_ms)
+        report = energy_report(series.readings, domains, self.config.batch, self.update_interval.value_ms)
         summary.per_inference = report.per_inference
         summary.stages = report.stages
         summary.per_layer = report.layer_note
         met_path = metrics_path(ctx.out_dir, self.name)
         report.tables.save(met_path)
-        artifacts.append(ctx.relpath(met_path))
-        if source.skipped and source.kind == "powercap":
-            problems.append("not read: " + "; ".join(f"{z} {why}" for z, why in source.skipped.items()))
-        if self._sampler_error:
-            problems.append(f"power series cut short: {self._sampler_error}")
-        if problems:
-            return CollectorResult("partial", reason="; ".join(problems), summary=summary, artifacts=artifacts)
-        return CollectorResult("ok", summary=summary, artifacts=artifacts)
+        return [ctx.relpath(rec_path), ctx.relpath(met_path)]
 
     def _write_readings(self, ctx: PassContext, source: EnergySource) -> str:
         """Raw readings (microjoules, before wrap correction) so a report can recompute everything."""
@@ -345,3 +351,29 @@ class RaplCollector(Collector):
 
 
 COLLECTOR = RaplCollector
+
+
+@dataclass
+class _Series:
+    """The domains, the readings at the markers and the sampler's power samples, read together."""
+
+    domains: list[Domain]
+    readings: list[Reading]
+    samples: list[tuple[int, list[float]]]
+
+    def still_counters(self, still: list[int]) -> StillCounters:
+        return StillCounters(
+            [self.domains[i].label for i in still],
+            len(self.readings) + len(self.samples),
+            len({r.iteration for r in self.readings}),
+            (max(r.t_ns for r in self.readings) - min(r.t_ns for r in self.readings)) / 1e9,
+        )
+
+    def without(self, still: list[int]) -> _Series:
+        """The same, less the still domains."""
+        keep = [i for i in range(len(self.domains)) if i not in still]
+        return _Series(
+            [self.domains[i] for i in keep],
+            [replace(r, uj=tuple(r.uj[i] for i in keep)) for r in self.readings],
+            [(t, [v[i] for i in keep]) for t, v in self.samples],
+        )
