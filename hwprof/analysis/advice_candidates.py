@@ -102,9 +102,21 @@ class RunFacts:
 
 
 def cpu_candidates(facts: RunFacts) -> list[Candidate]:
+    return [
+        *_torch_candidates(facts),
+        *_thread_candidates(facts),
+        *_runtime_candidates(facts),
+        *_precision_candidates(facts),
+        *_openmp_candidates(facts),
+    ]
+
+
+def _torch_candidates(facts: RunFacts) -> list[Candidate]:
+    """channels_last and torch.compile, for a torch run."""
+    if facts.runtime != "torch":
+        return []
     out: list[Candidate] = []
-    torch_fp32 = facts.runtime == "torch" and facts.precision == "fp32"
-    if facts.runtime == "torch" and not facts.channels_last:
+    if not facts.channels_last:
         out.append(
             Candidate(
                 "channels_last",
@@ -114,39 +126,51 @@ def cpu_candidates(facts: RunFacts) -> list[Candidate]:
                 {"channels_last": True},
             )
         )
-    if facts.runtime == "torch":
-        out.append(
-            Candidate(
-                "compile",
-                "torch.compile (Inductor, mode 'default'): fuses elementwise and data-movement layers",
-                'code: model = torch.compile(model, mode="default")',
-                ("data-movement", "python-overhead", "memory-bound", "below-roof", "efficiency"),
-                compile_mode="default",
-            )
+    out.append(
+        Candidate(
+            "compile",
+            "torch.compile (Inductor, mode 'default'): fuses elementwise and data-movement layers",
+            'code: model = torch.compile(model, mode="default")',
+            ("data-movement", "python-overhead", "memory-bound", "below-roof", "efficiency"),
+            compile_mode="default",
         )
-    for n in thread_counts(facts):
-        out.append(
-            Candidate(
-                f"threads-{n}",
-                f"{n} intra-op thread{'s' if n > 1 else ''} instead of {facts.threads}",
-                f"--threads {n}",
-                ("threads-idle", "openmp-wait", "threads-low"),
-                {"threads": n},
-            )
+    )
+    return out
+
+
+def _thread_candidates(facts: RunFacts) -> list[Candidate]:
+    return [
+        Candidate(
+            f"threads-{n}",
+            f"{n} intra-op thread{'s' if n > 1 else ''} instead of {facts.threads}",
+            f"--threads {n}",
+            ("threads-idle", "openmp-wait", "threads-low"),
+            {"threads": n},
         )
-    for runtime in ("onnxruntime", "openvino"):
-        if facts.runtime != runtime:
-            out.append(
-                Candidate(
-                    runtime,
-                    f"{'ONNX Runtime' if runtime == 'onnxruntime' else 'OpenVINO'} in fp32 on the exported model",
-                    f"--runtime {runtime}",
-                    ("efficiency", "python-overhead", "below-roof"),
-                    {"runtime": runtime, "precision": "fp32"},
-                    blocked=facts.unavailable_runtimes.get(runtime, ""),
-                )
-            )
-    if torch_fp32:
+        for n in thread_counts(facts)
+    ]
+
+
+def _runtime_candidates(facts: RunFacts) -> list[Candidate]:
+    """The other runtimes, in fp32 on the exported model."""
+    return [
+        Candidate(
+            runtime,
+            f"{'ONNX Runtime' if runtime == 'onnxruntime' else 'OpenVINO'} in fp32 on the exported model",
+            f"--runtime {runtime}",
+            ("efficiency", "python-overhead", "below-roof"),
+            {"runtime": runtime, "precision": "fp32"},
+            blocked=facts.unavailable_runtimes.get(runtime, ""),
+        )
+        for runtime in ("onnxruntime", "openvino")
+        if facts.runtime != runtime
+    ]
+
+
+def _precision_candidates(facts: RunFacts) -> list[Candidate]:
+    """bf16 (a torch fp32 run) and int8 (an fp32 run), blocked where the host lacks the units."""
+    out: list[Candidate] = []
+    if facts.runtime == "torch" and facts.precision == "fp32":
         out.append(
             Candidate(
                 "bf16",
@@ -168,17 +192,21 @@ def cpu_candidates(facts: RunFacts) -> list[Candidate]:
                 blocked=_missing_units(facts, INT8_UNITS, "int8") or facts.unavailable_runtimes.get("onnxruntime", ""),
             )
         )
-    if facts.threads > 1:
-        out.append(
-            Candidate(
-                "omp-passive",
-                "OpenMP threads sleep when idle instead of spinning (libgomp OMP_WAIT_POLICY=PASSIVE)",
-                "OMP_WAIT_POLICY=PASSIVE hwprof collect ...",
-                ("openmp-wait",),
-                env=dict(OPENMP_SPIN_ENV),
-            )
-        )
     return out
+
+
+def _openmp_candidates(facts: RunFacts) -> list[Candidate]:
+    if facts.threads <= 1:
+        return []
+    return [
+        Candidate(
+            "omp-passive",
+            "OpenMP threads sleep when idle instead of spinning (libgomp OMP_WAIT_POLICY=PASSIVE)",
+            "OMP_WAIT_POLICY=PASSIVE hwprof collect ...",
+            ("openmp-wait",),
+            env=dict(OPENMP_SPIN_ENV),
+        )
+    ]
 
 
 def thread_counts(facts: RunFacts) -> list[int]:
