@@ -291,34 +291,9 @@ class PerfEvents(Collector):
         fallback = None
         if missing and all(s.software for s in specs):
             fallback = "no hardware event opened: counting software events only"
-        reads = sorted(self.read_ns)
-        groups_per_read = (
-            sum(len(active) for _, active, *_ in self.readings) / len(self.readings) if self.readings else 0.0
-        )
-        read_cost: dict[str, Any] = {"reads": len(reads), "groups_per_read": groups_per_read}
-        if reads:
-            read_cost.update(
-                mean_us=sum(reads) / len(reads) / 1e3,
-                p50_us=reads[len(reads) // 2] / 1e3,
-                p99_us=reads[min(len(reads) - 1, int(len(reads) * 0.99))] / 1e3,
-                method="perf_counter_ns around the read(2) of the enabled groups at each marker, in the run",
-            )
-        iteration_wall = analysis.tables.stages.get("iteration", {}).get("wall-time", 0.0) * analysis.iterations
-        if iteration_wall:
-            read_cost["on_marker_share"] = self.marker_ns / iteration_wall
-            read_cost["on_marker_share_method"] = (
-                "time in this collector's on_marker (reads, bookkeeping) over the measured iterations' wall "
-                "time: its own cost on the model thread, excluding the layer hooks that the pass adds anyway"
-            )
+        read_cost = self._read_cost(analysis)
         multiplexed = {e: f for e, f in analysis.running.items() if f < 0.999}
-        method = self.config.counter_reads
-        plan = self.planner.plan
-        reads_plan = plan.describe(method) if plan is not None else LayerReads.of(method=method)
-        if self.planner.wish is not None:
-            reads_plan.update(iterations_asked=self.planner.wish)
-        visits = [int(row["visits"]) for row in analysis.tables.layers.values() if "visits" in row]
-        if visits:
-            reads_plan.update(visits_min=min(visits), visits_max=max(visits), iterations=analysis.iterations)
+        reads_plan = self._layer_reads(analysis)
         checks = summary_checks(analysis)
         if checks.task_clock_vs_process_cpu is not None:
             checks.task_clock_vs_process_cpu.method = CPU_CHECK_METHOD
@@ -353,6 +328,41 @@ class PerfEvents(Collector):
             cache_line_source=line_source,
             gap="stages.forward['gap.<event>'] in perf_events.metrics.json: forward outside every layer",
         )
+
+    def _read_cost(self, analysis: Any) -> dict[str, Any]:
+        """The cost of the reads at the markers: per read, and this collector's share of the iterations' wall."""
+        reads = sorted(self.read_ns)
+        groups_per_read = (
+            sum(len(active) for _, active, *_ in self.readings) / len(self.readings) if self.readings else 0.0
+        )
+        read_cost: dict[str, Any] = {"reads": len(reads), "groups_per_read": groups_per_read}
+        if reads:
+            read_cost.update(
+                mean_us=sum(reads) / len(reads) / 1e3,
+                p50_us=reads[len(reads) // 2] / 1e3,
+                p99_us=reads[min(len(reads) - 1, int(len(reads) * 0.99))] / 1e3,
+                method="perf_counter_ns around the read(2) of the enabled groups at each marker, in the run",
+            )
+        iteration_wall = analysis.tables.stages.get("iteration", {}).get("wall-time", 0.0) * analysis.iterations
+        if iteration_wall:
+            read_cost["on_marker_share"] = self.marker_ns / iteration_wall
+            read_cost["on_marker_share_method"] = (
+                "time in this collector's on_marker (reads, bookkeeping) over the measured iterations' wall "
+                "time: its own cost on the model thread, excluding the layer hooks that the pass adds anyway"
+            )
+        return read_cost
+
+    def _layer_reads(self, analysis: Any) -> LayerReads:
+        """Which layers the iterations read (the planner's plan), with the visits the analysis saw."""
+        method = self.config.counter_reads
+        plan = self.planner.plan
+        reads_plan = plan.describe(method) if plan is not None else LayerReads.of(method=method)
+        if self.planner.wish is not None:
+            reads_plan.update(iterations_asked=self.planner.wish)
+        visits = [int(row["visits"]) for row in analysis.tables.layers.values() if "visits" in row]
+        if visits:
+            reads_plan.update(visits_min=min(visits), visits_max=max(visits), iterations=analysis.iterations)
+        return reads_plan
 
 
 def _rows(counters: CounterSet, active: tuple[int, ...], raws: tuple[bytes, ...]) -> dict[int, tuple[int, int, Any]]:
