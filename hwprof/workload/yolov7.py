@@ -27,6 +27,7 @@ import copy
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -146,6 +147,36 @@ def _set_layer_attrs(module: nn.Module, cls: type[nn.Module], i: int, f: int | l
         setattr(module, name, value)
 
 
+@dataclass(frozen=True)
+class _Gains:
+    """What a cfg's rows are read with: the class count, the anchors, the depth and width multiples."""
+
+    nc: int
+    anchors: Any
+    no: int
+    """Detect's outputs per grid cell (na * (nc + 5)): a Conv-like layer with as many output channels keeps them."""
+    depth: float
+    width: float
+
+    @classmethod
+    def of(cls, cfg: Mapping[str, Any]) -> _Gains:
+        anchors, nc = cfg["anchors"], int(cfg["nc"])
+        na = len(anchors[0]) // 2 if isinstance(anchors, list) else int(anchors)
+        depth, width = float(cfg.get("depth_multiple", 1.0)), float(cfg.get("width_multiple", 1.0))
+        return cls(nc, anchors, na * (nc + 5), depth, width)
+
+
+@dataclass
+class _Layer:
+    """One row of a cfg resolved: the module class, its arguments and repeats, its output channels and stride."""
+
+    m: type[nn.Module]
+    args: list[Any]
+    n: int
+    c2: int = 0
+    stride: float = 0.0
+
+
 def parse_model(cfg: Mapping[str, Any], ch: int = 3) -> tuple[nn.Sequential, list[int]]:
     """The top-level layers and the save list (indices whose outputs later layers read).
 
@@ -154,69 +185,76 @@ def parse_model(cfg: Mapping[str, Any], ch: int = 3) -> tuple[nn.Sequential, lis
     sums its inputs, everything else keeps its input's channels. Strides are tracked here from
     the layer arguments rather than measured with a forward pass, and handed to Detect.
     """
-    anchors, nc = cfg["anchors"], int(cfg["nc"])
-    depth_gain, width_gain = float(cfg.get("depth_multiple", 1.0)), float(cfg.get("width_multiple", 1.0))
-    na = len(anchors[0]) // 2 if isinstance(anchors, list) else int(anchors)
-    no = na * (nc + 5)
-
+    gains = _Gains.of(cfg)
     layers: list[nn.Module] = []
     save: list[int] = []
     channels: list[int] = [ch]  # the input, until layer 0 replaces it
     strides: list[float] = [1.0]
     rows = list(cfg["backbone"]) + list(cfg["head"])
     for i, row in enumerate(rows):
-        if not (isinstance(row, list | tuple) and len(row) == 4):
-            raise ValueError(f"layer {i}: expected [from, number, module, args], got {row!r}")
-        f, n, module_name, raw_args = row
-        if module_name not in MODULES:
-            raise ValueError(f"layer {i}: unsupported module {module_name!r}; known: {', '.join(MODULES)}")
-        m = MODULES[module_name]
-        args = [_parse_arg(a, nc, anchors) for a in raw_args]
-        n = max(round(n * depth_gain), 1) if n > 1 else n
-
-        if m in _CONV_LIKE:
-            c1, c2 = channels[f], args[0]
-            if c2 != no:
-                c2 = make_divisible(c2 * width_gain, 8)
-            args = [c1, c2, *args[1:]]
-            if m is SPPCSPC:
-                args.insert(2, n)
-                n = 1
-                stride = strides[f]
-            else:
-                stride = strides[f] * (args[3] if len(args) > 3 else 1)
-        elif m is Concat:
-            c2 = sum(channels[j] for j in f)
-            level = {strides[j] for j in f}
-            if len(level) != 1:
-                raise ValueError(f"layer {i}: Concat of inputs with different strides {sorted(level)}")
-            stride = level.pop()
-        elif m is Detect:
-            if isinstance(args[1], int):
-                args[1] = [list(range(args[1] * 2))] * len(f)
-            args.append([channels[j] for j in f])
-            args.append([strides[j] for j in f])
-            c2, stride = 0, 0.0
-        elif m is MP:
-            c2 = channels[f]
-            stride = strides[f] * (args[0] if args else 2)
-        elif m is SP:
-            c2 = channels[f]
-            stride = strides[f] * (args[1] if len(args) > 1 else 1)
-        else:  # nn.Upsample(size, scale_factor, mode)
-            c2 = channels[f]
-            scale = args[1] if len(args) > 1 else 1
-            stride = strides[f] / float(scale)
-
+        f, layer = _read_row(i, row, gains)
+        _shape(i, f, layer, gains, channels, strides)
+        m, args, n = layer.m, layer.args, layer.n
         module = nn.Sequential(*(m(*args) for _ in range(n))) if n > 1 else m(*args)
         _set_layer_attrs(module, m, i, f)  # a repeated block (n > 1) is typed by its class
         save.extend(j % i for j in _edges(f) if j != -1)
         layers.append(module)
         if i == 0:
             channels, strides = [], []
-        channels.append(c2)
-        strides.append(stride)
+        channels.append(layer.c2)
+        strides.append(layer.stride)
     return nn.Sequential(*layers), sorted(save)
+
+
+def _read_row(i: int, row: Any, gains: _Gains) -> tuple[Any, _Layer]:
+    """A cfg row [from, number, module, args] checked: its inputs, and the layer with its arguments parsed."""
+    if not (isinstance(row, list | tuple) and len(row) == 4):
+        raise ValueError(f"layer {i}: expected [from, number, module, args], got {row!r}")
+    f, n, module_name, raw_args = row
+    if module_name not in MODULES:
+        raise ValueError(f"layer {i}: unsupported module {module_name!r}; known: {', '.join(MODULES)}")
+    args = [_parse_arg(a, gains.nc, gains.anchors) for a in raw_args]
+    n = max(round(n * gains.depth), 1) if n > 1 else n
+    return f, _Layer(MODULES[module_name], args, n)
+
+
+def _shape(i: int, f: Any, layer: _Layer, gains: _Gains, channels: list[int], strides: list[float]) -> None:
+    """The layer's output channels and stride from its inputs'; the arguments that depend on them."""
+    m, args = layer.m, layer.args
+    if m in _CONV_LIKE:
+        c1, c2 = channels[f], args[0]
+        if c2 != gains.no:
+            c2 = make_divisible(c2 * gains.width, 8)
+        layer.args = args = [c1, c2, *args[1:]]
+        if m is SPPCSPC:
+            args.insert(2, layer.n)
+            layer.n = 1
+            layer.stride = strides[f]
+        else:
+            layer.stride = strides[f] * (args[3] if len(args) > 3 else 1)
+        layer.c2 = c2
+    elif m is Concat:
+        layer.c2 = sum(channels[j] for j in f)
+        level = {strides[j] for j in f}
+        if len(level) != 1:
+            raise ValueError(f"layer {i}: Concat of inputs with different strides {sorted(level)}")
+        layer.stride = level.pop()
+    elif m is Detect:
+        if isinstance(args[1], int):
+            args[1] = [list(range(args[1] * 2))] * len(f)
+        args.append([channels[j] for j in f])
+        args.append([strides[j] for j in f])
+        layer.c2, layer.stride = 0, 0.0
+    elif m is MP:
+        layer.c2 = channels[f]
+        layer.stride = strides[f] * (args[0] if args else 2)
+    elif m is SP:
+        layer.c2 = channels[f]
+        layer.stride = strides[f] * (args[1] if len(args) > 1 else 1)
+    else:  # nn.Upsample(size, scale_factor, mode)
+        layer.c2 = channels[f]
+        scale = args[1] if len(args) > 1 else 1
+        layer.stride = strides[f] / float(scale)
 
 
 class YOLOv7Model(nn.Module):
