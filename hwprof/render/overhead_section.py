@@ -14,11 +14,19 @@ from hwprof.render.fmt import ms, num, pct
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
+    from hwprof.analysis.overhead import Overheads
     from hwprof.analysis.run_analysis import Analysis
 
 
 def overhead_spec(a: Analysis) -> TableSpec:
     o = a.overheads
+    others = any(p.neighbours for p in o.passes)  # runs from before hwprof measured it: no column
+    rows = _rows(o, others)
+    cols = _columns(others) if rows else []
+    return TableSpec("collector overheads", cols, rows, [*_pass_notes(o, others), *_forward_notes(o)])
+
+
+def _columns(others: bool) -> list[Col]:
     cols = [
         Col("pass", "left"),
         Col("collectors", "left", max_width=28, priority=2),
@@ -30,8 +38,13 @@ def overhead_spec(a: Analysis) -> TableSpec:
         Col("method", "left"),
         Col("steal", priority=1),
     ]
-    others = any(p.neighbours for p in o.passes)  # runs from before hwprof measured it: no column
-    rows = [
+    if others:
+        cols.append(Col("others", priority=1))
+    return cols
+
+
+def _rows(o: Overheads, others: bool) -> list[list[str]]:
+    return [
         [
             p.name,
             ", ".join(p.collectors),
@@ -46,10 +59,10 @@ def overhead_spec(a: Analysis) -> TableSpec:
         ]
         for p in o.passes
     ]
-    if others:
-        cols.append(Col("others", priority=1))
-    if not rows:
-        cols = []
+
+
+def _pass_notes(o: Overheads, others: bool) -> list[str]:
+    """What the columns mean, the cost methods, and per pass what its cost leaves unresolved or out."""
     notes = [
         "cost = forward time with the pass's collectors / without; steal = the hypervisor's steal time during "
         "the pass, share of all CPUs (/proc/stat): timings of a pass with high steal are inflated"
@@ -70,6 +83,12 @@ def overhead_spec(a: Analysis) -> TableSpec:
                 f"{p.name}: {', '.join(p.cost.always_on)} stayed on in the clean iterations, so the paired figure "
                 f"leaves it out; the whole pass, {PASS_LEVEL}: {level.ratio_text()}, {level.spread_text()}"
             )
+    return notes
+
+
+def _forward_notes(o: Overheads) -> list[str]:
+    """The forward's time outside the layers and between aten ops, the harness check, the counter checks."""
+    notes = []
     if o.outside_layers_ms is not None:
         cpu = f"; {o.outside_layers_cpu_ms:.2f} ms CPU (perf task-clock gap)" if o.outside_layers_cpu_ms else ""
         notes.append(
@@ -87,7 +106,7 @@ def overhead_spec(a: Analysis) -> TableSpec:
     if o.harness_vs_reference is not None:
         notes.append(f"harness forward / plain model(x) loop: {o.harness_vs_reference:.3f}")
     notes += o.counter_checks
-    return TableSpec("collector overheads", cols, rows, notes)
+    return notes
 
 
 # ----------------------------------------------------------------------------- rich and markdown
