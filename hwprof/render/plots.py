@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from hwprof.analysis.layer_stats import LayerStat
+    from hwprof.analysis.roofline import Roof
 
 COLOURS = {MEMORY: "#d95f02", COMPUTE: "#1b9e77", None: "#7570b3"}
 LABELS = {MEMORY: "memory-bound", COMPUTE: "compute-bound", None: "no roofline"}
@@ -81,23 +82,40 @@ def plot_roofline(a: Analysis) -> bytes | None:
     lo, hi = min(xs) / 2, max(xs) * 2
     if roof is not None:
         lo, hi = min(lo, roof.ridge / 8), max(hi, roof.ridge * 8)
-        grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-        ax.plot(
-            grid,
-            [roof.attainable_gflops(x) for x in grid],
-            color="black",
-            lw=1.5,
-            label=f"roof: {roof.peak_gflops:.1f} GFLOP/s, {roof.peak_gbps:.2f} GB/s",
-        )
-        ax.axvline(roof.ridge, color="grey", ls=":", lw=1)
-        ax.annotate(
-            f"ridge {roof.ridge:.1f}",
-            (roof.ridge, roof.peak_gflops),
-            textcoords="offset points",
-            xytext=(4, -12),
-            fontsize=8,
-            color="grey",
-        )
+        _draw_roof(ax, roof, lo, hi)
+    _draw_layers(ax, rows)
+    s = a.roofline
+    if s is not None and s.intensity and s.gflops_s:
+        ax.scatter([s.intensity], [s.gflops_s], marker="*", s=220, c="black", label="whole forward")
+    ax.set_xlim(lo, hi)
+    _label_roofline(ax, a.doc.model.name or "", len(a.layers.top_level) - len(rows))
+    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.11, top=0.93)
+    return png_bytes(fig)
+
+
+def _draw_roof(ax: Axes, roof: Roof, lo: float, hi: float) -> None:
+    """The roof over [lo, hi] and its ridge point."""
+    grid = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(
+        grid,
+        [roof.attainable_gflops(x) for x in grid],
+        color="black",
+        lw=1.5,
+        label=f"roof: {roof.peak_gflops:.1f} GFLOP/s, {roof.peak_gbps:.2f} GB/s",
+    )
+    ax.axvline(roof.ridge, color="grey", ls=":", lw=1)
+    ax.annotate(
+        f"ridge {roof.ridge:.1f}",
+        (roof.ridge, roof.peak_gflops),
+        textcoords="offset points",
+        xytext=(4, -12),
+        fontsize=8,
+        color="grey",
+    )
+
+
+def _draw_layers(ax: Axes, rows: list[LayerStat]) -> None:
+    """One point per layer, coloured by its bound, its area its share of forward; the six largest named."""
     for bound in (MEMORY, COMPUTE, None):
         group = [r for r in rows if r.bound == bound]
         if group:
@@ -119,14 +137,12 @@ def plot_roofline(a: Analysis) -> bytes | None:
             xytext=(5, 4),
             fontsize=7,
         )
-    s = a.roofline
-    if s is not None and s.intensity and s.gflops_s:
-        ax.scatter([s.intensity], [s.gflops_s], marker="*", s=220, c="black", label="whole forward")
-    skipped = len(a.layers.top_level) - len(rows)
-    ax.set_xlim(lo, hi)
+
+
+def _label_roofline(ax: Axes, model: str, skipped: int) -> None:
+    """Axis labels, title, legend, grid and plain tick labels."""
     ax.set_xlabel("arithmetic intensity (FLOP / minimum byte)")
     ax.set_ylabel("achieved GFLOP/s (scaled time)")
-    model = a.doc.model.name or ""
     note = f"; {skipped} layers without FLOPs or time not shown" if skipped else ""
     ax.set_title(f"roofline: {model}, point area = share of forward{note}", fontsize=9)
     ax.legend(fontsize=7, loc="upper left")
@@ -136,8 +152,6 @@ def plot_roofline(a: Analysis) -> bytes | None:
     plain = FuncFormatter(lambda v, _pos: f"{v:g}")
     ax.xaxis.set_major_formatter(plain)
     ax.yaxis.set_major_formatter(plain)
-    fig.subplots_adjust(left=0.11, right=0.97, bottom=0.11, top=0.93)
-    return png_bytes(fig)
 
 
 def plot_layer_times(a: Analysis) -> bytes | None:
