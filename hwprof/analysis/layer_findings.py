@@ -8,7 +8,7 @@ import statistics
 
 from hwprof.analysis.finding import Finding, index_ranges, layer_label, layers_of, pct, verb
 from hwprof.analysis.layer_stats import LayerReport, LayerStat
-from hwprof.analysis.roofline import MEMORY
+from hwprof.analysis.roofline import MEMORY, Roof
 from hwprof.analysis.types import TypeStat
 
 HOT_SHARE = 0.5
@@ -89,40 +89,57 @@ def roofline(report: LayerReport) -> list[Finding]:
     roof = report.roof.roof
     if roof is None:
         return []
-    out: list[Finding] = []
     mem = [r for r in report.top_level if r.bound == MEMORY and r.share is not None]
     movers = [r for r in mem if not r.flops]
-    mem = [r for r in mem if r.flops]
+    return [
+        *_data_movers(movers, roof),
+        *_memory_bound([r for r in mem if r.flops], roof),
+        *_below_roof(report),
+    ]
+
+
+def _data_movers(movers: list[LayerStat], roof: Roof) -> list[Finding]:
+    """Memory-bound layers with no FLOPs: they only move data."""
     share = sum(r.share or 0.0 for r in movers)
-    if movers and share >= MEMORY_MIN_SHARE:
-        types = ", ".join(sorted({r.type for r in movers}))
-        moved = sum(r.min_bytes or 0.0 for r in movers)
-        out.append(
-            Finding(
-                f"{layers_of(r.index for r in movers)} ({types}) only {verb(movers, 'moves', 'move')} data: "
-                f"{pct(share)} of forward",
-                f"0 FLOPs; {moved / 1e6:.1f} MB minimum traffic per forward would take "
-                f"{moved / roof.peak_gbps / 1e6:.2f} ms at the measured {roof.peak_gbps:.1f} GB/s; they take "
-                f"{sum(r.time_ms or 0.0 for r in movers):.2f} ms",
-                "roofline",
-                share,
-                topic="data-movement",
-            )
+    if not movers or not share >= MEMORY_MIN_SHARE:
+        return []
+    types = ", ".join(sorted({r.type for r in movers}))
+    moved = sum(r.min_bytes or 0.0 for r in movers)
+    return [
+        Finding(
+            f"{layers_of(r.index for r in movers)} ({types}) only {verb(movers, 'moves', 'move')} data: "
+            f"{pct(share)} of forward",
+            f"0 FLOPs; {moved / 1e6:.1f} MB minimum traffic per forward would take "
+            f"{moved / roof.peak_gbps / 1e6:.2f} ms at the measured {roof.peak_gbps:.1f} GB/s; they take "
+            f"{sum(r.time_ms or 0.0 for r in movers):.2f} ms",
+            "roofline",
+            share,
+            topic="data-movement",
         )
+    ]
+
+
+def _memory_bound(mem: list[LayerStat], roof: Roof) -> list[Finding]:
+    """Memory-bound layers with FLOPs: their intensity lies under the ridge."""
     share = sum(r.share or 0.0 for r in mem)
-    if mem and share >= MEMORY_MIN_SHARE:
-        ais = [r.intensity or 0.0 for r in mem]
-        out.append(
-            Finding(
-                f"{layers_of(r.index for r in mem)} {verb(mem, 'is', 'are')} memory-bound: {pct(share)} of forward",
-                f"intensity {min(ais):.1f}-{max(ais):.1f} FLOP/B (minimum bytes) under a ridge of "
-                f"{roof.ridge:.1f} FLOP/B ({roof.peak_gflops:.1f} GFLOP/s / {roof.peak_gbps:.1f} GB/s "
-                "measured)",
-                "roofline",
-                share,
-                topic="memory-bound",
-            )
+    if not mem or not share >= MEMORY_MIN_SHARE:
+        return []
+    ais = [r.intensity or 0.0 for r in mem]
+    return [
+        Finding(
+            f"{layers_of(r.index for r in mem)} {verb(mem, 'is', 'are')} memory-bound: {pct(share)} of forward",
+            f"intensity {min(ais):.1f}-{max(ais):.1f} FLOP/B (minimum bytes) under a ridge of "
+            f"{roof.ridge:.1f} FLOP/B ({roof.peak_gflops:.1f} GFLOP/s / {roof.peak_gbps:.1f} GB/s "
+            "measured)",
+            "roofline",
+            share,
+            topic="memory-bound",
         )
+    ]
+
+
+def _below_roof(report: LayerReport) -> list[Finding]:
+    """Big top-level layers far below their roof."""
     low = [
         r
         for r in report.top(len(report.layers))
@@ -131,29 +148,29 @@ def roofline(report: LayerReport) -> list[Finding]:
         and r.pct_roof is not None
         and r.pct_roof < FAR_BELOW_ROOF_PCT
     ]
-    if low:
-        share = sum(r.share or 0.0 for r in low)
-        worst = min(r.pct_roof or 0.0 for r in low)
-        best = max(r.pct_roof or 0.0 for r in low)
-        span = f"{worst:.0f}%" if round(worst) == round(best) else f"{worst:.0f}-{best:.0f}%"
-        many = len(low) > 1
-        out.append(
-            Finding(
-                f"layer{'s' if many else ''} {index_ranges(r.index for r in low)} "
-                f"reach{'' if many else 'es'} only {span} of {'their' if many else 'its'} roof: "
-                f"{pct(share)} of forward",
-                "; ".join(
-                    f"{r.index} {r.type}: {r.gflops_s:.2f} of {r.attainable_gflops:.1f} GFLOP/s attainable "
-                    f"at {r.intensity:.0f} FLOP/B"
-                    for r in low[:4]
-                )
-                + ("; ..." if len(low) > 4 else ""),
-                "roofline",
-                sum((r.share or 0.0) * (1 - (r.pct_roof or 0.0) / 100) for r in low),
-                topic="below-roof",
+    if not low:
+        return []
+    share = sum(r.share or 0.0 for r in low)
+    worst = min(r.pct_roof or 0.0 for r in low)
+    best = max(r.pct_roof or 0.0 for r in low)
+    span = f"{worst:.0f}%" if round(worst) == round(best) else f"{worst:.0f}-{best:.0f}%"
+    many = len(low) > 1
+    return [
+        Finding(
+            f"layer{'s' if many else ''} {index_ranges(r.index for r in low)} "
+            f"reach{'' if many else 'es'} only {span} of {'their' if many else 'its'} roof: "
+            f"{pct(share)} of forward",
+            "; ".join(
+                f"{r.index} {r.type}: {r.gflops_s:.2f} of {r.attainable_gflops:.1f} GFLOP/s attainable "
+                f"at {r.intensity:.0f} FLOP/B"
+                for r in low[:4]
             )
+            + ("; ..." if len(low) > 4 else ""),
+            "roofline",
+            sum((r.share or 0.0) * (1 - (r.pct_roof or 0.0) / 100) for r in low),
+            topic="below-roof",
         )
-    return out
+    ]
 
 
 SLOW_KERNEL = "slow_conv"
