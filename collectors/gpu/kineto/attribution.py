@@ -142,61 +142,74 @@ def attribute(trace: GpuTrace, launch_cats: tuple[str, ...] = LAUNCH_CATS) -> Gp
     forwards: list[ForwardGpu] = []
     unmatched = 0
     for fwd in trace.forwards:
-        layers = _inside(trace.layers, fwd.ts, fwd.end, fwd.tid)
-        layer_starts = [r.ts for r in layers]
-        for rng in layers:
-            m = LAYER_RANGE.match(rng.name)
-            assert m is not None
-            acc = accs.setdefault(f"model.{m.group(1)}", _Acc(int(m.group(1)), m.group(2)))
-            acc.cpu += rng.dur
-        acts: list[GpuActivity] = []
-        for call in _inside(trace.launches, fwd.ts, fwd.end, fwd.tid):
-            if call.cat not in launch_cats:
-                continue
-            act = trace.activities.get(call.correlation) if call.correlation is not None else None
-            k = bisect.bisect_right(layer_starts, call.ts) - 1
-            if k >= 0 and call.ts < layers[k].end:
-                m = LAYER_RANGE.match(layers[k].name)
-                assert m is not None
-                acc = accs[f"model.{m.group(1)}"]
-            else:
-                acc = accs.setdefault(OUTSIDE, _Acc(-1, ""))
-            acc.charge(call, act)
-            if act is None:
-                unmatched += 1
-            else:
-                acts.append(act)
-        if not acts:
-            continue
-        busy = union_ns([(a.ts, a.end) for a in acts])
-        last = max(a.end for a in acts)
-        forwards.append(
-            ForwardGpu(
-                cpu_ns=fwd.dur,
-                gpu_busy_ns=busy,
-                gpu_sum_ns=sum(a.dur for a in acts),
-                window_ns=max(fwd.end, last) - fwd.ts,
-                kernels=len(acts),
-                first_kernel_delay_ns=min(a.ts for a in acts) - fwd.ts,
-            )
-        )
+        acts, missed = _charge_forward(trace, fwd, launch_cats, accs)
+        unmatched += missed
+        if acts:
+            forwards.append(_forward_gpu(fwd, acts))
     n = max(1, len(trace.forwards))
-    rows = [
-        LayerGpu(
-            layer=name,
-            index=acc.index,
-            type=acc.type,
-            cpu_ns=acc.cpu / n,
-            api_ns=acc.api / n,
-            launch_ns=acc.launch / n,
-            gpu_ns=acc.gpu / n,
-            kernels=acc.kernels / n,
-            kernel_rows=sorted(
-                (KernelRow(k, c, v[0] / n, v[1] / n) for (k, c), v in acc.by_kernel.items()),
-                key=lambda r: -r.gpu_ns,
-            ),
-        )
-        for name, acc in accs.items()
-    ]
+    rows = [_layer_row(name, acc, n) for name, acc in accs.items()]
     rows.sort(key=lambda r: (r.index < 0, r.index))
     return GpuAttribution(forwards, rows, unmatched)
+
+
+def _charge_forward(
+    trace: GpuTrace, fwd: Interval, launch_cats: tuple[str, ...], accs: dict[str, _Acc]
+) -> tuple[list[GpuActivity], int]:
+    """One forward's layer ranges and launches charged to accs: its GPU activities, and the launches without one."""
+    layers = _inside(trace.layers, fwd.ts, fwd.end, fwd.tid)
+    layer_starts = [r.ts for r in layers]
+    for rng in layers:
+        m = LAYER_RANGE.match(rng.name)
+        assert m is not None
+        acc = accs.setdefault(f"model.{m.group(1)}", _Acc(int(m.group(1)), m.group(2)))
+        acc.cpu += rng.dur
+    acts: list[GpuActivity] = []
+    unmatched = 0
+    for call in _inside(trace.launches, fwd.ts, fwd.end, fwd.tid):
+        if call.cat not in launch_cats:
+            continue
+        act = trace.activities.get(call.correlation) if call.correlation is not None else None
+        k = bisect.bisect_right(layer_starts, call.ts) - 1
+        if k >= 0 and call.ts < layers[k].end:
+            m = LAYER_RANGE.match(layers[k].name)
+            assert m is not None
+            acc = accs[f"model.{m.group(1)}"]
+        else:
+            acc = accs.setdefault(OUTSIDE, _Acc(-1, ""))
+        acc.charge(call, act)
+        if act is None:
+            unmatched += 1
+        else:
+            acts.append(act)
+    return acts, unmatched
+
+
+def _forward_gpu(fwd: Interval, acts: list[GpuActivity]) -> ForwardGpu:
+    busy = union_ns([(a.ts, a.end) for a in acts])
+    last = max(a.end for a in acts)
+    return ForwardGpu(
+        cpu_ns=fwd.dur,
+        gpu_busy_ns=busy,
+        gpu_sum_ns=sum(a.dur for a in acts),
+        window_ns=max(fwd.end, last) - fwd.ts,
+        kernels=len(acts),
+        first_kernel_delay_ns=min(a.ts for a in acts) - fwd.ts,
+    )
+
+
+def _layer_row(name: str, acc: _Acc, n: int) -> LayerGpu:
+    """A layer's accumulated times and kernels, per forward (n forwards)."""
+    return LayerGpu(
+        layer=name,
+        index=acc.index,
+        type=acc.type,
+        cpu_ns=acc.cpu / n,
+        api_ns=acc.api / n,
+        launch_ns=acc.launch / n,
+        gpu_ns=acc.gpu / n,
+        kernels=acc.kernels / n,
+        kernel_rows=sorted(
+            (KernelRow(k, c, v[0] / n, v[1] / n) for (k, c), v in acc.by_kernel.items()),
+            key=lambda r: -r.gpu_ns,
+        ),
+    )
