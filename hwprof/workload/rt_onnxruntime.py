@@ -15,6 +15,7 @@ import json
 import shutil
 import statistics
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -177,51 +178,70 @@ def profile_from_events(
     )
     if len(runs_ev) != len(records):
         raise ValueError(f"ONNX Runtime profiled {len(runs_ev)} runs but {len(records)} were made")
-    nodes: dict[str, NodeInfo] = {}
+    reader = _NodeEvents(node_ev, origin_ns, fused or {})
     runs: list[RunSpans] = []
     gaps_start: list[float] = []
     gaps_end: list[float] = []
-    k = 0
-
-    def to_ns(ts_us: float) -> int:
-        return origin_ns + round(ts_us * 1000)
-
     for event, record in zip(runs_ev, records, strict=True):
         t0, t1 = event["ts"], event["ts"] + event["dur"]
-        spans: list[NodeSpan] = []
-        while k < len(node_ev) and node_ev[k]["ts"] < t0:
-            k += 1
-        while k < len(node_ev) and node_ev[k]["ts"] <= t1:
-            e = node_ev[k]
-            k += 1
-            raw = str(e["name"]).removesuffix(KERNEL_SUFFIX)
-            name = raw.removesuffix("/")
-            info = nodes.get(name)
-            if info is None:
-                args = e.get("args", {})
-                op = str(args.get("op_name", ""))
-                layers, children = layers_of([name])
-                extra = (fused or {}).get(raw, ())
-                layers = tuple(dict.fromkeys(layers + extra))
-                info = NodeInfo(
-                    name,
-                    op,
-                    kernel_name(name, op),
-                    str(args.get("provider", "")),
-                    node_precision(args),
-                    layers,
-                    children,
-                )
-                nodes[name] = info
-            spans.append(NodeSpan(name, to_ns(e["ts"]), to_ns(e["ts"] + e["dur"]), info.layers, info.children))
+        spans = reader.spans_in(t0, t1)
         if record.iteration is None:
             continue
-        gaps_start.append((to_ns(t0) - record.start_ns) / 1e3)
-        gaps_end.append((record.end_ns - to_ns(t1)) / 1e3)
+        gaps_start.append((reader.to_ns(t0) - record.start_ns) / 1e3)
+        gaps_end.append((record.end_ns - reader.to_ns(t1)) / 1e3)
         charge_inserted(spans)
         runs.append(RunSpans(record.iteration, record.warmup, spans))
-    adopt_inserted_layers(runs, nodes)
-    return Profile(runs, nodes, alignment(gaps_start, gaps_end))
+    adopt_inserted_layers(runs, reader.nodes)
+    return Profile(runs, reader.nodes, alignment(gaps_start, gaps_end))
+
+
+@dataclass
+class _NodeEvents:
+    """The profile's node events in time order, read run by run; each node described once, at its first event."""
+
+    events: list[dict[str, Any]]
+    origin_ns: int
+    """The profile's ts 0 on CLOCK_MONOTONIC."""
+    fused: dict[str, tuple[str, ...]]
+    nodes: dict[str, NodeInfo] = field(default_factory=dict)
+    k: int = 0
+    """The next event to read."""
+
+    def to_ns(self, ts_us: float) -> int:
+        return self.origin_ns + round(ts_us * 1000)
+
+    def spans_in(self, t0: float, t1: float) -> list[NodeSpan]:
+        """The spans of the node events in [t0, t1] (profile us); events before t0 are skipped."""
+        events = self.events
+        while self.k < len(events) and events[self.k]["ts"] < t0:
+            self.k += 1
+        spans: list[NodeSpan] = []
+        while self.k < len(events) and events[self.k]["ts"] <= t1:
+            e = events[self.k]
+            self.k += 1
+            raw = str(e["name"]).removesuffix(KERNEL_SUFFIX)
+            name = raw.removesuffix("/")
+            info = self.nodes.get(name)
+            if info is None:
+                info = self.nodes[name] = self._describe(name, raw, e.get("args", {}))
+            spans.append(
+                NodeSpan(name, self.to_ns(e["ts"]), self.to_ns(e["ts"] + e["dur"]), info.layers, info.children)
+            )
+        return spans
+
+    def _describe(self, name: str, raw: str, args: dict[str, Any]) -> NodeInfo:
+        op = str(args.get("op_name", ""))
+        layers, children = layers_of([name])
+        layers = tuple(dict.fromkeys(layers + self.fused.get(raw, ())))
+        return NodeInfo(
+            name,
+            op,
+            kernel_name(name, op),
+            str(args.get("provider", "")),
+            node_precision(args),
+            layers,
+            children,
+        )
 
 
 def alignment(gaps_start_us: list[float], gaps_end_us: list[float]) -> dict[str, Any]:
