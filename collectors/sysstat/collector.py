@@ -259,12 +259,7 @@ class SysstatCollector(Collector):
             },
             threads=threads,
             threads_busy=sum(1 for r in threads if (r["cores_busy"] or 0) >= BUSY_CORES),
-            context_switches={
-                "voluntary": samples[-1].vcsw - samples[0].vcsw,
-                "involuntary": samples[-1].ivcsw - samples[0].ivcsw,
-                "voluntary_per_s": (samples[-1].vcsw - samples[0].vcsw) / window_s if window_s > 0 else None,
-                "involuntary_per_s": (samples[-1].ivcsw - samples[0].ivcsw) / window_s if window_s > 0 else None,
-            },
+            context_switches=_context_switches(samples, window_s),
             stages={name: dict(row) for name, row in tables.stages.items()},
             sampler=self._sampler_cost(threads),
         )
@@ -272,20 +267,29 @@ class SysstatCollector(Collector):
             summary.stage_peak_note = self.peak_note
         if self.marker_ns:
             summary.marker_cost_us = statistics.fmean(self.marker_ns) / 1e3
-        if self.freq.fds:
-            per_cpu: dict[str, dict[str, float]] = {}
-            for cpu in self.freq.fds:
-                mhz = [s.freq_khz[cpu] / 1e3 for s in samples if cpu in s.freq_khz]
-                per_cpu[str(cpu)] = {"mean": statistics.fmean(mhz), "min": min(mhz), "max": max(mhz)}
-            summary.cpu_freq = {"status": "ok", "per_cpu_mhz": per_cpu}
-        else:
-            summary.cpu_freq = {
-                "status": "unavailable",
-                "reason": self.freq.reason,
-                "fix": self.freq.fix,
-                "cpuinfo": cpuinfo_mhz(),
-            }
+        summary.cpu_freq = self._cpu_freq(samples)
         return summary
+
+    def _cpu_freq(self, samples: Sequence[Sample]) -> dict[str, Any]:
+        """Each CPU's clock over the samples (MHz), or why it could not be read."""
+        if not self.freq.fds:
+            return {"status": "unavailable", "reason": self.freq.reason, "fix": self.freq.fix, "cpuinfo": cpuinfo_mhz()}
+        per_cpu: dict[str, dict[str, float]] = {}
+        for cpu in self.freq.fds:
+            mhz = [s.freq_khz[cpu] / 1e3 for s in samples if cpu in s.freq_khz]
+            per_cpu[str(cpu)] = {"mean": statistics.fmean(mhz), "min": min(mhz), "max": max(mhz)}
+        return {"status": "ok", "per_cpu_mhz": per_cpu}
+
+
+def _context_switches(samples: Sequence[Sample], window_s: float) -> dict[str, Any]:
+    voluntary = samples[-1].vcsw - samples[0].vcsw
+    involuntary = samples[-1].ivcsw - samples[0].ivcsw
+    return {
+        "voluntary": voluntary,
+        "involuntary": involuntary,
+        "voluntary_per_s": voluntary / window_s if window_s > 0 else None,
+        "involuntary_per_s": involuntary / window_s if window_s > 0 else None,
+    }
 
 
 COLLECTOR = SysstatCollector
