@@ -238,6 +238,17 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
     if len(analyses) < 2:
         raise ValueError("compare needs at least two run directories")
     heads = [head(a, p) for a, p in zip(analyses, paths, strict=True)]
+    stages = _stage_rows(analyses)
+    refused = layer_mismatch(analyses)
+    layers = _layer_rows(analyses) if refused is None else None
+    notes = _notes(heads, layers is not None)
+    fused = [list(a.runtime.fused) if a.runtime is not None else [] for a in analyses]
+    instructions, sources = instruction_rows(analyses) if refused is None else (None, [])
+    return Comparison(heads, stages, layers, refused, notes, fused, instructions, sources)
+
+
+def _stage_rows(analyses: Sequence[Analysis]) -> list[Row]:
+    """Every stage any run has, in pipeline order."""
     names: list[str] = []
     for a in analyses:
         for row in a.stages.rows:
@@ -249,25 +260,32 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
         values = [(r.p50_ms if (r := a.stages.get(name)) else None) for a in analyses]
         shares = [(r.share if (r := a.stages.get(name)) else None) for a in analyses]
         stages.append(Row(name, values, _ratios(values), shares, _speedups(values)))
-    refused = layer_mismatch(analyses)
-    layers: list[Row] | None = None
-    if refused is None:
-        layers = []
-        for i, first in enumerate(analyses[0].layers.layers):
-            rows = [a.layers.layers[i] for a in analyses]
-            values = [r.time_ms for r in rows]
-            ran = [layer_kernel(a, r) for a, r in zip(analyses, rows, strict=True)]
-            layers.append(
-                Row(
-                    f"{first.index} {first.type}" if first.depth == 1 else f"{first.name} {first.type}",
-                    values,
-                    _ratios(values),
-                    [r.share for r in rows],
-                    _speedups(values),
-                    [kernel for kernel, _ in ran],
-                    [groups for _, groups in ran],
-                )
+    return stages
+
+
+def _layer_rows(analyses: Sequence[Analysis]) -> list[Row]:
+    """Layer by layer (the runs' layers match), with the kernel each ran."""
+    layers = []
+    for i, first in enumerate(analyses[0].layers.layers):
+        rows = [a.layers.layers[i] for a in analyses]
+        values = [r.time_ms for r in rows]
+        ran = [layer_kernel(a, r) for a, r in zip(analyses, rows, strict=True)]
+        layers.append(
+            Row(
+                f"{first.index} {first.type}" if first.depth == 1 else f"{first.name} {first.type}",
+                values,
+                _ratios(values),
+                [r.share for r in rows],
+                _speedups(values),
+                [kernel for kernel, _ in ran],
+                [groups for _, groups in ran],
             )
+        )
+    return layers
+
+
+def _notes(heads: list[RunHead], layers_compared: bool) -> list[str]:
+    """How the runs differ (settings, software, where the layer times come from), and each run's own caveats."""
     notes = []
     for attr, label in (
         ("imgsz", "image sizes"),
@@ -283,7 +301,7 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
         notes.append(f"the runs differ in software ({', '.join(differ)}): see the software row")
     # a list in run order, not a set: the note must read the same in every process (str hashes vary)
     time_sources = [h.layer_times for h in heads]
-    if layers is not None and len(set(time_sources)) > 1:
+    if layers_compared and len(set(time_sources)) > 1:
         letters = [chr(ord("A") + i) if i < 26 else str(i + 1) for i in range(len(heads))]
         notes.append(
             "layer times come from different passes: "
@@ -294,9 +312,7 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
         if h.status != "complete":
             notes.append(f"run {letter} ({h.path}) is {h.status}: its figures cover only what it finished")
         notes += [f"run {letter}: {w}" for w in h.warnings]
-    fused = [list(a.runtime.fused) if a.runtime is not None else [] for a in analyses]
-    instructions, sources = instruction_rows(analyses) if refused is None else (None, [])
-    return Comparison(heads, stages, layers, refused, notes, fused, instructions, sources)
+    return notes
 
 
 def instruction_rows(analyses: Sequence[Analysis]) -> tuple[list[Row] | None, list[str]]:
