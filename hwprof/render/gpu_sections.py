@@ -19,7 +19,7 @@ from hwprof.render.columns import Column, Ranked, build, with_cum
 from hwprof.render.fmt import ms, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 from hwprof.schema.codec import need
-from hwprof.schema.summaries_gpu import KinetoClock
+from hwprof.schema.summaries_gpu import CudaGraphSummary, GpuKinetoSummary, KinetoClock, NvmlSummary
 
 if TYPE_CHECKING:
     from hwprof.analysis.gpu_roofline import GpuRoofRow
@@ -71,37 +71,8 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
     clock = k.clock or KinetoClock()
     same_clock = clock.offset_ns is not None and clock.error_ns is None
     # an imported run: its clock is the Kineto trace's own, so no offset was measured (none is needed)
-    rows = []
-    if k:
-        rows += [
-            ["device", str(k.device if k.device is not None else "")],
-            [
-                "forward CPU time (profiled)",
-                f"{need(k.forward_cpu_us) / 1e3:.2f} ms, {need(k.kernels_per_forward):.0f} kernels",
-            ],
-            ["GPU busy (union of kernels)", f"{need(k.gpu_busy_us) / 1e3:.3f} ms"],
-            ["GPU idle share", f"{need(k.gpu_idle_share):.1%} of the forward's window"],
-            ["layer sums / GPU busy", _f(k.layer_sum_over_busy, "{:.4f}")],
-        ]
-        if same_clock:
-            rows.append(["GPU clock alignment", f"none needed: {clock.method}"])
-        elif clock.offset_ns is not None:
-            rows.append(["GPU clock alignment", f"error {need(clock.error_ns) / 1e3:.1f} us ({clock.method})"])
-    if graph.eager_ms_p50 is not None:
-        rows.append(["eager forward (synchronised)", f"{graph.eager_ms_p50:.3f} ms"])
-    if graph.graph_ms_p50 is not None:
-        rows.append(
-            [
-                "CUDA graph forward",
-                f"{graph.graph_ms_p50:.3f} ms: launch overhead {need(graph.launch_overhead_share):.0%}",
-            ]
-        )
-    if nvml.j_per_iteration is not None:
-        stage = ", ".join(f"{s} {j:.3f} J" for s, j in (nvml.stage_energy_j or {}).items())
-        rows.append(["energy per iteration (NVML)", f"{nvml.j_per_iteration:.3f} J ({stage})"])
-        rows.append(["energy method", str(nvml.energy_method if nvml.energy_method is not None else "")])
-    elif nvml.energy_unavailable:
-        rows.append(["energy per iteration (NVML)", f"unavailable: {nvml.energy_unavailable}"])
+    rows = _kineto_rows(k, clock, same_clock) if k else []
+    rows += _graph_rows(graph) + _energy_rows(nvml)
     notes = [
         "GPU kernel times are CUPTI's, on the Kineto trace's clock, which is this run's clock"
         if same_clock
@@ -124,6 +95,52 @@ def gpu_forward_spec(a: Analysis) -> TableSpec | None:
                 notes.append(w["method"])
     cols = [Col("", "left", wrap=True, max_width=24), Col("value", "left", wrap=True, max_width=40)]
     return TableSpec("forward on the GPU", cols, rows, notes)
+
+
+def _kineto_rows(k: GpuKinetoSummary, clock: KinetoClock, same_clock: bool) -> list[list[str]]:
+    """The profiled forward: CPU time, GPU busy and idle, and how the GPU clock was aligned."""
+    rows = [
+        ["device", str(k.device if k.device is not None else "")],
+        [
+            "forward CPU time (profiled)",
+            f"{need(k.forward_cpu_us) / 1e3:.2f} ms, {need(k.kernels_per_forward):.0f} kernels",
+        ],
+        ["GPU busy (union of kernels)", f"{need(k.gpu_busy_us) / 1e3:.3f} ms"],
+        ["GPU idle share", f"{need(k.gpu_idle_share):.1%} of the forward's window"],
+        ["layer sums / GPU busy", _f(k.layer_sum_over_busy, "{:.4f}")],
+    ]
+    if same_clock:
+        rows.append(["GPU clock alignment", f"none needed: {clock.method}"])
+    elif clock.offset_ns is not None:
+        rows.append(["GPU clock alignment", f"error {need(clock.error_ns) / 1e3:.1f} us ({clock.method})"])
+    return rows
+
+
+def _graph_rows(graph: CudaGraphSummary) -> list[list[str]]:
+    rows = []
+    if graph.eager_ms_p50 is not None:
+        rows.append(["eager forward (synchronised)", f"{graph.eager_ms_p50:.3f} ms"])
+    if graph.graph_ms_p50 is not None:
+        rows.append(
+            [
+                "CUDA graph forward",
+                f"{graph.graph_ms_p50:.3f} ms: launch overhead {need(graph.launch_overhead_share):.0%}",
+            ]
+        )
+    return rows
+
+
+def _energy_rows(nvml: NvmlSummary) -> list[list[str]]:
+    """NVML's energy per iteration, or why there is none."""
+    if nvml.j_per_iteration is not None:
+        stage = ", ".join(f"{s} {j:.3f} J" for s, j in (nvml.stage_energy_j or {}).items())
+        return [
+            ["energy per iteration (NVML)", f"{nvml.j_per_iteration:.3f} J ({stage})"],
+            ["energy method", str(nvml.energy_method if nvml.energy_method is not None else "")],
+        ]
+    if nvml.energy_unavailable:
+        return [["energy per iteration (NVML)", f"unavailable: {nvml.energy_unavailable}"]]
+    return []
 
 
 def gpu_layers_spec(a: Analysis, top: int) -> TableSpec | None:
