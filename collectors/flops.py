@@ -54,41 +54,12 @@ class FlopsCollector(Collector):
             pipeline.model(batch)
         per_module = counter.get_flop_counts()
         layers = json.loads((ctx.out_dir / "model.json").read_text())["layers"]
-        tables = MetricTables(
-            units={
-                "flops": "FLOP",
-                "params": "count",
-                "in_bytes": "B",
-                "out_bytes": "B",
-                "weight_bytes": "B",
-                "min_bytes": "B",
-                "intensity": "FLOP/B",
-            },
-            methods={
-                "flops": "torch.utils.flop_counter.FlopCounterMode (multiply-add = 2 FLOPs)",
-                "min_bytes": "input + output activations + weights, from tensor sizes",
-                "intensity": "flops / min_bytes (upper bound: real traffic is at least min_bytes)",
-            },
-        )
         flops_by_layer = {}
         for module_path, ops in per_module.items():
             key = _layer_key(module_path)
             if key is not None:
                 flops_by_layer[key] = int(sum(ops.values()))
-        for row in layers:
-            flops = flops_by_layer.get(row["name"], 0)
-            min_bytes = row["in_bytes"] + row["out_bytes"] + row["weight_bytes"]
-            metrics = {
-                "flops": float(flops),
-                "params": float(row["params"]),
-                "in_bytes": float(row["in_bytes"]),
-                "out_bytes": float(row["out_bytes"]),
-                "weight_bytes": float(row["weight_bytes"]),
-                "min_bytes": float(min_bytes),
-            }
-            if min_bytes:
-                metrics["intensity"] = flops / min_bytes
-            tables.layers[row["name"]] = metrics
+        tables = _tables(layers, flops_by_layer)
         total = int(counter.get_total_flops())
         ops_total: dict[str, int] = {}
         for op, count in per_module.get("Global", {}).items():
@@ -113,3 +84,38 @@ class FlopsCollector(Collector):
 
 
 COLLECTOR = FlopsCollector
+
+
+def _tables(layers: list[dict[str, Any]], flops_by_layer: dict[str, int]) -> MetricTables:
+    """Per layer (model.json's rows): FLOPs, parameters, the activations' and weights' bytes, intensity."""
+    tables = MetricTables(
+        units={
+            "flops": "FLOP",
+            "params": "count",
+            "in_bytes": "B",
+            "out_bytes": "B",
+            "weight_bytes": "B",
+            "min_bytes": "B",
+            "intensity": "FLOP/B",
+        },
+        methods={
+            "flops": "torch.utils.flop_counter.FlopCounterMode (multiply-add = 2 FLOPs)",
+            "min_bytes": "input + output activations + weights, from tensor sizes",
+            "intensity": "flops / min_bytes (upper bound: real traffic is at least min_bytes)",
+        },
+    )
+    for row in layers:
+        flops = flops_by_layer.get(row["name"], 0)
+        min_bytes = row["in_bytes"] + row["out_bytes"] + row["weight_bytes"]
+        metrics = {
+            "flops": float(flops),
+            "params": float(row["params"]),
+            "in_bytes": float(row["in_bytes"]),
+            "out_bytes": float(row["out_bytes"]),
+            "weight_bytes": float(row["weight_bytes"]),
+            "min_bytes": float(min_bytes),
+        }
+        if min_bytes:
+            metrics["intensity"] = flops / min_bytes
+        tables.layers[row["name"]] = metrics
+    return tables
