@@ -9,6 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TextIO
 
+from hwprof.core.atomic import atomic_write_bytes
+
 
 @contextmanager
 def child_log(path: Path) -> Iterator[TextIO]:
@@ -24,3 +26,8 @@ def log_lines(path: Path) -> list[str]:
         return path.read_text(errors="replace").splitlines()
     except OSError:
         return []
+
+
+def write_log(path: Path, content: bytes) -> None:
+    """A log a child wrote elsewhere (a cluster sweep's point, on its node), written whole."""
+    atomic_write_bytes(path, content)
