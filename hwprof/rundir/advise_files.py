@@ -6,26 +6,26 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.rundir.reader import advice_path
 from hwprof.schema.advise_result import AdviseResult
 from hwprof.schema.check import RunDirError, found, read_json
+from hwprof.schema.codec import JsonObject
 
 
-def write_advice(run_dir: Path, advice: dict[str, Any]) -> Path:
+def write_advice(run_dir: Path, advice: JsonObject) -> Path:
     """advice.json (Advice.to_dict()), replaced atomically: a stop between candidates keeps every row finished."""
     path = advice_path(run_dir)
     atomic_write_text(path, json.dumps(advice, indent=1))
     return path
 
 
-def write_advise_spec(path: Path, spec: dict[str, Any]) -> None:
+def write_advise_spec(path: Path, spec: JsonObject) -> None:
     atomic_write_text(path, json.dumps(spec, indent=1))
 
 
-def read_advise_spec(path: Path) -> dict[str, Any]:
+def read_advise_spec(path: Path) -> JsonObject:
     """A worker's spec; RunDirError (one line naming the file) when it is missing, not JSON or has no "out"."""
     spec = read_json(path)
     if not isinstance(spec, dict) or not isinstance(spec.get("out"), str):
@@ -34,7 +34,7 @@ def read_advise_spec(path: Path) -> dict[str, Any]:
     return spec
 
 
-def write_advise_result(path: Path, result: dict[str, Any]) -> None:
+def write_advise_result(path: Path, result: JsonObject) -> None:
     """A worker's out file: its figures (hwprof.advise.paired_worker.run) or {"error": why it failed}."""
     atomic_write_text(path, json.dumps(result))
 

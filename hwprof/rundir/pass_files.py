@@ -12,10 +12,11 @@ import statistics
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.rundir.names import LAYER_ERRORS_FILE, MODEL_DIR
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import NODES_FILE, RUNTIME_FILE, NodeRow, Span, records_path, write_records
 
 if TYPE_CHECKING:
@@ -114,7 +115,7 @@ def write_pass_result(out_dir: Path, result: PassResult) -> None:
     atomic_write_text(out_dir / RESULT_FILE, json.dumps(result.to_json(), indent=1))
 
 
-def write_layer_errors(run_dir: Path, doc: dict[str, Any]) -> Path:
+def write_layer_errors(run_dir: Path, doc: JsonObject) -> Path:
     """model/layer_errors.json (hwprof.workload.layer_error.layer_errors_doc), written once per run by the
     first pass; RunData.layer_errors reads it."""
     path = run_dir / MODEL_DIR / LAYER_ERRORS_FILE

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.rundir.names import SWEEP_TRANSFER_JSON
+from hwprof.schema.codec import JsonObject
 
 
-def read_transfers(out_root: Path) -> list[dict[str, Any]]:
+def read_transfers(out_root: Path) -> list[JsonObject]:
     """The transfer record of the sweep being resumed, kept whole; none when there is none. An unreadable one
     is set aside (renamed *.unreadable) so that the resumed sweep writes a fresh one."""
     path = out_root / SWEEP_TRANSFER_JSON
@@ -28,5 +28,5 @@ def read_transfers(out_root: Path) -> list[dict[str, Any]]:
     return []
 
 
-def write_transfers(out_root: Path, transfers: list[dict[str, Any]]) -> None:
+def write_transfers(out_root: Path, transfers: list[JsonObject]) -> None:
     atomic_write_text(out_root / SWEEP_TRANSFER_JSON, json.dumps(transfers, indent=1) + "\n")

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.rundir.names import COMMAND_JSON, IMAGES_JSON, WORKER_PID
 from hwprof.schema.check import RunDirError, found, read_json_object
+from hwprof.schema.codec import JsonObject
 
 
-def write_images(run_dir: Path, images: dict[str, Any]) -> None:
+def write_images(run_dir: Path, images: JsonObject) -> None:
     """images.json: the image paths, the files skipped (with the reason) and their source."""
     atomic_write_text(run_dir / IMAGES_JSON, json.dumps(images, indent=1))
 

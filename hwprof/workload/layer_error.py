@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.schema.codec import JsonObject
 from hwprof.workload.node_layers import scope_of
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def probe_model(source: Path, target: Path, tensors: list[str]) -> list[str]:
 
 
 def probe_layer_outputs(
-    export: Path, model: Path, work_dir: Path, run: Callable[[Path, list[str]], dict[str, Any]]
+    export: Path, model: Path, work_dir: Path, run: Callable[[Path, list[str]], JsonObject]
 ) -> dict[str, torch.Tensor]:
     """Every layer's output from a probe copy of `model` (the file the runtime runs), named from the
     fp32 `export`; `run(probe, names)` runs the probe in the runtime and returns the named outputs."""
@@ -114,7 +115,7 @@ def layer_errors(reference: dict[str, torch.Tensor], got: dict[str, torch.Tensor
     return out
 
 
-def layer_errors_doc(runtime: str, precision: str, errors: dict[str, dict[str, float]]) -> dict[str, Any]:
+def layer_errors_doc(runtime: str, precision: str, errors: dict[str, dict[str, float]]) -> JsonObject:
     """model/layer_errors.json's content (hwprof.rundir.pass_files.write_layer_errors writes it)."""
     return {
         "runtime": runtime,
