@@ -1,7 +1,7 @@
 """The code figures issue 28 asks for, measured on a checkout: how data travels from the run directory to
 the report, and how large the pieces are.
 
-    python scripts/code_metrics.py [ROOT] [--json]
+    python scripts/code_metrics.py [ROOT] [--json] [--where]
 
 - `dict[str, Any]`: every occurrence in hwprof/ and collectors/; and those outside the JSON boundary: not
   in a serializer (a function named to_dict, from_dict, to_json, from_json, to_row, from_row, as_json or
@@ -11,6 +11,13 @@ the report, and how large the pieces are.
 - file access outside the reader and writer: calls that open, read or write a file (open, read_text,
   read_bytes, write_text, write_bytes, json.load, json.dump, .open) in analysis/ and render/, and in the
   whole package outside the modules named READ_WRITE below.
+- run-directory file calls outside rundir/: the calls above, outside the modules named READ_WRITE, less those
+  that are not about a run directory (the rule, SYSTEM_SIDE): collectors/ (their own raw artifacts and the
+  foreign tools' outputs they parse), hardware/ and perf/ (the hardware-access layers: /proc, /sys, perf
+  events, caches outside any run directory), every line of a function that names a "/proc" or "/sys" path
+  (a process's or the kernel's files, e.g. session/child.py's), and lines that call no file (NOT_A_FILE:
+  a `def open(`, a collector's `.open(ctx)` hook, an in-memory tar archive). What is left reads or writes a
+  run directory (or a sweep's or advise's folder) itself, or a model's or host's cache. `--where` lists them.
 - modules per package, the largest module (lines) and the longest function (lines, decorators excluded).
 """
 
@@ -24,13 +31,18 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-READ_WRITE = ("rundir/", "atomic.py")
+READ_WRITE = ("rundir/", "core/atomic.py")
 """Modules allowed to touch files in the run directory (paths relative to hwprof/ or collectors/)."""
 RUN_READERS = ("analysis/", "render/", "finish", "advise/")
 SCHEMA = ("schema/", "runschema.py")
 FILE_CALL = re.compile(
     r"(\bopen\(|\.read_text\(|\.read_bytes\(|\.write_text\(|\.write_bytes\(|json\.load\(|json\.dump\(|\.open\()"
 )
+SYSTEM_SIDE = ("collectors/", "hwprof/hardware/", "hwprof/perf/")
+"""Packages (paths relative to ROOT) whose file calls are not about a run directory (see the docstring)."""
+SYSTEM_PATH = re.compile(r"[\"'](/proc|/sys)\b")
+"""A function naming one of these paths reads the process's or the kernel's files."""
+NOT_A_FILE = re.compile(r"^\s*def open\(|\.open\(ctx\b|tarfile\.open\(fileobj=")
 KEY_GET = re.compile(r"\.get\(\s*[\"']")
 CHAIN = re.compile(r"\.get\([^()]*(\([^()]*\))?[^()]*\)[^\n]*\.get\(")
 
@@ -43,12 +55,15 @@ class Figures:
     get_chains: int
     file_calls_analysis_render: int
     file_calls_outside_reader_writer: int
+    run_dir_file_calls_outside_rundir: int
+    """The run-directory file calls outside rundir/ (the docstring's rule); run_dir_file_call_lines lists them."""
     modules: int
     modules_per_package: dict[str, int]
     largest_module: str
     largest_module_lines: int
     longest_function: str
     longest_function_lines: int
+    run_dir_file_call_lines: list[str]
 
 
 def sources(root: Path) -> list[tuple[str, Path]]:
@@ -86,12 +101,24 @@ def serializer_lines(tree: ast.AST) -> set[int]:
     return out
 
 
+def system_lines(tree: ast.AST, text: str) -> set[int]:
+    """Line numbers inside functions that name a /proc or /sys path (see SYSTEM_PATH)."""
+    out: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            source = ast.get_source_segment(text, node) or ""
+            if SYSTEM_PATH.search(source):
+                out.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return out
+
+
 def measure(root: Path) -> Figures:
     dict_inner = 0
     dict_any = key_gets = chains = calls_ar = calls_out = 0
     per_package: Counter[str] = Counter()
     largest = ("", 0)
     longest = ("", 0)
+    run_dir_calls: list[str] = []
     for rel, path in sources(root):
         text = path.read_text()
         inner = rel.split("/", 1)[1]
@@ -100,6 +127,7 @@ def measure(root: Path) -> Figures:
         largest = max(largest, (rel, lines), key=lambda x: x[1])
         tree = ast.parse(text)
         boundary = serializer_lines(tree)
+        system = system_lines(tree, text)
         name, n = longest_function(tree)
         if n > longest[1]:
             longest = (f"{rel}:{name}", n)
@@ -118,9 +146,11 @@ def measure(root: Path) -> Figures:
                 calls_ar += found
             if not inner.startswith(READ_WRITE):
                 calls_out += found
+                if found and number not in system and not rel.startswith(SYSTEM_SIDE) and not NOT_A_FILE.search(code):
+                    run_dir_calls += [f"{rel}:{number}: {code.strip()}"] * found
     return Figures(
-        dict_any, dict_inner, key_gets, chains, calls_ar, calls_out, sum(per_package.values()),
-        dict(sorted(per_package.items())), largest[0], largest[1], longest[0], longest[1],
+        dict_any, dict_inner, key_gets, chains, calls_ar, calls_out, len(run_dir_calls), sum(per_package.values()),
+        dict(sorted(per_package.items())), largest[0], largest[1], longest[0], longest[1], run_dir_calls,
     )  # fmt: skip
 
 
@@ -134,6 +164,9 @@ def main(argv: list[str]) -> int:
     for key, value in asdict(figures).items():
         if key == "modules_per_package":
             print("modules per package: " + ", ".join(f"{k} {v}" for k, v in value.items()))
+        elif key == "run_dir_file_call_lines":
+            if "--where" in argv:
+                print("run-directory file calls outside rundir/:\n  " + "\n  ".join(value))
         else:
             print(f"{key}: {value}")
     return 0

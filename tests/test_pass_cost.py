@@ -264,8 +264,8 @@ def test_which_passes_interleave_clean_iterations(
     assert runner._pairs(runtime) is (paired is not None)
     if paired is not None:
         assert runner.paired is not None
-        assert sorted(runner.paired["switched"]) == sorted(paired["switched"])
-        assert runner.paired["always_on"] == paired["always_on"]
+        assert sorted(runner.paired.switched or []) == sorted(paired["switched"])
+        assert runner.paired.always_on == paired["always_on"]
 
 
 def test_clean_iterations_reach_only_collectors_that_ask(tmp_path: Path) -> None:

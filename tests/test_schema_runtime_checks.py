@@ -140,11 +140,12 @@ ERRORS = {
 
 def _with_layer_errors(tmp_path: Path) -> Path:
     """rundir_report with the model/layer_errors.json an onnxruntime int8 run writes (no fixture holds one)."""
-    from hwprof.workload.layer_error import write_layer_errors
+    from hwprof.rundir.pass_files import write_layer_errors
+    from hwprof.workload.layer_error import layer_errors_doc
 
     run = tmp_path / "run"
     shutil.copytree(FIXTURES / "rundir_report", run)
-    write_layer_errors(run, "onnxruntime", "int8", ERRORS)
+    write_layer_errors(run, layer_errors_doc("onnxruntime", "int8", ERRORS))
     return run
 
 

@@ -203,14 +203,14 @@ def test_rays_messages_go_to_the_sweep_folder(tmp_path: Path) -> None:
 
 
 def test_resume_appends_to_the_transfer_record(tmp_path: Path) -> None:
-    from hwprof.sweep.ray import _read_transfers
+    from hwprof.rundir.sweep_files import read_transfers
 
     (tmp_path / "ray_transfer.json").write_text(json.dumps([{"point": "a"}]))
-    assert _read_transfers(tmp_path / "ray_transfer.json") == [{"point": "a"}]
+    assert read_transfers(tmp_path) == [{"point": "a"}]
     (tmp_path / "ray_transfer.json").write_text("{not json")
-    assert _read_transfers(tmp_path / "ray_transfer.json") == []
+    assert read_transfers(tmp_path) == []
     assert (tmp_path / "ray_transfer.json.unreadable").read_text() == "{not json"
-    assert _read_transfers(tmp_path / "missing.json") == []
+    assert read_transfers(tmp_path / "missing") == []
 
 
 def test_the_cli_refuses_an_http_server_in_one_line(

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.core.atomic import atomic_write_text
 from hwprof.core.config import RunConfig
+from hwprof.rundir.advise_files import write_advise_spec
+from hwprof.rundir.logs import child_log
 from hwprof.session import child
 from hwprof.session.stopping import StopSignals
 
@@ -55,7 +56,7 @@ def run_child(
             on_progress(event)
 
     full_env = {**os.environ, **child.CHILD_ENV, **(env or {})}
-    with open(log, "w") as err:
+    with child_log(log) as err:
         proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=err, text=True, env=full_env, start_new_session=True
         )
@@ -79,7 +80,7 @@ def run_child(
 
 
 def paired_command(spec: dict[str, Any], spec_path: Path) -> list[str]:
-    atomic_write_text(spec_path, json.dumps(spec, indent=1))
+    write_advise_spec(spec_path, spec)
     return [sys.executable, "-P", "-m", "hwprof.advise.paired_worker", str(spec_path)]
 
 

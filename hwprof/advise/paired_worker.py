@@ -13,16 +13,15 @@ lines, as the pass workers do.
 
 from __future__ import annotations
 
-import json
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
 from hwprof.advise.sides import Side, build_side, reference_config
-from hwprof.core.atomic import atomic_write_text
 from hwprof.core.config import RunConfig
 from hwprof.core.spans import measured_spans
+from hwprof.rundir.advise_files import read_advise_spec, write_advise_result
 from hwprof.session.worker_io import progress
 
 PAIRED_MODE = "paired"
@@ -128,15 +127,15 @@ def solo_forward_ms(side: Side, warmup: int) -> dict[int, float]:
 
 
 def main(argv: list[str]) -> int:
-    spec = json.loads(Path(argv[0]).read_text())
+    spec = read_advise_spec(Path(argv[0]))
     out = Path(spec["out"])
     try:
         result = run(spec)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        atomic_write_text(out, json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        write_advise_result(out, {"error": f"{type(exc).__name__}: {exc}"})
         return 1
-    atomic_write_text(out, json.dumps(result))
+    write_advise_result(out, result)
     return 0
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.advise.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
-from hwprof.analysis.advice import ADVICE_FILE, Advice, AdviceRow, top_layer_deltas
+from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
 from hwprof.analysis.advice_rows import baseline_drift, measured_row, not_run_row
-from hwprof.core.atomic import atomic_write_text
 from hwprof.core.config import RunConfig
+from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
 from hwprof.schema.advise_result import AdviseResult
 from hwprof.schema.check import RunDirError
@@ -133,9 +133,7 @@ class AdviseRun:
     def _save(self, started: float) -> None:
         self.advice.ended_ns = time.monotonic_ns()
         self.advice.wall_s = round(time.monotonic() - started, 1)
-        import json
-
-        atomic_write_text(self.plan.run_dir / ADVICE_FILE, json.dumps(self.advice.to_dict(), indent=1))
+        write_advice(self.plan.run_dir, self.advice.to_dict())
 
     def _candidate(self, c: Candidate) -> AdviceRow:
         config = self.plan.config
@@ -185,7 +183,7 @@ class AdviseRun:
             out = work / f"{mode}.json"
             outcome = self._worker({**spec, "mode": mode, "out": str(out)}, work, c, mode)
             try:
-                result = AdviseResult.from_json(_read_json(out), str(out))
+                result = read_advise_result(out)
             except RunDirError as exc:  # a damaged out file: the candidate fails, saying which field
                 return {}, str(exc)
             if not outcome.ok or result.error is not None:
@@ -250,13 +248,3 @@ class AdviseRun:
             return None, f"{type(exc).__name__}: {exc}"
         times = {r.index: (r.type, r.time_ms) for r in report.top_level if r.time_ms is not None}
         return (times, "") if times else (None, "the layers pass recorded no layer times")
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}

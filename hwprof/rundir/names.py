@@ -5,7 +5,9 @@ results/<run-id>/
   layers.csv summary.json  the layer table joined with every per-layer metric; the report's figures
   advice.csv               the advice table (when the run was advised)
   roofline.png ...         the report's plots (PLOT_FILES)
-  passes/<pass>/           per pass: markers.jsonl, model.json, result.json and each collector's files
+  config.json images.json  the inputs every pass reads (written by the session before the first pass)
+  passes/<pass>/           per pass: markers.jsonl, model.json, result.json, worker.log, worker.pid,
+                           command.json and each collector's files
   model/layer_errors.json  per-layer output error of a runtime against the reference
 """
 
@@ -24,6 +26,14 @@ MODEL_JSON = "model.json"
 RESULT_JSON = "result.json"
 METRICS_SUFFIX = ".metrics.json"
 RECORDS_SUFFIX = ".records.jsonl"
+CONFIG_JSON = "config.json"
+IMAGES_JSON = "images.json"
+WORKER_LOG = "worker.log"
+"""The worker's stderr (its log; the last `hwprof-error:` line says why it failed)."""
+WORKER_PID = "worker.pid"
+"""The process a stop signal goes to when the worker runs under a launcher (Scalene)."""
+COMMAND_JSON = "command.json"
+"""The pass's command line, as the collectors wrapped it."""
 
 MODEL_DIR = "model"
 LAYER_ERRORS_FILE = "layer_errors.json"
@@ -32,3 +42,5 @@ SWEEP_JSON = "sweep.json"
 SWEEP_CSV = "sweep.csv"
 SWEEP_ADVICE_CSV = "sweep_advice.csv"
 SWEEP_PNG = "sweep.png"
+SWEEP_TRANSFER_JSON = "ray_transfer.json"
+"""A cluster sweep's record of what moving each point's run directory back cost."""

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwprof.core.atomic import atomic_write_text
+from hwprof.rundir.names import LAYER_ERRORS_FILE, MODEL_DIR
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import NODES_FILE, RUNTIME_FILE, NodeRow, Span, records_path, write_records
 
 if TYPE_CHECKING:
@@ -111,3 +113,12 @@ def _node_rows(profile: Profile, measured: list[RunSpans]) -> list[NodeRow]:
 def write_pass_result(out_dir: Path, result: PassResult) -> None:
     """result.json: the pass's status, error, runtime info, paired figures and each collector's result."""
     atomic_write_text(out_dir / RESULT_FILE, json.dumps(result.to_json(), indent=1))
+
+
+def write_layer_errors(run_dir: Path, doc: JsonObject) -> Path:
+    """model/layer_errors.json (hwprof.workload.layer_error.layer_errors_doc), written once per run by the
+    first pass; RunData.layer_errors reads it."""
+    path = run_dir / MODEL_DIR / LAYER_ERRORS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(doc, indent=1))
+    return path

@@ -86,6 +86,18 @@ def read_json_if_present(path: Path) -> Any:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def read_layer_errors(root: Path) -> LayerErrors | None:
+    """model/layer_errors.json: each layer's output error of the run's runtime against the reference
+    (hwprof.workload.layer_error makes it); None when absent or unparseable, RunDirError (one line) for a
+    damaged field. The first pass's worker asks it too, before the run's run.json is final."""
+    path = root / MODEL_DIR / LAYER_ERRORS_FILE
+    try:
+        doc = dict(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        return None
+    return LayerErrors.from_json(doc, str(path))
+
+
 @dataclass
 class RunData:
     root: Path
@@ -211,15 +223,8 @@ class RunData:
         return None
 
     def layer_errors(self) -> LayerErrors | None:
-        """model/layer_errors.json: each layer's output error of the run's runtime against the reference
-        (hwprof.workload.layer_error writes it); None when absent or unparseable, RunDirError (one line) for a
-        damaged field."""
-        path = self.root / MODEL_DIR / LAYER_ERRORS_FILE
-        try:
-            doc = dict(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            return None
-        return LayerErrors.from_json(doc, str(path))
+        """model/layer_errors.json (see read_layer_errors)."""
+        return read_layer_errors(self.root)
 
     def markers(self, pass_name: str) -> list[Marker]:
         """The pass's markers, read once; a torn last line adds a warning (RunDirError for a corrupt line)."""

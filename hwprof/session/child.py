@@ -29,6 +29,8 @@ from typing import Any
 
 import psutil
 
+from hwprof.rundir.logs import log_lines
+
 TERM_GRACE_S = 20.0
 """How long a worker has to close its collectors after SIGTERM."""
 LEFTOVER_GRACE_S = 2.0
@@ -195,23 +197,11 @@ def _live(pid: int) -> bool:
         return False
 
 
-def worker_pid(pass_dir: Path) -> int | None:
-    """The pid the worker wrote into its pass folder: the process to signal when it runs under a launcher."""
-    from hwprof.session.worker import WORKER_PID
-
-    try:
-        return int((pass_dir / WORKER_PID).read_text())
-    except (OSError, ValueError):
-        return None
-
-
 def error_line(log: Path) -> str:
+    """Why the child failed: its log's last `hwprof-error:` line (the worker's), else its last line."""
     from hwprof.session.worker import ERROR_PREFIX
 
-    try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
-        return ""
+    lines = log_lines(log)
     for line in reversed(lines):
         if line.startswith(ERROR_PREFIX):
             return line.removeprefix(ERROR_PREFIX)

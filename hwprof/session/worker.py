@@ -12,7 +12,6 @@ parent; logs go to stderr.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import sys
@@ -23,31 +22,32 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
-from hwprof.core.atomic import DiskFullError, atomic_write_text
+from hwprof.core.atomic import DiskFullError
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus, MarkerLog
-from hwprof.rundir.pass_files import RESULT_FILE, write_model_json, write_pass_result, write_runtime_files
+from hwprof.rundir.names import CONFIG_JSON, MARKERS
+from hwprof.rundir.pass_files import RESULT_FILE, write_pass_result
+from hwprof.rundir.worker_files import read_image_paths, write_worker_pid
 from hwprof.schema.codec import json_value
 from hwprof.schema.pass_files import PairedExtension, PairedInfo, PassResult
 from hwprof.schema.run import CollectorEntry, RuntimeDoc
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
 from hwprof.session.registry import by_name
 from hwprof.session.worker_io import LossyStream, disk_full_exit, is_user_error, one_line, progress
+from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
 from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
 
 EXIT_OK = 0
 EXIT_ERROR = 3
 EXIT_INTERRUPTED = 130
 ERROR_PREFIX = "hwprof-error: "
-WORKER_PID = "worker.pid"
-"""Written into the pass folder: the process a stop signal goes to when the worker runs under a launcher (Scalene)."""
 
 
 class PassRunner:
     def __init__(self, run_dir: Path, pass_name: str, names: list[str]) -> None:
         self.run_dir = run_dir
-        self.config = RunConfig.load(run_dir / "config.json")
-        self.images = [Path(p) for p in json.loads((run_dir / "images.json").read_text())["paths"]]
+        self.config = RunConfig.load(run_dir / CONFIG_JSON)
+        self.images = read_image_paths(run_dir)
         self.bus = MarkerBus()
         self.ctx = PassContext(self.config, run_dir, pass_name, self.bus)
         self.ctx.out_dir.mkdir(parents=True, exist_ok=True)
@@ -57,7 +57,7 @@ class PassRunner:
         self.collectors: list[Collector] = sorted((classes[n](self.config) for n in names), key=lambda c: c.order)
         self.records = {c.name: CollectorRecord(c) for c in self.collectors}
         self.log = MarkerLog()
-        self.markers_path = self.ctx.out_dir / "markers.jsonl"
+        self.markers_path = self.ctx.out_dir / MARKERS
         self.clean_iteration = False
         """In a clean iteration of a paired pass: no collector gets markers (but those asking for
         clean_markers)."""
@@ -221,117 +221,12 @@ class PassRunner:
             self.paired.update(extension=PairedExtension.from_json(json_value(extension.to_dict()), where, "paired."))
             print(f"paired: {extension.text}", file=sys.stderr)
 
-    def _write_model_info(self) -> None:
-        from hwprof.workload.layers import layer_table
-
-        pipeline = self.ctx.pipeline
-        assert pipeline is not None
-        built = pipeline.built
-        layers = layer_table(built.module, pipeline.sample_batch(), self.config.depth)
-        write_model_json(self.ctx.out_dir, built, pipeline.sample_batch().shape, layers)
-
-    def _prepare_runtime(self) -> None:
-        """Export/compile for the runtime and check its output against fp32 torch on the first batch."""
-        from hwprof.workload.runtime_artifacts import output_difference
-
-        pipeline = self.ctx.pipeline
-        assert pipeline is not None and pipeline.runtime is not None
-        batch = pipeline.sample_batch()
-        pipeline.runtime.prepare(batch)
-        pipeline.runtime.info["output_diff"] = output_difference(pipeline, pipeline.runtime, batch)
-        self._layer_errors(batch)
-
-    def _layer_errors(self, batch: Any) -> None:
-        """Once per run (the first pass): every layer's output against fp32 torch. Failing here is not fatal."""
-        from hwprof.workload.layer_error import layer_errors, read_layer_errors, torch_layer_outputs, write_layer_errors
-
-        pipeline = self.ctx.pipeline
-        assert pipeline is not None and pipeline.runtime is not None
-        runtime, config = pipeline.runtime, self.config
-        if (runtime.name == "torch" and config.precision == "fp32") or read_layer_errors(self.run_dir) is not None:
-            return
-        try:
-            errors = layer_errors(torch_layer_outputs(pipeline.model, batch), runtime.layer_outputs(batch))
-            write_layer_errors(self.run_dir, runtime.name, config.precision, errors)
-        except Exception as exc:
-            print(f"per-layer output check failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            runtime.info["layer_errors_failed"] = f"{type(exc).__name__}: {exc}"
-
-    def _finish_runtime(self) -> None:
-        """End the runtime's profiler, replay its layer spans into the marker log (never to collectors)
-        and write runtime.json and its node table. A failure here is reported, not raised."""
-        from hwprof.workload.node_layers import replay_markers
-
-        pipeline = self.ctx.pipeline
-        runtime = pipeline.runtime if pipeline is not None else None
-        if runtime is None or "executed_precision" not in runtime.info:  # never prepared
-            return
-        try:
-            profile = runtime.finish()
-            if profile is not None:
-                for run in profile.runs:
-                    for marker in replay_markers(run, self.config.depth):
-                        self.log(marker)
-                runtime.info["replayed_layer_markers"] = sum(1 for m in self.log.markers if m.replayed)
-            write_runtime_files(self.ctx.out_dir, runtime, profile)
-        except Exception as exc:
-            print(f"runtime {runtime.name}: its profile could not be read: {exc}", file=sys.stderr)
-            traceback.print_exc(file=sys.stderr)
-            runtime.info["profile_error"] = f"{type(exc).__name__}: {exc}"
-            write_runtime_files(self.ctx.out_dir, runtime, None)
-
     def run(self) -> int:
         status, error = "ok", ""
         try:
             self._each("open", self.ctx)
-            import torch
-
-            from hwprof.workload.pipeline import Pipeline
-            from hwprof.workload.runtimes import make_runtime
-            from hwprof.workload.zoo import build_model
-
-            torch.set_num_threads(self.config.threads)
-            progress(phase="build", done=0, total=1)
-            built = build_model(self.config.model, self.config.weights, self.config.seed)
-            runtime = make_runtime(
-                self.config, built, self.run_dir, self.ctx.out_dir, profile=self.ctx.pass_name != "timing"
-            )
-            self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built, runtime)
-            self._write_model_info()
-            self._prepare_runtime()
-            self.bus.subscribe(self.log)
-            for collector in sorted(self.collectors, key=lambda c: c.order):
-                if collector.subscribes and self._ok(collector):
-                    self.bus.subscribe(self._guarded(collector))
-            self._each("prepare", self.ctx)
-            hooks_wanted = self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors)
-            if hooks_wanted and runtime.name == "torch":
-                from hwprof.core.markers import attach_layer_markers
-
-                # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
-                self._remove_hooks = attach_layer_markers(self._marker_module(built), self.bus, self.config.depth)
-            from hwprof.session.paired import schedule
-
-            iters = self._measured_iterations()
-            steps = schedule(iters) if self._pairs(runtime.name) else [(True, i) for i in range(iters)]
-            total = self.config.warmup + len(steps)
-            STOP.bus, STOP.at_boundaries = self.bus, True
-            STOP.check(0, total)
-            for i in range(self.config.warmup):
-                self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
-                self._done = i + 1
-                progress(phase="warmup", done=i + 1, total=total)
-                STOP.check(i + 1, total)
-            self.log.flush_to(self.markers_path)
-            self._each("start", self.ctx)
-            STOP.check(self.config.warmup, total)
-            planned_at = time.monotonic()
-            for measured, i in steps:
-                self._step(measured, i, total)
-            if self.paired is not None:
-                self._extend(iters, time.monotonic() - planned_at)
-            STOP.disarm()
-            self._each("stop", self.ctx)
+            runtime_name = self._build()
+            self._measure(runtime_name)
         except (Interrupted, KeyboardInterrupt) as exc:
             status, error = "interrupted", str(exc) or "KeyboardInterrupt"
         except Exception as exc:
@@ -341,19 +236,82 @@ class PassRunner:
                 traceback.print_exc(file=sys.stderr)
             print(ERROR_PREFIX + one_line(exc), file=sys.stderr, flush=True)
         finally:
-            STOP.disarm()
-            for sig in STOP_SIGNALS:
-                signal.signal(sig, signal.SIG_IGN)
-            self._finish_runtime()
-            try:
-                self.log.flush_to(self.markers_path)
-            except DiskFullError as exc:  # the collectors must still be closed
-                self._note_disk_full(exc)
-                status, error = "failed", str(exc)
-            self._close_all(status, error)
+            status, error = self._end(status, error)
         if self.disk_full is not None:
             return disk_full_exit(self.disk_full)
         return {"ok": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_ERROR)
+
+    def _build(self) -> str:
+        """Build the model and its runtime (model.json, the runtime's output check), subscribe the collectors,
+        prepare them and put the layer hooks on; the runtime's name."""
+        import torch
+
+        from hwprof.workload.pipeline import Pipeline
+        from hwprof.workload.runtimes import make_runtime
+        from hwprof.workload.zoo import build_model
+
+        torch.set_num_threads(self.config.threads)
+        progress(phase="build", done=0, total=1)
+        built = build_model(self.config.model, self.config.weights, self.config.seed)
+        runtime = make_runtime(
+            self.config, built, self.run_dir, self.ctx.out_dir, profile=self.ctx.pass_name != "timing"
+        )
+        self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built, runtime)
+        write_model_info(self.ctx.pipeline, self.ctx.out_dir, self.config.depth)
+        prepare_runtime(self.ctx.pipeline, self.run_dir, self.config)
+        self.bus.subscribe(self.log)
+        for collector in sorted(self.collectors, key=lambda c: c.order):
+            if collector.subscribes and self._ok(collector):
+                self.bus.subscribe(self._guarded(collector))
+        self._each("prepare", self.ctx)
+        hooks_wanted = self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors)
+        if hooks_wanted and runtime.name == "torch":
+            from hwprof.core.markers import attach_layer_markers
+
+            # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
+            self._remove_hooks = attach_layer_markers(self._marker_module(built), self.bus, self.config.depth)
+        return runtime.name
+
+    def _measure(self, runtime_name: str) -> None:
+        """Warm-up, then the measured (and, paired, clean) iterations between the collectors' start and stop."""
+        from hwprof.session.paired import schedule
+
+        assert self.ctx.pipeline is not None
+        iters = self._measured_iterations()
+        steps = schedule(iters) if self._pairs(runtime_name) else [(True, i) for i in range(iters)]
+        total = self.config.warmup + len(steps)
+        STOP.bus, STOP.at_boundaries = self.bus, True
+        STOP.check(0, total)
+        for i in range(self.config.warmup):
+            self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
+            self._done = i + 1
+            progress(phase="warmup", done=i + 1, total=total)
+            STOP.check(i + 1, total)
+        self.log.flush_to(self.markers_path)
+        self._each("start", self.ctx)
+        STOP.check(self.config.warmup, total)
+        planned_at = time.monotonic()
+        for measured, i in steps:
+            self._step(measured, i, total)
+        if self.paired is not None:
+            self._extend(iters, time.monotonic() - planned_at)
+        STOP.disarm()
+        self._each("stop", self.ctx)
+
+    def _end(self, status: str, error: str) -> tuple[str, str]:
+        """Whatever ended the pass: stop signals ignored, the runtime's files and the markers written, every
+        collector closed and result.json written; the pass's (status, error), a full disk's failure included."""
+        STOP.disarm()
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        finish_runtime(self.ctx.pipeline, self.log, self.config.depth, self.ctx.out_dir)
+        try:
+            self.log.flush_to(self.markers_path)
+        except DiskFullError as exc:  # the collectors must still be closed
+            self._note_disk_full(exc)
+            status, error = "failed", str(exc)
+        self._close_all(status, error)
+        return status, error
 
     def _close_all(self, status: str, error: str) -> None:
         if status == "interrupted":
@@ -396,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr = LossyStream(sys.stderr)
     runner = PassRunner(run_dir, pass_name, names)
     with contextlib.suppress(OSError):  # without it, a stop signal goes to the whole process group
-        atomic_write_text(runner.ctx.out_dir / WORKER_PID, str(os.getpid()))
+        write_worker_pid(runner.ctx.out_dir, os.getpid())
     try:
         return runner.run()
     except DiskFullError as exc:  # writing result.json, after the collectors were closed: report the first

@@ -15,7 +15,6 @@ tar.gz and is written under the sweep's folder at once (ray.wait loop), with its
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -23,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.sweep_rows import SweepResult, SweepRow, node_host, point_row, row_from_run, set_host
-from hwprof.core.atomic import atomic_write_bytes, atomic_write_text
+from hwprof.rundir.logs import write_log
+from hwprof.rundir.sweep_files import read_transfers, write_transfers
 from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S
 from hwprof.sweep.ray_connect import (
     NODE_ID_LABEL,
@@ -52,7 +52,6 @@ from hwprof.sweep.run import (
 )
 
 CHECK_NODES_S = 5.0
-TRANSFER_JSON = "ray_transfer.json"
 STOP_WAIT_S = STOP_GRACE_S + KILL_GRACE_S + 20.0
 """After a stop, how long the driver waits for the running points' interrupted runs to come back."""
 COMPLETE = ("complete", "reused")
@@ -91,7 +90,7 @@ class RaySweep:
         self.jobs = plan_jobs(plan, cluster, options)
         self.rows: dict[int, SweepRow] = {}
         self.transfers: list[Transfer] = []
-        self.earlier_transfers = _read_transfers(self.out / TRANSFER_JSON) if plan.resume else []
+        self.earlier_transfers = read_transfers(self.out) if plan.resume else []
         self.running_on: dict[int, str] = {}
         self.record = SweepRecord({n: str(info.get("hostname") or "") for n, info in cluster.nodes.items()})
         self.fetch_s = 0.0
@@ -201,7 +200,7 @@ class RaySweep:
         t1 = time.monotonic()
         job.run_dir.parent.mkdir(parents=True, exist_ok=True)
         log_path = job.run_dir.with_name(job.run_dir.name + ".log")
-        atomic_write_bytes(log_path, back.log)
+        write_log(log_path, back.log)
         if back.archive:
             unpack(back.archive, job.run_dir)
         unpack_s = time.monotonic() - t1
@@ -301,22 +300,8 @@ class RaySweep:
         write_sweep(result)
         self.written = time.monotonic()
         transfers = self.earlier_transfers + [asdict(t) for t in self.transfers]
-        atomic_write_text(self.out / TRANSFER_JSON, json.dumps(transfers, indent=1) + "\n")
+        write_transfers(self.out, transfers)
         return result
-
-
-def _read_transfers(path: Path) -> list[dict[str, Any]]:
-    """The transfer record of the sweep being resumed, kept whole (an unreadable one is set aside)."""
-    if not path.exists():
-        return []
-    try:
-        found = json.loads(path.read_text())
-        if isinstance(found, list):
-            return found
-    except (OSError, ValueError):
-        pass
-    path.rename(path.with_name(path.name + ".unreadable"))
-    return []
 
 
 def run_ray_sweep(plan: SweepPlan, options: RayOptions, progress: ProgressFn | None = None) -> SweepResult:

@@ -48,6 +48,7 @@ from hwprof.analysis.sweep_rows import (
     sweep_files,
 )
 from hwprof.core.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, runs_on, supported_text
+from hwprof.rundir.logs import child_log, log_lines
 from hwprof.rundir.names import SWEEP_CSV, SWEEP_JSON
 from hwprof.rundir.writer import write_sweep_files
 from hwprof.schema.run import RunDoc
@@ -322,7 +323,7 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None, stop: StopSig
         say(SweepEvent(i, len(points), name, False, " ".join(command[3:])))
         started = time.monotonic()
         log_path = out / f"{name}.log"
-        with open(log_path, "w") as log:
+        with child_log(log_path) as log:
             code = run_point(command, log, timeout_s, stop)
         row = finished_row(point, run_dir, code, log_path, timeout_s, peaks)
         row.wall_s = time.monotonic() - started
@@ -356,9 +357,6 @@ def resume_command(out_root: Path) -> str:
 
 def _last_line(path: Path) -> str:
     """The point's error: its last `hwprof: error:` line (collect prints it unwrapped), else its last line."""
-    try:
-        lines = [line.strip() for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return ""
+    lines = [line.strip() for line in log_lines(path) if line.strip()]
     errors = [line for line in lines if line.startswith("hwprof: error:")]
     return errors[-1] if errors else (lines[-1] if lines else "")

@@ -9,18 +9,15 @@ as the one tensor a layer's nodes pass to another layer's). Written to `model/la
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.core.atomic import atomic_write_text
+from hwprof.schema.codec import JsonObject
 from hwprof.workload.node_layers import scope_of
 
 if TYPE_CHECKING:
     import torch
-
-ERRORS_FILE = "layer_errors.json"
 
 
 def layer_output_tensors(onnx_path: Path) -> dict[str, str]:
@@ -62,7 +59,7 @@ def probe_model(source: Path, target: Path, tensors: list[str]) -> list[str]:
 
 
 def probe_layer_outputs(
-    export: Path, model: Path, work_dir: Path, run: Callable[[Path, list[str]], dict[str, Any]]
+    export: Path, model: Path, work_dir: Path, run: Callable[[Path, list[str]], JsonObject]
 ) -> dict[str, torch.Tensor]:
     """Every layer's output from a probe copy of `model` (the file the runtime runs), named from the
     fp32 `export`; `run(probe, names)` runs the probe in the runtime and returns the named outputs."""
@@ -118,10 +115,9 @@ def layer_errors(reference: dict[str, torch.Tensor], got: dict[str, torch.Tensor
     return out
 
 
-def write_layer_errors(run_dir: Path, runtime: str, precision: str, errors: dict[str, dict[str, float]]) -> Path:
-    path = run_dir / "model" / ERRORS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {
+def layer_errors_doc(runtime: str, precision: str, errors: dict[str, dict[str, float]]) -> JsonObject:
+    """model/layer_errors.json's content (hwprof.rundir.pass_files.write_layer_errors writes it)."""
+    return {
         "runtime": runtime,
         "precision": precision,
         "reference": "the fused torch model in fp32, same first batch",
@@ -129,12 +125,3 @@ def write_layer_errors(run_dir: Path, runtime: str, precision: str, errors: dict
         "output tensor added as a graph output of a probe copy of the model they run)",
         "layers": errors,
     }
-    atomic_write_text(path, json.dumps(doc, indent=1))
-    return path
-
-
-def read_layer_errors(run_dir: Path) -> dict[str, Any] | None:
-    try:
-        return dict(json.loads((run_dir / "model" / ERRORS_FILE).read_text()))
-    except (OSError, ValueError):
-        return None

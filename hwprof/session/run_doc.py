@@ -1,0 +1,81 @@
+"""run.json as a collect builds it, pass by pass: each pass's outcome recorded (its passes entry, its
+collectors' entries, the runtime it ran), the interruption a stop signal caused, and the host's peaks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hwprof.perf.neighbours import neighbours_entry
+from hwprof.rundir.names import PASSES, WORKER_LOG
+from hwprof.schema.codec import JsonObject, json_value
+from hwprof.schema.host import PeaksDoc
+from hwprof.schema.run import CollectorEntry, PassDoc, RunDoc, RuntimeDoc
+from hwprof.schema.runtime_checks import ProfiledPass
+from hwprof.session.outcome import PassOutcome
+from hwprof.session.plan import Plan
+from hwprof.session.stopping import StopSignals
+
+
+def interruption(run: RunDoc, plan: Plan, stop: StopSignals) -> JsonObject:
+    """run.json "interrupted": the signal, how often it came, and which passes ran, stopped or never started."""
+    ran = list(run.passes)
+    return {
+        "signal": stop.name or "SIGINT",
+        "signals_received": max(stop.count, 1),
+        "escalated": stop.escalated,
+        "passes_interrupted": [n for n, p in run.passes.items() if p.status == "interrupted"],
+        "passes_not_run": [p.name for p in plan.passes if p.name not in ran],
+    }
+
+
+def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
+    """The pass's run.json entry, its collectors' entries and the runtime it ran; `where`: run.json's path."""
+    entry = PassDoc.of(
+        status=outcome.status,
+        returncode=outcome.returncode,
+        wall_s=round(outcome.wall_s, 3),
+        pid=outcome.pid,
+        error=outcome.error,
+        collectors=sorted(outcome.results),
+        log=f"{PASSES}/{outcome.name}/{WORKER_LOG}",
+        host_steal_share=outcome.host_steal_share,
+        neighbours=json_value(neighbours_entry(outcome.neighbours)),
+    )
+    if outcome.lingering:
+        entry.update(lingering=json_value([x.to_dict() for x in outcome.lingering]))
+    run.passes[outcome.name] = entry
+    for name, result in outcome.results.items():
+        run.collectors[name] = CollectorEntry.read(name, json_value({**result.to_dict(), "pass": outcome.name}), where)
+    if outcome.runtime:
+        _record_runtime(run, outcome.name, outcome.runtime, where)
+
+
+def _record_runtime(run: RunDoc, pass_name: str, info: dict[str, Any], where: str) -> None:
+    """run.json's "runtime": what ran the forward (from the first pass), and each profiled pass's clock."""
+    profiler = {k: info.pop(k) for k in ("profiler", "clock", "replayed_layer_markers", "profile_error") if k in info}
+    if run.runtime is None:
+        first = json_value({"name": info.get("runtime"), **info, "profiled_passes": {}})
+        run.update(runtime=RuntimeDoc.from_json(first, where, "runtime."))
+    runtime = run.runtime
+    if profiler and runtime is not None and runtime.profiled_passes is not None:
+        prefix = f"runtime.profiled_passes.{pass_name}."
+        runtime.profiled_passes[pass_name] = ProfiledPass.from_json(json_value(profiler), where, prefix)
+
+
+def peaks_doc(threads: int, where: str) -> PeaksDoc:
+    """run.json's peaks (see _peaks); `where`: run.json's path."""
+    return PeaksDoc.from_json(json_value(_peaks(threads)), where, "peaks.")
+
+
+def _peaks(threads: int) -> dict[str, Any]:
+    """This host's measured peak GFLOP/s and GB/s (cached per host), for the roofline."""
+    from hwprof.hardware.machine import measure_peaks
+
+    try:
+        return measure_peaks(threads).to_dict()
+    except Exception as exc:
+        return {
+            "status": "unavailable",
+            "reason": f"measuring the peaks failed: {type(exc).__name__}: {exc}",
+            "fix": "hwprof doctor --peaks --force",
+        }
