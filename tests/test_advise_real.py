@@ -48,7 +48,16 @@ def test_every_runnable_candidate_is_measured_paired_with_its_output_checked(adv
     assert rows["channels_last"].output.head_relative < 1e-3  # type: ignore[union-attr]
     assert rows["compile"].setup_s and rows["compile"].setup_s > 0 and "Inductor" in rows["compile"].layers_note
     assert rows["onnxruntime"].setup_s and "export" in rows["onnxruntime"].setup_what
-    assert all(r.status == NOT_RUN and r.reason for r in advice.rows if r.key in ("bf16", "int8", "omp-passive"))
+    # These run only where a finding of this run points to them (and the host has the units): whether one
+    # does depends on the run's figures (a loaded host's slower forward sits further below the roof), so
+    # each is either not run with its reason, or measured with its output checked like the others.
+    for row in (r for r in advice.rows if r.key in ("bf16", "int8", "omp-passive")):
+        if row.status == NOT_RUN:
+            assert row.reason, row.key
+        else:
+            assert row.status in (MEASURED, CHANGED_OUTPUT), (row.key, row.status, row.reason)
+            assert row.forward is not None and row.forward.before_ms and row.forward.after_ms, row.key
+            assert row.finding, row.key
 
 
 def test_paired_blocks_are_recorded_for_the_trace(advised: tuple[Path, str]) -> None:
