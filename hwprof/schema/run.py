@@ -215,6 +215,30 @@ class CollectorEntry(Record):
 
 
 @dataclass(kw_only=True)
+class ImportConfiguration(Record):
+    """An imported run's forwards as gpu-import was told they ran (a Kineto trace does not state it)."""
+
+    batch: int | None = None
+    precision: str | None = None
+    channels_last: bool | None = None
+    source: str | None = None
+    """Where the figures came from (the gpu-import options)."""
+
+
+@dataclass(kw_only=True)
+class ImportedDoc(Record):
+    """run.json "imported" (hwprof gpu-import): the recorded files the run was made from, and their machine."""
+
+    files: list[Any] | None = None
+    device: str | None = None
+    """The GPU the recording ran on."""
+    recorded_on: str | None = None
+    configuration: ImportConfiguration | None = None
+    experiments: list[Any] | None = None
+    """The recorded experiments copied into the run (paths relative to it)."""
+
+
+@dataclass(kw_only=True)
 class RunDoc(Record):
     """run.json (see the module's docstring)."""
 
@@ -225,7 +249,7 @@ class RunDoc(Record):
     created: str | None = None
     command: list[Any] | None = None
     """The command line of the collect (argv)."""
-    imported: JsonObject | None = None
+    imported: ImportedDoc | None = None
     config: RunConfigDoc = field(default_factory=RunConfigDoc)
     host: HostDoc = field(default_factory=HostDoc)
     images: JsonObject | None = None
