@@ -188,6 +188,24 @@ class PassDoc(Record):
 
 
 @dataclass(kw_only=True)
+class UnavailablePart(Record):
+    """A part of a collector that cannot run here (perf_events' events, perf_sampling's CPI per kernel and
+    kernel-space samples): why, and the fix."""
+
+    reason: str | None = None
+    fix: str | None = None
+
+
+@dataclass(kw_only=True)
+class ProbeDetails(Record):
+    """A collector's probe details (collectors.base.Capability.details, run.json collectors.<name>.details):
+    what hwprof reads of them; the rest (binary, version, events, ...) kept as it is."""
+
+    unavailable: dict[str, UnavailablePart] | None = None
+    """Part -> why it cannot run, for a collector that works in part."""
+
+
+@dataclass(kw_only=True)
 class CollectorEntry(Record):
     """One collector in run.json: its status (and why), its pass, and its typed summary."""
 
