@@ -23,6 +23,7 @@ from hwprof.schema.gpu_import import (
     NcuImport,
     NvmlImport,
     NvmlWindow,
+    RoofRowDoc,
     TensorCoreDoc,
 )
 from hwprof.schema.ncu_tensor import TENSOR_MATH_FIX
@@ -142,7 +143,10 @@ def import_ncu(
         rows = roofline_rows(tables.layers, roof, warm_ns)
         out.update(
             warm_time=warm_time,
-            roofline=[asdict(r) | {"lower_bound": r.lower_bound} for r in rows],
+            roofline=[
+                RoofRowDoc.from_json(asdict(r) | {"lower_bound": r.lower_bound}, where, f"roofline.{i}.")
+                for i, r in enumerate(rows)
+            ],
             roofline_summary=roofline_summary(rows, roof).to_dict(),
             peaks=peaks,
         )

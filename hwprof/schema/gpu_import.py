@@ -87,10 +87,43 @@ class LaunchFillDoc(Record):
 
 
 @dataclass(kw_only=True)
+class RoofPointDoc(Record):
+    """One layer at one cache state on the roofline (hwprof.analysis.gpu_roofline.RoofPoint as written)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("cache", "bytes", "bytes_source", "time_source", "bound")
+    cache: str = ""
+    bytes: float = 0.0
+    bytes_source: str = ""
+    ns: float | None = None
+    time_source: str = ""
+    intensity: float | None = None
+    achieved_tflops: float | None = None
+    achieved_gbps: float | None = None
+    attainable_tflops: float | None = None
+    bound: str = ""
+    roof_share: float | None = None
+
+
+@dataclass(kw_only=True)
+class RoofRowDoc(Record):
+    """One layer of the GPU roofline (hwprof.analysis.gpu_roofline.GpuRoofRow as written, with lower_bound)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("layer", "flops")
+    layer: str = ""
+    flops: float = 0.0
+    tensor_math_inst: float | None = None
+    warm: RoofPointDoc | None = None
+    cold: RoofPointDoc | None = None
+    sm_pct: float | None = None
+    mem_pct: float | None = None
+    lower_bound: bool | None = None
+
+
+@dataclass(kw_only=True)
 class NcuImport(Record):
     """import_ncu: Nsight Compute's per-layer table, tensor-core use, launch sizes and the roofline."""
 
-    layers: dict[str, JsonObject] = field(default_factory=dict)
+    layers: dict[str, dict[str, float]] = field(default_factory=dict)
     """Layer -> its metrics (a metric table's rows: name -> figure)."""
     types: dict[str, str] = field(default_factory=dict)
     units: JsonObject | None = None
@@ -99,8 +132,8 @@ class NcuImport(Record):
     tensor_cores: TensorCoreDoc = field(default_factory=TensorCoreDoc)
     launch_fill: LaunchFillDoc | None = None
     warm_time: str | None = None
-    roofline: list[JsonObject] | None = None
-    """GpuRoofRow as asdict, plus lower_bound (render/gpu_tables rebuilds the rows)."""
+    roofline: list[RoofRowDoc] | None = None
+    """GpuRoofRow as written, plus lower_bound (render/gpu_tables rebuilds the rows)."""
     roofline_summary: JsonObject | None = None
     peaks: dict[str, float] | None = None
 
