@@ -6,8 +6,6 @@ run whose run.json has none); what a point runs and how is hwprof/sweep/run.py's
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,6 +21,7 @@ from hwprof.analysis.sweep_advice import (
     set_advice,
     summary_csv_rows,
 )
+from hwprof.core.csvtext import csv_text
 from hwprof.core.host_kinds import host_kind, software, software_text
 from hwprof.rundir.names import SWEEP_JSON
 from hwprof.rundir.writer import SweepFiles
@@ -329,16 +328,8 @@ def sweep_files(result: SweepResult) -> SweepFiles:
     advice = None
     if result.advised:
         lines = [{k: _csv_cell(v) for k, v in line.items()} for line in summary_csv_rows(advice_summary(result.rows))]
-        advice = _csv_text(list(SUMMARY_CSV_FIELDS), lines)
-    return SweepFiles(json.dumps(result.to_dict(), indent=1) + "\n", _csv_text(fields, rows), advice)
-
-
-def _csv_text(fields: list[str], rows: list[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+        advice = csv_text(list(SUMMARY_CSV_FIELDS), lines)
+    return SweepFiles(json.dumps(result.to_dict(), indent=1) + "\n", csv_text(fields, rows), advice)
 
 
 def _csv_cell(value: Any) -> Any:
