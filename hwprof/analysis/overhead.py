@@ -122,7 +122,7 @@ def overheads(data: RunData, layers: LayerReport) -> Overheads:
     else:
         out.missing["outside_layers"] = Missing("no pass recorded both forward and layer markers")
     metrics = data.metrics()
-    perf = metrics.get("perf_events") or metrics.get("papi")
+    perf = next((metrics[name] for name in ("perf_events", "papi") if name in metrics), None)
     if perf is not None:
         gap = perf.stage("forward").get("gap.task-clock")
         if gap is not None:

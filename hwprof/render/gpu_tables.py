@@ -98,16 +98,7 @@ def print_ncu(console: Console, s: NcuImport) -> None:
 
     rows = []
     for layer, m in sorted(s.layers.items(), key=lambda kv: layer_order(kv[0])):
-        cold = (
-            m.get("dram_read_bytes_cold", 0) + m.get("dram_write_bytes_cold", 0)
-            if "dram_read_bytes_cold" in m
-            else None
-        )
-        warm = (
-            m.get("dram_read_bytes_warm", 0) + m.get("dram_write_bytes_warm", 0)
-            if "dram_read_bytes_warm" in m
-            else None
-        )
+        cold, warm = _dram_bytes(m, "cold"), _dram_bytes(m, "warm")
         rows.append(
             [
                 *layer_cells(layer, types),
@@ -139,6 +130,15 @@ def print_ncu(console: Console, s: NcuImport) -> None:
     _print(console, spec)
     if s.warm_time:
         console.print(s.warm_time, highlight=False)
+
+
+def _dram_bytes(m: dict[str, float], cache: str) -> float | None:
+    """A layer's DRAM bytes read and written at `cache` ("cold": kernel replay, "warm": app-range); None where
+    the reads were not measured."""
+    read = m.get(f"dram_read_bytes_{cache}")
+    if read is None:
+        return None
+    return read + m.get(f"dram_write_bytes_{cache}", 0)
 
 
 def _roof_point(p: RoofPointDoc | None) -> RoofPoint | None:

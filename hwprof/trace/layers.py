@@ -158,7 +158,8 @@ def check_layers(tp: TraceSession, run_dir: Path | str) -> LayerCheck:
     layers = native.layers if native else {}
     report = {name: layer.samples for name, layer in layers.items() if name != BETWEEN_LAYERS}
     names = sorted(set(report) | set(in_trace))
-    mismatches = [(n, report.get(n, 0), in_trace.get(n, 0)) for n in names if report.get(n, 0) != in_trace.get(n, 0)]
+    wanted = {n: report.get(n, 0) for n in names}
+    mismatches = [(n, wanted[n], in_trace[n]) for n in names if wanted[n] != in_trace[n]]
     categories = ", ".join(f"'{c}'" for c in sorted(STACK_CATEGORIES))
     stacks = tp.query(STACKS_ACROSS_LAYERS.format(categories=categories))[0]
     return LayerCheck(
