@@ -17,6 +17,7 @@ from hwprof.collectors.gpu.nvml.samples import TRACKS, NvmlSeries, power_average
 from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
 from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
 from hwprof.gpu.importer import import_nvml
+from hwprof.schema.codec import need
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 KINETO = FIX / "kineto_yolov7_640_fp32.trimmed.json.gz"
@@ -235,8 +236,8 @@ def test_nvml_power_average_by_compute_capability():
 
 def test_gpu_import_energy_of_every_recorded_window_is_near_the_counter():
     out = import_nvml(FIX / "nvml_samples.json.gz", FIX / "gpu_results.subset.json")
-    ratios = [w["j_per_inference"] / w["recorded_j_per_inference"] for w in out["windows"]]
-    assert len(ratios) == 16 and out["power_average_s"] == 1.0
+    ratios = [need(w.j_per_inference) / need(w.recorded_j_per_inference) for w in out.windows]
+    assert len(ratios) == 16 and out.power_average_s == 1.0
     assert all(0.9 < r < 1.07 for r in ratios) and abs(sum(ratios) / len(ratios) - 1) < 0.02
 
 

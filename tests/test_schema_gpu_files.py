@@ -18,7 +18,8 @@ from hwprof.analysis.gpu_kernels import launch_fill, tensor_core_by_counter
 from hwprof.rundir.reader import RunData, RunDirError
 from hwprof.schema.codec import Record
 from hwprof.schema.gpu_files import KinetoKernel, NcuKernel, layer_kernels_json, read_layer_kernels
-from hwprof.schema.gpu_import import KinetoImport, NcuImport, NvmlImport
+from hwprof.schema.gpu_import import GpuRecording, KinetoImport, NcuImport, NvmlImport
+from hwprof.schema.run import RunDoc
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -116,7 +117,7 @@ def _imports() -> list[tuple[type[Record], dict[str, Any]]]:
     csvs = (recorded / "ncu_yolov8n_640_fp32.csv.gz", recorded / "ncu_app-range_yolov8n_640_fp32.csv.gz")
     ncu = import_ncu(*csvs, peaks, [kineto])
     nvml = import_nvml(recorded / "nvml_samples.json.gz", recorded / "gpu_results.subset.json")
-    return [(KinetoImport, kineto), (NcuImport, ncu), (NvmlImport, nvml)]
+    return [(KinetoImport, kineto.to_json()), (NcuImport, ncu.to_json()), (NvmlImport, nvml.to_json())]
 
 
 def test_gpu_import_summaries_round_trip_with_every_key_known() -> None:
@@ -134,3 +135,54 @@ def test_a_damaged_gpu_import_summary_names_the_field() -> None:
     kineto["layers"][2]["gpu_us"] = "slow"
     with pytest.raises(RunDirError, match=re.escape('gpu-import: field "layers.2.gpu_us" must be a number')):
         KinetoImport.from_json(kineto, "gpu-import")
+
+
+@pytest.mark.parametrize("path", [FIXTURES / "gpu" / "gpu_results.subset.json", GPU_RUN / "passes/gpu/gpu_peaks.json"])
+def test_gpu_recording_round_trips_byte_for_byte(path: Path) -> None:
+    """gpu_results.json (a recording) and gpu_peaks.json (an imported run's) read as GpuRecording, written back
+    key for key; the peaks and the device's compute capability typed."""
+    doc = json.loads(path.read_text())
+    recording = GpuRecording.load(path)
+    assert json.dumps(recording.to_json(), indent=1) == json.dumps(doc, indent=1)
+    assert recording.device.cc == "9.0" and recording.peak_table()["matmul_fp32_tflops"] == 51.6
+
+
+def test_gpu_peaks_cache_without_a_peaks_key_is_its_own_table(tmp_path: Path) -> None:
+    path = tmp_path / "peaks.json"
+    path.write_text(json.dumps({"matmul_fp32_tflops": 51.6, "d2d_copy_gbps_read_plus_write": 3015.4}))
+    assert GpuRecording.load(path).peak_table() == {"matmul_fp32_tflops": 51.6, "d2d_copy_gbps_read_plus_write": 3015.4}
+
+
+@pytest.mark.parametrize(
+    ("keys", "value", "expected"),
+    [
+        (["bench", 0, "window_ns"], "soon", 'field "bench.0.window_ns" must be a list, found a string'),
+        (["bench", 1, "model"], None, 'field "bench.1.model" must be a string, found null'),
+        (["device", "cc"], 9.0, 'field "device.cc" must be a string, found a number'),
+    ],
+)
+def test_a_damaged_gpu_recording_names_the_file_and_field(
+    tmp_path: Path, keys: list[Any], value: Any, expected: str
+) -> None:
+    doc = json.loads((FIXTURES / "gpu" / "gpu_results.subset.json").read_text())
+    target = doc
+    for key in keys[:-1]:
+        target = target[key]
+    target[keys[-1]] = value
+    path = tmp_path / "gpu_results.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(RunDirError, match=re.escape(f"{path}: {expected}")) as err:
+        GpuRecording.load(path)
+    assert "\n" not in str(err.value)
+
+
+def test_imported_section_is_typed_and_a_damaged_field_names_it() -> None:
+    doc = json.loads((GPU_RUN / "run.json").read_text())
+    run = RunDoc.read(doc, "run.json")
+    assert run.imported is not None and run.imported.configuration is not None
+    assert run.imported.configuration.batch == 1 and run.imported.device == "NVIDIA H100 80GB HBM3"
+    assert not [key for key in run.unknown_keys() if key.startswith("imported.")]
+    doc["imported"]["configuration"]["batch"] = "one"
+    expected = 'run.json: field "imported.configuration.batch" must be an integer'
+    with pytest.raises(RunDirError, match=re.escape(expected)):
+        RunDoc.read(doc, "run.json")

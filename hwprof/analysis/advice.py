@@ -20,14 +20,15 @@ from __future__ import annotations
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, block_ratios, quartiles
 from hwprof.rundir.names import ADVICE_JSON
 from hwprof.rundir.reader import advice_path, read_json_if_present
+from hwprof.schema.advice_file import ADVICE_SCHEMA, AdviceFile, AdviceRowDoc, OutputCheckDoc, SpeedupDoc
 
+T = TypeVar("T")
 ADVICE_FILE = ADVICE_JSON
-ADVICE_SCHEMA = 1
 RECORDED = "recorded"
 METHOD_TEXT = {
     PAIRED: "paired: baseline and variant interleaved in ABBA blocks in one process on the same images; "
@@ -88,6 +89,12 @@ class Speedup:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Speedup:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    @classmethod
+    def from_doc(cls, doc: SpeedupDoc) -> Speedup:
+        """From advice.json's record of it."""
+        blocks = doc.blocks if doc.blocks is not None else 0
+        return cls(doc.method, doc.ratio, doc.q1, doc.q3, doc.low, doc.high, blocks, doc.before_ms, doc.after_ms)
 
 
 def paired_speedup(before: dict[int, float], after: dict[int, float]) -> Speedup | None:
@@ -167,6 +174,13 @@ class OutputCheck:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> OutputCheck:
         return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+    @classmethod
+    def from_doc(cls, doc: OutputCheckDoc) -> OutputCheck:
+        """From advice.json's record of it."""
+        tolerance = doc.tolerance if doc.tolerance is not None else DETECTION_TOLERANCE
+        figures = (doc.candidates_reference, doc.candidates, doc.detections_reference, doc.detections, doc.matched)
+        return cls(doc.head_max_abs, doc.head_range, *figures, tolerance)
 
 
 @dataclass
@@ -252,15 +266,29 @@ class AdviceRow:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AdviceRow:
-        keys = cls.__dataclass_fields__
-        row = cls(
-            **{k: v for k, v in d.items() if k in keys and k not in ("forward", "end_to_end", "output", "layers")}
+        return cls.from_doc(AdviceRowDoc.from_json(d, ADVICE_FILE))
+
+    @classmethod
+    def from_doc(cls, doc: AdviceRowDoc) -> AdviceRow:
+        """From advice.json's record of it (a field it does not hold: the row's default)."""
+        return cls(
+            doc.key,
+            doc.change,
+            doc.how,
+            doc.finding,
+            _or(doc.status, MEASURED),
+            _or(doc.reason, ""),
+            Speedup.from_doc(doc.forward) if doc.forward else None,
+            Speedup.from_doc(doc.end_to_end) if doc.end_to_end else None,
+            _or(doc.per_image, False),
+            doc.setup_s,
+            _or(doc.setup_what, ""),
+            OutputCheck.from_doc(doc.output) if doc.output else None,
+            [LayerDelta(x.index, x.type, x.before_ms, x.after_ms) for x in doc.layers],
+            _or(doc.layers_note, ""),
+            _or(doc.pairing_note, ""),
+            _or(doc.variant_run, ""),
         )
-        row.forward = Speedup.from_dict(d["forward"]) if d.get("forward") else None
-        row.end_to_end = Speedup.from_dict(d["end_to_end"]) if d.get("end_to_end") else None
-        row.output = OutputCheck.from_dict(d["output"]) if d.get("output") else None
-        row.layers = [LayerDelta(**x) for x in d.get("layers", [])]
-        return row
 
 
 @dataclass
@@ -320,19 +348,29 @@ class Advice:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Advice:
-        if d.get("schema") != ADVICE_SCHEMA:
-            raise ValueError(f"{ADVICE_FILE}: schema {d.get('schema')!r}, this hwprof reads {ADVICE_SCHEMA}")
+        """advice.json's value, read through the schema's AdviceFile (ValueError for another schema version,
+        RunDirError naming the field where it is damaged)."""
+        doc = AdviceFile.read(d, ADVICE_FILE)
+        blocks = [
+            AdviceBlock(b.key, b.side, b.block, b.iteration, b.start_ns, b.end_ns, b.forward_start_ns, b.forward_end_ns)
+            for b in doc.blocks
+        ]
         return cls(
-            d["baseline"],
-            d.get("device", "cpu"),
-            [AdviceRow.from_dict(r) for r in d["rows"]],
-            [AdviceBlock(**b) for b in d.get("blocks", [])],
-            d.get("started_ns", 0),
-            d.get("ended_ns", 0),
-            d.get("wall_s", 0.0),
-            d.get("source", ""),
-            list(d.get("notes", [])),
+            doc.baseline,
+            _or(doc.device, "cpu"),
+            [AdviceRow.from_doc(r) for r in doc.rows],
+            blocks,
+            _or(doc.started_ns, 0),
+            _or(doc.ended_ns, 0),
+            _or(doc.wall_s, 0.0),
+            _or(doc.source, ""),
+            list(doc.notes or []),
         )
+
+
+def _or(value: T | None, default: T) -> T:
+    """A field of advice.json, or the default its reader takes where the file does not hold it."""
+    return default if value is None else value
 
 
 def load_advice(run_dir: Path) -> tuple[Advice | None, str]:

@@ -122,14 +122,14 @@ def overheads(data: RunData, layers: LayerReport) -> Overheads:
     else:
         out.missing["outside_layers"] = Missing("no pass recorded both forward and layer markers")
     metrics = data.metrics()
-    perf = metrics.get("perf_events") or metrics.get("papi")
+    perf = next((metrics[name] for name in ("perf_events", "papi") if name in metrics), None)
     if perf is not None:
-        gap = perf.stages.get("forward", {}).get("gap.task-clock")
+        gap = perf.stage("forward").get("gap.task-clock")
         if gap is not None:
             out.outside_layers_cpu_ms = gap / 1e6
     prof = metrics.get("torch_profiler")
     if prof is not None:
-        fwd = prof.stages.get("forward", {})
+        fwd = prof.stage("forward")
         if fwd.get("profiler_stage_ms") and "aten_self_ms" in fwd:
             out.between_ops_ms = max(fwd["profiler_stage_ms"] - fwd["aten_self_ms"], 0.0)
             out.between_ops_share = out.between_ops_ms / fwd["profiler_stage_ms"]

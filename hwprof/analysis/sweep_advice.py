@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hwprof.analysis.advice import ADVICE_FILE, CHANGED_OUTPUT, MEASURED, load_advice
+from hwprof.core.csvtext import CsvRow
 from hwprof.rundir.names import SWEEP_ADVICE_CSV as SWEEP_ADVICE_CSV_NAME
 
 ADVISE_FLAG = "--advise"
@@ -135,11 +136,11 @@ def advice_summary(rows: Sequence[AdvisedRow]) -> list[KindAdvice]:
     return out
 
 
-def summary_csv_rows(summary: Sequence[KindAdvice]) -> list[dict[str, Any]]:
+def summary_csv_rows(summary: Sequence[KindAdvice]) -> list[CsvRow]:
     """sweep_advice.csv: one line per (kind, change), and one per kind where no change was ranked."""
-    lines: list[dict[str, Any]] = []
+    lines: list[CsvRow] = []
     for k in summary:
-        base = {"host_kind": k.host_kind, "points": k.points, "points_advised": k.advised}
+        base: CsvRow = {"host_kind": k.host_kind, "points": k.points, "points_advised": k.advised}
         for c in k.changes:
             lines.append({**base, **asdict(c), "winner": c.key == k.winner, "note": ""})
         if not k.changes:

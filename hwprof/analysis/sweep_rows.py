@@ -6,8 +6,6 @@ run whose run.json has none); what a point runs and how is hwprof/sweep/run.py's
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -23,10 +21,12 @@ from hwprof.analysis.sweep_advice import (
     set_advice,
     summary_csv_rows,
 )
+from hwprof.core.csvtext import csv_text
 from hwprof.core.host_kinds import host_kind, software, software_text
 from hwprof.rundir.names import SWEEP_JSON
 from hwprof.rundir.writer import SweepFiles
 from hwprof.schema.check import Field, RunDirError, check_fields, found, read_json_object
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.run import RunDoc, RuntimeDoc
 from hwprof.schema.summaries_gpu import CudaGraphSummary, NvmlSummary
@@ -120,9 +120,10 @@ class SweepRow:
     """torch, the runtime (when not torch), Python and hwprof versions of the run."""
     node_id: str = ""
     """Ray: the id of the node whose run the row is (its last attempt's); "" for a local sweep."""
-    attempts: list[dict[str, Any]] = field(default_factory=list)
+    attempts: list[JsonObject] = field(default_factory=list)
     """Ray: every attempt of the point, in order: node_id, host, start, end (time.time()), outcome (the CSV
-    has their count). More than one: Ray ran the point again after its worker or node died."""
+    has their count), kept as sweep.json holds them (the table reads each as hwprof.schema.sweep_attempt's
+    SweepAttempt). More than one: Ray ran the point again after its worker or node died."""
     advice: str = ""
     """`sweep --advise`: the key of the point's top ranked change (hwprof.analysis.sweep_advice)."""
     advice_forward: float | None = None
@@ -224,7 +225,7 @@ def _runtime_fields(row: SweepRow, run: RunDoc, params: int | None) -> None:
         row.detections_reference = diff.detections_reference
 
 
-def node_host(description: dict[str, Any]) -> HostDoc:
+def node_host(description: JsonObject) -> HostDoc:
     """A Ray node's description (hwprof.sweep.ray_point.describe_node: host_info() and its node id) as the
     run.json "host" record it mirrors."""
     return HostDoc.from_json(description, "a Ray node's description")
@@ -245,7 +246,7 @@ def row_from_run(
     run_dir: Path,
     point: SweepPoint,
     status: str,
-    peaks: Callable[[int], dict[str, Any]] | None = None,
+    peaks: Callable[[int], JsonObject] | None = None,
 ) -> SweepRow:
     """The sweep row of one finished run directory (pure analysis, plus the peaks fallback)."""
     from hwprof.analysis.run_analysis import analyse
@@ -329,16 +330,8 @@ def sweep_files(result: SweepResult) -> SweepFiles:
     advice = None
     if result.advised:
         lines = [{k: _csv_cell(v) for k, v in line.items()} for line in summary_csv_rows(advice_summary(result.rows))]
-        advice = _csv_text(list(SUMMARY_CSV_FIELDS), lines)
-    return SweepFiles(json.dumps(result.to_dict(), indent=1) + "\n", _csv_text(fields, rows), advice)
-
-
-def _csv_text(fields: list[str], rows: list[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+        advice = csv_text(list(SUMMARY_CSV_FIELDS), lines)
+    return SweepFiles(json.dumps(result.to_dict(), indent=1) + "\n", csv_text(fields, rows), advice)
 
 
 def _csv_cell(value: Any) -> Any:

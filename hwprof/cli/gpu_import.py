@@ -5,8 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
+
+if TYPE_CHECKING:
+    from hwprof.schema.codec import JsonObject
+    from hwprof.schema.gpu_import import KinetoImport, NcuImport, NvmlImport
 
 
 def add_gpu_import_args(p: argparse.ArgumentParser) -> None:
@@ -67,16 +72,17 @@ def run_gpu_import(args: argparse.Namespace, console: Console) -> int:
     if args.out is not None and len(args.kineto) != 1:
         raise ValueError("--out needs exactly one --kineto trace: the run's clock, markers and layers come from it")
     cats = ("cuda_runtime",) if args.launches == "runtime" else None
-    out: dict = {"kineto": [import_kineto(p, cats) for p in args.kineto]}
+    kineto = [import_kineto(p, cats) for p in args.kineto]
+    ncu = nvml = None
     if args.ncu or args.ncu_app_range:
         peaks = peaks_from_results(args.peaks) if args.peaks else None
-        out["ncu"] = import_ncu(args.ncu, args.ncu_app_range, peaks, out["kineto"])
+        ncu = import_ncu(args.ncu, args.ncu_app_range, peaks, kineto)
     if args.nvml:
-        out["nvml"] = import_nvml(args.nvml, args.bench)
+        nvml = import_nvml(args.nvml, args.bench)
     if args.format == "json":
-        console.print_json(json.dumps(out, default=str))
+        console.print_json(json.dumps(imports_json(kineto, ncu, nvml), default=str))
     else:
-        _print_tables(console, out, args.top)
+        _print_tables(console, kineto, ncu, nvml, args.top)
     if args.out is not None:
         write_run(args, cats, console)
     return 0
@@ -122,13 +128,24 @@ def write_run(args: argparse.Namespace, cats: tuple[str, ...] | None, console: C
     )
 
 
-def _print_tables(console: Console, out: dict, top: int) -> None:
-    from hwprof.render.gpu_tables import print_kineto, print_ncu, print_nvml
-    from hwprof.schema.gpu_import import KinetoImport, NcuImport, NvmlImport
+def imports_json(kineto: list[KinetoImport], ncu: NcuImport | None, nvml: NvmlImport | None) -> JsonObject:
+    """--format json: the summaries of what was given ("kineto" always, "ncu" and "nvml" where given)."""
+    out: JsonObject = {"kineto": [k.to_json() for k in kineto]}
+    if ncu is not None:
+        out["ncu"] = ncu.to_json()
+    if nvml is not None:
+        out["nvml"] = nvml.to_json()
+    return out
 
-    for summary in out["kineto"]:
-        print_kineto(console, KinetoImport.from_json(summary, "gpu-import"), Path(summary["file"]).name, top)
-    if "ncu" in out:
-        print_ncu(console, NcuImport.from_json(out["ncu"], "gpu-import"))
-    if "nvml" in out:
-        print_nvml(console, NvmlImport.from_json(out["nvml"], "gpu-import"))
+
+def _print_tables(
+    console: Console, kineto: list[KinetoImport], ncu: NcuImport | None, nvml: NvmlImport | None, top: int
+) -> None:
+    from hwprof.render.gpu_tables import print_kineto, print_ncu, print_nvml
+
+    for summary in kineto:
+        print_kineto(console, summary, Path(str(summary.file)).name, top)
+    if ncu is not None:
+        print_ncu(console, ncu)
+    if nvml is not None:
+        print_nvml(console, nvml)

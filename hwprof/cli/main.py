@@ -7,7 +7,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -17,6 +17,9 @@ from hwprof.cli.args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
 from hwprof.cli.collect import cmd_collect, write_trace
 from hwprof.core.config import RunConfig, default_threads
 from hwprof.session.stopping import StopSignals
+
+if TYPE_CHECKING:
+    from hwprof.schema.codec import JsonObject
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -185,14 +188,14 @@ def _runtimes_table(device: str) -> Any:
     return table
 
 
-def _unavailable_parts(details: dict[str, Any]) -> list[tuple[list[str], str, str]]:
+def _unavailable_parts(details: JsonObject) -> list[tuple[list[str], str, str]]:
     """A collector that works in part lists what it cannot do in details["unavailable"]: name -> {reason, fix}."""
+    from hwprof.schema.run import ProbeDetails
+
     parts: dict[tuple[str, str], list[str]] = {}
-    unavailable = details.get("unavailable")
-    if isinstance(unavailable, dict):
-        for name, why in unavailable.items():
-            if isinstance(why, dict):
-                parts.setdefault((str(why.get("reason", "")), str(why.get("fix", ""))), []).append(str(name))
+    unavailable = ProbeDetails.from_json(details, "the collector's probe details").unavailable or {}
+    for name, why in unavailable.items():
+        parts.setdefault((why.reason or "", why.fix or ""), []).append(name)
     return [(names, reason, fix) for (reason, fix), names in parts.items()]
 
 

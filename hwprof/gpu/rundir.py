@@ -23,7 +23,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwprof.analysis.advice import ADVICE_FILE, Advice
 from hwprof.analysis.gpu_advice import GpuBaseline, gpu_advice
@@ -34,8 +34,19 @@ from hwprof.gpu.importer import import_nvml
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.check import SCHEMA_VERSION
-from hwprof.schema.codec import json_value
-from hwprof.schema.run import RunDoc
+from hwprof.schema.codec import JsonObject, json_value
+from hwprof.schema.gpu_import import GpuRecording, RecordedDevice
+from hwprof.schema.host import HostDoc, TorchBuild
+from hwprof.schema.pass_files import LayerEntry, ModelInfo
+from hwprof.schema.run import (
+    CollectorEntry,
+    ImportConfiguration,
+    ImportedDoc,
+    PassDoc,
+    RunConfigDoc,
+    RunDoc,
+)
+from hwprof.schema.summaries_gpu import NcuSummary, NvmlSummary
 from hwprof.session.registry import gpu_parsers
 
 if TYPE_CHECKING:
@@ -106,58 +117,62 @@ def trace_markers(trace: GpuTrace) -> list[Marker]:
     return out
 
 
-def model_info(name: str, types: dict[int, str]) -> dict[str, Any]:
+def model_info(name: str, types: dict[int, str]) -> ModelInfo:
     """model.json from what the trace records: each top-level layer's index and type. Parameters, shapes and
     FLOPs are not in a trace: they are left out (null), not guessed."""
-    return {
-        "name": name,
-        "family": "imported",
-        "weights": "not recorded",
-        "random_init": False,
-        "params": None,
-        "params_fused": None,
-        "input_shape": [],
-        "layers": [
-            {
-                "index": i,
-                "name": f"model.{i}",
-                "type": t,
-                "qualified_type": t,
-                "depth": 1,
-                "from": [],
-                **dict.fromkeys(("params", "weight_bytes", "in_bytes", "out_bytes")),
-                "in_shapes": [],
-                "out_shapes": [],
-            }
-            for i, t in sorted(types.items())
-        ],
-    }
+    layers = [
+        LayerEntry.of(
+            index=i,
+            name=f"model.{i}",
+            type=t,
+            qualified_type=t,
+            depth=1,
+            from_edges=[],
+            params=None,
+            weight_bytes=None,
+            in_bytes=None,
+            out_bytes=None,
+            in_shapes=[],
+            out_shapes=[],
+        )
+        for i, t in sorted(types.items())
+    ]
+    return ModelInfo.of(
+        name=name,
+        family="imported",
+        weights="not recorded",
+        random_init=False,
+        params=None,
+        params_fused=None,
+        input_shape=[],
+        layers=layers,
+    )
 
 
-def _peaks_doc(path: Path) -> dict[str, Any]:
-    data = json.loads(path.read_text())
-    return {"device": data.get("device", {}), "peaks": dict(data.get("peaks", data))}
+def _peaks_json(recorded: GpuRecording) -> JsonObject:
+    """gpu_peaks.json: the recording's device and measured peaks."""
+    return {"device": recorded.device.to_json(), "peaks": recorded.peak_table()}
 
 
-def _host(device: dict[str, Any]) -> dict[str, Any]:
+def _host(device: RecordedDevice) -> HostDoc:
     """The recording machine's host facts where the recording states them (gpu_results.json's `device`)."""
-    out: dict[str, Any] = {"recorded": bool(device)}
-    if cpu := device.get("cpu"):
-        out["cpu_model"] = str(cpu).split(":", 1)[-1].strip()
-    if device.get("nproc"):
-        out["logical_cpus"] = device["nproc"]
-    if device.get("python"):
-        out["python"] = device["python"]
-    if device.get("torch"):
-        out["torch"] = {"version": device["torch"], "cpu_capability": "not recorded"}
-    return out
+    host = HostDoc.of(recorded=bool(device))
+    if device.cpu:
+        host.update(cpu_model=device.cpu.split(":", 1)[-1].strip())
+    if device.nproc:
+        host.update(logical_cpus=device.nproc)
+    if device.python:
+        host.update(python=device.python)
+    if device.torch:
+        host.update(torch=TorchBuild.of(version=device.torch, cpu_capability="not recorded"))
+    return host
 
 
-def _ok(collectors: list[str]) -> dict[str, Any]:
-    return {"status": "ok", "returncode": 0, "error": "", "collectors": collectors}
+def _ok(collectors: list[str]) -> PassDoc:
+    return PassDoc.of(status="ok", returncode=0, error="", collectors=collectors)
 
 
-def _write_json(path: Path, doc: Any) -> None:
+def _write_json(path: Path, doc: object) -> None:
     atomic_write_text(path, json.dumps(doc, indent=1))
 
 
@@ -174,7 +189,7 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> RunDo
     name = src.model or src.kineto.name.split(".")[0]
     gpu = out / "passes" / "gpu"
     gpu.mkdir(parents=True)
-    _write_json(gpu / "model.json", model_info(name, types))
+    _write_json(gpu / "model.json", model_info(name, types).to_json())
     markers = "".join(json.dumps(m.to_row()) + "\n" for m in trace_markers(trace))
     atomic_write_text(gpu / "markers.jsonl", markers)
     raw = gpu / "gpu_kineto.trace.json.gz"
@@ -185,21 +200,18 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> RunDo
             shutil.copyfileobj(inp, dst)
     clock = {"offset_ns": 0, "error_ns": None, "pairs": 0, "method": CLOCK_METHOD}
     parsers.write_kineto_outputs(gpu, "gpu_kineto", trace, att, clock)
-    recorded = _peaks_doc(src.peaks) if src.peaks else {"device": {}, "peaks": {}}
+    recorded = GpuRecording.load(src.peaks) if src.peaks else GpuRecording()
     if src.peaks:
-        _write_json(gpu / "gpu_peaks.json", recorded)
-    collectors: dict[str, Any] = {
-        "gpu_kineto": {
-            "status": "ok",
-            "pass": "gpu",
-            "summary": parsers.kineto_run_summary(trace, att, clock).to_json(),
-        },
-    }
-    passes: dict[str, Any] = {"gpu": _ok(["gpu_kineto"])}
+        _write_json(gpu / "gpu_peaks.json", _peaks_json(recorded))
+    summary = parsers.kineto_run_summary(trace, att, clock)
+    collectors = {"gpu_kineto": CollectorEntry.of(status="ok", pass_name="gpu", summary=summary)}
+    gpu_collectors = ["gpu_kineto"]
+    passes = {"gpu": _ok(gpu_collectors)}
     if src.nvml:
         shutil.copyfile(src.nvml, gpu / "nvml.samples.json.gz")
-        collectors["nvml"] = {"status": "ok", "pass": "gpu", "summary": nvml_summary(src.nvml, src.bench)}
-        passes["gpu"]["collectors"].append("nvml")
+        nvml = nvml_summary(src.nvml, src.bench)
+        collectors["nvml"] = CollectorEntry.of(status="ok", pass_name="gpu", summary=nvml)
+        gpu_collectors.append("nvml")
     for pass_name, csv, replay in (("ncu", src.ncu, "kernel"), ("ncu_range", src.ncu_range, "app-range")):
         if csv is None:
             continue
@@ -213,36 +225,37 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> RunDo
         tables.save(pdir / f"{pass_name}.metrics.json")
         if kernels:
             _write_json(pdir / f"{pass_name}.kernels.json", {"layers": kernels})
-        summary = {"replay": report.replay, "rows": len(report.rows), "layers": len(tables.layers)}
-        collectors[pass_name] = {"status": "ok", "pass": pass_name, "summary": summary}
+        ncu = NcuSummary.of(replay=report.replay, rows=len(report.rows), layers=len(tables.layers))
+        collectors[pass_name] = CollectorEntry.of(status="ok", pass_name=pass_name, summary=ncu)
         passes[pass_name] = _ok([pass_name])
     for pass_name in passes:
         _write_json(out / "passes" / pass_name / "result.json", {"pass": pass_name, "status": "ok", "error": ""})
     files = [str(p) for p in src.files()]
-    device = trace.device_name or str(recorded["device"].get("name", ""))
+    device = trace.device_name or (recorded.device.name or "")
     experiments = _copy_recorded(src, out)
-    run: dict[str, Any] = {
-        "schema_version": SCHEMA_VERSION,
-        "run_id": out.name,
-        "status": "complete",
-        "created": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": command,
-        "imported": {
-            "files": files,
-            "device": device,
-            "recorded_on": _recorded_on(recorded["device"]),
-            "configuration": configuration(src),
-            "experiments": experiments,
-        },
-        "config": {"model": name, "device": "cuda", "iters": len(att.forwards)},
-        "host": _host(recorded["device"]),
-        "clock": {"id": "Kineto trace clock (recording machine's wall clock)", "unit": "ns", "method": CLOCK_METHOD},
-        "collectors": collectors,
-        "passes": passes,
-        "peaks": None,
-        "stages": {},
-    }
-    doc = RunDoc.read(json_value(run), str(out / "run.json"))
+    imported = ImportedDoc.of(
+        files=files,
+        device=device,
+        recorded_on=_recorded_on(recorded.device),
+        configuration=configuration(src),
+        experiments=experiments,
+    )
+    run = RunDoc.of(
+        schema_version=SCHEMA_VERSION,
+        run_id=out.name,
+        status="complete",
+        created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        command=command,
+        imported=imported,
+        config=RunConfigDoc.of(model=name, device="cuda", iters=len(att.forwards)),
+        host=_host(recorded.device),
+        clock={"id": "Kineto trace clock (recording machine's wall clock)", "unit": "ns", "method": CLOCK_METHOD},
+        collectors=collectors,
+        passes=passes,
+        peaks=None,
+        stages={},
+    )
+    doc = RunDoc.read(json_value(run.to_json()), str(out / "run.json"))
     write_run_json(out, doc)
     return doc
 
@@ -253,18 +266,18 @@ EXPERIMENTS, COMPILED = "gpu_experiments.json", "gpu_compile.json"
 _PRECISION = re.compile(r"_(fp32|fp16|bf16)(?:[._]|$)")
 
 
-def configuration(src: ImportSources) -> dict[str, Any]:
+def configuration(src: ImportSources) -> ImportConfiguration:
     """The recorded forwards' configuration, as given to gpu-import (a Kineto trace does not state it), kept
     out of run.json's config so that compare still says batch and size were not in the trace."""
     precision = src.precision
     if precision is None and (m := _PRECISION.search(src.kineto.name)):
         precision = m.group(1)
-    return {
-        "batch": src.batch,
-        "precision": precision,
-        "channels_last": src.channels_last,
-        "source": "gpu-import options (--batch, --precision or the --kineto file's name, --channels-last)",
-    }
+    return ImportConfiguration.of(
+        batch=src.batch,
+        precision=precision,
+        channels_last=src.channels_last,
+        source="gpu-import options (--batch, --precision or the --kineto file's name, --channels-last)",
+    )
 
 
 def _copy_recorded(src: ImportSources, out: Path) -> list[str]:
@@ -280,13 +293,14 @@ def _copy_recorded(src: ImportSources, out: Path) -> list[str]:
 def run_baseline(run: RunDoc) -> GpuBaseline | None:
     """The run's model, batch, precision and memory format (an imported run's from its import options);
     None where one is not known."""
-    cfg = {**run.config.to_json(), **(run.imported or {}).get("configuration", {})}
-    if not cfg.get("model") or not cfg.get("batch") or not cfg.get("precision"):
+    given = run.imported.configuration if run.imported is not None else None
+    cfg = given if given else run.config
+    if not run.config.model or not cfg.batch or not cfg.precision:
         return None
-    return GpuBaseline(str(cfg["model"]), int(cfg["batch"]), str(cfg["precision"]), bool(cfg.get("channels_last")))
+    return GpuBaseline(run.config.model, cfg.batch, cfg.precision, bool(cfg.channels_last))
 
 
-def _read_list(path: Path) -> list[dict[str, Any]]:
+def _read_list(path: Path) -> list[JsonObject]:
     return list(json.loads(path.read_text())) if path.exists() else []
 
 
@@ -314,26 +328,25 @@ def write_recorded_advice(run_dir: Path) -> Advice | None:
     return advice
 
 
-def _recorded_on(device: dict[str, Any]) -> str:
+def _recorded_on(device: RecordedDevice) -> str:
     if not device:
         return "not stated in the imported files"
-    parts = [str(device.get(k)) for k in ("name", "torch", "cuda") if device.get(k)]
-    return ", ".join(parts)
+    return ", ".join(part for part in (device.name, device.torch, device.cuda) if part)
 
 
-def nvml_summary(path: Path, bench: Path | None) -> dict[str, Any]:
+def nvml_summary(path: Path, bench: Path | None) -> NvmlSummary:
     """nvml's run.json summary for an imported run: the series, its energy per recorded benchmark window,
     no per-iteration figure (the profiled forwards are not on the samples' clock), and why not on the trace."""
     imported = import_nvml(path, bench)
-    return {
-        "samples": imported["samples"],
-        "window_s": imported["span_s"],
-        "columns": imported["columns"],
-        "j_per_iteration": None,
-        "energy_unavailable": (
+    return NvmlSummary.of(
+        samples=imported.samples,
+        window_s=imported.span_s,
+        columns=imported.columns,
+        j_per_iteration=None,
+        energy_unavailable=(
             "the profiled forwards are on the Kineto trace's clock, the NVML samples on CLOCK_MONOTONIC, and the "
             "recording holds no pair of readings of both: see the recorded benchmark windows' energy"
         ),
-        "bench_windows": imported["windows"],
-        "trace": NVML_OFF_TRACE,
-    }
+        bench_windows=[w.to_json() for w in imported.windows],
+        trace=NVML_OFF_TRACE,
+    )

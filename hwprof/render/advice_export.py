@@ -9,9 +9,8 @@ before_ms,after_ms}.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hwprof.analysis.advice import Advice, AdviceRow, Speedup
+from hwprof.core.csvtext import CsvRow
 from hwprof.render.advice_table import ranks
 
 SPEEDUP_FIELDS = ("method", "ratio", "q1", "q3", "low", "high", "blocks", "before_ms", "after_ms", "resolved")
@@ -51,15 +50,15 @@ COLUMNS = (
 )
 
 
-def _speedup(prefix: str, s: Speedup | None) -> dict[str, Any]:
+def _speedup(prefix: str, s: Speedup | None) -> CsvRow:
     if s is None:
         return {}
     d = s.to_dict()
     return {f"{prefix}_{f}": d[f] for f in SPEEDUP_FIELDS}
 
 
-def csv_row(row: AdviceRow, rank: int | None) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def csv_row(row: AdviceRow, rank: int | None) -> CsvRow:
+    out: CsvRow = {
         "rank": rank,
         "key": row.key,
         "change": row.change,
@@ -84,7 +83,7 @@ def csv_row(row: AdviceRow, rank: int | None) -> dict[str, Any]:
     return out
 
 
-def advice_csv_rows(advice: Advice) -> list[dict[str, Any]]:
+def advice_csv_rows(advice: Advice) -> list[CsvRow]:
     """One dict per row in display order, raw values (None: not measured); render/export.py writes them."""
     rank = ranks(advice)
     return [csv_row(r, rank.get(r.key)) for r in advice.ordered()]

@@ -51,14 +51,13 @@ advice.csv (an advised run only): one row per advice row, columns in render/advi
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from dataclasses import asdict
 from typing import Any
 
 from hwprof.analysis.run_analysis import Analysis, missing_dict
+from hwprof.core.csvtext import CsvRow, csv_text
 from hwprof.core.kernels import KIND_OPENMP
 from hwprof.render.advice_export import COLUMNS as ADVICE_COLUMNS
 from hwprof.render.advice_export import advice_csv_rows
@@ -207,7 +206,7 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def layer_csv_rows(a: Analysis) -> tuple[list[str], list[dict[str, Any]]]:
+def layer_csv_rows(a: Analysis) -> tuple[list[str], list[CsvRow]]:
     extra = sorted({k for r in a.layers.layers for k in r.metrics})
     columns = [
         *CSV_COLUMNS,
@@ -223,7 +222,7 @@ def layer_csv_rows(a: Analysis) -> tuple[list[str], list[dict[str, Any]]]:
     ]
     rows = []
     for r in a.layers.layers:
-        row: dict[str, Any] = {c: getattr(r, CSV_ATTRIBUTES.get(c, c)) for c in CSV_COLUMNS}
+        row: CsvRow = {c: getattr(r, CSV_ATTRIBUTES.get(c, c)) for c in CSV_COLUMNS}
         if r.kernels:
             row.update(
                 top_kernel=r.kernels[0].name,
@@ -243,21 +242,13 @@ def layer_csv_rows(a: Analysis) -> tuple[list[str], list[dict[str, Any]]]:
 
 
 def layers_csv_text(a: Analysis) -> str:
-    return _csv_text(*layer_csv_rows(a))
+    return csv_text(*layer_csv_rows(a))
 
 
 def advice_csv_text(a: Analysis) -> str:
     """advice.csv (empty when the run has no readable advice.json)."""
     rows = advice_csv_rows(a.advice) if a.advice is not None else []
-    return _csv_text(list(ADVICE_COLUMNS), [{k: _cell(v) for k, v in r.items()} for r in rows])
-
-
-def _csv_text(columns: list[str], rows: list[dict[str, Any]]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=columns, restval="", lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
+    return csv_text(list(ADVICE_COLUMNS), [{k: _cell(v) for k, v in r.items()} for r in rows])
 
 
 def report_files(a: Analysis) -> ReportFiles:

@@ -4,15 +4,21 @@ per-layer counters and roofline, NVML energy. They read hwprof.gpu.importer's su
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 
 from hwprof.analysis.gpu_roofline import GpuRoofRow, RoofPoint, layer_order
 from hwprof.render.gpu_sections import LAYER_COLS, gpu_time_cols, layer_cells, roofline_spec, short_kernel
 from hwprof.render.tables import MISSING, Col, TableSpec, spec_renderables
 from hwprof.schema.codec import need
-from hwprof.schema.gpu_import import KinetoImport, LaunchFillDoc, NcuImport, NvmlImport, TensorCoreDoc
+from hwprof.schema.gpu_import import (
+    KinetoImport,
+    LaunchFillDoc,
+    NcuImport,
+    NvmlImport,
+    RoofPointDoc,
+    RoofRowDoc,
+    TensorCoreDoc,
+)
 
 MORE = "see hwprof gpu-import --format json"
 CLASS_KERNEL = 26
@@ -87,21 +93,12 @@ def print_ncu(console: Console, s: NcuImport) -> None:
         Col("L2 hit %", priority=6),
     ]
 
-    def f(v: Any, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
+    def f(v: float | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
         return MISSING if v is None else fmt.format(v * scale)
 
     rows = []
     for layer, m in sorted(s.layers.items(), key=lambda kv: layer_order(kv[0])):
-        cold = (
-            m.get("dram_read_bytes_cold", 0) + m.get("dram_write_bytes_cold", 0)
-            if "dram_read_bytes_cold" in m
-            else None
-        )
-        warm = (
-            m.get("dram_read_bytes_warm", 0) + m.get("dram_write_bytes_warm", 0)
-            if "dram_read_bytes_warm" in m
-            else None
-        )
+        cold, warm = _dram_bytes(m, "cold"), _dram_bytes(m, "warm")
         rows.append(
             [
                 *layer_cells(layer, types),
@@ -135,13 +132,38 @@ def print_ncu(console: Console, s: NcuImport) -> None:
         console.print(s.warm_time, highlight=False)
 
 
-def _roof_row(r: dict[str, Any]) -> GpuRoofRow:
-    """A roofline row back from gpu_import's JSON-ready dict (asdict plus lower_bound)."""
-    fields = {k: v for k, v in r.items() if k != "lower_bound"}
-    for cache in ("warm", "cold"):
-        if fields.get(cache) is not None:
-            fields[cache] = RoofPoint(**fields[cache])
-    return GpuRoofRow(**fields)
+def _dram_bytes(m: dict[str, float], cache: str) -> float | None:
+    """A layer's DRAM bytes read and written at `cache` ("cold": kernel replay, "warm": app-range); None where
+    the reads were not measured."""
+    read = m.get(f"dram_read_bytes_{cache}")
+    if read is None:
+        return None
+    return read + m.get(f"dram_write_bytes_{cache}", 0)
+
+
+def _roof_point(p: RoofPointDoc | None) -> RoofPoint | None:
+    if p is None:
+        return None
+    return RoofPoint(
+        cache=p.cache,
+        bytes=p.bytes,
+        bytes_source=p.bytes_source,
+        ns=p.ns,
+        time_source=p.time_source,
+        intensity=p.intensity,
+        achieved_tflops=p.achieved_tflops,
+        achieved_gbps=p.achieved_gbps,
+        attainable_tflops=p.attainable_tflops,
+        bound=p.bound,
+        roof_share=p.roof_share,
+    )
+
+
+def _roof_row(r: RoofRowDoc) -> GpuRoofRow:
+    """A roofline row back from gpu-import's record of it."""
+    return GpuRoofRow(
+        r.layer, r.flops, r.tensor_math_inst, _roof_point(r.warm), _roof_point(r.cold), r.sm_pct, r.mem_pct
+    )
 
 
 def _print_tensor_and_fill(console: Console, tc: TensorCoreDoc, fill: LaunchFillDoc | None) -> None:

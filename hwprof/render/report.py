@@ -69,8 +69,8 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     out += [("warning", w) for w in a.warnings]
     imported = run.imported
     if imported:
-        out.append(("source", f"imported from {', '.join(imported.get('files', []))} (hwprof gpu-import)"))
-        out.append(("device", f"{imported.get('device') or '?'} (recorded on: {imported.get('recorded_on')})"))
+        out.append(("source", f"imported from {', '.join(imported.files or [])} (hwprof gpu-import)"))
+        out.append(("device", f"{imported.device or '?'} (recorded on: {imported.recorded_on})"))
     if model:
         gflops = f"{model.gflops:.2f} GFLOPs" if model.gflops else "GFLOPs not measured"
         shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"

@@ -3,17 +3,19 @@ such point with each attempt's node, host, start and end, and outcome (SweepRow.
 
 from __future__ import annotations
 
-from typing import Any
-
 from hwprof.analysis.sweep_rows import SweepRow
 from hwprof.render.fmt import clock
+from hwprof.rundir.names import SWEEP_JSON
+from hwprof.schema.codec import JsonObject
+from hwprof.schema.sweep_attempt import SweepAttempt
 
 
-def attempt_text(attempt: dict[str, Any]) -> str:
+def attempt_text(attempt: JsonObject) -> str:
     """ "node 1c4f331c (vm) 17:40:16-17:40:25 lost: its node left the cluster"."""
-    end = clock(attempt["end"]) if attempt.get("end") is not None else "..."
-    node = f"node {str(attempt.get('node_id') or '')[:8]} ({attempt.get('host') or 'unknown host'})"
-    return f"{node} {clock(attempt['start'])}-{end} {attempt.get('outcome', '')}"
+    a = SweepAttempt.from_json(attempt, SWEEP_JSON, "attempts.")
+    end = clock(a.end) if a.end is not None else "..."
+    node = f"node {(a.node_id or '')[:8]} ({a.host or 'unknown host'})"
+    return f"{node} {clock(a.start)}-{end} {a.outcome or ''}"
 
 
 def retried(rows: list[SweepRow]) -> bool:

@@ -152,7 +152,7 @@ class Record:
     """The keys in the order they were read."""
 
     @classmethod
-    def of(cls: type[R], **values: Any) -> R:
+    def of(cls: type[R], /, **values: Any) -> R:
         """A record made by its writer (a collector): the keys given are written in the order given, a None
         among them as null; fields set afterwards follow in the order they are declared."""
         key_of = {spec.attr: key for key, spec in specs(cls).items()}

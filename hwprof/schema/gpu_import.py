@@ -1,13 +1,16 @@
 """What `hwprof gpu-import` measures from a recording, as its tables print it and its --format json writes it
 (hwprof.gpu.importer: import_kineto, import_ncu, import_nvml). Not a run directory file: the importer's
-summaries, read as records (codec.py) so the tables take typed fields instead of digging into dicts.
+summaries, read as records (codec.py) so the tables take typed fields instead of digging into dicts; and the
+recording's gpu_results.json it reads (GpuRecording: the device, measured peaks and benchmark windows).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
+from hwprof.schema.check import read_json
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.gpu_files import KinetoKernel
 
@@ -84,10 +87,43 @@ class LaunchFillDoc(Record):
 
 
 @dataclass(kw_only=True)
+class RoofPointDoc(Record):
+    """One layer at one cache state on the roofline (hwprof.analysis.gpu_roofline.RoofPoint as written)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("cache", "bytes", "bytes_source", "time_source", "bound")
+    cache: str = ""
+    bytes: float = 0.0
+    bytes_source: str = ""
+    ns: float | None = None
+    time_source: str = ""
+    intensity: float | None = None
+    achieved_tflops: float | None = None
+    achieved_gbps: float | None = None
+    attainable_tflops: float | None = None
+    bound: str = ""
+    roof_share: float | None = None
+
+
+@dataclass(kw_only=True)
+class RoofRowDoc(Record):
+    """One layer of the GPU roofline (hwprof.analysis.gpu_roofline.GpuRoofRow as written, with lower_bound)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("layer", "flops")
+    layer: str = ""
+    flops: float = 0.0
+    tensor_math_inst: float | None = None
+    warm: RoofPointDoc | None = None
+    cold: RoofPointDoc | None = None
+    sm_pct: float | None = None
+    mem_pct: float | None = None
+    lower_bound: bool | None = None
+
+
+@dataclass(kw_only=True)
 class NcuImport(Record):
     """import_ncu: Nsight Compute's per-layer table, tensor-core use, launch sizes and the roofline."""
 
-    layers: dict[str, JsonObject] = field(default_factory=dict)
+    layers: dict[str, dict[str, float]] = field(default_factory=dict)
     """Layer -> its metrics (a metric table's rows: name -> figure)."""
     types: dict[str, str] = field(default_factory=dict)
     units: JsonObject | None = None
@@ -96,8 +132,8 @@ class NcuImport(Record):
     tensor_cores: TensorCoreDoc = field(default_factory=TensorCoreDoc)
     launch_fill: LaunchFillDoc | None = None
     warm_time: str | None = None
-    roofline: list[JsonObject] | None = None
-    """GpuRoofRow as asdict, plus lower_bound (render/gpu_tables rebuilds the rows)."""
+    roofline: list[RoofRowDoc] | None = None
+    """GpuRoofRow as written, plus lower_bound (render/gpu_tables rebuilds the rows)."""
     roofline_summary: JsonObject | None = None
     peaks: dict[str, float] | None = None
 
@@ -130,3 +166,52 @@ class NvmlImport(Record):
     power_average_s: float | None = None
     power_average_source: str | None = None
     windows: list[NvmlWindow] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class RecordedDevice(Record):
+    """gpu_results.json "device" (or the GPU peaks cache's): the machine the recording was made on, as it
+    states it. Fields hwprof reads; the others (sms, nvidia_smi, ...) are kept as they are."""
+
+    name: str | None = None
+    cc: str | None = None
+    """Compute capability, "9.0"."""
+    torch: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    cpu: str | None = None
+    """/proc/cpuinfo's "model name" line."""
+    nproc: int | None = None
+
+
+@dataclass(kw_only=True)
+class BenchRow(Record):
+    """One gpu_results.json "bench" row: a timed benchmark window of one model at one precision."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("model", "precision", "window_ns")
+    model: str = ""
+    precision: str = ""
+    window_ns: list[Any] = field(default_factory=list)
+    """[begin, end] on the recording machine's CLOCK_MONOTONIC."""
+    iters: int | None = None
+    """Inferences timed in the window (rows that do not say: gpu_record.py's 150)."""
+    joules_per_inference: float | None = None
+
+
+@dataclass(kw_only=True)
+class GpuRecording(Record):
+    """gpu_results.json (a recording's device, measured peaks and benchmark windows), or hwprof's GPU peaks
+    cache file (hwprof.hardware.gpu_peaks: its device and peaks)."""
+
+    device: RecordedDevice = field(default_factory=RecordedDevice)
+    peaks: dict[str, float] | None = None
+    bench: list[BenchRow] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, path: Path) -> GpuRecording:
+        """The file at `path`, read and checked; RunDirError (one line) when it is missing or damaged."""
+        return cls.from_json(read_json(path), str(path))
+
+    def peak_table(self) -> dict[str, float]:
+        """The measured peaks: "peaks", or the whole file where it holds the peaks alone."""
+        return dict(self.peaks if self.peaks is not None else self.to_json())

@@ -133,6 +133,10 @@ class MetricTables:
     units: dict[str, str] = field(default_factory=dict)
     methods: dict[str, str] = field(default_factory=dict)
 
+    def stage(self, name: str) -> dict[str, float]:
+        """Stage `name`'s metrics (metric -> value); none where the collector did not measure the stage."""
+        return self.stages.get(name, {})
+
     def save(self, path: Path) -> None:
         atomic_write_text(path, json.dumps(asdict(self), indent=1))
 

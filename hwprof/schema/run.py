@@ -188,6 +188,24 @@ class PassDoc(Record):
 
 
 @dataclass(kw_only=True)
+class UnavailablePart(Record):
+    """A part of a collector that cannot run here (perf_events' events, perf_sampling's CPI per kernel and
+    kernel-space samples): why, and the fix."""
+
+    reason: str | None = None
+    fix: str | None = None
+
+
+@dataclass(kw_only=True)
+class ProbeDetails(Record):
+    """A collector's probe details (collectors.base.Capability.details, run.json collectors.<name>.details):
+    what hwprof reads of them; the rest (binary, version, events, ...) kept as it is."""
+
+    unavailable: dict[str, UnavailablePart] | None = None
+    """Part -> why it cannot run, for a collector that works in part."""
+
+
+@dataclass(kw_only=True)
 class CollectorEntry(Record):
     """One collector in run.json: its status (and why), its pass, and its typed summary."""
 
@@ -215,6 +233,30 @@ class CollectorEntry(Record):
 
 
 @dataclass(kw_only=True)
+class ImportConfiguration(Record):
+    """An imported run's forwards as gpu-import was told they ran (a Kineto trace does not state it)."""
+
+    batch: int | None = None
+    precision: str | None = None
+    channels_last: bool | None = None
+    source: str | None = None
+    """Where the figures came from (the gpu-import options)."""
+
+
+@dataclass(kw_only=True)
+class ImportedDoc(Record):
+    """run.json "imported" (hwprof gpu-import): the recorded files the run was made from, and their machine."""
+
+    files: list[Any] | None = None
+    device: str | None = None
+    """The GPU the recording ran on."""
+    recorded_on: str | None = None
+    configuration: ImportConfiguration | None = None
+    experiments: list[Any] | None = None
+    """The recorded experiments copied into the run (paths relative to it)."""
+
+
+@dataclass(kw_only=True)
 class RunDoc(Record):
     """run.json (see the module's docstring)."""
 
@@ -225,7 +267,7 @@ class RunDoc(Record):
     created: str | None = None
     command: list[Any] | None = None
     """The command line of the collect (argv)."""
-    imported: JsonObject | None = None
+    imported: ImportedDoc | None = None
     config: RunConfigDoc = field(default_factory=RunConfigDoc)
     host: HostDoc = field(default_factory=HostDoc)
     images: JsonObject | None = None

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwprof.rundir.reader import records_files
-from hwprof.trace.processor import TraceSession
+from hwprof.trace.processor import TraceSession, sql_float, sql_int, sql_text
 
 TRACKS = """
 select t.id, t.name, t.type, p.name as process
@@ -175,16 +175,16 @@ def check_counters(tp: TraceSession, run_dir: Path) -> CounterCheck:
     """Every recorded counter track against the trace's, sample by sample."""
     values: dict[int, list[Sample]] = defaultdict(list)
     for row in tp.query(VALUES):
-        values[int(row["track_id"])].append((int(row["ts"]), float(row["value"])))
+        values[sql_int(row["track_id"])].append((sql_int(row["ts"]), sql_float(row["value"])))
     by_name: dict[tuple[str | None, str], list[int]] = defaultdict(list)
     names: dict[int, tuple[str | None, str]] = {}
     perf: dict[str, list[int]] = defaultdict(list)
     for row in tp.query(TRACKS):
-        key = (_pass_of(row["process"]), str(row["name"]))
-        by_name[key].append(int(row["id"]))
-        names[int(row["id"])] = key
+        key = (_pass_of(sql_text(row["process"])), str(row["name"]))
+        by_name[key].append(sql_int(row["id"]))
+        names[sql_int(row["id"])] = key
         if row["type"] == PERF_TRACK:
-            perf[str(row["name"])].append(int(row["id"]))
+            perf[str(row["name"])].append(sql_int(row["id"]))
     checks, used = [], set()
     expected_counts = sample_counts(run_dir)
     for pass_name, expected in expected_counts.items():

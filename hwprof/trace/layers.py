@@ -19,13 +19,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hwprof.analysis.layer_sources import load_native
 from hwprof.core.kernels import BETWEEN_LAYERS
 from hwprof.rundir.reader import RunData
 from hwprof.trace.model import STACK_CATEGORIES
-from hwprof.trace.processor import TraceSession
+from hwprof.trace.processor import QueryRow, TraceSession, sql_int, sql_text
 
 FORWARD_CHILDREN = """
 select f.id, f.ts, f.track_id, f.category,
@@ -74,7 +73,7 @@ class LayerCheck:
     forwards: int
     forward_children: Counter[int]
     """Direct layer children of a forward -> how many forwards have that many."""
-    bad_parents: list[dict[str, Any]]
+    bad_parents: list[QueryRow]
     bad_parent_kinds: Counter[str]
     perf_samples: int
     layers_compared: int
@@ -112,7 +111,7 @@ class LayerCheck:
             + ("  OK" if not self.bad_parents else "  WRONG"),
         ]
         for row in self.bad_parents[:3]:
-            out.append(f"   e.g. {row['name']!r} under {row['parent']!r} [{row['parent_category']}]")
+            out.append(f"   e.g. {row['name']!r} under {row['parent']!r} [{sql_text(row['parent_category'])}]")
         agree = self.layers_compared - len(self.layer_mismatches)
         samples_ok = self.layers_compared > 0 and agree == self.layers_compared
         out.append(
@@ -132,9 +131,9 @@ def model_layer_count(run: RunData) -> int:
     return run.model_file.top_level_layers
 
 
-def self_samples(rows: list[dict[str, Any]]) -> Counter[str]:
+def self_samples(rows: list[QueryRow]) -> Counter[str]:
     """Per layer: samples in its slices less those in its child layer slices (self, as the tables)."""
-    inside = {r["id"]: int(r["samples"]) for r in rows}
+    inside = {r["id"]: sql_int(r["samples"]) for r in rows}
     own = dict(inside)
     for r in rows:
         if r["parent_id"] in inside:
@@ -148,8 +147,8 @@ def self_samples(rows: list[dict[str, Any]]) -> Counter[str]:
 def check_layers(tp: TraceSession, run_dir: Path | str) -> LayerCheck:
     run = RunData.load(run_dir)
     every_forward = tp.query(FORWARD_CHILDREN)
-    clean: list[dict[str, Any]] = []
-    forwards: list[dict[str, Any]] = []
+    clean: list[QueryRow] = []
+    forwards: list[QueryRow] = []
     for row in every_forward:
         (clean if "clean" in str(row["category"]).split(",") else forwards).append(row)
     bad = tp.query(BAD_PARENTS)
@@ -159,20 +158,21 @@ def check_layers(tp: TraceSession, run_dir: Path | str) -> LayerCheck:
     layers = native.layers if native else {}
     report = {name: layer.samples for name, layer in layers.items() if name != BETWEEN_LAYERS}
     names = sorted(set(report) | set(in_trace))
-    mismatches = [(n, report.get(n, 0), in_trace.get(n, 0)) for n in names if report.get(n, 0) != in_trace.get(n, 0)]
+    wanted = {n: report.get(n, 0) for n in names}
+    mismatches = [(n, wanted[n], in_trace[n]) for n in names if wanted[n] != in_trace[n]]
     categories = ", ".join(f"'{c}'" for c in sorted(STACK_CATEGORIES))
     stacks = tp.query(STACKS_ACROSS_LAYERS.format(categories=categories))[0]
     return LayerCheck(
         model_layers=model_layer_count(run),
         forwards=len(forwards),
-        forward_children=Counter(int(r["layers"]) for r in forwards),
+        forward_children=Counter(sql_int(r["layers"]) for r in forwards),
         clean_forwards=len(clean),
-        clean_forwards_with_layers=sum(1 for r in clean if int(r["layers"])),
+        clean_forwards_with_layers=sum(1 for r in clean if sql_int(r["layers"])),
         bad_parents=bad,
         bad_parent_kinds=Counter(str(r["parent_category"] or "(no parent)") for r in bad),
-        perf_samples=int(perf_samples),
+        perf_samples=sql_int(perf_samples),
         layers_compared=len(names),
         layer_mismatches=mismatches,
-        stack_slices=int(stacks["slices"]),
-        stack_slices_across_layers=int(stacks["across"]),
+        stack_slices=sql_int(stacks["slices"]),
+        stack_slices_across_layers=sql_int(stacks["across"]),
     )

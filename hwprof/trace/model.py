@@ -5,7 +5,9 @@ levels of iterations, stages, layers and recorded spans.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
+
+from hwprof.schema.host import HostDoc
 
 LEVEL_ITERATION = 0
 LEVEL_STAGE = 1
@@ -24,6 +26,18 @@ segments repeat across samples and iterations, so interned they cost a few bytes
 UI_MODE_PREFIXES = ("power", "psi")
 """Older Perfetto UIs draw a counter whose name matches ^power. or ^psi. as a rate (its slope),
 not its value (ui/src/tracks/counter: COUNTER_REGEX); such names get their collector in front."""
+
+ArgValue: TypeAlias = "str | int | float | bool | dict[str, ArgValue] | None"
+"""A value among a slice's arguments: a scalar, or a group of named values (drawn nested in the UI)."""
+SliceArgs: TypeAlias = dict[str, ArgValue]
+"""The arguments the trace shows on a slice (Perfetto debug annotations), name -> value."""
+
+
+def arg_group(args: SliceArgs, name: str) -> SliceArgs:
+    """The group of arguments `name` in `args` (added, empty, where it is not yet)."""
+    group = args.setdefault(name, {})
+    assert isinstance(group, dict), name
+    return group
 
 
 @dataclass(slots=True)
@@ -85,10 +99,15 @@ class PassTimeline:
 @dataclass
 class Timeline:
     run_id: str
-    metadata: dict[str, Any]
+    metadata: SliceArgs
+    """The run's identity as the run slice's arguments (hwprof.trace.tracks.run_metadata)."""
     passes: list[PassTimeline]
     start: int
     end: int
     notes: list[str] = field(default_factory=list)
     sampling_event: str | None = None
     """The perf event the CPU samples were taken on (the perf sampling collector's summary)."""
+    model_name: str | None = None
+    """run.json's model.name, for the run's title."""
+    host: HostDoc = field(default_factory=HostDoc)
+    """run.json's host: the trace's system info (uname, hostname) and the run's title."""

@@ -103,10 +103,8 @@ def _describe(w: TraceWriter, timeline: Timeline) -> tuple[list[Iterator[tuple[i
     p = w.packet(DESCRIPTOR_SEQUENCE_ID)
     p.track_descriptor.uuid = run_uuid
     p.track_descriptor.name = f"hwprof run {timeline.run_id}"
-    meta = timeline.metadata
-    model, host = meta.get("model", {}), meta.get("host", {})
-    title = " · ".join(str(x) for x in (model.get("name"), host.get("hostname"), timeline.run_id) if x)
-    run_args = dict(meta)
+    title = " · ".join(str(x) for x in (timeline.model_name, timeline.host.hostname, timeline.run_id) if x)
+    run_args = dict(timeline.metadata)
     if timeline.notes:
         run_args["notes"] = {str(i): note for i, note in enumerate(timeline.notes)}
     run_slice = Slice(timeline.start, max(timeline.end, timeline.start), title or "run", "run", 0, run_args)
@@ -171,18 +169,18 @@ def _count(stats: TraceStats, track: SliceTrack) -> None:
 
 def _system_info(w: TraceWriter, timeline: Timeline) -> None:
     """The host's uname and the run id, where Perfetto's own metadata table shows them."""
-    host = timeline.metadata.get("host", {})
+    host = timeline.host
     p = w.packet()
     uts = p.system_info.utsname
-    os_name = str(host.get("os", ""))
+    os_name = host.os or ""
     uts.sysname = os_name.split("-", 1)[0] if os_name else "unknown"
-    if host.get("kernel"):
-        uts.release = str(host["kernel"])
+    if host.kernel:
+        uts.release = host.kernel
     machine = next((a for a in ARCHES if f"-{a}" in os_name), None)
     if machine:
         uts.machine = machine
-    if host.get("hostname"):
-        uts.version = f"host {host['hostname']}"
+    if host.hostname:
+        uts.version = f"host {host.hostname}"
     w.packet().trace_config.unique_session_name = timeline.run_id[:64]
 
 

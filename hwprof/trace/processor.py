@@ -29,7 +29,32 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeAlias
+
+SqlValue: TypeAlias = int | float | str | bytes | None
+"""One cell of a query's result: SQL's INTEGER, REAL, TEXT, BLOB or NULL."""
+QueryRow: TypeAlias = dict[str, SqlValue]
+"""One row of a query's result: column -> value."""
+
+
+def sql_int(value: SqlValue) -> int:
+    """A numeric cell as an integer; TypeError for NULL (a count or an id is never NULL)."""
+    if value is None:
+        raise TypeError("an SQL NULL where a number was expected")
+    return int(value)
+
+
+def sql_float(value: SqlValue) -> float:
+    """A numeric cell as a float; TypeError for NULL."""
+    if value is None:
+        raise TypeError("an SQL NULL where a number was expected")
+    return float(value)
+
+
+def sql_text(value: SqlValue) -> str | None:
+    """A TEXT cell (None for NULL)."""
+    return None if value is None else value.decode() if isinstance(value, bytes) else str(value)
+
 
 SCRIPT = Path(__file__).with_name("tp_query.mjs")
 UI_DIR_ENV = "HWPROF_PERFETTO_UI_DIR"
@@ -272,7 +297,7 @@ class TraceSession:
         self.load_s = time.perf_counter() - t0
         """Start of Node and the wasm, parsing and finalising the trace."""
 
-    def query(self, sql: str) -> list[dict[str, Any]]:
+    def query(self, sql: str) -> list[QueryRow]:
         try:
             result = self._tp.query(sql)
         except ConnectionError as exc:
@@ -295,13 +320,13 @@ class TraceSession:
         self.close()
 
 
-def query(trace: Path | str, sql: str, timeout_s: float = 300.0) -> list[dict[str, Any]]:
+def query(trace: Path | str, sql: str, timeout_s: float = 300.0) -> list[QueryRow]:
     """Load `trace`, run one SQL query, return its rows as dicts."""
     with TraceSession(trace, timeout_s) as session:
         return session.query(sql)
 
 
-def query_many(trace: Path | str, sqls: dict[str, str], timeout_s: float = 300.0) -> dict[str, list[dict[str, Any]]]:
+def query_many(trace: Path | str, sqls: dict[str, str], timeout_s: float = 300.0) -> dict[str, list[QueryRow]]:
     """Load `trace` once and run every named query: name -> rows."""
     with TraceSession(trace, timeout_s) as session:
         return {name: session.query(sql) for name, sql in sqls.items()}

@@ -48,11 +48,14 @@ from hwprof.trace.model import (
     STACK_CATEGORIES,
     SYNTHETIC_PID_BASE,
     UI_MODE_PREFIXES,
+    ArgValue,
     CounterTrack,
     PassTimeline,
     Slice,
+    SliceArgs,
     SliceTrack,
     Timeline,
+    arg_group,
 )
 from hwprof.trace.nesting import (
     attach_layers,
@@ -80,17 +83,14 @@ STACK_NOTE = (
 )
 
 
-# ----------------------------------------------------------------------------- nesting
-
-
 # ----------------------------------------------------------------------------- markers
 
 
 def marker_slices(
     markers: Sequence[Marker],
     labels: dict[str, str],
-    layer_args: dict[str, dict[str, Any]],
-    stage_args: dict[str, dict[str, Any]],
+    layer_args: dict[str, SliceArgs],
+    stage_args: dict[str, SliceArgs],
     end_ns: int,
 ) -> list[Slice]:
     """Iteration, stage and layer slices; a begin with no end is closed at `end_ns`, flagged."""
@@ -105,7 +105,7 @@ def marker_slices(
             cats.append("clean")
         elif b.iteration < 0:
             cats.append("setup")
-        args: dict[str, Any]
+        args: SliceArgs
         if b.kind == "layer":
             name = labels.get(b.name) or b.name.removeprefix("model.")
             level = LEVEL_LAYER + max(b.name.count(".") - 1, 0)
@@ -146,7 +146,7 @@ def _scalar(value: Any) -> Any:
     return value
 
 
-def layer_arguments(run: RunData) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+def layer_arguments(run: RunData) -> tuple[dict[str, SliceArgs], dict[str, str]]:
     """qualified layer name -> slice args (the layer table joined with every per-layer metric),
     and -> its label ("7 Conv"). Metrics of collectors other than flops nest under the collector."""
     tables = run.metrics()
@@ -154,7 +154,7 @@ def layer_arguments(run: RunData) -> tuple[dict[str, dict[str, Any]], dict[str, 
     for collector, t in tables.items():
         for metric, unit in t.units.items():
             units[metric if collector == "flops" else f"{collector}.{metric}"] = unit
-    args: dict[str, dict[str, Any]] = {}
+    args: dict[str, SliceArgs] = {}
     labels: dict[str, str] = {}
     info_by_name = {row.name: row for row in run.model_file.layers}
     for row in layer_rows(run):
@@ -162,7 +162,7 @@ def layer_arguments(run: RunData) -> tuple[dict[str, dict[str, Any]], dict[str, 
         info = info_by_name.get(name)
         if info:
             labels[name] = info.label
-        out: dict[str, Any] = {"qualified_name": name}
+        out: SliceArgs = {"qualified_name": name}
         for key, value in row.columns():
             value = _scalar(value)
             if key == "name" or value is None or value == "":
@@ -171,22 +171,22 @@ def layer_arguments(run: RunData) -> tuple[dict[str, dict[str, Any]], dict[str, 
                 out["median self time, layers pass (ms)"] = value
             elif "." in key:
                 collector, metric = key.split(".", 1)
-                out.setdefault(collector, {})[_with_unit(metric, units.get(key))] = value
+                arg_group(out, collector)[_with_unit(metric, units.get(key))] = value
             else:
                 out[_with_unit(key, units.get(key))] = value
         args[name] = out
     return args, labels
 
 
-def stage_arguments(tables: dict[str, MetricTables]) -> dict[str, dict[str, Any]]:
+def stage_arguments(tables: dict[str, MetricTables]) -> dict[str, SliceArgs]:
     """stage -> {collector: {metric (unit): value}}."""
-    out: dict[str, dict[str, Any]] = defaultdict(dict)
+    out: dict[str, SliceArgs] = defaultdict(dict)
     for collector, t in sorted(tables.items()):
         for stage, metrics in t.stages.items():
             for metric, value in metrics.items():
                 v = _scalar(value)
                 if v is not None:
-                    out[stage].setdefault(collector, {})[_with_unit(metric, t.units.get(metric))] = v
+                    arg_group(out[stage], collector)[_with_unit(metric, t.units.get(metric))] = v
     return dict(out)
 
 
@@ -220,10 +220,10 @@ def _status_text(result: CollectorEntry) -> str:
     return text
 
 
-def _pass_info(run: RunData, pass_name: str, pid_source: str) -> dict[str, Any]:
+def _pass_info(run: RunData, pass_name: str, pid_source: str) -> SliceArgs:
     entry = run.doc.passes.get(pass_name)
     fields = entry.to_json() if entry is not None else {}
-    info: dict[str, Any] = {k: v for k, v in fields.items() if isinstance(v, str | int | float | bool)}
+    info: SliceArgs = {k: v for k, v in fields.items() if isinstance(v, str | int | float | bool)}
     info["main thread"] = pid_source
     info["collectors"] = {
         name: _status_text(result) for name, result in run.doc.collectors.items() if result.pass_name == pass_name
@@ -280,8 +280,8 @@ def pass_timeline(
     pass_name: str,
     index: int,
     labels: dict[str, str],
-    layer_args: dict[str, dict[str, Any]],
-    stage_args: dict[str, dict[str, Any]],
+    layer_args: dict[str, SliceArgs],
+    stage_args: dict[str, SliceArgs],
 ) -> PassTimeline:
     markers = run.markers(pass_name)
     records = read_pass_records(records_files(run.root, pass_name), run.withheld)
@@ -348,10 +348,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def run_metadata(run: RunData) -> dict[str, Any]:
+def run_metadata(run: RunData) -> SliceArgs:
     """The run's identity for the trace: run id, model, host, config, collector statuses, methods."""
     r = run.doc
-    out: dict[str, Any] = {}
+    out: SliceArgs = {}
     scalars = {"run_id": r.run_id, "status": r.status, "created": r.created, "finished": r.finished}
     for key, value in {**scalars, "stages_source": r.stages_source, "fps": r.fps}.items():
         if value is not None:
@@ -364,7 +364,7 @@ def run_metadata(run: RunData) -> dict[str, Any]:
     if r.clock:
         out["clock"] = _plain(r.clock)
     out["collectors"] = {name: _status_text(result) for name, result in r.collectors.items()}
-    methods = {c: dict(t.methods) for c, t in run.metrics().items() if t.methods}
+    methods: SliceArgs = {c: dict[str, ArgValue](t.methods) for c, t in run.metrics().items() if t.methods}
     if methods:
         out["methods"] = methods
     return out
@@ -393,4 +393,5 @@ def build_timeline(run_dir: Path | str, data: RunData | None = None) -> Timeline
     end = max((p.end for p in passes), default=start)
     run_id = str(run.doc.run_id if run.doc.run_id is not None else Path(run_dir).name)
     event = run.summary(PerfSamplingSummary).sampling_event
-    return Timeline(run_id, run_metadata(run), passes, start, end, notes, str(event) if event else None)
+    sampling = str(event) if event else None
+    return Timeline(run_id, run_metadata(run), passes, start, end, notes, sampling, run.doc.model.name, run.doc.host)
