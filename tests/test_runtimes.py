@@ -366,16 +366,19 @@ def test_reduced_precision_records_what_ran_and_its_error(
     diff = info["output_diff"]
     assert diff["max_abs_head"] >= 0 and "detections" in diff
     if runtime == "openvino":
-        # per-run node times (a fresh request per run): their sum sits close to each infer() call.
-        # The least disturbed run is the check: on a loaded host (CI) a preempted call's wall time grows
-        # (residuals up to +2.9 ms of a 6.2 ms forward, the smallest +0.14 ms), and so do the durations
-        # of nodes whose threads were preempted (bf16: -1.9 to -0.7 ms of a 4.0 ms forward), so the
-        # median moves with the load either way. The residual closest to zero is what placement allows.
+        # per-run node times (a fresh request per run): their sum is each infer() call's time, less what
+        # the call does outside its nodes. How close depends on the load, not on hwprof: a preempted
+        # call grows (CI: residuals up to +2.9 ms of a 6.2 ms forward, the smallest +0.14 ms), and so do
+        # nodes whose threads were preempted (bf16 in CI: -1.9 to -0.7 ms of 4.0 ms; load 7.5 on 2 CPUs:
+        # +11.3 ms of 26.8 ms). The check: the residuals are recorded consistently, and the run closest
+        # to its call is within one forward (node times in the wrong unit would be 1000x off).
         clock = info["profiled_passes"]["layers"]["clock"]
         forward_us = run["passes"]["layers"]["forward_p50_ms"] * 1e3
         low, high = clock["residual_us_min"], clock["residual_us_max"]
+        assert low <= clock["residual_us_p50"] <= high, clock
+        assert clock["error_bound_us"] == max(abs(low), abs(high)), clock
         closest = 0.0 if low <= 0 <= high else min(abs(low), abs(high))
-        assert closest < 0.3 * forward_us, clock
+        assert closest < forward_us, clock
         assert clock["runs_checked"] >= 3, clock
     errors = json.loads((out / "model" / "layer_errors.json").read_text())["layers"]
     assert len(errors) >= 15  # most layers compared, each against torch fp32
