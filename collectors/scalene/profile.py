@@ -67,6 +67,7 @@ class ScaleneWindow:
     start_ns: int | None = None
     stop_ns: int | None = None
     scalene_start_ns: int | None = None
+    """Scalene's own start, the origin of its footprint samples (start_ns where the window has none)."""
 
 
 def window_from_json(data: JsonObject) -> ScaleneWindow:
