@@ -73,13 +73,12 @@ def test_tensor_core_math_columns_are_read_when_present():
     report = parse_ncu_csv(_synthetic_tensor_math({0, 11}, {0: 1_600}))
     layers = kernel_layers(report)
     assert set(layers) == {"model.0", "model.11"}
-    assert layers["model.0"]["tensor_math_inst"] == 1_600 and layers["model.11"]["tensor_math_inst"] == 0
-    by_id = {k["name"]: k for k in layers["model.0"]["kernel_rows"]}
+    assert layers["model.0"].figures["tensor_math_inst"] == 1_600
+    assert layers["model.11"].figures["tensor_math_inst"] == 0
+    by_id = {k["name"]: k for k in layers["model.0"].kernel_rows}
     first = report.rows[0]
     assert by_id[first.name]["tensor_math_inst"] == 1_600
-    counted = tensor_core_by_counter(
-        [NcuKernel.from_json(k, "ncu.csv") for k in layers["model.0"]["kernel_rows"]], "FIX"
-    )
+    counted = tensor_core_by_counter([NcuKernel.from_json(k, "ncu.csv") for k in layers["model.0"].kernel_rows], "FIX")
     assert counted.tensor_ns == first.metrics["gpu__time_duration.sum"]
     tables, _ = layer_tables(report, None)
     rows = {r.layer: r for r in roofline_rows(tables.layers, GpuRoof(51.6, 3015.4))}

@@ -136,11 +136,11 @@ def _records_for(events: list[dict], origin_ns: int, gap_us: float) -> list[RunR
 
 
 def test_ort_profile_becomes_node_spans_on_the_monotonic_clock() -> None:
-    from hwprof.workload.rt_onnxruntime import profile_from_events
+    from hwprof.workload.rt_onnxruntime import parse_ort_profile, profile_from_events
 
     events = json.loads(ORT_PROFILE.read_text())
     origin = 5_000_000_000
-    profile = profile_from_events(events, origin, _records_for(events, origin, gap_us=15.0))
+    profile = profile_from_events(parse_ort_profile(events), origin, _records_for(events, origin, gap_us=15.0))
     assert [(r.iteration, r.warmup) for r in profile.runs] == [(0, True), (1, False)]  # the check run is not replayed
     measured = profile.runs[1]
     run_event = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])[2]
@@ -165,19 +165,19 @@ def test_ort_profile_becomes_node_spans_on_the_monotonic_clock() -> None:
 
 
 def test_ort_alignment_reports_runs_that_leave_their_call() -> None:
-    from hwprof.workload.rt_onnxruntime import profile_from_events
+    from hwprof.workload.rt_onnxruntime import parse_ort_profile, profile_from_events
 
     events = json.loads(ORT_PROFILE.read_text())
-    profile = profile_from_events(events, 0, _records_for(events, 0, gap_us=-40.0))
+    profile = profile_from_events(parse_ort_profile(events), 0, _records_for(events, 0, gap_us=-40.0))
     assert profile.clock["error_bound_us"] == pytest.approx(40.0, abs=0.01)
 
 
 def test_ort_profile_must_match_the_recorded_runs() -> None:
-    from hwprof.workload.rt_onnxruntime import profile_from_events
+    from hwprof.workload.rt_onnxruntime import parse_ort_profile, profile_from_events
 
     events = json.loads(ORT_PROFILE.read_text())
     with pytest.raises(ValueError, match="profiled 3 runs but 2 were made"):
-        profile_from_events(events, 0, _records_for(events, 0, 1.0)[:2])
+        profile_from_events(parse_ort_profile(events), 0, _records_for(events, 0, 1.0)[:2])
 
 
 # ----------------------------------------------------------------------------- OpenVINO placement
@@ -397,7 +397,7 @@ def test_reduced_precision_records_what_ran_and_its_error(
 def test_ort_fused_node_producing_another_layers_output_spans_both(tmp_path: Path) -> None:
     from onnx import TensorProto, helper, save
 
-    from hwprof.workload.rt_onnxruntime import fused_layers, profile_from_events
+    from hwprof.workload.rt_onnxruntime import fused_layers, parse_ort_profile, profile_from_events
 
     def graph_file(name: str, nodes: list) -> Path:
         x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])
@@ -420,7 +420,7 @@ def test_ort_fused_node_producing_another_layers_output_spans_both(tmp_path: Pat
         {"cat": "Session", "name": "model_run", "ts": 0, "dur": 100},
         {"cat": "Node", "name": "/model.3/act/Relu_kernel_time", "ts": 10, "dur": 50, "args": {"op_name": "Relu"}},
     ]
-    profile = profile_from_events(events, 0, [RunRecord(0, 200_000, 0, False)], fused)
+    profile = profile_from_events(parse_ort_profile(events), 0, [RunRecord(0, 200_000, 0, False)], fused)
     assert profile.nodes["/model.3/act/Relu"].layers == ("model.3", "model.4")
     assert replay_markers(profile.runs[0]) == []  # a fused group gets no layer span
 

@@ -12,6 +12,7 @@ import pytest
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.scalene import collector as sc
 from hwprof.collectors.scalene import convert as sc_convert
+from hwprof.collectors.scalene.profile import window_from_json
 
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, read_markers
@@ -22,7 +23,7 @@ FIXTURE = Path(__file__).parent / "fixtures" / "scalene"
 
 @pytest.fixture(scope="module")
 def converted() -> sc_convert.Converted:
-    window = json.loads((FIXTURE / "scalene.window.json").read_text())
+    window = window_from_json(json.loads((FIXTURE / "scalene.window.json").read_text()))
     return sc_convert.convert(FIXTURE / "scalene.json", read_markers(FIXTURE / "markers.jsonl"), window)
 
 
@@ -128,7 +129,7 @@ def test_outputs_and_memory_counters(tmp_path: Path, converted: sc_convert.Conve
     data.update(memory=True, samples=[[1_000_000, 12.5], [2_000_000, 13.0]])
     (tmp_path / "m.json").write_text(json.dumps(data))
     window = {"start_ns": 500, "scalene_start_ns": 1_000}
-    memory = sc_convert.convert(tmp_path / "m.json", [], window)
+    memory = sc_convert.convert(tmp_path / "m.json", [], window_from_json(window))
     assert memory.counters == [
         CounterSample("Scalene footprint", 1_001_000, 12.5, "MB"),
         CounterSample("Scalene footprint", 2_001_000, 13.0, "MB"),

@@ -89,8 +89,8 @@ def test_sampler_series_agree_with_process_totals_and_psutil() -> None:
     table = sysstat_tables.thread_table(samples, sampler.names, {})
     process_s = last.cpu_s - first.cpu_s
     assert process_s >= 0.4
-    assert sum(r["cpu_s"] for r in table) == pytest.approx(process_s, rel=0.02, abs=0.005)
-    busiest = {r["name"] for r in table[:2]}
+    assert sum(r.cpu_s for r in table) == pytest.approx(process_s, rel=0.02, abs=0.005)
+    busiest = {r.name for r in table[:2]}
     assert busiest == {"busy-a", "busy-b"}
 
     # psutil's own totals, read right after the last sample (tick resolution: 10 ms per thread)

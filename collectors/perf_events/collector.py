@@ -34,6 +34,7 @@ from hwprof.perf.steal import uncharged_ns
 from hwprof.perf.syscall import GroupReading, try_open
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.perf.threadcpu import CountedThreadsCpu
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import CounterSample, metrics_path, records_path, write_records
 from hwprof.schema.summaries_cpu import LayerReads, PerfEventsSummary
 
@@ -291,7 +292,7 @@ class PerfEvents(Collector):
         fallback = None
         if missing and all(s.software for s in specs):
             fallback = "no hardware event opened: counting software events only"
-        read_cost = self._read_cost(analysis)
+        read_cost = self._read_cost_json(analysis)
         multiplexed = {e: f for e, f in analysis.running.items() if f < 0.999}
         reads_plan = self._layer_reads(analysis)
         checks = summary_checks(analysis)
@@ -329,13 +330,13 @@ class PerfEvents(Collector):
             gap="stages.forward['gap.<event>'] in perf_events.metrics.json: forward outside every layer",
         )
 
-    def _read_cost(self, analysis: Any) -> dict[str, Any]:
+    def _read_cost_json(self, analysis: Any) -> JsonObject:
         """The cost of the reads at the markers: per read, and this collector's share of the iterations' wall."""
         reads = sorted(self.read_ns)
         groups_per_read = (
             sum(len(active) for _, active, *_ in self.readings) / len(self.readings) if self.readings else 0.0
         )
-        read_cost: dict[str, Any] = {"reads": len(reads), "groups_per_read": groups_per_read}
+        read_cost: JsonObject = {"reads": len(reads), "groups_per_read": groups_per_read}
         if reads:
             read_cost.update(
                 mean_us=sum(reads) / len(reads) / 1e3,

@@ -36,6 +36,7 @@ from hwprof.core.atomic import atomic_write_text
 from hwprof.core.kernels import most
 from hwprof.core.markers import Marker
 from hwprof.core.spans import Piece, measured_pieces
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import MetricTables, Span, ThreadName, metrics_path, records_path, write_records
 from hwprof.schema.summaries_tools import PyspySummary
 
@@ -87,7 +88,8 @@ class Converted:
     spans: list[Span]
     threads: list[ThreadName]
     metrics: MetricTables
-    hotspots: dict[str, Any]
+    hotspots: JsonObject
+    """pyspy.hotspots.json's document."""
     summary: PyspySummary
 
 
@@ -134,7 +136,7 @@ def convert_chrometrace(path: Path, markers: list[Marker], rate: int, launched_n
         measured_ms=(window[1] - window[0]) / 1e6,
         shares_measured={k: v / (whole.ns or 1) for k, v in sorted(whole.states.items())},
         top_libraries={k: v / (whole.ns or 1) for k, v in most(whole.libraries, 6)},
-        clock=_clock_summary(clock, att, launched_ns),
+        clock=_clock_summary_json(clock, att, launched_ns),
     )
     return Converted(_frame_spans(att.kept, threads, clock), _thread_names(threads), metrics, hotspots, summary)
 
@@ -207,7 +209,7 @@ def _chrometrace_tables(att: _Attribution, n_iter: int, rate: int) -> MetricTabl
     )
 
 
-def _clock_summary(clock: PySpyClock, att: _Attribution, launched_ns: int | None) -> dict[str, Any]:
+def _clock_summary_json(clock: PySpyClock, att: _Attribution, launched_ns: int | None) -> JsonObject:
     out = clock.to_summary()
     if att.checked:
         out["stage_agreement"] = att.agreed / att.checked
@@ -273,12 +275,14 @@ def _frame_spans(segments: list[Segment], threads: dict[int, ThreadInfo], clock:
     return spans
 
 
+def _frame_args_json(frame: Frame) -> JsonObject:
+    """A frame span's trace arguments: its library (native) or its file and line (Python)."""
+    return {"library": frame.library} if not frame.is_python else {"file": frame.file, "line": frame.line}
+
+
 def _frame_span(frame: Frame, start_us: int, end_us: int, track: str, tid: int, clock: PySpyClock) -> Span:
     start = clock.to_mono(start_us)
-    args: dict[str, Any] = (
-        {"library": frame.library} if not frame.is_python else {"file": frame.file, "line": frame.line}
-    )
-    return Span(frame.name, start, clock.to_mono(end_us) - start, track, "py-spy", tid, args)
+    return Span(frame.name, start, clock.to_mono(end_us) - start, track, "py-spy", tid, _frame_args_json(frame))
 
 
 # ----------------------------------------------------------------------------- speedscope

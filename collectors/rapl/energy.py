@@ -10,8 +10,7 @@ import re
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
 
 from hwprof.collectors.rapl.sources import Domain, delta_uj
 
@@ -73,26 +72,38 @@ def span_energies(readings: Sequence[Reading], domains: Sequence[Domain]) -> lis
     return out
 
 
-def spread(values: Sequence[float]) -> dict[str, Any]:
+@dataclass
+class Spread:
+    """Mean and spread of a span's energy over its visits, and the iterations needed for +-5% at 95%."""
+
+    n: int
+    mean: float
+    std: float
+    min: float
+    max: float
+    median: float
+    sem: float
+    rel_sem: float | None
+    iterations_for_5pct: int | None
+
+
+def spread(values: Sequence[float]) -> Spread:
     """Mean, spread and the iterations needed for +-5% at 95% (see the module docstring)."""
     n = len(values)
     mean = statistics.fmean(values)
     std = statistics.stdev(values) if n > 1 else 0.0
     sem = std / math.sqrt(n)
-    out: dict[str, Any] = {
-        "n": n,
-        "mean": mean,
-        "std": std,
-        "min": min(values),
-        "max": max(values),
-        "median": statistics.median(values),
-        "sem": sem,
-        "rel_sem": sem / mean if mean > 0 else None,
-        "iterations_for_5pct": (
-            max(1, math.ceil((Z95 * std / (STABLE_REL_ERROR * mean)) ** 2)) if mean > 0 and n > 1 else None
-        ),
-    }
-    return out
+    return Spread(
+        n,
+        mean,
+        std,
+        min(values),
+        max(values),
+        statistics.median(values),
+        sem,
+        sem / mean if mean > 0 else None,
+        max(1, math.ceil((Z95 * std / (STABLE_REL_ERROR * mean)) ** 2)) if mean > 0 and n > 1 else None,
+    )
 
 
 @dataclass
@@ -108,7 +119,7 @@ def _span_block(spans: Sequence[SpanEnergy], domains: Sequence[Domain], head: Se
     totals = [sum(s.joules[i] for i in head) for s in spans]
     seconds = sum(s.dur_ns for s in spans) / 1e9
     return RaplSpan.of(
-        **spread(totals),
+        **asdict(spread(totals)),
         unit="J",
         dur_ms_mean=seconds * 1e3 / len(spans),
         avg_W=sum(totals) / seconds if seconds > 0 else None,

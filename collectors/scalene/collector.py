@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
+from hwprof.collectors.scalene.profile import window_from_json
 
 import hwprof
 from hwprof.core.atomic import atomic_write_text
@@ -311,7 +312,7 @@ class ScaleneTool(AttachedTool):
         markers_file = out / "markers.jsonl"
         markers = read_markers(markers_file) if markers_file.exists() else []
         try:
-            converted = convert(self.path, markers, window)
+            converted = convert(self.path, markers, window_from_json(window))
         except (ValueError, KeyError) as exc:
             return CollectorResult(
                 "failed",

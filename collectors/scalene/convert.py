@@ -12,8 +12,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwprof.collectors.scalene.profile import (
+    ScaleneFile,
+    ScaleneFunction,
+    ScaleneLine,
+    ScaleneProfile,
+    ScaleneWindow,
+    parse_scalene_json,
+)
+
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import STAGES, Marker
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import CounterSample, MetricTables, metrics_path, records_path, write_records
 from hwprof.schema.summaries_tools import ScaleneSummary
 
@@ -112,113 +122,108 @@ def _distance_outside(ranges: list[tuple[int, int]], t: int) -> int:
     return min(candidates) if candidates else 0
 
 
-def _function_of(functions: list[dict[str, Any]], lineno: int, start_line: int | None) -> str:
+def _function_of(functions: list[ScaleneFunction], start_line: int | None) -> str:
     """The function whose definition line is the line's start_function_line (Scalene's own map)."""
     if start_line is not None:
         for fn in functions:
-            if fn.get("lineno") == start_line:
-                return str(fn.get("line", ""))
+            if fn.lineno == start_line:
+                return fn.name
     return ""
 
 
 @dataclass
 class _Profile:
-    """Scalene's JSON and the marker spans its sample times are placed in."""
+    """Scalene's profile and the marker spans its sample times are placed in."""
 
-    data: dict[str, Any]
-    elapsed: float
-    memory: bool
+    data: ScaleneProfile
     stage_spans: dict[str, list[tuple[int, int]]]
     layer_spans: dict[str, list[tuple[int, int]]]
     n_iter: int
 
+    @property
+    def elapsed(self) -> float:
+        return self.data.elapsed_s
 
-MEMORY_KEYS = ("n_malloc_mb", "n_peak_mb", "n_avg_mb", "n_mallocs", "n_python_fraction", "n_copy_mb_s")
+    @property
+    def memory(self) -> bool:
+        return self.data.memory
 
 
-def convert(path: Path, markers: list[Marker], window: dict[str, Any] | None = None) -> Converted:
+def convert(path: Path, markers: list[Marker], window: ScaleneWindow | None = None) -> Converted:
     profile = _load(path, markers)
-    window = window or {}
+    window = window or ScaleneWindow()
     lines: list[LineRecord] = []
     functions: list[FunctionRecord] = []
-    for filename, info in profile.data["files"].items():
+    for filename, info in profile.data.files.items():
         functions += _function_records(filename, info, profile.elapsed)
-        lines += [x for row in info.get("lines", []) if (x := _line_record(profile, filename, info, row)) is not None]
+        lines += [x for row in info.lines if (x := _line_record(profile, filename, info, row)) is not None]
     metrics = _tables(_layer_shares(profile, lines), _stage_rows(profile, lines))
     counters = _memory_counters(profile.data, window)
     summary = ScaleneSummary.of(
         elapsed_s=profile.elapsed,
         memory=profile.memory,
-        files=len(profile.data["files"]),
+        files=len(profile.data.files),
         lines=len(lines),
         functions=len(functions),
         iterations=profile.n_iter,
-        top_lines=_top_lines(lines),
-        clock=_alignment(lines, profile.data, profile.stage_spans, window),
-        max_footprint_mb=profile.data.get("max_footprint_mb") if profile.memory else None,
+        top_lines=_top_lines_json(lines),
+        clock=_alignment_json(lines, profile.data, profile.stage_spans, window),
+        max_footprint_mb=profile.data.max_footprint_mb if profile.memory else None,
         memory_points=len(counters),
     )
     return Converted(lines, functions, metrics, counters, summary)
 
 
 def _load(path: Path, markers: list[Marker]) -> _Profile:
-    data = json.loads(path.read_text())
-    if "files" not in data or "elapsed_time_sec" not in data:
-        raise ValueError(f"{path}: not a Scalene JSON profile")
     return _Profile(
-        data,
-        float(data["elapsed_time_sec"]),
-        bool(data.get("memory")),
+        parse_scalene_json(json.loads(path.read_text()), str(path)),
         _span_index(markers, "stage"),
         _span_index(markers, "layer"),
         len({m.iteration for m in markers if m.kind == "iteration" and m.measured}) or 1,
     )
 
 
-def _function_records(filename: str, info: dict[str, Any], elapsed: float) -> list[FunctionRecord]:
-    out = []
-    for fn in info.get("functions", []):
-        name = str(fn.get("line", ""))
-        out.append(
-            FunctionRecord(
-                filename,
-                name,
-                int(fn.get("lineno", 0)),
-                elapsed * fn.get("n_cpu_percent_python", 0.0) / 100,
-                elapsed * fn.get("n_cpu_percent_c", 0.0) / 100,
-                elapsed * fn.get("n_sys_percent", 0.0) / 100,
-                stage_of(filename, name),
-            )
+def _function_records(filename: str, info: ScaleneFile, elapsed: float) -> list[FunctionRecord]:
+    return [
+        FunctionRecord(
+            filename,
+            fn.name,
+            int(fn.lineno if fn.lineno is not None else 0),
+            elapsed * fn.cpu_percent_python / 100,
+            elapsed * fn.cpu_percent_c / 100,
+            elapsed * fn.sys_percent / 100,
+            stage_of(filename, fn.name),
         )
-    return out
+        for fn in info.functions
+    ]
 
 
-def _line_record(profile: _Profile, filename: str, info: dict[str, Any], row: dict[str, Any]) -> LineRecord | None:
+def _line_record(profile: _Profile, filename: str, info: ScaleneFile, row: ScaleneLine) -> LineRecord | None:
     """One line of the profile, charged to a stage; None for a line with no time (and no allocation)."""
     elapsed = profile.elapsed
-    python = elapsed * row.get("n_cpu_percent_python", 0.0) / 100
-    native = elapsed * row.get("n_cpu_percent_c", 0.0) / 100
-    system = elapsed * row.get("n_sys_percent", 0.0) / 100
-    mem = {k: float(row.get(k, 0.0)) for k in MEMORY_KEYS}
+    python = elapsed * row.cpu_percent_python / 100
+    native = elapsed * row.cpu_percent_c / 100
+    system = elapsed * row.sys_percent / 100
+    mem = dict(row.memory)
     if python + native + system == 0 and not (profile.memory and mem["n_malloc_mb"]):
         return None
-    times = [round(t * 1e9) for t in row.get("cpu_samples_list", [])]
+    times = [round(t * 1e9) for t in row.cpu_samples]
     where = Counter(_locate(profile.stage_spans, t) or "outside stages" for t in times)
-    function = _function_of(info.get("functions", []), int(row["lineno"]), row.get("start_function_line"))
+    function = _function_of(info.functions, row.start_function_line)
     stage = stage_of(filename, function)
     if stage is None and where:
         top, _ = where.most_common(1)[0]
         stage = top if top in STAGES else None
     return LineRecord(
         filename,
-        int(row["lineno"]),
-        str(row.get("line", "")).rstrip("\n"),
+        row.lineno,
+        row.code.rstrip("\n"),
         function,
         stage,
         python,
         native,
         system,
-        float(row.get("n_core_utilization", 0.0)),
+        row.core_utilization,
         len(times),
         dict(where),
         mem if profile.memory else {},
@@ -279,7 +284,7 @@ def _tables(layers: dict[str, dict[str, float]], stages: dict[str, dict[str, flo
     )
 
 
-def _top_lines(lines: list[LineRecord]) -> list[dict[str, Any]]:
+def _top_lines_json(lines: list[LineRecord]) -> list[JsonObject]:
     """The five lines with the most CPU time, for the summary."""
     return [
         {
@@ -294,19 +299,16 @@ def _top_lines(lines: list[LineRecord]) -> list[dict[str, Any]]:
     ]
 
 
-def _samples_of(data: dict[str, Any], line: LineRecord) -> list[float]:
-    for row in data["files"][line.file].get("lines", []):
-        if int(row["lineno"]) == line.lineno:
-            return list(row.get("cpu_samples_list", []))
-    return []
+def _samples_of(data: ScaleneProfile, line: LineRecord) -> list[float]:
+    return data.files[line.file].samples_of(line.lineno)
 
 
-def _alignment(
+def _alignment_json(
     lines: list[LineRecord],
-    data: dict[str, Any],
+    data: ScaleneProfile,
     stage_spans: dict[str, list[tuple[int, int]]],
-    window: dict[str, Any],
-) -> dict[str, Any]:
+    window: ScaleneWindow,
+) -> JsonObject:
     """Two independent checks of Scalene's sample times on the monotonic clock: every sample lies in
     the profiling window the worker recorded around scalene start/stop, and the samples of each
     Pipeline.<stage> line (and of the runtime's model call) lie in that stage's marker spans (when
@@ -321,7 +323,7 @@ def _alignment(
         if not ranges:
             continue
         distances += [_distance_outside(ranges, round(t * 1e9)) for t in _samples_of(data, line)]
-    out: dict[str, Any] = {
+    out: JsonObject = {
         "method": "Scalene's sample times are time.perf_counter() = CLOCK_MONOTONIC: no offset; checked "
         "against the profiling window and, for Pipeline.<stage> lines, against that stage's marker spans",
         "offset_ns": 0,
@@ -331,7 +333,7 @@ def _alignment(
         outside = [d for d in distances if d > 0]
         out["outside_share"] = len(outside) / len(distances)
         out["outside_max_us"] = max(distances) / 1000
-    start, stop = window.get("start_ns"), window.get("stop_ns")
+    start, stop = window.start_ns, window.stop_ns
     if start is not None and stop is not None:
         times = [round(t * 1e9) for line in lines for t in _samples_of(data, line)]
         beyond = [max(start - t, t - stop) for t in times if not start <= t <= stop]
@@ -341,11 +343,11 @@ def _alignment(
     return out
 
 
-def _memory_counters(data: dict[str, Any], window: dict[str, Any]) -> list[CounterSample]:
-    start = window.get("scalene_start_ns", window.get("start_ns"))
-    if not data.get("memory") or start is None:
+def _memory_counters(data: ScaleneProfile, window: ScaleneWindow) -> list[CounterSample]:
+    start = window.scalene_start_ns
+    if not data.memory or start is None:
         return []
-    return [CounterSample("Scalene footprint", int(start + ns), float(mb), "MB") for ns, mb in data.get("samples", [])]
+    return [CounterSample("Scalene footprint", int(start + ns), float(mb), "MB") for ns, mb in data.footprint]
 
 
 def _short(path: str) -> str:

@@ -45,9 +45,18 @@ from typing import TYPE_CHECKING, Any
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.sysstat.procfs import DEFAULT_CPU_SYSFS_ROOT, FreqSource, ProcReader, cpuinfo_mhz
 from hwprof.collectors.sysstat.sampler import Sample, SystemSampler
-from hwprof.collectors.sysstat.tables import BUSY_CORES, StagePoint, StageVisit, series, stage_tables, thread_table
+from hwprof.collectors.sysstat.tables import (
+    BUSY_CORES,
+    StagePoint,
+    StageVisit,
+    ThreadCpu,
+    series,
+    stage_tables,
+    thread_table,
+)
 from hwprof.collectors.sysstat.threads import thread_cpu_ns, thread_name
 
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import MetricTables, Record, ThreadName, metrics_path, records_path, write_records
 from hwprof.schema.summaries_cpu import SysstatSummary
 
@@ -205,12 +214,12 @@ class SysstatCollector(Collector):
             status, reason = "partial", sampler.error
         return CollectorResult(status, reason=reason, summary=summary, artifacts=artifacts)
 
-    def _sampler_cost(self, threads: list[dict[str, Any]]) -> dict[str, Any]:
+    def _sampler_cost_json(self, threads: list[ThreadCpu]) -> JsonObject:
         """Wall time per sample (includes waits for the GIL and a CPU) and the thread's own CPU time."""
         sampler = self.sampler
         assert sampler is not None
         cost = sorted(sampler.cost_ns)
-        own = next((r["cpu_s"] for r in threads if r["tid"] == sampler.tid), None)
+        own = next((r.cpu_s for r in threads if r.tid == sampler.tid), None)
         return {
             "tid": sampler.tid,
             "wall_us_p50": cost[len(cost) // 2] / 1e3,
@@ -234,7 +243,7 @@ class SysstatCollector(Collector):
         rss = [s.rss for s in samples]
         cpu_s = samples[-1].cpu_s - samples[0].cpu_s
         threads = thread_table(samples, names, roles)
-        thread_sum = sum(r["cpu_s"] for r in threads)
+        thread_sum = sum(r.cpu_s for r in threads)
         stage_peaks = [v.peak for v in self.visits]
         peak = max([self.peak_before, *stage_peaks, *rss, proc.hwm_bytes()])
         summary = SysstatSummary.of(
@@ -257,20 +266,20 @@ class SysstatCollector(Collector):
                 "threads_sum_s": thread_sum,
                 "threads_vs_process": thread_sum / cpu_s if cpu_s > 0 else None,
             },
-            threads=threads,
-            threads_busy=sum(1 for r in threads if (r["cores_busy"] or 0) >= BUSY_CORES),
-            context_switches=_context_switches(samples, window_s),
+            threads=[r.to_json() for r in threads],
+            threads_busy=sum(1 for r in threads if (r.cores_busy or 0) >= BUSY_CORES),
+            context_switches=_context_switches_json(samples, window_s),
             stages={name: dict(row) for name, row in tables.stages.items()},
-            sampler=self._sampler_cost(threads),
+            sampler=self._sampler_cost_json(threads),
         )
         if self.peak_note:
             summary.stage_peak_note = self.peak_note
         if self.marker_ns:
             summary.marker_cost_us = statistics.fmean(self.marker_ns) / 1e3
-        summary.cpu_freq = self._cpu_freq(samples)
+        summary.cpu_freq = self._cpu_freq_json(samples)
         return summary
 
-    def _cpu_freq(self, samples: Sequence[Sample]) -> dict[str, Any]:
+    def _cpu_freq_json(self, samples: Sequence[Sample]) -> JsonObject:
         """Each CPU's clock over the samples (MHz), or why it could not be read."""
         if not self.freq.fds:
             return {"status": "unavailable", "reason": self.freq.reason, "fix": self.freq.fix, "cpuinfo": cpuinfo_mhz()}
@@ -281,7 +290,7 @@ class SysstatCollector(Collector):
         return {"status": "ok", "per_cpu_mhz": per_cpu}
 
 
-def _context_switches(samples: Sequence[Sample], window_s: float) -> dict[str, Any]:
+def _context_switches_json(samples: Sequence[Sample], window_s: float) -> JsonObject:
     voluntary = samples[-1].vcsw - samples[0].vcsw
     involuntary = samples[-1].ivcsw - samples[0].ivcsw
     return {

@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import asdict, dataclass
 
 from hwprof.collectors.sysstat.sampler import Sample
 
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import CounterSample, MetricTables
 
 BUSY_CORES = 0.10
@@ -43,7 +43,23 @@ def series(samples: Sequence[Sample], names: dict[int, str]) -> list[CounterSamp
     return out
 
 
-def thread_table(samples: Sequence[Sample], names: dict[int, str], roles: dict[int, str]) -> list[dict[str, Any]]:
+@dataclass
+class ThreadCpu:
+    """One thread's CPU time between its first and last sample."""
+
+    tid: int
+    name: str
+    role: str
+    cpu_s: float
+    cores_busy: float | None
+    share: float | None
+    """Of all the threads' CPU time."""
+
+    def to_json(self) -> JsonObject:
+        return asdict(self)
+
+
+def thread_table(samples: Sequence[Sample], names: dict[int, str], roles: dict[int, str]) -> list[ThreadCpu]:
     """CPU seconds per thread between its first and last sample, busiest first."""
     first: dict[int, tuple[int, int]] = {}
     last: dict[int, tuple[int, int]] = {}
@@ -53,20 +69,20 @@ def thread_table(samples: Sequence[Sample], names: dict[int, str], roles: dict[i
             last[tid] = (s.t_ns, ns)
     window_s = (samples[-1].t_ns - samples[0].t_ns) / 1e9 if len(samples) > 1 else 0.0
     total = sum(last[t][1] - first[t][1] for t in last)
-    rows: list[dict[str, Any]] = []
+    rows: list[ThreadCpu] = []
     for tid in last:
         cpu_ns = last[tid][1] - first[tid][1]
         rows.append(
-            {
-                "tid": tid,
-                "name": names.get(tid, ""),
-                "role": roles.get(tid, "other"),
-                "cpu_s": cpu_ns / 1e9,
-                "cores_busy": cpu_ns / 1e9 / window_s if window_s > 0 else None,
-                "share": cpu_ns / total if total > 0 else None,
-            }
+            ThreadCpu(
+                tid,
+                names.get(tid, ""),
+                roles.get(tid, "other"),
+                cpu_ns / 1e9,
+                cpu_ns / 1e9 / window_s if window_s > 0 else None,
+                cpu_ns / total if total > 0 else None,
+            )
         )
-    rows.sort(key=lambda r: -r["cpu_s"])
+    rows.sort(key=lambda r: -r.cpu_s)
     return rows
 
 

@@ -11,18 +11,19 @@ from __future__ import annotations
 import bisect
 import json
 import statistics
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, ClockFit, SyncData, fit_clock, wall_offset
-from hwprof.collectors.torch_profiler.kernel_doc import kernel_doc_of, top_kernels
+from hwprof.collectors.torch_profiler.kernel_doc import OpSums, PrimitiveSums, kernel_doc_json, top_kernels_json
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
 from hwprof.schema.summaries_tools import TorchProfilerSummary
 
@@ -51,7 +52,8 @@ class Converted:
     ops: list[OpRecord]
     spans: list[Span]
     metrics: MetricTables
-    kernels: dict[str, Any]
+    kernels: JsonObject
+    """torch_profiler.kernels.json's document."""
     summary: TorchProfilerSummary
 
 
@@ -110,8 +112,9 @@ def _walk(trace: KinetoTrace, fit: ClockFit) -> tuple[list[OpRecord], list[tuple
     return ops, ranges
 
 
-def _match_onednn(ops: list[OpRecord], log: OneDnnLog) -> dict[str, Any]:
-    """Attach each primitive to the innermost aten op (on the converted clock) that contains its start.
+def _match_onednn(ops: list[OpRecord], log: OneDnnLog) -> int:
+    """Attach each primitive to the innermost aten op (on the converted clock) that contains its start; the
+    number matched.
 
     Ops on a thread nest, so of the ops containing an instant the innermost is the one that started
     last: walk back from the last op that started before the primitive.
@@ -127,10 +130,10 @@ def _match_onednn(ops: list[OpRecord], log: OneDnnLog) -> dict[str, Any]:
                 op.onednn.append(prim)
                 matched += 1
                 break
-    return {"matched": matched, "unmatched": len(log.execs) - matched}
+    return matched
 
 
-def _alignment(ranges: list[tuple[str, str, int, int]], markers: list[Marker]) -> dict[str, Any]:
+def _alignment_json(ranges: list[tuple[str, str, int, int]], markers: list[Marker]) -> JsonObject:
     """|converted range edge - marker t_ns| for the k-th range and k-th measured marker pair of each name."""
     pairs: dict[tuple[str, str], list[tuple[int, int]]] = defaultdict(list)
     opened: dict[tuple[str, str], list[int]] = defaultdict(list)
@@ -153,7 +156,7 @@ def _alignment(ranges: list[tuple[str, str, int, int]], markers: list[Marker]) -
         if k < len(pairs[key]):
             b, e = pairs[key][k]
             errors[kind].extend((start - b, end - e))
-    out: dict[str, Any] = {}
+    out: JsonObject = {}
     for kind, values in errors.items():
         if values:
             absolute = sorted(abs(v) for v in values)
@@ -186,36 +189,37 @@ def convert(
     iterations = sorted({o.iteration for o in ops if o.iteration is not None})
     n_iter = max(len(iterations), 1)
     summary = TorchProfilerSummary.of(events=len(trace.events), aten_ops=len(ops), iterations=len(iterations))
-    summary.onednn = _onednn_summary(ops, sync, onednn_log)
+    summary.onednn = _onednn_summary_json(ops, sync, onednn_log)
     sums = _sum_ops(ops, ranges, flops)
     summary.forward_ops_outside_layers = sums.outside_layers_in_forward
     # oneDNN's figures are means over the iterations that ran with its verbose mode on
     n_onednn = max(summary.onednn.get("iterations", 0), 1)
     metrics = _metric_tables(sums, n_iter, n_onednn)
-    kernel_doc = kernel_doc_of(sums.kernels, len(iterations), n_iter, n_onednn)
-    summary.top_kernels = top_kernels(((o.event.name, o.self_ns) for o in ops if o.layer is not None), n_iter)
+    kernel_doc = kernel_doc_json(sums.kernels, len(iterations), n_iter, n_onednn)
+    summary.top_kernels = top_kernels_json(((o.event.name, o.self_ns) for o in ops if o.layer is not None), n_iter)
     summary.clock = {
         "method": f"{SYNC_NAME} ranges between two monotonic reads at profiler start and stop; "
         "offset interpolated linearly between them; error measured on the stage/layer ranges vs markers",
         "offset_ns": fit.offset0,
         "drift_ns": fit.offset1 - fit.offset0,
         "sync_uncertainty_ns": fit.uncertainty_ns,
-        "alignment": _alignment(ranges, markers),
+        "alignment": _alignment_json(ranges, markers),
     }
     spans = _spans(ops)
     return Converted(ops, spans, metrics, kernel_doc, summary)
 
 
-def _onednn_summary(ops: list[OpRecord], sync: SyncData, onednn_log: Path | None) -> dict[str, Any]:
+def _onednn_summary_json(ops: list[OpRecord], sync: SyncData, onednn_log: Path | None) -> JsonObject:
     """What oneDNN's verbose log gave: its lines and primitives, and the ops its kernel labels attached to
     (matched by time; the log's timestamps must be on)."""
-    out: dict[str, Any] = {"enabled": onednn_log is not None}
+    out: JsonObject = {"enabled": onednn_log is not None}
     wall = wall_offset(sync)
     if onednn_log is not None and wall is not None:
         log = parse_onednn(onednn_log, wall)
         out.update(lines=log.lines, primitives=len(log.execs), untimed=log.untimed, **log.info)
         if log.execs:
-            out.update(_match_onednn(ops, log))
+            matched = _match_onednn(ops, log)
+            out.update(matched=matched, unmatched=len(log.execs) - matched)
             out["iterations"] = len({o.iteration for o in ops if o.onednn})
         elif log.untimed:
             out["reason"] = (
@@ -231,7 +235,7 @@ class _OpSums:
 
     layer_stats: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
     stage_stats: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(float)))
-    kernels: dict[str, dict[str, dict[str, Any]]] = field(default_factory=lambda: defaultdict(dict))
+    kernels: dict[str, dict[str, OpSums]] = field(default_factory=lambda: defaultdict(dict))
     """"model.7" or "stage:<stage>" -> op name -> calls, self and inclusive ns, flops, shapes, oneDNN primitives."""
     outside_layers_in_forward: int = 0
 
@@ -242,30 +246,17 @@ def _sum_ops(ops: list[OpRecord], ranges: list[tuple[str, str, int, int]], flops
         key = op.layer if op.layer is not None else f"stage:{op.stage or 'none'}"
         if op.stage == "forward" and op.layer is None:
             sums.outside_layers_in_forward += 1
-        row = sums.kernels[key].setdefault(
-            op.event.name,
-            {
-                "name": op.event.name,
-                "calls": 0,
-                "self_ns": 0,
-                "inclusive_ns": 0,
-                "flops": 0,
-                "shapes": Counter(),
-                "onednn": {},
-            },
-        )
-        row["calls"] += 1
-        row["self_ns"] += op.self_ns
-        row["inclusive_ns"] += op.event.dur
-        row["flops"] += flops.get(int(op.event.args.get("External id", -1)), 0)
-        row["shapes"][json.dumps(_dims(op.event))] += 1
+        row = sums.kernels[key].setdefault(op.event.name, OpSums(op.event.name))
+        row.calls += 1
+        row.self_ns += op.self_ns
+        row.inclusive_ns += op.event.dur
+        row.flops += flops.get(int(op.event.args.get("External id", -1)), 0)
+        row.shapes[json.dumps(_dims(op.event))] += 1
         for prim in op.onednn:
-            prow = row["onednn"].setdefault(
-                prim.label, {"label": prim.label, "calls": 0, "exec_ms": 0.0, "problems": Counter()}
-            )
-            prow["calls"] += 1
-            prow["exec_ms"] += prim.exec_ms
-            prow["problems"][prim.problem] += 1
+            prow = row.onednn.setdefault(prim.label, PrimitiveSums(prim.label))
+            prow.calls += 1
+            prow.exec_ms += prim.exec_ms
+            prow.problems[prim.problem] += 1
         target = sums.layer_stats[op.layer] if op.layer is not None else None
         for stats in (target, sums.stage_stats[op.stage] if op.stage else None):
             if stats is None:
@@ -312,18 +303,24 @@ def _metric_tables(sums: _OpSums, n_iter: int, n_onednn: int) -> MetricTables:
     )
 
 
+def _span_args_json(op: OpRecord) -> JsonObject:
+    """The trace arguments of an op's span: self time, layer, input dims, oneDNN kernel labels."""
+    args: JsonObject = {"self_us": op.self_ns / 1000}
+    if op.layer:
+        args["layer"] = op.layer
+    dims = _dims(op.event)
+    if dims:
+        args["input_dims"] = dims
+    labels = sorted({p.label for p in op.onednn if p.kind != "reorder"})
+    if labels:
+        args["onednn"] = labels
+    return args
+
+
 def _spans(ops: list[OpRecord]) -> list[Span]:
     spans = []
     for op in ops:
-        args: dict[str, Any] = {"self_us": op.self_ns / 1000}
-        if op.layer:
-            args["layer"] = op.layer
-        dims = _dims(op.event)
-        if dims:
-            args["input_dims"] = dims
-        labels = sorted({p.label for p in op.onednn if p.kind != "reorder"})
-        if labels:
-            args["onednn"] = labels
+        args = _span_args_json(op)
         spans.append(Span(op.event.name, op.start, op.event.dur, f"thread:{op.event.tid}", "aten", op.event.tid, args))
         end = op.start + op.event.dur
         for prim in op.onednn:

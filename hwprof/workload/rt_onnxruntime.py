@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.atomic import atomic_path
+from hwprof.schema.codec import JsonObject
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, scope_of
 from hwprof.workload.onnx_export import INPUT_NAME, quantize_int8
 from hwprof.workload.runtime import (
@@ -33,6 +34,7 @@ from hwprof.workload.runtime import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 KERNEL_SUFFIX = "_kernel_time"
@@ -84,7 +86,7 @@ class OnnxRuntime(Runtime):
         options.intra_op_num_threads = self.config.threads
         options.log_severity_level = 3
 
-        def run(probe: Path, names: list[str]) -> dict[str, Any]:
+        def run(probe: Path, names: list[str]) -> dict[str, np.ndarray]:
             session = ort.InferenceSession(str(probe), options, providers=["CPUExecutionProvider"])
             return dict(zip(names, session.run(names, {INPUT_NAME: batch.numpy()}), strict=True))
 
@@ -97,7 +99,7 @@ class OnnxRuntime(Runtime):
         start_wall = int(self.session.get_profiling_start_time_ns())
         optimized = self.out_dir / OPTIMIZED_FILE
         fused = fused_layers(self.run_dir / self.info["model_file"], optimized) if optimized.exists() else {}
-        profile = profile_from_events(events, start_wall - self.offset_ns, self.records, fused)
+        profile = profile_from_events(parse_ort_profile(events), start_wall - self.offset_ns, self.records, fused)
         if optimized.exists():
             optimized.unlink()  # as large as the model; what it told is in runtime_nodes.json
         profile.clock["wall_to_monotonic_uncertainty_us"] = self.offset_uncertainty_ns / 1e3
@@ -111,11 +113,58 @@ class OnnxRuntime(Runtime):
         return profile
 
 
-def node_precision(args: dict[str, Any]) -> str:
+@dataclass
+class OrtEvent:
+    """A `model_run` or node event of ORT's profile: ts and dur in us since the profiling start."""
+
+    name: str
+    ts: float
+    dur: float
+    op_name: str = ""
+    provider: str = ""
+    input_type: str | None = None
+    """The first input's element type ("float", "uint8", ...), where the event lists its inputs."""
+
+
+@dataclass
+class OrtProfile:
+    """What hwprof reads of ORT's profile: the model_run events and the node kernel events, in time order."""
+
+    runs: list[OrtEvent]
+    nodes: list[OrtEvent]
+
+
+def _first_input_type(args: JsonObject) -> str | None:
     for shape in args.get("input_type_shape", [])[:1]:
         for type_name in shape:
-            return _TYPE_PRECISION.get(str(type_name), str(type_name))
-    return ""
+            return str(type_name)
+    return None
+
+
+def _event_from_json(e: JsonObject) -> OrtEvent:
+    args = e.get("args", {})
+    return OrtEvent(
+        str(e["name"]),
+        e["ts"],
+        e["dur"],
+        str(args.get("op_name", "")),
+        str(args.get("provider", "")),
+        _first_input_type(args),
+    )
+
+
+def parse_ort_profile(events: list[JsonObject]) -> OrtProfile:
+    """ORT's profile (its JSON list of events): the Session `model_run` events and the Node kernel events."""
+    runs = [e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"]
+    nodes = [e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX)]
+    return OrtProfile(
+        sorted((_event_from_json(e) for e in runs), key=lambda e: e.ts),
+        sorted((_event_from_json(e) for e in nodes), key=lambda e: e.ts),
+    )
+
+
+def node_precision(input_type: str | None) -> str:
+    return "" if input_type is None else _TYPE_PRECISION.get(input_type, input_type)
 
 
 def kernel_name(node: str, op: str) -> str:
@@ -158,7 +207,7 @@ def fused_layers(original: Path, optimized: Path) -> dict[str, tuple[str, ...]]:
 
 
 def profile_from_events(
-    events: list[dict[str, Any]],
+    events: OrtProfile,
     origin_ns: int,
     records: list[RunRecord],
     fused: dict[str, tuple[str, ...]] | None = None,
@@ -169,13 +218,7 @@ def profile_from_events(
 
     The n-th `model_run` event is the n-th recorded run() call: runs must match one to one.
     """
-    runs_ev = sorted(
-        (e for e in events if e.get("cat") == "Session" and e.get("name") == "model_run"), key=lambda e: e["ts"]
-    )
-    node_ev = sorted(
-        (e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith(KERNEL_SUFFIX)),
-        key=lambda e: e["ts"],
-    )
+    runs_ev, node_ev = events.runs, events.nodes
     if len(runs_ev) != len(records):
         raise ValueError(f"ONNX Runtime profiled {len(runs_ev)} runs but {len(records)} were made")
     reader = _NodeEvents(node_ev, origin_ns, fused or {})
@@ -183,7 +226,7 @@ def profile_from_events(
     gaps_start: list[float] = []
     gaps_end: list[float] = []
     for event, record in zip(runs_ev, records, strict=True):
-        t0, t1 = event["ts"], event["ts"] + event["dur"]
+        t0, t1 = event.ts, event.ts + event.dur
         spans = reader.spans_in(t0, t1)
         if record.iteration is None:
             continue
@@ -192,14 +235,14 @@ def profile_from_events(
         charge_inserted(spans)
         runs.append(RunSpans(record.iteration, record.warmup, spans))
     adopt_inserted_layers(runs, reader.nodes)
-    return Profile(runs, reader.nodes, alignment(gaps_start, gaps_end))
+    return Profile(runs, reader.nodes, alignment_json(gaps_start, gaps_end))
 
 
 @dataclass
 class _NodeEvents:
     """The profile's node events in time order, read run by run; each node described once, at its first event."""
 
-    events: list[dict[str, Any]]
+    events: list[OrtEvent]
     origin_ns: int
     """The profile's ts 0 on CLOCK_MONOTONIC."""
     fused: dict[str, tuple[str, ...]]
@@ -213,38 +256,36 @@ class _NodeEvents:
     def spans_in(self, t0: float, t1: float) -> list[NodeSpan]:
         """The spans of the node events in [t0, t1] (profile us); events before t0 are skipped."""
         events = self.events
-        while self.k < len(events) and events[self.k]["ts"] < t0:
+        while self.k < len(events) and events[self.k].ts < t0:
             self.k += 1
         spans: list[NodeSpan] = []
-        while self.k < len(events) and events[self.k]["ts"] <= t1:
+        while self.k < len(events) and events[self.k].ts <= t1:
             e = events[self.k]
             self.k += 1
-            raw = str(e["name"]).removesuffix(KERNEL_SUFFIX)
+            raw = e.name.removesuffix(KERNEL_SUFFIX)
             name = raw.removesuffix("/")
             info = self.nodes.get(name)
             if info is None:
-                info = self.nodes[name] = self._describe(name, raw, e.get("args", {}))
-            spans.append(
-                NodeSpan(name, self.to_ns(e["ts"]), self.to_ns(e["ts"] + e["dur"]), info.layers, info.children)
-            )
+                info = self.nodes[name] = self._describe(name, raw, e)
+            spans.append(NodeSpan(name, self.to_ns(e.ts), self.to_ns(e.ts + e.dur), info.layers, info.children))
         return spans
 
-    def _describe(self, name: str, raw: str, args: dict[str, Any]) -> NodeInfo:
-        op = str(args.get("op_name", ""))
+    def _describe(self, name: str, raw: str, event: OrtEvent) -> NodeInfo:
+        op = event.op_name
         layers, children = layers_of([name])
         layers = tuple(dict.fromkeys(layers + self.fused.get(raw, ())))
         return NodeInfo(
             name,
             op,
             kernel_name(name, op),
-            str(args.get("provider", "")),
-            node_precision(args),
+            event.provider,
+            node_precision(event.input_type),
             layers,
             children,
         )
 
 
-def alignment(gaps_start_us: list[float], gaps_end_us: list[float]) -> dict[str, Any]:
+def alignment_json(gaps_start_us: list[float], gaps_end_us: list[float]) -> JsonObject:
     """How each aligned model_run sits inside the run() call timed around it (both should be >= 0)."""
     if not gaps_start_us:
         return {"method": "no profiled run to check"}

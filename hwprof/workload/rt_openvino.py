@@ -15,10 +15,12 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.schema.codec import JsonObject
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of
 from hwprof.workload.runtime import NodeInfo, Profile, Runtime, adopt_inserted_layers, register
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 HINTS = {"fp32": "f32", "bf16": "bf16"}
@@ -52,7 +54,7 @@ class OpenVinoRuntime(Runtime):
         exported = self._export(sample, "OpenVINO CPU plugin", ov.__version__)
         core = ov.Core()
         capabilities = [str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
-        options: dict[str, Any] = {
+        options: dict[str, int | str] = {
             "INFERENCE_NUM_THREADS": self.config.threads,
             "NUM_STREAMS": 1,
             "PERFORMANCE_HINT": "LATENCY",
@@ -86,7 +88,7 @@ class OpenVinoRuntime(Runtime):
         ov = self._import("openvino")
         options = {k: v for k, v in self.options.items() if k != "PERF_COUNT"}
 
-        def run(probe: Path, names: list[str]) -> dict[str, Any]:
+        def run(probe: Path, names: list[str]) -> dict[str, np.ndarray]:
             compiled = ov.Core().compile_model(str(probe), "CPU", options)
             results = compiled.create_infer_request().infer({0: batch.numpy()})
             return {name: results[compiled.output(name)] for name in names}
@@ -180,21 +182,25 @@ def profile_from_runs(
         charge_inserted(spans)
         runs.append(RunSpans(record.iteration, record.warmup, spans))
     adopt_inserted_layers(runs, nodes)
-    clock: dict[str, Any] = {"method": "no profiled run"}
-    if residuals:
-        clock = {
-            "method": (
-                "OpenVINO reports node durations, not timestamps: spans laid end to end in execution order "
-                "from the infer() call's start on CLOCK_MONOTONIC (an estimate of placement)"
-            ),
-            "residual_us_p50": statistics.median(residuals),
-            "residual_us_min": min(residuals),
-            "residual_us_max": max(residuals),
-            "error_bound_us": max(abs(r) for r in residuals),
-            "error_bound_method": "infer() call time minus the sum of its nodes' real_time: how far a span can sit off",
-            "runs_checked": len(residuals),
-            "runs_squeezed": len(squeezed),
-            "squeeze_min": min(squeezed, default=1.0),
-            "squeeze_method": "where the nodes' times sum past the infer() call, they are scaled to fit it",
-        }
-    return Profile(runs, nodes, clock)
+    return Profile(runs, nodes, _clock_json(residuals, squeezed))
+
+
+def _clock_json(residuals: list[float], squeezed: list[float]) -> JsonObject:
+    """How the spans were placed (runtime.json's clock): the residual of each run and the squeezed runs."""
+    if not residuals:
+        return {"method": "no profiled run"}
+    return {
+        "method": (
+            "OpenVINO reports node durations, not timestamps: spans laid end to end in execution order "
+            "from the infer() call's start on CLOCK_MONOTONIC (an estimate of placement)"
+        ),
+        "residual_us_p50": statistics.median(residuals),
+        "residual_us_min": min(residuals),
+        "residual_us_max": max(residuals),
+        "error_bound_us": max(abs(r) for r in residuals),
+        "error_bound_method": "infer() call time minus the sum of its nodes' real_time: how far a span can sit off",
+        "runs_checked": len(residuals),
+        "runs_squeezed": len(squeezed),
+        "squeeze_min": min(squeezed, default=1.0),
+        "squeeze_method": "where the nodes' times sum past the infer() call, they are scaled to fit it",
+    }

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwprof.schema.codec import JsonObject
+
 FORWARD_RANGE = "forward"
 LAYER_RANGE = re.compile(r"^layer (\d+) (\S+)$")
 STAGE_RANGE = re.compile(r"^stage (\S+)$")
@@ -63,7 +65,8 @@ class GpuActivity:
     ts: int
     dur: int
     correlation: int
-    args: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    args: dict[str, object] = field(default_factory=dict, compare=False, hash=False)
+    """Launch details passed on to the trace span: grid, block, registers per thread, shared memory, bytes."""
 
     @property
     def end(self) -> int:
@@ -102,7 +105,8 @@ def load_gpu_trace(path: Path) -> GpuTrace:
     return parse_gpu_trace(data)
 
 
-def parse_gpu_trace(data: dict[str, Any]) -> GpuTrace:
+def parse_gpu_trace(data: JsonObject) -> GpuTrace:
+    """The Chrome trace's JSON object: the forward, layer and stage ranges, the launches and the GPU activities."""
     base = int(data["baseTimeNanoseconds"])
     forwards: list[Interval] = []
     layers: list[Interval] = []

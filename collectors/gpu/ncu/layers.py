@@ -33,10 +33,11 @@ by it).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from dataclasses import dataclass, field
 
 from hwprof.collectors.gpu.ncu.csv_report import NcuReport, NcuRow
 
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.ncu_tensor import TENSOR_MATH, TENSOR_MATH_FIX
 from hwprof.schema.records import MetricTables
 
@@ -129,15 +130,24 @@ def _launch(row: NcuRow) -> dict[str, float]:
     return {key: row.metrics[metric] for key, metric in names.items() if metric in row.metrics}
 
 
-def kernel_layers(report: NcuReport) -> dict[str, dict[str, Any]]:
-    """Per layer from a kernel-replay report, plus each layer's kernels ("kernel_rows")."""
-    acc: dict[str, dict[str, Any]] = defaultdict(lambda: defaultdict(float))
-    for row in report.rows:
-        where = row.layer
-        if where is None:
-            continue
-        d = acc[layer_key(where[0])]
-        d["type"] = where[1]
+@dataclass
+class NcuLayer:
+    """One layer of a kernel-replay report: its figures (UNITS's names) and its kernels' rows for
+    ncu.kernels.json."""
+
+    type: str = ""
+    figures: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    kernel_rows: list[JsonObject] = field(default_factory=list)
+    math_missing: int = 0
+    """Kernels without the TENSOR_MATH counters."""
+    launch_known: int = 0
+    """Kernels whose launch size the CSV has."""
+    weighted: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    """WEIGHTED column -> sum of duration x value, and its duration in `durations`."""
+    durations: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+
+    def add(self, row: NcuRow) -> None:
+        d = self.figures
         dur = row.value(DURATION)
         d["kernels"] += 1
         d["kernel_replay_ns"] += dur
@@ -146,55 +156,70 @@ def kernel_layers(report: NcuReport) -> dict[str, dict[str, Any]]:
         d["fp32_flops"] += 2 * row.value(FFMA) + row.value(FADD) + row.value(FMUL)
         d["tensor_pipe_inst"] += row.value(TENSOR)
         math = tensor_math(row)
-        d["_math_missing"] += math is None
+        self.math_missing += math is None
         d["tensor_math_inst"] += math or 0.0
         launch = _launch(row)
         if len(launch) == 3:
-            d["_launch_known"] += 1
+            self.launch_known += 1
             d["sub_sm_grid_ns"] += dur if launch["grid_blocks"] < launch["sm_count"] else 0.0
             d["under_one_wave_ns"] += dur if launch["waves"] < 1.0 else 0.0
         for column, metric in WEIGHTED.items():
             if metric in row.metrics:
-                d["_w_" + column] += dur * row.metrics[metric]
-                d["_d_" + column] += dur
-        d.setdefault("kernel_rows", []).append(
-            {
-                "name": row.name,
-                "ns": dur,
-                "dram_bytes": row.value(DRAM_READ) + row.value(DRAM_WRITE),
-                "tensor_math_inst": math,
-                "tensor_pipe_inst": row.value(TENSOR),
-                "grid": row.text.get("Grid Size", ""),
-                "block": row.text.get("Block Size", ""),
-                **launch,
-                "achieved_occupancy_pct": row.metrics.get(WEIGHTED["achieved_occupancy_pct"]),
-                "theoretical_occupancy_pct": row.metrics.get(WEIGHTED["theoretical_occupancy_pct"]),
-            }
-        )
-    out: dict[str, dict[str, Any]] = {}
-    for key, d in acc.items():
-        row_out = {k: v for k, v in d.items() if not k.startswith("_")}
-        if d["_math_missing"]:
-            del row_out["tensor_math_inst"]  # unmeasured for some kernel: no layer figure
-        if d["_launch_known"] != d["kernels"]:
-            row_out.pop("sub_sm_grid_ns", None)
-            row_out.pop("under_one_wave_ns", None)
+                self.weighted[column] += dur * row.metrics[metric]
+                self.durations[column] += dur
+        self.kernel_rows.append(_kernel_row_json(row, math, launch))
+
+    def layer_figures(self) -> dict[str, float]:
+        """The layer's row of the metric table: sums, and the WEIGHTED means over its kernels."""
+        out = dict(self.figures)
+        if self.math_missing:
+            del out["tensor_math_inst"]  # unmeasured for some kernel: no layer figure
+        if self.launch_known != self.figures["kernels"]:
+            out.pop("sub_sm_grid_ns", None)
+            out.pop("under_one_wave_ns", None)
         for name in WEIGHTED:
-            if d.get("_d_" + name):
-                row_out[name] = d["_w_" + name] / d["_d_" + name]
-        out[key] = row_out
-    return out
+            if self.durations.get(name):
+                out[name] = self.weighted[name] / self.durations[name]
+        return out
 
 
-def range_layers(report: NcuReport) -> dict[str, dict[str, Any]]:
+def _kernel_row_json(row: NcuRow, math: float | None, launch: dict[str, float]) -> JsonObject:
+    """One kernel's row of ncu.kernels.json (hwprof.schema.gpu_files.NcuKernel)."""
+    return {
+        "name": row.name,
+        "ns": row.value(DURATION),
+        "dram_bytes": row.value(DRAM_READ) + row.value(DRAM_WRITE),
+        "tensor_math_inst": math,
+        "tensor_pipe_inst": row.value(TENSOR),
+        "grid": row.text.get("Grid Size", ""),
+        "block": row.text.get("Block Size", ""),
+        **launch,
+        "achieved_occupancy_pct": row.metrics.get(WEIGHTED["achieved_occupancy_pct"]),
+        "theoretical_occupancy_pct": row.metrics.get(WEIGHTED["theoretical_occupancy_pct"]),
+    }
+
+
+def kernel_layers(report: NcuReport) -> dict[str, NcuLayer]:
+    """Per layer from a kernel-replay report, with each layer's kernels."""
+    out: dict[str, NcuLayer] = defaultdict(NcuLayer)
+    for row in report.rows:
+        where = row.layer
+        if where is None:
+            continue
+        layer = out[layer_key(where[0])]
+        layer.type = where[1]
+        layer.add(row)
+    return dict(out)
+
+
+def range_layers(report: NcuReport) -> dict[str, dict[str, float]]:
     """Per layer from an application-range report (one row per layer range)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, dict[str, float]] = {}
     for row in report.rows:
         where = row.layer
         if where is None:
             continue
         out[layer_key(where[0])] = {
-            "type": where[1],
             "dram_read_bytes_warm": row.value(DRAM_READ),
             "dram_write_bytes_warm": row.value(DRAM_WRITE),
             "range_ns": row.value(DURATION),
@@ -204,17 +229,15 @@ def range_layers(report: NcuReport) -> dict[str, dict[str, Any]]:
 
 def layer_tables(
     kernel: NcuReport | None, app_range: NcuReport | None
-) -> tuple[MetricTables, dict[str, list[dict[str, Any]]]]:
-    """One MetricTables of both replays, and the kernels of each layer (kernel replay)."""
+) -> tuple[MetricTables, dict[str, list[JsonObject]]]:
+    """One MetricTables of both replays, and the kernels of each layer (kernel replay): ncu.kernels.json's rows."""
     tables = MetricTables(units=dict(UNITS), methods=dict(METHODS))
-    kernels: dict[str, list[dict[str, Any]]] = {}
+    kernels: dict[str, list[JsonObject]] = {}
     if kernel is not None:
-        for key, row in kernel_layers(kernel).items():
-            kernels[key] = sorted(row.pop("kernel_rows"), key=lambda r: -r["ns"])
-            row.pop("type")
-            tables.layers.setdefault(key, {}).update(row)
+        for key, layer in kernel_layers(kernel).items():
+            kernels[key] = sorted(layer.kernel_rows, key=lambda r: -r["ns"])
+            tables.layers.setdefault(key, {}).update(layer.layer_figures())
     if app_range is not None:
         for key, row in range_layers(app_range).items():
-            row.pop("type")
             tables.layers.setdefault(key, {}).update(row)
     return tables, kernels
