@@ -218,7 +218,7 @@ def collect_command(point: SweepPoint, out: Path, shared: Sequence[str]) -> list
     ]
 
 
-def plan_from_file(out_root: Path) -> tuple[SweepPlan, dict[str, Any] | None]:
+def plan_from_file(out_root: Path) -> tuple[SweepPlan, JsonObject | None]:
     """The plan of the sweep in out_root, to resume it there (its incomplete points run again), and its Ray options."""
     stored, ray = read_plan(out_root)
     known = {f.name for f in fields(SweepPlan)}
