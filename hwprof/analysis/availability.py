@@ -48,14 +48,29 @@ def collector_missing(
     """
     entries = run.collectors
     names = [n for n in collectors if n in entries]
-    for name in names:
-        gone = (passes or {}).get(str(entries[name].pass_name))
-        if gone and entries[name].ran:
-            return Missing(f"{name}: {gone}", f"collect again: hwprof collect {rerun_hint(run)}".rstrip())
-    wanted = list(events)
     ran = [n for n in names if entries[n].ran]
+    return (
+        _lost_pass(run, names, passes or {})
+        or _blocked_events(run, ran, list(events))
+        or (Missing(f"{', '.join(ran)} ran but recorded no {what}") if ran else None)
+        or _not_ok(run, names)
+        or _absent(run, list(collectors))
+    )
+
+
+def _lost_pass(run: RunDoc, names: list[str], passes: Mapping[str, str]) -> Missing | None:
+    """The first collector that ran in a pass whose figures are unavailable: the pass's reason."""
+    for name in names:
+        gone = passes.get(str(run.collectors[name].pass_name))
+        if gone and run.collectors[name].ran:
+            return Missing(f"{name}: {gone}", f"collect again: hwprof collect {rerun_hint(run)}".rstrip())
+    return None
+
+
+def _blocked_events(run: RunDoc, ran: list[str], wanted: list[str]) -> Missing | None:
+    """The first collector that ran but could not open one of the `wanted` events: that event's reason."""
     for name in ran:
-        summary = entries[name].summary
+        summary = run.collectors[name].summary
         unavailable = summary.unavailable_events() if summary is not None else {}
         blocked = [e for e in wanted if e in unavailable]
         if blocked:
@@ -63,18 +78,25 @@ def collector_missing(
             reason = str(first.get("reason", "")) if isinstance(first, dict) else str(first)
             fix = str(first.get("fix", "")) if isinstance(first, dict) else ""
             return Missing(f"{', '.join(blocked)} could not be counted ({name}): {reason}", fix)
-    if ran:
-        return Missing(f"{', '.join(ran)} ran but recorded no {what}")
-    not_ok = sorted(names, key=lambda n: entries[n].status == "skipped")
-    if not_ok:
-        entry = entries[not_ok[0]]
-        status = entry.status
-        reason = str(entry.reason or status)
-        return Missing(
-            f"{not_ok[0]} {status}: {reason}" if status != "unavailable" else f"{not_ok[0]}: {reason}",
-            str(entry.fix if entry.fix is not None else ""),
-        )
-    listed = list(collectors)
+    return None
+
+
+def _not_ok(run: RunDoc, names: list[str]) -> Missing | None:
+    """The first collector that did not run (a skipped one last): its own reason and fix."""
+    not_ok = sorted(names, key=lambda n: run.collectors[n].status == "skipped")
+    if not not_ok:
+        return None
+    entry = run.collectors[not_ok[0]]
+    status = entry.status
+    reason = str(entry.reason or status)
+    return Missing(
+        f"{not_ok[0]} {status}: {reason}" if status != "unavailable" else f"{not_ok[0]}: {reason}",
+        str(entry.fix if entry.fix is not None else ""),
+    )
+
+
+def _absent(run: RunDoc, listed: list[str]) -> Missing:
+    """None of `listed` is in the run: stopped before they ran, or not collected at all."""
     if run.status in ("interrupted", "running"):
         return Missing(
             f"the run was {run.status} before {' or '.join(listed)} ran",

@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import collector_missing
 from hwprof.analysis.sweep_advice import (
@@ -30,6 +30,9 @@ from hwprof.schema.codec import JsonObject
 from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.run import RunDoc, RuntimeDoc
 from hwprof.schema.summaries_gpu import CudaGraphSummary, NvmlSummary
+
+if TYPE_CHECKING:
+    from hwprof.analysis.run_analysis import Analysis
 
 FP32_BYTES = 4
 DEFAULT_RUNTIME = "torch"
@@ -252,7 +255,6 @@ def row_from_run(
     from hwprof.analysis.run_analysis import analyse
     from hwprof.rundir.reader import RunData
 
-    threads, batch = point.threads, point.batch
     row = point_row(point, run_dir, status)
     set_advice(row, run_dir)
     try:
@@ -261,6 +263,7 @@ def row_from_run(
         row.status, row.error = "failed", str(exc)
         return row
     run = data.doc
+    threads = point.threads
     if threads == NODE_THREADS:
         threads = row.threads = int(run.config.threads or NODE_THREADS)
     row.peaks_source = "run.json"
@@ -268,7 +271,26 @@ def row_from_run(
         run.peaks = PeaksDoc.from_json(peaks(threads), "the sweep's peaks")
         row.peaks_source = "measured by the sweep (run.json had none)"
     a = analyse(data)
-    model_info = run.model
+    _speed_fields(row, run, a, point.batch)
+    row.random_init = run.model.random_init
+    params = run.model.params_fused or run.model.params
+    if params:
+        row.params_m = params / 1e6
+    _runtime_fields(row, run, params)
+    set_host(row, run.host, run.runtime)
+    _roofline_fields(row, run, a, point.batch)
+    if a.stages.j_per_image is not None:
+        row.j_per_image = a.stages.j_per_image
+    else:
+        row.energy_note = collector_missing(run, ["rapl"], "energy").short()
+    row.device = run.config.device or "cpu"
+    if row.device != "cpu":
+        _gpu_fields(row, run, point.batch)
+    return row
+
+
+def _speed_fields(row: SweepRow, run: RunDoc, a: Analysis, batch: int) -> None:
+    """The forward's and the iteration's median, the latency per image, the frame rates."""
     row.imgsz = run.config.imgsz
     fwd = a.stages.get("forward")
     whole = a.stages.get("iteration")
@@ -279,13 +301,11 @@ def row_from_run(
     if whole is not None:
         row.iteration_ms = whole.p50_ms
     row.fps = run.fps
-    row.random_init = model_info.random_init
-    params = model_info.params_fused or model_info.params
-    if params:
-        row.params_m = params / 1e6
-    _runtime_fields(row, run, params)
-    set_host(row, run.host, run.runtime)
-    flops = model_info.flops
+
+
+def _roofline_fields(row: SweepRow, run: RunDoc, a: Analysis, batch: int) -> None:
+    """GFLOPs per image (the model's, else its layers' sum) and the run's place on the roofline."""
+    flops = run.model.flops
     if not flops:
         layer_flops = [r.flops for r in a.layers.top_level if r.flops is not None]
         flops = sum(layer_flops) if layer_flops else None
@@ -297,14 +317,6 @@ def row_from_run(
         row.bound = a.roofline.bound
     elif "roofline" in a.layers.missing:
         row.peaks_source = a.layers.missing["roofline"].short()
-    if a.stages.j_per_image is not None:
-        row.j_per_image = a.stages.j_per_image
-    else:
-        row.energy_note = collector_missing(run, ["rapl"], "energy").short()
-    row.device = run.config.device or "cpu"
-    if row.device != "cpu":
-        _gpu_fields(row, run, batch)
-    return row
 
 
 def _gpu_fields(row: SweepRow, run: RunDoc, batch: int) -> None:

@@ -19,7 +19,9 @@ from hwprof.core.config import RunConfig, default_threads
 from hwprof.session.stopping import StopSignals
 
 if TYPE_CHECKING:
+    from hwprof.analysis.sweep_rows import SweepResult
     from hwprof.schema.codec import JsonObject
+    from hwprof.sweep.run import ProgressFn, SweepPlan
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -65,12 +67,28 @@ def cmd_compare(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.analysis.sweep_rows import NODE_THREADS, SweepResult
     from hwprof.sweep.command import sweep
-    from hwprof.sweep.run import ProgressFn, SweepPlan, plan_from_file, run_sweep
-    from hwprof.workload.zoo import family_of
 
-    ray: dict[str, Any] | None = None
+    plan, ray = _sweep_plan(args)
+    _check_plan(plan)
+    if args.submit:
+        from hwprof.cli.sweep_job import submit_sweep
+
+        return submit_sweep(plan, args, console)
+    stop: StopSignals = args.stop
+    stop.forward_twice = True
+    result = sweep(plan, console, _sweep_runner(args, plan, ray, console))
+    if stop.requested:
+        return stop.exit_code
+    return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
+
+
+def _sweep_plan(args: argparse.Namespace) -> tuple[SweepPlan, JsonObject | None]:
+    """The sweep's plan and its recorded Ray options: those of the sweep in --resume DIR, else the command
+    line's."""
+    from hwprof.analysis.sweep_rows import NODE_THREADS
+    from hwprof.sweep.run import SweepPlan, plan_from_file
+
     if args.resume:
         if args.models:
             raise ValueError("--resume DIR runs the points of the sweep recorded in DIR: give no --models")
@@ -80,54 +98,60 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
                 f"--resume {args.resume} runs with the sweep's recorded options, which have no --advise: "
                 "advise its complete points with `hwprof advise RUN_DIR`, or start a new sweep with --advise"
             )
-    elif not args.models:
+        return plan, ray
+    if not args.models:
         raise ValueError("sweep needs --models (or --resume DIR)")
-    else:
-        plan = SweepPlan(
-            args.models,
-            # on Ray a point without --threads uses the thread count of the node it runs on
-            args.threads or ([NODE_THREADS] if args.ray else [default_threads()]),
-            args.batch,
-            args.out,
-            imgsz=args.imgsz,
-            iters=args.iters,
-            warmup=args.warmup,
-            extra_args=args.collect_args,
-            timeout_s=args.timeout,
-            runtimes=args.runtimes,
-            precisions=args.precisions,
-            device=args.device,
-            advise=args.advise,
-        )
+    plan = SweepPlan(
+        args.models,
+        # on Ray a point without --threads uses the thread count of the node it runs on
+        args.threads or ([NODE_THREADS] if args.ray else [default_threads()]),
+        args.batch,
+        args.out,
+        imgsz=args.imgsz,
+        iters=args.iters,
+        warmup=args.warmup,
+        extra_args=args.collect_args,
+        timeout_s=args.timeout,
+        runtimes=args.runtimes,
+        precisions=args.precisions,
+        device=args.device,
+        advise=args.advise,
+    )
+    return plan, None
+
+
+def _check_plan(plan: SweepPlan) -> None:
+    """Every model known, and the plan's GPU there, before any point runs."""
+    from hwprof.workload.zoo import family_of
+
     for model in plan.models:
         family_of(model)
     if plan.device != "cpu":
         from hwprof.hardware.gpu_device import require_cuda
 
         require_cuda(plan.device)
-    if args.submit:
-        from hwprof.cli.sweep_job import submit_sweep
 
-        return submit_sweep(plan, args, console)
+
+def _sweep_runner(
+    args: argparse.Namespace, plan: SweepPlan, ray: JsonObject | None, console: Console
+) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
+    """Where the points run: on this machine, or on the Ray cluster of --ray (or of the resumed sweep)."""
+    from hwprof.sweep.run import run_sweep
+
     stop: StopSignals = args.stop
-    stop.forward_twice = True
 
     def local(p: SweepPlan, progress: ProgressFn) -> SweepResult:
         return run_sweep(p, progress, stop)
 
-    runner: Callable[[SweepPlan, ProgressFn], SweepResult] = local
     if ray and args.local and ray.get("per_host"):
         raise ValueError("--local cannot resume a --per-host sweep: its points belong to kinds of cluster nodes")
     if args.ray or (ray and not args.local):
         from hwprof.sweep.ray import ray_runner
 
-        runner = ray_runner(args, ray, plan, lambda line: console.print(line, highlight=False, markup=False))
-    elif args.per_host or args.hosts:
+        return ray_runner(args, ray, plan, lambda line: console.print(line, highlight=False, markup=False))
+    if args.per_host or args.hosts:
         raise ValueError("--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too")
-    result = sweep(plan, console, runner)
-    if stop.requested:
-        return stop.exit_code
-    return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
+    return local
 
 
 def cmd_doctor(args: argparse.Namespace, console: Console) -> int:

@@ -21,7 +21,7 @@ import gzip
 import json
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,11 +46,12 @@ from hwprof.schema.run import (
     RunConfigDoc,
     RunDoc,
 )
-from hwprof.schema.summaries_gpu import NcuSummary, NvmlSummary
+from hwprof.schema.summaries_cpu import Summary
+from hwprof.schema.summaries_gpu import GpuKinetoSummary, NcuSummary, NvmlSummary
 from hwprof.session.registry import gpu_parsers
 
 if TYPE_CHECKING:
-    from hwprof.session.registry import GpuTrace
+    from hwprof.session.registry import GpuAttribution, GpuTrace
 
 CLOCK_METHOD = (
     "imported: the run's clock is the Kineto trace's own (baseTimeNanoseconds + ts) and the markers are its "
@@ -176,6 +177,18 @@ def _write_json(path: Path, doc: object) -> None:
     atomic_write_text(path, json.dumps(doc, indent=1))
 
 
+@dataclass
+class _Written:
+    """What an import wrote, in run.json's order: each collector's entry and each pass's collectors."""
+
+    collectors: dict[str, CollectorEntry] = field(default_factory=dict)
+    passes: dict[str, list[str]] = field(default_factory=dict)
+
+    def add(self, pass_name: str, collector: str, summary: Summary) -> None:
+        self.collectors[collector] = CollectorEntry.of(status="ok", pass_name=pass_name, summary=summary)
+        self.passes.setdefault(pass_name, []).append(collector)
+
+
 def write_import_run(src: ImportSources, out: Path, command: list[str]) -> RunDoc:
     """Write the run directory `out` (a new or empty folder) and return its run.json (before finalize)."""
     if out.exists() and any(out.iterdir()):
@@ -185,11 +198,36 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> RunDo
     att = parsers.attribute(trace) if src.launch_cats is None else parsers.attribute(trace, src.launch_cats)
     if not att.forwards:
         raise ValueError(f"{src.kineto}: no 'forward' range with GPU activity: nothing to import")
-    types = layer_types(trace)
     name = src.model or src.kineto.name.split(".")[0]
     gpu = out / "passes" / "gpu"
+    written = _Written()
+    written.add("gpu", "gpu_kineto", _write_kineto_pass(src, gpu, name, trace, att))
+    recorded = GpuRecording.load(src.peaks) if src.peaks else GpuRecording()
+    if src.peaks:
+        _write_json(gpu / "gpu_peaks.json", _peaks_json(recorded))
+    if src.nvml:
+        shutil.copyfile(src.nvml, gpu / "nvml.samples.json.gz")
+        written.add("gpu", "nvml", nvml_summary(src.nvml, src.bench))
+    for pass_name, csv, replay in (("ncu", src.ncu, "kernel"), ("ncu_range", src.ncu_range, "app-range")):
+        if csv is not None:
+            written.add(pass_name, pass_name, _write_ncu_pass(out / "passes" / pass_name, csv, replay))
+    for pass_name in written.passes:
+        _write_json(out / "passes" / pass_name / "result.json", {"pass": pass_name, "status": "ok", "error": ""})
+    imported = _imported_doc(src, out, trace, recorded)
+    run = _run_doc(out, command, name, len(att.forwards), imported, recorded.device, written)
+    doc = RunDoc.read(json_value(run.to_json()), str(out / "run.json"))
+    write_run_json(out, doc)
+    return doc
+
+
+def _write_kineto_pass(
+    src: ImportSources, gpu: Path, name: str, trace: GpuTrace, att: GpuAttribution
+) -> GpuKinetoSummary:
+    """passes/gpu as the live Kineto collector writes it (model.json from the trace's layer ranges, its
+    markers, the raw trace gzipped, the attributed outputs); returns the collector's summary."""
+    parsers = gpu_parsers()
     gpu.mkdir(parents=True)
-    _write_json(gpu / "model.json", model_info(name, types).to_json())
+    _write_json(gpu / "model.json", model_info(name, layer_types(trace)).to_json())
     markers = "".join(json.dumps(m.to_row()) + "\n" for m in trace_markers(trace))
     atomic_write_text(gpu / "markers.jsonl", markers)
     raw = gpu / "gpu_kineto.trace.json.gz"
@@ -200,64 +238,64 @@ def write_import_run(src: ImportSources, out: Path, command: list[str]) -> RunDo
             shutil.copyfileobj(inp, dst)
     clock = {"offset_ns": 0, "error_ns": None, "pairs": 0, "method": CLOCK_METHOD}
     parsers.write_kineto_outputs(gpu, "gpu_kineto", trace, att, clock)
-    recorded = GpuRecording.load(src.peaks) if src.peaks else GpuRecording()
-    if src.peaks:
-        _write_json(gpu / "gpu_peaks.json", _peaks_json(recorded))
-    summary = parsers.kineto_run_summary(trace, att, clock)
-    collectors = {"gpu_kineto": CollectorEntry.of(status="ok", pass_name="gpu", summary=summary)}
-    gpu_collectors = ["gpu_kineto"]
-    passes = {"gpu": _ok(gpu_collectors)}
-    if src.nvml:
-        shutil.copyfile(src.nvml, gpu / "nvml.samples.json.gz")
-        nvml = nvml_summary(src.nvml, src.bench)
-        collectors["nvml"] = CollectorEntry.of(status="ok", pass_name="gpu", summary=nvml)
-        gpu_collectors.append("nvml")
-    for pass_name, csv, replay in (("ncu", src.ncu, "kernel"), ("ncu_range", src.ncu_range, "app-range")):
-        if csv is None:
-            continue
-        report = parsers.load_ncu_csv(csv)
-        tables, kernels = (
-            parsers.ncu_layer_tables(report, None) if replay == "kernel" else parsers.ncu_layer_tables(None, report)
-        )
-        pdir = out / "passes" / pass_name
-        pdir.mkdir()
-        shutil.copyfile(csv, pdir / f"{pass_name}.csv{'.gz' if csv.suffix == '.gz' else ''}")
-        tables.save(pdir / f"{pass_name}.metrics.json")
-        if kernels:
-            _write_json(pdir / f"{pass_name}.kernels.json", {"layers": kernels})
-        ncu = NcuSummary.of(replay=report.replay, rows=len(report.rows), layers=len(tables.layers))
-        collectors[pass_name] = CollectorEntry.of(status="ok", pass_name=pass_name, summary=ncu)
-        passes[pass_name] = _ok([pass_name])
-    for pass_name in passes:
-        _write_json(out / "passes" / pass_name / "result.json", {"pass": pass_name, "status": "ok", "error": ""})
+    return parsers.kineto_run_summary(trace, att, clock)
+
+
+def _write_ncu_pass(pdir: Path, csv: Path, replay: str) -> NcuSummary:
+    """passes/ncu (kernel replay) or passes/ncu_range (app-range) from one ncu CSV: the CSV copied, the
+    per-layer tables and kernels; returns the collector's summary."""
+    parsers = gpu_parsers()
+    pass_name = pdir.name
+    report = parsers.load_ncu_csv(csv)
+    tables, kernels = (
+        parsers.ncu_layer_tables(report, None) if replay == "kernel" else parsers.ncu_layer_tables(None, report)
+    )
+    pdir.mkdir()
+    shutil.copyfile(csv, pdir / f"{pass_name}.csv{'.gz' if csv.suffix == '.gz' else ''}")
+    tables.save(pdir / f"{pass_name}.metrics.json")
+    if kernels:
+        _write_json(pdir / f"{pass_name}.kernels.json", {"layers": kernels})
+    return NcuSummary.of(replay=report.replay, rows=len(report.rows), layers=len(tables.layers))
+
+
+def _imported_doc(src: ImportSources, out: Path, trace: GpuTrace, recorded: GpuRecording) -> ImportedDoc:
+    """run.json's `imported`: the files, the device, the recorded experiments (copied into the run)."""
     files = [str(p) for p in src.files()]
     device = trace.device_name or (recorded.device.name or "")
     experiments = _copy_recorded(src, out)
-    imported = ImportedDoc.of(
+    return ImportedDoc.of(
         files=files,
         device=device,
         recorded_on=_recorded_on(recorded.device),
         configuration=configuration(src),
         experiments=experiments,
     )
-    run = RunDoc.of(
+
+
+def _run_doc(
+    out: Path,
+    command: list[str],
+    name: str,
+    forwards: int,
+    imported: ImportedDoc,
+    device: RecordedDevice,
+    written: _Written,
+) -> RunDoc:
+    return RunDoc.of(
         schema_version=SCHEMA_VERSION,
         run_id=out.name,
         status="complete",
         created=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         command=command,
         imported=imported,
-        config=RunConfigDoc.of(model=name, device="cuda", iters=len(att.forwards)),
-        host=_host(recorded.device),
+        config=RunConfigDoc.of(model=name, device="cuda", iters=forwards),
+        host=_host(device),
         clock={"id": "Kineto trace clock (recording machine's wall clock)", "unit": "ns", "method": CLOCK_METHOD},
-        collectors=collectors,
-        passes=passes,
+        collectors=written.collectors,
+        passes={p: _ok(collectors) for p, collectors in written.passes.items()},
         peaks=None,
         stages={},
     )
-    doc = RunDoc.read(json_value(run.to_json()), str(out / "run.json"))
-    write_run_json(out, doc)
-    return doc
 
 
 RECORDED_DIR = Path("passes") / "gpu" / "recorded"

@@ -54,7 +54,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.run_analysis import Analysis, missing_dict
 from hwprof.core.csvtext import CsvRow, csv_text
@@ -62,6 +62,12 @@ from hwprof.core.kernels import KIND_OPENMP
 from hwprof.render.advice_export import COLUMNS as ADVICE_COLUMNS
 from hwprof.render.advice_export import advice_csv_rows
 from hwprof.rundir.writer import ReportFiles
+
+if TYPE_CHECKING:
+    from hwprof.analysis.gpu_view import GpuView
+    from hwprof.analysis.layer_stats import LayerReport
+    from hwprof.analysis.stages import Stages
+    from hwprof.schema.run import RunConfigDoc
 
 SUMMARY_VERSION = 1
 CSV_COLUMNS = (
@@ -118,16 +124,9 @@ def _clean(value: Any) -> Any:
 
 def summary_dict(a: Analysis) -> dict[str, Any]:
     run = a.doc
-    host = run.host
     cfg = run.config
     rep = a.layers
     roof = rep.roof.roof
-    st = a.stages
-    energy: dict[str, Any]
-    if st.j_per_image is not None:
-        energy = {"J_per_image": st.j_per_image, "avg_W": st.avg_w}
-    else:
-        energy = st.energy_missing.to_dict() if st.energy_missing else {}
     out = {
         "summary_version": SUMMARY_VERSION,
         "run_id": run.run_id,
@@ -142,32 +141,14 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
             "warmup": cfg.warmup,
         },
         "host": {
-            "cpu_model": host.cpu_model,
-            "logical_cpus": host.logical_cpus,
-            "torch": host.torch.version,
-            "cpu_capability": host.torch.cpu_capability,
+            "cpu_model": run.host.cpu_model,
+            "logical_cpus": run.host.logical_cpus,
+            "torch": run.host.torch.version,
+            "cpu_capability": run.host.torch.cpu_capability,
         },
         "peaks": roof.to_dict() if roof is not None else rep.missing["roofline"].to_dict(),
-        "stages": {
-            "source": st.source,
-            "batch": st.batch,
-            "fps": st.fps,
-            "disturbed": st.disturbed,
-            "rows": [r.to_dict() for r in st.rows],
-            "energy": energy,
-        },
-        "layers": {
-            "time_pass": rep.time_pass,
-            "iterations": rep.time_iterations,
-            "scale": rep.scale,
-            "time_note": rep.time_note,
-            "forward_ms": rep.forward_ms,
-            "source_forward_ms": rep.source_forward_ms,
-            "outside_layers_ms": rep.outside_ms,
-            "methods": rep.methods,
-            "unavailable": missing_dict(rep.missing),
-            "rows": [r.to_dict() for r in rep.layers],
-        },
+        "stages": _stages_json(a.stages),
+        "layers": _layers_json(rep),
         "types": [t.to_dict() for t in a.types],
         "roofline": a.roofline.to_dict() if a.roofline is not None else rep.missing["roofline"].to_dict(),
         "overheads": a.overheads.to_dict(),
@@ -176,26 +157,62 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
         "advice": a.advice.to_dict() if a.advice is not None else None,
     }
     if a.gpu is not None:
-        out["gpu"] = {
-            "device": cfg.device,
-            "precision": cfg.precision,
-            "channels_last": cfg.channels_last,
-            "forward": a.gpu.kineto.to_json(),
-            "cuda_graph": a.gpu.graph.to_json(),
-            "nvml": a.gpu.nvml.to_json(),
-            "peaks": a.gpu.peaks,
-            # one point per cache state (warm, cold); tensor-core math: true/false by ncu, or why it is unknown
-            "roofline": [
-                asdict(r)
-                | {
-                    "tensor_work_not_in_flops": r.lower_bound
-                    if r.lower_bound is not None
-                    else "unavailable: tensor-core math not recorded by ncu"
-                }
-                for r in a.gpu.roofline
-            ],
-        }
+        out["gpu"] = _gpu_json(cfg, a.gpu)
     return dict(_clean(out))
+
+
+def _stages_json(st: Stages) -> dict[str, Any]:
+    """summary.json's stages; energy per image, or why it is not there."""
+    energy: dict[str, Any]
+    if st.j_per_image is not None:
+        energy = {"J_per_image": st.j_per_image, "avg_W": st.avg_w}
+    else:
+        energy = st.energy_missing.to_dict() if st.energy_missing else {}
+    return {
+        "source": st.source,
+        "batch": st.batch,
+        "fps": st.fps,
+        "disturbed": st.disturbed,
+        "rows": [r.to_dict() for r in st.rows],
+        "energy": energy,
+    }
+
+
+def _layers_json(rep: LayerReport) -> dict[str, Any]:
+    return {
+        "time_pass": rep.time_pass,
+        "iterations": rep.time_iterations,
+        "scale": rep.scale,
+        "time_note": rep.time_note,
+        "forward_ms": rep.forward_ms,
+        "source_forward_ms": rep.source_forward_ms,
+        "outside_layers_ms": rep.outside_ms,
+        "methods": rep.methods,
+        "unavailable": missing_dict(rep.missing),
+        "rows": [r.to_dict() for r in rep.layers],
+    }
+
+
+def _gpu_json(cfg: RunConfigDoc, gpu: GpuView) -> dict[str, Any]:
+    return {
+        "device": cfg.device,
+        "precision": cfg.precision,
+        "channels_last": cfg.channels_last,
+        "forward": gpu.kineto.to_json(),
+        "cuda_graph": gpu.graph.to_json(),
+        "nvml": gpu.nvml.to_json(),
+        "peaks": gpu.peaks,
+        # one point per cache state (warm, cold); tensor-core math: true/false by ncu, or why it is unknown
+        "roofline": [
+            asdict(r)
+            | {
+                "tensor_work_not_in_flops": r.lower_bound
+                if r.lower_bound is not None
+                else "unavailable: tensor-core math not recorded by ncu"
+            }
+            for r in gpu.roofline
+        ],
+    }
 
 
 def _cell(value: Any) -> Any:

@@ -78,7 +78,26 @@ def _print(console: Console, spec: TableSpec) -> None:
 
 def print_ncu(console: Console, s: NcuImport) -> None:
     types = s.types
-    cols = [
+    rows = [_ncu_row(layer, m, types) for layer, m in sorted(s.layers.items(), key=lambda kv: layer_order(kv[0]))]
+    title = "Nsight Compute per layer (kernel replay: duration, FP32 FLOPs, cold DRAM; app-range: warm DRAM)"
+    notes = [
+        "TC kinst = tensor-core math (ncu HMMA + IMMA + GMMA warp instructions); "
+        "<1 wave % = kernel time in launches of under one wave"
+    ]
+    _print(console, TableSpec(title, _ncu_cols(), rows, notes, more=MORE))
+    _print_tensor_and_fill(console, s.tensor_cores, s.launch_fill)
+    if s.roofline is None:
+        return
+    roof_rows = [_roof_row(r) for r in s.roofline]
+    spec = roofline_spec(roof_rows, types, s.peaks or {})
+    spec.more = MORE
+    _print(console, spec)
+    if s.warm_time:
+        console.print(s.warm_time, highlight=False)
+
+
+def _ncu_cols() -> list[Col]:
+    return [
         *LAYER_COLS,
         Col("kernels", priority=4),
         Col("replay us"),
@@ -93,43 +112,27 @@ def print_ncu(console: Console, s: NcuImport) -> None:
         Col("L2 hit %", priority=6),
     ]
 
-    def f(v: float | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
-        return MISSING if v is None else fmt.format(v * scale)
 
-    rows = []
-    for layer, m in sorted(s.layers.items(), key=lambda kv: layer_order(kv[0])):
-        cold, warm = _dram_bytes(m, "cold"), _dram_bytes(m, "warm")
-        rows.append(
-            [
-                *layer_cells(layer, types),
-                f(m.get("kernels"), fmt="{:.0f}"),
-                f(m.get("kernel_replay_ns"), 1e-3),
-                f(cold, 1e-6),
-                f(warm, 1e-6),
-                f(m.get("fp32_flops"), 1e-9, "{:.3f}"),
-                f(m.get("tensor_math_inst"), 1e-3, "{:.0f}"),
-                f(m.get("sm_throughput_pct")),
-                f(m.get("mem_throughput_pct")),
-                f(m.get("achieved_occupancy_pct")),
-                f(None if "under_one_wave_ns" not in m else 100 * m["under_one_wave_ns"] / m["kernel_replay_ns"]),
-                f(m.get("l2_hit_pct")),
-            ]
-        )
-    title = "Nsight Compute per layer (kernel replay: duration, FP32 FLOPs, cold DRAM; app-range: warm DRAM)"
-    notes = [
-        "TC kinst = tensor-core math (ncu HMMA + IMMA + GMMA warp instructions); "
-        "<1 wave % = kernel time in launches of under one wave"
+def _scaled(v: float | None, scale: float = 1.0, fmt: str = "{:.1f}") -> str:
+    return MISSING if v is None else fmt.format(v * scale)
+
+
+def _ncu_row(layer: str, m: dict[str, float], types: dict[str, str]) -> list[str]:
+    """A layer's ncu figures: DRAM traffic cold (kernel replay) and warm (app-range) in MB, the rest as measured."""
+    return [
+        *layer_cells(layer, types),
+        _scaled(m.get("kernels"), fmt="{:.0f}"),
+        _scaled(m.get("kernel_replay_ns"), 1e-3),
+        _scaled(_dram_bytes(m, "cold"), 1e-6),
+        _scaled(_dram_bytes(m, "warm"), 1e-6),
+        _scaled(m.get("fp32_flops"), 1e-9, "{:.3f}"),
+        _scaled(m.get("tensor_math_inst"), 1e-3, "{:.0f}"),
+        _scaled(m.get("sm_throughput_pct")),
+        _scaled(m.get("mem_throughput_pct")),
+        _scaled(m.get("achieved_occupancy_pct")),
+        _scaled(None if "under_one_wave_ns" not in m else 100 * m["under_one_wave_ns"] / m["kernel_replay_ns"]),
+        _scaled(m.get("l2_hit_pct")),
     ]
-    _print(console, TableSpec(title, cols, rows, notes, more=MORE))
-    _print_tensor_and_fill(console, s.tensor_cores, s.launch_fill)
-    if s.roofline is None:
-        return
-    roof_rows = [_roof_row(r) for r in s.roofline]
-    spec = roofline_spec(roof_rows, types, s.peaks or {})
-    spec.more = MORE
-    _print(console, spec)
-    if s.warm_time:
-        console.print(s.warm_time, highlight=False)
 
 
 def _dram_bytes(m: dict[str, float], cache: str) -> float | None:

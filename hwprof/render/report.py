@@ -37,6 +37,7 @@ from hwprof.render.tables import TableSpec, markdown, spec_renderables
 
 if TYPE_CHECKING:
     from hwprof.hardware.machine import Peaks
+    from hwprof.schema.run import ModelDoc, RunDoc
 
 FORMATS = ("rich", "json", "csv", "markdown")
 TOP_DEFAULT = 15
@@ -62,72 +63,82 @@ def _shown(value: object) -> object:
 
 def header_lines(a: Analysis) -> list[tuple[str, str]]:
     run = a.doc
-    model = run.model
-    host = run.host
-    cfg = run.config
     out: list[tuple[str, str]] = [("run", f"{run.run_id if run.run_id is not None else '?'} [{run.status}]")]
     out += [("warning", w) for w in a.warnings]
-    imported = run.imported
-    if imported:
-        out.append(("source", f"imported from {', '.join(imported.files or [])} (hwprof gpu-import)"))
-        out.append(("device", f"{imported.device or '?'} (recorded on: {imported.recorded_on})"))
-    if model:
-        gflops = f"{model.gflops:.2f} GFLOPs" if model.gflops else "GFLOPs not measured"
-        shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
-        params = model.params_fused
-        params_text = "params not recorded" if params is None else f"{params:,} params (fused)"
-        out.append(
-            (
-                "model",
-                f"{model.name} ({model.family}): {model.layers} layers, {params_text}, {gflops} at {shape}",
-            )
-        )
-        weights = (
-            "random init (seeded: the compute profile is real, detections are meaningless)"
-            if model.random_init
-            else str(model.weights)
-        )
-        out.append(("weights", weights))
-    torch_info = host.torch
-    if imported and not host.recorded:
-        out.append(("host", "the recording machine's host is not stated in the imported files"))
-    else:
-        out.append(
-            (
-                "recording host" if imported else "host",
-                f"{_shown(host.cpu_model)}, {_shown(host.logical_cpus)} logical CPUs, "
-                f"ISA {_shown(torch_info.cpu_capability)}, torch {_shown(torch_info.version)}",
-            )
-        )
+    out += _source_lines(run)
+    if run.model:
+        out += _model_lines(run.model)
+    out.append(_host_line(run))
     line = runtime_line(a.doc.runtime)
     if line is not None:
         out.append(line)
-    passes = ", ".join(run.passes)
-    if imported:
-        out.append(("config", f"{cfg.iters} profiled forwards in the trace; passes: {passes}"))
-    else:
-        out.append(
-            (
-                "config",
-                f"{cfg.threads} torch threads, batch {cfg.batch}, imgsz {cfg.imgsz}, "
-                f"{cfg.iters} measured iterations after {cfg.warmup} warm-up; "
-                f"passes: {passes or 'none'}",
-            )
-        )
-    roof = a.layers.roof.roof
-    if roof is not None:
-        load = f"; host load {roof.load_avg_1m:.1f} while measuring" if roof.load_avg_1m is not None else ""
-        busy = " (busy host: likely too low)" if roof.busy_host else ""
-        out.append(
-            (
-                "peaks",
-                f"{roof.peak_gflops:.1f} GFLOP/s FP32 (probe), {roof.peak_gbps:.2f} GB/s (triad), ridge "
-                f"{roof.ridge:.1f} FLOP/B, {roof.threads} threads{load}{busy}",
-            )
-        )
-    else:
-        out.append(("peaks", a.layers.missing["roofline"].text()))
+    out.append(_config_line(run))
+    out.append(_peaks_line(a))
     return out
+
+
+def _source_lines(run: RunDoc) -> list[tuple[str, str]]:
+    """Where an imported run came from; nothing for a collected one."""
+    imported = run.imported
+    if not imported:
+        return []
+    return [
+        ("source", f"imported from {', '.join(imported.files or [])} (hwprof gpu-import)"),
+        ("device", f"{imported.device or '?'} (recorded on: {imported.recorded_on})"),
+    ]
+
+
+def _model_lines(model: ModelDoc) -> list[tuple[str, str]]:
+    gflops = f"{model.gflops:.2f} GFLOPs" if model.gflops else "GFLOPs not measured"
+    shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
+    params = model.params_fused
+    params_text = "params not recorded" if params is None else f"{params:,} params (fused)"
+    weights = (
+        "random init (seeded: the compute profile is real, detections are meaningless)"
+        if model.random_init
+        else str(model.weights)
+    )
+    return [
+        ("model", f"{model.name} ({model.family}): {model.layers} layers, {params_text}, {gflops} at {shape}"),
+        ("weights", weights),
+    ]
+
+
+def _host_line(run: RunDoc) -> tuple[str, str]:
+    host, imported = run.host, run.imported
+    if imported and not host.recorded:
+        return ("host", "the recording machine's host is not stated in the imported files")
+    return (
+        "recording host" if imported else "host",
+        f"{_shown(host.cpu_model)}, {_shown(host.logical_cpus)} logical CPUs, "
+        f"ISA {_shown(host.torch.cpu_capability)}, torch {_shown(host.torch.version)}",
+    )
+
+
+def _config_line(run: RunDoc) -> tuple[str, str]:
+    cfg = run.config
+    passes = ", ".join(run.passes)
+    if run.imported:
+        return ("config", f"{cfg.iters} profiled forwards in the trace; passes: {passes}")
+    return (
+        "config",
+        f"{cfg.threads} torch threads, batch {cfg.batch}, imgsz {cfg.imgsz}, "
+        f"{cfg.iters} measured iterations after {cfg.warmup} warm-up; "
+        f"passes: {passes or 'none'}",
+    )
+
+
+def _peaks_line(a: Analysis) -> tuple[str, str]:
+    roof = a.layers.roof.roof
+    if roof is None:
+        return ("peaks", a.layers.missing["roofline"].text())
+    load = f"; host load {roof.load_avg_1m:.1f} while measuring" if roof.load_avg_1m is not None else ""
+    busy = " (busy host: likely too low)" if roof.busy_host else ""
+    return (
+        "peaks",
+        f"{roof.peak_gflops:.1f} GFLOP/s FP32 (probe), {roof.peak_gbps:.2f} GB/s (triad), ridge "
+        f"{roof.ridge:.1f} FLOP/B, {roof.threads} threads{load}{busy}",
+    )
 
 
 def unavailable_lines(a: Analysis) -> list[tuple[str, str, str]]:

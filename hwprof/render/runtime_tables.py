@@ -11,7 +11,9 @@ from hwprof.schema.run import RuntimeDoc
 from hwprof.schema.runtime_checks import OutputDiff
 
 if TYPE_CHECKING:
+    from hwprof.analysis.layer_stats import LayerStat
     from hwprof.analysis.run_analysis import Analysis
+    from hwprof.analysis.runtime_nodes import LayerNodes, RuntimeView
 
 RUNTIME_LAYERS = 12
 FUSED_GROUPS = 8
@@ -75,27 +77,29 @@ def runtime_layers_spec(a: Analysis) -> TableSpec | None:
     ]
     stats = {layer.name: layer for layer in a.layers.layers}
     ranked = sorted(view.layers.values(), key=lambda n: -n.time_ms)[:RUNTIME_LAYERS]
-    rows = []
-    for nodes in ranked:
-        stat = stats.get(nodes.layer)
-        label = f"{nodes.layer.removeprefix('model.')} {stat.type}" if stat else nodes.layer
-        kernel, share = nodes.kernels[0] if nodes.kernels else ("(only fused nodes)", 0.0)
-        rows.append(
-            [
-                label,
-                ms(nodes.time_ms),
-                str(nodes.nodes),
-                kernel,
-                pct(share) if nodes.kernels else "",
-                nodes.precision,
-                ", ".join(
-                    sorted(
-                        {layer for g in view.fused if g.node in nodes.fused_groups for layer in g.layers}
-                        - {nodes.layer}
-                    )
-                ),
-            ]
-        )
+    rows = [_runtime_layer_row(view, nodes, stats.get(nodes.layer)) for nodes in ranked]
+    title = f"runtime nodes per layer ({view.runtime}, {view.precision})"
+    return TableSpec(title, cols, rows, _runtime_layers_notes(a, view))
+
+
+def _runtime_layer_row(view: RuntimeView, nodes: LayerNodes, stat: LayerStat | None) -> list[str]:
+    """A layer's runtime nodes: their time, the kind that took most of it, the layers fused with it."""
+    label = f"{nodes.layer.removeprefix('model.')} {stat.type}" if stat else nodes.layer
+    kernel, share = nodes.kernels[0] if nodes.kernels else ("(only fused nodes)", 0.0)
+    fused = {layer for g in view.fused if g.node in nodes.fused_groups for layer in g.layers} - {nodes.layer}
+    return [
+        label,
+        ms(nodes.time_ms),
+        str(nodes.nodes),
+        kernel,
+        pct(share) if nodes.kernels else "",
+        nodes.precision,
+        ", ".join(sorted(fused)),
+    ]
+
+
+def _runtime_layers_notes(a: Analysis, view: RuntimeView) -> list[str]:
+    """How the node times were measured, which layers have no node of their own, how spans were placed."""
     notes = [
         f"node ms = median per iteration of the runtime's own node times ({view.source_pass} pass, "
         f"{view.info.profiler or 'its profiler'}); kernel = the node kind that took most of the layer; "
@@ -117,7 +121,7 @@ def runtime_layers_spec(a: Analysis) -> TableSpec | None:
     clock = _clock_note(a.doc.runtime or RuntimeDoc())
     if clock:
         notes.append(clock)
-    return TableSpec(f"runtime nodes per layer ({view.runtime}, {view.precision})", cols, rows, notes)
+    return notes
 
 
 def fused_spec(a: Analysis) -> TableSpec | None:

@@ -29,9 +29,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from hwprof.analysis.sweep_advice import ADVISE_FLAG
 from hwprof.analysis.sweep_rows import (
@@ -51,9 +51,13 @@ from hwprof.core.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, 
 from hwprof.rundir.logs import child_log, log_lines
 from hwprof.rundir.names import SWEEP_CSV, SWEEP_JSON
 from hwprof.rundir.writer import write_sweep_files
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.run import RunDoc
 from hwprof.session.stopping import StopSignals
 from hwprof.sweep.resume import read_plan, set_aside, write_plan
+
+if TYPE_CHECKING:
+    from hwprof.hardware.machine import Peaks
 
 __all__ = [
     "SWEEP_CSV",
@@ -214,7 +218,7 @@ def collect_command(point: SweepPoint, out: Path, shared: Sequence[str]) -> list
     ]
 
 
-def plan_from_file(out_root: Path) -> tuple[SweepPlan, dict[str, Any] | None]:
+def plan_from_file(out_root: Path) -> tuple[SweepPlan, JsonObject | None]:
     """The plan of the sweep in out_root, to resume it there (its incomplete points run again), and its Ray options."""
     stored, ray = read_plan(out_root)
     known = {f.name for f in fields(SweepPlan)}
@@ -248,7 +252,7 @@ def finished_row(
     code: int | None,
     log_path: Path,
     timeout_s: float | None,
-    peaks: Callable[[int], dict[str, Any]] | None,
+    peaks: Callable[[int], JsonObject] | None,
 ) -> SweepRow:
     """The row of a point whose collect ended with exit status `code` (None: killed at the time-out)."""
     if code is None:
@@ -288,50 +292,76 @@ def run_point(command: list[str], log: IO[str], timeout_s: float | None, stop: S
             raise
 
 
+@dataclass
+class _SweepPeaks:
+    """The machine's peaks the sweep measures, once per thread count, for runs whose run.json has none."""
+
+    measured: dict[int, Peaks] = field(default_factory=dict)
+
+    def __call__(self, n: int) -> JsonObject:
+        from hwprof.hardware.machine import measure_peaks
+
+        if n not in self.measured:
+            self.measured[n] = measure_peaks(n)
+        return self.measured[n].to_dict()
+
+    def note(self) -> str:
+        return "machine peaks measured by the sweep for runs whose run.json had none: " + "; ".join(
+            f"{n} threads: {p.gflops:.1f} GFLOP/s, {p.gbps:.2f} GB/s" for n, p in sorted(self.measured.items())
+        )
+
+
+@dataclass
+class _Collecting:
+    """What each point of a local sweep is collected with, and how its progress is told."""
+
+    out: Path
+    shared: list[str]
+    timeout_s: float | None
+    stop: StopSignals
+    peaks: _SweepPeaks
+    say: ProgressFn
+    total: int
+
+    def point(self, i: int, point: SweepPoint) -> SweepRow:
+        """Collect point `i` into its run directory and return its row."""
+        name = point.name
+        run_dir = self.out / name
+        command = collect_command(point, run_dir, self.shared)
+        self.say(SweepEvent(i, self.total, name, False, " ".join(command[3:])))
+        started = time.monotonic()
+        log_path = self.out / f"{name}.log"
+        with child_log(log_path) as log:
+            code = run_point(command, log, self.timeout_s, self.stop)
+        row = finished_row(point, run_dir, code, log_path, self.timeout_s, self.peaks)
+        row.wall_s = time.monotonic() - started
+        self.say(SweepEvent(i, self.total, name, True, f"{row.status} in {row.wall_s:.0f} s"))
+        return row
+
+
 def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None, stop: StopSignals | None = None) -> SweepResult:
     """Collect every point of the plan under plan.out_root, then build the table. A stop signal ends the
     point in flight (its run directory is finalised as interrupted) and the sweep after it, with the table
     of what finished and the --resume command in its notes."""
-    from hwprof.hardware.machine import measure_peaks
-
     stop = stop or StopSignals(forward=None, forward_twice=True)
-
     plan.validate()
-    timeout_s = plan.timeout_s
-    shared = plan.collect_args()
     out = Path(plan.out_root)
     out.mkdir(parents=True, exist_ok=True)
-    say = progress or (lambda _event: None)
-    measured: dict[int, dict[str, Any]] = {}
-
-    def peaks(n: int) -> dict[str, Any]:
-        if n not in measured:
-            measured[n] = measure_peaks(n).to_dict()
-        return measured[n]
-
-    rows: list[SweepRow] = []
     points = plan.points()
+    say = progress or (lambda _event: None)
+    run = _Collecting(out, plan.collect_args(), plan.timeout_s, stop, _SweepPeaks(), say, len(points))
+    rows: list[SweepRow] = []
     write_plan(out, plan.to_dict())
     for i, point in enumerate(points, 1):
-        name = point.name
-        run_dir = out / name
+        run_dir = out / point.name
         if claim_point_dir(run_dir, plan):
-            say(SweepEvent(i, len(points), name, True, f"reusing the complete run in {run_dir}"))
-            rows.append(row_from_run(run_dir, point, "reused", peaks))
+            say(SweepEvent(i, len(points), point.name, True, f"reusing the complete run in {run_dir}"))
+            rows.append(row_from_run(run_dir, point, "reused", run.peaks))
             continue
-        command = collect_command(point, run_dir, shared)
-        say(SweepEvent(i, len(points), name, False, " ".join(command[3:])))
-        started = time.monotonic()
-        log_path = out / f"{name}.log"
-        with child_log(log_path) as log:
-            code = run_point(command, log, timeout_s, stop)
-        row = finished_row(point, run_dir, code, log_path, timeout_s, peaks)
-        row.wall_s = time.monotonic() - started
-        say(SweepEvent(i, len(points), name, True, f"{row.status} in {row.wall_s:.0f} s"))
-        rows.append(row)
+        rows.append(run.point(i, point))
         if stop.requested:
             break
-    result = SweepResult(rows, out, shared, plan.skipped())
+    result = SweepResult(rows, out, run.shared, plan.skipped())
     if stop.requested:
         left = len(points) - len(rows)
         result.resume = resume_command(out)
@@ -339,13 +369,8 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None, stop: StopSig
             f"stopped by {stop.name} after {len(rows)} of {len(points)} points ({left} not run): "
             f"{result.resume} runs the rest"
         )
-    if measured:
-        result.notes.append(
-            "machine peaks measured by the sweep for runs whose run.json had none: "
-            + "; ".join(
-                f"{n} threads: {p['gflops']:.1f} GFLOP/s, {p['gbps']:.2f} GB/s" for n, p in sorted(measured.items())
-            )
-        )
+    if run.peaks.measured:
+        result.notes.append(run.peaks.note())
     write_sweep(result)
     return result
 

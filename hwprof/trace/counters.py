@@ -171,29 +171,53 @@ def _compare(expected: list[Sample], got: list[Sample]) -> tuple[int, int, str]:
     return sum(missing.values()), sum(extra.values()), example
 
 
+@dataclass
+class _TraceTracks:
+    """The trace processor's counter tracks: samples by track id, ids by (pass, name) and perf's by name,
+    and the ids a check has read (the rest are unrecorded)."""
+
+    values: dict[int, list[Sample]] = field(default_factory=lambda: defaultdict(list))
+    by_name: dict[tuple[str | None, str], list[int]] = field(default_factory=lambda: defaultdict(list))
+    names: dict[int, tuple[str | None, str]] = field(default_factory=dict)
+    perf: dict[str, list[int]] = field(default_factory=lambda: defaultdict(list))
+    used: set[int] = field(default_factory=set)
+
+    def samples(self, ids: list[int]) -> list[Sample]:
+        """The samples of tracks `ids`, which count as read."""
+        self.used.update(ids)
+        return [s for i in ids for s in self.values.get(i, [])]
+
+
 def check_counters(tp: TraceSession, run_dir: Path) -> CounterCheck:
     """Every recorded counter track against the trace's, sample by sample."""
-    values: dict[int, list[Sample]] = defaultdict(list)
+    tracks = _trace_tracks(tp)
+    checks = _perf_checks(tracks, sample_counts(run_dir))
+    checks += [_record_check(tracks, rec) for rec in record_tracks(run_dir)]
+    return CounterCheck(checks, _unrecorded(tracks))
+
+
+def _trace_tracks(tp: TraceSession) -> _TraceTracks:
+    tracks = _TraceTracks()
     for row in tp.query(VALUES):
-        values[sql_int(row["track_id"])].append((sql_int(row["ts"]), sql_float(row["value"])))
-    by_name: dict[tuple[str | None, str], list[int]] = defaultdict(list)
-    names: dict[int, tuple[str | None, str]] = {}
-    perf: dict[str, list[int]] = defaultdict(list)
+        tracks.values[sql_int(row["track_id"])].append((sql_int(row["ts"]), sql_float(row["value"])))
     for row in tp.query(TRACKS):
         key = (_pass_of(sql_text(row["process"])), str(row["name"]))
-        by_name[key].append(sql_int(row["id"]))
-        names[sql_int(row["id"])] = key
+        tracks.by_name[key].append(sql_int(row["id"]))
+        tracks.names[sql_int(row["id"])] = key
         if row["type"] == PERF_TRACK:
-            perf[str(row["name"])].append(sql_int(row["id"]))
-    checks, used = [], set()
-    expected_counts = sample_counts(run_dir)
+            tracks.perf[str(row["name"])].append(sql_int(row["id"]))
+    return tracks
+
+
+def _perf_checks(tracks: _TraceTracks, expected_counts: dict[str, list[Sample]]) -> list[TrackCheck]:
+    """The perf samples' counter of each pass with perf samples against the trace's perf tracks."""
+    checks = []
     for pass_name, expected in expected_counts.items():
         # one pass has perf samples in a run: its samples are the trace's only perf samples
-        ids = list(itertools.chain(*perf.values())) if len(expected_counts) == 1 else []
-        used.update(ids)
-        got = [s for i in ids for s in values.get(i, [])]
+        ids = list(itertools.chain(*tracks.perf.values())) if len(expected_counts) == 1 else []
+        got = tracks.samples(ids)
         missing, extra, example = _compare(expected, got)
-        name = " / ".join(sorted(perf)) or "perf samples' counter"
+        name = " / ".join(sorted(tracks.perf)) or "perf samples' counter"
         checks.append(
             TrackCheck(
                 pass_name,
@@ -208,35 +232,40 @@ def check_counters(tp: TraceSession, run_dir: Path) -> CounterCheck:
                 perf=True,
             )
         )
-    for rec in record_tracks(run_dir):
-        qualified = (rec.pass_name, f"{rec.collector}: {rec.name}")
-        key = qualified if qualified in by_name else (rec.pass_name, rec.name)
-        ids = by_name.get(key, [])
-        used.update(ids)
-        got = [s for i in ids for s in values.get(i, [])]
-        missing, extra, example = _compare(rec.samples, got)
-        if not ids:
-            example = "no counter track of this name in the pass's process"
-        checks.append(
-            TrackCheck(
-                rec.pass_name,
-                key[1],
-                len(rec.samples),
-                _zeros(rec.samples),
-                len(got),
-                _zeros(got),
-                missing,
-                extra,
-                example,
-                rec.non_finite,
-            )
-        )
+    return checks
+
+
+def _record_check(tracks: _TraceTracks, rec: RecordTrack) -> TrackCheck:
+    """One recorded counter track against the trace's track of its name in its pass's process."""
+    qualified = (rec.pass_name, f"{rec.collector}: {rec.name}")
+    key = qualified if qualified in tracks.by_name else (rec.pass_name, rec.name)
+    ids = tracks.by_name.get(key, [])
+    got = tracks.samples(ids)
+    missing, extra, example = _compare(rec.samples, got)
+    if not ids:
+        example = "no counter track of this name in the pass's process"
+    return TrackCheck(
+        rec.pass_name,
+        key[1],
+        len(rec.samples),
+        _zeros(rec.samples),
+        len(got),
+        _zeros(got),
+        missing,
+        extra,
+        example,
+        rec.non_finite,
+    )
+
+
+def _unrecorded(tracks: _TraceTracks) -> list[TrackCheck]:
+    """The trace's counter tracks that no record names, by name, with their sample and zero counts."""
     unrecorded: dict[str, TrackCheck] = {}
-    for track_id, (_, name) in names.items():
-        if track_id in used:
+    for track_id, (_, name) in tracks.names.items():
+        if track_id in tracks.used:
             continue
-        got = values.get(track_id, [])
+        got = tracks.values.get(track_id, [])
         other = unrecorded.setdefault(name, TrackCheck("", name, 0, 0, 0, 0, 0, 0))
         other.trace += len(got)
         other.trace_zeros += _zeros(got)
-    return CounterCheck(checks, list(unrecorded.values()))
+    return list(unrecorded.values())

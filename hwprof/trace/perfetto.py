@@ -91,14 +91,41 @@ def _counter_events(uuid: int, track: CounterTrack) -> Iterator[tuple[int, int, 
         yield (ts, _COUNTER, uuid, value)
 
 
-def _describe(w: TraceWriter, timeline: Timeline) -> tuple[list[Iterator[tuple[int, int, int, Any]]], TraceStats, int]:
+Event = tuple[int, int, int, Any]
+
+
+@dataclass
+class _Described:
+    """What the track descriptors give the events: each track's event stream, the counts so far and the
+    track with the most slices (count, uuid)."""
+
+    stats: TraceStats
+    busiest: tuple[int, int]
+    streams: list[Iterator[Event]] = field(default_factory=list)
+
+
+def _describe(w: TraceWriter, timeline: Timeline) -> tuple[list[Iterator[Event]], TraceStats, int]:
     """Track descriptor packets; returns the event streams of every track, the counts so far and
     the uuid of the track with the most slices."""
-    pb = w.pb
-    streams: list[Iterator[tuple[int, int, int, Any]]] = []
+    out = _run_track(w, timeline)
+    for ptl in timeline.passes:
+        out.stats.main_threads[ptl.name] = ptl.pid_source
+        proc_uuid = w.uuid()
+        p = w.packet(DESCRIPTOR_SEQUENCE_ID)
+        p.track_descriptor.uuid = proc_uuid
+        p.track_descriptor.process.pid = ptl.pid
+        p.track_descriptor.process.process_name = ptl.title
+        for track in ptl.slice_tracks:
+            _slice_track(w, out, ptl.pid, proc_uuid, track)
+        for counter in ptl.counter_tracks:
+            _counter_track(w, out, proc_uuid, counter)
+    return out.streams, out.stats, out.busiest[1]
+
+
+def _run_track(w: TraceWriter, timeline: Timeline) -> _Described:
+    """The run's track: one slice over the whole run, its metadata and notes as arguments."""
     stats = TraceStats(Path(), 0, 0.0, 0, 0, 0, 0, 0, [p.name for p in timeline.passes])
     stats.notes = list(timeline.notes)
-
     run_uuid = w.uuid()
     p = w.packet(DESCRIPTOR_SEQUENCE_ID)
     p.track_descriptor.uuid = run_uuid
@@ -108,52 +135,48 @@ def _describe(w: TraceWriter, timeline: Timeline) -> tuple[list[Iterator[tuple[i
     if timeline.notes:
         run_args["notes"] = {str(i): note for i, note in enumerate(timeline.notes)}
     run_slice = Slice(timeline.start, max(timeline.end, timeline.start), title or "run", "run", 0, run_args)
-    streams.append(_slice_events(run_uuid, [run_slice]))
     stats.slice_tracks += 1
     stats.slices += 1
-    busiest = (1, run_uuid)
+    return _Described(stats, (1, run_uuid), [_slice_events(run_uuid, [run_slice])])
 
-    for ptl in timeline.passes:
-        stats.main_threads[ptl.name] = ptl.pid_source
-        proc_uuid = w.uuid()
-        p = w.packet(DESCRIPTOR_SEQUENCE_ID)
-        p.track_descriptor.uuid = proc_uuid
-        p.track_descriptor.process.pid = ptl.pid
-        p.track_descriptor.process.process_name = ptl.title
-        for track in ptl.slice_tracks:
-            uuid = w.uuid()
-            p = w.packet(DESCRIPTOR_SEQUENCE_ID)
-            desc = p.track_descriptor
-            desc.uuid = uuid
-            if track.tid is not None:
-                desc.thread.pid = ptl.pid
-                desc.thread.tid = track.tid
-                desc.thread.thread_name = track.name
-            else:
-                desc.parent_uuid = proc_uuid
-                desc.name = track.name
-            _count(stats, track)
-            if track.slices:
-                streams.append(_slice_events(uuid, track.slices))
-                busiest = max(busiest, (len(track.slices), uuid))
-        for counter in ptl.counter_tracks:
-            uuid = w.uuid()
-            p = w.packet(DESCRIPTOR_SEQUENCE_ID)
-            desc = p.track_descriptor
-            desc.uuid = uuid
-            desc.parent_uuid = proc_uuid
-            desc.name = counter.name
-            desc.counter.SetInParent()  # a counter track even with no unit: else its samples are dropped
-            if counter.unit in ("B", "bytes"):
-                desc.counter.unit = pb.CounterDescriptor.UNIT_SIZE_BYTES
-            elif counter.unit:
-                desc.counter.unit_name = counter.unit
-            if counter.unit == "%":
-                desc.counter.y_axis_share_key = "percent"
-            stats.counter_tracks += 1
-            stats.counter_samples += len(counter.samples)
-            streams.append(_counter_events(uuid, counter))
-    return streams, stats, busiest[1]
+
+def _slice_track(w: TraceWriter, out: _Described, pid: int, proc_uuid: int, track: SliceTrack) -> None:
+    """A thread's track (a tid) or a named track of the process, and its slices' events."""
+    uuid = w.uuid()
+    p = w.packet(DESCRIPTOR_SEQUENCE_ID)
+    desc = p.track_descriptor
+    desc.uuid = uuid
+    if track.tid is not None:
+        desc.thread.pid = pid
+        desc.thread.tid = track.tid
+        desc.thread.thread_name = track.name
+    else:
+        desc.parent_uuid = proc_uuid
+        desc.name = track.name
+    _count(out.stats, track)
+    if track.slices:
+        out.streams.append(_slice_events(uuid, track.slices))
+        out.busiest = max(out.busiest, (len(track.slices), uuid))
+
+
+def _counter_track(w: TraceWriter, out: _Described, proc_uuid: int, counter: CounterTrack) -> None:
+    """A counter track of the process (its unit: bytes, a named one, or a share of the percent axis)."""
+    uuid = w.uuid()
+    p = w.packet(DESCRIPTOR_SEQUENCE_ID)
+    desc = p.track_descriptor
+    desc.uuid = uuid
+    desc.parent_uuid = proc_uuid
+    desc.name = counter.name
+    desc.counter.SetInParent()  # a counter track even with no unit: else its samples are dropped
+    if counter.unit in ("B", "bytes"):
+        desc.counter.unit = w.pb.CounterDescriptor.UNIT_SIZE_BYTES
+    elif counter.unit:
+        desc.counter.unit_name = counter.unit
+    if counter.unit == "%":
+        desc.counter.y_axis_share_key = "percent"
+    out.stats.counter_tracks += 1
+    out.stats.counter_samples += len(counter.samples)
+    out.streams.append(_counter_events(uuid, counter))
 
 
 def _count(stats: TraceStats, track: SliceTrack) -> None:

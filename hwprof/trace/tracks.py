@@ -33,11 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.advice import load_advice
-from hwprof.analysis.layers import layer_rows
 from hwprof.analysis.validity import checked
 from hwprof.core.markers import Marker
 from hwprof.rundir.reader import RunData, records_files
-from hwprof.schema.records import MetricTables
 from hwprof.schema.run import CollectorEntry
 from hwprof.schema.summaries_tools import PerfSamplingSummary
 from hwprof.trace.advice import advice_timeline
@@ -55,7 +53,6 @@ from hwprof.trace.model import (
     SliceArgs,
     SliceTrack,
     Timeline,
-    arg_group,
 )
 from hwprof.trace.nesting import (
     attach_layers,
@@ -66,7 +63,15 @@ from hwprof.trace.nesting import (
     stack_levels,
     stack_runs,
 )
-from hwprof.trace.records import SpanGroup, named_threads, pass_main_thread, read_pass_records, thread_of
+from hwprof.trace.records import (
+    PassRecords,
+    SpanGroup,
+    named_threads,
+    pass_main_thread,
+    read_pass_records,
+    thread_of,
+)
+from hwprof.trace.slice_args import layer_arguments, stage_arguments
 
 SAMPLES_NOTE = (
     "CPU samples (perf, kernels pass): one Perfetto perf sample per sample, at its instant, on its own thread "
@@ -130,64 +135,6 @@ def marker_slices(
     for begins in open_.values():
         out.extend(make(b, end_ns, True) for b in begins)
     return out
-
-
-# ----------------------------------------------------------------------------- args
-
-
-def _with_unit(key: str, unit: str | None) -> str:
-    """Perfetto rewrites "." and "[]" in argument names; parentheses survive."""
-    return f"{key} ({unit})" if unit else key
-
-
-def _scalar(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def layer_arguments(run: RunData) -> tuple[dict[str, SliceArgs], dict[str, str]]:
-    """qualified layer name -> slice args (the layer table joined with every per-layer metric),
-    and -> its label ("7 Conv"). Metrics of collectors other than flops nest under the collector."""
-    tables = run.metrics()
-    units: dict[str, str] = {}
-    for collector, t in tables.items():
-        for metric, unit in t.units.items():
-            units[metric if collector == "flops" else f"{collector}.{metric}"] = unit
-    args: dict[str, SliceArgs] = {}
-    labels: dict[str, str] = {}
-    info_by_name = {row.name: row for row in run.model_file.layers}
-    for row in layer_rows(run):
-        name = row.name
-        info = info_by_name.get(name)
-        if info:
-            labels[name] = info.label
-        out: SliceArgs = {"qualified_name": name}
-        for key, value in row.columns():
-            value = _scalar(value)
-            if key == "name" or value is None or value == "":
-                continue
-            if key == "time_ms":
-                out["median self time, layers pass (ms)"] = value
-            elif "." in key:
-                collector, metric = key.split(".", 1)
-                arg_group(out, collector)[_with_unit(metric, units.get(key))] = value
-            else:
-                out[_with_unit(key, units.get(key))] = value
-        args[name] = out
-    return args, labels
-
-
-def stage_arguments(tables: dict[str, MetricTables]) -> dict[str, SliceArgs]:
-    """stage -> {collector: {metric (unit): value}}."""
-    out: dict[str, SliceArgs] = defaultdict(dict)
-    for collector, t in sorted(tables.items()):
-        for stage, metrics in t.stages.items():
-            for metric, value in metrics.items():
-                v = _scalar(value)
-                if v is not None:
-                    arg_group(out[stage], collector)[_with_unit(metric, t.units.get(metric))] = v
-    return dict(out)
 
 
 # ----------------------------------------------------------------------------- records
@@ -293,7 +240,6 @@ def pass_timeline(
     main_tid = found if found is not None else SYNTHETIC_PID_BASE + index
     if found is None:
         source = "no pid or thread recorded: a made-up pid above pid_max"
-
     main = tracks.thread(main_tid)
     main.name = f"main: {tracks.names.get(main_tid, 'pipeline')}"
     main.slices.extend(marks)
@@ -301,18 +247,42 @@ def pass_timeline(
         tracks.add(group)
     for tid in (*tracks.names, *{s.tid for s in records.samples}):
         tracks.thread(tid)
+    start = _pass_start(records, tracks, last)
+    end = max(last, start)
+    title = _pass_title(run, pass_name)
+    info = Slice(start, end, title, "pass", LEVEL_ITERATION, _pass_info(run, pass_name, source))
+    tracks.named["pass"] = SliceTrack(f"pass:{pass_name}", f"{pass_name} pass", None, [info])
+    _nest_tracks(tracks, marks, layer_spans)
+    slice_tracks = [*sorted(tracks.threads.values(), key=lambda t: t.tid != main_tid), *tracks.named.values()]
+    threads = {tid: t.name for tid, t in tracks.threads.items()}
+    return PassTimeline(
+        pass_name,
+        main_tid,
+        source,
+        title,
+        main_tid,
+        threads,
+        slice_tracks,
+        _counter_tracks(records),
+        start,
+        end,
+        records.samples,
+    )
+
+
+def _pass_start(records: PassRecords, tracks: _Tracks, last: int) -> int:
+    """The pass's first timestamp: its first counter sample, span or callstack sample (else `last`)."""
     firsts = [c.samples[0][0] for c in records.counters.values() if c.samples]
     first_span = tracks.first_ts()
     if first_span is not None:
         firsts.append(first_span)
     if records.samples:
         firsts.append(records.samples[0].ts)
-    start = min(firsts, default=last)
-    end = max(last, start)
-    title = _pass_title(run, pass_name)
-    info = Slice(start, end, title, "pass", LEVEL_ITERATION, _pass_info(run, pass_name, source))
-    tracks.named["pass"] = SliceTrack(f"pass:{pass_name}", f"{pass_name} pass", None, [info])
+    return min(firsts, default=last)
 
+
+def _nest_tracks(tracks: _Tracks, marks: list[Slice], layer_spans: list[Slice]) -> None:
+    """Every track's slices properly nested; sampled stacks drawn split at the layer boundaries."""
     for track in tracks.threads.values():
         track.slices = nest(track.slices)
     tracks.draw_stacks([s for s in marks if s.level >= LEVEL_LAYER], layer_spans)
@@ -320,16 +290,14 @@ def pass_timeline(
         if not any(s.category in STACK_CATEGORIES for s in track.slices[:1]):
             track.slices = nest(track.slices)
 
+
+def _counter_tracks(records: PassRecords) -> list[CounterTrack]:
+    """The pass's counter tracks, a name two collectors share prefixed by the collector."""
     clashes = {n for n, c in Counter(t.name for t in records.counters.values()).items() if c > 1}
-    counters = [
+    return [
         CounterTrack(_counter_name(c, clashes), c.unit, c.collector, sorted(c.samples))
         for c in records.counters.values()
     ]
-    slice_tracks = [*sorted(tracks.threads.values(), key=lambda t: t.tid != main_tid), *tracks.named.values()]
-    threads = {tid: t.name for tid, t in tracks.threads.items()}
-    return PassTimeline(
-        pass_name, main_tid, source, title, main_tid, threads, slice_tracks, counters, start, end, records.samples
-    )
 
 
 # ----------------------------------------------------------------------------- run
