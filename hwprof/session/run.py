@@ -33,7 +33,6 @@ from hwprof.rundir.reader import SCHEMA_VERSION, RunData
 from hwprof.rundir.worker_files import read_worker_pid, write_command, write_images
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.codec import JsonObject, json_value
-from hwprof.schema.host import HostDoc
 from hwprof.schema.run import RunConfigDoc, RunDoc
 from hwprof.session import child
 from hwprof.session.child import error_line
@@ -303,7 +302,7 @@ class Session:
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             command=json_value(command_line),
             config=RunConfigDoc.from_json(json_value(self.config.to_dict()), self.where, "config."),
-            host=HostDoc.from_json(json_value(host_info()), self.where, "host."),
+            host=host_info(),
             images=json_value(self._images()),
             clock={"id": "CLOCK_MONOTONIC", "unit": "ns"},
             collectors=dict(plan.statuses),
