@@ -18,6 +18,7 @@ from typing import Any
 from hwprof.core.config import RunConfig
 from hwprof.rundir.advise_files import write_advise_spec
 from hwprof.rundir.logs import child_log
+from hwprof.schema.advise_result import AdviseSpec
 from hwprof.session import child
 from hwprof.session.stopping import StopSignals
 
@@ -79,7 +80,7 @@ def run_child(
     return ChildOutcome(0)
 
 
-def paired_command(spec: dict[str, Any], spec_path: Path) -> list[str]:
+def paired_command(spec: AdviseSpec, spec_path: Path) -> list[str]:
     write_advise_spec(spec_path, spec)
     return [sys.executable, "-P", "-m", "hwprof.advise.paired_worker", str(spec_path)]
 
