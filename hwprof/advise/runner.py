@@ -26,6 +26,7 @@ from hwprof.rundir.reader import RunData
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.check import RunDirError
 from hwprof.session.stopping import StopSignals
+from hwprof.session.worker_io import ProgressEvent
 
 ADVISE_DIR = "advise"
 DEFAULT_BLOCKS = 8
@@ -35,8 +36,8 @@ COLD_COMPILE_ENV = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
 cold compile's: with them, a second advise of the same model reports a fraction of it."""
 """A paired baseline further than this factor from its own time alone is not trusted (see baseline_drift)."""
 LAYERS_ITERS = 10
-Progress = Callable[[str, dict[str, Any]], None]
-"""(candidate key, a progress event {phase, done, total})."""
+Progress = Callable[[str, ProgressEvent], None]
+"""(candidate key, a worker's progress event: its phase, done of total)."""
 
 
 @dataclass

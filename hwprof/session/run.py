@@ -9,7 +9,6 @@ that crashes, hangs past its time-out or is interrupted leaves what it wrote, an
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -19,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError, SpaceReserve
@@ -40,12 +39,13 @@ from hwprof.session.outcome import PassOutcome, complete_results, pass_status, s
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
 from hwprof.session.stopping import StopSignals
+from hwprof.session.worker_io import ProgressEvent, progress_from_json
 from hwprof.workload.images import ImageSet
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
 
-ProgressFn = Callable[[str, dict[str, Any]], None]
+ProgressFn = Callable[[str, ProgressEvent], None]
 
 
 @dataclass
@@ -202,13 +202,10 @@ class Session:
         return f"stopped by {name}" + (" (twice: every process of the pass was killed)" if self.stop.killed else "")
 
     def _on_line(self, pass_name: str, line: str) -> None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return
-        if isinstance(event, dict):
-            if "disk_full" in event:
-                self.disk_full[pass_name] = str(event["disk_full"])
+        event = progress_from_json(line)
+        if event is not None:
+            if event.disk_full is not None:
+                self.disk_full[pass_name] = event.disk_full
             self.progress(pass_name, event)
 
     def _finish_pass(self, running: RunningPass, status: str, error: str) -> PassOutcome:
