@@ -44,6 +44,7 @@ from hwprof.workload.images import ImageSet
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
+    from hwprof.session.disk_estimate import SizeEstimate
 
 ProgressFn = Callable[[str, ProgressEvent], None]
 
@@ -91,7 +92,7 @@ class Session:
         """The running pass's watch on other work on the run's CPUs."""
         self.disk_full: dict[str, str] = {}
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
-        self.disk_estimate: JsonObject | None = None
+        self.disk_estimate: SizeEstimate | None = None
         """run.json's disk_estimate (the CLI's), written after the passes section."""
         self.data: RunData | None = None
         """The finished run, read once (its markers parsed once) for the exports, the report and the trace."""
@@ -306,7 +307,7 @@ class Session:
             passes={},
         )
         if self.disk_estimate is not None:
-            self.run.update(disk_estimate=json_value(self.disk_estimate))
+            self.run.update(disk_estimate=json_value(self.disk_estimate.to_dict()))
         write_run_json(self.run_dir, self.run)
 
     def _run_passes(self, plan: Plan) -> None:
