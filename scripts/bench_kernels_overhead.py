@@ -121,7 +121,7 @@ def paired(config: RunConfig, pairs: int, rate: int, toggle_hooks: bool) -> dict
             return list(made)
 
         try:
-            return abba_forward(config, make, pairs, toggle_hooks=toggle_hooks)
+            return abba_forward(config, make, pairs, toggle_hooks=toggle_hooks).to_dict()
         finally:
             for tool in made:
                 tool.end()

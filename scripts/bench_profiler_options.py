@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in range(args.rounds):
         for name in wanted:
             config = replace(base, extra={**base.extra, **OPTION_SETS[name]})
-            out = abba_forward(config, profiler, args.pairs)
+            out = abba_forward(config, profiler, args.pairs).to_dict()
             results[name].append(out)
             print(
                 f"  round {k + 1} {name:10s} off p50 {out['forward_p50_off_ms']:7.1f} ms, on p50 "

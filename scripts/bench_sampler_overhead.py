@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{config.model} at {config.imgsz}, {config.threads} threads, interval {config.interval_ms} ms",
         flush=True,
     )
-    figures["paired"] = abba_forward(config, samplers, args.pairs)
+    figures["paired"] = abba_forward(config, samplers, args.pairs).to_dict()
     if args.repeats > 0:
         figures["passes"] = passes(config, args.repeats, args.timeout)
     figures["load_after"] = os.getloadavg()

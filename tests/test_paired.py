@@ -15,9 +15,18 @@ def test_abba_order_and_block_ratios() -> None:
     # block 0: on 11+13, off 10+10 -> 1.2; block 1: on 10+10, off 10+10 -> 1.0; a torn block 2 is left out
     forward = {0: 10.0, 1: 11.0, 2: 13.0, 3: 10.0, 4: 10.0, 5: 10.0, 6: 10.0, 7: 10.0, 8: 50.0}
     out = summarize(forward, ["perf_events"], {"perf_events": "ok"})
-    assert out["ratio_blocks"] == pytest.approx([1.2, 1.0])
-    assert out["ratio_median_block"] == pytest.approx(1.1)
-    assert out["forward_p50_on_ms"] == pytest.approx(10.5) and out["forward_p50_off_ms"] == 10.0
+    assert out.ratio_blocks == pytest.approx([1.2, 1.0])
+    assert out.ratio_median_block == pytest.approx(1.1)
+    assert out.forward_p50_on_ms == pytest.approx(10.5) and out.forward_p50_off_ms == 10.0
+    assert list(out.to_dict()) == [
+        "collectors",
+        "statuses",
+        "forward_p50_on_ms",
+        "forward_p50_off_ms",
+        "ratio_p50",
+        "ratio_blocks",
+        "ratio_median_block",
+    ]
 
 
 def test_sampler_pause_stops_samples_and_resume_continues() -> None:

@@ -156,7 +156,7 @@ def test_cpu_check_compares_the_same_windows(loaded: readings_io.Loaded) -> None
 
 
 def test_tables_from_fixture(loaded: readings_io.Loaded) -> None:
-    units = {name: info["unit"] for name, info in loaded.header["events"].items()}
+    units = {name: info.unit for name, info in loaded.header.events.items()}
     analysis = analyse(loaded.readings, units, loaded.scales, line_size=64)
     t = analysis.tables
     m0 = t.layers["model.0"]

@@ -15,6 +15,7 @@ from hwprof.rundir.pass_files import write_layer_errors
 from hwprof.rundir.reader import RunData, read_layer_errors
 from hwprof.rundir.sweep_files import read_transfers, write_transfers
 from hwprof.rundir.worker_files import read_image_paths, read_worker_pid, write_images, write_worker_pid
+from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.check import RunDirError
 from hwprof.schema.run import RunDoc
 
@@ -79,16 +80,17 @@ def test_layer_errors_written_read_back_and_a_damaged_field_is_named(tmp_path: P
 
 def test_advise_spec_and_result_read_back_and_damaged_ones_are_named(tmp_path: Path) -> None:
     spec_path, out = tmp_path / "paired.spec.json", tmp_path / "paired.json"
-    write_advise_spec(spec_path, {"key": "k", "out": str(out)})
-    assert read_advise_spec(spec_path)["out"] == str(out)
-    write_advise_spec(spec_path, {"key": "k"})
+    write_advise_spec(spec_path, AdviseSpec.of(key="k", out=str(out)))
+    assert read_advise_spec(spec_path).out == str(out)
+    assert json.loads(spec_path.read_text()) == {"key": "k", "out": str(out)}
+    write_advise_spec(spec_path, AdviseSpec.of(key="k"))
     with pytest.raises(RunDirError) as exc:
         read_advise_spec(spec_path)
     assert _one_line(exc).startswith(f'{spec_path}: field "out" must be a string')
     assert read_advise_result(out).error is None  # none written: the worker's exit says why
-    write_advise_result(out, {"error": "RuntimeError: no"})
+    write_advise_result(out, AdviseResult.of(error="RuntimeError: no"))
     assert read_advise_result(out).error == "RuntimeError: no"
-    write_advise_result(out, {"mode": "paired", "sides": {"baseline": {"forward_ms": []}}})
+    out.write_text(json.dumps({"mode": "paired", "sides": {"baseline": {"forward_ms": []}}}))
     with pytest.raises(RunDirError) as exc:
         read_advise_result(out)
     assert _one_line(exc).startswith(f'{out}: field "sides.baseline.')

@@ -87,7 +87,7 @@ DAMAGED = "p7"
 
 @pytest.fixture(scope="module")
 def hosts() -> tuple[dict[str, Any], dict[str, Any]]:
-    mine = host_info()
+    mine = host_info().to_json()
     return mine, other_host(mine)
 
 

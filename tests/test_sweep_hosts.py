@@ -29,7 +29,7 @@ POINT = SweepPoint("toyolo", "torch", "fp32", 2, 1)
 
 @pytest.fixture(scope="module")
 def this_host() -> dict[str, Any]:
-    return host_info()
+    return host_info().to_json()
 
 
 def other_host(host: dict[str, Any], torch: str | None = None) -> dict[str, Any]:

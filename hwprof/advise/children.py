@@ -6,24 +6,24 @@ the first stop signal forwarded to it (hwprof.session.stopping), as a pass's wor
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hwprof.core.config import RunConfig
 from hwprof.rundir.advise_files import write_advise_spec
 from hwprof.rundir.logs import child_log
+from hwprof.schema.advise_result import AdviseSpec
 from hwprof.session import child
 from hwprof.session.stopping import StopSignals
+from hwprof.session.worker_io import ProgressEvent, progress_from_json
 
 LAYERS_COLLECTORS = "timing,flops"
 """A layers pass with no counter collector: per-layer times (layer hooks), scaled to a clean timing pass."""
-OnProgress = Callable[[dict[str, Any]], None]
+OnProgress = Callable[[ProgressEvent], None]
 
 
 @dataclass
@@ -48,11 +48,8 @@ def run_child(
     """Run `command` to its end (or its time-out, or a stop signal), stderr to `log`."""
 
     def on_line(line: str) -> None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return
-        if isinstance(event, dict):
+        event = progress_from_json(line)
+        if event is not None:
             on_progress(event)
 
     full_env = {**os.environ, **child.CHILD_ENV, **(env or {})}
@@ -79,7 +76,7 @@ def run_child(
     return ChildOutcome(0)
 
 
-def paired_command(spec: dict[str, Any], spec_path: Path) -> list[str]:
+def paired_command(spec: AdviseSpec, spec_path: Path) -> list[str]:
     write_advise_spec(spec_path, spec)
     return [sys.executable, "-P", "-m", "hwprof.advise.paired_worker", str(spec_path)]
 

@@ -16,41 +16,50 @@ from __future__ import annotations
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hwprof.advise.sides import Side, build_side, reference_config
 from hwprof.core.config import RunConfig
 from hwprof.core.spans import measured_spans
 from hwprof.rundir.advise_files import read_advise_spec, write_advise_result
+from hwprof.schema.advise_result import AdviseResult, AdviseSpec, SideFigures, SideSetup
 from hwprof.session.worker_io import progress
+
+if TYPE_CHECKING:
+    from hwprof.analysis.advice import OutputCheck
 
 PAIRED_MODE = "paired"
 SOLO_ITERATIONS = 4
 
 
-def side_figures(side: Side) -> dict[str, Any]:
+def side_figures(side: Side) -> SideFigures:
     """The side's measured forward and iteration ms by side iteration, and its time stamps for the trace."""
     spans = measured_spans(side.log.markers)
     forward = {s.iteration: s.dur_ns / 1e6 for s in spans if s.kind == "stage" and s.name == "forward"}
     iteration = {s.iteration: s.dur_ns / 1e6 for s in spans if s.kind == "iteration"}
     forward_at = {s.iteration: (s.start_ns, s.end_ns) for s in spans if s.kind == "stage" and s.name == "forward"}
     stamps = {
-        s.iteration: (s.start_ns, s.end_ns, *forward_at.get(s.iteration, (0, 0)))
+        str(s.iteration): [s.start_ns, s.end_ns, *forward_at.get(s.iteration, (0, 0))]
         for s in spans
         if s.kind == "iteration"
     }
-    return {
-        "forward_ms": forward,
-        "iteration_ms": iteration,
-        "stamps": stamps,
-        "batch": side.config.batch,
-        "threads": side.config.threads,
-        "setup": side.setup,
-        "runtime": {k: v for k, v in side.runtime.info.items() if isinstance(v, str | int | float | bool)},
-    }
+    return SideFigures.of(
+        forward_ms=by_iteration(forward),
+        iteration_ms=by_iteration(iteration),
+        stamps=stamps,
+        batch=side.config.batch,
+        threads=side.config.threads,
+        setup=SideSetup.of(**side.setup),
+        runtime={k: v for k, v in side.runtime.info.items() if isinstance(v, str | int | float | bool)},
+    )
 
 
-def output_check(variant: Side, images: list[Path], work_dir: Path, baseline: Side | None) -> dict[str, Any]:
+def by_iteration(ms: dict[int, float]) -> dict[str, float]:
+    """Figures by side iteration, keyed as the out file holds them."""
+    return {str(k): v for k, v in ms.items()}
+
+
+def output_check(variant: Side, images: list[Path], work_dir: Path, baseline: Side | None) -> OutputCheck:
     from hwprof.advise.output_check import check_output
 
     ref_config = reference_config(variant.config)
@@ -59,40 +68,35 @@ def output_check(variant: Side, images: list[Path], work_dir: Path, baseline: Si
     else:
         reference = build_side("reference", ref_config, images, work_dir)
     batch = variant.pipeline.sample_batch()
-    return check_output(
-        reference.pipeline, reference.forward(batch), variant.pipeline, variant.forward(batch)
-    ).to_dict()
+    return check_output(reference.pipeline, reference.forward(batch), variant.pipeline, variant.forward(batch))
 
 
-def run(spec: dict[str, Any]) -> dict[str, Any]:
+def run(spec: AdviseSpec) -> AdviseResult:
     from hwprof.workload.images import discover
 
-    mode = spec.get("mode", PAIRED_MODE)
-    work_dir = Path(spec["work_dir"])
-    base_config = RunConfig.from_dict(spec["baseline"])
+    mode = spec.mode or PAIRED_MODE
+    work_dir = Path(spec.work_dir)
+    base_config = RunConfig.from_dict(spec.baseline)
     images = discover(base_config.images).paths
-    blocks, warmup = int(spec["blocks"]), int(spec["warmup"])
+    blocks, warmup = spec.blocks, spec.warmup
     sides: list[Side] = []
     progress(phase="build", done=0, total=1)
-    solo: dict[int, float] = {}
+    solo: dict[str, float] = {}
     if mode in (PAIRED_MODE, "baseline"):
         sides.append(build_side("baseline", base_config, images, work_dir))
         if mode == PAIRED_MODE:
             solo = solo_forward_ms(sides[0], warmup)
     if mode in (PAIRED_MODE, "variant"):
-        variant_config = RunConfig.from_dict(spec["variant"])
-        sides.append(
-            build_side(
-                "variant", variant_config, images, work_dir, spec.get("compile_mode", ""), bool(spec.get("cuda_graph"))
-            )
-        )
-    result: dict[str, Any] = {"mode": mode}
+        variant_config = RunConfig.from_dict(spec.variant)
+        sides.append(build_side("variant", variant_config, images, work_dir, spec.compile_mode, spec.cuda_graph))
+    result = AdviseResult.of(mode=mode)
     variant = next((s for s in sides if s.name == "variant"), None)
     if variant is not None:
         try:
-            result["output"] = output_check(variant, images, work_dir, sides[0] if len(sides) == 2 else None)
+            check = output_check(variant, images, work_dir, sides[0] if len(sides) == 2 else None)
+            result.update(output=check.to_dict())
         except Exception as exc:  # the timing still stands; the row says why the output is unchecked
-            result["output_error"] = f"{type(exc).__name__}: {exc}"
+            result.update(output_error=f"{type(exc).__name__}: {exc}")
     for i in range(warmup):
         for side in sides:
             side.run(i - warmup, warmup=True)
@@ -107,13 +111,13 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             side.run(k, warmup=False)
             done += 1
             progress(phase="measure", done=done, total=total)
-    result["sides"] = {s.name: side_figures(s) for s in sides}
+    result.update(sides={s.name: side_figures(s) for s in sides})
     if solo:
-        result["sides"]["baseline"]["solo_forward_ms"] = solo
+        result.sides["baseline"].update(solo_forward_ms=solo)
     return result
 
 
-def solo_forward_ms(side: Side, warmup: int) -> dict[int, float]:
+def solo_forward_ms(side: Side, warmup: int) -> dict[str, float]:
     """The baseline's forward alone, before the variant exists in the process: what the paired blocks'
     baseline is checked against (a variant whose threads spin beside it slows the baseline, which would
     flatter the variant). Its markers are dropped after, so they never mix with the blocks'."""
@@ -121,19 +125,19 @@ def solo_forward_ms(side: Side, warmup: int) -> dict[int, float]:
         side.run(i - warmup, warmup=True)
     for k in range(SOLO_ITERATIONS):
         side.run(k, warmup=False)
-    forward = side_figures(side)["forward_ms"]
+    forward = side_figures(side).forward_ms
     side.log.markers.clear()
     return forward
 
 
 def main(argv: list[str]) -> int:
     spec = read_advise_spec(Path(argv[0]))
-    out = Path(spec["out"])
+    out = Path(spec.out)
     try:
         result = run(spec)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        write_advise_result(out, {"error": f"{type(exc).__name__}: {exc}"})
+        write_advise_result(out, AdviseResult.of(error=f"{type(exc).__name__}: {exc}"))
         return 1
     write_advise_result(out, result)
     return 0

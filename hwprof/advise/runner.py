@@ -23,9 +23,10 @@ from hwprof.analysis.advice_rows import baseline_drift, measured_row, not_run_ro
 from hwprof.core.config import RunConfig
 from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
-from hwprof.schema.advise_result import AdviseResult
+from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.check import RunDirError
 from hwprof.session.stopping import StopSignals
+from hwprof.session.worker_io import ProgressEvent
 
 ADVISE_DIR = "advise"
 DEFAULT_BLOCKS = 8
@@ -35,8 +36,8 @@ COLD_COMPILE_ENV = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
 cold compile's: with them, a second advise of the same model reports a fraction of it."""
 """A paired baseline further than this factor from its own time alone is not trusted (see baseline_drift)."""
 LAYERS_ITERS = 10
-Progress = Callable[[str, dict[str, Any]], None]
-"""(candidate key, a progress event {phase, done, total})."""
+Progress = Callable[[str, ProgressEvent], None]
+"""(candidate key, a worker's progress event: its phase, done of total)."""
 
 
 @dataclass
@@ -140,16 +141,16 @@ class AdviseRun:
         variant = variant_config(config, c)
         work = self.dir / c.key
         work.mkdir(parents=True, exist_ok=True)
-        spec = {
-            "key": c.key,
-            "baseline": config.to_dict(),
-            "variant": variant.to_dict(),
-            "compile_mode": c.compile_mode,
-            "cuda_graph": c.cuda_graph,
-            "blocks": self.plan.blocks,
-            "warmup": max(1, config.warmup),
-            "work_dir": str(work / "work"),
-        }
+        spec = AdviseSpec.of(
+            key=c.key,
+            baseline=config.to_dict(),
+            variant=variant.to_dict(),
+            compile_mode=c.compile_mode,
+            cuda_graph=c.cuda_graph,
+            blocks=self.plan.blocks,
+            warmup=max(1, config.warmup),
+            work_dir=str(work / "work"),
+        )
         results, error = self._measure(spec, work, c, ["paired"] if not c.env else ["baseline", "variant"])
         note = ""
         drift = baseline_drift(results.get("paired"))
@@ -175,13 +176,13 @@ class AdviseRun:
         return row
 
     def _measure(
-        self, spec: dict[str, Any], work: Path, c: Candidate, modes: list[str]
+        self, spec: AdviseSpec, work: Path, c: Candidate, modes: list[str]
     ) -> tuple[dict[str, AdviseResult], str]:
         """Run the worker in each mode; (results by mode, "") or ({}, why one failed)."""
         results: dict[str, AdviseResult] = {}
         for mode in modes:
             out = work / f"{mode}.json"
-            outcome = self._worker({**spec, "mode": mode, "out": str(out)}, work, c, mode)
+            outcome = self._worker(spec.for_mode(mode, str(out)), work, c, mode)
             try:
                 result = read_advise_result(out)
             except RunDirError as exc:  # a damaged out file: the candidate fails, saying which field
@@ -191,7 +192,7 @@ class AdviseRun:
             results[mode] = result
         return results, ""
 
-    def _worker(self, spec: dict[str, Any], work: Path, c: Candidate, mode: str) -> ChildOutcome:
+    def _worker(self, spec: AdviseSpec, work: Path, c: Candidate, mode: str) -> ChildOutcome:
         command = paired_command(spec, work / f"{mode}.spec.json")
         env = dict(c.env) if mode == "variant" else {}
         if c.compile_mode:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hwprof.core.kernels import KERNELS_FILE, NativeView, native_view
+from hwprof.schema.kernels_file import KernelsFile
 
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
@@ -61,7 +62,7 @@ def load_kernels(data: RunData) -> dict[str, list[Kernel]] | None:
 
 def load_native(data: RunData) -> NativeView | None:
     doc = data.first_pass_json(KERNELS_FILE)
-    return None if doc is None else native_view(doc)
+    return None if doc is None else native_view(KernelsFile.from_json(doc, KERNELS_FILE))
 
 
 def load_frames(data: RunData) -> dict[str, tuple[list[Frame], dict[str, float]]] | None:

@@ -151,9 +151,17 @@ def pass_level_cost(pass_forward_ms: list[float], timing_forward_ms: list[float]
     return PassCostFigure(PASS_LEVEL, p50 / base, p50 / q3, p50 / q1, forward_on_ms=p50, forward_off_ms=base)
 
 
+@dataclass
+class PassFigures:
+    """A pass's cost figures as run.json's passes.<name> holds them (see pass_figures)."""
+
+    overhead: PassCostFigure | None
+    overhead_pass_level: PassCostFigure | None
+
+
 def pass_figures(
     markers: list[Marker], timing: list[Marker] | None, paired: PairedInfo | None, collectors: list[str]
-) -> dict[str, Any]:
+) -> PassFigures:
     """run.json passes.<name> entries: "overhead" (the pass's own figure: paired where it interleaved
     clean iterations, else the pass-level estimate) and "overhead_pass_level" (always, given a timing pass).
 
@@ -173,7 +181,4 @@ def pass_figures(
             figure.extension = str(extension.text or "")
     else:
         figure = level
-    return {
-        "overhead": figure.to_dict() if figure else None,
-        "overhead_pass_level": level.to_dict() if level else None,
-    }
+    return PassFigures(figure, level)

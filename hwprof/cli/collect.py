@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
     from hwprof.rundir.reader import RunData
     from hwprof.schema.run import RunDoc
+    from hwprof.session.disk_estimate import SizeEstimate
     from hwprof.session.plan import Plan
     from hwprof.session.run import Session
     from hwprof.workload.images import ImageSet
@@ -64,7 +65,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
                 highlight=False,
             )
         stop: StopSignals = getattr(args, "stop", None) or StopSignals()
-        return _collect_into(run_dir, config, images, plan, stop, args, console, size.to_dict())
+        return _collect_into(run_dir, config, images, plan, stop, args, console, size)
     finally:
         lock.release()
 
@@ -77,7 +78,7 @@ def _collect_into(
     stop: StopSignals,
     args: argparse.Namespace,
     console: Console,
-    disk_estimate: dict[str, Any],
+    disk_estimate: SizeEstimate,
 ) -> int:
     """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
     from hwprof.rundir.reader import RunData
@@ -120,7 +121,7 @@ def _run_passes(
     plan: Plan,
     stop: StopSignals,
     console: Console,
-    disk_estimate: dict[str, Any],
+    disk_estimate: SizeEstimate,
 ) -> tuple[int | None, Session]:
     """The passes under a progress bar each; the exit status where they were cut short (None: go on), and
     the session (its finished run and analysis)."""

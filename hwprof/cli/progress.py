@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+from rich.progress import Progress, TaskID
 
-from rich.progress import Progress
+from hwprof.session.worker_io import ProgressEvent
 
 
 class PassProgress:
@@ -14,17 +14,17 @@ class PassProgress:
     def __init__(self, progress: Progress, label: str = "pass") -> None:
         self.progress = progress
         self.label = label
-        self.tasks: dict[str, Any] = {}
+        self.tasks: dict[str, TaskID] = {}
 
-    def __call__(self, name: str, event: dict[str, Any]) -> None:
+    def __call__(self, name: str, event: ProgressEvent) -> None:
         if name not in self.tasks:
             self.tasks[name] = self.progress.add_task(f"{self.label} {name}", total=None)
         task = self.tasks[name]
-        if "total" in event and "done" in event:
-            phase = event.get("phase", "")
+        if event.total is not None and event.done is not None:
+            phase = event.phase
             self.progress.update(
                 task,
-                total=event["total"] if phase != "build" else None,
-                completed=event["done"] if phase != "build" else 0,
+                total=event.total if phase != "build" else None,
+                completed=event.done if phase != "build" else 0,
                 description=f"{self.label} {name}: {phase}",
             )

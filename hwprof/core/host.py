@@ -6,8 +6,10 @@ import importlib.metadata
 import os
 import platform
 import re
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+
+from hwprof.schema.host import HostDoc, TorchBuild
 
 PACKAGES = (
     "torch",
@@ -45,17 +47,22 @@ def cpu_flags() -> set[str]:
     return set(match.group(1).split()) if match else set()
 
 
-def topology() -> dict[str, Any]:
+@dataclass(frozen=True)
+class Topology:
+    """This host's CPUs: logical and physical, whether SMT is on, and the CPUs this process may run on."""
+
+    logical_cpus: int
+    physical_cores: int
+    smt: bool
+    affinity: list[int]
+
+
+def topology() -> Topology:
     import psutil
 
     logical = psutil.cpu_count(logical=True) or 0
     physical = psutil.cpu_count(logical=False) or logical
-    return {
-        "logical_cpus": logical,
-        "physical_cores": physical,
-        "smt": logical > physical,
-        "affinity": sorted(os.sched_getaffinity(0)),
-    }
+    return Topology(logical, physical, logical > physical, sorted(os.sched_getaffinity(0)))
 
 
 def package_versions() -> dict[str, str]:
@@ -68,24 +75,25 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def torch_build() -> dict[str, Any]:
+def torch_build() -> TorchBuild:
     import torch
 
     config = torch.__config__.show()
     onednn = re.search(r"MKL-DNN v([\d.]+)", config)
     mkl = re.search(r"Math Kernel Library Version ([\w.-]+)", config)
-    return {
-        "version": torch.__version__,
-        "num_threads": torch.get_num_threads(),
-        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-        "mkldnn_available": torch.backends.mkldnn.is_available(),
-        "onednn_version": onednn.group(1) if onednn else None,
-        "mkl_version": mkl.group(1) if mkl else None,
-        "openmp": "OpenMP" in config,
-    }
+    return TorchBuild.of(
+        version=torch.__version__,
+        num_threads=torch.get_num_threads(),
+        cpu_capability=torch.backends.cpu.get_cpu_capability(),
+        mkldnn_available=torch.backends.mkldnn.is_available(),
+        onednn_version=onednn.group(1) if onednn else None,
+        mkl_version=mkl.group(1) if mkl else None,
+        openmp="OpenMP" in config,
+    )
 
 
-def host_info() -> dict[str, Any]:
+def host_info() -> HostDoc:
+    """run.json "host" of this machine."""
     flags = cpu_flags()
     isa = [
         f
@@ -102,16 +110,20 @@ def host_info() -> dict[str, Any]:
         )
         if f in flags
     ]
-    return {
-        "hostname": platform.node(),
-        "cpu_model": cpu_model(),
-        **topology(),
-        "isa_flags": isa,
-        "governor": _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "unreadable",
-        "kernel": platform.release(),
-        "os": platform.platform(),
-        "perf_event_paranoid": _read("/proc/sys/kernel/perf_event_paranoid"),
-        "python": platform.python_version(),
-        "torch": torch_build(),
-        "packages": package_versions(),
-    }
+    cpus = topology()
+    return HostDoc.of(
+        hostname=platform.node(),
+        cpu_model=cpu_model(),
+        logical_cpus=cpus.logical_cpus,
+        physical_cores=cpus.physical_cores,
+        smt=cpus.smt,
+        affinity=cpus.affinity,
+        isa_flags=isa,
+        governor=_read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "unreadable",
+        kernel=platform.release(),
+        os=platform.platform(),
+        perf_event_paranoid=_read("/proc/sys/kernel/perf_event_paranoid"),
+        python=platform.python_version(),
+        torch=torch_build(),
+        packages=package_versions(),
+    )

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hwprof.core.spans import Piece
+from hwprof.schema.kernels_file import KernelRow, KernelsFile, KernelTable
 
 BETWEEN_LAYERS = "(forward, between layers)"
 KIND_JIT = "oneDNN JIT"
@@ -287,39 +288,39 @@ class NativeView:
     events: list[str]
 
 
-def _native_kernel(row: dict[str, Any]) -> NativeKernel:
+def _native_kernel(row: KernelRow) -> NativeKernel:
     return NativeKernel(
-        str(row["name"]),
-        str(row.get("kind", "")),
-        str(row.get("library", "")),
-        float(row.get("share", 0.0)),
-        int(row.get("samples", 0)),
-        row.get("cpi"),
-        [(str(name), float(share)) for name, share in row.get("layers", [])],
+        row.name,
+        row.kind or "",
+        row.library or "",
+        float(row.share or 0.0),
+        row.samples or 0,
+        row.cpi,
+        [(str(name), float(share)) for name, share in row.layers or []],
     )
 
 
-def _native_layer(row: dict[str, Any], few: set[str], name: str) -> NativeLayer:
+def _native_layer(table: KernelTable, few: set[str], name: str) -> NativeLayer:
     return NativeLayer(
-        int(row.get("samples", 0)),
-        float(row.get("share_of_forward", 1.0)),
-        {str(k): float(v) for k, v in row.get("kinds", {}).items()},
-        [_native_kernel(k) for k in row.get("kernels", [])],
-        len(row.get("threads", {})),
-        row.get("cpi"),
+        table.samples or 0,
+        float(table.share_of_forward if table.share_of_forward is not None else 1.0),
+        {str(k): float(v) for k, v in (table.kinds or {}).items()},
+        [_native_kernel(k) for k in table.kernels],
+        len(table.threads or {}),
+        table.cpi,
         name in few,
     )
 
 
-def native_view(doc: dict[str, Any]) -> NativeView:
-    few = set(doc.get("layers_with_too_few_samples", []))
+def native_view(doc: KernelsFile) -> NativeView:
+    few = set(doc.layers_with_too_few_samples or [])
     return NativeView(
-        layers={name: _native_layer(row, few, name) for name, row in doc.get("layers", {}).items()},
-        kernels=[_native_kernel(row) for row in doc.get("kernels", [])],
-        forward=_native_layer(doc.get("forward", {}), few, ""),
-        rate_hz=float(doc.get("rate_hz", 0.0)),
-        iterations=int(doc.get("iterations", 0)),
-        min_samples=int(doc.get("min_samples", MIN_LAYER_SAMPLES)),
-        sampling_event=str(doc.get("sampling_event", "")),
-        events=list(doc.get("events", [])),
+        layers={name: _native_layer(table, few, name) for name, table in doc.layers.items()},
+        kernels=[_native_kernel(row) for row in doc.kernels],
+        forward=_native_layer(doc.forward, few, ""),
+        rate_hz=float(doc.rate_hz or 0.0),
+        iterations=doc.iterations or 0,
+        min_samples=doc.min_samples if doc.min_samples is not None else MIN_LAYER_SAMPLES,
+        sampling_event=doc.sampling_event or "",
+        events=list(doc.events or []),
     )

@@ -12,13 +12,14 @@ from __future__ import annotations
 import errno
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from hwprof.perf.counting import Count
 from hwprof.perf.errors import Unavailable, unavailable
 from hwprof.perf.events import EventSpec
 from hwprof.perf.groups import coverage, plan_groups, rotation
 from hwprof.perf.syscall import CounterGroup, GroupReading, PerfOpenError, try_open
+from hwprof.schema.summaries_cpu import CounterGroupDoc
 
 ANCHORS: tuple[str, ...] = ("cycles", "instructions")
 _DENIED = (errno.EACCES, errno.EPERM)
@@ -168,22 +169,18 @@ class CounterSet:
         for g in self.groups:
             g.group.close()
 
-    def describe(self) -> list[dict[str, Any]]:
+    def describe(self) -> list[CounterGroupDoc]:
         """Groups and the iterations each measured, for the summary (run.json)."""
         measured = coverage(self.measured)
         planned = coverage(self.schedule)
         out = []
         for g in self.groups:
-            row: dict[str, Any] = {
-                "index": g.index,
-                "events": [s.name for s in g.specs],
-                "always_on": g.always_on,
-            }
+            row = CounterGroupDoc.of(index=g.index, events=[s.name for s in g.specs], always_on=g.always_on)
             if g.always_on:
-                row["iterations"] = "all"
+                row.update(iterations="all")
             else:
-                row["iterations"] = measured.get(g.index, [])
+                row.update(iterations=measured.get(g.index, []))
                 if not planned.get(g.index):
-                    row["note"] = "never enabled: fewer measured iterations than groups"
+                    row.update(note="never enabled: fewer measured iterations than groups")
             out.append(row)
         return out

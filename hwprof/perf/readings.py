@@ -61,23 +61,49 @@ def counts_of(groups: Mapping[str, Sequence[Any]], names: Sequence[Sequence[str]
     return counts
 
 
+@dataclass(frozen=True)
+class EventInfo:
+    """One event of the header: its display unit, the scale of its raw values, where it comes from, its PMU."""
+
+    unit: str | None = None
+    scale: float = 1.0
+    source: str | None = None
+    pmu: str | None = None
+
+
+@dataclass
+class Header:
+    """The file's first line: the events and the groups, each group's event names in value order."""
+
+    events: dict[str, EventInfo]
+    groups: list[list[str]]
+
+
+def header_from_json(doc: Mapping[str, Any]) -> Header:
+    events = {
+        name: EventInfo(info.get("unit"), float(info.get("scale", 1.0)), info.get("source"), info.get("pmu"))
+        for name, info in doc["events"].items()
+    }
+    return Header(events, [list(g["events"]) for g in doc["groups"]])
+
+
 @dataclass
 class Loaded:
-    header: dict[str, Any]
+    header: Header
     readings: list[Reading] = field(default_factory=list)
     samples: list[tuple[int, dict[str, Count]]] = field(default_factory=list)
 
     @property
     def scales(self) -> dict[str, float]:
-        return {name: float(info.get("scale", 1.0)) for name, info in self.header["events"].items()}
+        return {name: info.scale for name, info in self.header.events.items()}
 
 
 def load(path: Path) -> Loaded:
     lines = path.read_text().splitlines()
     if not lines:
         raise ValueError(f"{path} is empty")
-    header = json.loads(lines[0])
-    names = [g["events"] for g in header["groups"]]
+    header = header_from_json(json.loads(lines[0]))
+    names = header.groups
     out = Loaded(header)
     for line in lines[1:]:
         try:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.rundir.reader import advice_path
-from hwprof.schema.advise_result import AdviseResult
+from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.check import RunDirError, found, read_json
 from hwprof.schema.codec import JsonObject
 
@@ -21,22 +21,22 @@ def write_advice(run_dir: Path, advice: JsonObject) -> Path:
     return path
 
 
-def write_advise_spec(path: Path, spec: JsonObject) -> None:
-    atomic_write_text(path, json.dumps(spec, indent=1))
+def write_advise_spec(path: Path, spec: AdviseSpec) -> None:
+    atomic_write_text(path, json.dumps(spec.to_json(), indent=1))
 
 
-def read_advise_spec(path: Path) -> JsonObject:
+def read_advise_spec(path: Path) -> AdviseSpec:
     """A worker's spec; RunDirError (one line naming the file) when it is missing, not JSON or has no "out"."""
     spec = read_json(path)
     if not isinstance(spec, dict) or not isinstance(spec.get("out"), str):
         what = found(spec.get("out")) if isinstance(spec, dict) else found(spec)
         raise RunDirError(f'{path}: field "out" must be a string (the worker\'s out file), found {what}')
-    return spec
+    return AdviseSpec.from_json(spec, str(path))
 
 
-def write_advise_result(path: Path, result: JsonObject) -> None:
+def write_advise_result(path: Path, result: AdviseResult) -> None:
     """A worker's out file: its figures (hwprof.advise.paired_worker.run) or {"error": why it failed}."""
-    atomic_write_text(path, json.dumps(result))
+    atomic_write_text(path, json.dumps(result.to_json()))
 
 
 def read_advise_result(path: Path) -> AdviseResult:

@@ -40,7 +40,7 @@ def write_model_json(out_dir: Path, built: BuiltModel, input_shape: Sequence[int
     info = {
         "name": built.name,
         "family": built.family,
-        "weights": built.weights or "random init",
+        "weights": built.weights.to_dict() if built.weights is not None else "random init",
         "random_init": built.weights is None,
         "params": built.params,
         "params_fused": built.params_fused,

@@ -1,13 +1,16 @@
-"""What one advise worker measured (hwprof.advise.paired_worker writes it, hwprof.advise.runner reads it back):
-per side ("baseline", "variant"), the forward and iteration ms by side iteration, the iterations' time
-stamps for the trace, the batch and what preparing the side took; the variant's output check.
+"""What one advise worker is asked to measure (its spec: hwprof.advise.runner writes it, the worker reads it)
+and what it measured (hwprof.advise.paired_worker writes it, hwprof.advise.runner reads it back): per side
+("baseline", "variant"), the forward and iteration ms by side iteration, the iterations' time stamps for the
+trace, the batch and what preparing the side took; the variant's output check.
 
-Not a run directory file (the worker's out file in the advise work folder), read as records (codec.py) so the
-advice rows take typed fields, and a damaged field gives one line naming the file and the field.
+Not run directory files (the worker's spec and out file in the advise work folder), read as records (codec.py)
+so the worker and the advice rows take typed fields, and a damaged field gives one line naming the file and the
+field.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -59,3 +62,29 @@ class AdviseResult(Record):
     sides: dict[str, SideFigures] = field(default_factory=dict)
     error: str | None = None
     """The worker failed: why (and nothing else is written)."""
+
+
+@dataclass(kw_only=True)
+class AdviseSpec(Record):
+    """The worker's spec: the candidate, both configurations (RunConfig.to_dict()), how to run the variant, the
+    ABBA blocks and warm-up, its work folder, its mode and the out file it writes (an AdviseResult)."""
+
+    key: str | None = None
+    baseline: JsonObject = field(default_factory=dict)
+    variant: JsonObject = field(default_factory=dict)
+    compile_mode: str = ""
+    """torch.compile the variant's module in this mode ("": not compiled)."""
+    cuda_graph: bool = False
+    """Replay the variant's forward as a CUDA graph."""
+    blocks: int = 0
+    warmup: int = 0
+    work_dir: str = ""
+    mode: str | None = None
+    """"paired", "baseline" or "variant" (see AdviseResult.mode); absent: "paired"."""
+    out: str = ""
+
+    def for_mode(self, mode: str, out: str) -> AdviseSpec:
+        """This spec for one worker: its mode and out file added (written after the other keys)."""
+        spec = dataclasses.replace(self)
+        spec.update(mode=mode, out=out)
+        return spec

@@ -237,13 +237,26 @@ class LayerReads(Record):
 
 
 @dataclass(kw_only=True)
+class CounterGroupDoc(Record):
+    """One perf_events group (hwprof.perf.engine.Counters.describe): its events, and the iterations it measured."""
+
+    index: int | None = None
+    events: list[Any] | None = None
+    always_on: bool | None = None
+    iterations: str | list[Any] | None = None
+    """"all" for a group always on, else the measured iterations it was enabled in."""
+    note: str | None = None
+    """Why a rotating group measured nothing."""
+
+
+@dataclass(kw_only=True)
 class PerfEventsSummary(CounterSummary):
     """perf_events: hardware counters per stage and layer (perf_event_open in the pass process)."""
 
     NAME: ClassVar[str] = "perf_events"
     fallback: str | None = None
     perf_event_paranoid: int | None = None
-    groups: list[Any] | None = None
+    groups: list[CounterGroupDoc] | None = None
     rotation: bool | None = None
     layer_reads: LayerReads | None = None
     iterations_measured: int | None = None

@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.text import Text
 
+from hwprof.analysis.paired_cost import PassCostFigure
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.core.atomic import DiskFullError
 from hwprof.core.spans import forward_p50_ms, stage_stats
@@ -85,15 +86,17 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
         entry.update(forward_p50_ms=p50, overhead_vs_timing=p50 / base if (p50 and base) else None)
         if name != "timing":
             figures = pass_figures(markers, timing, data.pass_result(name).paired, entry.collectors or [])
+            prefix = f"passes.{name}."
             entry.update(
-                **{
-                    attr: PassCostDoc.from_json(json_value(figure), where, f"passes.{name}.{attr}.")
-                    if figure is not None
-                    else None
-                    for attr, figure in figures.items()
-                }
+                overhead=_cost_doc(figures.overhead, where, f"{prefix}overhead."),
+                overhead_pass_level=_cost_doc(figures.overhead_pass_level, where, f"{prefix}overhead_pass_level."),
             )
     return data
+
+
+def _cost_doc(figure: PassCostFigure | None, where: str, prefix: str) -> PassCostDoc | None:
+    """A pass's cost figure as run.json holds it (None: none could be worked out)."""
+    return None if figure is None else PassCostDoc.from_json(json_value(figure.to_dict()), where, prefix)
 
 
 def _batch(run: RunDoc) -> int:

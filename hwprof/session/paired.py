@@ -126,9 +126,31 @@ def extend(
     return measured, ext
 
 
+@dataclass
+class AbbaFigures:
+    """Forward ms with a set of collectors on and off, by ABBA block (summarize), for the overhead benchmarks."""
+
+    collectors: list[str]
+    statuses: dict[str, str]
+    """Collector -> the status its close() gave."""
+    forward_p50_on_ms: float
+    forward_p50_off_ms: float
+    ratio_p50: float
+    ratio_blocks: list[float]
+    ratio_median_block: float | None
+    hooks: str = ""
+    """abba_forward only: whether the layer markers' hooks were on throughout or in the 'on' iterations."""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        if not self.hooks:
+            del out["hooks"]
+        return out
+
+
 def abba_forward(
     config: RunConfig, make: Callable[[RunConfig], list[Collector]], pairs: int, toggle_hooks: bool = False
-) -> dict[str, Any]:
+) -> AbbaFigures:
     """Forward times with `make(config)`'s collectors on and off, over 2 * pairs measured iterations."""
     import torch
 
@@ -172,21 +194,21 @@ def abba_forward(
         results = {c.name: c.close(ctx) for c in chosen}
     forward = forward_ms_by_iteration(log.markers)
     out = summarize(forward, [c.name for c in chosen], {n: r.status for n, r in results.items()})
-    out["hooks"] = "on in the 'on' iterations only" if toggle_hooks else "on throughout"
+    out.hooks = "on in the 'on' iterations only" if toggle_hooks else "on throughout"
     return out
 
 
-def summarize(forward: dict[int, float], names: list[str], statuses: dict[str, str]) -> dict[str, Any]:
+def summarize(forward: dict[int, float], names: list[str], statuses: dict[str, str]) -> AbbaFigures:
     """Forward ms by ABBA position (0, 1, 2, ...) summarised as paired_cost does for a pass."""
     on = {(i // 4) * 2 + (i % 4 - 1): v for i, v in forward.items() if is_on(i)}
     off = {(i // 4) * 2 + (i % 4) // 3: v for i, v in forward.items() if not is_on(i)}
     cost = paired_cost(on, off)
-    return {
-        "collectors": names,
-        "statuses": statuses,
-        "forward_p50_on_ms": statistics.median(on.values()),
-        "forward_p50_off_ms": statistics.median(off.values()),
-        "ratio_p50": statistics.median(on.values()) / statistics.median(off.values()),
-        "ratio_blocks": cost.block_ratios if cost else [],
-        "ratio_median_block": cost.ratio if cost else None,
-    }
+    return AbbaFigures(
+        collectors=names,
+        statuses=statuses,
+        forward_p50_on_ms=statistics.median(on.values()),
+        forward_p50_off_ms=statistics.median(off.values()),
+        ratio_p50=statistics.median(on.values()) / statistics.median(off.values()),
+        ratio_blocks=cost.block_ratios if cost else [],
+        ratio_median_block=cost.ratio if cost else None,
+    )

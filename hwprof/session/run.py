@@ -9,7 +9,6 @@ that crashes, hangs past its time-out or is interrupted leaves what it wrote, an
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -19,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError, SpaceReserve
@@ -33,7 +32,6 @@ from hwprof.rundir.reader import SCHEMA_VERSION, RunData
 from hwprof.rundir.worker_files import read_worker_pid, write_command, write_images
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.codec import JsonObject, json_value
-from hwprof.schema.host import HostDoc
 from hwprof.schema.run import RunConfigDoc, RunDoc
 from hwprof.session import child
 from hwprof.session.child import error_line
@@ -41,12 +39,14 @@ from hwprof.session.outcome import PassOutcome, complete_results, pass_status, s
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
 from hwprof.session.stopping import StopSignals
+from hwprof.session.worker_io import ProgressEvent, progress_from_json
 from hwprof.workload.images import ImageSet
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
+    from hwprof.session.disk_estimate import SizeEstimate
 
-ProgressFn = Callable[[str, dict[str, Any]], None]
+ProgressFn = Callable[[str, ProgressEvent], None]
 
 
 @dataclass
@@ -92,7 +92,7 @@ class Session:
         """The running pass's watch on other work on the run's CPUs."""
         self.disk_full: dict[str, str] = {}
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
-        self.disk_estimate: JsonObject | None = None
+        self.disk_estimate: SizeEstimate | None = None
         """run.json's disk_estimate (the CLI's), written after the passes section."""
         self.data: RunData | None = None
         """The finished run, read once (its markers parsed once) for the exports, the report and the trace."""
@@ -203,13 +203,10 @@ class Session:
         return f"stopped by {name}" + (" (twice: every process of the pass was killed)" if self.stop.killed else "")
 
     def _on_line(self, pass_name: str, line: str) -> None:
-        try:
-            event = json.loads(line)
-        except ValueError:
-            return
-        if isinstance(event, dict):
-            if "disk_full" in event:
-                self.disk_full[pass_name] = str(event["disk_full"])
+        event = progress_from_json(line)
+        if event is not None:
+            if event.disk_full is not None:
+                self.disk_full[pass_name] = event.disk_full
             self.progress(pass_name, event)
 
     def _finish_pass(self, running: RunningPass, status: str, error: str) -> PassOutcome:
@@ -303,14 +300,14 @@ class Session:
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             command=json_value(command_line),
             config=RunConfigDoc.from_json(json_value(self.config.to_dict()), self.where, "config."),
-            host=HostDoc.from_json(json_value(host_info()), self.where, "host."),
+            host=host_info(),
             images=json_value(self._images()),
             clock={"id": "CLOCK_MONOTONIC", "unit": "ns"},
             collectors=dict(plan.statuses),
             passes={},
         )
         if self.disk_estimate is not None:
-            self.run.update(disk_estimate=json_value(self.disk_estimate))
+            self.run.update(disk_estimate=json_value(self.disk_estimate.to_dict()))
         write_run_json(self.run_dir, self.run)
 
     def _run_passes(self, plan: Plan) -> None:

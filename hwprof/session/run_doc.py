@@ -63,19 +63,16 @@ def _record_runtime(run: RunDoc, pass_name: str, info: dict[str, Any], where: st
 
 
 def peaks_doc(threads: int, where: str) -> PeaksDoc:
-    """run.json's peaks (see _peaks); `where`: run.json's path."""
-    return PeaksDoc.from_json(json_value(_peaks(threads)), where, "peaks.")
-
-
-def _peaks(threads: int) -> dict[str, Any]:
-    """This host's measured peak GFLOP/s and GB/s (cached per host), for the roofline."""
+    """run.json's peaks: this host's measured peak GFLOP/s and GB/s (cached per host), for the roofline, or why
+    there are none; `where`: run.json's path."""
     from hwprof.hardware.machine import measure_peaks
 
     try:
-        return measure_peaks(threads).to_dict()
+        peaks = measure_peaks(threads).to_dict()
     except Exception as exc:
-        return {
-            "status": "unavailable",
-            "reason": f"measuring the peaks failed: {type(exc).__name__}: {exc}",
-            "fix": "hwprof doctor --peaks --force",
-        }
+        return PeaksDoc.of(
+            status="unavailable",
+            reason=f"measuring the peaks failed: {type(exc).__name__}: {exc}",
+            fix="hwprof doctor --peaks --force",
+        )
+    return PeaksDoc.from_json(json_value(peaks), where, "peaks.")

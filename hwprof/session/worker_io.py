@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from hwprof.core.atomic import DiskFullError
@@ -17,6 +18,33 @@ since worker.log is on the same full disk)."""
 
 def progress(**fields: Any) -> None:
     print(json.dumps(fields), flush=True)
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """A worker's progress line read back: its phase and how far it got (done of total), or the path a full
+    disk refused (disk_full_exit)."""
+
+    phase: str = ""
+    done: int | None = None
+    total: int | None = None
+    disk_full: str | None = None
+
+
+def progress_from_json(line: str) -> ProgressEvent | None:
+    """A line of a worker's stdout as a progress event; None when it is not a JSON object (other output)."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict):
+        return None
+    return ProgressEvent(
+        str(doc.get("phase", "")),
+        doc.get("done"),
+        doc.get("total"),
+        str(doc["disk_full"]) if "disk_full" in doc else None,
+    )
 
 
 def disk_full_exit(exc: DiskFullError) -> int:

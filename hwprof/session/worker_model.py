@@ -33,7 +33,7 @@ def prepare_runtime(pipeline: Pipeline, run_dir: Path, config: RunConfig) -> Non
     assert pipeline.runtime is not None
     batch = pipeline.sample_batch()
     pipeline.runtime.prepare(batch)
-    pipeline.runtime.info["output_diff"] = output_difference(pipeline, pipeline.runtime, batch)
+    pipeline.runtime.info["output_diff"] = output_difference(pipeline, pipeline.runtime, batch).to_json()
     _layer_errors(pipeline, batch, run_dir, config)
 
 

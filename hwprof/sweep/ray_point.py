@@ -216,4 +216,4 @@ def describe_node(wanted: dict[str, str]) -> dict[str, Any]:
     missing = missing_here(wanted)
     if missing:
         return {"missing": missing}
-    return {"node_id": ray.get_runtime_context().get_node_id(), **host_info()}
+    return {"node_id": ray.get_runtime_context().get_node_id(), **host_info().to_json()}

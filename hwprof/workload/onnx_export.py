@@ -52,28 +52,43 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _load_recorded(run_dir: Path) -> dict[str, Any]:
+def _load_recorded(run_dir: Path) -> dict[str, ExportedModel]:
+    """model/export.json: variant ("fp32", "int8") -> the file an earlier pass of the run recorded; none
+    where the file cannot be read."""
     path = run_dir / MODEL_DIR / EXPORT_JSON
     try:
-        return dict(json.loads(path.read_text()))
+        doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
+    return recorded_from_json(doc)
 
 
-def _reusable(run_dir: Path, entry: dict[str, Any] | None, shape: list[int], name: str) -> ExportedModel | None:
+def recorded_from_json(doc: Any) -> dict[str, ExportedModel]:
+    """export.json's entries that are ExportedModel's fields (another entry is not reused, and not kept)."""
+    out: dict[str, ExportedModel] = {}
+    for variant, entry in (doc if isinstance(doc, dict) else {}).items():
+        try:
+            out[str(variant)] = ExportedModel(**entry)
+        except TypeError:
+            continue
+    return out
+
+
+def _reusable(run_dir: Path, entry: ExportedModel | None, shape: list[int], name: str) -> ExportedModel | None:
     """The recorded file if it is this model's, for this input shape, and unchanged since."""
-    if not entry or entry.get("input_shape") != shape or not Path(entry.get("path", "")).name.startswith(name + "."):
+    if entry is None or entry.input_shape != shape or not Path(entry.path).name.startswith(name + "."):
         return None
-    path = run_dir / entry["path"]
-    if not path.is_file() or sha256_of(path) != entry.get("sha256"):
+    path = run_dir / entry.path
+    if not path.is_file() or sha256_of(path) != entry.sha256:
         return None
-    return ExportedModel(**entry)
+    return entry
 
 
 def _record(run_dir: Path, model: ExportedModel) -> None:
     recorded = _load_recorded(run_dir)
-    recorded[model.variant] = model.to_dict()
-    atomic_write_text(run_dir / MODEL_DIR / EXPORT_JSON, json.dumps(recorded, indent=1))
+    recorded[model.variant] = model
+    doc = {variant: entry.to_dict() for variant, entry in recorded.items()}
+    atomic_write_text(run_dir / MODEL_DIR / EXPORT_JSON, json.dumps(doc, indent=1))
 
 
 def export_onnx(module: torch.nn.Module, sample: torch.Tensor, run_dir: Path, name: str) -> ExportedModel:

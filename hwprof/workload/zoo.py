@@ -10,10 +10,12 @@ import contextlib
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import torch
+
+    from hwprof.workload.weights import WeightsInfo
 
 YOLOV7_NAMES: tuple[str, ...] = ("yolov7", "yolov7-tiny", "yolov7x")
 _SCALES = ("n", "s", "m", "l", "x")
@@ -39,8 +41,8 @@ class BuiltModel:
     name: str
     family: str
     output_format: str
-    weights: dict[str, Any] | None
-    """WeightsInfo as a dict, or None for a seeded random init."""
+    weights: WeightsInfo | None
+    """What was loaded, or None for a seeded random init."""
     params: int
     params_fused: int
     stride: int
@@ -86,12 +88,11 @@ def build_model(name: str, weights: str | None = None, seed: int = 0) -> BuiltMo
 
     family = family_of(name)
     torch.manual_seed(seed)
-    info: dict[str, Any] | None = None
+    info: WeightsInfo | None = None
     if weights:
         from hwprof.workload.weights import load_checkpoint
 
-        module, weights_info = load_checkpoint(Path(weights), name, build_architecture)
-        info = weights_info.to_dict() if hasattr(weights_info, "to_dict") else dict(vars(weights_info))
+        module, info = load_checkpoint(Path(weights), name, build_architecture)
     else:
         module = build_architecture(name)
     module = module.float().eval()

@@ -1,0 +1,62 @@
+"""perf_sampling.kernels.json, the kernels pass's tables (hwprof.core.kernels.tables_dict, with the sampling
+rate and event the collector adds): per layer, stage and thread the samples, shares by kind of code and the
+top kernels; the model-wide kernel rows with the layers each ran in.
+
+Read as records (codec.py) for hwprof.core.kernels.native_view: a damaged field gives one line naming the file
+and the field. The derived figures (cpi, the *_pki of each miss event) and the counts a table holds besides
+the fields here are kept as they were read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from hwprof.schema.codec import JsonObject, Record
+
+
+@dataclass(kw_only=True)
+class KernelRow(Record):
+    """One kernel: its name, kind of code and library, its samples and share (of the table's sampled time,
+    or of the forward's in the model-wide rows), and model-wide the layers it ran in."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("name",)
+    name: str = ""
+    kind: str | None = None
+    library: str | None = None
+    samples: int | None = None
+    share: float | None = None
+    layers: list[Any] | None = None
+    """Model-wide rows only: [layer, share of the kernel's samples in it] pairs."""
+    cpi: float | None = None
+
+
+@dataclass(kw_only=True)
+class KernelTable(Record):
+    """One stage's, layer's or thread's table (hwprof.core.kernels.bucket_dict)."""
+
+    samples: int | None = None
+    threads: JsonObject | None = None
+    """Thread id -> its samples in the table."""
+    kinds: dict[str, float] | None = None
+    """Kind of code -> its share of the table's sampled time."""
+    cpi: float | None = None
+    kernels: list[KernelRow] = field(default_factory=list)
+    share_of_forward: float | None = None
+    """Layers only."""
+
+
+@dataclass(kw_only=True)
+class KernelsFile(Record):
+    """The whole document: the tables, the model-wide kernel rows and how the samples were taken."""
+
+    iterations: int | None = None
+    events: list[Any] | None = None
+    forward: KernelTable = field(default_factory=KernelTable)
+    layers: dict[str, KernelTable] = field(default_factory=dict)
+    kernels: list[KernelRow] = field(default_factory=list)
+    min_samples: int | None = None
+    layers_with_too_few_samples: list[Any] | None = None
+    """Layers with a share of the forward worth reading but fewer samples than min_samples."""
+    rate_hz: float | None = None
+    sampling_event: str | None = None
