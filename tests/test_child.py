@@ -18,6 +18,7 @@ from hwprof.schema.check import SCHEMA_VERSION
 from hwprof.schema.run import RunDoc
 from hwprof.session.plan import PassPlan
 from hwprof.session.run import Session, child
+from hwprof.session.worker_io import ProgressEvent
 from hwprof.workload.images import ImageSet
 
 FORKING_WORKER = textwrap.dedent(
@@ -70,14 +71,14 @@ class ForkingWorker(Collector):
 
 
 def _run_pass(tmp_path: Path, timeout_s: float, worker_sleep_s: float) -> tuple[Session, list[int]]:
-    events: list[dict] = []
+    events: list[ProgressEvent] = []
     session = Session(
         RunConfig(pass_timeout_s=timeout_s), tmp_path, ImageSet([]), lambda _pass, event: events.append(event)
     )
     session.run = RunDoc()
     collector = type("Worker", (ForkingWorker,), {"worker_sleep_s": worker_sleep_s})
     session.run_pass(PassPlan("timing", [collector]))
-    assert events == [{"phase": "measure", "done": 1, "total": 1}]
+    assert events == [ProgressEvent(phase="measure", done=1, total=1)]
     return session, json.loads((tmp_path / "forked.json").read_text())
 
 

@@ -345,8 +345,8 @@ def test_counter_set_rotates_groups_and_records_which_iterations() -> None:
         counters.end_iteration()
     assert counters.measured == {0: 1, 1: 2, 2: 3, 3: 4, 4: 5}
     described = counters.describe()
-    assert described[1]["iterations"] == [0]
-    assert described[6]["iterations"] == [] and "never enabled" in described[6]["note"]
+    assert described[1].iterations == [0]
+    assert described[6].iterations == [] and "never enabled" in (described[6].note or "")
     active, raws = counters.read_active()
     counts = counters.parse(active, raws)
     assert set(counts) == {"task-clock", "page-faults", "context-switches", "cpu-migrations"}
