@@ -265,7 +265,7 @@ def main() -> int:
         )
         print(f"\npaired in one process ({args.pairs} on/off pairs per mode)")
         for label, toggle_hooks in (("counters", False), ("whole pass", True)):
-            p = abba_forward(config, lambda c: [by_name()["perf_events"](c)], args.pairs, toggle_hooks)
+            p = abba_forward(config, lambda c: [by_name()["perf_events"](c)], args.pairs, toggle_hooks).to_dict()
             blocks = ", ".join(f"{r:.3f}" for r in p["ratio_blocks"])
             print(
                 f"  {label:10s} (perf_events {p['statuses']['perf_events']}, hooks {p['hooks']}): forward p50 on "
