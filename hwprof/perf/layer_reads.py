@@ -38,7 +38,8 @@ METHODS = ("rotate", "every")
 GPU_EVERY = 16
 """On a GPU run: each layer read in 1 of this many measured iterations. The H100 host's reads cost 64 us
 (16 threads; cpu16_yolov7_run in the recordings) against a yolov7 forward of about 9 ms there: reading
-every layer costs 1.5-1.9x, one in 16 about 8%."""
+every layer costs 1.5-1.9x, one in 16 about 8% (an estimate from those two figures, not a measured GPU layers pass:
+scripts/bench_attributing_passes.py --device cuda measures it where a GPU is lent)."""
 
 
 MAX_ITERATIONS = 64
