@@ -72,12 +72,12 @@ def paired(model: str, runtime_name: str, precision: str, args: argparse.Namespa
             ratios.append(statistics.fmean(block[True]) / statistics.fmean(block[False]))
     off, on = statistics.median(times[False]), statistics.median(times[True])
     profile = instances[True].finish()
-    clock = profile.clock if profile is not None else {}
+    clock = profile.clock.to_json() if profile is not None else {}
     return {
         "model": model,
         "runtime": runtime_name,
         "precision": precision,
-        "executed_precision": instances[True].info.get("executed_precision"),
+        "executed_precision": instances[True].info.executed_precision,
         "off_p50_ms": off,
         "on_p50_ms": on,
         "ratio_of_medians": on / off,

@@ -55,8 +55,9 @@ def test_the_session_writes_run_json_from_its_typed_document(tmp_path: Path) -> 
     from hwprof.collectors.base import CollectorResult
 
     from hwprof.core.config import RunConfig
+    from hwprof.schema.pass_files import RuntimeFile
     from hwprof.schema.run import CollectorEntry, PassDoc, RuntimeDoc
-    from hwprof.schema.runtime_checks import ProfiledPass
+    from hwprof.schema.runtime_checks import ClockDoc, ProfiledPass
     from hwprof.schema.summaries_cpu import TimingSummary
     from hwprof.session.run import PassOutcome, Session
     from hwprof.workload.images import ImageSet
@@ -65,7 +66,7 @@ def test_the_session_writes_run_json_from_its_typed_document(tmp_path: Path) -> 
     session.run = RunDoc.of(schema_version=1, run_id="r", status="running", collectors={}, passes={})
     result = CollectorResult("ok", summary=TimingSummary.of(fps=12.5))
     clock = {"method": "monotonic", "offset_ns": 0}
-    runtime = {"runtime": "torch", "precision": "fp32", "clock": clock}
+    runtime = RuntimeFile.of(runtime="torch", precision="fp32", clock=ClockDoc.from_json(clock, "runtime.json"))
     session._record(PassOutcome("timing", "ok", 0, 1.23456, 42, results={"timing": result}, runtime=runtime))
     doc = session.run
     assert isinstance(doc.passes["timing"], PassDoc) and doc.passes["timing"].wall_s == 1.235

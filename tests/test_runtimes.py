@@ -159,9 +159,9 @@ def test_ort_profile_becomes_node_spans_on_the_monotonic_clock() -> None:
     assert profile.nodes["ReorderInput"].inserted  # NCHWc layout reorders: charged to the next layer
     layers = {layer for n in measured.nodes for layer in n.layers}
     assert layers == {f"model.{i}" for i in range(23)}
-    assert profile.clock["start_gap_us_p50"] == pytest.approx(15.0, abs=0.01)
-    assert profile.clock["end_gap_us_p50"] == pytest.approx(15.0, abs=0.01)
-    assert profile.clock["error_bound_us"] == 0.0
+    assert profile.clock.start_gap_us_p50 == pytest.approx(15.0, abs=0.01)
+    assert profile.clock.end_gap_us_p50 == pytest.approx(15.0, abs=0.01)
+    assert profile.clock.error_bound_us == 0.0
 
 
 def test_ort_alignment_reports_runs_that_leave_their_call() -> None:
@@ -169,7 +169,7 @@ def test_ort_alignment_reports_runs_that_leave_their_call() -> None:
 
     events = json.loads(ORT_PROFILE.read_text())
     profile = profile_from_events(parse_ort_profile(events), 0, _records_for(events, 0, gap_us=-40.0))
-    assert profile.clock["error_bound_us"] == pytest.approx(40.0, abs=0.01)
+    assert profile.clock.error_bound_us == pytest.approx(40.0, abs=0.01)
 
 
 def test_ort_profile_must_match_the_recorded_runs() -> None:
@@ -211,9 +211,9 @@ def test_openvino_spans_are_laid_end_to_end_and_squeezed_into_the_call() -> None
     ]
     assert first.nodes[0].layers == ("model.0",) and first.nodes[0].inserted
     assert second.nodes[-1].end_ns == 2_000_000 + 300_000  # 600 us of nodes in a 300 us call: halved
-    assert profile.clock["residual_us_max"] == pytest.approx(100.0)
-    assert profile.clock["residual_us_min"] == pytest.approx(-300.0)
-    assert profile.clock["runs_squeezed"] == 1 and profile.clock["squeeze_min"] == pytest.approx(0.5)
+    assert profile.clock.residual_us_max == pytest.approx(100.0)
+    assert profile.clock.residual_us_min == pytest.approx(-300.0)
+    assert profile.clock.runs_squeezed == 1 and profile.clock.squeeze_min == pytest.approx(0.5)
 
 
 # ----------------------------------------------------------------------------- analysis

@@ -50,7 +50,7 @@ def side_figures(side: Side) -> SideFigures:
         batch=side.config.batch,
         threads=side.config.threads,
         setup=SideSetup.of(**side.setup),
-        runtime={k: v for k, v in side.runtime.info.items() if isinstance(v, str | int | float | bool)},
+        runtime={k: v for k, v in side.runtime.info.to_json().items() if isinstance(v, str | int | float | bool)},
     )
 
 

@@ -94,7 +94,7 @@ def compile_runtime(runtime: Runtime, mode: str) -> None:
     else:
         compiled = torch.compile(runtime.built.module, mode=mode)
         runtime.built = dataclasses.replace(runtime.built, module=compiled)  # type: ignore[arg-type]
-    runtime.info["compile_mode"] = mode
+    runtime.info.update(compile_mode=mode)
 
 
 def graph_runtime(runtime: Runtime) -> None:
@@ -130,7 +130,7 @@ def graph_runtime(runtime: Runtime) -> None:
         return _to_float(state["out"])
 
     runtime._execute = replay  # type: ignore[method-assign]
-    runtime.info["cuda_graph"] = True
+    runtime.info.update(cuda_graph=True)
 
 
 def reference_config(config: RunConfig) -> RunConfig:

@@ -54,12 +54,12 @@ def runtime_line(info: RuntimeDoc | None) -> tuple[str, str] | None:
 
 
 def _clock_note(info: RuntimeDoc) -> str:
-    clock = info.clock or {}
+    clock = info.clock
     for entry in (info.profiled_passes or {}).values():
-        clock = clock or entry.clock or {}
-    if "error_bound_us" not in clock:
+        clock = clock or entry.clock
+    if clock is None or clock.error_bound_us is None:
         return ""
-    return f"layer spans placed on the run's clock: {clock['method']}; error bound {sig(clock['error_bound_us'])} µs"
+    return f"layer spans placed on the run's clock: {clock.method}; error bound {sig(clock.error_bound_us)} µs"
 
 
 def runtime_layers_spec(a: Analysis) -> TableSpec | None:

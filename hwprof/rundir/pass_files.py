@@ -58,8 +58,7 @@ def write_runtime_files(out_dir: Path, runtime: Runtime, profile: Profile | None
     to runtime.info are written into runtime.json too)."""
     info = runtime.info
     if profile is not None:
-        info["profiler"] = runtime.profiler_name
-        info["clock"] = profile.clock
+        info.update(profiler=runtime.profiler_name, clock=profile.clock)
         measured = [run for run in profile.runs if not run.warmup]
         rows = _node_rows(profile, measured)
         doc = {"runtime": runtime.name, "iterations": len(measured), "nodes": [asdict(r) for r in rows]}
@@ -76,11 +75,10 @@ def write_runtime_files(out_dir: Path, runtime: Runtime, profile: Profile | None
             for run in measured[:TRACE_ITERATIONS]
             for span in run.nodes
         ]
-        info["trace_iterations"] = min(len(measured), TRACE_ITERATIONS)
+        info.update(trace_iterations=min(len(measured), TRACE_ITERATIONS))
         write_records(records_path(out_dir, RUNTIME_RECORDS), spans)
-        info["nodes_executed"] = len(rows)
-        info["fused_across_layers"] = sum(1 for r in rows if len(r.layers) > 1)
-    atomic_write_text(out_dir / RUNTIME_FILE, json.dumps(info, indent=1, default=str))
+        info.update(nodes_executed=len(rows), fused_across_layers=sum(1 for r in rows if len(r.layers) > 1))
+    atomic_write_text(out_dir / RUNTIME_FILE, json.dumps(info.to_json(), indent=1, default=str))
 
 
 def _node_rows(profile: Profile, measured: list[RunSpans]) -> list[NodeRow]:

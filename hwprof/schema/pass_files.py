@@ -102,7 +102,8 @@ class PassResult(Record):
     error: str | None = None
     finished_ns: int | None = None
     detections_per_iteration: list[Any] | None = None
-    runtime: RuntimeDoc | None = None
+    runtime: RuntimeFile | None = None
+    """The runtime's info as its runtime.json holds it."""
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)
     paired: PairedInfo | None = None
     pid: int | None = None
@@ -123,6 +124,8 @@ class RuntimeFile(RuntimeDoc):
     when the pass profiled it."""
 
     profiler: str | None = None
+    replayed_layer_markers: int | None = None
+    profile_error: str | None = None
     trace_iterations: int | None = None
     nodes_executed: int | None = None
     fused_across_layers: int | None = None

@@ -15,7 +15,7 @@ from typing import Any, ClassVar, TypeVar
 from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError, found, read_json
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.host import HostDoc, PeaksDoc
-from hwprof.schema.runtime_checks import OutputDiff, ProfiledPass
+from hwprof.schema.runtime_checks import ClockDoc, OutputDiff, ProfiledPass
 from hwprof.schema.summaries_cpu import (
     CallgrindSummary,
     FlopsSummary,
@@ -118,9 +118,30 @@ class RuntimeDoc(Record):
     """pass -> the profiler that profiled the runtime in it."""
     provider: str | None = None
     """ONNX Runtime's execution provider, OpenVINO's device (hwprof.workload.runtime's export)."""
-    clock: JsonObject | None = None
-    """runtime.json: the runtime's clock alignment (method, error_bound_us, ...; its keys differ per runtime);
-    run.json keeps it under profiled_passes."""
+    clock: ClockDoc | None = None
+    """runtime.json: the runtime's clock alignment; run.json keeps it under profiled_passes."""
+    export: JsonObject | None = None
+    """The run's ONNX export as written (hwprof.workload.onnx_export.ExportedModel; the runtime keeps the
+    dataclass)."""
+    quantized: JsonObject | None = None
+    """ONNX Runtime int8: the quantized model as written, with its method."""
+    compile_options: dict[str, str] | None = None
+    """OpenVINO's compile_model options."""
+    channels_last: bool | None = None
+    device: str | None = None
+    """The CUDA runtime's: its device, name, SMs, CUDA and cuDNN versions and TF32 settings."""
+    device_name: str | None = None
+    sms: int | None = None
+    cuda: str | None = None
+    cudnn: int | None = None
+    tf32_cudnn: bool | None = None
+    tf32_matmul: bool | None = None
+    compile_mode: str | None = None
+    """hwprof advise: the torch.compile mode the side ran with."""
+    cuda_graph: bool | None = None
+    """hwprof advise: the side replayed a CUDA graph."""
+    layer_errors_failed: str | None = None
+    """Why the per-layer output check failed (it is not fatal)."""
 
 
 @dataclass(kw_only=True)

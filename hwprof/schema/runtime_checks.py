@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.codec import Record
 
 
 @dataclass(kw_only=True)
@@ -36,13 +36,37 @@ class OutputDiff(Record):
 
 
 @dataclass(kw_only=True)
+class ClockDoc(Record):
+    """How a runtime's profiler placed its node spans on the run's clock (runtime.json's "clock", run.json's
+    runtime.profiled_passes.<pass>.clock): ONNX Runtime's alignment checked against each run() call
+    (hwprof.workload.rt_onnxruntime.alignment_clock), OpenVINO's spans laid end to end (rt_openvino)."""
+
+    method: str | None = None
+    start_gap_us_p50: float | None = None
+    end_gap_us_p50: float | None = None
+    start_gap_us_min: float | None = None
+    end_gap_us_min: float | None = None
+    residual_us_p50: float | None = None
+    residual_us_min: float | None = None
+    residual_us_max: float | None = None
+    error_bound_us: float | None = None
+    """How far a span can sit off the run's clock."""
+    error_bound_method: str | None = None
+    runs_checked: int | None = None
+    runs_squeezed: int | None = None
+    squeeze_min: float | None = None
+    squeeze_method: str | None = None
+    wall_to_monotonic_uncertainty_us: float | None = None
+
+
+@dataclass(kw_only=True)
 class ProfiledPass(Record):
     """run.json runtime.profiled_passes.<pass>: what the runtime's profiler recorded in that pass
     (hwprof.session.run moves these keys out of the pass's runtime info)."""
 
     profiler: str | None = None
-    clock: JsonObject | None = None
-    """The profiler's clock alignment: method, error_bound_us, ... (its keys differ per runtime)."""
+    clock: ClockDoc | None = None
+    """The profiler's clock alignment."""
     replayed_layer_markers: int | None = None
     profile_error: str | None = None
 

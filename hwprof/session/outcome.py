@@ -6,11 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hwprof.collectors.base import Collector, CollectorResult
 from hwprof.perf.neighbours import NeighbourLoad
-from hwprof.schema.pass_files import PassResult
+from hwprof.schema.pass_files import PassResult, RuntimeFile
 from hwprof.session import child
 
 
@@ -25,8 +24,9 @@ class PassOutcome:
     results: dict[str, CollectorResult] = field(default_factory=dict)
     host_steal_share: float | None = None
     """Hypervisor steal over the pass as a share of all CPUs' time: how much a noisy neighbour took."""
-    runtime: dict[str, Any] | None = None
-    """The worker's runtime.json content: runtime, executed precision, output difference, clock."""
+    runtime: RuntimeFile | None = None
+    """The worker's runtime info (its result.json's, as runtime.json holds it): runtime, executed precision,
+    output difference, clock."""
     lingering: list[child.Lingering] = field(default_factory=list)
     """Processes left in the worker's session after it exited, which the session stopped."""
     neighbours: NeighbourLoad | None = None

@@ -3,12 +3,11 @@ collectors' entries, the runtime it ran), the interruption a stop signal caused,
 
 from __future__ import annotations
 
-from typing import Any
-
 from hwprof.perf.neighbours import neighbours_entry
 from hwprof.rundir.names import PASSES, WORKER_LOG
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.host import PeaksDoc
+from hwprof.schema.pass_files import RuntimeFile
 from hwprof.schema.run import CollectorEntry, PassDoc, RunDoc, RuntimeDoc
 from hwprof.schema.runtime_checks import ProfiledPass
 from hwprof.session.outcome import PassOutcome
@@ -50,11 +49,16 @@ def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
         _record_runtime(run, outcome.name, outcome.runtime, where)
 
 
-def _record_runtime(run: RunDoc, pass_name: str, info: dict[str, Any], where: str) -> None:
+PROFILER_KEYS = ("profiler", "clock", "replayed_layer_markers", "profile_error")
+"""The keys of a pass's runtime info that run.json keeps per pass, under runtime.profiled_passes.<pass>."""
+
+
+def _record_runtime(run: RunDoc, pass_name: str, info: RuntimeFile, where: str) -> None:
     """run.json's "runtime": what ran the forward (from the first pass), and each profiled pass's clock."""
-    profiler = {k: info.pop(k) for k in ("profiler", "clock", "replayed_layer_markers", "profile_error") if k in info}
+    doc = info.to_json()
+    profiler = {k: doc.pop(k) for k in PROFILER_KEYS if k in doc}
     if run.runtime is None:
-        first = json_value({"name": info.get("runtime"), **info, "profiled_passes": {}})
+        first = json_value({"name": info.runtime, **doc, "profiled_passes": {}})
         run.update(runtime=RuntimeDoc.from_json(first, where, "runtime."))
     runtime = run.runtime
     if profiler and runtime is not None and runtime.profiled_passes is not None:

@@ -29,8 +29,8 @@ from hwprof.rundir.names import CONFIG_JSON, MARKERS
 from hwprof.rundir.pass_files import RESULT_FILE, write_pass_result
 from hwprof.rundir.worker_files import read_image_paths, write_worker_pid
 from hwprof.schema.codec import json_value
-from hwprof.schema.pass_files import PairedExtension, PairedInfo, PassResult
-from hwprof.schema.run import CollectorEntry, RuntimeDoc
+from hwprof.schema.pass_files import PairedExtension, PairedInfo, PassResult, RuntimeFile
+from hwprof.schema.run import CollectorEntry
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
 from hwprof.session.registry import by_name
 from hwprof.session.worker_io import LossyStream, disk_full_exit, is_user_error, one_line, progress
@@ -337,7 +337,7 @@ class PassRunner:
             error=error,
             finished_ns=time.monotonic_ns(),
             detections_per_iteration=json_value(pipeline.detections if pipeline else []),
-            runtime=RuntimeDoc.from_json(json_value(info), where, "runtime.") if info is not None else None,
+            runtime=RuntimeFile.from_json(json_value(info.to_json()), where, "runtime.") if info is not None else None,
             collectors={n: CollectorEntry.read(n, json_value(r.to_dict()), where) for n, r in results.items()},
             paired=self.paired,
         )

@@ -33,7 +33,7 @@ def prepare_runtime(pipeline: Pipeline, run_dir: Path, config: RunConfig) -> Non
     assert pipeline.runtime is not None
     batch = pipeline.sample_batch()
     pipeline.runtime.prepare(batch)
-    pipeline.runtime.info["output_diff"] = output_difference(pipeline, pipeline.runtime, batch).to_json()
+    pipeline.runtime.info.update(output_diff=output_difference(pipeline, pipeline.runtime, batch))
     _layer_errors(pipeline, batch, run_dir, config)
 
 
@@ -50,7 +50,7 @@ def _layer_errors(pipeline: Pipeline, batch: Any, run_dir: Path, config: RunConf
         write_layer_errors(run_dir, layer_errors_doc(runtime.name, config.precision, errors))
     except Exception as exc:
         print(f"per-layer output check failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-        runtime.info["layer_errors_failed"] = f"{type(exc).__name__}: {exc}"
+        runtime.info.update(layer_errors_failed=f"{type(exc).__name__}: {exc}")
 
 
 def finish_runtime(pipeline: Pipeline | None, log: MarkerLog, depth: int, out_dir: Path) -> None:
@@ -59,7 +59,7 @@ def finish_runtime(pipeline: Pipeline | None, log: MarkerLog, depth: int, out_di
     from hwprof.workload.node_layers import replay_markers
 
     runtime = pipeline.runtime if pipeline is not None else None
-    if runtime is None or "executed_precision" not in runtime.info:  # never prepared
+    if runtime is None or runtime.info.executed_precision is None:  # never prepared
         return
     try:
         profile = runtime.finish()
@@ -67,10 +67,10 @@ def finish_runtime(pipeline: Pipeline | None, log: MarkerLog, depth: int, out_di
             for run in profile.runs:
                 for marker in replay_markers(run, depth):
                     log(marker)
-            runtime.info["replayed_layer_markers"] = sum(1 for m in log.markers if m.replayed)
+            runtime.info.update(replayed_layer_markers=sum(1 for m in log.markers if m.replayed))
         write_runtime_files(out_dir, runtime, profile)
     except Exception as exc:
         print(f"runtime {runtime.name}: its profile could not be read: {exc}", file=sys.stderr)
         traceback.print_exc(file=sys.stderr)
-        runtime.info["profile_error"] = f"{type(exc).__name__}: {exc}"
+        runtime.info.update(profile_error=f"{type(exc).__name__}: {exc}")
         write_runtime_files(out_dir, runtime, None)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.core.atomic import atomic_path
 from hwprof.schema.codec import JsonObject
+from hwprof.schema.runtime_checks import ClockDoc
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, scope_of
 from hwprof.workload.onnx_export import INPUT_NAME, quantize_int8
 from hwprof.workload.runtime import (
@@ -66,11 +67,13 @@ class OnnxRuntime(Runtime):
         self.session = ort.InferenceSession(str(self.run_dir / model.path), options, providers=["CPUExecutionProvider"])
         self.offset_ns, self.offset_uncertainty_ns = monotonic_offset_ns()
         # the timing pass is not profiled: its record comes from the graph ORT loaded (integer ops or not)
-        self.info["executed_precision"] = executed_precision(
-            graph_ops(self.run_dir / model.path), self.config.precision
+        self.info.update(
+            executed_precision=executed_precision(graph_ops(self.run_dir / model.path), self.config.precision)
         )
         if model is not exported:
-            self.info["quantized"] = model.to_dict() | {"method": "onnxruntime.quantization.quantize_dynamic, QUInt8"}
+            self.info.update(
+                quantized=model.to_dict() | {"method": "onnxruntime.quantization.quantize_dynamic, QUInt8"}
+            )
 
     def _execute(self, batch: torch.Tensor) -> Any:
         import torch
@@ -90,25 +93,27 @@ class OnnxRuntime(Runtime):
             session = ort.InferenceSession(str(probe), options, providers=["CPUExecutionProvider"])
             return dict(zip(names, session.run(names, {INPUT_NAME: batch.numpy()}), strict=True))
 
-        export = self.run_dir / self.info["export"]["path"]
-        return probe_layer_outputs(export, self.run_dir / self.info["model_file"], self.out_dir, run)
+        assert self.exported is not None and self.executed_model is not None  # _prepare ran
+        export = self.run_dir / self.exported.path
+        return probe_layer_outputs(export, self.run_dir / self.executed_model.path, self.out_dir, run)
 
     def _profile(self) -> Profile | None:
         path = Path(self.session.end_profiling())
         events = json.loads(path.read_text())
         start_wall = int(self.session.get_profiling_start_time_ns())
         optimized = self.out_dir / OPTIMIZED_FILE
-        fused = fused_layers(self.run_dir / self.info["model_file"], optimized) if optimized.exists() else {}
+        assert self.executed_model is not None  # _prepare ran
+        fused = fused_layers(self.run_dir / self.executed_model.path, optimized) if optimized.exists() else {}
         profile = profile_from_events(parse_ort_profile(events), start_wall - self.offset_ns, self.records, fused)
         if optimized.exists():
             optimized.unlink()  # as large as the model; what it told is in runtime_nodes.json
-        profile.clock["wall_to_monotonic_uncertainty_us"] = self.offset_uncertainty_ns / 1e3
+        profile.clock.update(wall_to_monotonic_uncertainty_us=self.offset_uncertainty_ns / 1e3)
         packed = path.with_suffix(".json.gz")
         with atomic_path(packed) as tmp, open(path, "rb") as raw, gzip.open(tmp, "wb") as out:
             shutil.copyfileobj(raw, out)
         path.unlink()
-        self.info["executed_precision"] = executed_precision(
-            (n.op for n in profile.nodes.values()), self.config.precision
+        self.info.update(
+            executed_precision=executed_precision((n.op for n in profile.nodes.values()), self.config.precision)
         )
         return profile
 
@@ -235,7 +240,7 @@ def profile_from_events(
         charge_inserted(spans)
         runs.append(RunSpans(record.iteration, record.warmup, spans))
     adopt_inserted_layers(runs, reader.nodes)
-    return Profile(runs, reader.nodes, alignment_json(gaps_start, gaps_end))
+    return Profile(runs, reader.nodes, alignment_clock(gaps_start, gaps_end))
 
 
 @dataclass
@@ -285,21 +290,21 @@ class _NodeEvents:
         )
 
 
-def alignment_json(gaps_start_us: list[float], gaps_end_us: list[float]) -> JsonObject:
+def alignment_clock(gaps_start_us: list[float], gaps_end_us: list[float]) -> ClockDoc:
     """How each aligned model_run sits inside the run() call timed around it (both should be >= 0)."""
     if not gaps_start_us:
-        return {"method": "no profiled run to check"}
+        return ClockDoc.of(method="no profiled run to check")
     worst = max(0.0, -min(gaps_start_us), -min(gaps_end_us))
-    return {
-        "method": (
+    return ClockDoc.of(
+        method=(
             "ts (us since ORT's profiling start, a wall-clock time) + wall-to-monotonic offset read in-process; "
             "checked against each run() call timed on CLOCK_MONOTONIC around it"
         ),
-        "start_gap_us_p50": statistics.median(gaps_start_us),
-        "end_gap_us_p50": statistics.median(gaps_end_us),
-        "start_gap_us_min": min(gaps_start_us),
-        "end_gap_us_min": min(gaps_end_us),
-        "error_bound_us": worst,
-        "error_bound_method": "largest amount by which an aligned model_run leaves its run() call (0: none did)",
-        "runs_checked": len(gaps_start_us),
-    }
+        start_gap_us_p50=statistics.median(gaps_start_us),
+        end_gap_us_p50=statistics.median(gaps_end_us),
+        start_gap_us_min=min(gaps_start_us),
+        end_gap_us_min=min(gaps_end_us),
+        error_bound_us=worst,
+        error_bound_method="largest amount by which an aligned model_run leaves its run() call (0: none did)",
+        runs_checked=len(gaps_start_us),
+    )

@@ -15,7 +15,7 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.schema.codec import JsonObject
+from hwprof.schema.runtime_checks import ClockDoc
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of
 from hwprof.workload.runtime import NodeInfo, Profile, Runtime, adopt_inserted_layers, register
 
@@ -80,7 +80,7 @@ class OpenVinoRuntime(Runtime):
             compile_options={k: str(v) for k, v in options.items()},
         )
         if self.config.precision == "bf16" and "BF16" not in capabilities:
-            self.info["executed_precision"] = "fp32 (this CPU has no BF16 capability)"
+            self.info.update(executed_precision="fp32 (this CPU has no BF16 capability)")
 
     def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
         from hwprof.workload.layer_error import probe_layer_outputs
@@ -93,7 +93,8 @@ class OpenVinoRuntime(Runtime):
             results = compiled.create_infer_request().infer({0: batch.numpy()})
             return {name: results[compiled.output(name)] for name in names}
 
-        export = self.run_dir / self.info["export"]["path"]
+        assert self.exported is not None  # _prepare ran
+        export = self.run_dir / self.exported.path
         return probe_layer_outputs(export, export, self.out_dir, run)
 
     def _execute(self, batch: torch.Tensor) -> Any:
@@ -182,25 +183,25 @@ def profile_from_runs(
         charge_inserted(spans)
         runs.append(RunSpans(record.iteration, record.warmup, spans))
     adopt_inserted_layers(runs, nodes)
-    return Profile(runs, nodes, _clock_json(residuals, squeezed))
+    return Profile(runs, nodes, _placement_clock(residuals, squeezed))
 
 
-def _clock_json(residuals: list[float], squeezed: list[float]) -> JsonObject:
+def _placement_clock(residuals: list[float], squeezed: list[float]) -> ClockDoc:
     """How the spans were placed (runtime.json's clock): the residual of each run and the squeezed runs."""
     if not residuals:
-        return {"method": "no profiled run"}
-    return {
-        "method": (
+        return ClockDoc.of(method="no profiled run")
+    return ClockDoc.of(
+        method=(
             "OpenVINO reports node durations, not timestamps: spans laid end to end in execution order "
             "from the infer() call's start on CLOCK_MONOTONIC (an estimate of placement)"
         ),
-        "residual_us_p50": statistics.median(residuals),
-        "residual_us_min": min(residuals),
-        "residual_us_max": max(residuals),
-        "error_bound_us": max(abs(r) for r in residuals),
-        "error_bound_method": "infer() call time minus the sum of its nodes' real_time: how far a span can sit off",
-        "runs_checked": len(residuals),
-        "runs_squeezed": len(squeezed),
-        "squeeze_min": min(squeezed, default=1.0),
-        "squeeze_method": "where the nodes' times sum past the infer() call, they are scaled to fit it",
-    }
+        residual_us_p50=statistics.median(residuals),
+        residual_us_min=min(residuals),
+        residual_us_max=max(residuals),
+        error_bound_us=max(abs(r) for r in residuals),
+        error_bound_method="infer() call time minus the sum of its nodes' real_time: how far a span can sit off",
+        runs_checked=len(residuals),
+        runs_squeezed=len(squeezed),
+        squeeze_min=min(squeezed, default=1.0),
+        squeeze_method="where the nodes' times sum past the infer() call, they are scaled to fit it",
+    )

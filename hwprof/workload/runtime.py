@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from hwprof.core.runtime_names import import_runtime
+from hwprof.schema.pass_files import RuntimeFile
+from hwprof.schema.runtime_checks import ClockDoc
 from hwprof.workload.node_layers import RunSpans
 
 if TYPE_CHECKING:
@@ -60,7 +62,7 @@ class Profile:
 
     runs: list[RunSpans]
     nodes: dict[str, NodeInfo]
-    clock: dict[str, Any]
+    clock: ClockDoc
 
 
 class Runtime:
@@ -79,7 +81,13 @@ class Runtime:
         self.out_dir = out_dir
         self.profile = profile
         self.records: list[RunRecord] = []
-        self.info: dict[str, Any] = {"runtime": self.name, "precision": config.precision}
+        self.info = RuntimeFile.of(runtime=self.name, precision=config.precision)
+        """runtime.json as it grows: the runtime's identity, what it executed, its output check and profile
+        (set with `info.update(...)`, which keeps the keys in the order they are set)."""
+        self.exported: ExportedModel | None = None
+        """The run's ONNX export (_export), for a runtime that runs one."""
+        self.executed_model: ExportedModel | None = None
+        """The model file the runtime runs (use_model): the export, or the int8 model made from it."""
 
     def prepare(self, sample: torch.Tensor) -> None:
         self._prepare(sample)
@@ -97,10 +105,12 @@ class Runtime:
 
         exported = export_onnx(self.built.module, sample, self.run_dir, self.built.name)
         self.info.update(version=version, provider=provider, export=exported.to_dict())
+        self.exported = exported
         self.use_model(exported)
         return exported
 
     def use_model(self, model: ExportedModel) -> None:
+        self.executed_model = model
         self.info.update(model_file=model.path, model_sha256=model.sha256, model_bytes=model.bytes)
 
     def run(self, batch: torch.Tensor, iteration: int | None = None, warmup: bool = False) -> Any:
@@ -151,20 +161,22 @@ class TorchRuntime(Runtime):
     def _prepare(self, sample: torch.Tensor) -> None:
         import torch
 
-        self.info["version"] = torch.__version__
+        self.info.update(version=torch.__version__)
         if self.config.precision == "bf16":
-            self.info["executed_precision"] = "bf16"
-            self.info["precision_detail"] = (
-                "torch.autocast('cpu', bfloat16): convolutions and matmuls in bf16, other ops fp32; "
-                f"CPU bf16 support reported by torch: {torch.backends.mkldnn.is_available()} (mkldnn)"
+            self.info.update(
+                executed_precision="bf16",
+                precision_detail=(
+                    "torch.autocast('cpu', bfloat16): convolutions and matmuls in bf16, other ops fp32; "
+                    f"CPU bf16 support reported by torch: {torch.backends.mkldnn.is_available()} (mkldnn)"
+                ),
             )
         else:
-            self.info["executed_precision"] = "fp32"
+            self.info.update(executed_precision="fp32")
         if self.config.channels_last:
             # In place: the layer hooks and FLOP counter see the same module (its weights now NHWC).
             self.built.module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-            self.info["channels_last"] = True
-        self.info["model_bytes"] = sum(p.numel() * p.element_size() for p in self.built.module.parameters())
+            self.info.update(channels_last=True)
+        self.info.update(model_bytes=sum(p.numel() * p.element_size() for p in self.built.module.parameters()))
 
     def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
         from hwprof.workload.layer_error import torch_layer_outputs
