@@ -13,6 +13,8 @@ from typing import Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
+from hwprof.schema.check import RunDirError
+from hwprof.schema.pass_files import LayerEntry, ModelInfo
 from hwprof.schema.records import MetricTables, metrics_path
 from hwprof.schema.summaries_cpu import FlopsSummary
 
@@ -53,7 +55,8 @@ class FlopsCollector(Collector):
         with counter, torch.inference_mode():
             pipeline.model(batch)
         per_module = counter.get_flop_counts()
-        layers = json.loads((ctx.out_dir / "model.json").read_text())["layers"]
+        model_json = ctx.out_dir / "model.json"
+        layers = ModelInfo.from_json(json.loads(model_json.read_text()), str(model_json)).layers
         flops_by_layer = {}
         for module_path, ops in per_module.items():
             key = _layer_key(module_path)
@@ -86,7 +89,15 @@ class FlopsCollector(Collector):
 COLLECTOR = FlopsCollector
 
 
-def _tables(layers: list[dict[str, Any]], flops_by_layer: dict[str, int]) -> MetricTables:
+def _sizes(row: LayerEntry) -> tuple[int, int, int, int]:
+    """The row's params, in, out and weight bytes: a layers pass's model.json holds them all."""
+    params, in_bytes, out_bytes, weight_bytes = row.params, row.in_bytes, row.out_bytes, row.weight_bytes
+    if params is None or in_bytes is None or out_bytes is None or weight_bytes is None:
+        raise RunDirError(f"model.json: layer {row.name} has no params or byte sizes")
+    return params, in_bytes, out_bytes, weight_bytes
+
+
+def _tables(layers: list[LayerEntry], flops_by_layer: dict[str, int]) -> MetricTables:
     """Per layer (model.json's rows): FLOPs, parameters, the activations' and weights' bytes, intensity."""
     tables = MetricTables(
         units={
@@ -105,17 +116,18 @@ def _tables(layers: list[dict[str, Any]], flops_by_layer: dict[str, int]) -> Met
         },
     )
     for row in layers:
-        flops = flops_by_layer.get(row["name"], 0)
-        min_bytes = row["in_bytes"] + row["out_bytes"] + row["weight_bytes"]
+        flops = flops_by_layer.get(row.name, 0)
+        params, in_bytes, out_bytes, weight_bytes = _sizes(row)
+        min_bytes = in_bytes + out_bytes + weight_bytes
         metrics = {
             "flops": float(flops),
-            "params": float(row["params"]),
-            "in_bytes": float(row["in_bytes"]),
-            "out_bytes": float(row["out_bytes"]),
-            "weight_bytes": float(row["weight_bytes"]),
+            "params": float(params),
+            "in_bytes": float(in_bytes),
+            "out_bytes": float(out_bytes),
+            "weight_bytes": float(weight_bytes),
             "min_bytes": float(min_bytes),
         }
         if min_bytes:
             metrics["intensity"] = flops / min_bytes
-        tables.layers[row["name"]] = metrics
+        tables.layers[row.name] = metrics
     return tables

@@ -17,7 +17,7 @@ from hwprof.analysis.advice import (
     paired_speedup,
     top_layer_deltas,
 )
-from hwprof.analysis.advice_candidates import Candidate
+from hwprof.analysis.advice_candidates import Candidate, Variant
 from hwprof.analysis.advice_rows import baseline_drift, measured_row
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.schema.advise_result import AdviseResult
@@ -94,7 +94,7 @@ def test_a_row_whose_p50s_disagree_with_its_block_ratio_is_not_advice() -> None:
 
 
 def test_a_batch_change_is_compared_per_image() -> None:
-    c = Candidate("batch-8", "batch 8", "--batch 8", (), {"batch": 8})
+    c = Candidate("batch-8", "batch 8", "--batch 8", (), Variant(batch=8))
     eight = side([8 * a for a in AFTER], 8)
     row = measured_row(c, read({"paired": {"sides": {"baseline": side(BEFORE), "variant": eight}}}), [])
     assert row.per_image and row.forward is not None
@@ -102,7 +102,7 @@ def test_a_batch_change_is_compared_per_image() -> None:
 
 
 def test_changed_detections_mark_the_row_and_it_is_never_advice() -> None:
-    c = Candidate("int8", "int8", "--precision int8", (), {"precision": "int8"})
+    c = Candidate("int8", "int8", "--precision int8", (), Variant(precision="int8"))
     result = {"sides": {"baseline": side(BEFORE), "variant": side(AFTER)}, "output": output(12, 8)}
     row = measured_row(c, read({"paired": result}), [])
     assert row.status == CHANGED_OUTPUT and not row.ranked and "10->12, 8 matched" in row.reason
@@ -132,7 +132,7 @@ def test_baseline_drift_compares_the_blocks_with_the_baseline_alone() -> None:
 
 
 def test_advice_json_round_trips() -> None:
-    c = Candidate("channels_last", "cl", "--channels-last", (), {"channels_last": True}, finding="f")
+    c = Candidate("channels_last", "cl", "--channels-last", (), Variant(channels_last=True), finding="f")
     blocks: list = []
     row = measured_row(c, read({"paired": paired_result()}), blocks)
     row.layers = top_layer_deltas({0: ("Conv", 5.0), 1: ("C2f", 3.0), 2: ("SPPF", 1.0)}, {0: 4.0, 1: 3.1, 2: 2.5}, 2)

@@ -112,7 +112,7 @@ def test_kineto_outputs_on_the_recorded_trace():
     offset = 123_456_789
     marks = [f.ts + offset + jitter for f, jitter in zip(trace.forwards, (0, 2000, -1000, 0, 500), strict=True)]
     clock = clock_offset(trace, marks)
-    assert clock["offset_ns"] == offset and clock["error_ns"] == 2000
+    assert clock.offset_ns == offset and clock.error_ns == 2000
     tables = metric_tables(att)
     assert tables.layers["model.51"]["gpu_us"] == pytest.approx(224.66, abs=0.01)
     assert tables.stages["forward"]["gpu_idle_share"] == pytest.approx(att.idle_share)

@@ -27,7 +27,7 @@ from hwprof.analysis.neighbours import DISTURBED_SHARE, NEGLIGIBLE_SHARE, timing
 from hwprof.analysis.paired_cost import PassCostFigure
 from hwprof.analysis.run_analysis import analyse
 from hwprof.core.config import RunConfig
-from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch, neighbours_entry, parse_stat, tree
+from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch, neighbours_json, parse_stat, tree
 from hwprof.perf.steal import tick_ns
 from hwprof.render.export import summary_dict
 from hwprof.render.overhead_section import overhead_spec
@@ -120,7 +120,7 @@ def test_other_work_is_busy_time_of_the_run_cpus_less_the_run_own_tree(tmp_path:
     assert [(o.name, o.pid) for o in load.top] == [("hog (busy) loop", 200), ("new one", 400)]
     assert load.top[0].cpu_s == pytest.approx(150 * TICK_S)
     # the record round-trips through run.json
-    back = NeighbourLoad.from_dict(json.loads(json.dumps(neighbours_entry(load))))
+    back = NeighbourLoad.from_dict(json.loads(json.dumps(neighbours_json(load))))
     assert back == load
 
 
@@ -163,7 +163,7 @@ def test_without_per_cpu_lines_the_load_is_unavailable_with_its_reason(tmp_path:
     (root / "stat").write_text("intr 0\n")
     load = NeighbourWatch(root=1, cpus={0}, interval_s=0, proc=root).start().stop()
     assert load is None
-    entry = neighbours_entry(load)
+    entry = neighbours_json(load)
     assert entry["status"] == "unavailable" and entry["reason"] and entry["fix"]
 
 

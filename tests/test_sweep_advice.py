@@ -39,7 +39,7 @@ from hwprof.core.host_kinds import host_kind
 from hwprof.render.compare import render_sweep, sweep_markdown
 from hwprof.sweep import run as sweep_mod
 from hwprof.sweep.ray import Cluster, RayOptions, RaySweep
-from hwprof.sweep.resume import write_plan
+from hwprof.sweep.resume import write_plan_json
 from hwprof.sweep.run import SweepPlan, collect_command, plan_from_file, write_sweep
 
 GOOD_OUTPUT = OutputCheck(0.01, 10.0, 50, 50, 10, 10, 10)
@@ -246,7 +246,7 @@ def test_point_commands_carry_advise(tmp_path: Path) -> None:
     assert "--advise" not in SweepPlan(["yolov8n"], [1], [1], tmp_path).collect_args()
     ray_sweep = RaySweep(None, plan, RayOptions("auto"), Cluster({}), lambda _e: None)
     assert ray_sweep.shared == shared and len(ray_sweep.jobs) == 2
-    write_plan(tmp_path, plan.to_dict())
+    write_plan_json(tmp_path, plan.to_dict())
     resumed, _ = plan_from_file(tmp_path)
     assert resumed.advise and resumed.collect_args() == shared
 
@@ -281,7 +281,7 @@ def test_sweep_advise_cli_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_resume_refuses_advise_it_did_not_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    write_plan(tmp_path, SweepPlan(["yolov8n"], [1], [1], tmp_path).to_dict())
+    write_plan_json(tmp_path, SweepPlan(["yolov8n"], [1], [1], tmp_path).to_dict())
     assert main(["sweep", "--resume", str(tmp_path), "--advise"]) == 2
     out = " ".join(capsys.readouterr().out.split())
     assert "which have no --advise" in out and "hwprof advise RUN_DIR" in out

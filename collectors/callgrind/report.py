@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from typing import Any
 
 from hwprof.collectors.base import AttachedTool, CollectorResult, PassContext
 from hwprof.collectors.callgrind.parse import Part, events_present, read_parts, readings_at_markers
@@ -13,7 +12,7 @@ from hwprof.core.markers import read_markers
 from hwprof.perf.counting import Reading
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.schema.records import CounterSample, metrics_path, records_path, write_records
-from hwprof.schema.summaries_cpu import CallgrindSummary
+from hwprof.schema.summaries_cpu import CallgrindSummary, MarkerFloor
 
 NAME = "callgrind"
 OUT_FILE = "callgrind.out"
@@ -26,17 +25,18 @@ AVX2_NOTE = (
 )
 
 
-def marker_floor(parts: list[Part]) -> dict[str, Any]:
-    """Instructions between two consecutive markers with nothing of the model in between: the dump's own cost."""
+def marker_floor(parts: list[Part]) -> MarkerFloor:
+    """Instructions between two consecutive markers with nothing of the model in between: the dump's own cost
+    (an empty record, written {}, without a part between two markers)."""
     counts = [p.totals.get("Ir", 0) for p in parts if p.label.isdigit()]
     if not counts:
-        return {}
-    return {
-        "min_instructions": min(counts),
-        "p10_instructions": statistics.quantiles(counts, n=10)[0] if len(counts) >= 10 else min(counts),
-        "method": "the smallest part between two consecutive markers: a client request, the hook and the bus, "
+        return MarkerFloor.of()
+    return MarkerFloor.of(
+        min_instructions=min(counts),
+        p10_instructions=statistics.quantiles(counts, n=10)[0] if len(counts) >= 10 else min(counts),
+        method="the smallest part between two consecutive markers: a client request, the hook and the bus, "
         "with no model code; every layer and gap figure includes about one of these",
-    }
+    )
 
 
 TRACKED = {"instructions": "instructions (simulated)", "LLC-load-misses": "LLC load misses (simulated)"}

@@ -210,7 +210,7 @@ def _chrometrace_tables(att: _Attribution, n_iter: int, rate: int) -> MetricTabl
 
 
 def _clock_summary_json(clock: PySpyClock, att: _Attribution, launched_ns: int | None) -> JsonObject:
-    out = clock.to_summary()
+    out = clock.summary_json()
     if att.checked:
         out["stage_agreement"] = att.agreed / att.checked
         out["stage_agreement_checked"] = att.checked

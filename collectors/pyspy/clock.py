@@ -110,7 +110,8 @@ class PySpyClock:
     def to_mono(self, ts_us: int) -> int:
         return ts_us * 1000 + self.offset(ts_us)
 
-    def to_summary(self) -> dict[str, Any]:
+    def summary_json(self) -> dict[str, Any]:
+        """run.json's pyspy.summary.clock: how the samples' times were put on the monotonic clock."""
         if self.fallback:
             return {
                 "method": "estimate: py-spy's ts 0 taken as the monotonic time just before py-spy was started, "

@@ -58,7 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
-from hwprof.collectors.scalene.profile import window_from_json
+from hwprof.collectors.scalene.profile import WindowFile, window_from_json
 
 import hwprof
 from hwprof.core.atomic import atomic_write_text
@@ -172,7 +172,7 @@ class ScaleneCollector(Collector):
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
-        self._window: dict[str, Any] = {}
+        self._window = WindowFile()
         self._paused_at: int | None = None
         # Scalene's stop()/start() add up its elapsed time and samples over the windows; its memory
         # footprint samples are timed from the latest start() only, so with --scalene-memory it stays on.
@@ -232,7 +232,7 @@ class ScaleneCollector(Collector):
 
     def start(self, ctx: PassContext) -> None:
         profiler = _scalene_profiler()
-        self._window = {"under_scalene": profiler is not None}
+        self._window = WindowFile.of(under_scalene=profiler is not None)
         if profiler is None:
             return
         before = time.monotonic_ns()
@@ -240,12 +240,12 @@ class ScaleneCollector(Collector):
         self._window.update(start_ns=before, start_call_us=(time.monotonic_ns() - before) / 1000)
         exact = getattr(profiler.Scalene, "_Scalene__start_time", None)  # its monotonic_ns() at start
         if isinstance(exact, int) and exact >= before:
-            self._window["scalene_start_ns"] = exact
+            self._window.update(scalene_start_ns=exact)
 
     def pause(self, ctx: PassContext) -> None:
         """Scalene off for a clean iteration of the paired pass (its samples and elapsed time stop)."""
         profiler = _scalene_profiler()
-        if profiler is not None and "start_ns" in self._window and "stop_ns" not in self._window:
+        if profiler is not None and self._window.start_ns is not None and self._window.stop_ns is None:
             profiler.stop()
             self._paused_at = time.monotonic_ns()
 
@@ -253,23 +253,23 @@ class ScaleneCollector(Collector):
         profiler = _scalene_profiler()
         if profiler is not None and self._paused_at is not None:
             profiler.start()
-            self._window.setdefault("paused", []).append([self._paused_at, time.monotonic_ns()])
+            self._window.update(paused=[*(self._window.paused or []), [self._paused_at, time.monotonic_ns()]])
             self._paused_at = None
 
     def stop(self, ctx: PassContext) -> None:
         profiler = _scalene_profiler()
-        if profiler is not None and "start_ns" in self._window and "stop_ns" not in self._window:
-            self._window["stop_ns"] = time.monotonic_ns()
+        if profiler is not None and self._window.start_ns is not None and self._window.stop_ns is None:
+            self._window.update(stop_ns=time.monotonic_ns())
             if self._paused_at is None:
                 profiler.stop()
 
     def close(self, ctx: PassContext) -> CollectorResult:
         self.stop(ctx)
         path = ctx.out_dir / f"{NAME}.window.json"
-        atomic_write_text(path, json.dumps(self._window))
+        atomic_write_text(path, json.dumps(self._window.to_json()))
         if not self._window:
             return CollectorResult("failed", reason="the pass ended before the measured iterations started")
-        if not self._window["under_scalene"]:
+        if not self._window.under_scalene:
             return CollectorResult(
                 "failed", reason="the worker did not run under `scalene run` (wrap_command was not applied)"
             )

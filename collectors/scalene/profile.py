@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hwprof.schema.codec import JsonObject
+from hwprof.schema.codec import JsonObject, Record
 
 MEMORY_KEYS = ("n_malloc_mb", "n_peak_mb", "n_avg_mb", "n_mallocs", "n_python_fraction", "n_copy_mb_s")
 
@@ -68,6 +68,21 @@ class ScaleneWindow:
     stop_ns: int | None = None
     scalene_start_ns: int | None = None
     """Scalene's own start, the origin of its footprint samples (start_ns where the window has none)."""
+
+
+@dataclass(kw_only=True)
+class WindowFile(Record):
+    """scalene.window.json as the collector in the worker writes it (keys in the order they were set; {}
+    when the measured iterations never started)."""
+
+    under_scalene: bool | None = None
+    start_ns: int | None = None
+    start_call_us: float | None = None
+    """How long Scalene's start() took."""
+    scalene_start_ns: int | None = None
+    paused: list[list[int]] | None = None
+    """[pause, resume] monotonic times of each clean iteration of the paired pass (Scalene off)."""
+    stop_ns: int | None = None
 
 
 def window_from_json(data: JsonObject) -> ScaleneWindow:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
-from hwprof.collectors.sysstat.procfs import DEFAULT_CPU_SYSFS_ROOT, FreqSource, ProcReader, cpuinfo_mhz
+from hwprof.collectors.sysstat.procfs import DEFAULT_CPU_SYSFS_ROOT, FreqSource, ProcReader, cpuinfo_mhz_json
 from hwprof.collectors.sysstat.sampler import Sample, SystemSampler
 from hwprof.collectors.sysstat.tables import (
     BUSY_CORES,
@@ -282,7 +282,12 @@ class SysstatCollector(Collector):
     def _cpu_freq_json(self, samples: Sequence[Sample]) -> JsonObject:
         """Each CPU's clock over the samples (MHz), or why it could not be read."""
         if not self.freq.fds:
-            return {"status": "unavailable", "reason": self.freq.reason, "fix": self.freq.fix, "cpuinfo": cpuinfo_mhz()}
+            return {
+                "status": "unavailable",
+                "reason": self.freq.reason,
+                "fix": self.freq.fix,
+                "cpuinfo": cpuinfo_mhz_json(),
+            }
         per_cpu: dict[str, dict[str, float]] = {}
         for cpu in self.freq.fds:
             mhz = [s.freq_khz[cpu] / 1e3 for s in samples if cpu in s.freq_khz]

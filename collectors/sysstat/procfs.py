@@ -58,8 +58,9 @@ class FreqSource:
         self.fds = {}
 
 
-def cpuinfo_mhz() -> dict[str, Any]:
-    """/proc/cpuinfo's "cpu MHz", quoted (not sampled) when there is no cpufreq driver."""
+def cpuinfo_mhz_json() -> dict[str, Any]:
+    """/proc/cpuinfo's "cpu MHz", quoted (not sampled) when there is no cpufreq driver: run.json's
+    sysstat.summary.cpu_freq.cpuinfo."""
     try:
         text = Path("/proc/cpuinfo").read_text()
     except OSError as exc:

@@ -95,7 +95,15 @@ def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True
 
 
 def variant_config(config: RunConfig, candidate: Candidate) -> RunConfig:
-    return dataclasses.replace(config, **candidate.variant)
+    v = candidate.variant
+    return dataclasses.replace(
+        config,
+        runtime=config.runtime if v.runtime is None else v.runtime,
+        precision=config.precision if v.precision is None else v.precision,
+        channels_last=config.channels_last if v.channels_last is None else v.channels_last,
+        threads=config.threads if v.threads is None else v.threads,
+        batch=config.batch if v.batch is None else v.batch,
+    )
 
 
 class AdviseRun:

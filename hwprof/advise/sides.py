@@ -97,6 +97,17 @@ def compile_runtime(runtime: Runtime, mode: str) -> None:
     runtime.info.update(compile_mode=mode)
 
 
+@dataclass
+class _Capture:
+    """A CUDA graph captured for one input shape: its static input, the graph and its static output."""
+
+    shape: tuple[int, ...]
+    static: torch.Tensor
+    graph: torch.cuda.CUDAGraph
+    out: Any
+    """What the module returned during the capture (its tensors are rewritten by each replay)."""
+
+
 def graph_runtime(runtime: Runtime) -> None:
     """Replace the CUDA runtime's forward with a CUDA graph of it, captured at the first call (after three
     warm-up forwards on a side stream, as torch.cuda.graphs asks) and replayed on a static input after."""
@@ -107,12 +118,12 @@ def graph_runtime(runtime: Runtime) -> None:
     if runtime.device_kind != "cuda":
         raise ValueError("a CUDA graph needs --device cuda")
     module = runtime.marker_module  # type: ignore[attr-defined]
-    state: dict[str, Any] = {}
+    captured: list[_Capture] = []  # the capture for the last input shape (none before the first call)
 
     def replay(batch: torch.Tensor) -> Any:
         if batch.device != runtime.device:  # type: ignore[attr-defined]
             batch = runtime.to_device(batch)  # type: ignore[attr-defined]
-        if state.get("shape") != tuple(batch.shape):
+        if not captured or captured[0].shape != tuple(batch.shape):
             static = batch.clone()
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
@@ -123,11 +134,12 @@ def graph_runtime(runtime: Runtime) -> None:
             graph = torch.cuda.CUDAGraph()
             with torch.inference_mode(), torch.cuda.graph(graph):
                 out = module(static)
-            state.update(shape=tuple(batch.shape), static=static, graph=graph, out=out)
-        state["static"].copy_(batch)
-        state["graph"].replay()
+            captured[:] = [_Capture(tuple(batch.shape), static, graph, out)]
+        capture = captured[0]
+        capture.static.copy_(batch)
+        capture.graph.replay()
         torch.cuda.synchronize(runtime.device)  # type: ignore[attr-defined]
-        return _to_float(state["out"])
+        return _to_float(capture.out)
 
     runtime._execute = replay  # type: ignore[method-assign]
     runtime.info.update(cuda_graph=True)

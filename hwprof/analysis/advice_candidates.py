@@ -9,7 +9,7 @@ was considered.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from hwprof.analysis.finding import Finding
@@ -23,6 +23,28 @@ GPU_BATCHES = (8, 32)
 """Batch sizes tried when the GPU waits for the CPU (the recorded H100 experiments' points)."""
 
 
+@dataclass(frozen=True)
+class Variant:
+    """The RunConfig fields a variant sets (None: as in the advised run), applied with dataclasses.replace."""
+
+    runtime: str | None = None
+    precision: str | None = None
+    channels_last: bool | None = None
+    threads: int | None = None
+    batch: int | None = None
+
+    def overrides(self) -> dict[str, str | bool | int]:
+        """The fields set, in their declared order: RunConfig's field name -> its value in the variant."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.overrides())
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Variant:
+        return cls(**d)
+
+
 @dataclass
 class Candidate:
     key: str
@@ -31,7 +53,7 @@ class Candidate:
     """collect options (starting with --), an environment assignment, or code."""
     topics: tuple[str, ...]
     """Finding topics that point to this change, most specific first."""
-    variant: dict[str, Any] = field(default_factory=dict)
+    variant: Variant = field(default_factory=Variant)
     """RunConfig fields the variant changes."""
     compile_mode: str = ""
     """torch.compile mode ("" for none)."""
@@ -48,7 +70,7 @@ class Candidate:
 
     @property
     def per_image(self) -> bool:
-        return "batch" in self.variant
+        return self.variant.batch is not None
 
     @property
     def has_layers_pass(self) -> bool:
@@ -60,7 +82,7 @@ class Candidate:
             "key": self.key,
             "change": self.change,
             "how": self.how,
-            "variant": self.variant,
+            "variant": self.variant.to_dict(),
             "compile_mode": self.compile_mode,
             "cuda_graph": self.cuda_graph,
             "env": self.env,
@@ -75,7 +97,7 @@ class Candidate:
             d["change"],
             d["how"],
             (),
-            dict(d.get("variant", {})),
+            Variant.from_dict(d.get("variant", {})),
             d.get("compile_mode", ""),
             bool(d.get("cuda_graph")),
             dict(d.get("env", {})),
@@ -123,7 +145,7 @@ def _torch_candidates(facts: RunFacts) -> list[Candidate]:
                 "model and input in channels_last (NHWC): oneDNN's native layout, no reorders per conv",
                 "--channels-last",
                 ("reference-conv", "below-roof", "data-movement", "memory-bound", "efficiency"),
-                {"channels_last": True},
+                Variant(channels_last=True),
             )
         )
     out.append(
@@ -145,7 +167,7 @@ def _thread_candidates(facts: RunFacts) -> list[Candidate]:
             f"{n} intra-op thread{'s' if n > 1 else ''} instead of {facts.threads}",
             f"--threads {n}",
             ("threads-idle", "openmp-wait", "threads-low"),
-            {"threads": n},
+            Variant(threads=n),
         )
         for n in thread_counts(facts)
     ]
@@ -159,7 +181,7 @@ def _runtime_candidates(facts: RunFacts) -> list[Candidate]:
             f"{'ONNX Runtime' if runtime == 'onnxruntime' else 'OpenVINO'} in fp32 on the exported model",
             f"--runtime {runtime}",
             ("efficiency", "python-overhead", "below-roof"),
-            {"runtime": runtime, "precision": "fp32"},
+            Variant(runtime=runtime, precision="fp32"),
             blocked=facts.unavailable_runtimes.get(runtime, ""),
         )
         for runtime in ("onnxruntime", "openvino")
@@ -177,7 +199,7 @@ def _precision_candidates(facts: RunFacts) -> list[Candidate]:
                 "bf16 autocast (convolutions and matmuls in bf16)",
                 "--precision bf16",
                 ("efficiency", "below-roof"),
-                {"precision": "bf16"},
+                Variant(precision="bf16"),
                 blocked=_missing_units(facts, BF16_UNITS, "bf16"),
             )
         )
@@ -188,7 +210,7 @@ def _precision_candidates(facts: RunFacts) -> list[Candidate]:
                 "ONNX Runtime int8 (dynamic quantization of the exported model)",
                 "--runtime onnxruntime --precision int8",
                 ("efficiency", "below-roof"),
-                {"runtime": "onnxruntime", "precision": "int8"},
+                Variant(runtime="onnxruntime", precision="int8"),
                 blocked=_missing_units(facts, INT8_UNITS, "int8") or facts.unavailable_runtimes.get("onnxruntime", ""),
             )
         )
@@ -255,7 +277,7 @@ def gpu_candidates(facts: RunFacts) -> list[Candidate]:
                     f"the model and input in {precision} (tensor-core math)",
                     f"--precision {precision}",
                     ("no-tensor-cores", "layout-transposes", "launch-bound"),
-                    {"precision": precision},
+                    Variant(precision=precision),
                 )
             )
     if not facts.channels_last:
@@ -265,7 +287,7 @@ def gpu_candidates(facts: RunFacts) -> list[Candidate]:
                 "model and input in channels_last (NHWC): no cuDNN NCHW<->NHWC transposes",
                 "--channels-last",
                 ("layout-transposes",),
-                {"channels_last": True},
+                Variant(channels_last=True),
             )
         )
     for batch in GPU_BATCHES:
@@ -276,7 +298,7 @@ def gpu_candidates(facts: RunFacts) -> list[Candidate]:
                     f"batch {batch} instead of {facts.batch} (time per image): the GPU stops waiting for the CPU",
                     f"--batch {batch}",
                     ("launch-bound", "small-launches"),
-                    {"batch": batch},
+                    Variant(batch=batch),
                 )
             )
     return out

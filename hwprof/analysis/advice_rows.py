@@ -62,7 +62,7 @@ def setup_seconds(c: Candidate, variant: SideFigures, after_ms: float | None) ->
         return prepare_s + extra_first, f"torch.compile ({c.compile_mode}) at the first forward, Inductor caches off"
     if c.cuda_graph:
         return prepare_s + extra_first, "CUDA graph capture at the first forward"
-    runtime = c.variant.get("runtime")
+    runtime = c.variant.runtime
     if runtime:
         return prepare_s + extra_first, f"ONNX export and {runtime} session (model load, compilation)"
     return None, ""

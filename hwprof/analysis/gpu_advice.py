@@ -116,8 +116,8 @@ def _speedup(before: float, after: float) -> Speedup:
 
 def _eager_pair(c: Candidate, base: GpuBaseline, here: Mapping[str, Any], there: Mapping[str, Any] | None) -> AdviceRow:
     """An eager-to-eager change (precision, memory format, batch) between two gpu_experiments.json points."""
-    batch = int(c.variant.get("batch", base.batch))
-    label = base.label(batch, c.variant.get("precision"), c.variant.get("channels_last"))
+    batch = base.batch if c.variant.batch is None else c.variant.batch
+    label = base.label(batch, c.variant.precision, c.variant.channels_last)
     if there is None or _ms(there.get("eager_ms")) is None:
         return _row(c, status=NOT_RUN, reason=f"{NOT_RECORDED}: gpu_experiments.json has no eager time for {label}")
     before, after = float(here["eager_ms"]) / base.batch, float(there["eager_ms"]) / batch
@@ -184,7 +184,7 @@ def recorded_row(
         return _row(c, status=NOT_RUN, reason=c.blocked)
     if c.compile_mode:
         return _compile(c, base, compiled)
-    if c.variant.get("precision") == "bf16":
+    if c.variant.precision == "bf16":
         return _row(c, status=NOT_RUN, reason=f"{NOT_RECORDED}: no bf16 configuration was recorded")
     here = experiment(experiments, base.model, base.batch, base.precision, base.channels_last)
     if here is None or _ms(here.get("eager_ms")) is None:
@@ -195,9 +195,9 @@ def recorded_row(
     there = experiment(
         experiments,
         base.model,
-        int(v.get("batch", base.batch)),
-        str(v.get("precision", base.precision)),
-        bool(v.get("channels_last", base.channels_last)),
+        base.batch if v.batch is None else v.batch,
+        base.precision if v.precision is None else v.precision,
+        base.channels_last if v.channels_last is None else v.channels_last,
     )
     return _eager_pair(c, base, here, there)
 

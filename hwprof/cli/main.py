@@ -244,7 +244,7 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
     for col in ("model", "family", "layers", "params", "GFLOPs"):
         table.add_column(col, justify="left" if col in ("model", "family") else "right")
     for e in entries:
-        table.add_row(e["name"], e["family"], str(e["layers"]), f"{e['params_fused']:,}", f"{e['gflops']:.2f}")
+        table.add_row(e.name, e.family, str(e.layers), f"{e.params_fused:,}", f"{e.gflops:.2f}")
     console.print(table)
     return 0
 

@@ -47,7 +47,7 @@ from hwprof.schema.run import (
     RunDoc,
 )
 from hwprof.schema.summaries_cpu import Summary
-from hwprof.schema.summaries_gpu import GpuKinetoSummary, NcuSummary, NvmlSummary
+from hwprof.schema.summaries_gpu import GpuKinetoSummary, KinetoClock, NcuSummary, NvmlSummary
 from hwprof.session.registry import gpu_parsers
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ def _write_kineto_pass(
     else:
         with open(src.kineto, "rb") as inp, gzip.open(raw, "wb") as dst:
             shutil.copyfileobj(inp, dst)
-    clock = {"offset_ns": 0, "error_ns": None, "pairs": 0, "method": CLOCK_METHOD}
+    clock = KinetoClock.of(offset_ns=0, error_ns=None, pairs=0, method=CLOCK_METHOD)
     parsers.write_kineto_outputs(gpu, "gpu_kineto", trace, att, clock)
     return parsers.kineto_run_summary(trace, att, clock)
 

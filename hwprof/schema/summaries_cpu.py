@@ -290,6 +290,15 @@ class PapiSummary(CounterSummary):
 
 
 @dataclass(kw_only=True)
+class MarkerFloor(Record):
+    """callgrind's cost of a marker itself: the instructions between two consecutive markers with no model code."""
+
+    min_instructions: int | None = None
+    p10_instructions: float | None = None
+    method: str | None = None
+
+
+@dataclass(kw_only=True)
 class CallgrindSummary(Summary):
     """callgrind: simulated instruction counts per stage and layer (under Valgrind)."""
 
@@ -301,6 +310,6 @@ class CallgrindSummary(Summary):
     iterations: int | None = None
     instructions_per_iteration: float | None = None
     instructions_forward: float | None = None
-    marker_floor: JsonObject | None = None
+    marker_floor: MarkerFloor | None = None
     checks: CounterChecks | None = None
     cycles: str | None = None

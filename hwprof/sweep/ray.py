@@ -40,7 +40,7 @@ from hwprof.sweep.ray_logs import DRIVER_LOG, RAY_LOGS_DIR, RayLogs
 from hwprof.sweep.ray_plan import Job, RayOptions, allowed_nodes, plan_jobs, selector, stranded
 from hwprof.sweep.ray_point import PointReturn, PointStarted, SweepControl, run_point, unpack
 from hwprof.sweep.ray_record import SweepRecord
-from hwprof.sweep.resume import write_plan
+from hwprof.sweep.resume import write_plan_json
 from hwprof.sweep.run import (
     ProgressFn,
     SweepEvent,
@@ -234,7 +234,7 @@ class RaySweep:
     def _with_attempts(self, job: Job, row: SweepRow) -> SweepRow:
         """The row's attempts and node; a row without a run (failed, interrupted) gets that node's host."""
         row.node_id = self.record.last_node(job.index)
-        row.attempts = self.record.rows_attempts(job.index)
+        row.attempts = self.record.attempts_json(job.index)
         if not row.host and row.node_id in self.cluster.nodes:
             set_host(row, node_host(self.cluster.nodes[row.node_id]))
         return row
@@ -338,7 +338,7 @@ def connect_runner(
             Path(plan.out_root).mkdir(parents=True, exist_ok=True)
             logs.move_to(Path(plan.out_root))
             sweep = RaySweep(ray, plan, options, cluster, progress)
-            write_plan(Path(plan.out_root), plan.to_dict(), options.to_dict())
+            write_plan_json(Path(plan.out_root), plan.to_dict(), options.to_dict())
             return sweep.run()
         finally:
             ray.shutdown()

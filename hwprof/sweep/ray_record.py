@@ -122,5 +122,6 @@ class SweepRecord:
         start = f"Ray cluster {address}: {self.at_start} nodes at the start ({kinds})"
         return f"{start}; {changes}; {len(self.alive)} at the end"
 
-    def rows_attempts(self, key: int) -> list[dict[str, Any]]:
+    def attempts_json(self, key: int) -> list[dict[str, Any]]:
+        """The point's attempts as sweep.json keeps them (SweepRow.attempts; read back as SweepAttempt)."""
         return [a.to_dict() for a in self.attempts.get(key, [])]

@@ -25,14 +25,16 @@ SWEEP_PLAN_FIELDS = (
 """What resuming relies on in sweep_plan.json (the rest is SweepPlan's own fields, checked by SweepPlan.validate)."""
 
 
-def write_plan(out_root: Path, plan: dict[str, Any], ray: dict[str, Any] | None = None) -> Path:
+def write_plan_json(out_root: Path, plan: dict[str, Any], ray: dict[str, Any] | None = None) -> Path:
+    """DIR/sweep_plan.json from SweepPlan.to_dict() and RayOptions.to_dict() (None for a local sweep)."""
     path = Path(out_root) / PLAN_FILE
     atomic_write_text(path, json.dumps({"plan": plan, "ray": ray}, indent=1, default=str) + "\n")
     return path
 
 
-def read_plan(out_root: Path | str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """(the SweepPlan's fields, the Ray options or None) a sweep in out_root was started with."""
+def read_plan_json(out_root: Path | str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """sweep_plan.json's objects, checked: (the SweepPlan's fields, the Ray options or None) a sweep in
+    out_root was started with (hwprof.sweep.run.plan_from_file makes the SweepPlan)."""
     path = Path(out_root) / PLAN_FILE
     if not path.exists():
         raise ValueError(f"--resume {out_root}: no {PLAN_FILE} there (not a sweep folder, or one older than --resume)")

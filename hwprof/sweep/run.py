@@ -54,7 +54,7 @@ from hwprof.rundir.writer import write_sweep_files
 from hwprof.schema.codec import JsonObject
 from hwprof.schema.run import RunDoc
 from hwprof.session.stopping import StopSignals
-from hwprof.sweep.resume import read_plan, set_aside, write_plan
+from hwprof.sweep.resume import read_plan_json, set_aside, write_plan_json
 
 if TYPE_CHECKING:
     from hwprof.hardware.machine import Peaks
@@ -220,7 +220,7 @@ def collect_command(point: SweepPoint, out: Path, shared: Sequence[str]) -> list
 
 def plan_from_file(out_root: Path) -> tuple[SweepPlan, JsonObject | None]:
     """The plan of the sweep in out_root, to resume it there (its incomplete points run again), and its Ray options."""
-    stored, ray = read_plan(out_root)
+    stored, ray = read_plan_json(out_root)
     known = {f.name for f in fields(SweepPlan)}
     plan = SweepPlan(**{k: v for k, v in stored.items() if k in known})
     return replace(plan, out_root=Path(out_root), reuse=True, resume=True), ray
@@ -351,7 +351,7 @@ def run_sweep(plan: SweepPlan, progress: ProgressFn | None = None, stop: StopSig
     say = progress or (lambda _event: None)
     run = _Collecting(out, plan.collect_args(), plan.timeout_s, stop, _SweepPeaks(), say, len(points))
     rows: list[SweepRow] = []
-    write_plan(out, plan.to_dict())
+    write_plan_json(out, plan.to_dict())
     for i, point in enumerate(points, 1):
         run_dir = out / point.name
         if claim_point_dir(run_dir, plan):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,28 +26,63 @@ def cache_path(imgsz: int) -> Path:
     return root / f"models-{versions}-{imgsz}.json"
 
 
-def describe(name: str, imgsz: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class ModelRow:
+    """One model of the catalogue: a row of the table, and an entry of the cache file."""
+
+    name: str
+    family: str
+    layers: int
+    params: int
+    params_fused: int
+    flops: int
+    gflops: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ModelRow:
+        return cls(**d)
+
+
+def describe(name: str, imgsz: int) -> ModelRow:
     built = build_model(name)
     flops = meta_flops(built.module, imgsz)
-    return {
-        "name": name,
-        "family": built.family,
-        "layers": len(built.module.model),  # type: ignore[arg-type]
-        "params": built.params,
-        "params_fused": built.params_fused,
-        "flops": flops,
-        "gflops": flops / 1e9,
-    }
+    return ModelRow(
+        name=name,
+        family=built.family,
+        layers=len(built.module.model),  # type: ignore[arg-type]
+        params=built.params,
+        params_fused=built.params_fused,
+        flops=flops,
+        gflops=flops / 1e9,
+    )
 
 
-def model_catalog(imgsz: int = 640, step: StepFn | None = None) -> list[dict[str, Any]]:
-    path = cache_path(imgsz)
-    cached: dict[str, Any] = {}
-    if path.exists():
+def read_cache_json(path: Path) -> dict[str, ModelRow]:
+    """The cache file's rows by model name; a damaged file, or a row this hwprof cannot read, is left out
+    (and measured again)."""
+    if not path.exists():
+        return {}
+    try:
+        doc = json.loads(path.read_text())
+    except ValueError:
+        return {}
+    if not isinstance(doc, dict):
+        return {}
+    out = {}
+    for name, row in doc.items():
         try:
-            cached = json.loads(path.read_text())
-        except ValueError:
-            cached = {}
+            out[name] = ModelRow.from_dict(row)
+        except TypeError:
+            continue
+    return out
+
+
+def model_catalog(imgsz: int = 640, step: StepFn | None = None) -> list[ModelRow]:
+    path = cache_path(imgsz)
+    cached = read_cache_json(path)
     out = []
     for i, name in enumerate(MODEL_NAMES):
         if step:
@@ -56,7 +92,7 @@ def model_catalog(imgsz: int = 640, step: StepFn | None = None) -> list[dict[str
         out.append(cached[name])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps(cached, indent=1))
+        atomic_write_text(path, json.dumps({k: v.to_dict() for k, v in cached.items()}, indent=1))
     except OSError:
         pass
     return out

@@ -13,30 +13,30 @@ from __future__ import annotations
 import json
 import statistics
 from pathlib import Path
-from typing import Any
 
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, GpuAttribution
 from hwprof.collectors.gpu.kineto.gpu_spans import gpu_spans
 from hwprof.collectors.gpu.kineto.trace import GpuTrace
 
 from hwprof.core.atomic import atomic_write_text
+from hwprof.schema.gpu_files import KinetoKernel, layer_kernels_json
 from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
 from hwprof.schema.summaries_gpu import GpuKinetoSummary, KinetoClock
 
 
-def clock_offset(trace: GpuTrace, marker_ns: list[int]) -> dict[str, Any]:
+def clock_offset(trace: GpuTrace, marker_ns: list[int]) -> KinetoClock:
     """mono = kineto + offset_ns, from the forward ranges against the forward markers (same order)."""
     pairs = list(zip(marker_ns, (f.ts for f in trace.forwards), strict=False))
     if not pairs:
-        return {"offset_ns": None, "error_ns": None, "method": "no forward range to align"}
+        return KinetoClock.of(offset_ns=None, error_ns=None, method="no forward range to align")
     diffs = [m - k for m, k in pairs]
     mid = int(statistics.median(diffs))
-    return {
-        "offset_ns": mid,
-        "error_ns": max(abs(d - mid) for d in diffs),
-        "pairs": len(pairs),
-        "method": "median of (forward stage marker - Kineto 'forward' range begin); error: largest distance from it",
-    }
+    return KinetoClock.of(
+        offset_ns=mid,
+        error_ns=max(abs(d - mid) for d in diffs),
+        pairs=len(pairs),
+        method="median of (forward stage marker - Kineto 'forward' range begin); error: largest distance from it",
+    )
 
 
 def metric_tables(att: GpuAttribution) -> MetricTables:
@@ -72,9 +72,11 @@ def metric_tables(att: GpuAttribution) -> MetricTables:
     return tables
 
 
-def layer_kernels(att: GpuAttribution) -> dict[str, list[dict[str, Any]]]:
+def layer_kernels(att: GpuAttribution) -> dict[str, list[KinetoKernel]]:
     return {
-        row.layer: [{"name": k.name, "cat": k.cat, "gpu_us": k.gpu_ns / 1e3, "calls": k.calls} for k in row.kernel_rows]
+        row.layer: [
+            KinetoKernel.of(name=k.name, cat=k.cat, gpu_us=k.gpu_ns / 1e3, calls=k.calls) for k in row.kernel_rows
+        ]
         for row in att.layers
     }
 
@@ -85,7 +87,7 @@ def spans(trace: GpuTrace, offset_ns: int) -> list[Span]:
     return gpu_spans(trace, offset_ns)
 
 
-def run_summary(trace: GpuTrace, att: GpuAttribution, clock: dict[str, Any]) -> GpuKinetoSummary:
+def run_summary(trace: GpuTrace, att: GpuAttribution, clock: KinetoClock) -> GpuKinetoSummary:
     """gpu_kineto's summary in run.json (`clock` from clock_offset, or the importer's)."""
     return GpuKinetoSummary.of(
         device=trace.device_name,
@@ -95,19 +97,19 @@ def run_summary(trace: GpuTrace, att: GpuAttribution, clock: dict[str, Any]) -> 
         gpu_idle_share=att.idle_share,
         kernels_per_forward=att.mean("kernels"),
         layer_sum_over_busy=att.layer_gpu_sum_ns() / att.mean("gpu_busy_ns") if att.forwards else None,
-        clock=KinetoClock.of(**clock),
+        clock=clock,
     )
 
 
-def write_outputs(out_dir: Path, name: str, trace: GpuTrace, att: GpuAttribution, clock: dict[str, Any]) -> list[Path]:
+def write_outputs(out_dir: Path, name: str, trace: GpuTrace, att: GpuAttribution, clock: KinetoClock) -> list[Path]:
     """<name>.metrics.json, <name>.kernels.json and, when the clock is aligned, <name>.records.jsonl."""
     met = metrics_path(out_dir, name)
     metric_tables(att).save(met)
     kern = out_dir / f"{name}.kernels.json"
-    atomic_write_text(kern, json.dumps({"layers": layer_kernels(att)}, indent=1))
+    atomic_write_text(kern, json.dumps(layer_kernels_json(layer_kernels(att)), indent=1))
     paths = [met, kern]
-    if clock["offset_ns"] is not None:
+    if clock.offset_ns is not None:
         rec = records_path(out_dir, name)
-        write_records(rec, spans(trace, clock["offset_ns"]))
+        write_records(rec, spans(trace, int(clock.offset_ns)))
         paths.append(rec)
     return paths
