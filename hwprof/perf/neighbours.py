@@ -295,6 +295,3 @@ def neighbours_json(load: NeighbourLoad | None) -> dict[str, Any]:
     """run.json passes.<pass>.neighbours: the load, or why there is none."""
     return load.to_dict() if load is not None else dict(UNAVAILABLE)
 
-
-neighbours_entry = neighbours_json
-"""The name hwprof.session.run_doc imports (kept until it imports neighbours_json)."""

@@ -3,7 +3,7 @@ collectors' entries, the runtime it ran), the interruption a stop signal caused,
 
 from __future__ import annotations
 
-from hwprof.perf.neighbours import neighbours_entry
+from hwprof.perf.neighbours import neighbours_json
 from hwprof.rundir.names import PASSES, WORKER_LOG
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.host import PeaksDoc
@@ -38,7 +38,7 @@ def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
         collectors=sorted(outcome.results),
         log=f"{PASSES}/{outcome.name}/{WORKER_LOG}",
         host_steal_share=outcome.host_steal_share,
-        neighbours=json_value(neighbours_entry(outcome.neighbours)),
+        neighbours=json_value(neighbours_json(outcome.neighbours)),
     )
     if outcome.lingering:
         entry.update(lingering=json_value([x.to_dict() for x in outcome.lingering]))
