@@ -294,4 +294,3 @@ UNAVAILABLE = {
 def neighbours_json(load: NeighbourLoad | None) -> dict[str, Any]:
     """run.json passes.<pass>.neighbours: the load, or why there is none."""
     return load.to_dict() if load is not None else dict(UNAVAILABLE)
-
