@@ -57,6 +57,10 @@ NEVER_SCHEDULED = {
     "held by another user, e.g. the NMI watchdog or another perf session",
     "fix": "`sysctl -w kernel.nmi_watchdog=0`, stop other profilers, or set extra.perf_max_group lower",
 }
+INTERVAL_IN_FORWARD = (
+    "the interval sampler waits out the forward of each measured iteration; the counter tracks there come from "
+    "the reads at the stage and layer markers (every marker read, rotated or not)"
+)
 UNKNOWN_FIX = "pass --events with names from that list (or leave --events out for the default set)"
 
 
@@ -142,6 +146,9 @@ class PerfEvents(Collector):
         """Time spent in on_marker over the measured iterations (the collector's own cost)."""
         self.planner = ReadPlanner(config)
         """Which layers each measured iteration reads (--counter-reads, hwprof.perf.layer_reads)."""
+        self.pause_in_forward = config.runtime == "torch" and not config.extra.get("sampler_in_forward")
+        """Layer markers are read live (not replayed after a runtime's run): the sampler waits out each measured
+        forward and the marker reads give the counter series there (extra.sampler_in_forward keeps it on)."""
 
     def open(self, ctx: PassContext) -> None:
         names, self.explicit = requested(self.config)
@@ -187,9 +194,22 @@ class PerfEvents(Collector):
         self.readings.append((marker, active, raws, cpu, uncharged))
         if kind == "iteration" and marker.phase == "E":
             counters.end_iteration()
+        elif kind == "stage" and marker.name == "forward" and self.pause_in_forward:
+            self._sampler_in_forward(marker.phase == "E", counters)
         if plan is None:  # no warm-up planned it: this first measured iteration reads every layer
             planner.observe(marker, read, counters)
         self.marker_ns += time.perf_counter_ns() - entered
+
+    def _sampler_in_forward(self, resume: bool, counters: CounterSet) -> None:
+        """The interval sampler waits out the forward of a measured iteration, where the reads at the stage and
+        layer markers give the counter series: a sampler thread waking inside a parallel region takes a CPU
+        from a torch thread and interrupts the others with its read (scripts/bench_layers_pass_parts.py)."""
+        if self.sampler is None:
+            return
+        if resume:
+            self.sampler.begin(counters.read_active)
+        else:
+            self.sampler.pause()
 
     def start(self, ctx: PassContext) -> None:
         if self.sampler is not None and self.counters is not None and self.counters.groups:
@@ -233,6 +253,8 @@ class PerfEvents(Collector):
             for m, active, raws, cpu, uncharged in self.readings
         ]
         samples = [(t, counters.parse(*row)) for t, row in self.samples]
+        if self.pause_in_forward:
+            samples = sorted(samples + [(r.t_ns, r.counts) for r in readings], key=lambda sample: sample[0])
         specs = counters.events
         units = {s.name: s.display_unit for s in specs}
         scales = {s.name: s.scale for s in specs if s.scale != 1.0}
@@ -324,6 +346,7 @@ class PerfEvents(Collector):
             sampler_cpu_ms=self.sampler_cpu.cpu_ns() / 1e6 if self.sampler_cpu else None,
             interval_ms=self.config.interval_ms,
             interval_samples=len(self.samples),
+            interval_note=INTERVAL_IN_FORWARD if self.pause_in_forward else None,
             counter_records=n_series,
             cache_line_bytes=line_size,
             cache_line_source=line_source,

@@ -270,6 +270,8 @@ class PerfEventsSummary(CounterSummary):
     sampler_cpu_ms: float | None = None
     interval_ms: float | None = None
     interval_samples: int | None = None
+    interval_note: str | None = None
+    """How the counter tracks were sampled where the sampler did not run (the forward of a measured iteration)."""
     counter_records: int | None = None
     cache_line_bytes: int | None = None
     cache_line_source: str | None = None
