@@ -10,6 +10,7 @@ from pathlib import Path
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
 
 from hwprof.core.config import RunConfig
+from hwprof.rundir.worker_files import write_config
 from hwprof.session.collector_state import CollectorRecord
 from hwprof.session.worker import PassRunner
 
@@ -44,7 +45,7 @@ def _probe(name: str, fails_in: str | None) -> _Probe:
 
 
 def _runner(tmp_path: Path, collectors: list[_Probe]) -> PassRunner:
-    RunConfig(model="yolov8n").save(tmp_path / "config.json")
+    write_config(tmp_path, RunConfig(model="yolov8n"))
     (tmp_path / "images.json").write_text(json.dumps({"paths": []}))
     runner = PassRunner(tmp_path, "layers", [])
     runner.collectors = list(collectors)

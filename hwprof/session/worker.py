@@ -23,11 +23,10 @@ from typing import Any
 
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError
-from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus, MarkerLog
-from hwprof.rundir.names import CONFIG_JSON, MARKERS
+from hwprof.rundir.names import MARKERS
 from hwprof.rundir.pass_files import RESULT_FILE, write_pass_result
-from hwprof.rundir.worker_files import read_image_paths, write_worker_pid
+from hwprof.rundir.worker_files import read_config, read_image_paths, write_worker_pid
 from hwprof.schema.codec import json_value
 from hwprof.schema.pass_files import PairedExtension, PairedInfo, PassResult, RuntimeFile
 from hwprof.schema.run import CollectorEntry
@@ -46,7 +45,7 @@ ERROR_PREFIX = "hwprof-error: "
 class PassRunner:
     def __init__(self, run_dir: Path, pass_name: str, names: list[str]) -> None:
         self.run_dir = run_dir
-        self.config = RunConfig.load(run_dir / CONFIG_JSON)
+        self.config = read_config(run_dir)
         self.images = read_image_paths(run_dir)
         self.bus = MarkerBus()
         self.ctx = PassContext(self.config, run_dir, pass_name, self.bus)
