@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from hwprof.schema.probes import ProbeDetails
 from hwprof.schema.summaries_cpu import Summary
 
 if TYPE_CHECKING:
@@ -51,15 +52,17 @@ class Capability:
     available: bool
     reason: str = ""
     fix: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
+    details: ProbeDetails = field(default_factory=ProbeDetails)
+    """What the probe found: the collector's ProbeDetails subclass (hwprof.schema.probes), or an empty one;
+    run.json keeps it for an unavailable collector."""
 
     @classmethod
-    def ok(cls, **details: Any) -> Capability:
-        return cls(True, details=details)
+    def ok(cls, *, details: ProbeDetails | None = None) -> Capability:
+        return cls(True, details=ProbeDetails() if details is None else details)
 
     @classmethod
-    def unavailable(cls, reason: str, fix: str = "", **details: Any) -> Capability:
-        return cls(False, reason, fix, details)
+    def unavailable(cls, reason: str, fix: str = "", *, details: ProbeDetails | None = None) -> Capability:
+        return cls(False, reason, fix, ProbeDetails() if details is None else details)
 
     def sentence(self) -> str:
         if self.available:

@@ -16,6 +16,7 @@ from hwprof.collectors.pyspy import collector as ps
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, read_markers
 from hwprof.rundir.worker_files import read_config, write_config
+from hwprof.schema.probes import PyspyProbe
 from hwprof.schema.records import Span, ThreadName, read_records
 from hwprof.schema.summaries_tools import PyspySummary
 
@@ -160,7 +161,7 @@ def test_missing_binary_is_unavailable_with_the_fix() -> None:
 def test_probe_really_dumps_a_process() -> None:
     capability = ps.PySpyCollector.probe(RunConfig())
     if capability.available:
-        assert capability.details["version"].startswith("py-spy")
+        assert isinstance(capability.details, PyspyProbe) and (capability.details.version or "").startswith("py-spy")
     else:  # e.g. a container without SYS_PTRACE: the reason and an exact fix
         assert capability.reason and capability.fix
 
