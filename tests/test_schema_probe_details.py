@@ -1,15 +1,16 @@
 """A collector's probe details as the schema's records (hwprof.schema.probes): `hwprof doctor` lists the parts
 a collector that works in part cannot run from its typed "unavailable" map, the details round-trip key for
 key, run.json's details read back as the collector's own record, and a damaged field gives one line naming
-the field."""
+the field. A collector's result goes to result.json and run.json as a typed entry, and back."""
 
 from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
-from hwprof.collectors.base import Capability, Collector
+from hwprof.collectors.base import Capability, Collector, CollectorResult
 from hwprof.collectors.perf_sampling.access import probe_details
 
 from hwprof.cli.main import _unavailable_parts
@@ -17,6 +18,7 @@ from hwprof.core.config import RunConfig
 from hwprof.rundir.reader import RunDirError
 from hwprof.schema.probes import PROBE_TYPES, PerfEventsProbe, PerfSamplingProbe, ProbeDetails, UnavailablePart
 from hwprof.schema.run import CollectorEntry
+from hwprof.schema.summaries_cpu import Summary, TimingSummary
 from hwprof.session import plan
 
 DETAILS = {
@@ -115,3 +117,16 @@ def test_perf_sampling_reads_its_probe_facts_typed() -> None:
     assert probe_details(Capability.ok(details=found)) is found
     assert list(found.to_json()) == ["binary", "version", "pmu", "user_only", "unavailable"]
     assert probe_details(Capability.unavailable("perf not found (PATH)")) == PerfSamplingProbe()
+
+
+def test_a_collector_result_is_written_and_read_back_as_a_typed_entry() -> None:
+    empty: dict[str, Any] = {"status": "ok", "reason": "", "fix": "", "summary": {}, "artifacts": []}
+    assert CollectorResult("ok").to_dict() == empty
+    assert CollectorResult("ok").entry(pass_name="timing").to_json() == {**empty, "pass": "timing"}
+    summary = {"stages": {"forward": {"p50_ms": 12.5}}, "fps": 80.0}
+    doc = {**empty, "summary": summary, "artifacts": ["passes/timing/t.json"]}
+    result = CollectorResult.of_entry(CollectorEntry.read("timing", doc, "result.json"))
+    assert isinstance(result.summary, TimingSummary) and result.artifacts == ["passes/timing/t.json"]
+    assert result.to_dict() == doc
+    bare = CollectorResult.of_entry(CollectorEntry.of(status="failed"))
+    assert type(bare.summary) is Summary and bare.to_dict() == {**empty, "status": "failed"}

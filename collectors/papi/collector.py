@@ -228,9 +228,8 @@ class Papi(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         if self.problem is not None:
-            return CollectorResult(
-                "unavailable", self.problem.reason, self.problem.fix, {"failed": self.problem.failed}
-            )
+            summary = PapiSummary.of(failed=self.problem.failed)
+            return CollectorResult("unavailable", self.problem.reason, self.problem.fix, summary)
         if self.es is None or self.api is None:
             return CollectorResult("failed", reason="PAPI was never opened")
         es = self.es
