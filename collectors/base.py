@@ -29,11 +29,12 @@ in the child `open` must run before torch is loaded.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
+from hwprof.schema.probes import ProbeDetails
+from hwprof.schema.run import CollectorEntry
 from hwprof.schema.summaries_cpu import Summary
 
 if TYPE_CHECKING:
@@ -51,15 +52,17 @@ class Capability:
     available: bool
     reason: str = ""
     fix: str = ""
-    details: dict[str, Any] = field(default_factory=dict)
+    details: ProbeDetails = field(default_factory=ProbeDetails)
+    """What the probe found: the collector's ProbeDetails subclass (hwprof.schema.probes), or an empty one;
+    run.json keeps it for an unavailable collector."""
 
     @classmethod
-    def ok(cls, **details: Any) -> Capability:
-        return cls(True, details=details)
+    def ok(cls, *, details: ProbeDetails | None = None) -> Capability:
+        return cls(True, details=ProbeDetails() if details is None else details)
 
     @classmethod
-    def unavailable(cls, reason: str, fix: str = "", **details: Any) -> Capability:
-        return cls(False, reason, fix, details)
+    def unavailable(cls, reason: str, fix: str = "", *, details: ProbeDetails | None = None) -> Capability:
+        return cls(False, reason, fix, ProbeDetails() if details is None else details)
 
     def sentence(self) -> str:
         if self.available:
@@ -72,25 +75,38 @@ class CollectorResult:
     """What a collector reports about itself; `summary` lands in run.json under its name.
 
     `summary` is the collector's typed summary (hwprof.schema: the documentation of what it produces); a
-    result with nothing to say keeps the empty default, and one read back from a pass's result.json is
-    the JSON object. to_dict() is the JSON boundary (result.json, run.json)."""
+    result with nothing to say keeps the empty default (written as {}). entry() is the record result.json
+    and run.json keep it as; of_entry() reads one back."""
 
     status: Status
     reason: str = ""
     fix: str = ""
-    summary: Summary | dict[str, Any] = field(default_factory=dict)
+    summary: Summary = field(default_factory=Summary)
     artifacts: list[str] = field(default_factory=list)
     """Paths relative to the run directory."""
 
+    def entry(self, pass_name: str | None = None) -> CollectorEntry:
+        """The result as result.json (and, with its pass, run.json) records it: every key, in this order."""
+        entry = CollectorEntry.of(
+            status=self.status, reason=self.reason, fix=self.fix, summary=self.summary, artifacts=list(self.artifacts)
+        )
+        if pass_name is not None:
+            entry.update(pass_name=pass_name)
+        return entry
+
+    @classmethod
+    def of_entry(cls, entry: CollectorEntry) -> CollectorResult:
+        """The result a pass's result.json recorded (its summary as typed as the entry's)."""
+        return cls(
+            cast(Status, entry.status),
+            entry.reason or "",
+            entry.fix or "",
+            Summary() if entry.summary is None else entry.summary,
+            list(entry.artifacts or []),
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        summary = self.summary.to_json() if isinstance(self.summary, Summary) else copy.deepcopy(self.summary)
-        return {
-            "status": self.status,
-            "reason": self.reason,
-            "fix": self.fix,
-            "summary": summary,
-            "artifacts": list(self.artifacts),
-        }
+        return self.entry().to_json()
 
 
 @dataclass

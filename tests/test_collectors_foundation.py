@@ -9,12 +9,13 @@ import sys
 import pytest
 
 from hwprof.core.config import RunConfig
+from hwprof.rundir.worker_files import write_config
 from hwprof.schema.records import MetricTables
 
 
 def run_worker(run_dir, pass_name: str, names: str, config: RunConfig, images) -> subprocess.CompletedProcess[str]:
     run_dir.mkdir(exist_ok=True)
-    config.save(run_dir / "config.json")
+    write_config(run_dir, config)
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in images]}))
     return subprocess.run(
         [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), pass_name, names],

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from hwprof.core.config import RunConfig
+from hwprof.rundir.worker_files import read_config, write_config
 from hwprof.session.registry import all_collectors, by_name, check_names
 
 
@@ -26,8 +27,8 @@ def test_bad_config_values(field: str, value: object, message: str) -> None:
 
 def test_config_round_trip(tmp_path) -> None:
     config = RunConfig(model="yolov8n", events=["task-clock"], extra={"rect": True})
-    config.save(tmp_path / "c.json")
-    assert RunConfig.load(tmp_path / "c.json") == config
+    write_config(tmp_path, config)
+    assert read_config(tmp_path) == config
 
 
 def test_registry_finds_the_foundation_collectors() -> None:

@@ -27,6 +27,7 @@ from hwprof.perf.engine import CounterSet
 from hwprof.perf.events import EventResolver, EventSpec
 from hwprof.perf.syscall import GroupReading
 from hwprof.perf.threadcpu import CountedThreadsCpu
+from hwprof.rundir.worker_files import write_config
 from hwprof.schema.records import MetricTables
 
 LAYERS = 10
@@ -292,7 +293,7 @@ def _real_layers_pass(tmp_path: Path, **extra: Any) -> Path:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     config = RunConfig(model="yolov8n", imgsz=128, threads=2, warmup=2, iters=48, events=["task-clock"], extra=extra)
-    config.save(run_dir / "config.json")
+    write_config(run_dir, config)
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
     done = subprocess.run(
         [sys.executable, "-P", "-m", "hwprof.session.worker", str(run_dir), "layers", "perf_events"],

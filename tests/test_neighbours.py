@@ -228,7 +228,7 @@ def test_the_schedule_extends_and_stops_at_the_time_limit() -> None:
     assert ext.stopped.startswith("time limit") and ext.used_s == pytest.approx(8.0)
     assert not ext.resolved and "did not resolve" in ext.reason and "quartiles 0.950-1.350" in ext.reason
     assert steps == schedule(16, 8)  # the same ABBA order, numbering on from the planned iterations
-    assert ext.to_dict()["text"].startswith("4 ABBA block(s) added to the 4 planned")
+    assert (ext.record().text or "").startswith("4 ABBA block(s) added to the 4 planned")
 
 
 def test_the_time_limit_is_capped_by_the_config() -> None:

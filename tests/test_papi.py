@@ -13,6 +13,7 @@ from hwprof.collectors.papi import collector as papi_mod
 
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
+from hwprof.schema.probes import PapiProbe
 from hwprof.schema.records import MetricTables
 
 Papi = papi_mod.Papi
@@ -42,7 +43,8 @@ def test_real_papi_probe_and_collector() -> None:
     assert "start: PapiNoComponentError" in capability.reason
     assert why in capability.reason
     assert "pmu=on" in capability.fix and "--counters perf" in capability.fix
-    assert set(capability.details["failed"]) == set(papi_mod.DEFAULT_PRESETS)
+    assert isinstance(capability.details, PapiProbe)
+    assert set(capability.details.failed or {}) == set(papi_mod.DEFAULT_PRESETS)
     assert result.status == "unavailable"
     assert result.reason == capability.reason and result.fix == capability.fix
 

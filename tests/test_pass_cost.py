@@ -19,6 +19,7 @@ from hwprof.core.markers import Marker
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces, timing_forward_s
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.rundir.reader import RunData
+from hwprof.rundir.worker_files import write_config
 from hwprof.schema.run import RunDoc
 from hwprof.session.finish import finalize
 from hwprof.session.paired import schedule
@@ -256,7 +257,7 @@ def test_which_passes_interleave_clean_iterations(
     from hwprof.core.config import RunConfig
     from hwprof.session.worker import PassRunner
 
-    RunConfig(model="yolov8n").save(tmp_path / "config.json")
+    write_config(tmp_path, RunConfig(model="yolov8n"))
     (tmp_path / "images.json").write_text(json.dumps({"paths": []}))
     runner = PassRunner(tmp_path, pass_name, names.split(","))
     if pass_name != "timing":
@@ -279,7 +280,7 @@ def test_clean_iterations_reach_only_collectors_that_ask(tmp_path: Path) -> None
     from hwprof.core.markers import Marker
     from hwprof.session.worker import PassRunner
 
-    RunConfig(model="yolov8n").save(tmp_path / "config.json")
+    write_config(tmp_path, RunConfig(model="yolov8n"))
     (tmp_path / "images.json").write_text(json.dumps({"paths": []}))
     runner = PassRunner(tmp_path, "layers", ["sysstat"])
     seen: dict[str, list[Marker]] = {"nvml": [], "perf_events": []}

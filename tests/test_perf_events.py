@@ -23,6 +23,7 @@ from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns
 from hwprof.perf.syscall import try_open
 from hwprof.perf.tables import analyse
 from hwprof.perf.threadcpu import CountedThreadsCpu
+from hwprof.rundir.worker_files import write_config
 from hwprof.schema.records import MetricTables, read_records
 from hwprof.session.registry import by_name
 
@@ -216,7 +217,7 @@ def _worker_run(run_dir: Path, model: str) -> dict[str, Any]:
     run_dir.mkdir(parents=True)
     events = ["task-clock", "page-faults", "context-switches"]
     config = RunConfig(model=model, imgsz=320, threads=2, warmup=1, iters=3, events=events)
-    config.save(run_dir / "config.json")
+    write_config(run_dir, config)
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
     # passive waiting: idle OpenMP workers sleep instead of spinning, so task-clock measures the work
     # itself and not how long workers spun on a loaded machine (spinning varied 7x between runs here)

@@ -40,10 +40,13 @@ from hwprof.core.config import RunConfig
 from hwprof.core.kernels import BETWEEN_LAYERS, KINDS, attribute, derived, tables_dict
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import measured_pieces, measured_spans
+from hwprof.schema.probes import PerfSamplingProbe
 from hwprof.schema.records import StackSample, read_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "perf_sampling"
 PERF = shutil.which("perf")
+NO_PMU = Capability.ok(details=PerfSamplingProbe.of(pmu=False, user_only=False))
+"""A probe that found perf sampling cpu-clock of user and kernel space."""
 
 
 def _samples(name: str) -> list[Sample]:
@@ -213,10 +216,10 @@ def test_the_plan_keeps_the_rate_low_and_adds_iterations_for_a_short_forward() -
 
 
 def test_sampling_events_follow_the_pmu_and_the_paranoia() -> None:
-    no_pmu = Capability.ok(pmu=False, user_only=False)
+    no_pmu = PerfSamplingProbe.of(pmu=False, user_only=False)
     assert access.sampling_events(RunConfig(), no_pmu) == ["cpu-clock"]
     assert access.sampling_events(RunConfig(events=["page-faults", "cycles"]), no_pmu) == ["{cpu-clock,page-faults}:S"]
-    pmu = Capability.ok(pmu=True, user_only=True)
+    pmu = PerfSamplingProbe.of(pmu=True, user_only=True)
     group = access.sampling_events(RunConfig(events=["LLC-load-misses"]), pmu)
     assert group == ["{cycles:u,instructions:u,cache-misses:u,LLC-load-misses:u}:S"]
 
@@ -383,7 +386,7 @@ def test_a_worker_that_never_measures_leaves_a_failed_result_and_no_perf(tmp_pat
     config = RunConfig()
     ctx = PassContext(config, tmp_path, "kernels", MarkerBus())
     ctx.out_dir.mkdir(parents=True)
-    tool = ps.PerfRecordTool("/bin/false", 1, ctx, Capability.ok(pmu=False, user_only=False))
+    tool = ps.PerfRecordTool("/bin/false", 1, ctx, NO_PMU)
     result = tool.finish(3, timeout_s=5)
     assert result.status == "failed" and "never reached its measured iterations" in result.reason
     assert tool.process is None, "perf was never launched"
@@ -402,7 +405,7 @@ def test_perf_that_dies_at_once_fails_with_its_words(tmp_path: Path) -> None:
         "#!/bin/sh\necho 'Error: Access to performance monitoring and observability operations is limited.'\nexit 255\n"
     )
     fake.chmod(0o755)
-    tool = ps.PerfRecordTool(str(fake), 1, ctx, Capability.ok(pmu=False, user_only=False))
+    tool = ps.PerfRecordTool(str(fake), 1, ctx, NO_PMU)
     assert ctl.request_attach(ctx.out_dir, timeout_s=15) is False, "released at once, told perf is not there"
     result = tool.finish(0, timeout_s=5)
     assert result.status == "failed" and "Access to performance monitoring" in result.reason

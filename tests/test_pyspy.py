@@ -15,6 +15,8 @@ from hwprof.collectors.pyspy import collector as ps
 
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, read_markers
+from hwprof.rundir.worker_files import read_config, write_config
+from hwprof.schema.probes import PyspyProbe
 from hwprof.schema.records import Span, ThreadName, read_records
 from hwprof.schema.summaries_tools import PyspySummary
 
@@ -159,7 +161,7 @@ def test_missing_binary_is_unavailable_with_the_fix() -> None:
 def test_probe_really_dumps_a_process() -> None:
     capability = ps.PySpyCollector.probe(RunConfig())
     if capability.available:
-        assert capability.details["version"].startswith("py-spy")
+        assert isinstance(capability.details, PyspyProbe) and (capability.details.version or "").startswith("py-spy")
     else:  # e.g. a container without SYS_PTRACE: the reason and an exact fix
         assert capability.reason and capability.fix
 
@@ -174,7 +176,7 @@ def _run_dir(tmp_path: Path, iters: int, native: bool = False) -> Path:
     run_dir.mkdir()
     # py-spy at 50 Hz: at 200 Hz its native unwinding pauses a 2-core host most of the time
     config = RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=iters, pyspy_rate=50, pyspy_native=native)
-    config.save(run_dir / "config.json")
+    write_config(run_dir, config)
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
     return run_dir
 
@@ -184,7 +186,7 @@ def _spawn(run_dir: Path, names: str) -> tuple[subprocess.Popen[bytes], ps.PySpy
 
     from hwprof.core.markers import MarkerBus
 
-    config = RunConfig.load(run_dir / "config.json")
+    config = read_config(run_dir)
     ctx = PassContext(config, run_dir, "trace", MarkerBus())
     ctx.out_dir.mkdir(parents=True, exist_ok=True)
     worker = subprocess.Popen(

@@ -9,12 +9,20 @@ from pathlib import Path
 
 import pytest
 
+from hwprof.core.config import RunConfig
 from hwprof.rundir.advise_files import read_advise_result, read_advise_spec, write_advise_result, write_advise_spec
 from hwprof.rundir.logs import child_log, log_lines, write_log
 from hwprof.rundir.pass_files import write_layer_errors
 from hwprof.rundir.reader import RunData, read_layer_errors
 from hwprof.rundir.sweep_files import read_transfers, write_transfers
-from hwprof.rundir.worker_files import read_image_paths, read_worker_pid, write_images, write_worker_pid
+from hwprof.rundir.worker_files import (
+    read_config,
+    read_image_paths,
+    read_worker_pid,
+    write_config,
+    write_images,
+    write_worker_pid,
+)
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.check import RunDirError
 from hwprof.schema.run import RunDoc
@@ -40,6 +48,20 @@ def test_images_read_back_and_a_damaged_file_names_the_field(tmp_path: Path) -> 
     with pytest.raises(RunDirError) as exc:
         read_image_paths(tmp_path)
     assert _one_line(exc).startswith(f"{tmp_path / 'images.json'}: not valid JSON")
+
+
+def test_config_reads_back_and_a_missing_or_damaged_one_is_named(tmp_path: Path) -> None:
+    config = RunConfig(model="yolov8n", events=["task-clock"], extra={"rect": True})
+    write_config(tmp_path, config)
+    assert json.loads((tmp_path / "config.json").read_text()) == config.to_dict()
+    assert read_config(tmp_path) == config
+    with pytest.raises(RunDirError) as exc:
+        read_config(tmp_path / "none")
+    assert _one_line(exc) == f"{tmp_path / 'none' / 'config.json'}: file is missing"
+    (tmp_path / "config.json").write_text("[]")
+    with pytest.raises(RunDirError) as exc:
+        read_config(tmp_path)
+    assert _one_line(exc).startswith(f"{tmp_path / 'config.json'}: must be a JSON object")
 
 
 def test_worker_pid_is_none_until_a_whole_one_is_written(tmp_path: Path) -> None:

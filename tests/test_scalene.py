@@ -16,6 +16,7 @@ from hwprof.collectors.scalene.profile import window_from_json
 
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, read_markers
+from hwprof.rundir.worker_files import write_config
 from hwprof.schema.records import CounterSample, read_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "scalene"
@@ -174,7 +175,7 @@ def test_real_scalene_pass(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     config = RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=3)
-    config.save(run_dir / "config.json")
+    write_config(run_dir, config)
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
     assert sc.ScaleneCollector.probe(config).available
     ctx = _ctx(run_dir, config)

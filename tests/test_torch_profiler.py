@@ -16,6 +16,7 @@ from hwprof.collectors.torch_profiler import convert as _torch_convert
 from hwprof.collectors.torch_profiler import onednn as _torch_onednn
 
 from hwprof.core.markers import read_markers
+from hwprof.rundir.worker_files import read_config, write_config
 from hwprof.schema.records import Span, read_records
 
 FIXTURE = Path(__file__).parent / "fixtures" / "kineto"
@@ -158,7 +159,7 @@ def _run_dir(tmp_path: Path, iters: int = 2) -> Path:
     run_dir.mkdir()
     # py-spy at 200 Hz (without --native it does not pause the worker): enough samples in one
     # iteration's forward stage to see it begin and end, which its clock needs
-    RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=iters, pyspy_rate=200).save(run_dir / "config.json")
+    write_config(run_dir, RunConfig(model="yolov8n", imgsz=320, warmup=1, iters=iters, pyspy_rate=200))
     (run_dir / "images.json").write_text(json.dumps({"paths": [str(p) for p in discover(None).paths]}))
     return run_dir
 
@@ -221,11 +222,10 @@ def test_a_profiler_that_dies_leaves_the_other_results(tmp_path: Path) -> None:
     from hwprof.collectors.base import PassContext
     from hwprof.collectors.pyspy.collector import PySpyCollector
 
-    from hwprof.core.config import RunConfig
     from hwprof.core.markers import MarkerBus
 
     run_dir = _run_dir(tmp_path, iters=1)
-    config = RunConfig.load(run_dir / "config.json")
+    config = read_config(run_dir)
     ctx = PassContext(config, run_dir, "trace", MarkerBus())
     out = ctx.out_dir
     (out / "torch_profiler.kineto.json" / "in-the-way").mkdir(parents=True)

@@ -5,13 +5,21 @@ failed collectors first, in the order they failed, then the others as they close
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
 
 from hwprof.core.config import RunConfig
+from hwprof.rundir.worker_files import write_config
+from hwprof.schema.summaries_cpu import Summary
 from hwprof.session.collector_state import CollectorRecord
 from hwprof.session.worker import PassRunner
+
+
+@dataclass(kw_only=True)
+class _Calls(Summary):
+    calls: int | None = None
 
 
 class _Probe(Collector):
@@ -35,7 +43,7 @@ class _Probe(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         self._hook("close")
-        return CollectorResult("ok", summary={"calls": len(self.calls)})
+        return CollectorResult("ok", summary=_Calls.of(calls=len(self.calls)))
 
 
 def _probe(name: str, fails_in: str | None) -> _Probe:
@@ -44,7 +52,7 @@ def _probe(name: str, fails_in: str | None) -> _Probe:
 
 
 def _runner(tmp_path: Path, collectors: list[_Probe]) -> PassRunner:
-    RunConfig(model="yolov8n").save(tmp_path / "config.json")
+    write_config(tmp_path, RunConfig(model="yolov8n"))
     (tmp_path / "images.json").write_text(json.dumps({"paths": []}))
     runner = PassRunner(tmp_path, "layers", [])
     runner.collectors = list(collectors)
@@ -66,7 +74,7 @@ def test_a_failed_collector_gets_no_more_hooks_but_close_and_is_listed_first(tmp
     assert list(result["collectors"]) == ["c", "b", "a"]  # in the order their outcome was known
     assert result["collectors"]["c"]["status"] == "failed"
     assert result["collectors"]["c"]["reason"] == "open: RuntimeError: c broke"
-    assert result["collectors"]["a"] == CollectorResult("ok", summary={"calls": 3}).to_dict()
+    assert result["collectors"]["a"] == CollectorResult("ok", summary=_Calls.of(calls=3)).to_dict()
 
 
 def test_a_collector_failing_in_close_is_failed_in_its_place(tmp_path: Path) -> None:

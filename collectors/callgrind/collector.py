@@ -30,6 +30,7 @@ from hwprof.collectors.callgrind.tool import (
 )
 
 from hwprof.core.markers import MarkerLog
+from hwprof.schema.probes import CallgrindProbe
 from hwprof.schema.summaries_cpu import CallgrindSummary
 
 if TYPE_CHECKING:
@@ -84,7 +85,8 @@ class CallgrindCollector(Collector):
         if valgrind is None:
             need = f"valgrind >= {MIN_VERSION[0]}.{MIN_VERSION[1]} is needed ({why})"
             return Capability.unavailable(need, INSTALL_FIX)
-        return Capability.ok(valgrind=valgrind.binary, version=".".join(map(str, valgrind.version)))
+        details = CallgrindProbe.of(valgrind=valgrind.binary, version=".".join(map(str, valgrind.version)))
+        return Capability.ok(details=details)
 
     def wrap_command(self, command: list[str], ctx: PassContext) -> list[str]:
         valgrind, why = find_valgrind()

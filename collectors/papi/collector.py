@@ -28,6 +28,7 @@ from hwprof.perf.counting import Count, Reading
 from hwprof.perf.derived import cache_line_size
 from hwprof.perf.errors import NO_PMU_FIX
 from hwprof.perf.tables import analyse, summary_checks
+from hwprof.schema.probes import PapiProbe
 from hwprof.schema.records import metrics_path
 from hwprof.schema.summaries_cpu import CounterChecks, PapiSummary
 
@@ -189,12 +190,12 @@ class Papi(Collector):
         try:
             es = start_eventset(api, requested(config))
         except PapiUnavailable as exc:
-            return Capability.unavailable(exc.reason, exc.fix, failed=exc.failed)
+            return Capability.unavailable(exc.reason, exc.fix, details=PapiProbe.of(failed=exc.failed))
         try:
             api.low.read(es.handle)
         finally:
             release(api, es)
-        return Capability.ok(events=es.added, failed=es.failed)
+        return Capability.ok(details=PapiProbe.of(events=es.added, failed=es.failed))
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
@@ -227,9 +228,8 @@ class Papi(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         if self.problem is not None:
-            return CollectorResult(
-                "unavailable", self.problem.reason, self.problem.fix, {"failed": self.problem.failed}
-            )
+            summary = PapiSummary.of(failed=self.problem.failed)
+            return CollectorResult("unavailable", self.problem.reason, self.problem.fix, summary)
         if self.es is None or self.api is None:
             return CollectorResult("failed", reason="PAPI was never opened")
         es = self.es

@@ -35,6 +35,7 @@ from hwprof.perf.syscall import GroupReading, try_open
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.schema.codec import JsonObject
+from hwprof.schema.probes import PerfEventsProbe
 from hwprof.schema.records import CounterSample, metrics_path, records_path, write_records
 from hwprof.schema.summaries_cpu import LayerReads, PerfEventsSummary
 
@@ -122,11 +123,11 @@ class PerfEvents(Collector):
         except UnknownEventError as exc:
             return Capability.unavailable(str(exc), UNKNOWN_FIX)
         opened, missing = _probe_unavailable(specs)
-        details = {"events": opened, "unavailable": {u.event: u.to_dict() for u in missing}}
+        details = PerfEventsProbe.of(events=opened, unavailable={u.event: u.part() for u in missing})
         if not opened:
             top = _most_common(missing)
-            return Capability.unavailable(f"no event opens: {top.reason}", top.fix, **details)
-        return Capability.ok(**details)
+            return Capability.unavailable(f"no event opens: {top.reason}", top.fix, details=details)
+        return Capability.ok(details=details)
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import Capability
 
+from hwprof.schema.probes import PerfSamplingProbe
+
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
 
@@ -82,12 +84,18 @@ SOFTWARE_EVENTS = frozenset(
 )
 
 
-def sampling_events(config: RunConfig, capability: Capability) -> list[str]:
+def probe_details(capability: Capability) -> PerfSamplingProbe:
+    """What perf_sampling's probe found (an empty record for a capability without it: nothing known)."""
+    details = capability.details
+    return details if isinstance(details, PerfSamplingProbe) else PerfSamplingProbe()
+
+
+def sampling_events(config: RunConfig, details: PerfSamplingProbe) -> list[str]:
     """The event of `perf record -e`: cycles leading a group read at each sample where the PMU
     exists (instructions, cache-misses, and the events of --events), else cpu-clock, leading a
     group of the software events of --events if any."""
-    suffix = ":u" if capability.details.get("user_only") else ""
-    pmu = bool(capability.details.get("pmu"))
+    suffix = ":u" if details.user_only else ""
+    pmu = bool(details.pmu)
     leader = "cycles" if pmu else "cpu-clock"
     members = list(PMU_GROUP[1:]) if pmu else []
     for event in config.events:

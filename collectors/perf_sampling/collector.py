@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.perf_sampling.access import (
@@ -52,6 +52,7 @@ from hwprof.collectors.perf_sampling.access import (
     perf_binary,
     permission_fix,
     pmu_status,
+    probe_details,
     sampling_events,
     user_only,
 )
@@ -67,6 +68,7 @@ from hwprof.collectors.perf_sampling.control import (
 from hwprof.collectors.perf_sampling.rate import plan_sampling
 
 from hwprof.core.spans import timing_forward_s
+from hwprof.schema.probes import PerfSamplingProbe, UnavailablePart
 from hwprof.schema.summaries_tools import CpiPerKernel
 
 if TYPE_CHECKING:
@@ -100,19 +102,18 @@ def _probe(binary: str) -> Capability:
             return Capability.unavailable(f"perf record of a test process failed: {last}", INSTALL_FIX)
     version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
     pmu, why = pmu_status(binary)
-    details: dict[str, Any] = {"binary": binary, "version": version, "pmu": pmu, "user_only": bool(suffix)}
-    unavailable: dict[str, dict[str, str]] = {}
+    details = PerfSamplingProbe.of(binary=binary, version=version, pmu=pmu, user_only=bool(suffix))
+    unavailable: dict[str, UnavailablePart] = {}
     if not pmu:
-        unavailable[CPI_PART] = {"reason": why, "fix": NO_PMU_FIX}
+        unavailable[CPI_PART] = UnavailablePart.of(reason=why, fix=NO_PMU_FIX)
     if suffix:
         level = paranoid_level()
-        unavailable["kernel-space samples"] = {
-            "reason": f"perf_event_paranoid={level} without root",
-            "fix": permission_fix(),
-        }
+        unavailable["kernel-space samples"] = UnavailablePart.of(
+            reason=f"perf_event_paranoid={level} without root", fix=permission_fix()
+        )
     if unavailable:
-        details["unavailable"] = unavailable
-    return Capability.ok(**details)
+        details.update(unavailable=unavailable)
+    return Capability.ok(details=details)
 
 
 class PerfSamplingCollector(Collector):
@@ -171,12 +172,12 @@ class PerfRecordTool(AttachedTool):
         self.binary = binary
         self.pid = pid
         self.ctx = ctx
-        self.capability = capability
+        self.details = probe_details(capability)
         config = ctx.config
         self.forward_s = timing_forward_s(ctx.run_dir)
         plan = plan_sampling(config, self.forward_s)
         self.rate, self.rate_how = plan.rate, plan.how
-        self.events = sampling_events(config, capability)
+        self.events = sampling_events(config, self.details)
         self.data = ctx.out_dir / "perf.data"
         self.data.unlink(missing_ok=True)
         self.log = ctx.out_dir / f"{NAME}.log"
@@ -249,15 +250,15 @@ class PerfRecordTool(AttachedTool):
             rate_hz=self.rate,
             rate_chosen=self.rate_how,
             events=self.events,
-            version=self.capability.details.get("version", ""),
+            version=self.details.version or "",
             jit_perf_map=jit_map.exists(),
             attach_ms=self.attach_ms,
         )
-        if self.capability.details.get("user_only"):
+        if self.details.user_only:
             summary.kernel_space = "not sampled: user space only (perf_event_paranoid >= 2 without root)"
-        cpi = self.capability.details.get("unavailable", {}).get(CPI_PART)
+        cpi = self.details.part(CPI_PART)
         if cpi:
-            summary.cpi_per_kernel = CpiPerKernel.of(status="unavailable", **cpi)
+            summary.cpi_per_kernel = CpiPerKernel.of(status="unavailable", reason=cpi.reason, fix=cpi.fix)
         status, reason, fix = "ok", "", ""
         if returncode not in (0, -signal.SIGINT, 130) and returncode is not None:
             status, reason = "partial", f"perf record exited with status {returncode}: {last_line(log_text)}"

@@ -59,6 +59,7 @@ from hwprof.collectors.pyspy.switch import PySpySwitch, summary_fields, write_pi
 from hwprof.core.atomic import atomic_path
 from hwprof.core.markers import read_markers
 from hwprof.schema.codec import need
+from hwprof.schema.probes import PyspyProbe
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -113,7 +114,7 @@ def _probe(binary: str) -> Capability:
     text = (done.stdout + done.stderr).strip()
     if done.returncode == 0 and "<module>" in text:
         version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
-        return Capability.ok(binary=binary, version=version)
+        return Capability.ok(details=PyspyProbe.of(binary=binary, version=version))
     last = text.splitlines()[-1] if text else f"exit status {done.returncode}"
     if any(word in text.lower() for word in PERMISSION_WORDS):
         return Capability.unavailable(f"py-spy may not read another process: {last}", _ptrace_fix())

@@ -79,6 +79,7 @@ from hwprof.collectors.rapl.still import NO_FIX, PROBE_BUDGET_S, StillCounters, 
 from hwprof.core.atomic import atomic_path
 from hwprof.core.envvars import EnvVarError
 from hwprof.perf.threadcpu import name_this_thread
+from hwprof.schema.probes import RaplProbe
 from hwprof.schema.records import metrics_path, records_path, write_records
 from hwprof.schema.summaries_cpu import RaplSummary, RaplUpdateInterval
 
@@ -175,12 +176,10 @@ class RaplCollector(Collector):
                 f"of polling ({reads} reads): it is offered but does not count on this machine",
                 NO_FIX,
             )
-        return Capability.ok(
-            source=source.kind,
-            where=source.where,
-            domains=[d.label for d in source.domains],
-            skipped=source.skipped,
+        details = RaplProbe.of(
+            source=source.kind, where=source.where, domains=[d.label for d in source.domains], skipped=source.skipped
         )
+        return Capability.ok(details=details)
 
     def open(self, ctx: PassContext) -> None:
         try:

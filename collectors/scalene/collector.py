@@ -64,6 +64,7 @@ import hwprof
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import timing_forward_s
+from hwprof.schema.probes import ScaleneProbe
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -116,7 +117,7 @@ def _probe(command: tuple[str, ...], memory: bool) -> Capability:
                 "Scalene's allocator shim libscalene.so is missing (memory profiling)",
                 "pip install --force-reinstall 'scalene>=2.4' (x86-64/arm64 Linux), or run without memory",
             )
-    return Capability.ok(command=" ".join(command))
+    return Capability.ok(details=ScaleneProbe.of(command=" ".join(command)))
 
 
 IMPORT_ERRORS = ("ModuleNotFoundError: ", "ImportError: ")

@@ -57,6 +57,7 @@ from hwprof.collectors.sysstat.tables import (
 from hwprof.collectors.sysstat.threads import thread_cpu_ns, thread_name
 
 from hwprof.schema.codec import JsonObject
+from hwprof.schema.probes import SysstatProbe
 from hwprof.schema.records import MetricTables, Record, ThreadName, metrics_path, records_path, write_records
 from hwprof.schema.summaries_cpu import SysstatSummary
 
@@ -110,7 +111,7 @@ class SysstatCollector(Collector):
             return Capability.unavailable("per-thread CPU clocks are not available", "run on Linux")
         freq = FreqSource.open(Path(config.extra.get("cpu_sysfs_root") or DEFAULT_CPU_SYSFS_ROOT))
         freq.close()
-        return Capability.ok(cpu_freq=freq.reason or "available")
+        return Capability.ok(details=SysstatProbe.of(cpu_freq=freq.reason or "available"))
 
     def open(self, ctx: PassContext) -> None:
         self.proc = ProcReader()

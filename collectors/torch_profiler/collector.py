@@ -51,6 +51,7 @@ from hwprof.collectors.torch_profiler.onednn import StdoutToFile
 
 from hwprof.core.atomic import NEARLY_FULL, DiskFullError, atomic_write_text, free_bytes
 from hwprof.core.markers import Marker, read_markers
+from hwprof.schema.probes import TorchProfilerProbe
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -275,12 +276,12 @@ def _probe(python: str) -> Capability:
     if done.returncode != 0 or not lines:
         tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return Capability.unavailable(f"torch.profiler probe failed: {tail}", "pip install torch==2.13.0")
-    info = json.loads(lines[-1])
-    if not info["ok"]:
+    info = TorchProfilerProbe.from_json(json.loads(lines[-1]), "the torch.profiler probe's output")
+    if not info.ok:
         return Capability.unavailable(
             "torch.profiler recorded no aten op (Kineto unavailable?)", "install a torch build with Kineto"
         )
-    return Capability.ok(**info)
+    return Capability.ok(details=info)
 
 
 def _flops_by_id(prof: Any) -> dict[int, int]:

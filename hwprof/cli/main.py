@@ -21,6 +21,7 @@ from hwprof.session.stopping import StopSignals
 if TYPE_CHECKING:
     from hwprof.analysis.sweep_rows import SweepResult
     from hwprof.schema.codec import JsonObject
+    from hwprof.schema.probes import ProbeDetails
     from hwprof.sweep.run import ProgressFn, SweepPlan
 
 
@@ -212,13 +213,10 @@ def _runtimes_table(device: str) -> Any:
     return table
 
 
-def _unavailable_parts(details: JsonObject) -> list[tuple[list[str], str, str]]:
-    """A collector that works in part lists what it cannot do in details["unavailable"]: name -> {reason, fix}."""
-    from hwprof.schema.run import ProbeDetails
-
+def _unavailable_parts(details: ProbeDetails) -> list[tuple[list[str], str, str]]:
+    """A collector that works in part lists what it cannot do in its details' unavailable: name -> why, fix."""
     parts: dict[tuple[str, str], list[str]] = {}
-    unavailable = ProbeDetails.from_json(details, "the collector's probe details").unavailable or {}
-    for name, why in unavailable.items():
+    for name, why in (details.unavailable or {}).items():
         parts.setdefault((why.reason or "", why.fix or ""), []).append(name)
     return [(names, reason, fix) for (reason, fix), names in parts.items()]
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
-
-from hwprof.core.atomic import atomic_write_text
 
 PASS_ORDER: tuple[str, ...] = (
     "timing",
@@ -126,10 +123,3 @@ class RunConfig:
             self.weights = str((base / Path(self.weights).expanduser()).resolve())
         if self.images:
             self.images = str((base / Path(self.images).expanduser()).resolve())
-
-    def save(self, path: Path) -> None:
-        atomic_write_text(path, json.dumps(self.to_dict(), indent=2))
-
-    @classmethod
-    def load(cls, path: Path) -> RunConfig:
-        return cls.from_dict(json.loads(path.read_text()))

@@ -7,6 +7,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from hwprof.schema.probes import UnavailablePart
+
 PARANOID_PATH = Path("/proc/sys/kernel/perf_event_paranoid")
 
 NO_PMU_REASON = "the kernel exposes no PMU for this event: a VM without a virtual PMU, or an unsupported CPU"
@@ -23,6 +25,10 @@ class Unavailable:
     """Symbolic errno, e.g. "ENOENT"."""
     reason: str
     fix: str
+
+    def part(self) -> UnavailablePart:
+        """As a probe's details and perf_events' summary record it: errno, reason, fix."""
+        return UnavailablePart.of(errno=self.errno, reason=self.reason, fix=self.fix)
 
     def to_dict(self) -> dict[str, str]:
         return {"errno": self.errno, "reason": self.reason, "fix": self.fix}

@@ -109,8 +109,9 @@ def _node_rows(profile: Profile, measured: list[RunSpans]) -> list[NodeRow]:
 
 
 def write_pass_result(out_dir: Path, result: PassResult) -> None:
-    """result.json: the pass's status, error, runtime info, paired figures and each collector's result."""
-    atomic_write_text(out_dir / RESULT_FILE, json.dumps(result.to_json(), indent=1))
+    """result.json: the pass's status, error, runtime info, paired figures and each collector's result. A value
+    that is not JSON is written as its text (default=str), as run.json's are."""
+    atomic_write_text(out_dir / RESULT_FILE, json.dumps(result.to_json(), indent=1, default=str))
 
 
 def write_layer_errors(run_dir: Path, doc: JsonObject) -> Path:

@@ -1,5 +1,5 @@
-"""The files the session and a pass's worker hand each other: images.json (the images every pass reads,
-beside config.json), and in the pass folder command.json (the command line the worker ran with) and
+"""The files the session and a pass's worker hand each other: config.json (the run's options) and images.json
+(the images every pass reads), and in the pass folder command.json (the command line the worker ran with) and
 worker.pid (its pid, when a launcher runs it). The worker's own results are in pass_files.py."""
 
 from __future__ import annotations
@@ -8,9 +8,20 @@ import json
 from pathlib import Path
 
 from hwprof.core.atomic import atomic_write_text
-from hwprof.rundir.names import COMMAND_JSON, IMAGES_JSON, WORKER_PID
+from hwprof.core.config import RunConfig
+from hwprof.rundir.names import COMMAND_JSON, CONFIG_JSON, IMAGES_JSON, WORKER_PID
 from hwprof.schema.check import RunDirError, found, read_json_object
 from hwprof.schema.codec import JsonObject
+
+
+def write_config(run_dir: Path, config: RunConfig) -> None:
+    """config.json: the run's options (RunConfig.to_dict), which every pass's worker reads."""
+    atomic_write_text(run_dir / CONFIG_JSON, json.dumps(config.to_dict(), indent=2))
+
+
+def read_config(run_dir: Path) -> RunConfig:
+    """The run's options from config.json; RunDirError (one line) when it is missing or not a JSON object."""
+    return RunConfig.from_dict(read_json_object(run_dir / CONFIG_JSON))
 
 
 def write_images(run_dir: Path, images: JsonObject) -> None:

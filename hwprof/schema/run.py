@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError, found, read_json
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.host import HostDoc, PeaksDoc
+from hwprof.schema.probes import PROBE_TYPES, ProbeDetails
 from hwprof.schema.runtime_checks import ClockDoc, OutputDiff, ProfiledPass
 from hwprof.schema.summaries_cpu import (
     CallgrindSummary,
@@ -209,24 +210,6 @@ class PassDoc(Record):
 
 
 @dataclass(kw_only=True)
-class UnavailablePart(Record):
-    """A part of a collector that cannot run here (perf_events' events, perf_sampling's CPI per kernel and
-    kernel-space samples): why, and the fix."""
-
-    reason: str | None = None
-    fix: str | None = None
-
-
-@dataclass(kw_only=True)
-class ProbeDetails(Record):
-    """A collector's probe details (collectors.base.Capability.details, run.json collectors.<name>.details):
-    what hwprof reads of them; the rest (binary, version, events, ...) kept as it is."""
-
-    unavailable: dict[str, UnavailablePart] | None = None
-    """Part -> why it cannot run, for a collector that works in part."""
-
-
-@dataclass(kw_only=True)
 class CollectorEntry(Record):
     """One collector in run.json: its status (and why), its pass, and its typed summary."""
 
@@ -237,15 +220,19 @@ class CollectorEntry(Record):
     summary: Summary | None = None
     artifacts: list[Any] | None = None
     pass_name: str | None = field(default=None, metadata={"key": "pass"})
-    details: JsonObject | None = None
+    details: ProbeDetails | None = None
+    """What the collector's probe found (written for an unavailable collector), read as its PROBE_TYPES type."""
 
     @classmethod
     def read(cls, name: str, doc: Any, where: str) -> CollectorEntry:
-        """The entry of collector `name`, its summary read as that collector's type."""
+        """The entry of collector `name`, its summary and probe details read as that collector's types."""
         entry = cls.from_json(doc, where, f"collectors.{name}.")
         raw = doc.get("summary")
         if raw is not None:
             entry.summary = SUMMARY_TYPES.get(name, Summary).from_json(raw, where, f"collectors.{name}.summary.")
+        details = doc.get("details")
+        if details is not None:
+            entry.details = PROBE_TYPES.get(name, ProbeDetails).from_json(details, where, f"collectors.{name}.details.")
         return entry
 
     @property

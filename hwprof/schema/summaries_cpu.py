@@ -289,6 +289,8 @@ class PapiSummary(CounterSummary):
     read_cost: JsonObject | None = None
     interval_samples: int | None = None
     interval_note: str | None = None
+    failed: dict[str, str] | None = None
+    """Preset -> PAPI's error: the only key of a pass where PAPI could not start (status unavailable)."""
 
 
 @dataclass(kw_only=True)

@@ -34,8 +34,8 @@ class PassOutcome:
 
 
 def worker_results(worker: PassResult) -> dict[str, CollectorResult]:
-    """Each collector's result as the worker's result.json gives it (its summary as the JSON object)."""
-    return {name: CollectorResult(**entry.to_json()) for name, entry in worker.collectors.items()}
+    """Each collector's result as the worker's result.json gives it (its summary typed as the entry's)."""
+    return {name: CollectorResult.of_entry(entry) for name, entry in worker.collectors.items()}
 
 
 def pass_status(status: str, error: str, worker: PassResult, returncode: int, log: Path) -> tuple[str, str]:

@@ -28,6 +28,7 @@ from hwprof.collectors.base import Collector, PassContext
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, MarkerLog
 from hwprof.core.spans import forward_ms_by_iteration
+from hwprof.schema.pass_files import PairedExtension
 from hwprof.workload.images import discover
 
 
@@ -71,8 +72,9 @@ class Extension:
             f"stopped: {self.stopped} ({self.used_s:.1f} s of a {self.limit_s:.1f} s limit)"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "text": self.text}
+    def record(self) -> PairedExtension:
+        """As result.json's paired.extension holds it: the fields, then the sentence."""
+        return PairedExtension.of(**asdict(self), text=self.text)
 
 
 def extend(

@@ -7,12 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from hwprof.collectors.base import Collector
 from hwprof.core.config import PASS_ORDER, RunConfig
 from hwprof.rundir.lock import LOCK_NAME, RunDirBusy, RunDirLock
-from hwprof.schema.codec import json_value
 from hwprof.schema.run import CollectorEntry
 from hwprof.session.registry import all_collectors
 
@@ -34,8 +32,8 @@ class Plan:
     """Collectors that will not run, as run.json records them (status, reason, fix, pass)."""
 
 
-def _not_run(cls: type[Collector], status: str, reason: str, fix: str, **details: Any) -> CollectorEntry:
-    return CollectorEntry.of(status=status, reason=reason, fix=fix, pass_name=cls.pass_name, **details)
+def _not_run(cls: type[Collector], status: str, reason: str, fix: str) -> CollectorEntry:
+    return CollectorEntry.of(status=status, reason=reason, fix=fix, pass_name=cls.pass_name)
 
 
 def plan_passes(config: RunConfig) -> Plan:
@@ -52,8 +50,9 @@ def plan_passes(config: RunConfig) -> Plan:
             statuses[cls.name] = _not_run(cls, "failed", f"probe raised {type(exc).__name__}: {exc}", "")
             continue
         if not capability.available:
-            details = json_value(capability.details)
-            statuses[cls.name] = _not_run(cls, "unavailable", capability.reason, capability.fix, details=details)
+            entry = _not_run(cls, "unavailable", capability.reason, capability.fix)
+            entry.update(details=capability.details)
+            statuses[cls.name] = entry
             continue
         by_pass.setdefault(cls.pass_name, []).append(cls)
     passes = [PassPlan(name, by_pass[name]) for name in PASS_ORDER if name in by_pass]

@@ -27,9 +27,9 @@ from hwprof.core.markers import MarkerBus
 from hwprof.perf.neighbours import NeighbourWatch
 from hwprof.perf.steal import steal_ns
 from hwprof.rundir.logs import child_log
-from hwprof.rundir.names import CONFIG_JSON, PASSES, RUN_JSON, WORKER_LOG
+from hwprof.rundir.names import PASSES, RUN_JSON, WORKER_LOG
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData
-from hwprof.rundir.worker_files import read_worker_pid, write_command, write_images
+from hwprof.rundir.worker_files import read_worker_pid, write_command, write_config, write_images
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.run import RunConfigDoc, RunDoc
@@ -110,7 +110,7 @@ class Session:
         }
 
     def _write_inputs(self) -> None:
-        self.config.save(self.run_dir / CONFIG_JSON)
+        write_config(self.run_dir, self.config)
         write_images(self.run_dir, self._images())
 
     def _child_env(self, collectors: list[Collector], ctx: PassContext) -> dict[str, str]:

@@ -8,7 +8,7 @@ from hwprof.rundir.names import PASSES, WORKER_LOG
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.host import PeaksDoc
 from hwprof.schema.pass_files import RuntimeFile
-from hwprof.schema.run import CollectorEntry, PassDoc, RunDoc, RuntimeDoc
+from hwprof.schema.run import PassDoc, RunDoc, RuntimeDoc
 from hwprof.schema.runtime_checks import ProfiledPass
 from hwprof.session.outcome import PassOutcome
 from hwprof.session.plan import Plan
@@ -44,7 +44,7 @@ def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
         entry.update(lingering=json_value([x.to_dict() for x in outcome.lingering]))
     run.passes[outcome.name] = entry
     for name, result in outcome.results.items():
-        run.collectors[name] = CollectorEntry.read(name, json_value({**result.to_dict(), "pass": outcome.name}), where)
+        run.collectors[name] = result.entry(pass_name=outcome.name)
     if outcome.runtime:
         _record_runtime(run, outcome.name, outcome.runtime, where)
 

@@ -23,14 +23,12 @@ from typing import Any
 
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError
-from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus, MarkerLog
-from hwprof.rundir.names import CONFIG_JSON, MARKERS
-from hwprof.rundir.pass_files import RESULT_FILE, write_pass_result
-from hwprof.rundir.worker_files import read_image_paths, write_worker_pid
+from hwprof.rundir.names import MARKERS
+from hwprof.rundir.pass_files import write_pass_result
+from hwprof.rundir.worker_files import read_config, read_image_paths, write_worker_pid
 from hwprof.schema.codec import json_value
-from hwprof.schema.pass_files import PairedExtension, PairedInfo, PassResult, RuntimeFile
-from hwprof.schema.run import CollectorEntry
+from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
 from hwprof.session.registry import by_name
 from hwprof.session.worker_io import LossyStream, disk_full_exit, is_user_error, one_line, progress
@@ -46,7 +44,7 @@ ERROR_PREFIX = "hwprof-error: "
 class PassRunner:
     def __init__(self, run_dir: Path, pass_name: str, names: list[str]) -> None:
         self.run_dir = run_dir
-        self.config = RunConfig.load(run_dir / CONFIG_JSON)
+        self.config = read_config(run_dir)
         self.images = read_image_paths(run_dir)
         self.bus = MarkerBus()
         self.ctx = PassContext(self.config, run_dir, pass_name, self.bus)
@@ -217,8 +215,7 @@ class PassRunner:
         if self._done > planned_done:  # blocks were added: the bar ends full
             progress(phase="measure", done=self._done, total=self._done)
         if extension is not None:
-            where = str(self.ctx.out_dir / RESULT_FILE)
-            self.paired.update(extension=PairedExtension.from_json(json_value(extension.to_dict()), where, "paired."))
+            self.paired.update(extension=extension.record())
             print(f"paired: {extension.text}", file=sys.stderr)
 
     def run(self) -> int:
@@ -329,16 +326,14 @@ class PassRunner:
                 continue
             results[collector.name] = mark_pass_end(result, status, error)
         pipeline = self.ctx.pipeline
-        where = str(self.ctx.out_dir / RESULT_FILE)
-        info = pipeline.runtime.info if pipeline and pipeline.runtime else None
         result = PassResult.of(
             pass_name=self.ctx.pass_name,
             status=status,
             error=error,
             finished_ns=time.monotonic_ns(),
             detections_per_iteration=json_value(pipeline.detections if pipeline else []),
-            runtime=RuntimeFile.from_json(json_value(info.to_json()), where, "runtime.") if info is not None else None,
-            collectors={n: CollectorEntry.read(n, json_value(r.to_dict()), where) for n, r in results.items()},
+            runtime=pipeline.runtime.info if pipeline and pipeline.runtime else None,
+            collectors={n: r.entry() for n, r in results.items()},
             paired=self.paired,
         )
         write_pass_result(self.ctx.out_dir, result)
