@@ -41,7 +41,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "perf every": {"collectors": ["perf_events"], "counter_reads": "every"},
     "perf rotate sampler-on": {"collectors": ["perf_events"], "extra": {"sampler_in_forward": True}},
     "profiler": {"collectors": ["torch_profiler"], "extra": {"onednn_verbose": False}},
-    "profiler no-shapes": {"collectors": ["torch_profiler"], "extra": {"onednn_verbose": False, "profiler_shapes": False}},
+    "profiler no-shapes": {
+        "collectors": ["torch_profiler"],
+        "extra": {"onednn_verbose": False, "profiler_shapes": False},
+    },
     "pyspy": {"collectors": [], "pyspy": True},
     "pyspy@20": {"collectors": [], "pyspy": True, "pyspy_rate": 20},
     "pyspy@200": {"collectors": [], "pyspy": True, "pyspy_rate": 200},
@@ -134,6 +137,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
                 subscribe(bus, lambda _marker: None)
 
         MarkerBus.subscribe = with_noop  # type: ignore[method-assign]
+
     def make(c: RunConfig) -> list[Any]:
         chosen: list[Any] = [by_name()[n](c) for n in variant["collectors"]]
         return chosen + ([PySpyBench(c.pyspy_rate)] if variant.get("pyspy") else [])
@@ -160,7 +164,9 @@ def main() -> int:
     unknown = [v for v in names if v not in VARIANTS]
     if unknown:
         parser.error(f"unknown variant {unknown[0]!r}; choose from {', '.join(VARIANTS)}")
-    print(f"layers pass parts: {args.model} at {args.imgsz}, {args.threads} threads, {args.pairs} pairs x {args.repeats}")
+    print(
+        f"layers pass parts: {args.model} at {args.imgsz}, {args.threads} threads, {args.pairs} pairs x {args.repeats}"
+    )
     ratios: dict[str, list[float]] = {v: [] for v in names}
     forward: dict[str, list[float]] = {v: [] for v in names}
     for rep in range(args.repeats):

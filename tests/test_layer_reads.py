@@ -25,6 +25,7 @@ from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import attribute
 from hwprof.perf.engine import CounterSet
 from hwprof.perf.events import EventResolver, EventSpec
+from hwprof.perf.sampler import IntervalSampler
 from hwprof.perf.syscall import GroupReading
 from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.rundir.worker_files import write_config
@@ -89,6 +90,7 @@ def _run(
     warmup: int = 2,
     layer_us: float = 0,
     nested: bool = False,
+    sampler_ms: float | None = None,
     **extra: Any,
 ) -> Any:
     config = RunConfig(events=["task-clock"], iters=iters, warmup=warmup, counter_reads=method, extra=extra)
@@ -101,10 +103,14 @@ def _run(
         specs, range(iters), paranoid=2, probe=lambda *_: 0, opener=lambda s, **_: IpiGroup(world, s)
     )
     collector.counted_cpu = CountedThreadsCpu()
+    if sampler_ms is not None:
+        collector.sampler = collector.sampler_cpu = IntervalSampler(sampler_ms, "test-perf-sampler")
     bus = ctx.bus
     bus.subscribe(collector.on_marker)
     for i in range(-warmup, iters):
         bus.iteration, bus.warmup = i, i < 0
+        if i == 0:
+            collector.start(ctx)
         with bus.span("iteration", "iteration"), bus.span("stage", "forward"):
             for index in range(LAYERS):
                 with bus.span("layer", f"model.{index}", index):
@@ -370,3 +376,47 @@ def test_report_says_how_many_visits_the_counts_come_from() -> None:
     assert "5-6 visits per layer of 21" in lines[1]
     summary["layer_reads"].update(visits_min=5, visits_max=5, iterations=20)
     assert " 5 visits per layer of 20" in counter_checks(RunDoc.read(run, "run.json"))[1]
+
+
+def _inside_forwards(times: list[int], ctx: Any) -> int:
+    """How many of `times` fall inside a measured forward (from the readings file's forward markers)."""
+    loaded = readings_io.load(ctx.out_dir / "perf_events.readings.jsonl")
+    bounds: dict[int, dict[str, int]] = {}
+    for r in loaded.readings:
+        if r.kind == "stage" and r.name == "forward":
+            bounds.setdefault(r.iteration, {})[r.phase] = r.t_ns
+    return sum(1 for t in times for b in bounds.values() if b["B"] < t < b["E"])
+
+
+def test_interval_sampler_waits_out_the_forward_where_marker_reads_give_the_series(tmp_path: Path) -> None:
+    """A sampler thread waking in a parallel region takes a CPU from a torch thread and interrupts the others
+    with its read: in a measured forward, whose markers are read anyway, it waits; the series there comes from
+    the marker reads. extra.sampler_in_forward keeps the old behaviour, to measure the difference."""
+    iters, kw = 6, {"read_us": 5, "layer_us": 2000, "sampler_ms": 1.0}
+    paused, _, ctx = _run(tmp_path / "paused", "every", iters=iters, **kw)
+    on, _, ctx_on = _run(tmp_path / "on", "every", iters=iters, sampler_in_forward=True, **kw)
+    assert "waits out the forward" in paused["interval_note"] and on.get("interval_note") is None
+
+    def sample_times(c: Any) -> list[int]:
+        return [t for t, _ in readings_io.load(c.out_dir / "perf_events.readings.jsonl").samples]
+
+    # at most the sample in flight as the forward began, against several per 20 ms forward left on
+    assert _inside_forwards(sample_times(ctx), ctx) <= iters
+    assert _inside_forwards(sample_times(ctx_on), ctx_on) >= 2 * iters
+    # the counter tracks still cover the forward: from the reads at its layer markers
+    records = [json.loads(line) for line in (ctx.out_dir / "perf_events.records.jsonl").read_text().splitlines()]
+    track_times = [int(r["ts_ns"]) for r in records]
+    assert _inside_forwards(track_times, ctx) >= iters * LAYERS
+
+
+def test_the_plan_counts_a_read_at_its_cost_after_a_layer() -> None:
+    """In a rotated iteration every read follows a layer's work; in the probing iteration, which reads every
+    marker, a layer's begin read comes right after the previous end read and costs less."""
+    probe = layer_reads.ReadProbe()
+    probe.add("stage", "B", "forward", 0, 30_000)
+    for i in range(4):
+        probe.add("layer", "B", f"model.{i}", 1 + i, 10_000)
+        probe.add("layer", "E", f"model.{i}", 2 + i, 24_000)
+    probe.add("stage", "E", "forward", 100, 30_000)
+    assert probe.median_ns() == 24_000 and probe.layer_reads == 8 and probe.forward_ns == 100
+    assert layer_reads.ReadProbe(read_ns=[5, 7, 9]).median_ns() == 7

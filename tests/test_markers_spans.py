@@ -95,3 +95,55 @@ def test_latency_stats_needs_samples() -> None:
         latency_stats([])
     one = latency_stats([4.0])
     assert one.stdev_ms == 0.0 and one.p99_ms == 4.0
+
+
+def test_layer_markers_wrap_forward_and_undo_it_exactly() -> None:
+    """Layer markers wrap each layer's forward (not torch hooks, whose slow call path costs more): the
+    markers bracket the layer's work, a child's (depth 2) nest inside its parent's, a forward that a fuse
+    step set on the instance is wrapped too, and removal leaves every module as it was."""
+    import torch
+
+    from hwprof.core.markers import attach_layer_markers
+
+    calls: list[str] = []
+
+    class Layer(torch.nn.Module):
+        def __init__(self, name: str) -> None:
+            super().__init__()
+            self.name = name
+            self.inner = torch.nn.Identity()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            calls.append(self.name)
+            return self.inner(x) + 1
+
+        def forward_fuse(self, x: torch.Tensor) -> torch.Tensor:
+            calls.append(f"{self.name} fused")
+            return x + 2
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = torch.nn.Sequential(Layer("a"), Layer("b"))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.model(x)
+
+    net = Net()
+    fused = net.model[1]
+    fused.forward = fused.forward_fuse  # as ultralytics' fuse() does
+    bus, log = MarkerBus(clock=fake_clock()), MarkerLog()
+    bus.subscribe(log)
+    bus.subscribe(lambda m: calls.append(f"{m.phase} {m.name}"))
+    remove = attach_layer_markers(net, bus, depth=2)
+    assert float(net(torch.zeros(1))) == 3.0
+    assert calls == [
+        *("B model.0", "a", "B model.0.inner", "E model.0.inner", "E model.0"),
+        *("B model.1", "b fused", "E model.1"),
+    ]
+    assert [m.index for m in log.markers] == [0, 0, 0, 0, 1, 1]
+    remove()
+    assert "forward" not in net.model[0].__dict__ and "forward" not in net.model[0].inner.__dict__
+    assert fused.__dict__["forward"] == fused.forward_fuse
+    calls.clear()
+    assert float(net(torch.zeros(1))) == 3.0 and calls == ["a", "b fused"]

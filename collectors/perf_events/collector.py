@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 from array import array
 from collections import Counter as Tally
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
@@ -253,7 +254,7 @@ class PerfEvents(Collector):
             Reading(m.kind, m.phase, m.name, m.iteration, m.t_ns, counters.parse(active, raws), cpu, uncharged)
             for m, active, raws, cpu, uncharged in self.readings
         ]
-        samples = [(t, counters.parse(*row)) for t, row in self.samples]
+        samples: list[tuple[int, Mapping[str, Any]]] = [(t, counters.parse(*row)) for t, row in self.samples]
         if self.pause_in_forward:
             samples = sorted(samples + [(r.t_ns, r.counts) for r in readings], key=lambda sample: sample[0])
         specs = counters.events

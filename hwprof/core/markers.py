@@ -178,11 +178,11 @@ def attach_layer_markers(model: torch.nn.Module, bus: MarkerBus, depth: int = 1)
     Not forward hooks: a module with hooks takes torch's slow call path (_call_impl's hook handling), which
     cost 0.7-0.9 ms per forward of yolov7-tiny at 320 with 2 threads here against 0.35-0.43 ms for this
     wrapper doing the same marker work (the two alternating in ABBA blocks in one process, medians of 40
-    blocks in each of two runs). The wrapper is the instance's `forward` attribute, which torch's module call looks up, so the markers still
-    bracket exactly the layer's forward; a forward that a fuse step set on the instance (ultralytics sets
-    `m.forward = m.forward_fuse`) is wrapped and put back on removal. No try/finally: a layer that raises
-    leaves its begin unclosed, which the spans and the trace already mark ("unclosed") for a pass that stops
-    mid-forward for any reason."""
+    blocks in each of two runs). The wrapper is the instance's `forward` attribute, which torch's module
+    call looks up, so the markers still bracket exactly the layer's forward; a forward that a fuse step set
+    on the instance (ultralytics sets `m.forward = m.forward_fuse`) is wrapped and put back on removal.
+    No try/finally: a layer that raises leaves its begin unclosed, which the spans and the trace already
+    mark ("unclosed") for a pass that stops mid-forward for any reason."""
     emit = bus.emit
     wrapped: list[tuple[torch.nn.Module, Any]] = []
     for name, index, module in layer_modules(model, depth):
@@ -195,7 +195,7 @@ def attach_layer_markers(model: torch.nn.Module, bus: MarkerBus, depth: int = 1)
             emit("layer", "E", _name, _index)
             return out
 
-        module.forward = marked  # type: ignore[method-assign]
+        module.forward = marked
         wrapped.append((module, own))
 
     def remove() -> None:
@@ -203,6 +203,6 @@ def attach_layer_markers(model: torch.nn.Module, bus: MarkerBus, depth: int = 1)
             if own is None:
                 del module.forward
             else:
-                module.forward = own  # type: ignore[method-assign]
+                module.forward = own
 
     return remove
