@@ -12,6 +12,7 @@ drift hits each alike; the median of each child's median block ratio is printed 
   perf rotate 1s      perf_events rotating its layer reads, interval sampler at 1 s
   perf rotate         perf_events rotating, interval sampler at --interval-ms (the default pass)
   perf every          perf_events reading at every marker, sampler at --interval-ms (the old default)
+  perf no layer reads perf_events reading only at the stage and iteration markers: its cost beside the layer reads
   perf rotate sampler-on    rotating, with the interval sampler left on in the forward (extra.sampler_in_forward)
   profiler            torch_profiler as the trace pass runs it after its first measured iteration (no oneDNN
                       verbose), its ranges at every marker
@@ -39,6 +40,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "perf rotate 1s": {"collectors": ["perf_events"], "counter_reads": "rotate", "interval_ms": 1000.0},
     "perf rotate": {"collectors": ["perf_events"], "counter_reads": "rotate"},
     "perf every": {"collectors": ["perf_events"], "counter_reads": "every"},
+    "perf no layer reads": {"collectors": ["perf_events"], "extra": {"counter_reads_every": 100000}},
     "perf rotate sampler-on": {"collectors": ["perf_events"], "extra": {"sampler_in_forward": True}},
     "profiler": {"collectors": ["torch_profiler"], "extra": {"onednn_verbose": False}},
     "profiler no-shapes": {

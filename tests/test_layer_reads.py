@@ -146,8 +146,8 @@ def test_iterations_asked_for_so_that_rotation_meets_its_budget() -> None:
     assert layer_reads.iterations_for(64e3, 222, 223e6, 20) == 28
     assert layer_reads.iterations_for(4e3, 166, 400e6, 20) is None  # cheap: --iters is enough
     assert layer_reads.iterations_for(30e3, 1000, 20e6, 40) == layer_reads.MAX_ITERATIONS
-    assert layer_reads.iterations_for(30e3, 1000, 20e6, 20) == 40  # at most twice --iters
-    assert layer_reads.iterations_for(12e3, 166, 20e6, 2) == 4
+    assert layer_reads.iterations_for(30e3, 1000, 20e6, 20) == 60  # at most three times --iters
+    assert layer_reads.iterations_for(12e3, 166, 20e6, 2) == 6
     # a 1 s forward whose reads cost 10%: at most EXTRA_S (20 s) more, clean iterations included
     assert layer_reads.iterations_for(100e3, 1000, 1e9, 20) == 30
     assert layer_reads.iterations_for(0, 166, 20e6, 20) is None
@@ -417,6 +417,12 @@ def test_the_plan_counts_a_read_at_its_cost_after_a_layer() -> None:
     for i in range(4):
         probe.add("layer", "B", f"model.{i}", 1 + i, 10_000)
         probe.add("layer", "E", f"model.{i}", 2 + i, 24_000)
-    probe.add("stage", "E", "forward", 100, 30_000)
-    assert probe.median_ns() == 24_000 and probe.layer_reads == 8 and probe.forward_ns == 100
+    probe.add("stage", "E", "forward", 2_000_000, 30_000)
+    assert probe.median_ns() == 24_000 and probe.layer_reads == 8 and probe.forward_ns == 2_000_000
     assert layer_reads.ReadProbe(read_ns=[5, 7, 9]).median_ns() == 7
+    # what a read adds to the forward: the probing forward less the clean one, over its 8 + 1 reads inside it
+    assert probe.cost_ns(1_100_000) == pytest.approx(100_000)
+    assert probe.cost_ns(1_990_000) == 24_000  # never below a read's own time
+    assert probe.cost_ns(None) == 24_000  # no timing pass: the read's own time
+    plan = layer_reads.plan("rotate", "cpu", 64, probe.cost_ns(1_100_000), 8, 1_100_000)
+    assert plan.read_us == pytest.approx(100) and "adding 100.0 us each" in plan.reason

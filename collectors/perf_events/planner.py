@@ -30,19 +30,38 @@ PROBE_WARMUP = 2
 against 11 ms for yolov8n at 128 here)."""
 
 
-def read_after_parallel_ns(counters: CounterSet, reads: int = 40) -> float:
-    """The median cost of a read right after a small parallel convolution, while torch's OpenMP workers
-    still spin (what a read at a layer marker costs: scripts/bench_counters_overhead.py, "between")."""
+def read_after_parallel_ns(counters: CounterSet, reads: int = 48) -> float:
+    """What a read right after a small parallel convolution adds to the work around it, as a read at a layer
+    marker does: batches of convolutions with a read after each against batches without, in ABBA order,
+    the difference of the medians per read; at least the read's own median time.
+
+    More than the read's own time: its IPI stops the worker that is about to start the next parallel region
+    (16 reads of 22 us each added 0.85 ms to yolov7-tiny's forward at 320 with 2 threads here:
+    scripts/bench_layers_pass_parts.py, "perf rotate" against "perf no layer reads")."""
     import torch
 
     x, w = torch.rand(1, 32, 40, 40), torch.rand(32, 32, 3, 3)
-    times = []
-    for _ in range(reads):
-        torch.nn.functional.conv2d(x, w, padding=1)
+    per_batch = 8
+    own: list[int] = []
+
+    def batch(read: bool) -> int:
         t0 = time.perf_counter_ns()
-        counters.read_active()
-        times.append(time.perf_counter_ns() - t0)
-    return float(statistics.median(times))
+        for _ in range(per_batch):
+            torch.nn.functional.conv2d(x, w, padding=1)
+            if read:
+                r0 = time.perf_counter_ns()
+                counters.read_active()
+                own.append(time.perf_counter_ns() - r0)
+        return time.perf_counter_ns() - t0
+
+    with_reads: list[int] = []
+    without: list[int] = []
+    for _ in range(max(1, reads // (2 * per_batch))):
+        without.append(batch(False))
+        with_reads.extend((batch(True), batch(True)))
+        without.append(batch(False))
+    added = (statistics.median(with_reads) - statistics.median(without)) / per_batch
+    return max(added, float(statistics.median(own)))
 
 
 class ReadPlanner:
@@ -53,14 +72,18 @@ class ReadPlanner:
         self.probe = layer_reads.ReadProbe()
         self.wish = layer_reads.wanted_iterations(config.counter_reads, config.device)
         """The measured iterations asked for (None: --iters)."""
+        self.clean_forward_ns: float | None = None
+        """The timing pass's forward p50, where it ran before this pass: a read's cost to the forward is the
+        probing iteration's forward less this, per read."""
 
     def measured_iterations(self, ctx: PassContext, counters: CounterSet | None) -> int | None:
         config = self.config
         # Under onnxruntime/openvino the layer markers are replayed after the run: no counter is read at
         # them, so there is nothing to rotate and --iters stands.
         reads_layers = config.runtime == "torch"
+        forward_s = timing_forward_s(ctx.run_dir)
+        self.clean_forward_ns = forward_s * 1e9 if forward_s else None
         if self.wish is None and reads_layers and config.counter_reads == "rotate" and config.threads > 1:
-            forward_s = timing_forward_s(ctx.run_dir)
             pipeline = ctx.pipeline
             if forward_s and pipeline is not None and counters is not None and counters.groups:
                 from hwprof.core.markers import layer_modules
@@ -91,9 +114,9 @@ class ReadPlanner:
             config.counter_reads,
             config.device,
             max(config.iters, self.wish or 0),
-            self.probe.median_ns(),
+            self.probe.cost_ns(self.clean_forward_ns),
             self.probe.layer_reads,
-            self.probe.forward_ns,
+            self.clean_forward_ns or self.probe.forward_ns,
             max(len(counters.rotating), 1),
             bool(config.extra.get("counter_reads_compare")),
             config.extra.get("counter_reads_every"),

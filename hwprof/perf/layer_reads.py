@@ -44,7 +44,8 @@ scripts/bench_attributing_passes.py --device cuda measures it where a GPU is len
 
 MAX_ITERATIONS = 64
 """At most this many measured iterations asked for so that a CPU run's rotation can read fewer layers, and at
-most twice --iters (a user who asked for a short run keeps one)."""
+most ITERS_FACTOR times --iters (a user who asked for a short run keeps one)."""
+ITERS_FACTOR = 3
 EXTRA_S = 20.0
 """At most this much more forward time (measured and clean iterations) for those iterations."""
 
@@ -59,13 +60,13 @@ def wanted_iterations(method: str, device: str) -> int | None:
 def iterations_for(read_ns: float, layer_reads: int, forward_ns: float, iters: int) -> int | None:
     """Measured iterations that let the rotation meet READ_BUDGET with MIN_VISITS visits per layer, from a
     read's cost and the clean forward's time known before the pass (the timing pass): at most
-    MAX_ITERATIONS and twice `iters`, and at most EXTRA_S more forward time with the clean iterations; None:
+    MAX_ITERATIONS and ITERS_FACTOR times `iters`, and at most EXTRA_S more forward time with the clean iterations; None:
     --iters is enough."""
     if read_ns <= 0 or forward_ns <= 0 or layer_reads <= 0:
         return None
     every = math.ceil(read_ns * layer_reads / forward_ns / READ_BUDGET)
     by_time = iters + int(EXTRA_S * 1e9 / (2 * forward_ns))
-    want = min(every * MIN_VISITS, MAX_ITERATIONS, 2 * iters, by_time)
+    want = min(every * MIN_VISITS, MAX_ITERATIONS, ITERS_FACTOR * iters, by_time)
     return want if want > iters else None
 
 
@@ -127,7 +128,8 @@ def plan(
     compare: bool = False,
     forced: int | None = None,
 ) -> ReadPlan:
-    """The plan for a pass: `read_ns` (one read) and `forward_ns` measured over one forward with
+    """The plan for a pass: `read_ns` (one read's cost to the forward) and `forward_ns` (the clean forward, or
+    the probing one) measured over one forward with
     `layer_reads` layer-marker reads; None where nothing was measured. `forced` (extra.counter_reads_every)
     sets the share under rotate, for tests and benchmarks."""
     read_us = None if read_ns is None else read_ns / 1e3
@@ -156,8 +158,9 @@ def plan(
     wanted = max(1, math.ceil(share / READ_BUDGET))
     every = min(wanted, cap)
     why = (
-        f"reads at every layer would cost {100 * share:.1f}% of the forward ({layer_reads} reads of "
-        f"{read_ns / 1e3:.1f} us in {forward_ns / 1e6:.1f} ms): each layer read in 1 of {every} measured iterations"
+        f"reads at every layer would cost {100 * share:.1f}% of the forward ({layer_reads} reads adding "
+        f"{read_ns / 1e3:.1f} us each to {forward_ns / 1e6:.1f} ms): each layer read in 1 of {every} measured "
+        "iterations"
     )
     if every < wanted:
         why += f" (1 of {wanted} would meet the {100 * READ_BUDGET:.0f}% budget; capped for {MIN_VISITS} visits)"
@@ -190,6 +193,17 @@ class ReadProbe:
                 self.forward_ns = t_ns - self.forward_begin
 
     def median_ns(self) -> float | None:
-        """A read's cost as the plan counts it: the median at layer ends, else over every read."""
+        """A read's own time: the median at layer ends, else over every read."""
         reads = self.after_layer_ns or self.read_ns
         return statistics.median(reads) if reads else None
+
+    def cost_ns(self, clean_forward_ns: float | None) -> float | None:
+        """A read's cost to the forward, as the plan counts it: this iteration's forward less the clean one
+        (the timing pass's), per read, where that is known; never less than a read's own time. More than the
+        read's own time: its IPI stops the worker that is about to start the next parallel region. The
+        difference also holds the layer markers' own cost, so the plan errs towards fewer reads."""
+        own = self.median_ns()
+        if own is None or not clean_forward_ns or not self.forward_ns or not self.read_ns:
+            return own
+        reads_in_forward = self.layer_reads + 1  # the forward's begin read falls inside it, its end read after
+        return max(own, (self.forward_ns - clean_forward_ns) / reads_in_forward)

@@ -217,7 +217,9 @@ class LayerReads(Record):
     share: float | None = None
     reason: str | None = None
     read_us: float | None = None
-    """The cost of one read, measured in the pass, that the plan was made from."""
+    """What one read adds to the forward, measured in the pass, that the plan was made from: the probing
+    iteration's forward less the timing pass's, per read, and at least a read's own time
+    (hwprof.perf.layer_reads.ReadProbe.cost_ns)."""
     forward_ms: float | None = None
     layer_reads_per_forward: int | None = None
     compare: str | None = None
