@@ -30,38 +30,19 @@ PROBE_WARMUP = 2
 against 11 ms for yolov8n at 128 here)."""
 
 
-def read_after_parallel_ns(counters: CounterSet, reads: int = 48) -> float:
-    """What a read right after a small parallel convolution adds to the work around it, as a read at a layer
-    marker does: batches of convolutions with a read after each against batches without, in ABBA order,
-    the difference of the medians per read; at least the read's own median time.
-
-    More than the read's own time: its IPI stops the worker that is about to start the next parallel region
-    (16 reads of 22 us each added 0.85 ms to yolov7-tiny's forward at 320 with 2 threads here:
-    scripts/bench_layers_pass_parts.py, "perf rotate" against "perf no layer reads")."""
+def read_after_parallel_ns(counters: CounterSet, reads: int = 40) -> float:
+    """The median cost of a read right after a small parallel convolution, while torch's OpenMP workers
+    still spin (what a read at a layer marker costs: scripts/bench_counters_overhead.py, "between")."""
     import torch
 
     x, w = torch.rand(1, 32, 40, 40), torch.rand(32, 32, 3, 3)
-    per_batch = 8
-    own: list[int] = []
-
-    def batch(read: bool) -> int:
+    times = []
+    for _ in range(reads):
+        torch.nn.functional.conv2d(x, w, padding=1)
         t0 = time.perf_counter_ns()
-        for _ in range(per_batch):
-            torch.nn.functional.conv2d(x, w, padding=1)
-            if read:
-                r0 = time.perf_counter_ns()
-                counters.read_active()
-                own.append(time.perf_counter_ns() - r0)
-        return time.perf_counter_ns() - t0
-
-    with_reads: list[int] = []
-    without: list[int] = []
-    for _ in range(max(1, reads // (2 * per_batch))):
-        without.append(batch(False))
-        with_reads.extend((batch(True), batch(True)))
-        without.append(batch(False))
-    added = (statistics.median(with_reads) - statistics.median(without)) / per_batch
-    return max(added, float(statistics.median(own)))
+        counters.read_active()
+        times.append(time.perf_counter_ns() - t0)
+    return float(statistics.median(times))
 
 
 class ReadPlanner:
@@ -73,8 +54,9 @@ class ReadPlanner:
         self.wish = layer_reads.wanted_iterations(config.counter_reads, config.device)
         """The measured iterations asked for (None: --iters)."""
         self.clean_forward_ns: float | None = None
-        """The timing pass's forward p50, where it ran before this pass: a read's cost to the forward is the
-        probing iteration's forward less this, per read."""
+        """The forward without reads that a read's cost to the forward is measured against: the warm-up
+        iteration before the probing one (its layer markers on, no read), else the timing pass's p50."""
+        self._warmup_forward: dict[str, int] = {}
 
     def measured_iterations(self, ctx: PassContext, counters: CounterSet | None) -> int | None:
         config = self.config
@@ -82,7 +64,8 @@ class ReadPlanner:
         # them, so there is nothing to rotate and --iters stands.
         reads_layers = config.runtime == "torch"
         forward_s = timing_forward_s(ctx.run_dir)
-        self.clean_forward_ns = forward_s * 1e9 if forward_s else None
+        if self.clean_forward_ns is None and forward_s:
+            self.clean_forward_ns = forward_s * 1e9
         if self.wish is None and reads_layers and config.counter_reads == "rotate" and config.threads > 1:
             pipeline = ctx.pipeline
             if forward_s and pipeline is not None and counters is not None and counters.groups:
@@ -94,7 +77,16 @@ class ReadPlanner:
         return self.wish
 
     def probes_warmup(self, marker: Marker) -> bool:
-        return marker.iteration == -1 and self.plan is None and self.config.warmup >= PROBE_WARMUP
+        """Whether this warm-up marker is read (the last warm-up iteration probes); the forward of the one
+        before it, if warm (a third from last exists), is the reference that a read's cost is measured on."""
+        if marker.iteration == -1:
+            return self.plan is None and self.config.warmup >= PROBE_WARMUP
+        if marker.iteration == -2 and self.config.warmup > PROBE_WARMUP and marker.kind == "stage":
+            if marker.name == "forward":
+                self._warmup_forward[marker.phase] = marker.t_ns
+                if marker.phase == "E" and "B" in self._warmup_forward:
+                    self.clean_forward_ns = marker.t_ns - self._warmup_forward["B"]
+        return False
 
     def probe_read(self, marker: Marker, counters: CounterSet) -> None:
         """A read at a warm-up marker, timed; the plan at the iteration's end."""

@@ -46,6 +46,12 @@ MAX_ITERATIONS = 64
 """At most this many measured iterations asked for so that a CPU run's rotation can read fewer layers, and at
 most ITERS_FACTOR times --iters (a user who asked for a short run keeps one)."""
 ITERS_FACTOR = 3
+ASK_MARGIN = 2
+"""The iterations asked for allow this many times the classes that a read's own time calls for: a read adds
+more than its own time to the forward (its IPI stops the worker that is about to start the next parallel
+region: 16 reads of 22 us added 0.85 ms to yolov7-tiny's forward at 320 with 2 threads here,
+scripts/bench_layers_pass_parts.py "perf rotate" against "perf no layer reads"), which only the probing
+iteration measures, after the ask. The plan then takes what that measurement calls for."""
 EXTRA_S = 20.0
 """At most this much more forward time (measured and clean iterations) for those iterations."""
 
@@ -64,7 +70,7 @@ def iterations_for(read_ns: float, layer_reads: int, forward_ns: float, iters: i
     --iters is enough."""
     if read_ns <= 0 or forward_ns <= 0 or layer_reads <= 0:
         return None
-    every = math.ceil(read_ns * layer_reads / forward_ns / READ_BUDGET)
+    every = ASK_MARGIN * math.ceil(read_ns * layer_reads / forward_ns / READ_BUDGET)
     by_time = iters + int(EXTRA_S * 1e9 / (2 * forward_ns))
     want = min(every * MIN_VISITS, MAX_ITERATIONS, ITERS_FACTOR * iters, by_time)
     return want if want > iters else None
@@ -198,8 +204,9 @@ class ReadProbe:
         return statistics.median(reads) if reads else None
 
     def cost_ns(self, clean_forward_ns: float | None) -> float | None:
-        """A read's cost to the forward, as the plan counts it: this iteration's forward less the clean one
-        (the timing pass's), per read, where that is known; never less than a read's own time. More than the
+        """A read's cost to the forward, as the plan counts it: this iteration's forward less a forward without
+        reads (the warm-up iteration before, or the timing pass's), per read, where that is known; never less
+        than a read's own time. More than the
         read's own time: its IPI stops the worker that is about to start the next parallel region. The
         difference also holds the layer markers' own cost, so the plan errs towards fewer reads."""
         own = self.median_ns()
