@@ -81,11 +81,11 @@ class ReadPlanner:
         before it, if warm (a third from last exists), is the reference that a read's cost is measured on."""
         if marker.iteration == -1:
             return self.plan is None and self.config.warmup >= PROBE_WARMUP
-        if marker.iteration == -2 and self.config.warmup > PROBE_WARMUP and marker.kind == "stage":
-            if marker.name == "forward":
-                self._warmup_forward[marker.phase] = marker.t_ns
-                if marker.phase == "E" and "B" in self._warmup_forward:
-                    self.clean_forward_ns = marker.t_ns - self._warmup_forward["B"]
+        warm_before_probe = marker.iteration == -2 and self.config.warmup > PROBE_WARMUP
+        if warm_before_probe and marker.kind == "stage" and marker.name == "forward":
+            self._warmup_forward[marker.phase] = marker.t_ns
+            if marker.phase == "E" and "B" in self._warmup_forward:
+                self.clean_forward_ns = marker.t_ns - self._warmup_forward["B"]
         return False
 
     def probe_read(self, marker: Marker, counters: CounterSet) -> None:

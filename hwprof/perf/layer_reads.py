@@ -64,10 +64,10 @@ def wanted_iterations(method: str, device: str) -> int | None:
 
 
 def iterations_for(read_ns: float, layer_reads: int, forward_ns: float, iters: int) -> int | None:
-    """Measured iterations that let the rotation meet READ_BUDGET with MIN_VISITS visits per layer, from a
-    read's cost and the clean forward's time known before the pass (the timing pass): at most
-    MAX_ITERATIONS and ITERS_FACTOR times `iters`, and at most EXTRA_S more forward time with the clean iterations; None:
-    --iters is enough."""
+    """Measured iterations that let the rotation meet READ_BUDGET with MIN_VISITS visits per layer (with
+    ASK_MARGIN), from a read's cost and the clean forward's time known before the pass (the timing pass): at
+    most MAX_ITERATIONS and ITERS_FACTOR times `iters`, and at most EXTRA_S more forward time with the clean
+    iterations; None: --iters is enough."""
     if read_ns <= 0 or forward_ns <= 0 or layer_reads <= 0:
         return None
     every = ASK_MARGIN * math.ceil(read_ns * layer_reads / forward_ns / READ_BUDGET)
