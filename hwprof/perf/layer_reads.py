@@ -49,8 +49,8 @@ ITERS_FACTOR = 3
 ASK_MARGIN = 2
 """The iterations asked for allow this many times the classes that a read's own time calls for: a read adds
 more than its own time to the forward (its IPI stops the worker that is about to start the next parallel
-region: 16 reads of 22 us added 0.85 ms to yolov7-tiny's forward at 320 with 2 threads here,
-scripts/bench_layers_pass_parts.py "perf rotate" against "perf no layer reads"), which only the probing
+region: about 14 reads of 22 us added about 0.9 ms to yolov7-tiny's 33 ms forward at 320 with 2 threads
+here, scripts/bench_layers_pass_parts.py "perf rotate" against "perf no layer reads"), which only the probing
 iteration measures, after the ask. The plan then takes what that measurement calls for."""
 EXTRA_S = 20.0
 """At most this much more forward time (measured and clean iterations) for those iterations."""
@@ -179,9 +179,10 @@ class ReadProbe:
 
     read_ns: list[int] = field(default_factory=list)
     after_layer_ns: list[int] = field(default_factory=list)
-    """Reads at a layer's end marker: right after the layer's parallel regions, as every read of a rotated
-    iteration is (the next layer's begin read, right after it, finds the workers' events just read, at
-    two thirds of the cost here: 16.8 against 24.8 us on yolov7-tiny at 320 with 2 threads)."""
+    """Reads at a layer's end marker: right after the layer's parallel regions, as nearly every read of a
+    rotated iteration is; the next layer's begin read follows the end read closely. The median over all the
+    probing iteration's reads (16.8-18.6 us on yolov7-tiny at 320 with 2 threads) fell short of the rotated
+    iterations' p50 (22-25 us) in the same runs."""
     layer_reads: int = 0
     forward_begin: int | None = None
     forward_ns: int | None = None
