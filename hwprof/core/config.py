@@ -59,8 +59,11 @@ class RunConfig:
     """Per-layer counters (perf_events): "rotate" reads each layer's boundaries in a planned share of the
     measured iterations, "every" in all of them (hwprof.perf.layer_reads)."""
     interval_ms: float = 10.0
-    pyspy_rate: int = 50
-    """Samples/s. With --native, unwinding takes longer than 5 ms here: 200 Hz paused yolov7 12x, 50 Hz 1.7x."""
+    pyspy_rate: int = 25
+    """Samples/s. Where torch's threads take every CPU, each sample takes a CPU from one of them: the trace pass
+    cost 1.10-1.12x at 50 Hz against 1.06-1.08x at 25 Hz on yolov7-tiny at 320 with 2 threads here (paired, two
+    runs each), and torch.profiler already records every op of the forward. With --native, unwinding takes
+    longer than 5 ms here: 200 Hz paused yolov7 12x, 50 Hz 1.7x."""
     pyspy_native: bool = False
     """py-spy --native: unwind native stacks too, which pauses every thread per sample (kernels come from perf)."""
     perf_rate: int = 0
