@@ -2,7 +2,8 @@
 
 How it runs. wrap_command() turns `python -P -m hwprof.session.worker RUN PASS NAMES` into
 `python -P -m scalene run -o passes/scalene/scalene.json --cpu-only --off --profile-all
---profile-only <hwprof package dir> --profile-exclude <collectors dir> -m hwprof.session.worker --- RUN
+--profile-only <hwprof package dir> --profile-exclude <collectors dir>,<hwprof/core/markers.py> -m
+hwprof.session.worker --- RUN
 PASS NAMES` (`--memory` instead of `--cpu-only` when config.scalene_memory). Scalene's `-m` mode
 runs the worker module in-process without putting its folder on sys.path, so `-P`'s safe-path
 behaviour holds (a script path would put hwprof/ first on sys.path, and a launcher in collectors/
@@ -204,7 +205,9 @@ class ScaleneCollector(Collector):
             "--profile-only",
             f"{package}{os.sep}",
             "--profile-exclude",
-            f"{collectors}{os.sep}",
+            # the layer markers' wrapper runs each layer's forward: excluded, the model's time stays on the
+            # line that called the model (Scalene charges a sample to the innermost frame it profiles)
+            f"{collectors}{os.sep},{package / 'core' / 'markers.py'}",
         ]
         out = str((ctx.out_dir / f"{NAME}.json").resolve())  # the session may start the worker elsewhere
         return [
