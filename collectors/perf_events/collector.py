@@ -243,7 +243,7 @@ class PerfEvents(Collector):
             counters.close()
 
     def _finish(self, ctx: PassContext, counters: CounterSet) -> CollectorResult:
-        missing = {u.event: u.to_dict() for u in counters.unavailable}
+        missing = {u.event: u.part().to_json() for u in counters.unavailable}
         if not counters.groups:
             top = _most_common(counters.unavailable)
             return CollectorResult(

@@ -30,9 +30,6 @@ class Unavailable:
         """As a probe's details and perf_events' summary record it: errno, reason, fix."""
         return UnavailablePart.of(errno=self.errno, reason=self.reason, fix=self.fix)
 
-    def to_dict(self) -> dict[str, str]:
-        return {"errno": self.errno, "reason": self.reason, "fix": self.fix}
-
 
 def read_paranoid(path: Path = PARANOID_PATH) -> int | None:
     try:
