@@ -30,7 +30,6 @@ import json
 import statistics
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -55,27 +54,27 @@ VARIANTS: dict[str, dict[str, Any]] = {
 
 
 class PySpyBench:
-    """py-spy attached to this process as the trace pass attaches it (collectors/pyspy), stopped (SIGSTOP) in
+    """py-spy attached to this process with the trace pass's command line (collectors/pyspy), stopped (SIGSTOP) in
     the clean iterations and continued in the measured ones, as collectors/pyspy/switch.py does."""
 
     name = "pyspy"
     order = 50
 
-    def __init__(self, rate: int) -> None:
-        self.rate = rate
+    def __init__(self, config: Any) -> None:
+        self.config = config
         self.process: Any = None
-        self.out = ""
 
     def open(self, ctx: Any) -> None:
         import os
-        import shutil
         import signal
         import time
 
-        binary = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
-        self.out = str(ctx.out_dir / "pyspy.json")
-        command = [binary, "record", "-p", str(os.getpid()), "--threads", "--idle", "-r", str(self.rate)]
-        command += ["--format", "chrometrace", "-o", self.out, "--nonblocking"]
+        from hwprof.collectors.pyspy.collector import pyspy_binary, record_command
+
+        binary = pyspy_binary(self.config)
+        if binary is None:
+            raise FileNotFoundError("py-spy not found; fix: pip install py-spy")
+        command = record_command(binary, os.getpid(), self.config, "chrometrace", ctx.out_dir / "pyspy.json")
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(1.0)  # attached
         self.process.send_signal(signal.SIGSTOP)
@@ -142,7 +141,7 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 
     def make(c: RunConfig) -> list[Any]:
         chosen: list[Any] = [by_name()[n](c) for n in variant["collectors"]]
-        return chosen + ([PySpyBench(c.pyspy_rate)] if variant.get("pyspy") else [])
+        return chosen + ([PySpyBench(c)] if variant.get("pyspy") else [])
 
     figures = paired.abba_forward(config, make, spec["pairs"], toggle_hooks=True)
     return figures.to_dict()

@@ -87,6 +87,13 @@ def pyspy_binary(config: RunConfig) -> str | None:
     return str(beside) if beside.is_file() else None
 
 
+def record_command(binary: str, pid: int, config: RunConfig, fmt: str, out: Path) -> list[str]:
+    """The `py-spy record` command line the trace pass attaches to the worker `pid` with."""
+    command = [binary, "record", "-p", str(pid), "--threads", "--idle", "-r", str(config.pyspy_rate)]
+    command += ["--format", fmt, "-o", str(out)]
+    return command + (["--native"] if config.pyspy_native else ["--nonblocking"])
+
+
 def _ptrace_fix() -> str:
     scope = Path("/proc/sys/kernel/yama/ptrace_scope")
     fixes = []
@@ -186,14 +193,11 @@ class PySpyTool(AttachedTool):
         self.raw = ctx.out_dir / f"{NAME}.{fmt}.json"
         self.raw.unlink(missing_ok=True)  # never convert a file left by an earlier run
         self.log = ctx.out_dir / f"{NAME}.log"
-        command = [binary, "record", "-p", str(pid), "--threads", "--idle", "-r", str(config.pyspy_rate)]
-        command += ["--format", fmt, "-o", str(self.raw)]
-        command += ["--native"] if self.native else ["--nonblocking"]
-        self.command = command
+        self.command = record_command(binary, pid, config, fmt, self.raw)
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         self._log_handle = open(self.log, "w")  # noqa: SIM115 - py-spy writes to it until finish()
         self.launched_ns = time.monotonic_ns()
-        self.process = subprocess.Popen(command, stdout=self._log_handle, stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(self.command, stdout=self._log_handle, stderr=subprocess.STDOUT)
         write_pid(ctx.out_dir, self.process.pid)  # the worker stops it in clean iterations (switch.py)
 
     def abandon(self) -> None:
