@@ -134,9 +134,9 @@ def plan(
     compare: bool = False,
     forced: int | None = None,
 ) -> ReadPlan:
-    """The plan for a pass: `read_ns` (one read's cost to the forward) and `forward_ns` (the clean forward, or
-    the probing one) measured over one forward with
-    `layer_reads` layer-marker reads; None where nothing was measured. `forced` (extra.counter_reads_every)
+    """The plan for a pass: `read_ns` (one read's cost to the forward) and `forward_ns` (the forward without
+    reads, or the probing one) measured over one forward with `layer_reads` layer-marker reads; None where
+    nothing was measured. `forced` (extra.counter_reads_every)
     sets the share under rotate, for tests and benchmarks."""
     read_us = None if read_ns is None else read_ns / 1e3
     forward_ms = None if forward_ns is None else forward_ns / 1e6
@@ -207,9 +207,9 @@ class ReadProbe:
     def cost_ns(self, clean_forward_ns: float | None) -> float | None:
         """A read's cost to the forward, as the plan counts it: this iteration's forward less a forward without
         reads (the warm-up iteration before, or the timing pass's), per read, where that is known; never less
-        than a read's own time. More than the
-        read's own time: its IPI stops the worker that is about to start the next parallel region. The
-        difference also holds the layer markers' own cost, so the plan errs towards fewer reads."""
+        than a read's own time. It can be more than the read's own time: its IPI stops the worker that is about
+        to start the next parallel region. Against the timing pass's forward the difference also holds the
+        layer markers' own cost (the warm-up iteration has them too), so the plan errs towards fewer reads."""
         own = self.median_ns()
         if own is None or not clean_forward_ns or not self.forward_ns or not self.read_ns:
             return own
