@@ -19,6 +19,12 @@ each layer's task-clock agrees between the two methods on that same run.
     python scripts/bench_attributing_passes.py                      # the issue's table (long: a quiet host)
     python scripts/bench_attributing_passes.py --models yolov8n@96 --threads 2 --iters 4 --warmup 1
     python scripts/bench_attributing_passes.py --models yolov7@640 --threads 16 --device cuda   # a GPU host
+
+A stand-in for the GPU run where none is lent: a CPU forward as fine-grained as a GPU run's host side (yolov7's
+106 layers in 6-9 ms there), with the GPU run's defaults (the model thread's counters, 1 in 16):
+
+    python scripts/bench_attributing_passes.py --models yolov7@32 --threads 2 --methods new \\
+        --counter-threads model --every 16
 """
 
 from __future__ import annotations
@@ -118,6 +124,10 @@ def main() -> int:
     parser.add_argument("--iters", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--device", default="cpu", help="cpu, or cuda: the GPU run's layers pass (rotation 1 in 16)")
+    parser.add_argument(
+        "--counter-threads", default="auto", help="auto, all or model (--counter-threads; model: a GPU run's default)"
+    )
+    parser.add_argument("--every", type=int, help="new method: read each layer in 1 of this many iterations (fixed)")
     parser.add_argument("--agreement", action="store_true", help="also compare the per-layer counts on one run")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
     args = parser.parse_args()
@@ -131,6 +141,9 @@ def main() -> int:
         for threads in (int(t) for t in args.threads.split(",")):
             for method in args.methods.split(","):
                 options = METHODS[method]
+                extra = dict(options["extra"])
+                if args.every and method == "new":
+                    extra["counter_reads_every"] = args.every
                 config = RunConfig(
                     model=model,
                     imgsz=imgsz,
@@ -139,7 +152,8 @@ def main() -> int:
                     iters=args.iters,
                     warmup=args.warmup,
                     counter_reads=options["counter_reads"],
-                    extra=dict(options["extra"]),
+                    counter_threads=args.counter_threads,
+                    extra=extra,
                 )
                 name = f"{model}-{imgsz}-t{threads}-{method}"
                 print(f"collecting {name} ...", flush=True)

@@ -23,7 +23,8 @@
    (inherit=1) before importing torch, starts torch's pool with T threads, then times reads of
    each group: with the pool idle, and while a background thread keeps the pool busy (a running
    inherited child event costs an IPI to read), and ("between") right after a small parallel convolution,
-   while the OpenMP workers still spin, as at a layer marker. Also N separate single-event fds read one by one.
+   while the OpenMP workers still spin, as at a layer marker. Also N separate single-event fds read one by one,
+   and a group of 4 opened for the reading thread alone (inherit=0, --counter-threads model): a local read.
 
     python scripts/bench_counters_overhead.py                       # yolov7 at 640, default events
     python scripts/bench_counters_overhead.py --model yolov7-tiny --imgsz 320 --iters 10 --repeats 1
@@ -127,6 +128,8 @@ READ_COST_CHILD = textwrap.dedent(
     names = list(SOFTWARE)[:8]
     groups = {n: CounterGroup.open([r.resolve(e) for e in names[:n]], disabled=False) for n in (1, 2, 4, 8)}
     singles = [CounterGroup.open([r.resolve(e)], disabled=False) for e in names[:8]]
+    # --counter-threads model: the same group of 4 counting this thread alone (inherit=0)
+    groups["4, model thread"] = CounterGroup.open([r.resolve(e) for e in names[:4]], disabled=False, inherit=False)
     import torch
     torch.set_num_threads(threads)
     a = torch.rand(512, 512)
@@ -274,13 +277,16 @@ def main() -> int:
                 flush=True,
             )
     if not args.skip_read_cost:
-        print(f"\ncost of one read(2) of an inherited group, us (median over batches of 50, {args.reads} reads)")
+        print(f"\ncost of one read(2) of a counter group, us (median over batches of 50, {args.reads} reads)")
         rows = read_cost(args.read_threads, args.reads)
         keys = list(rows[0]["idle"])
-        print(f"{'torch threads':>13s} {'state':>5s} " + " ".join(f"{k:>12s}" for k in keys))
+        widths = [max(12, len(k)) for k in keys]
+        print(
+            f"{'torch threads':>13s} {'state':>5s} " + " ".join(f"{k:>{w}s}" for k, w in zip(keys, widths, strict=True))
+        )
         for row in rows:
             for state in ("idle", "busy", "between"):
-                cells = " ".join(f"{row[state][k]:12.2f}" for k in keys)
+                cells = " ".join(f"{row[state][k]:{w}.2f}" for k, w in zip(keys, widths, strict=True))
                 print(f"{row['threads']:13d} {state:>5s} {cells}")
     return 0
 

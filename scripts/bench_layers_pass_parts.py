@@ -14,6 +14,9 @@ drift hits each alike; the median of each child's median block ratio is printed 
   perf every          perf_events reading at every marker, sampler at --interval-ms (the old default)
   perf no layer reads perf_events reading only at the stage and iteration markers: its cost beside the layer reads
   perf rotate sampler-on    rotating, with the interval sampler left on in the forward (extra.sampler_in_forward)
+  perf every model-thread   reading at every marker the counters of the model's thread alone (--counter-threads
+                      model, a GPU run's default): no read interrupts another CPU
+  perf rotate model-thread  the same, rotating
   profiler            torch_profiler as the trace pass runs it after its first measured iteration (no oneDNN
                       verbose), its ranges at every marker
   profiler no-shapes  the same without record_shapes
@@ -40,6 +43,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "perf rotate": {"collectors": ["perf_events"], "counter_reads": "rotate"},
     "perf every": {"collectors": ["perf_events"], "counter_reads": "every"},
     "perf no layer reads": {"collectors": ["perf_events"], "extra": {"counter_reads_every": 100000}},
+    "perf every model-thread": {"collectors": ["perf_events"], "counter_reads": "every", "counter_threads": "model"},
+    "perf rotate model-thread": {"collectors": ["perf_events"], "counter_reads": "rotate", "counter_threads": "model"},
     "perf rotate sampler-on": {"collectors": ["perf_events"], "extra": {"sampler_in_forward": True}},
     "profiler": {"collectors": ["torch_profiler"], "extra": {"onednn_verbose": False}},
     "profiler no-shapes": {
@@ -117,7 +122,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     from hwprof.session.registry import by_name
 
     variant = VARIANTS[spec["variant"]]
-    overrides = {k: variant[k] for k in ("counter_reads", "interval_ms", "pyspy_rate") if k in variant}
+    keys = ("counter_reads", "counter_threads", "interval_ms", "pyspy_rate")
+    overrides = {k: variant[k] for k in keys if k in variant}
     if "interval_ms" not in overrides:
         overrides["interval_ms"] = spec["interval_ms"]
     config = RunConfig(

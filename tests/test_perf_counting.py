@@ -320,7 +320,7 @@ def test_counter_set_rotates_groups_and_records_which_iterations() -> None:
     resolver = EventResolver(INTEL)
     specs = resolver.resolve_all(DEFAULT_EVENTS)
 
-    def opener(group_specs: list[EventSpec], disabled: bool, exclude_kernel: bool) -> FakeGroup:
+    def opener(group_specs: list[EventSpec], disabled: bool, exclude_kernel: bool, inherit: bool) -> FakeGroup:
         if len([s for s in group_specs if not s.software]) > 4:
             raise PerfOpenError(errno.EINVAL, "group")
         return FakeGroup(group_specs, disabled)
@@ -360,7 +360,7 @@ def test_counter_set_user_only_when_paranoid_denies_kernel() -> None:
 
     seen: list[bool] = []
 
-    def opener(group_specs: list[EventSpec], disabled: bool, exclude_kernel: bool) -> FakeGroup:
+    def opener(group_specs: list[EventSpec], disabled: bool, exclude_kernel: bool, inherit: bool) -> FakeGroup:
         seen.append(exclude_kernel)
         return FakeGroup(group_specs, disabled)
 

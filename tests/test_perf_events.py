@@ -70,8 +70,17 @@ class CpuAtMarkers:
         return CpuTimeBand(cpu, lost, iterations, cpu_count(), rel=0.05)
 
 
-def _run_in_process(tmp_path: Path, iters: int = 3) -> tuple[Any, PassContext, CpuAtMarkers]:
-    config = RunConfig(events=["task-clock", "page-faults"], iters=iters, warmup=1, interval_ms=5, threads=2)
+def _run_in_process(
+    tmp_path: Path, iters: int = 3, counter_threads: str = "auto"
+) -> tuple[Any, PassContext, CpuAtMarkers]:
+    config = RunConfig(
+        events=["task-clock", "page-faults"],
+        iters=iters,
+        warmup=1,
+        interval_ms=5,
+        threads=2,
+        counter_threads=counter_threads,
+    )
     bus = MarkerBus()
     ctx = PassContext(config, tmp_path, "layers", bus)
     ctx.out_dir.mkdir(parents=True)
@@ -155,6 +164,35 @@ def test_in_process_records_and_readings(in_process: tuple[Any, PassContext, Cpu
     saved = MetricTables.load(ctx.out_dir / "perf_events.metrics.json")
     assert redone.tables.layers == saved.layers and redone.tables.stages == saved.stages
     assert len(loaded.samples) == result.to_dict()["summary"]["interval_samples"]
+
+
+def test_model_thread_counts_leave_the_other_threads_out(tmp_path: Path) -> None:
+    """--counter-threads model: the threads the layer starts are not counted, the model's thread is (its page
+    faults), the CPU-time check is against that thread alone, and the readings file says so."""
+    result, ctx, cpu = _run_in_process(tmp_path, counter_threads="model")
+    assert result.status == "ok", result.reason
+    s = result.to_dict()["summary"]
+    assert s["counter_threads"] == "model" and "inherit=0" in s["engine"] and "alone" in s["counted"]
+    tables = MetricTables.load(ctx.out_dir / "perf_events.metrics.json")
+    burnt = tables.layers["model.0"]["wall-time"] * 2  # two threads burning for the layer's whole span
+    assert tables.layers["model.0"]["task-clock"] < 0.25 * burnt, (tables.layers["model.0"], burnt)
+    # the model thread's own CPU time over the layer (it starts and joins the threads): task-clock stops for each
+    # of its context switches (about 10 us each), which its CPU clock counts
+    own = cpu.band("model.0", 3).cpu_ns
+    assert 0.5 * own <= tables.layers["model.0"]["task-clock"] * 3 <= 1.05 * own, own
+    assert tables.layers["model.1"]["page-faults"] > 24 * 256 * 0.5
+    check = s["checks"]["task_clock_vs_process_cpu"]
+    assert check["consistent"], check
+    assert json.loads((ctx.out_dir / "perf_events.readings.jsonl").read_text().splitlines()[0])["inherit"] is False
+
+
+def test_counter_threads_follow_the_device() -> None:
+    assert RunConfig().counted_threads() == "all"
+    assert RunConfig(device="cuda").counted_threads() == "model"
+    assert RunConfig(device="cuda:1", counter_threads="all").counted_threads() == "all"
+    assert RunConfig(counter_threads="model").counted_threads() == "model"
+    with pytest.raises(ValueError, match="--counter-threads is 'auto', 'all' or 'model'"):
+        RunConfig(counter_threads="main").validate()
 
 
 def test_unknown_event_is_a_clear_error_listing_the_host() -> None:

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.perf_events.planner import ReadPlanner
 
-from hwprof.core.atomic import atomic_path
 from hwprof.core.config import RunConfig
 from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import Reading, interval_series
@@ -32,7 +31,7 @@ from hwprof.perf.errors import Unavailable, read_paranoid, unavailable
 from hwprof.perf.events import DEFAULT_EVENTS, EventResolver, EventSpec, UnknownEventError
 from hwprof.perf.sampler import IntervalSampler
 from hwprof.perf.steal import uncharged_ns
-from hwprof.perf.syscall import GroupReading, try_open
+from hwprof.perf.syscall import try_open
 from hwprof.perf.tables import analyse, summary_checks
 from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.schema.codec import JsonObject
@@ -43,7 +42,6 @@ from hwprof.schema.summaries_cpu import LayerReads, PerfEventsSummary
 if TYPE_CHECKING:
     from hwprof.core.markers import Marker
 
-SampleRow = tuple[int, tuple[tuple[int, ...], tuple[bytes, ...]]]
 CPU_CHECK_METHOD = (
     "forward-stage task-clock vs the CPU time of the threads it counts (the opening thread and every thread "
     "created after it, each thread's own CPU clock listed from /proc/self/task: exact where the process "
@@ -62,6 +60,14 @@ NEVER_SCHEDULED = {
 INTERVAL_IN_FORWARD = (
     "the interval sampler waits out the forward of each measured iteration; the counter tracks there come from "
     "the reads at the stage and layer markers (every marker read, rotated or not)"
+)
+COUNTED_ALL = (
+    "every thread of the pass process created after the counters were opened (torch's intra-op pool) plus the "
+    "thread running the model (--counter-threads all)"
+)
+COUNTED_MODEL = (
+    "the thread running the model alone (--counter-threads model): on a GPU run its host work is launching the "
+    "kernels, torch's intra-op threads only spin, and a read interrupts no other CPU"
 )
 UNKNOWN_FIX = "pass --events with names from that list (or leave --events out for the default set)"
 
@@ -136,13 +142,13 @@ class PerfEvents(Collector):
         self.specs: list[EventSpec] = []
         self.explicit = False
         self.paranoid: int | None = None
-        self.sampler: IntervalSampler[tuple[tuple[int, ...], tuple[bytes, ...]]] | None = None
+        self.sampler: IntervalSampler[readings_io.Raw] | None = None
         self.sampler_cpu: IntervalSampler[Any] | None = None
         """Kept after stop(): its CPU time is reported in the summary."""
         self.counted_cpu: CountedThreadsCpu | None = None
         """The CPU time of the threads the counters see, read at stage markers (set in open())."""
-        self.samples: list[SampleRow] = []
-        self.readings: list[tuple[Marker, tuple[int, ...], tuple[bytes, ...], int | None, int | None]] = []
+        self.samples: list[tuple[int, readings_io.Raw]] = []
+        self.readings: list[readings_io.MarkerRaw] = []
         self.read_ns = array("q")
         self.marker_ns = 0
         """Time spent in on_marker over the measured iterations (the collector's own cost)."""
@@ -159,13 +165,15 @@ class PerfEvents(Collector):
         # before the counters: a thread that exists when they are opened is not counted by them
         self.sampler = IntervalSampler(self.config.interval_ms, "hwprof-perf-sampler")
         self.sampler_cpu = self.sampler
-        self.counted_cpu = CountedThreadsCpu()
+        inherit = self.config.counted_threads() == "all"
+        self.counted_cpu = CountedThreadsCpu(inherit)
         max_group = self.config.extra.get("perf_max_group")
         self.counters = CounterSet.open(
             self.specs,
             range(self.config.iters),
             paranoid=self.paranoid,
             max_group=int(max_group) if max_group else None,
+            inherit=inherit,
         )
 
     def measured_iterations(self, ctx: PassContext) -> int | None:
@@ -272,7 +280,7 @@ class PerfEvents(Collector):
             (CounterSample(track, t, value, unit) for t, track, value, unit in series),
         )
         readings_file = out / f"{self.name}.readings.jsonl"
-        self._write_readings(readings_file, counters, specs)
+        readings_io.write(readings_file, counters, specs, self.readings, self.samples)
         summary = self._summary(counters, specs, missing, analysis, len(series), line_size, line_source)
         status, reason, fix = self._status(counters, missing)
         artifacts = [
@@ -291,17 +299,6 @@ class PerfEvents(Collector):
             return "partial", f"unavailable: {names}: {top.reason}", top.fix
         opened = ", ".join(s.name for s in counters.events)
         return "ok", f"counted {opened} only; unavailable: {names}: {top.reason}", top.fix
-
-    def _write_readings(self, path: Any, counters: CounterSet, specs: list[EventSpec]) -> None:
-        events = {s.name: {"unit": s.display_unit, "scale": s.scale, "source": s.source, "pmu": s.pmu} for s in specs}
-        groups = [[s.name for s in g.specs] for g in counters.groups]
-        with atomic_path(path) as tmp, open(tmp, "w") as out:
-            out.write(readings_io.header_line(events, groups) + "\n")
-            for m, active, raws, cpu, uncharged in self.readings:
-                row = [m.kind, m.phase, m.name, m.iteration, m.t_ns]
-                out.write(readings_io.marker_line(row, cpu, _rows(counters, active, raws), uncharged) + "\n")
-            for t, (active, raws) in self.samples:
-                out.write(readings_io.sample_line(t, _rows(counters, active, raws)) + "\n")
 
     def _summary(
         self,
@@ -324,12 +321,11 @@ class PerfEvents(Collector):
         checks = summary_checks(analysis)
         if checks.task_clock_vs_process_cpu is not None:
             checks.task_clock_vs_process_cpu.method = CPU_CHECK_METHOD
+        inherit = counters.inherit
         return PerfEventsSummary.of(
-            engine="perf_event_open (ctypes), inherit=1, opened in the pass process before torch",
-            counted=(
-                "every thread of the pass process created after the counters were opened (torch's intra-op "
-                f"pool) plus the thread running the model, {mode}; the interval sampler thread is not counted"
-            ),
+            engine=f"perf_event_open (ctypes), inherit={int(inherit)}, opened in the pass process before torch",
+            counted=f"{COUNTED_ALL if inherit else COUNTED_MODEL}, {mode}; the interval sampler thread is not counted",
+            counter_threads=self.config.counted_threads(),
             threads=self.config.threads,
             events_requested=names,
             events_opened=[s.name for s in specs],
@@ -391,14 +387,6 @@ class PerfEvents(Collector):
         if visits:
             reads_plan.update(visits_min=min(visits), visits_max=max(visits), iterations=analysis.iterations)
         return reads_plan
-
-
-def _rows(counters: CounterSet, active: tuple[int, ...], raws: tuple[bytes, ...]) -> dict[int, tuple[int, int, Any]]:
-    out: dict[int, tuple[int, int, Any]] = {}
-    for index, raw in zip(active, raws, strict=True):
-        reading: GroupReading = counters.groups[index].group.parse(raw)
-        out[index] = (reading.enabled, reading.running, reading.values)
-    return out
 
 
 COLLECTOR = PerfEvents

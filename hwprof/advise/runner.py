@@ -83,14 +83,15 @@ def cpus_busy(analysis: Any) -> float | None:
 
 
 def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True) -> AdvisePlan:
-    from hwprof.analysis.run_analysis import analyse
+    from hwprof.analysis.run_analysis import analyse, model_thread_counts
 
     data = RunData.load(run_dir)
     if not data.doc.config:
         raise ValueError(f"{run_dir}/run.json holds no configuration to advise on")
     analysis = analyse(data)
     config = RunConfig.from_dict(data.doc.config.to_json())
-    facts = run_facts(data, config, cpus_busy(analysis))
+    busy = None if model_thread_counts(data.doc) else cpus_busy(analysis)
+    facts = run_facts(data, config, busy)
     return AdvisePlan(Path(run_dir), config, facts, candidates(facts, analysis.findings), blocks, layers)
 
 

@@ -168,7 +168,10 @@ def counter_checks(run: RunDoc) -> list[str]:
         worst = max(ratios, key=lambda r: abs(r - 1))
         lines.append(f"{name}: layers + gap = forward for {len(ratios)} events (worst ratio {worst:.4f})")
     if name == "perf_events":
-        lines += _layer_reads_line(run.summary(PerfEventsSummary).layer_reads)
+        perf = run.summary(PerfEventsSummary)
+        lines += _layer_reads_line(perf.layer_reads)
+        if perf.counter_threads == "model":
+            lines.append("perf_events: counts of the model's thread alone (--counter-threads model; all: every thread)")
     cpu = checks.task_clock_vs_process_cpu
     if cpu is not None and cpu.ratio is not None:
         text = f"{name}: forward task-clock {cpu.ratio:.3f}x the counted threads' CPU time"

@@ -20,6 +20,7 @@ from hwprof.analysis.types import TypeStat, by_type
 from hwprof.analysis.validity import checked
 from hwprof.schema.run import RunDoc
 from hwprof.schema.runtime_checks import LayerErrors
+from hwprof.schema.summaries_cpu import PerfEventsSummary
 
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
@@ -129,6 +130,12 @@ def unavailable_collectors(run: RunDoc) -> dict[str, dict[str, str]]:
     return out
 
 
+def model_thread_counts(run: RunDoc) -> bool:
+    """perf_events counted the model's thread alone (--counter-threads model): its CPUs utilized are that
+    thread's, at most 1, and say nothing of the intra-op threads."""
+    return run.summary(PerfEventsSummary).counter_threads == "model"
+
+
 def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     data = checked(data)
     layers = build_layer_report(data)
@@ -136,9 +143,9 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     types = by_type(layers)
     over = overheads(data, layers)
     # on a GPU the torch threads only launch kernels: how many of them are busy is no finding, and the layer
-    # hooks time the host launching each layer's kernels
+    # hooks time the host launching each layer's kernels; counters of the model's thread alone cannot say it
     on_gpu = data.doc.device != "cpu"
-    threads = None if on_gpu else data.doc.config.threads
+    threads = None if on_gpu or model_thread_counts(data.doc) else data.doc.config.threads
     found = findings(layers, types, stages, over, threads, max_findings, host_time=on_gpu)
     advice, advice_error = load_advice(data.root)
     gpu = load_gpu_view(data)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hwprof.core.config import RunConfig, default_threads
+from hwprof.core.config import COUNTER_THREADS, RunConfig, default_threads
 from hwprof.core.runtime_names import PRECISIONS, RUNTIMES, supported_text
 
 EXIT_USAGE = 2
@@ -53,6 +53,13 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
         help="per-layer counters: read each layer in a planned share of the iterations (rotate), or every layer "
         "in every iteration (every)",
     )
+    p.add_argument(
+        "--counter-threads",
+        choices=COUNTER_THREADS,
+        default=d.counter_threads,
+        help="threads the per-layer counters count: every thread of the pass (all), the model's thread alone "
+        "(model: no read interrupts another CPU), or auto (model on a GPU run, all on the CPU)",
+    )
     p.add_argument("--interval-ms", type=float, default=d.interval_ms, help="sampler interval")
     p.add_argument("--pyspy-rate", type=int, default=d.pyspy_rate, help="py-spy samples per second")
     p.add_argument(
@@ -92,6 +99,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         events=args.events,
         counters=args.counters,
         counter_reads=args.counter_reads,
+        counter_threads=args.counter_threads,
         interval_ms=args.interval_ms,
         pyspy_rate=args.pyspy_rate,
         pyspy_native=args.pyspy_native,

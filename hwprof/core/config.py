@@ -21,6 +21,9 @@ PASS_ORDER: tuple[str, ...] = (
 """Passes run in this order, each in its own child process (see session.py)."""
 
 
+COUNTER_THREADS = ("auto", "all", "model")
+
+
 def default_threads() -> int:
     """CPUs this process may run on (affinity), which is what torch's intra-op pool should use."""
     try:
@@ -58,6 +61,10 @@ class RunConfig:
     counter_reads: str = "rotate"
     """Per-layer counters (perf_events): "rotate" reads each layer's boundaries in a planned share of the
     measured iterations, "every" in all of them (hwprof.perf.layer_reads)."""
+    counter_threads: str = "auto"
+    """Which threads perf_events counts: "all" (inherit=1: the model's thread and every thread created after
+    it, torch's intra-op pool included), "model" (the model's thread alone, so that a read never interrupts
+    another CPU), "auto" (see counted_threads)."""
     interval_ms: float = 10.0
     pyspy_rate: int = 25
     """Samples/s. Where torch's threads take every CPU, each sample takes a CPU from one of them: the trace pass
@@ -96,6 +103,8 @@ class RunConfig:
             raise ValueError("--counters ncu (Nsight Compute) needs --device cuda")
         if self.counter_reads not in ("rotate", "every"):
             raise ValueError(f"--counter-reads is 'rotate' or 'every' (got {self.counter_reads!r})")
+        if self.counter_threads not in COUNTER_THREADS:
+            raise ValueError(f"--counter-threads is 'auto', 'all' or 'model' (got {self.counter_threads!r})")
         if self.interval_ms <= 0:
             raise ValueError("--interval-ms must be positive")
         if self.perf_rate < 0:
@@ -109,6 +118,14 @@ class RunConfig:
             raise ValueError("paired_extend_ratio and paired_extend_max_s must be 0 or more")
         if self.pass_timeout_s <= 0:
             raise ValueError("--timeout must be positive")
+
+    def counted_threads(self) -> str:
+        """--counter-threads resolved: "auto" is "model" on a GPU run (the forward's host work is launching
+        kernels, on the model's thread; torch's intra-op threads only spin there, and reading their counters
+        interrupts each of their CPUs) and "all" on the CPU (the forward's work is on every intra-op thread)."""
+        if self.counter_threads != "auto":
+            return self.counter_threads
+        return "all" if self.device == "cpu" else "model"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

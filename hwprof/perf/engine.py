@@ -3,8 +3,9 @@
 Software events form one group that is always on. Hardware events go into as few groups as the
 PMU can schedule at once (the kernel decides: a group it cannot schedule is rejected at open);
 with more than one such group, exactly one is enabled per measured iteration, round robin, so
-every count is exact rather than multiplexed. Every group is opened with inherit=1 from the
-thread that runs the model, before torch creates its thread pool.
+every count is exact rather than multiplexed. Every group is opened from the thread that runs the
+model, before torch creates its thread pool: with inherit=1 (every thread created after it is counted,
+--counter-threads all), or for that thread alone (--counter-threads model: hwprof.perf.counter_threads).
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class CounterSet:
     unavailable: list[Unavailable] = field(default_factory=list)
     user_only: bool = False
     """Opened with exclude_kernel (perf_event_paranoid forbids kernel counting for this user)."""
+    inherit: bool = True
+    """Opened with inherit=1: the opening thread and every thread created after it; else that thread alone."""
     schedule: dict[int, int] = field(default_factory=dict)
     """Planned: measured iteration -> group index (rotating groups only)."""
     measured: dict[int, int] = field(default_factory=dict)
@@ -80,10 +83,11 @@ class CounterSet:
         *,
         paranoid: int | None = None,
         max_group: int | None = None,
+        inherit: bool = True,
         probe: Probe = try_open,
         opener: GroupOpener = CounterGroup.open,
     ) -> CounterSet:
-        out = cls()
+        out = cls(inherit=inherit)
         usable = out._probe_each(specs, paranoid, probe)
         software = [s for s in usable if s.software]
         hardware = [s for s in usable if not s.software]
@@ -95,7 +99,9 @@ class CounterSet:
             if max_group is not None and len(names) > max_group:
                 return False
             try:
-                opener([by_name[n] for n in names], disabled=True, exclude_kernel=out.user_only).close()
+                opener(
+                    [by_name[n] for n in names], disabled=True, exclude_kernel=out.user_only, inherit=inherit
+                ).close()
             except PerfOpenError:
                 return False
             return True
@@ -127,7 +133,7 @@ class CounterSet:
 
     def _open_group(self, specs: list[EventSpec], always_on: bool, opener: GroupOpener) -> None:
         try:
-            group = opener(specs, disabled=not always_on, exclude_kernel=self.user_only)
+            group = opener(specs, disabled=not always_on, exclude_kernel=self.user_only, inherit=self.inherit)
         except PerfOpenError as exc:
             for spec in specs:
                 self.unavailable.append(unavailable(spec.name, exc.errno or 0))

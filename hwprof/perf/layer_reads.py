@@ -17,7 +17,8 @@ fewer than two warm-up iterations, whose last forward is still cold, in the firs
 iteration, which reads every layer): the fewest classes that
 keep the reads under READ_BUDGET of the forward, at most so many that every layer still gets
 MIN_VISITS visits in the planned iterations. On a GPU run (the forward is launch-bound: the host's
-counters per layer count the launches, and a read costs more than many layers) the most classes.
+counters per layer count the launches on the model's thread, which is all they count there by default,
+--counter-threads) a fixed share, GPU_EVERY.
 The position advances once per full cycle of the rotating event groups (hwprof.perf.engine), so
 that every layer class meets every group.
 """
@@ -36,10 +37,13 @@ MIN_VISITS = 4
 """Each layer read in at least this many of the planned measured iterations."""
 METHODS = ("rotate", "every")
 GPU_EVERY = 16
-"""On a GPU run: each layer read in 1 of this many measured iterations. The H100 host's reads cost 64 us
-(16 threads; cpu16_yolov7_run in the recordings) against a yolov7 forward of about 9 ms there: reading
-every layer costs 1.5-1.9x, one in 16 about 8% (an estimate from those two figures, not a measured GPU layers pass:
-scripts/bench_attributing_passes.py --device cuda measures it where a GPU is lent)."""
+"""On a GPU run: each layer read in 1 of this many measured iterations. Reading every layer of an inherited group
+cost 1.5-1.9x there (issue 29, the H100 host's 16 threads: a read went to up to 15 spinning workers, 64 us each),
+against a yolov7 forward of 6-9 ms launching 428 kernels (the recordings). A GPU run counts the model's thread
+alone by default (--counter-threads auto): its read is local, 2.3 us here with a worker spinning against 15-17 us
+for the inherited group (scripts/bench_counters_overhead.py, "model thread"), so 1 in 16 leaves about 13 reads per
+forward. An estimate from those figures, not a measured GPU layers pass: `scripts/bench_attributing_passes.py
+--device cuda` measures it where a GPU is lent."""
 
 
 MAX_ITERATIONS = 64

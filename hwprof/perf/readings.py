@@ -1,12 +1,14 @@
 """The raw readings file (`<collector>.readings.jsonl`), so any analysis can be redone later.
 
 Line 1, the header: {"kind": "header", "events": {name: {unit, scale, source, pmu}},
-"groups": [{"index": g, "events": [names in value order]}], "clock": "CLOCK_MONOTONIC ns"}.
+"groups": [{"index": g, "events": [names in value order]}], "clock": "CLOCK_MONOTONIC ns",
+"inherit": bool (the events counted the opening thread and every thread created after it; false: that thread
+alone, --counter-threads model; absent in older files: true)}.
 Then one line per reading:
 - {"kind": "marker", "marker": [kind, phase, name, iteration, t_ns], "cpu_ns": int | null,
    "groups": {"<g>": [time_enabled, time_running, [value, ...]]}}
 - {"kind": "sample", "t_ns": int, "groups": {...}}   (interval sampler)
-Values are raw (unscaled); enabled/running are the kernel's totals summed over inherited threads.
+Values are raw (unscaled); enabled/running are the kernel's totals (summed over inherited threads).
 cpu_ns (stage and iteration markers only): CPU time of the threads the events count (perf.threadcpu);
 uncharged_ns (same markers, where /proc/stat has it): host steal + IRQ time (hwprof.perf.steal).
 """
@@ -17,22 +19,60 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from hwprof.core.atomic import atomic_path
 from hwprof.perf.counting import Count, Reading
 
+if TYPE_CHECKING:
+    from hwprof.core.markers import Marker
+    from hwprof.perf.engine import CounterSet
+    from hwprof.perf.events import EventSpec
+
 GroupRow = tuple[int, int, Sequence[int]]
+Raw = tuple[tuple[int, ...], tuple[bytes, ...]]
+"""One read of the enabled groups: their indices and their raw read(2) buffers (CounterSet.read_active)."""
+MarkerRaw = tuple["Marker", tuple[int, ...], tuple[bytes, ...], int | None, int | None]
+"""A read at a marker: the marker, the groups read, their buffers, cpu_ns and uncharged_ns."""
 
 
-def header_line(events: Mapping[str, Mapping[str, Any]], groups: Sequence[Sequence[str]]) -> str:
+def header_line(events: Mapping[str, Mapping[str, Any]], groups: Sequence[Sequence[str]], inherit: bool = True) -> str:
     return json.dumps(
         {
             "kind": "header",
             "events": events,
             "groups": [{"index": k, "events": list(names)} for k, names in enumerate(groups)],
             "clock": "CLOCK_MONOTONIC ns",
+            "inherit": inherit,
         }
     )
+
+
+def write(
+    path: Path,
+    counters: CounterSet,
+    specs: Sequence[EventSpec],
+    at_markers: Sequence[MarkerRaw],
+    samples: Sequence[tuple[int, Raw]],
+) -> None:
+    """The whole file, raw as read: one line per marker read, one per interval sample."""
+    events = {s.name: {"unit": s.display_unit, "scale": s.scale, "source": s.source, "pmu": s.pmu} for s in specs}
+    groups = [[s.name for s in g.specs] for g in counters.groups]
+    with atomic_path(path) as tmp, open(tmp, "w") as out:
+        out.write(header_line(events, groups, counters.inherit) + "\n")
+        for m, active, raws, cpu, uncharged in at_markers:
+            row = [m.kind, m.phase, m.name, m.iteration, m.t_ns]
+            out.write(marker_line(row, cpu, _parsed(counters, active, raws), uncharged) + "\n")
+        for t, (active, raws) in samples:
+            out.write(sample_line(t, _parsed(counters, active, raws)) + "\n")
+
+
+def _parsed(counters: CounterSet, active: tuple[int, ...], raws: tuple[bytes, ...]) -> dict[int, GroupRow]:
+    out: dict[int, GroupRow] = {}
+    for index, raw in zip(active, raws, strict=True):
+        reading = counters.groups[index].group.parse(raw)
+        out[index] = (reading.enabled, reading.running, reading.values)
+    return out
 
 
 def marker_line(

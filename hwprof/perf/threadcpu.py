@@ -1,4 +1,4 @@
-"""CPU time of exactly the threads an inherited perf event counts, read precisely.
+"""CPU time of exactly the threads a perf event counts (inherited or not), read precisely.
 
 An event opened with inherit=1 by a thread counts that thread and every thread created after it,
 not the threads that already existed (samplers of other collectors, the perf sampler itself).
@@ -27,14 +27,18 @@ def live_tids() -> set[int]:
 
 
 class CountedThreadsCpu:
-    """Create it right before opening inherited events, on the thread that opens them."""
+    """Create it right before opening the events, on the thread that opens them; `inherit`: as they are
+    opened (False: they count the opening thread alone, and so does this)."""
 
-    def __init__(self) -> None:
+    def __init__(self, inherit: bool = True) -> None:
         self.opener = threading.get_native_id()
         self.not_counted = live_tids() - {self.opener}
+        self.inherit = inherit
 
     def ns(self) -> int:
         """Summed CPU time of the live threads the events count (threads that exited are not included)."""
+        if not self.inherit:
+            return time.clock_gettime_ns(thread_clock_id(self.opener))
         total = 0
         for tid in live_tids() - self.not_counted:
             try:

@@ -69,6 +69,7 @@ class RunConfigDoc(Record):
     events: list[Any] | None = None
     counters: str | None = None
     counter_reads: str | None = None
+    counter_threads: str | None = None
     interval_ms: float | None = None
     pyspy_rate: int | None = None
     pyspy_native: bool | None = None

@@ -197,6 +197,8 @@ class CounterSummary(Summary):
 
     engine: str | None = None
     counted: str | None = None
+    counter_threads: str | None = None
+    """perf_events: "all" (every thread of the pass) or "model" (the model's thread alone): --counter-threads."""
     threads: int | None = None
     events_requested: list[Any] | None = None
     events_opened: list[Any] | None = None
