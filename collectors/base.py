@@ -185,6 +185,11 @@ class Collector:
     def on_marker(self, marker: Marker) -> None:
         pass
 
+    def wants_layer_markers(self) -> bool:
+        """Whether on_marker gets the layer markers (asked after open()); False: the stage and iteration markers
+        only, and a layer's markers cost this collector nothing."""
+        return True
+
     def start(self, ctx: PassContext) -> None:
         pass
 

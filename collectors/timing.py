@@ -47,6 +47,9 @@ class TimingCollector(Collector):
             return Capability.unavailable(f"pyperf cannot be imported ({exc})", "pip install pyperf")
         return Capability.ok()
 
+    def wants_layer_markers(self) -> bool:
+        return False
+
     def on_marker(self, marker: Marker) -> None:
         if marker.kind not in ("stage", "iteration"):
             return

@@ -138,8 +138,8 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
     if variant.get("noop_subscriber"):
         subscribe = MarkerBus.subscribe
 
-        def with_noop(bus: MarkerBus, subscriber: Any) -> None:
-            subscribe(bus, subscriber)
+        def with_noop(bus: MarkerBus, subscriber: Any, layers: bool = True) -> None:
+            subscribe(bus, subscriber, layers)
             if len(bus._subscribers) == 1:
                 subscribe(bus, lambda _marker: None)
 

@@ -147,3 +147,44 @@ def test_layer_markers_wrap_forward_and_undo_it_exactly() -> None:
     assert fused.__dict__["forward"] == fused.forward_fuse
     calls.clear()
     assert float(net(torch.zeros(1))) == 3.0 and calls == ["a", "b fused"]
+
+
+def test_a_subscriber_can_leave_out_the_layer_markers() -> None:
+    calls: list[str] = []
+    bus = MarkerBus(clock=fake_clock())
+    stages_only = lambda m: calls.append(f"s{m.kind[0]}{m.phase}")  # noqa: E731
+    bus.subscribe(lambda m: calls.append(f"a{m.kind[0]}{m.phase}"))
+    bus.subscribe(stages_only, layers=False)
+    with bus.span("stage", "forward"), bus.span("layer", "model.0", 0):
+        pass
+    assert calls == ["asB", "ssB", "alB", "alE", "ssE", "asE"]
+    bus.unsubscribe(stages_only)
+    calls.clear()
+    with bus.span("stage", "forward"):
+        pass
+    assert calls == ["asB", "asE"]
+
+
+def test_the_span_log_is_innermost_and_a_stage_begins_after_the_collectors_work() -> None:
+    """keep_spans: the log is called last at a begin and first at an end; a stage's begin reaches it with a time
+    taken after the subscribers ran (their reads at the boundary are not in the span), a layer's begin with its
+    emission's time."""
+    calls: list[str] = []
+    log = MarkerLog()
+    bus = MarkerBus(clock=fake_clock())
+    bus.keep_spans(lambda m: (calls.append(f"log{m.phase}"), log(m)))
+    seen: list[Marker] = []
+    bus.subscribe(lambda m: (calls.append(f"c{m.phase}"), seen.append(m)))
+    with bus.span("stage", "forward"), bus.span("layer", "model.0", 0):
+        pass
+    assert calls == ["cB", "logB", "cB", "logB", "logE", "cE", "logE", "cE"]
+    stage_begin, layer_begin = log.markers[0], log.markers[1]
+    assert stage_begin.t_ns > seen[0].t_ns and stage_begin.name == "forward"  # stamped again after "c"
+    assert layer_begin.t_ns == seen[1].t_ns  # a layer's begin: one time for everyone
+    assert [m.t_ns for m in log.markers[2:]] == [m.t_ns for m in seen[2:]]
+    quiet = MarkerBus(clock=fake_clock())
+    alone = MarkerLog()
+    quiet.keep_spans(alone)
+    with quiet.span("stage", "forward"):
+        pass
+    assert [m.t_ns for m in alone.markers] == [0, 10]  # no subscriber: no second time taken

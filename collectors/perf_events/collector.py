@@ -23,6 +23,7 @@ from hwprof.collectors.base import Capability, Collector, CollectorResult, PassC
 from hwprof.collectors.perf_events.planner import ReadPlanner
 
 from hwprof.core.config import RunConfig
+from hwprof.perf import layer_reads
 from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import Reading, interval_series
 from hwprof.perf.derived import cache_line_size
@@ -154,6 +155,8 @@ class PerfEvents(Collector):
         """Time spent in on_marker over the measured iterations (the collector's own cost)."""
         self.planner = ReadPlanner(config)
         """Which layers each measured iteration reads (--counter-reads, hwprof.perf.layer_reads)."""
+        self.layers_read = layer_reads.EVERY_LAYER
+        """The top-level layer indices the current iteration reads at (set at its iteration marker)."""
         self.pause_in_forward = config.runtime == "torch" and not config.extra.get("sampler_in_forward")
         """Layer markers are read live (not replayed after a runtime's run): the sampler waits out each measured
         forward and the marker reads give the counter series there (extra.sampler_in_forward keeps it on)."""
@@ -180,20 +183,21 @@ class PerfEvents(Collector):
         return self.planner.measured_iterations(ctx, self.counters)
 
     def on_marker(self, marker: Marker) -> None:
+        kind = marker.kind
+        if kind == "layer" and marker.index not in self.layers_read:
+            return  # first, and nothing else: this runs at every layer marker of every iteration
         entered = time.perf_counter_ns()
         counters, counted_cpu = self.counters, self.counted_cpu
         if counters is None or counted_cpu is None or not counters.groups:
             return
-        kind = marker.kind
         planner = self.planner
+        if kind == "iteration" and marker.phase == "B":
+            self.layers_read = planner.layers_read(marker)
         if marker.warmup:
             if planner.probes_warmup(marker):
                 planner.probe_read(marker, counters)
             return
         plan = planner.plan
-        if kind == "layer" and plan is not None and not plan.reads(marker.index, marker.iteration):
-            self.marker_ns += time.perf_counter_ns() - entered
-            return
         if kind == "iteration" and marker.phase == "B":
             counters.begin_iteration(marker.iteration)
         t0 = time.perf_counter_ns()

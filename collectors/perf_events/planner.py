@@ -88,6 +88,13 @@ class ReadPlanner:
                 self.clean_forward_ns = marker.t_ns - self._warmup_forward["B"]
         return False
 
+    def layers_read(self, marker: Marker) -> range:
+        """At an iteration's begin marker: the top-level layers it reads at. A warm-up iteration reads every
+        layer if it probes, else none; a measured one as planned, or every layer until planned."""
+        if marker.warmup:
+            return layer_reads.EVERY_LAYER if self.probes_warmup(marker) else layer_reads.NO_LAYER
+        return layer_reads.EVERY_LAYER if self.plan is None else self.plan.layers_read(marker.iteration)
+
     def probe_read(self, marker: Marker, counters: CounterSet) -> None:
         """A read at a warm-up marker, timed; the plan at the iteration's end."""
         t0 = time.perf_counter_ns()

@@ -192,6 +192,9 @@ class RaplCollector(Collector):
             read = self.source.read
             self.update_interval = measure_update_interval(lambda: read()[0])
 
+    def wants_layer_markers(self) -> bool:
+        return self.source is not None and self.layer_reads
+
     def on_marker(self, marker: Marker) -> None:
         if self.source is None or marker.warmup or (marker.kind == "layer" and not self.layer_reads):
             return

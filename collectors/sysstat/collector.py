@@ -145,6 +145,9 @@ class SysstatCollector(Collector):
             threads,
         )
 
+    def wants_layer_markers(self) -> bool:
+        return False
+
     def on_marker(self, marker: Marker) -> None:
         if not self._measuring or marker.kind != "stage" or marker.warmup or self.proc is None:
             return

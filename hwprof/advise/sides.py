@@ -67,7 +67,7 @@ def build_side(
     out_dir.mkdir(parents=True, exist_ok=True)
     runtime = make_runtime(config, built, out_dir, out_dir, profile=False)
     bus, log = MarkerBus(), MarkerLog()
-    bus.subscribe(log)
+    bus.keep_spans(log)
     pipeline = Pipeline(config, bus, images, built, runtime)
     sample = pipeline.sample_batch()
     started = time.perf_counter()

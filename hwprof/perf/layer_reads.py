@@ -36,6 +36,9 @@ READ_BUDGET = 0.01
 MIN_VISITS = 4
 """Each layer read in at least this many of the planned measured iterations."""
 METHODS = ("rotate", "every")
+EVERY_LAYER = range(1 << 62)
+"""Every top-level layer index (ReadPlan.layers_read)."""
+NO_LAYER = range(0)
 GPU_EVERY = 16
 """On a GPU run: each layer read in 1 of this many measured iterations. Reading every layer of an inherited group
 cost 1.5-1.9x there (issue 29, the H100 host's 16 threads: a read went to up to 15 spinning workers, 64 us each),
@@ -102,9 +105,14 @@ class ReadPlan:
 
     def reads(self, layer_index: int, iteration: int) -> bool:
         """Whether the measured `iteration` reads the counters at the markers of top-level layer `layer_index`."""
+        return layer_index in self.layers_read(iteration)
+
+    def layers_read(self, iteration: int) -> range:
+        """The top-level layer indices that the measured `iteration` reads at: a range, whose `in` is one C call
+        (the test runs at every layer marker)."""
         if self.every == 1 or (self.compare and iteration % 2 == 0):
-            return True
-        return layer_index % self.every == self.position(iteration)
+            return EVERY_LAYER
+        return range(self.position(iteration), EVERY_LAYER.stop, self.every)
 
     def describe(self, method: str) -> LayerReads:
         """The plan as the perf_events summary records it (PerfEventsSummary.layer_reads)."""

@@ -171,7 +171,7 @@ def abba_forward(
             c.open(ctx)
         built = build_model(config.model, config.weights, config.seed)
         ctx.pipeline = Pipeline(config, bus, discover(None).paths, built)
-        bus.subscribe(log)
+        bus.keep_spans(log)
         remove_hooks = attach_layer_markers(built.module, bus, config.depth)
         for c in chosen:
             c.prepare(ctx)
@@ -184,7 +184,7 @@ def abba_forward(
                 if toggle_hooks:
                     remove_hooks = attach_layer_markers(built.module, bus, config.depth)
                 for c in chosen:
-                    bus.subscribe(c.on_marker)
+                    bus.subscribe(c.on_marker, c.wants_layer_markers())
                     c.start(ctx)
             ctx.pipeline.run_iteration(i, warmup=False)
             if is_on(i):

@@ -256,10 +256,10 @@ class PassRunner:
         self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built, runtime)
         write_model_info(self.ctx.pipeline, self.ctx.out_dir, self.config.depth)
         prepare_runtime(self.ctx.pipeline, self.run_dir, self.config)
-        self.bus.subscribe(self.log)
+        self.bus.keep_spans(self.log)
         for collector in sorted(self.collectors, key=lambda c: c.order):
             if collector.subscribes and self._ok(collector):
-                self.bus.subscribe(self._guarded(collector))
+                self.bus.subscribe(self._guarded(collector), collector.wants_layer_markers())
         self._each("prepare", self.ctx)
         hooks_wanted = self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors)
         if hooks_wanted and runtime.name == "torch":

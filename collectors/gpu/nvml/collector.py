@@ -82,6 +82,9 @@ class NvmlCollector(Collector):
         self.sampler.start()
         self._measuring = True
 
+    def wants_layer_markers(self) -> bool:
+        return False
+
     def on_marker(self, marker: Marker) -> None:
         if not self._measuring or marker.kind == "layer" or marker.warmup:
             return
