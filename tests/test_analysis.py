@@ -21,6 +21,7 @@ from hwprof.analysis.run_analysis import analyse
 from hwprof.analysis.stages import StageRow
 from hwprof.analysis.types import by_type
 from hwprof.core.markers import Marker
+from hwprof.render.overhead_section import overhead_spec
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData
 from hwprof.schema.host import PeaksDoc
 from hwprof.schema.records import MetricTables
@@ -444,6 +445,33 @@ def test_counters_give_cpi_and_a_memory_stall_finding_only_with_high_mpki(tmp_pa
     assert conv.measured_intensity == pytest.approx(4.0e9 / 64e6)
     assert conv.bound_measured == COMPUTE
     assert a.overheads.outside_layers_cpu_ms == pytest.approx(3.0)
+
+
+def test_model_thread_counts_make_no_threads_finding_and_a_negative_gap_is_unavailable(tmp_path: Path) -> None:
+    """--counter-threads model: CPUs utilized is one thread's, so it says nothing of the intra-op threads; a
+    negative task-clock gap (rotated reads) is reported unavailable with its reason, never as a CPU time."""
+    cpi = {"model.0": 0.7, "model.1": 0.8, "model.2": 0.9, "model.3": 0.6}
+    mpki = dict.fromkeys(cpi, 1.0)
+    tables = _perf_tables(cpi, mpki)
+    for row in tables.layers.values():
+        row["CPUs utilized"] = 0.9
+    tables.stages["forward"]["gap.task-clock"] = -2.5 * MS
+
+    def run(name: str, summary: dict[str, Any]) -> Any:
+        perf = {**_perf_ok(), "summary": summary}
+        return analyse(
+            RunData.load(make_run(tmp_path / name, collectors={"perf_events": perf}, metrics={"perf_events": tables}))
+        )
+
+    every_thread = run("all", {})
+    assert any(f.topic == "threads-idle" for f in every_thread.findings)
+    model = run("model", {"counter_threads": "model"})
+    assert not any(f.topic and f.topic.startswith("threads") for f in model.findings)
+    assert model.overheads.outside_layers_cpu_ms is None
+    missing = model.overheads.missing["outside_layers_cpu"]
+    assert "negative (-2.50 ms)" in missing.reason and "--counter-reads every" in missing.fix
+    notes = " ".join(overhead_spec(model).notes)
+    assert "CPU (perf task-clock gap) unavailable: the forward's task-clock" in notes and "-2.50 ms CPU" not in notes
 
 
 def test_high_cpi_without_high_mpki_is_not_called_memory_stalls(tmp_path: Path) -> None:

@@ -125,7 +125,14 @@ def overheads(data: RunData, layers: LayerReport) -> Overheads:
     perf = next((metrics[name] for name in ("perf_events", "papi") if name in metrics), None)
     if perf is not None:
         gap = perf.stage("forward").get("gap.task-clock")
-        if gap is not None:
+        if gap is not None and gap < 0:
+            out.missing["outside_layers_cpu"] = Missing(
+                f"the forward's task-clock less its layers' came out negative ({gap / 1e6:.2f} ms): each layer's "
+                "mean carries the cost of the reads at its own markers, which the forward paid for a share of "
+                "the layers only (--counter-reads rotate)",
+                "--counter-reads every, or --counter-threads model (a read then costs the other threads nothing)",
+            )
+        elif gap is not None:
             out.outside_layers_cpu_ms = gap / 1e6
     prof = metrics.get("torch_profiler")
     if prof is not None:

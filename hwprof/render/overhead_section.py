@@ -91,6 +91,8 @@ def _forward_notes(o: Overheads) -> list[str]:
     notes = []
     if o.outside_layers_ms is not None:
         cpu = f"; {o.outside_layers_cpu_ms:.2f} ms CPU (perf task-clock gap)" if o.outside_layers_cpu_ms else ""
+        if "outside_layers_cpu" in o.missing:
+            cpu = f"; CPU (perf task-clock gap) {o.missing['outside_layers_cpu'].text()}"
         notes.append(
             f"python outside layers: {ms(o.outside_layers_ms)} ms per forward "
             f"({pct(o.outside_layers_share)}), scaled like the layers{cpu}"

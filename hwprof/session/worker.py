@@ -76,7 +76,10 @@ class PassRunner:
         return record.failure
 
     def _record(self, collector: Collector) -> CollectorRecord:
-        return self.records.setdefault(collector.name, CollectorRecord(collector))
+        record = self.records.get(collector.name)
+        if record is None:
+            record = self.records[collector.name] = CollectorRecord(collector)
+        return record
 
     def _ok(self, collector: Collector) -> bool:
         """The collector has not failed: its hooks are still called."""
@@ -107,13 +110,15 @@ class PassRunner:
             print(f"collector {collector.name}: close after failure raised {exc!r}", file=sys.stderr)
 
     def _guarded(self, collector: Collector) -> Callable[[Marker], None]:
-        """on_marker, but a collector that raises is marked failed and stops receiving markers."""
+        """on_marker, but a collector that raises is marked failed and stops receiving markers. Called at every
+        marker (twice per layer per forward): no lookup beyond what it must check."""
+        record, on_marker, clean_markers = self._record(collector), collector.on_marker, collector.clean_markers
 
         def deliver(marker: Marker) -> None:
-            if not self._ok(collector) or (self.clean_iteration and not collector.clean_markers):
+            if record.failure is not None or (self.clean_iteration and not clean_markers):
                 return
             try:
-                collector.on_marker(marker)
+                on_marker(marker)
             except Exception as exc:
                 self._fail(collector, "on_marker", exc)
 
