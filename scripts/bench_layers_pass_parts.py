@@ -17,6 +17,7 @@ drift hits each alike; the median of each child's median block ratio is printed 
   perf every model-thread   reading at every marker the counters of the model's thread alone (--counter-threads
                       model, a GPU run's default): no read interrupts another CPU
   perf rotate model-thread  the same, rotating
+  perf no layer reads model-thread  the model thread's counters read at the stage and iteration markers only
   profiler            torch_profiler as the trace pass runs it after its first measured iteration (no oneDNN
                       verbose), its ranges at every marker
   profiler no-shapes  the same without record_shapes
@@ -43,6 +44,11 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "perf rotate": {"collectors": ["perf_events"], "counter_reads": "rotate"},
     "perf every": {"collectors": ["perf_events"], "counter_reads": "every"},
     "perf no layer reads": {"collectors": ["perf_events"], "extra": {"counter_reads_every": 100000}},
+    "perf no layer reads model-thread": {
+        "collectors": ["perf_events"],
+        "counter_threads": "model",
+        "extra": {"counter_reads_every": 100000},
+    },
     "perf every model-thread": {"collectors": ["perf_events"], "counter_reads": "every", "counter_threads": "model"},
     "perf rotate model-thread": {"collectors": ["perf_events"], "counter_reads": "rotate", "counter_threads": "model"},
     "perf rotate sampler-on": {"collectors": ["perf_events"], "extra": {"sampler_in_forward": True}},
