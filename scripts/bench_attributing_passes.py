@@ -20,8 +20,9 @@ each layer's task-clock agrees between the two methods on that same run.
     python scripts/bench_attributing_passes.py --models yolov8n@96 --threads 2 --iters 4 --warmup 1
     python scripts/bench_attributing_passes.py --models yolov7@640 --threads 16 --device cuda   # a GPU host
 
-A stand-in for the GPU run where none is lent: a CPU forward as fine-grained as a GPU run's host side (yolov7's
-106 layers in 6-9 ms there), with the GPU run's defaults (the model thread's counters, 1 in 16):
+A stand-in for the GPU run where none is lent: the most fine-grained CPU forward at hand (yolov7 at 32: 106 layers
+in 18-20 ms here, against 6-9 ms of host time on the H100 machine), with the GPU run's defaults (the model
+thread's counters, each layer read in 1 of 16 iterations):
 
     python scripts/bench_attributing_passes.py --models yolov7@32 --threads 2 --methods new \\
         --counter-threads model --every 16
@@ -127,6 +128,7 @@ def main() -> int:
     parser.add_argument(
         "--counter-threads", default="auto", help="auto, all or model (--counter-threads; model: a GPU run's default)"
     )
+    parser.add_argument("--pyspy-rate", type=int, default=RunConfig().pyspy_rate, help="py-spy samples per second")
     parser.add_argument("--every", type=int, help="new method: read each layer in 1 of this many iterations (fixed)")
     parser.add_argument("--agreement", action="store_true", help="also compare the per-layer counts on one run")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
@@ -153,6 +155,7 @@ def main() -> int:
                     warmup=args.warmup,
                     counter_reads=options["counter_reads"],
                     counter_threads=args.counter_threads,
+                    pyspy_rate=args.pyspy_rate,
                     extra=extra,
                 )
                 name = f"{model}-{imgsz}-t{threads}-{method}"

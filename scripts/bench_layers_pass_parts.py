@@ -106,6 +106,9 @@ class PySpyBench:
     def on_marker(self, marker: Any) -> None:
         pass
 
+    def wants_layer_markers(self) -> bool:
+        return False
+
     def close(self, ctx: Any) -> Any:
         import signal
 
