@@ -129,6 +129,8 @@ def main() -> int:
         "--counter-threads", default="auto", help="auto, all or model (--counter-threads; model: a GPU run's default)"
     )
     parser.add_argument("--pyspy-rate", type=int, default=RunConfig().pyspy_rate, help="py-spy samples per second")
+    parser.add_argument("--extra", type=json.loads, default={}, help="extra options as JSON, for both methods")
+    parser.add_argument("--skip", default="", help="collectors to leave out (comma-separated), e.g. pyspy")
     parser.add_argument("--every", type=int, help="new method: read each layer in 1 of this many iterations (fixed)")
     parser.add_argument("--agreement", action="store_true", help="also compare the per-layer counts on one run")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
@@ -143,7 +145,7 @@ def main() -> int:
         for threads in (int(t) for t in args.threads.split(",")):
             for method in args.methods.split(","):
                 options = METHODS[method]
-                extra = dict(options["extra"])
+                extra = {**options["extra"], **args.extra}
                 if args.every and method == "new":
                     extra["counter_reads_every"] = args.every
                 config = RunConfig(
@@ -156,6 +158,7 @@ def main() -> int:
                     counter_reads=options["counter_reads"],
                     counter_threads=args.counter_threads,
                     pyspy_rate=args.pyspy_rate,
+                    skip=[c for c in args.skip.split(",") if c],
                     extra=extra,
                 )
                 name = f"{model}-{imgsz}-t{threads}-{method}"

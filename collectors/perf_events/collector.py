@@ -376,7 +376,8 @@ class PerfEvents(Collector):
             read_cost["on_marker_share"] = self.marker_ns / iteration_wall
             read_cost["on_marker_share_method"] = (
                 "time in this collector's on_marker (reads, bookkeeping) over the measured iterations' wall "
-                "time: its own cost on the model thread, excluding the layer hooks that the pass adds anyway"
+                "time: its own cost on the model thread, excluding the layer hooks that the pass adds anyway "
+                "(and the test at a layer it does not read, which returns before any clock is read)"
             )
         return read_cost
 
