@@ -213,6 +213,15 @@ def test_real_trace_pass(tmp_path: Path) -> None:
     metrics = json.loads((out / "torch_profiler.metrics.json").read_text())
     model = json.loads((out / "model.json").read_text())
     assert set(metrics["layers"]) <= {row["name"] for row in model["layers"]}
+    # shapes: the warm-up forward profiled with record_shapes, the measured iterations without
+    assert not any("Input Dims" in e.get("args", {}) for e in ops)
+    warm = json.loads((out / "torch_profiler.shapes.kineto.json").read_text())["traceEvents"]
+    assert any(e.get("args", {}).get("Input Dims") for e in warm if e.get("cat") == "cpu_op")
+    shapes = result["summary"]["shapes"]
+    assert "warm-up" in shapes["method"] and shapes["matched"] == len(ops) and shapes["unmatched"] == 0
+    kernels = json.loads((out / "torch_profiler.kernels.json").read_text())
+    conv = next(k for k in kernels["layers"]["model.0"] if k["name"] == "aten::mkldnn_convolution")
+    assert conv["shapes"][0][0] == [1, 3, 320, 320]
 
 
 @pytest.mark.slow
@@ -244,3 +253,40 @@ def test_a_profiler_that_dies_leaves_the_other_results(tmp_path: Path) -> None:
     assert failed["status"] == "failed" and "did not write its trace" in failed["reason"]
     assert pyspy.status == "ok", pyspy.reason
     assert pyspy.to_dict()["summary"]["estimated_samples_measured"] > 0
+
+
+def test_measured_ops_take_the_dims_of_their_warm_up_counterparts() -> None:
+    """Matched by layer (or stage), op name and occurrence within it, whatever the iteration; an op with no
+    counterpart gets none and is counted."""
+    from hwprof.collectors.torch_profiler.kineto import KEvent
+    from hwprof.collectors.torch_profiler.shapes import attach_dims
+
+    def op(name: str, start: int, layer: str | None, iteration: int, dims: list[list[int]] | None = None):
+        args = {"Input Dims": dims} if dims else {}
+        event = KEvent(name, "cpu_op", 1, start, 1, args)
+        return _torch_convert.OpRecord(event, start, 1, layer, "forward", iteration)
+
+    warm = [
+        op("aten::conv", 0, "model.0", -1, [[1, 3, 8, 8]]),
+        op("aten::add", 1, "model.0", -1, [[1, 8], [1, 8]]),
+        op("aten::conv", 2, "model.0", -1, [[1, 8, 8, 8]]),
+        op("aten::cat", 3, None, -1, [[2]]),
+    ]
+    measured = [
+        op(name, 10 * i + k, layer, i)
+        for i in (0, 1)
+        for k, (name, layer) in enumerate(
+            [
+                ("aten::conv", "model.0"),
+                ("aten::add", "model.0"),
+                ("aten::conv", "model.0"),
+                ("aten::cat", None),
+                ("aten::relu", "model.1"),
+            ]
+        )
+    ]
+    assert attach_dims(measured, warm) == {"matched": 8, "unmatched": 2}
+    first, second = measured[0], measured[2]
+    assert first.dims == [[1, 3, 8, 8]] and second.dims == [[1, 8, 8, 8]]  # the second conv: its occurrence
+    assert measured[5].dims == [[1, 3, 8, 8]]  # iteration 1 matches as iteration 0 does
+    assert measured[3].dims == [[2]] and measured[4].dims == []  # a stage op; relu has no counterpart

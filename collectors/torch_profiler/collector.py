@@ -48,6 +48,7 @@ from hwprof.collectors.torch_profiler.clock import SyncData, sync_ranges, wall_p
 from hwprof.collectors.torch_profiler.convert import NAME, RANGE_PREFIX, convert, write_outputs
 from hwprof.collectors.torch_profiler.kineto import load_kineto
 from hwprof.collectors.torch_profiler.onednn import StdoutToFile
+from hwprof.collectors.torch_profiler.shapes import SHAPES_FILE, WarmupShapes
 
 from hwprof.core.atomic import NEARLY_FULL, DiskFullError, atomic_write_text, free_bytes
 from hwprof.core.markers import Marker, read_markers
@@ -103,6 +104,11 @@ class TorchProfilerCollector(Collector):
         self._onednn = bool(config.extra.get("onednn_verbose", True))
         self._onednn_iterations = int(config.extra.get("onednn_iterations", ONEDNN_ITERATIONS))
         self._shapes = bool(config.extra.get("profiler_shapes", True))
+        self._warmup_shapes: WarmupShapes | None = None
+        """The last warm-up iteration profiled with record_shapes, the measured ones without (shapes.py)."""
+        self._shapes_in_warmup = (
+            self._shapes and config.warmup >= 1 and not config.extra.get("profiler_shapes_measured")
+        )
         self._flops = bool(config.extra.get("profiler_flops", False))
         self._ranges = bool(config.extra.get("profiler_ranges", True))
         """False only to measure the ranges' cost (scripts/bench_trace_overhead.py): ops get no layer."""
@@ -118,6 +124,8 @@ class TorchProfilerCollector(Collector):
         return _probe(sys.executable)
 
     def open(self, ctx: PassContext) -> None:
+        if self._shapes_in_warmup:
+            self._warmup_shapes = WarmupShapes(ctx.out_dir)
         if self._onednn:
             # Read by oneDNN when it first initialises, i.e. at the first primitive, after this.
             os.environ.setdefault("ONEDNN_VERBOSE_TIMESTAMP", "1")
@@ -128,7 +136,7 @@ class TorchProfilerCollector(Collector):
 
         self._prof = profile(
             activities=[ProfilerActivity.CPU],
-            record_shapes=self._shapes,
+            record_shapes=self._shapes and not self._shapes_taken,
             with_flops=self._flops,
             with_stack=self.config.profiler_stack,
         )
@@ -148,9 +156,33 @@ class TorchProfilerCollector(Collector):
             self._abort()
             raise
 
+    @property
+    def _shapes_taken(self) -> bool:
+        return self._warmup_shapes is not None and self._warmup_shapes.path.is_file()
+
     def on_marker(self, marker: Marker) -> None:
+        if marker.warmup:
+            if marker.iteration == -1 and self._warmup_shapes is not None:
+                self._shapes_marker(marker, self._warmup_shapes)
+            return
         if not self._active or not self._ranges:
             return
+        self._range(marker)
+
+    def _shapes_marker(self, marker: Marker, shapes: WarmupShapes) -> None:
+        """The last warm-up iteration, profiled with record_shapes, its markers as ranges."""
+        import torch
+
+        if marker.kind == "iteration" and marker.phase == "B":
+            self._enter, self._exit = _range_calls(torch, bool(self.config.extra.get("profiler_fast_ranges", True)))
+            shapes.begin()
+        if not shapes.running:
+            return
+        self._range(marker)
+        if marker.kind == "iteration" and marker.phase == "E":
+            shapes.end()
+
+    def _range(self, marker: Marker) -> None:
         label = _range_name(marker)
         if marker.phase == "B":
             self._stack.append((label, self._enter(label)))
@@ -192,6 +224,8 @@ class TorchProfilerCollector(Collector):
         self._finish_profiling()
 
     def _finish_profiling(self) -> None:
+        if self._warmup_shapes is not None:
+            self._warmup_shapes.abandon()  # a stop signal inside the shapes' warm-up iteration
         if not self._active:
             return
         import torch
@@ -232,9 +266,17 @@ class TorchProfilerCollector(Collector):
         atomic_write_text(out / f"{NAME}.sync.json", json.dumps(sync.to_dict()))
         log = out / f"{NAME}.onednn.log"
         markers = read_markers(out / "markers.jsonl") if (out / "markers.jsonl").exists() else []
-        converted = convert(load_kineto(trace_path), sync, markers, log if log.exists() else None, flops)
+        shapes = self._warmup_shapes.path if self._shapes_taken and self._warmup_shapes else None
+        converted = convert(
+            load_kineto(trace_path),
+            sync,
+            markers,
+            log if log.exists() else None,
+            flops,
+            load_kineto(shapes) if shapes is not None else None,
+        )
         artifacts = write_outputs(out, converted)
-        for path in (trace_path, out / f"{NAME}.sync.json", out / f"{NAME}.flops.json", log):
+        for path in (trace_path, out / f"{NAME}.sync.json", out / f"{NAME}.flops.json", log, out / SHAPES_FILE):
             if path.exists():
                 artifacts.insert(0, path.name)
         status, reason = "ok", ""

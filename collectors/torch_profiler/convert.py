@@ -12,14 +12,17 @@ import bisect
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwprof.collectors.torch_profiler.clock import SYNC_NAME, ClockFit, SyncData, fit_clock, wall_offset
+from hwprof.collectors.torch_profiler.clock import SYNC_NAME, SyncData, fit_clock, wall_offset
 from hwprof.collectors.torch_profiler.kernel_doc import OpSums, PrimitiveSums, kernel_doc_json, top_kernels_json
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
+from hwprof.collectors.torch_profiler.shapes import METHOD as SHAPES_METHOD
+from hwprof.collectors.torch_profiler.shapes import attach_dims, event_dims
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
@@ -45,6 +48,8 @@ class OpRecord:
     stage: str | None
     iteration: int | None
     onednn: list[OneDnnExec] = field(default_factory=list)
+    dims: list[Any] = field(default_factory=list)
+    """Input dims: the event's own (record_shapes on), or its warm-up counterpart's (shapes.py)."""
 
 
 @dataclass
@@ -68,7 +73,7 @@ def _contains(parent: KEvent, child: KEvent) -> bool:
     return child.ts < parent.end and child.end <= parent.end + EDGE_TOLERANCE_NS
 
 
-def _walk(trace: KinetoTrace, fit: ClockFit) -> tuple[list[OpRecord], list[tuple[str, str, int, int]]]:
+def _walk(trace: KinetoTrace, fit: Callable[[int], int]) -> tuple[list[OpRecord], list[tuple[str, str, int, int]]]:
     """Nest events per thread: ops with self time and their layer/stage/iteration; hwprof ranges."""
     ops: list[OpRecord] = []
     ranges: list[tuple[str, str, int, int]] = []  # kind, name, mono start, mono end
@@ -106,7 +111,7 @@ def _walk(trace: KinetoTrace, fit: ClockFit) -> tuple[list[OpRecord], list[tuple
                 if parent_op is not None:
                     parent_op.self_ns -= event.dur
                     break
-            record = OpRecord(event, fit(event.ts), event.dur, layer, stage, iteration)
+            record = OpRecord(event, fit(event.ts), event.dur, layer, stage, iteration, dims=event_dims(event))
             ops.append(record)
             stack.append((event, record))
     return ops, ranges
@@ -170,25 +175,29 @@ def _alignment_json(ranges: list[tuple[str, str, int, int]], markers: list[Marke
     return out
 
 
-def _dims(event: KEvent) -> list[Any]:
-    return [d for d in event.args.get("Input Dims", []) if d]
-
-
 def convert(
     trace: KinetoTrace,
     sync: SyncData,
     markers: list[Marker],
     onednn_log: Path | None = None,
     flops: dict[int, int] | None = None,
+    shapes: KinetoTrace | None = None,
 ) -> Converted:
-    """Kineto events -> ops on the monotonic clock, per-layer tables, kernel rankings, spans."""
+    """Kineto events -> ops on the monotonic clock, per-layer tables, kernel rankings, spans. `shapes`: the
+    warm-up forward profiled with record_shapes, where the measured iterations ran without (shapes.py)."""
     fit = fit_clock(trace, sync)
     ops, ranges = _walk(trace, fit)
     ops = [o for o in ops if o.event.name != SYNC_NAME]
+    shapes_doc: JsonObject | None = None
+    if shapes is not None:
+        shapes_doc = {"method": SHAPES_METHOD, **attach_dims(ops, _walk(shapes, lambda ts: ts)[0])}
+    elif any(o.dims for o in ops):
+        shapes_doc = {"method": "record_shapes on in the measured iterations"}
     flops = flops or {}
     iterations = sorted({o.iteration for o in ops if o.iteration is not None})
     n_iter = max(len(iterations), 1)
     summary = TorchProfilerSummary.of(events=len(trace.events), aten_ops=len(ops), iterations=len(iterations))
+    summary.shapes = shapes_doc
     summary.onednn = _onednn_summary_json(ops, sync, onednn_log)
     sums = _sum_ops(ops, ranges, flops)
     summary.forward_ops_outside_layers = sums.outside_layers_in_forward
@@ -251,7 +260,7 @@ def _sum_ops(ops: list[OpRecord], ranges: list[tuple[str, str, int, int]], flops
         row.self_ns += op.self_ns
         row.inclusive_ns += op.event.dur
         row.flops += flops.get(int(op.event.args.get("External id", -1)), 0)
-        row.shapes[json.dumps(_dims(op.event))] += 1
+        row.shapes[json.dumps(op.dims)] += 1
         for prim in op.onednn:
             prow = row.onednn.setdefault(prim.label, PrimitiveSums(prim.label))
             prow.calls += 1
@@ -308,9 +317,8 @@ def _span_args_json(op: OpRecord) -> JsonObject:
     args: JsonObject = {"self_us": op.self_ns / 1000}
     if op.layer:
         args["layer"] = op.layer
-    dims = _dims(op.event)
-    if dims:
-        args["input_dims"] = dims
+    if op.dims:
+        args["input_dims"] = op.dims
     labels = sorted({p.label for p in op.onednn if p.kind != "reorder"})
     if labels:
         args["onednn"] = labels

@@ -121,3 +121,5 @@ class TorchProfilerSummary(Summary):
     forward_ops_outside_layers: int | None = None
     top_kernels: list[Any] | None = None
     clock: JsonObject | None = None
+    shapes: JsonObject | None = None
+    """How the ops' input dims were recorded (method; matched and unmatched where they come from a warm-up)."""

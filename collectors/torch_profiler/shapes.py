@@ -1,0 +1,98 @@
+"""The ops' input shapes from one warm-up forward, not from every measured one.
+
+`record_shapes` makes torch.profiler copy every op's input sizes, dtypes and strides as the op runs: on
+yolov7-tiny at 320 with 2 threads it was most of the trace pass's cost (profiler 1.104x with it against
+1.033x without, scripts/bench_layers_pass_parts.py "profiler" and "profiler no-shapes", 3 runs of 20 ABBA
+blocks). A fixed-size input gives every op the same shapes in every iteration, so the last warm-up
+iteration (warm: its kernels and primitives already chosen) is profiled alone with shapes, and the
+measured iterations without. Each measured op takes the dims of the op at the same place in the warm-up
+forward: the same layer (or stage outside layers), the same op name, the same occurrence within it.
+An op with no counterpart there gets none, counted as `unmatched`. extra.profiler_shapes_measured keeps
+record_shapes on in the measured iterations instead (the method before).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from hwprof.collectors.torch_profiler.convert import OpRecord
+
+SHAPES_FILE = "torch_profiler.shapes.kineto.json"
+METHOD = (
+    "input dims from the last warm-up forward profiled alone with record_shapes, matched by layer (or stage), "
+    "op name and occurrence: a fixed-size input gives every iteration the same shapes, and the measured "
+    "iterations run without record_shapes, which cost most of the trace pass here"
+)
+
+
+def place_keys(ops: Iterable[OpRecord]) -> Iterator[tuple[tuple[Any, str, str, int], OpRecord]]:
+    """(iteration, layer or stage, op name, occurrence) for each op, the occurrence counted in start order."""
+    seen: Counter[tuple[Any, str, str]] = Counter()
+    for op in sorted(ops, key=lambda o: o.start):
+        place = (op.iteration, op.layer or f"stage:{op.stage}", op.event.name)
+        yield (*place, seen[place]), op
+        seen[place] += 1
+
+
+def event_dims(event: Any) -> list[Any]:
+    return [d for d in event.args.get("Input Dims", []) if d]
+
+
+def attach_dims(ops: list[OpRecord], warmup_ops: list[OpRecord]) -> dict[str, int]:
+    """Give each measured op the dims of its counterpart in the warm-up forward; how many matched."""
+    by_place = {key[1:]: event_dims(op.event) for key, op in place_keys(warmup_ops)}
+    matched = unmatched = 0
+    for key, op in place_keys(ops):
+        dims = by_place.get(key[1:])
+        if dims is None:
+            unmatched += 1
+            continue
+        op.dims = dims
+        matched += 1
+    return {"matched": matched, "unmatched": unmatched}
+
+
+class WarmupShapes:
+    """A profiler with record_shapes over one warm-up iteration, its trace written to the pass folder."""
+
+    def __init__(self, out_dir: Path) -> None:
+        self.path = out_dir / SHAPES_FILE
+        self._prof: Any = None
+        self.error = ""
+
+    @property
+    def running(self) -> bool:
+        return self._prof is not None
+
+    def begin(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        self._prof.start()
+
+    def end(self) -> bool:
+        """Stop and write the trace; False (with `error`) if it could not be written."""
+        prof, self._prof = self._prof, None
+        if prof is None:
+            return False
+        try:
+            prof.stop()
+            self.path.unlink(missing_ok=True)
+            prof.export_chrome_trace(str(self.path))
+        except (OSError, RuntimeError) as exc:
+            self.error = f"the warm-up shapes profile failed: {exc}"
+            return False
+        if not self.path.is_file():
+            self.error = f"Kineto did not write {self.path.name}"
+            return False
+        return True
+
+    def abandon(self) -> None:
+        """Stop a profile that a stop signal cut inside its warm-up iteration."""
+        prof, self._prof = self._prof, None
+        if prof is not None:
+            prof.stop()
