@@ -16,10 +16,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from hwprof.collectors.torch_profiler.convert import OpRecord
+
+class PlacedOp(Protocol):
+    """What matching needs of an op (convert.OpRecord): where it ran, its Kineto event, its dims."""
+
+    start: int
+    iteration: int | None
+    layer: str | None
+    stage: str | None
+    event: Any
+    dims: list[Any]
+
+
+Op = TypeVar("Op", bound=PlacedOp)
 
 SHAPES_FILE = "torch_profiler.shapes.kineto.json"
 METHOD = (
@@ -29,7 +40,7 @@ METHOD = (
 )
 
 
-def place_keys(ops: Iterable[OpRecord]) -> Iterator[tuple[tuple[Any, str, str, int], OpRecord]]:
+def place_keys(ops: Iterable[Op]) -> Iterator[tuple[tuple[Any, str, str, int], Op]]:
     """(iteration, layer or stage, op name, occurrence) for each op, the occurrence counted in start order."""
     seen: Counter[tuple[Any, str, str]] = Counter()
     for op in sorted(ops, key=lambda o: o.start):
@@ -42,7 +53,7 @@ def event_dims(event: Any) -> list[Any]:
     return [d for d in event.args.get("Input Dims", []) if d]
 
 
-def attach_dims(ops: list[OpRecord], warmup_ops: list[OpRecord]) -> dict[str, int]:
+def attach_dims(ops: list[Op], warmup_ops: list[Op]) -> dict[str, int]:
     """Give each measured op the dims of its counterpart in the warm-up forward; how many matched."""
     by_place = {key[1:]: event_dims(op.event) for key, op in place_keys(warmup_ops)}
     matched = unmatched = 0
