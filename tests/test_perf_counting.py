@@ -479,7 +479,7 @@ def test_duplicates_dropped() -> None:
 def test_readings_roundtrip(tmp_path: Path) -> None:
     path = tmp_path / "r.jsonl"
     with open(path, "w") as out:
-        out.write(readings_io.header_line({"a": {"unit": "count", "scale": 2.0}}, [["a"]]) + "\n")
+        out.write(readings_io.header_line({"a": {"unit": "count", "scale": 2.0}}, [["a"]], inherit=True) + "\n")
         out.write(readings_io.marker_line(["stage", "B", "forward", 0, 5], 9, {0: (1, 1, [3])}) + "\n")
         out.write(readings_io.sample_line(7, {0: (2, 2, [4])}) + "\n")
         out.write('{"kind": "marker", "mar')  # torn last line

@@ -255,7 +255,7 @@ class Papi(Collector):
         readings_file = out / f"{self.name}.readings.jsonl"
         with atomic_path(readings_file) as tmp, open(tmp, "w") as f:
             events = {n: {"unit": "count", "scale": 1.0, "source": "papi", "pmu": ""} for n in names}
-            f.write(readings_io.header_line(events, [names]) + "\n")
+            f.write(readings_io.header_line(events, [names], inherit=False) + "\n")
             for k, (m, values, cpu) in enumerate(self.readings, 1):
                 row = [m.kind, m.phase, m.name, m.iteration, m.t_ns]
                 f.write(readings_io.marker_line(row, cpu, {0: (k, k, values)}) + "\n")

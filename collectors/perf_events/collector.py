@@ -329,7 +329,7 @@ class PerfEvents(Collector):
         return PerfEventsSummary.of(
             engine=f"perf_event_open (ctypes), inherit={int(inherit)}, opened in the pass process before torch",
             counted=f"{COUNTED_ALL if inherit else COUNTED_MODEL}, {mode}; the interval sampler thread is not counted",
-            counter_threads=self.config.counted_threads(),
+            counter_threads="all" if inherit else "model",
             threads=self.config.threads,
             events_requested=names,
             events_opened=[s.name for s in specs],

@@ -275,6 +275,9 @@ class TorchProfilerCollector(Collector):
             flops,
             load_kineto(shapes) if shapes is not None else None,
         )
+        if self._warmup_shapes is not None and self._warmup_shapes.error and converted.summary.shapes is not None:
+            # the warm-up profile failed: the measured iterations recorded the shapes themselves; say why
+            converted.summary.shapes["warmup_error"] = self._warmup_shapes.error
         artifacts = write_outputs(out, converted)
         for path in (trace_path, out / f"{NAME}.sync.json", out / f"{NAME}.flops.json", log, out / SHAPES_FILE):
             if path.exists():

@@ -25,6 +25,7 @@ from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.check import RunDirError
+from hwprof.schema.summaries_cpu import PerfEventsSummary
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent
 
@@ -83,14 +84,14 @@ def cpus_busy(analysis: Any) -> float | None:
 
 
 def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True) -> AdvisePlan:
-    from hwprof.analysis.run_analysis import analyse, model_thread_counts
+    from hwprof.analysis.run_analysis import analyse
 
     data = RunData.load(run_dir)
     if not data.doc.config:
         raise ValueError(f"{run_dir}/run.json holds no configuration to advise on")
     analysis = analyse(data)
     config = RunConfig.from_dict(data.doc.config.to_json())
-    busy = None if model_thread_counts(data.doc) else cpus_busy(analysis)
+    busy = None if data.doc.summary(PerfEventsSummary).model_thread_only else cpus_busy(analysis)
     facts = run_facts(data, config, busy)
     return AdvisePlan(Path(run_dir), config, facts, candidates(facts, analysis.findings), blocks, layers)
 

@@ -177,7 +177,7 @@ def counter_checks(run: RunDoc) -> list[str]:
     if name == "perf_events":
         perf = run.summary(PerfEventsSummary)
         lines += _layer_reads_line(perf.layer_reads)
-        if perf.counter_threads == "model":
+        if perf.model_thread_only:
             lines.append("perf_events: counts of the model's thread alone (--counter-threads model; all: every thread)")
     cpu = checks.task_clock_vs_process_cpu
     if cpu is not None and cpu.ratio is not None:

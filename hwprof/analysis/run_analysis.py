@@ -130,12 +130,6 @@ def unavailable_collectors(run: RunDoc) -> dict[str, dict[str, str]]:
     return out
 
 
-def model_thread_counts(run: RunDoc) -> bool:
-    """perf_events counted the model's thread alone (--counter-threads model): its CPUs utilized are that
-    thread's, at most 1, and say nothing of the intra-op threads."""
-    return run.summary(PerfEventsSummary).counter_threads == "model"
-
-
 def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     data = checked(data)
     layers = build_layer_report(data)
@@ -145,7 +139,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     # on a GPU the torch threads only launch kernels: how many of them are busy is no finding, and the layer
     # hooks time the host launching each layer's kernels; counters of the model's thread alone cannot say it
     on_gpu = data.doc.device != "cpu"
-    threads = None if on_gpu or model_thread_counts(data.doc) else data.doc.config.threads
+    threads = None if on_gpu or data.doc.summary(PerfEventsSummary).model_thread_only else data.doc.config.threads
     found = findings(layers, types, stages, over, threads, max_findings, host_time=on_gpu)
     advice, advice_error = load_advice(data.root)
     gpu = load_gpu_view(data)

@@ -5,7 +5,7 @@ PMU can schedule at once (the kernel decides: a group it cannot schedule is reje
 with more than one such group, exactly one is enabled per measured iteration, round robin, so
 every count is exact rather than multiplexed. Every group is opened from the thread that runs the
 model, before torch creates its thread pool: with inherit=1 (every thread created after it is counted,
---counter-threads all), or for that thread alone (--counter-threads model: hwprof.perf.counter_threads).
+--counter-threads all), or for that thread alone (--counter-threads model: RunConfig.counted_threads).
 """
 
 from __future__ import annotations

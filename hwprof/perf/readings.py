@@ -36,7 +36,7 @@ MarkerRaw = tuple["Marker", tuple[int, ...], tuple[bytes, ...], int | None, int 
 """A read at a marker: the marker, the groups read, their buffers, cpu_ns and uncharged_ns."""
 
 
-def header_line(events: Mapping[str, Mapping[str, Any]], groups: Sequence[Sequence[str]], inherit: bool = True) -> str:
+def header_line(events: Mapping[str, Mapping[str, Any]], groups: Sequence[Sequence[str]], *, inherit: bool) -> str:
     return json.dumps(
         {
             "kind": "header",
@@ -59,7 +59,7 @@ def write(
     events = {s.name: {"unit": s.display_unit, "scale": s.scale, "source": s.source, "pmu": s.pmu} for s in specs}
     groups = [[s.name for s in g.specs] for g in counters.groups]
     with atomic_path(path) as tmp, open(tmp, "w") as out:
-        out.write(header_line(events, groups, counters.inherit) + "\n")
+        out.write(header_line(events, groups, inherit=counters.inherit) + "\n")
         for m, active, raws, cpu, uncharged in at_markers:
             row = [m.kind, m.phase, m.name, m.iteration, m.t_ns]
             out.write(marker_line(row, cpu, _parsed(counters, active, raws), uncharged) + "\n")

@@ -207,6 +207,12 @@ class CounterSummary(Summary):
     def unavailable_events(self) -> dict[str, Any]:
         return self.unavailable or {}
 
+    @property
+    def model_thread_only(self) -> bool:
+        """The counts are the model's thread's alone (--counter-threads model): its CPUs utilized is that thread's,
+        at most 1, and says nothing of the intra-op threads."""
+        return self.counter_threads == "model"
+
 
 @dataclass(kw_only=True)
 class LayerReads(Record):
