@@ -22,6 +22,12 @@ this collector enables them in start(), after the warm-up, and disables them in 
 each clean iteration of the paired pass (pause/resume, hwprof.session.paired). Model build and warm-up then
 cost nothing, and perf.data holds only what the report uses.
 
+Callchains. perf records each sample's callchain by frame pointers (--call-graph fp; off with
+config.extra["perf_callchains"] = False, for measuring what they cost: scripts/bench_kernels_overhead.py
+--callchains both). The kernel's frames are reliable with fp, and say why a thread was in the kernel
+(a page fault, a syscall, an IPI: hwprof.core.kernel_causes); the user frames of torch, built
+without frame pointers, are not, and are not used. A sample is still charged to its leaf.
+
 Rate and iterations. By default both are planned from the clean timing pass's forward p50 so that
 a layer at 1% of forward collects at least 50 samples (hwprof.core.kernels): the rate within
 [MIN_AUTO_RATE, MAX_AUTO_RATE] (each sample costs a timer interrupt), and for a short forward
@@ -184,6 +190,9 @@ class PerfRecordTool(AttachedTool):
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         ctl, ack = (str(p) for p in make_fifos(ctx.out_dir)[:2])
         self.command = [binary, "record", "-k", "CLOCK_MONOTONIC", "--sample-cpu", "-F", str(self.rate), "-p", str(pid)]
+        self.callchains = bool(config.extra.get("perf_callchains", True))
+        if self.callchains:
+            self.command += ["--call-graph", "fp"]
         for event in self.events:
             self.command += ["-e", event]
         self.command += ["-D", "-1", "--control", f"fifo:{ctl},{ack}", "-o", str(self.data)]
@@ -253,6 +262,7 @@ class PerfRecordTool(AttachedTool):
             version=self.details.version or "",
             jit_perf_map=jit_map.exists(),
             attach_ms=self.attach_ms,
+            perf_data_bytes=self.data.stat().st_size,
         )
         if self.details.user_only:
             summary.kernel_space = "not sampled: user space only (perf_event_paranoid >= 2 without root)"

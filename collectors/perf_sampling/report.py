@@ -29,6 +29,7 @@ from hwprof.collectors.perf_sampling.script import (
 )
 
 from hwprof.core.atomic import atomic_write_text
+from hwprof.core.kernel_causes import KernelCause, cause_of_chain, cause_of_leaf
 from hwprof.core.kernels import (
     BETWEEN_LAYERS,
     KIND_ATEN,
@@ -70,6 +71,16 @@ class Converted:
 
 def code_of(sample: Sample) -> Code:
     return classify(sample.sym, sample.dso, sample.ip)
+
+
+def cause_of(sample: Sample, code: Code) -> KernelCause | None:
+    """Why a kernel-space sample was in the kernel: by its callchain where perf recorded one, else by
+    its leaf symbol (marked so); None for a sample in user space."""
+    if code.kind != KIND_KERNEL:
+        return None
+    if sample.kernel_chain:
+        return cause_of_chain(sample.kernel_chain)
+    return cause_of_leaf(sample.sym)
 
 
 def is_named(name: str) -> bool:
@@ -163,9 +174,10 @@ def convert(binary: str, data: Path, out_dir: Path, rate: int, pid: int | None =
     events = finish_counts(samples)
     markers_file = out_dir / "markers.jsonl"
     pieces = measured_pieces(read_markers(markers_file)) if markers_file.exists() else []
-    tables = attribute(samples, code_of, pieces)
+    tables = attribute(samples, code_of, pieces, cause_of)
     doc = tables_dict(tables, events, KINDS)
-    doc.update(rate_hz=rate, sampling_event=samples[0].event)
+    callchains = any(s.kernel_chain is not None for s in samples)
+    doc.update(rate_hz=rate, sampling_event=samples[0].event, callchains=callchains)
     out = Converted()
     atomic_write_text(out_dir / f"{NAME}.kernels.json", json.dumps(doc, indent=1))
     out.files.append(f"{NAME}.kernels.json")
@@ -194,6 +206,8 @@ def convert(binary: str, data: Path, out_dir: Path, rate: int, pid: int | None =
         forward_labelled_share=named_share(fwd, is_labelled),
         forward_named_share_outside_openmp=_named_outside_openmp(fwd),
         forward_shares={k: fwd.share(k) for k in KINDS if fwd.kinds.get(k)},
+        callchains=callchains,
+        forward_kernel_causes={c: w / (fwd.weight or 1.0) for c, w in most(fwd.causes)},
         top_kernels=[[name, w / (fwd.weight or 1.0)] for name, w in most(fwd.kernels, 5)],
         layer_samples_min=min(big, default=0),
         layer_samples_median=big[len(big) // 2] if big else 0,

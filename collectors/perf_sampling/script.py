@@ -7,6 +7,19 @@ The perf sampling collector runs `perf script -F comm,tid,cpu,time,event,period,
 
 (without the CPU, `[001]`, where perf.data has none: recordings made without --sample-cpu).
 
+Callchains. Where perf.data holds callchains (perf record --call-graph fp), the line ends at the
+event and the frames follow, leaf first, one a line, then a blank line:
+
+    python  9393 [000]   399.281896913:    1001001 cpu-clock:
+    \tffffffff81692498 charge_memcg ([kernel.kallsyms])
+    \tffffffff821f51c6 exc_page_fault ([kernel.kallsyms])
+    \t           98109 _int_malloc (/usr/lib/x86_64-linux-gnu/libc.so.6)
+
+The first frame is the sample's own ip, sym and dso (the leaf, which the tables charge as without
+callchains); the kernel-space frames are kept (Sample.kernel_chain) for the cause of a kernel
+sample (hwprof.core.kernel_causes). User frames are dropped: torch is built without frame
+pointers, so past the first few they are not reliable, and the causes need only the kernel's.
+
 With leader sampling of an event group (`-e '{cycles,instructions,cache-misses}:S'`), perf
 records the group's counts at every sample of the leader and `perf script` prints one line per
 member, each with the same tid, time and ip and the member's count since the previous sample as
@@ -23,6 +36,7 @@ waiting at a barrier, spinning for work or forking; they are labelled as such.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -45,8 +59,11 @@ SCRIPT_FIELDS_NO_CPU = SCRIPT_FIELDS.replace("cpu,", "")
 """For a perf.data recorded without the CPU of each sample (perf script refuses the cpu field there)."""
 LINE = re.compile(
     r"^\s*(?P<comm>.*?)\s+(?P<tid>\d+)\s+(?:\[(?P<cpu>\d+)\]\s+)?(?P<time>\d+\.\d+):\s+"
-    r"(?P<period>\d+)\s+(?P<event>\S+):\s+(?P<ip>[0-9a-f]+)\s+(?P<rest>.*)$"
+    r"(?P<period>\d+)\s+(?P<event>\S+):\s*(?:(?P<ip>[0-9a-f]+)\s+(?P<rest>.*))?$"
 )
+FRAME = re.compile(r"^\t\s*(?P<ip>[0-9a-f]+)\s+(?P<rest>.*)$")
+"""A callchain frame: a tab, then the address right-aligned, then "sym (dso)"."""
+KERNEL_SPACE = 0xFFFF800000000000
 JIT_SUFFIX = re.compile(r"\.\d+$")
 ATEN_FUNCTION = re.compile(r"at::native::(?:\(anonymous namespace\)::)?(?:\w+::)*?(\w+)[<(]")
 ATEN_LOOPS = frozenset({"VectorizedLoop2d", "vectorized_loop", "basic_loop", "cpu_kernel_vec", "cpu_serial_kernel"})
@@ -73,6 +90,9 @@ class Sample:
     """Group members' counts since the thread's previous sample (leader sampling); empty otherwise."""
     cpu: int | None = None
     """The CPU the sample was taken on, where perf recorded it."""
+    kernel_chain: tuple[str, ...] | None = None
+    """The kernel-space frames of its callchain, leaf first (empty for a sample in user space); None
+    where perf recorded no callchain."""
 
 
 def _time_ns(text: str) -> int:
@@ -92,24 +112,67 @@ def _split_rest(rest: str) -> tuple[str, str]:
     return rest.strip() or "[unknown]", ""
 
 
+def _is_kernel(ip: int, dso: str) -> bool:
+    return dso.startswith("[kernel") or ip >= KERNEL_SPACE
+
+
 def parse_script(lines: Iterable[str]) -> Iterator[Sample]:
-    """Samples of `perf script -F SCRIPT_FIELDS --ns` output, group members merged into one sample."""
+    """Samples of `perf script -F SCRIPT_FIELDS --ns` output, group members merged into one sample,
+    with the kernel part of each callchain where perf.data has callchains."""
     pending: Sample | None = None
+    current: Sample | None = None
+    """The sample whose callchain lines are being read (its leaf comes from the first frame)."""
+    frames: list[str] = []
+
+    def done() -> Sample | None:
+        """Close `current`: merged into `pending` as a group member's count, or the new pending one."""
+        nonlocal pending, current
+        if current is None:
+            return None
+        if current.kernel_chain is not None:
+            current.kernel_chain = tuple(frames)
+        s, current = current, None
+        same = pending is not None and (pending.tid, pending.t_ns, pending.ip) == (s.tid, s.t_ns, s.ip)
+        if same and pending is not None and s.event not in pending.counts:
+            pending.counts[s.event] = s.period
+            return None
+        out, pending = pending, s
+        return out
+
+    leaf = True
+    """The next frame is the sample's leaf."""
+    in_kernel = True
+    """No user frame seen yet in this callchain: kernel frames are still the kernel part."""
     for line in lines:
+        if current is not None and current.kernel_chain is not None:
+            frame = FRAME.match(line)
+            if frame is not None:
+                ip = int(frame["ip"], 16)
+                sym, dso = _split_rest(frame["rest"])
+                if leaf:
+                    current.ip, current.sym, current.dso, leaf = ip, sym, dso, False
+                in_kernel = in_kernel and _is_kernel(ip, dso)
+                if in_kernel:
+                    frames.append(sys.intern(sym))
+                continue
         match = LINE.match(line)
         if match is None:
             continue
-        tid, t_ns, ip = int(match["tid"]), _time_ns(match["time"]), int(match["ip"], 16)
-        period, event = int(match["period"]), match["event"]
-        same = pending is not None and (pending.tid, pending.t_ns, pending.ip) == (tid, t_ns, ip)
-        if same and pending is not None and event not in pending.counts:
-            pending.counts[event] = period
-            continue
-        if pending is not None:
-            yield pending
-        sym, dso = _split_rest(match["rest"])
+        out = done()
+        if out is not None:
+            yield out
+        frames, leaf, in_kernel = [], True, True
+        tid, t_ns, period, event = int(match["tid"]), _time_ns(match["time"]), int(match["period"]), match["event"]
         cpu = int(match["cpu"]) if match["cpu"] is not None else None
-        pending = Sample(tid, t_ns, ip, sym, dso, match["comm"].strip(), period, event, {event: period}, cpu)
+        comm = match["comm"].strip()
+        if match["ip"] is None:
+            current = Sample(tid, t_ns, 0, "[unknown]", "", comm, period, event, {event: period}, cpu, ())
+        else:
+            sym, dso = _split_rest(match["rest"])
+            current = Sample(tid, t_ns, int(match["ip"], 16), sym, dso, comm, period, event, {event: period}, cpu)
+    out = done()
+    if out is not None:
+        yield out
     if pending is not None:
         yield pending
 
@@ -151,8 +214,7 @@ def library_name(dso: str) -> str:
 @lru_cache(maxsize=65536)
 def classify(sym: str, dso: str, ip: int = 0) -> Code:
     library = library_name(dso)
-    kernel_space = dso.startswith("[kernel") or ip >= 0xFFFF800000000000
-    if kernel_space:
+    if _is_kernel(ip, dso):
         return Code(sym if sym != "[unknown]" else "[kernel]", KIND_KERNEL, "[kernel]")
     if library == "[JIT perf map]" or dso.startswith("[JIT]") or sym.startswith("jit_"):
         return Code(JIT_SUFFIX.sub("", sym), KIND_JIT, "oneDNN JIT")

@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.finding import CAVEAT, Finding
-from hwprof.core.kernels import KIND_KERNEL, NativeLayer
+from hwprof.analysis.finding import CAVEAT, Finding, pct
+from hwprof.core.kernel_causes import CAUSE_FAULT, CAUSE_INTERRUPT, CAUSE_IPI, CAUSE_SYSCALL, TOPICS
+from hwprof.core.kernels import NativeCause, NativeLayer, NativeView
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport, LayerStat
@@ -23,8 +24,26 @@ REFERENCE_MIN = 0.10
 WAIT_LAYER = 0.45
 WAIT_FORWARD = 0.25
 MIN_LAYER_SHARE = 0.02
-PAGE_FAULT = re.compile(r"clear_page|page_fault|do_anonymous_page|handle_mm_fault|get_page_from_freelist|zap_pte")
 PAGE_FAULT_MIN = 0.05
+KERNEL_LAYER = 0.15
+"""A layer's share of its samples in the kernel worth a finding. A compute layer spends 1-3% there (timer
+ticks, the odd syscall), so 15% is five times that, and above a layer's binomial error (about 7 points
+at the 50 samples the kernels pass plans per layer at 1% of forward)."""
+KERNEL_LAYER_SAMPLES = 10
+"""Kernel samples a layer needs for its cause split to be read."""
+KERNEL_LAYERS_SHOWN = 4
+"""Layers given a kernel-share finding each; the findings are ranked with the rest and cut at ten."""
+WHY = {
+    CAUSE_FAULT: "activations get fresh memory every forward: the allocator returns freed blocks to the OS "
+    "(munmap/madvise) and the next forward faults them in again, each new page charged to the memory cgroup "
+    "and zeroed; an allocator that keeps freed memory (glibc malloc tunables, jemalloc/tcmalloc) avoids it",
+    CAUSE_SYSCALL: "threads in syscalls: futex = threads sleeping and waking (the thread pool), "
+    "munmap/madvise/mmap = the allocator returning or taking memory",
+    CAUSE_IPI: "inter-processor interrupts, mostly TLB shootdowns: memory unmapped while other threads of "
+    "the process run on other CPUs",
+    CAUSE_INTERRUPT: "timer and device interrupts taken on the layer's threads",
+}
+OTHER_WHY = "kernel work with no fault, syscall or IPI entry in its callchain"
 CPI_RATIO = 1.5
 CPI_MIN_SHARE = 0.03
 
@@ -100,28 +119,75 @@ def waiting_threads(report: LayerReport) -> list[Finding]:
     return out
 
 
-def page_zeroing(report: LayerReport) -> list[Finding]:
+def _parts(cause: NativeCause, n: int = 2) -> str:
+    """ "memcg charge 45%, page zeroing 30%": the cause's heaviest parts, as shares of the cause."""
+    return ", ".join(f"{part} {pct(share / cause.share)}" for part, share in cause.parts[:n] if cause.share)
 
+
+def _how(view: NativeView, native: NativeLayer) -> str:
+    if native.by_leaf <= 0.0:
+        return "by the kernel entry of each sample's callchain"
+    if not view.callchains:
+        return "guessed from the leaf symbols: this perf.data has no callchains (perf record without -g)"
+    return f"by callchain, {pct(native.by_leaf)} of the layer's samples by leaf symbol (no callchain)"
+
+
+def page_zeroing(report: LayerReport) -> list[Finding]:
+    """Page faults' share of forward, by the cause each kernel sample's callchain shows (every kernel
+    function a fault runs: the memcg charge, zeroing, page allocation, their locks)."""
     view = report.native
     if view is None:
         return []
-    share = sum(k.share for k in view.kernels if k.kind == KIND_KERNEL and PAGE_FAULT.search(k.name))
+    share = view.forward.cause_share(CAUSE_FAULT)
     if share < PAGE_FAULT_MIN:
         return []
-    layers = [(r, n, _share_matching(n, PAGE_FAULT)) for r, n in _with_native(report)]
+    cause = next(c for c in view.forward.causes if c.cause == CAUSE_FAULT)
+    layers = [(r, n, n.cause_share(CAUSE_FAULT)) for r, n in _with_native(report)]
     layers = sorted((h for h in layers if h[2] >= PAGE_FAULT_MIN), key=lambda h: -(h[0].share or 0.0) * h[2])
     where = "; ".join(f"{r.index}: {100 * s:.0f}%" for r, _, s in layers[:5])
     return [
         Finding(
-            f"the kernel zeroes fresh pages (page faults) for {100 * share:.0f}% of forward",
+            f"page faults take {pct(share)} of forward ({_parts(cause, 3)})",
             (f"most in {where} of the layer's samples; " if where else "")
-            + "activations get new memory every forward (the allocator returns it to the OS): a caching "
-            "allocator (jemalloc/tcmalloc via LD_PRELOAD) or glibc's MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ "
-            "keep it",
+            + f"{WHY[CAUSE_FAULT]} (perf, all threads, causes {_how(view, view.forward)})",
             "kernels",
             share,
+            topic=TOPICS[CAUSE_FAULT],
         )
     ]
+
+
+def kernel_share(report: LayerReport) -> list[Finding]:
+    """A finding per layer whose threads spend a large share of its samples in the kernel, named by
+    the cause that takes most of it."""
+    view = report.native
+    if view is None:
+        return []
+    hits = [
+        (r, n)
+        for r, n in _with_native(report)
+        if n.kernel_space_share >= KERNEL_LAYER
+        and n.causes
+        and n.kernel_space_share * n.samples >= KERNEL_LAYER_SAMPLES
+    ]
+    hits.sort(key=lambda rn: -(rn[0].share or 0.0) * rn[1].kernel_space_share)
+    out = []
+    for r, n in hits[:KERNEL_LAYERS_SHOWN]:
+        kernel = n.kernel_space_share
+        top = n.causes[0]
+        split = ", ".join(f"{c.cause} {pct(c.share / kernel)}" for c in n.causes)
+        out.append(
+            Finding(
+                f"layer {_label(r)}: {pct(kernel)} of its samples in the kernel, {pct(top.share / kernel)} of "
+                f"them {top.cause} ({_parts(top)})",
+                f"{WHY.get(top.cause, OTHER_WHY)}; the kernel's time: {split} (perf, all threads, causes "
+                f"{_how(view, n)})",
+                "kernels",
+                (r.share or 0.0) * kernel,
+                topic=TOPICS[top.cause],
+            )
+        )
+    return out
 
 
 def high_cpi_kernels(report: LayerReport) -> list[Finding]:
@@ -164,4 +230,10 @@ def thin_layers(report: LayerReport) -> list[Finding]:
 
 
 def kernel_findings(report: LayerReport) -> list[Finding]:
-    return reference_convolution(report) + waiting_threads(report) + page_zeroing(report) + high_cpi_kernels(report)
+    return (
+        reference_convolution(report)
+        + waiting_threads(report)
+        + page_zeroing(report)
+        + kernel_share(report)
+        + high_cpi_kernels(report)
+    )

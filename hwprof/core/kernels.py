@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hwprof.core.kernel_causes import CAUSE_OTHER, CAUSES, KernelCause, cause_of_leaf
 from hwprof.core.spans import Piece
-from hwprof.schema.kernels_file import KernelRow, KernelsFile, KernelTable
+from hwprof.schema.kernels_file import KernelCauseRow, KernelRow, KernelsFile, KernelTable
 
 BETWEEN_LAYERS = "(forward, between layers)"
 KIND_JIT = "oneDNN JIT"
@@ -38,6 +39,8 @@ MIN_LAYER_SAMPLES = 50
 seen about 5 times and shares have a binomial error of at most about 7 points."""
 MIN_LAYER_SHARE = 0.01
 TOP_KERNELS = 8
+CAUSE_PARTS = 4
+"""Parts of a kernel cause kept per table (the syscalls, what the faults did)."""
 
 
 class CodeLike(Protocol):
@@ -73,8 +76,18 @@ class Bucket:
     counts: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     layers: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     """For a kernel's bucket: its weight in each layer."""
+    causes: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    """Kernel-space weight by cause (hwprof.core.kernel_causes)."""
+    cause_samples: Counter[str] = field(default_factory=Counter)
+    cause_parts: defaultdict[str, defaultdict[str, float]] = field(
+        default_factory=lambda: defaultdict(lambda: defaultdict(float))
+    )
+    by_leaf: float = 0.0
+    """Kernel-space weight whose cause was guessed from the leaf symbol (no callchain)."""
 
-    def add(self, code: CodeLike, sample: SampleLike, layer: str | None = None) -> None:
+    def add(
+        self, code: CodeLike, sample: SampleLike, layer: str | None = None, cause: KernelCause | None = None
+    ) -> None:
         w = float(sample.period)
         self.samples += 1
         self.weight += w
@@ -87,6 +100,11 @@ class Bucket:
             self.counts[""][event] += n
         if layer is not None:
             self.layers[layer] += w
+        if cause is not None:
+            self.causes[cause.cause] += w
+            self.cause_samples[cause.cause] += 1
+            self.cause_parts[cause.cause][cause.part] += w
+            self.by_leaf += w if cause.by_leaf else 0.0
 
     def share(self, kind: str) -> float:
         return self.kinds.get(kind, 0.0) / self.weight if self.weight else 0.0
@@ -114,8 +132,12 @@ class KernelTables:
 
 
 def attribute(
-    samples: Iterable[SampleLike], code_of: Callable[[SampleLike], CodeLike], pieces: Sequence[Piece]
+    samples: Iterable[SampleLike],
+    code_of: Callable[[SampleLike], CodeLike],
+    pieces: Sequence[Piece],
+    cause_of: Callable[[SampleLike, CodeLike], KernelCause | None] = lambda s, c: None,
 ) -> KernelTables:
+    """The tables; `cause_of` says why a kernel-space sample was in the kernel (None for user space)."""
     starts = [p.start_ns for p in pieces]
     layers: dict[str, Bucket] = defaultdict(Bucket)
     stages: dict[str, Bucket] = defaultdict(Bucket)
@@ -131,15 +153,16 @@ def attribute(
             continue
         piece = pieces[i]
         code = code_of(sample)
+        cause = cause_of(sample, code)
         codes.setdefault(code.name, code)
         stage = piece.stage or "(between stages)"
-        stages[stage].add(code, sample)
-        threads[sample.tid].add(code, sample)
+        stages[stage].add(code, sample, cause=cause)
+        threads[sample.tid].add(code, sample, cause=cause)
         if piece.stage == "forward":
             layer = piece.layer or BETWEEN_LAYERS
-            layers[layer].add(code, sample)
+            layers[layer].add(code, sample, cause=cause)
             kernels[code.name].add(code, sample, layer)
-            forward.add(code, sample)
+            forward.add(code, sample, cause=cause)
     return KernelTables(
         dict(layers),
         dict(stages),
@@ -182,6 +205,20 @@ def _kernel_rows(bucket: Bucket, codes: dict[str, CodeLike], events: Sequence[st
     return rows
 
 
+def _cause_rows(bucket: Bucket) -> list[dict[str, Any]]:
+    """The kernel-space time by cause, each with its heaviest parts; shares of the table's sampled time."""
+    rows = []
+    for cause in CAUSES:
+        w = bucket.causes.get(cause)
+        if not w:
+            continue
+        parts = [[part, pw / bucket.weight] for part, pw in most(bucket.cause_parts[cause], CAUSE_PARTS)]
+        rows.append(
+            {"cause": cause, "share": w / bucket.weight, "samples": bucket.cause_samples[cause], "parts": parts}
+        )
+    return rows
+
+
 def bucket_dict(
     bucket: Bucket, codes: dict[str, CodeLike], events: Sequence[str], kinds: Sequence[str], top: int = TOP_KERNELS
 ) -> dict[str, Any]:
@@ -193,6 +230,8 @@ def bucket_dict(
         **({"counts": dict(bucket.counts[""])} if "" in bucket.counts else {}),
         **derived(bucket.counts.get("", {}), events),
         "kernels": _kernel_rows(bucket, codes, events, top),
+        **({"kernel_causes": _cause_rows(bucket)} if bucket.causes else {}),
+        **({"kernel_by_leaf": bucket.by_leaf / bucket.weight} if bucket.causes else {}),
     }
 
 
@@ -256,6 +295,17 @@ class NativeKernel:
 
 
 @dataclass
+class NativeCause:
+    """One cause of the kernel-space time of a layer (or of forward): its share of the layer's sampled
+    time, and its heaviest parts with theirs."""
+
+    cause: str
+    share: float
+    samples: int
+    parts: list[tuple[str, float]] = field(default_factory=list)
+
+
+@dataclass
 class NativeLayer:
     samples: int
     share_of_forward: float
@@ -264,6 +314,13 @@ class NativeLayer:
     threads: int
     cpi: float | None = None
     too_few: bool = False
+    causes: list[NativeCause] = field(default_factory=list)
+    """The kernel-space share by cause, heaviest first."""
+    by_leaf: float = 0.0
+    """Share of the layer's sampled time in the kernel charged to a cause by its leaf symbol (no callchain)."""
+
+    def cause_share(self, cause: str) -> float:
+        return sum(c.share for c in self.causes if c.cause == cause)
 
     @property
     def openmp_share(self) -> float:
@@ -286,6 +343,8 @@ class NativeView:
     min_samples: int
     sampling_event: str
     events: list[str]
+    callchains: bool = False
+    """Whether perf recorded callchains, so that kernel time is charged to causes by them."""
 
 
 def _native_kernel(row: KernelRow) -> NativeKernel:
@@ -300,15 +359,51 @@ def _native_kernel(row: KernelRow) -> NativeKernel:
     )
 
 
+def _native_cause(row: KernelCauseRow) -> NativeCause:
+    parts = [(str(part), float(share)) for part, share in row.parts or []]
+    return NativeCause(row.cause, float(row.share or 0.0), row.samples or 0, parts)
+
+
+def causes_by_leaf(kernels: Sequence[NativeKernel], kernel_share: float, samples: int) -> list[NativeCause]:
+    """A file written before kernel causes were stored: its kernel rows (the table's top kernels) charged
+    by their names (hwprof.core.kernel_causes.cause_of_leaf); kernel time outside them is "other"."""
+    by: dict[str, NativeCause] = {}
+    for k in kernels:
+        if k.kind != KIND_KERNEL:
+            continue
+        cause = cause_of_leaf(k.name)
+        row = by.setdefault(cause.cause, NativeCause(cause.cause, 0.0, 0))
+        row.share += k.share
+        row.samples += k.samples
+        row.parts.append((cause.part, k.share))
+    rest = kernel_share - sum(c.share for c in by.values())
+    if rest > 1e-9:
+        row = by.setdefault(CAUSE_OTHER, NativeCause(CAUSE_OTHER, 0.0, 0))
+        row.share += rest
+        row.samples += round(rest * samples)
+        row.parts.append(("(kernel functions outside the top kernels)", rest))
+    return sorted(by.values(), key=lambda c: -c.share)
+
+
 def _native_layer(table: KernelTable, few: set[str], name: str) -> NativeLayer:
+    kinds = {str(k): float(v) for k, v in (table.kinds or {}).items()}
+    kernels = [_native_kernel(k) for k in table.kernels]
+    if table.kernel_causes:
+        causes = sorted((_native_cause(c) for c in table.kernel_causes), key=lambda c: -c.share)
+        by_leaf = float(table.kernel_by_leaf or 0.0)
+    else:
+        causes = causes_by_leaf(kernels, kinds.get(KIND_KERNEL, 0.0), table.samples or 0)
+        by_leaf = kinds.get(KIND_KERNEL, 0.0)
     return NativeLayer(
         table.samples or 0,
         float(table.share_of_forward if table.share_of_forward is not None else 1.0),
-        {str(k): float(v) for k, v in (table.kinds or {}).items()},
-        [_native_kernel(k) for k in table.kernels],
+        kinds,
+        kernels,
         len(table.threads or {}),
         table.cpi,
         name in few,
+        causes,
+        by_leaf,
     )
 
 
@@ -323,4 +418,5 @@ def native_view(doc: KernelsFile) -> NativeView:
         min_samples=doc.min_samples if doc.min_samples is not None else MIN_LAYER_SAMPLES,
         sampling_event=doc.sampling_event or "",
         events=list(doc.events or []),
+        callchains=bool(doc.callchains),
     )

@@ -32,6 +32,19 @@ class KernelRow(Record):
 
 
 @dataclass(kw_only=True)
+class KernelCauseRow(Record):
+    """Why the table's threads were in the kernel (hwprof.core.kernel_causes): one cause, its share of the
+    table's sampled time, its samples and its heaviest parts as [part, share of the table] pairs (the
+    syscalls by name, what the page faults did)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("cause",)
+    cause: str = ""
+    share: float | None = None
+    samples: int | None = None
+    parts: list[Any] | None = None
+
+
+@dataclass(kw_only=True)
 class KernelTable(Record):
     """One stage's, layer's or thread's table (hwprof.core.kernels.bucket_dict)."""
 
@@ -44,6 +57,11 @@ class KernelTable(Record):
     kernels: list[KernelRow] = field(default_factory=list)
     share_of_forward: float | None = None
     """Layers only."""
+    kernel_causes: list[KernelCauseRow] = field(default_factory=list)
+    """The kernel-space share split by cause; absent in files written before callchains were read."""
+    kernel_by_leaf: float | None = None
+    """Share of the table's sampled time in the kernel whose cause came from the leaf symbol alone
+    (no callchain recorded)."""
 
 
 @dataclass(kw_only=True)
@@ -60,3 +78,5 @@ class KernelsFile(Record):
     """Layers with a share of the forward worth reading but fewer samples than min_samples."""
     rate_hz: float | None = None
     sampling_event: str | None = None
+    callchains: bool | None = None
+    """Whether perf recorded callchains (the kernel causes read from them); None in older files."""

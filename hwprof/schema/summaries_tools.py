@@ -52,6 +52,11 @@ class PerfSamplingSummary(Summary):
     attach_ms: float | None = None
     kernel_space: str | None = None
     cpi_per_kernel: CpiPerKernel | None = None
+    callchains: bool | None = None
+    """perf recorded callchains (--call-graph fp), so kernel time is charged to its cause by them."""
+    forward_kernel_causes: JsonObject | None = None
+    """Cause of kernel-space time (hwprof.core.kernel_causes) -> its share of forward's sampled time."""
+    perf_data_bytes: int | None = None
 
 
 @dataclass(kw_only=True)
