@@ -20,6 +20,8 @@ NATIVE_LAYERS = 8
 NATIVE_PER_LAYER = 4
 MODEL_KERNELS = 12
 KERNEL_LAYER_NAMES = 3
+KERNEL_CAUSE_SHOWN = 0.05
+"""A layer's kernel share from which its cell names the cause."""
 
 
 def _layer_label(layer: LayerStat) -> str:
@@ -50,6 +52,7 @@ LAYER_KERNEL_COLUMNS: list[Column[LayerReport, _LayerKernel]] = [
         lambda r: r.layer_cell(f"{r.native.samples}{' (few)' if r.native.too_few else ''}"),
     ),
     Column(Col("wait", priority=1), lambda r: r.layer_cell(pct(r.native.openmp_share))),
+    Column(Col("in kernel", "left", priority=1, max_width=22), lambda r: r.layer_cell(kernel_cell(r.native))),
     Column(Col("kernel", "left", max_width=46), lambda r: r.kernel.name),
     Column(Col("kind", "left", priority=2, max_width=14), lambda r: r.kernel.kind),
     Column(Col("share"), lambda r: pct(r.kernel.share)),
@@ -59,6 +62,34 @@ LAYER_KERNEL_COLUMNS: list[Column[LayerReport, _LayerKernel]] = [
         lambda rep: any(k.cpi is not None for r in rep.layers if r.native for k in r.native.kernels),
     ),
 ]
+
+
+def kernel_cell(native: NativeLayer) -> str:
+    """The layer's share in the kernel and, where it is worth reading, the cause of most of it:
+    "67% (faults 89%)"."""
+    kernel = native.kernel_space_share
+    if not kernel:
+        return pct(0.0)
+    if kernel < KERNEL_CAUSE_SHOWN or not native.causes:
+        return pct(kernel)
+    top = native.causes[0]
+    return f"{pct(kernel)} ({top.cause.removeprefix('page ')} {pct(top.share / kernel)})"
+
+
+def kernel_causes_note(view: NativeView) -> str:
+    """forward's kernel-space share by cause, and how the causes were found."""
+    fwd = view.forward
+    split = ", ".join(f"{c.cause} {pct(c.share)}" for c in fwd.causes)
+    if fwd.by_leaf <= 0.0:
+        how = "by callchain: the kernel entry each sample came in by"
+    elif view.callchains:
+        how = f"by callchain, {pct(fwd.by_leaf)} of forward by leaf symbol where a sample had none"
+    else:
+        how = "guessed from leaf symbols: this perf.data has no callchains, recorded without -g"
+    return (
+        f"in kernel = the layer's share in kernel space (cause of most of it, share of the kernel's); forward: "
+        f"{pct(fwd.kernel_space_share)} in the kernel{': ' + split if split else ''} ({how})"
+    )
 
 
 def native_kernels_spec(a: Analysis) -> TableSpec | None:
@@ -85,6 +116,7 @@ def native_kernels_spec(a: Analysis) -> TableSpec | None:
         "wait = share in the OpenMP runtime (threads waiting or spinning: lost parallelism)",
         f"forward: {view.forward.samples} samples, {pct(view.forward.openmp_share)} OpenMP runtime, "
         f"{pct(view.forward.kernel_space_share)} kernel space",
+        kernel_causes_note(view),
     ]
     few = [r for r in layers if r.native is not None and r.native.too_few]
     if few:

@@ -5,7 +5,8 @@
 - layer_times.png: per-layer scaled self time in model order, bars coloured by bound.
 - stages.png: p50 per pipeline stage with its share of the iteration.
 - kernels.png: per-layer time split by what its threads ran (perf samples by kind: oneDNN JIT,
-  MKL, aten, OpenMP runtime = waiting, kernel space ...), in model order.
+  MKL, aten, OpenMP runtime = waiting, kernel space ...), in model order; kernel space split by
+  cause (page faults, syscalls, IPIs ...: hatched in the kernel's colour).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.analysis.roofline import COMPUTE, MEMORY
 from hwprof.analysis.run_analysis import Analysis
+from hwprof.core.kernel_causes import CAUSES
 from hwprof.core.kernels import (
     KIND_ATEN,
     KIND_BLAS,
@@ -203,17 +205,48 @@ KIND_COLOURS = {
 }
 
 
+CAUSE_HATCHES = dict(zip(CAUSES, ("xxx", "///", "ooo", "...", ""), strict=True))
+
+
+def _kind_parts(layer: LayerStat) -> list[tuple[str, str, str, float]]:
+    """(label, colour, hatch, share of the layer) per kind of code, kernel space split by cause."""
+    native = layer.native
+    if native is None:
+        return []
+    parts = []
+    for kind, colour in KIND_COLOURS.items():
+        share = native.kinds.get(kind, 0.0)
+        if kind == KIND_KERNEL and native.causes:
+            for cause in CAUSES:
+                parts.append((f"kernel: {cause}", colour, CAUSE_HATCHES[cause], native.cause_share(cause)))
+        else:
+            parts.append((kind, colour, "", share))
+    return parts
+
+
 def plot_kernels(a: Analysis) -> bytes | None:
     rows = [r for r in a.layers.top_level if r.time_ms is not None and r.native is not None]
     if not rows:
         return None
     fig, ax, xs = _layer_axes(rows, 4.2)
+    heights: dict[tuple[str, str, str], list[float]] = {}
+    for i, r in enumerate(rows):
+        for label, colour, hatch, share in _kind_parts(r):
+            heights.setdefault((label, colour, hatch), [0.0] * len(rows))[i] = (r.time_ms or 0.0) * share
     bottom = [0.0] * len(rows)
-    for kind, colour in KIND_COLOURS.items():
-        heights = [(r.time_ms or 0.0) * (r.native.kinds.get(kind, 0.0) if r.native else 0.0) for r in rows]
-        if any(heights):
-            ax.bar(xs, heights, bottom=bottom, color=colour, label=kind, width=0.85)
-            bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    for (label, colour, hatch), bar in heights.items():
+        if any(bar):
+            ax.bar(
+                xs,
+                bar,
+                bottom=bottom,
+                color=colour,
+                label=label,
+                width=0.85,
+                hatch=hatch,
+                edgecolor="white" if hatch else colour,
+            )
+            bottom = [b + h for b, h in zip(bottom, bar, strict=True)]
     ax.set_ylabel("ms per forward, split by sampled kind")
     ax.legend(fontsize=7, ncol=4)
     title = f"what each layer's threads ran (perf, all threads): {a.doc.model.name or ''}"
