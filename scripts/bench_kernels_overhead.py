@@ -84,7 +84,7 @@ def passes(
         session._write_inputs()
         outcomes = {p.name: session.run_pass(p) for p in plan.passes}
         pairs.append((pass_p50(run_dir, "timing"), pass_p50(run_dir, "kernels")))
-        last = outcomes["kernels"].results["perf_sampling"].summary
+        last = outcomes["kernels"].results["perf_sampling"].summary.to_json()
         cost = own_cost(run_dir, "kernels")
         own += [cost] if cost else []
         stated = f"; in the pass, paired: {cost.ratio_text()} ({cost.spread_text()})" if cost else ""

@@ -285,6 +285,7 @@ def _report_shares(data: Path, windows: list[tuple[int, int]]) -> dict[str, floa
     assert PERF is not None
     ranges = " ".join(f"{a / 1e9:.9f},{b / 1e9:.9f}" for a, b in windows)
     command = [PERF, "report", "-i", str(data), "--time", ranges, "--sort", "dso,sym", "--stdio", "--no-children"]
+    command += ["-g", "none"]  # the leaves only: perf.data holds callchains
     done = subprocess.run([*command, "-q", "-n"], capture_output=True, text=True, timeout=300, check=True)
     shares: dict[str, float] = {}
     for line in done.stdout.splitlines():
@@ -342,9 +343,15 @@ def test_real_kernels_pass_agrees_with_perf_report(run_hwprof: Any, tmp_path: Pa
     assert summary["layer_samples_min"] >= 30, summary
     assert summary["forward_labelled_share"] > 0.9
     assert summary["jit_perf_map"] is True
+    assert summary["callchains"] is True and "--call-graph fp" in summary["command"]
     kernels_pass = out / "passes" / "kernels"
     doc = json.loads((kernels_pass / "perf_sampling.kernels.json").read_text())
     assert any(k["kind"] == KIND_JIT for k in doc["kernels"]), "oneDNN JIT kernels named"
+    assert doc["callchains"] is True
+    kernel = doc["forward"]["kinds"].get(KIND_KERNEL, 0.0)
+    causes = doc["forward"].get("kernel_causes", [])
+    assert sum(c["share"] for c in causes) == pytest.approx(kernel)
+    assert doc["forward"].get("kernel_by_leaf", 0.0) <= 0.1 * kernel, "kernel samples carry their callchains"
 
     jit_map = next(kernels_pass.glob("perf-*.map"))
     shutil.copy(jit_map, Path("/tmp") / jit_map.name)  # where perf report looks for it

@@ -21,8 +21,8 @@ alone, as before callchains were recorded, and marked `by_leaf` so the report sa
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 CAUSE_FAULT = "page faults"
@@ -122,3 +122,33 @@ def cause_of_leaf(sym: str) -> KernelCause:
     if INTERRUPT_ENTRY.match(sym):
         return KernelCause(CAUSE_INTERRUPT, sym, by_leaf=True)
     return KernelCause(CAUSE_OTHER, sym, by_leaf=True)
+
+
+@dataclass
+class NativeCause:
+    """One cause of the kernel-space time of a layer (or of forward) as the report reads it: its share of
+    the layer's sampled time, and its heaviest parts with theirs."""
+
+    cause: str
+    share: float
+    samples: int
+    parts: list[tuple[str, float]] = field(default_factory=list)
+
+
+def causes_by_leaf(kernels: Iterable[tuple[str, float, int]], kernel_share: float, samples: int) -> list[NativeCause]:
+    """A kernels file written before causes were stored: its kernel-space rows (name, share, samples: the
+    table's top kernels) charged by their names; kernel time outside them is "other"."""
+    by: dict[str, NativeCause] = {}
+    for name, share, n in kernels:
+        cause = cause_of_leaf(name)
+        row = by.setdefault(cause.cause, NativeCause(cause.cause, 0.0, 0))
+        row.share += share
+        row.samples += n
+        row.parts.append((cause.part, share))
+    rest = kernel_share - sum(c.share for c in by.values())
+    if rest > 1e-9:
+        row = by.setdefault(CAUSE_OTHER, NativeCause(CAUSE_OTHER, 0.0, 0))
+        row.share += rest
+        row.samples += round(rest * samples)
+        row.parts.append(("(kernel functions outside the top kernels)", rest))
+    return sorted(by.values(), key=lambda c: -c.share)

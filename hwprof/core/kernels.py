@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from hwprof.core.kernel_causes import CAUSE_OTHER, CAUSES, KernelCause, cause_of_leaf
+from hwprof.core.kernel_causes import CAUSES, KernelCause, NativeCause, causes_by_leaf
 from hwprof.core.spans import Piece
 from hwprof.schema.kernels_file import KernelCauseRow, KernelRow, KernelsFile, KernelTable
 
@@ -295,17 +295,6 @@ class NativeKernel:
 
 
 @dataclass
-class NativeCause:
-    """One cause of the kernel-space time of a layer (or of forward): its share of the layer's sampled
-    time, and its heaviest parts with theirs."""
-
-    cause: str
-    share: float
-    samples: int
-    parts: list[tuple[str, float]] = field(default_factory=list)
-
-
-@dataclass
 class NativeLayer:
     samples: int
     share_of_forward: float
@@ -364,27 +353,6 @@ def _native_cause(row: KernelCauseRow) -> NativeCause:
     return NativeCause(row.cause, float(row.share or 0.0), row.samples or 0, parts)
 
 
-def causes_by_leaf(kernels: Sequence[NativeKernel], kernel_share: float, samples: int) -> list[NativeCause]:
-    """A file written before kernel causes were stored: its kernel rows (the table's top kernels) charged
-    by their names (hwprof.core.kernel_causes.cause_of_leaf); kernel time outside them is "other"."""
-    by: dict[str, NativeCause] = {}
-    for k in kernels:
-        if k.kind != KIND_KERNEL:
-            continue
-        cause = cause_of_leaf(k.name)
-        row = by.setdefault(cause.cause, NativeCause(cause.cause, 0.0, 0))
-        row.share += k.share
-        row.samples += k.samples
-        row.parts.append((cause.part, k.share))
-    rest = kernel_share - sum(c.share for c in by.values())
-    if rest > 1e-9:
-        row = by.setdefault(CAUSE_OTHER, NativeCause(CAUSE_OTHER, 0.0, 0))
-        row.share += rest
-        row.samples += round(rest * samples)
-        row.parts.append(("(kernel functions outside the top kernels)", rest))
-    return sorted(by.values(), key=lambda c: -c.share)
-
-
 def _native_layer(table: KernelTable, few: set[str], name: str) -> NativeLayer:
     kinds = {str(k): float(v) for k, v in (table.kinds or {}).items()}
     kernels = [_native_kernel(k) for k in table.kernels]
@@ -392,7 +360,8 @@ def _native_layer(table: KernelTable, few: set[str], name: str) -> NativeLayer:
         causes = sorted((_native_cause(c) for c in table.kernel_causes), key=lambda c: -c.share)
         by_leaf = float(table.kernel_by_leaf or 0.0)
     else:
-        causes = causes_by_leaf(kernels, kinds.get(KIND_KERNEL, 0.0), table.samples or 0)
+        rows = [(k.name, k.share, k.samples) for k in kernels if k.kind == KIND_KERNEL]
+        causes = causes_by_leaf(rows, kinds.get(KIND_KERNEL, 0.0), table.samples or 0)
         by_leaf = kinds.get(KIND_KERNEL, 0.0)
     return NativeLayer(
         table.samples or 0,
