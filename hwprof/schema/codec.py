@@ -161,7 +161,7 @@ def _check(value: Any, spec: Spec, where: str, name: str) -> None:
     fault = number_fault(value, spec.bound)
     if fault is not None:
         raise RunDirError(f'{where}: field "{name}" must be {fault}, found {found(value)}')
-    if spec.each is not None:
+    if spec.each is not None and isinstance(value, dict):
         for inner_key, inner in value.items():
             _check(inner, spec.each, where, f"{name}.{inner_key}")
 
