@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
 from hwprof.core.atomic import atomic_path
-from hwprof.schema.summaries_cpu import TimingSummary
+from hwprof.schema.summaries_cpu import StageLatency, TimingSummary
 
 if TYPE_CHECKING:
     import torch
@@ -107,13 +107,13 @@ class TimingCollector(Collector):
         with atomic_path(path) as tmp:
             suite.dump(str(tmp))
         stats = {k: latency_stats([v * 1e3 for v in vals]) for k, vals in self.stages.items()}
-        summary = TimingSummary.of(stages={k: v.to_dict() for k, v in stats.items()})
+        summary = TimingSummary.of(stages={k: StageLatency.of(**v.to_dict()) for k, v in stats.items()})
         whole = self.stages.get("iteration", [])
         if whole:
             summary.fps = self.config.batch / latency_stats(whole).p50_ms * 1e3
         if self.reference_s:
             ref = latency_stats([v * 1e3 for v in self.reference_s])
-            summary.forward_reference = ref.to_dict()
+            summary.forward_reference = StageLatency.of(**ref.to_dict())
             summary.forward_vs_reference = stats["forward"].p50_ms / ref.p50_ms
         return CollectorResult("ok", summary=summary, artifacts=[ctx.relpath(path)])
 

@@ -52,7 +52,7 @@ def _markers(trace, offset: int) -> list[list]:
         for i, (begin, end) in enumerate(zip(loads, ends, strict=True)):
             rows.append(["iteration", "B", "iteration", begin + offset - 1000, i, 0, -1])
             rows.append(["iteration", "E", "iteration", end + offset, i, 0, -1])
-    rows.sort(key=lambda r: r[3])
+    rows.sort(key=lambda r: (r[3], r[1] == "B"))  # at one instant an end comes before a begin, as the bus writes
     return rows
 
 

@@ -96,7 +96,8 @@ def _iteration(
             child = f"{name}.cv1"
             if child in layer_ms:
                 out.append(Marker("layer", "B", child, t + MS // 10, it, warmup, index))
-                out.append(Marker("layer", "E", child, t + MS // 10 + int(layer_ms[child] * MS), it, warmup, index))
+                child_end = min(t + MS // 10 + int(layer_ms[child] * MS), t + int(dur * MS))  # inside its parent
+                out.append(Marker("layer", "E", child, child_end, it, warmup, index))
             t += int(dur * MS)
             out.append(Marker("layer", "E", name, t, it, warmup, index))
     assert t >= start

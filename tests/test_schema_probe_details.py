@@ -123,7 +123,8 @@ def test_a_collector_result_is_written_and_read_back_as_a_typed_entry() -> None:
     empty: dict[str, Any] = {"status": "ok", "reason": "", "fix": "", "summary": {}, "artifacts": []}
     assert CollectorResult("ok").to_dict() == empty
     assert CollectorResult("ok").entry(pass_name="timing").to_json() == {**empty, "pass": "timing"}
-    summary = {"stages": {"forward": {"p50_ms": 12.5}}, "fps": 80.0}
+    stage = {"n": 2, "mean_ms": 12.5, "stdev_ms": 0.1, "p50_ms": 12.5, "p90_ms": 12.6, "p99_ms": 12.6}
+    summary = {"stages": {"forward": stage}, "fps": 80.0}
     doc = {**empty, "summary": summary, "artifacts": ["passes/timing/t.json"]}
     result = CollectorResult.of_entry(CollectorEntry.read("timing", doc, "result.json"))
     assert isinstance(result.summary, TimingSummary) and result.artifacts == ["passes/timing/t.json"]

@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from hwprof.core.marker_order import marker_order_fault
+
 if TYPE_CHECKING:
     import torch
 
@@ -173,21 +175,25 @@ def read_markers(path: Any) -> list[Marker]:
 def read_marker_file(path: Any) -> tuple[list[Marker], str | None]:
     """The markers of a markers.jsonl and the warning for a torn last line (None when the file is whole).
 
-    A row that is not a marker anywhere in the file raises RunDirError naming file:line."""
+    A row that is not a marker anywhere in the file, or markers that do not nest (an end before its begin, a
+    layer ending outside its forward: hwprof.core.marker_order), raise RunDirError naming file:line."""
     from hwprof.schema.check import RunDirError, found, read_jsonl
 
     lines = read_jsonl(path)
-    markers = []
+    rows: list[tuple[int, Marker]] = []
     for number, row in lines.rows:
         try:
             if not isinstance(row, list) or len(row) < 7:
                 raise TypeError(f"found {found(row)}")
-            markers.append(Marker.from_row(row))
+            rows.append((number, Marker.from_row(row)))
         except (ValueError, TypeError) as exc:
             raise RunDirError(
                 f"{path}:{number}: expected a marker [kind, phase, name, t_ns, iteration, warmup, index] ({exc})"
             ) from exc
-    return markers, lines.warning()
+    fault = marker_order_fault(path, rows)
+    if fault is not None:
+        raise RunDirError(fault)
+    return [m for _, m in rows], lines.warning()
 
 
 def layer_modules(model: torch.nn.Module, depth: int = 1) -> list[tuple[str, int, torch.nn.Module]]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from hwprof.core.markers import Marker, read_marker_file
 from hwprof.rundir.lock import holder
+from hwprof.rundir.magnitudes import check_magnitudes
 from hwprof.rundir.names import (
     ADVICE_JSON,
     LAYER_ERRORS_FILE,
@@ -123,6 +124,7 @@ class RunData:
         if not path.is_file():
             raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
         data = cls(root, RunDoc.load(path))
+        check_magnitudes(data.doc, str(path))
         if data.doc.status == "running":
             data.warnings.append(abandoned_or_running(root))
         if data.doc.finish_error:

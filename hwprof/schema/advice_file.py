@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.check import RunDirError, found
 from hwprof.schema.codec import JsonObject, Record
 
@@ -24,14 +25,14 @@ class SpeedupDoc(Record):
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("method", "ratio")
     method: str = ""
-    ratio: float = 0.0
-    q1: float | None = None
-    q3: float | None = None
-    low: float | None = None
-    high: float | None = None
-    blocks: int | None = None
-    before_ms: float | None = None
-    after_ms: float | None = None
+    ratio: NonNegative = 0.0
+    q1: NonNegative | None = None
+    q3: NonNegative | None = None
+    low: NonNegative | None = None
+    high: NonNegative | None = None
+    blocks: Count | None = None
+    before_ms: NonNegative | None = None
+    after_ms: NonNegative | None = None
     resolved: bool | None = None
 
 
@@ -43,15 +44,15 @@ class OutputCheckDoc(Record):
         "head_max_abs", "head_range", "candidates_reference", "candidates", "detections_reference", "detections",
         "matched",
     )  # fmt: skip
-    head_max_abs: float = 0.0
-    head_range: float = 0.0
-    candidates_reference: int = 0
-    candidates: int = 0
-    detections_reference: int = 0
-    detections: int = 0
-    matched: int = 0
-    tolerance: float | None = None
-    unmatched_share: float | None = None
+    head_max_abs: NonNegative = 0.0
+    head_range: NonNegative = 0.0
+    candidates_reference: Count = 0
+    candidates: Count = 0
+    detections_reference: Count = 0
+    detections: Count = 0
+    matched: Count = 0
+    tolerance: NonNegative | None = None
+    unmatched_share: Share | None = None
     within_tolerance: bool | None = None
     head_relative: float | None = None
 
@@ -61,10 +62,10 @@ class LayerDeltaDoc(Record):
     """One layer's time in the baseline's and the variant's layers pass (ms per forward, p50)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("index", "type", "before_ms", "after_ms")
-    index: int = 0
+    index: Count = 0
     type: str = ""
-    before_ms: float = 0.0
-    after_ms: float = 0.0
+    before_ms: NonNegative = 0.0
+    after_ms: NonNegative = 0.0
 
 
 @dataclass(kw_only=True)
@@ -81,7 +82,7 @@ class AdviceRowDoc(Record):
     forward: SpeedupDoc | None = None
     end_to_end: SpeedupDoc | None = None
     per_image: bool | None = None
-    setup_s: float | None = None
+    setup_s: NonNegative | None = None
     setup_what: str | None = None
     output: OutputCheckDoc | None = None
     layers: list[LayerDeltaDoc] = field(default_factory=list)
@@ -89,7 +90,7 @@ class AdviceRowDoc(Record):
     pairing_note: str | None = None
     variant_run: str | None = None
     ranked: bool | None = None
-    breakeven_inferences: float | None = None
+    breakeven_inferences: NonNegative | None = None
 
 
 @dataclass(kw_only=True)
@@ -120,7 +121,7 @@ class AdviceFile(Record):
     source: str | None = None
     started_ns: int | None = None
     ended_ns: int | None = None
-    wall_s: float | None = None
+    wall_s: NonNegative | None = None
     notes: list[Any] | None = None
     methods: JsonObject | None = None
     """Method -> how it measures (hwprof.analysis.advice.METHOD_TEXT, written for readers of the file)."""

@@ -14,6 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import JsonObject, Record
 
 
@@ -21,9 +22,9 @@ from hwprof.schema.codec import JsonObject, Record
 class SideSetup(Record):
     """What preparing the side took before its first measured forward (hwprof.advise.sides.Side.setup)."""
 
-    prepare_s: float | None = None
+    prepare_s: NonNegative | None = None
     """Export, conversion, runtime session."""
-    first_forward_s: float | None = None
+    first_forward_s: NonNegative | None = None
     """The first forward (compile, graph capture) including its own forward time."""
 
 
@@ -37,8 +38,8 @@ class SideFigures(Record):
     iteration_ms: dict[str, float] = field(default_factory=dict)
     stamps: dict[str, list[Any]] = field(default_factory=dict)
     """Iteration -> [start_ns, end_ns, forward start_ns, forward end_ns]: the trace's ABBA blocks."""
-    batch: int | None = None
-    threads: int | None = None
+    batch: Count | None = None
+    threads: Count | None = None
     setup: SideSetup = field(default_factory=SideSetup)
     runtime: JsonObject | None = None
     """The side's runtime info (its scalar keys)."""
@@ -76,8 +77,8 @@ class AdviseSpec(Record):
     """torch.compile the variant's module in this mode ("": not compiled)."""
     cuda_graph: bool = False
     """Replay the variant's forward as a CUDA graph."""
-    blocks: int = 0
-    warmup: int = 0
+    blocks: Count = 0
+    warmup: Count = 0
     work_dir: str = ""
     mode: str | None = None
     """"paired", "baseline" or "variant" (see AdviseResult.mode); absent: "paired"."""

@@ -26,6 +26,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from hwprof.schema.bounds import Bound, number_fault
 from hwprof.schema.check import RunDirError, found
 
 R = TypeVar("R", bound="Record")
@@ -58,6 +59,11 @@ class Spec:
     """The value is a list of records, e.g. model.json's layer table."""
     nullable: bool = True
     """The field's type admits None: a null in the file is read as None (else RunDirError)."""
+    bound: Bound | None = None
+    """The values a number field can hold (its annotation: bounds.NonNegative, Count, Share); every number
+    must be finite and within 64 bits whatever its bound."""
+    each: Spec | None = None
+    """A map of numbers (`dict[str, float]`): how each of its values is read."""
 
 
 WORDS: dict[type, tuple[tuple[type, ...], str]] = {
@@ -70,9 +76,21 @@ WORDS: dict[type, tuple[tuple[type, ...], str]] = {
 }
 
 
+def _bound(hint: Any) -> tuple[Any, Bound | None]:
+    """A type without its Annotated bound (bounds.NonNegative -> float, NON_NEGATIVE)."""
+    if typing.get_origin(hint) is not typing.Annotated:
+        return hint, None
+    base, *extras = typing.get_args(hint)
+    return base, next((e for e in extras if isinstance(e, Bound)), None)
+
+
 def _spec(attr: str, key: str, hint: Any) -> Spec:
     args = [a for a in typing.get_args(hint) if a is not type(None)] if _is_union(hint) else [hint]
     nullable = _is_union(hint) and type(None) in typing.get_args(hint)
+    if len(args) == 1:
+        base, bound = _bound(args[0])
+        if bound is not None:
+            return dataclasses.replace(_spec(attr, key, base | None if nullable else base), bound=bound)
     if any(a is Any for a in args):
         return Spec(attr, key, None, "any value")
     if len(args) > 1:
@@ -85,6 +103,8 @@ def _spec(attr: str, key: str, hint: Any) -> Spec:
         value = typing.get_args(kind)[1] if typing.get_args(kind) else Any
         if isinstance(value, type) and issubclass(value, Record):
             return Spec(attr, key, (dict,), "an object", value, record_map=True, nullable=nullable)
+        if _bound(value)[0] in (int, float):
+            return Spec(attr, key, (dict,), "an object", nullable=nullable, each=_spec(attr, key, value))
     if origin is list:
         item = typing.get_args(kind)[0] if typing.get_args(kind) else Any
         if isinstance(item, type) and issubclass(item, Record):
@@ -99,6 +119,7 @@ def _union_spec(attr: str, key: str, members: list[Any], nullable: bool) -> Spec
     accepted: list[type] = []
     words: list[str] = []
     for member in members:
+        member = _bound(member)[0]
         origin = typing.get_origin(member) or member
         if isinstance(origin, type) and issubclass(origin, Record):
             origin = dict
@@ -121,7 +142,7 @@ def specs(cls: type[Record]) -> dict[str, Spec]:
     """JSON key -> how to read it, for every field of `cls` (from its type hints; worked out once)."""
     if cls in _SPECS:
         return _SPECS[cls]
-    hints = typing.get_type_hints(cls)
+    hints = typing.get_type_hints(cls, include_extras=True)
     out = _SPECS[cls] = {}
     for f in dataclasses.fields(cls):
         if f.name in ("json_extra", "json_order"):
@@ -137,6 +158,12 @@ def _check(value: Any, spec: Spec, where: str, name: str) -> None:
     is_bool = isinstance(value, bool)
     if not isinstance(value, spec.types) or (is_bool and bool not in spec.types):
         raise RunDirError(f'{where}: field "{name}" must be {spec.expected}, found {found(value)}')
+    fault = number_fault(value, spec.bound)
+    if fault is not None:
+        raise RunDirError(f'{where}: field "{name}" must be {fault}, found {found(value)}')
+    if spec.each is not None and isinstance(value, dict):
+        for inner_key, inner in value.items():
+            _check(inner, spec.each, where, f"{name}.{inner_key}")
 
 
 @dataclass(kw_only=True)

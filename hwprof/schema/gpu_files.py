@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from hwprof.schema.bounds import NonNegative
 from hwprof.schema.check import RunDirError, found
 from hwprof.schema.codec import Record
 
@@ -26,8 +27,8 @@ class KinetoKernel(Record):
     name: str = ""
     cat: str | None = None
     """The trace event's category ("kernel", "gpu_memcpy", ...)."""
-    gpu_us: float = 0.0
-    calls: float = 0.0
+    gpu_us: NonNegative = 0.0
+    calls: NonNegative = 0.0
 
 
 @dataclass(kw_only=True)
@@ -36,20 +37,20 @@ class NcuKernel(Record):
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("name", "ns")
     name: str = ""
-    ns: float = 0.0
-    dram_bytes: float | None = None
-    tensor_math_inst: float | None = None
+    ns: NonNegative = 0.0
+    dram_bytes: NonNegative | None = None
+    tensor_math_inst: NonNegative | None = None
     """HMMA + IMMA + GMMA warp instructions; None where the CSV has none of those counters."""
-    tensor_pipe_inst: float | None = None
+    tensor_pipe_inst: NonNegative | None = None
     grid: str | None = None
     block: str | None = None
-    grid_blocks: float | None = None
+    grid_blocks: NonNegative | None = None
     """The launch's size (launch__grid_size, launch__sm_count, launch__waves_per_multiprocessor): the three
     are written together, where the CSV has them."""
-    sm_count: float | None = None
-    waves: float | None = None
-    achieved_occupancy_pct: float | None = None
-    theoretical_occupancy_pct: float | None = None
+    sm_count: NonNegative | None = None
+    waves: NonNegative | None = None
+    achieved_occupancy_pct: NonNegative | None = None
+    theoretical_occupancy_pct: NonNegative | None = None
 
     @property
     def launch_known(self) -> bool:

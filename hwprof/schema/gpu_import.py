@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.check import read_json
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.gpu_files import KinetoKernel
@@ -22,11 +23,11 @@ class KinetoImportLayer(Record):
     REQUIRED: ClassVar[tuple[str, ...]] = ("layer", "type", "gpu_us", "kernels", "cpu_us", "launch_us")
     layer: str = ""
     type: str = ""
-    gpu_us: float = 0.0
-    kernels: float = 0.0
-    cpu_us: float = 0.0
-    launch_us: float = 0.0
-    api_us: float | None = None
+    gpu_us: NonNegative = 0.0
+    kernels: NonNegative = 0.0
+    cpu_us: NonNegative = 0.0
+    launch_us: NonNegative = 0.0
+    api_us: NonNegative | None = None
     top_kernels: list[KinetoKernel] = field(default_factory=list)
 
 
@@ -35,9 +36,9 @@ class KernelClassRow(Record):
     """GPU time of one kernel class (hwprof.analysis.gpu_kernels.ClassShare as written)."""
 
     cls: str = field(default="", metadata={"key": "class"})
-    gpu_us: float = 0.0
-    kernels: float = 0.0
-    share: float = 0.0
+    gpu_us: NonNegative = 0.0
+    kernels: NonNegative = 0.0
+    share: Share = 0.0
     top: Any = None
     """(name, ns per forward) of the class's largest kernels: pairs (tuples in the importer, lists in JSON)."""
 
@@ -47,29 +48,29 @@ class KinetoImport(Record):
     """import_kineto: a torch.profiler CUDA trace's forwards, per layer and per kernel class."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("forwards", "cpu_us", "gpu_busy_us", "kernels", "idle_share")
-    forwards: int = 0
-    cpu_us: float = 0.0
-    gpu_busy_us: float = 0.0
-    gpu_sum_us: float | None = None
-    window_us: float | None = None
-    kernels: float = 0.0
-    idle_share: float = 0.0
+    forwards: Count = 0
+    cpu_us: NonNegative = 0.0
+    gpu_busy_us: NonNegative = 0.0
+    gpu_sum_us: NonNegative | None = None
+    window_us: NonNegative | None = None
+    kernels: NonNegative = 0.0
+    idle_share: Share = 0.0
     first_kernel_delay_us: float | None = None
-    layer_sum_over_busy: float | None = None
+    layer_sum_over_busy: NonNegative | None = None
     layers: list[KinetoImportLayer] = field(default_factory=list)
     top_layers: list[Any] = field(default_factory=list)
     kernel_classes: list[KernelClassRow] = field(default_factory=list)
     file: str | None = None
     device: str | None = None
-    unmatched_launch_calls: int | None = None
+    unmatched_launch_calls: Count | None = None
 
 
 @dataclass(kw_only=True)
 class TensorCoreDoc(Record):
     """hwprof.analysis.gpu_kernels.TensorCoreUse as written: the two times, or why they are unknown."""
 
-    conv_gemm_tensor_ns: float | None = None
-    conv_gemm_no_tensor_ns: float | None = None
+    conv_gemm_tensor_ns: NonNegative | None = None
+    conv_gemm_no_tensor_ns: NonNegative | None = None
     unavailable: str | None = None
     fix: str | None = None
 
@@ -78,12 +79,12 @@ class TensorCoreDoc(Record):
 class LaunchFillDoc(Record):
     """hwprof.analysis.gpu_kernels.LaunchFill as written."""
 
-    kernels: int = 0
-    sm_count: float = 0.0
-    under_one_wave: float = 0.0
-    sub_sm_grid: float = 0.0
-    achieved_occupancy_pct: float | None = None
-    theoretical_occupancy_pct: float | None = None
+    kernels: Count = 0
+    sm_count: NonNegative = 0.0
+    under_one_wave: NonNegative = 0.0
+    sub_sm_grid: NonNegative = 0.0
+    achieved_occupancy_pct: NonNegative | None = None
+    theoretical_occupancy_pct: NonNegative | None = None
 
 
 @dataclass(kw_only=True)
@@ -92,16 +93,16 @@ class RoofPointDoc(Record):
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("cache", "bytes", "bytes_source", "time_source", "bound")
     cache: str = ""
-    bytes: float = 0.0
+    bytes: NonNegative = 0.0
     bytes_source: str = ""
-    ns: float | None = None
+    ns: NonNegative | None = None
     time_source: str = ""
-    intensity: float | None = None
-    achieved_tflops: float | None = None
-    achieved_gbps: float | None = None
-    attainable_tflops: float | None = None
+    intensity: NonNegative | None = None
+    achieved_tflops: NonNegative | None = None
+    achieved_gbps: NonNegative | None = None
+    attainable_tflops: NonNegative | None = None
     bound: str = ""
-    roof_share: float | None = None
+    roof_share: NonNegative | None = None
 
 
 @dataclass(kw_only=True)
@@ -110,12 +111,12 @@ class RoofRowDoc(Record):
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("layer", "flops")
     layer: str = ""
-    flops: float = 0.0
-    tensor_math_inst: float | None = None
+    flops: NonNegative = 0.0
+    tensor_math_inst: NonNegative | None = None
     warm: RoofPointDoc | None = None
     cold: RoofPointDoc | None = None
-    sm_pct: float | None = None
-    mem_pct: float | None = None
+    sm_pct: NonNegative | None = None
+    mem_pct: NonNegative | None = None
     lower_bound: bool | None = None
 
 
@@ -146,10 +147,10 @@ class NvmlWindow(Record):
     model: str = ""
     precision: str = ""
     unavailable: str | None = None
-    j_per_inference: float | None = None
-    power_w: float | None = None
+    j_per_inference: NonNegative | None = None
+    power_w: NonNegative | None = None
     method: str | None = None
-    recorded_j_per_inference: float | None = None
+    recorded_j_per_inference: NonNegative | None = None
     means: JsonObject = field(default_factory=dict)
     """NVML column -> its mean over the window (None where not sampled)."""
 
@@ -160,10 +161,10 @@ class NvmlImport(Record):
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("samples", "span_s", "columns")
     file: str | None = None
-    samples: int = 0
+    samples: Count = 0
     columns: list[Any] = field(default_factory=list)
-    span_s: float = 0.0
-    power_average_s: float | None = None
+    span_s: NonNegative = 0.0
+    power_average_s: NonNegative | None = None
     power_average_source: str | None = None
     windows: list[NvmlWindow] = field(default_factory=list)
 
@@ -181,7 +182,7 @@ class RecordedDevice(Record):
     python: str | None = None
     cpu: str | None = None
     """/proc/cpuinfo's "model name" line."""
-    nproc: int | None = None
+    nproc: Count | None = None
 
 
 @dataclass(kw_only=True)
@@ -193,9 +194,9 @@ class BenchRow(Record):
     precision: str = ""
     window_ns: list[Any] = field(default_factory=list)
     """[begin, end] on the recording machine's CLOCK_MONOTONIC."""
-    iters: int | None = None
+    iters: Count | None = None
     """Inferences timed in the window (rows that do not say: gpu_record.py's 150)."""
-    joules_per_inference: float | None = None
+    joules_per_inference: NonNegative | None = None
 
 
 @dataclass(kw_only=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import JsonObject, Record
 
 
@@ -15,7 +16,7 @@ class TorchBuild(Record):
     """The torch build the forward ran with (hwprof.core.host.torch_build)."""
 
     version: str | None = None
-    num_threads: int | None = None
+    num_threads: Count | None = None
     cpu_capability: str | None = None
     mkldnn_available: bool | None = None
     onednn_version: str | None = None
@@ -31,8 +32,8 @@ class HostDoc(Record):
     """Imported runs only: whether the recording stated its machine."""
     hostname: str | None = None
     cpu_model: str | None = None
-    logical_cpus: int | None = None
-    physical_cores: int | None = None
+    logical_cpus: Count | None = None
+    physical_cores: Count | None = None
     smt: bool | None = None
     affinity: list[Any] | None = None
     isa_flags: list[Any] | None = None
@@ -54,15 +55,15 @@ class PeaksDoc(Record):
     status: str | None = None
     reason: str | None = None
     fix: str | None = None
-    gflops: float | None = None
-    gbps: float | None = None
-    threads: int | None = None
+    gflops: NonNegative | None = None
+    gbps: NonNegative | None = None
+    threads: Count | None = None
     host_key: str | None = None
     cpu_model: str | None = None
-    logical_cpus: int | None = None
+    logical_cpus: Count | None = None
     torch_version: str | None = None
     measured_at: str | None = None
-    load_avg_1m: float | None = None
+    load_avg_1m: NonNegative | None = None
     gflops_method: str | None = None
     gbps_method: str | None = None
     gflops_samples: list[Any] | None = None
@@ -70,8 +71,8 @@ class PeaksDoc(Record):
     gflops_probes: JsonObject | None = None
     """Best GFLOP/s of each compute probe (matmul, conv3x3)."""
     interference: float | None = None
-    measure_s: float | None = None
+    measure_s: NonNegative | None = None
     lowest_load_tried: float | None = None
     version: int | None = None
-    ridge_flop_per_byte: float | None = None
+    ridge_flop_per_byte: NonNegative | None = None
     busy_host: bool | None = None

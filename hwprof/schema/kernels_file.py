@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.codec import JsonObject, Record
 
 
@@ -24,11 +25,11 @@ class KernelRow(Record):
     name: str = ""
     kind: str | None = None
     library: str | None = None
-    samples: int | None = None
-    share: float | None = None
+    samples: Count | None = None
+    share: Share | None = None
     layers: list[Any] | None = None
     """Model-wide rows only: [layer, share of the kernel's samples in it] pairs."""
-    cpi: float | None = None
+    cpi: NonNegative | None = None
 
 
 @dataclass(kw_only=True)
@@ -48,14 +49,14 @@ class KernelCauseRow(Record):
 class KernelTable(Record):
     """One stage's, layer's or thread's table (hwprof.core.kernels.bucket_dict)."""
 
-    samples: int | None = None
+    samples: Count | None = None
     threads: JsonObject | None = None
     """Thread id -> its samples in the table."""
     kinds: dict[str, float] | None = None
     """Kind of code -> its share of the table's sampled time."""
-    cpi: float | None = None
+    cpi: NonNegative | None = None
     kernels: list[KernelRow] = field(default_factory=list)
-    share_of_forward: float | None = None
+    share_of_forward: Share | None = None
     """Layers only."""
     kernel_causes: list[KernelCauseRow] = field(default_factory=list)
     """The kernel-space share split by cause; absent in files written before callchains were read."""
@@ -68,15 +69,15 @@ class KernelTable(Record):
 class KernelsFile(Record):
     """The whole document: the tables, the model-wide kernel rows and how the samples were taken."""
 
-    iterations: int | None = None
+    iterations: Count | None = None
     events: list[Any] | None = None
     forward: KernelTable = field(default_factory=KernelTable)
     layers: dict[str, KernelTable] = field(default_factory=dict)
     kernels: list[KernelRow] = field(default_factory=list)
-    min_samples: int | None = None
+    min_samples: Count | None = None
     layers_with_too_few_samples: list[Any] | None = None
     """Layers with a share of the forward worth reading but fewer samples than min_samples."""
-    rate_hz: float | None = None
+    rate_hz: NonNegative | None = None
     sampling_event: str | None = None
     callchains: bool | None = None
     """Whether perf recorded callchains (the kernel causes read from them); None in older files."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.run import CollectorEntry, RuntimeDoc
 
@@ -23,19 +24,19 @@ class LayerEntry(Record):
         "index", "name", "type", "from", "params", "weight_bytes", "in_bytes", "out_bytes", "out_shapes",
     )  # fmt: skip
     """What the layer table's readers take from every row (a KeyError before these were checked)."""
-    index: int = 0
+    index: Count = 0
     name: str = ""
     """Qualified module name: "model.7", or "model.7.cv1" at depth 2."""
     type: str = ""
     qualified_type: str | None = None
-    params: int | None = None
+    params: Count | None = None
     """None in an imported GPU run (the recording does not state it)."""
-    weight_bytes: int | None = None
-    depth: int = 1
+    weight_bytes: Count | None = None
+    depth: Count = 1
     in_shapes: list[Any] | None = None
     out_shapes: list[Any] = field(default_factory=list)
-    in_bytes: int | None = None
-    out_bytes: int | None = None
+    in_bytes: Count | None = None
+    out_bytes: Count | None = None
     from_edges: list[Any] = field(default_factory=list, metadata={"key": "from"})
     """The indices of the layers this one takes its input from (-1: the previous one)."""
 
@@ -54,11 +55,11 @@ class ModelInfo(Record):
     weights: str | JsonObject | None = None
     """"random init", "not recorded" (an import), or what was loaded (hwprof.workload.zoo)."""
     random_init: bool | None = None
-    params: int | None = None
-    params_fused: int | None = None
-    stride: int | None = None
+    params: Count | None = None
+    params_fused: Count | None = None
+    stride: Count | None = None
     output_format: str | None = None
-    classes: int | None = None
+    classes: Count | None = None
     input_shape: list[Any] | None = None
     layers: list[LayerEntry] = field(default_factory=list)
 
@@ -72,12 +73,12 @@ class ModelInfo(Record):
 class PairedExtension(Record):
     """ABBA blocks the pass added after the planned ones (hwprof.session.paired.Extension as written)."""
 
-    planned_blocks: int | None = None
-    planned_s: float | None = None
-    limit_s: float | None = None
+    planned_blocks: Count | None = None
+    planned_s: NonNegative | None = None
+    limit_s: NonNegative | None = None
     reason: str | None = None
-    added_blocks: int | None = None
-    used_s: float | None = None
+    added_blocks: Count | None = None
+    used_s: NonNegative | None = None
     stopped: str | None = None
     resolved: bool | None = None
     text: str | None = None
@@ -100,13 +101,13 @@ class PassResult(Record):
     pass_name: str | None = field(default=None, metadata={"key": "pass"})
     status: str | None = None
     error: str | None = None
-    finished_ns: int | None = None
+    finished_ns: Count | None = None
     detections_per_iteration: list[Any] | None = None
     runtime: RuntimeFile | None = None
     """The runtime's info as its runtime.json holds it."""
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)
     paired: PairedInfo | None = None
-    pid: int | None = None
+    pid: Count | None = None
     """The worker's pid (written by older workers; run.json's passes.<pass>.pid now)."""
 
     @classmethod
@@ -124,8 +125,8 @@ class RuntimeFile(RuntimeDoc):
     when the pass profiled it."""
 
     profiler: str | None = None
-    replayed_layer_markers: int | None = None
+    replayed_layer_markers: Count | None = None
     profile_error: str | None = None
-    trace_iterations: int | None = None
-    nodes_executed: int | None = None
-    fused_across_layers: int | None = None
+    trace_iterations: Count | None = None
+    nodes_executed: Count | None = None
+    fused_across_layers: Count | None = None

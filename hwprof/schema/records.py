@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.core.atomic import atomic_write_text, checked_append
+from hwprof.schema.bounds import NON_NEGATIVE, SHARE, Bound, number_fault
 
 
 @dataclass(slots=True)
@@ -104,12 +105,38 @@ def write_records(path: Path, records: Iterable[Record], append: bool = False) -
     return len(lines)
 
 
+_RECORD_BOUNDS: dict[str, dict[str, Bound | None]] = {
+    "span": {"ts_ns": NON_NEGATIVE, "dur_ns": NON_NEGATIVE, "tid": None},
+    "counter": {"ts_ns": NON_NEGATIVE, "value": None},
+    "sample": {"ts_ns": NON_NEGATIVE, "tid": None, "cpu": NON_NEGATIVE, "period": NON_NEGATIVE},
+    "thread": {"tid": None},
+}
+"""Kind -> its number fields and what they can be beyond finite (a counter's value may be any finite number)."""
+
+
+def record_fault(row: Any) -> str | None:
+    """What is wrong with a number of one records.jsonl row (`field "dur_ns" must be ..., found ...`), None when
+    each is what it can be: a span of negative duration, a NaN counter sample are damage, never drawn."""
+    from hwprof.schema.check import found
+
+    if not isinstance(row, dict):
+        return None
+    for key, bound in _RECORD_BOUNDS.get(row.get("kind", ""), {}).items():
+        fault = number_fault(row.get(key), bound)
+        if fault is not None:
+            return f'field "{key}" must be {fault}, found {found(row[key])}'
+    return None
+
+
 def read_records(path: Path) -> Iterator[Record]:
     """The records of a records.jsonl up to a torn last line (a killed pass); RunDirError (file:line) for a
-    corrupt line elsewhere."""
+    corrupt line elsewhere, or a number that cannot be (record_fault)."""
     from hwprof.schema.check import RunDirError, read_jsonl
 
     for number, row in read_jsonl(path).rows:
+        fault = record_fault(row)
+        if fault is not None:
+            raise RunDirError(f"{path}:{number}: {fault}")
         cls = _KINDS.get(row.pop("kind", "")) if isinstance(row, dict) else None
         if cls is None:
             continue  # a kind this hwprof does not know (a newer writer): skipped, as the trace skips it
@@ -166,17 +193,54 @@ _TABLE_SECTIONS: dict[str, tuple[int, tuple[type, ...], str]] = {
 """Section -> (levels of objects above the values, the values' JSON types, their type in words)."""
 
 
-def _check_map(value: Any, depth: int, kinds: tuple[type, ...], expected: str, path: Path, where: str) -> None:
+def _check_map(
+    value: Any, depth: int, kinds: tuple[type, ...], expected: str, path: Path, where: str, key: str = ""
+) -> None:
     from hwprof.schema.check import RunDirError, found
 
     if depth == 0:
         if not isinstance(value, kinds) or isinstance(value, bool):
             raise RunDirError(f'{path}: field "{where}" must be {expected}, found {found(value)}')
+        fault = number_fault(value, metric_bound(key))
+        if fault is not None:
+            raise RunDirError(f'{path}: field "{where}" must be {fault}, found {found(value)}')
         return
     if not isinstance(value, dict):
         raise RunDirError(f'{path}: field "{where}" must be an object, found {found(value)}')
-    for key, inner in value.items():
-        _check_map(inner, depth - 1, kinds, expected, path, f"{where}.{key}")
+    for inner_key, inner in value.items():
+        _check_map(inner, depth - 1, kinds, expected, path, f"{where}.{inner_key}", inner_key)
+
+
+_SHARE_SUFFIX = "_share"
+_NON_NEGATIVE_SUFFIXES = (
+    "_ms",
+    "_us",
+    "_ns",
+    "_s",
+    "_bytes",
+    "_J",
+    "flops",
+    "params",
+    "aten_ops",
+    "kernels",
+    "samples",
+)
+_NON_NEGATIVE_NAMES = ("task-clock", "wall-time", "page-faults", "context-switches", "cpu-migrations", "visits")
+_SIGNED = ("gap.", "growth", "delta")
+"""Metrics that are differences (the forward less its layers, a change of RSS): a real run holds small negative
+values there."""
+
+
+def metric_bound(name: str) -> Bound | None:
+    """What a metric of a metrics.json can be, by its name (collectors name them by what they hold): a share within
+    0-1, a duration, size or count not negative; every metric, whatever its name, finite (bounds.number_fault)."""
+    if any(mark in name for mark in _SIGNED):
+        return None
+    if name.endswith(_SHARE_SUFFIX):
+        return SHARE
+    if name.endswith(_NON_NEGATIVE_SUFFIXES) or name in _NON_NEGATIVE_NAMES:
+        return NON_NEGATIVE
+    return None
 
 
 NODES_FILE = "runtime_nodes.json"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError, found, read_json
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.host import HostDoc, PeaksDoc
@@ -23,6 +24,7 @@ from hwprof.schema.summaries_cpu import (
     PapiSummary,
     PerfEventsSummary,
     RaplSummary,
+    StageLatency,
     Summary,
     SysstatSummary,
     TimingSummary,
@@ -55,14 +57,14 @@ class RunConfigDoc(Record):
     channels_last: bool | None = None
     weights: str | None = None
     images: str | None = None
-    imgsz: int | None = None
-    batch: int | None = None
-    threads: int | None = None
-    warmup: int | None = None
-    iters: int | None = None
-    depth: int | None = None
-    conf: float | None = None
-    iou: float | None = None
+    imgsz: Count | None = None
+    batch: Count | None = None
+    threads: Count | None = None
+    warmup: Count | None = None
+    iters: Count | None = None
+    depth: Count | None = None
+    conf: Share | None = None
+    iou: Share | None = None
     seed: int | None = None
     only: list[Any] | None = None
     skip: list[Any] | None = None
@@ -70,17 +72,17 @@ class RunConfigDoc(Record):
     counters: str | None = None
     counter_reads: str | None = None
     counter_threads: str | None = None
-    interval_ms: float | None = None
-    pyspy_rate: int | None = None
+    interval_ms: NonNegative | None = None
+    pyspy_rate: Count | None = None
     pyspy_native: bool | None = None
     pyspy_nonblocking: bool | None = None
     """Written by older runs."""
-    perf_rate: int | None = None
+    perf_rate: Count | None = None
     scalene_memory: bool | None = None
     profiler_stack: bool | None = None
-    pass_timeout_s: float | None = None
-    paired_extend_ratio: float | None = None
-    paired_extend_max_s: float | None = None
+    pass_timeout_s: NonNegative | None = None
+    paired_extend_ratio: NonNegative | None = None
+    paired_extend_max_s: NonNegative | None = None
     extra: JsonObject | None = None
 
 
@@ -93,12 +95,12 @@ class ModelDoc(Record):
     weights: str | JsonObject | None = None
     """"random init", or what was loaded: path, format, sha256, tensors (hwprof.workload.zoo)."""
     random_init: bool | None = None
-    params: int | None = None
-    params_fused: int | None = None
-    layers: int | None = None
+    params: Count | None = None
+    params_fused: Count | None = None
+    layers: Count | None = None
     input_shape: list[Any] | None = None
-    flops: float | None = None
-    gflops: float | None = None
+    flops: NonNegative | None = None
+    gflops: NonNegative | None = None
 
 
 @dataclass(kw_only=True)
@@ -113,7 +115,7 @@ class RuntimeDoc(Record):
     precision_detail: str | None = None
     model_file: str | None = None
     model_sha256: str | None = None
-    model_bytes: int | None = None
+    model_bytes: Count | None = None
     output_diff: OutputDiff | None = None
     """The output against torch fp32 (hwprof.workload.runtime_artifacts.output_difference)."""
     profiled_passes: dict[str, ProfiledPass] | None = None
@@ -133,7 +135,7 @@ class RuntimeDoc(Record):
     device: str | None = None
     """The CUDA runtime's: its device, name, SMs, CUDA and cuDNN versions and TF32 settings."""
     device_name: str | None = None
-    sms: int | None = None
+    sms: Count | None = None
     cuda: str | None = None
     cudnn: int | None = None
     tf32_cudnn: bool | None = None
@@ -147,37 +149,22 @@ class RuntimeDoc(Record):
 
 
 @dataclass(kw_only=True)
-class StageLatency(Record):
-    """One stage's latency over the measured iterations (run.json stages.<stage>, timing's summary)."""
-
-    REQUIRED: ClassVar[tuple[str, ...]] = ("n", "mean_ms", "stdev_ms", "p50_ms", "p90_ms", "p99_ms")
-    n: int = 0
-    mean_ms: float = 0.0
-    stdev_ms: float = 0.0
-    p50_ms: float = 0.0
-    p90_ms: float = 0.0
-    p99_ms: float = 0.0
-    min_ms: float | None = None
-    max_ms: float | None = None
-
-
-@dataclass(kw_only=True)
 class PassCostDoc(Record):
     """A pass's own cost as run.json records it (hwprof.analysis.paired_cost.PassCostFigure as written)."""
 
     method: str | None = None
-    ratio: float | None = None
-    low: float | None = None
-    high: float | None = None
-    q1: float | None = None
-    q3: float | None = None
-    blocks: int | None = None
+    ratio: NonNegative | None = None
+    low: NonNegative | None = None
+    high: NonNegative | None = None
+    q1: NonNegative | None = None
+    q3: NonNegative | None = None
+    blocks: Count | None = None
     block_ratios: list[Any] | None = None
-    forward_on_ms: float | None = None
-    forward_off_ms: float | None = None
+    forward_on_ms: NonNegative | None = None
+    forward_off_ms: NonNegative | None = None
     covers: list[Any] | None = None
     always_on: list[Any] | None = None
-    added_blocks: int | None = None
+    added_blocks: Count | None = None
     extension: str | None = None
     method_text: str | None = None
     resolved: bool | None = None
@@ -190,15 +177,15 @@ class PassDoc(Record):
     REQUIRED: ClassVar[tuple[str, ...]] = ("status",)
     status: str = ""
     returncode: int | None = None
-    wall_s: float | None = None
-    pid: int | None = None
+    wall_s: NonNegative | None = None
+    pid: Count | None = None
     error: str | None = None
     collectors: list[Any] | None = None
     log: str | None = None
-    host_steal_share: float | None = None
+    host_steal_share: Share | None = None
     neighbours: JsonObject | None = None
-    forward_p50_ms: float | None = None
-    overhead_vs_timing: float | None = None
+    forward_p50_ms: NonNegative | None = None
+    overhead_vs_timing: NonNegative | None = None
     overhead: PassCostDoc | None = None
     overhead_pass_level: PassCostDoc | None = None
     lingering: list[Any] | None = None
@@ -245,7 +232,7 @@ class CollectorEntry(Record):
 class ImportConfiguration(Record):
     """An imported run's forwards as gpu-import was told they ran (a Kineto trace does not state it)."""
 
-    batch: int | None = None
+    batch: Count | None = None
     precision: str | None = None
     channels_last: bool | None = None
     source: str | None = None
@@ -296,7 +283,7 @@ class RunDoc(Record):
     model: ModelDoc = field(default_factory=ModelDoc)
     stages: dict[str, StageLatency] = field(default_factory=dict)
     stages_source: str | None = None
-    fps: float | None = None
+    fps: NonNegative | None = None
     render_errors: list[Any] | None = None
     """Renderings of a complete collection that could not be written for lack of space: what, path, error."""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import Record
 
 
@@ -22,16 +23,16 @@ class OutputDiff(Record):
 
     reference: str | None = None
     """What the output was compared with, in words."""
-    max_abs_head: float | None = None
-    mean_abs_head: float | None = None
-    max_abs_reference: float | None = None
+    max_abs_head: NonNegative | None = None
+    mean_abs_head: NonNegative | None = None
+    max_abs_reference: NonNegative | None = None
     """The head's largest value under torch fp32: what max_abs_head is read against."""
-    detections: int | None = None
+    detections: Count | None = None
     """After NMS, this runtime's; None in the reference run (not counted there)."""
-    detections_reference: int | None = None
-    max_abs_raw: float | None = None
-    max_abs_raw_reference: float | None = None
-    raw_maps: int | None = None
+    detections_reference: Count | None = None
+    max_abs_raw: NonNegative | None = None
+    max_abs_raw_reference: NonNegative | None = None
+    raw_maps: Count | None = None
     """How many raw maps were paired (those of the same shape)."""
 
 
@@ -49,14 +50,14 @@ class ClockDoc(Record):
     residual_us_p50: float | None = None
     residual_us_min: float | None = None
     residual_us_max: float | None = None
-    error_bound_us: float | None = None
+    error_bound_us: NonNegative | None = None
     """How far a span can sit off the run's clock."""
     error_bound_method: str | None = None
-    runs_checked: int | None = None
-    runs_squeezed: int | None = None
+    runs_checked: Count | None = None
+    runs_squeezed: Count | None = None
     squeeze_min: float | None = None
     squeeze_method: str | None = None
-    wall_to_monotonic_uncertainty_us: float | None = None
+    wall_to_monotonic_uncertainty_us: NonNegative | None = None
 
 
 @dataclass(kw_only=True)
@@ -67,7 +68,7 @@ class ProfiledPass(Record):
     profiler: str | None = None
     clock: ClockDoc | None = None
     """The profiler's clock alignment."""
-    replayed_layer_markers: int | None = None
+    replayed_layer_markers: Count | None = None
     profile_error: str | None = None
 
 
@@ -76,9 +77,9 @@ class LayerError(Record):
     """One layer's output under the runtime against torch fp32 (hwprof.workload.layer_error.layer_errors)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("max_abs", "max_abs_reference", "relative")
-    max_abs: float = 0.0
-    max_abs_reference: float = 0.0
-    relative: float = 0.0
+    max_abs: NonNegative = 0.0
+    max_abs_reference: NonNegative = 0.0
+    relative: NonNegative = 0.0
     """max_abs / max_abs_reference (0 where the reference is all zeros)."""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.codec import JsonObject, Record
 
 RAPL_ENERGY_METRIC = "energy_J"
@@ -30,15 +31,30 @@ class Summary(Record):
 
 
 @dataclass(kw_only=True)
+class StageLatency(Record):
+    """One stage's latency over the measured iterations (run.json stages.<stage>, timing's summary)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("n", "mean_ms", "stdev_ms", "p50_ms", "p90_ms", "p99_ms")
+    n: Count = 0
+    mean_ms: NonNegative = 0.0
+    stdev_ms: NonNegative = 0.0
+    p50_ms: NonNegative = 0.0
+    p90_ms: NonNegative = 0.0
+    p99_ms: NonNegative = 0.0
+    min_ms: NonNegative | None = None
+    max_ms: NonNegative | None = None
+
+
+@dataclass(kw_only=True)
 class TaskClockCheck(Record):
     """The forward's task-clock against the counted threads' CPU time (hwprof.perf.counting)."""
 
-    event_ns: float | None = None
-    process_cpu_ns: float | None = None
-    ratio: float | None = None
-    iterations: int | None = None
-    host_steal_irq_ns: float | None = None
-    context_switches: float | None = None
+    event_ns: NonNegative | None = None
+    process_cpu_ns: NonNegative | None = None
+    ratio: NonNegative | None = None
+    iterations: Count | None = None
+    host_steal_irq_ns: NonNegative | None = None
+    context_switches: NonNegative | None = None
     band: list[Any] | None = None
     ratio_band: list[Any] | None = None
     consistent: bool | None = None
@@ -59,11 +75,11 @@ class TimingSummary(Summary):
     """timing: the clean latency of every stage (the report's headline figures)."""
 
     NAME: ClassVar[str] = "timing"
-    stages: JsonObject | None = None
+    stages: dict[str, StageLatency] | None = None
     """stage -> latency statistics (n, mean_ms, p50_ms, ...)."""
-    fps: float | None = None
-    forward_reference: JsonObject | None = None
-    forward_vs_reference: float | None = None
+    fps: NonNegative | None = None
+    forward_reference: StageLatency | None = None
+    forward_vs_reference: NonNegative | None = None
 
 
 @dataclass(kw_only=True)
@@ -71,12 +87,12 @@ class FlopsSummary(Summary):
     """flops: FLOPs of one forward (torch's FlopCounterMode)."""
 
     NAME: ClassVar[str] = "flops"
-    total_flops: float | None = None
-    gflops: float | None = None
-    gflops_per_image: float | None = None
+    total_flops: NonNegative | None = None
+    gflops: NonNegative | None = None
+    gflops_per_image: NonNegative | None = None
     input_shape: list[Any] | None = None
     by_op: JsonObject | None = None
-    layers_sum_flops: float | None = None
+    layers_sum_flops: NonNegative | None = None
     method: str | None = None
 
 
@@ -84,11 +100,11 @@ class FlopsSummary(Summary):
 class RaplPerInference(Record):
     """rapl's energy of one inference: one pipeline iteration's energy / batch."""
 
-    J_per_inference: float | None = None
-    inferences_per_J: float | None = None
-    avg_W: float | None = None
-    iterations: int | None = None
-    batch: int | None = None
+    J_per_inference: NonNegative | None = None
+    inferences_per_J: NonNegative | None = None
+    avg_W: NonNegative | None = None
+    iterations: Count | None = None
+    batch: Count | None = None
     domains_J_per_inference: JsonObject | None = None
     method: str | None = None
 
@@ -98,10 +114,10 @@ class RaplPerLayer(Record):
     """rapl's note on per-layer energy: how many layers it reports, and why the others are withheld."""
 
     method: str | None = None
-    reported: int | None = None
-    withheld: int | None = None
+    reported: Count | None = None
+    withheld: Count | None = None
     reason: str | None = None
-    iterations_needed_median: int | None = None
+    iterations_needed_median: Count | None = None
 
 
 @dataclass(kw_only=True)
@@ -109,9 +125,9 @@ class RaplStillCounters(Record):
     """Energy counters that never moved (a VM's stub RAPL), and were left out."""
 
     domains: list[Any] | None = None
-    reads: int | None = None
-    iterations: int | None = None
-    seconds: float | None = None
+    reads: Count | None = None
+    iterations: Count | None = None
+    seconds: NonNegative | None = None
     reason: str | None = None
 
 
@@ -119,20 +135,20 @@ class RaplStillCounters(Record):
 class RaplSpan(Record):
     """rapl's energy of one stage (or the whole iteration) over the measured iterations."""
 
-    n: int | None = None
-    mean: float | None = None
-    std: float | None = None
-    min: float | None = None
-    max: float | None = None
-    median: float | None = None
-    sem: float | None = None
-    rel_sem: float | None = None
-    iterations_for_5pct: int | None = None
+    n: Count | None = None
+    mean: NonNegative | None = None
+    std: NonNegative | None = None
+    min: NonNegative | None = None
+    max: NonNegative | None = None
+    median: NonNegative | None = None
+    sem: NonNegative | None = None
+    rel_sem: NonNegative | None = None
+    iterations_for_5pct: Count | None = None
     unit: str | None = None
-    dur_ms_mean: float | None = None
-    avg_W: float | None = None
+    dur_ms_mean: NonNegative | None = None
+    avg_W: NonNegative | None = None
     domains: JsonObject | None = None
-    quantization_rel: float | None = None
+    quantization_rel: NonNegative | None = None
     """2 x the counter's update step / the span's mean duration: the share of its energy the step can hide."""
 
 
@@ -140,10 +156,10 @@ class RaplSpan(Record):
 class RaplUpdateInterval(Record):
     """How often the energy counter moves (probed before the pass); None with the reason when it never did."""
 
-    value_ms: float | None = None
+    value_ms: NonNegative | None = None
     reason: str | None = None
-    changes: int | None = None
-    polls: int | None = None
+    changes: Count | None = None
+    polls: Count | None = None
     method: str | None = None
 
 
@@ -157,7 +173,7 @@ class RaplSummary(Summary):
     domains: list[Any] | None = None
     skipped: JsonObject | None = None
     update_interval: RaplUpdateInterval | None = None
-    marker_reads: int | None = None
+    marker_reads: Count | None = None
     read_cost_us: JsonObject | None = None
     sampler_error: str | None = None
     still_counters: RaplStillCounters | None = None
@@ -173,16 +189,16 @@ class SysstatSummary(Summary):
     """sysstat: memory, CPU time, threads, context switches and clock frequency of the pass process."""
 
     NAME: ClassVar[str] = "sysstat"
-    interval_ms: float | None = None
-    samples: int | None = None
-    window_s: float | None = None
+    interval_ms: NonNegative | None = None
+    samples: Count | None = None
+    window_s: NonNegative | None = None
     rss_bytes: JsonObject | None = None
-    peak_rss_bytes: float | None = None
-    peak_rss_before_measure_bytes: float | None = None
+    peak_rss_bytes: NonNegative | None = None
+    peak_rss_before_measure_bytes: NonNegative | None = None
     stage_peak_method: str | None = None
     cpu: JsonObject | None = None
     threads: list[Any] | None = None
-    threads_busy: int | None = None
+    threads_busy: Count | None = None
     context_switches: JsonObject | None = None
     stages: JsonObject | None = None
     sampler: JsonObject | None = None
@@ -199,7 +215,7 @@ class CounterSummary(Summary):
     counted: str | None = None
     counter_threads: str | None = None
     """perf_events: "all" (every thread of the pass) or "model" (the model's thread alone): --counter-threads."""
-    threads: int | None = None
+    threads: Count | None = None
     events_requested: list[Any] | None = None
     events_opened: list[Any] | None = None
     unavailable: JsonObject | None = None
@@ -220,25 +236,25 @@ class LayerReads(Record):
 
     method: str | None = None
     """rotate or every (--counter-reads)."""
-    every: int | None = None
+    every: Count | None = None
     """Each layer read in 1 of this many measured iterations (1: in all of them)."""
-    share: float | None = None
+    share: Share | None = None
     reason: str | None = None
-    read_us: float | None = None
+    read_us: NonNegative | None = None
     """What one read adds to the forward, measured in the pass, that the plan was made from: the probing
     iteration's forward less the timing pass's, per read, and at least a read's own time
     (hwprof.perf.layer_reads.ReadProbe.cost_ns)."""
-    forward_ms: float | None = None
-    layer_reads_per_forward: int | None = None
+    forward_ms: NonNegative | None = None
+    layer_reads_per_forward: Count | None = None
     compare: str | None = None
     """Set where even measured iterations read every layer and odd ones rotate (tests, benchmarks)."""
-    iterations_asked: int | None = None
+    iterations_asked: Count | None = None
     """The measured iterations the pass asked for to carry the plan out: 64 on a GPU run; on a CPU run with
     several threads, from the timing pass's forward and a read's cost."""
-    visits_min: int | None = None
+    visits_min: Count | None = None
     """The fewest visits of any layer (each layer's row in the metrics says its own `visits`)."""
-    visits_max: int | None = None
-    iterations: int | None = None
+    visits_max: Count | None = None
+    iterations: Count | None = None
     """The measured iterations the visits are out of."""
 
     @property
@@ -250,7 +266,7 @@ class LayerReads(Record):
 class CounterGroupDoc(Record):
     """One perf_events group (hwprof.perf.engine.Counters.describe): its events, and the iterations it measured."""
 
-    index: int | None = None
+    index: Count | None = None
     events: list[Any] | None = None
     always_on: bool | None = None
     iterations: str | list[Any] | None = None
@@ -269,7 +285,7 @@ class PerfEventsSummary(CounterSummary):
     groups: list[CounterGroupDoc] | None = None
     rotation: bool | None = None
     layer_reads: LayerReads | None = None
-    iterations_measured: int | None = None
+    iterations_measured: Count | None = None
     running_fraction: JsonObject | None = None
     multiplexed: JsonObject | None = None
     never_scheduled: JsonObject | None = None
@@ -277,13 +293,13 @@ class PerfEventsSummary(CounterSummary):
     totals: JsonObject | None = None
     units: JsonObject | None = None
     checks: CounterChecks | None = None
-    sampler_cpu_ms: float | None = None
-    interval_ms: float | None = None
-    interval_samples: int | None = None
+    sampler_cpu_ms: NonNegative | None = None
+    interval_ms: NonNegative | None = None
+    interval_samples: Count | None = None
     interval_note: str | None = None
     """How the counter tracks were sampled where the sampler did not run (the forward of a measured iteration)."""
-    counter_records: int | None = None
-    cache_line_bytes: int | None = None
+    counter_records: Count | None = None
+    cache_line_bytes: Count | None = None
     cache_line_source: str | None = None
     gap: str | None = None
 
@@ -293,11 +309,11 @@ class PapiSummary(CounterSummary):
     """papi: hardware counters through PAPI (the main thread's share only)."""
 
     NAME: ClassVar[str] = "papi"
-    iterations_measured: int | None = None
+    iterations_measured: Count | None = None
     totals: JsonObject | None = None
     checks: CounterChecks | None = None
     read_cost: JsonObject | None = None
-    interval_samples: int | None = None
+    interval_samples: Count | None = None
     interval_note: str | None = None
     failed: dict[str, str] | None = None
     """Preset -> PAPI's error: the only key of a pass where PAPI could not start (status unavailable)."""
@@ -307,8 +323,8 @@ class PapiSummary(CounterSummary):
 class MarkerFloor(Record):
     """callgrind's cost of a marker itself: the instructions between two consecutive markers with no model code."""
 
-    min_instructions: int | None = None
-    p10_instructions: float | None = None
+    min_instructions: Count | None = None
+    p10_instructions: NonNegative | None = None
     method: str | None = None
 
 
@@ -321,9 +337,9 @@ class CallgrindSummary(Summary):
     label: str | None = None
     avx2_note: str | None = None
     events: list[Any] | None = None
-    iterations: int | None = None
-    instructions_per_iteration: float | None = None
-    instructions_forward: float | None = None
+    iterations: Count | None = None
+    instructions_per_iteration: NonNegative | None = None
+    instructions_forward: NonNegative | None = None
     marker_floor: MarkerFloor | None = None
     checks: CounterChecks | None = None
     cycles: str | None = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.summaries_cpu import Summary
 
@@ -15,8 +16,8 @@ class KinetoClock(Record):
     """How the Kineto trace's clock maps onto the run's: mono = kineto + offset_ns (None: not aligned)."""
 
     offset_ns: float | None = None
-    error_ns: float | None = None
-    pairs: int | None = None
+    error_ns: NonNegative | None = None
+    pairs: Count | None = None
     method: str | None = None
 
 
@@ -26,12 +27,12 @@ class GpuKinetoSummary(Summary):
 
     NAME: ClassVar[str] = "gpu_kineto"
     device: str | None = None
-    forwards: int | None = None
-    forward_cpu_us: float | None = None
-    gpu_busy_us: float | None = None
-    gpu_idle_share: float | None = None
-    kernels_per_forward: float | None = None
-    layer_sum_over_busy: float | None = None
+    forwards: Count | None = None
+    forward_cpu_us: NonNegative | None = None
+    gpu_busy_us: NonNegative | None = None
+    gpu_idle_share: Share | None = None
+    kernels_per_forward: NonNegative | None = None
+    layer_sum_over_busy: NonNegative | None = None
     clock: KinetoClock | None = None
 
 
@@ -40,9 +41,9 @@ class CudaGraphSummary(Summary):
     """cuda_graph: the forward replayed as one CUDA graph against eager, i.e. the launch overhead."""
 
     NAME: ClassVar[str] = "cuda_graph"
-    iters: int | None = None
-    eager_ms_p50: float | None = None
-    graph_ms_p50: float | None = None
+    iters: Count | None = None
+    eager_ms_p50: NonNegative | None = None
+    graph_ms_p50: NonNegative | None = None
     launch_overhead_share: float | None = None
     method: str | None = None
 
@@ -52,13 +53,13 @@ class NvmlSummary(Summary):
     """nvml: the GPU's power, clocks and energy sampled through NVML (live, or imported from a recording)."""
 
     NAME: ClassVar[str] = "nvml"
-    samples: int | None = None
-    interval_ms: float | None = None
-    energy_j: float | None = None
-    window_s: float | None = None
+    samples: Count | None = None
+    interval_ms: NonNegative | None = None
+    energy_j: NonNegative | None = None
+    window_s: NonNegative | None = None
     columns: list[Any] | None = None
-    counter_update_ms: float | None = None
-    j_per_iteration: float | None = None
+    counter_update_ms: NonNegative | None = None
+    j_per_iteration: NonNegative | None = None
     iterations_with_energy: str | None = None
     stage_energy_j: JsonObject | None = None
     stage_visits: JsonObject | None = None
@@ -75,6 +76,6 @@ class NcuSummary(Summary):
 
     NAME: ClassVar[str] = "ncu"
     replay: str | None = None
-    rows: int | None = None
-    rows_without_layer: int | None = None
-    layers: int | None = None
+    rows: Count | None = None
+    rows_without_layer: Count | None = None
+    layers: Count | None = None

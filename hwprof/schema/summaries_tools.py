@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.summaries_cpu import Summary
 
@@ -24,32 +25,34 @@ class PerfSamplingSummary(Summary):
     """perf_sampling: native kernels per layer on every thread (perf record in the pass)."""
 
     NAME: ClassVar[str] = "perf_sampling"
-    samples_total: int | None = None
-    samples_measured: int | None = None
-    samples_forward: int | None = None
-    samples_outside_measured: float | None = None
-    iterations: int | None = None
-    threads: int | None = None
+    samples_total: Count | None = None
+    samples_measured: Count | None = None
+    samples_forward: Count | None = None
+    samples_outside_measured: NonNegative | None = None
+    iterations: Count | None = None
+    threads: Count | None = None
     sampling_event: str | None = None
     group_events: list[Any] | None = None
-    forward_named_share: float | None = None
-    forward_labelled_share: float | None = None
-    forward_named_share_outside_openmp: float | None = None
+    forward_named_share: Share | None = None
+    forward_labelled_share: Share | None = None
+    forward_named_share_outside_openmp: NonNegative | None = None
+    """Named samples over the forward's samples outside OpenMP: not a share of one whole (named samples may
+    include OpenMP's), 1.0008 in a real run."""
     forward_shares: JsonObject | None = None
     top_kernels: list[Any] | None = None
-    layer_samples_min: int | None = None
-    layer_samples_median: int | None = None
-    layers_at_1pct: int | None = None
+    layer_samples_min: Count | None = None
+    layer_samples_median: Count | None = None
+    layers_at_1pct: Count | None = None
     layers_with_too_few_samples: list[Any] | None = None
-    convert_s: float | None = None
+    convert_s: NonNegative | None = None
     command: str | None = None
     returncode: int | None = None
-    rate_hz: int | None = None
+    rate_hz: Count | None = None
     rate_chosen: str | None = None
     events: list[Any] | None = None
     version: str | None = None
     jit_perf_map: bool | None = None
-    attach_ms: float | None = None
+    attach_ms: NonNegative | None = None
     kernel_space: str | None = None
     cpi_per_kernel: CpiPerKernel | None = None
     callchains: bool | None = None
@@ -65,12 +68,12 @@ class PyspySummary(Summary):
 
     NAME: ClassVar[str] = "pyspy"
     format: str | None = None
-    segments: int | None = None
-    samples: int | None = None
-    sampled_ms: float | None = None
-    threads: int | None = None
-    estimated_samples_measured: int | None = None
-    measured_ms: float | None = None
+    segments: Count | None = None
+    samples: Count | None = None
+    sampled_ms: NonNegative | None = None
+    threads: Count | None = None
+    estimated_samples_measured: Count | None = None
+    measured_ms: NonNegative | None = None
     shares_measured: JsonObject | None = None
     shares_whole_process: JsonObject | None = None
     top_libraries: JsonObject | None = None
@@ -78,21 +81,21 @@ class PyspySummary(Summary):
     command: str | None = None
     returncode: int | None = None
     native: bool | None = None
-    errors: int | None = None
-    samples_reported: int | None = None
-    max_behind_s: float | None = None
+    errors: Count | None = None
+    samples_reported: Count | None = None
+    max_behind_s: NonNegative | None = None
     native_off: str | None = None
-    paused_switches: int | None = None
+    paused_switches: Count | None = None
     """Clean iterations of the paired trace pass in which the worker stopped py-spy (SIGSTOP) and then
     continued it (SIGCONT), so that the pass's paired cost covers py-spy (collectors/pyspy/switch.py)."""
-    paused_ms: float | None = None
+    paused_ms: NonNegative | None = None
     """Time py-spy spent stopped, in all."""
-    paused_samples_deferred: int | None = None
+    paused_samples_deferred: Count | None = None
     """Samples py-spy would have taken while stopped (paused_ms x the rate): its timer keeps its schedule,
     so it takes them back to back right after each continue, with next to no sampled time each."""
     paused_samples_deferred_per_switch: list[Any] | None = None
     """The same, per stop, in order."""
-    paused_missed: int | None = None
+    paused_missed: Count | None = None
     """Clean iterations in which py-spy could not be stopped (its pid not yet written, or it had exited):
     their forwards carry py-spy's sampling."""
 
@@ -102,16 +105,16 @@ class ScaleneSummary(Summary):
     """scalene: Python, native and system time per line (the pass runs under Scalene)."""
 
     NAME: ClassVar[str] = "scalene"
-    elapsed_s: float | None = None
+    elapsed_s: NonNegative | None = None
     memory: bool | None = None
-    files: int | None = None
-    lines: int | None = None
-    functions: int | None = None
-    iterations: int | None = None
+    files: Count | None = None
+    lines: Count | None = None
+    functions: Count | None = None
+    iterations: Count | None = None
     top_lines: list[Any] | None = None
     clock: JsonObject | None = None
-    max_footprint_mb: float | None = None
-    memory_points: int | None = None
+    max_footprint_mb: NonNegative | None = None
+    memory_points: Count | None = None
 
 
 @dataclass(kw_only=True)
@@ -119,11 +122,11 @@ class TorchProfilerSummary(Summary):
     """torch_profiler: aten ops and oneDNN kernels per layer (torch.profiler)."""
 
     NAME: ClassVar[str] = "torch_profiler"
-    events: int | None = None
-    aten_ops: int | None = None
-    iterations: int | None = None
+    events: Count | None = None
+    aten_ops: Count | None = None
+    iterations: Count | None = None
     onednn: JsonObject | None = None
-    forward_ops_outside_layers: int | None = None
+    forward_ops_outside_layers: Count | None = None
     top_kernels: list[Any] | None = None
     clock: JsonObject | None = None
     shapes: JsonObject | None = None

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import json
-import math
 import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -16,6 +16,7 @@ from typing import Any
 
 from hwprof.rundir.reader import RecordsFile, RunData, RunDirError
 from hwprof.schema.check import read_jsonl
+from hwprof.schema.records import record_fault
 from hwprof.trace.model import LEVEL_RECORD, CallstackSample, CounterTrack, Slice
 
 
@@ -54,6 +55,12 @@ def _rows(records: RecordsFile) -> list[dict[str, Any]]:
         return [row for _, row in read_jsonl(records.path).rows]
 
 
+def _line_number(records: RecordsFile, index: int) -> int:
+    """The line number of the index-th row of a records file (rows skip blank lines): for an error only."""
+    lines = (number for number, line in enumerate(records.content().split("\n"), 1) if line.strip())
+    return next(itertools.islice(lines, index, None), 0)
+
+
 def read_pass_records(files: Iterable[RecordsFile], withheld: frozenset[str] = frozenset()) -> PassRecords:
     """Every collector's records of one pass, in records.py's format (a "kind" of span, counter or
     thread), spans grouped by track as slices. Read as plain rows: a long run's records are
@@ -64,7 +71,10 @@ def read_pass_records(files: Iterable[RecordsFile], withheld: frozenset[str] = f
         collector, path = records.collector, records.path
         if collector in withheld:
             continue
-        for row in _rows(records):
+        for index, row in enumerate(_rows(records)):
+            fault = record_fault(row)
+            if fault is not None:
+                raise RunDirError(f"{path}:{_line_number(records, index)}: {fault}")
             try:
                 _add_row(out, collector, row, ends)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -84,14 +94,12 @@ def _add_row(out: PassRecords, collector: str, row: dict[str, Any], ends: list[i
         if group is None:
             group = out.spans[track] = SpanGroup(track, thread_of(track) or row.get("tid"))
         start = int(row["ts_ns"])
-        end = start + max(int(row["dur_ns"]), 0)
+        end = start + int(row["dur_ns"])
         args = row.get("args") or {}
         group.slices.append(Slice(start, end, str(row["name"]), row.get("category") or "", LEVEL_RECORD, args))
         ends.append(end)
     elif kind == "counter":
         value = float(row["value"])
-        if not math.isfinite(value):
-            return
         key = (collector, row["track"])
         counter = out.counters.get(key)
         if counter is None:
