@@ -113,3 +113,29 @@ def test_doctor_refuses_an_override_with_a_newline(tmp_path: Path) -> None:
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stdout
     assert lines[0].startswith(f"hwprof: error: HWPROF_POWERCAP_ROOT={tmp_path}\\n{tmp_path} holds a newline")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["collect", "--model", LONG],
+        ["collect", "--only", LONG],
+        ["collect", "--images", "/tmp/no\nsuch folder"],
+        ["collect", "--images", LONG],
+        ["collect", "--only", "timing", "--out", LONG + "/run"],
+        ["report", LONG],
+        ["sweep", "--models", "yolov8n", "--runtimes", LONG],
+    ],
+    ids=["model", "only", "images-newline", "images-long", "out-long", "report-long", "runtime-long"],
+)
+def test_a_bad_value_is_quoted_on_one_short_line(args: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "hwprof", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "1000"},
+    )
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("hwprof: error: ") and len(lines[0]) < 400, lines[0][:500]
