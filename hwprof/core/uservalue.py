@@ -40,7 +40,7 @@ def os_error_line(exc: OSError) -> str:
     """str(exc) with its file names shown (escaped and cut): "[Errno 36] File name too long: '/xaaa…'" is
     5,049 characters for a 5,000-character path."""
     if exc.filename is None:
-        return " ".join(str(exc).split()) if exc.strerror is None else exc.strerror
+        return escaped(str(exc))
     names = [n for n in (exc.filename, exc.filename2) if n is not None]
     prefix = f"[Errno {exc.errno}] " if exc.errno is not None else ""
     return f"{prefix}{exc.strerror}: " + " -> ".join(shown(os.fsdecode(n)) for n in names)
