@@ -56,7 +56,9 @@ def test_errors_stay_on_one_line_at_any_width(tmp_path) -> None:
     "args,message",
     [
         (["--images", "/nonexistent/folder"], "does not exist"),
-        (["--weights", "/nonexistent/w.pt"], "weights file /nonexistent/w.pt does not exist"),
+        (["--weights", "/nonexistent/w.pt"], "--weights /nonexistent/w.pt does not exist, not a checkpoint file"),
+        (["--weights", "/dev/zero"], "--weights /dev/zero is a character device, not a checkpoint file; pass the"),
+        (["--weights", "/"], "--weights / is a directory, not a checkpoint file; pass the path of a .pt checkpoint"),
         (["--only", "timing,bogus"], "unknown collector bogus"),
         (["--imgsz", "100"], "multiple of 32"),
     ],

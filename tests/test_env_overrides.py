@@ -80,21 +80,21 @@ def test_a_powercap_root_that_is_a_file_is_an_error_naming_the_variable(
 ) -> None:
     from hwprof.collectors.rapl.collector import RaplCollector
 
-    from hwprof.core.envvars import EnvVarError
+    from hwprof.core.envvars import EnvVarError, check_environment
 
     file = tmp_path / "powercap"
     file.write_text("")
     monkeypatch.setenv("HWPROF_POWERCAP_ROOT", str(file))
     with pytest.raises(EnvVarError, match=f"HWPROF_POWERCAP_ROOT={file} is a file, not a powercap directory"):
-        RaplCollector.check_options(RunConfig())
+        check_environment()
     cap = RaplCollector.probe(RunConfig())
     assert not cap.available and f"HWPROF_POWERCAP_ROOT={file} is a file" in cap.reason
     assert "perf" not in cap.reason, "an unusable override must not fall back to perf's power PMU"
     monkeypatch.setenv("HWPROF_POWERCAP_ROOT", str(tmp_path / "missing"))
     with pytest.raises(EnvVarError, match="does not exist, not a powercap directory"):
-        RaplCollector.check_options(RunConfig())
+        check_environment()
     monkeypatch.setenv("HWPROF_POWERCAP_ROOT", str(tmp_path))  # a directory (empty): the probe's business
-    RaplCollector.check_options(RunConfig())
+    check_environment()
 
 
 def test_collect_with_a_powercap_root_that_is_a_file_exits_2(tmp_path: Path) -> None:

@@ -262,7 +262,7 @@ def test_unknown_class_is_refused(tmp_path: Path, tiny: y7.YOLOv7Model) -> None:
 
 
 def test_missing_directory_empty_and_corrupt_files(tmp_path: Path, tiny: y7.YOLOv7Model) -> None:
-    with pytest.raises(WeightsError, match="no such file") as e:
+    with pytest.raises(WeightsError, match="does not exist, not a checkpoint file") as e:
         load_checkpoint(tmp_path / "nope.pt", TINY, build)
     assert str(pickle.loads(pickle.dumps(e.value))) == str(e.value)  # crosses process boundaries
     with pytest.raises(WeightsError, match="is a directory"):
@@ -282,6 +282,19 @@ def test_missing_directory_empty_and_corrupt_files(tmp_path: Path, tiny: y7.YOLO
     text.write_text("these are not weights\n")
     with pytest.raises(WeightsError, match="corrupt, truncated"):
         load_checkpoint(text, TINY, build)
+
+
+def test_a_device_is_named_as_one_and_never_read(tmp_path: Path) -> None:
+    """/dev/zero used to be "no such file" (and, past that check, would be read for ever)."""
+    with pytest.raises(WeightsError, match=r"^/dev/zero: is a character device, not a checkpoint file; pass the"):
+        load_checkpoint("/dev/zero", TINY, build)
+    os.mkfifo(tmp_path / "pipe.pt")
+    with pytest.raises(WeightsError, match=r"pipe\.pt: is a named pipe, not a checkpoint file"):
+        load_checkpoint(tmp_path / "pipe.pt", TINY, build)
+    long = tmp_path / ("w" * 300 + ".pt")
+    with pytest.raises(WeightsError, match=r"\(\d+ characters\): is too long for a path") as e:
+        load_checkpoint(long, TINY, build)
+    assert len(str(e.value)) < 250
 
 
 @pytest.mark.parametrize(

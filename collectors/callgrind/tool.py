@@ -9,7 +9,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwprof.core.envvars import hwprof_cache
+from hwprof.core.envvars import VALGRIND, hwprof_cache
+from hwprof.core.uservalue import shown
 
 MIN_VERSION = (3, 23)
 """3.19 (Debian 12) emulates FMA about 1500x slower than native; 3.23 fixed it."""
@@ -34,8 +35,8 @@ class Valgrind:
         return {"VALGRIND_LIB": self.lib} if self.lib else {}
 
 
-ENV_VALGRIND = "HWPROF_VALGRIND"
-ENV_FIX = f"unset {ENV_VALGRIND} or point it at valgrind >= {MIN_VERSION[0]}.{MIN_VERSION[1]} ({INSTALL_FIX})"
+ENV_VALGRIND = VALGRIND.name
+ENV_FIX = VALGRIND.fix
 
 
 def candidates() -> list[str]:
@@ -66,19 +67,24 @@ def _check(binary: str) -> tuple[Valgrind | None, str]:
     lib = _lib_of(binary)
     version = version_of(binary, lib)
     if version is None:
-        return None, f"{binary} does not run as valgrind (`{binary} --version` does not say valgrind-X.Y)"
+        name = shown(binary)
+        return None, f"{name} does not run as valgrind (`{name} --version` does not say valgrind-X.Y)"
     if version < MIN_VERSION:
-        return None, f"{binary} is valgrind {version[0]}.{version[1]} (FMA emulation about 1500x slower than native)"
+        slow = "FMA emulation about 1500x slower than native"
+        return None, f"{shown(binary)} is valgrind {version[0]}.{version[1]} ({slow})"
     return Valgrind(binary, version, lib), ""
 
 
 def find_valgrind() -> tuple[Valgrind | None, str]:
     """The first usable valgrind, or None and why not. HWPROF_VALGRIND, when set, is the only candidate:
     an override that does not work is reported with the variable's name, never replaced by another valgrind."""
-    override = os.environ.get(ENV_VALGRIND)
+    override = VALGRIND.value()
     if override:
-        found, why = _check(override) if Path(override).is_file() else (None, f"{override} is not a file")
-        return found, f"{ENV_VALGRIND}={override}: {why}" if found is None else ""
+        problem = VALGRIND.problem()
+        if problem:
+            return None, problem
+        found, why = _check(override)
+        return found, f"{ENV_VALGRIND}={shown(override)}: {why}" if found is None else ""
     seen = []
     for binary in candidates():
         if not Path(binary).exists():

@@ -56,7 +56,7 @@ from hwprof.collectors.base import AttachedTool, Capability, Collector, Collecto
 from hwprof.collectors.pyspy.attribution import NAME, convert_chrometrace, convert_speedscope, write_outputs
 from hwprof.collectors.pyspy.switch import PySpySwitch, summary_fields, write_pid
 
-from hwprof.core.atomic import atomic_path
+from hwprof.core.atomic import SIZE_LIMIT_COMMAND, atomic_path, size_limit_cut
 from hwprof.core.markers import read_markers
 from hwprof.schema.codec import need
 from hwprof.schema.probes import PyspyProbe
@@ -229,9 +229,11 @@ class PySpyTool(AttachedTool):
                 markers = read_markers(markers_file) if markers_file.exists() else []
                 converted = convert_chrometrace(self.raw, markers, self.ctx.config.pyspy_rate, self.launched_ns)
         except (ValueError, KeyError) as exc:
+            cut = size_limit_cut(self.raw, "py-spy's output")
             return CollectorResult(
                 "failed",
-                reason=f"py-spy output could not be converted: {exc}",
+                reason=cut or f"py-spy output could not be converted: {exc}",
+                fix=SIZE_LIMIT_COMMAND if cut else "",
                 artifacts=[*artifacts, self.ctx.relpath(self.raw)],
             )
         gz = self.raw.with_suffix(".json.gz")

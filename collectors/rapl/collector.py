@@ -67,17 +67,14 @@ from typing import TYPE_CHECKING
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.rapl.energy import Reading, energy_report, headline_indices, power_series, track_name
 from hwprof.collectors.rapl.sources import (
-    ENV_FIX,
     Domain,
     EnergySource,
     SourceUnavailable,
     open_source,
-    override_problem,
 )
 from hwprof.collectors.rapl.still import NO_FIX, PROBE_BUDGET_S, StillCounters, first_change_s, still_domains
 
 from hwprof.core.atomic import atomic_path
-from hwprof.core.envvars import EnvVarError
 from hwprof.perf.threadcpu import name_this_thread
 from hwprof.schema.probes import RaplProbe
 from hwprof.schema.records import metrics_path, records_path, write_records
@@ -149,13 +146,6 @@ class RaplCollector(Collector):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._sampler_error = ""
-
-    @classmethod
-    def check_options(cls, config: RunConfig) -> None:
-        """An unusable $HWPROF_POWERCAP_ROOT is a bad input (exit 2, naming the variable), not a fall-back."""
-        problem = override_problem(config)
-        if problem:
-            raise EnvVarError(f"{problem}; fix: {ENV_FIX}")
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.collectors.rapl import perf_energy
 
+from hwprof.core.envvars import EVENT_SOURCE_ROOT, POWERCAP_ROOT
 from hwprof.perf.syscall import PerfOpenError
 
 if TYPE_CHECKING:
@@ -18,8 +19,8 @@ if TYPE_CHECKING:
 
 
 DEFAULT_POWERCAP_ROOT = Path("/sys/class/powercap")
-ENV_POWERCAP_ROOT = "HWPROF_POWERCAP_ROOT"
-ENV_EVENT_SOURCE_ROOT = "HWPROF_EVENT_SOURCE_ROOT"
+ENV_POWERCAP_ROOT = POWERCAP_ROOT.name
+ENV_EVENT_SOURCE_ROOT = EVENT_SOURCE_ROOT.name
 _ZONE = re.compile(r"^intel-rapl(-mmio)?:(\d+)(?::(\d+))?$")
 
 
@@ -30,17 +31,12 @@ def powercap_root(config: RunConfig) -> Path:
 def override_problem(config: RunConfig) -> str | None:
     """Why $HWPROF_POWERCAP_ROOT, when it is what powercap_root uses, cannot be a powercap directory (None: it can,
     or it is not set). Such an override is an error, never a silent fall-back to perf's power PMU."""
-    value = os.environ.get(ENV_POWERCAP_ROOT)
-    if not value or config.extra.get("powercap_root"):
+    if config.extra.get("powercap_root"):
         return None
-    path = Path(value)
-    if path.is_dir():
-        return None
-    what = "does not exist" if not path.exists() else "is a file" if path.is_file() else "is not a directory"
-    return f"{ENV_POWERCAP_ROOT}={value} {what}, not a powercap directory"
+    return POWERCAP_ROOT.problem()
 
 
-ENV_FIX = f"unset {ENV_POWERCAP_ROOT} or point it at a powercap directory ({DEFAULT_POWERCAP_ROOT})"
+ENV_FIX = POWERCAP_ROOT.fix
 
 
 def event_source_root(config: RunConfig) -> Path:

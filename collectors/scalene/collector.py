@@ -62,7 +62,7 @@ from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
 from hwprof.collectors.scalene.profile import WindowFile, window_from_json
 
 import hwprof
-from hwprof.core.atomic import atomic_write_text
+from hwprof.core.atomic import SIZE_LIMIT_COMMAND, atomic_write_text, size_limit_cut
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import timing_forward_s
 from hwprof.schema.probes import ScaleneProbe
@@ -318,9 +318,11 @@ class ScaleneTool(AttachedTool):
         try:
             converted = convert(self.path, markers, window_from_json(window))
         except (ValueError, KeyError) as exc:
+            cut = size_limit_cut(self.path, "Scalene's output")
             return CollectorResult(
                 "failed",
-                reason=f"Scalene's JSON could not be parsed: {exc}",
+                reason=cut or f"Scalene's JSON could not be parsed: {exc}",
+                fix=SIZE_LIMIT_COMMAND if cut else "",
                 artifacts=[*artifacts, self.ctx.relpath(self.path)],
             )
         names = write_outputs(out, converted)

@@ -40,17 +40,16 @@ import os
 import subprocess
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.torch_profiler.clock import SyncData, sync_ranges, wall_pair
 from hwprof.collectors.torch_profiler.convert import NAME, RANGE_PREFIX, convert, write_outputs
-from hwprof.collectors.torch_profiler.kineto import load_kineto
+from hwprof.collectors.torch_profiler.kineto import export_failure, load_kineto
 from hwprof.collectors.torch_profiler.onednn import StdoutToFile
 from hwprof.collectors.torch_profiler.shapes import SHAPES_FILE, WarmupShapes
 
-from hwprof.core.atomic import NEARLY_FULL, DiskFullError, atomic_write_text, free_bytes
+from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker, read_markers
 from hwprof.schema.probes import TorchProfilerProbe
 
@@ -259,7 +258,7 @@ class TorchProfilerCollector(Collector):
             trace_path.unlink()
         self._prof.export_chrome_trace(str(trace_path))
         if not trace_path.is_file():  # Kineto logs a failed write and returns normally
-            _kineto_failed(trace_path)
+            raise export_failure(trace_path)
         flops = _flops_by_id(self._prof)
         atomic_write_text(out / f"{NAME}.flops.json", json.dumps(flops))
         sync = SyncData(self._syncs["start"], self._syncs["stop"], self._wall_pairs)
@@ -293,18 +292,6 @@ class TorchProfilerCollector(Collector):
             summary=converted.summary,
             artifacts=[ctx.relpath(out / name) for name in artifacts],
         )
-
-
-def _kineto_failed(trace_path: Path) -> None:
-    """Kineto writes <trace>.tmp and renames it; a failed write leaves the partial .tmp and only a log line.
-    Remove it; a disk left (nearly) full by it is a DiskFullError, anything else a RuntimeError."""
-    partial = trace_path.with_name(trace_path.name + ".tmp")
-    free = free_bytes(trace_path.parent)
-    had_partial = partial.exists()
-    partial.unlink(missing_ok=True)
-    if had_partial and free is not None and free < NEARLY_FULL:
-        raise DiskFullError(trace_path)
-    raise RuntimeError(f"Kineto did not write its trace to {trace_path} (see the worker log)")
 
 
 COLLECTOR = TorchProfilerCollector

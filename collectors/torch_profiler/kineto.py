@@ -1,4 +1,5 @@
-"""Kineto's chrome trace (written by export_chrome_trace) read: its complete op and range events.
+"""Kineto's chrome trace (written by export_chrome_trace) read: its complete op and range events; and why
+export_chrome_trace wrote none (`export_failure`).
 
 Kineto writes `baseTimeNanoseconds + ts_us * 1000` on the wall clock (its TSC clock converted to
 Unix time); the events are kept on that clock in ns (see clock.py for the conversion).
@@ -11,6 +12,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from hwprof.core.atomic import NEARLY_FULL, DiskFullError, free_bytes, size_limit_cut
 
 
 @dataclass
@@ -62,3 +65,20 @@ def load_kineto(path: Path) -> KinetoTrace:
         )
     events.sort(key=lambda e: (e.tid, e.ts, -e.dur))
     return KinetoTrace(base, events)
+
+
+def export_failure(trace_path: Path, what: str = "Kineto's trace") -> Exception:
+    """Why export_chrome_trace left no `trace_path`, as the exception to raise. Kineto writes <trace>.tmp and
+    renames it; a failed write leaves the partial .tmp and only a log line. The partial is removed here; one
+    the file-size limit cut says so (RuntimeError naming the limit), a disk left (nearly) full by it is a
+    DiskFullError, anything else a RuntimeError pointing at the worker log."""
+    partial = trace_path.with_name(trace_path.name + ".tmp")
+    cut = size_limit_cut(partial, what)
+    free = free_bytes(trace_path.parent)
+    had_partial = partial.exists()
+    partial.unlink(missing_ok=True)
+    if cut:
+        return RuntimeError(cut)
+    if had_partial and free is not None and free < NEARLY_FULL:
+        return DiskFullError(trace_path)
+    return RuntimeError(f"Kineto did not write {trace_path} (see the worker log)")

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from hwprof.collectors.torch_profiler.kineto import export_failure
+
 
 class PlacedOp(Protocol):
     """What matching needs of an op (convert.OpRecord): where it ran, its Kineto event, its dims."""
@@ -96,11 +98,10 @@ class WarmupShapes:
             prof.stop()
             self.path.unlink(missing_ok=True)
             prof.export_chrome_trace(str(self.path))
+            if not self.path.is_file():  # Kineto logs a failed write, leaves its partial .tmp and returns
+                raise export_failure(self.path, "its trace")
         except (OSError, RuntimeError) as exc:
             self.error = f"the warm-up shapes profile failed: {exc}"
-            return False
-        if not self.path.is_file():
-            self.error = f"Kineto did not write {self.path.name}"
             return False
         return True
 

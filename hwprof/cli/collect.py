@@ -28,9 +28,11 @@ if TYPE_CHECKING:
 
 
 def cmd_collect(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.core.uservalue import shown
     from hwprof.session.plan import claim_out_dir, new_run_dir, plan_passes
     from hwprof.session.registry import all_collectors, check_names
-    from hwprof.workload.images import discover
+    from hwprof.workload.images import ImageError, discover
+    from hwprof.workload.weights_file import WEIGHTS_FIX, weights_file_problem
     from hwprof.workload.zoo import family_of
 
     config = config_from(args)
@@ -44,11 +46,14 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     for cls in all_collectors():
         if cls.wanted(config):
             cls.check_options(config)
-    if config.weights and not Path(config.weights).is_file():
-        raise ValueError(f"weights file {config.weights} does not exist")
-    images = discover(config.images)
-    for path, reason in images.skipped:
-        console.print(f"[yellow]warning:[/] skipping {path}: {reason}")
+    if config.weights and (problem := weights_file_problem(config.weights)):
+        raise ValueError(f"--weights {shown(config.weights)} {problem}; {WEIGHTS_FIX}")
+    try:
+        images = discover(config.images)
+    except ImageError as exc:
+        _warn_skipped(exc.skipped, console)
+        raise
+    _warn_skipped(images.skipped, console)
     plan = plan_passes(config)
     if not plan.passes:
         raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
@@ -68,6 +73,15 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
         return _collect_into(run_dir, config, images, plan, stop, args, console, size)
     finally:
         lock.release()
+
+
+def _warn_skipped(skipped: list[tuple[str, str]], console: Console) -> None:
+    from rich.markup import escape
+
+    from hwprof.workload.images import skipped_lines
+
+    for line in skipped_lines(skipped):
+        console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def _collect_into(

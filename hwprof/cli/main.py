@@ -279,8 +279,24 @@ COMMANDS = {
 }
 
 
+ENV_COMMANDS = frozenset({"collect", "advise", "sweep", "sweep-job", "doctor"})
+"""The commands that probe or run collectors: the HWPROF_* overrides they read are checked before they start."""
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line of a failure: a user's value in it escaped (a newline would split the line), and an
+    OSError's file name cut (a 5,000-character path is not a message)."""
+    from hwprof.core.atomic import DiskFullError
+    from hwprof.core.uservalue import escaped, os_error_line
+
+    if isinstance(exc, OSError) and not isinstance(exc, DiskFullError) and type(exc).__str__ is OSError.__str__:
+        return os_error_line(exc)
+    return escaped(str(exc))
+
+
 def main(argv: list[str] | None = None) -> int:
     from hwprof.core.atomic import DiskFullError
+    from hwprof.core.envvars import COLLECTING, check_environment
     from hwprof.session.plan import CollectError
 
     args = build_parser().parse_args(argv)
@@ -291,15 +307,17 @@ def main(argv: list[str] | None = None) -> int:
     stop = StopSignals(forward=None if args.command == "sweep" else signal.SIGTERM).install()
     args.stop = stop
     try:
+        if args.command in ENV_COMMANDS:
+            check_environment(COLLECTING)
         return COMMANDS[args.command](args, console)
     except KeyboardInterrupt:
         console.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
         return stop.exit_code if stop.requested else EXIT_INTERRUPTED
     except DiskFullError as exc:  # not a bad input: the run or its files could not be written
-        console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]hwprof: error:[/] {escape(error_line(exc))}", highlight=False, soft_wrap=True)
         return 1
     except (ValueError, OSError, CollectError) as exc:
-        console.print(f"[red]hwprof: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]hwprof: error:[/] {escape(error_line(exc))}", highlight=False, soft_wrap=True)
         return EXIT_USAGE
     finally:
         stop.uninstall()

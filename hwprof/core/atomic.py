@@ -7,7 +7,11 @@ No fsync: the guarantee is against a process that fails or is stopped, not again
 
 ENOSPC and EDQUOT become DiskFullError, an OSError that carries the path being written and the free
 space left on its filesystem, so that the command line can say where the space ran out (exit 1) instead
-of printing "[Errno 28]" as if the user had given a bad path.
+of printing "[Errno 28]" as if the user had given a bad path. EFBIG (the file-size limit, `ulimit -f`,
+RLIMIT_FSIZE) is the same kind of failure and becomes a DiskFullError that names the limit. CPython ignores
+SIGXFSZ, so hwprof's own processes get EFBIG where the signal's default action would kill them with a core;
+a tool that is not Python (py-spy, perf) gets the signal, or stops at the limit: `size_limit_cut` tells a
+tool's output the limit cut from a damaged one.
 
 Bottom layer: no hwprof imports.
 """
@@ -16,12 +20,13 @@ from __future__ import annotations
 
 import errno
 import os
+import resource
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 NEARLY_FULL = 64 * 1024
 """Free bytes below which a tool's failed write that reports no errno (Kineto's trace export) is taken as
 a full disk."""
@@ -56,7 +61,8 @@ def human_bytes(n: float | None) -> str:
 
 
 class DiskFullError(OSError):
-    """No space (or quota) left while writing `path`; str() is the one line the CLI prints."""
+    """No space, quota or file-size limit (ulimit -f) left while writing `path`; str() is the one line the CLI
+    prints."""
 
     def __init__(self, path: Path | str, code: int = errno.ENOSPC) -> None:
         self.path = Path(path)
@@ -65,6 +71,8 @@ class DiskFullError(OSError):
         super().__init__(code, os.strerror(code), str(self.path))
 
     def __str__(self) -> str:
+        if self.errno == errno.EFBIG:
+            return f"{size_limit_words(file_size_limit())} stopped the write of {self.path}: {SIZE_LIMIT_FIX}"
         what = "no space left on device" if self.errno == errno.ENOSPC else "disk quota exceeded"
         return f"{what} writing {self.path} ({human_bytes(self.free)} free on {self.mount})"
 
@@ -72,12 +80,46 @@ class DiskFullError(OSError):
         return (DiskFullError, (str(self.path), self.errno or errno.ENOSPC))
 
 
+SIZE_LIMIT_COMMAND = "ulimit -f unlimited"
+SIZE_LIMIT_FIX = f"raise it with {SIZE_LIMIT_COMMAND}"
+
+
+def file_size_limit() -> int | None:
+    """This process's file-size limit in bytes (RLIMIT_FSIZE's soft limit; `ulimit -f N` is N KiB), None when
+    there is none. Children inherit it: a tool that hwprof starts has the same."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
+def size_limit_words(limit: int | None) -> str:
+    """ "the file-size limit (ulimit -f 512 KiB)"."""
+    if limit is None:
+        return "the file-size limit"
+    if limit % 1024:
+        return f"the file-size limit ({limit:,} bytes)"
+    return f"the file-size limit (ulimit -f {limit // 1024} KiB)"
+
+
+def size_limit_cut(path: Path | str, what: str) -> str | None:
+    """When `path` (a tool's output that could not be parsed) is as long as the file-size limit allows, the
+    reason that says so ("py-spy's output was cut at the file-size limit (ulimit -f 512 KiB): raise it with
+    ulimit -f unlimited"), else None: the file is damaged for another reason."""
+    limit = file_size_limit()
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return None
+    if limit is None or size < limit:
+        return None
+    return f"{what} was cut at {size_limit_words(limit)}: {SIZE_LIMIT_FIX}"
+
+
 def is_disk_full(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in FULL_ERRNOS
 
 
 def as_disk_full(exc: BaseException, path: Path | str) -> BaseException:
-    """exc as a DiskFullError for path when it is ENOSPC/EDQUOT (already one: unchanged), else exc."""
+    """exc as a DiskFullError for path when it is ENOSPC/EDQUOT/EFBIG (already one: unchanged), else exc."""
     if isinstance(exc, DiskFullError) or not is_disk_full(exc):
         return exc
     assert isinstance(exc, OSError)
@@ -162,10 +204,14 @@ def _allocate(fd: int, size: int) -> None:
 class SpaceReserve:
     """Space set aside in the run directory while a collection runs and given back when it ends or the disk
     fills: so that a run that ran out of space can still record that in run.json (status failed, where).
-    A run stopped with SIGKILL leaves the file behind; its name says what it is."""
+    A run stopped with SIGKILL leaves the file behind; its name says what it is. Under a file-size limit
+    (ulimit -f) the reserve is one file no larger than the limit: the limit, not the reserve, is then what a
+    write of the run meets, and that write's error names it."""
 
     def __init__(self, folder: Path, size: int = RESERVE_BYTES) -> None:
         self.path = folder / RESERVE_NAME
+        limit = file_size_limit()
+        size = size if limit is None else min(size, limit)
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             try:

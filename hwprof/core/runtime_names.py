@@ -6,6 +6,8 @@ import importlib
 import sys
 from types import ModuleType
 
+from hwprof.core.uservalue import shown
+
 RUNTIME_PRECISIONS: dict[str, tuple[str, ...]] = {
     "torch": ("fp32", "bf16", "fp16"),
     "onnxruntime": ("fp32", "int8"),
@@ -44,7 +46,7 @@ def check_runtime_precision(runtime: str, precision: str, device: str = "cpu") -
     if device == "cpu" and precision == "fp16":
         raise ValueError("fp16 runs on --device cuda only (CPU deployments run fp32, bf16 or int8)")
     if runtime not in RUNTIME_PRECISIONS:
-        raise ValueError(f"unknown runtime {runtime!r}; known: {', '.join(RUNTIMES)}")
+        raise ValueError(f"unknown runtime '{shown(runtime)}'; known: {', '.join(RUNTIMES)}")
     if precision not in RUNTIME_PRECISIONS[runtime]:
         raise ValueError(f"runtime {runtime} does not run precision {precision!r}; supported: {supported_text()}")
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hwprof.core.uservalue import shown
 from hwprof.perf.syscall import PERF_TYPE_HARDWARE, PERF_TYPE_HW_CACHE, PERF_TYPE_RAW, PERF_TYPE_SOFTWARE
 
 SYSFS_ROOT = Path("/sys/bus/event_source/devices")
@@ -223,7 +224,7 @@ def encode_terms(pmu: Pmu, terms: Iterable[tuple[str, str | None]]) -> tuple[dic
                 configs[field_name] |= bits
         else:
             known = [*sorted(pmu.formats), "config", "config1", "config2", "name"]
-            raise ValueError(f"unknown term {key!r} for PMU {pmu.name}; its terms: {', '.join(known)}")
+            raise ValueError(f"unknown term '{shown(key)}' for PMU {pmu.name}; its terms: {', '.join(known)}")
     return configs, name
 
 
@@ -270,13 +271,13 @@ class EventResolver:
         if len(owners) > 1:
             choices = ", ".join(f"{p.name}/{text}/" for p in owners)
             raise UnknownEventError(f"event {text!r} is ambiguous on this host; use one of: {choices}")
-        raise UnknownEventError(f"unknown event {text!r}")
+        raise UnknownEventError(f"unknown event '{shown(text)}'")
 
     def _pmu_event(self, text: str, pmu_name: str, body: str) -> EventSpec:
         pmu = self.pmus.get(pmu_name)
         if pmu is None:
             have = ", ".join(sorted(self.pmus)) or "none"
-            raise UnknownEventError(f"unknown PMU {pmu_name!r} in {text!r}; this host's PMUs: {have}")
+            raise UnknownEventError(f"unknown PMU '{shown(pmu_name)}' in '{shown(text)}'; this host's PMUs: {have}")
         terms = parse_terms(body)
         if not terms:
             raise UnknownEventError(f"event {text!r} names no event or terms")

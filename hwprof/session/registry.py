@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import hwprof.collectors as collectors_pkg
 from hwprof.collectors.base import Collector
+from hwprof.core.uservalue import shown
 
 if TYPE_CHECKING:
     from hwprof.collectors.gpu.kineto.attribution import GpuAttribution as GpuAttribution
@@ -58,7 +59,7 @@ def check_names(names: list[str]) -> None:
     known = by_name()
     unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown collector {', '.join(unknown)}; known: {', '.join(sorted(known))}")
+        raise ValueError(f"unknown collector {', '.join(shown(n) for n in unknown)}; known: {', '.join(sorted(known))}")
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ class Session:
         """run.json as the collect writes it."""
         self._watch: NeighbourWatch | None = None
         """The running pass's watch on other work on the run's CPUs."""
-        self.disk_full: dict[str, str] = {}
+        self.disk_full: dict[str, DiskFullError] = {}
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
         self.disk_estimate: SizeEstimate | None = None
         """run.json's disk_estimate (the CLI's), written after the passes section."""
@@ -206,7 +206,7 @@ class Session:
         event = progress_from_json(line)
         if event is not None:
             if event.disk_full is not None:
-                self.disk_full[pass_name] = event.disk_full
+                self.disk_full[pass_name] = DiskFullError(event.disk_full, event.disk_full_errno)
             self.progress(pass_name, event)
 
     def _finish_pass(self, running: RunningPass, status: str, error: str) -> PassOutcome:
@@ -318,7 +318,7 @@ class Session:
                 break
             outcome = self.run_pass(pass_plan)
             if outcome.name in self.disk_full:
-                raise DiskFullError(self.disk_full[outcome.name])
+                raise self.disk_full[outcome.name]
             with self.stop.deferred():
                 self._record(outcome)
             if outcome.status != "ok":

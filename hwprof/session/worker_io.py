@@ -5,6 +5,7 @@ one-line error of a failed pass."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,8 @@ class ProgressEvent:
     done: int | None = None
     total: int | None = None
     disk_full: str | None = None
+    disk_full_errno: int = errno.ENOSPC
+    """What refused it: ENOSPC, EDQUOT, or EFBIG (the file-size limit)."""
 
 
 def progress_from_json(line: str) -> ProgressEvent | None:
@@ -44,6 +47,7 @@ def progress_from_json(line: str) -> ProgressEvent | None:
         doc.get("done"),
         doc.get("total"),
         str(doc["disk_full"]) if "disk_full" in doc else None,
+        doc["errno"] if isinstance(doc.get("errno"), int) else errno.ENOSPC,
     )
 
 

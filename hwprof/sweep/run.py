@@ -48,6 +48,7 @@ from hwprof.analysis.sweep_rows import (
     sweep_files,
 )
 from hwprof.core.runtime_names import PRECISIONS, RUNTIME_PRECISIONS, RUNTIMES, runs_on, supported_text
+from hwprof.core.uservalue import shown
 from hwprof.rundir.logs import child_log, log_lines
 from hwprof.rundir.names import SWEEP_CSV, SWEEP_JSON
 from hwprof.rundir.writer import write_sweep_files
@@ -129,10 +130,10 @@ class SweepPlan:
             raise ValueError("thread counts and batch sizes must be at least 1")
         unknown = [r for r in self.runtimes if r not in RUNTIMES]
         if unknown:
-            raise ValueError(f"unknown runtime {unknown[0]!r}; known: {', '.join(RUNTIMES)}")
+            raise ValueError(f"unknown runtime '{shown(unknown[0])}'; known: {', '.join(RUNTIMES)}")
         unknown = [p for p in self.precisions if p not in PRECISIONS]
         if unknown:
-            raise ValueError(f"unknown precision {unknown[0]!r}; known: {', '.join(PRECISIONS)}")
+            raise ValueError(f"unknown precision '{shown(unknown[0])}'; known: {', '.join(PRECISIONS)}")
         own = [a.split("=")[0] for a in self.extra_args if a.split("=")[0] in OWN_OPTIONS]
         if own:
             raise ValueError(

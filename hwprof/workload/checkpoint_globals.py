@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from hwprof.core.uservalue import shown
 from hwprof.workload import yolov7 as y7
 from hwprof.workload import yolov7_modules as y7m
 
@@ -28,7 +29,7 @@ class WeightsError(Exception):
         self.path = Path(path)
         self.problem = " ".join(problem.split())
         self.action = " ".join(action.split())
-        super().__init__(f"{self.path}: {self.problem}; {self.action}")
+        super().__init__(f"{shown(self.path)}: {self.problem}; {self.action}")
 
     def __reduce__(self) -> tuple[type[WeightsError], tuple[Path, str, str]]:
         return (type(self), (self.path, self.problem, self.action))

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import importlib.util
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-log = logging.getLogger(__name__)
+from hwprof.core.uservalue import shown
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
 DEFAULT_IMAGES = ("bus.jpg", "zidane.jpg")
 
 
+SHOWN_SKIPPED = 3
+"""The unreadable images a warning names one by one; the rest are counted."""
+
+
 class ImageError(ValueError):
-    """No usable image: a one-line message for the user."""
+    """No usable image: a one-line message for the user (`skipped`: the files that could not be decoded)."""
+
+    def __init__(self, message: str, skipped: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.skipped = skipped or []
 
 
 @dataclass
@@ -56,11 +63,11 @@ def discover(images: str | None) -> ImageSet:
         return ImageSet(paths, source=f"default ({folder})")
     root = Path(images)
     if not root.exists():
-        raise ImageError(f"image folder {root} does not exist")
+        raise ImageError(f"image folder {shown(root)} does not exist")
     candidates = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.is_file())
     candidates = [p for p in candidates if p.suffix.lower() in IMAGE_SUFFIXES]
     if not candidates:
-        raise ImageError(f"no image files ({', '.join(sorted(IMAGE_SUFFIXES))}) in {root}")
+        raise ImageError(f"no image files ({', '.join(sorted(IMAGE_SUFFIXES))}) in {shown(root)}")
     good: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for path in candidates:
@@ -68,8 +75,20 @@ def discover(images: str | None) -> ImageSet:
         if reason is None:
             good.append(path.resolve())
         else:
-            log.warning("skipping %s: %s", path, reason)
             skipped.append((str(path), reason))
     if not good:
-        raise ImageError(f"none of the {len(candidates)} image files in {root} could be read")
+        raise ImageError(
+            f"none of the {len(candidates):,} image files in {shown(root)} could be read; fix: pass --images with "
+            "images OpenCV decodes (JPEG, PNG, BMP, TIFF, WebP)",
+            skipped,
+        )
     return ImageSet(good, skipped, source=str(root.resolve()))
+
+
+def skipped_lines(skipped: list[tuple[str, str]]) -> list[str]:
+    """The unreadable images as a bounded warning: the first SHOWN_SKIPPED by name and reason, then a count of
+    the rest (1,000 unreadable images are four lines, not 1,000)."""
+    lines = [f"skipping {shown(path)}: {reason}" for path, reason in skipped[:SHOWN_SKIPPED]]
+    if len(skipped) > SHOWN_SKIPPED:
+        lines.append(f"... and {len(skipped) - SHOWN_SKIPPED:,} more unreadable images")
+    return lines

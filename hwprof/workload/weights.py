@@ -38,6 +38,7 @@ from torch import nn
 
 from hwprof.workload import yolov7 as y7
 from hwprof.workload.checkpoint_globals import WeightsError, few_keys, unpickle_checkpoint
+from hwprof.workload.weights_file import WEIGHTS_FIX, weights_file_problem
 
 Format = Literal["ultralytics", "yolov7-official", "state_dict"]
 Builder = Callable[..., nn.Module]
@@ -224,9 +225,9 @@ def _load_strict(path: Path, model: nn.Module, state: Mapping[str, torch.Tensor]
 def load_checkpoint(path: Path | str, model_name: str, build: Builder) -> tuple[nn.Module, WeightsInfo]:
     """The model `build` makes for `model_name`, holding the checkpoint's weights, and what was loaded."""
     path = Path(path)
-    if not path.is_file():
-        problem = "is a directory, not a checkpoint file" if path.is_dir() else "no such file"
-        raise WeightsError(path, problem, "pass the path of a .pt checkpoint, or omit --weights for a random init")
+    problem = weights_file_problem(path)
+    if problem:
+        raise WeightsError(path, problem, WEIGHTS_FIX)
     try:
         data = path.read_bytes()
     except OSError as exc:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hwprof.core.uservalue import shown
+
 if TYPE_CHECKING:
     import torch
 
@@ -32,7 +34,7 @@ OUTPUT_XYWH_CLS_T = "xywh_cls_t"
 
 class UnknownModelError(ValueError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"unknown model {name!r}; known models: {', '.join(MODEL_NAMES)}")
+        super().__init__(f"unknown model '{shown(name)}'; known models: {', '.join(MODEL_NAMES)}")
 
 
 @dataclass
