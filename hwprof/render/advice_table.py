@@ -74,7 +74,7 @@ def speedups(row: AdviceRow, sep: str = "\n") -> str:
         if moved is not None:  # end to end parts from the forward: the stage that took the difference
             lines.append(f"e2e: {moved.short()}")
         method = (f or e2e).method  # type: ignore[union-attr]
-        lines.append(METHOD_SHORT.get(method, method))
+        lines.append(METHOD_SHORT.get(method, method) + (", NOT RESOLVED" if row.disturbed else ""))
     lines += _setup(row)
     return sep.join(x for x in lines if x) or MISSING
 
