@@ -138,7 +138,7 @@ def test_a_pass_level_estimate_with_a_disturbed_baseline_is_not_resolved_and_nev
     compiled = [23.67, 23.5, 23.9, 23.6, 23.7, 23.8, 23.6, 23.7]
     c = Candidate("compile", "torch.compile", "code", (), compile_mode="default", finding="f")
     drifted = result("paired", {"sides": {"baseline": side(hogged, [310.0, 295.0]), "variant": side(compiled)}})
-    loads = {"paired": HOG, "baseline": HOG, "variant": QUIET, "baseline-after": HOG}
+    loads = {"paired": QUIET, "baseline": HOG, "variant": QUIET, "baseline-after": HOG}  # the hog came later
     fake = FakeWorkers({"paired": drifted, **processes(hogged, compiled, hogged)}, loads)
     row = advise_run(tmp_path, monkeypatch, fake)._candidate(c)
     assert row.forward is not None and row.forward.method == PASS_LEVEL  # the paired baseline drifted
@@ -164,6 +164,17 @@ def test_a_disturbed_variant_process_or_a_baseline_that_moved_is_not_resolved_ei
     assert "moved 29.60 -> 38.48 ms between its processes" in moved.disturbed and not moved.ranked
     quiet = measured_row(c, processes(TORCH, OV_ALONE * 2, TORCH), [], {"baseline": QUIET, "variant": QUIET})
     assert quiet.disturbed == "" and quiet.ranked
+
+
+def test_a_side_that_moved_while_the_paired_process_was_disturbed_is_not_resolved_without_a_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeWorkers({"paired": inflated_paired()}, {"paired": HOG})
+    row = advise_run(tmp_path, monkeypatch, fake)._candidate(OPENVINO)
+    assert fake.started == ["paired"]  # processes would be no cleaner on a host this busy
+    assert row.forward is not None and row.forward.method == PAIRED and not row.ranked
+    assert "the variant's forward p50 lay 1.20x outside its range alone" in row.disturbed
+    assert "while the paired process was disturbed (other work on these CPUs, 48%" in row.disturbed
 
 
 def test_a_paired_figure_is_not_vetoed_by_the_load_both_sides_shared() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 from hwprof.advise.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
 from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
-from hwprof.analysis.advice_rows import PROCESSES, measured_row, not_run_row, pairing_note
+from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.core.config import RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch
 from hwprof.rundir.advise_files import read_advise_result, write_advice
@@ -167,7 +167,8 @@ class AdviseRun:
         self.loads = {}
         results, error = self._measure(spec, work, c, ["paired"] if not c.env else list(PROCESSES))
         note = pairing_note(results.get("paired"), self.plan.config.threads)
-        if note and not error and not self.stop.requested:
+        # a move while other work took the CPUs: processes would be no cleaner, the row says not resolved
+        if note and not error and not self.stop.requested and not busy(self.loads.get("paired")):
             results, error = self._measure(spec, work, c, list(PROCESSES))
         else:
             note = ""

@@ -6,9 +6,11 @@ are per image where the variant changes the batch.
 
 The guards: each side's paired forward against its own forward alone in the same process (side_drift); a side
 that moved beyond DISTURBED means the pairing itself changed the figure, and the candidate is measured as
-processes instead (pairing_note). A pass-level figure has nothing to cancel other work between its processes:
-a process whose CPUs others took above DISTURBED_SHARE of their time, or two baseline processes that disagree
-beyond DISTURBED, make the row not resolved (disturbance).
+processes instead (pairing_note), unless other work took the paired process's CPUs: then the move may be the
+load's as well as the pairing's, processes would be no cleaner, and the row is not resolved (a compile is not
+paid twice for nothing). A pass-level figure has nothing to cancel other work between its processes: a process
+whose CPUs others took above DISTURBED_SHARE of their time, or two baseline processes that disagree beyond
+DISTURBED, make the row not resolved (disturbance).
 """
 
 from __future__ import annotations
@@ -128,31 +130,47 @@ def side_drift(paired: AdviseResult | None, name: str) -> float | None:
     return 1.0
 
 
-def pairing_note(paired: AdviseResult | None, threads: int) -> str:
-    """Why a paired figure is not to be used (a side that moved beside the other, named with how far), or ""."""
+def sides_moved(paired: AdviseResult | None) -> str:
+    """The side(s) whose paired forward lay beyond DISTURBED outside its range alone, with how far; "" if none."""
     moved = []
     for name, beside in (("baseline", "the variant"), ("variant", "the baseline")):
         drift = side_drift(paired, name)
         if drift is not None and not (1 / DISTURBED <= drift <= DISTURBED):
             moved.append(f"beside {beside}, the {name}'s forward p50 lay {drift:.2f}x outside its range alone")
+    return "; ".join(moved)
+
+
+def pairing_note(paired: AdviseResult | None, threads: int) -> str:
+    """Why a paired figure is not to be used (a side that moved beside the other, named with how far), or ""."""
+    moved = sides_moved(paired)
     if not moved:
         return ""
     return (
-        f"paired figure not used: {'; '.join(moved)} in the same process (the two sides' thread pools share "
+        f"paired figure not used: {moved} in the same process (the two sides' thread pools share "
         f"{threads} CPU(s)); measured as processes instead (baseline, variant, baseline)"
     )
 
 
+def busy(load: NeighbourLoad | None) -> bool:
+    """Other work took more than DISTURBED_SHARE of the run's CPUs during the process."""
+    return load is not None and load.share > DISTURBED_SHARE
+
+
 def disturbance(results: Mapping[str, AdviseResult], loads: Mapping[str, NeighbourLoad | None]) -> str:
-    """Why a pass-level figure is not resolved, or "": a process whose CPUs other work took above
+    """Why the figure is not resolved, or "". Pass-level: a process whose CPUs other work took above
     DISTURBED_SHARE of their time (named), or the two baseline processes' forward p50s more than DISTURBED
-    apart. A paired figure has its sides interleaved in one process (other work hits both alike): ""."""
+    apart. Paired: its sides are interleaved in one process (other work hits both alike), so only a side that
+    moved beside the other (pairing_note) while other work took the CPUs."""
     if "paired" in results:
-        return ""
+        load = loads.get("paired")
+        moved = sides_moved(results["paired"])
+        if not moved or not busy(load):
+            return ""
+        return f"{moved} in the same process while the paired process was disturbed ({others_text(load)})"
     why = [
-        f"the {name} process was disturbed ({others_text(load)})"
+        f"the {name} process was disturbed ({others_text(loads.get(name))})"
         for name in PROCESSES
-        if name in results and (load := loads.get(name)) is not None and load.share > DISTURBED_SHARE
+        if name in results and busy(loads.get(name))
     ]
     before, _ = _sides(results)
     p50s = [statistics.median(s.forward_ms.values()) for s in before if s.forward_ms]
