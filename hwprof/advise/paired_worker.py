@@ -2,9 +2,12 @@
 
 mode "paired": the baseline (A) and the variant (B) are built side by side in this process and run on the
 same images in ABBA blocks: iterations A 2b, B 2b, B 2b+1, A 2b+1 (side iteration k reads the same images on
-both sides). Before the blocks: the variant's output against the fp32 reference on the first batch, and each
-side's warm-up. mode "baseline" / "variant": one side alone (a change that needs a process of its own, such
-as an OpenMP environment variable), the same iterations one after another.
+both sides). Before the blocks: the baseline alone (before the variant is built), the variant's output against
+the fp32 reference on the first batch, and each side's warm-up; after them, the variant alone (B B B B). Each
+side's forward alone is what its paired forward is checked against: pairing in one process is not neutral
+for every runtime (a second thread pool beside torch's can slow either side). mode "baseline" / "variant": one
+side alone (a change that needs a process of its own, or a pairing that moved a side), the same iterations one
+after another.
 
 Writes the spec's "out" file (JSON): per side its forward and iteration ms by side iteration, its set-up
 times and runtime info; the blocks' timestamps for the trace; the output check. Progress on stdout as JSON
@@ -36,6 +39,10 @@ def side_figures(side: Side) -> SideFigures:
     """The side's measured forward and iteration ms by side iteration, and its time stamps for the trace."""
     spans = measured_spans(side.log.markers)
     forward = {s.iteration: s.dur_ns / 1e6 for s in spans if s.kind == "stage" and s.name == "forward"}
+    stages: dict[str, dict[str, float]] = {}
+    for s in spans:
+        if s.kind == "stage" and s.name != "forward":
+            stages.setdefault(s.name, {})[str(s.iteration)] = s.dur_ns / 1e6
     iteration = {s.iteration: s.dur_ns / 1e6 for s in spans if s.kind == "iteration"}
     forward_at = {s.iteration: (s.start_ns, s.end_ns) for s in spans if s.kind == "stage" and s.name == "forward"}
     stamps = {
@@ -51,6 +58,7 @@ def side_figures(side: Side) -> SideFigures:
         threads=side.config.threads,
         setup=SideSetup.of(**side.setup),
         runtime={k: v for k, v in side.runtime.info.to_json().items() if isinstance(v, str | int | float | bool)},
+        stage_ms=stages,
     )
 
 
@@ -114,13 +122,18 @@ def run(spec: AdviseSpec) -> AdviseResult:
     result.update(sides={s.name: side_figures(s) for s in sides})
     if solo:
         result.sides["baseline"].update(solo_forward_ms=solo)
+    if mode == PAIRED_MODE and variant is not None:
+        variant.log.markers.clear()  # the blocks' figures are taken: the solo block's never mix with them
+        result.sides["variant"].update(solo_forward_ms=solo_forward_ms(variant, 1))
     return result
 
 
 def solo_forward_ms(side: Side, warmup: int) -> dict[str, float]:
-    """The baseline's forward alone, before the variant exists in the process: what the paired blocks'
-    baseline is checked against (a variant whose threads spin beside it slows the baseline, which would
-    flatter the variant). Its markers are dropped after, so they never mix with the blocks'."""
+    """A side's forward alone, with no iteration of the other side between: the baseline's before the variant
+    exists in the process, the variant's after the blocks (a warm-up iteration first, so that the last block's
+    baseline is over). What each side's paired forward is checked against: a variant whose threads spin beside
+    the baseline slows it, which would flatter the variant; torch's pool beside another runtime's slows the
+    variant, which would hide its gain. Its markers are dropped after, so they never mix with the blocks'."""
     for i in range(warmup):
         side.run(i - warmup, warmup=True)
     for k in range(SOLO_ITERATIONS):

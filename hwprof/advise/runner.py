@@ -1,9 +1,11 @@
 """`hwprof advise RUN`: plan the candidates from the run, run each, and write advice.json after each one.
 
 Per candidate: one paired worker (baseline and variant in ABBA blocks in one process), or, for a change
-that needs a process of its own, two workers one after the other (a pass-level estimate); then a layers
-collect of the variant, against one layers collect of the baseline made the same way, for the layers
-that moved most. advice.json is rewritten after every candidate, so a stop keeps every row finished.
+that needs a process of its own or a pairing that moved either side (advice_rows.pairing_note), three workers
+one after the other, baseline, variant, baseline (a pass-level estimate), each with the other work on the
+run's CPUs during it recorded (advice_rows.disturbance); then a layers collect of the variant, against one
+layers collect of the baseline made the same way, for the layers that moved most. advice.json is rewritten
+after every candidate, so a stop keeps every row finished.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from typing import Any
 from hwprof.advise.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
 from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
-from hwprof.analysis.advice_rows import baseline_drift, measured_row, not_run_row
+from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.core.config import RunConfig
+from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch
 from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
@@ -31,11 +34,9 @@ from hwprof.session.worker_io import ProgressEvent
 
 ADVISE_DIR = "advise"
 DEFAULT_BLOCKS = 8
-DISTURBED = 1.10
 COLD_COMPILE_ENV = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
 """Inductor's on-disk caches (FX graph, kernels) off in a compile candidate's process, so that its setup time is a
 cold compile's: with them, a second advise of the same model reports a fraction of it."""
-"""A paired baseline further than this factor from its own time alone is not trusted (see baseline_drift)."""
 LAYERS_ITERS = 10
 Progress = Callable[[str, ProgressEvent], None]
 """(candidate key, a worker's progress event: its phase, done of total)."""
@@ -119,6 +120,8 @@ class AdviseRun:
         self.advice = Advice(" ".join(collect_options(plan.config)), plan.config.device, [])
         self.baseline_layers: dict[int, tuple[str, float]] | None = None
         self.baseline_layers_error = ""
+        self.loads: dict[str, NeighbourLoad | None] = {}
+        """Other work on the run's CPUs during each worker of the candidate being measured."""
 
     def run(self) -> Advice:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -161,19 +164,17 @@ class AdviseRun:
             warmup=max(1, config.warmup),
             work_dir=str(work / "work"),
         )
-        results, error = self._measure(spec, work, c, ["paired"] if not c.env else ["baseline", "variant"])
-        note = ""
-        drift = baseline_drift(results.get("paired"))
-        if drift is not None and not (1 / DISTURBED <= drift <= DISTURBED) and not self.stop.requested:
-            note = (
-                f"paired figure not used: beside the variant, the baseline's forward p50 lay {drift:.2f}x outside "
-                f"its range alone in the same process (the two sides' thread pools share {self.plan.config.threads} "
-                "CPU(s)); measured as two processes instead"
-            )
-            results, error = self._measure(spec, work, c, ["baseline", "variant"])
+        self.loads = {}
+        results, error = self._measure(spec, work, c, ["paired"] if not c.env else list(PROCESSES))
+        note = pairing_note(results.get("paired"), self.plan.config.threads)
+        # a move while other work took the CPUs: processes would be no cleaner, the row says not resolved
+        if note and not error and not self.stop.requested and not busy(self.loads.get("paired")):
+            results, error = self._measure(spec, work, c, list(PROCESSES))
+        else:
+            note = ""
         if error:
             return self._failed(c, error)
-        row = measured_row(c, results, self.advice.blocks)
+        row = measured_row(c, results, self.advice.blocks, self.loads)
         row.pairing_note = note
         if self.plan.layers and c.has_layers_pass and not self.stop.requested:
             self._layers(c, variant, row)
@@ -188,28 +189,32 @@ class AdviseRun:
     def _measure(
         self, spec: AdviseSpec, work: Path, c: Candidate, modes: list[str]
     ) -> tuple[dict[str, AdviseResult], str]:
-        """Run the worker in each mode; (results by mode, "") or ({}, why one failed)."""
+        """Run the worker for each name (its mode: the name's first word), each process's neighbours in
+        self.loads; (results by name, "") or ({}, why one failed)."""
         results: dict[str, AdviseResult] = {}
-        for mode in modes:
-            out = work / f"{mode}.json"
-            outcome = self._worker(spec.for_mode(mode, str(out)), work, c, mode)
+        for name in modes:
+            mode = name.split("-")[0]
+            out = work / f"{name}.json"
+            watch = NeighbourWatch().start()
+            outcome = self._worker(spec.for_mode(mode, str(out)), work, c, name)
+            self.loads[name] = watch.stop()
             try:
                 result = read_advise_result(out)
             except RunDirError as exc:  # a damaged out file: the candidate fails, saying which field
                 return {}, str(exc)
             if not outcome.ok or result.error is not None:
                 return {}, result.error or outcome.error
-            results[mode] = result
+            results[name] = result
         return results, ""
 
-    def _worker(self, spec: AdviseSpec, work: Path, c: Candidate, mode: str) -> ChildOutcome:
-        command = paired_command(spec, work / f"{mode}.spec.json")
-        env = dict(c.env) if mode == "variant" else {}
+    def _worker(self, spec: AdviseSpec, work: Path, c: Candidate, name: str) -> ChildOutcome:
+        command = paired_command(spec, work / f"{name}.spec.json")
+        env = dict(c.env) if spec.mode == "variant" else {}
         if c.compile_mode:
             env.update(COLD_COMPILE_ENV)  # the compile time a first deployment pays, not a warm cache's
         return run_child(
             command,
-            work / f"{mode}.log",
+            work / f"{name}.log",
             self.plan.config.pass_timeout_s,
             self.stop,
             lambda e: self.progress(c.key, e),

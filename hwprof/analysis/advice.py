@@ -9,9 +9,11 @@ Methods (AdviceRow.method):
   the speed-up is the median over blocks of (A's forwards / B's forwards), its spread the blocks'
   quartiles. Drift and neighbours hit both sides of a block alike.
 - pass-level estimate: a change that needs a new process (an environment variable such as
-  OMP_WAIT_POLICY, an allocator) runs baseline and variant as two processes, one after the other;
-  the ratio of their forward p50s, with the baseline's own quartiles as spread (as paired_cost's
-  pass-level figures).
+  OMP_WAIT_POLICY, an allocator), or a pairing that moved either side, runs baseline, variant and
+  baseline again as three processes, one after the other; the ratio of their forward p50s, with the
+  baseline's own quartiles as spread (as paired_cost's pass-level figures). Nothing cancels other work
+  between processes, so each process's neighbours are recorded, and a side that was disturbed makes
+  the row "not resolved" (AdviceRow.disturbed), never ranked.
 - recorded: figures read from a recording (the H100 experiments), not run by hwprof here.
 """
 
@@ -22,7 +24,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hwprof.analysis.advice_stages import StageDelta, StagesMoved, stages_moved
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, block_ratios, quartiles
+from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.rundir.names import ADVICE_JSON
 from hwprof.rundir.reader import advice_path, read_json_if_present
 from hwprof.schema.advice_file import ADVICE_SCHEMA, AdviceFile, AdviceRowDoc, OutputCheckDoc, SpeedupDoc
@@ -33,8 +37,9 @@ RECORDED = "recorded"
 METHOD_TEXT = {
     PAIRED: "paired: baseline and variant interleaved in ABBA blocks in one process on the same images; "
     "median of the blocks' ratios, spread = their quartiles",
-    PASS_LEVEL: "pass-level estimate: baseline and variant each in its own process (the change needs a new "
-    "process); ratio of forward p50s, spread from the baseline's own quartiles",
+    PASS_LEVEL: "pass-level estimate: baseline, variant and baseline again each in its own process (the change "
+    "needs a new process, or pairing moved a side); ratio of forward p50s, spread from the baseline's own "
+    "quartiles; not resolved where other work disturbed a process",
     RECORDED: "recorded: figures from a recording made elsewhere, not run by hwprof on this host",
 }
 
@@ -231,14 +236,31 @@ class AdviceRow:
     """Why a pairable change was measured as two processes (its paired figure was disturbed)."""
     variant_run: str = ""
     """The variant's layers run directory, relative to the advised run's."""
+    stages: list[StageDelta] = field(default_factory=list)
+    """The iteration's stages other than the forward, p50 before and after (ms, per image where per_image)."""
+    neighbours: dict[str, NeighbourLoad] = field(default_factory=dict)
+    """Other work on the run's CPUs during each worker process ("paired", or "baseline", "variant",
+    "baseline-after")."""
+    disturbed: str = ""
+    """Why the figure is not resolved though its spread is: a process of a pass-level estimate was disturbed
+    ("" when none was). Such a row is never advice."""
+
+    @property
+    def stages_moved(self) -> StagesMoved | None:
+        """Why end to end and forward disagree (another stage moved), or None where they agree."""
+        f, e = self.forward, self.end_to_end
+        fwd = (f.before_ms, f.after_ms) if f and f.before_ms is not None and f.after_ms is not None else None
+        it = (e.before_ms, e.after_ms) if e and e.before_ms is not None and e.after_ms is not None else None
+        return stages_moved(fwd, it, self.stages)
 
     @property
     def ranked(self) -> bool:
         """Advice: measured, output within tolerance, and measured faster: by the blocks' ratio, resolved by its
         spread, and by the p50s too (on a host whose load swings, the median of the blocks' ratios and the ratio
-        of the two sides' p50s can disagree; such a row is not advice)."""
+        of the two sides' p50s can disagree; such a row is not advice); never a disturbed pass-level figure."""
         return (
             self.status == MEASURED
+            and not self.disturbed
             and self.forward is not None
             and self.forward.ratio > 1.0
             and self.forward.resolved
@@ -260,6 +282,14 @@ class AdviceRow:
         out["forward"] = self.forward.to_dict() if self.forward else None
         out["end_to_end"] = self.end_to_end.to_dict() if self.end_to_end else None
         out["output"] = self.output.to_dict() if self.output else None
+        # the guards' fields only where measured: a recorded advice.json (no worker ran) reads back unchanged
+        for name in ("stages", "neighbours", "disturbed"):
+            if not out[name]:
+                del out[name]
+        if self.neighbours:
+            out["neighbours"] = {k: v.to_dict() for k, v in self.neighbours.items()}
+        if (moved := self.stages_moved) is not None:
+            out["stages_note"] = moved.text()
         out["ranked"] = self.ranked
         out["breakeven_inferences"] = self.breakeven_inferences
         return out
@@ -288,6 +318,9 @@ class AdviceRow:
             _or(doc.layers_note, ""),
             _or(doc.pairing_note, ""),
             _or(doc.variant_run, ""),
+            [StageDelta(x.name, x.before_ms, x.after_ms) for x in doc.stages],
+            {k: NeighbourLoad.from_dict(v) for k, v in (doc.neighbours or {}).items()},
+            _or(doc.disturbed, ""),
         )
 
 

@@ -1,13 +1,22 @@
 """An advice row from what a candidate's worker(s) measured (hwprof/advise/paired_worker.py's JSON).
 
-Pure. A paired result holds both sides, numbered in ABBA order; a pass-level candidate has two results,
-"baseline" and "variant", each with one side. Times are per image where the variant changes the batch.
+Pure. A paired result holds both sides, numbered in ABBA order; a pass-level candidate has three results,
+"baseline", "variant" and "baseline-after" (the baseline again, after the variant), each with one side. Times
+are per image where the variant changes the batch.
+
+The guards: each side's paired forward against its own forward alone in the same process (side_drift); a side
+that moved beyond DISTURBED means the pairing itself changed the figure, and the candidate is measured as
+processes instead (pairing_note), unless other work took the paired process's CPUs: then the move may be the
+load's as well as the pairing's, processes would be no cleaner, and the row is not resolved (a compile is not
+paid twice for nothing). A pass-level figure has nothing to cancel other work between its processes: a process
+whose CPUs others took above DISTURBED_SHARE of their time, or two baseline processes that disagree beyond
+DISTURBED, make the row not resolved (disturbance).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from hwprof.analysis.advice import (
     CHANGED_OUTPUT,
@@ -20,7 +29,17 @@ from hwprof.analysis.advice import (
     process_speedup,
 )
 from hwprof.analysis.advice_candidates import Candidate
+from hwprof.analysis.advice_stages import stage_deltas
+from hwprof.analysis.neighbours import DISTURBED_SHARE, others_text
+from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.schema.advise_result import AdviseResult, SideFigures
+
+DISTURBED = 1.10
+"""A side's paired forward p50 further than this factor outside its own range alone is not trusted (side_drift);
+two baseline processes of a pass-level estimate whose p50s differ by more are a host whose load moved."""
+BASELINE_AFTER = "baseline-after"
+"""The pass-level estimate's third process: the baseline again, after the variant."""
+PROCESSES = ("baseline", "variant", BASELINE_AFTER)
 
 
 def not_run_row(c: Candidate) -> AdviceRow:
@@ -44,13 +63,30 @@ def _per_image(side: SideFigures, figures: Figures) -> dict[int, float]:
     return {int(i): ms / batch for i, ms in figures(side).items()}
 
 
-def _speedups(results: dict[str, AdviseResult], figures: Figures) -> Speedup | None:
+def _sides(results: Mapping[str, AdviseResult]) -> tuple[list[SideFigures], SideFigures]:
+    """The baseline's side(s) and the variant's: one of each in a paired result, else one per process."""
     if "paired" in results:
         sides = results["paired"].sides
-        return paired_speedup(_per_image(sides["baseline"], figures), _per_image(sides["variant"], figures))
-    before = _per_image(results["baseline"].sides["baseline"], figures)
-    after = _per_image(results["variant"].sides["variant"], figures)
-    return process_speedup(list(before.values()), list(after.values()))
+        return [sides["baseline"]], sides["variant"]
+    before = [results[n].sides["baseline"] for n in ("baseline", BASELINE_AFTER) if n in results]
+    return before, results["variant"].sides["variant"]
+
+
+def _speedups(results: Mapping[str, AdviseResult], figures: Figures) -> Speedup | None:
+    before, after = _sides(results)
+    if "paired" in results:
+        return paired_speedup(_per_image(before[0], figures), _per_image(after, figures))
+    pooled = [ms for side in before for ms in _per_image(side, figures).values()]
+    return process_speedup(pooled, list(_per_image(after, figures).values()))
+
+
+def _stage_p50s(sides: list[SideFigures]) -> dict[str, float]:
+    """Each stage other than the forward: its p50 over the sides' iterations (ms per image)."""
+    pooled: dict[str, list[float]] = {}
+    for side in sides:
+        for name, ms in (side.stage_ms or {}).items():
+            pooled.setdefault(name, []).extend(v / side.images_per_batch for v in ms.values())
+    return {name: statistics.median(v) for name, v in pooled.items() if v}
 
 
 def setup_seconds(c: Candidate, variant: SideFigures, after_ms: float | None) -> tuple[float | None, str]:
@@ -69,13 +105,18 @@ def setup_seconds(c: Candidate, variant: SideFigures, after_ms: float | None) ->
 
 
 def baseline_drift(paired: AdviseResult | None) -> float | None:
-    """How far the paired baseline's forward p50 in the ABBA blocks lies outside its own range alone (timed
-    before the variant was built in the process): its p50 over the solo maximum when above it, over the solo
-    minimum when below, else 1.0; None without both. Far above 1: the variant slows the baseline beside it
-    (threads that spin after their forward, a second pool on the same CPUs), which would flatter the variant.
-    Judged against the solo range, not its median, so a host whose load moves between the solo and the
-    blocks (which widens that range) is not mistaken for interference."""
-    side = paired.sides.get("baseline") if paired is not None else None
+    """side_drift of the baseline (timed alone before the variant was built in the process)."""
+    return side_drift(paired, "baseline")
+
+
+def side_drift(paired: AdviseResult | None, name: str) -> float | None:
+    """How far a side's forward p50 in the ABBA blocks lies outside its own range alone in the same process:
+    its p50 over the solo maximum when above it, over the solo minimum when below, else 1.0; None without both.
+    Far above 1 for the baseline: the variant slows the baseline beside it (threads that spin after their
+    forward), which would flatter the variant; for the variant: torch's pool slows the variant's runtime beside
+    it, which would hide the variant's gain. Judged against the solo range, not its median, so a host whose
+    load moves between the solo and the blocks (which widens that range) is not mistaken for interference."""
+    side = paired.sides.get(name) if paired is not None else None
     if side is None:
         return None
     solo, blocks = list((side.solo_forward_ms or {}).values()), list(side.forward_ms.values())
@@ -89,12 +130,74 @@ def baseline_drift(paired: AdviseResult | None) -> float | None:
     return 1.0
 
 
-def measured_row(c: Candidate, results: dict[str, AdviseResult], blocks: list[AdviceBlock]) -> AdviceRow:
+def sides_moved(paired: AdviseResult | None) -> str:
+    """The side(s) whose paired forward lay beyond DISTURBED outside its range alone, with how far; "" if none."""
+    moved = []
+    for name, beside in (("baseline", "the variant"), ("variant", "the baseline")):
+        drift = side_drift(paired, name)
+        if drift is not None and not (1 / DISTURBED <= drift <= DISTURBED):
+            moved.append(f"beside {beside}, the {name}'s forward p50 lay {drift:.2f}x outside its range alone")
+    return "; ".join(moved)
+
+
+def pairing_note(paired: AdviseResult | None, threads: int) -> str:
+    """Why a paired figure is not to be used (a side that moved beside the other, named with how far), or ""."""
+    moved = sides_moved(paired)
+    if not moved:
+        return ""
+    return (
+        f"paired figure not used: {moved} in the same process (the two sides' thread pools share "
+        f"{threads} CPU(s)); measured as processes instead (baseline, variant, baseline)"
+    )
+
+
+def busy(load: NeighbourLoad | None) -> bool:
+    """Other work took more than DISTURBED_SHARE of the run's CPUs during the process."""
+    return load is not None and load.share > DISTURBED_SHARE
+
+
+def disturbance(results: Mapping[str, AdviseResult], loads: Mapping[str, NeighbourLoad | None]) -> str:
+    """Why the figure is not resolved, or "". Pass-level: a process whose CPUs other work took above
+    DISTURBED_SHARE of their time (named), or the two baseline processes' forward p50s more than DISTURBED
+    apart. Paired: its sides are interleaved in one process (other work hits both alike), so only a side that
+    moved beside the other (pairing_note) while other work took the CPUs."""
+    if "paired" in results:
+        load = loads.get("paired")
+        moved = sides_moved(results["paired"])
+        if not moved or not busy(load):
+            return ""
+        return f"{moved} in the same process while the paired process was disturbed ({others_text(load)})"
+    why = [
+        f"the {name} process was disturbed ({others_text(loads.get(name))})"
+        for name in PROCESSES
+        if name in results and busy(loads.get(name))
+    ]
+    before, _ = _sides(results)
+    p50s = [statistics.median(s.forward_ms.values()) for s in before if s.forward_ms]
+    if len(p50s) == 2 and max(p50s) > DISTURBED * min(p50s):
+        why.append(
+            f"the baseline's forward p50 moved {p50s[0]:.2f} -> {p50s[1]:.2f} ms between its processes before and "
+            "after the variant (the host's load moved)"
+        )
+    return "; ".join(why)
+
+
+def measured_row(
+    c: Candidate,
+    results: Mapping[str, AdviseResult],
+    blocks: list[AdviceBlock],
+    loads: Mapping[str, NeighbourLoad | None] | None = None,
+) -> AdviceRow:
     """The row of a candidate whose worker(s) finished; appends a paired result's iteration stamps to `blocks`
-    (the trace's ABBA blocks; a pass-level row's two processes have none)."""
+    (the trace's ABBA blocks; a pass-level row's processes have none). loads: other work on the run's CPUs
+    during each worker process (None: not measured)."""
     row = AdviceRow(c.key, c.change, c.how, c.finding, per_image=c.per_image)
     row.forward = _speedups(results, _forward)
     row.end_to_end = _speedups(results, _iteration)
+    row.neighbours = {k: v for k, v in (loads or {}).items() if v is not None}
+    row.disturbed = disturbance(results, loads or {})
+    before, after = _sides(results)
+    row.stages = stage_deltas(_stage_p50s(before), _stage_p50s([after]))
     variant_result = results.get("paired") or results["variant"]
     variant = variant_result.sides["variant"]
     row.setup_s, row.setup_what = setup_seconds(c, variant, row.forward.after_ms if row.forward else None)

@@ -4,7 +4,8 @@ in display order, flat columns for spreadsheets.
 An empty cell is a figure that was not measured (a not-run row has only its change, status and reason).
 Speed-ups: forward_* and end_to_end_* (method, ratio, q1, q3, low, high, blocks, before_ms, after_ms,
 resolved); the output check's figures; the three layers that moved most as layer_<n>_{index,type,
-before_ms,after_ms}.
+before_ms,after_ms}; why the paired figure was not used (pairing_note), why a pass-level figure is not
+resolved (disturbed), and the stage that moved where end to end parts from the forward (stages_note).
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ COLUMNS = (
     *(f"layer_{n}_{f}" for n in range(1, LAYERS + 1) for f in LAYER_FIELDS),
     "layers_note",
     "variant_run",
+    "pairing_note",
+    "disturbed",
+    "stages_note",
 )
 
 
@@ -73,6 +77,9 @@ def csv_row(row: AdviceRow, rank: int | None) -> CsvRow:
         "breakeven_inferences": row.breakeven_inferences,
         "layers_note": row.layers_note,
         "variant_run": row.variant_run,
+        "pairing_note": row.pairing_note,
+        "disturbed": row.disturbed,
+        "stages_note": moved.text() if (moved := row.stages_moved) else "",
     }
     out |= _speedup("forward", row.forward) | _speedup("end_to_end", row.end_to_end)
     if row.output is not None:

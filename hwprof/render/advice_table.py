@@ -70,8 +70,11 @@ def speedups(row: AdviceRow, sep: str = "\n") -> str:
     if f is not None or e2e is not None:
         lines += [speedup_text(f, sep, "fwd "), _forward_ms(row, sep)] if f is not None else ["fwd " + MISSING]
         lines.append(speedup_text(e2e, sep, "e2e ") if e2e is not None else "e2e " + MISSING)
+        moved = row.stages_moved
+        if moved is not None:  # end to end parts from the forward: the stage that took the difference
+            lines.append(f"e2e: {moved.short()}")
         method = (f or e2e).method  # type: ignore[union-attr]
-        lines.append(METHOD_SHORT.get(method, method))
+        lines.append(METHOD_SHORT.get(method, method) + (", NOT RESOLVED" if row.disturbed else ""))
     lines += _setup(row)
     return sep.join(x for x in lines if x) or MISSING
 
@@ -113,6 +116,8 @@ def _why_not(row: AdviceRow) -> str:
         return f"{row.status}: {row.reason}" if row.reason else row.status
     if changed(row):
         return f"{CHANGED_MARK}: {row.reason}" if row.reason else CHANGED_MARK
+    if row.disturbed:
+        return f"not resolved: {row.disturbed}"
     f = row.forward
     if f is None:
         return "not advice: no forward time measured" + (f" ({row.reason})" if row.reason else "")
@@ -177,6 +182,8 @@ def notes(advice: Advice) -> list[str]:
         "the head's range, detections after NMS reference->variant"
     )
     out += advice.notes
+    out += [f"{r.key}: {r.pairing_note}" for r in advice.ordered() if r.pairing_note]
+    out += [f"{r.key}: {moved.text()}" for r in advice.ordered() if (moved := r.stages_moved) is not None]
     took = f"advice took {advice.wall_s:.1f} s"
     out.append(f"source: {advice.source}; baseline {advice.baseline} on {advice.device}; {took}")
     return out

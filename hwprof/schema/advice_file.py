@@ -69,6 +69,16 @@ class LayerDeltaDoc(Record):
 
 
 @dataclass(kw_only=True)
+class StageDeltaDoc(Record):
+    """A stage other than the forward, p50 before and after (hwprof.analysis.advice_stages.StageDelta)."""
+
+    REQUIRED: ClassVar[tuple[str, ...]] = ("name", "before_ms", "after_ms")
+    name: str = ""
+    before_ms: float = 0.0
+    after_ms: float = 0.0
+
+
+@dataclass(kw_only=True)
 class AdviceRowDoc(Record):
     """One candidate change (hwprof.analysis.advice.AdviceRow as written)."""
 
@@ -89,6 +99,11 @@ class AdviceRowDoc(Record):
     layers_note: str | None = None
     pairing_note: str | None = None
     variant_run: str | None = None
+    stages: list[StageDeltaDoc] = field(default_factory=list)
+    stages_note: str | None = None
+    neighbours: dict[str, JsonObject] | None = None
+    """Worker process -> hwprof.perf.neighbours.NeighbourLoad as written."""
+    disturbed: str | None = None
     ranked: bool | None = None
     breakeven_inferences: NonNegative | None = None
 

@@ -44,7 +44,12 @@ class SideFigures(Record):
     runtime: JsonObject | None = None
     """The side's runtime info (its scalar keys)."""
     solo_forward_ms: dict[str, float] | None = None
-    """The baseline's forward alone, before the variant was built (paired mode only)."""
+    """The side's forward alone in the same process (paired mode only): the baseline's before the variant was
+    built, the variant's in a block of its own after the ABBA blocks. Each side's paired p50 is checked
+    against it (hwprof.analysis.advice_rows.side_drift)."""
+    stage_ms: dict[str, dict[str, float]] | None = None
+    """The iteration's other stages (load, preprocess, h2d, postprocess) -> ms by side iteration: where end to end
+    and forward disagree, the stage that moved (hwprof.analysis.advice.StageDelta)."""
 
     @property
     def images_per_batch(self) -> int:
