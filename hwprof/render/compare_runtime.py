@@ -10,7 +10,7 @@ from hwprof.analysis.compare import Comparison, Row, RunHead
 from hwprof.analysis.sweep_rows import SweepRow
 from hwprof.render.fmt import ms, num
 from hwprof.render.tables import MISSING, Col, TableSpec
-from hwprof.schema.runtime_checks import OutputDiff
+from hwprof.schema.runtime_checks import BLIND, OutputDiff
 
 FUSED_PER_RUN = 8
 FUSED_MARK = "*"
@@ -52,6 +52,8 @@ def diff_cells(diff: OutputDiff | None, reference: bool, scale: bool = True) -> 
         return "not measured", "not measured"
     largest = diff.max_abs_reference
     head = f"{diff.max_abs_head:.3g}" + (f" of {largest:.3g}" if (scale and largest is not None) else "")
+    if diff.verdict is not None:  # what the check could see: never a pass where it could not have failed
+        head += f" ({diff.verdict}" + (f", input sens. {diff.sensitivity_head:.3g})" if diff.verdict != BLIND else ")")
     if diff.detections is None:
         return head, MISSING
     ref = diff.detections_reference
@@ -65,7 +67,8 @@ def raw_cell(diff: OutputDiff | None, reference: bool) -> str:
     if not diff or diff.max_abs_raw is None:
         return MISSING
     largest = diff.max_abs_raw_reference
-    return f"{diff.max_abs_raw:.3g}" + (f" of {largest:.3g}" if largest is not None else "")
+    sqnr = f", SQNR {diff.sqnr_raw_db:.0f} dB" if diff.sqnr_raw_db is not None else ""
+    return f"{diff.max_abs_raw:.3g}" + (f" of {largest:.3g}" if largest is not None else "") + sqnr
 
 
 def _reduced(asked: str, executed: str | None) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.model_init import InitDoc
 from hwprof.schema.run import CollectorEntry, RuntimeDoc
 
 
@@ -54,6 +55,8 @@ class ModelInfo(Record):
     weights: str | JsonObject | None = None
     """"random init", "not recorded" (an import), or what was loaded (hwprof.workload.zoo)."""
     random_init: bool | None = None
+    init: InitDoc | None = None
+    """Without --weights: how the seeded init was made to keep its signal."""
     params: int | None = None
     params_fused: int | None = None
     stride: int | None = None
@@ -102,6 +105,8 @@ class PassResult(Record):
     error: str | None = None
     finished_ns: int | None = None
     detections_per_iteration: list[Any] | None = None
+    candidates_per_iteration: list[int] | None = None
+    """Boxes over the confidence threshold that NMS considered, per measured iteration (absent in older runs)."""
     runtime: RuntimeFile | None = None
     """The runtime's info as its runtime.json holds it."""
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)
