@@ -39,6 +39,8 @@ MODEL_DIR = "model"
 SCALE_FILE = "init_scale.pt"
 SCALE_JSON = "init_scale.json"
 METHOD = "unit variance"
+FIXED_PARENTS = ("DFL",)
+"""Modules whose convolution is not learned (ultralytics' DFL: the integral over bins): left as they are."""
 MIN_STD = 1e-12
 """A channel whose output spread is below this (a constant channel) keeps its scale (1) and only moves its mean."""
 
@@ -52,8 +54,7 @@ class ConvScale:
 
 
 def scaled_convs(module: torch.nn.Module) -> dict[str, tuple[torch.nn.Conv2d, bool]]:
-    """name -> (convolution, whether it is a head output) for every trainable Conv2d; the fixed ones (the
-    DFL's integral convolution) are left as they are."""
+    """name -> (convolution, whether it is a head output) for every learned Conv2d (not FIXED_PARENTS')."""
     import torch
 
     head: Any = module.model[-1] if hasattr(module, "model") else None  # type: ignore[index]
@@ -62,10 +63,13 @@ def scaled_convs(module: torch.nn.Module) -> dict[str, tuple[torch.nn.Conv2d, bo
         for parent in head.modules():
             if isinstance(parent, torch.nn.ModuleList | torch.nn.Sequential):
                 head_ids.update(id(c) for c in parent.children() if isinstance(c, torch.nn.Conv2d))
+    fixed = {
+        id(c) for parent in module.modules() if type(parent).__name__ in FIXED_PARENTS for c in parent.children()
+    }
     return {
         name: (m, id(m) in head_ids)
         for name, m in module.named_modules()
-        if isinstance(m, torch.nn.Conv2d) and m.weight.requires_grad
+        if isinstance(m, torch.nn.Conv2d) and id(m) not in fixed
     }
 
 
