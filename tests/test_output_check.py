@@ -25,7 +25,7 @@ def test_the_seeded_init_keeps_its_signal_to_the_head(model: str, bus_images: li
 
     config = _config(model)
     plain = build_model(model)
-    batch, words = calibration_batch(config, bus_images, plain)
+    batch, _ = calibration_batch(config, bus_images, plain)
     before = conv_output_std(plain.module, batch)
     built = build_for_run(config, bus_images, None)
     after = conv_output_std(built.module, batch)
@@ -114,10 +114,11 @@ def test_an_output_that_does_not_depend_on_its_input_is_blind_not_a_pass() -> No
 
 def test_the_error_is_read_against_the_input_sensitivity() -> None:
     from hwprof.analysis.advice import OutputCheck
-    from hwprof.schema.runtime_checks import CHANGED, PASS, OutputDiff
+    from hwprof.schema.runtime_checks import CHANGED, DIFFERS, PASS, OutputDiff
 
     seen = OutputDiff.of(max_abs_head=0.5, max_abs_reference=100.0, sensitivity_head=40.0)
     assert seen.verdict == PASS
+    assert OutputDiff.of(max_abs_head=20.0, max_abs_reference=100.0, sensitivity_head=40.0).verdict == DIFFERS
     moved = OutputCheck(60.0, 100.0, 0, 0, 0, 0, 0, head_sensitivity=40.0)
     assert moved.verdict == CHANGED and not moved.within_tolerance
     old = OutputDiff.of(max_abs_head=0.5, max_abs_reference=100.0)  # a run made before: no verdict, as it was
@@ -139,7 +140,7 @@ def test_a_blind_layer_is_named_in_the_layer_errors_table() -> None:
     analysis = dataclasses.make_dataclass("A", [("layer_errors", object), ("layers", object)])(
         doc, dataclasses.make_dataclass("L", [("layers", list)])([])
     )
-    spec = layer_errors_spec(analysis)  # type: ignore[arg-type]
+    spec = layer_errors_spec(analysis)
     assert spec is not None
     assert any("blind" in n and "76" in n for n in spec.notes), spec.notes
     assert [row[-1] for row in spec.rows] == ["pass", "blind"]

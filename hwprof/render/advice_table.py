@@ -100,7 +100,8 @@ def output_text(check: OutputCheck | None, marked: bool, sep: str = "\n") -> str
     else:
         lines.append(f"head max|d| {100 * check.head_relative:.2g}% of range")
         if check.head_sensitivity:
-            lines.append(f"= {100 * check.head_max_abs / check.head_sensitivity:.2g}% of input sens.")
+            share = 100 * check.head_max_abs / check.head_sensitivity
+            lines.append(f"{check.verdict}: {share:.2g}% of input sens.")
     lines.append(f"det. {check.detections_reference}->{check.detections}, {check.matched} matched")
     return sep.join(lines)
 

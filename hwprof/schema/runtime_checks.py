@@ -16,7 +16,10 @@ from hwprof.schema.codec import Record
 BLIND_RELATIVE = 1e-4
 """An output whose change between two different inputs stays below this share of its scale does not depend on
 its input: a check of it could not have failed."""
-PASS, CHANGED, BLIND = "pass", "changed", "blind"
+PASS_SHARE = 0.1
+"""A variant's error up to this share of what another input changes is a pass; above it, up to all of it, the
+output differs (shown, not a failure); beyond it the output is changed."""
+PASS, DIFFERS, CHANGED, BLIND = "pass", "differs", "changed", "blind"
 BLIND_WORDS = "the head does not depend on its input: the check is blind"
 SENSITIVITY_METHOD = "the reference on the first batch against the reference on the same batch mirrored left to right"
 
@@ -24,12 +27,15 @@ SENSITIVITY_METHOD = "the reference on the first batch against the reference on 
 def output_verdict(error: float | None, sensitivity: float | None, scale: float | None) -> str | None:
     """What an output check could see: BLIND when the reference's output barely moves between two different
     inputs (so no error could have shown), CHANGED when the variant's error exceeds what another input
-    changes, else PASS; None when the sensitivity was not measured (a run made before it was)."""
+    changes, DIFFERS above PASS_SHARE of it, else PASS; None when the sensitivity was not measured (a run
+    made before it was)."""
     if error is None or sensitivity is None:
         return None
     if sensitivity <= BLIND_RELATIVE * abs(scale or 0.0):
         return BLIND
-    return CHANGED if error > sensitivity else PASS
+    if error > sensitivity:
+        return CHANGED
+    return DIFFERS if error > PASS_SHARE * sensitivity else PASS
 
 
 def verdict_text(verdict: str | None, error: float | None, sensitivity: float | None) -> str:
@@ -39,7 +45,7 @@ def verdict_text(verdict: str | None, error: float | None, sensitivity: float | 
     if verdict == BLIND:
         return f"BLIND: {BLIND_WORDS} (two inputs differ by at most {sensitivity:.2g})"
     share = f"{100 * error / sensitivity:.2g}% of" if sensitivity else "above"
-    word = "pass" if verdict == PASS else "CHANGED"
+    word = {PASS: "pass", DIFFERS: "DIFFERS"}.get(verdict, "CHANGED")
     return f"{word}: max |Δ| {share} what another input changes ({sensitivity:.3g})"
 
 

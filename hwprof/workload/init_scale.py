@@ -63,9 +63,7 @@ def scaled_convs(module: torch.nn.Module) -> dict[str, tuple[torch.nn.Conv2d, bo
         for parent in head.modules():
             if isinstance(parent, torch.nn.ModuleList | torch.nn.Sequential):
                 head_ids.update(id(c) for c in parent.children() if isinstance(c, torch.nn.Conv2d))
-    fixed = {
-        id(c) for parent in module.modules() if type(parent).__name__ in FIXED_PARENTS for c in parent.children()
-    }
+    fixed = {id(c) for parent in module.modules() if type(parent).__name__ in FIXED_PARENTS for c in parent.children()}
     return {
         name: (m, id(m) in head_ids)
         for name, m in module.named_modules()
