@@ -83,42 +83,37 @@ def apply_scale(conv: torch.nn.Conv2d, entry: ConvScale) -> None:
             conv.bias.copy_(entry.bias)
 
 
-def compute_scales(module: torch.nn.Module, batch: torch.Tensor) -> tuple[dict[str, ConvScale], dict[str, float]]:
+def compute_scales(module: torch.nn.Module, batch: torch.Tensor) -> dict[str, ConvScale]:
     """One forward: each convolution, as the forward reaches it, scaled (and applied) so its output has
-    per-channel mean 0 (a head output: its own bias) and standard deviation 1. Returns the scales and each
-    convolution's output std before its scaling (what the init left it)."""
+    per-channel mean 0 (a head output: its own bias) and standard deviation 1."""
     import torch
 
     convs = scaled_convs(module)
     scales: dict[str, ConvScale] = {}
-    before: dict[str, float] = {}
     handles = []
 
     def hook(conv: torch.nn.Module, _inputs: Any, out: torch.Tensor, name: str, is_head: bool) -> torch.Tensor:
         if name in scales:
             return out
-        flat = out.detach().double().transpose(0, 1).reshape(out.shape[1], -1)
-        mean, std = flat.mean(dim=1), flat.std(dim=1)
-        before[name] = float(flat.std())
+        std, mean = torch.std_mean(out.detach(), dim=(0, 2, 3))
         scale = torch.where(std > MIN_STD, 1.0 / std.clamp_min(MIN_STD), torch.ones_like(std))
         own: Any = conv.bias
-        bias = own.detach().double() if own is not None else torch.zeros_like(mean)
+        bias = own.detach().clone() if own is not None else torch.zeros_like(mean)
         target = bias if is_head else torch.zeros_like(mean)
-        new_bias = (bias - mean) * scale + target
-        entry = ConvScale(scale.float(), new_bias.float())
+        entry = ConvScale(scale, (bias - mean) * scale + target)
         apply_scale(conv, entry)  # type: ignore[arg-type]
         scales[name] = entry
-        return ((out.double() - mean.view(1, -1, 1, 1)) * scale.view(1, -1, 1, 1) + target.view(1, -1, 1, 1)).float()
+        return (out - mean.view(1, -1, 1, 1)).mul_(scale.view(1, -1, 1, 1)).add_(target.view(1, -1, 1, 1))
 
     for name, (conv, is_head) in convs.items():
         handles.append(conv.register_forward_hook(lambda m, i, o, n=name, h=is_head: hook(m, i, o, n, h)))
     try:
-        with torch.no_grad():
+        with torch.inference_mode():
             module(batch)
     finally:
         for handle in handles:
             handle.remove()
-    return scales, before
+    return scales
 
 
 def conv_output_std(module: torch.nn.Module, batch: torch.Tensor) -> dict[str, float]:
@@ -187,7 +182,7 @@ def keep_signal(
             apply_scale(conv, scales[name])
         doc.update(computed_here=False, seconds=round(time.perf_counter() - started, 3))
         return doc
-    scales, _ = compute_scales(module, batch)
+    scales = compute_scales(module, batch)
     doc = InitDoc.of(
         method=METHOD,
         text=f"seeded (seed {seed}), convolutions scaled to unit variance on {batch_words}",
