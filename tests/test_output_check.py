@@ -74,6 +74,8 @@ def test_damaged_saved_scales_are_computed_again(tmp_path: Path, bus_images: lis
     again = build_for_run(_config(), bus_images, tmp_path)
     assert again.init is not None and again.init.computed_here
     assert all(torch.equal(first.module.state_dict()[k], v) for k, v in again.module.state_dict().items())
+    other_size = build_for_run(_config(imgsz=128), bus_images, tmp_path)  # a later collect into the same folder
+    assert other_size.init is not None and other_size.init.computed_here and "128x128" in (other_size.init.text or "")
 
 
 class _Constant(torch.nn.Module):

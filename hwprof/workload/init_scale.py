@@ -4,7 +4,7 @@ Without --weights the model's seeded random init loses its signal layer by layer
 output std 0.29 at model.0, 2.7e-7 at model.76), so its head is a constant and no output check can see
 what a precision or a runtime changes. This is a data-dependent init (LSUV, Mishkin and Matas 2016; per
 channel as in weight normalisation's init, Salimans and Kingma 2016): after the seeded init and the fusing,
-one forward over the run's first batch (letterboxed as the pipeline does) in which each convolution, in
+one forward over the run's first image (letterboxed as the pipeline does) in which each convolution, in
 the order the forward calls it, has its output's per-channel mean and standard deviation measured and its
 weights and bias rewritten so that the output has mean 0 and standard deviation 1. The detection head's
 output convolutions keep their own prior bias (Detect's objectness and class priors) as the mean: only
@@ -138,14 +138,15 @@ def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def _load(run_dir: Path, model: str, seed: int) -> tuple[dict[str, ConvScale], InitDoc] | None:
-    """The run's saved scales when they are this model's and seed's and the file is unchanged; else None."""
+def _load(run_dir: Path, model: str, seed: int, words: str) -> tuple[dict[str, ConvScale], InitDoc] | None:
+    """The run's saved scales when they are this model's, seed's and input's and the file is unchanged; else
+    None (then they are computed again and saved over: a later collect into the same folder)."""
     import torch
 
     try:
         doc = InitDoc.from_json(json.loads((run_dir / MODEL_DIR / SCALE_JSON).read_text()), SCALE_JSON)
         path = run_dir / MODEL_DIR / SCALE_FILE
-        if doc.model != model or doc.seed != seed or doc.sha256 != _sha256(path):
+        if (doc.model, doc.seed, doc.calibrated_on) != (model, seed, words) or doc.sha256 != _sha256(path):
             return None
         saved = torch.load(path, weights_only=True)
         return {name: ConvScale(v["scale"], v["bias"]) for name, v in saved.items()}, doc
@@ -171,7 +172,7 @@ def keep_signal(
     else computed on `batch` (described by `batch_words`) and saved in run_dir. What was done, as model.json
     and run.json record it."""
     started = time.perf_counter()
-    loaded = _load(run_dir, model, seed) if run_dir is not None else None
+    loaded = _load(run_dir, model, seed, batch_words) if run_dir is not None else None
     convs = scaled_convs(module)
     if loaded is not None:
         scales, doc = loaded
@@ -200,14 +201,17 @@ def keep_signal(
 
 
 def calibration_batch(config: RunConfig, images: list[Path], built: BuiltModel) -> tuple[torch.Tensor, str]:
-    """The run's first batch, letterboxed as the pipeline does, and its description in words."""
+    """The run's first image, letterboxed as the pipeline does, and its description in words (one image
+    whatever the batch: a variant with another batch size builds the same model)."""
+    import dataclasses
+
     from hwprof.core.markers import MarkerBus
     from hwprof.workload.pipeline import Pipeline
 
-    pipeline = Pipeline(config, MarkerBus(), images, built)
+    pipeline = Pipeline(dataclasses.replace(config, batch=1), MarkerBus(), images, built)
     batch = pipeline.sample_batch()
     names = ", ".join(p.name for p in pipeline.batch_paths(0))
-    return batch, f"the run's first batch ({names}, letterboxed to {batch.shape[2]}x{batch.shape[3]})"
+    return batch, f"the run's first image ({names}, letterboxed to {batch.shape[2]}x{batch.shape[3]})"
 
 
 def build_for_run(config: RunConfig, images: list[Path], run_dir: Path | None) -> BuiltModel:
