@@ -17,13 +17,16 @@ FUSED_MARK = "*"
 KERNEL_WIDTH = 26
 DIFF_NOTE = (
     "max |Δ| head: the largest absolute difference of the raw detection head from the fused torch model "
-    "in fp32 on the same first batch (read it against the head's largest value, given beside it); "
-    "detections: after NMS, this run's and torch fp32's"
+    "in fp32 on the same first batch (read it against the head's largest value, given beside it, and against "
+    "its input sensitivity: how far the reference's head moves on the batch mirrored; pass up to a tenth of "
+    "it, differs up to all of it, changed beyond, blind where the head does not depend on its input and the "
+    "check could not have failed); detections: after NMS, this run's and torch fp32's"
 )
 RANDOM_INIT_NOTE = (
-    "random-init weights ({runs}): the output check says little there (no detections, and a head of "
-    "near-zero class scores and anchor-bound boxes barely moves with the precision; the raw maps before "
-    "the head's decoding do show the precision's error); collect with --weights for a real accuracy check"
+    "random-init weights ({runs}): detections are meaningless there; a seeded init scaled to unit variance "
+    "(run.json model.init) lets the head and the raw maps show a precision's error (a random network "
+    "amplifies it more than a trained one would), a plain one leaves the check blind; collect with "
+    "--weights for a real accuracy check"
 )
 
 PEAK_NOTE = (
@@ -192,6 +195,7 @@ def sweep_diff_cells(row: SweepRow) -> tuple[str, str]:
     diff = OutputDiff(
         max_abs_head=row.max_abs_head,
         max_abs_reference=row.max_abs_reference,
+        sensitivity_head=row.sensitivity_head,
         detections=row.detections,
         detections_reference=row.detections_reference,
     )
