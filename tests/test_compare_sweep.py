@@ -436,7 +436,7 @@ def test_runtime_comparison_rendered(tmp_path: Path) -> None:
         "B precision: runtimePrecision by node time: bf16 93%, fp32 7%",
         "C: its output against torch fp32 was not measured",
         "C kernel: not recorded: no pass profiled onnxruntime",
-        "random-init weights (B, C): the output check says little",
+        "random-init weights (B, C): detections are meaningless",
     ):
         assert part in text, part
     for width in (80, 120):
@@ -583,7 +583,7 @@ def test_run_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert "toyolo-torch-bf16-t2-b1: bf16 asked, executed fp32" in text
     assert "| not measured | not measured |" in text
     assert "output against torch fp32 not measured for toyolo-onnxruntime-int8-t2-b1" in text
-    assert "random-init weights (toyolo): the output check says little" in text
+    assert "random-init weights (toyolo): detections are meaningless" in text
     assert "skipped onnxruntime bf16" in text and "% of peak is against the measured FP32 peak" in text
     for width in (80, 100):
         buf = io.StringIO()

@@ -18,11 +18,7 @@ if TYPE_CHECKING:
 
 def candidates_over_conf(pipeline: Pipeline, output: Any) -> int:
     """Boxes whose best class score passes the confidence threshold, before NMS."""
-    from hwprof.workload.outputs import head_of
-    from hwprof.workload.pipeline import to_yolo_layout
-
-    prediction = to_yolo_layout(head_of(output).float().cpu(), pipeline.built.output_format)
-    return int((prediction[:, 4:, :].amax(dim=1) > pipeline.config.conf).sum())
+    return pipeline.count_candidates(output)
 
 
 def matched_detections(reference: list[torch.Tensor], variant: list[torch.Tensor], iou: float = MATCH_IOU) -> int:
@@ -47,23 +43,24 @@ def matched_detections(reference: list[torch.Tensor], variant: list[torch.Tensor
     return total
 
 
-def check_output(reference: Pipeline, reference_out: Any, variant: Pipeline, variant_out: Any) -> OutputCheck:
-    """The variant's forward output against the reference's, both on the same letterboxed batch."""
-    from hwprof.workload.outputs import head_of
+def check_output(
+    reference: Pipeline, reference_out: Any, variant: Pipeline, variant_out: Any, reference_other: Any
+) -> OutputCheck:
+    """The variant's forward output against the reference's, both on the same letterboxed batch; the
+    reference's output on another input (`reference_other`) says what the check can see."""
+    from hwprof.workload.outputs import compare_outputs
 
-    ref_head = head_of(reference_out).float().cpu()
-    got_head = head_of(variant_out).float().cpu()
-    if ref_head.shape != got_head.shape:
-        raise ValueError(
-            f"the variant's head has shape {tuple(got_head.shape)}, the reference's {tuple(ref_head.shape)}"
-        )
+    f = compare_outputs(reference_out, variant_out, reference_other)
     ref_nms, got_nms = reference.nms(reference_out), variant.nms(variant_out)
     return OutputCheck(
-        head_max_abs=float((got_head - ref_head).abs().max()),
-        head_range=float(ref_head.max() - ref_head.min()),
+        head_max_abs=f.head_max_abs,
+        head_range=f.head_range,
         candidates_reference=candidates_over_conf(reference, reference_out),
         candidates=candidates_over_conf(variant, variant_out),
         detections_reference=sum(len(d) for d in ref_nms),
         detections=sum(len(d) for d in got_nms),
         matched=matched_detections(ref_nms, got_nms),
+        head_sensitivity=f.head_sensitivity,
+        raw_max_abs=f.raw_max_abs,
+        raw_sqnr_db=f.raw_sqnr_db,
     )

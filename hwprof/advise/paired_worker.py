@@ -67,16 +67,21 @@ def by_iteration(ms: dict[int, float]) -> dict[str, float]:
     return {str(k): v for k, v in ms.items()}
 
 
-def output_check(variant: Side, images: list[Path], work_dir: Path, baseline: Side | None) -> OutputCheck:
+def output_check(
+    variant: Side, images: list[Path], work_dir: Path, baseline: Side | None, run_dir: Path | None = None
+) -> OutputCheck:
     from hwprof.advise.output_check import check_output
 
     ref_config = reference_config(variant.config)
     if baseline is not None and baseline.config == ref_config:
         reference = baseline
     else:
-        reference = build_side("reference", ref_config, images, work_dir)
+        reference = build_side("reference", ref_config, images, work_dir, run_dir=run_dir)
+    from hwprof.workload.outputs import mirrored
+
     batch = variant.pipeline.sample_batch()
-    return check_output(reference.pipeline, reference.forward(batch), variant.pipeline, variant.forward(batch))
+    reference_out, other = reference.forward(batch), reference.forward(mirrored(batch))
+    return check_output(reference.pipeline, reference_out, variant.pipeline, variant.forward(batch), other)
 
 
 def run(spec: AdviseSpec) -> AdviseResult:
@@ -84,6 +89,7 @@ def run(spec: AdviseSpec) -> AdviseResult:
 
     mode = spec.mode or PAIRED_MODE
     work_dir = Path(spec.work_dir)
+    run_dir = Path(spec.run_dir) if spec.run_dir else None
     base_config = RunConfig.from_dict(spec.baseline)
     images = discover(base_config.images).paths
     blocks, warmup = spec.blocks, spec.warmup
@@ -91,17 +97,19 @@ def run(spec: AdviseSpec) -> AdviseResult:
     progress(phase="build", done=0, total=1)
     solo: dict[str, float] = {}
     if mode in (PAIRED_MODE, "baseline"):
-        sides.append(build_side("baseline", base_config, images, work_dir))
+        sides.append(build_side("baseline", base_config, images, work_dir, run_dir=run_dir))
         if mode == PAIRED_MODE:
             solo = solo_forward_ms(sides[0], warmup)
     if mode in (PAIRED_MODE, "variant"):
         variant_config = RunConfig.from_dict(spec.variant)
-        sides.append(build_side("variant", variant_config, images, work_dir, spec.compile_mode, spec.cuda_graph))
+        sides.append(
+            build_side("variant", variant_config, images, work_dir, spec.compile_mode, spec.cuda_graph, run_dir)
+        )
     result = AdviseResult.of(mode=mode)
     variant = next((s for s in sides if s.name == "variant"), None)
     if variant is not None:
         try:
-            check = output_check(variant, images, work_dir, sides[0] if len(sides) == 2 else None)
+            check = output_check(variant, images, work_dir, sides[0] if len(sides) == 2 else None, run_dir)
             result.update(output=check.to_dict())
         except Exception as exc:  # the timing still stands; the row says why the output is unchecked
             result.update(output_error=f"{type(exc).__name__}: {exc}")

@@ -163,6 +163,7 @@ class AdviseRun:
             blocks=self.plan.blocks,
             warmup=max(1, config.warmup),
             work_dir=str(work / "work"),
+            run_dir=str(self.plan.run_dir),
         )
         self.loads = {}
         results, error = self._measure(spec, work, c, ["paired"] if not c.env else list(PROCESSES))

@@ -53,16 +53,17 @@ def build_side(
     work_dir: Path,
     compile_mode: str = "",
     cuda_graph: bool = False,
+    run_dir: Path | None = None,
 ) -> Side:
     """Build the model, its runtime (prepared: exported, compiled or converted) and a pipeline over `images`."""
     import torch
 
+    from hwprof.workload.init_scale import build_for_run
     from hwprof.workload.pipeline import Pipeline
     from hwprof.workload.runtimes import make_runtime
-    from hwprof.workload.zoo import build_model
 
     torch.set_num_threads(config.threads)
-    built = build_model(config.model, config.weights, config.seed)
+    built = build_for_run(config, images, run_dir)  # the run's saved init scales: the collect's model to the bit
     out_dir = work_dir / name
     out_dir.mkdir(parents=True, exist_ok=True)
     runtime = make_runtime(config, built, out_dir, out_dir, profile=False)

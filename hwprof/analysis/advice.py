@@ -30,6 +30,7 @@ from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.rundir.names import ADVICE_JSON
 from hwprof.rundir.reader import advice_path, read_json_if_present
 from hwprof.schema.advice_file import ADVICE_SCHEMA, AdviceFile, AdviceRowDoc, OutputCheckDoc, SpeedupDoc
+from hwprof.schema.runtime_checks import CHANGED, output_verdict, verdict_text
 
 T = TypeVar("T")
 ADVICE_FILE = ADVICE_JSON
@@ -147,6 +148,13 @@ class OutputCheck:
     matched: int
     """Variant detections with a reference detection of the same class at IoU >= MATCH_IOU (one to one)."""
     tolerance: float = DETECTION_TOLERANCE
+    head_sensitivity: float | None = None
+    """Max |Δ| of the reference's head between two different inputs: what head_max_abs is read against
+    (hwprof.schema.runtime_checks.output_verdict); None in advice made before it was measured."""
+    raw_max_abs: float | None = None
+    """Max |Δ| of the raw per-level maps before the head's decoding."""
+    raw_sqnr_db: float | None = None
+    """The raw maps' signal to error ratio (None where equal)."""
 
     @property
     def unmatched_share(self) -> float:
@@ -154,17 +162,26 @@ class OutputCheck:
         return unmatched / max(self.detections_reference, 1)
 
     @property
+    def verdict(self) -> str | None:
+        """ "pass", "changed" or "blind" for the head against its input sensitivity (None: not measured)."""
+        return output_verdict(self.head_max_abs, self.head_sensitivity, self.head_range)
+
+    @property
     def within_tolerance(self) -> bool:
-        return self.unmatched_share <= self.tolerance
+        """Detections matched within the tolerance and a head error no larger than another input's change. A
+        blind check is not a failure here (nothing was seen); it is shown as blind, never as a pass."""
+        return self.unmatched_share <= self.tolerance and self.verdict != CHANGED
 
     @property
     def head_relative(self) -> float:
         return self.head_max_abs / self.head_range if self.head_range > 0 else 0.0
 
     def text(self) -> str:
+        seen = verdict_text(self.verdict, self.head_max_abs, self.head_sensitivity)
         return (
-            f"head max|d| {self.head_max_abs:.3g} ({100 * self.head_relative:.2g}% of range); "
-            f"before NMS {self.candidates_reference}->{self.candidates}; "
+            f"head max|d| {self.head_max_abs:.3g} ({100 * self.head_relative:.2g}% of range)"
+            + (f", {seen}" if seen else "")
+            + f"; before NMS {self.candidates_reference}->{self.candidates}; "
             f"detections {self.detections_reference}->{self.detections} ({self.matched} matched)"
         )
 
@@ -174,6 +191,7 @@ class OutputCheck:
             "unmatched_share": self.unmatched_share,
             "within_tolerance": self.within_tolerance,
             "head_relative": self.head_relative,
+            **({"verdict": self.verdict} if self.verdict is not None else {}),
         }
 
     @classmethod
@@ -185,7 +203,8 @@ class OutputCheck:
         """From advice.json's record of it."""
         tolerance = doc.tolerance if doc.tolerance is not None else DETECTION_TOLERANCE
         figures = (doc.candidates_reference, doc.candidates, doc.detections_reference, doc.detections, doc.matched)
-        return cls(doc.head_max_abs, doc.head_range, *figures, tolerance)
+        seen = (doc.head_sensitivity, doc.raw_max_abs, doc.raw_sqnr_db)
+        return cls(doc.head_max_abs, doc.head_range, *figures, tolerance, *seen)
 
 
 @dataclass

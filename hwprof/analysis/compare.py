@@ -116,6 +116,8 @@ class Comparison:
     """Per layer, instructions per iteration in every run (callgrind's simulated counts, or perf's),
     when every run has them: the noise-free comparison of two model versions."""
     instructions_source: list[str] = field(default_factory=list)
+    stage_notes: list[str] = field(default_factory=list)
+    """Per run whose NMS had (almost) no candidates: what its postprocess stage is worth."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(replace(self, runs=[]))
@@ -244,7 +246,12 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
     notes = _notes(heads, layers is not None)
     fused = [list(a.runtime.fused) if a.runtime is not None else [] for a in analyses]
     instructions, sources = instruction_rows(analyses) if refused is None else (None, [])
-    return Comparison(heads, stages, layers, refused, notes, fused, instructions, sources)
+    stage_notes = [
+        f"run {chr(ord('A') + i) if i < 26 else i + 1}: {a.stages.postprocess_note}"
+        for i, a in enumerate(analyses)
+        if a.stages.postprocess_note
+    ]
+    return Comparison(heads, stages, layers, refused, notes, fused, instructions, sources, stage_notes)
 
 
 def _stage_rows(analyses: Sequence[Analysis]) -> list[Row]:

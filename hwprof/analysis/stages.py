@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
 
 STAGE_ORDER = ("load", "preprocess", "h2d", "forward", "postprocess", "iteration")
+FEW_CANDIDATES = 10
+"""Below this many candidate boxes per iteration, NMS does almost none of a trained model's work."""
 """h2d: the host-to-device copy of a --device cuda run (workload/rt_cuda.py)."""
 
 
@@ -56,6 +58,20 @@ class Stages:
     process_missing: Missing | None = None
     disturbed: str | None = None
     """Why the pass the stages come from (the timing pass) is not clean (analysis.neighbours), or None."""
+    nms_candidates: int | None = None
+    """Median boxes over the confidence threshold that NMS considered per iteration (None: not recorded)."""
+    conf: float | None = None
+
+    @property
+    def postprocess_note(self) -> str | None:
+        """What the postprocess stage's time is worth when NMS had (almost) nothing to do, or None."""
+        n = self.nms_candidates
+        if n is None or n >= FEW_CANDIDATES:
+            return None
+        return (
+            f"postprocess: NMS considered {n} candidate boxes per iteration (median, score over conf {self.conf}): "
+            "a trained model gives it tens to hundreds, so this stage's time is not the one a real model has"
+        )
 
     def get(self, name: str) -> StageRow | None:
         return next((r for r in self.rows if r.name == name), None)
@@ -105,6 +121,18 @@ def stage_table(data: RunData) -> Stages:
     out.peak_rss_bytes = float(peak) if peak is not None else None
     if out.source == "timing":
         out.disturbed = timing_disturbance(run)
+    out.nms_candidates, out.conf = nms_candidates(data), run.config.conf
     if peak is None and not any(r.rss_peak_bytes is not None for r in rows):
         out.process_missing = collector_missing(run, ["sysstat"], "memory or CPU figures")
     return out
+
+
+def nms_candidates(data: RunData) -> int | None:
+    """The median candidates NMS considered per measured iteration, from the first pass that recorded them."""
+    import statistics
+
+    for name in data.pass_names:
+        counts = data.pass_result(name).candidates_per_iteration
+        if counts:
+            return int(statistics.median(counts))
+    return None

@@ -78,6 +78,8 @@ class SweepRow:
     """Largest |difference| of the raw detection head against torch fp32 on the same input."""
     max_abs_reference: float | None = None
     """Largest |value| of torch fp32's head: the scale max_abs_head is to be read against."""
+    sensitivity_head: float | None = None
+    """How far torch fp32's head moves on another input: what says whether the check could see (None: older run)."""
     detections: int | None = None
     detections_reference: int | None = None
     """Detections after NMS: this point's, and torch fp32's on the same input."""
@@ -224,6 +226,7 @@ def _runtime_fields(row: SweepRow, run: RunDoc, params: int | None) -> None:
     else:
         row.max_abs_head = diff.max_abs_head
         row.max_abs_reference = diff.max_abs_reference
+        row.sensitivity_head = diff.sensitivity_head
         row.detections = diff.detections
         row.detections_reference = diff.detections_reference
 

@@ -26,6 +26,10 @@ OUTPUT_FIELDS = (
     "matched",
     "unmatched_share",
     "within_tolerance",
+    "head_sensitivity",
+    "raw_max_abs",
+    "raw_sqnr_db",
+    "verdict",
 )
 LAYER_FIELDS = ("index", "type", "before_ms", "after_ms")
 LAYERS = 3
@@ -84,7 +88,7 @@ def csv_row(row: AdviceRow, rank: int | None) -> CsvRow:
     out |= _speedup("forward", row.forward) | _speedup("end_to_end", row.end_to_end)
     if row.output is not None:
         d = row.output.to_dict()
-        out |= {f"output_{f}": d[f] for f in OUTPUT_FIELDS}
+        out |= {f"output_{f}": d.get(f) for f in OUTPUT_FIELDS}  # verdict: absent where not measured
     for n, delta in enumerate(row.layers[:LAYERS], start=1):
         out |= {f"layer_{n}_{f}": getattr(delta, f) for f in LAYER_FIELDS}
     return out

@@ -31,6 +31,7 @@ from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.render.fmt import ms
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, spec_renderables
 from hwprof.rundir.names import ADVICE_CSV
+from hwprof.schema.runtime_checks import BLIND
 
 MORE = f"see --format markdown or {ADVICE_CSV}"
 METHOD_SHORT = {PAIRED: "paired", PASS_LEVEL: "pass-level est.", RECORDED: "recorded"}
@@ -97,7 +98,13 @@ def output_text(check: OutputCheck | None, marked: bool, sep: str = "\n") -> str
     if check is None:
         return CHANGED_MARK if marked else MISSING
     lines = [CHANGED_MARK] if marked else []
-    lines.append(f"head max|d| {100 * check.head_relative:.2g}% of range")
+    if check.verdict == BLIND:  # a check that could not have failed is never shown as a pass
+        lines.append(f"BLIND: head does not depend on its input (another input moves it {check.head_sensitivity:.2g})")
+    else:
+        lines.append(f"head max|d| {100 * check.head_relative:.2g}% of range")
+        if check.head_sensitivity:
+            share = 100 * check.head_max_abs / check.head_sensitivity
+            lines.append(f"{check.verdict}: {share:.2g}% of input sens.")
     lines.append(f"det. {check.detections_reference}->{check.detections}, {check.matched} matched")
     return sep.join(lines)
 

@@ -124,6 +124,7 @@ def specs(c: Comparison, top: int = TOP_LAYERS) -> list[TableSpec]:
     n = len(c.runs)
     stages = _rows_spec("stages (p50)", "stage", c.stages, n, with_share=False)
     stages.notes.append("ratio > 1: slower than run A")
+    stages.notes.extend(c.stage_notes)
     out = [runs_spec(c), stages]
     if c.layers is not None:
         timed = [r for r in c.layers if r.values[0] is not None]

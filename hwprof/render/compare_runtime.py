@@ -10,20 +10,23 @@ from hwprof.analysis.compare import Comparison, Row, RunHead
 from hwprof.analysis.sweep_rows import SweepRow
 from hwprof.render.fmt import ms, num
 from hwprof.render.tables import MISSING, Col, TableSpec
-from hwprof.schema.runtime_checks import OutputDiff
+from hwprof.schema.runtime_checks import BLIND, OutputDiff
 
 FUSED_PER_RUN = 8
 FUSED_MARK = "*"
 KERNEL_WIDTH = 26
 DIFF_NOTE = (
     "max |Δ| head: the largest absolute difference of the raw detection head from the fused torch model "
-    "in fp32 on the same first batch (read it against the head's largest value, given beside it); "
-    "detections: after NMS, this run's and torch fp32's"
+    "in fp32 on the same first batch (read it against the head's largest value, given beside it, and against "
+    "its input sensitivity: how far the reference's head moves on the batch mirrored; pass up to a tenth of "
+    "it, differs up to all of it, changed beyond, blind where the head does not depend on its input and the "
+    "check could not have failed); detections: after NMS, this run's and torch fp32's"
 )
 RANDOM_INIT_NOTE = (
-    "random-init weights ({runs}): the output check says little there (no detections, and a head of "
-    "near-zero class scores and anchor-bound boxes barely moves with the precision; the raw maps before "
-    "the head's decoding do show the precision's error); collect with --weights for a real accuracy check"
+    "random-init weights ({runs}): detections are meaningless there; a seeded init scaled to unit variance "
+    "(run.json model.init) lets the head and the raw maps show a precision's error (a random network "
+    "amplifies it more than a trained one would), a plain one leaves the check blind; collect with "
+    "--weights for a real accuracy check"
 )
 
 PEAK_NOTE = (
@@ -52,6 +55,8 @@ def diff_cells(diff: OutputDiff | None, reference: bool, scale: bool = True) -> 
         return "not measured", "not measured"
     largest = diff.max_abs_reference
     head = f"{diff.max_abs_head:.3g}" + (f" of {largest:.3g}" if (scale and largest is not None) else "")
+    if diff.verdict is not None:  # what the check could see: never a pass where it could not have failed
+        head += f" ({diff.verdict}" + (f", input sens. {diff.sensitivity_head:.3g})" if diff.verdict != BLIND else ")")
     if diff.detections is None:
         return head, MISSING
     ref = diff.detections_reference
@@ -65,7 +70,8 @@ def raw_cell(diff: OutputDiff | None, reference: bool) -> str:
     if not diff or diff.max_abs_raw is None:
         return MISSING
     largest = diff.max_abs_raw_reference
-    return f"{diff.max_abs_raw:.3g}" + (f" of {largest:.3g}" if largest is not None else "")
+    sqnr = f", SQNR {diff.sqnr_raw_db:.0f} dB" if diff.sqnr_raw_db is not None else ""
+    return f"{diff.max_abs_raw:.3g}" + (f" of {largest:.3g}" if largest is not None else "") + sqnr
 
 
 def _reduced(asked: str, executed: str | None) -> bool:
@@ -189,6 +195,7 @@ def sweep_diff_cells(row: SweepRow) -> tuple[str, str]:
     diff = OutputDiff(
         max_abs_head=row.max_abs_head,
         max_abs_reference=row.max_abs_reference,
+        sensitivity_head=row.sensitivity_head,
         detections=row.detections,
         detections_reference=row.detections_reference,
     )

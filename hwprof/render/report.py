@@ -93,11 +93,15 @@ def _model_lines(model: ModelDoc) -> list[tuple[str, str]]:
     shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
     params = model.params_fused
     params_text = "params not recorded" if params is None else f"{params:,} params (fused)"
-    weights = (
-        "random init (seeded: the compute profile is real, detections are meaningless)"
-        if model.random_init
-        else str(model.weights)
-    )
+    if model.random_init and model.init and model.init.text:
+        weights = f"random init, {model.init.text} (the compute profile is real, detections are meaningless)"
+    elif model.random_init:
+        weights = (
+            "random init (seeded, not scaled: its signal fades layer by layer, so an output check of this run "
+            "may be blind; the compute profile is real, detections are meaningless)"
+        )
+    else:
+        weights = str(model.weights)
     return [
         ("model", f"{model.name} ({model.family}): {model.layers} layers, {params_text}, {gflops} at {shape}"),
         ("weights", weights),

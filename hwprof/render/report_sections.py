@@ -60,6 +60,8 @@ def stages_spec(a: Analysis) -> TableSpec | None:
         return TableSpec("pipeline stages", [], [], [f"no stage timings in run.json (run {a.doc.status})"])
     cols, rows = build(STAGE_COLUMNS, st, st.rows)
     notes = [f"{st.disturbed}: these stage times are not clean"] if st.disturbed else []
+    if st.postprocess_note:
+        notes.append(st.postprocess_note)
     if st.fps:
         notes.append(
             f"{st.fps:.2f} images/s end to end (batch {st.batch} / iteration p50); FPS per stage = batch / "

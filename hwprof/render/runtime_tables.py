@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from hwprof.render.fmt import ms, pct, sig
 from hwprof.render.tables import Col, TableSpec
 from hwprof.schema.run import RuntimeDoc
-from hwprof.schema.runtime_checks import OutputDiff
+from hwprof.schema.runtime_checks import BLIND, OutputDiff, verdict_text
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerStat
@@ -31,9 +31,11 @@ def output_diff_text(diff: OutputDiff | None) -> str:
         if diff.max_abs_raw is not None
         else ""
     )
+    sqnr = f" (SQNR {diff.sqnr_raw_db:.0f} dB)" if diff.sqnr_raw_db is not None else ""
+    seen = verdict_text(diff.verdict, diff.max_abs_head, diff.sensitivity_head)
     return (
-        f"output vs torch fp32: head max |Δ| {sig(diff.max_abs_head)} of values up to "
-        f"{sig(diff.max_abs_reference)}{raw}, detections {diff.detections} vs {diff.detections_reference}"
+        f"output vs torch fp32: {seen + '; ' if seen else ''}head max |Δ| {sig(diff.max_abs_head)} of values up to "
+        f"{sig(diff.max_abs_reference)}{raw}{sqnr}, detections {diff.detections} vs {diff.detections_reference}"
     )
 
 
@@ -149,17 +151,26 @@ def layer_errors_spec(a: Analysis) -> TableSpec | None:
     errors = doc.layers
     stats = {layer.name: layer for layer in a.layers.layers}
     ranked = sorted(errors.items(), key=lambda kv: -kv[1].relative)[:ERROR_LAYERS]
+    sensed = any(e.sensitivity is not None for e in errors.values())
     cols = [Col("layer", "left", max_width=14), Col("max |Δ|"), Col("max |ref|"), Col("relative")]
+    cols += [Col("input sens."), Col("check", "left")] if sensed else []
     rows = [
         [
             f"{name.removeprefix('model.')} {stats[name].type}" if name in stats else name,
             f"{e.max_abs:.3g}",
             f"{e.max_abs_reference:.3g}",
             pct(e.relative),
+            *([sig(e.sensitivity), e.verdict or ""] if sensed else []),
         ]
         for name, e in ranked
     ]
     worst = max((e.relative for e in errors.values()), default=0.0)
     notes = [f"{len(errors)} layers compared; {doc.method or ''}; relative = max |Δ| / max |ref|; worst {pct(worst)}"]
+    blind = [name.removeprefix("model.") for name, e in errors.items() if e.verdict == BLIND]
+    if blind:
+        notes.append(
+            f"blind: {len(blind)} layers' outputs do not depend on their input (input sens. below "
+            f"1e-4 of max |ref|), so their check could not have failed: {', '.join(blind[:12])}"
+        )
     title = f"layer outputs vs torch fp32 ({doc.runtime}, {doc.precision}), largest first"
     return TableSpec(title, cols, rows, notes)

@@ -42,6 +42,7 @@ def write_model_json(out_dir: Path, built: BuiltModel, input_shape: Sequence[int
         "family": built.family,
         "weights": built.weights.to_dict() if built.weights is not None else "random init",
         "random_init": built.weights is None,
+        **({"init": built.init.to_json()} if built.init is not None else {}),
         "params": built.params,
         "params_fused": built.params_fused,
         "stride": built.stride,

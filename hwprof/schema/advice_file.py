@@ -55,6 +55,12 @@ class OutputCheckDoc(Record):
     unmatched_share: Share | None = None
     within_tolerance: bool | None = None
     head_relative: float | None = None
+    head_sensitivity: float | None = None
+    """The reference head's max |Δ| between two different inputs (absent in advice made before it was measured)."""
+    raw_max_abs: float | None = None
+    raw_sqnr_db: float | None = None
+    verdict: str | None = None
+    """"pass", "changed" or "blind" (hwprof.schema.runtime_checks.output_verdict)."""
 
 
 @dataclass(kw_only=True)

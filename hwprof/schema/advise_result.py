@@ -85,6 +85,8 @@ class AdviseSpec(Record):
     blocks: Count = 0
     warmup: Count = 0
     work_dir: str = ""
+    run_dir: str = ""
+    """The run advised: its saved init scales make the workers' model the collect's (hwprof.workload.init_scale)."""
     mode: str | None = None
     """"paired", "baseline" or "variant" (see AdviseResult.mode); absent: "paired"."""
     out: str = ""

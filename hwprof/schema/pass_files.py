@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.model_init import InitDoc
 from hwprof.schema.run import CollectorEntry, RuntimeDoc
 
 
@@ -55,6 +56,8 @@ class ModelInfo(Record):
     weights: str | JsonObject | None = None
     """"random init", "not recorded" (an import), or what was loaded (hwprof.workload.zoo)."""
     random_init: bool | None = None
+    init: InitDoc | None = None
+    """Without --weights: how the seeded init was made to keep its signal."""
     params: Count | None = None
     params_fused: Count | None = None
     stride: Count | None = None
@@ -103,6 +106,8 @@ class PassResult(Record):
     error: str | None = None
     finished_ns: Count | None = None
     detections_per_iteration: list[Any] | None = None
+    candidates_per_iteration: list[int] | None = None
+    """Boxes over the confidence threshold that NMS considered, per measured iteration (absent in older runs)."""
     runtime: RuntimeFile | None = None
     """The runtime's info as its runtime.json holds it."""
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)

@@ -16,6 +16,7 @@ from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError, found, read_json
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.host import HostDoc, PeaksDoc
+from hwprof.schema.model_init import InitDoc
 from hwprof.schema.probes import PROBE_TYPES, ProbeDetails
 from hwprof.schema.runtime_checks import ClockDoc, OutputDiff, ProfiledPass
 from hwprof.schema.summaries_cpu import (
@@ -95,6 +96,8 @@ class ModelDoc(Record):
     weights: str | JsonObject | None = None
     """"random init", or what was loaded: path, format, sha256, tensors (hwprof.workload.zoo)."""
     random_init: bool | None = None
+    init: InitDoc | None = None
+    """Without --weights: how the seeded init keeps its signal (model.json's "init")."""
     params: Count | None = None
     params_fused: Count | None = None
     layers: Count | None = None

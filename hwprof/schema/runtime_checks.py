@@ -14,6 +14,41 @@ from typing import ClassVar
 from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import Record
 
+BLIND_RELATIVE = 1e-4
+"""An output whose change between two different inputs stays below this share of its scale does not depend on
+its input: a check of it could not have failed."""
+PASS_SHARE = 0.1
+"""A variant's error up to this share of what another input changes is a pass; above it, up to all of it, the
+output differs (shown, not a failure); beyond it the output is changed."""
+PASS, DIFFERS, CHANGED, BLIND = "pass", "differs", "changed", "blind"
+BLIND_WORDS = "the head does not depend on its input: the check is blind"
+SENSITIVITY_METHOD = "the reference on the first batch against the reference on the same batch mirrored left to right"
+
+
+def output_verdict(error: float | None, sensitivity: float | None, scale: float | None) -> str | None:
+    """What an output check could see: BLIND when the reference's output barely moves between two different
+    inputs (so no error could have shown), CHANGED when the variant's error exceeds what another input
+    changes, DIFFERS above PASS_SHARE of it, else PASS; None when the sensitivity was not measured (a run
+    made before it was)."""
+    if error is None or sensitivity is None:
+        return None
+    if sensitivity <= BLIND_RELATIVE * abs(scale or 0.0):
+        return BLIND
+    if error > sensitivity:
+        return CHANGED
+    return DIFFERS if error > PASS_SHARE * sensitivity else PASS
+
+
+def verdict_text(verdict: str | None, error: float | None, sensitivity: float | None) -> str:
+    """The verdict in words, with the error read against the input sensitivity."""
+    if verdict is None or error is None or sensitivity is None:
+        return ""
+    if verdict == BLIND:
+        return f"BLIND: {BLIND_WORDS} (two inputs differ by at most {sensitivity:.2g})"
+    share = f"{100 * error / sensitivity:.2g}% of" if sensitivity else "above"
+    word = {PASS: "pass", DIFFERS: "DIFFERS"}.get(verdict, "CHANGED")
+    return f"{word}: max |Δ| {share} what another input changes ({sensitivity:.3g})"
+
 
 @dataclass(kw_only=True)
 class OutputDiff(Record):
@@ -34,6 +69,19 @@ class OutputDiff(Record):
     max_abs_raw_reference: NonNegative | None = None
     raw_maps: Count | None = None
     """How many raw maps were paired (those of the same shape)."""
+    sensitivity_head: float | None = None
+    """Max |Δ| of the reference's head between two different inputs (SENSITIVITY_METHOD): what max_abs_head is
+    compared with. Absent in runs made before it was measured."""
+    sensitivity_raw: float | None = None
+    """The same for the raw maps."""
+    sqnr_raw_db: float | None = None
+    """Signal to error ratio of the raw maps, 10 log10(sum ref^2 / sum (got - ref)^2)."""
+    sensitivity_method: str | None = None
+
+    @property
+    def verdict(self) -> str | None:
+        """PASS, CHANGED or BLIND for the head (output_verdict); None for the reference or an older run."""
+        return output_verdict(self.max_abs_head, self.sensitivity_head, self.max_abs_reference)
 
 
 @dataclass(kw_only=True)
@@ -81,6 +129,12 @@ class LayerError(Record):
     max_abs_reference: NonNegative = 0.0
     relative: NonNegative = 0.0
     """max_abs / max_abs_reference (0 where the reference is all zeros)."""
+    sensitivity: float | None = None
+    """Max |Δ| of the reference layer's output between two different inputs (SENSITIVITY_METHOD)."""
+
+    @property
+    def verdict(self) -> str | None:
+        return output_verdict(self.max_abs, self.sensitivity, self.max_abs_reference)
 
 
 @dataclass(kw_only=True)

@@ -64,6 +64,8 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
             flops=flops.total_flops,
             gflops=flops.gflops,
         )
+        if info.init:
+            model.update(init=info.init)
         run.update(model=model)
     source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
     if source:

@@ -157,8 +157,8 @@ def abba_forward(
     import torch
 
     from hwprof.core.markers import attach_layer_markers
+    from hwprof.workload.init_scale import build_for_run
     from hwprof.workload.pipeline import Pipeline
-    from hwprof.workload.zoo import build_model
 
     torch.set_num_threads(config.threads)
     bus = MarkerBus()
@@ -169,8 +169,9 @@ def abba_forward(
         chosen = sorted(make(config), key=lambda c: c.order)
         for c in chosen:
             c.open(ctx)
-        built = build_model(config.model, config.weights, config.seed)
-        ctx.pipeline = Pipeline(config, bus, discover(None).paths, built)
+        images = discover(None).paths
+        built = build_for_run(config, images, None)
+        ctx.pipeline = Pipeline(config, bus, images, built)
         bus.keep_spans(log)
         remove_hooks = attach_layer_markers(built.module, bus, config.depth)
         for c in chosen:

@@ -248,13 +248,13 @@ class PassRunner:
         prepare them and put the layer hooks on; the runtime's name."""
         import torch
 
+        from hwprof.workload.init_scale import build_for_run
         from hwprof.workload.pipeline import Pipeline
         from hwprof.workload.runtimes import make_runtime
-        from hwprof.workload.zoo import build_model
 
         torch.set_num_threads(self.config.threads)
         progress(phase="build", done=0, total=1)
-        built = build_model(self.config.model, self.config.weights, self.config.seed)
+        built = build_for_run(self.config, self.images, self.run_dir)
         runtime = make_runtime(
             self.config, built, self.run_dir, self.ctx.out_dir, profile=self.ctx.pass_name != "timing"
         )
@@ -337,6 +337,7 @@ class PassRunner:
             error=error,
             finished_ns=time.monotonic_ns(),
             detections_per_iteration=json_value(pipeline.detections if pipeline else []),
+            candidates_per_iteration=list(pipeline.candidates) if pipeline else [],
             runtime=pipeline.runtime.info if pipeline and pipeline.runtime else None,
             collectors={n: r.entry() for n, r in results.items()},
             paired=self.paired,

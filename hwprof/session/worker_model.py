@@ -40,13 +40,16 @@ def prepare_runtime(pipeline: Pipeline, run_dir: Path, config: RunConfig) -> Non
 def _layer_errors(pipeline: Pipeline, batch: Any, run_dir: Path, config: RunConfig) -> None:
     """Once per run (the first pass): every layer's output against fp32 torch. Failing here is not fatal."""
     from hwprof.workload.layer_error import layer_errors, layer_errors_doc, torch_layer_outputs
+    from hwprof.workload.outputs import mirrored
 
     runtime = pipeline.runtime
     assert runtime is not None
     if (runtime.name == "torch" and config.precision == "fp32") or read_layer_errors(run_dir) is not None:
         return
     try:
-        errors = layer_errors(torch_layer_outputs(pipeline.model, batch), runtime.layer_outputs(batch))
+        reference = torch_layer_outputs(pipeline.model, batch)
+        other = torch_layer_outputs(pipeline.model, mirrored(batch))
+        errors = layer_errors(reference, runtime.layer_outputs(batch), other)
         write_layer_errors(run_dir, layer_errors_doc(runtime.name, config.precision, errors))
     except Exception as exc:
         print(f"per-layer output check failed: {type(exc).__name__}: {exc}", file=sys.stderr)

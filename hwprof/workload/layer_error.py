@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.schema.codec import JsonObject
+from hwprof.schema.runtime_checks import SENSITIVITY_METHOD
 from hwprof.workload.node_layers import scope_of
 
 if TYPE_CHECKING:
@@ -102,8 +103,11 @@ def torch_layer_outputs(module: torch.nn.Module, batch: torch.Tensor, bf16: bool
     return outputs
 
 
-def layer_errors(reference: dict[str, torch.Tensor], got: dict[str, torch.Tensor]) -> dict[str, dict[str, float]]:
-    """layer -> max |Δ|, the reference's max |value| and their ratio, for layers of equal shape."""
+def layer_errors(
+    reference: dict[str, torch.Tensor], got: dict[str, torch.Tensor], other: dict[str, torch.Tensor] | None = None
+) -> dict[str, dict[str, float]]:
+    """layer -> max |Δ|, the reference's max |value| and their ratio, for layers of equal shape; with `other`
+    (the reference on another input), the layer's input sensitivity: what its error is read against."""
     out = {}
     for name, ref in reference.items():
         value = got.get(name)
@@ -112,6 +116,9 @@ def layer_errors(reference: dict[str, torch.Tensor], got: dict[str, torch.Tensor
         diff = float((value.float() - ref).abs().max())
         scale = float(ref.abs().max())
         out[name] = {"max_abs": diff, "max_abs_reference": scale, "relative": diff / scale if scale else 0.0}
+        moved = (other or {}).get(name)
+        if moved is not None and tuple(moved.shape) == tuple(ref.shape):
+            out[name]["sensitivity"] = float((moved - ref).abs().max())
     return out
 
 
@@ -122,6 +129,7 @@ def layer_errors_doc(runtime: str, precision: str, errors: dict[str, dict[str, f
         "precision": precision,
         "reference": "the fused torch model in fp32, same first batch",
         "method": "each top-level layer's output (torch: forward hooks; ONNX Runtime / OpenVINO: the layer's "
-        "output tensor added as a graph output of a probe copy of the model they run)",
+        "output tensor added as a graph output of a probe copy of the model they run); sensitivity: "
+        + SENSITIVITY_METHOD,
         "layers": errors,
     }

@@ -85,6 +85,9 @@ class Pipeline:
         self.runtime = runtime
         self.rect = bool(config.extra.get("rect", False)) and config.batch == 1
         self.detections: list[int] = []
+        self.candidates: list[int] = []
+        """Per measured iteration, the boxes NMS had to consider (best class score over conf): a seeded random
+        init may give NMS none, which is not the stage a trained model has (counted outside the stage spans)."""
 
     def batch_paths(self, iteration: int) -> list[Path]:
         start = max(iteration, 0) * self.config.batch
@@ -137,6 +140,13 @@ class Pipeline:
             non_max_suppression(to_yolo_layout(prediction, self.built.output_format), self.config.conf, self.config.iou)
         )
 
+    def count_candidates(self, output: Any) -> int:
+        """Boxes whose best class score passes the confidence threshold, before NMS."""
+        from hwprof.workload.outputs import head_of
+
+        prediction = to_yolo_layout(head_of(output).float().cpu(), self.built.output_format)
+        return int((prediction[:, 4:, :].amax(dim=1) > self.config.conf).sum())
+
     def count_detections(self, output: Any) -> int:
         return sum(len(d) for d in self.nms(output))
 
@@ -165,4 +175,5 @@ class Pipeline:
                     self.runtime.synchronize()  # type: ignore[union-attr]
         if not warmup and not clean:
             self.detections.append(sum(len(d) for d in detections))
+            self.candidates.append(self.count_candidates(output))
         return detections

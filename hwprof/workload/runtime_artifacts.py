@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hwprof.schema.runtime_checks import OutputDiff
+from hwprof.schema.runtime_checks import SENSITIVITY_METHOD, OutputDiff
 
 if TYPE_CHECKING:
     import torch
@@ -14,37 +14,31 @@ if TYPE_CHECKING:
 
 
 def output_difference(pipeline: Pipeline, runtime: Runtime, batch: torch.Tensor) -> OutputDiff:
-    """The runtime's raw head and detections against the fp32 torch model on the same input."""
+    """The runtime's raw head and detections against the fp32 torch model on the same input, read against
+    what the torch model's output changes on another input (its input sensitivity)."""
     import torch
 
-    from hwprof.workload.outputs import flat_outputs, head_of
+    from hwprof.workload.outputs import compare_outputs, mirrored
 
     if runtime.name == "torch" and runtime.config.precision == "fp32":
         return OutputDiff.of(reference="this run is the reference (the fused torch model in fp32)", max_abs_head=0.0)
     with torch.inference_mode():
         reference_out = pipeline.model(batch)
+        other_out = pipeline.model(mirrored(batch))
     output = runtime.run(batch)
-    reference = head_of(reference_out).float()
-    got = head_of(output).float().to(reference.device)  # a CUDA runtime answers on its device
-    if reference.shape != got.shape:
-        raise ValueError(f"{runtime.name} returned shape {tuple(got.shape)}, torch {tuple(reference.shape)}")
-    diff = (got - reference).abs()
+    f = compare_outputs(reference_out, output, other_out)
     result = OutputDiff.of(
         reference="the fused torch model in fp32 on the same input (the first batch)",
-        max_abs_head=float(diff.max()),
-        mean_abs_head=float(diff.mean()),
-        max_abs_reference=float(reference.abs().max()),
+        max_abs_head=f.head_max_abs,
+        mean_abs_head=f.head_mean_abs,
+        max_abs_reference=f.head_max_abs_reference,
         detections=pipeline.count_detections(output),
         detections_reference=pipeline.count_detections(reference_out),
     )
-    # The raw per-level maps before the head's sigmoid and box decoding: a random-init head saturates
-    # (constant scores), so these show a precision's error even without trained weights.
-    raw_ref, raw_got = flat_outputs(reference_out)[1:], flat_outputs(output)[1:]
-    pairs = [(r.float(), g.float().to(r.device)) for r, g in zip(raw_ref, raw_got, strict=False) if r.shape == g.shape]
-    if pairs:
-        result.update(
-            max_abs_raw=max(float((g - r).abs().max()) for r, g in pairs),
-            max_abs_raw_reference=max(float(r.abs().max()) for r, _ in pairs),
-            raw_maps=len(pairs),
-        )
+    # The raw per-level maps before the head's sigmoid and box decoding: a saturated head hides what these show.
+    if f.raw_maps:
+        result.update(max_abs_raw=f.raw_max_abs, max_abs_raw_reference=f.raw_max_abs_reference, raw_maps=f.raw_maps)
+    result.update(sensitivity_head=f.head_sensitivity, sensitivity_method=SENSITIVITY_METHOD)
+    if f.raw_maps:
+        result.update(sensitivity_raw=f.raw_sensitivity, sqnr_raw_db=f.raw_sqnr_db)
     return result

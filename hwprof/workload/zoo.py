@@ -1,7 +1,8 @@
 """Model names -> builders. YOLOv7 is this project's own; the rest are ultralytics' YAMLs.
 
 Nothing here downloads: without --weights a model is built from its architecture with a seeded
-random init (the compute profile is the same; detections are meaningless, and run.json says so).
+random init (the compute profile is the same; detections are meaningless, and run.json says so); a run
+then scales it so that its signal reaches the head (hwprof.workload.init_scale.build_for_run).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hwprof.core.uservalue import shown
 if TYPE_CHECKING:
     import torch
 
+    from hwprof.schema.model_init import InitDoc
     from hwprof.workload.weights import WeightsInfo
 
 YOLOV7_NAMES: tuple[str, ...] = ("yolov7", "yolov7-tiny", "yolov7x")
@@ -49,6 +51,8 @@ class BuiltModel:
     params_fused: int
     stride: int
     class_names: dict[int, str]
+    init: InitDoc | None = None
+    """Without weights: how the seeded init was scaled to keep its signal (hwprof.workload.init_scale)."""
 
 
 def family_of(name: str) -> str:
