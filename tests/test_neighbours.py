@@ -3,10 +3,11 @@
 - the accounting on fake /proc trees (the real layout: /proc/stat cpuN lines, /proc/<pid>/stat with a
   comm holding spaces and parentheses): other = the run's CPUs' busy time less the run's own tree;
 - the worker's adaptive ABBA extension: blocks are added while the figure does not resolve, and stop
-  at the time limit, at a collector's iteration limit, or once resolved;
+  at the time bound (checked between a block's pairs), at a collector's iteration limit, on noise the time
+  left cannot resolve (block times and ratios injected), or once resolved;
 - the report's words on a recorded run.json with neighbours: an unresolved paired cost is never shown
   as a ratio, and a disturbed timing pass is flagged where its figures are used;
-- one real collect beside two CPU hogs (slow, fault).
+- one real collect beside a CPU hog per CPU of the run (slow, fault).
 """
 
 from __future__ import annotations
