@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -117,7 +118,13 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
         "packages",
     ):
         assert key in run["host"]
-    assert run["host"]["torch"]["num_threads"] == 2
+    # the parent's torch default, which follows this host's cores (1 on a 1-CPU host, 32 on 64), not --threads
+    default = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+        capture_output=True, text=True, check=True, env={**os.environ, "COLUMNS": "120"},
+    )  # fmt: skip
+    assert run["host"]["torch"]["num_threads"] == int(default.stdout)
+    assert run["config"]["threads"] == 2
     assert run["model"]["random_init"] is True and run["model"]["params_fused"] == 3_151_904
     assert set(run["stages"]) >= {"load", "preprocess", "forward", "postprocess"}
     assert run["stages"]["forward"]["n"] == 2

@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from hwprof.hardware import machine
-from hwprof.hardware.machine import Peaks, cache_path, llc_bytes, measure_peaks, triad_elements
+from hwprof.hardware import machine, triad
+from hwprof.hardware.machine import Peaks, cache_path, llc_bytes, measure_peaks
+from hwprof.hardware.triad import MEMORY, SIZE_CAP, triad_size
+from hwprof.schema.host import PeaksDoc
+
+MIB = 2**20
 
 
 @pytest.fixture
@@ -20,7 +24,7 @@ def small(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine, "CONV_HW", 16)
     monkeypatch.setattr(machine, "CONV_REPEATS", 3)
     monkeypatch.setattr(machine, "TRIAD_REPEATS", 3)
-    monkeypatch.setattr(machine, "TRIAD_MIN_BYTES", 4 * 2**20)
+    monkeypatch.setattr(triad, "TRIAD_MIN_BYTES", 4 * 2**20)
     monkeypatch.setattr(machine, "llc_bytes", lambda: None)
 
 
@@ -32,7 +36,7 @@ def test_measure_then_cache_then_force(tmp_path: Path, small: None) -> None:
     assert first.gflops == pytest.approx(max(first.gflops_samples), abs=1e-3)  # samples are rounded
     assert len(first.gflops_samples) >= 3 and len(first.gbps_samples) >= 3
     assert "256x256" in first.gflops_method and "1 torch threads" in first.gflops_method
-    assert "4 MiB each" in first.gbps_method and "12 B per element" in first.gbps_method
+    assert "arrays 3x4 MiB" in first.gbps_method and "12 B per element" in first.gbps_method
     assert first.threads == 1 and first.load_avg_1m is not None
     path = cache_path(1, tmp_path)
     saved = json.loads(path.read_text())
@@ -84,8 +88,46 @@ def test_llc_from_sysfs(tmp_path: Path) -> None:
         (d / "size").write_text(f"{size}\n")
     assert llc_bytes(str(tmp_path)) == 32 * 2**20
     assert llc_bytes(str(tmp_path / "missing")) is None
-    assert triad_elements(32 * 2**20) * 4 == 128 * 2**20
-    assert triad_elements(None) * 4 == machine.TRIAD_MIN_BYTES
+
+
+@pytest.mark.parametrize(
+    ("llc_mib", "available_mib", "array_mib", "capped", "words"),
+    [
+        (32, 24 * 1024, 128, "", ["arrays 3x128 MiB; LLC 32 MiB"]),  # STREAM's rule: 4x the LLC
+        (None, 24 * 1024, 64, "", ["arrays 3x64 MiB; last-level cache size unknown"]),
+        (480, 24 * 1024, 512, SIZE_CAP, ["arrays 3x512 MiB, capped at 512 MiB each; LLC 480 MiB", "cache hits"]),
+        (480, 2048, 2048 / 12, MEMORY, ["capped by memory (1/4 of 2,048 MiB available); LLC 480 MiB", "cache hits"]),
+        (480, None, 512, SIZE_CAP, ["arrays 3x512 MiB"]),
+        (8, 2, 1, MEMORY, ["arrays 3x1 MiB, capped by memory"]),  # never below 1 MiB
+    ],
+)
+def test_triad_arrays_by_cache_bounded_by_memory(
+    llc_mib: int | None, available_mib: int | None, array_mib: float, capped: str, words: list[str]
+) -> None:
+    """Each array 4x the LLC (at least 64 MiB), at most 512 MiB and 1/4 of the available memory for all three."""
+    size = triad_size(llc_mib and llc_mib * MIB, available_mib and available_mib * MIB)
+    assert size.array_bytes == pytest.approx(array_mib * MIB, abs=4096) and size.array_bytes % 4096 == 0
+    assert size.capped_by == capped and size.elements * 4 == size.array_bytes
+    if available_mib is not None and available_mib > 8:
+        assert 3 * size.array_bytes <= available_mib * MIB / 4
+    assert size.below_stream_rule == ("cache hits" in size.text)
+    for w in words:
+        assert w in size.text, size.text
+
+
+def test_peaks_record_the_triad_size_and_its_bound(
+    tmp_path: Path, small: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A VM that reports a 480 MiB LLC and has 48 MiB available: 4 MiB arrays, and the record says why."""
+    monkeypatch.setattr(machine, "llc_bytes", lambda: 480 * MIB)
+    monkeypatch.setattr(machine, "available_memory", lambda: 48 * MIB)
+    peaks = measure_peaks(1, directory=tmp_path)
+    assert (peaks.triad_array_bytes, peaks.llc_bytes, peaks.triad_capped_by) == (4 * MIB, 480 * MIB, MEMORY)
+    assert "arrays 3x4 MiB, capped by memory (1/4 of 48 MiB available); LLC 480 MiB" in peaks.gbps_method
+    assert "the figure may include cache hits" in peaks.gbps_method
+    doc = PeaksDoc.from_json(peaks.to_dict(), "run.json", "peaks.")
+    assert doc.triad_array_bytes == 4 * MIB and doc.triad_capped_by == MEMORY
+    assert measure_peaks(1, directory=tmp_path).triad_array_bytes == 4 * MIB  # kept in the cache
 
 
 def test_busy_host_flag() -> None:

@@ -4,6 +4,7 @@ machine. The point runs here are made by hand (advice.json from analysis/advice.
 
 from __future__ import annotations
 
+import copy
 import csv
 import io
 import json
@@ -17,7 +18,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 from test_analysis import make_run
-from test_sweep_hosts import other_host, run_on
+from test_sweep_hosts import EPYC_HOST, other_host, run_on
 
 from hwprof.analysis.advice import (
     ADVICE_FILE,
@@ -34,7 +35,6 @@ from hwprof.analysis.advice import (
 from hwprof.analysis.sweep_advice import SWEEP_ADVICE_CSV
 from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run
 from hwprof.cli.main import main
-from hwprof.core.host import host_info
 from hwprof.core.host_kinds import host_kind
 from hwprof.render.compare import render_sweep, sweep_markdown
 from hwprof.sweep import run as sweep_mod
@@ -87,7 +87,7 @@ DAMAGED = "p7"
 
 @pytest.fixture(scope="module")
 def hosts() -> tuple[dict[str, Any], dict[str, Any]]:
-    mine = host_info().to_json()
+    mine = copy.deepcopy(EPYC_HOST)  # fixed data: this host's CPU may be of either kind
     return mine, other_host(mine)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_cpu import CPUS, cpuinfo
 from rich.console import Console
 from test_analysis import make_run
 
@@ -27,19 +28,52 @@ from hwprof.sweep.run import SweepPlan, plan_from_file, run_sweep
 POINT = SweepPoint("toyolo", "torch", "fp32", 2, 1)
 
 
+EPYC_HOST: dict[str, Any] = {
+    "hostname": "epyc-1",
+    "cpu_model": "AMD EPYC",
+    "logical_cpus": 2,
+    "physical_cores": 2,
+    "smt": False,
+    "affinity": [0, 1],
+    "isa_flags": ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "fma"],
+    "governor": "unreadable",
+    "kernel": "6.1.0-test",
+    "os": "Linux-6.1.0-test-x86_64",
+    "perf_event_paranoid": "2",
+    "python": "3.11.2",
+    "torch": {"version": "2.13.0+cpu", "num_threads": 2, "cpu_capability": "AVX512"},
+    "packages": {"torch": "2.13.0+cpu", "hwprof": "0.1.0"},
+}
+"""The first kind of machine: fixed data, never this host's (whose CPU may be either kind, or a third)."""
+
+
 @pytest.fixture(scope="module")
 def this_host() -> dict[str, Any]:
-    return host_info().to_json()
+    return copy.deepcopy(EPYC_HOST)
 
 
 def other_host(host: dict[str, Any], torch: str | None = None) -> dict[str, Any]:
-    """This machine's host record changed into another kind: a bigger Intel part with AMX."""
+    """The host record changed into another kind: a bigger Intel part with AMX."""
     other = copy.deepcopy(host)
     other.update(hostname="sapphire-1", cpu_model="Intel(R) Xeon(R) Platinum 8480+", logical_cpus=112)
-    other["isa_flags"] = [*host["isa_flags"], "amx_tile"]
+    other["isa_flags"] = sorted({*host["isa_flags"], "amx_tile", "amx_bf16", "amx_int8"})
     if torch:
         other["torch"]["version"] = torch
     return other
+
+
+@pytest.mark.parametrize("cpu", ["epyc-no-avx512", "xeon-amx"])
+def test_host_record_and_kinds_on_other_cpus(cpu: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """host_info on another CPU (its /proc/cpuinfo given): its model and the ISA flags recorded, and the kind."""
+    from hwprof.core import host as host_mod
+
+    model, flags = CPUS[cpu]
+    monkeypatch.setattr(host_mod, "cpuinfo_text", lambda: cpuinfo(cpu))
+    record = host_info().to_json()
+    assert record["cpu_model"] == model
+    assert record["isa_flags"] == [f for f in host_mod.ISA_RECORDED if f in flags.split()]
+    widest = "amx_tile" if "amx" in cpu else "avx2"
+    assert host_kind(record).label.endswith(widest)
 
 
 def run_on(path: Path, host: dict[str, Any]) -> Path:

@@ -110,6 +110,23 @@ def quartiles(values: list[float]) -> tuple[float, float]:
     return q1, q3
 
 
+def best_case_iqr(ratios: list[float], more: int) -> float:
+    """The narrowest the blocks' quartiles could come after `more` blocks: every added block at one same ratio,
+    the best placed (the quartiles are piecewise linear in it, so the best is at one of the ratios seen). Above
+    UNRESOLVED_IQR, no `more` blocks can resolve the cost, whatever they measure: the noise already seen
+    decides (hwprof.session.paired.extend)."""
+    if not ratios:
+        return 0.0
+    if more <= 0:
+        return _iqr(ratios)
+    return min(_iqr([*ratios, *[x] * more]) for x in {statistics.median(ratios), *ratios})
+
+
+def _iqr(values: list[float]) -> float:
+    q1, q3 = quartiles(sorted(values))
+    return q3 - q1
+
+
 def block_ratios(on: dict[int, float], off: dict[int, float]) -> list[float]:
     """Per ABBA block: sum of its measured forwards / sum of its clean ones (blocks with both sides)."""
     out = []

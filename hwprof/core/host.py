@@ -35,14 +35,24 @@ def _read(path: str) -> str | None:
         return None
 
 
-def cpu_model() -> str:
-    text = _read("/proc/cpuinfo") or ""
+CPUINFO = "/proc/cpuinfo"
+ISA_RECORDED = ("avx2", "avx512f", "avx512_bf16", "avx512_vnni", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8", "fma")
+"""The /proc/cpuinfo flags run.json's host records (isa_flags), in this order."""
+
+
+def cpuinfo_text() -> str:
+    """/proc/cpuinfo, the one place the CPU's model and flags are read from (tests give another CPU's text)."""
+    return _read(CPUINFO) or ""
+
+
+def cpu_model(text: str | None = None) -> str:
+    text = cpuinfo_text() if text is None else text
     match = re.search(r"^model name\s*:\s*(.+)$", text, re.MULTILINE)
     return match.group(1).strip() if match else platform.processor() or "unknown"
 
 
-def cpu_flags() -> set[str]:
-    text = _read("/proc/cpuinfo") or ""
+def cpu_flags(text: str | None = None) -> set[str]:
+    text = cpuinfo_text() if text is None else text
     match = re.search(r"^flags\s*:\s*(.+)$", text, re.MULTILINE)
     return set(match.group(1).split()) if match else set()
 
@@ -94,26 +104,13 @@ def torch_build() -> TorchBuild:
 
 def host_info() -> HostDoc:
     """run.json "host" of this machine."""
-    flags = cpu_flags()
-    isa = [
-        f
-        for f in (
-            "avx2",
-            "avx512f",
-            "avx512_bf16",
-            "avx512_vnni",
-            "avx_vnni",
-            "amx_tile",
-            "amx_bf16",
-            "amx_int8",
-            "fma",
-        )
-        if f in flags
-    ]
+    cpuinfo = cpuinfo_text()
+    flags = cpu_flags(cpuinfo)
+    isa = [f for f in ISA_RECORDED if f in flags]
     cpus = topology()
     return HostDoc.of(
         hostname=platform.node(),
-        cpu_model=cpu_model(),
+        cpu_model=cpu_model(cpuinfo),
         logical_cpus=cpus.logical_cpus,
         physical_cores=cpus.physical_cores,
         smt=cpus.smt,

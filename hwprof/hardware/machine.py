@@ -8,9 +8,10 @@ oneDNN's direct convolution can beat the GEMM here (170 vs 154 GFLOP/s on 2 EPYC
 GEMM alone, YOLO's own conv layers measured above 100% of "peak".
 
 Memory bandwidth: a STREAM-like triad `a = b + s*c` on float32 arrays each at least 4x the
-last-level cache (STREAM's own sizing rule), as one fused `torch.add(b, c, alpha=s, out=a)` with
-the same threads. Bytes counted as STREAM does: 3 arrays x N x 4 B per pass (two reads, one
-write; write-allocate traffic not counted). Best of several passes.
+last-level cache (STREAM's own sizing rule) but bounded by the memory available (hardware/triad.py:
+the record says how large they were and whether a bound won), as one fused
+`torch.add(b, c, alpha=s, out=a)` with the same threads. Bytes counted as STREAM does: 3 arrays x N x 4 B
+per pass (two reads, one write; write-allocate traffic not counted). Best of several passes.
 
 Both figures are the best of the repeats because interference only ever slows a kernel down.
 Interference is measured, not guessed: the share of the host's CPU time that went to anything
@@ -37,8 +38,10 @@ from typing import Any
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.envvars import hwprof_cache
+from hwprof.hardware.triad import TriadSize, available_memory, triad_size
 
-PEAKS_VERSION = 2
+PEAKS_VERSION = 3
+"""3: the triad's array size recorded (bounded by memory); a cache entry of another version is measured again."""
 MATMUL_N = 2048
 MATMUL_REPEATS = 8
 CONV_CHANNELS = 128
@@ -48,8 +51,6 @@ CONV_REPEATS = 60
 INTERFERENCE_BUSY = 0.10
 """Share of the host's CPU time used by others while measuring above which the peaks are suspect."""
 TRIAD_REPEATS = 10
-TRIAD_MIN_BYTES = 64 * 2**20
-"""Each triad array is at least this big, and at least 4x the last-level cache."""
 BUDGET_S = 2.5
 """Each measurement stops repeating once it has used this much time (after at least 3 repeats)."""
 
@@ -78,6 +79,11 @@ class Peaks:
     measure_s: float = 0.0
     lowest_load_tried: float | None = None
     """The lowest 1-min load any measurement behind these figures ran at (see measure_peaks)."""
+    triad_array_bytes: int | None = None
+    """Each of the triad's three arrays (hardware/triad.py)."""
+    llc_bytes: int | None = None
+    triad_capped_by: str = ""
+    """'memory' or 'the size cap' where a bound made the arrays smaller than 4x the LLC asks; '' where not."""
     version: int = PEAKS_VERSION
     cached: bool = False
     """True when this object was read from the cache rather than measured just now."""
@@ -224,11 +230,6 @@ def measure_conv_gflops(
     return [flops / t / 1e9 for t in times]
 
 
-def triad_elements(llc: int | None) -> int:
-    size = max(TRIAD_MIN_BYTES, 4 * (llc or 0))
-    return size // 4
-
-
 def measure_triad_gbps(threads: int, elements: int, repeats: int = TRIAD_REPEATS) -> list[float]:
     import torch
 
@@ -283,10 +284,8 @@ def measure(threads: int) -> Peaks:
     }
     best = max(probes, key=lambda name: max(probes[name]))
     flops = probes[best]
-    llc = llc_bytes()
-    elements = triad_elements(llc)
-    gbps = measure_triad_gbps(threads, elements, TRIAD_REPEATS)
-    llc_text = f"{llc / 2**20:.0f} MiB last-level cache" if llc else "last-level cache size unknown"
+    size: TriadSize = triad_size(llc_bytes(), available_memory())
+    gbps = measure_triad_gbps(threads, size.elements, TRIAD_REPEATS)
     matmul, conv = max(probes["matmul"]), max(probes["conv3x3"])
     return Peaks(
         gflops=max(flops),
@@ -307,14 +306,17 @@ def measure(threads: int) -> Peaks:
         ),
         gbps_method=(
             f"STREAM-like triad a = b + 3c: best of {len(gbps)} torch.add(b, c, alpha=3, out=a) on "
-            f"float32 arrays of {elements * 4 / 2**20:.0f} MiB each ({llc_text}) with {threads} torch "
-            "threads; 12 B per element counted (2 reads + 1 write, no write-allocate)"
+            f"float32 {size.text}; with {threads} torch threads; 12 B per element counted (2 reads + 1 write, "
+            "no write-allocate)"
         ),
         gflops_samples=[round(v, 3) for v in flops],
         gbps_samples=[round(v, 3) for v in gbps],
         gflops_probes={name: round(max(v), 3) for name, v in probes.items()},
         interference=share.others(),
         measure_s=time.perf_counter() - started,
+        triad_array_bytes=size.array_bytes,
+        llc_bytes=size.llc_bytes,
+        triad_capped_by=size.capped_by,
     )
 
 
@@ -363,6 +365,7 @@ def best_of(a: Peaks, b: Peaks) -> Peaks:
     out.gflops, out.gflops_method, out.gflops_samples = flops.gflops, flops.gflops_method, flops.gflops_samples
     out.gflops_probes = flops.gflops_probes
     out.gbps, out.gbps_method, out.gbps_samples = bw.gbps, bw.gbps_method, bw.gbps_samples
+    out.triad_array_bytes, out.llc_bytes, out.triad_capped_by = bw.triad_array_bytes, bw.llc_bytes, bw.triad_capped_by
     if flops is not b or bw is not b:
         out.load_avg_1m = max(x for x in (a.load_avg_1m, b.load_avg_1m, 0.0) if x is not None)
         out.interference = max((x for x in (a.interference, b.interference) if x is not None), default=None)

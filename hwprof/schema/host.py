@@ -73,6 +73,11 @@ class PeaksDoc(Record):
     interference: float | None = None
     measure_s: NonNegative | None = None
     lowest_load_tried: float | None = None
+    triad_array_bytes: int | None = None
+    """Each of the bandwidth probe's three arrays (sized by the LLC, bounded by available memory)."""
+    llc_bytes: int | None = None
+    triad_capped_by: str | None = None
+    """'memory' or 'the size cap' where a bound made the arrays smaller than 4x the LLC; '' where not."""
     version: int | None = None
     ridge_flop_per_byte: NonNegative | None = None
     busy_host: bool | None = None

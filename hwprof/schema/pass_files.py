@@ -83,6 +83,8 @@ class PairedExtension(Record):
     added_blocks: Count | None = None
     used_s: NonNegative | None = None
     stopped: str | None = None
+    stopped_by: str | None = None
+    """resolved, time, noise or iterations (hwprof.session.paired.Extension.stopped_by)."""
     resolved: bool | None = None
     text: str | None = None
 

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.paired_cost import UNRESOLVED_IQR, PassCostFigure, paired_cost
+from hwprof.analysis.paired_cost import UNRESOLVED_IQR, PassCostFigure, best_case_iqr, paired_cost
 from hwprof.collectors.base import Collector, PassContext
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, MarkerLog
@@ -49,6 +49,10 @@ def schedule(measured: int, start: int = 0) -> list[tuple[bool, int]]:
     return out
 
 
+RESOLVED, TIME, NOISE, ITERATIONS = "resolved", "time", "noise", "iterations"
+"""Why an extension stopped (Extension.stopped_by)."""
+
+
 @dataclass
 class Extension:
     """ABBA blocks added after the planned ones because their ratios did not resolve the cost
@@ -57,12 +61,15 @@ class Extension:
     planned_blocks: int
     planned_s: float
     limit_s: float
-    """As much time again as the planned blocks took x config.paired_extend_ratio, at most
-    config.paired_extend_max_s."""
+    """The planned blocks' own measured time x config.paired_extend_ratio, at most config.paired_extend_max_s."""
     reason: str
     added_blocks: int = 0
     used_s: float = 0.0
     stopped: str = ""
+    stopped_by: str = ""
+    """RESOLVED, TIME (no time left for the next block, or pair, at the pace of the last one), NOISE (even every
+    block the time left allows, all at one ratio, could not bring the quartiles within UNRESOLVED_IQR) or
+    ITERATIONS (a collector's limit)."""
     resolved: bool = False
 
     @property
@@ -77,6 +84,29 @@ class Extension:
         return PairedExtension.of(**asdict(self), text=self.text)
 
 
+@dataclass
+class _Budget:
+    """What the extension may still spend: time against its limit, and a collector's iteration limit."""
+
+    limit_s: float
+    started: float
+    max_measured: int | None
+    clock: Callable[[], float]
+
+    def used(self) -> float:
+        return self.clock() - self.started
+
+    def fits(self, seconds: float) -> bool:
+        return self.used() + seconds <= self.limit_s
+
+    def blocks_left(self, block_s: float, measured: int) -> int:
+        """Blocks that fit in the time left at block_s each, and under the iteration limit."""
+        left = int((self.limit_s - self.used()) // block_s) if block_s > 0 else 1 << 20
+        if self.max_measured is not None:
+            left = min(left, (self.max_measured - measured) // 2)
+        return max(left, 0)
+
+
 def extend(
     figure: Callable[[], PassCostFigure | None],
     step: Callable[[bool, int], None],
@@ -86,46 +116,82 @@ def extend(
     max_measured: int | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[int, Extension | None]:
-    """After a paired pass's planned blocks (`measured` measured iterations, which took planned_s):
-    while `figure()` does not resolve (PassCostFigure.resolved), run one more ABBA block through
-    `step(on, index)`, unless the next block would pass the time limit or max_measured (a
-    collector's iteration limit). Returns the measured count now, and the extension (None when the
-    planned blocks resolved, or there was no figure)."""
+    """After a paired pass's planned blocks (`measured` measured iterations, which took planned_s): while
+    `figure()` does not resolve (PassCostFigure.resolved), run one more ABBA block through `step(on, index)`.
+
+    Bounded by the pass's own planned time: the extension spends at most config.paired_extend_ratio x
+    planned_s (at most config.paired_extend_max_s). Before each block it stops when the block would not fit
+    at the pace of the last one (TIME), when a collector's iteration limit would be passed (ITERATIONS), or
+    when the blocks seen are so spread that even every block the time left allows, all landing at one ratio,
+    could not bring the quartiles within UNRESOLVED_IQR (NOISE: best_case_iqr). Between a block's two
+    off/on pairs it checks the time again, so a host that slows down mid-block passes the limit by at most
+    one pair. Returns the measured count now, and the extension (None when the planned blocks resolved, or
+    there was no figure)."""
     now = figure()
     if now is None or now.resolved:
         return measured, None
     assert now.q1 is not None and now.q3 is not None
-    limit = min(planned_s * config.paired_extend_ratio, config.paired_extend_max_s)
+    budget = _Budget(
+        min(planned_s * config.paired_extend_ratio, config.paired_extend_max_s), clock(), max_measured, clock
+    )
     ext = Extension(
         now.blocks,
         round(planned_s, 3),
-        round(limit, 3),
+        round(budget.limit_s, 3),
         f"the planned blocks' ratios did not resolve the cost (quartiles {now.q1:.3f}-{now.q3:.3f}, more than "
         f"{UNRESOLVED_IQR:.2f} apart)",
     )
-    started = clock()
-    block_s = planned_s / max(now.blocks, 1)
-    while True:
-        used = clock() - started
-        if now.resolved:
-            ext.stopped = "resolved"
+    pair_s = planned_s / max(2 * now.blocks, 1)
+    while not now.resolved:
+        stop = _why_stop(now, budget, 2 * pair_s, measured)
+        if stop:
+            ext.stopped_by, ext.stopped = stop
             break
-        if used + block_s > limit:
-            ext.stopped = "time limit (the next block would pass it)"
-            break
-        if max_measured is not None and measured + 2 > max_measured:
-            ext.stopped = f"a collector's limit of {max_measured} measured iterations"
-            break
-        block_start = clock()
-        for on, i in schedule(measured + 2, measured):
-            step(on, i)
-        measured += 2
+        steps = schedule(measured + 2, measured)
+        done = 0
+        for pair in (steps[:2], steps[2:]):  # each pair one measured and one clean iteration
+            if done and not budget.fits(pair_s):  # the host slowed down mid-block: keep the first pair
+                ext.stopped_by, ext.stopped = TIME, _time_words(budget, "pair")
+                break
+            pair_start = clock()
+            for on, i in pair:
+                step(on, i)
+            pair_s = clock() - pair_start
+            done += 1
+        measured += done
         ext.added_blocks += 1
-        block_s = clock() - block_start
         now = figure() or now
-    ext.used_s = round(clock() - started, 3)
+        if ext.stopped:
+            break
+    if now.resolved:
+        ext.stopped_by, ext.stopped = RESOLVED, "resolved"
+    ext.used_s = round(budget.used(), 3)
     ext.resolved = now.resolved
     return measured, ext
+
+
+def _time_words(budget: _Budget, what: str) -> str:
+    return (
+        f"time bound (the next {what} would pass {budget.limit_s:.1f} s, the planned blocks' time x the extension "
+        "ratio, at the pace of the last one)"
+    )
+
+
+def _why_stop(now: PassCostFigure, budget: _Budget, block_s: float, measured: int) -> tuple[str, str] | None:
+    """(stopped_by, words) where another block should not run; None where it should."""
+    if not budget.fits(block_s):
+        return TIME, _time_words(budget, "block")
+    if budget.max_measured is not None and measured + 2 > budget.max_measured:
+        return ITERATIONS, f"a collector's limit of {budget.max_measured} measured iterations"
+    left = budget.blocks_left(block_s, measured)
+    best = best_case_iqr(now.block_ratios, left)
+    if best > UNRESOLVED_IQR:
+        return NOISE, (
+            f"noise (the {now.blocks} blocks' ratios, quartiles {now.q1:.3f}-{now.q3:.3f}, are so spread that even "
+            f"the {left} block(s) the time left allows, all at one ratio, could not bring the quartiles within "
+            f"{UNRESOLVED_IQR:.2f}: at best {best:.3f})"
+        )
+    return None
 
 
 @dataclass
