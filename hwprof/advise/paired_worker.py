@@ -13,11 +13,13 @@ lines, as the pass workers do.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hwprof.advise.process_env import TUNABLES, mapped_preloads
 from hwprof.advise.sides import Side, build_side, reference_config
 from hwprof.core.config import RunConfig
 from hwprof.core.spans import measured_spans
@@ -50,6 +52,7 @@ def side_figures(side: Side) -> SideFigures:
         batch=side.config.batch,
         threads=side.config.threads,
         setup=SideSetup.of(**side.setup),
+        minor_faults=by_iteration({k: float(v) for k, v in side.faults.items()}),
         runtime={k: v for k, v in side.runtime.info.to_json().items() if isinstance(v, str | int | float | bool)},
     )
 
@@ -112,6 +115,8 @@ def run(spec: AdviseSpec) -> AdviseResult:
             done += 1
             progress(phase="measure", done=done, total=total)
     result.update(sides={s.name: side_figures(s) for s in sides})
+    if len(sides) == 1:  # a process of its own: what of its environment took
+        result.sides[sides[0].name].update(preloaded=mapped_preloads(), glibc_tunables=os.environ.get(TUNABLES))
     if solo:
         result.sides["baseline"].update(solo_forward_ms=solo)
     return result
@@ -127,6 +132,7 @@ def solo_forward_ms(side: Side, warmup: int) -> dict[str, float]:
         side.run(k, warmup=False)
     forward = side_figures(side).forward_ms
     side.log.markers.clear()
+    side.faults.clear()
     return forward
 
 

@@ -17,10 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.advise.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
+from hwprof.advise.process_env import env_not_taken
 from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
 from hwprof.analysis.advice_rows import baseline_drift, measured_row, not_run_row
 from hwprof.core.config import RunConfig
+from hwprof.hardware.malloc_libs import find_malloc_libs
 from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
@@ -56,7 +58,13 @@ class AdvisePlan:
         return [c for c in self.candidates if not c.blocked]
 
 
-def run_facts(data: RunData, config: RunConfig, cpus_busy: float | None) -> RunFacts:
+def run_facts(
+    data: RunData,
+    config: RunConfig,
+    cpus_busy: float | None,
+    malloc_libs: Callable[[], dict[str, str]] = find_malloc_libs,
+) -> RunFacts:
+    """What the candidates depend on; `malloc_libs`: where this host's replacement mallocs are (tests inject)."""
     flags = data.doc.host.isa_flags
     missing = {
         r: f"{r} is not installed; fix: pip install {r}"
@@ -73,6 +81,7 @@ def run_facts(data: RunData, config: RunConfig, cpus_busy: float | None) -> RunF
         tuple(flags) if flags is not None else None,
         cpus_busy,
         missing,
+        malloc_libs(),
     )
 
 
@@ -173,6 +182,9 @@ class AdviseRun:
             results, error = self._measure(spec, work, c, ["baseline", "variant"])
         if error:
             return self._failed(c, error)
+        taken = env_not_taken(c.env, results["variant"].sides["variant"]) if "variant" in results else ""
+        if taken:
+            return self._failed(c, taken)
         row = measured_row(c, results, self.advice.blocks)
         row.pairing_note = note
         if self.plan.layers and c.has_layers_pass and not self.stop.requested:
@@ -226,15 +238,20 @@ class AdviseRun:
         if self.baseline_layers is None:
             row.layers_note = f"no per-layer times: the baseline's layers collect failed ({self.baseline_layers_error})"
             return
-        after, error = self._layers_run(variant, f"{c.key}/layers")
+        after, error = self._layers_run(variant, f"{c.key}/layers", c.env)
         if after is None:
             row.layers_note = f"no per-layer times: the variant's layers collect failed ({error})"
             return
         scale = variant.batch / self.plan.config.batch if c.per_image else 1.0
-        row.layers = top_layer_deltas(self.baseline_layers, {i: ms / scale for i, (_, ms) in after.items()})
+        after_ms = {i: ms / scale for i, (_, ms) in after.items()}
+        row.layers = top_layer_deltas(self.baseline_layers, after_ms, keep=c.layers)
         row.variant_run = f"{ADVISE_DIR}/{c.key}/layers"
 
-    def _layers_run(self, config: RunConfig, name: str) -> tuple[dict[int, tuple[str, float]] | None, str]:
+    def _layers_run(
+        self, config: RunConfig, name: str, env: dict[str, str] | None = None
+    ) -> tuple[dict[int, tuple[str, float]] | None, str]:
+        """A layers collect of `config`; `env`: the variant's environment (an allocator, OMP_WAIT_POLICY), which
+        its passes' workers inherit, so that its layer times are the variant's."""
         from hwprof.analysis.run_analysis import analyse
 
         out = self.dir / name
@@ -250,6 +267,7 @@ class AdviseRun:
             2 * config.pass_timeout_s,
             self.stop,
             lambda e: self.progress(name, e),
+            env,
         )
         if not outcome.ok:
             return None, outcome.error

@@ -197,10 +197,15 @@ class LayerDelta:
         return self.after_ms - self.before_ms
 
 
-def top_layer_deltas(before: dict[int, tuple[str, float]], after: dict[int, float], n: int = 3) -> list[LayerDelta]:
-    """The n layers whose time moved most (either way), largest |delta| first."""
+def top_layer_deltas(
+    before: dict[int, tuple[str, float]], after: dict[int, float], n: int = 3, keep: tuple[int, ...] = ()
+) -> list[LayerDelta]:
+    """The layers in `keep` (those the candidate's finding names), in its order, then the n layers whose time
+    moved most (either way), largest |delta| first."""
     rows = [LayerDelta(i, t, ms, after[i]) for i, (t, ms) in before.items() if i in after]
-    return sorted(rows, key=lambda r: -abs(r.delta_ms))[:n]
+    named = [r for i in keep for r in rows if r.index == i]
+    moved = [r for r in sorted(rows, key=lambda r: -abs(r.delta_ms)) if r.index not in keep]
+    return named + moved[:n]
 
 
 @dataclass
@@ -231,6 +236,9 @@ class AdviceRow:
     """Why a pairable change was measured as two processes (its paired figure was disturbed)."""
     variant_run: str = ""
     """The variant's layers run directory, relative to the advised run's."""
+    minor_faults: list[float] | None = None
+    """[baseline, variant]: the process's minor page faults per measured iteration (medians): what an allocator
+    change does to the kernel's share."""
 
     @property
     def ranked(self) -> bool:
@@ -262,6 +270,8 @@ class AdviceRow:
         out["output"] = self.output.to_dict() if self.output else None
         out["ranked"] = self.ranked
         out["breakeven_inferences"] = self.breakeven_inferences
+        if self.minor_faults is None:  # counted by advise workers since issue 38; absent from older files
+            del out["minor_faults"]
         return out
 
     @classmethod
@@ -288,6 +298,7 @@ class AdviceRow:
             _or(doc.layers_note, ""),
             _or(doc.pairing_note, ""),
             _or(doc.variant_run, ""),
+            list(doc.minor_faults) if doc.minor_faults is not None else None,
         )
 
 

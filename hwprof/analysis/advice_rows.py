@@ -89,6 +89,16 @@ def baseline_drift(paired: AdviseResult | None) -> float | None:
     return 1.0
 
 
+def _faults(results: dict[str, AdviseResult]) -> list[float] | None:
+    """[baseline, variant] median minor faults per measured iteration; None where a side did not count them."""
+    if "paired" in results:
+        sides = [results["paired"].sides.get(name) for name in ("baseline", "variant")]
+    else:
+        sides = [results[name].sides.get(name) for name in ("baseline", "variant")]
+    counts = [s.minor_faults if s is not None and s.minor_faults else None for s in sides]
+    return [statistics.median(c.values()) for c in counts if c] if all(counts) else None
+
+
 def measured_row(c: Candidate, results: dict[str, AdviseResult], blocks: list[AdviceBlock]) -> AdviceRow:
     """The row of a candidate whose worker(s) finished; appends a paired result's iteration stamps to `blocks`
     (the trace's ABBA blocks; a pass-level row's two processes have none)."""
@@ -108,6 +118,7 @@ def measured_row(c: Candidate, results: dict[str, AdviseResult], blocks: list[Ad
             )
     elif variant_result.output_error:
         row.reason = f"output not checked: {variant_result.output_error}"
+    row.minor_faults = _faults(results)
     for result in results.values() if "paired" in results else ():  # two processes make no ABBA block
         for name, side in result.sides.items():
             for i, (start, end, f_start, f_end) in side.stamps.items():

@@ -120,6 +120,7 @@ def page_zeroing(report: LayerReport) -> list[Finding]:
             "keep it",
             "kernels",
             share,
+            topic="kernel-faults",
         )
     ]
 

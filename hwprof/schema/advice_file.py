@@ -88,6 +88,7 @@ class AdviceRowDoc(Record):
     layers_note: str | None = None
     pairing_note: str | None = None
     variant_run: str | None = None
+    minor_faults: list[float] | None = None
     ranked: bool | None = None
     breakeven_inferences: float | None = None
 

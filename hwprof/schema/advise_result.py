@@ -44,6 +44,12 @@ class SideFigures(Record):
     """The side's runtime info (its scalar keys)."""
     solo_forward_ms: dict[str, float] | None = None
     """The baseline's forward alone, before the variant was built (paired mode only)."""
+    minor_faults: dict[str, float] | None = None
+    """Minor page faults of the process (all threads) in each measured iteration, by side iteration."""
+    preloaded: dict[str, bool] | None = None
+    """Each LD_PRELOAD library of the worker's process -> mapped in it (a side alone in its process)."""
+    glibc_tunables: str | None = None
+    """GLIBC_TUNABLES as the worker's process saw it (a side alone in its process)."""
 
     @property
     def images_per_batch(self) -> int:
