@@ -17,7 +17,7 @@ from test_advice_candidates import facts as candidate_facts
 from hwprof.advise.process_env import env_not_taken, mapped_preloads, minor_faults
 from hwprof.advise.runner import AdvisePlan, AdviseRun
 from hwprof.analysis.advice import AdviceRow, top_layer_deltas
-from hwprof.analysis.advice_candidates import GLIBC_KEEP_FREED, RunFacts, candidates
+from hwprof.analysis.advice_candidates import GLIBC_KEEP_FREED, RunFacts, candidates, selected
 from hwprof.analysis.advice_rows import measured_row
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.kernel_findings import page_zeroing
@@ -188,3 +188,26 @@ def test_a_preload_shows_in_the_childs_own_maps(tmp_path: Path) -> None:
     target = os.path.realpath(lib)  # a symlink is mapped under its target's name
     assert mapped_preloads({"LD_PRELOAD": f"{lib}:x.so"}, maps=line + target + "\n") == {lib: True, "x.so": False}
     assert minor_faults() > 0
+
+
+def test_only_runs_the_keys_asked_for_even_without_a_finding_but_not_a_missing_library() -> None:
+    planned = candidates(facts(), [Finding("t", "e", "k", 0.5, "efficiency")])
+    chosen = by_key(selected(planned, ["malloc-keep", "tcmalloc"]))
+    assert set(chosen) == {"malloc-keep", "tcmalloc"}
+    assert not chosen["malloc-keep"].blocked and "asked for with --only" in chosen["malloc-keep"].finding
+    assert "fix: apt-get install" in chosen["tcmalloc"].blocked
+    with pytest.raises(ValueError, match=r"--only nope: no such candidate for this run; its candidates are .*jemalloc"):
+        selected(planned, ["nope"])
+
+
+def test_advise_and_collect_take_only() -> None:
+    from hwprof.cli.advise import only_keys
+    from hwprof.cli.args import build_parser
+
+    parser = build_parser()
+    assert only_keys(parser.parse_args(["advise", "RUN", "--only", "malloc-keep, jemalloc"])) == (
+        "malloc-keep",
+        "jemalloc",
+    )
+    assert only_keys(parser.parse_args(["collect", "--advise", "--advise-only", "jemalloc"])) == ("jemalloc",)
+    assert only_keys(parser.parse_args(["advise", "RUN"])) == ()

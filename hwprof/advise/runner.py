@@ -19,7 +19,7 @@ from typing import Any
 from hwprof.advise.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
 from hwprof.advise.process_env import env_not_taken
 from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
-from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
+from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates, selected
 from hwprof.analysis.advice_rows import baseline_drift, measured_row, not_run_row
 from hwprof.core.config import RunConfig
 from hwprof.hardware.malloc_libs import find_malloc_libs
@@ -92,7 +92,10 @@ def cpus_busy(analysis: Any) -> float | None:
     return sum(r.cpus * r.share for r in rows) / total if total else None
 
 
-def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True) -> AdvisePlan:
+def plan_advice(
+    run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True, only: tuple[str, ...] = ()
+) -> AdvisePlan:
+    """The run's candidates; `only`: just these keys (advise --only), run whether a finding points to them or not."""
     from hwprof.analysis.run_analysis import analyse
 
     data = RunData.load(run_dir)
@@ -102,7 +105,8 @@ def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True
     config = RunConfig.from_dict(data.doc.config.to_json())
     busy = None if data.doc.summary(PerfEventsSummary).model_thread_only else cpus_busy(analysis)
     facts = run_facts(data, config, busy)
-    return AdvisePlan(Path(run_dir), config, facts, candidates(facts, analysis.findings), blocks, layers)
+    planned = candidates(facts, analysis.findings)
+    return AdvisePlan(Path(run_dir), config, facts, selected(planned, only) if only else planned, blocks, layers)
 
 
 def variant_config(config: RunConfig, candidate: Candidate) -> RunConfig:

@@ -34,6 +34,7 @@ KEEP_FREED_ENV = {
 2.10 gave 333 a round at its default release rate, 0 at rate 0."""
 BF16_UNITS = ("avx512_bf16", "amx_bf16")
 INT8_UNITS = ("avx512_vnni", "avx_vnni", "amx_int8")
+NO_FINDING = "no finding of this run points to it"
 GPU_BATCHES = (8, 32)
 """Batch sizes tried when the GPU waits for the CPU (the recorded H100 experiments' points)."""
 
@@ -370,5 +371,22 @@ def candidates(facts: RunFacts, findings: Iterable[Finding]) -> list[Candidate]:
             c.finding = hit.title
             c.layers = hit.layers
         elif not c.blocked:
-            c.blocked = f"no finding of this run points to it (it answers: {', '.join(c.topics)})"
+            c.blocked = f"{NO_FINDING} (it answers: {', '.join(c.topics)})"
+    return out
+
+
+def selected(cs: list[Candidate], keys: Sequence[str]) -> list[Candidate]:
+    """`advise --only KEYS`: only these candidates, each run even where no finding of the run points to it (to
+    measure a change on a run whose findings do not ask for it); one the host cannot run stays not run."""
+    known = [c.key for c in cs]
+    unknown = [k for k in keys if k not in known]
+    if unknown:
+        raise ValueError(
+            f"--only {','.join(unknown)}: no such candidate for this run; its candidates are {', '.join(known)}"
+        )
+    out = [c for c in cs if c.key in keys]
+    for c in out:
+        if c.blocked.startswith(NO_FINDING):
+            c.blocked = ""
+            c.finding = f"none: asked for with --only ({NO_FINDING}; it answers {', '.join(c.topics)})"
     return out
