@@ -8,6 +8,11 @@ samples in the kernel, and the page-fault finding's title if the run has one.
 
     python scripts/allocator_kernel_share.py --model yolov7 --imgsz 640 --layer 0
     python scripts/allocator_kernel_share.py --model yolov7-tiny --imgsz 320 --repeats 2 --out /tmp/alloc-share
+
+--advised RUN instead reads an advised run: layer N's time in advise's baseline layers collect and in each
+candidate's (advise/<key>/layers), and each candidate's faults per iteration, without collecting anything:
+
+    python scripts/allocator_kernel_share.py --advised results/<run-id> --layer 0
 """
 
 from __future__ import annotations
@@ -51,6 +56,29 @@ def summary(run: Path, layer: int) -> str:
     return "; ".join([*parts, f"finding: {faults[0]}" if faults else "no kernel-faults finding"])
 
 
+def advised(run: Path, layer: int) -> int:
+    from hwprof.analysis.advice import load_advice
+
+    def layer_ms(d: Path) -> str:
+        row = next((r for r in analyse(RunData.load(d)).layers.top_level if r.index == layer), None)
+        return f"{row.time_ms:.2f} ms" if row is not None and row.time_ms is not None else "-"
+
+    advice, error = load_advice(run)
+    if advice is None:
+        print(f"{run}: no advice.json ({error or 'run hwprof advise first'})", file=sys.stderr)
+        return 2
+    base = run / "advise" / "baseline-layers"
+    before = layer_ms(base) if (base / "run.json").is_file() else "-"
+    for row in advice.rows:
+        layers = run / "advise" / row.key / "layers"
+        after = layer_ms(layers) if (layers / "run.json").is_file() else "-"
+        f = row.forward
+        speed = f"forward {f.ratio:.2f}x ({f.spread_text()}, {f.before_ms:.1f}->{f.after_ms:.1f} ms)" if f else ""
+        faults = f"faults/iter {row.minor_faults[0]:,.0f}->{row.minor_faults[1]:,.0f}" if row.minor_faults else ""
+        print(f"{row.key:12} {row.status:8} {speed} layer {layer} {before}->{after} {faults} {row.reason}")
+    return 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="yolov7")
@@ -59,7 +87,10 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=1, help="rounds over the settings, alternating")
     p.add_argument("--only", default="timing,flops,perf_sampling", help="the collectors of each collect")
     p.add_argument("--out", type=Path, default=Path("results/allocator-share"))
+    p.add_argument("--advised", type=Path, help="read this advised run instead of collecting")
     args, extra = p.parse_known_args()
+    if args.advised:
+        return advised(args.advised, args.layer)
     lines = []
     for r in range(args.repeats):
         for name, env in settings():
