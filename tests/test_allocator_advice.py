@@ -25,6 +25,7 @@ from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.core.config import RunConfig
 from hwprof.core.kernels import KIND_KERNEL, NativeKernel
 from hwprof.hardware.malloc_libs import find_malloc_libs, ldconfig_paths
+from hwprof.render.advice_table import row_cells
 from hwprof.schema.advise_result import AdviseResult, SideFigures
 from hwprof.session.stopping import StopSignals
 
@@ -122,6 +123,7 @@ def test_the_row_carries_the_faults_per_iteration_of_both_processes() -> None:
     row = measured_row(c, results, [])
     assert row.minor_faults == [13200.0, 0.5]
     assert AdviceRow.from_dict(row.to_dict()).minor_faults == [13200.0, 0.5]
+    assert "faults/iter 13,200->0" in row_cells(row, {})[4]  # the table's layers cell
 
 
 def test_a_variant_whose_preload_did_not_load_is_named() -> None:
