@@ -44,6 +44,10 @@ def test_advise_only_measures_the_allocators_in_processes_of_their_own(tmp_path:
     assert glibc.minor_faults is not None and len(glibc.minor_faults) == 2
     variant = json.loads((run / "advise" / "malloc-keep" / "variant.json").read_text())["sides"]["variant"]
     assert variant["glibc_tunables"] == GLIBC_KEEP_FREED["GLIBC_TUNABLES"]  # seen from inside the variant
+    # the output is checked against the baseline's process (without the environment), not a reference built
+    # beside the variant in its own process
+    assert (run / "advise" / "malloc-keep" / "work" / "baseline-output.pt").is_file()
+    assert glibc.output is not None and glibc.output.head_range > 0
     for name, path in find_malloc_libs().items():
         row = rows[name]
         if not path:

@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from hwprof.analysis.advice import OutputCheck
 
 PAIRED_MODE = "paired"
+BASELINE_OUTPUT = "baseline-output.pt"
+"""The baseline process's raw output on the first batch (mode "baseline"), in the candidate's work folder: the
+reference of a variant that differs by its environment only (an allocator), whose own process cannot hold a
+reference free of that environment."""
 SOLO_ITERATIONS = 4
 
 
@@ -62,9 +66,18 @@ def by_iteration(ms: dict[int, float]) -> dict[str, float]:
     return {str(k): v for k, v in ms.items()}
 
 
-def output_check(variant: Side, images: list[Path], work_dir: Path, baseline: Side | None) -> OutputCheck:
+def output_check(
+    variant: Side, images: list[Path], work_dir: Path, baseline: Side | None, saved: Path | None = None
+) -> OutputCheck:
+    """The variant against the fp32 reference on the first batch; `saved`: the baseline process's output, the
+    reference of a variant that differs by its environment only."""
     from hwprof.advise.output_check import check_output
 
+    if saved is not None and saved.is_file():
+        import torch
+
+        batch = variant.pipeline.sample_batch()
+        return check_output(variant.pipeline, torch.load(saved), variant.pipeline, variant.forward(batch))
     ref_config = reference_config(variant.config)
     if baseline is not None and baseline.config == ref_config:
         reference = baseline
@@ -89,6 +102,10 @@ def run(spec: AdviseSpec) -> AdviseResult:
         sides.append(build_side("baseline", base_config, images, work_dir))
         if mode == PAIRED_MODE:
             solo = solo_forward_ms(sides[0], warmup)
+    env_only = spec.variant == spec.baseline and not spec.compile_mode and not spec.cuda_graph
+    saved = work_dir / BASELINE_OUTPUT if env_only and mode != PAIRED_MODE else None
+    if saved is not None and mode == "baseline":
+        save_output(sides[0], saved)
     if mode in (PAIRED_MODE, "variant"):
         variant_config = RunConfig.from_dict(spec.variant)
         sides.append(build_side("variant", variant_config, images, work_dir, spec.compile_mode, spec.cuda_graph))
@@ -96,7 +113,7 @@ def run(spec: AdviseSpec) -> AdviseResult:
     variant = next((s for s in sides if s.name == "variant"), None)
     if variant is not None:
         try:
-            check = output_check(variant, images, work_dir, sides[0] if len(sides) == 2 else None)
+            check = output_check(variant, images, work_dir, sides[0] if len(sides) == 2 else None, saved)
             result.update(output=check.to_dict())
         except Exception as exc:  # the timing still stands; the row says why the output is unchecked
             result.update(output_error=f"{type(exc).__name__}: {exc}")
@@ -120,6 +137,14 @@ def run(spec: AdviseSpec) -> AdviseResult:
     if solo:
         result.sides["baseline"].update(solo_forward_ms=solo)
     return result
+
+
+def save_output(side: Side, path: Path) -> None:
+    """The side's raw output on the first batch, for the variant's process to check against."""
+    import torch
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save(side.forward(side.pipeline.sample_batch()), path)
 
 
 def solo_forward_ms(side: Side, warmup: int) -> dict[str, float]:
