@@ -650,7 +650,9 @@ def test_index_ranges() -> None:
 
 def test_finding_is_plain_data() -> None:
     f = Finding("t", "e", "hotspot", 0.5, topic="data-movement")
-    assert f.to_dict() == {"title": "t", "evidence": "e", "kind": "hotspot", "weight": 0.5, "topic": "data-movement"}
+    assert f.to_dict() == {
+        "title": "t", "evidence": "e", "kind": "hotspot", "weight": 0.5, "topic": "data-movement", "layers": []
+    }  # fmt: skip
 
 
 def test_sysstat_memory_and_cores_per_stage(tmp_path: Path) -> None:

@@ -16,11 +16,13 @@ lines, as the pass workers do.
 
 from __future__ import annotations
 
+import os
 import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hwprof.advise.process_env import TUNABLES, mapped_preloads
 from hwprof.advise.sides import Side, build_side, reference_config
 from hwprof.core.config import RunConfig
 from hwprof.core.spans import measured_spans
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
     from hwprof.analysis.advice import OutputCheck
 
 PAIRED_MODE = "paired"
+BASELINE_OUTPUT = "baseline-output.pt"
+"""The baseline process's raw output on the first batch (mode "baseline"), in the candidate's work folder: the
+reference of a variant that differs by its environment only (an allocator), whose own process cannot hold a
+reference free of that environment."""
 SOLO_ITERATIONS = 4
 
 
@@ -57,6 +63,7 @@ def side_figures(side: Side) -> SideFigures:
         batch=side.config.batch,
         threads=side.config.threads,
         setup=SideSetup.of(**side.setup),
+        minor_faults=by_iteration({k: float(v) for k, v in side.faults.items()}),
         runtime={k: v for k, v in side.runtime.info.to_json().items() if isinstance(v, str | int | float | bool)},
         stage_ms=stages,
     )
@@ -68,18 +75,29 @@ def by_iteration(ms: dict[int, float]) -> dict[str, float]:
 
 
 def output_check(
-    variant: Side, images: list[Path], work_dir: Path, baseline: Side | None, run_dir: Path | None = None
+    variant: Side,
+    images: list[Path],
+    work_dir: Path,
+    baseline: Side | None,
+    run_dir: Path | None = None,
+    saved: Path | None = None,
 ) -> OutputCheck:
+    """The variant against the fp32 reference on the first batch; `saved`: the baseline process's outputs (on
+    the batch and on its mirror image), the reference of a variant that differs by its environment only."""
     from hwprof.advise.output_check import check_output
+    from hwprof.workload.outputs import mirrored
 
+    batch = variant.pipeline.sample_batch()
+    if saved is not None and saved.is_file():
+        import torch
+
+        reference_out, other = torch.load(saved, weights_only=True)
+        return check_output(variant.pipeline, reference_out, variant.pipeline, variant.forward(batch), other)
     ref_config = reference_config(variant.config)
     if baseline is not None and baseline.config == ref_config:
         reference = baseline
     else:
         reference = build_side("reference", ref_config, images, work_dir, run_dir=run_dir)
-    from hwprof.workload.outputs import mirrored
-
-    batch = variant.pipeline.sample_batch()
     reference_out, other = reference.forward(batch), reference.forward(mirrored(batch))
     return check_output(reference.pipeline, reference_out, variant.pipeline, variant.forward(batch), other)
 
@@ -100,6 +118,10 @@ def run(spec: AdviseSpec) -> AdviseResult:
         sides.append(build_side("baseline", base_config, images, work_dir, run_dir=run_dir))
         if mode == PAIRED_MODE:
             solo = solo_forward_ms(sides[0], warmup)
+    env_only = spec.variant == spec.baseline and not spec.compile_mode and not spec.cuda_graph
+    saved = work_dir / BASELINE_OUTPUT if env_only and mode != PAIRED_MODE else None
+    if saved is not None and mode == "baseline":
+        save_output(sides[0], saved)
     if mode in (PAIRED_MODE, "variant"):
         variant_config = RunConfig.from_dict(spec.variant)
         sides.append(
@@ -109,7 +131,8 @@ def run(spec: AdviseSpec) -> AdviseResult:
     variant = next((s for s in sides if s.name == "variant"), None)
     if variant is not None:
         try:
-            check = output_check(variant, images, work_dir, sides[0] if len(sides) == 2 else None, run_dir)
+            baseline = sides[0] if len(sides) == 2 else None
+            check = output_check(variant, images, work_dir, baseline, run_dir, saved)
             result.update(output=check.to_dict())
         except Exception as exc:  # the timing still stands; the row says why the output is unchecked
             result.update(output_error=f"{type(exc).__name__}: {exc}")
@@ -128,12 +151,26 @@ def run(spec: AdviseSpec) -> AdviseResult:
             done += 1
             progress(phase="measure", done=done, total=total)
     result.update(sides={s.name: side_figures(s) for s in sides})
+    if len(sides) == 1:  # a process of its own: what of its environment took
+        result.sides[sides[0].name].update(preloaded=mapped_preloads(), glibc_tunables=os.environ.get(TUNABLES))
     if solo:
         result.sides["baseline"].update(solo_forward_ms=solo)
     if mode == PAIRED_MODE and variant is not None:
         variant.log.markers.clear()  # the blocks' figures are taken: the solo block's never mix with them
         result.sides["variant"].update(solo_forward_ms=solo_forward_ms(variant, 1))
     return result
+
+
+def save_output(side: Side, path: Path) -> None:
+    """The side's raw outputs on the first batch and on its mirror image (the check's input sensitivity), for
+    the variant's process to check against."""
+    import torch
+
+    from hwprof.workload.outputs import mirrored
+
+    batch = side.pipeline.sample_batch()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save((side.forward(batch), side.forward(mirrored(batch))), path)
 
 
 def solo_forward_ms(side: Side, warmup: int) -> dict[str, float]:
@@ -148,6 +185,7 @@ def solo_forward_ms(side: Side, warmup: int) -> dict[str, float]:
         side.run(k, warmup=False)
     forward = side_figures(side).forward_ms
     side.log.markers.clear()
+    side.faults.clear()
     return forward
 
 

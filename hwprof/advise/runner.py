@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.advise.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
+from hwprof.advise.process_env import env_not_taken
 from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
-from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
+from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates, selected
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.core.config import RunConfig
+from hwprof.hardware.malloc_libs import find_malloc_libs
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch
 from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
@@ -57,7 +59,13 @@ class AdvisePlan:
         return [c for c in self.candidates if not c.blocked]
 
 
-def run_facts(data: RunData, config: RunConfig, cpus_busy: float | None) -> RunFacts:
+def run_facts(
+    data: RunData,
+    config: RunConfig,
+    cpus_busy: float | None,
+    malloc_libs: Callable[[], dict[str, str]] = find_malloc_libs,
+) -> RunFacts:
+    """What the candidates depend on; `malloc_libs`: where this host's replacement mallocs are (tests inject)."""
     flags = data.doc.host.isa_flags
     missing = {
         r: f"{r} is not installed; fix: pip install {r}"
@@ -74,6 +82,7 @@ def run_facts(data: RunData, config: RunConfig, cpus_busy: float | None) -> RunF
         tuple(flags) if flags is not None else None,
         cpus_busy,
         missing,
+        malloc_libs(),
     )
 
 
@@ -84,7 +93,10 @@ def cpus_busy(analysis: Any) -> float | None:
     return sum(r.cpus * r.share for r in rows) / total if total else None
 
 
-def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True) -> AdvisePlan:
+def plan_advice(
+    run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True, only: tuple[str, ...] = ()
+) -> AdvisePlan:
+    """The run's candidates; `only`: just these keys (advise --only), run whether a finding points to them or not."""
     from hwprof.analysis.run_analysis import analyse
 
     data = RunData.load(run_dir)
@@ -94,7 +106,8 @@ def plan_advice(run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True
     config = RunConfig.from_dict(data.doc.config.to_json())
     busy = None if data.doc.summary(PerfEventsSummary).model_thread_only else cpus_busy(analysis)
     facts = run_facts(data, config, busy)
-    return AdvisePlan(Path(run_dir), config, facts, candidates(facts, analysis.findings), blocks, layers)
+    planned = candidates(facts, analysis.findings)
+    return AdvisePlan(Path(run_dir), config, facts, selected(planned, only) if only else planned, blocks, layers)
 
 
 def variant_config(config: RunConfig, candidate: Candidate) -> RunConfig:
@@ -175,6 +188,9 @@ class AdviseRun:
             note = ""
         if error:
             return self._failed(c, error)
+        taken = env_not_taken(c.env, results["variant"].sides["variant"]) if "variant" in results else ""
+        if taken:
+            return self._failed(c, taken)
         row = measured_row(c, results, self.advice.blocks, self.loads)
         row.pairing_note = note
         if self.plan.layers and c.has_layers_pass and not self.stop.requested:
@@ -232,15 +248,20 @@ class AdviseRun:
         if self.baseline_layers is None:
             row.layers_note = f"no per-layer times: the baseline's layers collect failed ({self.baseline_layers_error})"
             return
-        after, error = self._layers_run(variant, f"{c.key}/layers")
+        after, error = self._layers_run(variant, f"{c.key}/layers", c.env)
         if after is None:
             row.layers_note = f"no per-layer times: the variant's layers collect failed ({error})"
             return
         scale = variant.batch / self.plan.config.batch if c.per_image else 1.0
-        row.layers = top_layer_deltas(self.baseline_layers, {i: ms / scale for i, (_, ms) in after.items()})
+        after_ms = {i: ms / scale for i, (_, ms) in after.items()}
+        row.layers = top_layer_deltas(self.baseline_layers, after_ms, keep=c.layers)
         row.variant_run = f"{ADVISE_DIR}/{c.key}/layers"
 
-    def _layers_run(self, config: RunConfig, name: str) -> tuple[dict[int, tuple[str, float]] | None, str]:
+    def _layers_run(
+        self, config: RunConfig, name: str, env: dict[str, str] | None = None
+    ) -> tuple[dict[int, tuple[str, float]] | None, str]:
+        """A layers collect of `config`; `env`: the variant's environment (an allocator, OMP_WAIT_POLICY), which
+        its passes' workers inherit, so that its layer times are the variant's."""
         from hwprof.analysis.run_analysis import analyse
 
         out = self.dir / name
@@ -256,6 +277,7 @@ class AdviseRun:
             2 * config.pass_timeout_s,
             self.stop,
             lambda e: self.progress(name, e),
+            env,
         )
         if not outcome.ok:
             return None, outcome.error

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.advise.process_env import minor_faults
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, MarkerLog
 
@@ -32,12 +33,17 @@ class Side:
     log: MarkerLog
     setup: dict[str, float] = field(default_factory=dict)
     """What preparing this side took: prepare_s (export, conversion, session), first_forward_s."""
+    faults: dict[int, int] = field(default_factory=dict)
+    """Minor page faults of the process in each measured iteration (an allocator's effect)."""
 
     def run(self, iteration: int, warmup: bool) -> None:
         import torch
 
         torch.set_num_threads(self.config.threads)
+        before = minor_faults()
         self.pipeline.run_iteration(iteration, warmup)
+        if not warmup:
+            self.faults[iteration] = minor_faults() - before
 
     def forward(self, batch: torch.Tensor) -> Any:
         import torch

@@ -221,10 +221,15 @@ class LayerDelta:
         return self.after_ms - self.before_ms
 
 
-def top_layer_deltas(before: dict[int, tuple[str, float]], after: dict[int, float], n: int = 3) -> list[LayerDelta]:
-    """The n layers whose time moved most (either way), largest |delta| first."""
+def top_layer_deltas(
+    before: dict[int, tuple[str, float]], after: dict[int, float], n: int = 3, keep: tuple[int, ...] = ()
+) -> list[LayerDelta]:
+    """The layers in `keep` (those the candidate's finding names), in its order, then the n layers whose time
+    moved most (either way), largest |delta| first."""
     rows = [LayerDelta(i, t, ms, after[i]) for i, (t, ms) in before.items() if i in after]
-    return sorted(rows, key=lambda r: -abs(r.delta_ms))[:n]
+    named = [r for i in keep for r in rows if r.index == i]
+    moved = [r for r in sorted(rows, key=lambda r: -abs(r.delta_ms)) if r.index not in keep]
+    return named + moved[:n]
 
 
 @dataclass
@@ -263,6 +268,9 @@ class AdviceRow:
     disturbed: str = ""
     """Why the figure is not resolved though its spread is: a process of a pass-level estimate was disturbed
     ("" when none was). Such a row is never advice."""
+    minor_faults: list[float] | None = None
+    """[baseline, variant]: the process's minor page faults per measured iteration (medians): what an allocator
+    change does to the kernel's share."""
 
     @property
     def stages_moved(self) -> StagesMoved | None:
@@ -311,6 +319,8 @@ class AdviceRow:
             out["stages_note"] = moved.text()
         out["ranked"] = self.ranked
         out["breakeven_inferences"] = self.breakeven_inferences
+        if self.minor_faults is None:  # counted by advise workers since issue 38; absent from older files
+            del out["minor_faults"]
         return out
 
     @classmethod
@@ -340,6 +350,7 @@ class AdviceRow:
             [StageDelta(x.name, x.before_ms, x.after_ms) for x in doc.stages],
             {k: NeighbourLoad.from_dict(v) for k, v in (doc.neighbours or {}).items()},
             _or(doc.disturbed, ""),
+            list(doc.minor_faults) if doc.minor_faults is not None else None,
         )
 
 

@@ -14,11 +14,27 @@ from typing import Any
 
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
+from hwprof.hardware.malloc_libs import MALLOC_LIBS
 
 OPENMP_SPIN_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
 """libgomp (torch's OpenMP on Linux wheels): idle threads sleep at once instead of spinning."""
+GLIBC_KEEP_FREED = {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967296"}
+"""glibc's malloc keeps freed memory for the next forward instead of giving it back to the OS (which faults and
+zeroes it again). mmap_threshold cannot do it: mallopt documents a 32 MiB cap (DEFAULT_MMAP_THRESHOLD_MAX on
+64-bit), below yolov7's 52 MB layer-0 output at 640. mmap_max=0 makes malloc never mmap, so large blocks come
+from the heap, and a 4 GiB trim threshold keeps the heap's free top. scripts/malloc_faults.py (glibc 2.36, a
+52 MB and an 8 MB block allocated, filled and freed per round): 13,364 faults a round by default, 15,329 at a
+32 MiB threshold, 0 with these two."""
+KEEP_FREED_ENV = {
+    "jemalloc": {"MALLOC_CONF": "dirty_decay_ms:-1,muzzy_decay_ms:-1"},
+    "tcmalloc": {"TCMALLOC_RELEASE_RATE": "0"},
+}
+"""Each replacement malloc's setting that keeps freed pages (same script): jemalloc 5.3 purges blocks over
+8 MiB at once by default (15,362 faults a round; also with dirty_decay_ms:30000), 0 with decay off; tcmalloc
+2.10 gave 333 a round at its default release rate, 0 at rate 0."""
 BF16_UNITS = ("avx512_bf16", "amx_bf16")
 INT8_UNITS = ("avx512_vnni", "avx_vnni", "amx_int8")
+NO_FINDING = "no finding of this run points to it"
 GPU_BATCHES = (8, 32)
 """Batch sizes tried when the GPU waits for the CPU (the recorded H100 experiments' points)."""
 
@@ -61,6 +77,8 @@ class Candidate:
     env: dict[str, str] = field(default_factory=dict)
     """Environment of the variant's process (a change that needs a new process)."""
     finding: str = ""
+    layers: tuple[int, ...] = ()
+    """The layers its finding names: the row shows their times before and after whether they moved most or not."""
     blocked: str = ""
     """Why it is not run ("" when it runs)."""
 
@@ -87,6 +105,7 @@ class Candidate:
             "cuda_graph": self.cuda_graph,
             "env": self.env,
             "finding": self.finding,
+            "layers": list(self.layers),
             "method": self.method,
         }
 
@@ -102,6 +121,7 @@ class Candidate:
             bool(d.get("cuda_graph")),
             dict(d.get("env", {})),
             d.get("finding", ""),
+            tuple(d.get("layers", ())),
         )
 
 
@@ -121,6 +141,8 @@ class RunFacts:
     """The forward's time-weighted CPUs busy (layers pass task-clock / wall)."""
     unavailable_runtimes: dict[str, str] = field(default_factory=dict)
     """Runtime name -> why it cannot run here."""
+    malloc_libs: dict[str, str] = field(default_factory=dict)
+    """Replacement malloc (hardware.malloc_libs.MALLOC_LIBS) -> its library's path here; "" or absent: none."""
 
 
 def cpu_candidates(facts: RunFacts) -> list[Candidate]:
@@ -130,6 +152,7 @@ def cpu_candidates(facts: RunFacts) -> list[Candidate]:
         *_runtime_candidates(facts),
         *_precision_candidates(facts),
         *_openmp_candidates(facts),
+        *allocator_candidates(facts),
     ]
 
 
@@ -231,6 +254,36 @@ def _openmp_candidates(facts: RunFacts) -> list[Candidate]:
     ]
 
 
+def allocator_candidates(facts: RunFacts) -> list[Candidate]:
+    """Mallocs that keep freed memory, against page faults: glibc's own tunables (nothing to install), then
+    jemalloc and tcmalloc through LD_PRELOAD, each not run with its install command where its library is missing."""
+    out = [
+        Candidate(
+            "malloc-keep",
+            "glibc's malloc keeps freed memory (never mmap, no trim): activations reuse pages, no faults",
+            f"GLIBC_TUNABLES={GLIBC_KEEP_FREED['GLIBC_TUNABLES']} hwprof collect ...",
+            ("kernel-faults",),
+            env=dict(GLIBC_KEEP_FREED),
+        )
+    ]
+    for lib in MALLOC_LIBS:
+        path = facts.malloc_libs.get(lib.name, "")
+        env = {"LD_PRELOAD": path or lib.sonames[0], **KEEP_FREED_ENV.get(lib.name, {})}
+        out.append(
+            Candidate(
+                lib.name,
+                f"{lib.name} instead of glibc's malloc (LD_PRELOAD), freed pages kept",
+                " ".join(f"{k}={v}" for k, v in env.items()) + " hwprof collect ...",
+                ("kernel-faults",),
+                env=env,
+                blocked=""
+                if path
+                else f"{lib.name} is not installed ({', '.join(lib.sonames)} not found); fix: {lib.install}",
+            )
+        )
+    return out
+
+
 def thread_counts(facts: RunFacts) -> list[int]:
     """A small set around what the forward keeps busy: its CPUs busy rounded, and half the threads."""
     if facts.threads <= 1:
@@ -316,6 +369,24 @@ def candidates(facts: RunFacts, findings: Iterable[Finding]) -> list[Candidate]:
         hit = next((by_topic[t] for t in c.topics if t in by_topic), None)
         if hit is not None:
             c.finding = hit.title
+            c.layers = hit.layers
         elif not c.blocked:
-            c.blocked = f"no finding of this run points to it (it answers: {', '.join(c.topics)})"
+            c.blocked = f"{NO_FINDING} (it answers: {', '.join(c.topics)})"
+    return out
+
+
+def selected(cs: list[Candidate], keys: Sequence[str]) -> list[Candidate]:
+    """`advise --only KEYS`: only these candidates, each run even where no finding of the run points to it (to
+    measure a change on a run whose findings do not ask for it); one the host cannot run stays not run."""
+    known = [c.key for c in cs]
+    unknown = [k for k in keys if k not in known]
+    if unknown:
+        raise ValueError(
+            f"--only {','.join(unknown)}: no such candidate for this run; its candidates are {', '.join(known)}"
+        )
+    out = [c for c in cs if c.key in keys]
+    for c in out:
+        if c.blocked.startswith(NO_FINDING):
+            c.blocked = ""
+            c.finding = f"none: asked for with --only ({NO_FINDING}; it answers {', '.join(c.topics)})"
     return out

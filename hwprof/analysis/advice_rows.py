@@ -130,6 +130,16 @@ def side_drift(paired: AdviseResult | None, name: str) -> float | None:
     return 1.0
 
 
+def _faults(results: Mapping[str, AdviseResult]) -> list[float] | None:
+    """[baseline, variant] median minor faults per measured iteration; None where a side did not count them."""
+    if "paired" in results:
+        sides = [results["paired"].sides.get(name) for name in ("baseline", "variant")]
+    else:
+        sides = [results[name].sides.get(name) for name in ("baseline", "variant")]
+    counts = [s.minor_faults if s is not None and s.minor_faults else None for s in sides]
+    return [statistics.median(c.values()) for c in counts if c] if all(counts) else None
+
+
 def sides_moved(paired: AdviseResult | None) -> str:
     """The side(s) whose paired forward lay beyond DISTURBED outside its range alone, with how far; "" if none."""
     moved = []
@@ -211,6 +221,7 @@ def measured_row(
             )
     elif variant_result.output_error:
         row.reason = f"output not checked: {variant_result.output_error}"
+    row.minor_faults = _faults(results)
     for result in results.values() if "paired" in results else ():  # two processes make no ABBA block
         for name, side in result.sides.items():
             for i, (start, end, f_start, f_end) in side.stamps.items():

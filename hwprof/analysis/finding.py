@@ -20,9 +20,11 @@ class Finding:
     """Share of forward (or of the pipeline) concerned; the ranking key."""
     topic: str = ""
     """What the finding is about, for the changes that answer it (analysis/advice_candidates.py); "" for none."""
+    layers: tuple[int, ...] = ()
+    """The top-level layers it names, by index: the advice row of a change that answers it shows their times."""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "layers": list(self.layers)}
 
 
 def pct(x: float) -> str:

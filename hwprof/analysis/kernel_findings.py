@@ -153,6 +153,7 @@ def page_zeroing(report: LayerReport) -> list[Finding]:
             "kernels",
             share,
             topic=TOPICS[CAUSE_FAULT],
+            layers=tuple(r.index for r, _, _ in layers[:5]),
         )
     ]
 
@@ -185,6 +186,7 @@ def kernel_share(report: LayerReport) -> list[Finding]:
                 "kernels",
                 (r.share or 0.0) * kernel,
                 topic=TOPICS[top.cause],
+                layers=(r.index,),
             )
         )
     return out

@@ -14,10 +14,16 @@ from hwprof.session.stopping import StopSignals
 
 
 def advise(
-    run_dir: Path, console: Console, stop: StopSignals, blocks: int, layers: bool = True, locked: bool = False
+    run_dir: Path,
+    console: Console,
+    stop: StopSignals,
+    blocks: int,
+    layers: bool = True,
+    locked: bool = False,
+    only: tuple[str, ...] = (),
 ) -> Advice:
     """Run the candidates of the run in run_dir and write its advice.json; `locked`: the caller holds the
-    run directory's lock (collect --advise)."""
+    run directory's lock (collect --advise); `only`: just these candidates (--only)."""
     from hwprof.advise.runner import AdviseRun, plan_advice
     from hwprof.rundir.lock import RunDirBusy, RunDirLock
 
@@ -35,7 +41,7 @@ def advise(
         recorded = _recorded(run_dir)
         if recorded is not None:
             return recorded
-        plan = plan_advice(run_dir, blocks, layers)
+        plan = plan_advice(run_dir, blocks, layers, only)
         if plan.config.device != "cpu":
             from hwprof.hardware.gpu_device import require_cuda
 
@@ -77,7 +83,7 @@ def cmd_advise(args: argparse.Namespace, console: Console) -> int:
     from hwprof.session.finish import write_report, write_trace
 
     stop: StopSignals = args.stop
-    result = advise(args.run_dir, console, stop, args.blocks, layers=not args.no_layers)
+    result = advise(args.run_dir, console, stop, args.blocks, layers=not args.no_layers, only=only_keys(args))
     for renderable in advice_renderables(result, console):
         console.print(renderable)
     data = RunData.load(args.run_dir)
@@ -85,6 +91,11 @@ def cmd_advise(args: argparse.Namespace, console: Console) -> int:
     write_trace(args.run_dir, console)
     console.print(f"advice.json written in {args.run_dir}", highlight=False)
     return stop.exit_code if stop.requested else 0
+
+
+def only_keys(args: argparse.Namespace) -> tuple[str, ...]:
+    """--only's candidate keys (collect: --advise-only)."""
+    return tuple(k.strip() for k in (getattr(args, "advise_only", "") or "").split(",") if k.strip())
 
 
 def add_advise_args(p: argparse.ArgumentParser, prefix: str = "") -> None:
@@ -102,4 +113,12 @@ def add_advise_args(p: argparse.ArgumentParser, prefix: str = "") -> None:
         dest="no_layers",
         action="store_true",
         help="skip the layers collect of each variant (no per-layer deltas)",
+    )
+    p.add_argument(
+        f"--{prefix}only",
+        dest="advise_only",
+        default="",
+        metavar="KEYS",
+        help="run only these candidates (comma list of keys, e.g. malloc-keep,jemalloc), each even where no "
+        "finding of the run points to it; advice.json then holds only their rows",
     )

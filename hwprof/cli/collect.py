@@ -238,10 +238,10 @@ def _final_status(run: RunDoc, console: Console, stop: StopSignals) -> int:
 def _advise_after(run_dir: Path, args: argparse.Namespace, console: Console, stop: StopSignals) -> None:
     """collect --advise: the candidates run once the passes are done; a failure of the advice keeps the run
     and its report (the report says what advice.json holds, or nothing when none was written)."""
-    from hwprof.cli.advise import advise
+    from hwprof.cli.advise import advise, only_keys
 
     try:
-        advise(run_dir, console, stop, args.blocks, layers=not args.no_layers, locked=True)
+        advise(run_dir, console, stop, args.blocks, layers=not args.no_layers, locked=True, only=only_keys(args))
     except (ValueError, OSError) as exc:
         console.print(
             f"[red]hwprof: error:[/] the advice could not be run ({exc}); the run is kept in {run_dir}: "

@@ -110,9 +110,10 @@ def output_text(check: OutputCheck | None, marked: bool, sep: str = "\n") -> str
 
 
 def _layers(row: AdviceRow, sep: str) -> str:
+    faults = [f"faults/iter {row.minor_faults[0]:,.0f}->{row.minor_faults[1]:,.0f}"] if row.minor_faults else []
     if row.layers:
-        return sep.join(f"{d.index} {d.type} {ms(d.before_ms)}->{ms(d.after_ms)}" for d in row.layers)
-    return row.layers_note or MISSING
+        return sep.join([f"{d.index} {d.type} {ms(d.before_ms)}->{ms(d.after_ms)}" for d in row.layers] + faults)
+    return sep.join([row.layers_note or MISSING, *faults])
 
 
 def _why_not(row: AdviceRow) -> str:

@@ -110,6 +110,7 @@ class AdviceRowDoc(Record):
     neighbours: dict[str, JsonObject] | None = None
     """Worker process -> hwprof.perf.neighbours.NeighbourLoad as written."""
     disturbed: str | None = None
+    minor_faults: list[float] | None = None
     ranked: bool | None = None
     breakeven_inferences: NonNegative | None = None
 

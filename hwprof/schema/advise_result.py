@@ -50,6 +50,12 @@ class SideFigures(Record):
     stage_ms: dict[str, dict[str, float]] | None = None
     """The iteration's other stages (load, preprocess, h2d, postprocess) -> ms by side iteration: where end to end
     and forward disagree, the stage that moved (hwprof.analysis.advice.StageDelta)."""
+    minor_faults: dict[str, float] | None = None
+    """Minor page faults of the process (all threads) in each measured iteration, by side iteration."""
+    preloaded: dict[str, bool] | None = None
+    """Each LD_PRELOAD library of the worker's process -> mapped in it (a side alone in its process)."""
+    glibc_tunables: str | None = None
+    """GLIBC_TUNABLES as the worker's process saw it (a side alone in its process)."""
 
     @property
     def images_per_batch(self) -> int:

@@ -1,0 +1,58 @@
+"""The allocator candidates for real on a small yolov8n: `hwprof advise --only` runs them as two processes each
+(pass-level estimate), the variant's process reports its own environment (the row fails if it did not take),
+and the row carries each process's page faults per iteration."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from fault_harness import hwprof_command
+
+from hwprof.analysis.advice import MEASURED, NOT_RUN, load_advice
+from hwprof.analysis.advice_candidates import GLIBC_KEEP_FREED
+from hwprof.hardware.malloc_libs import find_malloc_libs
+
+pytestmark = pytest.mark.slow
+SMALL = ["--model", "yolov8n", "--imgsz", "64", "--warmup", "1", "--iters", "4"]
+
+
+def test_advise_only_measures_the_allocators_in_processes_of_their_own(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    env = {**os.environ, "COLUMNS": "120"}
+    collect = hwprof_command("collect", *SMALL, "--only", "timing", "--no-report", "--out", str(run))
+    assert subprocess.run(collect, capture_output=True, text=True, timeout=900, env=env).returncode == 0
+    keys = "malloc-keep,jemalloc,tcmalloc"
+    proc = subprocess.run(
+        hwprof_command("advise", str(run), "--only", keys, "--blocks", "1", "--no-layers"),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    advice, error = load_advice(run)
+    assert advice is not None and not error
+    rows = {r.key: r for r in advice.rows}
+    assert set(rows) == set(keys.split(","))
+    glibc = rows["malloc-keep"]
+    assert glibc.status == MEASURED, glibc.reason
+    assert glibc.forward is not None and glibc.forward.method == "pass-level estimate"
+    assert glibc.minor_faults is not None and len(glibc.minor_faults) == 2
+    variant = json.loads((run / "advise" / "malloc-keep" / "variant.json").read_text())["sides"]["variant"]
+    assert variant["glibc_tunables"] == GLIBC_KEEP_FREED["GLIBC_TUNABLES"]  # seen from inside the variant
+    # the output is checked against the baseline's process (without the environment), not a reference built
+    # beside the variant in its own process
+    assert (run / "advise" / "malloc-keep" / "work" / "baseline-output.pt").is_file()
+    assert glibc.output is not None and glibc.output.head_range > 0
+    for name, path in find_malloc_libs().items():
+        row = rows[name]
+        if not path:
+            assert row.status == NOT_RUN and "fix: apt-get install" in row.reason
+            continue
+        assert row.status == MEASURED, row.reason  # a preload that did not map would fail the row
+        side = json.loads((run / "advise" / name / "variant.json").read_text())["sides"]["variant"]
+        assert side["preloaded"] == {path: True}
