@@ -8,7 +8,6 @@ import os
 import stat
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,10 +19,8 @@ from hwprof.analysis.advice import AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import GLIBC_KEEP_FREED, RunFacts, candidates, selected
 from hwprof.analysis.advice_rows import measured_row
 from hwprof.analysis.finding import Finding
-from hwprof.analysis.kernel_findings import page_zeroing
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.core.config import RunConfig
-from hwprof.core.kernels import KIND_KERNEL, NativeKernel
 from hwprof.hardware.malloc_libs import find_malloc_libs, ldconfig_paths
 from hwprof.render.advice_table import row_cells
 from hwprof.schema.advise_result import AdviseResult, SideFigures
@@ -83,16 +80,6 @@ def test_ldconfig_is_read_for_the_64_bit_library(tmp_path: Path, monkeypatch: py
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     found = ldconfig_paths(["libjemalloc.so.2", "libnothing-here.so.9"])
     assert found == {"libjemalloc.so.2": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"}
-
-
-def test_the_page_fault_finding_is_about_kernel_faults() -> None:
-    fault = NativeKernel("clear_page_erms", KIND_KERNEL, "[kernel]", 0.3, 300)
-    native = SimpleNamespace(kernels=[fault], threads=2, openmp_share=0.0)
-    layer = SimpleNamespace(index=0, type="Conv", share=0.3, native=native, name="model.0")
-    report: Any = SimpleNamespace(native=SimpleNamespace(kernels=[fault]), top_level=[layer])
-    (found,) = page_zeroing(report)
-    assert found.topic == "kernel-faults"
-    assert by_key(candidates(facts(), [found]))["malloc-keep"].finding == found.title
 
 
 def test_the_named_layers_are_shown_even_when_others_moved_more() -> None:

@@ -261,3 +261,21 @@ def test_the_kernels_table_shows_each_layers_kernel_share_and_cause(run_with_ker
     cells = {row[0]: row[headers.index("in kernel")] for row in spec.rows if row[0]}
     assert any("faults" in cell for cell in cells.values()), cells
     assert any("syscalls" in note and "by callchain" in note for note in spec.notes), spec.notes
+
+
+def test_the_kernel_fault_findings_name_their_layers_and_point_to_the_allocator(run_with_kernel_layers: Path) -> None:
+    """Both fault findings (the layer's and forward's) have topic kernel-faults, name the faulting layer, and
+    make the allocator candidates runnable; without them the candidates are not proposed."""
+    from test_advice_candidates import facts
+
+    from hwprof.analysis.advice_candidates import candidates
+
+    found = [f for f in kernel_findings(analyse(RunData.load(run_with_kernel_layers)).layers)]
+    faults = [f for f in found if f.topic == "kernel-faults"]
+    assert {f.title.split(" ")[0] for f in faults} == {"layer", "page"}
+    assert all(2 in f.layers for f in faults)
+    by_key = {c.key: c for c in candidates(facts(), faults)}
+    assert by_key["malloc-keep"].finding in {f.title for f in faults}
+    assert by_key["malloc-keep"].layers and 2 in by_key["malloc-keep"].layers
+    others = [f for f in found if f.topic != "kernel-faults"]
+    assert not {c.key: c for c in candidates(facts(), others)}["malloc-keep"].finding
