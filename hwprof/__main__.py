@@ -1,5 +1,5 @@
 import sys
 
-from hwprof.cli.main import main
+from hwprof.cli.entry import main
 
 sys.exit(main())
