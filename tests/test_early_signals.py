@@ -119,3 +119,34 @@ def test_a_stop_that_lands_where_python_ignores_exceptions_is_delivered_again(
         stop.uninstall()
     assert stop.count == 1 and stop.name == "SIGINT"
     assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_signal_while_collect_writes_its_first_run_json_still_finalises_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signal is held while the first run.json is written (StopSignals.deferred) and raised after it: it
+    escaped the session there, leaving run.json "running" while the CLI said "run.json is final"."""
+    import json
+
+    from hwprof.core.config import RunConfig
+    from hwprof.session.plan import Plan
+    from hwprof.session.run import Session
+    from hwprof.session.stopping import StopSignals
+    from hwprof.workload.images import ImageSet
+
+    stop = StopSignals().install()
+    session = Session(RunConfig(), tmp_path, ImageSet([]), stop=stop)
+    write_inputs = session._write_inputs
+
+    def signalled() -> None:
+        write_inputs()
+        signal.raise_signal(signal.SIGINT)  # noted now, raised when the first run.json is written
+
+    monkeypatch.setattr(session, "_write_inputs", signalled)
+    try:
+        doc = session.collect(Plan([]), ["hwprof", "collect"])
+    finally:
+        stop.uninstall()
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert doc.status == written["status"] == "interrupted"
+    assert written["finished"] and written["interrupted"]["signal"] == "SIGINT"

@@ -285,10 +285,10 @@ class Session:
         the rest: run.json is then final with status "interrupted" and the signal, and collect returns
         normally; the caller turns that into its exit status. Only a second signal raises (Interrupted)."""
         reserve = SpaceReserve(self.run_dir)  # given back before the last run.json: it fits on a full disk
-        with self.stop.deferred():
-            self._start(plan, command_line)
         self.final = "complete"
         try:
+            with self.stop.deferred():  # a signal in it is raised after it: run.json is then final, interrupted
+                self._start(plan, command_line)
             self.run.update(peaks=peaks_doc(self.config.threads, self.where))
             self._run_passes(plan)
         except KeyboardInterrupt:
@@ -309,7 +309,7 @@ class Session:
                 raise self.gone_error() from exc
             raise
         finally:
-            if self.gone():
+            if self.gone() or not self.run.status:  # nothing can be saved, or nothing was started
                 reserve.release()
             else:
                 self._end(plan, reserve)
