@@ -7,8 +7,9 @@ interpreter already), installs a handler for SIGINT, SIGTERM and SIGHUP first, a
 command line:
 - while it imports, a signal ends the process at once with one line and 128 + the signal (nothing was run);
 - once the command is called, until it installs its own handling (hwprof.session.stopping.StopSignals, which
-  replaces this handler and restores it when the command ends), a signal ends it the same way;
-- after the command returned, a signal is ignored: its exit status stands.
+  replaces this handler), and from its end (StopSignals restores this handler) until it returns, the same;
+- after the command returned, a signal is ignored (SIG_IGN, which the interpreter's finalisation keeps): its
+  exit status stands.
 
 What no Python code can cover is the interpreter's own start-up (before it runs this module: its `site`
 import, some ms): a signal there ends the process as it ends any Python program.
@@ -22,35 +23,27 @@ import sys
 from types import FrameType
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-_received: list[int] = []
 _phase = "starting"
-"""starting (importing: nothing run yet), running (hwprof.cli.main.main called), finished."""
-
-
-class StartupInterrupted(KeyboardInterrupt):
-    """A stop signal after the command was called but before it installed its own handling."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _line(signum: int, when: str = "") -> bytes:
-    return f"interrupted ({signal.Signals(signum).name}){when}\n".encode()
+"""starting (importing: nothing run yet), running (hwprof.cli.main.main called), finished (it returned)."""
 
 
 def _handle(signum: int, _frame: FrameType | None) -> None:
-    if _phase == "starting":
-        # Nothing was run, nothing to finish: end here. Raising would reach the code being imported, which
-        # may swallow it (a bare except) or print it as an "Exception ignored" traceback (a __del__ it cut).
-        try:  # noqa: SIM105 (contextlib is an import this module does without)
-            os.write(sys.stdout.fileno(), _line(signum, " while hwprof was starting: nothing was run"))
-        except (OSError, ValueError, AttributeError):
-            pass
-        os._exit(128 + signum)
-    _received.append(signum)
-    if _phase == "running" and len(_received) == 1:  # once: a second signal must not cut the one line
-        raise StartupInterrupted(signum)
+    """End the process here, with one line. Raising instead would reach the code being imported or run, which
+    may swallow it (a bare except) or print it as an "Exception ignored ... Traceback" (importlib's module-lock
+    callback, a __del__) and carry on. Nothing needs finishing: before the command installs its own handling
+    nothing was started, and after it uninstalled it everything was finished."""
+    if _phase == "finished":
+        return  # the command's exit status stands
+    when = " while hwprof was starting: nothing was run" if _phase == "starting" else ""
+    try:  # noqa: SIM105 (contextlib is an import this module does without)
+        sys.stdout.flush()  # what the command printed (its own handling is gone once it is done)
+    except (OSError, ValueError, RuntimeError, AttributeError):
+        pass
+    try:  # noqa: SIM105
+        os.write(sys.stdout.fileno(), f"interrupted ({signal.Signals(signum).name}){when}\n".encode())
+    except (OSError, ValueError, AttributeError):
+        pass
+    os._exit(128 + signum)
 
 
 def install() -> None:
@@ -71,14 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     _phase = "running"
     try:
         return run_command(argv)
-    except KeyboardInterrupt as exc:  # before the command's own handling, or after it (then it is done)
-        _phase = "finished"
-        signum = getattr(exc, "signum", None) or (_received[0] if _received else signal.SIGINT)
-        try:
-            sys.stdout.write(_line(signum).decode())
-            sys.stdout.flush()
-        except (OSError, ValueError):
-            pass
-        return 128 + signum
     finally:
         _phase = "finished"
+        # Ignored from here to the exit: the interpreter's finalisation resets a Python handler to the default
+        # action (a SIGTERM there killed the finished command, exit -15), but leaves SIG_IGN.
+        for sig in _SIGNALS:
+            if signal.getsignal(sig) is _handle:
+                signal.signal(sig, signal.SIG_IGN)
