@@ -199,7 +199,7 @@ def head(a: Analysis, path: Path) -> RunHead:
         random_init=bool(model.random_init),
         host_kind=host_kind(run.host.to_json()).label if run.host else "",
         versions=software(run.host.to_json(), runtime.to_json()) if run.host else {},
-        status=str(run.status or "?"),
+        status=a.shown_status or str(run.status or "?"),
         layer_times=layer_times_source(a),
         warnings=list(a.warnings),
     )

@@ -76,6 +76,9 @@ class Analysis:
     unreadable (then a warning says why)."""
     doc: RunDoc = field(default_factory=RunDoc)
     """run.json typed (hwprof.schema.run): what renderers read instead of digging into `run`."""
+    shown_status: str = ""
+    """The run's status as the report shows it (RunData.shown_status: a run left "running" by a killed
+    collect says so); "" = run.json's."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -160,6 +163,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         run_warnings(data) + ([advice_error] if advice_error else []),
         advice,
         data.doc,
+        data.shown_status,
     )
 
 

@@ -211,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--plots", action="store_true", help="redraw the PNG plots")
     trace = sub.add_parser("trace", help="(re)build RUN_DIR/trace.pftrace from the run directory")
     trace.add_argument("run_dir", type=Path)
+    trace.add_argument("--out", type=Path, help="write the trace to this file instead of RUN_DIR/trace.pftrace")
     compare = sub.add_parser("compare", help="runs side by side, with ratios to the first")
     compare.add_argument("run_dirs", type=Path, nargs="+")
     compare.add_argument("--top", type=int, default=15)

@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -33,30 +34,35 @@ def cmd_report(args: argparse.Namespace, console: Console) -> int:
 
 
 def cmd_trace(args: argparse.Namespace, console: Console) -> int:
-    """Rebuild trace.pftrace. When that fails, a trace.pftrace left by an earlier build is renamed
-    trace-stale.pftrace (kept, never shown as current) and the command exits 2."""
+    """Rebuild trace.pftrace (or --out). When that fails, a trace.pftrace left by an earlier build is renamed
+    trace-stale.pftrace (kept, never shown as current) and the command exits 2. A run directory that cannot be
+    written is one error with the fix (hwprof.session.finish.write_trace), and nothing in it is touched."""
     from hwprof.rundir.reader import RunData, RunDirError
 
+    out: Path | None = args.out
     try:
         RunData.load(args.run_dir)
     except (ValueError, OSError) as exc:
-        raise RunDirError(f"{exc}{_set_aside_trace(args.run_dir)}") from exc
-    if write_trace(args.run_dir, console):
+        raise RunDirError(f"{exc}{_set_aside_trace(args.run_dir) if out is None else ''}") from exc
+    if write_trace(args.run_dir, console, out=out):
         return 0
-    console.print(_set_aside_trace(args.run_dir).removeprefix("; ") or "no trace.pftrace written", highlight=False)
+    if out is None:
+        console.print(_set_aside_trace(args.run_dir).removeprefix("; ") or "no trace.pftrace written", highlight=False)
     return EXIT_USAGE
 
 
 def _set_aside_trace(run_dir: str) -> str:
     """Rename a trace.pftrace of an earlier build to trace-stale.pftrace; the words that say so, or ""."""
-    from pathlib import Path
-
     from hwprof.rundir.names import TRACE_NAME
 
     old = Path(run_dir) / TRACE_NAME
     if not old.exists():
         return ""
-    old.replace(old.with_name("trace-stale.pftrace"))
+    try:
+        old.replace(old.with_name("trace-stale.pftrace"))
+    except OSError as exc:
+        why = f"it could not be renamed: {exc.strerror}"
+        return f"; the {TRACE_NAME} of an earlier build is not this run as it is now ({why})"
     return f"; the {TRACE_NAME} of an earlier build was renamed trace-stale.pftrace (it is not this run as it is now)"
 
 
@@ -295,7 +301,7 @@ def error_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from hwprof.core.atomic import DiskFullError
+    from hwprof.core.atomic import DiskFullError, FolderGoneError
     from hwprof.core.envvars import COLLECTING, check_environment
     from hwprof.session.plan import CollectError
 
@@ -313,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         console.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
         return stop.exit_code if stop.requested else EXIT_INTERRUPTED
-    except DiskFullError as exc:  # not a bad input: the run or its files could not be written
+    except (DiskFullError, FolderGoneError) as exc:  # not a bad input: the run or its files could not be written
         console.print(f"[red]hwprof: error:[/] {escape(error_line(exc))}", highlight=False, soft_wrap=True)
         return 1
     except (ValueError, OSError, CollectError) as exc:

@@ -126,6 +126,67 @@ def as_disk_full(exc: BaseException, path: Path | str) -> BaseException:
     return DiskFullError(path, exc.errno or errno.ENOSPC)
 
 
+def removed_folder(folder: Path | str) -> Path | None:
+    """The topmost folder of `folder`'s path that no longer exists (folder itself, or the parent someone
+    removed with it); None when folder exists."""
+    folder = Path(os.path.abspath(folder))
+    if folder.is_dir():
+        return None
+    while not folder.parent.exists() and folder.parent != folder:
+        folder = folder.parent
+    return folder
+
+
+class FolderGoneError(FileNotFoundError):
+    """The folder hwprof was writing into was removed (or moved away) meanwhile: nothing more can be saved
+    there. str() is the one line the CLI prints (exit 1): `what` (e.g. "the run directory") names it."""
+
+    def __init__(self, folder: Path | str, what: str = "the folder", when: str = "while hwprof was writing into it"):
+        self.folder = Path(folder)
+        self.what = what
+        self.when = when
+        self.removed = removed_folder(self.folder) or self.folder
+        super().__init__(errno.ENOENT, os.strerror(errno.ENOENT), str(self.folder))
+
+    def __str__(self) -> str:
+        with_it = "" if self.removed == self.folder else f" (with {self.removed}, which is gone)"
+        return f"{self.what} {self.folder} was removed {self.when}{with_it}: nothing more can be saved there"
+
+    def __reduce__(self) -> tuple[type[FolderGoneError], tuple[str, str, str]]:
+        return (FolderGoneError, (str(self.folder), self.what, self.when))
+
+
+def as_folder_gone(exc: BaseException, path: Path) -> BaseException:
+    """exc as a FolderGoneError when it is a FileNotFoundError because path's folder no longer exists, else exc."""
+    if isinstance(exc, FileNotFoundError) and not isinstance(exc, FolderGoneError) and not path.parent.is_dir():
+        return FolderGoneError(path.parent)
+    return exc
+
+
+NOT_WRITABLE_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+class NotWritableError(OSError):
+    """A folder hwprof must write into refuses writes (a read-only mount, no write permission); str() is the
+    one line the CLI prints: the folder, why, and the fix the caller knows."""
+
+    def __init__(self, folder: Path | str, code: int = errno.EROFS, fix: str = "") -> None:
+        self.folder = Path(folder)
+        self.fix = fix
+        super().__init__(code, os.strerror(code), str(self.folder))
+
+    def __str__(self) -> str:
+        why = "it is on a read-only file system" if self.errno == errno.EROFS else "permission denied"
+        return f"{self.folder} cannot be written ({why})" + (f": {self.fix}" if self.fix else "")
+
+    def __reduce__(self) -> tuple[type[NotWritableError], tuple[str, int, str]]:
+        return (NotWritableError, (str(self.folder), self.errno or errno.EROFS, self.fix))
+
+
+def is_not_writable(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in NOT_WRITABLE_ERRNOS
+
+
 def _tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
@@ -142,9 +203,9 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
         os.replace(tmp, path)
     except BaseException as exc:
         _remove(tmp)
-        full = as_disk_full(exc, path)
-        if full is not exc:
-            raise full from exc
+        named = as_folder_gone(as_disk_full(exc, path), path)
+        if named is not exc:
+            raise named from exc
         raise
 
 

@@ -63,7 +63,8 @@ def _shown(value: object) -> object:
 
 def header_lines(a: Analysis) -> list[tuple[str, str]]:
     run = a.doc
-    out: list[tuple[str, str]] = [("run", f"{run.run_id if run.run_id is not None else '?'} [{run.status}]")]
+    status = a.shown_status or run.status
+    out: list[tuple[str, str]] = [("run", f"{run.run_id if run.run_id is not None else '?'} [{status}]")]
     out += [("warning", w) for w in a.warnings]
     out += _source_lines(run)
     if run.model:

@@ -8,6 +8,9 @@ flock, not the lock file's existence, is what counts: the kernel drops a flock w
 however it dies, so a lock file left by a killed collect is stale and is taken over (with a note).
 The file holds the holder's pid, host and start time, for the refusal message and for readers that
 want to know whether a run that says "running" still has a collect behind it (`holder`).
+
+The space reserve (core.atomic.SpaceReserve) is only ever held under this lock, so whoever takes the lock
+removes a reserve it finds: it was left by a holder that died (SIGKILL) and would otherwise stay for ever.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from hwprof.core.atomic import RESERVE_NAME
 
 LOCK_NAME = ".hwprof.lock"
 
@@ -83,6 +88,8 @@ class RunDirLock:
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode(), 0)
             self._fd = fd
+            with contextlib.suppress(OSError):  # a dead holder's reserve (no live one holds it without the lock)
+                (self.path.parent / RESERVE_NAME).unlink(missing_ok=True)
             return self
 
     def release(self) -> None:
@@ -126,3 +133,28 @@ def holder(run_dir: Path) -> LockInfo | None:
     finally:
         os.close(fd)
     return None
+
+
+def clear_dead_holders_reserve(run_dir: Path) -> bool:
+    """Remove the space reserve a collect that died (SIGKILL) left in run_dir, when nobody holds the lock now
+    (`hwprof report` of such a run); whether one was removed. A live collect, a read-only copy: left alone.
+    The lock file itself is kept as it is: it names the dead holder for the next collect's refusal."""
+    reserve = Path(run_dir) / RESERVE_NAME
+    if not reserve.exists():
+        return False
+    try:
+        fd = os.open(Path(run_dir) / LOCK_NAME, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:  # a holder creates the lock file before its reserve and removes it after
+        fd = None
+    except OSError:
+        return False
+    try:
+        if fd is not None and not _try_exclusive(fd, tries=1):
+            return False  # a collect holds it: the reserve is its own
+        reserve.unlink(missing_ok=True)
+        return True
+    except OSError:
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)

@@ -41,13 +41,18 @@ from hwprof.schema.runtime_checks import LayerErrors
 __all__ = ["RUN_JSON", "SCHEMA_VERSION", "RunData", "RunDirError"]
 
 
-def abandoned_or_running(root: Path) -> str:
+NOT_FINISHED = "not finished: its collect was killed or crashed"
+"""The status the report shows for a run.json that says "running" with no collect holding its lock."""
+
+
+def abandoned_or_running(root: Path) -> tuple[bool, str]:
     """What a run.json that still says "running" means: a collect holds its lock, or the one that wrote it
-    is gone (killed with SIGKILL, crashed, its machine lost) and the run will never be finished."""
+    is gone (killed with SIGKILL, crashed, its machine lost) and the run will never be finished. (Whether it
+    is abandoned, the warning that says so.)"""
     holding = holder(root)
     if holding is not None:
-        return f"this run is still being collected ({holding.describe()}): its figures are not final"
-    return (
+        return False, f"this run is still being collected ({holding.describe()}): its figures are not final"
+    return True, (
         "run.json says running, but no collect holds this run directory's lock: the collect that wrote it "
         "was killed or crashed before it finished, and what it wrote is all there is"
     )
@@ -110,6 +115,9 @@ class RunData:
 
     warnings: list[str] = field(default_factory=list)
     """What the readers found damaged but could read past (a torn last line): the report shows them."""
+    shown_status: str = ""
+    """The run's status as the report shows it: run.json's, except a "running" that no collect holds any
+    more (NOT_FINISHED). "" until load sets it."""
     _markers: dict[str, tuple[list[Marker], str | None]] = field(default_factory=dict, repr=False, compare=False)
     """Parsed markers by pass, with the torn-line warning of their file: shared by the copies made with
     dataclasses.replace (validity's, the collect's finished run)."""
@@ -125,8 +133,12 @@ class RunData:
             raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
         data = cls(root, RunDoc.load(path))
         check_magnitudes(data.doc, str(path))
+        data.shown_status = str(data.doc.status or "?")
         if data.doc.status == "running":
-            data.warnings.append(abandoned_or_running(root))
+            abandoned, warning = abandoned_or_running(root)
+            data.warnings.append(warning)
+            if abandoned:
+                data.shown_status = NOT_FINISHED
         if data.doc.finish_error:
             data.warnings.append(f"{data.doc.finish_error} (when the collect finished; the passes' files are whole)")
         return data

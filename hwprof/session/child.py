@@ -65,11 +65,13 @@ def follow(
     timeout_s: float,
     on_line: Callable[[str], None],
     stopped_at: Callable[[], float | None] = lambda: None,
+    gone: Callable[[], bool] = lambda: False,
 ) -> float | None:
     """Relay the worker's stdout lines to on_line until the worker exits or timeout_s passes.
     Returns the monotonic time at which the worker's exit was seen, None on time-out. stopped_at: the
     monotonic time of a stop signal forwarded to the worker (hwprof.session.stopping), from which it has
-    TERM_GRACE_S to close its collectors."""
+    TERM_GRACE_S to close its collectors. gone: whether the pass's run directory was removed (then it
+    returns None at once: nothing the worker does can be saved)."""
     lines: queue.Queue[str | None] = queue.Queue()
 
     def pump() -> None:
@@ -99,7 +101,7 @@ def follow(
             exited_at = now
         if exited_at is not None and (eof or now - exited_at > DRAIN_S):
             return exited_at  # past DRAIN_S: a process the worker left behind still holds the pipe
-        if exited_at is None and now > deadline:
+        if exited_at is None and (now > deadline or gone()):
             return None
         if eof:
             time.sleep(POLL_S)  # a worker that closed its stdout and runs on

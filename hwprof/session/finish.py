@@ -18,6 +18,7 @@ from hwprof.core.atomic import DiskFullError
 from hwprof.core.spans import forward_p50_ms, stage_stats
 from hwprof.render.export import report_files
 from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
+from hwprof.rundir.lock import clear_dead_holders_reserve
 from hwprof.rundir.names import PLOT_FILES, RUN_JSON
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_plot_files, write_report_files, write_run_json
@@ -139,6 +140,8 @@ def report_run(
     check_options(top, format)
     console = console or Console()
     data = RunData.load(run_dir)
+    if write:  # a collect killed with SIGKILL left its space reserve: whoever can take the lock removes it
+        clear_dead_holders_reserve(data.root)
     analysis = analyse(data)
     report(analysis, console, top, format)
     if write:
@@ -188,21 +191,30 @@ def record_render_error(run_dir: Path, run: RunDoc, what: str, exc: DiskFullErro
         write_run_json(run_dir, run)
 
 
-def write_trace(run_dir: Path, console: Console, data: RunData | None = None) -> bool:
-    """Build the run's trace.pftrace (from `data` when the run is already read); False (with one error line)
-    when it could not be built."""
-    from hwprof.core.atomic import DiskFullError
+def write_trace(run_dir: Path, console: Console, data: RunData | None = None, out: Path | None = None) -> bool:
+    """Build the run's trace.pftrace (or `out`; from `data` when the run is already read); False (with one error
+    line) when it could not be built. A folder that cannot be written raises NotWritableError (one line, with
+    the fix): nothing else can be tried there."""
+    from hwprof.core.atomic import DiskFullError, NotWritableError, is_not_writable
     from hwprof.trace.perfetto import build_trace
 
     try:
-        stats = build_trace(run_dir, data=data)
+        stats = build_trace(run_dir, out, data=data)
     except DiskFullError:  # a failure with the path, not a trace problem
         raise
-    except Exception as exc:  # the trace is one view among several: the run stays usable without it
-        console.print(
-            f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}", soft_wrap=True
+    except OSError as exc:
+        if not is_not_writable(exc):
+            return _trace_failed(console, exc)
+        folder = out.parent if out is not None else Path(run_dir)
+        fix = (
+            "choose another --out"
+            if out is not None
+            else f"nothing was changed; write the trace elsewhere with `hwprof trace {run_dir} --out "
+            "DIR/trace.pftrace`, or copy the run directory to a writable place"
         )
-        return False
+        raise NotWritableError(folder, exc.errno or 0, fix) from exc
+    except Exception as exc:  # the trace is one view among several: the run stays usable without it
+        return _trace_failed(console, exc)
     samples = (
         f"; its {stats.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
         "for their flamegraph)"
@@ -215,3 +227,10 @@ def write_trace(run_dir: Path, console: Console, data: RunData | None = None) ->
         highlight=False,
     )
     return True
+
+
+def _trace_failed(console: Console, exc: BaseException) -> bool:
+    console.print(
+        f"[red]hwprof: error:[/] the Perfetto trace could not be built: {type(exc).__name__}: {exc}", soft_wrap=True
+    )
+    return False

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
-from hwprof.core.atomic import DiskFullError, SpaceReserve
+from hwprof.core.atomic import DiskFullError, FolderGoneError, SpaceReserve
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
 from hwprof.perf.neighbours import NeighbourWatch
@@ -80,6 +80,8 @@ class Session:
         """Stop signals (installed by the CLI; a library caller's Ctrl-C still arrives as KeyboardInterrupt)."""
         self.run_dir = run_dir.resolve()
         """Absolute: workers run with the run directory as their working directory."""
+        self._dir_id = _dir_id(self.run_dir)
+        """The run directory's (device, inode): it was removed (or replaced) when they change."""
         self.named_dir = run_dir
         """As the caller named it: the finished run is read from it, so that the paths in its report's
         warnings are those `hwprof report` of the same path gives."""
@@ -127,8 +129,17 @@ class Session:
             env.update(collector.child_env(ctx))
         return env
 
+    def gone(self) -> bool:
+        """Whether the run directory was removed (or replaced by another folder) since the collect began."""
+        return _dir_id(self.run_dir) != self._dir_id
+
+    def gone_error(self) -> FolderGoneError:
+        return FolderGoneError(self.run_dir, "the run directory", "during the collect")
+
     def run_pass(self, plan: PassPlan) -> PassOutcome:
         ctx = PassContext(self.config, self.run_dir, plan.name, MarkerBus())
+        if self.gone():  # never recreate it: a pass alone, without the run's inputs, is no run
+            raise self.gone_error()
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         collectors = [cls(self.config) for cls in plan.collectors]
         with child_log(ctx.out_dir / WORKER_LOG) as log:
@@ -142,6 +153,13 @@ class Session:
                         self.stop.note(signal.SIGINT)
                     child.stop(running.proc, grace_s=0.0 if self.stop.escalated else child.TERM_GRACE_S)
                     self._finish_pass(running, "interrupted", self._stop_text())
+                    raise
+                except FolderGoneError:  # nothing the pass does can be saved: every process below is killed
+                    self.stop.kill_everything()
+                    running.proc.wait()
+                    for tool in running.attached.values():
+                        with contextlib.suppress(Exception):
+                            tool.abandon()
                     raise
             if self.stop.requested and status == "ok":
                 status, error = "interrupted", self._stop_text()
@@ -186,8 +204,10 @@ class Session:
         stopped); the pass's (status, error) so far."""
         proc, name = running.proc, running.plan.name
         running.exited_at = child.follow(
-            proc, self.config.pass_timeout_s, lambda line: self._on_line(name, line), self._stopped_at
+            proc, self.config.pass_timeout_s, lambda line: self._on_line(name, line), self._stopped_at, self.gone
         )
+        if running.exited_at is None and self.gone():
+            raise self.gone_error()
         if running.exited_at is None and self.stop.requested:
             child.stop(proc, grace_s=0.0)  # it had TERM_GRACE_S since the signal
         elif running.exited_at is None:
@@ -265,10 +285,10 @@ class Session:
         the rest: run.json is then final with status "interrupted" and the signal, and collect returns
         normally; the caller turns that into its exit status. Only a second signal raises (Interrupted)."""
         reserve = SpaceReserve(self.run_dir)  # given back before the last run.json: it fits on a full disk
-        with self.stop.deferred():
-            self._start(plan, command_line)
         self.final = "complete"
         try:
+            with self.stop.deferred():  # a signal in it is raised after it: run.json is then final, interrupted
+                self._start(plan, command_line)
             self.run.update(peaks=peaks_doc(self.config.threads, self.where))
             self._run_passes(plan)
         except KeyboardInterrupt:
@@ -284,8 +304,15 @@ class Session:
             self.final = "failed"
             self.run.update(error=str(exc))
             raise
+        except OSError as exc:
+            if self.gone():  # whichever write found it first: the run directory, by name, is what happened
+                raise self.gone_error() from exc
+            raise
         finally:
-            self._end(plan, reserve)
+            if self.gone() or not self.run.status:  # nothing can be saved, or nothing was started
+                reserve.release()
+            else:
+                self._end(plan, reserve)
         return self.run
 
     def _start(self, plan: Plan, command_line: list[str]) -> None:
@@ -355,3 +382,11 @@ class Session:
         record_outcome(self.run, outcome, self.where)
         if write:
             write_run_json(self.run_dir, self.run)
+
+
+def _dir_id(folder: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino

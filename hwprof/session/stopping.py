@@ -13,13 +13,21 @@ second Ctrl-C orphaned the worker and py-spy, which went on writing after run.js
   worker left in its session) gets SIGKILL, and `Interrupted` is raised unless run.json is being written
   (`deferred`), so nothing is orphaned and nothing writes after run.json is final.
 - The exit status is 128 + the first signal's number.
+
+A signal handler's exception can land where Python only prints it: in a weakref callback or a `__del__`
+(importlib's module-lock callback, during a command's lazy imports). Python then prints "Exception ignored
+in ... Traceback" and carries on as if no signal had come. While installed, StopSignals takes such an
+Interrupted from sys.unraisablehook silently and delivers it again (`_thread.interrupt_main`) at the main
+thread's next step (a few ms later), where it raises normally.
 """
 
 from __future__ import annotations
 
+import _thread
 import contextlib
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +38,8 @@ import psutil
 from hwprof.session.child import session_members
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+REDELIVER_S = 0.005
+"""How soon a swallowed Interrupted is raised again (hwprof's own code resumes within microseconds)."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -64,6 +74,9 @@ class StopSignals:
         self._deferred = 0
         self._pending = False
         self._previous: dict[int, object] = {}
+        self._previous_hook: Callable[[sys.UnraisableHookArgs], object] | None = None
+        self._redeliver = False
+        """An Interrupted was swallowed where Python ignores exceptions: the next handler call raises it again."""
 
     @property
     def requested(self) -> bool:
@@ -90,12 +103,27 @@ class StopSignals:
                 # SIGINT is handled even when it starts ignored (a job started with `&` by a non-interactive
                 # shell, some CI runners): `kill -INT` would be lost and a run could not be stopped cleanly.
                 self._previous[sig] = signal.signal(sig, self._handle)
+            self._previous_hook, sys.unraisablehook = sys.unraisablehook, self._unraisable
         return self
 
     def uninstall(self) -> None:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)  # type: ignore[arg-type]
         self._previous.clear()
+        if self._previous_hook is not None:
+            sys.unraisablehook, self._previous_hook = self._previous_hook, None
+
+    def _unraisable(self, unraisable: sys.UnraisableHookArgs) -> None:
+        """An Interrupted raised where Python ignores exceptions: not printed, delivered again."""
+        if isinstance(unraisable.exc_value, Interrupted) and self._previous:
+            self._redeliver = True
+            # From another thread, a moment later: interrupted here, the main thread would run the handler
+            # inside this hook, which ignores its exception too.
+            again = threading.Timer(REDELIVER_S, _thread.interrupt_main, (signal.Signals(unraisable.exc_value.signum),))
+            again.daemon = True
+            again.start()
+        elif self._previous_hook is not None:
+            self._previous_hook(unraisable)
 
     def __enter__(self) -> StopSignals:
         return self.install()
@@ -120,7 +148,10 @@ class StopSignals:
         return self.count >= (3 if self.forward_twice else 2)
 
     def _handle(self, signum: int, _frame: FrameType | None) -> None:
-        self.note(signum)
+        if self._redeliver:  # the signal noted already, whose Interrupted was swallowed
+            self._redeliver = False
+        else:
+            self.note(signum)
         if self.killed or not self._children:
             if self._deferred:
                 self._pending = True  # raised when the section that must not be cut ends

@@ -1,0 +1,73 @@
+"""The `hwprof` command's entry point: stop signals are handled before anything heavy is imported.
+
+`hwprof.cli.main` imports rich, the analysis and the renderers (about 0.3 s), and a command then imports
+torch or perfetto. A Ctrl-C in that time printed a KeyboardInterrupt traceback and the process died of the
+signal (exit -2); a SIGTERM killed it (-15). This module imports only `os`, `signal` and `sys` (loaded by the
+interpreter already), installs a handler for SIGINT, SIGTERM and SIGHUP first, and only then imports the
+command line:
+- while it imports, a signal ends the process at once with one line and 128 + the signal (nothing was run);
+- once the command is called, until it installs its own handling (hwprof.session.stopping.StopSignals, which
+  replaces this handler), and from its end (StopSignals restores this handler) until it returns, the same;
+- after the command returned, a signal is ignored (SIG_IGN, which the interpreter's finalisation keeps): its
+  exit status stands.
+
+What no Python code can cover is the interpreter's own start-up (before it runs this module: its `site`
+import, some ms): a signal there ends the process as it ends any Python program.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from types import FrameType
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_phase = "starting"
+"""starting (importing: nothing run yet), running (hwprof.cli.main.main called), finished (it returned)."""
+
+
+def _handle(signum: int, _frame: FrameType | None) -> None:
+    """End the process here, with one line. Raising instead would reach the code being imported or run, which
+    may swallow it (a bare except) or print it as an "Exception ignored ... Traceback" (importlib's module-lock
+    callback, a __del__) and carry on. Nothing needs finishing: before the command installs its own handling
+    nothing was started, and after it uninstalled it everything was finished."""
+    if _phase == "finished":
+        return  # the command's exit status stands
+    when = " while hwprof was starting: nothing was run" if _phase == "starting" else ""
+    try:  # noqa: SIM105 (contextlib is an import this module does without)
+        sys.stdout.flush()  # what the command printed (its own handling is gone once it is done)
+    except (OSError, ValueError, RuntimeError, AttributeError):
+        pass
+    try:  # noqa: SIM105
+        os.write(sys.stdout.fileno(), f"interrupted ({signal.Signals(signum).name}){when}\n".encode())
+    except (OSError, ValueError, AttributeError):
+        pass
+    os._exit(128 + signum)
+
+
+def install() -> None:
+    """Handle the stop signals from now on (SIGHUP left ignored under nohup)."""
+    for sig in _SIGNALS:
+        if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
+            continue
+        signal.signal(sig, _handle)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script (`hwprof`) and `python -m hwprof`: the command's exit status. For this process's
+    command only: the handlers stay installed (ignoring late signals) until it exits."""
+    global _phase
+    install()
+    from hwprof.cli.main import main as run_command
+
+    _phase = "running"
+    try:
+        return run_command(argv)
+    finally:
+        _phase = "finished"
+        # Ignored from here to the exit: the interpreter's finalisation resets a Python handler to the default
+        # action (a SIGTERM there killed the finished command, exit -15), but leaves SIG_IGN.
+        for sig in _SIGNALS:
+            if signal.getsignal(sig) is _handle:
+                signal.signal(sig, signal.SIG_IGN)

@@ -1,0 +1,159 @@
+"""A stop signal at any moment of a command, its start-up included, ends it with one line and 128 + the signal
+(issue 38): never a KeyboardInterrupt traceback, never death by the signal once hwprof's code runs.
+
+The command is signalled at several delays after a point where hwprof's entry is surely running: the process
+has mapped psutil's extension, which `hwprof.cli.main`'s imports load (hwprof.cli.entry installs its handlers
+before them). Before that lies the interpreter's own start-up, which no Python code covers; a loop from the
+start (0 to 1 s) checks that nothing after it prints a traceback through hwprof's code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fault_harness import hwprof_command
+
+pytestmark = pytest.mark.fault
+
+FIXTURE = Path(__file__).parent / "fixtures" / "rundir_small"
+SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
+LOADED_BY_CLI_MAIN = "_psutil_linux"
+"""A shared object the command line's imports map (psutil, through hwprof.session.stopping), entry's do not."""
+
+
+def _starters() -> dict[str, list[str]]:
+    script = Path(sys.executable).parent / "hwprof"
+    found = {"python -m hwprof": hwprof_command()}
+    if script.exists():
+        found["console script"] = [str(script)]
+    return found
+
+
+def _mapped(pid: int, name: str) -> bool:
+    try:
+        return name in Path(f"/proc/{pid}/maps").read_text()
+    except (OSError, ProcessLookupError):
+        return False
+
+
+def _signalled(command: list[str], sig: int, delay_s: float, after_entry: bool) -> tuple[int, str]:
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if after_entry:
+        end = time.monotonic() + 60
+        while not _mapped(proc.pid, LOADED_BY_CLI_MAIN) and proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.001)
+    time.sleep(delay_s)
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=120)
+    return proc.returncode, out
+
+
+def _commands(tmp_path: Path) -> dict[str, list[str]]:
+    run = tmp_path / "run"
+    if not run.exists():
+        shutil.copytree(FIXTURE, run)
+    return {"report": ["report", str(run)], "trace": ["trace", str(run)]}
+
+
+@pytest.mark.parametrize(("command", "starter"), [("report", "console script"), ("trace", "python -m hwprof")])
+@pytest.mark.parametrize("sig_name", list(SIGNALS))
+def test_a_signal_while_hwprof_starts_ends_it_with_one_line(
+    tmp_path: Path, starter: str, command: str, sig_name: str
+) -> None:
+    sig = SIGNALS[sig_name]
+    args = _commands(tmp_path)[command]
+    if starter not in _starters():
+        pytest.skip(f"no {starter} beside {sys.executable}")
+    for delay in (0.0, 0.05, 0.3):
+        code, out = _signalled([*_starters()[starter], *args], sig, delay, after_entry=True)
+        assert "Traceback" not in out, (delay, out)
+        assert code in (128 + sig, 0), (delay, code, out)
+        if code != 0:
+            lines = [line for line in out.splitlines() if line.startswith("interrupted")]
+            assert lines == [lines[-1]] and f"interrupted ({sig_name})" in lines[0], (delay, out)
+
+
+ENTRY_FRAMES = ("/hwprof/__init__.py",)
+"""The one file of hwprof that runs before hwprof/__main__.py can catch anything: the package's own init."""
+
+
+def _interpreter_start_up(code: int, out: str, sig: int) -> bool:
+    """The signal came while the interpreter itself started, before hwprof's entry ran: it dies of the signal
+    with nothing printed, or its `site` import (CPython's "Fatal Python error: init_import_site") or runpy's
+    search for the package shows a KeyboardInterrupt whose frames are outside hwprof (but its package init)."""
+    if code == -sig and not out.strip():
+        return True
+    frames = [line for line in out.splitlines() if line.strip().startswith("File ") and "/hwprof/" in line]
+    return "KeyboardInterrupt" in out and all(any(f in line for f in ENTRY_FRAMES) for line in frames)
+
+
+@pytest.mark.slow
+def test_a_signal_at_any_delay_from_the_start_never_shows_a_traceback_through_hwprof(tmp_path: Path) -> None:
+    for (command, args), sig in itertools.product(_commands(tmp_path).items(), SIGNALS.values()):
+        for delay in (0.0, 0.01, 0.03, 0.06, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0):
+            code, out = _signalled([*hwprof_command(), *args], sig, delay, after_entry=False)
+            if _interpreter_start_up(code, out, sig):
+                continue
+            assert "Traceback" not in out, (command, delay, out)
+            assert code in (128 + sig, 0), (command, delay, code, out)
+
+
+def test_a_stop_that_lands_where_python_ignores_exceptions_is_delivered_again(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A signal handled inside a __del__ (or importlib's module-lock weakref callback, as in a command's lazy
+    import) raised an Interrupted that Python printed as "Exception ignored ... Traceback" and then dropped."""
+    from hwprof.session.stopping import Interrupted, StopSignals
+
+    class SignalledWhileCollected:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)  # the handler runs here, inside __del__
+
+    stop = StopSignals().install()
+    try:
+        with pytest.raises(Interrupted):
+            SignalledWhileCollected()
+            for _ in range(200):
+                time.sleep(0.001)
+    finally:
+        stop.uninstall()
+    assert stop.count == 1 and stop.name == "SIGINT"
+    assert "Exception ignored" not in capsys.readouterr().err
+
+
+def test_a_signal_while_collect_writes_its_first_run_json_still_finalises_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signal is held while the first run.json is written (StopSignals.deferred) and raised after it: it
+    escaped the session there, leaving run.json "running" while the CLI said "run.json is final"."""
+    import json
+
+    from hwprof.core.config import RunConfig
+    from hwprof.session.plan import Plan
+    from hwprof.session.run import Session
+    from hwprof.session.stopping import StopSignals
+    from hwprof.workload.images import ImageSet
+
+    stop = StopSignals().install()
+    session = Session(RunConfig(), tmp_path, ImageSet([]), stop=stop)
+    write_inputs = session._write_inputs
+
+    def signalled() -> None:
+        write_inputs()
+        signal.raise_signal(signal.SIGINT)  # noted now, raised when the first run.json is written
+
+    monkeypatch.setattr(session, "_write_inputs", signalled)
+    try:
+        doc = session.collect(Plan([]), ["hwprof", "collect"])
+    finally:
+        stop.uninstall()
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert doc.status == written["status"] == "interrupted"
+    assert written["finished"] and written["interrupted"]["signal"] == "SIGINT"
