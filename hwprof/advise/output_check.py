@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from hwprof.analysis.advice import MATCH_IOU, OutputCheck
+from hwprof.analysis.advice_output import MATCH_IOU, OutputCheck
 
 if TYPE_CHECKING:
     import torch
