@@ -625,7 +625,11 @@ def test_real_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert fp32.executed_precision == "fp32" and int8.executed_precision == "int8"
     for row in (fp32, int8):
         assert row.max_abs_head is not None and row.detections is not None and row.detections_reference is not None
-    assert fp32.max_abs_head is not None and fp32.max_abs_head < 1e-2  # same graph in fp32
+    # same graph in fp32: its error is read against what another input changes (the seeded init keeps the
+    # signal, so a fp32 graph on another runtime differs by rounding carried through the layers, not zero)
+    from hwprof.schema.runtime_checks import PASS, output_verdict
+
+    assert output_verdict(fp32.max_abs_head, fp32.sensitivity_head, fp32.max_abs_reference) == PASS
     assert int8.size_mb is not None and fp32.size_mb is not None and int8.size_mb < fp32.size_mb / 2
     assert "max |Δ| head" in text and "onnxruntime" in text
     c = compare_runs([out / "yolov8n-t1-b1", out / "yolov8n-onnxruntime-int8-t1-b1"])

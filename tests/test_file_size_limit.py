@@ -114,7 +114,11 @@ def _run_doc(out: Path) -> Any:
 @pytest.mark.slow  # a real trace pass (15-60 s on a busy 2-core host)
 def test_pyspy_and_kineto_cut_by_the_limit_say_so_and_leave_no_tmp(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    code, lines = _collect_under_limit(out, LIMIT, "--only", "torch_profiler,pyspy")
+    # py-spy at 1000 Hz over 8 iterations writes well past 512 KiB however fast the host runs the pass (at its
+    # default 25 Hz, a quick host wrote less than the limit)
+    code, lines = _collect_under_limit(
+        out, LIMIT, "--only", "torch_profiler,pyspy", "--pyspy-rate", "1000", "--iters", "8"
+    )
     assert code == 1, lines
     cut = f"was cut at {LIMIT_WORDS}: raise it with ulimit -f unlimited"
     assert f"hwprof: error: collector pyspy failed: py-spy's output {cut}" in lines, lines

@@ -326,7 +326,7 @@ def test_onnxruntime_run_end_to_end(tmp_path: Path) -> None:
     from hwprof.render.report import render_markdown
 
     text = render_markdown(a)
-    assert "**runtime**: onnxruntime" in text and "output vs torch fp32: head max |Δ|" in text
+    assert "**runtime**: onnxruntime" in text and "output vs torch fp32: " in text and "head max |Δ|" in text
     assert "runtime nodes per layer (onnxruntime, fp32)" in text and "Conv (nchwc)" in text
     if availability().available:
         got = query_many(

@@ -218,7 +218,10 @@ def test_real_trace_pass(tmp_path: Path) -> None:
     warm = json.loads((out / "torch_profiler.shapes.kineto.json").read_text())["traceEvents"]
     assert any(e.get("args", {}).get("Input Dims") for e in warm if e.get("cat") == "cpu_op")
     shapes = result["summary"]["shapes"]
-    assert "warm-up" in shapes["method"] and shapes["matched"] == len(ops) and shapes["unmatched"] == 0
+    # every forward op gets its shapes; the postprocess's ops depend on the candidates NMS gets from each image
+    # (ultralytics' torch NMS loops per box), so only those may go unmatched
+    assert "warm-up" in shapes["method"] and shapes["matched"] + shapes["unmatched"] == len(ops)
+    assert shapes["matched"] >= len(in_forward)
     kernels = json.loads((out / "torch_profiler.kernels.json").read_text())
     conv = next(k for k in kernels["layers"]["model.0"] if k["name"] == "aten::mkldnn_convolution")
     assert conv["shapes"][0][0] == [1, 3, 320, 320]
@@ -250,7 +253,7 @@ def test_a_profiler_that_dies_leaves_the_other_results(tmp_path: Path) -> None:
     result = json.loads((out / "result.json").read_text())
     assert result["status"] == "ok"
     failed = result["collectors"]["torch_profiler"]
-    assert failed["status"] == "failed" and "did not write its trace" in failed["reason"]
+    assert failed["status"] == "failed" and "Kineto did not write" in failed["reason"]
     assert pyspy.status == "ok", pyspy.reason
     assert pyspy.to_dict()["summary"]["estimated_samples_measured"] > 0
 

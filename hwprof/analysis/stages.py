@@ -128,7 +128,8 @@ def stage_table(data: RunData) -> Stages:
 
 
 def nms_candidates(data: RunData) -> int | None:
-    """The median candidates NMS considered per measured iteration, from the first pass that recorded them."""
+    """The median candidates NMS considered per iteration (counted in the warm-up ones), from the first pass that
+    recorded them."""
     import statistics
 
     for name in data.pass_names:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from hwprof.schema.bounds import Count, NonNegative, Share
+from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.check import RunDirError, found
 from hwprof.schema.codec import JsonObject, Record
 
@@ -52,7 +52,8 @@ class OutputCheckDoc(Record):
     detections: Count = 0
     matched: Count = 0
     tolerance: NonNegative | None = None
-    unmatched_share: Share | None = None
+    unmatched_share: NonNegative | None = None
+    """Unmatched detections (either side) over the reference's count: above 1 where the variant finds more."""
     within_tolerance: bool | None = None
     head_relative: float | None = None
     head_sensitivity: float | None = None

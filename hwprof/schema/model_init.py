@@ -24,6 +24,9 @@ class InitDoc(Record):
     file: str | None = None
     """The saved scales, relative to the run directory (every process of the run applies the same)."""
     sha256: str | None = None
+    not_saved: str | None = None
+    """Why the scales could not be saved (a full disk, the file-size limit): each later process of the run
+    computed its own."""
     computed_here: bool | None = None
     """True in the process that computed the scales; False where they were read from the run's file."""
     compute_seconds: float | None = None

@@ -109,7 +109,8 @@ class PassResult(Record):
     finished_ns: Count | None = None
     detections_per_iteration: list[Any] | None = None
     candidates_per_iteration: list[int] | None = None
-    """Boxes over the confidence threshold that NMS considered, per measured iteration (absent in older runs)."""
+    """Boxes over the confidence threshold that NMS considered, per warm-up iteration (counted outside the measured
+    ones; absent in older runs)."""
     runtime: RuntimeFile | None = None
     """The runtime's info as its runtime.json holds it."""
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)

@@ -20,13 +20,14 @@ own seeded init (an element-wise multiply: the same bits everywhere).
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.core.atomic import atomic_path, atomic_write_text
+from hwprof.core.atomic import DiskFullError, atomic_write_bytes, atomic_write_text
 from hwprof.schema.model_init import InitDoc
 
 if TYPE_CHECKING:
@@ -155,14 +156,22 @@ def _load(run_dir: Path, model: str, seed: int, words: str) -> tuple[dict[str, C
 
 
 def _save(run_dir: Path, scales: dict[str, ConvScale], doc: InitDoc) -> None:
+    """Saved for the run's later processes. Serialised in memory first, so that a full disk or the file-size
+    limit reaches the writer as the OSError it is (torch's zip writer reports it as "unexpected pos"); a
+    save that fails so is recorded, and each later process computes its own scales (equal but for rounding
+    where its thread count differs): the measurement goes on, and the next write says what is full."""
     import torch
 
     folder = run_dir / MODEL_DIR
-    folder.mkdir(parents=True, exist_ok=True)
-    with atomic_path(folder / SCALE_FILE) as tmp:
-        torch.save({n: {"scale": s.scale, "bias": s.bias} for n, s in scales.items()}, tmp)
-    doc.update(file=f"{MODEL_DIR}/{SCALE_FILE}", sha256=_sha256(folder / SCALE_FILE))
-    atomic_write_text(folder / SCALE_JSON, json.dumps(doc.to_json(), indent=1))
+    buffer = io.BytesIO()
+    torch.save({n: {"scale": s.scale, "bias": s.bias} for n, s in scales.items()}, buffer)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(folder / SCALE_FILE, buffer.getvalue())
+        doc.update(file=f"{MODEL_DIR}/{SCALE_FILE}", sha256=_sha256(folder / SCALE_FILE))
+        atomic_write_text(folder / SCALE_JSON, json.dumps(doc.to_json(), indent=1))
+    except DiskFullError as exc:
+        doc.update(file=None, sha256=None, not_saved=str(exc))
 
 
 def keep_signal(

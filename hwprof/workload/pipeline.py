@@ -86,8 +86,9 @@ class Pipeline:
         self.rect = bool(config.extra.get("rect", False)) and config.batch == 1
         self.detections: list[int] = []
         self.candidates: list[int] = []
-        """Per measured iteration, the boxes NMS had to consider (best class score over conf): a seeded random
-        init may give NMS none, which is not the stage a trained model has (counted outside the stage spans)."""
+        """Per warm-up iteration, the boxes NMS had to consider (best class score over conf): a seeded random
+        init may give NMS none, which is not the stage a trained model has. Counted after the warm-up iterations
+        only, so that the count's ops never enter the measured iterations, their figures or their trace."""
 
     def batch_paths(self, iteration: int) -> list[Path]:
         start = max(iteration, 0) * self.config.batch
@@ -175,5 +176,6 @@ class Pipeline:
                     self.runtime.synchronize()  # type: ignore[union-attr]
         if not warmup and not clean:
             self.detections.append(sum(len(d) for d in detections))
+        if warmup:  # counted outside the measured iterations: its ops never enter their figures or their trace
             self.candidates.append(self.count_candidates(output))
         return detections
