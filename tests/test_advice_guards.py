@@ -77,7 +77,7 @@ OPENVINO = Candidate("openvino", "OpenVINO", "--runtime openvino", (), Variant(r
 
 def test_a_variant_inflated_beside_the_baseline_is_named() -> None:
     note = pairing_note(inflated_paired(), 2)
-    assert "the variant's forward p50 lay 1.20x outside its range alone" in note, note
+    assert "the variant's forward p50 lay 1.21x outside its range alone" in note, note
     steady = {"baseline": side(TORCH, [29.2, 30.1]), "variant": side(OV_PAIRED, [15.0, 15.6])}
     assert pairing_note(result("paired", {"sides": steady}), 2) == ""
 
@@ -173,7 +173,7 @@ def test_a_side_that_moved_while_the_paired_process_was_disturbed_is_not_resolve
     row = advise_run(tmp_path, monkeypatch, fake)._candidate(OPENVINO)
     assert fake.started == ["paired"]  # processes would be no cleaner on a host this busy
     assert row.forward is not None and row.forward.method == PAIRED and not row.ranked
-    assert "the variant's forward p50 lay 1.20x outside its range alone" in row.disturbed
+    assert "the variant's forward p50 lay 1.21x outside its range alone" in row.disturbed
     assert "while the paired process was disturbed (other work on these CPUs, 48%" in row.disturbed
 
 
@@ -235,3 +235,23 @@ def test_the_worker_times_each_side_alone_and_every_stage(tmp_path: Path) -> Non
         assert all(sorted(ms) == ["0", "1"] for ms in s.stage_ms.values()), name
     row = measured_row(Candidate("channels_last", "cl", "--channels-last", ()), {"paired": result}, [])
     assert [d.name for d in row.stages][:1] and {d.name for d in row.stages} >= {"preprocess", "postprocess"}
+
+
+def test_a_cold_first_solo_forward_does_not_hide_a_baseline_slowed_beside_the_variant() -> None:
+    """yolov7-tiny at 320, ONNX Runtime paired beside torch on a quiet host: the baseline's solo forwards
+    (the first still cold) spanned 39.8-54.7 ms and its paired p50 was 56.8 ms, 1.5x its 37 ms alone in the
+    other processes of the same advise. The slowest and fastest solo times are left out of the range, so the
+    move is seen and the figure measured as processes."""
+    paired = result(
+        "paired",
+        {
+            "mode": "paired",
+            "sides": {
+                "baseline": side([56.8, 57.1, 56.5, 56.9], solo=[54.7, 45.7, 42.5, 39.8]),
+                "variant": side([26.6, 26.5, 26.4, 26.7], solo=[24.7, 24.9, 22.7, 24.5]),
+            },
+        },
+    )
+    note = pairing_note(paired, 2)
+    assert "the baseline's forward p50 lay 1.24x outside its range alone" in note, note
+    assert "the variant's" not in note
