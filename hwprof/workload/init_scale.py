@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.core.atomic import DiskFullError, atomic_write_bytes, atomic_write_text
 from hwprof.schema.model_init import InitDoc
+from hwprof.workload.layers import forward_with_hooks
 
 if TYPE_CHECKING:
     import torch
@@ -108,30 +109,19 @@ def compute_scales(module: torch.nn.Module, batch: torch.Tensor) -> dict[str, Co
 
     for name, (conv, is_head) in convs.items():
         handles.append(conv.register_forward_hook(lambda m, i, o, n=name, h=is_head: hook(m, i, o, n, h)))
-    try:
-        with torch.inference_mode():
-            module(batch)
-    finally:
-        for handle in handles:
-            handle.remove()
+    forward_with_hooks(module, batch, handles)
     return scales
 
 
 def conv_output_std(module: torch.nn.Module, batch: torch.Tensor) -> dict[str, float]:
     """Each convolution's output standard deviation on this batch (what the init leaves of the signal)."""
-    import torch
 
     stds: dict[str, float] = {}
     handles = [
         conv.register_forward_hook(lambda _m, _i, out, n=name: stds.__setitem__(n, float(out.double().std())))
         for name, (conv, _) in scaled_convs(module).items()
     ]
-    try:
-        with torch.inference_mode():
-            module(batch)
-    finally:
-        for handle in handles:
-            handle.remove()
+    forward_with_hooks(module, batch, handles)
     return stds
 
 

@@ -81,7 +81,6 @@ def _nbytes(tensors: Sequence[torch.Tensor]) -> int:
 
 def layer_table(model: torch.nn.Module, sample: torch.Tensor, depth: int = 1) -> list[LayerInfo]:
     """The table, with shapes from one forward pass of `sample` through `model`."""
-    import torch
 
     rows: list[LayerInfo] = []
     handles = []
@@ -108,10 +107,17 @@ def layer_table(model: torch.nn.Module, sample: torch.Tensor, depth: int = 1) ->
             _row.out_bytes = _nbytes(outs)
 
         handles.append(module.register_forward_hook(hook))
+    forward_with_hooks(model, sample, handles)
+    return rows
+
+
+def forward_with_hooks(module: torch.nn.Module, batch: Any, handles: list[Any]) -> None:
+    """One forward in inference mode with these hooks in place; they are removed after it, also on failure."""
+    import torch
+
     try:
         with torch.inference_mode():
-            model(sample)
+            module(batch)
     finally:
         for handle in handles:
             handle.remove()
-    return rows
