@@ -136,12 +136,10 @@ def side_drift(paired: AdviseResult | None, name: str) -> float | None:
 
 
 def _faults(results: Mapping[str, AdviseResult]) -> list[float] | None:
-    """[baseline, variant] median minor faults per measured iteration; None where a side did not count them."""
-    if "paired" in results:
-        sides = [results["paired"].sides.get(name) for name in ("baseline", "variant")]
-    else:
-        sides = [results[name].sides.get(name) for name in ("baseline", "variant")]
-    counts = [s.minor_faults if s is not None and s.minor_faults else None for s in sides]
+    """[baseline, variant] median minor faults per measured iteration (the baseline's first process where
+    there are processes); None where a side did not count them."""
+    before, after = _sides(results)
+    counts = [before[0].minor_faults, after.minor_faults]
     return [statistics.median(c.values()) for c in counts if c] if all(counts) else None
 
 
