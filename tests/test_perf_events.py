@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from hwprof.collectors.base import PassContext
+from small_pages import touch_small_pages
 
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus
@@ -42,12 +43,6 @@ def _parallel_burn(threads: int, rounds: int) -> None:
         w.start()
     for w in workers:
         w.join()
-
-
-def _touch_pages(mib: int) -> bytearray:
-    buffer = bytearray(mib << 20)
-    buffer[::4096] = b"y" * len(buffer[::4096])
-    return buffer
 
 
 class CpuAtMarkers:
@@ -103,7 +98,7 @@ def _run_in_process(
                     _parallel_burn(2, 6)  # threads created after open(): counted through inherit
                 _burn(1)  # between layers: the gap
                 with bus.span("layer", "model.1", 1):
-                    keep.append(_touch_pages(24))
+                    keep.append(touch_small_pages(24))
     collector.stop(ctx)
     return collector.close(ctx), ctx, cpu
 

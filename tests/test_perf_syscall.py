@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 import pytest
+from small_pages import touch_small_pages
 
 from hwprof.perf.errors import explain
 from hwprof.perf.events import EventResolver, EventSpec
@@ -68,8 +69,7 @@ def test_group_read_counts_threads_created_after_open() -> None:
             t.start()
         for t in threads:
             t.join()
-        buffer = bytearray(32 << 20)
-        buffer[::4096] = b"y" * len(buffer[::4096])
+        touch_small_pages(32).close()
         after, cpu1 = group.read(), _cpu_ns()
         lost1 = uncharged_ns() or 0
     finally:
