@@ -31,7 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("run schema", ("hwprof.schema",)),
     ("records and config", ("hwprof.core",)),
     ("hardware access", ("hwprof.perf", "hwprof.hardware")),
-    ("workload", ("hwprof.workload",)),
+    ("workload", ("hwprof.workload", "hwprof.program")),
     ("collectors", ("hwprof.collectors",)),
     ("run directory", ("hwprof.rundir",)),
     ("analysis", ("hwprof.analysis",)),

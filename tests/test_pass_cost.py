@@ -255,7 +255,7 @@ def test_which_passes_interleave_clean_iterations(
     tmp_path: Path, pass_name: str, names: str, runtime: str, paired: dict[str, list[str]] | None
 ) -> None:
     from hwprof.core.config import RunConfig
-    from hwprof.session.worker import PassRunner
+    from hwprof.session.pass_runner import PassRunner
 
     write_config(tmp_path, RunConfig(model="yolov8n"))
     (tmp_path / "images.json").write_text(json.dumps({"paths": []}))
@@ -278,7 +278,7 @@ def test_clean_iterations_reach_only_collectors_that_ask(tmp_path: Path) -> None
 
     from hwprof.core.config import RunConfig
     from hwprof.core.markers import Marker
-    from hwprof.session.worker import PassRunner
+    from hwprof.session.pass_runner import PassRunner
 
     write_config(tmp_path, RunConfig(model="yolov8n"))
     (tmp_path / "images.json").write_text(json.dumps({"paths": []}))

@@ -14,7 +14,7 @@ from hwprof.core.config import RunConfig
 from hwprof.rundir.worker_files import write_config
 from hwprof.schema.summaries_cpu import Summary
 from hwprof.session.collector_state import CollectorRecord
-from hwprof.session.worker import PassRunner
+from hwprof.session.pass_runner import PassRunner
 
 
 @dataclass(kw_only=True)

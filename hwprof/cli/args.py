@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from hwprof.core.config import COUNTER_THREADS, RunConfig, default_threads
+from hwprof.core.program_spec import ProgramSpec, program_spec
 from hwprof.core.runtime_names import PRECISIONS, RUNTIMES, supported_text
 
 EXIT_USAGE = 2
@@ -74,6 +75,39 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, help="run directory to create (default: results/<model>-<time>)")
     p.add_argument("--results", type=Path, default=Path("results"), help="where run directories go")
     p.add_argument("--no-report", action="store_true", help="do not print the summary at the end")
+    add_program_args(p)
+
+
+def add_program_args(p: argparse.ArgumentParser) -> None:
+    """`collect [options] -- python SCRIPT ARGS`: the user's own program instead of the built-in pipeline."""
+    p.add_argument(
+        "--program-model",
+        metavar="NAME",
+        help="after -- PROGRAM: the module to measure, as the program names it (e.g. detector.model); default: the "
+        "outermost torch module the program calls repeatedly",
+    )
+    p.add_argument(
+        "--program-end",
+        choices=("stop", "run"),
+        default="stop",
+        help="after the measured calls: stop the program cleanly (default: every pass runs it again, so a long "
+        "program would repeat its unmeasured rest in each) or let it run to its end",
+    )
+    p.add_argument(
+        "--stage",
+        action="append",
+        default=[],
+        metavar="NAME=module:function",
+        help="after -- PROGRAM: time this function of the program as a stage (repeatable)",
+    )
+
+
+def split_program(words: list[str]) -> tuple[list[str], list[str] | None]:
+    """`collect [options] -- PROGRAM...`: the options, and the program's command (None without `--`)."""
+    if not words or words[0] != "collect" or "--" not in words:
+        return words, None
+    at = words.index("--")
+    return words[:at], words[at + 1 :]
 
 
 def config_from(args: argparse.Namespace) -> RunConfig:
@@ -108,9 +142,22 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         profiler_stack=args.profiler_stack,
         pass_timeout_s=args.timeout,
         extra={"rect": args.rect},
+        program=_program(args),
     )
     config.validate()
     return config
+
+
+def _program(args: argparse.Namespace) -> ProgramSpec | None:
+    """The program after `--`, or None; a program option without one is refused."""
+    command = getattr(args, "program", None)
+    if command is None:
+        named = (("--program-model", "program_model"), ("--stage", "stage"))
+        used = [option for option, attr in named if getattr(args, attr, None)]
+        if used:
+            raise ValueError(f"{used[0]} is for a program: `hwprof collect [options] -- python SCRIPT ARGS`")
+        return None
+    return program_spec(command, model_path=args.program_model, end=args.program_end, stages=list(args.stage))
 
 
 def add_cluster_args(p: argparse.ArgumentParser) -> None:

@@ -31,7 +31,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     from hwprof.core.uservalue import shown
     from hwprof.session.plan import claim_out_dir, new_run_dir, plan_passes
     from hwprof.session.registry import all_collectors, check_names
-    from hwprof.workload.images import ImageError, discover
+    from hwprof.workload.images import ImageError, ImageSet, discover
     from hwprof.workload.weights_file import WEIGHTS_FIX, weights_file_problem
     from hwprof.workload.zoo import family_of
 
@@ -41,18 +41,25 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
 
         require_cuda(config.device)
     config.resolve_paths()
-    family_of(config.model)
+    if config.program is not None:
+        config.model = config.program.name
+        _refuse_pipeline_options(args)
+    else:
+        family_of(config.model)
     check_names(config.only + config.skip)
     for cls in all_collectors():
         if cls.wanted(config):
             cls.check_options(config)
     if config.weights and (problem := weights_file_problem(config.weights)):
         raise ValueError(f"--weights {shown(config.weights)} {problem}; {WEIGHTS_FIX}")
-    try:
-        images = discover(config.images)
-    except ImageError as exc:
-        _warn_skipped(exc.skipped, console)
-        raise
+    if config.program is not None:
+        images = ImageSet([], source="the program's own")
+    else:
+        try:
+            images = discover(config.images)
+        except ImageError as exc:
+            _warn_skipped(exc.skipped, console)
+            raise
     _warn_skipped(images.skipped, console)
     plan = plan_passes(config)
     if not plan.passes:
@@ -73,6 +80,28 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
         return _collect_into(run_dir, config, images, plan, stop, args, console, size)
     finally:
         lock.release()
+
+
+PIPELINE_ONLY = ("model", "weights", "images", "imgsz", "rect", "batch", "conf", "iou", "seed", "advise")
+"""collect's options that set up the built-in pipeline: a program reads its own model, images and sizes."""
+
+
+def _refuse_pipeline_options(args: argparse.Namespace) -> None:
+    defaults = build_collect_defaults()
+    for name in PIPELINE_ONLY:
+        if getattr(args, name, None) != defaults.get(name):
+            option = "--" + name.replace("_", "-")
+            raise ValueError(
+                f"{option} sets up hwprof's own pipeline; a program after -- uses its own (give it the program's "
+                "own options after the script)"
+            )
+
+
+def build_collect_defaults() -> dict[str, object]:
+    from hwprof.cli.args import build_parser
+
+    parser = build_parser()
+    return vars(parser.parse_args(["collect"]))
 
 
 def _warn_skipped(skipped: list[tuple[str, str]], console: Console) -> None:

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from hwprof.cli.args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser
+from hwprof.cli.args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser, split_program
 from hwprof.cli.collect import cmd_collect, write_trace
 from hwprof.core.config import RunConfig, default_threads
 from hwprof.session.stopping import StopSignals
@@ -305,8 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     from hwprof.core.envvars import COLLECTING, check_environment
     from hwprof.session.plan import CollectError
 
-    args = build_parser().parse_args(argv)
-    args.argv = list(sys.argv[1:] if argv is None else argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    options, program = split_program(words)
+    args = build_parser().parse_args(options)
+    args.argv = words
+    args.program = program
     console = Console()
     # SIGINT, SIGTERM and SIGHUP end every command the same way (hwprof.session.stopping): a collect or a sweep
     # forwards the first to its child and finishes what was kept; the exit status is 128 + the signal.

@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from hwprof.core.program_spec import MIN_WARMUP, ProgramSpec
+
 PASS_ORDER: tuple[str, ...] = (
     "timing",
     "layers",
@@ -83,6 +85,8 @@ class RunConfig:
     the planned blocks' time (0: never), at most paired_extend_max_s (hwprof.session.paired.extend)."""
     paired_extend_max_s: float = 120.0
     extra: dict[str, Any] = field(default_factory=dict)
+    program: ProgramSpec | None = None
+    """The user's own program (`collect -- python SCRIPT ...`) instead of the built-in pipeline."""
 
     def validate(self) -> None:
         """Raise ValueError with a one-line message for values no pass could run with."""
@@ -118,6 +122,20 @@ class RunConfig:
             raise ValueError("paired_extend_ratio and paired_extend_max_s must be 0 or more")
         if self.pass_timeout_s <= 0:
             raise ValueError("--timeout must be positive")
+        if self.program is not None:
+            self._validate_program()
+
+    def _validate_program(self) -> None:
+        if self.warmup < MIN_WARMUP:
+            raise ValueError(
+                f"--warmup must be at least {MIN_WARMUP} for a program (got {self.warmup}): the first call after the "
+                "one that found the model opens the first whole iteration, so it is never measured"
+            )
+        if self.runtime != "torch" or self.precision != "fp32" or self.channels_last:
+            raise ValueError(
+                "a program runs its own model as it wrote it: --runtime, --precision and --channels-last are for "
+                "the built-in pipeline (`hwprof advise` measures such changes on a program's run)"
+            )
 
     def counted_threads(self) -> str:
         """--counter-threads resolved: "auto" is "model" on a GPU run (the forward's host work is launching
@@ -133,7 +151,10 @@ class RunConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        if isinstance(values.get("program"), dict):
+            values["program"] = ProgramSpec.from_dict(values["program"])
+        return cls(**values)
 
     def resolve_paths(self, base: Path | None = None) -> None:
         """Make --weights and --images absolute against where hwprof was run (default: the current

@@ -200,15 +200,20 @@ def layer_modules(model: torch.nn.Module, depth: int = 1) -> list[tuple[str, int
     """(name, top-level index, module) for every layer the markers cover, in execution order.
 
     depth 1: the top-level layers `model.model[i]`, named "model.i". depth 2: also their direct
-    children, named "model.i.child" (nested inside their parent's span).
+    children, named "model.i.child" (nested inside their parent's span). A model without a `.model` layer list
+    (a user's program's own module) has its top-level children as layers, named "model.<child>".
     """
-    seq: Any = model.model
+    seq: Any = getattr(model, "model", None)
+    if seq is not None and hasattr(seq, "__iter__"):
+        layers = [(f"model.{i}", layer) for i, layer in enumerate(seq)]
+    else:
+        layers = [(f"model.{name}", child) for name, child in model.named_children()]
     out: list[tuple[str, int, torch.nn.Module]] = []
-    for i, layer in enumerate(seq):
-        out.append((f"model.{i}", i, layer))
+    for i, (qualified, layer) in enumerate(layers):
+        out.append((qualified, i, layer))
         if depth >= 2:
             for child_name, child in layer.named_children():
-                out.append((f"model.{i}.{child_name}", i, child))
+                out.append((f"{qualified}.{child_name}", i, child))
     return out
 
 

@@ -25,6 +25,7 @@ from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.overhead_section import overhead_spec
+from hwprof.render.program_lines import program_lines
 from hwprof.render.report_sections import (
     layers_spec,
     rankings_spec,
@@ -67,6 +68,7 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = [("run", f"{run.run_id if run.run_id is not None else '?'} [{status}]")]
     out += [("warning", w) for w in a.warnings]
     out += _source_lines(run)
+    out += program_lines(run)
     if run.model:
         out += _model_lines(run.model)
     out.append(_host_line(run))
@@ -94,7 +96,9 @@ def _model_lines(model: ModelDoc) -> list[tuple[str, str]]:
     shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
     params = model.params_fused
     params_text = "params not recorded" if params is None else f"{params:,} params (fused)"
-    if model.random_init and model.init and model.init.text:
+    if model.family == "program":
+        weights = "the program's own"
+    elif model.random_init and model.init and model.init.text:
         weights = f"random init, {model.init.text} (the compute profile is real, detections are meaningless)"
     elif model.random_init:
         weights = (
@@ -125,6 +129,12 @@ def _config_line(run: RunDoc) -> tuple[str, str]:
     passes = ", ".join(run.passes)
     if run.imported:
         return ("config", f"{cfg.iters} profiled forwards in the trace; passes: {passes}")
+    if cfg.program is not None:
+        return (
+            "config",
+            f"{cfg.threads} torch threads, {cfg.iters} measured calls of the model after {cfg.warmup} warm-up; "
+            f"passes: {passes or 'none'}",
+        )
     return (
         "config",
         f"{cfg.threads} torch threads, batch {cfg.batch}, imgsz {cfg.imgsz}, "

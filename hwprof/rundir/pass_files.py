@@ -12,9 +12,10 @@ import statistics
 from collections import defaultdict
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hwprof.core.atomic import atomic_write_text
+from hwprof.core.program_spec import PROGRAM_FAMILY
 from hwprof.rundir.names import LAYER_ERRORS_FILE, MODEL_DIR
 from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import NODES_FILE, RUNTIME_FILE, NodeRow, Span, records_path, write_records
@@ -35,13 +36,20 @@ TRACE_ITERATIONS = 20
 """Node spans go to the trace for the first measured iterations only (the kernels pass runs hundreds)."""
 
 
+def _weights_entry(built: BuiltModel) -> Any:
+    """What model.json says of the weights: what was loaded, the program's own, or the seeded init."""
+    if built.weights is not None:
+        return built.weights.to_dict()
+    return "the program's own" if built.family == PROGRAM_FAMILY else "random init"
+
+
 def write_model_json(out_dir: Path, built: BuiltModel, input_shape: Sequence[int], layers: Sequence[LayerInfo]) -> None:
     """The built model as the report and the trace read it: its name, weights, sizes and layer table."""
     info = {
         "name": built.name,
         "family": built.family,
-        "weights": built.weights.to_dict() if built.weights is not None else "random init",
-        "random_init": built.weights is None,
+        "weights": _weights_entry(built),
+        "random_init": built.weights is None and built.family != PROGRAM_FAMILY,
         **({"init": built.init.to_json()} if built.init is not None else {}),
         "params": built.params,
         "params_fused": built.params_fused,

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.model_init import InitDoc
+from hwprof.schema.program import ProgramOutcome
 from hwprof.schema.run import CollectorEntry, RuntimeDoc
 
 
@@ -117,6 +118,8 @@ class PassResult(Record):
     paired: PairedInfo | None = None
     pid: Count | None = None
     """The worker's pid (written by older workers; run.json's passes.<pass>.pid now)."""
+    program: ProgramOutcome | None = None
+    """A program's pass: the model found and how the program ended (None for the built-in pipeline)."""
 
     @classmethod
     def read(cls, doc: Any, where: str) -> PassResult:

@@ -18,6 +18,7 @@ from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.model_init import InitDoc
 from hwprof.schema.probes import PROBE_TYPES, ProbeDetails
+from hwprof.schema.program import ProgramDoc, ProgramOutcome
 from hwprof.schema.runtime_checks import ClockDoc, OutputDiff, ProfiledPass
 from hwprof.schema.summaries_cpu import (
     CallgrindSummary,
@@ -85,6 +86,8 @@ class RunConfigDoc(Record):
     paired_extend_ratio: NonNegative | None = None
     paired_extend_max_s: NonNegative | None = None
     extra: JsonObject | None = None
+    program: ProgramDoc | None = None
+    """The user's own program (`collect -- python SCRIPT ...`); absent for the built-in pipeline."""
 
 
 @dataclass(kw_only=True)
@@ -193,6 +196,8 @@ class PassDoc(Record):
     overhead_pass_level: PassCostDoc | None = None
     lingering: list[Any] | None = None
     """Processes the pass's worker left behind, which the session stopped (name, pid, state, stopped_by, ...)."""
+    program: ProgramOutcome | None = None
+    """A program's pass: the module taken as the model and why, the calls seen, how the program ended."""
 
     @property
     def finished(self) -> bool:

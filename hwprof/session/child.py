@@ -201,7 +201,7 @@ def _live(pid: int) -> bool:
 
 def error_line(log: Path) -> str:
     """Why the child failed: its log's last `hwprof-error:` line (the worker's), else its last line."""
-    from hwprof.session.worker import ERROR_PREFIX
+    from hwprof.session.pass_runner import ERROR_PREFIX
 
     lines = log_lines(log)
     for line in reversed(lines):

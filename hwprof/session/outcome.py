@@ -10,6 +10,7 @@ from pathlib import Path
 from hwprof.collectors.base import Collector, CollectorResult
 from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.schema.pass_files import PassResult, RuntimeFile
+from hwprof.schema.program import ProgramOutcome
 from hwprof.session import child
 
 
@@ -31,6 +32,8 @@ class PassOutcome:
     """Processes left in the worker's session after it exited, which the session stopped."""
     neighbours: NeighbourLoad | None = None
     """Other processes' CPU time on the run's CPUs during the pass (None: /proc could not say)."""
+    program: ProgramOutcome | None = None
+    """A program's pass: the model its worker found and how the program ended."""
 
 
 def worker_results(worker: PassResult) -> dict[str, CollectorResult]:

@@ -244,6 +244,7 @@ class Session:
         wall = time.monotonic() - running.started
         outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
         outcome.runtime = worker.runtime
+        outcome.program = worker.program
         outcome.lingering = lingering
         outcome.neighbours = self._watch.stop() if self._watch else None
         outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)

@@ -40,6 +40,8 @@ def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
         host_steal_share=outcome.host_steal_share,
         neighbours=json_value(neighbours_json(outcome.neighbours)),
     )
+    if outcome.program is not None:
+        entry.update(program=outcome.program)
     if outcome.lingering:
         entry.update(lingering=json_value([x.to_dict() for x in outcome.lingering]))
     run.passes[outcome.name] = entry

@@ -1,348 +1,28 @@
-"""One pass of a collection, run as a child process: `python -P -m hwprof.session.worker RUN_DIR PASS C1,C2`.
+"""A pass's child process: `python -P -m hwprof.session.worker RUN_DIR PASS C1,C2`.
 
-The worker reads config.json and images.json from the run directory, opens the pass's collectors
-before torch is imported, builds the model, runs warm-up and measured iterations with markers,
-and always closes every collector, so a pass stopped by an error, SIGTERM or Ctrl-C still leaves
-what it measured. A pass whose layer hooks or collectors switch off in-process also runs as many
-clean iterations, interleaved with the measured ones in ABBA blocks (hwprof.session.paired), so that it
-measures its own cost (hwprof.analysis.paired_cost). Progress goes to stdout as JSON lines for the
-parent; logs go to stderr.
+It picks the pass's runner, the built-in pipeline's (hwprof.session.pass_runner) or a user's program's
+(hwprof.session.program_worker, where config.json names a program), and runs it. Progress goes to stdout as JSON
+lines for the parent; logs go to stderr.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import sys
-import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError
-from hwprof.core.markers import Marker, MarkerBus, MarkerLog
-from hwprof.rundir.names import MARKERS
-from hwprof.rundir.pass_files import write_pass_result
-from hwprof.rundir.worker_files import read_config, read_image_paths, write_worker_pid
-from hwprof.schema.codec import json_value
-from hwprof.schema.pass_files import PairedInfo, PassResult
-from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
-from hwprof.session.registry import by_name
-from hwprof.session.worker_io import LossyStream, disk_full_exit, is_user_error, one_line, progress
-from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
-from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
-
-EXIT_OK = 0
-EXIT_ERROR = 3
-EXIT_INTERRUPTED = 130
-ERROR_PREFIX = "hwprof-error: "
+from hwprof.rundir.worker_files import read_config, write_worker_pid
+from hwprof.session.pass_runner import PassRunner
+from hwprof.session.program_worker import ProgramPassRunner
+from hwprof.session.worker_io import LossyStream, disk_full_exit
+from hwprof.session.worker_stop import STOP
 
 
-class PassRunner:
-    def __init__(self, run_dir: Path, pass_name: str, names: list[str]) -> None:
-        self.run_dir = run_dir
-        self.config = read_config(run_dir)
-        self.images = read_image_paths(run_dir)
-        self.bus = MarkerBus()
-        self.ctx = PassContext(self.config, run_dir, pass_name, self.bus)
-        self.ctx.out_dir.mkdir(parents=True, exist_ok=True)
-        classes = by_name()
-        # Ascending `order` everywhere: counter readers (high order) open last, so threads that
-        # other collectors start in open() exist before the counters and stay out of their counts.
-        self.collectors: list[Collector] = sorted((classes[n](self.config) for n in names), key=lambda c: c.order)
-        self.records = {c.name: CollectorRecord(c) for c in self.collectors}
-        self.log = MarkerLog()
-        self.markers_path = self.ctx.out_dir / MARKERS
-        self.clean_iteration = False
-        """In a clean iteration of a paired pass: no collector gets markers (but those asking for
-        clean_markers)."""
-        self.paired: PairedInfo | None = None
-        self._remove_hooks: Callable[[], None] | None = None
-        self._done = 0
-        """Iterations run so far (warm-up included), for progress."""
-        self.disk_full: DiskFullError | None = None
-        """The first write that found the disk full: the pass fails with its path."""
-
-    def _fail(self, collector: Collector, stage: str, exc: BaseException) -> Failure:
-        self._note_disk_full(exc)
-        print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
-        traceback.print_exc(file=sys.stderr)
-        record = self._record(collector)
-        seq = record.failure.seq if record.failure else sum(1 for r in self.records.values() if not r.ok)
-        record.failure = Failure(stage, f"{type(exc).__name__}: {exc}", seq)
-        return record.failure
-
-    def _record(self, collector: Collector) -> CollectorRecord:
-        record = self.records.get(collector.name)
-        if record is None:
-            record = self.records[collector.name] = CollectorRecord(collector)
-        return record
-
-    def _ok(self, collector: Collector) -> bool:
-        """The collector has not failed: its hooks are still called."""
-        return self._record(collector).ok
-
-    def _note_disk_full(self, exc: BaseException) -> None:
-        if isinstance(exc, DiskFullError) and self.disk_full is None:
-            self.disk_full = exc
-
-    def _each(self, stage: str, *args: Any) -> None:
-        for collector in self.collectors:
-            if self._ok(collector):
-                self._call(collector, stage, *args)
-
-    def _call(self, collector: Collector, stage: str, *args: Any) -> None:
-        try:
-            getattr(collector, stage)(*args)
-        except (Interrupted, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            self._fail(collector, stage, exc)
-
-    def _close_failed(self, collector: Collector) -> None:
-        """A collector whose hook raised still gets close(), to release what it holds; its failure stands."""
-        try:
-            collector.close(self.ctx)
-        except Exception as exc:
-            print(f"collector {collector.name}: close after failure raised {exc!r}", file=sys.stderr)
-
-    def _guarded(self, collector: Collector) -> Callable[[Marker], None]:
-        """on_marker, but a collector that raises is marked failed and stops receiving markers. Called at every
-        marker (twice per layer per forward): no lookup beyond what it must check."""
-        record, on_marker, clean_markers = self._record(collector), collector.on_marker, collector.clean_markers
-
-        def deliver(marker: Marker) -> None:
-            if record.failure is not None or (self.clean_iteration and not clean_markers):
-                return
-            try:
-                on_marker(marker)
-            except Exception as exc:
-                self._fail(collector, "on_marker", exc)
-
-        return deliver
-
-    def _measured_iterations(self) -> int:
-        """--iters, or more where a collector of this pass needs more (its wish is bounded by the collector)."""
-        wishes = [self.config.iters]
-        for collector in self.collectors:
-            if not self._ok(collector):
-                continue
-            try:
-                wishes.append(collector.measured_iterations(self.ctx) or 0)
-            except Exception as exc:
-                self._fail(collector, "measured_iterations", exc)
-        cap = self._iteration_cap()
-        return max(wishes) if cap is None else min(max(wishes), cap)
-
-    def _iteration_cap(self) -> int | None:
-        """The smallest iteration_limit of the pass's live collectors (None: none limits)."""
-        limits = [c.iteration_limit(self.ctx) for c in self.collectors if self._ok(c)]
-        return min((x for x in limits if x), default=None)
-
-    def _pairs(self, runtime_name: str) -> bool:
-        """Interleave clean iterations (hwprof.session.paired) when the layer hooks or a collector of the pass can
-        be switched off in-process; records which were and which stayed on (their cost is in both sides)."""
-        live = [c for c in self.collectors if self._ok(c)]
-        switched = [c.name for c in live if c.switchable]
-        hooks = ["layer markers"] if self._remove_hooks is not None else []
-        wanted = self.config.extra.get("paired", True) and all(c.clean_iterations for c in live)
-        if self.ctx.pass_name == "timing" or runtime_name != "torch" or not (hooks or switched) or not wanted:
-            return False
-        self.paired = PairedInfo.of(switched=[*hooks, *switched], always_on=[c.name for c in live if not c.switchable])
-        return True
-
-    def _marker_module(self, built: Any) -> Any:
-        """The module the layer hooks go on: the runtime's device copy (CUDA) or the built model."""
-        runtime = self.ctx.pipeline.runtime if self.ctx.pipeline is not None else None
-        return getattr(runtime, "marker_module", built.module)
-
-    def _run_clean(self, iteration: int) -> None:
-        """A clean iteration: switchable collectors paused, markers only to collectors asking for
-        clean_markers, layer hooks off."""
-        from hwprof.core.markers import attach_layer_markers
-
-        pipeline = self.ctx.pipeline
-        assert pipeline is not None
-        switchable = [c for c in self.collectors if c.switchable and self._ok(c)]
-        for collector in switchable:
-            self._call(collector, "pause", self.ctx)
-        if self._remove_hooks is not None:
-            self._remove_hooks()
-        self.clean_iteration = True
-        try:
-            pipeline.run_iteration(iteration, warmup=False, clean=True)
-        finally:
-            self.clean_iteration = False
-            if self._remove_hooks is not None:
-                self._remove_hooks = attach_layer_markers(
-                    self._marker_module(pipeline.built), self.bus, self.config.depth
-                )
-            for collector in switchable:
-                if self._ok(collector):
-                    self._call(collector, "resume", self.ctx)
-
-    def _step(self, measured: bool, i: int, total: int) -> None:
-        """One measured (or, in a paired pass, clean) iteration, its markers written at once."""
-        assert self.ctx.pipeline is not None
-        if measured:
-            self.ctx.pipeline.run_iteration(i, warmup=False)
-            self._each("after_iteration", self.ctx, i)
-        else:
-            self._run_clean(i)
-        self.log.flush_to(self.markers_path)
-        self._done += 1
-        progress(phase="measure", done=self._done, total=max(total, self._done))
-        STOP.check(self._done, max(total, self._done))
-
-    def _extend(self, measured: int, planned_s: float) -> None:
-        """More ABBA blocks while the planned ones do not resolve the pass's cost (hwprof.session.paired.extend)."""
-        from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
-        from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
-        from hwprof.session.paired import extend
-
-        def figure() -> PassCostFigure | None:
-            markers = self.log.markers
-            return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
-
-        planned_done = self._done
-        _, extension = extend(
-            figure,
-            lambda on, i: self._step(on, i, self._done + 4),
-            measured,
-            planned_s,
-            self.config,
-            self._iteration_cap(),
-        )
-        assert self.paired is not None
-        if self._done > planned_done:  # blocks were added: the bar ends full
-            progress(phase="measure", done=self._done, total=self._done)
-        if extension is not None:
-            self.paired.update(extension=extension.record())
-            print(f"paired: {extension.text}", file=sys.stderr)
-
-    def run(self) -> int:
-        status, error = "ok", ""
-        try:
-            self._each("open", self.ctx)
-            runtime_name = self._build()
-            self._measure(runtime_name)
-        except (Interrupted, KeyboardInterrupt) as exc:
-            status, error = "interrupted", str(exc) or "KeyboardInterrupt"
-        except Exception as exc:
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
-            self._note_disk_full(exc)
-            if not is_user_error(exc):
-                traceback.print_exc(file=sys.stderr)
-            print(ERROR_PREFIX + one_line(exc), file=sys.stderr, flush=True)
-        finally:
-            status, error = self._end(status, error)
-        if self.disk_full is not None:
-            return disk_full_exit(self.disk_full)
-        return {"ok": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_ERROR)
-
-    def _build(self) -> str:
-        """Build the model and its runtime (model.json, the runtime's output check), subscribe the collectors,
-        prepare them and put the layer hooks on; the runtime's name."""
-        import torch
-
-        from hwprof.workload.init_scale import build_for_run
-        from hwprof.workload.pipeline import Pipeline
-        from hwprof.workload.runtimes import make_runtime
-
-        torch.set_num_threads(self.config.threads)
-        progress(phase="build", done=0, total=1)
-        built = build_for_run(self.config, self.images, self.run_dir)
-        runtime = make_runtime(
-            self.config, built, self.run_dir, self.ctx.out_dir, profile=self.ctx.pass_name != "timing"
-        )
-        self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built, runtime)
-        write_model_info(self.ctx.pipeline, self.ctx.out_dir, self.config.depth)
-        prepare_runtime(self.ctx.pipeline, self.run_dir, self.config)
-        self.bus.keep_spans(self.log)
-        for collector in sorted(self.collectors, key=lambda c: c.order):
-            if collector.subscribes and self._ok(collector):
-                self.bus.subscribe(self._guarded(collector), collector.wants_layer_markers())
-        self._each("prepare", self.ctx)
-        hooks_wanted = self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors)
-        if hooks_wanted and runtime.name == "torch":
-            from hwprof.core.markers import attach_layer_markers
-
-            # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
-            self._remove_hooks = attach_layer_markers(self._marker_module(built), self.bus, self.config.depth)
-        return runtime.name
-
-    def _measure(self, runtime_name: str) -> None:
-        """Warm-up, then the measured (and, paired, clean) iterations between the collectors' start and stop."""
-        from hwprof.session.paired import schedule
-
-        assert self.ctx.pipeline is not None
-        iters = self._measured_iterations()
-        steps = schedule(iters) if self._pairs(runtime_name) else [(True, i) for i in range(iters)]
-        total = self.config.warmup + len(steps)
-        STOP.bus, STOP.at_boundaries = self.bus, True
-        STOP.check(0, total)
-        for i in range(self.config.warmup):
-            self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
-            self._done = i + 1
-            progress(phase="warmup", done=i + 1, total=total)
-            STOP.check(i + 1, total)
-        self.log.flush_to(self.markers_path)
-        self._each("start", self.ctx)
-        STOP.check(self.config.warmup, total)
-        planned_at = time.monotonic()
-        for measured, i in steps:
-            self._step(measured, i, total)
-        if self.paired is not None:
-            self._extend(iters, time.monotonic() - planned_at)
-        STOP.disarm()
-        self._each("stop", self.ctx)
-
-    def _end(self, status: str, error: str) -> tuple[str, str]:
-        """Whatever ended the pass: stop signals ignored, the runtime's files and the markers written, every
-        collector closed and result.json written; the pass's (status, error), a full disk's failure included."""
-        STOP.disarm()
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-        finish_runtime(self.ctx.pipeline, self.log, self.config.depth, self.ctx.out_dir)
-        try:
-            self.log.flush_to(self.markers_path)
-        except DiskFullError as exc:  # the collectors must still be closed
-            self._note_disk_full(exc)
-            status, error = "failed", str(exc)
-        self._close_all(status, error)
-        return status, error
-
-    def _close_all(self, status: str, error: str) -> None:
-        if status == "interrupted":
-            self.ctx.interrupted = error
-        failed = sorted((f.seq, name, f) for name, r in self.records.items() if (f := r.failure) is not None)
-        results = {name: CollectorResult("failed", reason=f.reason) for _, name, f in failed}
-        for collector in self.collectors:
-            if collector.name in results:
-                self._close_failed(collector)
-                continue
-            try:
-                result = collector.close(self.ctx)
-            except Exception as exc:
-                results[collector.name] = CollectorResult("failed", reason=self._fail(collector, "close", exc).reason)
-                continue
-            results[collector.name] = mark_pass_end(result, status, error)
-        pipeline = self.ctx.pipeline
-        result = PassResult.of(
-            pass_name=self.ctx.pass_name,
-            status=status,
-            error=error,
-            finished_ns=time.monotonic_ns(),
-            detections_per_iteration=json_value(pipeline.detections if pipeline else []),
-            candidates_per_iteration=list(pipeline.candidates) if pipeline else [],
-            runtime=pipeline.runtime.info if pipeline and pipeline.runtime else None,
-            collectors={n: r.entry() for n, r in results.items()},
-            paired=self.paired,
-        )
-        write_pass_result(self.ctx.out_dir, result)
+def _runner_class(run_dir: Path) -> type[PassRunner]:
+    """The built-in pipeline's runner, or a user's program's (config.json's `program`)."""
+    return PassRunner if read_config(run_dir).program is None else ProgramPassRunner
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -353,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     STOP.install()
     run_dir, pass_name, names = Path(args[0]), args[1], [n for n in args[2].split(",") if n]
     sys.stderr = LossyStream(sys.stderr)
-    runner = PassRunner(run_dir, pass_name, names)
+    runner = _runner_class(run_dir)(run_dir, pass_name, names)
     with contextlib.suppress(OSError):  # without it, a stop signal goes to the whole process group
         write_worker_pid(runner.ctx.out_dir, os.getpid())
     try:

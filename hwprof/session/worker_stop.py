@@ -15,8 +15,9 @@ ITERATION_GRACE_S = 8.0
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-class Interrupted(Exception):
-    pass
+class Interrupted(BaseException):
+    """The pass's stop. A BaseException: a user's program (hwprof.program) that catches Exception in its loop
+    must not swallow it."""
 
 
 class StopAtIteration:

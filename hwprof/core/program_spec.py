@@ -1,0 +1,145 @@
+"""The user's own program as `hwprof collect [options] -- python SCRIPT ARGS` names it (hwprof.program runs it).
+
+Every pass runs the program anew, in the pass's worker process, with the interpreter hwprof itself runs in: the
+collectors open in that process (counters, perf record, py-spy, Scalene, callgrind all follow it), and a
+program run by another interpreter would not see them. The word before the script (`python`, `python3`, or a
+path to this same interpreter) says how the user runs it; another interpreter is refused with the fix.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hwprof.core.uservalue import path_problem, shown
+
+PROGRAM_FAMILY = "program"
+"""model.json's family for a program's model: its weights are the program's own, not hwprof's seeded init."""
+PROGRAM_ENDS = ("stop", "run")
+"""After the measured calls: "stop" ends the program there (cleanly: its `finally` blocks and context managers
+run), "run" lets it run to its own end unmeasured."""
+PYTHON_WORDS = ("python", "python3", f"python3.{sys.version_info.minor}")
+MIN_WARMUP = 1
+"""The calls after the one that found the model: the first of them opens the first whole iteration, so it is
+never measured."""
+
+
+class ProgramError(ValueError):
+    """The program's command line cannot run; the message is one line with the fix."""
+
+
+@dataclass
+class ProgramSpec:
+    """What to run and how: config.json's `program` (None for the built-in pipeline)."""
+
+    argv: list[str]
+    """The program's sys.argv: [script, args...], or ["-m", module, args...]."""
+    cwd: str
+    """The directory hwprof was run from: the program runs there (its relative paths are the user's)."""
+    model_path: str | None = None
+    """--program-model: the module to take as the model, as the program names it ("detector.model")."""
+    end: str = "stop"
+    """--program-end: "stop" (default) or "run"; see PROGRAM_ENDS."""
+    stages: list[str] = field(default_factory=list)
+    """--stage NAME=module:function, for the user's own functions."""
+
+    @property
+    def module(self) -> str | None:
+        """The module of `-m MODULE`, None for a script."""
+        return self.argv[1] if self.argv[0] == "-m" else None
+
+    @property
+    def name(self) -> str:
+        """A short name for the run (its directory and its report): the script's stem or the module."""
+        return self.module or Path(self.argv[0]).stem
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "argv": self.argv,
+            "cwd": self.cwd,
+            "model_path": self.model_path,
+            "end": self.end,
+            "stages": self.stages,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProgramSpec:
+        return cls(
+            argv=[str(a) for a in data["argv"]],
+            cwd=str(data["cwd"]),
+            model_path=data.get("model_path"),
+            end=str(data.get("end", "stop")),
+            stages=[str(s) for s in data.get("stages") or []],
+        )
+
+
+def program_spec(command: list[str], cwd: str | None = None, **options: Any) -> ProgramSpec:
+    """The spec of `-- COMMAND...`; ProgramError (one line, with the fix) when it cannot run."""
+    cwd = cwd or os.getcwd()
+    if not command:
+        raise ProgramError("no program after `--`: give one, e.g. `hwprof collect -- python detect.py --source img/`")
+    words = list(command)
+    if _is_interpreter(words[0]):
+        _check_interpreter(words[0])
+        words = words[1:]
+    if not words:
+        raise ProgramError(f"`-- {shown(command[0])}` names no script: add one, e.g. `-- python detect.py`")
+    if words[0] == "-m":
+        if len(words) < 2 or not words[1]:
+            raise ProgramError("`-m` names no module: e.g. `-- python -m mypackage.detect`")
+        argv = words
+    elif words[0].startswith("-"):
+        raise ProgramError(
+            f"the interpreter option {shown(words[0])} is not supported: run a script (`-- python SCRIPT ...`) "
+            "or a module (`-- python -m MODULE ...`)"
+        )
+    else:
+        script = Path(cwd, words[0])
+        problem = path_problem(script)
+        if problem is not None:
+            raise ProgramError(f"the program {shown(words[0])} {problem}")
+        if not _is_python_source(script):
+            raise ProgramError(
+                f"the program {shown(words[0])} is not a Python script (no .py name, no python #! line): "
+                "hwprof runs Python programs, `-- python SCRIPT ...`; profile other programs with `perf record -- CMD`"
+            )
+        argv = [str(script.resolve()), *words[1:]]
+    spec = ProgramSpec(argv=argv, cwd=cwd, **options)
+    if spec.end not in PROGRAM_ENDS:
+        raise ProgramError(f"--program-end is 'stop' or 'run' (got {shown(spec.end)})")
+    return spec
+
+
+def _is_python_source(script: Path) -> bool:
+    """A .py file, or a file whose #! line names python (an installed console script, say)."""
+    if script.suffix in (".py", ".pyw"):
+        return True
+    try:
+        with script.open("rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and b"python" in first
+
+
+def _is_interpreter(word: str) -> bool:
+    name = Path(word).name
+    return name in PYTHON_WORDS or (name.startswith("python") and not name.endswith(".py"))
+
+
+def _check_interpreter(word: str) -> None:
+    """`python`/`python3` name hwprof's own interpreter; a path must be that interpreter (the same file)."""
+    if Path(word).name in PYTHON_WORDS and os.sep not in word:
+        return
+    try:
+        same = Path(word).resolve().samefile(Path(sys.executable).resolve())
+    except OSError:
+        same = False
+    if not same:
+        raise ProgramError(
+            f"hwprof runs the program in its own interpreter ({sys.executable}), not {shown(word)}: "
+            "write `-- python SCRIPT`, or install hwprof into that interpreter's environment and run its hwprof"
+        )

@@ -1,0 +1,1 @@
+"""A user's own program run under hwprof: the model found, its stages and iterations marked."""

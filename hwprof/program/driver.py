@@ -1,0 +1,234 @@
+"""A program's calls of its model, turned into hwprof's iterations: warm-up, measured and clean (ABBA) ones.
+
+Iteration k spans from the end of the model's call k-1 to the end of call k: it holds what the program did
+between two forwards (the previous frame's postprocess, this frame's load and preprocess: "other" where no
+stage claims it) and then the forward, the `forward` stage. The first calls are warm-up (the first finds the
+model); the calls after them follow the pass's schedule (measured, or clean in a paired pass), one call per
+step. The first marked call's iteration holds its forward alone: it is always warm-up (--warmup >= 1). Once
+the schedule is done the program is stopped cleanly (ProgramStop, raised from the model's call), or
+left to run to its end unmeasured (--program-end run).
+
+The driver owns no collector: it tells the pass (`PassHooks`, hwprof.session.program_worker) when to start,
+switch, and stop them.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from hwprof.core.markers import MarkerBus
+from hwprof.program.finder import Found
+
+
+class ProgramStop(BaseException):
+    """Raised from the model's call after the last measured one (--program-end stop): the program unwinds (its
+    `finally` blocks and context managers run) and the pass ends. A BaseException, so that the program's own
+    `except Exception` does not swallow it."""
+
+
+class PassHooks(Protocol):
+    """What the pass does at the driver's moments (hwprof.session.program_worker.ProgramPassRunner)."""
+
+    def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
+        """Build what the pass needs around the model (model.json, collectors prepared, layer markers on);
+        returns the schedule of measured (True) and clean (False) steps."""
+        ...
+
+    def start_measuring(self) -> None: ...
+
+    def set_clean(self, clean: bool) -> None: ...
+
+    def after_measured(self, iteration: int) -> None: ...
+
+    def after_step(self) -> None: ...
+
+    def stop_measuring(self) -> None: ...
+
+
+@dataclass
+class Calls:
+    """The model's calls the pass saw."""
+
+    before: int = 0
+    """Calls before the model was chosen and the choosing call (its forward was bound before the pre-hook chose
+    it): 2 for a model found by repetition, 1 for one named with --program-model. Never marked."""
+    total: int = 0
+    """Marked calls: warm-up, measured and clean."""
+    warmup: int = 0
+    measured: int = 0
+    clean: int = 0
+
+
+@dataclass
+class ProgramDriver:
+    bus: MarkerBus
+    hooks: PassHooks
+    warmup: int
+    end: str = "stop"
+    steps: list[tuple[bool, int]] = field(default_factory=list)
+    found: Found | None = None
+    calls: Calls = field(default_factory=Calls)
+    done: bool = False
+    """The schedule is done: later calls run unmarked."""
+    on_warmup_end: Callable[[], None] = lambda: None
+    """Called once, before the first measured iteration (the finder's global hooks come off there)."""
+    _open: bool = False
+    """An iteration is open (its begin marker emitted)."""
+    _in_forward: bool = False
+    _internal: int = 0
+    """hwprof's own calls of the model (the layer table, FLOPs, the timing reference): not the program's."""
+    _thread: int | None = None
+    """The thread that calls the model: stage markers come from it alone."""
+    _restore: Callable[[], None] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def adopt(self, found: Found, args: tuple[Any, ...]) -> None:
+        """The model was chosen in the pre-hook of one of its calls: wrap its forward, so that its next call is
+        the first marked one (torch bound the choosing call's forward before the hook ran)."""
+        self.found = found
+        self.calls.before = found.root_calls_before
+        with self.internal():
+            self.steps = self.hooks.model_found(found, args)
+        self._restore = _wrap_forward(found.module, self._call)
+
+    @contextmanager
+    def internal(self) -> Iterator[None]:
+        """hwprof's own forwards of the model: passed through unmarked."""
+        self._internal += 1
+        try:
+            yield
+        finally:
+            self._internal -= 1
+
+    def _call(self, forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        if self.done or self._internal or self._in_forward or self.bus.halted:
+            return forward(*args, **kwargs)
+        if self._thread is None:
+            self._thread = threading.get_ident()
+        if not self._open:
+            self._begin()
+        bus = self.bus
+        bus.emit("stage", "B", "forward")
+        self._in_forward = True
+        try:
+            out = forward(*args, **kwargs)
+        finally:
+            self._in_forward = False
+        bus.emit("stage", "E", "forward")
+        self._end()
+        return out
+
+    def _step(self) -> tuple[bool, bool, int]:
+        """(warm-up, measured, index) of the call that opens the next iteration."""
+        n = self.calls.total + 1
+        if n <= self.warmup:
+            return True, False, n - self.warmup - 1
+        measured, index = self.steps[n - self.warmup - 1]
+        return False, measured, index
+
+    def _begin(self) -> None:
+        warmup, measured, index = self._step()
+        if not warmup and self.calls.total == self.warmup:
+            self.on_warmup_end()
+            self.hooks.start_measuring()
+        if not warmup and not measured:
+            self.hooks.set_clean(True)
+        bus = self.bus
+        bus.iteration, bus.warmup, bus.clean = index, warmup, not warmup and not measured
+        bus.emit("iteration", "B", "iteration")
+        self._open = True
+
+    def _end(self) -> None:
+        warmup, measured, index = self._step()
+        self.bus.emit("iteration", "E", "iteration")
+        self._open = False
+        self.calls.total += 1
+        if warmup:
+            self.calls.warmup += 1
+        elif measured:
+            self.calls.measured += 1
+            self.hooks.after_measured(index)
+        else:
+            self.calls.clean += 1
+            self.bus.clean = False
+            self.hooks.set_clean(False)
+        self.hooks.after_step()
+        if self.calls.total < self.warmup + len(self.steps):
+            self._begin()
+            return
+        self.finish()
+        if self.end == "stop":
+            raise ProgramStop(f"stopped after {self.calls.measured} measured calls of the model")
+
+    def finish(self) -> None:
+        """The schedule is over (or the program ended): an iteration left open is closed, collectors stopped once."""
+        if self.done:
+            return
+        self.done = True
+        if self._open and not self.bus.halted:
+            self.bus.emit("iteration", "E", "iteration")
+            self._open = False
+            if self.bus.clean:
+                self.bus.clean = False
+                self.hooks.set_clean(False)
+        if self.calls.total > self.warmup:
+            self.hooks.stop_measuring()
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
+
+    def stage_sink(self, name: str, phase: str) -> None:
+        """A stage between forwards (a known function, --stage, hwprof.stage): marked only inside an iteration,
+        outside the forward, on the model's thread."""
+        if self.done or not self._open or self._in_forward or self._internal:
+            return
+        if self._thread is not None and threading.get_ident() != self._thread:
+            return
+        self.bus.emit("stage", "B" if phase == "B" else "E", name)
+
+
+def _wrap_forward(module: Any, call: Callable[..., Any]) -> Callable[[], None]:
+    """The instance's `forward` replaced by one that goes through `call` (as attach_layer_markers does for the
+    layers: cheaper than hooks); a TorchScript module keeps its forward and gets forward hooks instead.
+    Returns the undo."""
+    import torch
+
+    if isinstance(module, torch.jit.ScriptModule):
+        return _hook_scripted(module, call)
+    own = module.__dict__.get("forward")
+    forward = module.forward
+
+    def marked(*args: Any, **kwargs: Any) -> Any:
+        return call(forward, *args, **kwargs)
+
+    module.forward = marked
+
+    def undo() -> None:
+        if own is None:
+            del module.forward
+        else:
+            module.forward = own
+
+    return undo
+
+
+def _hook_scripted(module: Any, call: Callable[..., Any]) -> Callable[[], None]:
+    """A scripted module's forward cannot be replaced: its class's __call__ is wrapped for this instance alone."""
+    cls = type(module)
+    original = cls.__call__
+
+    def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self is module:
+            return call(lambda *a, **k: original(self, *a, **k), *args, **kwargs)
+        return original(self, *args, **kwargs)
+
+    cls.__call__ = patched
+
+    def undo() -> None:
+        cls.__call__ = original
+
+    return undo

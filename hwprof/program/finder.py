@@ -1,0 +1,244 @@
+"""Which torch module of a program is its model: the outermost module it calls repeatedly, or the one it names.
+
+torch's global module hooks (`register_module_forward_pre_hook`) see every module call of the process. A call
+made while no other module call is in flight on that thread is an outermost ("root") call. The model is the
+first module whose root calls reach two (called repeatedly: a one-off call, a warm-up dummy or a module built
+and called once, is not a model), or, with --program-model NAME, the module NAME resolves to in the calling
+code (its locals, then its globals: "model", "detector.model", "self.model"), called at any depth.
+
+The global hooks put every module call on torch's slow call path, so they stay only until the warm-up ends
+(ModelFinder.close): the model's own calls are then seen by a wrapper of its instance `forward`, as the layer
+markers are (hwprof.core.markers.attach_layer_markers).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+MAX_LAYER_HOPS = 3
+"""How many `.model` attributes are followed to a YOLO model's layer list (AutoBackend -> DetectionModel)."""
+_SKIP_DIRS = tuple(
+    str(p.resolve()) for p in (Path(__file__).parents[1], Path(str(__import__("torch").__file__)).parent)
+)
+"""Frames in hwprof or torch are not the program's: the name of a module is looked up in the first other frame."""
+
+
+class AmbiguousModel(BaseException):
+    """Several modules are called repeatedly at the outermost level. A BaseException so that the program's own
+    `except Exception` does not swallow it: it ends the program, and the pass fails with its one line."""
+
+
+@dataclass
+class RootCalls:
+    """A module called at the outermost level: how often, and how the program names it."""
+
+    module: Any
+    calls: int = 0
+    name: str | None = None
+
+    def label(self) -> str:
+        kind = type(self.module).__name__
+        return f"{self.name} ({kind})" if self.name else kind
+
+
+@dataclass
+class Found:
+    """The model, as the driver uses it."""
+
+    module: Any
+    name: str
+    """How the program names it, or its class where no name reaches it."""
+    why: str
+    layers_module: Any
+    """The module whose layers hwprof marks: an object with a `.model` layer list (YOLO), or the model itself."""
+    layers_from: str
+    scripted: bool
+    root_calls_before: int = 0
+    """Calls of the model up to the choosing one, which is included (its forward was bound before the hook)."""
+
+
+@dataclass
+class ModelFinder:
+    """Global hooks counting root calls until a model is chosen (`on_found`) and through the warm-up after it."""
+
+    on_found: Callable[[Found, tuple[Any, ...]], None]
+    """Called in the pre-hook of the choosing call, before that call's forward runs, with its arguments."""
+    model_path: str | None = None
+    roots: dict[int, RootCalls] = field(default_factory=dict)
+    found: Found | None = None
+    _local: threading.local = field(default_factory=threading.local)
+    _handles: list[Any] = field(default_factory=list)
+
+    def install(self) -> None:
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+        self._handles = [
+            register_module_forward_pre_hook(self._pre),
+            register_module_forward_hook(self._post, always_call=True),
+        ]
+
+    def close(self) -> None:
+        """Remove the global hooks (the end of the warm-up, or the end of the program)."""
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._handles)
+
+    def _pre(self, module: Any, args: tuple[Any, ...]) -> None:
+        depth = getattr(self._local, "depth", 0)
+        self._local.depth = depth + 1
+        if self.found is None and self.model_path is not None:
+            self._by_name(module, args)
+        if depth:
+            return
+        entry = self.roots.get(id(module))
+        if entry is None:
+            entry = self.roots[id(module)] = RootCalls(module, name=name_in_caller(module))
+        entry.calls += 1
+        if self.found is None and self.model_path is None and entry.calls == 2:
+            self._choose(module, entry.name, "the outermost torch module the program calls repeatedly", args, 2)
+        elif (
+            self.model_path is None and self.found is not None and module is not self.found.module and entry.calls == 2
+        ):
+            others = [e for e in self.roots.values() if e.calls >= 2]
+            raise AmbiguousModel(
+                f"the program calls {len(others)} torch modules repeatedly at the outermost level: "
+                + ", ".join(e.label() for e in others)
+                + "; name the model with --program-model NAME (e.g. --program-model "
+                + (others[-1].name or "detector.model")
+                + ")"
+            )
+
+    def _post(self, _module: Any, _args: Any, _output: Any) -> None:
+        self._local.depth = max(getattr(self._local, "depth", 1) - 1, 0)
+
+    def _by_name(self, module: Any, args: tuple[Any, ...]) -> None:
+        """--program-model: the named module, once the calling code's names reach it."""
+        assert self.model_path is not None
+        if any(resolve(self.model_path, frame) is module for frame in _program_frames()):
+            self._choose(module, self.model_path, "named with --program-model", args, 1)
+
+    def _choose(self, module: Any, name: str | None, why: str, args: tuple[Any, ...], calls: int) -> None:
+        layers_module, layers_from = layer_root(module)
+        self.found = Found(
+            module=module,
+            name=name or type(module).__name__,
+            why=why,
+            layers_module=layers_module,
+            layers_from=layers_from,
+            scripted=is_scripted(module),
+            root_calls_before=calls,
+        )
+        self.on_found(self.found, args)
+
+    def other_roots(self) -> dict[str, int]:
+        """Modules other than the model and its parts called at the outermost level, and how often (a model's
+        constructor may call its layers once: ultralytics' DetectionModel runs its forward to find its strides)."""
+        part_of_model = {id(m) for m in self.found.module.modules()} if self.found is not None else set()
+        return {e.label(): e.calls for key, e in self.roots.items() if key not in part_of_model}
+
+    def never_found(self) -> str:
+        """Why no model was chosen, in one line (the program ended first)."""
+        if self.model_path is not None:
+            called = ", ".join(f"{label} {n} time(s)" for label, n in self.other_roots().items()) or "no torch module"
+            return f"--program-model {self.model_path} never named a module the program called (it called {called})"
+        if not self.roots:
+            return "the program called no torch module: only whole-process figures (kernels, py-spy, Scalene)"
+        return (
+            "the program called no torch module more than once ("
+            + ", ".join(e.label() for e in self.roots.values())
+            + "): no model to measure; --program-model NAME names one"
+        )
+
+
+def is_scripted(module: Any) -> bool:
+    import torch
+
+    return isinstance(module, torch.jit.ScriptModule)
+
+
+def layer_root(module: torch.nn.Module) -> tuple[Any, str]:
+    """The module whose layers are marked: following `.model` to a YOLO model's layer list (named model.i as
+    hwprof's own runs), else the module itself (its top-level children, named model.<child>)."""
+    import torch
+
+    current: Any = module
+    for _ in range(MAX_LAYER_HOPS):
+        inner = getattr(current, "model", None)
+        if isinstance(inner, torch.nn.Sequential | torch.nn.ModuleList):
+            path = "model" if current is module else "…model"
+            return current, f"{path}.model (a YOLO model's layer list)"
+        if not isinstance(inner, torch.nn.Module):
+            break
+        current = inner
+    return module, "its top-level children"
+
+
+def name_in_caller(module: Any) -> str | None:
+    frame = _program_frame()
+    return find_name(module, frame) if frame is not None else None
+
+
+def _program_frame() -> FrameType | None:
+    """The innermost frame that is neither hwprof's nor torch's: the program's call of the module."""
+    return next(_program_frames(), None)
+
+
+def _program_frames() -> Iterator[FrameType]:
+    """The program's frames, innermost first: a named module called at depth is called from its parent's forward,
+    whose locals do not hold the program's name for it (`self`), so a name is looked up outward."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
+            yield frame
+        frame = frame.f_back
+
+
+def find_name(target: Any, frame: FrameType) -> str | None:
+    """How the code of `frame` names `target`: a local or global name, or one attribute below one."""
+    for scope in (frame.f_locals, frame.f_globals):
+        for name, value in list(scope.items()):
+            if value is target:
+                return name
+        for name, value in list(scope.items()):
+            attrs = getattr(value, "__dict__", None)
+            if name.startswith("__") or not isinstance(attrs, dict) or isinstance(value, type):
+                continue
+            for attr, inner in list(attrs.items()):
+                if inner is target:
+                    return f"{name}.{attr}"
+            modules = attrs.get("_modules")
+            if isinstance(modules, dict):
+                for attr, inner in modules.items():
+                    if inner is target:
+                        return f"{name}.{attr}"
+    return None
+
+
+def resolve(path: str, frame: FrameType) -> Any:
+    """The object a dotted name gives in `frame` (its locals, then its globals), None where it does not."""
+    head, *rest = path.split(".")
+    for scope in (frame.f_locals, frame.f_globals):
+        if head in scope:
+            value: Any = scope[head]
+            break
+    else:
+        return None
+    for attr in rest:
+        value = getattr(value, attr, None)
+        if value is None:
+            return None
+    return value

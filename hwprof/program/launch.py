@@ -1,0 +1,86 @@
+"""Run the user's program in this process as `python SCRIPT ARGS` / `python -m MODULE ARGS` would, and say how
+it ended.
+
+As the interpreter would: sys.argv is the program's, sys.path[0] is the script's folder (the working directory
+for -m), and it runs in the directory hwprof was run from. Its stdin is /dev/null: every pass runs the program
+anew, so a stream could be read by the first pass only; a program that reads stdin reads end of file (give it
+its input as a file). Its stdout goes to the pass's log with its stderr, so that hwprof's own progress lines
+stay apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import runpy
+import sys
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from hwprof.core.program_spec import ProgramSpec
+from hwprof.program.driver import ProgramStop
+from hwprof.program.finder import AmbiguousModel
+
+
+@dataclass
+class ProgramEnd:
+    """How the program's run ended."""
+
+    how: str
+    """"stopped" (after the measured calls), "returned" (ran to its end), "exit" (sys.exit), "failed"."""
+    exit_code: int | None = None
+    error: str | None = None
+    """The program's exception in one line (its traceback is printed to the pass's log)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.how in ("stopped", "returned") or (self.how == "exit" and not self.exit_code)
+
+
+def run_program(spec: ProgramSpec) -> ProgramEnd:
+    """Run the program to its end (or its ProgramStop). The pass's stop (Interrupted) and an ambiguous model
+    propagate; anything else the program raises is its failure."""
+    with _as_interpreter(spec):
+        try:
+            if spec.module is not None:
+                runpy.run_module(spec.module, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(spec.argv[0], run_name="__main__")
+        except ProgramStop:
+            return ProgramEnd("stopped")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) or exc.code is None else 1
+            if exc.code is not None and not isinstance(exc.code, int):
+                print(exc.code, file=sys.stderr)
+            return ProgramEnd("exit", exit_code=code or 0)
+        except AmbiguousModel:
+            raise
+        except Exception as exc:
+            print("the program raised:", file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
+            return ProgramEnd("failed", error=f"{type(exc).__name__}: {exc}")
+    return ProgramEnd("returned")
+
+
+@contextlib.contextmanager
+def _as_interpreter(spec: ProgramSpec) -> Iterator[None]:
+    saved_argv, saved_path, saved_cwd = list(sys.argv), list(sys.path), os.getcwd()
+    saved_stdout, saved_stdin = sys.stdout, sys.stdin
+    os.chdir(spec.cwd)
+    sys.argv = list(spec.argv[1:]) if spec.module is not None else list(spec.argv)
+    first = spec.cwd if spec.module is not None else str(Path(spec.argv[0]).parent)
+    sys.path.insert(0, first)
+    stdin = open(os.devnull)  # noqa: SIM115 - closed below
+    os.dup2(stdin.fileno(), 0)
+    sys.stdin = stdin
+    sys.stdout = sys.stderr  # the worker's stdout carries its progress lines to hwprof
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stdin = saved_stdout, saved_stdin
+        stdin.close()
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        with contextlib.suppress(OSError):
+            os.chdir(saved_cwd)

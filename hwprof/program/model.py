@@ -1,0 +1,87 @@
+"""The program's model as the pass's collectors see it: a BuiltModel and a pipeline-like holder of its input.
+
+The collectors written for the built-in pipeline ask `ctx.pipeline` for the model (`model`, `built.module`), a
+sample input (`sample_batch()`: the first input the program gave the model) and a forward outside the measured
+ones (`forward(batch)`: the timing pass's reference call). Those calls are hwprof's, not the program's: they run
+inside `ProgramDriver.internal()`, so they are not counted or marked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from hwprof.core.program_spec import PROGRAM_FAMILY
+from hwprof.workload.zoo import BuiltModel
+
+if TYPE_CHECKING:
+    import torch
+
+    from hwprof.core.config import RunConfig
+    from hwprof.core.markers import MarkerBus
+    from hwprof.program.finder import Found
+
+OUTPUT_UNKNOWN = "program"
+
+
+def built_model(found: Found) -> BuiltModel:
+    """model.json's model: the module whose layers are marked, its class, its parameters."""
+    module = found.layers_module
+    params = sum(p.numel() for p in module.parameters())
+    stride = getattr(module, "stride", None)
+    try:
+        stride_value = int(max(stride)) if stride is not None and len(stride) else 32
+    except (TypeError, ValueError):
+        stride_value = 32
+    names = getattr(module, "names", None)
+    return BuiltModel(
+        module=module,
+        name=type(found.module).__name__,
+        family=PROGRAM_FAMILY,
+        output_format=OUTPUT_UNKNOWN,
+        weights=None,
+        params=params,
+        params_fused=params,
+        stride=stride_value,
+        class_names=dict(names) if isinstance(names, dict) else {},
+    )
+
+
+def first_tensor(args: tuple[Any, ...]) -> torch.Tensor:
+    """The model's input: its first tensor argument, copied (the program may reuse the buffer)."""
+    import torch
+
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            return arg.detach().clone()
+    raise TypeError("the model was called without a tensor argument: hwprof needs one for its layer table")
+
+
+@dataclass
+class ProgramPipeline:
+    """What collectors use of `ctx.pipeline`, for a program's model."""
+
+    config: RunConfig
+    bus: MarkerBus
+    built: BuiltModel
+    found: Found
+    sample: torch.Tensor
+    internal: Callable[[], AbstractContextManager[None]]
+    runtime: Any = None
+    detections: list[int] = field(default_factory=list)
+    candidates: list[int] = field(default_factory=list)
+
+    @property
+    def model(self) -> torch.nn.Module:
+        return self.built.module
+
+    def sample_batch(self) -> torch.Tensor:
+        return self.sample
+
+    def forward(self, batch: torch.Tensor, iteration: int | None = None, warmup: bool = False) -> Any:
+        import torch
+
+        with self.internal(), torch.inference_mode():
+            return self.found.module(batch)

@@ -1,0 +1,47 @@
+"""The report's header lines for a run of the user's own program: the command, the module taken as the model and
+why, the calls each pass saw and how the program ended."""
+
+from __future__ import annotations
+
+import shlex
+
+from hwprof.schema.program import ProgramOutcome
+from hwprof.schema.run import RunDoc
+
+
+def program_lines(run: RunDoc) -> list[tuple[str, str]]:
+    program = run.config.program
+    if program is None:
+        return []
+    argv = program.argv or []
+    command = shlex.join(["python", *argv])
+    out = [("program", f"{command} (in {program.cwd})")]
+    outcomes = {name: p.program for name, p in run.passes.items() if p.program is not None}
+    first = next(iter(outcomes.values()), None)
+    if first is None:
+        return [*out, ("model found", "no pass recorded what it found")]
+    out.append(("model found", _found(first, program.model_path)))
+    out.append(("calls", "; ".join(f"{name}: {_calls(o)}" for name, o in outcomes.items())))
+    notes = dict.fromkeys(note for o in outcomes.values() for note in o.notes)
+    out += [("note", note) for note in notes]
+    return out
+
+
+def _found(outcome: ProgramOutcome, named: str | None) -> str:
+    if outcome.model is None:
+        return outcome.ended or "no model found"
+    others = outcome.other_roots
+    besides = (
+        "; also called at the outermost level: " + ", ".join(f"{k} x{v}" for k, v in others.items()) if others else ""
+    )
+    return (
+        f"{outcome.model} ({outcome.model_class}): {outcome.why}; layers: {outcome.layers_from}"
+        + (" [TorchScript]" if outcome.scripted else "")
+        + besides
+    )
+
+
+def _calls(outcome: ProgramOutcome) -> str:
+    parts = f"{outcome.calls} calls ({outcome.warmup_calls} warm-up, {outcome.measured_calls} measured"
+    parts += f", {outcome.clean_calls} clean)" if outcome.clean_calls else ")"
+    return f"{parts}, {outcome.ended or '?'}"

@@ -1,0 +1,61 @@
+"""What a run of the user's own program records: its command (config.json's and run.json's `config.program`) and,
+per pass, what the driver found and how the program ended (result.json's `program`, run.json's
+`passes.<pass>.program`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hwprof.schema.bounds import Count
+from hwprof.schema.codec import Record
+
+
+@dataclass(kw_only=True)
+class ProgramDoc(Record):
+    """The program as the user ran it (hwprof.core.program_spec.ProgramSpec as written)."""
+
+    argv: list[str] | None = None
+    """Its sys.argv: [script, args...], or ["-m", module, args...]."""
+    cwd: str | None = None
+    model_path: str | None = None
+    """--program-model, when the user named the module."""
+    end: str | None = None
+    """"stop": ended cleanly after the measured calls; "run": left to run to its own end."""
+    stages: list[str] | None = None
+    """--stage NAME=module:function options."""
+
+
+@dataclass(kw_only=True)
+class ProgramOutcome(Record):
+    """One pass of the program: the module taken as the model and why, the calls seen, how the program ended."""
+
+    model: str | None = None
+    """The module as the program names it ("model", "detector.model"), or its class where no name reaches it."""
+    model_class: str | None = None
+    why: str | None = None
+    """Why this module was taken (the outermost module called repeatedly, or --program-model)."""
+    layers_from: str | None = None
+    """Where its layers are: "model.model" (a YOLO model's layer list, named model.i as hwprof's own runs), or
+    "children" (its top-level children)."""
+    layers: Count | None = None
+    scripted: bool | None = None
+    """A TorchScript module (torch.jit.trace or script): its children run inside TorchScript, no layer markers."""
+    calls: Count = 0
+    """Calls of the model the pass saw (warm-up, measured and clean)."""
+    warmup_calls: Count = 0
+    measured_calls: Count = 0
+    clean_calls: Count = 0
+    other_roots: dict[str, Count] = field(default_factory=dict)
+    """Other modules the program called at the outermost level, and how often (not the model)."""
+    ended: str | None = None
+    """"stopped after the measured calls", "ran to its end", "ended before the measured calls", "failed",
+    "interrupted", "called no torch module"."""
+    exit_code: int | None = None
+    """The program's own SystemExit code, where it called sys.exit."""
+    error: str | None = None
+    """The program's exception (its traceback is in the pass's worker.log)."""
+    stages_wrapped: list[str] = field(default_factory=list)
+    """Stages hooked in this pass, as NAME=module:function."""
+    stages_unmatched: list[str] = field(default_factory=list)
+    """Known or --stage functions whose module the program never imported."""
+    notes: list[str] = field(default_factory=list)
