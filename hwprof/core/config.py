@@ -134,7 +134,7 @@ class RunConfig:
         if self.runtime != "torch" or self.precision != "fp32" or self.channels_last:
             raise ValueError(
                 "a program runs its own model as it wrote it: --runtime, --precision and --channels-last are for "
-                "the built-in pipeline (`hwprof advise` measures such changes on a program's run)"
+                "the built-in pipeline (`hwprof collect --model NAME --runtime ...`)"
             )
 
     def counted_threads(self) -> str:
