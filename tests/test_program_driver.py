@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 import torch
 
-from hwprof.core.markers import MarkerBus, MarkerLog
+from hwprof.core.markers import MarkerBus, MarkerLog, layer_types
 from hwprof.core.program_spec import ProgramError, ProgramSpec, program_spec
 from hwprof.program.driver import ProgramDriver, ProgramStop
-from hwprof.program.finder import AmbiguousModel, Found, ModelFinder, layer_root
+from hwprof.program.finder import AmbiguousModel, Found, ModelFinder, ProgramAbort, layer_root
 from hwprof.program.launch import run_program
+from hwprof.program.model import model_device_sync
 
 
 class Tiny(torch.nn.Module):
@@ -272,3 +273,46 @@ def test_the_spec_round_trips_and_names_the_run(tmp_path: Path) -> None:
     spec = program_spec(["python3", str(script), "a"], cwd=str(tmp_path), model_path="m", end="run")
     assert ProgramSpec.from_dict(spec.to_dict()) == spec and spec.name == "main"
     assert program_spec(["python", "-m", "pkg.detect", "x"], cwd=str(tmp_path)).name == "pkg.detect"
+
+
+def test_hwprofs_own_failure_in_the_programs_call_is_not_swallowed_by_its_except() -> None:
+    class Broken(Hooks):
+        def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
+            raise TypeError("no tensor argument")
+
+    bus = MarkerBus()
+    driver = ProgramDriver(bus, Broken([]), 1)
+    finder = ModelFinder(on_found=driver.adopt)
+    finder.install()
+    model = Tiny()
+    try:
+        with torch.no_grad(), pytest.raises(ProgramAbort, match="could not set up the model model: no tensor"):
+            for _ in range(3):
+                try:
+                    model(torch.zeros(1, 3, 8, 8))
+                except Exception:  # noqa: SIM105 - a program's own catch-all, as a user writes it
+                    pass
+    finally:
+        finder.close()
+
+
+def test_a_model_on_another_device_than_the_run_asked_is_one_line_with_the_fix() -> None:
+    assert model_device_sync(Tiny(), "cpu") is None
+    with pytest.raises(ProgramAbort, match=r"runs its model on cpu, not on cuda: run hwprof with --device cpu"):
+        model_device_sync(Tiny(), "cuda")
+
+
+def test_layer_types_name_the_layers_as_the_markers_do() -> None:
+    assert layer_types(Wrapper().model) == {"model.0": "Conv2d", "model.1": "ReLU"}
+    assert layer_types(Plain()) == {"model.backbone": "Conv2d", "model.head": "ReLU"}
+
+
+def test_the_cuda_graph_figure_is_unavailable_for_a_program_with_the_reason() -> None:
+    from hwprof.collectors.gpu.cudagraph.collector import CudaGraphCollector
+
+    from hwprof.core.config import RunConfig
+
+    program = ProgramSpec(argv=["prog.py"], cwd="/tmp")
+    capability = CudaGraphCollector.probe(RunConfig(device="cuda", program=program))
+    assert not capability.available and "calls its own model" in capability.reason
+    assert CudaGraphCollector.probe(RunConfig(device="cuda")).available

@@ -217,6 +217,11 @@ def layer_modules(model: torch.nn.Module, depth: int = 1) -> list[tuple[str, int
     return out
 
 
+def layer_types(model: torch.nn.Module) -> dict[str, str]:
+    """Each top-level layer's class name by its marker name (the GPU collectors' kernel tables)."""
+    return {name: type(module).__name__ for name, _, module in layer_modules(model)}
+
+
 def attach_layer_markers(model: torch.nn.Module, bus: MarkerBus, depth: int = 1) -> Callable[[], None]:
     """Wrap each marked layer's forward to emit its begin and end markers; returns a function undoing it.
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hwprof.core.markers import MarkerBus
-from hwprof.program.finder import Found
+from hwprof.program.finder import Found, ProgramAbort
 
 
 class ProgramStop(BaseException):
@@ -76,6 +76,9 @@ class ProgramDriver:
     """The schedule is done: later calls run unmarked."""
     on_warmup_end: Callable[[], None] = lambda: None
     """Called once, before the first measured iteration (the finder's global hooks come off there)."""
+    sync: Callable[[], None] | None = None
+    """For a model on a GPU: waits for its kernels, so that the forward's end marker is the end of its work and
+    not of its launches (a program's own later `.cpu()` would otherwise take the forward's time into "other")."""
     _open: bool = False
     """An iteration is open (its begin marker emitted)."""
     _in_forward: bool = False
@@ -91,8 +94,13 @@ class ProgramDriver:
         the first marked one (torch bound the choosing call's forward before the hook ran)."""
         self.found = found
         self.calls.before = found.root_calls_before
-        with self.internal():
-            self.steps = self.hooks.model_found(found, args)
+        try:
+            with self.internal():
+                self.steps = self.hooks.model_found(found, args)
+        except ProgramAbort:
+            raise
+        except Exception as exc:  # raised inside the program's call: its own `except Exception` must not hide it
+            raise ProgramAbort(f"hwprof could not set up the model {found.name}: {exc}") from exc
         self._restore = _wrap_forward(found.module, self._call)
 
     @contextmanager
@@ -116,6 +124,8 @@ class ProgramDriver:
         self._in_forward = True
         try:
             out = forward(*args, **kwargs)
+            if self.sync is not None:
+                self.sync()
         finally:
             self._in_forward = False
         bus.emit("stage", "E", "forward")

@@ -32,9 +32,14 @@ _SKIP_DIRS = tuple(
 """Frames in hwprof or torch are not the program's: the name of a module is looked up in the first other frame."""
 
 
-class AmbiguousModel(BaseException):
-    """Several modules are called repeatedly at the outermost level. A BaseException so that the program's own
-    `except Exception` does not swallow it: it ends the program, and the pass fails with its one line."""
+class ProgramAbort(BaseException):
+    """hwprof cannot measure this program; the message is one line. A BaseException, raised from inside the
+    program's call of a module, so that the program's own `except Exception` does not swallow it: it ends the
+    program, and the pass fails with its line."""
+
+
+class AmbiguousModel(ProgramAbort):
+    """Several modules are called repeatedly at the outermost level."""
 
 
 @dataclass

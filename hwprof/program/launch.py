@@ -21,7 +21,6 @@ from pathlib import Path
 
 from hwprof.core.program_spec import ProgramSpec
 from hwprof.program.driver import ProgramStop
-from hwprof.program.finder import AmbiguousModel
 
 
 @dataclass
@@ -40,8 +39,9 @@ class ProgramEnd:
 
 
 def run_program(spec: ProgramSpec) -> ProgramEnd:
-    """Run the program to its end (or its ProgramStop). The pass's stop (Interrupted) and an ambiguous model
-    propagate; anything else the program raises is its failure."""
+    """Run the program to its end (or its ProgramStop). The pass's stop (Interrupted) and hwprof's own
+    aborts (ProgramAbort: an ambiguous model, a model on another device) propagate, being BaseExceptions; anything
+    else the program raises is its failure."""
     with _as_interpreter(spec):
         try:
             if spec.module is not None:
@@ -55,8 +55,6 @@ def run_program(spec: ProgramSpec) -> ProgramEnd:
             if exc.code is not None and not isinstance(exc.code, int):
                 print(exc.code, file=sys.stderr)
             return ProgramEnd("exit", exit_code=code or 0)
-        except AmbiguousModel:
-            raise
         except Exception as exc:
             print("the program raised:", file=sys.stderr)
             traceback.print_exc(file=sys.stderr)

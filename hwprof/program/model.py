@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.program_spec import PROGRAM_FAMILY
+from hwprof.program.finder import ProgramAbort
 from hwprof.workload.zoo import BuiltModel
 
 if TYPE_CHECKING:
@@ -47,6 +48,28 @@ def built_model(found: Found) -> BuiltModel:
         stride=stride_value,
         class_names=dict(names) if isinstance(names, dict) else {},
     )
+
+
+def model_device_sync(module: Any, device: str) -> Callable[[], None] | None:
+    """The wait after each forward for a model on a GPU (None on the CPU); a model on another device than the
+    run's --device is an error: the passes were planned for that device (the GPU pass for cuda)."""
+    import torch
+
+    tensor = next(iter(module.parameters()), None)
+    if tensor is None:
+        tensor = next(iter(module.buffers()), None)
+    where = tensor.device if tensor is not None else torch.device("cpu")
+    asked = torch.device(device)
+    if where.type != asked.type:
+        fix = f"--device {where}" if where.type == "cuda" else "--device cpu (the default)"
+        raise ModelDeviceError(f"the program runs its model on {where}, not on {device}: run hwprof with {fix}")
+    if where.type != "cuda":
+        return None
+    return lambda: torch.cuda.synchronize(where)
+
+
+class ModelDeviceError(ProgramAbort):
+    """The program's model is not on the device the run was planned for."""
 
 
 def first_tensor(args: tuple[Any, ...]) -> torch.Tensor:

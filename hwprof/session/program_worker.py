@@ -9,11 +9,13 @@ model is found at its calls (hwprof.program.finder), and each call is a warm-up,
 from __future__ import annotations
 
 import os
+import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
 from hwprof.program.driver import Calls, ProgramDriver
-from hwprof.program.finder import AmbiguousModel, Found, ModelFinder
+from hwprof.program.finder import Found, ModelFinder, ProgramAbort
 from hwprof.program.launch import ProgramEnd, run_program
 from hwprof.rundir.pass_files import write_model_json
 from hwprof.schema.program import ProgramOutcome
@@ -58,7 +60,9 @@ class ProgramPassRunner(PassRunner):
         self.finder.install()
         try:
             self.end = run_program(self.spec)
-        except AmbiguousModel as exc:
+        except ProgramAbort as exc:
+            if exc.__cause__ is not None:  # hwprof's own failure inside the program's call: its traceback to the log
+                traceback.print_exception(exc.__cause__, file=sys.stderr)
             raise ProgramFailed(str(exc)) from None
         finally:
             self.finder.close()
@@ -84,11 +88,12 @@ class ProgramPassRunner(PassRunner):
     # The driver's moments (hwprof.program.driver.PassHooks).
 
     def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
-        from hwprof.program.model import ProgramPipeline, built_model, first_tensor
+        from hwprof.program.model import ProgramPipeline, built_model, first_tensor, model_device_sync
         from hwprof.session.paired import schedule
         from hwprof.workload.layers import layer_table
 
         assert self.driver is not None
+        self.driver.sync = model_device_sync(found.module, self.config.device)
         built = built_model(found)
         pipeline = ProgramPipeline(self.config, self.bus, built, found, first_tensor(sample), self.driver.internal)
         self.ctx.pipeline = pipeline

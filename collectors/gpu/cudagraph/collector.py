@@ -55,6 +55,11 @@ class CudaGraphCollector(Collector):
     def probe(cls, config: RunConfig) -> Capability:
         if config.device == "cpu":
             return Capability.unavailable("the run is on the CPU (--device cpu)", "hwprof collect --device cuda")
+        if config.program is not None:
+            return Capability.unavailable(
+                "the program calls its own model: hwprof has no copy of it to capture as a CUDA graph",
+                "hwprof collect --model NAME --device cuda measures the built-in pipeline's graph",
+            )
         return Capability.ok()
 
     def stop(self, ctx: PassContext) -> None:

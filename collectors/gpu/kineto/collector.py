@@ -32,6 +32,7 @@ from hwprof.collectors.base import Capability, Collector, CollectorResult, PassC
 from hwprof.collectors.gpu.kineto.trace import stage_range_name
 
 from hwprof.core.atomic import atomic_path, atomic_write_text
+from hwprof.core.markers import layer_types
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -73,7 +74,7 @@ class GpuKinetoCollector(Collector):
 
     def prepare(self, ctx: PassContext) -> None:
         assert ctx.pipeline is not None
-        self._types = {f"model.{i}": type(m).__name__ for i, m in enumerate(ctx.pipeline.model.model)}
+        self._types = layer_types(ctx.pipeline.model)
 
     def start(self, ctx: PassContext) -> None:
         import torch

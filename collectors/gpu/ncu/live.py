@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
 
 from hwprof.core.atomic import atomic_path, atomic_write_text
+from hwprof.core.markers import layer_types
 from hwprof.schema.summaries_gpu import NcuSummary
 
 if TYPE_CHECKING:
@@ -129,7 +130,7 @@ class NcuPassCollector(Collector):
 
         assert ctx.pipeline is not None
         self._nvtx = torch.cuda.nvtx
-        self._types = {f"model.{i}": type(m).__name__ for i, m in enumerate(ctx.pipeline.model.model)}
+        self._types = layer_types(ctx.pipeline.model)
 
     def on_marker(self, marker: Marker) -> None:
         if self._nvtx is None or marker.warmup:
