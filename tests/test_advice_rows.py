@@ -154,6 +154,11 @@ def test_detections_match_one_to_one_by_class_and_iou(monkeypatch: pytest.Monkey
     assert matched_detections(ref, moved) == 1  # the second box changed class
     twice = [torch.tensor([[0, 0, 10, 10, 0.9, 1], [0, 0, 10, 10, 0.8, 1]], dtype=torch.float32)]
     assert matched_detections(ref, twice) == 1  # one reference box matches once
+    # boxes of zero width or height (a random-init head gives them) match themselves, not a shifted copy
+    flat = [torch.tensor([[475.6, 219.5, 475.6, 363.5, 0.99, 4], [394.0, 277.2, 585.5, 277.2, 0.89, 31]])]
+    assert matched_detections(flat, flat) == 2
+    shifted = [flat[0] + torch.tensor([3.0, 0, 3.0, 0, 0, 0])]
+    assert matched_detections(flat, shifted) == 1  # the line moved 3 px sideways; the horizontal one moved along
 
 
 def test_the_worker_result_round_trips_with_every_key_known() -> None:
