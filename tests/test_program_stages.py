@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from test_perfetto_trace import check as check_trace
 
 import hwprof
 from hwprof import stage_api
@@ -29,6 +30,7 @@ from hwprof.program.known_stages import known_targets
 from hwprof.program.launch import run_program
 from hwprof.program.stage_hooks import StageHooks
 from hwprof.session.program_worker import program_stages
+from hwprof.trace.processor import TraceSession, availability
 
 
 @pytest.fixture
@@ -537,12 +539,13 @@ with torch.inference_mode():
 def test_collect_on_a_detect_like_program_times_its_stages_and_other(run_hwprof: Any, tmp_path: Path) -> None:
     (tmp_path / "detect.py").write_text(PROGRAM)
     out = run_hwprof(
-        "collect", "--only", "timing", "--iters", "3", "--warmup", "1", "--out", "run", "--no-report",
+        "collect", "--only", "timing,torch_profiler", "--iters", "3", "--warmup", "1", "--out", "run", "--no-report",
         "--", "python", "detect.py", "20",
         timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stdout + out.stderr
-    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    run_dir = tmp_path / "run"
+    run = json.loads((run_dir / "run.json").read_text())
     stages = run["stages"]
     assert {"load", "preprocess", "forward", "postprocess", "other", "iteration"} <= set(stages)
     assert all(stages[name]["n"] == 3 for name in stages)
@@ -555,3 +558,14 @@ def test_collect_on_a_detect_like_program_times_its_stages_and_other(run_hwprof:
     assert "postprocess=ultralytics.utils.nms:non_max_suppression" in outcome["stage_calls"]
     report = run_hwprof("report", "run", timeout=120)
     assert report.returncode == 0 and "other" in report.stdout and "stages timed" in report.stdout
+    # the program's own torch ops between stages (from_numpy, /255, sum) nest in "other": none is outside a stage
+    check_trace(run_dir / "trace.pftrace", run_dir)
+    if availability().available:
+        with TraceSession(run_dir / "trace.pftrace") as tp:
+            rows = tp.query(
+                """
+                select count(*) as n from slice s where s.category = 'aten' and exists
+                (select 1 from ancestor_slice(s.id) a where a.category glob 'stage*' and a.name = 'other')
+                """
+            )
+        assert rows[0]["n"] > 0

@@ -193,15 +193,18 @@ def _wrap_method(cls: type, attr: str, hooked: Hooked, holder: ModuleType | None
 
 
 def _replace(owner: Any, attr: str, value: Any, hooked: Hooked) -> None:
-    """owner.attr = value, with its undo (an attribute it only inherited is deleted again)."""
+    """owner.attr = value, with its undo (an attribute it only inherited is deleted again). The undo leaves an
+    attribute that the program set again since (ultralytics replaces some functions by its own) as it is."""
     scope = owner.__dict__
     own, before = attr in scope, scope.get(attr)
     setattr(owner, attr, value)
 
     def undo() -> None:
+        if owner.__dict__.get(attr) is not value:
+            return
         if own:
             setattr(owner, attr, before)
-        elif attr in owner.__dict__:
+        else:
             delattr(owner, attr)
 
     hooked.undo.append(undo)
