@@ -286,6 +286,10 @@ def test_stage_options_resolve_methods_static_methods_and_report_what_never_reso
                 def make(cls):
                     return cls()
 
+                @property
+                def size(self):
+                    return 1
+
             LIMIT = 3
             """
         )
@@ -298,6 +302,7 @@ def test_stage_options_resolve_methods_static_methods_and_report_what_never_reso
         StageTarget("make", "mypipe", "Pre.make"),
         StageTarget("gone", "mypipe", "Pre.missing"),
         StageTarget("value", "mypipe", "LIMIT"),
+        StageTarget("size", "mypipe", "Pre.size"),
         StageTarget("never", "not_imported_anywhere", "f"),
     ]
     hooks = _hooks(*targets, user=True)
@@ -311,6 +316,7 @@ def test_stage_options_resolve_methods_static_methods_and_report_what_never_reso
     assert hooks.unresolved() == [
         "--stage gone=mypipe:Pre.missing timed nothing: mypipe has no Pre.missing",
         "--stage value=mypipe:LIMIT timed nothing: mypipe:LIMIT is not a function",
+        "--stage size=mypipe:Pre.size timed nothing: mypipe:Pre.size is not a method",
         "--stage never=not_imported_anywhere:f timed nothing: the program never imported not_imported_anywhere",
     ]
     assert isinstance(mypipe.Pre.__dict__["norm"], staticmethod) and "run" in mypipe.Pre.__dict__

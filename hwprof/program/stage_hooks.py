@@ -107,23 +107,27 @@ class StageHooks:
     def _wrap(self, target: StageTarget, module: ModuleType, script: bool = False) -> None:
         *path, attr = target.attr.split(".")
         owner: Any = module
-        for part in path:
-            owner = getattr(owner, part, None)
-        if owner is None or not hasattr(owner, attr):
-            self._pending.remove(target)
+        try:
+            for part in path:
+                owner = getattr(owner, part, None)
+            found = owner is not None and hasattr(owner, attr)
+        except Exception:  # a module's own __getattr__ may raise anything
+            found = False
+        self._pending.remove(target)
+        if not found:
             where = "the program's script" if script else target.module
             self.problems[target] = f"{where} has no {target.attr}" + (" at the model's first call" if script else "")
             return
-        self._pending.remove(target)
-        self.problems.pop(target, None)
         hooked = Hooked(target)
         try:
             if isinstance(owner, type):
                 _wrap_method(owner, attr, hooked, holder=module if len(path) == 1 else None)
             else:
                 _wrap_function(owner, attr, hooked)
-        except TypeError as exc:
-            self.problems[target] = str(exc)
+        except Exception as exc:  # wrapping runs inside the program's import: it must never fail it
+            for undo in reversed(hooked.undo):
+                undo()
+            self.problems[target] = str(exc) if isinstance(exc, TypeError) else f"{type(exc).__name__}: {exc}"
             return
         self.hooked.append(hooked)
 
