@@ -14,13 +14,15 @@ the driver sets its sink.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
-from typing import Any, TypeVar
 
-Sink = Callable[[str, str], None]
-"""sink(name, phase): phase "B" when a stage begins, "E" when it ends."""
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing's names for the checker alone: importing typing would take 2 ms, ten times this module
+    from collections.abc import Callable
+    from typing import Any, TypeVar
 
-F = TypeVar("F", bound=Callable[..., Any])
+    Sink = Callable[[str, str], None]
+    """sink(name, phase): phase "B" when a stage begins, "E" when it ends."""
+    F = TypeVar("F", bound=Callable[..., Any])
 
 _sink: Sink | None = None
 
