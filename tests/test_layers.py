@@ -27,6 +27,7 @@ import pytest
 import hwprof
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("public stage gate", ("hwprof.stage_api",)),
     ("files", ("hwprof", "hwprof.core.atomic")),
     ("run schema", ("hwprof.schema",)),
     ("records and config", ("hwprof.core",)),

@@ -21,7 +21,7 @@ from typing import Any
 from hwprof.analysis.layer_stats import LayerStat
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.analysis.runtime_nodes import FusedGroup
-from hwprof.analysis.stages import STAGE_ORDER
+from hwprof.analysis.stages import in_stage_order
 from hwprof.core.host_kinds import differing_software, host_kind, software
 from hwprof.core.kernels import KIND_OPENMP
 from hwprof.schema.run import RuntimeDoc
@@ -256,14 +256,8 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
 
 def _stage_rows(analyses: Sequence[Analysis]) -> list[Row]:
     """Every stage any run has, in pipeline order."""
-    names: list[str] = []
-    for a in analyses:
-        for row in a.stages.rows:
-            if row.name not in names:
-                names.append(row.name)
-    names.sort(key=lambda n: STAGE_ORDER.index(n) if n in STAGE_ORDER else len(STAGE_ORDER))
     stages = []
-    for name in names:
+    for name in in_stage_order(row.name for a in analyses for row in a.stages.rows):
         values = [(r.p50_ms if (r := a.stages.get(name)) else None) for a in analyses]
         shares = [(r.share if (r := a.stages.get(name)) else None) for a in analyses]
         stages.append(Row(name, values, _ratios(values), shares, _speedups(values)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -12,10 +13,20 @@ from hwprof.schema.summaries_cpu import RAPL_ENERGY_METRIC, RaplSummary, Sysstat
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
 
-STAGE_ORDER = ("load", "preprocess", "h2d", "forward", "postprocess", "iteration")
+STAGE_ORDER = ("load", "preprocess", "h2d", "forward", "postprocess", "draw", "write", "show")
+"""h2d: the host-to-device copy of a --device cuda run (workload/rt_cuda.py); draw, write, show: a program's
+(hwprof.program.known_stages)."""
+LAST_STAGES = ("other", "iteration")
+"""After every stage: a program's time no stage claims, and the whole iteration."""
 FEW_CANDIDATES = 10
 """Below this many candidate boxes per iteration, NMS does almost none of a trained model's work."""
-"""h2d: the host-to-device copy of a --device cuda run (workload/rt_cuda.py)."""
+
+
+def in_stage_order(names: Iterable[str]) -> list[str]:
+    """Pipeline order: hwprof's stages, then a program's own (by name), then other and the iteration."""
+    given = set(names)
+    own = sorted(n for n in given if n not in STAGE_ORDER and n not in LAST_STAGES)
+    return [n for n in STAGE_ORDER if n in given] + own + [n for n in LAST_STAGES if n in given]
 
 
 @dataclass
@@ -61,6 +72,8 @@ class Stages:
     nms_candidates: int | None = None
     """Median boxes over the confidence threshold that NMS considered per iteration (None: not recorded)."""
     conf: float | None = None
+    program: bool = False
+    """A user's program's stages: per iteration, with "other" (hwprof.core.spans.program_stage_stats)."""
 
     @property
     def postprocess_note(self) -> str | None:
@@ -86,8 +99,7 @@ def stage_table(data: RunData) -> Stages:
     energy = metrics.get("rapl")
     sysstat = metrics.get("sysstat")
     rows = []
-    names = [n for n in STAGE_ORDER if n in stages] + sorted(n for n in stages if n not in STAGE_ORDER)
-    for name in names:
+    for name in in_stage_order(stages):
         s = stages[name]
         row = StageRow(
             name,
@@ -122,6 +134,7 @@ def stage_table(data: RunData) -> Stages:
     if out.source == "timing":
         out.disturbed = timing_disturbance(run)
     out.nms_candidates, out.conf = nms_candidates(data), run.config.conf
+    out.program = run.config.program is not None
     if peak is None and not any(r.rss_peak_bytes is not None for r in rows):
         out.process_missing = collector_missing(run, ["sysstat"], "memory or CPU figures")
     return out

@@ -22,6 +22,8 @@ PROGRAM_ENDS = ("stop", "run")
 """After the measured calls: "stop" ends the program there (cleanly: its `finally` blocks and context managers
 run), "run" lets it run to its own end unmeasured."""
 PYTHON_WORDS = ("python", "python3", f"python3.{sys.version_info.minor}")
+RESERVED_STAGES = ("forward", "iteration", "other")
+"""Stage names hwprof gives itself: the model's call, the whole iteration, and the time no stage claims."""
 MIN_WARMUP = 1
 """The calls after the one that found the model: the first of them opens the first whole iteration, so it is
 never measured."""
@@ -29,6 +31,38 @@ never measured."""
 
 class ProgramError(ValueError):
     """The program's command line cannot run; the message is one line with the fix."""
+
+
+@dataclass(frozen=True)
+class StageTarget:
+    """A function whose every call is a stage: `--stage NAME=module:function` (or `module:Class.method`), or one
+    hwprof knows by name (hwprof.program.known_stages)."""
+
+    stage: str
+    module: str
+    attr: str
+    """The function in its module: "non_max_suppression", or "LetterBox.__call__" for a method."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.stage}={self.module}:{self.attr}"
+
+
+def parse_stage(text: str) -> StageTarget:
+    """`--stage NAME=module:function` as a target; ProgramError (one line) when it is not that shape. Whether the
+    module and the function exist is known only once the program imports the module."""
+    name, eq, where = text.partition("=")
+    module, colon, attr = where.partition(":")
+    name = name.strip()
+    if not eq or not colon or not name or not _dotted(module) or not _dotted(attr):
+        raise ProgramError(
+            f"--stage {shown(text)} is not NAME=module:function (e.g. --stage decode=mypipeline.io:read_frame, "
+            "or NAME=module:Class.method)"
+        )
+    if name in RESERVED_STAGES or any(c.isspace() for c in name):
+        why = "is hwprof's own" if name in RESERVED_STAGES else "holds a space"
+        raise ProgramError(f"--stage {shown(text)}: the stage name {shown(name)} {why}; pick another")
+    return StageTarget(name, module, attr)
 
 
 @dataclass
@@ -45,6 +79,10 @@ class ProgramSpec:
     """--program-end: "stop" (default) or "run"; see PROGRAM_ENDS."""
     stages: list[str] = field(default_factory=list)
     """--stage NAME=module:function, for the user's own functions."""
+
+    def stage_targets(self) -> list[StageTarget]:
+        """The --stage options as targets (ProgramError for one that is not NAME=module:function)."""
+        return [parse_stage(text) for text in self.stages]
 
     @property
     def module(self) -> str | None:
@@ -110,7 +148,12 @@ def program_spec(command: list[str], cwd: str | None = None, **options: Any) -> 
     spec = ProgramSpec(argv=argv, cwd=cwd, **options)
     if spec.end not in PROGRAM_ENDS:
         raise ProgramError(f"--program-end is 'stop' or 'run' (got {shown(spec.end)})")
+    spec.stage_targets()
     return spec
+
+
+def _dotted(text: str) -> bool:
+    return all(part.isidentifier() for part in text.split("."))
 
 
 def _is_python_source(script: Path) -> bool:

@@ -111,6 +111,35 @@ def stage_stats(markers: Iterable[Marker]) -> dict[str, LatencyStats]:
     return stats
 
 
+OTHER = "other"
+"""A program's time in an iteration that no stage claims."""
+
+
+def program_stage_stats(markers: Iterable[Marker]) -> dict[str, LatencyStats]:
+    """A program's stages, per measured iteration: each stage's time in the iteration (its calls added up, 0 where
+    it did not run), "other" for the time no stage claims, and "iteration"; so that the stages' and other's
+    means add up to the iteration's. A program calls a known function any number of times per iteration (a batch
+    of imreads, a write every tenth frame), where hwprof's own pipeline runs each stage once.
+
+    The driver marks the outermost stage alone and never inside the forward (hwprof.program.driver), so no time
+    is counted twice. "other" holds the program's own code between stages (its array conversions, its loop) and
+    hwprof's marker work at each stage's boundaries (microseconds)."""
+    spans = [s for s in pair_spans(markers) if not s.warmup and not s.clean]
+    iterations = {s.iteration: s.dur_ns for s in spans if s.kind == "iteration"}
+    order = sorted(iterations)
+    per: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
+    for s in spans:
+        if s.kind == "stage" and s.iteration in iterations:
+            per[s.name][s.iteration] += s.dur_ns
+    if not order:
+        return {}
+    stats = {name: latency_stats([by.get(i, 0) / 1e6 for i in order]) for name, by in per.items()}
+    claimed = [sum(by.get(i, 0) for by in per.values()) for i in order]
+    stats[OTHER] = latency_stats([max(iterations[i] - c, 0) / 1e6 for i, c in zip(order, claimed, strict=True)])
+    stats["iteration"] = latency_stats([iterations[i] / 1e6 for i in order])
+    return stats
+
+
 def is_measured(span: SpanTime) -> bool:
     """In a measured iteration: not warm-up, not a clean iteration of a paired pass, and not a one-off
     forward outside the iterations (iteration -1)."""

@@ -88,6 +88,12 @@ class ProgramDriver:
     """The thread that calls the model: stage markers come from it alone."""
     _restore: Callable[[], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _depth: threading.local = field(default_factory=threading.local)
+    """Per thread: how many stages are open (the outermost alone is marked)."""
+    _stage: str | None = None
+    """The stage whose begin marker is out (on the model's thread, in the open iteration)."""
+    _cut: str | None = None
+    """A stage cut at the forward's begin (it holds the model's call): it begins again in the next iteration."""
 
     def adopt(self, found: Found, args: tuple[Any, ...]) -> None:
         """The model was chosen in the pre-hook of one of its calls: wrap its forward, so that its next call is
@@ -120,6 +126,9 @@ class ProgramDriver:
         if not self._open:
             self._begin()
         bus = self.bus
+        if self._stage is not None:
+            bus.emit("stage", "E", self._stage)
+            self._cut, self._stage = self._stage, None
         bus.emit("stage", "B", "forward")
         self._in_forward = True
         try:
@@ -151,6 +160,9 @@ class ProgramDriver:
         bus.iteration, bus.warmup, bus.clean = index, warmup, not warmup and not measured
         bus.emit("iteration", "B", "iteration")
         self._open = True
+        if self._cut is not None:
+            bus.emit("stage", "B", self._cut)
+            self._stage, self._cut = self._cut, None
 
     def _end(self) -> None:
         warmup, measured, index = self._step()
@@ -179,7 +191,11 @@ class ProgramDriver:
         if self.done:
             return
         self.done = True
+        self._cut = None
         if self._open and not self.bus.halted:
+            if self._stage is not None:
+                self.bus.emit("stage", "E", self._stage)
+                self._stage = None
             self.bus.emit("iteration", "E", "iteration")
             self._open = False
             if self.bus.clean:
@@ -192,13 +208,34 @@ class ProgramDriver:
             self._restore = None
 
     def stage_sink(self, name: str, phase: str) -> None:
-        """A stage between forwards (a known function, --stage, hwprof.stage): marked only inside an iteration,
-        outside the forward, on the model's thread."""
-        if self.done or not self._open or self._in_forward or self._internal:
+        """A stage between forwards (a known function, --stage, hwprof.stage; hwprof.stage_api's sink): marked
+        only inside an iteration, outside the forward, on the model's thread, and only the outermost of nested
+        ones (it claims their time: none is counted twice). A stage that holds the model's call ends at the
+        forward's begin and begins again after it, in the next iteration: the forward stays the forward's."""
+        local = self._depth
+        depth = getattr(local, "n", 0)
+        if phase == "B":
+            local.n = depth + 1
+            if depth == 0 and self._marking_here():
+                self.bus.emit("stage", "B", name)
+                self._stage = name
             return
-        if self._thread is not None and threading.get_ident() != self._thread:
-            return
-        self.bus.emit("stage", "B" if phase == "B" else "E", name)
+        if depth == 0:
+            return  # an end whose begin came before the gate had a sink
+        local.n = depth - 1
+        if depth == 1 and self._stage is not None and threading.get_ident() == self._thread:
+            self._stage = None
+            if not self.bus.halted:
+                self.bus.emit("stage", "E", name)
+
+    def _marking_here(self) -> bool:
+        return (
+            self._open
+            and not self.done
+            and not self._in_forward
+            and not self._internal
+            and threading.get_ident() == self._thread
+        )
 
 
 def _wrap_forward(module: Any, call: Callable[..., Any]) -> Callable[[], None]:

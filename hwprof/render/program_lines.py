@@ -22,6 +22,9 @@ def program_lines(run: RunDoc) -> list[tuple[str, str]]:
         return [*out, ("model found", "no pass recorded what it found")]
     out.append(("model found", _found(first, program.model_path)))
     out.append(("calls", "; ".join(f"{name}: {_calls(o)}" for name, o in outcomes.items())))
+    timed = _timed(first)
+    if timed:
+        out.append(("stages timed", timed))
     notes = dict.fromkeys(note for o in outcomes.values() for note in o.notes)
     out += [("note", note) for note in notes]
     return out
@@ -45,3 +48,12 @@ def _calls(outcome: ProgramOutcome) -> str:
     parts = f"{outcome.calls} calls ({outcome.warmup_calls} warm-up, {outcome.measured_calls} measured"
     parts += f", {outcome.clean_calls} clean)" if outcome.clean_calls else ")"
     return f"{parts}, {outcome.ended or '?'}"
+
+
+def _timed(outcome: ProgramOutcome) -> str:
+    """The functions that made the stages, by stage, with their calls in the pass (all of its calls)."""
+    by_stage: dict[str, list[str]] = {}
+    for label, calls in outcome.stage_calls.items():
+        stage, _, function = label.partition("=")
+        by_stage.setdefault(stage, []).append(f"{function} x{calls}")
+    return "; ".join(f"{stage}: {', '.join(functions)}" for stage, functions in by_stage.items())

@@ -55,7 +55,9 @@ class ProgramOutcome(Record):
     error: str | None = None
     """The program's exception (its traceback is in the pass's worker.log)."""
     stages_wrapped: list[str] = field(default_factory=list)
-    """Stages hooked in this pass, as NAME=module:function."""
+    """Functions timed as stages in this pass (known by name or --stage), as NAME=module:function."""
     stages_unmatched: list[str] = field(default_factory=list)
-    """Known or --stage functions whose module the program never imported."""
+    """--stage functions never wrapped (their module never imported, no such function); the notes say why."""
+    stage_calls: dict[str, Count] = field(default_factory=dict)
+    """Calls of each wrapped function that was called (every thread, warm-up and unmeasured calls included)."""
     notes: list[str] = field(default_factory=list)

@@ -15,7 +15,7 @@ from rich.text import Text
 from hwprof.analysis.paired_cost import PassCostFigure
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.core.atomic import DiskFullError
-from hwprof.core.spans import forward_p50_ms, stage_stats
+from hwprof.core.spans import forward_p50_ms, program_stage_stats, stage_stats
 from hwprof.render.export import report_files
 from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
 from hwprof.rundir.lock import clear_dead_holders_reserve
@@ -70,7 +70,8 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
         run.update(model=model)
     source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
     if source:
-        stats = stage_stats(data.markers(source))
+        per_iteration = program_stage_stats if run.config.program is not None else stage_stats
+        stats = per_iteration(data.markers(source))
         run.update(
             stages={k: StageLatency.of(**v.to_dict()) for k, v in stats.items()},
             stages_source=source if source == "timing" else f"{source} (no clean timing pass: hooks included)",

@@ -14,9 +14,13 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from hwprof import stage_api
+from hwprof.core.program_spec import ProgramSpec
 from hwprof.program.driver import Calls, ProgramDriver
 from hwprof.program.finder import Found, ModelFinder, ProgramAbort
+from hwprof.program.known_stages import known_targets
 from hwprof.program.launch import ProgramEnd, run_program
+from hwprof.program.stage_hooks import StageHooks
 from hwprof.rundir.pass_files import write_model_json
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session.pass_runner import PassRunner
@@ -39,6 +43,7 @@ class ProgramPassRunner(PassRunner):
         self.driver: ProgramDriver | None = None
         self.finder: ModelFinder | None = None
         self.end: ProgramEnd | None = None
+        self.stages: StageHooks | None = None
         self.notes: list[str] = []
         self._total = self.config.warmup + self.config.iters
 
@@ -57,6 +62,9 @@ class ProgramPassRunner(PassRunner):
     def _measure(self, runtime_name: str) -> None:
         assert self.driver is not None and self.finder is not None
         STOP.bus, STOP.at_boundaries = self.bus, True
+        self.stages = program_stages(self.spec)
+        self.stages.install()
+        sink = stage_api.set_sink(self.driver.stage_sink)
         self.finder.install()
         try:
             self.end = run_program(self.spec)
@@ -67,7 +75,10 @@ class ProgramPassRunner(PassRunner):
         finally:
             self.finder.close()
             self.driver.finish()
+            stage_api.set_sink(sink)
+            self.stages.close()
             STOP.disarm()
+        self.notes.extend(self.stages.unresolved())
         if self.driver.found is None:
             raise ProgramFailed(self.finder.never_found())
         if not self.end.ok:
@@ -94,6 +105,8 @@ class ProgramPassRunner(PassRunner):
 
         assert self.driver is not None
         self.driver.sync = model_device_sync(found.module, self.config.device)
+        if self.stages is not None:
+            self.stages.retry(main=True)
         built = built_model(found)
         pipeline = ProgramPipeline(self.config, self.bus, built, found, first_tensor(sample), self.driver.internal)
         self.ctx.pipeline = pipeline
@@ -149,6 +162,12 @@ class ProgramPassRunner(PassRunner):
             ended=self._ended(status, found),
             notes=self.notes,
         )
+        if self.stages is not None:
+            outcome.update(
+                stages_wrapped=[h.target.label for h in self.stages.hooked],
+                stages_unmatched=[t.label for t in self.stages.unresolved_targets()],
+                stage_calls=self.stages.calls(),
+            )
         if found is not None:
             outcome.update(
                 model=found.name,
@@ -173,6 +192,15 @@ class ProgramPassRunner(PassRunner):
         if self.end.ok and self.driver is not None and self.driver.calls.measured < self.config.iters:
             return "ended before the measured calls"
         return ENDED[self.end.how]
+
+
+def program_stages(spec: ProgramSpec) -> StageHooks:
+    """The functions timed as stages: the --stage ones, and those hwprof knows that no --stage names again."""
+    user = spec.stage_targets()
+    named = {(t.module, t.attr) for t in user}
+    known = [t for t in known_targets() if (t.module, t.attr) not in named]
+    main_names = (spec.module,) if spec.module is not None else (spec.name,)
+    return StageHooks([*user, *known], user=user, main_names=main_names)
 
 
 class ProgramFailed(Exception):

@@ -35,6 +35,7 @@ from typing import Any
 from hwprof.analysis.advice import load_advice
 from hwprof.analysis.validity import checked
 from hwprof.core.markers import Marker
+from hwprof.core.spans import OTHER
 from hwprof.rundir.reader import RunData, records_files
 from hwprof.schema.run import CollectorEntry
 from hwprof.schema.summaries_tools import PerfSamplingSummary
@@ -137,6 +138,29 @@ def marker_slices(
     return out
 
 
+def other_slices(marks: Sequence[Slice]) -> list[Slice]:
+    """A program's iterations' time that no stage claims, as "other" stage slices (hwprof.core.spans.OTHER): the
+    stage track then covers each iteration, as the stage table counts it."""
+    iterations = [s for s in marks if s.level == LEVEL_ITERATION]
+    stages = sorted((s for s in marks if s.level == LEVEL_STAGE), key=lambda s: s.start)
+    out: list[Slice] = []
+    at = 0
+    for it in sorted(iterations, key=lambda s: s.start):
+        cursor = it.start
+        category = ",".join(["stage", *it.category.split(",")[1:]])
+        args = {"iteration": it.args.get("iteration"), "unclaimed": "time in the iteration that no stage claims"}
+        while at < len(stages) and stages[at].start < it.start:
+            at += 1
+        while at < len(stages) and stages[at].start < it.end:
+            if stages[at].start > cursor:
+                out.append(Slice(cursor, stages[at].start, OTHER, category, LEVEL_STAGE, args))
+            cursor = max(cursor, min(stages[at].end, it.end))
+            at += 1
+        if it.end > cursor:
+            out.append(Slice(cursor, it.end, OTHER, category, LEVEL_STAGE, args))
+    return out
+
+
 # ----------------------------------------------------------------------------- records
 
 
@@ -234,6 +258,8 @@ def pass_timeline(
     records = read_pass_records(records_files(run.root, pass_name), run.withheld)
     last = max([records.last_ns, *(m.t_ns for m in markers)], default=0)
     marks = marker_slices(markers, labels, layer_args, stage_args, last)
+    if run.doc.config.program is not None:
+        marks += other_slices(marks)
     layer_spans = sorted((s for s in marks if s.level == LEVEL_LAYER), key=slice_order)
     tracks = _Tracks(named_threads(records.thread_names))
     found, source = pass_main_thread(run, pass_name, records, tracks.names, layer_spans)
