@@ -21,6 +21,23 @@ class CpiPerKernel(Record):
 
 
 @dataclass(kw_only=True)
+class ModuleLayers(Record):
+    """torch_profiler: a TorchScript model's layer spans, made from the ops' module hierarchy (with_modules) and
+    replayed into the pass's markers after it (hwprof.program.scopes)."""
+
+    method: str | None = None
+    layer_spans: Count | None = None
+    """Replayed layer spans (depth 1 and 2) over the measured iterations."""
+    forward_ops: Count | None = None
+    ops_in_layers: Count | None = None
+    hierarchies: Count | None = None
+    """Distinct module hierarchies among the forward's ops."""
+    unresolved: list[str] | None = None
+    """Hierarchies of forward ops that name no layer of the table (the model's own ops between layers), at
+    most a few."""
+
+
+@dataclass(kw_only=True)
 class PerfSamplingSummary(Summary):
     """perf_sampling: native kernels per layer on every thread (perf record in the pass)."""
 
@@ -131,3 +148,5 @@ class TorchProfilerSummary(Summary):
     clock: JsonObject | None = None
     shapes: JsonObject | None = None
     """How the ops' input dims were recorded (method; matched and unmatched where they come from a warm-up)."""
+    module_layers: ModuleLayers | None = None
+    """A TorchScript model's layers, from the module hierarchy (None for an eager model: live ranges)."""
