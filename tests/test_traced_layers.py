@@ -228,3 +228,53 @@ def _spans(markers: Any) -> list[tuple[str, int, int]]:
         else:
             out.append((m.name, open_.pop(m.name), m.t_ns))
     return sorted(out, key=lambda s: (s[1], -s[2]))
+
+
+PROGRAM = '''
+"""A user's program: yolov8n built from its YAML, traced with torch.jit.trace, called in a loop."""
+import torch
+from ultralytics.nn.tasks import DetectionModel
+
+model = DetectionModel("yolov8n.yaml", verbose=False).eval()
+model.model[-1].export = True  # one tensor out, as ultralytics' TorchScript export makes it
+image = torch.rand(1, 3, 64, 64)
+with torch.no_grad():
+    traced = torch.jit.trace(model, image, check_trace=False)
+    for _ in range(30):
+        traced(image)
+'''
+
+
+@pytest.mark.slow
+def test_collect_a_traced_program_gives_per_layer_times(tmp_path: Path, run_hwprof: Any) -> None:
+    from hwprof.core.markers import read_markers
+    from hwprof.core.spans import measured_spans
+
+    (tmp_path / "prog.py").write_text(PROGRAM)
+    args = ["collect", "--only", "torch_profiler,timing", "--iters", "3", "--warmup", "1", "--out", "run"]
+    done = run_hwprof(*args, "--", "python", "prog.py")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    run = tmp_path / "run"
+    rows = [line.split(",") for line in (run / "layers.csv").read_text().splitlines()]
+    header, rows = rows[0], rows[1:]
+    name, time_ms = header.index("name"), header.index("time_ms")
+    assert [r[name] for r in rows] == [f"model.{i}" for i in range(23)]  # the names `--model yolov8n` uses
+    times = [float(r[time_ms]) for r in rows]
+    assert all(t > 0 for t in times)
+    summary = json.loads((run / "summary.json").read_text())
+    forward = next(r["p50_ms"] for r in summary["stages"]["rows"] if r["name"] == "forward")
+    assert sum(times) <= forward * (1 + 1e-9)
+    assert summary["layers"]["time_pass"] == "trace"
+    # the spans themselves: replayed after the trace pass, inside each measured forward, adding up to less
+    spans = measured_spans(read_markers(run / "passes" / "trace" / "markers.jsonl"))
+    forwards = {s.iteration: s for s in spans if s.kind == "stage" and s.name == "forward"}
+    layers = [s for s in spans if s.kind == "layer"]
+    assert len(forwards) == 3 and len(layers) == 23 * 3
+    for i, fwd in forwards.items():
+        mine = [s for s in layers if s.iteration == i]
+        assert all(fwd.start_ns <= s.start_ns and s.end_ns <= fwd.end_ns and s.dur_ns > 0 for s in mine)
+        assert sum(s.dur_ns for s in mine) <= fwd.dur_ns
+    result = json.loads((run / "passes" / "trace" / "result.json").read_text())
+    assert result["collectors"]["torch_profiler"]["summary"]["module_layers"]["layer_spans"] == 23 * 3
+    report = " ".join(done.stdout.split())
+    assert "module hierarchy" in report and "[TorchScript]" in report
