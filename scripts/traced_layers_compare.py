@@ -144,7 +144,8 @@ def in_process(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     model = DetectionModel("yolov8n.yaml", verbose=False).eval()
-    head: Any = list(model.model)[-1]
+    layers: Any = model.model
+    head = layers[-1]
     head.export = True
     image = torch.rand(1, 3, args.imgsz, args.imgsz)
     with torch.no_grad():
