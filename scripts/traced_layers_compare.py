@@ -69,12 +69,14 @@ def collect(out: Path, name: str, only: str, args: argparse.Namespace, extra: li
     return run
 
 
-def shares(run: Path, pass_name: str) -> dict[str, float]:
-    """Top-level layer -> mean share of forward over the pass's measured iterations (self time / forward)."""
+def shares(run: Path, pass_name: str, average: Any = statistics.fmean) -> dict[str, float]:
+    """Top-level layer -> its share of forward (self time / that iteration's forward) averaged over the pass's
+    measured iterations: the mean, as the report does, or the median (`average`), which an iteration slowed by
+    another process moves less."""
     times = iteration_times(measured_spans(read_markers(run / "passes" / pass_name / "markers.jsonl")))
     its = times.iterations
     names = {n for i in its for n in times.self_ns[i] if n.count(".") == 1}
-    return {n: statistics.fmean(times.self_ns[i].get(n, 0) / times.forward_ns[i] for i in its) for n in names}
+    return {n: average([times.self_ns[i].get(n, 0) / times.forward_ns[i] for i in its]) for n in names}
 
 
 def csv_times(run: Path) -> dict[str, float]:
@@ -104,6 +106,10 @@ def layer_table(traced: Path, plain: Path) -> None:
     print(f"median share ratio traced/plain (layers pass): {statistics.median(ratios):.3f} "
           f"(quartiles {_quartiles(ratios)}), over {len(ratios)} layers")  # fmt: skip
     ok = [r for r in ratios_trace if r == r]
+    tm, pm = shares(traced, "trace", statistics.median), shares(plain, "layers", statistics.median)
+    medians = [tm[n] / pm[n] for n in names if pm.get(n)]
+    print(f"median share ratio traced/plain (layers pass), with each layer's median share over the iterations: "
+          f"{statistics.median(medians):.3f} (quartiles {_quartiles(medians)})")  # fmt: skip
     print(f"median share ratio traced/plain (both trace passes, same profiler): {statistics.median(ok):.3f} "
           f"(quartiles {_quartiles(ok)})")  # fmt: skip
     if ratios_ms:
@@ -155,30 +161,36 @@ def in_process(args: argparse.Namespace) -> None:
         for with_modules in (True, False):
             prof = profile(activities=[ProfilerActivity.CPU], with_modules=with_modules)
             prof.start()
-            ratios: list[float] = []
+            wall: list[float] = []
+            cpu: list[float] = []
             on_ms: list[float] = []
             off_ms: list[float] = []
             for _ in range(args.blocks):
                 a1, b1, b2, a2 = (_timed(prof, on, traced, image) for on in (False, True, True, False))
-                ratios.append((b1 + b2) / (a1 + a2))
-                on_ms += [b1, b2]
-                off_ms += [a1, a2]
+                wall.append((b1[0] + b2[0]) / (a1[0] + a2[0]))
+                cpu.append((b1[1] + b2[1]) / (a1[1] + a2[1]))
+                on_ms += [b1[0], b2[0]]
+                off_ms += [a1[0], a2[0]]
             prof.stop()
             ops = sum(1 for e in prof.events() if e.name.startswith("aten::")) / (2 * args.blocks)
-            print(f"in process, with_modules={with_modules}: profiled / bare forward {statistics.median(ratios):.3f} "
-                  f"(quartiles {_quartiles(ratios)}, {args.blocks} ABBA blocks), p50 {statistics.median(on_ms):.2f} "
-                  f"ms / {statistics.median(off_ms):.2f} ms, min {min(on_ms):.2f} / {min(off_ms):.2f} ms "
-                  f"= {min(on_ms) / min(off_ms):.3f}, {ops:.0f} aten ops per forward")  # fmt: skip
+            partial = "" if args.threads == 1 else "; not the whole forward: --threads > 1"
+            print(f"in process, with_modules={with_modules}: profiled / bare forward, wall "
+                  f"{statistics.median(wall):.3f} (quartiles {_quartiles(wall)}), the calling thread's CPU time "
+                  f"{statistics.median(cpu):.3f} (quartiles {_quartiles(cpu)}{partial})"
+                  f", {args.blocks} ABBA blocks; wall p50 {statistics.median(on_ms):.2f} / "
+                  f"{statistics.median(off_ms):.2f} ms, min {min(on_ms):.2f} / {min(off_ms):.2f} ms; "
+                  f"{ops:.0f} aten ops per forward")  # fmt: skip
 
 
-def _timed(prof: Any, on: bool, traced: Any, image: Any) -> float:
-    """One traced forward with the profiler collecting (on) or not, in ms."""
+def _timed(prof: Any, on: bool, traced: Any, image: Any) -> tuple[float, float]:
+    """One traced forward with the profiler collecting (on) or not: (wall ms, the calling thread's CPU ms), the
+    second the whole forward's CPU time with one torch thread, and blind to the time other processes take."""
     from torch.profiler import ProfilerActivity
 
     prof.toggle_collection_dynamic(on, [ProfilerActivity.CPU])
-    t0 = time.perf_counter_ns()
+    t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
     traced(image)
-    return (time.perf_counter_ns() - t0) / 1e6
+    return (time.perf_counter_ns() - t0) / 1e6, (time.thread_time_ns() - c0) / 1e6
 
 
 def main() -> None:
