@@ -201,11 +201,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--blocks", type=int, default=30, help="ABBA blocks of the in-process cost")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--cost-only", action="store_true", help="only the in-process cost (no collect)")
     args = parser.parse_args()
+    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # Kineto warns at every toggle of the in-process part
+    if args.cost_only:
+        in_process(args)
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "prog.py").write_text(PROGRAM)
     os.environ.setdefault("YOLO_OFFLINE", "1")
-    os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # Kineto warns at every toggle of the in-process part
     traced = collect(args.out, "traced", "timing,torch_profiler", args, [])
     plain = collect(args.out, "plain", "timing,perf_events,torch_profiler", args, ["--no-trace"])
     layer_table(traced, plain)

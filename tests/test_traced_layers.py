@@ -12,7 +12,7 @@ import torch
 from hwprof.collectors.torch_profiler.clock import SyncData, sync_ranges, wall_pair
 from hwprof.collectors.torch_profiler.convert import convert
 from hwprof.collectors.torch_profiler.kineto import load_kineto
-from hwprof.collectors.torch_profiler.module_layers import HIERARCHY_ARG
+from hwprof.collectors.torch_profiler.module_layers import FROM_MEASURED, FROM_WARMUP, HIERARCHY_ARG
 
 from hwprof.core.marker_order import marker_order_fault
 from hwprof.core.markers import layer_modules
@@ -89,22 +89,24 @@ def _traced(model: torch.nn.Module) -> Any:
         return torch.jit.trace(model.eval(), X, check_trace=False)
 
 
-def _profile(traced: Any, tmp_path: Path, iterations: int = 2) -> tuple[Path, SyncData]:
-    """`iterations` calls under torch.profiler with_modules, in hwprof's iteration and forward ranges, with the
-    collector's clock syncs: a trace as the trace pass records it."""
+def _profile(
+    traced: Any, tmp_path: Path, iterations: int = 2, with_modules: bool = True, first: int = 0
+) -> tuple[Path, SyncData]:
+    """`iterations` calls under torch.profiler, in hwprof's iteration and forward ranges numbered from `first`,
+    with the collector's clock syncs: a trace as the trace pass records it (first -1: its warm-up forward)."""
     from torch.autograd.profiler import record_function
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad():
         traced(X)
-        with profile(activities=[ProfilerActivity.CPU], with_modules=True) as prof:
+        with profile(activities=[ProfilerActivity.CPU], with_modules=with_modules) as prof:
             start, pairs = sync_ranges(torch), [wall_pair()]
-            for i in range(iterations):
+            for i in range(first, first + iterations):
                 with record_function(f"hwprof:iteration:{i}"), record_function("hwprof:stage:forward"):
                     traced(X)
             pairs.append(wall_pair())
             stop = sync_ranges(torch)
-    path = tmp_path / "kineto.json"
+    path = tmp_path / f"kineto{first}.json"
     prof.export_chrome_trace(str(path))
     return path, SyncData(start, stop, pairs)
 
@@ -189,12 +191,15 @@ def test_a_wrapped_traced_model_is_found_below_the_eager_wrapper(tmp_path: Path)
     assert scopes.scope_of("TOP(Other)::forward.1(Shared)::forward.") is None
 
 
-@pytest.mark.parametrize("depth", [1, 2])
-def test_converted_trace_replays_layer_spans_inside_each_forward(tmp_path: Path, depth: int) -> None:
+@pytest.mark.parametrize(("depth", "from_warmup"), [(1, False), (2, False), (1, True), (2, True)])
+def test_converted_trace_replays_layer_spans_inside_each_forward(tmp_path: Path, depth: int, from_warmup: bool) -> None:
+    """The hierarchies recorded in the measured forwards, or in the warm-up forward alone and borrowed op by op."""
     traced = _traced(Yolo())
-    path, sync = _profile(traced, tmp_path, iterations=3)
+    path, sync = _profile(traced, tmp_path, iterations=3, with_modules=not from_warmup)
+    warmup = load_kineto(_profile(traced, tmp_path, iterations=1, first=-1)[0]) if from_warmup else None
     root, _ = layer_root(traced)
-    converted = convert(load_kineto(path), sync, [], scopes=layer_scopes(traced, root, depth), depth=depth)
+    scopes = layer_scopes(traced, root, depth)
+    converted = convert(load_kineto(path), sync, [], shapes=warmup, scopes=scopes, depth=depth)
     markers = converted.replayed
     assert markers and all(m.replayed and m.kind == "layer" and m.measured for m in markers)
     rows = list(enumerate(markers, 1))
@@ -211,12 +216,25 @@ def test_converted_trace_replays_layer_spans_inside_each_forward(tmp_path: Path,
         assert children == (["model.0.conv", "model.0.act", "model.1.conv", "model.1.act"] if depth == 2 else [])
     summary = converted.summary.module_layers
     assert summary is not None and summary.layer_spans == len(markers) // 2
+    assert summary.hierarchy_from == (FROM_WARMUP if from_warmup else FROM_MEASURED)
+    assert summary.forwards_unmatched == 0
     # every forward op is charged to a layer but TorchScript's own `forward` range around them all
     assert summary.forward_ops == summary.ops_in_layers + 3
     assert converted.summary.forward_ops_outside_layers == 3
     layers = converted.metrics.layers
     assert {"model.0", "model.1", "model.2"} <= set(layers)
     assert all(layers[f"model.{i}"]["profiler_layer_ms"] > 0 for i in range(3))
+
+
+def test_a_forward_that_ran_other_ops_than_the_warm_up_borrows_nothing(tmp_path: Path) -> None:
+    traced = _traced(Yolo())
+    path, sync = _profile(traced, tmp_path, iterations=2, with_modules=False)
+    other = load_kineto(_profile(_traced(Seq()), tmp_path, iterations=1, first=-1)[0])  # another op sequence
+    root, _ = layer_root(traced)
+    converted = convert(load_kineto(path), sync, [], shapes=other, scopes=layer_scopes(traced, root, 1))
+    summary = converted.summary.module_layers
+    assert summary is not None and summary.forwards_unmatched == 2 and summary.ops_in_layers == 0
+    assert converted.replayed == []
 
 
 def _spans(markers: Any) -> list[tuple[str, int, int]]:
@@ -275,6 +293,10 @@ def test_collect_a_traced_program_gives_per_layer_times(tmp_path: Path, run_hwpr
         assert all(fwd.start_ns <= s.start_ns and s.end_ns <= fwd.end_ns and s.dur_ns > 0 for s in mine)
         assert sum(s.dur_ns for s in mine) <= fwd.dur_ns
     result = json.loads((run / "passes" / "trace" / "result.json").read_text())
-    assert result["collectors"]["torch_profiler"]["summary"]["module_layers"]["layer_spans"] == 23 * 3
+    module_layers = result["collectors"]["torch_profiler"]["summary"]["module_layers"]
+    assert module_layers["layer_spans"] == 23 * 3 and module_layers["forwards_unmatched"] == 0
+    assert module_layers["hierarchy_from"] == FROM_WARMUP  # with_modules in the warm-up forward only
+    raw = json.loads((run / "passes" / "trace" / "torch_profiler.kineto.json").read_text())["traceEvents"]
+    assert not any(HIERARCHY_ARG in e.get("args", {}) for e in raw)
     report = " ".join(done.stdout.split())
     assert "module hierarchy" in report and "[TorchScript]" in report

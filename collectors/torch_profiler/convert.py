@@ -20,7 +20,7 @@ from typing import Any
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, SyncData, fit_clock, wall_offset
 from hwprof.collectors.torch_profiler.kernel_doc import OpSums, PrimitiveSums, kernel_doc_json, top_kernels_json
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
-from hwprof.collectors.torch_profiler.module_layers import charge_ops, layer_markers
+from hwprof.collectors.torch_profiler.module_layers import module_layers, recorded_hierarchy
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
 from hwprof.collectors.torch_profiler.shapes import METHOD as SHAPES_METHOD
 from hwprof.collectors.torch_profiler.shapes import attach_dims, event_dims
@@ -53,6 +53,9 @@ class OpRecord:
     onednn: list[OneDnnExec] = field(default_factory=list)
     dims: list[Any] = field(default_factory=list)
     """Input dims: the event's own (record_shapes on), or its warm-up counterpart's (shapes.py)."""
+    hierarchy: str | None = None
+    """A TorchScript model's op: its module hierarchy, the event's own (with_modules on) or its warm-up
+    counterpart's (module_layers.py)."""
 
 
 @dataclass
@@ -116,7 +119,16 @@ def _walk(trace: KinetoTrace, fit: Callable[[int], int]) -> tuple[list[OpRecord]
                 if parent_op is not None:
                     parent_op.self_ns -= event.dur
                     break
-            record = OpRecord(event, fit(event.ts), event.dur, layer, stage, iteration, dims=event_dims(event))
+            record = OpRecord(
+                event,
+                fit(event.ts),
+                event.dur,
+                layer,
+                stage,
+                iteration,
+                dims=event_dims(event),
+                hierarchy=recorded_hierarchy(event),
+            )
             ops.append(record)
             stack.append((event, record))
     return ops, ranges
@@ -192,21 +204,19 @@ def convert(
 ) -> Converted:
     """Kineto events -> ops on the monotonic clock, per-layer tables, kernel rankings, spans. `shapes`: the
     warm-up forward profiled with record_shapes, where the measured iterations ran without (shapes.py).
-    `scopes`: a TorchScript model's layers, found from the ops' module hierarchy (module_layers.py), whose
-    spans come back as `replayed` markers (to --depth)."""
+    `scopes`: a TorchScript model's layers, found from the ops' module hierarchy (module_layers.py: recorded
+    in the warm-up forward of `shapes` when the measured ops have none), whose spans come back as `replayed`
+    markers (to --depth)."""
     fit = fit_clock(trace, sync)
     ops, ranges = _walk(trace, fit)
     ops = [o for o in ops if o.event.name != SYNC_NAME]
-    module_summary, replayed = None, []
-    if scopes is not None:
-        module_summary = charge_ops(ops, scopes)
-        replayed = layer_markers(ops, scopes, depth)
-        module_summary.update(layer_spans=len(replayed) // 2)
+    warmup_ops = _walk(shapes, lambda ts: ts)[0] if shapes is not None else None
     shapes_doc: JsonObject | None = None
-    if shapes is not None:
-        shapes_doc = {"method": SHAPES_METHOD, **attach_dims(ops, _walk(shapes, lambda ts: ts)[0])}
+    if warmup_ops is not None:  # matched by layer: before a TorchScript model's ops get theirs (module_layers.py)
+        shapes_doc = {"method": SHAPES_METHOD, **attach_dims(ops, warmup_ops)}
     elif any(o.dims for o in ops):
         shapes_doc = {"method": "record_shapes on in the measured iterations"}
+    module_summary, replayed = module_layers(ops, warmup_ops, scopes, depth) if scopes is not None else (None, [])
     flops = flops or {}
     iterations = sorted({o.iteration for o in ops if o.iteration is not None})
     n_iter = max(len(iterations), 1)

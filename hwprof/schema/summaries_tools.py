@@ -26,6 +26,10 @@ class ModuleLayers(Record):
     replayed into the pass's markers after it (hwprof.program.scopes)."""
 
     method: str | None = None
+    hierarchy_from: str | None = None
+    """Where the measured ops' hierarchies come from: the last warm-up forward's ops, one for one, or their own."""
+    forwards_unmatched: Count | None = None
+    """Measured forwards whose op sequence was not the warm-up forward's: no hierarchy, no layer span."""
     layer_spans: Count | None = None
     """Replayed layer spans (depth 1 and 2) over the measured iterations."""
     forward_ops: Count | None = None
