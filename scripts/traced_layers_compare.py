@@ -18,7 +18,9 @@ and the plain trace pass, the ratios traced/plain, their medians, and each run's
 The profiler's cost, measured twice: the traced run's trace pass paired cost (ABBA blocks of iterations with the
 profiler collecting and not, in one process: hwprof.session.paired), and here, in this process, the traced
 forward in ABBA blocks, bare against under torch.profiler (started once, collection toggled as the collector
-does), with and without with_modules: the median of the blocks' ratios.
+does), with and without with_modules (the collector records the hierarchies in the warm-up forward alone and
+its measured forwards run without: torch_profiler/module_layers.py): the median of the blocks' ratios, in wall
+time and in the calling thread's CPU time (the whole forward's with --threads 1, and blind to other processes).
 """
 
 from __future__ import annotations
@@ -174,7 +176,8 @@ def in_process(args: argparse.Namespace) -> None:
             prof.stop()
             ops = sum(1 for e in prof.events() if e.name.startswith("aten::")) / (2 * args.blocks)
             partial = "" if args.threads == 1 else "; not the whole forward: --threads > 1"
-            print(f"in process, with_modules={with_modules}: profiled / bare forward, wall "
+            how = "recorded in every forward (the fallback)" if with_modules else "none (the default: from warm-up)"
+            print(f"in process, module hierarchy {how}: profiled / bare forward, wall "
                   f"{statistics.median(wall):.3f} (quartiles {_quartiles(wall)}), the calling thread's CPU time "
                   f"{statistics.median(cpu):.3f} (quartiles {_quartiles(cpu)}{partial})"
                   f", {args.blocks} ABBA blocks; wall p50 {statistics.median(on_ms):.2f} / "
