@@ -40,6 +40,7 @@ from hwprof.schema.summaries_cpu import Summary
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
     from hwprof.core.markers import Marker, MarkerBus
+    from hwprof.program.scopes import LayerScopes
     from hwprof.workload.pipeline import Pipeline
 
 Status = Literal["ok", "unavailable", "failed", "partial", "skipped", "interrupted"]
@@ -122,6 +123,13 @@ class PassContext:
     interrupted: str = ""
     """Set before close() when a stop signal ended the pass ("stopped by SIGTERM after 1 of 7 iterations"):
     a collector that has nothing to show then says "interrupted" with it, not "failed"."""
+    layer_scopes: LayerScopes | None = None
+    """Set before prepare() for a TorchScript model (a user's traced program): its layers run inside
+    TorchScript, so no layer marker is emitted; a collector that sees each op's module hierarchy can find them
+    (hwprof.program.scopes)."""
+    replayed: list[Marker] = field(default_factory=list)
+    """Layer markers a collector made after the fact (in close()), from what it recorded: the worker appends
+    them to the pass's markers (Marker.replayed: no collector gets them)."""
 
     @property
     def out_dir(self) -> Path:
@@ -154,6 +162,8 @@ class Collector:
     clean_markers: ClassVar[bool] = False
     """Not switchable, and gets the stage and iteration markers of the clean iterations too (they have
     Marker.clean set): a sampler that stays on and measures those iterations, e.g. NVML's energy."""
+    finds_scripted_layers: ClassVar[bool] = False
+    """Places a TorchScript model's layer spans from what it records (PassContext.layer_scopes, replayed)."""
     clean_iterations: ClassVar[bool] = True
     """False: its pass runs no clean iterations at all (under a simulator every iteration is 50-150x
     slower and the layer hooks' cost is nothing beside it): the pass gets a pass-level estimate."""

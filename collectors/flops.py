@@ -13,10 +13,16 @@ from typing import Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
+from hwprof.program.scopes import UNTRACED_FIX
 from hwprof.schema.check import RunDirError
 from hwprof.schema.pass_files import LayerEntry, ModelInfo
 from hwprof.schema.records import MetricTables, metrics_path
 from hwprof.schema.summaries_cpu import FlopsSummary
+
+SCRIPTED = (
+    "the model is a TorchScript module: FlopCounterMode charges FLOPs to layers through module hooks, which "
+    "never fire inside TorchScript"
+)
 
 
 def _layer_key(module_path: str) -> str | None:
@@ -45,6 +51,8 @@ class FlopsCollector(Collector):
         return Capability.ok()
 
     def prepare(self, ctx: PassContext) -> None:
+        if ctx.layer_scopes is not None:
+            return  # a TorchScript model: close() says why there is no count
         import torch
         from torch.utils.flop_counter import FlopCounterMode
 
@@ -79,6 +87,8 @@ class FlopsCollector(Collector):
         )
 
     def close(self, ctx: PassContext) -> CollectorResult:
+        if ctx.layer_scopes is not None:
+            return CollectorResult("unavailable", reason=SCRIPTED, fix=UNTRACED_FIX)
         if self.tables is None:
             return CollectorResult("failed", reason="the FLOP count did not run")
         path = metrics_path(ctx.out_dir, self.name)

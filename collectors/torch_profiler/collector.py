@@ -6,6 +6,12 @@ inside the range of the layer that ran it. The ranges are torch's _RecordFunctio
 exists (about 1 us a range here, against 22 us through the record_function ops). Kineto's raw chrome trace is kept as
 `torch_profiler.kineto.json`.
 
+A TorchScript model (a user's traced program: `ctx.layer_scopes` set) has no layer markers: its layers run
+inside TorchScript. The profiler then records each op's module hierarchy (`with_modules`) in the warm-up
+forward that records the shapes, each measured forward op takes its counterpart's and is charged to the layer
+it names, and the layer spans made from the ops are handed back to the worker as replayed markers
+(module_layers.py), so that the pass's layer times, the report and the trace have them.
+
 Clock (clock.py). Kineto writes `baseTimeNanoseconds + ts_us * 1000` on the wall clock, not
 on CLOCK_MONOTONIC: `hwprof_clock_sync` ranges opened between two monotonic reads right after the
 profiler starts and right before it stops give the offset, interpolated linearly between them.
@@ -86,6 +92,7 @@ class TorchProfilerCollector(Collector):
     order = 40
     needs_layer_markers = True
     switchable = True
+    finds_scripted_layers = True
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
@@ -109,6 +116,8 @@ class TorchProfilerCollector(Collector):
             self._shapes and config.warmup >= 1 and not config.extra.get("profiler_shapes_measured")
         )
         self._flops = bool(config.extra.get("profiler_flops", False))
+        self._scripted = False
+        """A TorchScript model (PassContext.layer_scopes): its layers from the ops' module hierarchy."""
         self._ranges = bool(config.extra.get("profiler_ranges", True))
         """False only to measure the ranges' cost (scripts/bench_trace_overhead.py): ops get no layer."""
 
@@ -138,6 +147,8 @@ class TorchProfilerCollector(Collector):
             record_shapes=self._shapes and not self._shapes_taken,
             with_flops=self._flops,
             with_stack=self.config.profiler_stack,
+            # a TorchScript model's hierarchies: from the warm-up forward when it was profiled (module_layers.py)
+            with_modules=self._scripted and not self._shapes_taken,
         )
         self._enter, self._exit = _range_calls(torch, bool(self.config.extra.get("profiler_fast_ranges", True)))
         self._prof.start()
@@ -168,13 +179,16 @@ class TorchProfilerCollector(Collector):
             return
         self._range(marker)
 
+    def prepare(self, ctx: PassContext) -> None:
+        self._scripted = ctx.layer_scopes is not None
+
     def _shapes_marker(self, marker: Marker, shapes: WarmupShapes) -> None:
         """The last warm-up iteration, profiled with record_shapes, its markers as ranges."""
         import torch
 
         if marker.kind == "iteration" and marker.phase == "B":
             self._enter, self._exit = _range_calls(torch, bool(self.config.extra.get("profiler_fast_ranges", True)))
-            shapes.begin()
+            shapes.begin(with_modules=self._scripted)
         if not shapes.running:
             return
         self._range(marker)
@@ -273,7 +287,10 @@ class TorchProfilerCollector(Collector):
             log if log.exists() else None,
             flops,
             load_kineto(shapes) if shapes is not None else None,
+            ctx.layer_scopes,
+            self.config.depth,
         )
+        ctx.replayed.extend(converted.replayed)
         if self._warmup_shapes is not None and self._warmup_shapes.error and converted.summary.shapes is not None:
             # the warm-up profile failed: the measured iterations recorded the shapes themselves; say why
             converted.summary.shapes["warmup_error"] = self._warmup_shapes.error

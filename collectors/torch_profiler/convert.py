@@ -20,12 +20,15 @@ from typing import Any
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, SyncData, fit_clock, wall_offset
 from hwprof.collectors.torch_profiler.kernel_doc import OpSums, PrimitiveSums, kernel_doc_json, top_kernels_json
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
+from hwprof.collectors.torch_profiler.module_layers import module_layers, recorded_hierarchy
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
 from hwprof.collectors.torch_profiler.shapes import METHOD as SHAPES_METHOD
 from hwprof.collectors.torch_profiler.shapes import attach_dims, event_dims
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
+from hwprof.core.spans import pair_begin_end
+from hwprof.program.scopes import LayerScopes
 from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
 from hwprof.schema.summaries_tools import TorchProfilerSummary
@@ -50,6 +53,9 @@ class OpRecord:
     onednn: list[OneDnnExec] = field(default_factory=list)
     dims: list[Any] = field(default_factory=list)
     """Input dims: the event's own (record_shapes on), or its warm-up counterpart's (shapes.py)."""
+    hierarchy: str | None = None
+    """A TorchScript model's op: its module hierarchy, the event's own (with_modules on) or its warm-up
+    counterpart's (module_layers.py)."""
 
 
 @dataclass
@@ -60,6 +66,8 @@ class Converted:
     kernels: JsonObject
     """torch_profiler.kernels.json's document."""
     summary: TorchProfilerSummary
+    replayed: list[Marker] = field(default_factory=list)
+    """A TorchScript model's layer markers, made from the ops' module hierarchy (module_layers.py)."""
 
 
 def _annotation_target(name: str) -> tuple[str, str] | None:
@@ -111,7 +119,16 @@ def _walk(trace: KinetoTrace, fit: Callable[[int], int]) -> tuple[list[OpRecord]
                 if parent_op is not None:
                     parent_op.self_ns -= event.dur
                     break
-            record = OpRecord(event, fit(event.ts), event.dur, layer, stage, iteration, dims=event_dims(event))
+            record = OpRecord(
+                event,
+                fit(event.ts),
+                event.dur,
+                layer,
+                stage,
+                iteration,
+                dims=event_dims(event),
+                hierarchy=recorded_hierarchy(event),
+            )
             ops.append(record)
             stack.append((event, record))
     return ops, ranges
@@ -182,28 +199,42 @@ def convert(
     onednn_log: Path | None = None,
     flops: dict[int, int] | None = None,
     shapes: KinetoTrace | None = None,
+    scopes: LayerScopes | None = None,
+    depth: int = 1,
 ) -> Converted:
     """Kineto events -> ops on the monotonic clock, per-layer tables, kernel rankings, spans. `shapes`: the
-    warm-up forward profiled with record_shapes, where the measured iterations ran without (shapes.py)."""
+    warm-up forward profiled with record_shapes, where the measured iterations ran without (shapes.py).
+    `scopes`: a TorchScript model's layers, found from the ops' module hierarchy (module_layers.py: recorded
+    in the warm-up forward of `shapes` when the measured ops have none), whose spans come back as `replayed`
+    markers (to --depth)."""
     fit = fit_clock(trace, sync)
     ops, ranges = _walk(trace, fit)
     ops = [o for o in ops if o.event.name != SYNC_NAME]
+    warmup_ops = _walk(shapes, lambda ts: ts)[0] if shapes is not None else None
     shapes_doc: JsonObject | None = None
-    if shapes is not None:
-        shapes_doc = {"method": SHAPES_METHOD, **attach_dims(ops, _walk(shapes, lambda ts: ts)[0])}
+    if warmup_ops is not None:  # matched by layer: before a TorchScript model's ops get theirs (module_layers.py)
+        shapes_doc = {"method": SHAPES_METHOD, **attach_dims(ops, warmup_ops)}
     elif any(o.dims for o in ops):
         shapes_doc = {"method": "record_shapes on in the measured iterations"}
+    module_summary, replayed = module_layers(ops, warmup_ops, scopes, depth) if scopes is not None else (None, [])
     flops = flops or {}
     iterations = sorted({o.iteration for o in ops if o.iteration is not None})
     n_iter = max(len(iterations), 1)
     summary = TorchProfilerSummary.of(events=len(trace.events), aten_ops=len(ops), iterations=len(iterations))
     summary.shapes = shapes_doc
     summary.onednn = _onednn_summary_json(ops, sync, onednn_log)
-    sums = _sum_ops(ops, ranges, flops)
+    replayed_ranges = [("layer", b.name, b.t_ns, e.t_ns) for b, e in pair_begin_end(replayed)]
+    sums = _sum_ops(ops, ranges + replayed_ranges, flops)
+    summary.module_layers = module_summary
     summary.forward_ops_outside_layers = sums.outside_layers_in_forward
     # oneDNN's figures are means over the iterations that ran with its verbose mode on
     n_onednn = max(summary.onednn.get("iterations", 0), 1)
     metrics = _metric_tables(sums, n_iter, n_onednn)
+    if scopes is not None:
+        metrics.methods["profiler_layer_ms"] = (
+            "duration of the layer's span made from its ops' module hierarchy (from its first op's start to its "
+            "last op's end; the profiler was on)"
+        )
     kernel_doc = kernel_doc_json(sums.kernels, len(iterations), n_iter, n_onednn)
     summary.top_kernels = top_kernels_json(((o.event.name, o.self_ns) for o in ops if o.layer is not None), n_iter)
     summary.clock = {
@@ -215,7 +246,7 @@ def convert(
         "alignment": _alignment_json(ranges, markers),
     }
     spans = _spans(ops)
-    return Converted(ops, spans, metrics, kernel_doc, summary)
+    return Converted(ops, spans, metrics, kernel_doc, summary, replayed)
 
 
 def _onednn_summary_json(ops: list[OpRecord], sync: SyncData, onednn_log: Path | None) -> JsonObject:

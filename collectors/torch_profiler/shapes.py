@@ -83,10 +83,11 @@ class WarmupShapes:
     def running(self) -> bool:
         return self._prof is not None
 
-    def begin(self) -> None:
+    def begin(self, with_modules: bool = False) -> None:
+        """`with_modules`: a TorchScript model's module hierarchies are recorded in this forward too."""
         from torch.profiler import ProfilerActivity, profile
 
-        self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True)
+        self._prof = profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_modules=with_modules)
         self._prof.start()
 
     def end(self) -> bool:

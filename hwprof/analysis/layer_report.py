@@ -145,13 +145,15 @@ def layer_stat(
         params=r.params,
         out_shape=r.out_shape,
         from_edges=r.from_edges,
-        in_bytes=r.in_bytes or 0,
-        out_bytes=r.out_bytes or 0,
+        in_bytes=r.in_bytes,
+        out_bytes=r.out_bytes,
         weight_bytes=r.weight_bytes or 0,
     )
     if "flops" in r.metrics:
         stat.flops = float(r.metrics["flops"])
-        stat.min_bytes = float(r.metrics.get("min_bytes") or (stat.in_bytes + stat.out_bytes + stat.weight_bytes))
+        stat.min_bytes = float(
+            r.metrics.get("min_bytes") or ((stat.in_bytes or 0) + (stat.out_bytes or 0) + stat.weight_bytes)
+        )
         stat.intensity = intensity(stat.flops, stat.min_bytes)
     self_ns = ts.times.self_ns
     runs = {i: self_ns[i][name] for i in ts.its if name in self_ns[i]}

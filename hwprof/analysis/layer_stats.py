@@ -42,8 +42,9 @@ class LayerStat:
     """None where the model's structure was not recorded (a run imported from a GPU trace)."""
     out_shape: str
     from_edges: str = ""
-    in_bytes: int = 0
-    out_bytes: int = 0
+    in_bytes: int | None = 0
+    out_bytes: int | None = 0
+    """None where the layer table does not know them (a TorchScript model's layer, an imported GPU run)."""
     weight_bytes: int = 0
     flops: float | None = None
     min_bytes: float | None = None

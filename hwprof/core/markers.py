@@ -203,8 +203,8 @@ def layer_modules(model: torch.nn.Module, depth: int = 1) -> list[tuple[str, int
     children, named "model.i.child" (nested inside their parent's span). A model without a `.model` layer list
     (a user's program's own module) has its top-level children as layers, named "model.<child>".
     """
-    seq: Any = getattr(model, "model", None)
-    if seq is not None and hasattr(seq, "__iter__"):
+    seq = layer_list(model)
+    if seq is not None:
         layers = [(f"model.{i}", layer) for i, layer in enumerate(seq)]
     else:
         layers = [(f"model.{name}", child) for name, child in model.named_children()]
@@ -217,9 +217,34 @@ def layer_modules(model: torch.nn.Module, depth: int = 1) -> list[tuple[str, int
     return out
 
 
+CONTAINERS = ("Sequential", "ModuleList")
+"""A TorchScript copy of a layer list keeps its class only as `original_name` (a traced Sequential is a
+TracedModule, neither iterable nor indexable)."""
+
+
+def layer_list(model: Any) -> list[Any] | None:
+    """The model's layer list `model.model` (a YOLO model's), eager or TorchScript, as a list; None when the model
+    has none."""
+    seq: Any = getattr(model, "model", None)
+    if seq is None:
+        return None
+    scripted_class = getattr(seq, "original_name", None)
+    if isinstance(scripted_class, str):
+        return [child for _, child in seq.named_children()] if scripted_class in CONTAINERS else None
+    if hasattr(seq, "__iter__"):
+        return list(seq)
+    return None
+
+
 def layer_types(model: torch.nn.Module) -> dict[str, str]:
     """Each top-level layer's class name by its marker name (the GPU collectors' kernel tables)."""
-    return {name: type(module).__name__ for name, _, module in layer_modules(model)}
+    return {name: _class_name(module) for name, _, module in layer_modules(model)}
+
+
+def _class_name(module: Any) -> str:
+    """A module's class, a TorchScript copy's included (whose own class is RecursiveScriptModule)."""
+    original = getattr(module, "original_name", None)
+    return original if isinstance(original, str) else type(module).__name__
 
 
 def attach_layer_markers(model: torch.nn.Module, bus: MarkerBus, depth: int = 1) -> Callable[[], None]:

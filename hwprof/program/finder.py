@@ -21,6 +21,9 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from hwprof.core.markers import CONTAINERS
+from hwprof.program.scopes import class_name
+
 if TYPE_CHECKING:
     import torch
 
@@ -51,7 +54,7 @@ class RootCalls:
     name: str | None = None
 
     def label(self) -> str:
-        kind = type(self.module).__name__
+        kind = class_name(self.module)
         return f"{self.name} ({kind})" if self.name else kind
 
 
@@ -139,11 +142,11 @@ class ModelFinder:
         layers_module, layers_from = layer_root(module)
         self.found = Found(
             module=module,
-            name=name or type(module).__name__,
+            name=name or class_name(module),
             why=why,
             layers_module=layers_module,
             layers_from=layers_from,
-            scripted=is_scripted(module),
+            scripted=is_scripted(module) or is_scripted(layers_module),
             root_calls_before=calls,
         )
         self.on_found(self.found, args)
@@ -182,7 +185,9 @@ def layer_root(module: torch.nn.Module) -> tuple[Any, str]:
     current: Any = module
     for _ in range(MAX_LAYER_HOPS):
         inner = getattr(current, "model", None)
-        if isinstance(inner, torch.nn.Sequential | torch.nn.ModuleList):
+        if isinstance(inner, torch.nn.Sequential | torch.nn.ModuleList) or getattr(inner, "original_name", None) in (
+            CONTAINERS
+        ):
             path = "model" if current is module else "…model"
             return current, f"{path}.model (a YOLO model's layer list)"
         if not isinstance(inner, torch.nn.Module):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.core.program_spec import PROGRAM_FAMILY
 from hwprof.program.finder import ProgramAbort
+from hwprof.program.scopes import class_name
 from hwprof.workload.zoo import BuiltModel
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ def built_model(found: Found) -> BuiltModel:
     names = getattr(module, "names", None)
     return BuiltModel(
         module=module,
-        name=type(found.module).__name__,
+        name=class_name(found.module),
         family=PROGRAM_FAMILY,
         output_format=OUTPUT_UNKNOWN,
         weights=None,

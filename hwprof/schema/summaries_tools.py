@@ -21,6 +21,27 @@ class CpiPerKernel(Record):
 
 
 @dataclass(kw_only=True)
+class ModuleLayers(Record):
+    """torch_profiler: a TorchScript model's layer spans, made from the ops' module hierarchy (with_modules) and
+    replayed into the pass's markers after it (hwprof.program.scopes)."""
+
+    method: str | None = None
+    hierarchy_from: str | None = None
+    """Where the measured ops' hierarchies come from: the last warm-up forward's ops, one for one, or their own."""
+    forwards_unmatched: Count | None = None
+    """Measured forwards whose op sequence was not the warm-up forward's: no hierarchy, no layer span."""
+    layer_spans: Count | None = None
+    """Replayed layer spans (depth 1 and 2) over the measured iterations."""
+    forward_ops: Count | None = None
+    ops_in_layers: Count | None = None
+    hierarchies: Count | None = None
+    """Distinct module hierarchies among the forward's ops."""
+    unresolved: list[str] | None = None
+    """Hierarchies of forward ops that name no layer of the table (the model's own ops between layers), at
+    most a few."""
+
+
+@dataclass(kw_only=True)
 class PerfSamplingSummary(Summary):
     """perf_sampling: native kernels per layer on every thread (perf record in the pass)."""
 
@@ -131,3 +152,5 @@ class TorchProfilerSummary(Summary):
     clock: JsonObject | None = None
     shapes: JsonObject | None = None
     """How the ops' input dims were recorded (method; matched and unmatched where they come from a warm-up)."""
+    module_layers: ModuleLayers | None = None
+    """A TorchScript model's layers, from the module hierarchy (None for an eager model: live ranges)."""

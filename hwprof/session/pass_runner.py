@@ -344,6 +344,7 @@ class PassRunner:
                 results[collector.name] = CollectorResult("failed", reason=self._fail(collector, "close", exc).reason)
                 continue
             results[collector.name] = mark_pass_end(result, status, error)
+        self._write_replayed()
         pipeline = self.ctx.pipeline
         result = PassResult.of(
             pass_name=self.ctx.pass_name,
@@ -360,6 +361,17 @@ class PassRunner:
         if program is not None:
             result.update(program=program)
         write_pass_result(self.ctx.out_dir, result)
+
+    def _write_replayed(self) -> None:
+        """Layer markers a collector made in close() (a TorchScript model's, from the profiler's module hierarchy)
+        appended to the pass's markers, after the iterations they belong to."""
+        for marker in self.ctx.replayed:
+            self.log(marker)
+        if self.ctx.replayed:
+            try:
+                self.log.flush_to(self.markers_path)
+            except DiskFullError as exc:
+                self._note_disk_full(exc)
 
     def _program_outcome(self, status: str, error: str) -> ProgramOutcome | None:
         """A program's pass says what it found (hwprof.session.program_worker); the built-in pipeline nothing."""

@@ -20,6 +20,7 @@ from hwprof.program.driver import Calls, ProgramDriver
 from hwprof.program.finder import Found, ModelFinder, ProgramAbort
 from hwprof.program.known_stages import known_targets
 from hwprof.program.launch import ProgramEnd, run_program
+from hwprof.program.scopes import class_name
 from hwprof.program.stage_hooks import StageHooks
 from hwprof.rundir.pass_files import write_model_json
 from hwprof.schema.program import ProgramOutcome
@@ -33,6 +34,18 @@ ENDED = {
     "exit": "ran to its end (sys.exit)",
     "failed": "failed",
 }
+
+
+SCRIPTED_LAYERS = (
+    "layers of the TorchScript model: spans made from torch.profiler's module hierarchy (with_modules) of each "
+    "op in the {pass_name} pass, after it; the profiler is on in those iterations, so their cost is that pass's "
+    "paired cost"
+)
+SCRIPTED_LOST = {
+    "layers": "per-layer counters (perf_events, PAPI), energy and FLOPs",
+    "kernels": "perf samples per layer",
+}
+"""What a pass that cannot place a TorchScript model's layer spans loses (by pass)."""
 
 
 class ProgramPassRunner(PassRunner):
@@ -100,8 +113,9 @@ class ProgramPassRunner(PassRunner):
 
     def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
         from hwprof.program.model import ProgramPipeline, built_model, first_tensor, model_device_sync
+        from hwprof.program.scopes import layer_scopes
         from hwprof.session.paired import schedule
-        from hwprof.workload.layers import layer_table
+        from hwprof.workload.layers import layer_table, scripted_layer_table
 
         assert self.driver is not None
         self.driver.sync = model_device_sync(found.module, self.config.device)
@@ -110,19 +124,37 @@ class ProgramPassRunner(PassRunner):
         built = built_model(found)
         pipeline = ProgramPipeline(self.config, self.bus, built, found, first_tensor(sample), self.driver.internal)
         self.ctx.pipeline = pipeline
-        layers = layer_table(built.module, pipeline.sample_batch(), self.config.depth) if not found.scripted else []
+        depth = self.config.depth
+        if found.scripted:
+            layers = scripted_layer_table(built.module, depth)
+            self.ctx.layer_scopes = layer_scopes(found.module, found.layers_module, depth)
+        else:
+            layers = layer_table(built.module, pipeline.sample_batch(), depth)
         write_model_json(self.ctx.out_dir, built, pipeline.sample_batch().shape, layers)
         self._wire(layer_markers=not found.scripted)
-        if found.scripted:
-            self.notes.append(
-                "the model is a TorchScript module (torch.jit.trace or script): its layers run inside TorchScript, "
-                "where hwprof's layer markers never fire, so only the whole forward and the stages are measured; "
-                "run the program with its model untraced (YOLOv7's detect.py: --no-trace) for per-layer figures"
-            )
+        note = self._scripted_note() if found.scripted else None
+        if note is not None:
+            self.notes.append(note)
         iters = self._measured_iterations()
         steps = schedule(iters) if self._pairs("torch") else [(True, i) for i in range(iters)]
         self._total = self.config.warmup + len(steps)
         return steps
+
+    def _scripted_note(self) -> str | None:
+        """What this pass gives of a TorchScript model's layers, in one line: their spans from torch.profiler's
+        module hierarchy where a collector of the pass reads it, else what the pass cannot give per layer."""
+        from hwprof.program.scopes import UNTRACED_FIX
+
+        if any(c.finds_scripted_layers for c in self.collectors if self._ok(c)):
+            return SCRIPTED_LAYERS.format(pass_name=self.ctx.pass_name)
+        if self.ctx.pass_name == "timing":
+            return None  # a clean forward: no layer figures in any run
+        lost = SCRIPTED_LOST.get(self.ctx.pass_name, "per-layer figures")
+        return (
+            f"{lost} of the {self.ctx.pass_name} pass: unavailable for a TorchScript model: its layers run inside "
+            f"TorchScript, where no Python code runs at their boundaries (hwprof's layer markers never fire); "
+            f"fix: {UNTRACED_FIX}"
+        )
 
     def start_measuring(self) -> None:
         self.log.flush_to(self.markers_path)
@@ -171,7 +203,7 @@ class ProgramPassRunner(PassRunner):
         if found is not None:
             outcome.update(
                 model=found.name,
-                model_class=type(found.module).__name__,
+                model_class=class_name(found.module),
                 why=found.why,
                 layers_from=found.layers_from,
                 scripted=found.scripted,

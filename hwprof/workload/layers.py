@@ -3,6 +3,11 @@
 One row per layer the markers cover (model.model[i], and their children with --depth 2): index,
 qualified name, type, from-edges, params, input/output shapes and bytes, weight bytes. Shapes come
 from one forward pass with hooks on a real input of the run's size.
+
+A TorchScript model (a user's traced program) keeps its submodules' names, classes (`original_name`),
+parameters and buffers, but runs its children where no hook fires, and drops the Python attributes a YOLO
+layer carries (`f`, `type`): its rows have no shapes, no in/out bytes and no from-edges
+(scripted_layer_table).
 """
 
 from __future__ import annotations
@@ -31,8 +36,9 @@ class LayerInfo:
     depth: int = 1
     in_shapes: list[list[int]] = field(default_factory=list)
     out_shapes: list[list[int]] = field(default_factory=list)
-    in_bytes: int = 0
-    out_bytes: int = 0
+    in_bytes: int | None = 0
+    out_bytes: int | None = 0
+    """None: not known (a TorchScript layer's, whose hooks never fire)."""
 
     @property
     def label(self) -> str:
@@ -54,8 +60,19 @@ class LayerInfo:
 def _type_names(module: torch.nn.Module) -> tuple[str, str]:
     qualified = getattr(module, "type", None)
     if not isinstance(qualified, str):
-        qualified = f"{type(module).__module__}.{type(module).__qualname__}"
+        qualified = _script_class(module) or f"{type(module).__module__}.{type(module).__qualname__}"
     return qualified.rsplit(".", 1)[-1], qualified
+
+
+def _script_class(module: Any) -> str | None:
+    """A TorchScript module's eager class, qualified ("__torch__.ultralytics.nn.modules.conv.___torch_mangle_5.Conv"
+    -> "ultralytics.nn.modules.conv.Conv"); None for an eager module."""
+    c_module = getattr(module, "_c", None)
+    if not isinstance(getattr(module, "original_name", None), str) or c_module is None:
+        return None
+    name = str(c_module._type().qualified_name())
+    parts = [p for p in name.split(".") if p != "__torch__" and not p.startswith("___torch_mangle")]
+    return ".".join(parts)
 
 
 def _from_edges(module: torch.nn.Module) -> list[int]:
@@ -79,24 +96,30 @@ def _nbytes(tensors: Sequence[torch.Tensor]) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
+def _row(name: str, index: int, module: torch.nn.Module) -> LayerInfo:
+    """A layer's row from the module alone: names, class, parameters and weight bytes (from-edges for a
+    top-level eager layer); shapes and bytes moved are filled by a forward, where one can see them."""
+    short, qualified = _type_names(module)
+    params = list(module.parameters())
+    return LayerInfo(
+        index=index,
+        name=name,
+        type=short,
+        qualified_type=qualified,
+        from_=_from_edges(module) if name.count(".") == 1 and _script_class(module) is None else [],
+        params=sum(p.numel() for p in params),
+        weight_bytes=_nbytes(params) + _nbytes(list(module.buffers())),
+        depth=name.count("."),
+    )
+
+
 def layer_table(model: torch.nn.Module, sample: torch.Tensor, depth: int = 1) -> list[LayerInfo]:
     """The table, with shapes from one forward pass of `sample` through `model`."""
 
     rows: list[LayerInfo] = []
     handles = []
     for name, index, module in layer_modules(model, depth):
-        short, qualified = _type_names(module)
-        params = list(module.parameters())
-        row = LayerInfo(
-            index=index,
-            name=name,
-            type=short,
-            qualified_type=qualified,
-            from_=_from_edges(module) if name.count(".") == 1 else [],
-            params=sum(p.numel() for p in params),
-            weight_bytes=_nbytes(params) + _nbytes(list(module.buffers())),
-            depth=name.count("."),
-        )
+        row = _row(name, index, module)
         rows.append(row)
 
         def hook(_m: Any, inputs: Any, output: Any, _row: LayerInfo = row) -> None:
@@ -108,6 +131,15 @@ def layer_table(model: torch.nn.Module, sample: torch.Tensor, depth: int = 1) ->
 
         handles.append(module.register_forward_hook(hook))
     forward_with_hooks(model, sample, handles)
+    return rows
+
+
+def scripted_layer_table(model: torch.nn.Module, depth: int = 1) -> list[LayerInfo]:
+    """The table of a TorchScript model: names, classes, parameters and weight bytes; no shapes, bytes moved or
+    from-edges (see the module's docstring)."""
+    rows = [_row(name, index, module) for name, index, module in layer_modules(model, depth)]
+    for row in rows:
+        row.in_bytes = row.out_bytes = None
     return rows
 
 

@@ -10,7 +10,7 @@ their own and are charged to the layer that runs next, marked as inserted.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hwprof.core.markers import Marker
@@ -89,11 +89,12 @@ def charge_inserted(nodes: Sequence[NodeSpan]) -> None:
             node.layers, node.inserted = following, True
 
 
-def replay_markers(run: RunSpans, depth: int = 1) -> list[Marker]:
+def replay_markers(run: RunSpans, depth: int = 1, index_of: Mapping[str, int] | None = None) -> list[Marker]:
     """Layer markers for one run: one span per stretch of consecutive nodes of the same single layer.
 
     Fused groups across layers get no layer span (their time is shown as the group's, not charged
-    to one layer). At depth 2, stretches of one child nest inside their layer's span.
+    to one layer). At depth 2, stretches of one child nest inside their layer's span. `index_of`: the layers'
+    top-level indices, for names that do not carry it ("model.backbone"); else read from "model.<i>".
     """
     out: list[Marker] = []
     stretch: list[NodeSpan] = []
@@ -102,7 +103,7 @@ def replay_markers(run: RunSpans, depth: int = 1) -> list[Marker]:
         if not stretch:
             return
         layer = stretch[0].layers[0]
-        index = int(layer.split(".")[1])
+        index = index_of[layer] if index_of is not None else int(layer.split(".")[1])
         out.append(_marker("B", layer, stretch[0].start_ns, run, index))
         if depth >= 2:
             out.extend(_child_markers(stretch, run, index))
