@@ -167,6 +167,10 @@ class Collector:
     clean_iterations: ClassVar[bool] = True
     """False: its pass runs no clean iterations at all (under a simulator every iteration is 50-150x
     slower and the layer hooks' cost is nothing beside it): the pass gets a pass-level estimate."""
+    whole_process: ClassVar[bool] = False
+    """It can profile a user's program that calls no model (hwprof.session.program_worker) over the program's
+    whole run, as one span: its figures need no forward (sampled kernels, Python stacks, Scalene's profile).
+    Collectors whose figures are per forward or per layer (timing, counters, FLOPs) say they are unavailable."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config

@@ -131,6 +131,7 @@ def test_the_model_is_the_outermost_module_called_repeatedly_and_its_calls_becom
 def test_run_to_the_end_leaves_later_calls_unmarked() -> None:
     driver, _, log, _, done = _drive(calls=9, steps=[(True, 0), (True, 1)], end="run")
     assert done == 9 and driver.done and driver.calls.measured == 2
+    assert driver.calls.after == 9 - 2 - 3 and driver.calls.seen == 9
     assert sum(1 for m in log.markers if m.name == "forward" and m.phase == "B") == 3
 
 

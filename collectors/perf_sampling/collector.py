@@ -128,6 +128,7 @@ class PerfSamplingCollector(Collector):
     pass_name = "kernels"
     needs_layer_markers = True
     switchable = True
+    whole_process = True
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:

@@ -58,6 +58,7 @@ from hwprof.collectors.pyspy.switch import PySpySwitch, summary_fields, write_pi
 
 from hwprof.core.atomic import SIZE_LIMIT_COMMAND, atomic_path, size_limit_cut
 from hwprof.core.markers import read_markers
+from hwprof.core.program_spec import PROGRAM_SPAN
 from hwprof.schema.codec import need
 from hwprof.schema.probes import PyspyProbe
 
@@ -135,6 +136,7 @@ class PySpyCollector(Collector):
     name = NAME
     title = "py-spy sampling profiler (Python stacks; native with --pyspy-native)"
     pass_name = "trace"
+    whole_process = True
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:
@@ -257,7 +259,8 @@ class PySpyTool(AttachedTool):
         status = "ok" if returncode == 0 else "partial"
         reason = "" if returncode == 0 else f"py-spy exited with status {returncode}: {_last_line(log_text)}"
         fix = ""
-        if need(summary.clock).get("mode") == "launch-time" and status == "ok":  # speedscope: no mode
+        launch_time = need(summary.clock).get("mode") == "launch-time"  # speedscope: no mode
+        if launch_time and status == "ok" and not _whole_program(self.ctx.out_dir):
             status = "partial"
             reason = "too few samples to see a forward stage begin or end: the samples' times are estimated from "
             reason += "py-spy's launch time (tens of ms off), so their layer attribution is unreliable"
@@ -274,6 +277,14 @@ class PySpyTool(AttachedTool):
             why = f"py-spy exited with status {returncode} and wrote no samples: {last}"
         fix = _ptrace_fix() if any(w in log_text.lower() for w in PERMISSION_WORDS) else ""
         return CollectorResult("failed", reason=why, fix=fix, artifacts=artifacts)
+
+
+def _whole_program(out_dir: Path) -> bool:
+    """The pass profiled a program's whole run as one span (no model: hwprof.session.program_worker): the launch
+    time's tens of ms are nothing beside it, and no stage or layer is attributed."""
+    markers_file = out_dir / "markers.jsonl"
+    stages = {m.name for m in read_markers(markers_file) if m.kind == "stage"} if markers_file.exists() else set()
+    return stages == {PROGRAM_SPAN}
 
 
 def _last_line(text: str) -> str:

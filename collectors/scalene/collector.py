@@ -171,6 +171,7 @@ class ScaleneCollector(Collector):
     name = NAME
     title = "Scalene (per-line Python / native / system time, memory on request)"
     pass_name = "scalene"
+    whole_process = True
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
@@ -200,14 +201,21 @@ class ScaleneCollector(Collector):
         collectors = Path(__file__).resolve().parent
         mode = ["--memory"] if self.config.scalene_memory else ["--cpu-only"]
         env = [shutil.which("env") or "/usr/bin/env", "PYTHONSAFEPATH=1"]
+        profiled, excluded = [f"{package}{os.sep}"], [f"{collectors}{os.sep}", str(package / "core" / "markers.py")]
+        program = self.config.program
+        if program is not None:
+            # a user's program: its own files too, and not the driver's wrapper of its model's forward (the
+            # model's time stays on the program's line that called it)
+            profiled.append(f"{Path(program.argv[0]).parent if program.module is None else program.cwd}{os.sep}")
+            excluded.append(str(package / "program" / "driver.py"))
         only = [
             "--profile-all",
             "--profile-only",
-            f"{package}{os.sep}",
+            ",".join(profiled),
             "--profile-exclude",
             # the layer markers' wrapper runs each layer's forward: excluded, the model's time stays on the
             # line that called the model (Scalene charges a sample to the innermost frame it profiles)
-            f"{collectors}{os.sep},{package / 'core' / 'markers.py'}",
+            ",".join(excluded),
         ]
         out = str((ctx.out_dir / f"{NAME}.json").resolve())  # the session may start the worker elsewhere
         return [

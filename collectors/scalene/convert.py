@@ -25,7 +25,7 @@ from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import STAGES, Marker
 from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import CounterSample, MetricTables, metrics_path, records_path, write_records
-from hwprof.schema.summaries_tools import ScaleneSummary
+from hwprof.schema.summaries_tools import ScaleneSummary, ScaleneTopLine
 
 NAME = "scalene"
 PIPELINE_FILE = "hwprof/workload/pipeline.py"
@@ -284,17 +284,17 @@ def _tables(layers: dict[str, dict[str, float]], stages: dict[str, dict[str, flo
     )
 
 
-def _top_lines_json(lines: list[LineRecord]) -> list[JsonObject]:
+def _top_lines_json(lines: list[LineRecord]) -> list[ScaleneTopLine]:
     """The five lines with the most CPU time, for the summary."""
     return [
-        {
-            "where": f"{_short(x.file)}:{x.lineno}",
-            "code": x.code.strip()[:80],
-            "stage": x.stage,
-            "python_s": x.python_s,
-            "native_s": x.native_s,
-            "system_s": x.system_s,
-        }
+        ScaleneTopLine.of(
+            where=f"{_short(x.file)}:{x.lineno}",
+            code=x.code.strip()[:80],
+            stage=x.stage,
+            python_s=x.python_s,
+            native_s=x.native_s,
+            system_s=x.system_s,
+        )
         for x in sorted(lines, key=lambda x: -(x.python_s + x.native_s + x.system_s))[:5]
     ]
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hwprof.core.kernels import KERNELS_FILE, NativeView, native_view
+from hwprof.schema.hotspots_file import HOTSPOTS_FILE
 from hwprof.schema.kernels_file import KernelsFile
 
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
 
 ATEN_KERNELS_FILE = "torch_profiler.kernels.json"
-HOTSPOTS_FILE = "pyspy.hotspots.json"
 TOP_KERNELS = 3
 TOP_FRAMES = 3
 

@@ -18,6 +18,7 @@ from hwprof.analysis.runtime_nodes import RuntimeView, load_runtime_view
 from hwprof.analysis.stages import Stages, stage_table
 from hwprof.analysis.types import TypeStat, by_type
 from hwprof.analysis.validity import checked
+from hwprof.analysis.whole_program import WholeProgram, whole_program
 from hwprof.schema.run import RunDoc
 from hwprof.schema.runtime_checks import LayerErrors
 from hwprof.schema.summaries_cpu import PerfEventsSummary
@@ -79,6 +80,8 @@ class Analysis:
     shown_status: str = ""
     """The run's status as the report shows it (RunData.shown_status: a run left "running" by a killed
     collect says so); "" = run.json's."""
+    whole_program: WholeProgram | None = None
+    """A user's program that called no model: its whole run's figures (None for any other run)."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -164,6 +167,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         advice,
         data.doc,
         data.shown_status,
+        whole_program(data),
     )
 
 

@@ -12,6 +12,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from hwprof.cli.args import EXIT_USAGE, config_from
 from hwprof.cli.progress import PassProgress
+from hwprof.render.program_lines import program_problems
 from hwprof.session.finish import write_trace
 from hwprof.session.stopping import StopSignals
 
@@ -316,4 +317,4 @@ def run_problems(run: RunDoc) -> list[str]:
         for name, c in run.collectors.items()
         if c.status == "failed"
     ]
-    return lines
+    return lines + program_problems(run)

@@ -21,6 +21,12 @@ PROGRAM_FAMILY = "program"
 PROGRAM_ENDS = ("stop", "run")
 """After the measured calls: "stop" ends the program there (cleanly: its `finally` blocks and context managers
 run), "run" lets it run to its own end unmeasured."""
+PROGRAM_SPAN = "program"
+"""The one stage of a program that calls no model: its whole run, profiled by the whole-process collectors."""
+WHOLE_PROCESS_ENV = "HWPROF_PROGRAM_WHOLE_PROCESS"
+"""Set in a pass's worker by the session once a pass found no model, to that pass's one line saying why: the
+worker profiles the program's whole run (hwprof.session.program_worker), and removes the variable before the
+program starts."""
 PYTHON_WORDS = ("python", "python3", f"python3.{sys.version_info.minor}")
 RESERVED_STAGES = ("forward", "iteration", "other")
 """Stage names hwprof gives itself: the model's call, the whole iteration, and the time no stage claims."""

@@ -61,6 +61,13 @@ class Calls:
     warmup: int = 0
     measured: int = 0
     clean: int = 0
+    after: int = 0
+    """Calls after the schedule was done (--program-end run), unmarked."""
+
+    @property
+    def seen(self) -> int:
+        """Every call of the model by the program."""
+        return self.before + self.total + self.after
 
 
 @dataclass
@@ -119,7 +126,10 @@ class ProgramDriver:
             self._internal -= 1
 
     def _call(self, forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self.done or self._internal or self._in_forward or self.bus.halted:
+        if self._internal or self._in_forward:
+            return forward(*args, **kwargs)
+        if self.done or self.bus.halted:
+            self.calls.after += 1
             return forward(*args, **kwargs)
         if self._thread is None:
             self._thread = threading.get_ident()
@@ -182,12 +192,16 @@ class ProgramDriver:
         if self.calls.total < self.warmup + len(self.steps):
             self._begin()
             return
-        self.finish()
+        self.finish(unwrap=self.end == "stop")  # run: its later calls are counted (Calls.after)
         if self.end == "stop":
             raise ProgramStop(f"stopped after {self.calls.measured} measured calls of the model")
 
-    def finish(self) -> None:
-        """The schedule is over (or the program ended): an iteration left open is closed, collectors stopped once."""
+    def finish(self, unwrap: bool = True) -> None:
+        """The schedule is over (or the program ended): an iteration left open is closed, collectors stopped once;
+        `unwrap`: the model's forward is given back."""
+        if unwrap and self._restore is not None:
+            self._restore()
+            self._restore = None
         if self.done:
             return
         self.done = True
@@ -203,9 +217,6 @@ class ProgramDriver:
                 self.hooks.set_clean(False)
         if self.calls.total > self.warmup:
             self.hooks.stop_measuring()
-        if self._restore is not None:
-            self._restore()
-            self._restore = None
 
     def stage_sink(self, name: str, phase: str) -> None:
         """A stage between forwards (a known function, --stage, hwprof.stage; hwprof.stage_api's sink): marked

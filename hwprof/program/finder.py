@@ -116,6 +116,9 @@ class ModelFinder:
             entry = self.roots[id(module)] = RootCalls(module, name=name_in_caller(module))
         entry.calls += 1
         if self.found is None and self.model_path is None and entry.calls == 2:
+            # named where the program calls it now: its first call may have been a library's (ultralytics'
+            # fuse() profiles the model it fuses, from a frame that names it `m`)
+            entry.name = name_in_caller(module) or entry.name
             self._choose(module, entry.name, "the outermost torch module the program calls repeatedly", args, 2)
         elif (
             self.model_path is None and self.found is not None and module is not self.found.module and entry.calls == 2

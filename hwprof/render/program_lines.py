@@ -8,6 +8,11 @@ import shlex
 from hwprof.schema.program import ProgramOutcome
 from hwprof.schema.run import RunDoc
 
+WHOLE_PROCESS = (
+    "whole-process only: the passes after the one that found no model profiled the program's whole run as one span "
+    '("program") with the collectors that need no forward (kernels, py-spy, Scalene); the others are unavailable'
+)
+
 
 def program_lines(run: RunDoc) -> list[tuple[str, str]]:
     program = run.config.program
@@ -21,6 +26,8 @@ def program_lines(run: RunDoc) -> list[tuple[str, str]]:
     if first is None:
         return [*out, ("model found", "no pass recorded what it found")]
     out.append(("model found", _found(first, program.model_path)))
+    if any(o.whole_process for o in outcomes.values()):
+        out.append(("figures", WHOLE_PROCESS))
     out.append(("calls", "; ".join(f"{name}: {_calls(o)}" for name, o in outcomes.items())))
     timed = _timed(first)
     if timed:
@@ -30,9 +37,17 @@ def program_lines(run: RunDoc) -> list[tuple[str, str]]:
     return out
 
 
+def program_problems(run: RunDoc) -> list[str]:
+    """The exit status's lines for a program's run beyond its passes' own: no model, so no per-forward figure."""
+    reasons = [p.program.no_model for p in run.passes.values() if p.program is not None and p.program.no_model]
+    if not reasons or run.config.program is None:
+        return []
+    return [f"no model: {reasons[0]}; the figures made are whole-process, not per forward"]
+
+
 def _found(outcome: ProgramOutcome, named: str | None) -> str:
     if outcome.model is None:
-        return outcome.ended or "no model found"
+        return outcome.no_model or outcome.ended or "no model found"
     others = outcome.other_roots
     besides = (
         "; also called at the outermost level: " + ", ".join(f"{k} x{v}" for k, v in others.items()) if others else ""

@@ -35,6 +35,7 @@ from hwprof.render.report_sections import (
 )
 from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_layers_spec, runtime_line
 from hwprof.render.tables import TableSpec, markdown, spec_renderables
+from hwprof.render.whole_program import whole_program_spec
 
 if TYPE_CHECKING:
     from hwprof.hardware.machine import Peaks
@@ -214,6 +215,7 @@ def _findings_renderable(a: Analysis) -> RenderableType:
 
 def specs(a: Analysis, top: int) -> list[TableSpec]:
     out = [
+        whole_program_spec(a),
         stages_spec(a),
         gpu_main_layers_spec(a, top) or layers_spec(a, top),
         rankings_spec(a),

@@ -54,6 +54,11 @@ class ProgramOutcome(Record):
     """The program's own SystemExit code, where it called sys.exit."""
     error: str | None = None
     """The program's exception (its traceback is in the pass's worker.log)."""
+    no_model: str | None = None
+    """Why no model was measured (the program called no torch module, or none more than once), in one line."""
+    whole_process: bool | None = None
+    """The pass profiled the program's whole run as one span ("program"), with its whole-process collectors only
+    (an earlier pass found no model)."""
     stages_wrapped: list[str] = field(default_factory=list)
     """Functions timed as stages in this pass (known by name or --stage), as NAME=module:function."""
     stages_unmatched: list[str] = field(default_factory=list)

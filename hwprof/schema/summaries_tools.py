@@ -122,6 +122,23 @@ class PyspySummary(Summary):
 
 
 @dataclass(kw_only=True)
+class ScaleneTopLine(Record):
+    """One of the lines with the most CPU time (collectors/scalene/convert.py)."""
+
+    where: str | None = None
+    """file:line, the file shortened."""
+    code: str | None = None
+    stage: str | None = None
+    python_s: NonNegative | None = None
+    native_s: NonNegative | None = None
+    system_s: NonNegative | None = None
+
+    @property
+    def cpu_s(self) -> float:
+        return (self.python_s or 0.0) + (self.native_s or 0.0) + (self.system_s or 0.0)
+
+
+@dataclass(kw_only=True)
 class ScaleneSummary(Summary):
     """scalene: Python, native and system time per line (the pass runs under Scalene)."""
 
@@ -132,7 +149,7 @@ class ScaleneSummary(Summary):
     lines: Count | None = None
     functions: Count | None = None
     iterations: Count | None = None
-    top_lines: list[Any] | None = None
+    top_lines: list[ScaleneTopLine] | None = None
     clock: JsonObject | None = None
     max_footprint_mb: NonNegative | None = None
     memory_points: Count | None = None

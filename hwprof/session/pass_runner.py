@@ -38,6 +38,9 @@ from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
 EXIT_OK = 0
 EXIT_ERROR = 3
 EXIT_INTERRUPTED = 130
+EXIT_PROGRAM_FAILED = 4
+"""A user's program failed in the pass (hwprof.session.program_worker): unlike EXIT_ERROR, hwprof's command itself
+could run, and later passes may (hwprof.session.program_passes)."""
 ERROR_PREFIX = "hwprof-error: "
 
 
@@ -242,14 +245,22 @@ class PassRunner:
         except Exception as exc:
             status, error = "failed", f"{type(exc).__name__}: {exc}"
             self._note_disk_full(exc)
-            if not is_user_error(exc):
+            if not self._is_user_error(exc):
                 traceback.print_exc(file=sys.stderr)
             print(ERROR_PREFIX + one_line(exc), file=sys.stderr, flush=True)
         finally:
             status, error = self._end(status, error)
         if self.disk_full is not None:
             return disk_full_exit(self.disk_full)
+        return self._exit_status(status)
+
+    def _exit_status(self, status: str) -> int:
+        """EXIT_ERROR for a failed pass: the workload cannot run, and the session runs no later pass."""
         return {"ok": EXIT_OK, "interrupted": EXIT_INTERRUPTED}.get(status, EXIT_ERROR)
+
+    def _is_user_error(self, exc: BaseException) -> bool:
+        """An error whose one line says it all: no traceback of hwprof's own code in the pass's log."""
+        return is_user_error(exc)
 
     def _build(self) -> str:
         """Build the model and its runtime (model.json, the runtime's output check), subscribe the collectors,
@@ -343,7 +354,7 @@ class PassRunner:
             except Exception as exc:
                 results[collector.name] = CollectorResult("failed", reason=self._fail(collector, "close", exc).reason)
                 continue
-            results[collector.name] = mark_pass_end(result, status, error)
+            results[collector.name] = self._final_result(collector, mark_pass_end(result, status, error))
         self._write_replayed()
         pipeline = self.ctx.pipeline
         result = PassResult.of(
@@ -372,6 +383,10 @@ class PassRunner:
                 self.log.flush_to(self.markers_path)
             except DiskFullError as exc:
                 self._note_disk_full(exc)
+
+    def _final_result(self, collector: Collector, result: CollectorResult) -> CollectorResult:
+        """A collector's result as the pass records it (a program's pass may say why it measured nothing)."""
+        return result
 
     def _program_outcome(self, status: str, error: str) -> ProgramOutcome | None:
         """A program's pass says what it found (hwprof.session.program_worker); the built-in pipeline nothing."""

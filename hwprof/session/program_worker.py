@@ -4,6 +4,18 @@ The same PassRunner as the built-in pipeline's (collectors opened before torch, 
 result.json written), but the program drives the loop: it runs in this process (hwprof.program.launch), the
 model is found at its calls (hwprof.program.finder), and each call is a warm-up, measured or clean iteration
 (hwprof.program.driver). What the pass found and how the program ended is result.json's `program`.
+
+A program that calls no model (no torch module, or none more than once) runs to its end: its pass is "ok" and its
+per-forward collectors say they are unavailable, with the reason. The session then runs the later passes, and
+again a pass that found this out and holds a whole-process collector, in whole-process mode (WHOLE_PROCESS_ENV):
+the program's whole run is one iteration holding one stage, "program", and only the collectors that need no
+forward (Collector.whole_process: perf's kernels, py-spy, Scalene) start around it.
+
+The program's own failure (an exception, a non-zero sys.exit) fails its pass with its one line; its traceback is
+in the pass's worker.log. The worker then exits EXIT_PROGRAM_FAILED, not EXIT_ERROR: the session keeps running
+the later passes unless the program failed before its first measured call (hwprof.session.program_passes). An
+ambiguous model, or a --program-model name that never matched, is the command's fault: EXIT_ERROR, and the
+collect ends with that one line.
 """
 
 from __future__ import annotations
@@ -15,16 +27,18 @@ from pathlib import Path
 from typing import Any
 
 from hwprof import stage_api
-from hwprof.core.program_spec import ProgramSpec
+from hwprof.collectors.base import Collector, CollectorResult
+from hwprof.core.program_spec import PROGRAM_SPAN, WHOLE_PROCESS_ENV, ProgramSpec
 from hwprof.program.driver import Calls, ProgramDriver
 from hwprof.program.finder import Found, ModelFinder, ProgramAbort
 from hwprof.program.known_stages import known_targets
 from hwprof.program.launch import ProgramEnd, run_program
 from hwprof.program.scopes import class_name
 from hwprof.program.stage_hooks import StageHooks
+from hwprof.rundir.names import WORKER_LOG
 from hwprof.rundir.pass_files import write_model_json
 from hwprof.schema.program import ProgramOutcome
-from hwprof.session.pass_runner import PassRunner
+from hwprof.session.pass_runner import EXIT_PROGRAM_FAILED, PassRunner
 from hwprof.session.worker_io import progress
 from hwprof.session.worker_stop import STOP
 
@@ -34,6 +48,9 @@ ENDED = {
     "exit": "ran to its end (sys.exit)",
     "failed": "failed",
 }
+NOT_RUN_AGAIN = (
+    "an earlier pass found no model, and this pass's collectors measure per forward, so the program was not run again"
+)
 
 
 SCRIPTED_LAYERS = (
@@ -59,6 +76,12 @@ class ProgramPassRunner(PassRunner):
         self.stages: StageHooks | None = None
         self.notes: list[str] = []
         self._total = self.config.warmup + self.config.iters
+        self.found_none = os.environ.pop(WHOLE_PROCESS_ENV, "")
+        """Whole-process mode: why an earlier pass found no model (the program's children do not inherit it)."""
+        self.whole_process = bool(self.found_none)
+        self.no_model: str | None = None
+        """Why no model was measured (one line), once the pass knows there is none."""
+        self._program_failed = False
 
     def _build(self) -> str:
         """Nothing is built before the program runs: the finder waits for its calls."""
@@ -74,7 +97,10 @@ class ProgramPassRunner(PassRunner):
 
     def _measure(self, runtime_name: str) -> None:
         assert self.driver is not None and self.finder is not None
-        STOP.bus, STOP.at_boundaries = self.bus, True
+        if self.whole_process:
+            self._measure_whole()
+            return
+        STOP.bus = self.bus  # a signal before the model is found stops the program at once: no span is open
         self.stages = program_stages(self.spec)
         self.stages.install()
         sink = stage_api.set_sink(self.driver.stage_sink)
@@ -92,22 +118,78 @@ class ProgramPassRunner(PassRunner):
             self.stages.close()
             STOP.disarm()
         self.notes.extend(self.stages.unresolved())
-        if self.driver.found is None:
+        self._check_end()
+        if self.driver.found is None and self.spec.model_path is not None:
             raise ProgramFailed(self.finder.never_found())
-        if not self.end.ok:
-            raise ProgramFailed(f"the program {self._how_it_failed()} (its traceback is in this pass's worker.log)")
+        if self.driver.found is None:
+            self.no_model = self.finder.never_found()
+            print(f"no model: {self.no_model}", file=sys.stderr)
+            return
         measured = self.driver.calls.measured
         if measured < self.config.iters:
             self.notes.append(
-                f"the program ended after {self.driver.calls.before + self.driver.calls.total} calls of the model: "
+                f"the program ended after {self.driver.calls.seen} calls of the model: "
                 f"{measured} measured of the {self.config.iters} asked (--iters)"
             )
 
-    def _how_it_failed(self) -> str:
-        assert self.end is not None
-        if self.end.how == "exit":
-            return f"exited with status {self.end.exit_code}"
-        return f"raised {self.end.error}"
+    def _check_end(self) -> None:
+        """ProgramFailed, with the program's own failure in one line, when it did not end well."""
+        assert self.end is not None and self.driver is not None
+        if self.end.ok:
+            return
+        how = f"exited with status {self.end.exit_code}" if self.end.how == "exit" else f"raised {self.end.error}"
+        seen = f"after {self.driver.calls.seen} calls of its model" if self.driver.found else "before any model"
+        where = self.ctx.relpath(self.ctx.out_dir / WORKER_LOG)
+        self._program_failed = True
+        raise ProgramFailed(f"the program {how} {seen} (its traceback: {where})")
+
+    def _measure_whole(self) -> None:
+        """No model (an earlier pass found none): the program's whole run is one measured iteration holding one
+        stage, PROGRAM_SPAN, under the collectors that need no forward; the others are not started."""
+        whole = [c for c in self.collectors if c.whole_process and self._ok(c)]
+        self.no_model = self.found_none
+        if not whole:
+            self.notes.append(NOT_RUN_AGAIN)
+            return
+        self.bus.keep_spans(self.log)
+        for collector in sorted(whole, key=lambda c: c.order):
+            if collector.subscribes:
+                self.bus.subscribe(self._guarded(collector), collector.wants_layer_markers())
+        for stage in ("prepare", "start"):
+            for collector in whole:
+                if self._ok(collector):
+                    self._call(collector, stage, self.ctx)
+        STOP.bus = self.bus
+        self.bus.iteration, self.bus.warmup = 0, False
+        self.bus.emit("iteration", "B", "iteration")
+        self.bus.emit("stage", "B", PROGRAM_SPAN)
+        self.log.flush_to(self.markers_path)
+        progress(phase="measure", done=0, total=1)
+        try:
+            self.end = run_program(self.spec)
+        finally:
+            if not self.bus.halted:
+                self.bus.emit("stage", "E", PROGRAM_SPAN)
+                self.bus.emit("iteration", "E", "iteration")
+            for collector in whole:
+                if self._ok(collector):
+                    self._call(collector, "stop", self.ctx)
+        progress(phase="measure", done=1, total=1)
+        self._check_end()
+
+    def _final_result(self, collector: Collector, result: CollectorResult) -> CollectorResult:
+        """No model: a collector that measures per forward (or any, in the pass that found out) is unavailable."""
+        if self.no_model is None or self._program_failed or (self.whole_process and collector.whole_process):
+            return result
+        return CollectorResult("unavailable", reason=f"{self.no_model}; its figures are per forward of a model")
+
+    def _exit_status(self, status: str) -> int:
+        if status == "failed" and self._program_failed:
+            return EXIT_PROGRAM_FAILED
+        return super()._exit_status(status)
+
+    def _is_user_error(self, exc: BaseException) -> bool:
+        return isinstance(exc, ProgramFailed) or super()._is_user_error(exc)
 
     # The driver's moments (hwprof.program.driver.PassHooks).
 
@@ -138,6 +220,7 @@ class ProgramPassRunner(PassRunner):
         iters = self._measured_iterations()
         steps = schedule(iters) if self._pairs("torch") else [(True, i) for i in range(iters)]
         self._total = self.config.warmup + len(steps)
+        STOP.at_boundaries = True  # from the next call on, a stop waits for the end of the iteration in flight
         return steps
 
     def _scripted_note(self) -> str | None:
@@ -186,7 +269,7 @@ class ProgramPassRunner(PassRunner):
         found = driver.found if driver is not None else None
         calls = driver.calls if driver is not None else Calls()
         outcome = ProgramOutcome.of(
-            calls=calls.before + calls.total,
+            calls=calls.seen,
             warmup_calls=calls.warmup,
             measured_calls=calls.measured,
             clean_calls=calls.clean,
@@ -200,6 +283,8 @@ class ProgramPassRunner(PassRunner):
                 stages_unmatched=[t.label for t in self.stages.unresolved_targets()],
                 stage_calls=self.stages.calls(),
             )
+        if self.no_model is not None:
+            outcome.update(no_model=self.no_model, whole_process=self.whole_process)
         if found is not None:
             outcome.update(
                 model=found.name,
@@ -215,12 +300,16 @@ class ProgramPassRunner(PassRunner):
         return outcome
 
     def _ended(self, status: str, found: Found | None) -> str:
+        driver = self.driver
         if status == "interrupted":
-            return "interrupted"
+            complete = driver is not None and driver.done and driver.calls.measured >= self.config.iters
+            return "stopped by a signal after its measured calls" if complete else "interrupted"
         if self.end is None:
-            return "failed"
-        if found is None and self.finder is not None and not self.finder.roots:
-            return "called no torch module"
+            return "not run (no model)" if self.whole_process else "failed"
+        if self.whole_process:
+            return ENDED[self.end.how]
+        if found is None and self.finder is not None and self.spec.model_path is None:
+            return "called no torch module" if not self.finder.roots else "called no torch module more than once"
         if self.end.ok and self.driver is not None and self.driver.calls.measured < self.config.iters:
             return "ended before the measured calls"
         return ENDED[self.end.how]

@@ -37,6 +37,7 @@ from hwprof.session import child
 from hwprof.session.child import error_line
 from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
 from hwprof.session.plan import CollectError, PassPlan, Plan
+from hwprof.session.program_passes import ProgramPasses
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent, progress_from_json
@@ -102,6 +103,8 @@ class Session:
         """Its analysis, made for the exports (None when they were not written)."""
         self.final = "complete"
         """run.json's status when the collect ends: complete, partial (a pass did not end ok), failed, interrupted."""
+        self.programs = ProgramPasses()
+        """A user's program: what its passes found that changes the later ones (no model, its failure)."""
 
     def _images(self) -> JsonObject:
         """images.json, and run.json's images: the paths, the files skipped and their source."""
@@ -127,6 +130,7 @@ class Session:
         )
         for collector in collectors:
             env.update(collector.child_env(ctx))
+        env.update(self.programs.env())
         return env
 
     def gone(self) -> bool:
@@ -345,12 +349,18 @@ class Session:
             if self.stop.requested:
                 break
             outcome = self.run_pass(pass_plan)
+            if not self.stop.requested and self.programs.run_again(pass_plan, outcome, self._pass_dir(pass_plan)):
+                self.outcomes.remove(outcome)
+                outcome = self.run_pass(pass_plan)
             if outcome.name in self.disk_full:
                 raise self.disk_full[outcome.name]
+            program_failed = self.programs.ends_collect(outcome)
             with self.stop.deferred():
                 self._record(outcome)
             if outcome.status != "ok":
                 self.final = "partial"
+            if program_failed:
+                break
             if outcome.returncode == 3 and not self.stop.requested:
                 # The workload itself failed (model, weights, images): every later pass would too.
                 log = self.run_dir / PASSES / outcome.name / WORKER_LOG
@@ -378,6 +388,9 @@ class Session:
                     raise
         if self.data is not None and self.run.error is None:  # a full disk stopped it: no exports to try
             self.analysis = write_final_exports(self.data)  # after a second signal too: a third one cuts it
+
+    def _pass_dir(self, plan: PassPlan) -> Path:
+        return self.run_dir / PASSES / plan.name
 
     def _record(self, outcome: PassOutcome, write: bool = True) -> None:
         record_outcome(self.run, outcome, self.where)

@@ -1,0 +1,37 @@
+"""A server-like loop that never ends on its own: one forward per "request", forever (Ctrl-C stops it).
+
+    python tests/programs/forever.py [--img-size 64] [--mark FILE]
+
+--mark: a file written at each request with the number served so far (the tests read it to see whether the
+program ran on after its measured calls).
+
+Under hwprof, `--program-end stop` (the default) ends it after the measured calls; with `--program-end run` the
+pass's --timeout ends it, or a stop signal (Ctrl-C, SIGTERM), keeping what was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import torch
+from common import build_model
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--img-size", type=int, default=64)
+    parser.add_argument("--mark", type=Path, default=None)
+    opt = parser.parse_args()
+    model = build_model("yolov8n")
+    served = 0
+    with torch.inference_mode():
+        while True:
+            model(torch.rand(1, 3, opt.img_size, opt.img_size))
+            served += 1
+            if opt.mark is not None:
+                opt.mark.write_text(str(served))
+
+
+if __name__ == "__main__":
+    main()

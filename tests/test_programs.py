@@ -1,0 +1,201 @@
+"""A user's own program under `hwprof collect [options] -- python SCRIPT ARGS`, run for real: the test programs of
+tests/programs (written in the styles of the seeds), and each stated behaviour of the README's "What happens
+when" list: bad commands, no model, a failing program, an ambiguous model, stdin, forks, a program that runs
+forever."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from program_runs import SHORT, collect, error_lines, measured_forwards, program, run_doc
+
+ONE_PASS = ["--only", "timing", *SHORT]
+
+
+@pytest.mark.parametrize(
+    ("command", "message"),
+    [
+        ([], "no program after `--`"),
+        (["python", "missing.py"], "the program missing.py does not exist"),
+        (["python", "-c", "print(1)"], "the interpreter option -c is not supported"),
+        (["python", "-m"], "`-m` names no module"),
+        (["ruby", "x.rb"], "the program ruby does not exist"),
+    ],
+)
+def test_a_command_that_cannot_run_exits_2_with_one_line(run_hwprof, tmp_path: Path, command, message) -> None:
+    done = run_hwprof("collect", "--results", str(tmp_path / "res"), "--", *command)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = error_lines(done.stdout)
+    assert len(lines) == 1 and message in lines[0], done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not (tmp_path / "res").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--program-model", "model"], "--program-model is for a program"),
+        (["--stage", "nms=x:y"], "--stage is for a program"),
+    ],
+)
+def test_a_program_option_without_a_program_exits_2(run_hwprof, tmp_path: Path, options, message) -> None:
+    done = run_hwprof("collect", "--results", str(tmp_path / "res"), *options)
+    assert done.returncode == 2 and message in " ".join(done.stdout.split()), done.stdout
+
+
+def test_a_pipeline_option_with_a_program_exits_2(run_hwprof, tmp_path: Path) -> None:
+    done = run_hwprof("collect", "--imgsz", "128", "--", "python", program("detect_like"))
+    assert done.returncode == 2
+    assert "--imgsz sets up hwprof's own pipeline" in " ".join(done.stdout.split())
+
+
+@pytest.mark.slow
+def test_a_detect_program_is_measured_call_by_call(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = collect(out, ONE_PASS, [program("detect_like"), "--img-size", "64", "--frames", "20"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = run_doc(out)["passes"]["timing"]["program"]
+    assert found["model"] == "model" and found["model_class"] == "DetectionModel"
+    assert found["ended"] == "stopped after the measured calls"
+    assert found["measured_calls"] == 3 and measured_forwards(out, "timing") == 3
+
+
+@pytest.mark.slow
+def test_no_model_profiles_the_whole_run_labelled_and_exits_1(tmp_path: Path) -> None:
+    """timing finds no model and says so; the kernels pass then profiles the program's whole run as one span."""
+    out = tmp_path / "run"
+    done = collect(out, ["--only", "timing,perf_sampling", *SHORT[:-1]], [program("no_model"), "--rounds", "12"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert error_lines(done.stdout) == [
+        "hwprof: error: no model: the program called no torch module: only whole-process figures (kernels, "
+        "py-spy, Scalene); the figures made are whole-process, not per forward"
+    ]
+    run = run_doc(out)
+    assert run["passes"]["timing"]["status"] == "ok"
+    assert run["passes"]["timing"]["program"]["ended"] == "called no torch module"
+    assert run["collectors"]["timing"]["status"] == "unavailable"
+    assert "called no torch module" in run["collectors"]["timing"]["reason"]
+    kernels = run["passes"]["kernels"]
+    assert kernels["status"] == "ok" and kernels["program"]["whole_process"] is True
+    assert kernels["program"]["ended"] == "ran to its end"
+    assert run["collectors"]["perf_sampling"]["status"] == "ok"
+    stages = json.loads((out / "passes/kernels/perf_sampling.kernels.json").read_text())["stages"]
+    assert list(stages) == ["program"] and stages["program"]["samples"] > 0
+    text = " ".join(done.stdout.split())
+    assert "the program's whole run (no model: whole-process figures, not per forward)" in text
+    assert "whole-process only:" in text
+
+
+@pytest.mark.slow
+def test_a_whole_process_pass_that_found_no_model_runs_again(tmp_path: Path) -> None:
+    """py-spy alone: its pass is the first, finds no model, and runs the program again over its whole run."""
+    out = tmp_path / "run"
+    done = collect(out, ["--only", "pyspy", *SHORT], [program("no_model"), "--rounds", "12"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    trace = run_doc(out)["passes"]["trace"]
+    assert trace["status"] == "ok" and trace["program"]["whole_process"] is True, trace
+    assert run_doc(out)["collectors"]["pyspy"]["status"] == "ok"
+    hotspots = json.loads((out / "passes/trace/pyspy.hotspots.json").read_text())
+    assert any("no_model.py" in row["function"] for row in hotspots["measured"]["python"]), hotspots["measured"]
+
+
+@pytest.mark.slow
+def test_a_failing_program_keeps_its_traceback_fails_its_pass_and_exits_1(tmp_path: Path) -> None:
+    """It fails before its first measured call: the later pass is not run (it would fail again)."""
+    out = tmp_path / "run"
+    done = collect(out, ["--only", "timing,flops", *SHORT[:-1]], [program("fails"), "--after", "2"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    run = run_doc(out)
+    timing = run["passes"]["timing"]
+    assert timing["status"] == "failed"
+    assert re.fullmatch(
+        r"ProgramFailed: the program raised RuntimeError: frame 2 is corrupt \(a failure of the program itself\) "
+        r"after \d calls of its model \(its traceback: passes/timing/worker.log\); the passes after it were not "
+        r"run: the program failed before its first measured call, as it would again",
+        timing["error"],
+    ), timing["error"]
+    assert "layers" not in run["passes"]
+    log = (out / "passes/timing/worker.log").read_text()
+    assert "Traceback (most recent call last)" in log and 'fails.py", line' in log
+    assert "RuntimeError: frame 2 is corrupt" in log
+    text = " ".join(done.stdout.split())
+    assert "pass timing failed: ProgramFailed: the program raised RuntimeError" in text
+    assert run["status"] == "partial"
+
+
+@pytest.mark.slow
+def test_a_program_that_fails_after_its_measured_calls_keeps_them_and_the_later_passes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    options = ["--only", "timing,flops", "--program-end", "run", *SHORT]
+    done = collect(out, options, [program("fails"), "--after", "8", "--exit-code", "7"])
+    assert done.returncode == 1, done.stdout + done.stderr
+    run = run_doc(out)
+    for name in ("timing", "layers"):
+        assert run["passes"][name]["status"] == "failed"
+        assert re.search(r"the program exited with status 7 after \d+ calls of its model", run["passes"][name]["error"])
+    assert measured_forwards(out, "timing") == 3
+    assert run["stages"]["forward"]["n"] == 3
+
+
+@pytest.mark.slow
+def test_two_root_models_are_named_with_the_option_and_the_option_picks_one(tmp_path: Path) -> None:
+    out = tmp_path / "ambiguous"
+    done = collect(out, ONE_PASS, [program("two_models")])
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = error_lines(done.stdout)
+    assert len(lines) == 1
+    assert "the program calls 2 torch modules repeatedly at the outermost level: " in lines[0]
+    assert "refiner (Sequential)" in lines[0] and "detector (DetectionModel)" in lines[0]
+    assert "name the model with --program-model NAME" in lines[0]
+    picked = tmp_path / "picked"
+    done = collect(picked, [*ONE_PASS, "--program-model", "detector"], [program("two_models")])
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = run_doc(picked)["passes"]["timing"]["program"]
+    assert found["model"] == "detector" and found["why"] == "named with --program-model"
+    assert "refiner (Sequential)" in found["other_roots"]  # counted until the warm-up ends
+
+
+@pytest.mark.slow
+def test_a_program_reading_stdin_reads_end_of_file_whatever_hwprof_was_given(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = collect(out, [*ONE_PASS, "--program-end", "run"], [program("stdin")], stdin="40\n")
+    assert done.returncode == 0, done.stdout + done.stderr
+    log = (out / "passes/timing/worker.log").read_text()
+    assert "stdin: end of file" in log and "6 frames done" in log  # --default, not the 40 hwprof was given
+    strict = tmp_path / "strict"
+    done = collect(strict, ONE_PASS, [program("stdin"), "--strict"])
+    assert done.returncode == 1
+    assert "the program exited with status 3 before any model" in " ".join(done.stdout.split())
+
+
+@pytest.mark.slow
+def test_a_program_that_runs_forever_is_stopped_after_its_measured_calls(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    mark = tmp_path / "served"
+    done = collect(out, ONE_PASS, [program("forever"), "--mark", str(mark)])
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = run_doc(out)["passes"]["timing"]["program"]
+    assert found["ended"] == "stopped after the measured calls" and found["measured_calls"] == 3
+    # the calls that returned: the one that chose the model, the warm-up and the measured ones but the last,
+    # inside which the program was stopped (it served no request after it)
+    assert int(mark.read_text()) == 1 + found["warmup_calls"] + found["measured_calls"] - 1
+
+
+@pytest.mark.slow
+def test_a_forever_program_left_to_run_is_ended_by_the_pass_timeout_keeping_its_measured_calls(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "run"
+    mark = tmp_path / "served"
+    options = [*ONE_PASS, "--program-end", "run", "--timeout", "25"]
+    done = collect(out, options, [program("forever"), "--mark", str(mark)])
+    assert done.returncode == 1, done.stdout + done.stderr
+    run = run_doc(out)
+    assert run["passes"]["timing"]["status"] == "timeout"
+    assert run["passes"]["timing"]["program"]["ended"] == "stopped by a signal after its measured calls"
+    assert measured_forwards(out, "timing") == 3
+    assert run["stages"]["forward"]["n"] == 3
+    assert int(mark.read_text()) > 2 + 1 + 3  # it served on after the measured calls
