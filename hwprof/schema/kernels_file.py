@@ -73,6 +73,8 @@ class KernelsFile(Record):
     events: list[Any] | None = None
     forward: KernelTable = field(default_factory=KernelTable)
     layers: dict[str, KernelTable] = field(default_factory=dict)
+    stages: dict[str, KernelTable] = field(default_factory=dict)
+    """Per pipeline stage (decode, preprocess, forward, ..., encode): its samples over all threads."""
     kernels: list[KernelRow] = field(default_factory=list)
     min_samples: Count | None = None
     layers_with_too_few_samples: list[Any] | None = None
