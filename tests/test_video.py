@@ -195,7 +195,7 @@ def test_check_target_for_images_wants_another_folder(tmp_path: Path, bus_images
 # ----------------------------------------------------------------------------- the pipeline
 
 
-def _pipeline(clip: Path, out: Path | None, batch: int = 1) -> Any:
+def _pipeline(inputs: Path | list[Path], out: Path | None, batch: int = 1) -> Any:
     from hwprof.workload.pipeline import Pipeline
     from hwprof.workload.zoo import build_model
 
@@ -203,7 +203,8 @@ def _pipeline(clip: Path, out: Path | None, batch: int = 1) -> Any:
     bus = MarkerBus()
     log = MarkerLog()
     bus.keep_spans(log)
-    return Pipeline(config, bus, [clip], build_model("yolov8n"), annotate_to=out), log
+    paths = inputs if isinstance(inputs, list) else [inputs]
+    return Pipeline(config, bus, paths, build_model("yolov8n"), annotate_to=out), log
 
 
 def test_pipeline_decodes_annotates_and_encodes(tmp_path: Path, clip: Path) -> None:
@@ -231,6 +232,23 @@ def test_pipeline_without_output_has_no_annotate_stage(clip: Path) -> None:
         "forward",
         "postprocess",
     ]
+
+
+def test_pipeline_on_images_writes_each_annotated_image(tmp_path: Path, bus_images: list[Path]) -> None:
+    pipeline, log = _pipeline(bus_images, tmp_path / "annotated")
+    for i in (0, 1):
+        pipeline.run_iteration(i, warmup=False)
+    pipeline.close()
+    assert [m.name for m in log.markers if m.kind == "stage" and m.phase == "B" and m.iteration == 0] == [
+        "load",
+        "preprocess",
+        "forward",
+        "postprocess",
+        "annotate",
+        "encode",
+    ]
+    assert sorted(p.name for p in (tmp_path / "annotated").iterdir()) == sorted(p.name for p in bus_images)
+    assert pipeline.video is None and pipeline.sink.written == 2
 
 
 # ----------------------------------------------------------------------------- the session and the report
@@ -412,3 +430,47 @@ def test_stage_kernels_table_orders_stages_and_says_when_ffmpeg_decodes_ahead() 
     assert [row[0] for row in spec.rows] == ["decode", "preprocess", "forward", "encode"]
     assert spec.rows[0][2] == "5.0%" and "FFmpeg 100.0%" in spec.rows[0][3]
     assert any("FFmpeg outside decode and encode (preprocess 40.0%)" in note for note in spec.notes)
+
+
+def _video_run(root: Path) -> Path:
+    """A finished run (test_analysis.make_run) made a video run: its timing pass decodes instead of loading, and
+    it recorded the video, the frames each pass read and the output kept."""
+    from test_analysis import make_run
+
+    from hwprof.schema.run import RunDoc
+    from hwprof.session.finish import finalize
+
+    make_run(root)
+    markers = root / "passes" / "timing" / "markers.jsonl"
+    markers.write_text(markers.read_text().replace('"load"', '"decode"'))
+    run = json.loads((root / "run.json").read_text())
+    video = {"path": "/v/clip.mp4", "width": 640, "height": 480, "frames": 3, "fps": 30.0, "codec": "FMP4"}
+    run["images"] = {"paths": ["/v/clip.mp4"], "skipped": [], "source": "/v/clip.mp4", "video": video}
+    run["config"]["annotate"] = "/v/out.mp4"
+    run["passes"]["timing"]["frames"] = {"read": 4, "rewinds": 1, "written": 4, "output": "passes/timing/x.mp4"}
+    run["annotated"] = {"path": "/v/out.mp4", "pass": "timing", "frames": 4, "kind": "video"}
+    finalize(root, RunDoc.read(run, "run.json"))
+    return root
+
+
+def test_compare_and_the_header_show_the_video_run(tmp_path: Path) -> None:
+    from test_analysis import make_run
+
+    from hwprof.analysis.compare import compare_runs
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.render.compare import comparison_markdown
+    from hwprof.render.report import header_lines
+    from hwprof.rundir.reader import RunData
+
+    images, video = make_run(tmp_path / "a"), _video_run(tmp_path / "b")
+    c = compare_runs([images, video])
+    assert [r.key for r in c.stages] == ["load", "decode", "preprocess", "forward", "postprocess", "iteration"]
+    assert [h.source for h in c.runs] == ["images", "video clip.mp4 + annotated"]
+    assert c.runs[1].inference_fps == pytest.approx(10.0)
+    text = comparison_markdown(c)
+    assert "| input | images | video clip.mp4 + annotated |" in text and "| FPS (inference) | 10.00 | 10.00 |" in text
+    lines = dict(header_lines(analyse(RunData.load(video))))
+    assert lines["input"].startswith("video clip.mp4 (640x480, 3 frames at 30 fps, FMP4), consecutive frames per ")
+    assert "frames decoded per pass: timing 4 (looped 1x)" in lines["input"]
+    assert lines["output"].startswith("annotated video /v/out.mp4: 4 frames of the timing pass")
+    assert "input" not in dict(header_lines(analyse(RunData.load(images))))
