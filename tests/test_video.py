@@ -471,6 +471,6 @@ def test_compare_and_the_header_show_the_video_run(tmp_path: Path) -> None:
     assert "| input | images | video clip.mp4 + annotated |" in text and "| FPS (inference) | 10.00 | 10.00 |" in text
     lines = dict(header_lines(analyse(RunData.load(video))))
     assert lines["input"].startswith("video clip.mp4 (640x480, 3 frames at 30 fps, FMP4), consecutive frames per ")
-    assert "frames decoded per pass: timing 4 (looped 1x)" in lines["input"]
+    assert "frames decoded per pass: timing 4 (looped 1x) (looped: read again from its first frame" in lines["input"]
     assert lines["output"].startswith("annotated video /v/out.mp4: 4 frames of the timing pass")
     assert "input" not in dict(header_lines(analyse(RunData.load(images))))

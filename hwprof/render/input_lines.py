@@ -31,7 +31,8 @@ def input_lines(run: RunDoc) -> list[tuple[str, str]]:
         fps = f" at {video.fps:g} fps" if video.fps else ""
         codec = f", {video.codec}" if video.codec else ""
         read = _read_text(run)
-        per_pass = f"; frames decoded per pass: {read} (a video shorter than a pass is read again from its start)"
+        looped = " (looped: read again from its first frame when it ended)" if "looped" in read else ""
+        per_pass = f"; frames decoded per pass: {read}{looped}"
         out.append(
             (
                 "input",
