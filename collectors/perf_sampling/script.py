@@ -46,9 +46,11 @@ from hwprof.core.cppnames import elide_cpp
 from hwprof.core.kernels import (
     KIND_ATEN,
     KIND_BLAS,
+    KIND_CODEC,
     KIND_JIT,
     KIND_KERNEL,
     KIND_ONEDNN,
+    KIND_OPENCV,
     KIND_OPENMP,
     KIND_OTHER,
     KIND_PYTHON,
@@ -69,6 +71,11 @@ ATEN_FUNCTION = re.compile(r"at::native::(?:\(anonymous namespace\)::)?(?:\w+::)
 ATEN_LOOPS = frozenset({"VectorizedLoop2d", "vectorized_loop", "basic_loop", "cpu_kernel_vec", "cpu_serial_kernel"})
 """aten's generic loop templates: the operation is the function inside them (silu_kernel, add_kernel ...)."""
 OPENMP_DSOS = ("libgomp", "libiomp", "libomp")
+CODEC_DSOS = ("libavcodec", "libavformat", "libavutil", "libswscale", "libswresample", "libvpx", "libaom", "libdav1d")
+"""FFmpeg's libraries and the codecs they call, as the opencv-python wheel bundles them."""
+OPENCV_DSOS = ("cv2", "libopencv")
+WHEEL_HASH = re.compile(r"-[0-9a-f]{8}$")
+"""auditwheel's suffix on a library a wheel bundles (libavcodec-c4204469.so.62): the same library in every build."""
 
 OPENMP_LABEL = "[OpenMP runtime: wait/spin/fork]"
 """libgomp samples: the torch wheel's libgomp has no symbols, so only its library is known."""
@@ -208,7 +215,7 @@ def library_name(dso: str) -> str:
     name = PurePath(dso).name
     if name.startswith("perf-") and name.endswith(".map"):
         return "[JIT perf map]"
-    return re.sub(r"\.so(\.[\d.]+)?$", "", name)
+    return WHEEL_HASH.sub("", re.sub(r"\.so(\.[\d.]+)?$", "", name))
 
 
 @lru_cache(maxsize=65536)
@@ -220,6 +227,10 @@ def classify(sym: str, dso: str, ip: int = 0) -> Code:
         return Code(JIT_SUFFIX.sub("", sym), KIND_JIT, "oneDNN JIT")
     if any(library.startswith(d) for d in OPENMP_DSOS):
         return Code(OPENMP_LABEL if sym == "[unknown]" else sym, KIND_OPENMP, library)
+    if any(library.startswith(d) for d in CODEC_DSOS):
+        return Code(f"[{library}]" if sym == "[unknown]" else sym, KIND_CODEC, library)
+    if any(library.startswith(d) for d in OPENCV_DSOS):
+        return Code(f"[{library}]" if sym == "[unknown]" else short_name(sym), KIND_OPENCV, library)
     if sym == "[unknown]":
         where = library if library != "[unknown]" else "anonymous memory (JIT code without a perf map)"
         return Code(f"[unknown in {where}]", KIND_OTHER, library)

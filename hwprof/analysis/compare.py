@@ -24,7 +24,7 @@ from hwprof.analysis.runtime_nodes import FusedGroup
 from hwprof.analysis.stages import in_stage_order
 from hwprof.core.host_kinds import differing_software, host_kind, software
 from hwprof.core.kernels import KIND_OPENMP
-from hwprof.schema.run import RuntimeDoc
+from hwprof.schema.run import RunDoc, RuntimeDoc
 from hwprof.schema.runtime_checks import OutputDiff
 
 REFERENCE = ("torch", "fp32")
@@ -75,6 +75,10 @@ class RunHead:
     """Which pass the layer times come from ("layers pass"), or why there are none."""
     warnings: list[str] = field(default_factory=list)
     """The run's warnings (passes whose figures are unavailable, torn files): Analysis.warnings."""
+    inference_fps: float | None = None
+    """Batch / forward p50: the forward alone (seed 004's "inference speed" beside the end-to-end FPS)."""
+    source: str = "images"
+    """What the frames were read from: "images", or "video NAME"; with "+ annotated" when they were written."""
 
     @property
     def is_reference(self) -> bool:
@@ -198,6 +202,8 @@ def head(a: Analysis, path: Path) -> RunHead:
         kernel_source=kernel_source(a),
         random_init=bool(model.random_init),
         host_kind=host_kind(run.host.to_json()).label if run.host else "",
+        inference_fps=a.stages.inference_fps,
+        source=input_source(run),
         versions=software(run.host.to_json(), runtime.to_json()) if run.host else {},
         status=a.shown_status or str(run.status or "?"),
         layer_times=layer_times_source(a),
@@ -252,6 +258,13 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
         if a.stages.postprocess_note
     ]
     return Comparison(heads, stages, layers, refused, notes, fused, instructions, sources, stage_notes)
+
+
+def input_source(run: RunDoc) -> str:
+    """A run's input in a word or two ("video clip.mp4 + annotated", "images")."""
+    video = run.video
+    text = f"video {Path(video.path or '?').name}" if video is not None else "images"
+    return text + (" + annotated" if run.config.annotate else "")
 
 
 def _stage_rows(analyses: Sequence[Analysis]) -> list[Row]:

@@ -13,9 +13,22 @@ from hwprof.schema.summaries_cpu import RAPL_ENERGY_METRIC, RaplSummary, Sysstat
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
 
-STAGE_ORDER = ("load", "preprocess", "h2d", "forward", "postprocess", "draw", "write", "show")
-"""h2d: the host-to-device copy of a --device cuda run (workload/rt_cuda.py); draw, write, show: a program's
-(hwprof.program.known_stages)."""
+STAGE_ORDER = (
+    "load",
+    "decode",
+    "preprocess",
+    "h2d",
+    "forward",
+    "postprocess",
+    "annotate",
+    "encode",
+    "draw",
+    "write",
+    "show",
+)
+"""The pipeline's stages in the order they run (hwprof.workload.pipeline): load for images or decode for a video,
+h2d the host-to-device copy of a --device cuda run (workload/rt_cuda.py), annotate and encode with --annotate;
+draw, write, show: a program's (hwprof.program.known_stages)."""
 LAST_STAGES = ("other", "iteration")
 """After every stage: a program's time no stage claims, and the whole iteration."""
 FEW_CANDIDATES = 10
@@ -88,6 +101,22 @@ class Stages:
 
     def get(self, name: str) -> StageRow | None:
         return next((r for r in self.rows if r.name == name), None)
+
+    @property
+    def inference_fps(self) -> float | None:
+        """Images per second of the forward stage alone (batch / forward p50): seed 004's "inference speed"."""
+        row = self.get("forward")
+        return row.fps if row is not None and row.p50_ms > 0 else None
+
+    @property
+    def iteration_stages(self) -> list[str]:
+        """The stages an iteration ran, in order: what the end-to-end figure includes."""
+        return [r.name for r in self.rows if r.name != "iteration"]
+
+    @property
+    def writes_frames(self) -> bool:
+        """Whether an iteration wrote its annotated frames (--annotate): the encode stage ran."""
+        return self.get("encode") is not None
 
 
 def stage_table(data: RunData) -> Stages:

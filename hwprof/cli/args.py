@@ -27,7 +27,20 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=d.device, help="cpu, or cuda[:N] (torch runtime on an NVIDIA GPU)")
     p.add_argument("--channels-last", action="store_true", help="model and input in channels_last (NHWC) layout")
     p.add_argument("--weights", help="checkpoint: ultralytics .pt, a plain state dict, or an official YOLOv7 release")
-    p.add_argument("--images", help="folder of images (default: bus.jpg and zidane.jpg from the ultralytics wheel)")
+    p.add_argument(
+        "--images",
+        "--source",
+        dest="images",
+        metavar="PATH",
+        help="a folder of images, one image, or a video file read frame by frame (default: bus.jpg and zidane.jpg "
+        "from the ultralytics wheel)",
+    )
+    p.add_argument(
+        "--annotate",
+        metavar="OUT",
+        help="write each frame with its boxes drawn: a video file (.mp4, .avi, ...) for a video input, a folder of "
+        "images otherwise; adds the annotate and encode stages",
+    )
     p.add_argument("--imgsz", type=int, default=d.imgsz, help="letterbox size (multiple of 32)")
     p.add_argument("--rect", action="store_true", help="pad only to a stride multiple (batch 1), as detect.py does")
     p.add_argument("--batch", type=int, default=d.batch)
@@ -119,6 +132,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         channels_last=args.channels_last,
         weights=args.weights,
         images=args.images,
+        annotate=args.annotate,
         imgsz=args.imgsz,
         batch=args.batch,
         threads=args.threads,

@@ -62,6 +62,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
             _warn_skipped(exc.skipped, console)
             raise
     _warn_skipped(images.skipped, console)
+    _check_video(config, images, console)
     plan = plan_passes(config)
     if not plan.passes:
         raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
@@ -83,7 +84,19 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
         lock.release()
 
 
-PIPELINE_ONLY = ("model", "weights", "images", "imgsz", "rect", "batch", "conf", "iou", "seed", "advise")
+PIPELINE_ONLY = (
+    "model",
+    "weights",
+    "images",
+    "annotate",
+    "imgsz",
+    "rect",
+    "batch",
+    "conf",
+    "iou",
+    "seed",
+    "advise",
+)
 """collect's options that set up the built-in pipeline: a program reads its own model, images and sizes."""
 
 
@@ -103,6 +116,27 @@ def build_collect_defaults() -> dict[str, object]:
 
     parser = build_parser()
     return vars(parser.parse_args(["collect"]))
+
+
+def _check_video(config: RunConfig, images: ImageSet, console: Console) -> None:
+    """Before the passes: the output path checked (ValueError, one line), and a warning when the video is shorter
+    than a pass's iterations (its frames are then read again from the first)."""
+    from rich.markup import escape
+
+    from hwprof.workload.annotate import check_target
+
+    if config.annotate:
+        check_target(Path(config.annotate), images.paths, images.video)
+    video = images.video
+    needed = (config.warmup + config.iters) * config.batch
+    if video is not None and video.frames is not None and video.frames < needed:
+        console.print(
+            f"[yellow]warning:[/] {escape(Path(video.path).name)} has {video.frames:,} frames and a pass reads at "
+            f"least {needed:,} ((warm-up {config.warmup} + iterations {config.iters}) x batch {config.batch}): at "
+            "its end the video is read again from its first frame (the rewind is in that iteration's decode)",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _warn_skipped(skipped: list[tuple[str, str]], console: Console) -> None:
@@ -306,7 +340,8 @@ def lingering_lines(run: RunDoc) -> list[str]:
 
 
 def run_problems(run: RunDoc) -> list[str]:
-    """One line per pass that did not finish and per collector that failed (unavailable is not a failure)."""
+    """One line per pass that did not finish and per collector that failed (unavailable is not a failure), and
+    the annotated output when none could be kept."""
     lines = [
         f"pass {name} {p.status}: {p.error if p.error is not None else ''}"
         for name, p in run.passes.items()
@@ -317,4 +352,6 @@ def run_problems(run: RunDoc) -> list[str]:
         for name, c in run.collectors.items()
         if c.status == "failed"
     ]
+    if run.annotated is not None and run.annotated.error:
+        lines.append(f"--annotate: {run.annotated.error}")
     return lines + program_problems(run)

@@ -47,6 +47,10 @@ class RunConfig:
     """Model and input in channels_last memory format (NHWC), on either device."""
     weights: str | None = None
     images: str | None = None
+    """A folder of images, one image, or a video file (None: the images shipped in the ultralytics wheel)."""
+    annotate: str | None = None
+    """Where the annotated frames go (`--annotate`): a video file for a video input, else a folder of images;
+    None: nothing is written, and the pipeline has no annotate and encode stages."""
     imgsz: int = 640
     batch: int = 1
     threads: int = field(default_factory=default_threads)
@@ -157,10 +161,12 @@ class RunConfig:
         return cls(**values)
 
     def resolve_paths(self, base: Path | None = None) -> None:
-        """Make --weights and --images absolute against where hwprof was run (default: the current
+        """Make --weights, --images and --annotate absolute against where hwprof was run (default: the current
         directory): each pass's worker runs inside the run directory, where a relative path breaks."""
         base = Path.cwd() if base is None else base
         if self.weights:
             self.weights = str((base / Path(self.weights).expanduser()).resolve())
         if self.images:
             self.images = str((base / Path(self.images).expanduser()).resolve())
+        if self.annotate:
+            self.annotate = str((base / Path(self.annotate).expanduser()).resolve())

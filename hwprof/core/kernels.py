@@ -31,8 +31,22 @@ KIND_BLAS = "MKL BLAS"
 KIND_OPENMP = "OpenMP runtime"
 KIND_KERNEL = "kernel"
 KIND_PYTHON = "Python"
+KIND_CODEC = "FFmpeg"
+"""FFmpeg's libraries inside OpenCV (libavcodec, libavformat, libswscale, ...): a video's decode and encode."""
+KIND_OPENCV = "OpenCV"
 KIND_OTHER = "other"
-KINDS = (KIND_JIT, KIND_ONEDNN, KIND_BLAS, KIND_ATEN, KIND_OPENMP, KIND_KERNEL, KIND_PYTHON, KIND_OTHER)
+KINDS = (
+    KIND_JIT,
+    KIND_ONEDNN,
+    KIND_BLAS,
+    KIND_ATEN,
+    KIND_OPENMP,
+    KIND_KERNEL,
+    KIND_PYTHON,
+    KIND_CODEC,
+    KIND_OPENCV,
+    KIND_OTHER,
+)
 """What a sample ran, by its code (collectors.perf_sampling.script.classify assigns them)."""
 MIN_LAYER_SAMPLES = 50
 """Samples a layer above MIN_LAYER_SHARE of forward should get, so that a kernel at 10% of it is
@@ -334,6 +348,8 @@ class NativeView:
     events: list[str]
     callchains: bool = False
     """Whether perf recorded callchains, so that kernel time is charged to causes by them."""
+    stages: dict[str, NativeLayer] = field(default_factory=dict)
+    """Per pipeline stage: its samples over all threads, shares by kind and top kernels."""
 
 
 def _native_kernel(row: KernelRow) -> NativeKernel:
@@ -388,4 +404,5 @@ def native_view(doc: KernelsFile) -> NativeView:
         sampling_event=doc.sampling_event or "",
         events=list(doc.events or []),
         callchains=bool(doc.callchains),
+        stages={name: _native_layer(table, set(), name) for name, table in doc.stages.items()},
     )

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 Kind = Literal["iteration", "stage", "layer"]
 Phase = Literal["B", "E"]
 
-STAGES: tuple[str, ...] = ("load", "preprocess", "forward", "postprocess")
+STAGES: tuple[str, ...] = ("load", "decode", "preprocess", "forward", "postprocess", "annotate", "encode")
+"""The built-in pipeline's stages, each timed by a Pipeline method of the same name (hwprof.workload.pipeline)."""
 
 
 @dataclass(slots=True, unsafe_hash=True)

@@ -33,6 +33,17 @@ class Column(Generic[C, R]):
     present: Callable[[C], bool] = always
 
 
+@dataclass(frozen=True)
+class GroupRow:
+    """A row of a table grouped by its first columns (a layer's or a stage's kernels): the group's own cells are
+    shown on its first row only."""
+
+    first: bool
+
+    def group_cell(self, text: str) -> str:
+        return text if self.first else ""
+
+
 def build(columns: Sequence[Column[C, R]], shown_for: C, rows: Iterable[R]) -> tuple[list[Col], list[list[str]]]:
     """The headers of the columns `shown_for` shows, and each row's cells in the same columns."""
     shown = [c for c in columns if c.present(shown_for)]

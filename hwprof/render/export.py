@@ -5,7 +5,8 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
 - host {cpu_model, logical_cpus, torch, cpu_capability}
 - peaks: {peak_gflops, peak_gbps, ridge_flop_per_byte, threads, gflops_method, gbps_method,
   busy_host, load_avg_1m} or {status: "unavailable", reason, fix}
-- stages: {source, batch, fps (end to end), disturbed (why the timing pass is not clean, or null),
+- stages: {source, batch, fps (end to end), inference_fps (forward alone), end_to_end (the stages an
+  iteration ran, in order), disturbed (why the timing pass is not clean, or null),
   rows: [{name, n, p50_ms, p90_ms, p99_ms, mean_ms,
   stdev_ms, share (of iteration p50), fps (batch / p50), energy_j, energy_j_per_image}],
   energy: {J_per_image, avg_W} or {status: "unavailable", reason, fix}}
@@ -172,6 +173,8 @@ def _stages_json(st: Stages) -> dict[str, Any]:
         "source": st.source,
         "batch": st.batch,
         "fps": st.fps,
+        "inference_fps": st.inference_fps,
+        "end_to_end": st.iteration_stages,
         "disturbed": st.disturbed,
         "rows": [r.to_dict() for r in st.rows],
         "energy": energy,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hwprof.render.columns import Column, build
+from hwprof.render.columns import Column, GroupRow, build
 from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 
@@ -33,26 +33,22 @@ def _kernel_layers(rep: LayerReport) -> list[LayerStat]:
 
 
 @dataclass(frozen=True)
-class _LayerKernel:
+class _LayerKernel(GroupRow):
     """A row of the kernels-per-layer table: one of a layer's kernels; the layer's own cells on its first."""
 
     layer: LayerStat
     native: NativeLayer
-    first: bool
     kernel: NativeKernel
-
-    def layer_cell(self, text: str) -> str:
-        return text if self.first else ""
 
 
 LAYER_KERNEL_COLUMNS: list[Column[LayerReport, _LayerKernel]] = [
-    Column(Col("layer", "left", max_width=16), lambda r: r.layer_cell(_layer_label(r.layer))),
+    Column(Col("layer", "left", max_width=16), lambda r: r.group_cell(_layer_label(r.layer))),
     Column(
         Col("samples", priority=3),
-        lambda r: r.layer_cell(f"{r.native.samples}{' (few)' if r.native.too_few else ''}"),
+        lambda r: r.group_cell(f"{r.native.samples}{' (few)' if r.native.too_few else ''}"),
     ),
-    Column(Col("wait", priority=1), lambda r: r.layer_cell(pct(r.native.openmp_share))),
-    Column(Col("in kernel", "left", priority=1, max_width=22), lambda r: r.layer_cell(kernel_cell(r.native))),
+    Column(Col("wait", priority=1), lambda r: r.group_cell(pct(r.native.openmp_share))),
+    Column(Col("in kernel", "left", priority=1, max_width=22), lambda r: r.group_cell(kernel_cell(r.native))),
     Column(Col("kernel", "left", max_width=46), lambda r: r.kernel.name),
     Column(Col("kind", "left", priority=2, max_width=14), lambda r: r.kernel.kind),
     Column(Col("share"), lambda r: pct(r.kernel.share)),
@@ -103,7 +99,7 @@ def native_kernels_spec(a: Analysis) -> TableSpec | None:
         return TableSpec(title, [], [], [f"native kernels: {rep.missing['native'].short()}"])
     layers = [r for r in (rep.top(NATIVE_LAYERS) or rep.top(NATIVE_LAYERS, "flops")) if r.native is not None]
     rows_src = [
-        _LayerKernel(layer, layer.native, i == 0, k)
+        _LayerKernel(first=i == 0, layer=layer, native=layer.native, kernel=k)
         for layer in layers
         if layer.native is not None
         for i, k in enumerate(layer.native.kernels[:NATIVE_PER_LAYER])

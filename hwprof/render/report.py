@@ -1,8 +1,8 @@
 """The full report of a run directory: Rich sections in the terminal, or JSON / CSV / Markdown.
 
-Sections: run header (model, weights, host, threads, peaks, what was unavailable and why);
-the advice table when the run was advised (advice.json: what to do, first); pipeline stages;
-top layers by time; layer types; native kernels per layer on every thread (perf)
+Sections: run header (model, weights, host, threads, input and output, peaks, what was unavailable and
+why); the advice table when the run was advised (advice.json: what to do, first); pipeline stages;
+top layers by time; layer types; native kernels per stage and per layer on every thread (perf)
 and over the model; aten kernels (torch.profiler) and py-spy native frames per layer;
 roofline summary; Python and collector overheads; findings. Built from hwprof.analysis only.
 A figure that was not measured is never shown as 0: its column is left out and a note under
@@ -23,6 +23,7 @@ from hwprof.analysis.run_analysis import Analysis
 from hwprof.render.advice_table import advice_markdown, advice_renderables
 from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
+from hwprof.render.input_lines import input_lines
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.program_lines import program_lines
@@ -34,6 +35,7 @@ from hwprof.render.report_sections import (
     types_spec,
 )
 from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_layers_spec, runtime_line
+from hwprof.render.stage_kernels import stage_kernels_spec
 from hwprof.render.tables import TableSpec, markdown, spec_renderables
 from hwprof.render.whole_program import whole_program_spec
 
@@ -77,6 +79,7 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     if line is not None:
         out.append(line)
     out.append(_config_line(run))
+    out += input_lines(run)
     out.append(_peaks_line(a))
     return out
 
@@ -223,6 +226,7 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
         runtime_layers_spec(a),
         fused_spec(a),
         layer_errors_spec(a),
+        stage_kernels_spec(a),
         native_kernels_spec(a),
         native_model_spec(a),
         kernels_spec(a),

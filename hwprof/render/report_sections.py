@@ -69,10 +69,7 @@ def stages_spec(a: Analysis) -> TableSpec | None:
             "with --stage NAME=module:function or hwprof.stage)"
         )
     if st.fps:
-        notes.append(
-            f"{st.fps:.2f} images/s end to end (batch {st.batch} / iteration p50); FPS per stage = batch / "
-            "stage p50; share = stage p50 / iteration p50"
-        )
+        notes.append(end_to_end_note(st))
     if st.j_per_image is not None:
         watts = f", {st.avg_w:.1f} W average" if st.avg_w else ""
         notes.append(f"energy {st.j_per_image:.3f} J per image{watts} (RAPL, whole socket)")
@@ -86,6 +83,17 @@ def stages_spec(a: Analysis) -> TableSpec | None:
     elif st.process_missing is not None:
         notes.append(f"memory and CPU use: {st.process_missing.short()}")
     return TableSpec(f"pipeline stages ({st.source} pass)", cols, rows, notes)
+
+
+def end_to_end_note(st: Stages) -> str:
+    """The FPS figures and what the end-to-end one includes (seed 004's two columns: inference and end to end)."""
+    inference = f"inference {st.inference_fps:.2f} (forward alone), " if st.inference_fps else ""
+    stages = " + ".join(st.iteration_stages) or "the iteration"
+    unwritten = "" if st.writes_frames else "; no frame is written (--annotate OUT adds annotate + encode)"
+    return (
+        f"FPS: {inference}end to end {st.fps:.2f} (batch {st.batch} / iteration p50; an iteration is {stages}"
+        f"{unwritten}); FPS per stage = batch / stage p50; share = stage p50 / iteration p50"
+    )
 
 
 def _kernel_text(layer: LayerStat) -> str:

@@ -74,7 +74,8 @@ class KernelsFile(Record):
     forward: KernelTable = field(default_factory=KernelTable)
     layers: dict[str, KernelTable] = field(default_factory=dict)
     stages: dict[str, KernelTable] = field(default_factory=dict)
-    """Each stage's table: a program without a model has one, its whole run ("program")."""
+    """Per pipeline stage (decode, preprocess, forward, ..., encode): its samples over all threads; a program
+    without a model has one, its whole run ("program")."""
     kernels: list[KernelRow] = field(default_factory=list)
     min_samples: Count | None = None
     layers_with_too_few_samples: list[Any] | None = None

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.frames import FramesDoc
 from hwprof.schema.model_init import InitDoc
 from hwprof.schema.program import ProgramOutcome
 from hwprof.schema.run import CollectorEntry, RuntimeDoc
@@ -120,6 +121,8 @@ class PassResult(Record):
     """The worker's pid (written by older workers; run.json's passes.<pass>.pid now)."""
     program: ProgramOutcome | None = None
     """A program's pass: the model found and how the program ended (None for the built-in pipeline)."""
+    frames: FramesDoc | None = None
+    """A video input's frames read, and the annotated frames written (None: images, no --annotate)."""
 
     @classmethod
     def read(cls, doc: Any, where: str) -> PassResult:

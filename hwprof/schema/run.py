@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError, found, read_json
 from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.frames import AnnotatedDoc, FramesDoc, VideoDoc
 from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.model_init import InitDoc
 from hwprof.schema.probes import PROBE_TYPES, ProbeDetails
@@ -59,6 +60,8 @@ class RunConfigDoc(Record):
     channels_last: bool | None = None
     weights: str | None = None
     images: str | None = None
+    annotate: str | None = None
+    """Where the annotated frames were asked to go (`--annotate`); absent in older runs."""
     imgsz: Count | None = None
     batch: Count | None = None
     threads: Count | None = None
@@ -198,6 +201,8 @@ class PassDoc(Record):
     """Processes the pass's worker left behind, which the session stopped (name, pid, state, stopped_by, ...)."""
     program: ProgramOutcome | None = None
     """A program's pass: the module taken as the model and why, the calls seen, how the program ended."""
+    frames: FramesDoc | None = None
+    """A video input's frames read, and the annotated frames written (absent: images, no --annotate)."""
 
     @property
     def finished(self) -> bool:
@@ -275,7 +280,10 @@ class RunDoc(Record):
     config: RunConfigDoc = field(default_factory=RunConfigDoc)
     host: HostDoc = field(default_factory=HostDoc)
     images: JsonObject | None = None
-    """The images the collect read: paths, skipped (with the reason), source."""
+    """The images the collect read: paths, skipped (with the reason), source; a video's probe under "video"
+    (hwprof.workload.video.VideoInfo)."""
+    annotated: AnnotatedDoc | None = None
+    """The annotated output kept at --annotate's path (hwprof.session.annotated); absent without --annotate."""
     clock: JsonObject | None = None
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)
     passes: dict[str, PassDoc] = field(default_factory=dict)
@@ -322,6 +330,12 @@ class RunDoc(Record):
         """The typed summary of collector `name` (kind.NAME by default); an empty one when there is none."""
         summary = self.entry(name or kind.NAME).summary
         return summary if isinstance(summary, kind) else kind()
+
+    @property
+    def video(self) -> VideoDoc | None:
+        """The video the run read its frames from (images.video), or None for images; RunDirError if damaged."""
+        doc = self.images.get("video") if self.images else None
+        return None if doc is None else VideoDoc.from_json(doc, "run.json", "images.video.")
 
     @property
     def device(self) -> str:

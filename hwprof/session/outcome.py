@@ -9,6 +9,7 @@ from pathlib import Path
 
 from hwprof.collectors.base import Collector, CollectorResult
 from hwprof.perf.neighbours import NeighbourLoad
+from hwprof.schema.frames import FramesDoc
 from hwprof.schema.pass_files import PassResult, RuntimeFile
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session import child
@@ -34,6 +35,8 @@ class PassOutcome:
     """Other processes' CPU time on the run's CPUs during the pass (None: /proc could not say)."""
     program: ProgramOutcome | None = None
     """A program's pass: the model its worker found and how the program ended."""
+    frames: FramesDoc | None = None
+    """A video input's frames read, and the annotated frames written."""
 
 
 def worker_results(worker: PassResult) -> dict[str, CollectorResult]:

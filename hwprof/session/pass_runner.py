@@ -27,6 +27,7 @@ from hwprof.rundir.names import MARKERS
 from hwprof.rundir.pass_files import write_pass_result
 from hwprof.rundir.worker_files import read_config, read_image_paths
 from hwprof.schema.codec import json_value
+from hwprof.schema.frames import FramesDoc
 from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
@@ -277,11 +278,20 @@ class PassRunner:
         runtime = make_runtime(
             self.config, built, self.run_dir, self.ctx.out_dir, profile=self.ctx.pass_name != "timing"
         )
-        self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built, runtime)
+        self.ctx.pipeline = Pipeline(self.config, self.bus, self.images, built, runtime, self._annotate_to())
         write_model_info(self.ctx.pipeline, self.ctx.out_dir, self.config.depth)
         prepare_runtime(self.ctx.pipeline, self.run_dir, self.config)
         self._wire(layer_markers=runtime.name == "torch")
         return runtime.name
+
+    def _annotate_to(self) -> Path | None:
+        """The pass's own copy of the annotated output (--annotate), or None."""
+        if not self.config.annotate:
+            return None
+        from hwprof.workload.annotate import pass_output
+        from hwprof.workload.images import is_video_input
+
+        return pass_output(self.ctx.out_dir, Path(self.config.annotate), is_video_input(self.images))
 
     def _wire(self, layer_markers: bool) -> None:
         """The model is built: the collectors subscribed and prepared, then the layer hooks put on."""
@@ -332,6 +342,9 @@ class PassRunner:
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         finish_runtime(self.ctx.pipeline, self.log, self.config.depth, self.ctx.out_dir)
+        closing = self._close_pipeline()
+        if closing is not None and status == "ok":
+            status, error = "failed", closing
         try:
             self.log.flush_to(self.markers_path)
         except DiskFullError as exc:  # the collectors must still be closed
@@ -339,6 +352,33 @@ class PassRunner:
             status, error = "failed", str(exc)
         self._close_all(status, error)
         return status, error
+
+    def _close_pipeline(self) -> str | None:
+        """The video released and the annotated output flushed, whatever ended the pass (a video writer that is
+        not released leaves a file no player reads); the error that fails the pass when it could not be."""
+        close = getattr(self.ctx.pipeline, "close", None)  # a program's pass holds the program's model: no input
+        if close is None:
+            return None
+        try:
+            close()
+        except Exception as exc:
+            print(f"closing the pipeline's video input or output failed: {exc}", file=sys.stderr)
+            return f"{type(exc).__name__}: {exc}"
+        return None
+
+    def _frames(self) -> FramesDoc | None:
+        """What the pass read of a video and wrote of the annotated output (None: images, no output)."""
+        pipeline = self.ctx.pipeline
+        if getattr(pipeline, "video", None) is None and getattr(pipeline, "annotate_to", None) is None:
+            return None
+        assert pipeline is not None
+        doc = FramesDoc.of()
+        if pipeline.video is not None:
+            doc.update(read=pipeline.video.frames_read, rewinds=pipeline.video.rewinds)
+        if pipeline.annotate_to is not None:
+            written = pipeline.sink.written if pipeline.sink is not None else 0
+            doc.update(written=written, output=self.ctx.relpath(pipeline.annotate_to))
+        return doc
 
     def _close_all(self, status: str, error: str) -> None:
         if status == "interrupted":
@@ -371,6 +411,9 @@ class PassRunner:
         program = self._program_outcome(status, error)
         if program is not None:
             result.update(program=program)
+        frames = self._frames()
+        if frames is not None:
+            result.update(frames=frames)
         write_pass_result(self.ctx.out_dir, result)
 
     def _write_replayed(self) -> None:

@@ -34,6 +34,7 @@ from hwprof.rundir.writer import write_run_json
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.run import RunConfigDoc, RunDoc
 from hwprof.session import child
+from hwprof.session.annotated import keep_annotated
 from hwprof.session.child import error_line
 from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
 from hwprof.session.plan import CollectError, PassPlan, Plan
@@ -108,11 +109,14 @@ class Session:
 
     def _images(self) -> JsonObject:
         """images.json, and run.json's images: the paths, the files skipped and their source."""
-        return {
+        doc: JsonObject = {
             "paths": [str(p) for p in self.images.paths],
             "skipped": self.images.skipped,
             "source": self.images.source,
         }
+        if self.images.video is not None:
+            doc["video"] = self.images.video.to_json()
+        return doc
 
     def _write_inputs(self) -> None:
         write_config(self.run_dir, self.config)
@@ -249,6 +253,7 @@ class Session:
         outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
         outcome.runtime = worker.runtime
         outcome.program = worker.program
+        outcome.frames = worker.frames
         outcome.lingering = lingering
         outcome.neighbours = self._watch.stop() if self._watch else None
         outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)
@@ -379,6 +384,8 @@ class Session:
             if self.stop.requested:
                 self.final = "interrupted"
                 self.run.update(interrupted=interruption(self.run, plan, self.stop))
+            if self.config.annotate:
+                self.run.update(annotated=keep_annotated(self.run_dir, self.run, Path(self.config.annotate)))
             self.run.update(status=self.final, finished=datetime.now(UTC).isoformat(timespec="seconds"))
             reserve.release()
             try:

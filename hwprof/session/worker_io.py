@@ -81,9 +81,16 @@ class LossyStream:
 def is_user_error(exc: BaseException) -> bool:
     from hwprof.workload.images import ImageError
     from hwprof.workload.runtime import RuntimeUnavailable
+    from hwprof.workload.video import VideoError
     from hwprof.workload.zoo import UnknownModelError
 
-    user_errors: tuple[type[BaseException], ...] = (UnknownModelError, ImageError, OSError, RuntimeUnavailable)
+    user_errors: tuple[type[BaseException], ...] = (
+        UnknownModelError,
+        ImageError,
+        VideoError,
+        OSError,
+        RuntimeUnavailable,
+    )
     try:
         from hwprof.workload.checkpoint_globals import WeightsError
 

@@ -1,4 +1,5 @@
-"""Input images: the defaults shipped in the ultralytics wheel, or a user's folder."""
+"""The pipeline's input: the images shipped in the ultralytics wheel (the default), a user's folder or image, or a
+video file (read frame by frame: hwprof.workload.video)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hwprof.core.uservalue import shown
+from hwprof.workload.video import VideoInfo, probe_video
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp"}
+VIDEO_SUFFIXES = {".mp4", ".m4v", ".mov", ".mkv", ".avi", ".webm", ".mpg", ".mpeg", ".wmv", ".flv", ".ts", ".3gp"}
+"""Names that say "video": such a file OpenCV cannot open is blamed on its codec, not on its kind. Any other file
+that is not an image is tried as a video all the same."""
 DEFAULT_IMAGES = ("bus.jpg", "zidane.jpg")
 
 
@@ -30,6 +35,13 @@ class ImageSet:
     skipped: list[tuple[str, str]] = field(default_factory=list)
     """(path, reason) of files that could not be decoded."""
     source: str = "default"
+    video: VideoInfo | None = None
+    """The video the frames are read from (paths then holds it alone), or None for images."""
+
+
+def is_video_input(paths: list[Path]) -> bool:
+    """Whether the pipeline's input list is a video: discover() passes on only image files, or one video."""
+    return len(paths) == 1 and paths[0].suffix.lower() not in IMAGE_SUFFIXES
 
 
 def default_image_dir() -> Path:
@@ -64,10 +76,15 @@ def discover(images: str | None) -> ImageSet:
     root = Path(images)
     if not root.exists():
         raise ImageError(f"image folder {shown(root)} does not exist")
-    candidates = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.is_file())
-    candidates = [p for p in candidates if p.suffix.lower() in IMAGE_SUFFIXES]
+    if root.is_file() and root.suffix.lower() not in IMAGE_SUFFIXES:
+        info = probe_video(root, known_video=root.suffix.lower() in VIDEO_SUFFIXES)
+        return ImageSet([root.resolve()], source=str(root.resolve()), video=info)
+    files = [root] if root.is_file() else sorted(p for p in root.iterdir() if p.is_file())
+    candidates = [p for p in files if p.suffix.lower() in IMAGE_SUFFIXES]
     if not candidates:
-        raise ImageError(f"no image files ({', '.join(sorted(IMAGE_SUFFIXES))}) in {shown(root)}")
+        videos = [p for p in files if p.suffix.lower() in VIDEO_SUFFIXES]
+        hint = f"; a video is given as the file itself (--images {shown(videos[0])})" if videos else ""
+        raise ImageError(f"no image files ({', '.join(sorted(IMAGE_SUFFIXES))}) in {shown(root)}{hint}")
     good: list[Path] = []
     skipped: list[tuple[str, str]] = []
     for path in candidates:

@@ -209,7 +209,7 @@ def calibration_batch(config: RunConfig, images: list[Path], built: BuiltModel) 
 
     pipeline = Pipeline(dataclasses.replace(config, batch=1), MarkerBus(), images, built)
     batch = pipeline.sample_batch()
-    names = ", ".join(p.name for p in pipeline.batch_paths(0))
+    names = pipeline.input_names()
     return batch, f"the run's first image ({names}, letterboxed to {batch.shape[2]}x{batch.shape[3]})"
 
 

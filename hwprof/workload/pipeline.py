@@ -1,11 +1,17 @@
-"""The YOLO CPU pipeline: load -> preprocess -> forward -> postprocess, each stage a marked span.
+"""The YOLO CPU pipeline: load (or decode) -> preprocess -> forward -> postprocess [-> annotate -> encode], each
+stage a marked span.
 
-- load: read the batch's images from disk (OpenCV, BGR uint8).
+- load: read the batch's images from disk (OpenCV, BGR uint8); or, for a video input,
+  decode: the batch's consecutive frames from the video (cv2.VideoCapture: hwprof.workload.video).
 - preprocess: letterbox to imgsz (square by default; `rect` pads only to a stride multiple, as
   YOLOv7's detect.py does), BGR->RGB, HWC->CHW, float /255, stack into a batch.
 - forward: the fused model in eval mode under torch.inference_mode, or the run's runtime
   (ONNX Runtime, OpenVINO; see runtime.py) on the same batch.
 - postprocess: ultralytics' NMS (conf, IoU) and boxes scaled back to each original image.
+- annotate, encode (only with an output, `collect --annotate`): the boxes drawn on each frame, then the frame
+  written to a video (cv2.VideoWriter) or to an image file (hwprof.workload.annotate).
+
+The methods are named as the stages: py-spy's and Scalene's frames are charged to a stage by them.
 """
 
 from __future__ import annotations
@@ -15,6 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.markers import MarkerBus
+from hwprof.workload.images import is_video_input
+from hwprof.workload.video import VideoReader
 from hwprof.workload.zoo import OUTPUT_XYWH_OBJ_CLS, BuiltModel
 
 if TYPE_CHECKING:
@@ -22,6 +30,7 @@ if TYPE_CHECKING:
     import torch
 
     from hwprof.core.config import RunConfig
+    from hwprof.workload.annotate import FrameSink
     from hwprof.workload.runtime import Runtime
 
 PAD_VALUE = 114
@@ -69,16 +78,28 @@ def to_yolo_layout(prediction: torch.Tensor, output_format: str) -> torch.Tensor
 
 
 class Pipeline:
-    """One model and one image list; run_iteration() runs all four stages once."""
+    """One model and one input (an image list, or a video); run_iteration() runs every stage once.
+    `annotate_to`: where the annotated frames go (a video file for a video input, else a folder), or None."""
 
     def __init__(
-        self, config: RunConfig, bus: MarkerBus, images: list[Path], built: BuiltModel, runtime: Runtime | None = None
+        self,
+        config: RunConfig,
+        bus: MarkerBus,
+        images: list[Path],
+        built: BuiltModel,
+        runtime: Runtime | None = None,
+        annotate_to: Path | None = None,
     ) -> None:
         if not images:
             raise ValueError("the pipeline needs at least one image")
         self.config = config
         self.bus = bus
         self.images = images
+        self.video = VideoReader(images[0], config.batch) if is_video_input(images) else None
+        """The video the frames are decoded from (None: images are loaded)."""
+        self.annotate_to = annotate_to
+        self.sink: FrameSink | None = None
+        """The writer of the annotated frames, opened at the first encode."""
         self.built = built
         self.model = built.module
         """The fused torch model (also under another runtime: FLOPs and the layer table come from it)."""
@@ -93,6 +114,17 @@ class Pipeline:
     def batch_paths(self, iteration: int) -> list[Path]:
         start = max(iteration, 0) * self.config.batch
         return [self.images[(start + k) % len(self.images)] for k in range(self.config.batch)]
+
+    def input_names(self) -> str:
+        """The first batch's input in words (the images' names, or the video's first frames)."""
+        if self.video is not None:
+            return f"{self.video.path.name}, frame 0" + (f"-{self.config.batch - 1}" if self.config.batch > 1 else "")
+        return ", ".join(p.name for p in self.batch_paths(0))
+
+    def decode(self) -> list[np.ndarray]:
+        """The next batch of consecutive frames of the video (looping at its end)."""
+        assert self.video is not None
+        return self.video.read_batch()
 
     def load(self, paths: list[Path]) -> list[np.ndarray]:
         import cv2
@@ -151,17 +183,52 @@ class Pipeline:
     def count_detections(self, output: Any) -> int:
         return sum(len(d) for d in self.nms(output))
 
+    def annotate(self, images: list[np.ndarray], detections: list[torch.Tensor]) -> list[np.ndarray]:
+        """The boxes drawn on each frame (in place: the frame is not read again)."""
+        from hwprof.workload.annotate import draw_detections
+
+        return [draw_detections(im, det) for im, det in zip(images, detections, strict=True)]
+
+    def encode(self, images: list[np.ndarray], paths: list[Path]) -> None:
+        """The annotated frames written: to the video (encoded), or each image to its own file."""
+        if self.sink is None:
+            from hwprof.workload.annotate import open_sink
+
+            assert self.annotate_to is not None
+            fps = self.video.frame_rate if self.video is not None else None
+            self.sink = open_sink(self.annotate_to, self.video is not None, fps)
+        self.sink.write(images, [p.name for p in paths])
+
+    def close(self) -> None:
+        """The video released and the output flushed (a video writer never released leaves a file no player
+        reads)."""
+        if self.video is not None:
+            self.video.close()
+        if self.sink is not None:
+            self.sink.close()
+
+    def first_images(self) -> list[np.ndarray]:
+        """The first batch's frames or images, read outside the iterations (a video's reader is untouched)."""
+        if self.video is not None:
+            return self.video.first_frames()
+        return self.load(self.batch_paths(0))
+
     def sample_batch(self) -> torch.Tensor:
         """A preprocessed batch (the first), for one-off measurements outside the timed loop."""
-        return self.preprocess(self.load(self.batch_paths(0)))[0]
+        return self.preprocess(self.first_images())[0]
 
     def run_iteration(self, iteration: int, warmup: bool, clean: bool = False) -> list[torch.Tensor]:
-        """One pass over the four stages; `clean`: the "off" iteration of a paired pass (see hwprof.session.paired)."""
+        """One pass over the stages; `clean`: the "off" iteration of a paired pass (see hwprof.session.paired)."""
         bus = self.bus
         bus.iteration, bus.warmup, bus.clean = iteration, warmup, clean
+        paths = self.batch_paths(iteration) if self.video is None else []
         with bus.span("iteration", "iteration"):
-            with bus.span("stage", "load"):
-                images = self.load(self.batch_paths(iteration))
+            if self.video is not None:
+                with bus.span("stage", "decode"):
+                    images = self.decode()
+            else:
+                with bus.span("stage", "load"):
+                    images = self.load(paths)
             with bus.span("stage", "preprocess"):
                 batch, boxed = self.preprocess(images)
             to_device = getattr(self.runtime, "to_device", None)
@@ -174,6 +241,11 @@ class Pipeline:
                 detections = self.postprocess(output, batch, boxed)
                 if to_device is not None:
                     self.runtime.synchronize()  # type: ignore[union-attr]
+            if self.annotate_to is not None:
+                with bus.span("stage", "annotate"):
+                    drawn = self.annotate(images, detections)
+                with bus.span("stage", "encode"):
+                    self.encode(drawn, paths)
         if not warmup and not clean:
             self.detections.append(sum(len(d) for d in detections))
         if warmup:  # counted outside the measured iterations: its ops never enter their figures or their trace

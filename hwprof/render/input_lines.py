@@ -1,0 +1,56 @@
+"""The report header's input and output lines: the video the frames were decoded from (with the frames each pass
+read, and the times it looped), and where the annotated frames were kept (`collect --annotate`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hwprof.schema.run import RunDoc
+
+
+def _read_text(run: RunDoc) -> str:
+    """Frames decoded per pass, and the loops: "timing 23, kernels 41 (looped 1x)"."""
+    parts = []
+    for name, entry in run.passes.items():
+        frames = entry.frames
+        if frames is None or frames.read is None:
+            continue
+        looped = f" (looped {frames.rewinds}x)" if frames.rewinds else ""
+        parts.append(f"{name} {frames.read:,}{looped}")
+    return ", ".join(parts)
+
+
+def input_lines(run: RunDoc) -> list[tuple[str, str]]:
+    """("input", ...) for a video, ("output", ...) with --annotate; nothing for images without an output."""
+    out: list[tuple[str, str]] = []
+    video = run.video
+    if video is not None:
+        frames = f"{video.frames:,} frames" if video.frames is not None else "frame count not stated"
+        fps = f" at {video.fps:g} fps" if video.fps else ""
+        codec = f", {video.codec}" if video.codec else ""
+        read = _read_text(run)
+        looped = " (looped: read again from its first frame when it ended)" if "looped" in read else ""
+        per_pass = f"; frames decoded per pass: {read}{looped}"
+        out.append(
+            (
+                "input",
+                f"video {Path(video.path or '?').name} ({video.width}x{video.height}, {frames}{fps}{codec}), "
+                f"consecutive frames per batch{per_pass if read else ''}",
+            )
+        )
+    annotated = run.annotated
+    if annotated is not None:
+        if annotated.error:
+            out.append(("output", f"--annotate {annotated.path}: {annotated.error}"))
+        else:
+            what = "video" if annotated.kind == "video" else "images"
+            out.append(
+                (
+                    "output",
+                    f"annotated {what} {annotated.path}: {annotated.frames:,} frames of the {annotated.pass_name} "
+                    "pass (warm-up included; the other passes' copies were removed)",
+                )
+            )
+    return out
