@@ -37,7 +37,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("hwprof.analysis",)),
     ("render", ("hwprof.render", "hwprof.trace")),
     ("finishing a run", ("hwprof.session.finish",)),
-    ("session", ("hwprof.session", "hwprof.advise", "hwprof.sweep", "hwprof.gpu")),
+    ("session", ("hwprof.session", "hwprof.advisor", "hwprof.sweep", "hwprof.gpu")),
     ("command line", ("hwprof.cli",)),
     ("entry point", ("hwprof.__main__",)),
 ]

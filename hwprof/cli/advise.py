@@ -24,7 +24,7 @@ def advise(
 ) -> Advice:
     """Run the candidates of the run in run_dir and write its advice.json; `locked`: the caller holds the
     run directory's lock (collect --advise); `only`: just these candidates (--only)."""
-    from hwprof.advise.runner import AdviseRun, plan_advice
+    from hwprof.advisor.runner import AdviseRun, plan_advice
     from hwprof.rundir.lock import RunDirBusy, RunDirLock
 
     if blocks < 1:
@@ -99,7 +99,7 @@ def only_keys(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def add_advise_args(p: argparse.ArgumentParser, prefix: str = "") -> None:
-    from hwprof.advise.runner import DEFAULT_BLOCKS
+    from hwprof.advisor.runner import DEFAULT_BLOCKS
 
     p.add_argument(
         f"--{prefix}blocks",
