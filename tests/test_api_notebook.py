@@ -85,3 +85,10 @@ def test_the_notebook_runs_on_a_real_run(tmp_path: Path, monkeypatch: pytest.Mon
     assert text.count("Figure") >= 3  # the stages, roofline and layer plots
     assert "forward" in text and ("compute" in text or "memory" in text)
     assert "time_ms" in text and "pct_peak" in text and "b_ratio" in text and "b_speedup" in text
+    # the notebook's last section, run here on one cheap candidate: hwprof.advise returns the run with its advice
+    assert a.advice is None and a.why("advice") is not None
+    advised = hwprof.advise(a, only=["channels_last"], blocks=1, no_layers=True)
+    assert advised.advice is not None and advised.why("advice") is None
+    row = advised.advice.row(0, named=True)
+    assert row["key"] == "channels_last" and row["status"] in ("measured", "changed output"), row
+    assert row["forward_ratio"] is not None and row["forward_ratio"] > 0

@@ -116,7 +116,7 @@ def collect(model: str | None = None, program: Sequence[str] | None = None, **op
 
 def advise(run: Run | StrPath, **options: Any) -> Run:
     """`hwprof advise RUN [options]`: run the changes the run's findings point to, each measured against the run
-    (blocks=8, no_layers=True, only=["threads", "onnxruntime"]), write advice.json, and return the run read
+    (blocks=8, no_layers=True, only=["channels_last", "onnxruntime"]), write advice.json, and return the run read
     again, with its advice table. RunError for a run directory that is not one, damaged, or in use by a
     collect; ValueError for a bad option."""
     console: Console | None = options.pop("console", None)
