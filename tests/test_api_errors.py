@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -148,3 +152,35 @@ def test_collect_into_an_out_in_use(tmp_path: Path, capsys: pytest.CaptureFixtur
         assert str(raised.value) == cli_error(
             capsys, "collect", "--model", "yolov8n", "--out", str(out), "--only", "timing"
         )
+
+
+STOPPED = """
+import sys, hwprof
+try:
+    hwprof.collect(model="yolov8n", imgsz=128, iters=400, warmup=1, only=["timing"], out=sys.argv[1])
+except KeyboardInterrupt as exc:
+    print("KeyboardInterrupt:", exc)
+    print("status:", hwprof.load(sys.argv[1]).status)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_collect_as_on_the_command_line(tmp_path: Path) -> None:
+    """SIGINT mid-pass (a notebook's interrupt): the pass stops at the end of its iteration, run.json is final
+    with what ran, and the library raises KeyboardInterrupt naming the run directory that keeps it."""
+    out = tmp_path / "run"
+    proc = subprocess.Popen(
+        [sys.executable, "-P", "-c", STOPPED, str(out)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    markers = out / "passes" / "timing" / "markers.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and not (markers.exists() and markers.stat().st_size > 2000):
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    printed, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0, printed
+    lines = [line for line in printed.splitlines() if line.startswith(("KeyboardInterrupt:", "status:"))]
+    assert lines == [
+        f"KeyboardInterrupt: stopped by SIGINT: what ran is kept in {out}, hwprof.load({str(out)!r}) reads it",
+        "status: interrupted",
+    ], printed
