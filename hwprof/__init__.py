@@ -1,5 +1,48 @@
-"""hwprof: hardware-counter profiling of YOLO inference on CPUs."""
+"""hwprof: hardware-counter profiling of YOLO inference on CPUs.
 
-__version__ = "0.1.0"
+As a library (README.md, "Python API"): `hwprof.load(path)` reads a run directory into a `hwprof.Run` (its header,
+the report's tables as polars DataFrames, its plots and report); `hwprof.collect(model=..., **options)` and
+`hwprof.advise(run)` run `hwprof collect` and `hwprof advise` from Python and return the run;
+`hwprof.compare(a, b)` is `hwprof compare` as a table. A run directory that is missing, damaged or still being
+collected is `hwprof.RunError`; a bad option is ValueError, each with the command line's one line.
+
+Nothing heavy is imported by `import hwprof`: each name loads hwprof.api when it is first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from hwprof.stage_api import stage as stage  # the public `hwprof.stage`: a module that imports nothing
+
+__version__ = "0.1.0"
+__all__ = ["NotMeasured", "Run", "RunError", "__version__", "advise", "collect", "compare", "load", "stage"]
+
+if TYPE_CHECKING:
+    from hwprof.api.commands import advise, collect, compare
+    from hwprof.api.errors import RunError
+    from hwprof.api.run import NotMeasured, Run, load
+
+_WHERE = {
+    "load": "hwprof.api.run",
+    "Run": "hwprof.api.run",
+    "NotMeasured": "hwprof.api.run",
+    "RunError": "hwprof.api.errors",
+    "collect": "hwprof.api.commands",
+    "advise": "hwprof.api.commands",
+    "compare": "hwprof.api.commands",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A public name, imported on first use (PEP 562) and then kept in the module."""
+    if name not in _WHERE:
+        raise AttributeError(f"module 'hwprof' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

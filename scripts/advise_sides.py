@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from hwprof.advise.children import paired_command
+from hwprof.advisor.children import paired_command
 from hwprof.analysis.advice_candidates import Candidate, Variant
 from hwprof.analysis.advice_rows import measured_row, pairing_note, side_drift
 from hwprof.analysis.neighbours import others_text

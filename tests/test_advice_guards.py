@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from hwprof.advise import runner as runner_module
-from hwprof.advise.children import ChildOutcome
-from hwprof.advise.runner import AdvisePlan, AdviseRun
+from hwprof.advisor import runner as runner_module
+from hwprof.advisor.children import ChildOutcome
+from hwprof.advisor.runner import AdvisePlan, AdviseRun
 from hwprof.analysis.advice import PAIRED, Advice
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, Variant
 from hwprof.analysis.advice_rows import measured_row, pairing_note
@@ -213,8 +213,8 @@ def test_the_worker_times_each_side_alone_and_every_stage(tmp_path: Path) -> Non
     import subprocess
     import sys
 
-    from hwprof.advise.children import paired_command
-    from hwprof.advise.paired_worker import SOLO_ITERATIONS
+    from hwprof.advisor.children import paired_command
+    from hwprof.advisor.paired_worker import SOLO_ITERATIONS
     from hwprof.rundir.advise_files import read_advise_result
 
     base = RunConfig(model="yolov8n", imgsz=64, threads=1)

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hwprof.advise.output_check import matched_detections
+from hwprof.advisor.output_check import matched_detections
 from hwprof.analysis.advice import (
     CHANGED_OUTPUT,
     PAIRED,

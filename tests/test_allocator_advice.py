@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from test_advice_candidates import facts as candidate_facts
 
-from hwprof.advise.process_env import env_not_taken, mapped_preloads, minor_faults
-from hwprof.advise.runner import AdvisePlan, AdviseRun
+from hwprof.advisor.process_env import env_not_taken, mapped_preloads, minor_faults
+from hwprof.advisor.runner import AdvisePlan, AdviseRun
 from hwprof.analysis.advice import AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import GLIBC_KEEP_FREED, RunFacts, candidates, selected
 from hwprof.analysis.advice_rows import measured_row
@@ -132,7 +132,7 @@ def small_library() -> str:
 
 
 CHILD_CHECK = (
-    "import json, os, sys; from hwprof.advise.process_env import mapped_preloads; "
+    "import json, os, sys; from hwprof.advisor.process_env import mapped_preloads; "
     "json.dump({'tunables': os.environ.get('GLIBC_TUNABLES'), 'preloaded': mapped_preloads()}, "
     "open(sys.argv[1], 'w')); sys.exit(3)"
 )
@@ -143,7 +143,7 @@ def test_the_variants_environment_reaches_its_layers_collect(tmp_path: Path, mon
     lib = small_library()
     seen = tmp_path / "seen.json"
     monkeypatch.setattr(
-        "hwprof.advise.runner.layers_command", lambda *a: [sys.executable, "-c", CHILD_CHECK, str(seen)]
+        "hwprof.advisor.runner.layers_command", lambda *a: [sys.executable, "-c", CHILD_CHECK, str(seen)]
     )
     c = by_key(candidates(facts(), [faults_finding()]))["malloc-keep"]
     c.env = {**c.env, "LD_PRELOAD": lib}

@@ -28,7 +28,7 @@ import hwprof
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("public stage gate", ("hwprof.stage_api",)),
-    ("files", ("hwprof", "hwprof.core.atomic")),
+    ("files", ("hwprof.core.atomic",)),
     ("run schema", ("hwprof.schema",)),
     ("records and config", ("hwprof.core",)),
     ("hardware access", ("hwprof.perf", "hwprof.hardware")),
@@ -38,11 +38,13 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("hwprof.analysis",)),
     ("render", ("hwprof.render", "hwprof.trace")),
     ("finishing a run", ("hwprof.session.finish",)),
-    ("session", ("hwprof.session", "hwprof.advise", "hwprof.sweep", "hwprof.gpu")),
-    ("command line", ("hwprof.cli",)),
-    ("entry point", ("hwprof.__main__",)),
+    ("session", ("hwprof.session", "hwprof.advisor", "hwprof.sweep", "hwprof.gpu")),
+    ("command line, library", ("hwprof.cli", "hwprof.api")),
+    ("entry point, public names", ("hwprof.__main__", "hwprof")),
 ]
-"""Bottom to top. A module is in the layer that names it or the package it is in (the longest name wins)."""
+"""Bottom to top. A module is in the layer that names it or the package it is in (the longest name wins).
+`hwprof` itself (its __init__) is the library's face (hwprof.load, hwprof.Run...), above hwprof.api; no module
+below imports it (the package's folder: hwprof.core.envvars.package_dir)."""
 
 GRAPH = r"""
 import grimp, json, sys

@@ -61,8 +61,8 @@ from hwprof.collectors.base import AttachedTool, Capability, Collector, Collecto
 from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
 from hwprof.collectors.scalene.profile import WindowFile, window_from_json
 
-import hwprof
 from hwprof.core.atomic import SIZE_LIMIT_COMMAND, atomic_write_text, size_limit_cut
+from hwprof.core.envvars import package_dir
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import timing_forward_s
 from hwprof.schema.probes import ScaleneProbe
@@ -197,7 +197,7 @@ class ScaleneCollector(Collector):
         scalene = scalene_command(self.config, command[0])
         if scalene is None:
             raise FileNotFoundError("scalene not found; fix: pip install 'scalene>=2.4'")
-        package = Path(hwprof.__file__).resolve().parent
+        package = package_dir()
         collectors = Path(__file__).resolve().parent
         mode = ["--memory"] if self.config.scalene_memory else ["--cpu-only"]
         env = [shutil.which("env") or "/usr/bin/env", "PYTHONSAFEPATH=1"]

@@ -1,6 +1,6 @@
 """The advice table: candidate changes run as variants of a run's pipeline and measured against it.
 
-`hwprof advise` (hwprof/advise/) runs each candidate and writes advice.json in the run directory;
+`hwprof advise` (hwprof/advisor/) runs each candidate and writes advice.json in the run directory;
 this module is the pure side: the records that file holds, the speed-up of a variant from its
 measured iterations, and which rows may be ranked as advice.
 

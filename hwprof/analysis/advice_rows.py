@@ -1,4 +1,4 @@
-"""An advice row from what a candidate's worker(s) measured (hwprof/advise/paired_worker.py's JSON).
+"""An advice row from what a candidate's worker(s) measured (hwprof/advisor/paired_worker.py's JSON).
 
 Pure. A paired result holds both sides, numbered in ABBA order; a pass-level candidate has three results,
 "baseline", "variant" and "baseline-after" (the baseline again, after the variant), each with one side. Times

@@ -24,19 +24,20 @@ def advise(
 ) -> Advice:
     """Run the candidates of the run in run_dir and write its advice.json; `locked`: the caller holds the
     run directory's lock (collect --advise); `only`: just these candidates (--only)."""
-    from hwprof.advise.runner import AdviseRun, plan_advice
+    from hwprof.advisor.runner import AdviseRun, plan_advice
     from hwprof.rundir.lock import RunDirBusy, RunDirLock
+    from hwprof.rundir.reader import RunDirError
 
     if blocks < 1:
         raise ValueError(f"--blocks must be at least 1 (got {blocks})")
     if not (run_dir / "run.json").is_file():
-        raise ValueError(f"{run_dir} is not a run directory (no run.json)")
+        raise RunDirError(f"{run_dir} is not a run directory (no run.json)")
     lock = None
     if not locked:
         try:
             lock = RunDirLock(run_dir).acquire()
         except RunDirBusy as exc:
-            raise ValueError(str(exc)) from None
+            raise RunDirError(str(exc)) from None
     try:
         recorded = _recorded(run_dir)
         if recorded is not None:
@@ -99,7 +100,7 @@ def only_keys(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def add_advise_args(p: argparse.ArgumentParser, prefix: str = "") -> None:
-    from hwprof.advise.runner import DEFAULT_BLOCKS
+    from hwprof.advisor.runner import DEFAULT_BLOCKS
 
     p.add_argument(
         f"--{prefix}blocks",

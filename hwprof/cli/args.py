@@ -249,8 +249,10 @@ def add_doctor_args(doctor: argparse.ArgumentParser) -> None:
     doctor.add_argument("--threads", type=int, default=default_threads(), help="with --peaks: torch threads")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hwprof", description=__doc__)
+def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Every command's parser; `parser_class` for them all (the library's raises ValueError with argparse's
+    line where the command line prints it and exits 2)."""
+    parser = parser_class(prog="hwprof", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     from hwprof.cli.advise import add_advise_args
 

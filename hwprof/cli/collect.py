@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hwprof.cli.args import EXIT_USAGE, config_from
+from hwprof.cli.args import config_from
 from hwprof.cli.progress import PassProgress
 from hwprof.render.program_lines import program_problems
 from hwprof.session.finish import write_trace
@@ -71,6 +71,7 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     size = estimate(plan, config)
     check_free(Path(args.out) if args.out else Path(args.results), size)
     run_dir, lock = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)
+    args.run_dir = run_dir  # the library (hwprof.collect) loads the run from here once the command returns
     try:
         if lock.took_over:
             console.print(
@@ -161,7 +162,8 @@ def _collect_into(
     """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
     from hwprof.rundir.reader import RunData
 
-    exit_code, session = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate)
+    command_line = getattr(args, "command_line", None) or sys.argv
+    exit_code, session = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate, command_line)
     if exit_code is not None:
         return exit_code
     if stop.escalated:
@@ -200,9 +202,11 @@ def _run_passes(
     stop: StopSignals,
     console: Console,
     disk_estimate: SizeEstimate,
+    command_line: list[str],
 ) -> tuple[int | None, Session]:
     """The passes under a progress bar each; the exit status where they were cut short (None: go on), and
-    the session (its finished run and analysis)."""
+    the session (its finished run and analysis). A collect that cannot go on (the workload failed) raises
+    CollectError with its line and where the partial results are. `command_line`: run.json's command."""
     from hwprof.session.plan import CollectError
     from hwprof.session.run import Session
 
@@ -221,7 +225,7 @@ def _run_passes(
         session = Session(config, run_dir, images, PassProgress(progress), stop)
         session.disk_estimate = disk_estimate
         try:
-            session.collect(plan, sys.argv)
+            session.collect(plan, command_line)
         except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)
             progress.stop()
             console.print(
@@ -229,9 +233,7 @@ def _run_passes(
             )
             return stop.exit_code, session
         except CollectError as exc:
-            progress.stop()
-            console.print(f"[red]hwprof: error:[/] {exc} (partial results in {run_dir})", soft_wrap=True)
-            return EXIT_USAGE, session
+            raise CollectError(f"{exc} (partial results in {run_dir})") from exc
     return None, session
 
 

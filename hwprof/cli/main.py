@@ -289,44 +289,52 @@ ENV_COMMANDS = frozenset({"collect", "advise", "sweep", "sweep-job", "doctor"})
 """The commands that probe or run collectors: the HWPROF_* overrides they read are checked before they start."""
 
 
-def error_line(exc: BaseException) -> str:
-    """The one line of a failure: a user's value in it escaped (a newline would split the line), and an
-    OSError's file name cut (a 5,000-character path is not a message)."""
-    from hwprof.core.atomic import DiskFullError
-    from hwprof.core.uservalue import escaped, os_error_line
+def parse_command(words: list[str], parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    """A command line's words (after `hwprof`) parsed; `collect [options] -- PROGRAM...` keeps the program
+    aside. `parser`: build_parser's, unless the caller wants one that raises (hwprof.api)."""
+    options, program = split_program(words)
+    args = (parser or build_parser()).parse_args(options)
+    args.argv = words
+    args.program = program
+    return args
 
-    if isinstance(exc, OSError) and not isinstance(exc, DiskFullError) and type(exc).__str__ is OSError.__str__:
-        return os_error_line(exc)
-    return escaped(str(exc))
+
+def install_stop(args: argparse.Namespace) -> StopSignals:
+    """SIGINT, SIGTERM and SIGHUP end every command the same way (hwprof.session.stopping): a collect or a sweep
+    forwards the first to its child and finishes what was kept; the exit status is 128 + the signal. The
+    caller uninstalls it."""
+    stop = StopSignals(forward=None if args.command == "sweep" else signal.SIGTERM).install()
+    args.stop = stop
+    return stop
+
+
+def run_command(args: argparse.Namespace, console: Console) -> int:
+    """The parsed command, with the HWPROF_* overrides checked first where it probes or runs collectors."""
+    from hwprof.core.envvars import COLLECTING, check_environment
+
+    if args.command in ENV_COMMANDS:
+        check_environment(COLLECTING)
+    return COMMANDS[args.command](args, console)
 
 
 def main(argv: list[str] | None = None) -> int:
     from hwprof.core.atomic import DiskFullError, FolderGoneError
-    from hwprof.core.envvars import COLLECTING, check_environment
+    from hwprof.core.uservalue import exception_line
     from hwprof.session.plan import CollectError
 
-    words = list(sys.argv[1:] if argv is None else argv)
-    options, program = split_program(words)
-    args = build_parser().parse_args(options)
-    args.argv = words
-    args.program = program
+    args = parse_command(list(sys.argv[1:] if argv is None else argv))
     console = Console()
-    # SIGINT, SIGTERM and SIGHUP end every command the same way (hwprof.session.stopping): a collect or a sweep
-    # forwards the first to its child and finishes what was kept; the exit status is 128 + the signal.
-    stop = StopSignals(forward=None if args.command == "sweep" else signal.SIGTERM).install()
-    args.stop = stop
+    stop = install_stop(args)
     try:
-        if args.command in ENV_COMMANDS:
-            check_environment(COLLECTING)
-        return COMMANDS[args.command](args, console)
+        return run_command(args, console)
     except KeyboardInterrupt:
         console.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
         return stop.exit_code if stop.requested else EXIT_INTERRUPTED
     except (DiskFullError, FolderGoneError) as exc:  # not a bad input: the run or its files could not be written
-        console.print(f"[red]hwprof: error:[/] {escape(error_line(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]hwprof: error:[/] {escape(exception_line(exc))}", highlight=False, soft_wrap=True)
         return 1
     except (ValueError, OSError, CollectError) as exc:
-        console.print(f"[red]hwprof: error:[/] {escape(error_line(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]hwprof: error:[/] {escape(exception_line(exc))}", highlight=False, soft_wrap=True)
         return EXIT_USAGE
     finally:
         stop.uninstall()

@@ -110,3 +110,14 @@ def cache_home() -> Path:
 def hwprof_cache() -> Path:
     """Where every hwprof cache lives: CPU and GPU peaks, the model catalogue, the unpacked valgrind."""
     return cache_home() / "hwprof"
+
+
+def package_dir() -> Path:
+    """The folder of the hwprof package as imported here (what a sweep ships to Ray, what Scalene profiles),
+    found without importing `hwprof` itself: its __init__ is the library's face, the top layer."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("hwprof")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the hwprof package cannot be found")
+    return Path(next(iter(spec.submodule_search_locations))).resolve()

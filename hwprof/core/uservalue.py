@@ -80,3 +80,14 @@ def path_problem(path: str | os.PathLike[str], wanted: str = "a file") -> str | 
     if kind == wanted:
         return None
     return "does not exist" if kind == "not found" else f"is {kind}"
+
+
+def exception_line(exc: BaseException) -> str:
+    """The one line of a failure, as the command line prints it after `hwprof: error:` and the library raises it:
+    a user's value in it escaped (a newline would split the line), and an OSError's file name cut (a
+    5,000-character path is not a message)."""
+    from hwprof.core.atomic import DiskFullError
+
+    if isinstance(exc, OSError) and not isinstance(exc, DiskFullError) and type(exc).__str__ is OSError.__str__:
+        return os_error_line(exc)
+    return escaped(str(exc))

@@ -226,20 +226,24 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def layer_csv_rows(a: Analysis) -> tuple[list[str], list[CsvRow]]:
+LAYER_TOP_COLUMNS = (
+    "top_kernel",
+    "top_kernel_label",
+    "top_kernel_share",
+    "top_frame",
+    "top_frame_share",
+    "top_native_kernel",
+    "top_native_kernel_kind",
+    "top_native_kernel_share",
+)
+"""The columns that flatten a layer's kernels, frames and native kernels to the top one, after CSV_COLUMNS."""
+
+
+def layer_table(a: Analysis) -> tuple[list[str], list[CsvRow]]:
+    """layers.csv's columns and rows with raw values (None: not measured): the CSV writes them as cells, the
+    library (hwprof.Run.layers) as a typed table."""
     extra = sorted({k for r in a.layers.layers for k in r.metrics})
-    columns = [
-        *CSV_COLUMNS,
-        "top_kernel",
-        "top_kernel_label",
-        "top_kernel_share",
-        "top_frame",
-        "top_frame_share",
-        "top_native_kernel",
-        "top_native_kernel_kind",
-        "top_native_kernel_share",
-        *extra,
-    ]
+    columns = [*CSV_COLUMNS, *LAYER_TOP_COLUMNS, *extra]
     rows = []
     for r in a.layers.layers:
         row: CsvRow = {c: getattr(r, CSV_ATTRIBUTES.get(c, c)) for c in CSV_COLUMNS}
@@ -257,8 +261,13 @@ def layer_csv_rows(a: Analysis) -> tuple[list[str], list[CsvRow]]:
                 top_native_kernel=busy.name, top_native_kernel_kind=busy.kind, top_native_kernel_share=busy.share
             )
         row.update(r.metrics)
-        rows.append({k: _cell(v) for k, v in row.items()})
+        rows.append(row)
     return columns, rows
+
+
+def layer_csv_rows(a: Analysis) -> tuple[list[str], list[CsvRow]]:
+    columns, rows = layer_table(a)
+    return columns, [{k: _cell(v) for k, v in row.items()} for row in rows]
 
 
 def layers_csv_text(a: Analysis) -> str:

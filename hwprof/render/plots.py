@@ -1,4 +1,6 @@
-"""PNG plots next to the report in the run directory (matplotlib, Agg canvas, no pyplot state).
+"""The report's plots: matplotlib figures (Agg canvas, no pyplot state), and the PNGs of them that go next to the
+report in the run directory. `hwprof.Run.plot_*` returns the figures themselves (a notebook shows them inline);
+the PNG writers are the same figures saved, so the two never differ.
 
 - roofline.png: measured roofs, each top-level layer as a point (area ~ its share of forward,
   colour = bound), and the whole forward as a star.
@@ -71,7 +73,18 @@ def _layer_axes(rows: list[LayerStat], height: float) -> tuple[Figure, Axes, lis
     return fig, ax, xs
 
 
+def png_or_none(fig: Figure | None) -> bytes | None:
+    """The PNG of a figure, None where there was no data to draw one."""
+    return None if fig is None else png_bytes(fig)
+
+
 def plot_roofline(a: Analysis) -> bytes | None:
+    return png_or_none(roofline_figure(a))
+
+
+def roofline_figure(a: Analysis) -> Figure | None:
+    """Roofs, each top-level layer as a point and the whole forward as a star; None without a layer that has
+    both FLOPs and a time."""
     rows = [r for r in a.layers.top_level if r.intensity and r.gflops_s and r.share is not None]
     if not rows:
         return None
@@ -92,7 +105,7 @@ def plot_roofline(a: Analysis) -> bytes | None:
     ax.set_xlim(lo, hi)
     _label_roofline(ax, a.doc.model.name or "", len(a.layers.top_level) - len(rows))
     fig.subplots_adjust(left=0.11, right=0.97, bottom=0.11, top=0.93)
-    return png_bytes(fig)
+    return fig
 
 
 def _draw_roof(ax: Axes, roof: Roof, lo: float, hi: float) -> None:
@@ -157,6 +170,11 @@ def _label_roofline(ax: Axes, model: str, skipped: int) -> None:
 
 
 def plot_layer_times(a: Analysis) -> bytes | None:
+    return png_or_none(layer_times_figure(a))
+
+
+def layer_times_figure(a: Analysis) -> Figure | None:
+    """Per-layer scaled self time in model order, coloured by bound; None without layer times."""
     rows = [r for r in a.layers.top_level if r.time_ms is not None]
     if not rows:
         return None
@@ -169,10 +187,15 @@ def plot_layer_times(a: Analysis) -> bytes | None:
     ax.legend(handles=[Patch(color=COLOURS[b], label=LABELS[b]) for b in present], fontsize=7)
     ax.set_title(f"per-layer time: {a.doc.model.name or ''}", fontsize=9)
     fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
-    return png_bytes(fig)
+    return fig
 
 
 def plot_stages(a: Analysis) -> bytes | None:
+    return png_or_none(stages_figure(a))
+
+
+def stages_figure(a: Analysis) -> Figure | None:
+    """p50 per pipeline stage with its share of the iteration; None without stage timings."""
     rows = [r for r in a.stages.rows if r.name != "iteration"]
     if not rows:
         return None
@@ -190,7 +213,7 @@ def plot_stages(a: Analysis) -> bytes | None:
     ax.set_xlim(0, max(r.p50_ms for r in rows) * 1.35)
     ax.set_title(f"pipeline stages ({a.stages.source} pass)", fontsize=9)
     fig.subplots_adjust(left=0.17, right=0.97, bottom=0.17, top=0.88)
-    return png_bytes(fig)
+    return fig
 
 
 KIND_COLOURS = {
@@ -225,6 +248,12 @@ def _kind_parts(layer: LayerStat) -> list[tuple[str, str, str, float]]:
 
 
 def plot_kernels(a: Analysis) -> bytes | None:
+    return png_or_none(kernels_figure(a))
+
+
+def kernels_figure(a: Analysis) -> Figure | None:
+    """Per-layer time split by what its threads ran (perf samples by kind); None without the kernels pass's
+    samples or layer times."""
     rows = [r for r in a.layers.top_level if r.time_ms is not None and r.native is not None]
     if not rows:
         return None
@@ -252,7 +281,7 @@ def plot_kernels(a: Analysis) -> bytes | None:
     title = f"what each layer's threads ran (perf, all threads): {a.doc.model.name or ''}"
     ax.set_title(title, fontsize=9)
     fig.subplots_adjust(left=0.08, right=0.99, bottom=0.13, top=0.92)
-    return png_bytes(fig)
+    return fig
 
 
 def render_plots(a: Analysis) -> dict[str, bytes]:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.sweep_rows import SweepRow
-from hwprof.render.plots import _figure, png_bytes
+from hwprof.render.plots import _figure, png_or_none
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -26,8 +26,7 @@ def _label(row: SweepRow) -> str:
 
 def plot_sweep(rows: Sequence[SweepRow]) -> bytes | None:
     """The PNG of the rows with a latency (None when no row has one)."""
-    fig = sweep_figure(rows)
-    return None if fig is None else png_bytes(fig)
+    return png_or_none(sweep_figure(rows))
 
 
 def sweep_figure(rows: Sequence[SweepRow]) -> Figure | None:

@@ -35,7 +35,7 @@ def read_advise_spec(path: Path) -> AdviseSpec:
 
 
 def write_advise_result(path: Path, result: AdviseResult) -> None:
-    """A worker's out file: its figures (hwprof.advise.paired_worker.run) or {"error": why it failed}."""
+    """A worker's out file: its figures (hwprof.advisor.paired_worker.run) or {"error": why it failed}."""
     atomic_write_text(path, json.dumps(result.to_json()))
 
 

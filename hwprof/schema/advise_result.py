@@ -1,5 +1,5 @@
-"""What one advise worker is asked to measure (its spec: hwprof.advise.runner writes it, the worker reads it)
-and what it measured (hwprof.advise.paired_worker writes it, hwprof.advise.runner reads it back): per side
+"""What one advise worker is asked to measure (its spec: hwprof.advisor.runner writes it, the worker reads it)
+and what it measured (hwprof.advisor.paired_worker writes it, hwprof.advisor.runner reads it back): per side
 ("baseline", "variant"), the forward and iteration ms by side iteration, the iterations' time stamps for the
 trace, the batch and what preparing the side took; the variant's output check.
 
@@ -20,7 +20,7 @@ from hwprof.schema.codec import JsonObject, Record
 
 @dataclass(kw_only=True)
 class SideSetup(Record):
-    """What preparing the side took before its first measured forward (hwprof.advise.sides.Side.setup)."""
+    """What preparing the side took before its first measured forward (hwprof.advisor.sides.Side.setup)."""
 
     prepare_s: NonNegative | None = None
     """Export, conversion, runtime session."""
@@ -69,7 +69,7 @@ class AdviseResult(Record):
     mode: str | None = None
     """"paired" (both sides in one process, ABBA), "baseline" or "variant" (one side per process)."""
     output: JsonObject | None = None
-    """hwprof.advise.output_check's figures (hwprof.analysis.advice.OutputCheck as a dict)."""
+    """hwprof.advisor.output_check's figures (hwprof.analysis.advice.OutputCheck as a dict)."""
     output_error: str | None = None
     sides: dict[str, SideFigures] = field(default_factory=dict)
     error: str | None = None

@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from hwprof.core.envvars import hwprof_cache
+from hwprof.core.envvars import hwprof_cache, package_dir
 
 DIST = "hwprof"
 SKIP_DIRS = {"__pycache__"}
@@ -50,10 +50,9 @@ def _package_files() -> dict[str, bytes]:
     """Path -> content of every file to ship: the hwprof package as imported here (collectors included) under
     hwprof/, and its distribution's METADATA under hwprof-VERSION.dist-info/, so that importlib.metadata on the
     node gives this version (the run's recorded versions read it)."""
-    import hwprof
     import hwprof.collectors
 
-    root = Path(hwprof.__file__).resolve().parent
+    root = package_dir()
     collectors = Path(hwprof.collectors.__file__).resolve().parent
     trees = [(DIST, root)] if collectors.parent == root else [(DIST, root), (f"{DIST}/collectors", collectors)]
     files: dict[str, bytes] = {}

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.advise.process_env import minor_faults
+from hwprof.advisor.process_env import minor_faults
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, MarkerLog
 

@@ -1,4 +1,4 @@
-"""The child process of one candidate: `python -P -m hwprof.advise.paired_worker SPEC.json`.
+"""The child process of one candidate: `python -P -m hwprof.advisor.paired_worker SPEC.json`.
 
 mode "paired": the baseline (A) and the variant (B) are built side by side in this process and run on the
 same images in ABBA blocks: iterations A 2b, B 2b, B 2b+1, A 2b+1 (side iteration k reads the same images on
@@ -22,8 +22,8 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hwprof.advise.process_env import TUNABLES, mapped_preloads
-from hwprof.advise.sides import Side, build_side, reference_config
+from hwprof.advisor.process_env import TUNABLES, mapped_preloads
+from hwprof.advisor.sides import Side, build_side, reference_config
 from hwprof.core.config import RunConfig
 from hwprof.core.spans import measured_spans
 from hwprof.rundir.advise_files import read_advise_spec, write_advise_result
@@ -84,7 +84,7 @@ def output_check(
 ) -> OutputCheck:
     """The variant against the fp32 reference on the first batch; `saved`: the baseline process's outputs (on
     the batch and on its mirror image), the reference of a variant that differs by its environment only."""
-    from hwprof.advise.output_check import check_output
+    from hwprof.advisor.output_check import check_output
     from hwprof.workload.outputs import mirrored
 
     batch = variant.pipeline.sample_batch()

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.advise.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
-from hwprof.advise.process_env import env_not_taken
+from hwprof.advisor.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
+from hwprof.advisor.process_env import env_not_taken
 from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates, selected
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note

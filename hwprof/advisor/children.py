@@ -78,7 +78,7 @@ def run_child(
 
 def paired_command(spec: AdviseSpec, spec_path: Path) -> list[str]:
     write_advise_spec(spec_path, spec)
-    return [sys.executable, "-P", "-m", "hwprof.advise.paired_worker", str(spec_path)]
+    return [sys.executable, "-P", "-m", "hwprof.advisor.paired_worker", str(spec_path)]
 
 
 def collect_options(config: RunConfig) -> list[str]:

@@ -1,0 +1,94 @@
+"""docs/notebook.ipynb, the library's example: kept with its outputs stripped, and run end to end on two small real
+runs made here with hwprof.collect (yolov8n at 128). nbclient runs it where it is installed (with a Jupyter
+kernel); otherwise its code cells run as plain Python in one namespace, each last expression shown as a notebook
+would (its repr), so a cell that fails or shows nothing is caught either way."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import hwprof
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "docs" / "notebook.ipynb"
+
+
+def code_cells() -> list[str]:
+    doc = json.loads(NOTEBOOK.read_text())
+    return ["".join(c["source"]) for c in doc["cells"] if c["cell_type"] == "code"]
+
+
+def test_the_notebook_is_stored_without_outputs() -> None:
+    doc = json.loads(NOTEBOOK.read_text())
+    code = [c for c in doc["cells"] if c["cell_type"] == "code"]
+    assert len(code) >= 10
+    assert all(c["outputs"] == [] and c["execution_count"] is None for c in code)
+    for source in code_cells():
+        ast.parse(source)
+
+
+def run_as_python(cells: list[str]) -> list[str]:
+    """Each cell's output as a notebook shows it: what it printed, then the repr of its last expression's value
+    (if not None); in one namespace."""
+    space: dict[str, Any] = {"__name__": "__main__"}
+    shown = []
+    for source in cells:
+        tree = ast.parse(source)
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(tree, "<cell>", "exec"), space)
+            value = eval(compile(ast.Expression(last.value), "<cell>", "eval"), space) if last else None
+        shown.append(printed.getvalue() + ("" if value is None else repr(value)))
+    return shown
+
+
+def run_with_nbclient() -> list[str] | None:
+    """The cells' text/plain outputs from a real kernel; None where nbclient or a kernel is missing."""
+    try:
+        import nbclient
+        import nbformat
+        from jupyter_client.kernelspec import NoSuchKernel
+    except ImportError:
+        return None
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    try:
+        nbclient.NotebookClient(nb, timeout=600, kernel_name="python3").execute()
+    except NoSuchKernel:
+        return None
+    return [
+        "".join(o.get("data", {}).get("text/plain", "") + o.get("text", "") for o in c.outputs)
+        for c in nb.cells
+        if c.cell_type == "code"
+    ]
+
+
+@pytest.mark.slow
+def test_the_notebook_runs_on_a_real_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    small = {"model": "yolov8n", "imgsz": 128, "iters": 3, "warmup": 1}
+    a = hwprof.collect(**small, only=["timing", "flops", "perf_sampling"], out=tmp_path / "a")
+    b = hwprof.collect(**small, threads=1, only=["timing", "flops"], out=tmp_path / "b")
+    assert a.status == b.status == "complete" and a.layers.height == b.layers.height > 0
+    monkeypatch.setenv("NOTEBOOK_RUN", str(a.path))
+    monkeypatch.setenv("NOTEBOOK_RUN_B", str(b.path))
+    shown = run_with_nbclient() or run_as_python(code_cells())
+    print("\n\n".join(s for s in shown if s))
+    text = "\n".join(shown)
+    assert "Run(" in shown[0] and "yolov8n" in shown[0]
+    assert text.count("Figure") >= 3  # the stages, roofline and layer plots
+    assert "forward" in text and ("compute" in text or "memory" in text)
+    assert "time_ms" in text and "pct_peak" in text and "b_ratio" in text and "b_speedup" in text
+    # the notebook's last section, run here on one cheap candidate: hwprof.advise returns the run with its advice
+    assert a.advice is None and a.why("advice") is not None
+    advised = hwprof.advise(a, only=["channels_last"], blocks=1, no_layers=True)
+    assert advised.advice is not None and advised.why("advice") is None
+    row = advised.advice.row(0, named=True)
+    assert row["key"] == "channels_last" and row["status"] in ("measured", "changed output"), row
+    assert row["forward_ratio"] is not None and row["forward_ratio"] > 0
