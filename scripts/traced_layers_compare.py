@@ -110,8 +110,8 @@ def layer_table(traced: list[Path], plain: list[Path]) -> None:
         print(f"{label} shares: sums traced {100 * sum(t.values()):.1f}%, plain layers pass "
               f"{100 * sum(pl.values()):.1f}%, "
               f"plain trace pass {100 * sum(pt.values()):.1f}%; per-layer ratio traced/plain layers pass: median "
-              f"{statistics.median(ratios):.3f} (quartiles {_quartiles(ratios)}) over {len(ratios)} layers; traced/plain "
-              f"trace pass (the same profiler): median {statistics.median(ratios_trace):.3f} "
+              f"{statistics.median(ratios):.3f} (quartiles {_quartiles(ratios)}) over {len(ratios)} layers; "
+              f"traced/plain trace pass (the same profiler): median {statistics.median(ratios_trace):.3f} "
               f"(quartiles {_quartiles(ratios_trace)})")  # fmt: skip
     ms = [statistics.median(_ms_ratios(a, b)) for a, b in zip(traced, plain, strict=True)]
     print(f"layers.csv time_ms ratio traced/plain, median over layers, by round (each run scaled to its own timing "
