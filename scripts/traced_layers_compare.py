@@ -88,41 +88,53 @@ def csv_times(run: Path) -> dict[str, float]:
     return {row[name]: float(row[time_ms]) for row in lines[1:] if row[time_ms]}
 
 
-def layer_table(traced: Path, plain: Path) -> None:
-    t, pl, pt = shares(traced, "trace"), shares(plain, "layers"), shares(plain, "trace")
-    tt, ptimes = csv_times(traced), csv_times(plain)
-    names = sorted(t.keys() & pl.keys(), key=lambda n: int(n.split(".")[1]))
-    print(f"\n{'layer':>9} {'traced %':>9} {'plain %':>8} {'plain tr %':>10} {'t/p':>6} {'t/p tr':>7} "
-          f"{'traced ms':>10} {'plain ms':>9}")  # fmt: skip
-    ratios, ratios_trace, ratios_ms = [], [], []
-    for n in names:
-        r, rt = t[n] / pl[n], t[n] / pt[n] if pt.get(n) else float("nan")
-        ratios.append(r)
-        ratios_trace.append(rt)
-        if n in tt and n in ptimes and ptimes[n] > 0:
-            ratios_ms.append(tt[n] / ptimes[n])
-        print(f"{n:>9} {100 * t[n]:9.2f} {100 * pl[n]:8.2f} {100 * pt.get(n, 0):10.2f} {r:6.2f} {rt:7.2f} "
-              f"{tt.get(n, float('nan')):10.3f} {ptimes.get(n, float('nan')):9.3f}")  # fmt: skip
-    print(f"\nsum of shares: traced {100 * sum(t.values()):.1f}%, plain layers pass {100 * sum(pl.values()):.1f}%, "
-          f"plain trace pass {100 * sum(pt.values()):.1f}%")  # fmt: skip
-    print(f"median share ratio traced/plain (layers pass): {statistics.median(ratios):.3f} "
-          f"(quartiles {_quartiles(ratios)}), over {len(ratios)} layers")  # fmt: skip
-    ok = [r for r in ratios_trace if r == r]
-    tm, pm = shares(traced, "trace", statistics.median), shares(plain, "layers", statistics.median)
-    medians = [tm[n] / pm[n] for n in names if pm.get(n)]
-    print(f"median share ratio traced/plain (layers pass), with each layer's median share over the iterations: "
-          f"{statistics.median(medians):.3f} (quartiles {_quartiles(medians)})")  # fmt: skip
-    print(f"median share ratio traced/plain (both trace passes, same profiler): {statistics.median(ok):.3f} "
-          f"(quartiles {_quartiles(ok)})")  # fmt: skip
-    if ratios_ms:
-        print(f"median time_ms ratio traced/plain (layers.csv, each scaled to its own timing pass): "
-              f"{statistics.median(ratios_ms):.3f} (quartiles {_quartiles(ratios_ms)})")  # fmt: skip
-    for label, run in (("traced", traced), ("plain", plain)):
-        summary = json.loads((run / "summary.json").read_text())
-        forward = next(r["p50_ms"] for r in summary["stages"]["rows"] if r["name"] == "forward")
-        print(
-            f"{label}: timing pass forward p50 {forward:.2f} ms; layers from the {summary['layers']['time_pass']} pass"
-        )
+def layer_table(traced: list[Path], plain: list[Path]) -> None:
+    """Per layer: its share of the forward in each run (median over the run's iterations, or mean as the report
+    takes it), the median over the rounds, and the ratios traced / plain."""
+    for label, average in (("median", statistics.median), ("mean", statistics.fmean)):
+        t = _across([shares(r, "trace", average) for r in traced])
+        pl = _across([shares(r, "layers", average) for r in plain])
+        pt = _across([shares(r, "trace", average) for r in plain])
+        names = sorted(t.keys() & pl.keys(), key=lambda n: int(n.split(".")[1]))
+        ratios = [t[n] / pl[n] for n in names if pl[n] > 0]
+        ratios_trace = [t[n] / pt[n] for n in names if pt.get(n, 0) > 0]
+        if label == "median":
+            print(
+                f"\nshare of the forward, median over {len(traced)} round(s) of each run's median over its iterations"
+            )
+            print(f"{'layer':>9} {'traced %':>9} {'plain %':>8} {'plain tr %':>10} {'t/p':>6} {'t/p tr':>7}")
+            for n in names:
+                rt = t[n] / pt[n] if pt.get(n, 0) > 0 else float("nan")
+                r = t[n] / pl[n] if pl[n] > 0 else float("nan")
+                print(f"{n:>9} {100 * t[n]:9.2f} {100 * pl[n]:8.2f} {100 * pt.get(n, 0):10.2f} {r:6.2f} {rt:7.2f}")
+        print(f"{label} shares: sums traced {100 * sum(t.values()):.1f}%, plain layers pass "
+              f"{100 * sum(pl.values()):.1f}%, "
+              f"plain trace pass {100 * sum(pt.values()):.1f}%; per-layer ratio traced/plain layers pass: median "
+              f"{statistics.median(ratios):.3f} (quartiles {_quartiles(ratios)}) over {len(ratios)} layers; "
+              f"traced/plain trace pass (the same profiler): median {statistics.median(ratios_trace):.3f} "
+              f"(quartiles {_quartiles(ratios_trace)})")  # fmt: skip
+    ms = [statistics.median(_ms_ratios(a, b)) for a, b in zip(traced, plain, strict=True)]
+    print(f"layers.csv time_ms ratio traced/plain, median over layers, by round (each run scaled to its own timing "
+          f"pass, so the host's load between the two runs is in it): {', '.join(f'{r:.3f}' for r in ms)}")  # fmt: skip
+    for runs in (traced, plain):
+        for run in runs:
+            summary = json.loads((run / "summary.json").read_text())
+            forward = next(r["p50_ms"] for r in summary["stages"]["rows"] if r["name"] == "forward")
+            others = {p["name"]: (p.get("neighbours") or {}).get("share") for p in summary["overheads"]["passes"]}
+            busy = ", ".join(f"{k} {v:.0%}" for k, v in others.items() if v is not None)
+            print(f"{run.name}: timing pass forward p50 {forward:.2f} ms; layers from the "
+                  f"{summary['layers']['time_pass']} pass; other processes' share of these CPUs: {busy}")  # fmt: skip
+
+
+def _across(per_run: list[dict[str, float]]) -> dict[str, float]:
+    """Each layer's median over the runs."""
+    names = set().union(*per_run)
+    return {n: statistics.median(s.get(n, 0.0) for s in per_run) for n in names}
+
+
+def _ms_ratios(traced: Path, plain: Path) -> list[float]:
+    a, b = csv_times(traced), csv_times(plain)
+    return [a[n] / b[n] for n in a if b.get(n)]
 
 
 def _quartiles(values: list[float]) -> str:
@@ -136,7 +148,7 @@ def paired_cost_of(run: Path) -> None:
     cost = entry.get("cost") or {}
     ratio = cost.get("ratio") or cost.get("ratio_unresolved")
     blocks = [round(r, 3) for r in cost.get("block_ratios", [])]
-    print(f"\ntraced run, trace pass paired cost (profiler with_modules on / off, ABBA in one process): "
+    print(f"{run.name}: trace pass paired cost (profiler with_modules on / off, ABBA in one process): "
           f"{ratio:.3f} over {cost.get('blocks')} blocks, block ratios {blocks}, forward on "
           f"{cost.get('forward_on_ms', 0):.2f} ms / off {cost.get('forward_off_ms', 0):.2f} ms; "
           f"{cost.get('text', '')}")  # fmt: skip
@@ -204,6 +216,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--blocks", type=int, default=30, help="ABBA blocks of the in-process cost")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--rounds", type=int, default=3, help="traced and plain collects, alternated")
     parser.add_argument("--cost-only", action="store_true", help="only the in-process cost (no collect)")
     args = parser.parse_args()
     os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")  # Kineto warns at every toggle of the in-process part
@@ -213,10 +226,14 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "prog.py").write_text(PROGRAM)
     os.environ.setdefault("YOLO_OFFLINE", "1")
-    traced = collect(args.out, "traced", "timing,torch_profiler", args, [])
-    plain = collect(args.out, "plain", "timing,perf_events,torch_profiler", args, ["--no-trace"])
+    traced: list[Path] = []
+    plain: list[Path] = []
+    for r in range(args.rounds):  # alternated, so that a busy spell of the host falls on both
+        traced.append(collect(args.out, f"traced{r}", "timing,torch_profiler", args, []))
+        plain.append(collect(args.out, f"plain{r}", "timing,perf_events,torch_profiler", args, ["--no-trace"]))
     layer_table(traced, plain)
-    paired_cost_of(traced)
+    for run in traced:
+        paired_cost_of(run)
     in_process(args)
 
 

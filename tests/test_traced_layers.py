@@ -20,7 +20,10 @@ from hwprof.program.finder import is_scripted, layer_root
 from hwprof.program.scopes import UNKNOWN_INSTANCE, Level, layer_scopes, parse_hierarchy
 from hwprof.workload.layers import layer_table, scripted_layer_table
 
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.trace")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`torch.jit.trace"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.script"),
+]
 X = torch.randn(1, 3, 32, 32)
 
 
@@ -130,6 +133,8 @@ def test_hierarchy_strings_parse_to_levels() -> None:
     text = "TOP(Yolo)::forward.0(Shared)::forward.INSTANCE_NAME_UNKNOWN(SiLU)::forward3."
     assert parse_hierarchy(text) == [Level("TOP", "Yolo"), Level("0", "Shared"), Level(UNKNOWN_INSTANCE, "SiLU")]
     assert parse_hierarchy("TOP(__torch__.a.___torch_mangle_7.Conv)::forward.") == [Level("TOP", "Conv")]
+    # a scripted model's TorchScript function (F.silu) is a frame of no module
+    assert parse_hierarchy("TOP(M)::forward.act(SiLU)::forward.::silu.") == [Level("TOP", "M"), Level("act", "SiLU")]
     assert parse_hierarchy("") == [] and parse_hierarchy("not a hierarchy") == []
     assert parse_hierarchy("TOP(M)::forward.junk") == []
 
@@ -156,6 +161,13 @@ def test_ops_resolve_to_their_layers_through_a_called_sequential(tmp_path: Path)
     assert convs == {"model.0", "model.1", "model.2"}
     assert ("model.0", None) in found["aten::_convolution"]  # a Conv2d layer has no children
     assert found["forward"] == {("", None)}  # TorchScript's own range around the forward: no layer
+
+
+def test_a_scripted_model_resolves_as_a_traced_one(tmp_path: Path) -> None:
+    scripted = torch.jit.script(Seq().eval())
+    found = _scopes_of_ops(scripted, tmp_path, depth=2)
+    assert found["aten::silu"] == {("model.1", "model.1.act"), ("model.2", "model.2.act")}
+    assert {layer for layer, _ in found["aten::conv2d"]} == {"model.0", "model.1", "model.2"}
 
 
 def test_iterated_layers_shared_modules_and_ambiguous_containers(tmp_path: Path) -> None:

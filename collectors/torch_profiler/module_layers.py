@@ -6,20 +6,20 @@ wrappers never run), so the collector asks torch.profiler for `with_modules` and
 `Module Hierarchy` to a layer (hwprof.program.scopes).
 
 `with_modules` builds that string for every op as it runs: on yolov8n at 128 with one thread it made the
-profiled forward 1.32x the bare one, against 1.08x for the profiler without it (the calling thread's CPU time,
-40 ABBA blocks in one process: scripts/traced_layers_compare.py --cost-only). So, as the input dims are
-(shapes.py), it is recorded in the last warm-up forward only, and each measured forward's ops borrow the
-hierarchies of the warm-up forward's ops one for one (`borrow_hierarchies`): a traced graph runs the same ops
-in the same order from its second call on (the first runs TorchScript's profiling graph), and a forward whose
-op sequence is not the warm-up's, op name by op name, borrows nothing and is counted. Where there is no
-warm-up profile (extra profiler_shapes_measured, or its export failed), the measured iterations record the
-hierarchy themselves.
+profiled forward 1.31-1.32x the bare one, against 1.07-1.08x for the profiler without it (the calling thread's
+CPU time, 40 ABBA blocks in one process, two runs: scripts/traced_layers_compare.py --cost-only). So, as the
+input dims are (shapes.py), it is recorded in the last warm-up forward only, and each measured forward's ops
+borrow the hierarchies of the warm-up forward's ops one for one (`borrow_hierarchies`): a traced graph runs
+the same ops in the same order from its second call on (the first runs TorchScript's profiling graph), and a
+forward whose op sequence is not the warm-up's, op name by op name, borrows nothing and is counted. Where
+there is no warm-up profile (extra profiler_shapes_measured, or its export failed), the measured iterations
+record the hierarchy themselves.
 
-A layer span is a stretch of consecutive outermost ops
-of one layer, from the first one's start to the last one's end, as the ONNX Runtime and OpenVINO node spans
-are (hwprof.workload.node_layers.replay_markers, which makes the markers for both): the TorchScript
-interpreter's own time between two ops of different layers, and ops of no layer (the model's own code
-between its layers), are in the forward but in no layer, so the layers never add up to more than it.
+A layer span is a stretch of consecutive outermost ops of one layer, from the first one's start to the last
+one's end, as the ONNX Runtime and OpenVINO node spans are (hwprof.workload.node_layers.replay_markers, which
+makes the markers for both): the TorchScript interpreter's own time between two ops of different layers, and
+ops of no layer (the model's own code between its layers), are in the forward but in no layer, so the layers
+never add up to more than it.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ no begin) would pair a begin with some later end and make a slice of seconds out
 and the reader says where. Begins still open at the end of the file are not: a pass stopped mid-forward (a
 second stop signal halts the bus) leaves them, and the spans and the trace mark them unclosed.
 
-Markers replayed from a runtime's own profiler (ONNX Runtime, OpenVINO) are written after the iterations they
-belong to, in their own order: they are checked the same way among themselves.
+Markers replayed from a runtime's own profiler (ONNX Runtime, OpenVINO) or from torch.profiler's module hierarchy
+(a TorchScript model) are written after the iterations they belong to, in their own order: they are checked the
+same way among themselves.
 """
 
 from __future__ import annotations

@@ -49,8 +49,9 @@ class Marker:
     index: int = -1
     """Top-level layer index for layer markers, -1 otherwise."""
     replayed: bool = False
-    """Made after the fact from a runtime's own profiler (ONNX Runtime, OpenVINO), not emitted live:
-    such markers go to the marker log only, never to collectors (no counter is read at them)."""
+    """Made after the fact from a runtime's own profiler (ONNX Runtime, OpenVINO), or from torch.profiler's
+    module hierarchy for a TorchScript model, not emitted live: such markers go to the marker log only, never to
+    collectors (no counter is read at them)."""
     clean: bool = False
     """In a clean iteration of a paired pass (hwprof.session.paired): collectors and layer hooks off, only the
     iteration and stage markers time it. Not measured: it is the "off" side of the pass's own cost."""

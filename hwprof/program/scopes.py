@@ -29,7 +29,9 @@ from typing import Any
 from hwprof.core.markers import CONTAINERS, layer_list, layer_modules
 
 UNKNOWN_INSTANCE = "INSTANCE_NAME_UNKNOWN"
-_LEVEL = re.compile(r"([^():]*)\(([^()]*)\)::([^.:]*)\.")
+_LEVEL = re.compile(r"(?:([^():]*)\(([^()]*)\))?::([^.:]*)\.")
+"""One frame: `instance(Class)::method.`, or `::function.` for a TorchScript function (a scripted model's
+F.silu) called from the frame before, which is no module level."""
 _LISTS = (*CONTAINERS, "ModuleDict")
 """Containers a parent may iterate without calling them: their level is missing from the hierarchy."""
 UNTRACED_FIX = "run the model untraced (YOLOv7's detect.py: --no-trace)"
@@ -59,13 +61,14 @@ class OpScope:
 
 
 def parse_hierarchy(text: str) -> list[Level]:
-    """The levels of a module hierarchy string, outermost first; [] for a string of another form."""
+    """The module levels of a hierarchy string, outermost first; [] for a string of another form."""
     levels: list[Level] = []
     pos = 0
     for match in _LEVEL.finditer(text):
         if match.start() != pos:
             return []
-        levels.append(Level(match.group(1), _short_class(match.group(2))))
+        if match.group(2) is not None:
+            levels.append(Level(match.group(1), _short_class(match.group(2))))
         pos = match.end()
     return levels if pos == len(text) else []
 

@@ -235,8 +235,8 @@ class ProgramPassRunner(PassRunner):
         lost = SCRIPTED_LOST.get(self.ctx.pass_name, "per-layer figures")
         return (
             f"{lost} of the {self.ctx.pass_name} pass: unavailable for a TorchScript model: its layers run inside "
-            f"TorchScript, where no Python code runs at their boundaries (hwprof's layer markers never fire); "
-            f"fix: {UNTRACED_FIX}"
+            f"TorchScript, where no Python code runs at their boundaries (hwprof's layer markers never fire; its "
+            f"per-layer times come from torch.profiler's module hierarchy in the trace pass); fix: {UNTRACED_FIX}"
         )
 
     def start_measuring(self) -> None:
