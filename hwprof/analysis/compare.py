@@ -214,8 +214,10 @@ def layer_times_source(a: Analysis) -> str:
 
 
 def layer_mismatch(analyses: Sequence[Analysis]) -> str | None:
-    """Why the runs' layers cannot be matched by index and type; None when they can."""
-    heads = [(a.doc.model.name or a.doc.config.model) for a in analyses]
+    """Why the runs' layers cannot be matched by index and type; None when they can. A user's program's model
+    has no name of hwprof's (its class): it is matched by its layer table alone, so that a program's yolov8n and
+    `--model yolov8n` compare layer by layer."""
+    heads = [(a.doc.model.name or a.doc.config.model) for a in analyses if a.doc.config.program is None]
     if len(set(heads)) > 1:
         return (
             f"runs are of different models ({', '.join(str(h) for h in heads)}): layers are not compared "
