@@ -42,5 +42,6 @@ def test_a_programs_yolov8n_layers_are_named_and_compared_as_hwprofs_own(tmp_pat
     assert compared.returncode == 0, compared.stdout + compared.stderr
     doc = json.loads(compared.stdout)
     assert doc["layers_refused"] is None
+    assert [(r["imgsz"], r["batch"]) for r in doc["runs"]] == [(128, 1), (128, 1)]  # the program's own input
     assert [row["key"] for row in doc["layers"]] == [f"{i} {t}" for i, (_, t) in enumerate(_types(own))]
     assert all(v is not None for row in doc["layers"] for v in row["values"]), doc["layers"]

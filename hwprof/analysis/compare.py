@@ -170,12 +170,16 @@ def head(a: Analysis, path: Path) -> RunHead:
     whole = a.stages.get("iteration")
     roof = a.roofline
     runtime = run.runtime or RuntimeDoc()
+    imgsz, batch = cfg.imgsz, cfg.batch
+    if cfg.program is not None:  # a program's own input (its first, as model.json has it), not collect's defaults
+        shape = [int(x) for x in model.input_shape or [] if isinstance(x, int)]
+        imgsz, batch = (max(shape[2:]), shape[0]) if len(shape) == 4 else (None, None)
     return RunHead(
         run_id=str(run.run_id if run.run_id is not None else path.name),
         path=str(path),
         model=model.name or cfg.model,
-        imgsz=cfg.imgsz,
-        batch=cfg.batch,
+        imgsz=imgsz,
+        batch=batch,
         threads=cfg.threads,
         cpu_model=run.host.cpu_model,
         forward_ms=fwd.p50_ms if fwd else None,
