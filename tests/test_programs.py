@@ -89,6 +89,21 @@ def test_no_model_profiles_the_whole_run_labelled_and_exits_1(tmp_path: Path) ->
     text = " ".join(done.stdout.split())
     assert "the program's whole run (no model: whole-process figures, not per forward)" in text
     assert "whole-process only:" in text
+    _damaged_whole_run_is_one_line(out)
+
+
+def _damaged_whole_run_is_one_line(out: Path) -> None:
+    """A damaged field of what the whole-process section reads: `hwprof report` says which, in one line, exit 2."""
+    path = out / "passes/kernels/perf_sampling.kernels.json"
+    doc = json.loads(path.read_text())
+    doc["stages"]["program"]["samples"] = "many"
+    path.write_text(json.dumps(doc))
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof", "report", str(out)], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = error_lines(done.stdout)
+    assert len(lines) == 1 and "perf_sampling.kernels.json" in lines[0] and "stages.program.samples" in lines[0]
 
 
 @pytest.mark.slow
