@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -42,6 +43,12 @@ def run_doc(out: Path) -> dict[str, Any]:
 
 def error_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("hwprof: error:")]
+
+
+def layer_names(out: Path) -> list[str]:
+    """The layers of a run's layers.csv, in its order."""
+    with (out / "layers.csv").open(newline="") as handle:
+        return [row["name"] for row in csv.DictReader(handle)]
 
 
 def measured_forwards(out: Path, pass_name: str) -> int:
