@@ -125,6 +125,9 @@ def test_the_error_is_read_against_the_input_sensitivity() -> None:
     assert moved.verdict == CHANGED and not moved.within_tolerance
     old = OutputDiff.of(max_abs_head=0.5, max_abs_reference=100.0)  # a run made before: no verdict, as it was
     assert old.verdict is None
+    # the same code under another environment (malloc, threads): a bit-identical head is said as such
+    same = OutputCheck(0.0, 100.0, 0, 0, 0, 0, 0, head_sensitivity=40.0)
+    assert same.text().startswith("head bit-identical, pass") and "max|d|" in moved.text()
 
 
 def test_a_blind_layer_is_named_in_the_layer_errors_table() -> None:
