@@ -165,6 +165,30 @@ def test_postprocess_on_no_candidates_is_named(bus_images: list[Path]) -> None:
     stages = Stages([], "timing", 1, None, None, nms_candidates=0, conf=0.25)
     assert stages.postprocess_note is not None and "0 candidate boxes" in stages.postprocess_note
     assert Stages([], "timing", 1, None, None, nms_candidates=250, conf=0.25).postprocess_note is None
+    # random weights: NMS's count is not a trained model's whatever it is (1,341 per frame on yolov7 320 of a clip)
+    many = Stages([], "timing", 1, None, None, nms_candidates=1341, conf=0.25, random_init=True)
+    assert many.postprocess_note is not None and "1,341 candidate boxes per iteration of random weights" in (
+        many.postprocess_note
+    )
+    assert "--weights" in many.postprocess_note
+
+
+def test_a_big_postprocess_of_random_weights_is_no_verdict() -> None:
+    from hwprof.analysis.findings import stages as stage_findings
+    from hwprof.analysis.stages import StageRow, Stages
+
+    def row(name: str, ms: float) -> StageRow:
+        return StageRow(name, 3, ms, ms, ms, ms, 0.0, ms / 259.0 if name != "iteration" else None, 1e3 / ms)
+
+    def table(random_init: bool) -> Stages:
+        rows = [row("forward", 170.0), row("postprocess", 75.0), row("iteration", 259.0)]
+        return Stages(rows, "timing", 1, None, None, nms_candidates=1341, conf=0.25, random_init=random_init)
+
+    trained = [f.title for f in stage_findings(table(False))]
+    assert trained == ["postprocess is 29% of the pipeline: worth optimising beside forward"]
+    (random,) = stage_findings(table(True))
+    assert random.title == "postprocess is 29% of the pipeline: not a trained model's figure"
+    assert "1,341 candidate boxes" in random.evidence
 
 
 @pytest.mark.slow

@@ -49,10 +49,14 @@ def stages(table: Stages) -> list[Finding]:
         )
     for row in rows:
         if (row.share or 0.0) >= BIG_STAGE_SHARE:
+            # NMS's time follows its candidate count: a count that is not a trained model's makes no verdict
+            unlike = table.postprocess_note if row.name == "postprocess" else None
+            verdict = "worth optimising beside forward" if not unlike else "not a trained model's figure"
             out.append(
                 Finding(
-                    f"{row.name} is {pct(row.share or 0.0)} of the pipeline: worth optimising beside forward",
-                    f"p50 {row.p50_ms:.2f} ms of {row.p50_ms / (row.share or 1):.2f} ms per iteration",
+                    f"{row.name} is {pct(row.share or 0.0)} of the pipeline: {verdict}",
+                    f"p50 {row.p50_ms:.2f} ms of {row.p50_ms / (row.share or 1):.2f} ms per iteration"
+                    + (f"; {unlike.removeprefix('postprocess: ')}" if unlike else ""),
                     "stage",
                     row.share or 0.0,
                 )

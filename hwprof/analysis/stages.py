@@ -85,6 +85,8 @@ class Stages:
     nms_candidates: int | None = None
     """Median boxes over the confidence threshold that NMS considered per iteration (None: not recorded)."""
     conf: float | None = None
+    random_init: bool = False
+    """The model had seeded random weights: NMS's work follows boxes that mean nothing."""
     program: bool = False
     """A user's program's stages: per iteration, with "other" (hwprof.core.spans.program_stage_stats)."""
 
@@ -92,11 +94,13 @@ class Stages:
     def postprocess_note(self) -> str | None:
         """What the postprocess stage's time is worth when NMS had (almost) nothing to do, or None."""
         n = self.nms_candidates
-        if n is None or n >= FEW_CANDIDATES:
+        if n is None or (n >= FEW_CANDIDATES and not self.random_init):
             return None
+        weights = " of random weights" if self.random_init else ""
         return (
-            f"postprocess: NMS considered {n} candidate boxes per iteration (median, score over conf {self.conf}): "
-            "a trained model gives it tens to hundreds, so this stage's time is not the one a real model has"
+            f"postprocess: NMS considered {n:,} candidate boxes per iteration{weights} (median, score over conf "
+            f"{self.conf}): a trained model gives it tens to hundreds, so this stage's time is not the one a real "
+            "model has" + (" (collect with --weights for it)" if self.random_init else "")
         )
 
     def get(self, name: str) -> StageRow | None:
@@ -163,6 +167,7 @@ def stage_table(data: RunData) -> Stages:
     if out.source == "timing":
         out.disturbed = timing_disturbance(run)
     out.nms_candidates, out.conf = nms_candidates(data), run.config.conf
+    out.random_init = bool(run.model.random_init)
     out.program = run.config.program is not None
     if peak is None and not any(r.rss_peak_bytes is not None for r in rows):
         out.process_missing = collector_missing(run, ["sysstat"], "memory or CPU figures")
