@@ -211,6 +211,10 @@ def test_the_plan_keeps_the_rate_low_and_adds_iterations_for_a_short_forward() -
     assert fast.rate * 0.01 * 0.040 * fast.iterations >= 50
     tiny = ps_rate.plan_sampling(config, 0.0001)
     assert tiny.iterations * 0.0001 <= ps_rate.MAX_PASS_S + 1e-9
+    # a video run (decode, annotate, encode) or a program's own work: the cap counts whole iterations
+    video = ps_rate.plan_sampling(config, 0.040, 0.400)
+    assert video.iterations * 0.400 <= ps_rate.MAX_PASS_S + 1e-9 < fast.iterations * 0.400
+    assert "400.0 ms iterations" in video.how and "iterations" not in fast.how.split("at most")[1]
     chosen = ps_rate.plan_sampling(RunConfig(iters=7, perf_rate=123), 0.040)
     assert (chosen.rate, chosen.iterations, chosen.how) == (123, 7, "--perf-rate")
 

@@ -73,7 +73,7 @@ from hwprof.collectors.perf_sampling.control import (
 )
 from hwprof.collectors.perf_sampling.rate import plan_sampling
 
-from hwprof.core.spans import timing_forward_s
+from hwprof.core.spans import timing_forward_s, timing_iteration_s
 from hwprof.schema.probes import PerfSamplingProbe, UnavailablePart
 from hwprof.schema.summaries_tools import CpiPerKernel
 
@@ -142,7 +142,7 @@ class PerfSamplingCollector(Collector):
         return {"ONEDNN_JIT_PROFILE": "2"}
 
     def measured_iterations(self, ctx: PassContext) -> int | None:
-        return plan_sampling(self.config, timing_forward_s(ctx.run_dir)).iterations
+        return plan_sampling(self.config, timing_forward_s(ctx.run_dir), timing_iteration_s(ctx.run_dir)).iterations
 
     def start(self, ctx: PassContext) -> None:
         request_attach(ctx.out_dir)
@@ -182,7 +182,7 @@ class PerfRecordTool(AttachedTool):
         self.details = probe_details(capability)
         config = ctx.config
         self.forward_s = timing_forward_s(ctx.run_dir)
-        plan = plan_sampling(config, self.forward_s)
+        plan = plan_sampling(config, self.forward_s, timing_iteration_s(ctx.run_dir))
         self.rate, self.rate_how = plan.rate, plan.how
         self.events = sampling_events(config, self.details)
         self.data = ctx.out_dir / "perf.data"

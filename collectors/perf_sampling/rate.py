@@ -41,13 +41,15 @@ class SamplingPlan:
     how: str
 
 
-def plan_sampling(config: RunConfig, forward_s: float | None) -> SamplingPlan:
+def plan_sampling(config: RunConfig, forward_s: float | None, iteration_s: float | None = None) -> SamplingPlan:
     """Rate and iterations for MIN_LAYER_SAMPLES samples in a layer at MIN_LAYER_SHARE of forward.
 
     The cost of sampling grows with the rate (each sample is a timer interrupt: about 35-45 us on
     this project's VMs, i.e. ~4% of a CPU at 1 kHz, 12% at 4 kHz, 25% at 6.7 kHz on yolov7-tiny),
     while more iterations cost only time. So the rate stays at or under MAX_AUTO_RATE and a
-    short forward gets more measured iterations instead, up to MAX_PASS_S of forward.
+    short forward gets more measured iterations instead, up to MAX_PASS_S of forward, or of whole iterations
+    when the timing pass's iteration_s is given (a video's decode and encode, a program's own work between
+    forwards: the pass pays for every stage of each added iteration).
     """
     from hwprof.core.kernels import MIN_LAYER_SAMPLES, MIN_LAYER_SHARE
 
@@ -59,10 +61,13 @@ def plan_sampling(config: RunConfig, forward_s: float | None) -> SamplingPlan:
     sample_iterations = RATE_MARGIN * MIN_LAYER_SAMPLES / (MIN_LAYER_SHARE * forward_s)
     rate = min(max(math.ceil(sample_iterations / config.iters), MIN_AUTO_RATE), MAX_AUTO_RATE, ceiling)
     iterations = max(config.iters, math.ceil(sample_iterations / rate))
-    iterations = min(iterations, max(config.iters, int(MAX_PASS_S / forward_s)))
+    per_iteration_s = max(forward_s, iteration_s or 0.0)
+    iterations = min(iterations, max(config.iters, int(MAX_PASS_S / per_iteration_s)))
+    whole = f" of {per_iteration_s * 1e3:.1f} ms iterations" if per_iteration_s > forward_s else ""
     how = (
         f"auto: {MIN_LAYER_SAMPLES} samples (x{RATE_MARGIN} margin) for a layer at {MIN_LAYER_SHARE:.0%} of the "
         f"timing pass's forward ({forward_s * 1e3:.1f} ms): {rate} Hz (within [{MIN_AUTO_RATE}, {MAX_AUTO_RATE}]: "
-        f"sampling costs per sample) over {iterations} iterations (at least --iters, at most {MAX_PASS_S:.0f} s)"
+        f"sampling costs per sample) over {iterations} iterations (at least --iters, at most {MAX_PASS_S:.0f} s"
+        f"{whole})"
     )
     return SamplingPlan(int(rate), int(iterations), how)

@@ -243,3 +243,15 @@ def timing_forward_s(run_dir: Path) -> float | None:
         return None
     p50 = forward_p50(measured_spans(read_markers(path)))
     return p50 / 1e3 if p50 else None
+
+
+def timing_iteration_s(run_dir: Path) -> float | None:
+    """The clean timing pass's whole-iteration p50 (every stage: decode and encode of a video, a program's own
+    work between its model's calls), if it ran before this pass: what a pass's iterations take."""
+    import statistics
+
+    path = run_dir / "passes" / "timing" / "markers.jsonl"
+    if not path.exists():
+        return None
+    values = durations_ms(measured_spans(read_markers(path)), "iteration").get("iteration")
+    return statistics.median(values) / 1e3 if values else None
