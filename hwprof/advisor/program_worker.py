@@ -189,6 +189,7 @@ def run(spec: AdviseSpec) -> AdviseResult:
     torch.set_num_threads(config.threads)
     calls = AdviseCalls(steps, change, Progress(sys.stdout), minor_faults)
     finder = ModelFinder(on_found=calls.adopt, model_path=program.model_path)
+    calls.on_first_call = finder.close
     finder.install()
     try:
         end = run_program(program)

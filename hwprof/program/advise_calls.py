@@ -170,6 +170,9 @@ class AdviseCalls:
     change: Change
     on_step: Callable[[int, int], None] = lambda done, total: None
     faults: Callable[[], int] = lambda: 0
+    on_first_call: Callable[[], None] = lambda: None
+    """Called at the first call after the model was found (the finder's global hooks come off there: the variant's
+    copy, called from the model's call, must not count as another model, nor every module call stay slow)."""
     found: Found | None = None
     sides: dict[str, SideCalls] = field(default_factory=dict)
     index: int = 0
@@ -211,6 +214,8 @@ class AdviseCalls:
 
         if self.done:
             return forward(*args, **kwargs)
+        if self.index == 0 and self._last_end is None:
+            self.on_first_call()
         step = self.steps[self.index]
         side = self.side(step.side)
         call = forward
