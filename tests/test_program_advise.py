@@ -3,15 +3,20 @@ calls, and the output check of the program's own calls (fast: a small conv model
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import pytest
 import torch
 
-from hwprof.advisor.program_worker import change_of, check_calls, head_reader, reference_outputs
+from hwprof.advisor.program_worker import change_of, check_calls, head_reader, reference_outputs, threads_taken
+from hwprof.advisor.program_worker import run as run_worker
 from hwprof.analysis.advice_candidates import RunFacts
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.analysis.program_candidates import NO_FINDING_PROGRAM, ProgramFacts, program_candidates
 from hwprof.core.config import RunConfig
+from hwprof.core.program_spec import ProgramSpec
 from hwprof.program.advise_calls import (
     BASELINE,
     CHECK_CALLS,
@@ -188,3 +193,64 @@ def test_an_output_that_is_not_a_yolo_head_says_so() -> None:
         head_reader((torch.zeros(1, 84, 8400),), RunConfig()).output_format
         != head_reader(torch.zeros(1, 6300, 85), RunConfig()).output_format
     )
+
+
+TINY_PROGRAM = """
+import sys
+import torch
+
+class Head(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return torch.cat((y[:, :4].abs() * 16, y[:, 4:].sigmoid()), 1).flatten(2), [y]
+
+model = Head().eval()
+with torch.no_grad():
+    for i in range(int(sys.argv[1])):
+        torch.manual_seed(100 + i)
+        model(torch.rand(1, 3, 16, 16))
+"""
+
+
+def worker_spec(tmp_path: Path, calls: int, variant: RunConfig | None = None, mode: str = "paired") -> AdviseSpec:
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY_PROGRAM)
+    base = RunConfig(
+        threads=torch.get_num_threads(), conf=0.5, program=ProgramSpec([str(script), str(calls)], str(tmp_path))
+    )
+    var = variant if variant is not None else dataclasses.replace(base, channels_last=True)
+    return AdviseSpec.of(
+        key="x", baseline=base.to_dict(), variant=var.to_dict(), blocks=2, warmup=1, work_dir=str(tmp_path), mode=mode
+    )
+
+
+def test_the_worker_runs_the_program_pairs_its_calls_and_checks_the_variant(tmp_path: Path) -> None:
+    result = run_worker(worker_spec(tmp_path, 40))
+    assert set(result.sides) == {BASELINE, VARIANT} and result.output_error is None
+    assert len(result.sides[VARIANT].forward_ms) == 4 and result.sides[VARIANT].solo_forward_ms
+    assert result.output is not None and result.output["within_tolerance"]
+
+
+def test_a_variant_in_its_own_process_is_checked_against_the_baselines_recorded_calls(tmp_path: Path) -> None:
+    spec = worker_spec(tmp_path, 40)
+    run_worker(spec.for_mode("baseline", str(tmp_path / "b.json")))
+    result = run_worker(spec.for_mode("variant", str(tmp_path / "v.json")))
+    assert result.output is not None and result.output["within_tolerance"], result.output_error
+    assert result.sides[VARIANT].glibc_tunables is None and result.sides[VARIANT].preloaded == {}
+
+
+def test_a_program_that_calls_its_model_too_few_times_says_how_many_advise_needs(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"after 6 calls of its model once found; advise.s schedule needs 19"):
+        run_worker(worker_spec(tmp_path, 8))
+
+
+def test_a_program_that_sets_its_own_thread_count_cannot_be_given_another() -> None:
+    calls = AdviseCalls([], Change(threads=1))
+    calls.side(VARIANT).threads.add(2)
+    assert "sets its own thread count" in threads_taken(Change(threads=1), calls)
+    assert threads_taken(Change(), calls) == ""

@@ -52,6 +52,7 @@ def test_each_row_has_its_method_output_check_and_reason(advised: Path) -> None:
     advice, error = load_advice(advised)
     assert advice is not None and not error
     assert advice.baseline.startswith("-- python ") and "detect_like.py" in advice.baseline
+    assert any(note.startswith("a program's rows") for note in advice.notes)
     rows = {r.key: r for r in advice.rows}
     assert set(rows) == set(KEYS.split(","))
     # environment changes: each a run of the program of its own, the same numerics

@@ -17,6 +17,13 @@ PROGRAM_LAYERS_NOTE = (
     "made inside the program is not built)"
 )
 
+PROGRAM_NOTE = (
+    "a program's rows: its own calls of its model are the iterations; paired = the program's model and a changed "
+    "copy of it alternate over those calls; the output check = the model's raw output on the program's measured "
+    "calls against the unchanged model's on the same inputs (the baseline's run recorded them for a change that "
+    "needs a process of its own)"
+)
+
 
 def program_command(spec: AdviseSpec, spec_path: Path) -> list[str]:
     """The program's advise worker (hwprof.advisor.program_worker) on this spec, written to spec_path."""

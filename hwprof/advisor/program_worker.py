@@ -208,7 +208,7 @@ def run(spec: AdviseSpec) -> AdviseResult:
         )
     result = AdviseResult.of(mode=mode)
     result.update(sides={n: side_figures(s, mode == PAIRED_MODE) for n, s in calls.sides.items()})
-    threads_error = _threads_taken(change, calls)
+    threads_error = threads_taken(change, calls)
     if threads_error:
         raise ValueError(threads_error)
     if mode != PAIRED_MODE:
@@ -232,7 +232,7 @@ def run(spec: AdviseSpec) -> AdviseResult:
     return result
 
 
-def _threads_taken(change: Change, calls: AdviseCalls) -> str:
+def threads_taken(change: Change, calls: AdviseCalls) -> str:
     """Why the variant's thread count did not hold at its measured calls ("" when it did): the program sets its
     own, which cannot be changed from outside its code."""
     if change.threads is None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from hwprof.advisor.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
 from hwprof.advisor.process_env import env_not_taken
-from hwprof.advisor.program_children import PROGRAM_LAYERS_NOTE, program_baseline, program_command
+from hwprof.advisor.program_children import PROGRAM_LAYERS_NOTE, PROGRAM_NOTE, program_baseline, program_command
 from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates, selected
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
@@ -137,6 +137,8 @@ class AdviseRun:
         self.dir = plan.run_dir / ADVISE_DIR
         baseline = program_baseline(plan.config) if plan.config.program else " ".join(collect_options(plan.config))
         self.advice = Advice(baseline, plan.config.device, [])
+        if plan.config.program is not None:
+            self.advice.notes.append(PROGRAM_NOTE)
         self.baseline_layers: dict[int, tuple[str, float]] | None = None
         self.baseline_layers_error = ""
         self.loads: dict[str, NeighbourLoad | None] = {}
