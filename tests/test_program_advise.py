@@ -4,13 +4,16 @@ calls, and the output check of the program's own calls (fast: a small conv model
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
+from hwprof.advisor.program_children import program_baseline
 from hwprof.advisor.program_worker import change_of, check_calls, head_reader, reference_outputs, threads_taken
 from hwprof.advisor.program_worker import run as run_worker
+from hwprof.advisor.runner import plan_advice
 from hwprof.analysis.advice_candidates import RunFacts
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
@@ -254,3 +257,17 @@ def test_a_program_that_sets_its_own_thread_count_cannot_be_given_another() -> N
     calls.side(VARIANT).threads.add(2)
     assert "sets its own thread count" in threads_taken(Change(threads=1), calls)
     assert threads_taken(Change(), calls) == ""
+
+
+def test_advise_plans_a_recorded_program_run_from_its_own_facts(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "program_run", run)
+    plan = plan_advice(run, blocks=2)
+    cs = {c.key: c for c in plan.candidates}
+    assert plan.config.program is not None and plan.config.threads == 2
+    assert {"threads-1", "omp-passive", "malloc-keep", "channels_last", "bf16", "compile"} <= set(cs)
+    assert {k for k in cs if cs[k].method == PAIRED} == {"channels_last", "bf16", "compile"}
+    assert not cs["bf16"].blocked  # the run's host recorded AVX512-BF16 and AMX-BF16
+    assert not cs["compile"].blocked  # an eager model (the run's pass found it, not scripted)
+    assert "python /home/user/project/tests/programs/detect_like.py --model yolov8n" in cs["omp-passive"].how
+    assert program_baseline(plan.config).startswith("-- python /home/user/project/tests/programs/detect_like.py")
