@@ -9,17 +9,23 @@ was counted as 68 of 75 matched, "changed output", for a change that left the he
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hwprof.analysis.advice_output import MATCH_IOU, OutputCheck
 
 if TYPE_CHECKING:
     import torch
 
-    from hwprof.workload.pipeline import Pipeline
+
+class Detector(Protocol):
+    """What the check reads of a model's output: hwprof's Pipeline, or a program's head (advisor.program_worker)."""
+
+    def nms(self, output: Any) -> list[Any]: ...
+
+    def count_candidates(self, output: Any) -> int: ...
 
 
-def candidates_over_conf(pipeline: Pipeline, output: Any) -> int:
+def candidates_over_conf(pipeline: Detector, output: Any) -> int:
     """Boxes whose best class score passes the confidence threshold, before NMS."""
     return pipeline.count_candidates(output)
 
@@ -57,7 +63,7 @@ def _at_least_one_pixel(boxes: torch.Tensor) -> torch.Tensor:
 
 
 def check_output(
-    reference: Pipeline, reference_out: Any, variant: Pipeline, variant_out: Any, reference_other: Any
+    reference: Detector, reference_out: Any, variant: Detector, variant_out: Any, reference_other: Any
 ) -> OutputCheck:
     """The variant's forward output against the reference's, both on the same letterboxed batch; the
     reference's output on another input (`reference_other`) says what the check can see."""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -189,11 +190,12 @@ def solo_forward_ms(side: Side, warmup: int) -> dict[str, float]:
     return forward
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], run_spec: Callable[[AdviseSpec], AdviseResult] | None = None) -> int:
+    """Run the spec at argv[0] and write its out file; `run_spec`: another worker's run (a program's)."""
     spec = read_advise_spec(Path(argv[0]))
     out = Path(spec.out)
     try:
-        result = run(spec)
+        result = (run_spec or run)(spec)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         write_advise_result(out, AdviseResult.of(error=f"{type(exc).__name__}: {exc}"))

@@ -20,9 +20,11 @@ from typing import Any
 
 from hwprof.advisor.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
 from hwprof.advisor.process_env import env_not_taken
+from hwprof.advisor.program_children import PROGRAM_LAYERS_NOTE, PROGRAM_NOTE, program_baseline, program_command
 from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates, selected
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
+from hwprof.analysis.program_candidates import program_candidates, program_facts
 from hwprof.core.config import RunConfig
 from hwprof.hardware.malloc_libs import find_malloc_libs
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch
@@ -106,7 +108,10 @@ def plan_advice(
     config = RunConfig.from_dict(data.doc.config.to_json())
     busy = None if data.doc.summary(PerfEventsSummary).model_thread_only else cpus_busy(analysis)
     facts = run_facts(data, config, busy)
-    planned = candidates(facts, analysis.findings)
+    if config.program is not None:  # a user's program: what can change from outside its code
+        planned = program_candidates(program_facts(data, facts), analysis.findings)
+    else:
+        planned = candidates(facts, analysis.findings)
     return AdvisePlan(Path(run_dir), config, facts, selected(planned, only) if only else planned, blocks, layers)
 
 
@@ -130,7 +135,10 @@ class AdviseRun:
         self.stop = stop
         self.progress = progress
         self.dir = plan.run_dir / ADVISE_DIR
-        self.advice = Advice(" ".join(collect_options(plan.config)), plan.config.device, [])
+        baseline = program_baseline(plan.config) if plan.config.program else " ".join(collect_options(plan.config))
+        self.advice = Advice(baseline, plan.config.device, [])
+        if plan.config.program is not None:
+            self.advice.notes.append(PROGRAM_NOTE)
         self.baseline_layers: dict[int, tuple[str, float]] | None = None
         self.baseline_layers_error = ""
         self.loads: dict[str, NeighbourLoad | None] = {}
@@ -193,7 +201,9 @@ class AdviseRun:
             return self._failed(c, taken)
         row = measured_row(c, results, self.advice.blocks, self.loads)
         row.pairing_note = note
-        if self.plan.layers and c.has_layers_pass and not self.stop.requested:
+        if self.plan.config.program is not None:
+            row.layers_note = PROGRAM_LAYERS_NOTE
+        elif self.plan.layers and c.has_layers_pass and not self.stop.requested:
             self._layers(c, variant, row)
         elif not c.has_layers_pass:
             row.layers_note = (
@@ -225,7 +235,8 @@ class AdviseRun:
         return results, ""
 
     def _worker(self, spec: AdviseSpec, work: Path, c: Candidate, name: str) -> ChildOutcome:
-        command = paired_command(spec, work / f"{name}.spec.json")
+        make = program_command if self.plan.config.program is not None else paired_command
+        command = make(spec, work / f"{name}.spec.json")
         env = dict(c.env) if spec.mode == "variant" else {}
         if c.compile_mode:
             env.update(COLD_COMPILE_ENV)  # the compile time a first deployment pays, not a warm cache's

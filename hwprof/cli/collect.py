@@ -96,7 +96,6 @@ PIPELINE_ONLY = (
     "conf",
     "iou",
     "seed",
-    "advise",
 )
 """collect's options that set up the built-in pipeline: a program reads its own model, images and sizes."""
 
