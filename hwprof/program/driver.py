@@ -2,11 +2,14 @@
 
 Iteration k spans from the end of the model's call k-1 to the end of call k: it holds what the program did
 between two forwards (the previous frame's postprocess, this frame's load and preprocess: "other" where no
-stage claims it) and then the forward, the `forward` stage. The first calls are warm-up (the first finds the
-model); the calls after them follow the pass's schedule (measured, or clean in a paired pass), one call per
-step. The first marked call's iteration holds its forward alone: it is always warm-up (--warmup >= 1). Once
-the schedule is done the program is stopped cleanly (ProgramStop, raised from the model's call), or
-left to run to its end unmeasured (--program-end run).
+stage claims it) and then the forward, the `forward` stage. The first marked calls are warm-up (the pass is
+set up at the first, after the calls that chose the model); the calls after them follow the pass's schedule
+(measured, or clean in a paired pass), one call per step. The first marked call's iteration holds its forward
+alone: it is always warm-up (--warmup >= 1). Once the schedule is done the program is stopped cleanly
+(ProgramStop, raised from the model's call), or left to run to its end unmeasured (--program-end run). A
+program that ends inside an iteration (after its last forward) leaves a tail with no forward: it is closed for
+the collectors and not kept (PassHooks.discard_iteration). torch.jit.trace's calls of the model pass through
+unmarked (Calls.traced).
 
 The driver owns no collector: it tells the pass (`PassHooks`, hwprof.session.program_worker) when to start,
 switch, and stop them.

@@ -66,7 +66,7 @@ class RootCalls:
     """The program's root call that was this module's latest."""
 
     def label(self) -> str:
-        kind = class_name(self.module)
+        kind = class_name(self.module) + (", TorchScript" if is_scripted(self.module) else "")
         return f"{self.name} ({kind})" if self.name else kind
 
 
@@ -151,7 +151,7 @@ class ModelFinder:
         chosen = self.roots[id(self.found.module)]
         if chosen.last == self._chosen_at < entry.first:
             replaced = chosen.label()
-            self._choose(module, entry.name, f"{why} (it took the place of {replaced}, called before it)", args, 2)
+            self._choose(module, entry.name, f"{why}; it replaced {replaced}, not called since", args, 2)
             self.found.replaced = replaced
             return
         others = [e for e in self.roots.values() if e.calls >= 2]
