@@ -79,6 +79,9 @@ class Hooks:
     def stop_measuring(self) -> None:
         self.events.append("stop")
 
+    def discard_iteration(self, iteration: int) -> None:
+        self.events.append(f"discard {iteration}")
+
 
 def _drive(
     calls: int, steps: list[tuple[bool, int]], warmup: int = 1, end: str = "stop", model_path: str | None = None
@@ -137,7 +140,8 @@ def test_run_to_the_end_leaves_later_calls_unmarked() -> None:
 
 def test_a_program_that_ends_early_says_how_many_calls_it_measured() -> None:
     driver, hooks, log, _, done = _drive(calls=4, steps=[(True, i) for i in range(5)])
-    assert done == 4 and driver.calls.measured == 1 and hooks.events[-1] == "stop"
+    assert done == 4 and driver.calls.measured == 1 and hooks.events[-2:] == ["discard 1", "stop"]
+    assert driver.calls.tail  # the program ended inside iteration 1, after its last forward
     begins = sum(1 for m in log.markers if m.kind == "iteration" and m.phase == "B")
     ends = sum(1 for m in log.markers if m.kind == "iteration" and m.phase == "E")
     assert begins == ends  # the iteration left open when the program ended is closed
@@ -179,6 +183,73 @@ def test_two_models_called_repeatedly_are_named_with_the_option_that_picks_one()
         finder.close()
     assert "detector (Tiny), classifier (Plain)" in str(caught.value)
     assert "--program-model" in str(caught.value)
+
+
+def test_a_model_traced_after_a_dry_run_gives_its_place_to_the_traced_module() -> None:
+    """The eager model is called twice before the loop (a dry run, then torch.jit.trace, which calls it once more:
+    the tracer's call is not counted); the loop calls the traced module, which takes the eager one's place."""
+    bus, log, hooks = MarkerBus(), MarkerLog(), Hooks([(True, i) for i in range(3)])
+    bus.keep_spans(log)
+    driver = ProgramDriver(bus, hooks, 1)
+    finder = ModelFinder(on_found=driver.adopt)
+    driver.on_warmup_end = finder.close
+    finder.install()
+    model, x = Tiny().eval(), torch.zeros(1, 3, 8, 8)
+    done = 0
+    try:
+        with torch.no_grad(), pytest.raises(ProgramStop):
+            model(x)  # a library's one-off (ultralytics' fuse() profiles the model)
+            model(x)  # the dry run: chosen here
+            traced = torch.jit.trace(model, x)
+            for _ in range(10):
+                traced(x)
+                done += 1
+    finally:
+        finder.close()
+        driver.finish()
+    assert hooks.found is not None and hooks.found.module is traced and hooks.found.scripted
+    assert hooks.found.replaced == "model (Tiny)" and hooks.found.why.endswith(
+        "; it replaced model (Tiny), not called since"
+    )
+    assert driver.calls.traced == 0 and driver.calls.before == 2  # the tracer's calls were the eager model's
+    assert (driver.calls.warmup, driver.calls.measured) == (1, 3) and done == 5
+    assert sum(1 for m in log.markers if m.name == "forward" and m.phase == "E") == 4
+    assert hooks.events[0] == "found (1, 3, 8, 8)"  # set up once, around the traced module
+
+
+def test_a_module_called_between_the_chosen_ones_calls_is_ambiguous_not_a_replacement() -> None:
+    bus, hooks = MarkerBus(), Hooks([(True, i) for i in range(10)])
+    driver = ProgramDriver(bus, hooks, 3)
+    finder = ModelFinder(on_found=driver.adopt)
+    finder.install()
+    detector, classifier, x = Tiny(), Plain(), torch.zeros(1, 3, 8, 8)
+    try:
+        with torch.no_grad(), pytest.raises(AmbiguousModel):
+            classifier(x)  # before the detector is chosen: the classifier's calls are not all after it
+            detector(x)
+            detector(x)
+            classifier(x)
+    finally:
+        finder.close()
+    assert hooks.found is None  # nothing set up: the detector was never called after it was chosen
+
+
+def test_a_model_chosen_and_never_called_again_is_set_up_when_the_program_ends() -> None:
+    bus, hooks = MarkerBus(), Hooks([(True, 0)])
+    driver = ProgramDriver(bus, hooks, 1)
+    finder = ModelFinder(on_found=driver.adopt)
+    finder.install()
+    model = Tiny()
+    try:
+        with torch.no_grad():
+            model(torch.zeros(1, 3, 8, 8))
+            model(torch.zeros(1, 3, 8, 8))
+    finally:
+        finder.close()
+    assert hooks.found is None
+    driver.settle()
+    driver.finish()
+    assert hooks.found is not None and hooks.events == ["found (1, 3, 8, 8)"] and driver.calls.seen == 2
 
 
 def test_a_never_called_or_never_repeated_model_is_explained() -> None:

@@ -107,6 +107,23 @@ def test_stage_metrics(converted: sc_convert.Converted) -> None:
     assert functions["Pipeline.forward"].stage == "forward"
 
 
+def test_a_programs_own_stage_names_claim_the_lines_whose_samples_fall_in_them() -> None:
+    """A program's stages are named by the program (--stage, hwprof.stage) or by hwprof's known functions (write,
+    draw): a line of the program charged by its samples' times gets such a stage as it gets a built-in one."""
+    from dataclasses import replace
+
+    own = "letterbox_own"
+    markers = [
+        replace(m, name=own) if m.kind == "stage" and m.name == "preprocess" else m
+        for m in read_markers(FIXTURE / "markers.jsonl")
+    ]
+    converted = sc_convert.convert(FIXTURE / "scalene.json", markers)
+    by_time = [line for line in converted.lines if sc_convert.stage_of(line.file, line.function) is None]
+    mine = [line for line in by_time if line.stage == own]
+    assert mine and all(line.stage_samples[own] == max(line.stage_samples.values()) for line in mine)
+    assert own in converted.metrics.stages and "preprocess" in converted.metrics.stages  # Pipeline.preprocess's own
+
+
 def test_clock_needs_no_offset_and_samples_fall_in_their_stage(converted: sc_convert.Converted) -> None:
     clock = converted.summary.to_json()["clock"]
     assert clock["offset_ns"] == 0 and clock["samples_checked"] > 50

@@ -2,10 +2,11 @@
 
 py-spy stamps a sample when its recorder thread handles it (on a busy host it lags the sampler:
 "N s behind in sampling"). The offset to CLOCK_MONOTONIC is measured from events visible on both
-sides: the pipeline's stage functions (`Pipeline.forward` ...) appear in the samples, and their
-markers carry monotonic times. The first sample that shows a stage frame was taken after the
-stage's B marker, and the change before it (a sample without the frame) before it; likewise for
-E. So each transition paired with its marker bounds the offset on both sides:
+sides: the pipeline's stage functions (`Pipeline.forward` ...), or a user program's model forwards
+(`ProgramDriver.model_forward`), appear in the samples, and their markers carry monotonic times.
+The first sample that shows a stage frame was taken after the stage's B marker, and the change
+before it (a sample without the frame) before it; likewise for E. So each transition paired with
+its marker bounds the offset on both sides:
 marker - ts <= offset < marker - previous_ts.
 1. Coarse: the offset consistent with the most forward-stage transitions (a sweep over every
    transition/marker pair; see _coarse_offset), which needs no pairing by order: short stages
@@ -30,7 +31,12 @@ from hwprof.collectors.pyspy.parse import Frame, Segment
 from hwprof.core.markers import STAGES, Marker
 
 PIPELINE_FILE = "hwprof/workload/pipeline.py"
-STAGE_FRAMES = {f"Pipeline.{stage}": stage for stage in STAGES}
+PROGRAM_FILE = "hwprof/program/driver.py"
+STAGE_FRAMES = {(f"Pipeline.{stage}", PIPELINE_FILE): stage for stage in STAGES} | {
+    ("ProgramDriver.model_forward", PROGRAM_FILE): "forward"
+}
+"""Frames that hold a stage, by (name, file): the built-in pipeline's stage methods, and the frame that holds each
+marked forward of a user's program (hwprof.program.driver): a program run always has it, whatever its stages."""
 PAIR_TOLERANCE_NS = 100_000_000
 """How far a transition's marker may sit from where the forward anchors put it (recorder lag drift)."""
 
@@ -46,8 +52,17 @@ class Transition:
 def stage_of(stack: tuple[Frame, ...]) -> str | None:
     """The stage a sample was in, from its Pipeline.<stage> frame (None between stages)."""
     for frame in stack:
-        if frame.name in STAGE_FRAMES and frame.file.endswith(PIPELINE_FILE):
-            return STAGE_FRAMES[frame.name]
+        stage = frame_stage(frame)
+        if stage is not None:
+            return stage
+    return None
+
+
+def frame_stage(frame: Frame) -> str | None:
+    """The stage a frame holds, if it is one of STAGE_FRAMES."""
+    for (name, file), stage in STAGE_FRAMES.items():
+        if frame.name == name and frame.file.endswith(file):
+            return stage
     return None
 
 
@@ -62,7 +77,7 @@ def stage_transitions(segments: list[Segment]) -> list[Transition]:
             last_tid, before, prev_end = seg.tid, set(), None
         elif prev_end is not None and seg.start_us != prev_end:
             before = set()  # a gap: no sample in between
-        now = {STAGE_FRAMES[f.name] for f in seg.stack if f.name in STAGE_FRAMES and f.file.endswith(PIPELINE_FILE)}
+        now = {stage for stage in map(frame_stage, seg.stack) if stage is not None}
         for stage in now - before:
             out.append(Transition(stage, "B", seg.start_us, seg.prev_us))
         for stage in before - now:
@@ -127,10 +142,11 @@ class PySpyClock:
         offsets = [p[1] for p in self.points]
         halves = sorted(p[2] for p in self.points)
         return {
-            "method": "stage frames (Pipeline.<stage>) appearing/disappearing in the samples vs the stage "
-            "markers' monotonic times: a transition puts the offset between (marker - its sample) and "
-            "(marker - the sample before); one offset when every interval intersects (bound = half the "
-            "intersection), else one per transition, interpolated (the recorder lagged the sampler)",
+            "method": "stage frames (Pipeline.<stage>, or a program's ProgramDriver.model_forward) "
+            "appearing/disappearing in the samples vs the stage markers' monotonic times: a transition puts "
+            "the offset between (marker - its sample) and (marker - the sample before); one offset when every "
+            "interval intersects (bound = half the intersection), else one per transition, interpolated (the "
+            "recorder lagged the sampler)",
             "mode": "constant" if len(self.points) == 1 else "interpolated",
             "offset_ns": offsets[0],
             "transitions": self.transitions,

@@ -34,8 +34,12 @@ RUNTIME_FORWARD = {
     "hwprof/workload/runtime.py": "TorchRuntime._execute",
     "hwprof/workload/rt_onnxruntime.py": "OnnxRuntime._execute",
     "hwprof/workload/rt_openvino.py": "OpenVinoRuntime._execute",
+    "hwprof/program/driver.py": "ProgramDriver.model_forward",
 }
-"""Where the model call itself lives: the forward stage's lines run there, through the runtime."""
+"""Where the model call itself lives: the forward stage's lines run there, through the runtime (a user program's
+model is called from the driver's frame, hwprof.program.driver)."""
+OUTSIDE_STAGES = "outside stages"
+"""Where a sample falls in no stage span (a program's time that no stage claims is its "other")."""
 
 
 def stage_of(filename: str, function: str) -> str | None:
@@ -208,12 +212,12 @@ def _line_record(profile: _Profile, filename: str, info: ScaleneFile, row: Scale
     if python + native + system == 0 and not (profile.memory and mem["n_malloc_mb"]):
         return None
     times = [round(t * 1e9) for t in row.cpu_samples]
-    where = Counter(_locate(profile.stage_spans, t) or "outside stages" for t in times)
+    where = Counter(_locate(profile.stage_spans, t) or OUTSIDE_STAGES for t in times)
     function = _function_of(info.functions, row.start_function_line)
     stage = stage_of(filename, function)
     if stage is None and where:
-        top, _ = where.most_common(1)[0]
-        stage = top if top in STAGES else None
+        top, _ = where.most_common(1)[0]  # any stage of the run: a program's own (nms, write, --stage ones) too
+        stage = top if top != OUTSIDE_STAGES else None
     return LineRecord(
         filename,
         row.lineno,

@@ -168,6 +168,14 @@ class MarkerLog:
             out.write(text)
         self._flushed = len(self.markers)
 
+    def discard_unflushed(self, iteration: int) -> int:
+        """Forget the markers of `iteration` not yet written (an iteration the program ended inside); returns how
+        many were forgotten."""
+        kept = [m for m in self.markers[self._flushed :] if m.iteration != iteration]
+        dropped = len(self.markers) - self._flushed - len(kept)
+        self.markers[self._flushed :] = kept
+        return dropped
+
 
 def read_markers(path: Any) -> list[Marker]:
     """The markers of a markers.jsonl, up to a torn last line (see read_marker_file for its warning)."""

@@ -126,6 +126,9 @@ def program_stage_stats(markers: Iterable[Marker]) -> dict[str, LatencyStats]:
     hwprof's marker work at each stage's boundaries (microseconds)."""
     spans = [s for s in pair_spans(markers) if not s.warmup and not s.clean]
     iterations = {s.iteration: s.dur_ns for s in spans if s.kind == "iteration"}
+    forwards = {s.iteration for s in spans if s.kind == "stage" and s.name == "forward"}
+    if forwards:  # an iteration with no forward is a program's tail after its last one (runs before the driver
+        iterations = {i: d for i, d in iterations.items() if i in forwards}  # dropped it), not a zero forward
     order = sorted(iterations)
     per: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for s in spans:

@@ -2,11 +2,14 @@
 
 Iteration k spans from the end of the model's call k-1 to the end of call k: it holds what the program did
 between two forwards (the previous frame's postprocess, this frame's load and preprocess: "other" where no
-stage claims it) and then the forward, the `forward` stage. The first calls are warm-up (the first finds the
-model); the calls after them follow the pass's schedule (measured, or clean in a paired pass), one call per
-step. The first marked call's iteration holds its forward alone: it is always warm-up (--warmup >= 1). Once
-the schedule is done the program is stopped cleanly (ProgramStop, raised from the model's call), or
-left to run to its end unmeasured (--program-end run).
+stage claims it) and then the forward, the `forward` stage. The first marked calls are warm-up (the pass is
+set up at the first, after the calls that chose the model); the calls after them follow the pass's schedule
+(measured, or clean in a paired pass), one call per step. The first marked call's iteration holds its forward
+alone: it is always warm-up (--warmup >= 1). Once the schedule is done the program is stopped cleanly
+(ProgramStop, raised from the model's call), or left to run to its end unmeasured (--program-end run). A
+program that ends inside an iteration (after its last forward) leaves a tail with no forward: it is closed for
+the collectors and not kept (PassHooks.discard_iteration). torch.jit.trace's calls of the model pass through
+unmarked (Calls.traced).
 
 The driver owns no collector: it tells the pass (`PassHooks`, hwprof.session.program_worker) when to start,
 switch, and stop them.
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from hwprof.core.markers import MarkerBus
-from hwprof.program.finder import Found, ProgramAbort
+from hwprof.program.finder import Found, ProgramAbort, in_trace
 
 
 class ProgramStop(BaseException):
@@ -48,6 +51,10 @@ class PassHooks(Protocol):
 
     def stop_measuring(self) -> None: ...
 
+    def discard_iteration(self, iteration: int) -> None:
+        """The program ended inside this iteration, before its forward ended: its markers are not kept."""
+        ...
+
 
 @dataclass
 class Calls:
@@ -63,11 +70,15 @@ class Calls:
     clean: int = 0
     after: int = 0
     """Calls after the schedule was done (--program-end run), unmarked."""
+    tail: bool = False
+    """The program ended inside an iteration (after its last forward): that iteration was discarded."""
+    traced: int = 0
+    """Calls made inside torch.jit.trace (the tracer's: tracing and checking the trace), unmarked."""
 
     @property
     def seen(self) -> int:
         """Every call of the model by the program."""
-        return self.before + self.total + self.after
+        return self.before + self.total + self.after + self.traced
 
 
 @dataclass
@@ -89,6 +100,10 @@ class ProgramDriver:
     _open: bool = False
     """An iteration is open (its begin marker emitted)."""
     _in_forward: bool = False
+    _set_up: bool = False
+    """The pass was set up around the model (PassHooks.model_found), at its first call after the choice."""
+    _sample: tuple[Any, ...] = ()
+    """The choosing call's arguments (for `settle`)."""
     _internal: int = 0
     """hwprof's own calls of the model (the layer table, FLOPs, the timing reference): not the program's."""
     _thread: int | None = None
@@ -104,17 +119,32 @@ class ProgramDriver:
 
     def adopt(self, found: Found, args: tuple[Any, ...]) -> None:
         """The model was chosen in the pre-hook of one of its calls: wrap its forward, so that its next call is
-        the first marked one (torch bound the choosing call's forward before the hook ran)."""
+        the first marked one (torch bound the choosing call's forward before the hook ran). The pass is set up at
+        that call (`_setup`): until then the finder may choose another module (hwprof.program.finder), and this
+        one's forward is given back."""
+        if self._restore is not None:
+            self._restore()
         self.found = found
-        self.calls.before = found.root_calls_before
+        self.calls = Calls(before=found.root_calls_before)  # a replaced module's calls were not this one's
+        self._sample = args
+        self._restore = _wrap_forward(found.module, self._call)
+
+    def _setup(self, args: tuple[Any, ...]) -> None:
+        assert self.found is not None
+        self._set_up = True
         try:
             with self.internal():
-                self.steps = self.hooks.model_found(found, args)
+                self.steps = self.hooks.model_found(self.found, args)
         except ProgramAbort:
             raise
         except Exception as exc:  # raised inside the program's call: its own `except Exception` must not hide it
-            raise ProgramAbort(f"hwprof could not set up the model {found.name}: {exc}") from exc
-        self._restore = _wrap_forward(found.module, self._call)
+            raise ProgramAbort(f"hwprof could not set up the model {self.found.name}: {exc}") from exc
+
+    def settle(self) -> None:
+        """The program ended before calling its model again after choosing it: the pass is set up all the same
+        (its model.json, its layer table), with the choosing call's input, and measured nothing."""
+        if self.found is not None and not self._set_up and not self.bus.halted:
+            self._setup(self._sample)
 
     @contextmanager
     def internal(self) -> Iterator[None]:
@@ -128,6 +158,11 @@ class ProgramDriver:
     def _call(self, forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if self._internal or self._in_forward:
             return forward(*args, **kwargs)
+        if in_trace():  # torch.jit.trace's call, not the program's: the traced module is what it will call
+            self.calls.traced += 1
+            return forward(*args, **kwargs)
+        if not self._set_up and not self.done and not self.bus.halted:
+            self._setup(args)
         if self.done or self.bus.halted:
             self.calls.after += 1
             return forward(*args, **kwargs)
@@ -142,13 +177,20 @@ class ProgramDriver:
         bus.emit("stage", "B", "forward")
         self._in_forward = True
         try:
-            out = forward(*args, **kwargs)
-            if self.sync is not None:
-                self.sync()
+            out = self.model_forward(forward, args, kwargs)
         finally:
             self._in_forward = False
         bus.emit("stage", "E", "forward")
         self._end()
+        return out
+
+    def model_forward(self, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """A marked forward of the program's model, between its stage markers. Its own frame, named as
+        collectors.pyspy.clock looks for it: a sampler sees the forward stage in the stacks, as it sees
+        Pipeline.forward in hwprof's own pipeline, and aligns its clock on it."""
+        out = forward(*args, **kwargs)
+        if self.sync is not None:
+            self.sync()
         return out
 
     def _step(self) -> tuple[bool, bool, int]:
@@ -207,6 +249,8 @@ class ProgramDriver:
         self.done = True
         self._cut = None
         if self._open and not self.bus.halted:
+            # The program ended after its last forward (or inside it): what is left is its tail, with no forward,
+            # not an iteration. The collectors see it closed; the pass's spans do not keep it.
             if self._stage is not None:
                 self.bus.emit("stage", "E", self._stage)
                 self._stage = None
@@ -215,6 +259,8 @@ class ProgramDriver:
             if self.bus.clean:
                 self.bus.clean = False
                 self.hooks.set_clean(False)
+            self.hooks.discard_iteration(self.bus.iteration)
+            self.calls.tail = True
         if self.calls.total > self.warmup:
             self.hooks.stop_measuring()
 

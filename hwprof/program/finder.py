@@ -6,6 +6,14 @@ first module whose root calls reach two (called repeatedly: a one-off call, a wa
 and called once, is not a model), or, with --program-model NAME, the module NAME resolves to in the calling
 code (its locals, then its globals: "model", "detector.model", "self.model"), called at any depth.
 
+A call made inside torch.jit.trace (tracing, or checking the trace) is the tracer's, not the program's: it is not
+counted. A
+program that warms its eager model up, or runs it once before tracing or scripting it, may call it twice before
+its loop calls another module (the traced one): the choice is not final until the chosen module is called again.
+A module whose first two root calls both come after the chosen one's last call, with the chosen one not called
+since it was chosen, takes its place (the driver sets the pass up at the chosen module's first call after the
+choice, so nothing has been set up yet); a module whose calls are interleaved with the chosen one's is ambiguous.
+
 The global hooks put every module call on torch's slow call path, so they stay only until the warm-up ends
 (ModelFinder.close): the model's own calls are then seen by a wrapper of its instance `forward`, as the layer
 markers are (hwprof.core.markers.attach_layer_markers).
@@ -52,9 +60,13 @@ class RootCalls:
     module: Any
     calls: int = 0
     name: str | None = None
+    first: int = 0
+    """The program's root call (counting every module's) that was this module's first."""
+    last: int = 0
+    """The program's root call that was this module's latest."""
 
     def label(self) -> str:
-        kind = class_name(self.module)
+        kind = class_name(self.module) + (", TorchScript" if is_scripted(self.module) else "")
         return f"{self.name} ({kind})" if self.name else kind
 
 
@@ -72,6 +84,9 @@ class Found:
     scripted: bool
     root_calls_before: int = 0
     """Calls of the model up to the choosing one, which is included (its forward was bound before the hook)."""
+    replaced: str | None = None
+    """The module chosen first, which the program stopped calling when this one's calls began (its eager model,
+    before the loop called the traced one)."""
 
 
 @dataclass
@@ -83,6 +98,10 @@ class ModelFinder:
     model_path: str | None = None
     roots: dict[int, RootCalls] = field(default_factory=dict)
     found: Found | None = None
+    _root_calls: int = 0
+    """Root calls of every module so far (RootCalls.first and .last count in it)."""
+    _chosen_at: int = 0
+    """The root call that chose `found` (by repetition)."""
     _local: threading.local = field(default_factory=threading.local)
     _handles: list[Any] = field(default_factory=list)
 
@@ -107,30 +126,42 @@ class ModelFinder:
     def _pre(self, module: Any, args: tuple[Any, ...]) -> None:
         depth = getattr(self._local, "depth", 0)
         self._local.depth = depth + 1
-        if self.found is None and self.model_path is not None:
+        by_name = self.found is None and self.model_path is not None
+        if (by_name or not depth) and in_trace():
+            return
+        if by_name:
             self._by_name(module, args)
         if depth:
             return
+        self._root_calls += 1
         entry = self.roots.get(id(module))
         if entry is None:
-            entry = self.roots[id(module)] = RootCalls(module, name=name_in_caller(module))
+            entry = self.roots[id(module)] = RootCalls(module, name=name_in_caller(module), first=self._root_calls)
         entry.calls += 1
-        if self.found is None and self.model_path is None and entry.calls == 2:
-            # named where the program calls it now: its first call may have been a library's (ultralytics'
-            # fuse() profiles the model it fuses, from a frame that names it `m`)
-            entry.name = name_in_caller(module) or entry.name
-            self._choose(module, entry.name, "the outermost torch module the program calls repeatedly", args, 2)
-        elif (
-            self.model_path is None and self.found is not None and module is not self.found.module and entry.calls == 2
-        ):
-            others = [e for e in self.roots.values() if e.calls >= 2]
-            raise AmbiguousModel(
-                f"the program calls {len(others)} torch modules repeatedly at the outermost level: "
-                + ", ".join(e.label() for e in others)
-                + "; name the model with --program-model NAME (e.g. --program-model "
-                + (others[-1].name or "detector.model")
-                + ")"
-            )
+        entry.last = self._root_calls
+        if self.model_path is not None or entry.calls != 2 or (self.found is not None and module is self.found.module):
+            return
+        # named where the program calls it now: its first call may have been a library's (ultralytics' fuse()
+        # profiles the model it fuses, from a frame that names it `m`)
+        entry.name = name_in_caller(module) or entry.name
+        why = "the outermost torch module the program calls repeatedly"
+        if self.found is None:
+            self._choose(module, entry.name, why, args, 2)
+            return
+        chosen = self.roots[id(self.found.module)]
+        if chosen.last == self._chosen_at < entry.first:
+            replaced = chosen.label()
+            self._choose(module, entry.name, f"{why}; it replaced {replaced}, not called since", args, 2)
+            self.found.replaced = replaced
+            return
+        others = [e for e in self.roots.values() if e.calls >= 2]
+        raise AmbiguousModel(
+            f"the program calls {len(others)} torch modules repeatedly at the outermost level: "
+            + ", ".join(e.label() for e in others)
+            + "; name the model with --program-model NAME (e.g. --program-model "
+            + (others[-1].name or "detector.model")
+            + ")"
+        )
 
     def _post(self, _module: Any, _args: Any, _output: Any) -> None:
         self._local.depth = max(getattr(self._local, "depth", 1) - 1, 0)
@@ -152,6 +183,7 @@ class ModelFinder:
             scripted=is_scripted(module) or is_scripted(layers_module),
             root_calls_before=calls,
         )
+        self._chosen_at = self._root_calls
         self.on_found(self.found, args)
 
     def other_roots(self) -> dict[str, int]:
@@ -172,6 +204,26 @@ class ModelFinder:
             + ", ".join(e.label() for e in self.roots.values())
             + "): no model to measure; --program-model NAME names one"
         )
+
+
+def in_trace() -> bool:
+    """The call is torch.jit.trace's, not the program's: its tracing run, or its check_trace run of the eager
+    module (outside the tracing state, from a frame of torch.jit.trace)."""
+    import torch
+
+    if torch.jit.is_tracing():
+        return True
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name in _TRACE_FUNCTIONS and code.co_filename == _TRACE_FILE:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_TRACE_FILE = str(Path(str(__import__("torch").__file__)).parent / "jit" / "_trace.py")
+_TRACE_FUNCTIONS = ("trace", "trace_module")
 
 
 def is_scripted(module: Any) -> bool:

@@ -39,6 +39,7 @@ from hwprof.rundir.names import WORKER_LOG
 from hwprof.rundir.pass_files import write_model_json
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session.pass_runner import EXIT_PROGRAM_FAILED, PassRunner
+from hwprof.session.registry import all_collectors
 from hwprof.session.worker_io import progress
 from hwprof.session.worker_stop import STOP
 
@@ -57,6 +58,11 @@ SCRIPTED_LAYERS = (
     "layers of the TorchScript model: spans made from torch.profiler's module hierarchy (with_modules) of each "
     "op in the {pass_name} pass, after it; the profiler is on in those iterations, so their cost is that pass's "
     "paired cost"
+)
+NO_SCRIPTED_LAYERS = (
+    "no per-layer figures in this run: the model is TorchScript (traced or scripted), its layers run inside "
+    "TorchScript, where hwprof's layer markers never fire, and no collector of this run reads torch.profiler's "
+    "module hierarchy (torch_profiler, the trace pass), which gives their times; fix: {fix}, or add torch_profiler"
 )
 SCRIPTED_LOST = {
     "layers": "per-layer counters (perf_events, PAPI), energy and FLOPs",
@@ -107,6 +113,7 @@ class ProgramPassRunner(PassRunner):
         self.finder.install()
         try:
             self.end = run_program(self.spec)
+            self.driver.settle()
         except ProgramAbort as exc:
             if exc.__cause__ is not None:  # hwprof's own failure inside the program's call: its traceback to the log
                 traceback.print_exception(exc.__cause__, file=sys.stderr)
@@ -231,7 +238,9 @@ class ProgramPassRunner(PassRunner):
         if any(c.finds_scripted_layers for c in self.collectors if self._ok(c)):
             return SCRIPTED_LAYERS.format(pass_name=self.ctx.pass_name)
         if self.ctx.pass_name == "timing":
-            return None  # a clean forward: no layer figures in any run
+            if any(cls.finds_scripted_layers and cls.wanted(self.config) for cls in all_collectors()):
+                return None  # a clean forward: the run's trace pass gives the layers' times
+            return NO_SCRIPTED_LAYERS.format(fix=UNTRACED_FIX)
         lost = SCRIPTED_LOST.get(self.ctx.pass_name, "per-layer figures")
         return (
             f"{lost} of the {self.ctx.pass_name} pass: unavailable for a TorchScript model: its layers run inside "
@@ -256,6 +265,13 @@ class ProgramPassRunner(PassRunner):
     def stop_measuring(self) -> None:
         STOP.disarm()
         self._each("stop", self.ctx)
+
+    def discard_iteration(self, iteration: int) -> None:
+        if self.log.discard_unflushed(iteration):
+            self.notes.append(
+                "the program ended after its last forward, inside the next iteration: its time from there to its "
+                "end (no forward) is not kept as an iteration"
+            )
 
     def _in_forked_child(self) -> None:
         """A process the program forks (a DataLoader worker) measures nothing: its markers would reach the
