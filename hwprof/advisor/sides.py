@@ -78,7 +78,7 @@ def build_side(
     pipeline = Pipeline(config, bus, images, built, runtime)
     sample = pipeline.sample_batch()
     started = time.perf_counter()
-    runtime.prepare(sample)
+    runtime.prepare(sample, pipeline.calibration())
     if compile_mode:
         compile_runtime(runtime, compile_mode)
     if cuda_graph:

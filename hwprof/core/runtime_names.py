@@ -8,17 +8,22 @@ from types import ModuleType
 
 from hwprof.core.uservalue import shown
 
+BF16_WEIGHTS = "bf16-weights"
+INT8_STATIC = "int8-static"
 RUNTIME_PRECISIONS: dict[str, tuple[str, ...]] = {
-    "torch": ("fp32", "bf16", "fp16"),
-    "onnxruntime": ("fp32", "int8"),
+    "torch": ("fp32", "bf16", BF16_WEIGHTS, "fp16"),
+    "onnxruntime": ("fp32", "int8", INT8_STATIC),
     "openvino": ("fp32", "bf16"),
 }
-"""torch bf16 is CPU autocast on the CPU and a bf16 model on a CUDA device; fp16 runs on a CUDA device
-only; ONNX Runtime int8 is dynamic quantization of the exported model;
-OpenVINO's precisions are INFERENCE_PRECISION_HINT values."""
+"""torch bf16 is CPU autocast on the CPU and a bf16 model on a CUDA device; bf16-weights (CPU only) is a copy of the
+model converted to bf16 with its input in bf16 and its output back to float; fp16 runs on a CUDA device
+only; ONNX Runtime int8 is dynamic quantization of the exported model, int8-static static quantization (QDQ)
+calibrated on the run's own images; OpenVINO's precisions are INFERENCE_PRECISION_HINT values."""
 
 RUNTIMES: tuple[str, ...] = tuple(RUNTIME_PRECISIONS)
-PRECISIONS: tuple[str, ...] = ("fp32", "bf16", "fp16", "int8")
+PRECISIONS: tuple[str, ...] = ("fp32", "bf16", BF16_WEIGHTS, "fp16", "int8", INT8_STATIC)
+CPU_ONLY = (BF16_WEIGHTS,)
+"""Torch precisions that run on the CPU only (on a CUDA device, bf16 is already a bf16 model)."""
 DEVICE_RE = r"^(cpu|cuda(:\d+)?)$"
 
 
@@ -28,7 +33,7 @@ def runs_on(runtime: str, precision: str, device: str) -> bool:
         return False
     if device == "cpu":
         return precision != "fp16"
-    return runtime == "torch"
+    return runtime == "torch" and precision not in CPU_ONLY
 
 
 def supported_text() -> str:
@@ -45,6 +50,10 @@ def check_runtime_precision(runtime: str, precision: str, device: str = "cpu") -
         raise ValueError(f"--device {device} runs the torch runtime only (got --runtime {runtime})")
     if device == "cpu" and precision == "fp16":
         raise ValueError("fp16 runs on --device cuda only (CPU deployments run fp32, bf16 or int8)")
+    if device != "cpu" and precision in CPU_ONLY:
+        raise ValueError(
+            f"--precision {precision} runs on --device cpu only (on {device}, --precision bf16 is already a bf16 model)"
+        )
     if runtime not in RUNTIME_PRECISIONS:
         raise ValueError(f"unknown runtime '{shown(runtime)}'; known: {', '.join(RUNTIMES)}")
     if precision not in RUNTIME_PRECISIONS[runtime]:

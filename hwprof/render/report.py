@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hwprof.analysis.run_analysis import Analysis
+from hwprof.core.isa_units import units_text, uses_text
 from hwprof.render.advice_table import advice_markdown, advice_renderables
 from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
@@ -75,6 +76,7 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     if run.model:
         out += _model_lines(run.model)
     out.append(_host_line(run))
+    out += _units_lines(run)
     line = runtime_line(a.doc.runtime)
     if line is not None:
         out.append(line)
@@ -124,8 +126,25 @@ def _host_line(run: RunDoc) -> tuple[str, str]:
     return (
         "recording host" if imported else "host",
         f"{_shown(host.cpu_model)}, {_shown(host.logical_cpus)} logical CPUs, "
-        f"ISA {_shown(host.torch.cpu_capability)}, torch {_shown(host.torch.version)}",
+        f"ISA {_shown(host.torch.cpu_capability)}, torch {_shown(host.torch.version)}; {_units(host.isa_flags)}",
     )
+
+
+def _isa_flags(flags: list[object] | None) -> list[str] | None:
+    return None if flags is None else [str(f) for f in flags]
+
+
+def _units(flags: list[object] | None) -> str:
+    """The advice-relevant units the host line names (core/isa_units.py)."""
+    return units_text(_isa_flags(flags))
+
+
+def _units_lines(run: RunDoc) -> list[tuple[str, str]]:
+    """Which runtime will use which of the host's units; nothing for an imported run's unstated host."""
+    if run.imported and not run.host.recorded:
+        return []
+    text = uses_text(_isa_flags(run.host.isa_flags))
+    return [("units used", text)] if text else []
 
 
 def _config_line(run: RunDoc) -> tuple[str, str]:

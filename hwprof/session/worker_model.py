@@ -32,7 +32,7 @@ def prepare_runtime(pipeline: Pipeline, run_dir: Path, config: RunConfig) -> Non
 
     assert pipeline.runtime is not None
     batch = pipeline.sample_batch()
-    pipeline.runtime.prepare(batch)
+    pipeline.runtime.prepare(batch, pipeline.calibration())
     pipeline.runtime.info.update(output_diff=output_difference(pipeline, pipeline.runtime, batch))
     _layer_errors(pipeline, batch, run_dir, config)
 

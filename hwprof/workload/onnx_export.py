@@ -4,7 +4,12 @@
 inference tensors) keeps module scopes in node names, which is what maps runtime nodes back to
 layers. The first pass that needs the file exports it; later passes reuse it when the recorded
 input shape matches and the hash still holds. ONNX Runtime's int8 is dynamic quantization of
-that file (weights QUInt8: on this CPU ORT's ConvInteger with QInt8 weights ran 3.5x slower).
+that file (weights QUInt8: on this CPU ORT's ConvInteger with QInt8 weights ran 3.5x slower). Its int8-static
+is static quantization in the QDQ format, calibrated on the run's own letterboxed batches: uint8 activations and
+int8 weights (u8s8, the pair MLAS's VNNI and AMX-INT8 kernels take), ORT fusing each QDQ group into an integer
+kernel when it loads the file; the detection head (the last layer: its 1x1 convolutions and its decode, box
+arithmetic, sigmoid, concat of pixel coordinates with scores) stays fp32, since one uint8 scale over coordinates up
+to imgsz and scores below 1 erases the scores.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.atomic import atomic_write_text
@@ -39,6 +45,8 @@ class ExportedModel:
     variant: str = "fp32"
     source: str = ""
     """For a derived file (int8): the file it was made from."""
+    calibration: str = ""
+    """int8-static: what it was calibrated on (the images, by name, and the batches' shape)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -155,3 +163,73 @@ def quantize_int8(fp32: ExportedModel, run_dir: Path) -> ExportedModel:
     )
     _record(run_dir, model)
     return model
+
+
+STATIC_VARIANT = "int8-static"
+
+
+def quantize_int8_static(
+    fp32: ExportedModel, run_dir: Path, batches: Callable[[], Sequence[torch.Tensor]], calibration: str
+) -> ExportedModel:
+    """Static int8 quantization (QDQ, u8s8, per-channel weights) of the fp32 file, calibrated (min-max) on
+    `batches()`, the run's own letterboxed batches; `calibration` says which (the file is reused only for the same).
+    Made once per run."""
+    recorded = _load_recorded(run_dir).get(STATIC_VARIANT)
+    found = _reusable(run_dir, recorded, fp32.input_shape, Path(fp32.path).stem)
+    if found is not None and found.source == fp32.sha256 and found.calibration == calibration:
+        return found
+    import logging
+
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    shaped = [b for b in batches() if list(b.shape) == fp32.input_shape]
+    if not shaped:
+        raise ValueError(f"no calibration batch of the exported input shape {fp32.input_shape}")
+
+    class Reader(CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.left = [{INPUT_NAME: b.numpy()} for b in shaped]
+
+        def get_next(self) -> dict[str, Any] | None:
+            return self.left.pop(0) if self.left else None
+
+    source = run_dir / fp32.path
+    out = source.with_name(source.stem + ".int8-static.onnx")
+    t0 = time.perf_counter()
+    previous = logging.getLogger().level
+    logging.getLogger().setLevel(logging.ERROR)  # its advice to pre-process is printed on every call
+    try:
+        quantize_static(
+            str(source),
+            str(out),
+            Reader(),
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QUInt8,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            nodes_to_exclude=head_nodes(onnx.load(str(source), load_external_data=False)),
+        )
+    finally:
+        logging.getLogger().setLevel(previous)
+    model = ExportedModel(
+        path=str(out.relative_to(run_dir)),
+        sha256=sha256_of(out),
+        bytes=out.stat().st_size,
+        seconds=time.perf_counter() - t0,
+        input_shape=fp32.input_shape,
+        variant=STATIC_VARIANT,
+        source=fp32.sha256,
+        calibration=calibration,
+    )
+    _record(run_dir, model)
+    return model
+
+
+def head_nodes(model: Any) -> list[str]:
+    """The nodes of the last top-level layer (the detection head, `/model.N/...`), kept in fp32."""
+    import re
+
+    layers = {n.name: int(m.group(1)) for n in model.graph.node if (m := re.match(r"^/model\.(\d+)/", n.name))}
+    last = max(layers.values(), default=None)
+    return [name for name, layer in layers.items() if layer == last]

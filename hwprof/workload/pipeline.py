@@ -25,9 +25,14 @@ from hwprof.workload.images import is_video_input
 from hwprof.workload.video import VideoReader
 from hwprof.workload.zoo import OUTPUT_XYWH_OBJ_CLS, BuiltModel
 
+CALIBRATION_IMAGES = 64
+"""At most this many of the run's images calibrate a static int8 model (ORT's min-max over each batch)."""
+
 if TYPE_CHECKING:
     import numpy as np
     import torch
+
+    from hwprof.workload.runtime import Calibration
 
     from hwprof.core.config import RunConfig
     from hwprof.workload.annotate import FrameSink
@@ -216,6 +221,23 @@ class Pipeline:
     def sample_batch(self) -> torch.Tensor:
         """A preprocessed batch (the first), for one-off measurements outside the timed loop."""
         return self.preprocess(self.first_images())[0]
+
+    def calibration(self, limit: int = CALIBRATION_IMAGES) -> Calibration:
+        """The run's own letterboxed batches to calibrate a quantized model on: each of its images once (at most
+        `limit`, whole batches), or a video's first batch of frames; made when the runtime asks."""
+        from hwprof.workload.runtime import Calibration
+
+        shape = "x".join(map(str, self.sample_batch().shape))
+        if self.video is not None:
+            return Calibration(lambda: [self.sample_batch()], f"{self.input_names()} ({shape})")
+        count = max(1, min(len(self.images), limit) // self.config.batch)
+        names = [p.name for i in range(count) for p in self.batch_paths(i)]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+
+        def batches() -> list[torch.Tensor]:
+            return [self.preprocess(self.load(self.batch_paths(i)))[0] for i in range(count)]
+
+        return Calibration(batches, f"{len(names)} images ({shown}) in {count} batch(es) of {shape}")
 
     def run_iteration(self, iteration: int, warmup: bool, clean: bool = False) -> list[torch.Tensor]:
         """One pass over the stages; `clean`: the "off" iteration of a paired pass (see hwprof.session.paired)."""

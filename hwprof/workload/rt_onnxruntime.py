@@ -23,12 +23,14 @@ from hwprof.core.atomic import atomic_path
 from hwprof.schema.codec import JsonObject
 from hwprof.schema.runtime_checks import ClockDoc
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, scope_of
-from hwprof.workload.onnx_export import INPUT_NAME, quantize_int8
+from hwprof.core.runtime_names import INT8_STATIC
+from hwprof.workload.onnx_export import INPUT_NAME, ExportedModel, quantize_int8, quantize_int8_static
 from hwprof.workload.runtime import (
     NodeInfo,
     Profile,
     RunRecord,
     Runtime,
+    RuntimeUnavailable,
     adopt_inserted_layers,
     monotonic_offset_ns,
     register,
@@ -43,6 +45,12 @@ PROFILE_PREFIX = "onnxruntime_profile"
 OPTIMIZED_FILE = "onnxruntime_optimized.onnx"
 _TYPE_PRECISION = {"float": "fp32", "float16": "fp16", "bfloat16": "bf16", "uint8": "int8", "int8": "int8"}
 _INT8_OPS = {"ConvInteger", "MatMulInteger", "QLinearConv", "QLinearMatMul", "DynamicQuantizeMatMul"}
+_QDQ_OPS = {"QuantizeLinear", "DequantizeLinear"}
+QUANTIZE_METHODS = {
+    "int8": "onnxruntime.quantization.quantize_dynamic, QUInt8",
+    INT8_STATIC: "onnxruntime.quantization.quantize_static, QDQ, QUInt8 activations, QInt8 per-channel weights, "
+    "min-max calibration on the run's own images; the detection head (last layer) kept fp32",
+}
 
 
 @register
@@ -53,7 +61,7 @@ class OnnxRuntime(Runtime):
     def _prepare(self, sample: torch.Tensor) -> None:
         ort = self._import("onnxruntime")
         exported = self._export(sample, "CPUExecutionProvider", ort.__version__)
-        model = quantize_int8(exported, self.run_dir) if self.config.precision == "int8" else exported
+        model = self._quantized(exported)
         self.use_model(model)
         options = ort.SessionOptions()
         options.intra_op_num_threads = self.config.threads
@@ -71,9 +79,18 @@ class OnnxRuntime(Runtime):
             executed_precision=executed_precision(graph_ops(self.run_dir / model.path), self.config.precision)
         )
         if model is not exported:
-            self.info.update(
-                quantized=model.to_dict() | {"method": "onnxruntime.quantization.quantize_dynamic, QUInt8"}
-            )
+            self.info.update(quantized=model.to_dict() | {"method": QUANTIZE_METHODS[self.config.precision]})
+
+    def _quantized(self, exported: ExportedModel) -> ExportedModel:
+        """The file this precision runs: the export, its dynamic int8 model, or its static one (calibrated on the
+        run's own batches)."""
+        if self.config.precision == "int8":
+            return quantize_int8(exported, self.run_dir)
+        if self.config.precision == INT8_STATIC:
+            if self.calibration is None:
+                raise RuntimeUnavailable("int8-static needs the run's images to calibrate on; none were given")
+            return quantize_int8_static(exported, self.run_dir, self.calibration.batches, self.calibration.what)
+        return exported
 
     def _execute(self, batch: torch.Tensor) -> Any:
         import torch
@@ -183,9 +200,16 @@ def graph_ops(path: Path) -> set[str]:
 
 
 def executed_precision(ops: Iterable[str], asked: str) -> str:
-    """int8 only where integer kernels ran (profiled) or are in the graph ORT loaded; else fp32."""
-    if asked == "int8":
-        return "int8" if set(ops) & _INT8_OPS else "fp32 (no integer kernel ran)"
+    """int8 only where integer kernels ran (profiled) or are in the graph ORT loaded; else fp32. A QDQ file
+    (int8-static) holds QuantizeLinear/DequantizeLinear pairs, which ORT fuses into integer kernels when it loads
+    it: the profile's kernels say whether it did."""
+    if asked in ("int8", INT8_STATIC):
+        found = set(ops)
+        if found & _INT8_OPS:
+            return "int8"
+        if asked == INT8_STATIC and found & _QDQ_OPS:
+            return "int8 (QDQ graph; the profile's kernels confirm the integer ones)"
+        return "fp32 (no integer kernel ran)"
     return asked
 
 

@@ -12,11 +12,12 @@ profiler's runs can be matched to the pipeline's iterations one to one.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from hwprof.core.runtime_names import import_runtime
+from hwprof.core.runtime_names import BF16_WEIGHTS, import_runtime
 from hwprof.schema.pass_files import RuntimeFile
 from hwprof.schema.runtime_checks import ClockDoc
 from hwprof.workload.node_layers import RunSpans
@@ -27,6 +28,15 @@ if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
     from hwprof.workload.onnx_export import ExportedModel
     from hwprof.workload.zoo import BuiltModel
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The run's own input for a runtime that calibrates (ONNX Runtime's int8-static): its letterboxed batches,
+    made only when asked for, and what they are (the images by name, the batches' shape)."""
+
+    batches: Callable[[], Sequence[torch.Tensor]]
+    what: str
 
 
 class RuntimeUnavailable(ValueError):
@@ -88,8 +98,12 @@ class Runtime:
         """The run's ONNX export (_export), for a runtime that runs one."""
         self.executed_model: ExportedModel | None = None
         """The model file the runtime runs (use_model): the export, or the int8 model made from it."""
+        self.calibration: Calibration | None = None
+        """The run's batches to calibrate on (prepare's), for a precision that calibrates."""
 
-    def prepare(self, sample: torch.Tensor) -> None:
+    def prepare(self, sample: torch.Tensor, calibration: Calibration | None = None) -> None:
+        """Export, compile or convert once; `calibration`: the run's own batches (Pipeline.calibration)."""
+        self.calibration = calibration
         self._prepare(sample)
 
     def _import(self, module: str) -> Any:
@@ -154,9 +168,14 @@ def register(cls: type[R]) -> type[R]:
 
 @register
 class TorchRuntime(Runtime):
-    """The fused PyTorch module; bf16 is CPU autocast (conv and matmul in bf16, the rest fp32)."""
+    """The fused PyTorch module; bf16 is CPU autocast (conv and matmul in bf16, the rest fp32); bf16-weights runs a
+    copy of the module converted to bf16 (`marker_module`, where the layer hooks go), its input cast to bf16 and
+    its output back to float, while the fp32 module stays the pipeline's (the FLOP count, the layer table and the
+    output check's reference read it)."""
 
     name = "torch"
+    marker_module: torch.nn.Module
+    """bf16-weights only: the bf16 copy the forward runs (and the layer hooks go on)."""
 
     def _prepare(self, sample: torch.Tensor) -> None:
         import torch
@@ -170,17 +189,33 @@ class TorchRuntime(Runtime):
                     f"CPU bf16 support reported by torch: {torch.backends.mkldnn.is_available()} (mkldnn)"
                 ),
             )
+        elif self.config.precision == BF16_WEIGHTS:
+            import copy
+
+            self.marker_module = copy.deepcopy(self.built.module).to(torch.bfloat16)
+            self.info.update(
+                executed_precision="bf16",
+                precision_detail="a copy of the model in bf16 (module.to(torch.bfloat16)), input cast to bf16, "
+                "output back to float32: every op in bf16",
+            )
         else:
             self.info.update(executed_precision="fp32")
         if self.config.channels_last:
             # In place: the layer hooks and FLOP counter see the same module (its weights now NHWC).
             self.built.module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
+            if hasattr(self, "marker_module"):
+                self.marker_module.to(memory_format=torch.channels_last)
             self.info.update(channels_last=True)
-        self.info.update(model_bytes=sum(p.numel() * p.element_size() for p in self.built.module.parameters()))
+        module = getattr(self, "marker_module", self.built.module)
+        self.info.update(model_bytes=sum(p.numel() * p.element_size() for p in module.parameters()))
 
     def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
+        import torch
+
         from hwprof.workload.layer_error import torch_layer_outputs
 
+        if self.config.precision == BF16_WEIGHTS:
+            return torch_layer_outputs(self.marker_module, batch.to(torch.bfloat16))
         return torch_layer_outputs(self.built.module, batch, bf16=self.config.precision == "bf16")
 
     def _execute(self, batch: torch.Tensor) -> Any:
@@ -189,6 +224,8 @@ class TorchRuntime(Runtime):
         if self.config.channels_last:
             batch = batch.contiguous(memory_format=torch.channels_last)
         with torch.inference_mode():
+            if self.config.precision == BF16_WEIGHTS:
+                return _to_float(self.marker_module(batch.to(torch.bfloat16)))
             if self.config.precision == "bf16":
                 with torch.autocast("cpu", dtype=torch.bfloat16):
                     return _to_float(self.built.module(batch))
