@@ -394,6 +394,32 @@ def test_reduced_precision_records_what_ran_and_its_error(
         assert any(kernel_part in k for k in kernels), kernels
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("runtime", "precision"), [("onnxruntime", "int8-static"), ("torch", "bf16-weights")])
+def test_the_combined_precisions_run_and_record_what_ran(tmp_path: Path, runtime: str, precision: str) -> None:
+    """int8-static: a QDQ file calibrated on the run's own images, run by integer kernels; bf16-weights: a bf16
+    copy of the model (its layer hooks on it), its output checked against torch fp32."""
+    out = tmp_path / precision
+    run = _collect(out, "--runtime", runtime, "--precision", precision, "--only", "timing,flops")
+    info = run["runtime"]
+    assert info["precision"] == precision
+    assert info["executed_precision"].split(" ")[0] in ("int8", "bf16"), info["executed_precision"]
+    assert info["output_diff"]["max_abs_head"] >= 0
+    if precision == "int8-static":
+        quantized = info["quantized"]
+        assert "quantize_static, QDQ" in quantized["method"] and quantized["calibration"].startswith("2 images")
+        from hwprof.analysis.run_analysis import analyse
+        from hwprof.rundir.reader import RunData
+
+        view = analyse(RunData.load(out)).runtime
+        assert view is not None
+        kernels = {k for layer in view.layers.values() for k, _ in layer.kernels}
+        assert any("QLinear" in k for k in kernels), kernels  # ORT fused the QDQ groups into integer kernels
+    errors = json.loads((out / "model" / "layer_errors.json").read_text())["layers"]
+    assert len(errors) >= 15 and max(e["relative"] for e in errors.values()) > 1e-4  # reduced precision moved them
+    assert run["passes"]["layers"]["forward_p50_ms"] > 0  # the layer hooks ran on the copy the forward uses
+
+
 def test_ort_fused_node_producing_another_layers_output_spans_both(tmp_path: Path) -> None:
     from onnx import TensorProto, helper, save
 
@@ -486,6 +512,9 @@ def test_ort_int8_is_recorded_only_when_integer_ops_are_there(tmp_path: Path) ->
     assert executed_precision(graph_ops(path), "int8") == "fp32 (no integer kernel ran)"
     assert executed_precision({"DynamicQuantizeLinear", "ConvInteger"}, "int8") == "int8"
     assert executed_precision({"Conv"}, "fp32") == "fp32"
+    # a static (QDQ) file: integer kernels appear when ORT fuses it, which only the profile shows
+    assert executed_precision({"QuantizeLinear", "DequantizeLinear", "Conv"}, "int8-static").startswith("int8 (QDQ")
+    assert executed_precision({"QLinearConv"}, "int8-static") == "int8"
 
 
 def test_openvino_is_imported_without_its_telemetry() -> None:

@@ -21,8 +21,9 @@ from typing import Any
 from hwprof.advisor.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
 from hwprof.advisor.process_env import env_not_taken
 from hwprof.advisor.program_children import PROGRAM_LAYERS_NOTE, PROGRAM_NOTE, program_baseline, program_command
-from hwprof.analysis.advice import Advice, AdviceRow, top_layer_deltas
-from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates, selected
+from hwprof.analysis.advice import NOT_RUN, Advice, AdviceRow, top_layer_deltas
+from hwprof.analysis.advice_candidates import Candidate, RunFacts, selected
+from hwprof.analysis.advice_combos import combo_decision, part_outcome, with_combinations
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.analysis.program_candidates import program_candidates, program_facts
 from hwprof.core.config import RunConfig
@@ -55,10 +56,14 @@ class AdvisePlan:
     blocks: int = DEFAULT_BLOCKS
     layers: bool = True
     """Run a layers collect per variant (and one of the baseline) for the layers that moved."""
+    only: tuple[str, ...] = ()
+    """advise --only: the keys asked for (a combination among them runs whatever its parts did)."""
 
     @property
     def runnable(self) -> list[Candidate]:
-        return [c for c in self.candidates if not c.blocked]
+        """The single levers first, then the combinations (a second round: their parts measured first)."""
+        ready = [c for c in self.candidates if not c.blocked]
+        return [c for c in ready if not c.parts] + [c for c in ready if c.parts]
 
 
 def run_facts(
@@ -111,8 +116,9 @@ def plan_advice(
     if config.program is not None:  # a user's program: what can change from outside its code
         planned = program_candidates(program_facts(data, facts), analysis.findings)
     else:
-        planned = candidates(facts, analysis.findings)
-    return AdvisePlan(Path(run_dir), config, facts, selected(planned, only) if only else planned, blocks, layers)
+        planned = with_combinations(facts, analysis.findings)
+    chosen = selected(planned, only) if only else planned
+    return AdvisePlan(Path(run_dir), config, facts, chosen, blocks, layers, tuple(only))
 
 
 def variant_config(config: RunConfig, candidate: Candidate) -> RunConfig:
@@ -143,6 +149,8 @@ class AdviseRun:
         self.baseline_layers_error = ""
         self.loads: dict[str, NeighbourLoad | None] = {}
         """Other work on the run's CPUs during each worker of the candidate being measured."""
+        self.combined: dict[str, str] = {}
+        """A combination that runs -> why (advice_combos.combo_decision)."""
 
     def run(self) -> Advice:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -155,7 +163,8 @@ class AdviseRun:
         for c in self.plan.runnable:
             if self.stop.requested:
                 break
-            self.advice.rows.append(self._candidate(c))
+            row = self._combination(c) if c.parts or c.likely else None
+            self.advice.rows.append(row or self._candidate(c))
             self._save(started)
         if self.stop.requested:
             done = sum(1 for r in self.advice.rows if r.status != "not run")
@@ -164,6 +173,16 @@ class AdviseRun:
             )
         self._save(started)
         return self.advice
+
+    def _combination(self, c: Candidate) -> AdviceRow | None:
+        """A combination that the rule skips (advice_combos.combo_decision on its parts' rows so far): its not-run
+        row; None where it runs (the row then says why)."""
+        rows = {r.key: r for r in self.advice.rows}
+        decision = combo_decision(c, {p: part_outcome(p, rows.get(p)) for p in c.parts}, c.key in self.plan.only)
+        if decision.run:
+            self.combined[c.key] = decision.why
+            return None
+        return AdviceRow(c.key, c.change, c.how, c.finding, status=NOT_RUN, reason=decision.why)
 
     def _save(self, started: float) -> None:
         self.advice.ended_ns = time.monotonic_ns()
@@ -201,6 +220,7 @@ class AdviseRun:
             return self._failed(c, taken)
         row = measured_row(c, results, self.advice.blocks, self.loads)
         row.pairing_note = note
+        row.combination = self.combined.get(c.key, "")
         if self.plan.config.program is not None:
             row.layers_note = PROGRAM_LAYERS_NOTE
         elif self.plan.layers and c.has_layers_pass and not self.stop.requested:

@@ -192,6 +192,8 @@ class AdviceRow:
     minor_faults: list[float] | None = None
     """[baseline, variant]: the process's minor page faults per measured iteration (medians): what an allocator
     change does to the kernel's share."""
+    combination: str = ""
+    """A combination of levers (analysis/advice_combos.py): why it ran, what its parts did ("" for a single lever)."""
 
     @property
     def stages_moved(self) -> StagesMoved | None:
@@ -242,6 +244,8 @@ class AdviceRow:
         out["breakeven_inferences"] = self.breakeven_inferences
         if self.minor_faults is None:  # counted by advise workers since issue 38; absent from older files
             del out["minor_faults"]
+        if not self.combination:  # combinations since issue 41
+            del out["combination"]
         return out
 
     @classmethod
@@ -272,6 +276,7 @@ class AdviceRow:
             {k: NeighbourLoad.from_dict(v) for k, v in (doc.neighbours or {}).items()},
             _or(doc.disturbed, ""),
             list(doc.minor_faults) if doc.minor_faults is not None else None,
+            _or(doc.combination, ""),
         )
 
 

@@ -81,6 +81,10 @@ class Candidate:
     """The layers its finding names: the row shows their times before and after whether they moved most or not."""
     blocked: str = ""
     """Why it is not run ("" when it runs)."""
+    parts: tuple[str, ...] = ()
+    """A combination (analysis/advice_combos.py): the single levers' keys it combines, measured first."""
+    likely: str = ""
+    """A combination: the host's units that make it the likely winner whatever its parts did."""
 
     @property
     def method(self) -> str:
@@ -107,6 +111,7 @@ class Candidate:
             "finding": self.finding,
             "layers": list(self.layers),
             "method": self.method,
+            **({"parts": list(self.parts)} if self.parts else {}),
         }
 
     @classmethod
@@ -146,6 +151,7 @@ class RunFacts:
 
 
 def cpu_candidates(facts: RunFacts) -> list[Candidate]:
+    """The single levers (their combinations: analysis/advice_combos.py)."""
     return [
         *_torch_candidates(facts),
         *_thread_candidates(facts),
@@ -223,7 +229,7 @@ def _precision_candidates(facts: RunFacts) -> list[Candidate]:
                 "--precision bf16",
                 ("efficiency", "below-roof"),
                 Variant(precision="bf16"),
-                blocked=_missing_units(facts, BF16_UNITS, "bf16"),
+                blocked=missing_units(facts, BF16_UNITS, "bf16"),
             )
         )
     if facts.precision == "fp32":
@@ -234,7 +240,7 @@ def _precision_candidates(facts: RunFacts) -> list[Candidate]:
                 "--runtime onnxruntime --precision int8",
                 ("efficiency", "below-roof"),
                 Variant(runtime="onnxruntime", precision="int8"),
-                blocked=_missing_units(facts, INT8_UNITS, "int8") or facts.unavailable_runtimes.get("onnxruntime", ""),
+                blocked=missing_units(facts, INT8_UNITS, "int8") or facts.unavailable_runtimes.get("onnxruntime", ""),
             )
         )
     return out
@@ -294,7 +300,7 @@ def thread_counts(facts: RunFacts) -> list[int]:
     return sorted(n for n in wanted if n != facts.threads)
 
 
-def _missing_units(facts: RunFacts, units: Sequence[str], what: str) -> str:
+def missing_units(facts: RunFacts, units: Sequence[str], what: str) -> str:
     if facts.isa_flags is None:
         return f"the run recorded no ISA flags, so whether this host has {what} units is unknown"
     if any(u in facts.isa_flags for u in units):
@@ -358,21 +364,25 @@ def gpu_candidates(facts: RunFacts) -> list[Candidate]:
 
 
 def candidates(facts: RunFacts, findings: Iterable[Finding]) -> list[Candidate]:
-    """Every candidate for the run's device, each tied to the heaviest finding of its most specific topic;
-    one that no finding points to is blocked with that reason."""
+    """Every single-lever candidate for the run's device, tied to findings (tie_findings)."""
+    return tie_findings(gpu_candidates(facts) if facts.device != "cpu" else cpu_candidates(facts), findings)
+
+
+def tie_findings(cs: list[Candidate], findings: Iterable[Finding]) -> list[Candidate]:
+    """Each candidate tied to the heaviest finding of its most specific topic; one that no finding points to is
+    blocked with that reason."""
     by_topic: dict[str, Finding] = {}
     for f in sorted(findings, key=lambda f: -f.weight):
         if f.topic:
             by_topic.setdefault(f.topic, f)
-    out = gpu_candidates(facts) if facts.device != "cpu" else cpu_candidates(facts)
-    for c in out:
+    for c in cs:
         hit = next((by_topic[t] for t in c.topics if t in by_topic), None)
         if hit is not None:
             c.finding = hit.title
             c.layers = hit.layers
         elif not c.blocked:
             c.blocked = f"{NO_FINDING} (it answers: {', '.join(c.topics)})"
-    return out
+    return cs
 
 
 def selected(cs: list[Candidate], keys: Sequence[str]) -> list[Candidate]:

@@ -31,6 +31,7 @@ from hwprof.analysis.advice import (
 from hwprof.analysis.advice_candidates import Candidate
 from hwprof.analysis.advice_stages import stage_deltas
 from hwprof.analysis.neighbours import DISTURBED_SHARE, others_text
+from hwprof.core.runtime_names import BF16_WEIGHTS, INT8_STATIC
 from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.schema.advise_result import AdviseResult, SideFigures
 
@@ -98,9 +99,13 @@ def setup_seconds(c: Candidate, variant: SideFigures, after_ms: float | None) ->
         return prepare_s + extra_first, f"torch.compile ({c.compile_mode}) at the first forward, Inductor caches off"
     if c.cuda_graph:
         return prepare_s + extra_first, "CUDA graph capture at the first forward"
-    runtime = c.variant.runtime
+    runtime, precision = c.variant.runtime, c.variant.precision
     if runtime:
-        return prepare_s + extra_first, f"ONNX export and {runtime} session (model load, compilation)"
+        quantized = {"int8": ", int8 quantization", INT8_STATIC: ", static int8 quantization (calibration)"}
+        what = f"ONNX export{quantized.get(precision or '', '')} and {runtime} session (model load, compilation)"
+        return prepare_s + extra_first, what
+    if precision == BF16_WEIGHTS:
+        return prepare_s + extra_first, "the model copied and converted to bf16"
     return None, ""
 
 

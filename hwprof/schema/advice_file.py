@@ -112,6 +112,8 @@ class AdviceRowDoc(Record):
     """Worker process -> hwprof.perf.neighbours.NeighbourLoad as written."""
     disturbed: str | None = None
     minor_faults: list[float] | None = None
+    combination: str | None = None
+    """A combination of levers: why it ran and what its parts did (since issue 41)."""
     ranked: bool | None = None
     breakeven_inferences: NonNegative | None = None
 

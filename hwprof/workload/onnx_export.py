@@ -17,9 +17,9 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.atomic import atomic_write_text
@@ -187,7 +187,7 @@ def quantize_int8_static(
     if not shaped:
         raise ValueError(f"no calibration batch of the exported input shape {fp32.input_shape}")
 
-    class Reader(CalibrationDataReader):  # type: ignore[misc]
+    class Reader(CalibrationDataReader):
         def __init__(self) -> None:
             self.left = [{INPUT_NAME: b.numpy()} for b in shaped]
 

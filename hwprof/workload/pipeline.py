@@ -32,11 +32,9 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from hwprof.workload.runtime import Calibration
-
     from hwprof.core.config import RunConfig
     from hwprof.workload.annotate import FrameSink
-    from hwprof.workload.runtime import Runtime
+    from hwprof.workload.runtime import Calibration, Runtime
 
 PAD_VALUE = 114
 

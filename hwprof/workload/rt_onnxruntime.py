@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.atomic import atomic_path
+from hwprof.core.runtime_names import INT8_STATIC
 from hwprof.schema.codec import JsonObject
 from hwprof.schema.runtime_checks import ClockDoc
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of, scope_of
-from hwprof.core.runtime_names import INT8_STATIC
 from hwprof.workload.onnx_export import INPUT_NAME, ExportedModel, quantize_int8, quantize_int8_static
 from hwprof.workload.runtime import (
     NodeInfo,

@@ -204,7 +204,7 @@ class TorchRuntime(Runtime):
             # In place: the layer hooks and FLOP counter see the same module (its weights now NHWC).
             self.built.module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
             if hasattr(self, "marker_module"):
-                self.marker_module.to(memory_format=torch.channels_last)
+                self.marker_module.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
             self.info.update(channels_last=True)
         module = getattr(self, "marker_module", self.built.module)
         self.info.update(model_bytes=sum(p.numel() * p.element_size() for p in module.parameters()))
