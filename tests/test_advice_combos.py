@@ -66,7 +66,12 @@ def test_a_torch_fp32_run_gets_every_combination_after_its_single_levers() -> No
 
 @pytest.mark.parametrize(
     ("flags", "bf16", "int8"),
-    [(XEON_AMX, "", ""), (EPYC_BF16, "", ""), (NO_AVX512, "no bf16 units", "no int8 units"), (None, "no ISA", "no ISA")],
+    [
+        (XEON_AMX, "", ""),
+        (EPYC_BF16, "", ""),
+        (NO_AVX512, "no bf16 units", "no int8 units"),
+        (None, "no ISA", "no ISA"),
+    ],
 )
 def test_the_units_decide_which_combinations_the_host_can_run(
     flags: tuple[str, ...] | None, bf16: str, int8: str
@@ -117,7 +122,8 @@ def test_the_units_run_a_combination_whatever_its_parts_speed_but_not_a_changed_
 def test_only_runs_a_combination_the_rule_would_skip_and_says_so() -> None:
     parts = {"a": PartOutcome("a", False, "0.90x")}
     d = combo_decision(combo(("a",)), parts, asked=True)
-    assert d.run and d.why == "asked for with --only (the rule alone would have skipped: none of its parts gained (a (0.90x)))"
+    rule = "skipped: none of its parts gained (a (0.90x))"
+    assert d.run and d.why == f"asked for with --only (the rule alone would have {rule})"
 
 
 def _row(status: str = "measured", ratio: float | None = None, q: tuple[float, float] = (1.0, 1.0)) -> AdviceRow:
