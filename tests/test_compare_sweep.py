@@ -482,8 +482,8 @@ def test_sweep_points_runtimes_and_skips(tmp_path: Path) -> None:
     ]
     assert len(names) == 12 and names[6] == "m2-t1-b1"
     assert plan.skipped() == [
-        "skipped torch int8: torch runs fp32, bf16",
-        "skipped onnxruntime bf16: onnxruntime runs fp32, int8",
+        "skipped torch int8: torch runs fp32, bf16, bf16-weights",
+        "skipped onnxruntime bf16: onnxruntime runs fp32, int8, int8-static",
         "skipped openvino int8: openvino runs fp32, bf16",
     ]
     threads = SweepPlan(["m"], [1, 2], [1, 4], tmp_path, runtimes=["openvino"], precisions=["bf16"])
@@ -563,9 +563,9 @@ def test_run_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert torch_row.output_note == "reference" and torch_row.size_source == "parameters as executed"
     assert rows["toyolo-onnxruntime-int8-t2-b1"].output_note == "not measured"
     assert result.notes[:3] == [
-        "skipped torch int8: torch runs fp32, bf16",
+        "skipped torch int8: torch runs fp32, bf16, bf16-weights",
         "skipped openvino int8: openvino runs fp32, bf16",
-        "skipped onnxruntime bf16: onnxruntime runs fp32, int8",
+        "skipped onnxruntime bf16: onnxruntime runs fp32, int8, int8-static",
     ]
     header = (tmp_path / "sweep" / "sweep.csv").read_text().splitlines()[0]
     assert header.startswith("model,runtime,precision,executed_precision,threads,batch,run_dir")
@@ -613,7 +613,7 @@ def test_real_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     argv += ["--out", str(out), "--", "--only", "timing,flops"]
     assert main(argv) == 0
     text = " ".join(capsys.readouterr().out.split())
-    assert "skipped torch int8: torch runs fp32, bf16" in text
+    assert "skipped torch int8: torch runs fp32, bf16, bf16-weights" in text
     rows = {r.name: r for r in load_sweep(out).rows}
     assert list(rows) == ["yolov8n-t1-b1", "yolov8n-onnxruntime-fp32-t1-b1", "yolov8n-onnxruntime-int8-t1-b1"]
     for row in rows.values():

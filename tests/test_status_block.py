@@ -82,7 +82,7 @@ def test_doctor_at_80_columns_prints_no_table_of_collectors(tmp_path: Path) -> N
     assert proc.returncode == 0, proc.stderr
     collectors, runtimes = proc.stdout.split("runtimes on cpu (collect")
     # torch's fp16 is refused on the CPU: doctor no longer offers it there
-    assert "fp32, bf16 (fp16:" in runtimes and "fp32, bf16, fp16" not in runtimes
+    assert "fp32, bf16," in runtimes and "bf16-weights (fp16:" in runtimes and "bf16-weights, fp16" not in runtimes
     assert "┃" not in collectors and "│" not in collectors
     assert all(len(line) <= 80 for line in collectors.splitlines())
     assert any(line.startswith("timing ") and "pass timing: available" in line for line in collectors.splitlines())
