@@ -98,7 +98,7 @@ def test_only_a_torch_fp32_cpu_run_gets_combinations() -> None:
 def test_a_combination_runs_when_each_part_gained() -> None:
     parts = {"channels_last": PartOutcome("channels_last", True, "1.39x"), "bf16": PartOutcome("bf16", True, "1.12x")}
     d = combo_decision(combo(("channels_last", "bf16")), parts)
-    assert d.run and d.why == "its parts each gained (channels_last 1.39x, bf16 1.12x)"
+    assert d.run and d.why == "its parts each gained (channels_last 1.39x; bf16 1.12x)"
 
 
 def test_a_combination_whose_part_did_not_gain_is_skipped_with_the_figures() -> None:

@@ -173,7 +173,7 @@ def combo_decision(candidate: Candidate, parts: Mapping[str, PartOutcome], asked
 
 
 def _rule(candidate: Candidate, outcomes: list[PartOutcome]) -> ComboDecision:
-    figures = ", ".join(f"{o.key} {o.text}" for o in outcomes)
+    figures = "; ".join(f"{o.key} {o.text}" for o in outcomes)
     gained = [o for o in outcomes if o.gained]
     lost = [o for o in outcomes if not o.gained]
     changed = [o.key for o in outcomes if o.changed]
