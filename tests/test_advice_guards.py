@@ -162,6 +162,11 @@ def test_a_disturbed_variant_process_or_a_baseline_that_moved_is_not_resolved_ei
     assert "the variant process was disturbed" in row.disturbed and not row.ranked
     moved = measured_row(c, processes(TORCH, OV_ALONE * 2, [t * 1.3 for t in TORCH]), [], {})
     assert "moved 29.60 -> 38.48 ms between its processes" in moved.disturbed and not moved.ranked
+    assert "the host's load moved" in moved.disturbed  # no neighbours recorded: nothing says it was quiet
+    loads = {"baseline": QUIET, "variant": QUIET, "baseline-after": QUIET}
+    unseen = measured_row(c, processes(TORCH, OV_ALONE * 2, [t * 1.3 for t in TORCH]), [], loads)
+    assert "no other work was seen on the run's CPUs: the host itself ran at another speed" in unseen.disturbed
+    assert not unseen.ranked
     quiet = measured_row(c, processes(TORCH, OV_ALONE * 2, TORCH), [], {"baseline": QUIET, "variant": QUIET})
     assert quiet.disturbed == "" and quiet.ranked
 

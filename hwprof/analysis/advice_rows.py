@@ -195,9 +195,21 @@ def disturbance(results: Mapping[str, AdviseResult], loads: Mapping[str, Neighbo
     if len(p50s) == 2 and max(p50s) > DISTURBED * min(p50s):
         why.append(
             f"the baseline's forward p50 moved {p50s[0]:.2f} -> {p50s[1]:.2f} ms between its processes before and "
-            "after the variant (the host's load moved)"
+            f"after the variant ({_why_moved(results, loads)})"
         )
     return "; ".join(why)
+
+
+def _why_moved(results: Mapping[str, AdviseResult], loads: Mapping[str, NeighbourLoad | None]) -> str:
+    """What moved the baseline between its processes: other work seen on the CPUs, or none seen (then the host
+    itself ran at another speed: on a VM, work of other guests on the same cores is not visible from inside)."""
+    watched = [loads.get(name) for name in PROCESSES if name in results]
+    if watched and all(load is not None and not busy(load) for load in watched):
+        return (
+            "no other work was seen on the run's CPUs: the host itself ran at another speed, as a VM's cores do "
+            "when other guests share them"
+        )
+    return "the host's load moved"
 
 
 def measured_row(
