@@ -128,6 +128,11 @@ def test_the_error_is_read_against_the_input_sensitivity() -> None:
     # the same code under another environment (malloc, threads): a bit-identical head is said as such
     same = OutputCheck(0.0, 100.0, 0, 0, 0, 0, 0, head_sensitivity=40.0)
     assert same.text().startswith("head bit-identical, pass") and "max|d|" in moved.text()
+    from hwprof.render.advice_table import output_text
+
+    cell = output_text(same, marked=False)
+    assert "head bit-identical" in cell and "same code, same output" in cell and "0% of" not in cell
+    assert "of input sens." in output_text(moved, marked=False)
 
 
 def test_a_blind_layer_is_named_in_the_layer_errors_table() -> None:

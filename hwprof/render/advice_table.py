@@ -100,6 +100,8 @@ def output_text(check: OutputCheck | None, marked: bool, sep: str = "\n") -> str
     lines = [CHANGED_MARK] if marked else []
     if check.verdict == BLIND:  # a check that could not have failed is never shown as a pass
         lines.append(f"BLIND: head does not depend on its input (another input moves it {check.head_sensitivity:.2g})")
+    elif check.head_max_abs == 0:  # an environment change (malloc, OMP) runs the same code on the same input
+        lines += ["head bit-identical", "(same code, same output)"]
     else:
         lines.append(f"head max|d| {100 * check.head_relative:.2g}% of range")
         if check.head_sensitivity:
