@@ -178,7 +178,8 @@ class AdviseRun:
         """A combination that the rule skips (advice_combos.combo_decision on its parts' rows so far): its not-run
         row; None where it runs (the row then says why)."""
         rows = {r.key: r for r in self.advice.rows}
-        decision = combo_decision(c, {p: part_outcome(p, rows.get(p)) for p in c.parts}, c.key in self.plan.only)
+        parts = {p: part_outcome(p, rows.get(p)) for p in c.parts}
+        decision = combo_decision(c, parts, c.key in self.plan.only, random_weights=not self.plan.config.weights)
         if decision.run:
             self.combined[c.key] = decision.why
             return None

@@ -7,10 +7,13 @@ AVX512-BF16 for the bf16 combinations, VNNI or AMX-INT8 for static int8: on the 
 gained 1.09x while OpenVINO bf16 and bf16 weights with channels_last gained 7x and 2.5x), or when `--only` asked
 for it; else it is listed as not run with what its parts did ("skipped: channels_last (1.39x) gained but bf16
 (0.97x) did not"). The units speak for speed only: a part whose output check changed the output (a precision
-that destroys the detections) skips the combination whatever the units. The combinations' units are also the
-ones they need at all (blocked without them), so on today's combinations the units decide where the host has
-them; the parts' rule stands for a combination whose `likely` is empty. A part the advised run already has (a
-channels_last run's channels_last) is no part of it.
+that destroys the detections) skips the combination whatever the units, unless the model has random weights
+(no --weights): the scaled random init carries a rounding change through every layer almost as far as another
+input would (yolov7 at 640: bf16's head error 85% of the input's, 3 of 75 detections kept), so its changed output
+does not predict a trained model's, and the combination runs for its speed, its own output check deciding its row.
+The combinations' units are also the ones they need at all (blocked without them), so on today's combinations
+the units decide where the host has them; the parts' rule stands for a combination whose `likely` is empty. A part
+the advised run already has (a channels_last run's channels_last) is no part of it.
 """
 
 from __future__ import annotations
@@ -144,7 +147,8 @@ def part_outcome(key: str, row: AdviceRow | None) -> PartOutcome:
     if row.status == NOT_RUN:
         return PartOutcome(key, False, "not run")
     if row.status == CHANGED_OUTPUT:
-        return PartOutcome(key, False, CHANGED_OUTPUT, changed=True)
+        speed = f"{row.forward.ratio:.2f}x, " if row.forward is not None else ""
+        return PartOutcome(key, False, speed + CHANGED_OUTPUT.lower(), changed=True)
     if row.forward is None or row.status != MEASURED:
         return PartOutcome(key, False, row.status)
     ratio = f"{row.forward.ratio:.2f}x"
@@ -161,24 +165,41 @@ class ComboDecision:
     why: str
 
 
-def combo_decision(candidate: Candidate, parts: Mapping[str, PartOutcome], asked: bool = False) -> ComboDecision:
+def combo_decision(
+    candidate: Candidate, parts: Mapping[str, PartOutcome], asked: bool = False, random_weights: bool = False
+) -> ComboDecision:
     """Whether a combination runs, and why: `parts` holds its parts' outcomes in this advise (a part absent from
-    it was not measured); `asked`: --only named it, which runs it whatever the rule says (the why keeps both)."""
+    it was not measured); `asked`: --only named it, which runs it whatever the rule says (the why keeps both);
+    `random_weights`: the run's model has no trained weights, so a part's changed output says little of what a
+    trained model's would do."""
     decision = _rule(
-        candidate, [parts.get(p) or PartOutcome(p, False, "not measured in this advise") for p in candidate.parts]
+        candidate,
+        [parts.get(p) or PartOutcome(p, False, "not measured in this advise") for p in candidate.parts],
+        random_weights,
     )
     if asked and not decision.run:
         return ComboDecision(True, f"{ASKED} (the rule alone would have {decision.why})")
     return decision
 
 
-def _rule(candidate: Candidate, outcomes: list[PartOutcome]) -> ComboDecision:
+def _rule(candidate: Candidate, outcomes: list[PartOutcome], random_weights: bool = False) -> ComboDecision:
     figures = "; ".join(f"{o.key} {o.text}" for o in outcomes)
     gained = [o for o in outcomes if o.gained]
     lost = [o for o in outcomes if not o.gained]
-    changed = [o.key for o in outcomes if o.changed]
+    changed = " and ".join(o.key for o in outcomes if o.changed)
+    if changed and candidate.likely and random_weights:
+        return ComboDecision(
+            True,
+            f"{candidate.likely} on this host make(s) it the likely winner, and {changed} changed the output of a "
+            f"model of random weights, which says little of a trained one's: its own check decides its row "
+            f"({figures})",
+        )
     if changed:
-        return ComboDecision(False, f"skipped: {' and '.join(changed)} changed the output ({figures})")
+        return ComboDecision(
+            False,
+            f"skipped: {changed} changed the output ({figures}); to measure it anyway: hwprof advise RUN --only "
+            f"{candidate.key}",
+        )
     if not lost:
         return ComboDecision(True, f"its parts each gained ({figures})" if figures else "it has no part to wait for")
     if candidate.likely:
