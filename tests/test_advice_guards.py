@@ -182,11 +182,17 @@ def test_a_side_that_moved_while_the_paired_process_was_disturbed_is_not_resolve
     assert "while the paired process was disturbed (other work on these CPUs, 48%" in row.disturbed
 
 
-def test_a_paired_figure_is_not_vetoed_by_the_load_both_sides_shared() -> None:
+def test_a_paired_figure_taken_under_load_is_not_resolved_even_where_no_side_moved() -> None:
+    """Measured beside one CPU hog (yolov7-tiny 320, 2 CPUs): OpenVINO bf16 paired 7.64x and bf16 weights with
+    channels_last 3.40x, against 2.43x and 1.83x on the quiet host, neither side moved against its time alone: the
+    load hit torch's OpenMP side harder, and interleaving did not cancel it."""
     paired = {"sides": {"baseline": side(TORCH, [29.2, 30.1]), "variant": side(OV_PAIRED, [15.0, 15.6])}}
     row = measured_row(OPENVINO, {"paired": result("paired", paired)}, [], {"paired": HOG})
-    assert row.forward is not None and row.forward.method == PAIRED
-    assert row.disturbed == "" and row.ranked and row.neighbours["paired"].share == 0.48
+    assert row.forward is not None and row.forward.method == PAIRED and row.neighbours["paired"].share == 0.48
+    assert not row.ranked and row.disturbed.startswith("the paired process was disturbed (other work on these CPUs")
+    assert "its ratio is the loaded host's" in row.disturbed
+    quiet = measured_row(OPENVINO, {"paired": result("paired", paired)}, [], {"paired": QUIET})
+    assert quiet.disturbed == "" and quiet.ranked
 
 
 def test_an_int8_style_row_names_the_stage_that_took_what_the_forward_saved() -> None:

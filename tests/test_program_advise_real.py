@@ -19,6 +19,7 @@ from hwprof.advisor.program_children import PROGRAM_LAYERS_NOTE
 from hwprof.analysis.advice import CHANGED_OUTPUT, MEASURED, NOT_RUN, load_advice
 from hwprof.analysis.advice_candidates import BF16_UNITS
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
+from hwprof.schema.runtime_checks import BLIND
 
 pytestmark = pytest.mark.slow
 PROGRAM = Path(__file__).parent / "programs" / "detect_like.py"
@@ -53,6 +54,9 @@ def test_each_row_has_its_method_output_check_and_reason(advised: Path) -> None:
     assert advice is not None and not error
     assert advice.baseline.startswith("-- python ") and "detect_like.py" in advice.baseline
     assert any(note.startswith("a program's rows") for note in advice.notes)
+    # the program's own random model: a head that does not depend on its input is said once under the table
+    blind = any(r.output is not None and r.output.verdict == BLIND for r in advice.rows)
+    assert blind == any("output checks are blind" in note for note in advice.notes)
     rows = {r.key: r for r in advice.rows}
     assert set(rows) == set(KEYS.split(","))
     # environment changes: each a run of the program of its own, the same numerics

@@ -24,6 +24,12 @@ PROGRAM_NOTE = (
     "needs a process of its own)"
 )
 
+PROGRAM_BLIND_NOTE = (
+    "the program's model gives the same head whatever its input (another input moves it {sens:.2g}): its rows' "
+    "output checks are blind. hwprof rescales only its own models' random init (hwprof collect --model), never a "
+    "program's model: run the program with its trained weights for a check that sees"
+)
+
 
 def program_command(spec: AdviseSpec, spec_path: Path) -> list[str]:
     """The program's advise worker (hwprof.advisor.program_worker) on this spec, written to spec_path."""

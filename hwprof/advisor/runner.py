@@ -20,7 +20,13 @@ from typing import Any
 
 from hwprof.advisor.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
 from hwprof.advisor.process_env import env_not_taken
-from hwprof.advisor.program_children import PROGRAM_LAYERS_NOTE, PROGRAM_NOTE, program_baseline, program_command
+from hwprof.advisor.program_children import (
+    PROGRAM_BLIND_NOTE,
+    PROGRAM_LAYERS_NOTE,
+    PROGRAM_NOTE,
+    program_baseline,
+    program_command,
+)
 from hwprof.analysis.advice import NOT_RUN, Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, selected
 from hwprof.analysis.advice_combos import combo_decision, part_outcome, with_combinations
@@ -33,6 +39,7 @@ from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.check import RunDirError
+from hwprof.schema.runtime_checks import BLIND
 from hwprof.schema.summaries_cpu import PerfEventsSummary
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent
@@ -166,6 +173,9 @@ class AdviseRun:
             row = self._combination(c) if c.parts or c.likely else None
             self.advice.rows.append(row or self._candidate(c))
             self._save(started)
+        blind = [r.output for r in self.advice.rows if r.output is not None and r.output.verdict == BLIND]
+        if self.plan.config.program is not None and blind:
+            self.advice.notes.append(PROGRAM_BLIND_NOTE.format(sens=blind[0].head_sensitivity))
         if self.stop.requested:
             done = sum(1 for r in self.advice.rows if r.status != "not run")
             self.advice.notes.append(

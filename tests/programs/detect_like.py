@@ -2,13 +2,15 @@
 forward each, NMS, the boxes drawn and the image written.
 
     python tests/programs/detect_like.py [--model yolov8n] [--img-size 128] [--source DIR] [--frames N]
-                                         [--save-dir DIR] [--no-fuse] [--conf 0.25]
+                                         [--save-dir DIR] [--no-fuse] [--conf 0.25] [--device cpu]
 
 --model: an ultralytics YAML name (yolov8n, yolo11n, yolov5nu, ...) or yolov7-tiny / yolov7 (built from the cfg
 hwprof packages, as the YOLOv7 repository's `Model(cfg)` builds it); random weights, seeded.
 --source: an image folder or file (default: bus.jpg and zidane.jpg from the ultralytics wheel).
 --frames: how many images to run in all, cycling through the source (default: each image once).
 --save-dir: where the annotated images go (default: none are written).
+--device: where the model runs (cpu, cuda, cuda:N or N); on a GPU host: `hwprof collect --device cuda -- python
+tests/programs/detect_like.py --model yolov8n --img-size 640 --device cuda`.
 
 Under hwprof: `hwprof collect --only timing -- python tests/programs/detect_like.py --model yolov8n`.
 """
@@ -34,11 +36,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--save-dir", default=None)
     parser.add_argument("--no-fuse", action="store_true")
     parser.add_argument("--conf", type=float, default=0.25)
+    parser.add_argument("--device", default="cpu", help="cpu, or cuda[:N] as YOLOv7's detect.py --device takes it")
     return parser.parse_args()
 
 
 def detect(opt: argparse.Namespace) -> int:
-    model = build_model(opt.model, fuse=not opt.no_fuse)
+    device = torch.device(f"cuda:{opt.device}" if opt.device.isdigit() else opt.device)
+    model = build_model(opt.model, fuse=not opt.no_fuse).to(device)
     yolov7 = opt.model.startswith("yolov7")
     stride = int(max(model.stride))
     paths = image_paths(opt.source)
@@ -51,7 +55,7 @@ def detect(opt: argparse.Namespace) -> int:
         for path in islice(cycle(paths), frames):
             image = cv2.imread(str(path))
             padded, ratio, pad = letterbox(image, opt.img_size, stride)
-            batch = to_tensor([padded])
+            batch = to_tensor([padded]).to(device)
             t0 = time.perf_counter()
             prediction = model(batch)
             t1 = time.perf_counter()
