@@ -152,14 +152,22 @@ def quantize_int8(fp32: ExportedModel, run_dir: Path) -> ExportedModel:
         quantize_dynamic(str(source), str(out), weight_type=QuantType.QUInt8)
     finally:
         logging.getLogger().setLevel(previous)
+    return _record_derived(run_dir, out, fp32, "int8", t0)
+
+
+def _record_derived(
+    run_dir: Path, out: Path, fp32: ExportedModel, variant: str, t0: float, calibration: str = ""
+) -> ExportedModel:
+    """The file made from the fp32 one (quantized), recorded in export.json for the run's later passes."""
     model = ExportedModel(
         path=str(out.relative_to(run_dir)),
         sha256=sha256_of(out),
         bytes=out.stat().st_size,
         seconds=time.perf_counter() - t0,
         input_shape=fp32.input_shape,
-        variant="int8",
+        variant=variant,
         source=fp32.sha256,
+        calibration=calibration,
     )
     _record(run_dir, model)
     return model
@@ -212,18 +220,7 @@ def quantize_int8_static(
         )
     finally:
         logging.getLogger().setLevel(previous)
-    model = ExportedModel(
-        path=str(out.relative_to(run_dir)),
-        sha256=sha256_of(out),
-        bytes=out.stat().st_size,
-        seconds=time.perf_counter() - t0,
-        input_shape=fp32.input_shape,
-        variant=STATIC_VARIANT,
-        source=fp32.sha256,
-        calibration=calibration,
-    )
-    _record(run_dir, model)
-    return model
+    return _record_derived(run_dir, out, fp32, STATIC_VARIANT, t0, calibration)
 
 
 def head_nodes(model: Any) -> list[str]:
