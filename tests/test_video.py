@@ -391,9 +391,15 @@ def test_collect_a_video_end_to_end(tmp_path: Path) -> None:
     assert perf["status"] in ("ok", "unavailable"), perf  # unavailable: a host where perf cannot sample (doctor)
     if perf["status"] == "ok":
         kernels = json.loads((run_dir / "passes" / "kernels" / "perf_sampling.kernels.json").read_text())
-        for stage in ("decode", "encode"):
-            table = kernels["stages"][stage]
-            assert table["samples"] > 0 and "FFmpeg" in table["kinds"], (stage, table)
+        stages = kernels["stages"]
+        assert stages["decode"]["samples"] > 0 and stages["encode"]["samples"] > 0, stages
+        # Encoding runs on the pipeline thread: FFmpeg is in encode. Decoding may not: FFmpeg's frame threads decode
+        # the next frames while the pipeline goes on, so at 4 frames the decode stage can hold no FFmpeg sample
+        # (CI: 6 samples, kernel and OpenCV); the report's note then names the stages that hold it.
+        assert "FFmpeg" in stages["encode"]["kinds"], stages["encode"]
+        if "FFmpeg" not in stages["decode"]["kinds"]:
+            elsewhere = [n for n, t in stages.items() if n not in ("decode", "encode") and "FFmpeg" in t["kinds"]]
+            assert not elsewhere or "FFmpeg outside decode and encode" in text, elsewhere
         assert "kernels per pipeline stage" in text
     _check_trace_stages(run_dir)
 

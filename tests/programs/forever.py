@@ -3,7 +3,8 @@
     python tests/programs/forever.py [--img-size 64] [--mark FILE]
 
 --mark: a file written at each request with the number served so far (the tests read it to see whether the
-program ran on after its measured calls).
+program ran on after its measured calls). It is replaced whole (written beside, then renamed), so a signal that ends
+the program mid-write never leaves it empty.
 
 Under hwprof, `--program-end stop` (the default) ends it after the measured calls; with `--program-end run` the
 pass's --timeout ends it, or a stop signal (Ctrl-C, SIGTERM), keeping what was measured.
@@ -12,6 +13,7 @@ pass's --timeout ends it, or a stop signal (Ctrl-C, SIGTERM), keeping what was m
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import torch
@@ -30,7 +32,13 @@ def main() -> None:
             model(torch.rand(1, 3, opt.img_size, opt.img_size))
             served += 1
             if opt.mark is not None:
-                opt.mark.write_text(str(served))
+                _write_mark(opt.mark, served)
+
+
+def _write_mark(mark: Path, served: int) -> None:
+    partial = mark.with_name(mark.name + ".partial")
+    partial.write_text(str(served))
+    os.replace(partial, mark)
 
 
 if __name__ == "__main__":
