@@ -86,6 +86,13 @@ def test_the_report_reads_the_typed_runtime() -> None:
     )
     assert _clock_note(info) == "layer spans placed on the run's clock: anchor pairs; error bound 12.5 µs"
     assert runtime_line(None) is None and runtime_line(RuntimeDoc()) is None
+    glued = RuntimeDoc.from_json({**RUNTIME, "glue_threads": 1}, "run.json", "runtime.")
+    assert glued.unknown_keys() == []
+    glue_line = runtime_line(glued)
+    assert glue_line is not None and glue_line[1].endswith(
+        "detections 3 vs 4; torch glue (preprocess, NMS) on 1 thread(s): torch's idle OpenMP threads would spin "
+        "into the forward"
+    )
     reference = OutputDiff.from_json({"reference": "this run is the reference", "max_abs_head": 0.0}, "run.json")
     assert output_diff_text(reference) == "this run is the reference"
     assert output_diff_text(None) == "output vs torch fp32: not measured"

@@ -8,6 +8,7 @@ from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, MarkerLog, attach_layer_markers
 from hwprof.workload.images import ImageError, discover
 from hwprof.workload.pipeline import Pipeline, letterbox, to_yolo_layout
+from hwprof.workload.runtime import Runtime, TorchRuntime
 from hwprof.workload.zoo import (
     MODEL_NAMES,
     OUTPUT_XYWH_OBJ_CLS,
@@ -94,3 +95,44 @@ def test_pipeline_stages_and_layer_markers(bus_images) -> None:
         h, w = cv2.imread(str(path)).shape[:2]
         if len(det):
             assert float(det[:, [0, 2]].max()) <= w + 1 and float(det[:, [1, 3]].max()) <= h + 1
+
+
+class _PooledRuntime(Runtime):
+    """A runtime with its own thread pool (as ONNX Runtime's and OpenVINO's): runs the torch model and keeps
+    torch's thread count at each forward."""
+
+    name = "pooled-test"
+
+    def _execute(self, batch: torch.Tensor) -> object:
+        self.threads_seen = torch.get_num_threads()
+        with torch.inference_mode():
+            return self.built.module(batch)
+
+
+@pytest.mark.parametrize(("runtime_class", "glue"), [(_PooledRuntime, 1), (TorchRuntime, 2)])
+def test_a_runtime_with_its_own_pool_gets_its_glue_on_one_torch_thread(
+    bus_images, tmp_path, runtime_class: type[Runtime], glue: int
+) -> None:
+    """Preprocess and NMS on one torch thread around a pooled runtime's forward (torch's OpenMP threads would
+    spin into it), on the run's --threads around torch's; the count set back after the iteration, and runtime.json
+    saying so where it differs."""
+    torch.set_num_threads(2)
+    config = RunConfig(model="yolov8n", imgsz=128, threads=2)
+    runtime = runtime_class(config, build_model("yolov8n"), tmp_path, tmp_path, False)
+    pipeline = Pipeline(config, MarkerBus(), bus_images, runtime.built, runtime)
+    seen: dict[str, int] = {}
+    preprocess, nms = pipeline.preprocess, pipeline.nms
+
+    def preprocess_seen(images):  # type: ignore[no-untyped-def]
+        seen["preprocess"] = torch.get_num_threads()
+        return preprocess(images)
+
+    def nms_seen(output):  # type: ignore[no-untyped-def]
+        seen["postprocess"] = torch.get_num_threads()
+        return nms(output)
+
+    pipeline.preprocess, pipeline.nms = preprocess_seen, nms_seen  # type: ignore[method-assign]
+    pipeline.run_iteration(0, warmup=False)
+    assert seen == {"preprocess": glue, "postprocess": glue}
+    assert torch.get_num_threads() == 2
+    assert runtime.info.glue_threads == (1 if glue == 1 else None)

@@ -38,6 +38,7 @@ from typing import Any
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.envvars import hwprof_cache
+from hwprof.hardware.torch_threads import torch_threads
 from hwprof.hardware.triad import TriadSize, available_memory, triad_size
 
 PEAKS_VERSION = 3
@@ -197,7 +198,7 @@ def measure_matmul_gflops(threads: int, n: int = MATMUL_N, repeats: int = MATMUL
     a = torch.randn(n, n, dtype=torch.float32, generator=generator)
     b = torch.randn(n, n, dtype=torch.float32, generator=generator)
     out = torch.empty(n, n, dtype=torch.float32)
-    with _threads(threads), torch.inference_mode():
+    with torch_threads(threads), torch.inference_mode():
         torch.matmul(a, b, out=out)  # warm-up: thread pool, GEMM kernel selection, page faults
 
         def step() -> float:
@@ -217,7 +218,7 @@ def measure_conv_gflops(
     torch.manual_seed(0)
     conv = torch.nn.Conv2d(channels, channels, 3, padding=1, bias=False).eval()
     x = torch.randn(1, channels, hw, hw)
-    with _threads(threads), torch.inference_mode():
+    with torch_threads(threads), torch.inference_mode():
         conv(x)  # warm-up: oneDNN primitive creation, weight reorder
 
         def step() -> float:
@@ -236,7 +237,7 @@ def measure_triad_gbps(threads: int, elements: int, repeats: int = TRIAD_REPEATS
     b = torch.full((elements,), 1.5, dtype=torch.float32)
     c = torch.full((elements,), 0.5, dtype=torch.float32)
     a = torch.empty(elements, dtype=torch.float32)
-    with _threads(threads), torch.inference_mode():
+    with torch_threads(threads), torch.inference_mode():
         torch.add(b, c, alpha=3.0, out=a)  # touches every page of a
 
         def step() -> float:
@@ -246,25 +247,6 @@ def measure_triad_gbps(threads: int, elements: int, repeats: int = TRIAD_REPEATS
 
         times = _repeat(step, repeats)
     return [3 * elements * 4 / t / 1e9 for t in times]
-
-
-class _threads:
-    """Run with torch's intra-op thread count set to n, restoring the previous count after."""
-
-    def __init__(self, n: int) -> None:
-        self.n = n
-        self.before = 0
-
-    def __enter__(self) -> None:
-        import torch
-
-        self.before = torch.get_num_threads()
-        torch.set_num_threads(self.n)
-
-    def __exit__(self, *exc: object) -> None:
-        import torch
-
-        torch.set_num_threads(self.before)
 
 
 def measure(threads: int) -> Peaks:

@@ -49,9 +49,15 @@ def runtime_line(info: RuntimeDoc | None) -> tuple[str, str] | None:
     precision = executed if executed == asked else f"{executed} (asked {asked})"
     where = f", {info.model_file} sha256 {(info.model_sha256 or '')[:12]}" if info.model_file else ""
     provider = f" ({info.provider})" if info.provider else ""
+    glue = (
+        f"; torch glue (preprocess, NMS) on {info.glue_threads} thread(s): torch's idle OpenMP threads would spin "
+        "into the forward"
+        if info.glue_threads is not None
+        else ""
+    )
     return (
         "runtime",
-        f"{name} {info.version or ''}{provider}, {precision}{where}; {output_diff_text(info.output_diff)}",
+        f"{name} {info.version or ''}{provider}, {precision}{where}; {output_diff_text(info.output_diff)}{glue}",
     )
 
 

@@ -155,6 +155,9 @@ class RuntimeDoc(Record):
     """hwprof advise: the side replayed a CUDA graph."""
     layer_errors_failed: str | None = None
     """Why the per-layer output check failed (it is not fatal)."""
+    glue_threads: Count | None = None
+    """torch's intra-op threads in the stages around the forward, where not the run's --threads: one for a
+    runtime with its own thread pool (hwprof.workload.runtime.Runtime.glue_keeps_threads)."""
 
 
 @dataclass(kw_only=True)

@@ -239,6 +239,13 @@ class Pipeline:
 
     def run_iteration(self, iteration: int, warmup: bool, clean: bool = False) -> list[torch.Tensor]:
         """One pass over the stages; `clean`: the "off" iteration of a paired pass (see hwprof.session.paired)."""
+        from hwprof.hardware.torch_threads import torch_threads
+
+        glue = self.runtime.glue_threads() if self.runtime is not None else self.config.threads
+        with torch_threads(glue):
+            return self._run_stages(iteration, warmup, clean)
+
+    def _run_stages(self, iteration: int, warmup: bool, clean: bool) -> list[torch.Tensor]:
         bus = self.bus
         bus.iteration, bus.warmup, bus.clean = iteration, warmup, clean
         paths = self.batch_paths(iteration) if self.video is None else []

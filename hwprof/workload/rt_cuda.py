@@ -36,6 +36,7 @@ def indexed_device(spec: str) -> torch.device:
 class CudaTorchRuntime(Runtime):
     name = "torch"
     device_kind = "cuda"
+    glue_keeps_threads = True
 
     def _prepare(self, sample: torch.Tensor) -> None:
         import torch

@@ -83,6 +83,12 @@ class Runtime:
     """The kind of device it runs on ("cpu", "cuda"): a run's --device without its index."""
     profiler_name: ClassVar[str] = ""
     """Empty for a runtime whose profiler hwprof does not drive (it never gets profile=True)."""
+    glue_keeps_threads: ClassVar[bool] = False
+    """Whether the pipeline's torch glue around the forward (preprocess's float division, NMS) runs on the run's
+    --threads. Not for a runtime with its own thread pool (ONNX Runtime, OpenVINO): torch's OpenMP threads, once
+    the glue wakes them, spin on for milliseconds and take the CPUs from the next forward
+    (scripts/runtime_beside_torch.py: OpenVINO bf16 yolov7-tiny 320 infer() 11.1 ms alone, 14.8 ms right after a
+    torch division), so its glue runs on one torch thread, as a deployment's numpy glue would."""
 
     def __init__(self, config: RunConfig, built: BuiltModel, run_dir: Path, out_dir: Path, profile: bool) -> None:
         self.config = config
@@ -94,12 +100,18 @@ class Runtime:
         self.info = RuntimeFile.of(runtime=self.name, precision=config.precision)
         """runtime.json as it grows: the runtime's identity, what it executed, its output check and profile
         (set with `info.update(...)`, which keeps the keys in the order they are set)."""
+        if self.glue_threads() != config.threads:
+            self.info.update(glue_threads=self.glue_threads())
         self.exported: ExportedModel | None = None
         """The run's ONNX export (_export), for a runtime that runs one."""
         self.executed_model: ExportedModel | None = None
         """The model file the runtime runs (use_model): the export, or the int8 model made from it."""
         self.calibration: Calibration | None = None
         """The run's batches to calibrate on (prepare's), for a precision that calibrates."""
+
+    def glue_threads(self) -> int:
+        """torch's intra-op threads for the pipeline's stages around this runtime's forward (glue_keeps_threads)."""
+        return self.config.threads if self.glue_keeps_threads else 1
 
     def prepare(self, sample: torch.Tensor, calibration: Calibration | None = None) -> None:
         """Export, compile or convert once; `calibration`: the run's own batches (Pipeline.calibration)."""
@@ -174,6 +186,7 @@ class TorchRuntime(Runtime):
     output check's reference read it)."""
 
     name = "torch"
+    glue_keeps_threads = True
     marker_module: torch.nn.Module
     """bf16-weights only: the bf16 copy the forward runs (and the layer hooks go on)."""
 
