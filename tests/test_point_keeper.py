@@ -4,6 +4,7 @@ SIGINT blocked as Ray's workers have; a folder whose lock nobody holds is remove
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -103,3 +104,32 @@ def test_stale_folders_are_removed_and_held_or_new_ones_kept(tmp_path: Path, mon
         assert remove_stale(tmp_path, keep=mine) == [held.name]
     finally:
         setattr(tempfile, "tempdir", None)  # noqa: B010
+
+
+def test_a_point_starting_beside_another_never_removes_its_new_folder(tmp_path: Path, monkeypatch) -> None:
+    """Two points start at once on nodes that share the temporary folder: the other point's remove_stale runs
+    at the worst moment, between this point's lock file appearing and its flock. The folder stays (CI before the
+    fix: the second point's collect.log 'No such file or directory')."""
+    import tempfile
+
+    import hwprof.sweep.point_keeper as point_keeper
+
+    real_flock = fcntl.flock
+    removed: list[list[str]] = []
+
+    def flock_after_a_neighbour_looked(fd: int, operation: int) -> None:
+        if operation == fcntl.LOCK_EX and not removed:  # make_scratch's own lock, not remove_stale's try
+            removed.append(remove_stale(tmp_path))
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(point_keeper.fcntl, "flock", flock_after_a_neighbour_looked)
+    work, fd = make_scratch(3)
+    try:
+        assert removed == [[]], removed
+        assert work.is_dir() and (work / LOCK).exists() and not list(work.glob("*.taking"))
+        monkeypatch.setattr(point_keeper.fcntl, "flock", real_flock)
+        assert remove_stale(tmp_path) == [], "a held lock was taken for a gone point"
+        (work / "collect.log").write_text("the point writes its log")
+    finally:
+        os.close(fd)

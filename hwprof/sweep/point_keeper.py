@@ -46,10 +46,17 @@ NEW_FOLDER_S = 60.0
 
 
 def make_scratch(key: int) -> tuple[Path, int]:
-    """A new scratch folder for point `key` and the descriptor of its held lock (pass it to the keeper)."""
+    """A new scratch folder for point `key` and the descriptor of its held lock (pass it to the keeper).
+
+    The lock is taken under another name and renamed into place, so it is held from the moment it exists:
+    a point starting beside this one on a node that shares the temporary folder (nodes of one machine) runs
+    remove_stale at the same moment, and a lock file it found free between its creation and its flock made it
+    remove this folder (CI: the second point failed with FileNotFoundError on its collect.log)."""
     work = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{key}-"))
-    fd = os.open(work / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    taking = work / f"{LOCK}.taking"
+    fd = os.open(taking, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
+    os.rename(taking, work / LOCK)
     return work, fd
 
 
