@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.markers import MarkerBus
+from hwprof.hardware.torch_threads import torch_threads
 from hwprof.workload.images import is_video_input
 from hwprof.workload.video import VideoReader
 from hwprof.workload.zoo import OUTPUT_XYWH_OBJ_CLS, BuiltModel
@@ -239,8 +240,6 @@ class Pipeline:
 
     def run_iteration(self, iteration: int, warmup: bool, clean: bool = False) -> list[torch.Tensor]:
         """One pass over the stages; `clean`: the "off" iteration of a paired pass (see hwprof.session.paired)."""
-        from hwprof.hardware.torch_threads import torch_threads
-
         glue = self.runtime.glue_threads() if self.runtime is not None else self.config.threads
         with torch_threads(glue):
             return self._run_stages(iteration, warmup, clean)

@@ -100,8 +100,8 @@ class Runtime:
         self.info = RuntimeFile.of(runtime=self.name, precision=config.precision)
         """runtime.json as it grows: the runtime's identity, what it executed, its output check and profile
         (set with `info.update(...)`, which keeps the keys in the order they are set)."""
-        if self.glue_threads() != config.threads:
-            self.info.update(glue_threads=self.glue_threads())
+        if (glue := self.glue_threads()) != config.threads:
+            self.info.update(glue_threads=glue)
         self.exported: ExportedModel | None = None
         """The run's ONNX export (_export), for a runtime that runs one."""
         self.executed_model: ExportedModel | None = None
