@@ -1,0 +1,68 @@
+"""The official YOLOv7 `detect.py` (the `yolov7detect` sdist of WongKinYiu/yolov7), run unmodified.
+
+What it needs here, and nothing of hwprof's inside it: tests/official/shim on its PYTHONPATH (torchvision cannot
+be imported beside the CPU torch; the shim gives `ops.nms` and `box_iou`), TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1
+(its `attempt_load` calls `torch.load` without `weights_only`, which torch >= 2.6 refuses for a pickled model: the
+user's own choice for their own checkpoint), and its checkpoint at `./yolov7.pt` (the sdist's `attempt_load` passes
+the `--weights` list itself to torch.load, so only the default string path loads).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+OFFICIAL = Path(__file__).resolve().parent / "official"
+SHIM = OFFICIAL / "shim"
+ASSETS = ("bus.jpg", "zidane.jpg")
+
+
+def require_official() -> None:
+    """Skip, with the reason and the fix, where the official code is not installed."""
+    if importlib.util.find_spec("yolov7") is None or importlib.util.find_spec("yolov7.detect") is None:
+        pytest.skip("the official YOLOv7 code is not installed; fix: pip install --no-deps yolov7detect==1.0.1")
+
+
+def official_env() -> dict[str, str]:
+    """The environment of the official program's process: the shim first on its PYTHONPATH."""
+    paths = [str(SHIM), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+
+
+def make_workdir(folder: Path, model: str = "yolov7-tiny", images: int = 2) -> Path:
+    """FOLDER with `yolov7.pt` (made by the official `models/yolo.py`, seeded) and `images/`: the ultralytics
+    wheel's bus.jpg and zidane.jpg, copied in turn until IMAGES files."""
+    import ultralytics
+
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, str(OFFICIAL / "make_checkpoint.py"), str(folder / "yolov7.pt"), "--model", model],
+        check=True,
+        env=official_env(),
+        capture_output=True,
+    )
+    source = Path(ultralytics.__file__).parent / "assets"
+    (folder / "images").mkdir(exist_ok=True)
+    for i in range(images):
+        name = ASSETS[i % len(ASSETS)]
+        shutil.copy(source / name, folder / "images" / f"{i:03d}_{name}")
+    return folder
+
+
+def detect_args(imgsz: int = 160, trace: bool = False) -> list[str]:
+    """The official detect.py's arguments: the work folder's images, on the CPU, nothing saved."""
+    args = ["-m", "yolov7.detect", "--source", "images", "--img-size", str(imgsz), "--device", "cpu", "--nosave"]
+    return args if trace else [*args, "--no-trace"]
+
+
+def inference_ms(output: str) -> list[float]:
+    """The official detect.py's own printed inference times ('Done. (36.9ms) Inference, (0.2ms) NMS'), in ms."""
+    import re
+
+    return [float(m) for m in re.findall(r"Done\. \(([0-9.]+)ms\) Inference", output)]
