@@ -224,7 +224,10 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
         assert summary["paused_switches"] >= ITERATIONS and summary["paused_missed"] == 0, summary
         assert "pyspy" in paired["switched"] and not paired["always_on"]
     metrics = json.loads((out / "pyspy.metrics.json").read_text())
-    assert max(metrics["stages"], key=lambda s: metrics["stages"][s]["pyspy_ms"]) == "forward"
+    # Samples reach the forward stage; which stage gets the most is not asserted: at 50 Hz a neighbour's load
+    # can flip that ranking (CI beside another collect: postprocess came first). stage_agreement, below, checks
+    # the attribution against the markers with a bound that chance cannot reach.
+    assert metrics["stages"]["forward"]["pyspy_ms"] > 0, metrics["stages"]
     hotspots = json.loads((out / "pyspy.hotspots.json").read_text())
     libraries = set(hotspots["stages"]["forward"]["libraries"])
     if not native:  # Python stacks only, and the summary says how to get native ones
