@@ -169,8 +169,9 @@ def test_report_prints_what_hwprof_report_prints(run: hwprof.Run) -> None:
 def test_to_pandas(run: hwprof.Run) -> None:
     try:
         import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
     except ImportError:
-        with pytest.raises(ImportError, match="pip install pandas"):
+        with pytest.raises(ImportError, match="pip install pandas pyarrow"):
             run.to_pandas("layers")
         return
     frame = run.to_pandas("layers")

@@ -421,3 +421,18 @@ def test_perf_that_dies_at_once_fails_with_its_words(tmp_path: Path) -> None:
     result = tool.finish(0, timeout_s=5)
     assert result.status == "failed" and "Access to performance monitoring" in result.reason
     assert "perf_event_paranoid" in result.fix
+
+
+def test_named_share_outside_openmp_is_a_share() -> None:
+    """OpenMP's own named symbols count in neither part: the figure stays within 0-1 (it reached 1.0029)."""
+    from types import SimpleNamespace
+
+    from hwprof.collectors.perf_sampling.report import named_outside_openmp
+    from hwprof.core.kernels import Bucket
+
+    bucket = Bucket()
+    sample = SimpleNamespace(tid=1, t_ns=0, period=1, counts={})
+    codes = [("GOMP_barrier", KIND_OPENMP)] * 5 + [("conv_kernel", KIND_JIT)] * 3 + [("[unknown]", KIND_JIT)]
+    for name, kind in codes:
+        bucket.add(SimpleNamespace(name=name, kind=kind, library="x"), sample)
+    assert named_outside_openmp(bucket) == 3 / 4

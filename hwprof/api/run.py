@@ -184,8 +184,9 @@ class Run:
         """A table as a pandas DataFrame (pandas and pyarrow must be installed: polars converts through Arrow)."""
         try:
             import pandas  # noqa: F401
-        except ImportError:
-            raise ImportError("to_pandas needs pandas: pip install pandas pyarrow") from None
+            import pyarrow  # noqa: F401
+        except ImportError as exc:
+            raise ImportError(f"to_pandas needs pandas and pyarrow ({exc}): pip install pandas pyarrow") from None
         return self.table(name).to_pandas()
 
     def why(self, name: str, table: str = "layers") -> str | None:

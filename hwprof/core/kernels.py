@@ -86,6 +86,8 @@ class Bucket:
     kernels: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
     kernel_samples: Counter[str] = field(default_factory=Counter)
     kinds: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
+    kernel_kind: dict[str, str] = field(default_factory=dict)
+    """Each kernel's kind (the first seen: a name belongs to one library)."""
     threads: Counter[int] = field(default_factory=Counter)
     counts: defaultdict[str, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
     layers: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))
@@ -108,6 +110,7 @@ class Bucket:
         self.kernels[code.name] += w
         self.kernel_samples[code.name] += 1
         self.kinds[code.kind] += w
+        self.kernel_kind.setdefault(code.name, code.kind)
         self.threads[sample.tid] += 1
         for event, n in sample.counts.items():
             self.counts[code.name][event] += n

@@ -56,9 +56,8 @@ class PerfSamplingSummary(Summary):
     group_events: list[Any] | None = None
     forward_named_share: Share | None = None
     forward_labelled_share: Share | None = None
-    forward_named_share_outside_openmp: NonNegative | None = None
-    """Named samples over the forward's samples outside OpenMP: not a share of one whole (named samples may
-    include OpenMP's), 1.0008 in a real run."""
+    forward_named_share_outside_openmp: Share | None = None
+    """The forward's named samples outside the OpenMP runtime, over its samples outside it."""
     forward_shares: JsonObject | None = None
     top_kernels: list[Any] | None = None
     layer_samples_min: Count | None = None
