@@ -428,6 +428,7 @@ def test_named_share_outside_openmp_is_a_share() -> None:
     from types import SimpleNamespace
 
     from hwprof.collectors.perf_sampling.report import named_outside_openmp
+
     from hwprof.core.kernels import Bucket
 
     bucket = Bucket()
