@@ -70,7 +70,7 @@ def test_forward_p50_that_cannot_be(
     assert f'{run_dir}/run.json: field "stages.forward.p50_ms" {expected}' in one_error(out)
 
 
-def _set(path: list[str], value: Any) -> Any:
+def _set(path: list[Any], value: Any) -> Any:
     def change(run: dict[str, Any]) -> None:
         doc = run
         for key in path[:-1]:
@@ -95,14 +95,18 @@ WALL = "must be at most the timing pass's wall time (3.956 s, passes.timing.wall
         (["stages", "forward", "n"], 1000, "stages.forward.mean_ms", f"{WALL} / n (1000 iterations)"),
         (["passes", "trace", "forward_p50_ms"], 20000.0, "", "must be at most the trace pass's wall time (10.589 s"),
         (["collectors", "sysstat", "summary", "samples"], 4000, "", "must be at most the layers pass's wall time"),
+        (
+            ["collectors", "torch_profiler", "summary", "top_kernels", 0, "share"], 1.7,
+            "collectors.torch_profiler.summary.top_kernels.0.share", "must be a share within 0-1, found a number (1.7)",
+        ),
     ],
     ids=[
         "share", "wall", "count", "count-64-bit", "summary-count", "max-beyond-total", "n-beyond-wall", "pass-p50",
-        "samples-beyond-rate",
+        "samples-beyond-rate", "top-op-share",
     ],
 )  # fmt: skip
 def test_a_field_that_cannot_be_is_named(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], path: list[str], value: Any, field: str, expected: str
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], path: list[Any], value: Any, field: str, expected: str
 ) -> None:
     run_dir = damaged(tmp_path, _set(path, value))
     code, out = cli(capsys, "report", str(run_dir))
@@ -296,3 +300,23 @@ def test_a_stopped_pass_may_leave_begins_open(tmp_path: Path, capsys: pytest.Cap
     run_dir = damaged(tmp_path, edit)
     code, out = cli(capsys, "report", str(run_dir))
     assert code == 0 and "hwprof: error" not in out, out
+
+
+@pytest.mark.parametrize("command", ["report", "trace", "compare"])
+def test_a_stage_longer_than_its_iteration(tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str) -> None:
+    """Every forward figure set to 1.7 times the iteration's (each still within the pass's wall time): stages are
+    parts of an iteration, so this is refused by every command with the figure that bounds it."""
+
+    def longer(run: dict[str, Any]) -> None:
+        forward, iteration = run["stages"]["forward"], run["stages"]["iteration"]
+        scale = 1.7 * iteration["p50_ms"] / forward["p50_ms"]
+        for key in ("mean_ms", "stdev_ms", "p50_ms", "p90_ms", "p99_ms", "min_ms", "max_ms"):
+            forward[key] *= scale
+
+    run_dir = damaged(tmp_path, edit_run(longer))
+    argv = [command, str(run_dir)] if command != "compare" else [command, str(FIXTURE), str(run_dir)]
+    code, out = cli(capsys, *argv)
+    assert code == 2, out
+    line = one_error(out)
+    assert line.startswith(f'hwprof: error: {run_dir}/run.json: field "stages'), line
+    assert "stages.iteration" in line and ("a stage is a part of its iteration" in line or "total" in line), line

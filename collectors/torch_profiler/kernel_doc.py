@@ -9,6 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from hwprof.schema.codec import JsonObject
+from hwprof.schema.summaries_tools import TopOp
 
 TOP_KERNELS = 10
 """Ops kept per stage outside the layers (every op of a layer is kept)."""
@@ -79,7 +80,7 @@ def _kernel_row_json(row: OpSums, n_iter: int, n_onednn: int) -> JsonObject:
     }
 
 
-def top_kernels_json(layer_ops: Iterable[tuple[str, int]], n_iter: int) -> list[JsonObject]:
+def top_kernels_json(layer_ops: Iterable[tuple[str, int]], n_iter: int) -> list[TopOp]:
     """The five ops with the most self time inside layers, per iteration and as a share, from each op's (name,
     self ns) inside a layer."""
     overall: dict[str, float] = defaultdict(float)
@@ -87,6 +88,6 @@ def top_kernels_json(layer_ops: Iterable[tuple[str, int]], n_iter: int) -> list[
         overall[name] += self_ns
     total = sum(overall.values()) or 1
     return [
-        {"name": n, "self_ms_per_iter": v / 1e6 / n_iter, "share": v / total}
+        TopOp.of(name=n, self_ms_per_iter=v / 1e6 / n_iter, share=v / total)
         for n, v in sorted(overall.items(), key=lambda kv: -kv[1])[:5]
     ]

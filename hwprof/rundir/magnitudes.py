@@ -23,6 +23,8 @@ from hwprof.schema.summaries_tools import PerfSamplingSummary, PyspySummary, Sca
 
 SLACK = 1e-9
 """Relative rounding allowed between figures computed from the same numbers (a p99 interpolated next to the max)."""
+ITERATION = "iteration"
+"""The stage that holds the others: a whole iteration."""
 SAMPLE_SLACK = 1.5
 """How far a sampler may run ahead of its nominal rate before its count is impossible (timer jitter, a
 sample at each end of the window)."""
@@ -76,12 +78,14 @@ def _limits(doc: RunDoc) -> Iterator[Limit]:
     source = (doc.stages_source or "").split(" ")[0] or None
     for stage, latency in doc.stages.items():
         yield from _latency_limits(f"stages.{stage}", latency, _wall_ms(doc, source))
+    yield from _part_limits("stages", doc.stages)
     timing = doc.entry(TimingSummary.NAME)
     if isinstance(timing.summary, TimingSummary):
         wall = _wall_ms(doc, timing.pass_name)
         prefix = f"collectors.{TimingSummary.NAME}.summary"
         for stage, latency in (timing.summary.stages or {}).items():
             yield from _latency_limits(f"{prefix}.stages.{stage}", latency, wall)
+        yield from _part_limits(f"{prefix}.stages", timing.summary.stages or {})
         if timing.summary.forward_reference is not None:
             yield from _latency_limits(f"{prefix}.forward_reference", timing.summary.forward_reference, wall)
     yield from _sampler_limits(doc)
@@ -109,6 +113,28 @@ def _latency_limits(field: str, s: StageLatency, wall: tuple[float, str] | None)
         if s.n:
             words_total = f"at most n x mean_ms ({s.n} x {s.mean_ms:g}: the iterations' total)"
             yield Limit(f"{field}.max_ms", s.max_ms, total, words_total)
+
+
+def _part_limits(field: str, stages: dict[str, StageLatency]) -> Iterator[Limit]:
+    """Stages are parts of an iteration, none overlapping another: their total time is at most the iterations'
+    total, and a stage timed in every iteration is no longer than the iteration at each of its order statistics
+    (part <= whole in each iteration bounds the sorted values one by one)."""
+    whole = stages.get(ITERATION)
+    if whole is None:
+        return
+    parts = {name: s for name, s in stages.items() if name != ITERATION}
+    total = whole.n * whole.mean_ms
+    words_total = f"at most {field}.{ITERATION}'s total, n x mean_ms ({whole.n} x {whole.mean_ms:g})"
+    yield Limit(f"{field} (the stages' total, sum of n x mean_ms)", sum(s.n * s.mean_ms for s in parts.values()),
+                total, words_total)  # fmt: skip
+    for name, part in parts.items():
+        if part.n != whole.n:
+            continue
+        for key in ("min_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms"):
+            value, limit = getattr(part, key), getattr(whole, key)
+            if value is not None and limit is not None:
+                words = f"at most {field}.{ITERATION}.{key} ({limit:g}): a stage is a part of its iteration"
+                yield Limit(f"{field}.{name}.{key}", value, limit, words)
 
 
 def _sampler_limits(doc: RunDoc) -> Iterator[Limit]:

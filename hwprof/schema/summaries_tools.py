@@ -155,6 +155,16 @@ class ScaleneSummary(Summary):
 
 
 @dataclass(kw_only=True)
+class TopOp(Record):
+    """One of the aten ops with the most self time inside layers (collectors/torch_profiler/kernel_doc.py)."""
+
+    name: str | None = None
+    self_ms_per_iter: NonNegative | None = None
+    share: Share | None = None
+    """Of the self time of every op inside a layer."""
+
+
+@dataclass(kw_only=True)
 class TorchProfilerSummary(Summary):
     """torch_profiler: aten ops and oneDNN kernels per layer (torch.profiler)."""
 
@@ -164,7 +174,7 @@ class TorchProfilerSummary(Summary):
     iterations: Count | None = None
     onednn: JsonObject | None = None
     forward_ops_outside_layers: Count | None = None
-    top_kernels: list[Any] | None = None
+    top_kernels: list[TopOp] | None = None
     clock: JsonObject | None = None
     shapes: JsonObject | None = None
     """How the ops' input dims were recorded (method; matched and unmatched where they come from a warm-up)."""
