@@ -9,6 +9,7 @@ Every case damages a copy of tests/fixtures/rundir_small (a real yolov8n run), a
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -320,3 +321,24 @@ def test_a_stage_longer_than_its_iteration(tmp_path: Path, capsys: pytest.Captur
     line = one_error(out)
     assert line.startswith(f'hwprof: error: {run_dir}/run.json: field "stages'), line
     assert "stages.iteration" in line and ("a stage is a part of its iteration" in line or "total" in line), line
+
+
+@pytest.mark.parametrize("command", ["report", "trace", "compare"])
+def test_a_kernel_share_above_one_is_refused_by_every_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    """One reader, one set of checks: `trace` refuses what `report` refuses (it built a trace from this)."""
+
+    def edit(run_dir: Path) -> None:
+        path = run_dir / "passes" / "kernels" / "perf_sampling.kernels.json"
+        doc = json.loads(path.read_text())
+        doc["layers"]["model.22"]["kernels"][0]["share"] = 1.7
+        path.write_text(json.dumps(doc))
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "rundir_report", run_dir)  # it has the kernels pass
+    edit(run_dir)
+    argv = [command, str(run_dir)] if command != "compare" else [command, str(FIXTURE), str(run_dir)]
+    code, out = cli(capsys, *argv)
+    assert code == 2, out
+    assert 'field "layers.model.22.kernels.0.share" must be a share within 0-1, found a number (1.7)' in one_error(out)

@@ -37,11 +37,12 @@ def cmd_trace(args: argparse.Namespace, console: Console) -> int:
     """Rebuild trace.pftrace (or --out). When that fails, a trace.pftrace left by an earlier build is renamed
     trace-stale.pftrace (kept, never shown as current) and the command exits 2. A run directory that cannot be
     written is one error with the fix (hwprof.session.finish.write_trace), and nothing in it is touched."""
+    from hwprof.analysis.run_analysis import analyse
     from hwprof.rundir.reader import RunData, RunDirError
 
     out: Path | None = args.out
-    try:
-        RunData.load(args.run_dir)
+    try:  # the report's reading and checks, every file it reads: a run `report` refuses is refused here too
+        analyse(RunData.load(args.run_dir))
     except (ValueError, OSError) as exc:
         raise RunDirError(f"{exc}{_set_aside_trace(args.run_dir) if out is None else ''}") from exc
     if write_trace(args.run_dir, console, out=out):
