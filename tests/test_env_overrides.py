@@ -141,3 +141,25 @@ def test_doctor_peaks_with_a_relative_xdg_cache_home_writes_nothing_in_the_worki
     assert done.returncode == 0, done.stdout + done.stderr
     assert list(work.iterdir()) == [], "a relative XDG_CACHE_HOME made a cache folder in the working directory"
     assert list((tmp_path / "home" / ".cache" / "hwprof").glob("peaks-*.json"))
+
+
+def test_an_xdg_cache_home_through_a_missing_folder_makes_no_folder(tmp_path: Path) -> None:
+    """`missing/../..` is normalised before anything is made: no folder appears along the `..` (the raw path,
+    made with mkdir -p by hwprof or a library that reads the variable, made `missing`), and doctor says where the
+    cache is and how the variable was read."""
+    value = f"{tmp_path}/missing/../cache"
+    env = {**os.environ, "XDG_CACHE_HOME": value, "COLUMNS": "300"}
+    done = subprocess.run([sys.executable, "-m", "hwprof", "doctor"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert not (tmp_path / "missing").exists()
+    assert f"cache: {tmp_path}/cache/hwprof (XDG_CACHE_HOME={value} read as {tmp_path}/cache)" in done.stdout
+
+
+@pytest.mark.parametrize("command", [["doctor"], ["report", "no-such-run"], ["models"]])
+def test_an_xdg_cache_home_too_long_for_a_path_is_one_line(command: list[str]) -> None:
+    env = {**os.environ, "XDG_CACHE_HOME": "/" + "a" * 100_000}
+    done = subprocess.run([sys.executable, "-m", "hwprof", *command], capture_output=True, text=True, env=env)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("hwprof: error: XDG_CACHE_HOME=/aaa"), lines
+    assert "is too long for a path; fix: unset XDG_CACHE_HOME" in lines[0]

@@ -196,7 +196,16 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
             rows.append(StatusRow("", "", f"[yellow]{len(names)} unavailable[/]", f"{', '.join(names)}: {reason}", fix))
     console.print(status_renderable("what this host can measure", rows, console.width))
     console.print(_runtimes_table(args.device))
+    console.print(_cache_line(), highlight=False, markup=False)
     return 0
+
+
+def _cache_line() -> str:
+    """Where hwprof keeps its caches (peaks, models, valgrind), and how $XDG_CACHE_HOME was read."""
+    from hwprof.core.envvars import cache_note, hwprof_cache
+
+    note = cache_note()
+    return f"cache: {hwprof_cache()}" + (f" ({note})" if note else "")
 
 
 def _runtimes_table(device: str) -> Any:
@@ -313,8 +322,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     """The parsed command, with the HWPROF_* overrides checked first where it probes or runs collectors."""
     from hwprof.core.envvars import COLLECTING, check_environment
 
-    if args.command in ENV_COMMANDS:
-        check_environment(COLLECTING)
+    check_environment(COLLECTING if args.command in ENV_COMMANDS else ())  # XDG_CACHE_HOME for every command
     return COMMANDS[args.command](args, console)
 
 

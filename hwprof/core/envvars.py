@@ -98,13 +98,77 @@ def check_environment(variables: tuple[PathVariable, ...] = EVERY) -> None:
         problem = variable.problem()
         if problem:
             raise EnvVarError(f"{problem}; fix: {variable.fix}")
+    cache = cache_problem()
+    if cache is not None:
+        raise EnvVarError(cache)
+    normalise_cache_home()
+
+
+def normalise_cache_home() -> None:
+    """$XDG_CACHE_HOME as every library of this process and its children reads it: normalised (matplotlib,
+    torch and others make their cache folder with the raw path, so `missing/..` made `missing`), and unset
+    where relative (invalid by the XDG spec: they would write into the working directory)."""
+    global _CACHE_NOTE
+    base = os.environ.get(XDG_CACHE_HOME, "")
+    if not base:
+        return
+    _CACHE_NOTE = cache_note()
+    if os.path.isabs(base):
+        os.environ[XDG_CACHE_HOME] = os.path.normpath(base)
+    else:
+        del os.environ[XDG_CACHE_HOME]
+
+
+XDG_CACHE_HOME = "XDG_CACHE_HOME"
+NAME_MAX = 255
+"""The longest name of one path component on Linux's file systems (and PATH_MAX, 4096, for the whole)."""
+
+
+def cache_problem() -> str | None:
+    """Why $XDG_CACHE_HOME cannot hold hwprof's cache, naming it (one line with the fix); None when it can, or is
+    unset, empty or relative (ignored, as the XDG spec says: cache_note says so)."""
+    base = os.environ.get(XDG_CACHE_HOME, "")
+    if not os.path.isabs(base):
+        return None
+    why = None
+    if "\n" in base or "\r" in base or any(not c.isprintable() for c in base):
+        why = "holds a control character"
+    elif len(os.fsencode(base)) > 4000 or any(len(os.fsencode(p)) > NAME_MAX for p in base.split("/")):
+        why = "is too long for a path"
+    elif os.path.exists(os.path.normpath(base)) and not os.path.isdir(os.path.normpath(base)):
+        why = "is not a directory"
+    if why is None:
+        return None
+    return f"{XDG_CACHE_HOME}={shown(base)} {why}; fix: unset {XDG_CACHE_HOME} or point it at a directory (~/.cache)"
+
+
+_CACHE_NOTE: str | None = None
+"""cache_note before normalise_cache_home changed the variable."""
+
+
+def cache_note() -> str | None:
+    """Why $XDG_CACHE_HOME was not used as it stands: ignored (relative) or normalised (a `..` in it)."""
+    if _CACHE_NOTE is not None:
+        return _CACHE_NOTE
+    base = os.environ.get(XDG_CACHE_HOME, "")
+    if base and not os.path.isabs(base):
+        return f"{XDG_CACHE_HOME}={shown(base)} ignored: the XDG Base Directory spec says a relative path is invalid"
+    if base and os.path.normpath(base) != base.rstrip("/"):
+        return f"{XDG_CACHE_HOME}={shown(base)} read as {os.path.normpath(base)}"
+    return None
 
 
 def cache_home() -> Path:
     """$XDG_CACHE_HOME, or ~/.cache when it is unset, empty or relative: the XDG Base Directory spec says
-    a relative path is invalid and must be ignored (it would put a cache folder in the working directory)."""
-    base = os.environ.get("XDG_CACHE_HOME", "")
-    return Path(base) if os.path.isabs(base) else Path.home() / ".cache"
+    a relative path is invalid and must be ignored (it would put a cache folder in the working directory).
+    The path is normalised before anything is made in it: `a/missing/../..` is `a`'s parent, and no folder is
+    created along a `..` (mkdir -p of the raw path made `missing` to resolve it). EnvVarError (one line naming
+    the variable) where it cannot hold a cache."""
+    problem = cache_problem()
+    if problem is not None:
+        raise EnvVarError(problem)
+    base = os.environ.get(XDG_CACHE_HOME, "")
+    return Path(os.path.normpath(base)) if os.path.isabs(base) else Path.home() / ".cache"
 
 
 def hwprof_cache() -> Path:
