@@ -67,7 +67,9 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     if not plan.passes:
         raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
     from hwprof.session.disk_estimate import check_free, estimate
+    from hwprof.session.rlimits import check_limits
 
+    check_limits(config)
     size = estimate(plan, config)
     check_free(Path(args.out) if args.out else Path(args.results), size)
     run_dir, lock = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)

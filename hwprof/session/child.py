@@ -213,7 +213,9 @@ def error_line(log: Path) -> str:
 def exit_reason(returncode: int, log: Path) -> str:
     if returncode < 0:
         name = signal.Signals(-returncode).name if -returncode in signal.Signals._value2member_map_ else "?"
-        what = f"the worker was killed by signal {-returncode} ({name})"
+        from hwprof.session.rlimits import limit_note
+
+        what = f"the worker was killed by signal {-returncode} ({name}){limit_note()}"
     else:
         what = f"the worker exited with code {returncode}"
     last = error_line(log)
