@@ -21,9 +21,9 @@ def _limited(kib: int) -> None:
 
 def test_an_address_space_limit_below_a_worker_is_refused_before_any_pass(tmp_path: Path) -> None:
     out = tmp_path / "run"
+    options = ["--model", "yolov7-tiny", "--imgsz", "320", "--only", "timing,flops", "--iters", "3"]
     done = subprocess.run(
-        [sys.executable, "-m", "hwprof", "collect", "--model", "yolov7-tiny", "--imgsz", "320"]
-        + ["--only", "timing,flops", "--iters", "3", "--out", str(out)],
+        [sys.executable, "-m", "hwprof", "collect", *options, "--out", str(out)],
         capture_output=True,
         text=True,
         preexec_fn=lambda: _limited(ONE_GB_KIB),
