@@ -11,15 +11,19 @@ Nothing heavy is imported by `import hwprof`: each name loads hwprof.api when it
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
-
 from hwprof.stage_api import stage as stage  # the public `hwprof.stage`: a module that imports nothing
+
+# Neither importlib nor typing at import time: the `hwprof` console script imports this package before its
+# entry point can handle Ctrl-C (hwprof.cli.entry), and typing alone took 6 ms of that window. Type checkers read
+# a module-level TYPE_CHECKING as typing's.
+TYPE_CHECKING = False
 
 __version__ = "0.1.0"
 __all__ = ["NotMeasured", "Run", "RunError", "__version__", "advise", "collect", "compare", "load", "stage"]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from hwprof.api.commands import advise, collect, compare
     from hwprof.api.errors import RunError
     from hwprof.api.run import NotMeasured, Run, load
@@ -39,6 +43,8 @@ def __getattr__(name: str) -> Any:
     """A public name, imported on first use (PEP 562) and then kept in the module."""
     if name not in _WHERE:
         raise AttributeError(f"module 'hwprof' has no attribute {name!r}")
+    import importlib
+
     value = getattr(importlib.import_module(_WHERE[name]), name)
     globals()[name] = value
     return value
