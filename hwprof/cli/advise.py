@@ -35,7 +35,7 @@ def advise(
     lock = None
     if not locked:
         try:
-            lock = RunDirLock(run_dir).acquire()
+            lock = RunDirLock(run_dir, command="advise", fix="").acquire()
         except RunDirBusy as exc:
             raise RunDirError(str(exc)) from None
     try:

@@ -39,6 +39,8 @@ class LockInfo:
     host: str
     started: float
     """time.time() of the holder's claim."""
+    command: str = "collect"
+    """The hwprof command that holds it (collect, advise; a file written before it was recorded: collect)."""
 
     def describe(self) -> str:
         return f"pid {self.pid} on {self.host}"
@@ -47,7 +49,8 @@ class LockInfo:
 def _read_info(path: Path) -> LockInfo | None:
     try:
         data = json.loads(path.read_text())
-        return LockInfo(int(data["pid"]), str(data["host"]), float(data["started"]))
+        command = str(data.get("command", "collect"))
+        return LockInfo(int(data["pid"]), str(data["host"]), float(data["started"]), command)
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -55,8 +58,12 @@ def _read_info(path: Path) -> LockInfo | None:
 class RunDirLock:
     """The exclusive lock of one run directory. `acquire()` or refuse; `release()` removes the file."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self, run_dir: Path, command: str = "collect", fix: str = "choose another --out") -> None:
+        """`command`: the hwprof command taking it (recorded for whoever finds it held); `fix`: what that command's
+        user can do when it is held, besides waiting."""
         self.path = Path(run_dir) / LOCK_NAME
+        self.command = command
+        self.fix = fix
         self._fd: int | None = None
         self.took_over: LockInfo | None = None
         """The holder recorded in a stale lock file (its process gone) that this lock took over."""
@@ -69,10 +76,10 @@ class RunDirLock:
             if not _try_exclusive(fd):
                 os.close(fd)
                 holder = _read_info(self.path)
-                who = holder.describe() if holder else "another process"
+                what = f"hwprof {holder.command} ({holder.describe()})" if holder else "hwprof command (another process)"
                 raise RunDirBusy(
-                    f"{self.path.parent} is in use by another hwprof collect ({who}); "
-                    "wait for it to finish or choose another --out"
+                    f"{self.path.parent} is in use by another {what}; wait for it to finish"
+                    + (f" or {self.fix}" if self.fix else "")
                 ) from None
             try:
                 same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
@@ -84,7 +91,7 @@ class RunDirLock:
             previous = _read_info(self.path)
             if previous is not None and previous.pid != os.getpid():
                 self.took_over = previous
-            info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time()}
+            info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(), "command": self.command}
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(info).encode(), 0)
             self._fd = fd
