@@ -76,7 +76,7 @@ class RunDirLock:
             if not _try_exclusive(fd):
                 os.close(fd)
                 holder = _read_info(self.path)
-                what = f"hwprof {holder.command} ({holder.describe()})" if holder else "hwprof command (another process)"
+                what = f"hwprof {holder.command} ({holder.describe()})" if holder else "hwprof command"
                 raise RunDirBusy(
                     f"{self.path.parent} is in use by another {what}; wait for it to finish"
                     + (f" or {self.fix}" if self.fix else "")
