@@ -60,14 +60,6 @@ def test_different_models_compare_stages_only(tmp_path: Path) -> None:
     assert "stages (p50)" in text
 
 
-def test_same_name_different_layer_tables_are_refused(tmp_path: Path) -> None:
-    a = make_run(tmp_path / "a")
-    per = {"model.0": 80.0, "model.1": 60.0, "model.1.cv1": 30.0, "model.2": 20.0, "model.3": 20.0}
-    b = make_run(tmp_path / "b", layer_ms=(per,) * 3, nested=True)
-    c = compare_runs([a, b])
-    assert c.layers is None and "different --depth" in (c.layers_refused or "")
-
-
 def test_compare_needs_two_runs(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least two run directories"):
         compare_runs([make_run(tmp_path / "a")])

@@ -9,11 +9,18 @@ wrappers never run), so the collector asks torch.profiler for `with_modules` and
 profiled forward 1.31-1.32x the bare one, against 1.07-1.08x for the profiler without it (the calling thread's
 CPU time, 40 ABBA blocks in one process, two runs: scripts/traced_layers_compare.py --cost-only). So, as the
 input dims are (shapes.py), it is recorded in the last warm-up forward only, and each measured forward's ops
-borrow the hierarchies of the warm-up forward's ops one for one (`borrow_hierarchies`): a traced graph runs
-the same ops in the same order from its second call on (the first runs TorchScript's profiling graph), and a
-forward whose op sequence is not the warm-up's, op name by op name, borrows nothing and is counted. Where
-there is no warm-up profile (extra profiler_shapes_measured, or its export failed), the measured iterations
-record the hierarchy themselves.
+borrow the hierarchies of the warm-up forward's ops (`borrow_hierarchies`): one for one where the forward ran
+the same ops in the same order. A traced graph does not always: TorchScript's profiling executor runs an
+unoptimised graph at the first call for each input shape and an optimised one from the second call on (the
+official YOLOv7 yolov7-tiny at 160: 964 ops, then 865), and each shape has its own aten implementations
+(thnn_conv2d where a small input makes oneDNN's convolution not pay). So detect.py's images of two shapes,
+bus and zidane in turn, keep the graph unoptimised with two op sequences, and a forward at a shape change
+runs the unoptimised graph once. Such a forward is aligned with the warm-up's ops by name (difflib's longest
+matching blocks, in start order): an aligned op takes its counterpart's hierarchy; an op left over takes the
+hierarchy that the aligned ops just before and after it share (an op of the graph between two ops of one
+layer), else its innermost enclosing op's (an aten op's own implementation calls). A forward with no op in
+common borrows nothing and is counted. Where there is no warm-up profile (extra profiler_shapes_measured, or
+its export failed), the measured iterations record the hierarchy themselves.
 
 A layer span is a stretch of consecutive outermost ops of one layer, from the first one's start to the last
 one's end, as the ONNX Runtime and OpenVINO node spans are (hwprof.workload.node_layers.replay_markers, which
@@ -24,8 +31,11 @@ never add up to more than it.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass
+from difflib import SequenceMatcher
 from typing import Protocol
 
 from hwprof.collectors.torch_profiler.kineto import KEvent
@@ -59,12 +69,14 @@ def module_layers(
     """The forward ops charged to their layers (their hierarchies borrowed from the warm-up forward's where they
     recorded none) and the replayed layer markers; the summary of how."""
     borrowed = warmup_ops is not None and not any(op.hierarchy for op in ops)
-    unmatched = borrow_hierarchies(ops, warmup_ops) if borrowed and warmup_ops is not None else 0
+    borrow = borrow_hierarchies(ops, warmup_ops) if borrowed and warmup_ops is not None else Borrowed()
     charged = charge_ops(ops, scopes)
     replayed = layer_markers(ops, scopes, depth)
     charged.update(
         hierarchy_from=FROM_WARMUP if borrowed else FROM_MEASURED,
-        forwards_unmatched=unmatched,
+        forwards_unmatched=borrow.unmatched,
+        forwards_aligned=borrow.aligned,
+        ops_unaligned=borrow.ops_unaligned,
         layer_spans=len(replayed) // 2,
     )
     return charged, replayed
@@ -76,21 +88,66 @@ def recorded_hierarchy(event: KEvent) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def borrow_hierarchies(ops: Sequence[Op], warmup_ops: Sequence[Op]) -> int:
-    """Each measured forward's ops take the hierarchies of the warm-up forward's, one for one, where the two ran
-    the same ops in the same order (by name, in start order); the number of forwards that did not, whose ops
-    get none."""
+@dataclass
+class Borrowed:
+    """How the measured forwards took the warm-up forward's hierarchies."""
+
+    unmatched: int = 0
+    """Forwards with no op in common with the warm-up's: no hierarchy, no layer span."""
+    aligned: int = 0
+    """Forwards whose op sequence differed from the warm-up's, aligned with it by op name."""
+    ops_unaligned: int = 0
+    """Ops of the aligned forwards with no counterpart (their hierarchy taken from their neighbours or their
+    enclosing op, where one has it)."""
+
+
+def borrow_hierarchies(ops: Sequence[Op], warmup_ops: Sequence[Op]) -> Borrowed:
+    """Each measured forward's ops take the hierarchies of the warm-up forward's: one for one where the two ran
+    the same ops in the same order (by name, in start order), else as aligned by name (`_align`)."""
     warm = _in_order([op for op in warmup_ops if op.stage == "forward"])
     names = [op.event.name for op in warm]
-    unmatched = 0
+    out = Borrowed()
     for forward in _forwards(ops).values():
         mine = _in_order(forward)
-        if [op.event.name for op in mine] != names:
-            unmatched += 1
+        if [op.event.name for op in mine] == names:
+            for op, counterpart in zip(mine, warm, strict=True):
+                op.hierarchy = counterpart.hierarchy
             continue
-        for op, counterpart in zip(mine, warm, strict=True):
-            op.hierarchy = counterpart.hierarchy
-    return unmatched
+        left = _align(mine, warm)
+        if left == len(mine):
+            out.unmatched += 1
+            continue
+        out.aligned += 1
+        out.ops_unaligned += left
+    return out
+
+
+def _align(mine: list[Op], warm: list[Op]) -> int:
+    """A forward's ops (start order) given the hierarchies of the warm-up's ops aligned with them by name, then
+    the left-over ops theirs from their neighbours or enclosing ops; the number of ops with no counterpart."""
+    matcher = SequenceMatcher(None, [op.event.name for op in mine], [op.event.name for op in warm], autojunk=False)
+    aligned = [False] * len(mine)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            mine[block.a + k].hierarchy = warm[block.b + k].hierarchy
+            aligned[block.a + k] = True
+    if not any(aligned):
+        return len(mine)
+    known = [i for i, ok in enumerate(aligned) if ok]
+    left = [i for i, ok in enumerate(aligned) if not ok]
+    for i in left:
+        at = bisect_left(known, i)
+        prev, after = (known[at - 1] if at else None), (known[at] if at < len(known) else None)
+        if prev is not None and after is not None and mine[prev].hierarchy == mine[after].hierarchy:
+            mine[i].hierarchy = mine[prev].hierarchy
+    stack: list[Op] = []
+    for i, op in enumerate(mine):
+        while stack and stack[-1].start + stack[-1].event.dur < op.start + op.event.dur:
+            stack.pop()
+        if not aligned[i] and op.hierarchy is None and stack:
+            op.hierarchy = stack[-1].hierarchy
+        stack.append(op)
+    return len(left)
 
 
 def _in_order(ops: list[Op]) -> list[Op]:

@@ -1,8 +1,9 @@
 """Runs side by side: headline figures, stages and layers with ratios to the first run.
 
-Layers are matched by index and type, and only between runs of the same model with the same
-layer table: runs of different models (or of one model whose layer tables differ) are refused
-layer by layer, with the reason, while their stages and headline figures are still compared.
+Layers are matched by name (else by position: hwprof.analysis.layer_match says how), between runs of one
+model or a program's model and a built-in one: a layer whose class differs between runs is still compared, its
+row saying each run's class, and the layers not in every run are listed in one line. Runs of different built-in
+models are refused layer by layer, with the reason, while their stages and headline figures are still compared.
 
 Runs of one model on different runtimes or precisions (torch, ONNX Runtime, OpenVINO; fp32,
 bf16, int8) compare layer by layer too: each layer gets its speed-up over run A and, per run, the
@@ -18,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from hwprof.analysis.layer_match import LayerMatch, letter, match_layers, row_instructions, row_time
 from hwprof.analysis.layer_stats import LayerStat
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.analysis.runtime_nodes import FusedGroup
@@ -122,6 +124,9 @@ class Comparison:
     instructions_source: list[str] = field(default_factory=list)
     stage_notes: list[str] = field(default_factory=list)
     """Per run whose NMS had (almost) no candidates: what its postprocess stage is worth."""
+    layer_notes: list[str] = field(default_factory=list)
+    """How the layers were matched where it is not plain: the layers not in every run (one line), matched by
+    position, classes that differ, rows of inclusive times."""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(replace(self, runs=[]))
@@ -224,28 +229,29 @@ def layer_times_source(a: Analysis) -> str:
 
 
 def layer_mismatch(analyses: Sequence[Analysis]) -> str | None:
-    """Why the runs' layers cannot be matched by index and type; None when they can. A user's program's model
-    has no name of hwprof's (its class): it is matched by its layer table alone, so that a program's yolov8n and
-    `--model yolov8n` compare layer by layer."""
+    """Why the runs' layers are not compared at all; None when they are (matched by match_layers). A user's
+    program's model has no name of hwprof's (its class): it is matched by its layer table alone, so that a
+    program's yolov7 and `--model yolov7` compare layer by layer."""
     heads = [(a.doc.model.name or a.doc.config.model) for a in analyses if a.doc.config.program is None]
     if len(set(heads)) > 1:
         return (
             f"runs are of different models ({', '.join(str(h) for h in heads)}): layers are not compared "
             "layer by layer; stages and headline figures are"
         )
-    tables = [[(r.index, r.type, r.name) for r in a.layers.layers] for a in analyses]
-    if any(not t for t in tables):
+    if any(not a.layers.layers for a in analyses):
         return "a run has no layer table: layers are not compared"
-    for i, table in enumerate(tables[1:], 1):
-        if len(table) != len(tables[0]):
-            return (
-                f"run {i + 1} has {len(table)} layers and run 1 has {len(tables[0])} (different --depth?): "
-                "layers are not compared"
-            )
-        for mine, theirs in zip(tables[0], table, strict=True):
-            if mine != theirs:
-                return f"layer {mine[2]} is {mine[1]} in run 1 but {theirs[1]} in run {i + 1}: layers are not compared"
     return None
+
+
+def matched_layers(analyses: Sequence[Analysis]) -> LayerMatch:
+    """The runs' layers matched as a user means them, or why none are."""
+    refused = layer_mismatch(analyses)
+    if refused is not None:
+        return LayerMatch([], refused=refused)
+    match = match_layers([a.layers.layers for a in analyses])
+    if match.refused is not None:
+        match.refused += ": layers are not compared"
+    return match
 
 
 def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Comparison:
@@ -253,17 +259,32 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
         raise ValueError("compare needs at least two run directories")
     heads = [head(a, p) for a, p in zip(analyses, paths, strict=True)]
     stages = _stage_rows(analyses)
-    refused = layer_mismatch(analyses)
-    layers = _layer_rows(analyses) if refused is None else None
+    match = matched_layers(analyses)
+    layers = _layer_rows(analyses, match) if match.refused is None else None
     notes = _notes(heads, layers is not None)
     fused = [list(a.runtime.fused) if a.runtime is not None else [] for a in analyses]
-    instructions, sources = instruction_rows(analyses) if refused is None else (None, [])
+    instructions, sources = instruction_rows(analyses, match) if match.refused is None else (None, [])
     stage_notes = [
         f"run {chr(ord('A') + i) if i < 26 else i + 1}: {a.stages.postprocess_note}"
         for i, a in enumerate(analyses)
         if a.stages.postprocess_note
     ]
-    return Comparison(heads, stages, layers, refused, notes, fused, instructions, sources, stage_notes)
+    c = Comparison(heads, stages, layers, match.refused, notes, fused, instructions, sources, stage_notes)
+    c.layer_notes = _match_notes(match, len(analyses))
+    return c
+
+
+def _match_notes(match: LayerMatch, n: int) -> list[str]:
+    notes = [match.unmatched] if match.unmatched else []
+    if match.types_differ:
+        runs = " / ".join(letter(i) for i in range(n))
+        notes.append(
+            f"{match.types_differ} matched layer{'s' if match.types_differ > 1 else ''} of another class per run "
+            f"(shown {runs}): matched by name, compared all the same"
+        )
+    if any(m.inclusive for m in match.layers):
+        notes.append("(incl.): the runs nest different layers in it, so its times include its nested layers'")
+    return notes
 
 
 def input_source(run: RunDoc) -> str:
@@ -283,19 +304,18 @@ def _stage_rows(analyses: Sequence[Analysis]) -> list[Row]:
     return stages
 
 
-def _layer_rows(analyses: Sequence[Analysis]) -> list[Row]:
-    """Layer by layer (the runs' layers match), with the kernel each ran."""
+def _layer_rows(analyses: Sequence[Analysis], match: LayerMatch) -> list[Row]:
+    """Layer by layer (as matched), with the kernel each ran."""
     layers = []
-    for i, first in enumerate(analyses[0].layers.layers):
-        rows = [a.layers.layers[i] for a in analyses]
-        values = [r.time_ms for r in rows]
-        ran = [layer_kernel(a, r) for a, r in zip(analyses, rows, strict=True)]
+    for m in match.layers:
+        values = [row_time(m, i) for i in range(len(analyses))]
+        ran = [layer_kernel(a, r) for a, r in zip(analyses, m.stats, strict=True)]
         layers.append(
             Row(
-                f"{first.index} {first.type}" if first.depth == 1 else f"{first.name} {first.type}",
+                m.label,
                 values,
                 _ratios(values),
-                [r.share for r in rows],
+                [None if m.inclusive else r.share for r in m.stats],
                 _speedups(values),
                 [kernel for kernel, _ in ran],
                 [groups for _, groups in ran],
@@ -335,15 +355,14 @@ def _notes(heads: list[RunHead], layers_compared: bool) -> list[str]:
     return notes
 
 
-def instruction_rows(analyses: Sequence[Analysis]) -> tuple[list[Row] | None, list[str]]:
+def instruction_rows(analyses: Sequence[Analysis], match: LayerMatch) -> tuple[list[Row] | None, list[str]]:
     """Per-layer instructions of every run, with B - A in `ratios`' place left to the renderer."""
     if not all(a.layers.has("instructions") for a in analyses):
         return None, []
     rows = []
-    for i, first in enumerate(analyses[0].layers.layers):
-        values = [a.layers.layers[i].instructions for a in analyses]
-        label = f"{first.index} {first.type}" if first.depth == 1 else f"{first.name} {first.type}"
-        rows.append(Row(label, values, _ratios(values), [None] * len(values), [None] * len(values)))
+    for m in match.layers:
+        values = [row_instructions(m, i, a.layers.layers) for i, a in enumerate(analyses)]
+        rows.append(Row(m.label, values, _ratios(values), [None] * len(values), [None] * len(values)))
     sources = [
         "callgrind (simulated) unless a PMU counted them" if a.doc.entry("callgrind").ran else "perf/PAPI"
         for a in analyses

@@ -128,16 +128,18 @@ def advise(run: Run | StrPath, **options: Any) -> Run:
 def compare(a: Run | StrPath, b: Run | StrPath, *more: Run | StrPath) -> pl.DataFrame:
     """`hwprof compare A B ...` as a table: one row per stage (p50) and per layer (scaled self time), every
     run's ms and share (columns a_*, b_*, c_* ... in the order given), its ratio to run a (above 1: slower) and
-    speed-up over it (above 1: faster), and per layer the kernel that ran it. Layers are compared only between
-    runs of one model with the same layer table; for others the table holds the stages, and a warning says why."""
+    speed-up over it (above 1: faster), and per layer the kernel that ran it. Layers are matched by name (a class
+    that differs shows in the key: "105 Detect / IDetect"); those not in every run are left out, and a warning
+    lists them (a warning per note of the layer table). Runs of different models have no layer rows, and a
+    warning says why."""
     import warnings
 
     from hwprof.analysis.compare import compare_analyses
 
     runs = [r if isinstance(r, Run) else load(r) for r in (a, b, *more)]
     c = compare_analyses([r._analysis for r in runs], [r.path for r in runs])
-    if c.layers_refused:
-        warnings.warn(c.layers_refused, stacklevel=2)
+    for line in [c.layers_refused] if c.layers_refused else c.layer_notes:
+        warnings.warn(line, stacklevel=2)
     letters = [chr(ord("a") + i) if i < 26 else f"r{i + 1}" for i in range(len(runs))]
     rows = []
     for section, source in (("stage", c.stages), ("layer", c.layers or [])):

@@ -15,7 +15,7 @@ marker log that keeps the spans (MarkerBus.keep_spans) is innermost of all.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -268,9 +268,15 @@ def attach_layer_markers(model: torch.nn.Module, bus: MarkerBus, depth: int = 1)
     on the instance (ultralytics sets `m.forward = m.forward_fuse`) is wrapped and put back on removal.
     No try/finally: a layer that raises leaves its begin unclosed, which the spans and the trace already
     mark ("unclosed") for a pass that stops mid-forward for any reason."""
+    return attach_markers(layer_modules(model, depth), bus)
+
+
+def attach_markers(layers: Iterable[tuple[str, int, torch.nn.Module]], bus: MarkerBus) -> Callable[[], None]:
+    """attach_layer_markers on the given (name, index, module) layers: a TorchScript model's eager parts
+    (hwprof.program.eager_parts)."""
     emit = bus.emit
     wrapped: list[tuple[torch.nn.Module, Any]] = []
-    for name, index, module in layer_modules(model, depth):
+    for name, index, module in layers:
         own = module.__dict__.get("forward")
         forward = module.forward
 

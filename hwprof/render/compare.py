@@ -132,7 +132,7 @@ def specs(c: Comparison, top: int = TOP_LAYERS) -> list[TableSpec]:
         timed = [r for r in c.layers if r.values[0] is not None]
         timed.sort(key=lambda r: -(r.values[0] or 0.0))
         layers = _rows_spec(
-            f"top {min(top, len(timed))} layers of run A by time, matched by index and type",
+            f"top {min(top, len(timed))} layers of run A by time, matched by name",
             "layer",
             timed[:top],
             n,
@@ -143,6 +143,7 @@ def specs(c: Comparison, top: int = TOP_LAYERS) -> list[TableSpec]:
             "scaled self times (see each run's report); B faster = A ms / B ms: above 1, B ran the layer faster "
             "than run A"
         )
+        layers.notes.extend(c.layer_notes)
         if any(g for row in timed[:top] for g in row.fused):
             layers.notes.append(
                 "*: the layer also takes part in a runtime node fused from several layers (not in its ms)"

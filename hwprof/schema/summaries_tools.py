@@ -29,7 +29,12 @@ class ModuleLayers(Record):
     hierarchy_from: str | None = None
     """Where the measured ops' hierarchies come from: the last warm-up forward's ops, one for one, or their own."""
     forwards_unmatched: Count | None = None
-    """Measured forwards whose op sequence was not the warm-up forward's: no hierarchy, no layer span."""
+    """Measured forwards with no op in common with the warm-up forward's: no hierarchy, no layer span."""
+    forwards_aligned: Count | None = None
+    """Measured forwards whose op sequence was not the warm-up forward's (another input shape, TorchScript's
+    unoptimised graph at a shape's first call): their ops aligned with the warm-up's by name."""
+    ops_unaligned: Count | None = None
+    """Ops of the aligned forwards with no counterpart in the warm-up forward."""
     layer_spans: Count | None = None
     """Replayed layer spans (depth 1 and 2) over the measured iterations."""
     forward_ops: Count | None = None

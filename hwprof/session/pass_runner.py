@@ -176,8 +176,6 @@ class PassRunner:
 
     def set_clean(self, clean: bool) -> None:
         """Into a clean iteration (switchable collectors paused, layer hooks off) or out of it."""
-        from hwprof.core.markers import attach_layer_markers
-
         switchable = [c for c in self.collectors if c.switchable and self._ok(c)]
         if clean:
             for collector in switchable:
@@ -188,10 +186,7 @@ class PassRunner:
             return
         self.clean_iteration = False
         if self._remove_hooks is not None:
-            assert self.ctx.pipeline is not None
-            self._remove_hooks = attach_layer_markers(
-                self._marker_module(self.ctx.pipeline.built), self.bus, self.config.depth
-            )
+            self._remove_hooks = self._attach_markers()
         for collector in switchable:
             if self._ok(collector):
                 self._call(collector, "resume", self.ctx)
@@ -302,12 +297,15 @@ class PassRunner:
         self._each("prepare", self.ctx)
         hooks_wanted = self.ctx.pass_name != "timing" or any(c.needs_layer_markers for c in self.collectors)
         if hooks_wanted and layer_markers:
-            from hwprof.core.markers import attach_layer_markers
-
-            assert self.ctx.pipeline is not None
             # After prepare(): one-off forwards there (the FLOP count) are not layer spans.
-            module = self._marker_module(self.ctx.pipeline.built)
-            self._remove_hooks = attach_layer_markers(module, self.bus, self.config.depth)
+            self._remove_hooks = self._attach_markers()
+
+    def _attach_markers(self) -> Callable[[], None]:
+        """The layer markers put on the model's layers; returns their removal."""
+        from hwprof.core.markers import attach_layer_markers
+
+        assert self.ctx.pipeline is not None
+        return attach_layer_markers(self._marker_module(self.ctx.pipeline.built), self.bus, self.config.depth)
 
     def _measure(self, runtime_name: str) -> None:
         """Warm-up, then the measured (and, paired, clean) iterations between the collectors' start and stop."""

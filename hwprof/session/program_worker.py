@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from hwprof import stage_api
 from hwprof.collectors.base import Collector, CollectorResult
 from hwprof.core.program_spec import PROGRAM_SPAN, WHOLE_PROCESS_ENV, ProgramSpec
 from hwprof.program.driver import Calls, ProgramDriver
+from hwprof.program.eager_parts import EagerLayer
 from hwprof.program.finder import Found, ModelFinder, ProgramAbort
 from hwprof.program.known_stages import known_targets
 from hwprof.program.launch import ProgramEnd, run_program
@@ -88,6 +90,8 @@ class ProgramPassRunner(PassRunner):
         self.no_model: str | None = None
         """Why no model was measured (one line), once the pass knows there is none."""
         self._program_failed = False
+        self._eager: list[EagerLayer] = []
+        """A TorchScript model's layers that its eager wrapper runs itself, marked live (model_found)."""
 
     def _build(self) -> str:
         """Nothing is built before the program runs: the finder waits for its calls."""
@@ -220,7 +224,8 @@ class ProgramPassRunner(PassRunner):
         else:
             layers = layer_table(built.module, pipeline.sample_batch(), depth)
         write_model_json(self.ctx.out_dir, built, pipeline.sample_batch().shape, layers)
-        self._wire(layer_markers=not found.scripted)
+        self._eager = self._eager_parts(found) if found.scripted else []
+        self._wire(layer_markers=not found.scripted or bool(self._eager))
         note = self._scripted_note() if found.scripted else None
         if note is not None:
             self.notes.append(note)
@@ -229,6 +234,25 @@ class ProgramPassRunner(PassRunner):
         self._total = self.config.warmup + len(steps)
         STOP.at_boundaries = True  # from the next call on, a stop waits for the end of the iteration in flight
         return steps
+
+    def _eager_parts(self, found: Found) -> list[EagerLayer]:
+        """The layers a TorchScript model's eager wrapper runs itself (YOLOv7's TracedModel.detect_layer), in a pass
+        that times the TorchScript layers: live markers beside the module hierarchy's spans."""
+        from hwprof.program.eager_parts import describe, eager_layers
+
+        if not any(c.finds_scripted_layers for c in self.collectors if self._ok(c)):
+            return []
+        eager = eager_layers(found.module, found.layers_module, self.config.depth)
+        if eager:
+            self.notes.append(describe(eager))
+        return eager
+
+    def _attach_markers(self) -> Callable[[], None]:
+        if not self._eager:
+            return super()._attach_markers()
+        from hwprof.core.markers import attach_markers
+
+        return attach_markers(self._eager, self.bus)
 
     def _scripted_note(self) -> str | None:
         """What this pass gives of a TorchScript model's layers, in one line: their spans from torch.profiler's

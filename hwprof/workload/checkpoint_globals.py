@@ -52,7 +52,9 @@ _OFFICIAL_YOLOV7: dict[str, type[nn.Module]] = {
     "models.common.ImplicitA": _UnusedModule,
     "models.common.ImplicitM": _UnusedModule,
 }
-"""Official YOLOv7 class paths (deploy and release checkpoints) -> the classes they unpickle as."""
+_OFFICIAL_YOLOV7 |= {f"yolov7.{name}": cls for name, cls in _OFFICIAL_YOLOV7.items()}
+"""Official YOLOv7 class paths (deploy and release checkpoints) -> the classes they unpickle as; also under
+`yolov7.` (the official repository packaged as the `yolov7detect` sdist, whose checkpoints name its package)."""
 _TORCH_NN: tuple[type[nn.Module], ...] = (
     nn.Conv2d,
     nn.BatchNorm2d,

@@ -5,8 +5,8 @@ it off there): the model is passed through torch.jit.trace once, and the traced 
                                     [--no-trace] [--source DIR]
 
 --style whole: `torch.jit.trace(model, example)` and the traced module is the program's model (a ScriptModule).
---style yolov7: YOLOv7's TracedModel: an nn.Module whose `model` is the traced body (every layer but the head)
-and whose `detect_layer` is the eager head, called one after the other.
+--style yolov7: YOLOv7's TracedModel: an nn.Module whose `model` is the traced model (its forward runs every layer
+but the head) and whose `detect_layer` is the eager head, called one after the other.
 --no-trace: the eager model, as detect.py --no-trace.
 
 Under hwprof: `hwprof collect --only timing -- python tests/programs/traced.py`.
@@ -24,16 +24,17 @@ from common import build_model, image_paths, letterbox, nms, to_tensor
 
 
 class Body(torch.nn.Module):
-    """A YOLO model's layers but the head, run as its own forward does: what YOLOv7 traces (model.traced)."""
+    """A YOLO model whose forward runs its layers but the head, as its own forward does: what YOLOv7 traces
+    (`model.traced = True`). Its layer list keeps the head, whose TorchScript copy never runs."""
 
     def __init__(self, model: Any) -> None:
         super().__init__()
-        self.model, self.save = model.model[:-1], set(model.save)
+        self.model, self.save = model.model, set(model.save)
         self.head_from = model.model[-1].f
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
         outputs: list[Any] = []
-        for m in self.model:
+        for m in self.model[:-1]:
             if m.f != -1:
                 x = outputs[m.f] if isinstance(m.f, int) else [x if j == -1 else outputs[j] for j in m.f]
             x = m(x)
