@@ -11,10 +11,10 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
-
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.flops import FlopsCollector
 from hwprof.collectors.timing import TimingCollector
+
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
 from hwprof.program.model import OWN_FORWARDS_WHY, ProgramPipeline, built_model
@@ -113,4 +113,3 @@ def test_the_layer_table_is_recorded_from_the_next_forward_by_hooks_that_only_re
     assert [r.to_dict() for r in recorder.rows] == [r.to_dict() for r in layer_table(model, torch.zeros(1, 3, 8, 8))]
     model(torch.zeros(1, 3, 16, 16))  # hooks removed: the table keeps the recorded call's shapes
     assert recorder.rows[0].in_shapes == [[1, 3, 8, 8]]
-
