@@ -213,6 +213,12 @@ class Collector:
     def stop(self, ctx: PassContext) -> None:
         pass
 
+    def after_workload(self, ctx: PassContext) -> None:
+        """The workload's own flow has ended (a user's program ended or was stopped; the collectors were stopped):
+        a forward of the collector's own that could not run inside the loop (`ctx.pipeline.own_forwards_in_loop`
+        false at prepare) runs here, with no marker. Called by a program's pass only: hwprof's own pipeline lets
+        such forwards run in prepare."""
+
     def pause(self, ctx: PassContext) -> None:
         """A clean iteration follows: produce nothing, cost nothing (only if `switchable`)."""
 

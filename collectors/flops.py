@@ -1,6 +1,7 @@
 """FLOPs per layer with torch.utils.flop_counter, and the minimum bytes each layer must move.
 
-One extra forward of the run's input under FlopCounterMode, outside the measured iterations.
+One extra forward of the run's input under FlopCounterMode, outside the measured iterations: in prepare for
+hwprof's own pipeline, after the program (after_workload) for a user's program, whose loop is its own.
 FLOPs follow torch's convention (a multiply-add is 2 FLOPs). Minimum bytes per layer are its input
 and output activations plus its weights, from tensor sizes: the traffic a layer cannot avoid,
 so FLOPs / minimum bytes is an upper bound on its arithmetic intensity.
@@ -53,6 +54,16 @@ class FlopsCollector(Collector):
     def prepare(self, ctx: PassContext) -> None:
         if ctx.layer_scopes is not None:
             return  # a TorchScript model: close() says why there is no count
+        assert ctx.pipeline is not None
+        if ctx.pipeline.own_forwards_in_loop:
+            self._count(ctx)
+
+    def after_workload(self, ctx: PassContext) -> None:
+        if ctx.layer_scopes is None and self.tables is None:
+            self._count(ctx)
+
+    def _count(self, ctx: PassContext) -> None:
+        """One forward of the sample under FlopCounterMode; the per-layer tables from model.json's rows."""
         import torch
         from torch.utils.flop_counter import FlopCounterMode
 
@@ -83,7 +94,8 @@ class FlopsCollector(Collector):
             input_shape=list(batch.shape),
             by_op=ops_total,
             layers_sum_flops=sum(v for k, v in flops_by_layer.items() if k.count(".") == 1),
-            method="torch.utils.flop_counter.FlopCounterMode over one forward of the run's input",
+            method="torch.utils.flop_counter.FlopCounterMode over one forward of the run's input"
+            + ("" if pipeline.own_forwards_in_loop else " (the program's first marked call's), after the program"),
         )
 
     def close(self, ctx: PassContext) -> CollectorResult:

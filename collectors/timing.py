@@ -3,7 +3,9 @@
 `python -m pyperf stats passes/timing/timing.pyperf.json` and `python -m pyperf compare_to A B`
 work on the file. After every measured pipeline iteration the collector also times one plain
 `model(x)` call on the same kind of input (interleaved, so drift and noise hit both alike): the
-"forward.reference" benchmark, against which the harness's own forward stage is checked.
+"forward.reference" benchmark, against which the harness's own forward stage is checked. Not for a
+workload whose loop hwprof does not own (a user's program: `own_forwards_in_loop` false): the call would run
+inside the program's own call of its model; the summary says why there is no reference.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class TimingCollector(Collector):
     def after_iteration(self, ctx: PassContext, iteration: int) -> None:
         pipeline = ctx.pipeline
         assert pipeline is not None
+        if not pipeline.own_forwards_in_loop:
+            return
         if self._batch is None:
             self._batch = pipeline.sample_batch()
         batch = self._batch
@@ -111,6 +115,8 @@ class TimingCollector(Collector):
         whole = self.stages.get("iteration", [])
         if whole:
             summary.fps = self.config.batch / latency_stats(whole).p50_ms * 1e3
+        if ctx.pipeline is not None and not ctx.pipeline.own_forwards_in_loop:
+            summary.forward_reference_unavailable = ctx.pipeline.own_forwards_why
         if self.reference_s:
             ref = latency_stats([v * 1e3 for v in self.reference_s])
             summary.forward_reference = StageLatency.of(**ref.to_dict())

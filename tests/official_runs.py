@@ -25,8 +25,9 @@ ASSETS = ("bus.jpg", "zidane.jpg")
 
 def require_official() -> None:
     """Skip, with the reason and the fix, where the official code is not installed."""
-    spec = importlib.util.find_spec("yolov7")  # not yolov7.detect: that imports yolov7, which imports torchvision
-    if spec is None or not any((Path(p) / "detect.py").is_file() for p in spec.submodule_search_locations or []):
+    spec = importlib.util.find_spec("yolov7")  # its submodules are not looked up: that imports the package, torchvision
+    places = spec.submodule_search_locations if spec is not None else None
+    if not places or not any((Path(place) / "detect.py").is_file() for place in places):
         pytest.skip("the official YOLOv7 code is not installed; fix: pip install --no-deps yolov7detect==1.0.1")
 
 

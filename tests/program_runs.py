@@ -23,9 +23,15 @@ def program(name: str) -> str:
 
 
 def collect(
-    out: Path, options: list[str], command: list[str], timeout: float = 300, stdin: str | None = None
+    out: Path,
+    options: list[str],
+    command: list[str],
+    timeout: float = 300,
+    stdin: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`hwprof collect OPTIONS --out OUT -- python COMMAND...`, from OUT's parent folder."""
+    """`hwprof collect OPTIONS --out OUT -- python COMMAND...`, from OUT's parent folder (`env`: the environment,
+    os.environ by default)."""
     return subprocess.run(
         [sys.executable, "-P", "-m", "hwprof", "collect", *options, "--out", str(out), "--", "python", *command],
         cwd=out.parent,
@@ -33,7 +39,7 @@ def collect(
         capture_output=True,
         timeout=timeout,
         input=stdin,
-        env={**os.environ, "COLUMNS": "200"},
+        env={**(os.environ if env is None else env), "COLUMNS": "200"},
     )
 
 

@@ -149,8 +149,11 @@ def overheads(data: RunData, layers: LayerReport) -> Overheads:
         out.between_ops_layers = per_layer[:5]
     if out.between_ops_ms is None:
         out.missing["between_ops"] = collector_missing(run, ["torch_profiler"], "aten op times")
-    ref = run.summary(TimingSummary).forward_vs_reference
+    timing = run.summary(TimingSummary)
+    ref = timing.forward_vs_reference
     out.harness_vs_reference = float(ref) if ref is not None else None
+    if ref is None and timing.forward_reference_unavailable:
+        out.missing["harness_vs_reference"] = Missing(timing.forward_reference_unavailable)
     out.counter_checks = counter_checks(run)
     return out
 

@@ -105,7 +105,8 @@ class ProgramDriver:
     _sample: tuple[Any, ...] = ()
     """The choosing call's arguments (for `settle`)."""
     _internal: int = 0
-    """hwprof's own calls of the model (the layer table, FLOPs, the timing reference): not the program's."""
+    """hwprof's own calls of the model (the layer table, FLOPs: after the program, hwprof.session.program_worker):
+    not the program's."""
     _thread: int | None = None
     """The thread that calls the model: stage markers come from it alone."""
     _restore: Callable[[], None] | None = None

@@ -1,9 +1,12 @@
 """The program's model as the pass's collectors see it: a BuiltModel and a pipeline-like holder of its input.
 
 The collectors written for the built-in pipeline ask `ctx.pipeline` for the model (`model`, `built.module`), a
-sample input (`sample_batch()`: the first input the program gave the model) and a forward outside the measured
-ones (`forward(batch)`: the timing pass's reference call). Those calls are hwprof's, not the program's: they run
-inside `ProgramDriver.internal()`, so they are not counted or marked.
+sample input (`sample_batch()`: the input of the first marked call) and a forward of hwprof's own
+(`forward(batch)`). The program owns its loop: a forward of hwprof's own there would run inside the program's call
+of its model, inside whatever the program times (YOLOv7's detect.py prints each call's time). So
+`own_forwards_in_loop` is false: such forwards run after the program ended or was stopped
+(Collector.after_workload: the FLOP count), or not at all (the timing pass's reference, which must interleave with
+the measured calls). They run inside `ProgramDriver.internal()`, so they are not counted or marked.
 """
 
 from __future__ import annotations
@@ -26,6 +29,10 @@ if TYPE_CHECKING:
     from hwprof.program.finder import Found
 
 OUTPUT_UNKNOWN = "program"
+OWN_FORWARDS_WHY = (
+    "the program drives its own loop: a forward of hwprof's own between its calls would run inside the program's "
+    "call of its model (inside what the program times)"
+)
 
 
 def built_model(found: Found) -> BuiltModel:
@@ -96,6 +103,9 @@ class ProgramPipeline:
     runtime: Any = None
     detections: list[int] = field(default_factory=list)
     candidates: list[int] = field(default_factory=list)
+    own_forwards_in_loop: bool = False
+    """See hwprof.workload.pipeline.Pipeline.own_forwards_in_loop."""
+    own_forwards_why: str = OWN_FORWARDS_WHY
 
     @property
     def model(self) -> torch.nn.Module:

@@ -7,6 +7,7 @@ import shlex
 
 from hwprof.schema.program import ProgramOutcome
 from hwprof.schema.run import RunDoc
+from hwprof.schema.summaries_cpu import TimingSummary
 
 WHOLE_PROCESS = (
     "whole-process only: the passes after the one that found no model profiled the program's whole run as one span "
@@ -34,7 +35,15 @@ def program_lines(run: RunDoc) -> list[tuple[str, str]]:
         out.append(("stages timed", timed))
     notes = dict.fromkeys(note for o in outcomes.values() for note in o.notes)
     out += [("note", note) for note in notes]
-    return out
+    return out + _not_run(run)
+
+
+def _not_run(run: RunDoc) -> list[tuple[str, str]]:
+    """The checks of hwprof's own that a program's run cannot have, in one line (not a failure)."""
+    why = run.summary(TimingSummary).forward_reference_unavailable
+    if not why:
+        return []
+    return [("checks not run", f"harness forward / plain model(x) loop (the timing pass's reference): {why}")]
 
 
 def program_problems(run: RunDoc) -> list[str]:

@@ -80,6 +80,8 @@ class TimingSummary(Summary):
     fps: NonNegative | None = None
     forward_reference: StageLatency | None = None
     forward_vs_reference: NonNegative | None = None
+    forward_reference_unavailable: str | None = None
+    """Why no plain model(x) reference was timed (a user's program: it would run inside the program's call)."""
 
 
 @dataclass(kw_only=True)

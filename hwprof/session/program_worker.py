@@ -25,7 +25,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof import stage_api
 from hwprof.collectors.base import Collector, CollectorResult
@@ -44,6 +44,9 @@ from hwprof.session.pass_runner import EXIT_PROGRAM_FAILED, PassRunner
 from hwprof.session.registry import all_collectors
 from hwprof.session.worker_io import progress
 from hwprof.session.worker_stop import STOP
+
+if TYPE_CHECKING:
+    from hwprof.workload.layers import LayerRecorder
 
 ENDED = {
     "stopped": "stopped after the measured calls",
@@ -89,6 +92,8 @@ class ProgramPassRunner(PassRunner):
         self.whole_process = bool(self.found_none)
         self.no_model: str | None = None
         """Why no model was measured (one line), once the pass knows there is none."""
+        self._layers: LayerRecorder | None = None
+        """The layer table's hooks, on the model from its first marked call until model.json is written."""
         self._program_failed = False
         self._eager: list[EagerLayer] = []
         """A TorchScript model's layers that its eager wrapper runs itself, marked live (model_found)."""
@@ -128,6 +133,7 @@ class ProgramPassRunner(PassRunner):
             stage_api.set_sink(sink)
             self.stages.close()
             STOP.disarm()
+        self._after_program()
         self.notes.extend(self.stages.unresolved())
         self._check_end()
         if self.driver.found is None and self.spec.model_path is not None:
@@ -142,6 +148,40 @@ class ProgramPassRunner(PassRunner):
                 f"the program ended after {self.driver.calls.seen} calls of the model: "
                 f"{measured} measured of the {self.config.iters} asked (--iters)"
             )
+
+    def _after_program(self) -> None:
+        """The program ended (or was stopped): hwprof's own forwards run now, outside its calls and unmarked: the
+        layer table's, where no marked call filled it, and the collectors' (Collector.after_workload)."""
+        driver, pipeline = self.driver, self.ctx.pipeline
+        if driver is None or driver.found is None or pipeline is None:
+            return
+        if self._remove_hooks is not None:
+            self._remove_hooks()
+            self._remove_hooks = None
+        with driver.internal():
+            try:
+                self._write_layers(forward=True)
+            except Exception as exc:
+                if self.end is not None and not self.end.ok:  # the program's own failure says more
+                    print(f"the layer table after the program failed: {exc}", file=sys.stderr)
+                    return
+                raise ProgramFailed(f"hwprof could not make the layer table of {driver.found.name}: {exc}") from exc
+            self._each("after_workload", self.ctx)
+
+    def _write_layers(self, forward: bool = False) -> None:
+        """model.json, once the layer table's hooks saw a forward (the first marked call's), or with one forward
+        of hwprof's own of the sample (`forward`: only after the program)."""
+        from hwprof.workload.layers import forward_with_hooks
+
+        recorder, pipeline = self._layers, self.ctx.pipeline
+        if recorder is None or pipeline is None or not (recorder.seen or forward):
+            return
+        self._layers = None
+        if recorder.seen:
+            recorder.remove()
+        else:
+            forward_with_hooks(pipeline.model, pipeline.sample_batch(), recorder.handles)
+        write_model_json(self.ctx.out_dir, pipeline.built, pipeline.sample_batch().shape, recorder.rows)
 
     def _check_end(self) -> None:
         """ProgramFailed, with the program's own failure in one line, when it did not end well."""
@@ -208,7 +248,7 @@ class ProgramPassRunner(PassRunner):
         from hwprof.program.model import ProgramPipeline, built_model, first_tensor, model_device_sync
         from hwprof.program.scopes import layer_scopes
         from hwprof.session.paired import schedule
-        from hwprof.workload.layers import layer_table, scripted_layer_table
+        from hwprof.workload.layers import record_layers, scripted_layer_table
 
         assert self.driver is not None
         self.driver.sync = model_device_sync(found.module, self.config.device)
@@ -221,9 +261,9 @@ class ProgramPassRunner(PassRunner):
         if found.scripted:
             layers = scripted_layer_table(built.module, depth)
             self.ctx.layer_scopes = layer_scopes(found.module, found.layers_module, depth)
-        else:
-            layers = layer_table(built.module, pipeline.sample_batch(), depth)
-        write_model_json(self.ctx.out_dir, built, pipeline.sample_batch().shape, layers)
+            write_model_json(self.ctx.out_dir, built, pipeline.sample_batch().shape, layers)
+        else:  # shapes recorded in this call, the program's own: no forward of hwprof's own inside it
+            self._layers = record_layers(built.module, depth)
         self._eager = self._eager_parts(found) if found.scripted else []
         self._wire(layer_markers=not found.scripted or bool(self._eager))
         note = self._scripted_note() if found.scripted else None
@@ -280,6 +320,7 @@ class ProgramPassRunner(PassRunner):
         self._each("after_iteration", self.ctx, iteration)
 
     def after_step(self) -> None:
+        self._write_layers()
         self.log.flush_to(self.markers_path)
         self._done += 1
         warmup = self.driver is not None and self.driver.calls.measured + self.driver.calls.clean == 0

@@ -2,7 +2,8 @@
 
 One row per layer the markers cover (model.model[i], and their children with --depth 2): index,
 qualified name, type, from-edges, params, input/output shapes and bytes, weight bytes. Shapes come
-from one forward pass with hooks on a real input of the run's size.
+from one forward pass with hooks that only record, on a real input of the run's size: hwprof's own forward for
+the built-in pipeline, the first marked call of a user's program for a program (LayerRecorder).
 
 A TorchScript model (a user's traced program) keeps its submodules' names, classes (`original_name`),
 parameters and buffers, but runs its children where no hook fires, and drops the Python attributes a YOLO
@@ -113,14 +114,29 @@ def _row(name: str, index: int, module: torch.nn.Module) -> LayerInfo:
     )
 
 
-def layer_table(model: torch.nn.Module, sample: torch.Tensor, depth: int = 1) -> list[LayerInfo]:
-    """The table, with shapes from one forward pass of `sample` through `model`."""
+@dataclass
+class LayerRecorder:
+    """The table's rows, their shapes and bytes filled by forward hooks that only record: on hwprof's own forward
+    (layer_table), or on the first call of a user's program that follows (hwprof.session.program_worker), so
+    that hwprof runs no forward of its own inside the program's calls."""
 
-    rows: list[LayerInfo] = []
-    handles = []
+    rows: list[LayerInfo]
+    handles: list[Any]
+    seen: bool = False
+    """A forward went through the hooks: every row that ran has its shapes."""
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+
+
+def record_layers(model: torch.nn.Module, depth: int = 1) -> LayerRecorder:
+    """The rows, with hooks that fill each layer's shapes and bytes at the next forward through `model`."""
+    recorder = LayerRecorder([], [])
     for name, index, module in layer_modules(model, depth):
         row = _row(name, index, module)
-        rows.append(row)
+        recorder.rows.append(row)
 
         def hook(_m: Any, inputs: Any, output: Any, _row: LayerInfo = row) -> None:
             ins, outs = _tensors(inputs), _tensors(output)
@@ -128,10 +144,17 @@ def layer_table(model: torch.nn.Module, sample: torch.Tensor, depth: int = 1) ->
             _row.out_shapes = [list(t.shape) for t in outs]
             _row.in_bytes = _nbytes(ins)
             _row.out_bytes = _nbytes(outs)
+            recorder.seen = True
 
-        handles.append(module.register_forward_hook(hook))
-    forward_with_hooks(model, sample, handles)
-    return rows
+        recorder.handles.append(module.register_forward_hook(hook))
+    return recorder
+
+
+def layer_table(model: torch.nn.Module, sample: torch.Tensor, depth: int = 1) -> list[LayerInfo]:
+    """The table, with shapes from one forward pass of `sample` through `model`."""
+    recorder = record_layers(model, depth)
+    forward_with_hooks(model, sample, recorder.handles)
+    return recorder.rows
 
 
 def scripted_layer_table(model: torch.nn.Module, depth: int = 1) -> list[LayerInfo]:
