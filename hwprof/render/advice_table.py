@@ -4,7 +4,9 @@ A TableSpec like the report's other tables, so the terminal and the Markdown sho
 cells are short lines stacked in one cell (figure, spread, method) rather than more columns, so that the
 speed-up and its spread stay whole in an 80-column terminal; the text columns (the change, the output
 check, the layers, the finding) wrap. Ranked advice is numbered 1, 2, ...; a row whose output changed is
-marked and never numbered; a row that did not run says why in its change cell.
+marked and never numbered; a row that did not run says why in its change cell. The change cell is the row's key
+and the number of the note under the table that says how to make the change (a program's command would take tens
+of lines in a 16-column cell).
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def speedups(row: AdviceRow, sep: str = "\n") -> str:
         if moved is not None:  # end to end parts from the forward: the stage that took the difference
             lines.append(f"e2e: {moved.short()}")
         method = (f or e2e).method  # type: ignore[union-attr]
-        lines.append(METHOD_SHORT.get(method, method) + (", NOT RESOLVED" if row.disturbed else ""))
+        unresolved = f is not None and not row.resolved  # advice.json's `resolved` (AdviceRow.resolved)
+        lines.append(METHOD_SHORT.get(method, method) + (", NOT RESOLVED" if unresolved else ""))
     lines += _setup(row)
     return sep.join(x for x in lines if x) or MISSING
 
@@ -144,8 +147,10 @@ def _rank_cell(row: AdviceRow, rank: dict[str, int]) -> str:
     return CHANGED_RANK if changed(row) else ""
 
 
-def row_cells(row: AdviceRow, rank: dict[str, int], sep: str = "\n") -> list[str]:
-    change = sep.join(x for x in (row.key, row.how, _why_not(row)) if x)
+def row_cells(row: AdviceRow, rank: dict[str, int], sep: str = "\n", note: int = 0) -> list[str]:
+    """note: the number of the note under the table that gives the row's command (its `how`); 0: none."""
+    name = f"{row.key} [{note}]" if note else row.key
+    change = sep.join(x for x in (name, _why_not(row)) if x)
     return [
         _rank_cell(row, rank),
         change,
@@ -203,12 +208,22 @@ def notes(advice: Advice) -> list[str]:
 def advice_spec(advice: Advice, sep: str = "\n") -> TableSpec:
     """sep: what stacks a cell's lines ("\\n" in the terminal, "; " in Markdown)."""
     rank = ranks(advice)
-    rows = [row_cells(r, rank, sep) for r in advice.ordered()]
+    ordered = advice.ordered()
+    numbers = how_notes(ordered)
+    rows = [row_cells(r, rank, sep, numbers.get(r.key, 0)) for r in ordered]
     title = (
         f"advice: {len(rank)} of {len(advice.rows)} candidate changes measured faster "
         f"(# = rank; {CHANGED_RANK} = changed output, never ranked)"
     )
-    return TableSpec(title, list(COLS), rows, notes(advice), MORE)
+    hows = [f"[{numbers[r.key]}] {r.key}: {r.how}" for r in ordered if r.key in numbers]
+    return TableSpec(title, list(COLS), rows, hows + notes(advice), MORE)
+
+
+def how_notes(rows: list[AdviceRow]) -> dict[str, int]:
+    """Row key -> the number of its note under the table that gives how to make the change (its command, which
+    would make the change column tens of lines long at 80 columns), for the rows that say how."""
+    with_how = [r.key for r in rows if r.how]
+    return {key: n for n, key in enumerate(with_how, start=1)}
 
 
 def advice_renderables(advice: Advice, console: Console) -> list[RenderableType]:
