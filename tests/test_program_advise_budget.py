@@ -96,7 +96,7 @@ def test_a_run_that_saw_the_program_end_with_too_few_calls_is_refused_before_any
     (run / "run.json").write_text(json.dumps(doc))
     with pytest.raises(ValueError, match=r"^the program makes 30 calls of its model .*advise needs 47 for ") as exc:
         plan_advice(run, blocks=8)
-    assert "nothing was run" in str(exc.value) and not (run / "advise").exists()
+    assert "no candidate was run" in str(exc.value) and not (run / "advise").exists()
     plan = plan_advice(run, blocks=2)  # 2 blocks: 23 calls, enough
     assert plan.calls is not None and plan.calls.exact and plan.count_needed() == 0
 

@@ -112,7 +112,7 @@ def refusal(seen: CallsSeen, budget: Budget, candidates: Sequence[Candidate], pr
         fixes.append(f"--{prefix}only {','.join(fit)}")
     return (
         f"the program makes {seen.calls} calls of its model ({seen.source}); advise needs {need} for "
-        f"{', '.join(c.key for c in short)} ({budget.what(paired)}): nothing was run; fix: {', or '.join(fixes)}"
+        f"{', '.join(c.key for c in short)} ({budget.what(paired)}): no candidate was run; fix: {', or '.join(fixes)}"
     )
 
 
