@@ -341,8 +341,9 @@ class AdviseRun:
         self.progress(key, event)
 
     def _failed(self, c: Candidate, error: str) -> AdviceRow:
-        reached = self.reached.get(c.key)
-        calls = f" at {reached[0]} of {reached[1]} calls" if reached and self.plan.config.program else ""
+        budget = self.plan.budget  # a program's: where its schedule was cut (0 of it: before the model's first call)
+        done, total = self.reached.get(c.key) or (0, budget.needs(c) - budget.before if budget else 0)
+        calls = f" at {done} of {total} calls of the model" if budget is not None else ""
         what = f"{INTERRUPTED}{calls}" if self.stop.requested else error
         return AdviceRow(c.key, c.change, c.how, c.finding, status="failed", reason=what)
 
