@@ -70,7 +70,8 @@ def test_the_report_leads_with_the_advice_and_keeps_its_figures_whole(advised: t
     start = next(i for i, x in enumerate(lines) if x.startswith("advice: 2 of 6 candidate changes"))
     table = lines[start : next(i for i, x in enumerate(lines) if i > start and x.startswith("└"))]
     marked = [(x.split("│")[1].strip(), x.split("│")[2].strip()) for x in table if x.startswith("│ ") and x[2] != " "]
-    assert marked == [("1", "compile"), ("2", "channels_last"), ("x", "openvino-bf16")]
+    keys = [(rank, cell.split(" [")[0]) for rank, cell in marked]  # the key, then its note's number
+    assert keys == [("1", "compile"), ("2", "channels_last"), ("x", "openvino-bf16")]
     words = " ".join(text.split())  # the notes under the table wrap at the console's width
     assert "paired: baseline and variant interleaved in ABBA blocks" in words
     assert "the compile cache was cold" in words and "advice took 312.4 s" in words
@@ -79,9 +80,16 @@ def test_the_report_leads_with_the_advice_and_keeps_its_figures_whole(advised: t
 def test_the_table_rows_say_rank_setup_output_layers_and_why_not(advised: tuple[Path, Advice]) -> None:
     _, advice = advised
     spec = advice_spec(advice)
-    by_key = {row[1].split("\n")[0]: dict(zip((c.header for c in spec.cols), row, strict=True)) for row in spec.rows}
+    by_key = {
+        row[1].split("\n")[0].split(" [")[0]: dict(zip((c.header for c in spec.cols), row, strict=True))
+        for row in spec.rows
+    }
     rows = {r.key: r for r in advice.rows}
     assert [row[0] for row in spec.rows] == ["1", "2", "x", "", "", ""]
+    # the change cell is the key and its note's number; the note under the table says how (the command)
+    assert spec.rows[0][1].split("\n")[0] == "compile [1]"
+    assert f"[1] compile: {rows['compile'].how}" in spec.notes
+    assert all(r.how not in cells[1] for r, cells in zip(advice.ordered(), spec.rows, strict=True) if r.how)
     compiled = by_key["compile"]
     pays = math.ceil(rows["compile"].breakeven_inferences or 0)
     assert compiled["speed-up, setup"].endswith(f"paired\ncompile 41.3 s\npays after {pays:,}")
@@ -99,8 +107,11 @@ def test_the_table_rows_say_rank_setup_output_layers_and_why_not(advised: tuple[
     rows["channels_last"].per_image = True  # a batch change: times per image, on a line of their own
     per_image = dict(zip((c.header for c in spec.cols), advice_spec(advice).rows[1], strict=True))
     assert "61.24->48.31 ms\nper image\ne2e 1.20x" in per_image["speed-up, setup"]
-    for key in ("amx-int8", "onnxruntime"):
-        assert rows[key].reason in by_key[key]["change"] and by_key[key]["speed-up, setup"] == "-"
+    for key in ("amx-int8", "onnxruntime"):  # a long why-not: its label in the cell, the whole in the row's note
+        assert by_key[key]["change"].split("\n")[1] in ("not run", "failed") and by_key[key]["speed-up, setup"] == "-"
+        number = by_key[key]["change"].split("\n")[0].split(" [")[1].rstrip("]")
+        (note,) = [n for n in spec.notes if n.startswith(f"[{number}] {key}: ")]
+        assert rows[key].reason in note and rows[key].how in note
 
 
 def test_the_heading_says_so_when_nothing_measured_faster(advised: tuple[Path, Advice]) -> None:
@@ -115,7 +126,7 @@ def test_markdown_carries_the_table_before_the_findings(advised: tuple[Path, Adv
     md = _report(run_dir, format="markdown")
     table = md.index("### advice: 2 of 6 candidate changes measured faster")
     assert md.index("**what to do: compile") < table < md.index("### pipeline stages") < md.index("### findings")
-    row = next(x for x in md.splitlines() if x.startswith("| 1 | compile"))
+    row = next(x for x in md.splitlines() if x.startswith("| 1 | compile [1]"))
     assert "fwd 1.45x; 1.40-1.52; 61.24->42.20 ms; e2e 1.33x; 1.29-1.37; paired" in row
 
 

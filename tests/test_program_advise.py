@@ -270,4 +270,8 @@ def test_advise_plans_a_recorded_program_run_from_its_own_facts(tmp_path: Path) 
     assert not cs["bf16"].blocked  # the run's host recorded AVX512-BF16 and AMX-BF16
     assert not cs["compile"].blocked  # an eager model (the run's pass found it, not scripted)
     assert "python /home/user/project/tests/programs/detect_like.py --model yolov8n" in cs["omp-passive"].how
-    assert program_baseline(plan.config).startswith("-- python /home/user/project/tests/programs/detect_like.py")
+    # as the user types it: hwprof's options before `--`, the program's own after
+    assert program_baseline(plan.config) == (
+        "--threads 2 -- python /home/user/project/tests/programs/detect_like.py "
+        "--model yolov8n --img-size 64 --frames 40"
+    )

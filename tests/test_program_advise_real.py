@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -52,7 +53,8 @@ def bf16_units() -> bool:
 def test_each_row_has_its_method_output_check_and_reason(advised: Path) -> None:
     advice, error = load_advice(advised)
     assert advice is not None and not error
-    assert advice.baseline.startswith("-- python ") and "detect_like.py" in advice.baseline
+    assert advice.baseline.startswith("--threads 2 -- python ") and "detect_like.py" in advice.baseline
+    assert any(n.startswith("the program's calls of its model were counted") for n in advice.notes)
     assert any(note.startswith("a program's rows") for note in advice.notes)
     # the program's own random model: a head that does not depend on its input is said once under the table
     blind = any(r.output is not None and r.output.verdict == BLIND for r in advice.rows)
@@ -86,3 +88,52 @@ def test_each_row_has_its_method_output_check_and_reason(advised: Path) -> None:
         assert rows["bf16"].status == NOT_RUN and "no bf16 units" in rows["bf16"].reason
     jemalloc = rows["jemalloc"]
     assert jemalloc.status == MEASURED or (jemalloc.status == NOT_RUN and "not installed" in jemalloc.reason)
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """detect_like.py on 10 frames, left to run to its end: 11 calls of its model (ultralytics' stride probe and
+    one per frame), fewer than a paired candidate's schedule needs."""
+    out = tmp_path_factory.mktemp("pshort") / "run"
+    collect = ["collect", "--only", "timing", "--warmup", "1", "--iters", "3", "--program-end", "run"]
+    program = ["--", "python", str(PROGRAM), "--model", "yolov8n", "--img-size", "64", "--frames", "10"]
+    command = hwprof_command(*collect, "--no-report", "--out", str(out), *program)
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
+
+
+def _advise(run: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        hwprof_command("advise", str(run), *args),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+
+
+def test_a_program_with_too_few_calls_is_refused_at_once_in_one_line(short_run: Path) -> None:
+    proc = _advise(short_run, "--only", "channels_last")
+    print(proc.stdout)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("hwprof: error:")]
+    assert line.startswith("hwprof: error: the program makes 11 calls of its model (the run's timing pass saw the")
+    assert "advise needs 45 for channels_last" in line and "more images or frames" in line
+    assert "counting" not in proc.stdout  # the run saw the program end: nothing to count
+    assert not (short_run / "advise").exists() and not (short_run / "advice.json").exists()
+
+
+def test_a_program_the_run_stopped_is_counted_before_any_candidate_and_refused(short_run: Path, tmp_path: Path) -> None:
+    run = tmp_path / "stopped"
+    shutil.copytree(short_run, run)  # as if the pass had stopped it: 11 calls is then a lower bound
+    doc = json.loads((run / "run.json").read_text())
+    doc["passes"]["timing"]["program"]["ended"] = "stopped after the measured calls"
+    (run / "run.json").write_text(json.dumps(doc))
+    proc = _advise(run, "--only", "channels_last")
+    print(proc.stdout)
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "counting them first (one run of the program, stopped at 45)" in " ".join(proc.stdout.split())
+    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("hwprof: error:")]
+    assert "the program makes 11 calls of its model (advise's count saw the program end after 11)" in line
+    assert not (run / "advice.json").exists() and not (run / "advise" / "channels_last").exists()

@@ -8,9 +8,12 @@ import shlex
 import sys
 from pathlib import Path
 
+from hwprof.advisor.children import OnProgress, run_child
+from hwprof.advisor.program_budget import COUNT_MODE
 from hwprof.core.config import RunConfig
-from hwprof.rundir.advise_files import write_advise_spec
+from hwprof.rundir.advise_files import read_advise_result, write_advise_spec
 from hwprof.schema.advise_result import AdviseSpec
+from hwprof.session.stopping import StopSignals
 
 PROGRAM_LAYERS_NOTE = (
     "no per-layer times: a program's variants are measured by their whole forward (a layers collect of a change "
@@ -38,6 +41,38 @@ def program_command(spec: AdviseSpec, spec_path: Path) -> list[str]:
 
 
 def program_baseline(config: RunConfig) -> str:
-    """The advised run in words: the program's command and its thread count."""
-    assert config.program is not None
-    return f"-- python {shlex.join(config.program.argv)} --threads {config.threads}"
+    """The advised run as the user types it: hwprof's options (its thread count, the model named), then `--` and
+    the program's command."""
+    program = config.program
+    assert program is not None
+    options = ["--threads", str(config.threads)]
+    if program.model_path:
+        options += ["--program-model", program.model_path]
+    return f"{shlex.join(options)} -- python {shlex.join(program.argv)}"
+
+
+def count_calls(
+    config: RunConfig, run_dir: Path, need: int, work: Path, stop: StopSignals, on_progress: OnProgress
+) -> int | None:
+    """advise's count of a program's calls of its model once found (hwprof.advisor.program_budget): one run of the
+    unchanged program, stopped once it made `need`; None where a stop signal cut it; ValueError where it failed."""
+    spec = AdviseSpec.of(
+        key=COUNT_MODE,
+        baseline=config.to_dict(),
+        variant=config.to_dict(),
+        warmup=max(1, config.warmup),
+        work_dir=str(work / COUNT_MODE),
+        run_dir=str(run_dir),
+    )
+    out = work / f"{COUNT_MODE}.json"
+    spec = spec.for_mode(COUNT_MODE, str(out))
+    spec.update(calls=need)
+    command = program_command(spec, work / f"{COUNT_MODE}.spec.json")
+    outcome = run_child(command, work / f"{COUNT_MODE}.log", config.pass_timeout_s, stop, on_progress)
+    if stop.requested:
+        return None
+    result = read_advise_result(out) if out.is_file() else None
+    if not outcome.ok or result is None or result.error is not None or result.calls is None:
+        why = (result.error if result is not None else None) or outcome.error or "it wrote no count"
+        raise ValueError(f"advise could not count the program's calls of its model ({why}; {work / COUNT_MODE}.log)")
+    return int(result.calls)

@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from hwprof.advisor.output_check import check_output
 from hwprof.advisor.process_env import TUNABLES, mapped_preloads, minor_faults
+from hwprof.advisor.program_budget import COUNT_MODE
 from hwprof.analysis.advice_output import OutputCheck
 from hwprof.core.config import RunConfig
 from hwprof.core.program_spec import ProgramSpec
@@ -37,6 +38,8 @@ from hwprof.program.advise_calls import (
     AdviseCalls,
     Change,
     SideCalls,
+    Step,
+    count_steps,
     paired_steps,
     single_steps,
 )
@@ -185,7 +188,7 @@ def run(spec: AdviseSpec) -> AdviseResult:
         raise ValueError("the advised run is not a program's")
     change = change_of(spec) if mode != "baseline" else Change()
     warmup, blocks = max(1, spec.warmup), max(1, spec.blocks)
-    steps = paired_steps(warmup, blocks) if mode == PAIRED_MODE else single_steps(mode, warmup, blocks)
+    steps = schedule(mode, spec)
     torch.set_num_threads(config.threads)
     calls = AdviseCalls(steps, change, Progress(sys.stdout), minor_faults)
     finder = ModelFinder(on_found=calls.adopt, model_path=program.model_path)
@@ -200,6 +203,8 @@ def run(spec: AdviseSpec) -> AdviseResult:
         calls.finish()
     if calls.found is None:
         raise ValueError(finder.never_found())
+    if mode == COUNT_MODE:  # advise's count of the program's calls (hwprof.advisor.program_budget)
+        return AdviseResult.of(mode=mode, calls=calls.index)
     if not calls.done:
         how = "ended" if end.ok else f"failed ({end.error or f'exit status {end.exit_code}'})"
         raise ValueError(
@@ -230,6 +235,14 @@ def run(spec: AdviseSpec) -> AdviseResult:
         traceback.print_exc(file=sys.stderr)
         result.update(output_error=f"{type(exc).__name__}: {exc}")
     return result
+
+
+def schedule(mode: str, spec: AdviseSpec) -> list[Step]:
+    """The worker's steps: paired, one side alone, or (mode "count") the unchanged model up to spec.calls calls."""
+    warmup, blocks = max(1, spec.warmup), max(1, spec.blocks)
+    if mode == COUNT_MODE:
+        return count_steps(spec.calls)
+    return paired_steps(warmup, blocks) if mode == PAIRED_MODE else single_steps(mode, warmup, blocks)
 
 
 def threads_taken(change: Change, calls: AdviseCalls) -> str:

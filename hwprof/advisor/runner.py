@@ -20,16 +20,27 @@ from typing import Any
 
 from hwprof.advisor.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
 from hwprof.advisor.process_env import env_not_taken
+from hwprof.advisor.program_budget import (
+    Budget,
+    CallsSeen,
+    calls_line,
+    calls_seen,
+    count_needed,
+    finder_calls,
+    refuse,
+)
 from hwprof.advisor.program_children import (
     PROGRAM_BLIND_NOTE,
     PROGRAM_LAYERS_NOTE,
     PROGRAM_NOTE,
+    count_calls,
     program_baseline,
     program_command,
 )
 from hwprof.analysis.advice import NOT_RUN, Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, selected
 from hwprof.analysis.advice_combos import combo_decision, part_outcome, with_combinations
+from hwprof.analysis.advice_interrupt import INTERRUPTED, interrupted_note, interrupted_rows
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.analysis.program_candidates import program_candidates, program_facts
 from hwprof.core.config import RunConfig
@@ -65,6 +76,20 @@ class AdvisePlan:
     """Run a layers collect per variant (and one of the baseline) for the layers that moved."""
     only: tuple[str, ...] = ()
     """advise --only: the keys asked for (a combination among them runs whatever its parts did)."""
+    calls: CallsSeen | None = None
+    """A program's: its calls of its model as the run saw them (hwprof.advisor.program_budget)."""
+    budget: Budget | None = None
+    """A program's: the calls each candidate's schedule needs."""
+    prefix: str = ""
+    """Of the options a refusal names: "" (hwprof advise) or "advise-" (collect --advise)."""
+
+    def count_needed(self) -> int:
+        """A program's calls to count before any candidate runs (program_budget.count_needed); 0: none."""
+        return count_needed(self.budget, self.calls, self.runnable) if self.budget is not None else 0
+
+    def calls_line(self) -> str:
+        """A program's calls against its schedules, in one line ("" for the pipeline)."""
+        return calls_line(self.budget, self.calls, self.runnable) if self.budget is not None else ""
 
     @property
     def runnable(self) -> list[Candidate]:
@@ -108,9 +133,11 @@ def cpus_busy(analysis: Any) -> float | None:
 
 
 def plan_advice(
-    run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True, only: tuple[str, ...] = ()
+    run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True, only: tuple[str, ...] = (), prefix: str = ""
 ) -> AdvisePlan:
-    """The run's candidates; `only`: just these keys (advise --only), run whether a finding points to them or not."""
+    """The run's candidates; `only`: just these keys (advise --only), run whether a finding points to them or not;
+    `prefix`: of the options a program's refusal names (collect's "advise-"). ValueError in one line where a
+    program's run saw it end with too few calls of its model for the schedules (program_budget)."""
     from hwprof.analysis.run_analysis import analyse
 
     data = RunData.load(run_dir)
@@ -125,7 +152,13 @@ def plan_advice(
     else:
         planned = with_combinations(facts, analysis.findings)
     chosen = selected(planned, only) if only else planned
-    return AdvisePlan(Path(run_dir), config, facts, chosen, blocks, layers, tuple(only))
+    plan = AdvisePlan(Path(run_dir), config, facts, chosen, blocks, layers, tuple(only), prefix=prefix)
+    if config.program is not None:
+        plan.calls = calls_seen((n, p.program) for n, p in data.doc.passes.items() if p.program is not None)
+        plan.budget = Budget(max(1, config.warmup), blocks, finder_calls(config.program.model_path))
+        if plan.calls is not None and plan.calls.exact:
+            refuse(plan.calls, plan.budget, plan.runnable, prefix)
+    return plan
 
 
 def variant_config(config: RunConfig, candidate: Candidate) -> RunConfig:
@@ -158,11 +191,14 @@ class AdviseRun:
         """Other work on the run's CPUs during each worker of the candidate being measured."""
         self.combined: dict[str, str] = {}
         """A combination that runs -> why (advice_combos.combo_decision)."""
+        self.reached: dict[str, tuple[int, int]] = {}
+        """Candidate key -> its worker's last progress (done, total): where a stop cut it."""
 
     def run(self) -> Advice:
         self.dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         self.advice.started_ns = time.monotonic_ns()
+        self._count_calls()
         for c in self.plan.candidates:
             if c.blocked:
                 self.advice.rows.append(not_run_row(c))
@@ -177,12 +213,31 @@ class AdviseRun:
         if self.plan.config.program is not None and blind:
             self.advice.notes.append(PROGRAM_BLIND_NOTE.format(sens=blind[0].head_sensitivity))
         if self.stop.requested:
-            done = sum(1 for r in self.advice.rows if r.status != "not run")
-            self.advice.notes.append(
-                f"interrupted by {self.stop.name}: {done} of {len(self.plan.runnable)} candidates were run"
-            )
+            self.advice.rows += interrupted_rows(self.plan.runnable, self.advice.rows)
+            self.advice.notes.append(interrupted_note(self.stop.name, self.plan.runnable, self.advice.rows))
         self._save(started)
         return self.advice
+
+    def _count_calls(self) -> None:
+        """A program's calls of its model counted before any candidate runs, where the run did not see them all
+        (AdvisePlan.count_needed); ValueError in one line where they are too few."""
+        need, budget = self.plan.count_needed(), self.plan.budget
+        if not need or budget is None or self.stop.requested:
+            return
+        plan = self.plan
+        counted = count_calls(
+            plan.config, plan.run_dir, need - budget.before, self.dir, self.stop, lambda e: self.progress("count", e)
+        )
+        if counted is None:
+            return
+        calls = budget.before + counted
+        how = "saw the program end after" if calls < need else "stopped the program after"
+        self.plan.calls = CallsSeen(calls, calls < need, f"advise's count {how} {calls}")
+        refuse(self.plan.calls, budget, plan.runnable, plan.prefix)
+        self.advice.notes.append(
+            f"the program's calls of its model were counted before the candidates ran ({self.plan.calls.source}): "
+            f"the schedules need {need}"
+        )
 
     def _combination(self, c: Candidate) -> AdviceRow | None:
         """A combination that the rule skips (advice_combos.combo_decision on its parts' rows so far): its not-run
@@ -276,12 +331,20 @@ class AdviseRun:
             work / f"{name}.log",
             self.plan.config.pass_timeout_s,
             self.stop,
-            lambda e: self.progress(c.key, e),
+            lambda e: self._progress(c.key, e),
             env,
         )
 
+    def _progress(self, key: str, event: ProgressEvent) -> None:
+        if event.done is not None and event.total:
+            self.reached[key] = (event.done, event.total)
+        self.progress(key, event)
+
     def _failed(self, c: Candidate, error: str) -> AdviceRow:
-        what = "interrupted" if self.stop.requested else error
+        budget = self.plan.budget  # a program's: where its schedule was cut (0 of it: before the model's first call)
+        done, total = self.reached.get(c.key) or (0, budget.needs(c) - budget.before if budget else 0)
+        calls = f" at {done} of {total} calls of the model" if budget is not None else ""
+        what = f"{INTERRUPTED}{calls}" if self.stop.requested else error
         return AdviceRow(c.key, c.change, c.how, c.finding, status="failed", reason=what)
 
     def _layers(self, c: Candidate, variant: RunConfig, row: AdviceRow) -> None:

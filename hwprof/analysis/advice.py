@@ -204,6 +204,17 @@ class AdviceRow:
         return stages_moved(fwd, it, self.stages)
 
     @property
+    def resolved(self) -> bool:
+        """The forward's figure is resolved: its spread excludes 1.00 and no process of it was disturbed. The one
+        source of advice.json's `resolved` (the row's and each speed-up's) and of the table's NOT RESOLVED."""
+        return self.forward is not None and self.forward.resolved and not self.disturbed
+
+    def speedup_dict(self, s: Speedup) -> dict[str, Any]:
+        """A speed-up of this row as advice.json and advice.csv write it: not resolved where a process of the row
+        was disturbed, whatever its spread."""
+        return {**s.to_dict(), "resolved": s.resolved and not self.disturbed}
+
+    @property
     def ranked(self) -> bool:
         """Advice: measured, output within tolerance, and measured faster: by the blocks' ratio, resolved by its
         spread, and by the p50s too (on a host whose load swings, the median of the blocks' ratios and the ratio
@@ -213,7 +224,7 @@ class AdviceRow:
             and not self.disturbed
             and self.forward is not None
             and self.forward.ratio > 1.0
-            and self.forward.resolved
+            and self.resolved
             and not (self.forward.after_ms or 0.0) > (self.forward.before_ms or float("inf"))
             and (self.output is None or self.output.within_tolerance)
         )
@@ -229,8 +240,8 @@ class AdviceRow:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["forward"] = self.forward.to_dict() if self.forward else None
-        out["end_to_end"] = self.end_to_end.to_dict() if self.end_to_end else None
+        out["forward"] = self.speedup_dict(self.forward) if self.forward else None
+        out["end_to_end"] = self.speedup_dict(self.end_to_end) if self.end_to_end else None
         out["output"] = self.output.to_dict() if self.output else None
         # the guards' fields only where measured: a recorded advice.json (no worker ran) reads back unchanged
         for name in ("stages", "neighbours", "disturbed"):
@@ -240,6 +251,7 @@ class AdviceRow:
             out["neighbours"] = {k: v.to_dict() for k, v in self.neighbours.items()}
         if (moved := self.stages_moved) is not None:
             out["stages_note"] = moved.text()
+        out["resolved"] = self.resolved
         out["ranked"] = self.ranked
         out["breakeven_inferences"] = self.breakeven_inferences
         if self.minor_faults is None:  # counted by advise workers since issue 38; absent from older files

@@ -21,9 +21,11 @@ def advise(
     layers: bool = True,
     locked: bool = False,
     only: tuple[str, ...] = (),
+    prefix: str = "",
 ) -> Advice:
     """Run the candidates of the run in run_dir and write its advice.json; `locked`: the caller holds the
-    run directory's lock (collect --advise); `only`: just these candidates (--only)."""
+    run directory's lock (collect --advise); `only`: just these candidates (--only); `prefix`: of the options
+    a refusal names (collect's "advise-")."""
     from hwprof.advisor.runner import AdviseRun, plan_advice
     from hwprof.rundir.lock import RunDirBusy, RunDirLock
     from hwprof.rundir.reader import RunDirError
@@ -42,7 +44,7 @@ def advise(
         recorded = _recorded(run_dir)
         if recorded is not None:
             return recorded
-        plan = plan_advice(run_dir, blocks, layers, only)
+        plan = plan_advice(run_dir, blocks, layers, only, prefix)
         if plan.config.device != "cpu":
             from hwprof.hardware.gpu_device import require_cuda
 
@@ -53,6 +55,8 @@ def advise(
             f"{len(plan.candidates) - len(plan.runnable)} not run",
             highlight=False,
         )
+        if plan.calls_line():
+            console.print(plan.calls_line(), highlight=False)
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),

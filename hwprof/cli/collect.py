@@ -308,7 +308,16 @@ def _advise_after(run_dir: Path, args: argparse.Namespace, console: Console, sto
     from hwprof.cli.advise import advise, only_keys
 
     try:
-        advise(run_dir, console, stop, args.blocks, layers=not args.no_layers, locked=True, only=only_keys(args))
+        advise(
+            run_dir,
+            console,
+            stop,
+            args.blocks,
+            layers=not args.no_layers,
+            locked=True,
+            only=only_keys(args),
+            prefix="advise-",
+        )
     except (ValueError, OSError) as exc:
         console.print(
             f"[red]hwprof: error:[/] the advice could not be run ({exc}); the run is kept in {run_dir}: "

@@ -66,6 +66,17 @@ def single_steps(side: str, warmup: int, blocks: int) -> list[Step]:
     ]
 
 
+def count_steps(calls: int) -> list[Step]:
+    """advise's count of a program's calls (mode "count"): the unchanged model, up to `calls` calls once found."""
+    return [Step(BASELINE, i - calls, "warmup") for i in range(calls)]
+
+
+def schedule_calls(paired: bool, warmup: int, blocks: int) -> int:
+    """The program's calls of its model, once found, that one worker's schedule takes: a paired worker's, or a
+    side's alone in its process (the larger of the two for a candidate that may be measured either way)."""
+    return len(paired_steps(warmup, blocks) if paired else single_steps(BASELINE, warmup, blocks))
+
+
 @dataclass(frozen=True)
 class Change:
     """What the variant changes at the model's call ("" / False / None: nothing)."""

@@ -58,10 +58,10 @@ COLUMNS = (
 )
 
 
-def _speedup(prefix: str, s: Speedup | None) -> CsvRow:
+def _speedup(prefix: str, row: AdviceRow, s: Speedup | None) -> CsvRow:
     if s is None:
         return {}
-    d = s.to_dict()
+    d = row.speedup_dict(s)
     return {f"{prefix}_{f}": d[f] for f in SPEEDUP_FIELDS}
 
 
@@ -85,7 +85,7 @@ def csv_row(row: AdviceRow, rank: int | None) -> CsvRow:
         "disturbed": row.disturbed,
         "stages_note": moved.text() if (moved := row.stages_moved) else "",
     }
-    out |= _speedup("forward", row.forward) | _speedup("end_to_end", row.end_to_end)
+    out |= _speedup("forward", row, row.forward) | _speedup("end_to_end", row, row.end_to_end)
     if row.output is not None:
         d = row.output.to_dict()
         out |= {f"output_{f}": d.get(f) for f in OUTPUT_FIELDS}  # verdict: absent where not measured

@@ -4,7 +4,10 @@ A TableSpec like the report's other tables, so the terminal and the Markdown sho
 cells are short lines stacked in one cell (figure, spread, method) rather than more columns, so that the
 speed-up and its spread stay whole in an 80-column terminal; the text columns (the change, the output
 check, the layers, the finding) wrap. Ranked advice is numbered 1, 2, ...; a row whose output changed is
-marked and never numbered; a row that did not run says why in its change cell.
+marked and never numbered; a row that did not run says why in its change cell. The change cell is the row's key
+and the number of its note under the table, which says how to make the change and, where it is long, why the row
+is not advice (a program's command, or the processes that disturbed a row, would take tens of lines in a
+16-column cell); a short why-not stays in the cell, a long one leaves its label there.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ METHOD_SHORT = {PAIRED: "paired", PASS_LEVEL: "pass-level est.", RECORDED: "reco
 CHANGED_MARK = "CHANGED OUTPUT"
 SETUP_WIDTH = 16
 """The speed-up cell does not wrap (its figures stay whole): a long setup text is broken to this width."""
+WHY_CELL = 48
+"""A why-not longer than this goes to the row's note under the table; the change cell keeps its label."""
 CHANGED_RANK = "x"
 """The '#' cell of a changed-output row: marked, never a rank."""
 
@@ -75,7 +80,8 @@ def speedups(row: AdviceRow, sep: str = "\n") -> str:
         if moved is not None:  # end to end parts from the forward: the stage that took the difference
             lines.append(f"e2e: {moved.short()}")
         method = (f or e2e).method  # type: ignore[union-attr]
-        lines.append(METHOD_SHORT.get(method, method) + (", NOT RESOLVED" if row.disturbed else ""))
+        unresolved = f is not None and not row.resolved  # advice.json's `resolved` (AdviceRow.resolved)
+        lines.append(METHOD_SHORT.get(method, method) + (", NOT RESOLVED" if unresolved else ""))
     lines += _setup(row)
     return sep.join(x for x in lines if x) or MISSING
 
@@ -144,8 +150,10 @@ def _rank_cell(row: AdviceRow, rank: dict[str, int]) -> str:
     return CHANGED_RANK if changed(row) else ""
 
 
-def row_cells(row: AdviceRow, rank: dict[str, int], sep: str = "\n") -> list[str]:
-    change = sep.join(x for x in (row.key, row.how, _why_not(row)) if x)
+def row_cells(row: AdviceRow, rank: dict[str, int], sep: str = "\n", note: int = 0) -> list[str]:
+    """note: the number of the row's note under the table (row_notes); 0: none, its why-not whole in the cell."""
+    name = f"{row.key} [{note}]" if note else row.key
+    change = sep.join(x for x in (name, _why_cell(row) if note else _why_not(row)) if x)
     return [
         _rank_cell(row, rank),
         change,
@@ -154,6 +162,13 @@ def row_cells(row: AdviceRow, rank: dict[str, int], sep: str = "\n") -> list[str
         _layers(row, sep),
         row.finding or MISSING,
     ]
+
+
+def _why_cell(row: AdviceRow) -> str:
+    """The why-not of the change cell: whole where short, else its label ("not resolved", "failed", ...), the whole
+    text being in the row's note."""
+    why = _why_not(row)
+    return why if len(why) <= WHY_CELL else why.split(":")[0]
 
 
 COLS = [
@@ -203,12 +218,26 @@ def notes(advice: Advice) -> list[str]:
 def advice_spec(advice: Advice, sep: str = "\n") -> TableSpec:
     """sep: what stacks a cell's lines ("\\n" in the terminal, "; " in Markdown)."""
     rank = ranks(advice)
-    rows = [row_cells(r, rank, sep) for r in advice.ordered()]
+    ordered = advice.ordered()
+    numbered = row_notes(ordered)
+    rows = [row_cells(r, rank, sep, numbered[r.key][0] if r.key in numbered else 0) for r in ordered]
     title = (
         f"advice: {len(rank)} of {len(advice.rows)} candidate changes measured faster "
         f"(# = rank; {CHANGED_RANK} = changed output, never ranked)"
     )
-    return TableSpec(title, list(COLS), rows, notes(advice), MORE)
+    return TableSpec(title, list(COLS), rows, [text for _, text in numbered.values()] + notes(advice), MORE)
+
+
+def row_notes(rows: list[AdviceRow]) -> dict[str, tuple[int, str]]:
+    """Row key -> (number, its note under the table): how to make the change (a command, which would make the
+    change column tens of lines long at 80 columns), and a why-not too long for the cell (WHY_CELL)."""
+    out: dict[str, tuple[int, str]] = {}
+    for r in rows:
+        why = _why_not(r)
+        parts = [x for x in (r.how, why if len(why) > WHY_CELL else "") if x]
+        if parts:
+            out[r.key] = (len(out) + 1, f"[{len(out) + 1}] {r.key}: {'; '.join(parts)}")
+    return out
 
 
 def advice_renderables(advice: Advice, console: Console) -> list[RenderableType]:

@@ -114,6 +114,8 @@ class AdviceRowDoc(Record):
     minor_faults: list[float] | None = None
     combination: str | None = None
     """A combination of levers: why it ran and what its parts did (since issue 41)."""
+    resolved: bool | None = None
+    """The forward's figure is resolved: its spread excludes 1.00 and no process was disturbed (since issue 45)."""
     ranked: bool | None = None
     breakeven_inferences: NonNegative | None = None
 

@@ -74,6 +74,8 @@ class AdviseResult(Record):
     sides: dict[str, SideFigures] = field(default_factory=dict)
     error: str | None = None
     """The worker failed: why (and nothing else is written)."""
+    calls: Count | None = None
+    """Mode "count" (a program's): its calls of its model once found, up to the spec's `calls`."""
 
 
 @dataclass(kw_only=True)
@@ -94,7 +96,9 @@ class AdviseSpec(Record):
     run_dir: str = ""
     """The run advised: its saved init scales make the workers' model the collect's (hwprof.workload.init_scale)."""
     mode: str | None = None
-    """"paired", "baseline" or "variant" (see AdviseResult.mode); absent: "paired"."""
+    """"paired", "baseline" or "variant" (see AdviseResult.mode), or a program's "count"; absent: "paired"."""
+    calls: Count = 0
+    """Mode "count": stop the program once it made this many calls of its model after the one that chose it."""
     out: str = ""
 
     def for_mode(self, mode: str, out: str) -> AdviseSpec:
