@@ -61,10 +61,13 @@ def test_the_report_leads_with_the_advice_and_keeps_its_figures_whole(advised: t
     assert max(len(x) for x in lines) <= width
     lead = text.index("what to do: compile (model = torch.compile(model)): forward 1.45x faster")
     assert lead < text.index("\nfindings") and lead < text.index("pipeline stages")
+    words = " ".join(text.split())
     for row in advice.rows:
-        if row.forward is not None:  # every measured speed-up and its spread, whole, in its cell
+        if row.forward is not None and row.resolved:  # every measured speed-up and its spread, whole, in its cell
             assert f"fwd {row.forward.ratio:.2f}x" in text, row.key
             assert row.forward.spread_text() in text, row.key
+        elif row.forward is not None:  # a not-resolved figure is no speed-up: the measured ratio in the row's note
+            assert f"measured ratio (not resolved) fwd {row.forward.ratio:.2f}x" in words, row.key
     assert "pass-level est." in text and "paired" in text
     assert CHANGED_MARK in text and "not run:" in text and "failed:" in text
     start = next(i for i, x in enumerate(lines) if x.startswith("advice: 2 of 6 candidate changes"))
@@ -117,7 +120,7 @@ def test_the_table_rows_say_rank_setup_output_layers_and_why_not(advised: tuple[
 def test_the_heading_says_so_when_nothing_measured_faster(advised: tuple[Path, Advice]) -> None:
     _, advice = advised
     advice.rows = [r for r in advice.rows if not r.ranked]
-    assert heading(advice) == "what to do: no change measured faster (2 measured of 4 candidates)"
+    assert heading(advice) == "what to do: no change measured faster (1 resolved of 2 measured, 4 candidates)"
     assert all(row[0] in ("", "x") for row in advice_spec(advice).rows)
 
 

@@ -73,6 +73,9 @@ def speedups(row: AdviceRow, sep: str = "\n") -> str:
     the setup time with the inferences after which it pays (a cost beside the gain)."""
     f, e2e = row.forward, row.end_to_end
     lines = []
+    if f is not None and not row.resolved:  # its figure is no speed-up: it stands in the row's note (measured_text)
+        method = METHOD_SHORT.get(f.method, f.method)
+        return sep.join(["not resolved", f"({method};", "measured ratio", "in note)", *_setup(row)])
     if f is not None or e2e is not None:
         lines += [speedup_text(f, sep, "fwd "), _forward_ms(row, sep)] if f is not None else ["fwd " + MISSING]
         lines.append(speedup_text(e2e, sep, "e2e ") if e2e is not None else "e2e " + MISSING)
@@ -80,8 +83,7 @@ def speedups(row: AdviceRow, sep: str = "\n") -> str:
         if moved is not None:  # end to end parts from the forward: the stage that took the difference
             lines.append(f"e2e: {moved.short()}")
         method = (f or e2e).method  # type: ignore[union-attr]
-        unresolved = f is not None and not row.resolved  # advice.json's `resolved` (AdviceRow.resolved)
-        lines.append(METHOD_SHORT.get(method, method) + (", NOT RESOLVED" if unresolved else ""))
+        lines.append(METHOD_SHORT.get(method, method))
     lines += _setup(row)
     return sep.join(x for x in lines if x) or MISSING
 
@@ -186,7 +188,11 @@ def heading(advice: Advice) -> str:
     top = next((r for r in advice.ordered() if r.ranked), None)
     if top is None or top.forward is None:
         measured = sum(1 for r in advice.rows if r.forward is not None)
-        return f"what to do: no change measured faster ({measured} measured of {len(advice.rows)} candidates)"
+        resolved = sum(1 for r in advice.rows if r.resolved)
+        return (
+            f"what to do: no change measured faster ({resolved} resolved of {measured} measured, "
+            f"{len(advice.rows)} candidates)"
+        )
     f = top.forward
     times = f", {_forward_ms(top, ' ')}" if f.before_ms is not None and f.after_ms is not None else ""
     method = METHOD_SHORT.get(f.method, f.method)
@@ -234,10 +240,19 @@ def row_notes(rows: list[AdviceRow]) -> dict[str, tuple[int, str]]:
     out: dict[str, tuple[int, str]] = {}
     for r in rows:
         why = _why_not(r)
-        parts = [x for x in (r.how, why if len(why) > WHY_CELL else "") if x]
+        parts = [x for x in (r.how, why if len(why) > WHY_CELL else "", measured_text(r)) if x]
         if parts:
             out[r.key] = (len(out) + 1, f"[{len(out) + 1}] {r.key}: {'; '.join(parts)}")
     return out
+
+
+def measured_text(row: AdviceRow) -> str:
+    """A not-resolved row's measured figures, for its note: the ratio is what was measured, not a speed-up."""
+    f = row.forward
+    if f is None or row.resolved:
+        return ""
+    e2e = f", e2e {row.end_to_end.ratio:.2f}x" if row.end_to_end is not None else ""
+    return f"measured ratio (not resolved) fwd {f.ratio:.2f}x, spread {f.spread_text()}{e2e}, {_forward_ms(row, ' ')}"
 
 
 def advice_renderables(advice: Advice, console: Console) -> list[RenderableType]:
