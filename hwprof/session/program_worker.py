@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hwprof import stage_api
 from hwprof.collectors.base import Collector, CollectorResult
@@ -32,13 +34,15 @@ from hwprof.core.program_spec import PROGRAM_SPAN, WHOLE_PROCESS_ENV, ProgramSpe
 from hwprof.program.driver import Calls, ProgramDriver
 from hwprof.program.finder import Found, ModelFinder, ProgramAbort
 from hwprof.program.known_stages import known_targets
-from hwprof.program.launch import ProgramEnd, run_program
+from hwprof.program.launch import STDIN_EOF, ProgramEnd, run_program, stdin_eof_read
+from hwprof.program.own_end import OwnEnd, OwnEndHooks, real_exit
 from hwprof.program.scopes import class_name
 from hwprof.program.stage_hooks import StageHooks
 from hwprof.rundir.names import WORKER_LOG
-from hwprof.rundir.pass_files import write_model_json
+from hwprof.rundir.pass_files import write_model_json, write_pass_result
+from hwprof.schema.pass_files import PassResult
 from hwprof.schema.program import ProgramOutcome
-from hwprof.session.pass_runner import EXIT_PROGRAM_FAILED, PassRunner
+from hwprof.session.pass_runner import ERROR_PREFIX, EXIT_PROGRAM_FAILED, PassRunner
 from hwprof.session.registry import all_collectors
 from hwprof.session.worker_io import progress
 from hwprof.session.worker_stop import STOP
@@ -47,8 +51,11 @@ ENDED = {
     "stopped": "stopped after the measured calls",
     "returned": "ran to its end",
     "exit": "ran to its end (sys.exit)",
+    "os_exit": "exited (os._exit)",
+    "signal": "ended itself by a signal",
     "failed": "failed",
 }
+NO_CLOSE = "its collectors were not closed, and this pass's figures are lost"
 NOT_RUN_AGAIN = (
     "an earlier pass found no model, and this pass's collectors measure per forward, so the program was not run again"
 )
@@ -88,6 +95,8 @@ class ProgramPassRunner(PassRunner):
         self.no_model: str | None = None
         """Why no model was measured (one line), once the pass knows there is none."""
         self._program_failed = False
+        self.own_end = OwnEndHooks(self._on_own_end, STOP._handle)
+        self._sink: Any = None
 
     def _build(self) -> str:
         """Nothing is built before the program runs: the finder waits for its calls."""
@@ -109,8 +118,9 @@ class ProgramPassRunner(PassRunner):
         STOP.bus = self.bus  # a signal before the model is found stops the program at once: no span is open
         self.stages = program_stages(self.spec)
         self.stages.install()
-        sink = stage_api.set_sink(self.driver.stage_sink)
+        self._sink = stage_api.set_sink(self.driver.stage_sink)
         self.finder.install()
+        self.own_end.install()
         try:
             self.end = run_program(self.spec)
             self.driver.settle()
@@ -119,17 +129,29 @@ class ProgramPassRunner(PassRunner):
                 traceback.print_exception(exc.__cause__, file=sys.stderr)
             raise ProgramFailed(str(exc)) from None
         finally:
-            self.finder.close()
-            self.driver.finish()
-            stage_api.set_sink(sink)
+            self._program_over()
+        self._after_program()
+
+    def _program_over(self) -> None:
+        """The program's run is over (however it ended): hwprof's hooks off, the driver's schedule closed."""
+        assert self.driver is not None and self.finder is not None
+        self.own_end.close()
+        self.finder.close()
+        self.driver.finish()
+        if self.stages is not None:
+            stage_api.set_sink(self._sink)
             self.stages.close()
-            STOP.disarm()
+        STOP.disarm()
+
+    def _after_program(self) -> None:
+        """What the program's run leaves the pass to say: its failure (ProgramFailed), no model, too few calls."""
+        assert self.driver is not None and self.finder is not None and self.stages is not None
         self.notes.extend(self.stages.unresolved())
         self._check_end()
         if self.driver.found is None and self.spec.model_path is not None:
-            raise ProgramFailed(self.finder.never_found())
+            raise ProgramFailed(self.finder.never_found() + self._stdin_eof())
         if self.driver.found is None:
-            self.no_model = self.finder.never_found()
+            self.no_model = self.finder.never_found() + self._stdin_eof()
             print(f"no model: {self.no_model}", file=sys.stderr)
             return
         measured = self.driver.calls.measured
@@ -139,16 +161,62 @@ class ProgramPassRunner(PassRunner):
                 f"{measured} measured of the {self.config.iters} asked (--iters)"
             )
 
+    def _stdin_eof(self) -> str:
+        """Where the program read end of file on stdin (hwprof gives it /dev/null): said after its failure or
+        silence, which may follow from it."""
+        if self.end is None or not self.end.stdin_eof:
+            return ""
+        return f"; it read end of file on stdin ({STDIN_EOF})"
+
+    def _on_own_end(self, end: OwnEnd) -> NoReturn:
+        """The program called os._exit or sent itself a fatal signal (hwprof.program.own_end): the pass ends here,
+        as it would after the program's return, and the worker exits; nothing returns to the program. From a
+        thread other than the model's, or inside a forward, the collectors may be mid-call: none is closed, and
+        result.json says how the program ended and that the pass's figures were lost."""
+        assert self.driver is not None
+        self.end = ProgramEnd(end.how, exit_code=end.code, error=end.text(), stdin_eof=stdin_eof_read())
+        status, error = "ok", ""
+        if threading.current_thread() is not threading.main_thread() or self.driver.in_forward:
+            self.bus.halted = True
+            error = f"the program {end.text()} inside a call of its model or from another thread: {NO_CLOSE}"
+            write_pass_result(self.ctx.out_dir, self._bare_result(error))
+            real_exit()(EXIT_PROGRAM_FAILED)
+        try:
+            self._program_over()
+            self._after_program()
+        except ProgramFailed as exc:
+            status, error = "failed", str(exc)
+            print(ERROR_PREFIX + error, file=sys.stderr, flush=True)
+        except BaseException as exc:  # whatever happens, the worker must end here
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        try:
+            status, error = self._end(status, error)
+        finally:
+            sys.stderr.flush()
+            real_exit()(self._exit_status(status))
+
+    def _bare_result(self, error: str) -> PassResult:
+        return PassResult.of(
+            pass_name=self.ctx.pass_name,
+            status="failed",
+            error=error,
+            finished_ns=time.monotonic_ns(),
+            program=self._program_outcome("failed", error),
+        )
+
     def _check_end(self) -> None:
         """ProgramFailed, with the program's own failure in one line, when it did not end well."""
         assert self.end is not None and self.driver is not None
         if self.end.ok:
             return
-        how = f"exited with status {self.end.exit_code}" if self.end.how == "exit" else f"raised {self.end.error}"
+        how = {"exit": f"exited with status {self.end.exit_code}", "failed": f"raised {self.end.error}"}.get(
+            self.end.how, self.end.error or self.end.how
+        )
         seen = f"after {self.driver.calls.seen} calls of its model" if self.driver.found else "before any model"
         where = self.ctx.relpath(self.ctx.out_dir / WORKER_LOG)
         self._program_failed = True
-        raise ProgramFailed(f"the program {how} {seen} (its traceback: {where})")
+        log = f"its traceback: {where}" if self.end.how == "failed" else f"its log: {where}"
+        raise ProgramFailed(f"the program {how} {seen}{self._stdin_eof()} ({log})")
 
     def _measure_whole(self) -> None:
         """No model (an earlier pass found none): the program's whole run is one measured iteration holding one
@@ -326,9 +394,10 @@ class ProgramPassRunner(PassRunner):
             return ENDED[self.end.how]
         if found is None and self.finder is not None and self.spec.model_path is None:
             return "called no torch module" if not self.finder.roots else "called no torch module more than once"
+        own = f" ({self.end.error})" if self.end.how in ("os_exit", "signal") else ""
         if self.end.ok and self.driver is not None and self.driver.calls.measured < self.config.iters:
-            return "ended before the measured calls"
-        return ENDED[self.end.how]
+            return "ended before the measured calls" + (" (sys.exit)" if self.end.how == "exit" else own)
+        return ENDED[self.end.how] + own
 
 
 def program_stages(spec: ProgramSpec) -> StageHooks:

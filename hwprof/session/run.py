@@ -362,8 +362,8 @@ class Session:
             program_failed = self.programs.ends_collect(outcome)
             with self.stop.deferred():
                 self._record(outcome)
-            if outcome.status != "ok":
-                self.final = "partial"
+            if outcome.status != "ok" or (outcome.program is not None and outcome.program.no_model):
+                self.final = "partial"  # a program's run with no model has whole-process figures only
             if program_failed:
                 break
             if outcome.returncode == 3 and not self.stop.requested:
