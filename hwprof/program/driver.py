@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hwprof.core.input_shapes import input_shape
 from hwprof.core.markers import MarkerBus
 from hwprof.program.finder import Found, ProgramAbort, in_trace
 
@@ -186,6 +187,7 @@ class ProgramDriver:
         finally:
             self._in_forward = False
         bus.emit("stage", "E", "forward")
+        bus.input_shape(input_shape(args))
         self._end()
         return out
 

@@ -54,15 +54,15 @@ class _Stdin(io.TextIOWrapper):
     def read(self, size: int | None = -1) -> str:
         return self._seen(super().read(size))
 
-    def readline(self, size: int | None = -1) -> str:
+    def readline(self, size: int = -1) -> str:  # type: ignore[override]
         return self._seen(super().readline(size))
 
-    def readlines(self, hint: int | None = -1) -> list[str]:
+    def readlines(self, hint: int = -1) -> list[str]:  # type: ignore[override]
         lines = super().readlines(hint)
         _Stdin.eof = _Stdin.eof or not lines
         return lines
 
-    def __next__(self) -> str:
+    def __next__(self) -> str:  # type: ignore[override]
         try:
             return super().__next__()
         except StopIteration:

@@ -41,7 +41,8 @@ class OwnEnd:
 
 def real_exit() -> Callable[[int], NoReturn]:
     """os._exit as it was before any wrapper (the pass ends the worker with it)."""
-    return _REAL.get("_exit", os._exit)  # type: ignore[return-value]
+    exit_: Callable[[int], NoReturn] = _REAL.get("_exit", os._exit)
+    return exit_
 
 
 _REAL: dict[str, Any] = {}

@@ -11,6 +11,7 @@ from hwprof.collectors.base import Collector, CollectorResult
 from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.rundir.names import RESULT_JSON
 from hwprof.schema.frames import FramesDoc
+from hwprof.schema.inputs import InputsDoc
 from hwprof.schema.pass_files import PassResult, RuntimeFile
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session import child
@@ -38,6 +39,8 @@ class PassOutcome:
     """A program's pass: the model its worker found and how the program ended."""
     frames: FramesDoc | None = None
     """A video input's frames read, and the annotated frames written."""
+    inputs: InputsDoc | None = None
+    """The input shapes the pass's forwards were given, with their calls."""
 
 
 def worker_results(worker: PassResult) -> dict[str, CollectorResult]:

@@ -44,7 +44,7 @@ from hwprof.schema.pass_files import PassResult
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session.pass_runner import ERROR_PREFIX, EXIT_PROGRAM_FAILED, PassRunner
 from hwprof.session.registry import all_collectors
-from hwprof.session.worker_io import progress
+from hwprof.session.worker_io import pin_stdout, progress
 from hwprof.session.worker_stop import STOP
 
 ENDED = {
@@ -103,6 +103,7 @@ class ProgramPassRunner(PassRunner):
         import torch
 
         torch.set_num_threads(self.config.threads)
+        pin_stdout()  # the program's sys.stdout is the log: the progress lines keep the pass's stdout
         progress(phase="build", done=0, total=1)
         self.driver = ProgramDriver(self.bus, self, self.config.warmup, end=self.spec.end)
         self.finder = ModelFinder(on_found=self.driver.adopt, model_path=self.spec.model_path)
@@ -354,9 +355,12 @@ class ProgramPassRunner(PassRunner):
         calls = driver.calls if driver is not None else Calls()
         outcome = ProgramOutcome.of(
             calls=calls.seen,
+            before_calls=calls.before,
             warmup_calls=calls.warmup,
             measured_calls=calls.measured,
             clean_calls=calls.clean,
+            after_calls=calls.after,
+            traced_calls=calls.traced,
             other_roots=finder.other_roots() if finder is not None else {},
             ended=self._ended(status, found),
             notes=self.notes,
