@@ -96,6 +96,8 @@ class PassCostFigure:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        if not self.shapes:  # one input shape: the figure reads as it always did
+            del out["shapes"]
         out["method_text"] = self.method_text
         out["resolved"] = self.resolved
         return out
