@@ -43,7 +43,7 @@ from hwprof.rundir.pass_files import write_model_json, write_pass_result
 from hwprof.schema.pass_files import PassResult
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session.pass_runner import ERROR_PREFIX, EXIT_PROGRAM_FAILED, PassRunner
-from hwprof.session.registry import all_collectors
+from hwprof.session.program_scripted import scripted_note
 from hwprof.session.worker_io import pin_stdout, progress
 from hwprof.session.worker_stop import STOP
 
@@ -59,23 +59,6 @@ NO_CLOSE = "its collectors were not closed, and this pass's figures are lost"
 NOT_RUN_AGAIN = (
     "an earlier pass found no model, and this pass's collectors measure per forward, so the program was not run again"
 )
-
-
-SCRIPTED_LAYERS = (
-    "layers of the TorchScript model: spans made from torch.profiler's module hierarchy (with_modules) of each "
-    "op in the {pass_name} pass, after it; the profiler is on in those iterations, so their cost is that pass's "
-    "paired cost"
-)
-NO_SCRIPTED_LAYERS = (
-    "no per-layer figures in this run: the model is TorchScript (traced or scripted), its layers run inside "
-    "TorchScript, where hwprof's layer markers never fire, and no collector of this run reads torch.profiler's "
-    "module hierarchy (torch_profiler, the trace pass), which gives their times; fix: {fix}, or add torch_profiler"
-)
-SCRIPTED_LOST = {
-    "layers": "per-layer counters (perf_events, PAPI), energy and FLOPs",
-    "kernels": "perf samples per layer",
-}
-"""What a pass that cannot place a TorchScript model's layer spans loses (by pass)."""
 
 
 class ProgramPassRunner(PassRunner):
@@ -290,7 +273,8 @@ class ProgramPassRunner(PassRunner):
             layers = layer_table(built.module, pipeline.sample_batch(), depth)
         write_model_json(self.ctx.out_dir, built, pipeline.sample_batch().shape, layers)
         self._wire(layer_markers=not found.scripted)
-        note = self._scripted_note() if found.scripted else None
+        ok = [c for c in self.collectors if self._ok(c)]
+        note = scripted_note(ok, self.ctx.pass_name, self.config) if found.scripted else None
         if note is not None:
             self.notes.append(note)
         iters = self._measured_iterations()
@@ -298,24 +282,6 @@ class ProgramPassRunner(PassRunner):
         self._total = self.config.warmup + len(steps)
         STOP.at_boundaries = True  # from the next call on, a stop waits for the end of the iteration in flight
         return steps
-
-    def _scripted_note(self) -> str | None:
-        """What this pass gives of a TorchScript model's layers, in one line: their spans from torch.profiler's
-        module hierarchy where a collector of the pass reads it, else what the pass cannot give per layer."""
-        from hwprof.program.scopes import UNTRACED_FIX
-
-        if any(c.finds_scripted_layers for c in self.collectors if self._ok(c)):
-            return SCRIPTED_LAYERS.format(pass_name=self.ctx.pass_name)
-        if self.ctx.pass_name == "timing":
-            if any(cls.finds_scripted_layers and cls.wanted(self.config) for cls in all_collectors()):
-                return None  # a clean forward: the run's trace pass gives the layers' times
-            return NO_SCRIPTED_LAYERS.format(fix=UNTRACED_FIX)
-        lost = SCRIPTED_LOST.get(self.ctx.pass_name, "per-layer figures")
-        return (
-            f"{lost} of the {self.ctx.pass_name} pass: unavailable for a TorchScript model: its layers run inside "
-            f"TorchScript, where no Python code runs at their boundaries (hwprof's layer markers never fire; its "
-            f"per-layer times come from torch.profiler's module hierarchy in the trace pass); fix: {UNTRACED_FIX}"
-        )
 
     def start_measuring(self) -> None:
         self.log.flush_to(self.markers_path)
