@@ -59,7 +59,9 @@ class OwnEndHooks:
         self._ending = False
 
     def install(self) -> None:
-        _REAL.update(_exit=os._exit, kill=os.kill, killpg=os.killpg, raise_signal=signal.raise_signal)
+        self._ending = False
+        if not _REAL:  # the functions as they were before the first wrapper (never a wrapper of its own)
+            _REAL.update(_exit=os._exit, kill=os.kill, killpg=os.killpg, raise_signal=signal.raise_signal)
         os._exit = self._exit  # type: ignore[assignment]
         os.kill = self._kill
         os.killpg = self._killpg
