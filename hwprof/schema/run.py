@@ -311,6 +311,15 @@ class RunDoc(Record):
     render_errors: list[Any] | None = None
     """Renderings of a complete collection that could not be written for lack of space: what, path, error."""
 
+    @property
+    def batch(self) -> int | None:
+        """Images per forward: --batch, or for a program's run (which has none) its model's sample input's first
+        dimension; None where the run does not say."""
+        if self.config.program is not None:
+            shape = self.model.input_shape
+            return int(shape[0]) if shape else None
+        return self.config.batch
+
     @classmethod
     def read(cls, doc: Any, where: str) -> RunDoc:
         """run.json's value `doc`, read from `where`, checked and typed; RunDirError (one line) if damaged.

@@ -108,12 +108,9 @@ def _cost_doc(figure: PassCostFigure | None, where: str, prefix: str) -> PassCos
 def _batch(run: RunDoc) -> int | None:
     """The run's batch size, for the frames per second (a run.json without one cannot give them): a program's is
     its model's sample input's first dimension (None: not recorded)."""
-    if run.config.program is not None:
-        shape = run.model.input_shape if run.model is not None else None
-        return int(shape[0]) if shape else None
-    if run.config.batch is None:
+    if run.config.program is None and run.config.batch is None:
         raise KeyError("batch")  # as the dict read said it
-    return run.config.batch
+    return run.batch
 
 
 def write_final_exports(data: RunData) -> Analysis:
