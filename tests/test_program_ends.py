@@ -102,7 +102,7 @@ def test_a_signal_the_program_sends_itself_is_not_a_stop_from_outside(sigterm: C
     calls = sigterm.found()["calls"]
     assert timing["status"] == "failed"
     assert timing["error"].startswith(f"the program sent itself SIGTERM after {calls} calls of its model")
-    assert sigterm.found()["ended"] == "ended itself by a signal (sent itself SIGTERM)"
+    assert sigterm.found()["ended"] == "ended (sent itself SIGTERM)"
     collector = sigterm.run["collectors"]["timing"]
     assert collector["status"] == "partial"  # what it measured is kept, marked as the failed pass's
     assert collector["summary"]["stages"]["forward"]["n"] == sigterm.found()["measured_calls"] >= 1

@@ -51,8 +51,8 @@ ENDED = {
     "stopped": "stopped after the measured calls",
     "returned": "ran to its end",
     "exit": "ran to its end (sys.exit)",
-    "os_exit": "exited (os._exit)",
-    "signal": "ended itself by a signal",
+    "os_exit": "ran to its end",
+    "signal": "ended",
     "failed": "failed",
 }
 NO_CLOSE = "its collectors were not closed, and this pass's figures are lost"
@@ -367,7 +367,7 @@ class ProgramPassRunner(PassRunner):
         own = f" ({self.end.error})" if self.end.how in ("os_exit", "signal") else ""
         if self.end.ok and self.driver is not None and self.driver.calls.measured < self.config.iters:
             return "ended before the measured calls" + (" (sys.exit)" if self.end.how == "exit" else own)
-        return ENDED[self.end.how] + own
+        return (ENDED[self.end.how] if self.end.ok or self.end.how == "signal" else "failed") + own
 
 
 def program_stages(spec: ProgramSpec) -> StageHooks:
