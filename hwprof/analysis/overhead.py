@@ -56,6 +56,9 @@ class PassCost:
     def to_dict(self) -> dict[str, Any]:
         """An unresolved cost keeps no ratio under "ratio": its blocks' median is under ratio_unresolved."""
         out = asdict(self)
+        for key in ("cost", "pass_level"):
+            if out[key] is not None and not out[key]["shapes"]:  # one input shape: it reads as it always did
+                del out[key]["shapes"]
         if self.cost is not None and not self.cost.resolved:
             out["cost"]["ratio_unresolved"] = out["cost"]["ratio"]
             out["cost"]["ratio"] = None

@@ -64,6 +64,9 @@ class PassCostFigure:
     """ABBA blocks the worker added after the planned ones because the figure did not resolve."""
     extension: str = ""
     """Why blocks were added and why the adding stopped ('' when none were)."""
+    shapes: str = ""
+    """Where the forwards had more than one input shape: the blocks that mixed shapes, left out of the figure where
+    others did not, or kept and said ('' when every block held one shape)."""
 
     @property
     def resolved(self) -> bool:
@@ -93,6 +96,8 @@ class PassCostFigure:
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        if not self.shapes:  # one input shape: the figure reads as it always did
+            del out["shapes"]
         out["method_text"] = self.method_text
         out["resolved"] = self.resolved
         return out
@@ -138,8 +143,41 @@ def block_ratios(on: dict[int, float], off: dict[int, float]) -> list[float]:
     return out
 
 
-def paired_cost(on: dict[int, float], off: dict[int, float]) -> PassCostFigure | None:
-    """Measured and clean forward ms by their own iteration index (0, 1, ...); None without a block."""
+def like_with_like(
+    on: dict[int, float], off: dict[int, float], shapes: tuple[dict[int, str], dict[int, str]] | None
+) -> tuple[dict[int, float], dict[int, float], str]:
+    """The iterations of the ABBA blocks that held one input shape (measured and clean alike), where some did
+    and some mixed shapes, and what was done ('' where every block held one shape, or no shapes are recorded).
+    `shapes`: (measured, clean) iteration index -> input shape."""
+    if not shapes or not shapes[0]:
+        return on, off, ""
+    measured, clean = shapes
+    blocks = sorted({i // 2 for i in on} & {i // 2 for i in off})
+
+    def kinds(b: int) -> set[str]:
+        pair = (2 * b, 2 * b + 1)
+        seen = {measured[i] for i in pair if i in on and i in measured}
+        return seen | {clean[i] for i in pair if i in off and i in clean}
+
+    mixed = [b for b in blocks if len(kinds(b)) > 1]
+    if not mixed:
+        return on, off, ""
+    if len(mixed) == len(blocks):
+        return on, off, f"mixed shapes: each of its {len(blocks)} ABBA blocks held forwards of different input shapes"
+    keep = {i for b in blocks if b not in mixed for i in (2 * b, 2 * b + 1)}
+    note = (
+        f"{len(mixed)} of its {len(blocks)} ABBA blocks mixed input shapes and are left out: the figure compares "
+        "like with like"
+    )
+    return {i: v for i, v in on.items() if i in keep}, {i: v for i, v in off.items() if i in keep}, note
+
+
+def paired_cost(
+    on: dict[int, float], off: dict[int, float], shapes: tuple[dict[int, str], dict[int, str]] | None = None
+) -> PassCostFigure | None:
+    """Measured and clean forward ms by their own iteration index (0, 1, ...); None without a block. `shapes`:
+    each iteration's input shape (like_with_like)."""
+    on, off, note = like_with_like(on, off, shapes)
     ratios = block_ratios(on, off)
     if not ratios:
         return None
@@ -155,6 +193,7 @@ def paired_cost(on: dict[int, float], off: dict[int, float]) -> PassCostFigure |
         ratios,
         statistics.median(on.values()),
         statistics.median(off.values()),
+        shapes=note,
     )
 
 
@@ -177,7 +216,11 @@ class PassFigures:
 
 
 def pass_figures(
-    markers: list[Marker], timing: list[Marker] | None, paired: PairedInfo | None, collectors: list[str]
+    markers: list[Marker],
+    timing: list[Marker] | None,
+    paired: PairedInfo | None,
+    collectors: list[str],
+    shapes: tuple[dict[int, str], dict[int, str]] | None = None,
 ) -> PassFigures:
     """run.json passes.<name> entries: "overhead" (the pass's own figure: paired where it interleaved
     clean iterations, else the pass-level estimate) and "overhead_pass_level" (always, given a timing pass).
@@ -188,7 +231,7 @@ def pass_figures(
     level = pass_level_cost(list(on.values()), list(forward_ms_by_iteration(timing).values())) if timing else None
     if level is not None:
         level.covers = list(collectors)
-    figure = paired_cost(on, clean_forward_ms_by_iteration(markers))
+    figure = paired_cost(on, clean_forward_ms_by_iteration(markers), shapes)
     if figure is not None:
         figure.covers = list(paired.switched or []) if paired else []
         figure.always_on = list(paired.always_on or []) if paired else []

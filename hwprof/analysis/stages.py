@@ -126,7 +126,7 @@ class Stages:
 def stage_table(data: RunData) -> Stages:
     run = data.doc
     stages = run.stages
-    batch = int(run.config.batch or 1)
+    batch = int(run.batch or 1)
     whole = stages["iteration"].p50_ms if "iteration" in stages else None
     metrics = data.metrics()
     energy = metrics.get("rapl")

@@ -34,6 +34,22 @@ def default_threads() -> int:
         return os.cpu_count() or 1
 
 
+PIPELINE_ONLY = (
+    "weights",
+    "images",
+    "annotate",
+    "imgsz",
+    "batch",
+    "conf",
+    "iou",
+    "seed",
+    "precision",
+    "channels_last",
+    "extra",
+)
+"""The built-in pipeline's options, which a program's run does not use (left out of its run.json)."""
+
+
 @dataclass
 class RunConfig:
     model: str = "yolov7"
@@ -151,6 +167,15 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def recorded(self) -> dict[str, Any]:
+        """The options as run.json records them: a program's run leaves out the built-in pipeline's, which it did
+        not use (its input, size and batch are the program's own: the passes' input shapes say them)."""
+        out = self.to_dict()
+        if self.program is not None:
+            for name in PIPELINE_ONLY:
+                out.pop(name, None)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from hwprof.core.input_shapes import InputTally
 from hwprof.core.marker_order import marker_order_fault
 
 if TYPE_CHECKING:
@@ -91,9 +92,15 @@ class MarkerBus:
         self.iteration = -1
         self.warmup = False
         self.clean = False
+        self.inputs = InputTally()
+        """Each forward's input shape, as the workload tells it (input_shape)."""
         self.halted = False
         """Set when a pass is cut mid-iteration (a second stop signal): no marker reaches anyone after that,
         so no subscriber sees an end whose begin another subscriber missed; open begins stay unclosed."""
+
+    def input_shape(self, shape: str | None) -> None:
+        """The forward that just ended was given this input shape (the current iteration's)."""
+        self.inputs.record(shape, self.iteration, self.warmup, self.clean)
 
     def subscribe(self, subscriber: Subscriber, layers: bool = True) -> None:
         """`layers` False: the stage and iteration markers only. A layer marker is emitted twice per layer per

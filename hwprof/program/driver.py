@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hwprof.core.input_shapes import input_shape
 from hwprof.core.markers import MarkerBus
 from hwprof.program.finder import Found, ProgramAbort, in_trace
 
@@ -118,6 +119,11 @@ class ProgramDriver:
     _cut: str | None = None
     """A stage cut at the forward's begin (it holds the model's call): it begins again in the next iteration."""
 
+    @property
+    def in_forward(self) -> bool:
+        """Inside a marked forward of the model."""
+        return self._in_forward
+
     def adopt(self, found: Found, args: tuple[Any, ...]) -> None:
         """The model was chosen in the pre-hook of one of its calls: wrap its forward, so that its next call is
         the first marked one (torch bound the choosing call's forward before the hook ran). The pass is set up at
@@ -182,6 +188,7 @@ class ProgramDriver:
         finally:
             self._in_forward = False
         bus.emit("stage", "E", "forward")
+        bus.input_shape(input_shape(args))
         self._end()
         return out
 

@@ -11,6 +11,7 @@ stay apart.
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import runpy
 import sys
@@ -28,14 +29,54 @@ class ProgramEnd:
     """How the program's run ended."""
 
     how: str
-    """"stopped" (after the measured calls), "returned" (ran to its end), "exit" (sys.exit), "failed"."""
+    """"stopped" (after the measured calls), "returned" (ran to its end), "exit" (sys.exit), "failed"; "os_exit"
+    and "signal" (a fatal signal to itself): its own ends that skip Python's unwinding (hwprof.program.own_end)."""
     exit_code: int | None = None
     error: str | None = None
-    """The program's exception in one line (its traceback is printed to the pass's log)."""
+    """The program's exception in one line (its traceback is printed to the pass's log); for its own end, how
+    ("called os._exit(0)", "sent itself SIGTERM")."""
+    stdin_eof: bool = False
+    """It read end of file on stdin (hwprof gives it /dev/null): said where its failure or silence follows."""
 
     @property
     def ok(self) -> bool:
-        return self.how in ("stopped", "returned") or (self.how == "exit" and not self.exit_code)
+        return self.how in ("stopped", "returned") or (self.how in ("exit", "os_exit") and not self.exit_code)
+
+
+STDIN_EOF = "hwprof gives a program /dev/null as stdin, since every pass runs it anew: pass its input as a file"
+
+
+class _Stdin(io.TextIOWrapper):
+    """The program's sys.stdin (/dev/null): notes that the program read end of file from it."""
+
+    eof = False
+
+    def read(self, size: int | None = -1) -> str:
+        return self._seen(super().read(size))
+
+    def readline(self, size: int = -1) -> str:  # type: ignore[override]
+        return self._seen(super().readline(size))
+
+    def readlines(self, hint: int = -1) -> list[str]:  # type: ignore[override]
+        lines = super().readlines(hint)
+        _Stdin.eof = _Stdin.eof or not lines
+        return lines
+
+    def __next__(self) -> str:  # type: ignore[override]
+        try:
+            return super().__next__()
+        except StopIteration:
+            _Stdin.eof = True
+            raise
+
+    def _seen(self, text: str) -> str:
+        _Stdin.eof = _Stdin.eof or not text
+        return text
+
+
+def stdin_eof_read() -> bool:
+    """Whether the program has read end of file on its stdin so far."""
+    return _Stdin.eof
 
 
 def run_program(spec: ProgramSpec) -> ProgramEnd:
@@ -43,22 +84,28 @@ def run_program(spec: ProgramSpec) -> ProgramEnd:
     aborts (ProgramAbort: an ambiguous model, a model on another device) propagate, being BaseExceptions; anything
     else the program raises is its failure."""
     with _as_interpreter(spec):
-        try:
-            if spec.module is not None:
-                runpy.run_module(spec.module, run_name="__main__", alter_sys=True)
-            else:
-                runpy.run_path(spec.argv[0], run_name="__main__")
-        except ProgramStop:
-            return ProgramEnd("stopped")
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) or exc.code is None else 1
-            if exc.code is not None and not isinstance(exc.code, int):
-                print(exc.code, file=sys.stderr)
-            return ProgramEnd("exit", exit_code=code or 0)
-        except Exception as exc:
-            print("the program raised:", file=sys.stderr)
-            traceback.print_exc(file=sys.stderr)
-            return ProgramEnd("failed", error=f"{type(exc).__name__}: {exc}")
+        end = _run(spec)
+    end.stdin_eof = _Stdin.eof
+    return end
+
+
+def _run(spec: ProgramSpec) -> ProgramEnd:
+    try:
+        if spec.module is not None:
+            runpy.run_module(spec.module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(spec.argv[0], run_name="__main__")
+    except ProgramStop:
+        return ProgramEnd("stopped")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) or exc.code is None else 1
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)
+        return ProgramEnd("exit", exit_code=code or 0)
+    except Exception as exc:
+        print("the program raised:", file=sys.stderr)
+        traceback.print_exc(file=sys.stderr)
+        return ProgramEnd("failed", error=f"{type(exc).__name__}: {exc}")
     return ProgramEnd("returned")
 
 
@@ -70,7 +117,8 @@ def _as_interpreter(spec: ProgramSpec) -> Iterator[None]:
     sys.argv = list(spec.argv[1:]) if spec.module is not None else list(spec.argv)
     first = spec.cwd if spec.module is not None else str(Path(spec.argv[0]).parent)
     sys.path.insert(0, first)
-    stdin = open(os.devnull)  # noqa: SIM115 - closed below
+    stdin = _Stdin(open(os.devnull, "rb"))  # noqa: SIM115 - closed below
+    _Stdin.eof = False
     os.dup2(stdin.fileno(), 0)
     sys.stdin = stdin
     sys.stdout = sys.stderr  # the worker's stdout carries its progress lines to hwprof

@@ -29,7 +29,8 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
   bound_measured} or {status: "unavailable", reason, fix}
 - overheads: {passes [{name, status, collectors, wall_s, forward_p50_ms, ratio (pass-level, older
   key), cost and pass_level ({method, ratio, low, high, q1, q3, blocks, block_ratios, forward_on_ms,
-  forward_off_ms, covers, always_on, added_blocks, extension, resolved}: paired_cost.PassCostFigure; an
+  forward_off_ms, covers, always_on, added_blocks, extension, shapes (only where blocks mixed input shapes),
+  resolved}: paired_cost.PassCostFigure; an
   unresolved cost has ratio null, its blocks' median under ratio_unresolved and the report's words under
   text), neighbours (hwprof.perf.neighbours.NeighbourLoad: other work on the run's CPUs during the pass)}],
   outside_layers_ms, outside_layers_share, outside_layers_cpu_ms, between_ops_ms,

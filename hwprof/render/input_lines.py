@@ -1,4 +1,5 @@
-"""The report header's input and output lines: the video the frames were decoded from (with the frames each pass
+"""The report header's input and output lines: the input shapes the forwards were given where more than one
+occurred (each with its forwards per pass), the video the frames were decoded from (with the frames each pass
 read, and the times it looped), and where the annotated frames were kept (`collect --annotate`)."""
 
 from __future__ import annotations
@@ -22,9 +23,38 @@ def _read_text(run: RunDoc) -> str:
     return ", ".join(parts)
 
 
+def run_shapes(run: RunDoc) -> dict[str, dict[str, int]]:
+    """Each input shape of the run's forwards -> its forwards per pass (warm-up, measured and clean), shapes in the
+    order first seen; empty for a run that recorded none (older runs)."""
+    out: dict[str, dict[str, int]] = {}
+    for name, entry in run.passes.items():
+        for shape, calls in (entry.inputs.shapes if entry.inputs is not None else {}).items():
+            out.setdefault(shape, {})[name] = calls.total
+    return out
+
+
+def shapes_text(shapes: dict[str, dict[str, int]]) -> str:
+    """ "1x3x320x256 (timing 12, layers 15) · 1x3x192x320 (layers 9)"."""
+    return " · ".join(
+        f"{shape} ({', '.join(f'{name} {n}' for name, n in per_pass.items())})" for shape, per_pass in shapes.items()
+    )
+
+
+def flops_shape_note(run: RunDoc, at: str) -> str:
+    """Where the forwards had more than one input shape: the FLOPs figure is at `at` alone (the model's sample
+    input); '' otherwise."""
+    others = [shape for shape in run_shapes(run) if shape != at]
+    if not others:
+        return ""
+    return f" (counted at this shape only; the forwards also had {', '.join(others)})"
+
+
 def input_lines(run: RunDoc) -> list[tuple[str, str]]:
     """("input", ...) for a video, ("output", ...) with --annotate; nothing for images without an output."""
     out: list[tuple[str, str]] = []
+    shapes = run_shapes(run)
+    if len(shapes) > 1:
+        out.append(("inputs", shapes_text(shapes) + " (forwards per pass, warm-up included)"))
     video = run.video
     if video is not None:
         frames = f"{video.frames:,} frames" if video.frames is not None else "frame count not stated"

@@ -76,6 +76,7 @@ def _pass_notes(o: Overheads, others: bool) -> list[str]:
     ]
     notes += [f"{p.name}: {unresolved_text(p.neighbours)}" for p in o.passes if p.cost and not p.cost.resolved]
     notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
+    notes += [f"{p.name}: {p.cost.shapes}" for p in o.passes if p.cost and p.cost.shapes]
     for p in o.passes:
         level = p.pass_level
         if p.cost and p.cost.always_on and level:

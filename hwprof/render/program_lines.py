@@ -69,9 +69,20 @@ def _found(outcome: ProgramOutcome, named: str | None) -> str:
 
 
 def _calls(outcome: ProgramOutcome) -> str:
-    parts = f"{outcome.calls} calls ({outcome.warmup_calls} warm-up, {outcome.measured_calls} measured"
-    parts += f", {outcome.clean_calls} clean)" if outcome.clean_calls else ")"
-    return f"{parts}, {outcome.ended or '?'}"
+    """ "14 calls (2 choosing the model, 2 warm-up, 10 measured), ended ...": every call the pass saw, by kind."""
+    kinds = [
+        (outcome.before_calls, "choosing the model"),
+        (outcome.traced_calls, "inside torch.jit.trace"),
+        (outcome.warmup_calls, "warm-up"),
+        (outcome.measured_calls, "measured"),
+        (outcome.clean_calls, "clean"),
+        (outcome.after_calls, "after the measured ones, unmarked"),
+    ]
+    parts = [f"{n} {what}" for n, what in kinds if n or what in ("warm-up", "measured")]
+    counted = sum(n or 0 for n, _ in kinds)
+    if counted != outcome.calls:  # an older run, which did not record every kind
+        parts.append(f"{outcome.calls - counted} other")
+    return f"{outcome.calls} calls ({', '.join(parts)}), {outcome.ended or '?'}"
 
 
 def _timed(outcome: ProgramOutcome) -> str:

@@ -24,7 +24,7 @@ from hwprof.core.isa_units import units_text, uses_text
 from hwprof.render.advice_table import advice_markdown, advice_renderables
 from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
-from hwprof.render.input_lines import input_lines
+from hwprof.render.input_lines import flops_shape_note, input_lines
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.program_lines import program_lines
@@ -74,7 +74,7 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     out += _source_lines(run)
     out += program_lines(run)
     if run.model:
-        out += _model_lines(run.model)
+        out += _model_lines(run.model, run)
     out.append(_host_line(run))
     out += _units_lines(run)
     line = runtime_line(a.doc.runtime)
@@ -97,9 +97,11 @@ def _source_lines(run: RunDoc) -> list[tuple[str, str]]:
     ]
 
 
-def _model_lines(model: ModelDoc) -> list[tuple[str, str]]:
+def _model_lines(model: ModelDoc, run: RunDoc) -> list[tuple[str, str]]:
     gflops = f"{model.gflops:.2f} GFLOPs" if model.gflops else "GFLOPs not measured"
     shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
+    if model.gflops:
+        shape += flops_shape_note(run, shape)
     params = model.params_fused
     params_text = "params not recorded" if params is None else f"{params:,} params (fused)"
     if model.family == "program":

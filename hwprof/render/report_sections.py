@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from hwprof.analysis.roofline import PROBE_LABELS
 from hwprof.render.columns import Column, Ranked, build, with_cum
 from hwprof.render.fmt import ms, num, pct, si_bytes, sig
+from hwprof.render.input_lines import flops_shape_note
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
@@ -297,14 +298,17 @@ def roofline_spec(a: Analysis) -> TableSpec:
         ["peak bandwidth", f"{s.peak_gbps:.2f} GB/s (measured: STREAM-like triad)"],
         ["ridge point", f"{s.ridge:.1f} FLOP/B"],
     ]
+    shape = "x".join(map(str, a.doc.model.input_shape or []))
+    mixed = flops_shape_note(a.doc, shape)
     if s.flops is not None:
-        rows.append(["forward FLOPs", f"{sig(s.flops / 1e9)} GFLOPs"])
+        rows.append(["forward FLOPs", f"{sig(s.flops / 1e9)} GFLOPs" + (f" at {shape}{mixed}" if mixed else "")])
     if s.min_bytes:
         rows.append(["forward minimum bytes", si_bytes(s.min_bytes)])
     if s.intensity is not None:
         rows.append(["forward intensity", f"{sig(s.intensity)} FLOP/B -> {s.bound or MISSING}-bound"])
     if s.gflops_s is not None:
-        rows.append(["forward achieved", f"{sig(s.gflops_s)} GFLOP/s = {num(s.pct_peak, 1)}% of peak"])
+        rough = " (FLOPs at one input shape over the forward p50 of several: rough)" if mixed else ""
+        rows.append(["forward achieved", f"{sig(s.gflops_s)} GFLOP/s = {num(s.pct_peak, 1)}% of peak{rough}"])
     for bound, entry in s.layers_by_bound.items():
         share = entry["share"]
         rows.append(

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.frames import FramesDoc
+from hwprof.schema.inputs import InputsDoc
 from hwprof.schema.model_init import InitDoc
 from hwprof.schema.program import ProgramOutcome
 from hwprof.schema.run import CollectorEntry, RuntimeDoc
@@ -123,6 +124,8 @@ class PassResult(Record):
     """A program's pass: the model found and how the program ended (None for the built-in pipeline)."""
     frames: FramesDoc | None = None
     """A video input's frames read, and the annotated frames written (None: images, no --annotate)."""
+    inputs: InputsDoc | None = None
+    """The input shapes the pass's forwards were given (hwprof.core.input_shapes)."""
 
     @classmethod
     def read(cls, doc: Any, where: str) -> PassResult:

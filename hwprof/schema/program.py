@@ -41,10 +41,16 @@ class ProgramOutcome(Record):
     scripted: bool | None = None
     """A TorchScript module (torch.jit.trace or script): its children run inside TorchScript, no layer markers."""
     calls: Count = 0
-    """Calls of the model the pass saw (warm-up, measured and clean)."""
+    """Calls of the model the pass saw: the sum of the five kinds below."""
+    before_calls: Count | None = None
+    """Calls before the model was chosen, the choosing one included (unmarked; absent in older runs)."""
     warmup_calls: Count = 0
     measured_calls: Count = 0
     clean_calls: Count = 0
+    after_calls: Count | None = None
+    """Calls after the measured ones (--program-end run), unmarked."""
+    traced_calls: Count | None = None
+    """Calls made inside torch.jit.trace (tracing and checking the trace), unmarked."""
     other_roots: dict[str, Count] = field(default_factory=dict)
     """Other modules the program called at the outermost level, and how often (not the model)."""
     ended: str | None = None

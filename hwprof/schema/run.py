@@ -17,6 +17,7 @@ from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirEr
 from hwprof.schema.codec import JsonObject, Record
 from hwprof.schema.frames import AnnotatedDoc, FramesDoc, VideoDoc
 from hwprof.schema.host import HostDoc, PeaksDoc
+from hwprof.schema.inputs import InputsDoc
 from hwprof.schema.model_init import InitDoc
 from hwprof.schema.probes import PROBE_TYPES, ProbeDetails
 from hwprof.schema.program import ProgramDoc, ProgramOutcome
@@ -178,6 +179,8 @@ class PassCostDoc(Record):
     always_on: list[Any] | None = None
     added_blocks: Count | None = None
     extension: str | None = None
+    shapes: str | None = None
+    """The ABBA blocks that mixed input shapes (PassCostFigure.shapes)."""
     method_text: str | None = None
     resolved: bool | None = None
 
@@ -206,6 +209,8 @@ class PassDoc(Record):
     """A program's pass: the module taken as the model and why, the calls seen, how the program ended."""
     frames: FramesDoc | None = None
     """A video input's frames read, and the annotated frames written (absent: images, no --annotate)."""
+    inputs: InputsDoc | None = None
+    """The input shapes its forwards were given, with their calls (absent in older runs)."""
 
     @property
     def finished(self) -> bool:
@@ -305,6 +310,15 @@ class RunDoc(Record):
     fps: NonNegative | None = None
     render_errors: list[Any] | None = None
     """Renderings of a complete collection that could not be written for lack of space: what, path, error."""
+
+    @property
+    def batch(self) -> int | None:
+        """Images per forward: --batch, or for a program's run (which has none) its model's sample input's first
+        dimension; None where the run does not say."""
+        if self.config.program is not None:
+            shape = self.model.input_shape
+            return int(shape[0]) if shape else None
+        return self.config.batch
 
     @classmethod
     def read(cls, doc: Any, where: str) -> RunDoc:

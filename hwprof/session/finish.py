@@ -77,8 +77,9 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
             stages_source=source if source == "timing" else f"{source} (no clean timing pass: hooks included)",
         )
         whole = stats.get("iteration")
-        if whole:
-            run.update(fps=_batch(run) / whole.p50_ms * 1e3)
+        batch = _batch(run)
+        if whole and batch:
+            run.update(fps=batch / whole.p50_ms * 1e3)
     from hwprof.analysis.paired_cost import pass_figures
 
     timing = data.markers("timing") if "timing" in data.pass_names else None
@@ -89,7 +90,8 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
         entry = run.passes[name]
         entry.update(forward_p50_ms=p50, overhead_vs_timing=p50 / base if (p50 and base) else None)
         if name != "timing":
-            figures = pass_figures(markers, timing, data.pass_result(name).paired, entry.collectors or [])
+            inputs = entry.inputs.by_iteration() if entry.inputs is not None else None
+            figures = pass_figures(markers, timing, data.pass_result(name).paired, entry.collectors or [], inputs)
             prefix = f"passes.{name}."
             entry.update(
                 overhead=_cost_doc(figures.overhead, where, f"{prefix}overhead."),
@@ -103,11 +105,12 @@ def _cost_doc(figure: PassCostFigure | None, where: str, prefix: str) -> PassCos
     return None if figure is None else PassCostDoc.from_json(json_value(figure.to_dict()), where, prefix)
 
 
-def _batch(run: RunDoc) -> int:
-    """The run's batch size, for the frames per second (a run.json without one cannot give them)."""
-    if run.config.batch is None:
+def _batch(run: RunDoc) -> int | None:
+    """The run's batch size, for the frames per second (a run.json without one cannot give them): a program's is
+    its model's sample input's first dimension (None: not recorded)."""
+    if run.config.program is None and run.config.batch is None:
         raise KeyError("batch")  # as the dict read said it
-    return run.config.batch
+    return run.batch
 
 
 def write_final_exports(data: RunData) -> Analysis:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 from hwprof.collectors.base import Collector, CollectorResult
 from hwprof.perf.neighbours import NeighbourLoad
+from hwprof.rundir.names import RESULT_JSON
 from hwprof.schema.frames import FramesDoc
+from hwprof.schema.inputs import InputsDoc
 from hwprof.schema.pass_files import PassResult, RuntimeFile
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session import child
@@ -37,6 +39,8 @@ class PassOutcome:
     """A program's pass: the model its worker found and how the program ended."""
     frames: FramesDoc | None = None
     """A video input's frames read, and the annotated frames written."""
+    inputs: InputsDoc | None = None
+    """The input shapes the pass's forwards were given, with their calls."""
 
 
 def worker_results(worker: PassResult) -> dict[str, CollectorResult]:
@@ -53,6 +57,8 @@ def pass_status(status: str, error: str, worker: PassResult, returncode: int, lo
         return worker.status, worker.error or ""
     if returncode != 0:
         return "failed", child.exit_reason(returncode, log)
+    if worker.status is None:  # it exited 0 all the same: something in it called os._exit before the pass's end
+        return "failed", f"{child.exit_reason(returncode, log)} without writing its result ({RESULT_JSON})"
     return status, error
 
 

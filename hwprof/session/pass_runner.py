@@ -28,6 +28,7 @@ from hwprof.rundir.pass_files import write_pass_result
 from hwprof.rundir.worker_files import read_config, read_image_paths
 from hwprof.schema.codec import json_value
 from hwprof.schema.frames import FramesDoc
+from hwprof.schema.inputs import inputs_doc
 from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
@@ -212,7 +213,8 @@ class PassRunner:
 
         def figure() -> PassCostFigure | None:
             markers = self.log.markers
-            return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
+            shapes = (self.bus.inputs.measured, self.bus.inputs.clean)
+            return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers), shapes)
 
         planned_done = self._done
         _, extension = extend(
@@ -412,6 +414,10 @@ class PassRunner:
         frames = self._frames()
         if frames is not None:
             result.update(frames=frames)
+        tally = self.bus.inputs
+        inputs = inputs_doc(tally.calls, tally.measured, tally.clean)
+        if inputs is not None:
+            result.update(inputs=inputs)
         write_pass_result(self.ctx.out_dir, result)
 
     def _write_replayed(self) -> None:

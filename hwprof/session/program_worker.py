@@ -22,58 +22,40 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from hwprof import stage_api
 from hwprof.collectors.base import Collector, CollectorResult
 from hwprof.core.program_spec import PROGRAM_SPAN, WHOLE_PROCESS_ENV, ProgramSpec
-from hwprof.program.driver import Calls, ProgramDriver
+from hwprof.program.driver import ProgramDriver
 from hwprof.program.eager_parts import EagerLayer
 from hwprof.program.finder import Found, ModelFinder, ProgramAbort
 from hwprof.program.known_stages import known_targets
-from hwprof.program.launch import ProgramEnd, run_program
-from hwprof.program.scopes import class_name
+from hwprof.program.launch import STDIN_EOF, ProgramEnd, run_program, stdin_eof_read
+from hwprof.program.own_end import OwnEnd, OwnEndHooks, real_exit
 from hwprof.program.stage_hooks import StageHooks
 from hwprof.rundir.names import WORKER_LOG
-from hwprof.rundir.pass_files import write_model_json
+from hwprof.rundir.pass_files import write_model_json, write_pass_result
+from hwprof.schema.pass_files import PassResult
 from hwprof.schema.program import ProgramOutcome
-from hwprof.session.pass_runner import EXIT_PROGRAM_FAILED, PassRunner
-from hwprof.session.registry import all_collectors
-from hwprof.session.worker_io import progress
+from hwprof.session.pass_runner import ERROR_PREFIX, EXIT_PROGRAM_FAILED, PassRunner
+from hwprof.session.program_record import program_outcome
+from hwprof.session.program_scripted import eager_parts, scripted_note
+from hwprof.session.worker_io import pin_stdout, progress
 from hwprof.session.worker_stop import STOP
 
 if TYPE_CHECKING:
     from hwprof.workload.layers import LayerRecorder
 
-ENDED = {
-    "stopped": "stopped after the measured calls",
-    "returned": "ran to its end",
-    "exit": "ran to its end (sys.exit)",
-    "failed": "failed",
-}
+NO_CLOSE = "its collectors were not closed, and this pass's figures are lost"
 NOT_RUN_AGAIN = (
     "an earlier pass found no model, and this pass's collectors measure per forward, so the program was not run again"
 )
-
-
-SCRIPTED_LAYERS = (
-    "layers of the TorchScript model: spans made from torch.profiler's module hierarchy (with_modules) of each "
-    "op in the {pass_name} pass, after it; the profiler is on in those iterations, so their cost is that pass's "
-    "paired cost"
-)
-NO_SCRIPTED_LAYERS = (
-    "no per-layer figures in this run: the model is TorchScript (traced or scripted), its layers run inside "
-    "TorchScript, where hwprof's layer markers never fire, and no collector of this run reads torch.profiler's "
-    "module hierarchy (torch_profiler, the trace pass), which gives their times; fix: {fix}, or add torch_profiler"
-)
-SCRIPTED_LOST = {
-    "layers": "per-layer counters (perf_events, PAPI), energy and FLOPs",
-    "kernels": "perf samples per layer",
-}
-"""What a pass that cannot place a TorchScript model's layer spans loses (by pass)."""
 
 
 class ProgramPassRunner(PassRunner):
@@ -92,17 +74,20 @@ class ProgramPassRunner(PassRunner):
         self.whole_process = bool(self.found_none)
         self.no_model: str | None = None
         """Why no model was measured (one line), once the pass knows there is none."""
+        self._program_failed = False
         self._layers: LayerRecorder | None = None
         """The layer table's hooks, on the model from its first marked call until model.json is written."""
-        self._program_failed = False
         self._eager: list[EagerLayer] = []
         """A TorchScript model's layers that its eager wrapper runs itself, marked live (model_found)."""
+        self.own_end = OwnEndHooks(self._on_own_end, STOP._handle)
+        self._sink: Any = None
 
     def _build(self) -> str:
         """Nothing is built before the program runs: the finder waits for its calls."""
         import torch
 
         torch.set_num_threads(self.config.threads)
+        pin_stdout()  # the program's sys.stdout is the log: the progress lines keep the pass's stdout
         progress(phase="build", done=0, total=1)
         self.driver = ProgramDriver(self.bus, self, self.config.warmup, end=self.spec.end)
         self.finder = ModelFinder(on_found=self.driver.adopt, model_path=self.spec.model_path)
@@ -118,8 +103,9 @@ class ProgramPassRunner(PassRunner):
         STOP.bus = self.bus  # a signal before the model is found stops the program at once: no span is open
         self.stages = program_stages(self.spec)
         self.stages.install()
-        sink = stage_api.set_sink(self.driver.stage_sink)
+        self._sink = stage_api.set_sink(self.driver.stage_sink)
         self.finder.install()
+        self.own_end.install()
         try:
             self.end = run_program(self.spec)
             self.driver.settle()
@@ -128,18 +114,31 @@ class ProgramPassRunner(PassRunner):
                 traceback.print_exception(exc.__cause__, file=sys.stderr)
             raise ProgramFailed(str(exc)) from None
         finally:
-            self.finder.close()
-            self.driver.finish()
-            stage_api.set_sink(sink)
-            self.stages.close()
-            STOP.disarm()
+            self._program_over()
         self._after_program()
+
+    def _program_over(self) -> None:
+        """The program's run is over (however it ended): hwprof's hooks off, the driver's schedule closed."""
+        assert self.driver is not None and self.finder is not None
+        self.own_end.close()
+        self.finder.close()
+        self.driver.finish()
+        if self.stages is not None:
+            stage_api.set_sink(self._sink)
+            self.stages.close()
+        STOP.disarm()
+
+    def _after_program(self) -> None:
+        """What the program's run leaves the pass to do (hwprof's own forwards, now outside its calls) and to say:
+        its failure (ProgramFailed), no model, too few calls."""
+        assert self.driver is not None and self.finder is not None and self.stages is not None
+        self._own_forwards_after()
         self.notes.extend(self.stages.unresolved())
         self._check_end()
         if self.driver.found is None and self.spec.model_path is not None:
-            raise ProgramFailed(self.finder.never_found())
+            raise ProgramFailed(self.finder.never_found() + self._stdin_eof())
         if self.driver.found is None:
-            self.no_model = self.finder.never_found()
+            self.no_model = self.finder.never_found() + self._stdin_eof()
             print(f"no model: {self.no_model}", file=sys.stderr)
             return
         measured = self.driver.calls.measured
@@ -149,7 +148,7 @@ class ProgramPassRunner(PassRunner):
                 f"{measured} measured of the {self.config.iters} asked (--iters)"
             )
 
-    def _after_program(self) -> None:
+    def _own_forwards_after(self) -> None:
         """The program ended (or was stopped): hwprof's own forwards run now, outside its calls and unmarked: the
         layer table's, where no marked call filled it, and the collectors' (Collector.after_workload)."""
         driver, pipeline = self.driver, self.ctx.pipeline
@@ -183,16 +182,62 @@ class ProgramPassRunner(PassRunner):
             forward_with_hooks(pipeline.model, pipeline.sample_batch(), recorder.handles)
         write_model_json(self.ctx.out_dir, pipeline.built, pipeline.sample_batch().shape, recorder.rows)
 
+    def _stdin_eof(self) -> str:
+        """Where the program read end of file on stdin (hwprof gives it /dev/null): said after its failure or
+        silence, which may follow from it."""
+        if self.end is None or not self.end.stdin_eof:
+            return ""
+        return f"; it read end of file on stdin ({STDIN_EOF})"
+
+    def _on_own_end(self, end: OwnEnd) -> NoReturn:
+        """The program called os._exit or sent itself a fatal signal (hwprof.program.own_end): the pass ends here,
+        as it would after the program's return, and the worker exits; nothing returns to the program. From a
+        thread other than the model's, or inside a forward, the collectors may be mid-call: none is closed, and
+        result.json says how the program ended and that the pass's figures were lost."""
+        assert self.driver is not None
+        self.end = ProgramEnd(end.how, exit_code=end.code, error=end.text(), stdin_eof=stdin_eof_read())
+        status, error = "ok", ""
+        if threading.current_thread() is not threading.main_thread() or self.driver.in_forward:
+            self.bus.halted = True
+            error = f"the program {end.text()} inside a call of its model or from another thread: {NO_CLOSE}"
+            write_pass_result(self.ctx.out_dir, self._bare_result(error))
+            real_exit()(EXIT_PROGRAM_FAILED)
+        try:
+            self._program_over()
+            self._after_program()
+        except ProgramFailed as exc:
+            status, error = "failed", str(exc)
+            print(ERROR_PREFIX + error, file=sys.stderr, flush=True)
+        except BaseException as exc:  # whatever happens, the worker must end here
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+        try:
+            status, error = self._end(status, error)
+        finally:
+            sys.stderr.flush()
+            real_exit()(self._exit_status(status))
+
+    def _bare_result(self, error: str) -> PassResult:
+        return PassResult.of(
+            pass_name=self.ctx.pass_name,
+            status="failed",
+            error=error,
+            finished_ns=time.monotonic_ns(),
+            program=self._program_outcome("failed", error),
+        )
+
     def _check_end(self) -> None:
         """ProgramFailed, with the program's own failure in one line, when it did not end well."""
         assert self.end is not None and self.driver is not None
         if self.end.ok:
             return
-        how = f"exited with status {self.end.exit_code}" if self.end.how == "exit" else f"raised {self.end.error}"
+        how = {"exit": f"exited with status {self.end.exit_code}", "failed": f"raised {self.end.error}"}.get(
+            self.end.how, self.end.error or self.end.how
+        )
         seen = f"after {self.driver.calls.seen} calls of its model" if self.driver.found else "before any model"
         where = self.ctx.relpath(self.ctx.out_dir / WORKER_LOG)
         self._program_failed = True
-        raise ProgramFailed(f"the program {how} {seen} (its traceback: {where})")
+        log = f"its traceback: {where}" if self.end.how == "failed" else f"its log: {where}"
+        raise ProgramFailed(f"the program {how} {seen}{self._stdin_eof()} ({log})")
 
     def _measure_whole(self) -> None:
         """No model (an earlier pass found none): the program's whole run is one measured iteration holding one
@@ -258,15 +303,16 @@ class ProgramPassRunner(PassRunner):
         pipeline = ProgramPipeline(self.config, self.bus, built, found, first_tensor(sample), self.driver.internal)
         self.ctx.pipeline = pipeline
         depth = self.config.depth
+        ok = [c for c in self.collectors if self._ok(c)]
         if found.scripted:
             layers = scripted_layer_table(built.module, depth)
             self.ctx.layer_scopes = layer_scopes(found.module, found.layers_module, depth)
             write_model_json(self.ctx.out_dir, built, pipeline.sample_batch().shape, layers)
+            self._eager = eager_parts(ok, found, depth, self.notes)
         else:  # shapes recorded in this call, the program's own: no forward of hwprof's own inside it
             self._layers = record_layers(built.module, depth)
-        self._eager = self._eager_parts(found) if found.scripted else []
         self._wire(layer_markers=not found.scripted or bool(self._eager))
-        note = self._scripted_note() if found.scripted else None
+        note = scripted_note(ok, self.ctx.pass_name, self.config) if found.scripted else None
         if note is not None:
             self.notes.append(note)
         iters = self._measured_iterations()
@@ -275,42 +321,12 @@ class ProgramPassRunner(PassRunner):
         STOP.at_boundaries = True  # from the next call on, a stop waits for the end of the iteration in flight
         return steps
 
-    def _eager_parts(self, found: Found) -> list[EagerLayer]:
-        """The layers a TorchScript model's eager wrapper runs itself (YOLOv7's TracedModel.detect_layer), in a pass
-        that times the TorchScript layers: live markers beside the module hierarchy's spans."""
-        from hwprof.program.eager_parts import describe, eager_layers
-
-        if not any(c.finds_scripted_layers for c in self.collectors if self._ok(c)):
-            return []
-        eager = eager_layers(found.module, found.layers_module, self.config.depth)
-        if eager:
-            self.notes.append(describe(eager))
-        return eager
-
     def _attach_markers(self) -> Callable[[], None]:
         if not self._eager:
             return super()._attach_markers()
         from hwprof.core.markers import attach_markers
 
         return attach_markers(self._eager, self.bus)
-
-    def _scripted_note(self) -> str | None:
-        """What this pass gives of a TorchScript model's layers, in one line: their spans from torch.profiler's
-        module hierarchy where a collector of the pass reads it, else what the pass cannot give per layer."""
-        from hwprof.program.scopes import UNTRACED_FIX
-
-        if any(c.finds_scripted_layers for c in self.collectors if self._ok(c)):
-            return SCRIPTED_LAYERS.format(pass_name=self.ctx.pass_name)
-        if self.ctx.pass_name == "timing":
-            if any(cls.finds_scripted_layers and cls.wanted(self.config) for cls in all_collectors()):
-                return None  # a clean forward: the run's trace pass gives the layers' times
-            return NO_SCRIPTED_LAYERS.format(fix=UNTRACED_FIX)
-        lost = SCRIPTED_LOST.get(self.ctx.pass_name, "per-layer figures")
-        return (
-            f"{lost} of the {self.ctx.pass_name} pass: unavailable for a TorchScript model: its layers run inside "
-            f"TorchScript, where no Python code runs at their boundaries (hwprof's layer markers never fire; its "
-            f"per-layer times come from torch.profiler's module hierarchy in the trace pass); fix: {UNTRACED_FIX}"
-        )
 
     def start_measuring(self) -> None:
         self.log.flush_to(self.markers_path)
@@ -346,54 +362,7 @@ class ProgramPassRunner(PassRunner):
             self.driver.done = True
 
     def _program_outcome(self, status: str, error: str) -> ProgramOutcome:
-        driver, finder, end = self.driver, self.finder, self.end
-        found = driver.found if driver is not None else None
-        calls = driver.calls if driver is not None else Calls()
-        outcome = ProgramOutcome.of(
-            calls=calls.seen,
-            warmup_calls=calls.warmup,
-            measured_calls=calls.measured,
-            clean_calls=calls.clean,
-            other_roots=finder.other_roots() if finder is not None else {},
-            ended=self._ended(status, found),
-            notes=self.notes,
-        )
-        if self.stages is not None:
-            outcome.update(
-                stages_wrapped=[h.target.label for h in self.stages.hooked],
-                stages_unmatched=[t.label for t in self.stages.unresolved_targets()],
-                stage_calls=self.stages.calls(),
-            )
-        if self.no_model is not None:
-            outcome.update(no_model=self.no_model, whole_process=self.whole_process)
-        if found is not None:
-            outcome.update(
-                model=found.name,
-                model_class=class_name(found.module),
-                why=found.why,
-                layers_from=found.layers_from,
-                scripted=found.scripted,
-            )
-        if end is not None and end.exit_code is not None:
-            outcome.update(exit_code=end.exit_code)
-        if end is not None and end.error is not None:
-            outcome.update(error=end.error)
-        return outcome
-
-    def _ended(self, status: str, found: Found | None) -> str:
-        driver = self.driver
-        if status == "interrupted":
-            complete = driver is not None and driver.done and driver.calls.measured >= self.config.iters
-            return "stopped by a signal after its measured calls" if complete else "interrupted"
-        if self.end is None:
-            return "not run (no model)" if self.whole_process else "failed"
-        if self.whole_process:
-            return ENDED[self.end.how]
-        if found is None and self.finder is not None and self.spec.model_path is None:
-            return "called no torch module" if not self.finder.roots else "called no torch module more than once"
-        if self.end.ok and self.driver is not None and self.driver.calls.measured < self.config.iters:
-            return "ended before the measured calls"
-        return ENDED[self.end.how]
+        return program_outcome(self, status)
 
 
 def program_stages(spec: ProgramSpec) -> StageHooks:

@@ -254,6 +254,7 @@ class Session:
         outcome.runtime = worker.runtime
         outcome.program = worker.program
         outcome.frames = worker.frames
+        outcome.inputs = worker.inputs
         outcome.lingering = lingering
         outcome.neighbours = self._watch.stop() if self._watch else None
         outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)
@@ -336,7 +337,7 @@ class Session:
             status="running",
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             command=json_value(command_line),
-            config=RunConfigDoc.from_json(json_value(self.config.to_dict()), self.where, "config."),
+            config=RunConfigDoc.from_json(json_value(self.config.recorded()), self.where, "config."),
             host=host_info(),
             images=json_value(self._images()),
             clock={"id": "CLOCK_MONOTONIC", "unit": "ns"},
@@ -362,8 +363,8 @@ class Session:
             program_failed = self.programs.ends_collect(outcome)
             with self.stop.deferred():
                 self._record(outcome)
-            if outcome.status != "ok":
-                self.final = "partial"
+            if outcome.status != "ok" or (outcome.program is not None and outcome.program.no_model):
+                self.final = "partial"  # a program's run with no model has whole-process figures only
             if program_failed:
                 break
             if outcome.returncode == 3 and not self.stop.requested:

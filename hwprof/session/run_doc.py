@@ -44,6 +44,8 @@ def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
         entry.update(program=outcome.program)
     if outcome.frames is not None:
         entry.update(frames=outcome.frames)
+    if outcome.inputs is not None:
+        entry.update(inputs=outcome.inputs)
     if outcome.lingering:
         entry.update(lingering=json_value([x.to_dict() for x in outcome.lingering]))
     run.passes[outcome.name] = entry

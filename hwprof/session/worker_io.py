@@ -7,8 +7,9 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TextIO
 
 from hwprof.core.atomic import DiskFullError
 
@@ -17,8 +18,18 @@ EXIT_DISK_FULL = 4
 since worker.log is on the same full disk)."""
 
 
+_PINNED: list[TextIO] = []
+"""The worker's own stdout, pinned before a user's program runs in it (hwprof.program.launch sends the program's
+sys.stdout to the log): the progress lines must still reach hwprof."""
+
+
+def pin_stdout() -> None:
+    """Progress lines go to the current sys.stdout from now on, whatever sys.stdout becomes."""
+    _PINNED[:] = [sys.stdout]
+
+
 def progress(**fields: Any) -> None:
-    print(json.dumps(fields), flush=True)
+    print(json.dumps(fields), file=_PINNED[0] if _PINNED else sys.stdout, flush=True)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.core.input_shapes import shape_text
 from hwprof.core.markers import MarkerBus
 from hwprof.hardware.torch_threads import torch_threads
 from hwprof.workload.images import is_video_input
@@ -271,6 +272,7 @@ class Pipeline:
                     batch = to_device(batch)
             with bus.span("stage", "forward"):
                 output = self.forward(batch, iteration, warmup)
+            bus.input_shape(shape_text(batch.shape))
             with bus.span("stage", "postprocess"):
                 detections = self.postprocess(output, batch, boxed)
                 if to_device is not None:

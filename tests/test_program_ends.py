@@ -1,0 +1,139 @@
+"""Hostile programs and input shapes, run for real (issue 45): a program that ends itself mid-loop (os._exit, from
+its own thread too, sys.exit, a signal to itself), one that reads stdin's end of file and never calls its model,
+and one whose model sees two input shapes. One `hwprof collect --only timing,flops` per program, shared by the
+tests that read it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from program_runs import SHORT, collect, error_lines, measured_forwards, program, run_doc
+
+pytestmark = pytest.mark.slow
+
+ONLY = ["--only", "timing,flops"]
+
+
+class Collected:
+    def __init__(self, out: Path, returncode: int, stdout: str) -> None:
+        self.out, self.returncode, self.stdout = out, returncode, stdout
+        self.run: dict[str, Any] = run_doc(out)
+
+    def found(self, pass_name: str = "timing") -> dict[str, Any]:
+        return dict(self.run["passes"][pass_name]["program"])
+
+
+def _collect(factory: pytest.TempPathFactory, name: str, args: list[str], options: list[str] = SHORT) -> Collected:
+    out = factory.mktemp(name) / "run"
+    done = collect(out, [*ONLY, *options], args)
+    return Collected(out, done.returncode, done.stdout + done.stderr)
+
+
+@pytest.fixture(scope="module")
+def os_exit(tmp_path_factory: pytest.TempPathFactory) -> Collected:
+    return _collect(tmp_path_factory, "os_exit", [program("ends_itself"), "--how", "os_exit", "--after", "4"])
+
+
+@pytest.fixture(scope="module")
+def thread_exit(tmp_path_factory: pytest.TempPathFactory) -> Collected:
+    args = [program("ends_itself"), "--how", "os_exit", "--code", "3", "--from-thread", "--after", "4"]
+    return _collect(tmp_path_factory, "thread_exit", args)
+
+
+@pytest.fixture(scope="module")
+def sys_exit(tmp_path_factory: pytest.TempPathFactory) -> Collected:
+    return _collect(tmp_path_factory, "sys_exit", [program("ends_itself"), "--how", "sys_exit", "--after", "4"])
+
+
+@pytest.fixture(scope="module")
+def sigterm(tmp_path_factory: pytest.TempPathFactory) -> Collected:
+    return _collect(tmp_path_factory, "sigterm", [program("ends_itself"), "--how", "sigterm", "--after", "4"])
+
+
+@pytest.fixture(scope="module")
+def stdin_silent(tmp_path_factory: pytest.TempPathFactory) -> Collected:
+    return _collect(tmp_path_factory, "stdin", [program("stdin"), "--default", "0"])
+
+
+@pytest.fixture(scope="module")
+def shapes(tmp_path_factory: pytest.TempPathFactory) -> Collected:
+    options = ["--iters", "4", "--warmup", "1"]  # with the report: its header is read
+    return _collect(tmp_path_factory, "shapes", [program("two_shapes"), "--frames", "30"], options)
+
+
+def test_os_exit_mid_loop_keeps_the_calls_it_measured_and_says_how_it_ended(os_exit: Collected) -> None:
+    assert os_exit.returncode == 0, os_exit.stdout
+    assert os_exit.run["status"] == "complete"
+    timing = os_exit.run["passes"]["timing"]
+    assert timing["status"] == "ok"
+    found = os_exit.found()
+    assert found["ended"] == "ended before the measured calls (called os._exit(0))"
+    assert found["exit_code"] == 0 and found["measured_calls"] >= 1
+    assert any(f"{found['measured_calls']} measured of the 3 asked" in note for note in found["notes"])
+    forward = os_exit.run["collectors"]["timing"]["summary"]["stages"]["forward"]
+    assert forward["n"] == found["measured_calls"] == measured_forwards(os_exit.out, "timing")
+    assert os_exit.run["collectors"]["flops"]["status"] == "ok"
+
+
+def test_os_exit_from_another_thread_fails_the_pass_saying_so(thread_exit: Collected) -> None:
+    assert thread_exit.returncode == 1, thread_exit.stdout
+    assert thread_exit.run["status"] == "partial"
+    timing = thread_exit.run["passes"]["timing"]
+    assert timing["status"] == "failed" and "called os._exit(3)" in timing["error"]
+    assert thread_exit.found()["calls"] >= 4 and thread_exit.found()["exit_code"] == 3
+    assert thread_exit.run["collectors"]["timing"]["status"] == "failed"
+    assert any("called os._exit(3)" in line for line in error_lines(thread_exit.stdout))
+
+
+def test_sys_exit_mid_loop_says_it_ended_by_sys_exit(sys_exit: Collected) -> None:
+    assert sys_exit.returncode == 0, sys_exit.stdout
+    assert sys_exit.run["status"] == "complete"
+    found = sys_exit.found()
+    assert found["ended"] == "ended before the measured calls (sys.exit)" and found["exit_code"] == 0
+    assert sys_exit.run["collectors"]["timing"]["summary"]["stages"]["forward"]["n"] == found["measured_calls"]
+
+
+def test_a_signal_the_program_sends_itself_is_not_a_stop_from_outside(sigterm: Collected) -> None:
+    assert sigterm.returncode == 1, sigterm.stdout
+    assert sigterm.run["status"] == "partial" and "interrupted" not in sigterm.run
+    timing = sigterm.run["passes"]["timing"]
+    calls = sigterm.found()["calls"]
+    assert timing["status"] == "failed"
+    assert timing["error"].startswith(f"the program sent itself SIGTERM after {calls} calls of its model")
+    assert sigterm.found()["ended"] == "ended (sent itself SIGTERM)"
+    collector = sigterm.run["collectors"]["timing"]
+    assert collector["status"] == "partial"  # what it measured is kept, marked as the failed pass's
+    assert collector["summary"]["stages"]["forward"]["n"] == sigterm.found()["measured_calls"] >= 1
+
+
+def test_stdin_end_of_file_is_named_where_no_model_follows(stdin_silent: Collected) -> None:
+    assert stdin_silent.returncode == 1, stdin_silent.stdout
+    assert stdin_silent.run["status"] == "partial"  # as the exit status says: no per-forward figure
+    lines = error_lines(stdin_silent.stdout)
+    assert len(lines) == 1 and lines[0].startswith("hwprof: error: no model: ")
+    assert "it read end of file on stdin (hwprof gives a program /dev/null as stdin" in lines[0]
+    assert "end of file on stdin" in stdin_silent.found()["no_model"]
+
+
+def test_two_input_shapes_are_recorded_and_said(shapes: Collected) -> None:
+    assert shapes.returncode == 0, shapes.stdout
+    run = shapes.run
+    for name in ("timing", "layers"):
+        inputs = run["passes"][name]["inputs"]
+        assert sorted(inputs["shapes"]) == ["1x3x64x64", "1x3x64x96"]
+        assert sum(c["measured"] for c in inputs["shapes"].values()) == 4
+        assert len(inputs["measured"]) == 4
+    assert run["passes"]["layers"]["overhead"]["shapes"].startswith("mixed shapes: each of its 2 ABBA blocks")
+    text = " ".join(shapes.stdout.split())
+    assert "inputs 1x3x64x96 (timing 3, layers 5) · 1x3x64x64 (timing 2, layers 4)" in text
+    assert "(counted at this shape only; the forwards also had 1x3x64x64)" in text
+    assert "layers: mixed shapes:" in text
+    assert not {"imgsz", "batch", "extra", "weights"} & set(run["config"])
+    found = run["passes"]["layers"]["program"]
+    kinds = ("before_calls", "warmup_calls", "measured_calls", "clean_calls", "after_calls", "traced_calls")
+    assert sum(found[k] for k in kinds) == found["calls"]
+    bars = [line for line in shapes.stdout.splitlines() if line.startswith("pass ")]
+    assert bars and not any("build" in line for line in bars), bars  # the progress lines reached hwprof
+    assert any(line.startswith("pass layers: measure") for line in bars), bars
