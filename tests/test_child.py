@@ -47,6 +47,9 @@ FORKING_WORKER = textwrap.dedent(
         time.sleep(0.01)
     with open("forked.json", "w") as f:
         f.write(str(pids))
+    os.makedirs("passes/timing", exist_ok=True)  # a worker that ends well writes its result (else its pass fails)
+    with open("passes/timing/result.json", "w") as f:
+        f.write('{"pass": "timing", "status": "ok"}')
     print('{"phase": "measure", "done": 1, "total": 1}', flush=True)
     time.sleep(float(sys.argv[1]))
     """
