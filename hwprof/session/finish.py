@@ -77,7 +77,7 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
             stages_source=source if source == "timing" else f"{source} (no clean timing pass: hooks included)",
         )
         whole = stats.get("iteration")
-        batch = _batch(run)
+        batch = _batch(run) if whole else None  # a run with no iteration stage (an imported one) needs none
         if whole and batch:
             run.update(fps=batch / whole.p50_ms * 1e3)
     from hwprof.analysis.paired_cost import pass_figures

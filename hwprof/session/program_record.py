@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from hwprof.program.driver import Calls
 from hwprof.program.scopes import class_name
 from hwprof.schema.program import ProgramOutcome
 
 if TYPE_CHECKING:
-    from hwprof.program.finder import Found
-    from hwprof.session.program_worker import ProgramPassRunner
+    from hwprof.core.config import RunConfig
+    from hwprof.core.program_spec import ProgramSpec
+    from hwprof.program.driver import ProgramDriver
+    from hwprof.program.finder import Found, ModelFinder
+    from hwprof.program.launch import ProgramEnd
+    from hwprof.program.stage_hooks import StageHooks
+
+
+class ProgramPassRunner(Protocol):
+    """What the record reads of a program's pass (hwprof.session.program_worker.ProgramPassRunner)."""
+
+    driver: ProgramDriver | None
+    finder: ModelFinder | None
+    end: ProgramEnd | None
+    stages: StageHooks | None
+    notes: list[str]
+    no_model: str | None
+    whole_process: bool
+    config: RunConfig
+    spec: ProgramSpec
+
 
 ENDED = {
     "stopped": "stopped after the measured calls",
