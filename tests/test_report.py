@@ -249,7 +249,7 @@ def test_render_report_for_collect(run_dir: Path) -> None:
 
 def test_doctor_peaks_view() -> None:
     from hwprof.hardware.machine import Peaks
-    from hwprof.render.report import peaks_renderable
+    from hwprof.render.roof_lines import peaks_renderable
 
     peaks = Peaks(
         gflops=123.4,
