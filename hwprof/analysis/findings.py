@@ -165,7 +165,8 @@ def _peaks(report: LayerReport) -> list[Finding]:
         out.append(
             _caveat(
                 f"peaks were measured on a busy host ({roof.busy_text()}): they are likely too low{kept}",
-                "% of peak is then too high; measure again on an idle host: hwprof doctor --peaks --force",
+                ("the roof is this run's best layer rate instead" if roof.raised else "% of peak is then too high")
+                + "; measure again on an idle host: hwprof doctor --peaks --force",
             )
         )
     return out
