@@ -139,3 +139,39 @@ def test_paper_peak_variants() -> None:
     bare = paper_peak("processor\t: 0\nmodel name\t: Mystery\n")
     assert bare.gflops is None and "no clock" in bare.reason and "no flags" in bare.reason
     assert paper_peak(cpuinfo("xeon-amx")).to_dict()["gflops"] == pytest.approx(256.0)
+
+
+def test_run_json_records_the_paper_peak_beside_the_measured_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """run.json's peaks: the measured figures and `paper`; a failed measurement still records the paper peak."""
+    from hwprof.core import host
+    from hwprof.hardware import machine
+    from hwprof.session.run_doc import peaks_doc
+
+    monkeypatch.setattr(host, "cpuinfo_text", lambda: cpuinfo("xeon-amx"))
+    quiet = machine.Peaks(
+        gflops=200.0,
+        gbps=20.0,
+        threads=2,
+        host_key="k",
+        cpu_model="c",
+        logical_cpus=2,
+        torch_version="t",
+        measured_at="now",
+        load_avg_1m=0.1,
+        gflops_method="m",
+        gbps_method="m",
+        gflops_samples=[150.0, 200.0],
+        source=machine.MEASURED_QUIET,
+    )
+    monkeypatch.setattr(machine, "measure_peaks", lambda threads: quiet)
+    doc = peaks_doc(2, "run.json")
+    assert doc.gflops == 200.0 and doc.source == "measured" and doc.gflops_spread == [150.0, 200.0]
+    assert doc.paper is not None and doc.paper.gflops == pytest.approx(256.0) and doc.paper.flop_per_cycle == 64
+
+    def broken(threads: int) -> machine.Peaks:
+        raise RuntimeError("no torch")
+
+    monkeypatch.setattr(machine, "measure_peaks", broken)
+    failed = peaks_doc(2, "run.json")
+    assert failed.status == "unavailable" and "no torch" in str(failed.reason)
+    assert failed.paper is not None and failed.paper.gflops == pytest.approx(256.0)
