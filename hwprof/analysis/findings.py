@@ -152,7 +152,8 @@ def _peaks(report: LayerReport) -> list[Finding]:
     if roof.raised:
         out.append(
             _caveat(
-                f"{roof.above_measured} layers ran faster than the measured peak ({roof.probe_gflops:.1f} GFLOP/s): "
+                f"{roof.above_measured} {'layer' if roof.above_measured == 1 else 'layers'} ran faster than the "
+                f"measured peak ({roof.probe_gflops:.1f} GFLOP/s): "
                 f"the roof is this run's own best rate, {roof.peak_gflops:.1f} GFLOP/s ({roof.raised_by})",
                 "a roof the workload exceeds is wrong, not the layers: % peak, bound and % of roof divide by the "
                 "run's best rate; measure the peak again on a quiet host: hwprof doctor --peaks --force",

@@ -288,7 +288,7 @@ def roofline_spec(a: Analysis) -> TableSpec:
     s = a.roofline
     if s is None:
         return TableSpec("roofline", [], [], [f"roofline: {a.layers.missing['roofline'].text()}"])
-    cols = [Col("", "left"), Col("value", "left")]
+    cols = [Col("", "left"), Col("value", "left", wrap=True)]
     roof = a.layers.roof.roof
     rows = compute_rows(roof) if roof is not None else []
     rows += [

@@ -25,6 +25,10 @@ SOURCES = {
 }
 
 
+def _layers(n: int) -> str:
+    return f"{n} layer" if n == 1 else f"{n} layers"
+
+
 def _spread(low_high: tuple[float, float] | list[float] | None) -> str:
     return f"samples {low_high[0]:.1f}..{low_high[1]:.1f}" if low_high else ""
 
@@ -73,7 +77,7 @@ def compute_rows(roof: Roof) -> list[list[str]]:
     if roof.raised:
         rows = [
             ["compute roof", f"{roof.peak_gflops:.1f} GFLOP/s (this run's best layer: {roof.raised_by})"],
-            ["measured peak", f"{probe}; {roof.above_measured} layers ran faster"],
+            ["measured peak", f"{probe}; {_layers(roof.above_measured)} ran faster"],
         ]
     else:
         rows = [["peak compute", probe]]
