@@ -42,6 +42,11 @@ def test_raise_to_best_keeps_a_roof_nothing_exceeds() -> None:
     assert raised.ridge == pytest.approx(15.0)  # the ridge moves with the roof
     assert "this run's own best rate (model.5 RepConv)" in raised.compute_text()
     assert raised.to_dict()["measured_gflops"] == 100.0 and raised.to_dict()["layers_above_measured"] == 2
+    assert raised.best_unscaled is None
+    rates = {"model.5 RepConv": 150.0}
+    assert raise_to_best(roof, rates, {"model.5 RepConv": 140.0}).roof.best_unscaled is None  # type: ignore[union-attr]
+    scaled = raise_to_best(roof, rates, {"model.5 RepConv": 60.0}).roof  # 2.5x its own measured rate
+    assert scaled is not None and scaled.best_unscaled == 60.0 and scaled.peak_gflops == 150.0
 
 
 def test_run_faster_than_its_peak_uses_its_best_layer_as_roof(tmp_path: Path) -> None:
@@ -52,6 +57,7 @@ def test_run_faster_than_its_peak_uses_its_best_layer_as_roof(tmp_path: Path) ->
     assert roof is not None and roof.raised and roof.source == "busy" and roof.gflops_spread == (40.0, 50.0)
     assert roof.peak_gflops == pytest.approx(100.0) and roof.measured_gflops == 50.0
     assert roof.raised_by == "model.0 Conv" and roof.above_measured == 2
+    assert roof.best_unscaled == pytest.approx(50.0)  # 80 ms in the layers pass, scaled x0.5 to the timing pass
     rates = [r.pct_peak for r in a.layers.layers if r.pct_peak is not None]
     assert max(rates) == pytest.approx(100.0) and all(p <= 100.0 + 1e-9 for p in rates)
     assert all(t.pct_peak is None or t.pct_peak <= 100.0 + 1e-9 for t in a.types)
@@ -61,6 +67,8 @@ def test_run_faster_than_its_peak_uses_its_best_layer_as_roof(tmp_path: Path) ->
     assert raised.startswith("2 layers") and "this run's own best rate, 100.0 GFLOP/s (model.0 Conv)" in raised
     busy_line = next(t for t in titles if "busy host" in t)
     assert "not cached" in busy_line
+    caveat = next(f for f in a.findings if f.title == raised)
+    assert "by its own time in its pass model.0 Conv ran at 50.0 GFLOP/s" in caveat.evidence
     efficiency = next(f for f in a.findings if f.title.startswith("forward runs at"))
     assert "roof (the run's best layer rate)" in efficiency.title and "above a 2-thread" in efficiency.evidence
 

@@ -16,6 +16,7 @@ from hwprof.analysis.layer_stats import LayerReport
 from hwprof.analysis.neighbours import unresolved_text
 from hwprof.analysis.overhead import Overheads
 from hwprof.analysis.paired_cost import UNRESOLVED_IQR
+from hwprof.analysis.roofline import Roof
 from hwprof.analysis.stages import Stages
 from hwprof.analysis.types import TypeStat
 
@@ -156,7 +157,8 @@ def _peaks(report: LayerReport) -> list[Finding]:
                 f"measured peak ({roof.probe_gflops:.1f} GFLOP/s): "
                 f"the roof is this run's own best rate, {roof.peak_gflops:.1f} GFLOP/s ({roof.raised_by})",
                 "a roof the workload exceeds is wrong, not the layers: % peak, bound and % of roof divide by the "
-                "run's best rate; measure the peak again on a quiet host: hwprof doctor --peaks --force",
+                "run's best rate; measure the peak again on a quiet host: hwprof doctor --peaks --force"
+                + _scaled_roof(roof),
             )
         )
     if roof.busy_host:
@@ -171,6 +173,15 @@ def _peaks(report: LayerReport) -> list[Finding]:
             )
         )
     return out
+
+
+def _scaled_roof(roof: Roof) -> str:
+    if roof.best_unscaled is None:
+        return ""
+    return (
+        f"; that rate is mostly the scaling of the layer times to the clean forward: by its own time in its pass "
+        f"{roof.raised_by} ran at {roof.best_unscaled:.1f} GFLOP/s, every layer's rate is scaled alike"
+    )
 
 
 def _scaled_up(report: LayerReport, table: Stages) -> list[Finding]:

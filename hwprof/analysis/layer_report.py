@@ -185,6 +185,16 @@ def layer_stat(
     return stat
 
 
+def unscaled_rates(layers: list[LayerStat], nested: Mapping[str, list[str]]) -> dict[str, float]:
+    """Each layer without nested layers: FLOPs / its own median time in its pass, before scaling."""
+    out: dict[str, float] = {}
+    for s in layers:
+        rate = achieved_gflops(s.flops, s.time_raw_ms / 1e3) if s.time_raw_ms and not nested.get(s.name) else None
+        if rate is not None:
+            out[f"{s.name} {s.type}"] = rate
+    return out
+
+
 def place_on_roof(stat: LayerStat, roof: RoofStatus) -> None:
     """The layer's bound (from minimum and measured bytes) and its share of the peak and of its roof."""
     if roof.roof is None:
@@ -283,7 +293,8 @@ def build_layer_report(data: RunData) -> LayerReport:
         stat = layer_stat(r, depth_of.get(r.name, r.name.count(".")), ts, nested.get(r.name, []), on_gpu, sources)
         stat.metrics = {k: v for k, v in r.metrics.items() if k not in base and isinstance(v, int | float)}
         layers.append(stat)
-    roof = raise_to_best(roof, {f"{s.name} {s.type}": s.gflops_s for s in layers if s.gflops_s is not None})
+    rates = {f"{s.name} {s.type}": s.gflops_s for s in layers if s.gflops_s is not None}
+    roof = raise_to_best(roof, rates, unscaled_rates(layers, nested))
     for stat in layers:
         place_on_roof(stat, roof)
     missing.update(missing_reasons(data, layers, roof, sources))

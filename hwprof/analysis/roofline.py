@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 MEMORY = "memory"
 COMPUTE = "compute"
+SCALED_BEYOND = 1.25
+"""A raised roof above this many times its layer's unscaled rate is said to come from the scaling."""
 PROBE_LABELS = {"matmul": "large matmul", "conv3x3": "3x3 conv probe"}
 """hwprof.hardware.machine's compute probes, as the report names the one that set the peak."""
 
@@ -58,6 +60,9 @@ class Roof:
     """The layer whose rate is the roof when raised ("model.102 RepConv")."""
     above_measured: int = 0
     """Layers that ran faster than the probe's peak (the roof is then raised)."""
+    best_unscaled: float | None = None
+    """The raised_by layer's rate from its own measured time where its scaled rate (the roof) is over
+    SCALED_BEYOND times that: the roof is then mostly the scaling of layer times to the clean forward."""
     paper: PaperPeakDoc | None = field(default=None, compare=False)
     """The CPU's paper peak (computed, not measured) recorded beside the measured one."""
 
@@ -117,6 +122,7 @@ class Roof:
             "measured_gflops": self.measured_gflops,
             "raised_by": self.raised_by,
             "layers_above_measured": self.above_measured,
+            "best_unscaled_gflops": self.best_unscaled,
             "paper": self.paper.to_json() if self.paper is not None else None,
         }
 
@@ -174,11 +180,14 @@ def _spread(spread: Any, samples: Any) -> tuple[float, float] | None:
     return (min(numbers), max(numbers)) if numbers else None
 
 
-def raise_to_best(status: RoofStatus, rates: dict[str, float]) -> RoofStatus:
+def raise_to_best(status: RoofStatus, rates: dict[str, float], unscaled: dict[str, float] | None = None) -> RoofStatus:
     """The run's roof: the measured one, or the best rate the run reached where any layer ran faster.
 
-    rates: layer ("model.102 RepConv") -> its achieved GFLOP/s. Every figure that divides by the roof
-    (% peak, bound, % of roof, the findings) then divides by a rate this host reached."""
+    rates: layer ("model.102 RepConv") -> its achieved GFLOP/s, the figure every `% peak` divides. Every
+    figure that divides by the roof (% peak, bound, % of roof, the findings) then divides by one no layer
+    exceeds. unscaled: the same layers' rates from their own measured time in their pass, before the
+    layer times were scaled to the clean forward; where the best layer's rate is mostly that scaling (a
+    host whose load changed between the passes), the roof says so (best_unscaled)."""
     roof = status.roof
     if roof is None or not rates:
         return status
@@ -186,8 +195,14 @@ def raise_to_best(status: RoofStatus, rates: dict[str, float]) -> RoofStatus:
     if rates[best] <= roof.peak_gflops:
         return status
     above = sum(1 for rate in rates.values() if rate > roof.peak_gflops)
+    own = (unscaled or {}).get(best)
     raised = replace(
-        roof, peak_gflops=rates[best], measured_gflops=roof.peak_gflops, raised_by=best, above_measured=above
+        roof,
+        peak_gflops=rates[best],
+        measured_gflops=roof.peak_gflops,
+        raised_by=best,
+        above_measured=above,
+        best_unscaled=own if own is not None and rates[best] > SCALED_BEYOND * own else None,
     )
     return replace(status, roof=raised)
 

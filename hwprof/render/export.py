@@ -6,7 +6,8 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
 - peaks: {peak_gflops (the run's compute roof), peak_gbps, ridge_flop_per_byte, threads, gflops_method,
   gbps_method, busy_host, load_avg_1m, compute_probe, interference, source, gflops_spread,
   quiet_measurements, measured_gflops and raised_by (the probe's peak and the layer whose rate is the roof,
-  where a layer beat the probe; null and "" otherwise), layers_above_measured, paper (run.json's
+  where a layer beat the probe; null and "" otherwise), layers_above_measured, best_unscaled_gflops (that
+  layer's rate by its own unscaled time, where the roof is mostly the scaling), paper (run.json's
   peaks.paper)} or {status: "unavailable", reason, fix}
 - stages: {source, batch, fps (end to end), inference_fps (forward alone), end_to_end (the stages an
   iteration ran, in order), disturbed (why the timing pass is not clean, or null),

@@ -81,12 +81,28 @@ def compute_rows(roof: Roof) -> list[list[str]]:
         ]
     else:
         rows = [["peak compute", probe]]
+    if roof.best_unscaled is not None:
+        rows.append(["", scaled_text(roof)])
     rows.append(["probe", probe_detail(roof)])
     rows.append(["paper peak", paper_text(roof.paper)])
     paper = roof.paper
-    if paper is not None and paper.gflops and roof.probe_gflops > paper.gflops:
-        rows.append(["", "measured above the paper figure: the cores run faster than the stated clock"])
+    if paper is not None and paper.gflops and roof.peak_gflops > paper.gflops:
+        rows.append(["", f"{'roof' if roof.raised else 'measured'} above the paper figure: {_above_paper(roof)}"])
     return rows
+
+
+def scaled_text(roof: Roof) -> str:
+    """Where a raised roof is mostly the scaling of the layer times to the clean forward."""
+    return (
+        f"{roof.raised_by} ran at {roof.best_unscaled or 0:.1f} GFLOP/s by its own time in its pass; its "
+        f"{roof.peak_gflops:.1f} is that time scaled to the clean forward (the host's load changed between passes)"
+    )
+
+
+def _above_paper(roof: Roof) -> str:
+    if roof.best_unscaled is not None:
+        return "a scaled layer time, not a rate the cores reach"
+    return "the cores run faster than the stated clock (boost)"
 
 
 def peaks_renderable(peaks: Peaks, paper: PaperPeak | None = None) -> RenderableType:
