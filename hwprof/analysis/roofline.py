@@ -13,7 +13,8 @@ lowers the intensity further.
 A roof the run itself exceeds is wrong, not the run: the probe was slowed (a busy host, a VM whose
 speed moved). Then the run's roof is the best rate the run reached (raise_to_best: one of its layers),
 said as such with the layer and the probe's figure, so no share of the roof exceeds 100% and every
-bound and finding divides by a rate this host is known to reach.
+bound and finding divides by a rate no layer of the run exceeds. That rate is the report's own figure
+(a layer's time scaled to the clean forward): where it is mostly that scaling, the roof says so.
 """
 
 from __future__ import annotations
