@@ -130,7 +130,7 @@ def _memory_bound(mem: list[LayerStat], roof: Roof) -> list[Finding]:
             f"{layers_of(r.index for r in mem)} {verb(mem, 'is', 'are')} memory-bound: {pct(share)} of forward",
             f"intensity {min(ais):.1f}-{max(ais):.1f} FLOP/B (minimum bytes) under a ridge of "
             f"{roof.ridge:.1f} FLOP/B ({roof.peak_gflops:.1f} GFLOP/s / {roof.peak_gbps:.1f} GB/s "
-            "measured)",
+            + ("measured; compute roof: the run's best layer rate)" if roof.raised else "measured)"),
             "roofline",
             share,
             topic="memory-bound",
@@ -212,9 +212,9 @@ def efficiency(report: LayerReport) -> list[Finding]:
     return [
         Finding(
             f"forward runs at {gflops:.1f} GFLOP/s, {100 * gflops / roof.peak_gflops:.0f}% of this host's "
-            "measured peak",
-            f"{flops / 1e9:.2f} GFLOPs in {report.forward_ms:.2f} ms (p50, clean pass); peak "
-            f"{roof.peak_gflops:.1f} GFLOP/s by a {roof.threads}-thread {roof.compute_label}",
+            + ("roof (the run's best layer rate)" if roof.raised else "measured peak"),
+            f"{flops / 1e9:.2f} GFLOPs in {report.forward_ms:.2f} ms (p50, clean pass); roof "
+            f"{roof.peak_gflops:.1f} GFLOP/s: {roof.compute_text()}",
             "roofline",
             0.25,
             topic="efficiency",

@@ -176,10 +176,13 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
         gpu = load_or_measure(int(args.device.partition(":")[2] or 0), force=args.force)
         console.print_json(json.dumps(gpu))
     elif args.peaks:
+        from hwprof.core.host import cpuinfo_text
         from hwprof.hardware.machine import measure_peaks
-        from hwprof.render.report import peaks_renderable
+        from hwprof.hardware.paper_peak import paper_peak
+        from hwprof.render.roof_lines import peaks_renderable
 
-        console.print(peaks_renderable(measure_peaks(args.threads, force=args.force)))
+        peaks = measure_peaks(args.threads, force=args.force)
+        console.print(peaks_renderable(peaks, paper_peak(cpuinfo_text(), args.threads)))
     config = RunConfig(counters=args.counters, device=args.device)
     rows: list[StatusRow] = []
     for cls in all_collectors():

@@ -35,13 +35,13 @@ from hwprof.render.report_sections import (
     stages_spec,
     types_spec,
 )
+from hwprof.render.roof_lines import header_text
 from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_layers_spec, runtime_line
 from hwprof.render.stage_kernels import stage_kernels_spec
 from hwprof.render.tables import TableSpec, markdown, spec_renderables
 from hwprof.render.whole_program import whole_program_spec
 
 if TYPE_CHECKING:
-    from hwprof.hardware.machine import Peaks
     from hwprof.schema.run import ModelDoc, RunDoc
 
 FORMATS = ("rich", "json", "csv", "markdown")
@@ -173,12 +173,7 @@ def _peaks_line(a: Analysis) -> tuple[str, str]:
     if roof is None:
         return ("peaks", a.layers.missing["roofline"].text())
     load = f"; host load {roof.load_avg_1m:.1f} while measuring" if roof.load_avg_1m is not None else ""
-    busy = " (busy host: likely too low)" if roof.busy_host else ""
-    return (
-        "peaks",
-        f"{roof.peak_gflops:.1f} GFLOP/s FP32 (probe), {roof.peak_gbps:.2f} GB/s (triad), ridge "
-        f"{roof.ridge:.1f} FLOP/B, {roof.threads} threads{load}{busy}",
-    )
+    return ("peaks", f"{header_text(roof)}, {roof.threads} threads{load}")
 
 
 def unavailable_lines(a: Analysis) -> list[tuple[str, str, str]]:
@@ -330,24 +325,3 @@ def _raw(console: Console, text: str) -> None:
     file = console.file or sys.stdout
     file.write(text)
     file.flush()
-
-
-def peaks_renderable(peaks: Peaks) -> RenderableType:
-    """`hwprof doctor --peaks`."""
-    text = Text()
-    source = "cached" if peaks.cached else f"measured now in {peaks.measure_s:.1f} s"
-    text.append("machine peaks ", style="bold")
-    text.append(f"({source}; {peaks.measured_at}; key {peaks.host_key})\n")
-    text.append(f"  compute    {peaks.gflops:.1f} GFLOP/s FP32 with {peaks.threads} threads\n")
-    text.append(f"             {peaks.gflops_method}; samples {peaks.gflops_samples}\n", style="dim")
-    text.append(f"  bandwidth  {peaks.gbps:.2f} GB/s\n")
-    text.append(f"             {peaks.gbps_method}; samples {peaks.gbps_samples}\n", style="dim")
-    text.append(f"  ridge      {peaks.ridge:.1f} FLOP/B\n")
-    if peaks.load_avg_1m is not None:
-        text.append(f"  load       {peaks.load_avg_1m:.2f} (1-min) on {peaks.logical_cpus} CPUs\n")
-    if peaks.interference is not None:
-        text.append(f"  others     {peaks.interference:.1%} of the host's CPU time while measuring\n")
-    if peaks.busy_host:
-        text.append("  busy host: the peaks are likely too low (measure again when idle: --force)\n", style="yellow")
-    text.rstrip()
-    return text
