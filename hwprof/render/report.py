@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from hwprof.hardware.machine import Peaks
     from hwprof.schema.run import ModelDoc, RunDoc
 
-FORMATS = ("rich", "json", "csv", "markdown")
+FORMATS = ("rich", "json", "csv", "markdown", "html")
 TOP_DEFAULT = 15
 STATUS_STYLE = {
     "ok": "green",
@@ -311,6 +311,8 @@ def report(a: Analysis, console: Console, top: int = TOP_DEFAULT, format: str = 
         _raw(console, render_markdown(a, top))
     elif format == "json":
         _raw(console, json.dumps(summary_dict(a), indent=1) + "\n")
+    elif format == "html":  # a file, not printed: report_run writes report.html (hwprof.render.html) and names it
+        return
     else:
         _raw(console, layers_csv_text(a))
 

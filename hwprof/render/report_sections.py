@@ -202,7 +202,7 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
         if by_time
         else f"top {len(rows)} layers by FLOPs (no per-layer time)"
     )
-    return TableSpec(title, cols, rows, notes)
+    return TableSpec(title, cols, rows, notes, key="layers")
 
 
 RANK_ROWS = 5

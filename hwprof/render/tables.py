@@ -41,6 +41,9 @@ class TableSpec:
     """Lines under the table: what is unavailable and why, how the figures were obtained."""
     more: str = "see --format markdown or layers.csv"
     """Where the columns left out in a narrow terminal can be read."""
+    key: str = ""
+    """What the table is, for a renderer that treats one specially ("layers": the HTML page's whole, sortable
+    layer table with an anchor per row)."""
 
     def without(self, index: int) -> TableSpec:
         return TableSpec(
@@ -49,6 +52,7 @@ class TableSpec:
             [[v for i, v in enumerate(row) if i != index] for row in self.rows],
             self.notes,
             self.more,
+            self.key,
         )
 
 
