@@ -18,6 +18,16 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from hwprof.render.advice_table import advice_spec, heading
 from hwprof.render.report import header_lines, specs, unavailable_lines
+from hwprof.render.summary import (
+    advice_lines,
+    not_measured_line,
+    run_lines,
+    speed_line,
+    title,
+    top_findings,
+    top_layers_spec,
+    warning_lines,
+)
 from hwprof.rundir.names import TRACE_NAME
 
 if TYPE_CHECKING:
@@ -69,20 +79,25 @@ def html_table(spec: TableSpec, sortable: bool = False) -> HtmlTable:
     )
 
 
+def _links(layers: tuple[int, ...], layered: set[str]) -> list[tuple[str, str]]:
+    """(index, anchor of its row in the layer table, "" where the table has no such row) per layer named."""
+    anchors = [(str(i), LAYER_ANCHOR.format(i)) for i in sorted(set(layers))]
+    return [(i, anchor if anchor in layered else "") for i, anchor in anchors]
+
+
 def _findings(a: Analysis, layered: set[str]) -> list[HtmlFinding]:
     out, n = [], 0
     for f in a.findings:
         caveat = f.kind == "caveat"
         if not caveat:
             n += 1
-        links = [(str(i), LAYER_ANCHOR.format(i)) for i in sorted(set(f.layers))]
         out.append(
             HtmlFinding(
                 label="note" if caveat else f"{n}.",
                 title=f.title,
                 evidence=f.evidence,
                 caveat=caveat,
-                layers=[(i, anchor if anchor in layered else "") for i, anchor in links],
+                layers=_links(f.layers, layered),
             )
         )
     return out
@@ -109,8 +124,16 @@ def render_html(a: Analysis, plots: dict[str, bytes], run_dir: Path | None = Non
     tables = _tables(a)
     layered = {anchor for t in tables for anchor in t.anchors}
     trace = run_dir / TRACE_NAME if run_dir is not None else None
+    speed = speed_line(a)
+    top = top_layers_spec(a)
     return env.get_template(TEMPLATE).render(
         title=f"hwprof report: {a.doc.model.name or '?'}, run {a.doc.run_id or '?'}",
+        summary_title=title(a),
+        summary_lines=[*warning_lines(a), *run_lines(a), *([speed] if speed else [])],
+        summary_table=html_table(top) if top is not None else None,
+        summary_findings=[(f, _links(f.layers, layered)) for f in top_findings(a)],
+        summary_advice=advice_lines(a),
+        summary_missing=not_measured_line(a),
         header=header_lines(a),
         unavailable=unavailable_lines(a),
         advice_heading=heading(a.advice) if a.advice is not None else None,

@@ -96,7 +96,8 @@ def end_to_end_note(st: Stages) -> str:
     )
 
 
-def _kernel_text(layer: LayerStat) -> str:
+def kernel_text(layer: LayerStat) -> str:
+    """A layer's top native kernel with its share of the layer, or "-"."""
     if not layer.kernels:
         return MISSING
     k = layer.kernels[0]
@@ -155,7 +156,7 @@ LAYER_COLUMNS: list[Column[_LayerTable, Ranked[LayerStat]]] = [
     ),
     Column(
         Col("top kernel", "left", priority=8, max_width=30),
-        lambda r: _kernel_text(r.item),
+        lambda r: kernel_text(r.item),
         lambda t: any(r.kernels for r in t.rep.layers),
     ),
     Column(Col("out shape", "left", priority=9, max_width=16), lambda r: r.item.out_shape),
