@@ -50,3 +50,19 @@ def test_not_measured_groups_one_cause_per_line(tmp_path: Path) -> None:
     assert ("nvml, gpu_kineto, cuda_graph", "unavailable", "not a GPU run") in lines
     assert [names for names, _, _ in lines].count("rapl") == 1
     assert lines[-1] == ("papi", "skipped", "not requested for this run")
+
+
+def test_first_column_is_never_cut_at_80_columns() -> None:
+    from hwprof.render.tables import Col, TableSpec, rich_render
+
+    spec = TableSpec(
+        "t",
+        [Col("pass", "left"), Col("cost"), Col("why", "left", max_width=60), Col("extra", priority=1)],
+        [["(between stages)", "1.25x", "w" * 60, "9"], ["kernels", "not resolved [1]", "short", "1"]],
+    )
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, color_system=None, force_terminal=False)
+    console.print(rich_render(spec, console))
+    text = buf.getvalue()
+    assert "(between stages)" in text and "kernels" in text  # the key whole; other columns squeezed first
+    assert all(cell_len(line.rstrip()) <= 80 for line in text.splitlines())

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rich.cells import cell_len
 from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 MISSING = "-"
+FIRST_COL_MAX = 32
+"""The first column is kept whole up to this width (a longer key still folds rather than push every figure out)."""
 
 
 @dataclass
@@ -59,8 +62,14 @@ class TableSpec:
 def _rich_table(spec: TableSpec, fitting: bool = False) -> Table:
     """The Rich table; `fitting`: wrapping columns counted at their max_width, to decide what to drop."""
     table = Table(title=spec.title, title_justify="left", title_style="bold")
-    for col in spec.cols:
-        if col.wrap:
+    for index, col in enumerate(spec.cols):
+        if index == 0:  # the key of a row (pass, layer, stage, change): kept whole up to FIRST_COL_MAX, never wrapped
+            key = min(FIRST_COL_MAX, max([cell_len(col.header), *(cell_len(row[0]) for row in spec.rows)]))
+            widest = max(key, col.max_width) if col.max_width is not None else None
+            table.add_column(
+                col.header, justify=col.justify, no_wrap=True, overflow="ellipsis", min_width=key, max_width=widest
+            )
+        elif col.wrap:
             width = col.max_width if fitting else None
             table.add_column(col.header, justify=col.justify, max_width=width, no_wrap=False, overflow="fold")
         elif col.max_width is not None:
