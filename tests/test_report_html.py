@@ -22,6 +22,9 @@ FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
 HOSTILE_MODEL = "yolo<script>document.title='pwned'</script>\"'"
 HOSTILE_WEIGHTS = "/tmp/a \"quoted\" 'path'/<img src=x onerror=alert(1)>.pt"
 CHROMIUM = shutil.which("chromium")
+BROWSER_OWN = (".google.com", ".gvt1.com")
+"""Chromium asks Google for the time, accounts and a spelling dictionary whatever the page: the only hosts
+allowed in its net log (each mapped to nothing by --host-resolver-rules: none is reached)."""
 NEEDS_CHROMIUM = pytest.mark.skipif(
     CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)"
 )
@@ -116,7 +119,9 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
         "--no-sandbox",
         "--disable-gpu",
         "--host-resolver-rules=MAP * ~NOTFOUND",  # a request to any host would fail, never leave the machine
-        "--enable-logging=stderr",
+        "--enable-logging=stderr",  # console messages (and errors) as INFO:CONSOLE lines
+        "--disable-background-networking",
+        "--no-first-run",
         *args,
     ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
@@ -124,13 +129,19 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 @NEEDS_CHROMIUM
-def test_chromium_shows_every_layer_and_no_console_error(page: tuple[Path, str]) -> None:
+def test_chromium_shows_every_layer_with_no_console_error_and_no_request(
+    page: tuple[Path, str], tmp_path: Path
+) -> None:
     run_dir = page[0]
-    done = _chromium("--dump-dom", (run_dir / "report.html").as_uri())
+    net_log = tmp_path / "net.json"
+    done = _chromium(f"--log-net-log={net_log}", "--dump-dom", (run_dir / "report.html").as_uri())
     assert done.returncode == 0, done.stderr[-2000:]
     dom = done.stdout
     assert dom.count('<tr id="layer-') == _layer_rows(run_dir)
     assert "CONSOLE" not in done.stderr and "Uncaught" not in done.stderr, done.stderr[-2000:]
+    # every URL the browser asked for (its net log); Chromium's own background calls to Google are not the page's
+    urls = set(re.findall(r'"url":"(https?://[^"/]+)', net_log.read_text()))
+    assert not {u for u in urls if not u.removesuffix(":80").endswith(BROWSER_OWN)}, urls
 
 
 @pytest.mark.slow
