@@ -8,7 +8,7 @@ fits: numbers are never wrapped or cut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from rich.cells import cell_len
 from rich.console import Console, Group, JustifyMethod, RenderableType
@@ -63,7 +63,7 @@ def _rich_table(spec: TableSpec, fitting: bool = False) -> Table:
     """The Rich table; `fitting`: wrapping columns counted at their max_width, to decide what to drop."""
     table = Table(title=spec.title, title_justify="left", title_style="bold")
     for index, col in enumerate(spec.cols):
-        if index == 0:  # the key of a row (pass, layer, stage, change): kept whole up to FIRST_COL_MAX, never wrapped
+        if index == 0 and not col.wrap:  # a row's key (pass, layer, stage, change): whole up to FIRST_COL_MAX
             key = min(FIRST_COL_MAX, max([cell_len(col.header), *(cell_len(row[0]) for row in spec.rows)]))
             widest = max(key, col.max_width) if col.max_width is not None else None
             table.add_column(
@@ -101,7 +101,27 @@ def fit(spec: TableSpec, console: Console) -> tuple[TableSpec, list[str]]:
         _, index = max(candidates)
         dropped.append(spec.cols[index].header)
         spec = spec.without(index)
-    return spec, dropped
+    return _narrowed(spec, console), dropped
+
+
+TEXT_MIN = 12
+"""A cut text column (max_width) keeps at least this many cells when a table is narrowed to fit."""
+
+
+def _narrowed(spec: TableSpec, console: Console) -> TableSpec:
+    """Where no column is left to drop, the widest cut text columns (not the first) give up cells, so that
+    Rich never has to cut a number ("53.…") to fit the console."""
+    excess = natural_width(console, _rich_table(spec, fitting=True)) - console.width
+    cols = list(spec.cols)
+    while excess > 0:
+        text = [(c.max_width or 0, i) for i, c in enumerate(cols) if i and (c.max_width or 0) > TEXT_MIN]
+        if not text:
+            break
+        width, index = max(text)
+        cut = min(excess, width - TEXT_MIN)
+        cols[index] = replace(cols[index], max_width=width - cut)
+        excess -= cut
+    return replace(spec, cols=cols) if cols != spec.cols else spec
 
 
 def rich_render(spec: TableSpec, console: Console) -> RenderableType:
