@@ -44,10 +44,15 @@ def test_not_measured_groups_one_cause_per_line(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(FIXTURE, run_dir, ignore=shutil.ignore_patterns("golden", "README.md"))
     a = analyse(RunData.load(run_dir))
-    gpu = {"status": "unavailable", "reason": "not a GPU run", "fix": ""}
-    a.unavailable.update({"nvml": dict(gpu), "gpu_kineto": dict(gpu), "cuda_graph": dict(gpu)})
+    gpu = {"status": "unavailable", "reason": "the run is on the CPU (--device cpu)", "fix": "--device cuda"}
+    kineto = {**gpu, "reason": "the run is on the CPU (--device cpu): no CUDA activity to record"}
+    a.unavailable.update({"nvml": dict(gpu), "gpu_kineto": kineto, "cuda_graph": dict(gpu)})
     lines = grouped_unavailable(a)
-    assert ("nvml, gpu_kineto, cuda_graph", "unavailable", "not a GPU run") in lines
+    assert (
+        "nvml, gpu_kineto, cuda_graph",
+        "unavailable",
+        "the run is on the CPU (--device cpu); fix: --device cuda",
+    ) in lines
     assert [names for names, _, _ in lines].count("rapl") == 1
     assert lines[-1] == ("papi", "skipped", "not requested for this run")
 

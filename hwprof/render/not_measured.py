@@ -10,17 +10,27 @@ if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
 
 
+def _cause(reason: str) -> str:
+    """A reason's cause: its words before the first ": " ("the run is on the CPU (--device cpu)" of "...: no CUDA
+    activity to record"), so that collectors whose reasons only add a detail share a line."""
+    return reason.split(": ", 1)[0]
+
+
 def grouped_unavailable(a: Analysis) -> list[tuple[str, str, str]]:
-    """(collectors, status, reason; fix), one per distinct cause, in the order the causes first appear."""
-    groups: dict[tuple[str, str], list[str]] = {}
+    """(collectors, status, reason; fix), one per cause, in the order the causes first appear; a group shows its
+    shortest reason with its fix."""
+    groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
     skipped: list[str] = []
     for name, entry in a.unavailable.items():
         if entry["status"] == "skipped":
             skipped.append(name)
             continue
         text = entry["reason"] + (f"; fix: {entry['fix']}" if entry["fix"] else "")
-        groups.setdefault((entry["status"], text), []).append(name)
-    out = [(", ".join(names), status, text) for (status, text), names in groups.items()]
+        groups.setdefault((entry["status"], _cause(entry["reason"])), []).append((name, text))
+    out = [
+        (", ".join(n for n, _ in members), status, min((t for _, t in members), key=len))
+        for (status, _), members in groups.items()
+    ]
     if skipped:
         out.append((", ".join(skipped), "skipped", "not requested for this run"))
     return out

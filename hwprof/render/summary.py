@@ -165,7 +165,7 @@ def summary_renderables(a: Analysis, console: Console) -> list[RenderableType]:
         parts.append(Text(line, style="bold" if line.startswith("what to do") else ""))
     missing = not_measured_line(a)
     if missing:
-        line = f"{NOT_MEASURED}: {missing} (why, and the fixes: '{NOT_MEASURED}' at the end)"
+        line = f"{NOT_MEASURED}: {missing} (see the end)"
         parts.append(Text(line, style="dim", no_wrap=True, overflow="ellipsis"))
     return parts
 
@@ -197,5 +197,5 @@ def summary_markdown(a: Analysis) -> str:
     lines += [f"**{line}**" if line.startswith("what to do") else line for line in advice_lines(a)]
     missing = not_measured_line(a)
     if missing:
-        lines += ["", f"_{NOT_MEASURED}: {missing} (why, and the fixes: '{NOT_MEASURED}' at the end)_"]
+        lines += ["", f"_{NOT_MEASURED}: {missing} (see the end)_"]
     return "\n".join(lines) + "\n"
