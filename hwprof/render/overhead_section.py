@@ -48,8 +48,8 @@ def _columns(others: bool) -> list[Col]:
         Col("wall s", priority=1),
         Col("fwd p50 ms"),
         Col("cost"),
-        Col("spread", "left"),
-        Col("method", "left"),
+        Col("spread", "left", max_width=36),
+        Col("method", "left", max_width=14),
         Col("steal", priority=1),
     ]
     if others:

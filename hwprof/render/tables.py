@@ -111,17 +111,15 @@ TEXT_MIN = 12
 def _narrowed(spec: TableSpec, console: Console) -> TableSpec:
     """Where no column is left to drop, the widest cut text columns (not the first) give up cells, so that
     Rich never has to cut a number ("53.…") to fit the console."""
-    excess = natural_width(console, _rich_table(spec, fitting=True)) - console.width
-    cols = list(spec.cols)
-    while excess > 0:
-        text = [(c.max_width or 0, i) for i, c in enumerate(cols) if i and (c.max_width or 0) > TEXT_MIN]
+    while (excess := natural_width(console, _rich_table(spec, fitting=True)) - console.width) > 0:
+        text = [(c.max_width or 0, i) for i, c in enumerate(spec.cols) if i and (c.max_width or 0) > TEXT_MIN]
         if not text:
             break
         width, index = max(text)
-        cut = min(excess, width - TEXT_MIN)
-        cols[index] = replace(cols[index], max_width=width - cut)
-        excess -= cut
-    return replace(spec, cols=cols) if cols != spec.cols else spec
+        cols = list(spec.cols)
+        cols[index] = replace(cols[index], max_width=width - min(excess, width - TEXT_MIN))
+        spec = replace(spec, cols=cols)
+    return spec
 
 
 def rich_render(spec: TableSpec, console: Console) -> RenderableType:
