@@ -237,7 +237,7 @@ def test_bad_inputs_are_one_line_errors(run_dir: Path, tmp_path: Path) -> None:
         report_run(run_dir, top=0, write=False)
     with pytest.raises(RunDirError, match="is not a run directory"):
         report_run(tmp_path / "nothing", write=False)
-    assert FORMATS == ("rich", "json", "csv", "markdown")
+    assert FORMATS == ("rich", "json", "csv", "markdown", "html")
 
 
 def test_render_report_for_collect(run_dir: Path) -> None:

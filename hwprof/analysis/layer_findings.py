@@ -62,6 +62,7 @@ def hotspots(report: LayerReport, host_time: bool = False) -> list[Finding]:
             f"{parts} (scaled self time; forward p50 {report.forward_ms:.2f} ms){tail}",
             "hotspot",
             total,
+            layers=tuple(layer.index for layer in chosen),
         )
     ]
 
@@ -115,6 +116,7 @@ def _data_movers(movers: list[LayerStat], roof: Roof) -> list[Finding]:
             "roofline",
             share,
             topic="data-movement",
+            layers=tuple(r.index for r in movers),
         )
     ]
 
@@ -134,6 +136,7 @@ def _memory_bound(mem: list[LayerStat], roof: Roof) -> list[Finding]:
             "roofline",
             share,
             topic="memory-bound",
+            layers=tuple(r.index for r in mem),
         )
     ]
 
@@ -169,6 +172,7 @@ def _below_roof(report: LayerReport) -> list[Finding]:
             "roofline",
             sum((r.share or 0.0) * (1 - (r.pct_roof or 0.0) / 100) for r in low),
             topic="below-roof",
+            layers=tuple(r.index for r in low),
         )
     ]
 
@@ -199,6 +203,7 @@ def kernels(report: LayerReport) -> list[Finding]:
             "kernels",
             weight,
             topic="reference-conv",
+            layers=tuple(sorted({r.index for r, _ in hits})),
         )
     ]
 
@@ -245,6 +250,7 @@ def counters(report: LayerReport) -> list[Finding]:
                 f"{pct(r.share or 0)} of forward{cause}",
                 "counters",
                 r.share or 0.0,
+                layers=(r.index,),
             )
         )
     return out

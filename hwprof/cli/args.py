@@ -270,7 +270,7 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     report = sub.add_parser("report", help="print the report of a run directory")
     report.add_argument("run_dir", type=Path)
     report.add_argument("--top", type=int, default=15, help="layers in the top-layers table")
-    report.add_argument("--format", choices=("rich", "json", "csv", "markdown"), default="rich")
+    report.add_argument("--format", choices=("rich", "json", "csv", "markdown", "html"), default="rich")
     report.add_argument("--plots", action="store_true", help="redraw the PNG plots")
     trace = sub.add_parser("trace", help="(re)build RUN_DIR/trace.pftrace from the run directory")
     trace.add_argument("run_dir", type=Path)

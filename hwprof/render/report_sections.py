@@ -97,7 +97,8 @@ def end_to_end_note(st: Stages) -> str:
     )
 
 
-def _kernel_text(layer: LayerStat) -> str:
+def kernel_text(layer: LayerStat) -> str:
+    """A layer's top native kernel with its share of the layer, or "-"."""
     if not layer.kernels:
         return MISSING
     k = layer.kernels[0]
@@ -156,7 +157,7 @@ LAYER_COLUMNS: list[Column[_LayerTable, Ranked[LayerStat]]] = [
     ),
     Column(
         Col("top kernel", "left", priority=8, max_width=30),
-        lambda r: _kernel_text(r.item),
+        lambda r: kernel_text(r.item),
         lambda t: any(r.kernels for r in t.rep.layers),
     ),
     Column(Col("out shape", "left", priority=9, max_width=16), lambda r: r.item.out_shape),
@@ -203,7 +204,7 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
         if by_time
         else f"top {len(rows)} layers by FLOPs (no per-layer time)"
     )
-    return TableSpec(title, cols, rows, notes)
+    return TableSpec(title, cols, rows, notes, key="layers")
 
 
 RANK_ROWS = 5

@@ -19,6 +19,7 @@ from hwprof.core.atomic import atomic_path, atomic_write_bytes, atomic_write_tex
 from hwprof.rundir.names import (
     ADVICE_CSV,
     LAYERS_CSV,
+    REPORT_HTML,
     RUN_JSON,
     SUMMARY_JSON,
     SWEEP_ADVICE_CSV,
@@ -57,6 +58,11 @@ def write_report_files(run_dir: Path, files: ReportFiles) -> list[Path]:
 def write_plot_files(run_dir: Path, plots: dict[str, bytes]) -> list[Path]:
     """File name -> PNG bytes (hwprof.render.plots.render_plots), each written in turn; the paths written."""
     return [write_png(run_dir / name, png) for name, png in plots.items()]
+
+
+def write_report_html(run_dir: Path, html: str) -> Path:
+    """report.html (hwprof.render.html.render_html)."""
+    return _text(run_dir / REPORT_HTML, html)
 
 
 @dataclass
