@@ -68,10 +68,18 @@ def _set_aside_trace(run_dir: str) -> str:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.cli.gate_args import gate_options, gate_outputs
     from hwprof.render.compare import compare
 
-    compare(args.run_dirs, console=console, top=args.top, format=args.format)
-    return 0
+    opts = gate_options(args)
+    if opts is None:
+        compare(args.run_dirs, console=console, top=args.top, format=args.format)
+        return 0
+    from hwprof.render.gate import compare_gate
+
+    if args.top < 1:
+        raise ValueError(f"--top must be at least 1 (got {args.top})")
+    return compare_gate(args.run_dirs, opts, gate_outputs(args), console, args.top, args.format).exit_code
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:

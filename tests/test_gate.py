@@ -1,0 +1,152 @@
+"""The performance gate (hwprof compare --fail-above): its statistics on synthetic runs, the exact gate on the
+recorded callgrind run, and its JUnit XML, markdown and JSON."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hwprof.analysis.gate import (
+    FAIL,
+    PASS,
+    UNRESOLVED,
+    GateError,
+    GateOptions,
+    GateRun,
+    LayerSamples,
+    judge,
+    parse_percent,
+)
+from hwprof.render.gate import verdict_junit, verdict_markdown
+
+FIXTURES = Path(__file__).parent / "fixtures" / "callgrind"
+OPTS = GateOptions(fail_above=0.05)
+IDENTITY = {"model": "yolov7-tiny", "imgsz": "320", "batch": "1", "runtime": "torch", "precision": "fp32"}
+
+
+def _samples(median: float, n: int, seed: int, spread: float = 0.03) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return list(median * (1 + spread * rng.standard_normal(n)))
+
+
+def _run(label: str, seed: int, forward: float = 20.0, layer_scale: dict[str, float] | None = None) -> GateRun:
+    scale = layer_scale or {}
+    layers = {
+        f"model.{i}": LayerSamples("Conv", _samples(ms * scale.get(f"model.{i}", 1.0), 20, seed + i), ms / forward)
+        for i, ms in enumerate((6.0, 4.0, 0.1))
+    }
+    return GateRun(
+        label,
+        _samples(forward, 20, seed),
+        _samples(forward + 3, 20, seed + 100),
+        layers,
+        "layers",
+        None,
+        {**IDENTITY, "threads": "2"},
+    )
+
+
+def test_identical_runs_pass_or_are_not_resolved() -> None:
+    v = judge(_run("A", 1), _run("B", 1), OPTS)
+    assert v.outcome in (PASS, UNRESOLVED) and v.exit_code == 0 and not v.failed
+    same = judge(_run("A", 1), _run("B", 7), OPTS)  # same configuration, other noise
+    assert same.exit_code == 0 and same.outcome in (PASS, UNRESOLVED)
+    assert "pass" not in same.line.lower() or same.outcome == PASS
+    assert "bootstrap" in v.method and "95%" in v.method
+
+
+def test_a_slower_forward_fails_naming_it() -> None:
+    v = judge(_run("A", 1), _run("B", 2, forward=26.0), OPTS)
+    assert v.outcome == FAIL and v.exit_code == 1
+    forward = next(f for f in v.figures if f.name == "forward")
+    assert forward.outcome == FAIL and forward.low is not None and forward.low > 1.05
+    assert 1.2 < forward.ratio < 1.4 and "forward" in v.line
+
+
+def test_a_slower_layer_fails_naming_it_and_small_layers_are_not_gated() -> None:
+    v = judge(_run("A", 1), _run("B", 1, layer_scale={"model.1": 1.5}), OPTS)
+    failed = [f.name for f in v.failed]
+    assert failed == ["model.1 Conv"] and v.exit_code == 1 and "model.1 Conv" in v.line
+    assert "model.2 Conv" not in [f.name for f in v.figures]  # 0.5% of forward: below --gate-share 2%
+
+
+def test_noise_is_not_resolved_and_the_option_decides_its_exit() -> None:
+    base = _run("A", 1)
+    noisy = _run("B", 3)
+    noisy.forward_ms = _samples(21.0, 6, 5, spread=0.3)
+    v = judge(base, noisy, OPTS)
+    assert v.outcome == UNRESOLVED and v.exit_code == 0 and v.line.startswith("NOT RESOLVED")
+    strict = judge(base, noisy, GateOptions(fail_above=0.05, unresolved_fails=True))
+    assert strict.exit_code == 1 and strict.outcome == UNRESOLVED
+
+
+def test_bad_input_is_one_line() -> None:
+    other = _run("B", 1)
+    other.identity = {**other.identity, "imgsz": "640"}
+    with pytest.raises(GateError, match="imgsz 320 vs 640"):
+        judge(_run("A", 1), other, OPTS)
+    v = judge(_run("A", 1), other, GateOptions(fail_above=0.05, allow_different=True))
+    assert "differ in imgsz 320 vs 640" in v.line
+    bare = _run("B", 1)
+    bare.forward_ms, bare.iteration_ms = [], []
+    with pytest.raises(GateError, match="no measured forward"):
+        judge(_run("A", 1), bare, OPTS)
+    no_layers = _run("B", 1)
+    no_layers.layers = {}
+    with pytest.raises(GateError, match="no per-layer times"):
+        judge(_run("A", 1), no_layers, OPTS)
+    assert parse_percent("5%", "--fail-above") == pytest.approx(0.05)
+    with pytest.raises(GateError, match="--fail-above"):
+        parse_percent("five", "--fail-above")
+
+
+def test_junit_has_one_case_per_figure_and_the_failures() -> None:
+    v = judge(_run("A", 1), _run("B", 2, forward=26.0, layer_scale={"model.0": 1.4}), OPTS)
+    root = ET.fromstring(verdict_junit(v))
+    cases = root.findall("testcase")
+    assert len(cases) == len(v.figures) and int(root.get("tests", "0")) == len(cases)
+    failed = {c.get("name") for c in cases if c.find("failure") is not None}
+    assert {"forward", "model.0 Conv"} <= failed and failed == {f.name for f in v.failed}
+    assert int(root.get("failures", "0")) == len(failed)
+    text = verdict_markdown(v, OPTS.fail_above)
+    assert text.startswith("## hwprof gate: FAIL") and "| forward |" in text
+    assert json.loads(json.dumps(v.to_dict()))["outcome"] == FAIL
+
+
+def _callgrind_counts(grow: dict[str, float] | None = None) -> dict[str, dict[str, float]]:
+    from hwprof.collectors.callgrind.parse import events_present, read_parts, readings_at_markers
+
+    from hwprof.core.markers import read_markers
+    from hwprof.perf.tables import analyse
+
+    parts = read_parts(FIXTURES / "yolov8n_64.callgrind.out")
+    markers = read_markers(FIXTURES / "yolov8n_64.markers.jsonl")
+    events = events_present(parts)
+    tables = analyse(readings_at_markers(parts, markers), dict.fromkeys(events, "count"), cpu_event="").tables
+    counts = {name: dict(row) for name, row in tables.layers.items()}
+    counts["forward"] = dict(tables.stages["forward"])
+    for name, factor in (grow or {}).items():
+        counts[name] = {k: v * factor for k, v in counts[name].items()}
+    return counts
+
+
+def test_callgrind_counts_gate_exactly() -> None:
+    base = GateRun("A", counts=_callgrind_counts(), identity=IDENTITY)
+    same = GateRun("B", counts=_callgrind_counts(), identity=IDENTITY)
+    v = judge(base, same, OPTS)
+    assert v.outcome == PASS and v.exit_code == 0
+    assert {f.kind for f in v.figures} >= {"instructions", "LLC-load-misses"}
+    assert {f.name for f in v.figures} >= {"forward", "model.22"}
+    grown = GateRun("B", counts=_callgrind_counts({"model.7": 1.01, "model.3": 1.001}), identity=IDENTITY)
+    v = judge(base, grown, OPTS)
+    failed = {(f.name, f.kind) for f in v.failed}
+    assert ("model.7", "instructions") in failed and not any(name == "model.3" for name, _ in failed)
+    seven = next(f for f in v.failed if f.name == "model.7" and f.kind == "instructions")
+    assert seven.new == pytest.approx(seven.base * 1.01) and f"{seven.base:,.0f}" in seven.text
+    assert v.exit_code == 1 and "model.7" in v.line
+    root = ET.fromstring(verdict_junit(v))
+    assert any(c.get("name") == "model.7" and c.find("failure") is not None for c in root.findall("testcase"))
