@@ -150,3 +150,11 @@ def test_callgrind_counts_gate_exactly() -> None:
     assert v.exit_code == 1 and "model.7" in v.line
     root = ET.fromstring(verdict_junit(v))
     assert any(c.get("name") == "model.7" and c.find("failure") is not None for c in root.findall("testcase"))
+
+
+def test_too_few_iterations_are_not_gated_on_time() -> None:
+    base, new = _run("A", 1), _run("B", 2, forward=26.0)
+    base.forward_ms, new.forward_ms = base.forward_ms[:3], new.forward_ms[:3]
+    v = judge(base, new, OPTS)
+    assert "forward" not in [f.name for f in v.figures]
+    assert any("too few measured iterations" in n and "forward (3 and 3)" in n for n in v.notes)

@@ -21,6 +21,9 @@ from typing import Any
 PASS, FAIL, UNRESOLVED = "pass", "fail", "not resolved"
 EXIT_PASS, EXIT_FAIL = 0, 1
 
+MIN_SAMPLES = 5
+"""A timed figure with fewer measured iterations in either run is not gated (its interval would be a guess)."""
+
 COUNT_EVENTS = ("instructions", "LLC-load-misses", "L1-dcache-load-misses")
 """Counted figures the exact gate compares, where both runs recorded them."""
 
@@ -230,27 +233,52 @@ def check_inputs(base: GateRun, new: GateRun, opts: GateOptions) -> list[str]:
     return [f"the runs differ in {d}" for d in differ]
 
 
+def _timed(
+    base: GateRun, new: GateRun, names: list[str]
+) -> list[tuple[str, list[float], list[float], tuple[str, str]]]:
+    """(figure, BASE samples, NEW samples, kernels) of every timed figure both runs have."""
+    out = [
+        ("forward", base.forward_ms, new.forward_ms, ("", "")),
+        ("iteration", base.iteration_ms, new.iteration_ms, ("", "")),
+    ]
+    for n in names:
+        a, b = base.layers[n], new.layers[n]
+        out.append((f"{n} {a.type}", a.ms, b.ms, (a.kernel, b.kernel)))
+    return [t for t in out if t[1] and t[2]]
+
+
 def judge(base: GateRun, new: GateRun, opts: GateOptions) -> Verdict:
     """The gate's verdict on NEW against BASE (see the module's docstring)."""
     notes = check_inputs(base, new, opts)
-    figures: list[Figure] = []
-    timed = (("forward", base.forward_ms, new.forward_ms), ("iteration", base.iteration_ms, new.iteration_ms))
-    figures += [time_figure(name, a, b, opts) for name, a, b in timed if a and b]
     names, layer_notes = gated_layers(base, new, opts.share) if base.layers else ([], [])
-    for name in names:
-        before, after = base.layers[name], new.layers[name]
-        fig = time_figure(f"{name} {before.type}", before.ms, after.ms, opts)
-        fig.kernels = (before.kernel, after.kernel)
-        figures.append(fig)
+    timed = _timed(base, new, names)
+    few = [f"{name} ({len(a)} and {len(b)})" for name, a, b, _ in timed if min(len(a), len(b)) < MIN_SAMPLES]
+    if few:
+        notes.append(f"too few measured iterations to gate on time (fewer than {MIN_SAMPLES}): {', '.join(few)}")
+    figures: list[Figure] = []
+    for name, a, b, kernels in timed:
+        if min(len(a), len(b)) >= MIN_SAMPLES:
+            figures.append(time_figure(name, a, b, opts))
+            figures[-1].kernels = kernels
+    n_layers = len(figures) - sum(f.name in ("forward", "iteration") for f in figures)
     figures += count_figures(base, new, opts)
     if not figures:
         raise GateError("the runs have no figure in common to gate (forward, iteration, layers or callgrind counts)")
     if (base.counts is None) != (new.counts is None):
         notes.append("only one run has callgrind counts: the exact gate did not run")
+    if (
+        base.counts is not None
+        and new.counts is not None
+        and {base.identity.get("threads"), new.identity.get("threads")} != {"1"}
+    ):
+        notes.append(
+            "callgrind counts of runs with more than one thread include the OpenMP workers' waits (single layers "
+            "differed by up to 1.7% between identical runs here): collect with --threads 1 for an exact gate"
+        )
     notes += layer_notes
     if not base.layers:
         notes.append("neither run has per-layer times (no layers pass): no layer is gated on time")
-    return _verdict(figures, notes, opts, base.label, new.label, len(names))
+    return _verdict(figures, notes, opts, base.label, new.label, n_layers)
 
 
 def method_text(opts: GateOptions) -> str:
