@@ -158,3 +158,35 @@ def test_too_few_iterations_are_not_gated_on_time() -> None:
     v = judge(base, new, OPTS)
     assert "forward" not in [f.name for f in v.figures]
     assert any("too few measured iterations" in n and "forward (3 and 3)" in n for n in v.notes)
+
+
+def test_compare_options_build_the_gate_and_refuse_files_without_a_threshold() -> None:
+    from hwprof.cli.args import build_parser
+    from hwprof.cli.gate_args import gate_options
+
+    parser = build_parser()
+    args = parser.parse_args(["compare", "A", "B", "--fail-above", "5%", "--gate-share", "1%", "--unresolved", "fail"])
+    opts = gate_options(args)
+    assert opts is not None and opts.fail_above == pytest.approx(0.05) and opts.share == pytest.approx(0.01)
+    assert opts.unresolved_fails and opts.count_threshold == pytest.approx(0.005) and opts.confidence == 0.95
+    assert gate_options(parser.parse_args(["compare", "A", "B"])) is None
+    with pytest.raises(GateError, match="--junit needs --fail-above"):
+        gate_options(parser.parse_args(["compare", "A", "B", "--junit", "x.xml"]))
+    compare = next(a for a in parser._actions if a.dest == "command").choices["compare"]  # type: ignore[attr-defined]
+    assert all(a.help for a in compare._actions)  # every option of compare says what it does
+
+
+def test_the_terminal_verdict_comes_first_and_says_not_resolved_in_words() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from hwprof.render.gate import render_verdict
+
+    base, noisy = _run("A", 1), _run("B", 3)
+    noisy.forward_ms = _samples(21.0, 6, 5, spread=0.3)
+    out = StringIO()
+    render_verdict(judge(base, noisy, OPTS), Console(file=out, width=200), OPTS.fail_above)
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith("gate: NOT RESOLVED") and "PASS" not in first
+    assert "bootstrap" in out.getvalue()
