@@ -190,3 +190,16 @@ def test_the_terminal_verdict_comes_first_and_says_not_resolved_in_words() -> No
     first = out.getvalue().splitlines()[0]
     assert first.startswith("gate: NOT RESOLVED") and "PASS" not in first
     assert "bootstrap" in out.getvalue()
+
+
+def test_different_models_gate_layers_only_where_their_tables_match() -> None:
+    wide = _run("B", 1, layer_scale={"model.0": 2.0})
+    wide.identity = {**wide.identity, "model": "yolov8s"}
+    base = _run("A", 1)
+    base.identity = {**base.identity, "model": "yolov8n"}
+    v = judge(base, wide, GateOptions(fail_above=0.05, allow_different=True))
+    assert [f.name for f in v.failed] == ["model.0 Conv"] and "model yolov8n vs yolov8s" in v.line
+    wide.layers["model.1"].type = "C2f"
+    v = judge(base, wide, GateOptions(fail_above=0.05, allow_different=True))
+    assert not any(f.name.startswith("model.") for f in v.figures)
+    assert any("layer tables differ" in n for n in v.notes)

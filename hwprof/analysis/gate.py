@@ -251,6 +251,9 @@ def judge(base: GateRun, new: GateRun, opts: GateOptions) -> Verdict:
     """The gate's verdict on NEW against BASE (see the module's docstring)."""
     notes = check_inputs(base, new, opts)
     names, layer_notes = gated_layers(base, new, opts.share) if base.layers else ([], [])
+    tables = [{(n, s.type) for n, s in run.layers.items()} for run in (base, new)]
+    if base.identity.get("model") != new.identity.get("model") and tables[0] != tables[1]:
+        names, layer_notes = [], ["the runs are of different models whose layer tables differ: no layer is gated"]
     timed = _timed(base, new, names)
     few = [f"{name} ({len(a)} and {len(b)})" for name, a, b, _ in timed if min(len(a), len(b)) < MIN_SAMPLES]
     if few:
