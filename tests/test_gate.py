@@ -203,3 +203,11 @@ def test_different_models_gate_layers_only_where_their_tables_match() -> None:
     v = judge(base, wide, GateOptions(fail_above=0.05, allow_different=True))
     assert not any(f.name.startswith("model.") for f in v.figures)
     assert any("layer tables differ" in n for n in v.notes)
+
+
+def test_markdown_shows_the_kernels_of_a_layer_that_moved() -> None:
+    base, new = _run("A", 1), _run("B", 1, layer_scale={"model.0": 1.5})
+    base.layers["model.0"].kernel, new.layers["model.0"].kernel = "brgconv_avx512", "jit_avx2_conv"
+    text = verdict_markdown(judge(base, new, OPTS), OPTS.fail_above)
+    moved = text.split("### What moved")[1].split("<details>")[0]
+    assert "| model.0 Conv | fail |" in moved and "`brgconv_avx512` -> `jit_avx2_conv`" in moved

@@ -59,16 +59,16 @@ def verdict_markdown(v: Verdict, threshold: float) -> str:
     """A job summary: the verdict first, then the figures that moved (kernels before and after where the runs
     recorded them), then every gated figure, the method and the notes."""
     lines = [f"## hwprof gate: {v.outcome.upper()}", "", v.line, "", f"BASE `{v.base}` / NEW `{v.new}`", ""]
-    header = "| figure | outcome | BASE | NEW | ratio | interval | kernel BASE -> NEW |"
-    rule = "|---|---|---:|---:|---:|---|---|"
+    kernels = any(any(f.kernels) for f in v.figures)  # a kernels pass in either run
+    header = "| figure | outcome | BASE | NEW | ratio | interval |" + (" kernel BASE -> NEW |" if kernels else "")
+    rule = "|---|---|---:|---:|---:|---|" + ("---|" if kernels else "")
 
     def row(f: Figure) -> str:
-        kernel = f"`{f.kernels[0] or '?'}` -> `{f.kernels[1] or '?'}`" if any(f.kernels) else ""
         name = f.name if f.kind == "time" else f"{f.name} ({f.kind})"
-        return (
-            f"| {name} | {f.outcome} | {_value(f, f.base)} | {_value(f, f.new)} | x{f.ratio:.4f} | "
-            f"{_interval(f)} | {kernel} |"
-        )
+        text = f"| {name} | {f.outcome} | {_value(f, f.base)} | {_value(f, f.new)} | x{f.ratio:.4f} | {_interval(f)} |"
+        if kernels:
+            text += f" `{f.kernels[0] or '?'}` -> `{f.kernels[1] or '?'}` |" if any(f.kernels) else " |"
+        return text
 
     shown = moved(v, threshold)
     lines += ["### What moved", ""]
