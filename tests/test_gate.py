@@ -211,3 +211,13 @@ def test_markdown_shows_the_kernels_of_a_layer_that_moved() -> None:
     text = verdict_markdown(judge(base, new, OPTS), OPTS.fail_above)
     moved = text.split("### What moved")[1].split("<details>")[0]
     assert "| model.0 Conv | fail |" in moved and "`brgconv_avx512` -> `jit_avx2_conv`" in moved
+
+
+def test_gate_on_counts_ignores_the_machine_and_needs_counts() -> None:
+    base = GateRun("A", forward_ms=_samples(20, 10, 1), counts=_callgrind_counts(), identity=IDENTITY)
+    slow = GateRun("B", forward_ms=_samples(40, 10, 2), counts=_callgrind_counts(), identity=IDENTITY)
+    assert judge(base, slow, OPTS).exit_code == 1  # both: the timed forward fails
+    v = judge(base, slow, GateOptions(fail_above=0.05, gate_on="counts"))
+    assert v.outcome == PASS and all(f.kind != "time" for f in v.figures)
+    with pytest.raises(GateError, match="no callgrind counts"):
+        judge(_run("A", 1), _run("B", 1), GateOptions(fail_above=0.05, gate_on="counts"))

@@ -43,6 +43,8 @@ class GateOptions:
     """Relative growth of a callgrind count that fails (0.005: 0.5%)."""
     allow_different: bool = False
     """Gate runs of different models, sizes, batches, runtimes or precisions (else refused)."""
+    gate_on: str = "both"
+    """"time", "counts" (callgrind's alone: a verdict free of the machine's noise) or "both"."""
 
 
 @dataclass
@@ -221,13 +223,20 @@ def check_inputs(base: GateRun, new: GateRun, opts: GateOptions) -> list[str]:
             "(pass --gate-different to gate them anyway)"
         )
     counted = base.counts is not None and new.counts is not None
+    if opts.gate_on == "counts" and not counted:
+        side, run = ("BASE", base) if base.counts is None else ("NEW", new)
+        raise GateError(
+            f"--gate-on counts: {side} ({run.label}) has no callgrind counts (collect with --counters callgrind)"
+        )
+    if opts.gate_on == "time":
+        counted = False
     for side, run in (("BASE", base), ("NEW", new)):
-        if not run.forward_ms and not counted:
+        if not run.forward_ms and not counted and opts.gate_on != "counts":
             raise GateError(
                 f"{side} ({run.label}) has no measured forward (no timing pass) and the runs have no callgrind counts "
                 "to gate on"
             )
-    if bool(base.layers) != bool(new.layers):
+    if bool(base.layers) != bool(new.layers) and opts.gate_on != "counts":
         side, run = ("BASE", base) if not base.layers else ("NEW", new)
         raise GateError(f"{side} ({run.label}) has no per-layer times (no layers pass): its layers cannot be gated")
     return [f"the runs differ in {d}" for d in differ]
@@ -254,7 +263,7 @@ def judge(base: GateRun, new: GateRun, opts: GateOptions) -> Verdict:
     tables = [{(n, s.type) for n, s in run.layers.items()} for run in (base, new)]
     if base.identity.get("model") != new.identity.get("model") and tables[0] != tables[1]:
         names, layer_notes = [], ["the runs are of different models whose layer tables differ: no layer is gated"]
-    timed = _timed(base, new, names)
+    timed = _timed(base, new, names) if opts.gate_on != "counts" else []
     few = [f"{name} ({len(a)} and {len(b)})" for name, a, b, _ in timed if min(len(a), len(b)) < MIN_SAMPLES]
     if few:
         notes.append(f"too few measured iterations to gate on time (fewer than {MIN_SAMPLES}): {', '.join(few)}")
@@ -264,10 +273,12 @@ def judge(base: GateRun, new: GateRun, opts: GateOptions) -> Verdict:
             figures.append(time_figure(name, a, b, opts))
             figures[-1].kernels = kernels
     n_layers = len(figures) - sum(f.name in ("forward", "iteration") for f in figures)
-    figures += count_figures(base, new, opts)
+    figures += count_figures(base, new, opts) if opts.gate_on != "time" else []
     if not figures:
         raise GateError("the runs have no figure in common to gate (forward, iteration, layers or callgrind counts)")
-    if (base.counts is None) != (new.counts is None):
+    if opts.gate_on == "counts":
+        notes.append("--gate-on counts: only callgrind's counts are gated, no time")
+    elif (base.counts is None) != (new.counts is None):
         notes.append("only one run has callgrind counts: the exact gate did not run")
     if (
         base.counts is not None
@@ -279,7 +290,7 @@ def judge(base: GateRun, new: GateRun, opts: GateOptions) -> Verdict:
             "differed by up to 1.7% between identical runs here): collect with --threads 1 for an exact gate"
         )
     notes += layer_notes
-    if not base.layers:
+    if not base.layers and opts.gate_on != "counts":
         notes.append("neither run has per-layer times (no layers pass): no layer is gated on time")
     return _verdict(figures, notes, opts, base.label, new.label, n_layers)
 

@@ -167,7 +167,8 @@ def gate(base: Run | StrPath, new: Run | StrPath, fail_above: str | float = "5%"
     resolved, 1 fail), `verdict.outcome` ("pass", "fail", "not resolved"), `verdict.line`, and every gated figure
     (`verdict.figures`: name, medians or counts, ratio, bootstrap interval, outcome). Options are compare's gate
     options as keywords: share="2%", unresolved="fail", confidence="95%", resamples=2000, seed=0,
-    count_threshold="0.5%", gate_different=True. ValueError (one line) where the gate cannot be meaningful."""
+    count_threshold="0.5%", gate_different=True, gate_on="counts". ValueError (one line) where the gate cannot be
+    meaningful; RunError for a run directory that is missing, damaged or still being collected."""
     from hwprof.cli.gate_args import gate_options
 
     words = {
@@ -179,11 +180,14 @@ def gate(base: Run | StrPath, new: Run | StrPath, fail_above: str | float = "5%"
         "seed": int(options.pop("seed", 0)),
         "count_threshold": str(options.pop("count_threshold", "0.5%")),
         "gate_different": bool(options.pop("gate_different", False)),
+        "gate_on": options.pop("gate_on", "both"),
     }
     if options:
         raise ValueError(f"gate() got unknown options: {', '.join(sorted(options))}")
     if words["unresolved"] not in ("pass", "fail"):
         raise ValueError(f"unresolved must be 'pass' or 'fail' (got {words['unresolved']!r})")
+    if words["gate_on"] not in ("both", "time", "counts"):
+        raise ValueError(f"gate_on must be 'both', 'time' or 'counts' (got {words['gate_on']!r})")
     opts = gate_options(argparse.Namespace(**words, gate_report=None, junit=None, gate_json=None))
     assert opts is not None
     from hwprof.render.gate import gate_runs

@@ -49,6 +49,12 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
         help="callgrind runs: a layer's or the forward's simulated count that grew by more than PCT fails",
     )
     g.add_argument(
+        "--gate-on",
+        choices=("both", "time", "counts"),
+        default="both",
+        help="which figures to gate: timed ones, callgrind's exact counts (free of the machine's noise), or both",
+    )
+    g.add_argument(
         "--gate-different",
         action="store_true",
         help="gate runs of different models, image sizes, batches, runtimes or precisions (refused otherwise)",
@@ -79,6 +85,7 @@ def gate_options(args: argparse.Namespace) -> GateOptions | None:
         unresolved_fails=args.unresolved == "fail",
         count_threshold=parse_percent(args.count_threshold, "--count-threshold"),
         allow_different=args.gate_different,
+        gate_on=args.gate_on,
     )
 
 
