@@ -139,7 +139,8 @@ def test_callgrind_counts_gate_exactly() -> None:
     same = GateRun("B", counts=_callgrind_counts(), identity=IDENTITY)
     v = judge(base, same, OPTS)
     assert v.outcome == PASS and v.exit_code == 0
-    assert {f.kind for f in v.figures} >= {"instructions", "LLC-load-misses"}
+    assert {f.kind for f in v.figures} >= {"instructions", "L1-dcache-load-misses"}
+    assert all(max(f.base, f.new) >= 1000 for f in v.figures)  # a few cache misses either way are not gated
     assert {f.name for f in v.figures} >= {"forward", "model.22"}
     grown = GateRun("B", counts=_callgrind_counts({"model.7": 1.01, "model.3": 1.001}), identity=IDENTITY)
     v = judge(base, grown, OPTS)

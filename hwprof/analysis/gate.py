@@ -24,6 +24,9 @@ EXIT_PASS, EXIT_FAIL = 0, 1
 MIN_SAMPLES = 5
 """A timed figure with fewer measured iterations in either run is not gated (its interval would be a guess)."""
 
+COUNT_FLOOR = 1000
+"""A count below this in both runs is not gated: a few cache misses either way is no regression."""
+
 COUNT_EVENTS = ("instructions", "LLC-load-misses", "L1-dcache-load-misses")
 """Counted figures the exact gate compares, where both runs recorded them."""
 
@@ -172,7 +175,7 @@ def count_figures(base: GateRun, new: GateRun, opts: GateOptions) -> list[Figure
             continue
         for event in COUNT_EVENTS:
             a, b = base.counts[name].get(event), new.counts[name].get(event)
-            if a is None or b is None or a <= 0:
+            if a is None or b is None or a <= 0 or max(a, b) < COUNT_FLOOR:
                 continue
             outcome = FAIL if b > a * (1 + opts.count_threshold) else PASS
             label = name if name == "forward" else _layer_label(name, base)
@@ -301,18 +304,27 @@ def method_text(opts: GateOptions) -> str:
         f"{opts.seed}) of median(NEW)/median(BASE) over each run's measured iterations; fail when the whole "
         f"interval is above x{1 + opts.fail_above:.3f} (--fail-above {opts.fail_above:.1%}), pass when it is below, "
         f"not resolved when it straddles; layers gated: share of forward >= {opts.share:.1%}; callgrind counts "
-        f"(exact): fail when NEW's count exceeds BASE's by more than {opts.count_threshold:.2%}"
+        f"(exact): fail when NEW's count exceeds BASE's by more than {opts.count_threshold:.2%} (counts below "
+        f"{COUNT_FLOOR:,} in both runs are not gated)"
     )
+
+
+def _rules(figures: list[Figure], opts: GateOptions) -> str:
+    """What "within" meant for the kinds of figure gated: timed figures and counts have their own thresholds."""
+    kinds = {f.kind == "time" for f in figures}
+    timed = f"timed: resolved by more than {opts.fail_above:.1%}"
+    counted = f"callgrind counts: grew by more than {opts.count_threshold:.2%}"
+    return "; ".join(text for text, kind in ((timed, True), (counted, False)) if kind in kinds)
 
 
 def _verdict(figures: list[Figure], notes: list[str], opts: GateOptions, base: str, new: str, n_layers: int) -> Verdict:
     failed = [f for f in figures if f.outcome == FAIL]
     unresolved = [f for f in figures if f.outcome == UNRESOLVED]
-    limit = f"{opts.fail_above:.1%}"
+    rules = _rules(figures, opts)
     if failed:
         outcome, code = FAIL, EXIT_FAIL
         worst = sorted(failed, key=lambda f: (f.kind != "time", f.name not in ("forward", "iteration"), -f.ratio))
-        line = f"FAIL: {len(failed)} of {len(figures)} figures slower than BASE by more than {limit} (resolved): " + (
+        line = f"FAIL: {len(failed)} of {len(figures)} figures regressed against BASE ({rules}): " + (
             "; ".join(f.text for f in worst[:5]) + (f"; and {len(worst) - 5} more" if len(worst) > 5 else "")
         )
     elif unresolved:
@@ -321,11 +333,11 @@ def _verdict(figures: list[Figure], notes: list[str], opts: GateOptions, base: s
         rule = "fails (--unresolved fail)" if opts.unresolved_fails else "exit 0 (--unresolved pass)"
         line = (
             f"NOT RESOLVED, {rule}: the runs' spreads cannot tell whether {len(unresolved)} of {len(figures)} "
-            f"figures are within {limit}: " + "; ".join(f.text for f in unresolved[:3])
+            f"figures are within {opts.fail_above:.1%}: " + "; ".join(f.text for f in unresolved[:3])
         )
     else:
         outcome, code = PASS, EXIT_PASS
-        line = f"PASS: all {len(figures)} figures resolved within {limit} of BASE"
+        line = f"PASS: none of {len(figures)} figures regressed against BASE ({rules.replace('by more', 'by no more')})"
     line += f" ({n_layers} layers gated on time)"
     if notes and any(n.startswith("the runs differ") for n in notes):
         line += "; " + "; ".join(n for n in notes if n.startswith("the runs differ"))
