@@ -312,7 +312,7 @@ def method_text(opts: GateOptions) -> str:
 def _rules(figures: list[Figure], opts: GateOptions) -> str:
     """What "within" meant for the kinds of figure gated: timed figures and counts have their own thresholds."""
     kinds = {f.kind == "time" for f in figures}
-    timed = f"timed: resolved by more than {opts.fail_above:.1%}"
+    timed = f"timed: resolved slower by more than {opts.fail_above:.1%}"
     counted = f"callgrind counts: grew by more than {opts.count_threshold:.2%}"
     return "; ".join(text for text, kind in ((timed, True), (counted, False)) if kind in kinds)
 
@@ -338,7 +338,8 @@ def _verdict(figures: list[Figure], notes: list[str], opts: GateOptions, base: s
     else:
         outcome, code = PASS, EXIT_PASS
         line = f"PASS: none of {len(figures)} figures regressed against BASE ({rules.replace('by more', 'by no more')})"
-    line += f" ({n_layers} layers gated on time)"
+    if any(f.kind == "time" for f in figures):
+        line += f" ({n_layers} layers gated on time)"
     if notes and any(n.startswith("the runs differ") for n in notes):
         line += "; " + "; ".join(n for n in notes if n.startswith("the runs differ"))
     return Verdict(outcome, code, line, figures, notes, method_text(opts), base, new)
