@@ -9,11 +9,15 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
 
 from hwprof.analysis.gate import FAIL, PASS, UNRESOLVED, Figure, GateError, GateOptions, Verdict, judge
+
+if TYPE_CHECKING:
+    from hwprof.analysis.run_analysis import Analysis
 
 STYLE = {PASS: "green", FAIL: "bold red", UNRESOLVED: "yellow"}
 
@@ -113,7 +117,7 @@ def output_files(v: Verdict, outputs: GateOutputs, threshold: float) -> dict[Pat
     return files
 
 
-def gate_runs(run_dirs: Sequence[Path | str], opts: GateOptions) -> tuple[Verdict, list[object], list[Path]]:
+def gate_runs(run_dirs: Sequence[Path | str], opts: GateOptions) -> tuple[Verdict, list[Analysis], list[Path]]:
     """Load and analyse BASE and NEW, then judge NEW; GateError (one line) where the gate cannot be meaningful.
     Returns the verdict with the analyses and paths (for the comparison tables)."""
     from hwprof.analysis.gate_input import check_finished, gate_run
@@ -128,7 +132,7 @@ def gate_runs(run_dirs: Sequence[Path | str], opts: GateOptions) -> tuple[Verdic
         check_finished(d, side)
     analyses = [analyse(d) for d in data]
     base, new = (gate_run(d, a, s) for d, a, s in zip(data, analyses, ("BASE", "NEW"), strict=True))
-    return judge(base, new, opts), list(analyses), paths
+    return judge(base, new, opts), analyses, paths
 
 
 def compare_gate(
@@ -146,7 +150,7 @@ def compare_gate(
 
     console = console or Console()
     v, analyses, paths = gate_runs(run_dirs, opts)
-    c = compare_analyses(analyses, paths)  # type: ignore[arg-type]
+    c = compare_analyses(analyses, paths)
     if format == "json":
         doc = {**c.to_dict(), "gate": v.to_dict()}
         (console.file or sys.stdout).write(json.dumps(doc, indent=1) + "\n")
