@@ -222,3 +222,21 @@ def test_gate_on_counts_ignores_the_machine_and_needs_counts() -> None:
     assert v.outcome == PASS and all(f.kind != "time" for f in v.figures)
     with pytest.raises(GateError, match="no callgrind counts"):
         judge(_run("A", 1), _run("B", 1), GateOptions(fail_above=0.05, gate_on="counts"))
+
+
+def test_paired_blocks_cancel_a_shift_that_hits_both_sides() -> None:
+    from hwprof.analysis.gate_paired import block_ratios, judge_paired
+
+    rng = np.random.default_rng(3)
+    load = {k: 1 + 2 * (k // 8) for k in range(16)}  # the machine slows threefold halfway through
+    base = {k: 20 * load[k] * (1 + 0.02 * rng.standard_normal()) for k in range(16)}
+    same = {k: 20 * load[k] * (1 + 0.02 * rng.standard_normal()) for k in range(16)}
+    slower = {k: 26 * load[k] * (1 + 0.02 * rng.standard_normal()) for k in range(16)}
+    assert len(block_ratios(base, same)) == 8
+    v = judge_paired("A", "B", {"forward": (base, same)}, OPTS)
+    assert v.exit_code == 0 and v.outcome in (PASS, UNRESOLVED)
+    v = judge_paired("A", "B", {"forward": (base, slower)}, OPTS)
+    assert v.outcome == FAIL and v.failed[0].kind == "paired" and 1.2 < v.failed[0].ratio < 1.4
+    assert "paired" in v.line and "8 ABBA blocks" in v.line
+    with pytest.raises(GateError, match="fewer than 5 ABBA blocks"):
+        judge_paired("A", "B", {"forward": ({0: 1.0, 1: 1.0}, {0: 1.0, 1: 1.0})}, OPTS)

@@ -19,6 +19,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PASS, FAIL, UNRESOLVED = "pass", "fail", "not resolved"
+PAIRED = "paired"
+"""The kind of a figure measured in ABBA blocks of both sides in one process (--paired)."""
+TIMED = ("time", PAIRED)
 EXIT_PASS, EXIT_FAIL = 0, 1
 
 MIN_SAMPLES = 5
@@ -91,6 +94,11 @@ class Figure:
 
     @property
     def text(self) -> str:
+        if self.kind == PAIRED:
+            return (
+                f"{self.name} (paired): {self.base:.3f} -> {self.new:.3f} ms (medians), median block ratio "
+                f"x{self.ratio:.3f}, CI x{self.low:.3f}-x{self.high:.3f} over {self.n[0]} ABBA blocks"
+            )
         if self.kind == "time":
             return (
                 f"{self.name}: {self.base:.3f} -> {self.new:.3f} ms (median), x{self.ratio:.3f}, "
@@ -295,7 +303,7 @@ def judge(base: GateRun, new: GateRun, opts: GateOptions) -> Verdict:
     notes += layer_notes
     if not base.layers and opts.gate_on != "counts":
         notes.append("neither run has per-layer times (no layers pass): no layer is gated on time")
-    return _verdict(figures, notes, opts, base.label, new.label, n_layers)
+    return verdict_of(figures, notes, opts, base.label, new.label, n_layers)
 
 
 def method_text(opts: GateOptions) -> str:
@@ -311,19 +319,21 @@ def method_text(opts: GateOptions) -> str:
 
 def _rules(figures: list[Figure], opts: GateOptions) -> str:
     """What "within" meant for the kinds of figure gated: timed figures and counts have their own thresholds."""
-    kinds = {f.kind == "time" for f in figures}
+    kinds = {f.kind in TIMED for f in figures}
     timed = f"timed: resolved slower by more than {opts.fail_above:.1%}"
     counted = f"callgrind counts: grew by more than {opts.count_threshold:.2%}"
     return "; ".join(text for text, kind in ((timed, True), (counted, False)) if kind in kinds)
 
 
-def _verdict(figures: list[Figure], notes: list[str], opts: GateOptions, base: str, new: str, n_layers: int) -> Verdict:
+def verdict_of(
+    figures: list[Figure], notes: list[str], opts: GateOptions, base: str, new: str, n_layers: int
+) -> Verdict:
     failed = [f for f in figures if f.outcome == FAIL]
     unresolved = [f for f in figures if f.outcome == UNRESOLVED]
     rules = _rules(figures, opts)
     if failed:
         outcome, code = FAIL, EXIT_FAIL
-        worst = sorted(failed, key=lambda f: (f.kind != "time", f.name not in ("forward", "iteration"), -f.ratio))
+        worst = sorted(failed, key=lambda f: (f.kind not in TIMED, f.name not in ("forward", "iteration"), -f.ratio))
         line = f"FAIL: {len(failed)} of {len(figures)} figures regressed against BASE ({rules}): " + (
             "; ".join(f.text for f in worst[:5]) + (f"; and {len(worst) - 5} more" if len(worst) > 5 else "")
         )
@@ -338,7 +348,7 @@ def _verdict(figures: list[Figure], notes: list[str], opts: GateOptions, base: s
     else:
         outcome, code = PASS, EXIT_PASS
         line = f"PASS: none of {len(figures)} figures regressed against BASE ({rules.replace('by more', 'by no more')})"
-    if any(f.kind == "time" for f in figures):
+    if any(f.kind == "time" for f in figures):  # paired figures are the forward and the iteration alone
         line += f" ({n_layers} layers gated on time)"
     if notes and any(n.startswith("the runs differ") for n in notes):
         line += "; " + "; ".join(n for n in notes if n.startswith("the runs differ"))

@@ -55,6 +55,14 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
         help="which figures to gate: timed ones, callgrind's exact counts (free of the machine's noise), or both",
     )
     g.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        metavar="BLOCKS",
+        help="measure BASE's and NEW's configurations again, interleaved in BLOCKS ABBA blocks in one process, and "
+        "gate the forward and iteration on the blocks' ratios (robust to a machine that shifts between processes)",
+    )
+    g.add_argument(
         "--gate-different",
         action="store_true",
         help="gate runs of different models, image sizes, batches, runtimes or precisions (refused otherwise)",
@@ -71,6 +79,8 @@ def gate_options(args: argparse.Namespace) -> GateOptions | None:
         if asked:
             raise GateError(f"{', '.join(asked)} needs --fail-above PCT (the gate's threshold)")
         return None
+    if args.paired and args.paired < 5:
+        raise GateError(f"--paired needs at least 5 ABBA blocks (got {args.paired})")
     if args.resamples < 100:
         raise GateError(f"--resamples must be at least 100 (got {args.resamples})")
     confidence = parse_percent(args.confidence, "--confidence")

@@ -159,7 +159,22 @@ def compare_gate(
     else:
         render_comparison(c, console, top)
         render_verdict(v, console, opts.fail_above)
+    write_gate_files(v, outputs, opts.fail_above)
+    return v
+
+
+def show_verdict(v: Verdict, opts: GateOptions, outputs: GateOutputs, console: Console, format: str) -> None:
+    """A verdict with no comparison tables (the paired gate's): in the format asked for, and its files."""
+    if format == "json":
+        (console.file or sys.stdout).write(json.dumps({"gate": v.to_dict()}, indent=1) + "\n")
+    elif format == "markdown":
+        (console.file or sys.stdout).write(verdict_markdown(v, opts.fail_above))
+    else:
+        render_verdict(v, console, opts.fail_above)
+    write_gate_files(v, outputs, opts.fail_above)
+
+
+def write_gate_files(v: Verdict, outputs: GateOutputs, threshold: float) -> None:
     from hwprof.rundir.writer import write_text_files
 
-    write_text_files(output_files(v, outputs, opts.fail_above))
-    return v
+    write_text_files(output_files(v, outputs, threshold))
