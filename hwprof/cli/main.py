@@ -68,10 +68,25 @@ def _set_aside_trace(run_dir: str) -> str:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.cli.gate_args import gate_options, gate_outputs
     from hwprof.render.compare import compare
 
-    compare(args.run_dirs, console=console, top=args.top, format=args.format)
-    return 0
+    opts = gate_options(args)
+    if opts is None:
+        compare(args.run_dirs, console=console, top=args.top, format=args.format)
+        return 0
+    from hwprof.render.gate import compare_gate, show_verdict
+
+    if args.top < 1:
+        raise ValueError(f"--top must be at least 1 (got {args.top})")
+    if args.paired:
+        from hwprof.cli.gate_paired import measure_paired
+
+        verdict, wall_s = measure_paired(args.run_dirs, args.paired, opts, args.stop)
+        verdict.notes.append(f"the paired measure took {wall_s:.0f} s")
+        show_verdict(verdict, opts, gate_outputs(args), console, args.format)
+        return verdict.exit_code
+    return compare_gate(args.run_dirs, opts, gate_outputs(args), console, args.top, args.format).exit_code
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:

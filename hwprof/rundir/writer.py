@@ -82,6 +82,12 @@ def write_sweep_files(out_root: Path, files: SweepFiles) -> list[Path]:
     return written
 
 
+def write_text_files(files: dict[Path, str]) -> list[Path]:
+    """Files a command was asked for outside any run directory (compare's --gate-report, --junit,
+    --gate-json), each written atomically; the paths written."""
+    return [_text(path, text) for path, text in files.items()]
+
+
 def write_png(path: Path, png: bytes) -> Path:
     """One plot beside its table (sweep.png)."""
     atomic_write_bytes(path, png)
