@@ -3,8 +3,9 @@
 As a library (README.md, "Python API"): `hwprof.load(path)` reads a run directory into a `hwprof.Run` (its header,
 the report's tables as polars DataFrames, its plots and report); `hwprof.collect(model=..., **options)` and
 `hwprof.advise(run)` run `hwprof collect` and `hwprof advise` from Python and return the run;
-`hwprof.compare(a, b)` is `hwprof compare` as a table. A run directory that is missing, damaged or still being
-collected is `hwprof.RunError`; a bad option is ValueError, each with the command line's one line.
+`hwprof.compare(a, b)` is `hwprof compare` as a table, and `hwprof.gate(base, new, fail_above="5%")` its
+performance gate's verdict. A run directory that is missing, damaged or still being collected is
+`hwprof.RunError`; a bad option is ValueError, each with the command line's one line.
 
 Nothing heavy is imported by `import hwprof`: each name loads hwprof.api when it is first used.
 """
@@ -19,12 +20,12 @@ from hwprof.stage_api import stage as stage  # the public `hwprof.stage`: a modu
 TYPE_CHECKING = False
 
 __version__ = "0.1.0"
-__all__ = ["NotMeasured", "Run", "RunError", "__version__", "advise", "collect", "compare", "load", "stage"]
+__all__ = ["NotMeasured", "Run", "RunError", "__version__", "advise", "collect", "compare", "gate", "load", "stage"]
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from hwprof.api.commands import advise, collect, compare
+    from hwprof.api.commands import advise, collect, compare, gate
     from hwprof.api.errors import RunError
     from hwprof.api.run import NotMeasured, Run, load
 
@@ -36,6 +37,7 @@ _WHERE = {
     "collect": "hwprof.api.commands",
     "advise": "hwprof.api.commands",
     "compare": "hwprof.api.commands",
+    "gate": "hwprof.api.commands",
 }
 
 

@@ -21,10 +21,24 @@ CPUS = {
 }
 
 
+IDS = {
+    "xeon-amx": ("GenuineIntel", 6, 143, 2000.0),
+    "epyc-avx512": ("AuthenticAMD", 25, 17, 2400.0),
+    "epyc-no-avx512": ("AuthenticAMD", 25, 1, 2450.0),
+}
+"""Vendor, CPU family, model and `cpu MHz` of each of CPUS (Sapphire Rapids, Zen 4 Genoa, Zen 3 Milan)."""
+
+
 def cpuinfo(name: str, cpus: int = 2) -> str:
-    """/proc/cpuinfo of `cpus` processors of one of CPUS."""
+    """/proc/cpuinfo of `cpus` processors (one core each, one socket) of one of CPUS."""
     model, flags = CPUS[name]
-    return "".join(f"processor\t: {i}\nmodel name\t: {model}\nflags\t\t: {flags}\n\n" for i in range(cpus))
+    vendor, family, number, mhz = IDS[name]
+    return "".join(
+        f"processor\t: {i}\nvendor_id\t: {vendor}\ncpu family\t: {family}\nmodel\t\t: {number}\n"
+        f"model name\t: {model}\ncpu MHz\t\t: {mhz:.3f}\nphysical id\t: 0\ncore id\t\t: {i}\n"
+        f"flags\t\t: {flags}\n\n"
+        for i in range(cpus)
+    )
 
 
 def pytest_configure() -> None:

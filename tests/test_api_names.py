@@ -17,6 +17,7 @@ from rich.console import Console
 
 import hwprof
 import hwprof.api.run as api_run
+from hwprof.analysis.gate import Verdict
 from hwprof.analysis.roofline import Roof
 from hwprof.schema.host import HostDoc
 from hwprof.schema.run import ModelDoc, RunConfigDoc, RunDoc, RuntimeDoc
@@ -59,6 +60,7 @@ def type_of(gives: str) -> Any:
         "RunConfigDoc": RunConfigDoc,
         "RuntimeDoc": RuntimeDoc,
         "Roof": Roof,
+        "Verdict": Verdict,
     }
     if "pandas." in gives:
         return "pandas.DataFrame"
@@ -70,7 +72,7 @@ def declared_return(owner: object, attr: str) -> Any:
     """What a function, method, property or attribute is annotated to give (TYPE_CHECKING names resolved)."""
     space = {**vars(api_run), "Figure": matplotlib.figure.Figure, "Roof": Roof, "RunDoc": RunDoc}
     space |= {"ModelDoc": ModelDoc, "HostDoc": HostDoc, "RunConfigDoc": RunConfigDoc, "RuntimeDoc": RuntimeDoc}
-    space |= {"Console": Console}
+    space |= {"Console": Console, "Verdict": Verdict}
     if inspect.isclass(owner) and attr in owner.__annotations__:  # an attribute every instance has
         return typing.get_type_hints(owner, globalns=space)[attr]
     member = inspect.getattr_static(owner, attr) if inspect.isclass(owner) else getattr(owner, attr)

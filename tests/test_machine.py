@@ -26,6 +26,9 @@ def small(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(machine, "TRIAD_REPEATS", 3)
     monkeypatch.setattr(triad, "TRIAD_MIN_BYTES", 4 * 2**20)
     monkeypatch.setattr(machine, "llc_bytes", lambda: None)
+    # A quiet host whatever this one's load: these tests are about caching real measurements.
+    monkeypatch.setattr(machine.HostCpuShare, "others", lambda self: 0.0)
+    monkeypatch.setattr(machine.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
 
 
 def test_measure_then_cache_then_force(tmp_path: Path, small: None) -> None:
@@ -191,22 +194,73 @@ def test_real_size_measurement_within_budget(tmp_path: Path) -> None:
     assert peaks.interference is not None
 
 
-def test_busy_cache_is_measured_again_when_quieter(
-    tmp_path: Path, small: None, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Peaks measured under load are too low: once the host is quieter, measure again, keep the best."""
-    first = measure_peaks(1, directory=tmp_path)
-    data = json.loads(cache_path(1, tmp_path).read_text())
-    data.update(load_avg_1m=9.0, gflops=1e6, gbps=1e-3, lowest_load_tried=None)  # busy; compute "better"
-    cache_path(1, tmp_path).write_text(json.dumps(data))
-    monkeypatch.setattr(machine.os, "getloadavg", lambda: (8.5, 8.5, 8.5))
-    assert measure_peaks(1, directory=tmp_path).cached  # not quieter by a full point
-    monkeypatch.setattr(machine.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
-    merged = measure_peaks(1, directory=tmp_path)
-    assert not merged.cached
-    assert merged.gflops == 1e6  # the cached figure was higher: kept
-    assert merged.gbps > 1e-3 and merged.gbps_samples != data["gbps_samples"]  # the new one was higher
-    assert merged.load_avg_1m == 9.0 and merged.lowest_load_tried == 0.5
-    assert first.gflops > 0
-    monkeypatch.setattr(machine.os, "getloadavg", lambda: (0.4, 0.4, 0.4))
-    assert measure_peaks(1, directory=tmp_path).cached  # already tried at 0.5: no new measurement
+def _probe(*results: tuple[float, float, float]) -> tuple[list[int], object]:
+    """An injected probe: each call gives the next (gflops, gbps, others' CPU share) as Peaks; calls counted."""
+    calls: list[int] = []
+    queue = list(results)
+
+    def probe(threads: int) -> Peaks:
+        calls.append(threads)
+        gflops, gbps, others = queue.pop(0)
+        return Peaks(
+            gflops=gflops,
+            gbps=gbps,
+            threads=threads,
+            host_key=machine.host_key(threads),
+            cpu_model="c",
+            logical_cpus=2,
+            torch_version="t",
+            measured_at=f"call {len(calls)}",
+            load_avg_1m=0.5,
+            gflops_method="probe",
+            gbps_method="triad",
+            gflops_samples=[round(gflops * 0.75, 3), gflops],
+            gbps_samples=[gbps],
+            interference=others,
+        )
+
+    return calls, probe
+
+
+def test_busy_measurement_serves_its_run_only(tmp_path: Path) -> None:
+    """Busy: used, flagged, never cached; the next run measures again, and a quiet one is cached."""
+    calls, probe = _probe((297.1, 10.0, 0.56), (300.0, 11.0, 0.40), (444.3, 12.0, 0.02))
+    busy = measure_peaks(2, directory=tmp_path, probe=probe)  # type: ignore[arg-type]
+    assert busy.busy_host and busy.source == machine.BUSY_NOT_CACHED and busy.gflops == 297.1
+    assert not cache_path(2, tmp_path).exists() and busy.quiet_gflops == []
+    doc = PeaksDoc.from_json(busy.to_dict(), "run.json", "peaks.")
+    assert doc.busy_host and doc.source == "busy" and doc.gflops_spread == [222.825, 297.1]
+    assert measure_peaks(2, directory=tmp_path, probe=probe).source == machine.BUSY_NOT_CACHED  # type: ignore[arg-type]
+    quiet = measure_peaks(2, directory=tmp_path, probe=probe)  # type: ignore[arg-type]
+    assert len(calls) == 3 and quiet.source == machine.MEASURED_QUIET and quiet.gflops == 444.3
+    again = measure_peaks(2, directory=tmp_path, probe=probe)  # type: ignore[arg-type]
+    assert len(calls) == 3 and again.cached and again.source == machine.CACHED and again.gflops == 444.3
+
+
+def test_cache_keeps_the_highest_quiet_measurement(tmp_path: Path) -> None:
+    """A VM only runs slower than its peak: a lower quiet measurement (forced) never lowers the cache."""
+    calls, probe = _probe((444.3, 12.0, 0.01), (334.0, 13.5, 0.03), (463.0, 11.0, 0.0), (100.0, 1.0, 0.9))
+    first = measure_peaks(2, directory=tmp_path, probe=probe)  # type: ignore[arg-type]
+    lower = measure_peaks(2, force=True, directory=tmp_path, probe=probe)  # type: ignore[arg-type]
+    assert lower.gflops == 444.3 and lower.measured_at == first.measured_at  # the higher compute kept
+    assert lower.gbps == 13.5 and lower.gbps_samples == [13.5]  # each figure from the one that reached higher
+    assert lower.quiet_gflops == [444.3, 334.0]
+    higher = measure_peaks(2, force=True, directory=tmp_path, probe=probe)  # type: ignore[arg-type]
+    assert higher.gflops == 463.0 and higher.gflops_spread == [347.25, 463.0] and higher.gbps == 13.5
+    busy = measure_peaks(2, force=True, directory=tmp_path, probe=probe)  # type: ignore[arg-type]
+    assert busy.gflops == 100.0 and busy.source == machine.BUSY_NOT_CACHED
+    cached = measure_peaks(2, directory=tmp_path, probe=probe)  # type: ignore[arg-type]
+    assert len(calls) == 4 and cached.cached and cached.gflops == 463.0
+    assert cached.quiet_gflops == [444.3, 334.0, 463.0]
+
+
+def test_busy_or_older_cache_entries_are_not_used(tmp_path: Path) -> None:
+    """A version-3 entry (it may hold a busy host's figures) or a busy entry: measured again."""
+    calls, probe = _probe((400.0, 12.0, 0.0), (410.0, 12.0, 0.0))
+    measure_peaks(1, directory=tmp_path, probe=probe)  # type: ignore[arg-type]
+    path = cache_path(1, tmp_path)
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "version": 3}))
+    assert not measure_peaks(1, directory=tmp_path, probe=probe).cached  # type: ignore[arg-type]
+    path.write_text(json.dumps({**json.loads(path.read_text()), "interference": 0.5}))
+    assert machine.load_cached(1, tmp_path) is None and len(calls) == 2

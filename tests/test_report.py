@@ -237,7 +237,7 @@ def test_bad_inputs_are_one_line_errors(run_dir: Path, tmp_path: Path) -> None:
         report_run(run_dir, top=0, write=False)
     with pytest.raises(RunDirError, match="is not a run directory"):
         report_run(tmp_path / "nothing", write=False)
-    assert FORMATS == ("rich", "json", "csv", "markdown")
+    assert FORMATS == ("rich", "json", "csv", "markdown", "html")
 
 
 def test_render_report_for_collect(run_dir: Path) -> None:
@@ -248,8 +248,11 @@ def test_render_report_for_collect(run_dir: Path) -> None:
 
 
 def test_doctor_peaks_view() -> None:
+    from fake_cpu import cpuinfo
+
     from hwprof.hardware.machine import Peaks
-    from hwprof.render.report import peaks_renderable
+    from hwprof.hardware.paper_peak import paper_peak
+    from hwprof.render.roof_lines import peaks_renderable
 
     peaks = Peaks(
         gflops=123.4,
@@ -265,12 +268,17 @@ def test_doctor_peaks_view() -> None:
         gbps_method="triad method",
         measure_s=4.2,
     )
+    peaks.gflops_samples = [100.0, 123.4]
+    paper = paper_peak(cpuinfo("epyc-no-avx512"))
     buf = io.StringIO()
-    Console(file=buf, width=100, color_system=None).print(peaks_renderable(peaks))
+    Console(file=buf, width=100, color_system=None).print(peaks_renderable(peaks, paper))
     text = " ".join(buf.getvalue().split())
-    assert "123.4 GFLOP/s FP32 with 2 threads" in text and "12.50 GB/s" in text and "ridge 9.9 FLOP/B" in text
+    assert "123.4 GFLOP/s FP32 with 2 threads (samples 100.0..123.4)" in text and "12.50 GB/s" in text
+    assert "ridge 9.9 FLOP/B" in text
     assert "measured now in 4.2 s" in text and "matmul method" in text and "triad method" in text
-    assert "busy host" in text
+    assert "busy host" in text and "not cached" in text
+    assert "paper 156.8 GFLOP/s paper figure (not measured) = 2 cores x 2.45 GHz x 32 FP32 FLOP/cycle" in text
+    assert "clock: `cpu MHz` of /proc/cpuinfo" in text and "assumed by CPU family" in text
 
 
 def test_report_does_not_import_torch_or_matplotlib(run_dir: Path) -> None:

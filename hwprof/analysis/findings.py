@@ -9,13 +9,14 @@ about the data itself (noise, few iterations, a busy host, hook overhead) come a
 
 from __future__ import annotations
 
-from hwprof.analysis.finding import CAVEAT, Finding, layers_of, pct
+from hwprof.analysis.finding import CAVEAT, Finding, pct
 from hwprof.analysis.kernel_findings import kernel_findings, thin_layers
 from hwprof.analysis.layer_findings import counters, efficiency, hotspots, kernels, roofline, threads, type_share
 from hwprof.analysis.layer_stats import LayerReport
 from hwprof.analysis.neighbours import unresolved_text
 from hwprof.analysis.overhead import Overheads
 from hwprof.analysis.paired_cost import UNRESOLVED_IQR
+from hwprof.analysis.roofline import Roof
 from hwprof.analysis.stages import Stages
 from hwprof.analysis.types import TypeStat
 
@@ -144,29 +145,43 @@ def _forward_spread(table: Stages) -> list[Finding]:
 
 
 def _peaks(report: LayerReport) -> list[Finding]:
-    """Layers faster than the measured peak; peaks measured on a busy host."""
+    """A roof the run exceeded (raised to the run's best rate); peaks measured on a busy host."""
     roof = report.roof.roof
     if roof is None:
         return []
     out: list[Finding] = []
-    over_peak = [r for r in report.top_level if r.pct_peak is not None and r.pct_peak > 100]
-    if over_peak:
+    if roof.raised:
         out.append(
             _caveat(
-                f"{layers_of(r.index for r in over_peak)} ran faster than the measured peak "
-                f"({roof.peak_gflops:.1f} GFLOP/s)",
-                "the peak was measured under heavier load than the run saw: % of peak is overstated; "
-                "hwprof doctor --peaks --force on an idle host",
+                f"{roof.above_measured} {'layer' if roof.above_measured == 1 else 'layers'} ran faster than the "
+                f"measured peak ({roof.probe_gflops:.1f} GFLOP/s): "
+                f"the roof is this run's own best rate, {roof.peak_gflops:.1f} GFLOP/s ({roof.raised_by})",
+                "a roof the workload exceeds is wrong, not the layers: % peak, bound and % of roof divide by the "
+                "run's best rate; measure the peak again on a quiet host: hwprof doctor --peaks --force"
+                + _scaled_roof(roof),
             )
         )
     if roof.busy_host:
+        kept = ""
+        if roof.source == "busy":
+            kept = " (this run's only: not cached; the next run on a quiet host measures again)"
         out.append(
             _caveat(
-                f"peaks were measured on a busy host ({roof.busy_text()}): they are likely too low",
-                "% of peak is then too high; measure again on an idle host: hwprof doctor --peaks --force",
+                f"peaks were measured on a busy host ({roof.busy_text()}): they are likely too low{kept}",
+                ("the roof is this run's best layer rate instead" if roof.raised else "% of peak is then too high")
+                + "; measure again on an idle host: hwprof doctor --peaks --force",
             )
         )
     return out
+
+
+def _scaled_roof(roof: Roof) -> str:
+    if roof.best_unscaled is None:
+        return ""
+    return (
+        f"; that rate is mostly the scaling of the layer times to the clean forward: by its own time in its pass "
+        f"{roof.raised_by} ran at {roof.best_unscaled:.1f} GFLOP/s, every layer's rate is scaled alike"
+    )
 
 
 def _scaled_up(report: LayerReport, table: Stages) -> list[Finding]:

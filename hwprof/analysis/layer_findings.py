@@ -62,6 +62,7 @@ def hotspots(report: LayerReport, host_time: bool = False) -> list[Finding]:
             f"{parts} (scaled self time; forward p50 {report.forward_ms:.2f} ms){tail}",
             "hotspot",
             total,
+            layers=tuple(layer.index for layer in chosen),
         )
     ]
 
@@ -115,6 +116,7 @@ def _data_movers(movers: list[LayerStat], roof: Roof) -> list[Finding]:
             "roofline",
             share,
             topic="data-movement",
+            layers=tuple(r.index for r in movers),
         )
     ]
 
@@ -130,10 +132,11 @@ def _memory_bound(mem: list[LayerStat], roof: Roof) -> list[Finding]:
             f"{layers_of(r.index for r in mem)} {verb(mem, 'is', 'are')} memory-bound: {pct(share)} of forward",
             f"intensity {min(ais):.1f}-{max(ais):.1f} FLOP/B (minimum bytes) under a ridge of "
             f"{roof.ridge:.1f} FLOP/B ({roof.peak_gflops:.1f} GFLOP/s / {roof.peak_gbps:.1f} GB/s "
-            "measured)",
+            + ("measured; compute roof: the run's best layer rate)" if roof.raised else "measured)"),
             "roofline",
             share,
             topic="memory-bound",
+            layers=tuple(r.index for r in mem),
         )
     ]
 
@@ -169,6 +172,7 @@ def _below_roof(report: LayerReport) -> list[Finding]:
             "roofline",
             sum((r.share or 0.0) * (1 - (r.pct_roof or 0.0) / 100) for r in low),
             topic="below-roof",
+            layers=tuple(r.index for r in low),
         )
     ]
 
@@ -199,6 +203,7 @@ def kernels(report: LayerReport) -> list[Finding]:
             "kernels",
             weight,
             topic="reference-conv",
+            layers=tuple(sorted({r.index for r, _ in hits})),
         )
     ]
 
@@ -212,9 +217,9 @@ def efficiency(report: LayerReport) -> list[Finding]:
     return [
         Finding(
             f"forward runs at {gflops:.1f} GFLOP/s, {100 * gflops / roof.peak_gflops:.0f}% of this host's "
-            "measured peak",
-            f"{flops / 1e9:.2f} GFLOPs in {report.forward_ms:.2f} ms (p50, clean pass); peak "
-            f"{roof.peak_gflops:.1f} GFLOP/s by a {roof.threads}-thread {roof.compute_label}",
+            + ("roof (the run's best layer rate)" if roof.raised else "measured peak"),
+            f"{flops / 1e9:.2f} GFLOPs in {report.forward_ms:.2f} ms (p50, clean pass); roof "
+            f"{roof.peak_gflops:.1f} GFLOP/s: {roof.compute_text()}",
             "roofline",
             0.25,
             topic="efficiency",
@@ -245,6 +250,7 @@ def counters(report: LayerReport) -> list[Finding]:
                 f"{pct(r.share or 0)} of forward{cause}",
                 "counters",
                 r.share or 0.0,
+                layers=(r.index,),
             )
         )
     return out

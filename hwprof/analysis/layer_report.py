@@ -21,7 +21,9 @@ at 1.1 s in the layers pass here) the layers then add up to a forward the report
 The hooks' cost is spread over the layers in proportion to their time, not by each layer's own
 share of it (a layer of many tiny ops carries more of it): the report says "scaled".
 
-Roofline. FLOPs and minimum bytes come from the flops collector; achieved GFLOP/s and GB/s use
+Roofline. The compute roof is the measured peak, raised to the run's best layer rate where a layer ran
+faster than it (roofline.raise_to_best: a roof the run exceeds is wrong). FLOPs and minimum bytes come
+from the flops collector; achieved GFLOP/s and GB/s use
 the scaled time including nested layers (FLOPs are counted per module, nested ones included); the
 bound is the side of the ridge point the layer's intensity lies on (roofline.py). Where the
 counters measured memory traffic (LLC misses x line), the measured intensity gives a second bound.
@@ -49,6 +51,7 @@ from hwprof.analysis.roofline import (
     achieved_gbps,
     achieved_gflops,
     intensity,
+    raise_to_best,
     roof_from_run,
 )
 from hwprof.schema.summaries_cpu import RAPL_ENERGY_COLUMN, RaplSummary
@@ -114,7 +117,8 @@ METHODS = {
     "share": "scaled self time / forward p50 of the clean timing pass",
     "gflops_s": "FLOPs (nested layers included) / scaled time including nested layers",
     "gbps": "minimum bytes (input + output activations + weights) / the same time",
-    "pct_peak": "achieved GFLOP/s / measured peak GFLOP/s (hwprof.hardware.machine)",
+    "pct_peak": "achieved GFLOP/s / the run's compute roof: the measured peak GFLOP/s (hwprof.hardware.machine), "
+    "or the run's own best layer rate where a layer ran faster than it",
     "pct_roof": "achieved GFLOP/s / min(peak GFLOP/s, intensity x peak GB/s)",
     "bound": "intensity from minimum bytes vs the ridge point (peak GFLOP/s / peak GB/s)",
     "bound_measured": "intensity from measured traffic (LLC misses x line size) vs the ridge point",
@@ -179,6 +183,16 @@ def layer_stat(
     if sources.native is not None:
         stat.native = sources.native.layers.get(name)
     return stat
+
+
+def unscaled_rates(layers: list[LayerStat], nested: Mapping[str, list[str]]) -> dict[str, float]:
+    """Each layer without nested layers: FLOPs / its own median time in its pass, before scaling."""
+    out: dict[str, float] = {}
+    for s in layers:
+        rate = achieved_gflops(s.flops, s.time_raw_ms / 1e3) if s.time_raw_ms and not nested.get(s.name) else None
+        if rate is not None:
+            out[f"{s.name} {s.type}"] = rate
+    return out
 
 
 def place_on_roof(stat: LayerStat, roof: RoofStatus) -> None:
@@ -277,9 +291,12 @@ def build_layer_report(data: RunData) -> LayerReport:
     layers: list[LayerStat] = []
     for r in rows:
         stat = layer_stat(r, depth_of.get(r.name, r.name.count(".")), ts, nested.get(r.name, []), on_gpu, sources)
-        place_on_roof(stat, roof)
         stat.metrics = {k: v for k, v in r.metrics.items() if k not in base and isinstance(v, int | float)}
         layers.append(stat)
+    rates = {f"{s.name} {s.type}": s.gflops_s for s in layers if s.gflops_s is not None}
+    roof = raise_to_best(roof, rates, unscaled_rates(layers, nested))
+    for stat in layers:
+        place_on_roof(stat, roof)
     missing.update(missing_reasons(data, layers, roof, sources))
     methods = {"time_ms": note, **METHODS}
     its, forward_ms = ts.its, ts.forward_ms

@@ -9,20 +9,28 @@ real intensity: real traffic is at least the minimum. So "compute-bound by minim
 still be memory-bound in reality, and only measured traffic (LLC misses x line size, where the
 counters exist) settles it; "memory-bound by minimum bytes" is certain, since more traffic only
 lowers the intensity further.
+
+A roof the run itself exceeds is wrong, not the run: the probe was slowed (a busy host, a VM whose
+speed moved). Then the run's roof is the best rate the run reached (raise_to_best: one of its layers),
+said as such with the layer and the probe's figure, so no share of the roof exceeds 100% and every
+bound and finding divides by a rate no layer of the run exceeds. That rate is the report's own figure
+(a layer's time scaled to the clean forward): where it is mostly that scaling, the roof says so.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from hwprof.hardware.machine import busy_while_measuring
 
 if TYPE_CHECKING:
-    from hwprof.schema.host import PeaksDoc
+    from hwprof.schema.host import PaperPeakDoc, PeaksDoc
 
 MEMORY = "memory"
 COMPUTE = "compute"
+SCALED_BEYOND = 1.25
+"""A raised roof above this many times its layer's unscaled rate is said to come from the scaling."""
 PROBE_LABELS = {"matmul": "large matmul", "conv3x3": "3x3 conv probe"}
 """hwprof.hardware.machine's compute probes, as the report names the one that set the peak."""
 
@@ -40,6 +48,40 @@ class Roof:
     """Which of hwprof.hardware.machine's probes reached the peak (runs before the conv probe: matmul)."""
     interference: float | None = None
     """Others' share of the host's CPUs while the peaks were measured (hwprof.hardware.machine.HostCpuShare)."""
+    source: str = ""
+    """How the collect got the peaks: "cached", "measured" (quiet, cached) or "busy" (this run only); "" = not
+    recorded (runs before issue 46)."""
+    gflops_spread: tuple[float, float] | None = None
+    """Lowest and highest sample of the compute probe that set the peak."""
+    quiet_measurements: int = 0
+    """How many quiet measurements the host's cache had merged (0: not recorded, or a busy one)."""
+    measured_gflops: float | None = None
+    """The probe's peak where the run exceeded it (raise_to_best); None where the probe's peak is the roof."""
+    raised_by: str = ""
+    """The layer whose rate is the roof when raised ("model.102 RepConv")."""
+    above_measured: int = 0
+    """Layers that ran faster than the probe's peak (the roof is then raised)."""
+    best_unscaled: float | None = None
+    """The raised_by layer's rate from its own measured time where its scaled rate (the roof) is over
+    SCALED_BEYOND times that: the roof is then mostly the scaling of layer times to the clean forward."""
+    paper: PaperPeakDoc | None = field(default=None, compare=False)
+    """The CPU's paper peak (computed, not measured) recorded beside the measured one."""
+
+    @property
+    def raised(self) -> bool:
+        return self.measured_gflops is not None
+
+    @property
+    def probe_gflops(self) -> float:
+        """What the probe measured (the roof, unless the run exceeded it)."""
+        return self.measured_gflops if self.measured_gflops is not None else self.peak_gflops
+
+    def compute_text(self) -> str:
+        """Where the compute roof comes from, for a finding's evidence."""
+        probe = f"{self.threads}-thread {self.compute_label}"
+        if self.raised:
+            return f"this run's own best rate ({self.raised_by}), above a {probe}'s {self.probe_gflops:.1f} GFLOP/s"
+        return f"measured by a {probe}"
 
     def busy_text(self) -> str:
         parts = []
@@ -75,6 +117,14 @@ class Roof:
             "load_avg_1m": self.load_avg_1m,
             "compute_probe": self.compute_probe,
             "interference": self.interference,
+            "source": self.source,
+            "gflops_spread": list(self.gflops_spread) if self.gflops_spread else None,
+            "quiet_measurements": self.quiet_measurements,
+            "measured_gflops": self.measured_gflops,
+            "raised_by": self.raised_by,
+            "layers_above_measured": self.above_measured,
+            "best_unscaled_gflops": self.best_unscaled,
+            "paper": self.paper.to_json() if self.paper is not None else None,
         }
 
 
@@ -116,8 +166,46 @@ def roof_from_run(peaks: PeaksDoc | None) -> RoofStatus:
             load_avg_1m=load,
             compute_probe=_winning_probe(peaks.gflops_probes),
             interference=peaks.interference,
+            source=peaks.source or "",
+            gflops_spread=_spread(peaks.gflops_spread, peaks.gflops_samples),
+            quiet_measurements=len(peaks.quiet_gflops or []),
+            paper=peaks.paper,
         )
     )
+
+
+def _spread(spread: Any, samples: Any) -> tuple[float, float] | None:
+    """[low, high] as recorded, or from the samples of a run recorded before the spread was."""
+    values = spread if isinstance(spread, list) and len(spread) == 2 else samples
+    numbers = [float(v) for v in values or [] if isinstance(v, int | float)]
+    return (min(numbers), max(numbers)) if numbers else None
+
+
+def raise_to_best(status: RoofStatus, rates: dict[str, float], unscaled: dict[str, float] | None = None) -> RoofStatus:
+    """The run's roof: the measured one, or the best rate the run reached where any layer ran faster.
+
+    rates: layer ("model.102 RepConv") -> its achieved GFLOP/s, the figure every `% peak` divides. Every
+    figure that divides by the roof (% peak, bound, % of roof, the findings) then divides by one no layer
+    exceeds. unscaled: the same layers' rates from their own measured time in their pass, before the
+    layer times were scaled to the clean forward; where the best layer's rate is mostly that scaling (a
+    host whose load changed between the passes), the roof says so (best_unscaled)."""
+    roof = status.roof
+    if roof is None or not rates:
+        return status
+    best = max(rates, key=lambda name: rates[name])
+    if rates[best] <= roof.peak_gflops:
+        return status
+    above = sum(1 for rate in rates.values() if rate > roof.peak_gflops)
+    own = (unscaled or {}).get(best)
+    raised = replace(
+        roof,
+        peak_gflops=rates[best],
+        measured_gflops=roof.peak_gflops,
+        raised_by=best,
+        above_measured=above,
+        best_unscaled=own if own is not None and rates[best] > SCALED_BEYOND * own else None,
+    )
+    return replace(status, roof=raised)
 
 
 def _winning_probe(probes: Any) -> str:

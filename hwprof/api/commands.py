@@ -25,6 +25,8 @@ from hwprof.api.run import Run, load
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from hwprof.analysis.gate import Verdict
+
 StrPath = str | os.PathLike[str]
 
 
@@ -160,3 +162,37 @@ def compare(a: Run | StrPath, b: Run | StrPath, *more: Run | StrPath) -> pl.Data
             dtypes |= {f"{x}_ratio": pl.Float64(), f"{x}_speedup": pl.Float64()}
         dtypes[f"{x}_kernel"] = pl.String()
     return table(rows, list(dtypes), dtypes)
+
+
+def gate(base: Run | StrPath, new: Run | StrPath, fail_above: str | float = "5%", **options: Any) -> Verdict:
+    """`hwprof compare BASE NEW --fail-above 5%`'s verdict, without printing: `verdict.exit_code` (0 pass or not
+    resolved, 1 fail), `verdict.outcome` ("pass", "fail", "not resolved"), `verdict.line`, and every gated figure
+    (`verdict.figures`: name, medians or counts, ratio, bootstrap interval, outcome). Options are compare's gate
+    options as keywords: share="2%", unresolved="fail", confidence="95%", resamples=2000, seed=0,
+    count_threshold="0.5%", gate_different=True, gate_on="counts". ValueError (one line) where the gate cannot be
+    meaningful; RunError for a run directory that is missing, damaged or still being collected."""
+    from hwprof.cli.gate_args import gate_options
+
+    words = {
+        "fail_above": str(fail_above),
+        "gate_share": str(options.pop("share", "2%")),
+        "unresolved": options.pop("unresolved", "pass"),
+        "confidence": str(options.pop("confidence", "95%")),
+        "resamples": int(options.pop("resamples", 2000)),
+        "seed": int(options.pop("seed", 0)),
+        "count_threshold": str(options.pop("count_threshold", "0.5%")),
+        "gate_different": bool(options.pop("gate_different", False)),
+        "gate_on": options.pop("gate_on", "both"),
+    }
+    if options:
+        raise ValueError(f"gate() got unknown options: {', '.join(sorted(options))}")
+    if words["unresolved"] not in ("pass", "fail"):
+        raise ValueError(f"unresolved must be 'pass' or 'fail' (got {words['unresolved']!r})")
+    if words["gate_on"] not in ("both", "time", "counts"):
+        raise ValueError(f"gate_on must be 'both', 'time' or 'counts' (got {words['gate_on']!r})")
+    opts = gate_options(argparse.Namespace(**words, gate_report=None, junit=None, gate_json=None))
+    assert opts is not None
+    from hwprof.render.gate import gate_runs
+
+    runs = [r if isinstance(r, Run) else load(r) for r in (base, new)]  # RunError for a damaged or running run
+    return gate_runs([r.path for r in runs], opts)[0]

@@ -115,8 +115,9 @@ class Run:
 
     @property
     def peaks(self) -> Roof | None:
-        """This host's measured peaks: peak_gflops, peak_gbps, ridge (FLOP/B), and how they were measured; None
-        where the run has none (`why("roofline")`)."""
+        """This run's roof: peak_gflops (the measured peak, or the run's best layer rate where a layer beat it:
+        measured_gflops, raised_by), peak_gbps, ridge (FLOP/B), how they were measured, and the paper peak;
+        None where the run has none (`why("roofline")`)."""
         return self._analysis.layers.roof.roof
 
     @property

@@ -270,15 +270,17 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     report = sub.add_parser("report", help="print the report of a run directory")
     report.add_argument("run_dir", type=Path)
     report.add_argument("--top", type=int, default=15, help="layers in the top-layers table")
-    report.add_argument("--format", choices=("rich", "json", "csv", "markdown"), default="rich")
+    report.add_argument("--format", choices=("rich", "json", "csv", "markdown", "html"), default="rich")
     report.add_argument("--plots", action="store_true", help="redraw the PNG plots")
     trace = sub.add_parser("trace", help="(re)build RUN_DIR/trace.pftrace from the run directory")
     trace.add_argument("run_dir", type=Path)
     trace.add_argument("--out", type=Path, help="write the trace to this file instead of RUN_DIR/trace.pftrace")
-    compare = sub.add_parser("compare", help="runs side by side, with ratios to the first")
-    compare.add_argument("run_dirs", type=Path, nargs="+")
-    compare.add_argument("--top", type=int, default=15)
-    compare.add_argument("--format", choices=("rich", "markdown", "json"), default="rich")
+    compare = sub.add_parser(
+        "compare", help="runs side by side, with ratios to the first; with --fail-above, a performance gate"
+    )
+    from hwprof.cli.gate_args import add_compare_args
+
+    add_compare_args(compare)
     sweep = sub.add_parser(
         "sweep", help="one collect per model x runtime x precision x threads x batch, then one table"
     )

@@ -68,10 +68,25 @@ def _set_aside_trace(run_dir: str) -> str:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.cli.gate_args import gate_options, gate_outputs
     from hwprof.render.compare import compare
 
-    compare(args.run_dirs, console=console, top=args.top, format=args.format)
-    return 0
+    opts = gate_options(args)
+    if opts is None:
+        compare(args.run_dirs, console=console, top=args.top, format=args.format)
+        return 0
+    from hwprof.render.gate import compare_gate, show_verdict
+
+    if args.top < 1:
+        raise ValueError(f"--top must be at least 1 (got {args.top})")
+    if args.paired:
+        from hwprof.cli.gate_paired import measure_paired
+
+        verdict, wall_s = measure_paired(args.run_dirs, args.paired, opts, args.stop)
+        verdict.notes.append(f"the paired measure took {wall_s:.0f} s")
+        show_verdict(verdict, opts, gate_outputs(args), console, args.format)
+        return verdict.exit_code
+    return compare_gate(args.run_dirs, opts, gate_outputs(args), console, args.top, args.format).exit_code
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
@@ -176,10 +191,13 @@ def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
         gpu = load_or_measure(int(args.device.partition(":")[2] or 0), force=args.force)
         console.print_json(json.dumps(gpu))
     elif args.peaks:
+        from hwprof.core.host import cpuinfo_text
         from hwprof.hardware.machine import measure_peaks
-        from hwprof.render.report import peaks_renderable
+        from hwprof.hardware.paper_peak import paper_peak
+        from hwprof.render.roof_lines import peaks_renderable
 
-        console.print(peaks_renderable(measure_peaks(args.threads, force=args.force)))
+        peaks = measure_peaks(args.threads, force=args.force)
+        console.print(peaks_renderable(peaks, paper_peak(cpuinfo_text(), args.threads)))
     config = RunConfig(counters=args.counters, device=args.device)
     rows: list[StatusRow] = []
     for cls in all_collectors():

@@ -16,11 +16,15 @@ per pass (two reads, one write; write-allocate traffic not counted). Best of sev
 Both figures are the best of the repeats because interference only ever slows a kernel down.
 Interference is measured, not guessed: the share of the host's CPU time that went to anything
 but this process (other processes, and steal by the hypervisor) during the measurement, from
-/proc/stat. Above INTERFERENCE_BUSY (or a 1-min load above the CPU count) the peaks are flagged
-as likely too low, the report says so, and the next run on a quieter host measures again.
+/proc/stat. Above INTERFERENCE_BUSY (or a 1-min load above the CPU count) the host was busy: the
+figures are flagged as likely too low and serve that run only; they are never cached.
 
 Cache: `$XDG_CACHE_HOME/hwprof/peaks-<key>.json` (default ~/.cache/hwprof), key = sha1 of the
-CPU model, logical CPU count, torch version and thread count; `force=True` measures again.
+CPU model, logical CPU count, torch version and thread count. It holds quiet measurements only,
+merged by keeping the highest of each figure (a VM only ever runs slower than its peak: its speed
+moves with its neighbours), with the probe's samples (their spread) and each quiet compute peak
+seen. A run without a cached quiet measurement measures; `force=True` measures again and merges.
+The paper peak (cores x clock x FLOP/cycle) stands beside it: hardware/paper_peak.py.
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ from hwprof.core.envvars import hwprof_cache
 from hwprof.hardware.torch_threads import torch_threads
 from hwprof.hardware.triad import TriadSize, available_memory, triad_size
 
-PEAKS_VERSION = 3
-"""3: the triad's array size recorded (bounded by memory); a cache entry of another version is measured again."""
+PEAKS_VERSION = 4
+"""3: the triad's array size recorded (bounded by memory); 4: only quiet measurements cached, the highest kept
+(a version-3 entry may hold a busy host's figures). A cache entry of another version is measured again."""
 MATMUL_N = 2048
 MATMUL_REPEATS = 8
 CONV_CHANNELS = 128
@@ -52,6 +57,12 @@ CONV_REPEATS = 60
 INTERFERENCE_BUSY = 0.10
 """Share of the host's CPU time used by others while measuring above which the peaks are suspect."""
 TRIAD_REPEATS = 10
+QUIET_KEPT = 20
+CACHED = "cached"
+MEASURED_QUIET = "measured"
+BUSY_NOT_CACHED = "busy"
+"""Peaks.source: read from the cache (quiet measurements made earlier); measured now on a quiet host (and
+cached, the highest kept); measured now on a busy host: this run's only, not cached."""
 BUDGET_S = 2.5
 """Each measurement stops repeating once it has used this much time (after at least 3 repeats)."""
 
@@ -78,8 +89,11 @@ class Peaks:
     interference: float | None = None
     """Share of the host's CPU time that others (processes, hypervisor steal) used while measuring."""
     measure_s: float = 0.0
-    lowest_load_tried: float | None = None
-    """The lowest 1-min load any measurement behind these figures ran at (see measure_peaks)."""
+    quiet_gflops: list[float] = field(default_factory=list)
+    """The compute peak of each quiet measurement the cache has merged (the last QUIET_KEPT); gflops is the
+    highest. Empty for a busy-host measurement, which is never cached."""
+    source: str = ""
+    """How this run got the figures: CACHED, MEASURED_QUIET or BUSY_NOT_CACHED."""
     triad_array_bytes: int | None = None
     """Each of the triad's three arrays (hardware/triad.py)."""
     llc_bytes: int | None = None
@@ -98,11 +112,21 @@ class Peaks:
     def busy_host(self) -> bool:
         return busy_while_measuring(self.load_avg_1m, self.logical_cpus, self.interference)
 
+    @property
+    def gflops_spread(self) -> list[float]:
+        """[lowest, highest] of the winning compute probe's samples: how far this VM's speed moved."""
+        return [min(self.gflops_samples), max(self.gflops_samples)] if self.gflops_samples else []
+
+    @property
+    def gbps_spread(self) -> list[float]:
+        return [min(self.gbps_samples), max(self.gbps_samples)] if self.gbps_samples else []
+
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out.pop("cached")
         out["ridge_flop_per_byte"] = self.ridge
         out["busy_host"] = self.busy_host
+        out["gflops_spread"], out["gbps_spread"] = self.gflops_spread, self.gbps_spread
         return out
 
     @classmethod
@@ -314,7 +338,9 @@ def load_cached(threads: int, directory: Path | None = None) -> Peaks | None:
         peaks = Peaks.from_dict(data)
     except TypeError:
         return None
-    peaks.cached = True
+    if peaks.busy_host:
+        return None  # never written so; a hand-edited or foreign file
+    peaks.cached, peaks.source = True, CACHED
     return peaks
 
 
@@ -329,44 +355,37 @@ def save_cached(peaks: Peaks, directory: Path | None = None) -> Path | None:
     return path
 
 
-QUIETER_BY = 1.0
-"""A cache entry measured on a busy host is measured again once the 1-min load is this much lower."""
-
-
-def _quieter_now(cached: Peaks) -> bool:
-    tried = cached.lowest_load_tried if cached.lowest_load_tried is not None else cached.load_avg_1m
-    if not cached.busy_host or tried is None or not hasattr(os, "getloadavg"):
-        return False
-    return os.getloadavg()[0] < tried - QUIETER_BY
-
-
-def best_of(a: Peaks, b: Peaks) -> Peaks:
-    """Each figure from the measurement that reached higher: interference only ever lowers a peak."""
-    flops, bw = (a if a.gflops >= b.gflops else b), (a if a.gbps >= b.gbps else b)
-    out = Peaks(**{**asdict(b), "cached": False})
-    out.gflops, out.gflops_method, out.gflops_samples = flops.gflops, flops.gflops_method, flops.gflops_samples
-    out.gflops_probes = flops.gflops_probes
+def keep_highest(cached: Peaks, new: Peaks) -> Peaks:
+    """Two quiet measurements merged: each figure from the one that reached higher (a VM only ever runs
+    slower than its peak), with that one's samples and method; every quiet compute peak kept in quiet_gflops."""
+    flops, bw = (cached if cached.gflops >= new.gflops else new), (cached if cached.gbps >= new.gbps else new)
+    out = Peaks(**{**asdict(flops), "cached": False})
     out.gbps, out.gbps_method, out.gbps_samples = bw.gbps, bw.gbps_method, bw.gbps_samples
     out.triad_array_bytes, out.llc_bytes, out.triad_capped_by = bw.triad_array_bytes, bw.llc_bytes, bw.triad_capped_by
-    if flops is not b or bw is not b:
-        out.load_avg_1m = max(x for x in (a.load_avg_1m, b.load_avg_1m, 0.0) if x is not None)
-        out.interference = max((x for x in (a.interference, b.interference) if x is not None), default=None)
-    tried = [x for x in (a.lowest_load_tried, a.load_avg_1m, b.load_avg_1m) if x is not None]
-    out.lowest_load_tried = min(tried) if tried else None
+    out.quiet_gflops = [*(cached.quiet_gflops or [round(cached.gflops, 3)]), round(new.gflops, 3)][-QUIET_KEPT:]
+    out.measure_s = new.measure_s
     return out
 
 
-def measure_peaks(threads: int, force: bool = False, directory: Path | None = None) -> Peaks:
-    """This host's peaks with `threads` torch threads: from the cache, or measured (and cached).
+def measure_peaks(
+    threads: int, force: bool = False, directory: Path | None = None, probe: Callable[[int], Peaks] | None = None
+) -> Peaks:
+    """This host's peaks with `threads` torch threads: the cached quiet peaks, or measured now.
 
-    force: measure again and replace the cache. A cache entry measured on a busy host is
-    measured again when the host is quieter, keeping the better of the two for each figure.
+    The cache holds only measurements made on a quiet host, the highest of them (keep_highest). Without
+    one (or with force) the probe measures now: on a quiet host the result joins the cache; on a busy host
+    it serves this run only (source BUSY_NOT_CACHED), and the next run measures again. probe: the
+    measurement (tests inject one); `measure` by default.
     """
-    cached = None if force else load_cached(threads, directory)
-    if cached is not None and not _quieter_now(cached):
+    cached = load_cached(threads, directory)
+    if cached is not None and not force:
         return cached
-    peaks = measure(threads)
-    if cached is not None:
-        peaks = best_of(cached, peaks)
-    save_cached(peaks, directory)
-    return peaks
+    peaks = (probe or measure)(threads)
+    if peaks.busy_host:
+        peaks.source = BUSY_NOT_CACHED
+        return peaks
+    peaks.quiet_gflops = [round(peaks.gflops, 3)]
+    merged = keep_highest(cached, peaks) if cached is not None else peaks
+    merged.source = MEASURED_QUIET
+    save_cached(merged, directory)
+    return merged

@@ -3,8 +3,12 @@
 summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 25%):
 - run_id, status, model (run.json "model"), config {imgsz, batch, threads, iters, warmup}
 - host {cpu_model, logical_cpus, torch, cpu_capability}
-- peaks: {peak_gflops, peak_gbps, ridge_flop_per_byte, threads, gflops_method, gbps_method,
-  busy_host, load_avg_1m} or {status: "unavailable", reason, fix}
+- peaks: {peak_gflops (the run's compute roof), peak_gbps, ridge_flop_per_byte, threads, gflops_method,
+  gbps_method, busy_host, load_avg_1m, compute_probe, interference, source, gflops_spread,
+  quiet_measurements, measured_gflops and raised_by (the probe's peak and the layer whose rate is the roof,
+  where a layer beat the probe; null and "" otherwise), layers_above_measured, best_unscaled_gflops (that
+  layer's rate by its own unscaled time, where the roof is mostly the scaling), paper (run.json's
+  peaks.paper)} or {status: "unavailable", reason, fix}
 - stages: {source, batch, fps (end to end), inference_fps (forward alone), end_to_end (the stages an
   iteration ran, in order), disturbed (why the timing pass is not clean, or null),
   rows: [{name, n, p50_ms, p90_ms, p99_ms, mean_ms,

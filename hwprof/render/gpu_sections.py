@@ -230,7 +230,7 @@ def gpu_main_layers_spec(a: Analysis, top: int) -> TableSpec | None:
             f"'{NO_GPU_TIME}'), ranked last by host time: {names}"
         )
     title = f"top {len(rows)} layers by GPU time (of {len(rank.rows)})"
-    return TableSpec(title, cols, rows, notes)
+    return TableSpec(title, cols, rows, notes, key="layers")
 
 
 def gpu_roofline_spec(a: Analysis) -> TableSpec | None:

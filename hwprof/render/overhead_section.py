@@ -14,16 +14,30 @@ from hwprof.render.fmt import ms, num, pct
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
-    from hwprof.analysis.overhead import Overheads
+    from hwprof.analysis.overhead import Overheads, PassCost
     from hwprof.analysis.run_analysis import Analysis
 
 
 def overhead_spec(a: Analysis) -> TableSpec:
+    """Cells hold a figure or a short status ("not resolved [1]"); the sentence behind a status is note [1]."""
     o = a.overheads
     others = any(p.neighbours for p in o.passes)  # runs from before hwprof measured it: no column
-    rows = _rows(o, others)
+    numbered = _unresolved_notes(o)
+    rows = _rows(o, others, {name: k for k, (name, _) in enumerate(numbered, 1)})
     cols = _columns(others) if rows else []
-    return TableSpec("collector overheads", cols, rows, [*_pass_notes(o, others), *_forward_notes(o)])
+    notes = [f"[{k}] {name}: {text}" for k, (name, text) in enumerate(numbered, 1)]
+    return TableSpec("collector overheads", cols, rows, [*notes, *_pass_notes(o, others), *_forward_notes(o)])
+
+
+def _unresolved_notes(o: Overheads) -> list[tuple[str, str]]:
+    """(pass, why its cost is not resolved) for each pass whose cost cell says only "not resolved"."""
+    return [(p.name, unresolved_text(p.neighbours)) for p in o.passes if p.cost and not p.cost.resolved]
+
+
+def _cost_cell(p: PassCost, note: int | None) -> str:
+    if note is not None:
+        return f"not resolved [{note}]"
+    return p.cost_text() or MISSING
 
 
 def _columns(others: bool) -> list[Col]:
@@ -34,8 +48,8 @@ def _columns(others: bool) -> list[Col]:
         Col("wall s", priority=1),
         Col("fwd p50 ms"),
         Col("cost"),
-        Col("spread", "left"),
-        Col("method", "left"),
+        Col("spread", "left", max_width=36),
+        Col("method", "left", max_width=14),
         Col("steal", priority=1),
     ]
     if others:
@@ -43,7 +57,7 @@ def _columns(others: bool) -> list[Col]:
     return cols
 
 
-def _rows(o: Overheads, others: bool) -> list[list[str]]:
+def _rows(o: Overheads, others: bool, notes: dict[str, int]) -> list[list[str]]:
     return [
         [
             p.name,
@@ -51,7 +65,7 @@ def _rows(o: Overheads, others: bool) -> list[list[str]]:
             p.status,
             num(p.wall_s, 1),
             ms(p.forward_p50_ms),
-            p.cost_text() or MISSING,
+            _cost_cell(p, notes.get(p.name)),
             p.cost.spread_text() if p.cost else MISSING,
             p.cost.method.removesuffix(" estimate") if p.cost else MISSING,
             pct(p.host_steal_share),
@@ -74,7 +88,6 @@ def _pass_notes(o: Overheads, others: bool) -> list[str]:
         ),
         *sorted({c.method_text for p in o.passes if (c := p.cost)}),
     ]
-    notes += [f"{p.name}: {unresolved_text(p.neighbours)}" for p in o.passes if p.cost and not p.cost.resolved]
     notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
     notes += [f"{p.name}: {p.cost.shapes}" for p in o.passes if p.cost and p.cost.shapes]
     for p in o.passes:

@@ -116,8 +116,10 @@ def _draw_roof(ax: Axes, roof: Roof, lo: float, hi: float) -> None:
         [roof.attainable_gflops(x) for x in grid],
         color="black",
         lw=1.5,
-        label=f"roof: {roof.peak_gflops:.1f} GFLOP/s, {roof.peak_gbps:.2f} GB/s",
+        label=f"roof: {roof.peak_gflops:.1f} GFLOP/s{' (run best)' if roof.raised else ''}, {roof.peak_gbps:.2f} GB/s",
     )
+    if roof.raised:
+        ax.axhline(roof.probe_gflops, color="grey", ls="--", lw=1, label=f"measured peak {roof.probe_gflops:.1f}")
     ax.axvline(roof.ridge, color="grey", ls=":", lw=1)
     ax.annotate(
         f"ridge {roof.ridge:.1f}",

@@ -26,6 +26,7 @@ from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
 from hwprof.render.input_lines import flops_shape_note, input_lines
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
+from hwprof.render.not_measured import grouped_unavailable
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.program_lines import program_lines
 from hwprof.render.report_sections import (
@@ -35,16 +36,17 @@ from hwprof.render.report_sections import (
     stages_spec,
     types_spec,
 )
+from hwprof.render.roof_lines import header_text
 from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_layers_spec, runtime_line
 from hwprof.render.stage_kernels import stage_kernels_spec
+from hwprof.render.summary import NOT_MEASURED, summary_markdown, summary_renderables
 from hwprof.render.tables import TableSpec, markdown, spec_renderables
 from hwprof.render.whole_program import whole_program_spec
 
 if TYPE_CHECKING:
-    from hwprof.hardware.machine import Peaks
     from hwprof.schema.run import ModelDoc, RunDoc
 
-FORMATS = ("rich", "json", "csv", "markdown")
+FORMATS = ("rich", "json", "csv", "markdown", "html")
 TOP_DEFAULT = 15
 STATUS_STYLE = {
     "ok": "green",
@@ -173,30 +175,16 @@ def _peaks_line(a: Analysis) -> tuple[str, str]:
     if roof is None:
         return ("peaks", a.layers.missing["roofline"].text())
     load = f"; host load {roof.load_avg_1m:.1f} while measuring" if roof.load_avg_1m is not None else ""
-    busy = " (busy host: likely too low)" if roof.busy_host else ""
-    return (
-        "peaks",
-        f"{roof.peak_gflops:.1f} GFLOP/s FP32 (probe), {roof.peak_gbps:.2f} GB/s (triad), ridge "
-        f"{roof.ridge:.1f} FLOP/B, {roof.threads} threads{load}{busy}",
-    )
+    return ("peaks", f"{header_text(roof)}, {roof.threads} threads{load}")
 
 
 def unavailable_lines(a: Analysis) -> list[tuple[str, str, str]]:
-    """(collector, status, reason; fix) for what did not run fully; skipped ones on one line."""
-    out = []
-    skipped = []
-    for name, entry in a.unavailable.items():
-        if entry["status"] == "skipped":
-            skipped.append(name)
-            continue
-        text = entry["reason"] + (f"; fix: {entry['fix']}" if entry["fix"] else "")
-        out.append((name, entry["status"], text))
-    if skipped:
-        out.append((", ".join(skipped), "skipped", "not requested for this run"))
-    return out
+    """(collectors, status, reason; fix) for what did not run fully, one line per cause (not_measured.py)."""
+    return grouped_unavailable(a)
 
 
 def _header_renderable(a: Analysis) -> RenderableType:
+    """The run's details and the "not measured" block: after the summary, the tables and the findings."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -205,17 +193,16 @@ def _header_renderable(a: Analysis) -> RenderableType:
             Text(key, style="yellow") if key == "warning" else key, Text(value)
         )  # not markup: "[complete]", paths and reasons hold brackets
     lines = unavailable_lines(a)
-    if lines:
-        grid.add_row("not measured", "")
-        for name, status, reason in lines:
-            if status == "skipped":  # a list of names: it goes in the wide column, not the key column
-                grid.add_row(Text("  skipped", style=STATUS_STYLE["skipped"]), Text(f"{name}: {reason}"))
-                continue
-            cell = Text()
-            cell.append(status, style=STATUS_STYLE.get(status, ""))
-            cell.append(f": {reason}" if reason else "")
-            grid.add_row(f"  {name}", cell)
-    return grid
+    if not lines:
+        return Group(Text("run details", style="bold"), grid)
+    missing = Table.grid(padding=(0, 1))
+    missing.add_column(overflow="fold")
+    for names, status, reason in lines:  # names first: a group's list of collectors never squeezes the reason
+        cell = Text(f"{names}: ", style="bold")
+        cell.append(status, style=STATUS_STYLE.get(status, ""))
+        cell.append(f": {reason}" if reason else "")
+        missing.add_row(cell)
+    return Group(Text("run details", style="bold"), grid, Text(""), Text(NOT_MEASURED, style="bold"), missing)
 
 
 def _findings_renderable(a: Analysis) -> RenderableType:
@@ -262,29 +249,21 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
 
 
 def render_rich(a: Analysis, console: Console, top: int = TOP_DEFAULT) -> None:
-    parts: list[RenderableType] = [_header_renderable(a)]
-    if a.advice is not None:  # the report leads with what to do
+    """The summary first (one screen), the advice, the tables, the findings, then the run's details."""
+    parts: list[RenderableType] = summary_renderables(a, console)
+    if a.advice is not None:
         parts.append(Text(""))
         parts += advice_renderables(a.advice, console)
     for spec in specs(a, top):
         parts.append(Text(""))
         parts += spec_renderables(spec, console)
-    parts.append(Text(""))
-    parts.append(_findings_renderable(a))
+    parts += [Text(""), _findings_renderable(a), Text(""), _header_renderable(a)]
     console.print(Group(*parts))
 
 
 def render_markdown(a: Analysis, top: int = TOP_DEFAULT) -> str:
     model = a.doc.model.name or "?"
-    lines = [f"# hwprof report: {model}, run {a.doc.run_id or '?'}", ""]
-    for key, value in header_lines(a):
-        lines.append(f"- **{key}**: {value}")
-    unavailable = unavailable_lines(a)
-    if unavailable:
-        lines.append("- **not measured**:")
-        for name, status, reason in unavailable:
-            lines.append(f"  - {name} {status}: {reason}")
-    lines.append("")
+    lines = [f"# hwprof report: {model}, run {a.doc.run_id or '?'}", "", summary_markdown(a)]
     if a.advice is not None:
         lines.append(advice_markdown(a.advice))
     for spec in specs(a, top):
@@ -297,6 +276,12 @@ def render_markdown(a: Analysis, top: int = TOP_DEFAULT) -> str:
         else:
             n += 1
             lines.append(f"{n}. **{f.title}**: {f.evidence}")
+    lines += ["", "### run details", ""]
+    lines += [f"- **{key}**: {value}" for key, value in header_lines(a)]
+    unavailable = unavailable_lines(a)
+    if unavailable:
+        lines += ["", f"### {NOT_MEASURED}", ""]
+        lines += [f"- {names} {status}: {reason}" for names, status, reason in unavailable]
     return "\n".join(lines) + "\n"
 
 
@@ -313,6 +298,8 @@ def report(a: Analysis, console: Console, top: int = TOP_DEFAULT, format: str = 
         _raw(console, render_markdown(a, top))
     elif format == "json":
         _raw(console, json.dumps(summary_dict(a), indent=1) + "\n")
+    elif format == "html":  # a file, not printed: report_run writes report.html (hwprof.render.html) and names it
+        return
     else:
         _raw(console, layers_csv_text(a))
 
@@ -330,24 +317,3 @@ def _raw(console: Console, text: str) -> None:
     file = console.file or sys.stdout
     file.write(text)
     file.flush()
-
-
-def peaks_renderable(peaks: Peaks) -> RenderableType:
-    """`hwprof doctor --peaks`."""
-    text = Text()
-    source = "cached" if peaks.cached else f"measured now in {peaks.measure_s:.1f} s"
-    text.append("machine peaks ", style="bold")
-    text.append(f"({source}; {peaks.measured_at}; key {peaks.host_key})\n")
-    text.append(f"  compute    {peaks.gflops:.1f} GFLOP/s FP32 with {peaks.threads} threads\n")
-    text.append(f"             {peaks.gflops_method}; samples {peaks.gflops_samples}\n", style="dim")
-    text.append(f"  bandwidth  {peaks.gbps:.2f} GB/s\n")
-    text.append(f"             {peaks.gbps_method}; samples {peaks.gbps_samples}\n", style="dim")
-    text.append(f"  ridge      {peaks.ridge:.1f} FLOP/B\n")
-    if peaks.load_avg_1m is not None:
-        text.append(f"  load       {peaks.load_avg_1m:.2f} (1-min) on {peaks.logical_cpus} CPUs\n")
-    if peaks.interference is not None:
-        text.append(f"  others     {peaks.interference:.1%} of the host's CPU time while measuring\n")
-    if peaks.busy_host:
-        text.append("  busy host: the peaks are likely too low (measure again when idle: --force)\n", style="yellow")
-    text.rstrip()
-    return text

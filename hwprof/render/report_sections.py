@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.roofline import PROBE_LABELS
 from hwprof.render.columns import Column, Ranked, build, with_cum
 from hwprof.render.fmt import ms, num, pct, si_bytes, sig
 from hwprof.render.input_lines import flops_shape_note
+from hwprof.render.roof_lines import compute_rows, paper_sources
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
@@ -97,7 +97,8 @@ def end_to_end_note(st: Stages) -> str:
     )
 
 
-def _kernel_text(layer: LayerStat) -> str:
+def kernel_text(layer: LayerStat) -> str:
+    """A layer's top native kernel with its share of the layer, or "-"."""
     if not layer.kernels:
         return MISSING
     k = layer.kernels[0]
@@ -156,7 +157,7 @@ LAYER_COLUMNS: list[Column[_LayerTable, Ranked[LayerStat]]] = [
     ),
     Column(
         Col("top kernel", "left", priority=8, max_width=30),
-        lambda r: _kernel_text(r.item),
+        lambda r: kernel_text(r.item),
         lambda t: any(r.kernels for r in t.rep.layers),
     ),
     Column(Col("out shape", "left", priority=9, max_width=16), lambda r: r.item.out_shape),
@@ -203,7 +204,7 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
         if by_time
         else f"top {len(rows)} layers by FLOPs (no per-layer time)"
     )
-    return TableSpec(title, cols, rows, notes)
+    return TableSpec(title, cols, rows, notes, key="layers")
 
 
 RANK_ROWS = 5
@@ -289,12 +290,10 @@ def roofline_spec(a: Analysis) -> TableSpec:
     s = a.roofline
     if s is None:
         return TableSpec("roofline", [], [], [f"roofline: {a.layers.missing['roofline'].text()}"])
-    cols = [Col("", "left"), Col("value", "left")]
-    rows = [
-        [
-            "peak compute",
-            f"{s.peak_gflops:.1f} GFLOP/s (measured: {PROBE_LABELS.get(s.compute_probe, s.compute_probe)})",
-        ],
+    cols = [Col("", "left"), Col("value", "left", wrap=True)]
+    roof = a.layers.roof.roof
+    rows = compute_rows(roof) if roof is not None else []
+    rows += [
         ["peak bandwidth", f"{s.peak_gbps:.2f} GB/s (measured: STREAM-like triad)"],
         ["ridge point", f"{s.ridge:.1f} FLOP/B"],
     ]
@@ -308,7 +307,8 @@ def roofline_spec(a: Analysis) -> TableSpec:
         rows.append(["forward intensity", f"{sig(s.intensity)} FLOP/B -> {s.bound or MISSING}-bound"])
     if s.gflops_s is not None:
         rough = " (FLOPs at one input shape over the forward p50 of several: rough)" if mixed else ""
-        rows.append(["forward achieved", f"{sig(s.gflops_s)} GFLOP/s = {num(s.pct_peak, 1)}% of peak{rough}"])
+        of = "of the roof" if roof is not None and roof.raised else "of peak"
+        rows.append(["forward achieved", f"{sig(s.gflops_s)} GFLOP/s = {num(s.pct_peak, 1)}% {of}{rough}"])
     for bound, entry in s.layers_by_bound.items():
         share = entry["share"]
         rows.append(
@@ -331,9 +331,9 @@ def roofline_spec(a: Analysis) -> TableSpec:
         "bound by minimum bytes: 'memory' is certain; 'compute' is an upper bound on intensity "
         "(real traffic can only be larger)"
     )
-    roof = a.layers.roof.roof
     if roof is not None:
         notes.append(f"peak methods: {roof.gflops_method}; {roof.gbps_method}")
+        notes += [paper_sources(roof.paper)] if paper_sources(roof.paper) else []
     return TableSpec("roofline", cols, rows, notes)
 
 

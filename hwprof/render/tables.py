@@ -8,14 +8,17 @@ fits: numbers are never wrapped or cut.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from rich.cells import cell_len
 from rich.console import Console, Group, JustifyMethod, RenderableType
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
 MISSING = "-"
+FIRST_COL_MAX = 32
+"""The first column is kept whole up to this width (a longer key still folds rather than push every figure out)."""
 
 
 @dataclass
@@ -41,6 +44,9 @@ class TableSpec:
     """Lines under the table: what is unavailable and why, how the figures were obtained."""
     more: str = "see --format markdown or layers.csv"
     """Where the columns left out in a narrow terminal can be read."""
+    key: str = ""
+    """What the table is, for a renderer that treats one specially ("layers": the HTML page's whole, sortable
+    layer table with an anchor per row)."""
 
     def without(self, index: int) -> TableSpec:
         return TableSpec(
@@ -49,14 +55,21 @@ class TableSpec:
             [[v for i, v in enumerate(row) if i != index] for row in self.rows],
             self.notes,
             self.more,
+            self.key,
         )
 
 
 def _rich_table(spec: TableSpec, fitting: bool = False) -> Table:
     """The Rich table; `fitting`: wrapping columns counted at their max_width, to decide what to drop."""
     table = Table(title=spec.title, title_justify="left", title_style="bold")
-    for col in spec.cols:
-        if col.wrap:
+    for index, col in enumerate(spec.cols):
+        if index == 0 and not col.wrap:  # a row's key (pass, layer, stage, change): whole up to FIRST_COL_MAX
+            key = min(FIRST_COL_MAX, max([cell_len(col.header), *(cell_len(row[0]) for row in spec.rows)]))
+            widest = max(key, col.max_width) if col.max_width is not None else None
+            table.add_column(
+                col.header, justify=col.justify, no_wrap=True, overflow="ellipsis", min_width=key, max_width=widest
+            )
+        elif col.wrap:
             width = col.max_width if fitting else None
             table.add_column(col.header, justify=col.justify, max_width=width, no_wrap=False, overflow="fold")
         elif col.max_width is not None:
@@ -88,7 +101,25 @@ def fit(spec: TableSpec, console: Console) -> tuple[TableSpec, list[str]]:
         _, index = max(candidates)
         dropped.append(spec.cols[index].header)
         spec = spec.without(index)
-    return spec, dropped
+    return _narrowed(spec, console), dropped
+
+
+TEXT_MIN = 12
+"""A cut text column (max_width) keeps at least this many cells when a table is narrowed to fit."""
+
+
+def _narrowed(spec: TableSpec, console: Console) -> TableSpec:
+    """Where no column is left to drop, the widest cut text columns (not the first) give up cells, so that
+    Rich never has to cut a number ("53.…") to fit the console."""
+    while (excess := natural_width(console, _rich_table(spec, fitting=True)) - console.width) > 0:
+        text = [(c.max_width or 0, i) for i, c in enumerate(spec.cols) if i and (c.max_width or 0) > TEXT_MIN]
+        if not text:
+            break
+        width, index = max(text)
+        cols = list(spec.cols)
+        cols[index] = replace(cols[index], max_width=width - min(excess, width - TEXT_MIN))
+        spec = replace(spec, cols=cols)
+    return spec
 
 
 def rich_render(spec: TableSpec, console: Console) -> RenderableType:

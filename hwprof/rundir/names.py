@@ -5,6 +5,7 @@ results/<run-id>/
   layers.csv summary.json  the layer table joined with every per-layer metric; the report's figures
   advice.csv               the advice table (when the run was advised)
   roofline.png ...         the report's plots (PLOT_FILES)
+  report.html              the report as one self-contained page (the plots embedded)
   config.json images.json  the inputs every pass reads (written by the session before the first pass)
   passes/<pass>/           per pass: markers.jsonl, model.json, result.json, worker.log, worker.pid,
                            command.json and each collector's files
@@ -19,6 +20,7 @@ LAYERS_CSV = "layers.csv"
 ADVICE_CSV = "advice.csv"
 ADVICE_JSON = "advice.json"
 TRACE_NAME = "trace.pftrace"
+REPORT_HTML = "report.html"
 PLOT_FILES = ("roofline.png", "layer_times.png", "stages.png", "kernels.png")
 PASSES = "passes"
 MARKERS = "markers.jsonl"

@@ -282,6 +282,10 @@ class RunData:
         """Whether every one of these files is in the run directory's top folder."""
         return all((self.root / name).exists() for name in names)
 
+    def files_bytes(self, names: tuple[str, ...]) -> dict[str, bytes]:
+        """The content of those of these files the run directory's top folder holds (the plots, for report.html)."""
+        return {name: (self.root / name).read_bytes() for name in names if (self.root / name).is_file()}
+
     # --- typed run.json (hwprof.schema.run) ---
 
     def entry(self, name: str) -> CollectorEntry:

@@ -19,6 +19,7 @@ from hwprof.core.atomic import atomic_path, atomic_write_bytes, atomic_write_tex
 from hwprof.rundir.names import (
     ADVICE_CSV,
     LAYERS_CSV,
+    REPORT_HTML,
     RUN_JSON,
     SUMMARY_JSON,
     SWEEP_ADVICE_CSV,
@@ -59,6 +60,11 @@ def write_plot_files(run_dir: Path, plots: dict[str, bytes]) -> list[Path]:
     return [write_png(run_dir / name, png) for name, png in plots.items()]
 
 
+def write_report_html(run_dir: Path, html: str) -> Path:
+    """report.html (hwprof.render.html.render_html)."""
+    return _text(run_dir / REPORT_HTML, html)
+
+
 @dataclass
 class SweepFiles:
     """A sweep's table as content (hwprof.analysis.sweep_rows.sweep_files makes it)."""
@@ -74,6 +80,12 @@ def write_sweep_files(out_root: Path, files: SweepFiles) -> list[Path]:
     if files.advice_csv is not None:
         written.append(_text(out_root / SWEEP_ADVICE_CSV, files.advice_csv))
     return written
+
+
+def write_text_files(files: dict[Path, str]) -> list[Path]:
+    """Files a command was asked for outside any run directory (compare's --gate-report, --junit,
+    --gate-json), each written atomically; the paths written."""
+    return [_text(path, text) for path, text in files.items()]
 
 
 def write_png(path: Path, png: bytes) -> Path:

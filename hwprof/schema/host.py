@@ -48,6 +48,23 @@ class HostDoc(Record):
 
 
 @dataclass(kw_only=True)
+class PaperPeakDoc(Record):
+    """run.json "peaks.paper": the CPU's paper FP32 peak (hwprof.hardware.paper_peak: cores x GHz x FLOP/cycle
+    from /proc/cpuinfo, a computed figure, not a measurement), each factor with its source; gflops None and
+    reason where a factor is unknown."""
+
+    gflops: NonNegative | None = None
+    cores: Count | None = None
+    cores_source: str | None = None
+    ghz: NonNegative | None = None
+    ghz_source: str | None = None
+    flop_per_cycle: Count | None = None
+    flop_source: str | None = None
+    host_cores: Count | None = None
+    reason: str | None = None
+
+
+@dataclass(kw_only=True)
 class PeaksDoc(Record):
     """run.json "peaks": this host's measured peak GFLOP/s and GB/s for the roofline, or status "unavailable"
     with the reason and the fix."""
@@ -73,11 +90,22 @@ class PeaksDoc(Record):
     interference: float | None = None
     measure_s: NonNegative | None = None
     lowest_load_tried: float | None = None
+    """Runs before issue 46 only (a busy cache entry measured again once the load fell)."""
     triad_array_bytes: int | None = None
     """Each of the bandwidth probe's three arrays (sized by the LLC, bounded by available memory)."""
     llc_bytes: int | None = None
     triad_capped_by: str | None = None
     """'memory' or 'the size cap' where a bound made the arrays smaller than 4x the LLC; '' where not."""
+    quiet_gflops: list[Any] | None = None
+    """The compute peak of each quiet measurement the host's cache merged (gflops is the highest); empty when
+    these figures were measured on a busy host (never cached)."""
+    source: str | None = None
+    """"cached" (quiet measurements made earlier), "measured" (now, on a quiet host; cached) or "busy" (now,
+    on a busy host: this run's only, not cached); absent in runs before issue 46."""
+    gflops_spread: list[Any] | None = None
+    """[lowest, highest] of the winning compute probe's samples."""
+    gbps_spread: list[Any] | None = None
     version: int | None = None
     ridge_flop_per_byte: NonNegative | None = None
     busy_host: bool | None = None
+    paper: PaperPeakDoc | None = None

@@ -19,9 +19,9 @@ from hwprof.core.spans import forward_p50_ms, program_stage_stats, stage_stats
 from hwprof.render.export import report_files
 from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
 from hwprof.rundir.lock import clear_dead_holders_reserve
-from hwprof.rundir.names import PLOT_FILES, RUN_JSON
+from hwprof.rundir.names import PLOT_FILES, REPORT_HTML, RUN_JSON
 from hwprof.rundir.reader import RunData
-from hwprof.rundir.writer import write_plot_files, write_report_files, write_run_json
+from hwprof.rundir.writer import write_plot_files, write_report_files, write_report_html, write_run_json
 from hwprof.schema.codec import json_value
 from hwprof.schema.run import ModelDoc, PassCostDoc, RunDoc, StageLatency
 from hwprof.schema.summaries_cpu import FlopsSummary
@@ -148,12 +148,14 @@ def report_run(
         clear_dead_holders_reserve(data.root)
     analysis = analyse(data)
     report(analysis, console, top, format)
-    if write:
+    if write or format == "html":
         draw = plots if plots is not None else not data.has_files(PLOT_FILES)
         written = write_report(analysis, data, console, plots=draw)
         if written and format == "rich":
             names = ", ".join(p.name for p in written)
             console.print(Text(f"written in {data.root}: {names}", style="dim"))
+        if format == "html" and (page := data.root / REPORT_HTML) in written:
+            console.print(str(page), highlight=False, soft_wrap=True)
     return analysis
 
 
@@ -168,15 +170,22 @@ def report_after_collect(
 
 
 def write_report(a: Analysis, data: RunData, console: Console, plots: bool = True) -> list[Path]:
-    """The report's files (summary.json, layers.csv, advice.csv, the plots) into the run directory; a run
-    directory that cannot be written to only gets a warning, a full disk is a failure with the path."""
+    """The report's files (summary.json, layers.csv, advice.csv, the plots, report.html) into the run directory;
+    a run directory that cannot be written to only gets a warning, a full disk is a failure with the path.
+    plots: draw the plots (False: report.html embeds those the run directory already holds)."""
+    from hwprof.render.html import render_html
+
     written: list[Path] = []
     try:
         written += write_report_files(data.root, report_files(a))
         if plots:
             from hwprof.render.plots import render_plots
 
-            written += write_plot_files(data.root, render_plots(a))
+            drawn = render_plots(a)
+            written += write_plot_files(data.root, drawn)
+        else:
+            drawn = data.files_bytes(PLOT_FILES)
+        written.append(write_report_html(data.root, render_html(a, drawn, data.root)))
     except DiskFullError:  # a failure with the path (exit 1), not a warning
         raise
     except OSError as exc:

@@ -73,16 +73,19 @@ def _record_runtime(run: RunDoc, pass_name: str, info: RuntimeFile, where: str) 
 
 
 def peaks_doc(threads: int, where: str) -> PeaksDoc:
-    """run.json's peaks: this host's measured peak GFLOP/s and GB/s (cached per host), for the roofline, or why
-    there are none; `where`: run.json's path."""
+    """run.json's peaks: this host's measured peak GFLOP/s and GB/s (cached per host when measured on a quiet
+    host), for the roofline, or why there are none; beside them the CPU's paper peak. `where`: run.json's path."""
+    from hwprof.core.host import cpuinfo_text
     from hwprof.hardware.machine import measure_peaks
+    from hwprof.hardware.paper_peak import paper_peak
 
+    paper = paper_peak(cpuinfo_text(), threads).to_dict()
     try:
         peaks = measure_peaks(threads).to_dict()
     except Exception as exc:
-        return PeaksDoc.of(
-            status="unavailable",
-            reason=f"measuring the peaks failed: {type(exc).__name__}: {exc}",
-            fix="hwprof doctor --peaks --force",
-        )
-    return PeaksDoc.from_json(json_value(peaks), where, "peaks.")
+        peaks = {
+            "status": "unavailable",
+            "reason": f"measuring the peaks failed: {type(exc).__name__}: {exc}",
+            "fix": "hwprof doctor --peaks --force",
+        }
+    return PeaksDoc.from_json(json_value({**peaks, "paper": paper}), where, "peaks.")

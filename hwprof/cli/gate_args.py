@@ -1,0 +1,103 @@
+"""`hwprof compare`'s options, the performance gate's among them (hwprof.analysis.gate)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from hwprof.analysis.gate import GateError, GateOptions, parse_percent
+from hwprof.render.gate import GateOutputs
+
+GATE_FILES = ("gate_report", "junit", "gate_json")
+
+
+def add_compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_dirs", type=Path, nargs="+", help="run directories; the first is the baseline (BASE)")
+    p.add_argument("--top", type=int, default=15, help="layers shown in the layer tables, slowest first")
+    p.add_argument(
+        "--format",
+        choices=("rich", "markdown", "json"),
+        default="rich",
+        help="terminal tables (rich), markdown, or JSON (with the gate's verdict under 'gate')",
+    )
+    g = p.add_argument_group("performance gate (two runs: BASE NEW; exit 1 when NEW is resolved slower)")
+    g.add_argument(
+        "--fail-above",
+        metavar="PCT",
+        help="gate NEW against BASE: exit 1 when the forward, the iteration, a gated layer or a callgrind count "
+        "is slower than BASE by more than PCT (e.g. 5%%) and the difference is resolved",
+    )
+    g.add_argument(
+        "--gate-share", metavar="PCT", default="2%", help="layers at or above this share of forward are gated on time"
+    )
+    g.add_argument(
+        "--unresolved",
+        choices=("pass", "fail"),
+        default="pass",
+        help="exit status when the runs' spreads cannot resolve a figure: pass (exit 0, the verdict says "
+        "'not resolved') or fail (exit 1)",
+    )
+    g.add_argument(
+        "--confidence", metavar="PCT", default="95%", help="confidence of the bootstrap interval of each timed ratio"
+    )
+    g.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples per timed figure")
+    g.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (the verdict is reproducible)")
+    g.add_argument(
+        "--count-threshold",
+        metavar="PCT",
+        default="0.5%",
+        help="callgrind runs: a layer's or the forward's simulated count that grew by more than PCT fails",
+    )
+    g.add_argument(
+        "--gate-on",
+        choices=("both", "time", "counts"),
+        default="both",
+        help="which figures to gate: timed ones, callgrind's exact counts (free of the machine's noise), or both",
+    )
+    g.add_argument(
+        "--paired",
+        type=int,
+        default=0,
+        metavar="BLOCKS",
+        help="measure BASE's and NEW's configurations again, interleaved in BLOCKS ABBA blocks in one process, and "
+        "gate the forward and iteration on the blocks' ratios (robust to a machine that shifts between processes)",
+    )
+    g.add_argument(
+        "--gate-different",
+        action="store_true",
+        help="gate runs of different models, image sizes, batches, runtimes or precisions (refused otherwise)",
+    )
+    g.add_argument("--gate-report", type=Path, metavar="FILE.md", help="write the verdict as markdown (job summary)")
+    g.add_argument("--junit", type=Path, metavar="FILE.xml", help="write JUnit XML: one test case per gated figure")
+    g.add_argument("--gate-json", type=Path, metavar="FILE.json", help="write the verdict and every figure as JSON")
+
+
+def gate_options(args: argparse.Namespace) -> GateOptions | None:
+    """The gate's options, None without --fail-above (GateError when a gate file is asked for without it)."""
+    if args.fail_above is None:
+        asked = [f"--{name.replace('_', '-')}" for name in GATE_FILES if getattr(args, name) is not None]
+        if asked:
+            raise GateError(f"{', '.join(asked)} needs --fail-above PCT (the gate's threshold)")
+        return None
+    if args.paired and args.paired < 5:
+        raise GateError(f"--paired needs at least 5 ABBA blocks (got {args.paired})")
+    if args.resamples < 100:
+        raise GateError(f"--resamples must be at least 100 (got {args.resamples})")
+    confidence = parse_percent(args.confidence, "--confidence")
+    if not 0.5 <= confidence < 1:
+        raise GateError(f"--confidence must be between 50% and 100% (got {args.confidence})")
+    return GateOptions(
+        fail_above=parse_percent(args.fail_above, "--fail-above"),
+        share=parse_percent(args.gate_share, "--gate-share"),
+        confidence=confidence,
+        resamples=args.resamples,
+        seed=args.seed,
+        unresolved_fails=args.unresolved == "fail",
+        count_threshold=parse_percent(args.count_threshold, "--count-threshold"),
+        allow_different=args.gate_different,
+        gate_on=args.gate_on,
+    )
+
+
+def gate_outputs(args: argparse.Namespace) -> GateOutputs:
+    return GateOutputs(args.gate_report, args.junit, args.gate_json)

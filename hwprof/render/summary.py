@@ -1,0 +1,201 @@
+"""The report's first screen: the answer to "what ran, how fast, where does the time go, what to do", in at most
+40 lines at 80 columns; the long header, every table and the "not measured" block follow it.
+
+Pieces of content (lines and one TableSpec), so the terminal, the Markdown and the HTML page show the same
+summary: what ran where (at most 4 lines), speed and the measurement's health (one line), the top 5 layers,
+the top findings with one line of evidence each, the best measured change with its output check, and one
+line counting what was not measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import TYPE_CHECKING
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from hwprof.core.isa_units import units_text
+from hwprof.render.advice_table import heading, output_text
+from hwprof.render.fmt import ms, pct
+from hwprof.render.report_sections import kernel_text
+from hwprof.render.tables import MISSING, Col, TableSpec, markdown, spec_renderables
+
+if TYPE_CHECKING:
+    from hwprof.analysis.run_analysis import Analysis
+    from hwprof.schema.run import RunDoc
+
+TOP_LAYERS = 5
+TOP_FINDINGS = 3
+NOT_MEASURED = "not measured"
+"""The title of the block the summary's last line points to."""
+
+
+@dataclass
+class SummaryFinding:
+    rank: int
+    title: str
+    evidence: str
+    layers: tuple[int, ...]
+
+
+def title(a: Analysis) -> str:
+    run = a.doc
+    return f"summary of run {run.run_id if run.run_id is not None else '?'} [{a.shown_status or run.status}]"
+
+
+def warning_lines(a: Analysis) -> list[tuple[str, str]]:
+    """What makes the run's figures not final (a run a collect still holds, damaged files): first."""
+    return [("warning", w) for w in a.warnings]
+
+
+def run_lines(a: Analysis) -> list[tuple[str, str]]:
+    """What ran where: model and weights, host and its units, threads and sizes, the input (at most 4 lines)."""
+    run = a.doc
+    model = run.model
+    out: list[tuple[str, str]] = []
+    if model.name:
+        weights = "random init" if model.random_init else (str(model.weights) if model.weights else "?")
+        gflops = f", {model.gflops:.2f} GFLOPs" if model.gflops else ""
+        out.append(("model", f"{model.name} ({model.family}), {model.layers} layers{gflops}; weights: {weights}"))
+    host = run.host
+    flags = None if host.isa_flags is None else [str(f) for f in host.isa_flags]
+    out.append(("host", f"{host.cpu_model or '?'}, {host.logical_cpus or '?'} CPUs; {units_text(flags)}"))
+    cfg = run.config
+    sizes = f", batch {cfg.batch}, imgsz {cfg.imgsz}" if cfg.program is None else ""
+    out.append(("run", f"{cfg.threads} torch threads{sizes}, {cfg.iters} iterations after {cfg.warmup} warm-up"))
+    images = _images_text(run)
+    if images:
+        out.append(("input", images))
+    return out
+
+
+def _images_text(run: RunDoc) -> str | None:
+    doc: Mapping[str, object] | None = run.images
+    if not doc:
+        return run.config.images
+    video = doc.get("video")
+    if isinstance(video, Mapping):
+        return f"video {PurePath(str(video.get('path') or '?')).name}"
+    paths = doc.get("paths")
+    names = [PurePath(str(p)).name for p in paths] if isinstance(paths, list) else []
+    if not names:
+        return None
+    shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return f"{len(names)} image{'s' if len(names) > 1 else ''}: {shown}"
+
+
+def speed_line(a: Analysis) -> tuple[str, str] | None:
+    """Forward p50 and p90, FPS (inference and end to end), and whether the measurement is clean."""
+    st = a.stages
+    forward = st.get("forward")
+    if forward is None:
+        return None
+    fps = []
+    if st.inference_fps:
+        fps.append(f"inference {st.inference_fps:.2f}")
+    if st.fps:
+        fps.append(f"end to end {st.fps:.2f}")
+    health = "disturbed (see pipeline stages)" if st.disturbed else "clean"
+    fps_text = f"; FPS {', '.join(fps)}" if fps else ""
+    return ("speed", f"forward p50 {ms(forward.p50_ms)} ms, p90 {ms(forward.p90_ms)} ms{fps_text}; {health}")
+
+
+def top_layers_spec(a: Analysis, n: int = TOP_LAYERS) -> TableSpec | None:
+    """The layers that take the most time: time, share, bound and their top kernel."""
+    rows = a.layers.top(n)
+    if not rows:
+        return None
+    cols = [
+        Col("#"),
+        Col("type", "left", max_width=12),
+        Col("ms"),
+        Col("share"),
+        Col("bound", "left"),
+        Col("top kernel", "left", priority=1, max_width=28),
+    ]
+    cells = [[str(r.index), r.type, ms(r.time_ms), pct(r.share), r.bound or MISSING, kernel_text(r)] for r in rows]
+    return TableSpec(f"where the time goes: top {len(rows)} layers", cols, cells, key="summary-layers")
+
+
+def top_findings(a: Analysis, n: int = TOP_FINDINGS) -> list[SummaryFinding]:
+    ranked = [f for f in a.findings if f.kind != "caveat"]
+    return [SummaryFinding(i + 1, f.title, f.evidence, f.layers) for i, f in enumerate(ranked[:n])]
+
+
+def advice_lines(a: Analysis) -> list[str]:
+    """The best measured change and its output check, where the run was advised."""
+    if a.advice is None:
+        return []
+    top = next((r for r in a.advice.ordered() if r.ranked), None)
+    lines = [heading(a.advice)]
+    if top is not None:
+        lines.append(f"output check: {output_text(top.output, False, '; ')}")
+    return lines
+
+
+def not_measured_line(a: Analysis) -> str | None:
+    """The collectors that did not measure everything (skipped ones are not counted), or None."""
+    missing = [name for name, e in a.unavailable.items() if e["status"] != "skipped"]
+    if not missing:
+        return None
+    return ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+
+
+# ----------------------------------------------------------------------------- renderers
+
+
+def summary_renderables(a: Analysis, console: Console) -> list[RenderableType]:
+    """The first screen in the terminal: key lines, the top layers' table, findings, advice, what is missing."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(overflow="fold")
+    speed = speed_line(a)
+    for key, value in [*warning_lines(a), *run_lines(a), *([speed] if speed else [])]:
+        grid.add_row(Text(key, style="yellow" if key == "warning" else ""), Text(value))
+    parts: list[RenderableType] = [Text(title(a), style="bold underline"), grid]
+    spec = top_layers_spec(a)
+    if spec is not None:
+        parts += [Text(""), *spec_renderables(spec, console)]
+    parts += [Text(""), _findings_grid(a)]
+    for line in advice_lines(a):
+        parts.append(Text(line, style="bold" if line.startswith("what to do") else ""))
+    missing = not_measured_line(a)
+    if missing:
+        line = f"{NOT_MEASURED}: {missing} (see the end)"
+        parts.append(Text(line, style="dim", no_wrap=True, overflow="ellipsis"))
+    return parts
+
+
+def _findings_grid(a: Analysis) -> RenderableType:
+    found = top_findings(a)
+    if not found:
+        return Text("top findings: none (no rule found a clear signal in this run's data)")
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True, style="bold")
+    grid.add_column()
+    for f in found:
+        grid.add_row(f"{f.rank}.", Text(f.title))
+        grid.add_row("", Text(f.evidence, style="dim", no_wrap=True, overflow="ellipsis"))
+    return Group(Text(f"top findings ({len(found)} of the ranked list below)", style="bold"), grid)
+
+
+def summary_markdown(a: Analysis) -> str:
+    speed = speed_line(a)
+    lines = [f"## {title(a)}", ""]
+    lines += [f"- **{k}**: {v}" for k, v in [*warning_lines(a), *run_lines(a), *([speed] if speed else [])]]
+    lines.append("")
+    spec = top_layers_spec(a)
+    if spec is not None:
+        lines.append(markdown(spec))
+    lines += ["**top findings**", ""]
+    lines += [f"{f.rank}. {f.title}: {f.evidence}" for f in top_findings(a)] or ["none"]
+    lines.append("")
+    lines += [f"**{line}**" if line.startswith("what to do") else line for line in advice_lines(a)]
+    missing = not_measured_line(a)
+    if missing:
+        lines += ["", f"_{NOT_MEASURED}: {missing} (see the end)_"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,80 @@
+"""The performance gate on real runs: three small collects (yolov7-tiny at 160: twice the same configuration,
+once with one thread), gated by the command line as a CI runs it. No timing is asserted (a shared VM moves by
+more than any threshold between processes): the exit statuses, the verdict's words and the files are."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def _collect(out: Path, *extra: str) -> Path:
+    command = [sys.executable, "-m", "hwprof", "collect", "--model", "yolov7-tiny", "--imgsz", "160"]
+    command += ["--only", "timing,perf_events", "--iters", "10", "--warmup", "2", "--no-report", "--out", str(out)]
+    proc = subprocess.run([*command, *extra], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("gate")
+    return {
+        "base": _collect(root / "base"),
+        "same": _collect(root / "same"),
+        "one_thread": _collect(root / "one_thread", "--threads", "1"),
+    }
+
+
+def _gate(base: Path, new: Path, tmp: Path, *extra: str) -> tuple[int, str, dict, ET.Element]:
+    files = ["--gate-json", str(tmp / "v.json"), "--junit", str(tmp / "v.xml"), "--gate-report", str(tmp / "v.md")]
+    command = [sys.executable, "-m", "hwprof", "compare", str(base), str(new), *files, *extra]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    verdict = json.loads((tmp / "v.json").read_text())
+    print(verdict["line"])
+    assert (tmp / "v.md").read_text().startswith(f"## hwprof gate: {verdict['outcome'].upper()}")
+    return proc.returncode, proc.stdout, verdict, ET.parse(tmp / "v.xml").getroot()
+
+
+def test_the_same_configuration_does_not_fail_on_noise(runs: dict[str, Path], tmp_path: Path) -> None:
+    rc, out, verdict, junit = _gate(runs["base"], runs["same"], tmp_path, "--fail-above", "50%")
+    assert rc == 0 and verdict["outcome"] in ("pass", "not resolved"), out[-3000:]
+    assert "gate: PASS" in out or "gate: NOT RESOLVED" in out
+    names = {f["name"] for f in verdict["figures"]}
+    assert {"forward", "iteration"} <= names and any(n.startswith("model.") for n in names)
+    assert len(junit.findall("testcase")) == len(verdict["figures"]) and junit.get("failures") == "0"
+
+
+def test_one_thread_against_two_is_gated_with_its_figures(runs: dict[str, Path], tmp_path: Path) -> None:
+    rc, out, verdict, junit = _gate(runs["base"], runs["one_thread"], tmp_path, "--fail-above", "5%")
+    assert rc in (0, 1), out[-3000:]
+    assert "threads" in " ".join(verdict["notes"])  # the runs differ in threads: noted, not refused
+    failed = [f["name"] for f in verdict["figures"] if f["outcome"] == "fail"]
+    assert (rc == 1) == (verdict["outcome"] == "fail") == bool(failed)
+    assert int(junit.get("failures", "0")) == len(failed)
+    if rc == 1:
+        assert any(name in verdict["line"] for name in failed)
+    forward = next(f for f in verdict["figures"] if f["name"] == "forward")
+    print(f"forward x{forward['ratio']:.3f} [{forward['low']:.3f}, {forward['high']:.3f}]: {forward['outcome']}")
+
+
+def test_bad_input_is_one_line_and_exit_2(runs: dict[str, Path], tmp_path: Path) -> None:
+    for extra in (["--unresolved", "maybe"], ["--fail-above", "lots"]):
+        command = [sys.executable, "-m", "hwprof", "compare", str(runs["base"]), str(runs["same"]), *extra]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+    running = tmp_path / "running"
+    subprocess.run(["cp", "-r", str(runs["same"]), str(running)], check=True)
+    doc = json.loads((running / "run.json").read_text())
+    (running / "run.json").write_text(json.dumps({**doc, "status": "running"}))
+    command = [sys.executable, "-m", "hwprof", "compare", str(runs["base"]), str(running), "--fail-above", "5%"]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2 and "still being collected" in proc.stdout + proc.stderr, proc.stdout + proc.stderr

@@ -1,0 +1,168 @@
+"""report.html: one self-contained page, rendered from the report's TableSpecs, escaped, opened in a real browser.
+
+The unit tests read the page's text; the slow ones open it in headless Chromium (Debian's `chromium`,
+installed by .ci/run) with every host name mapped to nothing, dump its DOM and take a screenshot.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
+HOSTILE_MODEL = "yolo<script>document.title='pwned'</script>\"'"
+HOSTILE_WEIGHTS = "/tmp/a \"quoted\" 'path'/<img src=x onerror=alert(1)>.pt"
+CHROMIUM = shutil.which("chromium")
+BROWSER_OWN = (".google.com", ".gvt1.com")
+"""Chromium asks Google for the time, accounts and a spelling dictionary whatever the page: the only hosts
+allowed in its net log (each mapped to nothing by --host-resolver-rules: none is reached)."""
+NEEDS_CHROMIUM = pytest.mark.skipif(
+    CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)"
+)
+
+
+def _copy(dest: Path) -> Path:
+    shutil.copytree(FIXTURE, dest, ignore=shutil.ignore_patterns("golden", "README.md"))
+    return dest
+
+
+def _hwprof_report_html(run_dir: Path) -> str:
+    """`hwprof report RUN --format html` as a child process; its stdout (the page's path)."""
+    cmd = [sys.executable, "-m", "hwprof", "report", str(run_dir), "--format", "html"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _make_hostile(run_dir: Path) -> None:
+    """A model name with a script and quotes, weights at a path with quotes and an <img> tag."""
+    path = run_dir / "run.json"
+    doc = json.loads(path.read_text())
+    doc["model"].update(name=HOSTILE_MODEL, weights=HOSTILE_WEIGHTS, random_init=False)
+    path.write_text(json.dumps(doc))
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The fixture run's report.html, written by the command; (run directory, what the command printed)."""
+    run_dir = _copy(tmp_path_factory.mktemp("html") / "run")
+    return run_dir, _hwprof_report_html(run_dir)
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = _copy(tmp_path_factory.mktemp("hostile") / "run")
+    _make_hostile(run_dir)
+    _hwprof_report_html(run_dir)
+    return run_dir
+
+
+def _layer_rows(run_dir: Path) -> int:
+    with open(run_dir / "layers.csv", newline="") as f:
+        return sum(1 for _ in csv.DictReader(f))
+
+
+def _urls(html: str) -> list[str]:
+    """Every src/href/url() in the page that names a network address."""
+    return re.findall(r"""(?:src|href)\s*=\s*["']?\s*(?:https?:)?//[^"'\s>]*|url\(\s*["']?(?:https?:)?//""", html)
+
+
+@pytest.mark.slow
+def test_command_writes_the_page_and_prints_its_path(page: tuple[Path, str]) -> None:
+    run_dir, out = page
+    assert out.strip() == str(run_dir / "report.html")
+    html = (run_dir / "report.html").read_text()
+    assert html.count('<tr id="layer-') == _layer_rows(run_dir) == 23  # the whole layer table, not the top 15
+    assert 'class="sortable"' in html
+    assert html.count('src="data:image/png;base64,') == 4  # the plots, embedded
+    assert _urls(html) == ['href="https://ui.perfetto.dev']  # the one link: how to open the trace
+    assert "trace.pftrace" in html
+    for title in ("pipeline stages (timing pass)", "collector overheads", "findings", "not measured"):
+        assert title in html
+
+
+@pytest.mark.slow
+def test_findings_link_to_layer_rows(page: tuple[Path, str]) -> None:
+    html = (page[0] / "report.html").read_text()
+    links = set(re.findall(r'href="#(layer-\d+)"', html))
+    rows = set(re.findall(r'<tr id="(layer-\d+)"', html))
+    assert links and links <= rows
+
+
+def test_run_values_are_escaped(tmp_path: Path) -> None:
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.render.html import render_html
+    from hwprof.rundir.reader import RunData
+
+    run_dir = _copy(tmp_path / "run")
+    _make_hostile(run_dir)
+    html = render_html(analyse(RunData.load(run_dir)), {}, run_dir)
+    assert "<script>document" not in html and "<img src=x" not in html
+    assert "yolo&lt;script&gt;document.title=&#39;pwned&#39;&lt;/script&gt;&#34;&#39;" in html
+    assert html.count("<script>") == 1  # the page's own sorting script
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--host-resolver-rules=MAP * ~NOTFOUND",  # a request to any host would fail, never leave the machine
+        "--enable-logging=stderr",  # console messages (and errors) as INFO:CONSOLE lines
+        "--disable-background-networking",
+        "--no-first-run",
+        *args,
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+
+
+@pytest.mark.slow
+@NEEDS_CHROMIUM
+def test_chromium_shows_every_layer_with_no_console_error_and_no_request(
+    page: tuple[Path, str], tmp_path: Path
+) -> None:
+    run_dir = page[0]
+    net_log = tmp_path / "net.json"
+    done = _chromium(f"--log-net-log={net_log}", "--dump-dom", (run_dir / "report.html").as_uri())
+    assert done.returncode == 0, done.stderr[-2000:]
+    dom = done.stdout
+    assert dom.count('<tr id="layer-') == _layer_rows(run_dir)
+    assert "CONSOLE" not in done.stderr and "Uncaught" not in done.stderr, done.stderr[-2000:]
+    # every URL the browser asked for (its net log); Chromium's own background calls to Google are not the page's
+    urls = set(re.findall(r'"url":"(https?://[^"/]+)', net_log.read_text()))
+    assert not {u for u in urls if not u.removesuffix(":80").endswith(BROWSER_OWN)}, urls
+
+
+@pytest.mark.slow
+@NEEDS_CHROMIUM
+def test_chromium_screenshot_is_not_blank(page: tuple[Path, str], tmp_path: Path) -> None:
+    shot = tmp_path / "shot.png"
+    done = _chromium("--window-size=1280,900", f"--screenshot={shot}", (page[0] / "report.html").as_uri())
+    assert shot.exists(), done.stderr[-2000:]
+    image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
+    colours = image.getcolors(maxcolors=1 << 20)
+    assert image.size == (1280, 900)
+    assert colours is not None and len(colours) > 16, "a blank or single-colour page"
+
+
+@pytest.mark.slow
+@NEEDS_CHROMIUM
+def test_chromium_shows_hostile_names_as_text(hostile: Path) -> None:
+    done = _chromium("--dump-dom", (hostile / "report.html").as_uri())
+    assert done.returncode == 0, done.stderr[-2000:]
+    dom = done.stdout
+    assert "<title>hwprof report: yolo&lt;script&gt;" in dom  # the script ran not: the title is the text
+    assert dom.count("<script") == 1 and dom.count("<img ") == 4  # the page's script and plots: nothing injected
+    assert "yolo&lt;script&gt;document.title='pwned'&lt;/script&gt;\"'" in dom
+    assert "&lt;img src=x onerror=alert(1)&gt;" in dom

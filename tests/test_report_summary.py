@@ -1,0 +1,73 @@
+"""The report's first screen (render/summary.py) and the "not measured" block grouped by cause (not_measured.py)."""
+
+from __future__ import annotations
+
+import io
+import shutil
+from pathlib import Path
+
+from rich.cells import cell_len
+from rich.console import Console
+
+from hwprof.analysis.run_analysis import analyse
+from hwprof.render.not_measured import grouped_unavailable
+from hwprof.rundir.reader import RunData
+from hwprof.session.finish import report_run
+
+FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
+
+
+def _report(run_dir: Path, width: int) -> list[str]:
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system=None, force_terminal=False, legacy_windows=False)
+    report_run(run_dir, console=console, write=False)
+    return buf.getvalue().splitlines()
+
+
+def test_first_screen_answers_at_80_columns() -> None:
+    lines = _report(FIXTURE, 80)
+    screen = " ".join(" ".join(line.split()) for line in lines[:40])  # wrapped lines joined
+    assert lines[0].startswith("summary of run fx [complete]")
+    for key in ("model ", "host ", "run ", "input ", "speed "):
+        assert any(line.startswith(key) for line in lines[:8]), key
+    assert "forward p50 2,336.0 ms, p90 3,270.5 ms" in screen and "FPS inference 0.43, end to end 0.40" in screen
+    assert "where the time goes: top 5 layers" in screen
+    assert "│ 22 │ Detect │ 566.4 │ 24.2% │ compute │" in screen  # the top layer, with its bound
+    assert "top findings" in screen and "1. forward keeps 0.33 CPUs busy" in screen
+    assert "not measured: perf_events, rapl" in screen
+    assert all(cell_len(line.rstrip()) <= 80 for line in lines)
+    # the long header and the "not measured" block come last
+    assert lines.index("run details") > next(i for i, line in enumerate(lines) if line.startswith("findings"))
+
+
+def test_not_measured_groups_one_cause_per_line(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(FIXTURE, run_dir, ignore=shutil.ignore_patterns("golden", "README.md"))
+    a = analyse(RunData.load(run_dir))
+    gpu = {"status": "unavailable", "reason": "the run is on the CPU (--device cpu)", "fix": "--device cuda"}
+    kineto = {**gpu, "reason": "the run is on the CPU (--device cpu): no CUDA activity to record"}
+    a.unavailable.update({"nvml": dict(gpu), "gpu_kineto": kineto, "cuda_graph": dict(gpu)})
+    lines = grouped_unavailable(a)
+    assert (
+        "nvml, gpu_kineto, cuda_graph",
+        "unavailable",
+        "the run is on the CPU (--device cpu); fix: --device cuda",
+    ) in lines
+    assert [names for names, _, _ in lines].count("rapl") == 1
+    assert lines[-1] == ("papi", "skipped", "not requested for this run")
+
+
+def test_first_column_is_never_cut_at_80_columns() -> None:
+    from hwprof.render.tables import Col, TableSpec, rich_render
+
+    spec = TableSpec(
+        "t",
+        [Col("pass", "left"), Col("cost"), Col("why", "left", max_width=60), Col("extra", priority=1)],
+        [["(between stages)", "1.25x", "w" * 60, "9"], ["kernels", "not resolved [1]", "short", "1"]],
+    )
+    buf = io.StringIO()
+    console = Console(file=buf, width=80, color_system=None, force_terminal=False)
+    console.print(rich_render(spec, console))
+    text = buf.getvalue()
+    assert "(between stages)" in text and "kernels" in text  # the key whole; other columns squeezed first
+    assert all(cell_len(line.rstrip()) <= 80 for line in text.splitlines())
