@@ -72,8 +72,7 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     run = a.doc
     status = a.shown_status or run.status
     out: list[tuple[str, str]] = [("run", f"{run.run_id if run.run_id is not None else '?'} [{status}]")]
-    out += [("warning", w) for w in a.warnings]
-    out += _source_lines(run)
+    out += _source_lines(run)  # the run's warnings lead its summary (render/summary.py), once
     out += program_lines(run)
     if run.model:
         out += _model_lines(run.model, run)
