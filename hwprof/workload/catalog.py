@@ -58,7 +58,9 @@ def describe(name: str, imgsz: int) -> ModelRow:
     return ModelRow(
         name=name,
         family=built.family,
-        weights=f"trained: {trained.what}; {trained.requirement} ({trained.licence})" if trained else "random init",
+        weights=f"trained ({'/'.join(trained.classes)}): {trained.requirement}, {trained.licence}"
+        if trained
+        else "random init",
         layers=len(built.module.model),  # type: ignore[arg-type]
         params=built.params,
         params_fused=built.params_fused,
