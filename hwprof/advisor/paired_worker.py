@@ -32,13 +32,18 @@ from hwprof.schema.advise_result import AdviseResult, AdviseSpec, SideFigures, S
 from hwprof.session.worker_io import progress
 
 if TYPE_CHECKING:
+    import torch
+
     from hwprof.analysis.advice import OutputCheck
 
 PAIRED_MODE = "paired"
 BASELINE_OUTPUT = "baseline-output.pt"
-"""The baseline process's raw output on the first batch (mode "baseline"), in the candidate's work folder: the
+"""The baseline process's raw outputs on the check's batches (mode "baseline"), in the candidate's work folder: the
 reference of a variant that differs by its environment only (an allocator), whose own process cannot hold a
 reference free of that environment."""
+CHECK_IMAGES = 16
+"""The output check's detections are compared on at most this many of the run's images (each a forward of the
+reference and of the variant, outside the timed blocks)."""
 SOLO_ITERATIONS = 4
 
 
@@ -83,24 +88,36 @@ def output_check(
     run_dir: Path | None = None,
     saved: Path | None = None,
 ) -> OutputCheck:
-    """The variant against the fp32 reference on the first batch; `saved`: the baseline process's outputs (on
-    the batch and on its mirror image), the reference of a variant that differs by its environment only."""
+    """The variant against the fp32 reference: the head on the first batch, the detections on each of the run's
+    batches (check_batches); `saved`: the baseline process's outputs (on those batches and on the first one's
+    mirror image), the reference of a variant that differs by its environment only."""
     from hwprof.advisor.output_check import check_output
     from hwprof.workload.outputs import mirrored
 
-    batch = variant.pipeline.sample_batch()
+    batches = check_batches(variant)
+    trained = variant.pipeline.built.weights is not None
     if saved is not None and saved.is_file():
         import torch
 
-        reference_out, other = torch.load(saved, weights_only=True)
-        return check_output(variant.pipeline, reference_out, variant.pipeline, variant.forward(batch), other)
-    ref_config = reference_config(variant.config)
-    if baseline is not None and baseline.config == ref_config:
-        reference = baseline
+        reference_outs, other = torch.load(saved, weights_only=True)
+        reader = variant.pipeline
     else:
-        reference = build_side("reference", ref_config, images, work_dir, run_dir=run_dir)
-    reference_out, other = reference.forward(batch), reference.forward(mirrored(batch))
-    return check_output(reference.pipeline, reference_out, variant.pipeline, variant.forward(batch), other)
+        ref_config = reference_config(variant.config)
+        if baseline is not None and baseline.config == ref_config:
+            reference = baseline
+        else:
+            reference = build_side("reference", ref_config, images, work_dir, run_dir=run_dir)
+        reference_outs, other = [reference.forward(b) for b in batches], reference.forward(mirrored(batches[0]))
+        reader = reference.pipeline
+    outs = [variant.forward(b) for b in batches]
+    more = list(zip(reference_outs[1:], outs[1:], strict=True))
+    return check_output(reader, reference_outs[0], variant.pipeline, outs[0], other, more, trained)
+
+
+def check_batches(side: Side) -> list[torch.Tensor]:
+    """The batches an output check compares: each of the run's images once (at most CHECK_IMAGES, whole batches),
+    or a video's first batch of frames; the first is the one whose head is compared."""
+    return list(side.pipeline.calibration(CHECK_IMAGES).batches())
 
 
 def run(spec: AdviseSpec) -> AdviseResult:
@@ -163,15 +180,15 @@ def run(spec: AdviseSpec) -> AdviseResult:
 
 
 def save_output(side: Side, path: Path) -> None:
-    """The side's raw outputs on the first batch and on its mirror image (the check's input sensitivity), for
-    the variant's process to check against."""
+    """The side's raw outputs on the check's batches and on the first one's mirror image (the check's input
+    sensitivity), for the variant's process to check against."""
     import torch
 
     from hwprof.workload.outputs import mirrored
 
-    batch = side.pipeline.sample_batch()
+    batches = check_batches(side)
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save((side.forward(batch), side.forward(mirrored(batch))), path)
+    torch.save(([side.forward(b) for b in batches], side.forward(mirrored(batches[0]))), path)
 
 
 def solo_forward_ms(side: Side, warmup: int) -> dict[str, float]:

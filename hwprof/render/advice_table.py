@@ -30,6 +30,7 @@ from hwprof.analysis.advice import (
     OutputCheck,
     Speedup,
 )
+from hwprof.analysis.advice_output import MATCH_WORDS
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.render.fmt import ms
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, spec_renderables
@@ -103,20 +104,34 @@ def _setup(row: AdviceRow) -> list[str]:
 
 
 def output_text(check: OutputCheck | None, marked: bool, sep: str = "\n") -> str:
+    """The output check's cell: on a trained model the detections' verdict first (pass with the count matched,
+    or the change), the head's error beside it; elsewhere the head's verdict, the detections, and why they
+    cannot decide."""
     if check is None:
         return CHANGED_MARK if marked else MISSING
     lines = [CHANGED_MARK] if marked else []
-    if check.verdict == BLIND:  # a check that could not have failed is never shown as a pass
-        lines.append(f"BLIND: head does not depend on its input (another input moves it {check.head_sensitivity:.2g})")
-    elif check.head_max_abs == 0:  # an environment change (malloc, OMP) runs the same code on the same input
-        lines += ["head bit-identical", "(same code, same output)"]
-    else:
-        lines.append(f"head max|d| {100 * check.head_relative:.2g}% of range")
-        if check.head_sensitivity:
-            share = 100 * check.head_max_abs / check.head_sensitivity
-            lines.append(f"{check.verdict}: {share:.2g}% of input sens.")
-    lines.append(f"det. {check.detections_reference}->{check.detections}, {check.matched} matched")
+    if check.decides:
+        lines.append(check.detections_text())
+        if check.score_max_abs is not None:
+            lines.append(f"score max|d| {check.score_max_abs:.2g}")
+    lines += _head_lines(check)
+    if not check.decides:
+        lines.append(f"det. {check.detections_reference}->{check.detections}, {check.matched} matched")
+        if check.undecided:
+            lines.append("undecided: " + ("random weights" if check.trained is False else "no detections"))
     return sep.join(lines)
+
+
+def _head_lines(check: OutputCheck) -> list[str]:
+    if check.verdict == BLIND:  # a check that could not have failed is never shown as a pass
+        return [f"BLIND: head does not depend on its input (another input moves it {check.head_sensitivity:.2g})"]
+    if check.head_max_abs == 0:  # an environment change (malloc, OMP) runs the same code on the same input
+        return ["head bit-identical", "(same code, same output)"]
+    lines = [f"head max|d| {100 * check.head_relative:.2g}% of range"]
+    if check.head_sensitivity:
+        share = 100 * check.head_max_abs / check.head_sensitivity
+        lines.append(f"{check.verdict}: {share:.2g}% of input sens.")
+    return lines
 
 
 def _layers(row: AdviceRow, sep: str) -> str:
@@ -212,6 +227,14 @@ def notes(advice: Advice) -> list[str]:
         "setup time / forward time saved; output check: the variant against the fp32 reference, head max|d| over "
         "the head's range, detections after NMS reference->variant"
     )
+    checks = [r.output for r in advice.rows if r.output is not None]
+    if any(c.decides for c in checks):
+        images = max(c.images or 0 for c in checks)
+        out.append(
+            f"the detections decide the output check (a trained model): the variant's boxes on the run's {images} "
+            f"image(s) against the fp32 reference's, matched one to one ({MATCH_WORDS}); a lost, added, relabelled "
+            "or rescored box reads CHANGED OUTPUT, never ranked, whatever its speed"
+        )
     out += advice.notes
     out += [f"{r.key}: {r.pairing_note}" for r in advice.ordered() if r.pairing_note]
     out += [f"{r.key} (a combination) ran: {r.combination}" for r in advice.ordered() if r.combination]

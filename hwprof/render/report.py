@@ -98,6 +98,18 @@ def _source_lines(run: RunDoc) -> list[tuple[str, str]]:
     ]
 
 
+def loaded_weights_text(weights: object) -> str:
+    """What a run loaded (model.json's weights): the file, its format and sha256, and for a trained model fetched
+    by name where it came from and its licence."""
+    if not isinstance(weights, dict):
+        return str(weights)
+    sha = str(weights.get("sha256") or "")
+    digest = f", sha256 {sha[:16]}..." if sha else ""
+    stored = f"stored as {weights.get('dtype')}, loaded as float32"
+    text = f"{weights.get('path')} ({weights.get('format')}, {stored}{digest})"
+    return f"{weights['source']}; loaded from {text}" if weights.get("source") else text
+
+
 def _model_lines(model: ModelDoc, run: RunDoc) -> list[tuple[str, str]]:
     gflops = f"{model.gflops:.2f} GFLOPs" if model.gflops else "GFLOPs not measured"
     shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
@@ -115,7 +127,7 @@ def _model_lines(model: ModelDoc, run: RunDoc) -> list[tuple[str, str]]:
             "may be blind; the compute profile is real, detections are meaningless)"
         )
     else:
-        weights = str(model.weights)
+        weights = loaded_weights_text(model.weights)
     return [
         ("model", f"{model.name} ({model.family}): {model.layers} layers, {params_text}, {gflops} at {shape}"),
         ("weights", weights),

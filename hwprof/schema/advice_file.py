@@ -62,6 +62,12 @@ class OutputCheckDoc(Record):
     raw_sqnr_db: float | None = None
     verdict: str | None = None
     """"pass", "changed" or "blind" (hwprof.schema.runtime_checks.output_verdict)."""
+    trained: bool | None = None
+    """The model had trained weights: its detections decide (absent in advice made before issue 46)."""
+    images: Count | None = None
+    score_max_abs: NonNegative | None = None
+    score_tolerance: NonNegative | None = None
+    decides: bool | None = None
 
 
 @dataclass(kw_only=True)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -36,15 +36,16 @@ BOX_COLOUR = (56, 56, 255)
 TEXT_COLOUR = (255, 255, 255)
 
 
-def draw_detections(image: np.ndarray, detections: Any) -> np.ndarray:
-    """Each box (x1 y1 x2 y2 conf cls rows, in the image's pixels) drawn on `image` with its class and score."""
+def draw_detections(image: np.ndarray, detections: Any, names: Mapping[int, str] | None = None) -> np.ndarray:
+    """Each box (x1 y1 x2 y2 conf cls rows, in the image's pixels) drawn on `image` with its class (its name where
+    `names` has it: a trained model's "Normal") and score."""
     import cv2
 
     rows = detections.detach().cpu().numpy() if hasattr(detections, "detach") else detections
     for x1, y1, x2, y2, conf, cls in rows[:, :6]:
         p1, p2 = (int(x1), int(y1)), (int(x2), int(y2))
         cv2.rectangle(image, p1, p2, BOX_COLOUR, 2, cv2.LINE_AA)
-        label = f"{int(cls)} {conf:.2f}"
+        label = f"{(names or {}).get(int(cls), int(cls))} {conf:.2f}"
         (w, h), base = cv2.getTextSize(label, cv2.FONT_HERSHEY_SIMPLEX, 0.5, 1)
         top = max(p1[1] - h - base, 0)
         cv2.rectangle(image, (p1[0], top), (p1[0] + w, top + h + base), BOX_COLOUR, -1)

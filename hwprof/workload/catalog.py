@@ -15,6 +15,7 @@ from typing import Any
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.hardware.machine import cache_dir
+from hwprof.workload.trained import TRAINED
 from hwprof.workload.zoo import MODEL_NAMES, build_model, meta_flops
 
 StepFn = Callable[[int, int, str], None]
@@ -37,6 +38,8 @@ class ModelRow:
     params_fused: int
     flops: int
     gflops: float
+    weights: str = "random init"
+    """"random init", or a trained model's source (hwprof.workload.trained)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -47,11 +50,17 @@ class ModelRow:
 
 
 def describe(name: str, imgsz: int) -> ModelRow:
-    built = build_model(name)
+    """A model's sizes; a trained one's from its architecture with its class count (the same sizes; nothing is
+    fetched for the list)."""
+    trained = TRAINED.get(name)
+    built = build_model(trained.architecture, nc=len(trained.classes)) if trained else build_model(name)
     flops = meta_flops(built.module, imgsz)
     return ModelRow(
         name=name,
         family=built.family,
+        weights=f"trained ({'/'.join(trained.classes)}): {trained.requirement}, {trained.licence}"
+        if trained
+        else "random init",
         layers=len(built.module.model),  # type: ignore[arg-type]
         params=built.params,
         params_fused=built.params_fused,

@@ -200,7 +200,8 @@ class Pipeline:
         """The boxes drawn on each frame (in place: the frame is not read again)."""
         from hwprof.workload.annotate import draw_detections
 
-        return [draw_detections(im, det) for im, det in zip(images, detections, strict=True)]
+        names = self.built.class_names
+        return [draw_detections(im, det, names) for im, det in zip(images, detections, strict=True)]
 
     def encode(self, images: list[np.ndarray], paths: list[Path]) -> None:
         """The annotated frames written: to the video (encoded), or each image to its own file."""

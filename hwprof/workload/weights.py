@@ -60,6 +60,8 @@ class WeightsInfo:
     fused: bool = False
     """The tensors were the fused form; the returned model has been fused."""
     notes: tuple[str, ...] = ()
+    source: str | None = None
+    """Where the file came from and its licence, for a trained model fetched by name (hwprof.workload.trained)."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -222,8 +224,11 @@ def _load_strict(path: Path, model: nn.Module, state: Mapping[str, torch.Tensor]
     return fused
 
 
-def load_checkpoint(path: Path | str, model_name: str, build: Builder) -> tuple[nn.Module, WeightsInfo]:
-    """The model `build` makes for `model_name`, holding the checkpoint's weights, and what was loaded."""
+def load_checkpoint(
+    path: Path | str, model_name: str, build: Builder, source: str | None = None
+) -> tuple[nn.Module, WeightsInfo]:
+    """The model `build` makes for `model_name`, holding the checkpoint's weights, and what was loaded
+    (`source`: where the file came from, kept in the info)."""
     path = Path(path)
     problem = weights_file_problem(path)
     if problem:
@@ -271,5 +276,6 @@ def load_checkpoint(path: Path | str, model_name: str, build: Builder) -> tuple[
         nc=extracted.nc,
         fused=fused,
         notes=tuple(notes),
+        source=source,
     )
     return model, info

