@@ -78,3 +78,12 @@ def test_bad_input_is_one_line_and_exit_2(runs: dict[str, Path], tmp_path: Path)
     command = [sys.executable, "-m", "hwprof", "compare", str(runs["base"]), str(running), "--fail-above", "5%"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "still being collected" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+
+
+def test_paired_gate_measures_both_configurations_in_one_process(runs: dict[str, Path], tmp_path: Path) -> None:
+    rc, out, verdict, junit = _gate(runs["base"], runs["one_thread"], tmp_path, "--fail-above", "5%", "--paired", "5")
+    assert rc in (0, 1), out[-3000:]
+    assert {f["name"] for f in verdict["figures"]} == {"forward", "iteration"}
+    assert all(f["kind"] == "paired" and f["n"][0] == 5 for f in verdict["figures"])
+    assert "ABBA" in verdict["method"] and any("paired measure took" in n for n in verdict["notes"])
+    assert len(junit.findall("testcase")) == 2
