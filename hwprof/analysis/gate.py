@@ -317,11 +317,16 @@ def method_text(opts: GateOptions) -> str:
     )
 
 
-def _rules(figures: list[Figure], opts: GateOptions) -> str:
-    """What "within" meant for the kinds of figure gated: timed figures and counts have their own thresholds."""
+def _rules(figures: list[Figure], opts: GateOptions, passed: bool = False) -> str:
+    """What failing (or, `passed`, passing) meant for the kinds of figure gated: timed figures and counts have
+    their own thresholds."""
     kinds = {f.kind in TIMED for f in figures}
-    timed = f"timed: resolved slower by more than {opts.fail_above:.1%}"
-    counted = f"callgrind counts: grew by more than {opts.count_threshold:.2%}"
+    if passed:
+        timed = f"timed: whole interval below x{1 + opts.fail_above:.3f}"
+        counted = f"callgrind counts: none grew by more than {opts.count_threshold:.2%}"
+    else:
+        timed = f"timed: resolved slower by more than {opts.fail_above:.1%}"
+        counted = f"callgrind counts: grew by more than {opts.count_threshold:.2%}"
     return "; ".join(text for text, kind in ((timed, True), (counted, False)) if kind in kinds)
 
 
@@ -347,7 +352,7 @@ def verdict_of(
         )
     else:
         outcome, code = PASS, EXIT_PASS
-        line = f"PASS: none of {len(figures)} figures regressed against BASE ({rules.replace('by more', 'by no more')})"
+        line = f"PASS: none of {len(figures)} figures regressed against BASE ({_rules(figures, opts, passed=True)})"
     if any(f.kind == "time" for f in figures):  # paired figures are the forward and the iteration alone
         line += f" ({n_layers} layers gated on time)"
     if notes and any(n.startswith("the runs differ") for n in notes):
