@@ -35,13 +35,15 @@ def _samples(median: float, n: int, seed: int, spread: float = 0.03) -> list[flo
 
 def _run(label: str, seed: int, forward: float = 20.0, layer_scale: dict[str, float] | None = None) -> GateRun:
     scale = layer_scale or {}
-    layers = {
-        f"model.{i}": LayerSamples("Conv", _samples(ms * scale.get(f"model.{i}", 1.0), 20, seed + i), ms / forward)
-        for i, ms in enumerate((6.0, 4.0, 0.1))
-    }
+    forward_ms = _samples(forward, 20, seed)
+    layers = {}
+    for i, ms in enumerate((6.0, 4.0, 0.1)):
+        times = _samples(ms * scale.get(f"model.{i}", 1.0), 20, seed + i)
+        shares = [t / f for t, f in zip(times, forward_ms, strict=True)]
+        layers[f"model.{i}"] = LayerSamples("Conv", times, ms / forward, shares=shares)
     return GateRun(
         label,
-        _samples(forward, 20, seed),
+        forward_ms,
         _samples(forward + 3, 20, seed + 100),
         layers,
         "layers",
@@ -240,3 +242,13 @@ def test_paired_blocks_cancel_a_shift_that_hits_both_sides() -> None:
     assert "paired" in v.line and "8 ABBA blocks" in v.line
     with pytest.raises(GateError, match="fewer than 5 ABBA blocks"):
         judge_paired("A", "B", {"forward": ({0: 1.0, 1: 1.0}, {0: 1.0, 1: 1.0})}, OPTS)
+
+
+def test_layers_judged_on_share_are_free_of_a_whole_process_shift() -> None:
+    base = _run("A", 1)
+    shifted = _run("B", 1, forward=30.0, layer_scale={f"model.{i}": 1.5 for i in range(3)})  # all 1.5x
+    v = judge(base, shifted, OPTS)
+    assert [f.name for f in v.failed] == ["forward"] or {f.name for f in v.failed} == {"forward", "iteration"}
+    assert all(f.kind == "share" for f in v.figures if f.name.startswith("model."))
+    by_ms = judge(base, shifted, GateOptions(fail_above=0.05, layer_stat="ms"))
+    assert {"model.0 Conv", "model.1 Conv"} <= {f.name for f in by_ms.failed}

@@ -21,7 +21,9 @@ from typing import Any
 PASS, FAIL, UNRESOLVED = "pass", "fail", "not resolved"
 PAIRED = "paired"
 """The kind of a figure measured in ABBA blocks of both sides in one process (--paired)."""
-TIMED = ("time", PAIRED)
+SHARE = "share"
+"""The kind of a layer figure judged on its share of forward per iteration (--layer-stat share)."""
+TIMED = ("time", PAIRED, SHARE)
 EXIT_PASS, EXIT_FAIL = 0, 1
 
 MIN_SAMPLES = 5
@@ -49,6 +51,9 @@ class GateOptions:
     """Relative growth of a callgrind count that fails (0.005: 0.5%)."""
     allow_different: bool = False
     """Gate runs of different models, sizes, batches, runtimes or precisions (else refused)."""
+    layer_stat: str = SHARE
+    """Layers judged on their share of forward per iteration (free of a shift of the whole process between
+    the two runs, which the forward answers for) or on their self ms ("ms")."""
     gate_on: str = "both"
     """"time", "counts" (callgrind's alone: a verdict free of the machine's noise) or "both"."""
 
@@ -60,6 +65,8 @@ class LayerSamples:
     """Self time per measured iteration of the run's layer-time pass."""
     share: float | None
     kernel: str = ""
+    shares: list[float] = field(default_factory=list)
+    """Self time / that iteration's forward, per measured iteration of the layer-time pass."""
     """The kernel that ran most of the layer ("" where the run does not record it)."""
 
 
@@ -98,6 +105,11 @@ class Figure:
             return (
                 f"{self.name} (paired): {self.base:.3f} -> {self.new:.3f} ms (medians), median block ratio "
                 f"x{self.ratio:.3f}, CI x{self.low:.3f}-x{self.high:.3f} over {self.n[0]} ABBA blocks"
+            )
+        if self.kind == SHARE:
+            return (
+                f"{self.name}: {self.base:.2%} -> {self.new:.2%} of forward (median share), x{self.ratio:.3f}, "
+                f"CI x{self.low:.3f}-x{self.high:.3f}"
             )
         if self.kind == "time":
             return (
@@ -254,16 +266,18 @@ def check_inputs(base: GateRun, new: GateRun, opts: GateOptions) -> list[str]:
 
 
 def _timed(
-    base: GateRun, new: GateRun, names: list[str]
-) -> list[tuple[str, list[float], list[float], tuple[str, str]]]:
-    """(figure, BASE samples, NEW samples, kernels) of every timed figure both runs have."""
+    base: GateRun, new: GateRun, names: list[str], layer_stat: str
+) -> list[tuple[str, list[float], list[float], tuple[str, str], str]]:
+    """(figure, BASE samples, NEW samples, kernels, kind) of every timed figure both runs have."""
     out = [
-        ("forward", base.forward_ms, new.forward_ms, ("", "")),
-        ("iteration", base.iteration_ms, new.iteration_ms, ("", "")),
+        ("forward", base.forward_ms, new.forward_ms, ("", ""), "time"),
+        ("iteration", base.iteration_ms, new.iteration_ms, ("", ""), "time"),
     ]
     for n in names:
         a, b = base.layers[n], new.layers[n]
-        out.append((f"{n} {a.type}", a.ms, b.ms, (a.kernel, b.kernel)))
+        by_share = layer_stat == SHARE and bool(a.shares) and bool(b.shares)
+        samples = (a.shares, b.shares) if by_share else (a.ms, b.ms)
+        out.append((f"{n} {a.type}", *samples, (a.kernel, b.kernel), SHARE if by_share else "time"))
     return [t for t in out if t[1] and t[2]]
 
 
@@ -274,15 +288,15 @@ def judge(base: GateRun, new: GateRun, opts: GateOptions) -> Verdict:
     tables = [{(n, s.type) for n, s in run.layers.items()} for run in (base, new)]
     if base.identity.get("model") != new.identity.get("model") and tables[0] != tables[1]:
         names, layer_notes = [], ["the runs are of different models whose layer tables differ: no layer is gated"]
-    timed = _timed(base, new, names) if opts.gate_on != "counts" else []
-    few = [f"{name} ({len(a)} and {len(b)})" for name, a, b, _ in timed if min(len(a), len(b)) < MIN_SAMPLES]
+    timed = _timed(base, new, names, opts.layer_stat) if opts.gate_on != "counts" else []
+    few = [f"{name} ({len(a)} and {len(b)})" for name, a, b, *_ in timed if min(len(a), len(b)) < MIN_SAMPLES]
     if few:
         notes.append(f"too few measured iterations to gate on time (fewer than {MIN_SAMPLES}): {', '.join(few)}")
     figures: list[Figure] = []
-    for name, a, b, kernels in timed:
+    for name, a, b, kernels, kind in timed:
         if min(len(a), len(b)) >= MIN_SAMPLES:
             figures.append(time_figure(name, a, b, opts))
-            figures[-1].kernels = kernels
+            figures[-1].kernels, figures[-1].kind = kernels, kind
     n_layers = len(figures) - sum(f.name in ("forward", "iteration") for f in figures)
     figures += count_figures(base, new, opts) if opts.gate_on != "time" else []
     if not figures:
@@ -311,7 +325,9 @@ def method_text(opts: GateOptions) -> str:
         f"timed figures: {opts.confidence:.0%} percentile bootstrap interval ({opts.resamples} resamples, seed "
         f"{opts.seed}) of median(NEW)/median(BASE) over each run's measured iterations; fail when the whole "
         f"interval is above x{1 + opts.fail_above:.3f} (--fail-above {opts.fail_above:.1%}), pass when it is below, "
-        f"not resolved when it straddles; layers gated: share of forward >= {opts.share:.1%}; callgrind counts "
+        f"not resolved when it straddles; layers gated: share of forward >= {opts.share:.1%}, each judged on "
+        f"{'its share of forward per iteration' if opts.layer_stat == SHARE else 'its self ms per iteration'}; "
+        "callgrind counts "
         f"(exact): fail when NEW's count exceeds BASE's by more than {opts.count_threshold:.2%} (counts below "
         f"{COUNT_FLOOR:,} in both runs are not gated)"
     )
@@ -353,7 +369,7 @@ def verdict_of(
     else:
         outcome, code = PASS, EXIT_PASS
         line = f"PASS: none of {len(figures)} figures regressed against BASE ({_rules(figures, opts, passed=True)})"
-    if any(f.kind == "time" for f in figures):  # paired figures are the forward and the iteration alone
+    if any(f.kind in ("time", SHARE) for f in figures):  # paired figures are the forward and the iteration alone
         line += f" ({n_layers} layers gated on time)"
     if notes and any(n.startswith("the runs differ") for n in notes):
         line += "; " + "; ".join(n for n in notes if n.startswith("the runs differ"))

@@ -31,6 +31,13 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
         "--gate-share", metavar="PCT", default="2%", help="layers at or above this share of forward are gated on time"
     )
     g.add_argument(
+        "--layer-stat",
+        choices=("share", "ms"),
+        default="share",
+        help="judge a layer on its share of forward per iteration (default: free of a shift of the whole process "
+        "between the two runs, which the forward answers for) or on its self ms",
+    )
+    g.add_argument(
         "--unresolved",
         choices=("pass", "fail"),
         default="pass",
@@ -96,6 +103,7 @@ def gate_options(args: argparse.Namespace) -> GateOptions | None:
         count_threshold=parse_percent(args.count_threshold, "--count-threshold"),
         allow_different=args.gate_different,
         gate_on=args.gate_on,
+        layer_stat=args.layer_stat,
     )
 
 
