@@ -182,6 +182,7 @@ def gate(base: Run | StrPath, new: Run | StrPath, fail_above: str | float = "5%"
         "gate_different": bool(options.pop("gate_different", False)),
         "gate_on": options.pop("gate_on", "both"),
         "layer_stat": options.pop("layer_stat", "share"),
+        "miss_threshold": options.pop("miss_threshold", None),
     }
     if options:
         raise ValueError(f"gate() got unknown options: {', '.join(sorted(options))}")

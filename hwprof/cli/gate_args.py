@@ -56,6 +56,12 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
         help="callgrind runs: a layer's or the forward's simulated count that grew by more than PCT fails",
     )
     g.add_argument(
+        "--miss-threshold",
+        metavar="PCT",
+        help="callgrind runs: also gate the simulated LLC and L1D load misses, failing a count that grew by more "
+        "than PCT (not gated by default: they move with the memory layout)",
+    )
+    g.add_argument(
         "--gate-on",
         choices=("both", "time", "counts"),
         default="both",
@@ -104,6 +110,7 @@ def gate_options(args: argparse.Namespace) -> GateOptions | None:
         allow_different=args.gate_different,
         gate_on=args.gate_on,
         layer_stat=args.layer_stat,
+        miss_threshold=parse_percent(args.miss_threshold, "--miss-threshold") if args.miss_threshold else None,
     )
 
 
