@@ -245,16 +245,21 @@ def differences(base: GateRun, new: GateRun) -> list[str]:
 REFUSED_DIFFERENCES = ("model", "imgsz", "batch", "runtime", "precision")
 
 
-def check_inputs(base: GateRun, new: GateRun, opts: GateOptions) -> list[str]:
-    """Notes on how the runs differ; GateError where the gate has nothing to compare or the runs differ in
-    what a like-for-like gate needs and --gate-different was not given."""
-    differ = differences(base, new)
+def refuse_differences(differ: list[str], opts: GateOptions) -> None:
+    """GateError where the runs differ in what a like-for-like gate needs and --gate-different was not given."""
     refused = [d for d in differ if d.split()[0] in REFUSED_DIFFERENCES]
     if refused and not opts.allow_different:
         raise GateError(
             f"the runs differ in {'; '.join(refused)}: the gate compares like with like "
             "(pass --gate-different to gate them anyway)"
         )
+
+
+def check_inputs(base: GateRun, new: GateRun, opts: GateOptions) -> list[str]:
+    """Notes on how the runs differ; GateError where the gate has nothing to compare or the runs differ in
+    what a like-for-like gate needs and --gate-different was not given."""
+    differ = differences(base, new)
+    refuse_differences(differ, opts)
     counted = base.counts is not None and new.counts is not None
     if opts.gate_on == "counts" and not counted:
         side, run = ("BASE", base) if base.counts is None else ("NEW", new)

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hwprof.analysis.gate import REFUSED_DIFFERENCES, GateError, GateOptions, GateRun, Verdict, differences
+from hwprof.analysis.gate import GateError, GateOptions, GateRun, Verdict, differences, refuse_differences
 from hwprof.analysis.gate_paired import judge_paired
 from hwprof.core.config import RunConfig
 from hwprof.session.stopping import StopSignals
@@ -39,12 +39,7 @@ def measure_paired(run_dirs: list[Path], blocks: int, opts: GateOptions, stop: S
         raise GateError(f"--paired gates two runs, BASE and NEW (got {len(run_dirs)})")
     base, new = run_config(run_dirs[0], "BASE"), run_config(run_dirs[1], "NEW")
     differ = differences(*(GateRun(str(p), identity=identity(c)) for p, c in zip(run_dirs, (base, new), strict=True)))
-    refused = [d for d in differ if d.split()[0] in REFUSED_DIFFERENCES]
-    if refused and not opts.allow_different:
-        raise GateError(
-            f"the runs differ in {'; '.join(refused)}: the gate compares like with like "
-            "(pass --gate-different to gate them anyway)"
-        )
+    refuse_differences(differ, opts)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hwprof-gate-") as tmp:
         work = Path(tmp)
