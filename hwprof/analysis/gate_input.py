@@ -45,10 +45,11 @@ def layer_samples(data: RunData, a: Analysis) -> tuple[dict[str, LayerSamples], 
         return {}, None
     out = {}
     for stat in a.layers.layers:
-        ms = [ts.times.self_ns[i].get(stat.name, 0) / 1e6 for i in its]
-        if not any(ms):
+        ns = [ts.times.self_ns[i].get(stat.name, 0) for i in its]
+        if not any(ns):
             continue
-        out[stat.name] = LayerSamples(stat.type, ms, stat.share, layer_kernel(a, stat)[0])
+        shares = [n / ts.times.forward_ns[i] for n, i in zip(ns, its, strict=True)]
+        out[stat.name] = LayerSamples(stat.type, [n / 1e6 for n in ns], stat.share, layer_kernel(a, stat)[0], shares)
     return out, ts.source
 
 

@@ -58,9 +58,12 @@ def judge_paired(
     figures = [f for name, (a, b) in sides.items() if (f := paired_figure(name, a, b, opts)) is not None]
     if not figures:
         raise GateError(f"the paired measure finished fewer than {MIN_SAMPLES} ABBA blocks: nothing to gate")
-    notes = [
-        f"paired: BASE's and NEW's configurations measured in one process, {figures[0].n[0]} ABBA blocks (A B B A); "
-        "a figure's ratio is the median of the blocks' NEW/BASE ratios, its interval a bootstrap of that median "
-        "over the blocks"
-    ]
-    return verdict_of(figures, notes, opts, base, new, 0)
+    notes = [f"paired: {figures[0].n[0]} ABBA blocks (A B B A) of BASE's and NEW's configurations in one process"]
+    v = verdict_of(figures, notes, opts, base, new, 0)
+    v.method = (
+        f"paired: BASE's and NEW's configurations in one process, ABBA blocks; per figure the median of the blocks' "
+        f"NEW/BASE ratios with its {opts.confidence:.0%} percentile bootstrap interval ({opts.resamples} resamples "
+        f"of the blocks, seed {opts.seed}); fail when the whole interval is above x{1 + opts.fail_above:.3f} "
+        f"(--fail-above {opts.fail_above:.1%}), pass when it is below, not resolved when it straddles"
+    )
+    return v

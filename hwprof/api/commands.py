@@ -183,11 +183,15 @@ def gate(base: Run | StrPath, new: Run | StrPath, fail_above: str | float = "5%"
         "count_threshold": str(options.pop("count_threshold", "0.5%")),
         "gate_different": bool(options.pop("gate_different", False)),
         "gate_on": options.pop("gate_on", "both"),
+        "layer_stat": options.pop("layer_stat", "share"),
+        "miss_threshold": options.pop("miss_threshold", None),
     }
     if options:
         raise ValueError(f"gate() got unknown options: {', '.join(sorted(options))}")
     if words["unresolved"] not in ("pass", "fail"):
         raise ValueError(f"unresolved must be 'pass' or 'fail' (got {words['unresolved']!r})")
+    if words["layer_stat"] not in ("share", "ms"):
+        raise ValueError(f"layer_stat must be 'share' or 'ms' (got {words['layer_stat']!r})")
     if words["gate_on"] not in ("both", "time", "counts"):
         raise ValueError(f"gate_on must be 'both', 'time' or 'counts' (got {words['gate_on']!r})")
     opts = gate_options(argparse.Namespace(**words, gate_report=None, junit=None, gate_json=None))

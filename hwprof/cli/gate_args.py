@@ -31,6 +31,13 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
         "--gate-share", metavar="PCT", default="2%", help="layers at or above this share of forward are gated on time"
     )
     g.add_argument(
+        "--layer-stat",
+        choices=("share", "ms"),
+        default="share",
+        help="judge a layer on its share of forward per iteration (default: free of a shift of the whole process "
+        "between the two runs, which the forward answers for) or on its self ms",
+    )
+    g.add_argument(
         "--unresolved",
         choices=("pass", "fail"),
         default="pass",
@@ -47,6 +54,12 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
         metavar="PCT",
         default="0.5%",
         help="callgrind runs: a layer's or the forward's simulated count that grew by more than PCT fails",
+    )
+    g.add_argument(
+        "--miss-threshold",
+        metavar="PCT",
+        help="callgrind runs: also gate the simulated LLC and L1D load misses, failing a count that grew by more "
+        "than PCT (not gated by default: they move with the memory layout)",
     )
     g.add_argument(
         "--gate-on",
@@ -96,6 +109,8 @@ def gate_options(args: argparse.Namespace) -> GateOptions | None:
         count_threshold=parse_percent(args.count_threshold, "--count-threshold"),
         allow_different=args.gate_different,
         gate_on=args.gate_on,
+        layer_stat=args.layer_stat,
+        miss_threshold=parse_percent(args.miss_threshold, "--miss-threshold") if args.miss_threshold else None,
     )
 
 

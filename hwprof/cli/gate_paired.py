@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hwprof.analysis.gate import GateError, GateOptions, Verdict
+from hwprof.analysis.gate import GateError, GateOptions, GateRun, Verdict, differences, refuse_differences
 from hwprof.analysis.gate_paired import judge_paired
 from hwprof.core.config import RunConfig
 from hwprof.session.stopping import StopSignals
@@ -38,6 +38,8 @@ def measure_paired(run_dirs: list[Path], blocks: int, opts: GateOptions, stop: S
     if len(run_dirs) != 2:
         raise GateError(f"--paired gates two runs, BASE and NEW (got {len(run_dirs)})")
     base, new = run_config(run_dirs[0], "BASE"), run_config(run_dirs[1], "NEW")
+    differ = differences(*(GateRun(str(p), identity=identity(c)) for p, c in zip(run_dirs, (base, new), strict=True)))
+    refuse_differences(differ, opts)
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="hwprof-gate-") as tmp:
         work = Path(tmp)
@@ -62,4 +64,12 @@ def measure_paired(run_dirs: list[Path], blocks: int, opts: GateOptions, stop: S
         for name, attr in (("forward", "forward_ms"), ("iteration", "iteration_ms"))
     }
     verdict = judge_paired(str(run_dirs[0]), str(run_dirs[1]), sides, opts)  # type: ignore[arg-type]
+    if differ:
+        verdict.line += "; the runs differ in " + "; ".join(differ)
     return verdict, time.monotonic() - started
+
+
+def identity(config: RunConfig) -> dict[str, str]:
+    """What must match for a like-for-like gate, as hwprof.analysis.gate_input has it for a run."""
+    keys = ("model", "imgsz", "batch", "runtime", "precision", "threads")
+    return {key: str(getattr(config, key)) for key in keys}

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from hwprof.analysis.gate import FAIL, PASS, UNRESOLVED, Figure, GateError, GateOptions, Verdict, judge
+from hwprof.analysis.gate import FAIL, PASS, SHARE, TIMED, UNRESOLVED, Figure, GateError, GateOptions, Verdict, judge
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
@@ -41,7 +41,9 @@ def _interval(f: Figure) -> str:
 
 
 def _value(f: Figure, x: float) -> str:
-    return f"{x:.3f} ms" if f.kind == "time" else f"{x:,.0f}"
+    if f.kind == SHARE:
+        return f"{x:.2%} of forward"
+    return f"{x:.3f} ms" if f.kind in TIMED else f"{x:,.0f}"
 
 
 def render_verdict(v: Verdict, console: Console, threshold: float) -> None:
@@ -68,7 +70,7 @@ def verdict_markdown(v: Verdict, threshold: float) -> str:
     rule = "|---|---|---:|---:|---:|---|" + ("---|" if kernels else "")
 
     def row(f: Figure) -> str:
-        name = f.name if f.kind == "time" else f"{f.name} ({f.kind})"
+        name = f.name if f.kind in TIMED else f"{f.name} ({f.kind})"
         text = f"| {name} | {f.outcome} | {_value(f, f.base)} | {_value(f, f.new)} | x{f.ratio:.4f} | {_interval(f)} |"
         if kernels:
             text += f" `{f.kernels[0] or '?'}` -> `{f.kernels[1] or '?'}` |" if any(f.kernels) else " |"
