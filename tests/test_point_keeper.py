@@ -18,11 +18,16 @@ from hwprof.sweep.point_keeper import LOCK, NEW_FOLDER_S, PREFIX, make_scratch, 
 
 CHILD = """
 import signal, sys, time
+import os
+def mark(path, text):  # whole or not at all: the test reads it as soon as it exists
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
 def stop(signum, frame):
-    open(sys.argv[1], "w").write(str(signum))
+    mark(sys.argv[1], str(signum))
     sys.exit(130)
 signal.signal(signal.SIGINT, stop)
-open(sys.argv[2], "w").write("ready")
+mark(sys.argv[2], "ready")
 while True:
     time.sleep(0.1)
 """
