@@ -14,6 +14,7 @@ from typing import Any
 
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
+from hwprof.core.input_shapes import shape_text
 from hwprof.program.scopes import UNTRACED_FIX
 from hwprof.schema.check import RunDirError
 from hwprof.schema.pass_files import LayerEntry, ModelInfo
@@ -61,6 +62,29 @@ class FlopsCollector(Collector):
     def after_workload(self, ctx: PassContext) -> None:
         if ctx.layer_scopes is None and self.tables is None:
             self._count(ctx)
+        if self.summary is not None and ctx.layer_scopes is None:
+            self._count_other_shapes(ctx)
+
+    def _count_other_shapes(self, ctx: PassContext) -> None:
+        """A program's forwards at more than one input shape (detect.py letterboxes each image to its own): the
+        forward's FLOPs at each other shape too, counted on zeros of that shape (FLOPs depend on shapes alone)."""
+        import torch
+        from torch.utils.flop_counter import FlopCounterMode
+
+        assert ctx.pipeline is not None and self.summary is not None
+        sample = ctx.pipeline.sample_batch()
+        at = shape_text(sample.shape)
+        by_shape = {at: int(self.summary.total_flops or 0)}
+        for shape in ctx.bus.inputs.calls:
+            if shape in by_shape:
+                continue
+            dims = [int(n) for n in shape.split("x")]
+            counter = FlopCounterMode(display=False)
+            with counter, torch.inference_mode():
+                ctx.pipeline.model(torch.zeros(dims, dtype=sample.dtype, device=sample.device))
+            by_shape[shape] = int(counter.get_total_flops())
+        if len(by_shape) > 1:
+            self.summary.update(flops_by_shape=by_shape)
 
     def _count(self, ctx: PassContext) -> None:
         """One forward of the sample under FlopCounterMode; the per-layer tables from model.json's rows."""

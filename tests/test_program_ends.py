@@ -128,7 +128,9 @@ def test_two_input_shapes_are_recorded_and_said(shapes: Collected) -> None:
     assert run["passes"]["layers"]["overhead"]["shapes"].startswith("mixed shapes: each of its 2 ABBA blocks")
     text = " ".join(shapes.stdout.split())
     assert "inputs 1x3x64x96 (timing 3, layers 5) · 1x3x64x64 (timing 2, layers 4)" in text
-    assert "(counted at this shape only; the forwards also had 1x3x64x64)" in text
+    flops = run["collectors"]["flops"]["summary"]["flops_by_shape"]  # each shape's forward counted, after the program
+    assert sorted(flops) == ["1x3x64x64", "1x3x64x96"] and flops["1x3x64x64"] < flops["1x3x64x96"]
+    assert f"{flops['1x3x64x64'] / 1e9:.2f} GFLOPs at 1x3x64x64; per-layer figures are at 1x3x64x96)" in text
     assert "layers: mixed shapes:" in text
     assert not {"imgsz", "batch", "extra", "weights"} & set(run["config"])
     found = run["passes"]["layers"]["program"]

@@ -126,6 +126,19 @@ def test_the_header_gives_each_shape_with_its_forwards_per_pass() -> None:
     assert flops_shape_note(run, A) == f" (counted at this shape only; the forwards also had {B})"
 
 
+def test_the_flops_of_each_shape_are_said_where_the_run_counted_them() -> None:
+    from hwprof.schema.run import CollectorEntry
+    from hwprof.schema.summaries_cpu import FlopsSummary
+
+    run = _run({"timing": _pass(_tally([A, B]))})
+    summary = FlopsSummary.of(total_flops=2e9, flops_by_shape={A: 2_000_000_000, B: 1_500_000_000})
+    run.collectors["flops"] = CollectorEntry.of(status="ok", summary=summary)
+    assert (
+        flops_shape_note(run, A)
+        == f" (the forwards had other shapes too: 1.50 GFLOPs at {B}; per-layer figures are at {A})"
+    )
+
+
 def test_one_shape_adds_no_line_whichever_the_workload() -> None:
     for program in (True, False):
         run = _run({"timing": _pass(_tally([A, A]))}, program=program)

@@ -46,6 +46,13 @@ def flops_shape_note(run: RunDoc, at: str) -> str:
     others = [shape for shape in run_shapes(run) if shape != at]
     if not others:
         return ""
+    from hwprof.schema.summaries_cpu import FlopsSummary
+
+    summary = run.entry(FlopsSummary.NAME).summary
+    by_shape = (summary.flops_by_shape if isinstance(summary, FlopsSummary) else None) or {}
+    counted = [f"{by_shape[s] / 1e9:.2f} GFLOPs at {s}" for s in others if isinstance(by_shape.get(s), int | float)]
+    if len(counted) == len(others):
+        return f" (the forwards had other shapes too: {', '.join(counted)}; per-layer figures are at {at})"
     return f" (counted at this shape only; the forwards also had {', '.join(others)})"
 
 

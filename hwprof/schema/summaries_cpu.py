@@ -96,6 +96,9 @@ class FlopsSummary(Summary):
     by_op: JsonObject | None = None
     layers_sum_flops: NonNegative | None = None
     method: str | None = None
+    flops_by_shape: JsonObject | None = None
+    """Input shape ("1x3x320x256") -> the forward's FLOPs at it, where a program's forwards had several shapes
+    (the per-layer tables are at input_shape)."""
 
 
 @dataclass(kw_only=True)
