@@ -183,3 +183,22 @@ def test_run_json_records_the_paper_peak_beside_the_measured_one(monkeypatch: py
     failed = peaks_doc(2, "run.json")
     assert failed.status == "unavailable" and "no torch" in str(failed.reason)
     assert failed.paper is not None and failed.paper.gflops == pytest.approx(256.0)
+
+
+def test_rates_use_the_pass_own_clean_forward_where_the_processes_ran_at_different_speeds() -> None:
+    """The layers pass's clean forward (its forward / its paired cost) 9x the timing pass's: the host's load changed
+    between the processes, so rates are taken against the layers pass's own clean forward (in one process); within
+    1.5x, against the forward the times are scaled to."""
+    from types import SimpleNamespace
+
+    from hwprof.analysis.layer_time import TimeScale
+
+    paired = SimpleNamespace(ratio=1.2)
+    ts = TimeScale("layers", SimpleNamespace(), 1126.0, timing_fwd=104.0, paired=paired)  # type: ignore[arg-type]
+    ts.forward_ms = 104.0
+    assert ts.process_ratio == pytest.approx(1126.0 / 1.2 / 104.0)
+    assert ts.rate_forward_ms == pytest.approx(1126.0 / 1.2) and ts.rates_unscaled
+    ts.source_fwd = 130.0  # clean 108 ms: the same speed, the difference is the hooks' cost
+    assert ts.rate_forward_ms == 104.0 and not ts.rates_unscaled
+    ts.paired = None  # no clean iterations: nothing to tell the processes apart by, the scaled forward stays
+    assert ts.rate_forward_ms == 104.0

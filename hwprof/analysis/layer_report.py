@@ -167,7 +167,9 @@ def layer_stat(
         stat.time_ms = stat.share * ts.forward_ms
         incl = {i: sum(self_ns[i].get(n, 0) for n in [name, *nested]) for i in ts.its}
         stat.time_incl_ms = ts.mean_share(incl) * ts.forward_ms
-    seconds = stat.time_incl_ms / 1e3 if stat.time_incl_ms and not on_gpu else None
+    rate_fwd = ts.rate_forward_ms
+    scaled = stat.time_incl_ms if stat.time_incl_ms and ts.forward_ms and rate_fwd and not on_gpu else None
+    seconds = scaled * rate_fwd / ts.forward_ms / 1e3 if scaled and rate_fwd and ts.forward_ms else None
     stat.gflops_s = achieved_gflops(stat.flops, seconds)
     stat.gbps = achieved_gbps(stat.min_bytes, seconds)
     for attr, metric in COUNTER_METRICS.items():

@@ -24,6 +24,11 @@ HOST_TIME_ON_GPU = (
 )
 
 
+PROCESS_RATIO_LIMIT = 1.5
+"""Two processes whose clean forwards differ by more than this ran at different speeds (the host's load changed
+between them): a layer's rate then comes from its own pass's times (TimeScale.rate_forward_ms)."""
+
+
 @dataclass
 class TimeScale:
     """Where the per-layer times come from and the forward they are scaled to (see the module's docstring)."""
@@ -47,6 +52,30 @@ class TimeScale:
     def mean_share(self, values: Mapping[int, float]) -> float:
         """A layer's mean share of forward over the measured iterations (self ns / that iteration's forward)."""
         return statistics.fmean(values.get(i, 0.0) / self.times.forward_ns[i] for i in self.its)
+
+    @property
+    def process_ratio(self) -> float | None:
+        """The source pass's own clean forward (its forward p50 / its paired cost: the hooks taken out, in its own
+        process) over the timing pass's: how differently fast the two processes ran; None where not measured."""
+        if not (self.timing_fwd and self.source_fwd and self.paired is not None and self.paired.ratio):
+            return None
+        return self.source_fwd / self.paired.ratio / self.timing_fwd
+
+    @property
+    def rate_forward_ms(self) -> float | None:
+        """The forward the layers' GFLOP/s and GB/s are taken against: the one the times are scaled to, unless the
+        two processes ran at speeds more than PROCESS_RATIO_LIMIT apart (their clean forwards compared): then the
+        source pass's own clean forward, so that a rate is one the CPU reached in one process (a host whose load
+        changed between the passes made scaled rates of 3,855 GFLOP/s on a 2-core VM whose probe peaked at 461)."""
+        ratio = self.process_ratio
+        if ratio is not None and not 1 / PROCESS_RATIO_LIMIT <= ratio <= PROCESS_RATIO_LIMIT:
+            assert self.source_fwd is not None and self.paired is not None
+            return self.source_fwd / self.paired.ratio
+        return self.forward_ms
+
+    @property
+    def rates_unscaled(self) -> bool:
+        return self.rate_forward_ms is not None and self.rate_forward_ms != self.forward_ms
 
     @property
     def scale_paired(self) -> bool:
@@ -105,6 +134,12 @@ def time_note(data: RunData, ts: TimeScale, device: str) -> str:
             f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass x "
             f"that pass's forward p50 {ts.source_fwd:.2f} ms: NOT scaled (no clean timing pass), the hooks' "
             "overhead is included"
+        )
+    if ts.rates_unscaled and its:
+        note += (
+            f"; GFLOP/s and GB/s against the {source} pass's own clean forward ({ts.rate_forward_ms:.2f} ms), not the "
+            f"timing pass's: its clean iterations ran {ts.process_ratio:.2f}x the timing pass's forward, so the two "
+            "processes ran at different speeds and a rate scaled across them would be one the CPU never reached"
         )
     if device != "cpu" and its:
         note = f"{HOST_TIME_ON_GPU.format(device=device)}; {note}"
