@@ -163,3 +163,22 @@ def test_an_xdg_cache_home_too_long_for_a_path_is_one_line(command: list[str]) -
     lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("hwprof: error: XDG_CACHE_HOME=/aaa"), lines
     assert "is too long for a path; fix: unset XDG_CACHE_HOME" in lines[0]
+
+
+def test_the_run_records_where_its_peaks_are_cached_and_the_report_says_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hwprof.hardware import machine
+    from hwprof.session.run_doc import peaks_doc
+
+    monkeypatch.setenv("XDG_CACHE_HOME", f"{tmp_path}/missing/../cache")
+
+    def no_probe(threads: int) -> None:
+        raise RuntimeError("not measured in this test")
+
+    monkeypatch.setattr(machine, "measure_peaks", no_probe)
+    doc = peaks_doc(2, "run.json")
+    assert doc.status == "unavailable"
+    assert doc.cache_file is not None and doc.cache_file.startswith(f"{tmp_path}/cache/hwprof/peaks-")
+    assert doc.cache_file.endswith(f"(XDG_CACHE_HOME={tmp_path}/missing/../cache read as {tmp_path}/cache)")
+    assert not (tmp_path / "missing").exists()

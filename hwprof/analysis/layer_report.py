@@ -169,7 +169,10 @@ def layer_stat(
         stat.time_incl_ms = ts.mean_share(incl) * ts.forward_ms
     rate_fwd = ts.rate_forward_ms
     scaled = stat.time_incl_ms if stat.time_incl_ms and ts.forward_ms and rate_fwd and not on_gpu else None
-    seconds = scaled * rate_fwd / ts.forward_ms / 1e3 if scaled and rate_fwd and ts.forward_ms else None
+    if scaled and rate_fwd and ts.forward_ms:
+        seconds = (scaled if rate_fwd == ts.forward_ms else scaled * rate_fwd / ts.forward_ms) / 1e3
+    else:
+        seconds = None
     stat.gflops_s = achieved_gflops(stat.flops, seconds)
     stat.gbps = achieved_gbps(stat.min_bytes, seconds)
     for attr, metric in COUNTER_METRICS.items():

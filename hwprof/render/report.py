@@ -84,6 +84,8 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     out.append(_config_line(run))
     out += input_lines(run)
     out.append(_peaks_line(a))
+    if run.peaks is not None and run.peaks.cache_file:
+        out.append(("cache", run.peaks.cache_file))
     return out
 
 

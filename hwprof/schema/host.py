@@ -105,6 +105,8 @@ class PeaksDoc(Record):
     gflops_spread: list[Any] | None = None
     """[lowest, highest] of the winning compute probe's samples."""
     gbps_spread: list[Any] | None = None
+    cache_file: str | None = None
+    """Where the collecting host keeps (or would keep) these peaks, and how $XDG_CACHE_HOME was read there."""
     version: int | None = None
     ridge_flop_per_byte: NonNegative | None = None
     busy_host: bool | None = None

@@ -88,4 +88,9 @@ def peaks_doc(threads: int, where: str) -> PeaksDoc:
             "reason": f"measuring the peaks failed: {type(exc).__name__}: {exc}",
             "fix": "hwprof doctor --peaks --force",
         }
-    return PeaksDoc.from_json(json_value({**peaks, "paper": paper}), where, "peaks.")
+    from hwprof.core.envvars import cache_note
+    from hwprof.hardware.machine import cache_path
+
+    note = cache_note()
+    cache = f"{cache_path(threads)}" + (f" ({note})" if note else "")
+    return PeaksDoc.from_json(json_value({**peaks, "paper": paper, "cache_file": cache}), where, "peaks.")
