@@ -11,14 +11,13 @@ after every candidate, so a stop keeps every row finished.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from hwprof.advisor.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
+from hwprof.advisor.facts import cpus_busy, run_facts
 from hwprof.advisor.process_env import env_not_taken
 from hwprof.advisor.program_budget import (
     Budget,
@@ -45,7 +44,6 @@ from hwprof.analysis.advice_output import undecided_note
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.analysis.program_candidates import program_candidates, program_facts
 from hwprof.core.config import RunConfig
-from hwprof.hardware.malloc_libs import find_malloc_libs
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch
 from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
@@ -98,40 +96,6 @@ class AdvisePlan:
         """The single levers first, then the combinations (a second round: their parts measured first)."""
         ready = [c for c in self.candidates if not c.blocked]
         return [c for c in ready if not c.parts] + [c for c in ready if c.parts]
-
-
-def run_facts(
-    data: RunData,
-    config: RunConfig,
-    cpus_busy: float | None,
-    malloc_libs: Callable[[], dict[str, str]] = find_malloc_libs,
-) -> RunFacts:
-    """What the candidates depend on; `malloc_libs`: where this host's replacement mallocs are (tests inject)."""
-    flags = data.doc.host.isa_flags
-    missing = {
-        r: f"{r} is not installed; fix: pip install {r}"
-        for r in ("onnxruntime", "openvino")
-        if importlib.util.find_spec(r) is None
-    }
-    return RunFacts(
-        config.runtime,
-        config.precision,
-        config.device,
-        config.channels_last,
-        config.threads,
-        config.batch,
-        tuple(flags) if flags is not None else None,
-        cpus_busy,
-        missing,
-        malloc_libs(),
-    )
-
-
-def cpus_busy(analysis: Any) -> float | None:
-    """The forward's time-weighted CPUs busy over its top-level layers (task-clock / wall), as the threads finding."""
-    rows = [r for r in analysis.layers.top_level if r.cpus is not None and r.share]
-    total = sum(r.share for r in rows)
-    return sum(r.cpus * r.share for r in rows) / total if total else None
 
 
 def plan_advice(

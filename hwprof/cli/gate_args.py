@@ -49,6 +49,11 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples per timed figure")
     g.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (the verdict is reproducible)")
+    _add_count_and_output_args(g)
+
+
+def _add_count_and_output_args(g: argparse._ArgumentGroup) -> None:
+    """The gate's callgrind, paired and output options."""
     g.add_argument(
         "--count-threshold",
         metavar="PCT",
