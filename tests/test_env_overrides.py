@@ -182,3 +182,12 @@ def test_the_run_records_where_its_peaks_are_cached_and_the_report_says_it(
     assert doc.cache_file is not None and doc.cache_file.startswith(f"{tmp_path}/cache/hwprof/peaks-")
     assert doc.cache_file.endswith(f"(XDG_CACHE_HOME={tmp_path}/missing/../cache read as {tmp_path}/cache)")
     assert not (tmp_path / "missing").exists()
+
+
+def test_a_relative_xdg_cache_home_is_ignored_with_a_warning(tmp_path: Path) -> None:
+    env = {**os.environ, "XDG_CACHE_HOME": "relcache", "HOME": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "hwprof", "models"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines()[0] == (
+        "warning: XDG_CACHE_HOME=relcache ignored: the XDG Base Directory spec says a relative path is invalid"
+    )

@@ -353,6 +353,11 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     from hwprof.core.envvars import COLLECTING, check_environment
 
     check_environment(COLLECTING if args.command in ENV_COMMANDS else ())  # XDG_CACHE_HOME for every command
+    from hwprof.core.envvars import cache_note
+
+    note = cache_note()
+    if note is not None and "ignored" in note:
+        print(f"warning: {note}", file=sys.stderr)
     return COMMANDS[args.command](args, console)
 
 
