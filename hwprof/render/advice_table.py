@@ -76,7 +76,7 @@ def speedups(row: AdviceRow, sep: str = "\n") -> str:
     lines = []
     if f is not None and not row.resolved:  # its figure is no speed-up: it stands in the row's note (measured_text)
         method = METHOD_SHORT.get(f.method, f.method)
-        return sep.join(["not resolved", f"({method};", "measured ratio", "in note)", *_setup(row)])
+        return sep.join(["not resolved", f"({method})", "ratio: see note", *_setup(row)])
     if f is not None or e2e is not None:
         lines += [speedup_text(f, sep, "fwd "), _forward_ms(row, sep)] if f is not None else ["fwd " + MISSING]
         lines.append(speedup_text(e2e, sep, "e2e ") if e2e is not None else "e2e " + MISSING)
