@@ -86,7 +86,8 @@ def test_the_named_layers_are_shown_even_when_others_moved_more() -> None:
     before = {0: ("Conv", 30.0), 1: ("Conv", 20.0), 2: ("Conv", 10.0), 3: ("Cat", 5.0), 4: ("Conv", 8.0)}
     after = {0: 29.5, 1: 10.0, 2: 4.0, 3: 1.0, 4: 2.0}
     rows = top_layer_deltas(before, after, keep=(0,))
-    assert [r.index for r in rows] == [0, 1, 2, 4]
+    assert [r.index for r in rows] == [0, 1, 2]  # the named one, then the two that moved most: 3 in all
+    assert [r.index for r in top_layer_deltas(before, after, keep=(0, 3, 4, 2))] == [0, 3, 1]  # at most n - 1 named
     assert (rows[0].before_ms, rows[0].after_ms) == (30.0, 29.5)
 
 

@@ -145,12 +145,12 @@ class LayerDelta:
 def top_layer_deltas(
     before: dict[int, tuple[str, float]], after: dict[int, float], n: int = 3, keep: tuple[int, ...] = ()
 ) -> list[LayerDelta]:
-    """The layers in `keep` (those the candidate's finding names), in its order, then the n layers whose time
-    moved most (either way), largest |delta| first."""
+    """n layers: the first of those in `keep` (the layers the candidate's finding names, in its order: at most
+    n - 1, a finding can name many), then the layers whose time moved most (either way), largest |delta| first."""
     rows = [LayerDelta(i, t, ms, after[i]) for i, (t, ms) in before.items() if i in after]
-    named = [r for i in keep for r in rows if r.index == i]
+    named = [r for i in keep for r in rows if r.index == i][: max(n - 1, 0)]
     moved = [r for r in sorted(rows, key=lambda r: -abs(r.delta_ms)) if r.index not in keep]
-    return named + moved[:n]
+    return named + moved[: n - len(named)]
 
 
 @dataclass
