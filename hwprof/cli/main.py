@@ -43,10 +43,11 @@ def cmd_trace(args: argparse.Namespace, console: Console) -> int:
 
     out: Path | None = args.out
     try:  # the report's reading and checks, every file it reads: a run `report` refuses is refused here too
-        analyse(RunData.load(args.run_dir))
+        data = RunData.load(args.run_dir)
+        analyse(data)
     except (ValueError, OSError) as exc:
         raise RunDirError(f"{exc}{_set_aside_trace(args.run_dir) if out is None else ''}") from exc
-    if write_trace(args.run_dir, console, out=out):
+    if write_trace(args.run_dir, console, data=data, out=out):
         return 0
     if out is None:
         console.print(_set_aside_trace(args.run_dir).removeprefix("; ") or "no trace.pftrace written", highlight=False)
