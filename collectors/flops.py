@@ -67,24 +67,32 @@ class FlopsCollector(Collector):
 
     def _count_other_shapes(self, ctx: PassContext) -> None:
         """A program's forwards at more than one input shape (detect.py letterboxes each image to its own): the
-        forward's FLOPs at each other shape too, counted on zeros of that shape (FLOPs depend on shapes alone)."""
+        forward's FLOPs at each other shape too, and each top-level layer's, counted on zeros of that shape
+        (FLOPs depend on shapes alone)."""
         import torch
         from torch.utils.flop_counter import FlopCounterMode
 
-        assert ctx.pipeline is not None and self.summary is not None
+        assert ctx.pipeline is not None and self.summary is not None and self.tables is not None
         sample = ctx.pipeline.sample_batch()
         at = shape_text(sample.shape)
         by_shape = {at: int(self.summary.total_flops or 0)}
+        top_level = {k: int(v["flops"]) for k, v in self.tables.layers.items() if k.count(".") == 1 and "flops" in v}
+        by_layer: dict[str, dict[str, int]] = {at: top_level}
         for shape in ctx.bus.inputs.calls:
             if shape in by_shape:
                 continue
             dims = [int(n) for n in shape.split("x")]
-            counter = FlopCounterMode(display=False)
+            counter = FlopCounterMode(display=False, depth=3)  # Root.model.N
             with counter, torch.inference_mode():
                 ctx.pipeline.model(torch.zeros(dims, dtype=sample.dtype, device=sample.device))
             by_shape[shape] = int(counter.get_total_flops())
+            by_layer[shape] = {
+                key: int(sum(ops.values()))
+                for path, ops in counter.get_flop_counts().items()
+                if (key := _layer_key(path)) is not None and key.count(".") == 1
+            }
         if len(by_shape) > 1:
-            self.summary.update(flops_by_shape=by_shape)
+            self.summary.update(flops_by_shape=by_shape, layer_flops_by_shape=by_layer)
 
     def _count(self, ctx: PassContext) -> None:
         """One forward of the sample under FlopCounterMode; the per-layer tables from model.json's rows."""

@@ -135,3 +135,30 @@ def test_what_a_program_run_cannot_check_is_one_line_not_a_failure(runs: Runs) -
     assert len(lines) == 1 and "plain model(x) loop" in lines[0], runs.report[:3000]
     model = json.loads((runs.out / "passes" / "timing" / "model.json").read_text())
     assert model["layers"][0]["in_shapes"] == [model["input_shape"]]  # recorded from the program's own call
+
+
+def test_layer_rows_are_given_per_input_shape(runs: Runs) -> None:
+    """detect.py letterboxes bus and zidane to different shapes: each top-level layer gets its time and FLOPs at
+    each shape (the layer table's one median mixes them), from the iterations the pass's tally filed under it."""
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.rundir.reader import RunData
+
+    doc = run_doc(runs.out)
+    inputs = doc["passes"]["layers"]["inputs"]
+    assert len(inputs["shapes"]) == 2, inputs
+    view = analyse(RunData.load(runs.out)).layer_shapes
+    assert view is not None and view.time_pass == "layers"
+    assert view.shapes == list(inputs["shapes"])
+    assert view.iterations == {s: list(inputs["measured"].values()).count(s) for s in view.shapes}
+    by_shape = doc["collectors"]["flops"]["summary"]["flops_by_shape"]
+    model = json.loads((runs.out / "passes" / "layers" / "model.json").read_text())
+    top_level = [row for row in model["layers"] if row["name"].count(".") == 1]
+    for shape in view.shapes:
+        timed = [layer.cells[shape] for layer in view.layers if layer.cells[shape].ms is not None]
+        assert len(timed) == len(view.layers) == len(top_level)  # every top-level layer timed at every shape
+        assert all(layer.cells[shape].flops is not None for layer in view.layers)
+        layer_flops = sum(layer.cells[shape].flops or 0 for layer in view.layers)
+        assert 0.9 * by_shape[shape] < layer_flops <= by_shape[shape], (shape, layer_flops, by_shape)
+    small, big = sorted(view.shapes, key=lambda s: by_shape[s])
+    assert by_shape[small] < by_shape[big]  # the shapes differ in work, so one median of both is neither's
+    assert "layers by input shape" in runs.report and "the forwards had 2 input shapes" in runs.report

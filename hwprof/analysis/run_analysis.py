@@ -11,6 +11,7 @@ from hwprof.analysis.finding import Finding
 from hwprof.analysis.findings import findings
 from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
 from hwprof.analysis.layer_report import build_layer_report
+from hwprof.analysis.layer_shapes import LayerShapes, layer_shapes
 from hwprof.analysis.layer_stats import LayerReport
 from hwprof.analysis.overhead import Overheads, overheads
 from hwprof.analysis.roofline import COMPUTE, MEMORY
@@ -82,6 +83,8 @@ class Analysis:
     collect says so); "" = run.json's."""
     whole_program: WholeProgram | None = None
     """A user's program that called no model: its whole run's figures (None for any other run)."""
+    layer_shapes: LayerShapes | None = None
+    """The top-level layers per input shape, where the time pass's forwards had more than one."""
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:
@@ -168,6 +171,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         data.doc,
         data.shown_status,
         whole_program(data),
+        layer_shapes(data, layers),
     )
 
 

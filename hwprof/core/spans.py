@@ -177,20 +177,25 @@ def forward_p50(spans: Iterable[SpanTime]) -> float | None:
 
 def layer_self_ns(spans: Iterable[SpanTime]) -> dict[str, list[int]]:
     """name -> self (exclusive) ns per measured iteration for layer spans (children subtracted)."""
-    layer_spans = [s for s in spans if s.kind == "layer" and is_measured(s)]
     out: dict[str, list[int]] = defaultdict(list)
+    for span, self_ns in layer_self_spans(spans):
+        out[span.name].append(self_ns)
+    return dict(out)
+
+
+def layer_self_spans(spans: Iterable[SpanTime]) -> Iterator[tuple[SpanTime, int]]:
+    """Each measured layer span with its self (exclusive) ns: its duration less its child layers'."""
     stack: list[tuple[SpanTime, list[int]]] = []
-    for s in layer_spans:
+    for s in (s for s in spans if s.kind == "layer" and is_measured(s)):
         while stack and stack[-1][0].end_ns <= s.start_ns:
             done, child = stack.pop()
-            out[done.name].append(done.dur_ns - child[0])
+            yield done, done.dur_ns - child[0]
         if stack:
             stack[-1][1][0] += s.dur_ns
         stack.append((s, [0]))
     while stack:
         done, child = stack.pop()
-        out[done.name].append(done.dur_ns - child[0])
-    return dict(out)
+        yield done, done.dur_ns - child[0]
 
 
 @dataclass(frozen=True, slots=True)

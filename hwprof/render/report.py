@@ -26,6 +26,7 @@ from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
 from hwprof.render.input_lines import flops_shape_note, input_lines
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
+from hwprof.render.layer_shapes import layer_shapes_spec
 from hwprof.render.not_measured import grouped_unavailable
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.program_lines import program_lines
@@ -242,6 +243,7 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
         whole_program_spec(a),
         stages_spec(a),
         gpu_main_layers_spec(a, top) or layers_spec(a, top),
+        layer_shapes_spec(a, top),
         rankings_spec(a),
         types_spec(a),
         runtime_layers_spec(a),

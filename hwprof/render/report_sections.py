@@ -182,6 +182,11 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
             )
     else:
         notes.append(f"per-layer time: {rep.missing['time'].short()}")
+    if a.layer_shapes is not None:
+        notes.append(
+            f"the forwards had {len(a.layer_shapes.shapes)} input shapes: times here are medians over all of them; "
+            "per shape in the next table"
+        )
     notes.append("AI = FLOPs / minimum bytes (activations in + out + weights): an upper bound on the real intensity")
     if a.doc.entry("callgrind").ran:
         notes.append(

@@ -99,6 +99,8 @@ class FlopsSummary(Summary):
     flops_by_shape: JsonObject | None = None
     """Input shape ("1x3x320x256") -> the forward's FLOPs at it, where a program's forwards had several shapes
     (the per-layer tables are at input_shape)."""
+    layer_flops_by_shape: JsonObject | None = None
+    """Input shape -> top-level layer ("model.7") -> its FLOPs at that shape, beside flops_by_shape."""
 
 
 @dataclass(kw_only=True)

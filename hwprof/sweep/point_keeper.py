@@ -168,10 +168,20 @@ def start_detached(work: Path, command: list[str], **popen: Any) -> DetachedKeep
     env, pass_fds, ... of the keeper, which the collect inherits)."""
     keeper = [sys.executable, "-P", "-m", "hwprof.sweep.point_keeper", str(os.getpid()), str(work), "--"]
     subprocess.Popen([*keeper, *command], start_new_session=True, **popen).wait()
-    pid_file, end = work / PID_FILE, time.monotonic() + 30
+    found = keeper_of(work)
+    if found is None:
+        raise RuntimeError(f"the point's keeper did not start ({work / PID_FILE} never came)")
+    return found
+
+
+def keeper_of(work: Path, wait_s: float = 30.0) -> DetachedKeeper | None:
+    """The keeper of scratch folder `work` once it has written its pid (up to wait_s), else None. Also how a
+    task interrupted while its keeper was starting finds the keeper to stop: the keeper's collect would
+    otherwise run on, recreate the folder the task removed, and linger there for as long as the worker lives."""
+    pid_file, end = work / PID_FILE, time.monotonic() + wait_s
     while not (pid_file.exists() and pid_file.read_text().strip()):
         if time.monotonic() > end:
-            raise RuntimeError(f"the point's keeper did not start ({pid_file} never came)")
+            return None
         time.sleep(0.05)
     return DetachedKeeper(int(pid_file.read_text()), work)
 

@@ -29,6 +29,7 @@ from hwprof.sweep.point_keeper import (
     KILL_GRACE_S,
     STOP_GRACE_S,
     DetachedKeeper,
+    keeper_of,
     make_scratch,
     remove_stale,
     start_detached,
@@ -36,6 +37,7 @@ from hwprof.sweep.point_keeper import (
 )
 from hwprof.sweep.run import collect_command
 
+LOG = "collect.log"
 POLL_S = 1.0
 """How often a running point asks the sweep's control actor whether to stop."""
 
@@ -169,40 +171,49 @@ def run_point(
 
     node_id = ray.get_runtime_context().get_node_id()
     started_at = time.time()
-    work, lock_fd = make_scratch(key)
-    try:
+    work, lock_fd = None, -1
+    try:  # a cancel (KeyboardInterrupt) may come at any line, the first included
+        work, lock_fd = make_scratch(key)
         cleaned = remove_stale(work.parent, keep=work)
         if control is not None and ray.get(control.put.remote(PointStarted(key, node_id, platform.node(), started_at))):
             return PointReturn(key, node_id, platform.node(), None, b"", b"", 0, 0, 0.0, 0.0, started_at, time.time(),
                                stopped=True, cleaned=cleaned)  # fmt: skip
         run_dir = work / point.name
-        log_path = work / "collect.log"
         t0 = time.monotonic()
-        with open(log_path, "wb") as log:
-            # Ray kills the worker's process group, and its children, with it: the keeper must be neither
-            keeper = start_detached(
-                work,
-                collect_command(point, run_dir, shared),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=_collect_env(),
-                pass_fds=(lock_fd,),
-            )
-            try:
-                code, stopped = _wait(ray, keeper, control, timeout_s)
-            except BaseException:  # ray.cancel raises KeyboardInterrupt here: stop the collect, then go
-                stop_gently(keeper, STOP_GRACE_S + KILL_GRACE_S)
-                raise
+        code, stopped = _collect(ray, work, lock_fd, collect_command(point, run_dir, shared), control, timeout_s)
         collect_s = time.monotonic() - t0
         t1 = time.monotonic()
         archive, files, size = pack(run_dir) if run_dir.is_dir() else (b"", 0, 0)
         return PointReturn(
-            key, node_id, platform.node(), code, log_path.read_bytes(), archive, files, size, collect_s,
+            key, node_id, platform.node(), code, (work / LOG).read_bytes(), archive, files, size, collect_s,
             time.monotonic() - t1, started_at, time.time(), stopped=stopped, cleaned=cleaned,
         )  # fmt: skip
     finally:
-        shutil.rmtree(work, ignore_errors=True)
-        os.close(lock_fd)
+        if work is not None:
+            shutil.rmtree(work, ignore_errors=True)
+        if lock_fd >= 0:
+            os.close(lock_fd)
+
+
+def _collect(
+    ray: Any, work: Path, lock_fd: int, command: list[str], control: Any | None, timeout_s: float | None
+) -> tuple[int | None, bool]:
+    """Run the point's collect under its keeper; (exit status, stopped by the sweep) as _wait gives them.
+    Interrupted anywhere (ray.cancel raises KeyboardInterrupt in the task), the keeper is stopped first,
+    found through its pid file when the interrupt came while it was starting."""
+    keeper: DetachedKeeper | None = None
+    with open(work / LOG, "wb") as log:
+        try:
+            # Ray kills the worker's process group, and its children, with it: the keeper must be neither
+            keeper = start_detached(
+                work, command, stdout=log, stderr=subprocess.STDOUT, env=_collect_env(), pass_fds=(lock_fd,)
+            )
+            return _wait(ray, keeper, control, timeout_s)
+        except BaseException:
+            keeper = keeper or keeper_of(work)
+            if keeper is not None:
+                stop_gently(keeper, STOP_GRACE_S + KILL_GRACE_S)
+            raise
 
 
 def describe_node(wanted: dict[str, str]) -> dict[str, Any]:
