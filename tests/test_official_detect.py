@@ -141,12 +141,14 @@ def test_layer_rows_are_given_per_input_shape(runs: Runs) -> None:
     """detect.py letterboxes bus and zidane to different shapes: each top-level layer gets its time and FLOPs at
     each shape (the layer table's one median mixes them), from the iterations the pass's tally filed under it."""
     from hwprof.analysis.run_analysis import analyse
+    from hwprof.render.export import summary_dict
     from hwprof.rundir.reader import RunData
 
     doc = run_doc(runs.out)
     inputs = doc["passes"]["layers"]["inputs"]
     assert len(inputs["shapes"]) == 2, inputs
-    view = analyse(RunData.load(runs.out)).layer_shapes
+    analysis = analyse(RunData.load(runs.out))
+    view = analysis.layer_shapes
     assert view is not None and view.time_pass == "layers"
     assert view.shapes == list(inputs["shapes"])
     assert view.iterations == {s: list(inputs["measured"].values()).count(s) for s in view.shapes}
@@ -162,3 +164,5 @@ def test_layer_rows_are_given_per_input_shape(runs: Runs) -> None:
     small, big = sorted(view.shapes, key=lambda s: by_shape[s])
     assert by_shape[small] < by_shape[big]  # the shapes differ in work, so one median of both is neither's
     assert "layers by input shape" in runs.report and "the forwards had 2 input shapes" in runs.report
+    exported = summary_dict(analysis)["layers_by_shape"]
+    assert exported["shapes"] == view.shapes and len(exported["layers"]) == len(top_level)

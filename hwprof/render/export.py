@@ -164,6 +164,8 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
     }
     if a.gpu is not None:
         out["gpu"] = _gpu_json(cfg, a.gpu)
+    if a.layer_shapes is not None:
+        out["layers_by_shape"] = asdict(a.layer_shapes)
     return dict(_clean(out))
 
 
