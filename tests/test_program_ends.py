@@ -130,7 +130,7 @@ def test_two_input_shapes_are_recorded_and_said(shapes: Collected) -> None:
     assert "inputs 1x3x64x96 (timing 3, layers 5) · 1x3x64x64 (timing 2, layers 4)" in text
     flops = run["collectors"]["flops"]["summary"]["flops_by_shape"]  # each shape's forward counted, after the program
     assert sorted(flops) == ["1x3x64x64", "1x3x64x96"] and flops["1x3x64x64"] < flops["1x3x64x96"]
-    assert f"{flops['1x3x64x64'] / 1e9:.2f} GFLOPs at 1x3x64x64; per-layer figures are at 1x3x64x96)" in text
+    assert f"{flops['1x3x64x64'] / 1e9:.2f} GFLOPs at 1x3x64x64; the layer table's FLOPs are at 1x3x64x96" in text
     assert "layers: mixed shapes:" in text
     assert not {"imgsz", "batch", "extra", "weights"} & set(run["config"])
     found = run["passes"]["layers"]["program"]

@@ -135,7 +135,7 @@ def test_the_flops_of_each_shape_are_said_where_the_run_counted_them() -> None:
     run.collectors["flops"] = CollectorEntry.of(status="ok", summary=summary)
     assert (
         flops_shape_note(run, A)
-        == f" (the forwards had other shapes too: 1.50 GFLOPs at {B}; per-layer figures are at {A})"
+        == f" (the forwards had other shapes too: 1.50 GFLOPs at {B}; the layer table's FLOPs are at {A})"
     )
 
 

@@ -52,7 +52,10 @@ def flops_shape_note(run: RunDoc, at: str) -> str:
     by_shape = (summary.flops_by_shape if isinstance(summary, FlopsSummary) else None) or {}
     counted = [f"{by_shape[s] / 1e9:.2f} GFLOPs at {s}" for s in others if isinstance(by_shape.get(s), int | float)]
     if len(counted) == len(others):
-        return f" (the forwards had other shapes too: {', '.join(counted)}; per-layer figures are at {at})"
+        layers = run.passes.get("layers")
+        per_shape = layers is not None and layers.inputs is not None and layers.inputs.mixed
+        where = ', every shape\'s in "layers by input shape"' if per_shape else ""
+        return f" (the forwards had other shapes too: {', '.join(counted)}; the layer table's FLOPs are at {at}{where})"
     return f" (counted at this shape only; the forwards also had {', '.join(others)})"
 
 
