@@ -626,6 +626,11 @@ def test_real_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "max |Δ| head" in text and "onnxruntime" in text
     c = compare_runs([out / "yolov8n-t1-b1", out / "yolov8n-onnxruntime-int8-t1-b1"])
     assert c.layers is not None and c.runs[1].output_diff is not None
+    # the same table as one page, its plot embedded: a row per point (Chromium opens it in test_tables_html.py)
+    page = (out / "sweep.html").read_text()
+    assert f"page: {out / 'sweep.html'}" in text
+    assert page.count("<tr>") == 1 + len(rows) and all(name in page for name in rows)
+    assert page.count('src="data:image/png;base64,') == int((out / "sweep.png").exists())
 
 
 def test_a_point_without_threads_uses_its_nodes_own(tmp_path: Path) -> None:

@@ -204,6 +204,13 @@ def add_sweep_args(sweep: argparse.ArgumentParser) -> None:
     collect options after --."""
     sweep.add_argument("--models", type=csv_list, default=[])
     sweep.add_argument(
+        "--format",
+        choices=("rich", "markdown", "html"),
+        default="rich",
+        help="the table printed at the end: terminal (rich), markdown, or html (only the path of OUT/sweep.html, "
+        "which every sweep writes)",
+    )
+    sweep.add_argument(
         "--runtimes", type=csv_list, default=["torch"], help=f"comma list of {', '.join(RUNTIMES)} (default torch)"
     )
     sweep.add_argument(

@@ -16,9 +16,10 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=15, help="layers shown in the layer tables, slowest first")
     p.add_argument(
         "--format",
-        choices=("rich", "markdown", "json"),
+        choices=("rich", "markdown", "json", "html"),
         default="rich",
-        help="terminal tables (rich), markdown, or JSON (with the gate's verdict under 'gate')",
+        help="terminal tables (rich), markdown, JSON (with the gate's verdict under 'gate'), or one self-contained "
+        "HTML page on standard output (> compare.html)",
     )
     g = p.add_argument_group("performance gate (two runs: BASE NEW; exit 1 when NEW is resolved slower)")
     g.add_argument(

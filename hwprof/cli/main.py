@@ -102,7 +102,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
         return submit_sweep(plan, args, console)
     stop: StopSignals = args.stop
     stop.forward_twice = True
-    result = sweep(plan, console, _sweep_runner(args, plan, ray, console))
+    result = sweep(plan, console, _sweep_runner(args, plan, ray, console), format=args.format)
     if stop.requested:
         return stop.exit_code
     return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1

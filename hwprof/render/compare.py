@@ -317,7 +317,7 @@ def sweep_markdown(result: SweepResult) -> str:
 
 # ----------------------------------------------------------------------------- CLI entry points
 
-COMPARE_FORMATS = ("rich", "markdown", "json")
+COMPARE_FORMATS = ("rich", "markdown", "json", "html")
 
 
 def compare(
@@ -335,7 +335,17 @@ def compare(
     c = compare_runs(run_dirs)
     if format == "rich":
         render_comparison(c, console, top)
+        return c
+    if format == "html":
+        text = comparison_html(c, top)
     else:
         text = comparison_markdown(c, top) if format == "markdown" else json.dumps(c.to_dict(), indent=1) + "\n"
-        (console.file or sys.stdout).write(text)
+    (console.file or sys.stdout).write(text)
     return c
+
+
+def comparison_html(c: Comparison, top: int = TOP_LAYERS) -> str:
+    """The comparison as one self-contained page (hwprof.render.html): the same tables, every column."""
+    from hwprof.render.html import render_tables_page
+
+    return render_tables_page(f"hwprof compare: {len(c.runs)} runs", specs(c, top))

@@ -18,6 +18,7 @@ from hwprof.analysis.gate import FAIL, PASS, SHARE, TIMED, UNRESOLVED, Figure, G
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
+    from hwprof.render.tables import TableSpec
 
 STYLE = {PASS: "green", FAIL: "bold red", UNRESOLVED: "yellow"}
 
@@ -85,6 +86,21 @@ def verdict_markdown(v: Verdict, threshold: float) -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def verdict_spec(v: Verdict) -> TableSpec:
+    """The verdict as a table (the HTML page's): its line as the title, every gated figure, what moved first."""
+    from hwprof.render.tables import Col, TableSpec
+
+    cols = [Col("figure", "left"), Col("outcome", "left"), Col("BASE"), Col("NEW"), Col("ratio"), Col("interval")]
+    shown = sorted(v.figures, key=lambda f: (f.outcome != FAIL, f.outcome != UNRESOLVED, -abs(f.ratio - 1)))
+    rows = [
+        [f.name if f.kind in TIMED else f"{f.name} ({f.kind})", f.outcome, _value(f, f.base), _value(f, f.new),
+         f"x{f.ratio:.4f}", _interval(f)]
+        for f in shown
+    ]  # fmt: skip
+    notes = [f"BASE {v.base} / NEW {v.new}", f"method: {v.method}", *v.notes]
+    return TableSpec(f"gate: {v.outcome.upper()}: {v.line}", cols, rows, notes)
+
+
 def verdict_junit(v: Verdict) -> str:
     """One test case per gated figure: a failure for each that failed, skipped for each not resolved (a
     failure where --unresolved fail made it one)."""
@@ -148,7 +164,7 @@ def compare_gate(
     """`hwprof compare BASE NEW --fail-above ...`: the comparison tables as compare prints them, then the
     verdict (its line last on the terminal, where a CI log ends), and the files asked for."""
     from hwprof.analysis.compare import compare_analyses
-    from hwprof.render.compare import comparison_markdown, render_comparison
+    from hwprof.render.compare import comparison_markdown, render_comparison, specs
 
     console = console or Console()
     v, analyses, paths = gate_runs(run_dirs, opts)
@@ -158,6 +174,8 @@ def compare_gate(
         (console.file or sys.stdout).write(json.dumps(doc, indent=1) + "\n")
     elif format == "markdown":
         (console.file or sys.stdout).write(comparison_markdown(c, top) + "\n" + verdict_markdown(v, opts.fail_above))
+    elif format == "html":
+        (console.file or sys.stdout).write(_page(v, specs(c, top)))
     else:
         render_comparison(c, console, top)
         render_verdict(v, console, opts.fail_above)
@@ -171,9 +189,17 @@ def show_verdict(v: Verdict, opts: GateOptions, outputs: GateOutputs, console: C
         (console.file or sys.stdout).write(json.dumps({"gate": v.to_dict()}, indent=1) + "\n")
     elif format == "markdown":
         (console.file or sys.stdout).write(verdict_markdown(v, opts.fail_above))
+    elif format == "html":
+        (console.file or sys.stdout).write(_page(v, []))
     else:
         render_verdict(v, console, opts.fail_above)
     write_gate_files(v, outputs, opts.fail_above)
+
+
+def _page(v: Verdict, tables: list[TableSpec]) -> str:
+    from hwprof.render.html import render_tables_page
+
+    return render_tables_page(f"hwprof gate: {v.outcome.upper()}", [verdict_spec(v), *tables])
 
 
 def write_gate_files(v: Verdict, outputs: GateOutputs, threshold: float) -> None:

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from hwprof.render.tables import TableSpec
 
 TEMPLATE = "report.html.j2"
+TABLES_TEMPLATE = "tables.html.j2"
 LAYER_ANCHOR = "layer-{}"
 
 
@@ -113,14 +114,32 @@ def _plots(plots: dict[str, bytes]) -> list[tuple[str, str]]:
     return [(name, "data:image/png;base64," + base64.b64encode(png).decode("ascii")) for name, png in plots.items()]
 
 
-def render_html(a: Analysis, plots: dict[str, bytes], run_dir: Path | None = None) -> str:
-    """report.html's text. plots: file name -> PNG bytes (hwprof.render.plots), embedded as data URIs."""
-    env = Environment(
+def _environment() -> Environment:
+    return Environment(
         loader=PackageLoader("hwprof.render", "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
         trim_blocks=True,
         lstrip_blocks=True,
     )
+
+
+def render_tables_page(
+    title: str,
+    tables: list[TableSpec],
+    lines: list[tuple[str, str]] | None = None,
+    plots: dict[str, bytes] | None = None,
+) -> str:
+    """A page of tables (compare, sweep): the terminal's TableSpecs with every column, `lines` above them."""
+    return (
+        _environment()
+        .get_template(TABLES_TEMPLATE)
+        .render(title=title, lines=lines or [], tables=[html_table(t) for t in tables], plots=_plots(plots or {}))
+    )
+
+
+def render_html(a: Analysis, plots: dict[str, bytes], run_dir: Path | None = None) -> str:
+    """report.html's text. plots: file name -> PNG bytes (hwprof.render.plots), embedded as data URIs."""
+    env = _environment()
     tables = _tables(a)
     layered = {anchor for t in tables for anchor in t.anchors}
     trace = run_dir / TRACE_NAME if run_dir is not None else None

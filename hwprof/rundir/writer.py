@@ -60,9 +60,9 @@ def write_plot_files(run_dir: Path, plots: dict[str, bytes]) -> list[Path]:
     return [write_png(run_dir / name, png) for name, png in plots.items()]
 
 
-def write_report_html(run_dir: Path, html: str) -> Path:
-    """report.html (hwprof.render.html.render_html)."""
-    return _text(run_dir / REPORT_HTML, html)
+def write_report_html(folder: Path, html: str, name: str = REPORT_HTML) -> Path:
+    """report.html (hwprof.render.html.render_html), or a sweep's sweep.html."""
+    return _text(folder / name, html)
 
 
 @dataclass
