@@ -211,8 +211,9 @@ def test_an_int8_style_row_names_the_stage_that_took_what_the_forward_saved() ->
     moved = row.stages_moved
     assert moved is not None and moved.short() == "postprocess +6.4 ms"
     assert "postprocess +6.4 ms (1.2->7.5)" in moved.text()
-    cell = advice_spec(Advice("--model m", "cpu", [row])).rows[0][2]
-    assert "e2e: postprocess +6.4 ms" in cell
+    spec = advice_spec(Advice("--model m", "cpu", [row]))
+    assert spec.rows[0][2] == "fwd 1.26x 1.26-1.26\ne2e 1.00x 1.00-1.00"  # the cell: the figures, two lines
+    assert "e2e: postprocess +6.4 ms" in spec.notes[0]  # the row's note: the stage that took the difference
     back = Advice.from_dict(Advice("--model m", "cpu", [row]).to_dict()).rows[0]
     assert back.stages_moved is not None and back.stages_moved.short() == "postprocess +6.4 ms"
     steady = side([24.7] * n, load=[2.0] * n, preprocess=[1.5] * n, postprocess=[1.16] * n)

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import math
+import re
 import shutil
 from collections import defaultdict
 from pathlib import Path
@@ -22,6 +23,7 @@ from test_perfetto_trace import BAD_STATS, FIXTURE, say_unavailable
 
 from hwprof.analysis.advice import ADVICE_FILE, Advice
 from hwprof.render.advice_table import CHANGED_MARK, advice_spec, heading
+from hwprof.render.tables import TableSpec
 from hwprof.rundir.reader import RunData
 from hwprof.session.finish import report_run
 from hwprof.trace.perfetto import build_trace
@@ -89,32 +91,46 @@ def test_the_table_rows_say_rank_setup_output_layers_and_why_not(advised: tuple[
     }
     rows = {r.key: r for r in advice.rows}
     assert [row[0] for row in spec.rows] == ["1", "2", "x", "", "", ""]
-    # the change cell is the key and its note's number; the note under the table says how (the command)
+    # the change cell is the key and its note's number; the note under the table says how (the command), the
+    # times, the method, the setup, the output check whole, every layer, the finding
     assert spec.rows[0][1].split("\n")[0] == "compile [1]"
-    assert f"[1] compile: {rows['compile'].how}" in spec.notes
+    notes = {n.split("]")[0].lstrip("["): n for n in spec.notes if n.startswith("[")}
+    assert notes["1"].startswith(f"[1] compile: {rows['compile'].how}; ")
     assert all(r.how not in cells[1] for r, cells in zip(advice.ordered(), spec.rows, strict=True) if r.how)
+    assert all(len(cell.split("\n")) <= 2 for row in spec.rows for cell in row)  # two lines at most, every cell
     compiled = by_key["compile"]
     pays = math.ceil(rows["compile"].breakeven_inferences or 0)
-    assert compiled["speed-up, setup"].endswith(f"paired\ncompile 41.3 s\npays after {pays:,}")
-    assert by_key["openvino-bf16"]["speed-up, setup"].endswith("export + convert\n6.2 s\npays after 193")
-    assert compiled["layers moved (ms)"] == rows["compile"].layers_note
+    assert compiled["speed-up"] == "fwd 1.45x 1.40-1.52\ne2e 1.33x 1.29-1.37"
+    assert f"fwd 61.24->42.20 ms, paired; setup compile 41.3 s, pays after {pays:,}" in notes["1"]
+    assert "setup export + convert 6.2 s, pays after 193" in _note(spec, "openvino-bf16")
+    assert compiled["layers moved (ms)"] == "Inductor fuses…" and rows["compile"].layers_note in notes["1"]
     cl = by_key["channels_last"]
-    assert cl["layers moved (ms)"].split("\n") == ["2 C2f 5.10->3.20", "7 Conv 4.00->3.10", "9 SPPF 2.00->2.40"]
-    assert "det. 12->12, 12 matched" in cl["output check"] and "0.022% of range" in cl["output check"]
-    assert "61.24->48.31 ms" in cl["speed-up, setup"] and "e2e 1.20x\n1.15-1.24" in cl["speed-up, setup"]
-    assert cl["answers"] == rows["channels_last"].finding
+    assert cl["layers moved (ms)"].split("\n") == ["2 C2f 5.10->3.20", "7 Conv 4.00->3.10"]
+    assert "layers: 2 C2f 5.10->3.20, 7 Conv 4.00->3.10, 9 SPPF 2.00->2.40" in _note(spec, "channels_last")
+    assert cl["output check"] == "-\nhead 0.022% rng"  # no input sensitivity in this sample: no verdict
+    assert "det. 12->12, 12 matched" in _note(spec, "channels_last") and "0.022% of range" in _note(
+        spec, "channels_last"
+    )
+    assert "61.24->48.31 ms" in _note(spec, "channels_last") and cl["speed-up"].endswith("e2e 1.20x 1.15-1.24")
+    finding = rows["channels_last"].finding
+    assert cl["answers"] == finding if len(finding) <= 18 else f"answers {finding}" in _note(spec, "channels_last")
     changed = by_key["openvino-bf16"]
-    assert changed["output check"].startswith(CHANGED_MARK) and "det. 12->9, 8 matched" in changed["output check"]
-    assert "not advice: spread 0.98-1.09 includes 1.00" in by_key["omp-passive"]["change"]
-    assert "pass-level est." in by_key["omp-passive"]["speed-up, setup"]
-    rows["channels_last"].per_image = True  # a batch change: times per image, on a line of their own
-    per_image = dict(zip((c.header for c in spec.cols), advice_spec(advice).rows[1], strict=True))
-    assert "61.24->48.31 ms\nper image\ne2e 1.20x" in per_image["speed-up, setup"]
+    assert changed["output check"] == f"{CHANGED_MARK}\nhead 6.1% rng"
+    assert "det. 12->9, 8 matched" in _note(spec, "openvino-bf16")
+    assert by_key["omp-passive"]["change"].split("\n")[1] == "not advice"
+    assert "not advice: spread 0.98-1.09 includes 1.00" in _note(spec, "omp-passive")
+    assert "pass-level est." in by_key["omp-passive"]["speed-up"] + _note(spec, "omp-passive")
+    rows["channels_last"].per_image = True  # a batch change: times per image, said in its note
+    assert "61.24->48.31 ms per image" in _note(advice_spec(advice), "channels_last")
     for key in ("amx-int8", "onnxruntime"):  # a long why-not: its label in the cell, the whole in the row's note
-        assert by_key[key]["change"].split("\n")[1] in ("not run", "failed") and by_key[key]["speed-up, setup"] == "-"
-        number = by_key[key]["change"].split("\n")[0].split(" [")[1].rstrip("]")
-        (note,) = [n for n in spec.notes if n.startswith(f"[{number}] {key}: ")]
+        assert by_key[key]["change"].split("\n")[1] in ("not run", "failed") and by_key[key]["speed-up"] == "-"
+        note = _note(spec, key)
         assert rows[key].reason in note and rows[key].how in note
+
+
+def _note(spec: TableSpec, key: str) -> str:
+    (note,) = [n for n in spec.notes if re.match(rf"\[\d+\] {re.escape(key)}: ", n)]
+    return note
 
 
 def test_the_heading_says_so_when_nothing_measured_faster(advised: tuple[Path, Advice]) -> None:
@@ -130,7 +146,8 @@ def test_markdown_carries_the_table_before_the_findings(advised: tuple[Path, Adv
     table = md.index("### advice: 2 of 6 candidate changes measured faster")
     assert md.index("**what to do: compile") < table < md.index("### pipeline stages") < md.index("### findings")
     row = next(x for x in md.splitlines() if x.startswith("| 1 | compile [1]"))
-    assert "fwd 1.45x; 1.40-1.52; 61.24->42.20 ms; e2e 1.33x; 1.29-1.37; paired" in row
+    assert "| fwd 1.45x 1.40-1.52; e2e 1.33x 1.29-1.37 |" in row
+    assert "[1] compile: model = torch.compile(model); fwd 61.24->42.20 ms, paired; setup compile 41.3 s," in md
 
 
 # ----------------------------------------------------------------------------- summary.json, advice.csv

@@ -1,13 +1,12 @@
 """The advice table (advice.json): each candidate change measured against the run, in display order.
 
-A TableSpec like the report's other tables, so the terminal and the Markdown show the same rows. The
-cells are short lines stacked in one cell (figure, spread, method) rather than more columns, so that the
-speed-up and its spread stay whole in an 80-column terminal; the text columns (the change, the output
-check, the layers, the finding) wrap. Ranked advice is numbered 1, 2, ...; a row whose output changed is
-marked and never numbered; a row that did not run says why in its change cell. The change cell is the row's key
-and the number of its note under the table, which says how to make the change and, where it is long, why the row
-is not advice (a program's command, or the processes that disturbed a row, would take tens of lines in a
-16-column cell); a short why-not stays in the cell, a long one leaves its label there.
+A TableSpec like the report's other tables, so the terminal, the Markdown and the HTML page show the same rows.
+Every cell is at most two short lines, so that a row reads whole in an 80-column terminal: the change and its
+note's number (and why it is not advice, as a label), the forward and end-to-end speed-ups with their spreads,
+the output check's verdict, the first layers that moved, the finding it answers. Everything else about a row
+(how to make the change, the times before and after, the method, the setup and when it pays, the output check's
+figures, every layer that moved, why it is not advice) is in the row's numbered note under the table. Ranked
+advice is numbered 1, 2, ...; a row whose output changed is marked and never numbered.
 """
 
 from __future__ import annotations
@@ -40,10 +39,10 @@ from hwprof.schema.runtime_checks import BLIND
 MORE = f"see --format markdown or {ADVICE_CSV}"
 METHOD_SHORT = {PAIRED: "paired", PASS_LEVEL: "pass-level est.", RECORDED: "recorded"}
 CHANGED_MARK = "CHANGED OUTPUT"
-SETUP_WIDTH = 16
-"""The speed-up cell does not wrap (its figures stay whole): a long setup text is broken to this width."""
-WHY_CELL = 48
+WHY_CELL = 16
 """A why-not longer than this goes to the row's note under the table; the change cell keeps its label."""
+ANSWER_CELL = 18
+"""The finding a row answers, where it is this short; else its label, the whole in the row's note."""
 CHANGED_RANK = "x"
 """The '#' cell of a changed-output row: marked, never a rank."""
 
@@ -69,30 +68,38 @@ def _forward_ms(row: AdviceRow, sep: str) -> str:
     return f"{ms(f.before_ms)}->{ms(f.after_ms)} ms" + (f"{sep}per image" if row.per_image else "")
 
 
-def speedups(row: AdviceRow, sep: str = "\n") -> str:
-    """The speed-up cell: forward ratio and spread, forward ms before->after, end to end, the method, and
-    the setup time with the inferences after which it pays (a cost beside the gain)."""
+def speed_cell(row: AdviceRow) -> list[str]:
+    """The speed-up cell: forward and end to end, each with its spread; a not-resolved row says so and how it
+    was measured (its measured ratio is in its note: it is no speed-up)."""
     f, e2e = row.forward, row.end_to_end
-    lines = []
-    if f is not None and not row.resolved:  # its figure is no speed-up: it stands in the row's note (measured_text)
+    if f is not None and not row.resolved:
+        return ["not resolved", f"({METHOD_SHORT.get(f.method, f.method)})"]
+    if f is None and e2e is None:
+        return [MISSING]
+    return [speedup_text(f, " ", "fwd ") if f else "fwd " + MISSING, speedup_text(e2e, " ", "e2e ") if e2e else ""]
+
+
+def speed_detail(row: AdviceRow) -> str:
+    """For the row's note: forward ms before->after, the method, the stage that took an end-to-end difference,
+    and the setup time with the inferences after which it pays (a cost beside the gain)."""
+    f, e2e = row.forward, row.end_to_end
+    parts = []
+    if f is not None and row.resolved:
         method = METHOD_SHORT.get(f.method, f.method)
-        return sep.join(["not resolved", f"({method})", "ratio: see note", *_setup(row)])
-    if f is not None or e2e is not None:
-        lines += [speedup_text(f, sep, "fwd "), _forward_ms(row, sep)] if f is not None else ["fwd " + MISSING]
-        lines.append(speedup_text(e2e, sep, "e2e ") if e2e is not None else "e2e " + MISSING)
-        moved = row.stages_moved
-        if moved is not None:  # end to end parts from the forward: the stage that took the difference
-            lines.append(f"e2e: {moved.short()}")
-        method = (f or e2e).method  # type: ignore[union-attr]
-        lines.append(METHOD_SHORT.get(method, method))
-    lines += _setup(row)
-    return sep.join(x for x in lines if x) or MISSING
+        parts.append(f"fwd {_forward_ms(row, ' ')}, {method}" if _forward_ms(row, " ") else method)
+    elif f is None and e2e is not None:
+        parts.append(METHOD_SHORT.get(e2e.method, e2e.method))
+    if row.stages_moved is not None and row.resolved:
+        parts.append(f"e2e: {row.stages_moved.short()}")
+    setup = _setup(row)
+    if setup:
+        parts.append(f"setup {' '.join(setup)}")
+    return "; ".join(parts)
 
 
 def _setup(row: AdviceRow) -> list[str]:
     if row.setup_s is None:
         return []
-    what = textwrap.wrap(f"{row.setup_what or 'setup'} {row.setup_s:.1f} s", SETUP_WIDTH)
     pays = row.breakeven_inferences
     if pays is not None:
         after = f"pays after {math.ceil(pays):,}"
@@ -100,7 +107,22 @@ def _setup(row: AdviceRow) -> list[str]:
         after = "never pays"
     else:
         after = "payback unknown"
-    return [*what, after]
+    return [f"{row.setup_what or 'setup'} {row.setup_s:.1f} s,", after]
+
+
+def output_cell(check: OutputCheck | None, marked: bool) -> list[str]:
+    """The output check's cell: its verdict, then the detections (a trained model) or the head's error."""
+    if check is None:
+        return [CHANGED_MARK if marked else MISSING]
+    if check.decides:
+        first = CHANGED_MARK if marked else f"{check.matched} of {check.detections_reference} det."
+        return [first, f"det. {check.detections_reference}->{check.detections}" if marked else "boxes kept"]
+    if check.verdict == BLIND:
+        return [CHANGED_MARK if marked else BLIND, "head ignores input"]
+    verdict = CHANGED_MARK if marked else (check.verdict or ("undecided" if check.undecided else MISSING))
+    if check.head_max_abs == 0:
+        return [verdict, "bit-identical"]
+    return [verdict, f"head {100 * check.head_relative:.2g}% rng"]
 
 
 def output_text(check: OutputCheck | None, marked: bool, sep: str = "\n") -> str:
@@ -141,6 +163,29 @@ def _layers(row: AdviceRow, sep: str) -> str:
     return sep.join([row.layers_note or MISSING, *faults])
 
 
+def layers_cell(row: AdviceRow) -> list[str]:
+    """The first two layers that moved, or the first and the page faults per iteration (an allocator's figure);
+    every layer in the row's note."""
+    if row.layers:
+        lines = [f"{d.index} {d.type} {ms(d.before_ms)}->{ms(d.after_ms)}" for d in row.layers[:2]]
+    else:
+        lines = [_short(row.layers_note, ANSWER_CELL) if row.layers_note else MISSING]
+    if row.minor_faults:
+        lines = [lines[0], f"faults/iter {row.minor_faults[0]:,.0f}->{row.minor_faults[1]:,.0f}"]
+    return lines
+
+
+def _short(text: str, width: int) -> str:
+    """A cell's text where it fits, else its label (the words before the first colon) where that fits, else its
+    first words and an ellipsis: the whole text is in the row's note."""
+    if len(text) <= width:
+        return text
+    label = text.split(":")[0]
+    if len(label) <= width:
+        return label
+    return textwrap.shorten(label, width, placeholder="…")
+
+
 def _why_not(row: AdviceRow) -> str:
     """Why a row is not advice, in the change cell ("" for ranked rows)."""
     if row.ranked:
@@ -168,33 +213,26 @@ def _rank_cell(row: AdviceRow, rank: dict[str, int]) -> str:
 
 
 def row_cells(row: AdviceRow, rank: dict[str, int], sep: str = "\n", note: int = 0) -> list[str]:
-    """note: the number of the row's note under the table (row_notes); 0: none, its why-not whole in the cell."""
+    """note: the number of the row's note under the table (row_notes); 0: none."""
     name = f"{row.key} [{note}]" if note else row.key
-    change = sep.join(x for x in (name, _why_cell(row) if note else _why_not(row)) if x)
+    why = _why_not(row)
     return [
         _rank_cell(row, rank),
-        change,
-        speedups(row, sep),
-        output_text(row.output, changed(row), sep),
-        _layers(row, sep),
-        row.finding or MISSING,
+        sep.join(x for x in (name, _short(why, WHY_CELL)) if x),
+        sep.join(x for x in speed_cell(row) if x),
+        sep.join(output_cell(row.output, changed(row))),
+        sep.join(layers_cell(row)),
+        _short(row.finding, ANSWER_CELL) if row.finding else MISSING,
     ]
-
-
-def _why_cell(row: AdviceRow) -> str:
-    """The why-not of the change cell: whole where short, else its label ("not resolved", "failed", ...), the whole
-    text being in the row's note."""
-    why = _why_not(row)
-    return why if len(why) <= WHY_CELL else why.split(":")[0]
 
 
 COLS = [
     Col("#"),
-    Col("change", "left", wrap=True, max_width=16),
-    Col("speed-up, setup", "left"),
-    Col("output check", "left", wrap=True, max_width=14),
-    Col("layers moved (ms)", "left", wrap=True, max_width=14, priority=2),
-    Col("answers", "left", wrap=True, max_width=14, priority=1),
+    Col("change", "left", max_width=WHY_CELL + 6),
+    Col("speed-up", "left"),
+    Col("output check", "left"),
+    Col("layers moved (ms)", "left", priority=2),
+    Col("answers", "left", max_width=ANSWER_CELL, priority=1),
 ]
 
 
@@ -223,9 +261,9 @@ def notes(advice: Advice) -> list[str]:
     out += [m for m in sorted(used) if m not in METHOD_TEXT]
     out.append(
         "speed-up = baseline time / variant time (above 1: faster), forward (fwd) and end to end (e2e), each with "
-        "its spread under it; ms = forward p50 before->after; setup (compile, export) pays after N inferences = "
-        "setup time / forward time saved; output check: the variant against the fp32 reference, head max|d| over "
-        "the head's range, detections after NMS reference->variant"
+        "its spread; output check: the variant against the fp32 reference (rng: the head's max|d| over its range; "
+        "det.: detections after NMS reference->variant); in each row's note: ms = forward p50 before->after, "
+        "setup (compile, export) pays after N inferences = setup time / forward time saved"
     )
     checks = [r.output for r in advice.rows if r.output is not None]
     if any(c.decides for c in checks):
@@ -258,14 +296,26 @@ def advice_spec(advice: Advice, sep: str = "\n") -> TableSpec:
 
 
 def row_notes(rows: list[AdviceRow]) -> dict[str, tuple[int, str]]:
-    """Row key -> (number, its note under the table): how to make the change (a command, which would make the
-    change column tens of lines long at 80 columns), and a why-not too long for the cell (WHY_CELL)."""
+    """Row key -> (number, its note under the table): how to make the change, why it is not advice, its measured
+    figures beyond the cell (times, method, setup), the output check whole, every layer that moved, and the
+    finding it answers where the cell holds its label."""
     out: dict[str, tuple[int, str]] = {}
     for r in rows:
         why = _why_not(r)
-        parts = [x for x in (r.how, why if len(why) > WHY_CELL else "", measured_text(r)) if x]
-        if parts:
-            out[r.key] = (len(out) + 1, f"[{len(out) + 1}] {r.key}: {'; '.join(parts)}")
+        output = output_text(r.output, False, ", ") if r.output is not None else ""
+        layers = _layers(r, ", ") if (r.layers and len(r.layers) > 2) or r.layers_note or r.minor_faults else ""
+        parts = [
+            r.how,
+            why if len(why) > WHY_CELL else "",
+            measured_text(r),
+            speed_detail(r),
+            f"output: {output}" if output else "",
+            f"layers: {layers}" if layers else "",
+            f"answers {r.finding}" if r.finding and len(r.finding) > ANSWER_CELL else "",
+        ]
+        if any(parts):
+            n = len(out) + 1
+            out[r.key] = (n, f"[{n}] {r.key}: {'; '.join(x for x in parts if x)}")
     return out
 
 
