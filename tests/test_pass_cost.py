@@ -128,7 +128,7 @@ def test_a_paired_pass_states_its_own_cost_beside_layers_that_add_up_to_the_stat
     heads = [c.header for c in spec.cols]
     row = next(r for r in spec.rows if r[0] == "layers")
     assert row[heads.index("cost")] == "1.250x" and row[heads.index("method")] == PAIRED
-    assert row[heads.index("spread")] == "1.250-1.250 (2 blocks)"
+    assert row[heads.index("spread")] == "1.250-1.250" and row[heads.index("blocks")] == "2"
     assert any(n.startswith("paired in the pass: clean and measured iterations interleaved") for n in spec.notes)
     assert not [f for f in a.findings if "slower than" in f.title or "clean timing pass's forward" in f.title]
     assert not [f for f in a.findings if "not resolved" in f.title]  # 2 equal blocks: IQR 0

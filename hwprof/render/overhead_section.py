@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.neighbours import unresolved_text
-from hwprof.analysis.paired_cost import PASS_LEVEL
+from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, PassCostFigure
 from hwprof.render.fmt import ms, num, pct
 from hwprof.render.tables import MISSING, Col, TableSpec
 
@@ -40,6 +40,28 @@ def _cost_cell(p: PassCost, note: int | None) -> str:
     return p.cost_text() or MISSING
 
 
+def _spread_cell(cost: PassCostFigure) -> str:
+    """The cost's spread, figures only (what they are is in SPREAD_NOTE)."""
+    if cost.low is None or cost.high is None:
+        return MISSING
+    if cost.method == PAIRED and cost.q1 is not None and cost.q3 is not None and cost.blocks >= 4:
+        return f"{cost.q1:.3f}-{cost.q3:.3f}"
+    return f"{cost.low:.3f}-{cost.high:.3f}" if cost.method == PAIRED else f"{cost.low:.2f}-{cost.high:.2f}"
+
+
+def _blocks_cell(cost: PassCostFigure) -> str:
+    if cost.method != PAIRED:
+        return MISSING
+    return f"{cost.blocks}" + (f" (+{cost.added_blocks})" if cost.added_blocks else "")
+
+
+SPREAD_NOTE = (
+    "spread: the paired blocks' ratios, their quartiles where there are 4 blocks or more, else their range; "
+    "blocks: ABBA blocks paired (+ those added to resolve the cost); a pass-level estimate's spread is the timing "
+    "pass's IQR"
+)
+
+
 def _columns(others: bool) -> list[Col]:
     cols = [
         Col("pass", "left"),
@@ -48,7 +70,8 @@ def _columns(others: bool) -> list[Col]:
         Col("wall s", priority=1),
         Col("fwd p50 ms"),
         Col("cost"),
-        Col("spread", "left", max_width=36),
+        Col("spread", "left", max_width=12),
+        Col("blocks", priority=1),
         Col("method", "left", max_width=14),
         Col("steal", priority=1),
     ]
@@ -66,7 +89,8 @@ def _rows(o: Overheads, others: bool, notes: dict[str, int]) -> list[list[str]]:
             num(p.wall_s, 1),
             ms(p.forward_p50_ms),
             _cost_cell(p, notes.get(p.name)),
-            p.cost.spread_text() if p.cost else MISSING,
+            _spread_cell(p.cost) if p.cost else MISSING,
+            _blocks_cell(p.cost) if p.cost else MISSING,
             p.cost.method.removesuffix(" estimate") if p.cost else MISSING,
             pct(p.host_steal_share),
             *([pct(p.neighbours.share if p.neighbours else None)] if others else []),
@@ -86,6 +110,7 @@ def _pass_notes(o: Overheads, others: bool) -> list[str]:
             if others
             else ""
         ),
+        SPREAD_NOTE,
         *sorted({c.method_text for p in o.passes if (c := p.cost)}),
     ]
     notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
