@@ -9,6 +9,7 @@ schedule (hwprof.program.advise_calls):
   variant returned on them;
 - mode "baseline": the unchanged program; it saves the inputs and raw outputs of its first measured calls
   (BASELINE_OUTPUT), and the model's output on each input mirrored (the check's input sensitivity);
+- mode "timed": the unchanged program's calls timed, and nothing more (the paired gate of two programs);
 - mode "variant": the changed program (its environment, or the change at its model's call); its outputs of the
   same measured calls are checked against the baseline's saved ones, where the program gave the model the same
   inputs in both runs (a program whose inputs differ between runs cannot be checked so, and the row says so).
@@ -50,6 +51,9 @@ from hwprof.workload.outputs import head_of, mirrored
 from hwprof.workload.zoo import OUTPUT_XYWH_CLS_T, OUTPUT_XYWH_OBJ_CLS
 
 PAIRED_MODE = "paired"
+TIMED_MODE = "timed"
+"""The unchanged program's calls timed, nothing saved: one side of the gate's process-paired blocks
+(hwprof.cli.gate_paired, two programs that cannot share one process)."""
 BASELINE_OUTPUT = "program-baseline-output.pt"
 
 
@@ -182,11 +186,11 @@ def run(spec: AdviseSpec) -> AdviseResult:
 
     mode = spec.mode or PAIRED_MODE
     base = RunConfig.from_dict(spec.baseline)
-    config = base if mode == "baseline" else RunConfig.from_dict(spec.variant)
+    config = base if mode in ("baseline", TIMED_MODE) else RunConfig.from_dict(spec.variant)
     program: ProgramSpec | None = base.program
     if program is None:
         raise ValueError("the advised run is not a program's")
-    change = change_of(spec) if mode != "baseline" else Change()
+    change = change_of(spec) if mode not in ("baseline", TIMED_MODE) else Change()
     warmup, blocks = max(1, spec.warmup), max(1, spec.blocks)
     steps = schedule(mode, spec)
     torch.set_num_threads(config.threads)
@@ -216,6 +220,8 @@ def run(spec: AdviseSpec) -> AdviseResult:
     threads_error = threads_taken(change, calls)
     if threads_error:
         raise ValueError(threads_error)
+    if mode == TIMED_MODE:
+        return result
     if mode != PAIRED_MODE:
         result.sides[mode].update(preloaded=mapped_preloads(), glibc_tunables=os.environ.get(TUNABLES))
     saved = Path(spec.work_dir) / BASELINE_OUTPUT
@@ -242,6 +248,8 @@ def schedule(mode: str, spec: AdviseSpec) -> list[Step]:
     warmup, blocks = max(1, spec.warmup), max(1, spec.blocks)
     if mode == COUNT_MODE:
         return count_steps(spec.calls)
+    if mode == TIMED_MODE:
+        return single_steps(BASELINE, warmup, blocks)
     return paired_steps(warmup, blocks) if mode == PAIRED_MODE else single_steps(mode, warmup, blocks)
 
 

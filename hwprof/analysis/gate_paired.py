@@ -50,18 +50,30 @@ def paired_figure(name: str, base: dict[int, float], new: dict[int, float], opts
     return Figure(name, PAIRED, *medians, float(np.median(r)), outcome, low, high, (len(ratios), len(ratios)))
 
 
+IN_PROCESS = "BASE's and NEW's configurations in one process"
+BY_PROCESS = (
+    "BASE's and NEW's programs run whole, each run a fresh process (two programs cannot share one), in ABBA "
+    "order; a run's figure is the median of its measured calls"
+)
+
+
 def judge_paired(
-    base: str, new: str, sides: dict[str, tuple[dict[int, float], dict[int, float]]], opts: GateOptions
+    base: str,
+    new: str,
+    sides: dict[str, tuple[dict[int, float], dict[int, float]]],
+    opts: GateOptions,
+    how: str = IN_PROCESS,
 ) -> Verdict:
-    """The verdict on figures measured in ABBA blocks of both sides in one process ("forward", "iteration" ->
-    BASE and NEW ms by side iteration): shifts that hit the whole process hit both sides alike."""
+    """The verdict on figures measured in ABBA blocks of both sides ("forward", "iteration" -> BASE and NEW ms by
+    side iteration): in one process (IN_PROCESS), or by whole runs in ABBA order (BY_PROCESS): shifts of the
+    machine that last longer than a block hit both sides alike."""
     figures = [f for name, (a, b) in sides.items() if (f := paired_figure(name, a, b, opts)) is not None]
     if not figures:
         raise GateError(f"the paired measure finished fewer than {MIN_SAMPLES} ABBA blocks: nothing to gate")
-    notes = [f"paired: {figures[0].n[0]} ABBA blocks (A B B A) of BASE's and NEW's configurations in one process"]
+    notes = [f"paired: {figures[0].n[0]} ABBA blocks (A B B A) of {how}"]
     v = verdict_of(figures, notes, opts, base, new, 0)
     v.method = (
-        f"paired: BASE's and NEW's configurations in one process, ABBA blocks; per figure the median of the blocks' "
+        f"paired: {how}, ABBA blocks; per figure the median of the blocks' "
         f"NEW/BASE ratios with its {opts.confidence:.0%} percentile bootstrap interval ({opts.resamples} resamples "
         f"of the blocks, seed {opts.seed}); fail when the whole interval is above x{1 + opts.fail_above:.3f} "
         f"(--fail-above {opts.fail_above:.1%}), pass when it is below, not resolved when it straddles"
