@@ -1,7 +1,7 @@
 """The paired gate on two users' programs (`hwprof compare OLD NEW --fail-above PCT --paired N` where OLD and NEW
 are runs of `hwprof collect -- python ...`): two programs cannot share a process, so each ABBA block runs them
-whole, each run a fresh process timing its calls of its model. Here NEW is the same detect-like program at twice
-the image side (4x the pixels and the FLOPs), which no load on this VM hides from ABBA blocks of whole runs."""
+whole, each run a fresh process timing its calls of its model. Here NEW is the same detect-like program at 4x
+the image side (16x the pixels and the FLOPs), which no load on this VM hides from ABBA blocks of whole runs."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _run(out: Path, size: int) -> Path:
 
 
 def test_two_programs_are_gated_on_abba_blocks_of_whole_runs(tmp_path: Path) -> None:
-    old, new = _run(tmp_path / "old", 64), _run(tmp_path / "new", 128)
+    old, new = _run(tmp_path / "old", 64), _run(tmp_path / "new", 256)
     verdict_file = tmp_path / "v.json"
     command = [sys.executable, "-m", "hwprof", "compare", str(old), str(new), "--fail-above", "20%", "--paired", "5"]
     done = subprocess.run([*command, "--gate-json", str(verdict_file)], capture_output=True, text=True, timeout=900)
@@ -33,7 +33,7 @@ def test_two_programs_are_gated_on_abba_blocks_of_whole_runs(tmp_path: Path) -> 
     forward = next(f for f in verdict["figures"] if f["name"] == "forward")
     assert forward["kind"] == "paired" and forward["n"][0] == 5, verdict
     assert "fresh process" in verdict["method"] and "ABBA" in verdict["method"]
-    assert forward["outcome"] == "fail" and forward["low"] > 1.2, forward  # 4x the pixels: resolved slower
+    assert forward["outcome"] == "fail" and forward["low"] > 1.2, forward  # 16x the pixels: resolved slower
     assert done.returncode == 1 and "forward" in verdict["line"], done.stdout[-3000:]
     # a program against hwprof's own pipeline is no pair: one line, exit 2
     builtin = tmp_path / "builtin"
@@ -41,7 +41,7 @@ def test_two_programs_are_gated_on_abba_blocks_of_whole_runs(tmp_path: Path) -> 
     collect_builtin += ["--only", "timing", "--iters", "3", "--warmup", "1", "--no-report", "--out", str(builtin)]
     assert subprocess.run(collect_builtin, capture_output=True, timeout=600).returncode == 0
     mixed = subprocess.run(
-        [*command[:3], str(old), str(builtin), "--fail-above", "20%", "--paired", "5"],
+        [*command[:4], str(old), str(builtin), "--fail-above", "20%", "--paired", "5"],
         capture_output=True,
         text=True,
         timeout=300,
