@@ -51,6 +51,7 @@ RAY_MODULES = frozenset(
 clusters on one machine would share its ports and its Ray session folder)."""
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the groups into the node ids
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under `pytest -n N --dist loadgroup` (tox), a module's tests stay in one worker, so that its module-scoped
     fixture (one real collect shared by the tests that read it) runs once; the Ray modules share one group."""

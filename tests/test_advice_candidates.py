@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from hwprof.analysis.advice_candidates import RunFacts, candidates, thread_counts
+from hwprof.analysis.advice_candidates import candidates, thread_counts
+from hwprof.analysis.candidate import RunFacts
 from hwprof.analysis.finding import Finding
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 
 from hwprof.analysis.advice import CHANGED_OUTPUT, NOT_RUN, AdviceRow, Speedup
-from hwprof.analysis.advice_candidates import Candidate, RunFacts
 from hwprof.analysis.advice_combos import (
     PartOutcome,
     combo_candidates,
@@ -14,6 +13,7 @@ from hwprof.analysis.advice_combos import (
     part_outcome,
     with_combinations,
 )
+from hwprof.analysis.candidate import Candidate, RunFacts
 from hwprof.analysis.finding import Finding
 
 XEON_AMX = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8", "fma")

@@ -14,8 +14,8 @@ from hwprof.advisor import runner as runner_module
 from hwprof.advisor.children import ChildOutcome
 from hwprof.advisor.runner import AdvisePlan, AdviseRun
 from hwprof.analysis.advice import PAIRED, Advice
-from hwprof.analysis.advice_candidates import Candidate, RunFacts, Variant
 from hwprof.analysis.advice_rows import measured_row, pairing_note
+from hwprof.analysis.candidate import Candidate, RunFacts, Variant
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.core.config import RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, Outsider

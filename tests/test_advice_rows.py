@@ -17,8 +17,8 @@ from hwprof.analysis.advice import (
     paired_speedup,
     top_layer_deltas,
 )
-from hwprof.analysis.advice_candidates import Candidate, Variant
 from hwprof.analysis.advice_rows import baseline_drift, measured_row
+from hwprof.analysis.candidate import Candidate, Variant
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.schema.advise_result import AdviseResult
 from hwprof.schema.check import RunDirError

@@ -27,8 +27,9 @@ from hwprof.core.kernel_causes import (
     cause_of_chain,
     cause_of_leaf,
 )
-from hwprof.core.kernels import KINDS, attribute, native_view, tables_dict
+from hwprof.core.kernels import KINDS, attribute, tables_dict
 from hwprof.core.markers import read_markers
+from hwprof.core.native_view import native_view
 from hwprof.core.spans import measured_pieces, measured_spans
 from hwprof.render.kernel_tables import native_kernels_spec
 from hwprof.rundir.reader import RunData

@@ -417,7 +417,8 @@ def _check_trace_stages(run_dir: Path) -> None:
 def test_stage_kernels_table_orders_stages_and_says_when_ffmpeg_decodes_ahead() -> None:
     from types import SimpleNamespace
 
-    from hwprof.core.kernels import KIND_CODEC, KIND_OPENMP, NativeKernel, NativeLayer
+    from hwprof.core.kernels import KIND_CODEC, KIND_OPENMP
+    from hwprof.core.native_view import NativeKernel, NativeLayer
     from hwprof.render.stage_kernels import stage_kernels_spec
 
     def table(samples: int, kinds: dict[str, float], kernel: str, library: str) -> NativeLayer:

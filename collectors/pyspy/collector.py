@@ -256,15 +256,8 @@ class PySpyTool(AttachedTool):
         )
         if not self.native:
             summary.native_off = NATIVE_OFF
-        status = "ok" if returncode == 0 else "partial"
-        reason = "" if returncode == 0 else f"py-spy exited with status {returncode}: {_last_line(log_text)}"
-        fix = ""
         launch_time = need(summary.clock).get("mode") == "launch-time"  # speedscope: no mode
-        if launch_time and status == "ok" and not _whole_program(self.ctx.out_dir):
-            status = "partial"
-            reason = "too few samples to see a forward stage begin or end: the samples' times are estimated from "
-            reason += "py-spy's launch time (tens of ms off), so their layer attribution is unreliable"
-            fix = "raise --iters or --pyspy-rate so that several samples fall in each forward stage"
+        status, reason, fix = _outcome(returncode, log_text, launch_time and not _whole_program(self.ctx.out_dir))
         if worker_returncode not in (0, None) and status == "ok":
             status, reason = "partial", f"the worker exited with status {worker_returncode}"
         return CollectorResult(status, reason=reason, fix=fix, summary=summary, artifacts=artifacts)
@@ -300,3 +293,18 @@ def _samples_reported(text: str) -> int | None:
 def _sample_errors(text: str) -> int | None:
     found = re.findall(r"Errors: (\d+)", text)
     return int(found[-1]) if found else None
+
+
+def _outcome(returncode: int, log_text: str, clock_estimated: bool) -> tuple[str, str, str]:
+    """(status, reason, fix) of a py-spy run that wrote samples: partial where py-spy failed, or where its samples'
+    times are only estimated from its launch time (too few samples to see a forward stage's edges)."""
+    if returncode != 0:
+        return "partial", f"py-spy exited with status {returncode}: {_last_line(log_text)}", ""
+    if clock_estimated:
+        return (
+            "partial",
+            "too few samples to see a forward stage begin or end: the samples' times are estimated from py-spy's "
+            "launch time (tens of ms off), so their layer attribution is unreliable",
+            "raise --iters or --pyspy-rate so that several samples fall in each forward stage",
+        )
+    return "ok", "", ""

@@ -7,7 +7,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hwprof.analysis.advice_candidates import RunFacts
+from hwprof.analysis.candidate import RunFacts
 from hwprof.hardware.malloc_libs import find_malloc_libs
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hwprof.analysis.advice_candidates import Candidate
+from hwprof.analysis.candidate import Candidate
 from hwprof.program.advise_calls import SOLO_CALLS, schedule_calls
 from hwprof.schema.program import ProgramOutcome
 

@@ -37,11 +37,12 @@ from hwprof.advisor.program_children import (
     program_command,
 )
 from hwprof.analysis.advice import NOT_RUN, Advice, AdviceRow, top_layer_deltas
-from hwprof.analysis.advice_candidates import Candidate, RunFacts, selected
+from hwprof.analysis.advice_candidates import selected
 from hwprof.analysis.advice_combos import combo_decision, part_outcome, with_combinations
 from hwprof.analysis.advice_interrupt import INTERRUPTED, interrupted_note, interrupted_rows
 from hwprof.analysis.advice_output import undecided_note
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
+from hwprof.analysis.candidate import Candidate, RunFacts
 from hwprof.analysis.program_candidates import program_candidates, program_facts
 from hwprof.core.config import RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch

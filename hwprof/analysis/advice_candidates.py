@@ -8,12 +8,11 @@ was considered.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any
+from collections.abc import Iterable, Sequence
 
+from hwprof.analysis.candidate import Candidate, RunFacts, Variant
 from hwprof.analysis.finding import Finding
-from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
+from hwprof.analysis.gpu_candidates import gpu_candidates
 from hwprof.hardware.malloc_libs import MALLOC_LIBS
 
 OPENMP_SPIN_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
@@ -35,119 +34,6 @@ KEEP_FREED_ENV = {
 BF16_UNITS = ("avx512_bf16", "amx_bf16")
 INT8_UNITS = ("avx512_vnni", "avx_vnni", "amx_int8")
 NO_FINDING = "no finding of this run points to it"
-GPU_BATCHES = (8, 32)
-"""Batch sizes tried when the GPU waits for the CPU (the recorded H100 experiments' points)."""
-
-
-@dataclass(frozen=True)
-class Variant:
-    """The RunConfig fields a variant sets (None: as in the advised run), applied with dataclasses.replace."""
-
-    runtime: str | None = None
-    precision: str | None = None
-    channels_last: bool | None = None
-    threads: int | None = None
-    batch: int | None = None
-
-    def overrides(self) -> dict[str, str | bool | int]:
-        """The fields set, in their declared order: RunConfig's field name -> its value in the variant."""
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.overrides())
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Variant:
-        return cls(**d)
-
-
-@dataclass
-class Candidate:
-    key: str
-    change: str
-    how: str
-    """collect options (starting with --), an environment assignment, or code."""
-    topics: tuple[str, ...]
-    """Finding topics that point to this change, most specific first."""
-    variant: Variant = field(default_factory=Variant)
-    """RunConfig fields the variant changes."""
-    compile_mode: str = ""
-    """torch.compile mode ("" for none)."""
-    cuda_graph: bool = False
-    env: dict[str, str] = field(default_factory=dict)
-    """Environment of the variant's process (a change that needs a new process)."""
-    finding: str = ""
-    layers: tuple[int, ...] = ()
-    """The layers its finding names: the row shows their times before and after whether they moved most or not."""
-    blocked: str = ""
-    """Why it is not run ("" when it runs)."""
-    parts: tuple[str, ...] = ()
-    """A combination (analysis/advice_combos.py): the single levers' keys it combines, measured first."""
-    likely: str = ""
-    """A combination: the host's units that make it the likely winner whatever its parts did."""
-
-    @property
-    def method(self) -> str:
-        return PASS_LEVEL if self.env else PAIRED
-
-    @property
-    def per_image(self) -> bool:
-        return self.variant.batch is not None
-
-    @property
-    def has_layers_pass(self) -> bool:
-        """A layers pass of the variant gives per-layer times (not under Inductor or a CUDA graph)."""
-        return not self.compile_mode and not self.cuda_graph
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "key": self.key,
-            "change": self.change,
-            "how": self.how,
-            "variant": self.variant.to_dict(),
-            "compile_mode": self.compile_mode,
-            "cuda_graph": self.cuda_graph,
-            "env": self.env,
-            "finding": self.finding,
-            "layers": list(self.layers),
-            "method": self.method,
-            **({"parts": list(self.parts)} if self.parts else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> Candidate:
-        return cls(
-            d["key"],
-            d["change"],
-            d["how"],
-            (),
-            Variant.from_dict(d.get("variant", {})),
-            d.get("compile_mode", ""),
-            bool(d.get("cuda_graph")),
-            dict(d.get("env", {})),
-            d.get("finding", ""),
-            tuple(d.get("layers", ())),
-        )
-
-
-@dataclass
-class RunFacts:
-    """What the candidates depend on, read from the advised run."""
-
-    runtime: str
-    precision: str
-    device: str
-    channels_last: bool
-    threads: int
-    batch: int
-    isa_flags: tuple[str, ...] | None
-    """None: the run recorded no ISA flags."""
-    cpus_busy: float | None = None
-    """The forward's time-weighted CPUs busy (layers pass task-clock / wall)."""
-    unavailable_runtimes: dict[str, str] = field(default_factory=dict)
-    """Runtime name -> why it cannot run here."""
-    malloc_libs: dict[str, str] = field(default_factory=dict)
-    """Replacement malloc (hardware.malloc_libs.MALLOC_LIBS) -> its library's path here; "" or absent: none."""
 
 
 def cpu_candidates(facts: RunFacts) -> list[Candidate]:
@@ -311,61 +197,9 @@ def missing_units(facts: RunFacts, units: Sequence[str], what: str) -> str:
     )
 
 
-def gpu_candidates(facts: RunFacts) -> list[Candidate]:
-    out = [
-        Candidate(
-            "cuda-graph",
-            "the forward captured once as a CUDA graph and replayed (no per-kernel launch from Python)",
-            "code: g = torch.cuda.CUDAGraph(); with torch.cuda.graph(g): out = model(static_input); g.replay()",
-            ("launch-bound", "small-launches"),
-            cuda_graph=True,
-        ),
-        Candidate(
-            "compile-reduce-overhead",
-            "torch.compile mode 'reduce-overhead' (Inductor kernels replayed as CUDA graphs)",
-            'code: model = torch.compile(model, mode="reduce-overhead")',
-            ("launch-bound", "small-launches"),
-            compile_mode="reduce-overhead",
-        ),
-    ]
-    if facts.precision == "fp32":
-        for precision in ("fp16", "bf16"):
-            out.append(
-                Candidate(
-                    precision,
-                    f"the model and input in {precision} (tensor-core math)",
-                    f"--precision {precision}",
-                    ("no-tensor-cores", "layout-transposes", "launch-bound"),
-                    Variant(precision=precision),
-                )
-            )
-    if not facts.channels_last:
-        out.append(
-            Candidate(
-                "channels_last",
-                "model and input in channels_last (NHWC): no cuDNN NCHW<->NHWC transposes",
-                "--channels-last",
-                ("layout-transposes",),
-                Variant(channels_last=True),
-            )
-        )
-    for batch in GPU_BATCHES:
-        if batch > facts.batch:
-            out.append(
-                Candidate(
-                    f"batch-{batch}",
-                    f"batch {batch} instead of {facts.batch} (time per image): the GPU stops waiting for the CPU",
-                    f"--batch {batch}",
-                    ("launch-bound", "small-launches"),
-                    Variant(batch=batch),
-                )
-            )
-    return out
-
-
 def candidates(facts: RunFacts, findings: Iterable[Finding]) -> list[Candidate]:
     """Every single-lever candidate for the run's device, tied to findings (tie_findings)."""
-    return tie_findings(gpu_candidates(facts) if facts.device != "cpu" else cpu_candidates(facts), findings)
+    return tie_findings(cpu_candidates(facts) if facts.device == "cpu" else gpu_candidates(facts), findings)
 
 
 def tie_findings(cs: list[Candidate], findings: Iterable[Finding]) -> list[Candidate]:

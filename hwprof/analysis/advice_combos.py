@@ -22,16 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from hwprof.analysis.advice import CHANGED_OUTPUT, MEASURED, NOT_RUN, AdviceRow
-from hwprof.analysis.advice_candidates import (
-    BF16_UNITS,
-    INT8_UNITS,
-    Candidate,
-    RunFacts,
-    Variant,
-    candidates,
-    missing_units,
-    tie_findings,
-)
+from hwprof.analysis.advice_candidates import BF16_UNITS, INT8_UNITS, candidates, missing_units, tie_findings
+from hwprof.analysis.candidate import Candidate, RunFacts, Variant
 from hwprof.analysis.finding import Finding
 from hwprof.core.isa_units import advice_units
 from hwprof.core.runtime_names import BF16_WEIGHTS, INT8_STATIC

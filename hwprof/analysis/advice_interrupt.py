@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hwprof.analysis.advice import FAILED, NOT_RUN, AdviceRow
-from hwprof.analysis.advice_candidates import Candidate
+from hwprof.analysis.candidate import Candidate
 
 INTERRUPTED = "interrupted"
 """The reason of a row whose worker a stop signal cut (followed by where, for a program: " at 13 of 45 calls")."""

@@ -28,9 +28,9 @@ from hwprof.analysis.advice import (
     paired_speedup,
     process_speedup,
 )
-from hwprof.analysis.advice_candidates import Candidate
 from hwprof.analysis.advice_output import MATCH_WORDS
 from hwprof.analysis.advice_stages import stage_deltas
+from hwprof.analysis.candidate import Candidate
 from hwprof.analysis.neighbours import DISTURBED_SHARE, others_text
 from hwprof.core.runtime_names import BF16_WEIGHTS, INT8_STATIC
 from hwprof.perf.neighbours import NeighbourLoad

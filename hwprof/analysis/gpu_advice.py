@@ -1,6 +1,6 @@
 """The GPU advice table from the recorded H100 experiments (gpu_experiments.json, gpu_compile.json).
 
-No GPU here: the GPU candidates (advice_candidates.gpu_candidates, each tied to a finding of the run) get
+No GPU here: the GPU candidates (gpu_candidates.gpu_candidates, each tied to a finding of the run) get
 the figures the recordings hold for the run's configuration (model, batch, precision, memory format), as
 what hwprof would print had it run them. Pure: the JSON documents come in as lists of dicts.
 
@@ -29,7 +29,8 @@ from hwprof.analysis.advice import (
     AdviceRow,
     Speedup,
 )
-from hwprof.analysis.advice_candidates import Candidate, RunFacts, candidates
+from hwprof.analysis.advice_candidates import candidates
+from hwprof.analysis.candidate import Candidate, RunFacts
 from hwprof.analysis.finding import Finding
 
 RECORDINGS = "shared/recordings/h100-2026-11-22"

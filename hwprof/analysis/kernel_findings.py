@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.analysis.finding import CAVEAT, Finding, pct
 from hwprof.core.kernel_causes import CAUSE_FAULT, CAUSE_INTERRUPT, CAUSE_IPI, CAUSE_SYSCALL, TOPICS, NativeCause
-from hwprof.core.kernels import NativeLayer, NativeView
+from hwprof.core.native_view import NativeLayer, NativeView
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport, LayerStat

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hwprof.core.kernels import KERNELS_FILE, NativeView, native_view
+from hwprof.core.native_view import KERNELS_FILE, NativeView, native_view
 from hwprof.schema.hotspots_file import HOTSPOTS_FILE
 from hwprof.schema.kernels_file import KernelsFile
 

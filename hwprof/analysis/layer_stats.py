@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.analysis.availability import Missing
 from hwprof.analysis.layer_sources import Frame, Kernel
 from hwprof.analysis.roofline import RoofStatus
-from hwprof.core.kernels import NativeLayer, NativeView
+from hwprof.core.native_view import NativeLayer, NativeView
 from hwprof.core.spans import SpanTime, layer_self_ns, measured_spans
 
 if TYPE_CHECKING:

@@ -21,15 +21,8 @@ import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from hwprof.analysis.advice_candidates import (
-    BF16_UNITS,
-    OPENMP_SPIN_ENV,
-    Candidate,
-    RunFacts,
-    Variant,
-    allocator_candidates,
-    thread_counts,
-)
+from hwprof.analysis.advice_candidates import BF16_UNITS, OPENMP_SPIN_ENV, allocator_candidates, thread_counts
+from hwprof.analysis.candidate import Candidate, RunFacts, Variant
 from hwprof.analysis.finding import Finding
 from hwprof.rundir.reader import RunData
 

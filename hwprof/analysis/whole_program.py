@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hwprof.core.kernels import KERNELS_FILE
+from hwprof.core.native_view import KERNELS_FILE
 from hwprof.core.program_spec import PROGRAM_SPAN
 from hwprof.schema.hotspots_file import HOTSPOTS_FILE, HotspotsFile
 from hwprof.schema.kernels_file import KernelsFile

@@ -21,7 +21,7 @@ from hwprof.analysis.paired_cost import PassCostFigure
 from hwprof.analysis.stages import StageRow
 from hwprof.analysis.types import TypeStat
 from hwprof.api.frames import field_dtypes, table
-from hwprof.core.kernels import NativeKernel
+from hwprof.core.native_view import NativeKernel
 from hwprof.render.advice_export import COLUMNS as ADVICE_COLUMNS
 from hwprof.render.advice_export import LAYERS as ADVICE_LAYERS
 from hwprof.render.advice_export import advice_csv_rows

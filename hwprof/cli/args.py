@@ -51,6 +51,16 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--conf", type=float, default=d.conf)
     p.add_argument("--iou", type=float, default=d.iou)
     p.add_argument("--seed", type=int, default=d.seed, help="seed of the random init (no --weights)")
+    add_collector_args(p, d)
+    p.add_argument("--timeout", type=float, default=d.pass_timeout_s, help="seconds a pass may run")
+    p.add_argument("--out", type=Path, help="run directory to create (default: results/<model>-<time>)")
+    p.add_argument("--results", type=Path, default=Path("results"), help="where run directories go")
+    p.add_argument("--no-report", action="store_true", help="do not print the summary at the end")
+    add_program_args(p)
+
+
+def add_collector_args(p: argparse.ArgumentParser, d: RunConfig) -> None:
+    """Which collectors run, and their settings (events, counters, samplers' rates)."""
     p.add_argument("--only", type=csv_list, default=[], help="run only these collectors (comma list)")
     p.add_argument("--skip", type=csv_list, default=[], help="do not run these collectors (comma list)")
     p.add_argument("--events", type=csv_list, default=[], help="perf events (comma list; default: a standard set)")
@@ -84,11 +94,6 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--scalene-memory", action="store_true", help="Scalene also profiles memory")
     p.add_argument("--profiler-stack", action="store_true", help="torch.profiler records Python stacks")
-    p.add_argument("--timeout", type=float, default=d.pass_timeout_s, help="seconds a pass may run")
-    p.add_argument("--out", type=Path, help="run directory to create (default: results/<model>-<time>)")
-    p.add_argument("--results", type=Path, default=Path("results"), help="where run directories go")
-    p.add_argument("--no-report", action="store_true", help="do not print the summary at the end")
-    add_program_args(p)
 
 
 def add_program_args(p: argparse.ArgumentParser) -> None:

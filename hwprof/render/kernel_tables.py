@@ -13,7 +13,7 @@ from hwprof.render.tables import MISSING, Col, TableSpec
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport, LayerStat
     from hwprof.analysis.run_analysis import Analysis
-    from hwprof.core.kernels import NativeKernel, NativeLayer, NativeView
+    from hwprof.core.native_view import NativeKernel, NativeLayer, NativeView
 
 KERNEL_LAYERS = 5
 NATIVE_LAYERS = 8

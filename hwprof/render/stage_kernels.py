@@ -15,7 +15,7 @@ from hwprof.render.tables import Col, TableSpec
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
-    from hwprof.core.kernels import NativeKernel, NativeLayer
+    from hwprof.core.native_view import NativeKernel, NativeLayer
 
 CODEC_STAGES = ("decode", "encode")
 STAGE_KERNELS = 3

@@ -2,7 +2,7 @@
 rate and event the collector adds): per layer, stage and thread the samples, shares by kind of code and the
 top kernels; the model-wide kernel rows with the layers each ran in.
 
-Read as records (codec.py) for hwprof.core.kernels.native_view: a damaged field gives one line naming the file
+Read as records (codec.py) for hwprof.core.native_view.native_view: a damaged field gives one line naming the file
 and the field. The derived figures (cpi, the *_pki of each miss event) and the counts a table holds besides
 the fields here are kept as they were read.
 """

@@ -117,16 +117,12 @@ def extend(
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[int, Extension | None]:
     """After a paired pass's planned blocks (`measured` measured iterations, which took planned_s): while
-    `figure()` does not resolve (PassCostFigure.resolved), run one more ABBA block through `step(on, index)`.
-
-    Bounded by the pass's own planned time: the extension spends at most config.paired_extend_ratio x
-    planned_s (at most config.paired_extend_max_s). Before each block it stops when the block would not fit
-    at the pace of the last one (TIME), when a collector's iteration limit would be passed (ITERATIONS), or
-    when the blocks seen are so spread that even every block the time left allows, all landing at one ratio,
-    could not bring the quartiles within UNRESOLVED_IQR (NOISE: best_case_iqr). Between a block's two
-    off/on pairs it checks the time again, so a host that slows down mid-block passes the limit by at most
-    one pair. Returns the measured count now, and the extension (None when the planned blocks resolved, or
-    there was no figure)."""
+    `figure()` does not resolve, one more ABBA block through `step(on, index)`, within config.paired_extend_ratio
+    x planned_s (at most config.paired_extend_max_s). Before each block it stops when the block would not fit at
+    the last one's pace (TIME), past a collector's iteration limit (ITERATIONS), or when even every block the time
+    left allows, all at one ratio, could not bring the quartiles within UNRESOLVED_IQR (NOISE: best_case_iqr);
+    between a block's two pairs it checks the time again (a host that slows mid-block overruns by one pair at
+    most). Returns the measured count and the extension (None: the planned blocks resolved, or no figure)."""
     now = figure()
     if now is None or now.resolved:
         return measured, None

@@ -26,12 +26,10 @@ from hwprof.core.markers import Marker, MarkerBus, MarkerLog
 from hwprof.rundir.names import MARKERS
 from hwprof.rundir.pass_files import write_pass_result
 from hwprof.rundir.worker_files import read_config, read_image_paths
-from hwprof.schema.codec import json_value
-from hwprof.schema.frames import FramesDoc
-from hwprof.schema.inputs import inputs_doc
 from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
+from hwprof.session.pass_result import close_pipeline, pass_result
 from hwprof.session.registry import by_name
 from hwprof.session.worker_io import disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
@@ -159,22 +157,6 @@ class PassRunner:
         self.paired = PairedInfo.of(switched=[*hooks, *switched], always_on=[c.name for c in live if not c.switchable])
         return True
 
-    def _marker_module(self, built: Any) -> Any:
-        """The module the layer hooks go on: the runtime's device copy (CUDA) or the built model."""
-        runtime = self.ctx.pipeline.runtime if self.ctx.pipeline is not None else None
-        return getattr(runtime, "marker_module", built.module)
-
-    def _run_clean(self, iteration: int) -> None:
-        """A clean iteration: switchable collectors paused, markers only to collectors asking for
-        clean_markers, layer hooks off."""
-        pipeline = self.ctx.pipeline
-        assert pipeline is not None
-        self.set_clean(True)
-        try:
-            pipeline.run_iteration(iteration, warmup=False, clean=True)
-        finally:
-            self.set_clean(False)
-
     def set_clean(self, clean: bool) -> None:
         """Into a clean iteration (switchable collectors paused, layer hooks off) or out of it."""
         switchable = [c for c in self.collectors if c.switchable and self._ok(c)]
@@ -198,8 +180,12 @@ class PassRunner:
         if measured:
             self.ctx.pipeline.run_iteration(i, warmup=False)
             self._each("after_iteration", self.ctx, i)
-        else:
-            self._run_clean(i)
+        else:  # clean: switchable collectors paused, markers only to those asking for clean_markers, hooks off
+            self.set_clean(True)
+            try:
+                self.ctx.pipeline.run_iteration(i, warmup=False, clean=True)
+            finally:
+                self.set_clean(False)
         self.log.flush_to(self.markers_path)
         self._done += 1
         progress(phase="measure", done=self._done, total=max(total, self._done))
@@ -303,11 +289,13 @@ class PassRunner:
             self._remove_hooks = self._attach_markers()
 
     def _attach_markers(self) -> Callable[[], None]:
-        """The layer markers put on the model's layers; returns their removal."""
+        """The layer markers put on the model's layers (on CUDA, the runtime's device copy); returns their removal."""
         from hwprof.core.markers import attach_layer_markers
 
-        assert self.ctx.pipeline is not None
-        return attach_layer_markers(self._marker_module(self.ctx.pipeline.built), self.bus, self.config.depth)
+        pipeline = self.ctx.pipeline
+        assert pipeline is not None
+        module = getattr(pipeline.runtime, "marker_module", pipeline.built.module)
+        return attach_layer_markers(module, self.bus, self.config.depth)
 
     def _measure(self, runtime_name: str) -> None:
         """Warm-up, then the measured (and, paired, clean) iterations between the collectors' start and stop."""
@@ -342,7 +330,7 @@ class PassRunner:
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         finish_runtime(self.ctx.pipeline, self.log, self.config.depth, self.ctx.out_dir)
-        closing = self._close_pipeline()
+        closing = close_pipeline(self.ctx.pipeline)
         if closing is not None and status == "ok":
             status, error = "failed", closing
         try:
@@ -352,33 +340,6 @@ class PassRunner:
             status, error = "failed", str(exc)
         self._close_all(status, error)
         return status, error
-
-    def _close_pipeline(self) -> str | None:
-        """The video released and the annotated output flushed, whatever ended the pass (a video writer that is
-        not released leaves a file no player reads); the error that fails the pass when it could not be."""
-        close = getattr(self.ctx.pipeline, "close", None)  # a program's pass holds the program's model: no input
-        if close is None:
-            return None
-        try:
-            close()
-        except Exception as exc:
-            print(f"closing the pipeline's video input or output failed: {exc}", file=sys.stderr)
-            return f"{type(exc).__name__}: {exc}"
-        return None
-
-    def _frames(self) -> FramesDoc | None:
-        """What the pass read of a video and wrote of the annotated output (None: images, no output)."""
-        pipeline = self.ctx.pipeline
-        if getattr(pipeline, "video", None) is None and getattr(pipeline, "annotate_to", None) is None:
-            return None
-        assert pipeline is not None
-        doc = FramesDoc.of()
-        if pipeline.video is not None:
-            doc.update(read=pipeline.video.frames_read, rewinds=pipeline.video.rewinds)
-        if pipeline.annotate_to is not None:
-            written = pipeline.sink.written if pipeline.sink is not None else 0
-            doc.update(written=written, output=self.ctx.relpath(pipeline.annotate_to))
-        return doc
 
     def _close_all(self, status: str, error: str) -> None:
         if status == "interrupted":
@@ -396,28 +357,22 @@ class PassRunner:
                 continue
             results[collector.name] = self._final_result(collector, mark_pass_end(result, status, error))
         self._write_replayed()
-        pipeline = self.ctx.pipeline
-        result = PassResult.of(
-            pass_name=self.ctx.pass_name,
-            status=status,
-            error=error,
-            finished_ns=time.monotonic_ns(),
-            detections_per_iteration=json_value(pipeline.detections if pipeline else []),
-            candidates_per_iteration=list(pipeline.candidates) if pipeline else [],
-            runtime=pipeline.runtime.info if pipeline and pipeline.runtime else None,
-            collectors={n: r.entry() for n, r in results.items()},
-            paired=self.paired,
+        result = pass_result(
+            PassResult.of(
+                pass_name=self.ctx.pass_name,
+                status=status,
+                error=error,
+                finished_ns=time.monotonic_ns(),
+                collectors={n: r.entry() for n, r in results.items()},
+                paired=self.paired,
+            ),
+            self.ctx.pipeline,
+            self.ctx.relpath,
+            self.bus.inputs,
         )
         program = self._program_outcome(status, error)
         if program is not None:
             result.update(program=program)
-        frames = self._frames()
-        if frames is not None:
-            result.update(frames=frames)
-        tally = self.bus.inputs
-        inputs = inputs_doc(tally.calls, tally.measured, tally.clean)
-        if inputs is not None:
-            result.update(inputs=inputs)
         write_pass_result(self.ctx.out_dir, result)
 
     def _write_replayed(self) -> None:

@@ -31,12 +31,13 @@ from hwprof.rundir.names import PASSES, RUN_JSON, WORKER_LOG
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData
 from hwprof.rundir.worker_files import read_worker_pid, write_command, write_config, write_images
 from hwprof.rundir.writer import write_run_json
-from hwprof.schema.codec import JsonObject, json_value
+from hwprof.schema.codec import json_value
 from hwprof.schema.run import RunConfigDoc, RunDoc
 from hwprof.session import child
 from hwprof.session.annotated import keep_annotated
 from hwprof.session.child import error_line
 from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
+from hwprof.session.pass_inputs import images_doc, pass_env
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.program_passes import ProgramPasses
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
@@ -107,35 +108,9 @@ class Session:
         self.programs = ProgramPasses()
         """A user's program: what its passes found that changes the later ones (no model, its failure)."""
 
-    def _images(self) -> JsonObject:
-        """images.json, and run.json's images: the paths, the files skipped and their source."""
-        doc: JsonObject = {
-            "paths": [str(p) for p in self.images.paths],
-            "skipped": self.images.skipped,
-            "source": self.images.source,
-        }
-        if self.images.video is not None:
-            doc["video"] = self.images.video.to_json()
-        return doc
-
     def _write_inputs(self) -> None:
         write_config(self.run_dir, self.config)
-        write_images(self.run_dir, self._images())
-
-    def _child_env(self, collectors: list[Collector], ctx: PassContext) -> dict[str, str]:
-        env = dict(os.environ)
-        threads = str(self.config.threads)
-        env.update(
-            {
-                "OMP_NUM_THREADS": threads,
-                "MKL_NUM_THREADS": threads,
-                **child.CHILD_ENV,
-            }
-        )
-        for collector in collectors:
-            env.update(collector.child_env(ctx))
-        env.update(self.programs.env())
-        return env
+        write_images(self.run_dir, images_doc(self.images))
 
     def gone(self) -> bool:
         """Whether the run directory was removed (or replaced by another folder) since the collect began."""
@@ -189,7 +164,7 @@ class Session:
             stderr=log,
             cwd=self.run_dir,
             text=True,
-            env=self._child_env(collectors, ctx),
+            env=pass_env(self.config, collectors, ctx, self.programs.env()),
             start_new_session=True,
         )
         return RunningPass(plan, ctx, proc, started, steal_at_start)
@@ -339,7 +314,7 @@ class Session:
             command=json_value(command_line),
             config=RunConfigDoc.from_json(json_value(self.config.recorded()), self.where, "config."),
             host=host_info(),
-            images=json_value(self._images()),
+            images=json_value(images_doc(self.images)),
             clock={"id": "CLOCK_MONOTONIC", "unit": "ns"},
             collectors=dict(plan.statuses),
             passes={},

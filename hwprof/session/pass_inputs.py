@@ -1,0 +1,34 @@
+"""What a pass's worker is given besides its run directory: the images record (images.json, and run.json's
+images) and its environment."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from hwprof.session.child import CHILD_ENV
+
+if TYPE_CHECKING:
+    from hwprof.collectors.base import Collector, PassContext
+    from hwprof.core.config import RunConfig
+    from hwprof.schema.codec import JsonObject
+    from hwprof.workload.images import ImageSet
+
+
+def images_doc(images: ImageSet) -> JsonObject:
+    """images.json, and run.json's images: the paths, the files skipped and their source (and the video)."""
+    doc: JsonObject = {"paths": [str(p) for p in images.paths], "skipped": images.skipped, "source": images.source}
+    if images.video is not None:
+        doc["video"] = images.video.to_json()
+    return doc
+
+
+def pass_env(config: RunConfig, collectors: list[Collector], ctx: PassContext, extra: dict[str, str]) -> dict[str, str]:
+    """The worker's environment: this one, the run's thread count for OpenMP and MKL, what every child of hwprof
+    gets (CHILD_ENV), what the pass's collectors ask for, and `extra` (hwprof.session.program_passes)."""
+    env = dict(os.environ)
+    env.update({"OMP_NUM_THREADS": str(config.threads), "MKL_NUM_THREADS": str(config.threads), **CHILD_ENV})
+    for collector in collectors:
+        env.update(collector.child_env(ctx))
+    env.update(extra)
+    return env
