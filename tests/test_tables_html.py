@@ -75,3 +75,29 @@ def test_chromium_opens_the_compare_page_with_no_error_and_no_request(runs: tupl
     assert HOSTILE_MODEL.split("<")[0] + "&lt;script&gt;" in done.stdout
     urls = set(re.findall(r'"url":"(https?://[^"/]+)', net_log.read_text()))
     assert not {u for u in urls if not u.removesuffix(":80").endswith(BROWSER_OWN)}, urls
+
+
+def test_compare_of_runs_on_other_hosts_reads_whole_at_80_columns(runs: tuple[Path, Path], tmp_path: Path) -> None:
+    """A host row whose cells are long (another kind of machine) is cut to fit, every table closed at 80 columns,
+    the whole host in the notes (before: the runs table ran past the terminal's right edge)."""
+    import json
+    import shutil
+
+    from rich.cells import cell_len
+    from rich.console import Console
+
+    from hwprof.render.compare import render_comparison
+
+    other = tmp_path / "other"
+    shutil.copytree(runs[0], other)
+    doc = json.loads((other / "run.json").read_text())
+    doc["host"].update(cpu_model="Intel(R) Xeon(R) Platinum 8480+ (Sapphire Rapids)", logical_cpus=16)
+    doc["host"]["isa_flags"] = ["avx2", "avx512f", "avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8"]
+    (other / "run.json").write_text(json.dumps(doc))
+    out = io.StringIO()
+    render_comparison(compare_runs([runs[0], other]), Console(file=out, width=80, color_system=None))
+    lines = out.getvalue().splitlines()
+    assert all(cell_len(line.rstrip()) <= 80 for line in lines), "\n".join(lines[:30])
+    host = next(line for line in lines if line.startswith("│ host"))
+    assert host.rstrip().endswith("│") and "Xeon" in host
+    assert "Sapphire Rapids" in " ".join(" ".join(lines).split())  # whole in the notes

@@ -54,9 +54,13 @@ def _letters(n: int) -> list[str]:
     return [chr(ord("A") + i) if i < 26 else f"R{i + 1}" for i in range(n)]
 
 
+RUN_CELL = 24
+
+
 def runs_spec(c: Comparison) -> TableSpec:
     names = _letters(len(c.runs))
-    cols = [Col("", "left")] + [Col(n) for n in names]
+    # a run's long values (its host, its software) are cut to fit 80 columns: whole in the notes and in markdown
+    cols = [Col("", "left")] + [Col(n, max_width=RUN_CELL) for n in names]
     fields: list[tuple[str, list[str]]] = [
         ("run", [h.run_id if h.status == "complete" else f"{h.run_id} [{h.status}]" for h in c.runs]),
         ("layer times from", [h.layer_times.split(":")[0] for h in c.runs]),  # the reason is in the notes
