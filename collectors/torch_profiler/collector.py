@@ -266,6 +266,8 @@ class TorchProfilerCollector(Collector):
             return CollectorResult("interrupted", reason=f"{ctx.interrupted}, before the profiler started")
         if self._prof is None or not self._started:
             return CollectorResult("failed", reason="the profiler never started: the pass ended before start()")
+        if ctx.interrupted and _no_results(self._prof):  # a second stop signal came while the profiler stopped
+            return CollectorResult("interrupted", reason=f"{ctx.interrupted}, before the profiler produced its trace")
         out = ctx.out_dir
         trace_path = out / f"{NAME}.kineto.json"
         if trace_path.is_file():
@@ -370,3 +372,9 @@ def _range_name(marker: Marker) -> str:
     if marker.kind == "iteration":
         return f"{RANGE_PREFIX}iteration:{marker.iteration}"
     return f"{RANGE_PREFIX}{marker.kind}:{marker.name}"
+
+
+def _no_results(prof: Any) -> bool:
+    """torch.profiler's profile holds no results (its export would fail on None): it was stopped mid-way."""
+    inner = getattr(prof, "profiler", None)
+    return inner is None or getattr(inner, "kineto_results", None) is None
