@@ -1,6 +1,6 @@
 """The layer table per input shape, where the time pass's forwards had more than one (a program such as
-YOLOv7's detect.py letterboxes each image to its own stride-aligned shape): each top-level layer's median self
-time over the iterations of each shape, with its FLOPs and rate at that shape.
+YOLOv7's detect.py letterboxes each image to its own stride-aligned shape): each top-level layer's time at each
+shape, with its FLOPs and rate at that shape.
 
 The layer table itself takes each layer's share of forward over every iteration, whatever its shape: with two
 shapes of different sizes that figure is neither's. Here the iterations are split by the shape the pass's tally
@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hwprof.core.spans import layer_self_spans, measured_spans
+from hwprof.core.spans import forward_ms_by_iteration, layer_self_spans, measured_spans
 from hwprof.schema.summaries_cpu import FlopsSummary
 
 if TYPE_CHECKING:
@@ -49,7 +49,7 @@ class ShapeLayer:
 
     @property
     def mean_ms(self) -> float:
-        """For ranking: the mean of its shapes' medians."""
+        """For ranking: the mean of its times at the shapes that timed it."""
         values = [c.ms for c in self.cells.values() if c.ms is not None]
         return sum(values) / len(values) if values else 0.0
 
@@ -130,9 +130,9 @@ def _clean_forward(
     timing: dict[str, list[float]] = defaultdict(list)
     if "timing" in data.pass_names and source != "timing":
         timing_shapes = _shapes_by_iteration(data, "timing")
-        for span in measured_spans(data.markers("timing")):
-            if span.kind == "stage" and span.name == "forward" and span.iteration in timing_shapes:
-                timing[timing_shapes[span.iteration]].append(span.dur_ns / 1e6)
+        for iteration, fwd_ms in forward_ms_by_iteration(data.markers("timing")).items():
+            if iteration in timing_shapes:
+                timing[timing_shapes[iteration]].append(fwd_ms)
     own: dict[str, list[float]] = defaultdict(list)
     for iteration, ns in forward_ns.items():
         if iteration in by_iteration:
