@@ -73,7 +73,7 @@ def run_with_nbclient() -> list[str] | None:
 def test_the_notebook_runs_on_a_real_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     small = {"model": "yolov8n", "imgsz": 128, "iters": 3, "warmup": 1}
-    a = hwprof.collect(**small, only=["timing", "flops", "perf_sampling"], out=tmp_path / "a")
+    a = hwprof.collect(**small, only=["timing", "flops", "perf_sampling"], perf_rate=1000, out=tmp_path / "a")
     b = hwprof.collect(**small, threads=1, only=["timing", "flops"], out=tmp_path / "b")
     assert a.status == b.status == "complete" and a.layers.height == b.layers.height > 0
     monkeypatch.setenv("NOTEBOOK_RUN", str(a.path))

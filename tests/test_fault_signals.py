@@ -33,15 +33,20 @@ pytestmark = pytest.mark.fault
 
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP}
 PASS_SIGNALS = [
-    *((name, "SIGINT") for name in PASS_COLLECTORS),
-    ("layers", "SIGTERM"),
-    ("kernels", "SIGTERM"),
-    ("trace", "SIGHUP"),
-    ("scalene", "SIGHUP"),
+    ("timing", "SIGINT", 1),
+    ("timing", "SIGINT", 2),
+    ("layers", "SIGINT", 1),
+    ("layers", "SIGTERM", 2),
+    ("kernels", "SIGINT", 2),
+    ("kernels", "SIGTERM", 1),
+    ("trace", "SIGINT", 2),
+    ("trace", "SIGHUP", 1),
+    ("scalene", "SIGINT", 1),
+    ("scalene", "SIGHUP", 2),
 ]
-"""Ctrl-C's signal in every pass, SIGTERM and SIGHUP in two passes each: one handler takes the three signals
-(hwprof.session.stopping) and each pass has its own collectors to stop, so every pass and every signal is
-covered, once and twice, without all 15 pairs (30 collects: 4 minutes of the suite)."""
+"""(pass, signal, how many times): every pass stopped once and twice, and each of the three signals (one handler
+takes them all: hwprof.session.stopping) once and twice, in passes with their own collectors to stop; not all
+30 combinations (30 collects: 4 minutes of the suite)."""
 COLLECTOR_STATUSES = {"ok", "partial", "interrupted", "unavailable", "skipped"}
 
 
@@ -61,8 +66,11 @@ def _stop_pass(tmp_path: Path, pass_name: str, sig: int, times: int) -> tuple[in
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("times", [1, 2], ids=["once", "twice"])
-@pytest.mark.parametrize(("pass_name", "sig_name"), PASS_SIGNALS)
+@pytest.mark.parametrize(
+    ("pass_name", "sig_name", "times"),
+    PASS_SIGNALS,
+    ids=[f"{p}-{s}-{'once' if n == 1 else 'twice'}" for p, s, n in PASS_SIGNALS],
+)
 def test_a_stop_signal_in_any_pass_ends_the_run_the_same_way(
     tmp_path: Path, pass_name: str, sig_name: str, times: int
 ) -> None:

@@ -228,7 +228,7 @@ def test_a_forever_program_left_to_run_is_ended_by_the_pass_timeout_keeping_its_
 ) -> None:
     out = tmp_path / "run"
     mark = tmp_path / "served"
-    options = [*ONE_PASS, "--program-end", "run", "--timeout", "40"]
+    options = [*ONE_PASS, "--program-end", "run", "--timeout", "20"]
     done = collect(out, options, [program("forever"), "--mark", str(mark)])
     assert done.returncode == 1, done.stdout + done.stderr
     run = run_doc(out)

@@ -295,3 +295,20 @@ def test_report_does_not_import_torch_or_matplotlib(run_dir: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_command_line_loads_no_torch_before_a_command_needs_it() -> None:
+    """A bad option's one line, `hwprof --help` and every command's parser come back in a fraction of a second:
+    the CLI's modules load torch (a second and more here) only inside what runs a model."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, contextlib, io\n"
+        "from hwprof.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    code = main(['collect', '--model', 'yolov99'])\n"
+        "print(code, sorted(m for m in ('torch', 'ultralytics', 'matplotlib') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-P", "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2", "[]"], out.stdout + out.stderr

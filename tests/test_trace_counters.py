@@ -127,8 +127,9 @@ def test_real_collect_counters_read_back_as_recorded(run_hwprof: Any, tmp_path: 
     """A real small collect: sysstat and perf_events counters sampled together, perf samples with periods."""
     out = tmp_path / "run"
     done = run_hwprof(
-        *("collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "3", "--warmup", "1"),
+        *("collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "10", "--warmup", "1"),
         *("--only", "timing,sysstat,perf_events,perf_sampling", "--out", str(out)),
+        *("--perf-rate", "1000"),  # not the auto plan's 60 s of forwards: tests/test_perf_sampling.py tests that
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = _check(out)

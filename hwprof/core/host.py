@@ -9,7 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwprof.schema.host import HostDoc, TorchBuild
+from hwprof.core.torch_build import torch_build
+from hwprof.schema.host import HostDoc
 
 PACKAGES = (
     "torch",
@@ -97,21 +98,14 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def torch_build() -> TorchBuild:
-    import torch
+def _cache() -> Path | None:
+    """hwprof's cache folder for the torch build, None where the environment names none that can be used."""
+    from hwprof.core.envvars import hwprof_cache
 
-    config = torch.__config__.show()
-    onednn = re.search(r"MKL-DNN v([\d.]+)", config)
-    mkl = re.search(r"Math Kernel Library Version ([\w.-]+)", config)
-    return TorchBuild.of(
-        version=torch.__version__,
-        num_threads=torch.get_num_threads(),
-        cpu_capability=torch.backends.cpu.get_cpu_capability(),
-        mkldnn_available=torch.backends.mkldnn.is_available(),
-        onednn_version=onednn.group(1) if onednn else None,
-        mkl_version=mkl.group(1) if mkl else None,
-        openmp="OpenMP" in config,
-    )
+    try:
+        return hwprof_cache()
+    except (OSError, ValueError):
+        return None
 
 
 def host_info() -> HostDoc:
@@ -133,6 +127,6 @@ def host_info() -> HostDoc:
         os=platform.platform(),
         perf_event_paranoid=_read("/proc/sys/kernel/perf_event_paranoid"),
         python=platform.python_version(),
-        torch=torch_build(),
+        torch=torch_build(_cache()),
         packages=package_versions(),
     )

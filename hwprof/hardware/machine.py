@@ -165,11 +165,10 @@ def busy_while_measuring(load_avg_1m: float | None, logical_cpus: int, interfere
 
 
 def host_key(threads: int) -> str:
-    import torch
-
     from hwprof.core.host import cpu_model
+    from hwprof.core.torch_build import torch_version
 
-    text = f"{cpu_model()}|{os.cpu_count()}|{torch.__version__}|{threads}|{platform.machine()}"
+    text = f"{cpu_model()}|{os.cpu_count()}|{torch_version()}|{threads}|{platform.machine()}"
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
 

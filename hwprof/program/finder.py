@@ -21,6 +21,7 @@ markers are (hwprof.core.markers.attach_layer_markers).
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -37,10 +38,11 @@ if TYPE_CHECKING:
 
 MAX_LAYER_HOPS = 3
 """How many `.model` attributes are followed to a YOLO model's layer list (AutoBackend -> DetectionModel)."""
-_SKIP_DIRS = tuple(
-    str(p.resolve()) for p in (Path(__file__).parents[1], Path(str(__import__("torch").__file__)).parent)
-)
-"""Frames in hwprof or torch are not the program's: the name of a module is looked up in the first other frame."""
+_TORCH_SPEC = importlib.util.find_spec("torch")
+_TORCH_DIR = Path(str(_TORCH_SPEC.origin if _TORCH_SPEC else "torch/__init__.py")).parent
+_SKIP_DIRS = (str(Path(__file__).parents[1].resolve()), str(_TORCH_DIR.resolve()))
+"""Frames in hwprof or torch are not the program's: the name of a module is looked up in the first other frame.
+torch's folder is found without importing it: the command line imports this module, and torch costs a second."""
 
 
 class ProgramAbort(BaseException):
@@ -222,7 +224,7 @@ def in_trace() -> bool:
     return False
 
 
-_TRACE_FILE = str(Path(str(__import__("torch").__file__)).parent / "jit" / "_trace.py")
+_TRACE_FILE = str(_TORCH_DIR / "jit" / "_trace.py")
 _TRACE_FUNCTIONS = ("trace", "trace_module")
 
 

@@ -1,0 +1,58 @@
+"""The torch build of run.json host.torch, kept in hwprof's cache so that `collect`'s own process never imports
+torch: the same record as torch says, another key when what decides it changes, a damaged file passed over."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwprof.core import torch_build as tb
+
+CODE = (
+    "import sys, json\n"
+    "from pathlib import Path\n"
+    "from hwprof.core.torch_build import torch_build\n"
+    "build = torch_build(Path(sys.argv[1]))\n"
+    "print(json.dumps([build.to_json(), 'torch' in sys.modules]))\n"
+)
+
+
+def _build_in_a_process(cache: Path) -> tuple[dict, bool]:
+    """As `collect`'s own process asks for it: torch not imported before."""
+    done = subprocess.run([sys.executable, "-c", CODE, str(cache)], capture_output=True, text=True, check=True)
+    build, imported = json.loads(done.stdout)
+    return build, imported
+
+
+def test_the_cached_build_is_what_torch_says_and_is_read_without_importing_torch(tmp_path: Path) -> None:
+    (first, imported), (second, imported_again) = _build_in_a_process(tmp_path), _build_in_a_process(tmp_path)
+    assert imported and not imported_again, "read from torch once, then from the cache"
+    assert first == second == tb.read_build().to_json()
+    assert len(list(tmp_path.glob("torch-build-*.json"))) == 1
+
+
+def test_another_thread_setting_is_another_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    key = tb._key()
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert key is not None and tb._key() not in (None, key)
+
+
+def test_a_damaged_cache_file_is_passed_over_and_an_unwritable_cache_costs_only_time(tmp_path: Path) -> None:
+    truth = tb.read_build().to_json()
+    _build_in_a_process(tmp_path)
+    (path,) = tmp_path.glob("torch-build-*.json")
+    key = json.loads(path.read_text())["key"]
+    for text in ("{not json", json.dumps({"version": tb.CACHE_VERSION, "key": key, "build": {"num_threads": -3}})):
+        path.write_text(text)
+        build, imported = _build_in_a_process(tmp_path)
+        assert build == truth and imported
+        assert json.loads(path.read_text())["build"] == truth  # written again from torch
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache folder would be")
+    build, imported = _build_in_a_process(blocked / "cache")
+    assert build == truth and imported and not (blocked / "cache").exists()
