@@ -49,9 +49,10 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def job_cluster() -> Iterator[tuple[Cluster, Path]]:
-    """A head with the job server (measuring nothing) and two measuring nodes, all with their own TMPDIR."""
+    """A head with the job server (measuring nothing) and two measuring nodes, all with their own TMPDIR: one
+    cluster for the module's tests (each leaves no job running and nothing in the nodes' TMPDIR: they assert it)."""
     scratch = Path(tempfile.mkdtemp(prefix="hwj", dir="/tmp"))  # short: Ray's sockets live under it otherwise
     with nodes_env(scratch):
         head = {"num_cpus": 1, "include_dashboard": True, "dashboard_port": free_port()}
