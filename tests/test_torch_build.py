@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from hwprof.core import torch_build as tb
+from hwprof.core.host import cpuinfo_text
 
 CODE = (
     "import sys, json\n"
     "from pathlib import Path\n"
+    "from hwprof.core.host import cpuinfo_text\n"
     "from hwprof.core.torch_build import torch_build\n"
-    "build = torch_build(Path(sys.argv[1]))\n"
+    "build = torch_build(Path(sys.argv[1]), cpuinfo_text())\n"
     "print(json.dumps([build.to_json(), 'torch' in sys.modules]))\n"
 )
 
@@ -37,9 +39,9 @@ def test_the_cached_build_is_what_torch_says_and_is_read_without_importing_torch
 
 def test_another_thread_setting_is_another_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    key = tb._key()
+    key = tb._key(cpuinfo_text())
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert key is not None and tb._key() not in (None, key)
+    assert key is not None and tb._key(cpuinfo_text()) not in (None, key)
 
 
 def test_a_damaged_cache_file_is_passed_over_and_an_unwritable_cache_costs_only_time(tmp_path: Path) -> None:

@@ -127,6 +127,6 @@ def host_info() -> HostDoc:
         os=platform.platform(),
         perf_event_paranoid=_read("/proc/sys/kernel/perf_event_paranoid"),
         python=platform.python_version(),
-        torch=torch_build(_cache()),
+        torch=torch_build(_cache(), cpuinfo),
         packages=package_versions(),
     )

@@ -37,15 +37,13 @@ def torch_version() -> str | None:
         return None
 
 
-def _key() -> str | None:
+def _key(cpuinfo: str) -> str | None:
+    """cpuinfo: /proc/cpuinfo's text as the caller read it (hwprof.core.host.cpuinfo_text); its first CPU's block."""
     spec = importlib.util.find_spec("torch")
     version = torch_version()
     if spec is None or spec.origin is None or version is None:
         return None
-    try:
-        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0].splitlines()
-    except OSError:
-        first = [platform.processor()]
+    first = cpuinfo.split("\n\n")[0].splitlines() or [platform.processor()]
     cpu = hashlib.sha1("\n".join(x for x in first if x.startswith(CPU_FIELDS)).encode()).hexdigest()
     env = [f"{k}={os.environ.get(k, '')}" for k in THREAD_VARIABLES]
     parts = [version, spec.origin, sys.executable, platform.machine(), cpu, str(sorted(os.sched_getaffinity(0))), *env]
@@ -70,10 +68,10 @@ def read_build() -> TorchBuild:
     )
 
 
-def torch_build(cache: Path | None = None) -> TorchBuild:
+def torch_build(cache: Path | None, cpuinfo: str) -> TorchBuild:
     """The build, from hwprof's cache where this environment's key is there, else from torch (and then cached).
     A cache that cannot be read or written is passed over: the build is read from torch."""
-    if "torch" in sys.modules or cache is None or (key := _key()) is None:
+    if "torch" in sys.modules or cache is None or (key := _key(cpuinfo)) is None:
         return read_build()
     path = cache / f"torch-build-{key}.json"
     try:
