@@ -139,7 +139,7 @@ def compare(a: Run | StrPath, b: Run | StrPath, *more: Run | StrPath) -> pl.Data
     from hwprof.analysis.compare import compare_analyses
 
     runs = [r if isinstance(r, Run) else load(r) for r in (a, b, *more)]
-    c = compare_analyses([r._analysis for r in runs], [r.path for r in runs])
+    c = compare_analyses([r.analysis for r in runs], [r.path for r in runs])
     for line in [c.layers_refused] if c.layers_refused else c.layer_notes:
         warnings.warn(line, stacklevel=2)
     letters = [chr(ord("a") + i) if i < 26 else f"r{i + 1}" for i in range(len(runs))]

@@ -77,6 +77,12 @@ class Run:
     def __repr__(self) -> str:
         return f"Run({str(self.path)!r}: {self.model.name or '?'}, {self.status})"
 
+    @property
+    def analysis(self) -> Analysis:
+        """The run analysed once (hwprof.analysis.run_analysis.Analysis): what every table here is made from, and
+        what compare() hands to the analyses that read several runs."""
+        return self._analysis
+
     # --- the header (run.json, typed: hwprof.schema.run) ---
 
     @property
