@@ -96,6 +96,7 @@ class StopSignals:
 
     def install(self) -> StopSignals:
         """Handle the stop signals in this (main) thread; a no-op elsewhere (signals go to the main thread)."""
+        self._deferred, self._pending = 0, False  # installed again after an uninstall: signals raise again
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
@@ -107,6 +108,10 @@ class StopSignals:
         return self
 
     def uninstall(self) -> None:
+        """Restore the previous handlers. A signal that lands while this runs is noted, never raised: this runs in
+        the callers' `finally`, where an Interrupted escapes every handler (a SIGINT 0.35 s into `hwprof trace`,
+        its trace written, printed a traceback from here)."""
+        self._deferred += 1  # from here on a signal only sets _pending, which nothing raises any more
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)  # type: ignore[arg-type]
         self._previous.clear()
