@@ -73,6 +73,8 @@ class StopSignals:
         self._targets: dict[int, Callable[[], int | None]] = {}
         self._deferred = 0
         self._pending = False
+        self._restoring = False
+        """uninstall() has begun: a signal is noted (requested, exit_code), never raised."""
         self._previous: dict[int, object] = {}
         self._previous_hook: Callable[[sys.UnraisableHookArgs], object] | None = None
         self._redeliver = False
@@ -96,7 +98,7 @@ class StopSignals:
 
     def install(self) -> StopSignals:
         """Handle the stop signals in this (main) thread; a no-op elsewhere (signals go to the main thread)."""
-        self._deferred, self._pending = 0, False  # installed again after an uninstall: signals raise again
+        self._restoring = False
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
@@ -111,7 +113,7 @@ class StopSignals:
         """Restore the previous handlers. A signal that lands while this runs is noted, never raised: this runs in
         the callers' `finally`, where an Interrupted escapes every handler (a SIGINT 0.35 s into `hwprof trace`,
         its trace written, printed a traceback from here)."""
-        self._deferred += 1  # from here on a signal only sets _pending, which nothing raises any more
+        self._restoring = True
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)  # type: ignore[arg-type]
         self._previous.clear()
@@ -157,6 +159,8 @@ class StopSignals:
             self._redeliver = False
         else:
             self.note(signum)
+        if self._restoring:
+            return
         if self.killed or not self._children:
             if self._deferred:
                 self._pending = True  # raised when the section that must not be cut ends
