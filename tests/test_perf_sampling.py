@@ -202,18 +202,22 @@ def test_cpi_and_mpki_come_only_from_counted_cycles_and_instructions() -> None:
 
 
 def test_the_plan_keeps_the_rate_low_and_adds_iterations_for_a_short_forward() -> None:
-    config = RunConfig(iters=20)
+    config = RunConfig(iters=20, threads=1)
     slow = ps_rate.plan_sampling(config, 1.0)
     assert slow.iterations == 20 and ps_rate.MIN_AUTO_RATE <= slow.rate <= ps_rate.MAX_AUTO_RATE
     assert slow.rate * 0.01 * 1.0 * slow.iterations >= 50
     fast = ps_rate.plan_sampling(config, 0.040)
     assert fast.rate == ps_rate.MAX_AUTO_RATE and fast.iterations > 20
     assert fast.rate * 0.01 * 0.040 * fast.iterations >= 50
+    # each of torch's threads is sampled at the rate: four threads need a quarter of the iterations
+    four = ps_rate.plan_sampling(RunConfig(iters=20, threads=4), 0.040)
+    assert four.rate == fast.rate and four.iterations == pytest.approx(fast.iterations / 4, abs=1)
+    assert four.rate * 0.01 * 0.040 * four.iterations * 4 >= 50 and "on 4 threads" in four.how
     tiny = ps_rate.plan_sampling(config, 0.0001)
-    assert tiny.iterations * 0.0001 <= ps_rate.MAX_PASS_S + 1e-9
+    assert tiny.iterations * 0.0001 * ps_rate.PAIRED <= ps_rate.MAX_PASS_S + 1e-9  # with the clean twins
     # a video run (decode, annotate, encode) or a program's own work: the cap counts whole iterations
     video = ps_rate.plan_sampling(config, 0.040, 0.400)
-    assert video.iterations * 0.400 <= ps_rate.MAX_PASS_S + 1e-9 < fast.iterations * 0.400
+    assert video.iterations * 0.400 * ps_rate.PAIRED <= ps_rate.MAX_PASS_S + 1e-9 < fast.iterations * 0.400
     assert "400.0 ms iterations" in video.how and "iterations" not in fast.how.split("at most")[1]
     chosen = ps_rate.plan_sampling(RunConfig(iters=7, perf_rate=123), 0.040)
     assert (chosen.rate, chosen.iterations, chosen.how) == (123, 7, "--perf-rate")

@@ -37,10 +37,13 @@ POINTS = [
     "--iters",
     "1",
     "--batch",
-    "1,2",
+    "1,2,3,4",
     "--threads",
     "1,2,3",
 ]
+"""Eight points on this 2-CPU host (three threads are refused): four rounds on the two measuring nodes, so that
+`sweep-job stop` lands while points still run (with four, all had finished by the time it landed on a busy CI
+host). The test stops the job after the first round; the rest never run."""
 
 
 def free_port() -> int:

@@ -49,12 +49,36 @@ def test_a_damaged_cache_file_is_passed_over_and_an_unwritable_cache_costs_only_
     _build_in_a_process(tmp_path)
     (path,) = tmp_path.glob("torch-build-*.json")
     key = json.loads(path.read_text())["key"]
-    for text in ("{not json", json.dumps({"version": tb.CACHE_VERSION, "key": key, "build": {"num_threads": -3}})):
+    for text in ("{not json", json.dumps({"version": tb.CACHE_VERSION, "key": key, "value": {"num_threads": -3}})):
         path.write_text(text)
         build, imported = _build_in_a_process(tmp_path)
         assert build == truth and imported
-        assert json.loads(path.read_text())["build"] == truth  # written again from torch
+        assert json.loads(path.read_text())["value"] == truth  # written again from torch
     blocked = tmp_path / "file"
     blocked.write_text("a file where the cache folder would be")
     build, imported = _build_in_a_process(blocked / "cache")
     assert build == truth and imported and not (blocked / "cache").exists()
+
+
+def test_the_profiler_probe_is_kept_once_it_recorded_its_ops_and_a_failed_one_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """torch.profiler's probe (a child that profiles one matmul, 2.6 s of each collect's plan) under the same key:
+    a real probe is written and read back as the same details; a failed one is not kept; a damaged file is
+    passed over."""
+    from hwprof.collectors.torch_profiler import collector as tp
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    tp._probe.cache_clear()
+    real = tp._probe(sys.executable)
+    (path,) = (tmp_path / "hwprof").glob("torch-profiler-probe-*.json")
+    assert real.available and real.details.ok  # type: ignore[attr-defined]
+    calls: list[str] = []
+    monkeypatch.setattr(tp, "_probe_in_child", lambda python: calls.append(python) or tp.Capability.unavailable("x"))
+    tp._probe.cache_clear()
+    assert tp._probe(sys.executable) == real and calls == [], "read back from the cache, no child"
+    path.write_text(json.dumps({"version": tb.CACHE_VERSION, "key": path.stem[-16:], "value": {"ok": "yes"}}))
+    tp._probe.cache_clear()
+    assert not tp._probe(sys.executable).available and calls == [sys.executable], "a damaged file: probed again"
+    assert json.loads(path.read_text())["value"] == {"ok": "yes"}, "the failed probe was not written over it"
+    tp._probe.cache_clear()

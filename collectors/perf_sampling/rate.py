@@ -22,7 +22,9 @@ MAX_AUTO_RATE = 500
 iterations on a short forward."""
 RATE_MARGIN = 1.3
 MAX_PASS_S = 60.0
-"""The most forward time the auto plan gives the kernels pass's measured iterations."""
+"""The most forward time the auto plan gives the kernels pass's iterations, measured and clean."""
+PAIRED = 2
+"""Iterations the pass runs per measured one: the paired pass puts a clean one beside each (session.paired)."""
 
 
 def max_sample_rate() -> int:
@@ -49,7 +51,13 @@ def plan_sampling(config: RunConfig, forward_s: float | None, iteration_s: float
     while more iterations cost only time. So the rate stays at or under MAX_AUTO_RATE and a
     short forward gets more measured iterations instead, up to MAX_PASS_S of forward, or of whole iterations
     when the timing pass's iteration_s is given (a video's decode and encode, a program's own work between
-    forwards: the pass pays for every stage of each added iteration).
+    forwards: the pass pays for every stage of each added iteration). The cap counts the clean iteration the
+    paired pass runs beside each measured one.
+
+    perf samples each of torch's threads at the rate, and a layer's window collects the samples of every
+    thread (those that compute and those that spin in OpenMP's barrier alike: on yolov8n at 256 with 2
+    threads here, 2.27 samples per thread-period of forward), so the plan counts on config.threads samplers:
+    planned for one, the smallest layer above 1% got 186 samples for the 65 planned.
     """
     from hwprof.core.kernels import MIN_LAYER_SAMPLES, MIN_LAYER_SHARE
 
@@ -58,16 +66,17 @@ def plan_sampling(config: RunConfig, forward_s: float | None, iteration_s: float
         return SamplingPlan(min(config.perf_rate, ceiling), config.iters, "--perf-rate")
     if not forward_s:
         return SamplingPlan(min(DEFAULT_RATE, ceiling), config.iters, "default (no timing pass to size it from)")
-    sample_iterations = RATE_MARGIN * MIN_LAYER_SAMPLES / (MIN_LAYER_SHARE * forward_s)
+    threads = max(1, config.threads)
+    sample_iterations = RATE_MARGIN * MIN_LAYER_SAMPLES / (MIN_LAYER_SHARE * forward_s * threads)
     rate = min(max(math.ceil(sample_iterations / config.iters), MIN_AUTO_RATE), MAX_AUTO_RATE, ceiling)
     iterations = max(config.iters, math.ceil(sample_iterations / rate))
     per_iteration_s = max(forward_s, iteration_s or 0.0)
-    iterations = min(iterations, max(config.iters, int(MAX_PASS_S / per_iteration_s)))
+    iterations = min(iterations, max(config.iters, int(MAX_PASS_S / (PAIRED * per_iteration_s))))
     whole = f" of {per_iteration_s * 1e3:.1f} ms iterations" if per_iteration_s > forward_s else ""
     how = (
         f"auto: {MIN_LAYER_SAMPLES} samples (x{RATE_MARGIN} margin) for a layer at {MIN_LAYER_SHARE:.0%} of the "
-        f"timing pass's forward ({forward_s * 1e3:.1f} ms): {rate} Hz (within [{MIN_AUTO_RATE}, {MAX_AUTO_RATE}]: "
-        f"sampling costs per sample) over {iterations} iterations (at least --iters, at most {MAX_PASS_S:.0f} s"
-        f"{whole})"
+        f"timing pass's forward ({forward_s * 1e3:.1f} ms) on {threads} thread{'s' * (threads > 1)}: {rate} Hz "
+        f"(within [{MIN_AUTO_RATE}, {MAX_AUTO_RATE}]: sampling costs per sample) over {iterations} iterations "
+        f"(at least --iters, at most {MAX_PASS_S:.0f} s{whole} with their clean twins)"
     )
     return SamplingPlan(int(rate), int(iterations), how)

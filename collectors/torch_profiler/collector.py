@@ -318,7 +318,27 @@ COLLECTOR = TorchProfilerCollector
 
 @functools.cache
 def _probe(python: str) -> Capability:
-    """Profile one matmul in a child (torch is not imported in the parent)."""
+    """Profile one matmul in a child (torch is not imported in the parent): 2.6 s of every collect's plan on a
+    2-CPU VM, so a probe that recorded its ops is kept in hwprof's cache under the torch build's key (what
+    decides it: torch's version and folder, this Python, the CPU; hwprof.core.torch_build); one that failed
+    runs again next time."""
+    from hwprof.core.host import cpuinfo_text, hwprof_cache_or_none
+    from hwprof.core.torch_build import cached_per_build
+
+    if python != sys.executable:
+        return _probe_in_child(python)
+    return cached_per_build(
+        hwprof_cache_or_none(),
+        cpuinfo_text(),
+        "torch-profiler-probe",
+        lambda: _probe_in_child(python),
+        load=lambda data: Capability.ok(details=TorchProfilerProbe.from_json(data, "the cache", "probe.")),
+        dump=lambda found: found.details.to_json(),
+        keep=lambda found: found.available,
+    )
+
+
+def _probe_in_child(python: str) -> Capability:
     try:
         done = subprocess.run([python, "-c", _PROBE_CODE], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:

@@ -98,8 +98,9 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def _cache() -> Path | None:
-    """hwprof's cache folder for the torch build, None where the environment names none that can be used."""
+def hwprof_cache_or_none() -> Path | None:
+    """hwprof's cache folder for what is kept per torch build, None where the environment names none that can be
+    used (hwprof.core.torch_build)."""
     from hwprof.core.envvars import hwprof_cache
 
     try:
@@ -127,6 +128,6 @@ def host_info() -> HostDoc:
         os=platform.platform(),
         perf_event_paranoid=_read("/proc/sys/kernel/perf_event_paranoid"),
         python=platform.python_version(),
-        torch=torch_build(_cache(), cpuinfo),
+        torch=torch_build(hwprof_cache_or_none(), cpuinfo),
         packages=package_versions(),
     )

@@ -17,12 +17,17 @@ import os
 import platform
 import re
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from hwprof.schema.check import RunDirError
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.host import TorchBuild
 
-CACHE_VERSION = 1
+T = TypeVar("T")
+
+CACHE_VERSION = 2
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY", "KMP_AFFINITY", "GOMP_CPU_AFFINITY")
 """What torch reads at import for its thread count and its kernels' instruction set."""
 CPU_FIELDS = ("vendor_id", "cpu family", "model", "stepping", "flags", "Features", "CPU implementer", "CPU part")
@@ -71,21 +76,50 @@ def read_build() -> TorchBuild:
 def torch_build(cache: Path | None, cpuinfo: str) -> TorchBuild:
     """The build, from hwprof's cache where this environment's key is there, else from torch (and then cached).
     A cache that cannot be read or written is passed over: the build is read from torch."""
-    if "torch" in sys.modules or cache is None or (key := _key(cpuinfo)) is None:
+    if "torch" in sys.modules:
         return read_build()
-    path = cache / f"torch-build-{key}.json"
+    return cached_per_build(
+        cache,
+        cpuinfo,
+        "torch-build",
+        read_build,
+        load=lambda data: TorchBuild.from_json(data, "the cache", "build."),
+        dump=TorchBuild.to_json,
+    )
+
+
+def cached_per_build(
+    cache: Path | None,
+    cpuinfo: str,
+    name: str,
+    compute: Callable[[], T],
+    *,
+    load: Callable[[JsonObject], T],
+    dump: Callable[[T], JsonObject],
+    keep: Callable[[T], bool] = lambda _: True,
+) -> T:
+    """What `compute` says of this torch build, kept in hwprof's cache as `name-KEY.json` (`dump`'s JSON object)
+    under the build's key (_key) and read back with `load` while the key holds; else computed, and written
+    where `keep` says so (a probe that failed may succeed next time). A cache file that cannot be read, parsed
+    or loaded, or a folder that cannot be written, is passed over: the value is computed."""
+    key = _key(cpuinfo) if cache is not None else None
+    if cache is None or key is None:
+        return compute()
+    path = cache / f"{name}-{key}.json"
     try:
         data = json.loads(path.read_text())
         if data.get("version") == CACHE_VERSION and data.get("key") == key:
-            return TorchBuild.from_json(data["build"], path.name, "build.")
+            return load(data["value"])
     except (OSError, ValueError, KeyError, TypeError, AttributeError, RunDirError):
         pass
-    build = read_build()
+    value = compute()
+    if not keep(value):
+        return value
     try:
         from hwprof.core.atomic import atomic_write_text
 
         path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"version": CACHE_VERSION, "key": key, "build": build.to_json()}))
+        atomic_write_text(path, json.dumps({"version": CACHE_VERSION, "key": key, "value": dump(value)}))
     except (OSError, ValueError):
         pass
-    return build
+    return value
