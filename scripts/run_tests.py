@@ -5,11 +5,14 @@ time, 310 of 1,517 s serially) spend part of it waiting on their nodes, while th
 with two torch threads on a 2-CPU host. xdist's two workers ran two such collects at once, OpenMP's spinning
 threads doubled the CPU time, and the suite took longer (30.8 min against 25.3 serially, on one host). The Ray
 modules share the side process (they may not run beside one another: a node's ports and processes are the
-machine's); the main process runs its tests that compare timings (paired verdicts, neighbours named, sampled
-shares) last, once the Ray modules are likely done. Measured on fresh clones (`CI=true bash .ci/run`, 2 vCPUs):
-this split 1,466 s against 1,552-1,608 s serially; the Ray modules took 453 s beside the rest, which lost about
-190 s to them. Also tried: more modules in the side process at nice 19 (it starved, and ended after the main
-one: slower than this).
+machine's). The main process runs first what loses least beside them (the modules with no slow test, then
+BESIDE_RAY: processes started, stopped and failed more than computing), then the rest, and its tests that
+compare timings (paired verdicts, neighbours named, sampled shares) last, once the Ray modules are done. Before
+anything, the host's peaks are measured once (measure_peaks). Measured on fresh clones (`CI=true bash .ci/run`,
+2 vCPUs): this split 1,466 s against 1,552-1,608 s serially; the Ray modules took 453 s beside the rest, which
+lost about 190 s to them. Also tried: more modules in the side process at nice 19 (it starved, and ended after
+the main one: slower than this); the Ray modules alone at nice 10 (no gain: 1,413 s against 1,374 at equal
+priority, one fresh clone each; a niced process still preempts one thread of an OpenMP team).
 
 With arguments (a test file, -k, -x ...), it is plain `pytest -m "not benchmark" ARGS`: the tests you name.
 Exit status: the first non-zero of the two processes, else 0. Run from tests/ (tox's changedir).
@@ -34,10 +37,30 @@ LAST = (
     "test_perf_sampling.py",
 )  # fmt: skip
 """Modules whose verdicts rest on timings or sampled shares: run after the rest of the main process."""
-SIDE_NICE = 10
-"""The Ray modules' priority: at equal priority they cost the main process about 200 s of its 1,302 (their 436 s
-beside it, fresh clone of d2340d9); at nice 10 they take what the main one leaves (it uses 1.1 CPUs of 2 on
-average), and at 10 rather than 19 their nodes still answer Ray's health checks when the main one takes both."""
+BESIDE_RAY = (
+    "test_fault_signals.py", "test_program_ends.py", "test_program_faults.py", "test_early_signals.py",
+    "test_env_overrides.py", "test_file_size_limit.py", "test_run_dir_faults.py", "test_child.py",
+    "test_relative_paths.py", "test_image_summary.py", "test_api_errors.py", "test_user_values.py",
+    "test_rlimits.py", "test_run_dir_lock.py", "test_worker_failures.py",
+)  # fmt: skip
+"""Run first in the main process, after the modules with no slow test, while the Ray modules run beside: their
+processes start, stop and fail (imports and signals, one thread each) more than they compute. The modules whose
+collects compute with two OpenMP threads lost most beside the Ray modules, whatever their priority: one thread
+of the team preempted stalls the other at every barrier (fresh clone of d2340d9, beside them against alone:
+test_disk_full's report test 67 s against 20.5, test_callgrind 64 against 33, the notebook 50 against 25)."""
+
+
+def measure_peaks() -> None:
+    """This host's peaks measured once, before anything else runs (`hwprof doctor --peaks`, for the default thread
+    count and for one thread, the two the tests' collects use), as a user warms hwprof's cache. Why: a collect
+    without a cached peak measures one (about 8 s here), and the cache keeps only a measurement made on a quiet
+    host; with two pytest processes the host is rarely quiet, and on a fresh clone (empty cache) the collects of
+    the first minutes each measured again (busy, not kept). A failure here is the tests' to find: not fatal."""
+    for threads in (len(os.sched_getaffinity(0)), 1):
+        command = [sys.executable, "-P", "-m", "hwprof", "doctor", "--peaks", "--threads", str(threads)]
+        done = subprocess.run(command, capture_output=True, text=True)
+        said = next((line for line in done.stdout.splitlines() if "GFLOP/s" in line), done.stdout[-200:])
+        print(f"run_tests.py: peaks with {threads} thread(s): exit {done.returncode}: {said.strip()}", flush=True)
 
 
 def main(args: list[str]) -> int:
@@ -46,10 +69,13 @@ def main(args: list[str]) -> int:
         return subprocess.call([*pytest, *args])
     tests = Path.cwd()
     modules = sorted(p.name for p in tests.glob("test_*.py"))
-    missing = [m for m in (*RAY_MODULES, *LAST) if m not in modules]
+    missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY) if m not in modules]
     if missing:
-        sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep RAY_MODULES and LAST up to date)")
-    main_order = [m for m in modules if m not in RAY_MODULES and m not in LAST] + list(LAST)
+        sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep RAY_MODULES, LAST, BESIDE_RAY up to date)")
+    rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY)]
+    unit = [m for m in rest if "mark.slow" not in (tests / m).read_text()]
+    main_order = unit + list(BESIDE_RAY) + [m for m in rest if m not in unit] + list(LAST)
+    measure_peaks()
     with tempfile.TemporaryDirectory(prefix="hwprof-ray-tests-") as scratch:
         log_path = Path(scratch) / "ray.log"
         with log_path.open("w") as log:
@@ -57,7 +83,6 @@ def main(args: list[str]) -> int:
                 [*pytest, "--basetemp", str(Path(scratch) / "tmp"), *RAY_MODULES],
                 stdout=log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=lambda: os.nice(SIDE_NICE),
             )
             try:
                 code = subprocess.call([*pytest, *main_order])
