@@ -8,7 +8,7 @@ modules share the side process (they may not run beside one another: a node's po
 machine's). The main process runs first what loses least beside them (the modules with no slow test, then
 BESIDE_RAY: processes started, stopped and failed more than computing), then the rest, and its tests that
 compare timings (paired verdicts, neighbours named, sampled shares) last, once the Ray modules are done. Before
-anything, the host's peaks are measured once (measure_peaks). Measured on fresh clones (`CI=true bash .ci/run`,
+anything, hwprof's cache is filled once (warm_cache). Measured on fresh clones (`CI=true bash .ci/run`,
 2 vCPUs): this split 1,466 s against 1,552-1,608 s serially; the Ray modules took 453 s beside the rest, which
 lost about 190 s to them. Also tried: more modules in the side process at nice 19 (it starved, and ended after
 the main one: slower than this); the Ray modules alone at nice 10 (no gain: 1,413 s against 1,374 at equal
@@ -50,17 +50,22 @@ of the team preempted stalls the other at every barrier (fresh clone of d2340d9,
 test_disk_full's report test 67 s against 20.5, test_callgrind 64 against 33, the notebook 50 against 25)."""
 
 
-def measure_peaks() -> None:
-    """This host's peaks measured once, before anything else runs (`hwprof doctor --peaks`, for the default thread
-    count and for one thread, the two the tests' collects use), as a user warms hwprof's cache. Why: a collect
-    without a cached peak measures one (about 8 s here), and the cache keeps only a measurement made on a quiet
-    host; with two pytest processes the host is rarely quiet, and on a fresh clone (empty cache) the collects of
-    the first minutes each measured again (busy, not kept). A failure here is the tests' to find: not fatal."""
-    for threads in (len(os.sched_getaffinity(0)), 1):
-        command = [sys.executable, "-P", "-m", "hwprof", "doctor", "--peaks", "--threads", str(threads)]
-        done = subprocess.run(command, capture_output=True, text=True)
-        said = next((line for line in done.stdout.splitlines() if "GFLOP/s" in line), done.stdout[-200:])
-        print(f"run_tests.py: peaks with {threads} thread(s): exit {done.returncode}: {said.strip()}", flush=True)
+def warm_cache() -> None:
+    """hwprof's cache filled once, before anything else runs, as a user's is after a first `hwprof doctor --peaks`
+    and `hwprof models`: this host's peaks for the default thread count and for one thread (the two the tests'
+    collects use), and the model catalogue. Why: a collect without a cached peak measures one (about 8 s here)
+    and the cache keeps only a measurement made on a quiet host; with two pytest processes the host is rarely
+    quiet, and on a fresh clone (empty cache) the collects of the first minutes each measured again (busy, not
+    kept: 63 s in one run). A failure here is the tests' to find: not fatal."""
+    threads = len(os.sched_getaffinity(0))
+    for words in (
+        ["doctor", "--peaks", "--threads", str(threads)],
+        ["doctor", "--peaks", "--threads", "1"],
+        ["models"],
+    ):
+        done = subprocess.run([sys.executable, "-P", "-m", "hwprof", *words], capture_output=True, text=True)
+        said = next((line for line in done.stdout.splitlines() if "GFLOP/s" in line), done.stdout.strip()[-80:])
+        print(f"run_tests.py: hwprof {' '.join(words)}: exit {done.returncode}: {said.strip()}", flush=True)
 
 
 def main(args: list[str]) -> int:
@@ -75,7 +80,7 @@ def main(args: list[str]) -> int:
     rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY)]
     unit = [m for m in rest if "mark.slow" not in (tests / m).read_text()]
     main_order = unit + list(BESIDE_RAY) + [m for m in rest if m not in unit] + list(LAST)
-    measure_peaks()
+    warm_cache()
     with tempfile.TemporaryDirectory(prefix="hwprof-ray-tests-") as scratch:
         log_path = Path(scratch) / "ray.log"
         with log_path.open("w") as log:

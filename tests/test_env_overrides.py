@@ -4,6 +4,7 @@ a relative XDG_CACHE_HOME is ignored, as the XDG Base Directory spec says (issue
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -188,9 +189,19 @@ def test_the_run_records_where_its_peaks_are_cached_and_the_report_says_it(
 
 
 def test_a_relative_xdg_cache_home_is_ignored_with_a_warning(tmp_path: Path) -> None:
+    from hwprof.workload.catalog import cache_path
+
     env = {**os.environ, "XDG_CACHE_HOME": "relcache", "HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "hwprof", "models"], capture_output=True, text=True, env=env)
+    mine = cache_path(640)  # the catalogue this environment built, seeded into HOME's cache: read, not rebuilt
+    if mine.is_file():
+        seeded = tmp_path / ".cache" / "hwprof" / mine.name
+        seeded.parent.mkdir(parents=True)
+        shutil.copy(mine, seeded)
+    done = subprocess.run(
+        [sys.executable, "-m", "hwprof", "models"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "relcache").exists(), "nothing under the relative path"
     assert done.stderr.splitlines()[0] == (
         "warning: XDG_CACHE_HOME=relcache ignored: the XDG Base Directory spec says a relative path is invalid"
     )
