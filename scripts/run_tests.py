@@ -20,7 +20,6 @@ Exit status: the first non-zero of the two processes, else 0. Run from tests/ (t
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -52,17 +51,12 @@ test_disk_full's report test 67 s against 20.5, test_callgrind 64 against 33, th
 
 def warm_cache() -> None:
     """hwprof's cache filled once, before anything else runs, as a user's is after a first `hwprof doctor --peaks`
-    and `hwprof models`: this host's peaks for the default thread count and for one thread (the two the tests'
-    collects use), and the model catalogue. Why: a collect without a cached peak measures one (about 8 s here)
+    and `hwprof models`: this host's peaks for doctor's default thread count (collect's) and for one thread (the
+    two the tests' collects use), and the model catalogue. Why: a collect without a cached peak measures one (8 s)
     and the cache keeps only a measurement made on a quiet host; with two pytest processes the host is rarely
     quiet, and on a fresh clone (empty cache) the collects of the first minutes each measured again (busy, not
     kept: 63 s in one run). A failure here is the tests' to find: not fatal."""
-    threads = len(os.sched_getaffinity(0))
-    for words in (
-        ["doctor", "--peaks", "--threads", str(threads)],
-        ["doctor", "--peaks", "--threads", "1"],
-        ["models"],
-    ):
+    for words in (["doctor", "--peaks"], ["doctor", "--peaks", "--threads", "1"], ["models"]):
         done = subprocess.run([sys.executable, "-P", "-m", "hwprof", *words], capture_output=True, text=True)
         lines = done.stdout.splitlines()
         said = next((line for line in lines if "GFLOP/s" in line), f"{len(lines)} lines printed")

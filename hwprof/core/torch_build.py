@@ -5,6 +5,7 @@ cost every collect 1.1-1.5 s on a 2-CPU VM (a third of a small collect), so the 
 cache, under a key made of everything that decides it: torch's version and folder, this Python, the CPU (model
 and flags: the kernels torch picks), the CPUs this process may use (torch's thread count) and the environment
 variables torch reads for both. Any change of these is another key, and the build is read from torch again.
+cached_per_build keeps other facts of the build under the same key (torch.profiler's probe).
 """
 
 from __future__ import annotations
