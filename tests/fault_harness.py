@@ -31,7 +31,9 @@ def hwprof_command(*args: str) -> list[str]:
 
 
 def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
-    """`hwprof ARGS` as a shell would start it in the background: the test signals its pid, as systemd would."""
+    """`hwprof ARGS` as a shell would start it in the background: the test signals its pid, as systemd would.
+    SIGHUP at its default, as a terminal's shell starts it: under `nohup tox` it would inherit SIGHUP ignored,
+    which hwprof rightly leaves ignored (hwprof.session.stopping), and the SIGHUP tests would see no stop."""
     return subprocess.Popen(
         hwprof_command(*args),
         cwd=cwd,
@@ -39,7 +41,12 @@ def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, "COLUMNS": "200"},
+        preexec_fn=_sighup_default,
     )
+
+
+def _sighup_default() -> None:
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float = 240) -> None:

@@ -74,3 +74,37 @@ def test_fetch_packs_finished_runs_not_held_and_the_files_around_them(tmp_path: 
     got = collect_finished(str(tmp_path), ["c"])
     assert sorted(got.runs) == ["a", "b"] and got.pending == ["d"]
     assert sorted(got.files) == ["a.log", "sweep.json"]
+
+
+def test_a_run_landing_while_the_folder_is_read_comes_whole_with_the_next_fetch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The CI failure of stop 53: a point's run directory renamed into place between the search for runs and
+    the walk for loose files came back as loose files (its run.json among them), which the next fetch took
+    for a run already held, so the run never came whole."""
+    import json
+
+    from hwprof.sweep import ray_job
+
+    def land(rel: str) -> None:
+        partial = tmp_path / (rel + ".receiving")
+        partial.mkdir()
+        (partial / "run.json").write_text(json.dumps({"schema_version": SCHEMA_VERSION, "status": "complete"}))
+        (partial / "trace.perfetto").write_text("t")
+        partial.rename(tmp_path / rel)
+
+    land("a")
+    (tmp_path / "sweep.csv").write_text("x")
+    real = ray_job._listing
+
+    def listing_then_a_landing(root: Path) -> list[Path]:
+        seen = real(root)
+        land("b")
+        return seen
+
+    monkeypatch.setattr(ray_job, "_listing", listing_then_a_landing)
+    got = ray_job.collect_finished(str(tmp_path), [])
+    assert sorted(got.runs) == ["a"] and sorted(got.files) == ["sweep.csv"], (got.runs.keys(), got.files.keys())
+    monkeypatch.setattr(ray_job, "_listing", real)
+    again = ray_job.collect_finished(str(tmp_path), ["a"])
+    assert sorted(again.runs) == ["b"] and sorted(again.files) == ["sweep.csv"]

@@ -145,6 +145,26 @@ class MarkerBus:
             subscriber(marker)
         return marker
 
+    def emit_together(self, phase: Phase, nested: list[tuple[Kind, str]]) -> None:
+        """Spans that begin (outermost first) or end (innermost first) at one instant: every subscriber is called
+        as emit calls it, and the kept spans get one time for all, so that no piece lies between them (a
+        whole-process run's iteration and its one stage: a sample in a gap of a few microseconds between two
+        emits was attributed to no stage)."""
+        order = nested if phase == "B" else nested[::-1]
+        if self.halted:
+            return
+        if phase == "E":
+            t_ns = self._clock()
+        for kind, name in order:
+            marker = Marker(kind, phase, name, self._clock(), self.iteration, self.warmup, clean=self.clean)
+            for subscriber in self._subscribers if phase == "B" else reversed(self._subscribers):
+                subscriber(marker)
+        if phase == "B":
+            t_ns = self._clock()
+        if self._spans is not None:
+            for kind, name in order:
+                self._spans(Marker(kind, phase, name, t_ns, self.iteration, self.warmup, clean=self.clean))
+
     @contextmanager
     def span(self, kind: Kind, name: str, index: int = -1) -> Iterator[None]:
         self.emit(kind, "B", name, index)

@@ -50,6 +50,7 @@ from hwprof.session.worker_io import pin_stdout, progress
 from hwprof.session.worker_stop import STOP
 
 if TYPE_CHECKING:
+    from hwprof.core.markers import Kind
     from hwprof.workload.layers import LayerRecorder
 
 NO_CLOSE = "its collectors were not closed, and this pass's figures are lost"
@@ -257,16 +258,14 @@ class ProgramPassRunner(PassRunner):
                     self._call(collector, stage, self.ctx)
         STOP.bus = self.bus
         self.bus.iteration, self.bus.warmup = 0, False
-        self.bus.emit("iteration", "B", "iteration")
-        self.bus.emit("stage", "B", PROGRAM_SPAN)
+        whole_span: list[tuple[Kind, str]] = [("iteration", "iteration"), ("stage", PROGRAM_SPAN)]
+        self.bus.emit_together("B", whole_span)
         self.log.flush_to(self.markers_path)
         progress(phase="measure", done=0, total=1)
         try:
             self.end = run_program(self.spec)
         finally:
-            if not self.bus.halted:
-                self.bus.emit("stage", "E", PROGRAM_SPAN)
-                self.bus.emit("iteration", "E", "iteration")
+            self.bus.emit_together("E", whole_span)
             for collector in whole:
                 if self._ok(collector):
                     self._call(collector, "stop", self.ctx)

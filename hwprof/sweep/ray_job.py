@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import re
 import secrets
 import shlex
@@ -288,24 +289,45 @@ def run_dirs(root: Path) -> set[Path]:
     return {p.parent for pattern in ("*/" + RUN_FILE, "*/*/" + RUN_FILE) for p in root.glob(pattern)}
 
 
+def _runs_in(root: Path, paths: list[Path]) -> set[Path]:
+    """run_dirs, from one listing of the folder: the runs are the folders of its run.json files, at the depths
+    run_dirs reads."""
+    return {p.parent for p in paths if p.name == RUN_FILE and len(p.relative_to(root).parts) in (2, 3)}
+
+
+def _listing(root: Path) -> list[Path]:
+    """Every file under root. os.walk, not rglob: a folder renamed while it is walked (a run landing) is
+    skipped, where rglob raises."""
+    return sorted(Path(top, name) for top, _, names in os.walk(root) for name in names)
+
+
 def collect_finished(head_dir: str, have: list[str]) -> Fetched:
     """The Ray task on the job's node: every finished run under head_dir that is not in `have`, and the files
-    around them (tables, logs, plan, transfer record)."""
+    around them (tables, logs, plan, transfer record).
+
+    One listing decides both what is a run and what is a loose file: a point that lands while the folder is
+    read (its run directory renamed into place) is either seen whole as a run or not at all, never as loose
+    files without their run (which a later fetch would then take for a run already held)."""
     root = Path(head_dir).expanduser()
     out = Fetched({}, {}, [])
     if not root.is_dir():
         return out
-    runs = run_dirs(root)
+    listing = _listing(root)
+    runs = _runs_in(root, listing)
     for run_dir in sorted(runs):
         rel = str(run_dir.relative_to(root))
         if run_dir.name.endswith(".receiving") or not _final(run_dir / RUN_FILE):
             out.pending.append(rel)
         elif rel not in have:
             out.runs[rel] = pack(run_dir)[0]
-    for path in sorted(root.rglob("*")):
+    for path in listing:
         arriving = any(p.name.endswith(".receiving") for p in path.relative_to(root).parents)
-        if path.is_file() and not arriving and not any(d in path.parents for d in runs):
+        if arriving or any(d in path.parents for d in runs) or not path.is_file():
+            continue
+        try:
             out.files[str(path.relative_to(root))] = path.read_bytes()
+        except FileNotFoundError:  # replaced while read (an atomic rewrite of the tables): the next fetch has it
+            continue
     return out
 
 
