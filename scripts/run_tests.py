@@ -48,13 +48,6 @@ collects compute with two OpenMP threads lost most beside the Ray modules, whate
 of the team preempted stalls the other at every barrier (fresh clone of d2340d9, beside them against alone:
 test_disk_full's report test 67 s against 20.5, test_callgrind 64 against 33, the notebook 50 against 25)."""
 
-AFTER_RAY = (
-    "test_callgrind.py", "test_programs.py", "test_official_detect.py", "test_official_traced.py",
-    "test_program_layers.py", "test_program_stages.py", "test_program_samplers.py", "test_api_types.py",
-    "test_compare_sweep.py",
-)  # fmt: skip
-"""Run in the side process once the Ray modules are done, beside the main process's own: EXPERIMENT."""
-
 
 def warm_cache() -> None:
     """hwprof's cache filled once, before anything else runs, as a user's is after a first `hwprof doctor --peaks`
@@ -76,30 +69,28 @@ def main(args: list[str]) -> int:
         return subprocess.call([*pytest, *args])
     tests = Path.cwd()
     modules = sorted(p.name for p in tests.glob("test_*.py"))
-    missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY, *AFTER_RAY) if m not in modules]
+    missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY) if m not in modules]
     if missing:
-        sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep the lists up to date)")
-    rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY, *AFTER_RAY)]
+        sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep RAY_MODULES, LAST, BESIDE_RAY up to date)")
+    rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY)]
     unit = [m for m in rest if "mark.slow" not in (tests / m).read_text()]
-    main_order = unit + list(BESIDE_RAY) + [m for m in rest if m not in unit]
+    main_order = unit + list(BESIDE_RAY) + [m for m in rest if m not in unit] + list(LAST)
     warm_cache()
     with tempfile.TemporaryDirectory(prefix="hwprof-ray-tests-") as scratch:
-        log_path = Path(scratch) / "side.log"
+        log_path = Path(scratch) / "ray.log"
         with log_path.open("w") as log:
-            side = subprocess.Popen(
-                [*pytest, "--basetemp", str(Path(scratch) / "tmp"), *RAY_MODULES, *AFTER_RAY],
+            ray = subprocess.Popen(
+                [*pytest, "--basetemp", str(Path(scratch) / "tmp"), *RAY_MODULES],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
             try:
                 code = subprocess.call([*pytest, *main_order])
             finally:
-                side_code = side.wait()
-        print(f"\n{'=' * 20} the Ray modules, then AFTER_RAY (run beside the others) {'=' * 20}", flush=True)
+                ray_code = ray.wait()
+        print(f"\n{'=' * 30} the Ray modules (run beside the others) {'=' * 30}", flush=True)
         print(log_path.read_text(), flush=True)
-    print(f"\n{'=' * 30} LAST, alone {'=' * 30}", flush=True)
-    last_code = subprocess.call([*pytest, *LAST])
-    return code or side_code or last_code
+    return code or ray_code
 
 
 if __name__ == "__main__":

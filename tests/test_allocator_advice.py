@@ -192,13 +192,13 @@ def test_only_runs_the_keys_asked_for_even_without_a_finding_but_not_a_missing_l
 
 
 def test_advise_and_collect_take_only() -> None:
-    from hwprof.cli.advise import only_keys
+    from hwprof.cli.advise import advise_request
     from hwprof.cli.args import build_parser
 
     parser = build_parser()
-    assert only_keys(parser.parse_args(["advise", "RUN", "--only", "malloc-keep, jemalloc"])) == (
+    assert advise_request(parser.parse_args(["advise", "RUN", "--only", "malloc-keep, jemalloc"])).only == (
         "malloc-keep",
         "jemalloc",
     )
-    assert only_keys(parser.parse_args(["collect", "--advise", "--advise-only", "jemalloc"])) == ("jemalloc",)
-    assert only_keys(parser.parse_args(["advise", "RUN"])) == ()
+    assert advise_request(parser.parse_args(["collect", "--advise", "--advise-only", "jemalloc"])).only == ("jemalloc",)
+    assert advise_request(parser.parse_args(["advise", "RUN"])).only == ()

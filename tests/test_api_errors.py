@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,44 +103,66 @@ def test_a_run_still_being_collected(copy: Path, capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.parametrize(
-    ("options", "parser"),
+    ("options", "words"),
     [
-        ({"model": "yolov99"}, False),
-        ({"model": "yolov8n", "imgsz": 100}, False),
-        ({"model": "yolov8n", "iters": 0}, False),
-        ({"model": "yolov8n", "only": ["timing", "nosuchcollector"]}, False),
-        ({"model": "yolov8n", "imgsz": "big"}, True),
-        ({"model": "yolov8n", "runtime": "tensorrt"}, True),
-        ({"model": "yolov8n", "bogus": 1}, True),
+        ({"model": "yolov99"}, ["--model", "yolov99"]),
+        ({"model": "yolov8n", "imgsz": 100}, ["--model", "yolov8n", "--imgsz", "100"]),
+        ({"model": "yolov8n", "iters": 0}, ["--model", "yolov8n", "--iters", "0"]),
+        ({"model": "yolov8n", "only": ["timing", "nosuchcollector"]}, ["--only", "timing,nosuchcollector"]),
+        ({"model": "yolov8n", "stage": ["nms=utils:nms"]}, ["--stage", "nms=utils:nms"]),
+        ({"program": ["python", "x.py"], "imgsz": 320}, ["--imgsz", "320", "--", "python", "x.py"]),
     ],
 )
-def test_collect_with_a_bad_option(
+def test_collect_with_a_bad_value_says_the_command_lines_line(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     wide: None,
-    options: dict[str, object],
-    parser: bool,
+    options: dict[str, Any],
+    words: list[str],
 ) -> None:
-    """ValueError with the command line's line, and nothing collected: no run directory made. `parser`: argparse
-    refuses it itself (the command line prints usage, then `hwprof collect: error: LINE`, exit 2; an option
-    collect does not have is the top parser's: `hwprof: error: unrecognized arguments: --bogus 1`)."""
-    from hwprof.api.commands import option_words
+    """The library and the command line make the same typed request (hwprof.api.requests) and check it in the
+    same code: ValueError with the command line's line, and nothing collected (no run directory made)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.py").write_text("print(1)\n")
+    with pytest.raises(ValueError) as raised:
+        hwprof.collect(**options)
+    assert str(raised.value) == cli_error(capsys, "collect", *words)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.py"]
 
+
+@pytest.mark.parametrize(
+    ("options", "line"),
+    [
+        ({"model": "yolov8n", "imgsz": "big"}, "--imgsz must be an integer (got 'big')"),
+        ({"model": "yolov8n", "channels_last": "yes"}, "--channels-last must be True or False (got 'yes')"),
+        ({"model": "yolov8n", "timeout": "never"}, "--timeout must be a number (got 'never')"),
+        ({"model": "yolov8n", "runtime": "tensorrt"}, "tensorrt"),
+        ({"model": "yolov8n", "only": [1]}, "only is a list of strings (got [1])"),
+        ({"model": "yolov8n", "advise": True, "advise_blocks": 0}, "--blocks must be at least 1 (got 0)"),
+    ],
+)
+def test_collect_with_a_value_the_command_line_cannot_give(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, options: dict[str, Any], line: str
+) -> None:
+    """Values argparse would have refused by their type or choice reach the library as they are: the typed
+    request refuses each in one line naming the option, before anything is made."""
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError) as raised:
         hwprof.collect(**options)
-    line = str(raised.value)
-    words = ["collect", *option_words("collect", options)]
-    if parser:
-        with pytest.raises(SystemExit) as exited:
-            main(words)
-        assert exited.value.code == 2
-        last = capsys.readouterr().err.strip().splitlines()[-1]  # "hwprof collect: error: ..." or "hwprof: error: ..."
-        assert last.startswith("hwprof") and last.endswith(f": error: {line}"), last
-    else:
-        assert line == cli_error(capsys, *words)
+    assert line in str(raised.value) and "\n" not in str(raised.value), str(raised.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_keyword_collect_does_not_have_is_a_type_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """collect's signature is real (mypy and a notebook's completion read it): an unknown keyword is Python's
+    TypeError, and the command line's `--bogus` its own usage error."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(TypeError, match="bogus"):
+        hwprof.collect(model="yolov8n", bogus=1)  # type: ignore[call-arg]
+    with pytest.raises(SystemExit) as exited:
+        main(["collect", "--bogus", "1"])
+    assert exited.value.code == 2 and list(tmp_path.iterdir()) == []
 
 
 def test_collect_into_an_out_in_use(tmp_path: Path, capsys: pytest.CaptureFixture[str], wide: None) -> None:

@@ -54,6 +54,8 @@ run = hwprof.load(3)
 rows: int = run.layers
 run.plot_roofline().savefig("roofline.png")
 status: int = run.status
+hwprof.collect(model="yolov8n", imgsz="160")
+hwprof.collect(model="yolov8n", imgsize=160)
 """
 
 
@@ -103,6 +105,9 @@ def test_mypy_checks_a_users_calls(installed: Path, tmp_path: Path) -> None:
     wrong = mypy(installed, tmp_path, WRONG)
     assert wrong.returncode == 1, wrong.stdout
     errors = re.findall(r"user\.py:(\d+): error: (.*)", wrong.stdout)
-    assert [int(line) for line, _ in errors] == [4, 5, 6, 7], wrong.stdout
+    assert [int(line) for line, _ in errors] == [4, 5, 6, 7, 8, 9], wrong.stdout
     assert 'incompatible type "int"' in errors[0][1] and '"DataFrame"' in errors[1][1]
     assert "None" in errors[2][1] and '"str"' in errors[3][1]
+    # collect's keywords are a real signature: a value of the wrong type and a misspelt option are both seen
+    assert 'Argument "imgsz" to "collect" has incompatible type "str"' in errors[4][1], errors[4]
+    assert 'Unexpected keyword argument "imgsize"' in errors[5][1], errors[5]

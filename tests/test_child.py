@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hwprof.collectors.base import Capability, Collector, PassContext
 
-from hwprof.cli.collect import lingering_lines
+from hwprof.api.collecting import lingering_lines
 from hwprof.core.config import RunConfig
 from hwprof.schema.check import SCHEMA_VERSION
 from hwprof.schema.run import RunDoc

@@ -39,12 +39,15 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("render", ("hwprof.render", "hwprof.trace")),
     ("finishing a run", ("hwprof.session.finish",)),
     ("session", ("hwprof.session", "hwprof.advisor", "hwprof.sweep", "hwprof.gpu")),
-    ("command line, library", ("hwprof.cli", "hwprof.api")),
+    ("library", ("hwprof.api",)),
+    ("command line", ("hwprof.cli",)),
     ("entry point, public names", ("hwprof.__main__", "hwprof")),
 ]
 """Bottom to top. A module is in the layer that names it or the package it is in (the longest name wins).
 `hwprof` itself (its __init__) is the library's face (hwprof.load, hwprof.Run...), above hwprof.api; no module
-below imports it (the package's folder: hwprof.core.envvars.package_dir)."""
+below imports it (the package's folder: hwprof.core.envvars.package_dir). The command line is a client of the
+library (pyinstrument's way): it turns its options into the library's typed requests (hwprof.api.requests) and
+runs them with the library's functions; the library never reads the command line's parser."""
 
 GRAPH = r"""
 import grimp, json, sys
@@ -220,6 +223,7 @@ def test_imports_only_go_down(imports: dict[tuple[str, str], list[int]]) -> None
 def test_the_layer_check_sees_a_climb_and_a_circle() -> None:
     assert layer_of("hwprof.collectors.rapl.collector") == layer_of("hwprof.collectors")
     assert layer_of("hwprof.session.finish") > layer_of("hwprof.render") > layer_of("hwprof.analysis")  # type: ignore[operator]
+    assert layer_of("hwprof.cli.collect") > layer_of("hwprof.api.collecting")  # type: ignore[operator]
     assert circles({("a", "b"), ("b", "c"), ("c", "a"), ("c", "d")}) == [["a", "b", "c"]]
     assert circles({("a", "b"), ("b", "c")}) == []
 

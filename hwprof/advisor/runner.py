@@ -44,7 +44,7 @@ from hwprof.analysis.advice_output import undecided_note
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.analysis.candidate import Candidate, RunFacts
 from hwprof.analysis.program_candidates import program_candidates, program_facts
-from hwprof.core.config import RunConfig
+from hwprof.core.config import ADVISE_BLOCKS, RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch
 from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
@@ -57,7 +57,6 @@ from hwprof.session.worker_io import ProgressEvent
 from hwprof.workload.trained import TRAINED_NAMES, is_trained
 
 ADVISE_DIR = "advise"
-DEFAULT_BLOCKS = 8
 COLD_COMPILE_ENV = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
 """Inductor's on-disk caches (FX graph, kernels) off in a compile candidate's process, so that its setup time is a
 cold compile's: with them, a second advise of the same model reports a fraction of it."""
@@ -72,7 +71,7 @@ class AdvisePlan:
     config: RunConfig
     facts: RunFacts
     candidates: list[Candidate]
-    blocks: int = DEFAULT_BLOCKS
+    blocks: int = ADVISE_BLOCKS
     layers: bool = True
     """Run a layers collect per variant (and one of the baseline) for the layers that moved."""
     only: tuple[str, ...] = ()
@@ -100,7 +99,7 @@ class AdvisePlan:
 
 
 def plan_advice(
-    run_dir: Path, blocks: int = DEFAULT_BLOCKS, layers: bool = True, only: tuple[str, ...] = (), prefix: str = ""
+    run_dir: Path, blocks: int = ADVISE_BLOCKS, layers: bool = True, only: tuple[str, ...] = (), prefix: str = ""
 ) -> AdvisePlan:
     """The run's candidates; `only`: just these keys (advise --only), run whether a finding points to them or not;
     `prefix`: of the options a program's refusal names (collect's "advise-"). ValueError in one line where a

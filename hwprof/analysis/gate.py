@@ -53,9 +53,9 @@ class GateOptions:
     unresolved_fails: bool = False
     """A figure the spreads cannot resolve fails the gate (else the verdict is "not resolved", exit 0)."""
     count_threshold: float = 0.005
+    """Relative growth of a callgrind count that fails (0.005: 0.5%)."""
     miss_threshold: float | None = None
     """Relative growth of a simulated cache-miss count that fails; None: misses are not gated."""
-    """Relative growth of a callgrind count that fails (0.005: 0.5%)."""
     allow_different: bool = False
     """Gate runs of different models, sizes, batches, runtimes or precisions (else refused)."""
     layer_stat: str = SHARE

@@ -1,88 +1,195 @@
-"""hwprof.collect, hwprof.advise and hwprof.compare: the command line's own commands, called from Python.
+"""hwprof.collect, hwprof.advise, hwprof.compare and hwprof.gate: the library's front door, with the command line's
+commands behind it.
 
-collect and advise are `hwprof collect` and `hwprof advise`: the options are the command line's (a keyword
-`imgsz=160` is `--imgsz 160`), parsed by its parser and run by its command, so the passes are the same child
+collect and advise take typed keyword arguments (each the command line's option of that name: `imgsz=160` is
+`--imgsz 160`), make the same typed request the command line makes from its options (hwprof.api.requests), and
+run it with the same functions (hwprof.api.collecting, hwprof.api.advising): the passes are the same child
 processes with the same progress bars (Rich draws them in a terminal and in Jupyter), the stop signals end them
-the same way, and a bad option is a ValueError with the line the command line prints after `hwprof: error:`
-(argparse's own line for an option it refuses). What the command prints besides (the passes, the warnings) goes
-to the `console` given, else to Rich's console on stdout.
+the same way, and a value no pass could run with is a ValueError with the line the command line prints after
+`hwprof: error:`. A keyword that is not an option is Python's TypeError (and mypy's error before the call); a
+value of the wrong type is a ValueError naming the option. What the command prints besides (the passes, the
+warnings) goes to the `console` given, else to Rich's console on stdout.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
+import signal
+import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
 from hwprof.api.errors import RunError
 from hwprof.api.frames import table
+from hwprof.api.requests import AdviseRequest, CollectRequest, gate_options, program_of
 from hwprof.api.run import Run, load
+from hwprof.core.config import ADVISE_BLOCKS, RunConfig, default_threads
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rich.console import Console
 
+    from hwprof.analysis.advice import Advice
     from hwprof.analysis.gate import Verdict
+    from hwprof.session.stopping import StopSignals
 
 StrPath = str | os.PathLike[str]
+T = TypeVar("T")
+_D = RunConfig
 
 
-class OptionError(argparse.ArgumentParser):
-    """The command line's parser, raising ValueError with argparse's line instead of printing usage and exiting."""
+def collect(
+    model: str | None = None,
+    program: Sequence[str] | None = None,
+    *,
+    runtime: str = _D.runtime,
+    precision: str = _D.precision,
+    device: str = _D.device,
+    channels_last: bool = False,
+    weights: StrPath | None = None,
+    images: StrPath | None = None,
+    annotate: StrPath | None = None,
+    imgsz: int = _D.imgsz,
+    rect: bool = False,
+    batch: int = _D.batch,
+    threads: int | None = None,
+    warmup: int = _D.warmup,
+    iters: int = _D.iters,
+    depth: int = _D.depth,
+    conf: float = _D.conf,
+    iou: float = _D.iou,
+    seed: int = _D.seed,
+    only: Sequence[str] = (),
+    skip: Sequence[str] = (),
+    events: Sequence[str] = (),
+    counters: str = _D.counters,
+    counter_reads: str = _D.counter_reads,
+    counter_threads: str = _D.counter_threads,
+    interval_ms: float = _D.interval_ms,
+    pyspy_rate: int = _D.pyspy_rate,
+    pyspy_native: bool = False,
+    perf_rate: int = _D.perf_rate,
+    scalene_memory: bool = False,
+    profiler_stack: bool = False,
+    timeout: float = _D.pass_timeout_s,
+    program_model: str | None = None,
+    program_end: str = "stop",
+    stage: Sequence[str] = (),
+    out: StrPath | None = None,
+    results: StrPath = "results",
+    report: bool = False,
+    advise: bool = False,
+    advise_blocks: int = ADVISE_BLOCKS,
+    advise_no_layers: bool = False,
+    advise_only: Sequence[str] = (),
+    console: Console | None = None,
+) -> Run:
+    """`hwprof collect --model MODEL [options]` (or `hwprof collect [options] -- PROGRAM...` with `program`, the
+    program's command as a list of words), then the run it made. Each keyword is collect's option of that name
+    (`only=["timing", "flops"]` is `--only timing,flops`, `stage=["nms=utils:nms"]` is `--stage ...` once per
+    item, `threads=None` this process's CPUs); out is the run directory (default: results/<model>-<time> under
+    `results`), console a Rich Console for what it prints. The report is not printed (report=True prints it;
+    Run.report() does later); advise=True runs `--advise` after the passes (advise_blocks, advise_no_layers,
+    advise_only as --advise-*).
 
-    def error(self, message: str) -> NoReturn:
-        raise ValueError(message)
+    A run whose passes or collectors failed is returned as it is (status "partial"; Run.unavailable says what
+    failed), as the command line keeps it and exits 1. ValueError for a bad value, an unknown model or
+    collector, an out in use; KeyboardInterrupt when stopped (what ran is kept)."""
+    return _collect(dict(locals()))
 
 
-def option_words(command: str, options: dict[str, Any]) -> list[str]:
-    """Keyword options as the command line's words: name -> --name (underscores as dashes); True for a flag that
-    takes no value, False or None left out; a list or tuple comma-joined (--only, --events), or repeated for an
-    option given more than once (--stage); anything else as str(value)."""
-    from hwprof.cli.args import build_parser
-
-    # argparse keeps a command's parser and its options in attributes it does not document (_actions): they are
-    # what tells a flag (--rect) from an option with a value (--imgsz 160) and --stage from a comma list
-    commands = next(a for a in build_parser(OptionError)._actions if isinstance(a, argparse._SubParsersAction))
-    actions = {s: a for a in commands.choices[command]._actions for s in a.option_strings}
-    words: list[str] = []
-    for name, value in options.items():
-        option = "--" + name.replace("_", "-")
-        action = actions.get(option)
-        if value is None or value is False:
-            continue
-        if value is True and action is not None and action.nargs == 0:
-            words.append(option)
-        elif isinstance(value, list | tuple) and isinstance(action, argparse._AppendAction):
-            for item in value:
-                words += [option, str(item)]
-        elif isinstance(value, list | tuple):
-            words += [option, ",".join(str(v) for v in value)]
-        else:
-            words += [option, str(value)]
-    return words
+NOT_CONFIG = (
+    "model", "program", "weights", "images", "annotate", "threads", "only", "skip", "events", "rect", "timeout",
+    "program_model", "program_end", "stage", "out", "results", "report", "advise", "advise_blocks",
+    "advise_no_layers", "advise_only", "console",
+)  # fmt: skip
+"""collect's keywords that are not RunConfig's field of that name with the value as given."""
 
 
-def _run(words: list[str], console: Console | None) -> argparse.Namespace:
-    """Parse and run one command as the command line does; its exceptions become the library's (ValueError for a
-    bad input, RunError for a run directory that cannot be written or is gone), with the command line's line.
-    Returns the parsed arguments (collect leaves its run directory in run_dir)."""
+def _collect(given: dict[str, Any]) -> Run:
+    from hwprof.api.collecting import run_collect
+
+    console = _console(given["console"])
+    collected = _library_call(lambda stop: run_collect(_collect_request(given), console, stop))
+    return load(collected.run_dir)
+
+
+def _collect_request(given: dict[str, Any]) -> CollectRequest:
+    """collect's keywords as the request the command line makes of the same options."""
+    program = given["program"]
+    config = RunConfig(
+        **{name: value for name, value in given.items() if name not in NOT_CONFIG},
+        model=given["model"] if given["model"] is not None else _D.model,
+        weights=_path_or_none(given["weights"]),
+        images=_path_or_none(given["images"]),
+        annotate=_path_or_none(given["annotate"]),
+        threads=given["threads"] if given["threads"] is not None else default_threads(),
+        only=_words(given["only"], "only"),
+        skip=_words(given["skip"], "skip"),
+        events=_words(given["events"], "events"),
+        pass_timeout_s=given["timeout"],
+        extra={"rect": given["rect"]},
+        program=program_of(
+            _words(program, "program") if program is not None else None,
+            given["program_model"],
+            given["program_end"],
+            _words(given["stage"], "stage"),
+        ),
+    )
+    advise = AdviseRequest(
+        given["advise_blocks"], not given["advise_no_layers"], tuple(_words(given["advise_only"], "advise_only"))
+    )
+    shown = {k: v for k, v in given.items() if k in _DEFAULTS_OF_COLLECT and v != _DEFAULTS_OF_COLLECT[k]}
+    return CollectRequest(
+        config,
+        out=Path(given["out"]) if given["out"] is not None else None,
+        results=Path(given["results"]),
+        report=given["report"],
+        advise=advise if given["advise"] else None,
+        command_line=(f"hwprof.collect({', '.join(f'{k}={v!r}' for k, v in shown.items())})",),
+    )
+
+
+def _words(values: Sequence[str] | str, name: str) -> list[str]:
+    """A list option's items (a comma string is taken as the command line takes it)."""
+    if isinstance(values, str):
+        return [v.strip() for v in values.split(",") if v.strip()]
+    if not all(isinstance(v, str) for v in values):
+        raise ValueError(f"{name} is a list of strings (got {list(values)!r})")
+    return list(values)
+
+
+def _path_or_none(value: StrPath | None) -> str | None:
+    return None if value is None else os.fspath(value)
+
+
+def _console(console: Console | None) -> Console:
     from rich.console import Console
 
-    from hwprof.cli.args import build_parser
-    from hwprof.cli.main import install_stop, parse_command, run_command
+    return console or Console()
+
+
+def _library_call(run: Callable[[StopSignals], T], where: Path | None = None) -> T:
+    """`run(stop)` under the command line's stop signals (hwprof.session.stopping); its exceptions become the
+    library's: ValueError for a bad input, RunError for a run directory that cannot be written or is gone, each
+    with the command line's line; KeyboardInterrupt, naming what was kept, when a signal stopped it."""
     from hwprof.core.atomic import DiskFullError, FolderGoneError
+    from hwprof.core.envvars import environment_warning
     from hwprof.core.uservalue import exception_line
     from hwprof.rundir.reader import RunDirError
     from hwprof.session.plan import CollectError
+    from hwprof.session.stopping import StopSignals
 
-    args = parse_command(words, build_parser(OptionError))
-    args.command_line = ["hwprof", *words]
-    stop = install_stop(args)
+    stop = StopSignals(forward=signal.SIGTERM).install()
     try:
-        run_command(args, console or Console())  # its exit status: 0, or 1 where passes failed (the run says so)
+        warning = environment_warning(collecting=True)
+        if warning is not None:
+            print(warning, file=sys.stderr)
+        done = run(stop)
     except (DiskFullError, FolderGoneError, RunDirError) as exc:
         raise RunError(exception_line(exc)) from exc
     except (ValueError, OSError, CollectError) as exc:
@@ -90,40 +197,33 @@ def _run(words: list[str], console: Console | None) -> argparse.Namespace:
     finally:
         stop.uninstall()
     if stop.requested:
-        where = getattr(args, "run_dir", None)
+        where = where or getattr(done, "run_dir", None)  # advise's run, or the run directory collect made
         kept = f": what ran is kept in {where}, hwprof.load({str(where)!r}) reads it" if where else ""
         raise KeyboardInterrupt(f"stopped by {stop.name}{kept}")
-    return args
+    return done
 
 
-def collect(model: str | None = None, program: Sequence[str] | None = None, **options: Any) -> Run:
-    """`hwprof collect --model MODEL [options]` (or `hwprof collect [options] -- PROGRAM...` with `program`),
-    then the run it made. Options are collect's, as keywords: imgsz=160, iters=5, only=["timing", "flops"],
-    out="results/mine" (the run directory; default results/<model>-<time> under `results`), console=a Rich
-    Console for what it prints. The report is not printed (report=True prints it; Run.report() does later).
-
-    A run whose passes or collectors failed is returned as it is (status "partial"; Run.unavailable says what
-    failed), as the command line keeps it and exits 1. ValueError for a bad option, an unknown model or
-    collector, an --out in use; KeyboardInterrupt when stopped (what ran is kept)."""
-    console: Console | None = options.pop("console", None)
-    report = bool(options.pop("report", False))
-    if model is not None:
-        options = {"model": model, **options}
-    words = ["collect", *option_words("collect", {**options, "no_report": not report})]
-    if program is not None:
-        words += ["--", *program]
-    args = _run(words, console)
-    return load(args.run_dir)
-
-
-def advise(run: Run | StrPath, **options: Any) -> Run:
+def advise(
+    run: Run | StrPath,
+    *,
+    blocks: int = ADVISE_BLOCKS,
+    no_layers: bool = False,
+    only: Sequence[str] = (),
+    console: Console | None = None,
+) -> Run:
     """`hwprof advise RUN [options]`: run the changes the run's findings point to, each measured against the run
     (blocks=8, no_layers=True, only=["channels_last", "onnxruntime"]), write advice.json, and return the run read
     again, with its advice table. RunError for a run directory that is not one, damaged, or in use by a
     collect; ValueError for a bad option."""
-    console: Console | None = options.pop("console", None)
+    from hwprof.api.advising import advise_and_render
+
     path = run.path if isinstance(run, Run) else Path(run)
-    _run(["advise", str(path), *option_words("advise", options)], console)
+
+    def advise_run(stop: StopSignals) -> Advice:
+        request = AdviseRequest(blocks, not no_layers, tuple(_words(only, "only")))
+        return advise_and_render(path, request, _console(console), stop)
+
+    _library_call(advise_run, where=path)
     return load(path)
 
 
@@ -164,39 +264,47 @@ def compare(a: Run | StrPath, b: Run | StrPath, *more: Run | StrPath) -> pl.Data
     return table(rows, list(dtypes), dtypes)
 
 
-def gate(base: Run | StrPath, new: Run | StrPath, fail_above: str | float = "5%", **options: Any) -> Verdict:
+def gate(
+    base: Run | StrPath,
+    new: Run | StrPath,
+    fail_above: str | float = "5%",
+    *,
+    share: str | float = "2%",
+    unresolved: str = "pass",
+    confidence: str | float = "95%",
+    resamples: int = 2000,
+    seed: int = 0,
+    count_threshold: str | float = "0.5%",
+    miss_threshold: str | float | None = None,
+    gate_different: bool = False,
+    gate_on: str = "both",
+    layer_stat: str = "share",
+) -> Verdict:
     """`hwprof compare BASE NEW --fail-above 5%`'s verdict, without printing: `verdict.exit_code` (0 pass or not
     resolved, 1 fail), `verdict.outcome` ("pass", "fail", "not resolved"), `verdict.line`, and every gated figure
-    (`verdict.figures`: name, medians or counts, ratio, bootstrap interval, outcome). Options are compare's gate
-    options as keywords: share="2%", unresolved="fail", confidence="95%", resamples=2000, seed=0,
-    count_threshold="0.5%", gate_different=True, gate_on="counts". ValueError (one line) where the gate cannot be
-    meaningful; RunError for a run directory that is missing, damaged or still being collected."""
-    from hwprof.cli.gate_args import gate_options
-
-    words = {
-        "fail_above": str(fail_above),
-        "gate_share": str(options.pop("share", "2%")),
-        "unresolved": options.pop("unresolved", "pass"),
-        "confidence": str(options.pop("confidence", "95%")),
-        "resamples": int(options.pop("resamples", 2000)),
-        "seed": int(options.pop("seed", 0)),
-        "count_threshold": str(options.pop("count_threshold", "0.5%")),
-        "gate_different": bool(options.pop("gate_different", False)),
-        "gate_on": options.pop("gate_on", "both"),
-        "layer_stat": options.pop("layer_stat", "share"),
-        "miss_threshold": options.pop("miss_threshold", None),
-    }
-    if options:
-        raise ValueError(f"gate() got unknown options: {', '.join(sorted(options))}")
-    if words["unresolved"] not in ("pass", "fail"):
-        raise ValueError(f"unresolved must be 'pass' or 'fail' (got {words['unresolved']!r})")
-    if words["layer_stat"] not in ("share", "ms"):
-        raise ValueError(f"layer_stat must be 'share' or 'ms' (got {words['layer_stat']!r})")
-    if words["gate_on"] not in ("both", "time", "counts"):
-        raise ValueError(f"gate_on must be 'both', 'time' or 'counts' (got {words['gate_on']!r})")
-    opts = gate_options(argparse.Namespace(**words, gate_report=None, junit=None, gate_json=None))
-    assert opts is not None
+    (`verdict.figures`: name, medians or counts, ratio, bootstrap interval, outcome). The keywords are compare's
+    gate options (share is --gate-share). ValueError (one line) where the gate cannot be meaningful; RunError for
+    a run directory that is missing, damaged or still being collected."""
     from hwprof.render.gate import gate_runs
 
+    opts = gate_options(
+        fail_above,
+        share=share,
+        confidence=confidence,
+        resamples=resamples,
+        seed=seed,
+        unresolved=unresolved,
+        count_threshold=count_threshold,
+        miss_threshold=miss_threshold,
+        gate_on=gate_on,
+        layer_stat=layer_stat,
+        gate_different=gate_different,
+    )
     runs = [r if isinstance(r, Run) else load(r) for r in (base, new)]  # RunError for a damaged or running run
     return gate_runs([r.path for r in runs], opts)[0]
+
+
+_DEFAULTS_OF_COLLECT: dict[str, object] = {
+    name: p.default for name, p in __import__("inspect").signature(collect).parameters.items() if name != "console"
+}
+"""collect's keyword defaults: run.json's command names the keywords given with another value."""

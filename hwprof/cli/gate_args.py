@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hwprof.analysis.gate import GateError, GateOptions, parse_percent
+from hwprof.analysis.gate import GateError, GateOptions
 from hwprof.render.gate import GateOutputs
 
 GATE_FILES = ("gate_report", "junit", "gate_json")
@@ -93,30 +93,26 @@ def _add_count_and_output_args(g: argparse._ArgumentGroup) -> None:
 
 def gate_options(args: argparse.Namespace) -> GateOptions | None:
     """The gate's options, None without --fail-above (GateError when a gate file is asked for without it)."""
+    from hwprof.api.requests import gate_options as typed
+
     if args.fail_above is None:
         asked = [f"--{name.replace('_', '-')}" for name in GATE_FILES if getattr(args, name) is not None]
         if asked:
             raise GateError(f"{', '.join(asked)} needs --fail-above PCT (the gate's threshold)")
         return None
-    if args.paired and args.paired < 5:
-        raise GateError(f"--paired needs at least 5 ABBA blocks (got {args.paired})")
-    if args.resamples < 100:
-        raise GateError(f"--resamples must be at least 100 (got {args.resamples})")
-    confidence = parse_percent(args.confidence, "--confidence")
-    if not 0.5 <= confidence < 1:
-        raise GateError(f"--confidence must be between 50% and 100% (got {args.confidence})")
-    return GateOptions(
-        fail_above=parse_percent(args.fail_above, "--fail-above"),
-        share=parse_percent(args.gate_share, "--gate-share"),
-        confidence=confidence,
+    return typed(
+        args.fail_above,
+        share=args.gate_share,
+        confidence=args.confidence,
         resamples=args.resamples,
         seed=args.seed,
-        unresolved_fails=args.unresolved == "fail",
-        count_threshold=parse_percent(args.count_threshold, "--count-threshold"),
-        allow_different=args.gate_different,
+        unresolved=args.unresolved,
+        count_threshold=args.count_threshold,
+        miss_threshold=args.miss_threshold,
         gate_on=args.gate_on,
         layer_stat=args.layer_stat,
-        miss_threshold=parse_percent(args.miss_threshold, "--miss-threshold") if args.miss_threshold else None,
+        gate_different=args.gate_different,
+        paired=args.paired,
     )
 
 

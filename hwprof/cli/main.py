@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from hwprof.cli.args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser, split_program
-from hwprof.cli.collect import cmd_collect, write_trace
+from hwprof.cli.collect import cmd_collect
 from hwprof.core.config import RunConfig, default_threads
 from hwprof.session.stopping import StopSignals
 
@@ -40,6 +40,7 @@ def cmd_trace(args: argparse.Namespace, console: Console) -> int:
     written is one error with the fix (hwprof.session.finish.write_trace), and nothing in it is touched."""
     from hwprof.analysis.run_analysis import analyse
     from hwprof.rundir.reader import RunData, RunDirError
+    from hwprof.session.finish import write_trace
 
     out: Path | None = args.out
     try:  # the report's reading and checks, every file it reads: a run `report` refuses is refused here too
@@ -351,14 +352,11 @@ def install_stop(args: argparse.Namespace) -> StopSignals:
 
 def run_command(args: argparse.Namespace, console: Console) -> int:
     """The parsed command, with the HWPROF_* overrides checked first where it probes or runs collectors."""
-    from hwprof.core.envvars import COLLECTING, check_environment
+    from hwprof.core.envvars import environment_warning
 
-    check_environment(COLLECTING if args.command in ENV_COMMANDS else ())  # XDG_CACHE_HOME for every command
-    from hwprof.core.envvars import cache_note
-
-    note = cache_note()
-    if note is not None and "ignored" in note:
-        print(f"warning: {note}", file=sys.stderr)
+    warning = environment_warning(args.command in ENV_COMMANDS)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     return COMMANDS[args.command](args, console)
 
 

@@ -24,6 +24,8 @@ PASS_ORDER: tuple[str, ...] = (
 
 
 COUNTER_THREADS = ("auto", "all", "model")
+ADVISE_BLOCKS = 8
+"""ABBA blocks per advice candidate (4 iterations each) unless asked otherwise (`--blocks`)."""
 
 
 def default_threads() -> int:
@@ -48,6 +50,14 @@ PIPELINE_ONLY = (
     "extra",
 )
 """The built-in pipeline's options, which a program's run does not use (left out of its run.json)."""
+
+
+_SIMPLE_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
+    "int": (int, "an integer"),
+    "float": ((int, float), "a number"),
+    "bool": (bool, "True or False"),
+    "str": (str, "a string"),
+}
 
 
 @dataclass
@@ -110,6 +120,7 @@ class RunConfig:
 
     def validate(self) -> None:
         """Raise ValueError with a one-line message for values no pass could run with."""
+        self._check_types()
         if self.imgsz < 32 or self.imgsz % 32:
             raise ValueError(f"--imgsz must be a positive multiple of 32 (got {self.imgsz})")
         for name in ("batch", "threads", "iters", "depth"):
@@ -144,6 +155,17 @@ class RunConfig:
             raise ValueError("--timeout must be positive")
         if self.program is not None:
             self._validate_program()
+
+    def _check_types(self) -> None:
+        """A value of another type than its field's (the library's keywords are not parsed as the command line's
+        options are): one line naming the option, before a comparison fails inside."""
+        for f in fields(self):
+            want = _SIMPLE_TYPES.get(str(f.type))
+            value = getattr(self, f.name)
+            if want is None or (isinstance(value, want[0]) and not (isinstance(value, bool) and want[0] is not bool)):
+                continue
+            option = "--timeout" if f.name == "pass_timeout_s" else "--" + f.name.replace("_", "-")
+            raise ValueError(f"{option} must be {want[1]} (got {value!r})")
 
     def _validate_program(self) -> None:
         if self.warmup < MIN_WARMUP:

