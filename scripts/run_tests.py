@@ -1,25 +1,31 @@
-"""tox's test command: the suite in two pytest processes at once, the Ray modules beside the rest.
+"""tox's test command: the suite in three phases, each keeping this 2-CPU host's CPUs busy without two OpenMP
+teams sharing a CPU.
 
-Why two processes and not pytest-xdist: the tests that start local Ray clusters (about a fifth of the suite's
-time, 310 of 1,517 s serially) spend part of it waiting on their nodes, while the rest are CPU-bound collects
-with two torch threads on a 2-CPU host. xdist's two workers ran two such collects at once, OpenMP's spinning
-threads doubled the CPU time, and the suite took longer (30.8 min against 25.3 serially, on one host). The Ray
-modules share the side process (they may not run beside one another: a node's ports and processes are the
-machine's). The main process runs first what loses least beside them (the modules with no slow test, then
-BESIDE_RAY: processes started, stopped and failed more than computing), then the rest, and its tests that
-compare timings (paired verdicts, neighbours named, sampled shares) last, once the Ray modules are done. Before
-anything, hwprof's cache is filled once (warm_cache). Measured on fresh clones (`CI=true bash .ci/run`,
-2 vCPUs): this split 1,466 s against 1,552-1,608 s serially; the Ray modules took 453 s beside the rest, which
-lost about 190 s to them. Also tried: more modules in the side process at nice 19 (it starved, and ended after
-the main one: slower than this); the Ray modules alone at nice 10 (no gain: 1,413 s against 1,374 at equal
-priority, one fresh clone each; a niced process still preempts one thread of an OpenMP team).
+1. The Ray modules in a side process (they may not run beside one another: a node's ports and processes are the
+   machine's) while the main process runs the modules with no slow test, then BESIDE_RAY: processes started,
+   stopped and failed more than computing. The Ray tests spend part of their time waiting on their nodes.
+2. The other slow modules on pytest-xdist workers, one per CPU, each pinned to its own (tests/xdist_pin.py), a
+   module at a time. Unpinned, two workers ran slower than one process: each collect's OpenMP team lost a
+   thread to the other worker at every barrier (test_runtimes.py and three program modules: 131 s side by side,
+   118 s one after the other, 67 s on a CPU each; the whole suite on two unpinned xdist workers once took 30.8
+   min against 25.3 serially). A pinned worker's collects default to one thread (hwprof's default: the CPUs it
+   may run on), as on a one-CPU container.
+3. LAST (tests that compare timings or sampled shares: paired verdicts, neighbours named) and UNPINNED, alone,
+   with every CPU.
+
+Before anything, hwprof's cache is filled once (warm_cache). Measured on fresh clones (`CI=true bash .ci/run`,
+2 vCPUs): the two-process split of c24537e (Ray beside everything else in one process) 1,252-1,309 s; serially
+1,552-1,608 s. Also tried: more modules in the side process after the Ray modules, unpinned (1,309 s against
+1,283: both processes slowed); the Ray modules at nice 10 or 19 (no gain: a niced process still preempts one
+thread of an OpenMP team).
 
 With arguments (a test file, -k, -x ...), it is plain `pytest -m "not benchmark" ARGS`: the tests you name.
-Exit status: the first non-zero of the two processes, else 0. Run from tests/ (tox's changedir).
+Exit status: the first non-zero of the phases' pytest runs, else 0. Run from tests/ (tox's changedir).
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -48,6 +54,13 @@ collects compute with two OpenMP threads lost most beside the Ray modules, whate
 of the team preempted stalls the other at every barrier (fresh clone of d2340d9, beside them against alone:
 test_disk_full's report test 67 s against 20.5, test_callgrind 64 against 33, the notebook 50 against 25)."""
 
+UNPINNED = ("test_file_size_limit.py", "test_callgrind.py")
+"""Slow modules that lost most on a pinned worker's one CPU: run at the end with LAST (py-spy at 1,000 Hz cut by
+the file-size limit took 210 s beside the other worker against 8 s alone; valgrind 62 s against 33)."""
+WORKERS = 2
+"""Pinned workers at most: the suite's host kind has 2 CPUs; more workers on a larger host would each run fewer
+threads than the tests were sized for."""
+
 
 def warm_cache() -> None:
     """hwprof's cache filled once, before anything else runs, as a user's is after a first `hwprof doctor --peaks`
@@ -69,12 +82,11 @@ def main(args: list[str]) -> int:
         return subprocess.call([*pytest, *args])
     tests = Path.cwd()
     modules = sorted(p.name for p in tests.glob("test_*.py"))
-    missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY) if m not in modules]
+    missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED) if m not in modules]
     if missing:
         sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep RAY_MODULES, LAST, BESIDE_RAY up to date)")
-    rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY)]
+    rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED)]
     unit = [m for m in rest if "mark.slow" not in (tests / m).read_text()]
-    main_order = unit + list(BESIDE_RAY) + [m for m in rest if m not in unit] + list(LAST)
     warm_cache()
     with tempfile.TemporaryDirectory(prefix="hwprof-ray-tests-") as scratch:
         log_path = Path(scratch) / "ray.log"
@@ -85,12 +97,27 @@ def main(args: list[str]) -> int:
                 stderr=subprocess.STDOUT,
             )
             try:
-                code = subprocess.call([*pytest, *main_order])
+                first = subprocess.call([*pytest, *unit, *BESIDE_RAY])
             finally:
                 ray_code = ray.wait()
-        print(f"\n{'=' * 30} the Ray modules (run beside the others) {'=' * 30}", flush=True)
+        print(f"\n{'=' * 30} the Ray modules (run beside the above) {'=' * 30}", flush=True)
         print(log_path.read_text(), flush=True)
-    return code or ray_code
+    slow = [m for m in rest if m not in unit]
+    print(f"\n{'=' * 30} {len(slow)} modules on pinned workers {'=' * 30}", flush=True)
+    second = subprocess.call([*pytest, *pinned_workers(), *slow])
+    print(f"\n{'=' * 30} LAST and UNPINNED, alone {'=' * 30}", flush=True)
+    third = subprocess.call([*pytest, *UNPINNED, *LAST])
+    return first or ray_code or second or third
+
+
+def pinned_workers() -> list[str]:
+    """pytest-xdist's options for one worker per CPU of this process (at most WORKERS), each worker on CPUs of
+    its own (tests/xdist_pin.py), a module at a time (its module-scoped fixtures stay one collect); none where
+    there is one CPU."""
+    cpus = len(os.sched_getaffinity(0))
+    if cpus < 2:
+        return []
+    return ["-n", str(min(WORKERS, cpus)), "--dist", "loadfile", "-p", "xdist_pin"]
 
 
 if __name__ == "__main__":
