@@ -148,7 +148,10 @@ def test_a_stop_keeps_the_rows_done_and_says_so(advised: tuple[Path, str], tmp_p
     run = tmp_path / "copy"
     shutil.copytree(advised[0], run)
     (run / "advice.json").unlink()
-    proc = start(["advise", str(run), "--blocks", "2", "--no-layers"], tmp_path)
+    # four candidates whatever the run's findings (--only runs each): the stop lands after the first row and
+    # before the last (without --only, a run whose findings pointed to one candidate ended its rows before the
+    # stop came: no interrupted row, and its exit status the stop's)
+    proc = start(["advise", str(run), "--blocks", "2", "--no-layers", "--only", ONLY], tmp_path)
     end = time.monotonic() + 600
     while time.monotonic() < end:
         advice, _ = load_advice(run)
