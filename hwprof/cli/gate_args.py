@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any, Protocol
 
 from hwprof.analysis.gate import GateError, GateOptions
 from hwprof.render.gate import GateOutputs
 
 GATE_FILES = ("gate_report", "junit", "gate_json")
+
+
+class OptionGroup(Protocol):
+    """What add_argument_group returns, as far as these options use it (argparse's class for it is private)."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action: ...
 
 
 def add_compare_args(p: argparse.ArgumentParser) -> None:
@@ -53,7 +60,7 @@ def add_compare_args(p: argparse.ArgumentParser) -> None:
     _add_count_and_output_args(g)
 
 
-def _add_count_and_output_args(g: argparse._ArgumentGroup) -> None:
+def _add_count_and_output_args(g: OptionGroup) -> None:
     """The gate's callgrind, paired and output options."""
     g.add_argument(
         "--count-threshold",
