@@ -24,7 +24,7 @@ import polars as pl
 
 from hwprof.api.errors import RunError
 from hwprof.api.frames import table
-from hwprof.api.requests import AdviseRequest, CollectRequest, gate_options, program_of
+from hwprof.api.requests import AdviseRequest, CollectRequest, csv_list, gate_options, program_of
 from hwprof.api.run import Run, load
 from hwprof.core.config import ADVISE_BLOCKS, RunConfig, default_threads
 
@@ -157,7 +157,7 @@ def _collect_request(given: dict[str, Any]) -> CollectRequest:
 def _words(values: Sequence[str] | str, name: str) -> list[str]:
     """A list option's items (a comma string is taken as the command line takes it)."""
     if isinstance(values, str):
-        return [v.strip() for v in values.split(",") if v.strip()]
+        return csv_list(values)
     if not all(isinstance(v, str) for v in values):
         raise ValueError(f"{name} is a list of strings (got {list(values)!r})")
     return list(values)

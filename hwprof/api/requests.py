@@ -53,6 +53,11 @@ class CollectRequest:
     """What run.json records as the command (the command line's words; the library's call as words)."""
 
 
+def csv_list(value: str) -> list[str]:
+    """A comma list as the command line takes it (`--only timing,flops`): items stripped, empty ones dropped."""
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
 def program_of(
     command: Sequence[str] | None, model_path: str | None = None, end: str = "stop", stages: Sequence[str] = ()
 ) -> ProgramSpec | None:

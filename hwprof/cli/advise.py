@@ -6,7 +6,7 @@ import argparse
 
 from rich.console import Console
 
-from hwprof.api.requests import AdviseRequest
+from hwprof.api.requests import AdviseRequest, csv_list
 from hwprof.core.config import ADVISE_BLOCKS
 from hwprof.session.stopping import StopSignals
 
@@ -21,7 +21,7 @@ def cmd_advise(args: argparse.Namespace, console: Console) -> int:
 
 def advise_request(args: argparse.Namespace) -> AdviseRequest:
     """advise's options (collect's --advise-*) as the library's request."""
-    only = tuple(k.strip() for k in (getattr(args, "advise_only", "") or "").split(",") if k.strip())
+    only = tuple(csv_list(getattr(args, "advise_only", "") or ""))
     return AdviseRequest(blocks=args.blocks, layers=not args.no_layers, only=only)
 
 

@@ -6,15 +6,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from hwprof.api.requests import csv_list
 from hwprof.core.config import COUNTER_THREADS, RunConfig, default_threads
 from hwprof.core.runtime_names import PRECISIONS, RUNTIMES, supported_text
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-
-
-def csv_list(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 def add_collect_args(p: argparse.ArgumentParser) -> None:
