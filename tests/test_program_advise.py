@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from hwprof.advisor.program_children import program_baseline
+from hwprof.advisor.program_target import program_baseline
 from hwprof.advisor.program_worker import change_of, check_calls, head_reader, reference_outputs, threads_taken
 from hwprof.advisor.program_worker import run as run_worker
 from hwprof.advisor.runner import plan_advice

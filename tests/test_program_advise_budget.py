@@ -21,7 +21,7 @@ from hwprof.advisor.program_budget import (
     finder_calls,
     refusal,
 )
-from hwprof.advisor.program_children import program_baseline
+from hwprof.advisor.program_target import program_baseline
 from hwprof.advisor.program_worker import run as run_worker
 from hwprof.advisor.runner import plan_advice
 from hwprof.analysis.advice import FAILED, MEASURED, NOT_RUN, Advice, AdviceRow, Speedup

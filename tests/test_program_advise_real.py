@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from fault_harness import hwprof_command
 
-from hwprof.advisor.program_children import PROGRAM_LAYERS_NOTE
+from hwprof.advisor.program_target import PROGRAM_LAYERS_NOTE
 from hwprof.analysis.advice import CHANGED_OUTPUT, MEASURED, NOT_RUN, load_advice
 from hwprof.analysis.advice_candidates import BF16_UNITS
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL

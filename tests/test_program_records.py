@@ -21,7 +21,7 @@ from hwprof.core.program_spec import ProgramSpec
 from hwprof.program.launch import run_program
 from hwprof.program.own_end import OwnEnd, OwnEndHooks
 from hwprof.render.input_lines import flops_shape_note, input_lines, run_shapes
-from hwprof.render.program_lines import program_lines
+from hwprof.analysis.workload_program import program_lines
 from hwprof.schema.inputs import InputsDoc, inputs_doc
 from hwprof.schema.pass_files import PassResult
 from hwprof.schema.program import ProgramDoc, ProgramOutcome

@@ -13,48 +13,31 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from hwprof.advisor.children import ChildOutcome, collect_options, layers_command, paired_command, run_child
+from hwprof.advisor.children import ChildOutcome, layers_command, run_child
 from hwprof.advisor.facts import cpus_busy, run_facts
 from hwprof.advisor.process_env import env_not_taken
-from hwprof.advisor.program_budget import (
-    Budget,
-    CallsSeen,
-    calls_line,
-    calls_seen,
-    count_needed,
-    finder_calls,
-    refuse,
-)
-from hwprof.advisor.program_children import (
-    PROGRAM_BLIND_NOTE,
-    PROGRAM_LAYERS_NOTE,
-    PROGRAM_NOTE,
-    count_calls,
-    program_baseline,
-    program_command,
-)
+from hwprof.advisor.program_budget import Budget, CallsSeen, calls_line, count_needed, refuse
+from hwprof.advisor.program_target import count_calls
+from hwprof.advisor.targets import AdviseTarget, target_for
 from hwprof.analysis.advice import NOT_RUN, Advice, AdviceRow, top_layer_deltas
 from hwprof.analysis.advice_candidates import selected
-from hwprof.analysis.advice_combos import combo_decision, part_outcome, with_combinations
+from hwprof.analysis.advice_combos import combo_decision, part_outcome
 from hwprof.analysis.advice_interrupt import INTERRUPTED, interrupted_note, interrupted_rows
-from hwprof.analysis.advice_output import undecided_note
 from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.analysis.candidate import Candidate, RunFacts
-from hwprof.analysis.program_candidates import program_candidates, program_facts
 from hwprof.core.config import ADVISE_BLOCKS, RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch
 from hwprof.rundir.advise_files import read_advise_result, write_advice
 from hwprof.rundir.reader import RunData
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.check import RunDirError
-from hwprof.schema.runtime_checks import BLIND
 from hwprof.schema.summaries_cpu import PerfEventsSummary
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent
-from hwprof.workload.trained import TRAINED_NAMES, is_trained
+from hwprof.workload.trained import is_trained
 
 ADVISE_DIR = "advise"
 COLD_COMPILE_ENV = {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
@@ -82,6 +65,12 @@ class AdvisePlan:
     """A program's: the calls each candidate's schedule needs."""
     prefix: str = ""
     """Of the options a refusal names: "" (hwprof advise) or "advise-" (collect --advise)."""
+    target: AdviseTarget = field(init=False)
+    """The advised workload, from the config: what advise asks instead of which workload ran
+    (hwprof.advisor.targets)."""
+
+    def __post_init__(self) -> None:
+        self.target = target_for(self.config)
 
     def count_needed(self) -> int:
         """A program's calls to count before any candidate runs (program_budget.count_needed); 0: none."""
@@ -113,17 +102,13 @@ def plan_advice(
     config = RunConfig.from_dict(data.doc.config.to_json())
     busy = None if data.doc.summary(PerfEventsSummary).model_thread_only else cpus_busy(analysis)
     facts = run_facts(data, config, busy)
-    if config.program is not None:  # a user's program: what can change from outside its code
-        planned = program_candidates(program_facts(data, facts), analysis.findings)
-    else:
-        planned = with_combinations(facts, analysis.findings)
+    target = target_for(config)
+    planned = target.candidates(data, facts, analysis.findings)
     chosen = selected(planned, only) if only else planned
     plan = AdvisePlan(Path(run_dir), config, facts, chosen, blocks, layers, tuple(only), prefix=prefix)
-    if config.program is not None:
-        plan.calls = calls_seen((n, p.program) for n, p in data.doc.passes.items() if p.program is not None)
-        plan.budget = Budget(max(1, config.warmup), blocks, finder_calls(config.program.model_path))
-        if plan.calls is not None and plan.calls.exact:
-            refuse(plan.calls, plan.budget, plan.runnable, prefix)
+    plan.calls, plan.budget = target.schedule(data, blocks)
+    if plan.calls is not None and plan.budget is not None and plan.calls.exact:
+        refuse(plan.calls, plan.budget, plan.runnable, prefix)
     return plan
 
 
@@ -147,10 +132,8 @@ class AdviseRun:
         self.stop = stop
         self.progress = progress
         self.dir = plan.run_dir / ADVISE_DIR
-        baseline = program_baseline(plan.config) if plan.config.program else " ".join(collect_options(plan.config))
-        self.advice = Advice(baseline, plan.config.device, [])
-        if plan.config.program is not None:
-            self.advice.notes.append(PROGRAM_NOTE)
+        self.advice = Advice(plan.target.baseline(), plan.config.device, [])
+        self.advice.notes += plan.target.notes()
         self.baseline_layers: dict[int, tuple[str, float]] | None = None
         self.baseline_layers_error = ""
         self.loads: dict[str, NeighbourLoad | None] = {}
@@ -175,12 +158,7 @@ class AdviseRun:
             row = self._combination(c) if c.parts or c.likely else None
             self.advice.rows.append(row or self._candidate(c))
             self._save(started)
-        blind = [r.output for r in self.advice.rows if r.output is not None and r.output.verdict == BLIND]
-        if self.plan.config.program is not None and blind:
-            self.advice.notes.append(PROGRAM_BLIND_NOTE.format(sens=blind[0].head_sensitivity))
-        checks = [r.output for r in self.advice.rows if r.output is not None]
-        if self.plan.config.program is None and (note := undecided_note(checks, *self._model_words())):
-            self.advice.notes.append(note)
+        self.advice.notes += self.plan.target.closing_notes([r.output for r in self.advice.rows if r.output])
         if self.stop.requested:
             self.advice.rows += interrupted_rows(self.plan.runnable, self.advice.rows)
             self.advice.notes.append(interrupted_note(self.stop.name, self.plan.runnable, self.advice.rows))
@@ -221,10 +199,6 @@ class AdviseRun:
             return None
         return AdviceRow(c.key, c.change, c.how, c.finding, status=NOT_RUN, reason=decision.why)
 
-    def _model_words(self) -> tuple[str, int, str]:
-        """The run's model and image size, and the trained model that can decide its output check."""
-        return self.plan.config.model, self.plan.config.imgsz, TRAINED_NAMES[0]
-
     def _save(self, started: float) -> None:
         self.advice.ended_ns = time.monotonic_ns()
         self.advice.wall_s = round(time.monotonic() - started, 1)
@@ -262,8 +236,8 @@ class AdviseRun:
         row = measured_row(c, results, self.advice.blocks, self.loads)
         row.pairing_note = note
         row.combination = self.combined.get(c.key, "")
-        if self.plan.config.program is not None:
-            row.layers_note = PROGRAM_LAYERS_NOTE
+        if self.plan.target.layers_note():
+            row.layers_note = self.plan.target.layers_note()
         elif self.plan.layers and c.has_layers_pass and not self.stop.requested:
             self._layers(c, variant, row)
         elif not c.has_layers_pass:
@@ -296,8 +270,7 @@ class AdviseRun:
         return results, ""
 
     def _worker(self, spec: AdviseSpec, work: Path, c: Candidate, name: str) -> ChildOutcome:
-        make = program_command if self.plan.config.program is not None else paired_command
-        command = make(spec, work / f"{name}.spec.json")
+        command = self.plan.target.worker_command(spec, work / f"{name}.spec.json")
         env = dict(c.env) if spec.mode == "variant" else {}
         if c.compile_mode:
             env.update(COLD_COMPILE_ENV)  # the compile time a first deployment pays, not a warm cache's

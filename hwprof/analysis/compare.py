@@ -179,16 +179,12 @@ def head(a: Analysis, path: Path) -> RunHead:
     whole = a.stages.get("iteration")
     roof = a.roofline
     runtime = run.runtime or RuntimeDoc()
-    imgsz, batch = cfg.imgsz, cfg.batch
-    if cfg.program is not None:  # a program's own input (its first, as model.json has it), not collect's defaults
-        shape = [int(x) for x in model.input_shape or [] if isinstance(x, int)]
-        imgsz, batch = (max(shape[2:]), shape[0]) if len(shape) == 4 else (None, None)
     return RunHead(
         run_id=str(run.run_id if run.run_id is not None else path.name),
         path=str(path),
         model=model.name or cfg.model,
-        imgsz=imgsz,
-        batch=batch,
+        imgsz=a.workload.imgsz,
+        batch=a.workload.batch,
         threads=cfg.threads,
         cpu_model=run.host.cpu_model,
         forward_ms=fwd.p50_ms if fwd else None,
@@ -232,7 +228,7 @@ def layer_mismatch(analyses: Sequence[Analysis]) -> str | None:
     """Why the runs' layers are not compared at all; None when they are (matched by match_layers). A user's
     program's model has no name of hwprof's (its class): it is matched by its layer table alone, so that a
     program's yolov7 and `--model yolov7` compare layer by layer."""
-    heads = [(a.doc.model.name or a.doc.config.model) for a in analyses if a.doc.config.program is None]
+    heads = [a.workload.compared_name for a in analyses if a.workload.compared_name is not None]
     if len(set(heads)) > 1:
         return (
             f"runs are of different models ({', '.join(str(h) for h in heads)}): layers are not compared "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.advice import Advice, load_advice
@@ -20,6 +21,7 @@ from hwprof.analysis.stages import Stages, stage_table
 from hwprof.analysis.types import TypeStat, by_type
 from hwprof.analysis.validity import checked
 from hwprof.analysis.whole_program import WholeProgram, whole_program
+from hwprof.analysis.workload import WorkloadView, workload_view
 from hwprof.schema.run import RunDoc
 from hwprof.schema.runtime_checks import LayerErrors
 from hwprof.schema.summaries_cpu import PerfEventsSummary
@@ -85,6 +87,12 @@ class Analysis:
     """A user's program that called no model: its whole run's figures (None for any other run)."""
     layer_shapes: LayerShapes | None = None
     """The top-level layers per input shape, where the time pass's forwards had more than one."""
+
+    @cached_property
+    def workload(self) -> WorkloadView:
+        """What the run's workload says of itself (hwprof.analysis.workload): what the renderers ask instead of
+        which workload ran."""
+        return workload_view(self.doc)
 
 
 def roofline_summary(report: LayerReport) -> RooflineSummary | None:

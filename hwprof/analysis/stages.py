@@ -87,8 +87,6 @@ class Stages:
     conf: float | None = None
     random_init: bool = False
     """The model had seeded random weights: NMS's work follows boxes that mean nothing."""
-    program: bool = False
-    """A user's program's stages: per iteration, with "other" (hwprof.core.spans.program_stage_stats)."""
 
     @property
     def postprocess_note(self) -> str | None:
@@ -168,7 +166,6 @@ def stage_table(data: RunData) -> Stages:
         out.disturbed = timing_disturbance(run)
     out.nms_candidates, out.conf = nms_candidates(data), run.config.conf
     out.random_init = bool(run.model.random_init)
-    out.program = run.config.program is not None
     if peak is None and not any(r.rss_peak_bytes is not None for r in rows):
         out.process_missing = collector_missing(run, ["sysstat"], "memory or CPU figures")
     return out

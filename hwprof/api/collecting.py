@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from hwprof.analysis.workload import workload_view
 from hwprof.api.progress import PassProgress, progress_bars
 from hwprof.api.requests import AdviseRequest, CollectRequest
 from hwprof.core.config import RunConfig
-from hwprof.render.program_lines import program_problems
 from hwprof.session.finish import write_trace
 from hwprof.session.stopping import StopSignals
 
@@ -364,4 +364,4 @@ def run_problems(run: RunDoc) -> list[str]:
     ]
     if run.annotated is not None and run.annotated.error:
         lines.append(f"--annotate: {run.annotated.error}")
-    return lines + program_problems(run)
+    return lines + workload_view(run).problems

@@ -29,7 +29,6 @@ from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernel
 from hwprof.render.layer_shapes import layer_shapes_spec
 from hwprof.render.not_measured import grouped_unavailable
 from hwprof.render.overhead_section import overhead_spec
-from hwprof.render.program_lines import program_lines
 from hwprof.render.report_sections import (
     layers_spec,
     rankings_spec,
@@ -45,6 +44,7 @@ from hwprof.render.tables import TableSpec, markdown, spec_renderables
 from hwprof.render.whole_program import whole_program_spec
 
 if TYPE_CHECKING:
+    from hwprof.analysis.workload import WorkloadView
     from hwprof.schema.run import ModelDoc, RunDoc
 
 FORMATS = ("rich", "json", "csv", "markdown", "html")
@@ -74,15 +74,15 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     status = a.shown_status or run.status
     out: list[tuple[str, str]] = [("run", f"{run.run_id if run.run_id is not None else '?'} [{status}]")]
     out += _source_lines(run)  # the run's warnings lead its summary (render/summary.py), once
-    out += program_lines(run)
+    out += a.workload.header
     if run.model:
-        out += _model_lines(run.model, run)
+        out += _model_lines(run.model, run, a.workload)
     out.append(_host_line(run))
     out += _units_lines(run)
     line = runtime_line(a.doc.runtime)
     if line is not None:
         out.append(line)
-    out.append(_config_line(run))
+    out.append(_config_line(run, a.workload))
     out += input_lines(run)
     out.append(_peaks_line(a))
     if run.peaks is not None and run.peaks.cache_file:
@@ -113,15 +113,15 @@ def loaded_weights_text(weights: object) -> str:
     return f"{weights['source']}; loaded from {text}" if weights.get("source") else text
 
 
-def _model_lines(model: ModelDoc, run: RunDoc) -> list[tuple[str, str]]:
+def _model_lines(model: ModelDoc, run: RunDoc, workload: WorkloadView) -> list[tuple[str, str]]:
     gflops = f"{model.gflops:.2f} GFLOPs" if model.gflops else "GFLOPs not measured"
     shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
     if model.gflops:
         shape += flops_shape_note(run, shape)
     params = model.params_fused
     params_text = "params not recorded" if params is None else f"{params:,} params (fused)"
-    if model.family == "program":
-        weights = "the program's own"
+    if workload.weights is not None:
+        weights = workload.weights
     elif model.random_init and model.init and model.init.text:
         weights = f"random init, {model.init.text} (the compute profile is real, detections are meaningless)"
     elif model.random_init:
@@ -165,21 +165,15 @@ def _units_lines(run: RunDoc) -> list[tuple[str, str]]:
     return [("units used", text)] if text else []
 
 
-def _config_line(run: RunDoc) -> tuple[str, str]:
+def _config_line(run: RunDoc, workload: WorkloadView) -> tuple[str, str]:
     cfg = run.config
     passes = ", ".join(run.passes)
     if run.imported:
         return ("config", f"{cfg.iters} profiled forwards in the trace; passes: {passes}")
-    if cfg.program is not None:
-        return (
-            "config",
-            f"{cfg.threads} torch threads, {cfg.iters} measured calls of the model after {cfg.warmup} warm-up; "
-            f"passes: {passes or 'none'}",
-        )
+    sizes = f"{workload.sizes}, " if workload.sizes else ""
     return (
         "config",
-        f"{cfg.threads} torch threads, batch {cfg.batch}, imgsz {cfg.imgsz}, "
-        f"{cfg.iters} measured iterations after {cfg.warmup} warm-up; "
+        f"{cfg.threads} torch threads, {sizes}{cfg.iters} {workload.measured} after {cfg.warmup} warm-up; "
         f"passes: {passes or 'none'}",
     )
 

@@ -63,12 +63,8 @@ def stages_spec(a: Analysis) -> TableSpec | None:
     notes = [f"{st.disturbed}: these stage times are not clean"] if st.disturbed else []
     if st.postprocess_note:
         notes.append(st.postprocess_note)
-    if st.program:
-        notes.append(
-            "the program's stages per iteration: a stage's calls in the iteration added up (0 where none ran); "
-            "other = the iteration's time that no stage claims (the program's own code between them: mark it "
-            "with --stage NAME=module:function or hwprof.stage)"
-        )
+    if a.workload.stages_note:
+        notes.append(a.workload.stages_note)
     if st.fps:
         notes.append(end_to_end_note(st))
     if st.j_per_image is not None:

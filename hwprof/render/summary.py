@@ -65,7 +65,7 @@ def run_lines(a: Analysis) -> list[tuple[str, str]]:
     flags = None if host.isa_flags is None else [str(f) for f in host.isa_flags]
     out.append(("host", f"{host.cpu_model or '?'}, {host.logical_cpus or '?'} CPUs; {units_text(flags)}"))
     cfg = run.config
-    sizes = f", batch {cfg.batch}, imgsz {cfg.imgsz}" if cfg.program is None else ""
+    sizes = f", {a.workload.sizes}" if a.workload.sizes else ""
     out.append(("run", f"{cfg.threads} torch threads{sizes}, {cfg.iters} iterations after {cfg.warmup} warm-up"))
     images = _images_text(run)
     if images:

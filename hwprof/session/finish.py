@@ -14,6 +14,7 @@ from rich.text import Text
 
 from hwprof.analysis.paired_cost import PassCostFigure
 from hwprof.analysis.run_analysis import Analysis, analyse
+from hwprof.analysis.workload import workload_view
 from hwprof.core.atomic import DiskFullError
 from hwprof.core.spans import forward_p50_ms, program_stage_stats, stage_stats
 from hwprof.render.export import report_files
@@ -70,7 +71,8 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
         run.update(model=model)
     source = "timing" if "timing" in data.pass_names else next(iter(data.pass_names), None)
     if source:
-        per_iteration = program_stage_stats if run.config.program is not None else stage_stats
+        # a program's own code between its stages is a stage of its own, "other" (hwprof.analysis.workload)
+        per_iteration = program_stage_stats if workload_view(run).unclaimed_stage else stage_stats
         stats = per_iteration(data.markers(source))
         run.update(
             stages={k: StageLatency.of(**v.to_dict()) for k, v in stats.items()},

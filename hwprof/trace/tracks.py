@@ -34,6 +34,7 @@ from typing import Any
 
 from hwprof.analysis.advice import load_advice
 from hwprof.analysis.validity import checked
+from hwprof.analysis.workload import workload_view
 from hwprof.core.markers import Marker
 from hwprof.core.spans import OTHER
 from hwprof.rundir.reader import RunData, records_files
@@ -258,7 +259,7 @@ def pass_timeline(
     records = read_pass_records(records_files(run.root, pass_name), run.withheld)
     last = max([records.last_ns, *(m.t_ns for m in markers)], default=0)
     marks = marker_slices(markers, labels, layer_args, stage_args, last)
-    if run.doc.config.program is not None:
+    if workload_view(run.doc).unclaimed_stage:
         marks += other_slices(marks)
     layer_spans = sorted((s for s in marks if s.level == LEVEL_LAYER), key=slice_order)
     tracks = _Tracks(named_threads(records.thread_names))

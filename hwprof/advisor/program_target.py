@@ -1,19 +1,30 @@
-"""What `hwprof advise` needs of a program's candidates before its worker runs: the worker's command, the advised
-run in words, and why a program's rows have no per-layer times. Apart from hwprof.advisor.program_worker, which
-imports torch: the runner imports this module at its start."""
+"""A user's program as advise's target (hwprof.advisor.targets): its candidates (what can change from outside its
+code), the worker's command, the advised run in words, the table's notes, and why a program's rows have no
+per-layer times. Apart from hwprof.advisor.program_worker, which imports torch: the runner imports this module at
+its start."""
 
 from __future__ import annotations
 
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hwprof.advisor.children import OnProgress, run_child
-from hwprof.advisor.program_budget import COUNT_MODE
+from hwprof.advisor.program_budget import COUNT_MODE, Budget, CallsSeen, calls_seen, finder_calls
+from hwprof.analysis.program_candidates import program_candidates, program_facts
 from hwprof.core.config import RunConfig
 from hwprof.rundir.advise_files import read_advise_result, write_advise_spec
 from hwprof.schema.advise_result import AdviseSpec
+from hwprof.schema.runtime_checks import BLIND
 from hwprof.session.stopping import StopSignals
+
+if TYPE_CHECKING:
+    from hwprof.analysis.advice_output import OutputCheck
+    from hwprof.analysis.candidate import Candidate, RunFacts
+    from hwprof.analysis.finding import Finding
+    from hwprof.rundir.reader import RunData
 
 PROGRAM_LAYERS_NOTE = (
     "no per-layer times: a program's variants are measured by their whole forward (a layers collect of a change "
@@ -32,6 +43,38 @@ PROGRAM_BLIND_NOTE = (
     "output checks are blind. hwprof rescales only its own models' random init (hwprof collect --model), never a "
     "program's model: run the program with its trained weights for a check that sees"
 )
+
+
+@dataclass(frozen=True)
+class ProgramTarget:
+    """A user's program (`collect -- python SCRIPT`): its candidates are what can change from outside its code,
+    measured over its own calls of its model by the program worker (hwprof.advisor.program_worker)."""
+
+    config: RunConfig
+
+    def candidates(self, data: RunData, facts: RunFacts, findings: list[Finding]) -> list[Candidate]:
+        return program_candidates(program_facts(data, facts), findings)
+
+    def baseline(self) -> str:
+        return program_baseline(self.config)
+
+    def notes(self) -> list[str]:
+        return [PROGRAM_NOTE]
+
+    def closing_notes(self, checks: list[OutputCheck]) -> list[str]:
+        blind = [c for c in checks if c.verdict == BLIND]
+        return [PROGRAM_BLIND_NOTE.format(sens=blind[0].head_sensitivity)] if blind else []
+
+    def layers_note(self) -> str:
+        return PROGRAM_LAYERS_NOTE
+
+    def worker_command(self, spec: AdviseSpec, spec_path: Path) -> list[str]:
+        return program_command(spec, spec_path)
+
+    def schedule(self, data: RunData, blocks: int) -> tuple[CallsSeen | None, Budget | None]:
+        assert self.config.program is not None
+        seen = calls_seen((n, p.program) for n, p in data.doc.passes.items() if p.program is not None)
+        return seen, Budget(max(1, self.config.warmup), blocks, finder_calls(self.config.program.model_path))
 
 
 def program_command(spec: AdviseSpec, spec_path: Path) -> list[str]:

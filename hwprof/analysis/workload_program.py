@@ -1,5 +1,6 @@
-"""The report's header lines for a run of the user's own program: the command, the module taken as the model and
-why, the calls each pass saw and how the program ended."""
+"""A user's program as a workload describes itself (hwprof.analysis.workload): the report header's lines (the
+command, the module taken as the model and why, the calls each pass saw and how the program ended), the exit
+status's lines, and what its stages table's rows are."""
 
 from __future__ import annotations
 
@@ -15,7 +16,15 @@ WHOLE_PROCESS = (
 )
 
 
+STAGES_NOTE = (
+    "the program's stages per iteration: a stage's calls in the iteration added up (0 where none ran); "
+    "other = the iteration's time that no stage claims (the program's own code between them: mark it "
+    "with --stage NAME=module:function or hwprof.stage)"
+)
+
+
 def program_lines(run: RunDoc) -> list[tuple[str, str]]:
+    """The header's lines about the program; [] for a run that holds none."""
     program = run.config.program
     if program is None:
         return []
