@@ -4,7 +4,8 @@ As a library (README.md, "Python API"): `hwprof.load(path)` reads a run director
 the report's tables as polars DataFrames, its plots and report); `hwprof.collect(model=..., imgsz=..., ...)` and
 `hwprof.advise(run)` run `hwprof collect` and `hwprof advise` from Python and return the run;
 `hwprof.compare(a, b)` is `hwprof compare` as a table, and `hwprof.gate(base, new, fail_above="5%")` its
-performance gate's verdict. A run directory that is missing, damaged or still being collected is
+performance gate's verdict; `hwprof.run_sweep(models=[...], ...)` runs `hwprof sweep` (the name `hwprof.sweep`
+is the package that runs it). A run directory that is missing, damaged or still being collected is
 `hwprof.RunError`; a bad option is ValueError, each with the command line's one line.
 
 Nothing heavy is imported by `import hwprof`: each name loads hwprof.api when it is first used.
@@ -20,12 +21,15 @@ from hwprof.stage_api import stage as stage  # the public `hwprof.stage`: a modu
 TYPE_CHECKING = False
 
 __version__ = "0.1.0"
-__all__ = ["NotMeasured", "Run", "RunError", "__version__", "advise", "collect", "compare", "gate", "load", "stage"]
+__all__ = [
+    "NotMeasured", "Run", "RunError", "__version__",
+    "advise", "collect", "compare", "gate", "load", "run_sweep", "stage",
+]  # fmt: skip
 
 if TYPE_CHECKING:
     from typing import Any
 
-    from hwprof.api.commands import advise, collect, compare, gate
+    from hwprof.api.commands import advise, collect, compare, gate, run_sweep
     from hwprof.api.errors import RunError
     from hwprof.api.run import NotMeasured, Run, load
 
@@ -38,6 +42,7 @@ _WHERE = {
     "advise": "hwprof.api.commands",
     "compare": "hwprof.api.commands",
     "gate": "hwprof.api.commands",
+    "run_sweep": "hwprof.api.commands",
 }
 
 

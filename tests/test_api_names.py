@@ -19,6 +19,7 @@ import hwprof
 import hwprof.api.run as api_run
 from hwprof.analysis.gate import Verdict
 from hwprof.analysis.roofline import Roof
+from hwprof.analysis.sweep_rows import SweepResult
 from hwprof.schema.host import HostDoc
 from hwprof.schema.run import ModelDoc, RunConfigDoc, RunDoc, RuntimeDoc
 
@@ -61,6 +62,7 @@ def type_of(gives: str) -> Any:
         "RuntimeDoc": RuntimeDoc,
         "Roof": Roof,
         "Verdict": Verdict,
+        "SweepResult": SweepResult,
     }
     if "pandas." in gives:
         return "pandas.DataFrame"
@@ -72,7 +74,7 @@ def declared_return(owner: object, attr: str) -> Any:
     """What a function, method, property or attribute is annotated to give (TYPE_CHECKING names resolved)."""
     space = {**vars(api_run), "Figure": matplotlib.figure.Figure, "Roof": Roof, "RunDoc": RunDoc}
     space |= {"ModelDoc": ModelDoc, "HostDoc": HostDoc, "RunConfigDoc": RunConfigDoc, "RuntimeDoc": RuntimeDoc}
-    space |= {"Console": Console, "Verdict": Verdict}
+    space |= {"Console": Console, "Verdict": Verdict, "SweepResult": SweepResult}
     if inspect.isclass(owner) and attr in owner.__annotations__:  # an attribute every instance has
         return typing.get_type_hints(owner, globalns=space)[attr]
     member = inspect.getattr_static(owner, attr) if inspect.isclass(owner) else getattr(owner, attr)

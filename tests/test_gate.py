@@ -167,16 +167,16 @@ def test_too_few_iterations_are_not_gated_on_time() -> None:
 
 def test_compare_options_build_the_gate_and_refuse_files_without_a_threshold() -> None:
     from hwprof.cli.args import build_parser
-    from hwprof.cli.gate_args import gate_options
+    from hwprof.cli.gate_args import compare_request
 
     parser = build_parser()
     args = parser.parse_args(["compare", "A", "B", "--fail-above", "5%", "--gate-share", "1%", "--unresolved", "fail"])
-    opts = gate_options(args)
+    opts = compare_request(args).gate
     assert opts is not None and opts.fail_above == pytest.approx(0.05) and opts.share == pytest.approx(0.01)
     assert opts.unresolved_fails and opts.count_threshold == pytest.approx(0.005) and opts.confidence == 0.95
-    assert gate_options(parser.parse_args(["compare", "A", "B"])) is None
+    assert compare_request(parser.parse_args(["compare", "A", "B"])).gate is None
     with pytest.raises(GateError, match="--junit needs --fail-above"):
-        gate_options(parser.parse_args(["compare", "A", "B", "--junit", "x.xml"]))
+        compare_request(parser.parse_args(["compare", "A", "B", "--junit", "x.xml"]))
     compare = next(a for a in parser._actions if a.dest == "command").choices["compare"]  # type: ignore[attr-defined]
     assert all(a.help for a in compare._actions)  # every option of compare says what it does
 

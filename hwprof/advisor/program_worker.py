@@ -53,7 +53,7 @@ from hwprof.workload.zoo import OUTPUT_XYWH_CLS_T, OUTPUT_XYWH_OBJ_CLS
 PAIRED_MODE = "paired"
 TIMED_MODE = "timed"
 """The unchanged program's calls timed, nothing saved: one side of the gate's process-paired blocks
-(hwprof.cli.gate_paired, two programs that cannot share one process)."""
+(hwprof.api.gate_paired, two programs that cannot share one process)."""
 BASELINE_OUTPUT = "program-baseline-output.pt"
 
 

@@ -24,8 +24,9 @@ import polars as pl
 
 from hwprof.api.errors import RunError
 from hwprof.api.frames import table
-from hwprof.api.requests import AdviseRequest, CollectRequest, csv_list, gate_options, program_of
+from hwprof.api.requests import AdviseRequest, CollectRequest, CompareRequest, csv_list, gate_options, program_of
 from hwprof.api.run import Run, load
+from hwprof.api.sweeping import SweepRequest
 from hwprof.core.config import ADVISE_BLOCKS, RunConfig, default_threads
 
 if TYPE_CHECKING:
@@ -35,11 +36,13 @@ if TYPE_CHECKING:
 
     from hwprof.analysis.advice import Advice
     from hwprof.analysis.gate import Verdict
+    from hwprof.analysis.sweep_rows import SweepResult
     from hwprof.session.stopping import StopSignals
 
 StrPath = str | os.PathLike[str]
 T = TypeVar("T")
 _D = RunConfig
+_S = SweepRequest
 
 
 def collect(
@@ -173,10 +176,19 @@ def _console(console: Console | None) -> Console:
     return console or Console()
 
 
-def _library_call(run: Callable[[StopSignals], T], where: Path | None = None) -> T:
-    """`run(stop)` under the command line's stop signals (hwprof.session.stopping); its exceptions become the
-    library's: ValueError for a bad input, RunError for a run directory that cannot be written or is gone, each
-    with the command line's line; KeyboardInterrupt, naming what was kept, when a signal stopped it."""
+def _library_call(
+    run: Callable[[StopSignals], T],
+    where: Path | None = None,
+    *,
+    forward: signal.Signals | None = signal.SIGTERM,
+    kept: Callable[[T], str] | None = None,
+    collecting: bool = True,
+) -> T:
+    """`run(stop)` under the command line's stop signals (hwprof.session.stopping; `forward`: what a running
+    child gets, None: the signal received, as a sweep's points do); its exceptions become the library's:
+    ValueError for a bad input, RunError for a run directory that cannot be written or is gone, each with the
+    command line's line; KeyboardInterrupt, naming what was kept (`kept(result)`, else `where`), when a signal
+    stopped it. `collecting`: the HWPROF_* overrides are checked first, as for the commands that run collectors."""
     from hwprof.core.atomic import DiskFullError, FolderGoneError
     from hwprof.core.envvars import environment_warning
     from hwprof.core.uservalue import exception_line
@@ -184,9 +196,9 @@ def _library_call(run: Callable[[StopSignals], T], where: Path | None = None) ->
     from hwprof.session.plan import CollectError
     from hwprof.session.stopping import StopSignals
 
-    stop = StopSignals(forward=signal.SIGTERM).install()
+    stop = StopSignals(forward=forward).install()
     try:
-        warning = environment_warning(collecting=True)
+        warning = environment_warning(collecting=collecting)
         if warning is not None:
             print(warning, file=sys.stderr)
         done = run(stop)
@@ -198,8 +210,8 @@ def _library_call(run: Callable[[StopSignals], T], where: Path | None = None) ->
         stop.uninstall()
     if stop.requested:
         where = where or getattr(done, "run_dir", None)  # advise's run, or the run directory collect made
-        kept = f": what ran is kept in {where}, hwprof.load({str(where)!r}) reads it" if where else ""
-        raise KeyboardInterrupt(f"stopped by {stop.name}{kept}")
+        line = f": what ran is kept in {where}, hwprof.load({str(where)!r}) reads it" if where else ""
+        raise KeyboardInterrupt(f"stopped by {stop.name}{kept(done) if kept is not None else line}")
     return done
 
 
@@ -238,8 +250,9 @@ def compare(a: Run | StrPath, b: Run | StrPath, *more: Run | StrPath) -> pl.Data
 
     from hwprof.analysis.compare import compare_analyses
 
+    request = CompareRequest(tuple(_path_of(r) for r in (a, b, *more)))
     runs = [r if isinstance(r, Run) else load(r) for r in (a, b, *more)]
-    c = compare_analyses([r.analysis for r in runs], [r.path for r in runs])
+    c = compare_analyses([r.analysis for r in runs], list(request.runs))
     for line in [c.layers_refused] if c.layers_refused else c.layer_notes:
         warnings.warn(line, stacklevel=2)
     letters = [chr(ord("a") + i) if i < 26 else f"r{i + 1}" for i in range(len(runs))]
@@ -279,29 +292,96 @@ def gate(
     gate_different: bool = False,
     gate_on: str = "both",
     layer_stat: str = "share",
+    paired: int = 0,
+    gate_report: StrPath | None = None,
+    junit: StrPath | None = None,
+    gate_json: StrPath | None = None,
 ) -> Verdict:
     """`hwprof compare BASE NEW --fail-above 5%`'s verdict, without printing: `verdict.exit_code` (0 pass or not
     resolved, 1 fail), `verdict.outcome` ("pass", "fail", "not resolved"), `verdict.line`, and every gated figure
     (`verdict.figures`: name, medians or counts, ratio, bootstrap interval, outcome). The keywords are compare's
-    gate options (share is --gate-share). ValueError (one line) where the gate cannot be meaningful; RunError for
-    a run directory that is missing, damaged or still being collected."""
-    from hwprof.render.gate import gate_runs
+    gate options (share is --gate-share); paired=N measures BASE's and NEW's configurations again in N ABBA
+    blocks (--paired N, child processes: a stop signal ends them and raises KeyboardInterrupt); gate_report,
+    junit, gate_json write the verdict's files. ValueError (one line) where the gate cannot be meaningful;
+    RunError for a run directory that is missing, damaged or still being collected."""
+    from hwprof.api.comparing import gate_and_write
 
-    opts = gate_options(
-        fail_above,
-        share=share,
-        confidence=confidence,
-        resamples=resamples,
-        seed=seed,
-        unresolved=unresolved,
-        count_threshold=count_threshold,
-        miss_threshold=miss_threshold,
-        gate_on=gate_on,
-        layer_stat=layer_stat,
-        gate_different=gate_different,
+    request = _gate_request(dict(locals()))
+    for r in (base, new):
+        if not isinstance(r, Run):
+            load(r)  # RunError for a damaged or running run
+    return _library_call(lambda stop: gate_and_write(request, stop), collecting=False)
+
+
+def _gate_request(given: dict[str, Any]) -> CompareRequest:
+    """gate's keywords as the request `hwprof compare BASE NEW --fail-above ...` makes of the same options."""
+    named = ("share", "unresolved", "confidence", "resamples", "seed", "count_threshold", "miss_threshold")
+    more = ("gate_different", "gate_on", "layer_stat", "paired")
+    opts = gate_options(given["fail_above"], **{name: given[name] for name in (*named, *more)})
+    files = [Path(given[name]) if given[name] is not None else None for name in ("gate_report", "junit", "gate_json")]
+    return CompareRequest(
+        (_path_of(given["base"]), _path_of(given["new"])),
+        gate=opts,
+        paired=given["paired"],
+        gate_report=files[0],
+        junit=files[1],
+        gate_json=files[2],
     )
-    runs = [r if isinstance(r, Run) else load(r) for r in (base, new)]  # RunError for a damaged or running run
-    return gate_runs([r.path for r in runs], opts)[0]
+
+
+def _path_of(run: Run | StrPath) -> Path:
+    return run.path if isinstance(run, Run) else Path(run)
+
+
+def run_sweep(
+    models: Sequence[str] = (),
+    *,
+    runtimes: Sequence[str] = _S.runtimes,
+    precisions: Sequence[str] = _S.precisions,
+    threads: Sequence[int] = (),
+    batch: Sequence[int] = _S.batch,
+    device: str = _S.device,
+    imgsz: int = _S.imgsz,
+    iters: int = _S.iters,
+    warmup: int = _S.warmup,
+    timeout: float | None = None,
+    out: StrPath = _S.out,
+    advise: bool = False,
+    collect_args: Sequence[str] = (),
+    format: str = _S.format,
+    ray: str | None = None,
+    per_host: bool = False,
+    hosts: Sequence[str] = (),
+    resume: StrPath | None = None,
+    local: bool = False,
+    console: Console | None = None,
+) -> SweepResult:
+    """`hwprof sweep --models ... [options] [-- COLLECT_OPTIONS]`: one collect per point (models x runtimes x
+    precisions x threads x batch), each a child process, here or on the Ray cluster at `ray` (HOST:PORT or
+    "auto"); then the table printed (format: rich, markdown, html) and sweep.json, sweep.csv, sweep.png and
+    sweep.html written under `out`. Each keyword is sweep's option of that name (`threads=[1, 4]` is
+    `--threads 1,4`, collect_args the collect options after `--`, `threads=()` this machine's CPUs, on Ray each
+    node's own); resume=DIR runs the points of the sweep in DIR that did not finish, with its recorded options.
+    Returns the sweep (SweepResult: a row per point with its status, the notes); a point that failed is a row
+    of status "failed", as the command line keeps it and exits 1. ValueError for a bad value or an unknown
+    model; KeyboardInterrupt when stopped (the finished points are kept, and resume=out runs the rest)."""
+    given = dict(locals())  # the keywords, before any other name is bound here
+    from hwprof.api.sweeping import run_sweep_request
+
+    def kept(result: SweepResult) -> str:
+        where = str(result.out_root)
+        return f": the finished points are kept in {where}, hwprof.run_sweep(resume={where!r}) runs the rest"
+
+    def run(stop: StopSignals) -> SweepResult:
+        return run_sweep_request(_sweep_request(given), _console(console), stop)
+
+    return _library_call(run, forward=None, kept=kept)
+
+
+def _sweep_request(given: dict[str, Any]) -> SweepRequest:
+    """run_sweep's keywords as the request the command line makes of the same options (SweepRequest takes each
+    list as a tuple, a comma string of names as the command line takes it, and each path as a Path)."""
+    return SweepRequest(**{name: value for name, value in given.items() if name != "console"})
 
 
 _DEFAULTS_OF_COLLECT: dict[str, object] = {

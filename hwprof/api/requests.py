@@ -1,8 +1,10 @@
-"""What a collect, an advise and a gate are asked to do, typed: the front door's one description of each.
+"""What a collect, an advise and a compare (its gate) are asked to do, typed: the front door's one description of
+each (a sweep's is hwprof.api.sweeping.SweepRequest).
 
-The command line builds these from its options (hwprof.cli.collect, hwprof.cli.advise), the library from its
-keyword arguments (hwprof.api.commands); both hand them to the same functions (hwprof.api.collecting,
-hwprof.api.advising), so a value is checked, and refused with the same line, whichever door it came through.
+The command line builds these from its options (hwprof.cli.collect, hwprof.cli.advise, hwprof.cli.gate_args), the
+library from its keyword arguments (hwprof.api.commands); both hand them to the same functions
+(hwprof.api.collecting, hwprof.api.advising, hwprof.api.comparing), so a value is checked, and refused with the
+same line, whichever door it came through.
 """
 
 from __future__ import annotations
@@ -17,6 +19,10 @@ from hwprof.core.program_spec import ProgramSpec
 
 if TYPE_CHECKING:
     from hwprof.analysis.gate import GateOptions
+    from hwprof.render.gate import GateOutputs
+
+GATE_FILES = (("--gate-report", "gate_report"), ("--junit", "junit"), ("--gate-json", "gate_json"))
+"""The gate's output files: option, CompareRequest's field."""
 
 
 @dataclass(frozen=True)
@@ -117,3 +123,59 @@ def gate_options(
         layer_stat=layer_stat,
         miss_threshold=parse_percent(str(miss_threshold), "--miss-threshold") if miss_threshold else None,
     )
+
+
+@dataclass(frozen=True)
+class CompareRequest:
+    """`hwprof compare RUN...` (hwprof.compare; hwprof.gate with a gate): the runs, how the comparison is printed,
+    and the performance gate where one is asked for."""
+
+    runs: tuple[Path, ...]
+    """Run directories; the first is the baseline (BASE)."""
+    top: int = 15
+    """Layers shown in the printed layer tables, slowest first."""
+    format: str = "rich"
+    """What is printed: rich, markdown, json or html."""
+    gate: GateOptions | None = None
+    """--fail-above PCT and the gate's other options (gate_options); None: the comparison alone."""
+    paired: int = 0
+    """--paired BLOCKS: the gate measures BASE's and NEW's configurations again in ABBA blocks (0: as recorded)."""
+    gate_report: Path | None = None
+    """The verdict as markdown (--gate-report FILE.md)."""
+    junit: Path | None = None
+    """JUnit XML, one test case per gated figure (--junit FILE.xml)."""
+    gate_json: Path | None = None
+    """The verdict and every figure as JSON (--gate-json FILE.json)."""
+
+    def __post_init__(self) -> None:
+        from hwprof.analysis.gate import GateError
+        from hwprof.render.compare import COMPARE_FORMATS
+
+        object.__setattr__(self, "runs", tuple(Path(r) for r in self.runs))
+        for name in ("top", "paired"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"--{name} must be an integer (got {value!r})")
+        if len(self.runs) < 2:
+            raise ValueError("compare needs at least two run directories")
+        if self.format not in COMPARE_FORMATS:
+            raise ValueError(f"--format must be one of {', '.join(COMPARE_FORMATS)} (got {self.format!r})")
+        if self.top < 1:
+            raise ValueError(f"--top must be at least 1 (got {self.top})")
+        if self.gate is None:
+            asked = [option for option, name in GATE_FILES if getattr(self, name) is not None]
+            if asked:
+                raise GateError(f"{', '.join(asked)} needs --fail-above PCT (the gate's threshold)")
+            return
+        option = "--paired" if self.paired else "--fail-above"
+        if len(self.runs) != 2:
+            raise GateError(f"{option} gates two runs, BASE and NEW (got {len(self.runs)})")
+        if self.paired and self.paired < 5:
+            raise GateError(f"--paired needs at least 5 ABBA blocks (got {self.paired})")
+
+    @property
+    def outputs(self) -> GateOutputs:
+        """The gate's files asked for."""
+        from hwprof.render.gate import GateOutputs
+
+        return GateOutputs(self.gate_report, self.junit, self.gate_json)

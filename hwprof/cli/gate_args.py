@@ -1,4 +1,5 @@
-"""`hwprof compare`'s options, the performance gate's among them (hwprof.analysis.gate)."""
+"""`hwprof compare`'s options, the performance gate's among them (hwprof.analysis.gate), and the library's
+CompareRequest made of them (run by hwprof.api.comparing)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any, Protocol
 
-from hwprof.analysis.gate import GateError, GateOptions
-from hwprof.render.gate import GateOutputs
-
-GATE_FILES = ("gate_report", "junit", "gate_json")
+from hwprof.api.requests import CompareRequest, gate_options
 
 
 class OptionGroup(Protocol):
@@ -98,30 +96,31 @@ def _add_count_and_output_args(g: OptionGroup) -> None:
     g.add_argument("--gate-json", type=Path, metavar="FILE.json", help="write the verdict and every figure as JSON")
 
 
-def gate_options(args: argparse.Namespace) -> GateOptions | None:
-    """The gate's options, None without --fail-above (GateError when a gate file is asked for without it)."""
-    from hwprof.api.requests import gate_options as typed
-
-    if args.fail_above is None:
-        asked = [f"--{name.replace('_', '-')}" for name in GATE_FILES if getattr(args, name) is not None]
-        if asked:
-            raise GateError(f"{', '.join(asked)} needs --fail-above PCT (the gate's threshold)")
-        return None
-    return typed(
-        args.fail_above,
-        share=args.gate_share,
-        confidence=args.confidence,
-        resamples=args.resamples,
-        seed=args.seed,
-        unresolved=args.unresolved,
-        count_threshold=args.count_threshold,
-        miss_threshold=args.miss_threshold,
-        gate_on=args.gate_on,
-        layer_stat=args.layer_stat,
-        gate_different=args.gate_different,
+def compare_request(args: argparse.Namespace) -> CompareRequest:
+    """compare's options as the library's request (the gate's, checked by gate_options, with --fail-above)."""
+    gate = None
+    if args.fail_above is not None:
+        gate = gate_options(
+            args.fail_above,
+            share=args.gate_share,
+            confidence=args.confidence,
+            resamples=args.resamples,
+            seed=args.seed,
+            unresolved=args.unresolved,
+            count_threshold=args.count_threshold,
+            miss_threshold=args.miss_threshold,
+            gate_on=args.gate_on,
+            layer_stat=args.layer_stat,
+            gate_different=args.gate_different,
+            paired=args.paired,
+        )
+    return CompareRequest(
+        tuple(args.run_dirs),
+        top=args.top,
+        format=args.format,
+        gate=gate,
         paired=args.paired,
+        gate_report=args.gate_report,
+        junit=args.junit,
+        gate_json=args.gate_json,
     )
-
-
-def gate_outputs(args: argparse.Namespace) -> GateOutputs:
-    return GateOutputs(args.gate_report, args.junit, args.gate_json)

@@ -6,7 +6,6 @@ import argparse
 import json
 import signal
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,14 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from hwprof.cli.args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser, split_program
 from hwprof.cli.collect import cmd_collect
-from hwprof.core.config import RunConfig, default_threads
+from hwprof.core.config import RunConfig
 from hwprof.session.stopping import StopSignals
 
 if TYPE_CHECKING:
-    from hwprof.analysis.sweep_rows import SweepResult
-    from hwprof.schema.codec import JsonObject
     from hwprof.schema.probes import ProbeDetails
-    from hwprof.sweep.run import ProgressFn, SweepPlan
     from hwprof.workload.catalog import ModelRow
 
 
@@ -71,113 +67,16 @@ def _set_aside_trace(run_dir: str) -> str:
 
 
 def cmd_compare(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.cli.gate_args import gate_options, gate_outputs
-    from hwprof.render.compare import compare
+    from hwprof.api.comparing import run_compare
+    from hwprof.cli.gate_args import compare_request
 
-    opts = gate_options(args)
-    if opts is None:
-        compare(args.run_dirs, console=console, top=args.top, format=args.format)
-        return 0
-    from hwprof.render.gate import compare_gate, show_verdict
-
-    if args.top < 1:
-        raise ValueError(f"--top must be at least 1 (got {args.top})")
-    if args.paired:
-        from hwprof.cli.gate_paired import measure_paired
-
-        verdict, wall_s = measure_paired(args.run_dirs, args.paired, opts, args.stop)
-        verdict.notes.append(f"the paired measure took {wall_s:.0f} s")
-        show_verdict(verdict, opts, gate_outputs(args), console, args.format)
-        return verdict.exit_code
-    return compare_gate(args.run_dirs, opts, gate_outputs(args), console, args.top, args.format).exit_code
+    return run_compare(compare_request(args), console, args.stop)
 
 
 def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.sweep.command import sweep
+    from hwprof.cli.sweep import cmd_sweep as run
 
-    plan, ray = _sweep_plan(args)
-    _check_plan(plan)
-    if args.submit:
-        from hwprof.cli.sweep_job import submit_sweep
-
-        return submit_sweep(plan, args, console)
-    stop: StopSignals = args.stop
-    stop.forward_twice = True
-    result = sweep(plan, console, _sweep_runner(args, plan, ray, console), format=args.format)
-    if stop.requested:
-        return stop.exit_code
-    return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
-
-
-def _sweep_plan(args: argparse.Namespace) -> tuple[SweepPlan, JsonObject | None]:
-    """The sweep's plan and its recorded Ray options: those of the sweep in --resume DIR, else the command
-    line's."""
-    from hwprof.analysis.sweep_rows import NODE_THREADS
-    from hwprof.sweep.run import SweepPlan, plan_from_file
-
-    if args.resume:
-        if args.models:
-            raise ValueError("--resume DIR runs the points of the sweep recorded in DIR: give no --models")
-        plan, ray = plan_from_file(args.resume)
-        if args.advise and not plan.advise:
-            raise ValueError(
-                f"--resume {args.resume} runs with the sweep's recorded options, which have no --advise: "
-                "advise its complete points with `hwprof advise RUN_DIR`, or start a new sweep with --advise"
-            )
-        return plan, ray
-    if not args.models:
-        raise ValueError("sweep needs --models (or --resume DIR)")
-    plan = SweepPlan(
-        args.models,
-        # on Ray a point without --threads uses the thread count of the node it runs on
-        args.threads or ([NODE_THREADS] if args.ray else [default_threads()]),
-        args.batch,
-        args.out,
-        imgsz=args.imgsz,
-        iters=args.iters,
-        warmup=args.warmup,
-        extra_args=args.collect_args,
-        timeout_s=args.timeout,
-        runtimes=args.runtimes,
-        precisions=args.precisions,
-        device=args.device,
-        advise=args.advise,
-    )
-    return plan, None
-
-
-def _check_plan(plan: SweepPlan) -> None:
-    """Every model known, and the plan's GPU there, before any point runs."""
-    from hwprof.workload.zoo import family_of
-
-    for model in plan.models:
-        family_of(model)
-    if plan.device != "cpu":
-        from hwprof.hardware.gpu_device import require_cuda
-
-        require_cuda(plan.device)
-
-
-def _sweep_runner(
-    args: argparse.Namespace, plan: SweepPlan, ray: JsonObject | None, console: Console
-) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
-    """Where the points run: on this machine, or on the Ray cluster of --ray (or of the resumed sweep)."""
-    from hwprof.sweep.run import run_sweep
-
-    stop: StopSignals = args.stop
-
-    def local(p: SweepPlan, progress: ProgressFn) -> SweepResult:
-        return run_sweep(p, progress, stop)
-
-    if ray and args.local and ray.get("per_host"):
-        raise ValueError("--local cannot resume a --per-host sweep: its points belong to kinds of cluster nodes")
-    if args.ray or (ray and not args.local):
-        from hwprof.sweep.ray import ray_runner
-
-        return ray_runner(args, ray, plan, lambda line: console.print(line, highlight=False, markup=False))
-    if args.per_host or args.hosts:
-        raise ValueError("--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too")
-    return local
+    return run(args, console)
 
 
 def cmd_doctor(args: argparse.Namespace, console: Console) -> int:

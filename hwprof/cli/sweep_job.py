@@ -1,17 +1,13 @@
-"""`hwprof sweep ... --ray ADDRESS --submit` and `hwprof sweep-job status|logs|stop|fetch DIR`: a sweep run as a
-Ray Job, followed from here (hwprof/sweep/ray_job.py)."""
+"""`hwprof sweep-job status|logs|stop|fetch DIR`: a sweep submitted as a Ray Job (`hwprof sweep ... --ray ADDRESS
+--submit`, hwprof.api.sweeping), followed from here (hwprof/sweep/ray_job.py)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rich.console import Console
-
-if TYPE_CHECKING:
-    from hwprof.sweep.run import SweepPlan
 
 ACTIONS = ("status", "logs", "stop", "fetch")
 
@@ -20,21 +16,6 @@ def add_sweep_job_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=ACTIONS, help="what to do with the submitted sweep")
     p.add_argument("dir", type=Path, metavar="DIR", help="the --out of `hwprof sweep ... --submit`")
     p.add_argument("--follow", action="store_true", help="with logs: keep printing until the job ends")
-
-
-def submit_sweep(plan: SweepPlan, args: argparse.Namespace, console: Console) -> int:
-    from hwprof.sweep.ray_job import submit
-
-    if not args.ray:
-        raise ValueError("--submit sends the sweep to a Ray cluster as a job: give --ray HOST:PORT too")
-    if args.resume:
-        raise ValueError("--submit starts a new sweep: --resume runs attached")
-    record = submit(plan, args.ray, args.per_host, tuple(args.hosts or ()), Path(args.out))
-    say = console.print
-    say(f"submitted job {record.submission_id}: {len(plan.points())} points, writing to {record.head_dir} on the head")
-    for action in ACTIONS:
-        say(f"  hwprof sweep-job {action} {args.out}", highlight=False, markup=False)
-    return 0
 
 
 def cmd_sweep_job(args: argparse.Namespace, console: Console) -> int:

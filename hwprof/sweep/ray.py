@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -348,15 +348,21 @@ def connect_runner(
 
 
 def ray_runner(
-    args: Any, recorded: dict[str, Any] | None, plan: SweepPlan, notice: Callable[[str], None] = lambda _line: None
+    plan: SweepPlan,
+    recorded: dict[str, Any] | None,
+    notice: Callable[[str], None] = lambda _line: None,
+    *,
+    address: str | None = None,
+    per_host: bool = False,
+    hosts: Sequence[str] = (),
 ) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
-    """The sweep runner for `hwprof sweep --ray ...` (or --resume of a sweep that ran on Ray), connected: the
-    command line's cluster options, else the ones the sweep recorded."""
+    """The sweep runner for `hwprof sweep --ray ADDRESS` (or --resume of a sweep that ran on Ray), connected: the
+    cluster options asked for (address, per_host, hosts), else the ones the sweep recorded."""
     rec = recorded or {}
     options = RayOptions(
-        args.ray or rec.get("address") or "auto",
-        per_host=args.per_host or bool(rec.get("per_host")),
-        hosts=tuple(args.hosts or rec.get("hosts") or ()),
+        address or rec.get("address") or "auto",
+        per_host=per_host or bool(rec.get("per_host")),
+        hosts=tuple(hosts or rec.get("hosts") or ()),
         max_retries=int(rec.get("max_retries", RayOptions.max_retries)),
     )
     return connect_runner(plan, options, notice)

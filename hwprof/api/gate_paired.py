@@ -112,7 +112,7 @@ def program_blocks(base: RunConfig, new: RunConfig, blocks: int, stop: StopSigna
 def _timed(config: RunConfig, work: Path, stop: StopSignals) -> SideFigures:
     """One whole run of the program, its calls of its model timed (the program worker's mode "timed")."""
     from hwprof.advisor.children import run_child
-    from hwprof.advisor.program_children import program_command
+    from hwprof.advisor.program_target import program_command
     from hwprof.advisor.program_worker import TIMED_MODE
     from hwprof.program.advise_calls import BASELINE
     from hwprof.rundir.advise_files import read_advise_result
