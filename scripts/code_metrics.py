@@ -1,11 +1,12 @@
 """The code figures issue 28 asks for, measured on a checkout: how data travels from the run directory to
 the report, and how large the pieces are.
 
-    python scripts/code_metrics.py [ROOT] [--json] [--where]
+    python scripts/code_metrics.py [ROOT] [--json] [--where] [--dicts]
 
 - `dict[str, Any]`: every occurrence in hwprof/ and collectors/; and those outside the JSON boundary: not
   in a serializer (a function named to_dict, from_dict, to_json, from_json, to_row, from_row, as_json or
-  ending in _json, _dict or _rows), and not in the `JsonObject` alias's definition.
+  ending in _json, _dict or _rows), and not in the `JsonObject` alias's definition. `--dicts` lists the
+  latter, one file:line each.
 - run-data digs: `.get("...")` calls on a string key in the layers that read a run (analysis, render,
   finishing, advise), outside the schema package; and chains of two or more `.get(` on one line anywhere.
 - file access outside the reader and writer: calls that open, read or write a file (open, read_text,
@@ -64,6 +65,8 @@ class Figures:
     longest_function: str
     longest_function_lines: int
     run_dir_file_call_lines: list[str]
+    dict_str_any_lines: list[str]
+    """The `dict[str, Any]` occurrences outside serializers, one `file:line: code` per occurrence."""
 
 
 def sources(root: Path) -> list[tuple[str, Path]]:
@@ -119,6 +122,7 @@ def measure(root: Path) -> Figures:
     largest = ("", 0)
     longest = ("", 0)
     run_dir_calls: list[str] = []
+    dict_lines: list[str] = []
     for rel, path in sources(root):
         text = path.read_text()
         inner = rel.split("/", 1)[1]
@@ -136,7 +140,9 @@ def measure(root: Path) -> Figures:
         for number, line in enumerate(text.splitlines(), start=1):
             code = line.split("#", 1)[0]
             if number not in boundary and not code.startswith("JsonObject ="):
-                dict_inner += code.count("dict[str, Any]")
+                found_dicts = code.count("dict[str, Any]")
+                dict_inner += found_dicts
+                dict_lines += [f"{rel}:{number}: {code.strip()}"] * found_dicts
             if not in_schema and inner.startswith(RUN_READERS):
                 key_gets += len(KEY_GET.findall(code))
             if not in_schema and CHAIN.search(code):
@@ -151,6 +157,7 @@ def measure(root: Path) -> Figures:
     return Figures(
         dict_any, dict_inner, key_gets, chains, calls_ar, calls_out, len(run_dir_calls), sum(per_package.values()),
         dict(sorted(per_package.items())), largest[0], largest[1], longest[0], longest[1], run_dir_calls,
+        dict_lines,
     )  # fmt: skip
 
 
@@ -167,6 +174,9 @@ def main(argv: list[str]) -> int:
         elif key == "run_dir_file_call_lines":
             if "--where" in argv:
                 print("run-directory file calls outside rundir/:\n  " + "\n  ".join(value))
+        elif key == "dict_str_any_lines":
+            if "--dicts" in argv:
+                print("dict[str, Any] outside serializers:\n  " + "\n  ".join(value))
         else:
             print(f"{key}: {value}")
     return 0

@@ -14,6 +14,7 @@ from typing import NoReturn
 import pytest
 
 from hwprof.analysis.paired_cost import like_with_like, paired_cost
+from hwprof.analysis.workload_program import program_lines
 from hwprof.core.config import PIPELINE_ONLY, RunConfig
 from hwprof.core.input_shapes import InputTally, input_shape
 from hwprof.core.markers import MarkerBus
@@ -21,7 +22,6 @@ from hwprof.core.program_spec import ProgramSpec
 from hwprof.program.launch import run_program
 from hwprof.program.own_end import OwnEnd, OwnEndHooks
 from hwprof.render.input_lines import flops_shape_note, input_lines, run_shapes
-from hwprof.analysis.workload_program import program_lines
 from hwprof.schema.inputs import InputsDoc, inputs_doc
 from hwprof.schema.pass_files import PassResult
 from hwprof.schema.program import ProgramDoc, ProgramOutcome
@@ -165,12 +165,12 @@ def test_the_calls_line_accounts_for_every_call() -> None:
 
 
 def test_run_json_leaves_out_the_pipeline_options_a_program_did_not_use() -> None:
-    program = RunConfig(program=ProgramSpec(argv=["detect.py"], cwd="/w")).recorded()
+    doc = RunConfig(program=ProgramSpec(argv=["detect.py"], cwd="/w")).recorded()
+    program = doc.to_json()
     assert not set(PIPELINE_ONLY) & set(program) and program["iters"] == 20
     builtin = RunConfig().recorded()
-    assert builtin["imgsz"] == 640 and builtin["extra"] == {}
-    doc = RunConfigDoc.from_json(program, "run.json", "config.")
-    assert doc.imgsz is None and doc.batch is None and "imgsz" not in doc.to_json()
+    assert builtin.imgsz == 640 and builtin.extra == {}
+    assert doc.imgsz is None and doc.batch is None and "imgsz" not in program
     assert RunConfig.from_dict(doc.to_json()).imgsz == 640  # a reader that rebuilds the config gets its defaults
 
 

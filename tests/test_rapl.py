@@ -563,9 +563,11 @@ def test_analysis_withholds_a_still_counter_on_a_copy_of_the_typed_document() ->
     from hwprof.analysis.validity import checked
     from hwprof.rundir.reader import RunData
     from hwprof.schema.rapl_still import NO_FIX
+    from hwprof.schema.run import RunDoc
 
-    recorded = json.loads((FIXTURES / "cpu16_still_energy" / "run.json").read_text())
-    data = RunData.from_run(FIXTURES / "cpu16_still_energy", recorded)
+    path = FIXTURES / "cpu16_still_energy" / "run.json"
+    recorded = json.loads(path.read_text())
+    data = RunData(path.parent, RunDoc.read(recorded, str(path)))
     copy = checked(data)
     assert copy.withheld == {"rapl"} and data.withheld == frozenset()
     entry = copy.doc.to_json()["collectors"]["rapl"]

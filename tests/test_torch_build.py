@@ -66,19 +66,20 @@ def test_the_profiler_probe_is_kept_once_it_recorded_its_ops_and_a_failed_one_is
     """torch.profiler's probe (a child that profiles one matmul, 2.6 s of each collect's plan) under the same key:
     a real probe is written and read back as the same details; a failed one is not kept; a damaged file is
     passed over."""
-    from hwprof.collectors.torch_profiler import collector as tp
+    from hwprof.collectors.torch_profiler import probe as tp
 
+    probe = tp.probe_torch_profiler
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    tp._probe.cache_clear()
-    real = tp._probe(sys.executable)
+    probe.cache_clear()
+    real = probe(sys.executable)
     (path,) = (tmp_path / "hwprof").glob("torch-profiler-probe-*.json")
     assert real.available and real.details.ok  # type: ignore[attr-defined]
     calls: list[str] = []
     monkeypatch.setattr(tp, "_probe_in_child", lambda python: calls.append(python) or tp.Capability.unavailable("x"))
-    tp._probe.cache_clear()
-    assert tp._probe(sys.executable) == real and calls == [], "read back from the cache, no child"
+    probe.cache_clear()
+    assert probe(sys.executable) == real and calls == [], "read back from the cache, no child"
     path.write_text(json.dumps({"version": tb.CACHE_VERSION, "key": path.stem[-16:], "value": {"ok": "yes"}}))
-    tp._probe.cache_clear()
-    assert not tp._probe(sys.executable).available and calls == [sys.executable], "a damaged file: probed again"
+    probe.cache_clear()
+    assert not probe(sys.executable).available and calls == [sys.executable], "a damaged file: probed again"
     assert json.loads(path.read_text())["value"] == {"ok": "yes"}, "the failed probe was not written over it"
-    tp._probe.cache_clear()
+    probe.cache_clear()

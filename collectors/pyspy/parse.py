@@ -111,6 +111,28 @@ class ThreadInfo:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Edge:
+    """A chrome trace's "B" (a frame entered) or "E" (a frame left) event of one thread."""
+
+    begin: bool
+    ts: int
+    name: str
+    file: str
+    line: int
+
+    @classmethod
+    def of(cls, event: Any) -> _Edge:
+        args = event.get("args") or {}
+        return cls(
+            event["ph"] == "B",
+            int(event["ts"]),
+            str(event["name"]),
+            str(args.get("filename", "")),
+            int(args.get("line") or 0),
+        )
+
+
 def open_text(path: Path) -> Any:
     return gzip.open(path, "rt") if path.suffix == ".gz" else open(path)
 
@@ -123,7 +145,7 @@ def load_chrometrace(path: Path) -> tuple[list[Segment], dict[int, ThreadInfo]]:
     if not isinstance(events, list):
         raise ValueError(f"{path}: not a chrome trace")
     threads: dict[int, ThreadInfo] = {}
-    per_thread: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    per_thread: dict[int, list[_Edge]] = defaultdict(list)
     interned: dict[tuple[str, str, int], Frame] = {}
     for event in events:
         tid = int(event.get("tid", 0))
@@ -132,22 +154,21 @@ def load_chrometrace(path: Path) -> tuple[list[Segment], dict[int, ThreadInfo]]:
             os_tid, _, name = label.partition(": ")
             threads[tid] = ThreadInfo(tid, int(os_tid) if os_tid.isdigit() else None, name)
         elif event.get("ph") in ("B", "E"):
-            per_thread[tid].append(event)
+            per_thread[tid].append(_Edge.of(event))
     segments: list[Segment] = []
     for tid, evs in per_thread.items():
         stack: list[Frame] = []
         current: int | None = None
         previous: int | None = None
-        for event in evs:
-            ts = int(event["ts"])
+        for edge in evs:
+            ts = edge.ts
             if current is not None and ts != current:
                 if stack:
                     segments.append(Segment(tid, current, ts, previous, tuple(stack)))
                 previous = current
             current = ts
-            args = event.get("args") or {}
-            name, file, line = str(event["name"]), str(args.get("filename", "")), int(args.get("line") or 0)
-            if event["ph"] == "B":
+            name, file, line = edge.name, edge.file, edge.line
+            if edge.begin:
                 match = THREAD_FRAME.match(name) if not file else None
                 if match:
                     info = threads.get(tid)

@@ -40,10 +40,8 @@ spans), torch_profiler.metrics.json (per layer/stage), torch_profiler.kernels.js
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import subprocess
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -53,11 +51,11 @@ from hwprof.collectors.torch_profiler.clock import SyncData, sync_ranges, wall_p
 from hwprof.collectors.torch_profiler.convert import NAME, RANGE_PREFIX, convert, write_outputs
 from hwprof.collectors.torch_profiler.kineto import export_failure, load_kineto
 from hwprof.collectors.torch_profiler.onednn import StdoutToFile
+from hwprof.collectors.torch_profiler.probe import probe_torch_profiler
 from hwprof.collectors.torch_profiler.shapes import SHAPES_FILE, WarmupShapes
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker, read_markers
-from hwprof.schema.probes import TorchProfilerProbe
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -66,20 +64,6 @@ ONEDNN_ITERATIONS = 1
 """Measured iterations run with oneDNN verbose on (from the first): its labels name the implementation
 chosen when the primitive was created, the same in every iteration of one shape, while its printing
 costs about 90 us per primitive here (yolov7-tiny at 320: forward 1.4x with it on throughout)."""
-
-_PROBE_CODE = """
-import json, torch
-from torch.profiler import profile, ProfilerActivity
-x = torch.ones(64, 64)
-with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
-    with torch.autograd.profiler.record_function("hwprof_probe"):
-        (x @ x).sum()
-names = {e.name for e in prof.events()}
-print(json.dumps({"torch": torch.__version__, "kineto": torch.autograd.kineto_available(),
-                  "mkldnn": torch.backends.mkldnn.is_available(),
-                  "ok": "hwprof_probe" in names and "aten::mm" in names}))
-"""
-
 
 # ----------------------------------------------------------------------------- the collector
 
@@ -129,7 +113,7 @@ class TorchProfilerCollector(Collector):
                 "profiler gives the per-node view: 'runtime nodes per layer')",
                 "hwprof collect --runtime torch for aten operators and oneDNN primitives",
             )
-        return _probe(sys.executable)
+        return probe_torch_profiler(sys.executable)
 
     def open(self, ctx: PassContext) -> None:
         if self._shapes_in_warmup:
@@ -314,45 +298,6 @@ class TorchProfilerCollector(Collector):
 
 
 COLLECTOR = TorchProfilerCollector
-
-
-@functools.cache
-def _probe(python: str) -> Capability:
-    """Profile one matmul in a child (torch is not imported in the parent): 2.6 s of every collect's plan on a
-    2-CPU VM, so a probe that recorded its ops is kept in hwprof's cache under the torch build's key (what
-    decides it: torch's version and folder, this Python, the CPU; hwprof.core.torch_build); one that failed
-    runs again next time."""
-    from hwprof.core.host import cpuinfo_text, hwprof_cache_or_none
-    from hwprof.core.torch_build import cached_per_build
-
-    if python != sys.executable:
-        return _probe_in_child(python)
-    return cached_per_build(
-        hwprof_cache_or_none(),
-        cpuinfo_text(),
-        "torch-profiler-probe",
-        lambda: _probe_in_child(python),
-        load=lambda data: Capability.ok(details=TorchProfilerProbe.from_json(data, "the cache", "probe.")),
-        dump=lambda found: found.details.to_json(),
-        keep=lambda found: found.available,
-    )
-
-
-def _probe_in_child(python: str) -> Capability:
-    try:
-        done = subprocess.run([python, "-c", _PROBE_CODE], capture_output=True, text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Capability.unavailable(f"could not run the torch.profiler probe: {exc}", "check the Python install")
-    lines = [ln for ln in done.stdout.splitlines() if ln.startswith("{")]
-    if done.returncode != 0 or not lines:
-        tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return Capability.unavailable(f"torch.profiler probe failed: {tail}", "pip install torch==2.13.0")
-    info = TorchProfilerProbe.from_json(json.loads(lines[-1]), "the torch.profiler probe's output")
-    if not info.ok:
-        return Capability.unavailable(
-            "torch.profiler recorded no aten op (Kineto unavailable?)", "install a torch build with Kineto"
-        )
-    return Capability.ok(details=info)
 
 
 def _flops_by_id(prof: Any) -> dict[int, int]:

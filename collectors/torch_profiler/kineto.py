@@ -11,9 +11,18 @@ import gzip
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from hwprof.core.atomic import NEARLY_FULL, DiskFullError, free_bytes, size_limit_cut
+
+KinetoArgs = TypedDict(
+    "KinetoArgs",
+    {"External id": int, "Input Dims": list[list[int]], "Module Hierarchy": str},
+    total=False,
+)
+"""The args of an event that hwprof reads (its others, e.g. "Sequence number", are kept as they are): the op's
+id shared with its FunctionEvent (flops), its inputs' shapes (record_shapes) and the module hierarchy
+(with_modules)."""
 
 
 @dataclass
@@ -25,7 +34,7 @@ class KEvent:
     tid: int
     ts: int
     dur: int
-    args: dict[str, Any]
+    args: KinetoArgs
 
     @property
     def end(self) -> int:

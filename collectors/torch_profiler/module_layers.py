@@ -36,7 +36,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from difflib import SequenceMatcher
-from typing import Protocol
+from typing import Final, Protocol
 
 from hwprof.collectors.torch_profiler.kineto import KEvent
 
@@ -45,7 +45,7 @@ from hwprof.program.scopes import METHOD, LayerScopes, OpScope
 from hwprof.schema.summaries_tools import ModuleLayers
 from hwprof.workload.node_layers import NodeSpan, RunSpans, replay_markers
 
-HIERARCHY_ARG = "Module Hierarchy"
+HIERARCHY_ARG: Final = "Module Hierarchy"
 """The chrome trace's argument that holds an op's module hierarchy (torch.profiler with_modules=True)."""
 UNRESOLVED_KEPT = 5
 FROM_WARMUP = "the last warm-up forward's, op by op (with_modules on there only)"

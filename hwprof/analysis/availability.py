@@ -75,9 +75,7 @@ def _blocked_events(run: RunDoc, ran: list[str], wanted: list[str]) -> Missing |
         blocked = [e for e in wanted if e in unavailable]
         if blocked:
             first = unavailable[blocked[0]]
-            reason = str(first.get("reason", "")) if isinstance(first, dict) else str(first)
-            fix = str(first.get("fix", "")) if isinstance(first, dict) else ""
-            return Missing(f"{', '.join(blocked)} could not be counted ({name}): {reason}", fix)
+            return Missing(f"{', '.join(blocked)} could not be counted ({name}): {first.reason}", first.fix or "")
     return None
 
 

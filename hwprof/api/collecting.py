@@ -126,7 +126,7 @@ PROGRAM_REFUSED = ("model", "weights", "images", "annotate", "imgsz", "rect", "b
 def _refuse_pipeline_options(config: RunConfig) -> None:
     defaults = RunConfig()
     for name in PROGRAM_REFUSED:
-        given = config.extra.get(name, False) if name == "rect" else getattr(config, name)
+        given = config.extra.get("rect", False) if name == "rect" else getattr(config, name)
         if given != (False if name == "rect" else getattr(defaults, name)):
             raise ValueError(
                 f"--{name} sets up hwprof's own pipeline; a program after -- uses its own (give it the program's "

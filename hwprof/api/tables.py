@@ -7,8 +7,8 @@ J. A figure that was not measured is null, never 0; `hwprof.Run.why(column_or_ta
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import polars as pl
 
@@ -28,7 +28,9 @@ from hwprof.render.advice_export import advice_csv_rows
 from hwprof.render.export import CSV_ATTRIBUTES, CSV_COLUMNS, layer_table
 
 if TYPE_CHECKING:
-    from hwprof.analysis.run_analysis import Analysis
+    from hwprof.analysis.overhead import PassCost
+    from hwprof.analysis.roofline import Roof
+    from hwprof.analysis.run_analysis import Analysis, RooflineSummary
 
 
 def stages(a: Analysis) -> pl.DataFrame:
@@ -63,7 +65,15 @@ def types(a: Analysis) -> pl.DataFrame:
     return table([t.to_dict() for t in a.types], list(dtypes), dtypes)
 
 
-def _layer_keys(layer: LayerStat) -> dict[str, Any]:
+class LayerKeys(TypedDict):
+    """The columns that name a layer in the per-layer kernel tables (KEY_DTYPES)."""
+
+    layer_index: int
+    layer: str
+    type: str
+
+
+def _layer_keys(layer: LayerStat) -> LayerKeys:
     return {"layer_index": layer.index, "layer": layer.name, "type": layer.type}
 
 
@@ -159,37 +169,113 @@ ROOFLINE_COLUMNS = (
 )
 
 
+@dataclass(frozen=True)
+class RooflineRow:
+    """One row of `roofline`: a top-level layer (LayerStat's figures), or the whole forward (scope "forward",
+    no index; the RooflineSummary's figures, its share 1 and its roof worked out here)."""
+
+    scope: str
+    name: str
+    type: str
+    index: int | None
+    flops: float | None
+    min_bytes: float | None
+    intensity: float | None
+    share: float | None
+    gflops_s: float | None
+    attainable_gflops: float | None
+    pct_peak: float | None
+    pct_roof: float | None
+    bound: str | None
+    measured_bytes: float | None
+    measured_intensity: float | None
+    bound_measured: str | None
+
+    @classmethod
+    def of_layer(cls, r: LayerStat) -> RooflineRow:
+        return cls(
+            "layer", r.name, r.type, r.index, r.flops, r.min_bytes, r.intensity, r.share, r.gflops_s,
+            r.attainable_gflops, r.pct_peak, r.pct_roof, r.bound, r.measured_bytes, r.measured_intensity,
+            r.bound_measured,
+        )  # fmt: skip
+
+    @classmethod
+    def of_forward(cls, s: RooflineSummary, roof: Roof) -> RooflineRow:
+        attainable = roof.attainable_gflops(s.intensity) if s.intensity is not None else None
+        pct_roof = 100 * s.gflops_s / attainable if attainable is not None and s.gflops_s is not None else None
+        share = 1.0 if s.gflops_s is not None else None
+        return cls(
+            "forward", "forward", "forward", None, s.flops, s.min_bytes, s.intensity, share, s.gflops_s,
+            attainable, s.pct_peak, pct_roof, s.bound, s.measured_bytes, s.measured_intensity, s.bound_measured,
+        )  # fmt: skip
+
+
 def roofline(a: Analysis) -> pl.DataFrame:
     """Each top-level layer on the roofline, then the whole forward (scope "forward"): FLOPs, minimum bytes,
     intensity (FLOP/B), achieved GFLOP/s (scaled time, nested layers included), its % of the measured peak and
     of the layer's own roof, and its bound (intensity against the ridge point; `bound_measured` from the
     traffic the counters measured, where they could)."""
-    rows: list[dict[str, Any]] = [
-        {
-            "scope": "layer",
-            "index": r.index,
-            "name": r.name,
-            "type": r.type,
-            **{c: getattr(r, c) for c in ROOFLINE_COLUMNS},
-        }
-        for r in a.layers.top_level
-    ]
+    rows = [RooflineRow.of_layer(r) for r in a.layers.top_level]
     s, roof = a.roofline, a.layers.roof.roof
     if s is not None and roof is not None:
-        forward = {c: getattr(s, c, None) for c in ROOFLINE_COLUMNS}
-        if s.intensity is not None:
-            attainable = roof.attainable_gflops(s.intensity)
-            forward["attainable_gflops"] = attainable
-            forward["pct_roof"] = 100 * s.gflops_s / attainable if s.gflops_s is not None else None
-        forward["share"] = 1.0 if s.gflops_s is not None else None
-        rows.append({"scope": "forward", "name": "forward", "type": "forward", **forward})
+        rows.append(RooflineRow.of_forward(s, roof))
     stat = field_dtypes(LayerStat)
     dtypes = {"scope": pl.String(), "index": stat["index"], "name": stat["name"], "type": stat["type"]}
     dtypes |= {c: stat[c] for c in ROOFLINE_COLUMNS}
-    return table(rows, list(dtypes), dtypes)
+    return table([asdict(r) for r in rows], list(dtypes), dtypes)
 
 
 COST_COLUMNS = ("method", "ratio", "low", "high", "q1", "q3", "blocks", "forward_on_ms", "forward_off_ms")
+
+PassCostRow = TypedDict(
+    "PassCostRow",
+    {
+        "pass": str,
+        "status": str,
+        "collectors": list[str],
+        "wall_s": float | None,
+        "forward_p50_ms": float | None,
+        "pass_level_ratio": float | None,
+        "host_steal_share": float | None,
+        "neighbours_share": float | None,
+        "cost_method": NotRequired[str],
+        "cost_ratio": NotRequired[float | None],
+        "cost_low": NotRequired[float | None],
+        "cost_high": NotRequired[float | None],
+        "cost_q1": NotRequired[float | None],
+        "cost_q3": NotRequired[float | None],
+        "cost_blocks": NotRequired[int],
+        "cost_forward_on_ms": NotRequired[float | None],
+        "cost_forward_off_ms": NotRequired[float | None],
+        "cost_resolved": NotRequired[bool],
+        "cost_text": NotRequired[str | None],
+    },
+)
+"""One row of `pass_costs` (a TypedDict for its "pass" key): the cost_* keys where the pass has its own cost
+(the COST_COLUMNS of its PassCostFigure; cost_ratio null where the cost did not resolve)."""
+
+
+def _pass_cost_row(p: PassCost) -> PassCostRow:
+    row: PassCostRow = {
+        "pass": p.name,
+        "status": p.status,
+        "collectors": p.collectors,
+        "wall_s": p.wall_s,
+        "forward_p50_ms": p.forward_p50_ms,
+        "pass_level_ratio": p.ratio,
+        "host_steal_share": p.host_steal_share,
+        "neighbours_share": p.neighbours.share if p.neighbours is not None else None,
+    }
+    cost = p.cost
+    if cost is not None:
+        row["cost_method"] = cost.method
+        row["cost_ratio"] = cost.ratio if cost.resolved else None
+        row["cost_low"], row["cost_high"] = cost.low, cost.high
+        row["cost_q1"], row["cost_q3"] = cost.q1, cost.q3
+        row["cost_blocks"] = cost.blocks
+        row["cost_forward_on_ms"], row["cost_forward_off_ms"] = cost.forward_on_ms, cost.forward_off_ms
+        row["cost_resolved"], row["cost_text"] = cost.resolved, p.cost_text()
+    return row
 
 
 def pass_costs(a: Analysis) -> pl.DataFrame:
@@ -197,25 +283,7 @@ def pass_costs(a: Analysis) -> pl.DataFrame:
     pass-level estimate against the timing pass), its spread and whether it resolved (an unresolved cost has no
     `cost_ratio`; `cost_text` says who took the CPUs); the pass-level ratio; the share of the run's CPUs other
     work took during the pass."""
-    rows = []
-    for p in a.overheads.passes:
-        row: dict[str, Any] = {
-            "pass": p.name,
-            "status": p.status,
-            "collectors": p.collectors,
-            "wall_s": p.wall_s,
-            "forward_p50_ms": p.forward_p50_ms,
-            "pass_level_ratio": p.ratio,
-            "host_steal_share": p.host_steal_share,
-            "neighbours_share": p.neighbours.share if p.neighbours is not None else None,
-        }
-        if p.cost is not None:
-            cost = asdict(p.cost)
-            row |= {f"cost_{c}": cost[c] for c in COST_COLUMNS}
-            row |= {"cost_resolved": p.cost.resolved, "cost_text": p.cost_text()}
-            if not p.cost.resolved:
-                row["cost_ratio"] = None
-        rows.append(row)
+    rows = [_pass_cost_row(p) for p in a.overheads.passes]
     dtypes: dict[str, pl.DataType] = {
         "pass": pl.String(),
         "status": pl.String(),

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from hwprof.core.program_spec import MIN_WARMUP, ProgramSpec
+
+if TYPE_CHECKING:
+    from hwprof.schema.run import RunConfigDoc
 
 PASS_ORDER: tuple[str, ...] = (
     "timing",
@@ -50,6 +53,65 @@ PIPELINE_ONLY = (
     "extra",
 )
 """The built-in pipeline's options, which a program's run does not use (left out of its run.json)."""
+
+
+class ExtraOptions(TypedDict, total=False):
+    """RunConfig.extra: the options no other field holds (the library's and the bench scripts' `extra=`; --rect),
+    each read by the one part named; config.json and run.json keep them as given. Where one is absent, its
+    reader's default applies."""
+
+    rect: bool
+    """--rect: each image letterboxed to its own shape, not the square (batch 1, the torch runtime)."""
+    paired: bool
+    """False: no paired clean iterations in a pass (session.pass_runner)."""
+    powercap_root: str
+    """rapl: the powercap folder instead of /sys/class/powercap."""
+    event_source_root: str
+    """rapl: the perf event_source folder instead of /sys/bus/event_source/devices."""
+    rapl_layer_reads: bool
+    """rapl: False reads at no layer marker."""
+    onednn_verbose: bool
+    """torch_profiler: False for no oneDNN verbose iteration."""
+    onednn_iterations: int
+    """torch_profiler: measured iterations with oneDNN verbose on."""
+    profiler_shapes: bool
+    """torch_profiler: False records no input shapes."""
+    profiler_shapes_measured: bool
+    """torch_profiler: the shapes recorded in the measured iterations, not in a warm-up one."""
+    profiler_flops: bool
+    """torch_profiler: with_flops on (slows the forward)."""
+    profiler_ranges: bool
+    """torch_profiler: False opens no layer range (to measure their cost)."""
+    profiler_fast_ranges: bool
+    """torch_profiler: False uses the record_function ops instead of _RecordFunctionFast."""
+    callgrind_iters: int
+    """callgrind: iterations run under valgrind."""
+    cuda_graph_iters: int
+    """cuda_graph: replays timed."""
+    perf_path: str
+    """perf_sampling: the perf executable."""
+    perf_callchains: bool
+    """perf_sampling: False records no call chains (to measure what they cost)."""
+    sampler_in_forward: bool
+    """perf_events: the interval sampler left running inside each measured forward."""
+    perf_max_group: int
+    """perf_events: the most events in one group."""
+    counter_reads_compare: bool
+    """perf_events: even measured iterations read every layer, odd ones rotate (both methods in one run)."""
+    counter_reads_every: int
+    """perf_events: under --counter-reads rotate, each layer read in 1 of this many measured iterations."""
+    pyspy_path: str
+    """pyspy: the py-spy executable."""
+    pyspy_switch: bool
+    """pyspy: False leaves it sampling in the clean iterations too."""
+    pyspy_format: str
+    """pyspy: chrometrace (the default) or speedscope."""
+    scalene_path: str
+    """scalene: the scalene executable."""
+    cpu_sysfs_root: str
+    """sysstat: the folder of the cpu<N>/cpufreq files instead of /sys/devices/system/cpu."""
+    sysstat_stage_peak: str
+    """sysstat: "sampled" for the stage peak RSS from the samples, not the high-water mark reset per stage."""
 
 
 _SIMPLE_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
@@ -114,7 +176,7 @@ class RunConfig:
     """A paired pass whose ABBA blocks do not resolve its cost adds blocks for up to this many times
     the planned blocks' time (0: never), at most paired_extend_max_s (hwprof.session.paired.extend)."""
     paired_extend_max_s: float = 120.0
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: ExtraOptions = field(default_factory=ExtraOptions)
     program: ProgramSpec | None = None
     """The user's own program (`collect -- python SCRIPT ...`) instead of the built-in pipeline."""
 
@@ -190,14 +252,18 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-    def recorded(self) -> dict[str, Any]:
-        """The options as run.json records them: a program's run leaves out the built-in pipeline's, which it did
-        not use (its input, size and batch are the program's own: the passes' input shapes say them)."""
+    def recorded(self, where: str = "run.json") -> RunConfigDoc:
+        """The options as run.json records them (`where` names it in a RunDirError): a program's run leaves out
+        the built-in pipeline's, which it did not use (its input, size and batch are the program's own: the
+        passes' input shapes say them)."""
+        from hwprof.schema.codec import json_value
+        from hwprof.schema.run import RunConfigDoc
+
         out = self.to_dict()
         if self.program is not None:
             for name in PIPELINE_ONLY:
                 out.pop(name, None)
-        return out
+        return RunConfigDoc.from_json(json_value(out), where, "config.")
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunConfig:

@@ -14,13 +14,46 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from hwprof.core.atomic import atomic_write_text
 from hwprof.hardware.machine import cache_dir
 
 MATMUL_N = 8192
 REPEATS = 10
+
+
+class DeviceIdent(TypedDict):
+    """What the cache key is made of: the device as torch sees it, and the torch/CUDA versions."""
+
+    name: str
+    cc: str
+    """Compute capability, "9.0"."""
+    mem_bytes: int
+    sms: int
+    torch: str
+    cuda: str | None
+
+
+class GpuPeaks(TypedDict):
+    """The measured peaks (the module's docstring says how), and how they were measured."""
+
+    matmul_fp32_tflops: float
+    matmul_tf32_tflops: float
+    matmul_fp16_tflops: float
+    matmul_bf16_tflops: float
+    d2d_copy_gbps_read_plus_write: float
+    h2d_pinned_gbps: float
+    method: str
+
+
+class PeaksFile(TypedDict):
+    """The cache file (and the kineto collector's gpu_peaks.json): the device and its peaks; "cached" is
+    added on the way out (whether they were read from the cache)."""
+
+    device: DeviceIdent
+    peaks: GpuPeaks
+    cached: NotRequired[bool]
 
 
 def _elapsed_ms(torch: Any, fn: Any, repeats: int = REPEATS, warmup: int = 3) -> float:
@@ -36,9 +69,9 @@ def _elapsed_ms(torch: Any, fn: Any, repeats: int = REPEATS, warmup: int = 3) ->
     return start.elapsed_time(end) / repeats
 
 
-def device_key(torch: Any, index: int) -> tuple[str, dict[str, Any]]:
+def device_key(torch: Any, index: int) -> tuple[str, DeviceIdent]:
     p = torch.cuda.get_device_properties(index)
-    ident = {
+    ident: DeviceIdent = {
         "name": p.name,
         "cc": f"{p.major}.{p.minor}",
         "mem_bytes": p.total_memory,
@@ -49,11 +82,11 @@ def device_key(torch: Any, index: int) -> tuple[str, dict[str, Any]]:
     return hashlib.sha1(json.dumps(ident, sort_keys=True).encode()).hexdigest()[:16], ident
 
 
-def measure(index: int = 0) -> dict[str, Any]:
+def measure(index: int = 0) -> GpuPeaks:
     import torch
 
     dev = torch.device(f"cuda:{index}")
-    res: dict[str, Any] = {}
+    tflops: dict[str, float] = {}
     saved = torch.backends.cuda.matmul.allow_tf32
     try:
         for label, dtype, tf32 in (
@@ -66,40 +99,47 @@ def measure(index: int = 0) -> dict[str, Any]:
             a = torch.randn(MATMUL_N, MATMUL_N, device=dev, dtype=dtype)
             b = torch.randn(MATMUL_N, MATMUL_N, device=dev, dtype=dtype)
             ms = _elapsed_ms(torch, lambda a=a, b=b: a @ b)
-            res[f"matmul_{label}_tflops"] = 2 * MATMUL_N**3 / ms / 1e9
+            tflops[label] = 2 * MATMUL_N**3 / ms / 1e9
             del a, b
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
     x = torch.empty(2 * 1024**3 // 4, device=dev)
     y = torch.empty_like(x)
     ms = _elapsed_ms(torch, lambda x=x, y=y: y.copy_(x))
-    res["d2d_copy_gbps_read_plus_write"] = 2 * x.numel() * 4 / ms / 1e6
+    d2d_gbps = 2 * x.numel() * 4 / ms / 1e6
     del x, y
     h = torch.empty(256 * 1024**2 // 4, pin_memory=True)
     d = torch.empty_like(h, device=dev)
     ms = _elapsed_ms(torch, lambda d=d, h=h: d.copy_(h, non_blocking=True))
-    res["h2d_pinned_gbps"] = h.numel() * 4 / ms / 1e6
+    h2d_gbps = h.numel() * 4 / ms / 1e6
     del h, d
     torch.cuda.empty_cache()
-    res["method"] = __doc__.split("\n\n")[1].strip() if __doc__ else ""
-    return res
+    return {
+        "matmul_fp32_tflops": tflops["fp32"],
+        "matmul_tf32_tflops": tflops["tf32"],
+        "matmul_fp16_tflops": tflops["fp16"],
+        "matmul_bf16_tflops": tflops["bf16"],
+        "d2d_copy_gbps_read_plus_write": d2d_gbps,
+        "h2d_pinned_gbps": h2d_gbps,
+        "method": __doc__.split("\n\n")[1].strip() if __doc__ else "",
+    }
 
 
 def cache_path(key: str, directory: Path | None = None) -> Path:
     return (directory or cache_dir()) / f"gpu-peaks-{key}.json"
 
 
-def load_or_measure(index: int = 0, force: bool = False, directory: Path | None = None) -> dict[str, Any]:
+def load_or_measure(index: int = 0, force: bool = False, directory: Path | None = None) -> PeaksFile:
     """The device's peaks from the cache, or measured now and cached; "cached" says which."""
     import torch
 
     key, ident = device_key(torch, index)
     path = cache_path(key, directory)
     if path.exists() and not force:
-        data = json.loads(path.read_text())
-        data["cached"] = True
-        return data
-    data = {"device": ident, "peaks": measure(index)}
+        cached: PeaksFile = json.loads(path.read_text())
+        cached["cached"] = True
+        return cached
+    data: PeaksFile = {"device": ident, "peaks": measure(index)}
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, indent=1))
     data["cached"] = False

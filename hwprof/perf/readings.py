@@ -19,7 +19,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict
 
 from hwprof.core.atomic import atomic_path
 from hwprof.perf.counting import Count, Reading
@@ -75,10 +75,22 @@ def _parsed(counters: CounterSet, active: tuple[int, ...], raws: tuple[bytes, ..
     return out
 
 
+class MarkerLine(TypedDict):
+    """A marker line of the file (the module's docstring), as it is written."""
+
+    kind: Literal["marker"]
+    marker: list[Any]
+    """[kind, phase, name, iteration, t_ns]."""
+    cpu_ns: int | None
+    groups: dict[str, list[Any]]
+    """Group index -> [time_enabled, time_running, [value, ...]]."""
+    uncharged_ns: NotRequired[int]
+
+
 def marker_line(
     row: Sequence[Any], cpu_ns: int | None, groups: Mapping[int, GroupRow], uncharged_ns: int | None = None
 ) -> str:
-    line: dict[str, Any] = {"kind": "marker", "marker": list(row), "cpu_ns": cpu_ns, "groups": _groups(groups)}
+    line: MarkerLine = {"kind": "marker", "marker": list(row), "cpu_ns": cpu_ns, "groups": _groups(groups)}
     if uncharged_ns is not None:
         line["uncharged_ns"] = uncharged_ns
     return json.dumps(line, separators=(",", ":"))

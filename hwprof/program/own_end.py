@@ -41,11 +41,27 @@ class OwnEnd:
 
 def real_exit() -> Callable[[int], NoReturn]:
     """os._exit as it was before any wrapper (the pass ends the worker with it)."""
-    exit_: Callable[[int], NoReturn] = _REAL.get("_exit", os._exit)
-    return exit_
+    return _REAL.exit if _REAL is not None else os._exit
 
 
-_REAL: dict[str, Any] = {}
+@dataclass(frozen=True)
+class _Originals:
+    """The functions the hooks wrap, as they were before the first wrapper (never a wrapper of its own)."""
+
+    exit: Callable[[int], NoReturn]
+    kill: Callable[[int, int], None]
+    killpg: Callable[[int, int], None]
+    raise_signal: Callable[[int], None]
+
+
+_REAL: _Originals | None = None
+"""The originals, from the first install of the hooks on."""
+
+
+def _originals() -> _Originals:
+    if _REAL is None:  # pragma: no cover  (a wrapper exists only once the hooks were installed)
+        raise AssertionError("own_end's wrappers called before install")
+    return _REAL
 
 
 class OwnEndHooks:
@@ -59,19 +75,21 @@ class OwnEndHooks:
         self._ending = False
 
     def install(self) -> None:
+        global _REAL
         self._ending = False
-        if not _REAL:  # the functions as they were before the first wrapper (never a wrapper of its own)
-            _REAL.update(_exit=os._exit, kill=os.kill, killpg=os.killpg, raise_signal=signal.raise_signal)
+        if _REAL is None:  # the functions as they were before the first wrapper (never a wrapper of its own)
+            _REAL = _Originals(os._exit, os.kill, os.killpg, signal.raise_signal)
         os._exit = self._exit  # type: ignore[assignment]
         os.kill = self._kill
         os.killpg = self._killpg
         signal.raise_signal = self._raise
 
     def close(self) -> None:
-        if not _REAL:
+        real = _REAL
+        if real is None:
             return
-        os._exit = _REAL["_exit"]
-        os.kill, os.killpg, signal.raise_signal = _REAL["kill"], _REAL["killpg"], _REAL["raise_signal"]
+        os._exit = real.exit  # type: ignore[assignment]
+        os.kill, os.killpg, signal.raise_signal = real.kill, real.killpg, real.raise_signal
 
     def _mine(self) -> bool:
         """In the worker itself (not a forked child), and not already ending."""
@@ -85,23 +103,23 @@ class OwnEndHooks:
     def _exit(self, code: int) -> NoReturn:
         if self._mine():
             self._end(OwnEnd("os_exit", code=code))
-        _REAL["_exit"](code)
+        _originals().exit(code)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _kill(self, pid: int, sig: int) -> None:
         if self._mine() and pid in (0, self.pid) and self.fatal(sig):
             self._end(OwnEnd("signal", signal=_name(sig)))
-        _REAL["kill"](pid, sig)
+        _originals().kill(pid, sig)
 
     def _killpg(self, pgid: int, sig: int) -> None:
         if self._mine() and pgid in (0, os.getpgrp()) and self.fatal(sig):
             self._end(OwnEnd("signal", signal=_name(sig)))
-        _REAL["killpg"](pgid, sig)
+        _originals().killpg(pgid, sig)
 
     def _raise(self, sig: int) -> None:
         if self._mine() and self.fatal(sig):
             self._end(OwnEnd("signal", signal=_name(sig)))
-        _REAL["raise_signal"](sig)
+        _originals().raise_signal(sig)
 
     def fatal(self, sig: int) -> bool:
         """Whether the signal ends the process (its default action) or reaches hwprof's stop handler."""

@@ -143,12 +143,6 @@ class RunData:
             data.warnings.append(f"{data.doc.finish_error} (when the collect finished; the passes' files are whole)")
         return data
 
-    @classmethod
-    def from_run(cls, root: Path | str, run: dict[str, Any]) -> RunData:
-        """A run directory whose run.json is `run` as it stands (the collect finishing it, before it is
-        written); RunDirError (one line) for a damaged field."""
-        return cls(Path(root), RunDoc.read(run, str(Path(root) / RUN_JSON)))
-
     def pass_dir(self, name: str) -> Path:
         return self.root / PASSES / name
 

@@ -25,6 +25,19 @@ class UnavailablePart(Record):
     reason: str | None = None
     fix: str | None = None
 
+    @classmethod
+    def told(cls, value: object) -> UnavailablePart:
+        """An entry of a counter summary's "unavailable" map as a part: {errno, reason, fix} (each read as its
+        text, a missing reason or fix as ""), or a sentence (the reason alone)."""
+        if not isinstance(value, dict):
+            return cls(reason=str(value), fix="")
+        errno = value.get("errno")
+        return cls(
+            errno=str(errno) if errno is not None else None,
+            reason=str(value.get("reason", "")),
+            fix=str(value.get("fix", "")),
+        )
+
 
 @dataclass(kw_only=True)
 class ProbeDetails(Record):

@@ -12,6 +12,7 @@ from typing import Any, ClassVar
 
 from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.probes import UnavailablePart
 
 RAPL_ENERGY_METRIC = "energy_J"
 """rapl's per-span energy metric in rapl.metrics.json (mean joules between a span's begin and end)."""
@@ -25,8 +26,8 @@ class Summary(Record):
 
     NAME: ClassVar[str] = ""
 
-    def unavailable_events(self) -> dict[str, Any]:
-        """Event -> why it could not be counted ({"reason", "fix"} or a sentence): counter collectors only."""
+    def unavailable_events(self) -> dict[str, UnavailablePart]:
+        """Event -> why it could not be counted, and the fix: counter collectors only."""
         return {}
 
 
@@ -227,8 +228,9 @@ class CounterSummary(Summary):
     events_opened: list[Any] | None = None
     unavailable: JsonObject | None = None
 
-    def unavailable_events(self) -> dict[str, Any]:
-        return self.unavailable or {}
+    def unavailable_events(self) -> dict[str, UnavailablePart]:
+        """`unavailable` read: each entry {"reason", "fix"} or a sentence (UnavailablePart.told)."""
+        return {event: UnavailablePart.told(why) for event, why in (self.unavailable or {}).items()}
 
     @property
     def model_thread_only(self) -> bool:

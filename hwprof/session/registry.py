@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hwprof.collectors.gpu.kineto.trace import GpuTrace as GpuTrace
     from hwprof.collectors.gpu.ncu.csv_report import NcuReport as NcuReport
     from hwprof.collectors.gpu.nvml.samples import NvmlSeries as NvmlSeries
+    from hwprof.schema.codec import JsonObject
     from hwprof.schema.records import MetricTables
     from hwprof.schema.summaries_gpu import GpuKinetoSummary
 
@@ -74,7 +75,8 @@ class GpuParsers:
     write_kineto_outputs: Callable[..., Any]
     kineto_run_summary: Callable[..., GpuKinetoSummary]
     load_ncu_csv: Callable[[Path], NcuReport]
-    ncu_layer_tables: Callable[[NcuReport | None, NcuReport | None], tuple[MetricTables, dict[str, Any]]]
+    ncu_layer_tables: Callable[[NcuReport | None, NcuReport | None], tuple[MetricTables, dict[str, list[JsonObject]]]]
+    """The layers' metric tables, and layer -> its kernels (ncu.kernels.json's rows, read as NcuKernel)."""
     ncu_layer_key: Callable[[int], str]
     nvml_series: type[NvmlSeries]
     nvml_power_average_s: Callable[[str | tuple[int, int]], float]

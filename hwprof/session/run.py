@@ -32,7 +32,7 @@ from hwprof.rundir.reader import SCHEMA_VERSION, RunData
 from hwprof.rundir.worker_files import read_worker_pid, write_command, write_config, write_images
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.codec import json_value
-from hwprof.schema.run import RunConfigDoc, RunDoc
+from hwprof.schema.run import RunDoc
 from hwprof.session import child
 from hwprof.session.annotated import keep_annotated
 from hwprof.session.child import error_line
@@ -312,7 +312,7 @@ class Session:
             status="running",
             created=datetime.now(UTC).isoformat(timespec="seconds"),
             command=json_value(command_line),
-            config=RunConfigDoc.from_json(json_value(self.config.recorded()), self.where, "config."),
+            config=self.config.recorded(self.where),
             host=host_info(),
             images=json_value(images_doc(self.images)),
             clock={"id": "CLOCK_MONOTONIC", "unit": "ns"},

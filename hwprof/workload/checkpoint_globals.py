@@ -105,7 +105,7 @@ def _ultralytics_globals() -> list[Any]:
     import ultralytics.utils.tal as tal
     from ultralytics.utils import IterableSimpleNamespace
 
-    found: dict[str, Any] = {}
+    found: dict[str, type] = {}
     model_modules = [
         tasks,
         *(m for name, m in sys.modules.items() if name.startswith("ultralytics.nn.modules.")),

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.core.atomic import atomic_write_text
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 MODEL_DIR = "model"
@@ -199,7 +200,7 @@ def quantize_int8_static(
         def __init__(self) -> None:
             self.left = [{INPUT_NAME: b.numpy()} for b in shaped]
 
-        def get_next(self) -> dict[str, Any] | None:
+        def get_next(self) -> dict[str, np.ndarray] | None:
             return self.left.pop(0) if self.left else None
 
     source = run_dir / fp32.path

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict, cast
 
 import torch
 import yaml
@@ -90,16 +90,43 @@ def cfg_path(name: str) -> Path:
     return CFG_DIR / f"{name}.yaml"
 
 
+class ModelCfg(TypedDict):
+    """A YOLOv7 architecture in the official cfg schema (cfg/<name>.yaml, or a checkpoint's `yaml`)."""
+
+    nc: int
+    depth_multiple: NotRequired[float]
+    width_multiple: NotRequired[float]
+    anchors: list[list[int]] | int
+    """Pixels, (w, h) pairs per level (P3/8, P4/16, P5/32); or the number of anchors per level."""
+    backbone: list[list[Any]]
+    """Layer rows [from, number, module, args]."""
+    head: list[list[Any]]
+    ch: NotRequired[int]
+    """Input channels (YOLOv7Model fills it in)."""
+
+
+CFG_KEYS = ("nc", "anchors", "backbone", "head")
+"""The keys a cfg must have (the others have defaults)."""
+
+
+def model_cfg(doc: Mapping[str, Any], where: str) -> ModelCfg:
+    """A shallow copy of `doc` as a cfg; ValueError naming `where` when it lacks one of CFG_KEYS."""
+    missing = [key for key in CFG_KEYS if key not in doc]
+    if missing:
+        raise ValueError(f"{where} is not a model cfg: no {', '.join(missing)}")
+    return cast(ModelCfg, dict(doc))
+
+
 @cache
-def _packaged_cfg(name: str) -> dict[str, Any]:
+def _packaged_cfg(name: str) -> ModelCfg:
     with cfg_path(name).open(encoding="utf-8") as f:
         cfg = yaml.safe_load(f)
     if not isinstance(cfg, dict):
         raise ValueError(f"{cfg_path(name)} is not a model cfg mapping")
-    return cfg
+    return model_cfg(cfg, str(cfg_path(name)))
 
 
-def load_cfg(name: str) -> dict[str, Any]:
+def load_cfg(name: str) -> ModelCfg:
     """A fresh copy of the packaged cfg dict of `name`."""
     return copy.deepcopy(_packaged_cfg(name))
 
@@ -266,10 +293,11 @@ class YOLOv7Model(nn.Module):
 
     def __init__(self, cfg: Mapping[str, Any], nc: int | None = None, ch: int = 3) -> None:
         super().__init__()
-        self.yaml: dict[str, Any] = copy.deepcopy(dict(cfg))
+        given = copy.deepcopy(dict(cfg))
         if nc is not None:
-            self.yaml["nc"] = nc
-        self.yaml["ch"] = self.yaml.get("ch", ch)
+            given["nc"] = nc
+        given.setdefault("ch", ch)
+        self.yaml = model_cfg(given, "the model cfg")
         self.nc = int(self.yaml["nc"])
         self.model, self.save = parse_model(self.yaml, ch=int(self.yaml["ch"]))
         head = self.model[-1]
