@@ -40,8 +40,8 @@ from hwprof.schema.summaries_cpu import Summary
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
     from hwprof.core.markers import Marker, MarkerBus
-    from hwprof.program.scopes import LayerScopes
     from hwprof.workload.pipeline import Pipeline
+    from hwprof.workload.script_scopes import LayerScopes
 
 Status = Literal["ok", "unavailable", "failed", "partial", "skipped", "interrupted"]
 
@@ -126,7 +126,7 @@ class PassContext:
     layer_scopes: LayerScopes | None = None
     """Set before prepare() for a TorchScript model (a user's traced program): its layers run inside
     TorchScript, so no layer marker is emitted; a collector that sees each op's module hierarchy can find them
-    (hwprof.program.scopes)."""
+    (hwprof.workload.script_scopes)."""
     replayed: list[Marker] = field(default_factory=list)
     """Layer markers a collector made after the fact (in close()), from what it recorded: the worker appends
     them to the pass's markers (Marker.replayed: no collector gets them)."""
@@ -168,7 +168,7 @@ class Collector:
     """False: its pass runs no clean iterations at all (under a simulator every iteration is 50-150x
     slower and the layer hooks' cost is nothing beside it): the pass gets a pass-level estimate."""
     whole_process: ClassVar[bool] = False
-    """It can profile a user's program that calls no model (hwprof.session.program_worker) over the program's
+    """It can profile a user's program that calls no model (hwprof.session.program_pass_runner) over the program's
     whole run, as one span: its figures need no forward (sampled kernels, Python stacks, Scalene's profile).
     Collectors whose figures are per forward or per layer (timing, counters, FLOPs) say they are unavailable."""
 

@@ -16,11 +16,11 @@ from typing import Any
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 
 from hwprof.core.input_shapes import shape_text
-from hwprof.program.scopes import UNTRACED_FIX
 from hwprof.schema.check import RunDirError
 from hwprof.schema.pass_files import LayerEntry, ModelInfo
 from hwprof.schema.records import MetricTables, metrics_path
 from hwprof.schema.summaries_cpu import FlopsSummary
+from hwprof.workload.script_scopes import UNTRACED_FIX
 
 SCRIPTED = (
     "the model is a TorchScript module: FlopCounterMode charges FLOPs to layers through module hooks, which "

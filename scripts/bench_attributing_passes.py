@@ -41,8 +41,8 @@ from typing import Any
 from hwprof.core.config import RunConfig
 from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import attribute
+from hwprof.session.collection import Session
 from hwprof.session.plan import plan_passes
-from hwprof.session.run import Session
 from hwprof.workload.images import discover
 
 PASSES = ("timing", "layers", "trace")

@@ -46,9 +46,9 @@ from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
+from hwprof.session.collection import Session
 from hwprof.session.paired import abba_forward
 from hwprof.session.plan import plan_passes
-from hwprof.session.run import Session
 from hwprof.workload.images import discover
 
 

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from hwprof.trace.layers import check_layers
+from hwprof.trace.layer_checks import check_layers
 from hwprof.trace.processor import TraceProcessorUnavailable, TraceSession
 
 

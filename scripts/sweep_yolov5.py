@@ -4,7 +4,7 @@
 
 Equivalent to `hwprof sweep --models yolov5nu,yolov5su,yolov5mu,yolov5lu,yolov5xu ...`, plus the
 Markdown table and the sweep's wall time. Like the CLI, each point runs `--only timing,flops,rapl`
-unless --only says otherwise (see hwprof.sweep.run). Points already complete in --out are reused, so
+unless --only says otherwise (see hwprof.sweep.points). Points already complete in --out are reused, so
 an interrupted sweep resumes where it stopped.
 """
 
@@ -20,7 +20,7 @@ from rich.console import Console
 from hwprof.core.config import default_threads
 from hwprof.render.compare import sweep_markdown
 from hwprof.sweep.command import sweep
-from hwprof.sweep.run import DEFAULT_COLLECTORS, SweepPlan
+from hwprof.sweep.points import DEFAULT_COLLECTORS, SweepPlan
 
 MODELS = ("yolov5nu", "yolov5su", "yolov5mu", "yolov5lu", "yolov5xu")
 

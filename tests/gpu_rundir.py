@@ -12,11 +12,11 @@ import shutil
 from pathlib import Path
 
 from hwprof.collectors.gpu.kineto.attribution import attribute
-from hwprof.collectors.gpu.kineto.outputs import clock_offset, run_summary, write_outputs
+from hwprof.collectors.gpu.kineto.pass_outputs import clock_offset, run_summary, write_outputs
 from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, GpuTrace, load_gpu_trace
 from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
-from hwprof.collectors.gpu.ncu.layers import layer_tables
-from hwprof.collectors.gpu.nvml.samples import NvmlSeries
+from hwprof.collectors.gpu.ncu.per_layer import layer_tables
+from hwprof.collectors.gpu.nvml.series import NvmlSeries
 
 from hwprof.schema.records import write_records
 

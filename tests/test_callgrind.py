@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from hwprof.collectors.callgrind.dump_tables import marker_floor
 from hwprof.collectors.callgrind.parse import events_present, read_parts, readings_at_markers
-from hwprof.collectors.callgrind.report import marker_floor
 from hwprof.collectors.callgrind.tool import find_valgrind, last_level_geometry
 
 from hwprof.core.markers import read_markers
-from hwprof.perf.tables import analyse
+from hwprof.perf.metric_tables import analyse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "callgrind"
 

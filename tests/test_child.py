@@ -16,8 +16,8 @@ from hwprof.api.collecting import lingering_lines
 from hwprof.core.config import RunConfig
 from hwprof.schema.check import SCHEMA_VERSION
 from hwprof.schema.run import RunDoc
+from hwprof.session.collection import Session, child
 from hwprof.session.plan import PassPlan
-from hwprof.session.run import Session, child
 from hwprof.session.worker_io import ProgressEvent
 from hwprof.workload.images import ImageSet
 

@@ -34,7 +34,7 @@ def test_errors_stay_on_one_line_at_any_width(tmp_path) -> None:
     it kept only the last fragment ("collect exited 2: /tmp/sw/yolov8n-torch-fp16-t16-b1)")."""
     import os
 
-    from hwprof.sweep.run import _last_line
+    from hwprof.sweep.points import _last_line
 
     proc = subprocess.run(
         [sys.executable, "-P", "-m", "hwprof", "collect", "--model", "yolov99"],

@@ -20,8 +20,8 @@ from hwprof.analysis.sweep_rows import SweepPoint, load_sweep, row_from_run
 from hwprof.core.kernels import KIND_JIT, KIND_OPENMP
 from hwprof.hardware.machine import Peaks
 from hwprof.render.compare import comparison_markdown, render_comparison, render_sweep, sweep_markdown
-from hwprof.sweep import run as sweep_mod
-from hwprof.sweep.run import SweepEvent, SweepPlan, collect_command, run_sweep
+from hwprof.sweep import points as sweep_mod
+from hwprof.sweep.points import SweepEvent, SweepPlan, collect_command, run_sweep
 
 FAST = {"model.0": 80.0, "model.1": 60.0, "model.2": 20.0, "model.3": 20.0}
 TORCH_POINT = SweepPoint("toyolo", "torch", "fp32", 2, 1)
@@ -639,7 +639,7 @@ def test_a_point_without_threads_uses_its_nodes_own(tmp_path: Path) -> None:
     import shutil
 
     from hwprof.analysis.sweep_rows import NODE_THREADS, SweepPoint, point_name, row_from_run
-    from hwprof.sweep.run import SweepPlan, collect_command
+    from hwprof.sweep.points import SweepPlan, collect_command
 
     point = SweepPoint("yolov8n", "torch", "fp32", NODE_THREADS, 1)
     assert point.name == "yolov8n-tnode-b1" == point_name("yolov8n", NODE_THREADS, 1)

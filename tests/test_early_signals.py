@@ -136,8 +136,8 @@ def test_a_signal_while_collect_writes_its_first_run_json_still_finalises_it(
     import json
 
     from hwprof.core.config import RunConfig
+    from hwprof.session.collection import Session
     from hwprof.session.plan import Plan
-    from hwprof.session.run import Session
     from hwprof.session.stopping import StopSignals
     from hwprof.workload.images import ImageSet
 

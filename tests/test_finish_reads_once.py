@@ -59,7 +59,7 @@ def test_the_session_writes_run_json_from_its_typed_document(tmp_path: Path) -> 
     from hwprof.schema.run import CollectorEntry, PassDoc, RuntimeDoc
     from hwprof.schema.runtime_checks import ClockDoc, ProfiledPass
     from hwprof.schema.summaries_cpu import TimingSummary
-    from hwprof.session.run import PassOutcome, Session
+    from hwprof.session.collection import PassOutcome, Session
     from hwprof.workload.images import ImageSet
 
     session = Session(RunConfig(), tmp_path, ImageSet([]))

@@ -23,7 +23,7 @@ from hwprof.api.sweeping import SweepRequest
 from hwprof.cli.gate_args import compare_request
 from hwprof.cli.main import main, parse_command
 from hwprof.cli.sweep import sweep_request
-from hwprof.sweep import run as sweep_mod
+from hwprof.sweep import points as sweep_mod
 
 SWEEPS: list[tuple[dict[str, Any], list[str]]] = [
     (
@@ -220,9 +220,9 @@ def test_the_cluster_options_reach_the_ray_runner(tmp_path: Path, monkeypatch: p
     resumed sweep's recorded ones fill in what is not given. No cluster: the runner is a stand-in."""
     from hwprof.analysis.sweep_rows import SweepResult
     from hwprof.sweep import ray as ray_mod
+    from hwprof.sweep.points import SweepPlan
     from hwprof.sweep.ray_plan import RayOptions
     from hwprof.sweep.resume import write_plan_json
-    from hwprof.sweep.run import SweepPlan
 
     asked: list[RayOptions] = []
 

@@ -123,7 +123,7 @@ def _callgrind_counts(grow: dict[str, float] | None = None) -> dict[str, dict[st
     from hwprof.collectors.callgrind.parse import events_present, read_parts, readings_at_markers
 
     from hwprof.core.markers import read_markers
-    from hwprof.perf.tables import analyse
+    from hwprof.perf.metric_tables import analyse
 
     parts = read_parts(FIXTURES / "yolov8n_64.callgrind.out")
     markers = read_markers(FIXTURES / "yolov8n_64.markers.jsonl")

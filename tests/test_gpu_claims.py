@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from gpu_rundir import gpu_run
 from hwprof.collectors.gpu.ncu.csv_report import parse_ncu_csv
-from hwprof.collectors.gpu.ncu.layers import kernel_layers, layer_tables
+from hwprof.collectors.gpu.ncu.per_layer import kernel_layers, layer_tables
 
 from hwprof.analysis.gpu_kernels import tensor_core_by_counter
 from hwprof.analysis.gpu_roofline import GpuRoof, roofline_rows
@@ -25,7 +25,7 @@ NCU = FIX / "ncu_yolov8n_640_fp32.csv.gz"
 NCU_RANGE = FIX / "ncu_app-range_yolov8n_640_fp32.csv.gz"
 HMMA = "sm__inst_executed_pipe_tensor_op_hmma.sum"
 TENSOR_MATH = (HMMA, "sm__inst_executed_pipe_tensor_op_imma.sum", "sm__inst_executed_pipe_tensor_op_gmma.sum")
-"""The names ncu lists on sm_90 (collectors/gpu/ncu/layers.py TENSOR_MATH, checked against it below)."""
+"""The names ncu lists on sm_90 (collectors/gpu/ncu/per_layer.py TENSOR_MATH, checked against it below)."""
 
 
 def _synthetic_tensor_math(layers: set[int], hmma: dict[int, int]) -> str:
@@ -91,7 +91,7 @@ def test_tensor_core_math_columns_are_read_when_present():
 def test_live_kernel_pass_asks_for_tensor_core_math_the_device_lists():
     """SYNTHETIC `ncu --query-metrics` text: GMMA (Hopper only) is dropped where the device lacks it, since
     one unknown metric makes ncu refuse the whole run; every optional metric is kept where the list is unknown."""
-    from hwprof.collectors.gpu.ncu import layers
+    from hwprof.collectors.gpu.ncu import per_layer as layers
     from hwprof.collectors.gpu.ncu.collector import NcuKernelCollector
     from hwprof.collectors.gpu.ncu.live import metrics_for, parse_query_metrics
 

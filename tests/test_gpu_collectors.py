@@ -104,7 +104,7 @@ def test_ncu_command_is_the_recorded_one(tmp_path, monkeypatch):
 
 def test_kineto_outputs_on_the_recorded_trace():
     from hwprof.collectors.gpu.kineto.attribution import attribute
-    from hwprof.collectors.gpu.kineto.outputs import clock_offset, metric_tables, spans
+    from hwprof.collectors.gpu.kineto.pass_outputs import clock_offset, metric_tables, spans
     from hwprof.collectors.gpu.kineto.trace import GPU_CATS, load_gpu_trace
 
     trace = load_gpu_trace(FIX / "kineto_yolov7_640_fp32.trimmed.json.gz")
@@ -132,7 +132,7 @@ def test_overlapping_layer_ranges_on_one_stream():
     stream (as launches from two threads, or overlapping timestamps, would make it; no recording has one). Layer 1's
     slice still spans exactly its kernels, on the stream's overlap track, saying which slice it overlaps, so that
     the renderer never cuts a layer slice to nest it."""
-    from hwprof.collectors.gpu.kineto.outputs import spans
+    from hwprof.collectors.gpu.kineto.pass_outputs import spans
     from hwprof.collectors.gpu.kineto.trace import parse_gpu_trace
     from kineto_synth import synthetic_pipeline_trace
 

@@ -194,7 +194,7 @@ def test_gpu_import_energy_table_unavailable_and_counter_rows() -> None:
     """A window NVML cannot cover is a row saying why (it raised KeyError), a window from the energy counter is
     labelled "counter" (the counter's method text starts "estimate:", so it was labelled a power integral), and
     a mean that was not sampled is "-" (it was 0)."""
-    from hwprof.collectors.gpu.nvml.samples import COUNTER_METHOD
+    from hwprof.collectors.gpu.nvml.series import COUNTER_METHOD
 
     from hwprof.render.gpu_tables import print_nvml
     from hwprof.schema.gpu_import import NvmlImport

@@ -11,8 +11,8 @@ import pytest
 from hwprof.collectors.gpu.kineto.attribution import OUTSIDE, attribute
 from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
 from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
-from hwprof.collectors.gpu.ncu.layers import layer_tables
-from hwprof.collectors.gpu.nvml.samples import TRACKS, NvmlSeries, power_average_s
+from hwprof.collectors.gpu.ncu.per_layer import layer_tables
+from hwprof.collectors.gpu.nvml.series import TRACKS, NvmlSeries, power_average_s
 
 from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
 from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows

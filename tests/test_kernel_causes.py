@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hwprof.collectors.perf_sampling.report import cause_of, code_of
+from hwprof.collectors.perf_sampling.data_tables import cause_of, code_of
 from hwprof.collectors.perf_sampling.script import KIND_KERNEL, Sample, finish_counts, parse_script
 
 from hwprof.analysis.finding import Finding

@@ -17,7 +17,7 @@ from hwprof.collectors.timing import TimingCollector
 
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
-from hwprof.program.model import OWN_FORWARDS_WHY, ProgramPipeline, built_model
+from hwprof.program.pipeline import OWN_FORWARDS_WHY, ProgramPipeline, built_model
 from hwprof.rundir.pass_files import write_model_json
 from hwprof.workload.layers import layer_table, record_layers
 from hwprof.workload.pipeline import Pipeline

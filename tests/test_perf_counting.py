@@ -35,7 +35,6 @@ from hwprof.perf.counting import (
 )
 from hwprof.perf.derived import derived_metrics
 from hwprof.perf.engine import CounterSet
-from hwprof.perf.errors import NO_PMU_REASON, explain, unavailable
 from hwprof.perf.events import (
     DEFAULT_EVENTS,
     EventResolver,
@@ -45,6 +44,8 @@ from hwprof.perf.events import (
     parse_terms,
 )
 from hwprof.perf.groups import coverage, plan_groups, rotation
+from hwprof.perf.metric_tables import analyse
+from hwprof.perf.open_errors import NO_PMU_REASON, explain, unavailable
 from hwprof.perf.syscall import (
     PERF_TYPE_HARDWARE,
     PERF_TYPE_HW_CACHE,
@@ -52,7 +53,6 @@ from hwprof.perf.syscall import (
     GroupReading,
     PerfOpenError,
 )
-from hwprof.perf.tables import analyse
 
 FIXTURES = Path(__file__).parent / "fixtures" / "perf"
 INTEL = FIXTURES / "sysfs_intel"

@@ -18,11 +18,11 @@ from small_pages import touch_small_pages
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, MarkerBus
 from hwprof.perf import readings as readings_io
-from hwprof.perf.errors import explain
 from hwprof.perf.events import DEFAULT_HARDWARE, EventResolver, Pmu, UnknownEventError
+from hwprof.perf.metric_tables import analyse
+from hwprof.perf.open_errors import explain
 from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns
 from hwprof.perf.syscall import try_open
-from hwprof.perf.tables import analyse
 from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.rundir.worker_files import write_config
 from hwprof.schema.records import MetricTables, read_records

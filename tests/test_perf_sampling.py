@@ -21,7 +21,7 @@ from hwprof.collectors.perf_sampling import access
 from hwprof.collectors.perf_sampling import collector as ps
 from hwprof.collectors.perf_sampling import control as ctl
 from hwprof.collectors.perf_sampling import rate as ps_rate
-from hwprof.collectors.perf_sampling.report import code_of, is_named
+from hwprof.collectors.perf_sampling.data_tables import code_of, is_named
 from hwprof.collectors.perf_sampling.script import (
     KIND_ATEN,
     KIND_BLAS,
@@ -310,7 +310,7 @@ def _report_shares(data: Path, windows: list[tuple[int, int]]) -> dict[str, floa
 def _check_trace(trace: Path, run_dir: Path) -> None:
     """The samples in Perfetto's own trace processor: perf samples on both threads, each with the CPU
     it ran on and its kernel as a frame, no import errors, and each layer's samples as the tables count them."""
-    from hwprof.trace.layers import check_layers
+    from hwprof.trace.layer_checks import check_layers
     from hwprof.trace.processor import TraceSession, availability
 
     state = availability()
@@ -431,7 +431,7 @@ def test_named_share_outside_openmp_is_a_share() -> None:
     """OpenMP's own named symbols count in neither part: the figure stays within 0-1 (it reached 1.0029)."""
     from types import SimpleNamespace
 
-    from hwprof.collectors.perf_sampling.report import named_outside_openmp
+    from hwprof.collectors.perf_sampling.data_tables import named_outside_openmp
 
     from hwprof.core.kernels import Bucket
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from small_pages import touch_small_pages
 
-from hwprof.perf.errors import explain
 from hwprof.perf.events import EventResolver, EventSpec
+from hwprof.perf.open_errors import explain
 from hwprof.perf.steal import CpuTimeBand, cpu_count, uncharged_ns
 from hwprof.perf.syscall import (
     PERF_TYPE_SOFTWARE,

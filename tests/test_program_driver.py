@@ -17,7 +17,7 @@ from hwprof.core.program_spec import ProgramError, ProgramSpec, program_spec
 from hwprof.program.driver import ProgramDriver, ProgramStop
 from hwprof.program.finder import AmbiguousModel, Found, ModelFinder, ProgramAbort, layer_root
 from hwprof.program.launch import run_program
-from hwprof.program.model import model_device_sync
+from hwprof.program.pipeline import model_device_sync
 
 
 class Tiny(torch.nn.Module):

@@ -29,7 +29,7 @@ from hwprof.program.finder import ModelFinder
 from hwprof.program.known_stages import known_targets
 from hwprof.program.launch import run_program
 from hwprof.program.stage_hooks import StageHooks
-from hwprof.session.program_worker import program_stages
+from hwprof.session.program_pass_runner import program_stages
 from hwprof.trace.processor import TraceSession, availability
 
 

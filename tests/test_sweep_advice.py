@@ -37,10 +37,10 @@ from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_
 from hwprof.cli.main import main
 from hwprof.core.host_kinds import host_kind
 from hwprof.render.compare import render_sweep, sweep_markdown
-from hwprof.sweep import run as sweep_mod
+from hwprof.sweep import points as sweep_mod
+from hwprof.sweep.points import SweepPlan, collect_command, plan_from_file, write_sweep
 from hwprof.sweep.ray import Cluster, RayOptions, RaySweep
 from hwprof.sweep.resume import write_plan_json
-from hwprof.sweep.run import SweepPlan, collect_command, plan_from_file, write_sweep
 
 GOOD_OUTPUT = OutputCheck(0.01, 10.0, 50, 50, 10, 10, 10)
 CHANGED = OutputCheck(0.8, 10.0, 50, 61, 10, 7, 6)

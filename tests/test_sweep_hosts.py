@@ -22,8 +22,8 @@ from hwprof.cli.main import main
 from hwprof.core.host import host_info
 from hwprof.core.host_kinds import differing_software, group_by_kind, host_kind, select_kinds, software
 from hwprof.render.compare import comparison_markdown, sweep_markdown
-from hwprof.sweep import run as sweep_mod
-from hwprof.sweep.run import SweepPlan, plan_from_file, run_sweep
+from hwprof.sweep import points as sweep_mod
+from hwprof.sweep.points import SweepPlan, plan_from_file, run_sweep
 
 POINT = SweepPoint("toyolo", "torch", "fp32", 2, 1)
 

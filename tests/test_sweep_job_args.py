@@ -10,8 +10,8 @@ import pytest
 from hwprof.analysis.sweep_rows import NODE_THREADS
 from hwprof.cli.args import build_parser
 from hwprof.schema.check import SCHEMA_VERSION
+from hwprof.sweep.points import SweepPlan
 from hwprof.sweep.ray_job import JOB_FILE, JobRecord, progress_of, sweep_arguments
-from hwprof.sweep.run import SweepPlan
 
 
 @pytest.mark.parametrize("threads", [[1, 4], [NODE_THREADS]])

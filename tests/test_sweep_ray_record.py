@@ -18,8 +18,8 @@ from rich.console import Console
 
 from hwprof.analysis.sweep_rows import SweepResult, SweepRow, load_sweep
 from hwprof.render.compare import render_sweep
+from hwprof.sweep.points import resume_command, write_sweep
 from hwprof.sweep.ray_record import LOST, NODE_LEFT, RUNNING, SweepRecord
-from hwprof.sweep.run import resume_command, write_sweep
 
 T0 = 1_700_000_000.0
 

@@ -14,7 +14,7 @@ from hwprof.collectors.base import PassContext
 from hwprof.collectors.sysstat import collector as sysstat
 from hwprof.collectors.sysstat import procfs
 from hwprof.collectors.sysstat import sampler as sysstat_sampler
-from hwprof.collectors.sysstat import tables as sysstat_tables
+from hwprof.collectors.sysstat import series as sysstat_tables
 from hwprof.collectors.sysstat import threads as sysstat_threads
 
 from hwprof.core.config import RunConfig

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hwprof.collectors.perf_sampling.report import convert
+from hwprof.collectors.perf_sampling.data_tables import convert
 from hwprof.collectors.perf_sampling.script import parse_script
 
 from hwprof.schema.records import StackSample, read_records
-from hwprof.trace.layers import LayerCheck, check_layers
+from hwprof.trace.layer_checks import LayerCheck, check_layers
 from hwprof.trace.model import LEVEL_RECORD, Slice
 from hwprof.trace.nesting import split_at
 from hwprof.trace.perfetto import build_trace

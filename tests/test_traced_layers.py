@@ -17,8 +17,8 @@ from hwprof.collectors.torch_profiler.module_layers import FROM_MEASURED, FROM_W
 from hwprof.core.marker_order import marker_order_fault
 from hwprof.core.markers import layer_modules
 from hwprof.program.finder import is_scripted, layer_root
-from hwprof.program.scopes import UNKNOWN_INSTANCE, Level, layer_scopes, parse_hierarchy
 from hwprof.workload.layers import layer_table, scripted_layer_table
+from hwprof.workload.script_scopes import UNKNOWN_INSTANCE, Level, layer_scopes, parse_hierarchy
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore:`torch.jit.trace"),

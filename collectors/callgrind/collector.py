@@ -19,7 +19,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
-from hwprof.collectors.callgrind.report import MARKERS_FILE, NAME, OUT_FILE, CallgrindReport
+from hwprof.collectors.callgrind.dump_tables import MARKERS_FILE, NAME, OUT_FILE, CallgrindReport
 from hwprof.collectors.callgrind.tool import (
     ENV_FIX,
     ENV_VALGRIND,

@@ -5,7 +5,7 @@ file: `part: N`, `desc: Trigger: Client Request: <label>`, `events: Ir Dr ...` a
 over the events. A dump zeroes the counts, so a part holds what ran since the previous dump. The
 collector labels each dump with the index of the marker it was issued at; summing the parts in
 order gives cumulative counts at every marker, which is what the perf_events / PAPI table code
-(hwprof.perf.tables.analyse) takes. Every figure is simulated by valgrind's virtual CPU.
+(hwprof.perf.metric_tables.analyse) takes. Every figure is simulated by valgrind's virtual CPU.
 """
 
 from __future__ import annotations

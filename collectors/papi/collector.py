@@ -7,7 +7,7 @@ more threads it is only the main thread's share. The summary says so. For all th
 perf_event engine (--counters perf). An event set belongs to its thread, so there is no
 interval sampler here.
 
-Same outputs as perf_events: papi.metrics.json (hwprof.perf.tables) and papi.readings.jsonl
+Same outputs as perf_events: papi.metrics.json (hwprof.perf.metric_tables) and papi.readings.jsonl
 (hwprof.perf.readings; one group; PAPI does not multiplex here, so time_enabled and time_running
 are both written as the reading's sequence number, which makes every delta unscaled).
 """
@@ -26,8 +26,8 @@ from hwprof.core.config import RunConfig
 from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import Count, Reading
 from hwprof.perf.derived import cache_line_size
-from hwprof.perf.errors import NO_PMU_FIX
-from hwprof.perf.tables import analyse, summary_checks
+from hwprof.perf.metric_tables import analyse, summary_checks
+from hwprof.perf.open_errors import NO_PMU_FIX
 from hwprof.schema.probes import PapiProbe
 from hwprof.schema.records import metrics_path
 from hwprof.schema.summaries_cpu import CounterChecks, PapiSummary

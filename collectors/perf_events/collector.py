@@ -7,7 +7,7 @@ subscribes last (order 90) so that its reads bracket as little of the other subs
 as possible. Hardware events this host cannot count are reported with the reason and the fix;
 the run goes on with what opens (on a VM without a PMU: the software events).
 
-Artifacts in the pass folder: perf_events.metrics.json (hwprof.perf.tables), perf_events.records.jsonl
+Artifacts in the pass folder: perf_events.metrics.json (hwprof.perf.metric_tables), perf_events.records.jsonl
 (interval counter tracks), perf_events.readings.jsonl (raw readings, hwprof.perf.readings).
 """
 
@@ -28,12 +28,12 @@ from hwprof.perf import readings as readings_io
 from hwprof.perf.counting import Reading, interval_series
 from hwprof.perf.derived import cache_line_size
 from hwprof.perf.engine import CounterSet
-from hwprof.perf.errors import Unavailable, read_paranoid, unavailable
 from hwprof.perf.events import DEFAULT_EVENTS, EventResolver, EventSpec, UnknownEventError
+from hwprof.perf.metric_tables import analyse, summary_checks
+from hwprof.perf.open_errors import Unavailable, read_paranoid, unavailable
 from hwprof.perf.sampler import IntervalSampler
 from hwprof.perf.steal import uncharged_ns
 from hwprof.perf.syscall import try_open
-from hwprof.perf.tables import analyse, summary_checks
 from hwprof.perf.threadcpu import CountedThreadsCpu
 from hwprof.schema.codec import JsonObject
 from hwprof.schema.probes import PerfEventsProbe

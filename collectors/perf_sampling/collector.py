@@ -223,7 +223,7 @@ class PerfRecordTool(AttachedTool):
         remove_fifos(self.ctx.out_dir)
 
     def finish(self, worker_returncode: int | None, timeout_s: float = 60.0) -> CollectorResult:
-        from hwprof.collectors.perf_sampling.report import convert
+        from hwprof.collectors.perf_sampling.data_tables import convert
 
         self.server.cancel()
         if self.process is None:

@@ -273,7 +273,7 @@ class PySpyTool(AttachedTool):
 
 
 def _whole_program(out_dir: Path) -> bool:
-    """The pass profiled a program's whole run as one span (no model: hwprof.session.program_worker): the launch
+    """The pass profiled a program's whole run as one span (no model: hwprof.session.program_pass_runner): the launch
     time's tens of ms are nothing beside it, and no stage or layer is attributed."""
     markers_file = out_dir / "markers.jsonl"
     stages = {m.name for m in read_markers(markers_file) if m.kind == "stage"} if markers_file.exists() else set()

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.sysstat.procfs import DEFAULT_CPU_SYSFS_ROOT, FreqSource, ProcReader, cpuinfo_mhz_json
 from hwprof.collectors.sysstat.sampler import Sample, SystemSampler
-from hwprof.collectors.sysstat.tables import (
+from hwprof.collectors.sysstat.series import (
     BUSY_CORES,
     StagePoint,
     StageVisit,

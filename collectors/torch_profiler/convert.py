@@ -28,10 +28,10 @@ from hwprof.collectors.torch_profiler.shapes import attach_dims, event_dims
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
 from hwprof.core.spans import pair_begin_end
-from hwprof.program.scopes import LayerScopes
 from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
 from hwprof.schema.summaries_tools import TorchProfilerSummary
+from hwprof.workload.script_scopes import LayerScopes
 
 NAME = "torch_profiler"
 RANGE_PREFIX = "hwprof:"

@@ -3,7 +3,7 @@ layer spans made from them, replayed into the pass's markers.
 
 The live layer ranges cannot exist for a traced model (its layers run inside TorchScript, where hwprof's
 wrappers never run), so the collector asks torch.profiler for `with_modules` and resolves each op's
-`Module Hierarchy` to a layer (hwprof.program.scopes).
+`Module Hierarchy` to a layer (hwprof.workload.script_scopes).
 
 `with_modules` builds that string for every op as it runs: on yolov8n at 128 with one thread it made the
 profiled forward 1.31-1.32x the bare one, against 1.07-1.08x for the profiler without it (the calling thread's
@@ -41,9 +41,9 @@ from typing import Final, Protocol
 from hwprof.collectors.torch_profiler.kineto import KEvent
 
 from hwprof.core.markers import Marker
-from hwprof.program.scopes import METHOD, LayerScopes, OpScope
 from hwprof.schema.summaries_tools import ModuleLayers
 from hwprof.workload.node_layers import NodeSpan, RunSpans, replay_markers
+from hwprof.workload.script_scopes import METHOD, LayerScopes, OpScope
 
 HIERARCHY_ARG: Final = "Module Hierarchy"
 """The chrome trace's argument that holds an op's module hierarchy (torch.profiler with_modules=True)."""

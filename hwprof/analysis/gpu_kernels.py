@@ -6,7 +6,7 @@ By name only (a guess, labelled as such wherever it is shown): cuDNN's `nchwToNh
 data type (tf32, f16, bf16) or `tensorop`/`hmma`/`gmma` is named for tensor cores, while
 `implicit_convolve_sgemm` and `..._f32f32_f32f32_...` engines are named for FP32 on the CUDA cores.
 Whether a kernel did tensor-core math is measured only by ncu's HMMA/IMMA/GMMA instruction counters
-(`tensor_math_inst`, collectors/gpu/ncu/layers.py): see `tensor_core_by_counter`. The tensor-pipe total
+(`tensor_math_inst`, collectors/gpu/ncu/per_layer.py): see `tensor_core_by_counter`. The tensor-pipe total
 (sm__inst_executed_pipe_tensor) is not used: on the H100 recording it counts in layout transposes and
 elementwise kernels too. No finding comes from the names alone.
 """

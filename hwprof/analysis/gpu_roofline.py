@@ -1,6 +1,6 @@
 """GPU roofline per layer from Nsight Compute's measured traffic and FLOPs against measured GPU peaks.
 
-Inputs are the ncu collectors' per-layer table (collectors/gpu/ncu/layers.py), the peaks
+Inputs are the ncu collectors' per-layer table (collectors/gpu/ncu/per_layer.py), the peaks
 (hwprof.hardware.gpu_peaks) and, for warm caches, the layer's kernel time in a real forward (Kineto). Every point
 pairs bytes and time of one cache state:
 - warm: DRAM bytes of application-range replay (the layer's kernels back to back, caches as the forward

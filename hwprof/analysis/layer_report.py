@@ -58,8 +58,8 @@ from hwprof.schema.summaries_cpu import RAPL_ENERGY_COLUMN, RaplSummary
 from hwprof.schema.summaries_tools import PerfSamplingSummary
 
 if TYPE_CHECKING:
+    from hwprof.analysis.layer_rows import LayerRow
     from hwprof.analysis.layer_sources import Frame, Kernel, NativeView
-    from hwprof.analysis.layers import LayerRow
     from hwprof.rundir.reader import RunData
 
 
@@ -276,7 +276,7 @@ def missing_reasons(
 def build_layer_report(data: RunData) -> LayerReport:
     """The per-layer table: times scaled to the clean forward, rates, roofline, counters, energy and joins,
     with why each empty column group is empty and how each column was derived."""
-    from hwprof.analysis.layers import BASE_COLUMNS, layer_rows
+    from hwprof.analysis.layer_rows import BASE_COLUMNS, layer_rows
 
     device = data.doc.device
     on_gpu = device != "cpu"

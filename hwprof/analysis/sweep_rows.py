@@ -1,7 +1,7 @@
 """The sweep's table: one row per point, read from the point's run directory, and its JSON/CSV files.
 
 A row is pure analysis of a finished run directory (plus machine peaks measured by the sweep for a
-run whose run.json has none); what a point runs and how is hwprof/sweep/run.py's.
+run whose run.json has none); what a point runs and how is hwprof/sweep/points.py's.
 """
 
 from __future__ import annotations
@@ -339,7 +339,7 @@ def _gpu_fields(row: SweepRow, run: RunDoc, batch: int) -> None:
 
 def sweep_files(result: SweepResult) -> SweepFiles:
     """sweep.json, sweep.csv and, for an advised sweep, sweep_advice.csv, as content (hwprof.rundir.writer
-    writes them: hwprof.sweep.run.write_sweep)."""
+    writes them: hwprof.sweep.points.write_sweep)."""
     fields = [*CSV_FIRST, *(f for f in SweepRow.__dataclass_fields__ if f not in CSV_FIRST)]
     rows = [{k: _csv_cell(v) for k, v in row.to_dict().items()} for row in result.rows]
     advice = None

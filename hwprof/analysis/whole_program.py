@@ -1,7 +1,7 @@
 """A user's program that called no model: what its whole run spent its time on, from the collectors that need no
 forward (perf's kernels over every thread, py-spy's Python functions, Scalene's lines).
 
-Such a run has no forward, no layer and no stage but one, "program" (hwprof.session.program_worker): its figures
+Such a run has no forward, no layer and no stage but one, "program" (hwprof.session.program_pass_runner): its figures
 are whole-process, and the report labels them so. Pure: read from the run directory's files.
 """
 

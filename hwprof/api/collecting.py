@@ -22,9 +22,9 @@ if TYPE_CHECKING:
     from hwprof.core.atomic import SpaceReserve
     from hwprof.rundir.reader import RunData
     from hwprof.schema.run import RunDoc
+    from hwprof.session.collection import Session
     from hwprof.session.disk_estimate import SizeEstimate
     from hwprof.session.plan import Plan
-    from hwprof.session.run import Session
     from hwprof.workload.images import ImageSet
 
 
@@ -222,8 +222,8 @@ def _run_passes(
     """The passes under a progress bar each; the exit status where they were cut short (None: go on), and
     the session (its finished run and analysis). A collect that cannot go on (the workload failed) raises
     CollectError with its line and where the partial results are. `command_line`: run.json's command."""
+    from hwprof.session.collection import Session
     from hwprof.session.plan import CollectError
-    from hwprof.session.run import Session
 
     console.print(
         f"collecting into [bold]{run_dir}[/]: passes "

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import polars as pl
 
+from hwprof.api.dtypes import table
 from hwprof.api.errors import RunError
-from hwprof.api.frames import table
 from hwprof.api.requests import AdviseRequest, CollectRequest, CompareRequest, csv_list, gate_options, program_of
 from hwprof.api.run import Run, load
 from hwprof.api.sweeping import SweepRequest

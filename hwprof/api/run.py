@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import polars as pl
 
 from hwprof.analysis.run_analysis import Analysis, analyse
-from hwprof.api import reasons, tables
+from hwprof.api import reasons, report_frames
 from hwprof.api.errors import RunError
 from hwprof.rundir.reader import RunData, abandoned_or_running
 
@@ -140,43 +140,43 @@ class Run:
 
     @cached_property
     def stages(self) -> pl.DataFrame:
-        return tables.stages(self._analysis)
+        return report_frames.stages(self._analysis)
 
     @cached_property
     def layers(self) -> pl.DataFrame:
-        return tables.layers(self._analysis)
+        return report_frames.layers(self._analysis)
 
     @cached_property
     def types(self) -> pl.DataFrame:
-        return tables.types(self._analysis)
+        return report_frames.types(self._analysis)
 
     @cached_property
     def kernels(self) -> pl.DataFrame:
-        return tables.kernels(self._analysis)
+        return report_frames.kernels(self._analysis)
 
     @cached_property
     def model_kernels(self) -> pl.DataFrame:
-        return tables.model_kernels(self._analysis)
+        return report_frames.model_kernels(self._analysis)
 
     @cached_property
     def aten_kernels(self) -> pl.DataFrame:
-        return tables.aten_kernels(self._analysis)
+        return report_frames.aten_kernels(self._analysis)
 
     @cached_property
     def roofline(self) -> pl.DataFrame:
-        return tables.roofline(self._analysis)
+        return report_frames.roofline(self._analysis)
 
     @cached_property
     def pass_costs(self) -> pl.DataFrame:
-        return tables.pass_costs(self._analysis)
+        return report_frames.pass_costs(self._analysis)
 
     @cached_property
     def findings(self) -> pl.DataFrame:
-        return tables.findings(self._analysis)
+        return report_frames.findings(self._analysis)
 
     @cached_property
     def advice(self) -> pl.DataFrame | None:
-        return tables.advice(self._analysis)
+        return report_frames.advice(self._analysis)
 
     def table(self, name: str) -> pl.DataFrame:
         """A table by name (TABLE_NAMES); ValueError for another name, and for advice on a run not advised."""
@@ -248,7 +248,7 @@ class Run:
         report(self._analysis, console or Console(), top, format)
 
 
-TABLE_NAMES = (*tables.TABLES, "advice")
+TABLE_NAMES = (*report_frames.TABLES, "advice")
 
 
 def _inline(fig: Figure | None) -> Figure | None:

@@ -21,8 +21,8 @@ if TYPE_CHECKING:
     from hwprof.analysis.sweep_rows import SweepResult
     from hwprof.schema.codec import JsonObject
     from hwprof.session.stopping import StopSignals
+    from hwprof.sweep.points import ProgressFn, SweepPlan
     from hwprof.sweep.ray_job import JobRecord
-    from hwprof.sweep.run import ProgressFn, SweepPlan
 
 SWEEP_FORMATS = ("rich", "markdown", "html")
 LISTS = {
@@ -88,7 +88,7 @@ class SweepRequest:
 
     def plan(self) -> SweepPlan:
         """A new sweep's points and what their collects share (a resumed one's: resumed_plan)."""
-        from hwprof.sweep.run import SweepPlan
+        from hwprof.sweep.points import SweepPlan
 
         # on Ray a point without --threads uses the thread count of the node it runs on
         threads = self.threads or ((NODE_THREADS,) if self.ray else (default_threads(),))
@@ -141,7 +141,7 @@ def _option(name: str) -> str:
 
 def resumed_plan(request: SweepRequest) -> tuple[SweepPlan, JsonObject | None]:
     """The sweep's plan and its recorded Ray options: those of the sweep in request.resume, else a new plan."""
-    from hwprof.sweep.run import plan_from_file
+    from hwprof.sweep.points import plan_from_file
 
     if request.resume is None:
         return request.plan(), None
@@ -185,7 +185,7 @@ def _runner(
     request: SweepRequest, plan: SweepPlan, ray: JsonObject | None, console: Console, stop: StopSignals
 ) -> Callable[[SweepPlan, ProgressFn], SweepResult]:
     """Where the points run: on this machine, or on the Ray cluster of --ray (or of the resumed sweep)."""
-    from hwprof.sweep.run import run_sweep
+    from hwprof.sweep.points import run_sweep
 
     def local(p: SweepPlan, progress: ProgressFn) -> SweepResult:
         return run_sweep(p, progress, stop)

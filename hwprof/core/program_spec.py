@@ -25,7 +25,7 @@ PROGRAM_SPAN = "program"
 """The one stage of a program that calls no model: its whole run, profiled by the whole-process collectors."""
 WHOLE_PROCESS_ENV = "HWPROF_PROGRAM_WHOLE_PROCESS"
 """Set in a pass's worker by the session once a pass found no model, to that pass's one line saying why: the
-worker profiles the program's whole run (hwprof.session.program_worker), and removes the variable before the
+worker profiles the program's whole run (hwprof.session.program_pass_runner), and removes the variable before the
 program starts."""
 PYTHON_WORDS = ("python", "python3", f"python3.{sys.version_info.minor}")
 RESERVED_STAGES = ("forward", "iteration", "other")

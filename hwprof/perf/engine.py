@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from hwprof.perf.counting import Count
-from hwprof.perf.errors import Unavailable, unavailable
 from hwprof.perf.events import EventSpec
 from hwprof.perf.groups import coverage, plan_groups, rotation
+from hwprof.perf.open_errors import Unavailable, unavailable
 from hwprof.perf.syscall import CounterGroup, GroupReading, PerfOpenError, try_open
 from hwprof.schema.summaries_cpu import CounterGroupDoc
 

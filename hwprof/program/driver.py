@@ -11,7 +11,7 @@ program that ends inside an iteration (after its last forward) leaves a tail wit
 the collectors and not kept (PassHooks.discard_iteration). torch.jit.trace's calls of the model pass through
 unmarked (Calls.traced).
 
-The driver owns no collector: it tells the pass (`PassHooks`, hwprof.session.program_worker) when to start,
+The driver owns no collector: it tells the pass (`PassHooks`, hwprof.session.program_pass_runner) when to start,
 switch, and stop them.
 """
 
@@ -35,7 +35,7 @@ class ProgramStop(BaseException):
 
 
 class PassHooks(Protocol):
-    """What the pass does at the driver's moments (hwprof.session.program_worker.ProgramPassRunner)."""
+    """What the pass does at the driver's moments (hwprof.session.program_pass_runner.ProgramPassRunner)."""
 
     def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
         """Build what the pass needs around the model (model.json, collectors prepared, layer markers on);
@@ -106,7 +106,7 @@ class ProgramDriver:
     _sample: tuple[Any, ...] = ()
     """The choosing call's arguments (for `settle`)."""
     _internal: int = 0
-    """hwprof's own calls of the model (the layer table, FLOPs: after the program, hwprof.session.program_worker):
+    """hwprof's own calls of the model (the layer table, FLOPs: after the program, hwprof.session.program_pass_runner):
     not the program's."""
     _thread: int | None = None
     """The thread that calls the model: stage markers come from it alone."""

@@ -9,7 +9,7 @@ TorchScript, where no module hierarchy names it, so its ops would fall outside e
 A module of the wrapper that is not TorchScript and holds the very tensors (parameters and buffers) of a layer
 of the table is that layer: torch.jit.trace keeps the eager module's tensors in its copy. It gets hwprof's live
 layer markers, as an eager model's layers do, in the passes that time a TorchScript model's layers; the other
-layers' spans come from the module hierarchy there (hwprof.program.scopes). A layer without tensors (Concat,
+layers' spans come from the module hierarchy there (hwprof.workload.script_scopes). A layer without tensors (Concat,
 Upsample) cannot be told from another of its class this way, and is left to the hierarchy.
 """
 
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from hwprof.core.markers import layer_modules
-from hwprof.program.scopes import class_name
+from hwprof.workload.script_scopes import class_name
 
 EagerLayer = tuple[str, int, Any]
 """(layer name, top-level index, the eager module that runs it), as hwprof.core.markers.attach_markers takes."""

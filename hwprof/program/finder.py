@@ -31,7 +31,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.markers import CONTAINERS
-from hwprof.program.scopes import class_name
+from hwprof.workload.script_scopes import class_name
 
 if TYPE_CHECKING:
     import torch

@@ -111,7 +111,7 @@ class ClockDoc(Record):
 @dataclass(kw_only=True)
 class ProfiledPass(Record):
     """run.json runtime.profiled_passes.<pass>: what the runtime's profiler recorded in that pass
-    (hwprof.session.run moves these keys out of the pass's runtime info)."""
+    (hwprof.session.collection moves these keys out of the pass's runtime info)."""
 
     profiler: str | None = None
     clock: ClockDoc | None = None

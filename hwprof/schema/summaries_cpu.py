@@ -64,7 +64,7 @@ class TaskClockCheck(Record):
 
 @dataclass(kw_only=True)
 class CounterChecks(Record):
-    """A counter collector's cross-checks (hwprof.perf.tables.summary_checks)."""
+    """A counter collector's cross-checks (hwprof.perf.metric_tables.summary_checks)."""
 
     task_clock_vs_process_cpu: TaskClockCheck | None = None
     layers_plus_gap_vs_forward: JsonObject | None = None

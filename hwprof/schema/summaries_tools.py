@@ -23,7 +23,7 @@ class CpiPerKernel(Record):
 @dataclass(kw_only=True)
 class ModuleLayers(Record):
     """torch_profiler: a TorchScript model's layer spans, made from the ops' module hierarchy (with_modules) and
-    replayed into the pass's markers after it (hwprof.program.scopes)."""
+    replayed into the pass's markers after it (hwprof.workload.script_scopes)."""
 
     method: str | None = None
     hierarchy_from: str | None = None

@@ -39,7 +39,7 @@ EXIT_OK = 0
 EXIT_ERROR = 3
 EXIT_INTERRUPTED = 130
 EXIT_PROGRAM_FAILED = 4
-"""A user's program failed in the pass (hwprof.session.program_worker): unlike EXIT_ERROR, hwprof's command itself
+"""A user's program failed in the pass (hwprof.session.program_pass_runner): unlike EXIT_ERROR, hwprof's command itself
 could run, and later passes may (hwprof.session.program_passes)."""
 ERROR_PREFIX = "hwprof-error: "
 
@@ -391,5 +391,5 @@ class PassRunner:
         return result
 
     def _program_outcome(self, status: str, error: str) -> ProgramOutcome | None:
-        """A program's pass says what it found (hwprof.session.program_worker); the built-in pipeline nothing."""
+        """A program's pass says what it found (hwprof.session.program_pass_runner); the built-in pipeline nothing."""
         return None

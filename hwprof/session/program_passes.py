@@ -1,7 +1,7 @@
 """What one pass of a user's program tells the session about the passes after it.
 
 - No model (the program called no torch module, or none more than once): every later pass runs in whole-process
-  mode (hwprof.session.program_worker, WHOLE_PROCESS_ENV), and the pass that found out runs once more that way
+  mode (hwprof.session.program_pass_runner, WHOLE_PROCESS_ENV), and the pass that found out runs once more that way
   when it holds a collector that needs no forward (perf's kernels, py-spy, Scalene): its first run started none
   of them, since they start at the model's first measured call.
 - The program failed before its first measured call: the later passes are not run, since each runs the program

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from hwprof.program.driver import Calls
-from hwprof.program.scopes import class_name
 from hwprof.schema.program import ProgramOutcome
+from hwprof.workload.script_scopes import class_name
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 
 class ProgramPassRunner(Protocol):
-    """What the record reads of a program's pass (hwprof.session.program_worker.ProgramPassRunner)."""
+    """What the record reads of a program's pass (hwprof.session.program_pass_runner.ProgramPassRunner)."""
 
     driver: ProgramDriver | None
     finder: ModelFinder | None

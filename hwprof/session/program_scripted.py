@@ -30,7 +30,7 @@ SCRIPTED_LOST = {
 def scripted_note(collectors: list[Collector], pass_name: str, config: RunConfig) -> str | None:
     """What this pass gives of a TorchScript model's layers, in one line: their spans from torch.profiler's
     module hierarchy where a collector of the pass reads it, else what the pass cannot give per layer."""
-    from hwprof.program.scopes import UNTRACED_FIX
+    from hwprof.workload.script_scopes import UNTRACED_FIX
 
     if any(c.finds_scripted_layers for c in collectors):
         return SCRIPTED_LAYERS.format(pass_name=pass_name)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from hwprof.collectors.gpu.kineto.attribution import GpuAttribution as GpuAttribution
     from hwprof.collectors.gpu.kineto.trace import GpuTrace as GpuTrace
     from hwprof.collectors.gpu.ncu.csv_report import NcuReport as NcuReport
-    from hwprof.collectors.gpu.nvml.samples import NvmlSeries as NvmlSeries
+    from hwprof.collectors.gpu.nvml.series import NvmlSeries as NvmlSeries
     from hwprof.schema.codec import JsonObject
     from hwprof.schema.records import MetricTables
     from hwprof.schema.summaries_gpu import GpuKinetoSummary
@@ -85,11 +85,11 @@ class GpuParsers:
 @cache
 def gpu_parsers() -> GpuParsers:
     from hwprof.collectors.gpu.kineto.attribution import attribute
-    from hwprof.collectors.gpu.kineto.outputs import run_summary, write_outputs
+    from hwprof.collectors.gpu.kineto.pass_outputs import run_summary, write_outputs
     from hwprof.collectors.gpu.kineto.trace import LAYER_RANGE, load_gpu_trace
     from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
-    from hwprof.collectors.gpu.ncu.layers import layer_key, layer_tables
-    from hwprof.collectors.gpu.nvml.samples import NvmlSeries, power_average_s
+    from hwprof.collectors.gpu.ncu.per_layer import layer_key, layer_tables
+    from hwprof.collectors.gpu.nvml.series import NvmlSeries, power_average_s
 
     return GpuParsers(
         load_gpu_trace=load_gpu_trace,

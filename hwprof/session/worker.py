@@ -1,7 +1,7 @@
 """A pass's child process: `python -P -m hwprof.session.worker RUN_DIR PASS C1,C2`.
 
 It picks the pass's runner, the built-in pipeline's (hwprof.session.pass_runner) or a user's program's
-(hwprof.session.program_worker, where config.json names a program), and runs it. Progress goes to stdout as JSON
+(hwprof.session.program_pass_runner, where config.json names a program), and runs it. Progress goes to stdout as JSON
 lines for the parent; logs go to stderr.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from hwprof.core.atomic import DiskFullError
 from hwprof.rundir.worker_files import read_config, write_worker_pid
 from hwprof.session.pass_runner import PassRunner
-from hwprof.session.program_worker import ProgramPassRunner
+from hwprof.session.program_pass_runner import ProgramPassRunner
 from hwprof.session.worker_io import LossyStream, disk_full_exit
 from hwprof.session.worker_stop import STOP
 

@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from hwprof.analysis.sweep_rows import SweepResult
 from hwprof.render.compare import by_host, render_sweep, sweep_markdown, sweep_specs
-from hwprof.sweep.run import ProgressFn, SweepEvent, SweepPlan, run_sweep
+from hwprof.sweep.points import ProgressFn, SweepEvent, SweepPlan, run_sweep
 
 
 def sweep(

@@ -25,6 +25,15 @@ from hwprof.analysis.sweep_rows import SweepResult, SweepRow, node_host, point_r
 from hwprof.rundir.logs import write_log
 from hwprof.rundir.sweep_files import read_transfers, write_transfers
 from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S
+from hwprof.sweep.points import (
+    ProgressFn,
+    SweepEvent,
+    SweepPlan,
+    claim_point_dir,
+    finished_row,
+    resume_command,
+    write_sweep,
+)
 from hwprof.sweep.ray_connect import (
     NODE_ID_LABEL,
     RESOURCE,
@@ -41,15 +50,6 @@ from hwprof.sweep.ray_plan import Job, RayOptions, allowed_nodes, plan_jobs, sel
 from hwprof.sweep.ray_point import PointReturn, PointStarted, SweepControl, run_point, unpack
 from hwprof.sweep.ray_record import SweepRecord
 from hwprof.sweep.resume import write_plan_json
-from hwprof.sweep.run import (
-    ProgressFn,
-    SweepEvent,
-    SweepPlan,
-    claim_point_dir,
-    finished_row,
-    resume_command,
-    write_sweep,
-)
 
 CHECK_NODES_S = 5.0
 STOP_WAIT_S = STOP_GRACE_S + KILL_GRACE_S + 20.0

@@ -3,8 +3,8 @@
 hwprof goes to the nodes as a Ray runtime_env `py_modules` entry: the package directory, which Ray zips, uploads
 once to the cluster (keyed by a hash of its content) and unpacks once per node, first on the workers' PYTHONPATH.
 PYTHONPATH is in the environment, so the point's `hwprof collect` (`python -P -m hwprof`, -P drops only the
-current directory) and its pass workers, which inherit the environment (hwprof/session/run.py), import the shipped
-copy too. A .whl in py_modules would not do: Ray installs it with `pip install WHEEL --target=DIR`, dependencies
+current directory) and its pass workers, which inherit the environment (hwprof/session/collection.py), import the
+shipped copy too. A .whl in py_modules would not do: Ray installs it with `pip install WHEEL --target=DIR`, dependencies
 included (torch and the rest downloaded on every node).
 
 The directory is assembled here from the imported package: an installed wheel holds hwprof/collectors inside

@@ -31,11 +31,11 @@ from typing import Any
 from hwprof.analysis.sweep_rows import NODE_THREADS
 from hwprof.core.atomic import atomic_write_bytes, atomic_write_text
 from hwprof.schema.check import Field, check_fields, read_json, read_json_object
+from hwprof.sweep.points import SweepPlan
 from hwprof.sweep.ray_connect import NODE_ID_LABEL, connect, discover
 from hwprof.sweep.ray_env import hwprof_runtime_env
 from hwprof.sweep.ray_logs import RayLogs
 from hwprof.sweep.ray_point import pack, unpack
-from hwprof.sweep.run import SweepPlan
 
 JOB_FILE = "ray_job.json"
 JOB_ROOT = "~/hwprof-sweeps"

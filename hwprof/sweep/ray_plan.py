@@ -9,8 +9,8 @@ from typing import Any
 
 from hwprof.analysis.sweep_rows import SweepPoint
 from hwprof.core.host_kinds import HostKind, select_kinds
+from hwprof.sweep.points import SweepPlan
 from hwprof.sweep.ray_connect import NODE_ID_LABEL, Cluster
-from hwprof.sweep.run import SweepPlan
 
 
 @dataclass(frozen=True)

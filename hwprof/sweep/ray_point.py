@@ -35,7 +35,7 @@ from hwprof.sweep.point_keeper import (
     start_detached,
     stop_gently,
 )
-from hwprof.sweep.run import collect_command
+from hwprof.sweep.points import collect_command
 
 LOG = "collect.log"
 POLL_S = 1.0

@@ -34,7 +34,7 @@ def write_plan_json(out_root: Path, plan: dict[str, Any], ray: dict[str, Any] | 
 
 def read_plan_json(out_root: Path | str) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """sweep_plan.json's objects, checked: (the SweepPlan's fields, the Ray options or None) a sweep in
-    out_root was started with (hwprof.sweep.run.plan_from_file makes the SweepPlan)."""
+    out_root was started with (hwprof.sweep.points.plan_from_file makes the SweepPlan)."""
     path = Path(out_root) / PLAN_FILE
     if not path.exists():
         raise ValueError(f"--resume {out_root}: no {PLAN_FILE} there (not a sweep folder, or one older than --resume)")

@@ -30,9 +30,9 @@ from typing import Any, BinaryIO
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import trace_file
 from hwprof.trace.model import CounterTrack, Slice, SliceTrack, Timeline
+from hwprof.trace.packets import DESCRIPTOR_SEQUENCE_ID, TraceWriter
 from hwprof.trace.samples import write_samples
 from hwprof.trace.tracks import build_timeline
-from hwprof.trace.writer import DESCRIPTOR_SEQUENCE_ID, TraceWriter
 
 MAX_EXTRA = 8
 """Extra counter values per track event the trace processor accepts (more: the event is dropped)."""

@@ -117,7 +117,7 @@ def _row(name: str, index: int, module: torch.nn.Module) -> LayerInfo:
 @dataclass
 class LayerRecorder:
     """The table's rows, their shapes and bytes filled by forward hooks that only record: on hwprof's own forward
-    (layer_table), or on the first call of a user's program that follows (hwprof.session.program_worker), so
+    (layer_table), or on the first call of a user's program that follows (hwprof.session.program_pass_runner), so
     that hwprof runs no forward of its own inside the program's calls."""
 
     rows: list[LayerInfo]

@@ -89,7 +89,7 @@ class Pipeline:
     own_forwards_in_loop = True
     """hwprof may run forwards of its own while the workload runs (the timing reference after each measured
     iteration, the FLOP count in prepare): hwprof owns this loop and puts them between its iterations, outside
-    every timed one. A user's program owns its loop (hwprof.program.model.ProgramPipeline): there they would run
+    every timed one. A user's program owns its loop (hwprof.program.pipeline.ProgramPipeline): there they would run
     inside the program's own call of its model, so they run after the program (Collector.after_workload) or not
     at all, and `own_forwards_why` says why."""
     own_forwards_why = ""

@@ -111,7 +111,7 @@ class GpuKinetoCollector(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         from hwprof.collectors.gpu.kineto.attribution import attribute
-        from hwprof.collectors.gpu.kineto.outputs import clock_offset, run_summary, write_outputs
+        from hwprof.collectors.gpu.kineto.pass_outputs import clock_offset, run_summary, write_outputs
         from hwprof.collectors.gpu.kineto.trace import load_gpu_trace
 
         self.stop(ctx)

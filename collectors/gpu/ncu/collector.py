@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hwprof.collectors.gpu.ncu.layers import KERNEL_METRICS, TENSOR_MATH
 from hwprof.collectors.gpu.ncu.live import MEASURED, NcuPassCollector
+from hwprof.collectors.gpu.ncu.per_layer import KERNEL_METRICS, TENSOR_MATH
 
 
 class NcuKernelCollector(NcuPassCollector):

@@ -169,7 +169,7 @@ class NcuReportTool(AttachedTool):
 
     def finish(self, worker_returncode: int | None, timeout_s: float = 30.0) -> CollectorResult:
         from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
-        from hwprof.collectors.gpu.ncu.layers import layer_tables
+        from hwprof.collectors.gpu.ncu.per_layer import layer_tables
 
         from hwprof.schema.records import metrics_path
 

@@ -3,8 +3,8 @@ traffic per layer (see live.py)."""
 
 from __future__ import annotations
 
-from hwprof.collectors.gpu.ncu.layers import RANGE_METRICS
 from hwprof.collectors.gpu.ncu.live import NcuPassCollector
+from hwprof.collectors.gpu.ncu.per_layer import RANGE_METRICS
 
 
 class NcuRangeCollector(NcuPassCollector):

@@ -102,7 +102,7 @@ class NvmlCollector(Collector):
 
     def close(self, ctx: PassContext) -> CollectorResult:
         from hwprof.collectors.gpu.nvml.sampler import COLUMNS
-        from hwprof.collectors.gpu.nvml.samples import NvmlSeries, power_average_s
+        from hwprof.collectors.gpu.nvml.series import NvmlSeries, power_average_s
 
         self.stop(ctx)
         if self.sampler is None or len(self.sampler.samples) < 2:

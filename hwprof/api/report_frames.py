@@ -20,7 +20,7 @@ from hwprof.analysis.layer_stats import LayerStat
 from hwprof.analysis.paired_cost import PassCostFigure
 from hwprof.analysis.stages import StageRow
 from hwprof.analysis.types import TypeStat
-from hwprof.api.frames import field_dtypes, table
+from hwprof.api.dtypes import field_dtypes, table
 from hwprof.core.native_view import NativeKernel
 from hwprof.render.advice_export import COLUMNS as ADVICE_COLUMNS
 from hwprof.render.advice_export import LAYERS as ADVICE_LAYERS

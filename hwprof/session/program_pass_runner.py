@@ -289,7 +289,7 @@ class ProgramPassRunner(PassRunner):
     # The driver's moments (hwprof.program.driver.PassHooks).
 
     def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
-        from hwprof.program.model import ProgramPipeline, built_model, first_tensor, model_device_sync
+        from hwprof.program.pipeline import ProgramPipeline, built_model, first_tensor, model_device_sync
         from hwprof.program.scopes import layer_scopes
         from hwprof.session.paired import schedule
         from hwprof.workload.layers import record_layers, scripted_layer_table

@@ -10,7 +10,7 @@ from hwprof.collectors.callgrind.parse import Part, events_present, read_parts, 
 
 from hwprof.core.markers import read_markers
 from hwprof.perf.counting import Reading
-from hwprof.perf.tables import analyse, summary_checks
+from hwprof.perf.metric_tables import analyse, summary_checks
 from hwprof.schema.records import CounterSample, metrics_path, records_path, write_records
 from hwprof.schema.summaries_cpu import CallgrindSummary, MarkerFloor
 

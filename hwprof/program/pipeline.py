@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.core.program_spec import PROGRAM_FAMILY
 from hwprof.program.finder import ProgramAbort
-from hwprof.program.scopes import class_name
+from hwprof.workload.script_scopes import class_name
 from hwprof.workload.zoo import BuiltModel
 
 if TYPE_CHECKING:

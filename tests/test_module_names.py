@@ -1,0 +1,74 @@
+"""One file name per concept (docs/architecture.md, "Names"): a newcomer guesses a module's path from its concept.
+
+Two modules may share a file name only where they are one concept: the same role in each collector's own package
+(collectors/<source>/collector.py, parse.py ...), or one concept at two layers, the lower one computing it and the
+upper one showing or running it (analysis/compare.py and render/compare.py), listed in ONE_CONCEPT with the
+concept. Any other shared name fails here, with the paths: rename one of them after what it does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+COLLECTOR_ROLES = {"collector.py", "parse.py", "convert.py", "clock.py", "attribution.py", "sampler.py", "series.py"}
+"""A collector package's parts by role: its collector, its tool output parsed, converted, its clock, what it charges
+to layers, its sampling thread, its samples as series."""
+
+ONE_CONCEPT: dict[str, str] = {
+    "advice.py": "the advice table: analysis computes it, the trace draws it",
+    "compare.py": "comparing runs: analysis computes it, render prints it",
+    "gate.py": "the performance gate: analysis judges, render prints the verdict",
+    "gate_paired.py": "the paired gate: analysis judges the blocks, the library measures them",
+    "gpu_import.py": "importing GPU recordings: the schema of the import, the command's options",
+    "host.py": "the host: core reads it, the schema records it",
+    "layer_shapes.py": "layers per input shape: analysis computes, render prints",
+    "neighbours.py": "other work on the run's CPUs: perf measures it, analysis judges it",
+    "pass_files.py": "a pass's files: the schema of each, the run directory's reader and writer",
+    "pipeline.py": "the pass's pipeline object: hwprof's own (workload) and a user's program's (program)",
+    "records.py": "the JSONL records: the schema of each, the trace's reading of them",
+    "run.py": "one run: run.json typed (schema), the library's Run (api)",
+    "sampler.py": "a sampling thread: perf's counters, and collectors' own",
+    "sweep_advice.py": "a sweep's advice: analysis computes, render prints",
+    "whole_program.py": "a program without a model: analysis computes its whole run, render prints it",
+}
+
+
+def _modules(root: Path = ROOT) -> dict[str, list[str]]:
+    by_name: dict[str, list[str]] = defaultdict(list)
+    for top in ("hwprof", "collectors"):
+        for path in sorted((root / top).rglob("*.py")):
+            if "__pycache__" not in path.parts and path.name != "__init__.py":
+                by_name[path.name].append(str(path.relative_to(root)))
+    return by_name
+
+
+def _several_concepts(root: Path = ROOT) -> dict[str, list[str]]:
+    """File names shared by modules that are not one concept."""
+    shared = {name: paths for name, paths in _modules(root).items() if len(paths) > 1}
+    return {
+        name: paths
+        for name, paths in shared.items()
+        if name not in ONE_CONCEPT and not (name in COLLECTOR_ROLES and any(p.startswith("collectors/") for p in paths))
+    }
+
+
+def test_a_file_name_shared_by_two_modules_is_one_concept() -> None:
+    bad = _several_concepts()
+    assert not bad, f"one file name, several concepts (rename one after what it does): {bad}"
+
+
+def test_the_list_of_shared_names_has_no_stale_entry() -> None:
+    """A name in ONE_CONCEPT that no two modules share any more is taken out (the list says what is)."""
+    shared = {name for name, paths in _modules().items() if len(paths) > 1}
+    assert not set(ONE_CONCEPT) - shared
+
+
+def test_the_check_sees_a_shared_name(tmp_path: Path) -> None:
+    """The check can fail: a second tables.py in another package is caught."""
+    for package in ("a", "b"):
+        (tmp_path / "hwprof" / package).mkdir(parents=True)
+        (tmp_path / "hwprof" / package / "tables.py").write_text("")
+    assert _several_concepts(tmp_path) == {"tables.py": ["hwprof/a/tables.py", "hwprof/b/tables.py"]}
