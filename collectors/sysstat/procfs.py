@@ -75,7 +75,12 @@ def cpuinfo_mhz_json() -> dict[str, Any]:
 
 
 class ProcReader:
-    """This process's /proc files, kept open and re-read with pread."""
+    """This process's /proc files, kept open and re-read with pread.
+
+    Why not psutil (installed, used for other processes' figures): the sampler reads RSS every few milliseconds
+    beside the measured forward, and psutil opens, reads and closes /proc/self/statm per call: 11.7-13.2 us against
+    1.6-2.3 us for a pread of the open file (5.7-7.1x, measured in one run on the 2-vCPU EPYC VM). psutil has no
+    VmHWM (the stage peak) and no write to clear_refs (its reset per stage)."""
 
     def __init__(self) -> None:
         self.page = os.sysconf("SC_PAGE_SIZE")

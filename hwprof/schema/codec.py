@@ -15,6 +15,14 @@ Every field may be absent (then it holds its default: None, or an empty object f
 unless the record lists it in REQUIRED: runs differ in which keys they hold (a collector that failed early
 writes fewer), and a reader handles None, as it did with `.get()`. A field whose type does not admit None
 rejects a null in the file.
+
+Why not pydantic or msgspec (issue 49 asked): pydantic 2 (installed) keeps unknown keys with extra="allow" but
+writes them after the declared fields (a run.json read and written back changes its bytes: measured,
+{"z", "b", "new", "a"} -> {"a", "b", "z", "new"}), and its error is four lines ("1 validation error for M / a /
+Input should be a valid integer ... / For further information visit ..."), where hwprof's contract is one line
+naming the file and the field's path. msgspec drops or refuses unknown keys; it cannot keep them. The mechanism
+here is what both would need around them (order, kept keys, the path in the message) plus a type check per
+field; the records themselves are plain dataclasses either way.
 """
 
 from __future__ import annotations
