@@ -201,13 +201,11 @@ class ScaleneCollector(Collector):
         collectors = Path(__file__).resolve().parent
         mode = ["--memory"] if self.config.scalene_memory else ["--cpu-only"]
         env = [shutil.which("env") or "/usr/bin/env", "PYTHONSAFEPATH=1"]
-        profiled, excluded = [f"{package}{os.sep}"], [f"{collectors}{os.sep}", str(package / "core" / "markers.py")]
-        program = self.config.program
-        if program is not None:
-            # a user's program: its own files too, and not the driver's wrapper of its model's forward (the
-            # model's time stays on the program's line that called it)
-            profiled.append(f"{Path(program.argv[0]).parent if program.module is None else program.cwd}{os.sep}")
-            excluded.append(str(package / "program" / "driver.py"))
+        # the workload's own code too (a user's program's files); not the markers, and not a program driver's
+        # wrapper of its model's forward (the model's time stays on the program's line that called it)
+        profiled = [f"{package}{os.sep}", *(f"{folder}{os.sep}" for folder in self.config.workload_code())]
+        hooks = ("core/markers.py", "program/driver.py")
+        excluded = [f"{collectors}{os.sep}", *(str(package / part) for part in hooks)]
         only = [
             "--profile-all",
             "--profile-only",

@@ -241,6 +241,11 @@ class RunConfig:
                 "the built-in pipeline (`hwprof collect --model NAME --runtime ...`)"
             )
 
+    def workload_code(self) -> list[str]:
+        """The folders of the workload's own code beside hwprof's: a user's program's (a profiler of Python lines
+        profiles them); none for the built-in pipeline, whose code is hwprof's."""
+        return [self.program.code_dir] if self.program is not None else []
+
     def counted_threads(self) -> str:
         """--counter-threads resolved: "auto" is "model" on a GPU run (the forward's host work is launching
         kernels, on the model's thread; torch's intra-op threads only spin there, and reading their counters

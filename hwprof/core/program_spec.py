@@ -96,6 +96,11 @@ class ProgramSpec:
         return self.argv[1] if self.argv[0] == "-m" else None
 
     @property
+    def code_dir(self) -> str:
+        """The folder of the program's own code: its script's, or (`-m MODULE`) the folder it runs in."""
+        return str(Path(self.argv[0]).parent) if self.module is None else self.cwd
+
+    @property
     def name(self) -> str:
         """A short name for the run (its directory and its report): the script's stem or the module."""
         return self.module or Path(self.argv[0]).stem
