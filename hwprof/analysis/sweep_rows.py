@@ -231,12 +231,6 @@ def _runtime_fields(row: SweepRow, run: RunDoc, params: int | None) -> None:
         row.detections_reference = diff.detections_reference
 
 
-def node_host(description: JsonObject) -> HostDoc:
-    """A Ray node's description (hwprof.sweep.ray_point.describe_node: host_info() and its node id) as the
-    run.json "host" record it mirrors."""
-    return HostDoc.from_json(description, "a Ray node's description")
-
-
 def set_host(row: SweepRow, host: HostDoc, runtime: RuntimeDoc | None = None) -> None:
     """The row's host columns from a run.json "host" record."""
     if not host:

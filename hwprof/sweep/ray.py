@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.sweep_rows import SweepResult, SweepRow, node_host, point_row, row_from_run, set_host
+from hwprof.analysis.sweep_rows import SweepResult, SweepRow, point_row, row_from_run, set_host
 from hwprof.rundir.logs import write_log
 from hwprof.rundir.sweep_files import read_transfers, write_transfers
+from hwprof.schema.host import HostDoc
 from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S
 from hwprof.sweep.points import (
     ProgressFn,
@@ -92,7 +93,7 @@ class RaySweep:
         self.transfers: list[Transfer] = []
         self.earlier_transfers = read_transfers(self.out) if plan.resume else []
         self.running_on: dict[int, str] = {}
-        self.record = SweepRecord({n: str(info.get("hostname") or "") for n, info in cluster.nodes.items()})
+        self.record = SweepRecord({n: str(host.hostname or "") for n, host in cluster.nodes.items()})
         self.fetch_s = 0.0
         self.cleaned: list[str] = []
         """host:folder of every scratch folder of a gone point that a point of this sweep removed."""
@@ -228,7 +229,7 @@ class RaySweep:
         row.wall_s = back.collect_s
         if not row.host:
             row.host = back.hostname
-            set_host(row, node_host(self.cluster.nodes.get(back.node_id, {})))
+            set_host(row, self.cluster.nodes.get(back.node_id) or HostDoc())
         self._done(job, row)
 
     def _with_attempts(self, job: Job, row: SweepRow) -> SweepRow:
@@ -236,7 +237,7 @@ class RaySweep:
         row.node_id = self.record.last_node(job.index)
         row.attempts = self.record.attempts_json(job.index)
         if not row.host and row.node_id in self.cluster.nodes:
-            set_host(row, node_host(self.cluster.nodes[row.node_id]))
+            set_host(row, self.cluster.nodes[row.node_id])
         return row
 
     def _done(self, job: Job, row: SweepRow) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwprof.core.host_kinds import HostKind, group_by_kind
+from hwprof.schema.host import HostDoc
 from hwprof.sweep.ray_env import driver_runtime_env, install_fix, one_line, probe_failure, requirements
 from hwprof.sweep.ray_point import describe_node
 
@@ -41,8 +42,9 @@ class LeftOut:
 
 @dataclass
 class Cluster:
-    nodes: dict[str, dict[str, Any]]
-    """Node id -> host_info() of every alive node that declares the resource."""
+    nodes: dict[str, HostDoc]
+    """Node id -> the host record of every alive node that declares the resource (its host_info(), as run.json's
+    "host" holds it: hwprof.sweep.ray_point.describe_node)."""
     kinds: dict[HostKind, list[str]] = field(default_factory=dict)
     left_out: list[LeftOut] = field(default_factory=list)
 
@@ -219,7 +221,7 @@ def discover(ray: Any, address: str) -> Cluster:
     ids = alive_nodes(ray)
     refs = [probe.options(label_selector={NODE_ID_LABEL: node}).remote(wanted) for node in ids]
     ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PROBE_TIMEOUT_S)
-    nodes: dict[str, dict[str, Any]] = {}
+    nodes: dict[str, HostDoc] = {}
     excluded: dict[str, str] = {}
     for node, ref in zip(ids, refs, strict=True):
         if ref not in ready:
@@ -235,12 +237,12 @@ def discover(ray: Any, address: str) -> Cluster:
         if missing:
             excluded[node] = f"it lacks {', '.join(missing)}; fix: on that node, `{install_fix(missing, wanted)}`"
         else:
-            nodes[node] = described
+            nodes[node] = HostDoc.from_json(described, f"node {node}'s description")
     hosts = {n["NodeID"]: str(n.get("NodeManagerHostname", "?")) for n in ray.nodes()}
     left_out = [LeftOut(node, hosts.get(node, "?"), why) for node, why in excluded.items()]
     if not nodes:
         raise ValueError(f"no node of the cluster at {address} can run hwprof: " + "; ".join(map(str, left_out)))
-    return Cluster(nodes, group_by_kind(nodes), left_out)
+    return Cluster(nodes, group_by_kind({node: host.to_json() for node, host in nodes.items()}), left_out)
 
 
 def first_line(exc: BaseException) -> str:
