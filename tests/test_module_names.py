@@ -8,6 +8,8 @@ concept. Any other shared name fails here, with the paths: rename one of them af
 
 from __future__ import annotations
 
+import ast
+import itertools
 from collections import defaultdict
 from pathlib import Path
 
@@ -72,3 +74,49 @@ def test_the_check_sees_a_shared_name(tmp_path: Path) -> None:
         (tmp_path / "hwprof" / package).mkdir(parents=True)
         (tmp_path / "hwprof" / package / "tables.py").write_text("")
     assert _several_concepts(tmp_path) == {"tables.py": ["hwprof/a/tables.py", "hwprof/b/tables.py"]}
+
+
+def _module_exists(name: str, root: Path = ROOT) -> bool:
+    """hwprof.a.b is hwprof/a/b.py or hwprof/a/b/__init__.py; hwprof.collectors.x lives in collectors/x."""
+    parts = name.split(".")
+    base = root / "collectors" if parts[:2] == ["hwprof", "collectors"] else root / "hwprof"
+    rest = parts[2:] if parts[:2] == ["hwprof", "collectors"] else parts[1:]
+    path = base.joinpath(*rest)
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def _imported_modules(path: Path) -> list[tuple[int, str]]:
+    """(line, module) of every import of an hwprof module in `path`, lazy ones included, and of every
+    `-m hwprof.x` a command line names."""
+    tree = ast.parse(path.read_text(), str(path))
+    out: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "hwprof"]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == "hwprof":
+            out.append((node.lineno, str(node.module)))
+        elif isinstance(node, (ast.List, ast.Tuple)):
+            words = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            out += [(node.lineno, b) for a, b in itertools.pairwise(words) if a == "-m" and b.startswith("hwprof.")]
+    return out
+
+
+def test_every_hwprof_module_imported_or_run_exists() -> None:
+    """A rename leaves no import behind, lazy ones (inside a function, run by one slow test) included."""
+    files = [p for top in ("hwprof", "collectors", "tests", "scripts") for p in sorted((ROOT / top).rglob("*.py"))]
+    missing = [
+        f"{path.relative_to(ROOT)}:{line}: {name}"
+        for path in files
+        if "__pycache__" not in path.parts
+        for line, name in _imported_modules(path)
+        if name != "hwprof" and not _module_exists(name)
+    ]
+    assert not missing, "imports of modules that do not exist:\n" + "\n".join(missing)
+
+
+def test_the_import_check_sees_a_moved_module(tmp_path: Path) -> None:
+    source = tmp_path / "user.py"
+    source.write_text("def f():\n    from hwprof.program.scopes import layer_scopes\n")
+    found = _imported_modules(source)
+    assert found == [(2, "hwprof.program.scopes")] and not _module_exists("hwprof.program.scopes")
+    assert _module_exists("hwprof.workload.script_scopes") and _module_exists("hwprof.collectors.sysstat.series")

@@ -290,7 +290,7 @@ class ProgramPassRunner(PassRunner):
 
     def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
         from hwprof.program.pipeline import ProgramPipeline, built_model, first_tensor, model_device_sync
-        from hwprof.program.scopes import layer_scopes
+        from hwprof.workload.script_scopes import layer_scopes
         from hwprof.session.paired import schedule
         from hwprof.workload.layers import record_layers, scripted_layer_table
 
