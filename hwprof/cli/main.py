@@ -276,6 +276,9 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]hwprof: error:[/] {escape(exception_line(exc))}", highlight=False, soft_wrap=True)
         return 1
     except (ValueError, OSError, CollectError) as exc:
+        if stop.requested:  # what the stop cut, in a library's words (matplotlib's C++: "Invalid bounding box")
+            console.print(f"[red]interrupted[/] ({stop.name})", highlight=False)
+            return stop.exit_code
         console.print(f"[red]hwprof: error:[/] {escape(exception_line(exc))}", highlight=False, soft_wrap=True)
         return EXIT_USAGE
     finally:
