@@ -194,3 +194,23 @@ def test_a_stopped_command_exits_without_the_interpreters_finalisation(tmp_path:
     plain = script.replace("130)[1]", "0)[1]")
     done = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True, timeout=60)
     assert (done.returncode, done.stdout) == (0, "stoppedfinalised\n"), done.stderr
+
+
+def test_a_delivery_again_still_pending_when_the_command_ends_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The swallowed stop's delivery again (a timer thread) fired after the command was done, in the interpreter's
+    finalisation (a stopped `hwprof report` printed a traceback from enum and aborted, exit -6, in a fresh clone's
+    run): uninstall() cancels it."""
+    from hwprof.session import stopping
+    from hwprof.session.stopping import StopSignals
+
+    monkeypatch.setattr(stopping, "REDELIVER_S", 0.3)
+
+    class SignalledWhileCollected:
+        def __del__(self) -> None:
+            signal.raise_signal(signal.SIGINT)
+
+    stop = StopSignals().install()
+    SignalledWhileCollected()  # swallowed inside __del__: a delivery again is due in 0.3 s
+    stop.uninstall()  # the command is done before it
+    time.sleep(0.6)  # an interrupt_main now would raise KeyboardInterrupt here (the default handler is back)
+    assert stop.requested and stop.name == "SIGINT"

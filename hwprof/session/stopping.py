@@ -79,6 +79,8 @@ class StopSignals:
         self._previous_hook: Callable[[sys.UnraisableHookArgs], object] | None = None
         self._redeliver = False
         """An Interrupted was swallowed where Python ignores exceptions: the next handler call raises it again."""
+        self._again: threading.Timer | None = None
+        """The delivery again of a swallowed Interrupted, until it fires or uninstall() cancels it."""
 
     @property
     def requested(self) -> bool:
@@ -114,6 +116,9 @@ class StopSignals:
         the callers' `finally`, where an Interrupted escapes every handler (a SIGINT 0.35 s into `hwprof trace`,
         its trace written, printed a traceback from here)."""
         self._restoring = True
+        if self._again is not None:  # the command is done: a delivery after it would land in the interpreter's
+            self._again.cancel()  # finalisation (a stopped `hwprof report` aborted there, exit -6)
+            self._again = None
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)  # type: ignore[arg-type]
         self._previous.clear()
@@ -126,11 +131,17 @@ class StopSignals:
             self._redeliver = True
             # From another thread, a moment later: interrupted here, the main thread would run the handler
             # inside this hook, which ignores its exception too.
-            again = threading.Timer(REDELIVER_S, _thread.interrupt_main, (signal.Signals(unraisable.exc_value.signum),))
-            again.daemon = True
-            again.start()
+            signum = signal.Signals(unraisable.exc_value.signum)
+            self._again = threading.Timer(REDELIVER_S, self._deliver_again, (signum,))
+            self._again.daemon = True
+            self._again.start()
         elif self._previous_hook is not None:
             self._previous_hook(unraisable)
+
+    def _deliver_again(self, signum: signal.Signals) -> None:
+        """The swallowed Interrupted raised again in the main thread, while these handlers are installed."""
+        if self._previous and not self._restoring:
+            _thread.interrupt_main(signum)
 
     def __enter__(self) -> StopSignals:
         return self.install()
