@@ -179,8 +179,8 @@ def test_an_error_a_library_raised_for_the_stop_is_the_stop(monkeypatch: pytest.
 
 
 def test_a_stopped_command_exits_without_the_interpreters_finalisation(tmp_path: Path) -> None:
-    """A command that a stop ended exits with its status and its output, and no destructor or atexit runs
-    after it (there, a C extension's destructor once aborted the stopped `hwprof report`: exit -6)."""
+    """A command that a stop ended exits with its status and its output, and no destructor, thread or atexit
+    acts after it (the interpreter's finalisation, where a stopped `hwprof report` once aborted: exit -6)."""
     script = (
         "import atexit, sys\n"
         "import hwprof.cli.main as cli\n"

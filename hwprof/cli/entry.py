@@ -11,9 +11,10 @@ command line:
 - after the command returned, a signal is ignored (SIG_IGN, which the interpreter's finalisation keeps): its
   exit status stands;
 - a command that a stop signal ended (its status 128 + the signal: everything it kept is written by then) exits
-  without the interpreter's finalisation: an exception raised into a C extension by the stop left objects whose
-  destructors aborted it there ("Fatal Python error: ... the current Python thread state is NULL", exit -6, for
-  `hwprof report` stopped at 1.0 s in a fresh clone's run of tests/test_early_signals.py).
+  without the interpreter's finalisation: nothing the stop left running (a thread, a C extension's object cut
+  mid-call) can act there. A stopped `hwprof report` aborted in it ("Fatal Python error: ... the current Python
+  thread state is NULL", exit -6, a fresh clone's tests/test_early_signals.py): the stop handling's own delivery
+  again of a swallowed interrupt, a timer thread, fired there (hwprof.session.stopping now cancels it).
 
 What no Python code can cover is the interpreter's own start-up (before it runs this module: its `site`
 import, some ms): a signal there ends the process as it ends any Python program.
