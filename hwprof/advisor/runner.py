@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from hwprof.advisor.children import ChildOutcome, layers_command, run_child
@@ -65,12 +66,12 @@ class AdvisePlan:
     """A program's: the calls each candidate's schedule needs."""
     prefix: str = ""
     """Of the options a refusal names: "" (hwprof advise) or "advise-" (collect --advise)."""
-    target: AdviseTarget = field(init=False)
-    """The advised workload, from the config: what advise asks instead of which workload ran
-    (hwprof.advisor.targets)."""
 
-    def __post_init__(self) -> None:
-        self.target = target_for(self.config)
+    @cached_property
+    def target(self) -> AdviseTarget:
+        """The advised workload, from the config: what advise asks instead of which workload ran
+        (hwprof.advisor.targets)."""
+        return target_for(self.config)
 
     def count_needed(self) -> int:
         """A program's calls to count before any candidate runs (program_budget.count_needed); 0: none."""
@@ -102,11 +103,10 @@ def plan_advice(
     config = RunConfig.from_dict(data.doc.config.to_json())
     busy = None if data.doc.summary(PerfEventsSummary).model_thread_only else cpus_busy(analysis)
     facts = run_facts(data, config, busy)
-    target = target_for(config)
-    planned = target.candidates(data, facts, analysis.findings)
-    chosen = selected(planned, only) if only else planned
-    plan = AdvisePlan(Path(run_dir), config, facts, chosen, blocks, layers, tuple(only), prefix=prefix)
-    plan.calls, plan.budget = target.schedule(data, blocks)
+    plan = AdvisePlan(Path(run_dir), config, facts, [], blocks, layers, tuple(only), prefix=prefix)
+    planned = plan.target.candidates(data, facts, analysis.findings)
+    plan.candidates = selected(planned, only) if only else planned
+    plan.calls, plan.budget = plan.target.schedule(data, blocks)
     if plan.calls is not None and plan.budget is not None and plan.calls.exact:
         refuse(plan.calls, plan.budget, plan.runnable, prefix)
     return plan
@@ -158,7 +158,8 @@ class AdviseRun:
             row = self._combination(c) if c.parts or c.likely else None
             self.advice.rows.append(row or self._candidate(c))
             self._save(started)
-        self.advice.notes += self.plan.target.closing_notes([r.output for r in self.advice.rows if r.output])
+        checks = [r.output for r in self.advice.rows if r.output is not None]
+        self.advice.notes += self.plan.target.closing_notes(checks)
         if self.stop.requested:
             self.advice.rows += interrupted_rows(self.plan.runnable, self.advice.rows)
             self.advice.notes.append(interrupted_note(self.stop.name, self.plan.runnable, self.advice.rows))
@@ -236,8 +237,8 @@ class AdviseRun:
         row = measured_row(c, results, self.advice.blocks, self.loads)
         row.pairing_note = note
         row.combination = self.combined.get(c.key, "")
-        if self.plan.target.layers_note():
-            row.layers_note = self.plan.target.layers_note()
+        if fixed := self.plan.target.layers_note():  # the workload's: no candidate has layer times
+            row.layers_note = fixed
         elif self.plan.layers and c.has_layers_pass and not self.stop.requested:
             self._layers(c, variant, row)
         elif not c.has_layers_pass:

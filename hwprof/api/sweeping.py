@@ -31,6 +31,8 @@ LISTS = {
 """The request's list fields and their items' type."""
 COMMA_LISTS = ("models", "runtimes", "precisions", "hosts")
 """The lists the command line takes as one comma list (`--models yolov8n,yolov7`)."""
+NODES_NEED_RAY = "--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too"
+"""--per-host or --hosts without a cluster: a new sweep's refusal, or a resumed one's that ran here."""
 SCALARS = {"imgsz": int, "iters": int, "warmup": int, "device": str, "format": str}
 
 
@@ -82,7 +84,7 @@ class SweepRequest:
         if self.submit and self.resume is not None:
             raise ValueError("--submit starts a new sweep: --resume runs attached")
         if (self.per_host or self.hosts) and not self.ray and self.resume is None:
-            raise ValueError("--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too")
+            raise ValueError(NODES_NEED_RAY)
         if self.resume is None:
             self.plan().validate()
 
@@ -200,7 +202,7 @@ def _runner(
 
         return ray_runner(plan, ray, notice, address=request.ray, per_host=request.per_host, hosts=request.hosts)
     if request.per_host or request.hosts:
-        raise ValueError("--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too")
+        raise ValueError(NODES_NEED_RAY)
     return local
 
 

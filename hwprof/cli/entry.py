@@ -42,11 +42,8 @@ def _handle(signum: int, _frame: FrameType | None) -> None:
     if _phase == "finished":
         return  # the command's exit status stands
     when = " while hwprof was starting: nothing was run" if _phase == "starting" else ""
+    _flush(sys.stdout)  # what the command printed (its own handling is gone once it is done)
     try:  # noqa: SIM105 (contextlib is an import this module does without)
-        sys.stdout.flush()  # what the command printed (its own handling is gone once it is done)
-    except (OSError, ValueError, RuntimeError, AttributeError):
-        pass
-    try:  # noqa: SIM105
         os.write(sys.stdout.fileno(), f"interrupted ({signal.Signals(signum).name}){when}\n".encode())
     except (OSError, ValueError, AttributeError):
         pass
@@ -85,9 +82,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _exit_now(code: int) -> None:
     """The stopped command's status, its output flushed, without the interpreter's finalisation."""
-    for stream in (sys.stdout, sys.stderr):
-        try:  # noqa: SIM105
-            stream.flush()
-        except (OSError, ValueError, AttributeError):
-            pass
+    _flush(sys.stdout, sys.stderr)
     os._exit(code)
+
+
+def _flush(*streams: object) -> None:
+    """Flush what can be: a stream closed, gone, or being flushed already (a signal inside its flush) is left."""
+    for stream in streams:
+        try:  # noqa: SIM105
+            stream.flush()  # type: ignore[attr-defined]
+        except (OSError, ValueError, RuntimeError, AttributeError):
+            pass

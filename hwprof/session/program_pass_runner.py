@@ -290,9 +290,9 @@ class ProgramPassRunner(PassRunner):
 
     def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
         from hwprof.program.pipeline import ProgramPipeline, built_model, first_tensor, model_device_sync
-        from hwprof.workload.script_scopes import layer_scopes
         from hwprof.session.paired import schedule
         from hwprof.workload.layers import record_layers, scripted_layer_table
+        from hwprof.workload.script_scopes import layer_scopes
 
         assert self.driver is not None
         self.driver.sync = model_device_sync(found.module, self.config.device)

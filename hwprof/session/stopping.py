@@ -140,7 +140,7 @@ class StopSignals:
 
     def _deliver_again(self, signum: signal.Signals) -> None:
         """The swallowed Interrupted raised again in the main thread, while these handlers are installed."""
-        if self._previous and not self._restoring:
+        if self._previous:  # uninstall() empties it
             _thread.interrupt_main(signum)
 
     def __enter__(self) -> StopSignals:

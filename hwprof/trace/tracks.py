@@ -254,12 +254,15 @@ def pass_timeline(
     labels: dict[str, str],
     layer_args: dict[str, SliceArgs],
     stage_args: dict[str, SliceArgs],
+    unclaimed: bool = False,
 ) -> PassTimeline:
+    """One pass's tracks; `unclaimed`: the time no stage claims is a stage of its own, "other" (the workload says,
+    hwprof.analysis.workload)."""
     markers = run.markers(pass_name)
     records = read_pass_records(records_files(run.root, pass_name), run.withheld)
     last = max([records.last_ns, *(m.t_ns for m in markers)], default=0)
     marks = marker_slices(markers, labels, layer_args, stage_args, last)
-    if workload_view(run.doc).unclaimed_stage:
+    if unclaimed:
         marks += other_slices(marks)
     layer_spans = sorted((s for s in marks if s.level == LEVEL_LAYER), key=slice_order)
     tracks = _Tracks(named_threads(records.thread_names))
@@ -370,7 +373,10 @@ def build_timeline(run_dir: Path | str, data: RunData | None = None) -> Timeline
     run = checked(data if data is not None else RunData.load(run_dir))
     layer_args, labels = layer_arguments(run) if run.model_file else ({}, {})
     stage_args = stage_arguments(run.metrics())
-    passes = [pass_timeline(run, name, i, labels, layer_args, stage_args) for i, name in enumerate(run.pass_names)]
+    unclaimed = workload_view(run.doc).unclaimed_stage
+    passes = [
+        pass_timeline(run, name, i, labels, layer_args, stage_args, unclaimed) for i, name in enumerate(run.pass_names)
+    ]
     notes = []
     if not passes:
         notes.append("the run directory has no pass folders")
