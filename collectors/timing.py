@@ -102,7 +102,7 @@ class TimingCollector(Collector):
         return pyperf.BenchmarkSuite(benchmarks) if benchmarks else None
 
     def close(self, ctx: PassContext) -> CollectorResult:
-        from hwprof.core.spans import latency_stats
+        from hwprof.core.spans import frames_per_second, latency_stats
 
         if not self.stages.get("forward"):
             return CollectorResult("failed", reason="no measured iteration completed")
@@ -112,9 +112,9 @@ class TimingCollector(Collector):
             suite.dump(str(tmp))
         stats = {k: latency_stats([v * 1e3 for v in vals]) for k, vals in self.stages.items()}
         summary = TimingSummary.of(stages={k: StageLatency.of(**v.to_dict()) for k, v in stats.items()})
-        whole = self.stages.get("iteration", [])
-        if whole:
-            summary.fps = self.config.batch / latency_stats(whole).p50_ms * 1e3
+        whole = stats.get("iteration")
+        if whole is not None and whole.p50_ms:  # stats are in ms (the pyperf series in seconds)
+            summary.fps = frames_per_second(self.config.batch, whole.p50_ms)
         if ctx.pipeline is not None and not ctx.pipeline.own_forwards_in_loop:
             summary.forward_reference_unavailable = ctx.pipeline.own_forwards_why
         if self.reference_s:

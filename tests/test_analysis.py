@@ -651,7 +651,8 @@ def test_index_ranges() -> None:
 def test_finding_is_plain_data() -> None:
     f = Finding("t", "e", "hotspot", 0.5, topic="data-movement")
     assert f.to_dict() == {
-        "title": "t", "evidence": "e", "kind": "hotspot", "weight": 0.5, "topic": "data-movement", "layers": []
+        "title": "t", "evidence": "e", "kind": "hotspot", "weight": 0.5, "topic": "data-movement", "layers": [],
+        "sources": [], "unconfirmed": "",
     }  # fmt: skip
 
 

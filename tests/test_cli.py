@@ -129,6 +129,12 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
     assert set(run["stages"]) >= {"load", "preprocess", "forward", "postprocess"}
     assert run["stages"]["forward"]["n"] == 2
     assert run["collectors"]["timing"]["status"] == "ok" and run["collectors"]["flops"]["status"] == "ok"
+    # every FPS is batch / its iteration p50 (issue 56: the timing summary's was 1000 times the real one); the
+    # collector's own timing of the iterations and the markers file's differ by microseconds
+    timing = run["collectors"]["timing"]["summary"]
+    assert run["fps"] == pytest.approx(1e3 / run["stages"]["iteration"]["p50_ms"], rel=1e-9)
+    assert timing["fps"] == pytest.approx(1e3 / timing["stages"]["iteration"]["p50_ms"], rel=1e-9)
+    assert timing["fps"] == pytest.approx(run["fps"], rel=1e-3)
     for p in run["passes"].values():  # every Linux /proc/stat has the steal column
         assert 0.0 <= p["host_steal_share"] < 1.0
     with open(run_dir / "layers.csv") as f:

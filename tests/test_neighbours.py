@@ -275,8 +275,8 @@ def test_a_quiet_series_is_resolved_as_before() -> None:
 
 
 def test_resolved_planned_blocks_add_nothing_and_an_odd_count_completes_its_block() -> None:
-    measured, ext, steps = _extend([1.1, 1.12, 1.1], [], 10.0, RunConfig())
-    assert ext is None and steps == [] and measured == 6
+    measured, ext, steps = _extend([1.1, 1.12, 1.1, 1.11], [], 10.0, RunConfig())  # paired_cost.MIN_BLOCKS
+    assert ext is None and steps == [] and measured == 8
     assert schedule(5, 3) == [(False, 3), (True, 3), (True, 4), (False, 4)]
     assert schedule(6) == schedule(3) + schedule(6, 3)
 

@@ -13,7 +13,15 @@ from hwprof.collectors.scalene.collector import MAX_ITERATIONS, MIN_PROFILED_S
 from test_analysis import _iteration, _write_markers, make_run
 
 from hwprof.analysis.layer_report import build_layer_report
-from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, paired_cost, pass_level_cost
+from hwprof.analysis.paired_cost import (
+    MIN_BLOCKS,
+    PAIRED,
+    PASS_LEVEL,
+    PassCostFigure,
+    cost_words,
+    paired_cost,
+    pass_level_cost,
+)
 from hwprof.analysis.run_analysis import analyse
 from hwprof.core.markers import Marker
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, measured_pieces, timing_forward_s
@@ -97,17 +105,17 @@ def _rewrite_layers_pass(root: Path, markers: list[Marker], paired: dict[str, li
 def test_a_paired_pass_states_its_own_cost_beside_layers_that_add_up_to_the_stated_forward(tmp_path: Path) -> None:
     # timing pass 100 ms (another process, e.g. a quiet moment); layers pass: 200 ms measured, 160 ms clean
     root = make_run(tmp_path / "paired")
-    markers = _paired_layers_pass(root, 160.0, LAYER_MS, 4)
-    assert sorted(forward_ms_by_iteration(markers)) == [0, 1, 2, 3]
-    assert clean_forward_ms_by_iteration(markers) == {i: pytest.approx(160.0) for i in range(4)}
-    assert {p.iteration for p in measured_pieces(markers)} == {0, 1, 2, 3}
+    markers = _paired_layers_pass(root, 160.0, LAYER_MS, 8)  # 4 ABBA blocks: paired_cost.MIN_BLOCKS
+    assert sorted(forward_ms_by_iteration(markers)) == list(range(8))
+    assert clean_forward_ms_by_iteration(markers) == {i: pytest.approx(160.0) for i in range(8)}
+    assert {p.iteration for p in measured_pieces(markers)} == set(range(8))
     clean_starts = {m.t_ns for m in markers if m.clean}
     assert all(not (p.start_ns < t < p.end_ns) for p in measured_pieces(markers) for t in clean_starts)
 
     data = _rewrite_layers_pass(root, markers, {"switched": ["layer markers", "flops"], "always_on": []})
     entry = data.doc.to_json()["passes"]["layers"]
     assert entry["overhead"]["method"] == PAIRED
-    assert entry["overhead"]["ratio"] == pytest.approx(1.25) and entry["overhead"]["blocks"] == 2
+    assert entry["overhead"]["ratio"] == pytest.approx(1.25) and entry["overhead"]["blocks"] == 4
     assert entry["overhead"]["covers"] == ["layer markers", "flops"]
     assert entry["overhead_pass_level"]["method"] == PASS_LEVEL
     assert entry["overhead_pass_level"]["ratio"] == pytest.approx(2.0)  # the cross-process noise
@@ -118,7 +126,7 @@ def test_a_paired_pass_states_its_own_cost_beside_layers_that_add_up_to_the_stat
     # the layers add up to the forward the report states (the timing pass's); the cost is the pass's own
     assert not report.scale_paired and report.forward_ms == pytest.approx(100.0)
     assert report.layers[0].time_ms == pytest.approx(100.0 * 80.0 / 200.0)
-    assert "paired in it: 1.250x (median of 2 ABBA blocks" in report.time_note
+    assert "paired in it: 1.250x (median of 4 ABBA blocks" in report.time_note
     assert "not a cost" in report.time_note
 
     a = analyse(data)
@@ -128,10 +136,10 @@ def test_a_paired_pass_states_its_own_cost_beside_layers_that_add_up_to_the_stat
     heads = [c.header for c in spec.cols]
     row = next(r for r in spec.rows if r[0] == "layers")
     assert row[heads.index("cost")] == "1.250x" and row[heads.index("method")] == PAIRED
-    assert row[heads.index("spread")] == "1.250-1.250" and row[heads.index("blocks")] == "2"
+    assert row[heads.index("spread")] == "1.250-1.250" and row[heads.index("blocks")] == "4"
     assert any(n.startswith("paired in the pass: clean and measured iterations interleaved") for n in spec.notes)
     assert not [f for f in a.findings if "slower than" in f.title or "clean timing pass's forward" in f.title]
-    assert not [f for f in a.findings if "not resolved" in f.title]  # 2 equal blocks: IQR 0
+    assert not [f for f in a.findings if "not resolved" in f.title]  # 4 equal blocks: IQR 0
 
 
 def test_a_paired_cost_with_widely_spread_blocks_is_a_caveat(tmp_path: Path) -> None:
@@ -293,3 +301,122 @@ def test_clean_iterations_reach_only_collectors_that_ask(tmp_path: Path) -> None
     deliver_nvml(marker)
     deliver_perf(marker)
     assert seen == {"nvml": [marker], "perf_events": []}
+
+
+# ----------------------------------------------------------------------------- a stated minimum of blocks (issue 56)
+
+
+def _blocks(ratios: list[float]) -> tuple[dict[int, float], dict[int, float]]:
+    """Measured and clean forward ms whose ABBA blocks have these ratios (clean 10 ms)."""
+    on = {i: 10.0 * r for b, r in enumerate(ratios) for i in (2 * b, 2 * b + 1)}
+    return on, dict.fromkeys(on, 10.0)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_paired_cost_from_fewer_than_the_minimum_of_blocks_is_not_resolved(n: int) -> None:
+    """Equal blocks (quartiles 0 apart): before issue 56 one block was 'resolved', its spread its one value."""
+    cost = paired_cost(*_blocks([1.25] * n))
+    assert cost is not None and cost.blocks == n < MIN_BLOCKS
+    why = f"{n} block{'' if n == 1 else 's'}: too few to resolve a cost, at least {MIN_BLOCKS} needed"
+    assert not cost.resolved and cost.unresolved_why == cost.too_few_blocks == why
+    recorded = cost.to_dict()
+    assert recorded["resolved"] is False and recorded["unresolved_why"] == why
+    assert cost_words(cost, lambda: "host noise") == f"not resolved ({why})"  # the blocks say why, not the host
+    if n == 1:  # one block's range is its one value: no spread
+        assert cost.spread_text() == "none (1 block)" and cost.spread_figures() is None
+    else:
+        assert cost.spread_text() == f"1.250-1.250 ({n} blocks)"
+
+
+def test_the_minimum_of_blocks_resolves_and_noise_still_does_not() -> None:
+    cost = paired_cost(*_blocks([1.25] * MIN_BLOCKS))
+    assert cost is not None and cost.resolved and cost.unresolved_why == "" and "unresolved_why" not in cost.to_dict()
+    assert cost_words(cost, lambda: "host noise") == "1.250x" and cost.spread_text() == "IQR 1.250-1.250 (4 blocks)"
+    noisy = paired_cost(*_blocks([1.0, 1.5, 0.8, 1.3]))
+    assert noisy is not None and not noisy.resolved and noisy.too_few_blocks == ""
+    assert noisy.unresolved_why == "the quartiles of its 4 ABBA blocks' ratios, 0.950-1.350, lie more than 0.10 apart"
+    assert cost_words(noisy, lambda: "host noise") == "not resolved (host noise)"
+    level = pass_level_cost([110.0], [100.0])  # a pass-level estimate has no blocks: the minimum is not its
+    assert level is not None and level.resolved
+
+
+@pytest.mark.parametrize(("blocks", "mixed", "resolved"), [(2, {1}, False), (4, {3}, False), (5, {0}, True)])
+def test_blocks_left_out_for_mixed_input_shapes_do_not_count(blocks: int, mixed: set[int], resolved: bool) -> None:
+    """The issue's run: 2 blocks, 1 left out for mixed input shapes, and the one left was 'resolved'."""
+    on, off = _blocks([1.25] * blocks)
+    measured = {i: "1x3x64x64" for i in on}
+    clean = {i: ("1x3x96x96" if i // 2 in mixed and i % 2 else "1x3x64x64") for i in off}
+    cost = paired_cost(on, off, (measured, clean))
+    assert cost is not None and cost.blocks == blocks - len(mixed) and cost.resolved is resolved
+    assert cost.shapes.startswith(f"{len(mixed)} of its {blocks} ABBA blocks mixed input shapes")
+    if not resolved:
+        assert cost.unresolved_why.startswith(f"{blocks - len(mixed)} block")
+
+
+def test_a_recorded_resolved_true_of_one_block_reads_as_not_resolved() -> None:
+    """run.json written before the minimum: `resolved: true` with 1 block; the flag is worked out again on read."""
+    old = {
+        "method": PAIRED, "ratio": 0.531, "low": 0.531, "high": 0.531, "q1": 0.531, "q3": 0.531, "blocks": 1,
+        "block_ratios": [0.531], "resolved": True, "method_text": "paired in the pass",
+    }  # fmt: skip
+    cost = PassCostFigure.from_dict(old)
+    assert not cost.resolved and cost.unresolved_why.startswith("1 block: too few")
+
+
+def _mixed_inputs(root: Path, n: int, mixed: set[int]) -> None:
+    """run.json passes.layers.inputs: the layers pass's measured iterations all one shape, the clean iterations of
+    the blocks in `mixed` another (the issue's program, whose input shape changed per call)."""
+    run = json.loads((root / "run.json").read_text())
+    clean = {str(i): "1x3x96x96" if i // 2 in mixed and i % 2 else "1x3x64x64" for i in range(n)}
+    odd = sum(1 for s in clean.values() if s == "1x3x96x96")
+    run["passes"]["layers"]["inputs"] = {
+        "shapes": {"1x3x64x64": {"warmup": 1, "measured": n, "clean": n - odd}, "1x3x96x96": {"clean": odd}},
+        "measured": {str(i): "1x3x64x64" for i in range(n)},
+        "clean": clean,
+    }
+    (root / "run.json").write_text(json.dumps(run))
+
+
+def test_one_block_left_by_mixed_shapes_is_not_resolved_in_run_json_the_table_and_the_api(tmp_path: Path) -> None:
+    """The issue's run: every paired pass had `overhead.blocks: 1`, `resolved: true` (1 of its 2 blocks left out for
+    mixed input shapes), and the overheads table showed the one block's ratio, its 'spread' equal to it."""
+    from hwprof.api.report_frames import pass_costs
+
+    root = make_run(tmp_path / "mixed")
+    markers = _paired_layers_pass(root, 160.0, LAYER_MS, 4)
+    _mixed_inputs(root, 4, {1})
+    data = _rewrite_layers_pass(root, markers, {"switched": ["layer markers"], "always_on": []})
+    why = f"1 block: too few to resolve a cost, at least {MIN_BLOCKS} needed"
+    entry = json.loads((root / "run.json").read_text())["passes"]["layers"]["overhead"]
+    assert entry["blocks"] == 1 and entry["resolved"] is False and entry["unresolved_why"] == why
+    assert entry["shapes"].startswith("1 of its 2 ABBA blocks mixed input shapes")
+
+    a = analyse(data)
+    spec = overhead_spec(a)
+    heads = [c.header for c in spec.cols]
+    row = next(r for r in spec.rows if r[0] == "layers")
+    assert row[heads.index("cost")] == "not resolved [1]"
+    assert row[heads.index("spread")] == "none" and row[heads.index("blocks")] == "1"
+    assert f"[1] layers: not resolved ({why})" in spec.notes
+    assert f"not resolved ({why})" in a.layers.time_note  # the layer table's note says the same
+    frame = pass_costs(a)
+    layers = frame.filter(frame["pass"] == "layers").row(0, named=True)
+    assert layers["cost_resolved"] is False and layers["cost_ratio"] is None
+    assert layers["cost_unresolved_why"] == why and layers["cost_text"] == f"not resolved ({why})"
+    summary = next(p for p in a.overheads.to_dict()["passes"] if p["name"] == "layers")["cost"]
+    assert summary["resolved"] is False and summary["unresolved_why"] == why and summary["ratio"] is None
+
+
+def test_two_equal_blocks_are_too_few_for_the_table(tmp_path: Path) -> None:
+    root = make_run(tmp_path / "two")
+    data = _rewrite_layers_pass(
+        root, _paired_layers_pass(root, 160.0, LAYER_MS, 4), {"switched": ["layer markers"], "always_on": []}
+    )
+    a = analyse(data)
+    spec = overhead_spec(a)
+    heads = [c.header for c in spec.cols]
+    row = next(r for r in spec.rows if r[0] == "layers")
+    assert row[heads.index("cost")] == "not resolved [1]" and row[heads.index("spread")] == "1.250-1.250"
+    assert f"[1] layers: not resolved (2 blocks: too few to resolve a cost, at least {MIN_BLOCKS} needed)" in spec.notes
+    caveat = next(f for f in a.findings if "not resolved" in f.title)
+    assert caveat.title.startswith("the paired cost of the layers pass is not resolved")

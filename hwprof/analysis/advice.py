@@ -285,7 +285,7 @@ class AdviceRow:
             _or(doc.pairing_note, ""),
             _or(doc.variant_run, ""),
             [StageDelta(x.name, x.before_ms, x.after_ms) for x in doc.stages],
-            {k: NeighbourLoad.from_dict(v) for k, v in (doc.neighbours or {}).items()},
+            {k: NeighbourLoad.from_dict(v.to_json()) for k, v in (doc.neighbours or {}).items()},
             _or(doc.disturbed, ""),
             list(doc.minor_faults) if doc.minor_faults is not None else None,
             _or(doc.combination, ""),

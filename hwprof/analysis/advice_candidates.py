@@ -206,13 +206,13 @@ def tie_findings(cs: list[Candidate], findings: Iterable[Finding]) -> list[Candi
     """Each candidate tied to the heaviest finding of its most specific topic; one that no finding points to is
     blocked with that reason."""
     by_topic: dict[str, Finding] = {}
-    for f in sorted(findings, key=lambda f: -f.weight):
+    for f in sorted(findings, key=lambda f: (bool(f.unconfirmed), -f.weight)):  # a measured fact first
         if f.topic:
             by_topic.setdefault(f.topic, f)
     for c in cs:
         hit = next((by_topic[t] for t in c.topics if t in by_topic), None)
         if hit is not None:
-            c.finding = hit.title
+            c.finding = f"unconfirmed: {hit.title} ({hit.unconfirmed})" if hit.unconfirmed else hit.title
             c.layers = hit.layers
         elif not c.blocked:
             c.blocked = f"{NO_FINDING} (it answers: {', '.join(c.topics)})"

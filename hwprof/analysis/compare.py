@@ -14,7 +14,7 @@ layers it takes part in. Every run's head carries what executed and its output a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -81,6 +81,10 @@ class RunHead:
     """Batch / forward p50: the forward alone (seed 004's "inference speed" beside the end-to-end FPS)."""
     source: str = "images"
     """What the frames were read from: "images", or "video NAME"; with "+ annotated" when they were written."""
+    unfit: dict[str, str] = field(default_factory=dict)
+    """The run's passes whose figures may not carry a verdict, with why (hwprof.analysis.health)."""
+    time_pass: str | None = None
+    """The pass its layer times come from."""
 
     @property
     def is_reference(self) -> bool:
@@ -107,6 +111,9 @@ class Row:
     """Layers only: per run, the kernel that ran most of the layer ("" when not recorded)."""
     fused: list[list[str]] = field(default_factory=list)
     """Layers only: per run, the runtime nodes fused from several layers this layer takes part in."""
+    unconfirmed: list[str] = field(default_factory=list)
+    """Per run, why its ratio to run A is not a measured fact ("" where it is): a pass either run measured the
+    row with was unfit for a verdict (hwprof.analysis.health); empty: none is."""
 
 
 @dataclass
@@ -213,6 +220,8 @@ def head(a: Analysis, path: Path) -> RunHead:
         status=a.shown_status or str(run.status or "?"),
         layer_times=layer_times_source(a),
         warnings=list(a.warnings),
+        unfit=dict(a.health.unfit),
+        time_pass=a.layers.time_pass,
     )
 
 
@@ -265,9 +274,20 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
         for i, a in enumerate(analyses)
         if a.stages.postprocess_note
     ]
+    _mark_unconfirmed(stages, heads, lambda h: "timing")
+    _mark_unconfirmed(layers or [], heads, lambda h: h.time_pass)
     c = Comparison(heads, stages, layers, match.refused, notes, fused, instructions, sources, stage_notes)
     c.layer_notes = _match_notes(match, len(analyses))
     return c
+
+
+def _mark_unconfirmed(rows: list[Row], heads: list[RunHead], source: Callable[[RunHead], str | None]) -> None:
+    """Each row's ratio of run i to run A unconfirmed where the pass either measured it with was unfit."""
+    whys = [h.unfit.get(source(h) or "", "") for h in heads]
+    marks = [""] + ["; ".join(f"{letter(j)}: {whys[j]}" for j in (0, i) if whys[j]) for i in range(1, len(heads))]
+    if any(marks):
+        for row in rows:
+            row.unconfirmed = marks
 
 
 def _match_notes(match: LayerMatch, n: int) -> list[str]:
@@ -348,6 +368,7 @@ def _notes(heads: list[RunHead], layers_compared: bool) -> list[str]:
         if h.status != "complete":
             notes.append(f"run {letter} ({h.path}) is {h.status}: its figures cover only what it finished")
         notes += [f"run {letter}: {w}" for w in h.warnings]
+        notes += [f"run {letter}: {why}: ratios marked ? rest on it, not measured facts" for why in h.unfit.values()]
     return notes
 
 

@@ -10,6 +10,21 @@ from hwprof.analysis.layer_stats import LayerStat
 
 CAVEAT = "caveat"
 
+# What a finding rests on (Finding.sources): each names a measurement, which hwprof.analysis.findings maps to the
+# pass that made it in this run, so that the pass's health (hwprof.analysis.health) decides whether it is a fact.
+TIMING = "timing"
+"""The clean timing pass: the stages, and the forward every layer time is scaled to."""
+LAYER_TIME = "layer-time"
+"""The pass whose layer markers give the per-layer times and shares (LayerReport.time_pass)."""
+COUNTERS = "counters"
+"""perf_events' (or PAPI's) per-layer counts: task-clock, CPI, cache misses."""
+KERNELS = "kernels"
+"""perf's samples: the kernels inside each layer."""
+TRACE = "trace"
+"""torch.profiler's aten ops."""
+GPU = "gpu"
+"""The GPU collectors (an imported or live GPU run)."""
+
 
 @dataclass
 class Finding:
@@ -22,9 +37,30 @@ class Finding:
     """What the finding is about, for the changes that answer it (analysis/advice_candidates.py); "" for none."""
     layers: tuple[int, ...] = ()
     """The top-level layers it names, by index: the advice row of a change that answers it shows their times."""
+    sources: tuple[str, ...] = ()
+    """The measurements it rests on (TIMING, LAYER_TIME, ...); stamped by hwprof.analysis.findings."""
+    unconfirmed: str = ""
+    """Why it is not a measured fact ("" for one): a pass it rests on was disturbed or ran at another speed
+    (hwprof.analysis.health). Such a finding is listed after the ranked ones, never on the first screen."""
+
+    @property
+    def ranked(self) -> bool:
+        """A measured fact that the report numbers: not a caveat, not unconfirmed."""
+        return self.kind != CAVEAT and not self.unconfirmed
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "layers": list(self.layers)}
+        return {**asdict(self), "layers": list(self.layers), "sources": list(self.sources)}
+
+
+def labelled(findings: Iterable[Finding]) -> list[tuple[str, Finding]]:
+    """Each finding with the label every renderer shows: "1.", "2." for the ranked ones, "unconfirmed" and
+    "note" (a caveat) for the others."""
+    out, n = [], 0
+    for f in findings:
+        if f.ranked:
+            n += 1
+        out.append((f"{n}." if f.ranked else "note" if f.kind == CAVEAT else "unconfirmed", f))
+    return out
 
 
 def pct(x: float) -> str:

@@ -9,13 +9,16 @@ about the data itself (noise, few iterations, a busy host, hook overhead) come a
 
 from __future__ import annotations
 
-from hwprof.analysis.finding import CAVEAT, Finding, pct
+from dataclasses import replace
+
+from hwprof.analysis.finding import CAVEAT, COUNTERS, KERNELS, LAYER_TIME, TIMING, TRACE, Finding, pct
+from hwprof.analysis.health import RunHealth, follow_health
 from hwprof.analysis.kernel_findings import kernel_findings, thin_layers
 from hwprof.analysis.layer_findings import counters, efficiency, hotspots, kernels, roofline, threads, type_share
 from hwprof.analysis.layer_stats import LayerReport
-from hwprof.analysis.neighbours import unresolved_text
+from hwprof.analysis.neighbours import others_text
 from hwprof.analysis.overhead import Overheads
-from hwprof.analysis.paired_cost import UNRESOLVED_IQR
+from hwprof.analysis.paired_cost import cost_words
 from hwprof.analysis.roofline import Roof
 from hwprof.analysis.stages import Stages
 from hwprof.analysis.types import TypeStat
@@ -238,11 +241,14 @@ def _unresolved_costs(over: Overheads) -> list[Finding]:
         if c.cost is None or c.cost.resolved:
             continue
         added = f" ({c.cost.extension})" if c.cost.extension else ""
+        fix = "collect with more --iters"
+        if not c.cost.too_few_blocks:
+            fix += ", or when these CPUs are free, for a cost of a few %"
+        others = others_text(c.neighbours)
         out.append(
             _caveat(
-                f"the paired cost of the {c.name} pass is {unresolved_text(c.neighbours)}",
-                f"the quartiles of its {c.cost.blocks} ABBA blocks' ratios lie more than {UNRESOLVED_IQR:.2f} apart"
-                f"{added}: collect with more --iters, or when these CPUs are free, for a cost of a few %",
+                f"the paired cost of the {c.name} pass is {cost_words(c.cost, lambda: others)}",
+                f"{c.cost.unresolved_why}{added}: {fix}",
             )
         )
     return out
@@ -256,19 +262,28 @@ def findings(
     thread_count: int | None,
     limit: int = 10,
     host_time: bool = False,
+    health: RunHealth | None = None,
+    passes: dict[str, str] | None = None,
 ) -> list[Finding]:
-    """host_time: the layer times are the host's launch times (a GPU run), which the hotspot findings say."""
-    ranked = (
-        hotspots(report, host_time)
-        + type_share(types, host_time)
-        + roofline(report)
-        + efficiency(report)
-        + stages(table)
-        + kernels(report)
-        + python_overhead(report, over)
-        + counters(report)
-        + threads(report, thread_count)
-        + kernel_findings(report)
-    )
+    """host_time: the layer times are the host's launch times (a GPU run), which the hotspot findings say.
+
+    Each rule's findings are stamped with the measurements they rest on; where `health` says a pass under them
+    was unfit for a verdict (hwprof.analysis.health), they are unconfirmed: listed after the ranked ones with the
+    reason, never ranked. `passes` maps each measurement to the pass of this run that made it."""
+    produced = [
+        (hotspots(report, host_time), (LAYER_TIME,)),
+        (type_share(types, host_time), (LAYER_TIME,)),
+        (roofline(report), (LAYER_TIME, TIMING)),
+        (efficiency(report), (LAYER_TIME, TIMING)),
+        (stages(table), (TIMING,)),
+        (kernels(report), (KERNELS, LAYER_TIME)),
+        (python_overhead(report, over), (LAYER_TIME, TRACE)),
+        (counters(report), (COUNTERS, LAYER_TIME)),
+        (threads(report, thread_count), (COUNTERS,)),
+        (kernel_findings(report), (KERNELS, LAYER_TIME)),
+    ]
+    ranked = [replace(f, sources=sources) for found, sources in produced for f in found]
     ranked.sort(key=lambda f: -f.weight)
-    return ranked[:limit] + caveats(report, table, over) + thin_layers(report)
+    ranked = follow_health(ranked, health or RunHealth(), passes or {})
+    kept = [f for f in ranked if f.ranked][:limit] + [f for f in ranked if not f.ranked]
+    return kept + caveats(report, table, over) + thin_layers(report)

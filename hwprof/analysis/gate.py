@@ -28,7 +28,14 @@ TIMED = ("time", PAIRED, SHARE)
 EXIT_PASS, EXIT_FAIL = 0, 1
 
 MIN_SAMPLES = 5
-"""A timed figure with fewer measured iterations in either run is not gated (its interval would be a guess)."""
+"""A timed figure with fewer measured iterations in either run is not judged (its interval would be a guess): it
+is "not resolved", with the count and the way to more."""
+
+WAY_TO_A_VERDICT = (
+    "for a verdict, measure both sides in one process (--paired N: a load on the host then hits both alike) or gate "
+    "callgrind's exact counts (collect with --counters callgrind, then --gate-on counts)"
+)
+"""What to do when a run's pass was unfit for a timed verdict (hwprof.analysis.health)."""
 
 COUNT_FLOOR = 1000
 """A count below this in both runs is not gated: a few cache misses either way is no regression."""
@@ -90,6 +97,14 @@ class GateRun:
     """Callgrind counts per measured iteration: "forward" and each layer name -> event -> count."""
     identity: dict[str, str] = field(default_factory=dict)
     """model, imgsz, batch, runtime, precision, threads: what must match for a like-for-like gate."""
+    unfit: dict[str, str] = field(default_factory=dict)
+    """The run's passes whose figures may not carry a verdict, with why (hwprof.analysis.health.RunHealth)."""
+
+    def why_unfit(self, figure: str) -> str | None:
+        """Why the pass that measured this timed figure (the timing pass for the forward and the iteration, the
+        layer pass for a layer) may not carry a verdict, or None."""
+        source = "timing" if figure in ("forward", "iteration") else self.layer_pass
+        return self.unfit.get(source or "")
 
 
 @dataclass
@@ -105,24 +120,32 @@ class Figure:
     high: float | None = None
     n: tuple[int, int] = (0, 0)
     kernels: tuple[str, str] = ("", "")
+    why: str = ""
+    """Why a figure is not resolved whatever its spread says ("" where the spreads decided): too few samples, or
+    a run's pass that measured it unfit for a verdict (disturbed)."""
+    way: str = ""
+    """What gets a verdict on it where `why` says it has none."""
 
     @property
     def text(self) -> str:
+        return self._measure() + (f" (not judged: {self.why})" if self.why else "")
+
+    def _interval(self) -> str:
+        return f", CI x{self.low:.3f}-x{self.high:.3f}" if self.low is not None and self.high is not None else ""
+
+    def _measure(self) -> str:
         if self.kind == PAIRED:
             return (
                 f"{self.name} (paired): {self.base:.3f} -> {self.new:.3f} ms (medians), median block ratio "
-                f"x{self.ratio:.3f}, CI x{self.low:.3f}-x{self.high:.3f} over {self.n[0]} ABBA blocks"
+                f"x{self.ratio:.3f}{self._interval()} over {self.n[0]} ABBA blocks"
             )
         if self.kind == SHARE:
             return (
-                f"{self.name}: {self.base:.2%} -> {self.new:.2%} of forward (median share), x{self.ratio:.3f}, "
-                f"CI x{self.low:.3f}-x{self.high:.3f}"
+                f"{self.name}: {self.base:.2%} -> {self.new:.2%} of forward (median share), x{self.ratio:.3f}"
+                f"{self._interval()}"
             )
         if self.kind == "time":
-            return (
-                f"{self.name}: {self.base:.3f} -> {self.new:.3f} ms (median), x{self.ratio:.3f}, "
-                f"CI x{self.low:.3f}-x{self.high:.3f}"
-            )
+            return f"{self.name}: {self.base:.3f} -> {self.new:.3f} ms (median), x{self.ratio:.3f}{self._interval()}"
         return f"{self.name}: {self.kind} {self.base:,.0f} -> {self.new:,.0f} ({(self.ratio - 1) * 100:+.2f}%)"
 
 
@@ -160,7 +183,7 @@ def parse_percent(text: str, option: str) -> float:
     except ValueError:
         raise GateError(f"{option} takes a percentage such as 5% (got {text!r})") from None
     if not 0 <= value < 10:
-        raise GateError(f"{option} must be between 0% and 1000% (got {text!r})")
+        raise GateError(f"{option} takes a percentage from 0% to 1000% (got {text!r})")
     return value
 
 
@@ -181,14 +204,31 @@ def bootstrap_ratio(
 
 
 def time_figure(name: str, base: list[float], new: list[float], opts: GateOptions) -> Figure:
+    """The ratio of medians and its bootstrap interval, judged; with fewer than MIN_SAMPLES in either run the
+    ratio alone, not resolved."""
+    import statistics
+
+    medians = statistics.median(base), statistics.median(new)
+    n = (len(base), len(new))
+    if min(n) < MIN_SAMPLES:
+        return Figure(name, "time", *medians, medians[1] / medians[0], UNRESOLVED, n=n)
     ratio, low, high = bootstrap_ratio(base, new, opts.confidence, opts.resamples, opts.seed)
     limit = 1 + opts.fail_above
     outcome = FAIL if low > limit else PASS if high < limit else UNRESOLVED
-    import statistics
+    return Figure(name, "time", *medians, ratio, outcome, low, high, n)
 
-    return Figure(
-        name, "time", statistics.median(base), statistics.median(new), ratio, outcome, low, high, (len(base), len(new))
-    )
+
+def unjudged(figure: str, base: GateRun, new: GateRun, n: tuple[int, int]) -> tuple[str, str]:
+    """Why a timed figure may not be judged whatever its spread, and the way to a verdict (("", "") where it may):
+    fewer than MIN_SAMPLES measured iterations in a run, or a run's pass that measured it unfit for a verdict (the
+    same health the report's findings ask, hwprof.analysis.health)."""
+    if min(n) < MIN_SAMPLES:
+        return (
+            f"{n[0]} and {n[1]} measured iterations, at least {MIN_SAMPLES} in each run needed",
+            f"collect with --iters {MIN_SAMPLES} or more",
+        )
+    reasons = [f"{side}'s run: {why}" for side, run in (("BASE", base), ("NEW", new)) if (why := run.why_unfit(figure))]
+    return ("; ".join(reasons), WAY_TO_A_VERDICT) if reasons else ("", "")
 
 
 def count_figures(base: GateRun, new: GateRun, opts: GateOptions) -> list[Figure]:
@@ -304,14 +344,14 @@ def judge(base: GateRun, new: GateRun, opts: GateOptions) -> Verdict:
     if base.identity.get("model") != new.identity.get("model") and tables[0] != tables[1]:
         names, layer_notes = [], ["the runs are of different models whose layer tables differ: no layer is gated"]
     timed = _timed(base, new, names, opts.layer_stat) if opts.gate_on != "counts" else []
-    few = [f"{name} ({len(a)} and {len(b)})" for name, a, b, *_ in timed if min(len(a), len(b)) < MIN_SAMPLES]
-    if few:
-        notes.append(f"too few measured iterations to gate on time (fewer than {MIN_SAMPLES}): {', '.join(few)}")
     figures: list[Figure] = []
     for name, a, b, kernels, kind in timed:
-        if min(len(a), len(b)) >= MIN_SAMPLES:
-            figures.append(time_figure(name, a, b, opts))
-            figures[-1].kernels, figures[-1].kind = kernels, kind
+        figure = time_figure(name, a, b, opts)
+        figure.kernels, figure.kind = kernels, kind
+        figure.why, figure.way = unjudged(figure.name.split(" ")[0], base, new, figure.n)
+        if figure.why:
+            figure.outcome = UNRESOLVED
+        figures.append(figure)
     n_layers = len(figures) - sum(f.name in ("forward", "iteration") for f in figures)
     figures += count_figures(base, new, opts) if opts.gate_on != "time" else []
     if not figures:
@@ -362,6 +402,25 @@ def _rules(figures: list[Figure], opts: GateOptions, passed: bool = False) -> st
     return "; ".join(text for text, kind in ((timed, True), (counted, False)) if kind in kinds)
 
 
+def unresolved_text(unresolved: list[Figure], total: int, opts: GateOptions) -> str:
+    """Why the figures are not resolved: those not judged (too few samples, a disturbed pass: each reason once,
+    with the way to a verdict), then those whose spreads straddle the threshold."""
+    parts = []
+    unjudged_figures = [f for f in unresolved if f.why]
+    if unjudged_figures:
+        names = ", ".join(f.name for f in unjudged_figures[:4]) + ("..." if len(unjudged_figures) > 4 else "")
+        reasons = "; ".join(dict.fromkeys(f.why for f in unjudged_figures))
+        ways = " or ".join(dict.fromkeys(f.way for f in unjudged_figures if f.way))
+        parts.append(f"{len(unjudged_figures)} of {total} figures not judged ({names}): {reasons}; {ways}")
+    spread = [f for f in unresolved if not f.why]
+    if spread:
+        parts.append(
+            f"the runs' spreads cannot tell whether {len(spread)} of {total} figures are within "
+            f"{opts.fail_above:.1%}: " + "; ".join(f.text for f in spread[:3])
+        )
+    return "; ".join(parts)
+
+
 def verdict_of(
     figures: list[Figure], notes: list[str], opts: GateOptions, base: str, new: str, n_layers: int
 ) -> Verdict:
@@ -378,10 +437,7 @@ def verdict_of(
         outcome = UNRESOLVED
         code = EXIT_FAIL if opts.unresolved_fails else EXIT_PASS
         rule = "fails (--unresolved fail)" if opts.unresolved_fails else "exit 0 (--unresolved pass)"
-        line = (
-            f"NOT RESOLVED, {rule}: the runs' spreads cannot tell whether {len(unresolved)} of {len(figures)} "
-            f"figures are within {opts.fail_above:.1%}: " + "; ".join(f.text for f in unresolved[:3])
-        )
+        line = f"NOT RESOLVED, {rule}: " + unresolved_text(unresolved, len(figures), opts)
     else:
         outcome, code = PASS, EXIT_PASS
         line = f"PASS: none of {len(figures)} figures regressed against BASE ({_rules(figures, opts, passed=True)})"

@@ -79,4 +79,5 @@ def gate_run(data: RunData, a: Analysis, side: str) -> GateRun:
         "precision": h.executed_precision or h.precision,
         "threads": str(h.threads),
     }
-    return GateRun(str(data.root), forward, iteration, layers, source, callgrind_counts(data), identity)
+    counts = callgrind_counts(data)
+    return GateRun(str(data.root), forward, iteration, layers, source, counts, identity, dict(a.health.unfit))

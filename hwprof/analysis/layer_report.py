@@ -320,4 +320,6 @@ def build_layer_report(data: RunData) -> LayerReport:
         methods,
         sources.native,
         scale_paired=ts.scale_paired,
+        process_ratio=ts.process_ratio,
+        pass_ratio=ts.source_fwd / ts.timing_fwd if (ts.source_fwd and ts.timing_fwd) else None,
     )

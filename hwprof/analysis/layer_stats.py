@@ -104,6 +104,11 @@ class LayerReport:
     native: NativeView | None = None
     scale_paired: bool = False
     """The scale is the time pass's own paired cost (no timing pass), else the timing pass against it."""
+    process_ratio: float | None = None
+    """The time pass's own clean forward (hooks taken out, paired in it) over the timing pass's forward: how
+    differently fast the two processes ran (TimeScale.process_ratio); None where not measured."""
+    pass_ratio: float | None = None
+    """The time pass's forward p50 over the timing pass's (hooks included); None without both."""
 
     def top(self, n: int, key: str = "time_ms") -> list[LayerStat]:
         rows = [r for r in self.layers if getattr(r, key) is not None]

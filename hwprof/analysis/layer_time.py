@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.layer_stats import IterationTimes, iteration_times, time_pass
-from hwprof.analysis.neighbours import cost_text, pass_load, timing_disturbance
-from hwprof.analysis.paired_cost import paired_cost
+from hwprof.analysis.neighbours import others_text, pass_load, timing_disturbance
+from hwprof.analysis.paired_cost import blocks_text, cost_words, paired_cost
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration, forward_p50, measured_spans
 
 if TYPE_CHECKING:
@@ -88,7 +88,10 @@ def time_scale(data: RunData) -> TimeScale:
     out = TimeScale(source, iteration_times(spans), forward_p50(spans) if source is not None else None)
     if source is not None and source != "timing":
         markers = data.markers(source)
-        out.paired = paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
+        entry = data.doc.passes.get(source)
+        shapes = entry.inputs.by_iteration() if entry is not None and entry.inputs is not None else None
+        # like with like, as run.json's passes.<source>.overhead: the blocks that mixed input shapes left out
+        out.paired = paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers), shapes)
         if "timing" in data.pass_names:
             out.timing_fwd = forward_p50(measured_spans(data.markers("timing")))
     out.scale = out.timing_fwd / out.source_fwd if (out.timing_fwd and out.source_fwd) else None
@@ -103,8 +106,9 @@ def time_note(data: RunData, ts: TimeScale, device: str) -> str:
     """How the time column was derived, in words, for the run at hand."""
     source, its, paired = ts.source, ts.its, ts.paired
     cost = (
-        f"the {source} pass's own cost, paired in it: {cost_text(paired, pass_load(data.doc, source))} (median of "
-        f"{paired.blocks} ABBA blocks of clean and measured iterations in one process)"
+        f"the {source} pass's own cost, paired in it: "
+        f"{cost_words(paired, lambda: others_text(pass_load(data.doc, source)))} (median of "
+        f"{blocks_text(paired.blocks, 'ABBA block')} of clean and measured iterations in one process)"
         if paired is not None and source is not None
         else f"the {source} pass ran no clean iterations: its cost is a pass-level estimate"
     )

@@ -1,11 +1,13 @@
 """What other work on the run's CPUs did to a run's figures, in words the report can print.
 
 Each pass records the CPU time processes outside the run took on the run's CPUs
-(run.json passes.<pass>.neighbours, hwprof.perf.neighbours). Two uses here:
-- a paired cost whose ABBA blocks did not resolve (PassCostFigure.resolved) is shown as "not
-  resolved (...)", naming the processes that took the CPUs, or saying that none was seen;
+(run.json passes.<pass>.neighbours, hwprof.perf.neighbours). Its uses:
+- a paired cost whose ABBA blocks did not resolve for noise (PassCostFigure.resolved) is shown as "not
+  resolved (...)", naming the processes that took the CPUs, or saying that none was seen (others_text);
 - the timing pass is the base of every millisecond figure (stages, layer times are scaled to its
-  forward p50), so a disturbed timing pass is flagged wherever those are shown.
+  forward p50), so a disturbed timing pass is flagged wherever those are shown;
+- a pass during which other work took more than DISTURBED_SHARE of the CPUs is unfit for a verdict
+  (pass_disturbance, read by hwprof.analysis.health for the findings, the gate and compare).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.paired_cost import PAIRED, PassCostFigure
+from hwprof.analysis.paired_cost import PAIRED
 from hwprof.perf.neighbours import NeighbourLoad
 
 if TYPE_CHECKING:
@@ -38,9 +40,9 @@ says: a clean forward does not run 50% slower in one process than in another on 
 def pass_load(run: RunDoc, name: str) -> NeighbourLoad | None:
     """run.json passes.<name>.neighbours as a record (None: not recorded, or unavailable)."""
     entry = run.passes[name].neighbours if name in run.passes else None
-    if not entry or entry.get("status") == "unavailable":
+    if not entry or entry.status == "unavailable":
         return None
-    return NeighbourLoad.from_dict(entry)
+    return NeighbourLoad.from_dict(entry.to_json())
 
 
 def others_text(load: NeighbourLoad | None, short: bool = False) -> str:
@@ -58,16 +60,6 @@ def others_text(load: NeighbourLoad | None, short: bool = False) -> str:
     return f"other work on these CPUs, {took}, by processes too short-lived to name"
 
 
-def unresolved_text(load: NeighbourLoad | None, short: bool = False) -> str:
-    """What the report shows instead of a paired ratio that did not resolve."""
-    return f"not resolved ({others_text(load, short)})"
-
-
-def cost_text(figure: PassCostFigure, load: NeighbourLoad | None, short: bool = False) -> str:
-    """The figure's ratio where it resolved, else why there is none."""
-    return figure.ratio_text() if figure.resolved else unresolved_text(load, short)
-
-
 def clean_forward_ms(run: RunDoc) -> dict[str, float]:
     """Forward p50 of the clean iterations of each paired pass (run.json passes.*.overhead)."""
     out = {}
@@ -76,6 +68,15 @@ def clean_forward_ms(run: RunDoc) -> dict[str, float]:
         if figure is not None and figure.method == PAIRED and figure.forward_off_ms:
             out[name] = float(figure.forward_off_ms)
     return out
+
+
+def pass_disturbance(run: RunDoc, name: str) -> str | None:
+    """Why pass `name` was disturbed, or None: other work above DISTURBED_SHARE of the run's CPUs during it
+    (named). The timing pass has a second test of its own (timing_disturbance)."""
+    load = pass_load(run, name)
+    if load is None or load.share <= DISTURBED_SHARE:
+        return None
+    return f"the {name} pass was disturbed ({others_text(load)})"
 
 
 def timing_disturbance(run: RunDoc) -> str | None:
@@ -87,7 +88,7 @@ def timing_disturbance(run: RunDoc) -> str | None:
         return None
     reasons = []
     load = pass_load(run, "timing")
-    if load is not None and load.share > DISTURBED_SHARE:
+    if pass_disturbance(run, "timing") is not None:
         reasons.append(others_text(load))
     p50 = timing.forward_p50_ms
     clean = clean_forward_ms(run)

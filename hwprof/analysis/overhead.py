@@ -19,8 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.availability import Missing, collector_missing
-from hwprof.analysis.neighbours import cost_text, pass_load
-from hwprof.analysis.paired_cost import PASS_LEVEL, PassCostFigure
+from hwprof.analysis.neighbours import others_text, pass_load
+from hwprof.analysis.paired_cost import PASS_LEVEL, PassCostFigure, cost_words
 from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.schema.summaries_cpu import LayerReads, PapiSummary, PerfEventsSummary, TimingSummary
 
@@ -48,10 +48,13 @@ class PassCost:
     neighbours: NeighbourLoad | None = None
     """Other work on the run's CPUs during the pass (run.json passes.*.neighbours)."""
 
-    def cost_text(self) -> str | None:
-        """The cost as the overheads table shows it: the ratio, or 'not resolved (...)' naming who took the
-        CPUs (the findings name them with pid and CPU time)."""
-        return cost_text(self.cost, self.neighbours, short=True) if self.cost else None
+    def cost_text(self, short: bool = True) -> str | None:
+        """The cost as the overheads table shows it: the ratio, or 'not resolved (...)' saying why: too few
+        blocks (PassCostFigure.too_few_blocks), else naming who took the CPUs (short: their names; else with pid
+        and CPU time, as the findings name them)."""
+        if self.cost is None:
+            return None
+        return cost_words(self.cost, lambda: others_text(self.neighbours, short))
 
     def to_dict(self) -> dict[str, Any]:
         """An unresolved cost keeps no ratio under "ratio": its blocks' median is under ratio_unresolved."""
@@ -65,6 +68,8 @@ class PassCost:
             out["cost"]["text"] = self.cost_text()
         if self.cost is not None:
             out["cost"]["resolved"] = self.cost.resolved
+            if not self.cost.resolved:
+                out["cost"]["unresolved_why"] = self.cost.unresolved_why
         return out
 
 

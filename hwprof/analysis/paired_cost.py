@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,13 @@ if TYPE_CHECKING:
 UNRESOLVED_IQR = 0.10
 """A paired cost whose blocks' quartiles lie further apart than this does not resolve a few-% cost:
 the worker adds ABBA blocks while it is so (hwprof.session.paired), and the report shows no ratio for it."""
+MIN_BLOCKS = 4
+"""A paired cost from fewer ABBA blocks than this (those its figure uses: blocks left out for mixed input shapes
+do not count) is not resolved, whatever its spread: the spread of 1 block is its one value (an IQR of 0 that
+says nothing), and the quartiles of 2 or 3 blocks are not quartiles but points interpolated between their
+lowest and highest (the spread the report shows switches from the range to the IQR at this count too). With
+4, each quartile has a block on either side of it. The built-in pipeline's worker adds blocks while below it,
+as it does for noise (hwprof.session.paired.extend); a program's pass has only the program's calls."""
 PAIRED = "paired"
 PASS_LEVEL = "pass-level estimate"
 METHOD_TEXT = {
@@ -70,9 +78,32 @@ class PassCostFigure:
 
     @property
     def resolved(self) -> bool:
-        """False where the blocks' quartiles lie more than UNRESOLVED_IQR apart (paired figures only:
-        a pass-level estimate records no quartiles)."""
-        return self.q1 is None or self.q3 is None or self.q3 - self.q1 <= UNRESOLVED_IQR
+        """False for a paired figure from fewer than MIN_BLOCKS blocks, or whose blocks' quartiles lie more than
+        UNRESOLVED_IQR apart (unresolved_why). Worked out from the blocks on every read: a run.json written before
+        MIN_BLOCKS, which said `resolved: true` of 1 block, reads as not resolved."""
+        return not self.unresolved_why
+
+    @property
+    def too_few_blocks(self) -> str:
+        """'N block(s): too few to resolve a cost, at least MIN_BLOCKS needed' for a paired figure below
+        MIN_BLOCKS ('' otherwise): the reason that stands whoever else used the CPUs."""
+        n = self.blocks or 0
+        if self.method != PAIRED or n >= MIN_BLOCKS:
+            return ""
+        return f"{blocks_text(n)}: too few to resolve a cost, at least {MIN_BLOCKS} needed"
+
+    @property
+    def unresolved_why(self) -> str:
+        """Why the figure is not resolved, in words ('' where it is): too few blocks (too_few_blocks), or quartiles
+        too far apart. A pass-level estimate records no quartiles: it is never unresolved here."""
+        if self.too_few_blocks:
+            return self.too_few_blocks
+        if self.q1 is None or self.q3 is None or self.q3 - self.q1 <= UNRESOLVED_IQR:
+            return ""
+        return (
+            f"the quartiles of its {self.blocks} ABBA blocks' ratios, {self.q1:.3f}-{self.q3:.3f}, lie more than "
+            f"{UNRESOLVED_IQR:.2f} apart"
+        )
 
     @property
     def method_text(self) -> str:
@@ -83,16 +114,33 @@ class PassCostFigure:
         return f"{self.ratio:.3f}x" if self.method == PAIRED else f"{self.ratio:.2f}x"
 
     def spread_text(self) -> str:
+        figures = self.spread_figures()
         if self.low is None or self.high is None:
             return "not recorded"
         if self.method != PAIRED:
-            return f"{self.low:.2f}-{self.high:.2f} (timing IQR)"
-        if self.q1 is not None and self.q3 is not None and self.blocks >= 4:
-            return f"IQR {self.q1:.3f}-{self.q3:.3f} ({self._blocks_text()})"
-        return f"{self.low:.3f}-{self.high:.3f} ({self._blocks_text()})"
+            return f"{figures} (timing IQR)"
+        if figures is None:  # one block's range is its one value: not a spread
+            return f"none ({self._blocks_text()})"
+        return f"{'IQR ' if self._quartiles_shown else ''}{figures} ({self._blocks_text()})"
+
+    def spread_figures(self) -> str | None:
+        """The spread's figures alone, for a table cell (None: not recorded, or one block, whose range is its one
+        value): a paired figure's quartiles from MIN_BLOCKS blocks, else its range; a pass-level estimate's
+        timing IQR."""
+        if self.low is None or self.high is None:
+            return None
+        if self.method != PAIRED:
+            return f"{self.low:.2f}-{self.high:.2f}"
+        if self._quartiles_shown:
+            return f"{self.q1:.3f}-{self.q3:.3f}"
+        return f"{self.low:.3f}-{self.high:.3f}" if (self.blocks or 0) >= 2 else None
+
+    @property
+    def _quartiles_shown(self) -> bool:
+        return self.q1 is not None and self.q3 is not None and (self.blocks or 0) >= MIN_BLOCKS
 
     def _blocks_text(self) -> str:
-        return f"{self.blocks} blocks" + (f", {self.added_blocks} added" if self.added_blocks else "")
+        return blocks_text(self.blocks) + (f", {self.added_blocks} added" if self.added_blocks else "")
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -100,12 +148,30 @@ class PassCostFigure:
             del out["shapes"]
         out["method_text"] = self.method_text
         out["resolved"] = self.resolved
+        if not self.resolved:
+            out["unresolved_why"] = self.unresolved_why
         return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PassCostFigure:
+        """The figure from its recorded fields; "resolved" and "unresolved_why" as recorded are not read (they are
+        worked out again from the blocks: a run recorded before MIN_BLOCKS may say `resolved: true` of 1 block)."""
         keys = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in keys})
+
+
+def blocks_text(n: int, noun: str = "block") -> str:
+    """'1 block', '2 blocks' (or of another noun: 'ABBA block')."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def cost_words(figure: PassCostFigure, others: Callable[[], str]) -> str:
+    """The figure's ratio where it resolved, else what a report shows instead: 'not resolved (<why>)', why being
+    too few blocks where that is so (it stands however quiet the host was), else others() (who took the CPUs, in
+    hwprof.analysis.neighbours' words)."""
+    if figure.resolved:
+        return figure.ratio_text()
+    return f"not resolved ({figure.too_few_blocks or others()})"
 
 
 def quartiles(values: list[float]) -> tuple[float, float]:

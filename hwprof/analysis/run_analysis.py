@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from hwprof.analysis.advice import Advice, load_advice
 from hwprof.analysis.availability import Missing
-from hwprof.analysis.finding import Finding
+from hwprof.analysis.finding import GPU, Finding
 from hwprof.analysis.findings import findings
 from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
+from hwprof.analysis.health import RunHealth, evidence_passes, run_health
 from hwprof.analysis.layer_report import build_layer_report
 from hwprof.analysis.layer_shapes import LayerShapes, layer_shapes
 from hwprof.analysis.layer_stats import LayerReport
@@ -87,6 +88,9 @@ class Analysis:
     """A user's program that called no model: its whole run's figures (None for any other run)."""
     layer_shapes: LayerShapes | None = None
     """The top-level layers per input shape, where the time pass's forwards had more than one."""
+    health: RunHealth = field(default_factory=RunHealth)
+    """The passes whose figures may not carry a verdict, with why (hwprof.analysis.health): what every verdict
+    asks, the findings here, the gate and the advice's answers on read."""
 
     @cached_property
     def workload(self) -> WorkloadView:
@@ -157,12 +161,14 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     # hooks time the host launching each layer's kernels; counters of the model's thread alone cannot say it
     on_gpu = data.doc.device != "cpu"
     threads = None if on_gpu or data.doc.summary(PerfEventsSummary).model_thread_only else data.doc.config.threads
-    found = findings(layers, types, stages, over, threads, max_findings, host_time=on_gpu)
+    health = run_health(data.doc, layers)
+    passes = evidence_passes(data.doc, layers)
+    found = findings(layers, types, stages, over, threads, max_findings, on_gpu, health, passes)
     advice, advice_error = load_advice(data.root)
     gpu = load_gpu_view(data)
     if gpu is not None:
         gpu.types = {r.name: r.type for r in layers.layers}
-        found = gpu_findings(gpu) + found
+        found = [replace(f, sources=(GPU,)) for f in gpu_findings(gpu)] + found
     return Analysis(
         stages,
         layers,
@@ -180,6 +186,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         data.shown_status,
         whole_program(data),
         layer_shapes(data, layers),
+        health,
     )
 
 

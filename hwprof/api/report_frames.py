@@ -248,6 +248,7 @@ PassCostRow = TypedDict(
         "cost_forward_on_ms": NotRequired[float | None],
         "cost_forward_off_ms": NotRequired[float | None],
         "cost_resolved": NotRequired[bool],
+        "cost_unresolved_why": NotRequired[str | None],
         "cost_text": NotRequired[str | None],
     },
 )
@@ -275,14 +276,16 @@ def _pass_cost_row(p: PassCost) -> PassCostRow:
         row["cost_blocks"] = cost.blocks
         row["cost_forward_on_ms"], row["cost_forward_off_ms"] = cost.forward_on_ms, cost.forward_off_ms
         row["cost_resolved"], row["cost_text"] = cost.resolved, p.cost_text()
+        row["cost_unresolved_why"] = cost.unresolved_why or None
     return row
 
 
 def pass_costs(a: Analysis) -> pl.DataFrame:
     """What each pass cost over a clean forward: its own figure (`cost_method` paired in the pass, or a
     pass-level estimate against the timing pass), its spread and whether it resolved (an unresolved cost has no
-    `cost_ratio`; `cost_text` says who took the CPUs); the pass-level ratio; the share of the run's CPUs other
-    work took during the pass."""
+    `cost_ratio`; `cost_unresolved_why` says why: fewer blocks than paired_cost.MIN_BLOCKS, or quartiles too far
+    apart; `cost_text` is the report's words: the too-few-blocks reason, else who took the CPUs); the pass-level
+    ratio; the share of the run's CPUs other work took during the pass."""
     rows = [_pass_cost_row(p) for p in a.overheads.passes]
     dtypes: dict[str, pl.DataType] = {
         "pass": pl.String(),
@@ -296,7 +299,7 @@ def pass_costs(a: Analysis) -> pl.DataFrame:
     }
     figure = field_dtypes(PassCostFigure)
     dtypes |= {f"cost_{c}": figure[c] for c in COST_COLUMNS}
-    dtypes |= {"cost_resolved": pl.Boolean(), "cost_text": pl.String()}
+    dtypes |= {"cost_resolved": pl.Boolean(), "cost_unresolved_why": pl.String(), "cost_text": pl.String()}
     return table(rows, list(dtypes), dtypes)
 
 

@@ -16,6 +16,23 @@ class OptionGroup(Protocol):
     def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action: ...
 
 
+PERCENT_OPTIONS = ("--fail-above", "--gate-share", "--confidence", "--count-threshold", "--miss-threshold")
+"""compare's options that take a percentage."""
+
+
+def joined_negative_percents(words: list[str]) -> list[str]:
+    """`--fail-above -5%` as `--fail-above=-5%`: argparse takes a word that starts with '-' and is not a plain
+    number for an option, and would refuse the first as a missing value; joined, the value reaches the gate's own
+    check, which says in one line what the option accepts."""
+    out: list[str] = []
+    for word in words:
+        if out and out[-1] in PERCENT_OPTIONS and word[:2] in {f"-{d}" for d in "0123456789."}:
+            out[-1] = f"{out[-1]}={word}"
+        else:
+            out.append(word)
+    return out
+
+
 def add_compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_dirs", type=Path, nargs="+", help="run directories; the first is the baseline (BASE)")
     p.add_argument("--top", type=int, default=15, help="layers shown in the layer tables, slowest first")

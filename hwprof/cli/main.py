@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from hwprof.cli.args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser, split_program
 from hwprof.cli.collect import cmd_collect
+from hwprof.cli.gate_args import joined_negative_percents
 from hwprof.core.config import RunConfig
 from hwprof.session.stopping import StopSignals
 
@@ -234,7 +235,7 @@ def parse_command(words: list[str], parser: argparse.ArgumentParser | None = Non
     """A command line's words (after `hwprof`) parsed; `collect [options] -- PROGRAM...` keeps the program
     aside. `parser`: build_parser's, unless the caller wants one that raises (hwprof.api)."""
     options, program = split_program(words)
-    args = (parser or build_parser()).parse_args(options)
+    args = (parser or build_parser()).parse_args(joined_negative_percents(options))
     args.argv = words
     args.program = program
     return args

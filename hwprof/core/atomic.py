@@ -203,10 +203,18 @@ def atomic_path(path: Path | str) -> Iterator[Path]:
         os.replace(tmp, path)
     except BaseException as exc:
         _remove(tmp)
-        named = as_folder_gone(as_disk_full(exc, path), path)
+        named = _as_users_path(as_folder_gone(as_disk_full(exc, path), path), tmp, path)
         if named is not exc:
             raise named from exc
         raise
+
+
+def _as_users_path(exc: BaseException, tmp: Path, path: Path) -> BaseException:
+    """An OSError about the temporary file (`/proc/.nope.xml.23246.tmp`: the folder refuses new files) as the same
+    error about the path the user asked for, which is the one they know."""
+    if type(exc).__module__ == "builtins" and isinstance(exc, OSError) and exc.filename == str(tmp):
+        return OSError(exc.errno, exc.strerror, str(path))
+    return exc
 
 
 def _remove(tmp: Path) -> None:

@@ -101,6 +101,11 @@ def latency_stats(values_ms: list[float]) -> LatencyStats:
     )
 
 
+def frames_per_second(batch: int, p50_ms: float) -> float:
+    """Images per second end to end, as every FPS of a run is stored: the batch over the iteration's p50 (ms)."""
+    return batch * 1e3 / p50_ms
+
+
 def stage_stats(markers: Iterable[Marker]) -> dict[str, LatencyStats]:
     """Per-stage statistics of the measured iterations, plus "iteration" for the whole pipeline."""
     spans = pair_spans(markers)

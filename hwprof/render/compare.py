@@ -121,7 +121,8 @@ def _rows_spec(title: str, key: str, rows: list[Row], n: int, with_share: bool, 
             if with_share:
                 cells.append(pct(row.shares[i]) if row.shares else MISSING)
             if i:
-                cells.append(_times(row.speedups[i]) if speedup else _ratio(row.ratios[i]))
+                mark = "?" if row.unconfirmed and row.unconfirmed[i] else ""
+                cells.append((_times(row.speedups[i]) if speedup else _ratio(row.ratios[i])) + mark)
         out.append(cells)
     return TableSpec(title, cols, out, [], more="see --format markdown")
 

@@ -34,12 +34,14 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
 - overheads: {passes [{name, status, collectors, wall_s, forward_p50_ms, ratio (pass-level, older
   key), cost and pass_level ({method, ratio, low, high, q1, q3, blocks, block_ratios, forward_on_ms,
   forward_off_ms, covers, always_on, added_blocks, extension, shapes (only where blocks mixed input shapes),
-  resolved}: paired_cost.PassCostFigure; an
+  resolved, unresolved_why (only where not resolved)}: paired_cost.PassCostFigure; an
   unresolved cost has ratio null, its blocks' median under ratio_unresolved and the report's words under
   text), neighbours (hwprof.perf.neighbours.NeighbourLoad: other work on the run's CPUs during the pass)}],
   outside_layers_ms, outside_layers_share, outside_layers_cpu_ms, between_ops_ms,
   between_ops_share, between_ops_layers [[layer, ms, share]], harness_vs_reference, missing}
-- findings: [{title, evidence, kind, weight}] ranked; kind "caveat" for notes on the data itself
+- findings: [{title, evidence, kind, weight, topic, layers, sources, unconfirmed}] ranked; kind "caveat" for notes
+  on the data itself; sources: the measurements a finding rests on; unconfirmed: why it is not a measured fact
+  (a pass under it was unfit for a verdict: hwprof.analysis.health), listed after the ranked ones
 - unavailable: {collector: {status, reason, fix}} for every collector that did not fully run
 - advice: advice.json as Advice.to_dict() (hwprof/analysis/advice.py: baseline, device, rows in display order
   with ranked and breakeven_inferences, blocks, methods, notes, wall_s), or null when the run was not advised

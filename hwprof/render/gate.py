@@ -38,6 +38,8 @@ def moved(v: Verdict, threshold: float) -> list[Figure]:
 
 
 def _interval(f: Figure) -> str:
+    if f.why:
+        return f"not judged: {f.why}"
     return f"x{f.low:.3f} - x{f.high:.3f}" if f.low is not None and f.high is not None else "exact"
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
+from hwprof.analysis.finding import labelled
 from hwprof.render.advice_table import advice_spec, heading
 from hwprof.render.report import header_lines, specs, unavailable_lines
 from hwprof.render.summary import (
@@ -87,21 +88,16 @@ def _links(layers: tuple[int, ...], layered: set[str]) -> list[tuple[str, str]]:
 
 
 def _findings(a: Analysis, layered: set[str]) -> list[HtmlFinding]:
-    out, n = [], 0
-    for f in a.findings:
-        caveat = f.kind == "caveat"
-        if not caveat:
-            n += 1
-        out.append(
-            HtmlFinding(
-                label="note" if caveat else f"{n}.",
-                title=f.title,
-                evidence=f.evidence,
-                caveat=caveat,
-                layers=_links(f.layers, layered),
-            )
+    return [
+        HtmlFinding(
+            label=label,
+            title=f.title,
+            evidence=f.evidence + (f"; unconfirmed: {f.unconfirmed}" if f.unconfirmed else ""),
+            caveat=not f.ranked,
+            layers=_links(f.layers, layered),
         )
-    return out
+        for label, f in labelled(a.findings)
+    ]
 
 
 def _tables(a: Analysis) -> list[HtmlTable]:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.neighbours import unresolved_text
-from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, PassCostFigure
+from hwprof.analysis.paired_cost import MIN_BLOCKS, PAIRED, PASS_LEVEL, PassCostFigure
 from hwprof.render.fmt import ms, num, pct
 from hwprof.render.tables import MISSING, Col, TableSpec
 
@@ -31,7 +30,7 @@ def overhead_spec(a: Analysis) -> TableSpec:
 
 def _unresolved_notes(o: Overheads) -> list[tuple[str, str]]:
     """(pass, why its cost is not resolved) for each pass whose cost cell says only "not resolved"."""
-    return [(p.name, unresolved_text(p.neighbours)) for p in o.passes if p.cost and not p.cost.resolved]
+    return [(p.name, p.cost_text(short=False) or "") for p in o.passes if p.cost and not p.cost.resolved]
 
 
 def _cost_cell(p: PassCost, note: int | None) -> str:
@@ -41,12 +40,10 @@ def _cost_cell(p: PassCost, note: int | None) -> str:
 
 
 def _spread_cell(cost: PassCostFigure) -> str:
-    """The cost's spread, figures only (what they are is in SPREAD_NOTE)."""
+    """The cost's spread, figures only (what they are is in SPREAD_NOTE); "none" for one block."""
     if cost.low is None or cost.high is None:
         return MISSING
-    if cost.method == PAIRED and cost.q1 is not None and cost.q3 is not None and cost.blocks >= 4:
-        return f"{cost.q1:.3f}-{cost.q3:.3f}"
-    return f"{cost.low:.3f}-{cost.high:.3f}" if cost.method == PAIRED else f"{cost.low:.2f}-{cost.high:.2f}"
+    return cost.spread_figures() or "none"
 
 
 def _blocks_cell(cost: PassCostFigure) -> str:
@@ -56,9 +53,9 @@ def _blocks_cell(cost: PassCostFigure) -> str:
 
 
 SPREAD_NOTE = (
-    "spread: the paired blocks' ratios, their quartiles where there are 4 blocks or more, else their range; "
-    "blocks: ABBA blocks paired (+ those added to resolve the cost); a pass-level estimate's spread is the timing "
-    "pass's IQR"
+    f"spread: the paired blocks' ratios, their quartiles where there are {MIN_BLOCKS} blocks or more, else their "
+    "range; blocks: ABBA blocks paired (+ those added to resolve the cost); a pass-level estimate's spread is the "
+    "timing pass's IQR"
 )
 
 

@@ -19,6 +19,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from hwprof.analysis.finding import labelled
 from hwprof.analysis.run_analysis import Analysis
 from hwprof.core.isa_units import units_text, uses_text
 from hwprof.render.advice_table import advice_markdown, advice_renderables
@@ -217,16 +218,17 @@ def _findings_renderable(a: Analysis) -> RenderableType:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
-    n = 0
-    for f in a.findings:
-        caveat = f.kind == "caveat"
-        if not caveat:
-            n += 1
-        cell = Text(f.title, style="dim" if caveat else "")
+    rows = labelled(a.findings)
+    for label, f in rows:
+        cell = Text(f.title, style="" if f.ranked else "dim")
         cell.append(f"\n{f.evidence}", style="dim")
-        grid.add_row("note" if caveat else f"{n}.", cell)
+        if f.unconfirmed:
+            cell.append(f"\nunconfirmed: {f.unconfirmed}", style="yellow")
+        grid.add_row(label, cell)
     parts: list[RenderableType] = [Text("findings", style="bold")]
-    if n == 0:
+    if any(f.unconfirmed for _, f in rows) and not any(f.ranked for _, f in rows):
+        parts.append(Text("  none confirmed: each finding below rests on a pass unfit for a verdict"))
+    elif not any(f.ranked for _, f in rows):
         parts.append(Text("  none: no rule found a clear signal in this run's data"))
     parts.append(grid)
     return Group(*parts)
@@ -278,13 +280,12 @@ def render_markdown(a: Analysis, top: int = TOP_DEFAULT) -> str:
     for spec in specs(a, top):
         lines.append(markdown(spec))
     lines += ["### findings", ""]
-    n = 0
-    for f in a.findings:
-        if f.kind == "caveat":
-            lines.append(f"- note: {f.title} ({f.evidence})")
+    for label, f in labelled(a.findings):
+        if f.ranked:
+            lines.append(f"{label} **{f.title}**: {f.evidence}")
         else:
-            n += 1
-            lines.append(f"{n}. **{f.title}**: {f.evidence}")
+            why = f"; unconfirmed: {f.unconfirmed}" if f.unconfirmed else ""
+            lines.append(f"- {label}: {f.title} ({f.evidence}{why})")
     lines += ["", "### run details", ""]
     lines += [f"- **{key}**: {value}" for key, value in header_lines(a)]
     unavailable = unavailable_lines(a)

@@ -122,7 +122,7 @@ def top_layers_spec(a: Analysis, n: int = TOP_LAYERS) -> TableSpec | None:
 
 
 def top_findings(a: Analysis, n: int = TOP_FINDINGS) -> list[SummaryFinding]:
-    ranked = [f for f in a.findings if f.kind != "caveat"]
+    ranked = [f for f in a.findings if f.ranked]
     return [SummaryFinding(i + 1, f.title, f.evidence, f.layers) for i, f in enumerate(ranked[:n])]
 
 
@@ -170,17 +170,36 @@ def summary_renderables(a: Analysis, console: Console) -> list[RenderableType]:
     return parts
 
 
+def withheld_line(a: Analysis) -> str | None:
+    """The findings kept off the first screen because a pass under them was unfit for a verdict, or None."""
+    held = [f for f in a.findings if f.unconfirmed]
+    if not held:
+        return None
+    passes = [name for name, why in a.health.unfit.items() if any(why in f.unconfirmed for f in held)]
+    names = " and ".join(filter(None, (", ".join(passes[:-1]), passes[-1]))) if passes else "?"
+    return (
+        f"{len(held)} {'finding' if len(held) == 1 else 'findings'} withheld as unconfirmed: the {names} "
+        f"{'pass was' if len(passes) == 1 else 'passes were'} disturbed or ran at another speed (each reason "
+        "with its finding below)"
+    )
+
+
 def _findings_grid(a: Analysis) -> RenderableType:
     found = top_findings(a)
+    held = withheld_line(a)
     if not found:
-        return Text("top findings: none (no rule found a clear signal in this run's data)")
+        text = "top findings: none (no rule found a clear signal in this run's data)"
+        return Text(f"top findings: none confirmed; {held}" if held else text)
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True, style="bold")
     grid.add_column()
     for f in found:
         grid.add_row(f"{f.rank}.", Text(f.title))
         grid.add_row("", Text(f.evidence, style="dim", no_wrap=True, overflow="ellipsis"))
-    return Group(Text(f"top findings ({len(found)} of the ranked list below)", style="bold"), grid)
+    parts: list[RenderableType] = [Text(f"top findings ({len(found)} of the ranked list below)", style="bold"), grid]
+    if held:
+        parts.append(Text(held, style="yellow"))
+    return Group(*parts)
 
 
 def summary_markdown(a: Analysis) -> str:
@@ -193,6 +212,8 @@ def summary_markdown(a: Analysis) -> str:
         lines.append(markdown(spec))
     lines += ["**top findings**", ""]
     lines += [f"{f.rank}. {f.title}: {f.evidence}" for f in top_findings(a)] or ["none"]
+    held = withheld_line(a)
+    lines += ["", held] if held else []
     lines.append("")
     lines += [f"**{line}**" if line.startswith("what to do") else line for line in advice_lines(a)]
     missing = not_measured_line(a)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.core.markers import Marker, read_marker_file
+from hwprof.rundir.invariants import check_invariants, correct_old_fps
 from hwprof.rundir.lock import holder
-from hwprof.rundir.magnitudes import check_magnitudes
 from hwprof.rundir.names import (
     ADVICE_JSON,
     LAYER_ERRORS_FILE,
@@ -132,7 +132,8 @@ class RunData:
         if not path.is_file():
             raise RunDirError(f"{root} is not a run directory (no {RUN_JSON})")
         data = cls(root, RunDoc.load(path))
-        check_magnitudes(data.doc, str(path))
+        data.warnings += correct_old_fps(data.doc)
+        check_invariants(data.doc, str(path))
         data.shown_status = str(data.doc.status or "?")
         if data.doc.status == "running":
             abandoned, warning = abandoned_or_running(root)

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.check import RunDirError, found
 from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.run import NeighboursDoc
 
 ADVICE_SCHEMA = 1
 """advice.json's "schema": the version this hwprof writes and reads."""
@@ -114,7 +115,7 @@ class AdviceRowDoc(Record):
     variant_run: str | None = None
     stages: list[StageDeltaDoc] = field(default_factory=list)
     stages_note: str | None = None
-    neighbours: dict[str, JsonObject] | None = None
+    neighbours: dict[str, NeighboursDoc] | None = None
     """Worker process -> hwprof.perf.neighbours.NeighbourLoad as written."""
     disturbed: str | None = None
     minor_faults: list[float] | None = None

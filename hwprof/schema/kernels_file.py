@@ -40,8 +40,8 @@ class KernelCauseRow(Record):
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("cause",)
     cause: str = ""
-    share: float | None = None
-    samples: int | None = None
+    share: Share | None = None
+    samples: Count | None = None
     parts: list[Any] | None = None
 
 
@@ -52,7 +52,7 @@ class KernelTable(Record):
     samples: Count | None = None
     threads: JsonObject | None = None
     """Thread id -> its samples in the table."""
-    kinds: dict[str, float] | None = None
+    kinds: dict[str, Share] | None = None
     """Kind of code -> its share of the table's sampled time."""
     cpi: NonNegative | None = None
     kernels: list[KernelRow] = field(default_factory=list)
@@ -60,7 +60,7 @@ class KernelTable(Record):
     """Layers only."""
     kernel_causes: list[KernelCauseRow] = field(default_factory=list)
     """The kernel-space share split by cause; absent in files written before callchains were read."""
-    kernel_by_leaf: float | None = None
+    kernel_by_leaf: Share | None = None
     """Share of the table's sampled time in the kernel whose cause came from the leaf symbol alone
     (no callchain recorded)."""
 

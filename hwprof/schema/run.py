@@ -183,6 +183,30 @@ class PassCostDoc(Record):
     """The ABBA blocks that mixed input shapes (PassCostFigure.shapes)."""
     method_text: str | None = None
     resolved: bool | None = None
+    """As written: a reader works it out again from the blocks (PassCostFigure.resolved; a run from before
+    paired_cost.MIN_BLOCKS may say true of 1 block)."""
+    unresolved_why: str | None = None
+    """Why the cost is not resolved (PassCostFigure.unresolved_why), only where it is not."""
+
+
+@dataclass(kw_only=True)
+class NeighboursDoc(Record):
+    """Other work on the run's CPUs during one pass (hwprof.perf.neighbours.NeighbourLoad as written), or why it
+    could not be measured (status "unavailable", reason, fix)."""
+
+    wall_s: NonNegative | None = None
+    cpus: list[Any] | None = None
+    other_cpu_s: NonNegative | None = None
+    share: Share | None = None
+    """other_cpu_s / (wall_s x len(cpus)): the share of the run's CPUs' capacity others took."""
+    steal_s: NonNegative | None = None
+    own_cpu_s: NonNegative | None = None
+    top: list[Any] | None = None
+    scans: Count | None = None
+    method: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    fix: str | None = None
 
 
 @dataclass(kw_only=True)
@@ -198,7 +222,7 @@ class PassDoc(Record):
     collectors: list[Any] | None = None
     log: str | None = None
     host_steal_share: Share | None = None
-    neighbours: JsonObject | None = None
+    neighbours: NeighboursDoc | None = None
     forward_p50_ms: NonNegative | None = None
     overhead_vs_timing: NonNegative | None = None
     overhead: PassCostDoc | None = None

@@ -40,6 +40,7 @@ from hwprof.session.outcome import PassOutcome, complete_results, pass_status, s
 from hwprof.session.pass_inputs import images_doc, pass_env
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.program_passes import ProgramPasses
+from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line, thread_failure
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent, progress_from_json
@@ -107,6 +108,8 @@ class Session:
         """run.json's status when the collect ends: complete, partial (a pass did not end ok), failed, interrupted."""
         self.programs = ProgramPasses()
         """A user's program: what its passes found that changes the later ones (no model, its failure)."""
+        self.disk_full_stop = False
+        """A full disk stopped the collect (run.json's error says where): no exports are tried."""
 
     def _write_inputs(self) -> None:
         write_config(self.run_dir, self.config)
@@ -144,6 +147,14 @@ class Session:
                         with contextlib.suppress(Exception):
                             tool.abandon()
                     raise
+                except (RuntimeError, OSError) as exc:  # collect's own process could not start a thread
+                    if not cannot_start(exc):
+                        raise
+                    what = f"collect could not start a thread to follow pass {plan.name} ({exc})"
+                    line = task_limit_line(what, self.config)
+                    child.stop(running.proc, grace_s=0.0)
+                    self._finish_pass(running, "failed", line)
+                    raise TaskLimitError(line) from None
             if self.stop.requested and status == "ok":
                 status, error = "interrupted", self._stop_text()
         return self._finish_pass(running, status, error)
@@ -157,16 +168,24 @@ class Session:
         write_command(ctx.out_dir, command)
         started = time.monotonic()
         steal_at_start = steal_ns()
-        self._watch = NeighbourWatch().start()
-        proc = subprocess.Popen(
-            command,
-            stdout=subprocess.PIPE,
-            stderr=log,
-            cwd=self.run_dir,
-            text=True,
-            env=pass_env(self.config, collectors, ctx, self.programs.env()),
-            start_new_session=True,
-        )
+        try:
+            self._watch = NeighbourWatch().start()
+            proc = subprocess.Popen(
+                command,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                cwd=self.run_dir,
+                text=True,
+                env=pass_env(self.config, collectors, ctx, self.programs.env()),
+                start_new_session=True,
+            )
+        except (RuntimeError, OSError) as exc:  # no pass is recorded: its worker never ran
+            if not cannot_start(exc):
+                raise
+            self._watch = None
+            what = "thread" if isinstance(exc, RuntimeError) else "worker"
+            line = task_limit_line(f"collect could not start pass {plan.name}'s {what} ({exc})", self.config)
+            raise TaskLimitError(line) from None
         return RunningPass(plan, ctx, proc, started, steal_at_start)
 
     def _attach(self, running: RunningPass, collectors: list[Collector]) -> str:
@@ -222,10 +241,12 @@ class Session:
         worker = RunData(self.run_dir, self.run).pass_result(running.plan.name)
         results = worker_results(worker)
         status, error = pass_status(status, error, worker, returncode, out_dir / WORKER_LOG)
+        status, error, limited = self._thread_limited(running.plan.name, status, error, results, out_dir / WORKER_LOG)
         self._finish_tools(running, returncode, results, status, error)
         complete_results(results, running.plan.collectors, status, error)
         wall = time.monotonic() - running.started
         outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
+        outcome.limited = limited
         outcome.runtime = worker.runtime
         outcome.program = worker.program
         outcome.frames = worker.frames
@@ -235,6 +256,24 @@ class Session:
         outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)
         self.outcomes.append(outcome)
         return outcome
+
+    def _thread_limited(
+        self, name: str, status: str, error: str, results: dict[str, CollectorResult], log: Path
+    ) -> tuple[str, str, bool]:
+        """A worker that could not start a thread or process fails with the limit named (and whether it did),
+        never "stopped by" a signal hwprof did not send: numpy's OpenBLAS raises SIGINT on itself when it cannot
+        start its threads, and the worker took that for a stop."""
+        ours = status == "interrupted" and self.stop.requested
+        cause = thread_failure(log) if status in ("failed", "interrupted") and not ours else ""
+        if not cause:
+            if status == "interrupted" and not ours:
+                error += " (hwprof sent no stop: it came from outside collect, or from the worker itself)"
+            return status, error, False
+        line = task_limit_line(f"pass {name}'s worker could not start a thread ({cause})", self.config)
+        for result in results.values():
+            if result.status == "interrupted":
+                result.status, result.reason = "failed", line
+        return "failed", line, True
 
     def _finish_tools(
         self, running: RunningPass, returncode: int, results: dict[str, CollectorResult], status: str, error: str
@@ -282,6 +321,9 @@ class Session:
                 self.stop.note(signal.SIGINT)
             with self.stop.deferred():
                 self._record_rest()
+        except TaskLimitError as exc:  # a thread or process could not start: the line names the limit
+            self._cut(str(exc))
+            raise
         except CollectError:
             self.final = "failed"
             raise
@@ -289,10 +331,15 @@ class Session:
             self._record_rest(write=False)  # finalize writes it, after the reserve is given back
             self.final = "failed"
             self.run.update(error=str(exc))
+            self.disk_full_stop = True
             raise
         except OSError as exc:
             if self.gone():  # whichever write found it first: the run directory, by name, is what happened
                 raise self.gone_error() from exc
+            self._cut(f"{type(exc).__name__}: {exc}")
+            raise
+        except Exception as exc:  # hwprof's own failure: never "complete"
+            self._cut(f"{type(exc).__name__}: {exc}")
             raise
         finally:
             if self.gone() or not self.run.status:  # nothing can be saved, or nothing was started
@@ -300,6 +347,17 @@ class Session:
             else:
                 self._end(plan, reserve)
         return self.run
+
+    def _cut(self, error: str) -> None:
+        """The collect cannot go on (`error`): the passes that ended are recorded (finalize writes them), and the
+        run ends partial where one of them ended ok, else failed."""
+        self._record_rest(write=False)
+        self.final = "partial" if self._any_ok() else "failed"
+        self.run.update(error=error)
+
+    def _any_ok(self) -> bool:
+        """Whether a pass ended ok: a run without one has measured nothing whole, and is never complete."""
+        return any(p.status == "ok" for p in self.run.passes.values())
 
     def _start(self, plan: Plan, command_line: list[str]) -> None:
         """The inputs every pass reads, and run.json as it stands before the first pass ("running")."""
@@ -342,6 +400,8 @@ class Session:
                 self.final = "partial"  # a program's run with no model has whole-process figures only
             if program_failed:
                 break
+            if outcome.limited:  # every later pass would run out as well
+                raise TaskLimitError(outcome.error)
             if outcome.returncode == 3 and not self.stop.requested:
                 # The workload itself failed (model, weights, images): every later pass would too.
                 log = self.run_dir / PASSES / outcome.name / WORKER_LOG
@@ -360,6 +420,8 @@ class Session:
             if self.stop.requested:
                 self.final = "interrupted"
                 self.run.update(interrupted=interruption(self.run, plan, self.stop))
+            elif self.final == "complete" and not self._any_ok():
+                self.final = "failed"
             if self.config.annotate:
                 self.run.update(annotated=keep_annotated(self.run_dir, self.run, Path(self.config.annotate)))
             self.run.update(status=self.final, finished=datetime.now(UTC).isoformat(timespec="seconds"))
@@ -367,9 +429,9 @@ class Session:
             try:
                 self.data = finalize(self.named_dir, self.run)
             except DiskFullError:
-                if self.run.error is None:  # else the first full write is the one to report
+                if not self.disk_full_stop:  # else the first full write is the one to report
                     raise
-        if self.data is not None and self.run.error is None:  # a full disk stopped it: no exports to try
+        if self.data is not None and not self.disk_full_stop:  # a full disk stopped it: no exports to try
             self.analysis = write_final_exports(self.data)  # after a second signal too: a third one cuts it
 
     def _pass_dir(self, plan: PassPlan) -> Path:

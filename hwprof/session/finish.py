@@ -16,7 +16,7 @@ from hwprof.analysis.paired_cost import PassCostFigure
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.analysis.workload import workload_view
 from hwprof.core.atomic import DiskFullError
-from hwprof.core.spans import forward_p50_ms, program_stage_stats, stage_stats
+from hwprof.core.spans import forward_p50_ms, frames_per_second, program_stage_stats, stage_stats
 from hwprof.render.export import report_files
 from hwprof.render.report import TOP_DEFAULT, check_options, render_rich, report
 from hwprof.rundir.lock import clear_dead_holders_reserve
@@ -25,7 +25,7 @@ from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_plot_files, write_report_files, write_report_html, write_run_json
 from hwprof.schema.codec import json_value
 from hwprof.schema.run import ModelDoc, PassCostDoc, RunDoc, StageLatency
-from hwprof.schema.summaries_cpu import FlopsSummary
+from hwprof.schema.summaries_cpu import FlopsSummary, TimingSummary
 
 
 def finalize(run_dir: Path, run: RunDoc) -> RunData:
@@ -81,7 +81,11 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
         whole = stats.get("iteration")
         batch = _batch(run) if whole else None  # a run with no iteration stage (an imported one) needs none
         if whole and batch:
-            run.update(fps=batch / whole.p50_ms * 1e3)
+            run.update(fps=frames_per_second(batch, whole.p50_ms))
+        clean = run.entry(TimingSummary.NAME).summary
+        clean_whole = (clean.stages or {}).get("iteration") if isinstance(clean, TimingSummary) else None
+        if isinstance(clean, TimingSummary) and clean_whole is not None and clean_whole.p50_ms and batch:
+            clean.fps = frames_per_second(batch, clean_whole.p50_ms)  # a program's batch: its model's, not --batch
     from hwprof.analysis.paired_cost import pass_figures
 
     timing = data.markers("timing") if "timing" in data.pass_names else None

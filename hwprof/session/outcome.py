@@ -41,6 +41,8 @@ class PassOutcome:
     """A video input's frames read, and the annotated frames written."""
     inputs: InputsDoc | None = None
     """The input shapes the pass's forwards were given, with their calls."""
+    limited: bool = False
+    """Its worker could not start a thread or process (its error names the limit): the collect stops there."""
 
 
 def worker_results(worker: PassResult) -> dict[str, CollectorResult]:

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.paired_cost import UNRESOLVED_IQR, PassCostFigure, best_case_iqr, paired_cost
+from hwprof.analysis.paired_cost import MIN_BLOCKS, UNRESOLVED_IQR, PassCostFigure, best_case_iqr, paired_cost
 from hwprof.collectors.base import Collector, PassContext
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, MarkerLog
@@ -67,9 +67,11 @@ class Extension:
     used_s: float = 0.0
     stopped: str = ""
     stopped_by: str = ""
-    """RESOLVED, TIME (no time left for the next block, or pair, at the pace of the last one), NOISE (even every
-    block the time left allows, all at one ratio, could not bring the quartiles within UNRESOLVED_IQR) or
-    ITERATIONS (a collector's limit)."""
+    """RESOLVED, TIME (no time left for the next block, or pair, at the pace of the last one, or for enough blocks
+    to reach paired_cost.MIN_BLOCKS), NOISE (even every block the time left allows, all at one ratio, could not
+    bring the quartiles within UNRESOLVED_IQR) or ITERATIONS (a collector's limit, reached or too near for
+    MIN_BLOCKS). Added blocks that mixed input shapes are left out of the figure as planned ones are: the words
+    then say how many."""
     resolved: bool = False
 
     @property
@@ -117,27 +119,23 @@ def extend(
     clock: Callable[[], float] = time.monotonic,
 ) -> tuple[int, Extension | None]:
     """After a paired pass's planned blocks (`measured` measured iterations, which took planned_s): while
-    `figure()` does not resolve, one more ABBA block through `step(on, index)`, within config.paired_extend_ratio
-    x planned_s (at most config.paired_extend_max_s). Before each block it stops when the block would not fit at
-    the last one's pace (TIME), past a collector's iteration limit (ITERATIONS), or when even every block the time
-    left allows, all at one ratio, could not bring the quartiles within UNRESOLVED_IQR (NOISE: best_case_iqr);
+    `figure()` does not resolve (too few blocks, paired_cost.MIN_BLOCKS, or quartiles too far apart), one more
+    ABBA block through `step(on, index)`, within config.paired_extend_ratio x planned_s (at most
+    config.paired_extend_max_s). Before each block it stops when the block would not fit at the last one's pace
+    (TIME), past a collector's iteration limit (ITERATIONS), when the blocks within reach of either could not
+    make MIN_BLOCKS (TIME or ITERATIONS, in words), or when even every block the time left allows, all at one
+    ratio, could not bring the quartiles within UNRESOLVED_IQR (NOISE: best_case_iqr);
     between a block's two pairs it checks the time again (a host that slows mid-block overruns by one pair at
     most). Returns the measured count and the extension (None: the planned blocks resolved, or no figure)."""
     now = figure()
     if now is None or now.resolved:
         return measured, None
-    assert now.q1 is not None and now.q3 is not None
+    first = now
     budget = _Budget(
         min(planned_s * config.paired_extend_ratio, config.paired_extend_max_s), clock(), max_measured, clock
     )
-    ext = Extension(
-        now.blocks,
-        round(planned_s, 3),
-        round(budget.limit_s, 3),
-        f"the planned blocks' ratios did not resolve the cost (quartiles {now.q1:.3f}-{now.q3:.3f}, more than "
-        f"{UNRESOLVED_IQR:.2f} apart)",
-    )
-    pair_s = planned_s / max(2 * now.blocks, 1)
+    ext = Extension(now.blocks, round(planned_s, 3), round(budget.limit_s, 3), _why_extend(now))
+    pair_s = planned_s / max(measured, 1)  # each measured iteration with its clean one (all, left out ones too)
     while not now.resolved:
         stop = _why_stop(now, budget, 2 * pair_s, measured)
         if stop:
@@ -161,6 +159,10 @@ def extend(
             break
     if now.resolved:
         ext.stopped_by, ext.stopped = RESOLVED, "resolved"
+    else:
+        ext.stopped += _left_out_words(ext.added_blocks, now.blocks - first.blocks)
+        if now.too_few_blocks and not ext.stopped.startswith("too few"):
+            ext.stopped += f"; still {now.too_few_blocks}"
     ext.used_s = round(budget.used(), 3)
     ext.resolved = now.resolved
     return measured, ext
@@ -173,6 +175,25 @@ def _time_words(budget: _Budget, what: str) -> str:
     )
 
 
+def _why_extend(now: PassCostFigure) -> str:
+    """Why the planned blocks did not resolve the cost (Extension.reason)."""
+    if now.too_few_blocks:
+        return f"the planned blocks were too few to resolve the cost ({now.too_few_blocks})"
+    return (
+        f"the planned blocks' ratios did not resolve the cost (quartiles {now.q1:.3f}-{now.q3:.3f}, more than "
+        f"{UNRESOLVED_IQR:.2f} apart)"
+    )
+
+
+def _left_out_words(added: int, counted: int) -> str:
+    """Where the added blocks did not all count (they mixed input shapes, as the figure's own blocks may): how many
+    were left out, for the stop's words."""
+    left_out = added - max(counted, 0)
+    if added <= 0 or left_out <= 0:
+        return ""
+    return f"; {left_out} of the {added} added block(s) mixed input shapes and are left out of the figure"
+
+
 def _why_stop(now: PassCostFigure, budget: _Budget, block_s: float, measured: int) -> tuple[str, str] | None:
     """(stopped_by, words) where another block should not run; None where it should."""
     if not budget.fits(block_s):
@@ -180,6 +201,16 @@ def _why_stop(now: PassCostFigure, budget: _Budget, block_s: float, measured: in
     if budget.max_measured is not None and measured + 2 > budget.max_measured:
         return ITERATIONS, f"a collector's limit of {budget.max_measured} measured iterations"
     left = budget.blocks_left(block_s, measured)
+    if now.blocks + left < MIN_BLOCKS:  # not even every block within reach makes enough
+        by_time = int((budget.limit_s - budget.used()) // block_s) if block_s > 0 else left
+        bound = (
+            f"a collector's limit of {budget.max_measured} measured iterations"
+            if budget.max_measured is not None and left < by_time
+            else f"the time left of a {budget.limit_s:.1f} s limit"
+        )
+        return (ITERATIONS if left < by_time else TIME), (
+            f"too few blocks within reach ({now.blocks} of the {MIN_BLOCKS} a cost needs; {bound} allows {left} more)"
+        )
     best = best_case_iqr(now.block_ratios, left)
     if best > UNRESOLVED_IQR:
         return NOISE, (

@@ -8,7 +8,7 @@ from hwprof.rundir.names import PASSES, WORKER_LOG
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.host import PeaksDoc
 from hwprof.schema.pass_files import RuntimeFile
-from hwprof.schema.run import PassDoc, RunDoc, RuntimeDoc
+from hwprof.schema.run import NeighboursDoc, PassDoc, RunDoc, RuntimeDoc
 from hwprof.schema.runtime_checks import ProfiledPass
 from hwprof.session.outcome import PassOutcome
 from hwprof.session.plan import Plan
@@ -38,7 +38,9 @@ def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
         collectors=sorted(outcome.results),
         log=f"{PASSES}/{outcome.name}/{WORKER_LOG}",
         host_steal_share=outcome.host_steal_share,
-        neighbours=json_value(neighbours_json(outcome.neighbours)),
+        neighbours=NeighboursDoc.from_json(
+            json_value(neighbours_json(outcome.neighbours)), where, f"passes.{outcome.name}.neighbours."
+        ),
     )
     if outcome.program is not None:
         entry.update(program=outcome.program)
