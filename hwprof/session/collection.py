@@ -40,7 +40,7 @@ from hwprof.session.outcome import PassOutcome, complete_results, pass_status, s
 from hwprof.session.pass_inputs import images_doc, pass_env
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.program_passes import ProgramPasses
-from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line, thread_failure
+from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line, thread_limited
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent, progress_from_json
@@ -241,7 +241,8 @@ class Session:
         worker = RunData(self.run_dir, self.run).pass_result(running.plan.name)
         results = worker_results(worker)
         status, error = pass_status(status, error, worker, returncode, out_dir / WORKER_LOG)
-        status, error, limited = self._thread_limited(running.plan.name, status, error, results, out_dir / WORKER_LOG)
+        log, sent = out_dir / WORKER_LOG, self.stop.requested
+        status, error, limited = thread_limited(running.plan.name, status, error, results, log, sent, self.config)
         self._finish_tools(running, returncode, results, status, error)
         complete_results(results, running.plan.collectors, status, error)
         wall = time.monotonic() - running.started
@@ -256,24 +257,6 @@ class Session:
         outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)
         self.outcomes.append(outcome)
         return outcome
-
-    def _thread_limited(
-        self, name: str, status: str, error: str, results: dict[str, CollectorResult], log: Path
-    ) -> tuple[str, str, bool]:
-        """A worker that could not start a thread or process fails with the limit named (and whether it did),
-        never "stopped by" a signal hwprof did not send: numpy's OpenBLAS raises SIGINT on itself when it cannot
-        start its threads, and the worker took that for a stop."""
-        ours = status == "interrupted" and self.stop.requested
-        cause = thread_failure(log) if status in ("failed", "interrupted") and not ours else ""
-        if not cause:
-            if status == "interrupted" and not ours:
-                error += " (hwprof sent no stop: it came from outside collect, or from the worker itself)"
-            return status, error, False
-        line = task_limit_line(f"pass {name}'s worker could not start a thread ({cause})", self.config)
-        for result in results.values():
-            if result.status == "interrupted":
-                result.status, result.reason = "failed", line
-        return "failed", line, True
 
     def _finish_tools(
         self, running: RunningPass, returncode: int, results: dict[str, CollectorResult], status: str, error: str

@@ -29,6 +29,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -36,6 +37,9 @@ from hwprof.core.atomic import human_bytes
 from hwprof.core.config import RunConfig
 from hwprof.rundir.logs import log_lines
 from hwprof.session.plan import CollectError
+
+if TYPE_CHECKING:
+    from hwprof.collectors.base import CollectorResult
 
 WORKER_EXTRA = 400 * 2**20
 """What a pass's worker maps beyond the probe (its collectors, their threads' stacks and malloc arenas): a
@@ -260,6 +264,32 @@ def thread_failure(log: Path) -> str:
         if any(words in line for words in THREAD_FAILURES):
             return line.strip()
     return ""
+
+
+def thread_limited(
+    name: str,
+    status: str,
+    error: str,
+    results: dict[str, CollectorResult],
+    log: Path,
+    stop_sent: bool,
+    config: RunConfig,
+) -> tuple[str, str, bool]:
+    """A pass's status and error given its worker's log, and whether a thread or process could not start in it.
+    Such a worker fails with the limit named (task_limit_line), never "stopped by" a signal hwprof did not send
+    (`stop_sent`): numpy's OpenBLAS raises SIGINT on itself when it cannot start its threads, and the worker took
+    that for a stop."""
+    ours = status == "interrupted" and stop_sent
+    cause = thread_failure(log) if status in ("failed", "interrupted") and not ours else ""
+    if not cause:
+        if status == "interrupted" and not ours:
+            error += " (hwprof sent no stop: it came from outside collect, or from the worker itself)"
+        return status, error, False
+    line = task_limit_line(f"pass {name}'s worker could not start a thread ({cause})", config)
+    for result in results.values():
+        if result.status == "interrupted":
+            result.status, result.reason = "failed", line
+    return "failed", line, True
 
 
 def task_limit_line(what: str, config: RunConfig) -> str:
