@@ -77,7 +77,7 @@ def test_the_report_lists_an_unconfirmed_finding_with_its_reason(tmp_path: Path)
 
 def test_a_rule_that_does_not_say_what_it_rests_on_cannot_speak() -> None:
     with pytest.raises(AssertionError, match="finding without sources"):
-        follow_health([Finding("t", "e", "hotspot", 0.5)], RunHealth(), {})
+        follow_health([Finding("t", "e", "hotspot", 0.5)], RunHealth())
 
 
 def test_health_joins_each_unfit_pass_once() -> None:

@@ -10,6 +10,7 @@ about the data itself (noise, few iterations, a busy host, hook overhead) come a
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 from hwprof.analysis.finding import CAVEAT, COUNTERS, KERNELS, LAYER_TIME, TIMING, TRACE, Finding, pct
 from hwprof.analysis.health import RunHealth, follow_health
@@ -244,10 +245,9 @@ def _unresolved_costs(over: Overheads) -> list[Finding]:
         fix = "collect with more --iters"
         if not c.cost.too_few_blocks:
             fix += ", or when these CPUs are free, for a cost of a few %"
-        others = others_text(c.neighbours)
         out.append(
             _caveat(
-                f"the paired cost of the {c.name} pass is {cost_words(c.cost, lambda: others)}",
+                f"the paired cost of the {c.name} pass is {cost_words(c.cost, partial(others_text, c.neighbours))}",
                 f"{c.cost.unresolved_why}{added}: {fix}",
             )
         )
@@ -263,13 +263,12 @@ def findings(
     limit: int = 10,
     host_time: bool = False,
     health: RunHealth | None = None,
-    passes: dict[str, str] | None = None,
 ) -> list[Finding]:
     """host_time: the layer times are the host's launch times (a GPU run), which the hotspot findings say.
 
     Each rule's findings are stamped with the measurements they rest on; where `health` says a pass under them
     was unfit for a verdict (hwprof.analysis.health), they are unconfirmed: listed after the ranked ones with the
-    reason, never ranked. `passes` maps each measurement to the pass of this run that made it."""
+    reason, never ranked."""
     produced = [
         (hotspots(report, host_time), (LAYER_TIME,)),
         (type_share(types, host_time), (LAYER_TIME,)),
@@ -284,6 +283,6 @@ def findings(
     ]
     ranked = [replace(f, sources=sources) for found, sources in produced for f in found]
     ranked.sort(key=lambda f: -f.weight)
-    ranked = follow_health(ranked, health or RunHealth(), passes or {})
+    ranked = follow_health(ranked, health or RunHealth())
     kept = [f for f in ranked if f.ranked][:limit] + [f for f in ranked if not f.ranked]
     return kept + caveats(report, table, over) + thin_layers(report)

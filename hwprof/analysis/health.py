@@ -39,11 +39,19 @@ class RunHealth:
 
     unfit: dict[str, str] = field(default_factory=dict)
     """Pass name -> why its figures are not fit for a verdict (absent: fit)."""
+    passes: dict[str, str] = field(default_factory=dict)
+    """Each measurement a finding can rest on (hwprof.analysis.finding's TIMING, LAYER_TIME, ...) -> the pass of
+    this run that made it (absent: not made): evidence_passes."""
 
     def why(self, passes: Iterable[str]) -> str | None:
         """Why figures from these passes may not carry a verdict (their reasons joined), or None: they may."""
         reasons = [self.unfit[p] for p in dict.fromkeys(passes) if p in self.unfit]
         return "; ".join(reasons) or None
+
+    def unfit_under(self, sources: Iterable[str]) -> list[str]:
+        """The unfit passes that made these measurements (Finding.sources), in the run's pass order."""
+        made = {self.passes[s] for s in sources if s in self.passes}
+        return [p for p in self.unfit if p in made]
 
 
 def run_health(run: RunDoc, layers: LayerReport | None = None) -> RunHealth:
@@ -57,7 +65,7 @@ def run_health(run: RunDoc, layers: LayerReport | None = None) -> RunHealth:
     if speed is not None and layers is not None and layers.time_pass is not None:
         name = layers.time_pass
         unfit[name] = f"{unfit[name]}; {speed}" if name in unfit else speed
-    return RunHealth(unfit)
+    return RunHealth(unfit, evidence_passes(run, layers))
 
 
 def _speed(layers: LayerReport) -> str | None:
@@ -84,11 +92,11 @@ SOURCE_COLLECTORS = {COUNTERS: ("perf_events", "papi"), KERNELS: ("perf_sampling
 """The collectors whose pass makes each measurement a finding can rest on."""
 
 
-def evidence_passes(run: RunDoc, layers: LayerReport) -> dict[str, str]:
+def evidence_passes(run: RunDoc, layers: LayerReport | None) -> dict[str, str]:
     """Each measurement a finding can rest on (hwprof.analysis.finding's TIMING, LAYER_TIME, ...) -> the pass of
     this run that made it (absent: not made)."""
     out = {TIMING: "timing"} if "timing" in run.passes else {}
-    if layers.time_pass is not None:
+    if layers is not None and layers.time_pass is not None:
         out[LAYER_TIME] = layers.time_pass
     for source, names in SOURCE_COLLECTORS.items():
         made = [run.collectors[n].pass_name for n in names if n in run.collectors and run.collectors[n].ran]
@@ -97,13 +105,13 @@ def evidence_passes(run: RunDoc, layers: LayerReport) -> dict[str, str]:
     return out
 
 
-def follow_health(found: list[Finding], health: RunHealth, passes: dict[str, str]) -> list[Finding]:
+def follow_health(found: list[Finding], health: RunHealth) -> list[Finding]:
     """The findings in order with those that rest on an unfit pass marked unconfirmed (with the reason) and put
     after the ranked ones. Every finding that is not a caveat must say what it rests on (Finding.sources):
     AssertionError otherwise, so that a new rule cannot skip its evidence's health."""
     for f in found:
         assert f.sources or f.kind == CAVEAT, f"finding without sources: {f.title!r}"
-        why = health.why(passes[s] for s in f.sources if s in passes)
+        why = health.why(health.unfit_under(f.sources))
         if why and f.kind != CAVEAT:
             f.unconfirmed = why
     return [f for f in found if not f.unconfirmed] + [f for f in found if f.unconfirmed]

@@ -74,9 +74,12 @@ def pass_disturbance(run: RunDoc, name: str) -> str | None:
     """Why pass `name` was disturbed, or None: other work above DISTURBED_SHARE of the run's CPUs during it
     (named). The timing pass has a second test of its own (timing_disturbance)."""
     load = pass_load(run, name)
-    if load is None or load.share <= DISTURBED_SHARE:
-        return None
-    return f"the {name} pass was disturbed ({others_text(load)})"
+    return f"the {name} pass was disturbed ({others_text(load)})" if _disturbs(load) else None
+
+
+def _disturbs(load: NeighbourLoad | None) -> bool:
+    """Other work above DISTURBED_SHARE of the run's CPUs."""
+    return load is not None and load.share > DISTURBED_SHARE
 
 
 def timing_disturbance(run: RunDoc) -> str | None:
@@ -88,7 +91,7 @@ def timing_disturbance(run: RunDoc) -> str | None:
         return None
     reasons = []
     load = pass_load(run, "timing")
-    if pass_disturbance(run, "timing") is not None:
+    if _disturbs(load):
         reasons.append(others_text(load))
     p50 = timing.forward_p50_ms
     clean = clean_forward_ms(run)

@@ -11,7 +11,7 @@ from hwprof.analysis.availability import Missing
 from hwprof.analysis.finding import GPU, Finding
 from hwprof.analysis.findings import findings
 from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
-from hwprof.analysis.health import RunHealth, evidence_passes, run_health
+from hwprof.analysis.health import RunHealth, run_health
 from hwprof.analysis.layer_report import build_layer_report
 from hwprof.analysis.layer_shapes import LayerShapes, layer_shapes
 from hwprof.analysis.layer_stats import LayerReport
@@ -162,8 +162,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
     on_gpu = data.doc.device != "cpu"
     threads = None if on_gpu or data.doc.summary(PerfEventsSummary).model_thread_only else data.doc.config.threads
     health = run_health(data.doc, layers)
-    passes = evidence_passes(data.doc, layers)
-    found = findings(layers, types, stages, over, threads, max_findings, on_gpu, health, passes)
+    found = findings(layers, types, stages, over, threads, max_findings, on_gpu, health)
     advice, advice_error = load_advice(data.root)
     gpu = load_gpu_view(data)
     if gpu is not None:

@@ -226,10 +226,14 @@ def _findings_renderable(a: Analysis) -> RenderableType:
             cell.append(f"\nunconfirmed: {f.unconfirmed}", style="yellow")
         grid.add_row(label, cell)
     parts: list[RenderableType] = [Text("findings", style="bold")]
-    if any(f.unconfirmed for _, f in rows) and not any(f.ranked for _, f in rows):
-        parts.append(Text("  none confirmed: each finding below rests on a pass unfit for a verdict"))
-    elif not any(f.ranked for _, f in rows):
-        parts.append(Text("  none: no rule found a clear signal in this run's data"))
+    if not any(f.ranked for _, f in rows):
+        held = any(f.unconfirmed for _, f in rows)
+        none = (
+            "none confirmed: each finding below rests on a pass unfit for a verdict"
+            if held
+            else ("none: no rule found a clear signal in this run's data")
+        )
+        parts.append(Text(f"  {none}"))
     parts.append(grid)
     return Group(*parts)
 

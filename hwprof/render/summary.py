@@ -175,7 +175,7 @@ def withheld_line(a: Analysis) -> str | None:
     held = [f for f in a.findings if f.unconfirmed]
     if not held:
         return None
-    passes = [name for name, why in a.health.unfit.items() if any(why in f.unconfirmed for f in held)]
+    passes = a.health.unfit_under(s for f in held for s in f.sources)
     names = " and ".join(filter(None, (", ".join(passes[:-1]), passes[-1]))) if passes else "?"
     return (
         f"{len(held)} {'finding' if len(held) == 1 else 'findings'} withheld as unconfirmed: the {names} "

@@ -83,9 +83,10 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
         if whole and batch:
             run.update(fps=frames_per_second(batch, whole.p50_ms))
         clean = run.entry(TimingSummary.NAME).summary
-        clean_whole = (clean.stages or {}).get("iteration") if isinstance(clean, TimingSummary) else None
-        if isinstance(clean, TimingSummary) and clean_whole is not None and clean_whole.p50_ms and batch:
-            clean.fps = frames_per_second(batch, clean_whole.p50_ms)  # a program's batch: its model's, not --batch
+        if isinstance(clean, TimingSummary) and batch:
+            clean_whole = (clean.stages or {}).get("iteration")
+            if clean_whole is not None and clean_whole.p50_ms:  # a program's batch: its model's, not --batch
+                clean.fps = frames_per_second(batch, clean_whole.p50_ms)
     from hwprof.analysis.paired_cost import pass_figures
 
     timing = data.markers("timing") if "timing" in data.pass_names else None

@@ -101,9 +101,13 @@ class _Budget:
     def fits(self, seconds: float) -> bool:
         return self.used() + seconds <= self.limit_s
 
+    def blocks_in_time(self, block_s: float) -> int:
+        """Blocks that fit in the time left at block_s each."""
+        return int((self.limit_s - self.used()) // block_s) if block_s > 0 else 1 << 20
+
     def blocks_left(self, block_s: float, measured: int) -> int:
         """Blocks that fit in the time left at block_s each, and under the iteration limit."""
-        left = int((self.limit_s - self.used()) // block_s) if block_s > 0 else 1 << 20
+        left = self.blocks_in_time(block_s)
         if self.max_measured is not None:
             left = min(left, (self.max_measured - measured) // 2)
         return max(left, 0)
@@ -202,7 +206,7 @@ def _why_stop(now: PassCostFigure, budget: _Budget, block_s: float, measured: in
         return ITERATIONS, f"a collector's limit of {budget.max_measured} measured iterations"
     left = budget.blocks_left(block_s, measured)
     if now.blocks + left < MIN_BLOCKS:  # not even every block within reach makes enough
-        by_time = int((budget.limit_s - budget.used()) // block_s) if block_s > 0 else left
+        by_time = budget.blocks_in_time(block_s)
         bound = (
             f"a collector's limit of {budget.max_measured} measured iterations"
             if budget.max_measured is not None and left < by_time
