@@ -1,6 +1,6 @@
 """hwprof: hardware-counter profiling of YOLO inference on CPUs.
 
-As a library (README.md, "Python API"): `hwprof.load(path)` reads a run directory into a `hwprof.Run` (its header,
+As a library (docs/python-api.md): `hwprof.load(path)` reads a run directory into a `hwprof.Run` (its header,
 the report's tables as polars DataFrames, its plots and report); `hwprof.collect(model=..., imgsz=..., ...)` and
 `hwprof.advise(run)` run `hwprof collect` and `hwprof advise` from Python and return the run;
 `hwprof.compare(a, b)` is `hwprof compare` as a table, and `hwprof.gate(base, new, fail_above="5%")` its

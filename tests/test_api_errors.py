@@ -29,7 +29,7 @@ PREFIX = "hwprof: error: "
 def cli_error(capsys: pytest.CaptureFixture[str], *words: str) -> str:
     """The one error line the command prints (exit 2), without its prefix."""
     assert main(list(words)) == 2
-    out = capsys.readouterr().out.strip().splitlines()
+    out = capsys.readouterr().err.strip().splitlines()
     assert len(out) == 1 and out[0].startswith(PREFIX), out
     return out[0].removeprefix(PREFIX)
 

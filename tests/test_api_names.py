@@ -1,5 +1,6 @@
-"""The public API is what README.md's "Python API" table documents: each name there exists, is declared to return
-what the table says, and (on a recorded run) returns it; hwprof exports nothing the table does not name."""
+"""The public API is what the documentation's Python API page (docs/python-api.md) documents in its table: each
+name there exists, is declared to return what the table says, and (on a recorded run) returns it; hwprof exports
+nothing the table does not name."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from hwprof.analysis.sweep_rows import SweepResult
 from hwprof.schema.host import HostDoc
 from hwprof.schema.run import ModelDoc, RunConfigDoc, RunDoc, RuntimeDoc
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+API_PAGE = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
 ROW = re.compile(r"^\| `(?P<name>[^`]+)` \| (?P<gives>.+) \|$")
 CALL_ARGS = {"table": ("layers",), "why": ("energy_j",), "unit": ("time_ms",)}
@@ -33,9 +34,9 @@ NOT_CALLED = {"report", "to_pandas"}
 
 
 def documented() -> list[tuple[str, str]]:
-    """(name as written, what it gives) for each row of the README's Python API table."""
-    text = README.read_text()
-    section = text[text.index("\n## Python API\n") :]
+    """(name as written, what it gives) for each row of the Python API page's table of the public names."""
+    text = API_PAGE.read_text()
+    section = text[text.index("\n## The public names\n") :]
     section = section[: section.index("\n## ", 1)]
     rows = [ROW.match(line.replace("\\|", "|")) for line in section.splitlines()]
     return [(m["name"], m["gives"].strip()) for m in rows if m]
@@ -105,7 +106,7 @@ def test_the_table_is_there() -> None:
     assert "hwprof.load(path)" in names and "Run.layers" in names and len(names) > 30
 
 
-def test_hwprof_exports_what_the_readme_names_and_nothing_else() -> None:
+def test_hwprof_exports_what_the_docs_name_and_nothing_else() -> None:
     top = {re.match(r"hwprof\.(\w+)", n)[1] for n, _ in documented() if n.startswith("hwprof.")}  # type: ignore[index]
     assert set(hwprof.__all__) - {"__version__"} == top
 

@@ -25,7 +25,7 @@ def only_run_dir(results: Path) -> Path:
 def test_unknown_model_is_one_line_with_the_names(run_hwprof) -> None:
     proc = run_hwprof("collect", "--model", "yolov99")
     assert proc.returncode == 2
-    assert "unknown model 'yolov99'; known models: yolov7, yolov7-tiny, yolov7x" in proc.stdout
+    assert "unknown model 'yolov99'; known models: yolov7, yolov7-tiny, yolov7x" in proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
@@ -44,10 +44,10 @@ def test_errors_stay_on_one_line_at_any_width(tmp_path) -> None:
         env={**os.environ, "COLUMNS": "40"},
     )
     assert proc.returncode == 2
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("hwprof: error: unknown model 'yolov99'")
     log = tmp_path / "point.log"
-    log.write_text("collecting into x\n" + proc.stdout + "\n")
+    log.write_text("collecting into x\n" + proc.stderr + "\n")
     assert _last_line(log) == lines[0]
     log.write_text("hwprof: error: a pass failed (partial results in\n/tmp/sw/point)\n")
     assert _last_line(log) == "hwprof: error: a pass failed (partial results in"
@@ -67,7 +67,7 @@ def test_errors_stay_on_one_line_at_any_width(tmp_path) -> None:
 def test_bad_inputs_exit_2(run_hwprof, args, message) -> None:
     proc = run_hwprof("collect", *SMALL, *args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert message in " ".join(proc.stdout.split())
+    assert message in " ".join(proc.stderr.split())
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
@@ -75,7 +75,7 @@ def test_empty_image_folder(run_hwprof, tmp_path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
     proc = run_hwprof("collect", *SMALL, "--images", str(empty))
-    assert proc.returncode == 2 and "no image files" in proc.stdout
+    assert proc.returncode == 2 and "no image files" in proc.stderr
 
 
 def test_doctor_lists_every_collector(run_hwprof) -> None:
@@ -93,7 +93,7 @@ def test_corrupt_weights_fail_in_one_line_and_keep_the_run(run_hwprof, tmp_path)
     bad.write_bytes(b"PK\x03\x04 definitely not a checkpoint")
     proc = run_hwprof("collect", *SMALL, "--weights", str(bad), "--results", str(tmp_path / "res"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "bad.pt" in proc.stdout and "Traceback" not in proc.stdout
+    assert "bad.pt" in proc.stderr and "Traceback" not in proc.stdout + proc.stderr
     run = json.loads((only_run_dir(tmp_path / "res") / "run.json").read_text())
     assert run["status"] == "failed"
 
@@ -184,7 +184,7 @@ def test_a_hanging_pass_times_out_and_keeps_partial_results(run_hwprof, tmp_path
     assert run["collectors"]["timing"]["status"] == "partial"
     assert run["stages"]["forward"]["n"] >= 1
     assert proc.returncode == 1
-    assert "pass timing timeout: pass timing ran past its 12 s time-out" in " ".join(proc.stdout.split())
+    assert "pass timing timeout: pass timing ran past its 12 s time-out" in " ".join(proc.stderr.split())
 
 
 @pytest.mark.slow
@@ -239,6 +239,6 @@ def test_models_lists_every_family_with_params(run_hwprof, tmp_path) -> None:
 def test_unknown_event_lists_what_the_host_has(run_hwprof) -> None:
     proc = run_hwprof("collect", *SMALL, "--events", "task-clock,no-such-event")
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    text = " ".join(proc.stdout.split())
+    text = " ".join(proc.stderr.split())
     assert "no-such-event" in text and "task-clock" in text
     assert "Traceback" not in proc.stdout + proc.stderr

@@ -507,7 +507,7 @@ def test_sweep_cli_bad_pair_is_a_usage_error(tmp_path: Path, capsys: pytest.Capt
 
     code = main(["sweep", "--models", "yolov8n", "--runtimes", "onnxruntime", "--precisions", "bf16"])
     assert code == 2
-    assert "no runtime in onnxruntime runs a precision in bf16" in " ".join(capsys.readouterr().out.split())
+    assert "no runtime in onnxruntime runs a precision in bf16" in " ".join(capsys.readouterr().err.split())
 
 
 def test_run_sweep_over_runtimes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

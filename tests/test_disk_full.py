@@ -48,7 +48,7 @@ def _fill(folder: Path) -> None:
 def _collect(out: Path, *extra: str) -> tuple[int, list[str]]:
     done = subprocess.run([*COLLECT, *extra, "--out", str(out)], capture_output=True, text=True, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    return done.returncode, lines + [f"stderr: {line}" for line in done.stderr.splitlines()]
+    return done.returncode, lines + [line for line in done.stderr.splitlines() if line.strip()]
 
 
 def _no_partial_files(root: Path) -> None:

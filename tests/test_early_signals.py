@@ -174,7 +174,7 @@ def test_an_error_a_library_raised_for_the_stop_is_the_stop(monkeypatch: pytest.
 
     monkeypatch.setitem(cli.COMMANDS, "report", report)
     assert cli.main(["report", str(FIXTURE)]) == 128 + signal.SIGINT
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "interrupted (SIGINT)" in out and "error" not in out
 
 

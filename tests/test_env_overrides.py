@@ -54,10 +54,10 @@ def test_a_valgrind_override_that_is_not_valgrind_is_named_not_replaced(
 
 
 def _collect_with(variable: str, value: str, *args: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """`hwprof collect ARGS` with one environment variable set; its non-blank output lines."""
+    """`hwprof collect ARGS` with one environment variable set; its non-blank lines on stderr."""
     env = {**os.environ, variable: value}
     done = subprocess.run([*COLLECT, *args], capture_output=True, text=True, env=env, timeout=300)
-    return done, [line for line in done.stdout.splitlines() if line.strip()]
+    return done, [line for line in done.stderr.splitlines() if line.strip()]
 
 
 def test_collect_asking_for_callgrind_with_a_bad_override_exits_2_naming_it(cached_valgrind: Path) -> None:

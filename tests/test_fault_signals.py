@@ -145,7 +145,7 @@ def test_a_held_lock_refuses_a_second_collect_at_once(tmp_path: Path) -> None:
         )
         assert time.monotonic() - started < 60
     assert done.returncode == 2
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert any(f"is in use by another hwprof collect (pid {os.getpid()}" in line for line in lines), lines
 
 
@@ -163,8 +163,8 @@ def test_a_stale_lock_of_a_dead_collect_is_taken_over_with_a_note(tmp_path: Path
     dead.wait()
     (out / ".hwprof.lock").write_text(json.dumps({"pid": dead.pid, "host": "here", "started": 0}))
     done = subprocess.run([*start_args(), "--out", str(out)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert done.returncode == 0, done.stdout
-    assert f"took over the lock of {out} left by pid {dead.pid}" in " ".join(done.stdout.split())
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"took over the lock of {out} left by pid {dead.pid}" in " ".join((done.stdout + done.stderr).split())
     assert run_json(out)["status"] == "complete"
     assert not (out / ".hwprof.lock").exists()
 

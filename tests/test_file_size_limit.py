@@ -104,7 +104,7 @@ def _collect_under_limit(out: Path, limit: int, *args: str) -> tuple[int, list[s
         preexec_fn=limited,
         env={**os.environ, "COLUMNS": "300"},
     )
-    return done.returncode, [line for line in done.stdout.splitlines() if line.strip()]
+    return done.returncode, [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
 
 
 def _run_doc(out: Path) -> Any:

@@ -72,7 +72,7 @@ def test_a_changed_sweep_default_shows_in_the_request() -> None:
 
 def _cli_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     assert main(argv) == 2
-    out = capsys.readouterr().out.strip()
+    out = capsys.readouterr().err.strip()
     assert out.startswith("hwprof: error: ") and "\n" not in out
     return out.removeprefix("hwprof: error: ")
 

@@ -51,7 +51,7 @@ def test_device_cuda_refused_on_a_cpu_host(argv, capsys):
     from hwprof.cli.main import main
 
     assert main(argv) == 2
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert "no NVIDIA GPU" in out and out.count("hwprof: error") == 1
 
 

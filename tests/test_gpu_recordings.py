@@ -270,7 +270,7 @@ def test_gpu_import_command(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["ncu"]["layers"]["model.22"]["kernel_replay_ns"] == 458_816
     assert main(["gpu-import", "--kineto", "no/such/trace.json.gz"]) == 2
-    assert "no such file" in capsys.readouterr().out
+    assert "no such file" in capsys.readouterr().err
 
 
 def _live_nvml_run():

@@ -82,10 +82,10 @@ def test_both_installs_share_every_pin_but_torch() -> None:
     assert gpu["torch"] == "torch==" + CUDA_TORCH.split("+")[0]
 
 
-def test_readme_gpu_install_is_the_one_the_cuda_error_names() -> None:
-    """README's GPU command installs the CUDA torch with the command hwprof prints when torch is a CPU build,
-    then hwprof with constraints-gpu.txt, and names the versions the GPU path was checked on."""
-    readme = (ROOT / "README.md").read_text()
+def test_docs_gpu_install_is_the_one_the_cuda_error_names() -> None:
+    """The GPU page's install command installs the CUDA torch with the command hwprof prints when torch is a CPU
+    build, then hwprof with constraints-gpu.txt, and names the versions the GPU path was checked on."""
+    readme = (ROOT / "docs" / "gpu.md").read_text()
     assert GPU_TORCH_INSTALL in readme
     gpu_command = next(line for line in readme.splitlines() if "constraints-gpu.txt" in line and "pip install" in line)
     assert "-c constraints.txt" not in gpu_command and "--device cuda" in gpu_command

@@ -27,6 +27,7 @@ ONE_CONCEPT: dict[str, str] = {
     "gpu_import.py": "importing GPU recordings: the schema of the import, the command's options",
     "host.py": "the host: core reads it, the schema records it",
     "layer_shapes.py": "layers per input shape: analysis computes, render prints",
+    "detections.py": "the boxes NMS kept: the record (schema), their tally over a pass (workload)",
     "neighbours.py": "other work on the run's CPUs: perf measures it, analysis judges it",
     "pass_files.py": "a pass's files: the schema of each, the run directory's reader and writer",
     "pipeline.py": "the pass's pipeline object: hwprof's own (workload) and a user's program's (program)",
@@ -34,6 +35,7 @@ ONE_CONCEPT: dict[str, str] = {
     "run.py": "one run: run.json typed (schema), the library's Run (api)",
     "sampler.py": "a sampling thread: perf's counters, and collectors' own",
     "sweep_advice.py": "a sweep's advice: analysis computes, render prints",
+    "weights.py": "a model's weights: their record in run.json (schema), their loading (workload)",
     "whole_program.py": "a program without a model: analysis computes its whole run, render prints it",
 }
 

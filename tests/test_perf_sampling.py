@@ -362,7 +362,9 @@ def test_real_kernels_pass_agrees_with_perf_report(run_hwprof: Any, tmp_path: Pa
     assert doc["forward"].get("kernel_by_leaf", 0.0) <= 0.1 * kernel, "kernel samples carry their callchains"
 
     jit_map = next(kernels_pass.glob("perf-*.map"))
-    shutil.copy(jit_map, Path("/tmp") / jit_map.name)  # where perf report looks for it
+    tmp_map = Path("/tmp") / jit_map.name
+    assert not tmp_map.exists(), "the collect leaves no perf map of its worker in /tmp (the run keeps a copy)"
+    shutil.copy(jit_map, tmp_map)  # where perf report looks for it
     spans = measured_spans(read_markers(kernels_pass / "markers.jsonl"))
     layers = sorted((n for n in doc["layers"] if n != BETWEEN_LAYERS), key=lambda n: -doc["layers"][n]["samples"])[:3]
     for layer in layers:
@@ -372,6 +374,7 @@ def test_real_kernels_pass_agrees_with_perf_report(run_hwprof: Any, tmp_path: Pa
         for name, share in ours.items():
             if share >= 0.02:
                 assert theirs.get(name, 0.0) == pytest.approx(share, abs=0.02), (layer, name, theirs)
+    tmp_map.unlink()
 
     _check_trace(out / "trace.pftrace", out)
     layers_csv = (out / "layers.csv").read_text().splitlines()

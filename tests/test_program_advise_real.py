@@ -117,7 +117,7 @@ def test_a_program_with_too_few_calls_is_refused_at_once_in_one_line(short_run: 
     proc = _advise(short_run, "--only", "channels_last")
     print(proc.stdout)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
-    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("hwprof: error:")]
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("hwprof: error:")]
     assert line.startswith("hwprof: error: the program makes 11 calls of its model (the run's timing pass saw the")
     assert "advise needs 45 for channels_last" in line and "more images or frames" in line
     assert "counting" not in proc.stdout  # the run saw the program end: nothing to count
@@ -134,6 +134,6 @@ def test_a_program_the_run_stopped_is_counted_before_any_candidate_and_refused(s
     print(proc.stdout)
     assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "counting them first (one run of the program, stopped at 45)" in " ".join(proc.stdout.split())
-    (line,) = [x for x in proc.stdout.splitlines() if x.startswith("hwprof: error:")]
+    (line,) = [x for x in proc.stderr.splitlines() if x.startswith("hwprof: error:")]
     assert "the program makes 11 calls of its model (advise's count saw the program end after 11)" in line
     assert not (run / "advice.json").exists() and not (run / "advise" / "channels_last").exists()

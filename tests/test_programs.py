@@ -1,7 +1,7 @@
 """A user's own program under `hwprof collect [options] -- python SCRIPT ARGS`, run for real: the test programs of
-tests/programs (written in the styles of the seeds), and each stated behaviour of the README's "What happens
-when" list: bad commands, no model, a failing program, an ambiguous model, stdin, forks, a program that runs
-forever."""
+tests/programs (written in the styles of the seeds), and each stated behaviour of the documentation's
+"What happens when" list (docs/program.md): bad commands, no model, a failing program, an ambiguous model,
+stdin, forks, a program that runs forever."""
 
 from __future__ import annotations
 
@@ -30,8 +30,8 @@ ONE_PASS = ["--only", "timing", *SHORT]
 def test_a_command_that_cannot_run_exits_2_with_one_line(run_hwprof, tmp_path: Path, command, message) -> None:
     done = run_hwprof("collect", "--results", str(tmp_path / "res"), "--", *command)
     assert done.returncode == 2, done.stdout + done.stderr
-    lines = error_lines(done.stdout)
-    assert len(lines) == 1 and message in lines[0], done.stdout
+    lines = error_lines(done.stderr)
+    assert len(lines) == 1 and message in lines[0], done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     assert not (tmp_path / "res").exists()
 
@@ -45,13 +45,13 @@ def test_a_command_that_cannot_run_exits_2_with_one_line(run_hwprof, tmp_path: P
 )
 def test_a_program_option_without_a_program_exits_2(run_hwprof, tmp_path: Path, options, message) -> None:
     done = run_hwprof("collect", "--results", str(tmp_path / "res"), *options)
-    assert done.returncode == 2 and message in " ".join(done.stdout.split()), done.stdout
+    assert done.returncode == 2 and message in " ".join(done.stderr.split()), done.stderr
 
 
 def test_a_pipeline_option_with_a_program_exits_2(run_hwprof, tmp_path: Path) -> None:
     done = run_hwprof("collect", "--imgsz", "128", "--", "python", program("detect_like"))
     assert done.returncode == 2
-    assert "--imgsz sets up hwprof's own pipeline" in " ".join(done.stdout.split())
+    assert "--imgsz sets up hwprof's own pipeline" in " ".join(done.stderr.split())
 
 
 @pytest.mark.slow
@@ -92,7 +92,7 @@ def test_no_model_profiles_the_whole_run_labelled_and_exits_1(tmp_path: Path) ->
     out = tmp_path / "run"
     done = collect(out, ["--only", "timing,perf_sampling", *SHORT[:-1]], [program("no_model"), "--rounds", "12"])
     assert done.returncode == 1, done.stdout + done.stderr
-    assert error_lines(done.stdout) == [
+    assert error_lines(done.stderr) == [
         "hwprof: error: no model: the program called no torch module: only whole-process figures (kernels, "
         "py-spy, Scalene); the figures made are whole-process, not per forward"
     ]
@@ -123,7 +123,7 @@ def _damaged_whole_run_is_one_line(out: Path) -> None:
         [sys.executable, "-P", "-m", "hwprof", "report", str(out)], capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 2, done.stdout + done.stderr
-    lines = error_lines(done.stdout)
+    lines = error_lines(done.stderr)
     assert len(lines) == 1 and "perf_sampling.kernels.json" in lines[0] and "stages.program.samples" in lines[0]
 
 
@@ -162,7 +162,7 @@ def test_a_failing_program_keeps_its_traceback_fails_its_pass_and_exits_1(tmp_pa
     log = (out / "passes/timing/worker.log").read_text()
     assert "Traceback (most recent call last)" in log and 'fails.py", line' in log
     assert "RuntimeError: frame 2 is corrupt" in log
-    text = " ".join(done.stdout.split())
+    text = " ".join((done.stdout + done.stderr).split())
     assert "pass timing failed: ProgramFailed: the program raised RuntimeError" in text
     assert run["status"] == "partial"
 
@@ -186,7 +186,7 @@ def test_two_root_models_are_named_with_the_option_and_the_option_picks_one(tmp_
     out = tmp_path / "ambiguous"
     done = collect(out, ONE_PASS, [program("two_models")])
     assert done.returncode == 2, done.stdout + done.stderr
-    lines = error_lines(done.stdout)
+    lines = error_lines(done.stderr)
     assert len(lines) == 1
     assert "the program calls 2 torch modules repeatedly at the outermost level: " in lines[0]
     assert "refiner (Sequential)" in lines[0] and "detector (DetectionModel)" in lines[0]
@@ -209,7 +209,7 @@ def test_a_program_reading_stdin_reads_end_of_file_whatever_hwprof_was_given(tmp
     strict = tmp_path / "strict"
     done = collect(strict, ONE_PASS, [program("stdin"), "--strict"])
     assert done.returncode == 1
-    assert "the program exited with status 3 before any model" in " ".join(done.stdout.split())
+    assert "the program exited with status 3 before any model" in " ".join(done.stderr.split())
 
 
 @pytest.mark.slow

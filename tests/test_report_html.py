@@ -1,7 +1,8 @@
 """report.html: one self-contained page, rendered from the report's TableSpecs, escaped, opened in a real browser.
 
 The unit tests read the page's text; the slow ones open it in headless Chromium (Debian's `chromium`,
-installed by .ci/run) with every host name mapped to nothing, dump its DOM and take a screenshot.
+installed by .ci/run; started by headless_page.py with every host name mapped to nothing), read its DOM and
+every request the page itself made, and take a screenshot.
 """
 
 from __future__ import annotations
@@ -16,20 +17,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from headless_page import NEEDS_CHROMIUM, chromium, open_page, page_url
 from PIL import Image
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
 HOSTILE_MODEL = "yolo<script>document.title='pwned'</script>\"'"
 HOSTILE_WEIGHTS = "/tmp/a \"quoted\" 'path'/<img src=x onerror=alert(1)>.pt"
-CHROMIUM = shutil.which("chromium")
-BROWSER_OWN = (".google.com", ".gvt1.com", "/update.googleapis.com")
-"""Chromium asks Google for the time, accounts and a spelling dictionary whatever the page, and Chromium 156 its
-component updater's host (update.googleapis.com, in spite of --disable-component-update; seen on the fresh clone
-of 4904c80): the only hosts allowed in its net log (each mapped to nothing by --host-resolver-rules: none is
-reached). Not all of googleapis.com: a page's font from fonts.googleapis.com would be the page's own request."""
-NEEDS_CHROMIUM = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (Debian: apt-get install chromium; .ci/run installs it)"
-)
 
 
 def _copy(dest: Path) -> Path:
@@ -113,45 +106,23 @@ def test_run_values_are_escaped(tmp_path: Path) -> None:
     assert html.count("<script>") == 1  # the page's own sorting script
 
 
-def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
-    assert CHROMIUM is not None
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--host-resolver-rules=MAP * ~NOTFOUND",  # a request to any host would fail, never leave the machine
-        "--enable-logging=stderr",  # console messages (and errors) as INFO:CONSOLE lines
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--no-first-run",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
-
-
 @pytest.mark.slow
 @NEEDS_CHROMIUM
-def test_chromium_shows_every_layer_with_no_console_error_and_no_request(
-    page: tuple[Path, str], tmp_path: Path
-) -> None:
+def test_chromium_shows_every_layer_with_no_console_error_and_no_request(page: tuple[Path, str]) -> None:
+    """The page's DOM after load, and every request its own targets made: only its document (the browser's own
+    calls, to Google or an updater, belong to no page and are not seen; headless_page.py)."""
     run_dir = page[0]
-    net_log = tmp_path / "net.json"
-    done = _chromium(f"--log-net-log={net_log}", "--dump-dom", (run_dir / "report.html").as_uri())
-    assert done.returncode == 0, done.stderr[-2000:]
-    dom = done.stdout
-    assert dom.count('<tr id="layer-') == _layer_rows(run_dir)
-    assert "CONSOLE" not in done.stderr and "Uncaught" not in done.stderr, done.stderr[-2000:]
-    # every URL the browser asked for (its net log); Chromium's own background calls to Google are not the page's
-    urls = set(re.findall(r'"url":"(https?://[^"/]+)', net_log.read_text()))
-    assert not {u for u in urls if not u.removesuffix(":80").endswith(BROWSER_OWN)}, urls
+    visit = open_page(page_url(run_dir / "report.html"))
+    assert visit.dom.count('<tr id="layer-') == _layer_rows(run_dir)
+    assert visit.requests[0] == visit.url and not visit.foreign_requests(), visit.foreign_requests()
+    assert not visit.console, visit.console
 
 
 @pytest.mark.slow
 @NEEDS_CHROMIUM
 def test_chromium_screenshot_is_not_blank(page: tuple[Path, str], tmp_path: Path) -> None:
     shot = tmp_path / "shot.png"
-    done = _chromium("--window-size=1280,900", f"--screenshot={shot}", (page[0] / "report.html").as_uri())
+    done = chromium("--window-size=1280,900", f"--screenshot={shot}", (page[0] / "report.html").as_uri())
     assert shot.exists(), done.stderr[-2000:]
     image = Image.open(io.BytesIO(shot.read_bytes())).convert("RGB")
     colours = image.getcolors(maxcolors=1 << 20)
@@ -162,7 +133,7 @@ def test_chromium_screenshot_is_not_blank(page: tuple[Path, str], tmp_path: Path
 @pytest.mark.slow
 @NEEDS_CHROMIUM
 def test_chromium_shows_hostile_names_as_text(hostile: Path) -> None:
-    done = _chromium("--dump-dom", (hostile / "report.html").as_uri())
+    done = chromium("--dump-dom", (hostile / "report.html").as_uri())
     assert done.returncode == 0, done.stderr[-2000:]
     dom = done.stdout
     assert "<title>hwprof report: yolo&lt;script&gt;" in dom  # the script ran not: the title is the text

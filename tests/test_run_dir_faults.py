@@ -190,7 +190,7 @@ def test_trace_on_a_read_only_mount_is_one_error_with_the_fix(tmp_path: Path, ru
         done = run_hwprof("trace", str(ro / "run"))
         assert done.returncode == 2, done.stdout
         assert "Traceback" not in done.stdout + done.stderr
-        line = _one_not_writable_error(done.stdout, ro / "run")
+        line = _one_not_writable_error(done.stderr, ro / "run")
         assert "read-only file system" in line and f"hwprof trace {ro / 'run'} --out" in line
         assert (ro / "run" / "trace.pftrace").read_bytes() == b"an earlier build"
         elsewhere = tmp_path / "elsewhere.pftrace"
@@ -221,5 +221,5 @@ def test_trace_into_a_folder_that_refuses_writes_is_one_error(
     monkeypatch.setattr(writer, "atomic_path", refused)
     monkeypatch.setattr(Path, "replace", no_rename)
     assert main(["trace", str(run_dir)]) == 2
-    _one_not_writable_error(capsys.readouterr().out, run_dir)
+    _one_not_writable_error(capsys.readouterr().err, run_dir)
     assert (run_dir / "trace.pftrace").read_bytes() == b"an earlier build"

@@ -283,5 +283,5 @@ def test_sweep_advise_cli_and_resume(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_resume_refuses_advise_it_did_not_record(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_plan_json(tmp_path, SweepPlan(["yolov8n"], [1], [1], tmp_path).to_dict())
     assert main(["sweep", "--resume", str(tmp_path), "--advise"]) == 2
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().err.split())
     assert "which have no --advise" in out and "hwprof advise RUN_DIR" in out

@@ -178,7 +178,7 @@ def test_resume_refusals(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:
     assert main(argv) == 2
-    out = " ".join(capsys.readouterr().out.split())
+    out = " ".join(capsys.readouterr().err.split())
     assert out.startswith("hwprof: error:")
     return out
 

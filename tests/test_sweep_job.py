@@ -151,9 +151,9 @@ def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly
 def test_sweep_job_commands_refuse_a_folder_without_a_job(tmp_path: Path) -> None:
     done = cli("sweep-job", "status", str(tmp_path))
     assert done.returncode == 2
-    assert done.stdout.strip().splitlines()[-1].startswith("hwprof: error:") and "ray_job.json" in done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith("hwprof: error:") and "ray_job.json" in done.stderr
     done = cli("sweep", "--models", "yolov8n", "--submit", "--out", str(tmp_path / "x"))
-    assert done.returncode == 2 and "give --ray HOST:PORT too" in done.stdout
+    assert done.returncode == 2 and "give --ray HOST:PORT too" in done.stderr
 
 
 def sweep_attached(address: str, out: Path, threads: str) -> subprocess.Popen[str]:

@@ -221,7 +221,7 @@ def test_the_cli_refuses_an_http_server_in_one_line(
 
     argv = ["sweep", "--models", "yolov8n", "--imgsz", "64", "--out", str(tmp_path / "s"), "--ray", http_server]
     assert main(argv) == 2
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     assert out.startswith(f"hwprof: error: no Ray cluster at {http_server}: what listens there is not a Ray GCS")
     assert len(out.strip().splitlines()) == 1, out
     assert not (tmp_path / "s").exists()

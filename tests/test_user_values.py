@@ -98,7 +98,7 @@ def test_collect_refuses_a_5000_character_override_before_anything_runs(name: st
     done = subprocess.run(
         [*COLLECT, "--only", "timing,rapl", "--out", str(run)], capture_output=True, text=True, env=env, timeout=300
     )
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2, done.stdout + done.stderr
     assert len(lines) == 1 and lines[0].startswith(f"hwprof: error: {name}=/xaaa"), lines
     assert "is too long for a path" in lines[0] and f"fix: unset {name}" in lines[0] and len(lines[0]) < 400
@@ -110,8 +110,8 @@ def test_doctor_refuses_an_override_with_a_newline(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "hwprof", "doctor"], capture_output=True, text=True, env=env, timeout=300
     )
-    lines = [line for line in done.stdout.splitlines() if line.strip()]
-    assert done.returncode == 2 and len(lines) == 1, done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stdout + done.stderr
     assert lines[0].startswith(f"hwprof: error: HWPROF_POWERCAP_ROOT={tmp_path}\\n{tmp_path} holds a newline")
 
 

@@ -348,9 +348,9 @@ def test_bad_video_input_or_output_exit_2_before_any_pass(tmp_path: Path, setup:
         args = ["--images", str(clip), "--annotate", str(tmp_path / out)]
     proc = _collect(tmp_path, *args, "--results", str(tmp_path / "res"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
-    lines = [line for line in proc.stdout.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("hwprof: error:") and message in lines[0], proc.stdout
-    assert "Traceback" not in proc.stdout + proc.stderr and proc.stderr == ""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("hwprof: error:") and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stdout + proc.stderr and proc.stdout == ""
     assert not (tmp_path / "res").exists(), "refused before a run directory was made"
 
 

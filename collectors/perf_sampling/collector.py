@@ -245,13 +245,17 @@ class PerfRecordTool(AttachedTool):
             return CollectorResult("failed", reason=why, fix=fix, artifacts=artifacts)
         artifacts.append(self.ctx.relpath(self.data))
         jit_map = Path(f"/tmp/perf-{self.pid}.map")
-        if jit_map.exists():
+        has_jit_map = jit_map.exists()
+        if has_jit_map:
             shutil.copy(jit_map, self.ctx.out_dir / jit_map.name)
             artifacts.append(self.ctx.relpath(self.ctx.out_dir / jit_map.name))
         try:
             converted = convert(self.binary, self.data, self.ctx.out_dir, self.rate, self.pid)
         except (OSError, ValueError, subprocess.SubprocessError) as exc:
             return CollectorResult("failed", reason=f"perf output could not be converted: {exc}", artifacts=artifacts)
+        finally:  # perf script read it where oneDNN wrote it (its pass's worker, ended); the run keeps the copy
+            if has_jit_map:
+                jit_map.unlink(missing_ok=True)
         artifacts += [self.ctx.relpath(self.ctx.out_dir / name) for name in converted.files]
         summary = converted.summary
         summary.update(
@@ -261,7 +265,7 @@ class PerfRecordTool(AttachedTool):
             rate_chosen=self.rate_how,
             events=self.events,
             version=self.details.version or "",
-            jit_perf_map=jit_map.exists(),
+            jit_perf_map=has_jit_map,
             attach_ms=self.attach_ms,
             perf_data_bytes=self.data.stat().st_size,
         )

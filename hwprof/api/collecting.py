@@ -258,7 +258,12 @@ def _render_collected(
     written (None: go on). A full disk is recorded in run.json and raised."""
     from hwprof.analysis.run_analysis import analyse
     from hwprof.core.atomic import DiskFullError
-    from hwprof.session.finish import record_render_error, report_after_collect, write_report
+    from hwprof.session.finish import (
+        record_render_error,
+        refresh_report_page,
+        report_after_collect,
+        write_report,
+    )
 
     what = "report"
     reserve = _render_reserve(run_dir)
@@ -269,7 +274,8 @@ def _render_collected(
         else:
             report_after_collect(analysis, data, console)
         what = "trace"
-        write_trace(run_dir, console, data)
+        if write_trace(run_dir, console, data):
+            refresh_report_page(analysis, data, console)  # it said "not built yet" of the trace just built
     except KeyboardInterrupt:
         console.print(
             f"[red]interrupted[/] while writing the report: the run is kept in {run_dir}; "

@@ -142,6 +142,12 @@ def table_reason(a: Analysis, name: str) -> Missing | None:
             "the run was not advised (no advice.json)",
             "hwprof.advise(run) runs the changes its findings point to (`hwprof advise RUN_DIR`)",
         )
+    if name == "detections" and not a.doc.detections:
+        return Missing(
+            "run.json records no detections (a run from before hwprof recorded them, a program's run, or no pass "
+            "finished a measured iteration)",
+            "collect again with this hwprof",
+        )
     if name == "pass_costs" and not a.overheads.passes:
         return Missing("run.json records no pass")
     return _first(a, TABLE_FAMILIES.get(name, ()))

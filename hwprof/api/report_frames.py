@@ -324,6 +324,48 @@ def advice(a: Analysis) -> pl.DataFrame | None:
     return table(advice_csv_rows(a.advice), list(ADVICE_COLUMNS), dtypes)
 
 
+@dataclass(frozen=True)
+class DetectionRow:
+    """One row of `detections`: the boxes of one class NMS kept on one image (over a video's frames: `frames` of
+    them); an image where it kept none has one row with no class and count 0."""
+
+    image: str
+    frames: int
+    class_id: int | None
+    class_name: str | None
+    count: int
+
+
+def _detection_rows(a: Analysis) -> list[DetectionRow]:
+    doc = a.doc.detections
+    if not doc:
+        return []
+    if doc.video is not None:
+        v = doc.video
+        name = str(v.video or "")
+        rows = [DetectionRow(name, v.frames, c.id, c.name, c.boxes) for c in v.classes]
+        return rows or [DetectionRow(name, v.frames, None, None, 0)]
+    rows = []
+    for image in doc.images or []:
+        name = str(image.image or "")
+        rows += [DetectionRow(name, 1, c.id, c.name, c.boxes) for c in image.classes]
+        if not image.classes:
+            rows.append(DetectionRow(name, 1, None, None, 0))
+    return rows
+
+
+def detections(a: Analysis) -> pl.DataFrame:
+    """The boxes NMS kept in the measured iterations of the timing pass, per image and class (an image's first
+    measured iteration; a video's boxes summed over its measured frames): image, frames, class_id, class (the
+    checkpoint's name), count. No rows where the run did not record them (a run from before, a program's)."""
+    dtypes = field_dtypes(DetectionRow)
+    rows = [asdict(r) for r in _detection_rows(a)]
+    for row in rows:
+        row["class"] = row.pop("class_name")
+    columns = ["class" if c == "class_name" else c for c in dtypes]
+    return table(rows, columns, {("class" if c == "class_name" else c): t for c, t in dtypes.items()})
+
+
 TABLES = {
     "stages": stages,
     "layers": layers,
@@ -334,5 +376,6 @@ TABLES = {
     "roofline": roofline,
     "pass_costs": pass_costs,
     "findings": findings,
+    "detections": detections,
 }
 """Every table a run always has (possibly with no rows), by name; advice is the one that may be absent."""

@@ -175,6 +175,10 @@ class Run:
         return report_frames.findings(self._analysis)
 
     @cached_property
+    def detections(self) -> pl.DataFrame:
+        return report_frames.detections(self._analysis)
+
+    @cached_property
     def advice(self) -> pl.DataFrame | None:
         return report_frames.advice(self._analysis)
 

@@ -7,6 +7,7 @@ import argparse
 from rich.console import Console
 
 from hwprof.api.requests import AdviseRequest, csv_list
+from hwprof.cli.gate_args import OptionGroup
 from hwprof.core.config import ADVISE_BLOCKS
 from hwprof.session.stopping import StopSignals
 
@@ -25,7 +26,8 @@ def advise_request(args: argparse.Namespace) -> AdviseRequest:
     return AdviseRequest(blocks=args.blocks, layers=not args.no_layers, only=only)
 
 
-def add_advise_args(p: argparse.ArgumentParser, prefix: str = "") -> None:
+def add_advise_args(p: OptionGroup, prefix: str = "") -> None:
+    """advise's options; collect's --advise-* (prefix "advise-") in its advice group, with the same dests."""
     p.add_argument(
         f"--{prefix}blocks",
         dest="blocks",

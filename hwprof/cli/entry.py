@@ -5,7 +5,8 @@ torch or perfetto. A Ctrl-C in that time printed a KeyboardInterrupt traceback a
 signal (exit -2); a SIGTERM killed it (-15). This module imports only `os`, `signal` and `sys` (loaded by the
 interpreter already), installs a handler for SIGINT, SIGTERM and SIGHUP first, and only then imports the
 command line:
-- while it imports, a signal ends the process at once with one line and 128 + the signal (nothing was run);
+- while it imports, a signal ends the process at once with one line (on stderr, as every command's
+  "interrupted") and 128 + the signal (nothing was run);
 - once the command is called, until it installs its own handling (hwprof.session.stopping.StopSignals, which
   replaces this handler), and from its end (StopSignals restores this handler) until it returns, the same;
 - after the command returned, a signal is ignored (SIG_IGN, which the interpreter's finalisation keeps): its
@@ -44,7 +45,7 @@ def _handle(signum: int, _frame: FrameType | None) -> None:
     when = " while hwprof was starting: nothing was run" if _phase == "starting" else ""
     _flush(sys.stdout)  # what the command printed (its own handling is gone once it is done)
     try:  # noqa: SIM105 (contextlib is an import this module does without)
-        os.write(sys.stdout.fileno(), f"interrupted ({signal.Signals(signum).name}){when}\n".encode())
+        os.write(sys.stderr.fileno(), f"interrupted ({signal.Signals(signum).name}){when}\n".encode())
     except (OSError, ValueError, AttributeError):
         pass
     os._exit(128 + signum)

@@ -13,9 +13,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from hwprof.cli.args import EXIT_INTERRUPTED, EXIT_USAGE, build_parser, split_program
+from hwprof.cli.args import build_parser, split_program
 from hwprof.cli.collect import cmd_collect
+from hwprof.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from hwprof.cli.gate_args import joined_negative_percents
+from hwprof.cli.streams import (
+    CommandConsole,
+    ErrorConsole,
+    OutputClosed,
+    flush_stdout,
+    silence_stdout,
+    stdout_reader_gone,
+)
 from hwprof.core.config import RunConfig
 from hwprof.session.stopping import StopSignals
 
@@ -37,18 +46,22 @@ def cmd_trace(args: argparse.Namespace, console: Console) -> int:
     written is one error with the fix (hwprof.session.finish.write_trace), and nothing in it is touched."""
     from hwprof.analysis.run_analysis import analyse
     from hwprof.rundir.reader import RunData, RunDirError
-    from hwprof.session.finish import write_trace
+    from hwprof.session.finish import refresh_report_page, write_trace
 
     out: Path | None = args.out
     try:  # the report's reading and checks, every file it reads: a run `report` refuses is refused here too
         data = RunData.load(args.run_dir)
-        analyse(data)
+        analysis = analyse(data)
     except (ValueError, OSError) as exc:
         raise RunDirError(f"{exc}{_set_aside_trace(args.run_dir) if out is None else ''}") from exc
     if write_trace(args.run_dir, console, data=data, out=out):
+        if out is None:  # report.html says whether the run's trace exists
+            refresh_report_page(analysis, data, console)
         return 0
-    if out is None:
-        console.print(_set_aside_trace(args.run_dir).removeprefix("; ") or "no trace.pftrace written", highlight=False)
+    if out is None:  # the error's second line (write_trace printed its first), on standard error with it
+        errors: Console = getattr(console, "errors", console)
+        errors.print(_set_aside_trace(args.run_dir).removeprefix("; ") or "no trace.pftrace written", highlight=False)
+        refresh_report_page(analysis, data, console)
     return EXIT_USAGE
 
 
@@ -261,26 +274,54 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command's exit status (hwprof.cli.exit_codes). Its report on standard output, its errors on standard
+    error (hwprof.cli.streams); a standard output whose reader went away ends it quietly with 0. argparse's
+    --help, --version and usage errors leave as SystemExit, their output flushed here."""
+    try:
+        code = _parse_and_run(list(sys.argv[1:] if argv is None else argv))
+    except OutputClosed:
+        silence_stdout()
+        return EXIT_OK
+    except BrokenPipeError:  # a write outside the command's own handling (--version's)
+        if not stdout_reader_gone():
+            raise
+        silence_stdout()
+        return EXIT_OK
+    except SystemExit:
+        flush_stdout()
+        raise
+    flush_stdout()
+    return code
+
+
+def _parse_and_run(words: list[str]) -> int:
     from hwprof.core.atomic import DiskFullError, FolderGoneError
     from hwprof.core.uservalue import exception_line
     from hwprof.session.plan import CollectError
 
-    args = parse_command(list(sys.argv[1:] if argv is None else argv))
-    console = Console()
+    args = parse_command(words)
+    errors = ErrorConsole()
+    console = CommandConsole(errors)
     stop = install_stop(args)
+
+    def error(exc: BaseException) -> None:
+        errors.print(f"[red]hwprof: error:[/] {escape(exception_line(exc))}", highlight=False, soft_wrap=True)
+
     try:
         return run_command(args, console)
     except KeyboardInterrupt:
-        console.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
+        errors.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
         return stop.exit_code if stop.requested else EXIT_INTERRUPTED
     except (DiskFullError, FolderGoneError) as exc:  # not a bad input: the run or its files could not be written
-        console.print(f"[red]hwprof: error:[/] {escape(exception_line(exc))}", highlight=False, soft_wrap=True)
-        return 1
+        error(exc)
+        return EXIT_FAILED
     except (ValueError, OSError, CollectError) as exc:
+        if isinstance(exc, BrokenPipeError) and stdout_reader_gone():
+            raise OutputClosed from None  # a print() or sys.stdout.write into the closed pipe
         if stop.requested:  # what the stop cut, in a library's words (matplotlib's C++: "Invalid bounding box")
-            console.print(f"[red]interrupted[/] ({stop.name})", highlight=False)
+            errors.print(f"[red]interrupted[/] ({stop.name})", highlight=False)
             return stop.exit_code
-        console.print(f"[red]hwprof: error:[/] {escape(exception_line(exc))}", highlight=False, soft_wrap=True)
+        error(exc)
         return EXIT_USAGE
     finally:
         stop.uninstall()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 NVIDIA_CTL = Path("/dev/nvidiactl")
 GPU_TORCH_INSTALL = "pip install torch==2.11.0 torchvision==0.26.0 --index-url https://download.pytorch.org/whl/cu130"
-"""The CUDA torch the GPU path was checked with (README: On an NVIDIA GPU), as the fix for a CPU build."""
+"""The CUDA torch the GPU path was checked with (docs/gpu.md), as the fix for a CPU build."""
 _PROBE = (
     "import json, torch; n = torch.cuda.device_count() if torch.cuda.is_available() else 0; "
     "print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, 'count': n, "
@@ -32,7 +32,7 @@ def cuda_unavailable_reason(device: str, python: str = sys.executable) -> str | 
     if info["cuda"] is None:
         return (
             f"--device {device}: torch {info['torch']} is a CPU build; "
-            f"fix: {GPU_TORCH_INSTALL}, then pip install -c constraints-gpu.txt '.[gpu]' (README: On an NVIDIA GPU)"
+            f"fix: {GPU_TORCH_INSTALL}, then pip install -c constraints-gpu.txt '.[gpu]' (docs/gpu.md)"
         )
     index = int(device.partition(":")[2] or 0)
     if index >= info["count"]:

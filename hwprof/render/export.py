@@ -2,6 +2,10 @@
 
 summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 25%):
 - run_id, status, model (run.json "model"), config {imgsz, batch, threads, iters, warmup}
+- detections: run.json "detections" (the boxes NMS kept in the measured iterations: {pass, conf, iou, images:
+  [{image, boxes, classes [{id, name, boxes}], iterations, differed, drawn}] or video: {video, frames, boxes,
+  per_frame_min, per_frame_median, per_frame_max, frames_with_boxes, classes, drawn}}), or null where the run
+  did not record them (older runs, a program's)
 - host {cpu_model, logical_cpus, torch, cpu_capability}
 - peaks: {peak_gflops (the run's compute roof), peak_gbps, ridge_flop_per_byte, threads, gflops_method,
   gbps_method, busy_host, load_avg_1m, compute_probe, interference, source, gflops_spread,
@@ -141,6 +145,7 @@ def summary_dict(a: Analysis) -> dict[str, Any]:
         "status": run.status,
         "warnings": a.warnings,
         "model": run.model.to_json(),
+        "detections": run.detections.to_json() if run.detections else None,
         "config": {
             "imgsz": cfg.imgsz,
             "batch": cfg.batch,

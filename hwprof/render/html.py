@@ -157,5 +157,5 @@ def render_html(a: Analysis, plots: dict[str, bytes], run_dir: Path | None = Non
         findings=_findings(a, layered),
         plots=_plots(plots),
         trace_name=TRACE_NAME,
-        trace_exists=trace is not None and trace.exists(),
+        trace_exists=trace is not None and trace.is_file(),
     )

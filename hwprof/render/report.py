@@ -42,6 +42,7 @@ from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_
 from hwprof.render.stage_kernels import stage_kernels_spec
 from hwprof.render.summary import NOT_MEASURED, summary_markdown, summary_renderables
 from hwprof.render.tables import TableSpec, markdown, spec_renderables
+from hwprof.render.weights_line import detections_details, loaded_weights_text
 from hwprof.render.whole_program import whole_program_spec
 
 if TYPE_CHECKING:
@@ -102,18 +103,6 @@ def _source_lines(run: RunDoc) -> list[tuple[str, str]]:
     ]
 
 
-def loaded_weights_text(weights: object) -> str:
-    """What a run loaded (model.json's weights): the file, its format and sha256, and for a trained model fetched
-    by name where it came from and its licence."""
-    if not isinstance(weights, dict):
-        return str(weights)
-    sha = str(weights.get("sha256") or "")
-    digest = f", sha256 {sha[:16]}..." if sha else ""
-    stored = f"stored as {weights.get('dtype')}, loaded as float32"
-    text = f"{weights.get('path')} ({weights.get('format')}, {stored}{digest})"
-    return f"{weights['source']}; loaded from {text}" if weights.get("source") else text
-
-
 def _model_lines(model: ModelDoc, run: RunDoc, workload: WorkloadView) -> list[tuple[str, str]]:
     gflops = f"{model.gflops:.2f} GFLOPs" if model.gflops else "GFLOPs not measured"
     shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
@@ -132,10 +121,13 @@ def _model_lines(model: ModelDoc, run: RunDoc, workload: WorkloadView) -> list[t
         )
     else:
         weights = loaded_weights_text(model.weights)
-    return [
+    out = [
         ("model", f"{model.name} ({model.family}): {model.layers} layers, {params_text}, {gflops} at {shape}"),
         ("weights", weights),
     ]
+    if run.detections and not model.random_init:  # random weights' boxes mean nothing: the stages' note says so
+        out.append(("detections", detections_details(run.detections)))
+    return out
 
 
 def _host_line(run: RunDoc) -> tuple[str, str]:

@@ -2,7 +2,8 @@
 40 lines at 80 columns; the long header, every table and the "not measured" block follow it.
 
 Pieces of content (lines and one TableSpec), so the terminal, the Markdown and the HTML page show the same
-summary: what ran where (at most 4 lines), speed and the measurement's health (one line), the top 5 layers,
+summary: what ran where (model, host, run, input; for loaded weights also the weights, in at most two lines at 80
+columns, and the boxes NMS kept per image, in one), speed and the measurement's health (one line), the top 5 layers,
 the top findings with one line of evidence each, the best measured change with its output check, and one
 line counting what was not measured.
 """
@@ -23,6 +24,8 @@ from hwprof.render.advice_table import heading, output_text
 from hwprof.render.fmt import ms, pct
 from hwprof.render.report_sections import kernel_text
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, spec_renderables
+from hwprof.render.weights_line import detections_summary, weights_summary
+from hwprof.schema.weights import WeightsDoc
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
@@ -53,14 +56,22 @@ def warning_lines(a: Analysis) -> list[tuple[str, str]]:
 
 
 def run_lines(a: Analysis) -> list[tuple[str, str]]:
-    """What ran where: model and weights, host and its units, threads and sizes, the input (at most 4 lines)."""
+    """What ran where: model and weights, host and its units, threads and sizes, the input (at most 4 lines);
+    a run on loaded weights adds the weights (at most two lines at 80 columns) and the boxes NMS kept."""
     run = a.doc
     model = run.model
     out: list[tuple[str, str]] = []
     if model.name:
-        weights = "random init" if model.random_init else (str(model.weights) if model.weights else "?")
+        loaded = None if model.random_init else WeightsDoc.of_model(model.weights)
         gflops = f", {model.gflops:.2f} GFLOPs" if model.gflops else ""
-        out.append(("model", f"{model.name} ({model.family}), {model.layers} layers{gflops}; weights: {weights}"))
+        head = f"{model.name} ({model.family}), {model.layers} layers{gflops}"
+        if loaded is None:
+            weights = "random init" if model.random_init else (str(model.weights) if model.weights else "?")
+            out.append(("model", f"{head}; weights: {weights}"))
+        else:
+            out += [("model", head), ("weights", weights_summary(loaded))]
+            if run.detections:  # random weights' boxes mean nothing: the pipeline stages' note says so instead
+                out.append(("detections", detections_summary(run.detections)))
     host = run.host
     flags = None if host.isa_flags is None else [str(f) for f in host.isa_flags]
     out.append(("host", f"{host.cpu_model or '?'}, {host.logical_cpus or '?'} CPUs; {units_text(flags)}"))

@@ -1,4 +1,5 @@
-"""The run directory and its run.json (versioned schema; documented in README.md).
+"""The run directory and its run.json (versioned schema; documented in docs/run-directory.md, its reference
+generated from hwprof.schema).
 
 results/<run-id>/
   run.json                 what ran, on what, what was unavailable and why, stage latency

@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.detections import DetectionsDoc
 from hwprof.schema.frames import FramesDoc
 from hwprof.schema.inputs import InputsDoc
 from hwprof.schema.model_init import InitDoc
@@ -114,6 +115,8 @@ class PassResult(Record):
     candidates_per_iteration: list[int] | None = None
     """Boxes over the confidence threshold that NMS considered, per warm-up iteration (counted outside the measured
     ones; absent in older runs)."""
+    detections: DetectionsDoc | None = None
+    """The boxes NMS kept in the measured iterations, per image and class (absent in older runs and a program's)."""
     runtime: RuntimeFile | None = None
     """The runtime's info as its runtime.json holds it."""
     collectors: dict[str, CollectorEntry] = field(default_factory=dict)

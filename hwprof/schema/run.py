@@ -15,6 +15,7 @@ from typing import Any, ClassVar, TypeVar
 from hwprof.schema.bounds import Count, NonNegative, Share
 from hwprof.schema.check import SCHEMA_VERSION, UNUSABLE_PASS_STATUSES, RunDirError, found, read_json
 from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.detections import DetectionsDoc
 from hwprof.schema.frames import AnnotatedDoc, FramesDoc, VideoDoc
 from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.inputs import InputsDoc
@@ -332,6 +333,9 @@ class RunDoc(Record):
     stages: dict[str, StageLatency] = field(default_factory=dict)
     stages_source: str | None = None
     fps: NonNegative | None = None
+    detections: DetectionsDoc | None = None
+    """The boxes NMS kept per image (or over a video's frames), by class, in the measured iterations of the pass
+    the stages come from; absent in runs from before it was recorded, and for a program's run."""
     render_errors: list[Any] | None = None
     """Renderings of a complete collection that could not be written for lack of space: what, path, error."""
 

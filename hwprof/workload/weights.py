@@ -62,11 +62,22 @@ class WeightsInfo:
     notes: tuple[str, ...] = ()
     source: str | None = None
     """Where the file came from and its licence, for a trained model fetched by name (hwprof.workload.trained)."""
+    origin: str | None = None
+    """`source` in short (the wheel and its licence), for the report's first screen."""
+    names: dict[int, str] | None = None
+    """Class id -> name as the checkpoint records them (None: it records none)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """model.json's `weights` (hwprof.schema.weights.WeightsDoc); origin and names only where known, so that
+        a file without them is written as before."""
         data = asdict(self)
         data["path"] = str(self.path)
         data["notes"] = list(self.notes)
+        for key in ("origin", "names"):
+            if data[key] is None:
+                del data[key]
+        if self.names is not None:
+            data["names"] = {str(k): v for k, v in sorted(self.names.items())}
         return data
 
 
@@ -225,10 +236,10 @@ def _load_strict(path: Path, model: nn.Module, state: Mapping[str, torch.Tensor]
 
 
 def load_checkpoint(
-    path: Path | str, model_name: str, build: Builder, source: str | None = None
+    path: Path | str, model_name: str, build: Builder, source: str | None = None, origin: str | None = None
 ) -> tuple[nn.Module, WeightsInfo]:
     """The model `build` makes for `model_name`, holding the checkpoint's weights, and what was loaded
-    (`source`: where the file came from, kept in the info)."""
+    (`source`: where the file came from, `origin` the same in short; both kept in the info)."""
     path = Path(path)
     problem = weights_file_problem(path)
     if problem:
@@ -277,5 +288,7 @@ def load_checkpoint(
         fused=fused,
         notes=tuple(notes),
         source=source,
+        origin=origin,
+        names=extracted.names,
     )
     return model, info

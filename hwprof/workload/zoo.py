@@ -112,13 +112,13 @@ def build_model(name: str, weights: str | None = None, seed: int = 0, nc: int | 
     family = family_of(name)
     torch.manual_seed(seed)
     info: WeightsInfo | None = None
-    source = None
+    source = origin = None
     if name in TRAINED and not weights:
-        weights, source = str(trained_weights(name)), TRAINED[name].source()
+        weights, source, origin = str(trained_weights(name)), TRAINED[name].source(), TRAINED[name].origin()
     if weights:
         from hwprof.workload.weights import load_checkpoint
 
-        module, info = load_checkpoint(Path(weights), architecture_of(name), build_architecture, source)
+        module, info = load_checkpoint(Path(weights), architecture_of(name), build_architecture, source, origin)
     else:
         module = build_architecture(name, nc or 80)
     module = module.float().eval()
