@@ -7,6 +7,7 @@ Tests run from tests/ against the installed wheel; the docs are the checkout's (
 from __future__ import annotations
 
 import argparse
+import html as htmllib
 import os
 import re
 import shlex
@@ -142,8 +143,15 @@ def test_the_command_line_reference_is_the_parser(site: Path) -> None:
     html = (site / "reference" / "cli" / "index.html").read_text()
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+    def words(text: str) -> str:  # a text's words, markup dropped, no space before punctuation
+        return re.sub(r" ([:;,.)])", r"\1", " ".join(re.sub(r"<[^>]+>", " ", text).split()))
+
+    text = words(html)
     for name, command in sub.choices.items():
         assert f"hwprof {name}" in html, name
+        described = words(htmllib.escape((command.description or "").replace("`", ""), quote=False))
+        assert described in text, (name, described)  # as the user reads it: `<model>` kept
         for action in command._actions:
             for option in action.option_strings:
                 if option not in ("-h", "--help"):

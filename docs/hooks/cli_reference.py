@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from mdtext import cell, slug, table
+from mdtext import cell, prose, slug, table
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
@@ -65,7 +65,7 @@ def command_markdown(name: str, summary: str, parser: argparse.ArgumentParser, l
     hashes = "#" * level
     parts = [f"{hashes} `{parser.prog}`\n", f"{cell(summary)}\n" if summary else ""]
     if parser.description and parser.description != summary:
-        parts.append(f"{parser.description.strip()}\n")
+        parts.append(prose(parser.description))
     usage = parser.format_usage().removeprefix("usage: ").strip()
     parts.append(f"```text\n{usage}\n```\n")
     for group in parser._action_groups:
@@ -94,7 +94,7 @@ def cli_markdown() -> str:
         "`python -m hwprof ...` is the same command.\n",
     ]
     if parser.description:
-        parts.append(f"{parser.description.strip()}\n")
+        parts.append(prose(parser.description))
     index = [(f"[`{name}`](#{slug('hwprof ' + name)})", cell(summary)) for name, summary, _ in commands]
     parts.append(table(("command", "what it does"), index))
     parts += [command_markdown(name, summary, sub) for name, summary, sub in commands]

@@ -26,6 +26,12 @@ def cell(text: str | None) -> str:
     return "".join(out)
 
 
+def prose(text: str) -> str:
+    """A help text's paragraphs as Markdown paragraphs, escaped as cells are (`results/<model>-<time>/` would
+    otherwise be read as HTML tags and vanish)."""
+    return "\n\n".join(cell(para) for para in text.strip().split("\n\n") if para.strip()) + "\n"
+
+
 def code(text: str) -> str:
     """`text` as a code span in a table cell: only its pipes escaped (Markdown leaves the rest as is)."""
     return "`" + " ".join(str(text).split()).replace("|", "\\|") + "`"
