@@ -56,9 +56,17 @@ def _serve(handle: str) -> Iterator[str]:
         server.close()
 
 
+class _QuietHandler(SimpleHTTPRequestHandler):
+    """No request log: SimpleHTTPRequestHandler writes one line per request to this process's stderr, which
+    the command-line tests read for hwprof's error line."""
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
 @pytest.fixture
 def http_server() -> Iterator[str]:
-    httpd = HTTPServer(("127.0.0.1", 0), SimpleHTTPRequestHandler)
+    httpd = HTTPServer(("127.0.0.1", 0), _QuietHandler)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     try:

@@ -191,6 +191,28 @@ def _tmp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
+def remove_orphaned_temporaries(folder: Path) -> list[Path]:
+    """Remove the temporary files (`_tmp_name`'s) under `folder` of writers that are no longer running: a
+    process killed mid-write (SIGKILL: a second stop signal) cannot remove its own. The paths removed."""
+    removed = []
+    for tmp in folder.rglob(".*.tmp"):
+        pid = tmp.name.removesuffix(".tmp").rpartition(".")[2]
+        if pid.isdigit() and not _running(int(pid)):
+            _remove(tmp)
+            removed.append(tmp)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: someone else's process
+        return True
+    return True
+
+
 @contextmanager
 def atomic_path(path: Path | str) -> Iterator[Path]:
     """Yield a temporary path beside `path` for a writer that takes a path (savefig, a CSV or trace

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
-from hwprof.core.atomic import DiskFullError, FolderGoneError, SpaceReserve
+from hwprof.core.atomic import DiskFullError, FolderGoneError, SpaceReserve, remove_orphaned_temporaries
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
 from hwprof.perf.neighbours import NeighbourWatch
@@ -238,6 +238,7 @@ class Session:
         child.stop(proc)  # when it has not exited
         lingering = child.stop_session(proc.pid, running.exited_at or time.monotonic())
         returncode = proc.wait()
+        remove_orphaned_temporaries(out_dir)  # what a worker killed mid-write (a second signal) left
         worker = RunData(self.run_dir, self.run).pass_result(running.plan.name)
         results = worker_results(worker)
         status, error = pass_status(status, error, worker, returncode, out_dir / WORKER_LOG)

@@ -1,0 +1,37 @@
+"""A worker killed mid-write (a second stop signal SIGKILLs it) leaves its atomic writer's temporary file: the
+collect removes those of writers no longer running once the pass's processes are gone, and no other."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from hwprof.core.atomic import atomic_path, remove_orphaned_temporaries
+
+
+def _killed_mid_write(folder: Path) -> Path:
+    """A real process that opened its temporary file beside torch_profiler.sync.json and was SIGKILLed there."""
+    code = (
+        "import os, signal, sys; from pathlib import Path; from hwprof.core.atomic import atomic_path\n"
+        "with atomic_path(Path(sys.argv[1]) / 'torch_profiler.sync.json') as tmp:\n"
+        "    tmp.write_text('{'); os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(folder)], check=False)
+    assert done.returncode == -9
+    (left,) = folder.glob(".*.tmp")
+    return left
+
+
+def test_a_killed_writers_temporary_is_removed_a_live_ones_kept(tmp_path: Path) -> None:
+    passes = tmp_path / "passes" / "trace"
+    passes.mkdir(parents=True)
+    left = _killed_mid_write(passes)
+    reserve = tmp_path / ".hwprof-space-reserve.tmp"  # no writer's pid in its name: never a writer's temporary
+    reserve.write_bytes(b"x")
+    with atomic_path(passes / "result.json") as mine:  # this process, still writing
+        mine.write_text("{}")
+        assert remove_orphaned_temporaries(tmp_path) == [left]
+        assert mine.exists()
+    assert not left.exists() and reserve.exists()
+    assert (passes / "result.json").read_text() == "{}"
