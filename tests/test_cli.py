@@ -154,7 +154,7 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
     report = run_hwprof("report", str(run_dir))
     assert report.returncode == 0 and "pipeline stages" in report.stdout
     again = run_hwprof("collect", *SMALL, "--only", "timing", "--out", str(run_dir))
-    assert again.returncode == 2 and "refusing to overwrite" in again.stdout
+    assert again.returncode == 2 and "refusing to overwrite" in again.stderr and not again.stdout.strip()
 
 
 LONG_TIMING_RUN = (

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwprof.advisor.process_env import TUNABLES, mapped_preloads
+from hwprof.advisor.program_failure import PROGRAM_FAILED_EXIT, ProgramFailed
 from hwprof.advisor.sides import Side, build_side, reference_config
 from hwprof.core.config import RunConfig
 from hwprof.core.spans import measured_spans
@@ -213,6 +214,12 @@ def main(argv: list[str], run_spec: Callable[[AdviseSpec], AdviseResult] | None 
     out = Path(spec.out)
     try:
         result = (run_spec or run)(spec)
+    except ProgramFailed as exc:  # the program's own error, its traceback above: no traceback of hwprof's
+        from hwprof.session.pass_runner import ERROR_PREFIX
+
+        print(f"{ERROR_PREFIX}{exc}", file=sys.stderr)
+        write_advise_result(out, AdviseResult.of(error=str(exc)))
+        return PROGRAM_FAILED_EXIT
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         write_advise_result(out, AdviseResult.of(error=f"{type(exc).__name__}: {exc}"))

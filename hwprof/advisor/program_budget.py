@@ -10,8 +10,9 @@ measured nothing, after minutes of running. So the calls are compared first:
 - a pass that stopped the program after its measured calls saw a lower bound only; where that bound is short of
   the schedule, advise counts the calls first: one run of the unchanged program, stopped as soon as it made as
   many as the schedule needs (hwprof.advisor.program_worker, mode "count");
-- too few calls: advise is refused at once, in one line that gives the calls it needs and the fix (more input,
-  fewer --blocks, or --only the candidates that fit).
+- too few calls: advise is refused at once, in one line that gives the calls it needs and the fixes: the
+  `hwprof advise RUN` command whose --blocks and --only fit the calls the program makes (no fewer blocks than
+  paired_cost.MIN_BLOCKS, from which a cost is resolved), and more input.
 
 Refused rather than run again: a schedule spread over several runs of the program would pair calls from different
 processes (their own allocator state, caches, thread pools), which is what a paired measure is there to avoid.
@@ -19,10 +20,15 @@ processes (their own allocator state, caches, thread pools), which is what a pai
 
 from __future__ import annotations
 
+import dataclasses
+import shlex
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hwprof.analysis.candidate import Candidate
+from hwprof.analysis.paired_cost import MIN_BLOCKS
+from hwprof.core.config import ADVISE_BLOCKS
 from hwprof.program.advise_calls import SOLO_CALLS, schedule_calls
 from hwprof.schema.program import ProgramOutcome
 
@@ -78,6 +84,10 @@ class Budget:
         spare = calls - self.before - schedule_calls(paired, self.warmup, 0)
         return max(0, spare // (4 if paired else 2))
 
+    def at(self, blocks: int) -> Budget:
+        """This budget at another block count."""
+        return dataclasses.replace(self, blocks=blocks)
+
     def what(self, paired: bool) -> str:
         """The schedule's parts in words."""
         found = f"{self.before} to find the model"
@@ -95,30 +105,93 @@ def finder_calls(model_path: str | None) -> int:
     return 1 if model_path else 2
 
 
-def refusal(seen: CallsSeen, budget: Budget, candidates: Sequence[Candidate], prefix: str = "") -> str:
-    """The one line that refuses advise ("" where every candidate fits): the calls needed, and the fix;
-    `prefix`: of the options it names (collect --advise's "advise-")."""
+@dataclass(frozen=True)
+class Fit:
+    """Candidates that all fit the program's calls at one block count: the advise options that run them."""
+
+    blocks: int
+    keys: tuple[str, ...]
+    need: int
+    """The calls the costliest of them needs at `blocks` (the finder's included)."""
+
+
+def fits(calls: int, budget: Budget, candidates: Sequence[Candidate]) -> list[Fit]:
+    """What runs in the program's `calls`, each from budget.needs: the candidates that fit at the blocks asked
+    for, then, where more fit at fewer blocks, those at the most blocks that all of them fit. Never fewer blocks
+    than paired_cost.MIN_BLOCKS (a cost is not resolved from fewer), or than those asked for where that is less;
+    [] where no candidate fits even there."""
+    out = []
+    now = [c for c in candidates if budget.needs(c) <= calls]
+    if now:
+        out.append(Fit(budget.blocks, tuple(c.key for c in now), budget.most(now)))
+    least = budget.at(min(MIN_BLOCKS, budget.blocks))
+    more = [c for c in candidates if least.needs(c) <= calls]
+    if len(more) > len(now):
+        blocks = min([budget.blocks, *(budget.most_blocks(not c.env, calls) for c in more)])
+        out.append(Fit(blocks, tuple(c.key for c in more), budget.at(blocks).most(more)))
+    return out
+
+
+def advise_command(run_dir: str, fit: Fit, candidates: Sequence[Candidate], only: bool, prefix: str) -> str:
+    """The command that runs `fit` on the run kept (`hwprof advise RUN`, whichever door refused): --blocks where
+    not the default, --only where fewer than `candidates` or where they were an --only already (`only`); collect's
+    own options beside it where the refusal is collect's."""
+    options = [] if fit.blocks == ADVISE_BLOCKS else ["--blocks", str(fit.blocks)]
+    if only or len(fit.keys) < len(candidates):
+        options += ["--only", ",".join(fit.keys)]
+    command = f"`{shlex.join(['hwprof', 'advise', run_dir, *options])}`"
+    if prefix and options:
+        command += f" (collect's {' '.join(o.replace('--', f'--{prefix}', 1) for o in options)})"
+    return command
+
+
+def refusal(
+    seen: CallsSeen,
+    budget: Budget,
+    candidates: Sequence[Candidate],
+    run_dir: str | Path,
+    prefix: str = "",
+    only: bool = False,
+) -> str:
+    """The one line that refuses advise ("" where every candidate fits): the calls needed, and the fixes, each
+    computed from the same Budget (fits): the advise command with the --blocks and --only that fit the calls the
+    program makes, or where none fits even at MIN_BLOCKS, the calls that one would need; `prefix`: of the options
+    collect --advise takes ("advise-"); `only`: the candidates are those of an --only."""
     short = [c for c in candidates if budget.needs(c) > seen.calls]
     if not short:
         return ""
     need = budget.most(short)
     paired = any(not c.env for c in short)
-    fixes = [f"give the program more input (more images or frames) for at least {need} calls of its model"]
-    blocks = min(budget.most_blocks(not c.env, seen.calls) for c in short)
-    if blocks >= 1:
-        fixes.append(f"--{prefix}blocks {blocks}")
-    fit = [c.key for c in candidates if budget.needs(c) <= seen.calls]
-    if fit:
-        fixes.append(f"--{prefix}only {','.join(fit)}")
-    return (
+    head = (
         f"the program makes {seen.calls} calls of its model ({seen.source}); advise needs {need} for "
-        f"{', '.join(c.key for c in short)} ({budget.what(paired)}): no candidate was run; fix: {', or '.join(fixes)}"
+        f"{', '.join(c.key for c in short)} at {budget.blocks} blocks ({budget.what(paired)}): no candidate was run"
     )
+    more = f"give the program more input (more images or frames) for at least {need} calls of its model"
+    found = fits(seen.calls, budget, candidates)
+    if not found:
+        least = budget.at(min(MIN_BLOCKS, budget.blocks))
+        cheapest = min(candidates, key=least.needs)
+        return (
+            f"{head}, and none fits in {seen.calls} calls even at --{prefix}blocks {least.blocks} (the fewest a "
+            f"cost is resolved from: {cheapest.key} needs {least.needs(cheapest)} there); fix: {more}"
+        )
+    runs = [
+        f"run {advise_command(str(run_dir), f, candidates, only, prefix)} ({f.need} calls at {f.blocks} blocks)"
+        for f in found
+    ]
+    return f"{head}; fix: {', or '.join([*runs, more])}"
 
 
-def refuse(seen: CallsSeen, budget: Budget, candidates: Sequence[Candidate], prefix: str = "") -> None:
+def refuse(
+    seen: CallsSeen,
+    budget: Budget,
+    candidates: Sequence[Candidate],
+    run_dir: str | Path,
+    prefix: str = "",
+    only: bool = False,
+) -> None:
     """ValueError in one line (refusal) where the program makes too few calls for a candidate's schedule."""
-    line = refusal(seen, budget, candidates, prefix)
+    line = refusal(seen, budget, candidates, run_dir, prefix, only)
     if line:
         raise ValueError(line)
 

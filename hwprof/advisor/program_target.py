@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.advisor.children import OnProgress, run_child
 from hwprof.advisor.program_budget import COUNT_MODE, Budget, CallsSeen, calls_seen, finder_calls
+from hwprof.advisor.program_failure import PROGRAM_FAILED_EXIT, stopped_by
 from hwprof.analysis.program_candidates import program_candidates, program_facts
 from hwprof.core.config import RunConfig
 from hwprof.rundir.advise_files import read_advise_result, write_advise_spec
@@ -98,7 +99,8 @@ def count_calls(
     config: RunConfig, run_dir: Path, need: int, work: Path, stop: StopSignals, on_progress: OnProgress
 ) -> int | None:
     """advise's count of a program's calls of its model once found (hwprof.advisor.program_budget): one run of the
-    unchanged program, stopped once it made `need`; None where a stop signal cut it; ValueError where it failed."""
+    unchanged program, stopped once it made `need`; None where a stop signal cut it; ValueError where it failed
+    (ProgramFailed: the program itself, in its own words)."""
     spec = AdviseSpec.of(
         key=COUNT_MODE,
         baseline=config.to_dict(),
@@ -111,11 +113,14 @@ def count_calls(
     spec = spec.for_mode(COUNT_MODE, str(out))
     spec.update(calls=need)
     command = program_command(spec, work / f"{COUNT_MODE}.spec.json")
-    outcome = run_child(command, work / f"{COUNT_MODE}.log", config.pass_timeout_s, stop, on_progress)
+    log = work / f"{COUNT_MODE}.log"
+    outcome = run_child(command, log, config.pass_timeout_s, stop, on_progress)
     if stop.requested:
         return None
     result = read_advise_result(out) if out.is_file() else None
+    if outcome.returncode == PROGRAM_FAILED_EXIT and result is not None and result.error:
+        raise stopped_by(result.error, "count of its calls of its model", log)
     if not outcome.ok or result is None or result.error is not None or result.calls is None:
         why = (result.error if result is not None else None) or outcome.error or "it wrote no count"
-        raise ValueError(f"advise could not count the program's calls of its model ({why}; {work / COUNT_MODE}.log)")
+        raise ValueError(f"advise could not count the program's calls of its model ({why}; {log})")
     return int(result.calls)

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 from hwprof.advisor.output_check import check_output
 from hwprof.advisor.process_env import TUNABLES, mapped_preloads, minor_faults
 from hwprof.advisor.program_budget import COUNT_MODE
+from hwprof.advisor.program_failure import ProgramFailed, failure_line
 from hwprof.analysis.advice_output import OutputCheck
 from hwprof.core.config import RunConfig
 from hwprof.core.program_spec import ProgramSpec
@@ -45,7 +46,7 @@ from hwprof.program.advise_calls import (
     single_steps,
 )
 from hwprof.program.finder import ModelFinder, ProgramAbort
-from hwprof.program.launch import run_program
+from hwprof.program.launch import ProgramEnd, run_program
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec, SideFigures, SideSetup
 from hwprof.workload.outputs import head_of, mirrored
 from hwprof.workload.zoo import OUTPUT_XYWH_CLS_T, OUTPUT_XYWH_OBJ_CLS
@@ -205,14 +206,16 @@ def run(spec: AdviseSpec) -> AdviseResult:
     finally:
         finder.close()
         calls.finish()
+    failure = program_failure(end, calls, mode)
+    if failure is not None:
+        raise failure
     if calls.found is None:
         raise ValueError(finder.never_found())
     if mode == COUNT_MODE:  # advise's count of the program's calls (hwprof.advisor.program_budget)
         return AdviseResult.of(mode=mode, calls=calls.index)
     if not calls.done:
-        how = "ended" if end.ok else f"failed ({end.error or f'exit status {end.exit_code}'})"
         raise ValueError(
-            f"the program {how} after {calls.index} calls of its model once found; advise's schedule needs "
+            f"the program ended after {calls.index} calls of its model once found; advise's schedule needs "
             f"{len(steps)} (warm-up {warmup}, {blocks} blocks): give it more input (more frames), or fewer --blocks"
         )
     result = AdviseResult.of(mode=mode)
@@ -241,6 +244,22 @@ def run(spec: AdviseSpec) -> AdviseResult:
         traceback.print_exc(file=sys.stderr)
         result.update(output_error=f"{type(exc).__name__}: {exc}")
     return result
+
+
+def program_failure(end: ProgramEnd, calls: AdviseCalls, mode: str) -> ValueError | None:
+    """The program's own failure (it raised, or exited non-zero) before the schedule was done, in its own words
+    (hwprof.advisor.program_failure); None where it did not fail. ProgramFailed where nothing of its run had
+    changed yet (advise then stops), else a ValueError: the candidate's failure, the change having run."""
+    if end.ok or (calls.found is not None and calls.done):  # done: its figures are whole, whatever came after
+        return None
+    where = "before it called its model" if calls.found is None else f"after {calls.index} calls of its model"
+    line = failure_line(end.error, end.exit_code)
+    unchanged = mode in ("baseline", TIMED_MODE, COUNT_MODE) or (
+        mode == PAIRED_MODE and calls.change.threads is None and VARIANT not in calls.sides
+    )
+    if unchanged:
+        return ProgramFailed(f"the program failed {where}: {line}")
+    return ValueError(f"the program failed with the change, {where}: {line}")
 
 
 def schedule(mode: str, spec: AdviseSpec) -> list[Step]:

@@ -21,6 +21,7 @@ from hwprof.advisor.children import ChildOutcome, layers_command, run_child
 from hwprof.advisor.facts import cpus_busy, run_facts
 from hwprof.advisor.process_env import env_not_taken
 from hwprof.advisor.program_budget import Budget, CallsSeen, calls_line, count_needed, refuse
+from hwprof.advisor.program_failure import PROGRAM_FAILED_EXIT, stopped_by
 from hwprof.advisor.program_target import count_calls
 from hwprof.advisor.targets import AdviseTarget, target_for
 from hwprof.analysis.advice import NOT_RUN, Advice, AdviceRow, top_layer_deltas
@@ -108,7 +109,7 @@ def plan_advice(
     plan.candidates = selected(planned, only) if only else planned
     plan.calls, plan.budget = plan.target.schedule(data, blocks)
     if plan.calls is not None and plan.budget is not None and plan.calls.exact:
-        refuse(plan.calls, plan.budget, plan.runnable, prefix)
+        refuse(plan.calls, plan.budget, plan.runnable, run_dir, prefix, bool(only))
     return plan
 
 
@@ -181,7 +182,7 @@ class AdviseRun:
         calls = budget.before + counted
         how = "saw the program end after" if calls < need else "stopped the program after"
         self.plan.calls = CallsSeen(calls, calls < need, f"advise's count {how} {calls}")
-        refuse(self.plan.calls, budget, plan.runnable, plan.prefix)
+        refuse(self.plan.calls, budget, plan.runnable, plan.run_dir, plan.prefix, bool(plan.only))
         self.advice.notes.append(
             f"the program's calls of its model were counted before the candidates ran ({self.plan.calls.source}): "
             f"the schedules need {need}"
@@ -265,6 +266,8 @@ class AdviseRun:
                 result = read_advise_result(out)
             except RunDirError as exc:  # a damaged out file: the candidate fails, saying which field
                 return {}, str(exc)
+            if outcome.returncode == PROGRAM_FAILED_EXIT and result.error:  # the unchanged program failed: stop
+                raise stopped_by(result.error, f"{name} run for {c.key}", work / f"{name}.log")
             if not outcome.ok or result.error is not None:
                 return {}, result.error or outcome.error
             results[name] = result
