@@ -23,7 +23,12 @@ from fault_harness import hwprof_command
 pytestmark = pytest.mark.fault
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_small"
-SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM}
+SIGNALS = {
+    "SIGINT": signal.SIGINT,
+    "SIGTERM": signal.SIGTERM,
+    "SIGQUIT": signal.SIGQUIT,  # its default action dumped core (exit -3)
+    "SIGABRT": signal.SIGABRT,  # sent from outside: a stop as SIGTERM is
+}
 LOADED_BY_CLI_MAIN = "_psutil_linux"
 """A shared object the command line's imports map (psutil, through hwprof.session.stopping), entry's do not."""
 
@@ -214,3 +219,14 @@ def test_a_delivery_again_still_pending_when_the_command_ends_is_dropped(monkeyp
     stop.uninstall()  # the command is done before it
     time.sleep(0.6)  # an interrupt_main now would raise KeyboardInterrupt here (the default handler is back)
     assert stop.requested and stop.name == "SIGINT"
+
+
+def test_the_entry_handles_every_stop_signal_the_commands_do() -> None:
+    """hwprof.cli.entry covers the start-up for exactly the signals StopSignals handles afterwards, and each has its
+    exit status in the table."""
+    from hwprof.cli import entry
+    from hwprof.cli.exit_codes import EXIT_CODES
+    from hwprof.session.stopping import SIGNALS as STOP_SIGNALS
+
+    assert entry._SIGNALS == STOP_SIGNALS
+    assert {128 + int(sig) for sig in STOP_SIGNALS} <= {row.code for row in EXIT_CODES}

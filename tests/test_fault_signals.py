@@ -31,10 +31,18 @@ from fault_harness import (
 
 pytestmark = pytest.mark.fault
 
-SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGHUP": signal.SIGHUP}
+SIGNALS = {
+    "SIGINT": signal.SIGINT,
+    "SIGTERM": signal.SIGTERM,
+    "SIGHUP": signal.SIGHUP,
+    "SIGQUIT": signal.SIGQUIT,
+    "SIGABRT": signal.SIGABRT,
+}
 PASS_SIGNALS = [
     ("timing", "SIGINT", 1),
     ("timing", "SIGINT", 2),
+    ("timing", "SIGQUIT", 1),
+    ("timing", "SIGABRT", 1),
     ("layers", "SIGINT", 1),
     ("layers", "SIGTERM", 2),
     ("kernels", "SIGINT", 2),
@@ -43,10 +51,12 @@ PASS_SIGNALS = [
     ("trace", "SIGHUP", 1),
     ("scalene", "SIGINT", 1),
     ("scalene", "SIGHUP", 2),
+    ("kernels", "SIGQUIT", 2),
 ]
-"""(pass, signal, how many times): every pass stopped once and twice, and each of the three signals (one handler
-takes them all: hwprof.session.stopping) once and twice, in passes with their own collectors to stop; not all
-30 combinations (30 collects: 4 minutes of the suite)."""
+"""(pass, signal, how many times): every pass stopped once and twice, and each of the five signals (one handler
+takes them all: hwprof.session.stopping) once and SIGINT, SIGTERM, SIGHUP and SIGQUIT twice, in passes with their
+own collectors to stop; not all 50 combinations (50 collects: 6 minutes of the suite). SIGQUIT's default action
+killed the collect at once (exit -3, run.json "running" under a dead lock, its worker running on for 8 s)."""
 COLLECTOR_STATUSES = {"ok", "partial", "interrupted", "unavailable", "skipped"}
 
 
@@ -98,6 +108,62 @@ def test_a_stop_signal_in_any_pass_ends_the_run_the_same_way(
         assert summary["status"] == "interrupted"
         layers_csv = out / "layers.csv"
         assert not layers_csv.exists() or len(layers_csv.read_text().splitlines()) > 1
+
+
+ABORTS = """\
+import os, sys
+import torch
+sys.path.insert(0, {programs!r})
+from common import build_model
+
+model = build_model("yolov8n")
+with torch.inference_mode():
+    for _ in range({calls}):
+        model(torch.rand(1, 3, 64, 64))
+os.abort()  # as a C++ library's abort() would
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("calls", [2, 6], ids=["before-its-measured-calls", "after-them"])
+def test_a_worker_that_aborts_is_a_failed_pass_and_the_run_is_finalised(tmp_path: Path, calls: int) -> None:
+    """SIGABRT from a child: the program's own abort() kills the pass's worker. The pass fails, "killed by
+    SIGABRT", the later passes run or are skipped as after any failure, run.json is final and nothing is left."""
+    script = tmp_path / "aborts.py"
+    script.write_text(ABORTS.format(programs=str(Path(__file__).parent / "programs"), calls=calls))
+    out = tmp_path / "run"
+    proc = start(
+        [
+            "collect",
+            "--warmup",
+            "1",
+            "--iters",
+            "3",
+            "--no-report",
+            "--only",
+            "timing,flops",
+            "--out",
+            str(out),
+            "--",
+            "python",
+            str(script),
+        ],
+        tmp_path,
+    )
+    text, _ = proc.communicate(timeout=300)
+    left = leftovers(out)
+    kill_leftovers(left)
+    assert proc.returncode == 1, text
+    assert "Traceback" not in text
+    run = run_json(out)
+    assert run["finished"] and run["status"] in ("partial", "failed"), run["status"]
+    failed = {name: entry for name, entry in run["passes"].items() if entry["status"] == "failed"}
+    assert failed and all("killed by signal 6 (SIGABRT)" in entry["error"] for entry in failed.values()), run["passes"]
+    if calls == 6:  # the abort came after the timing pass's calls: kept; the layers pass's worker aborted
+        assert run["passes"]["timing"]["status"] == "ok" and "layers" in failed
+    assert "SIGABRT" in " ".join(text.split())
+    assert not (out / ".hwprof.lock").exists()
+    assert not left, left
 
 
 @pytest.mark.slow

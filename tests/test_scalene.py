@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import subprocess
@@ -210,11 +211,33 @@ def test_real_scalene_pass(tmp_path: Path) -> None:
     clean_iterations = (last["done"] - 1) // 2
     result = tool.finish(worker.returncode)
     assert result.status == "ok", result.reason
+    window = json.loads((ctx.out_dir / "scalene.window.json").read_text())
+    assert window["pid"] != worker.pid and not _shims_of(window["pid"]), "the pass's end removes Scalene's shims"
     lines = json.loads((ctx.out_dir / "scalene.lines.json").read_text())["lines"]
     # the model call: in the torch runtime (workload/runtime.py) since forward goes through a runtime
     forward = [row for row in lines if "self.built.module(batch)" in row["code"]]
     assert forward and forward[0]["stage"] == "forward"
-    window = json.loads((ctx.out_dir / "scalene.window.json").read_text())
     assert window["under_scalene"] and window["stop_ns"] > window["start_ns"]
     assert len(window["paused"]) == clean_iterations  # Scalene off over each clean iteration of the paired pass
     assert result.to_dict()["summary"]["clock"]["samples_checked"] > 0
+
+
+def _shims_of(pid: int) -> list[Path]:
+    """The folders of interpreter shims Scalene's process `pid` made in the temporary folder."""
+    import tempfile
+
+    found = []
+    for shims in Path(tempfile.gettempdir()).glob("scalene*"):
+        with contextlib.suppress(OSError):
+            if f"--pid={pid} " in (shims / "python").read_text():
+                found.append(shims)
+    return found
+
+
+def test_only_the_shims_of_that_scalene_process_are_removed(tmp_path: Path) -> None:
+    for name, pid in (("scalene_a", 4242), ("scalene_b", 42421), ("scalene_c", None)):
+        (tmp_path / name).mkdir()
+        if pid is not None:
+            (tmp_path / name / "python").write_text(f'#!/bin/sh\npython -m scalene run --pid={pid} --- "$@"\n')
+    assert sc.remove_shims(4242, tmp_path) == [tmp_path / "scalene_a"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["scalene_b", "scalene_c"]

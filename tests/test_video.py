@@ -19,7 +19,7 @@ from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, MarkerLog
 from hwprof.workload.annotate import ImageSink, VideoSink, check_target, draw_detections, pass_output
 from hwprof.workload.images import ImageError, discover, is_video_input
-from hwprof.workload.video import VideoError, VideoReader, probe_video
+from hwprof.workload.video import VideoError, VideoReader, frame_sizes, probe_video
 
 W, H = 160, 120
 
@@ -108,6 +108,45 @@ def test_a_folder_of_videos_says_to_give_the_file(tmp_path: Path) -> None:
     write_clip(folder / "a.mp4", 2)
     with pytest.raises(ImageError, match=r"a video is given as the file itself \(--images .*a\.mp4\)"):
         discover(str(folder))
+
+
+def joined_clip(path: Path, fourcc: str, sizes: tuple[tuple[int, int], ...] = ((W, H), (2 * W, 2 * H))) -> Path:
+    """Clips of different frame sizes joined as a user joins them: byte after byte (`cat a.ts b.ts > ab.ts`, the
+    MPEG-TS of a camera or a recorded stream; an MJPEG AVI likewise). FFmpeg decodes every frame of both, and
+    OpenCV returned each at the first clip's size, rescaled without a word, with the first clip's frame count."""
+    parts = [
+        write_clip(path.with_name(f"part{k}{path.suffix}"), 10, size=size, fourcc=fourcc)
+        for k, size in enumerate(sizes)
+    ]
+    path.write_bytes(b"".join(part.read_bytes() for part in parts))
+    for part in parts:
+        part.unlink()
+    return path
+
+
+@pytest.mark.parametrize(("name", "fourcc"), [("joined.ts", "mp4v"), ("joined.avi", "MJPG"), ("joined.mpg", "PIM1")])
+def test_a_video_whose_frames_change_size_is_refused_with_the_sizes(tmp_path: Path, name: str, fourcc: str) -> None:
+    joined = joined_clip(tmp_path / name, fourcc)
+    shapes = set()
+    capture = cv2.VideoCapture(str(joined))
+    while (frame := capture.read()[1]) is not None:
+        shapes.add(frame.shape[:2])
+    capture.release()
+    assert shapes == {(H, W)}, "OpenCV reads the second clip at the first one's size: the case refused here"
+    with pytest.raises(VideoError) as raised:
+        discover(str(joined))
+    message = str(raised.value)
+    assert f"{name} changes frame size: {W}x{H} up to frame 9, {2 * W}x{2 * H} from frame 10" in message, message
+    assert "rescale" in message and "fix:" in message and "\n" not in message
+
+
+def test_one_size_throughout_is_checked_and_passes(tmp_path: Path) -> None:
+    for name, fourcc in (("one.ts", "mp4v"), ("one.avi", "MJPG"), ("one.mpg", "PIM1")):
+        clip = joined_clip(tmp_path / name, fourcc, sizes=((W, H), (W, H)))
+        info = discover(str(clip)).video
+        assert info is not None and (info.width, info.height) == (W, H)
+        assert frame_sizes(clip) == [(0, (W, H))]
+    assert frame_sizes(write_clip(tmp_path / "plain.mp4", 3)) is None, "sizes in the mp4 header only: not checked"
 
 
 def test_reader_gives_consecutive_frames_and_loops_at_the_end(clip: Path) -> None:
@@ -365,7 +404,7 @@ def test_collect_a_video_end_to_end(tmp_path: Path) -> None:
     args = ["--imgsz", "128", "--iters", "3", "--warmup", "1", "--only", "timing,perf_sampling", "--perf-rate", "4000"]
     proc = _collect(tmp_path, *args, "--images", str(clip), "--annotate", str(out), "--out", str(run_dir), timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    text = " ".join(proc.stdout.split())
+    text = " ".join((proc.stdout + proc.stderr).split())  # the report on stdout, the warning on stderr
     assert "clip.mp4 has 3 frames and a pass reads at least 4" in text
     assert "an iteration is decode + preprocess + forward + postprocess + annotate + encode" in text
     run = json.loads((run_dir / "run.json").read_text())

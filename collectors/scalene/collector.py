@@ -52,6 +52,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
@@ -242,7 +243,7 @@ class ScaleneCollector(Collector):
 
     def start(self, ctx: PassContext) -> None:
         profiler = _scalene_profiler()
-        self._window = WindowFile.of(under_scalene=profiler is not None)
+        self._window = WindowFile.of(under_scalene=profiler is not None, pid=os.getpid())
         if profiler is None:
             return
         before = time.monotonic_ns()
@@ -308,6 +309,8 @@ class ScaleneTool(AttachedTool):
         out = self.ctx.out_dir
         window_path = out / f"{NAME}.window.json"
         window = json.loads(window_path.read_text()) if window_path.exists() else {}
+        if isinstance(window.get("pid"), int):  # Scalene leaves them where its process was stopped
+            remove_shims(window["pid"])
         artifacts = [self.ctx.relpath(p) for p in (window_path,) if p.exists()]
         if not self.path.exists() or self.path.stat().st_size < 16:
             if not window:
@@ -340,6 +343,21 @@ class ScaleneTool(AttachedTool):
             summary=converted.summary,
             artifacts=[self.ctx.relpath(self.path), *artifacts, *(self.ctx.relpath(out / n) for n in names)],
         )
+
+
+def remove_shims(pid: int, folder: Path | None = None) -> list[Path]:
+    """Remove the folders of interpreter shims (`python`, `python3` scripts that re-enter Scalene) that Scalene's
+    process `pid` made in the temporary folder and leaves behind: those whose `python` names `--pid=PID`."""
+    removed = []
+    for shims in Path(folder or tempfile.gettempdir()).glob("scalene*"):
+        try:
+            ours = f"--pid={pid} " in (shims / "python").read_text(errors="replace")
+        except OSError:
+            continue
+        if ours:
+            shutil.rmtree(shims, ignore_errors=True)
+            removed.append(shims)
+    return removed
 
 
 # ----------------------------------------------------------------------------- parsing (pure)

@@ -76,6 +76,8 @@ class WindowFile(Record):
     when the measured iterations never started)."""
 
     under_scalene: bool | None = None
+    pid: int | None = None
+    """The worker's process, which Scalene runs the program in: its interpreter shims name it (`--pid=PID`)."""
     start_ns: int | None = None
     start_call_us: float | None = None
     """How long Scalene's start() took."""

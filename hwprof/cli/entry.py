@@ -3,8 +3,8 @@
 `hwprof.cli.main` imports rich, the analysis and the renderers (about 0.3 s), and a command then imports
 torch or perfetto. A Ctrl-C in that time printed a KeyboardInterrupt traceback and the process died of the
 signal (exit -2); a SIGTERM killed it (-15). This module imports only `os`, `signal` and `sys` (loaded by the
-interpreter already), installs a handler for SIGINT, SIGTERM and SIGHUP first, and only then imports the
-command line:
+interpreter already), installs a handler for the stop signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGABRT:
+hwprof.session.stopping.SIGNALS) first, and only then imports the command line:
 - while it imports, a signal ends the process at once with one line (on stderr, as every command's
   "interrupted") and 128 + the signal (nothing was run);
 - once the command is called, until it installs its own handling (hwprof.session.stopping.StopSignals, which
@@ -17,6 +17,11 @@ command line:
   thread state is NULL", exit -6, a fresh clone's tests/test_early_signals.py): the stop handling's own delivery
   again of a swallowed interrupt, a timer thread, fired there (hwprof.session.stopping now cancels it).
 
+SIGQUIT (Ctrl-\\, or a scheduler's "quit") and a SIGABRT sent by another process stop hwprof as SIGTERM does; their
+default action killed a collect at once (exit -3, run.json left "running", its worker running on). An abort()
+inside hwprof's own process (a C++ library's) still ends it: the C library restores the default action and
+raises SIGABRT again when the handler returns, and a Python handler only runs later, between bytecodes.
+
 What no Python code can cover is the interpreter's own start-up (before it runs this module: its `site`
 import, some ms): a signal there ends the process as it ends any Python program.
 """
@@ -28,7 +33,8 @@ import signal
 import sys
 from types import FrameType
 
-_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGABRT)
+"""hwprof.session.stopping.SIGNALS (that module's imports are what this one must come before)."""
 _STOPPED = frozenset(128 + int(sig) for sig in _SIGNALS)
 """The exit statuses of a command a stop signal ended."""
 _phase = "starting"

@@ -15,9 +15,11 @@ Where each status comes from, and a test that sees it:
   file, run directory, environment value; a workload that failed, its partial run kept), and `hwprof trace`
   that could not build the trace. Seen by tests/test_cli_help.py (`report /nonexistent`), tests/test_cli.py
   (bad inputs), tests/test_user_values.py.
-- 128 + a stop signal (SIGHUP 129, SIGINT 130, SIGTERM 143): hwprof.session.stopping.StopSignals.exit_code, and
-  hwprof.cli.entry's handler when the signal comes while hwprof starts. Seen by tests/test_fault_signals.py
-  (all three signals, mid-pass) and tests/test_early_signals.py (SIGINT and SIGTERM at start-up).
+- 128 + a stop signal (SIGHUP 129, SIGINT 130, SIGQUIT 131, SIGABRT 134, SIGTERM 143):
+  hwprof.session.stopping.StopSignals.exit_code, and hwprof.cli.entry's handler when the signal comes while hwprof
+  starts. Seen by tests/test_fault_signals.py (all five signals, mid-pass) and tests/test_early_signals.py (SIGINT,
+  SIGTERM, SIGQUIT and SIGABRT at start-up). SIGQUIT (Ctrl-\\) and a SIGABRT sent from outside stop hwprof as
+  SIGTERM does; a worker or tool that aborts is a failed pass (1), not a stop.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ EXIT_CODES: tuple[ExitCode, ...] = (
     ),
     ExitCode(128 + int(signal.SIGHUP), "stopped by SIGHUP (the terminal closed); what was collected is kept"),
     ExitCode(EXIT_INTERRUPTED, "stopped by Ctrl-C (SIGINT); what was collected is kept"),
+    ExitCode(128 + int(signal.SIGQUIT), "stopped by SIGQUIT (Ctrl-\\); what was collected is kept"),
+    ExitCode(
+        128 + int(signal.SIGABRT),
+        "stopped by a SIGABRT sent to hwprof (a child that aborts is a failed pass instead); what was collected is "
+        "kept",
+    ),
     ExitCode(128 + int(signal.SIGTERM), "stopped by SIGTERM (kill, systemd, a CI timeout); what was collected is kept"),
 )
 

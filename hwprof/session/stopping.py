@@ -1,6 +1,11 @@
-"""Stopping a collect or a sweep: SIGINT, SIGTERM and SIGHUP, once or repeatedly, all end the same way.
+"""Stopping a collect or a sweep: SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGABRT, once or repeatedly, all end the
+same way.
 
-SIGTERM is what systemd, Slurm, Kubernetes and Ray send; SIGHUP is a closed terminal; SIGINT is Ctrl-C.
+SIGTERM is what systemd, Slurm, Kubernetes and Ray send; SIGHUP is a closed terminal; SIGINT is Ctrl-C; SIGQUIT is
+Ctrl-\\ (its default action killed a collect at once: exit -3, run.json left "running" under a dead lock, its
+worker running on, the completed passes unreported); SIGABRT is what another process sends to abort this one. An
+abort() in this process itself is not stopped by a handler: the C library raises SIGABRT again with the default
+action when the handler returns. A child that aborts (a worker, a tool) is a failed pass, "killed by SIGABRT".
 Before this, a SIGTERM killed collect at once (run.json stayed "running", the perf FIFOs stayed), and a
 second Ctrl-C orphaned the worker and py-spy, which went on writing after run.json was final.
 
@@ -37,7 +42,8 @@ import psutil
 
 from hwprof.session.child import session_members
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGABRT)
+"""hwprof.cli.entry._SIGNALS too (handled there before this module's imports)."""
 REDELIVER_S = 0.005
 """How soon a swallowed Interrupted is raised again (hwprof's own code resumes within microseconds)."""
 

@@ -12,7 +12,9 @@ from hwprof.core.markers import MarkerBus
 ITERATION_GRACE_S = 8.0
 """After a stop signal, how long the iteration in flight may run on before the pass is cut mid-iteration
 (the parent gives the worker child.TERM_GRACE_S = 20 s in all, closing its collectors included)."""
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+"""hwprof.session.stopping.SIGNALS but SIGABRT: an abort() in the worker (a C++ library's) kills it whatever a handler
+does, and is recorded as a failed pass ("killed by SIGABRT"), not a stop."""
 
 
 class Interrupted(BaseException):

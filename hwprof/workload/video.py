@@ -6,6 +6,10 @@ made of consecutive frames. When the video ends before the pass does, the reader
 frame (it loops): a pass's iterations are set by the collectors (warm-up, measured, a paired pass's clean
 ones, a sampler's wish for more), so stopping at the last frame would cut passes short in ways no option
 controls. The rewind happens inside the decode stage of the iteration that needed it and is counted.
+
+A video whose frame size changes (clips of two sizes joined) is refused by the probe, with the sizes and the frame
+where they change: OpenCV would give every frame at the first size, rescaled without a word, so the timings of
+two workloads would read as one (hwprof.workload.coded_size says which codecs this is checked for).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.uservalue import shown
+from hwprof.workload.coded_size import HEADER_BYTES, packet_size
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,6 +31,9 @@ FFMPEG_QUIET = "-8"
 """OPENCV_FFMPEG_LOGLEVEL for FFmpeg's AV_LOG_QUIET: a file that is not a video must give one line (ours), not
 FFmpeg's "moov atom not found" before it. A user's own setting of the variable is kept."""
 CONVERT_FIX = "fix: convert it, e.g. `ffmpeg -i IN -c:v mpeg4 -q:v 3 OUT.mp4`"
+SIZE_SCAN_PACKETS = 50_000
+"""How many packets (frames) the probe reads for a change of frame size: demuxing only, no decoding (a few
+seconds at most); a pass that reads further than this reads frames whose size was not checked."""
 
 
 class VideoError(ValueError):
@@ -99,6 +107,9 @@ def probe_video(path: Path, known_video: bool) -> VideoInfo:
                     f"OpenCV opened {shown(path)} ({codec or 'codec not named'}) but decodes no frame from it: an "
                     f"empty video or a codec its FFmpeg cannot decode; {CONVERT_FIX}"
                 )
+            sizes = frame_sizes(path)
+            if sizes is not None and len(sizes) > 1:
+                raise VideoError(size_change_message(path, sizes))
             count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
             fps = float(capture.get(cv2.CAP_PROP_FPS))
             return VideoInfo(
@@ -112,6 +123,47 @@ def probe_video(path: Path, known_video: bool) -> VideoInfo:
             )
         finally:
             capture.release()
+
+
+def frame_sizes(path: Path, limit: int = SIZE_SCAN_PACKETS) -> list[tuple[int, tuple[int, int]]] | None:
+    """Each frame size the video's packets state, with the first frame (packet, in decoding order) that has it;
+    None when its first packet states none (a codec or container hwprof.workload.coded_size does not read: not
+    checked). Reads the packets undecoded (OpenCV's CAP_PROP_FORMAT -1)."""
+    with quiet_opencv() as cv2:
+        capture = cv2.VideoCapture(str(path))
+        try:
+            if not capture.isOpened() or not capture.set(cv2.CAP_PROP_FORMAT, -1):
+                return None
+            fourcc = fourcc_text(capture.get(cv2.CAP_PROP_FOURCC))
+            sizes: list[tuple[int, tuple[int, int]]] = []
+            for index in range(limit):
+                ok, packet = capture.read()
+                if not ok or packet is None:
+                    break
+                size = packet_size(packet.reshape(-1)[:HEADER_BYTES].tobytes(), fourcc)
+                if size is None and index == 0:
+                    return None
+                if size is not None and (not sizes or sizes[-1][1] != size):
+                    sizes.append((index, size))
+            return sizes
+        finally:
+            capture.release()
+
+
+def size_change_message(path: Path, sizes: list[tuple[int, tuple[int, int]]]) -> str:
+    """One line: the sizes and where each begins, and what to do."""
+    spans = []
+    for k, (first, (width, height)) in enumerate(sizes):
+        if k + 1 < len(sizes):
+            spans.append(f"{width}x{height} up to frame {sizes[k + 1][0] - 1:,}")
+        else:
+            spans.append(f"{width}x{height} from frame {first:,}")
+    width, height = sizes[0][1]
+    return (
+        f"video {shown(path)} changes frame size: {', '.join(spans)} (clips joined?); OpenCV would rescale every "
+        f"frame to {width}x{height} without a word and time them as one workload; fix: cut it at the change, or "
+        f"scale it to one size, e.g. `ffmpeg -i IN -vf scale={width}:{height} -c:v mpeg4 -q:v 3 OUT.mp4`"
+    )
 
 
 class VideoReader:
