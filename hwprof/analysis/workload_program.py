@@ -68,11 +68,22 @@ def _found(outcome: ProgramOutcome, named: str | None) -> str:
         return outcome.no_model or outcome.ended or "no model found"
     others = outcome.other_roots
     besides = (
-        "; also called at the outermost level: " + ", ".join(f"{k} x{v}" for k, v in others.items()) if others else ""
+        "; also called at the outermost level (counted until the warm-up's end): "
+        + ", ".join(f"{k} x{v}" for k, v in others.items())
+        if others
+        else ""
+    )
+    at = f" at {outcome.model_at}" if outcome.model_at else ""
+    calls = f", {outcome.calls} call{'s' if outcome.calls != 1 else ''}"
+    inside = (
+        f"; called inside the program's call of {outcome.outer_call}: its forward {outcome.outer_share:.0%} of it"
+        if outcome.outer_call and outcome.outer_share is not None
+        else ""
     )
     return (
-        f"{outcome.model} ({outcome.model_class}): {outcome.why}; layers: {outcome.layers_from}"
+        f"{outcome.model} ({outcome.model_class}{at}{calls}): {outcome.why}; layers: {outcome.layers_from}"
         + (" [TorchScript]" if outcome.scripted else "")
+        + inside
         + besides
     )
 

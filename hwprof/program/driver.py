@@ -18,6 +18,7 @@ switch, and stop them.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,6 +27,8 @@ from typing import Any, Protocol
 from hwprof.core.input_shapes import input_shape
 from hwprof.core.markers import MarkerBus
 from hwprof.program.finder import Found, ProgramAbort, in_trace
+from hwprof.program.whole_model import WholeModelCheck, outer_call
+from hwprof.workload.script_scopes import class_name
 
 
 class ProgramStop(BaseException):
@@ -118,6 +121,11 @@ class ProgramDriver:
     """The stage whose begin marker is out (on the model's thread, in the open iteration)."""
     _cut: str | None = None
     """A stage cut at the forward's begin (it holds the model's call): it begins again in the next iteration."""
+    forward_ns: int = 0
+    """The marked forwards' time so far (the whole-model check's measure of the model inside the program's call)."""
+    whole: WholeModelCheck | None = None
+    """The model is called inside another module's call of the program's: its share of that call, checked once
+    (hwprof.program.whole_model)."""
 
     @property
     def in_forward(self) -> bool:
@@ -133,6 +141,7 @@ class ProgramDriver:
             self._restore()
         self.found = found
         self.calls = Calls(before=found.root_calls_before)  # a replaced module's calls were not this one's
+        self._disarm()
         self._sample = args
         self._restore = _wrap_forward(found.module, self._call)
 
@@ -146,6 +155,27 @@ class ProgramDriver:
             raise
         except Exception as exc:  # raised inside the program's call: its own `except Exception` must not hide it
             raise ProgramAbort(f"hwprof could not set up the model {self.found.name}: {exc}") from exc
+        self._check_whole()
+
+    def _check_whole(self) -> None:
+        """The model is called inside another module's call: time the program's next call of that one."""
+        assert self.found is not None
+        outer = outer_call(self.found.module)
+        if outer is None:
+            return
+        check = WholeModelCheck(outer, self.model_label(), lambda: self.forward_ns)
+        if check.arm():
+            self.whole = check
+
+    def model_label(self) -> str:
+        """The measured module as the run names it: its name, class and place in the program."""
+        assert self.found is not None
+        at = f" at {self.found.at}" if self.found.at is not None else ""
+        return f"{self.found.name} ({class_name(self.found.module)}){at}"
+
+    def _disarm(self) -> None:
+        if self.whole is not None:
+            self.whole.disarm()
 
     def settle(self) -> None:
         """The program ended before calling its model again after choosing it: the pass is set up all the same
@@ -183,10 +213,12 @@ class ProgramDriver:
             self._cut, self._stage = self._stage, None
         bus.emit("stage", "B", "forward")
         self._in_forward = True
+        start = time.perf_counter_ns()
         try:
             out = self.model_forward(forward, args, kwargs)
         finally:
             self._in_forward = False
+            self.forward_ns += time.perf_counter_ns() - start
         bus.emit("stage", "E", "forward")
         bus.input_shape(input_shape(args))
         self._end()
@@ -252,6 +284,8 @@ class ProgramDriver:
         if unwrap and self._restore is not None:
             self._restore()
             self._restore = None
+        if unwrap:
+            self._disarm()
         if self.done:
             return
         self.done = True

@@ -3,8 +3,13 @@
 torch's global module hooks (`register_module_forward_pre_hook`) see every module call of the process. A call
 made while no other module call is in flight on that thread is an outermost ("root") call. The model is the
 first module whose root calls reach two (called repeatedly: a one-off call, a warm-up dummy or a module built
-and called once, is not a model), or, with --program-model NAME, the module NAME resolves to in the calling
-code (its locals, then its globals: "model", "detector.model", "self.model"), called at any depth.
+and called once, is not a model), or, with --program-model NAME, the module NAME resolves to in the program's own
+code (its frames' locals, then globals: "model", "detector.model", "self.model"), called at any depth. Only the
+program's frames are asked (hwprof.program.program_code): a library's names are its internals (ultralytics calls
+each of its layers `m`). A name that gives different modules in the program's frames is ambiguous, and refused
+with each candidate's file:line (class): when the call that would choose one is made (another frame gives the name
+to another module), and through the warm-up after the choice (another module the name gives is called, not a part
+of the chosen one: a layer that the program's own model code named first, before its `m = Model()` was bound).
 
 A call made inside torch.jit.trace (tracing, or checking the trace) is the tracer's, not the program's: it is not
 counted. A
@@ -21,16 +26,15 @@ markers are (hwprof.core.markers.attach_layer_markers).
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from hwprof.core.markers import CONTAINERS
+from hwprof.program.program_code import TORCH_DIR, Place, library_frames, program_frames
 from hwprof.workload.script_scopes import class_name
 
 if TYPE_CHECKING:
@@ -38,11 +42,6 @@ if TYPE_CHECKING:
 
 MAX_LAYER_HOPS = 3
 """How many `.model` attributes are followed to a YOLO model's layer list (AutoBackend -> DetectionModel)."""
-_TORCH_SPEC = importlib.util.find_spec("torch")
-_TORCH_DIR = Path(str(_TORCH_SPEC.origin if _TORCH_SPEC else "torch/__init__.py")).parent
-_SKIP_DIRS = (str(Path(__file__).parents[1].resolve()), str(_TORCH_DIR.resolve()))
-"""Frames in hwprof or torch are not the program's: the name of a module is looked up in the first other frame.
-torch's folder is found without importing it: the command line imports this module, and torch costs a second."""
 
 
 class ProgramAbort(BaseException):
@@ -52,7 +51,7 @@ class ProgramAbort(BaseException):
 
 
 class AmbiguousModel(ProgramAbort):
-    """Several modules are called repeatedly at the outermost level."""
+    """Several modules are called repeatedly at the outermost level, or --program-model's name gives several."""
 
 
 @dataclass
@@ -89,6 +88,8 @@ class Found:
     replaced: str | None = None
     """The module chosen first, which the program stopped calling when this one's calls began (its eager model,
     before the loop called the traced one)."""
+    at: Place | None = None
+    """The program's own line whose frame names the model, at the call that chose it (the line running there)."""
 
 
 @dataclass
@@ -106,6 +107,10 @@ class ModelFinder:
     """The root call that chose `found` (by repetition)."""
     _local: threading.local = field(default_factory=threading.local)
     _handles: list[Any] = field(default_factory=list)
+    _parts: set[int] = field(default_factory=set)
+    """ids of the chosen module's parts (itself included): the names its own code gives them are no rival."""
+    _library_named: Place | None = None
+    """--program-model's name gave a called module in a library's frame alone (not taken): said if none is found."""
 
     def install(self) -> None:
         from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -128,7 +133,7 @@ class ModelFinder:
     def _pre(self, module: Any, args: tuple[Any, ...]) -> None:
         depth = getattr(self._local, "depth", 0)
         self._local.depth = depth + 1
-        by_name = self.found is None and self.model_path is not None
+        by_name = self.model_path is not None and id(module) not in self._parts
         if (by_name or not depth) and in_trace():
             return
         if by_name:
@@ -169,12 +174,30 @@ class ModelFinder:
         self._local.depth = max(getattr(self._local, "depth", 1) - 1, 0)
 
     def _by_name(self, module: Any, args: tuple[Any, ...]) -> None:
-        """--program-model: the named module, once the calling code's names reach it."""
+        """--program-model: the named module, once the program's own names reach it; refused where they give
+        several modules (and, after the choice, where they give another called module not a part of it)."""
         assert self.model_path is not None
-        if any(resolve(self.model_path, frame) is module for frame in _program_frames()):
-            self._choose(module, self.model_path, "named with --program-model", args, 1)
+        named = named_modules(self.model_path, program_frames(sys._getframe(1)))
+        place = named.get(id(module))
+        if place is None:
+            if self.found is None and self._library_named is None:
+                self._library_named = _named_in_library(self.model_path, module)
+            return
+        if self.found is None and len(named) == 1:
+            self._choose(module, self.model_path, "named with --program-model", args, 1, at=place[0])
+            return
+        chosen = [] if self.found is None else [(self.found.at, self.found.module)]
+        rivals = chosen + [(at, m) for at, m in named.values() if self.found is None or m is not self.found.module]
+        raise AmbiguousModel(
+            f"--program-model {self.model_path} names {len(rivals)} different modules in the program's code: "
+            + ", ".join(f"{at} ({class_name(m)})" for at, m in rivals)
+            + f"; give the model a name no other module of the program has (or a dotted path to it, such as "
+            f"holder.{self.model_path.rsplit('.', 1)[-1]})"
+        )
 
-    def _choose(self, module: Any, name: str | None, why: str, args: tuple[Any, ...], calls: int) -> None:
+    def _choose(
+        self, module: Any, name: str | None, why: str, args: tuple[Any, ...], calls: int, at: Place | None = None
+    ) -> None:
         layers_module, layers_from = layer_root(module)
         self.found = Found(
             module=module,
@@ -184,8 +207,10 @@ class ModelFinder:
             layers_from=layers_from,
             scripted=is_scripted(module) or is_scripted(layers_module),
             root_calls_before=calls,
+            at=at or caller_place(),
         )
         self._chosen_at = self._root_calls
+        self._parts = {id(m) for m in module.modules()} if hasattr(module, "modules") else {id(module)}
         self.on_found(self.found, args)
 
     def other_roots(self) -> dict[str, int]:
@@ -198,7 +223,16 @@ class ModelFinder:
         """Why no model was chosen, in one line (the program ended first)."""
         if self.model_path is not None:
             called = ", ".join(f"{label} {n} time(s)" for label, n in self.other_roots().items()) or "no torch module"
-            return f"--program-model {self.model_path} never named a module the program called (it called {called})"
+            library = (
+                f"; only a library's code named a called module {self.model_path}, at {self._library_named} "
+                "(its own name, not the program's)"
+                if self._library_named is not None
+                else ""
+            )
+            return (
+                f"--program-model {self.model_path} never named a module the program called (it called {called})"
+                + library
+            )
         if not self.roots:
             return "the program called no torch module: only whole-process figures (kernels, py-spy, Scalene)"
         return (
@@ -224,7 +258,7 @@ def in_trace() -> bool:
     return False
 
 
-_TRACE_FILE = str(_TORCH_DIR / "jit" / "_trace.py")
+_TRACE_FILE = str(TORCH_DIR / "jit" / "_trace.py")
 _TRACE_FUNCTIONS = ("trace", "trace_module")
 
 
@@ -258,20 +292,37 @@ def name_in_caller(module: Any) -> str | None:
     return find_name(module, frame) if frame is not None else None
 
 
+def caller_place() -> Place | None:
+    """The program's own line running now, innermost: its call of the module."""
+    frame = _program_frame()
+    return Place.of(frame) if frame is not None else None
+
+
 def _program_frame() -> FrameType | None:
-    """The innermost frame that is neither hwprof's nor torch's: the program's call of the module."""
-    return next(_program_frames(), None)
+    """The innermost frame of the program's own code: its call of the module."""
+    return next(program_frames(sys._getframe(1)), None)
 
 
-def _program_frames() -> Iterator[FrameType]:
-    """The program's frames, innermost first: a named module called at depth is called from its parent's forward,
-    whose locals do not hold the program's name for it (`self`), so a name is looked up outward."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(_SKIP_DIRS) and not filename.startswith("<frozen"):
-            yield frame
-        frame = frame.f_back
+def named_modules(path: str, frames: Iterator[FrameType]) -> dict[int, tuple[Place, Any]]:
+    """The modules a dotted name gives in these frames (a named module called at depth is called from its parent's
+    forward, whose locals do not hold the program's name for it, so each frame outward is asked), by id, each
+    with the innermost frame's place."""
+    import torch
+
+    out: dict[int, tuple[Place, Any]] = {}
+    for frame in frames:
+        value = resolve(path, frame)
+        if isinstance(value, torch.nn.Module) and id(value) not in out:
+            out[id(value)] = (Place.of(frame), value)
+    return out
+
+
+def _named_in_library(path: str, module: Any) -> Place | None:
+    """Where a library's frame (not the program's) gives `path` to the module called now, if one does."""
+    for frame in library_frames(sys._getframe(1)):
+        if resolve(path, frame) is module:
+            return Place.of(frame)
+    return None
 
 
 def find_name(target: Any, frame: FrameType) -> str | None:

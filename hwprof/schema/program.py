@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hwprof.schema.bounds import Count
+from hwprof.schema.bounds import Count, Share
 from hwprof.schema.codec import Record
 
 
@@ -32,6 +32,15 @@ class ProgramOutcome(Record):
     model: str | None = None
     """The module as the program names it ("model", "detector.model"), or its class where no name reaches it."""
     model_class: str | None = None
+    model_at: str | None = None
+    """file:line of the program's own code whose frame named the model at the call that chose it (the line running
+    there: its call of the model, or of the module around it); absent in older runs."""
+    outer_call: str | None = None
+    """The module whose call by the program held the model's calls, as "name (Class) at file:line", where the model
+    was called inside another module's call (a wrapper's) and one such call was timed; absent otherwise."""
+    outer_share: Share | None = None
+    """The model's forward time as a share of that call's (below hwprof.program.whole_model.SMALL_SHARE the run is
+    refused: the module measured is a part, not the model)."""
     why: str | None = None
     """Why this module was taken (the outermost module called repeatedly, or --program-model)."""
     layers_from: str | None = None

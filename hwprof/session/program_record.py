@@ -74,6 +74,11 @@ def program_outcome(runner: ProgramPassRunner, status: str) -> ProgramOutcome:
             layers_from=found.layers_from,
             scripted=found.scripted,
         )
+        if found.at is not None:
+            outcome.update(model_at=str(found.at))
+    whole = driver.whole.result() if driver is not None and driver.whole is not None else None
+    if whole is not None:
+        outcome.update(outer_call=whole[0], outer_share=whole[1])
     if end is not None and end.exit_code is not None:
         outcome.update(exit_code=end.exit_code)
     if end is not None and end.error is not None:
