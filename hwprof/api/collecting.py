@@ -3,6 +3,7 @@ line each, the report, the trace, and the exit status, from one CollectRequest w
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,7 @@ from hwprof.analysis.workload import workload_view
 from hwprof.api.progress import PassProgress, progress_bars
 from hwprof.api.requests import AdviseRequest, CollectRequest
 from hwprof.core.config import RunConfig
+from hwprof.rundir.names import RUN_JSON
 from hwprof.session.finish import write_trace
 from hwprof.session.stopping import StopSignals
 
@@ -64,6 +66,7 @@ def run_collect(request: CollectRequest, console: Console, stop: StopSignals | N
     check_limits(config)
     size = estimate(plan, config)
     check_free(request.out if request.out else request.results, size)
+    made = request.out is None or not request.out.exists()
     run_dir, lock = claim_out_dir(request.out) if request.out else new_run_dir(request.results, config.model)
     try:
         if lock.took_over:
@@ -76,6 +79,9 @@ def run_collect(request: CollectRequest, console: Console, stop: StopSignals | N
         return Collected(code, run_dir)
     finally:
         lock.release()
+        if made and not (run_dir / RUN_JSON).exists():  # stopped before the run began: no empty folder left
+            with contextlib.suppress(OSError):
+                run_dir.rmdir()
 
 
 def _checked(config: RunConfig, console: Console) -> ImageSet:
