@@ -226,6 +226,7 @@ def test_the_medians_add_up_within_the_iterations(run_dir: Path, n: int, c: floa
     """The issue's case: k stages whose p50s each stay below the iteration's and whose means are consistent,
     but whose (n // 2 + 1) x p50 add up to more than the n iterations' total."""
     run = with_stages({}, [c] * n)
+    assume(n * c / 1e3 < 0.99 * run["passes"]["timing"]["wall_s"])  # the iterations fit the pass (another rule)
     total = n * run["stages"]["iteration"]["mean_ms"]
     weighted = total / (k * median_weight(n))  # each stage's p50 at the edge: k of them add up to the total
     p50 = weighted - within(weighted) if inside else weighted + out(weighted)
