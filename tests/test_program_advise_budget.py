@@ -91,11 +91,7 @@ def test_a_lower_bound_short_of_the_schedules_is_counted_first_and_says_so() -> 
 
 
 def test_a_run_that_saw_the_program_end_with_too_few_calls_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(FIXTURE, run)
-    doc = json.loads((run / "run.json").read_text())
-    doc["passes"]["timing"]["program"].update(calls=30, ended="ran to its end")
-    (run / "run.json").write_text(json.dumps(doc))
+    run = run_whose_program_ended(tmp_path, calls=30)
     with pytest.raises(ValueError, match=r"^the program makes 30 calls of its model .*advise needs 47 for ") as exc:
         plan_advice(run, blocks=8)
     assert "no candidate was run" in str(exc.value) and not (run / "advise").exists()
@@ -160,3 +156,13 @@ def test_an_interrupted_advise_names_the_finished_the_cut_and_the_never_started(
         "interrupted by SIGINT: 1 of 3 candidates finished (threads-1); cut: channels_last (interrupted at 13 of 45 "
         "calls); not started: compile"
     )
+
+
+def run_whose_program_ended(tmp_path: Path, calls: int) -> Path:
+    """A copy of the recorded program run whose timing pass saw the program end after `calls` calls."""
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    doc = json.loads((run / "run.json").read_text())
+    doc["passes"]["timing"]["program"].update(calls=calls, ended="ran to its end")
+    (run / "run.json").write_text(json.dumps(doc))
+    return run

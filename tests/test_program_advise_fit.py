@@ -4,14 +4,13 @@ budget; a program that fails in one of advise's runs shows its own error and adv
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-import shutil
 from pathlib import Path
 
 import pytest
 from test_program_advise import worker_spec
+from test_program_advise_budget import run_whose_program_ended
 
 from hwprof.advisor.program_budget import COUNT_MODE, Budget, CallsSeen, fits, refusal
 from hwprof.advisor.program_failure import ProgramFailed
@@ -92,11 +91,7 @@ def test_no_candidate_fitting_even_at_the_fewest_blocks_a_cost_resolves_from_is_
 
 
 def test_a_run_refused_names_a_command_that_then_plans(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    shutil.copytree(FIXTURE, run)
-    doc = json.loads((run / "run.json").read_text())
-    doc["passes"]["timing"]["program"].update(calls=12, ended="ran to its end")
-    (run / "run.json").write_text(json.dumps(doc))
+    run = run_whose_program_ended(tmp_path, calls=12)
     with pytest.raises(ValueError, match=r"^the program makes 12 calls of its model .*advise needs 47 ") as exc:
         plan_advice(run, blocks=8)
     args = build_parser().parse_args(named_command(str(exc.value))[1:])
