@@ -28,9 +28,9 @@ CASES: list[tuple[dict[str, Any], list[str]]] = [
     ),
     (
         {"program": ["python", "x.py", "--n", "3"], "program_model": "m", "stage": ["nms=x:f"], "program_end": "run",
-         "threads": 1},
-        ["--program-model", "m", "--stage", "nms=x:f", "--program-end", "run", "--threads", "1", "--", "python",
-         "x.py", "--n", "3"],
+         "program_stdin": "x.py", "threads": 1},
+        ["--program-model", "m", "--stage", "nms=x:f", "--program-end", "run", "--program-stdin", "x.py", "--threads",
+         "1", "--", "python", "x.py", "--n", "3"],
     ),
     (
         {"model": "yolov8n", "advise": True, "advise_blocks": 4, "advise_only": ["onnxruntime"], "out": "o",

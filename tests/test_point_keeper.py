@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 from hwprof.sweep.point_keeper import LOCK, NEW_FOLDER_S, PREFIX, make_scratch, remove_stale, start_detached
 
@@ -66,14 +67,16 @@ def test_a_keeper_whose_parent_dies_stops_the_command_with_sigint_and_removes_th
     assert not work.exists()
 
 
-def test_a_keeper_asked_to_stop_passes_sigint_on_and_returns_the_status(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGQUIT])
+def test_a_keeper_asked_to_stop_passes_sigint_on_and_returns_the_status(tmp_path: Path, sig: int) -> None:
+    """SIGQUIT too, as a collect stops on it (it killed the keeper with a core, leaving the collect running)."""
     work = tmp_path / f"{PREFIX}2-x"
     work.mkdir()
     stopped, ready = tmp_path / "stopped", tmp_path / "ready"
     keeper = start_detached(work, [sys.executable, "-c", CHILD, str(stopped), str(ready)])
     assert keeper.pid not in [c.pid for c in psutil.Process().children(recursive=True)]  # nobody's child here
     wait_for(ready)
-    keeper.send_signal(signal.SIGINT)
+    keeper.send_signal(sig)
     assert keeper.wait(timeout=30) == 130
     assert stopped.exists() and work.exists()  # asked by its task, which packs the run: the folder stays
     assert (work / "keeper.exit").read_text() == "130"

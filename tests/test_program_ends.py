@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from program_runs import SHORT, collect, error_lines, measured_forwards, program, run_doc
 
+from hwprof.render.measured_flops import gflops_text
+
 pytestmark = pytest.mark.slow
 
 ONLY = ["--only", "timing,flops"]
@@ -63,15 +65,23 @@ def shapes(tmp_path_factory: pytest.TempPathFactory) -> Collected:
     return _collect(tmp_path_factory, "shapes", [program("two_shapes"), "--frames", "30"], options)
 
 
+@pytest.fixture(scope="module")
+def warm_shape(tmp_path_factory: pytest.TempPathFactory) -> Collected:
+    """The first three calls (the finder's two, the warm-up) at a shape no measured call has."""
+    options = ["--iters", "4", "--warmup", "1"]  # with the report: its first screen is read
+    args = [program("two_shapes"), "--frames", "12", "--first", "32x32", "--shapes", "64x64"]
+    return _collect(tmp_path_factory, "warm_shape", args, options)
+
+
 def test_os_exit_mid_loop_keeps_the_calls_it_measured_and_says_how_it_ended(os_exit: Collected) -> None:
     assert os_exit.returncode == 0, os_exit.stdout
     assert os_exit.run["status"] == "complete"
     timing = os_exit.run["passes"]["timing"]
     assert timing["status"] == "ok"
     found = os_exit.found()
-    assert found["ended"] == "ended before the measured calls (called os._exit(0))"
+    assert found["ended"] == f"ended after {found['measured_calls']} of its 3 measured calls (called os._exit(0))"
     assert found["exit_code"] == 0 and found["measured_calls"] >= 1
-    assert any(f"{found['measured_calls']} measured of the 3 asked" in note for note in found["notes"])
+    assert any(f"{found['measured_calls']} measured of the 3 this pass" in note for note in found["notes"])
     forward = os_exit.run["collectors"]["timing"]["summary"]["stages"]["forward"]
     assert forward["n"] == found["measured_calls"] == measured_forwards(os_exit.out, "timing")
     assert os_exit.run["collectors"]["flops"]["status"] == "ok"
@@ -91,7 +101,8 @@ def test_sys_exit_mid_loop_says_it_ended_by_sys_exit(sys_exit: Collected) -> Non
     assert sys_exit.returncode == 0, sys_exit.stdout
     assert sys_exit.run["status"] == "complete"
     found = sys_exit.found()
-    assert found["ended"] == "ended before the measured calls (sys.exit)" and found["exit_code"] == 0
+    assert found["ended"] == f"ended after {found['measured_calls']} of its 3 measured calls (sys.exit)"
+    assert found["exit_code"] == 0 and found["measured_calls"] >= 1
     assert sys_exit.run["collectors"]["timing"]["summary"]["stages"]["forward"]["n"] == found["measured_calls"]
 
 
@@ -130,7 +141,15 @@ def test_two_input_shapes_are_recorded_and_said(shapes: Collected) -> None:
     assert "inputs 1x3x64x96 (timing 3, layers 5) · 1x3x64x64 (timing 2, layers 4)" in text
     flops = run["collectors"]["flops"]["summary"]["flops_by_shape"]  # each shape's forward counted, after the program
     assert sorted(flops) == ["1x3x64x64", "1x3x64x96"] and flops["1x3x64x64"] < flops["1x3x64x96"]
-    assert f"{flops['1x3x64x64'] / 1e9:.2f} GFLOPs at 1x3x64x64; the layer table's FLOPs are at 1x3x64x96" in text
+    small, large = (gflops_text(flops[s] / 1e9) for s in ("1x3x64x64", "1x3x64x96"))
+    assert f"{small} GFLOPs at 1x3x64x64; the layer table's FLOPs are at 1x3x64x96" in text
+    # the first screen: the command, the shapes of the forwards, the GFLOPs of the measured ones (issue 58)
+    first = " ".join(" ".join(line.split()) for line in shapes.stdout.splitlines()[:12])
+    assert f"program python {program('two_shapes')} --frames 30" in first
+    assert "inputs 1x3x64x96 (1 warm-up, 2 measured) · 1x3x64x64 (2 measured) in the timing pass" in first
+    mean = gflops_text((flops["1x3x64x64"] + flops["1x3x64x96"]) / 2 / 1e9)
+    each = f"2 at 1x3x64x96: {large} GFLOPs, 2 at 1x3x64x64: {small} GFLOPs"
+    assert f"{mean} GFLOPs, the mean over the 4 measured forwards ({each})" in first
     assert "layers: mixed shapes:" in text
     assert not {"imgsz", "batch", "extra", "weights"} & set(run["config"])
     found = run["passes"]["layers"]["program"]
@@ -139,3 +158,20 @@ def test_two_input_shapes_are_recorded_and_said(shapes: Collected) -> None:
     bars = [line for line in shapes.stdout.splitlines() if line.startswith("pass ")]
     assert bars and not any("build" in line for line in bars), bars  # the progress lines reached hwprof
     assert any(line.startswith("pass layers: measure") for line in bars), bars
+
+
+def test_gflops_are_said_at_the_measured_shape_not_the_warm_ups(warm_shape: Collected) -> None:
+    assert warm_shape.returncode == 0, warm_shape.stdout
+    run = warm_shape.run
+    assert run["model"]["input_shape"] == [1, 3, 32, 32]  # the sample: the warm-up call's input
+    assert run["passes"]["timing"]["inputs"]["shapes"] == {
+        "1x3x32x32": {"warmup": 1, "measured": 0, "clean": 0},
+        "1x3x64x64": {"warmup": 0, "measured": 4, "clean": 0},
+    }
+    flops = run["collectors"]["flops"]["summary"]["flops_by_shape"]
+    measured, warm = gflops_text(flops["1x3x64x64"] / 1e9), gflops_text(flops["1x3x32x32"] / 1e9)
+    first = " ".join(" ".join(line.split()) for line in warm_shape.stdout.splitlines()[:12])
+    assert f"{measured} GFLOPs at 1x3x64x64, the measured forwards' shape;" in first
+    assert f"{warm} GFLOPs" not in first
+    text = " ".join(warm_shape.stdout.split())
+    assert "the layer table's FLOPs are at 1x3x32x32, a shape no measured forward had" in text

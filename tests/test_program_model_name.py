@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 import torch
+from driver_hooks import ScheduleHooks
 from program_runs import SHORT, collect, error_lines, program, run_doc
 
 from hwprof.analysis.workload_program import _found
 from hwprof.core.markers import MarkerBus
 from hwprof.program.driver import ProgramDriver, ProgramStop
-from hwprof.program.finder import AmbiguousModel, Found, ModelFinder
+from hwprof.program.finder import AmbiguousModel, ModelFinder
 from hwprof.program.program_code import is_library_file
 from hwprof.program.whole_model import SMALL_SHARE, WrongModule
 from hwprof.schema.program import ProgramOutcome
@@ -86,25 +87,9 @@ class Layered(torch.nn.Module):
         return x
 
 
-class _Hooks:
-    def __init__(self) -> None:
-        self.found: Found | None = None
-
-    def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
-        self.found = found
-        return [(True, i) for i in range(3)]
-
-    def start_measuring(self) -> None: ...
-    def set_clean(self, clean: bool) -> None: ...
-    def after_measured(self, iteration: int) -> None: ...
-    def after_step(self) -> None: ...
-    def stop_measuring(self) -> None: ...
-    def discard_iteration(self, iteration: int) -> None: ...
-
-
-def _run(name: str, program_body: Any) -> tuple[ProgramDriver, ModelFinder, _Hooks]:
+def _run(name: str, program_body: Any) -> tuple[ProgramDriver, ModelFinder, ScheduleHooks]:
     """`program_body()` under a finder for --program-model NAME and a driver (1 warm-up, 3 measured calls)."""
-    hooks = _Hooks()
+    hooks = ScheduleHooks([(True, i) for i in range(3)])
     driver = ProgramDriver(MarkerBus(), hooks, 1)
     finder = ModelFinder(on_found=driver.adopt, model_path=name)
     driver.on_warmup_end = finder.close

@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from driver_hooks import ScheduleHooks
 from test_perfetto_trace import check as check_trace
 
 import hwprof
@@ -325,25 +326,11 @@ def test_stage_options_resolve_methods_static_methods_and_report_what_never_reso
 # ----------------------------------------------------------------------------- the driver's stage markers
 
 
-class _Hooks:
-    def __init__(self, steps: list[tuple[bool, int]]) -> None:
-        self.steps = steps
-
-    def model_found(self, found: Any, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
-        return self.steps
-
-    def start_measuring(self) -> None: ...
-    def set_clean(self, clean: bool) -> None: ...
-    def after_measured(self, iteration: int) -> None: ...
-    def after_step(self) -> None: ...
-    def stop_measuring(self) -> None: ...
-
-
 def _program(body: Any, steps: int = 3) -> tuple[list[Marker], ProgramDriver]:
     """Run `body(model, x)` once per call of the model under the driver, with the gate's sink set."""
     bus, log = MarkerBus(), MarkerLog()
     bus.keep_spans(log)
-    driver = ProgramDriver(bus, _Hooks([(True, i) for i in range(steps)]), 1, end="run")
+    driver = ProgramDriver(bus, ScheduleHooks([(True, i) for i in range(steps)]), 1, end="run")
     finder = ModelFinder(on_found=driver.adopt)
     model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3))
     before = stage_api.set_sink(driver.stage_sink)
@@ -496,7 +483,7 @@ def test_a_stage_in_the_programs_own_script_is_wrapped_at_the_models_first_call(
     spec = program_spec(["python", str(script)], cwd=str(tmp_path), stages=["decode=detect:decode"])
     bus, log = MarkerBus(), MarkerLog()
     bus.keep_spans(log)
-    driver = ProgramDriver(bus, _Hooks([(True, 0), (True, 1)]), 1, end="run")
+    driver = ProgramDriver(bus, ScheduleHooks([(True, 0), (True, 1)]), 1, end="run")
     hooks = program_stages(spec)
     finder = ModelFinder(on_found=lambda found, args: (hooks.retry(main=True), driver.adopt(found, args)))
     hooks.install()

@@ -64,6 +64,7 @@ from hwprof.collectors.scalene.profile import WindowFile, window_from_json
 
 from hwprof.core.atomic import SIZE_LIMIT_COMMAND, atomic_write_text, size_limit_cut
 from hwprof.core.envvars import package_dir
+from hwprof.core.main_thread import MAIN
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import timing_forward_s
 from hwprof.schema.probes import ScaleneProbe
@@ -247,7 +248,7 @@ class ScaleneCollector(Collector):
         if profiler is None:
             return
         before = time.monotonic_ns()
-        profiler.start()
+        MAIN.call(profiler.start)  # signal handlers: the main thread's (a program's model may run in another)
         self._window.update(start_ns=before, start_call_us=(time.monotonic_ns() - before) / 1000)
         exact = getattr(profiler.Scalene, "_Scalene__start_time", None)  # its monotonic_ns() at start
         if isinstance(exact, int) and exact >= before:
@@ -257,13 +258,13 @@ class ScaleneCollector(Collector):
         """Scalene off for a clean iteration of the paired pass (its samples and elapsed time stop)."""
         profiler = _scalene_profiler()
         if profiler is not None and self._window.start_ns is not None and self._window.stop_ns is None:
-            profiler.stop()
+            MAIN.call(profiler.stop)
             self._paused_at = time.monotonic_ns()
 
     def resume(self, ctx: PassContext) -> None:
         profiler = _scalene_profiler()
         if profiler is not None and self._paused_at is not None:
-            profiler.start()
+            MAIN.call(profiler.start)
             self._window.update(paused=[*(self._window.paused or []), [self._paused_at, time.monotonic_ns()]])
             self._paused_at = None
 
@@ -272,7 +273,7 @@ class ScaleneCollector(Collector):
         if profiler is not None and self._window.start_ns is not None and self._window.stop_ns is None:
             self._window.update(stop_ns=time.monotonic_ns())
             if self._paused_at is None:
-                profiler.stop()
+                MAIN.call(profiler.stop)
 
     def close(self, ctx: PassContext) -> CollectorResult:
         self.stop(ctx)

@@ -6,7 +6,7 @@ once the model is found, a side alone in its process warm-up + 2 per block, and 
 (2 for a model found by repetition, 1 for --program-model). A program that ends before its schedule is done has
 measured nothing, after minutes of running. So the calls are compared first:
 - each pass of the run recorded the calls it saw (result.json's `program.calls`); a pass that let the program end
-  (ran to its end, or ended before its measured calls) saw all of them: that is the program's count;
+  (ran to its end, or ended before or among its measured calls) saw all of them: that is the program's count;
 - a pass that stopped the program after its measured calls saw a lower bound only; where that bound is short of
   the schedule, advise counts the calls first: one run of the unchanged program, stopped as soon as it made as
   many as the schedule needs (hwprof.advisor.program_worker, mode "count");
@@ -32,8 +32,9 @@ from hwprof.core.config import ADVISE_BLOCKS
 from hwprof.program.advise_calls import SOLO_CALLS, schedule_calls
 from hwprof.schema.program import ProgramOutcome
 
-EXACT_ENDS = ("ran to its end", "ended before the measured calls")
-"""ProgramOutcome.ended of a pass that let the program end by itself: its calls are all the program makes."""
+EXACT_ENDS = ("ran to its end", "ended before the measured calls", "ended after ")
+"""ProgramOutcome.ended of a pass that let the program end by itself (before, or after some of its measured calls:
+"ended after 4 of its 6 measured calls"): its calls are all the program makes."""
 COUNT_MODE = "count"
 """The program worker's mode that counts the program's calls of its model (AdviseResult.calls)."""
 

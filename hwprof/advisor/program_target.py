@@ -92,6 +92,8 @@ def program_baseline(config: RunConfig) -> str:
     options = ["--threads", str(config.threads)]
     if program.model_path:
         options += ["--program-model", program.model_path]
+    if program.stdin:
+        options += ["--program-stdin", program.stdin]
     return f"{shlex.join(options)} -- python {shlex.join(program.argv)}"
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from hwprof.analysis.layer_match import LayerMatch, letter, match_layers, row_instructions, row_time
 from hwprof.analysis.layer_stats import LayerStat
+from hwprof.analysis.program_facts import INFERENCE, program_facts
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.analysis.runtime_nodes import FusedGroup
 from hwprof.analysis.stages import in_stage_order
@@ -85,6 +86,13 @@ class RunHead:
     """The run's passes whose figures may not carry a verdict, with why (hwprof.analysis.health)."""
     time_pass: str | None = None
     """The pass its layer times come from."""
+    measured: str = INFERENCE
+    """What its forwards were (hwprof.analysis.program_facts): inference, or a program's forward + backward or
+    forward with grad on."""
+    step_fps: float | None = None
+    """A program's training step: batch / (forward p50 + backward p50); None for any other run."""
+    program_threads: str | None = None
+    """The torch thread counts a program set itself for its measured calls ("1,2"), where not `threads`."""
 
     @property
     def is_reference(self) -> bool:
@@ -186,6 +194,7 @@ def head(a: Analysis, path: Path) -> RunHead:
     whole = a.stages.get("iteration")
     roof = a.roofline
     runtime = run.runtime or RuntimeDoc()
+    facts = program_facts(run, a.stages)
     return RunHead(
         run_id=str(run.run_id if run.run_id is not None else path.name),
         path=str(path),
@@ -222,6 +231,9 @@ def head(a: Analysis, path: Path) -> RunHead:
         warnings=list(a.warnings),
         unfit=dict(a.health.unfit),
         time_pass=a.layers.time_pass,
+        measured=facts.mode,
+        step_fps=facts.step_fps(a.stages.batch, fwd.p50_ms) if fwd else None,
+        program_threads=",".join(map(str, sorted(facts.threads))) if facts.threads_set else None,
     )
 
 

@@ -19,6 +19,7 @@ STAGE_ORDER = (
     "preprocess",
     "h2d",
     "forward",
+    "backward",
     "postprocess",
     "annotate",
     "encode",
@@ -28,7 +29,7 @@ STAGE_ORDER = (
 )
 """The pipeline's stages in the order they run (hwprof.workload.pipeline): load for images or decode for a video,
 h2d the host-to-device copy of a --device cuda run (workload/rt_cuda.py), annotate and encode with --annotate;
-draw, write, show: a program's (hwprof.program.known_stages)."""
+backward, draw, write, show: a program's (hwprof.program.known_stages)."""
 LAST_STAGES = ("other", "iteration")
 """After every stage: a program's time no stage claims, and the whole iteration."""
 FEW_CANDIDATES = 10

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hwprof.analysis.program_command import program_command
 from hwprof.analysis.workload_program import STAGES_NOTE, program_lines, program_problems
 from hwprof.schema.run import ModelDoc, RunDoc
 
@@ -46,6 +47,12 @@ class WorkloadView:
     unclaimed_stage: bool = False
     """The time inside an iteration that no stage claims is a stage of its own ("other") in the trace: the
     workload's own code between its stages (a program), where the pipeline's stages fill the iteration."""
+    command: str | None = None
+    """The command the user gave, for the first screen (a program's `python detect.py --source img/`); None where
+    hwprof's own options say what ran (the pipeline: its model line)."""
+    own_input: bool = False
+    """The workload chose its input's shapes (a program): the first screen gives its forwards' input shapes, one
+    shape too; the pipeline's follow from --imgsz and --batch (its run line), so only several are said."""
 
 
 def workload_view(run: RunDoc) -> WorkloadView:
@@ -79,6 +86,8 @@ def _program_view(run: RunDoc) -> WorkloadView:
         problems=program_problems(run),
         stages_note=STAGES_NOTE,
         unclaimed_stage=True,
+        command=program_command(run.config.program) if run.config.program is not None else None,
+        own_input=True,
     )
 
 

@@ -66,14 +66,9 @@ def program_problems(run: RunDoc) -> list[str]:
 def _found(outcome: ProgramOutcome, named: str | None) -> str:
     if outcome.model is None:
         return outcome.no_model or outcome.ended or "no model found"
-    others = outcome.other_roots
-    besides = (
-        "; also called at the outermost level (counted until the warm-up's end): "
-        + ", ".join(f"{k} x{v}" for k, v in others.items())
-        if others
-        else ""
-    )
+    besides = _other_roots(outcome)
     at = f" at {outcome.model_at}" if outcome.model_at else ""
+    at += f", called from thread {outcome.model_thread!r}" if outcome.model_thread else ""
     calls = f", {outcome.calls} call{'s' if outcome.calls != 1 else ''}"
     inside = (
         f"; called inside the program's call of {outcome.outer_call}: its forward {outcome.outer_share:.0%} of it"
@@ -88,6 +83,23 @@ def _found(outcome: ProgramOutcome, named: str | None) -> str:
     )
 
 
+def _other_roots(outcome: ProgramOutcome) -> str:
+    """The other modules the program called at the outermost level: each timed as a stage of its own (with its
+    true count), or, in an older run, counted until the warm-up's end."""
+    others = outcome.other_roots
+    if not others:
+        return ""
+    staged = {label: stage for stage, label in outcome.other_model_stages.items()}
+    if not staged:
+        return "; also called at the outermost level (counted until the warm-up's end): " + ", ".join(
+            f"{k} x{v}" for k, v in others.items()
+        )
+    return "; also called at the outermost level: " + ", ".join(
+        f"{k} x{v}" + (f" (its calls from the warm-up's end on: the stage {staged[k]!r})" if k in staged else "")
+        for k, v in others.items()
+    )
+
+
 def _calls(outcome: ProgramOutcome) -> str:
     """ "14 calls (2 choosing the model, 2 warm-up, 10 measured), ended ...": every call the pass saw, by kind."""
     kinds = [
@@ -99,10 +111,19 @@ def _calls(outcome: ProgramOutcome) -> str:
         (outcome.after_calls, "after the measured ones, unmarked"),
     ]
     parts = [f"{n} {what}" for n, what in kinds if n or what in ("warm-up", "measured")]
-    counted = sum(n or 0 for n, _ in kinds)
+    parts += [f"{n} from thread {name!r}, not measured" for name, n in outcome.other_thread_calls.items()]
+    counted = sum(n or 0 for n, _ in kinds) + sum(outcome.other_thread_calls.values())
     if counted != outcome.calls:  # an older run, which did not record every kind
         parts.append(f"{outcome.calls - counted} other")
-    return f"{outcome.calls} calls ({', '.join(parts)}), {outcome.ended or '?'}"
+    return f"{outcome.calls} calls ({', '.join(parts)}), {outcome.ended or '?'}{_stopped_threads(outcome)}"
+
+
+def _stopped_threads(outcome: ProgramOutcome) -> str:
+    """The threads hwprof's stop ended: the model's (a worker thread), then the main thread with it."""
+    if not outcome.stopped_threads:
+        return ""
+    threads = ", ".join(repr(name) for name in dict.fromkeys(outcome.stopped_threads))
+    return f" (in thread {threads}; hwprof stopped the main thread with it: the whole program ended there)"
 
 
 def _timed(outcome: ProgramOutcome) -> str:

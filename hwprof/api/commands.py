@@ -82,6 +82,7 @@ def collect(
     program_model: str | None = None,
     program_end: str = "stop",
     stage: Sequence[str] = (),
+    program_stdin: StrPath | None = None,
     out: StrPath | None = None,
     results: StrPath = "results",
     report: bool = False,
@@ -107,7 +108,7 @@ def collect(
 
 NOT_CONFIG = (
     "model", "program", "weights", "images", "annotate", "threads", "only", "skip", "events", "rect", "timeout",
-    "program_model", "program_end", "stage", "out", "results", "report", "advise", "advise_blocks",
+    "program_model", "program_end", "stage", "program_stdin", "out", "results", "report", "advise", "advise_blocks",
     "advise_no_layers", "advise_only", "console",
 )  # fmt: skip
 """collect's keywords that are not RunConfig's field of that name with the value as given."""
@@ -141,6 +142,7 @@ def _collect_request(given: dict[str, Any]) -> CollectRequest:
             given["program_model"],
             given["program_end"],
             _words(given["stage"], "stage"),
+            _path_or_none(given["program_stdin"]),
         ),
     )
     advise = AdviseRequest(

@@ -65,19 +65,24 @@ def csv_list(value: str) -> list[str]:
 
 
 def program_of(
-    command: Sequence[str] | None, model_path: str | None = None, end: str = "stop", stages: Sequence[str] = ()
+    command: Sequence[str] | None,
+    model_path: str | None = None,
+    end: str = "stop",
+    stages: Sequence[str] = (),
+    stdin: str | None = None,
 ) -> ProgramSpec | None:
     """The program after `--` (or the library's program=), or None; a program option without one is refused."""
     from hwprof.core.program_spec import program_spec
 
     if command is None:
-        used = [option for option, value in (("--program-model", model_path), ("--stage", stages)) if value]
+        given = (("--program-model", model_path), ("--stage", stages), ("--program-stdin", stdin))
+        used = [option for option, value in given if value]
         if used:
             raise ValueError(f"{used[0]} is for a program: `hwprof collect [options] -- python SCRIPT ARGS`")
         return None
     if end not in ("stop", "run"):
         raise ValueError(f"--program-end is 'stop' or 'run' (got {end!r})")
-    return program_spec(list(command), model_path=model_path, end=end, stages=list(stages))
+    return program_spec(list(command), model_path=model_path, end=end, stages=list(stages), stdin=stdin)
 
 
 def gate_options(

@@ -147,6 +147,12 @@ def add_program_args(g: OptionGroup) -> None:
         metavar="NAME=module:function",
         help="after -- PROGRAM: time this function of the program as a stage (repeatable)",
     )
+    g.add_argument(
+        "--program-stdin",
+        metavar="FILE",
+        help="after -- PROGRAM: the program's stdin, read anew from the file's start by every pass (default: "
+        "/dev/null, since every pass runs the program again and a stream would feed only the first)",
+    )
 
 
 def split_program(words: list[str]) -> tuple[list[str], list[str] | None]:

@@ -66,7 +66,9 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         profiler_stack=args.profiler_stack,
         pass_timeout_s=args.timeout,
         extra={"rect": args.rect},
-        program=program_of(getattr(args, "program", None), args.program_model, args.program_end, args.stage),
+        program=program_of(
+            getattr(args, "program", None), args.program_model, args.program_end, args.stage, args.program_stdin
+        ),
     )
     config.validate()
     return config

@@ -33,6 +33,10 @@ RESERVED_STAGES = ("forward", "iteration", "other")
 MIN_WARMUP = 1
 """The calls after the one that found the model: the first of them opens the first whole iteration, so it is
 never measured."""
+STDIN_EOF_NOTE = (
+    "the program read end of file on stdin: hwprof gives it /dev/null, since every pass runs it anew and a stream "
+    "could feed only the first; give its input with --program-stdin FILE (each pass reads the file from its start)"
+)
 
 
 class ProgramError(ValueError):
@@ -85,6 +89,9 @@ class ProgramSpec:
     """--program-end: "stop" (default) or "run"; see PROGRAM_ENDS."""
     stages: list[str] = field(default_factory=list)
     """--stage NAME=module:function, for the user's own functions."""
+    stdin: str | None = None
+    """--program-stdin: the file given to the program as its stdin (absolute), opened anew by every pass's run of
+    it; None: /dev/null (hwprof.program.launch)."""
 
     def stage_targets(self) -> list[StageTarget]:
         """The --stage options as targets (ProgramError for one that is not NAME=module:function)."""
@@ -112,6 +119,7 @@ class ProgramSpec:
             "model_path": self.model_path,
             "end": self.end,
             "stages": self.stages,
+            **({"stdin": self.stdin} if self.stdin is not None else {}),
         }
 
     @classmethod
@@ -122,6 +130,7 @@ class ProgramSpec:
             model_path=data.get("model_path"),
             end=str(data.get("end", "stop")),
             stages=[str(s) for s in data.get("stages") or []],
+            stdin=str(data["stdin"]) if data.get("stdin") is not None else None,
         )
 
 
@@ -157,10 +166,27 @@ def program_spec(command: list[str], cwd: str | None = None, **options: Any) -> 
             )
         argv = [str(script.resolve()), *words[1:]]
     spec = ProgramSpec(argv=argv, cwd=cwd, **options)
+    if spec.stdin is not None:
+        spec.stdin = stdin_file(spec.stdin, cwd)
     if spec.end not in PROGRAM_ENDS:
         raise ProgramError(f"--program-end is 'stop' or 'run' (got {shown(spec.end)})")
     spec.stage_targets()
     return spec
+
+
+def stdin_file(path: str, cwd: str) -> str:
+    """--program-stdin's file, absolute; ProgramError (one line) where it is not a readable file. A pipe or a
+    device is refused too: every pass runs the program anew, and a stream would feed only the first."""
+    file = Path(cwd, path)
+    problem = path_problem(file)
+    if problem is not None:
+        raise ProgramError(f"--program-stdin {shown(path)} {problem}: give a file, read anew by every pass")
+    try:
+        with file.open("rb"):
+            pass
+    except OSError as exc:
+        raise ProgramError(f"--program-stdin {shown(path)} cannot be read ({exc.strerror or exc})") from None
+    return str(file.resolve())
 
 
 def _dotted(text: str) -> bool:

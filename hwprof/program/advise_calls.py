@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwprof.program.driver import ProgramStop, _wrap_forward
+from hwprof.program.driver import ProgramStop, wrap_forward
 from hwprof.program.finder import Found
 
 BASELINE, VARIANT = "baseline", "variant"
@@ -210,7 +210,7 @@ class AdviseCalls:
         self._prepare_s = time.perf_counter() - started
         if self.change.threads is not None:
             torch.set_num_threads(self.change.threads)
-        self._restore = _wrap_forward(found.module, self._call)
+        self._restore = wrap_forward(found.module, self._call)
 
     def finish(self) -> None:
         """The model's forward given back (the schedule is done, or the program ended)."""

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 
 from hwprof.core.input_shapes import input_shape
 from hwprof.core.markers import MarkerBus
+from hwprof.program.call_facts import CallFacts
 from hwprof.program.finder import Found, ProgramAbort, in_trace
 from hwprof.program.whole_model import WholeModelCheck, outer_call
 from hwprof.workload.script_scopes import class_name
@@ -78,11 +79,15 @@ class Calls:
     """The program ended inside an iteration (after its last forward): that iteration was discarded."""
     traced: int = 0
     """Calls made inside torch.jit.trace (the tracer's: tracing and checking the trace), unmarked."""
+    thread: str | None = None
+    """The thread that made the marked calls, where it is not the main thread (its name)."""
+    other_threads: dict[str, int] = field(default_factory=dict)
+    """Calls from threads other than the marked calls' (by thread name): passed through, unmarked."""
 
     @property
     def seen(self) -> int:
         """Every call of the model by the program."""
-        return self.before + self.total + self.after + self.traced
+        return self.before + self.total + self.after + self.traced + sum(self.other_threads.values())
 
 
 @dataclass
@@ -121,11 +126,18 @@ class ProgramDriver:
     """The stage whose begin marker is out (on the model's thread, in the open iteration)."""
     _cut: str | None = None
     """A stage cut at the forward's begin (it holds the model's call): it begins again in the next iteration."""
+    ends: tuple[type[BaseException], ...] = (ProgramStop, ProgramAbort)
+    """hwprof's ends of the program, raised from the model's call (ProgramStop too, and the pass's stop)."""
+    end_elsewhere: Callable[[BaseException], None] = lambda exc: None
+    """One of `ends` is raised in the model's call: raise it in the main thread too where that call is another
+    thread's (hwprof.program.thread_stop)."""
     forward_ns: int = 0
     """The marked forwards' time so far (the whole-model check's measure of the model inside the program's call)."""
     whole: WholeModelCheck | None = None
     """The model is called inside another module's call of the program's: its share of that call, checked once
     (hwprof.program.whole_model)."""
+    facts: CallFacts = field(default_factory=CallFacts)
+    """What each marked call ran under that the program may change: torch's thread count, grad mode."""
 
     @property
     def in_forward(self) -> bool:
@@ -143,7 +155,7 @@ class ProgramDriver:
         self.calls = Calls(before=found.root_calls_before)  # a replaced module's calls were not this one's
         self._disarm()
         self._sample = args
-        self._restore = _wrap_forward(found.module, self._call)
+        self._restore = wrap_forward(found.module, self._call)
 
     def _setup(self, args: tuple[Any, ...]) -> None:
         assert self.found is not None
@@ -193,7 +205,19 @@ class ProgramDriver:
             self._internal -= 1
 
     def _call(self, forward: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._program_call(forward, args, kwargs)
+        except BaseException as exc:
+            if isinstance(exc, self.ends):  # hwprof's end of the program, raised in the thread that calls the model
+                self.end_elsewhere(exc)
+            raise
+
+    def _program_call(self, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._internal or self._in_forward:
+            return forward(*args, **kwargs)
+        if self._thread is not None and threading.get_ident() != self._thread:
+            name = threading.current_thread().name  # another thread's call: not an iteration of this one's
+            self.calls.other_threads[name] = self.calls.other_threads.get(name, 0) + 1
             return forward(*args, **kwargs)
         if in_trace():  # torch.jit.trace's call, not the program's: the traced module is what it will call
             self.calls.traced += 1
@@ -205,6 +229,8 @@ class ProgramDriver:
             return forward(*args, **kwargs)
         if self._thread is None:
             self._thread = threading.get_ident()
+            if threading.current_thread() is not threading.main_thread():
+                self.calls.thread = threading.current_thread().name
         if not self._open:
             self._begin()
         bus = self.bus
@@ -221,6 +247,7 @@ class ProgramDriver:
             self.forward_ns += time.perf_counter_ns() - start
         bus.emit("stage", "E", "forward")
         bus.input_shape(input_shape(args))
+        self.facts.record(*self._step()[:2])
         self._end()
         return out
 
@@ -337,7 +364,7 @@ class ProgramDriver:
         )
 
 
-def _wrap_forward(module: Any, call: Callable[..., Any]) -> Callable[[], None]:
+def wrap_forward(module: Any, call: Callable[..., Any]) -> Callable[[], None]:
     """The instance's `forward` replaced by one that goes through `call` (as attach_layer_markers does for the
     layers: cheaper than hooks); a TorchScript module keeps its forward and gets forward hooks instead.
     Returns the undo."""

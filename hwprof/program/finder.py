@@ -109,6 +109,8 @@ class ModelFinder:
     _handles: list[Any] = field(default_factory=list)
     _parts: set[int] = field(default_factory=set)
     """ids of the chosen module's parts (itself included): the names its own code gives them are no rival."""
+    end_elsewhere: Callable[[BaseException], None] = lambda exc: None
+    """A refusal raised in a thread other than the main one is raised there too (hwprof.program.thread_stop)."""
     _library_named: Place | None = None
     """--program-model's name gave a called module in a library's frame alone (not taken): said if none is found."""
 
@@ -131,6 +133,13 @@ class ModelFinder:
         return bool(self._handles)
 
     def _pre(self, module: Any, args: tuple[Any, ...]) -> None:
+        try:
+            self._choose_at(module, args)
+        except ProgramAbort as exc:  # raised in the thread that calls the module: the main thread ends too
+            self.end_elsewhere(exc)
+            raise
+
+    def _choose_at(self, module: Any, args: tuple[Any, ...]) -> None:
         depth = getattr(self._local, "depth", 0)
         self._local.depth = depth + 1
         by_name = self.model_path is not None and id(module) not in self._parts

@@ -6,7 +6,9 @@ preprocess is letterbox, then BGR->RGB, HWC->CHW, /255; in a program the convers
 in `other` unless it marks them), `postprocess` is NMS and the boxes scaled back to the image (the pipeline's
 ultralytics NMS and scale_boxes). Two more have no counterpart in the pipeline: `draw` (boxes drawn on the
 image) and `write` (an image or a video frame written out, or encoded to be); `show` is a window's display and
-its key wait (detect.py's --view-img).
+its key wait (detect.py's --view-img). `backward` is a training step's backward pass (Tensor.backward,
+torch.autograd.backward and .grad): a program that trains runs it after its forwards, and its time is not the
+program's own code (`other`); the report then says the run measured forward + backward, not inference.
 
 Finer functions (cv2.resize, cv2.cvtColor, torch.from_numpy) are left out on purpose: they are parts of the
 stages above, and a wrapper per call of a small function would cost more than it tells. Mark them with
@@ -20,6 +22,7 @@ from __future__ import annotations
 from hwprof.core.program_spec import StageTarget
 
 LOAD, PREPROCESS, POSTPROCESS, DRAW, WRITE, SHOW = "load", "preprocess", "postprocess", "draw", "write", "show"
+BACKWARD = "backward"
 
 _KNOWN: dict[str, dict[str, tuple[str, ...]]] = {
     LOAD: {
@@ -59,6 +62,10 @@ _KNOWN: dict[str, dict[str, tuple[str, ...]]] = {
     SHOW: {
         "cv2": ("imshow", "waitKey"),
         "ultralytics.utils.patches": ("imshow",),
+    },
+    BACKWARD: {
+        "torch": ("Tensor.backward",),  # calls torch.autograd.backward: nested, marked once
+        "torch.autograd": ("backward", "grad"),
     },
 }
 

@@ -2,10 +2,10 @@
 it ended.
 
 As the interpreter would: sys.argv is the program's, sys.path[0] is the script's folder (the working directory
-for -m), and it runs in the directory hwprof was run from. Its stdin is /dev/null: every pass runs the program
-anew, so a stream could be read by the first pass only; a program that reads stdin reads end of file (give it
-its input as a file). Its stdout goes to the pass's log with its stderr, so that hwprof's own progress lines
-stay apart.
+for -m), and it runs in the directory hwprof was run from. Its stdin is --program-stdin's file, opened anew by each
+pass, or /dev/null: every pass runs the program anew, so hwprof's own stdin (a stream) could feed the first pass
+only; a program that reads stdin without the option reads end of file, and the run says so. Its stdout goes to
+the pass's log with its stderr, so that hwprof's own progress lines stay apart.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import io
 import os
 import runpy
 import sys
+import threading
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,14 +37,18 @@ class ProgramEnd:
     """The program's exception in one line (its traceback is printed to the pass's log); for its own end, how
     ("called os._exit(0)", "sent itself SIGTERM")."""
     stdin_eof: bool = False
-    """It read end of file on stdin (hwprof gives it /dev/null): said where its failure or silence follows."""
+    """It read end of file on stdin (hwprof gives it /dev/null): said where its failure or silence follows, and in
+    the pass's notes where it ran well (hwprof.session.program_record); never where --program-stdin gave a file."""
 
     @property
     def ok(self) -> bool:
         return self.how in ("stopped", "returned") or (self.how in ("exit", "os_exit") and not self.exit_code)
 
 
-STDIN_EOF = "hwprof gives a program /dev/null as stdin, since every pass runs it anew: pass its input as a file"
+STDIN_EOF = (
+    "hwprof gives a program /dev/null as stdin, since every pass runs it anew: give its input with "
+    "--program-stdin FILE (read anew by every pass) or as a file argument"
+)
 
 
 class _Stdin(io.TextIOWrapper):
@@ -90,11 +95,19 @@ def run_program(spec: ProgramSpec) -> ProgramEnd:
 
 
 def _run(spec: ProgramSpec) -> ProgramEnd:
+    before = set(threading.enumerate())
     try:
-        if spec.module is not None:
-            runpy.run_module(spec.module, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(spec.argv[0], run_name="__main__")
+        try:
+            if spec.module is not None:
+                runpy.run_module(spec.module, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(spec.argv[0], run_name="__main__")
+        except ProgramStop:
+            raise
+        except BaseException:
+            _join_threads(before)
+            raise
+        _join_threads(before)
     except ProgramStop:
         return ProgramEnd("stopped")
     except SystemExit as exc:
@@ -109,6 +122,14 @@ def _run(spec: ProgramSpec) -> ProgramEnd:
     return ProgramEnd("returned")
 
 
+def _join_threads(before: set[threading.Thread]) -> None:
+    """Wait for the threads the program started and left running (not daemons), as the interpreter does before it
+    exits: the program has ended when they have (its model may be called from one of them)."""
+    for thread in threading.enumerate():
+        if thread not in before and not thread.daemon and thread is not threading.current_thread():
+            thread.join()
+
+
 @contextlib.contextmanager
 def _as_interpreter(spec: ProgramSpec) -> Iterator[None]:
     saved_argv, saved_path, saved_cwd = list(sys.argv), list(sys.path), os.getcwd()
@@ -117,7 +138,9 @@ def _as_interpreter(spec: ProgramSpec) -> Iterator[None]:
     sys.argv = list(spec.argv[1:]) if spec.module is not None else list(spec.argv)
     first = spec.cwd if spec.module is not None else str(Path(spec.argv[0]).parent)
     sys.path.insert(0, first)
-    stdin = _Stdin(open(os.devnull, "rb"))  # noqa: SIM115 - closed below
+    # --program-stdin's file, read from its start by each pass (its end is the input's: not noted), or /dev/null
+    raw = open(spec.stdin if spec.stdin is not None else os.devnull, "rb")  # noqa: SIM115 - closed below
+    stdin = _Stdin(raw) if spec.stdin is None else io.TextIOWrapper(raw)
     _Stdin.eof = False
     os.dup2(stdin.fileno(), 0)
     sys.stdin = stdin

@@ -11,6 +11,7 @@ from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
 from hwprof.analysis.compare import Comparison, Row, compare_runs
+from hwprof.analysis.program_facts import INFERENCE, TRAINING
 from hwprof.analysis.sweep_rows import NODE_THREADS, SweepResult, SweepRow
 from hwprof.core.host_kinds import differing_software, software_text
 from hwprof.render.compare_counters import instructions_spec
@@ -66,12 +67,12 @@ def runs_spec(c: Comparison) -> TableSpec:
         ("layer times from", [h.layer_times.split(":")[0] for h in c.runs]),  # the reason is in the notes
         ("model", [str(h.model) for h in c.runs]),
         *runtime_fields(c.runs),
-        ("imgsz / batch / threads", [_slashed(h.imgsz, h.batch, h.threads) for h in c.runs]),
+        ("imgsz / batch / threads", [_slashed(h.imgsz, h.batch, h.program_threads or h.threads) for h in c.runs]),
         ("forward p50 ms", [ms(h.forward_ms) for h in c.runs]),
         ("forward speed-up vs A", [_speedup(c.runs[0].forward_ms, h.forward_ms) for h in c.runs]),
         ("input", [h.source for h in c.runs]),
         ("iteration p50 ms", [ms(h.iteration_ms) for h in c.runs]),
-        ("FPS (inference)", [num(h.inference_fps) for h in c.runs]),
+        *_fps_fields(c),
         ("FPS (end to end)", [num(h.fps) for h in c.runs]),
         ("GFLOPs", [sig(h.gflops) for h in c.runs]),
         ("params (fused)", [f"{h.params_fused:,}" if h.params_fused else MISSING for h in c.runs]),
@@ -85,6 +86,17 @@ def runs_spec(c: Comparison) -> TableSpec:
     notes = [f"{n}: {h.path}" for n, h in zip(names, c.runs, strict=True)]
     notes += runtime_notes(c.runs, names)
     return TableSpec("runs", cols, rows, notes, more="see --format markdown")
+
+
+def _fps_fields(c: Comparison) -> list[tuple[str, list[str]]]:
+    """FPS of the forward: "inference" where every run measured inference; where a program's did not (a training
+    step, forwards with grad on), what each run measured, its forward alone, and a training step's."""
+    if all(h.measured == INFERENCE for h in c.runs):
+        return [("FPS (inference)", [num(h.inference_fps) for h in c.runs])]
+    out = [("measured", [h.measured for h in c.runs]), ("FPS (forward alone)", [num(h.inference_fps) for h in c.runs])]
+    if any(h.step_fps is not None for h in c.runs):
+        out.append((f"FPS ({TRAINING})", [num(h.step_fps) for h in c.runs]))
+    return out
 
 
 def _host_fields(c: Comparison) -> list[tuple[str, list[str]]]:

@@ -1,11 +1,14 @@
 """The report header's input and output lines: the input shapes the forwards were given where more than one
 occurred (each with its forwards per pass), the video the frames were decoded from (with the frames each pass
-read, and the times it looped), and where the annotated frames were kept (`collect --annotate`)."""
+read, and the times it looped), and where the annotated frames were kept (`collect --annotate`); the first
+screen's input shapes (the timing pass's, with their warm-up and measured forwards)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from hwprof.render.measured_flops import gflops_text, measured_forwards
 
 if TYPE_CHECKING:
     from hwprof.schema.run import RunDoc
@@ -40,23 +43,45 @@ def shapes_text(shapes: dict[str, dict[str, int]]) -> str:
     )
 
 
+def pass_inputs_text(run: RunDoc, own_input: bool) -> str | None:
+    """The first screen's input shapes: the timing pass's (each with its warm-up and measured forwards), and the
+    shapes only other passes' forwards had; None where no pass recorded its inputs, or (not `own_input`: the
+    pipeline, whose shape --imgsz and --batch give) where the forwards had one shape."""
+    recorded = [(name, e.inputs) for name, e in run.passes.items() if e.inputs is not None and e.inputs.shapes]
+    if not recorded or (not own_input and len(run_shapes(run)) < 2):
+        return None
+    name, inputs = next(((n, i) for n, i in recorded if n == "timing"), recorded[0])
+    others = [shape for shape in run_shapes(run) if shape not in inputs.shapes]
+    also = f"; other passes' forwards also {', '.join(others)}" if others else ""
+    return f"{inputs.text()} in the {name} pass{also}"
+
+
 def flops_shape_note(run: RunDoc, at: str) -> str:
     """Where the forwards had more than one input shape: the FLOPs figure is at `at` alone (the model's sample
-    input); '' otherwise."""
+    input), and whether a measured forward had it; '' otherwise."""
     others = [shape for shape in run_shapes(run) if shape != at]
     if not others:
         return ""
     from hwprof.schema.summaries_cpu import FlopsSummary
 
+    measured = measured_forwards(run)
+    unmeasured = ", a shape no measured forward had" if measured and at not in measured else ""
     summary = run.entry(FlopsSummary.NAME).summary
     by_shape = (summary.flops_by_shape if isinstance(summary, FlopsSummary) else None) or {}
-    counted = [f"{by_shape[s] / 1e9:.2f} GFLOPs at {s}" for s in others if isinstance(by_shape.get(s), int | float)]
+    counted = [
+        f"{gflops_text(float(flops) / 1e9)} GFLOPs at {s}"
+        for s in others
+        if isinstance(flops := by_shape.get(s), int | float)
+    ]
     if len(counted) == len(others):
         layers = run.passes.get("layers")
         per_shape = layers is not None and layers.inputs is not None and layers.inputs.mixed
         where = ', every shape\'s in "layers by input shape"' if per_shape else ""
-        return f" (the forwards had other shapes too: {', '.join(counted)}; the layer table's FLOPs are at {at}{where})"
-    return f" (counted at this shape only; the forwards also had {', '.join(others)})"
+        return (
+            f" (the forwards had other shapes too: {', '.join(counted)}; the layer table's FLOPs are at {at}"
+            f"{unmeasured}{where})"
+        )
+    return f" (counted at this shape only{unmeasured}; the forwards also had {', '.join(others)})"
 
 
 def input_lines(run: RunDoc) -> list[tuple[str, str]]:

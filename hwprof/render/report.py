@@ -20,14 +20,16 @@ from rich.table import Table
 from rich.text import Text
 
 from hwprof.analysis.finding import labelled
+from hwprof.analysis.program_facts import ProgramFacts, program_facts
 from hwprof.analysis.run_analysis import Analysis
 from hwprof.core.isa_units import units_text, uses_text
 from hwprof.render.advice_table import advice_markdown, advice_renderables
 from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
-from hwprof.render.input_lines import flops_shape_note, input_lines
+from hwprof.render.input_lines import input_lines
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.layer_shapes import layer_shapes_spec
+from hwprof.render.measured_flops import measured_flops
 from hwprof.render.not_measured import grouped_unavailable
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.report_sections import (
@@ -84,7 +86,11 @@ def header_lines(a: Analysis) -> list[tuple[str, str]]:
     line = runtime_line(a.doc.runtime)
     if line is not None:
         out.append(line)
-    out.append(_config_line(run, a.workload))
+    facts = program_facts(run, a.stages)
+    out.append(_config_line(run, a.workload, facts))
+    grad = facts.grad_text()
+    if grad is not None:
+        out.append(("measured", grad))
     out += input_lines(run)
     out.append(_peaks_line(a))
     if run.peaks is not None and run.peaks.cache_file:
@@ -104,10 +110,9 @@ def _source_lines(run: RunDoc) -> list[tuple[str, str]]:
 
 
 def _model_lines(model: ModelDoc, run: RunDoc, workload: WorkloadView) -> list[tuple[str, str]]:
-    gflops = f"{model.gflops:.2f} GFLOPs" if model.gflops else "GFLOPs not measured"
+    flops = measured_flops(run)
     shape = "x".join(map(str, model.input_shape or [])) or "an input shape not recorded"
-    if model.gflops:
-        shape += flops_shape_note(run, shape)
+    gflops = flops.headline() + flops.layer_table_note() if flops is not None else f"GFLOPs not measured at {shape}"
     params = model.params_fused
     params_text = "params not recorded" if params is None else f"{params:,} params (fused)"
     if workload.weights is not None:
@@ -122,7 +127,7 @@ def _model_lines(model: ModelDoc, run: RunDoc, workload: WorkloadView) -> list[t
     else:
         weights = loaded_weights_text(model.weights)
     out = [
-        ("model", f"{model.name} ({model.family}): {model.layers} layers, {params_text}, {gflops} at {shape}"),
+        ("model", f"{model.name} ({model.family}): {model.layers} layers, {params_text}, {gflops}"),
         ("weights", weights),
     ]
     if run.detections and not model.random_init:  # random weights' boxes mean nothing: the stages' note says so
@@ -158,17 +163,16 @@ def _units_lines(run: RunDoc) -> list[tuple[str, str]]:
     return [("units used", text)] if text else []
 
 
-def _config_line(run: RunDoc, workload: WorkloadView) -> tuple[str, str]:
+def _config_line(run: RunDoc, workload: WorkloadView, facts: ProgramFacts) -> tuple[str, str]:
     cfg = run.config
     passes = ", ".join(run.passes)
     if run.imported:
         return ("config", f"{cfg.iters} profiled forwards in the trace; passes: {passes}")
     sizes = f"{workload.sizes}, " if workload.sizes else ""
-    return (
-        "config",
-        f"{cfg.threads} torch threads, {sizes}{cfg.iters} {workload.measured} after {cfg.warmup} warm-up; "
-        f"passes: {passes or 'none'}",
-    )
+    measured = f"{sizes}{cfg.iters} {workload.measured} after {cfg.warmup} warm-up"
+    if facts.threads_set:  # the program's own counts, after the calls they count
+        return ("config", f"{measured}; {facts.threads_text()}; passes: {passes or 'none'}")
+    return ("config", f"{cfg.threads} torch threads, {measured}; passes: {passes or 'none'}")
 
 
 def _peaks_line(a: Analysis) -> tuple[str, str]:

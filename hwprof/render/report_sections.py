@@ -10,14 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.program_facts import GRAD_ON, INFERENCE, TRAINING, program_facts
 from hwprof.render.columns import Column, Ranked, build, with_cum
 from hwprof.render.fmt import ms, num, pct, si_bytes, sig
 from hwprof.render.input_lines import flops_shape_note
+from hwprof.render.measured_flops import measured_flops
 from hwprof.render.roof_lines import compute_rows, paper_sources
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
     from hwprof.analysis.layer_stats import LayerReport, LayerStat
+    from hwprof.analysis.program_facts import ProgramFacts
     from hwprof.analysis.run_analysis import Analysis
     from hwprof.analysis.stages import StageRow, Stages
     from hwprof.analysis.types import TypeStat
@@ -66,7 +69,7 @@ def stages_spec(a: Analysis) -> TableSpec | None:
     if a.workload.stages_note:
         notes.append(a.workload.stages_note)
     if st.fps:
-        notes.append(end_to_end_note(st))
+        notes.append(end_to_end_note(st, program_facts(a.doc, st)))
     if st.j_per_image is not None:
         watts = f", {st.avg_w:.1f} W average" if st.avg_w else ""
         notes.append(f"energy {st.j_per_image:.3f} J per image{watts} (RAPL, whole socket)")
@@ -82,9 +85,20 @@ def stages_spec(a: Analysis) -> TableSpec | None:
     return TableSpec(f"pipeline stages ({st.source} pass)", cols, rows, notes)
 
 
-def end_to_end_note(st: Stages) -> str:
-    """The FPS figures and what the end-to-end one includes (seed 004's two columns: inference and end to end)."""
+def end_to_end_note(st: Stages, facts: ProgramFacts | None = None) -> str:
+    """The FPS figures and what the end-to-end one includes (seed 004's two columns: inference and end to end); a
+    program's forwards with grad on, or with a backward pass after them, are not an inference (`facts`)."""
     inference = f"inference {st.inference_fps:.2f} (forward alone), " if st.inference_fps else ""
+    forward = st.get("forward")
+    mode = facts.mode if facts is not None else INFERENCE
+    step = facts.step_fps(st.batch, forward.p50_ms) if facts is not None and forward is not None else None
+    if mode == TRAINING and step:
+        inference = f"{TRAINING} {step:.2f} (batch / (forward p50 + backward p50): a training step, not an inference), "
+    elif mode == GRAD_ON and st.inference_fps:
+        inference = (
+            f"{GRAD_ON} {st.inference_fps:.2f} (forward alone; its forwards recorded autograd graphs: slower than "
+            "an inference), "
+        )
     stages = " + ".join(st.iteration_stages) or "the iteration"
     unwritten = "" if st.writes_frames else "; no frame is written (--annotate OUT adds annotate + encode)"
     return (
@@ -308,6 +322,9 @@ def roofline_spec(a: Analysis) -> TableSpec:
         rows.append(["forward intensity", f"{sig(s.intensity)} FLOP/B -> {s.bound or MISSING}-bound"])
     if s.gflops_s is not None:
         rough = " (FLOPs at one input shape over the forward p50 of several: rough)" if mixed else ""
+        measured = measured_flops(a.doc)
+        if measured is not None and not measured.at_measured:
+            rough = f" (FLOPs at {shape}, a shape no measured forward had, over their forward p50: not their rate)"
         of = "of the roof" if roof is not None and roof.raised else "of peak"
         rows.append(["forward achieved", f"{sig(s.gflops_s)} GFLOP/s = {num(s.pct_peak, 1)}% {of}{rough}"])
     for bound, entry in s.layers_by_bound.items():

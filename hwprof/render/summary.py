@@ -2,7 +2,8 @@
 40 lines at 80 columns; the long header, every table and the "not measured" block follow it.
 
 Pieces of content (lines and one TableSpec), so the terminal, the Markdown and the HTML page show the same
-summary: what ran where (model, host, run, input; for loaded weights also the weights, in at most two lines at 80
+summary: what ran where (a program's command and its forwards' input shapes first; model with its GFLOPs at the
+measured forwards' shapes, host, run, input; for loaded weights also the weights, in at most two lines at 80
 columns, and the boxes NMS kept per image, in one), speed and the measurement's health (one line), the top 5 layers,
 the top findings with one line of evidence each, the best measured change with its output check, and one
 line counting what was not measured.
@@ -19,9 +20,12 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from hwprof.analysis.program_facts import GRAD_ON, TRAINING, program_facts
 from hwprof.core.isa_units import units_text
 from hwprof.render.advice_table import heading, output_text
 from hwprof.render.fmt import ms, pct
+from hwprof.render.input_lines import pass_inputs_text
+from hwprof.render.measured_flops import measured_flops
 from hwprof.render.report_sections import kernel_text
 from hwprof.render.tables import MISSING, Col, TableSpec, markdown, spec_renderables
 from hwprof.render.weights_line import detections_summary, weights_summary
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
 
 TOP_LAYERS = 5
 TOP_FINDINGS = 3
+PROGRAM = "program"
+"""The key of a program's command: one line in the terminal, cut to its width."""
 NOT_MEASURED = "not measured"
 """The title of the block the summary's last line points to."""
 
@@ -56,14 +62,21 @@ def warning_lines(a: Analysis) -> list[tuple[str, str]]:
 
 
 def run_lines(a: Analysis) -> list[tuple[str, str]]:
-    """What ran where: model and weights, host and its units, threads and sizes, the input (at most 4 lines);
+    """What ran where: a program's command and its forwards' input shapes (first), model and weights with the
+    GFLOPs at the measured forwards' shapes, host and its units, threads and sizes, the input (at most 4 lines);
     a run on loaded weights adds the weights (at most two lines at 80 columns) and the boxes NMS kept."""
     run = a.doc
     model = run.model
     out: list[tuple[str, str]] = []
+    shapes = pass_inputs_text(run, a.workload.own_input)
+    if a.workload.command is not None:  # what the user ran, and on what: first (a program chose its own input)
+        out.append((PROGRAM, a.workload.command))
+        if shapes:
+            out.append(("inputs", shapes))
     if model.name:
         loaded = None if model.random_init else WeightsDoc.of_model(model.weights)
-        gflops = f", {model.gflops:.2f} GFLOPs" if model.gflops else ""
+        flops = measured_flops(run)
+        gflops = f", {flops.headline()}" if flops is not None else ""
         head = f"{model.name} ({model.family}), {model.layers} layers{gflops}"
         if loaded is None:
             weights = "random init" if model.random_init else (str(model.weights) if model.weights else "?")
@@ -77,10 +90,17 @@ def run_lines(a: Analysis) -> list[tuple[str, str]]:
     out.append(("host", f"{host.cpu_model or '?'}, {host.logical_cpus or '?'} CPUs; {units_text(flags)}"))
     cfg = run.config
     sizes = f", {a.workload.sizes}" if a.workload.sizes else ""
-    out.append(("run", f"{cfg.threads} torch threads{sizes}, {cfg.iters} iterations after {cfg.warmup} warm-up"))
+    iterations = f"{cfg.iters} iterations after {cfg.warmup} warm-up"
+    facts = program_facts(run, a.stages)
+    if facts.threads_set:  # the program's own counts, last: they hold commas
+        out.append(("run", f"{a.workload.sizes + ', ' if sizes else ''}{iterations}; {facts.threads_text()}"))
+    else:
+        out.append(("run", f"{cfg.threads} torch threads{sizes}, {iterations}"))
     images = _images_text(run)
     if images:
         out.append(("input", images))
+    if shapes and a.workload.command is None:
+        out.append(("inputs", shapes))
     return out
 
 
@@ -100,19 +120,30 @@ def _images_text(run: RunDoc) -> str | None:
 
 
 def speed_line(a: Analysis) -> tuple[str, str] | None:
-    """Forward p50 and p90, FPS (inference and end to end), and whether the measurement is clean."""
+    """Forward p50 and p90, FPS (inference and end to end), and whether the measurement is clean. A program that
+    trains (a backward pass after its forwards) or ran its forwards with grad on did not measure an inference: its
+    FPS says what it measured (forward + backward, forward with grad on)."""
     st = a.stages
     forward = st.get("forward")
     if forward is None:
         return None
-    fps = []
-    if st.inference_fps:
-        fps.append(f"inference {st.inference_fps:.2f}")
+    facts = program_facts(a.doc, st)
+    mode, fps = facts.mode, []
+    step = facts.step_fps(st.batch, forward.p50_ms)
+    if mode == TRAINING and step:
+        fps.append(f"{TRAINING} {step:.2f}")
+    elif st.inference_fps:
+        fps.append(f"{GRAD_ON if mode == GRAD_ON else 'inference'} {st.inference_fps:.2f}")
     if st.fps:
         fps.append(f"end to end {st.fps:.2f}")
     health = "disturbed (see pipeline stages)" if st.disturbed else "clean"
     fps_text = f"; FPS {', '.join(fps)}" if fps else ""
-    return ("speed", f"forward p50 {ms(forward.p50_ms)} ms, p90 {ms(forward.p90_ms)} ms{fps_text}; {health}")
+    times = f"forward p50 {ms(forward.p50_ms)} ms, p90 {ms(forward.p90_ms)} ms"
+    if facts.backward_ms is not None:
+        times += f", backward p50 {ms(facts.backward_ms)} ms"
+    elif mode == GRAD_ON:
+        times += " (grad on)"
+    return ("speed", f"{times}{fps_text}; {health}")
 
 
 def top_layers_spec(a: Analysis, n: int = TOP_LAYERS) -> TableSpec | None:
@@ -166,7 +197,9 @@ def summary_renderables(a: Analysis, console: Console) -> list[RenderableType]:
     grid.add_column(overflow="fold")
     speed = speed_line(a)
     for key, value in [*warning_lines(a), *run_lines(a), *([speed] if speed else [])]:
-        grid.add_row(Text(key, style="yellow" if key == "warning" else ""), Text(value))
+        cut = key == PROGRAM  # the command in one line, cut to the terminal's width: its script comes first
+        text = Text(value, no_wrap=True, overflow="ellipsis") if cut else Text(value)
+        grid.add_row(Text(key, style="yellow" if key == "warning" else ""), text)
     parts: list[RenderableType] = [Text(title(a), style="bold underline"), grid]
     spec = top_layers_spec(a)
     if spec is not None:

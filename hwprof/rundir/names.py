@@ -34,6 +34,8 @@ WORKER_LOG = "worker.log"
 """The worker's stderr (its log; the last `hwprof-error:` line says why it failed)."""
 WORKER_PID = "worker.pid"
 """The process a stop signal goes to when the worker runs under a launcher (Scalene)."""
+PROGRAM_CHILDREN = "children"
+"""In a program's pass: the records of its child processes that called torch modules (hwprof.program.child_watch)."""
 COMMAND_JSON = "command.json"
 """The pass's command line, as the collectors wrapped it."""
 

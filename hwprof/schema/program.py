@@ -23,6 +23,8 @@ class ProgramDoc(Record):
     """"stop": ended cleanly after the measured calls; "run": left to run to its own end."""
     stages: list[str] | None = None
     """--stage NAME=module:function options."""
+    stdin: str | None = None
+    """--program-stdin: the file given to the program as its stdin (absolute); absent: /dev/null."""
 
 
 @dataclass(kw_only=True)
@@ -62,9 +64,20 @@ class ProgramOutcome(Record):
     """Calls made inside torch.jit.trace (tracing and checking the trace), unmarked."""
     other_roots: dict[str, Count] = field(default_factory=dict)
     """Other modules the program called at the outermost level, and how often (not the model)."""
+    other_model_stages: dict[str, str] = field(default_factory=dict)
+    """Stage name -> the other root module it times ("refiner" -> "refiner (Sequential)"): from the warm-up's end
+    on, each other module the program called at the outermost level is a stage of its own, and its calls in
+    other_roots are its true count (absent in older runs, whose other_roots stopped counting at the warm-up's end)."""
+    model_thread: str | None = None
+    """The thread whose calls of the model were measured, where it is not the main thread (its name)."""
+    other_thread_calls: dict[str, Count] = field(default_factory=dict)
+    """Calls of the model from threads other than the measured calls' (by name): unmarked, not measured."""
+    stopped_threads: list[str] = field(default_factory=list)
+    """Threads other than the main one that hwprof's stop ended (its ProgramStop raised in them, and then in the
+    main thread: the whole program stopped)."""
     ended: str | None = None
-    """"stopped after the measured calls", "ran to its end", "ended before the measured calls", "failed",
-    "interrupted", "called no torch module"."""
+    """"stopped after the measured calls", "ran to its end", "ended after M of its N measured calls", "ended before
+    the measured calls" (none made), "failed", "interrupted", "called no torch module"."""
     exit_code: int | None = None
     """The program's own SystemExit code, where it called sys.exit."""
     error: str | None = None
@@ -81,3 +94,11 @@ class ProgramOutcome(Record):
     stage_calls: dict[str, Count] = field(default_factory=dict)
     """Calls of each wrapped function that was called (every thread, warm-up and unmeasured calls included)."""
     notes: list[str] = field(default_factory=list)
+    torch_threads: dict[str, Count] = field(default_factory=dict)
+    """Measured calls per torch thread count ("1": 10, "2": 10): torch.get_num_threads() at each call, which the
+    program may set itself, once or call by call (hwprof set --threads before it started); empty in older runs."""
+    grad_calls: Count | None = None
+    """Measured calls that ran with grad mode on (no torch.no_grad or inference_mode around them): their forwards
+    recorded autograd graphs, slower than an inference's; absent in older runs."""
+    inference_mode_calls: Count | None = None
+    """Measured calls that ran inside torch.inference_mode; absent in older runs."""

@@ -32,14 +32,24 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from hwprof import stage_api
 from hwprof.collectors.base import Collector, CollectorResult
 from hwprof.core.program_spec import PROGRAM_SPAN, WHOLE_PROCESS_ENV, ProgramSpec
-from hwprof.program.driver import ProgramDriver
+from hwprof.program.child_watch import (
+    MEASURE_IN_PROCESS,
+    children_text,
+    fork_place,
+    read_children,
+    spawned_children_watched,
+    watch_child,
+)
+from hwprof.program.driver import ProgramDriver, ProgramStop
 from hwprof.program.eager_parts import EagerLayer
 from hwprof.program.finder import Found, ModelFinder, ProgramAbort
 from hwprof.program.known_stages import known_targets
 from hwprof.program.launch import STDIN_EOF, ProgramEnd, run_program, stdin_eof_read
+from hwprof.program.other_models import OtherModels
 from hwprof.program.own_end import OwnEnd, OwnEndHooks, real_exit
 from hwprof.program.stage_hooks import StageHooks
-from hwprof.rundir.names import WORKER_LOG
+from hwprof.program.thread_stop import MainThreadStop
+from hwprof.rundir.names import PROGRAM_CHILDREN, WORKER_LOG
 from hwprof.rundir.pass_files import write_model_json, write_pass_result
 from hwprof.schema.pass_files import PassResult
 from hwprof.schema.program import ProgramOutcome
@@ -47,7 +57,7 @@ from hwprof.session.pass_runner import ERROR_PREFIX, EXIT_PROGRAM_FAILED, PassRu
 from hwprof.session.program_record import program_outcome
 from hwprof.session.program_scripted import eager_parts, scripted_note
 from hwprof.session.worker_io import pin_stdout, progress
-from hwprof.session.worker_stop import STOP
+from hwprof.session.worker_stop import STOP, Interrupted
 
 if TYPE_CHECKING:
     from hwprof.core.markers import Kind
@@ -81,6 +91,10 @@ class ProgramPassRunner(PassRunner):
         self._eager: list[EagerLayer] = []
         """A TorchScript model's layers that its eager wrapper runs itself, marked live (model_found)."""
         self.own_end = OwnEndHooks(self._on_own_end, STOP._handle)
+        self.others = OtherModels()
+        """The program's other models, timed as stages of their own from the warm-up's end on."""
+        self.main_stop = MainThreadStop(ends=(ProgramStop, ProgramAbort, Interrupted))
+        """hwprof's end of the program, raised in a worker thread that calls the model, is raised in the main one."""
         self._sink: Any = None
 
     def _build(self) -> str:
@@ -91,8 +105,11 @@ class ProgramPassRunner(PassRunner):
         pin_stdout()  # the program's sys.stdout is the log: the progress lines keep the pass's stdout
         progress(phase="build", done=0, total=1)
         self.driver = ProgramDriver(self.bus, self, self.config.warmup, end=self.spec.end)
+        self.driver.ends = self.main_stop.ends
+        self.driver.end_elsewhere = self.main_stop.end_elsewhere
         self.finder = ModelFinder(on_found=self.driver.adopt, model_path=self.spec.model_path)
-        self.driver.on_warmup_end = self.finder.close
+        self.finder.end_elsewhere = self.main_stop.end_elsewhere
+        self.driver.on_warmup_end = self._warmup_over
         os.register_at_fork(after_in_child=self._in_forked_child)
         return "torch"
 
@@ -107,8 +124,10 @@ class ProgramPassRunner(PassRunner):
         self._sink = stage_api.set_sink(self.driver.stage_sink)
         self.finder.install()
         self.own_end.install()
+        self.main_stop.install()
         try:
-            self.end = run_program(self.spec)
+            with spawned_children_watched(self._children_dir):
+                self.end = run_program(self.spec)
             self.driver.settle()
         except ProgramAbort as exc:
             if exc.__cause__ is not None:  # hwprof's own failure inside the program's call: its traceback to the log
@@ -118,10 +137,19 @@ class ProgramPassRunner(PassRunner):
             self._program_over()
         self._after_program()
 
+    def _warmup_over(self) -> None:
+        """The finder's global hooks come off; the program's other models are timed as stages of their own."""
+        assert self.driver is not None and self.finder is not None and self.driver.found is not None
+        self.finder.close()
+        taken = {t.stage for t in [*self.spec.stage_targets(), *known_targets()]}
+        self.others.wrap(list(self.finder.roots.values()), self.driver.found.module, taken)
+
     def _program_over(self) -> None:
         """The program's run is over (however it ended): hwprof's hooks off, the driver's schedule closed."""
         assert self.driver is not None and self.finder is not None
+        self.others.close()
         self.own_end.close()
+        self.main_stop.close()
         self.finder.close()
         self.driver.finish()
         if self.stages is not None:
@@ -136,17 +164,25 @@ class ProgramPassRunner(PassRunner):
         self._own_forwards_after()
         self.notes.extend(self.stages.unresolved())
         self._check_end()
+        children = self.children()
+        if self.driver.found is None and children is not None:
+            raise ProgramFailed(
+                f"the program's own process called no model, its children did: {children}; " + MEASURE_IN_PROCESS
+            )
         if self.driver.found is None and self.spec.model_path is not None:
             raise ProgramFailed(self.finder.never_found() + self._stdin_eof())
         if self.driver.found is None:
             self.no_model = self.finder.never_found() + self._stdin_eof()
             print(f"no model: {self.no_model}", file=sys.stderr)
             return
+        if children is not None:
+            self.notes.append(f"not measured: {children} ({MEASURE_IN_PROCESS})")
         measured = self.driver.calls.measured
-        if measured < self.config.iters:
+        planned = sum(1 for is_measured, _ in self.driver.steps if is_measured) or self.config.iters
+        if measured < planned:
             self.notes.append(
                 f"the program ended after {self.driver.calls.seen} calls of the model: "
-                f"{measured} measured of the {self.config.iters} asked (--iters)"
+                f"{measured} measured of the {planned} this pass's schedule asked (--iters {self.config.iters})"
             )
 
     def _own_forwards_after(self) -> None:
@@ -354,11 +390,25 @@ class ProgramPassRunner(PassRunner):
             )
 
     def _in_forked_child(self) -> None:
-        """A process the program forks (a DataLoader worker) measures nothing: its markers would reach the
-        parent's collectors' copies."""
+        """A process the program forks (a DataLoader worker, a child that calls the model) measures nothing: its
+        markers would reach the parent's collectors' copies. It is watched (hwprof.program.child_watch): the run
+        says which modules it called."""
         self.bus.halted = True
         if self.driver is not None:
             self.driver.done = True
+        if self.finder is not None:
+            self.finder.close()
+        self.main_stop.close()
+        if self.end is None:  # forked while the program runs (not by a collector after it)
+            watch_child(self._children_dir, "fork", fork_place())
+
+    @property
+    def _children_dir(self) -> Path:
+        return self.ctx.out_dir / PROGRAM_CHILDREN
+
+    def children(self) -> str | None:
+        """Which of the program's children called torch modules (one line), None where none did."""
+        return children_text(read_children(self._children_dir))
 
     def _program_outcome(self, status: str, error: str) -> ProgramOutcome:
         return program_outcome(self, status)

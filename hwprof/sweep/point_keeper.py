@@ -103,13 +103,15 @@ def stop_gently(proc: Stoppable, grace_s: float = STOP_GRACE_S) -> int:
 
 
 def keep(parent: int, work: Path, command: list[str]) -> int:
-    """Run command; stop it if asked (SIGINT or SIGTERM to the keeper) or if parent goes; returns its status."""
+    """Run command; stop it if asked (SIGINT, SIGTERM, SIGHUP or SIGQUIT to the keeper) or if parent goes; returns
+    its status."""
     asked: list[int] = []
 
     def note(signum: int, _frame: object) -> None:
         asked.append(signum)
 
-    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)  # a collect's (stopping.SIGNALS) but
+    # SIGABRT: an abort() in the keeper itself ends it whatever a handler does
     for sig in stops:
         signal.signal(sig, note)
     # Ray blocks SIGINT in its workers, and a blocked signal stays blocked across fork and exec: unblocked
