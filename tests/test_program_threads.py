@@ -152,16 +152,31 @@ def test_a_model_called_from_a_worker_thread_is_measured_and_the_stop_ends_the_w
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("how", "started"),
-    [("fork", "os.fork at "), ("mp-fork", "multiprocessing fork at "), ("mp-spawn", "multiprocessing spawn at ")],
+    ("how", "started", "named"),
+    [
+        ("fork", "os.fork at ", False),
+        ("fork", "os.fork at ", True),
+        ("mp-fork", "multiprocessing fork at ", False),
+        ("mp-spawn", "multiprocessing spawn at ", False),
+    ],
 )
-def test_a_model_called_in_a_child_process_is_named_with_the_child(tmp_path: Path, how: str, started: str) -> None:
+def test_a_model_called_in_a_child_process_is_named_with_the_child(
+    tmp_path: Path, how: str, started: str, named: bool
+) -> None:
+    """`named`: --program-model model, which the parent's own code binds (and its fuse() calls once) before it
+    forks: the parent's pass measured nothing, and said only "no measured iteration completed", exit 1, with
+    run.json `complete`."""
     out = tmp_path / how
-    done = collect(out, ONE_PASS, [program("model_in_child"), "--how", how, "--calls", "6"])
+    options = [*ONE_PASS, "--program-model", "model"] if named else ONE_PASS
+    done = collect(out, options, [program("model_in_child"), "--how", how, "--calls", "6"])
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = error_lines(done.stderr)
     assert "called no torch module" not in line, line
-    assert "the program's own process called no model, its children did: child pid " in line, line
+    if named:
+        assert "the program's own process made no measured call of model (DetectionModel) at " in line, line
+        assert run_doc(out)["status"] == "failed"
+    else:
+        assert "the program's own process called no model, its children did: child pid " in line, line
     assert started + str(Path(program("model_in_child"))) in line or started in line, line
     calls = 6 if how == "fork" else 7  # a child that builds the model: + its constructor's stride probe
     assert f"model (DetectionModel) {calls} times" in line, line

@@ -175,6 +175,11 @@ class ProgramPassRunner(PassRunner):
             self.no_model = self.finder.never_found() + self._stdin_eof()
             print(f"no model: {self.no_model}", file=sys.stderr)
             return
+        if children is not None and not self.driver.calls.measured:
+            raise ProgramFailed(
+                f"the program's own process made no measured call of {self.driver.model_label()}, its children "
+                f"called modules: {children}; {MEASURE_IN_PROCESS}"
+            )
         if children is not None:
             self.notes.append(f"not measured: {children} ({MEASURE_IN_PROCESS})")
         measured = self.driver.calls.measured
