@@ -20,6 +20,7 @@ from typing import Any
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, SyncData, fit_clock, wall_offset
 from hwprof.collectors.torch_profiler.kernel_doc import OpSums, PrimitiveSums, kernel_doc_json, top_kernels_json
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
+from hwprof.collectors.torch_profiler.memory import memory_by_range, memory_methods, memory_units
 from hwprof.collectors.torch_profiler.module_layers import module_layers, recorded_hierarchy
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
 from hwprof.collectors.torch_profiler.shapes import METHOD as SHAPES_METHOD
@@ -225,6 +226,10 @@ def convert(
     summary.onednn = _onednn_summary_json(ops, sync, onednn_log)
     replayed_ranges = [("layer", b.name, b.t_ns, e.t_ns) for b, e in pair_begin_end(replayed)]
     sums = _sum_ops(ops, ranges + replayed_ranges, flops)
+    for (kind, name), row in memory_by_range(trace.memory, ranges + replayed_ranges, fit).items():
+        target = sums.layer_stats[name] if kind == "layer" else sums.stage_stats[name]
+        for figure, value in row.items():
+            target[figure] += value
     summary.module_layers = module_summary
     summary.forward_ops_outside_layers = sums.outside_layers_in_forward
     # oneDNN's figures are means over the iterations that ran with its verbose mode on
@@ -316,9 +321,12 @@ def _sum_ops(ops: list[OpRecord], ranges: list[tuple[str, str, int, int]], flops
 def _metric_tables(sums: _OpSums, n_iter: int, n_onednn: int) -> MetricTables:
     """The per-layer and per-stage sums as means per measured iteration (oneDNN's per verbose iteration)."""
     divisor = {"onednn_exec_ms": n_onednn}
+    kept = set(memory_units())  # a layer that allocates nothing says 0, not "not measured"
 
     def per_iteration(table: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-        return {k: {m: v / divisor.get(m, n_iter) for m, v in row.items() if v} for k, row in table.items()}
+        return {
+            k: {m: v / divisor.get(m, n_iter) for m, v in row.items() if v or m in kept} for k, row in table.items()
+        }
 
     return MetricTables(
         layers=per_iteration(sums.layer_stats),
@@ -330,6 +338,7 @@ def _metric_tables(sums: _OpSums, n_iter: int, n_onednn: int) -> MetricTables:
             "onednn_exec_ms": "ms",
             "profiler_layer_ms": "ms",
             "profiler_stage_ms": "ms",
+            **memory_units(),
         },
         methods={
             "aten_self_ms": "torch.profiler: self CPU time of the aten ops inside the range, on the thread "
@@ -339,6 +348,7 @@ def _metric_tables(sums: _OpSums, n_iter: int, n_onednn: int) -> MetricTables:
             "onednn_exec_ms": "ONEDNN_VERBOSE exec_time of the primitives matched to the range's aten ops, mean "
             "over the measured iterations that ran with oneDNN verbose on (the first one by default)",
             "profiler_layer_ms": "duration of the layer's record_function range (includes profiler overhead)",
+            **memory_methods(),
         },
     )
 

@@ -12,6 +12,7 @@ from hwprof.analysis.finding import GPU, Finding
 from hwprof.analysis.findings import findings
 from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
 from hwprof.analysis.health import RunHealth, run_health
+from hwprof.analysis.layer_memory import MemoryView, memory_view
 from hwprof.analysis.layer_report import build_layer_report
 from hwprof.analysis.layer_shapes import LayerShapes, layer_shapes
 from hwprof.analysis.layer_stats import LayerReport
@@ -91,6 +92,8 @@ class Analysis:
     health: RunHealth = field(default_factory=RunHealth)
     """The passes whose figures may not carry a verdict, with why (hwprof.analysis.health): what every verdict
     asks, the findings here, the gate and the advice's answers on read."""
+    memory: MemoryView = field(default_factory=MemoryView)
+    """Memory per layer and per forward (hwprof.analysis.layer_memory)."""
 
     @cached_property
     def workload(self) -> WorkloadView:
@@ -186,6 +189,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         whole_program(data),
         layer_shapes(data, layers),
         health,
+        memory_view(layers, data.metrics()),
     )
 
 

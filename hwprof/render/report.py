@@ -30,6 +30,7 @@ from hwprof.render.input_lines import input_lines
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.layer_shapes import layer_shapes_spec
 from hwprof.render.measured_flops import measured_flops
+from hwprof.render.memory_section import memory_spec
 from hwprof.render.not_measured import grouped_unavailable
 from hwprof.render.overhead_section import overhead_spec
 from hwprof.render.report_sections import (
@@ -240,6 +241,7 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
         stages_spec(a),
         gpu_main_layers_spec(a, top) or layers_spec(a, top),
         layer_shapes_spec(a, top),
+        memory_spec(a),
         rankings_spec(a),
         types_spec(a),
         runtime_layers_spec(a),

@@ -1,0 +1,119 @@
+"""Memory per layer and per forward: what each layer allocates, frees and keeps (torch.profiler's allocator
+events in the trace pass: collectors/torch_profiler/memory.py), the page faults it takes (perf_events'
+software event in the counters pass), and the process's resident memory beside them (sysstat).
+
+Stateless over the run's tables: the report's memory section, layers.csv's columns (already the collectors'),
+and `hwprof.load`'s memory table read this view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hwprof.analysis.layer_stats import LayerReport, LayerStat
+from hwprof.schema.records import MetricTables
+
+PROFILER = "torch_profiler"
+ALLOC, FREED, ALLOCS, PEAK, LIVE_END = (
+    f"{PROFILER}.mem_alloc_bytes",
+    f"{PROFILER}.mem_freed_bytes",
+    f"{PROFILER}.mem_allocs",
+    f"{PROFILER}.mem_peak_bytes",
+    f"{PROFILER}.mem_live_end_bytes",
+)
+FAULTS = "perf_events.page-faults"
+COVERS = (
+    "tensor memory through torch's CPU allocator (torch.profiler profile_memory, trace pass), per measured "
+    "forward; live bytes count what was allocated while the profiler ran (activations and temporaries: the "
+    "weights, allocated before, are not in them); not the process's pages: OpenCV's buffers, Python objects and "
+    "the allocator's cache are outside it"
+)
+
+
+@dataclass(frozen=True)
+class LayerMemory:
+    """One layer's memory figures, means per measured forward (None where its source did not run)."""
+
+    name: str
+    type: str
+    depth: int
+    alloc_bytes: float | None
+    freed_bytes: float | None
+    allocs: float | None
+    peak_bytes: float | None
+    live_end_bytes: float | None
+    faults: float | None
+
+
+@dataclass
+class MemoryView:
+    """The forward's memory and its layers'."""
+
+    layers: list[LayerMemory] = field(default_factory=list)
+    forward_alloc_bytes: float | None = None
+    forward_peak_bytes: float | None = None
+    peak_layer: str | None = None
+    """The top-level layer whose peak is the highest: where the forward's live bytes are highest."""
+    layers_alloc_ratio: float | None = None
+    """The top-level layers' bytes allocated over the whole forward's (1.0: every allocation is inside a layer)."""
+    forward_faults: float | None = None
+    rss_peak_bytes: float | None = None
+    """The process's resident memory at its highest during the forward (sysstat)."""
+    unavailable: str | None = None
+    """Why there are no allocator figures (the trace pass did not run, or ran without profile_memory)."""
+
+    @property
+    def beyond_peak_bytes(self) -> float | None:
+        """RSS less the forward's peak of live tensor bytes: the process's memory beyond the forward's own
+        tensors (the weights, Python, OpenCV, the libraries; an estimate: the two are sampled differently)."""
+        if self.rss_peak_bytes is None or self.forward_peak_bytes is None:
+            return None
+        return self.rss_peak_bytes - self.forward_peak_bytes
+
+    def top(self, n: int) -> list[LayerMemory]:
+        """The top-level layers by bytes allocated."""
+        rows = [r for r in self.layers if r.depth == 1 and r.alloc_bytes is not None]
+        return sorted(rows, key=lambda r: -(r.alloc_bytes or 0.0))[:n]
+
+
+def memory_view(report: LayerReport, metrics: dict[str, MetricTables]) -> MemoryView:
+    view = MemoryView(layers=[_layer(row) for row in report.layers])
+    profiler = metrics.get(PROFILER)
+    forward = profiler.stage("forward") if profiler is not None else {}
+    if "mem_alloc_bytes" not in forward:
+        view.unavailable = (
+            "no allocator events: the trace pass (torch.profiler) did not run, or ran without profile_memory"
+            if profiler is None or forward
+            else "no allocator events in the trace pass"
+        )
+    else:
+        view.forward_alloc_bytes = forward.get("mem_alloc_bytes")
+        view.forward_peak_bytes = forward.get("mem_peak_bytes")
+    top = [r for r in view.layers if r.depth == 1 and r.peak_bytes is not None]
+    if top:
+        view.peak_layer = max(top, key=lambda r: r.peak_bytes or 0.0).name
+    allocated = [r.alloc_bytes for r in view.layers if r.depth == 1 and r.alloc_bytes is not None]
+    if allocated and view.forward_alloc_bytes:
+        view.layers_alloc_ratio = sum(allocated) / view.forward_alloc_bytes
+    counters = metrics.get("perf_events")
+    if counters is not None:
+        view.forward_faults = counters.stage("forward").get("page-faults")
+    sysstat = metrics.get("sysstat")
+    if sysstat is not None:
+        view.rss_peak_bytes = sysstat.stage("forward").get("rss_peak_bytes")
+    return view
+
+
+def _layer(row: LayerStat) -> LayerMemory:
+    m = row.metrics
+    return LayerMemory(
+        row.name,
+        row.type,
+        row.depth,
+        m.get(ALLOC),
+        m.get(FREED),
+        m.get(ALLOCS),
+        m.get(PEAK),
+        m.get(LIVE_END),
+        m.get(FAULTS),
+    )

@@ -1,0 +1,60 @@
+"""The report's memory section (issue 59) over a recorded run whose trace pass carries allocator figures: the top
+layers by bytes allocated, the forward's peak and the layer that reaches it, the layers' sum against the
+forward's, the faults per forward and the process's RSS; nothing where no allocator figure was measured."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hwprof.analysis.run_analysis import analyse
+from hwprof.render.memory_section import memory_spec
+from hwprof.rundir.reader import RunData
+
+FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
+METRICS = Path("passes") / "trace" / "torch_profiler.metrics.json"
+
+
+def _with_memory(tmp_path: Path) -> tuple[Path, dict[str, float]]:
+    run = tmp_path / "run"
+    shutil.copytree(FIXTURE, run)
+    doc = json.loads((run / METRICS).read_text())
+    allocated: dict[str, float] = {}
+    for i, (name, row) in enumerate(doc["layers"].items()):
+        allocated[name] = 1e6 * (i + 1)
+        row.update(
+            mem_alloc_bytes=allocated[name],
+            mem_freed_bytes=0.9 * allocated[name],
+            mem_allocs=3.0,
+            mem_peak_bytes=2e6 + (1e6 if name == "model.9" else 0),
+            mem_live_end_bytes=1e6,
+        )
+    doc["stages"]["forward"].update(mem_alloc_bytes=sum(allocated.values()) / 0.98, mem_peak_bytes=3.5e6)
+    (run / METRICS).write_text(json.dumps(doc))
+    return run, allocated
+
+
+def test_the_section_ranks_layers_by_bytes_allocated_and_says_where_the_peak_is(tmp_path: Path) -> None:
+    run, allocated = _with_memory(tmp_path)
+    a = analyse(RunData.load(run))
+    spec = memory_spec(a)
+    assert spec is not None
+    top = sorted(allocated, key=lambda n: -allocated[n])[:10]
+    assert [row[0] for row in spec.rows] == top
+    assert spec.rows[0][2] == f"{allocated[top[0]] / 1e6:.2f}"
+    notes = "\n".join(spec.notes)
+    assert "peak of its live tensor bytes 3.50 MB, reached in model.9" in notes
+    assert "add up to 0.980x the forward's" in notes
+    assert "page faults per forward: 138" in notes  # the fixture's perf_events forward
+    assert "resident memory (RSS) at its peak in the forward: 401.61 MB; 398.11 MB beyond" in notes
+    assert "the weights, allocated before, are not in them" in notes
+
+
+def test_no_allocator_figures_no_section_and_the_view_says_why() -> None:
+    a = analyse(RunData.load(FIXTURE))  # recorded before profile_memory
+    assert memory_spec(a) is None
+    assert a.memory.unavailable is not None and "profile_memory" in a.memory.unavailable
+    assert a.memory.forward_faults == pytest.approx(137.67, abs=0.01)

@@ -1,0 +1,74 @@
+"""Memory per layer from torch.profiler's allocator events (collectors/torch_profiler/memory.py, issue 59)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hwprof.collectors.torch_profiler.kineto import MemoryEvent, load_kineto
+from hwprof.collectors.torch_profiler.memory import memory_by_range, memory_units
+
+
+def _ev(ts: int, size: int, total: int, device: int = 0) -> MemoryEvent:
+    return MemoryEvent(ts=ts, bytes=size, total=total, device_type=device)
+
+
+def test_each_range_takes_the_events_inside_it_and_nested_ranges_add_up_to_their_parent() -> None:
+    events = [
+        _ev(5, 100, 100),  # before the layers: live at their start
+        _ev(12, 400, 500),  # model.1.a
+        _ev(14, -100, 400),  # model.1.a frees the input
+        _ev(22, 300, 700),  # model.1.b
+        _ev(25, -400, 300),  # model.1.b
+        _ev(28, 50, 350, device=1),  # a CUDA allocation: its own figures
+    ]
+    ranges = [
+        ("iteration", "0", 0, 40),
+        ("layer", "model.1", 10, 30),
+        ("layer", "model.1.a", 10, 20),
+        ("layer", "model.1.b", 20, 30),
+    ]
+    got = memory_by_range(events, ranges, lambda ts: ts)
+    a, b, parent = got[("layer", "model.1.a")], got[("layer", "model.1.b")], got[("layer", "model.1")]
+    assert {k: v for k, v in a.items() if k.startswith("mem_")} == {
+        "mem_alloc_bytes": 400,
+        "mem_freed_bytes": 100,
+        "mem_allocs": 1,
+        "mem_peak_bytes": 500,
+        "mem_live_end_bytes": 400,
+    }
+    assert b["mem_peak_bytes"] == 700 and b["mem_live_end_bytes"] == 300 and b["mem_freed_bytes"] == 400
+    for figure in ("mem_alloc_bytes", "mem_freed_bytes", "mem_allocs"):
+        assert parent[figure] == a[figure] + b[figure]  # nested layers add up to their parent
+    assert parent["mem_peak_bytes"] == 700
+    assert parent["cuda_mem_alloc_bytes"] == 50 == b["cuda_mem_alloc_bytes"] and a["cuda_mem_alloc_bytes"] == 0
+    assert ("iteration", "0") not in got
+
+
+def test_a_range_with_no_event_keeps_the_live_bytes_it_started_with() -> None:
+    got = memory_by_range([_ev(5, 64, 64)], [("layer", "model.0", 10, 20)], lambda ts: ts)
+    assert got[("layer", "model.0")]["mem_peak_bytes"] == 64 == got[("layer", "model.0")]["mem_live_end_bytes"]
+    assert got[("layer", "model.0")]["mem_alloc_bytes"] == 0
+    assert memory_by_range([], [("layer", "model.0", 10, 20)], lambda ts: ts) == {}
+
+
+def test_a_real_profile_memory_trace_is_read_and_a_layers_allocations_are_its_tensors(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+    x = torch.rand(1, 3, 32, 32)
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        with record_function("hwprof:layer:model.0"):
+            y = conv(x)
+        del y
+    path = tmp_path / "kineto.json"
+    prof.export_chrome_trace(str(path))
+    trace = load_kineto(path)
+    assert trace.memory and all(m.device_type == 0 for m in trace.memory)
+    (layer,) = [e for e in trace.events if e.name == "hwprof:layer:model.0"]
+    got = memory_by_range(trace.memory, [("layer", "model.0", layer.ts, layer.end)], lambda ts: ts)
+    row = got[("layer", "model.0")]
+    assert row["mem_alloc_bytes"] >= 8 * 32 * 32 * 4  # at least its output, 1x8x32x32 float32
+    assert row["mem_peak_bytes"] >= row["mem_live_end_bytes"] >= 8 * 32 * 32 * 4  # the output lives on
+    assert set(row) <= set(memory_units())
