@@ -151,7 +151,9 @@ def test_plots_are_the_figures_the_pngs_are_saved_from(run: hwprof.Run) -> None:
         "layer_times.png": run.plot_layers(),
         "stages.png": run.plot_stages(),
         "kernels.png": run.plot_kernels(),
+        "memory.png": run.plot_memory(),
     }
+    assert figures.pop("memory.png") is None  # the fixture keeps no records: no RSS or allocator series
     assert set(pngs) == set(figures)
     for name, fig in figures.items():
         assert fig is not None and png_bytes(fig) == pngs[name], name

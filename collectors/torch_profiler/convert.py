@@ -20,7 +20,7 @@ from typing import Any
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, SyncData, fit_clock, wall_offset
 from hwprof.collectors.torch_profiler.kernel_doc import OpSums, PrimitiveSums, kernel_doc_json, top_kernels_json
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
-from hwprof.collectors.torch_profiler.memory import memory_by_range, memory_methods, memory_units
+from hwprof.collectors.torch_profiler.memory import live_bytes, memory_by_range, memory_methods, memory_units
 from hwprof.collectors.torch_profiler.module_layers import module_layers, recorded_hierarchy
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
 from hwprof.collectors.torch_profiler.shapes import METHOD as SHAPES_METHOD
@@ -30,7 +30,7 @@ from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
 from hwprof.core.spans import pair_begin_end
 from hwprof.schema.codec import JsonObject
-from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
+from hwprof.schema.records import CounterSample, MetricTables, Span, metrics_path, records_path, write_records
 from hwprof.schema.summaries_tools import TorchProfilerSummary
 from hwprof.workload.script_scopes import LayerScopes
 
@@ -69,6 +69,8 @@ class Converted:
     summary: TorchProfilerSummary
     replayed: list[Marker] = field(default_factory=list)
     """A TorchScript model's layer markers, made from the ops' module hierarchy (module_layers.py)."""
+    counters: list[CounterSample] = field(default_factory=list)
+    """The allocator's live bytes after each of its events (profile_memory): the trace's memory tracks."""
 
 
 def _annotation_target(name: str) -> tuple[str, str] | None:
@@ -251,7 +253,7 @@ def convert(
         "alignment": _alignment_json(ranges, markers),
     }
     spans = _spans(ops)
-    return Converted(ops, spans, metrics, kernel_doc, summary, replayed)
+    return Converted(ops, spans, metrics, kernel_doc, summary, replayed, live_bytes(trace.memory, fit))
 
 
 def _onednn_summary_json(ops: list[OpRecord], sync: SyncData, onednn_log: Path | None) -> JsonObject:
@@ -396,7 +398,7 @@ def _spans(ops: list[OpRecord]) -> list[Span]:
 
 
 def write_outputs(out_dir: Path, converted: Converted) -> list[str]:
-    write_records(records_path(out_dir, NAME), converted.spans)
+    write_records(records_path(out_dir, NAME), [*converted.spans, *converted.counters])
     converted.metrics.save(metrics_path(out_dir, NAME))
     atomic_write_text(out_dir / f"{NAME}.kernels.json", json.dumps(converted.kernels, indent=1))
     return [records_path(out_dir, NAME).name, metrics_path(out_dir, NAME).name, f"{NAME}.kernels.json"]

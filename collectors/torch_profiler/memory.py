@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 
 from hwprof.collectors.torch_profiler.kineto import MemoryEvent
 
+from hwprof.schema.records import CounterSample
+
 DEVICE_PREFIX = {0: "mem", 1: "cuda_mem"}
 """c10 DeviceType -> the metrics' prefix: the CPU allocator's, the CUDA caching allocator's."""
 FIGURES = ("alloc_bytes", "freed_bytes", "allocs", "peak_bytes", "live_end_bytes")
@@ -83,3 +85,15 @@ def _window(events: Sequence[MemoryEvent], times: Sequence[int], start: int, end
         "peak_bytes": float(max([live_at_start, *(m.total for m in inside)])),
         "live_end_bytes": float(live_at_end),
     }
+
+
+TRACKS = {0: "torch CPU allocated (bytes)", 1: "torch CUDA allocated (bytes)"}
+"""The trace's counter tracks of the allocator's live bytes, beside sysstat's "RSS (bytes)"."""
+
+
+def live_bytes(memory: Sequence[MemoryEvent], fit: Callable[[int], int]) -> list[CounterSample]:
+    """The allocator's live bytes after each event, per device, on the run's clock: a spike in the trace lies
+    inside the layer slice that made it."""
+    return [
+        CounterSample(TRACKS[m.device_type], fit(m.ts), float(m.total), "B") for m in memory if m.device_type in TRACKS
+    ]

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hwprof.analysis.layer_stats import LayerReport, LayerStat
-from hwprof.schema.records import MetricTables
+from hwprof.analysis.memory_timeline import MemoryTimeline, memory_timeline
+from hwprof.rundir.reader import RunData
 
 PROFILER = "torch_profiler"
 ALLOC, FREED, ALLOCS, PEAK, LIVE_END = (
@@ -59,6 +60,8 @@ class MemoryView:
     forward_faults: float | None = None
     rss_peak_bytes: float | None = None
     """The process's resident memory at its highest during the forward (sysstat)."""
+    timeline: MemoryTimeline = field(default_factory=MemoryTimeline)
+    """RSS through a pass and the allocator's live bytes through one forward (memory.png)."""
     unavailable: str | None = None
     """Why there are no allocator figures (the trace pass did not run, or ran without profile_memory)."""
 
@@ -76,8 +79,9 @@ class MemoryView:
         return sorted(rows, key=lambda r: -(r.alloc_bytes or 0.0))[:n]
 
 
-def memory_view(report: LayerReport, metrics: dict[str, MetricTables]) -> MemoryView:
-    view = MemoryView(layers=[_layer(row) for row in report.layers])
+def memory_view(report: LayerReport, data: RunData) -> MemoryView:
+    metrics = data.metrics()
+    view = MemoryView(layers=[_layer(row) for row in report.layers], timeline=memory_timeline(data))
     profiler = metrics.get(PROFILER)
     forward = profiler.stage("forward") if profiler is not None else {}
     if "mem_alloc_bytes" not in forward:

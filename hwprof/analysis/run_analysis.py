@@ -189,7 +189,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         whole_program(data),
         layer_shapes(data, layers),
         health,
-        memory_view(layers, data.metrics()),
+        memory_view(layers, data),
     )
 
 

@@ -148,6 +148,11 @@ def table_reason(a: Analysis, name: str) -> Missing | None:
             "finished a measured iteration)",
             "collect again with this hwprof",
         )
+    if name == "memory" and not any(r.alloc_bytes is not None or r.faults is not None for r in a.memory.layers):
+        return Missing(
+            a.memory.unavailable or "no memory figure per layer",
+            "collect with the trace pass (torch.profiler, profile_memory) or the counters pass (page faults)",
+        )
     if name == "pass_costs" and not a.overheads.passes:
         return Missing("run.json records no pass")
     return _first(a, TABLE_FAMILIES.get(name, ()))

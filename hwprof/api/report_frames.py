@@ -15,6 +15,7 @@ import polars as pl
 from hwprof.analysis.advice import AdviceRow, LayerDelta, Speedup
 from hwprof.analysis.advice_output import OutputCheck
 from hwprof.analysis.finding import Finding
+from hwprof.analysis.layer_memory import LayerMemory
 from hwprof.analysis.layer_sources import Frame, Kernel
 from hwprof.analysis.layer_stats import LayerStat
 from hwprof.analysis.paired_cost import PassCostFigure
@@ -366,6 +367,15 @@ def detections(a: Analysis) -> pl.DataFrame:
     return table(rows, columns, {("class" if c == "class_name" else c): t for c, t in dtypes.items()})
 
 
+def memory(a: Analysis) -> pl.DataFrame:
+    """Memory per layer, means per measured forward (hwprof.analysis.layer_memory): name, type, depth,
+    alloc_bytes, freed_bytes, allocs, peak_bytes, live_end_bytes (torch's CPU allocator, trace pass) and faults
+    (page faults, counters pass). No rows where no layer has an allocator figure (`why("memory")`)."""
+    dtypes = field_dtypes(LayerMemory)
+    rows = [asdict(r) for r in a.memory.layers if r.alloc_bytes is not None or r.faults is not None]
+    return table(rows, list(dtypes), dtypes)
+
+
 TABLES = {
     "stages": stages,
     "layers": layers,
@@ -377,5 +387,6 @@ TABLES = {
     "pass_costs": pass_costs,
     "findings": findings,
     "detections": detections,
+    "memory": memory,
 }
 """Every table a run always has (possibly with no rows), by name; advice is the one that may be absent."""

@@ -179,6 +179,10 @@ class Run:
         return report_frames.detections(self._analysis)
 
     @cached_property
+    def memory(self) -> pl.DataFrame:
+        return report_frames.memory(self._analysis)
+
+    @cached_property
     def advice(self) -> pl.DataFrame | None:
         return report_frames.advice(self._analysis)
 
@@ -240,6 +244,13 @@ class Run:
         from hwprof.render.plots import kernels_figure
 
         return _inline(kernels_figure(self._analysis))
+
+    def plot_memory(self) -> Figure | None:
+        """RSS through a pass with its stages, torch's live bytes through one forward with its layers (memory.png);
+        None without either series."""
+        from hwprof.render.memory_plot import memory_figure
+
+        return _inline(memory_figure(self._analysis))
 
     # --- the report ---
 

@@ -288,8 +288,10 @@ def kernels_figure(a: Analysis) -> Figure | None:
 
 def render_plots(a: Analysis) -> dict[str, bytes]:
     """File name (PLOT_FILES) -> PNG of each plot the run has data for, in PLOT_FILES' order."""
+    from hwprof.render.memory_plot import plot_memory  # it draws with this module's figure
+
     out = {}
-    plots = (plot_roofline, plot_layer_times, plot_stages, plot_kernels)
+    plots = (plot_roofline, plot_layer_times, plot_stages, plot_kernels, plot_memory)
     for name, plot in zip(PLOT_FILES, plots, strict=True):
         png = plot(a)
         if png is not None:
