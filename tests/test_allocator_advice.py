@@ -115,6 +115,23 @@ def test_the_row_carries_the_faults_per_iteration_of_both_processes() -> None:
     assert "faults/iter 13,200->0" in row_cells(row, {})[4]  # the table's layers cell
 
 
+def test_the_row_carries_the_resident_memory_of_both_processes() -> None:
+    """What a faster allocator costs in memory (issue 59): RSS at a measured iteration's end, before -> after."""
+    c = by_key(candidates(facts(), [faults_finding()]))["malloc-keep"]
+    rss = {"rss_bytes": {str(i): 800e6 + i for i in range(4)}}
+    kept = {"rss_bytes": {str(i): 853e6 for i in range(4)}}
+    results = {
+        "baseline": pass_level_result("baseline", [13000, 13400, 13300, 13100], **rss),
+        "variant": pass_level_result("variant", [0, 2, 1, 0], **kept),
+    }
+    row = measured_row(c, results, [])
+    assert row.rss_bytes == [800e6 + 1.5, 853e6]
+    assert AdviceRow.from_dict(row.to_dict()).rss_bytes == row.rss_bytes
+    assert row_cells(row, {})[4].endswith("RSS MB 800->853")
+    older = measured_row(c, {k: pass_level_result(k, [1, 2, 3, 4]) for k in ("baseline", "variant")}, [])
+    assert older.rss_bytes is None and "rss_bytes" not in older.to_dict()  # advise files from before
+
+
 def test_a_variant_whose_preload_did_not_load_is_named() -> None:
     wanted = {"LD_PRELOAD": JEMALLOC, **GLIBC_KEEP_FREED}
     loaded = SideFigures.of(preloaded={JEMALLOC: True}, glibc_tunables=GLIBC_KEEP_FREED["GLIBC_TUNABLES"])

@@ -42,6 +42,7 @@ def test_advise_only_measures_the_allocators_in_processes_of_their_own(tmp_path:
     assert glibc.status == MEASURED, glibc.reason
     assert glibc.forward is not None and glibc.forward.method == "pass-level estimate"
     assert glibc.minor_faults is not None and len(glibc.minor_faults) == 2
+    assert glibc.rss_bytes is not None and all(rss > 50e6 for rss in glibc.rss_bytes)  # a torch process's RSS
     variant = json.loads((run / "advise" / "malloc-keep" / "variant.json").read_text())["sides"]["variant"]
     assert variant["glibc_tunables"] == GLIBC_KEEP_FREED["GLIBC_TUNABLES"]  # seen from inside the variant
     # the output is checked against the baseline's process (without the environment), not a reference built

@@ -280,3 +280,19 @@ def test_the_kernel_fault_findings_name_their_layers_and_point_to_the_allocator(
     assert by_key["malloc-keep"].layers and 2 in by_key["malloc-keep"].layers
     others = [f for f in found if f.topic != "kernel-faults"]
     assert not {c.key: c for c in candidates(facts(), others)}["malloc-keep"].finding
+
+
+def test_the_page_fault_finding_names_what_its_layers_allocate_and_fault(run_with_kernel_layers: Path) -> None:
+    """With the trace pass's allocator figures (issue 59), the forward's fault finding says per faulting layer
+    the bytes it allocates per forward and its page faults (the counters pass's)."""
+    metrics_path = run_with_kernel_layers / "passes" / "trace" / "torch_profiler.metrics.json"
+    doc = json.loads(metrics_path.read_text())
+    doc["layers"]["model.2"]["mem_alloc_bytes"] = 5.2e6
+    metrics_path.write_text(json.dumps(doc))
+    a = analyse(RunData.load(run_with_kernel_layers))
+    faults = next(f for f in kernel_findings(a.layers) if f.title.startswith("page faults take"))
+    layer2 = next(r for r in a.layers.layers if r.name == "model.2")
+    counted = layer2.metrics["perf_events.page-faults"]
+    assert f"per forward they allocate (torch's allocator) and fault 2: 5.2 MB ({counted:.0f} faults)" in (
+        faults.evidence
+    )

@@ -71,6 +71,7 @@ def side_figures(side: Side) -> SideFigures:
         threads=side.config.threads,
         setup=SideSetup.of(**side.setup),
         minor_faults=by_iteration({k: float(v) for k, v in side.faults.items()}),
+        rss_bytes=by_iteration({k: float(v) for k, v in side.rss.items()}),
         runtime={k: v for k, v in side.runtime.info.to_json().items() if isinstance(v, str | int | float | bool)},
         stage_ms=stages,
     )

@@ -41,6 +41,15 @@ def minor_faults() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
+def resident_bytes() -> int:
+    """This process's resident memory now (/proc/self/statm: resident pages x the page size); 0 where unreadable."""
+    try:
+        with open("/proc/self/statm") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def env_not_taken(wanted: dict[str, str], alone: SideFigures) -> str:
     """Why the variant's process (`alone`: its side, measured in a process of its own) did not run with `wanted`,
     the candidate's env, or "" when it did: each LD_PRELOAD library mapped in it, and GLIBC_TUNABLES as asked."""

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from hwprof.advisor.output_check import check_output
-from hwprof.advisor.process_env import TUNABLES, mapped_preloads, minor_faults
+from hwprof.advisor.process_env import TUNABLES, mapped_preloads, minor_faults, resident_bytes
 from hwprof.advisor.program_budget import COUNT_MODE
 from hwprof.advisor.program_failure import ProgramFailed, failure_line
 from hwprof.analysis.advice_output import OutputCheck
@@ -163,6 +163,7 @@ def side_figures(side: SideCalls, solo: bool) -> SideFigures:
         threads=max(side.threads) if side.threads else None,
         setup=SideSetup.of(**side.setup),
         minor_faults=keyed(side.faults),
+        rss_bytes=keyed(side.rss),
         runtime={"runtime": "torch", "program": True},
     )
     if solo:
@@ -195,7 +196,7 @@ def run(spec: AdviseSpec) -> AdviseResult:
     warmup, blocks = max(1, spec.warmup), max(1, spec.blocks)
     steps = schedule(mode, spec)
     torch.set_num_threads(config.threads)
-    calls = AdviseCalls(steps, change, Progress(sys.stdout), minor_faults)
+    calls = AdviseCalls(steps, change, Progress(sys.stdout), minor_faults, resident_bytes)
     finder = ModelFinder(on_found=calls.adopt, model_path=program.model_path)
     calls.on_first_call = finder.close
     finder.install()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.advisor.process_env import minor_faults
+from hwprof.advisor.process_env import minor_faults, resident_bytes
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus, MarkerLog
 
@@ -35,6 +35,8 @@ class Side:
     """What preparing this side took: prepare_s (export, conversion, session), first_forward_s."""
     faults: dict[int, int] = field(default_factory=dict)
     """Minor page faults of the process in each measured iteration (an allocator's effect)."""
+    rss: dict[int, int] = field(default_factory=dict)
+    """The process's resident bytes at the end of each measured iteration (what an allocator keeps)."""
 
     def run(self, iteration: int, warmup: bool) -> None:
         import torch
@@ -44,6 +46,7 @@ class Side:
         self.pipeline.run_iteration(iteration, warmup)
         if not warmup:
             self.faults[iteration] = minor_faults() - before
+            self.rss[iteration] = resident_bytes()
 
     def forward(self, batch: torch.Tensor) -> Any:
         import torch

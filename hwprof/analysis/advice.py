@@ -194,6 +194,9 @@ class AdviceRow:
     change does to the kernel's share."""
     combination: str = ""
     """A combination of levers (analysis/advice_combos.py): why it ran, what its parts did ("" for a single lever)."""
+    rss_bytes: list[float] | None = None
+    """[baseline, variant]: the process's resident bytes at a measured iteration's end (medians): the memory an
+    allocator keeps for its speed."""
 
     @property
     def stages_moved(self) -> StagesMoved | None:
@@ -258,6 +261,8 @@ class AdviceRow:
             del out["minor_faults"]
         if not self.combination:  # combinations since issue 41
             del out["combination"]
+        if self.rss_bytes is None:  # read by advise workers since issue 59
+            del out["rss_bytes"]
         return out
 
     @classmethod
@@ -289,6 +294,7 @@ class AdviceRow:
             _or(doc.disturbed, ""),
             list(doc.minor_faults) if doc.minor_faults is not None else None,
             _or(doc.combination, ""),
+            list(doc.rss_bytes) if doc.rss_bytes is not None else None,
         )
 
 

@@ -149,6 +149,14 @@ def _faults(results: Mapping[str, AdviseResult]) -> list[float] | None:
     return [statistics.median(c.values()) for c in counts if c] if all(counts) else None
 
 
+def _rss(results: Mapping[str, AdviseResult]) -> list[float] | None:
+    """[baseline, variant] median resident bytes at a measured iteration's end, as `_faults` takes its processes;
+    None where a side did not read them (advise files from before issue 59)."""
+    before, after = _sides(results)
+    counts = [before[0].rss_bytes, after.rss_bytes]
+    return [statistics.median(c.values()) for c in counts if c] if all(counts) else None
+
+
 def sides_moved(paired: AdviseResult | None) -> str:
     """The side(s) whose paired forward lay beyond DISTURBED outside its range alone, with how far; "" if none."""
     moved = []
@@ -252,6 +260,7 @@ def measured_row(
     elif variant_result.output_error:
         row.reason = f"output not checked: {variant_result.output_error}"
     row.minor_faults = _faults(results)
+    row.rss_bytes = _rss(results)
     for result in results.values() if "paired" in results else ():  # two processes make no ABBA block
         for name, side in result.sides.items():
             for i, (start, end, f_start, f_end) in side.stamps.items():

@@ -11,6 +11,7 @@ import re
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.finding import CAVEAT, Finding, pct
+from hwprof.analysis.layer_memory import ALLOC, FAULTS
 from hwprof.core.kernel_causes import CAUSE_FAULT, CAUSE_INTERRUPT, CAUSE_IPI, CAUSE_SYSCALL, TOPICS, NativeCause
 from hwprof.core.native_view import NativeLayer, NativeView
 
@@ -149,6 +150,7 @@ def page_zeroing(report: LayerReport) -> list[Finding]:
         Finding(
             f"page faults take {pct(share)} of forward ({_parts(cause, 3)})",
             (f"most in {where} of the layer's samples; " if where else "")
+            + _allocated([r for r, _, _ in layers[:5]])
             + f"{WHY[CAUSE_FAULT]} (perf, all threads, causes {_how(view, view.forward)})",
             "kernels",
             share,
@@ -156,6 +158,20 @@ def page_zeroing(report: LayerReport) -> list[Finding]:
             layers=tuple(r.index for r, _, _ in layers[:5]),
         )
     ]
+
+
+def _allocated(rows: list[LayerStat]) -> str:
+    """What the faulting layers allocate and fault per forward (the memory columns), where measured: "they
+    allocate 7: 5.2 MB (830 faults), 9: 3.1 MB; ", or ""."""
+    parts = []
+    for r in rows:
+        alloc, faults = r.metrics.get(ALLOC), r.metrics.get(FAULTS)
+        if alloc is None and faults is None:
+            continue
+        text = f"{alloc / 1e6:.1f} MB" if alloc is not None else ""
+        counted = f"{faults:.0f} faults" if faults is not None else ""
+        parts.append(f"{r.index}: " + (f"{text} ({counted})" if text and counted else text or counted))
+    return f"per forward they allocate (torch's allocator) and fault {', '.join(parts)}; " if parts else ""
 
 
 def kernel_share(report: LayerReport) -> list[Finding]:

@@ -109,6 +109,8 @@ class SideCalls:
     stamps: dict[int, list[int]] = field(default_factory=dict)
     """[iteration start, end, forward start, forward end], CLOCK_MONOTONIC ns."""
     faults: dict[int, float] = field(default_factory=dict)
+    rss: dict[int, float] = field(default_factory=dict)
+    """The process's resident bytes after each measured call."""
     threads: set[int] = field(default_factory=set)
     """torch.get_num_threads() at its measured calls."""
     batch: int = 1
@@ -181,6 +183,7 @@ class AdviseCalls:
     change: Change
     on_step: Callable[[int, int], None] = lambda done, total: None
     faults: Callable[[], int] = lambda: 0
+    resident: Callable[[], int] = lambda: 0
     on_first_call: Callable[[], None] = lambda: None
     """Called at the first call after the model was found (the finder's global hooks come off there: the variant's
     copy, called from the model's call, must not count as another model, nor every module call stay slow)."""
@@ -270,6 +273,7 @@ class AdviseCalls:
         side.iteration_ms[k] = (end - began) / 1e6
         side.stamps[k] = [began, end, start, end]
         side.faults[k] = float(faults - before)
+        side.rss[k] = float(self.resident())
         side.threads.add(torch.get_num_threads())
         x = first_input(args)
         if x is not None:

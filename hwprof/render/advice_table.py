@@ -156,8 +156,16 @@ def _head_lines(check: OutputCheck) -> list[str]:
     return lines
 
 
+def _memory(row: AdviceRow) -> list[str]:
+    """The process's page faults per iteration and resident memory, before -> after (an allocator's figures)."""
+    out = [f"faults/iter {row.minor_faults[0]:,.0f}->{row.minor_faults[1]:,.0f}"] if row.minor_faults else []
+    if row.rss_bytes:
+        out.append(f"RSS MB {row.rss_bytes[0] / 1e6:,.0f}->{row.rss_bytes[1] / 1e6:,.0f}")
+    return out
+
+
 def _layers(row: AdviceRow, sep: str) -> str:
-    faults = [f"faults/iter {row.minor_faults[0]:,.0f}->{row.minor_faults[1]:,.0f}"] if row.minor_faults else []
+    faults = _memory(row)
     if row.layers:
         return sep.join([f"{d.index} {d.type} {ms(d.before_ms)}->{ms(d.after_ms)}" for d in row.layers] + faults)
     return sep.join([row.layers_note or MISSING, *faults])
@@ -170,8 +178,8 @@ def layers_cell(row: AdviceRow) -> list[str]:
         lines = [f"{d.index} {d.type} {ms(d.before_ms)}->{ms(d.after_ms)}" for d in row.layers[:2]]
     else:
         lines = [_short(row.layers_note, ANSWER_CELL) if row.layers_note else MISSING]
-    if row.minor_faults:
-        lines = [lines[0], f"faults/iter {row.minor_faults[0]:,.0f}->{row.minor_faults[1]:,.0f}"]
+    if row.minor_faults or row.rss_bytes:
+        lines = [lines[0], *_memory(row)]
     return lines
 
 
@@ -303,7 +311,11 @@ def row_notes(rows: list[AdviceRow]) -> dict[str, tuple[int, str]]:
     for r in rows:
         why = _why_not(r)
         output = output_text(r.output, False, ", ") if r.output is not None else ""
-        layers = _layers(r, ", ") if (r.layers and len(r.layers) > 2) or r.layers_note or r.minor_faults else ""
+        layers = (
+            _layers(r, ", ")
+            if (r.layers and len(r.layers) > 2) or r.layers_note or r.minor_faults or r.rss_bytes
+            else ""
+        )
         parts = [
             r.how,
             why if len(why) > WHY_CELL else "",

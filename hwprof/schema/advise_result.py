@@ -52,6 +52,8 @@ class SideFigures(Record):
     and forward disagree, the stage that moved (hwprof.analysis.advice.StageDelta)."""
     minor_faults: dict[str, float] | None = None
     """Minor page faults of the process (all threads) in each measured iteration, by side iteration."""
+    rss_bytes: dict[str, float] | None = None
+    """The process's resident bytes at the end of each measured iteration, by side iteration (since issue 59)."""
     preloaded: dict[str, bool] | None = None
     """Each LD_PRELOAD library of the worker's process -> mapped in it (a side alone in its process)."""
     glibc_tunables: str | None = None
