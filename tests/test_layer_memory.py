@@ -58,3 +58,23 @@ def test_no_allocator_figures_no_section_and_the_view_says_why() -> None:
     assert memory_spec(a) is None
     assert a.memory.unavailable is not None and "profile_memory" in a.memory.unavailable
     assert a.memory.forward_faults == pytest.approx(137.67, abs=0.01)
+
+
+def test_compare_puts_each_layers_bytes_allocated_side_by_side(tmp_path: Path) -> None:
+    from hwprof.analysis.compare import compare_runs
+    from hwprof.render.compare import specs
+
+    a, allocated = _with_memory(tmp_path / "a")
+    b, _ = _with_memory(tmp_path / "b")
+    doc = json.loads((b / METRICS).read_text())
+    doc["layers"]["model.22"]["mem_alloc_bytes"] *= 2
+    (b / METRICS).write_text(json.dumps(doc))
+    c = compare_runs([a, b])
+    assert c.memory is not None
+    row = next(r for r in c.memory if r.key.startswith("22 "))
+    assert row.values == [allocated["model.22"], 2 * allocated["model.22"]] and row.ratios[1] == 2.0
+    (spec,) = [s for s in specs(c) if s.title == "memory per layer"]
+    assert spec.rows[0] == ["22 Detect", "23.00", "46.00", "2.00"]  # run A's largest first
+    assert spec.rows[1][1:] == ["22.00", "22.00", "1.00"]
+    plain = compare_runs([FIXTURE, FIXTURE])  # no allocator figures: no table
+    assert plain.memory is None and not [s for s in specs(plain) if s.title == "memory per layer"]

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.layer_match import LayerMatch, letter, match_layers, row_instructions, row_time
+from hwprof.analysis.layer_memory import ALLOC
 from hwprof.analysis.layer_stats import LayerStat
 from hwprof.analysis.program_facts import INFERENCE, program_facts
 from hwprof.analysis.run_analysis import Analysis, analyse
@@ -139,6 +140,9 @@ class Comparison:
     instructions_source: list[str] = field(default_factory=list)
     stage_notes: list[str] = field(default_factory=list)
     """Per run whose NMS had (almost) no candidates: what its postprocess stage is worth."""
+    memory: list[Row] | None = None
+    """Per layer, bytes allocated per forward in every run (torch's CPU allocator, the trace pass), when every run
+    has them (hwprof.analysis.layer_memory)."""
     layer_notes: list[str] = field(default_factory=list)
     """How the layers were matched where it is not plain: the layers not in every run (one line), matched by
     position, classes that differ, rows of inclusive times."""
@@ -290,6 +294,7 @@ def compare_analyses(analyses: Sequence[Analysis], paths: Sequence[Path]) -> Com
     _mark_unconfirmed(layers or [], heads, lambda h: h.time_pass)
     c = Comparison(heads, stages, layers, match.refused, notes, fused, instructions, sources, stage_notes)
     c.layer_notes = _match_notes(match, len(analyses))
+    c.memory = memory_rows(analyses, match) if match.refused is None else None
     return c
 
 
@@ -397,6 +402,18 @@ def instruction_rows(analyses: Sequence[Analysis], match: LayerMatch) -> tuple[l
         for a in analyses
     ]
     return rows, sources
+
+
+def memory_rows(analyses: Sequence[Analysis], match: LayerMatch) -> list[Row] | None:
+    """Per matched layer, its bytes allocated per forward in every run (a layer's range holds its nested layers'
+    allocations, so an inclusive match needs no sum); None unless every run measured them."""
+    if not all(any(r.alloc_bytes is not None for r in a.memory.layers) for a in analyses):
+        return None
+    rows = []
+    for m in match.layers:
+        values = [s.metrics.get(ALLOC) for s in m.stats]
+        rows.append(Row(m.label, values, _ratios(values), [None] * len(values), [None] * len(values)))
+    return rows
 
 
 def compare_runs(run_dirs: Sequence[Path | str]) -> Comparison:

@@ -14,7 +14,7 @@ from hwprof.analysis.compare import Comparison, Row, compare_runs
 from hwprof.analysis.program_facts import INFERENCE, TRAINING
 from hwprof.analysis.sweep_rows import NODE_THREADS, SweepResult, SweepRow
 from hwprof.core.host_kinds import differing_software, software_text
-from hwprof.render.compare_counters import instructions_spec
+from hwprof.render.compare_counters import instructions_spec, memory_spec
 from hwprof.render.compare_runtime import (
     fused_spec,
     kernels_spec,
@@ -177,6 +177,9 @@ def specs(c: Comparison, top: int = TOP_LAYERS) -> list[TableSpec]:
     instructions = instructions_spec(c, _letters(n))
     if instructions is not None:
         out.append(instructions)
+    memory = memory_spec(c, _letters(n))
+    if memory is not None:
+        out.append(memory)
     if c.notes:
         out[0].notes.extend(c.notes)
     return out

@@ -48,5 +48,30 @@ def instructions_spec(c: Comparison, letters: list[str]) -> TableSpec | None:
     return TableSpec("instructions per layer", cols, rows, notes)
 
 
+def memory_spec(c: Comparison, letters: list[str]) -> TableSpec | None:
+    """Bytes allocated per forward per layer in every run, run A's largest first."""
+    rows_in = [r for r in c.memory or [] if r.values[0] is not None]
+    if not rows_in:
+        return None
+    ranked = sorted(rows_in, key=lambda r: -(r.values[0] or 0.0))[:TOP_CHANGED]
+    cols = [Col("layer", "left", max_width=16)] + [Col(f"{x} MB") for x in letters]
+    cols += [Col(f"{x}/A") for x in letters[1:]]
+    rows = [
+        [
+            r.key,
+            *(f"{v / 1e6:.2f}" if v is not None else MISSING for v in r.values),
+            *(f"{q:.2f}" if q is not None else MISSING for q in r.ratios[1:]),
+        ]
+        for r in ranked
+    ]
+    totals = [sum(v or 0.0 for v in (r.values[k] for r in rows_in)) for k in range(len(letters))]
+    notes = [
+        "bytes allocated per forward (torch's CPU allocator, torch.profiler profile_memory in the trace pass), a "
+        "layer's range with its nested layers; all layers: "
+        + ", ".join(f"{x} {t / 1e6:.2f} MB" for x, t in zip(letters, totals, strict=True))
+    ]
+    return TableSpec("memory per layer", cols, rows, notes)
+
+
 def _signed(value: float) -> str:
     return f"{value:+,.0f}"
