@@ -12,8 +12,11 @@ blocks. The option sets (RunConfig.extra entries the collector reads):
   no-onednn      without oneDNN's verbose lines (onednn_verbose=False)
   no-flops       without with_flops (record_shapes stays on)
   no-shapes      without record_shapes (and so without with_flops)
-  bare           none of the three: Kineto's aten ops and the per-marker ranges only
-  no-ranges      bare, and no record_function range per marker (ops then have no layer)
+  no-memory      without profile_memory (the allocator's events: memory per layer, issue 59)
+  bare           none of the three: Kineto's aten ops and the per-marker ranges only (memory on)
+  bare-no-memory bare without profile_memory
+  no-ranges      bare, and no record_function range per marker (ops then have no layer; memory on)
+  no-ranges-no-memory  no-ranges without profile_memory
 With --rounds N the sets are run N times, interleaved, and the median block ratios pooled.
 Measured on a shared 2-core host (median block ratio, 3 rounds of 8 pairs, yolov7-tiny at 320):
 default 1.22, no-onednn 1.17, no-flops 1.21, no-shapes 1.22, bare 1.13, no-ranges 1.03 with the
@@ -46,8 +49,11 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
     "no-onednn": {"onednn_verbose": False},
     "no-flops": {"profiler_flops": False},
     "no-shapes": {"profiler_flops": False, "profiler_shapes": False},
+    "no-memory": {"profiler_memory": False},
     "bare": OFF,
+    "bare-no-memory": {**OFF, "profiler_memory": False},
     "no-ranges": {**OFF, "profiler_ranges": False},
+    "no-ranges-no-memory": {**OFF, "profiler_ranges": False, "profiler_memory": False},
 }
 
 
