@@ -78,3 +78,17 @@ def test_compare_puts_each_layers_bytes_allocated_side_by_side(tmp_path: Path) -
     assert spec.rows[1][1:] == ["22.00", "22.00", "1.00"]
     plain = compare_runs([FIXTURE, FIXTURE])  # no allocator figures: no table
     assert plain.memory is None and not [s for s in specs(plain) if s.title == "memory per layer"]
+
+
+def test_the_layer_table_gets_an_alloc_column_only_where_it_was_measured(tmp_path: Path) -> None:
+    from hwprof.render.report_sections import layers_spec
+
+    run, allocated = _with_memory(tmp_path)
+    spec = layers_spec(analyse(RunData.load(run)), 15)
+    assert spec is not None
+    headers = [c.header for c in spec.cols]
+    column = headers.index("alloc MB")
+    row = next(r for r in spec.rows if r[0] == "22")
+    assert row[column] == f"{allocated['model.22'] / 1e6:.3g}"
+    plain = layers_spec(analyse(RunData.load(FIXTURE)), 15)
+    assert plain is not None and "alloc MB" not in [c.header for c in plain.cols]

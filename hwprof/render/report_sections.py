@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.layer_memory import ALLOC
 from hwprof.analysis.program_facts import GRAD_ON, INFERENCE, TRAINING, program_facts
 from hwprof.render.columns import Column, Ranked, build, with_cum
 from hwprof.render.fmt import ms, num, pct, si_bytes, sig
@@ -160,6 +161,11 @@ LAYER_COLUMNS: list[Column[_LayerTable, Ranked[LayerStat]]] = [
     Column(Col("IPC", priority=5), lambda r: num(r.item.ipc), _layer_counters),
     Column(Col("LLC MPKI", priority=4), lambda r: num(r.item.llc_mpki), lambda t: t.rep.has("llc_mpki")),
     Column(Col("CPUs", priority=6), lambda r: num(r.item.cpus), lambda t: t.rep.has("cpus")),
+    Column(
+        Col("alloc MB", priority=5),
+        lambda r: sig(r.item.metrics[ALLOC] / 1e6 if ALLOC in r.item.metrics else None),
+        lambda t: any(ALLOC in r.metrics for r in t.rep.layers),
+    ),
     Column(
         Col("mJ", priority=3),
         lambda r: sig(r.item.energy_j * 1e3 if r.item.energy_j is not None else None),
