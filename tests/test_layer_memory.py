@@ -30,7 +30,7 @@ def _with_memory(tmp_path: Path) -> tuple[Path, dict[str, float]]:
             mem_freed_bytes=0.9 * allocated[name],
             mem_allocs=3.0,
             mem_peak_bytes=2e6 + (1e6 if name == "model.9" else 0),
-            mem_live_end_bytes=1e6,
+            mem_kept_bytes=1e6,
         )
     doc["stages"]["forward"].update(mem_alloc_bytes=sum(allocated.values()) / 0.98, mem_peak_bytes=3.5e6)
     (run / METRICS).write_text(json.dumps(doc))
@@ -46,11 +46,11 @@ def test_the_section_ranks_layers_by_bytes_allocated_and_says_where_the_peak_is(
     assert [row[0] for row in spec.rows] == top
     assert spec.rows[0][2] == f"{allocated[top[0]] / 1e6:.2f}"
     notes = "\n".join(spec.notes)
-    assert "peak of its live tensor bytes 3.50 MB, reached in model.9" in notes
+    assert "peak 3.50 MB above what was live at its start; the most working memory of its own: model.9" in notes
     assert "add up to 0.980x the forward's" in notes
     assert "page faults per forward: 138" in notes  # the fixture's perf_events forward
     assert "resident memory (RSS) at its peak in the forward: 401.61 MB; 398.11 MB beyond" in notes
-    assert "the weights, allocated before, are not in them" in notes
+    assert "the weights, live throughout, are not in it" in notes
 
 
 def test_no_allocator_figures_no_section_and_the_view_says_why() -> None:

@@ -15,19 +15,20 @@ from hwprof.analysis.memory_timeline import MemoryTimeline, memory_timeline
 from hwprof.rundir.reader import RunData
 
 PROFILER = "torch_profiler"
-ALLOC, FREED, ALLOCS, PEAK, LIVE_END = (
+ALLOC, FREED, ALLOCS, PEAK, KEPT = (
     f"{PROFILER}.mem_alloc_bytes",
     f"{PROFILER}.mem_freed_bytes",
     f"{PROFILER}.mem_allocs",
     f"{PROFILER}.mem_peak_bytes",
-    f"{PROFILER}.mem_live_end_bytes",
+    f"{PROFILER}.mem_kept_bytes",
 )
 FAULTS = "perf_events.page-faults"
 COVERS = (
     "tensor memory through torch's CPU allocator (torch.profiler profile_memory, trace pass), per measured "
-    "forward; live bytes count what was allocated while the profiler ran (activations and temporaries: the "
-    "weights, allocated before, are not in them); not the process's pages: OpenCV's buffers, Python objects and "
-    "the allocator's cache are outside it"
+    "forward; peak = the highest live bytes above those live at the range's start (its working memory: "
+    "activations and temporaries; the weights, live throughout, are not in it); kept = live bytes at its end less "
+    "at its start; not the process's pages: OpenCV's buffers, Python objects and the allocator's cache are outside "
+    "it"
 )
 
 
@@ -42,7 +43,7 @@ class LayerMemory:
     freed_bytes: float | None
     allocs: float | None
     peak_bytes: float | None
-    live_end_bytes: float | None
+    kept_bytes: float | None
     faults: float | None
 
 
@@ -54,7 +55,11 @@ class MemoryView:
     forward_alloc_bytes: float | None = None
     forward_peak_bytes: float | None = None
     peak_layer: str | None = None
-    """The top-level layer whose peak is the highest: where the forward's live bytes are highest."""
+    """The top-level layer in which the forward's live bytes were highest (in its first measured forward, from the
+    allocator's series); None without that series."""
+    largest_layer: str | None = None
+    """The top-level layer with the largest peak of its own (the most working memory above what was live at its
+    start)."""
     layers_alloc_ratio: float | None = None
     """The top-level layers' bytes allocated over the whole forward's (1.0: every allocation is inside a layer)."""
     forward_faults: float | None = None
@@ -95,7 +100,8 @@ def memory_view(report: LayerReport, data: RunData) -> MemoryView:
         view.forward_peak_bytes = forward.get("mem_peak_bytes")
     top = [r for r in view.layers if r.depth == 1 and r.peak_bytes is not None]
     if top:
-        view.peak_layer = max(top, key=lambda r: r.peak_bytes or 0.0).name
+        view.largest_layer = max(top, key=lambda r: r.peak_bytes or 0.0).name
+    view.peak_layer = _layer_at_peak(view.timeline)
     allocated = [r.alloc_bytes for r in view.layers if r.depth == 1 and r.alloc_bytes is not None]
     if allocated and view.forward_alloc_bytes:
         view.layers_alloc_ratio = sum(allocated) / view.forward_alloc_bytes
@@ -108,6 +114,15 @@ def memory_view(report: LayerReport, data: RunData) -> MemoryView:
     return view
 
 
+def _layer_at_peak(timeline: MemoryTimeline) -> str | None:
+    """The layer band holding the highest point of the forward's live-bytes series."""
+    live = timeline.live
+    if live is None or not live.points:
+        return None
+    at, _ = max(live.points, key=lambda p: p[1])
+    return next((b.name for b in live.bands if b.start_s <= at <= b.end_s), None)
+
+
 def _layer(row: LayerStat) -> LayerMemory:
     m = row.metrics
     return LayerMemory(
@@ -118,6 +133,6 @@ def _layer(row: LayerStat) -> LayerMemory:
         m.get(FREED),
         m.get(ALLOCS),
         m.get(PEAK),
-        m.get(LIVE_END),
+        m.get(KEPT),
         m.get(FAULTS),
     )

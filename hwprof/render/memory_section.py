@@ -38,7 +38,7 @@ def memory_spec(a: Analysis, top: int = TOP_MEMORY) -> TableSpec | None:
         Col("freed MB", priority=2),
         Col("allocs", priority=4),
         Col("peak MB"),
-        Col("live at end MB", priority=1),
+        Col("kept MB", priority=1),
     ] + ([Col("faults", priority=2)] if faults else [])
     return TableSpec(
         f"memory per layer (top {len(rows)} by bytes allocated, per forward)",
@@ -56,7 +56,7 @@ def _row(r: LayerMemory, faults: bool) -> list[str]:
         _mb(r.freed_bytes),
         _count(r.allocs),
         _mb(r.peak_bytes),
-        _mb(r.live_end_bytes),
+        _mb(r.kept_bytes),
     ]
     return cells + ([_count(r.faults)] if faults else [])
 
@@ -65,9 +65,10 @@ def memory_notes(view: MemoryView) -> list[str]:
     out = []
     if view.forward_peak_bytes is not None:
         at = f", reached in {view.peak_layer}" if view.peak_layer else ""
+        at += f"; the most working memory of its own: {view.largest_layer}" if view.largest_layer else ""
         out.append(
-            f"forward: {_mb(view.forward_alloc_bytes)} MB allocated, peak of its live tensor bytes "
-            f"{_mb(view.forward_peak_bytes)} MB{at}"
+            f"forward: {_mb(view.forward_alloc_bytes)} MB allocated, peak {_mb(view.forward_peak_bytes)} MB above "
+            f"what was live at its start{at}"
         )
     if view.layers_alloc_ratio is not None:
         out.append(
