@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"torch.profiler alone ({args.forwards} forwards, median): allocated {theirs['alloc_bytes'] / 1e6:.2f} MB, "
-        f"peak {theirs['peak_bytes'] / 1e6:.2f} MB, net (the forward range's CPU Mem) {theirs['net_bytes'] / 1e6:.3f} MB"
+        f"peak {theirs['peak_bytes'] / 1e6:.2f} MB, net (the range's CPU Mem) {theirs['net_bytes'] / 1e6:.3f} MB"
     )
     ratio = forward["mem_alloc_bytes"] / theirs["alloc_bytes"] if theirs["alloc_bytes"] else float("nan")
     peak = forward.get("mem_peak_bytes", 0.0) / theirs["peak_bytes"] if theirs["peak_bytes"] else float("nan")

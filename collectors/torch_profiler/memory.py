@@ -5,9 +5,10 @@ Each "[memory]" event is one allocation or free by torch's allocator with the al
 whatever thread made it (intra-op threads allocate too): the bytes it allocated and freed, its allocations, its
 peak (the highest live bytes inside it above those live at its start: the working memory it needs) and what it
 kept (the live bytes at its end less those at its start). Both are relative to the range's start, since the
-allocator's "Total Allocated" counts only what was allocated while the profiler ran. Nested ranges each take their events, so a depth-2 layer's figures add up to its parent's. Each is
-summed over the measured iterations' ranges and given as the mean per iteration (the peak: the mean of each
-iteration's peak), as the collector's other per-layer figures are.
+allocator's "Total Allocated" counts only what was allocated while the profiler ran. Nested ranges each take
+their events, so a depth-2 layer's bytes allocated, freed and kept add up to its parent's. Each is summed over
+the measured iterations' ranges and given as the mean per iteration (the peak: the mean of each iteration's
+peak), as the collector's other per-layer figures are.
 
 What it covers: tensor memory through torch's allocator (the CPU's, or the CUDA caching allocator's, apart), not
 the process's pages: OpenCV's buffers, Python objects and the allocator's own caching are outside it (the
