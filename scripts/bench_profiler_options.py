@@ -22,9 +22,14 @@ Measured on a shared 2-core host (median block ratio, 3 rounds of 8 pairs, yolov
 default 1.22, no-onednn 1.17, no-flops 1.21, no-shapes 1.22, bare 1.13, no-ranges 1.03 with the
 ranges through the record_function ops; with _RecordFunctionFast (2 rounds): default 1.16,
 no-onednn 1.08, bare 1.06, no-ranges 1.01. yolov7 at 640 (1 round of 4 pairs): every set within
-1.0-1.07, i.e. within the noise.
+1.0-1.07, i.e. within the noise. profile_memory (issue 59), on the AVX2-only EPYC (2 vCPUs): yolov7-tiny at 320,
+3 rounds of 8 pairs: default 1.127 (block range 1.041-1.622), no-memory 1.119 (0.882-1.387); yolov7 at 640, 2
+rounds of 4 pairs: default 1.034 (0.933-1.142), no-memory 0.958 (0.853-1.091): the allocator's events add no cost
+these pairs resolve (a single round at 320 read 1.232 against 1.063, then no-ranges 1.029 against
+no-ranges-no-memory 1.046: the noise of one round).
 
     python scripts/bench_profiler_options.py --model yolov7-tiny --imgsz 320 --pairs 8 --rounds 2
+    python scripts/bench_profiler_options.py --model yolov7-tiny --imgsz 320 --rounds 3 --only default,no-memory
 """
 
 from __future__ import annotations
