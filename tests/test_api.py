@@ -21,7 +21,8 @@ from rich.console import Console
 import hwprof
 from hwprof.analysis.run_analysis import analyse
 from hwprof.render.export import layers_csv_text
-from hwprof.render.plots import png_bytes, render_plots
+from hwprof.render.figures import png_bytes
+from hwprof.render.plots import render_plots
 from hwprof.render.report import render_markdown
 from hwprof.rundir.reader import RunData
 

@@ -275,7 +275,7 @@ def _inline(fig: Figure | None) -> Figure | None:
         return fig
     from matplotlib.figure import Figure
 
-    from hwprof.render.plots import png_bytes
+    from hwprof.render.figures import png_bytes
 
     png = shell.display_formatter.formatters["image/png"]
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.memory_timeline import Band, Series
-from hwprof.render.plots import _figure, png_or_none
+from hwprof.render.figures import new_figure, png_or_none
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -29,7 +29,7 @@ def memory_figure(a: Analysis) -> Figure | None:
     panels = [s for s in (timeline.rss, timeline.live) if s is not None and s.points]
     if not panels:
         return None
-    fig = _figure(10, 3.2 * len(panels))
+    fig = new_figure(10, 3.2 * len(panels))
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     i = 0
     if timeline.rss is not None and timeline.rss.points:

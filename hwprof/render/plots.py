@@ -13,7 +13,6 @@ the PNG writers are the same figures saved, so the two never differ.
 
 from __future__ import annotations
 
-import io
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.roofline import COMPUTE, MEMORY
@@ -29,6 +28,8 @@ from hwprof.core.kernels import (
     KIND_OTHER,
     KIND_PYTHON,
 )
+from hwprof.render.figures import new_figure, png_or_none
+from hwprof.render.memory_plot import plot_memory
 from hwprof.rundir.names import PLOT_FILES
 
 if TYPE_CHECKING:
@@ -40,30 +41,12 @@ if TYPE_CHECKING:
 
 COLOURS = {MEMORY: "#d95f02", COMPUTE: "#1b9e77", None: "#7570b3"}
 LABELS = {MEMORY: "memory-bound", COMPUTE: "compute-bound", None: "no roofline"}
-DPI = 110
-"""Margins are set by hand: tight_layout draws each figure twice, a third of the plotting time."""
-
-
-def _figure(width: float, height: float) -> Figure:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=DPI)
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def png_bytes(fig: Figure) -> bytes:
-    """The figure as a PNG (the run directory's writer puts it in place, atomically)."""
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
 
 
 def _layer_axes(rows: list[LayerStat], height: float) -> tuple[Figure, Axes, list[int]]:
     """A figure with one x position per layer, in model order (sorts rows), labelled by layer index."""
     rows.sort(key=lambda r: r.index)
-    fig = _figure(max(7.0, 0.12 * len(rows) + 2), height)
+    fig = new_figure(max(7.0, 0.12 * len(rows) + 2), height)
     ax = fig.add_subplot(1, 1, 1)
     xs = list(range(len(rows)))
     step = max(1, len(rows) // 40)
@@ -71,11 +54,6 @@ def _layer_axes(rows: list[LayerStat], height: float) -> tuple[Figure, Axes, lis
     ax.set_xticklabels([str(r.index) for r in rows][::step], fontsize=7)
     ax.set_xlabel("layer index")
     return fig, ax, xs
-
-
-def png_or_none(fig: Figure | None) -> bytes | None:
-    """The PNG of a figure, None where there was no data to draw one."""
-    return None if fig is None else png_bytes(fig)
 
 
 def plot_roofline(a: Analysis) -> bytes | None:
@@ -88,7 +66,7 @@ def roofline_figure(a: Analysis) -> Figure | None:
     rows = [r for r in a.layers.top_level if r.intensity and r.gflops_s and r.share is not None]
     if not rows:
         return None
-    fig = _figure(7.5, 5.0)
+    fig = new_figure(7.5, 5.0)
     ax = fig.add_subplot(1, 1, 1)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -201,7 +179,7 @@ def stages_figure(a: Analysis) -> Figure | None:
     rows = [r for r in a.stages.rows if r.name != "iteration"]
     if not rows:
         return None
-    fig = _figure(6.5, 3.0)
+    fig = new_figure(6.5, 3.0)
     ax = fig.add_subplot(1, 1, 1)
     ys = list(range(len(rows)))
     ax.barh(ys, [r.p50_ms for r in rows], color="#7570b3")
@@ -288,8 +266,6 @@ def kernels_figure(a: Analysis) -> Figure | None:
 
 def render_plots(a: Analysis) -> dict[str, bytes]:
     """File name (PLOT_FILES) -> PNG of each plot the run has data for, in PLOT_FILES' order."""
-    from hwprof.render.memory_plot import plot_memory  # it draws with this module's figure
-
     out = {}
     plots = (plot_roofline, plot_layer_times, plot_stages, plot_kernels, plot_memory)
     for name, plot in zip(PLOT_FILES, plots, strict=True):

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.sweep_rows import SweepRow
-from hwprof.render.plots import _figure, png_or_none
+from hwprof.render.figures import new_figure, png_or_none
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -37,7 +37,7 @@ def sweep_figure(rows: Sequence[SweepRow]) -> Figure | None:
     colour = {k: KIND_COLOURS[i % len(KIND_COLOURS)] for i, k in enumerate(kinds)}
     legend_h = 0.2 * len(kinds)
     height = 1.5 + 0.28 * len(timed) + legend_h
-    fig = _figure(7.5, height)
+    fig = new_figure(7.5, height)
     ax = fig.add_subplot(1, 1, 1)
     ys = list(range(len(timed)))
     values = [r.latency_ms or 0.0 for r in timed]
