@@ -30,7 +30,7 @@ def _with_memory(tmp_path: Path) -> tuple[Path, dict[str, float]]:
             mem_freed_bytes=0.9 * allocated[name],
             mem_allocs=3.0,
             mem_peak_bytes=2e6 + (1e6 if name == "model.9" else 0),
-            mem_kept_bytes=1e6,
+            mem_growth_bytes=1e6,
         )
     doc["stages"]["forward"].update(mem_alloc_bytes=sum(allocated.values()) / 0.98, mem_peak_bytes=3.5e6)
     (run / METRICS).write_text(json.dumps(doc))

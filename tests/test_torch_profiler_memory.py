@@ -35,10 +35,10 @@ def test_each_range_takes_the_events_inside_it_and_nested_ranges_add_up_to_their
         "mem_freed_bytes": 100,
         "mem_allocs": 1,
         "mem_peak_bytes": 400,  # 500 live at its highest, 100 at its start
-        "mem_kept_bytes": 300,  # 400 live at its end
+        "mem_growth_bytes": 300,  # 400 live at its end
     }
-    assert b["mem_peak_bytes"] == 300 and b["mem_kept_bytes"] == -100 and b["mem_freed_bytes"] == 400
-    for figure in ("mem_alloc_bytes", "mem_freed_bytes", "mem_allocs", "mem_kept_bytes"):
+    assert b["mem_peak_bytes"] == 300 and b["mem_growth_bytes"] == -100 and b["mem_freed_bytes"] == 400
+    for figure in ("mem_alloc_bytes", "mem_freed_bytes", "mem_allocs", "mem_growth_bytes"):
         assert parent[figure] == a[figure] + b[figure]  # nested layers add up to their parent
     assert parent["mem_peak_bytes"] == 600  # 700 at b's highest, above the 100 live at the parent's start
     assert parent["cuda_mem_alloc_bytes"] == 50 == b["cuda_mem_alloc_bytes"] and a["cuda_mem_alloc_bytes"] == 0
@@ -47,7 +47,7 @@ def test_each_range_takes_the_events_inside_it_and_nested_ranges_add_up_to_their
 
 def test_a_range_with_no_event_needs_and_keeps_nothing() -> None:
     got = memory_by_range([_ev(5, 64, 64)], [("layer", "model.0", 10, 20)], lambda ts: ts)
-    assert got[("layer", "model.0")]["mem_peak_bytes"] == 0 == got[("layer", "model.0")]["mem_kept_bytes"]
+    assert got[("layer", "model.0")]["mem_peak_bytes"] == 0 == got[("layer", "model.0")]["mem_growth_bytes"]
     assert got[("layer", "model.0")]["mem_alloc_bytes"] == 0
     assert memory_by_range([], [("layer", "model.0", 10, 20)], lambda ts: ts) == {}
 
@@ -70,5 +70,20 @@ def test_a_real_profile_memory_trace_is_read_and_a_layers_allocations_are_its_te
     got = memory_by_range(trace.memory, [("layer", "model.0", layer.ts, layer.end)], lambda ts: ts)
     row = got[("layer", "model.0")]
     assert row["mem_alloc_bytes"] >= 8 * 32 * 32 * 4  # at least its output, 1x8x32x32 float32
-    assert row["mem_peak_bytes"] >= row["mem_kept_bytes"] >= 8 * 32 * 32 * 4  # the output lives on
+    assert row["mem_peak_bytes"] >= row["mem_growth_bytes"] >= 8 * 32 * 32 * 4  # the output lives on
     assert set(row) <= set(memory_units())
+
+
+def test_a_layer_that_frees_more_than_it_allocates_has_a_negative_growth_the_run_directory_accepts(
+    tmp_path: Path,
+) -> None:
+    """A layer that frees its input shrinks the live bytes: its growth is negative, and metrics.json's checks take
+    it as the signed figure it is (a traced program's collect failed on 'mem_kept_bytes' -32768)."""
+    from hwprof.schema.records import MetricTables
+
+    got = memory_by_range([_ev(5, 100, 100), _ev(12, -100, 0)], [("layer", "model.1", 10, 20)], lambda ts: ts)
+    row = got[("layer", "model.1")]
+    assert row["mem_growth_bytes"] == -100 and row["mem_peak_bytes"] == 0
+    path = tmp_path / "torch_profiler.metrics.json"
+    MetricTables(layers={"model.1": row}, units=memory_units()).save(path)
+    assert MetricTables.load(path).layers["model.1"]["mem_growth_bytes"] == -100

@@ -4,9 +4,10 @@ Each "[memory]" event is one allocation or free by torch's allocator with the al
 ("Total Allocated", per device). A layer's (or stage's) range on the run's clock takes every event inside it,
 whatever thread made it (intra-op threads allocate too): the bytes it allocated and freed, its allocations, its
 peak (the highest live bytes inside it above those live at its start: the working memory it needs) and what it
-kept (the live bytes at its end less those at its start). Both are relative to the range's start, since the
+its growth (the live bytes at its end less those at its start: what it leaves allocated; negative where it freed
+more than it allocated, its input for one). Both are relative to the range's start, since the
 allocator's "Total Allocated" counts only what was allocated while the profiler ran. Nested ranges each take
-their events, so a depth-2 layer's bytes allocated, freed and kept add up to its parent's. Each is summed over
+their events, so a depth-2 layer's bytes allocated and freed and its growth add up to its parent's. Each is summed over
 the measured iterations' ranges and given as the mean per iteration (the peak: the mean of each iteration's
 peak), as the collector's other per-layer figures are.
 
@@ -27,7 +28,7 @@ from hwprof.schema.records import CounterSample
 
 DEVICE_PREFIX = {0: "mem", 1: "cuda_mem"}
 """c10 DeviceType -> the metrics' prefix: the CPU allocator's, the CUDA caching allocator's."""
-FIGURES = ("alloc_bytes", "freed_bytes", "allocs", "peak_bytes", "kept_bytes")
+FIGURES = ("alloc_bytes", "freed_bytes", "allocs", "peak_bytes", "growth_bytes")
 
 Range = tuple[str, str, int, int]
 """(kind, name, start, end): a layer's, stage's or iteration's range, on the run's clock (ns)."""
@@ -51,7 +52,7 @@ def memory_methods() -> dict[str, str]:
         out[f"{prefix}_peak_bytes"] = (
             how.format(device=device) + ": the highest live bytes inside the range above those live at its start"
         )
-        out[f"{prefix}_kept_bytes"] = how.format(device=device) + ": live bytes at the range's end less at its start"
+        out[f"{prefix}_growth_bytes"] = how.format(device=device) + ": live bytes at the range's end less at its start"
     return out
 
 
@@ -85,7 +86,7 @@ def _window(events: Sequence[MemoryEvent], times: Sequence[int], start: int, end
         "freed_bytes": float(-sum(m.bytes for m in inside if m.bytes < 0)),
         "allocs": float(sum(1 for m in inside if m.bytes > 0)),
         "peak_bytes": float(max([live_at_start, *(m.total for m in inside)]) - live_at_start),
-        "kept_bytes": float(live_at_end - live_at_start),
+        "growth_bytes": float(live_at_end - live_at_start),
     }
 
 

@@ -15,18 +15,18 @@ from hwprof.analysis.memory_timeline import MemoryTimeline, memory_timeline
 from hwprof.rundir.reader import RunData
 
 PROFILER = "torch_profiler"
-ALLOC, FREED, ALLOCS, PEAK, KEPT = (
+ALLOC, FREED, ALLOCS, PEAK, GROWTH = (
     f"{PROFILER}.mem_alloc_bytes",
     f"{PROFILER}.mem_freed_bytes",
     f"{PROFILER}.mem_allocs",
     f"{PROFILER}.mem_peak_bytes",
-    f"{PROFILER}.mem_kept_bytes",
+    f"{PROFILER}.mem_growth_bytes",
 )
 FAULTS = "perf_events.page-faults"
 COVERS = (
     "tensor memory through torch's CPU allocator (torch.profiler profile_memory, trace pass), per measured "
     "forward; peak = the highest live bytes above those live at the range's start (its working memory: "
-    "activations and temporaries; the weights, live throughout, are not in it); kept = live bytes at its end less "
+    "activations and temporaries; the weights, live throughout, are not in it); growth = live bytes at its end less "
     "at its start; not the process's pages: OpenCV's buffers, Python objects and the allocator's cache are outside "
     "it"
 )
@@ -43,7 +43,7 @@ class LayerMemory:
     freed_bytes: float | None
     allocs: float | None
     peak_bytes: float | None
-    kept_bytes: float | None
+    growth_bytes: float | None
     faults: float | None
 
 
@@ -133,6 +133,6 @@ def _layer(row: LayerStat) -> LayerMemory:
         m.get(FREED),
         m.get(ALLOCS),
         m.get(PEAK),
-        m.get(KEPT),
+        m.get(GROWTH),
         m.get(FAULTS),
     )

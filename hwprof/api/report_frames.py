@@ -369,7 +369,7 @@ def detections(a: Analysis) -> pl.DataFrame:
 
 def memory(a: Analysis) -> pl.DataFrame:
     """Memory per layer, means per measured forward (hwprof.analysis.layer_memory): name, type, depth,
-    alloc_bytes, freed_bytes, allocs, peak_bytes, kept_bytes (torch's CPU allocator, trace pass) and faults
+    alloc_bytes, freed_bytes, allocs, peak_bytes, growth_bytes (torch's CPU allocator, trace pass) and faults
     (page faults, counters pass). No rows where no layer has an allocator figure (`why("memory")`)."""
     dtypes = field_dtypes(LayerMemory)
     rows = [asdict(r) for r in a.memory.layers if r.alloc_bytes is not None or r.faults is not None]

@@ -38,7 +38,7 @@ def memory_spec(a: Analysis, top: int = TOP_MEMORY) -> TableSpec | None:
         Col("freed MB", priority=2),
         Col("allocs", priority=4),
         Col("peak MB"),
-        Col("kept MB", priority=1),
+        Col("growth MB", priority=1),
     ] + ([Col("faults", priority=2)] if faults else [])
     return TableSpec(
         f"memory per layer (top {len(rows)} by bytes allocated, per forward)",
@@ -56,7 +56,7 @@ def _row(r: LayerMemory, faults: bool) -> list[str]:
         _mb(r.freed_bytes),
         _count(r.allocs),
         _mb(r.peak_bytes),
-        _mb(r.kept_bytes),
+        _mb(r.growth_bytes),
     ]
     return cells + ([_count(r.faults)] if faults else [])
 
