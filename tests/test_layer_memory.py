@@ -34,6 +34,9 @@ def _with_memory(tmp_path: Path) -> tuple[Path, dict[str, float]]:
         )
     doc["stages"]["forward"].update(mem_alloc_bytes=sum(allocated.values()) / 0.98, mem_peak_bytes=3.5e6)
     (run / METRICS).write_text(json.dumps(doc))
+    run_doc = json.loads((run / "run.json").read_text())
+    run_doc["collectors"]["torch_profiler"]["summary"]["memory_peak_layer"] = "model.22"
+    (run / "run.json").write_text(json.dumps(run_doc))
     return run, allocated
 
 
@@ -46,7 +49,10 @@ def test_the_section_ranks_layers_by_bytes_allocated_and_says_where_the_peak_is(
     assert [row[0] for row in spec.rows] == top
     assert spec.rows[0][2] == f"{allocated[top[0]] / 1e6:.2f}"
     notes = "\n".join(spec.notes)
-    assert "peak 3.50 MB above what was live at its start; the most working memory of its own: model.9" in notes
+    assert (
+        "peak 3.50 MB above what was live at its start, reached in model.22; the most working memory of its own: "
+        "model.9" in notes
+    )
     assert "add up to 0.980x the forward's" in notes
     assert "page faults per forward: 138" in notes  # the fixture's perf_events forward
     assert "resident memory (RSS) at its peak in the forward: 401.61 MB; 398.11 MB beyond" in notes

@@ -243,6 +243,7 @@ def test_real_trace_pass(tmp_path: Path) -> None:
     layers_sum = sum(metrics["layers"][name]["mem_alloc_bytes"] for name in top if name in metrics["layers"])
     assert 0.9 * fwd["mem_alloc_bytes"] <= layers_sum <= fwd["mem_alloc_bytes"] * 1.000001
     assert fwd["mem_peak_bytes"] >= max(metrics["layers"][name]["mem_peak_bytes"] for name in top) > 0
+    assert result["summary"]["memory_peak_layer"] in top
 
 
 @pytest.mark.slow

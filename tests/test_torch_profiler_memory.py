@@ -87,3 +87,19 @@ def test_a_layer_that_frees_more_than_it_allocates_has_a_negative_growth_the_run
     path = tmp_path / "torch_profiler.metrics.json"
     MetricTables(layers={"model.1": row}, units=memory_units()).save(path)
     assert MetricTables.load(path).layers["model.1"]["mem_growth_bytes"] == -100
+
+
+def test_the_peak_layer_is_the_top_level_layer_holding_the_first_forwards_highest_live_bytes() -> None:
+    from hwprof.collectors.torch_profiler.memory import peak_layer
+
+    events = [_ev(12, 400, 500), _ev(22, 300, 800), _ev(25, -400, 400), _ev(62, 900, 1300)]
+    ranges = [
+        ("stage", "forward", 10, 30),
+        ("layer", "model.0", 10, 20),
+        ("layer", "model.1", 20, 30),
+        ("layer", "model.1.cv1", 21, 23),  # nested: the top-level layer is named
+        ("stage", "forward", 60, 70),  # a later forward's higher peak is not the first's
+        ("layer", "model.0", 60, 70),
+    ]
+    assert peak_layer(events, ranges, lambda ts: ts) == "model.1"
+    assert peak_layer([], ranges, lambda ts: ts) is None

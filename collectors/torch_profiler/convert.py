@@ -20,7 +20,13 @@ from typing import Any
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, SyncData, fit_clock, wall_offset
 from hwprof.collectors.torch_profiler.kernel_doc import OpSums, PrimitiveSums, kernel_doc_json, top_kernels_json
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
-from hwprof.collectors.torch_profiler.memory import live_bytes, memory_by_range, memory_methods, memory_units
+from hwprof.collectors.torch_profiler.memory import (
+    live_bytes,
+    memory_by_range,
+    memory_methods,
+    memory_units,
+    peak_layer,
+)
 from hwprof.collectors.torch_profiler.module_layers import module_layers, recorded_hierarchy
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
 from hwprof.collectors.torch_profiler.shapes import METHOD as SHAPES_METHOD
@@ -233,6 +239,7 @@ def convert(
         for figure, value in row.items():
             target[figure] += value
     summary.module_layers = module_summary
+    summary.memory_peak_layer = peak_layer(trace.memory, ranges + replayed_ranges, fit)
     summary.forward_ops_outside_layers = sums.outside_layers_in_forward
     # oneDNN's figures are means over the iterations that ran with its verbose mode on
     n_onednn = max(summary.onednn.get("iterations", 0), 1)

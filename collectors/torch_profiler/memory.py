@@ -90,6 +90,21 @@ def _window(events: Sequence[MemoryEvent], times: Sequence[int], start: int, end
     }
 
 
+def peak_layer(memory: Sequence[MemoryEvent], ranges: Sequence[Range], fit: Callable[[int], int]) -> str | None:
+    """The top-level layer whose range holds the highest live bytes (the CPU allocator's) of the first forward."""
+    forwards = sorted((start, end) for kind, name, start, end in ranges if kind == "stage" and name == "forward")
+    events = [(fit(m.ts), m.total) for m in memory if m.device_type == 0]
+    if not forwards or not events:
+        return None
+    start, end = forwards[0]
+    inside = [(t, total) for t, total in events if start <= t <= end]
+    if not inside:
+        return None
+    at, _ = max(inside, key=lambda e: e[1])
+    layers = (name for kind, name, a, b in ranges if kind == "layer" and name.count(".") == 1 and a <= at <= b)
+    return next(layers, None)
+
+
 TRACKS = {0: "torch CPU allocated (bytes)", 1: "torch CUDA allocated (bytes)"}
 """The trace's counter tracks of the allocator's live bytes, beside sysstat's "RSS (bytes)"."""
 

@@ -141,19 +141,14 @@ def side_drift(paired: AdviseResult | None, name: str) -> float | None:
     return 1.0
 
 
-def _faults(results: Mapping[str, AdviseResult]) -> list[float] | None:
-    """[baseline, variant] median minor faults per measured iteration (the baseline's first process where
-    there are processes); None where a side did not count them."""
+def _per_process(
+    results: Mapping[str, AdviseResult], figure: Callable[[SideFigures], dict[str, float] | None]
+) -> list[float] | None:
+    """[baseline, variant] medians of a process figure per measured iteration (a side's minor faults, or its
+    resident bytes at an iteration's end), the baseline's first process where there are processes; None where a
+    side did not record it (resident bytes: advise files from before issue 59)."""
     before, after = _sides(results)
-    counts = [before[0].minor_faults, after.minor_faults]
-    return [statistics.median(c.values()) for c in counts if c] if all(counts) else None
-
-
-def _rss(results: Mapping[str, AdviseResult]) -> list[float] | None:
-    """[baseline, variant] median resident bytes at a measured iteration's end, as `_faults` takes its processes;
-    None where a side did not read them (advise files from before issue 59)."""
-    before, after = _sides(results)
-    counts = [before[0].rss_bytes, after.rss_bytes]
+    counts = [figure(before[0]), figure(after)]
     return [statistics.median(c.values()) for c in counts if c] if all(counts) else None
 
 
@@ -259,8 +254,8 @@ def measured_row(
             row.reason = changed_reason(row.output)
     elif variant_result.output_error:
         row.reason = f"output not checked: {variant_result.output_error}"
-    row.minor_faults = _faults(results)
-    row.rss_bytes = _rss(results)
+    row.minor_faults = _per_process(results, lambda side: side.minor_faults)
+    row.rss_bytes = _per_process(results, lambda side: side.rss_bytes)
     for result in results.values() if "paired" in results else ():  # two processes make no ABBA block
         for name, side in result.sides.items():
             for i, (start, end, f_start, f_end) in side.stamps.items():

@@ -8,11 +8,14 @@ and `hwprof.load`'s memory table read this view.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from hwprof.analysis.layer_stats import LayerReport, LayerStat
 from hwprof.analysis.memory_timeline import MemoryTimeline, memory_timeline
 from hwprof.rundir.reader import RunData
+from hwprof.schema.summaries_tools import TorchProfilerSummary
 
 PROFILER = "torch_profiler"
 ALLOC, FREED, ALLOCS, PEAK, GROWTH = (
@@ -55,8 +58,8 @@ class MemoryView:
     forward_alloc_bytes: float | None = None
     forward_peak_bytes: float | None = None
     peak_layer: str | None = None
-    """The top-level layer in which the forward's live bytes were highest (in its first measured forward, from the
-    allocator's series); None without that series."""
+    """The top-level layer in which the forward's live bytes were highest (in its first measured forward: the trace
+    pass's summary, memory_peak_layer); None without allocator events."""
     largest_layer: str | None = None
     """The top-level layer with the largest peak of its own (the most working memory above what was live at its
     start)."""
@@ -65,10 +68,16 @@ class MemoryView:
     forward_faults: float | None = None
     rss_peak_bytes: float | None = None
     """The process's resident memory at its highest during the forward (sysstat)."""
-    timeline: MemoryTimeline = field(default_factory=MemoryTimeline)
-    """RSS through a pass and the allocator's live bytes through one forward (memory.png)."""
+    load_timeline: Callable[[], MemoryTimeline] = MemoryTimeline
+    """Reads `timeline` from the run's records (hwprof.analysis.memory_timeline)."""
     unavailable: str | None = None
     """Why there are no allocator figures (the trace pass did not run, or ran without profile_memory)."""
+
+    @cached_property
+    def timeline(self) -> MemoryTimeline:
+        """RSS through a pass and the allocator's live bytes through one forward: memory.png's series, read when it
+        is drawn (they are counter samples among the records, a second and more of parsing for a large model)."""
+        return self.load_timeline()
 
     @property
     def beyond_peak_bytes(self) -> float | None:
@@ -86,7 +95,7 @@ class MemoryView:
 
 def memory_view(report: LayerReport, data: RunData) -> MemoryView:
     metrics = data.metrics()
-    view = MemoryView(layers=[_layer(row) for row in report.layers], timeline=memory_timeline(data))
+    view = MemoryView(layers=[_layer(row) for row in report.layers], load_timeline=lambda: memory_timeline(data))
     profiler = metrics.get(PROFILER)
     forward = profiler.stage("forward") if profiler is not None else {}
     if "mem_alloc_bytes" not in forward:
@@ -101,7 +110,7 @@ def memory_view(report: LayerReport, data: RunData) -> MemoryView:
     top = [r for r in view.layers if r.depth == 1 and r.peak_bytes is not None]
     if top:
         view.largest_layer = max(top, key=lambda r: r.peak_bytes or 0.0).name
-    view.peak_layer = _layer_at_peak(view.timeline)
+    view.peak_layer = data.doc.summary(TorchProfilerSummary).memory_peak_layer
     allocated = [r.alloc_bytes for r in view.layers if r.depth == 1 and r.alloc_bytes is not None]
     if allocated and view.forward_alloc_bytes:
         view.layers_alloc_ratio = sum(allocated) / view.forward_alloc_bytes
@@ -112,15 +121,6 @@ def memory_view(report: LayerReport, data: RunData) -> MemoryView:
     if sysstat is not None:
         view.rss_peak_bytes = sysstat.stage("forward").get("rss_peak_bytes")
     return view
-
-
-def _layer_at_peak(timeline: MemoryTimeline) -> str | None:
-    """The layer band holding the highest point of the forward's live-bytes series."""
-    live = timeline.live
-    if live is None or not live.points:
-        return None
-    at, _ = max(live.points, key=lambda p: p[1])
-    return next((b.name for b in live.bands if b.start_s <= at <= b.end_s), None)
 
 
 def _layer(row: LayerStat) -> LayerMemory:

@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwprof.core.atomic import atomic_write_text
 from hwprof.core.input_shapes import input_shape
 from hwprof.program.finder import caller_place, name_in_caller
 from hwprof.program.program_code import Place
@@ -125,10 +126,7 @@ class ChildWatch:
         if self.record.process is None:
             self.record.process = _process_name()
         self.folder.mkdir(parents=True, exist_ok=True)
-        path = self.folder / f"{self.record.pid}.json"
-        temporary = path.with_name(f".{path.name}.tmp")
-        temporary.write_text(json.dumps(asdict(self.record)))
-        os.replace(temporary, path)
+        atomic_write_text(self.folder / f"{self.record.pid}.json", json.dumps(asdict(self.record)))
 
 
 def _process_name() -> str | None:

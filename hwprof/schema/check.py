@@ -112,9 +112,10 @@ class JsonLines:
         )
 
 
-def read_jsonl(path: Path) -> JsonLines:
+def read_jsonl(path: Path, containing: str | None = None) -> JsonLines:
     """Every line's JSON value; a torn last line (no newline after it) is dropped and recorded, a line that
-    does not parse anywhere else raises RunDirError naming file:line."""
+    does not parse anywhere else raises RunDirError naming file:line. `containing`: only the lines that hold this
+    text are parsed (a reader after one track of a large file: the others are not even decoded)."""
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -123,7 +124,7 @@ def read_jsonl(path: Path) -> JsonLines:
     lines = text.split("\n")
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     for i, line in enumerate(lines):
-        if not line.strip():
+        if not line.strip() or (containing is not None and containing not in line):
             continue
         try:
             out.rows.append((i + 1, json.loads(line)))

@@ -185,3 +185,6 @@ class TorchProfilerSummary(Summary):
     """How the ops' input dims were recorded (method; matched and unmatched where they come from a warm-up)."""
     module_layers: ModuleLayers | None = None
     """A TorchScript model's layers, from the module hierarchy (None for an eager model: live ranges)."""
+    memory_peak_layer: str | None = None
+    """The top-level layer in which the allocator's live bytes were highest in the first measured forward
+    (profile_memory; absent without allocator events, and in older runs)."""
