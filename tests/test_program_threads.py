@@ -212,3 +212,24 @@ def test_a_call_from_a_worker_thread_runs_in_the_main_thread_while_it_waits_in_j
         main.close()
     assert ran_in == ["MainThread"]
     assert len(errors) == 1 and isinstance(errors[0], ZeroDivisionError)  # its exception, given back
+
+
+def test_no_call_is_lost_to_a_wake_signal_that_comes_before_the_wait_blocks() -> None:
+    """The signal can arrive between the main thread's release of the GIL and its blocking in join(): lost for
+    that wait unless sent again (before the resend, 4 of 300 rounds waited out CALL_WAIT_S beside two busy loops)."""
+    names: list[str] = []
+    for _ in range(300):
+        main = MainThread()
+        main.install()
+
+        def worker(main: MainThread = main) -> None:
+            for _ in range(5):
+                names.append(main.call(lambda: threading.current_thread().name))
+
+        thread = threading.Thread(target=worker, name="inference")
+        try:
+            thread.start()
+            thread.join(timeout=60)
+        finally:
+            main.close()
+    assert names == ["MainThread"] * 1500

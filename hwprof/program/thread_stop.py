@@ -12,11 +12,16 @@ failure.
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from hwprof.core.main_thread import MAIN, MainThread
+
+UNWIND_WAIT_S = 5.0
+"""How long the end waits for a stopped thread to unwind (one that catches hwprof's stop and goes on is left)."""
 
 
 def ending(exc: BaseException) -> type[BaseException]:
@@ -34,6 +39,8 @@ class MainThreadStop:
     main: MainThread = field(default_factory=lambda: MAIN)
     stopped_threads: list[str] = field(default_factory=list)
     """Threads other than the main one that hwprof's end unwound (their names)."""
+    _stopped: list[threading.Thread] = field(default_factory=list)
+    _hooked: set[int] = field(default_factory=set)
     _saved_hook: Any = None
 
     def install(self) -> None:
@@ -43,7 +50,14 @@ class MainThreadStop:
         self.main.install()
 
     def close(self) -> None:
-        """The program is over: a stop still pending for the main thread is dropped."""
+        """The program is over: a stop still pending for the main thread is dropped. The threads hwprof stopped are
+        waited for (UNWIND_WAIT_S at most) before the program's excepthook is back: the main thread may get there
+        first, and their end would then print its traceback."""
+        deadline = time.monotonic() + UNWIND_WAIT_S
+        while any(self._unwinding(thread) for thread in self._stopped) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        self._stopped.clear()
+        self._hooked.clear()
         if self._saved_hook is not None:
             threading.excepthook = self._saved_hook
             self._saved_hook = None
@@ -55,9 +69,17 @@ class MainThreadStop:
         if self.main.here() or not self.main.installed:
             return
         self.stopped_threads.append(threading.current_thread().name)
+        self._stopped.append(threading.current_thread())
         self.main.raise_there(ending(exc))
+
+    def _unwinding(self, thread: threading.Thread) -> bool:
+        """Not `thread.is_alive()`: a join() in the main thread that hwprof's stop interrupted marks the thread it
+        waited for as stopped while it runs (CPython's bpo-45274 handling, 3.11)."""
+        return thread.ident not in self._hooked and thread.ident in sys._current_frames()
 
     def _excepthook(self, args: threading.ExceptHookArgs) -> None:
         if isinstance(args.exc_value, self.ends):
+            if args.thread is not None and args.thread.ident is not None:
+                self._hooked.add(args.thread.ident)
             return
         self._saved_hook(args)
