@@ -11,6 +11,8 @@ Methods:
         left running in the clean iterations (extra.pyspy_switch false): the figures before issue 29
   new   the defaults: rotated layer reads (hwprof.perf.layer_reads) and py-spy stopped in the clean
         iterations (collectors/pyspy/switch.py)
+  no-memory  the defaults without torch_memory (the allocator's events per layer, issue 59): run beside `new`
+        in alternate rounds (--rounds), it gives what memory per layer adds to the layers pass
 
 --agreement adds, per model and thread count, one layers pass that reads every layer in the even
 measured iterations and one layer in 4 in the odd ones (extra.counter_reads_compare), and prints how
@@ -19,6 +21,7 @@ each layer's task-clock agrees between the two methods on that same run.
     python scripts/bench_attributing_passes.py                      # the issue's table (long: a quiet host)
     python scripts/bench_attributing_passes.py --models yolov8n@96 --threads 2 --iters 4 --warmup 1
     python scripts/bench_attributing_passes.py --models yolov7@640 --threads 16 --device cuda   # a GPU host
+    python scripts/bench_attributing_passes.py --passes timing,layers --threads 2 --methods new,no-memory --rounds 3
 
 A stand-in for the GPU run where none is lent: the most fine-grained CPU forward at hand (yolov7 at 32: 106 layers
 in 18-20 ms here, against 6-9 ms of host time on the H100 machine), with the GPU run's defaults (the model
@@ -49,6 +52,7 @@ PASSES = ("timing", "layers", "trace")
 METHODS: dict[str, dict[str, Any]] = {
     "old": {"counter_reads": "every", "extra": {"pyspy_switch": False}},
     "new": {"counter_reads": "rotate", "extra": {}},
+    "no-memory": {"counter_reads": "rotate", "extra": {}, "skip": ["torch_memory"]},
 }
 TARGETS = {("yolov7-tiny", 320): {"layers": 1.05, "trace": 1.10}, ("yolov7", 640): {"layers": 1.02, "trace": 1.05}}
 
@@ -134,16 +138,19 @@ def main() -> int:
     parser.add_argument("--every", type=int, help="new method: read each layer in 1 of this many iterations (fixed)")
     parser.add_argument("--agreement", action="store_true", help="also compare the per-layer counts on one run")
     parser.add_argument("--keep", type=Path, help="keep the run directories here")
+    parser.add_argument("--passes", default=",".join(PASSES), help="the passes to run (comma-separated)")
+    parser.add_argument("--rounds", type=int, default=1, help="each method this many times, methods alternating")
     args = parser.parse_args()
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="hwprof-attributing-", dir=args.keep))
-    results: dict[tuple[str, int, int, str], dict[str, Any]] = {}
+    results: dict[tuple[str, int, int, str, int], dict[str, Any]] = {}
+    passes = tuple(args.passes.split(","))
     for spec in args.models.split(","):
         model, _, size = spec.partition("@")
         imgsz = int(size or 640)
         for threads in (int(t) for t in args.threads.split(",")):
-            for method in args.methods.split(","):
+            for method, round_ in [(m, r) for r in range(args.rounds) for m in args.methods.split(",")]:
                 options = METHODS[method]
                 extra = {**options["extra"], **args.extra}
                 if args.every and method == "new":
@@ -158,12 +165,12 @@ def main() -> int:
                     counter_reads=options["counter_reads"],
                     counter_threads=args.counter_threads,
                     pyspy_rate=args.pyspy_rate,
-                    skip=[c for c in args.skip.split(",") if c],
+                    skip=[c for c in args.skip.split(",") if c] + options.get("skip", []),
                     extra=extra,
                 )
-                name = f"{model}-{imgsz}-t{threads}-{method}"
+                name = f"{model}-{imgsz}-t{threads}-{method}-r{round_}"
                 print(f"collecting {name} ...", flush=True)
-                results[(model, imgsz, threads, method)] = row(collect(root, name, config, PASSES))
+                results[(model, imgsz, threads, method, round_)] = row(collect(root, name, config, passes))
             if args.agreement:
                 config = RunConfig(
                     model=model,
@@ -180,11 +187,11 @@ def main() -> int:
                 print(f"  per-layer task-clock, every layer (even iterations) vs 1 in 4 (odd), {name}:")
                 print_agreement(agreement(root / name))
     print(f"\nruns in {root}\n")
-    for (model, imgsz, threads, method), r in results.items():
+    for (model, imgsz, threads, method, round_), r in results.items():
         target = TARGETS.get((model, imgsz), {})
         plan = r["layer_reads"] or {}
-        print(f"{model} at {imgsz}, --threads {threads}, {method}:")
-        for pass_name in ("layers", "trace"):
+        print(f"{model} at {imgsz}, --threads {threads}, {method}, round {round_ + 1}:")
+        for pass_name in [p for p in ("layers", "trace") if p in passes]:
             goal = f" [target <= {target[pass_name]:.2f}x]" if pass_name in target else ""
             print(f"  {pass_name:6s} {figure_text(r[pass_name])}{goal}")
         print(

@@ -12,24 +12,19 @@ blocks. The option sets (RunConfig.extra entries the collector reads):
   no-onednn      without oneDNN's verbose lines (onednn_verbose=False)
   no-flops       without with_flops (record_shapes stays on)
   no-shapes      without record_shapes (and so without with_flops)
-  no-memory      without profile_memory (the allocator's events: memory per layer, issue 59)
-  bare           none of the three: Kineto's aten ops and the per-marker ranges only (memory on)
-  bare-no-memory bare without profile_memory
-  no-ranges      bare, and no record_function range per marker (ops then have no layer; memory on)
-  no-ranges-no-memory  no-ranges without profile_memory
+  bare           none of the three: Kineto's aten ops and the per-marker ranges only
+  no-ranges      bare, and no record_function range per marker (ops then have no layer)
 With --rounds N the sets are run N times, interleaved, and the median block ratios pooled.
 Measured on a shared 2-core host (median block ratio, 3 rounds of 8 pairs, yolov7-tiny at 320):
 default 1.22, no-onednn 1.17, no-flops 1.21, no-shapes 1.22, bare 1.13, no-ranges 1.03 with the
 ranges through the record_function ops; with _RecordFunctionFast (2 rounds): default 1.16,
 no-onednn 1.08, bare 1.06, no-ranges 1.01. yolov7 at 640 (1 round of 4 pairs): every set within
-1.0-1.07, i.e. within the noise. profile_memory (issue 59), on the AVX2-only EPYC (2 vCPUs): yolov7-tiny at 320,
-3 rounds of 8 pairs: default 1.127 (block range 1.041-1.622), no-memory 1.119 (0.882-1.387); yolov7 at 640, 2
-rounds of 4 pairs: default 1.034 (0.933-1.142), no-memory 0.958 (0.853-1.091): the allocator's events add no cost
-these pairs resolve (a single round at 320 read 1.232 against 1.063, then no-ranges 1.029 against
-no-ranges-no-memory 1.046: the noise of one round).
+1.0-1.07, i.e. within the noise. The allocator's events (profile_memory) were measured here too while the trace pass
+carried them (issue 59: yolov7-tiny at 320, 3 rounds of 8 pairs, 1.127 with against 1.119 without); they moved to
+the layers pass (collectors/torch_profiler/memory_collector.py; measured by scripts/bench_attributing_passes.py
+--methods new,no-memory).
 
     python scripts/bench_profiler_options.py --model yolov7-tiny --imgsz 320 --pairs 8 --rounds 2
-    python scripts/bench_profiler_options.py --model yolov7-tiny --imgsz 320 --rounds 3 --only default,no-memory
 """
 
 from __future__ import annotations
@@ -54,11 +49,8 @@ OPTION_SETS: dict[str, dict[str, Any]] = {
     "no-onednn": {"onednn_verbose": False},
     "no-flops": {"profiler_flops": False},
     "no-shapes": {"profiler_flops": False, "profiler_shapes": False},
-    "no-memory": {"profiler_memory": False},
     "bare": OFF,
-    "bare-no-memory": {**OFF, "profiler_memory": False},
     "no-ranges": {**OFF, "profiler_ranges": False},
-    "no-ranges-no-memory": {**OFF, "profiler_ranges": False, "profiler_memory": False},
 }
 
 

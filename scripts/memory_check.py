@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """hwprof's memory per forward against torch.profiler's own figures on the same model, run separately.
 
-A run directory's trace pass gives the forward's bytes allocated and freed and its peak of live tensor bytes
-(collectors/torch_profiler/memory.py, from the allocator's events inside the forward's range). This script builds
-the run's model (its config: model, imgsz, batch, threads), profiles N forwards in its own process in one
-torch.profiler(profile_memory=True) session (as the trace pass does: a profiler started anew for each forward
-reads a higher peak, 30.2 MB against 21.6 on yolov7-tiny at 320), each in a record_function range, and prints
+A run directory's layers pass gives the forward's bytes allocated and freed and its peak of live tensor bytes
+(collectors/torch_profiler/memory_collector.py, from the allocator's events inside the forward's range, with no
+op recorded). This script builds the run's model (its config: model, imgsz, batch, threads), profiles N forwards
+in its own process in one torch.profiler(profile_memory=True) session with its ops recorded (a profiler started
+anew for each forward reads a higher peak, 30.2 MB against 21.6 on yolov7-tiny at 320; the layers pass starts one
+for each stretch of measured iterations between its clean ones), each in a record_function range, and prints
 the median per forward of what torch's own figures say: the range's CPU memory usage (torch's net allocated
 bytes inside it, from key_averages), and from its own chrome trace the bytes its "[memory]" events allocated
 inside the range and their highest "Total Allocated" above the one before it, beside the run's figures.
@@ -71,16 +72,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--forwards", type=int, default=5)
     args = parser.parse_args(argv)
-    metrics = json.loads((args.run_dir / "passes" / "trace" / "torch_profiler.metrics.json").read_text())
-    forward = metrics["stages"].get("forward", {})
+    path = args.run_dir / "passes" / "layers" / "torch_memory.metrics.json"
+    forward = json.loads(path.read_text())["stages"].get("forward", {}) if path.is_file() else {}
     if "mem_alloc_bytes" not in forward:
-        print(f"{args.run_dir}: its trace pass has no allocator figures (collected without profile_memory)")
+        print(f"{args.run_dir}: no allocator figures in its layers pass (torch_memory did not run)")
         return 1
     ours_net = forward["mem_alloc_bytes"] - forward.get("mem_freed_bytes", 0.0)
     with tempfile.TemporaryDirectory() as work:
         theirs = torch_figures(args.run_dir, args.forwards, Path(work))
     print(
-        f"hwprof (trace pass): allocated {forward['mem_alloc_bytes'] / 1e6:.2f} MB, freed "
+        f"hwprof (layers pass): allocated {forward['mem_alloc_bytes'] / 1e6:.2f} MB, freed "
         f"{forward.get('mem_freed_bytes', 0.0) / 1e6:.2f} MB, net {ours_net / 1e6:.3f} MB, peak "
         f"{forward.get('mem_peak_bytes', 0.0) / 1e6:.2f} MB per forward"
     )

@@ -283,12 +283,14 @@ def test_the_kernel_fault_findings_name_their_layers_and_point_to_the_allocator(
 
 
 def test_the_page_fault_finding_names_what_its_layers_allocate_and_fault(run_with_kernel_layers: Path) -> None:
-    """With the trace pass's allocator figures (issue 59), the forward's fault finding says per faulting layer
-    the bytes it allocates per forward and its page faults (the counters pass's)."""
-    metrics_path = run_with_kernel_layers / "passes" / "trace" / "torch_profiler.metrics.json"
-    doc = json.loads(metrics_path.read_text())
-    doc["layers"]["model.2"]["mem_alloc_bytes"] = 5.2e6
-    metrics_path.write_text(json.dumps(doc))
+    """With torch_memory's allocator figures (issue 59), the forward's fault finding says per faulting layer the
+    bytes it allocates per forward and its page faults (perf_events', in the same layers pass)."""
+    from hwprof.collectors.torch_profiler.memory import memory_units
+
+    from hwprof.schema.records import MetricTables
+
+    metrics_path = run_with_kernel_layers / "passes" / "layers" / "torch_memory.metrics.json"
+    MetricTables(layers={"model.2": {"mem_alloc_bytes": 5.2e6}}, units=memory_units()).save(metrics_path)
     a = analyse(RunData.load(run_with_kernel_layers))
     faults = next(f for f in kernel_findings(a.layers) if f.title.startswith("page faults take"))
     layer2 = next(r for r in a.layers.layers if r.name == "model.2")

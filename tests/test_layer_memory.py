@@ -1,4 +1,4 @@
-"""The report's memory section (issue 59) over a recorded run whose trace pass carries allocator figures: the top
+"""The report's memory section (issue 59) over a recorded run given torch_memory's figures in its layers pass: the top
 layers by bytes allocated, the forward's peak and the layer that reaches it, the layers' sum against the
 forward's, the faults per forward and the process's RSS; nothing where no allocator figure was measured."""
 
@@ -9,33 +9,42 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hwprof.collectors.torch_profiler.memory import memory_units
 
 from hwprof.analysis.run_analysis import analyse
 from hwprof.render.memory_section import memory_spec
 from hwprof.rundir.reader import RunData
+from hwprof.schema.records import MetricTables
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
-METRICS = Path("passes") / "trace" / "torch_profiler.metrics.json"
+METRICS = Path("passes") / "layers" / "torch_memory.metrics.json"
 
 
 def _with_memory(tmp_path: Path) -> tuple[Path, dict[str, float]]:
+    """The fixture (recorded before torch_memory) with its figures written for each of the run's layers."""
     run = tmp_path / "run"
     shutil.copytree(FIXTURE, run)
-    doc = json.loads((run / METRICS).read_text())
-    allocated: dict[str, float] = {}
-    for i, (name, row) in enumerate(doc["layers"].items()):
-        allocated[name] = 1e6 * (i + 1)
-        row.update(
-            mem_alloc_bytes=allocated[name],
-            mem_freed_bytes=0.9 * allocated[name],
-            mem_allocs=3.0,
-            mem_peak_bytes=2e6 + (1e6 if name == "model.9" else 0),
-            mem_growth_bytes=1e6,
-        )
-    doc["stages"]["forward"].update(mem_alloc_bytes=sum(allocated.values()) / 0.98, mem_peak_bytes=3.5e6)
-    (run / METRICS).write_text(json.dumps(doc))
+    layers = json.loads((run / "passes" / "trace" / "torch_profiler.metrics.json").read_text())["layers"]
+    allocated = {name: 1e6 * (i + 1) for i, name in enumerate(layers)}
+    rows = {
+        name: {
+            "mem_alloc_bytes": allocated[name],
+            "mem_freed_bytes": 0.9 * allocated[name],
+            "mem_allocs": 3.0,
+            "mem_peak_bytes": 2e6 + (1e6 if name == "model.9" else 0),
+            "mem_growth_bytes": 1e6,
+        }
+        for name in layers
+    }
+    forward = {"mem_alloc_bytes": sum(allocated.values()) / 0.98, "mem_peak_bytes": 3.5e6}
+    MetricTables(layers=rows, stages={"forward": forward}, units=memory_units()).save(run / METRICS)
     run_doc = json.loads((run / "run.json").read_text())
-    run_doc["collectors"]["torch_profiler"]["summary"]["memory_peak_layer"] = "model.22"
+    run_doc["collectors"]["torch_memory"] = {
+        "status": "ok",
+        "summary": {"events": 100, "sessions": 1, "iterations": 2, "memory_peak_layer": "model.22"},
+        "artifacts": [str(METRICS)],
+        "pass": "layers",
+    }
     (run / "run.json").write_text(json.dumps(run_doc))
     return run, allocated
 
@@ -60,9 +69,9 @@ def test_the_section_ranks_layers_by_bytes_allocated_and_says_where_the_peak_is(
 
 
 def test_no_allocator_figures_no_section_and_the_view_says_why() -> None:
-    a = analyse(RunData.load(FIXTURE))  # recorded before profile_memory
+    a = analyse(RunData.load(FIXTURE))  # recorded before torch_memory
     assert memory_spec(a) is None
-    assert a.memory.unavailable is not None and "profile_memory" in a.memory.unavailable
+    assert a.memory.unavailable is not None and "torch_memory" in a.memory.unavailable
     assert a.memory.forward_faults == pytest.approx(137.67, abs=0.01)
 
 

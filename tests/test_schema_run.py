@@ -137,7 +137,13 @@ def test_a_damaged_nested_field_names_its_path(tmp_path: Path, field: str, value
 
 # -- the collectors' own code: every key a collector writes into its summary is a field of its summary type
 
-COLLECTOR_OF = {"gpu/kineto": "gpu_kineto", "gpu/nvml": "nvml", "gpu/ncu": "ncu", "gpu/cudagraph": "cuda_graph"}
+COLLECTOR_OF = {
+    "torch_profiler/memory_collector": "torch_memory",
+    "gpu/kineto": "gpu_kineto",
+    "gpu/nvml": "nvml",
+    "gpu/ncu": "ncu",
+    "gpu/cudagraph": "cuda_graph",
+}
 
 
 def _collector(path: Path) -> str | None:

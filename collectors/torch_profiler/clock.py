@@ -73,14 +73,18 @@ class ClockFit:
 
 
 def fit_clock(trace: KinetoTrace, sync: SyncData) -> ClockFit:
-    ranges = [e for e in trace.events if e.name == SYNC_NAME]
-    ranges.sort(key=lambda e: e.ts)
+    return fit_syncs([e.ts for e in trace.events if e.name == SYNC_NAME], sync)
+
+
+def fit_syncs(starts: list[int], sync: SyncData) -> ClockFit:
+    """The fit from the sync ranges' starts on Kineto's clock (ns), matched in time order to `sync`'s windows."""
+    starts = sorted(starts)
     windows = sync.start + sync.stop
-    if not sync.start or len(ranges) != len(windows):
-        raise ValueError(f"{len(ranges)} {SYNC_NAME} ranges in the trace for {len(windows)} recorded syncs")
+    if not sync.start or len(starts) != len(windows):
+        raise ValueError(f"{len(starts)} {SYNC_NAME} ranges in the trace for {len(windows)} recorded syncs")
     points = []  # (kineto ts, offset, half width)
-    for event, (before, after) in zip(ranges, windows, strict=True):
-        points.append((event.ts, (before + after) // 2 - event.ts, (after - before) // 2))
+    for ts, (before, after) in zip(starts, windows, strict=True):
+        points.append((ts, (before + after) // 2 - ts, (after - before) // 2))
     first = min(points[: len(sync.start)], key=lambda p: p[2])
     last = min(points[len(sync.start) :], key=lambda p: p[2]) if sync.stop else first
     return ClockFit(first[0], first[1], last[0], last[1], max(first[2], last[2]))

@@ -131,7 +131,6 @@ class TorchProfilerCollector(Collector):
             record_shapes=self._shapes and not self._shapes_taken,
             with_flops=self._flops,
             with_stack=self.config.profiler_stack,
-            profile_memory=bool(self.config.extra.get("profiler_memory", True)),  # memory per layer (memory.py)
             # a TorchScript model's hierarchies: from the warm-up forward when it was profiled (module_layers.py)
             with_modules=self._scripted and not self._shapes_taken,
         )

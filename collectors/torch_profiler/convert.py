@@ -20,13 +20,6 @@ from typing import Any
 from hwprof.collectors.torch_profiler.clock import SYNC_NAME, SyncData, fit_clock, wall_offset
 from hwprof.collectors.torch_profiler.kernel_doc import OpSums, PrimitiveSums, kernel_doc_json, top_kernels_json
 from hwprof.collectors.torch_profiler.kineto import KEvent, KinetoTrace
-from hwprof.collectors.torch_profiler.memory import (
-    live_bytes,
-    memory_by_range,
-    memory_methods,
-    memory_units,
-    peak_layer,
-)
 from hwprof.collectors.torch_profiler.module_layers import module_layers, recorded_hierarchy
 from hwprof.collectors.torch_profiler.onednn import OneDnnExec, OneDnnLog, parse_onednn
 from hwprof.collectors.torch_profiler.shapes import METHOD as SHAPES_METHOD
@@ -36,7 +29,7 @@ from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker
 from hwprof.core.spans import pair_begin_end
 from hwprof.schema.codec import JsonObject
-from hwprof.schema.records import CounterSample, MetricTables, Span, metrics_path, records_path, write_records
+from hwprof.schema.records import MetricTables, Span, metrics_path, records_path, write_records
 from hwprof.schema.summaries_tools import TorchProfilerSummary
 from hwprof.workload.script_scopes import LayerScopes
 
@@ -75,8 +68,6 @@ class Converted:
     summary: TorchProfilerSummary
     replayed: list[Marker] = field(default_factory=list)
     """A TorchScript model's layer markers, made from the ops' module hierarchy (module_layers.py)."""
-    counters: list[CounterSample] = field(default_factory=list)
-    """The allocator's live bytes after each of its events (profile_memory): the trace's memory tracks."""
 
 
 def _annotation_target(name: str) -> tuple[str, str] | None:
@@ -234,12 +225,7 @@ def convert(
     summary.onednn = _onednn_summary_json(ops, sync, onednn_log)
     replayed_ranges = [("layer", b.name, b.t_ns, e.t_ns) for b, e in pair_begin_end(replayed)]
     sums = _sum_ops(ops, ranges + replayed_ranges, flops)
-    for (kind, name), row in memory_by_range(trace.memory, ranges + replayed_ranges, fit).items():
-        target = sums.layer_stats[name] if kind == "layer" else sums.stage_stats[name]
-        for figure, value in row.items():
-            target[figure] += value
     summary.module_layers = module_summary
-    summary.memory_peak_layer = peak_layer(trace.memory, ranges + replayed_ranges, fit)
     summary.forward_ops_outside_layers = sums.outside_layers_in_forward
     # oneDNN's figures are means over the iterations that ran with its verbose mode on
     n_onednn = max(summary.onednn.get("iterations", 0), 1)
@@ -260,7 +246,7 @@ def convert(
         "alignment": _alignment_json(ranges, markers),
     }
     spans = _spans(ops)
-    return Converted(ops, spans, metrics, kernel_doc, summary, replayed, live_bytes(trace.memory, fit))
+    return Converted(ops, spans, metrics, kernel_doc, summary, replayed)
 
 
 def _onednn_summary_json(ops: list[OpRecord], sync: SyncData, onednn_log: Path | None) -> JsonObject:
@@ -330,12 +316,9 @@ def _sum_ops(ops: list[OpRecord], ranges: list[tuple[str, str, int, int]], flops
 def _metric_tables(sums: _OpSums, n_iter: int, n_onednn: int) -> MetricTables:
     """The per-layer and per-stage sums as means per measured iteration (oneDNN's per verbose iteration)."""
     divisor = {"onednn_exec_ms": n_onednn}
-    kept = set(memory_units())  # a layer that allocates nothing says 0, not "not measured"
 
     def per_iteration(table: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
-        return {
-            k: {m: v / divisor.get(m, n_iter) for m, v in row.items() if v or m in kept} for k, row in table.items()
-        }
+        return {k: {m: v / divisor.get(m, n_iter) for m, v in row.items() if v} for k, row in table.items()}
 
     return MetricTables(
         layers=per_iteration(sums.layer_stats),
@@ -347,7 +330,6 @@ def _metric_tables(sums: _OpSums, n_iter: int, n_onednn: int) -> MetricTables:
             "onednn_exec_ms": "ms",
             "profiler_layer_ms": "ms",
             "profiler_stage_ms": "ms",
-            **memory_units(),
         },
         methods={
             "aten_self_ms": "torch.profiler: self CPU time of the aten ops inside the range, on the thread "
@@ -357,7 +339,6 @@ def _metric_tables(sums: _OpSums, n_iter: int, n_onednn: int) -> MetricTables:
             "onednn_exec_ms": "ONEDNN_VERBOSE exec_time of the primitives matched to the range's aten ops, mean "
             "over the measured iterations that ran with oneDNN verbose on (the first one by default)",
             "profiler_layer_ms": "duration of the layer's record_function range (includes profiler overhead)",
-            **memory_methods(),
         },
     )
 
@@ -405,7 +386,7 @@ def _spans(ops: list[OpRecord]) -> list[Span]:
 
 
 def write_outputs(out_dir: Path, converted: Converted) -> list[str]:
-    write_records(records_path(out_dir, NAME), [*converted.spans, *converted.counters])
+    write_records(records_path(out_dir, NAME), converted.spans)
     converted.metrics.save(metrics_path(out_dir, NAME))
     atomic_write_text(out_dir / f"{NAME}.kernels.json", json.dumps(converted.kernels, indent=1))
     return [records_path(out_dir, NAME).name, metrics_path(out_dir, NAME).name, f"{NAME}.kernels.json"]

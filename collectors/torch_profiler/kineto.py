@@ -1,5 +1,4 @@
-"""Kineto's chrome trace (written by export_chrome_trace) read: its complete op and range events, its allocator
-events (profile_memory); and why
+"""Kineto's chrome trace (written by export_chrome_trace) read: its complete op and range events; and why
 export_chrome_trace wrote none (`export_failure`).
 
 Kineto writes `baseTimeNanoseconds + ts_us * 1000` on the wall clock (its TSC clock converted to
@@ -10,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -42,25 +41,10 @@ class KEvent:
         return self.ts + self.dur
 
 
-@dataclass(frozen=True)
-class MemoryEvent:
-    """One allocation (bytes > 0) or free (bytes < 0) by torch's allocator, with profile_memory on: a "[memory]"
-    instant event, on Kineto's wall clock in ns."""
-
-    ts: int
-    bytes: int
-    total: int
-    """The allocator's live bytes after it ("Total Allocated"), on the event's device."""
-    device_type: int
-    """c10's DeviceType: 0 the CPU, 1 CUDA."""
-
-
 @dataclass
 class KinetoTrace:
     base_ns: int
     events: list[KEvent]
-    memory: list[MemoryEvent] = field(default_factory=list)
-    """The allocator's events in time order (none unless the profiler ran with profile_memory)."""
 
 
 def _open_text(path: Path) -> Any:
@@ -75,11 +59,7 @@ def load_kineto(path: Path) -> KinetoTrace:
         raise ValueError(f"{path}: no baseTimeNanoseconds: not a Kineto chrome trace")
     base = int(data["baseTimeNanoseconds"])
     events = []
-    memory = []
     for raw in data.get("traceEvents", []):
-        if raw.get("ph") == "i" and raw.get("name") == MEMORY_EVENT:
-            memory.append(_memory_event(raw, base))
-            continue
         if raw.get("ph") != "X" or raw.get("cat") not in ("cpu_op", "user_annotation"):
             continue
         events.append(
@@ -93,21 +73,7 @@ def load_kineto(path: Path) -> KinetoTrace:
             )
         )
     events.sort(key=lambda e: (e.tid, e.ts, -e.dur))
-    memory.sort(key=lambda m: m.ts)
-    return KinetoTrace(base, events, memory)
-
-
-MEMORY_EVENT = "[memory]"
-
-
-def _memory_event(raw: dict[str, Any], base: int) -> MemoryEvent:
-    args = raw.get("args", {})
-    return MemoryEvent(
-        ts=base + round(float(raw["ts"]) * 1000),
-        bytes=int(args.get("Bytes", 0)),
-        total=int(args.get("Total Allocated", 0)),
-        device_type=int(args.get("Device Type", 0)),
-    )
+    return KinetoTrace(base, events)
 
 
 def export_failure(trace_path: Path, what: str = "Kineto's trace") -> Exception:

@@ -1,30 +1,53 @@
-"""Memory per layer and per stage, from torch.profiler's allocator events (profile_memory=True in the trace pass).
+"""Memory per layer and per stage from torch's allocator events (torch.profiler's profile_memory, in the layers
+pass: memory_collector.py).
 
-Each "[memory]" event is one allocation or free by torch's allocator with the allocator's live bytes after it
-("Total Allocated", per device). A layer's (or stage's) range on the run's clock takes every event inside it,
-whatever thread made it (intra-op threads allocate too): the bytes it allocated and freed, its allocations, its
-peak (the highest live bytes inside it above those live at its start: the working memory it needs) and what it
-its growth (the live bytes at its end less those at its start: what it leaves allocated; negative where it freed
-more than it allocated, its input for one). Both are relative to the range's start, since the
-allocator's "Total Allocated" counts only what was allocated while the profiler ran. Nested ranges each take
-their events, so a depth-2 layer's bytes allocated and freed and its growth add up to its parent's. Each is summed over
-the measured iterations' ranges and given as the mean per iteration (the peak: the mean of each iteration's
-peak), as the collector's other per-layer figures are.
+Each event is one allocation or free by torch's allocator (its bytes, its device), on the run's clock. The live
+bytes after each are the events' running sum per device from the first profiled moment (`with_live`): what was
+allocated before the profiler started is not in it, so every figure below is relative to a range's start. A layer's
+(or stage's) range takes every event inside it, whatever thread made it (intra-op threads allocate too): the bytes it
+allocated and freed, its allocations, its peak (the highest live bytes inside it above those live at its start: the
+working memory it needs) and its growth (the live bytes at its end less those at its start: what it leaves
+allocated; negative where it freed more than it allocated, its input for one). Nested ranges each take their events,
+so a depth-2 layer's bytes allocated and freed and its growth add up to its parent's. Each is summed over the
+measured iterations' ranges and given as the mean per iteration (the peak: the mean of each iteration's peak), as
+the other collectors' per-layer figures are.
 
 What it covers: tensor memory through torch's allocator (the CPU's, or the CUDA caching allocator's, apart), not
 the process's pages: OpenCV's buffers, Python objects and the allocator's own caching are outside it (the
-sysstat pass's RSS is the process's).
+sysstat collector's RSS, in the same pass, is the process's).
 """
 
 from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Callable, Sequence
-
-from hwprof.collectors.torch_profiler.kineto import MemoryEvent
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 
 from hwprof.schema.records import CounterSample
+
+
+@dataclass(frozen=True)
+class MemoryEvent:
+    """One allocation (bytes > 0) or free (bytes < 0) by torch's allocator, on the run's clock (ns)."""
+
+    ts: int
+    bytes: int
+    device_type: int
+    """c10's DeviceType: 0 the CPU, 1 CUDA."""
+    total: int = 0
+    """The live bytes after it on its device, from the first profiled moment (with_live)."""
+
+
+def with_live(events: Iterable[MemoryEvent]) -> list[MemoryEvent]:
+    """The events in time order, each with the live bytes after it: the running sum of its device's events."""
+    live: dict[int, int] = defaultdict(int)
+    out = []
+    for event in sorted(events, key=lambda e: e.ts):
+        live[event.device_type] += event.bytes
+        out.append(replace(event, total=live[event.device_type]))
+    return out
+
 
 DEVICE_PREFIX = {0: "mem", 1: "cuda_mem"}
 """c10 DeviceType -> the metrics' prefix: the CPU allocator's, the CUDA caching allocator's."""
@@ -40,8 +63,9 @@ def memory_units() -> dict[str, str]:
 
 def memory_methods() -> dict[str, str]:
     how = (
-        "torch.profiler profile_memory: the allocator's events inside the range (every thread), mean per "
-        "measured iteration; tensor memory through torch's {device} allocator, not the process's pages"
+        "torch.profiler profile_memory, no op recorded (layers pass): the allocator's events inside the range "
+        "(every thread), mean per measured iteration; tensor memory through torch's {device} allocator, not the "
+        "process's pages"
     )
     out: dict[str, str] = {}
     for code, prefix in DEVICE_PREFIX.items():
@@ -56,9 +80,7 @@ def memory_methods() -> dict[str, str]:
     return out
 
 
-def memory_by_range(
-    memory: Sequence[MemoryEvent], ranges: Sequence[Range], fit: Callable[[int], int]
-) -> dict[tuple[str, str], dict[str, float]]:
+def memory_by_range(memory: Sequence[MemoryEvent], ranges: Sequence[Range]) -> dict[tuple[str, str], dict[str, float]]:
     """(kind, name) -> figure -> its sum over the ranges of that name (layers and stages; iterations are not
     kept). Empty where the profiler recorded no allocator event."""
     out: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -66,7 +88,7 @@ def memory_by_range(
         events = [m for m in memory if m.device_type == code]
         if not events:
             continue
-        times = [fit(m.ts) for m in events]
+        times = [m.ts for m in events]
         for kind, name, start, end in ranges:
             if kind not in ("layer", "stage"):
                 continue
@@ -90,10 +112,10 @@ def _window(events: Sequence[MemoryEvent], times: Sequence[int], start: int, end
     }
 
 
-def peak_layer(memory: Sequence[MemoryEvent], ranges: Sequence[Range], fit: Callable[[int], int]) -> str | None:
+def peak_layer(memory: Sequence[MemoryEvent], ranges: Sequence[Range]) -> str | None:
     """The top-level layer whose range holds the highest live bytes (the CPU allocator's) of the first forward."""
     forwards = sorted((start, end) for kind, name, start, end in ranges if kind == "stage" and name == "forward")
-    events = [(fit(m.ts), m.total) for m in memory if m.device_type == 0]
+    events = [(m.ts, m.total) for m in memory if m.device_type == 0]
     if not forwards or not events:
         return None
     start, end = forwards[0]
@@ -109,9 +131,7 @@ TRACKS = {0: "torch CPU allocated (bytes)", 1: "torch CUDA allocated (bytes)"}
 """The trace's counter tracks of the allocator's live bytes, beside sysstat's "RSS (bytes)"."""
 
 
-def live_bytes(memory: Sequence[MemoryEvent], fit: Callable[[int], int]) -> list[CounterSample]:
+def live_bytes(memory: Sequence[MemoryEvent]) -> list[CounterSample]:
     """The allocator's live bytes after each event, per device, on the run's clock: a spike in the trace lies
     inside the layer slice that made it."""
-    return [
-        CounterSample(TRACKS[m.device_type], fit(m.ts), float(m.total), "B") for m in memory if m.device_type in TRACKS
-    ]
+    return [CounterSample(TRACKS[m.device_type], m.ts, float(m.total), "B") for m in memory if m.device_type in TRACKS]

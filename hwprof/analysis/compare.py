@@ -141,8 +141,8 @@ class Comparison:
     stage_notes: list[str] = field(default_factory=list)
     """Per run whose NMS had (almost) no candidates: what its postprocess stage is worth."""
     memory: list[Row] | None = None
-    """Per layer, bytes allocated per forward in every run (torch's CPU allocator, the trace pass), when every run
-    has them (hwprof.analysis.layer_memory)."""
+    """Per layer, bytes allocated per forward in every run (torch's CPU allocator: torch_memory, the layers pass),
+    when every run has them (hwprof.analysis.layer_memory)."""
     layer_notes: list[str] = field(default_factory=list)
     """How the layers were matched where it is not plain: the layers not in every run (one line), matched by
     position, classes that differ, rows of inclusive times."""

@@ -1,6 +1,6 @@
-"""Memory per layer and per forward: what each layer allocates, frees and keeps (torch.profiler's allocator
-events in the trace pass: collectors/torch_profiler/memory.py), the page faults it takes (perf_events'
-software event in the counters pass), and the process's resident memory beside them (sysstat).
+"""Memory per layer and per forward: what each layer allocates, frees and keeps (torch's allocator events, in the
+layers pass: collectors/torch_profiler/memory_collector.py), the page faults the same forwards took (perf_events'
+software event), and the process's resident memory beside them (sysstat).
 
 Stateless over the run's tables: the report's memory section, layers.csv's columns (already the collectors'),
 and `hwprof.load`'s memory table read this view.
@@ -15,9 +15,9 @@ from functools import cached_property
 from hwprof.analysis.layer_stats import LayerReport, LayerStat
 from hwprof.analysis.memory_timeline import MemoryTimeline, memory_timeline
 from hwprof.rundir.reader import RunData
-from hwprof.schema.summaries_tools import TorchProfilerSummary
+from hwprof.schema.summaries_tools import TorchMemorySummary
 
-PROFILER = "torch_profiler"
+PROFILER = "torch_memory"
 ALLOC, FREED, ALLOCS, PEAK, GROWTH = (
     f"{PROFILER}.mem_alloc_bytes",
     f"{PROFILER}.mem_freed_bytes",
@@ -27,7 +27,8 @@ ALLOC, FREED, ALLOCS, PEAK, GROWTH = (
 )
 FAULTS = "perf_events.page-faults"
 COVERS = (
-    "tensor memory through torch's CPU allocator (torch.profiler profile_memory, trace pass), per measured "
+    "tensor memory through torch's CPU allocator (torch.profiler profile_memory with no op recorded, layers "
+    "pass), per measured "
     "forward; peak = the highest live bytes above those live at the range's start (its working memory: "
     "activations and temporaries; the weights, live throughout, are not in it); growth = live bytes at its end less "
     "at its start; not the process's pages: OpenCV's buffers, Python objects and the allocator's cache are outside "
@@ -58,8 +59,8 @@ class MemoryView:
     forward_alloc_bytes: float | None = None
     forward_peak_bytes: float | None = None
     peak_layer: str | None = None
-    """The top-level layer in which the forward's live bytes were highest (in its first measured forward: the trace
-    pass's summary, memory_peak_layer); None without allocator events."""
+    """The top-level layer in which the forward's live bytes were highest (in its first measured forward:
+    torch_memory's summary, memory_peak_layer); None without allocator events."""
     largest_layer: str | None = None
     """The top-level layer with the largest peak of its own (the most working memory above what was live at its
     start)."""
@@ -71,7 +72,7 @@ class MemoryView:
     load_timeline: Callable[[], MemoryTimeline] = MemoryTimeline
     """Reads `timeline` from the run's records (hwprof.analysis.memory_timeline)."""
     unavailable: str | None = None
-    """Why there are no allocator figures (the trace pass did not run, or ran without profile_memory)."""
+    """Why there are no allocator figures (the torch_memory collector did not run, or recorded nothing)."""
 
     @cached_property
     def timeline(self) -> MemoryTimeline:
@@ -100,9 +101,9 @@ def memory_view(report: LayerReport, data: RunData) -> MemoryView:
     forward = profiler.stage("forward") if profiler is not None else {}
     if "mem_alloc_bytes" not in forward:
         view.unavailable = (
-            "no allocator events: the trace pass (torch.profiler) did not run, or ran without profile_memory"
-            if profiler is None or forward
-            else "no allocator events in the trace pass"
+            "no allocator figures: the torch_memory collector (layers pass) did not run"
+            if profiler is None
+            else "torch_memory recorded no allocation in the forward"
         )
     else:
         view.forward_alloc_bytes = forward.get("mem_alloc_bytes")
@@ -110,7 +111,7 @@ def memory_view(report: LayerReport, data: RunData) -> MemoryView:
     top = [r for r in view.layers if r.depth == 1 and r.peak_bytes is not None]
     if top:
         view.largest_layer = max(top, key=lambda r: r.peak_bytes or 0.0).name
-    view.peak_layer = data.doc.summary(TorchProfilerSummary).memory_peak_layer
+    view.peak_layer = data.doc.summary(TorchMemorySummary).memory_peak_layer
     allocated = [r.alloc_bytes for r in view.layers if r.depth == 1 and r.alloc_bytes is not None]
     if allocated and view.forward_alloc_bytes:
         view.layers_alloc_ratio = sum(allocated) / view.forward_alloc_bytes

@@ -1,7 +1,7 @@
 """Memory over time, for memory.png (the picture `mprof plot` drew for seed 001): the process's resident memory
 through a pass with its stages (sysstat's "RSS (bytes)" records), and torch's allocator's live bytes through one
-measured forward with its top-level layers (the trace pass's "torch CPU allocated (bytes)" records: a spike lies
-inside the layer that made it). Read from the run's records and markers on the run's clock.
+measured forward with its top-level layers (torch_memory's "torch CPU allocated (bytes)" records, layers pass: a
+spike lies inside the layer that made it). Read from the run's records and markers on the run's clock.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class MemoryTimeline:
     rss: Series | None = None
     """The resident memory through the pass that sampled it (sysstat), its measured stages as bands."""
     live: Series | None = None
-    """The allocator's live bytes through the trace pass's first measured forward, its top-level layers as bands."""
+    """The allocator's live bytes through the layers pass's first measured forward, its top-level layers as bands."""
 
 
 def memory_timeline(data: RunData) -> MemoryTimeline:
@@ -49,14 +49,14 @@ def memory_timeline(data: RunData) -> MemoryTimeline:
     for records in records_files(data.root):
         if records.collector == "sysstat" and out.rss is None:
             out.rss = _rss(data, records.pass_name, _samples(records.path, RSS_TRACK))
-        elif records.collector == "torch_profiler" and out.live is None:
+        elif records.collector == "torch_memory" and out.live is None:
             out.live = _live(data, records.pass_name, _samples(records.path, LIVE_TRACK))
     return out
 
 
 def _samples(path: Path, track: str) -> list[CounterSample]:
-    """One counter track's samples; only the lines naming it are parsed (the trace pass's file holds every aten
-    op's span: 23 MB for yolov7 at 640, 3 s to parse whole on every analysis)."""
+    """One counter track's samples; only the lines naming it are parsed (a records file may hold much else: the
+    trace pass's holds every aten op's span, 23 MB for yolov7 at 640, 3 s to parse whole)."""
     return [r for r in read_records(path, containing=track) if isinstance(r, CounterSample) and r.track == track]
 
 

@@ -151,7 +151,7 @@ def table_reason(a: Analysis, name: str) -> Missing | None:
     if name == "memory" and not any(r.alloc_bytes is not None or r.faults is not None for r in a.memory.layers):
         return Missing(
             a.memory.unavailable or "no memory figure per layer",
-            "collect with the trace pass (torch.profiler, profile_memory) or the counters pass (page faults)",
+            "collect with the layers pass: --only torch_memory,perf_events (allocator bytes and page faults)",
         )
     if name == "pass_costs" and not a.overheads.passes:
         return Missing("run.json records no pass")

@@ -369,8 +369,9 @@ def detections(a: Analysis) -> pl.DataFrame:
 
 def memory(a: Analysis) -> pl.DataFrame:
     """Memory per layer, means per measured forward (hwprof.analysis.layer_memory): name, type, depth,
-    alloc_bytes, freed_bytes, allocs, peak_bytes, growth_bytes (torch's CPU allocator, trace pass) and faults
-    (page faults, counters pass). No rows where no layer has an allocator figure (`why("memory")`)."""
+    alloc_bytes, freed_bytes, allocs, peak_bytes, growth_bytes (torch's CPU allocator: torch_memory) and faults
+    (page faults: perf_events), both in the layers pass. No rows where no layer has an allocator figure
+    (`why("memory")`)."""
     dtypes = field_dtypes(LayerMemory)
     rows = [asdict(r) for r in a.memory.layers if r.alloc_bytes is not None or r.faults is not None]
     return table(rows, list(dtypes), dtypes)

@@ -66,7 +66,7 @@ def memory_spec(c: Comparison, letters: list[str]) -> TableSpec | None:
     ]
     totals = [sum(v or 0.0 for v in (r.values[k] for r in rows_in)) for k in range(len(letters))]
     notes = [
-        "bytes allocated per forward (torch's CPU allocator, torch.profiler profile_memory in the trace pass), a "
+        "bytes allocated per forward (torch's CPU allocator, torch_memory in the layers pass), a "
         "layer's range with its nested layers; all layers: "
         + ", ".join(f"{x} {t / 1e6:.2f} MB" for x, t in zip(letters, totals, strict=True))
     ]

@@ -35,7 +35,13 @@ from hwprof.schema.summaries_cpu import (
     TimingSummary,
 )
 from hwprof.schema.summaries_gpu import CudaGraphSummary, GpuKinetoSummary, NcuSummary, NvmlSummary
-from hwprof.schema.summaries_tools import PerfSamplingSummary, PyspySummary, ScaleneSummary, TorchProfilerSummary
+from hwprof.schema.summaries_tools import (
+    PerfSamplingSummary,
+    PyspySummary,
+    ScaleneSummary,
+    TorchMemorySummary,
+    TorchProfilerSummary,
+)
 
 S = TypeVar("S", bound=Summary)
 
@@ -43,7 +49,7 @@ SUMMARY_TYPES: dict[str, type[Summary]] = {
     cls.NAME: cls
     for cls in (
         TimingSummary, FlopsSummary, RaplSummary, SysstatSummary, PerfEventsSummary, PapiSummary, CallgrindSummary,
-        PerfSamplingSummary, PyspySummary, ScaleneSummary, TorchProfilerSummary,
+        PerfSamplingSummary, PyspySummary, ScaleneSummary, TorchProfilerSummary, TorchMemorySummary,
         GpuKinetoSummary, CudaGraphSummary, NvmlSummary, NcuSummary,
     )
 }  # fmt: skip
@@ -309,6 +315,8 @@ class RunDoc(Record):
     created: str | None = None
     command: list[Any] | None = None
     """The command line of the collect (argv)."""
+    config_file: JsonObject | None = None
+    """The `--config` file the options came from: its path, format (toml, yaml) and text; absent without one."""
     imported: ImportedDoc | None = None
     config: RunConfigDoc = field(default_factory=RunConfigDoc)
     host: HostDoc = field(default_factory=HostDoc)

@@ -186,5 +186,20 @@ class TorchProfilerSummary(Summary):
     module_layers: ModuleLayers | None = None
     """A TorchScript model's layers, from the module hierarchy (None for an eager model: live ranges)."""
     memory_peak_layer: str | None = None
-    """The top-level layer in which the allocator's live bytes were highest in the first measured forward
-    (profile_memory; absent without allocator events, and in older runs)."""
+    """Runs of issue 59's first version only (the trace pass carried profile_memory then): torch_memory's now."""
+
+
+@dataclass(kw_only=True)
+class TorchMemorySummary(Summary):
+    """torch_memory: torch's allocator per layer (torch.profiler profile_memory with no op recorded)."""
+
+    NAME: ClassVar[str] = "torch_memory"
+    events: Count | None = None
+    """The allocator's events in the measured iterations' profiling sessions."""
+    sessions: Count | None = None
+    """Profiling sessions: one per stretch of measured iterations (ended for the clean ones)."""
+    iterations: Count | None = None
+    memory_peak_layer: str | None = None
+    """The top-level layer in which the CPU allocator's live bytes were highest in the first measured forward."""
+    sync_uncertainty_ns: NonNegative | None = None
+    """The worst half-width of the clock syncs that put the events on the run's clock."""
