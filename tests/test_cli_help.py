@@ -32,6 +32,7 @@ COLLECT_GROUPS = (
     "counters",
     "your own program",
     "output",
+    "config file",
     "advice",
 )
 
@@ -77,6 +78,7 @@ def test_collect_help_groups_its_options_and_ends_with_examples() -> None:
     assert "--weights" in sections["model and runtime"] and "--iters" in sections["measurement"]
     assert "--counter-threads" in sections["counters"] and "--program-model" in sections["your own program"]
     assert "--advise-blocks" in sections["advice"] and "--no-report" in sections["output"]
+    assert "--track" in sections["output"] and "--dump-config" in sections["config file"]
     assert text.rstrip().splitlines()[-1].lstrip().startswith("hwprof collect ")
     assert "results/<model>-<time>/" in text and "run.json" in text and "trace.pftrace" in text
 

@@ -100,7 +100,8 @@ def test_the_docs_show_commands_of_every_kind() -> None:
 
 
 @pytest.mark.parametrize("shown", ALL_SHOWN, ids=str)
-def test_each_command_line_shown_parses(shown: Shown) -> None:
+def test_each_command_line_shown_parses(shown: Shown, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # the docs' commands run from the repository root (a --config file is read)
     parser = build_parser(parser_class=RaisingParser)
     try:
         args = parse_command(list(shown.words), parser)

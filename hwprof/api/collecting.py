@@ -183,8 +183,7 @@ def _collect_into(
     """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
     from hwprof.rundir.reader import RunData
 
-    command_line = list(request.command_line)
-    exit_code, session = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate, command_line)
+    exit_code, session = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate, request)
     if exit_code is not None:
         return exit_code
     if stop.escalated:
@@ -223,11 +222,12 @@ def _run_passes(
     stop: StopSignals,
     console: Console,
     disk_estimate: SizeEstimate,
-    command_line: list[str],
+    request: CollectRequest,
 ) -> tuple[int | None, Session]:
     """The passes under a progress bar each; the exit status where they were cut short (None: go on), and
     the session (its finished run and analysis). A collect that cannot go on (the workload failed) raises
-    CollectError with its line and where the partial results are. `command_line`: run.json's command."""
+    CollectError with its line and where the partial results are. `request`: run.json's command and config
+    file."""
     from hwprof.session.collection import Session
     from hwprof.session.plan import CollectError
 
@@ -238,8 +238,9 @@ def _run_passes(
     with progress_bars(console) as progress:
         session = Session(config, run_dir, images, PassProgress(progress), stop)
         session.disk_estimate = disk_estimate
+        session.config_file = request.config_file
         try:
-            session.collect(plan, command_line)
+            session.collect(plan, list(request.command_line))
         except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)
             progress.stop()
             console.print(

@@ -20,6 +20,7 @@ from hwprof.core.program_spec import ProgramSpec
 if TYPE_CHECKING:
     from hwprof.analysis.gate import GateOptions
     from hwprof.render.gate import GateOutputs
+    from hwprof.schema.codec import JsonObject
 
 GATE_FILES = (("--gate-report", "gate_report"), ("--junit", "junit"), ("--gate-json", "gate_json"))
 """The gate's output files: option, CompareRequest's field."""
@@ -57,6 +58,8 @@ class CollectRequest:
     """Run the candidates once the passes are done (`collect --advise`)."""
     command_line: tuple[str, ...] = field(default=())
     """What run.json records as the command (the command line's words; the library's call as words)."""
+    config_file: JsonObject | None = None
+    """The `--config` file the options came from (path, format, text): run.json keeps it with the run."""
 
 
 def csv_list(value: str) -> list[str]:

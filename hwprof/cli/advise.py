@@ -17,7 +17,13 @@ def cmd_advise(args: argparse.Namespace, console: Console) -> int:
 
     stop: StopSignals = args.stop
     advise_and_render(args.run_dir, advise_request(args), console, stop)
-    return stop.exit_code if stop.requested else 0
+    if stop.requested:
+        return stop.exit_code
+    if getattr(args, "track", None) is None:
+        return 0
+    from hwprof.cli.track import track_after
+
+    return track_after(console, 0, [args.run_dir], args.track, args.run_dir.resolve().parent)
 
 
 def advise_request(args: argparse.Namespace) -> AdviseRequest:

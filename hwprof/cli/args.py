@@ -10,11 +10,12 @@ from hwprof.api.requests import csv_list
 from hwprof.cli import help_text
 from hwprof.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
 from hwprof.cli.gate_args import OptionGroup
+from hwprof.cli.track import add_track_option
 from hwprof.cli.version import VersionAction
 from hwprof.core.config import COUNTER_THREADS, RunConfig, default_threads
 from hwprof.core.runtime_names import PRECISIONS, RUNTIMES, supported_text
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "add_collect_args", "build_parser", "split_program"]
+__all__ = ["EXIT_INTERRUPTED", "EXIT_USAGE", "add_collect_args", "build_parser", "command_parser", "split_program"]
 
 
 def add_collect_args(p: argparse.ArgumentParser) -> None:
@@ -38,6 +39,23 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     out.add_argument("--out", type=Path, help="run directory to create (default: results/<model>-<time>)")
     out.add_argument("--results", type=Path, default=Path("results"), help="where run directories go")
     out.add_argument("--no-report", action="store_true", help="do not print the report at the end (it is written)")
+    add_track_option(out, "the run")
+    add_config_args(p.add_argument_group("config file", "the options in a TOML or YAML file"), dump=True)
+
+
+def add_config_args(g: OptionGroup, dump: bool = False) -> None:
+    """--config FILE (hwprof.cli.config_file), and collect's --dump-config."""
+    g.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="read the options from a .toml or .yaml file (each key an option's long name; an option given on the "
+        "command line overrides it)",
+    )
+    if dump:
+        g.add_argument(
+            "--dump-config", action="store_true", help="print the TOML file that gives these options, and exit"
+        )
 
 
 def add_input_args(g: OptionGroup, d: RunConfig) -> None:
@@ -231,6 +249,8 @@ def add_sweep_args(sweep: argparse.ArgumentParser) -> None:
         "which change wins per kind of machine",
     )
     add_cluster_args(sweep.add_argument_group("Ray cluster", "run the points on a Ray cluster, or resume a sweep"))
+    add_config_args(sweep.add_argument_group("config file", "the options in a TOML or YAML file"))
+    add_track_option(sweep, "the sweep (a parent run, a child run per point)")
     sweep.add_argument(
         "collect_args",
         nargs="*",
@@ -247,13 +267,22 @@ def add_doctor_args(doctor: argparse.ArgumentParser) -> None:
     doctor.add_argument("--threads", type=int, default=default_threads(), help="with --peaks: torch threads")
 
 
+def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of one command (`collect`) inside build_parser's."""
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found: argparse.ArgumentParser = sub.choices[command]
+    return found
+
+
 def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Every command's parser; `parser_class` for them all (the library's raises ValueError with argparse's
     line where the command line prints it and exits 2)."""
     from hwprof.cli.advise import add_advise_args
     from hwprof.cli.gate_args import add_compare_args
     from hwprof.cli.gpu_import import add_gpu_import_args
+    from hwprof.cli.runs import add_runs_args
     from hwprof.cli.sweep_job import add_sweep_job_args
+    from hwprof.cli.track import add_track_args
 
     h = help_text
     parser = parser_class(
@@ -277,6 +306,7 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     )
     advise.add_argument("run_dir", type=Path, metavar="RUN", help="a run directory of `hwprof collect`")
     add_advise_args(advise)
+    add_track_option(advise, "the run and its candidates (child runs)")
     report = sub.add_parser("report", **h.described("print a run's report", h.REPORT, h.REPORT_EXAMPLES))
     report.add_argument("run_dir", type=Path, metavar="RUN", help="a run directory of `hwprof collect`")
     report.add_argument("--top", type=int, default=15, help="layers in the top-layers table")
@@ -306,6 +336,8 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
             ),
         )
     )
+    add_runs_args(sub.add_parser("runs", **h.described("the runs kept here, one table", h.RUNS, h.RUNS_EXAMPLES)))
+    add_track_args(sub.add_parser("track", **h.described("log runs to MLflow", h.TRACK, h.TRACK_EXAMPLES)))
     doctor = sub.add_parser(
         "doctor",
         **h.described("what this machine can measure, and the fix for what it cannot", h.DOCTOR, h.DOCTOR_EXAMPLES),

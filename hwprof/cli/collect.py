@@ -17,8 +17,20 @@ from hwprof.session.stopping import StopSignals
 def cmd_collect(args: argparse.Namespace, console: Console) -> int:
     from hwprof.api.collecting import run_collect
 
+    request = collect_request(args)
+    if getattr(args, "dump_config", False):
+        from hwprof.cli.args import build_parser, command_parser
+        from hwprof.cli.config_file import dump_toml
+
+        sys.stdout.write(dump_toml(args, command_parser(build_parser(), "collect"), "collect"))
+        return 0
     stop: StopSignals | None = getattr(args, "stop", None)
-    return run_collect(collect_request(args), console, stop).exit_code
+    done = run_collect(request, console, stop)
+    if getattr(args, "track", None) is None or (stop is not None and stop.requested):
+        return done.exit_code
+    from hwprof.cli.track import track_after
+
+    return track_after(console, done.exit_code, [done.run_dir], args.track, request.results)
 
 
 def collect_request(args: argparse.Namespace) -> CollectRequest:
@@ -30,6 +42,7 @@ def collect_request(args: argparse.Namespace) -> CollectRequest:
         report=not args.no_report,
         advise=advise_request(args) if args.advise else None,
         command_line=tuple(getattr(args, "command_line", None) or sys.argv),
+        config_file=args.config_file.to_json() if getattr(args, "config_file", None) is not None else None,
     )
 
 

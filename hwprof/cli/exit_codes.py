@@ -15,6 +15,9 @@ Where each status comes from, and a test that sees it:
   file, run directory, environment value; a workload that failed, its partial run kept), and `hwprof trace`
   that could not build the trace. Seen by tests/test_cli_help.py (`report /nonexistent`), tests/test_cli.py
   (bad inputs), tests/test_user_values.py.
+- 3: `--track` (collect, sweep, advise) or `hwprof track` whose store could not take the runs (hwprof.cli.track:
+  TrackingError): the command itself succeeded and its runs are kept. Seen by tests/test_tracking.py (a store
+  that refuses, one that never answers, a web server that is not MLflow).
 - 128 + a stop signal (SIGHUP 129, SIGINT 130, SIGQUIT 131, SIGABRT 134, SIGTERM 143):
   hwprof.session.stopping.StopSignals.exit_code, and hwprof.cli.entry's handler when the signal comes while hwprof
   starts. Seen by tests/test_fault_signals.py (all five signals, mid-pass) and tests/test_early_signals.py (SIGINT,
@@ -39,6 +42,7 @@ class ExitCode:
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+EXIT_NOT_TRACKED = 3
 EXIT_INTERRUPTED = 128 + int(signal.SIGINT)
 
 EXIT_CODES: tuple[ExitCode, ...] = (
@@ -58,6 +62,11 @@ EXIT_CODES: tuple[ExitCode, ...] = (
         "refused: a bad option or value, an unknown model, a file or run directory that cannot be read, an "
         "environment value hwprof cannot use, a workload that failed (its partial run is kept), or a trace that "
         "could not be built; one `hwprof: error:` line on stderr",
+    ),
+    ExitCode(
+        EXIT_NOT_TRACKED,
+        "done, but --track could not log the runs (the store refused, timed out or is not MLflow): the runs are "
+        "kept, and the `hwprof track RUN` line said logs them later",
     ),
     ExitCode(128 + int(signal.SIGHUP), "stopped by SIGHUP (the terminal closed); what was collected is kept"),
     ExitCode(EXIT_INTERRUPTED, "stopped by Ctrl-C (SIGINT); what was collected is kept"),

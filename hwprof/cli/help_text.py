@@ -143,6 +143,28 @@ examples:
   hwprof sweep-job status results/sweep
   hwprof sweep-job logs results/sweep --follow"""
 
+RUNS = """\
+List the run directories under results/ (or DIR), newest first: id, time, model, size, threads, runtime and
+precision, status, forward p50, FPS, and whether the timing pass was clean. Reads only the runs' files; a folder
+whose run.json cannot be read is skipped with its reason."""
+
+RUNS_EXAMPLES = """\
+examples:
+  hwprof runs
+  hwprof runs results/sweep --model yolov8n --status complete
+  hwprof runs --format csv > runs.csv"""
+
+TRACK = """\
+Log run directories to MLflow: each run's parameters, metrics, tags and files (report.html, summary.json,
+layers.csv, the plots; the trace with --trace), its advise candidates as child runs. A run logged before is found
+again by its id and not logged twice. The store: --uri, else $MLFLOW_TRACKING_URI, else RESULTS/mlflow.db (an
+SQLite file: `mlflow ui --backend-store-uri sqlite:///results/mlflow.db` opens it). Needs hwprof[track]."""
+
+TRACK_EXAMPLES = """\
+examples:
+  hwprof track results/yolov7-20261127-101500
+  hwprof track results/*/ --uri http://mlflow.internal:5000"""
+
 DOCTOR = """\
 Say what this machine can measure: each collector available or not, with the reason and the fix, and the
 runtimes and precisions it can run. With --peaks, measure (once, then cached) its peak GFLOP/s and GB/s, the

@@ -13,10 +13,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from hwprof.cli.args import build_parser, split_program
+from hwprof.cli.args import build_parser, command_parser, split_program
 from hwprof.cli.collect import cmd_collect
 from hwprof.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from hwprof.cli.gate_args import joined_negative_percents
+from hwprof.cli.runs import cmd_runs
 from hwprof.cli.streams import (
     CommandConsole,
     ErrorConsole,
@@ -25,6 +26,7 @@ from hwprof.cli.streams import (
     silence_stdout,
     stdout_reader_gone,
 )
+from hwprof.cli.track import check_tracking, cmd_track
 from hwprof.core.config import RunConfig
 from hwprof.session.stopping import StopSignals
 
@@ -237,6 +239,8 @@ COMMANDS = {
     "models": cmd_models,
     "gpu-import": cmd_gpu_import,
     "advise": cmd_advise,
+    "runs": cmd_runs,
+    "track": cmd_track,
 }
 
 
@@ -248,10 +252,34 @@ def parse_command(words: list[str], parser: argparse.ArgumentParser | None = Non
     """A command line's words (after `hwprof`) parsed; `collect [options] -- PROGRAM...` keeps the program
     aside. `parser`: build_parser's, unless the caller wants one that raises (hwprof.api)."""
     options, program = split_program(words)
-    args = (parser or build_parser()).parse_args(joined_negative_percents(options))
+    parser = parser or build_parser()
+    args = parser.parse_args(joined_negative_percents(options))
+    args.config_file = None
+    if getattr(args, "config", None) is not None:
+        args, program = _with_config_file(parser, args, options, program)
     args.argv = words
     args.program = program
     return args
+
+
+def _with_config_file(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, options: list[str], program: list[str] | None
+) -> tuple[argparse.Namespace, list[str] | None]:
+    """The command line parsed again over the options of its --config file (hwprof.cli.config_file)."""
+    from hwprof.cli.config_file import WORDS, file_defaults, read_config
+
+    config = read_config(args.config)
+    command = command_parser(parser, args.command)
+    defaults = file_defaults(config, command, args.command)
+    words = defaults.pop(WORDS.get(args.command, ""), None)
+    command.set_defaults(**defaults)
+    again = parser.parse_args(joined_negative_percents(options))
+    if args.command == "sweep" and words is not None and not again.collect_args:
+        again.collect_args = words
+    if args.command == "collect" and program is None and words is not None:
+        program = words
+    again.config_file = config
+    return again, program
 
 
 def install_stop(args: argparse.Namespace) -> StopSignals:
@@ -270,6 +298,7 @@ def run_command(args: argparse.Namespace, console: Console) -> int:
     warning = environment_warning(args.command in ENV_COMMANDS)
     if warning is not None:
         print(warning, file=sys.stderr)
+    check_tracking(args)
     return COMMANDS[args.command](args, console)
 
 
@@ -299,13 +328,18 @@ def _parse_and_run(words: list[str]) -> int:
     from hwprof.core.uservalue import exception_line
     from hwprof.session.plan import CollectError
 
-    args = parse_command(words)
     errors = ErrorConsole()
-    console = CommandConsole(errors)
-    stop = install_stop(args)
 
     def error(exc: BaseException) -> None:
         errors.print(f"[red]hwprof: error:[/] {escape(exception_line(exc))}", highlight=False, soft_wrap=True)
+
+    try:
+        args = parse_command(words)
+    except ValueError as exc:  # a --config file that cannot be used (argparse's own errors exit 2 themselves)
+        error(exc)
+        return EXIT_USAGE
+    console = CommandConsole(errors)
+    stop = install_stop(args)
 
     try:
         return run_command(args, console)

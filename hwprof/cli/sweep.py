@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rich.console import Console
 
@@ -20,7 +21,25 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     result = run_sweep_request(request, console, stop)
     if stop.requested:
         return stop.exit_code
-    return 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
+    code = 0 if all(r.status in ("complete", "reused") for r in result.rows) else 1
+    if getattr(args, "track", None) is None:
+        return code
+    return _track(args, request, [Path(r.run_dir) for r in result.rows if r.run_dir], console, code)
+
+
+def _track(args: argparse.Namespace, request: SweepRequest, runs: list[Path], console: Console, code: int) -> int:
+    """The sweep as a parent MLflow run, its points' runs as children (hwprof.api.tracking)."""
+    from hwprof.api.tracking import track_sweep
+    from hwprof.cli.track import tracked
+
+    kept = [r for r in runs if (r / "run.json").is_file()]
+    params = {
+        "models": ",".join(request.models), "runtimes": ",".join(request.runtimes),
+        "precisions": ",".join(request.precisions), "threads": ",".join(map(str, request.threads)),
+        "batch": ",".join(map(str, request.batch)), "imgsz": str(request.imgsz), "device": request.device,
+    }  # fmt: skip
+    say = lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
+    return tracked(console, code, lambda: track_sweep(request.out, kept, args.track or None, params, say))
 
 
 def sweep_request(args: argparse.Namespace) -> SweepRequest:

@@ -31,7 +31,7 @@ from hwprof.rundir.names import PASSES, RUN_JSON, WORKER_LOG
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData
 from hwprof.rundir.worker_files import read_worker_pid, write_command, write_config, write_images
 from hwprof.rundir.writer import write_run_json
-from hwprof.schema.codec import json_value
+from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.run import RunDoc
 from hwprof.session import child
 from hwprof.session.annotated import keep_annotated
@@ -100,6 +100,8 @@ class Session:
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
         self.disk_estimate: SizeEstimate | None = None
         """run.json's disk_estimate (the CLI's), written after the passes section."""
+        self.config_file: JsonObject | None = None
+        """run.json's config_file: the `--config` file the options came from (its path, format and text)."""
         self.data: RunData | None = None
         """The finished run, read once (its markers parsed once) for the exports, the report and the trace."""
         self.analysis: Analysis | None = None
@@ -361,6 +363,8 @@ class Session:
             collectors=dict(plan.statuses),
             passes={},
         )
+        if self.config_file is not None:
+            self.run.update(config_file=self.config_file)
         if self.disk_estimate is not None:
             self.run.update(disk_estimate=json_value(self.disk_estimate.to_dict()))
         write_run_json(self.run_dir, self.run)

@@ -1,0 +1,1 @@
+"""Runs kept by a team: each collect, sweep and advise logged to an experiment tracker (MLflow)."""

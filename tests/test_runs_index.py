@@ -1,0 +1,70 @@
+"""`hwprof runs [DIR]` (issue 60): the run directories under a folder as one table, from their run.json alone:
+nested sweeps found, filters, JSON and CSV, and a damaged run skipped with its reason."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+RUNS = ("rundir_report", "rundir_small", "gpu_run_yolov8n")
+
+
+def results(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    for name in RUNS[:2]:
+        shutil.copytree(FIXTURES / name, root / name)
+    shutil.copytree(FIXTURES / RUNS[2], root / "sweep" / "point-1")  # a sweep's point, one level down
+    damaged = root / "torn"
+    damaged.mkdir()
+    (damaged / "run.json").write_text('{"schema_version": 1, "status": "comp')
+    return root
+
+
+def hwprof(*words: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "hwprof", *words], capture_output=True, text=True, timeout=120)
+
+
+def test_every_run_is_a_row_with_its_run_jsons_figures_and_a_damaged_one_is_skipped(tmp_path: Path) -> None:
+    root = results(tmp_path)
+    done = hwprof("runs", str(root), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert sorted(Path(r["path"]).name for r in listed["runs"]) == sorted(["rundir_report", "rundir_small", "point-1"])
+    (skipped,) = listed["skipped"]
+    assert skipped.startswith(f"{root / 'torn'}: ") and f"skipped {root / 'torn'}" in done.stderr
+    for row in listed["runs"]:
+        run = json.loads((Path(row["path"]) / "run.json").read_text())
+        assert row["id"] == run["run_id"] and row["status"] == run["status"] and row["created"] == run["created"]
+        assert (row["imgsz"], row["threads"]) == (run["config"].get("imgsz"), run["config"].get("threads"))
+        assert row["forward_p50_ms"] == run["stages"]["forward"]["p50_ms"]
+        if "timing" in run["passes"]:
+            assert row["health"] in ("clean", "disturbed") and (row["health"] == "disturbed") == bool(row["disturbed"])
+        else:  # an imported GPU recording: no timing pass to judge
+            assert row["health"] == "-"
+    created = [r["created"] for r in listed["runs"]]
+    assert created == sorted(created, reverse=True)  # newest first
+
+
+def test_filters_and_csv(tmp_path: Path) -> None:
+    root = results(tmp_path)
+    model = json.loads((root / "rundir_small" / "run.json").read_text())["model"]["name"]
+    done = hwprof("runs", str(root), "--format", "csv", "--model", model)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(io.StringIO(done.stdout)))
+    assert rows and all(r["model"] == model for r in rows)
+    assert list(rows[0])[:3] == ["id", "created", "model"]
+    none = hwprof("runs", str(root), "--format", "json", "--status", "interrupted")
+    assert json.loads(none.stdout)["runs"] == []
+    table = hwprof("runs", str(root))
+    assert table.returncode == 0 and "3 runs under" in table.stdout, table.stdout
+
+
+def test_a_folder_that_is_not_there_is_one_line() -> None:
+    done = hwprof("runs", "/nonexistent-results")
+    assert done.returncode == 2 and "no such folder" in done.stderr and len(done.stderr.strip().splitlines()) == 1

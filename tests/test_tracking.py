@@ -1,0 +1,232 @@
+"""Runs logged to MLflow (issue 60), read back through MLflow's own client: the figures a run gives, the embedded
+SQLite store, a real `mlflow server` on a local port (a collect, a two-point sweep, an advise), logging twice as one
+run, and each store that cannot take a run: one line, the run kept, exit 3. No mock of MLflow."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hwprof.tracking.run_figures import RUN_ID_TAG, run_figures
+
+mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: pip install 'hwprof[track]'")
+
+FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
+ADVISED = Path(__file__).parent / "fixtures" / "gpu_run_yolov8n"
+TINY = ("--model", "yolov8n", "--imgsz", "64", "--iters", "2", "--warmup", "1", "--no-report")
+
+
+def hwprof(*words: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hwprof", *words],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def copy_run(src: Path, dest: Path, run_id: str) -> Path:
+    shutil.copytree(src, dest)
+    doc = json.loads((dest / "run.json").read_text())
+    doc["run_id"] = run_id
+    (dest / "run.json").write_text(json.dumps(doc))
+    return dest
+
+
+def runs_of(uri: str) -> list[Any]:
+    client = mlflow.MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("hwprof")
+    return list(client.search_runs([experiment.experiment_id])) if experiment is not None else []
+
+
+def test_a_runs_figures_are_its_own_files_figures() -> None:
+    """The run's summary.json as `hwprof report` writes it (the fixture's files were never rendered: it is made
+    from the analysis) gives the metrics; run.json the parameters and tags."""
+    figures = run_figures(FIXTURE)
+    summary = json.loads(figures.texts["summary.json"])
+    assert summary["run_id"] == json.loads((FIXTURE / "run.json").read_text())["run_id"]
+    forward = next(r for r in summary["stages"]["rows"] if r["name"] == "forward")
+    assert figures.metrics["stage.forward.p50_ms"] == forward["p50_ms"]
+    top = [r for r in summary["layers"]["rows"] if r["depth"] == 1]
+    assert figures.metrics[f"layer.{top[0]['name']}.time_ms"] == top[0]["time_ms"]
+    assert sum(1 for k in figures.metrics if k.endswith(".share")) == len(top)
+    run = json.loads((FIXTURE / "run.json").read_text())
+    assert figures.params["model"] == run["model"]["name"] and figures.params["imgsz"] == str(run["config"]["imgsz"])
+    assert figures.params["passes"] == ",".join(run["passes"])
+    assert figures.tags[RUN_ID_TAG] == run["run_id"] and figures.tags["status"] == run["status"]
+    assert set(figures.texts) == {"summary.json", "layers.csv"} and figures.texts["layers.csv"].startswith("index,")
+    assert "trace.pftrace" not in {p.name for p in figures.artifacts}
+
+
+@pytest.mark.slow
+def test_the_embedded_store_takes_a_run_once_and_gives_it_back(tmp_path: Path) -> None:
+    run = copy_run(FIXTURE, tmp_path / "run", "embedded-1")
+    results = tmp_path / "results"
+    done = hwprof("track", str(run), "--results", str(results))
+    assert done.returncode == 0, done.stderr
+    assert f"mlflow ui --backend-store-uri sqlite:///{results.resolve()}/mlflow.db" in done.stdout
+    again = hwprof("track", str(run), "--results", str(results))
+    assert again.returncode == 0 and "nothing logged again" in again.stdout, again.stdout + again.stderr
+    uri = f"sqlite:///{results.resolve()}/mlflow.db"
+    (logged,) = runs_of(uri)  # one MLflow run, however often it is logged
+    figures = run_figures(run)
+    assert logged.data.params == figures.params
+    assert logged.data.metrics == pytest.approx(figures.metrics)
+    assert logged.data.tags[RUN_ID_TAG] == "embedded-1" and logged.info.status == "FINISHED"
+    names = {a.path for a in mlflow.MlflowClient(tracking_uri=uri).list_artifacts(logged.info.run_id)}
+    assert names == {p.name for p in figures.artifacts} | set(figures.texts)
+    assert (results / "mlartifacts").is_dir()
+
+
+@pytest.mark.slow
+def test_a_runs_advice_rows_are_its_child_runs(tmp_path: Path) -> None:
+    run = copy_run(ADVISED, tmp_path / "run", "advised-1")
+    results = tmp_path / "results"
+    done = hwprof("track", str(run), "--results", str(results))
+    assert done.returncode == 0, done.stderr
+    runs = runs_of(f"sqlite:///{results.resolve()}/mlflow.db")
+    (parent,) = [r for r in runs if r.data.tags[RUN_ID_TAG] == "advised-1"]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    rows = json.loads((run / "advice.json").read_text())["rows"]
+    assert sorted(c.data.params["key"] for c in children) == sorted(r["key"] for r in rows)
+    first = next(c for c in children if c.data.params["key"] == rows[0]["key"])
+    assert first.data.metrics["forward.ratio"] == pytest.approx(rows[0]["forward"]["ratio"])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real `mlflow server` with a temporary SQLite store on a free local port."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    port = _free_port()
+    mlflow_cli = shutil.which("mlflow", path=str(Path(sys.executable).parent)) or "mlflow"
+    command = [
+        mlflow_cli, "server", "--backend-store-uri", f"sqlite:///{root}/store.db", "--host", "127.0.0.1",
+        "--artifacts-destination", str(root / "artifacts"),  # not ./mlartifacts in the tests' folder
+    ]  # fmt: skip
+    log = open(root / "server.log", "w")  # noqa: SIM115 - kept open for the server's life
+    proc = subprocess.Popen([*command, "--port", str(port), "--workers", "1"], stdout=log, stderr=subprocess.STDOUT)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=5) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not start: {(root / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield uri
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+@pytest.mark.slow
+def test_a_collect_a_sweep_and_an_advise_land_on_a_real_server(server: str, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = hwprof("collect", *TINY, "--only", "timing,flops", "--out", str(out), "--track", server)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert f"in {server}" in done.stdout and f"open {server} in a browser" in done.stdout
+    run_id = json.loads((out / "run.json").read_text())["run_id"]
+    (logged,) = [r for r in runs_of(server) if r.data.tags[RUN_ID_TAG] == run_id]
+    run = json.loads((out / "run.json").read_text())
+    assert logged.data.metrics["stage.forward.p50_ms"] == pytest.approx(run["stages"]["forward"]["p50_ms"])
+    assert logged.data.params["imgsz"] == "64" and logged.data.tags["status"] == "complete"
+    client = mlflow.MlflowClient(tracking_uri=server)
+    assert "report.html" in {a.path for a in client.list_artifacts(logged.info.run_id)}
+
+    advise = hwprof("advise", str(out), "--only", "malloc-keep", "--blocks", "2", "--no-layers", "--track", server)
+    assert advise.returncode == 0, advise.stdout[-2000:] + advise.stderr[-2000:]
+    assert "was logged before" in advise.stdout
+    children = [r for r in runs_of(server) if r.data.tags.get("mlflow.parentRunId") == logged.info.run_id]
+    assert [c.data.params["key"] for c in children] == ["malloc-keep"]
+
+    sweep_out = tmp_path / "sweep"
+    sweep = hwprof(
+        "sweep", "--models", "yolov8n", "--threads", "1,2", "--imgsz", "64", "--iters", "2",
+        "--out", str(sweep_out), "--track", server, "--", "--only", "timing",
+    )  # fmt: skip
+    assert sweep.returncode == 0, sweep.stdout[-2000:] + sweep.stderr[-2000:]
+    runs = runs_of(server)
+    (parent,) = [r for r in runs if r.data.tags[RUN_ID_TAG] == f"sweep:{sweep_out.resolve()}"]
+    points = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert sorted(p.data.params["threads"] for p in points) == ["1", "2"]
+    assert parent.data.params["threads"] == "1,2"
+
+
+def _silent_port() -> tuple[int, threading.Event]:
+    """A port that accepts connections and never answers (a store that hangs)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        listener.settimeout(0.5)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                continue
+        listener.close()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return int(listener.getsockname()[1]), stop
+
+
+@pytest.mark.slow
+def test_a_store_that_refuses_hangs_or_is_not_mlflow_keeps_the_run_and_says_how_to_log_it(tmp_path: Path) -> None:
+    run = copy_run(FIXTURE, tmp_path / "run", "kept-1")
+    before = sorted((p.relative_to(run), p.stat().st_size) for p in run.rglob("*"))
+    hang, stop = _silent_port()
+    web_port = _free_port()  # a web server that is not MLflow: 404 for MLflow's API
+    web = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(web_port), "--bind", "127.0.0.1"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        time.sleep(1.0)
+        cases = [
+            (f"http://127.0.0.1:{_free_port()}", "nothing answers there (connection refused)"),
+            (f"http://127.0.0.1:{hang}", "no answer within 2 s (timed out)"),
+            (f"http://127.0.0.1:{web_port}", "answered HTTP 404: not an MLflow tracking server"),
+        ]
+        for uri, said in cases:
+            done = hwprof("track", str(run), "--uri", uri, env={"MLFLOW_HTTP_REQUEST_TIMEOUT": "2"}, timeout=120)
+            assert done.returncode == 3, done.stdout + done.stderr
+            assert said in done.stdout and f"`hwprof track {run} --uri {uri}` logs them later" in done.stdout, (
+                done.stdout
+            )
+    finally:
+        stop.set()
+        web.terminate()
+        web.wait(timeout=10)
+    assert sorted((p.relative_to(run), p.stat().st_size) for p in run.rglob("*")) == before
+    bad = hwprof("collect", *TINY, "--track", "nonsense://x", "--out", str(tmp_path / "never"))
+    assert bad.returncode == 2 and "'nonsense://x' is no tracking URI MLflow takes" in bad.stderr, bad.stderr
+    assert not (tmp_path / "never").exists()  # refused before anything ran
