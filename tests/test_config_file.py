@@ -58,11 +58,11 @@ def test_yaml_gives_the_same_options_with_snake_case_keys_and_a_program(tmp_path
 def test_a_sweep_file_takes_its_axes_as_lists_and_the_points_collect_options(tmp_path: Path) -> None:
     path = tmp_path / "sweep.toml"
     path.write_text(
-        'models = ["yolov8n", "yolov7-tiny", "yolov5n"]\nthreads = [1, 2]\nimgsz = 96\n'
+        'models = ["yolov8n", "yolov7-tiny", "yolov5nu"]\nthreads = [1, 2]\nimgsz = 96\n'
         'collect-args = ["--only", "timing"]\n'
     )
     args = parse_command(["sweep", "--config", str(path)])
-    assert args.models == ["yolov8n", "yolov7-tiny", "yolov5n"] and args.threads == [1, 2] and args.imgsz == 96
+    assert args.models == ["yolov8n", "yolov7-tiny", "yolov5nu"] and args.threads == [1, 2] and args.imgsz == 96
     assert args.collect_args == ["--only", "timing"]
     from hwprof.cli.sweep import sweep_request
 

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 STAGE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 LABELLED_LAYERS = 6
+LABEL_GAP = 0.07
+"""The least distance between two labelled layers' centres, as a share of the forward."""
 """The layers named on the forward's panel: those whose live bytes grew the most inside them."""
 
 
@@ -72,11 +74,19 @@ def _live_panel(ax: Axes, live: Series) -> None:
 
 
 def _busiest(live: Series) -> list[Band]:
-    """The layers whose live bytes grew the most inside them (labelled)."""
+    """The layers whose live bytes grew the most inside them (labelled), apart enough for their names to be read."""
 
     def growth(start: float, end: float) -> float:
         values = [y for x, y in live.points if start <= x <= end]
         return max(values) - values[0] if values else 0.0
 
     ranked = sorted(live.bands, key=lambda b: -growth(b.start_s, b.end_s))
-    return ranked[:LABELLED_LAYERS]
+    span = max((x for x, _ in live.points), default=0.0) or 1.0
+    chosen: list[Band] = []
+    for band in ranked:  # labels that do not overlap: centres at least LABEL_GAP of the axis apart
+        centre = (band.start_s + band.end_s) / 2
+        if all(abs(centre - (c.start_s + c.end_s) / 2) >= LABEL_GAP * span for c in chosen):
+            chosen.append(band)
+        if len(chosen) == LABELLED_LAYERS:
+            break
+    return chosen

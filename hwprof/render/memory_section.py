@@ -80,8 +80,9 @@ def memory_notes(view: MemoryView) -> list[str]:
     outside = view.beyond_peak_bytes
     if view.rss_peak_bytes is not None:
         beyond = (
-            f"; {_mb(outside)} MB beyond the forward's peak of tensor bytes (the weights, Python, OpenCV and the "
-            "libraries; estimate: RSS less that peak)"
+            f"; {_mb(outside)} MB beyond the forward's peak of tensor bytes (the weights, Python, OpenCV, the "
+            "libraries, and torch_memory's own event buffers, a few MB freed at each clean stretch; estimate: RSS "
+            "less that peak)"
             if outside is not None
             else ""
         )
