@@ -1,7 +1,8 @@
 """torch's allocator per layer, in the layers pass: torch.profiler with profile_memory on and no op recorded.
 
 Why here and not in the trace pass: there the profiler records every aten op (the trace pass costs 1.06-1.13x on
-yolov7-tiny at 320), while the allocator's events alone cost no cost the pairs resolve (scripts/bench_memory.py).
+yolov7-tiny at 320), while the allocator's events alone add about 1% there and nothing the pairs resolve at 640
+(scripts/bench_attributing_passes.py --methods new,no-memory; docs/passes.md).
 The profiler's RecordFunction callbacks are limited to USER_SCOPE, which only the clock's sync ranges use: the
 aten ops (FUNCTION scope) are never recorded, and torch's allocator reports each allocation and free to the
 profiler's state all the same. In the layers pass the bytes sit beside the page faults the same forwards took

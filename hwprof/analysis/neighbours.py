@@ -82,6 +82,15 @@ def _disturbs(load: NeighbourLoad | None) -> bool:
     return load is not None and load.share > DISTURBED_SHARE
 
 
+def timing_health(run: RunDoc) -> tuple[str | None, str]:
+    """The run's health as its timing pass gives it: ("clean" or "disturbed", why it is disturbed or ""), or
+    (None, "") where no timing pass ran (an imported recording, a collect without it)."""
+    if "timing" not in run.passes:
+        return None, ""
+    disturbed = timing_disturbance(run) or ""
+    return ("disturbed" if disturbed else "clean"), disturbed
+
+
 def timing_disturbance(run: RunDoc) -> str | None:
     """Why the timing pass's figures are not to be trusted as clean, or None when nothing says so:
     other work above DISTURBED_SHARE of the run's CPUs during it (named), or its forward p50

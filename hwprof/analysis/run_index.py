@@ -2,7 +2,7 @@
 its run.json alone (no MLflow, no analysis), newest first. A folder whose run.json cannot be read is skipped with
 its one-line reason, never the whole listing.
 
-A run's health is its timing pass's (hwprof.analysis.neighbours.timing_disturbance: other work on the host during
+A run's health is its timing pass's (hwprof.analysis.neighbours.timing_health: other work on the host during
 it, or its forward far slower than the paired passes' clean iterations): "clean", "disturbed", or "-" where no
 timing pass ran.
 """
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.neighbours import timing_disturbance
+from hwprof.analysis.neighbours import timing_health
 from hwprof.rundir.names import RUN_JSON
 from hwprof.rundir.reader import RunData
 
@@ -71,8 +71,7 @@ def run_row(folder: Path) -> RunRow:
     doc = data.doc
     config = doc.config
     forward = doc.stages.get("forward")
-    disturbed = timing_disturbance(doc) or "" if "timing" in doc.passes else ""
-    health = "-" if "timing" not in doc.passes else ("disturbed" if disturbed else "clean")
+    health, disturbed = timing_health(doc)
     return RunRow(
         id=doc.run_id or folder.name,
         created=doc.created or "",
@@ -86,7 +85,7 @@ def run_row(folder: Path) -> RunRow:
         status=data.shown_status,
         forward_p50_ms=forward.p50_ms if forward is not None and forward.n else None,
         fps=doc.fps,
-        health=health,
+        health=health or "-",
         path=str(folder),
         disturbed=disturbed,
     )

@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from rich.console import Console
@@ -14,10 +15,8 @@ from rich.table import Table
 from hwprof.analysis.run_index import RunIndex, RunRow, run_index
 
 FORMATS = ("rich", "json", "csv")
-COLUMNS = (
-    "id", "created", "model", "imgsz", "batch", "threads", "runtime", "precision", "device", "status",
-    "forward_p50_ms", "fps", "health", "path",
-)  # fmt: skip
+COLUMNS = tuple(f.name for f in fields(RunRow) if f.name != "disturbed")
+"""The CSV's columns: the row's fields, in order (why a run is disturbed is JSON's, a sentence)."""
 
 
 def add_runs_args(p: argparse.ArgumentParser) -> None:

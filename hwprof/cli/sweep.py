@@ -30,7 +30,7 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
 def _track(args: argparse.Namespace, request: SweepRequest, runs: list[Path], console: Console, code: int) -> int:
     """The sweep as a parent MLflow run, its points' runs as children (hwprof.api.tracking)."""
     from hwprof.api.tracking import track_sweep
-    from hwprof.cli.track import tracked
+    from hwprof.cli.track import say_to, tracked
 
     kept = [r for r in runs if (r / "run.json").is_file()]
     params = {
@@ -38,8 +38,7 @@ def _track(args: argparse.Namespace, request: SweepRequest, runs: list[Path], co
         "precisions": ",".join(request.precisions), "threads": ",".join(map(str, request.threads)),
         "batch": ",".join(map(str, request.batch)), "imgsz": str(request.imgsz), "device": request.device,
     }  # fmt: skip
-    say = lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True)  # noqa: E731
-    return tracked(console, code, lambda: track_sweep(request.out, kept, args.track or None, params, say))
+    return tracked(console, code, lambda: track_sweep(request.out, kept, args.track or None, params, say_to(console)))
 
 
 def sweep_request(args: argparse.Namespace) -> SweepRequest:

@@ -66,14 +66,14 @@ def cmd_track(args: argparse.Namespace, console: Console) -> int:
     for run_dir in args.run_dirs:
         if not (run_dir / "run.json").is_file():
             raise ValueError(f"{run_dir} is not a run directory (no run.json)")
-    return tracked(console, 0, lambda: track_runs(args.run_dirs, args.uri, args.results, _say(console), args.trace))
+    return tracked(console, 0, lambda: track_runs(args.run_dirs, args.uri, args.results, say_to(console), args.trace))
 
 
 def track_after(console: Console, code: int, run_dirs: Sequence[Path], uri: str, results: Path) -> int:
     """The runs a command made, logged once it is done; `code`: its exit status so far."""
     from hwprof.api.tracking import track_runs
 
-    return tracked(console, code, lambda: track_runs(run_dirs, uri or None, results, _say(console)))
+    return tracked(console, code, lambda: track_runs(run_dirs, uri or None, results, say_to(console)))
 
 
 def tracked(console: Console, code: int, log: Callable[[], object]) -> int:
@@ -85,5 +85,6 @@ def tracked(console: Console, code: int, log: Callable[[], object]) -> int:
     return code
 
 
-def _say(console: Console) -> Callable[[str], None]:
+def say_to(console: Console) -> Callable[[str], None]:
+    """Tracking's lines as the console prints them (plain text: URIs and paths hold brackets)."""
     return lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True)

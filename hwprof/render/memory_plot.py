@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 STAGE_COLOURS = ("#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#da8bc3", "#8c8c8c")
 LABELLED_LAYERS = 6
+"""The layers named on the forward's panel: those whose live bytes grew the most inside them."""
 LABEL_GAP = 0.07
 """The least distance between two labelled layers' centres, as a share of the forward."""
-"""The layers named on the forward's panel: those whose live bytes grew the most inside them."""
 
 
 def plot_memory(a: Analysis) -> bytes | None:

@@ -185,8 +185,6 @@ class TorchProfilerSummary(Summary):
     """How the ops' input dims were recorded (method; matched and unmatched where they come from a warm-up)."""
     module_layers: ModuleLayers | None = None
     """A TorchScript model's layers, from the module hierarchy (None for an eager model: live ranges)."""
-    memory_peak_layer: str | None = None
-    """Runs of issue 59's first version only (the trace pass carried profile_memory then): torch_memory's now."""
 
 
 @dataclass(kw_only=True)

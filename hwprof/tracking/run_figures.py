@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.neighbours import timing_disturbance
+from hwprof.analysis.neighbours import timing_health
 from hwprof.analysis.run_analysis import analyse
 from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.rundir.reader import RunData
@@ -55,15 +55,15 @@ def run_figures(run_dir: Path, with_trace: bool = False) -> RunFigures:
     model = doc.model.name or config.model or "program"
     run_id = doc.run_id or run_dir.name
     figures = RunFigures(run_id=run_id, name=f"{model} {config.imgsz or ''} {run_id}".replace("  ", " "))
-    figures.params = _params(data, summary)
+    figures.params = _params(data)
     figures.metrics = _metrics(summary)
-    disturbed = timing_disturbance(doc) if "timing" in doc.passes else None
+    health, disturbed = timing_health(doc)
     figures.tags = {
         RUN_ID_TAG: run_id,
         "hwprof.run_dir": str(run_dir.resolve()),
         "host": str(doc.host.hostname or ""),
         "status": data.shown_status,
-        "health": "disturbed" if disturbed else ("clean" if "timing" in doc.passes else "no timing pass"),
+        "health": health or "no timing pass",
     }
     if disturbed:
         figures.tags["disturbed"] = disturbed
@@ -73,7 +73,7 @@ def run_figures(run_dir: Path, with_trace: bool = False) -> RunFigures:
     return figures
 
 
-def _params(data: RunData, summary: dict[str, Any]) -> dict[str, str]:
+def _params(data: RunData) -> dict[str, str]:
     doc = data.doc
     config = doc.config
     weights = doc.model.weights
