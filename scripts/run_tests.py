@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 BASE = ["-m", "not benchmark", "--durations=15", "-p", "no:cacheprovider"]
@@ -76,10 +77,48 @@ def warm_cache() -> None:
         print(f"run_tests.py: hwprof {' '.join(words)}: exit {done.returncode}: {said.strip()}", flush=True)
 
 
+DURATIONS_ENV = "HWPROF_TEST_DURATIONS"
+"""The folder where each phase's JUnit XML (pytest's own per-test times) and durations.tsv are kept: tox sets it
+under its work folder ({work_dir}/durations), which CI keeps; unset, a temporary folder."""
+SLOWEST = 30
+
+
+def junit(folder: Path, phase: str) -> list[str]:
+    """pytest's option that writes this phase's per-test times (JUnit XML, xdist workers merged by pytest)."""
+    return [f"--junitxml={folder / f'{phase}.xml'}"]
+
+
+def write_durations(folder: Path) -> Path:
+    """durations.tsv from the phases' JUnit files (phase, seconds, test id), slowest first; the SLOWEST printed."""
+    rows: list[tuple[str, float, str]] = []
+    for xml in sorted(folder.glob("*.xml")):
+        for case in ET.parse(xml).iter("testcase"):
+            name = f"{case.get('classname', '')}::{case.get('name', '')}"
+            rows.append((xml.stem, float(case.get("time") or 0.0), name))
+    rows.sort(key=lambda row: -row[1])
+    out = folder / "durations.tsv"
+    out.write_text("phase\tseconds\ttest\n" + "".join(f"{p}\t{s:.2f}\t{n}\n" for p, s, n in rows))
+    print(f"\n{'=' * 30} the {SLOWEST} slowest of {len(rows)} tests (all in {out}) {'=' * 30}", flush=True)
+    for phase, seconds, name in rows[:SLOWEST]:
+        print(f"{seconds:8.2f} s  {phase:<8} {name}", flush=True)
+    return out
+
+
 def main(args: list[str]) -> int:
     pytest = [sys.executable, "-m", "pytest", *BASE]
     if args:
         return subprocess.call([*pytest, *args])
+    folder = Path(os.environ.get(DURATIONS_ENV) or tempfile.mkdtemp(prefix="hwprof-durations-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    for old in folder.glob("*.xml"):
+        old.unlink()
+    try:
+        return phases(pytest, folder)
+    finally:
+        write_durations(folder)
+
+
+def phases(pytest: list[str], folder: Path) -> int:
     tests = Path.cwd()
     modules = sorted(p.name for p in tests.glob("test_*.py"))
     missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED) if m not in modules]
@@ -92,21 +131,21 @@ def main(args: list[str]) -> int:
         log_path = Path(scratch) / "ray.log"
         with log_path.open("w") as log:
             ray = subprocess.Popen(
-                [*pytest, "--basetemp", str(Path(scratch) / "tmp"), *RAY_MODULES],
+                [*pytest, *junit(folder, "ray"), "--basetemp", str(Path(scratch) / "tmp"), *RAY_MODULES],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
             try:
-                first = subprocess.call([*pytest, *unit, *BESIDE_RAY])
+                first = subprocess.call([*pytest, *junit(folder, "first"), *unit, *BESIDE_RAY])
             finally:
                 ray_code = ray.wait()
         print(f"\n{'=' * 30} the Ray modules (run beside the above) {'=' * 30}", flush=True)
         print(log_path.read_text(), flush=True)
     slow = [m for m in rest if m not in unit]
     print(f"\n{'=' * 30} {len(slow)} modules on pinned workers {'=' * 30}", flush=True)
-    second = subprocess.call([*pytest, *pinned_workers(), *slow])
+    second = subprocess.call([*pytest, *junit(folder, "pinned"), *pinned_workers(), *slow])
     print(f"\n{'=' * 30} LAST and UNPINNED, alone {'=' * 30}", flush=True)
-    third = subprocess.call([*pytest, *UNPINNED, *LAST])
+    third = subprocess.call([*pytest, *junit(folder, "alone"), *UNPINNED, *LAST])
     return first or ray_code or second or third
 
 
