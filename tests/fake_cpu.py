@@ -2,14 +2,15 @@
 
     cd tests && HWPROF_TEST_CPU=xeon-amx ../.venv/bin/python -m pytest -p fake_cpu test_x.py
 
-It replaces /proc/cpuinfo as hwprof.core.host reads it (cpuinfo_text) in the test process; child processes
-(a real collect) still read the real one."""
+It replaces /proc/cpuinfo as hwprof reads it (hwprof.core.host_facts: FakeCpu, this machine but for its cpuinfo) in
+the test process; child processes (a real collect) still read the real one. A whole other host, recorded, is
+replayed by tests/test_recorded_hosts.py."""
 
 from __future__ import annotations
 
 import os
 
-from hwprof.core import host
+from hwprof.core import host_facts
 
 CPUS = {
     "xeon-amx": (
@@ -41,9 +42,18 @@ def cpuinfo(name: str, cpus: int = 2) -> str:
     )
 
 
+class FakeCpu(host_facts.MachineFacts):
+    """This machine, but for its /proc/cpuinfo: one of CPUS'."""
+
+    def __init__(self, name: str) -> None:
+        self.text = cpuinfo(name)
+
+    def cpuinfo(self) -> str:
+        return self.text
+
+
 def pytest_configure() -> None:
     name = os.environ.get("HWPROF_TEST_CPU", "xeon-amx")
     if name not in CPUS:
         raise ValueError(f"HWPROF_TEST_CPU={name!r}: not one of {', '.join(CPUS)}")
-    text = cpuinfo(name)
-    host.cpuinfo_text = lambda: text
+    host_facts.use(FakeCpu(name))

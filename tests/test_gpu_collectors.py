@@ -11,13 +11,13 @@ import pytest
 from hwprof.collectors.base import PassContext
 
 from hwprof.core.config import RunConfig
+from hwprof.core.host_facts import current
 from hwprof.core.markers import MarkerBus
-from hwprof.hardware.gpu_device import NVIDIA_CTL
 from hwprof.session.registry import by_name
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
 GPU_COLLECTORS = ("gpu_kineto", "nvml", "cuda_graph", "ncu", "ncu_range")
-no_gpu = pytest.mark.skipif(NVIDIA_CTL.exists(), reason="this host has an NVIDIA GPU")
+no_gpu = pytest.mark.skipif(current().nvidia_driver(), reason="this host has an NVIDIA GPU")
 
 
 def test_gpu_collectors_registered_from_their_folders():

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from fake_cpu import cpuinfo
+from fake_cpu import FakeCpu, cpuinfo
 from test_analysis import PEAKS, make_run
 from test_report import FIXTURE, render
 
@@ -151,11 +151,11 @@ def test_paper_peak_variants() -> None:
 
 def test_run_json_records_the_paper_peak_beside_the_measured_one(monkeypatch: pytest.MonkeyPatch) -> None:
     """run.json's peaks: the measured figures and `paper`; a failed measurement still records the paper peak."""
-    from hwprof.core import host
+    from hwprof.core import host_facts
     from hwprof.hardware import machine
     from hwprof.session.run_doc import peaks_doc
 
-    monkeypatch.setattr(host, "cpuinfo_text", lambda: cpuinfo("xeon-amx"))
+    monkeypatch.setattr(host_facts, "_replayed", FakeCpu("xeon-amx"))  # host_facts.replaying, for the whole test
     quiet = machine.Peaks(
         gflops=200.0,
         gbps=20.0,

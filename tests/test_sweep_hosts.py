@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_cpu import CPUS, cpuinfo
+from fake_cpu import CPUS, FakeCpu
 from rich.console import Console
 from test_analysis import make_run
 
@@ -20,6 +20,7 @@ from hwprof.analysis.compare import compare_runs
 from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, row_from_run
 from hwprof.cli.main import main
 from hwprof.core.host import host_info
+from hwprof.core.host_facts import replaying
 from hwprof.core.host_kinds import differing_software, group_by_kind, host_kind, select_kinds, software
 from hwprof.render.compare import comparison_markdown, sweep_markdown
 from hwprof.sweep import points as sweep_mod
@@ -63,13 +64,13 @@ def other_host(host: dict[str, Any], torch: str | None = None) -> dict[str, Any]
 
 
 @pytest.mark.parametrize("cpu", ["epyc-no-avx512", "xeon-amx"])
-def test_host_record_and_kinds_on_other_cpus(cpu: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_host_record_and_kinds_on_other_cpus(cpu: str) -> None:
     """host_info on another CPU (its /proc/cpuinfo given): its model and the ISA flags recorded, and the kind."""
     from hwprof.core import host as host_mod
 
     model, flags = CPUS[cpu]
-    monkeypatch.setattr(host_mod, "cpuinfo_text", lambda: cpuinfo(cpu))
-    record = host_info().to_json()
+    with replaying(FakeCpu(cpu)):
+        record = host_info().to_json()
     assert record["cpu_model"] == model
     assert record["isa_flags"] == [f for f in host_mod.ISA_RECORDED if f in flags.split()]
     widest = "amx_tile" if "amx" in cpu else "avx2"

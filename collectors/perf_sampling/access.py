@@ -5,14 +5,16 @@ events to ask for with the fix for each refusal.
 from __future__ import annotations
 
 import os
-import shutil
+import re
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import Capability
 
-from hwprof.schema.probes import PerfSamplingProbe
+from hwprof.core.host_facts import current
+from hwprof.perf.open_errors import read_paranoid
+from hwprof.schema.probes import PerfSamplingProbe, UnavailablePart
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -36,20 +38,13 @@ def perf_binary(config: RunConfig) -> str | None:
     explicit = config.extra.get("perf_path")
     if explicit:
         return str(explicit) if Path(explicit).is_file() and os.access(explicit, os.X_OK) else None
-    return shutil.which("perf")
-
-
-def paranoid_level() -> int | None:
-    try:
-        return int(Path("/proc/sys/kernel/perf_event_paranoid").read_text().strip())
-    except (OSError, ValueError):
-        return None
+    return current().perf_path()
 
 
 def user_only() -> bool:
     """Unprivileged perf at paranoid >= 2 may sample user space only."""
-    level = paranoid_level()
-    return os.geteuid() != 0 and level is not None and level >= 2
+    level = read_paranoid()
+    return not current().is_root() and level is not None and level >= 2
 
 
 def permission_fix() -> str:
@@ -61,22 +56,42 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
+def counted_events(perf_stat: str) -> set[str]:
+    """The events perf stat printed a count for: `-x ,` rows (`123,,cycles,...`) or its table (`123,456  cycles`);
+    `<not supported>` and `<not counted>` are no count."""
+    rows = [line.split(",") for line in perf_stat.splitlines() if line.count(",") >= 2]
+    counted = {r[2].split(":")[0] for r in rows if r[0].strip().isdigit()}
+    table = re.findall(r"^\s*\d[\d,.]*\s+([\w-]+)", perf_stat, re.MULTILINE)
+    return counted | {e.split(":")[0] for e in table if not e[0].isdigit()}
+
+
 def pmu_status(binary: str) -> tuple[bool, str]:
     """Whether `perf stat -e instructions,cycles true` counts, and perf's words when it does not."""
     try:
-        done = subprocess.run(
-            [binary, "stat", "-x", ",", "-e", "cycles,instructions", "true"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        printed = current().perf_stat_cycles(binary)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"perf stat could not run: {exc}"
-    rows = [line.split(",") for line in done.stderr.splitlines() if line.count(",") >= 2]
-    counted = {r[2].split(":")[0] for r in rows if r[0].strip().isdigit()}
-    if {"cycles", "instructions"} <= counted:
+    if {"cycles", "instructions"} <= counted_events(printed):
         return True, ""
     return False, NO_PMU_REASON
+
+
+def sampling_access(binary: str) -> Capability:
+    """What perf may sample here, once a test recording worked: its version, whether the PMU counts (else CPI is
+    unavailable), and kernel-space samples where paranoid keeps them from this user (the probe's details)."""
+    suffix = user_only()
+    pmu, why = pmu_status(binary)
+    details = PerfSamplingProbe.of(binary=binary, version=current().perf_version(binary), pmu=pmu, user_only=suffix)
+    unavailable: dict[str, UnavailablePart] = {}
+    if not pmu:
+        unavailable[CPI_PART] = UnavailablePart.of(reason=why, fix=NO_PMU_FIX)
+    if suffix:
+        unavailable["kernel-space samples"] = UnavailablePart.of(
+            reason=f"perf_event_paranoid={read_paranoid()} without root", fix=permission_fix()
+        )
+    if unavailable:
+        details.update(unavailable=unavailable)
+    return Capability.ok(details=details)
 
 
 SOFTWARE_EVENTS = frozenset(

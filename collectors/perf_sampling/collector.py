@@ -51,14 +51,12 @@ from hwprof.collectors.base import AttachedTool, Capability, Collector, Collecto
 from hwprof.collectors.perf_sampling.access import (
     CPI_PART,
     INSTALL_FIX,
-    NO_PMU_FIX,
     PERMISSION_WORDS,
     last_line,
-    paranoid_level,
     perf_binary,
     permission_fix,
-    pmu_status,
     probe_details,
+    sampling_access,
     sampling_events,
     user_only,
 )
@@ -74,7 +72,7 @@ from hwprof.collectors.perf_sampling.control import (
 from hwprof.collectors.perf_sampling.rate import plan_sampling
 
 from hwprof.core.spans import timing_forward_s, timing_iteration_s
-from hwprof.schema.probes import PerfSamplingProbe, UnavailablePart
+from hwprof.perf.open_errors import read_paranoid
 from hwprof.schema.summaries_tools import CpiPerKernel
 
 if TYPE_CHECKING:
@@ -99,27 +97,14 @@ def _probe(binary: str) -> Capability:
         if done.returncode != 0 or not out.exists():
             last = last_line(text) or f"exit status {done.returncode}"
             if any(w in text.lower() for w in PERMISSION_WORDS):
-                level = paranoid_level()
+                level = read_paranoid()
                 return Capability.unavailable(
                     f"perf may not sample here (perf_event_paranoid={level}): {last}", permission_fix()
                 )
             if "not found for kernel" in text or "perf not found" in text:
                 return Capability.unavailable(f"perf is installed for another kernel: {last}", INSTALL_FIX)
             return Capability.unavailable(f"perf record of a test process failed: {last}", INSTALL_FIX)
-    version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout.strip()
-    pmu, why = pmu_status(binary)
-    details = PerfSamplingProbe.of(binary=binary, version=version, pmu=pmu, user_only=bool(suffix))
-    unavailable: dict[str, UnavailablePart] = {}
-    if not pmu:
-        unavailable[CPI_PART] = UnavailablePart.of(reason=why, fix=NO_PMU_FIX)
-    if suffix:
-        level = paranoid_level()
-        unavailable["kernel-space samples"] = UnavailablePart.of(
-            reason=f"perf_event_paranoid={level} without root", fix=permission_fix()
-        )
-    if unavailable:
-        details.update(unavailable=unavailable)
-    return Capability.ok(details=details)
+    return sampling_access(binary)
 
 
 class PerfSamplingCollector(Collector):

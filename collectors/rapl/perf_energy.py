@@ -7,7 +7,8 @@ events are CPU-wide only: they are opened with pid=-1 on one CPU per package, li
 `power/cpumask`, which needs `perf_event_paranoid` <= 0, CAP_PERFMON or root. The kernel keeps a
 64-bit running count, so unlike sysfs's `energy_uj` these counts do not wrap.
 
-It opens one plain counting event per domain through hwprof.perf.syscall and reads its u64.
+It opens one plain counting event per domain through hwprof.perf.syscall and reads its u64; where the host is a
+recorded one (hwprof.core.host_facts), each domain's count is the recording's instead.
 """
 
 from __future__ import annotations
@@ -15,13 +16,12 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from hwprof.core.host_facts import current
 from hwprof.perf import syscall
-
-DEFAULT_EVENT_SOURCE_ROOT = Path("/sys/bus/event_source/devices")
-
 
 _EVENT_DOMAIN = {"energy-pkg": "", "energy-cores": "core", "energy-ram": "dram", "energy-gpu": "uncore"}
 """perf event -> powercap sub-zone name, so both sources label domains alike."""
@@ -138,8 +138,11 @@ class PerfEnergyReader:
         if not self.domains:
             raise ValueError(f"no energy-* events in {pmu_dir / 'events'}")
         self.fds: list[int] = []
+        replayed = [current().energy_counter(d.event.event) for d in self.domains]
+        self.replayed: list[Callable[[], float]] = [c for c in replayed if c is not None]
+        """A recorded host's counts in joules, one per domain (empty: the machine's counters are open)."""
         try:
-            for domain in self.domains:
+            for domain in self.domains if not self.replayed else ():
                 self.fds.append(perf_event_open(self.pmu_type, domain.event.config, -1, domain.cpu))
         except OSError:
             self.close()
@@ -147,6 +150,8 @@ class PerfEnergyReader:
         self._scales_uj = [d.event.scale_j * 1e6 for d in self.domains]
 
     def read(self) -> list[float]:
+        if self.replayed:
+            return [count() * 1e6 for count in self.replayed]
         return [read_count(fd) * s for fd, s in zip(self.fds, self._scales_uj, strict=True)]
 
     def close(self) -> None:

@@ -12,20 +12,21 @@ from typing import TYPE_CHECKING
 from hwprof.collectors.rapl import perf_energy
 
 from hwprof.core.envvars import EVENT_SOURCE_ROOT, POWERCAP_ROOT
+from hwprof.core.host_facts import current
 from hwprof.perf.syscall import PerfOpenError
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
 
 
-DEFAULT_POWERCAP_ROOT = Path("/sys/class/powercap")
 ENV_POWERCAP_ROOT = POWERCAP_ROOT.name
 ENV_EVENT_SOURCE_ROOT = EVENT_SOURCE_ROOT.name
 _ZONE = re.compile(r"^intel-rapl(-mmio)?:(\d+)(?::(\d+))?$")
 
 
 def powercap_root(config: RunConfig) -> Path:
-    return Path(config.extra.get("powercap_root") or os.environ.get(ENV_POWERCAP_ROOT) or DEFAULT_POWERCAP_ROOT)
+    """The config's, else $HWPROF_POWERCAP_ROOT, else the host's (/sys/class/powercap: hwprof.core.host_facts)."""
+    return Path(config.extra.get("powercap_root") or os.environ.get(ENV_POWERCAP_ROOT) or current().powercap_root())
 
 
 def override_problem(config: RunConfig) -> str | None:
@@ -40,10 +41,9 @@ ENV_FIX = POWERCAP_ROOT.fix
 
 
 def event_source_root(config: RunConfig) -> Path:
+    """The config's, else $HWPROF_EVENT_SOURCE_ROOT, else the host's (/sys/bus/event_source/devices)."""
     return Path(
-        config.extra.get("event_source_root")
-        or os.environ.get(ENV_EVENT_SOURCE_ROOT)
-        or perf_energy.DEFAULT_EVENT_SOURCE_ROOT
+        config.extra.get("event_source_root") or os.environ.get(ENV_EVENT_SOURCE_ROOT) or current().event_source_root()
     )
 
 

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from hwprof.core.host_facts import current
 from hwprof.core.torch_build import torch_build
 from hwprof.schema.host import HostDoc
 
@@ -36,7 +37,6 @@ def _read(path: str) -> str | None:
         return None
 
 
-CPUINFO = "/proc/cpuinfo"
 ISA_RECORDED = (
     "avx2",
     "avx512f",
@@ -54,8 +54,9 @@ recorded before it names no AVX512-FP16, whatever its CPU had). core/isa_units.p
 
 
 def cpuinfo_text() -> str:
-    """/proc/cpuinfo, the one place the CPU's model and flags are read from (tests give another CPU's text)."""
-    return _read(CPUINFO) or ""
+    """/proc/cpuinfo, the one place the CPU's model and flags are read from: through core/host_facts.py, so a test
+    can replay another host's."""
+    return current().cpuinfo()
 
 
 def cpu_model(text: str | None = None) -> str:
@@ -68,6 +69,12 @@ def cpu_flags(text: str | None = None) -> set[str]:
     text = cpuinfo_text() if text is None else text
     match = re.search(r"^flags\s*:\s*(.+)$", text, re.MULTILINE)
     return set(match.group(1).split()) if match else set()
+
+
+def isa_flags(text: str | None = None) -> list[str]:
+    """The flags of ISA_RECORDED the CPU has, in that order (run.json's host isa_flags)."""
+    flags = cpu_flags(text)
+    return [f for f in ISA_RECORDED if f in flags]
 
 
 @dataclass(frozen=True)
@@ -112,8 +119,6 @@ def hwprof_cache_or_none() -> Path | None:
 def host_info() -> HostDoc:
     """run.json "host" of this machine."""
     cpuinfo = cpuinfo_text()
-    flags = cpu_flags(cpuinfo)
-    isa = [f for f in ISA_RECORDED if f in flags]
     cpus = topology()
     return HostDoc.of(
         hostname=platform.node(),
@@ -122,11 +127,11 @@ def host_info() -> HostDoc:
         physical_cores=cpus.physical_cores,
         smt=cpus.smt,
         affinity=cpus.affinity,
-        isa_flags=isa,
+        isa_flags=isa_flags(cpuinfo),
         governor=_read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor") or "unreadable",
         kernel=platform.release(),
         os=platform.platform(),
-        perf_event_paranoid=_read("/proc/sys/kernel/perf_event_paranoid"),
+        perf_event_paranoid=current().perf_event_paranoid(),
         python=platform.python_version(),
         torch=torch_build(hwprof_cache_or_none(), cpuinfo),
         packages=package_versions(),

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-NVIDIA_CTL = Path("/dev/nvidiactl")
+from hwprof.core.host_facts import NVIDIA_CTL, current
+
+__all__ = ["GPU_TORCH_INSTALL", "NVIDIA_CTL", "cuda_unavailable_reason", "require_cuda"]
 GPU_TORCH_INSTALL = "pip install torch==2.11.0 torchvision==0.26.0 --index-url https://download.pytorch.org/whl/cu130"
 """The CUDA torch the GPU path was checked with (docs/gpu.md), as the fix for a CPU build."""
 _PROBE = (
@@ -19,7 +20,7 @@ _PROBE = (
 
 def cuda_unavailable_reason(device: str, python: str = sys.executable) -> str | None:
     """None when `device` (cuda or cuda:N) can run, else why not and the fix, in one line."""
-    if not NVIDIA_CTL.exists():
+    if not current().nvidia_driver():
         return (
             f"--device {device}: no NVIDIA GPU on this host ({NVIDIA_CTL} does not exist); "
             "run on a host with an NVIDIA GPU and its driver, or use --device cpu"

@@ -7,9 +7,9 @@
   through the PMU's format files: `cpu/event=0x3c,umask=0x00/`, `cpu/event=0xd1,umask=0x20,name=x/`
 - raw: `rNNNN` (hex config for PERF_TYPE_RAW)
 
-sysfs layout (root overridable for tests): `<root>/<pmu>/type`, `<root>/<pmu>/format/<term>`
-holding e.g. `config:0-7,32-35`, `<root>/<pmu>/events/<alias>` holding e.g. `event=0xc0,umask=0x00`,
-with optional `<alias>.scale` and `<alias>.unit`.
+sysfs layout (the host's event source folder, hwprof.core.host_facts; another root for tests): `<root>/<pmu>/type`,
+`<root>/<pmu>/format/<term>` holding e.g. `config:0-7,32-35`, `<root>/<pmu>/events/<alias>` holding e.g.
+`event=0xc0,umask=0x00`, with optional `<alias>.scale` and `<alias>.unit`.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hwprof.core.host_facts import current
 from hwprof.core.uservalue import shown
 from hwprof.perf.syscall import PERF_TYPE_HARDWARE, PERF_TYPE_HW_CACHE, PERF_TYPE_RAW, PERF_TYPE_SOFTWARE
-
-SYSFS_ROOT = Path("/sys/bus/event_source/devices")
 
 GENERIC: dict[str, int] = {
     "cycles": 0,
@@ -193,7 +192,9 @@ def load_pmu(path: Path) -> Pmu | None:
     return pmu
 
 
-def load_pmus(root: Path = SYSFS_ROOT) -> dict[str, Pmu]:
+def load_pmus(root: Path | None = None) -> dict[str, Pmu]:
+    """The PMUs under root (the host's event source folder by default), by name."""
+    root = current().event_source_root() if root is None else root
     if not root.is_dir():
         return {}
     pmus = {}
@@ -246,9 +247,9 @@ _RAW = re.compile(r"^r([0-9a-fA-F]+)$")
 class EventResolver:
     """Resolves names against the built-in tables and this host's sysfs PMUs."""
 
-    def __init__(self, root: Path = SYSFS_ROOT) -> None:
-        self.root = root
-        self.pmus = load_pmus(root)
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = current().event_source_root() if root is None else root
+        self.pmus = load_pmus(self.root)
 
     def resolve(self, name: str) -> EventSpec:
         text = name.strip()

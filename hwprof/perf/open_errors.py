@@ -5,11 +5,9 @@ from __future__ import annotations
 import errno
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from hwprof.core.host_facts import current
 from hwprof.schema.probes import UnavailablePart
-
-PARANOID_PATH = Path("/proc/sys/kernel/perf_event_paranoid")
 
 NO_PMU_REASON = "the kernel exposes no PMU for this event: a VM without a virtual PMU, or an unsupported CPU"
 NO_PMU_FIX = (
@@ -31,10 +29,12 @@ class Unavailable:
         return UnavailablePart.of(errno=self.errno, reason=self.reason, fix=self.fix)
 
 
-def read_paranoid(path: Path = PARANOID_PATH) -> int | None:
+def read_paranoid() -> int | None:
+    """kernel.perf_event_paranoid of this host (hwprof.core.host_facts); None where unreadable."""
+    text = current().perf_event_paranoid()
     try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
+        return int(text) if text is not None else None
+    except ValueError:
         return None
 
 

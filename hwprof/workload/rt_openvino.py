@@ -12,9 +12,11 @@ The runtime model's rt_info names the original ONNX nodes fused into each execut
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.core.host_facts import current
 from hwprof.schema.runtime_checks import ClockDoc
 from hwprof.workload.node_layers import NodeSpan, RunSpans, charge_inserted, layers_of
 from hwprof.workload.runtime import NodeInfo, Profile, Runtime, adopt_inserted_layers, register
@@ -35,6 +37,15 @@ _PRECISION = {
     "float16": "fp16",
 }
 INSERTED_TYPES = ("Reorder", "Convert")
+NO_BF16 = "fp32 (this CPU has no BF16 capability)"
+
+
+def executed_precision(requested: str, hint: str, capabilities: Sequence[str]) -> str:
+    """What OpenVINO runs a forward in: the compiled model's precision hint, except bf16 asked of a CPU whose
+    OPTIMIZATION_CAPABILITIES hold no BF16, which runs fp32."""
+    if requested == "bf16" and "BF16" not in capabilities:
+        return NO_BF16
+    return hint
 
 
 def precision_name(value: object) -> str:
@@ -53,7 +64,7 @@ class OpenVinoRuntime(Runtime):
         ov = self._import("openvino")
         exported = self._export(sample, "OpenVINO CPU plugin", ov.__version__)
         core = ov.Core()
-        capabilities = [str(c) for c in core.get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
+        capabilities = current().openvino_capabilities()
         options: dict[str, int | str] = {
             "INFERENCE_NUM_THREADS": self.config.threads,
             "NUM_STREAMS": 1,
@@ -71,7 +82,7 @@ class OpenVinoRuntime(Runtime):
         for node in self.nodes.values():
             by_precision[node.precision] = by_precision.get(node.precision, 0) + 1
         self.info.update(
-            executed_precision=hint,
+            executed_precision=executed_precision(self.config.precision, hint, capabilities),
             precision_detail=(
                 f"INFERENCE_PRECISION_HINT={hint}; runtime precision of executed nodes: "
                 + ", ".join(f"{p} {n}" for p, n in sorted(by_precision.items(), key=lambda kv: -kv[1]))
@@ -79,8 +90,6 @@ class OpenVinoRuntime(Runtime):
             ),
             compile_options={k: str(v) for k, v in options.items()},
         )
-        if self.config.precision == "bf16" and "BF16" not in capabilities:
-            self.info.update(executed_precision="fp32 (this CPU has no BF16 capability)")
 
     def layer_outputs(self, batch: torch.Tensor) -> dict[str, torch.Tensor]:
         from hwprof.workload.layer_error import probe_layer_outputs

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
+from hwprof.core.host_facts import current
 from hwprof.core.runtime_names import BF16_WEIGHTS, import_runtime
 from hwprof.schema.pass_files import RuntimeFile
 from hwprof.schema.runtime_checks import ClockDoc
@@ -178,6 +179,14 @@ def register(cls: type[R]) -> type[R]:
     return cls
 
 
+def torch_bf16_detail(mkldnn: bool) -> str:
+    """What torch's bf16 (autocast) runs, in words: bf16 on any CPU, mkldnn as torch reports it."""
+    return (
+        "torch.autocast('cpu', bfloat16): convolutions and matmuls in bf16, other ops fp32; "
+        f"CPU bf16 support reported by torch: {mkldnn} (mkldnn)"
+    )
+
+
 @register
 class TorchRuntime(Runtime):
     """The fused PyTorch module; bf16 is CPU autocast (conv and matmul in bf16, the rest fp32); bf16-weights runs a
@@ -195,13 +204,8 @@ class TorchRuntime(Runtime):
 
         self.info.update(version=torch.__version__)
         if self.config.precision == "bf16":
-            self.info.update(
-                executed_precision="bf16",
-                precision_detail=(
-                    "torch.autocast('cpu', bfloat16): convolutions and matmuls in bf16, other ops fp32; "
-                    f"CPU bf16 support reported by torch: {torch.backends.mkldnn.is_available()} (mkldnn)"
-                ),
-            )
+            detail = torch_bf16_detail(current().torch_cpu().mkldnn)
+            self.info.update(executed_precision="bf16", precision_detail=detail)
         elif self.config.precision == BF16_WEIGHTS:
             import copy
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwprof.core.host_facts import current
 from hwprof.core.runtime_names import RUNTIME_PRECISIONS, import_runtime
 
 
@@ -16,15 +17,24 @@ class RuntimeStatus:
     note: str
 
 
-def _bf16_note() -> str:
-    try:
-        ov = import_runtime("openvino")
-        capabilities = [str(c) for c in ov.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES")]
-    except Exception as exc:
-        return f"OpenVINO CPU plugin unusable: {type(exc).__name__}: {exc}"
+def openvino_note(capabilities: list[str]) -> str:
+    """doctor's note on OpenVINO: its CPU capabilities and what a bf16 hint runs in."""
     if "BF16" in capabilities:
         return "CPU capabilities " + ", ".join(capabilities) + ": bf16 runs natively (OpenVINO's default here)"
     return "CPU capabilities " + ", ".join(capabilities) + ": no BF16, a bf16 hint runs fp32"
+
+
+def torch_note(capability: str) -> str:
+    """doctor's note on torch: the instruction set of its CPU kernels."""
+    return f"CPU capability {capability}; bf16 by autocast"
+
+
+def _bf16_note() -> str:
+    try:
+        capabilities = current().openvino_capabilities()
+    except Exception as exc:
+        return f"OpenVINO CPU plugin unusable: {type(exc).__name__}: {exc}"
+    return openvino_note(capabilities)
 
 
 def runtime_statuses() -> list[RuntimeStatus]:
@@ -39,9 +49,7 @@ def runtime_statuses() -> list[RuntimeStatus]:
             continue
         note = ""
         if runtime == "torch":
-            import torch
-
-            note = f"CPU capability {torch.backends.cpu.get_cpu_capability()}; bf16 by autocast"
+            note = torch_note(current().torch_cpu().capability)
         elif runtime == "openvino":
             note = _bf16_note()
         elif runtime == "onnxruntime":
