@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hwprof.analysis.runtime_nodes import layer_nodes
+from hwprof.core.host_facts import current
 from hwprof.core.markers import Marker
 from hwprof.core.runtime_names import check_runtime_precision
 from hwprof.core.spans import layer_self_ns, measured_pieces, pair_spans
@@ -361,8 +362,18 @@ def test_reduced_precision_records_what_ran_and_its_error(
     run = _collect(out, "--runtime", runtime, "--precision", precision, "--only", "timing,flops")
     info = run["runtime"]
     executed = info["executed_precision"]
-    cpu_has_bf16 = "bf16" in (info.get("precision_detail") or "").lower() or runtime != "openvino"
-    assert executed == precision or (precision == "bf16" and not cpu_has_bf16 and executed.startswith("fp32"))
+    if runtime == "openvino":  # this host's OpenVINO capabilities decide what bf16 runs in (hwprof.core.host_facts)
+        capabilities = current().openvino_capabilities()
+        no_bf16 = precision == "bf16" and "BF16" not in capabilities
+        ran = "fp32 (this CPU has no BF16 capability)" if no_bf16 else precision
+        assert executed == ran, (executed, capabilities)
+        assert info["precision_detail"].endswith(f"; CPU capabilities: {', '.join(capabilities)}"), info
+    elif runtime == "torch" and precision == "bf16":  # autocast runs bf16 on any CPU
+        mkldnn = current().torch_cpu().mkldnn
+        assert executed == "bf16"
+        assert f"CPU bf16 support reported by torch: {mkldnn} (mkldnn)" in info["precision_detail"], info
+    else:
+        assert executed == precision
     diff = info["output_diff"]
     assert diff["max_abs_head"] >= 0 and "detections" in diff
     if runtime == "openvino":
