@@ -81,6 +81,8 @@ DURATIONS_ENV = "HWPROF_TEST_DURATIONS"
 """The folder where each phase's JUnit XML (pytest's own per-test times) and durations.tsv are kept: tox sets it
 under its work folder ({work_dir}/durations), which CI keeps; unset, a temporary folder."""
 SLOWEST = 30
+RUN_STORE_ENV = "HWPROF_TEST_RUN_STORE"
+"""tests/run_store.py's folder: the real runs that tests only read, built once per suite by the first that asks."""
 
 
 def junit(folder: Path, phase: str) -> list[str]:
@@ -113,7 +115,9 @@ def main(args: list[str]) -> int:
     for old in folder.glob("*.xml"):
         old.unlink()
     try:
-        return phases(pytest, folder)
+        with tempfile.TemporaryDirectory(prefix="hwprof-run-store-") as store:
+            os.environ[RUN_STORE_ENV] = store  # every phase's pytest shares the runs built once (tests/run_store.py)
+            return phases(pytest, folder)
     finally:
         write_durations(folder)
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from run_store import RECIPES, stored_run
 
 SMALL = ["--model", "yolov8n", "--imgsz", "256", "--iters", "2", "--warmup", "1", "--threads", "2"]
 
@@ -99,11 +100,13 @@ def test_corrupt_weights_fail_in_one_line_and_keep_the_run(run_hwprof, tmp_path)
 
 
 @pytest.mark.slow
-def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
-    proc = run_hwprof("collect", *SMALL, "--only", "timing,flops")  # into the default, relative results/
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    run_dir = only_run_dir(tmp_path / "results")
+def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path, tmp_path_factory) -> None:
+    """The suite's stored small run (tests/run_store.py: timing, layers and trace passes), read as a user would."""
+    stored = stored_run(tmp_path_factory, "small", tmp_path / "run")
+    assert stored.returncode == 0, stored.stdout + stored.stderr
+    run_dir = stored.path
     run = json.loads((run_dir / "run.json").read_text())
+    iters = int(RECIPES["small"].args[RECIPES["small"].args.index("--iters") + 1])
     assert run["schema_version"] == 1 and run["status"] == "complete"
     for key in ("config", "host", "model", "collectors", "stages", "passes"):
         assert key in run
@@ -127,7 +130,7 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
     assert run["config"]["threads"] == 2
     assert run["model"]["random_init"] is True and run["model"]["params_fused"] == 3_151_904
     assert set(run["stages"]) >= {"load", "preprocess", "forward", "postprocess"}
-    assert run["stages"]["forward"]["n"] == 2
+    assert run["stages"]["forward"]["n"] == iters
     assert run["collectors"]["timing"]["status"] == "ok" and run["collectors"]["flops"]["status"] == "ok"
     # every FPS is batch / its iteration p50 (issue 56: the timing summary's was 1000 times the real one); the
     # collector's own timing of the iterations and the markers file's differ by microseconds
@@ -155,6 +158,14 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path) -> None:
     assert report.returncode == 0 and "pipeline stages" in report.stdout
     again = run_hwprof("collect", *SMALL, "--only", "timing", "--out", str(run_dir))
     assert again.returncode == 2 and "refusing to overwrite" in again.stderr and not again.stdout.strip()
+
+
+@pytest.mark.slow
+def test_collect_writes_into_the_default_relative_results_folder(run_hwprof, tmp_path) -> None:
+    proc = run_hwprof("collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "1", "--only", "timing")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = json.loads((only_run_dir(tmp_path / "results") / "run.json").read_text())
+    assert run["status"] == "complete" and run["config"]["imgsz"] == 64
 
 
 LONG_TIMING_RUN = (

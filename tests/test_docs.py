@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from run_store import stored_run
 
 from hwprof.cli.args import build_parser
 from hwprof.cli.exit_codes import EXIT_CODES
@@ -263,12 +264,12 @@ def test_the_short_commands_shown_run_on_a_recorded_run(recorded_run: Path, tmp_
 
 
 @pytest.mark.slow
-def test_the_short_commands_shown_run_on_a_tiny_collect(tmp_path: Path) -> None:
-    """A real collect of yolov8n at 64 (two passes), then every short command the docs show on it."""
-    run = tmp_path / "tiny"
-    collect = ["collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "3", "--warmup", "1", "--threads", "1"]
-    done = _hwprof([*collect, "--only", "timing,torch_profiler", "--no-report", "--out", str(run)], tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_the_short_commands_shown_run_on_a_tiny_collect(tmp_path: Path, tmp_path_factory) -> None:
+    """A real collect of yolov8n at 64 (the suite's stored small run: timing, layers and trace passes), then every
+    short command the docs show on it."""
+    stored = stored_run(tmp_path_factory, "small", tmp_path / "tiny")
+    assert stored.returncode == 0, stored.stdout + stored.stderr
+    run = stored.path
     ran = []
     for shown, words in _runnable(run):
         done = _hwprof(words, tmp_path)

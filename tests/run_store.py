@@ -1,0 +1,112 @@
+"""Real runs built once per suite and shared by the tests that only read them (issue 65).
+
+A test that reads a finished run asks for one of RECIPES by name and gets its own copy (tests write into runs:
+report, trace, advise, edited run.json). The first test that asks, in any pytest process of the suite (the
+phases of scripts/run_tests.py, each xdist worker), builds it with a real `hwprof collect` under a file lock;
+the others wait for it and copy. Only tests whose subject is a collect's own course (signals, faults, locks, a
+program's ends) still make their own.
+
+The store's folder is $HWPROF_TEST_RUN_STORE (scripts/run_tests.py makes one per suite run, so that every phase
+shares it); without it, a folder of this pytest run's temporary tree (shared by its xdist workers only).
+A recipe pins its thread count: a run built on a pinned one-CPU worker reads as one built unpinned.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+STORE_ENV = "HWPROF_TEST_RUN_STORE"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A stored run: `hwprof collect ARGS` (no --out), and what its readers check in it."""
+
+    args: tuple[str, ...]
+    readers: str
+
+
+RECIPES: dict[str, Recipe] = {
+    "small": Recipe(
+        (
+            "--model", "yolov8n", "--imgsz", "64", "--iters", "3", "--warmup", "1", "--threads", "2",
+            "--only", "timing,flops,torch_profiler,pyspy",
+        ),
+        "the CLI's run.json and report, the docs' shown commands, the trace's SQL checks, advise's baseline, the "
+        "disk-full probe's file sizes: a complete run of the built-in pipeline with the timing, layers and trace "
+        "passes",
+    ),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """A copy of a stored run for one test, with how its collect ended and what it printed."""
+
+    path: Path
+    returncode: int
+    stdout: str
+    stderr: str
+    wall_s: float
+    """The collect's wall time when it was built (once per suite, whichever test asked first)."""
+
+
+def store_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    named = os.environ.get(STORE_ENV)
+    if named:
+        folder = Path(named)
+    else:
+        base = tmp_path_factory.getbasetemp()
+        folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "run-store"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def _build(name: str, recipe: Recipe, entry: Path) -> None:
+    if entry.exists():
+        shutil.rmtree(entry)  # a build that died half-way
+    entry.mkdir(parents=True)
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof", "collect", *recipe.args, "--out", str(entry / "run")],
+        cwd=entry,
+        text=True,
+        capture_output=True,
+        timeout=900,
+        env={**os.environ, "COLUMNS": "120"},
+    )
+    record = {
+        "name": name,
+        "args": list(recipe.args),
+        "returncode": done.returncode,
+        "stdout": done.stdout,
+        "stderr": done.stderr,
+        "wall_s": round(time.monotonic() - started, 2),
+    }
+    (entry / "built.json.tmp").write_text(json.dumps(record))
+    (entry / "built.json.tmp").rename(entry / "built.json")
+
+
+def stored_run(tmp_path_factory: pytest.TempPathFactory, name: str, dest: Path) -> StoredRun:
+    """A copy at `dest` of the stored run `name` (built now if no test of this suite built it yet)."""
+    recipe = RECIPES[name]
+    folder = store_folder(tmp_path_factory)
+    entry = folder / name
+    with (folder / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (entry / "built.json").exists():
+            _build(name, recipe, entry)
+    record = json.loads((entry / "built.json").read_text())
+    if (entry / "run").exists():
+        shutil.copytree(entry / "run", dest, symlinks=True)
+    return StoredRun(dest, record["returncode"], record["stdout"], record["stderr"], record["wall_s"])
