@@ -46,7 +46,22 @@ RECIPES: dict[str, Recipe] = {
         "disk-full probe's file sizes: a complete run of the built-in pipeline with the timing, layers and trace "
         "passes",
     ),
+    "layers": Recipe(
+        (
+            "--model", "yolov8n", "--imgsz", "64", "--iters", "10", "--warmup", "1", "--threads", "2",
+            "--only", "timing,sysstat,perf_events,perf_sampling,torch_memory", "--perf-rate", "1000",
+        ),
+        "the counter tracks read back from the trace (sysstat, perf_events, perf's samples with periods, the "
+        "allocator's live bytes), memory per layer against torch.profiler's own figures: the layers pass with its "
+        "counters and memory, and the kernels pass at a fixed rate (not the auto plan's 60 s of forwards)",
+    ),
 }  # fmt: skip
+
+
+def option(name: str, flag: str) -> str:
+    """The value a recipe gives `flag` (e.g. "--imgsz")."""
+    args = RECIPES[name].args
+    return args[args.index(flag) + 1]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from gpu_rundir import NVML_SAMPLES, gpu_run
+from run_store import option, stored_run
 from test_trace_samples import make_run
 
 from hwprof.trace.counters import CounterCheck, check_counters
@@ -123,17 +124,14 @@ def test_perf_samples_without_periods_carry_their_count(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("perf") is None, reason="perf is not installed (Debian: apt-get install linux-perf)")
-def test_real_collect_counters_read_back_as_recorded(run_hwprof: Any, tmp_path: Path) -> None:
-    """A real small collect: sysstat and perf_events counters sampled together, perf samples with periods, and
-    torch's allocator's live bytes (torch_memory, in the layers pass beside sysstat's RSS, issue 59): memory.png
-    draws both."""
-    out = tmp_path / "run"
-    done = run_hwprof(
-        *("collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "10", "--warmup", "1"),
-        *("--only", "timing,sysstat,perf_events,perf_sampling,torch_memory", "--out", str(out)),
-        *("--perf-rate", "1000"),  # not the auto plan's 60 s of forwards: tests/test_perf_sampling.py tests that
-    )
+def test_real_collect_counters_read_back_as_recorded(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A real small collect (the suite's stored layers run): sysstat and perf_events counters sampled together, perf
+    samples with periods, and torch's allocator's live bytes (torch_memory, in the layers pass beside sysstat's
+    RSS, issue 59): memory.png draws both."""
+    done = stored_run(tmp_path_factory, "layers", tmp_path / "run")
+    out = done.path
     assert done.returncode == 0, done.stderr[-2000:]
+    assert int(option("layers", "--iters")) >= 10  # the allocator's events of 10 forwards and more
     result = _check(out)
     assert len(_recorded(result, "layers")) >= 8 and len(_recorded(result, "kernels")) == 1
     allocated = _recorded(result, "layers")["torch CPU allocated (bytes)"]
