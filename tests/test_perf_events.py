@@ -267,10 +267,17 @@ def _worker_run(run_dir: Path, model: str) -> dict[str, Any]:
     return dict(result["collectors"]["perf_events"])
 
 
+@pytest.fixture(scope="module")
+def first_worker_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """One real two-thread layers pass, read by both worker tests (the second repeats it to compare)."""
+    run_dir = tmp_path_factory.mktemp("perf-events-worker") / "a"
+    return run_dir, _worker_run(run_dir, _model())
+
+
 @pytest.mark.slow
-def test_worker_two_threads_task_clock_matches_process_cpu(tmp_path: Path) -> None:
+def test_worker_two_threads_task_clock_matches_process_cpu(first_worker_run: tuple[Path, dict[str, Any]]) -> None:
     """In a real pass with two torch threads: task-clock within [CPU time, CPU time + host steal/IRQ]."""
-    first = _worker_run(tmp_path / "a", _model())
+    _, first = first_worker_run
     assert first["status"] == "ok", first["reason"]
     check = first["summary"]["checks"]["task_clock_vs_process_cpu"]
     assert check["consistent"], check
@@ -278,17 +285,18 @@ def test_worker_two_threads_task_clock_matches_process_cpu(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_worker_two_threads_closure_and_repeatability(tmp_path: Path) -> None:
-    model = _model()
-    first = _worker_run(tmp_path / "a", model)
+def test_worker_two_threads_closure_and_repeatability(
+    first_worker_run: tuple[Path, dict[str, Any]], tmp_path: Path
+) -> None:
+    run_dir, first = first_worker_run
     assert first["status"] == "ok", first["reason"]
     checks = first["summary"]["checks"]
     for event in ("task-clock", "page-faults"):
         assert checks["layers_plus_gap_vs_forward"][event]["ratio"] == pytest.approx(1.0, rel=0.01)
-    tables = MetricTables.load(tmp_path / "a" / "passes" / "layers" / "perf_events.metrics.json")
-    layers = json.loads((tmp_path / "a" / "passes" / "layers" / "model.json").read_text())["layers"]
+    tables = MetricTables.load(run_dir / "passes" / "layers" / "perf_events.metrics.json")
+    layers = json.loads((run_dir / "passes" / "layers" / "model.json").read_text())["layers"]
     assert set(tables.layers) == {row["name"] for row in layers}
-    second = _worker_run(tmp_path / "b", model)
+    second = _worker_run(tmp_path / "b", _model())
     tc_a = first["summary"]["checks"]["task_clock_vs_process_cpu"]["event_ns"]
     tc_b = second["summary"]["checks"]["task_clock_vs_process_cpu"]["event_ns"]
     assert 0.5 < tc_b / tc_a < 2.0, (tc_a, tc_b)  # same work: same CPU time within a noisy machine's band
