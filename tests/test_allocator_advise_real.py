@@ -11,20 +11,24 @@ from pathlib import Path
 
 import pytest
 from fault_harness import hwprof_command
+from run_store import stored_run
 
 from hwprof.analysis.advice import MEASURED, NOT_RUN, load_advice
 from hwprof.analysis.advice_candidates import GLIBC_KEEP_FREED
 from hwprof.hardware.malloc_libs import find_malloc_libs
 
 pytestmark = pytest.mark.slow
-SMALL = ["--model", "yolov8n", "--imgsz", "64", "--warmup", "1", "--iters", "4"]
 
 
-def test_advise_only_measures_the_allocators_in_processes_of_their_own(tmp_path: Path) -> None:
-    run = tmp_path / "run"
+def test_advise_only_measures_the_allocators_in_processes_of_their_own(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """From a copy of the suite's stored small run: advise measures baseline and variant in processes of its own
+    (the run gives the configuration, not the figures), so a run built under the suite's load changes nothing."""
+    stored = stored_run(tmp_path_factory, "small", tmp_path / "run")
+    assert stored.returncode == 0, stored.stdout[-2000:] + stored.stderr[-2000:]
+    run = stored.path
     env = {**os.environ, "COLUMNS": "120"}
-    collect = hwprof_command("collect", *SMALL, "--only", "timing", "--no-report", "--out", str(run))
-    assert subprocess.run(collect, capture_output=True, text=True, timeout=900, env=env).returncode == 0
     keys = "malloc-keep,jemalloc,tcmalloc"
     proc = subprocess.run(
         hwprof_command("advise", str(run), "--only", keys, "--blocks", "1", "--no-layers"),
