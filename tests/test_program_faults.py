@@ -1,9 +1,11 @@
 """The built-in pipeline's signal and lock guarantees, for a user's program: a stop signal (once or twice) during
 its measured calls, after them (--program-end run) and before its model is found; two collects into one folder.
-Each real collect runs one timing pass of tests/programs/forever.py (yolov8n at 64x64), signalled from outside."""
+Each real collect runs one timing pass of tests/programs/forever.py (yolov8n at 64x64, one torch thread), signalled
+from outside."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import time
@@ -16,12 +18,29 @@ from program_runs import SHORT, measured_forwards, program
 pytestmark = pytest.mark.fault
 
 LONG = ["--only", "timing", "--iters", "2000", "--warmup", "1", "--no-report"]
-"""A timing pass far longer than any test waits for (200 iterations ended within the 1 s a test waits, once the
-timing pass no longer ran a reference forward inside each of the program's calls)."""
+"""A timing pass far longer than any test waits for (200 iterations ended within the 1 s a test once waited, once
+the timing pass no longer ran a reference forward inside each of the program's calls)."""
+ONE_THREAD = ["--threads", "1"]
+"""The program's torch on one thread (hwprof sets it in the worker): how it stops is tested, not what it computes."""
 
 
 def _collect(out: Path, options: list[str], *args: str) -> subprocess.Popen[str]:
-    return start(["collect", *options, "--out", str(out), "--", "python", program("forever"), *args], out.parent)
+    command = ["collect", *ONE_THREAD, *options, "--out", str(out), "--", "python", program("forever"), *args]
+    return start(command, out.parent)
+
+
+def _wait_measured(out: Path, proc: subprocess.Popen[str], timeout_s: float = 240) -> None:
+    """Until the timing pass has measured a call of the program's model (its markers are written at each call):
+    the stop then comes during the measured calls, as it does in a server stopped while it serves."""
+    markers = out / "passes/timing/markers.jsonl"
+    wait_for(markers, proc, timeout_s)  # written when the measured calls begin
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and proc.poll() is None:
+        with contextlib.suppress(FileNotFoundError, ValueError):  # a line read half written is read again
+            if measured_forwards(out, "timing") >= 1:
+                return
+        time.sleep(0.02)
+    raise AssertionError(f"no measured call in {markers} (hwprof exit status {proc.poll()})")
 
 
 def _finish(proc: subprocess.Popen[str], out: Path) -> str:
@@ -47,8 +66,7 @@ def _served(mark: Path) -> int:
 def test_a_stop_signal_during_the_measured_calls_keeps_them(tmp_path: Path, sig: int, times: int) -> None:
     out = tmp_path / "run"
     proc = _collect(out, LONG)
-    wait_for(out / "passes/timing/markers.jsonl", proc)  # written when the measured calls begin
-    time.sleep(1.0)
+    _wait_measured(out, proc)
     send(proc, sig, times)
     text = _finish(proc, out)
     assert proc.returncode == 128 + sig, text

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -82,6 +83,37 @@ sys.argv[0] = "hwprof"
 sys.exit(main())
 """
 TIMING = ["--model", "yolov7-tiny", "--imgsz", "64", "--iters", "3", "--warmup", "1", "--only", "timing"]
+HERMETIC = {"PATH": "/usr/bin:/bin", "COLUMNS": "400"}
+"""The environment of the collects under a task limit, with HOME (and so hwprof's cache) a folder of the test's."""
+SEED = """
+import os, sys
+from hwprof.core.config import RunConfig
+from hwprof.core.envvars import hwprof_cache
+from hwprof.core.host import cpu_model, cpuinfo_text
+from hwprof.core.torch_build import torch_build, torch_version
+from hwprof.hardware import machine
+
+torch_build(hwprof_cache(), cpuinfo_text())
+threads = RunConfig().threads
+stand_in = "a stand-in written by tests/test_rlimits.py: the collect under the limit measures no peaks"
+machine.save_cached(machine.Peaks(
+    gflops=100.0, gbps=10.0, threads=threads, host_key=machine.host_key(threads), cpu_model=cpu_model(),
+    logical_cpus=os.cpu_count() or 0, torch_version=torch_version() or "", measured_at="2026-01-01T00:00:00+00:00",
+    load_avg_1m=0.0, gflops_method=stand_in, gbps_method=stand_in, quiet_gflops=[100.0],
+))
+"""
+"""hwprof's cache as a user's is once collect has run on this host (`hwprof doctor --peaks` on a quiet host): this
+torch build's record and the peaks, so that collect's own process imports no torch. In a folder of its own each
+collect read the build from torch and measured the peaks in its own process (8 s of CPU each), whose threads
+(torch's OpenMP pool) then counted under the limit too: the rooms below were 2 higher."""
+
+
+@pytest.fixture(scope="module")
+def seeded_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The cache folder (HOME/.cache/hwprof) written once, in the environment the collects run in."""
+    home = tmp_path_factory.mktemp("seed")
+    subprocess.run([sys.executable, "-c", SEED], env={**HERMETIC, "HOME": str(home)}, check=True, timeout=300)
+    return home / ".cache" / "hwprof"
 
 
 def _free_uid() -> int:
@@ -105,10 +137,13 @@ def _task_limited(uid: int, limit: int) -> Callable[[], None]:
     return preexec
 
 
-def _under_task_limit(room: int, args: list[str], home: Path) -> subprocess.CompletedProcess[str]:
-    """`args` run under RLIMIT_NPROC = what the uid runs now + room; skipped where the limit cannot be enforced."""
+def _under_task_limit(
+    room: int, args: list[str], home: Path, cache: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`args` run under RLIMIT_NPROC = what the uid runs now + room, with HOME `home` (its hwprof cache a copy of
+    `cache`, if given); skipped where the limit cannot be enforced."""
     uid = _free_uid() if os.getuid() == 0 else os.getuid()
-    check = "import threading, time\nfor _ in range(8): threading.Thread(target=time.sleep, args=(2,)).start()"
+    check = "import threading\nfor _ in range(8): threading.Thread(target=threading.Event().wait, daemon=True).start()"
     try:
         probe = subprocess.run(
             [sys.executable, "-c", check], capture_output=True, text=True, preexec_fn=_task_limited(uid, 3)
@@ -117,6 +152,8 @@ def _under_task_limit(room: int, args: list[str], home: Path) -> subprocess.Comp
         pytest.skip(f"RLIMIT_NPROC cannot be set up for uid {uid} here: {exc}")
     if "can't start new thread" not in probe.stderr:
         pytest.skip(f"RLIMIT_NPROC is not enforced on uid {uid} here (CAP_SYS_RESOURCE or CAP_SYS_ADMIN kept)")
+    if cache is not None:
+        shutil.copytree(cache, home / ".cache" / "hwprof")
     limit = room
     if uid == os.getuid():  # a user's own uid: beside what it runs already
         from hwprof.session.rlimits import user_tasks
@@ -127,7 +164,7 @@ def _under_task_limit(room: int, args: list[str], home: Path) -> subprocess.Comp
         capture_output=True,
         text=True,
         preexec_fn=_task_limited(uid, limit),
-        env={"PATH": "/usr/bin:/bin", "COLUMNS": "400", "HOME": str(home)},
+        env={**HERMETIC, "HOME": str(home)},
         timeout=300,
     )
 
@@ -151,16 +188,20 @@ def test_a_task_limit_below_a_collect_is_refused_before_any_pass(tmp_path: Path)
 @pytest.mark.parametrize(
     ("room", "cause"),
     [
-        (6, "collect could not start a thread to follow pass timing (can't start new thread)"),  # collect's own
-        (8, "pass timing's worker could not start a thread ("),  # torch's OpenMP pool (libgomp)
-        (10, "pass timing's worker could not start a thread ("),  # numpy's OpenBLAS, which raises SIGINT on itself
+        (4, "collect could not start a thread to follow pass timing (can't start new thread)"),  # collect's own
+        (6, "pass timing's worker could not start a thread ("),  # torch's OpenMP pool (libgomp)
+        (8, "pass timing's worker could not start a thread ("),  # numpy's OpenBLAS, which raises SIGINT on itself
     ],
 )
-def test_a_collect_that_cannot_start_a_thread_fails_naming_the_limit(tmp_path: Path, room: int, cause: str) -> None:
-    """Before the fix: room 6 printed a traceback and left run.json complete with no pass; room 10 said "pass
-    timing interrupted: stopped by SIGINT mid-iteration" though no signal was sent."""
+def test_a_collect_that_cannot_start_a_thread_fails_naming_the_limit(
+    tmp_path: Path, seeded_cache: Path, room: int, cause: str
+) -> None:
+    """Before the fix: the first printed a traceback and left run.json complete with no pass; the third said "pass
+    timing interrupted: stopped by SIGINT mid-iteration" though no signal was sent (rooms 6 and 10 then, with no
+    cache: collect measured the peaks, torch's OpenMP pool in its own process)."""
     out = tmp_path / "run"
-    done = _under_task_limit(room, ["-c", NO_PRECHECK, "collect", *TIMING, "--no-report", "--out", str(out)], tmp_path)
+    args = ["-c", NO_PRECHECK, "collect", *TIMING, "--no-report", "--out", str(out)]
+    done = _under_task_limit(room, args, tmp_path, seeded_cache)
     text = done.stdout + done.stderr
     assert done.returncode == 2, text
     assert "Traceback" not in text and "SIGINT" not in text, text
