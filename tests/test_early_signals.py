@@ -9,7 +9,6 @@ start (0 to 1 s) checks that nothing after it prints a traceback through hwprof'
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import signal
 import subprocess
@@ -101,10 +100,26 @@ def _interpreter_start_up(code: int, out: str, sig: int) -> bool:
     return "KeyboardInterrupt" in out and all(any(f in line for f in ENTRY_FRAMES) for line in frames)
 
 
+EARLY_S = (0.0, 0.01, 0.03, 0.06, 0.1)
+"""Delays from the start that land in the interpreter's start-up, hwprof's package init and its entry (tens of ms
+on a quiet host, where a SIGINT was once caught at 30 ms): each command gets every signal at each."""
+LATE_S = (0.2, 0.35, 0.5, 0.75, 1.0)
+"""Delays that land in hwprof's imports and the command itself, where one handler takes every signal (and where the
+fast test above signals each command with each signal): one signal at each, in turn, each command starting the
+turn one signal further on. Every signal at every delay (80 starts, each running up to its delay) took 24 s."""
+
+
+def _delays_and_signals(turn: int) -> list[tuple[float, int]]:
+    """A command's starts: every signal at each early delay, one signal at each late delay (from signal `turn` on)."""
+    signals = list(SIGNALS.values())
+    late = [(delay, signals[(turn + k) % len(signals)]) for k, delay in enumerate(LATE_S)]
+    return [(delay, sig) for delay in EARLY_S for sig in signals] + late
+
+
 @pytest.mark.slow
 def test_a_signal_at_any_delay_from_the_start_never_shows_a_traceback_through_hwprof(tmp_path: Path) -> None:
-    for (command, args), sig in itertools.product(_commands(tmp_path).items(), SIGNALS.values()):
-        for delay in (0.0, 0.01, 0.03, 0.06, 0.1, 0.2, 0.35, 0.5, 0.75, 1.0):
+    for turn, (command, args) in enumerate(_commands(tmp_path).items()):
+        for delay, sig in _delays_and_signals(turn):
             code, out = _signalled([*hwprof_command(), *args], sig, delay, after_entry=False)
             if _interpreter_start_up(code, out, sig):
                 continue
