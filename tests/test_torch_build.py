@@ -22,6 +22,9 @@ CODE = (
     "print(json.dumps([build.to_json(), 'torch' in sys.modules]))\n"
 )
 
+KEY = "from hwprof.core.host import cpuinfo_text\nfrom hwprof.core.torch_build import _key\nprint(_key(cpuinfo_text()))"
+"""A child's cache key, read without importing torch (the key holds sys.executable as the child sees it)."""
+
 
 def _build_in_a_process(cache: Path) -> tuple[dict, bool]:
     """As `collect`'s own process asks for it: torch not imported before."""
@@ -46,9 +49,8 @@ def test_another_thread_setting_is_another_key(monkeypatch: pytest.MonkeyPatch) 
 
 def test_a_damaged_cache_file_is_passed_over_and_an_unwritable_cache_costs_only_time(tmp_path: Path) -> None:
     truth = tb.read_build().to_json()
-    _build_in_a_process(tmp_path)
-    (path,) = tmp_path.glob("torch-build-*.json")
-    key = json.loads(path.read_text())["key"]
+    key = subprocess.run([sys.executable, "-c", KEY], capture_output=True, text=True, check=True).stdout.strip()
+    path = tmp_path / f"torch-build-{key}.json"  # where a child writes the build (the first test shows it does)
     for text in ("{not json", json.dumps({"version": tb.CACHE_VERSION, "key": key, "value": {"num_threads": -3}})):
         path.write_text(text)
         build, imported = _build_in_a_process(tmp_path)
