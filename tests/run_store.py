@@ -55,6 +55,17 @@ RECIPES: dict[str, Recipe] = {
         "allocator's live bytes), memory per layer against torch.profiler's own figures: the layers pass with its "
         "counters and memory, and the kernels pass at a fixed rate (not the auto plan's 60 s of forwards)",
     ),
+    "program_detect": Recipe(
+        (
+            "--only", "timing", "--iters", "3", "--warmup", "1", "--threads", "2", "--no-report",
+            "--", "python", str(Path(__file__).parent / "programs" / "breaks_at_import.py"),
+            "--model", "yolov8n", "--img-size", "64", "--frames", "11",
+        ),
+        "a user's program measured call by call (test_programs), advise's refusal of its 12 calls and the same "
+        "program failing at import under advise (test_program_advise_fit_real), the paired gate's OLD run "
+        "(test_gate_programs): detect_like.py (breaks_at_import.py with BREAK_AT_IMPORT unset) stopped after its "
+        "measured calls",
+    ),
 }  # fmt: skip
 
 
@@ -92,8 +103,10 @@ def _build(name: str, recipe: Recipe, entry: Path) -> None:
         shutil.rmtree(entry)  # a build that died half-way
     entry.mkdir(parents=True)
     started = time.monotonic()
+    at = recipe.args.index("--") if "--" in recipe.args else len(recipe.args)  # a program's words come last
+    options, program = recipe.args[:at], recipe.args[at:]
     done = subprocess.run(
-        [sys.executable, "-P", "-m", "hwprof", "collect", *recipe.args, "--out", str(entry / "run")],
+        [sys.executable, "-P", "-m", "hwprof", "collect", *options, "--out", str(entry / "run"), *program],
         cwd=entry,
         text=True,
         capture_output=True,

@@ -12,20 +12,26 @@ import sys
 from pathlib import Path
 
 import pytest
-from program_runs import collect, program
+from program_runs import collect
+from run_store import RECIPES, stored_run
 
 pytestmark = pytest.mark.slow
 
 
-def _run(out: Path, size: int) -> Path:
-    command = [program("detect_like"), "--model", "yolov8n", "--img-size", str(size), "--frames", "12"]
-    done = collect(out, ["--only", "timing", "--iters", "3", "--warmup", "1", "--no-report"], command)
+def test_two_programs_are_gated_on_abba_blocks_of_whole_runs(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    # OLD: the stored run of detect_like.py (breaks_at_import.py, BREAK_AT_IMPORT unset) at 64; NEW: the same
+    # collect at 256
+    stored = stored_run(tmp_path_factory, "program_detect", tmp_path / "old")
+    assert stored.returncode == 0, stored.stderr[-3000:]
+    args = list(RECIPES["program_detect"].args)
+    at = args.index("--")
+    options, command = args[:at], args[at + 2 :]  # the program's words after `-- python`
+    command[command.index("--img-size") + 1] = "256"
+    old, new = stored.path, tmp_path / "new"
+    done = collect(new, options, command)
     assert done.returncode == 0, done.stderr[-3000:]
-    return out
-
-
-def test_two_programs_are_gated_on_abba_blocks_of_whole_runs(tmp_path: Path) -> None:
-    old, new = _run(tmp_path / "old", 64), _run(tmp_path / "new", 256)
     verdict_file = tmp_path / "v.json"
     command = [sys.executable, "-m", "hwprof", "compare", str(old), str(new), "--fail-above", "20%", "--paired", "5"]
     done = subprocess.run([*command, "--gate-json", str(verdict_file)], capture_output=True, text=True, timeout=900)

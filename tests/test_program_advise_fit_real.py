@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from program_runs import SHORT, collect, error_lines, program
+from program_runs import error_lines
+from run_store import option, stored_run
 
 from hwprof.analysis.advice import MEASURED, load_advice
 from hwprof.analysis.paired_cost import MIN_BLOCKS
@@ -42,15 +43,14 @@ def advise(run: Path, *options: str, env: dict[str, str] | None = None) -> subpr
     )
 
 
-@pytest.fixture(scope="module")
-def twelve_calls(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A real program run that makes 12 calls of its model (yolov8n at 64): the issue's (11 frames, and the one
-    forward of ultralytics' DetectionModel that finds its strides)."""
-    out = tmp_path_factory.mktemp("fit") / "run"
-    options = ["--only", "timing", "--threads", "2", *SHORT]
-    proc = collect(out, options, [program("breaks_at_import"), "--img-size", "64", "--frames", "11"])
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return out
+@pytest.fixture
+def twelve_calls(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> Path:
+    """A copy of the stored real program run that makes 12 calls of its model (yolov8n at 64): the issue's (11
+    frames, and the one forward of ultralytics' DetectionModel that finds its strides)."""
+    stored = stored_run(tmp_path_factory, "program_detect", tmp_path / "run")
+    assert stored.returncode == 0, stored.stdout[-3000:] + stored.stderr[-3000:]
+    assert int(option("program_detect", "--frames")) + 1 == 12
+    return stored.path
 
 
 def test_a_real_program_with_12_calls_is_refused_naming_a_command_that_runs(twelve_calls: Path) -> None:

@@ -107,9 +107,12 @@ def test_program_stdin_feeds_every_pass_from_the_files_start(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_end_of_file_on_stdin_is_a_note_even_when_the_program_succeeds(tmp_path: Path) -> None:
+    """Whatever hwprof was given on its stdin, the program reads end of file (and uses its --default)."""
     out = tmp_path / "run"
-    done = collect(out, [*ONE_PASS, "--program-end", "run"], [program("stdin")])
+    done = collect(out, [*ONE_PASS, "--program-end", "run"], [program("stdin")], stdin="40\n")
     assert done.returncode == 0, done.stdout + done.stderr
+    log = (out / "passes/timing/worker.log").read_text()
+    assert "stdin: end of file" in log and "6 frames done" in log  # --default, not the 40 hwprof was given
     notes = run_doc(out)["passes"]["timing"]["program"]["notes"]
     assert any(n.startswith("the program read end of file on stdin") and "--program-stdin FILE" in n for n in notes)
     assert "--program-stdin FILE" in line(report(out), "note")

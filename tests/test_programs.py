@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from program_runs import SHORT, collect, error_lines, layer_names, measured_forwards, program, run_doc
+from run_store import option, stored_run
 
 ONE_PASS = ["--only", "timing", *SHORT]
 
@@ -55,14 +56,15 @@ def test_a_pipeline_option_with_a_program_exits_2(run_hwprof, tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_a_detect_program_is_measured_call_by_call(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    done = collect(out, ONE_PASS, [program("detect_like"), "--img-size", "64", "--frames", "20"])
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_a_detect_program_is_measured_call_by_call(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+    """The stored run of detect_like.py (breaks_at_import.py, BREAK_AT_IMPORT unset), --only timing."""
+    stored = stored_run(tmp_path_factory, "program_detect", tmp_path / "run")
+    assert stored.returncode == 0, stored.stdout + stored.stderr
+    out, iters = stored.path, int(option("program_detect", "--iters"))
     found = run_doc(out)["passes"]["timing"]["program"]
     assert found["model"] == "model" and found["model_class"] == "DetectionModel"
     assert found["ended"] == "stopped after the measured calls"
-    assert found["measured_calls"] == 3 and measured_forwards(out, "timing") == 3
+    assert found["measured_calls"] == iters and measured_forwards(out, "timing") == iters
 
 
 @pytest.mark.slow
@@ -206,12 +208,9 @@ def test_two_root_models_are_named_with_the_option_and_the_option_picks_one(tmp_
 
 
 @pytest.mark.slow
-def test_a_program_reading_stdin_reads_end_of_file_whatever_hwprof_was_given(tmp_path: Path) -> None:
-    out = tmp_path / "run"
-    done = collect(out, [*ONE_PASS, "--program-end", "run"], [program("stdin")], stdin="40\n")
-    assert done.returncode == 0, done.stdout + done.stderr
-    log = (out / "passes/timing/worker.log").read_text()
-    assert "stdin: end of file" in log and "6 frames done" in log  # --default, not the 40 hwprof was given
+def test_a_program_that_needs_stdin_exits_on_the_end_of_file_it_reads(tmp_path: Path) -> None:
+    """stdin.py --strict exits 3 on end of file; that it reads end of file whatever hwprof was given, and the note
+    that says so, are test_program_own_changes' (one collect of stdin.py for both)."""
     strict = tmp_path / "strict"
     done = collect(strict, ONE_PASS, [program("stdin"), "--strict"])
     assert done.returncode == 1
