@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -281,11 +283,19 @@ def _pmu_counts() -> tuple[bool, str]:
     return access.pmu_status(PERF)
 
 
-def _collect(run_hwprof: Any, out: Path, *extra: str) -> dict[str, Any]:
+@pytest.fixture(scope="module")
+def default_plan_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """One real timing + kernels pass with the default sampling plan (yolov8n at 256, 3 iterations), made in this
+    module's own phase and read by both real tests (they made the same collect each)."""
+    folder = tmp_path_factory.mktemp("default-plan")
+    out = folder / "run"
     args = ["--model", "yolov8n", "--imgsz", "256", "--warmup", "1", "--out", str(out), "--no-report"]
-    proc = run_hwprof("collect", *args, *extra, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof", "collect", *args, "--iters", "3", "--only", "timing,perf_sampling"],
+        cwd=folder, text=True, capture_output=True, timeout=900, env={**os.environ, "COLUMNS": "120"},
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return json.loads((out / "run.json").read_text())
+    return out, json.loads((out / "run.json").read_text())
 
 
 def _report_shares(data: Path, windows: list[tuple[int, int]]) -> dict[str, float]:
@@ -336,12 +346,13 @@ def _check_trace(trace: Path, run_dir: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(PERF is None, reason="perf is not installed (Debian: apt-get install linux-perf)")
-def test_real_kernels_pass_agrees_with_perf_report(run_hwprof: Any, tmp_path: Path) -> None:
+def test_real_kernels_pass_agrees_with_perf_report(
+    run_hwprof: Any, default_plan_run: tuple[Path, dict[str, Any]]
+) -> None:
     """A real timing + kernels pass with the default sampling plan (every layer above 1% of forward
     gets 50 samples); for the three most sampled layers, the kernel shares hwprof computed agree
     with `perf report --time` over the same layer windows of the same perf.data."""
-    out = tmp_path / "run"
-    run = _collect(run_hwprof, out, "--iters", "3", "--only", "timing,perf_sampling")
+    out, run = default_plan_run
     result = run["collectors"]["perf_sampling"]
     assert result["status"] == "ok", result
     summary = result["summary"]
@@ -386,12 +397,12 @@ def test_real_kernels_pass_agrees_with_perf_report(run_hwprof: Any, tmp_path: Pa
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _pmu_counts()[0], reason=f"no hardware PMU here: {_pmu_counts()[1]}")
-def test_real_cpi_per_kernel_where_the_pmu_counts(run_hwprof: Any, tmp_path: Path) -> None:
-    run = _collect(run_hwprof, tmp_path / "run", "--iters", "3", "--only", "timing,perf_sampling")
+def test_real_cpi_per_kernel_where_the_pmu_counts(default_plan_run: tuple[Path, dict[str, Any]]) -> None:
+    out, run = default_plan_run
     result = run["collectors"]["perf_sampling"]
     assert result["status"] == "ok", result
     assert {"cycles", "instructions"} <= set(result["summary"]["group_events"])
-    doc = json.loads((tmp_path / "run" / "passes" / "kernels" / "perf_sampling.kernels.json").read_text())
+    doc = json.loads((out / "passes" / "kernels" / "perf_sampling.kernels.json").read_text())
     assert 0.1 < doc["forward"]["cpi"] < 20
     assert any("cpi" in k for k in doc["kernels"][:5])
 
