@@ -42,9 +42,8 @@ RECIPES: dict[str, Recipe] = {
             "--model", "yolov8n", "--imgsz", "64", "--iters", "3", "--warmup", "1", "--threads", "2",
             "--only", "timing,flops,torch_profiler,pyspy",
         ),
-        "the CLI's run.json and report, the docs' shown commands, the trace's SQL checks, advise's baseline, the "
-        "disk-full probe's file sizes: a complete run of the built-in pipeline with the timing, layers and trace "
-        "passes",
+        "the CLI's run.json and report, the docs' shown commands, the allocator advise's baseline: a complete run "
+        "of the built-in pipeline with the timing, layers and trace passes",
     ),
     "layers": Recipe(
         (
