@@ -61,7 +61,7 @@ thread only spun (2.5 s more CPU per stopped collect, measured on the 2-CPU VM) 
 that run beside these (scripts/run_tests.py)."""
 TWICE_COLLECTORS = {"layers": "perf_events,sysstat"}
 """The layers pass stopped twice without flops: flops counts once, before the warm-up (torch's FlopCounterMode, whose
-first use imports torch._dynamo: 2.5 s of CPU), and is closed as every collector is; its close after a stop is the
+first use imports torch._dynamo: about 2 s of CPU), and is closed as every collector is; its close after a stop is the
 once test's. perf_events and sysstat are the pass's threads and file descriptors to stop."""
 LATER_PASS = {"timing": "flops"}
 """A pass stopped with a pass planned after it (--only timing,flops: the layers pass): that one is skipped and
