@@ -1,8 +1,8 @@
 """What the tests of sweeps on local Ray clusters share: the environment the nodes start with (their own
 temporary folder, TMPDIR, where the points' scratch folders go, so a test can see what is left behind;
 RAY_TMPDIR keeps Ray's sockets in /tmp, whose path is short enough for them; this Python first on PATH, as a
-Ray Job's entrypoint runs `python` from the head's PATH), the sweep CLI as a user runs it, and the collects
-running."""
+Ray Job's entrypoint runs `python` from the head's PATH), the sweep CLI as a user runs it, the collects
+running, and waiting for them. The session's cluster is tests/ray_cluster.py's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psutil
@@ -32,9 +33,14 @@ def nodes_env(scratch: Path) -> Iterator[None]:
                 os.environ[k] = v
 
 
+STARTED: list[subprocess.Popen[str]] = []
+"""Every sweep CLI started by sweep_cli: one that a failed test left running is killed after it
+(tests/ray_cluster.py), so that its points do not run on into the next test's on the session's cluster."""
+
+
 def sweep_cli(address: str, out: Path, *more: str) -> subprocess.Popen[str]:
     """`hwprof sweep --ray ADDRESS ...` in a child process, its output line by line."""
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [sys.executable, "-P", "-m", "hwprof", "sweep", "--ray", address, "--out", str(out), *more],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -42,6 +48,18 @@ def sweep_cli(address: str, out: Path, *more: str) -> subprocess.Popen[str]:
         cwd=out.parent,
         env={**os.environ, "COLUMNS": "200"},
     )
+    STARTED.append(proc)
+    return proc
+
+
+def wait_until(ready: Callable[[], object], timeout: float, step: float = 0.2) -> bool:
+    """Poll `ready` (a file, a process: cheap) until it is true or `timeout` s have passed; whether it came."""
+    end = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > end:
+            return False
+        time.sleep(step)
+    return True
 
 
 def collect_pids(name: str = "") -> list[int]:
