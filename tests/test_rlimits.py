@@ -117,11 +117,15 @@ def seeded_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _free_uid() -> int:
-    """A uid no process runs as (the limit then counts the collect's own processes and threads only)."""
+    """A uid no process runs as (the limit then counts the collect's own processes and threads only), drawn at random:
+    the first free one was the same for every suite run at once on one host, and two collects under one uid's
+    limit count each other's threads."""
+    import random
+
     import psutil
 
     used = {p.info["uids"].real for p in psutil.process_iter(["uids"]) if p.info["uids"] is not None}
-    return next(uid for uid in range(61000, 62000) if uid not in used)
+    return random.choice([uid for uid in range(61000, 62000) if uid not in used])
 
 
 def _task_limited(uid: int, limit: int) -> Callable[[], None]:
