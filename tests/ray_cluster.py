@@ -78,7 +78,9 @@ def ray_cluster() -> Iterator[LocalCluster]:
         dashboard = {"include_dashboard": False}
     scratch = Path(tempfile.mkdtemp(prefix="hwr", dir="/tmp"))  # short: Ray's sockets live under it otherwise
     with nodes_env(scratch):
-        head = {"num_cpus": 1, **dashboard, "_system_config": HEALTH_CHECKS}
+        # every port the head listens on is free: its dashboard agent's default (52365) is the one another suite's
+        # head on this machine took first, and a head whose agent cannot listen takes no job ("No available agent")
+        head = {"num_cpus": 1, **dashboard, "dashboard_agent_listen_port": free_port(), "_system_config": HEALTH_CHECKS}
         cluster = Cluster(initialize_head=True, connect=False, head_node_args=head)
     try:
         yield LocalCluster(cluster, scratch)

@@ -62,15 +62,17 @@ def wait_until(ready: Callable[[], object], timeout: float, step: float = 0.2) -
     return True
 
 
-def collect_pids(name: str = "") -> list[int]:
-    """The `hwprof collect` processes running this point (every point: "") on any node, their keepers left out."""
+def collect_pids(scratch: Path, name: str = "") -> list[int]:
+    """The `hwprof collect` processes running this point (every point: "") on any node whose TMPDIR is scratch,
+    their keepers left out. Only those: another suite's Ray tests on the same machine (a second checkout's tox)
+    run collects of their own, which made this suite's counts wrong."""
     found = []
     for p in psutil.process_iter(["cmdline"]):
         cmd = p.info["cmdline"] or []
         if (
             "collect" in cmd
             and "hwprof.sweep.point_keeper" not in cmd
-            and any("hwprof-point-" in a and a.endswith(name) for a in cmd)
+            and any(a.startswith(f"{scratch}{os.sep}hwprof-point-") and a.endswith(name) for a in cmd)
         ):
             found.append(p.pid)
     return found

@@ -102,7 +102,7 @@ def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly
     record = json.loads((local / "ray_job.json").read_text())
     head_dir = Path(record["head_dir"]).expanduser()
     try:
-        assert wait_until(collect_pids, 300), "no point's collect started"
+        assert wait_until(lambda: collect_pids(scratch), 300), "no point's collect started"
         first_point = time.monotonic() - submitted
         log = cli_until(("sweep-job", "logs", str(local)), lambda out: "running on node" in out)
         assert "running on node" in log, log
@@ -133,7 +133,7 @@ def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly
         notes = json.loads((local / "sweep.json").read_text())["notes"]
         assert any(n.startswith("interrupted:") and "--resume" in n for n in notes), notes
         assert (local / "sweep.csv").is_file()
-        assert not collect_pids()
+        assert not collect_pids(scratch)
         left = sorted(p.name for p in scratch.glob("hwprof-point-*"))
         assert not left, left  # every node's temporary folder (one here: the nodes share this machine)
         print(f"\nsubmitted job: CLI {submitted - t0:.1f} s, first point running {first_point:.1f} s after submit; "
@@ -176,14 +176,14 @@ def test_nothing_is_left_on_the_nodes_by_a_killed_driver_or_a_gone_point(
     assert not stale.exists()
 
     proc = sweep_attached(cluster.address, tmp_path / "killed", "1,2")
-    wait_until(lambda: len(collect_pids()) >= 2, 300)
-    assert len(collect_pids()) == 2
+    wait_until(lambda: len(collect_pids(scratch)) >= 2, 300)
+    assert len(collect_pids(scratch)) == 2
     assert len(list(scratch.glob("hwprof-point-*"))) == 2
     proc.kill()
     proc.wait()
     killed = time.monotonic()
-    wait_until(lambda: not (collect_pids() or list(scratch.glob("hwprof-point-*"))), 120)
+    wait_until(lambda: not (collect_pids(scratch) or list(scratch.glob("hwprof-point-*"))), 120)
     gone_s = time.monotonic() - killed
-    assert not collect_pids()
+    assert not collect_pids(scratch)
     assert not list(scratch.glob("hwprof-point-*"))
     print(f"\ndriver killed: the collects stopped and the nodes' scratch folders removed within {gone_s:.1f} s")

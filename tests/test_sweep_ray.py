@@ -167,9 +167,9 @@ def test_interrupt_then_resume_runs_only_the_missing_points(cluster: LocalCluste
     assert all(r["status"] == "interrupted" and r["attempts"] for r in unfinished), unfinished
     first_transfers = json.loads((out / "ray_transfer.json").read_text())
     end = time.monotonic() + 20
-    while any(collect_pids(f"yolov8n-t{t}-b1") for t in (1, 2, 3)) and time.monotonic() < end:
+    while any(collect_pids(cluster.scratch, f"yolov8n-t{t}-b1") for t in (1, 2, 3)) and time.monotonic() < end:
         time.sleep(0.5)
-    assert not any(collect_pids(f"yolov8n-t{t}-b1") for t in (1, 2, 3)), "a cancelled collect lived on"
+    assert not any(collect_pids(cluster.scratch, f"yolov8n-t{t}-b1") for t in (1, 2, 3)), "a cancelled collect lived on"
     assert not scratch_left(cluster), "a point's scratch folder was left on a node"
     kept = [r for r in rows(out) if r["status"] == "interrupted" and (out / Path(r["run_dir"]).name).is_dir()]
     for r in kept:  # a running point stopped by Ctrl-C: its run came back, finalised as interrupted
@@ -208,7 +208,7 @@ def test_a_killed_node_is_retried_elsewhere(cluster: LocalCluster, tmp_path: Pat
     pids: list[int] = []
     end = time.monotonic() + 30
     while not pids and time.monotonic() < end:
-        pids = collect_pids("yolov8n-t1-b1")
+        pids = collect_pids(cluster.scratch, "yolov8n-t1-b1")
         time.sleep(0.2)
     assert len(pids) == 1, pids
     cluster.kill_node(victim)  # the session's: not started again (a test that needs two nodes does)
