@@ -11,25 +11,18 @@ starts again."""
 from __future__ import annotations
 
 import shutil
-import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_nodes import STARTED, nodes_env
+from ray_nodes import STARTED, free_port, nodes_env
 
 HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
 """Ray's health checks of the nodes, every 1 s and 3 failures (Ray's defaults: 3 s and 5): a killed node is
 known dead, and its point retried or failed, about 7 s after its death instead of 16 (measured here). A live
 node still has Ray's 10 s per check to answer, 3 times in a row."""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalCluster:
