@@ -1,6 +1,7 @@
-"""The session's Ray cluster, a pytest plugin (a test module that uses it names it in `pytest_plugins`; it is
-never imported otherwise, so that pytest rewrites its asserts): a head that measures nothing and runs the
-job server, and as many measuring nodes as a test asks for (LocalCluster.measuring).
+"""The session's Ray cluster, a pytest plugin (a test module that uses it names it in `pytest_plugins`, and
+imports it only for type checking: imported by a test module first, pytest warns that it cannot rewrite it): a
+head that measures nothing and runs the job server, and as many measuring nodes as a test asks for
+(LocalCluster.measuring).
 
 Why one cluster: the tests started their own (six heads, each with Ray's dashboard and its dozen processes,
 and ten other nodes): on the suite's 2-CPU host those starts cost more than the points they measured. Every
