@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from run_store import RECIPES, stored_run
+from run_store import option, stored_run
 
 SMALL = ["--model", "yolov8n", "--imgsz", "256", "--iters", "2", "--warmup", "1", "--threads", "2"]
 
@@ -106,7 +106,7 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path, tmp_path_
     assert stored.returncode == 0, stored.stdout + stored.stderr
     run_dir = stored.path
     run = json.loads((run_dir / "run.json").read_text())
-    iters = int(RECIPES["small"].args[RECIPES["small"].args.index("--iters") + 1])
+    iters = int(option("small", "--iters"))
     assert run["schema_version"] == 1 and run["status"] == "complete"
     for key in ("config", "host", "model", "collectors", "stages", "passes"):
         assert key in run
