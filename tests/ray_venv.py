@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
+from ray_nodes import free_port
 
 
 def _top_level(dist_name: str) -> set[str]:
@@ -50,8 +51,12 @@ def venv_without(root: Path, *left_out: str) -> Path:
     return python
 
 
-def imports(python: Path, module: str) -> bool:
-    return subprocess.run([str(python), "-P", "-c", f"import {module}"], capture_output=True).returncode == 0
+def finds(python: Path, *modules: str) -> list[bool]:
+    """Whether `python` finds each module (importlib's find_spec, as `import` looks it up), in one process:
+    importing torch there to see that it is present took seconds of the 2-CPU host's time."""
+    code = "import importlib.util as u, sys; print(*[u.find_spec(m) is not None for m in sys.argv[1:]])"
+    out = subprocess.run([str(python), "-P", "-c", code, *modules], capture_output=True, text=True, check=True)
+    return [word == "True" for word in out.stdout.split()]
 
 
 @contextlib.contextmanager
@@ -68,7 +73,8 @@ def node_from(python: Path, address: str, log: Path, temp_dir: Path | None = Non
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [str(python), "-c", "from ray.scripts.scripts import main; main()", "start", "--address", address,
-             "--num-cpus", "1", "--resources", json.dumps({"hwprof": 1}), "--temp-dir", str(temp_dir), "--block"],
+             "--num-cpus", "1", "--resources", json.dumps({"hwprof": 1}), "--temp-dir", str(temp_dir),
+             "--dashboard-agent-listen-port", str(free_port()), "--block"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:

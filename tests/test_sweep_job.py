@@ -1,8 +1,8 @@
 """`hwprof sweep ... --submit` on a real local Ray cluster with a job server: the sweep runs as a Ray Job, and
 `hwprof sweep-job status|logs|fetch|stop DIR` follow it as a user would, from child processes of the CLI.
 
-The cluster's nodes get a temporary folder of their own (TMPDIR), so that the test can see that nothing of
-the points' scratch is left behind on any node."""
+The cluster is the session's (tests/ray_cluster.py), with two measuring nodes; its nodes have a temporary folder
+of their own (TMPDIR), so that the test can see that nothing of the points' scratch is left behind on any node."""
 
 from __future__ import annotations
 
@@ -10,21 +10,23 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("aiohttp")  # ray[default]: the dashboard's job server
-from ray.cluster_utils import Cluster  # noqa: E402
-from ray_nodes import collect_pids, nodes_env, sweep_cli  # noqa: E402
+from ray_nodes import collect_pids, sweep_cli, wait_until  # noqa: E402
 
+if TYPE_CHECKING:
+    from ray_cluster import LocalCluster
+
+pytest_plugins = ("ray_cluster",)  # the session's cluster
 pytestmark = pytest.mark.slow
 
 POINTS = [
@@ -46,28 +48,11 @@ POINTS = [
 host). The test stops the job after the first round; the rest never run."""
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def job_cluster() -> Iterator[tuple[Cluster, Path]]:
-    """A head with the job server (measuring nothing) and two measuring nodes, all with their own TMPDIR: one
-    cluster for the module's tests (each leaves no job running and nothing in the nodes' TMPDIR: they assert it)."""
-    scratch = Path(tempfile.mkdtemp(prefix="hwj", dir="/tmp"))  # short: Ray's sockets live under it otherwise
-    with nodes_env(scratch):
-        head = {"num_cpus": 1, "include_dashboard": True, "dashboard_port": free_port()}
-        cluster = Cluster(initialize_head=True, connect=False, head_node_args=head)
-        for _ in range(2):
-            cluster.add_node(num_cpus=1, resources={"hwprof": 1})
-        cluster.wait_for_nodes()
-    try:
-        yield cluster, scratch
-    finally:
-        cluster.shutdown()
-        shutil.rmtree(scratch, ignore_errors=True)
+@pytest.fixture
+def job_cluster(ray_cluster: LocalCluster) -> tuple[LocalCluster, Path]:
+    """The head with the job server (measuring nothing) and two measuring nodes, all with their own TMPDIR (each
+    test leaves no job running and nothing in the nodes' TMPDIR: they assert it)."""
+    return ray_cluster.measuring(2), ray_cluster.scratch
 
 
 def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -77,8 +62,22 @@ def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
+def cli_until(args: tuple[str, ...], ready: Callable[[str], bool], timeout: float = 60) -> str:
+    """`hwprof ARGS` (a `sweep-job` command) until its output is ready: once the event it reports has happened
+    (waited for on the files and processes themselves: each command is a Python process, a CPU-second here)."""
+    end = time.monotonic() + timeout
+    while True:
+        done = cli(*args)
+        if ready(done.stdout) or time.monotonic() > end:
+            return done.stdout + done.stderr
+        time.sleep(0.5)
+
+
 def wait_finished(local: Path, at_least: int, timeout: float = 400) -> str:
-    """`sweep-job status` until at least `at_least` points have finished (the job still running)."""
+    """`sweep-job status` until at least `at_least` points have finished (the job still running), asked once
+    that many runs have come back to the job's folder on the head."""
+    head_dir = Path(json.loads((local / "ray_job.json").read_text())["head_dir"]).expanduser()
+    wait_until(lambda: len(list(head_dir.glob("*/run.json"))) >= at_least, timeout)
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         done = cli("sweep-job", "status", str(local))
@@ -90,7 +89,7 @@ def wait_finished(local: Path, at_least: int, timeout: float = 400) -> str:
 
 
 def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly(
-    job_cluster: tuple[Cluster, Path], tmp_path: Path
+    job_cluster: tuple[LocalCluster, Path], tmp_path: Path
 ) -> None:
     cluster, scratch = job_cluster
     local = tmp_path / "job"
@@ -103,14 +102,10 @@ def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly
     record = json.loads((local / "ray_job.json").read_text())
     head_dir = Path(record["head_dir"]).expanduser()
     try:
-        end = time.monotonic() + 300
-        first_point = None
-        while first_point is None and time.monotonic() < end:
-            log = cli("sweep-job", "logs", str(local)).stdout
-            if "running on node" in log:
-                first_point = time.monotonic() - submitted
-            time.sleep(0.5)
-        assert first_point is not None, log
+        assert wait_until(lambda: collect_pids(scratch), 300), "no point's collect started"
+        first_point = time.monotonic() - submitted
+        log = cli_until(("sweep-job", "logs", str(local)), lambda out: "running on node" in out)
+        assert "running on node" in log, log
         text = wait_finished(local, 1)
         assert "RUNNING" in text, text
 
@@ -120,9 +115,8 @@ def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly
         fetched = [json.loads(p.read_text())["status"] for p in local.glob("*/run.json")]
         assert fetched and set(fetched) == {"complete"} and f"fetched {len(fetched)} new runs" in got.stdout
 
-        end = time.monotonic() + 300  # stop once a running point's collect has its run directory on its node
-        while not list(scratch.glob("hwprof-point-*/yolov8n-*/run.json")) and time.monotonic() < end:
-            time.sleep(0.5)
+        # stop once a running point's collect has its run directory on its node
+        wait_until(lambda: list(scratch.glob("hwprof-point-*/yolov8n-*/run.json")), 300)
         stopped = cli("sweep-job", "stop", str(local), timeout=400)
         assert stopped.returncode == 0 and "job STOPPED" in stopped.stdout, stopped.stdout + stopped.stderr
         again = cli("sweep-job", "fetch", str(local))
@@ -139,7 +133,7 @@ def test_a_submitted_sweep_runs_detached_fetches_while_running_and_stops_cleanly
         notes = json.loads((local / "sweep.json").read_text())["notes"]
         assert any(n.startswith("interrupted:") and "--resume" in n for n in notes), notes
         assert (local / "sweep.csv").is_file()
-        assert not collect_pids()
+        assert not collect_pids(scratch)
         left = sorted(p.name for p in scratch.glob("hwprof-point-*"))
         assert not left, left  # every node's temporary folder (one here: the nodes share this machine)
         print(f"\nsubmitted job: CLI {submitted - t0:.1f} s, first point running {first_point:.1f} s after submit; "
@@ -157,11 +151,12 @@ def test_sweep_job_commands_refuse_a_folder_without_a_job(tmp_path: Path) -> Non
 
 
 def sweep_attached(address: str, out: Path, threads: str) -> subprocess.Popen[str]:
-    return sweep_cli(address, out, *POINTS[:-4], "--threads", threads, "--", "--only", "timing,flops")
+    """One batch size; the timing pass alone (the test looks at what the points leave on the nodes)."""
+    return sweep_cli(address, out, *POINTS[:-4], "--threads", threads, "--", "--only", "timing")
 
 
 def test_nothing_is_left_on_the_nodes_by_a_killed_driver_or_a_gone_point(
-    job_cluster: tuple[Cluster, Path], tmp_path: Path
+    job_cluster: tuple[LocalCluster, Path], tmp_path: Path
 ) -> None:
     """A scratch folder of a point that is gone (its lock free) is removed by the next point on the node, and
     said in the notes; a driver killed with SIGKILL while its points run (a closed terminal, a laptop that
@@ -181,17 +176,14 @@ def test_nothing_is_left_on_the_nodes_by_a_killed_driver_or_a_gone_point(
     assert not stale.exists()
 
     proc = sweep_attached(cluster.address, tmp_path / "killed", "1,2")
-    end = time.monotonic() + 300
-    while len(collect_pids()) < 2 and time.monotonic() < end:
-        time.sleep(0.5)
-    assert len(collect_pids()) == 2
+    wait_until(lambda: len(collect_pids(scratch)) >= 2, 300)
+    assert len(collect_pids(scratch)) == 2
     assert len(list(scratch.glob("hwprof-point-*"))) == 2
     proc.kill()
     proc.wait()
     killed = time.monotonic()
-    while (collect_pids() or list(scratch.glob("hwprof-point-*"))) and time.monotonic() < killed + 120:
-        time.sleep(0.5)
+    wait_until(lambda: not (collect_pids(scratch) or list(scratch.glob("hwprof-point-*"))), 120)
     gone_s = time.monotonic() - killed
-    assert not collect_pids()
+    assert not collect_pids(scratch)
     assert not list(scratch.glob("hwprof-point-*"))
     print(f"\ndriver killed: the collects stopped and the nodes' scratch folders removed within {gone_s:.1f} s")

@@ -1,6 +1,7 @@
 """`hwprof sweep --ray` on a real local Ray cluster: a head that measures nothing and worker nodes that
-declare `hwprof: 1` (ray.cluster_utils.Cluster starts real raylets on this machine). Each test runs the
-installed CLI in a child process against the cluster's address, as an operator would."""
+declare `hwprof: 1` (ray.cluster_utils.Cluster starts real raylets on this machine; the session's cluster of
+tests/ray_cluster.py, with as many measuring nodes as a test asks for). Each test runs the installed CLI in a
+child process against the cluster's address, as an operator would."""
 
 from __future__ import annotations
 
@@ -10,23 +11,28 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-from ray_nodes import collect_pids, nodes_env, sweep_cli  # noqa: E402
+from ray_nodes import collect_pids, sweep_cli  # noqa: E402
 
+if TYPE_CHECKING:
+    from ray_cluster import LocalCluster
+
+pytest_plugins = ("ray_cluster",)  # the session's cluster
 pytestmark = pytest.mark.slow
 
 POINT_ARGS = ["--models", "yolov8n", "--imgsz", "64", "--warmup", "0", "--iters", "1"]
 COLLECT_ARGS = ["--", "--only", "timing,flops"]
+"""The points whose rows are compared with a local sweep's: the flops pass gives their GFLOPs and intensity."""
+TIMING_ARGS = ["--", "--only", "timing"]
+"""The points of the tests that look at where and whether a point ran, not at its FLOPs: one pass (one worker
+process) per collect."""
 MEASURED = {
     "latency_ms", "forward_ms", "iteration_ms", "fps", "forward_fps", "pct_peak", "bound", "j_per_image",
     "wall_s", "run_dir", "peaks_source", "energy_note",
@@ -39,35 +45,18 @@ RAY_CONSOLE_MARKS = ("(raylet)", "[state-dump]", "rpc_client.h", "gcs_client.cc"
 """What Ray's own messages look like on a console: none may reach hwprof's."""
 
 
-SCRATCH = Path(tempfile.mkdtemp(prefix="hwr", dir="/tmp"))
-"""The nodes' temporary folder (TMPDIR, short: Ray's sockets stay in /tmp through RAY_TMPDIR), where the
-points' scratch folders go: a test looks there for anything left behind."""
-
-
-def start_cluster(workers: int, resource: bool = True) -> Cluster:
-    with nodes_env(SCRATCH):
-        cluster = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1})
-        for _ in range(workers):
-            cluster.add_node(num_cpus=1, resources={"hwprof": 1} if resource else {})
-        cluster.wait_for_nodes()
-    return cluster
-
-
-def scratch_left(timeout: float = 60) -> list[str]:
-    """The points' scratch folders still on the nodes after up to `timeout` s (a keeper removes its own)."""
+def scratch_left(cluster: LocalCluster, timeout: float = 60) -> list[str]:
+    """The points' scratch folders still in the nodes' TMPDIR after up to `timeout` s (a keeper removes its own)."""
     end = time.monotonic() + timeout
-    while (left := sorted(p.name for p in SCRATCH.glob("hwprof-point-*"))) and time.monotonic() < end:
+    while (left := sorted(p.name for p in cluster.scratch.glob("hwprof-point-*"))) and time.monotonic() < end:
         time.sleep(0.5)
     return left
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    c = start_cluster(2)
-    try:
-        yield c
-    finally:
-        c.shutdown()
+@pytest.fixture
+def cluster(ray_cluster: LocalCluster) -> LocalCluster:
+    """The session's cluster with two measuring nodes."""
+    return ray_cluster.measuring(2)
 
 
 def read_until(proc: subprocess.Popen[str], needle: str, lines: list[str], timeout: float = 240) -> str:
@@ -94,7 +83,8 @@ def rows(out: Path) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def cluster_sweep(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, float]:
+def cluster_sweep(ray_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, float]:
+    cluster = ray_cluster.measuring(2)
     out = tmp_path_factory.mktemp("ray") / "sweep"
     started = time.monotonic()
     proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2", *COLLECT_ARGS)
@@ -151,64 +141,11 @@ def test_same_rows_locally_and_on_the_cluster(cluster_sweep: tuple[Path, str, fl
     assert [r["host_kind"] for r in on_cluster] == [r["host_kind"] for r in here]  # one machine: one kind
 
 
-def test_a_killed_node_is_retried_elsewhere(tmp_path: Path) -> None:
-    """Two points on two nodes; the node running the first dies. Ray runs that point again on the other node
-    (or the row says why it failed), the second point completes, and the killed collect does not live on."""
-    cluster = start_cluster(2)
-    try:
-        out = tmp_path / "sweep"
-        proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2", *COLLECT_ARGS)
-        lines: list[str] = []
-        line = read_until(proc, "[1/2] yolov8n-t1-b1: running on node", lines)
-        prefix = line.rsplit("(", 1)[1].split(")")[0]
-        victim = next(n for n in cluster.worker_nodes if n.node_id.startswith(prefix))
-        pids: list[int] = []
-        end = time.monotonic() + 30
-        while not pids and time.monotonic() < end:
-            pids = collect_pids("yolov8n-t1-b1")
-            time.sleep(0.2)
-        assert len(pids) == 1, pids
-        cluster.remove_node(victim, allow_graceful=False)
-        gone = psutil.wait_procs([psutil.Process(pids[0])], timeout=20)[0]
-        assert [p.pid for p in gone] == pids, "the collect of the killed node lived on"
-        code, text = finish(proc, lines)
-        assert not scratch_left(), "a point's scratch folder was left on a node"
-        found = {r["threads"]: r for r in rows(out)}
-        print(f"\nkilled node {victim.node_id[:8]}: the point it ran is {found[1]['status']}: {found[1]['error']}")
-        assert found[2]["status"] == "complete", text
-        # Ray's messages about the death (about 40 lines, twice, before) are in the sweep's folder, not here
-        assert not [line for line in text.splitlines() if any(m in line for m in RAY_CONSOLE_MARKS)], text
-        assert "Raylet is terminated" in (out / "ray_logs" / "driver.log").read_text()
-        notes = json.loads((out / "sweep.json").read_text())["notes"]
-        (cluster_note,) = [n for n in notes if n.startswith("Ray cluster")]
-        assert "2 nodes at the start (" in cluster_note and f"; node {victim.node_id[:8]} (" in cluster_note
-        assert " left at " in cluster_note and cluster_note.endswith("; 1 at the end"), cluster_note
-        first = found[1]["attempts"][0]
-        assert first["node_id"] == victim.node_id and first["outcome"].startswith(("lost", "failed")), first
-        if found[1]["status"] == "complete":
-            assert "yolov8n-t1-b1: running again on node" in text, text
-            transfers = {t["point"]: t["node_id"] for t in json.loads((out / "ray_transfer.json").read_text())}
-            assert transfers["yolov8n-t1-b1"] != victim.node_id
-            assert code == 0, text
-            second = found[1]["attempts"][1]
-            assert len(found[1]["attempts"]) == 2 and second["outcome"] == "finished"
-            assert found[1]["node_id"] == second["node_id"] == transfers["yolov8n-t1-b1"]
-            assert first["outcome"] == "lost: its node left the cluster", first
-            assert "yolov8n-t1-b1: 2 attempts: node " in " ".join(text.split())  # the table's notes
-            with open(out / "sweep.csv") as f:
-                assert sorted(r["attempts"] for r in csv.DictReader(f)) == ["1", "2"]
-        else:
-            assert found[1]["status"] == "failed" and found[1]["error"], text
-            assert code == 1
-    finally:
-        cluster.shutdown()
-
-
-def test_interrupt_then_resume_runs_only_the_missing_points(cluster: Cluster, tmp_path: Path) -> None:
+def test_interrupt_then_resume_runs_only_the_missing_points(cluster: LocalCluster, tmp_path: Path) -> None:
     """Ctrl-C after the first point finished: exit 130, the finished run kept, the running collects stopped;
     --resume DIR then runs only the points that did not finish, on the cluster the sweep recorded."""
     out = tmp_path / "sweep"
-    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2,3", *COLLECT_ARGS)
+    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2,3", *TIMING_ARGS)
     lines: list[str] = []
     read_until(proc, ": complete on", lines)
     # the third point starts once a node is free: the stop comes when it runs too, so that every point that did
@@ -230,10 +167,10 @@ def test_interrupt_then_resume_runs_only_the_missing_points(cluster: Cluster, tm
     assert all(r["status"] == "interrupted" and r["attempts"] for r in unfinished), unfinished
     first_transfers = json.loads((out / "ray_transfer.json").read_text())
     end = time.monotonic() + 20
-    while any(collect_pids(f"yolov8n-t{t}-b1") for t in (1, 2, 3)) and time.monotonic() < end:
+    while any(collect_pids(cluster.scratch, f"yolov8n-t{t}-b1") for t in (1, 2, 3)) and time.monotonic() < end:
         time.sleep(0.5)
-    assert not any(collect_pids(f"yolov8n-t{t}-b1") for t in (1, 2, 3)), "a cancelled collect lived on"
-    assert not scratch_left(), "a point's scratch folder was left on a node"
+    assert not any(collect_pids(cluster.scratch, f"yolov8n-t{t}-b1") for t in (1, 2, 3)), "a cancelled collect lived on"
+    assert not scratch_left(cluster), "a point's scratch folder was left on a node"
     kept = [r for r in rows(out) if r["status"] == "interrupted" and (out / Path(r["run_dir"]).name).is_dir()]
     for r in kept:  # a running point stopped by Ctrl-C: its run came back, finalised as interrupted
         assert json.loads((out / Path(r["run_dir"]).name / "run.json").read_text())["status"] == "interrupted"
@@ -253,57 +190,101 @@ def test_interrupt_then_resume_runs_only_the_missing_points(cluster: Cluster, tm
     assert transfers[: len(first_transfers)] == first_transfers and len(transfers) == len(first_transfers) + len(ran)
 
 
-def test_the_address_check_on_a_real_cluster(cluster: Cluster) -> None:
+def test_the_address_check_on_a_real_cluster(ray_cluster: LocalCluster) -> None:
     from hwprof.sweep.ray_connect import check_gcs
 
-    assert check_gcs(cluster.address) == ray.__version__
+    assert check_gcs(ray_cluster.address) == ray.__version__
 
 
-def test_refusals_per_host_and_a_lost_kind(tmp_path: Path) -> None:
-    """A cluster where no node declares the resource, a --hosts kind that no node is, a --per-host sweep, and
-    a point whose only node of its kind dies: failed with the reason, not waiting forever."""
-    cluster = start_cluster(1, resource=False)
-    try:
-        proc = sweep_cli(cluster.address, tmp_path / "s", *POINT_ARGS, *COLLECT_ARGS)
-        code, text = finish(proc, [])
-        text = " ".join(text.split())
-        assert code == 2 and "none declares the resource 'hwprof'" in text and "--resources" in text, text
-        measuring = cluster.add_node(num_cpus=1, resources={"hwprof": 1})
-        cluster.wait_for_nodes()
-        proc = sweep_cli(cluster.address, tmp_path / "s", *POINT_ARGS, "--per-host", "--hosts", "graviton9")
-        code, text = finish(proc, [])
-        text = " ".join(text.split())
-        assert code == 2 and "--hosts 'graviton9': no node of the cluster is of that kind; kinds:" in text, text
-        assert not (tmp_path / "s").exists()
-
-        from hwprof.core.config import default_threads
-        from hwprof.core.host import cpu_model
-
-        out = tmp_path / "per-host"
-        proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--per-host", "--hosts", cpu_model(), *COLLECT_ARGS)
-        code, text = finish(proc, [])
+def test_a_killed_node_is_retried_elsewhere(cluster: LocalCluster, tmp_path: Path) -> None:
+    """Two points on two nodes; the node running the first dies. Ray runs that point again on the other node
+    (or the row says why it failed), the second point completes, and the killed collect does not live on."""
+    out = tmp_path / "sweep"
+    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2", *TIMING_ARGS)
+    lines: list[str] = []
+    line = read_until(proc, "[1/2] yolov8n-t1-b1: running on node", lines)
+    prefix = line.rsplit("(", 1)[1].split(")")[0]
+    victim = next(n for n in cluster.worker_nodes if n.node_id.startswith(prefix))
+    pids: list[int] = []
+    end = time.monotonic() + 30
+    while not pids and time.monotonic() < end:
+        pids = collect_pids(cluster.scratch, "yolov8n-t1-b1")
+        time.sleep(0.2)
+    assert len(pids) == 1, pids
+    cluster.kill_node(victim)  # the session's: not started again (a test that needs two nodes does)
+    gone = psutil.wait_procs([psutil.Process(pids[0])], timeout=20)[0]
+    assert [p.pid for p in gone] == pids, "the collect of the killed node lived on"
+    code, text = finish(proc, lines)
+    assert not scratch_left(cluster), "a point's scratch folder was left on a node"
+    found = {r["threads"]: r for r in rows(out)}
+    print(f"\nkilled node {victim.node_id[:8]}: the point it ran is {found[1]['status']}: {found[1]['error']}")
+    assert found[2]["status"] == "complete", text
+    # Ray's messages about the death (about 40 lines, twice, before) are in the sweep's folder, not here
+    assert not [line for line in text.splitlines() if any(m in line for m in RAY_CONSOLE_MARKS)], text
+    assert "Raylet is terminated" in (out / "ray_logs" / "driver.log").read_text()
+    notes = json.loads((out / "sweep.json").read_text())["notes"]
+    (cluster_note,) = [n for n in notes if n.startswith("Ray cluster")]
+    assert "2 nodes at the start (" in cluster_note and f"; node {victim.node_id[:8]} (" in cluster_note
+    assert " left at " in cluster_note and cluster_note.endswith("; 1 at the end"), cluster_note
+    first = found[1]["attempts"][0]
+    assert first["node_id"] == victim.node_id and first["outcome"].startswith(("lost", "failed")), first
+    if found[1]["status"] == "complete":
+        assert "yolov8n-t1-b1: running again on node" in text, text
+        transfers = {t["point"]: t["node_id"] for t in json.loads((out / "ray_transfer.json").read_text())}
+        assert transfers["yolov8n-t1-b1"] != victim.node_id
         assert code == 0, text
-        (row,) = rows(out)
-        assert Path(row["run_dir"]).parent.name == row["host_slug"] and row["status"] == "complete"
-        # no --threads: the point's collect used the node's own thread count, and its row says which
-        # (the driver's count went to every node before)
-        assert (out / row["host_slug"] / "yolov8n-tnode-b1" / "run.json").is_file()
-        assert (
-            "--threads"
-            not in json.loads((out / row["host_slug"] / "yolov8n-tnode-b1" / "run.json").read_text())["command"]
-        )
-        assert int(row["threads"]) == default_threads()
-        assert json.loads((out / "sweep_plan.json").read_text())["ray"]["per_host"] is True
+        second = found[1]["attempts"][1]
+        assert len(found[1]["attempts"]) == 2 and second["outcome"] == "finished"
+        assert found[1]["node_id"] == second["node_id"] == transfers["yolov8n-t1-b1"]
+        assert first["outcome"] == "lost: its node left the cluster", first
+        assert "yolov8n-t1-b1: 2 attempts: node " in " ".join(text.split())  # the table's notes
+        with open(out / "sweep.csv") as f:
+            assert sorted(r["attempts"] for r in csv.DictReader(f)) == ["1", "2"]
+    else:
+        assert found[1]["status"] == "failed" and found[1]["error"], text
+        assert code == 1
 
-        # the only measuring node dies while it runs the point: Ray would keep the retry waiting for a node
-        lost = tmp_path / "lost"
-        proc = sweep_cli(cluster.address, lost, *POINT_ARGS, *COLLECT_ARGS)
-        lines: list[str] = []
-        read_until(proc, "running on node", lines)
-        cluster.remove_node(measuring, allow_graceful=False)
-        code, text = finish(proc, lines, timeout=120)
-        (row,) = rows(lost)
-        assert code == 1 and row["status"] == "failed", text
-        assert row["error"] == "every node that could run it (any kind) has left the cluster", text
-    finally:
-        cluster.shutdown()
+
+def test_refusals_per_host_and_a_lost_kind(ray_cluster: LocalCluster, tmp_path: Path) -> None:
+    """A --hosts kind that no node is, a --per-host sweep, a point whose only node of its kind dies (failed with
+    the reason, not waiting forever), and then a cluster where no node declares the resource (its head)."""
+    cluster = ray_cluster.measuring(1)
+    (measuring,) = cluster.worker_nodes
+    proc = sweep_cli(cluster.address, tmp_path / "s", *POINT_ARGS, "--per-host", "--hosts", "graviton9")
+    code, text = finish(proc, [])
+    text = " ".join(text.split())
+    assert code == 2 and "--hosts 'graviton9': no node of the cluster is of that kind; kinds:" in text, text
+    assert not (tmp_path / "s").exists()
+
+    from hwprof.core.config import default_threads
+    from hwprof.core.host import cpu_model
+
+    out = tmp_path / "per-host"
+    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--per-host", "--hosts", cpu_model(), *TIMING_ARGS)
+    code, text = finish(proc, [])
+    assert code == 0, text
+    (row,) = rows(out)
+    assert Path(row["run_dir"]).parent.name == row["host_slug"] and row["status"] == "complete"
+    # no --threads: the point's collect used the node's own thread count, and its row says which
+    # (the driver's count went to every node before)
+    run_json = out / row["host_slug"] / "yolov8n-tnode-b1" / "run.json"
+    assert run_json.is_file() and "--threads" not in json.loads(run_json.read_text())["command"]
+    assert int(row["threads"]) == default_threads()
+    assert json.loads((out / "sweep_plan.json").read_text())["ray"]["per_host"] is True
+
+    # the only measuring node dies while it runs the point: Ray would keep the retry waiting for a node
+    lost = tmp_path / "lost"
+    proc = sweep_cli(cluster.address, lost, *POINT_ARGS, *TIMING_ARGS)
+    lines: list[str] = []
+    read_until(proc, "running on node", lines)
+    cluster.kill_node(measuring)
+    code, text = finish(proc, lines, timeout=120)
+    (row,) = rows(lost)
+    assert code == 1 and row["status"] == "failed", text
+    assert row["error"] == "every node that could run it (any kind) has left the cluster", text
+
+    assert not cluster.worker_nodes  # the head alone, which declares no resource
+    proc = sweep_cli(cluster.address, tmp_path / "s", *POINT_ARGS, *TIMING_ARGS)
+    code, text = finish(proc, [])
+    text = " ".join(text.split())
+    assert code == 2 and "none declares the resource 'hwprof'" in text and "--resources" in text, text

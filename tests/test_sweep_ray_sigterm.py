@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 import textwrap
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 ray = pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
-from ray_nodes import nodes_env  # noqa: E402
 
+if TYPE_CHECKING:
+    from ray_cluster import LocalCluster
+
+pytest_plugins = ("ray_cluster",)  # the session's cluster
 pytestmark = pytest.mark.slow
 
 DRIVER = textwrap.dedent(
@@ -37,21 +37,10 @@ DRIVER = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def cluster() -> Iterator[Cluster]:
-    scratch = Path(tempfile.mkdtemp(prefix="hws", dir="/tmp"))
-    with nodes_env(scratch):
-        c = Cluster(initialize_head=True, connect=False, head_node_args={"num_cpus": 1})
-        c.wait_for_nodes()
-    try:
-        yield c
-    finally:
-        c.shutdown()
-
-
-def test_a_connected_driver_outlives_sigterm_and_handles_it_in_python(cluster: Cluster) -> None:
+def test_a_connected_driver_outlives_sigterm_and_handles_it_in_python(ray_cluster: LocalCluster) -> None:
+    """The session's cluster (tests/ray_cluster.py): the driver joins it; no task runs."""
     got = subprocess.run(
-        [sys.executable, "-P", "-c", DRIVER, cluster.address], capture_output=True, text=True, timeout=120
+        [sys.executable, "-P", "-c", DRIVER, ray_cluster.address], capture_output=True, text=True, timeout=120
     )
     assert got.returncode == 0, (got.returncode, got.stdout, got.stderr[-2000:])
     assert "alive 6 s after SIGTERM, handled 1" in got.stdout, got.stdout
