@@ -42,8 +42,8 @@ RECIPES: dict[str, Recipe] = {
             "--model", "yolov8n", "--imgsz", "64", "--iters", "3", "--warmup", "1", "--threads", "2",
             "--only", "timing,flops,torch_profiler,pyspy",
         ),
-        "the CLI's run.json and report, the docs' shown commands, the allocator advise's baseline: a complete run "
-        "of the built-in pipeline with the timing, layers and trace passes",
+        "the CLI's run.json and report, the docs' shown commands, the allocator advise's baseline, the notebook's "
+        "second run: a complete run of the built-in pipeline with the timing, layers and trace passes",
     ),
     "layers": Recipe(
         (
@@ -61,9 +61,8 @@ RECIPES: dict[str, Recipe] = {
             "--model", "yolov8n", "--img-size", "64", "--frames", "11",
         ),
         "a user's program measured call by call (test_programs), advise's refusal of its 12 calls and the same "
-        "program failing at import under advise (test_program_advise_fit_real), the paired gate's OLD run "
-        "(test_gate_programs): detect_like.py (breaks_at_import.py with BREAK_AT_IMPORT unset) stopped after its "
-        "measured calls",
+        "program failing at import under advise (test_program_advise_fit_real): detect_like.py "
+        "(breaks_at_import.py with BREAK_AT_IMPORT unset) stopped after its measured calls",
     ),
 }  # fmt: skip
 

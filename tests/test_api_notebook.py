@@ -1,7 +1,8 @@
 """docs/notebook.ipynb, the library's example: kept with its outputs stripped, and run end to end on two small real
-runs made here with hwprof.collect (yolov8n at 128). nbclient runs it where it is installed (with a Jupyter
-kernel); otherwise its code cells run as plain Python in one namespace, each last expression shown as a notebook
-would (its repr), so a cell that fails or shows nothing is caught either way."""
+runs of yolov8n at 64: one made here with hwprof.collect (timing, layers and kernels passes), the other the suite's
+stored small run (tests/run_store.py) loaded with hwprof.load. nbclient runs it where it is installed (with a
+Jupyter kernel); otherwise its code cells run as plain Python in one namespace, each last expression shown as a
+notebook would (its repr), so a cell that fails or shows nothing is caught either way."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from run_store import option, stored_run
 
 import hwprof
 
@@ -70,11 +72,15 @@ def run_with_nbclient() -> list[str] | None:
 
 
 @pytest.mark.slow
-def test_the_notebook_runs_on_a_real_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_notebook_runs_on_a_real_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     monkeypatch.chdir(tmp_path)
-    small = {"model": "yolov8n", "imgsz": 128, "iters": 3, "warmup": 1}
+    small = {"model": "yolov8n", "imgsz": int(option("small", "--imgsz")), "iters": 3, "warmup": 1}
     a = hwprof.collect(**small, only=["timing", "flops", "perf_sampling"], perf_rate=1000, out=tmp_path / "a")
-    b = hwprof.collect(**small, threads=1, only=["timing", "flops"], out=tmp_path / "b")
+    stored = stored_run(tmp_path_factory, "small", tmp_path / "b")  # its layers pass: the compare's layer rows
+    assert stored.returncode == 0, stored.stdout + stored.stderr
+    b = hwprof.load(stored.path)
     assert a.status == b.status == "complete" and a.layers.height == b.layers.height > 0
     monkeypatch.setenv("NOTEBOOK_RUN", str(a.path))
     monkeypatch.setenv("NOTEBOOK_RUN_B", str(b.path))
