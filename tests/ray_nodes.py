@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -32,14 +31,6 @@ def nodes_env(scratch: Path) -> Iterator[None]:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-
-
-def free_port() -> int:
-    """A port nobody listens on now: each Ray process of the suite listens on its own (another suite's nodes
-    on this machine may hold Ray's defaults)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 STARTED: list[subprocess.Popen[str]] = []

@@ -25,7 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
-from ray_nodes import free_port
 
 
 def _top_level(dist_name: str) -> set[str]:
@@ -74,7 +73,7 @@ def node_from(python: Path, address: str, log: Path, temp_dir: Path | None = Non
         proc = subprocess.Popen(
             [str(python), "-c", "from ray.scripts.scripts import main; main()", "start", "--address", address,
              "--num-cpus", "1", "--resources", json.dumps({"hwprof": 1}), "--temp-dir", str(temp_dir),
-             "--dashboard-agent-listen-port", str(free_port()), "--block"],
+             "--dashboard-agent-listen-port", "0", "--block"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:

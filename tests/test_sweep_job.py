@@ -52,6 +52,7 @@ host). The test stops the job after the first round; the rest never run."""
 def job_cluster(ray_cluster: LocalCluster) -> tuple[LocalCluster, Path]:
     """The head with the job server (measuring nothing) and two measuring nodes, all with their own TMPDIR (each
     test leaves no job running and nothing in the nodes' TMPDIR: they assert it)."""
+    ray_cluster.wait_for_job_agent()
     return ray_cluster.measuring(2), ray_cluster.scratch
 
 
