@@ -30,6 +30,10 @@ from typing import Any
 import psutil
 
 from hwprof.rundir.logs import log_lines
+from hwprof.session.zygote import ForkedWorker
+
+Worker = subprocess.Popen[str] | ForkedWorker
+"""A pass's worker: started by the collect, or forked by its zygote (hwprof.session.zygote)."""
 
 TERM_GRACE_S = 20.0
 """How long a worker has to close its collectors after SIGTERM."""
@@ -61,7 +65,7 @@ class Lingering:
 
 
 def follow(
-    proc: subprocess.Popen[str],
+    proc: Worker,
     timeout_s: float,
     on_line: Callable[[str], None],
     stopped_at: Callable[[], float | None] = lambda: None,
@@ -107,18 +111,20 @@ def follow(
             time.sleep(POLL_S)  # a worker that closed its stdout and runs on
 
 
-def exited(proc: subprocess.Popen[str]) -> bool:
-    """Whether the worker has exited. It is not reaped (waitid's WNOWAIT): until proc.wait(), its pid,
-    which is its session's id, cannot be given to a new process."""
+def exited(proc: Worker) -> bool:
+    """Whether the worker has exited. It is not reaped (waitid's WNOWAIT; a forked worker's zygote does the
+    same): until proc.wait(), its pid, which is its session's id, cannot be given to a new process."""
     if proc.returncode is not None:
         return True
+    if isinstance(proc, ForkedWorker):
+        return proc.exited()
     try:
         return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
 
 
-def stop(proc: subprocess.Popen[str], grace_s: float = TERM_GRACE_S) -> None:
+def stop(proc: Worker, grace_s: float = TERM_GRACE_S) -> None:
     """SIGTERM the worker's process group (it closes its collectors), then SIGKILL after grace_s.
     The worker is left unreaped: stop_session, then proc.wait()."""
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, None)):

@@ -35,15 +35,16 @@ from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.run import RunDoc
 from hwprof.session import child
 from hwprof.session.annotated import keep_annotated
-from hwprof.session.child import error_line
+from hwprof.session.child import Worker, error_line
 from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
-from hwprof.session.pass_inputs import images_doc, pass_env
+from hwprof.session.pass_inputs import images_doc, pass_env, worker_env
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.program_passes import ProgramPasses
 from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line, thread_limited
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent, progress_from_json
+from hwprof.session.zygote import Zygote, ZygoteGone
 from hwprof.workload.images import ImageSet
 
 if TYPE_CHECKING:
@@ -59,7 +60,7 @@ class RunningPass:
 
     plan: PassPlan
     ctx: PassContext
-    proc: subprocess.Popen[str]
+    proc: Worker
     started: float
     """Monotonic s at its launch."""
     steal_at_start: int | None
@@ -112,6 +113,8 @@ class Session:
         """A user's program: what its passes found that changes the later ones (no model, its failure)."""
         self.disk_full_stop = False
         """A full disk stopped the collect (run.json's error says where): no exports are tried."""
+        self.zygote: Zygote | None = None
+        """The process the passes' workers are forked from, their imports done (hwprof.session.zygote)."""
 
     def _write_inputs(self) -> None:
         write_config(self.run_dir, self.config)
@@ -172,15 +175,7 @@ class Session:
         steal_at_start = steal_ns()
         try:
             self._watch = NeighbourWatch().start()
-            proc = subprocess.Popen(
-                command,
-                stdout=subprocess.PIPE,
-                stderr=log,
-                cwd=self.run_dir,
-                text=True,
-                env=pass_env(self.config, collectors, ctx, self.programs.env()),
-                start_new_session=True,
-            )
+            proc = self._start_worker(command, pass_env(self.config, collectors, ctx, self.programs.env()), log)
         except (RuntimeError, OSError) as exc:  # no pass is recorded: its worker never ran
             if not cannot_start(exc):
                 raise
@@ -189,6 +184,19 @@ class Session:
             line = task_limit_line(f"collect could not start pass {plan.name}'s {what} ({exc})", self.config)
             raise TaskLimitError(line) from None
         return RunningPass(plan, ctx, proc, started, steal_at_start)
+
+    def _start_worker(self, command: list[str], env: dict[str, str], log: TextIO) -> Worker:
+        """The pass's worker forked by the zygote where it may be, else started as `command`, in a session of its
+        own either way."""
+        if self.zygote is not None and self.zygote.forkable(command, env):
+            try:
+                return self.zygote.spawn(command, str(self.run_dir), env, log)
+            except ZygoteGone:
+                self.zygote.close()
+                self.zygote = None
+        return subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=log, cwd=self.run_dir, text=True, env=env, start_new_session=True
+        )
 
     def _attach(self, running: RunningPass, collectors: list[Collector]) -> str:
         """Attach the collectors' tools to the worker; the error of the last that could not ("": all could)."""
@@ -300,6 +308,8 @@ class Session:
         try:
             with self.stop.deferred():  # a signal in it is raised after it: run.json is then final, interrupted
                 self._start(plan, command_line)
+            if self.config.program is None:  # its imports run while the peaks are read
+                self.zygote = Zygote.start(worker_env(self.config, self.programs.env()))
             self.run.update(peaks=peaks_doc(self.config.threads, self.where))
             self._run_passes(plan)
         except KeyboardInterrupt:
@@ -328,6 +338,9 @@ class Session:
             self._cut(f"{type(exc).__name__}: {exc}")
             raise
         finally:
+            if self.zygote is not None:
+                self.zygote.close()
+                self.zygote = None
             if self.gone() or not self.run.status:  # nothing can be saved, or nothing was started
                 reserve.release()
             else:

@@ -1,0 +1,342 @@
+"""Start-up paid once per collect: a process that imports what every pass's worker imports (torch, ultralytics,
+OpenCV, hwprof's runners) and forks a worker for each pass that may start from it.
+
+Why: a pass's worker spent 2.0-2.5 s importing before it built its model (2-CPU EPYC: `python -c "import torch,
+ultralytics, hwprof.session.worker"` 2.5 s), once per pass; the zygote's imports run once, beside the collect's
+own start, and a forked worker begins with them done.
+
+Which passes start from it (`forkable`): those whose command no collector wraps (Scalene, valgrind and ncu exec
+the worker themselves) and whose environment is the zygote's, but for variables read when first used, not when
+a library loads (LAZY_ENV); never a user's program's passes (a program expects a fresh interpreter), nor under a
+tight task limit (RLIMIT_NPROC under TASK_ROOM: the zygote's two tasks would count against the passes' threads).
+Every other pass is started as before (`python -P -m hwprof.session.worker`), and so is every pass when the
+zygote cannot start.
+
+Fork safety: the zygote only imports; no parallel region ran (OpenMP's team is made in the worker, after the
+fork), and its one other thread, OpenBLAS's server, is rebuilt in the child by OpenBLAS's own fork handler. A
+forked worker calls setsid (a session of its own, as `start_new_session`), takes the stdin, stdout and stderr the
+collect sends with its request (SCM_RIGHTS), its working directory and environment, and runs
+hwprof.session.worker's main as `python -m` would.
+
+The zygote reports a worker's exit without reaping it (waitid WNOWAIT) until the collect asks it to: the worker's
+pid, its session's id, is not given to another process before the collect has stopped what is left in that
+session (hwprof.session.child). The zygote ends when the collect closes its socket, or dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+PRELOAD = (
+    "torch",
+    "torch.profiler",
+    "numpy",
+    "cv2",
+    "ultralytics",
+    "ultralytics.nn.tasks",
+    "pyperf",
+    "hwprof.session.worker",
+    "hwprof.workload.pipeline",
+)
+"""What the zygote imports: what a built-in pipeline's worker imports at start, costliest first. One that
+fails to import is left to the worker, which then says why."""
+LAZY_ENV = frozenset({"ONEDNN_JIT_PROFILE"})
+"""Variables a forked worker may differ in from the zygote: read when first used (oneDNN's, at its first JIT
+kernel), which the zygote never reaches."""
+TASK_ROOM = 4096
+"""The zygote is not started under a task limit (RLIMIT_NPROC) below this: a limit set to bound a collect's
+threads (a container's, a test's) is left to the passes; the usual default is tens of thousands."""
+READY_S = 120.0
+"""How long a pass waits for the zygote's imports before it starts the usual way (and the zygote is closed)."""
+MESSAGE_BYTES = 1 << 20
+POLL_S = 0.05
+
+
+class ZygoteGone(RuntimeError):
+    """The zygote exited or did not answer: the pass starts the usual way."""
+
+
+def _send(sock: socket.socket, message: dict[str, Any], fds: list[int] | None = None) -> None:
+    data = json.dumps(message).encode()
+    if fds:
+        socket.send_fds(sock, [data], fds)
+    else:
+        sock.send(data)
+
+
+# --- the collect's side ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class ForkedWorker:
+    """A pass's worker forked by the zygote: what the collect uses of a subprocess.Popen (pid, stdout,
+    returncode, poll, wait), and `exited`, whether it exited while it is still unreaped."""
+
+    zygote: Zygote
+    pid: int
+    stdout: IO[str]
+    returncode: int | None = None
+
+    def exited(self) -> bool:
+        return self.returncode is not None or self.zygote.exit_status(self.pid, 0.0) is not None
+
+    def poll(self) -> int | None:
+        return self.wait(0.0) if self.exited() else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its exit status (negative: the signal that ended it), reaped by the zygote."""
+        if self.returncode is None:
+            status = self.zygote.exit_status(self.pid, timeout)
+            if status is None:
+                raise subprocess.TimeoutExpired(f"pass worker {self.pid}", timeout or 0.0)
+            self.zygote.reap(self.pid)
+            self.returncode = status
+        return self.returncode
+
+
+@dataclass
+class Zygote:
+    """The collect's handle on its zygote process."""
+
+    proc: subprocess.Popen[bytes]
+    sock: socket.socket
+    env: dict[str, str]
+    """The environment it started with: a forked worker's is this one, but for LAZY_ENV."""
+    ready: bool = False
+    exits: dict[int, int] = field(default_factory=dict)
+    """pid -> exit status of workers that exited and are not reaped yet."""
+    gone: bool = False
+
+    @classmethod
+    def start(cls, env: dict[str, str]) -> Zygote | None:
+        """Start one (its imports run while the collect goes on); None when it cannot be used here."""
+        soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+        if soft != resource.RLIM_INFINITY and soft < TASK_ROOM:
+            return None
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-P", "-m", "hwprof.session.zygote", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError:
+            ours.close()
+            return None
+        finally:
+            theirs.close()
+        return cls(proc, ours, dict(env))
+
+    def forkable(self, command: list[str], env: dict[str, str]) -> bool:
+        """Whether a worker with this command and environment may start from the zygote."""
+        if self.gone or command[1:4] != ["-P", "-m", "hwprof.session.worker"] or command[0] != sys.executable:
+            return False
+        keys = (set(env) | set(self.env)) - LAZY_ENV
+        return all(env.get(k) == self.env.get(k) for k in keys)
+
+    def spawn(self, command: list[str], cwd: str, env: dict[str, str], stderr: IO[str]) -> ForkedWorker:
+        """Fork a worker running `command` (python -P -m hwprof.session.worker ARGS); OSError as Popen raises
+        it when the fork failed, ZygoteGone when the zygote cannot be asked."""
+        self._wait_ready()
+        read_end, write_end = os.pipe()
+        stdin = 0 if _is_open(0) else os.open(os.devnull, os.O_RDONLY)
+        try:
+            request = {"op": "spawn", "args": command[4:], "cwd": cwd, "env": env}
+            try:
+                _send(self.sock, request, [stdin, write_end, stderr.fileno()])
+            except OSError as exc:
+                raise self._lost(f"could not be asked ({exc})") from None
+        finally:
+            os.close(write_end)
+            if stdin != 0:
+                os.close(stdin)
+        reply = self._receive(None, until=lambda m: "pid" in m or "errno" in m)
+        if "errno" in reply:
+            os.close(read_end)
+            raise OSError(reply["errno"], reply["error"])
+        return ForkedWorker(self, int(reply["pid"]), os.fdopen(read_end, "r"))
+
+    def exit_status(self, pid: int, timeout: float | None) -> int | None:
+        """The worker's exit status once it exited (not reaped yet); None while it runs past `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if pid not in self.exits and not self.gone:
+            with contextlib.suppress(TimeoutError, ZygoteGone):  # gone: killed with the pass (a second signal)
+                self._receive(timeout, until=lambda m: m.get("exited") == pid)
+        if pid in self.exits:
+            return self.exits[pid]
+        if not self.gone:
+            return None
+        while _running(pid):  # its status died with the zygote: the process itself is watched
+            if deadline is not None and time.monotonic() >= deadline:
+                return None
+            time.sleep(POLL_S)
+        return -signal.SIGKILL  # what kills a zygote kills its workers (StopSignals.kill_everything)
+
+    def reap(self, pid: int) -> None:
+        self.exits.pop(pid, None)
+        with contextlib.suppress(OSError):
+            _send(self.sock, {"op": "reap", "pid": pid})
+
+    def close(self) -> None:
+        """End the zygote (it exits when its socket closes); killed past 5 s."""
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        try:
+            self.proc.wait(5.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def _wait_ready(self) -> None:
+        if not self.ready:
+            try:
+                self._receive(READY_S, until=lambda m: m.get("ready") is True)
+            except TimeoutError:
+                raise self._lost(f"did not finish its imports in {READY_S:.0f} s") from None
+            self.ready = True
+
+    def _receive(self, timeout: float | None, until: Any) -> dict[str, Any]:
+        """Read messages (recording exits) until one satisfies `until`; TimeoutError past `timeout`."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            readable, _, _ = select.select([self.sock], [], [], left)
+            if not readable:
+                raise TimeoutError
+            try:
+                data = self.sock.recv(MESSAGE_BYTES)
+            except OSError as exc:
+                raise self._lost(f"could not be read ({exc})") from None
+            if not data:
+                raise self._lost("exited")
+            message = json.loads(data)
+            if "exited" in message:
+                self.exits[int(message["exited"])] = int(message["status"])
+            if until(message):
+                return message
+
+    def _lost(self, why: str) -> ZygoteGone:
+        self.gone = True
+        return ZygoteGone(f"the collect's zygote {why}")
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's zombie may never be reaped in a container)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+# --- the zygote's side ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Spawn:
+    """A request the zygote's child carries out: it becomes the worker."""
+
+    args: list[str]
+    cwd: str
+    env: dict[str, str]
+    fds: list[int]
+
+
+def _status(pid: int) -> int | None:
+    """The exited child's status as Popen's returncode (negative: its signal), without reaping it."""
+    info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    if info is None:
+        return None
+    return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+
+
+def serve(sock: socket.socket) -> Spawn | None:
+    """Fork a worker for each request and report each one's exit, until the collect closes the socket (None);
+    in a forked child, the request it must carry out."""
+    pidfds: dict[int, int] = {}
+    while True:
+        readable, _, _ = select.select([sock, *pidfds.values()], [], [])
+        for pid, pidfd in list(pidfds.items()):
+            if pidfd in readable and (status := _status(pid)) is not None:
+                os.close(pidfds.pop(pid))
+                _send(sock, {"exited": pid, "status": status})
+        if sock not in readable:
+            continue
+        data, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 3)
+        if not data:
+            return None
+        request = json.loads(data)
+        if request["op"] == "reap":
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(int(request["pid"]), 0)
+            continue
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _send(sock, {"errno": exc.errno, "error": exc.strerror or str(exc)})
+            pid = -1
+        if pid == 0:
+            for pidfd in pidfds.values():
+                os.close(pidfd)
+            return Spawn(request["args"], request["cwd"], request["env"], fds)
+        for fd in fds:
+            os.close(fd)
+        if pid > 0:
+            pidfds[pid] = os.pidfd_open(pid)
+            _send(sock, {"pid": pid})
+
+
+def become_worker(spawn: Spawn) -> int:
+    """In the forked child: take the request's session, files, folder and environment, then run the worker."""
+    os.setsid()
+    for target, fd in enumerate(spawn.fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    os.chdir(spawn.cwd)
+    os.environ.clear()
+    os.environ.update(spawn.env)
+    from hwprof.session import worker
+
+    sys.argv = [worker.__file__, *spawn.args]
+    return worker.main(spawn.args)
+
+
+def main(fd: int) -> int:
+    sock = socket.socket(fileno=fd)
+    for name in PRELOAD:
+        with contextlib.suppress(Exception):
+            importlib.import_module(name)
+    _send(sock, {"ready": True})
+    spawn = serve(sock)
+    if spawn is None:
+        return 0
+    sock.close()
+    return become_worker(spawn)
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1])))

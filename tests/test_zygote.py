@@ -1,0 +1,84 @@
+"""The collect's zygote (hwprof.session.zygote): a real zygote process forks real workers; what a collect needs of
+one (its own session, its files, its folder, its exit status, unreaped until asked) is checked on the process."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hwprof.session import child
+from hwprof.session.zygote import LAZY_ENV, Zygote, ZygoteGone
+
+WORKER = [sys.executable, "-P", "-m", "hwprof.session.worker"]
+
+
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[Zygote]:
+    started = Zygote.start({**os.environ, "HWPROF_ZYGOTE_TEST": "1"})
+    assert started is not None
+    yield started
+    started.close()
+
+
+def test_a_forked_worker_gets_its_files_folder_and_exit_status(zygote: Zygote, tmp_path: Path) -> None:
+    log = (tmp_path / "worker.log").open("w")
+    worker = zygote.spawn([*WORKER, "one-argument"], str(tmp_path), zygote.env, log)
+    assert worker.wait(60) == 2  # worker.main's usage error
+    assert "usage: python -m hwprof.session.worker" in (tmp_path / "worker.log").read_text()
+    assert worker.stdout.read() == ""  # its stdout was the pipe, closed at its exit
+
+
+def test_a_worker_runs_in_its_own_session_and_stays_unreaped_until_waited(zygote: Zygote, tmp_path: Path) -> None:
+    """A worker blocked reading its config (a FIFO) is killed: its session is its own, its folder the one asked
+    for, and after it died its pid stays taken (a zombie) until wait() asks the zygote to reap it."""
+    os.mkfifo(tmp_path / "config.json")
+    log = (tmp_path / "worker.log").open("w")
+    worker = zygote.spawn([*WORKER, str(tmp_path), "timing", "timing"], str(tmp_path / ".."), zygote.env, log)
+    deadline = time.monotonic() + 60
+    while os.readlink(f"/proc/{worker.pid}/cwd") != str(tmp_path.parent) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert os.getsid(worker.pid) == worker.pid and os.getpgid(worker.pid) == worker.pid
+    assert os.readlink(f"/proc/{worker.pid}/cwd") == str(tmp_path.parent)
+    assert not child.exited(worker) and worker.poll() is None
+    os.killpg(worker.pid, signal.SIGKILL)
+    while not child.exited(worker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert child.exited(worker)
+    assert Path(f"/proc/{worker.pid}").exists()  # not reaped: the session id cannot be reused yet
+    assert worker.wait(10) == -signal.SIGKILL
+    while Path(f"/proc/{worker.pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not Path(f"/proc/{worker.pid}").exists()
+
+
+def test_only_unwrapped_workers_with_the_zygotes_environment_are_forked(zygote: Zygote) -> None:
+    command = [*WORKER, "run", "timing", "timing"]
+    assert zygote.forkable(command, zygote.env)
+    assert zygote.forkable(command, {**zygote.env, **dict.fromkeys(LAZY_ENV, "2")})
+    assert not zygote.forkable(command, {**zygote.env, "OMP_NUM_THREADS": "7"})
+    assert not zygote.forkable(command, {k: v for k, v in zygote.env.items() if k != "HWPROF_ZYGOTE_TEST"})
+    assert not zygote.forkable(["scalene", "run", "--", *command[1:]], zygote.env)
+    assert not zygote.forkable(["/usr/bin/python3.9", *command[1:]], zygote.env)
+
+
+def test_a_zygote_that_died_is_said_gone_and_not_asked_again(tmp_path: Path) -> None:
+    zygote = Zygote.start(dict(os.environ))
+    assert zygote is not None
+    zygote.proc.kill()
+    zygote.proc.wait()
+    with pytest.raises(ZygoteGone):
+        zygote.spawn([*WORKER, "x"], str(tmp_path), zygote.env, (tmp_path / "log").open("w"))
+    assert not zygote.forkable([*WORKER, "x"], zygote.env)
+    zygote.close()
+
+
+def test_no_zygote_under_a_tight_task_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(resource, "getrlimit", lambda _which: (64, 64))
+    assert Zygote.start(dict(os.environ)) is None
