@@ -9,6 +9,7 @@ the `--weights` list itself to torch.load, so only the default string path loads
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import os
 import shutil
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from run_store import store_folder
 
 OFFICIAL = Path(__file__).resolve().parent / "official"
 SHIM = OFFICIAL / "shim"
@@ -37,18 +39,30 @@ def official_env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
 
 
-def make_workdir(folder: Path, model: str = "yolov7-tiny", images: int = 2) -> Path:
-    """FOLDER with `yolov7.pt` (made by the official `models/yolo.py`, seeded) and `images/`: the ultralytics
-    wheel's bus.jpg and zidane.jpg, copied in turn until IMAGES files."""
+def checkpoint(tmp_path_factory: pytest.TempPathFactory, model: str = "yolov7-tiny") -> Path:
+    """The seeded checkpoint of `model` (official/make_checkpoint.py), made once per suite in the run store's folder
+    (tests/run_store.py: every phase and xdist worker of the suite shares it) and read by every workdir after:
+    the same bytes each time, as the seed fixes them."""
+    folder = store_folder(tmp_path_factory)
+    made = folder / f"official-{model}.pt"
+    with (folder / f"official-{model}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not made.exists():
+            command = [sys.executable, str(OFFICIAL / "make_checkpoint.py"), f"{made}.tmp", "--model", model]
+            subprocess.run(command, check=True, env=official_env(), capture_output=True)
+            Path(f"{made}.tmp").rename(made)
+    return made
+
+
+def make_workdir(
+    folder: Path, tmp_path_factory: pytest.TempPathFactory, model: str = "yolov7-tiny", images: int = 2
+) -> Path:
+    """FOLDER with `yolov7.pt` (made by the official `models/yolo.py`, seeded: `checkpoint`) and `images/`: the
+    ultralytics wheel's bus.jpg and zidane.jpg, copied in turn until IMAGES files."""
     import ultralytics
 
     folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, str(OFFICIAL / "make_checkpoint.py"), str(folder / "yolov7.pt"), "--model", model],
-        check=True,
-        env=official_env(),
-        capture_output=True,
-    )
+    shutil.copy(checkpoint(tmp_path_factory, model), folder / "yolov7.pt")
     source = Path(ultralytics.__file__).parent / "assets"
     (folder / "images").mkdir(exist_ok=True)
     for i in range(images):

@@ -46,7 +46,7 @@ class Runs:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     require_official()
-    work = make_workdir(tmp_path_factory.mktemp("official") / "work", images=IMAGES)
+    work = make_workdir(tmp_path_factory.mktemp("official") / "work", tmp_path_factory, images=IMAGES)
     counts = work / "counts.jsonl"
     env = {**official_env(), "COUNTED_CALLS": str(counts)}
     command = [str(OFFICIAL / "counted_detect.py"), *detect_args()[2:]]  # detect_args()[:2]: "-m yolov7.detect"

@@ -28,7 +28,7 @@ HEAD = ("model.77", "IDetect")
 def traced_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
     """One collect of the traced program: yolov7-tiny at 160, 12 images, 1 warm-up and 4 measured calls."""
     require_official()
-    work = make_workdir(tmp_path_factory.mktemp("official_traced"), "yolov7-tiny", images=12)
+    work = make_workdir(tmp_path_factory.mktemp("official_traced"), tmp_path_factory, "yolov7-tiny", images=12)
     out = work / "run"
     options = ["--only", "timing,torch_profiler", "--iters", "4", "--warmup", "1", "--no-report", "--out", str(out)]
     done = subprocess.run(
