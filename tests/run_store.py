@@ -43,7 +43,8 @@ RECIPES: dict[str, Recipe] = {
             "--only", "timing,flops,torch_profiler,pyspy",
         ),
         "the CLI's run.json and report, the docs' shown commands, the allocator advise's baseline, the notebook's "
-        "second run: a complete run of the built-in pipeline with the timing, layers and trace passes",
+        "second run, the built-in run a program's layers are compared with (test_program_layers): a complete run "
+        "of the built-in pipeline with the timing, layers and trace passes",
     ),
     "layers": Recipe(
         (
