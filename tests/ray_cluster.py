@@ -87,18 +87,21 @@ class LocalCluster:
 
 @contextlib.contextmanager
 def own_address_file(ray_temp: Path) -> Iterator[None]:
-    """While the head starts: ray.cluster_utils writes the head's address into the cluster's own temporary folder
-    (ray_temp/ray_current_cluster) instead of the machine's (/tmp/ray/ray_current_cluster).
+    """While the head starts and while the cluster stops: ray.cluster_utils writes the head's address into the
+    cluster's own temporary folder (ray_temp/ray_current_cluster), and removes it from there, instead of the
+    machine's (/tmp/ray/ray_current_cluster).
 
     Why: Ray's job server gives a job's driver (the submitted sweep's `--ray auto`) the address in that file of
     its head's temporary folder. The machine's file names whichever cluster on the machine started last: a job
-    submitted here would join another suite's cluster if that suite's head started after this one, and this
-    head, written there, would send the other suite's jobs here."""
+    submitted here would join another suite's cluster if that suite's head started after this one; this head,
+    written there, would send the other suite's jobs here, and its shutdown removed the other suite's file."""
+    import ray._common.utils as common_utils
     import ray._private.utils as ray_utils
 
-    write = ray_utils.write_ray_address
+    write, reset = ray_utils.write_ray_address, common_utils.reset_ray_address
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(ray_utils, "write_ray_address", lambda address, temp_dir=None: write(address, str(ray_temp)))
+        patch.setattr(common_utils, "reset_ray_address", lambda temp_dir=None: reset(str(ray_temp)))
         yield
 
 
@@ -127,7 +130,8 @@ def ray_cluster() -> Iterator[LocalCluster]:
     try:
         yield LocalCluster(cluster, scratch)
     finally:
-        cluster.shutdown()
+        with own_address_file(ray_temp):
+            cluster.shutdown()
         shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(ray_temp, ignore_errors=True)
 
