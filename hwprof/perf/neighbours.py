@@ -53,7 +53,9 @@ class NeighbourLoad:
     other_cpu_s: float
     """Busy time of those CPUs less the run's own tree's CPU time (steal included), clamped at 0."""
     share: float
-    """other_cpu_s / (wall_s x len(cpus)): the share of the run's CPUs' capacity others took."""
+    """other_cpu_s / (wall_s x len(cpus)): the share of the run's CPUs' capacity others took, at most 1
+    (/proc/stat's busy time and the tree's ticks are read apart, each to a tick: a short window on a saturated
+    host once came out at 102%)."""
     steal_s: float | None
     """Hypervisor steal on those CPUs (part of other_cpu_s); None where /proc/stat has no steal column."""
     own_cpu_s: float
@@ -262,7 +264,7 @@ class NeighbourWatch:
             wall_s=round(wall, 3),
             cpus=sorted(self.cpus),
             other_cpu_s=round(other, 3),
-            share=round(other / (wall * len(self.cpus)), 4),
+            share=round(min(1.0, other / (wall * len(self.cpus))), 4),
             steal_s=None if steal is None or steal0 is None else round((steal - steal0) / 1e9, 3),
             own_cpu_s=round(own_s, 3),
             top=self._top(),
