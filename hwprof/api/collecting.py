@@ -18,6 +18,7 @@ from hwprof.core.config import RunConfig
 from hwprof.rundir.names import RUN_JSON
 from hwprof.session.finish import write_trace
 from hwprof.session.stopping import StopSignals
+from hwprof.session.zygote import Zygote
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
@@ -55,6 +56,7 @@ def run_collect(request: CollectRequest, console: Console, stop: StopSignals | N
     """Check the request (ValueError, one line, before anything is made), claim its run directory, run the
     passes, then the advice where asked, the report and the trace."""
     from hwprof.session.disk_estimate import check_free, estimate
+    from hwprof.session.pass_inputs import worker_env
     from hwprof.session.plan import claim_out_dir, new_run_dir, plan_passes
     from hwprof.session.rlimits import check_limits
 
@@ -68,16 +70,21 @@ def run_collect(request: CollectRequest, console: Console, stop: StopSignals | N
     check_free(request.out if request.out else request.results, size)
     made = request.out is None or not request.out.exists()
     run_dir, lock = claim_out_dir(request.out) if request.out else new_run_dir(request.results, config.model)
+    zygote = None
     try:
+        if config.program is None:  # its imports run beside the run's set-up
+            zygote = Zygote.start(worker_env(config, {}))
         if lock.took_over:
             console.print(
                 f"[yellow]note:[/] took over the lock of {run_dir} left by {lock.took_over.describe()}, "
                 "which is no longer running",
                 highlight=False,
             )
-        code = _collect_into(run_dir, config, images, plan, stop or StopSignals(), request, console, size)
+        code = _collect_into(run_dir, config, images, plan, stop or StopSignals(), request, console, size, zygote)
         return Collected(code, run_dir)
     finally:
+        if zygote is not None:
+            zygote.close()
         lock.release()
         if made and not (run_dir / RUN_JSON).exists():  # stopped before the run began: no empty folder left
             with contextlib.suppress(OSError):
@@ -179,11 +186,12 @@ def _collect_into(
     request: CollectRequest,
     console: Console,
     disk_estimate: SizeEstimate,
+    zygote: Zygote | None,
 ) -> int:
     """The passes, then the report of what was collected; holds the run directory's lock (the caller's)."""
     from hwprof.rundir.reader import RunData
 
-    exit_code, session = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate, request)
+    exit_code, session = _run_passes(run_dir, config, images, plan, stop, console, disk_estimate, request, zygote)
     if exit_code is not None:
         return exit_code
     if stop.escalated:
@@ -223,11 +231,12 @@ def _run_passes(
     console: Console,
     disk_estimate: SizeEstimate,
     request: CollectRequest,
+    zygote: Zygote | None,
 ) -> tuple[int | None, Session]:
     """The passes under a progress bar each; the exit status where they were cut short (None: go on), and
     the session (its finished run and analysis). A collect that cannot go on (the workload failed) raises
     CollectError with its line and where the partial results are. `request`: run.json's command and config
-    file."""
+    file; `zygote`: the passes' (hwprof.session.zygote), started before the run directory was set up."""
     from hwprof.session.collection import Session
     from hwprof.session.plan import CollectError
 
@@ -239,6 +248,7 @@ def _run_passes(
         session = Session(config, run_dir, images, PassProgress(progress), stop)
         session.disk_estimate = disk_estimate
         session.config_file = request.config_file
+        session.zygote = zygote
         try:
             session.collect(plan, list(request.command_line))
         except KeyboardInterrupt:  # a third signal cut the exports (run.json is final)

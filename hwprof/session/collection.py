@@ -114,7 +114,8 @@ class Session:
         self.disk_full_stop = False
         """A full disk stopped the collect (run.json's error says where): no exports are tried."""
         self.zygote: Zygote | None = None
-        """The process the passes' workers are forked from, their imports done (hwprof.session.zygote)."""
+        """The process the passes' workers are forked from, their imports done (hwprof.session.zygote); closed
+        when the passes end (the caller's too)."""
 
     def _write_inputs(self) -> None:
         write_config(self.run_dir, self.config)
@@ -308,7 +309,7 @@ class Session:
         try:
             with self.stop.deferred():  # a signal in it is raised after it: run.json is then final, interrupted
                 self._start(plan, command_line)
-            if self.config.program is None:  # its imports run while the peaks are read
+            if self.zygote is None and self.config.program is None:  # a caller may have started it earlier
                 self.zygote = Zygote.start(worker_env(self.config, self.programs.env()))
             self.run.update(peaks=peaks_doc(self.config.threads, self.where))
             self._run_passes(plan)

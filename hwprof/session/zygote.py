@@ -125,7 +125,10 @@ class Zygote:
         soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
         if soft != resource.RLIM_INFINITY and soft < TASK_ROOM:
             return None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except OSError:  # out of file descriptors: the passes start as before, and say so if they cannot
+            return None
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-P", "-m", "hwprof.session.zygote", str(theirs.fileno())],
