@@ -111,6 +111,8 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path, tmp_path_
     assert run["schema_version"] == 1 and run["status"] == "complete"
     for key in ("config", "host", "model", "collectors", "stages", "passes"):
         assert key in run
+    # no collector of the small run wraps its worker: each pass was forked from the collect's zygote
+    assert {p["worker_start"] for p in run["passes"].values()} == {"forked"}, run["passes"]
     for key in (
         "cpu_model",
         "logical_cpus",

@@ -218,6 +218,7 @@ def test_a_collect_that_cannot_start_a_thread_fails_naming_the_limit(
     assert run["status"] == "failed" and "RLIMIT_NPROC" in run["error"]
     assert run["passes"]["timing"]["status"] == "failed" and run["passes"]["timing"]["error"] == run["error"]
     assert run["collectors"]["timing"]["status"] == "failed" and "SIGINT" not in json.dumps(run)
+    assert run["passes"]["timing"]["worker_start"] == "started"  # no zygote under a task limit this tight
 
 
 def test_a_collect_cut_by_its_own_error_is_never_complete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

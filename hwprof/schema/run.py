@@ -242,6 +242,9 @@ class PassDoc(Record):
     """A video input's frames read, and the annotated frames written (absent: images, no --annotate)."""
     inputs: InputsDoc | None = None
     """The input shapes its forwards were given, with their calls (absent in older runs)."""
+    worker_start: str | None = None
+    """How its worker began: "forked" from the collect's zygote (its imports shared, hwprof.session.zygote) or
+    "started" as a new `python -P -m hwprof.session.worker` (absent in older runs)."""
 
     @property
     def finished(self) -> bool:

@@ -44,7 +44,7 @@ from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent, progress_from_json
-from hwprof.session.zygote import Zygote, ZygoteGone
+from hwprof.session.zygote import ForkedWorker, Zygote, ZygoteGone
 from hwprof.workload.images import ImageSet
 
 if TYPE_CHECKING:
@@ -260,6 +260,7 @@ class Session:
         wall = time.monotonic() - running.started
         outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
         outcome.limited = limited
+        outcome.forked = isinstance(proc, ForkedWorker)
         outcome.runtime = worker.runtime
         outcome.program = worker.program
         outcome.frames = worker.frames

@@ -43,6 +43,8 @@ class PassOutcome:
     """The input shapes the pass's forwards were given, with their calls."""
     limited: bool = False
     """Its worker could not start a thread or process (its error names the limit): the collect stops there."""
+    forked: bool = False
+    """Its worker was forked from the collect's zygote (else started as a new process)."""
 
 
 def worker_results(worker: PassResult) -> dict[str, CollectorResult]:
