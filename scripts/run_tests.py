@@ -3,7 +3,8 @@ teams sharing a CPU.
 
 1. The Ray modules in a side process (they may not run beside one another: a node's ports and processes are the
    machine's) while the main process runs the modules with no slow test, then BESIDE_RAY: processes started,
-   stopped and failed more than computing. The Ray tests spend part of their time waiting on their nodes.
+   stopped and failed more than computing (AFTER_RAY of them run in the side process, after the Ray modules;
+   their per-test times are in ray.xml). The Ray tests spend part of their time waiting on their nodes.
 2. The other slow modules on pytest-xdist workers, one per CPU, each pinned to its own (tests/xdist_pin.py), a
    module at a time. Unpinned, two workers ran slower than one process: each collect's OpenMP team lost a
    thread to the other worker at every barrier (test_runtimes.py and three program modules: 131 s side by side,
@@ -55,6 +56,10 @@ collects compute with two OpenMP threads lost most beside the Ray modules, whate
 of the team preempted stalls the other at every barrier (fresh clone of d2340d9, beside them against alone:
 test_disk_full's report test 67 s against 20.5, test_callgrind 64 against 33, the notebook 50 against 25)."""
 
+AFTER_RAY = ("test_program_ends.py", "test_env_overrides.py", "test_program_faults.py")
+"""BESIDE_RAY modules run in the Ray modules' side process, after them: with the Ray modules on one cluster per
+session (346 s on a fresh clone of 9374108) the main process's part (508 s: the unit modules, then BESIDE_RAY's
+340 s) was the phase's length; these three (112 s there) start and stop processes as the rest of BESIDE_RAY does."""
 UNPINNED = ("test_file_size_limit.py", "test_callgrind.py")
 """Slow modules that lost most on a pinned worker's one CPU: run at the end with LAST (py-spy at 1,000 Hz cut by
 the file-size limit took 210 s beside the other worker against 8 s alone; valgrind 62 s against 33)."""
@@ -126,6 +131,7 @@ def phases(pytest: list[str], folder: Path) -> int:
     tests = Path.cwd()
     modules = sorted(p.name for p in tests.glob("test_*.py"))
     missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED) if m not in modules]
+    missing += [m for m in AFTER_RAY if m not in BESIDE_RAY]
     if missing:
         sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep RAY_MODULES, LAST, BESIDE_RAY up to date)")
     rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED)]
@@ -135,15 +141,16 @@ def phases(pytest: list[str], folder: Path) -> int:
         log_path = Path(scratch) / "ray.log"
         with log_path.open("w") as log:
             ray = subprocess.Popen(
-                [*pytest, *junit(folder, "ray"), "--basetemp", str(Path(scratch) / "tmp"), *RAY_MODULES],
+                [*pytest, *junit(folder, "ray"), "--basetemp", str(Path(scratch) / "tmp"), *RAY_MODULES, *AFTER_RAY],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
             try:
-                first = subprocess.call([*pytest, *junit(folder, "first"), *unit, *BESIDE_RAY])
+                beside = [m for m in BESIDE_RAY if m not in AFTER_RAY]
+                first = subprocess.call([*pytest, *junit(folder, "first"), *unit, *beside])
             finally:
                 ray_code = ray.wait()
-        print(f"\n{'=' * 30} the Ray modules (run beside the above) {'=' * 30}", flush=True)
+        print(f"\n{'=' * 30} the Ray modules, then AFTER_RAY (run beside the above) {'=' * 30}", flush=True)
         print(log_path.read_text(), flush=True)
     slow = [m for m in rest if m not in unit]
     print(f"\n{'=' * 30} {len(slow)} modules on pinned workers {'=' * 30}", flush=True)
