@@ -20,7 +20,8 @@ hwprof.session.worker's main as `python -m` would.
 
 The zygote reports a worker's exit without reaping it (waitid WNOWAIT) until the collect asks it to: the worker's
 pid, its session's id, is not given to another process before the collect has stopped what is left in that
-session (hwprof.session.child). The zygote ends when the collect closes its socket, or dies.
+session (hwprof.session.child). The collect kills the zygote when its passes are done (it holds nothing to save);
+it also exits when the collect's end of its socket closes (a collect killed with SIGKILL).
 """
 
 from __future__ import annotations
@@ -197,14 +198,13 @@ class Zygote:
             _send(self.sock, {"op": "reap", "pid": pid})
 
     def close(self) -> None:
-        """End the zygote (it exits when its socket closes); killed past 5 s."""
+        """End the zygote at once: it holds nothing to save, and its workers were waited for (a collect stopped
+        while it still imported waited for the imports to end before it read its socket's end)."""
         with contextlib.suppress(OSError):
             self.sock.close()
-        try:
-            self.proc.wait(5.0)
-        except subprocess.TimeoutExpired:
+        with contextlib.suppress(OSError):
             self.proc.kill()
-            self.proc.wait()
+        self.proc.wait()
 
     def _wait_ready(self) -> None:
         if not self.ready:
