@@ -79,7 +79,9 @@ def test_the_session_writes_run_json_from_its_typed_document(tmp_path: Path) -> 
     written = json.loads((tmp_path / "run.json").read_text())
     assert list(written) == ["schema_version", "run_id", "status", "collectors", "passes", "runtime"]
     assert list(written["passes"]["timing"]) == [
-        "status", "returncode", "wall_s", "pid", "error", "collectors", "log", "host_steal_share", "neighbours"
+        "status", "returncode", "wall_s", "pid", "error", "collectors", "log", "host_steal_share", "neighbours",
+        "worker_start",
     ]  # fmt: skip
+    assert written["passes"]["timing"]["worker_start"] == "started"  # the outcome's worker was not forked
     assert list(written["runtime"]) == ["name", "runtime", "precision", "profiled_passes"]
     assert RunDoc.load(tmp_path / "run.json").to_json() == written

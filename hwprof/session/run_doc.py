@@ -38,10 +38,10 @@ def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
         collectors=sorted(outcome.results),
         log=f"{PASSES}/{outcome.name}/{WORKER_LOG}",
         host_steal_share=outcome.host_steal_share,
-        worker_start="forked" if outcome.forked else "started",
         neighbours=NeighboursDoc.from_json(
             json_value(neighbours_json(outcome.neighbours)), where, f"passes.{outcome.name}.neighbours."
         ),
+        worker_start="forked" if outcome.forked else "started",
     )
     if outcome.program is not None:
         entry.update(program=outcome.program)
