@@ -86,7 +86,7 @@ def _run_pass(tmp_path: Path, timeout_s: float, worker_sleep_s: float) -> tuple[
 
 
 def _gone(pids: list[int]) -> bool:
-    return not any(child._live(pid) for pid in pids)
+    return not any(child.live(pid) for pid in pids)
 
 
 def test_a_pass_ends_when_its_worker_exits_and_its_forked_children_are_stopped(tmp_path: Path) -> None:

@@ -73,7 +73,7 @@ def run_collect(request: CollectRequest, console: Console, stop: StopSignals | N
     zygote = None
     try:
         if config.program is None:  # its imports run beside the run's set-up
-            zygote = Zygote.start(worker_env(config, {}))
+            zygote = Zygote.start(worker_env(config))
         if lock.took_over:
             console.print(
                 f"[yellow]note:[/] took over the lock of {run_dir} left by {lock.took_over.describe()}, "

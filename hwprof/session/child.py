@@ -25,15 +25,18 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import psutil
 
 from hwprof.rundir.logs import log_lines
-from hwprof.session.zygote import ForkedWorker
 
-Worker = subprocess.Popen[str] | ForkedWorker
-"""A pass's worker: started by the collect, or forked by its zygote (hwprof.session.zygote)."""
+if TYPE_CHECKING:
+    from hwprof.session.zygote import ForkedWorker
+
+Worker: TypeAlias = "subprocess.Popen[str] | ForkedWorker"
+"""A pass's worker: started by the collect, or forked by its zygote (hwprof.session.zygote, which imports this
+module: it watches a worker whose zygote died with `live`)."""
 
 TERM_GRACE_S = 20.0
 """How long a worker has to close its collectors after SIGTERM."""
@@ -116,7 +119,7 @@ def exited(proc: Worker) -> bool:
     same): until proc.wait(), its pid, which is its session's id, cannot be given to a new process."""
     if proc.returncode is not None:
         return True
-    if isinstance(proc, ForkedWorker):
+    if not isinstance(proc, subprocess.Popen):  # a ForkedWorker: its zygote holds it unreaped
         return proc.exited()
     try:
         return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
@@ -142,7 +145,7 @@ def session_members(sid: int) -> list[int]:
     out = []
     for pid in psutil.pids():
         try:
-            if pid != os.getpid() and os.getsid(pid) == sid and _live(pid):
+            if pid != os.getpid() and os.getsid(pid) == sid and live(pid):
                 out.append(pid)
         except (ProcessLookupError, PermissionError):
             continue
@@ -159,7 +162,7 @@ def stop_session(sid: int, worker_exited_at: float, grace_s: float = LEFTOVER_GR
                 _signal(pid, sig)
         until = time.monotonic() + wait_s
         while True:
-            for pid in [pid for pid in remaining if not _live(pid)]:
+            for pid in [pid for pid in remaining if not live(pid)]:
                 remaining.discard(pid)
                 found[pid].lingered_s = round(time.monotonic() - worker_exited_at, 3)
                 found[pid].stopped_by = sig.name if sig is not None else "exited"
@@ -195,7 +198,7 @@ def _signal(pid: int, sig: signal.Signals) -> None:
         os.kill(pid, sig)
 
 
-def _live(pid: int) -> bool:
+def live(pid: int) -> bool:
     """The process exists and is not a zombie whose every thread has exited (such a zombie holds no files)."""
     proc = Path(f"/proc/{pid}")
     try:

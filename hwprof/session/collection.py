@@ -37,7 +37,7 @@ from hwprof.session import child
 from hwprof.session.annotated import keep_annotated
 from hwprof.session.child import Worker, error_line
 from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
-from hwprof.session.pass_inputs import images_doc, pass_env, worker_env
+from hwprof.session.pass_inputs import images_doc, pass_env
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.program_passes import ProgramPasses
 from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line, thread_limited
@@ -114,8 +114,9 @@ class Session:
         self.disk_full_stop = False
         """A full disk stopped the collect (run.json's error says where): no exports are tried."""
         self.zygote: Zygote | None = None
-        """The process the passes' workers are forked from, their imports done (hwprof.session.zygote); closed
-        when the passes end (the caller's too)."""
+        """The process the passes' workers are forked from, their imports done (hwprof.session.zygote): started by
+        the caller (api.collecting.run_collect, before the run directory is set up), closed here when the passes
+        end, before the exports; None: every worker starts as a new process."""
 
     def _write_inputs(self) -> None:
         write_config(self.run_dir, self.config)
@@ -310,8 +311,6 @@ class Session:
         try:
             with self.stop.deferred():  # a signal in it is raised after it: run.json is then final, interrupted
                 self._start(plan, command_line)
-            if self.zygote is None and self.config.program is None:  # a caller may have started it earlier
-                self.zygote = Zygote.start(worker_env(self.config, self.programs.env()))
             self.run.update(peaks=peaks_doc(self.config.threads, self.where))
             self._run_passes(plan)
         except KeyboardInterrupt:

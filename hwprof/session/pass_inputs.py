@@ -26,16 +26,15 @@ def images_doc(images: ImageSet) -> JsonObject:
 def pass_env(config: RunConfig, collectors: list[Collector], ctx: PassContext, extra: dict[str, str]) -> dict[str, str]:
     """The worker's environment: this one, the run's thread count for OpenMP and MKL, what every child of hwprof
     gets (CHILD_ENV), what the pass's collectors ask for, and `extra` (hwprof.session.program_passes)."""
-    env = worker_env(config, extra)
+    env = worker_env(config)
     for collector in collectors:
         env.update(collector.child_env(ctx))
     env.update(extra)
     return env
 
 
-def worker_env(config: RunConfig, extra: dict[str, str]) -> dict[str, str]:
-    """A worker's environment before its collectors' variables: the collect's zygote starts with it."""
+def worker_env(config: RunConfig) -> dict[str, str]:
+    """A worker's environment before its collectors' variables and `extra`: the collect's zygote starts with it."""
     env = dict(os.environ)
     env.update({"OMP_NUM_THREADS": str(config.threads), "MKL_NUM_THREADS": str(config.threads), **CHILD_ENV})
-    env.update(extra)
     return env

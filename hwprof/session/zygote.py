@@ -40,6 +40,8 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from hwprof.session.child import live
+
 PRELOAD = (
     "torch",
     "torch.profiler",
@@ -186,7 +188,7 @@ class Zygote:
             return self.exits[pid]
         if not self.gone:
             return None
-        while _running(pid):  # its status died with the zygote: the process itself is watched
+        while live(pid):  # its status died with the zygote: the process itself is watched (a zombie is not live)
             if deadline is not None and time.monotonic() >= deadline:
                 return None
             time.sleep(POLL_S)
@@ -245,15 +247,6 @@ def _is_open(fd: int) -> bool:
     except OSError:
         return False
     return True
-
-
-def _running(pid: int) -> bool:
-    """The process exists and is not a zombie (an orphan's zombie may never be reaped in a container)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return False
 
 
 # --- the zygote's side ----------------------------------------------------------------------------------------
