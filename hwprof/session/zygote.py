@@ -275,12 +275,12 @@ def serve(sock: socket.socket) -> Spawn | None:
     in a forked child, the request it must carry out."""
     pidfds: dict[int, int] = {}
     while True:
-        readable, _, _ = select.select([sock, *pidfds.values()], [], [])
+        readable, _, _ = select.select([sock.fileno(), *pidfds.values()], [], [])
         for pid, pidfd in list(pidfds.items()):
             if pidfd in readable and (status := _status(pid)) is not None:
                 os.close(pidfds.pop(pid))
                 _send(sock, {"exited": pid, "status": status})
-        if sock not in readable:
+        if sock.fileno() not in readable:
             continue
         data, fds, _, _ = socket.recv_fds(sock, MESSAGE_BYTES, 3)
         if not data:
