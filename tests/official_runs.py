@@ -9,7 +9,6 @@ the `--weights` list itself to torch.load, so only the default string path loads
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import os
 import shutil
@@ -18,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from run_store import store_folder
+from run_store import store_lock
 
 OFFICIAL = Path(__file__).resolve().parent / "official"
 SHIM = OFFICIAL / "shim"
@@ -43,10 +42,8 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory, model: str = "yolov7-ti
     """The seeded checkpoint of `model` (official/make_checkpoint.py), made once per suite in the run store's folder
     (tests/run_store.py: every phase and xdist worker of the suite shares it) and read by every workdir after:
     the same bytes each time, as the seed fixes them."""
-    folder = store_folder(tmp_path_factory)
-    made = folder / f"official-{model}.pt"
-    with (folder / f"official-{model}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with store_lock(tmp_path_factory, f"official-{model}") as folder:
+        made = folder / f"official-{model}.pt"
         if not made.exists():
             command = [sys.executable, str(OFFICIAL / "make_checkpoint.py"), f"{made}.tmp", "--model", model]
             subprocess.run(command, check=True, env=official_env(), capture_output=True)

@@ -13,6 +13,7 @@ A recipe pins its thread count: a run built on a pinned one-CPU worker reads as 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -20,6 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +99,16 @@ def store_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+@contextlib.contextmanager
+def store_lock(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[Path]:
+    """The store's folder, held under `name`'s lock: what is built in it while held is built once per suite, by
+    whichever phase or xdist worker asks first."""
+    folder = store_folder(tmp_path_factory)
+    with (folder / f"{name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield folder
+
+
 def _build(name: str, recipe: Recipe, entry: Path) -> None:
     if entry.exists():
         shutil.rmtree(entry)  # a build that died half-way
@@ -126,13 +138,10 @@ def _build(name: str, recipe: Recipe, entry: Path) -> None:
 
 def stored_run(tmp_path_factory: pytest.TempPathFactory, name: str, dest: Path) -> StoredRun:
     """A copy at `dest` of the stored run `name` (built now if no test of this suite built it yet)."""
-    recipe = RECIPES[name]
-    folder = store_folder(tmp_path_factory)
-    entry = folder / name
-    with (folder / f"{name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with store_lock(tmp_path_factory, name) as folder:
+        entry = folder / name
         if not (entry / "built.json").exists():
-            _build(name, recipe, entry)
+            _build(name, RECIPES[name], entry)
     record = json.loads((entry / "built.json").read_text())
     if (entry / "run").exists():
         shutil.copytree(entry / "run", dest, symlinks=True)
