@@ -23,7 +23,7 @@ from hwprof.core.markers import MarkerBus
 from hwprof.program.driver import ProgramDriver, ProgramStop
 from hwprof.program.finder import AmbiguousModel, ModelFinder
 from hwprof.program.program_code import is_library_file
-from hwprof.program.whole_model import SMALL_SHARE, WrongModule
+from hwprof.program.whole_model import LOW_CALLS, SMALL_SHARE, OuterCall, WholeModelCheck, WrongModule
 from hwprof.schema.program import ProgramOutcome
 
 ONE_PASS = ["--only", "timing", *SHORT]
@@ -204,7 +204,7 @@ def test_a_name_the_program_binds_to_its_model_is_no_rival_to_the_names_of_its_p
     assert hooks.found is not None and hooks.found.module is m and driver.calls.measured == 3
 
 
-def test_a_named_part_is_refused_after_one_timed_call_of_the_module_around_it() -> None:
+def test_a_named_part_is_refused_after_two_low_timed_calls_of_the_module_around_it() -> None:
     model = Layered()
     model.model.append(torch.nn.Sequential(*[torch.nn.Conv2d(4, 4, 3, padding=1) for _ in range(30)]))
     head = model.model[0]
@@ -238,6 +238,25 @@ def test_a_named_inner_model_inside_a_wrapper_is_measured_and_its_share_recorded
     result = driver.whole.result()
     assert result is not None and result[0].startswith("detector (Wrapper) at ") and result[1] >= SMALL_SHARE
     assert "forward" not in detector.__dict__  # the timing wrapper came off
+
+
+def test_one_disturbed_call_refuses_nothing_and_the_largest_share_is_kept() -> None:
+    """A preemption between the model's forward and the rest of the wrapper's call makes one call's share small
+    (seen in the suite under load): it is timed again, and the least disturbed call's share is the one kept."""
+    check = WholeModelCheck(OuterCall(torch.nn.Identity(), "detector", None), "m (Layered)", lambda: 0)
+    check._timed(100_000_000, 1_000_000)  # 1 %: disturbed
+    assert check.share == pytest.approx(0.01)
+    check._timed(10_000_000, 8_000_000)
+    assert check.share == pytest.approx(0.8) and (check.outer_ms, check.model_ms) == (10.0, 8.0)
+
+
+def test_low_calls_in_a_row_refuse_with_the_largest_share_seen() -> None:
+    check = WholeModelCheck(OuterCall(torch.nn.Identity(), "detector", None), "m (Layered)", lambda: 0)
+    for _ in range(LOW_CALLS - 1):
+        check._timed(10_000_000, 500_000)
+    with pytest.raises(WrongModule, match=r"took 0\.9 ms of the program's call of detector \(Identity\), "):
+        check._timed(10_000_000, 900_000)
+    assert check.share == pytest.approx(0.09)
 
 
 def test_library_files_are_the_stdlib_and_installed_packages() -> None:

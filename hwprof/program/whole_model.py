@@ -8,8 +8,12 @@ part, not the model, and the run is refused in one line (WrongModule), naming bo
 The program's call is the outermost module call in flight when the model is first called after its choice
 (torch's Module._call_impl frames on the stack). That call is already running, so its next call is the one timed:
 its forward is wrapped once (an instance attribute, as the driver wraps the model's), the model's forward time
-inside it is added up by the driver, and the wrapper comes off after the first call that called the model. A
-program that never calls it again leaves no verdict.
+inside it is added up by the driver, and the wrapper comes off after the first call that called the model with a
+share at or above SMALL_SHARE. One timed call is one sample: a preemption between the model's forward and the rest
+of the wrapper's call (a busy neighbour, the suite's own load) once made a whole model look like a part, so a call
+below the share is timed again, and the run is refused only when LOW_CALLS calls in a row are below it. The share
+kept is the largest seen (the least disturbed call). A program that never calls it again leaves no verdict; one
+that stops before LOW_CALLS low calls keeps its largest share, recorded, and is not refused.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ _MODULE_FILE = str(TORCH_DIR / "nn" / "modules" / "module.py")
 _CALL_FRAMES = ("_call_impl", "_wrapped_call_impl")
 MAX_TRIES = 3
 """The program's calls of the outer module timed at most, waiting for one that calls the model."""
+LOW_CALLS = 2
+"""Calls in a row below SMALL_SHARE before the run is refused: one disturbed call refuses nothing."""
 
 
 class WrongModule(ProgramAbort):
@@ -86,6 +92,7 @@ class WholeModelCheck:
     outer_ms: float | None = None
     model_ms: float | None = None
     _tries: int = 0
+    _low: int = 0
     _restore: Callable[[], None] | None = field(default=None, repr=False)
 
     def arm(self) -> bool:
@@ -125,10 +132,15 @@ class WholeModelCheck:
             if self._tries >= MAX_TRIES:
                 self.disarm()
             return
-        self.disarm()
-        self.share = min(inside_ns / outer_ns, 1.0)
-        self.outer_ms, self.model_ms = outer_ns / 1e6, inside_ns / 1e6
-        if self.share < SMALL_SHARE:
+        share = min(inside_ns / outer_ns, 1.0)
+        if self.share is None or share > self.share:
+            self.share, self.outer_ms, self.model_ms = share, outer_ns / 1e6, inside_ns / 1e6
+        if share >= SMALL_SHARE:
+            self.disarm()
+            return
+        self._low += 1
+        if self._low >= LOW_CALLS:
+            self.disarm()
             raise WrongModule(self.refusal())
 
     def refusal(self) -> str:

@@ -25,18 +25,30 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import IO, Any, Protocol, TypeAlias
 
 import psutil
 
 from hwprof.rundir.logs import log_lines
 
-if TYPE_CHECKING:
-    from hwprof.session.zygote import ForkedWorker
 
-Worker: TypeAlias = "subprocess.Popen[str] | ForkedWorker"
-"""A pass's worker: started by the collect, or forked by its zygote (hwprof.session.zygote, which imports this
-module: it watches a worker whose zygote died with `live`)."""
+class Forked(Protocol):
+    """A worker forked by the collect's zygote (hwprof.session.zygote.ForkedWorker, which imports this module and
+    matches this shape): what the collect uses of a Popen, and `exited`, whether it exited while still unreaped."""
+
+    pid: int
+    stdout: IO[str]
+    returncode: int | None
+
+    def exited(self) -> bool: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
+Worker: TypeAlias = "subprocess.Popen[str] | Forked"
+"""A pass's worker: started by the collect, or forked by its zygote."""
 
 TERM_GRACE_S = 20.0
 """How long a worker has to close its collectors after SIGTERM."""
@@ -119,7 +131,7 @@ def exited(proc: Worker) -> bool:
     same): until proc.wait(), its pid, which is its session's id, cannot be given to a new process."""
     if proc.returncode is not None:
         return True
-    if not isinstance(proc, subprocess.Popen):  # a ForkedWorker: its zygote holds it unreaped
+    if not isinstance(proc, subprocess.Popen):  # forked: its zygote holds it unreaped
         return proc.exited()
     try:
         return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
