@@ -10,11 +10,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from hwprof.advisor.children import PAIRED_WORKER, child_env, run_child
 from hwprof.session import child
-from hwprof.session.zygote import LAZY_ENV, Zygote, ZygoteGone
+from hwprof.session.stopping import StopSignals
+from hwprof.session.zygote import LAZY_ENV, ForkedWorker, Zygote, ZygoteGone
 
 WORKER = [sys.executable, "-P", "-m", "hwprof.session.worker"]
 
@@ -66,6 +69,31 @@ def test_only_unwrapped_workers_with_the_zygotes_environment_are_forked(zygote: 
     assert not zygote.forkable(command, {k: v for k, v in zygote.env.items() if k != "HWPROF_ZYGOTE_TEST"})
     assert not zygote.forkable(["scalene", "run", "--", *command[1:]], zygote.env)
     assert not zygote.forkable(["/usr/bin/python3.9", *command[1:]], zygote.env)
+    assert not zygote.forkable([*WORKER[:3], PAIRED_WORKER, "spec.json"], zygote.env)  # not one of its modules
+
+
+def test_advises_zygote_forks_its_paired_worker_and_no_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """advise's zygote runs hwprof.advisor.paired_worker's main through run_child, as a started worker would:
+    a spec that is not there is its one failure, said in its log and exit status."""
+    forks = Zygote.start(child_env(), (PAIRED_WORKER,))
+    assert forks is not None
+    try:
+        command = [*WORKER[:3], PAIRED_WORKER, str(tmp_path / "missing.spec.json")]
+        assert forks.forkable(command, child_env()) and not forks.forkable([*WORKER, "x"], child_env())
+        spawned: list[ForkedWorker] = []
+        spawn = forks.spawn
+
+        def counted(*args: Any) -> ForkedWorker:
+            spawned.append(spawn(*args))
+            return spawned[-1]
+
+        monkeypatch.setattr(forks, "spawn", counted)
+        outcome = run_child(command, tmp_path / "paired.log", 60, StopSignals(), lambda _e: None, forks=forks)
+        assert outcome.returncode == 1 and "missing.spec.json" in outcome.error, outcome
+        assert len(spawned) == 1 and spawned[0].returncode == 1  # forked, and waited for through the zygote
+        assert forks.exits == {} and not forks.gone  # reaped, the zygote still there
+    finally:
+        forks.close()
 
 
 def test_a_zygote_that_died_is_said_gone_and_not_asked_again(tmp_path: Path) -> None:

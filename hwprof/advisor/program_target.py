@@ -72,6 +72,9 @@ class ProgramTarget:
     def worker_command(self, spec: AdviseSpec, spec_path: Path) -> list[str]:
         return program_command(spec, spec_path)
 
+    def forkable_workers(self) -> tuple[str, ...]:
+        return ()  # the program expects a fresh interpreter, as a program's passes do
+
     def schedule(self, data: RunData, blocks: int) -> tuple[CallsSeen | None, Budget | None]:
         assert self.config.program is not None
         seen = calls_seen((n, p.program) for n, p in data.doc.passes.items() if p.program is not None)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from hwprof.advisor.children import ChildOutcome, layers_command, run_child
+from hwprof.advisor.children import ChildOutcome, child_env, layers_command, run_child
 from hwprof.advisor.facts import cpus_busy, run_facts
 from hwprof.advisor.process_env import env_not_taken
 from hwprof.advisor.program_budget import Budget, CallsSeen, calls_line, count_needed, refuse
@@ -39,6 +39,7 @@ from hwprof.schema.check import RunDirError
 from hwprof.schema.summaries_cpu import PerfEventsSummary
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent
+from hwprof.session.zygote import Zygote
 from hwprof.workload.trained import is_trained
 
 ADVISE_DIR = "advise"
@@ -143,8 +144,20 @@ class AdviseRun:
         """A combination that runs -> why (advice_combos.combo_decision)."""
         self.reached: dict[str, tuple[int, int]] = {}
         """Candidate key -> its worker's last progress (done, total): where a stop cut it."""
+        self.forks: Zygote | None = None
 
     def run(self) -> Advice:
+        """Every runnable candidate, its paired workers forked by a zygote of advise's own where the target's
+        workers may be (their imports paid once, not four times per candidate)."""
+        modules = self.plan.target.forkable_workers()
+        self.forks = Zygote.start(child_env(), modules) if modules and self.plan.runnable else None
+        try:
+            return self._run()
+        finally:
+            if self.forks is not None:
+                self.forks.close()
+
+    def _run(self) -> Advice:
         self.dir.mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
         self.advice.started_ns = time.monotonic_ns()
@@ -285,6 +298,7 @@ class AdviseRun:
             self.stop,
             lambda e: self._progress(c.key, e),
             env,
+            self.forks,
         )
 
     def _progress(self, key: str, event: ProgressEvent) -> None:

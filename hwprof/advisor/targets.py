@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from hwprof.advisor.children import collect_options, paired_command
+from hwprof.advisor.children import PAIRED_WORKER, collect_options, paired_command
 from hwprof.analysis.advice_combos import with_combinations
 from hwprof.analysis.advice_output import undecided_note
 from hwprof.core.config import RunConfig
@@ -54,6 +54,11 @@ class AdviseTarget(Protocol):
         """The worker that measures a candidate on `spec` (written to spec_path)."""
         ...
 
+    def forkable_workers(self) -> tuple[str, ...]:
+        """The worker modules advise's zygote may fork (hwprof.session.zygote); none where a worker must start
+        as a fresh interpreter."""
+        ...
+
     def schedule(self, data: RunData, blocks: int) -> tuple[CallsSeen | None, Budget | None]:
         """Where the workload owns its loop (a program): the calls of its model the run saw, and the calls each
         candidate's schedule needs (hwprof.advisor.program_budget); (None, None) where advise runs as many
@@ -86,6 +91,9 @@ class PipelineTarget:
 
     def worker_command(self, spec: AdviseSpec, spec_path: Path) -> list[str]:
         return paired_command(spec, spec_path)
+
+    def forkable_workers(self) -> tuple[str, ...]:
+        return (PAIRED_WORKER,)
 
     def schedule(self, data: RunData, blocks: int) -> tuple[CallsSeen | None, Budget | None]:
         return None, None

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -33,7 +32,7 @@ from hwprof.rundir.worker_files import read_worker_pid, write_command, write_con
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.run import RunDoc
-from hwprof.session import child
+from hwprof.session import child, zygote
 from hwprof.session.annotated import keep_annotated
 from hwprof.session.child import Worker, error_line
 from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
@@ -44,7 +43,7 @@ from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
 from hwprof.session.stopping import StopSignals
 from hwprof.session.worker_io import ProgressEvent, progress_from_json
-from hwprof.session.zygote import ForkedWorker, Zygote, ZygoteGone
+from hwprof.session.zygote import ForkedWorker, Zygote
 from hwprof.workload.images import ImageSet
 
 if TYPE_CHECKING:
@@ -190,15 +189,7 @@ class Session:
     def _start_worker(self, command: list[str], env: dict[str, str], log: TextIO) -> Worker:
         """The pass's worker forked by the zygote where it may be, else started as `command`, in a session of its
         own either way."""
-        if self.zygote is not None and self.zygote.forkable(command, env):
-            try:
-                return self.zygote.spawn(command, str(self.run_dir), env, log)
-            except ZygoteGone:
-                self.zygote.close()
-                self.zygote = None
-        return subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=log, cwd=self.run_dir, text=True, env=env, start_new_session=True
-        )
+        return zygote.start(self.zygote, command, str(self.run_dir), env, log)
 
     def _attach(self, running: RunningPass, collectors: list[Collector]) -> str:
         """Attach the collectors' tools to the worker; the error of the last that could not ("": all could)."""

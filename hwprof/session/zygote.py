@@ -1,5 +1,8 @@
-"""Start-up paid once per collect: a process that imports what every pass's worker imports (torch, ultralytics,
-OpenCV, hwprof's runners) and forks a worker for each pass that may start from it.
+"""Start-up paid once per collect (or advise): a process that imports what every pass's worker imports (torch,
+ultralytics, OpenCV, hwprof's runners) and forks a worker for each pass that may start from it. Its owner names
+the worker modules it may run (`python -P -m MODULE ARGS` becomes MODULE.main(ARGS) in the fork): a collect's,
+hwprof.session.worker; advise's, hwprof.advisor.paired_worker, whose four processes per candidate each imported
+torch again (the advise of tests/test_advise_real.py: 16 of them).
 
 Why: a pass's worker spent 2.0-2.5 s importing before it built its model (2-CPU EPYC: `python -c "import torch,
 ultralytics, hwprof.session.worker"` 2.5 s), once per pass; the zygote's imports run once, beside the collect's
@@ -16,7 +19,7 @@ Fork safety: the zygote only imports; no parallel region ran (OpenMP's team is m
 fork), and its one other thread, OpenBLAS's server, is rebuilt in the child by OpenBLAS's own fork handler. A
 forked worker calls setsid (a session of its own, as `start_new_session`), takes the stdin, stdout and stderr the
 collect sends with its request (SCM_RIGHTS), its working directory and environment, and runs
-hwprof.session.worker's main as `python -m` would.
+the module's main as `python -m` would.
 
 The zygote reports a worker's exit without reaping it (waitid WNOWAIT) until the collect asks it to: the worker's
 pid, its session's id, is not given to another process before the collect has stopped what is left in that
@@ -40,7 +43,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from hwprof.session.child import live
+from hwprof.session.child import Worker, live
 
 PRELOAD = (
     "torch",
@@ -50,11 +53,12 @@ PRELOAD = (
     "ultralytics",
     "ultralytics.nn.tasks",
     "pyperf",
-    "hwprof.session.worker",
     "hwprof.workload.pipeline",
 )
-"""What the zygote imports: what a built-in pipeline's worker imports at start, costliest first. One that
-fails to import is left to the worker, which then says why."""
+"""What the zygote imports, then the worker modules it may run: what a built-in pipeline's worker imports at start,
+costliest first. One that fails to import is left to the worker, which then says why."""
+PASS_WORKER = "hwprof.session.worker"
+"""A collect's zygote runs this module: its passes' worker."""
 LAZY_ENV = frozenset({"ONEDNN_JIT_PROFILE"})
 """Variables a forked worker may differ in from the zygote: read when first used (oneDNN's, at its first JIT
 kernel), which the zygote never reaches."""
@@ -117,14 +121,17 @@ class Zygote:
     sock: socket.socket
     env: dict[str, str]
     """The environment it started with: a forked worker's is this one, but for LAZY_ENV."""
+    modules: tuple[str, ...] = (PASS_WORKER,)
+    """The worker modules it runs (each has main(argv) -> int)."""
     ready: bool = False
     exits: dict[int, int] = field(default_factory=dict)
     """pid -> exit status of workers that exited and are not reaped yet."""
     gone: bool = False
 
     @classmethod
-    def start(cls, env: dict[str, str]) -> Zygote | None:
-        """Start one (its imports run while the collect goes on); None when it cannot be used here."""
+    def start(cls, env: dict[str, str], modules: tuple[str, ...] = (PASS_WORKER,)) -> Zygote | None:
+        """Start one that runs `modules` (its imports run while its owner goes on); None when it cannot be used
+        here."""
         soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
         if soft != resource.RLIM_INFINITY and soft < TASK_ROOM:
             return None
@@ -134,7 +141,7 @@ class Zygote:
             return None
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "hwprof.session.zygote", str(theirs.fileno())],
+                [sys.executable, "-P", "-m", "hwprof.session.zygote", str(theirs.fileno()), *modules],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -147,23 +154,25 @@ class Zygote:
             return None
         finally:
             theirs.close()
-        return cls(proc, ours, dict(env))
+        return cls(proc, ours, dict(env), modules)
 
     def forkable(self, command: list[str], env: dict[str, str]) -> bool:
         """Whether a worker with this command and environment may start from the zygote."""
-        if self.gone or command[1:4] != ["-P", "-m", "hwprof.session.worker"] or command[0] != sys.executable:
+        if self.gone or command[:3] != [sys.executable, "-P", "-m"] or command[3:4] == []:
+            return False
+        if command[3] not in self.modules:
             return False
         keys = (set(env) | set(self.env)) - LAZY_ENV
         return all(env.get(k) == self.env.get(k) for k in keys)
 
     def spawn(self, command: list[str], cwd: str, env: dict[str, str], stderr: IO[str]) -> ForkedWorker:
-        """Fork a worker running `command` (python -P -m hwprof.session.worker ARGS); OSError as Popen raises
-        it when the fork failed, ZygoteGone when the zygote cannot be asked."""
+        """Fork a worker running `command` (python -P -m MODULE ARGS, MODULE one of self.modules); OSError as
+        Popen raises it when the fork failed, ZygoteGone when the zygote cannot be asked."""
         self._wait_ready()
         read_end, write_end = os.pipe()
         stdin = 0 if _is_open(0) else os.open(os.devnull, os.O_RDONLY)
         try:
-            request = {"op": "spawn", "args": command[4:], "cwd": cwd, "env": env}
+            request = {"op": "spawn", "module": command[3], "args": command[4:], "cwd": cwd, "env": env}
             try:
                 _send(self.sock, request, [stdin, write_end, stderr.fileno()])
             except OSError as exc:
@@ -256,6 +265,7 @@ def _is_open(fd: int) -> bool:
 class Spawn:
     """A request the zygote's child carries out: it becomes the worker."""
 
+    module: str
     args: list[str]
     cwd: str
     env: dict[str, str]
@@ -298,7 +308,7 @@ def serve(sock: socket.socket) -> Spawn | None:
         if pid == 0:
             for pidfd in pidfds.values():
                 os.close(pidfd)
-            return Spawn(request["args"], request["cwd"], request["env"], fds)
+            return Spawn(request["module"], request["args"], request["cwd"], request["env"], fds)
         for fd in fds:
             os.close(fd)
         if pid > 0:
@@ -306,8 +316,9 @@ def serve(sock: socket.socket) -> Spawn | None:
             _send(sock, {"pid": pid})
 
 
-def become_worker(spawn: Spawn) -> int:
-    """In the forked child: take the request's session, files, folder and environment, then run the worker."""
+def become_worker(spawn: Spawn, modules: tuple[str, ...]) -> int:
+    """In the forked child: take the request's session, files, folder and environment, then run the worker
+    module's main (one the zygote was started with)."""
     os.setsid()
     for target, fd in enumerate(spawn.fds):
         os.dup2(fd, target)
@@ -315,15 +326,30 @@ def become_worker(spawn: Spawn) -> int:
     os.chdir(spawn.cwd)
     os.environ.clear()
     os.environ.update(spawn.env)
-    from hwprof.session import worker
+    if spawn.module not in modules:
+        raise SystemExit(f"hwprof's zygote runs {', '.join(modules)}, not {spawn.module}")
+    worker = importlib.import_module(spawn.module)
+    sys.argv = [str(worker.__file__), *spawn.args]
+    code: int = worker.main(spawn.args)
+    return code
 
-    sys.argv = [worker.__file__, *spawn.args]
-    return worker.main(spawn.args)
+
+def start(zygote: Zygote | None, command: list[str], cwd: str, env: dict[str, str], stderr: IO[str]) -> Worker:
+    """`command` forked by the zygote where it may be, else started with Popen; in a session of its own, its
+    stdout a text pipe, either way. A zygote found gone is not asked again (`forkable` is False once gone)."""
+    if zygote is not None and zygote.forkable(command, env):
+        try:
+            return zygote.spawn(command, cwd, env, stderr)
+        except ZygoteGone:
+            zygote.close()
+    return subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=stderr, cwd=cwd, text=True, env=env, start_new_session=True
+    )
 
 
-def main(fd: int) -> int:
+def main(fd: int, modules: tuple[str, ...]) -> int:
     sock = socket.socket(fileno=fd)
-    for name in PRELOAD:
+    for name in (*PRELOAD, *modules):
         with contextlib.suppress(Exception):
             importlib.import_module(name)
     _send(sock, {"ready": True})
@@ -331,8 +357,8 @@ def main(fd: int) -> int:
     if spawn is None:
         return 0
     sock.close()
-    return become_worker(spawn)
+    return become_worker(spawn, modules)
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1])))
+    sys.exit(main(int(sys.argv[1]), tuple(sys.argv[2:])))
