@@ -62,7 +62,10 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float = 240) ->
     raise AssertionError(f"{path} did not appear in {timeout_s} s")
 
 
-def send(proc: subprocess.Popen[str], sig: int, times: int, gap_s: float = 0.3) -> None:
+def send(proc: subprocess.Popen[str], sig: int, times: int, gap_s: float = 0.1) -> None:
+    """`sig` sent `times` times, gap_s apart: long enough for the first to be taken (two standard signals pending
+    at once are one), short enough that the second comes while the collect stops (a forked timing worker that
+    stopped now ends in a few hundredths of a second, and the collect within 0.3 s: the second came after it)."""
     for k in range(times):
         if k:
             time.sleep(gap_s)

@@ -9,12 +9,14 @@ start (0 to 1 s) checks that nothing after it prints a traceback through hwprof'
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fault_harness import hwprof_command
@@ -247,3 +249,41 @@ def test_the_entry_handles_every_stop_signal_the_commands_do() -> None:
 
     assert entry._SIGNALS == STOP_SIGNALS
     assert {128 + int(sig) for sig in STOP_SIGNALS} <= {row.code for row in EXIT_CODES}
+
+
+@pytest.mark.slow
+def test_two_signals_while_a_finished_pass_is_read_keep_the_pass_in_run_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both signals come after the pass's worker exited, while the collect reads its results (a forked worker
+    exits within hundredths of a second of the first signal): the second one's Interrupted waits until the pass
+    is recorded. It had lost the pass from run.json (`passes: {}`, the pass said not run, its files all there)."""
+    import json
+
+    from hwprof.core.config import RunConfig
+    from hwprof.session import collection
+    from hwprof.session.collection import Session
+    from hwprof.session.plan import plan_passes
+    from hwprof.session.stopping import StopSignals
+    from hwprof.workload.images import discover
+
+    config = RunConfig(model="yolov8n", imgsz=64, iters=2, warmup=1, threads=1, only=["timing"])
+    stop = StopSignals().install()
+    session = Session(config, tmp_path, discover(None), stop=stop)
+    read = collection.worker_results
+
+    def signalled(worker: Any) -> Any:
+        signal.raise_signal(signal.SIGINT)
+        signal.raise_signal(signal.SIGINT)  # escalates: raised once the pass is recorded
+        return read(worker)
+
+    monkeypatch.setattr(collection, "worker_results", signalled)
+    try:
+        with contextlib.suppress(KeyboardInterrupt):  # whether it raises after run.json is final is not this test's
+            session.collect(plan_passes(config), ["hwprof", "collect"])
+    finally:
+        stop.uninstall()
+    written = json.loads((tmp_path / "run.json").read_text())
+    assert written["status"] == "interrupted" and written["interrupted"]["signals_received"] == 2
+    assert written["passes"]["timing"]["status"] in ("ok", "interrupted"), written["passes"]
+    assert written["interrupted"]["passes_not_run"] == []

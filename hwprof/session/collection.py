@@ -236,31 +236,42 @@ class Session:
 
     def _finish_pass(self, running: RunningPass, status: str, error: str) -> PassOutcome:
         """Stop what is left of the pass, read the worker's result.json and the attached tools, and record the
-        outcome (a result for every collector of the pass)."""
+        outcome (a result for every collector of the pass). A second signal cuts only the tools' reading of their
+        output (a conversion may take minutes): the outcome is recorded before its Interrupted goes on. Before,
+        a second signal that came after the worker's exit, while its results were read, lost the whole pass from
+        run.json (seen once forked workers exited within a few hundredths of a second of the first signal)."""
         proc, out_dir = running.proc, running.ctx.out_dir
-        child.stop(proc)  # when it has not exited
-        lingering = child.stop_session(proc.pid, running.exited_at or time.monotonic())
-        returncode = proc.wait()
-        remove_orphaned_temporaries(out_dir)  # what a worker killed mid-write (a second signal) left
-        worker = RunData(self.run_dir, self.run).pass_result(running.plan.name)
-        results = worker_results(worker)
-        status, error = pass_status(status, error, worker, returncode, out_dir / WORKER_LOG)
-        log, sent = out_dir / WORKER_LOG, self.stop.requested
-        status, error, limited = thread_limited(running.plan.name, status, error, results, log, sent, self.config)
-        self._finish_tools(running, returncode, results, status, error)
-        complete_results(results, running.plan.collectors, status, error)
-        wall = time.monotonic() - running.started
-        outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
-        outcome.limited = limited
-        outcome.forked = isinstance(proc, ForkedWorker)
-        outcome.runtime = worker.runtime
-        outcome.program = worker.program
-        outcome.frames = worker.frames
-        outcome.inputs = worker.inputs
-        outcome.lingering = lingering
-        outcome.neighbours = self._watch.stop() if self._watch else None
-        outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)
-        self.outcomes.append(outcome)
+        cut: KeyboardInterrupt | None = None
+        with self.stop.deferred():
+            child.stop(proc)  # when it has not exited
+            lingering = child.stop_session(proc.pid, running.exited_at or time.monotonic())
+            returncode = proc.wait()
+            remove_orphaned_temporaries(out_dir)  # what a worker killed mid-write (a second signal) left
+            worker = RunData(self.run_dir, self.run).pass_result(running.plan.name)
+            results = worker_results(worker)
+            status, error = pass_status(status, error, worker, returncode, out_dir / WORKER_LOG)
+            log, sent = out_dir / WORKER_LOG, self.stop.requested
+            status, error, limited = thread_limited(running.plan.name, status, error, results, log, sent, self.config)
+            try:
+                with self.stop.interruptible():
+                    self._finish_tools(running, returncode, results, status, error)
+            except KeyboardInterrupt as exc:
+                cut = exc
+            complete_results(results, running.plan.collectors, status, error)
+            wall = time.monotonic() - running.started
+            outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
+            outcome.limited = limited
+            outcome.forked = isinstance(proc, ForkedWorker)
+            outcome.runtime = worker.runtime
+            outcome.program = worker.program
+            outcome.frames = worker.frames
+            outcome.inputs = worker.inputs
+            outcome.lingering = lingering
+            outcome.neighbours = self._watch.stop() if self._watch else None
+            outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)
+            self.outcomes.append(outcome)
+            if cut is not None:
+                raise cut
         return outcome
 
     def _finish_tools(

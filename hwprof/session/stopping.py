@@ -222,6 +222,19 @@ class StopSignals:
                 os.killpg(pgid, sig)
 
     @contextlib.contextmanager
+    def interruptible(self) -> Iterator[None]:
+        """Inside a deferred section, a part that a stop signal may cut (a tool's conversion of its output): a
+        signal noted already and not raised is raised here, and one that comes in it raises at once."""
+        saved, self._deferred = self._deferred, 0
+        try:
+            if self._pending:
+                self._pending = False
+                raise Interrupted(self.signum or signal.SIGINT)
+            yield
+        finally:
+            self._deferred = saved
+
+    @contextlib.contextmanager
     def deferred(self) -> Iterator[None]:
         """A section that must not be cut (run.json being written): signals are noted, raised after it."""
         self._deferred += 1
