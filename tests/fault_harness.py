@@ -62,10 +62,12 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float = 240) ->
     raise AssertionError(f"{path} did not appear in {timeout_s} s")
 
 
-def send(proc: subprocess.Popen[str], sig: int, times: int, gap_s: float = 0.1) -> None:
-    """`sig` sent `times` times, gap_s apart: long enough for the first to be taken (two standard signals pending
-    at once are one), short enough that the second comes while the collect stops (a forked timing worker that
-    stopped now ends in a few hundredths of a second, and the collect within 0.3 s: the second came after it)."""
+def send(proc: subprocess.Popen[str], sig: int, times: int, gap_s: float = 0.03) -> None:
+    """`sig` sent `times` times, gap_s apart: long enough for the collect's handler to have taken the first (two
+    standard signals pending at once are one, and so are two taken before Python runs its handler), short
+    enough that the second comes before run.json is final. A forked worker that stops now ends within a few
+    hundredths of a second of the first signal, and a collect of a short pass made run.json final within 0.1 s
+    (0.3 s then 0.1 s gaps each saw the run end before the second signal)."""
     for k in range(times):
         if k:
             time.sleep(gap_s)

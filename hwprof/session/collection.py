@@ -341,13 +341,17 @@ class Session:
             self._cut(f"{type(exc).__name__}: {exc}")
             raise
         finally:
-            if self.zygote is not None:
-                self.zygote.close()
-                self.zygote = None
-            if self.gone() or not self.run.status:  # nothing can be saved, or nothing was started
-                reserve.release()
-            else:
-                self._end(plan, reserve)
+            with self.stop.deferred():  # a signal at any instant of it (a lazy import's, a stat's) is raised after
+                if self.zygote is not None:
+                    self.zygote.close()
+                    self.zygote = None
+                if self.gone() or not self.run.status:  # nothing can be saved, or nothing was started
+                    reserve.release()
+                    end = False
+                else:
+                    end = self._finalize(plan, reserve)
+            if end:
+                self._export()
         return self.run
 
     def _cut(self, error: str) -> None:
@@ -416,27 +420,35 @@ class Session:
         for outcome in self.outcomes[len(self.run.passes) :]:
             self._record(outcome, write=write)
 
-    def _end(self, plan: Plan, reserve: SpaceReserve) -> None:
-        """run.json's final status and summary sections (finalize), then the exports: whatever ended the collect."""
-        from hwprof.session.finish import finalize, write_final_exports
+    def _finalize(self, plan: Plan, reserve: SpaceReserve) -> bool:
+        """run.json's final status and summary sections (finalize), whatever ended the collect; whether the
+        exports are to be written (not after a full disk stopped it). Called in a deferred section: a second
+        signal that came as the collect ended had left run.json "running" when it landed in this method's
+        import of hwprof.session.finish, before its own deferred section."""
+        from hwprof.session.finish import finalize
 
-        with self.stop.deferred():
-            if self.stop.requested:
-                self.final = "interrupted"
-                self.run.update(interrupted=interruption(self.run, plan, self.stop))
-            elif self.final == "complete" and not self._any_ok():
-                self.final = "failed"
-            if self.config.annotate:
-                self.run.update(annotated=keep_annotated(self.run_dir, self.run, Path(self.config.annotate)))
-            self.run.update(status=self.final, finished=datetime.now(UTC).isoformat(timespec="seconds"))
-            reserve.release()
-            try:
-                self.data = finalize(self.named_dir, self.run)
-            except DiskFullError:
-                if not self.disk_full_stop:  # else the first full write is the one to report
-                    raise
-        if self.data is not None and not self.disk_full_stop:  # a full disk stopped it: no exports to try
-            self.analysis = write_final_exports(self.data)  # after a second signal too: a third one cuts it
+        if self.stop.requested:
+            self.final = "interrupted"
+            self.run.update(interrupted=interruption(self.run, plan, self.stop))
+        elif self.final == "complete" and not self._any_ok():
+            self.final = "failed"
+        if self.config.annotate:
+            self.run.update(annotated=keep_annotated(self.run_dir, self.run, Path(self.config.annotate)))
+        self.run.update(status=self.final, finished=datetime.now(UTC).isoformat(timespec="seconds"))
+        reserve.release()
+        try:
+            self.data = finalize(self.named_dir, self.run)
+        except DiskFullError:
+            if not self.disk_full_stop:  # else the first full write is the one to report
+                raise
+        return self.data is not None and not self.disk_full_stop
+
+    def _export(self) -> None:
+        """The exports of the final run: after a second signal too (a third one cuts them)."""
+        from hwprof.session.finish import write_final_exports
+
+        assert self.data is not None
+        self.analysis = write_final_exports(self.data)
 
     def _pass_dir(self, plan: PassPlan) -> Path:
         return self.run_dir / PASSES / plan.name
