@@ -26,11 +26,14 @@ Exit status: the first non-zero of the phases' pytest runs, else 0. Run from tes
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 BASE = ["-m", "not benchmark", "--durations=15", "-p", "no:cacheprovider"]
@@ -136,8 +139,10 @@ def phases(pytest: list[str], folder: Path) -> int:
         sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep RAY_MODULES, LAST, BESIDE_RAY up to date)")
     rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED)]
     unit = [m for m in rest if "mark.slow" not in (tests / m).read_text()]
-    warm_cache()
-    with tempfile.TemporaryDirectory(prefix="hwprof-ray-tests-") as scratch:
+    use = PhaseUse()
+    with use.measure("warm_cache"):
+        warm_cache()
+    with use.measure("first and Ray beside"), tempfile.TemporaryDirectory(prefix="hwprof-ray-tests-") as scratch:
         log_path = Path(scratch) / "ray.log"
         with log_path.open("w") as log:
             ray = subprocess.Popen(
@@ -154,10 +159,44 @@ def phases(pytest: list[str], folder: Path) -> int:
         print(log_path.read_text(), flush=True)
     slow = [m for m in rest if m not in unit]
     print(f"\n{'=' * 30} {len(slow)} modules on pinned workers {'=' * 30}", flush=True)
-    second = subprocess.call([*pytest, *junit(folder, "pinned"), *pinned_workers(), *slow])
+    with use.measure("pinned"):
+        second = subprocess.call([*pytest, *junit(folder, "pinned"), *pinned_workers(), *slow])
     print(f"\n{'=' * 30} LAST and UNPINNED, alone {'=' * 30}", flush=True)
-    third = subprocess.call([*pytest, *junit(folder, "alone"), *UNPINNED, *LAST])
+    with use.measure("alone"):
+        third = subprocess.call([*pytest, *junit(folder, "alone"), *UNPINNED, *LAST])
+    use.report(folder / "phases.txt")
     return first or ray_code or second or third
+
+
+class PhaseUse:
+    """How much of the host's CPUs each phase kept busy (psutil's host-wide CPU times): a phase well under its
+    CPUs has room for more beside it; one at its CPUs gets shorter only with less work."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    @contextlib.contextmanager
+    def measure(self, name: str) -> Iterator[None]:
+        import psutil
+
+        before, started = psutil.cpu_times(), time.monotonic()
+        try:
+            yield
+        finally:
+            after, wall = psutil.cpu_times(), time.monotonic() - started
+            idle = (after.idle + after.iowait) - (before.idle + before.iowait)
+            steal = after.steal - before.steal
+            busy = (sum(after) - sum(before)) - idle - steal
+            cpus = psutil.cpu_count() or 1
+            self.lines.append(
+                f"{name}: {wall:.0f} s wall, {busy:.0f} CPU-s busy ({busy / max(wall, 1e-9):.2f} of {cpus} CPUs), "
+                f"{steal:.0f} s stolen by the hypervisor"
+            )
+
+    def report(self, out: Path) -> None:
+        print(f"\n{'=' * 30} the phases' use of the CPUs {'=' * 30}", flush=True)
+        print("\n".join(self.lines), flush=True)
+        out.write_text("\n".join(self.lines) + "\n")
 
 
 def pinned_workers() -> list[str]:
