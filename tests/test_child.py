@@ -14,6 +14,7 @@ from hwprof.collectors.base import Capability, Collector, PassContext
 
 from hwprof.api.collecting import lingering_lines
 from hwprof.core.config import RunConfig
+from hwprof.core.procs import live
 from hwprof.schema.check import SCHEMA_VERSION
 from hwprof.schema.run import RunDoc
 from hwprof.session.collection import Session, child
@@ -86,7 +87,7 @@ def _run_pass(tmp_path: Path, timeout_s: float, worker_sleep_s: float) -> tuple[
 
 
 def _gone(pids: list[int]) -> bool:
-    return not any(child.live(pid) for pid in pids)
+    return not any(live(pid) for pid in pids)
 
 
 def test_a_pass_ends_when_its_worker_exits_and_its_forked_children_are_stopped(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from hwprof.core.atomic import atomic_path, remove_orphaned_temporaries
@@ -35,3 +36,26 @@ def test_a_killed_writers_temporary_is_removed_a_live_ones_kept(tmp_path: Path) 
         assert mine.exists()
     assert not left.exists() and reserve.exists()
     assert (passes / "result.json").read_text() == "{}"
+
+
+def test_an_unreaped_killed_writers_temporary_is_removed(tmp_path: Path) -> None:
+    """The writer is a zombie: killed, not reaped yet (a forked worker whose zygote the second signal killed too
+    stays one until init reaps it). It writes nothing: its temporary is removed (it was kept, seen in a fresh
+    clone's fault_signals trace-SIGINT-twice)."""
+    code = (
+        "import os, signal, sys; from pathlib import Path; from hwprof.core.atomic import atomic_path\n"
+        "with atomic_path(Path(sys.argv[1]) / 'torch_profiler.sync.json') as tmp:\n"
+        "    tmp.write_text('{'); os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)])
+    try:
+        deadline = time.monotonic() + 60
+        while (Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z") and (
+            time.monotonic() < deadline
+        ):
+            time.sleep(0.02)
+        (left,) = tmp_path.glob(".*.tmp")
+        assert remove_orphaned_temporaries(tmp_path) == [left]
+        assert Path(f"/proc/{proc.pid}").exists()  # still unreaped when its temporary was removed
+    finally:
+        assert proc.wait() == -9

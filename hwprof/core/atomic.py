@@ -26,6 +26,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from hwprof.core.procs import live
+
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 NEARLY_FULL = 64 * 1024
 """Free bytes below which a tool's failed write that reports no errno (Kineto's trace export) is taken as
@@ -197,20 +199,10 @@ def remove_orphaned_temporaries(folder: Path) -> list[Path]:
     removed = []
     for tmp in folder.rglob(".*.tmp"):
         pid = tmp.name.removesuffix(".tmp").rpartition(".")[2]
-        if pid.isdigit() and not _running(int(pid)):
+        if pid.isdigit() and not live(int(pid)):  # a zombie too: an unreaped worker killed mid-write
             _remove(tmp)
             removed.append(tmp)
     return removed
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # EPERM: someone else's process
-        return True
-    return True
 
 
 @contextmanager

@@ -29,6 +29,7 @@ from typing import IO, Any, Protocol, TypeAlias
 
 import psutil
 
+from hwprof.core.procs import live
 from hwprof.rundir.logs import log_lines
 
 
@@ -208,16 +209,6 @@ def _describe(pid: int) -> tuple[str, list[str], str]:
 def _signal(pid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.kill(pid, sig)
-
-
-def live(pid: int) -> bool:
-    """The process exists and is not a zombie whose every thread has exited (such a zombie holds no files)."""
-    proc = Path(f"/proc/{pid}")
-    try:
-        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        return state not in ("Z", "X") or len(os.listdir(proc / "task")) > 1
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
 
 
 def error_line(log: Path) -> str:

@@ -45,7 +45,8 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, Any, NoReturn
 
-from hwprof.session.child import Worker, live
+from hwprof.core.procs import live
+from hwprof.session.child import Worker
 
 PRELOAD = (
     "torch",
