@@ -17,8 +17,6 @@ from pathlib import Path
 
 import cv2
 import numpy as np
-import torch
-from common import build_model, draw, letterbox, nms, to_tensor
 
 
 def make_clip(path: Path, frames: int, width: int, height: int) -> None:
@@ -46,10 +44,17 @@ def parse_args() -> argparse.Namespace:
 
 
 def main(opt: argparse.Namespace) -> None:
-    if opt.make:
+    if opt.make:  # before torch is imported: writing a clip needs OpenCV alone (torch's import is 1.5-2 CPU-s)
         width, height = (int(v) for v in opt.size.split("x"))
         make_clip(opt.clip, opt.frames, width, height)
         return
+    detect(opt)
+
+
+def detect(opt: argparse.Namespace) -> None:
+    import torch
+    from common import build_model, draw, letterbox, nms, to_tensor
+
     model = build_model(opt.model)
     yolov7 = opt.model.startswith("yolov7")
     capture = cv2.VideoCapture(str(opt.clip))
