@@ -34,6 +34,12 @@ known dead, and its point retried or failed, about 7 s after its death instead o
 node still has Ray's 10 s per check to answer, 3 times in a row."""
 
 
+HEAD_WITHOUT = {"no_monitor": True, "include_log_monitor": False}
+"""The head's processes that no test uses: the autoscaler's monitor and the log monitor (workers' output to
+drivers; every hwprof driver joins with log_to_driver=False). Ray's measuring nodes of ray.cluster_utils start no
+log monitor either (include_log_monitor=False there)."""
+
+
 class LocalCluster:
     """The session's cluster (ray.cluster_utils.Cluster: real raylets on this machine): a head that measures
     nothing and runs the job server (Ray's dashboard), and the measuring nodes (`hwprof: 1`) that the tests ask
@@ -122,9 +128,11 @@ def ray_cluster() -> Iterator[LocalCluster]:
     ray_temp = Path(tempfile.mkdtemp(prefix="hwray", dir="/tmp"))
     # port 0 for the dashboard and its agent (Ray's defaults: 8265 and 52365, which another suite's head on this
     # machine may hold; a head whose agent cannot listen takes no job: "No available agent to submit job"); the
-    # other ports are 0 in Ray already. The nodes take the head's temporary folder.
+    # other ports are 0 in Ray already. The nodes take the head's temporary folder. No autoscaler monitor (the
+    # cluster's nodes are the ones the tests add) and no log monitor (hwprof's drivers take no worker output:
+    # log_to_driver=False): two Python processes less to start, 1.5-2 s of the head's start here.
     head = {"num_cpus": 1, **dashboard, "dashboard_agent_listen_port": 0, "temp_dir": str(ray_temp),
-            "_system_config": HEALTH_CHECKS}  # fmt: skip
+            "_system_config": HEALTH_CHECKS, **HEAD_WITHOUT}  # fmt: skip
     with nodes_env(scratch), own_address_file(ray_temp):
         cluster = Cluster(initialize_head=True, connect=False, head_node_args=head)
     try:

@@ -62,8 +62,9 @@ def finds(python: Path, *modules: str) -> list[bool]:
 def node_from(python: Path, address: str, log: Path, temp_dir: Path | None = None) -> Iterator[str]:
     """A Ray node that declares `hwprof: 1`, run by `python`, joined to the cluster at address; yields its
     node id. Its own temp dir (by default a short one under /tmp, removed after: Ray's socket paths must fit
-    in 107 bytes). Stopped on exit: SIGTERM to its `ray start --block` (which stops its raylet and workers),
-    then SIGKILL to whatever of its session is left."""
+    in 107 bytes); no log monitor, as ray.cluster_utils' nodes (no driver here takes the workers' output).
+    Stopped on exit: SIGTERM to its `ray start --block` (which stops its raylet and workers), then SIGKILL to
+    whatever of its session is left."""
     import ray
 
     made = temp_dir is None
@@ -73,7 +74,7 @@ def node_from(python: Path, address: str, log: Path, temp_dir: Path | None = Non
         proc = subprocess.Popen(
             [str(python), "-c", "from ray.scripts.scripts import main; main()", "start", "--address", address,
              "--num-cpus", "1", "--resources", json.dumps({"hwprof": 1}), "--temp-dir", str(temp_dir),
-             "--dashboard-agent-listen-port", "0", "--block"],
+             "--dashboard-agent-listen-port", "0", "--include-log-monitor", "false", "--block"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
