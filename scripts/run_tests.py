@@ -200,9 +200,9 @@ class PhaseUse:
             yield
         finally:
             after, wall = psutil.cpu_times(), time.monotonic() - started
-            idle = (after.idle + after.iowait) - (before.idle + before.iowait)
+            # user and nice include guest time on Linux: summing every field would count it twice
+            busy = sum(getattr(after, f) - getattr(before, f) for f in ("user", "nice", "system", "irq", "softirq"))
             steal = after.steal - before.steal
-            busy = (sum(after) - sum(before)) - idle - steal
             cpus = psutil.cpu_count() or 1
             self.lines.append(
                 f"{name}: {wall:.0f} s wall, {busy:.0f} CPU-s busy ({busy / max(wall, 1e-9):.2f} of {cpus} CPUs), "

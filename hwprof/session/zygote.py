@@ -161,9 +161,8 @@ class Zygote:
 
     def forkable(self, command: list[str], env: dict[str, str]) -> bool:
         """Whether a worker with this command and environment may start from the zygote."""
-        if self.gone or command[:3] != [sys.executable, "-P", "-m"] or command[3:4] == []:
-            return False
-        if command[3] not in self.modules:
+        module = command[3] if len(command) > 3 else None
+        if self.gone or command[:3] != [sys.executable, "-P", "-m"] or module not in self.modules:
             return False
         keys = (set(env) | set(self.env)) - LAZY_ENV
         return all(env.get(k) == self.env.get(k) for k in keys)
