@@ -238,3 +238,22 @@ def test_a_collect_cut_by_its_own_error_is_never_complete(tmp_path: Path, monkey
         session.collect(Plan([PassPlan("timing", [])]), ["hwprof", "collect"])
     run = _run_json(tmp_path)
     assert run["status"] == "failed" and run["error"] == "RuntimeError: boom" and run["passes"] == {}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "OpenBLAS blas_thread_init: pthread_create failed for thread 1 of 2: Resource temporarily unavailable",
+        "OpenBLAS blas_thread_init: pthread_create: Resource temporarily unavailable",  # its other path (a fresh clone)
+        "libgomp: Thread creation failed: Resource temporarily unavailable",
+        "RuntimeError: can't start new thread",
+    ],
+)
+def test_each_way_a_thread_start_fails_is_read_from_the_worker_log(tmp_path: Path, line: str) -> None:
+    from hwprof.session.rlimits import thread_failure
+
+    log = tmp_path / "worker.log"
+    log.write_text(f"building the model\n{line}\nOpenBLAS blas_thread_init: RLIMIT_NPROC 8 current, 8 max\n")
+    assert thread_failure(log) == line
+    log.write_text("building the model\nstopped by SIGINT mid-iteration\n")
+    assert thread_failure(log) == ""

@@ -58,9 +58,14 @@ runs out fails with the limit named in its line."""
 NPROC_PROBE_BELOW = 256
 """Room under RLIMIT_NPROC (the limit less the user's processes and threads) below which a worker's threads are
 measured: a usual limit (thousands) leaves more, and no probe is run for it."""
-THREAD_FAILURES = ("can't start new thread", "Thread creation failed", "pthread_create failed", "fork: retry")
+THREAD_FAILURES = (
+    "can't start new thread", "Thread creation failed", "pthread_create failed", "pthread_create: Resource",
+    "fork: retry",
+)  # fmt: skip
 """What a process says when it could not start a thread or process: CPython, libgomp (torch's OpenMP pool),
-OpenBLAS (numpy's, which then raises SIGINT on itself), a shell."""
+OpenBLAS (numpy's, which then raises SIGINT on itself; "pthread_create failed for thread 2 of 2: ..." when it
+starts its pool, "blas_thread_init: pthread_create: Resource temporarily unavailable" on its other path, which a
+fresh clone's run met once), a shell."""
 NPROC_FIX = "or run as a user whose limit is higher"
 
 LIMITS = {"RLIMIT_AS": ("ulimit -v", "address space"), "RLIMIT_DATA": ("ulimit -d", "data segment")}
