@@ -110,3 +110,23 @@ def test_a_zygote_that_died_is_said_gone_and_not_asked_again(tmp_path: Path) -> 
 def test_no_zygote_under_a_tight_task_limit(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(resource, "getrlimit", lambda _which: (64, 64))
     assert Zygote.start(dict(os.environ)) is None
+
+
+def test_a_zygote_whose_imports_initialised_cuda_is_never_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A child forked after CUDA's initialisation cannot use CUDA: such a zygote exits before "ready", and each
+    pass then starts the usual way (zygote.start on ZygoteGone). torch's CUDA faked: this host may have none."""
+    import socket
+    import types
+
+    from hwprof.session import zygote as zygote_module
+
+    fake_torch = types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=lambda: True))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    assert zygote_module.cuda_initialised()
+    ours, theirs = socket.socketpair()
+    ours.shutdown(socket.SHUT_WR)  # a zygote that went on to serve would read the end at once and return 0
+    assert zygote_module.main(theirs.detach(), ()) == 1
+    ours.settimeout(5)
+    assert ours.recv(1024) == b"", "the zygote said nothing (no ready) and closed its end"
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=bool)))
+    assert not zygote_module.cuda_initialised()

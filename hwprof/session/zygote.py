@@ -364,11 +364,25 @@ def end_forked(code: int) -> NoReturn:
     os._exit(code)
 
 
+def cuda_initialised() -> bool:
+    """Whether an import initialised CUDA: a child forked after that cannot use it ("Cannot re-initialize CUDA in
+    forked subprocess"). torch initialises it on first use only; no module the zygote imports uses it (checked on
+    an H100, scripts/gpu_check/forkprobe.py), but one that did would break every forked pass of a GPU run."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        return bool(cuda is not None and cuda.is_initialized())
+    except Exception:
+        return False
+
+
 def main(fd: int, modules: tuple[str, ...]) -> int:
     sock = socket.socket(fileno=fd)
     for name in (*PRELOAD, *modules):
         with contextlib.suppress(Exception):
             importlib.import_module(name)
+    if cuda_initialised():
+        return 1  # never ready: every pass starts the usual way (zygote.start, on ZygoteGone)
     _send(sock, {"ready": True})
     spawn = serve(sock)
     if spawn is None:
