@@ -34,6 +34,8 @@ BENCHMARKS: dict[str, str] = {
     "output_check_figures": "what the output check sees on a random-init model: std per conv, |d| and SQNR",
     "ray_sweep_figures": "a `hwprof sweep --ray` on a local cluster: wall time and the bytes moved back",
     "verify_callgrind": "the callgrind pass against itself (spread) and against plain callgrind",
+    "bench_startup": "a collect with its passes forked from the zygote against each pass started fresh",
+    "bench_peak_probe": "a first run's peak probe: its wall time and peak resident memory, the triad's size",
 }
 
 

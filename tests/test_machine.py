@@ -108,16 +108,16 @@ def test_llc_from_sysfs(tmp_path: Path) -> None:
     [
         (32, 24 * 1024, 128, "", ["arrays 3x128 MiB; LLC 32 MiB"]),  # STREAM's rule: 4x the LLC
         (None, 24 * 1024, 64, "", ["arrays 3x64 MiB; last-level cache size unknown"]),
-        (480, 24 * 1024, 512, SIZE_CAP, ["arrays 3x512 MiB, capped at 512 MiB each; LLC 480 MiB", "cache hits"]),
+        (480, 24 * 1024, 320, SIZE_CAP, ["arrays 3x320 MiB, capped at 320 MiB each; LLC 480 MiB", "cache hits"]),
         (480, 2048, 2048 / 12, MEMORY, ["capped by memory (1/4 of 2,048 MiB available); LLC 480 MiB", "cache hits"]),
-        (480, None, 512, SIZE_CAP, ["arrays 3x512 MiB"]),
+        (480, None, 320, SIZE_CAP, ["arrays 3x320 MiB"]),
         (8, 2, 1, MEMORY, ["arrays 3x1 MiB, capped by memory"]),  # never below 1 MiB
     ],
 )
 def test_triad_arrays_by_cache_bounded_by_memory(
     llc_mib: int | None, available_mib: int | None, array_mib: float, capped: str, words: list[str]
 ) -> None:
-    """Each array 4x the LLC (at least 64 MiB), at most 512 MiB and 1/4 of the available memory for all three."""
+    """Each array 4x the LLC (at least 64 MiB), at most 320 MiB and 1/4 of the available memory for all three."""
     size = triad_size(llc_mib and llc_mib * MIB, available_mib and available_mib * MIB)
     assert size.array_bytes == pytest.approx(array_mib * MIB, abs=4096) and size.array_bytes % 4096 == 0
     assert size.capped_by == capped and size.elements * 4 == size.array_bytes
