@@ -225,6 +225,40 @@ def test_the_plan_keeps_the_rate_low_and_adds_iterations_for_a_short_forward() -
     assert (chosen.rate, chosen.iterations, chosen.how) == (123, 7, "--perf-rate")
 
 
+def test_the_plan_is_sized_for_the_smallest_layer_the_layers_pass_ranks(tmp_path: Path) -> None:
+    """A layers pass whose smallest layer at or above 1% of the forward takes 2.5% (and one below it, 0.5%, left
+    out): the plan asks for 2.5x fewer iterations than for a layer at exactly 1%, and says why."""
+    from hwprof.core.markers import Marker
+
+    forward, layers = 10_000_000, {"model.0": 0.6, "model.1": 0.025, "model.2": 0.005}
+    rows: list[Marker] = []
+    for it, clean in ((0, False), (1, True), (2, False)):
+        t = it * 100_000_000
+        rows += [Marker("iteration", "B", "iteration", t, it, False, clean=clean)]
+        rows += [Marker("stage", "B", "forward", t + 1, it, False, clean=clean)]
+        at = t + 1
+        for name, share in layers.items():
+            end = at + int(share * forward)
+            if not clean:  # a clean iteration has no layer markers
+                rows += [Marker("layer", "B", name, at, it, False), Marker("layer", "E", name, end, it, False)]
+            at = end
+        rows += [Marker("stage", "E", "forward", t + 1 + forward, it, False, clean=clean)]
+        rows += [Marker("iteration", "E", "iteration", t + 2 + forward, it, False, clean=clean)]
+    layers_pass = tmp_path / "passes" / "layers"
+    layers_pass.mkdir(parents=True)
+    (layers_pass / "markers.jsonl").write_text("".join(json.dumps(m.to_row()) + "\n" for m in rows))
+    smallest = ps_rate.smallest_ranked_share(tmp_path)
+    assert smallest == pytest.approx(0.025, rel=1e-6)
+    assert ps_rate.smallest_ranked_share(tmp_path / "no-layers-pass") is None
+    config = RunConfig(iters=20, threads=1)
+    at_one, at_smallest = ps_rate.plan_sampling(config, 0.040), ps_rate.plan_sampling(config, 0.040, None, smallest)
+    assert at_smallest.rate == at_one.rate
+    assert at_smallest.iterations == pytest.approx(at_one.iterations / 2.5, abs=1)
+    assert at_smallest.rate * smallest * 0.040 * at_smallest.iterations >= ps_rate.RATE_MARGIN * 50 - 1
+    assert "smallest layer at or above 1% of the layers pass's forward (2.5%)" in at_smallest.how
+    assert ps_rate.plan_sampling(config, 0.040, None, 0.004).iterations == at_one.iterations  # never below 1%
+
+
 def test_sampling_events_follow_the_pmu_and_the_paranoia() -> None:
     no_pmu = PerfSamplingProbe.of(pmu=False, user_only=False)
     assert access.sampling_events(RunConfig(), no_pmu) == ["cpu-clock"]

@@ -69,7 +69,7 @@ from hwprof.collectors.perf_sampling.control import (
     remove_fifos,
     request_attach,
 )
-from hwprof.collectors.perf_sampling.rate import plan_sampling
+from hwprof.collectors.perf_sampling.rate import SamplingPlan, plan_sampling, smallest_ranked_share
 
 from hwprof.core.spans import timing_forward_s, timing_iteration_s
 from hwprof.perf.open_errors import read_paranoid
@@ -127,7 +127,7 @@ class PerfSamplingCollector(Collector):
         return {"ONEDNN_JIT_PROFILE": "2"}
 
     def measured_iterations(self, ctx: PassContext) -> int | None:
-        return plan_sampling(self.config, timing_forward_s(ctx.run_dir), timing_iteration_s(ctx.run_dir)).iterations
+        return _plan(self.config, ctx.run_dir).iterations
 
     def start(self, ctx: PassContext) -> None:
         request_attach(ctx.out_dir)
@@ -157,6 +157,13 @@ class PerfSamplingCollector(Collector):
 COLLECTOR = PerfSamplingCollector
 
 
+def _plan(config: RunConfig, run_dir: Path) -> SamplingPlan:
+    """The sampling plan, the same in the worker (its iterations) and in the parent (perf's rate)."""
+    forward_s, iteration_s = timing_forward_s(run_dir), timing_iteration_s(run_dir)
+    smallest = smallest_ranked_share(run_dir) if forward_s and not config.perf_rate else None
+    return plan_sampling(config, forward_s, iteration_s, smallest)
+
+
 class PerfRecordTool(AttachedTool):
     """perf record, launched when the worker asks (see control.py), and its conversion at the end."""
 
@@ -167,7 +174,7 @@ class PerfRecordTool(AttachedTool):
         self.details = probe_details(capability)
         config = ctx.config
         self.forward_s = timing_forward_s(ctx.run_dir)
-        plan = plan_sampling(config, self.forward_s, timing_iteration_s(ctx.run_dir))
+        plan = _plan(config, ctx.run_dir)
         self.rate, self.rate_how = plan.rate, plan.how
         self.events = sampling_events(config, self.details)
         self.data = ctx.out_dir / "perf.data"

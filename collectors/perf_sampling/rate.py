@@ -43,8 +43,39 @@ class SamplingPlan:
     how: str
 
 
-def plan_sampling(config: RunConfig, forward_s: float | None, iteration_s: float | None = None) -> SamplingPlan:
-    """Rate and iterations for MIN_LAYER_SAMPLES samples in a layer at MIN_LAYER_SHARE of forward.
+def smallest_ranked_share(run_dir: Path) -> float | None:
+    """The smallest share of forward (self time) among the layers at or above MIN_LAYER_SHARE in the layers pass,
+    which runs before the kernels pass in a default collect; None where it did not run or timed no forward.
+
+    Why: the plan sizes the kernels pass for a layer at exactly MIN_LAYER_SHARE, while the smallest layer the
+    report must resolve is often larger (yolov8n at 256: its smallest layer above 1% got 109 samples for the 65
+    planned), and iterations scale with the inverse of that share. Shares are scale-free, so the layers pass's
+    own cost does not enter them."""
+    from hwprof.core.kernels import MIN_LAYER_SHARE
+    from hwprof.core.markers import read_markers
+    from hwprof.core.spans import layer_self_ns, measured_spans
+
+    path = run_dir / "passes" / "layers" / "markers.jsonl"
+    if not path.is_file():
+        return None
+    try:
+        spans = measured_spans(read_markers(path))
+    except (OSError, ValueError):
+        return None
+    forward_ns = sum(s.dur_ns for s in spans if s.kind == "stage" and s.name == "forward")
+    if forward_ns <= 0:
+        return None
+    shares = [sum(v) / forward_ns for v in layer_self_ns(spans).values()]
+    ranked = [share for share in shares if share >= MIN_LAYER_SHARE]
+    return min(ranked) if ranked else None
+
+
+def plan_sampling(
+    config: RunConfig, forward_s: float | None, iteration_s: float | None = None, smallest_share: float | None = None
+) -> SamplingPlan:
+    """Rate and iterations for MIN_LAYER_SAMPLES samples in a layer at MIN_LAYER_SHARE of forward, or in the
+    smallest layer at or above it where the layers pass measured the shares (`smallest_share`,
+    smallest_ranked_share): every layer the report ranks by its kernels gets its samples, no more iterations.
 
     The cost of sampling grows with the rate (each sample is a timer interrupt: about 35-45 us on
     this project's VMs, i.e. ~4% of a CPU at 1 kHz, 12% at 4 kHz, 25% at 6.7 kHz on yolov7-tiny),
@@ -67,14 +98,20 @@ def plan_sampling(config: RunConfig, forward_s: float | None, iteration_s: float
     if not forward_s:
         return SamplingPlan(min(DEFAULT_RATE, ceiling), config.iters, "default (no timing pass to size it from)")
     threads = max(1, config.threads)
-    sample_iterations = RATE_MARGIN * MIN_LAYER_SAMPLES / (MIN_LAYER_SHARE * forward_s * threads)
+    share = max(MIN_LAYER_SHARE, smallest_share or 0.0)
+    sample_iterations = RATE_MARGIN * MIN_LAYER_SAMPLES / (share * forward_s * threads)
     rate = min(max(math.ceil(sample_iterations / config.iters), MIN_AUTO_RATE), MAX_AUTO_RATE, ceiling)
     iterations = max(config.iters, math.ceil(sample_iterations / rate))
     per_iteration_s = max(forward_s, iteration_s or 0.0)
     iterations = min(iterations, max(config.iters, int(MAX_PASS_S / (PAIRED * per_iteration_s))))
     whole = f" of {per_iteration_s * 1e3:.1f} ms iterations" if per_iteration_s > forward_s else ""
+    layer = (
+        f"the smallest layer at or above {MIN_LAYER_SHARE:.0%} of the layers pass's forward ({share:.1%})"
+        if smallest_share
+        else f"a layer at {MIN_LAYER_SHARE:.0%}"
+    )
     how = (
-        f"auto: {MIN_LAYER_SAMPLES} samples (x{RATE_MARGIN} margin) for a layer at {MIN_LAYER_SHARE:.0%} of the "
+        f"auto: {MIN_LAYER_SAMPLES} samples (x{RATE_MARGIN} margin) for {layer} of the "
         f"timing pass's forward ({forward_s * 1e3:.1f} ms) on {threads} thread{'s' * (threads > 1)}: {rate} Hz "
         f"(within [{MIN_AUTO_RATE}, {MAX_AUTO_RATE}]: sampling costs per sample) over {iterations} iterations "
         f"(at least --iters, at most {MAX_PASS_S:.0f} s{whole} with their clean twins)"
