@@ -113,6 +113,10 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path, tmp_path_
         assert key in run
     # no collector of the small run wraps its worker: each pass was forked from the collect's zygote
     assert {p["worker_start"] for p in run["passes"].values()} == {"forked"}, run["passes"]
+    for name, entry in run["passes"].items():  # where each pass's time went, every stretch reached, summing to it
+        phases = entry["phases"]
+        assert list(phases) == ["start_s", "build_s", "warmup_s", "measure_s", "finish_s", "read_s"], (name, phases)
+        assert sum(phases.values()) == pytest.approx(entry["wall_s"], abs=0.01), (name, phases, entry["wall_s"])
     for key in (
         "cpu_model",
         "logical_cpus",

@@ -217,6 +217,19 @@ class NeighboursDoc(Record):
 
 
 @dataclass(kw_only=True)
+class PassPhasesDoc(Record):
+    """Where a pass's wall time went (hwprof.session.pass_phases.STRETCHES), in seconds; a stretch the worker
+    never reached is absent."""
+
+    start_s: NonNegative | None = None
+    build_s: NonNegative | None = None
+    warmup_s: NonNegative | None = None
+    measure_s: NonNegative | None = None
+    finish_s: NonNegative | None = None
+    read_s: NonNegative | None = None
+
+
+@dataclass(kw_only=True)
 class PassDoc(Record):
     """One pass (child process) of the collect: how it ended, and what it cost."""
 
@@ -245,6 +258,8 @@ class PassDoc(Record):
     worker_start: str | None = None
     """How its worker began: "forked" from the collect's zygote (its imports shared, hwprof.session.zygote) or
     "started" as a new `python -P -m hwprof.session.worker` (absent in older runs)."""
+    phases: PassPhasesDoc | None = None
+    """Where its wall time went: start-up, build, warm-up, measuring, finish, reading (absent in older runs)."""
 
     @property
     def finished(self) -> bool:

@@ -37,6 +37,7 @@ from hwprof.session.annotated import keep_annotated
 from hwprof.session.child import Worker, error_line
 from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
 from hwprof.session.pass_inputs import images_doc, pass_env
+from hwprof.session.pass_phases import PhaseClock
 from hwprof.session.plan import CollectError, PassPlan, Plan
 from hwprof.session.program_passes import ProgramPasses
 from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line, thread_limited
@@ -67,6 +68,8 @@ class RunningPass:
     attached: dict[str, AttachedTool] = field(default_factory=dict)
     exited_at: float | None = None
     """Monotonic s when its exit was seen (None: not seen, it was stopped)."""
+    clock: PhaseClock | None = None
+    """When its progress lines of each phase came (passes.<name>.phases)."""
 
 
 class Session:
@@ -97,6 +100,7 @@ class Session:
         self._watch: NeighbourWatch | None = None
         """The running pass's watch on other work on the run's CPUs."""
         self.disk_full: dict[str, DiskFullError] = {}
+        self._clocks: dict[str, PhaseClock] = {}
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
         self.disk_estimate: SizeEstimate | None = None
         """run.json's disk_estimate (the CLI's), written after the passes section."""
@@ -184,7 +188,8 @@ class Session:
             what = "thread" if isinstance(exc, RuntimeError) else "worker"
             line = task_limit_line(f"collect could not start pass {plan.name}'s {what} ({exc})", self.config)
             raise TaskLimitError(line) from None
-        return RunningPass(plan, ctx, proc, started, steal_at_start)
+        clock = self._clocks[plan.name] = PhaseClock(started)
+        return RunningPass(plan, ctx, proc, started, steal_at_start, clock=clock)
 
     def _start_worker(self, command: list[str], env: dict[str, str], log: TextIO) -> Worker:
         """The pass's worker forked by the zygote where it may be, else started as `command`, in a session of its
@@ -230,6 +235,8 @@ class Session:
     def _on_line(self, pass_name: str, line: str) -> None:
         event = progress_from_json(line)
         if event is not None:
+            if (clock := self._clocks.get(pass_name)) is not None:
+                clock.saw(event.phase, time.monotonic())
             if event.disk_full is not None:
                 self.disk_full[pass_name] = DiskFullError(event.disk_full, event.disk_full_errno)
             self.progress(pass_name, event)
@@ -258,8 +265,11 @@ class Session:
             except KeyboardInterrupt as exc:
                 cut = exc
             complete_results(results, running.plan.collectors, status, error)
-            wall = time.monotonic() - running.started
+            ended = time.monotonic()
+            wall = ended - running.started
             outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
+            if running.clock is not None:
+                outcome.phases = running.clock.stretches(running.exited_at, ended)
             outcome.limited = limited
             outcome.forked = isinstance(proc, ForkedWorker)
             outcome.runtime = worker.runtime

@@ -45,6 +45,8 @@ class PassOutcome:
     """Its worker could not start a thread or process (its error names the limit): the collect stops there."""
     forked: bool = False
     """Its worker was forked from the collect's zygote (else started as a new process)."""
+    phases: dict[str, float] = field(default_factory=dict)
+    """Where its wall time went, stretch by stretch (hwprof.session.pass_phases)."""
 
 
 def worker_results(worker: PassResult) -> dict[str, CollectorResult]:

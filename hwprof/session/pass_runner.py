@@ -307,6 +307,7 @@ class PassRunner:
         total = self.config.warmup + len(steps)
         STOP.bus, STOP.at_boundaries = self.bus, True
         STOP.check(0, total)
+        progress(phase="warmup", done=0, total=total)  # where the build ends (hwprof.session.pass_phases)
         for i in range(self.config.warmup):
             self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
             self._done = i + 1
@@ -314,6 +315,7 @@ class PassRunner:
             STOP.check(i + 1, total)
         self.log.flush_to(self.markers_path)
         self._each("start", self.ctx)
+        progress(phase="measure", done=self._done, total=total)  # the collectors started: the measuring begins
         STOP.check(self.config.warmup, total)
         planned_at = time.monotonic()
         for measured, i in steps:

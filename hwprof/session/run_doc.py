@@ -8,7 +8,7 @@ from hwprof.rundir.names import PASSES, WORKER_LOG
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.host import PeaksDoc
 from hwprof.schema.pass_files import RuntimeFile
-from hwprof.schema.run import NeighboursDoc, PassDoc, RunDoc, RuntimeDoc
+from hwprof.schema.run import NeighboursDoc, PassDoc, PassPhasesDoc, RunDoc, RuntimeDoc
 from hwprof.schema.runtime_checks import ProfiledPass
 from hwprof.session.outcome import PassOutcome
 from hwprof.session.plan import Plan
@@ -43,6 +43,8 @@ def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
         ),
         worker_start="forked" if outcome.forked else "started",
     )
+    if outcome.phases:
+        entry.update(phases=PassPhasesDoc.of(**outcome.phases))
     if outcome.program is not None:
         entry.update(program=outcome.program)
     if outcome.frames is not None:
