@@ -61,7 +61,7 @@ def collect(
     batch: int = _D.batch,
     threads: int | None = None,
     warmup: int = _D.warmup,
-    iters: int = _D.iters,
+    iters: int | None = None,
     depth: int = _D.depth,
     conf: float = _D.conf,
     iou: float = _D.iou,
@@ -95,7 +95,8 @@ def collect(
     """`hwprof collect --model MODEL [options]` (or `hwprof collect [options] -- PROGRAM...` with `program`, the
     program's command as a list of words), then the run it made. Each keyword is collect's option of that name
     (`only=["timing", "flops"]` is `--only timing,flops`, `stage=["nms=utils:nms"]` is `--stage ...` once per
-    item, `threads=None` this process's CPUs); out is the run directory (default: results/<model>-<time> under
+    item, `threads=None` this process's CPUs, `iters=None` --iters' default with the timing pass stopping once
+    resolved); out is the run directory (default: results/<model>-<time> under
     `results`), console a Rich Console for what it prints. The report is not printed (report=True prints it;
     Run.report() does later); advise=True runs `--advise` after the passes (advise_blocks, advise_no_layers,
     advise_only as --advise-*).
@@ -108,8 +109,8 @@ def collect(
 
 NOT_CONFIG = (
     "model", "program", "weights", "images", "annotate", "threads", "only", "skip", "events", "rect", "timeout",
-    "program_model", "program_end", "stage", "program_stdin", "out", "results", "report", "advise", "advise_blocks",
-    "advise_no_layers", "advise_only", "console",
+    "iters", "program_model", "program_end", "stage", "program_stdin", "out", "results", "report", "advise",
+    "advise_blocks", "advise_no_layers", "advise_only", "console",
 )  # fmt: skip
 """collect's keywords that are not RunConfig's field of that name with the value as given."""
 
@@ -136,7 +137,8 @@ def _collect_request(given: dict[str, Any]) -> CollectRequest:
         skip=_words(given["skip"], "skip"),
         events=_words(given["events"], "events"),
         pass_timeout_s=given["timeout"],
-        extra={"rect": given["rect"]},
+        iters=given["iters"] if given["iters"] is not None else _D.iters,
+        extra={"rect": given["rect"], "timing_resolve": given["iters"] is None},
         program=program_of(
             _words(program, "program") if program is not None else None,
             given["program_model"],

@@ -26,7 +26,13 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     add_model_args(p.add_argument_group("model and runtime", "what runs the forward, and how"), d)
     measure = p.add_argument_group("measurement", "how many iterations each pass measures, and for how long")
     measure.add_argument("--warmup", type=int, default=d.warmup, help="iterations run before each pass measures")
-    measure.add_argument("--iters", type=int, default=d.iters, help="measured iterations per pass")
+    measure.add_argument(
+        "--iters",
+        type=int,
+        default=None,
+        help=f"measured iterations per pass (default {d.iters}; without --iters the timing pass stops sooner once its "
+        "forward and iteration p50 are known to within 2%%)",
+    )
     measure.add_argument("--timeout", type=float, default=d.pass_timeout_s, help="seconds a pass may run")
     add_collector_args(p.add_argument_group("passes and collectors", "which collectors run, and their rates"), d)
     add_counter_args(p.add_argument_group("counters", "the hardware counters read per layer"), d)

@@ -60,7 +60,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         batch=args.batch,
         threads=args.threads,
         warmup=args.warmup,
-        iters=args.iters,
+        iters=RunConfig.iters if args.iters is None else args.iters,
         depth=args.depth,
         conf=args.conf,
         iou=args.iou,
@@ -78,7 +78,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         scalene_memory=args.scalene_memory,
         profiler_stack=args.profiler_stack,
         pass_timeout_s=args.timeout,
-        extra={"rect": args.rect},
+        extra={"rect": args.rect, "timing_resolve": args.iters is None},
         program=program_of(
             getattr(args, "program", None), args.program_model, args.program_end, args.stage, args.program_stdin
         ),

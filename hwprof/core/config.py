@@ -64,6 +64,10 @@ class ExtraOptions(TypedDict, total=False):
     """--rect: each image letterboxed to its own shape, not the square (batch 1, the torch runtime)."""
     paired: bool
     """False: no paired clean iterations in a pass (session.pass_runner)."""
+    timing_resolve: bool
+    """True: the built-in pipeline's timing pass stops once its p50s are resolved, --iters its upper bound
+    (session.timing_stop); the command line sets it where --iters is absent. Absent: --iters measured iterations, as
+    given (a program's passes run the calls they planned either way)."""
     powercap_root: str
     """rapl: the powercap folder instead of /sys/class/powercap."""
     event_source_root: str

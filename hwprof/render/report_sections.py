@@ -65,6 +65,9 @@ def stages_spec(a: Analysis) -> TableSpec | None:
         return TableSpec("pipeline stages", [], [], [f"no stage timings in run.json (run {a.doc.status})"])
     cols, rows = build(STAGE_COLUMNS, st, st.rows)
     notes = [f"{st.disturbed}: these stage times are not clean"] if st.disturbed else []
+    timing = a.doc.passes.get("timing")
+    if st.source == "timing" and timing is not None and timing.stopping is not None and timing.stopping.text:
+        notes.append(f"timing pass: {timing.stopping.text}")
     if st.postprocess_note:
         notes.append(st.postprocess_note)
     if a.workload.stages_note:

@@ -18,7 +18,7 @@ from hwprof.schema.frames import FramesDoc
 from hwprof.schema.inputs import InputsDoc
 from hwprof.schema.model_init import InitDoc
 from hwprof.schema.program import ProgramOutcome
-from hwprof.schema.run import CollectorEntry, RuntimeDoc
+from hwprof.schema.run import CollectorEntry, RuntimeDoc, StoppingDoc
 
 
 @dataclass(kw_only=True)
@@ -129,6 +129,8 @@ class PassResult(Record):
     """A video input's frames read, and the annotated frames written (None: images, no --annotate)."""
     inputs: InputsDoc | None = None
     """The input shapes the pass's forwards were given (hwprof.core.input_shapes)."""
+    stopping: StoppingDoc | None = None
+    """The timing pass's stopping rule, where it applied (hwprof.session.timing_stop)."""
 
     @classmethod
     def read(cls, doc: Any, where: str) -> PassResult:

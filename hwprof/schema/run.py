@@ -230,6 +230,19 @@ class PassPhasesDoc(Record):
 
 
 @dataclass(kw_only=True)
+class StoppingDoc(Record):
+    """How a pass decided it had measured enough: the timing pass's rule (hwprof.session.timing_stop), whether it
+    was met before the planned iterations ran out, and the p50s' half-widths it reached (shares of the p50)."""
+
+    rule: str | None = None
+    resolved: bool | None = None
+    iterations: Count | None = None
+    forward_half_width: NonNegative | None = None
+    iteration_half_width: NonNegative | None = None
+    text: str | None = None
+
+
+@dataclass(kw_only=True)
 class PassDoc(Record):
     """One pass (child process) of the collect: how it ended, and what it cost."""
 
@@ -260,6 +273,8 @@ class PassDoc(Record):
     "started" as a new `python -P -m hwprof.session.worker` (absent in older runs)."""
     phases: PassPhasesDoc | None = None
     """Where its wall time went: start-up, build, warm-up, measuring, finish, reading (absent in older runs)."""
+    stopping: StoppingDoc | None = None
+    """The timing pass without --iters: how its stopping rule ended it (absent otherwise, and in older runs)."""
 
     @property
     def finished(self) -> bool:

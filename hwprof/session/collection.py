@@ -276,6 +276,7 @@ class Session:
             outcome.program = worker.program
             outcome.frames = worker.frames
             outcome.inputs = worker.inputs
+            outcome.stopping = worker.stopping
             outcome.lingering = lingering
             outcome.neighbours = self._watch.stop() if self._watch else None
             outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)

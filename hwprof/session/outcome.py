@@ -14,6 +14,7 @@ from hwprof.schema.frames import FramesDoc
 from hwprof.schema.inputs import InputsDoc
 from hwprof.schema.pass_files import PassResult, RuntimeFile
 from hwprof.schema.program import ProgramOutcome
+from hwprof.schema.run import StoppingDoc
 from hwprof.session import child
 
 
@@ -45,6 +46,8 @@ class PassOutcome:
     """Its worker could not start a thread or process (its error names the limit): the collect stops there."""
     forked: bool = False
     """Its worker was forked from the collect's zygote (else started as a new process)."""
+    stopping: StoppingDoc | None = None
+    """The timing pass's stopping rule, where it applied (its result.json's)."""
     phases: dict[str, float] = field(default_factory=dict)
     """Where its wall time went, stretch by stretch (hwprof.session.pass_phases)."""
 

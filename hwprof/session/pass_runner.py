@@ -26,11 +26,14 @@ from hwprof.core.markers import Marker, MarkerBus, MarkerLog
 from hwprof.rundir.names import MARKERS
 from hwprof.rundir.pass_files import write_pass_result
 from hwprof.rundir.worker_files import read_config, read_image_paths
+from hwprof.schema.codec import json_value
 from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
+from hwprof.schema.run import StoppingDoc
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
 from hwprof.session.pass_result import close_pipeline, pass_result
 from hwprof.session.registry import by_name
+from hwprof.session.timing_stop import Stopping
 from hwprof.session.worker_io import disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
 from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
@@ -63,6 +66,8 @@ class PassRunner:
         """In a clean iteration of a paired pass: no collector gets markers (but those asking for
         clean_markers)."""
         self.paired: PairedInfo | None = None
+        self.stopping: Stopping | None = None
+        """The timing pass's stopping rule's last verdict, where it applies (hwprof.session.timing_stop)."""
         self._remove_hooks: Callable[[], None] | None = None
         self._done = 0
         """Iterations run so far (warm-up included), for progress."""
@@ -191,6 +196,18 @@ class PassRunner:
         progress(phase="measure", done=self._done, total=max(total, self._done))
         STOP.check(self._done, max(total, self._done))
 
+    def _timing_resolved(self) -> bool:
+        """The timing pass's stopping rule (hwprof.session.timing_stop) on its measured iterations so far; what it
+        found is kept for result.json either way."""
+        from hwprof.core.spans import durations_ms, measured_spans
+        from hwprof.session.timing_stop import check
+
+        spans = measured_spans(self.log.markers)
+        forwards = durations_ms(spans, "stage").get("forward", [])
+        iterations = durations_ms(spans, "iteration").get("iteration", [])
+        self.stopping = check(forwards, iterations)
+        return self.stopping.resolved
+
     def _extend(self, measured: int, planned_s: float) -> None:
         """More ABBA blocks while the planned ones do not resolve the pass's cost (hwprof.session.paired.extend)."""
         from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
@@ -318,8 +335,12 @@ class PassRunner:
         progress(phase="measure", done=self._done, total=total)  # the collectors started: the measuring begins
         STOP.check(self.config.warmup, total)
         planned_at = time.monotonic()
+        resolving = self.ctx.pass_name == "timing" and bool(self.config.extra.get("timing_resolve"))
         for measured, i in steps:
             self._step(measured, i, total)
+            if resolving and self._timing_resolved():
+                progress(phase="measure", done=self._done, total=self._done)  # the bar ends full
+                break
         if self.paired is not None:
             self._extend(iters, time.monotonic() - planned_at)
         STOP.disarm()
@@ -375,6 +396,8 @@ class PassRunner:
         program = self._program_outcome(status, error)
         if program is not None:
             result.update(program=program)
+        if self.stopping is not None:
+            result.update(stopping=StoppingDoc.from_json(json_value(self.stopping.to_json()), str(self.markers_path)))
         write_pass_result(self.ctx.out_dir, result)
 
     def _write_replayed(self) -> None:

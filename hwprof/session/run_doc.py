@@ -43,6 +43,8 @@ def record_outcome(run: RunDoc, outcome: PassOutcome, where: str) -> None:
         ),
         worker_start="forked" if outcome.forked else "started",
     )
+    if outcome.stopping is not None:
+        entry.update(stopping=outcome.stopping)
     if outcome.phases:
         entry.update(phases=PassPhasesDoc.of(**outcome.phases))
     if outcome.program is not None:

@@ -1,0 +1,64 @@
+"""The timing pass's stopping rule (hwprof.session.timing_stop): the median's order-statistic interval, the rule,
+and a real collect without --iters (it stops early only where both p50s are resolved, never past its plan)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hwprof.session.timing_stop import CONFIDENCE, MIN_ITERATIONS, TOLERANCE, check, half_width, median_interval
+
+
+def coverage(n: int, j: int) -> float:
+    """P(x(j) <= median <= x(n+1-j)) for a continuous distribution: 1 - 2 P(B <= j-1), B ~ Binomial(n, 1/2)."""
+    return 1 - 2 * sum(math.comb(n, i) for i in range(j)) / 2**n
+
+
+@pytest.mark.parametrize("n", [6, 7, 10, 20, 41])
+def test_the_interval_is_the_narrowest_pair_of_order_statistics_that_covers_95(n: int) -> None:
+    values = [float(v) for v in range(1, n + 1)]  # x(k) = k
+    low, high = median_interval(values) or (0, 0)
+    j = int(low)
+    assert high == n + 1 - j, "symmetric order statistics"
+    assert coverage(n, j) >= CONFIDENCE > coverage(n, j + 1)
+
+
+def test_too_few_iterations_have_no_interval_and_never_resolve() -> None:
+    assert median_interval([1.0] * (MIN_ITERATIONS - 1)) is None
+    assert not check([10.0] * (MIN_ITERATIONS - 1), [12.0] * (MIN_ITERATIONS - 1)).resolved
+
+
+def test_resolved_only_where_both_p50s_are_within_the_tolerance() -> None:
+    steady = [10.0, 10.05, 9.95, 10.1, 9.9, 10.0, 10.02, 9.98]
+    assert half_width(steady) == pytest.approx(0.01)
+    done = check(steady, [v * 1.5 for v in steady])
+    assert done.resolved and done.iterations == 8 and "stopped after 8 iterations" in done.text
+    noisy_iteration = [15.0, 15.0, 15.0, 19.0, 12.0, 15.0, 15.0, 15.0]  # the interval [x(1), x(8)] is wide
+    undone = check(steady, noisy_iteration)
+    assert not undone.resolved and undone.iteration is not None and undone.iteration > TOLERANCE
+    assert undone.text.startswith("ran its 8 planned iterations")
+
+
+@pytest.mark.slow
+def test_a_collect_without_iters_stops_when_resolved_and_one_with_iters_runs_them_all(tmp_path: Path) -> None:
+    base = [sys.executable, "-P", "-m", "hwprof", "collect", "--model", "yolov8n", "--imgsz", "64", "--warmup", "1"]
+    base += ["--only", "timing", "--no-report", "--threads", "1"]
+    auto = subprocess.run([*base, "--out", str(tmp_path / "auto")], capture_output=True, text=True, timeout=300)
+    assert auto.returncode == 0, auto.stdout + auto.stderr
+    timing = json.loads((tmp_path / "auto" / "run.json").read_text())["passes"]["timing"]
+    stopping = timing["stopping"]
+    measured = timing["inputs"]["shapes"]["1x3x64x64"]["measured"]
+    assert stopping["iterations"] == measured and MIN_ITERATIONS <= measured <= 20, (stopping, measured)
+    if stopping["resolved"]:  # a quiet host: both p50s resolved before the plan ran out
+        assert max(stopping["forward_half_width"], stopping["iteration_half_width"]) <= TOLERANCE
+    else:  # a busy one: the plan, never more
+        assert measured == 20
+    fixed = subprocess.run([*base, "--iters", "7", "--out", str(tmp_path / "fixed")], capture_output=True, text=True)
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    timing = json.loads((tmp_path / "fixed" / "run.json").read_text())["passes"]["timing"]
+    assert "stopping" not in timing and timing["inputs"]["shapes"]["1x3x64x64"]["measured"] == 7
