@@ -23,6 +23,11 @@ def main(run_dir: str) -> int:
             f"rc={p.get('returncode')} collectors={p.get('collectors')} forward_p50_ms={p.get('forward_p50_ms')}"
             + (f" error={err!r}" if err else "")
         )
+        shapes = (p.get("inputs") or {}).get("shapes") or {}
+        measured = sum(v.get("measured", 0) for v in shapes.values())
+        print(f"  measured {measured}, phases {p.get('phases')}")
+        if p.get("stopping"):
+            print(f"  stopping: {p['stopping'].get('text')}")
     for name, c in run.get("collectors", {}).items():
         reason = (c.get("reason") or "")[:160]
         print(f"collector {name:15} {c.get('status'):12} pass={c.get('pass')} {reason}")
