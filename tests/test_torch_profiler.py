@@ -179,8 +179,10 @@ def test_real_trace_pass(tmp_path: Path) -> None:
     done = _worker(run_dir, "torch_profiler")
     assert done.returncode == 0, done.stderr[-2000:]
     progress = [json.loads(line) for line in done.stdout.splitlines()]  # oneDNN printed elsewhere
-    # 2 measured iterations and, the pass being paired (hwprof.session.paired), 2 clean ones between them
-    assert [p["done"] for p in progress if p["phase"] == "measure"] == [2, 3, 4, 5]
+    # where the measuring begins (done: its 1 warm-up; hwprof.session.pass_phases), then 2 measured iterations and,
+    # the pass being paired (hwprof.session.paired), 2 clean ones between them
+    assert [p["done"] for p in progress if p["phase"] == "measure"] == [1, 2, 3, 4, 5]
+    assert [p["done"] for p in progress if p["phase"] == "warmup"] == [0, 1]  # where the warm-up begins, its end
     out = run_dir / "passes" / "trace"
     result = json.loads((out / "result.json").read_text())["collectors"]["torch_profiler"]
     assert result["status"] == "ok", result
