@@ -19,7 +19,6 @@ from rich.markup import escape
 
 from hwprof.cli.exit_codes import EXIT_NOT_TRACKED
 from hwprof.cli.gate_args import OptionGroup
-from hwprof.tracking.mlflow_store import INSTALL, TrackingError
 
 
 def add_track_option(p: OptionGroup | argparse.ArgumentParser, what: str) -> None:
@@ -50,6 +49,8 @@ def check_tracking(args: argparse.Namespace) -> None:
     if uri is None:
         return
     if importlib.util.find_spec("mlflow") is None:
+        from hwprof.tracking.mlflow_store import INSTALL
+
         what = "hwprof track" if args.command == "track" else "--track"
         raise ValueError(f"{what} needs MLflow, which is not installed: {INSTALL}")
     scheme = urlparse(uri).scheme.split("+")[0].lower()
@@ -77,6 +78,8 @@ def track_after(console: Console, code: int, run_dirs: Sequence[Path], uri: str,
 
 
 def tracked(console: Console, code: int, log: Callable[[], object]) -> int:
+    from hwprof.tracking.mlflow_store import TrackingError  # not on every command's start: it reads the analysis
+
     try:
         log()
     except TrackingError as exc:
