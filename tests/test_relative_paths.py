@@ -23,6 +23,23 @@ def test_resolve_paths_makes_user_paths_absolute(tmp_path: Path) -> None:
     assert absolute.weights == "/abs/y.pt"
 
 
+@pytest.mark.parametrize("option", ["weights", "images", "annotate"])
+def test_a_symlink_loop_is_one_line_naming_the_option(tmp_path: Path, option: str) -> None:
+    """A link that leads back to itself: pathlib's RuntimeError ("Symlink loop") was a traceback (issue 67)."""
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    config = RunConfig(**{option: "a"})
+    with pytest.raises(ValueError, match=rf"^--{option} a is a symbolic link that leads back to itself \(a loop\)"):
+        config.resolve_paths(tmp_path)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof", "collect", "--model", "yolov8n", f"--{option}", "a", "--out", "run"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"hwprof: error: --{option} a is a"), lines
+    assert not (tmp_path / "run").exists(), "refused before the run directory was made"
+
+
 @pytest.mark.slow
 def test_collect_with_relative_weights_and_images(tmp_path: Path) -> None:
     import torch

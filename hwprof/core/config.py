@@ -287,8 +287,22 @@ class RunConfig:
         directory): each pass's worker runs inside the run directory, where a relative path breaks."""
         base = Path.cwd() if base is None else base
         if self.weights:
-            self.weights = str((base / Path(self.weights).expanduser()).resolve())
+            self.weights = _absolute(self.weights, base, "--weights")
         if self.images:
-            self.images = str((base / Path(self.images).expanduser()).resolve())
+            self.images = _absolute(self.images, base, "--images")
         if self.annotate:
-            self.annotate = str((base / Path(self.annotate).expanduser()).resolve())
+            self.annotate = _absolute(self.annotate, base, "--annotate")
+
+
+def _absolute(value: str, base: Path, option: str) -> str:
+    """`value` made absolute against `base`, its links followed; ValueError (one line) for a link that leads back
+    to itself (pathlib's RuntimeError "Symlink loop", a traceback before)."""
+    from hwprof.core.uservalue import shown
+
+    try:
+        return str((base / Path(value).expanduser()).resolve())
+    except RuntimeError:
+        raise ValueError(
+            f"{option} {shown(value)} is a symbolic link that leads back to itself (a loop); fix: point it at a "
+            "real path"
+        ) from None
