@@ -5,7 +5,6 @@ tests/fixtures/gpu_run_yolov8n), read by report, trace and compare like any run;
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from gpu_trace_checks import check_kernels_and_launches
+from json_same import assert_same_json
 from rich.console import Console
 
 from hwprof.analysis.run_analysis import analyse
@@ -51,7 +51,7 @@ def test_fixture_is_what_the_script_makes(tmp_path: Path) -> None:
     for doc in (made, shipped):
         for key in ("created", "run_id", "command"):
             doc.pop(key)
-    _assert_same(made, shipped, "run.json")
+    assert_same_json(made, shipped, "run.json", key_order=True)
     for rel in ("passes/gpu/model.json", "passes/gpu/gpu_peaks.json"):
         _assert_same_json(tmp_path / "made" / rel, RUN / rel)
 
@@ -64,24 +64,9 @@ def _assert_same_json(made: Path, shipped: Path) -> None:
         lines = [p.read_text().splitlines() for p in (made, shipped)]
         assert len(lines[0]) == len(lines[1]), rel
         for n, (a, b) in enumerate(zip(*lines, strict=True), 1):
-            _assert_same(json.loads(a), json.loads(b), f"{rel}:{n}")
+            assert_same_json(json.loads(a), json.loads(b), f"{rel}:{n}", key_order=True)
         return
-    _assert_same(json.loads(made.read_text()), json.loads(shipped.read_text()), rel)
-
-
-def _assert_same(made: object, shipped: object, where: str) -> None:
-    if isinstance(shipped, float) and isinstance(made, float | int):
-        assert math.isclose(made, shipped, rel_tol=1e-9, abs_tol=1e-12), f"{where}: {made} != {shipped}"
-    elif isinstance(shipped, dict):
-        assert isinstance(made, dict) and list(made) == list(shipped), f"{where}: keys {list(made)} != {list(shipped)}"
-        for key, value in shipped.items():
-            _assert_same(made[key], value, f"{where}.{key}")
-    elif isinstance(shipped, list):
-        assert isinstance(made, list) and len(made) == len(shipped), f"{where}: {made} != {shipped}"
-        for i, (a, b) in enumerate(zip(made, shipped, strict=True)):
-            _assert_same(a, b, f"{where}[{i}]")
-    else:
-        assert made == shipped, f"{where}: {made!r} != {shipped!r}"
+    assert_same_json(json.loads(made.read_text()), json.loads(shipped.read_text()), rel, key_order=True)
 
 
 def test_imported_run_reads_like_a_run() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 import shutil
 import stat
@@ -18,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from json_same import assert_same_json
 from rich.cells import cell_len
 from rich.console import Console
 
@@ -51,22 +51,6 @@ def _text_lines(text: str) -> list[str]:
     return [line.rstrip() for line in text.splitlines()]
 
 
-def _same(a: Any, b: Any, path: str = "$") -> None:
-    if isinstance(a, float) or isinstance(b, float):
-        assert isinstance(a, int | float) and isinstance(b, int | float), f"{path}: {a!r} != {b!r}"
-        assert math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12), f"{path}: {a!r} != {b!r}"
-    elif isinstance(a, dict):
-        assert isinstance(b, dict) and a.keys() == b.keys(), f"{path}: keys {sorted(a)} != {sorted(b)}"
-        for key in a:
-            _same(a[key], b[key], f"{path}.{key}")
-    elif isinstance(a, list):
-        assert isinstance(b, list) and len(a) == len(b), f"{path}: lengths differ"
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _same(x, y, f"{path}[{i}]")
-    else:
-        assert a == b, f"{path}: {a!r} != {b!r}"
-
-
 def _cell(value: str) -> Any:
     try:
         return float(value)
@@ -98,7 +82,7 @@ def test_markdown_matches_golden(run_dir: Path) -> None:
 
 def test_json_matches_golden(run_dir: Path) -> None:
     produced = render(run_dir, "json")
-    _same(json.loads(produced), json.loads(_golden("summary.json", produced)))
+    assert_same_json(json.loads(produced), json.loads(_golden("summary.json", produced)))
 
 
 def test_csv_matches_golden(run_dir: Path) -> None:
@@ -107,7 +91,7 @@ def test_csv_matches_golden(run_dir: Path) -> None:
     mine = list(csv.reader(io.StringIO(produced)))
     theirs = list(csv.reader(io.StringIO(expected)))
     assert mine[0] == theirs[0]
-    _same([[_cell(c) for c in row] for row in mine[1:]], [[_cell(c) for c in row] for row in theirs[1:]])
+    assert_same_json([[_cell(c) for c in row] for row in mine[1:]], [[_cell(c) for c in row] for row in theirs[1:]])
 
 
 # ----------------------------------------------------------------------------- numbers and missing data
