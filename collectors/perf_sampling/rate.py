@@ -103,11 +103,12 @@ def plan_sampling(
     if not forward_s:
         return SamplingPlan(min(DEFAULT_RATE, ceiling), config.iters, "default (no timing pass to size it from)")
     threads = max(1, config.threads)
-    at_one = RATE_MARGIN * MIN_LAYER_SAMPLES / (MIN_LAYER_SHARE * forward_s * threads)
-    by_share = SHARE_MARGIN * MIN_LAYER_SAMPLES / (smallest_share * forward_s * threads) if smallest_share else None
-    sized = by_share is not None and by_share < at_one  # never more than the plan for a layer at 1% asks
-    sample_iterations = by_share if sized and by_share is not None else at_one
-    share, margin = (smallest_share, SHARE_MARGIN) if sized and smallest_share else (MIN_LAYER_SHARE, RATE_MARGIN)
+    share, margin = MIN_LAYER_SHARE, RATE_MARGIN
+    # sized for the smallest ranked layer where that asks fewer iterations than the plan for a layer at 1%
+    if smallest_share and SHARE_MARGIN / smallest_share < RATE_MARGIN / MIN_LAYER_SHARE:
+        share, margin = smallest_share, SHARE_MARGIN
+    sized = margin == SHARE_MARGIN
+    sample_iterations = margin * MIN_LAYER_SAMPLES / (share * forward_s * threads)
     rate = min(max(math.ceil(sample_iterations / config.iters), MIN_AUTO_RATE), MAX_AUTO_RATE, ceiling)
     iterations = max(config.iters, math.ceil(sample_iterations / rate))
     per_iteration_s = max(forward_s, iteration_s or 0.0)

@@ -68,8 +68,11 @@ class RunningPass:
     attached: dict[str, AttachedTool] = field(default_factory=dict)
     exited_at: float | None = None
     """Monotonic s when its exit was seen (None: not seen, it was stopped)."""
-    clock: PhaseClock | None = None
+    clock: PhaseClock = field(init=False)
     """When its progress lines of each phase came (passes.<name>.phases)."""
+
+    def __post_init__(self) -> None:
+        self.clock = PhaseClock(self.started)
 
 
 class Session:
@@ -100,7 +103,6 @@ class Session:
         self._watch: NeighbourWatch | None = None
         """The running pass's watch on other work on the run's CPUs."""
         self.disk_full: dict[str, DiskFullError] = {}
-        self._clocks: dict[str, PhaseClock] = {}
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
         self.disk_estimate: SizeEstimate | None = None
         """run.json's disk_estimate (the CLI's), written after the passes section."""
@@ -188,8 +190,7 @@ class Session:
             what = "thread" if isinstance(exc, RuntimeError) else "worker"
             line = task_limit_line(f"collect could not start pass {plan.name}'s {what} ({exc})", self.config)
             raise TaskLimitError(line) from None
-        clock = self._clocks[plan.name] = PhaseClock(started)
-        return RunningPass(plan, ctx, proc, started, steal_at_start, clock=clock)
+        return RunningPass(plan, ctx, proc, started, steal_at_start)
 
     def _start_worker(self, command: list[str], env: dict[str, str], log: TextIO) -> Worker:
         """The pass's worker forked by the zygote where it may be, else started as `command`, in a session of its
@@ -214,7 +215,7 @@ class Session:
         stopped); the pass's (status, error) so far."""
         proc, name = running.proc, running.plan.name
         running.exited_at = child.follow(
-            proc, self.config.pass_timeout_s, lambda line: self._on_line(name, line), self._stopped_at, self.gone
+            proc, self.config.pass_timeout_s, lambda line: self._on_line(running, line), self._stopped_at, self.gone
         )
         if running.exited_at is None and self.gone():
             raise self.gone_error()
@@ -232,11 +233,11 @@ class Session:
         name = self.stop.name or "SIGINT"
         return f"stopped by {name}" + (" (twice: every process of the pass was killed)" if self.stop.killed else "")
 
-    def _on_line(self, pass_name: str, line: str) -> None:
+    def _on_line(self, running: RunningPass, line: str) -> None:
+        pass_name = running.plan.name
         event = progress_from_json(line)
         if event is not None:
-            if (clock := self._clocks.get(pass_name)) is not None:
-                clock.saw(event.phase, time.monotonic())
+            running.clock.saw(event.phase, time.monotonic())
             if event.disk_full is not None:
                 self.disk_full[pass_name] = DiskFullError(event.disk_full, event.disk_full_errno)
             self.progress(pass_name, event)
@@ -268,8 +269,7 @@ class Session:
             ended = time.monotonic()
             wall = ended - running.started
             outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
-            if running.clock is not None:
-                outcome.phases = running.clock.stretches(running.exited_at, ended)
+            outcome.phases = running.clock.stretches(running.exited_at, ended)
             outcome.limited = limited
             outcome.forked = isinstance(proc, ForkedWorker)
             outcome.runtime = worker.runtime

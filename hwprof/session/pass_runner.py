@@ -26,10 +26,8 @@ from hwprof.core.markers import Marker, MarkerBus, MarkerLog
 from hwprof.rundir.names import MARKERS
 from hwprof.rundir.pass_files import write_pass_result
 from hwprof.rundir.worker_files import read_config, read_image_paths
-from hwprof.schema.codec import json_value
 from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
-from hwprof.schema.run import StoppingDoc
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
 from hwprof.session.pass_result import close_pipeline, pass_result
 from hwprof.session.registry import by_name
@@ -397,7 +395,7 @@ class PassRunner:
         if program is not None:
             result.update(program=program)
         if self.stopping is not None:
-            result.update(stopping=StoppingDoc.from_json(json_value(self.stopping.to_json()), str(self.markers_path)))
+            result.update(stopping=self.stopping.doc())
         write_pass_result(self.ctx.out_dir, result)
 
     def _write_replayed(self) -> None:

@@ -18,6 +18,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from hwprof.schema.run import StoppingDoc
+
 TOLERANCE = 0.02
 CONFIDENCE = 0.95
 MIN_ITERATIONS = 6
@@ -71,15 +73,16 @@ class Stopping:
             return f"stopped after {self.iterations} iterations: resolved to {TOLERANCE:.0%}{widths}"
         return f"ran its {self.iterations} planned iterations{widths}"
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "rule": f"forward and iteration p50 within +-{TOLERANCE:.0%} at {CONFIDENCE:.0%} (order statistics)",
-            "resolved": self.resolved,
-            "iterations": self.iterations,
-            "forward_half_width": self.forward,
-            "iteration_half_width": self.iteration,
-            "text": self.text,
-        }
+    def doc(self) -> StoppingDoc:
+        """result.json's and run.json's record of it (passes.timing.stopping)."""
+        return StoppingDoc.of(
+            rule=f"forward and iteration p50 within +-{TOLERANCE:.0%} at {CONFIDENCE:.0%} (order statistics)",
+            resolved=self.resolved,
+            iterations=self.iterations,
+            forward_half_width=self.forward,
+            iteration_half_width=self.iteration,
+            text=self.text,
+        )
 
 
 def check(forwards_ms: Iterable[float], iterations_ms: Iterable[float]) -> Stopping:
