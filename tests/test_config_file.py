@@ -5,12 +5,15 @@ naming the file, the line and the key (exit 2)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from hwprof.cli.config_file import ConfigError
 from hwprof.cli.main import parse_command
 
 TOML = """model = "yolov8n"
@@ -130,3 +133,46 @@ def test_a_collect_from_a_file_keeps_the_files_text_in_run_json(tmp_path: Path) 
     run = json.loads((out / "run.json").read_text())
     assert run["config_file"] == {"path": str(path.resolve()), "format": "toml", "text": text}
     assert run["config"]["imgsz"] == 64 and run["config"]["iters"] == 2
+
+
+def _alias_bomb() -> str:
+    """The billion laughs in YAML: nine references per level, nine levels (9**9 strings once expanded)."""
+    lines = ['a0: &a0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]" for i in range(1, 9)]
+    return "only:\n" + "\n".join(f"  - {line.split(': ', 1)[1]}" for line in lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    ("name", "make", "said"),
+    [
+        ("bomb.yaml", lambda p: p.write_text(_alias_bomb()), "aliases (*name) are not taken in a config file"),
+        ("deep.toml", lambda p: p.write_text("only = " + "[" * 10_000 + "]" * 10_000 + "\n"), "nested deeper"),
+        ("deep.yaml", lambda p: p.write_text("only: " + "[" * 50 + "]" * 50 + "\n"), "nested deeper"),
+        ("big.toml", lambda p: p.write_text(f'model = "yolov8n"\n# {"x" * (2 << 20)}\n'), "larger than a config"),
+        ("fifo.toml", lambda p: os.mkfifo(p), "not a regular file"),
+    ],
+)
+def test_a_hostile_file_is_refused_in_one_line_within_bounds(tmp_path: Path, name: str, make: Any, said: str) -> None:
+    """Issue 67: an alias bomb ran 47 s to a MemoryError, a FIFO hung for ever, 10,000 levels of TOML gave a
+    RecursionError traceback and 50 MB were copied into run.json: each is one line (the timeout is the hang's
+    failure)."""
+    path = tmp_path / name
+    make(path)
+    done = subprocess.run(
+        [sys.executable, "-m", "hwprof", "collect", "--config", str(path)], capture_output=True, text=True, timeout=60
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and said in lines[0] and str(path) in lines[0], done.stderr[-800:]
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_byte_order_mark_is_taken_off_and_a_long_value_is_quoted_short(tmp_path: Path) -> None:
+    path = tmp_path / "bom.toml"
+    path.write_text("\ufeff" + TOML, encoding="utf-8")
+    assert parse_command(["collect", "--config", str(path)]).imgsz == 96
+    long = tmp_path / "long.yaml"
+    long.write_text("only: [" + ", ".join(f"[{'x' * 200}, {i}]" for i in range(2_000)) + "]\n")
+    with pytest.raises(ConfigError) as refused:
+        parse_command(["collect", "--config", str(long)])
+    said = str(refused.value)
+    assert "a list of names or numbers (got [[" in said and len(said) < len(str(long)) + 160, said

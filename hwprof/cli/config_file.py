@@ -10,13 +10,21 @@ command line, to the working folder.
 
 A bad file is one line naming the file, the line where the parser gives it, the key and what is wrong (ConfigError,
 a ValueError: exit 2). `collect --dump-config` prints the TOML file that reproduces the run (dump_toml).
+
+Read within bounds (a hostile file costs one line, never memory or a hang): a regular file only (a FIFO would block
+for ever), at most MAX_BYTES (run.json keeps the text whole), nested at most MAX_DEPTH, and YAML's aliases refused
+before anything is built (`&a [...]` referred to nine times per level expands a 1 KB file past gigabytes). A UTF-8
+byte order mark at the head is taken off, as editors on Windows write one. An error quotes at most SHOWN characters
+of a value, made from the value's first items (never the whole value serialised, then cut).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +39,12 @@ RELATIVE_TO_FILE = ("images", "weights", "program_stdin")
 WORDS = {"collect": "program", "sweep": "collect_args"}
 """The command's key for the words after `--`."""
 NOT_IN_FILE = ("help", "config", "dump_config", "version")
+MAX_BYTES = 1 << 20
+"""A config file's largest size: options and a program's words take a few hundred bytes."""
+MAX_DEPTH = 8
+"""The deepest nesting a config file may hold: its values are names, numbers and lists of them (depth 2)."""
+SHOWN = 80
+"""The most characters of a value an error quotes."""
 
 
 class ConfigError(ValueError):
@@ -65,22 +79,14 @@ class ConfigFile:
 
 
 def read_config(path: Path) -> ConfigFile:
-    """The file parsed (TOML or YAML by its suffix); ConfigError for a missing, unreadable or malformed one."""
+    """The file parsed (TOML or YAML by its suffix); ConfigError for a missing, unreadable, malformed or unbounded
+    one."""
     kind = SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise ConfigError(f"{path}: a config file is .toml, .yaml or .yml (got {path.suffix or 'no suffix'!r})")
+    text = _read_text(path).removeprefix("\ufeff")
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: a folder, not a config file") from None
-    except PermissionError:
-        raise ConfigError(f"{path}: not readable (permission denied): chmod u+r {path}") from None
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    try:
-        options = tomllib.loads(text) if kind == "toml" else yaml.safe_load(text)
+        options = tomllib.loads(text) if kind == "toml" else yaml.load(text, Loader=_NoAliasLoader)  # a SafeLoader
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     except yaml.YAMLError as exc:
@@ -88,10 +94,62 @@ def read_config(path: Path) -> ConfigFile:
         line = f":{mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}{line}: not valid YAML: {problem}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: nested deeper than a config file may be (at most {MAX_DEPTH} levels)") from None
+    if _depth(options) > MAX_DEPTH:
+        raise ConfigError(f"{path}: nested deeper than a config file may be (at most {MAX_DEPTH} levels)")
     options = {} if options is None else options
     if not isinstance(options, dict):
         raise ConfigError(f"{path}: the file must hold option names and their values (got a {type(options).__name__})")
     return ConfigFile(path.resolve(), kind, text, options)
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: a regular file of at most MAX_BYTES, opened without blocking (a FIFO is refused, not
+    waited on)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a folder, not a config file") from None
+    except PermissionError:
+        raise ConfigError(f"{path}: not readable (permission denied): chmod u+r {path}") from None
+    except OSError as exc:  # a symlink loop, a name too long: the system's reason
+        raise ConfigError(f"{path}: cannot be opened ({exc.strerror or exc})") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ConfigError(f"{path}: a folder, not a config file")
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"{path}: not a regular file (a pipe or a device): give a config file")
+        data = os.read(fd, MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise ConfigError(f"{path}: larger than a config file may be ({MAX_BYTES >> 10} KiB at most)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """PyYAML's safe loader that refuses an alias (`*name`) where it meets one, before it is expanded."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not taken in a config file", mark)
+        return super().compose_node(parent, index)
+
+
+def _depth(value: Any, level: int = 0) -> int:
+    """How deeply `value` nests lists and tables, counted no further than one level past MAX_DEPTH."""
+    if level > MAX_DEPTH or not isinstance(value, dict | list):
+        return level
+    items = value.values() if isinstance(value, dict) else value
+    return max((_depth(v, level + 1) for v in items), default=level + 1)
 
 
 def file_defaults(config: ConfigFile, parser: argparse.ArgumentParser, command: str) -> dict[str, Any]:
@@ -157,7 +215,24 @@ def _one(config: ConfigFile, key: str, text: str, convert: Callable[[str], Any],
 
 
 def _shown(value: Any) -> str:
-    return json.dumps(value, default=str)[:80]
+    """A short quote of `value` as JSON: its first items only, at most SHOWN characters."""
+    return json.dumps(_first_items(value, 3), default=str)[:SHOWN]
+
+
+def _first_items(value: Any, levels: int) -> Any:
+    """`value` cut to its first 4 items per list or table, `levels` deep ("..." for what is left out)."""
+    if isinstance(value, str):
+        return value[:SHOWN]
+    if not isinstance(value, dict | list):
+        return value
+    if levels == 0:
+        return "..."
+    if isinstance(value, dict):
+        items = list(value.items())[:4]
+        return {str(k)[:SHOWN]: _first_items(v, levels - 1) for k, v in items} | (
+            {"...": "..."} if len(value) > 4 else {}
+        )
+    return [_first_items(v, levels - 1) for v in value[:4]] + (["..."] if len(value) > 4 else [])
 
 
 def dump_toml(args: argparse.Namespace, parser: argparse.ArgumentParser, command: str) -> str:
