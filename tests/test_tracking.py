@@ -152,9 +152,16 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.mark.slow
 def test_a_collect_a_sweep_and_an_advise_land_on_a_real_server(server: str, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    done = hwprof("collect", *TINY, "--only", "timing,flops", "--out", str(out), "--track", server)
+    # a password in the URI (the server takes any): never printed nor kept (issue 67: printed twice, and stored in
+    # run.json's command and the trace)
+    secret = server.replace("http://", "http://someone:s3cret@")
+    done = hwprof("collect", *TINY, "--only", "timing,flops", "--out", str(out), "--track", secret)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert f"in {server}" in done.stdout and f"open {server} in a browser" in done.stdout
+    shown = server.replace("http://", "http://someone:***@")
+    assert f"in {shown}" in done.stdout and f"open {shown} in a browser" in done.stdout, done.stdout[-2000:]
+    kept = [p for p in out.rglob("*") if p.is_file() and b"s3cret" in p.read_bytes()]
+    assert "s3cret" not in done.stdout + done.stderr and not kept, kept
+    assert shown in " ".join(json.loads((out / "run.json").read_text())["command"])
     run_id = json.loads((out / "run.json").read_text())["run_id"]
     (logged,) = [r for r in runs_of(server) if r.data.tags[RUN_ID_TAG] == run_id]
     run = json.loads((out / "run.json").read_text())
@@ -232,6 +239,12 @@ def test_a_store_that_refuses_hangs_or_is_not_mlflow_keeps_the_run_and_says_how_
         web.terminate()
         web.wait(timeout=10)
     assert sorted((p.relative_to(run), p.stat().st_size) for p in run.rglob("*")) == before
+    refused = f"http://someone:s3cret@127.0.0.1:{_free_port()}"
+    for words, env in (((run, "--uri", refused), {}), ((run,), {"MLFLOW_TRACKING_URI": refused})):
+        done = hwprof("track", *map(str, words), env=env, timeout=120)
+        said = done.stdout + done.stderr
+        assert done.returncode == 3 and "connection refused" in said and "s3cret" not in said, said
+        assert "http://someone:***@127.0.0.1" in said, said
     bad = hwprof("collect", *TINY, "--track", "nonsense://x", "--out", str(tmp_path / "never"))
     assert bad.returncode == 2 and "'nonsense://x' is no tracking URI MLflow takes" in bad.stderr, bad.stderr
     assert not (tmp_path / "never").exists()  # refused before anything ran

@@ -34,7 +34,7 @@ def track_runs(
         logged.append(done)
         for row in advice_figures(run_dir):
             store.log(row, parent=done.mlflow_run_id)
-    say(f"MLflow UI: {ui_command(store.uri)}")
+    say(f"MLflow UI: {ui_command(store.shown)}")
     return logged
 
 
@@ -46,8 +46,8 @@ def track_sweep(sweep_dir: Path, run_dirs: Sequence[Path], uri: str | None, para
     for run_dir in run_dirs:
         _said(say, run_dir, store.log(run_figures(run_dir), parent=parent))
     store.finish(parent)
-    say(f"sweep {sweep_dir} logged as MLflow run {parent} with {len(run_dirs)} child runs in {store.uri}")
-    say(f"MLflow UI: {ui_command(store.uri)}")
+    say(f"sweep {sweep_dir} logged as MLflow run {parent} with {len(run_dirs)} child runs in {store.shown}")
+    say(f"MLflow UI: {ui_command(store.shown)}")
     return parent
 
 

@@ -19,6 +19,7 @@ from rich.markup import escape
 
 from hwprof.cli.exit_codes import EXIT_NOT_TRACKED
 from hwprof.cli.gate_args import OptionGroup
+from hwprof.core.secrets import masked
 
 
 def add_track_option(p: OptionGroup | argparse.ArgumentParser, what: str) -> None:
@@ -56,7 +57,7 @@ def check_tracking(args: argparse.Namespace) -> None:
     scheme = urlparse(uri).scheme.split("+")[0].lower()
     if scheme not in SCHEMES and not re.fullmatch(r"[a-z]", scheme):  # C:\... is a path
         raise ValueError(
-            f"{uri!r} is no tracking URI MLflow takes: http(s)://HOST:PORT, sqlite:///FILE, a folder, or "
+            f"{masked(uri)!r} is no tracking URI MLflow takes: http(s)://HOST:PORT, sqlite:///FILE, a folder, or "
             "postgresql://, mysql://, databricks"
         )
 

@@ -23,6 +23,7 @@ from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, Pas
 from hwprof.core.atomic import DiskFullError, FolderGoneError, SpaceReserve, remove_orphaned_temporaries
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
+from hwprof.core.secrets import masked_words
 from hwprof.perf.neighbours import NeighbourWatch
 from hwprof.perf.steal import steal_ns
 from hwprof.rundir.logs import child_log
@@ -386,7 +387,7 @@ class Session:
             run_id=self.run_dir.name,
             status="running",
             created=datetime.now(UTC).isoformat(timespec="seconds"),
-            command=json_value(command_line),
+            command=json_value(masked_words(command_line)),
             config=self.config.recorded(self.where),
             host=host_info(),
             images=json_value(images_doc(self.images)),

@@ -13,15 +13,19 @@ _TIMEOUT, unless set): MLflow's own defaults retry for minutes before giving up.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 import os
 import re
+import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hwprof.core.secrets import masked
 from hwprof.tracking.run_figures import RUN_ID_TAG, RunFigures
 
 if TYPE_CHECKING:
@@ -46,6 +50,7 @@ class Logged:
 
     mlflow_run_id: str
     uri: str
+    """The store's URI with its password masked."""
     experiment_id: str
     new: bool
     """False: it was logged before (found by its hwprof.run_id tag); nothing was logged again."""
@@ -75,7 +80,9 @@ class Store:
     def __init__(self, uri: str, later: str) -> None:
         """`later`: the command that logs the runs later, said when this store fails."""
         self.uri = uri
-        self.later = later
+        self.shown = masked(uri)
+        """The URI as said and kept: its password masked (hwprof.core.secrets)."""
+        self.later = masked(later)
         try:
             from mlflow import MlflowClient
         except ImportError:
@@ -91,7 +98,7 @@ class Store:
         self._experiment: str | None = None
 
     def _fail(self, what: str, exc: BaseException) -> TrackingError:
-        return TrackingError(f"MLflow at {self.uri} {what}: {failure_cause(exc)}; {self.later}")
+        return TrackingError(masked(f"MLflow at {self.shown} {what}: {failure_cause(exc)}; {self.later}"))
 
     @property
     def experiment_id(self) -> str:
@@ -129,7 +136,7 @@ class Store:
         start = time.perf_counter()
         found = self.find(figures.run_id)
         if found is not None:
-            return Logged(found, self.uri, self.experiment_id, new=False, seconds=time.perf_counter() - start)
+            return Logged(found, self.shown, self.experiment_id, new=False, seconds=time.perf_counter() - start)
         tags = dict(figures.tags)
         if parent is not None:
             tags["mlflow.parentRunId"] = parent
@@ -141,10 +148,10 @@ class Store:
                 self.client.log_artifact(run_id, str(path))
             for name, text in figures.texts.items():
                 self.client.log_text(run_id, text, name)
-            self.client.set_terminated(run_id, ENDS.get(tags.get("status", ""), "FINISHED"))
+            self._terminate(run_id, ENDS.get(tags.get("status", ""), "FINISHED"))
         except Exception as exc:
             raise self._fail("refused the run", exc) from exc
-        return Logged(run_id, self.uri, self.experiment_id, new=True, seconds=time.perf_counter() - start)
+        return Logged(run_id, self.shown, self.experiment_id, new=True, seconds=time.perf_counter() - start)
 
     def _batch(self, run_id: str, figures: RunFigures) -> None:
         from mlflow.entities import Metric, Param
@@ -171,9 +178,19 @@ class Store:
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         try:
-            self.client.set_terminated(run_id, status)
+            self._terminate(run_id, status)
         except Exception as exc:
             raise self._fail("refused the run's end", exc) from exc
+
+    def _terminate(self, run_id: str, status: str) -> None:
+        """The run ended in MLflow. MLflow writes its "View run ... at: URL" lines to sys.stdout itself, with the
+        URI's password: they are said again masked."""
+        said = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(said):
+                self.client.set_terminated(run_id, status)
+        finally:
+            sys.stdout.write(masked(said.getvalue()))
 
 
 def failure_cause(exc: BaseException) -> str:
