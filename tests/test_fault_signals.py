@@ -218,6 +218,25 @@ def test_a_held_lock_refuses_a_second_collect_at_once(tmp_path: Path) -> None:
     assert any(f"is in use by another hwprof collect (pid {os.getpid()}" in line for line in lines), lines
 
 
+def test_a_held_sweep_folder_refuses_a_second_sweep_at_once_naming_the_first(tmp_path: Path) -> None:
+    """Issue 67: two sweeps into one --out both ran; the second told the user to remove the first's running point,
+    and sweep.json ended with a completed point marked running. The second now refuses before any point."""
+    from fault_harness import hwprof_command
+
+    from hwprof.rundir.lock import RunDirLock
+
+    out = tmp_path / "sweep"
+    out.mkdir()
+    sweep = hwprof_command("sweep", "--models", "yolov8n", "--imgsz", "64", "--iters", "2", "--out", str(out))
+    with RunDirLock(out, command="sweep"):
+        done = subprocess.run([*sweep, "--", "--only", "timing"], capture_output=True, text=True, timeout=120)
+        left = sorted(p.name for p in out.iterdir())
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and f"is in use by another hwprof sweep (pid {os.getpid()}" in lines[0], lines
+    assert left == [".hwprof.lock"]  # no point started, no sweep.json written
+
+
 def start_args() -> list[str]:
     from fault_harness import hwprof_command
 

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from hwprof.analysis.sweep_rows import SweepResult
+    from hwprof.rundir.lock import RunDirLock
     from hwprof.schema.codec import JsonObject
     from hwprof.session.stopping import StopSignals
     from hwprof.sweep.points import ProgressFn, SweepPlan
@@ -179,8 +180,29 @@ def run_sweep_request(request: SweepRequest, console: Console, stop: StopSignals
     if request.submit:
         raise ValueError("--submit hands the sweep to the cluster as a job: submit_sweep_request runs it")
     plan, ray = checked_plan(request)
+    plan.validate()
     stop.forward_twice = True
-    return sweep(plan, console, _runner(request, plan, ray, console, stop), format=request.format)
+    runner = _runner(request, plan, ray, console, stop)  # its refusals come before the folder is made
+    lock = _claimed(plan.out_root)
+    try:
+        return sweep(plan, console, runner, format=request.format)
+    finally:
+        lock.release()
+
+
+def _claimed(out: Path) -> RunDirLock:
+    """The sweep's --out, locked as a collect's run directory is (hwprof.rundir.lock): a second sweep into it
+    refuses at once naming the first, instead of both running its points (two sweeps into one folder ended with
+    a completed point marked running in sweep.json and a point's log interleaved)."""
+    from hwprof.rundir.lock import RunDirBusy, RunDirLock
+
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} exists and is not a directory")
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        return RunDirLock(out, command="sweep", fix="choose another --out").acquire()
+    except RunDirBusy as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _runner(
