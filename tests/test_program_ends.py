@@ -183,3 +183,18 @@ def test_gflops_are_said_at_the_measured_shape_not_the_warm_ups(warm_shape: Coll
     assert f"{warm} GFLOPs" not in first
     text = " ".join(warm_shape.stdout.split())
     assert "the layer table's FLOPs are at 1x3x32x32, a shape no measured forward had" in text
+
+
+@pytest.mark.parametrize("how", ["close", "devnull"])
+def test_a_program_that_closes_or_redirects_its_stdout_is_measured(tmp_path: Path, how: str) -> None:
+    """Issue 67: `os.close(1)` first made hwprof's own progress line, written from its model-call hook, fail the
+    run as "the program raised OSError [Errno 9]", and a descriptor 1 sent to /dev/null took hwprof's progress
+    lines with it. hwprof's lines go to a descriptor of its own."""
+    out = tmp_path / "run"
+    done = collect(out, [*TIMING, *ONE_THREAD, *SHORT], [program("closes_stdout"), "--how", how])
+    said = done.stdout + done.stderr
+    assert done.returncode == 0 and not error_lines(said), said[-3000:]
+    run = run_doc(out)
+    assert run["status"] == "complete" and measured_forwards(out, "timing") == 3
+    # the progress lines reached hwprof (sent to /dev/null with the program's descriptor 1, the phases were lost)
+    assert {"build_s", "warmup_s", "measure_s"} <= set(run["passes"]["timing"]["phases"]), run["passes"]["timing"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
@@ -24,8 +25,15 @@ sys.stdout to the log): the progress lines must still reach hwprof."""
 
 
 def pin_stdout() -> None:
-    """Progress lines go to the current sys.stdout from now on, whatever sys.stdout becomes."""
-    _PINNED[:] = [sys.stdout]
+    """Progress lines go to a descriptor of hwprof's own from now on, a duplicate of the current stdout's: whatever
+    sys.stdout becomes, and whatever the program does to descriptor 1 (a program that closed it first made
+    hwprof's own progress line, written from its model-call hook, fail the run as the program's OSError)."""
+    sys.stdout.flush()
+    try:
+        own = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")  # dup: not inherited by exec
+    except (OSError, ValueError, AttributeError):  # no descriptor behind it (a test's capture): as it is
+        own = sys.stdout
+    _PINNED[:] = [own]
 
 
 def progress(**fields: Any) -> None:
