@@ -68,3 +68,29 @@ def test_filters_and_csv(tmp_path: Path) -> None:
 def test_a_folder_that_is_not_there_is_one_line() -> None:
     done = hwprof("runs", "/nonexistent-results")
     assert done.returncode == 2 and "no such folder" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_any_damage_to_run_json_is_skipped_with_its_reason_and_report_says_it_in_one_line(tmp_path: Path) -> None:
+    """Issue 67: one deeply nested run.json among damaged runs ended `hwprof runs` (and `report` on it) in a
+    RecursionError traceback, listing nothing."""
+    root = results(tmp_path)
+    good = json.loads((root / "rundir_small" / "run.json").read_text())
+    damage = {
+        "deep": '{"passes": ' + "[" * 100_000 + "]" * 100_000 + "}",
+        "list": "[]",
+        "binary": "\udcff\udcfe",
+        "config-number": json.dumps({**good, "config": 5}),
+        "status-object": json.dumps({**good, "status": {}}),
+        "forward-text": json.dumps({**good, "stages": {"forward": {"p50_ms": "x", "n": "y"}}}),
+    }
+    for name, text in damage.items():
+        (root / name).mkdir()
+        (root / name / "run.json").write_text(text, errors="surrogateescape")
+    done = hwprof("runs", str(root), "--format", "json")
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    listed = json.loads(done.stdout)
+    assert len(listed["runs"]) == 3 and {Path(s.split(": ")[0]).name for s in listed["skipped"]} == {"torn", *damage}
+    assert any("nested deeper" in s for s in listed["skipped"]), listed["skipped"]
+    report = hwprof("report", str(root / "deep"))
+    lines = report.stderr.strip().splitlines()
+    assert report.returncode == 2 and len(lines) == 1 and "nested deeper" in lines[0], report.stderr[-2000:]

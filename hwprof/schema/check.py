@@ -73,18 +73,31 @@ def check_fields(doc: dict[str, Any], fields: Sequence[Field], where: str, prefi
             raise RunDirError(f'{where}: field "{name}" must be {f.expected}, found {found(value)}')
 
 
+MAX_JSON_BYTES = 256 << 20
+"""The largest JSON document of a run that is read: hwprof's own are kilobytes to a few megabytes (run.json keeps a
+config file of at most 1 MiB); a larger one is damage, refused before it is read into memory."""
+
+
 def read_json(path: Path) -> Any:
-    """A JSON file's value; RunDirError (one line) when it is missing, unreadable or not JSON."""
+    """A JSON file's value; RunDirError (one line) when it is missing, unreadable, not JSON, larger than
+    MAX_JSON_BYTES or nested deeper than the parser goes (a RecursionError, not a traceback)."""
     try:
-        text = Path(path).read_text()
+        with Path(path).open("rb") as file:
+            data = file.read(MAX_JSON_BYTES + 1)
     except FileNotFoundError:
         raise RunDirError(f"{path}: file is missing") from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise RunDirError(f"{path}: cannot be read: {exc}") from exc
+    if len(data) > MAX_JSON_BYTES:
+        raise RunDirError(f"{path}: larger than a run's JSON file can be ({MAX_JSON_BYTES >> 20} MiB at most)")
     try:
-        return json.loads(text)
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise RunDirError(f"{path}: cannot be read: {exc}") from exc
     except ValueError as exc:
         raise RunDirError(f"{path}: not valid JSON: {exc}") from exc
+    except RecursionError:
+        raise RunDirError(f"{path}: not valid JSON: nested deeper than a run's file can be") from None
 
 
 def read_json_object(path: Path) -> dict[str, Any]:

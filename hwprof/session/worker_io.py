@@ -30,7 +30,7 @@ def pin_stdout() -> None:
     hwprof's own progress line, written from its model-call hook, fail the run as the program's OSError)."""
     sys.stdout.flush()
     try:
-        own = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")  # dup: not inherited by exec
+        own: TextIO = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")  # dup: not inherited by exec
     except (OSError, ValueError, AttributeError):  # no descriptor behind it (a test's capture): as it is
         own = sys.stdout
     _PINNED[:] = [own]
