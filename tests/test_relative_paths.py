@@ -40,6 +40,32 @@ def test_a_symlink_loop_is_one_line_naming_the_option(tmp_path: Path, option: st
     assert not (tmp_path / "run").exists(), "refused before the run directory was made"
 
 
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["collect", "--model", "yolov8n", "--out", "loop"],
+        ["collect", "--model", "yolov8n", "--out", "loop/run"],
+        ["collect", "--model", "yolov8n", "--results", "loop"],
+        ["sweep", "--models", "yolov8n", "--out", "loop"],
+        ["collect", "--config", "loop.toml"],
+    ],
+)
+def test_a_symlink_loop_as_a_folder_or_a_config_is_one_line_naming_the_option(tmp_path: Path, words: list[str]) -> None:
+    """Issue 67: a loop as --out said "[Errno 17] File exists: loop" (pathlib's exists() is False for a loop, then
+    mkdir finds the name taken); the same for --results and a sweep's --out."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "loop.toml").symlink_to(tmp_path / "loop.toml")
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof", *words], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    lines = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, lines
+    option = next(w for w in words if w.startswith("--") and w != "--model" and w != "--models")
+    assert lines[0].startswith(f"hwprof: error: {option} " if option != "--config" else "hwprof: error: loop.toml")
+    assert "symbolic link" in lines[0] or "Too many levels of symbolic links" in lines[0], lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop", "loop.toml"]
+
+
 @pytest.mark.slow
 def test_collect_with_relative_weights_and_images(tmp_path: Path) -> None:
     import torch

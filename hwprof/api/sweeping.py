@@ -194,11 +194,10 @@ def _claimed(out: Path) -> RunDirLock:
     """The sweep's --out, locked as a collect's run directory is (hwprof.rundir.lock): a second sweep into it
     refuses at once naming the first, instead of both running its points (two sweeps into one folder ended with
     a completed point marked running in sweep.json and a point's log interleaved)."""
+    from hwprof.core.folders import make_folder
     from hwprof.rundir.lock import RunDirBusy, RunDirLock
 
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out, "--out")
     try:
         return RunDirLock(out, command="sweep", fix="choose another --out").acquire()
     except RunDirBusy as exc:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hwprof.collectors.base import Collector
 from hwprof.core.config import PASS_ORDER, RunConfig
+from hwprof.core.folders import make_folder
 from hwprof.rundir.lock import LOCK_NAME, RunDirBusy, RunDirLock
 from hwprof.schema.run import CollectorEntry
 from hwprof.session.registry import all_collectors
@@ -64,7 +65,7 @@ def new_run_dir(root: Path, model: str) -> tuple[Path, RunDirLock]:
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     base = root / f"{model}-{stamp}"
     candidate, n = base, 1
-    root.mkdir(parents=True, exist_ok=True)
+    make_folder(root, "--results")
     while True:
         try:
             candidate.mkdir()
@@ -78,9 +79,7 @@ def new_run_dir(root: Path, model: str) -> tuple[Path, RunDirLock]:
 def claim_out_dir(out: Path) -> tuple[Path, RunDirLock]:
     """--out DIR: created if missing, locked for this collect (a second collect into it is refused with the
     holder's pid), and refused if it already holds anything but a stale lock left by a collect that died."""
-    if out.exists() and not out.is_dir():
-        raise CollectError(f"--out {out} exists and is not a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out, "--out")
     try:
         lock = RunDirLock(out).acquire()
     except RunDirBusy as exc:
