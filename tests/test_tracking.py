@@ -245,6 +245,14 @@ def test_a_store_that_refuses_hangs_or_is_not_mlflow_keeps_the_run_and_says_how_
         said = done.stdout + done.stderr
         assert done.returncode == 3 and "connection refused" in said and "s3cret" not in said, said
         assert "http://someone:***@127.0.0.1" in said, said
+    # an SQLite file in a folder nobody can write (/proc, even for root): one line before MLflow's retries (about
+    # 100 s and 36 warnings before); a folder as the store, which MLflow 3.7+ refuses: said before the collect runs
+    unwritable = hwprof("track", str(run), "--uri", "sqlite:////proc/hwprof-store.db", timeout=60)
+    said = unwritable.stdout + unwritable.stderr
+    assert unwritable.returncode == 3 and "/proc cannot be written" in said and "retried" not in said, said[-2000:]
+    folder = hwprof("collect", *TINY, "--track", f"file://{tmp_path / 'store'}", "--out", str(tmp_path / "never"))
+    assert folder.returncode == 2 and "MLflow no longer takes a folder as a store" in folder.stderr, folder.stderr
+    assert len(folder.stderr.strip().splitlines()) == 1 and not (tmp_path / "never").exists()
     bad = hwprof("collect", *TINY, "--track", "nonsense://x", "--out", str(tmp_path / "never"))
     assert bad.returncode == 2 and "'nonsense://x' is no tracking URI MLflow takes" in bad.stderr, bad.stderr
     assert not (tmp_path / "never").exists()  # refused before anything ran

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -57,9 +58,14 @@ def check_tracking(args: argparse.Namespace) -> None:
     scheme = urlparse(uri).scheme.split("+")[0].lower()
     if scheme not in SCHEMES and not re.fullmatch(r"[a-z]", scheme):  # C:\... is a path
         raise ValueError(
-            f"{masked(uri)!r} is no tracking URI MLflow takes: http(s)://HOST:PORT, sqlite:///FILE, a folder, or "
+            f"{masked(uri)!r} is no tracking URI MLflow takes: http(s)://HOST:PORT, sqlite:///FILE, "
             "postgresql://, mysql://, databricks"
         )
+    folder = uri != "" and (scheme == "file" or scheme == "" or re.fullmatch(r"[a-z]", scheme) is not None)
+    if folder and os.environ.get("MLFLOW_ALLOW_FILE_STORE", "").strip().lower() not in ("true", "1"):
+        from hwprof.tracking.mlflow_store import FILE_STORE_FIX
+
+        raise ValueError(f"{masked(uri)!r}: {FILE_STORE_FIX}")
 
 
 def cmd_track(args: argparse.Namespace, console: Console) -> int:

@@ -19,6 +19,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -91,6 +92,9 @@ class Store:
             os.environ.setdefault(name, value)
         for logger in ("mlflow", "alembic"):  # the embedded store's "Creating initial MLflow database tables..."
             logging.getLogger(logger).setLevel(logging.WARNING)
+        refusal = sqlite_refusal(uri)
+        if refusal is not None:
+            raise TrackingError(f"MLflow at {self.shown} cannot be used: {refusal}; {self.later}")
         try:
             self.client: MlflowClient = MlflowClient(tracking_uri=uri)
         except Exception as exc:
@@ -193,9 +197,39 @@ class Store:
             sys.stdout.write(masked(said.getvalue()))
 
 
+def sqlite_refusal(uri: str) -> str | None:
+    """Why an SQLite store's file cannot be written, found before MLflow tries: MLflow retries an engine it cannot
+    create for about 100 s, printing 36 warnings (a store in a read-only folder); None when it can be (or the store
+    is no SQLite file)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    path = Path(uri.removeprefix("sqlite:///"))
+    if not path.parent.is_dir():
+        return f"its folder {path.parent} does not exist; fix: mkdir -p {path.parent}"
+    try:
+        if path.exists():
+            path.open("r+b").close()
+        else:
+            tempfile.TemporaryFile(dir=path.parent).close()
+    except OSError as exc:
+        where = path if path.exists() else path.parent
+        return f"{where} cannot be written ({exc.strerror or exc}); fix: give an SQLite file in a folder you can write"
+    return None
+
+
+FILE_STORE_REFUSED = "filesystem tracking backend"
+"""What MLflow (3.7 and later) says when it refuses a folder as a store (its file store is in maintenance mode)."""
+FILE_STORE_FIX = (
+    "MLflow no longer takes a folder as a store; fix: sqlite:///FOLDER/mlflow.db, or MLFLOW_ALLOW_FILE_STORE=true to "
+    "keep the folder"
+)
+
+
 def failure_cause(exc: BaseException) -> str:
     """What went wrong with the store, in a few words: MLflow wraps the cause in long messages."""
     text = str(exc)
+    if FILE_STORE_REFUSED in text:
+        return FILE_STORE_FIX
     if "NewConnectionError" in text or "Connection refused" in text:
         return "nothing answers there (connection refused)"
     if "ReadTimeout" in text or "timed out" in text:
