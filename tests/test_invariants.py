@@ -162,6 +162,19 @@ def test_percentiles_in_order(run_dir: Path, drawn: Any, table: str) -> None:
     refused(run_dir, run, "percentiles-ordered", f"{table}.{stage}.p99_ms")
 
 
+@pytest.mark.parametrize("table", ["stages", "collectors.timing.summary.stages"])
+def test_counts_agree(run_dir: Path, table: str) -> None:
+    """Issue 67: a forward of n=0 beside a p50 of 258 ms, and a stage counted more often than its iterations,
+    loaded. As many forwards as iterations load; one more, or none, is refused."""
+    run = with_stages({"forward": [5.0] * 8}, [6.0] * 8)
+    load(run_dir, run)
+    figures = run["stages"] if table == "stages" else run["collectors"]["timing"]["summary"]["stages"]
+    figures["forward"]["n"] = 9
+    assert "at most" in refused(run_dir, run, "counts-agree", f"{table}.forward.n")
+    figures["forward"]["n"] = 0
+    assert "which no count of 0 has" in refused(run_dir, run, "counts-agree", f"{table}.forward.n")
+
+
 @SETTINGS
 @given(iterations(least=1, most=2), st.booleans())
 def test_one_or_two_iterations(run_dir: Path, drawn: Any, inside: bool) -> None:

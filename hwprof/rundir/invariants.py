@@ -33,6 +33,8 @@ SLACK = 1e-9
 """Relative rounding allowed between figures computed from the same numbers (a p99 interpolated next to the max)."""
 ITERATION = "iteration"
 """The stage that holds the others: a whole iteration."""
+FORWARD = "forward"
+"""The model's call: once an iteration."""
 SAMPLE_SLACK = 1.5
 """How far a sampler may run ahead of its nominal rate before its count is impossible (timer jitter, a
 sample at each end of the window)."""
@@ -214,6 +216,20 @@ def _inside_iteration(doc: RunDoc) -> Iterator[Limit]:
                         yield Limit(f"{field}.{key}", value, whole.max_ms, f"{words}: a stage is inside an iteration")
 
 
+def _counts(doc: RunDoc) -> Iterator[Limit]:
+    """A stage with figures was timed at least once, and the forward no more often than its iterations: one
+    forward an iteration (hwprof's pipeline runs one; a program's iterations are cut at its model's calls). Other
+    stages may run more often (a program's decode made twice in some iterations)."""
+    for field, s, _ in _latencies(doc):
+        words = f"at least 1: {field} holds a p50_ms ({s.p50_ms:g}) and a mean_ms, which no count of 0 has"
+        yield Limit(f"{field}.n", s.n, 1, words, at_least=True)
+    for table in tables(doc):
+        whole, forward = table.stages.get(ITERATION), table.stages.get(FORWARD)
+        if whole is not None and forward is not None:
+            words = f"at most {table.field}.{ITERATION}.n ({whole.n}): one forward an iteration"
+            yield Limit(f"{table.field}.{FORWARD}.n", forward.n, whole.n, words)
+
+
 def median_weight(n: int) -> int:
     """How many of n durations a median bounds from below, as a sum: the n values add up to at least
     (n // 2 + 1) x numpy's linear median. Odd n: the median and the n // 2 values above it. Even n: the lower
@@ -338,6 +354,8 @@ RULES: tuple[Rule, ...] = (
          "scalene elapsed_s; passes.<p>.wall_s; host.logical_cpus",
          "at most what the sampler's rate allows in its pass's wall time; a subset at most its whole",
          _samplers),
+    Rule("counts-agree", f"{STAGES}: n, p50_ms; the table's iteration n",
+         "a stage with figures timed at least once; the forward no more often than its iterations", _counts),
     Rule("percentiles-ordered", f"{STAGES}: min_ms, p50_ms, p90_ms, p99_ms, max_ms, mean_ms, n",
          "min <= p50 <= p90 <= p99 <= max; min <= mean <= max; max <= n x mean", _ordered),
     Rule("few-iterations", f"{STAGES}: n, p50_ms, mean_ms, min_ms, max_ms",
