@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
-from hwprof.analysis.advice_candidates import Candidate
-from hwprof.analysis.advice_rows import PROCESSES, measured_row
+from hwprof.analysis.advice.candidates import Candidate
+from hwprof.analysis.advice.rows import PROCESSES, measured_row
 from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.rundir.advise_files import read_advise_result
 

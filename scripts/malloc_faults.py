@@ -6,7 +6,7 @@ counts the minor faults (getrusage) per round after a few rounds of warm-up. A s
 faults about 0 times a round; glibc's default mmaps the 52 MB block anew each round and faults every page of it.
 Each child also says whether its replacement malloc is mapped (/proc/self/maps): the LD_PRELOAD took.
 
-    python scripts/malloc_faults.py               # the settings of hwprof.analysis.advice_candidates
+    python scripts/malloc_faults.py               # the settings of hwprof.analysis.advice.candidates
     python scripts/malloc_faults.py --mb 13 --rounds 100
 """
 
@@ -18,7 +18,7 @@ import os
 import subprocess
 import sys
 
-from hwprof.analysis.advice_candidates import GLIBC_KEEP_FREED, KEEP_FREED_ENV
+from hwprof.analysis.advice.candidates import GLIBC_KEEP_FREED, KEEP_FREED_ENV
 from hwprof.hardware.malloc_libs import find_malloc_libs
 
 CHILD = r"""

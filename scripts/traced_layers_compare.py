@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.layer_stats import iteration_times
+from hwprof.analysis.layers.stats import iteration_times
 from hwprof.core.markers import read_markers
 from hwprof.core.spans import measured_spans
 

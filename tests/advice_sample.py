@@ -7,7 +7,7 @@ The figures are test inputs, not measurements: the tests check that what is writ
 
 from __future__ import annotations
 
-from hwprof.analysis.advice import (
+from hwprof.analysis.advice.table import (
     CHANGED_OUTPUT,
     FAILED,
     NOT_RUN,

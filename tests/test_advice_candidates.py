@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hwprof.analysis.advice_candidates import candidates, thread_counts
-from hwprof.analysis.candidate import RunFacts
+from hwprof.analysis.advice.candidate import RunFacts
+from hwprof.analysis.advice.candidates import candidates, thread_counts
 from hwprof.analysis.finding import Finding
 
 

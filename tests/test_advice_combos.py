@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from hwprof.analysis.advice import CHANGED_OUTPUT, NOT_RUN, AdviceRow, Speedup
-from hwprof.analysis.advice_combos import (
+from hwprof.analysis.advice.candidate import Candidate, RunFacts
+from hwprof.analysis.advice.combos import (
     PartOutcome,
     combo_candidates,
     combo_decision,
     part_outcome,
     with_combinations,
 )
-from hwprof.analysis.candidate import Candidate, RunFacts
+from hwprof.analysis.advice.table import CHANGED_OUTPUT, NOT_RUN, AdviceRow, Speedup
 from hwprof.analysis.finding import Finding
 
 XEON_AMX = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8", "fma")

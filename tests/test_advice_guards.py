@@ -13,14 +13,14 @@ import pytest
 from hwprof.advisor import runner as runner_module
 from hwprof.advisor.children import ChildOutcome
 from hwprof.advisor.runner import AdvisePlan, AdviseRun
-from hwprof.analysis.advice import PAIRED, Advice
-from hwprof.analysis.advice_rows import measured_row, pairing_note
-from hwprof.analysis.candidate import Candidate, RunFacts, Variant
+from hwprof.analysis.advice.candidate import Candidate, RunFacts, Variant
+from hwprof.analysis.advice.rows import measured_row, pairing_note
+from hwprof.analysis.advice.table import PAIRED, Advice
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.core.config import RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, Outsider
-from hwprof.render.advice_export import advice_csv_rows
-from hwprof.render.advice_table import advice_spec, heading
+from hwprof.render.advice.export import advice_csv_rows
+from hwprof.render.advice.table import advice_spec, heading
 from hwprof.rundir.advise_files import write_advise_result
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.session.stopping import StopSignals

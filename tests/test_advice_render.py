@@ -21,8 +21,8 @@ from advice_sample import BLOCKS_PER_KEY, PAIRED_KEYS, sample_advice
 from rich.console import Console
 from test_perfetto_trace import BAD_STATS, FIXTURE, say_unavailable
 
-from hwprof.analysis.advice import ADVICE_FILE, Advice
-from hwprof.render.advice_table import CHANGED_MARK, advice_spec, heading
+from hwprof.analysis.advice.table import ADVICE_FILE, Advice
+from hwprof.render.advice.table import CHANGED_MARK, advice_spec, heading
 from hwprof.render.tables import TableSpec
 from hwprof.rundir.reader import RunData
 from hwprof.session.finish import report_run

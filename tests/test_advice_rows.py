@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from hwprof.advisor.output_check import matched_detections
-from hwprof.analysis.advice import (
+from hwprof.analysis.advice.candidate import Candidate, Variant
+from hwprof.analysis.advice.rows import baseline_drift, measured_row
+from hwprof.analysis.advice.table import (
     CHANGED_OUTPUT,
     PAIRED,
     Advice,
@@ -17,8 +19,6 @@ from hwprof.analysis.advice import (
     paired_speedup,
     top_layer_deltas,
 )
-from hwprof.analysis.advice_rows import baseline_drift, measured_row
-from hwprof.analysis.candidate import Candidate, Variant
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.schema.advise_result import AdviseResult
 from hwprof.schema.check import RunDirError

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from fault_harness import hwprof_command, start
 
-from hwprof.analysis.advice import CHANGED_OUTPUT, MEASURED, NOT_RUN, load_advice
+from hwprof.analysis.advice.table import CHANGED_OUTPUT, MEASURED, NOT_RUN, load_advice
 
 pytestmark = pytest.mark.slow
 SMALL = ["--model", "yolov8n", "--imgsz", "64", "--warmup", "1", "--iters", "4", "--only", "timing,flops"]

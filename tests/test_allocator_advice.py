@@ -15,15 +15,15 @@ from test_advice_candidates import facts as candidate_facts
 
 from hwprof.advisor.process_env import env_not_taken, mapped_preloads, minor_faults
 from hwprof.advisor.runner import AdvisePlan, AdviseRun
-from hwprof.analysis.advice import AdviceRow, top_layer_deltas
-from hwprof.analysis.advice_candidates import GLIBC_KEEP_FREED, candidates, selected
-from hwprof.analysis.advice_rows import measured_row
-from hwprof.analysis.candidate import RunFacts
+from hwprof.analysis.advice.candidate import RunFacts
+from hwprof.analysis.advice.candidates import GLIBC_KEEP_FREED, candidates, selected
+from hwprof.analysis.advice.rows import measured_row
+from hwprof.analysis.advice.table import AdviceRow, top_layer_deltas
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.core.config import RunConfig
 from hwprof.hardware.malloc_libs import find_malloc_libs, ldconfig_paths
-from hwprof.render.advice_table import row_cells
+from hwprof.render.advice.table import row_cells
 from hwprof.schema.advise_result import AdviseResult, SideFigures
 from hwprof.session.stopping import StopSignals
 

@@ -13,8 +13,8 @@ import pytest
 from fault_harness import hwprof_command
 from run_store import stored_run
 
-from hwprof.analysis.advice import MEASURED, NOT_RUN, load_advice
-from hwprof.analysis.advice_candidates import GLIBC_KEEP_FREED
+from hwprof.analysis.advice.candidates import GLIBC_KEEP_FREED
+from hwprof.analysis.advice.table import MEASURED, NOT_RUN, load_advice
 from hwprof.hardware.malloc_libs import find_malloc_libs
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 
 from hwprof.analysis.availability import collector_missing
 from hwprof.analysis.finding import Finding, index_ranges
-from hwprof.analysis.layer_report import build_layer_report
+from hwprof.analysis.layers.report import build_layer_report
 from hwprof.analysis.roofline import COMPUTE, MEMORY, Roof, roof_from_run
 from hwprof.analysis.run_analysis import analyse
 from hwprof.analysis.stages import StageRow

@@ -18,9 +18,9 @@ from rich.console import Console
 
 import hwprof
 import hwprof.api.run as api_run
-from hwprof.analysis.gate import Verdict
+from hwprof.analysis.gate.verdict import Verdict
 from hwprof.analysis.roofline import Roof
-from hwprof.analysis.sweep_rows import SweepResult
+from hwprof.analysis.sweep.rows import SweepResult
 from hwprof.schema.host import HostDoc
 from hwprof.schema.run import ModelDoc, RunConfigDoc, RunDoc, RuntimeDoc
 

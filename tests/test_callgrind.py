@@ -134,7 +134,7 @@ def test_real_callgrind_pass_counts_the_same_twice(tmp_path: Path) -> None:
 
 def test_compare_shows_exact_per_layer_instruction_deltas() -> None:
     from hwprof.analysis.compare import Comparison, Row
-    from hwprof.render.compare_counters import instructions_spec
+    from hwprof.render.compare.counters import instructions_spec
 
     rows = [
         Row("0 Conv", [1_000_000.0, 1_000_000.0], [1.0, 1.0]),

@@ -9,7 +9,7 @@ from pathlib import Path
 from hwprof.analysis.availability import Missing
 from hwprof.analysis.run_analysis import analyse
 from hwprof.render.columns import Column, build, with_cum
-from hwprof.render.gpu_sections import gpu_main_layers_spec
+from hwprof.render.gpu.sections import gpu_main_layers_spec
 from hwprof.render.kernel_tables import native_kernels_spec, native_model_spec
 from hwprof.render.report_sections import layers_spec, stages_spec, types_spec
 from hwprof.render.tables import Col, TableSpec

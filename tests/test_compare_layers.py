@@ -16,7 +16,7 @@ from test_analysis import make_run
 
 import hwprof
 from hwprof.analysis.compare import compare_runs
-from hwprof.render.compare import comparison_markdown, render_comparison
+from hwprof.render.compare.views import comparison_markdown, render_comparison
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -16,10 +16,10 @@ from rich.console import Console
 from test_analysis import PEAKS, make_run
 
 from hwprof.analysis.compare import compare_runs
-from hwprof.analysis.sweep_rows import SweepPoint, load_sweep, row_from_run
+from hwprof.analysis.sweep.rows import SweepPoint, load_sweep, row_from_run
 from hwprof.core.kernels import KIND_JIT, KIND_OPENMP
 from hwprof.hardware.machine import Peaks
-from hwprof.render.compare import comparison_markdown, render_comparison, render_sweep, sweep_markdown
+from hwprof.render.compare.views import comparison_markdown, render_comparison, render_sweep, sweep_markdown
 from hwprof.sweep import points as sweep_mod
 from hwprof.sweep.points import SweepEvent, SweepPlan, collect_command, run_sweep
 
@@ -199,7 +199,7 @@ def test_sweep_refuses_bad_input(tmp_path: Path) -> None:
 
 
 def test_compare_entry_point_formats(tmp_path: Path) -> None:
-    from hwprof.render.compare import compare
+    from hwprof.render.compare.views import compare
 
     a, b = make_run(tmp_path / "a"), make_run(tmp_path / "b")
     buf = io.StringIO()
@@ -617,7 +617,7 @@ def test_a_point_without_threads_uses_its_nodes_own(tmp_path: Path) -> None:
     import json
     import shutil
 
-    from hwprof.analysis.sweep_rows import NODE_THREADS, SweepPoint, point_name, row_from_run
+    from hwprof.analysis.sweep.rows import NODE_THREADS, SweepPoint, point_name, row_from_run
     from hwprof.sweep.points import SweepPlan, collect_command
 
     point = SweepPoint("yolov8n", "torch", "fp32", NODE_THREADS, 1)

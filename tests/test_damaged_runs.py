@@ -209,7 +209,7 @@ def test_sweep_plan_damaged(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
 
 
 def test_sweep_json_damaged(tmp_path: Path) -> None:
-    from hwprof.analysis.sweep_rows import load_sweep
+    from hwprof.analysis.sweep.rows import load_sweep
     from hwprof.schema.check import RunDirError
 
     (tmp_path / "sweep.json").write_text(json.dumps({"rows": None}))

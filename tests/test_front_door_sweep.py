@@ -16,7 +16,7 @@ from rich.console import Console
 from test_analysis import make_run
 
 import hwprof
-from hwprof.analysis.sweep_rows import SweepPoint
+from hwprof.analysis.sweep.rows import SweepPoint
 from hwprof.api import commands
 from hwprof.api.requests import CompareRequest
 from hwprof.api.sweeping import SweepRequest
@@ -218,7 +218,7 @@ def test_compare_refusals_of_the_request() -> None:
 def test_the_cluster_options_reach_the_ray_runner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """--ray, --per-host and --hosts (or the library's ray=, per_host=, hosts=) are the Ray runner's options; a
     resumed sweep's recorded ones fill in what is not given. No cluster: the runner is a stand-in."""
-    from hwprof.analysis.sweep_rows import SweepResult
+    from hwprof.analysis.sweep.rows import SweepResult
     from hwprof.sweep import ray as ray_mod
     from hwprof.sweep.points import SweepPlan
     from hwprof.sweep.ray_plan import RayOptions

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwprof.analysis.gate import (
+from hwprof.analysis.gate.verdict import (
     FAIL,
     PASS,
     UNRESOLVED,
@@ -212,7 +212,7 @@ def test_the_gate_reads_each_runs_health_from_the_run(tmp_path: Path) -> None:
     """gate_run carries what hwprof.analysis.health says of the run (the report's same threshold)."""
     from test_analysis import make_run
 
-    from hwprof.analysis.gate_input import gate_run
+    from hwprof.analysis.gate.inputs import gate_run
     from hwprof.analysis.run_analysis import analyse
     from hwprof.rundir.reader import RunData
 
@@ -291,7 +291,7 @@ def test_gate_on_counts_ignores_the_machine_and_needs_counts() -> None:
 
 
 def test_paired_blocks_cancel_a_shift_that_hits_both_sides() -> None:
-    from hwprof.analysis.gate_paired import block_ratios, judge_paired
+    from hwprof.analysis.gate.paired import block_ratios, judge_paired
 
     rng = np.random.default_rng(3)
     load = {k: 1 + 2 * (k // 8) for k in range(16)}  # the machine slows threefold halfway through

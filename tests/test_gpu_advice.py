@@ -1,4 +1,4 @@
-"""The GPU advice table from the H100 recordings (analysis/gpu_advice.py; advice.json of a gpu-import run) and
+"""The GPU advice table from the H100 recordings (analysis/gpu/advice.py; advice.json of a gpu-import run) and
 the GPU run's main layer table ranked by GPU time (render/gpu_sections.gpu_main_layers_spec).
 
 Every expected figure is computed here from the recorded JSON (tests/fixtures/gpu, copies of
@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from hwprof.analysis.advice import NOT_RUN, RECORDED, RECORDED_NOISE, load_advice
+from hwprof.analysis.advice.table import NOT_RUN, RECORDED, RECORDED_NOISE, load_advice
 from hwprof.analysis.finding import Finding
-from hwprof.analysis.gpu_advice import SOURCE, GpuBaseline, gpu_advice
+from hwprof.analysis.gpu.advice import SOURCE, GpuBaseline, gpu_advice
 from hwprof.analysis.run_analysis import analyse
 from hwprof.gpu.rundir import COMPILED, EXPERIMENTS, RECORDED_DIR, recorded_gpu_advice
-from hwprof.render.gpu_sections import NO_GPU_TIME, gpu_main_layers_spec
+from hwprof.render.gpu.sections import NO_GPU_TIME, gpu_main_layers_spec
 from hwprof.render.report import specs
 from hwprof.render.tables import spec_renderables
 from hwprof.rundir.reader import RunData

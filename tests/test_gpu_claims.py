@@ -16,8 +16,8 @@ from gpu_rundir import gpu_run
 from hwprof.collectors.gpu.ncu.csv_report import parse_ncu_csv
 from hwprof.collectors.gpu.ncu.per_layer import kernel_layers, layer_tables
 
-from hwprof.analysis.gpu_kernels import tensor_core_by_counter
-from hwprof.analysis.gpu_roofline import GpuRoof, roofline_rows
+from hwprof.analysis.gpu.kernels import tensor_core_by_counter
+from hwprof.analysis.gpu.roofline import GpuRoof, roofline_rows
 from hwprof.schema.gpu_files import NcuKernel
 
 FIX = Path(__file__).parent / "fixtures" / "gpu"
@@ -68,7 +68,7 @@ def test_tensor_pipe_counter_gives_no_tensor_core_figure():
 
 def test_tensor_core_math_columns_are_read_when_present():
     """SYNTHETIC columns (see _synthetic_tensor_math) on layers 0 (Conv: 3 kernels) and 11 (Concat)."""
-    from hwprof.analysis.gpu_roofline import MEMORY, MEMORY_LOWER_BOUND
+    from hwprof.analysis.gpu.roofline import MEMORY, MEMORY_LOWER_BOUND
 
     report = parse_ncu_csv(_synthetic_tensor_math({0, 11}, {0: 1_600}))
     layers = kernel_layers(report)
@@ -116,7 +116,7 @@ def test_live_kernel_pass_asks_for_tensor_core_math_the_device_lists():
 
 @pytest.fixture(scope="module")
 def gpu_view(tmp_path_factory):
-    from hwprof.analysis.gpu_view import load_gpu_view
+    from hwprof.analysis.gpu.view import load_gpu_view
     from hwprof.rundir.reader import RunData
 
     run_dir, _ = gpu_run(tmp_path_factory.mktemp("claims"))
@@ -126,7 +126,7 @@ def gpu_view(tmp_path_factory):
 
 
 def test_findings_state_only_what_a_counter_shows(gpu_view):
-    from hwprof.analysis.gpu_view import gpu_findings
+    from hwprof.analysis.gpu.view import gpu_findings
 
     titles = {f.title: f for f in gpu_findings(gpu_view)}
     assert not any("tensor cores" in t or "by kernel name" in t for t in titles)  # no counter, no claim
@@ -142,7 +142,7 @@ def test_no_cause_without_launch_figures(gpu_view):
     without a cause."""
     import copy
 
-    from hwprof.analysis.gpu_view import gpu_findings
+    from hwprof.analysis.gpu.view import gpu_findings
 
     view = copy.deepcopy(gpu_view)
     for rows in view.ncu_kernels.values():

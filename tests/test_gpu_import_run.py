@@ -18,7 +18,7 @@ from rich.console import Console
 
 from hwprof.analysis.run_analysis import analyse
 from hwprof.cli.main import main
-from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_roofline_spec
+from hwprof.render.gpu.sections import gpu_forward_spec, gpu_layers_spec, gpu_roofline_spec
 from hwprof.render.report import header_lines
 from hwprof.render.tables import spec_renderables
 from hwprof.rundir.reader import RunData
@@ -185,7 +185,7 @@ def test_report_gpu_sections_at_width(width: int) -> None:
 @pytest.mark.parametrize("width", [80, 100])
 def test_gpu_import_tables_at_width(width: int) -> None:
     from hwprof.gpu.importer import import_kineto, import_ncu, peaks_from_results
-    from hwprof.render.gpu_tables import print_kineto, print_ncu
+    from hwprof.render.gpu.tables import print_kineto, print_ncu
 
     summary = import_kineto(GPU / "kineto_yolov7_640_fp32.trimmed.json.gz", ("cuda_runtime",))
     console = Console(record=True, width=width)
@@ -210,7 +210,7 @@ def test_gpu_import_energy_table_unavailable_and_counter_rows() -> None:
     a mean that was not sampled is "-" (it was 0)."""
     from hwprof.collectors.gpu.nvml.series import COUNTER_METHOD
 
-    from hwprof.render.gpu_tables import print_nvml
+    from hwprof.render.gpu.tables import print_nvml
     from hwprof.schema.gpu_import import NvmlImport
 
     method = COUNTER_METHOD.format(period=98)

@@ -14,8 +14,8 @@ from hwprof.collectors.gpu.ncu.csv_report import load_ncu_csv
 from hwprof.collectors.gpu.ncu.per_layer import layer_tables
 from hwprof.collectors.gpu.nvml.series import TRACKS, NvmlSeries, power_average_s
 
-from hwprof.analysis.gpu_kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
-from hwprof.analysis.gpu_roofline import COLD, WARM, GpuRoof, roofline_rows
+from hwprof.analysis.gpu.kernels import CONV_FP32, CONV_TENSOR, TRANSPOSE, kernel_class
+from hwprof.analysis.gpu.roofline import COLD, WARM, GpuRoof, roofline_rows
 from hwprof.gpu.importer import import_nvml
 from hwprof.schema.codec import need
 
@@ -147,7 +147,7 @@ def test_ncu_auto_scaled_units_are_read_in_base_units():
 def test_gpu_roofline_pairs_bytes_and_time_of_one_cache_state():
     """Warm (app-range) bytes go with the real forward's kernel time, cold (kernel-replay) bytes with the
     kernel-replay time; the old roofline divided the warm 8.06 MB of Detect by its cold 458.8 us."""
-    from hwprof.analysis.gpu_roofline import COLD_TIME, MEMORY_FP32_ONLY, WARM_TIME
+    from hwprof.analysis.gpu.roofline import COLD_TIME, MEMORY_FP32_ONLY, WARM_TIME
 
     tables, _ = layer_tables(load_ncu_csv(NCU), load_ncu_csv(NCU_RANGE))
     peaks = RESULTS["peaks"]

@@ -219,7 +219,7 @@ def test_gpu_sweep_row(tmp_path: Path) -> None:
     """seed 003's table on a GPU point: energy from NVML, the CUDA-graph forward beside eager, no CPU roofline."""
     import json
 
-    from hwprof.analysis.sweep_rows import SweepPoint, row_from_run
+    from hwprof.analysis.sweep.rows import SweepPoint, row_from_run
 
     run_dir, _ = gpu_run(tmp_path)
     run = json.loads((run_dir / "run.json").read_text())

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from test_analysis import make_run
 
-from hwprof.analysis.advice_candidates import tie_findings
-from hwprof.analysis.candidate import Candidate
+from hwprof.analysis.advice.candidate import Candidate
+from hwprof.analysis.advice.candidates import tie_findings
 from hwprof.analysis.finding import LAYER_TIME, TIMING, Finding
 from hwprof.analysis.health import RunHealth, follow_health
 from hwprof.analysis.run_analysis import analyse
@@ -104,7 +104,7 @@ def test_advice_answers_a_measured_finding_first_and_labels_an_unconfirmed_one()
 
 def test_compare_marks_the_ratios_that_rest_on_a_disturbed_pass(tmp_path: Path) -> None:
     from hwprof.analysis.compare import compare_runs
-    from hwprof.render.compare import specs
+    from hwprof.render.compare.views import specs
 
     base = make_run(tmp_path / "a")
     busy = _disturb(make_run(tmp_path / "b"), "timing", 0.47)

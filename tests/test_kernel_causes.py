@@ -269,7 +269,7 @@ def test_the_kernel_fault_findings_name_their_layers_and_point_to_the_allocator(
     make the allocator candidates runnable; without them the candidates are not proposed."""
     from test_advice_candidates import facts
 
-    from hwprof.analysis.advice_candidates import candidates
+    from hwprof.analysis.advice.candidates import candidates
 
     found = [f for f in kernel_findings(analyse(RunData.load(run_with_kernel_layers)).layers)]
     faults = [f for f in found if f.topic == "kernel-faults"]

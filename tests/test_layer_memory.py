@@ -77,7 +77,7 @@ def test_no_allocator_figures_no_section_and_the_view_says_why() -> None:
 
 def test_compare_puts_each_layers_bytes_allocated_side_by_side(tmp_path: Path) -> None:
     from hwprof.analysis.compare import compare_runs
-    from hwprof.render.compare import specs
+    from hwprof.render.compare.views import specs
 
     a, allocated = _with_memory(tmp_path / "a")
     b, _ = _with_memory(tmp_path / "b")

@@ -2,7 +2,7 @@
 
 Two modules may share a file name only where they are one concept: the same role in each collector's own package
 (collectors/<source>/collector.py, parse.py ...), or one concept at two layers, the lower one computing it and the
-upper one showing or running it (analysis/compare.py and render/compare.py), listed in ONE_CONCEPT with the
+upper one showing or running it (analysis/compare.py and render/compare/views.py), listed in ONE_CONCEPT with the
 concept. Any other shared name fails here, with the paths: rename one of them after what it does.
 """
 

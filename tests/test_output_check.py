@@ -87,9 +87,9 @@ class _Constant(torch.nn.Module):
 
 
 def test_an_output_that_does_not_depend_on_its_input_is_blind_not_a_pass() -> None:
-    from hwprof.analysis.advice import OutputCheck
-    from hwprof.render.advice_table import output_text
-    from hwprof.render.compare_runtime import diff_cells
+    from hwprof.analysis.advice.table import OutputCheck
+    from hwprof.render.advice.table import output_text
+    from hwprof.render.compare.runtime import diff_cells
     from hwprof.render.runtime_tables import output_diff_text
     from hwprof.schema.runtime_checks import BLIND, OutputDiff
     from hwprof.workload.outputs import compare_outputs, mirrored
@@ -115,7 +115,7 @@ def test_an_output_that_does_not_depend_on_its_input_is_blind_not_a_pass() -> No
 
 
 def test_the_error_is_read_against_the_input_sensitivity() -> None:
-    from hwprof.analysis.advice import OutputCheck
+    from hwprof.analysis.advice.table import OutputCheck
     from hwprof.schema.runtime_checks import CHANGED, DIFFERS, PASS, OutputDiff
 
     seen = OutputDiff.of(max_abs_head=0.5, max_abs_reference=100.0, sensitivity_head=40.0)
@@ -128,7 +128,7 @@ def test_the_error_is_read_against_the_input_sensitivity() -> None:
     # the same code under another environment (malloc, threads): a bit-identical head is said as such
     same = OutputCheck(0.0, 100.0, 0, 0, 0, 0, 0, head_sensitivity=40.0)
     assert same.text().startswith("head bit-identical, pass") and "max|d|" in moved.text()
-    from hwprof.render.advice_table import output_text
+    from hwprof.render.advice.table import output_text
 
     cell = output_text(same, marked=False)
     assert "head bit-identical" in cell and "same code, same output" in cell and "0% of" not in cell

@@ -12,7 +12,7 @@ import pytest
 from hwprof.collectors.scalene.collector import MAX_ITERATIONS, MIN_PROFILED_S
 from test_analysis import _iteration, _write_markers, make_run
 
-from hwprof.analysis.layer_report import build_layer_report
+from hwprof.analysis.layers.report import build_layer_report
 from hwprof.analysis.paired_cost import (
     MIN_BLOCKS,
     PAIRED,

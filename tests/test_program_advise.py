@@ -14,10 +14,10 @@ from hwprof.advisor.program_target import program_baseline
 from hwprof.advisor.program_worker import change_of, check_calls, head_reader, reference_outputs, threads_taken
 from hwprof.advisor.program_worker import run as run_worker
 from hwprof.advisor.runner import plan_advice
-from hwprof.analysis.candidate import RunFacts
+from hwprof.analysis.advice.candidate import RunFacts
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
-from hwprof.analysis.program_candidates import NO_FINDING_PROGRAM, ProgramFacts, program_candidates
+from hwprof.analysis.program.candidates import NO_FINDING_PROGRAM, ProgramFacts, program_candidates
 from hwprof.core.config import RunConfig
 from hwprof.core.program_spec import ProgramSpec
 from hwprof.program.advise_calls import (

@@ -24,15 +24,15 @@ from hwprof.advisor.program_budget import (
 from hwprof.advisor.program_target import program_baseline
 from hwprof.advisor.program_worker import run as run_worker
 from hwprof.advisor.runner import plan_advice
-from hwprof.analysis.advice import FAILED, MEASURED, NOT_RUN, Advice, AdviceRow, Speedup
-from hwprof.analysis.advice_interrupt import INTERRUPTED, NOT_STARTED, interrupted_note, interrupted_rows
-from hwprof.analysis.candidate import Candidate, Variant
+from hwprof.analysis.advice.candidate import Candidate, Variant
+from hwprof.analysis.advice.interrupt import INTERRUPTED, NOT_STARTED, interrupted_note, interrupted_rows
+from hwprof.analysis.advice.table import FAILED, MEASURED, NOT_RUN, Advice, AdviceRow, Speedup
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.core.config import RunConfig
 from hwprof.core.program_spec import ProgramSpec
 from hwprof.program.advise_calls import BASELINE, paired_steps, single_steps
-from hwprof.render.advice_export import csv_row
-from hwprof.render.advice_table import advice_spec
+from hwprof.render.advice.export import csv_row
+from hwprof.render.advice.table import advice_spec
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.program import ProgramOutcome
 

@@ -17,7 +17,7 @@ from hwprof.advisor.program_failure import ProgramFailed
 from hwprof.advisor.program_target import count_calls
 from hwprof.advisor.program_worker import run as run_worker
 from hwprof.advisor.runner import plan_advice
-from hwprof.analysis.candidate import Candidate, Variant
+from hwprof.analysis.advice.candidate import Candidate, Variant
 from hwprof.analysis.paired_cost import MIN_BLOCKS
 from hwprof.cli.args import build_parser
 from hwprof.core.config import RunConfig

@@ -17,7 +17,7 @@ import pytest
 from program_runs import error_lines
 from run_store import option, stored_run
 
-from hwprof.analysis.advice import MEASURED, load_advice
+from hwprof.analysis.advice.table import MEASURED, load_advice
 from hwprof.analysis.paired_cost import MIN_BLOCKS
 
 pytestmark = pytest.mark.slow

@@ -17,8 +17,8 @@ import pytest
 from fault_harness import hwprof_command
 
 from hwprof.advisor.program_target import PROGRAM_LAYERS_NOTE
-from hwprof.analysis.advice import CHANGED_OUTPUT, MEASURED, NOT_RUN, load_advice
-from hwprof.analysis.advice_candidates import BF16_UNITS
+from hwprof.analysis.advice.candidates import BF16_UNITS
+from hwprof.analysis.advice.table import CHANGED_OUTPUT, MEASURED, NOT_RUN, load_advice
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.schema.runtime_checks import BLIND
 

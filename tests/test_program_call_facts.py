@@ -14,7 +14,7 @@ import torch
 from driver_hooks import ScheduleHooks
 
 from hwprof import stage_api
-from hwprof.analysis.program_facts import GRAD_ON, INFERENCE, TRAINING, ProgramFacts, program_facts
+from hwprof.analysis.program.facts import GRAD_ON, INFERENCE, TRAINING, ProgramFacts, program_facts
 from hwprof.analysis.stages import StageRow, Stages
 from hwprof.api.requests import program_of
 from hwprof.core.markers import MarkerBus, MarkerLog

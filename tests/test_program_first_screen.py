@@ -18,7 +18,7 @@ from rich.cells import cell_len
 from rich.console import Console
 
 from hwprof.advisor.program_budget import calls_seen
-from hwprof.analysis.program_command import program_command
+from hwprof.analysis.program.command import program_command
 from hwprof.analysis.run_analysis import analyse
 from hwprof.render.measured_flops import MeasuredFlops, ShapeFlops
 from hwprof.render.report import render_markdown

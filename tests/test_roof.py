@@ -191,7 +191,7 @@ def test_rates_use_the_pass_own_clean_forward_where_the_processes_ran_at_differe
     1.5x, against the forward the times are scaled to."""
     from types import SimpleNamespace
 
-    from hwprof.analysis.layer_time import TimeScale
+    from hwprof.analysis.layers.times import TimeScale
 
     paired = SimpleNamespace(ratio=1.2)
     ts = TimeScale("layers", SimpleNamespace(), 1126.0, timing_fwd=104.0, paired=paired)  # type: ignore[arg-type]

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from advice_sample import sample_advice
 
-from hwprof.analysis.advice import Advice, load_advice
+from hwprof.analysis.advice.table import Advice, load_advice
 from hwprof.rundir.reader import RunDirError
 from hwprof.schema.advice_file import AdviceFile
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from test_schema_pass_files import _damage
 
-from hwprof.analysis.gpu_kernels import launch_fill, tensor_core_by_counter
+from hwprof.analysis.gpu.kernels import launch_fill, tensor_core_by_counter
 from hwprof.rundir.reader import RunData, RunDirError
 from hwprof.schema.codec import Record
 from hwprof.schema.gpu_files import KinetoKernel, NcuKernel, layer_kernels_json, read_layer_kernels

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hwprof.analysis.layer_rows import layer_rows
+from hwprof.analysis.layers.rows import layer_rows
 from hwprof.rundir.reader import RunData, RunDirError
 from hwprof.schema.host import HostDoc, PeaksDoc
 from hwprof.schema.pass_files import ModelInfo, PassResult, RuntimeFile

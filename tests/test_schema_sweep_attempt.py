@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from hwprof.render.fmt import clock
-from hwprof.render.sweep_attempts import attempt_text
+from hwprof.render.sweep.attempts import attempt_text
 from hwprof.rundir.reader import RunDirError
 from hwprof.schema.sweep_attempt import SweepAttempt
 

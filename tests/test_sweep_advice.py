@@ -1,6 +1,6 @@
 """`hwprof sweep --advise`: every point's collect runs --advise (locally, on Ray, on --resume), each point's
 row carries its best change read from its advice.json, and one summary says which change wins per kind of
-machine. The point runs here are made by hand (advice.json from analysis/advice.py's records); no collect."""
+machine. The point runs here are made by hand (advice.json from analysis/advice/table.py's records); no collect."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from rich.console import Console
 from test_analysis import make_run
 from test_sweep_hosts import EPYC_HOST, other_host, run_on
 
-from hwprof.analysis.advice import (
+from hwprof.analysis.advice.table import (
     ADVICE_FILE,
     CHANGED_OUTPUT,
     FAILED,
@@ -32,11 +32,11 @@ from hwprof.analysis.advice import (
     OutputCheck,
     Speedup,
 )
-from hwprof.analysis.sweep_advice import SWEEP_ADVICE_CSV
-from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run
+from hwprof.analysis.sweep.advice import SWEEP_ADVICE_CSV
+from hwprof.analysis.sweep.rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run
 from hwprof.cli.main import main
 from hwprof.core.host_kinds import host_kind
-from hwprof.render.compare import render_sweep, sweep_markdown
+from hwprof.render.compare.views import render_sweep, sweep_markdown
 from hwprof.sweep import points as sweep_mod
 from hwprof.sweep.points import SweepPlan, collect_command, plan_from_file, write_sweep
 from hwprof.sweep.ray import Cluster, RayOptions, RaySweep

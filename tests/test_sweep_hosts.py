@@ -17,12 +17,12 @@ from rich.console import Console
 from test_analysis import make_run
 
 from hwprof.analysis.compare import compare_runs
-from hwprof.analysis.sweep_rows import SweepPoint, SweepResult, row_from_run
+from hwprof.analysis.sweep.rows import SweepPoint, SweepResult, row_from_run
 from hwprof.cli.main import main
 from hwprof.core.host import host_info
 from hwprof.core.host_facts import replaying
 from hwprof.core.host_kinds import differing_software, group_by_kind, host_kind, select_kinds, software
-from hwprof.render.compare import comparison_markdown, sweep_markdown
+from hwprof.render.compare.views import comparison_markdown, sweep_markdown
 from hwprof.sweep import points as sweep_mod
 from hwprof.sweep.points import SweepPlan, plan_from_file, run_sweep
 
@@ -212,7 +212,7 @@ def test_ray_sweep_render_width(tmp_path: Path, this_host: dict[str, Any]) -> No
     """The host and software columns fit an 80-column terminal."""
     from rich.cells import cell_len
 
-    from hwprof.render.compare import render_sweep
+    from hwprof.render.compare.views import render_sweep
 
     hosts = [this_host, other_host(this_host, torch="2.12.0+cpu")]
     rows = [row_from_run(run_on(tmp_path / f"r{i}", h), POINT, "complete") for i, h in enumerate(hosts)]
@@ -223,8 +223,8 @@ def test_ray_sweep_render_width(tmp_path: Path, this_host: dict[str, Any]) -> No
 
 
 def test_sweep_plot_groups_by_host(tmp_path: Path, this_host: dict[str, Any]) -> None:
-    from hwprof.render.compare import by_host
-    from hwprof.render.sweep_plot import plot_sweep, sweep_figure
+    from hwprof.render.compare.views import by_host
+    from hwprof.render.sweep.plot import plot_sweep, sweep_figure
 
     other = other_host(this_host)
     points = [SweepPoint("toyolo", "torch", "fp32", t, 1) for t in (1, 2)]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hwprof.analysis.sweep_rows import NODE_THREADS
+from hwprof.analysis.sweep.rows import NODE_THREADS
 from hwprof.cli.args import build_parser
 from hwprof.schema.check import SCHEMA_VERSION
 from hwprof.sweep.points import SweepPlan

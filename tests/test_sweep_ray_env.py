@@ -117,7 +117,7 @@ def test_a_failed_probe_is_one_line_without_ansi_naming_the_module() -> None:
 
 
 def test_left_out_nodes_get_no_point() -> None:
-    from hwprof.analysis.sweep_rows import SweepPoint
+    from hwprof.analysis.sweep.rows import SweepPoint
     from hwprof.sweep.ray_connect import Cluster, LeftOut
     from hwprof.sweep.ray_plan import Job, RayOptions
     from hwprof.sweep.ray_plan import selector as _selector

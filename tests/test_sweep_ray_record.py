@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from hwprof.analysis.sweep_rows import SweepResult, SweepRow, load_sweep
-from hwprof.render.compare import render_sweep
+from hwprof.analysis.sweep.rows import SweepResult, SweepRow, load_sweep
+from hwprof.render.compare.views import render_sweep
 from hwprof.sweep.points import resume_command, write_sweep
 from hwprof.sweep.ray_record import LOST, NODE_LEFT, RUNNING, SweepRecord
 

@@ -15,7 +15,7 @@ from headless_page import NEEDS_CHROMIUM, open_page, page_url
 from test_report_html import HOSTILE_MODEL, _copy, _make_hostile
 
 from hwprof.analysis.compare import compare_runs
-from hwprof.render.compare import specs
+from hwprof.render.compare.views import specs
 
 
 def _compare(*args: str) -> subprocess.CompletedProcess[str]:
@@ -49,7 +49,7 @@ def test_gate_page_leads_with_its_verdict() -> None:
     from rich.console import Console
     from test_gate import OPTS, _run
 
-    from hwprof.analysis.gate import judge
+    from hwprof.analysis.gate.verdict import judge
     from hwprof.render.gate import GateOutputs, show_verdict
 
     v = judge(_run("A", 1), _run("B", 1, layer_scale={"model.0": 1.5}), OPTS)
@@ -84,7 +84,7 @@ def test_compare_of_runs_on_other_hosts_reads_whole_at_80_columns(runs: tuple[Pa
     from rich.cells import cell_len
     from rich.console import Console
 
-    from hwprof.render.compare import render_comparison
+    from hwprof.render.compare.views import render_comparison
 
     other = tmp_path / "other"
     shutil.copytree(runs[0], other)

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from hwprof.analysis.advice_output import UNDECIDED_RANDOM, OutputCheck, undecided_note
-from hwprof.render.advice_table import output_text
+from hwprof.analysis.advice.output import UNDECIDED_RANDOM, OutputCheck, undecided_note
+from hwprof.render.advice.table import output_text
 from hwprof.workload import trained
 from hwprof.workload.checkpoint_globals import WeightsError
 from hwprof.workload.trained import TRAINED, FetchError, TrainedModel, cached_path, trained_weights

@@ -504,7 +504,7 @@ def test_compare_and_the_header_show_the_video_run(tmp_path: Path) -> None:
 
     from hwprof.analysis.compare import compare_runs
     from hwprof.analysis.run_analysis import analyse
-    from hwprof.render.compare import comparison_markdown
+    from hwprof.render.compare.views import comparison_markdown
     from hwprof.render.report import header_lines
     from hwprof.rundir.reader import RunData
 

@@ -1,4 +1,4 @@
-"""What an advise's candidates depend on, read from the advised run and this host (hwprof.analysis.advice_candidates
+"""What an advise's candidates depend on, read from the advised run and this host (hwprof.analysis.advice.candidates
 chooses them from these facts)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from hwprof.analysis.candidate import RunFacts
+from hwprof.analysis.advice.candidate import RunFacts
 from hwprof.hardware.malloc_libs import find_malloc_libs
 
 if TYPE_CHECKING:

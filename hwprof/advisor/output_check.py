@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from hwprof.analysis.advice_output import MATCH_IOU, SCORE_TOLERANCE, OutputCheck
+from hwprof.analysis.advice.output import MATCH_IOU, SCORE_TOLERANCE, OutputCheck
 
 if TYPE_CHECKING:
     import torch

@@ -35,7 +35,7 @@ from hwprof.session.worker_io import progress
 if TYPE_CHECKING:
     import torch
 
-    from hwprof.analysis.advice import OutputCheck
+    from hwprof.analysis.advice.table import OutputCheck
 
 PAIRED_MODE = "paired"
 BASELINE_OUTPUT = "baseline-output.pt"

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hwprof.analysis.candidate import Candidate
+from hwprof.analysis.advice.candidate import Candidate
 from hwprof.analysis.paired_cost import MIN_BLOCKS
 from hwprof.core.config import ADVISE_BLOCKS
 from hwprof.program.advise_calls import SOLO_CALLS, schedule_calls

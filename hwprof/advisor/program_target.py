@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from hwprof.advisor.children import OnProgress, run_child
 from hwprof.advisor.program_budget import COUNT_MODE, Budget, CallsSeen, calls_seen, finder_calls
 from hwprof.advisor.program_failure import PROGRAM_FAILED_EXIT, stopped_by
-from hwprof.analysis.program_candidates import program_candidates, program_facts
+from hwprof.analysis.program.candidates import program_candidates, program_facts
 from hwprof.core.config import RunConfig
 from hwprof.rundir.advise_files import read_advise_result, write_advise_spec
 from hwprof.schema.advise_result import AdviseSpec
@@ -22,8 +22,8 @@ from hwprof.schema.runtime_checks import BLIND
 from hwprof.session.stopping import StopSignals
 
 if TYPE_CHECKING:
-    from hwprof.analysis.advice_output import OutputCheck
-    from hwprof.analysis.candidate import Candidate, RunFacts
+    from hwprof.analysis.advice.candidate import Candidate, RunFacts
+    from hwprof.analysis.advice.output import OutputCheck
     from hwprof.analysis.finding import Finding
     from hwprof.rundir.reader import RunData
 

@@ -31,7 +31,7 @@ from hwprof.advisor.output_check import check_output
 from hwprof.advisor.process_env import TUNABLES, mapped_preloads, minor_faults, resident_bytes
 from hwprof.advisor.program_budget import COUNT_MODE
 from hwprof.advisor.program_failure import ProgramFailed, failure_line
-from hwprof.analysis.advice_output import OutputCheck
+from hwprof.analysis.advice.output import OutputCheck
 from hwprof.core.config import RunConfig
 from hwprof.core.program_spec import ProgramSpec
 from hwprof.program.advise_calls import (

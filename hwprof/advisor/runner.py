@@ -24,12 +24,12 @@ from hwprof.advisor.program_budget import Budget, CallsSeen, calls_line, count_n
 from hwprof.advisor.program_failure import PROGRAM_FAILED_EXIT, stopped_by
 from hwprof.advisor.program_target import count_calls
 from hwprof.advisor.targets import AdviseTarget, target_for
-from hwprof.analysis.advice import NOT_RUN, Advice, AdviceRow, top_layer_deltas
-from hwprof.analysis.advice_candidates import selected
-from hwprof.analysis.advice_combos import combo_decision, part_outcome
-from hwprof.analysis.advice_interrupt import INTERRUPTED, interrupted_note, interrupted_rows
-from hwprof.analysis.advice_rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
-from hwprof.analysis.candidate import Candidate, RunFacts
+from hwprof.analysis.advice.candidate import Candidate, RunFacts
+from hwprof.analysis.advice.candidates import selected
+from hwprof.analysis.advice.combos import combo_decision, part_outcome
+from hwprof.analysis.advice.interrupt import INTERRUPTED, interrupted_note, interrupted_rows
+from hwprof.analysis.advice.rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
+from hwprof.analysis.advice.table import NOT_RUN, Advice, AdviceRow, top_layer_deltas
 from hwprof.core.config import ADVISE_BLOCKS, RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch
 from hwprof.rundir.advise_files import read_advise_result, write_advice

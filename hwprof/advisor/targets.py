@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from hwprof.advisor.children import PAIRED_WORKER, collect_options, paired_command
-from hwprof.analysis.advice_combos import with_combinations
-from hwprof.analysis.advice_output import undecided_note
+from hwprof.analysis.advice.combos import with_combinations
+from hwprof.analysis.advice.output import undecided_note
 from hwprof.core.config import RunConfig
 from hwprof.workload.trained import TRAINED_NAMES
 
 if TYPE_CHECKING:
     from hwprof.advisor.program_budget import Budget, CallsSeen
-    from hwprof.analysis.advice_output import OutputCheck
-    from hwprof.analysis.candidate import Candidate, RunFacts
+    from hwprof.analysis.advice.candidate import Candidate, RunFacts
+    from hwprof.analysis.advice.output import OutputCheck
     from hwprof.analysis.finding import Finding
     from hwprof.rundir.reader import RunData
     from hwprof.schema.advise_result import AdviseSpec

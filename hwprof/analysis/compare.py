@@ -1,6 +1,6 @@
 """Runs side by side: headline figures, stages and layers with ratios to the first run.
 
-Layers are matched by name (else by position: hwprof.analysis.layer_match says how), between runs of one
+Layers are matched by name (else by position: hwprof.analysis.layers.match says how), between runs of one
 model or a program's model and a built-in one: a layer whose class differs between runs is still compared, its
 row saying each run's class, and the layers not in every run are listed in one line. Runs of different built-in
 models are refused layer by layer, with the reason, while their stages and headline figures are still compared.
@@ -19,10 +19,10 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.layer_match import LayerMatch, letter, match_layers, row_instructions, row_time
-from hwprof.analysis.layer_memory import ALLOC
-from hwprof.analysis.layer_stats import LayerStat
-from hwprof.analysis.program_facts import INFERENCE, program_facts
+from hwprof.analysis.layers.match import LayerMatch, letter, match_layers, row_instructions, row_time
+from hwprof.analysis.layers.memory import ALLOC
+from hwprof.analysis.layers.stats import LayerStat
+from hwprof.analysis.program.facts import INFERENCE, program_facts
 from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.analysis.runtime_nodes import FusedGroup
 from hwprof.analysis.stages import in_stage_order
@@ -88,7 +88,7 @@ class RunHead:
     time_pass: str | None = None
     """The pass its layer times come from."""
     measured: str = INFERENCE
-    """What its forwards were (hwprof.analysis.program_facts): inference, or a program's forward + backward or
+    """What its forwards were (hwprof.analysis.program.facts): inference, or a program's forward + backward or
     forward with grad on."""
     step_fps: float | None = None
     """A program's training step: batch / (forward p50 + backward p50); None for any other run."""
@@ -142,7 +142,7 @@ class Comparison:
     """Per run whose NMS had (almost) no candidates: what its postprocess stage is worth."""
     memory: list[Row] | None = None
     """Per layer, bytes allocated per forward in every run (torch's CPU allocator: torch_memory, the layers pass),
-    when every run has them (hwprof.analysis.layer_memory)."""
+    when every run has them (hwprof.analysis.layers.memory)."""
     layer_notes: list[str] = field(default_factory=list)
     """How the layers were matched where it is not plain: the layers not in every run (one line), matched by
     position, classes that differ, rows of inclusive times."""

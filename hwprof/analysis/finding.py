@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hwprof.analysis.layer_stats import LayerStat
+from hwprof.analysis.layers.stats import LayerStat
 
 CAVEAT = "caveat"
 
@@ -34,7 +34,7 @@ class Finding:
     weight: float
     """Share of forward (or of the pipeline) concerned; the ranking key."""
     topic: str = ""
-    """What the finding is about, for the changes that answer it (analysis/advice_candidates.py); "" for none."""
+    """What the finding is about, for the changes that answer it (analysis/advice/candidates.py); "" for none."""
     layers: tuple[int, ...] = ()
     """The top-level layers it names, by index: the advice row of a change that answers it shows their times."""
     sources: tuple[str, ...] = ()

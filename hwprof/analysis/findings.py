@@ -15,8 +15,8 @@ from functools import partial
 from hwprof.analysis.finding import CAVEAT, COUNTERS, KERNELS, LAYER_TIME, TIMING, TRACE, Finding, pct
 from hwprof.analysis.health import RunHealth, follow_health
 from hwprof.analysis.kernel_findings import kernel_findings, thin_layers
-from hwprof.analysis.layer_findings import counters, efficiency, hotspots, kernels, roofline, threads, type_share
-from hwprof.analysis.layer_stats import LayerReport
+from hwprof.analysis.layers.findings import counters, efficiency, hotspots, kernels, roofline, threads, type_share
+from hwprof.analysis.layers.stats import LayerReport
 from hwprof.analysis.neighbours import others_text
 from hwprof.analysis.overhead import Overheads
 from hwprof.analysis.paired_cost import cost_words

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.finding import CAVEAT, COUNTERS, KERNELS, LAYER_TIME, TIMING, TRACE, Finding
-from hwprof.analysis.layer_time import PROCESS_RATIO_LIMIT
+from hwprof.analysis.layers.times import PROCESS_RATIO_LIMIT
 from hwprof.analysis.neighbours import pass_disturbance, timing_disturbance
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_stats import LayerReport
+    from hwprof.analysis.layers.stats import LayerReport
     from hwprof.schema.run import RunDoc
 
 PASS_RATIO_LIMIT = 2.0

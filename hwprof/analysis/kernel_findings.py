@@ -11,12 +11,12 @@ import re
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.finding import CAVEAT, Finding, pct
-from hwprof.analysis.layer_memory import ALLOC, FAULTS
+from hwprof.analysis.layers.memory import ALLOC, FAULTS
 from hwprof.core.kernel_causes import CAUSE_FAULT, CAUSE_INTERRUPT, CAUSE_IPI, CAUSE_SYSCALL, TOPICS, NativeCause
 from hwprof.core.native_view import NativeLayer, NativeView
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_stats import LayerReport, LayerStat
+    from hwprof.analysis.layers.stats import LayerReport, LayerStat
 
 IM2COL = re.compile(r"unfolded2d|slow_conv|im2col")
 REFERENCE_CONV = re.compile(r"unfolded2d|slow_conv|im2col|mkl_blas_.*gemm")

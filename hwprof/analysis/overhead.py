@@ -25,7 +25,7 @@ from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.schema.summaries_cpu import LayerReads, PapiSummary, PerfEventsSummary, TimingSummary
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_stats import LayerReport
+    from hwprof.analysis.layers.stats import LayerReport
     from hwprof.rundir.reader import RunData
     from hwprof.schema.run import RunDoc
 

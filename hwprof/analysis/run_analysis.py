@@ -6,16 +6,16 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from hwprof.analysis.advice import Advice, load_advice
+from hwprof.analysis.advice.table import Advice, load_advice
 from hwprof.analysis.availability import Missing
 from hwprof.analysis.finding import GPU, Finding
 from hwprof.analysis.findings import findings
-from hwprof.analysis.gpu_view import GpuView, gpu_findings, load_gpu_view
+from hwprof.analysis.gpu.view import GpuView, gpu_findings, load_gpu_view
 from hwprof.analysis.health import RunHealth, run_health
-from hwprof.analysis.layer_memory import MemoryView, memory_view
-from hwprof.analysis.layer_report import build_layer_report
-from hwprof.analysis.layer_shapes import LayerShapes, layer_shapes
-from hwprof.analysis.layer_stats import LayerReport
+from hwprof.analysis.layers.memory import MemoryView, memory_view
+from hwprof.analysis.layers.report import build_layer_report
+from hwprof.analysis.layers.shapes import LayerShapes, layer_shapes
+from hwprof.analysis.layers.stats import LayerReport
 from hwprof.analysis.overhead import Overheads, overheads
 from hwprof.analysis.roofline import COMPUTE, MEMORY
 from hwprof.analysis.runtime_nodes import RuntimeView, load_runtime_view
@@ -93,7 +93,7 @@ class Analysis:
     """The passes whose figures may not carry a verdict, with why (hwprof.analysis.health): what every verdict
     asks, the findings here, the gate and the advice's answers on read."""
     memory: MemoryView = field(default_factory=MemoryView)
-    """Memory per layer and per forward (hwprof.analysis.layer_memory)."""
+    """Memory per layer and per forward (hwprof.analysis.layers.memory)."""
 
     @cached_property
     def workload(self) -> WorkloadView:

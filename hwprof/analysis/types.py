@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from hwprof.analysis.layer_stats import LayerReport, LayerStat
+from hwprof.analysis.layers.stats import LayerReport, LayerStat
 from hwprof.analysis.roofline import Roof
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hwprof.analysis.program_command import program_command
+from hwprof.analysis.program.command import program_command
 from hwprof.analysis.workload_program import STAGES_NOTE, program_lines, program_problems
 from hwprof.schema.run import ModelDoc, RunDoc
 

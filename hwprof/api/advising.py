@@ -7,7 +7,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hwprof.analysis.advice import Advice
+from hwprof.analysis.advice.table import Advice
 from hwprof.api.progress import PassProgress, progress_bars
 from hwprof.api.requests import AdviseRequest
 from hwprof.session.stopping import StopSignals
@@ -67,7 +67,7 @@ def advise_and_render(run_dir: Path, request: AdviseRequest, console: Console, s
     """`hwprof advise RUN`: run the candidates, print the table, then rewrite summary.json, advice.csv and the
     trace with it."""
     from hwprof.analysis.run_analysis import analyse
-    from hwprof.render.advice_table import advice_renderables
+    from hwprof.render.advice.table import advice_renderables
     from hwprof.rundir.reader import RunData
     from hwprof.session.finish import write_report, write_trace
 

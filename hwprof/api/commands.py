@@ -34,9 +34,9 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from hwprof.analysis.advice import Advice
-    from hwprof.analysis.gate import Verdict
-    from hwprof.analysis.sweep_rows import SweepResult
+    from hwprof.analysis.advice.table import Advice
+    from hwprof.analysis.gate.verdict import Verdict
+    from hwprof.analysis.sweep.rows import SweepResult
     from hwprof.session.stopping import StopSignals
 
 StrPath = str | os.PathLike[str]

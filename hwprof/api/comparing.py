@@ -11,14 +11,14 @@ from hwprof.api.requests import CompareRequest
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from hwprof.analysis.gate import GateOptions, Verdict
+    from hwprof.analysis.gate.verdict import GateOptions, Verdict
     from hwprof.session.stopping import StopSignals
 
 
 def run_compare(request: CompareRequest, console: Console, stop: StopSignals) -> int:
     """Print the runs side by side; with a gate, its verdict too (and write its files). The exit status: 0, or
     the gate's (1 when NEW is resolved slower, or not resolved with --unresolved fail)."""
-    from hwprof.render.compare import compare
+    from hwprof.render.compare.views import compare
     from hwprof.render.gate import compare_gate, show_verdict
 
     if request.gate is None:

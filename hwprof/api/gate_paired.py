@@ -1,6 +1,6 @@
 """`hwprof compare BASE NEW --fail-above 5% --paired N`: BASE's and NEW's configurations (their run.json's)
 measured again in one child process, in N ABBA blocks, by `hwprof advise`'s paired worker; then judged on the
-blocks' ratios (hwprof.analysis.gate_paired). Two runs of users' programs (`hwprof collect -- python old.py`,
+blocks' ratios (hwprof.analysis.gate.paired). Two runs of users' programs (`hwprof collect -- python old.py`,
 `-- python new.py`) cannot share a process: each block runs the programs whole in ABBA order, each run a fresh
 process timing its calls of its model (`hwprof advise`'s program worker, mode "timed")."""
 
@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from hwprof.analysis.gate import GateError, GateOptions, GateRun, Verdict, differences, refuse_differences
-from hwprof.analysis.gate_paired import BY_PROCESS, judge_paired
+from hwprof.analysis.gate.paired import BY_PROCESS, judge_paired
+from hwprof.analysis.gate.verdict import GateError, GateOptions, GateRun, Verdict, differences, refuse_differences
 from hwprof.core.config import RunConfig
 from hwprof.schema.advise_result import SideFigures
 from hwprof.session.stopping import StopSignals
@@ -81,7 +81,7 @@ def measure_paired(run_dirs: list[Path], blocks: int, opts: GateOptions, stop: S
 
 
 def identity(config: RunConfig) -> dict[str, str]:
-    """What must match for a like-for-like gate, as hwprof.analysis.gate_input has it for a run."""
+    """What must match for a like-for-like gate, as hwprof.analysis.gate.inputs has it for a run."""
     keys = ("model", "imgsz", "batch", "runtime", "precision", "threads")
     return {key: str(getattr(config, key)) for key in keys}
 

@@ -50,7 +50,7 @@ LAYER_FAMILIES: dict[str, tuple[str, ...]] = {
     "top_native_kernel_kind": ("native",),
     "top_native_kernel_share": ("native",),
 }
-"""A layer column -> the families of figures it needs (analysis/layer_report.missing_reasons' keys)."""
+"""A layer column -> the families of figures it needs (analysis/layers/report.missing_reasons' keys)."""
 
 TABLE_FAMILIES: dict[str, tuple[str, ...]] = {
     "layers": ("layers",),

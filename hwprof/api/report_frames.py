@@ -12,20 +12,20 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 import polars as pl
 
-from hwprof.analysis.advice import AdviceRow, LayerDelta, Speedup
-from hwprof.analysis.advice_output import OutputCheck
+from hwprof.analysis.advice.output import OutputCheck
+from hwprof.analysis.advice.table import AdviceRow, LayerDelta, Speedup
 from hwprof.analysis.finding import Finding
-from hwprof.analysis.layer_memory import LayerMemory
-from hwprof.analysis.layer_sources import Frame, Kernel
-from hwprof.analysis.layer_stats import LayerStat
+from hwprof.analysis.layers.memory import LayerMemory
+from hwprof.analysis.layers.sources import Frame, Kernel
+from hwprof.analysis.layers.stats import LayerStat
 from hwprof.analysis.paired_cost import PassCostFigure
 from hwprof.analysis.stages import StageRow
 from hwprof.analysis.types import TypeStat
 from hwprof.api.dtypes import field_dtypes, table
 from hwprof.core.native_view import NativeKernel
-from hwprof.render.advice_export import COLUMNS as ADVICE_COLUMNS
-from hwprof.render.advice_export import LAYERS as ADVICE_LAYERS
-from hwprof.render.advice_export import advice_csv_rows
+from hwprof.render.advice.export import COLUMNS as ADVICE_COLUMNS
+from hwprof.render.advice.export import LAYERS as ADVICE_LAYERS
+from hwprof.render.advice.export import advice_csv_rows
 from hwprof.render.export import CSV_ATTRIBUTES, CSV_COLUMNS, layer_table
 
 if TYPE_CHECKING:
@@ -368,7 +368,7 @@ def detections(a: Analysis) -> pl.DataFrame:
 
 
 def memory(a: Analysis) -> pl.DataFrame:
-    """Memory per layer, means per measured forward (hwprof.analysis.layer_memory): name, type, depth,
+    """Memory per layer, means per measured forward (hwprof.analysis.layers.memory): name, type, depth,
     alloc_bytes, freed_bytes, allocs, peak_bytes, growth_bytes (torch's CPU allocator: torch_memory) and faults
     (page faults: perf_events), both in the layers pass. No rows where no layer has an allocator figure
     (`why("memory")`)."""

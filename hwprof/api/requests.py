@@ -18,7 +18,7 @@ from hwprof.core.config import ADVISE_BLOCKS, RunConfig
 from hwprof.core.program_spec import ProgramSpec
 
 if TYPE_CHECKING:
-    from hwprof.analysis.gate import GateOptions
+    from hwprof.analysis.gate.verdict import GateOptions
     from hwprof.render.gate import GateOutputs
     from hwprof.schema.codec import JsonObject
 
@@ -105,7 +105,7 @@ def gate_options(
     """The performance gate's options (`hwprof compare BASE NEW --fail-above PCT ...`, hwprof.gate), each
     percentage as the command line takes it ("5%" or 5); GateError (a ValueError, one line naming the option)
     for a value the gate cannot use."""
-    from hwprof.analysis.gate import GateError, GateOptions, parse_percent
+    from hwprof.analysis.gate.verdict import GateError, GateOptions, parse_percent
 
     choices = (("--unresolved", unresolved, ("pass", "fail")), ("--layer-stat", layer_stat, ("share", "ms")))
     for option, value, allowed in (*choices, ("--gate-on", gate_on, ("both", "time", "counts"))):
@@ -156,8 +156,8 @@ class CompareRequest:
     """The verdict and every figure as JSON (--gate-json FILE.json)."""
 
     def __post_init__(self) -> None:
-        from hwprof.analysis.gate import GateError
-        from hwprof.render.compare import COMPARE_FORMATS
+        from hwprof.analysis.gate.verdict import GateError
+        from hwprof.render.compare.views import COMPARE_FORMATS
 
         object.__setattr__(self, "runs", tuple(Path(r) for r in self.runs))
         for name in ("top", "paired"):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.sweep_rows import DEFAULT_PRECISION, DEFAULT_RUNTIME, NODE_THREADS
+from hwprof.analysis.sweep.rows import DEFAULT_PRECISION, DEFAULT_RUNTIME, NODE_THREADS
 from hwprof.api.requests import csv_list
 from hwprof.core.config import default_threads
 
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
-    from hwprof.analysis.sweep_rows import SweepResult
+    from hwprof.analysis.sweep.rows import SweepResult
     from hwprof.rundir.lock import RunDirLock
     from hwprof.schema.codec import JsonObject
     from hwprof.session.stopping import StopSignals

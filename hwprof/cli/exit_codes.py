@@ -7,7 +7,7 @@ Where each status comes from, and a test that sees it:
   report into `head -1`) and most command tests.
 - 1: collect with a failed pass or collector, or a run with problems (hwprof.api.collecting: run_problems,
   the report that could not be written), a full disk or a run directory deleted while written (hwprof.cli.main:
-  DiskFullError, FolderGoneError), the gate (hwprof.analysis.gate.EXIT_FAIL), a sweep with a point that did
+  DiskFullError, FolderGoneError), the gate (hwprof.analysis.gate.verdict.EXIT_FAIL), a sweep with a point that did
   not complete (hwprof.cli.sweep), `sweep-job status` of a failed job (hwprof.cli.sweep_job); also Python's own
   status for an error hwprof did not foresee (a traceback). Seen by tests/test_cli.py (a pass that times out),
   tests/test_disk_full.py, tests/test_gate_programs.py, tests/test_programs.py.

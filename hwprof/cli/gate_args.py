@@ -1,4 +1,4 @@
-"""`hwprof compare`'s options, the performance gate's among them (hwprof.analysis.gate), and the library's
+"""`hwprof compare`'s options, the performance gate's among them (hwprof.analysis.gate.verdict), and the library's
 CompareRequest made of them (run by hwprof.api.comparing)."""
 
 from __future__ import annotations

@@ -141,7 +141,7 @@ def imports_json(kineto: list[KinetoImport], ncu: NcuImport | None, nvml: NvmlIm
 def _print_tables(
     console: Console, kineto: list[KinetoImport], ncu: NcuImport | None, nvml: NvmlImport | None, top: int
 ) -> None:
-    from hwprof.render.gpu_tables import print_kineto, print_ncu, print_nvml
+    from hwprof.render.gpu.tables import print_kineto, print_ncu, print_nvml
 
     for summary in kineto:
         print_kineto(console, summary, Path(str(summary.file)).name, top)

@@ -39,7 +39,7 @@ TOPICS = {
     CAUSE_INTERRUPT: "kernel-other",
     CAUSE_OTHER: "kernel-other",
 }
-"""The finding topic of a kernel share by its cause (analysis/advice_candidates.py keys on it)."""
+"""The finding topic of a kernel share by its cause (analysis/advice/candidates.py keys on it)."""
 
 FAULT_ENTRY = re.compile(r"^(asm_)?exc_page_fault$|^do_user_addr_fault$|^do_page_fault$")
 IPI_ENTRY = re.compile(

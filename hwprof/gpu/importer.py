@@ -11,8 +11,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.gpu_kernels import class_shares, launch_fill, tensor_core_by_counter
-from hwprof.analysis.gpu_roofline import NO_WARM_TIME, GpuRoof, roofline_rows, roofline_summary
+from hwprof.analysis.gpu.kernels import class_shares, launch_fill, tensor_core_by_counter
+from hwprof.analysis.gpu.roofline import NO_WARM_TIME, GpuRoof, roofline_rows, roofline_summary
 from hwprof.schema.gpu_files import KinetoKernel, NcuKernel
 from hwprof.schema.gpu_import import (
     GpuRecording,

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.advice import ADVICE_FILE, Advice
-from hwprof.analysis.gpu_advice import GpuBaseline, gpu_advice
+from hwprof.analysis.advice.table import ADVICE_FILE, Advice
+from hwprof.analysis.gpu.advice import GpuBaseline, gpu_advice
 from hwprof.analysis.run_analysis import analyse
 from hwprof.core.atomic import atomic_write_text
 from hwprof.core.markers import Marker

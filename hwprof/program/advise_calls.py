@@ -31,7 +31,7 @@ from hwprof.program.finder import Found
 BASELINE, VARIANT = "baseline", "variant"
 SOLO_CALLS = 4
 """Each side's calls alone in a paired process: the baseline's before the variant exists, the variant's after the
-blocks (hwprof.analysis.advice_rows.side_drift reads each side's paired forward against them)."""
+blocks (hwprof.analysis.advice.rows.side_drift reads each side's paired forward against them)."""
 CHECK_CALLS = 3
 """Measured calls per side whose input and raw output are kept for the output check."""
 

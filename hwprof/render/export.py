@@ -47,7 +47,7 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
   on the data itself; sources: the measurements a finding rests on; unconfirmed: why it is not a measured fact
   (a pass under it was unfit for a verdict: hwprof.analysis.health), listed after the ranked ones
 - unavailable: {collector: {status, reason, fix}} for every collector that did not fully run
-- advice: advice.json as Advice.to_dict() (hwprof/analysis/advice.py: baseline, device, rows in display order
+- advice: advice.json as Advice.to_dict() (hwprof/analysis/advice/table.py: baseline, device, rows in display order
   with ranked and breakeven_inferences, blocks, methods, notes, wall_s), or null when the run was not advised
   (or its advice.json is unreadable: then a line in warnings says why)
 
@@ -58,7 +58,7 @@ layer's most sampled native kernel outside the OpenMP runtime, from perf: top_na
 top_native_kernel_kind, top_native_kernel_share)
 followed by every `<collector>.<metric>` column; an empty cell is a figure that was not measured.
 
-advice.csv (an advised run only): one row per advice row, columns in render/advice_export.py.
+advice.csv (an advised run only): one row per advice row, columns in render/advice/export.py.
 """
 
 from __future__ import annotations
@@ -71,13 +71,13 @@ from typing import TYPE_CHECKING, Any
 from hwprof.analysis.run_analysis import Analysis, missing_dict
 from hwprof.core.csvtext import CsvRow, csv_text
 from hwprof.core.kernels import KIND_OPENMP
-from hwprof.render.advice_export import COLUMNS as ADVICE_COLUMNS
-from hwprof.render.advice_export import advice_csv_rows
+from hwprof.render.advice.export import COLUMNS as ADVICE_COLUMNS
+from hwprof.render.advice.export import advice_csv_rows
 from hwprof.rundir.writer import ReportFiles
 
 if TYPE_CHECKING:
-    from hwprof.analysis.gpu_view import GpuView
-    from hwprof.analysis.layer_stats import LayerReport
+    from hwprof.analysis.gpu.view import GpuView
+    from hwprof.analysis.layers.stats import LayerReport
     from hwprof.analysis.stages import Stages
     from hwprof.schema.run import RunConfigDoc
 

@@ -14,7 +14,18 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
-from hwprof.analysis.gate import FAIL, PASS, SHARE, TIMED, UNRESOLVED, Figure, GateError, GateOptions, Verdict, judge
+from hwprof.analysis.gate.verdict import (
+    FAIL,
+    PASS,
+    SHARE,
+    TIMED,
+    UNRESOLVED,
+    Figure,
+    GateError,
+    GateOptions,
+    Verdict,
+    judge,
+)
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
@@ -140,7 +151,7 @@ def output_files(v: Verdict, outputs: GateOutputs, threshold: float) -> dict[Pat
 def gate_runs(run_dirs: Sequence[Path | str], opts: GateOptions) -> tuple[Verdict, list[Analysis], list[Path]]:
     """Load and analyse BASE and NEW, then judge NEW; GateError (one line) where the gate cannot be meaningful.
     Returns the verdict with the analyses and paths (for the comparison tables)."""
-    from hwprof.analysis.gate_input import check_finished, gate_run
+    from hwprof.analysis.gate.inputs import check_finished, gate_run
     from hwprof.analysis.run_analysis import analyse
     from hwprof.rundir.reader import RunData
 
@@ -166,7 +177,7 @@ def compare_gate(
     """`hwprof compare BASE NEW --fail-above ...`: the comparison tables as compare prints them, then the
     verdict (its line last on the terminal, where a CI log ends), and the files asked for."""
     from hwprof.analysis.compare import compare_analyses
-    from hwprof.render.compare import comparison_markdown, render_comparison, specs
+    from hwprof.render.compare.views import comparison_markdown, render_comparison, specs
 
     console = console or Console()
     v, analyses, paths = gate_runs(run_dirs, opts)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from hwprof.analysis.finding import labelled
-from hwprof.render.advice_table import advice_spec, heading
+from hwprof.render.advice.table import advice_spec, heading
 from hwprof.render.report import header_lines, specs, unavailable_lines
 from hwprof.render.summary import (
     advice_lines,

@@ -11,7 +11,7 @@ from hwprof.render.fmt import ms, num, pct, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_stats import LayerReport, LayerStat
+    from hwprof.analysis.layers.stats import LayerReport, LayerStat
     from hwprof.analysis.run_analysis import Analysis
     from hwprof.core.native_view import NativeKernel, NativeLayer, NativeView
 

@@ -1,5 +1,5 @@
 """The "layers by input shape" table: the top layers' times (and rates) at each input shape the forwards had,
-where there was more than one (hwprof.analysis.layer_shapes)."""
+where there was more than one (hwprof.analysis.layers.shapes)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hwprof.render.fmt import ms, sig
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_shapes import LayerShapes
+    from hwprof.analysis.layers.shapes import LayerShapes
     from hwprof.analysis.run_analysis import Analysis
 
 MAX_SHAPES = 3

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.layer_memory import COVERS, LayerMemory, MemoryView
+from hwprof.analysis.layers.memory import COVERS, LayerMemory, MemoryView
 from hwprof.render.fmt import num
 from hwprof.render.tables import MISSING, Col, TableSpec
 

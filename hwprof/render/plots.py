@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from hwprof.analysis.layer_stats import LayerStat
+    from hwprof.analysis.layers.stats import LayerStat
     from hwprof.analysis.roofline import Roof
 
 COLOURS = {MEMORY: "#d95f02", COMPUTE: "#1b9e77", None: "#7570b3"}

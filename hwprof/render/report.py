@@ -20,12 +20,12 @@ from rich.table import Table
 from rich.text import Text
 
 from hwprof.analysis.finding import labelled
-from hwprof.analysis.program_facts import ProgramFacts, program_facts
+from hwprof.analysis.program.facts import ProgramFacts, program_facts
 from hwprof.analysis.run_analysis import Analysis
 from hwprof.core.isa_units import units_text, uses_text
-from hwprof.render.advice_table import advice_markdown, advice_renderables
+from hwprof.render.advice.table import advice_markdown, advice_renderables
 from hwprof.render.export import layers_csv_text, summary_dict
-from hwprof.render.gpu_sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
+from hwprof.render.gpu.sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
 from hwprof.render.input_lines import input_lines
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.layer_shapes import layer_shapes_spec

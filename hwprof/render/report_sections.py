@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.layer_memory import ALLOC
-from hwprof.analysis.program_facts import GRAD_ON, INFERENCE, TRAINING, program_facts
+from hwprof.analysis.layers.memory import ALLOC
+from hwprof.analysis.program.facts import GRAD_ON, INFERENCE, TRAINING, program_facts
 from hwprof.render.columns import Column, Ranked, build, with_cum
 from hwprof.render.fmt import ms, num, pct, si_bytes, sig
 from hwprof.render.input_lines import flops_shape_note
@@ -20,8 +20,8 @@ from hwprof.render.roof_lines import compute_rows, paper_sources
 from hwprof.render.tables import MISSING, Col, TableSpec
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_stats import LayerReport, LayerStat
-    from hwprof.analysis.program_facts import ProgramFacts
+    from hwprof.analysis.layers.stats import LayerReport, LayerStat
+    from hwprof.analysis.program.facts import ProgramFacts
     from hwprof.analysis.run_analysis import Analysis
     from hwprof.analysis.stages import StageRow, Stages
     from hwprof.analysis.types import TypeStat

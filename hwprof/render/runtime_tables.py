@@ -11,7 +11,7 @@ from hwprof.schema.run import RuntimeDoc
 from hwprof.schema.runtime_checks import BLIND, OutputDiff, verdict_text
 
 if TYPE_CHECKING:
-    from hwprof.analysis.layer_stats import LayerStat
+    from hwprof.analysis.layers.stats import LayerStat
     from hwprof.analysis.run_analysis import Analysis
     from hwprof.analysis.runtime_nodes import LayerNodes, RuntimeView
 

@@ -20,9 +20,9 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from hwprof.analysis.program_facts import GRAD_ON, TRAINING, program_facts
+from hwprof.analysis.program.facts import GRAD_ON, TRAINING, program_facts
 from hwprof.core.isa_units import units_text
-from hwprof.render.advice_table import heading, output_text
+from hwprof.render.advice.table import heading, output_text
 from hwprof.render.fmt import ms, pct
 from hwprof.render.input_lines import pass_inputs_text
 from hwprof.render.measured_flops import measured_flops

@@ -1,5 +1,5 @@
 """What `hwprof advise` leaves in a run directory: advice.json (the advice table, rewritten after every
-candidate; hwprof.analysis.advice.load_advice reads it through RunData's advice_path), and in its advise/
+candidate; hwprof.analysis.advice.table.load_advice reads it through RunData's advice_path), and in its advise/
 work folder each worker's spec (what to measure) and out file (what it measured: the schema's AdviseResult)."""
 
 from __future__ import annotations

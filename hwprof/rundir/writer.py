@@ -67,7 +67,7 @@ def write_report_html(folder: Path, html: str, name: str = REPORT_HTML) -> Path:
 
 @dataclass
 class SweepFiles:
-    """A sweep's table as content (hwprof.analysis.sweep_rows.sweep_files makes it)."""
+    """A sweep's table as content (hwprof.analysis.sweep.rows.sweep_files makes it)."""
 
     sweep_json: str
     sweep_csv: str

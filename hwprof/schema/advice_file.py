@@ -1,6 +1,6 @@
 """advice.json as typed records: the candidate changes `hwprof advise` ran against a run (or a recording gave),
 each row's speed-ups, output check and layer deltas, and the ABBA blocks for the trace
-(hwprof.analysis.advice.Advice.to_dict writes it; Advice.from_dict reads it through AdviceFile).
+(hwprof.analysis.advice.table.Advice.to_dict writes it; Advice.from_dict reads it through AdviceFile).
 
 Records (codec.py): a damaged field gives one line naming advice.json and the field; the computed keys the
 writer adds (resolved, ranked, breakeven_inferences, methods, ...) are known, so the file round-trips key for key.
@@ -22,7 +22,7 @@ ADVICE_SCHEMA = 1
 
 @dataclass(kw_only=True)
 class SpeedupDoc(Record):
-    """Baseline time / variant time, its spread and method (hwprof.analysis.advice.Speedup as written)."""
+    """Baseline time / variant time, its spread and method (hwprof.analysis.advice.table.Speedup as written)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("method", "ratio")
     method: str = ""
@@ -39,7 +39,7 @@ class SpeedupDoc(Record):
 
 @dataclass(kw_only=True)
 class OutputCheckDoc(Record):
-    """The variant's output against the fp32 reference (hwprof.analysis.advice.OutputCheck as written)."""
+    """The variant's output against the fp32 reference (hwprof.analysis.advice.table.OutputCheck as written)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = (
         "head_max_abs", "head_range", "candidates_reference", "candidates", "detections_reference", "detections",
@@ -84,7 +84,7 @@ class LayerDeltaDoc(Record):
 
 @dataclass(kw_only=True)
 class StageDeltaDoc(Record):
-    """A stage other than the forward, p50 before and after (hwprof.analysis.advice_stages.StageDelta)."""
+    """A stage other than the forward, p50 before and after (hwprof.analysis.advice.stages.StageDelta)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("name", "before_ms", "after_ms")
     name: str = ""
@@ -94,7 +94,7 @@ class StageDeltaDoc(Record):
 
 @dataclass(kw_only=True)
 class AdviceRowDoc(Record):
-    """One candidate change (hwprof.analysis.advice.AdviceRow as written)."""
+    """One candidate change (hwprof.analysis.advice.table.AdviceRow as written)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("key", "change", "how", "finding")
     key: str = ""
@@ -160,7 +160,7 @@ class AdviceFile(Record):
     wall_s: NonNegative | None = None
     notes: list[Any] | None = None
     methods: JsonObject | None = None
-    """Method -> how it measures (hwprof.analysis.advice.METHOD_TEXT, written for readers of the file)."""
+    """Method -> how it measures (hwprof.analysis.advice.table.METHOD_TEXT, written for readers of the file)."""
     rows: list[AdviceRowDoc] = field(default_factory=list)
     blocks: list[AdviceBlockDoc] = field(default_factory=list)
 

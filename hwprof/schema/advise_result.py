@@ -46,10 +46,10 @@ class SideFigures(Record):
     solo_forward_ms: dict[str, float] | None = None
     """The side's forward alone in the same process (paired mode only): the baseline's before the variant was
     built, the variant's in a block of its own after the ABBA blocks. Each side's paired p50 is checked
-    against it (hwprof.analysis.advice_rows.side_drift)."""
+    against it (hwprof.analysis.advice.rows.side_drift)."""
     stage_ms: dict[str, dict[str, float]] | None = None
     """The iteration's other stages (load, preprocess, h2d, postprocess) -> ms by side iteration: where end to end
-    and forward disagree, the stage that moved (hwprof.analysis.advice.StageDelta)."""
+    and forward disagree, the stage that moved (hwprof.analysis.advice.table.StageDelta)."""
     minor_faults: dict[str, float] | None = None
     """Minor page faults of the process (all threads) in each measured iteration, by side iteration."""
     rss_bytes: dict[str, float] | None = None
@@ -71,7 +71,7 @@ class AdviseResult(Record):
     mode: str | None = None
     """"paired" (both sides in one process, ABBA), "baseline" or "variant" (one side per process)."""
     output: JsonObject | None = None
-    """hwprof.advisor.output_check's figures (hwprof.analysis.advice.OutputCheck as a dict)."""
+    """hwprof.advisor.output_check's figures (hwprof.analysis.advice.table.OutputCheck as a dict)."""
     output_error: str | None = None
     sides: dict[str, SideFigures] = field(default_factory=dict)
     error: str | None = None

@@ -33,7 +33,7 @@ class KinetoImportLayer(Record):
 
 @dataclass(kw_only=True)
 class KernelClassRow(Record):
-    """GPU time of one kernel class (hwprof.analysis.gpu_kernels.ClassShare as written)."""
+    """GPU time of one kernel class (hwprof.analysis.gpu.kernels.ClassShare as written)."""
 
     cls: str = field(default="", metadata={"key": "class"})
     gpu_us: NonNegative = 0.0
@@ -67,7 +67,7 @@ class KinetoImport(Record):
 
 @dataclass(kw_only=True)
 class TensorCoreDoc(Record):
-    """hwprof.analysis.gpu_kernels.TensorCoreUse as written: the two times, or why they are unknown."""
+    """hwprof.analysis.gpu.kernels.TensorCoreUse as written: the two times, or why they are unknown."""
 
     conv_gemm_tensor_ns: NonNegative | None = None
     conv_gemm_no_tensor_ns: NonNegative | None = None
@@ -77,7 +77,7 @@ class TensorCoreDoc(Record):
 
 @dataclass(kw_only=True)
 class LaunchFillDoc(Record):
-    """hwprof.analysis.gpu_kernels.LaunchFill as written."""
+    """hwprof.analysis.gpu.kernels.LaunchFill as written."""
 
     kernels: Count = 0
     sm_count: NonNegative = 0.0
@@ -89,7 +89,7 @@ class LaunchFillDoc(Record):
 
 @dataclass(kw_only=True)
 class RoofPointDoc(Record):
-    """One layer at one cache state on the roofline (hwprof.analysis.gpu_roofline.RoofPoint as written)."""
+    """One layer at one cache state on the roofline (hwprof.analysis.gpu.roofline.RoofPoint as written)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("cache", "bytes", "bytes_source", "time_source", "bound")
     cache: str = ""
@@ -107,7 +107,7 @@ class RoofPointDoc(Record):
 
 @dataclass(kw_only=True)
 class RoofRowDoc(Record):
-    """One layer of the GPU roofline (hwprof.analysis.gpu_roofline.GpuRoofRow as written, with lower_bound)."""
+    """One layer of the GPU roofline (hwprof.analysis.gpu.roofline.GpuRoofRow as written, with lower_bound)."""
 
     REQUIRED: ClassVar[tuple[str, ...]] = ("layer", "flops")
     layer: str = ""
@@ -134,7 +134,7 @@ class NcuImport(Record):
     launch_fill: LaunchFillDoc | None = None
     warm_time: str | None = None
     roofline: list[RoofRowDoc] | None = None
-    """GpuRoofRow as written, plus lower_bound (render/gpu_tables rebuilds the rows)."""
+    """GpuRoofRow as written, plus lower_bound (render/gpu/tables rebuilds the rows)."""
     roofline_summary: JsonObject | None = None
     peaks: dict[str, float] | None = None
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hwprof.analysis.sweep_rows import SweepResult
-from hwprof.render.compare import by_host, render_sweep, sweep_markdown, sweep_specs
+from hwprof.analysis.sweep.rows import SweepResult
+from hwprof.render.compare.views import by_host, render_sweep, sweep_markdown, sweep_specs
 from hwprof.sweep.points import ProgressFn, SweepEvent, SweepPlan, run_sweep
 
 
@@ -43,7 +43,7 @@ def sweep(
     elif format != "html":
         render_sweep(result, console)
     from hwprof.render.html import render_tables_page
-    from hwprof.render.sweep_plot import plot_sweep
+    from hwprof.render.sweep.plot import plot_sweep
     from hwprof.rundir.names import SWEEP_HTML, SWEEP_PNG
     from hwprof.rundir.writer import write_png, write_report_html
 

@@ -33,8 +33,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from hwprof.analysis.sweep_advice import ADVISE_FLAG
-from hwprof.analysis.sweep_rows import (
+from hwprof.analysis.sweep.advice import ADVISE_FLAG
+from hwprof.analysis.sweep.rows import (
     DEFAULT_PRECISION,
     DEFAULT_RUNTIME,
     NODE_THREADS,

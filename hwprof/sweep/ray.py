@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.sweep_rows import SweepResult, SweepRow, point_row, row_from_run, set_host
+from hwprof.analysis.sweep.rows import SweepResult, SweepRow, point_row, row_from_run, set_host
 from hwprof.rundir.logs import write_log
 from hwprof.rundir.sweep_files import read_transfers, write_transfers
 from hwprof.schema.host import HostDoc

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.sweep_rows import NODE_THREADS
+from hwprof.analysis.sweep.rows import NODE_THREADS
 from hwprof.core.atomic import atomic_write_bytes, atomic_write_text
 from hwprof.schema.check import Field, check_fields, read_json, read_json_object
 from hwprof.sweep.points import SweepPlan

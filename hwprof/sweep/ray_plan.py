@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.sweep_rows import SweepPoint
+from hwprof.analysis.sweep.rows import SweepPoint
 from hwprof.core.host_kinds import HostKind, select_kinds
 from hwprof.sweep.points import SweepPlan
 from hwprof.sweep.ray_connect import NODE_ID_LABEL, Cluster

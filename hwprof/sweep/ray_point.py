@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.sweep_rows import SweepPoint
+from hwprof.analysis.sweep.rows import SweepPoint
 from hwprof.sweep.point_keeper import (
     KILL_GRACE_S,
     STOP_GRACE_S,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from hwprof.analysis.advice import Advice, AdviceBlock
+from hwprof.analysis.advice.table import Advice, AdviceBlock
 from hwprof.trace.model import (
     LEVEL_ITERATION,
     LEVEL_LAYER,

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hwprof.analysis.layer_sources import load_native
+from hwprof.analysis.layers.sources import load_native
 from hwprof.core.kernels import BETWEEN_LAYERS
 from hwprof.rundir.reader import RunData
 from hwprof.trace.model import STACK_CATEGORIES

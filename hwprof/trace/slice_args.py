@@ -7,7 +7,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-from hwprof.analysis.layer_rows import layer_rows
+from hwprof.analysis.layers.rows import layer_rows
 from hwprof.rundir.reader import RunData
 from hwprof.schema.records import MetricTables
 from hwprof.trace.model import SliceArgs, arg_group

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hwprof.analysis.advice import load_advice
+from hwprof.analysis.advice.table import load_advice
 from hwprof.analysis.validity import checked
 from hwprof.analysis.workload import workload_view
 from hwprof.core.markers import Marker

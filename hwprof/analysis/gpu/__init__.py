@@ -1,0 +1,1 @@
+"""The GPU run's views: its kernels, roofline, candidates and advice."""

@@ -1,0 +1,1 @@
+"""A sweep's rows and the advice across its points."""

@@ -1,0 +1,1 @@
+"""The advice table rendered: Rich, and its CSV/JSON export."""

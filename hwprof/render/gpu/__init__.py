@@ -1,0 +1,1 @@
+"""A GPU run's report sections and tables."""

@@ -1,0 +1,1 @@
+"""A sweep's table extras: its advice, attempts and plot."""
