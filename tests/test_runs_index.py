@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -94,3 +95,30 @@ def test_any_damage_to_run_json_is_skipped_with_its_reason_and_report_says_it_in
     report = hwprof("report", str(root / "deep"))
     lines = report.stderr.strip().splitlines()
     assert report.returncode == 2 and len(lines) == 1 and "nested deeper" in lines[0], report.stderr[-2000:]
+
+
+def test_the_table_keeps_every_id_whole_at_80_columns_and_counts_in_words(tmp_path: Path) -> None:
+    """Issue 68: the id a user must copy was cut (`yolo…` at 80 columns) and one run was "1 runs"."""
+    root = results(tmp_path)
+    kept = [p for p in root.rglob("*") if (p / "run.json").is_file() and p.name != "torn"]  # torn: skipped
+    ids = [json.loads((p / "run.json").read_text())["run_id"] for p in kept]
+    for columns in ("80", "200"):
+        done = subprocess.run(
+            [sys.executable, "-m", "hwprof", "runs", str(root)],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": columns},
+        )  # fmt: skip
+        assert done.returncode == 0 and all(i in done.stdout for i in ids), done.stdout
+        assert max(len(line) for line in done.stdout.splitlines()) <= int(columns)
+    assert "left out at this width" in done.stdout or "created" in done.stdout
+    one = tmp_path / "one"
+    shutil.copytree(FIXTURES / RUNS[1], one / RUNS[1])
+    assert "1 run under" in hwprof("runs", str(one)).stdout
+
+
+def test_before_the_first_collect_runs_says_so_and_succeeds(tmp_path: Path) -> None:
+    """Issue 68: before any collect, `hwprof runs` (results/ by default) exited 2 with "no such folder"."""
+    done = subprocess.run(
+        [sys.executable, "-m", "hwprof", "runs"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0 and "no run directory under results" in done.stdout, done.stdout + done.stderr
+    assert "hwprof collect" in done.stdout and not (tmp_path / "results").exists()
