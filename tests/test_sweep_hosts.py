@@ -192,13 +192,13 @@ def test_ray_refusals_without_a_cluster(
     assert "--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too" in out
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     out = _one_line_error(capsys, [*base, "--ray", "auto"])
-    assert "--ray needs Ray, which is not installed: pip install 'hwprof[ray]'" in out
+    assert "--ray needs Ray, which is not installed: pip install -c constraints.txt '.[ray]' in hwprof's checkout" in out
     assert not (tmp_path / "s").exists()
 
 
 def test_ray_refusal_of_an_address_with_no_cluster(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Needs the [ray] extra: without it the same command says Ray is not installed (the test above)."""
-    pytest.importorskip("ray", reason="the [ray] extra is not installed: pip install 'hwprof[ray]'")
+    pytest.importorskip("ray", reason="the [ray] extra is not installed: pip install -c constraints.txt '.[ray]'")
     base = ["sweep", "--models", "yolov8n", "--imgsz", "64", "--out", str(tmp_path / "s")]
     with socket.socket() as s:  # a port where nothing listens
         s.bind(("127.0.0.1", 0))

@@ -21,7 +21,7 @@ import pytest
 
 from hwprof.tracking.run_figures import RUN_ID_TAG, run_figures
 
-mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: pip install 'hwprof[track]'")
+mlflow = pytest.importorskip("mlflow", reason="MLflow is not installed: pip install -c constraints.txt '.[track]'")
 
 FIXTURE = Path(__file__).parent / "fixtures" / "rundir_report"
 ADVISED = Path(__file__).parent / "fixtures" / "gpu_run_yolov8n"

@@ -20,7 +20,7 @@ from hwprof.sweep.ray_point import describe_node
 RESOURCE = "hwprof"
 NODE_ID_LABEL = "ray.io/node-id"
 PROBE_TIMEOUT_S = 180.0
-INSTALL_FIX = "pip install 'hwprof[ray]'"
+INSTALL_FIX = "pip install -c constraints.txt '.[ray]' in hwprof's checkout"
 GCS_CHECK_S = 4.0
 """How long the address has to answer as a Ray GCS."""
 INIT_TIMEOUT_S = 60.0
