@@ -284,3 +284,16 @@ def test_the_short_commands_shown_run_on_a_tiny_collect(tmp_path: Path, tmp_path
         ran.append(words[0])
     assert "trace" in ran and "report" in ran
     assert (run / "trace.pftrace").stat().st_size > 0
+
+
+def test_the_docs_speak_to_users_not_of_the_projects_history() -> None:
+    """Issue 68: "before issue 41", "issue 46 saw": the manual names no issue of the project's (development.md,
+    the developers' page, may)."""
+    said = [
+        f"{page.name}:{number}: {line.strip()}"
+        for page in sorted(DOCS.glob("*.md"))
+        if page.name != "development.md"
+        for number, line in enumerate(page.read_text().splitlines(), start=1)
+        if re.search(r"\bissues? \d", line, re.IGNORECASE)
+    ]
+    assert not said, said
