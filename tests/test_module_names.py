@@ -2,8 +2,9 @@
 
 Two modules may share a file name only where they are one concept: the same role in each collector's own package
 (collectors/<source>/collector.py, parse.py ...), or one concept at two layers, the lower one computing it and the
-upper one showing or running it (analysis/compare.py and render/compare/views.py), listed in ONE_CONCEPT with the
-concept. Any other shared name fails here, with the paths: rename one of them after what it does.
+upper one showing or running it (analysis/whole_program.py and render/whole_program.py), listed in ONE_CONCEPT
+with the concept. In a family package (hwprof/analysis/layers/, hwprof/render/advice/ ...) the family's folder is
+part of the name: analysis/layers/rows.py and analysis/advice/rows.py are two names. Any other shared name fails here, with the paths: rename one of them after what it does.
 """
 
 from __future__ import annotations
@@ -20,21 +21,17 @@ COLLECTOR_ROLES = {"collector.py", "parse.py", "convert.py", "clock.py", "attrib
 to layers, its sampling thread, its samples as series."""
 
 ONE_CONCEPT: dict[str, str] = {
-    "advice.py": "the advice table: analysis computes it, the trace draws it",
-    "compare.py": "comparing runs: analysis computes it, render prints it",
-    "gate.py": "the performance gate: analysis judges, render prints the verdict",
-    "gate_paired.py": "the paired gate: analysis judges the blocks, the library measures them",
+    "advice/table.py": "the advice table: analysis computes it, render prints it",
     "gpu_import.py": "importing GPU recordings: the schema of the import, the command's options",
     "host.py": "the host: core reads it, the schema records it",
-    "layer_shapes.py": "layers per input shape: analysis computes, render prints",
     "detections.py": "the boxes NMS kept: the record (schema), their tally over a pass (workload)",
     "neighbours.py": "other work on the run's CPUs: perf measures it, analysis judges it",
     "pass_files.py": "a pass's files: the schema of each, the run directory's reader and writer",
     "pipeline.py": "the pass's pipeline object: hwprof's own (workload) and a user's program's (program)",
     "records.py": "the JSONL records: the schema of each, the trace's reading of them",
     "run.py": "one run: run.json typed (schema), the library's Run (api)",
+    "sweep/advice.py": "a sweep's advice: analysis computes, render prints",
     "sampler.py": "a sampling thread: perf's counters, and collectors' own",
-    "sweep_advice.py": "a sweep's advice: analysis computes, render prints",
     "weights.py": "a model's weights: their record in run.json (schema), their loading (workload)",
     "whole_program.py": "a program without a model: analysis computes its whole run, render prints it",
 }
@@ -45,8 +42,16 @@ def _modules(root: Path = ROOT) -> dict[str, list[str]]:
     for top in ("hwprof", "collectors"):
         for path in sorted((root / top).rglob("*.py")):
             if "__pycache__" not in path.parts and path.name != "__init__.py":
-                by_name[path.name].append(str(path.relative_to(root)))
+                by_name[_name(path.relative_to(root))].append(str(path.relative_to(root)))
     return by_name
+
+
+def _name(rel: Path) -> str:
+    """A module's name as a newcomer reads it: its file name, and in a family package (hwprof/analysis/layers/,
+    hwprof/render/advice/ ...) the family's folder with it (`layers/rows.py`, `advice/rows.py`: two names)."""
+    if rel.parts[0] == "hwprof" and len(rel.parts) >= 4:
+        return f"{rel.parts[-2]}/{rel.name}"
+    return rel.name
 
 
 def _several_concepts(root: Path = ROOT) -> dict[str, list[str]]:
