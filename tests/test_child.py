@@ -17,7 +17,8 @@ from hwprof.core.config import RunConfig
 from hwprof.core.procs import live
 from hwprof.schema.check import SCHEMA_VERSION
 from hwprof.schema.run import RunDoc
-from hwprof.session.collection import Session, child
+from hwprof.session import child
+from hwprof.session.collection import Session
 from hwprof.session.plan import PassPlan
 from hwprof.session.worker_io import ProgressEvent
 from hwprof.workload.images import ImageSet

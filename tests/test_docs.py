@@ -73,8 +73,9 @@ def shown_commands(path: Path) -> Iterator[Shown]:
                 text = text[:-1] + " " + lines[i].strip()
             if text.startswith("hwprof "):
                 words = shlex.split(text, comments=True)
-                if "||" in words:  # a shell's `cmd || true`
-                    words = words[: words.index("||")]
+                for shell in ("||", ">"):  # a shell's `cmd || true`, `cmd > file`
+                    if shell in words:
+                        words = words[: words.index(shell)]
                 yield Shown(str(path.relative_to(ROOT)), start, words[1:])
         i += 1
 
@@ -166,7 +167,8 @@ def test_the_run_directory_reference_is_the_schema(site: Path) -> None:
     """Each field of run.json's records, with its docstring, is on the generated page."""
     import dataclasses
 
-    from hwprof.schema.run import PassDoc, RunConfigDoc, RunDoc
+    from hwprof.schema.run import RunConfigDoc, RunDoc
+    from hwprof.schema.run_passes import PassDoc
 
     html = (site / "reference" / "run-directory" / "index.html").read_text()
     for record in (RunDoc, PassDoc, RunConfigDoc):

@@ -261,7 +261,7 @@ def test_two_signals_while_a_finished_pass_is_read_keep_the_pass_in_run_json(
     import json
 
     from hwprof.core.config import RunConfig
-    from hwprof.session import collection
+    from hwprof.session import pass_process
     from hwprof.session.collection import Session
     from hwprof.session.plan import plan_passes
     from hwprof.session.stopping import StopSignals
@@ -270,14 +270,14 @@ def test_two_signals_while_a_finished_pass_is_read_keep_the_pass_in_run_json(
     config = RunConfig(model="yolov8n", imgsz=64, iters=2, warmup=1, threads=1, only=["timing"])
     stop = StopSignals().install()
     session = Session(config, tmp_path, discover(None), stop=stop)
-    read = collection.worker_results
+    read = pass_process.worker_results
 
     def signalled(worker: Any) -> Any:
         signal.raise_signal(signal.SIGINT)
         signal.raise_signal(signal.SIGINT)  # escalates: raised once the pass is recorded
         return read(worker)
 
-    monkeypatch.setattr(collection, "worker_results", signalled)
+    monkeypatch.setattr(pass_process, "worker_results", signalled)
     try:
         with contextlib.suppress(KeyboardInterrupt):  # whether it raises after run.json is final is not this test's
             session.collect(plan_passes(config), ["hwprof", "collect"])

@@ -56,7 +56,8 @@ def test_the_session_writes_run_json_from_its_typed_document(tmp_path: Path) -> 
 
     from hwprof.core.config import RunConfig
     from hwprof.schema.pass_files import RuntimeFile
-    from hwprof.schema.run import CollectorEntry, PassDoc, RuntimeDoc
+    from hwprof.schema.run import CollectorEntry, RuntimeDoc
+    from hwprof.schema.run_passes import PassDoc
     from hwprof.schema.runtime_checks import ClockDoc, ProfiledPass
     from hwprof.schema.summaries_cpu import TimingSummary
     from hwprof.session.collection import PassOutcome, Session

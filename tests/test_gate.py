@@ -10,17 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hwprof.analysis.gate.verdict import (
-    FAIL,
-    PASS,
-    UNRESOLVED,
-    GateError,
-    GateOptions,
-    GateRun,
-    LayerSamples,
-    judge,
-    parse_percent,
-)
+from hwprof.analysis.gate.judge import GateRun, LayerSamples, judge
+from hwprof.analysis.gate.verdict import FAIL, PASS, UNRESOLVED, GateError, GateOptions, parse_percent
 from hwprof.render.gate import verdict_junit, verdict_markdown
 
 FIXTURES = Path(__file__).parent / "fixtures" / "callgrind"

@@ -27,7 +27,8 @@ from hwprof.program.launch import run_program
 from hwprof.program.stage_hooks import StageHooks
 from hwprof.render.report_sections import end_to_end_note
 from hwprof.schema.program import ProgramDoc, ProgramOutcome
-from hwprof.schema.run import PassDoc, RunConfigDoc, RunDoc
+from hwprof.schema.run import RunConfigDoc, RunDoc
+from hwprof.schema.run_passes import PassDoc
 
 
 @pytest.fixture

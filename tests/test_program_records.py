@@ -25,7 +25,8 @@ from hwprof.render.input_lines import flops_shape_note, input_lines, run_shapes
 from hwprof.schema.inputs import InputsDoc, inputs_doc
 from hwprof.schema.pass_files import PassResult
 from hwprof.schema.program import ProgramDoc, ProgramOutcome
-from hwprof.schema.run import PassDoc, RunConfigDoc, RunDoc
+from hwprof.schema.run import RunConfigDoc, RunDoc
+from hwprof.schema.run_passes import PassDoc
 from hwprof.session.outcome import pass_status
 
 A, B = "1x3x320x256", "1x3x192x320"

@@ -31,7 +31,7 @@ def _copy(dest: Path) -> Path:
 
 
 def _hwprof_report_html(run_dir: Path) -> str:
-    """`hwprof report RUN --format html` as a child process; its stdout (the page's path)."""
+    """`hwprof report RUN --format html` as a child process; its stdout (the page)."""
     cmd = [sys.executable, "-m", "hwprof", "report", str(run_dir), "--format", "html"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
@@ -72,10 +72,11 @@ def _urls(html: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_command_writes_the_page_and_prints_its_path(page: tuple[Path, str]) -> None:
+def test_command_prints_the_page_and_writes_it(page: tuple[Path, str]) -> None:
+    """Issue 68: `report --format html > r.html` wrote the page's path (16 bytes); the help says HTML on stdout."""
     run_dir, out = page
-    assert out.strip() == str(run_dir / "report.html")
-    html = (run_dir / "report.html").read_text()
+    assert out.startswith("<!DOCTYPE html>") and out == (run_dir / "report.html").read_text()
+    html = out
     assert html.count('<tr id="layer-') == _layer_rows(run_dir) == 23  # the whole layer table, not the top 15
     assert 'class="sortable"' in html
     assert html.count('src="data:image/png;base64,') == 4  # the plots, embedded

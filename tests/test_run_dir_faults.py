@@ -127,8 +127,8 @@ def test_the_report_of_a_killed_collect_says_so_and_removes_its_reserve_a_live_o
 
 
 def test_compare_names_a_killed_run_as_not_finished(tmp_path: Path) -> None:
-    from hwprof.analysis.compare import head
     from hwprof.analysis.run_analysis import analyse
+    from hwprof.analysis.run_head import head
     from hwprof.rundir.reader import RunData
 
     run_dir = _killed_run(tmp_path, _dead_pid())

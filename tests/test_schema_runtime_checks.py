@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from hwprof.analysis.compare import RunHead
+from hwprof.analysis.run_head import RunHead
 from hwprof.render.compare.runtime import diff_cells, raw_cell
 from hwprof.render.runtime_tables import _clock_note, output_diff_text, runtime_line
 from hwprof.rundir.reader import RunData, RunDirError

@@ -49,7 +49,7 @@ def test_gate_page_leads_with_its_verdict() -> None:
     from rich.console import Console
     from test_gate import OPTS, _run
 
-    from hwprof.analysis.gate.verdict import judge
+    from hwprof.analysis.gate.judge import judge
     from hwprof.render.gate import GateOutputs, show_verdict
 
     v = judge(_run("A", 1), _run("B", 1, layer_scale={"model.0": 1.5}), OPTS)

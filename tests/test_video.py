@@ -295,7 +295,8 @@ def test_pipeline_on_images_writes_each_annotated_image(tmp_path: Path, bus_imag
 
 def _run_doc(tmp_path: Path, passes: dict[str, tuple[str, int]]) -> Any:
     from hwprof.schema.frames import FramesDoc
-    from hwprof.schema.run import PassDoc, RunDoc
+    from hwprof.schema.run import RunDoc
+    from hwprof.schema.run_passes import PassDoc
 
     run = RunDoc.of(status="complete", passes={})
     for name, (status, written) in passes.items():

@@ -10,8 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from hwprof.analysis.gate.judge import GateRun, differences, refuse_differences
 from hwprof.analysis.gate.paired import BY_PROCESS, judge_paired
-from hwprof.analysis.gate.verdict import GateError, GateOptions, GateRun, Verdict, differences, refuse_differences
+from hwprof.analysis.gate.verdict import GateError, GateOptions, Verdict
 from hwprof.core.config import RunConfig
 from hwprof.schema.advise_result import SideFigures
 from hwprof.session.stopping import StopSignals

@@ -2,7 +2,7 @@
 Nsight Compute CSVs, NVML samples, measured peaks), recorded by hwprof or not, so that `hwprof report`,
 `trace` and `compare` read it like any run.
 
-It is written by the writers the live GPU collectors use (collectors/gpu/kineto/outputs.write_outputs, the
+It is written by the writers the live GPU collectors use (collectors/gpu/kineto/pass_outputs.write_outputs, the
 ncu layer_tables(...).save, NVML's sample file, gpu_peaks.json), into the passes a live `--device cuda`
 run has: passes/gpu (gpu_kineto, nvml), passes/ncu and passes/ncu_range.
 
@@ -42,10 +42,10 @@ from hwprof.schema.run import (
     CollectorEntry,
     ImportConfiguration,
     ImportedDoc,
-    PassDoc,
     RunConfigDoc,
     RunDoc,
 )
+from hwprof.schema.run_passes import PassDoc
 from hwprof.schema.summaries_cpu import Summary
 from hwprof.schema.summaries_gpu import GpuKinetoSummary, KinetoClock, NcuSummary, NvmlSummary
 from hwprof.session.registry import gpu_parsers

@@ -25,8 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hwprof.program.driver import ProgramStop, wrap_forward
+from hwprof.program.driver import ProgramStop
 from hwprof.program.finder import Found
+from hwprof.program.forward_wrap import wrap_forward
 
 BASELINE, VARIANT = "baseline", "variant"
 SOLO_CALLS = 4

@@ -28,6 +28,7 @@ from hwprof.core.input_shapes import input_shape
 from hwprof.core.markers import MarkerBus
 from hwprof.program.call_facts import CallFacts
 from hwprof.program.finder import Found, ProgramAbort, in_trace
+from hwprof.program.forward_wrap import wrap_forward
 from hwprof.program.whole_model import WholeModelCheck, outer_call
 from hwprof.workload.script_scopes import class_name
 
@@ -362,46 +363,3 @@ class ProgramDriver:
             and not self._internal
             and threading.get_ident() == self._thread
         )
-
-
-def wrap_forward(module: Any, call: Callable[..., Any]) -> Callable[[], None]:
-    """The instance's `forward` replaced by one that goes through `call` (as attach_layer_markers does for the
-    layers: cheaper than hooks); a TorchScript module keeps its forward and gets forward hooks instead.
-    Returns the undo."""
-    import torch
-
-    if isinstance(module, torch.jit.ScriptModule):
-        return _hook_scripted(module, call)
-    own = module.__dict__.get("forward")
-    forward = module.forward
-
-    def marked(*args: Any, **kwargs: Any) -> Any:
-        return call(forward, *args, **kwargs)
-
-    module.forward = marked
-
-    def undo() -> None:
-        if own is None:
-            del module.forward
-        else:
-            module.forward = own
-
-    return undo
-
-
-def _hook_scripted(module: Any, call: Callable[..., Any]) -> Callable[[], None]:
-    """A scripted module's forward cannot be replaced: its class's __call__ is wrapped for this instance alone."""
-    cls = type(module)
-    original = cls.__call__
-
-    def patched(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self is module:
-            return call(lambda *a, **k: original(self, *a, **k), *args, **kwargs)
-        return original(self, *args, **kwargs)
-
-    cls.__call__ = patched
-
-    def undo() -> None:
-        cls.__call__ = original
-
-    return undo

@@ -32,7 +32,7 @@ class OtherModels:
 
     def wrap(self, roots: list[RootCalls], model: Any, taken: set[str]) -> None:
         """Wrap each root module that is neither a part of `model` nor holds it; `taken`: stage names in use."""
-        from hwprof.program.driver import wrap_forward
+        from hwprof.program.forward_wrap import wrap_forward
 
         parts = {id(m) for m in model.modules()} if hasattr(model, "modules") else {id(model)}
         for entry in roots:

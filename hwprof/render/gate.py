@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.markup import escape
 
+from hwprof.analysis.gate.judge import judge
 from hwprof.analysis.gate.verdict import (
     FAIL,
     PASS,
@@ -24,7 +25,6 @@ from hwprof.analysis.gate.verdict import (
     GateError,
     GateOptions,
     Verdict,
-    judge,
 )
 
 if TYPE_CHECKING:

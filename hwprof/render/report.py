@@ -310,7 +310,7 @@ def report(a: Analysis, console: Console, top: int = TOP_DEFAULT, format: str = 
         _raw(console, render_markdown(a, top))
     elif format == "json":
         _raw(console, json.dumps(summary_dict(a), indent=1) + "\n")
-    elif format == "html":  # a file, not printed: report_run writes report.html (hwprof.render.html) and names it
+    elif format == "html":  # the page needs the plots: report_run prints it (hwprof.render.html) once they are drawn
         return
     else:
         _raw(console, layers_csv_text(a))

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from hwprof.schema.bounds import Count, NonNegative
 from hwprof.schema.check import RunDirError, found
 from hwprof.schema.codec import JsonObject, Record
-from hwprof.schema.run import NeighboursDoc
+from hwprof.schema.run_passes import NeighboursDoc
 
 ADVICE_SCHEMA = 1
 """advice.json's "schema": the version this hwprof writes and reads."""

@@ -1,6 +1,6 @@
 """The per-layer kernel tables the GPU collectors write beside their metric tables: gpu_kineto.kernels.json
-(collectors/gpu/kineto/outputs.layer_kernels: each layer's kernels in the torch.profiler trace, by launch
-correlation) and ncu.kernels.json (collectors/gpu/ncu/layers.kernel_layers: each kernel Nsight Compute
+(collectors/gpu/kineto/pass_outputs.layer_kernels: each layer's kernels in the torch.profiler trace, by launch
+correlation) and ncu.kernels.json (collectors/gpu/ncu/per_layer.kernel_layers: each kernel Nsight Compute
 replayed); hwprof.gpu.rundir writes the same files for an imported recording.
 
 Both are {"layers": {layer: [row, ...]}}. Read as records (codec.py): the GPU view and findings take typed

@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from hwprof.schema.bounds import Count, NonNegative
-from hwprof.schema.codec import JsonObject, Record
+from hwprof.schema.codec import Record
 from hwprof.schema.detections import DetectionsDoc
 from hwprof.schema.frames import FramesDoc
 from hwprof.schema.inputs import InputsDoc
-from hwprof.schema.model_init import InitDoc
+from hwprof.schema.model_identity import ModelIdentity
 from hwprof.schema.program import ProgramOutcome
-from hwprof.schema.run import CollectorEntry, RuntimeDoc, StoppingDoc
+from hwprof.schema.run import CollectorEntry, RuntimeDoc
+from hwprof.schema.run_passes import StoppingDoc
 
 
 @dataclass(kw_only=True)
@@ -52,18 +53,9 @@ class LayerEntry(Record):
 
 
 @dataclass(kw_only=True)
-class ModelInfo(Record):
+class ModelInfo(ModelIdentity):
     """model.json: the model the pass built, its weights and sizes, and its layer table (to --depth)."""
 
-    name: str | None = None
-    family: str | None = None
-    weights: str | JsonObject | None = None
-    """"random init", "not recorded" (an import), or what was loaded (hwprof.workload.zoo)."""
-    random_init: bool | None = None
-    init: InitDoc | None = None
-    """Without --weights: how the seeded init was made to keep its signal."""
-    params: Count | None = None
-    params_fused: Count | None = None
     stride: Count | None = None
     output_format: str | None = None
     classes: Count | None = None

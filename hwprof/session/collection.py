@@ -1,82 +1,46 @@
-"""A collection: plan passes from the registry, run each in a child process, assemble the run directory.
+"""A collection: plan passes from the registry, run each in a child process (hwprof.session.pass_process), assemble
+the run directory.
 
-Collectors that disturb one another run in separate passes (config.PASS_ORDER). Every pass is
-`python -P -m hwprof.session.worker RUN_DIR PASS NAMES` (-P: never import hwprof from the working
-directory), possibly wrapped by a collector (Scalene) or with a tool attached (py-spy). A pass
-that crashes, hangs past its time-out or is interrupted leaves what it wrote, and run.json says so.
+Collectors that disturb one another run in separate passes (config.PASS_ORDER). run.json is written before the
+first pass ("running") and again as each pass ends; whatever ends the collect (its passes done, a stop signal, a
+full disk, an error of its own), it is finalised with the run's status, then the exports are written.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
-import sys
-import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING
 
-from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
-from hwprof.core.atomic import DiskFullError, FolderGoneError, SpaceReserve, remove_orphaned_temporaries
+from hwprof.core.atomic import DiskFullError, SpaceReserve
 from hwprof.core.config import RunConfig
-from hwprof.core.markers import MarkerBus
 from hwprof.core.secrets import masked_words
-from hwprof.perf.neighbours import NeighbourWatch
-from hwprof.perf.steal import steal_ns
-from hwprof.rundir.logs import child_log
 from hwprof.rundir.names import PASSES, RUN_JSON, WORKER_LOG
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData
-from hwprof.rundir.worker_files import read_worker_pid, write_command, write_config, write_images
+from hwprof.rundir.worker_files import write_config, write_images
 from hwprof.rundir.writer import write_run_json
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.run import RunDoc
-from hwprof.session import child, zygote
 from hwprof.session.annotated import keep_annotated
-from hwprof.session.child import Worker, error_line
-from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
-from hwprof.session.pass_inputs import images_doc, pass_env
-from hwprof.session.pass_phases import PhaseClock
+from hwprof.session.child import error_line
+from hwprof.session.outcome import PassOutcome
+from hwprof.session.pass_inputs import images_doc
+from hwprof.session.pass_process import PassProcesses, ProgressFn
 from hwprof.session.plan import CollectError, PassPlan, Plan
-from hwprof.session.program_passes import ProgramPasses
-from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line, thread_limited
+from hwprof.session.rlimits import TaskLimitError
 from hwprof.session.run_doc import interruption, peaks_doc, record_outcome
 from hwprof.session.stopping import StopSignals
-from hwprof.session.worker_io import ProgressEvent, progress_from_json
-from hwprof.session.zygote import ForkedWorker, Zygote
 from hwprof.workload.images import ImageSet
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
     from hwprof.session.disk_estimate import SizeEstimate
 
-ProgressFn = Callable[[str, ProgressEvent], None]
 
+class Session(PassProcesses):
+    """One collect: its passes run in turn (PassProcesses.run_pass), run.json around them, then its exports."""
 
-@dataclass
-class RunningPass:
-    """A pass whose worker was launched: what finishing it needs."""
-
-    plan: PassPlan
-    ctx: PassContext
-    proc: Worker
-    started: float
-    """Monotonic s at its launch."""
-    steal_at_start: int | None
-    """Host steal ns at its launch."""
-    attached: dict[str, AttachedTool] = field(default_factory=dict)
-    exited_at: float | None = None
-    """Monotonic s when its exit was seen (None: not seen, it was stopped)."""
-    clock: PhaseClock = field(init=False)
-    """When its progress lines of each phase came (passes.<name>.phases)."""
-
-    def __post_init__(self) -> None:
-        self.clock = PhaseClock(self.started)
-
-
-class Session:
     def __init__(
         self,
         config: RunConfig,
@@ -85,26 +49,11 @@ class Session:
         progress: ProgressFn | None = None,
         stop: StopSignals | None = None,
     ):
-        config.resolve_paths()  # the workers run in the run directory
-        self.config = config
-        self.stop = stop or StopSignals()
-        """Stop signals (installed by the CLI; a library caller's Ctrl-C still arrives as KeyboardInterrupt)."""
-        self.run_dir = run_dir.resolve()
-        """Absolute: workers run with the run directory as their working directory."""
-        self._dir_id = _dir_id(self.run_dir)
-        """The run directory's (device, inode): it was removed (or replaced) when they change."""
+        super().__init__(config, run_dir, progress, stop)
         self.named_dir = run_dir
         """As the caller named it: the finished run is read from it, so that the paths in its report's
         warnings are those `hwprof report` of the same path gives."""
         self.images = images
-        self.progress = progress or (lambda _pass, _event: None)
-        self.outcomes: list[PassOutcome] = []
-        self.run = RunDoc()
-        """run.json as the collect writes it."""
-        self._watch: NeighbourWatch | None = None
-        """The running pass's watch on other work on the run's CPUs."""
-        self.disk_full: dict[str, DiskFullError] = {}
-        """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
         self.disk_estimate: SizeEstimate | None = None
         """run.json's disk_estimate (the CLI's), written after the passes section."""
         self.config_file: JsonObject | None = None
@@ -115,201 +64,12 @@ class Session:
         """Its analysis, made for the exports (None when they were not written)."""
         self.final = "complete"
         """run.json's status when the collect ends: complete, partial (a pass did not end ok), failed, interrupted."""
-        self.programs = ProgramPasses()
-        """A user's program: what its passes found that changes the later ones (no model, its failure)."""
         self.disk_full_stop = False
         """A full disk stopped the collect (run.json's error says where): no exports are tried."""
-        self.zygote: Zygote | None = None
-        """The process the passes' workers are forked from, their imports done (hwprof.session.zygote): started by
-        the caller (api.collecting.run_collect, before the run directory is set up), closed here when the passes
-        end, before the exports; None: every worker starts as a new process."""
 
     def _write_inputs(self) -> None:
         write_config(self.run_dir, self.config)
         write_images(self.run_dir, images_doc(self.images))
-
-    def gone(self) -> bool:
-        """Whether the run directory was removed (or replaced by another folder) since the collect began."""
-        return _dir_id(self.run_dir) != self._dir_id
-
-    def gone_error(self) -> FolderGoneError:
-        return FolderGoneError(self.run_dir, "the run directory", "during the collect")
-
-    def run_pass(self, plan: PassPlan) -> PassOutcome:
-        ctx = PassContext(self.config, self.run_dir, plan.name, MarkerBus())
-        if self.gone():  # never recreate it: a pass alone, without the run's inputs, is no run
-            raise self.gone_error()
-        ctx.out_dir.mkdir(parents=True, exist_ok=True)
-        collectors = [cls(self.config) for cls in plan.collectors]
-        with child_log(ctx.out_dir / WORKER_LOG) as log:
-            running = self._launch(plan, ctx, collectors, log)
-            with self.stop.child(running.proc.pid, lambda: read_worker_pid(ctx.out_dir)):
-                try:
-                    error = self._attach(running, collectors)
-                    status, error = self._follow(running, error)
-                except KeyboardInterrupt:  # escalated, or a caller without StopSignals: stop now
-                    if not self.stop.requested:
-                        self.stop.note(signal.SIGINT)
-                    child.stop(running.proc, grace_s=0.0 if self.stop.escalated else child.TERM_GRACE_S)
-                    self._finish_pass(running, "interrupted", self._stop_text())
-                    raise
-                except FolderGoneError:  # nothing the pass does can be saved: every process below is killed
-                    self.stop.kill_everything()
-                    running.proc.wait()
-                    for tool in running.attached.values():
-                        with contextlib.suppress(Exception):
-                            tool.abandon()
-                    raise
-                except (RuntimeError, OSError) as exc:  # collect's own process could not start a thread
-                    if not cannot_start(exc):
-                        raise
-                    what = f"collect could not start a thread to follow pass {plan.name} ({exc})"
-                    line = task_limit_line(what, self.config)
-                    child.stop(running.proc, grace_s=0.0)
-                    self._finish_pass(running, "failed", line)
-                    raise TaskLimitError(line) from None
-            if self.stop.requested and status == "ok":
-                status, error = "interrupted", self._stop_text()
-        return self._finish_pass(running, status, error)
-
-    def _launch(self, plan: PassPlan, ctx: PassContext, collectors: list[Collector], log: TextIO) -> RunningPass:
-        """Start the pass's worker (wrapped by its collectors), its stderr to `log`, in a session of its own."""
-        names = ",".join(c.name for c in collectors)
-        command = [sys.executable, "-P", "-m", "hwprof.session.worker", str(self.run_dir), plan.name, names]
-        for collector in collectors:
-            command = collector.wrap_command(command, ctx)
-        write_command(ctx.out_dir, command)
-        started = time.monotonic()
-        steal_at_start = steal_ns()
-        try:
-            self._watch = NeighbourWatch().start()
-            proc = self._start_worker(command, pass_env(self.config, collectors, ctx, self.programs.env()), log)
-        except (RuntimeError, OSError) as exc:  # no pass is recorded: its worker never ran
-            if not cannot_start(exc):
-                raise
-            self._watch = None
-            what = "thread" if isinstance(exc, RuntimeError) else "worker"
-            line = task_limit_line(f"collect could not start pass {plan.name}'s {what} ({exc})", self.config)
-            raise TaskLimitError(line) from None
-        return RunningPass(plan, ctx, proc, started, steal_at_start)
-
-    def _start_worker(self, command: list[str], env: dict[str, str], log: TextIO) -> Worker:
-        """The pass's worker forked by the zygote where it may be, else started as `command`, in a session of its
-        own either way."""
-        return zygote.start(self.zygote, command, str(self.run_dir), env, log)
-
-    def _attach(self, running: RunningPass, collectors: list[Collector]) -> str:
-        """Attach the collectors' tools to the worker; the error of the last that could not ("": all could)."""
-        error = ""
-        for collector in collectors:
-            try:
-                tool = collector.attach(running.proc.pid, running.ctx)
-            except Exception as exc:
-                tool = None
-                error = f"{collector.name} could not attach: {exc}"
-            if tool is not None:
-                running.attached[collector.name] = tool
-        return error
-
-    def _follow(self, running: RunningPass, error: str) -> tuple[str, str]:
-        """Relay the worker's progress until it exits, a stop signal's grace ends or it times out (then it is
-        stopped); the pass's (status, error) so far."""
-        proc, name = running.proc, running.plan.name
-        running.exited_at = child.follow(
-            proc, self.config.pass_timeout_s, lambda line: self._on_line(running, line), self._stopped_at, self.gone
-        )
-        if running.exited_at is None and self.gone():
-            raise self.gone_error()
-        if running.exited_at is None and self.stop.requested:
-            child.stop(proc, grace_s=0.0)  # it had TERM_GRACE_S since the signal
-        elif running.exited_at is None:
-            child.stop(proc)
-            return "timeout", f"pass {name} ran past its {self.config.pass_timeout_s:.0f} s time-out"
-        return "ok", error
-
-    def _stopped_at(self) -> float | None:
-        return self.stop.first_at
-
-    def _stop_text(self) -> str:
-        name = self.stop.name or "SIGINT"
-        return f"stopped by {name}" + (" (twice: every process of the pass was killed)" if self.stop.killed else "")
-
-    def _on_line(self, running: RunningPass, line: str) -> None:
-        pass_name = running.plan.name
-        event = progress_from_json(line)
-        if event is not None:
-            running.clock.saw(event.phase, time.monotonic())
-            if event.disk_full is not None:
-                self.disk_full[pass_name] = DiskFullError(event.disk_full, event.disk_full_errno)
-            self.progress(pass_name, event)
-
-    def _finish_pass(self, running: RunningPass, status: str, error: str) -> PassOutcome:
-        """Stop what is left of the pass, read the worker's result.json and the attached tools, and record the
-        outcome (a result for every collector of the pass). A second signal cuts only the tools' reading of their
-        output (a conversion may take minutes): the outcome is recorded before its Interrupted goes on. Before,
-        a second signal that came after the worker's exit, while its results were read, lost the whole pass from
-        run.json (seen once forked workers exited within a few hundredths of a second of the first signal)."""
-        proc, out_dir = running.proc, running.ctx.out_dir
-        cut: KeyboardInterrupt | None = None
-        with self.stop.deferred():
-            child.stop(proc)  # when it has not exited
-            lingering = child.stop_session(proc.pid, running.exited_at or time.monotonic())
-            returncode = proc.wait()
-            remove_orphaned_temporaries(out_dir)  # what a worker killed mid-write (a second signal) left
-            worker = RunData(self.run_dir, self.run).pass_result(running.plan.name)
-            results = worker_results(worker)
-            status, error = pass_status(status, error, worker, returncode, out_dir / WORKER_LOG)
-            log, sent = out_dir / WORKER_LOG, self.stop.requested
-            status, error, limited = thread_limited(running.plan.name, status, error, results, log, sent, self.config)
-            try:
-                with self.stop.interruptible():
-                    self._finish_tools(running, returncode, results, status, error)
-            except KeyboardInterrupt as exc:
-                cut = exc
-            complete_results(results, running.plan.collectors, status, error)
-            ended = time.monotonic()
-            wall = ended - running.started
-            outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
-            outcome.phases = running.clock.stretches(running.exited_at, ended)
-            outcome.limited = limited
-            outcome.forked = isinstance(proc, ForkedWorker)
-            outcome.runtime = worker.runtime
-            outcome.program = worker.program
-            outcome.frames = worker.frames
-            outcome.inputs = worker.inputs
-            outcome.stopping = worker.stopping
-            outcome.lingering = lingering
-            outcome.neighbours = self._watch.stop() if self._watch else None
-            outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)
-            self.outcomes.append(outcome)
-            if cut is not None:
-                raise cut
-        return outcome
-
-    def _finish_tools(
-        self, running: RunningPass, returncode: int, results: dict[str, CollectorResult], status: str, error: str
-    ) -> None:
-        """Each attached tool's result (its output read), or why there is none: a second signal abandons them."""
-        for name, tool in running.attached.items():
-            if self.stop.escalated:
-                with contextlib.suppress(Exception):
-                    tool.abandon()
-                results[name] = CollectorResult(
-                    "interrupted",
-                    reason=f"{self._stop_text()} before {name}'s output was read: its raw files in "
-                    f"passes/{running.plan.name} are kept, no figure was made from them",
-                )
-                continue
-            try:
-                results[name] = tool.finish(returncode)
-                if status == "interrupted" and results[name].status == "failed":  # nothing to read: the signal's doing
-                    results[name].status = "interrupted"
-                    results[name].reason = f"{error}: {results[name].reason}"
-            except KeyboardInterrupt:  # a second signal while the tool finishes
-                results[name] = CollectorResult("interrupted", reason=f"{self._stop_text()} while {name} finished")
-                raise
-            except Exception as exc:
-                results[name] = CollectorResult("failed", reason=f"{type(exc).__name__}: {exc}")
 
     @property
     def where(self) -> str:
@@ -469,11 +229,3 @@ class Session:
         record_outcome(self.run, outcome, self.where)
         if write:
             write_run_json(self.run_dir, self.run)
-
-
-def _dir_id(folder: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(folder)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino

@@ -1,4 +1,4 @@
-"""A collector's standing in a pass, kept by the worker (hwprof.session.worker.PassRunner): ok until one of its
+"""A collector's standing in a pass, kept by the worker (hwprof.session.pass_collectors): ok until one of its
 hooks raises, then failed with the hook and the error; and its result as the pass ended (partial or
 interrupted when the pass was stopped).
 """

@@ -6,6 +6,7 @@ reads.
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,7 +26,8 @@ from hwprof.rundir.reader import RunData
 from hwprof.rundir.writer import write_plot_files, write_report_files, write_report_html, write_run_json
 from hwprof.schema.codec import json_value
 from hwprof.schema.detections import DetectionsDoc
-from hwprof.schema.run import ModelDoc, PassCostDoc, RunDoc, StageLatency
+from hwprof.schema.run import ModelDoc, RunDoc, StageLatency
+from hwprof.schema.run_passes import PassCostDoc
 from hwprof.schema.summaries_cpu import FlopsSummary, TimingSummary
 
 
@@ -51,17 +53,11 @@ def finalize(run_dir: Path, run: RunDoc) -> RunData:
 def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
     """The summary sections set in `run`; the RunData (of `run`) they were derived from."""
     data = RunData(Path(run_dir), run)
-    where = str(data.root / RUN_JSON)
     info = data.model_file
     if info:
         flops = data.summary(FlopsSummary)
         model = ModelDoc.of(
-            name=info.name,
-            family=info.family,
-            weights=info.weights,
-            random_init=info.random_init,
-            params=info.params,
-            params_fused=info.params_fused,
+            **info.identity(without=("init",)),  # model.json's init is written last, and only where there is one
             layers=info.top_level_layers,
             input_shape=info.input_shape,
             flops=flops.total_flops,
@@ -91,8 +87,16 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
         detections = _detections(data, source)
         if detections is not None:
             run.update(detections=detections)
+    _pass_costs(data, run)
+    return data
+
+
+def _pass_costs(data: RunData, run: RunDoc) -> None:
+    """Each pass's entry in run.json's passes: its forward p50 against the timing pass's, and what its collectors
+    cost (hwprof.analysis.paired_cost.pass_figures)."""
     from hwprof.analysis.paired_cost import pass_figures
 
+    where = str(data.root / RUN_JSON)
     timing = data.markers("timing") if "timing" in data.pass_names else None
     base = forward_p50_ms(timing) if timing else None
     for name in data.pass_names:
@@ -108,7 +112,6 @@ def _derive_summaries(run_dir: Path, run: RunDoc) -> RunData:
                 overhead=_cost_doc(figures.overhead, where, f"{prefix}overhead."),
                 overhead_pass_level=_cost_doc(figures.overhead_pass_level, where, f"{prefix}overhead_pass_level."),
             )
-    return data
 
 
 def _detections(data: RunData, source: str) -> DetectionsDoc | None:
@@ -178,8 +181,12 @@ def report_run(
         if written and format == "rich":
             names = ", ".join(p.name for p in written)
             console.print(Text(f"written in {data.root}: {names}", style="dim"))
-        if format == "html" and (page := data.root / REPORT_HTML) in written:
-            console.print(str(page), highlight=False, soft_wrap=True)
+    if format == "html":  # the page on standard output, as the other formats are (report.html written beside it)
+        from hwprof.render.html import render_html
+
+        out = console.file or sys.stdout
+        out.write(render_html(analysis, data.files_bytes(PLOT_FILES), data.root))
+        out.flush()
     return analysis
 
 

@@ -14,7 +14,7 @@ from hwprof.schema.frames import FramesDoc
 from hwprof.schema.inputs import InputsDoc
 from hwprof.schema.pass_files import PassResult, RuntimeFile
 from hwprof.schema.program import ProgramOutcome
-from hwprof.schema.run import StoppingDoc
+from hwprof.schema.run_passes import StoppingDoc
 from hwprof.session import child
 
 

@@ -1,13 +1,12 @@
 """One pass of a collection, in its child process (started as `python -P -m hwprof.session.worker RUN_DIR PASS
 C1,C2`, hwprof.session.worker).
 
-The runner reads config.json and images.json from the run directory, opens the pass's collectors
-before torch is imported, builds the model, runs warm-up and measured iterations with markers,
-and always closes every collector, so a pass stopped by an error, SIGTERM or Ctrl-C still leaves
-what it measured. A pass whose layer hooks or collectors switch off in-process also runs as many
-clean iterations, interleaved with the measured ones in ABBA blocks (hwprof.session.paired), so that it
-measures its own cost (hwprof.analysis.paired_cost). Progress goes to stdout as JSON lines for the
-parent; logs go to stderr.
+The runner reads config.json and images.json from the run directory, opens the pass's collectors before torch is
+imported, builds the model, runs warm-up and measured iterations with markers, and always closes every collector
+(each hook guarded: hwprof.session.pass_collectors), so a pass stopped by an error, SIGTERM or Ctrl-C still leaves
+what it measured. A pass whose layer hooks or collectors switch off in-process also runs as many clean iterations,
+interleaved with the measured ones in ABBA blocks (hwprof.session.paired), so that it measures its own cost
+(hwprof.analysis.paired_cost). Progress goes to stdout as JSON lines for the parent; logs go to stderr.
 """
 
 from __future__ import annotations
@@ -18,19 +17,17 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from hwprof.collectors.base import Collector, CollectorResult, PassContext
+from hwprof.collectors.base import PassContext
 from hwprof.core.atomic import DiskFullError
-from hwprof.core.markers import Marker, MarkerBus, MarkerLog
+from hwprof.core.markers import MarkerBus, MarkerLog
 from hwprof.rundir.names import MARKERS
 from hwprof.rundir.pass_files import write_pass_result
 from hwprof.rundir.worker_files import read_config, read_image_paths
 from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
-from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
+from hwprof.session.pass_collectors import PassCollectors
 from hwprof.session.pass_result import close_pipeline, pass_result
-from hwprof.session.registry import by_name
 from hwprof.session.timing_stop import Stopping
 from hwprof.session.worker_io import disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
@@ -45,108 +42,23 @@ could run, and later passes may (hwprof.session.program_passes)."""
 ERROR_PREFIX = "hwprof-error: "
 
 
-class PassRunner:
+class PassRunner(PassCollectors):
     def __init__(self, run_dir: Path, pass_name: str, names: list[str]) -> None:
         self.run_dir = run_dir
-        self.config = read_config(run_dir)
+        config = read_config(run_dir)
         self.images = read_image_paths(run_dir)
         self.bus = MarkerBus()
-        self.ctx = PassContext(self.config, run_dir, pass_name, self.bus)
-        self.ctx.out_dir.mkdir(parents=True, exist_ok=True)
-        classes = by_name()
-        # Ascending `order` everywhere: counter readers (high order) open last, so threads that
-        # other collectors start in open() exist before the counters and stay out of their counts.
-        self.collectors: list[Collector] = sorted((classes[n](self.config) for n in names), key=lambda c: c.order)
-        self.records = {c.name: CollectorRecord(c) for c in self.collectors}
+        ctx = PassContext(config, run_dir, pass_name, self.bus)
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        super().__init__(config, ctx, names)
         self.log = MarkerLog()
         self.markers_path = self.ctx.out_dir / MARKERS
-        self.clean_iteration = False
-        """In a clean iteration of a paired pass: no collector gets markers (but those asking for
-        clean_markers)."""
         self.paired: PairedInfo | None = None
         self.stopping: Stopping | None = None
         """The timing pass's stopping rule's last verdict, where it applies (hwprof.session.timing_stop)."""
         self._remove_hooks: Callable[[], None] | None = None
         self._done = 0
         """Iterations run so far (warm-up included), for progress."""
-        self.disk_full: DiskFullError | None = None
-        """The first write that found the disk full: the pass fails with its path."""
-
-    def _fail(self, collector: Collector, stage: str, exc: BaseException) -> Failure:
-        self._note_disk_full(exc)
-        print(f"collector {collector.name} failed in {stage}: {exc}", file=sys.stderr)
-        traceback.print_exc(file=sys.stderr)
-        record = self._record(collector)
-        seq = record.failure.seq if record.failure else sum(1 for r in self.records.values() if not r.ok)
-        record.failure = Failure(stage, f"{type(exc).__name__}: {exc}", seq)
-        return record.failure
-
-    def _record(self, collector: Collector) -> CollectorRecord:
-        record = self.records.get(collector.name)
-        if record is None:
-            record = self.records[collector.name] = CollectorRecord(collector)
-        return record
-
-    def _ok(self, collector: Collector) -> bool:
-        """The collector has not failed: its hooks are still called."""
-        return self._record(collector).ok
-
-    def _note_disk_full(self, exc: BaseException) -> None:
-        if isinstance(exc, DiskFullError) and self.disk_full is None:
-            self.disk_full = exc
-
-    def _each(self, stage: str, *args: Any) -> None:
-        for collector in self.collectors:
-            if self._ok(collector):
-                self._call(collector, stage, *args)
-
-    def _call(self, collector: Collector, stage: str, *args: Any) -> None:
-        try:
-            getattr(collector, stage)(*args)
-        except (Interrupted, KeyboardInterrupt):
-            raise
-        except Exception as exc:
-            self._fail(collector, stage, exc)
-
-    def _close_failed(self, collector: Collector) -> None:
-        """A collector whose hook raised still gets close(), to release what it holds; its failure stands."""
-        try:
-            collector.close(self.ctx)
-        except Exception as exc:
-            print(f"collector {collector.name}: close after failure raised {exc!r}", file=sys.stderr)
-
-    def _guarded(self, collector: Collector) -> Callable[[Marker], None]:
-        """on_marker, but a collector that raises is marked failed and stops receiving markers. Called at every
-        marker (twice per layer per forward): no lookup beyond what it must check."""
-        record, on_marker, clean_markers = self._record(collector), collector.on_marker, collector.clean_markers
-
-        def deliver(marker: Marker) -> None:
-            if record.failure is not None or (self.clean_iteration and not clean_markers):
-                return
-            try:
-                on_marker(marker)
-            except Exception as exc:
-                self._fail(collector, "on_marker", exc)
-
-        return deliver
-
-    def _measured_iterations(self) -> int:
-        """--iters, or more where a collector of this pass needs more (its wish is bounded by the collector)."""
-        wishes = [self.config.iters]
-        for collector in self.collectors:
-            if not self._ok(collector):
-                continue
-            try:
-                wishes.append(collector.measured_iterations(self.ctx) or 0)
-            except Exception as exc:
-                self._fail(collector, "measured_iterations", exc)
-        cap = self._iteration_cap()
-        return max(wishes) if cap is None else min(max(wishes), cap)
-
-    def _iteration_cap(self) -> int | None:
-        """The smallest iteration_limit of the pass's live collectors (None: none limits)."""
-        limits = [c.iteration_limit(self.ctx) for c in self.collectors if self._ok(c)]
-        return min((x for x in limits if x), default=None)
 
     def _pairs(self, runtime_name: str) -> bool:
         """Interleave clean iterations (hwprof.session.paired) when the layer hooks or a collector of the pass can
@@ -365,18 +277,7 @@ class PassRunner:
     def _close_all(self, status: str, error: str) -> None:
         if status == "interrupted":
             self.ctx.interrupted = error
-        failed = sorted((f.seq, name, f) for name, r in self.records.items() if (f := r.failure) is not None)
-        results = {name: CollectorResult("failed", reason=f.reason) for _, name, f in failed}
-        for collector in self.collectors:
-            if collector.name in results:
-                self._close_failed(collector)
-                continue
-            try:
-                result = collector.close(self.ctx)
-            except Exception as exc:
-                results[collector.name] = CollectorResult("failed", reason=self._fail(collector, "close", exc).reason)
-                continue
-            results[collector.name] = self._final_result(collector, mark_pass_end(result, status, error))
+        results = self._close_each(status, error)
         self._write_replayed()
         result = pass_result(
             PassResult.of(
@@ -408,10 +309,6 @@ class PassRunner:
                 self.log.flush_to(self.markers_path)
             except DiskFullError as exc:
                 self._note_disk_full(exc)
-
-    def _final_result(self, collector: Collector, result: CollectorResult) -> CollectorResult:
-        """A collector's result as the pass records it (a program's pass may say why it measured nothing)."""
-        return result
 
     def _program_outcome(self, status: str, error: str) -> ProgramOutcome | None:
         """A program's pass says what it found (hwprof.session.program_pass_runner); the built-in pipeline nothing."""

@@ -1,9 +1,10 @@
 """One pass over the user's own program (`hwprof collect -- python SCRIPT ...`), in the pass's worker process.
 
-The same PassRunner as the built-in pipeline's (collectors opened before torch, closed whatever happens,
-result.json written), but the program drives the loop: it runs in this process (hwprof.program.launch), the
-model is found at its calls (hwprof.program.finder), and each call is a warm-up, measured or clean iteration
-(hwprof.program.driver). What the pass found and how the program ended is result.json's `program`.
+The same PassRunner as the built-in pipeline's (collectors opened before torch, closed whatever happens, result.json
+written), but the program drives the loop: it runs in this process (hwprof.program.launch), the model is found at its
+calls (hwprof.program.finder), and each call is a warm-up, measured or clean iteration (hwprof.program.driver; what
+the pass does at each: hwprof.session.program_moments). What the pass found and how the program ended is
+result.json's `program`.
 
 A program that calls no model (no torch module, or none more than once) runs to its end: its pass is "ok" and its
 per-forward collectors say they are unavailable, with the reason. The session then runs the later passes, and
@@ -25,7 +26,6 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -41,8 +41,7 @@ from hwprof.program.child_watch import (
     watch_child,
 )
 from hwprof.program.driver import ProgramDriver, ProgramStop
-from hwprof.program.eager_parts import EagerLayer
-from hwprof.program.finder import Found, ModelFinder, ProgramAbort
+from hwprof.program.finder import ModelFinder, ProgramAbort
 from hwprof.program.known_stages import known_targets
 from hwprof.program.launch import STDIN_EOF, ProgramEnd, run_program, stdin_eof_read
 from hwprof.program.other_models import OtherModels
@@ -50,18 +49,17 @@ from hwprof.program.own_end import OwnEnd, OwnEndHooks, real_exit
 from hwprof.program.stage_hooks import StageHooks
 from hwprof.program.thread_stop import MainThreadStop
 from hwprof.rundir.names import PROGRAM_CHILDREN, WORKER_LOG
-from hwprof.rundir.pass_files import write_model_json, write_pass_result
+from hwprof.rundir.pass_files import write_pass_result
 from hwprof.schema.pass_files import PassResult
 from hwprof.schema.program import ProgramOutcome
-from hwprof.session.pass_runner import ERROR_PREFIX, EXIT_PROGRAM_FAILED, PassRunner
+from hwprof.session.pass_runner import ERROR_PREFIX, EXIT_PROGRAM_FAILED
+from hwprof.session.program_moments import ProgramMoments
 from hwprof.session.program_record import program_outcome
-from hwprof.session.program_scripted import eager_parts, scripted_note
 from hwprof.session.worker_io import pin_stdout, progress
 from hwprof.session.worker_stop import STOP, Interrupted
 
 if TYPE_CHECKING:
     from hwprof.core.markers import Kind
-    from hwprof.workload.layers import LayerRecorder
 
 NO_CLOSE = "its collectors were not closed, and this pass's figures are lost"
 NOT_RUN_AGAIN = (
@@ -69,27 +67,19 @@ NOT_RUN_AGAIN = (
 )
 
 
-class ProgramPassRunner(PassRunner):
+class ProgramPassRunner(ProgramMoments):
     def __init__(self, run_dir: Path, pass_name: str, names: list[str]) -> None:
         super().__init__(run_dir, pass_name, names)
         assert self.config.program is not None
         self.spec = self.config.program
-        self.driver: ProgramDriver | None = None
         self.finder: ModelFinder | None = None
         self.end: ProgramEnd | None = None
-        self.stages: StageHooks | None = None
-        self.notes: list[str] = []
-        self._total = self.config.warmup + self.config.iters
         self.found_none = os.environ.pop(WHOLE_PROCESS_ENV, "")
         """Whole-process mode: why an earlier pass found no model (the program's children do not inherit it)."""
         self.whole_process = bool(self.found_none)
         self.no_model: str | None = None
         """Why no model was measured (one line), once the pass knows there is none."""
         self._program_failed = False
-        self._layers: LayerRecorder | None = None
-        """The layer table's hooks, on the model from its first marked call until model.json is written."""
-        self._eager: list[EagerLayer] = []
-        """A TorchScript model's layers that its eager wrapper runs itself, marked live (model_found)."""
         self.own_end = OwnEndHooks(self._on_own_end, STOP._handle)
         self.others = OtherModels()
         """The program's other models, timed as stages of their own from the warm-up's end on."""
@@ -209,21 +199,6 @@ class ProgramPassRunner(PassRunner):
                 raise ProgramFailed(f"hwprof could not make the layer table of {driver.found.name}: {exc}") from exc
             self._each("after_workload", self.ctx)
 
-    def _write_layers(self, forward: bool = False) -> None:
-        """model.json, once the layer table's hooks saw a forward (the first marked call's), or with one forward
-        of hwprof's own of the sample (`forward`: only after the program)."""
-        from hwprof.workload.layers import forward_with_hooks
-
-        recorder, pipeline = self._layers, self.ctx.pipeline
-        if recorder is None or pipeline is None or not (recorder.seen or forward):
-            return
-        self._layers = None
-        if recorder.seen:
-            recorder.remove()
-        else:
-            forward_with_hooks(pipeline.model, pipeline.sample_batch(), recorder.handles)
-        write_model_json(self.ctx.out_dir, pipeline.built, pipeline.sample_batch().shape, recorder.rows)
-
     def _stdin_eof(self) -> str:
         """Where the program read end of file on stdin (hwprof gives it /dev/null): said after its failure or
         silence, which may follow from it."""
@@ -326,73 +301,6 @@ class ProgramPassRunner(PassRunner):
 
     def _is_user_error(self, exc: BaseException) -> bool:
         return isinstance(exc, ProgramFailed) or super()._is_user_error(exc)
-
-    # The driver's moments (hwprof.program.driver.PassHooks).
-
-    def model_found(self, found: Found, sample: tuple[Any, ...]) -> list[tuple[bool, int]]:
-        from hwprof.program.pipeline import ProgramPipeline, built_model, first_tensor, model_device_sync
-        from hwprof.session.paired import schedule
-        from hwprof.workload.layers import record_layers, scripted_layer_table
-        from hwprof.workload.script_scopes import layer_scopes
-
-        assert self.driver is not None
-        self.driver.sync = model_device_sync(found.module, self.config.device)
-        if self.stages is not None:
-            self.stages.retry(main=True)
-        built = built_model(found)
-        pipeline = ProgramPipeline(self.config, self.bus, built, found, first_tensor(sample), self.driver.internal)
-        self.ctx.pipeline = pipeline
-        depth = self.config.depth
-        ok = [c for c in self.collectors if self._ok(c)]
-        if found.scripted:
-            layers = scripted_layer_table(built.module, depth)
-            self.ctx.layer_scopes = layer_scopes(found.module, found.layers_module, depth)
-            write_model_json(self.ctx.out_dir, built, pipeline.sample_batch().shape, layers)
-            self._eager = eager_parts(ok, found, depth, self.notes)
-        else:  # shapes recorded in this call, the program's own: no forward of hwprof's own inside it
-            self._layers = record_layers(built.module, depth)
-        self._wire(layer_markers=not found.scripted or bool(self._eager))
-        note = scripted_note(ok, self.ctx.pass_name, self.config) if found.scripted else None
-        if note is not None:
-            self.notes.append(note)
-        iters = self._measured_iterations()
-        steps = schedule(iters) if self._pairs("torch") else [(True, i) for i in range(iters)]
-        self._total = self.config.warmup + len(steps)
-        STOP.at_boundaries = True  # from the next call on, a stop waits for the end of the iteration in flight
-        return steps
-
-    def _attach_markers(self) -> Callable[[], None]:
-        if not self._eager:
-            return super()._attach_markers()
-        from hwprof.core.markers import attach_markers
-
-        return attach_markers(self._eager, self.bus)
-
-    def start_measuring(self) -> None:
-        self.log.flush_to(self.markers_path)
-        self._each("start", self.ctx)
-
-    def after_measured(self, iteration: int) -> None:
-        self._each("after_iteration", self.ctx, iteration)
-
-    def after_step(self) -> None:
-        self._write_layers()
-        self.log.flush_to(self.markers_path)
-        self._done += 1
-        warmup = self.driver is not None and self.driver.calls.measured + self.driver.calls.clean == 0
-        progress(phase="warmup" if warmup else "measure", done=self._done, total=max(self._total, self._done))
-        STOP.check(self._done, self._total)
-
-    def stop_measuring(self) -> None:
-        STOP.disarm()
-        self._each("stop", self.ctx)
-
-    def discard_iteration(self, iteration: int) -> None:
-        if self.log.discard_unflushed(iteration):
-            self.notes.append(
-                "the program ended after its last forward, inside the next iteration: its time from there to its "
-                "end (no forward) is not kept as an iteration"
-            )
 
     def _in_forked_child(self) -> None:
         """A process the program forks (a DataLoader worker, a child that calls the model) measures nothing: its

@@ -8,7 +8,8 @@ from hwprof.rundir.names import PASSES, WORKER_LOG
 from hwprof.schema.codec import JsonObject, json_value
 from hwprof.schema.host import PeaksDoc
 from hwprof.schema.pass_files import RuntimeFile
-from hwprof.schema.run import NeighboursDoc, PassDoc, PassPhasesDoc, RunDoc, RuntimeDoc
+from hwprof.schema.run import RunDoc, RuntimeDoc
+from hwprof.schema.run_passes import NeighboursDoc, PassDoc, PassPhasesDoc
 from hwprof.schema.runtime_checks import ProfiledPass
 from hwprof.session.outcome import PassOutcome
 from hwprof.session.plan import Plan

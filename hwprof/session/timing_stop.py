@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hwprof.schema.run import StoppingDoc
+from hwprof.schema.run_passes import StoppingDoc
 
 TOLERANCE = 0.02
 CONFIDENCE = 0.95

@@ -1,4 +1,4 @@
-"""What the performance gate reads of a run directory (hwprof.analysis.gate.verdict): the timing pass's forward and
+"""What the performance gate reads of a run directory (hwprof.analysis.gate.judge): the timing pass's forward and
 iteration per measured iteration, the layer-time pass's self time per layer and iteration, and callgrind's
 counts per layer and for the forward."""
 
@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hwprof.analysis.compare import head, layer_kernel
-from hwprof.analysis.gate.verdict import GateError, GateRun, LayerSamples
+from hwprof.analysis.gate.judge import GateRun, LayerSamples
+from hwprof.analysis.gate.verdict import GateError
 from hwprof.analysis.layers.times import time_scale
+from hwprof.analysis.run_head import head, layer_kernel
 from hwprof.core.spans import durations_ms, forward_ms_by_iteration, measured_spans
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """The time column of the per-layer table: which pass's layer markers give the times, the clean forward they
-are scaled to, and the note that says how (the why is in layer_report.py's docstring)."""
+are scaled to, and the note that says how (the why is in analysis/layers/report.py's docstring)."""
 
 from __future__ import annotations
 

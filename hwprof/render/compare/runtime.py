@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hwprof.analysis.compare import Comparison, Row, RunHead
+from hwprof.analysis.compare import Comparison, Row
+from hwprof.analysis.run_head import RunHead
 from hwprof.analysis.sweep.rows import SweepRow
 from hwprof.render.fmt import ms, num
 from hwprof.render.tables import MISSING, Col, TableSpec
