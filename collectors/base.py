@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
+from hwprof.core.atomic import SIZE_LIMIT_COMMAND, size_limit_cut
 from hwprof.schema.probes import ProbeDetails
 from hwprof.schema.run import CollectorEntry
 from hwprof.schema.summaries_cpu import Summary
@@ -108,6 +109,18 @@ class CollectorResult:
 
     def to_dict(self) -> dict[str, Any]:
         return self.entry().to_json()
+
+
+def unconverted(ctx: PassContext, output: Path, what: str, why: str, artifacts: list[str]) -> CollectorResult:
+    """A tool's output (`what`: "py-spy's output") that could not be converted: "failed", saying it was cut at the
+    file-size limit and the fix where it was (size_limit_cut), else `why`; the output kept after `artifacts`."""
+    cut = size_limit_cut(output, what)
+    return CollectorResult(
+        "failed",
+        reason=cut or why,
+        fix=SIZE_LIMIT_COMMAND if cut else "",
+        artifacts=[*artifacts, ctx.relpath(output)],
+    )
 
 
 @dataclass

@@ -73,7 +73,7 @@ from hwprof.collectors.perf_sampling.rate import SamplingPlan, plan_sampling, sm
 
 from hwprof.core.spans import timing_forward_s, timing_iteration_s
 from hwprof.perf.open_errors import read_paranoid
-from hwprof.schema.summaries_tools import CpiPerKernel
+from hwprof.schema.summaries_tools import CpiPerKernel, PerfSamplingSummary
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
@@ -215,8 +215,6 @@ class PerfRecordTool(AttachedTool):
         remove_fifos(self.ctx.out_dir)
 
     def finish(self, worker_returncode: int | None, timeout_s: float = 60.0) -> CollectorResult:
-        from hwprof.collectors.perf_sampling.data_tables import convert
-
         self.server.cancel()
         if self.process is None:
             self._log_handle.close()
@@ -236,6 +234,20 @@ class PerfRecordTool(AttachedTool):
             fix = permission_fix() if any(w in log_text.lower() for w in PERMISSION_WORDS) else ""
             return CollectorResult("failed", reason=why, fix=fix, artifacts=artifacts)
         artifacts.append(self.ctx.relpath(self.data))
+        try:
+            summary, has_jit_map = self._convert(artifacts)
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
+            return CollectorResult("failed", reason=f"perf output could not be converted: {exc}", artifacts=artifacts)
+        self._describe(summary, returncode, has_jit_map)
+        status, reason, fix = _outcome(summary, returncode, log_text, worker_returncode)
+        return CollectorResult(status, reason=reason, fix=fix, summary=summary, artifacts=artifacts)
+
+    def _convert(self, artifacts: list[str]) -> tuple[PerfSamplingSummary, bool]:
+        """perf.data as the pass's tables (data_tables.convert), their files added to `artifacts`, with oneDNN's JIT
+        map (/tmp/perf-PID.map) copied into the pass folder where the worker wrote one; (the summary, whether it
+        did)."""
+        from hwprof.collectors.perf_sampling.data_tables import convert
+
         jit_map = Path(f"/tmp/perf-{self.pid}.map")
         has_jit_map = jit_map.exists()
         if has_jit_map:
@@ -243,13 +255,14 @@ class PerfRecordTool(AttachedTool):
             artifacts.append(self.ctx.relpath(self.ctx.out_dir / jit_map.name))
         try:
             converted = convert(self.binary, self.data, self.ctx.out_dir, self.rate, self.pid)
-        except (OSError, ValueError, subprocess.SubprocessError) as exc:
-            return CollectorResult("failed", reason=f"perf output could not be converted: {exc}", artifacts=artifacts)
         finally:  # perf script read it where oneDNN wrote it (its pass's worker, ended); the run keeps the copy
             if has_jit_map:
                 jit_map.unlink(missing_ok=True)
         artifacts += [self.ctx.relpath(self.ctx.out_dir / name) for name in converted.files]
-        summary = converted.summary
+        return converted.summary, has_jit_map
+
+    def _describe(self, summary: PerfSamplingSummary, returncode: int, has_jit_map: bool) -> None:
+        """How perf sampled, in its summary: the command, rate, events, and what it could not see."""
         summary.update(
             command=" ".join(self.command),
             returncode=returncode,
@@ -266,16 +279,23 @@ class PerfRecordTool(AttachedTool):
         cpi = self.details.part(CPI_PART)
         if cpi:
             summary.cpi_per_kernel = CpiPerKernel.of(status="unavailable", reason=cpi.reason, fix=cpi.fix)
-        status, reason, fix = "ok", "", ""
-        if returncode not in (0, -signal.SIGINT, 130) and returncode is not None:
-            status, reason = "partial", f"perf record exited with status {returncode}: {last_line(log_text)}"
-        if not summary.samples_measured:
-            status = "partial"
-            reason = "no sample fell inside the measured iterations"
-            fix = "raise --iters or --perf-rate"
-        if worker_returncode not in (0, None) and status == "ok":
-            status, reason = "partial", f"the worker exited with status {worker_returncode}"
-        return CollectorResult(status, reason=reason, fix=fix, summary=summary, artifacts=artifacts)
+
+
+def _outcome(
+    summary: PerfSamplingSummary, returncode: int, log_text: str, worker_returncode: int | None
+) -> tuple[str, str, str]:
+    """(status, reason, fix) of a perf record that wrote samples: partial where perf failed, where no sample fell
+    inside the measured iterations, or where the worker failed."""
+    status, reason, fix = "ok", "", ""
+    if returncode not in (0, -signal.SIGINT, 130) and returncode is not None:
+        status, reason = "partial", f"perf record exited with status {returncode}: {last_line(log_text)}"
+    if not summary.samples_measured:
+        status = "partial"
+        reason = "no sample fell inside the measured iterations"
+        fix = "raise --iters or --perf-rate"
+    if worker_returncode not in (0, None) and status == "ok":
+        status, reason = "partial", f"the worker exited with status {worker_returncode}"
+    return status, reason, fix
 
 
 def _wait_or_stop(process: subprocess.Popen[bytes], timeout_s: float) -> int:

@@ -52,11 +52,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
+from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext, unconverted
 from hwprof.collectors.pyspy.attribution import NAME, convert_chrometrace, convert_speedscope, write_outputs
 from hwprof.collectors.pyspy.switch import PySpySwitch, summary_fields, write_pid
 
-from hwprof.core.atomic import SIZE_LIMIT_COMMAND, atomic_path, size_limit_cut
+from hwprof.core.atomic import atomic_path
 from hwprof.core.markers import read_markers
 from hwprof.core.program_spec import PROGRAM_SPAN
 from hwprof.schema.codec import need
@@ -231,13 +231,8 @@ class PySpyTool(AttachedTool):
                 markers = read_markers(markers_file) if markers_file.exists() else []
                 converted = convert_chrometrace(self.raw, markers, self.ctx.config.pyspy_rate, self.launched_ns)
         except (ValueError, KeyError) as exc:
-            cut = size_limit_cut(self.raw, "py-spy's output")
-            return CollectorResult(
-                "failed",
-                reason=cut or f"py-spy output could not be converted: {exc}",
-                fix=SIZE_LIMIT_COMMAND if cut else "",
-                artifacts=[*artifacts, self.ctx.relpath(self.raw)],
-            )
+            why = f"py-spy output could not be converted: {exc}"
+            return unconverted(self.ctx, self.raw, "py-spy's output", why, artifacts)
         gz = self.raw.with_suffix(".json.gz")
         with atomic_path(gz) as tmp, open(self.raw, "rb") as src, gzip.open(tmp, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst)

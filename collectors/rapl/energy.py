@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 
 from hwprof.collectors.rapl.sources import Domain, delta_uj
 
-from hwprof.core.spans import pair_begin_end
+from hwprof.core.spans import MarkerReading, pair_begin_end
 from hwprof.schema.codec import need
 from hwprof.schema.records import CounterSample, MetricTables
 from hwprof.schema.summaries_cpu import RaplPerInference, RaplPerLayer, RaplSpan
@@ -44,12 +44,7 @@ def headline_indices(domains: Sequence[Domain]) -> list[int]:
 
 
 @dataclass(frozen=True)
-class Reading:
-    kind: str
-    phase: str
-    name: str
-    iteration: int
-    t_ns: int
+class Reading(MarkerReading):
     uj: tuple[float, ...]
 
 

@@ -58,11 +58,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext
+from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext, unconverted
 from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
 from hwprof.collectors.scalene.profile import WindowFile, window_from_json
 
-from hwprof.core.atomic import SIZE_LIMIT_COMMAND, atomic_write_text, size_limit_cut
+from hwprof.core.atomic import atomic_write_text
 from hwprof.core.envvars import package_dir
 from hwprof.core.main_thread import MAIN
 from hwprof.core.markers import read_markers
@@ -328,13 +328,8 @@ class ScaleneTool(AttachedTool):
         try:
             converted = convert(self.path, markers, window_from_json(window))
         except (ValueError, KeyError) as exc:
-            cut = size_limit_cut(self.path, "Scalene's output")
-            return CollectorResult(
-                "failed",
-                reason=cut or f"Scalene's JSON could not be parsed: {exc}",
-                fix=SIZE_LIMIT_COMMAND if cut else "",
-                artifacts=[*artifacts, self.ctx.relpath(self.path)],
-            )
+            why = f"Scalene's JSON could not be parsed: {exc}"
+            return unconverted(self.ctx, self.path, "Scalene's output", why, artifacts)
         names = write_outputs(out, converted)
         status = "ok" if worker_returncode in (0, None) else "partial"
         reason = "" if status == "ok" else f"the worker exited with status {worker_returncode}"

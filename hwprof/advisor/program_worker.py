@@ -184,8 +184,6 @@ class Progress:
 
 
 def run(spec: AdviseSpec) -> AdviseResult:
-    import torch
-
     mode = spec.mode or PAIRED_MODE
     base = RunConfig.from_dict(spec.baseline)
     config = base if mode in ("baseline", TIMED_MODE) else RunConfig.from_dict(spec.variant)
@@ -193,10 +191,37 @@ def run(spec: AdviseSpec) -> AdviseResult:
     if program is None:
         raise ValueError("the advised run is not a program's")
     change = change_of(spec) if mode not in ("baseline", TIMED_MODE) else Change()
-    warmup, blocks = max(1, spec.warmup), max(1, spec.blocks)
     steps = schedule(mode, spec)
-    torch.set_num_threads(config.threads)
     calls = AdviseCalls(steps, change, Progress(sys.stdout), minor_faults, resident_bytes)
+    module = program_calls(program, config, calls, mode)
+    if mode == COUNT_MODE:  # advise's count of the program's calls (hwprof.advisor.program_budget)
+        return AdviseResult.of(mode=mode, calls=calls.index)
+    if not calls.done:
+        raise ValueError(
+            f"the program ended after {calls.index} calls of its model once found; advise's schedule needs "
+            f"{len(steps)} (warm-up {max(1, spec.warmup)}, {max(1, spec.blocks)} blocks): give it more input (more "
+            "frames), or fewer --blocks"
+        )
+    result = AdviseResult.of(mode=mode)
+    result.update(sides={n: side_figures(s, mode == PAIRED_MODE) for n, s in calls.sides.items()})
+    threads_error = threads_taken(change, calls)
+    if threads_error:
+        raise ValueError(threads_error)
+    if mode == TIMED_MODE:
+        return result
+    if mode != PAIRED_MODE:
+        result.sides[mode].update(preloaded=mapped_preloads(), glibc_tunables=os.environ.get(TUNABLES))
+    check_outputs(result, Path(spec.work_dir) / BASELINE_OUTPUT, module, calls, base)
+    return result
+
+
+def program_calls(program: ProgramSpec, config: RunConfig, calls: AdviseCalls, mode: str) -> Any:
+    """The program run unmodified in this process, its model's calls given to `calls` by their schedule; the model
+    found (its module). ProgramFailed or ValueError where the program failed (program_failure) or never called a
+    model."""
+    import torch
+
+    torch.set_num_threads(config.threads)
     finder = ModelFinder(on_found=calls.adopt, model_path=program.model_path)
     calls.on_first_call = finder.close
     finder.install()
@@ -212,30 +237,22 @@ def run(spec: AdviseSpec) -> AdviseResult:
         raise failure
     if calls.found is None:
         raise ValueError(finder.never_found())
-    if mode == COUNT_MODE:  # advise's count of the program's calls (hwprof.advisor.program_budget)
-        return AdviseResult.of(mode=mode, calls=calls.index)
-    if not calls.done:
-        raise ValueError(
-            f"the program ended after {calls.index} calls of its model once found; advise's schedule needs "
-            f"{len(steps)} (warm-up {warmup}, {blocks} blocks): give it more input (more frames), or fewer --blocks"
-        )
-    result = AdviseResult.of(mode=mode)
-    result.update(sides={n: side_figures(s, mode == PAIRED_MODE) for n, s in calls.sides.items()})
-    threads_error = threads_taken(change, calls)
-    if threads_error:
-        raise ValueError(threads_error)
-    if mode == TIMED_MODE:
-        return result
-    if mode != PAIRED_MODE:
-        result.sides[mode].update(preloaded=mapped_preloads(), glibc_tunables=os.environ.get(TUNABLES))
-    saved = Path(spec.work_dir) / BASELINE_OUTPUT
+    return calls.found.module
+
+
+def check_outputs(result: AdviseResult, saved: Path, module: Any, calls: AdviseCalls, base: RunConfig) -> None:
+    """The output check's part of the result (mode "paired" and "variant"), or the reference a variant's run checks
+    against saved at `saved` (mode "baseline"). Where it fails, the timing still stands: the result says why the
+    output is unchecked (output_error)."""
+    import torch
+
     try:
-        if mode == "baseline":
+        if result.mode == "baseline":
             saved.parent.mkdir(parents=True, exist_ok=True)
-            torch.save(reference_outputs(calls.found.module, calls.side(BASELINE).checked), saved)
+            torch.save(reference_outputs(module, calls.side(BASELINE).checked), saved)
         else:
-            if mode == PAIRED_MODE:
-                reference = reference_outputs(calls.found.module, calls.side(VARIANT).checked)
+            if result.mode == PAIRED_MODE:
+                reference = reference_outputs(module, calls.side(VARIANT).checked)
             elif saved.is_file():
                 reference = torch.load(saved, weights_only=False)
             else:
@@ -244,7 +261,6 @@ def run(spec: AdviseSpec) -> AdviseResult:
     except Exception as exc:  # the timing still stands; the row says why the output is unchecked
         traceback.print_exc(file=sys.stderr)
         result.update(output_error=f"{type(exc).__name__}: {exc}")
-    return result
 
 
 def program_failure(end: ProgramEnd, calls: AdviseCalls, mode: str) -> ValueError | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.neighbours import timing_health
+from hwprof.analysis.workload import workload_view
 from hwprof.rundir.names import RUN_JSON
 from hwprof.rundir.reader import RunData
 
@@ -75,7 +76,7 @@ def run_row(folder: Path) -> RunRow:
     return RunRow(
         id=doc.run_id or folder.name,
         created=doc.created or "",
-        model=doc.model.name or config.model or ("program" if config.program is not None else "?"),
+        model=doc.model.name or config.model or workload_view(doc).unnamed_model,
         imgsz=config.imgsz,
         batch=config.batch,
         threads=config.threads,

@@ -53,6 +53,12 @@ class WorkloadView:
     own_input: bool = False
     """The workload chose its input's shapes (a program): the first screen gives its forwards' input shapes, one
     shape too; the pipeline's follow from --imgsz and --batch (its run line), so only several are said."""
+    backward_stage: bool = False
+    """A stage named "backward" is the workload's backward pass after its forward (a program's training step:
+    hwprof.program.known_stages); the pipeline only infers."""
+    unnamed_model: str = "?"
+    """What a list of runs (`hwprof runs`) calls a model without a name: "program" for a program's (found in it,
+    never named); "?" for the pipeline's (a run that does not say)."""
 
 
 def workload_view(run: RunDoc) -> WorkloadView:
@@ -88,6 +94,8 @@ def _program_view(run: RunDoc) -> WorkloadView:
         unclaimed_stage=True,
         command=program_command(run.config.program) if run.config.program is not None else None,
         own_input=True,
+        backward_stage=True,
+        unnamed_model="program",
     )
 
 

@@ -283,19 +283,24 @@ def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.Ar
 def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Every command's parser; `parser_class` for them all (the library's raises ValueError with argparse's
     line where the command line prints it and exits 2)."""
-    from hwprof.cli.advise import add_advise_args
-    from hwprof.cli.gate_args import add_compare_args
-    from hwprof.cli.gpu_import import add_gpu_import_args
-    from hwprof.cli.runs import add_runs_args
-    from hwprof.cli.sweep_job import add_sweep_job_args
-    from hwprof.cli.track import add_track_args
-
     h = help_text
     parser = parser_class(
         prog="hwprof", description=h.HWPROF, epilog=h.hwprof_epilog(), formatter_class=h.HelpFormatter
     )
     parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
+    _add_measuring_commands(sub)
+    _add_reading_commands(sub)
+    _add_many_runs_commands(sub)
+    _add_machine_commands(sub)
+    return parser
+
+
+def _add_measuring_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """collect (with --advise and its options) and advise: the commands that run the model."""
+    from hwprof.cli.advise import add_advise_args
+
+    h = help_text
     collect = sub.add_parser(
         "collect",
         **h.described("profile a model or your program: writes a run directory", h.COLLECT, h.COLLECT_EXAMPLES),
@@ -310,11 +315,18 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
         "advise",
         **h.described("try the changes a run's findings point to: writes advice.json", h.ADVISE, h.ADVISE_EXAMPLES),
     )
-    advise.add_argument("run_dir", type=Path, metavar="RUN", help="a run directory of `hwprof collect`")
+    _add_run_dir_arg(advise)
     add_advise_args(advise)
     add_track_option(advise, "the run and its candidates (child runs)")
+
+
+def _add_reading_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """report, trace and compare: the commands that read runs already collected."""
+    from hwprof.cli.gate_args import add_compare_args
+
+    h = help_text
     report = sub.add_parser("report", **h.described("print a run's report", h.REPORT, h.REPORT_EXAMPLES))
-    report.add_argument("run_dir", type=Path, metavar="RUN", help="a run directory of `hwprof collect`")
+    _add_run_dir_arg(report)
     report.add_argument("--top", type=int, default=15, help="layers in the top-layers table")
     report.add_argument(
         "--format",
@@ -324,12 +336,21 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     )
     report.add_argument("--plots", action="store_true", help="redraw the PNG plots")
     trace = sub.add_parser("trace", **h.described("rebuild a run's Perfetto trace", h.TRACE, h.TRACE_EXAMPLES))
-    trace.add_argument("run_dir", type=Path, metavar="RUN", help="a run directory of `hwprof collect`")
+    _add_run_dir_arg(trace)
     trace.add_argument("--out", type=Path, help="write the trace to this file instead of RUN/trace.pftrace")
     compare = sub.add_parser(
         "compare", **h.described("runs side by side; with --fail-above, a CI gate", h.COMPARE, h.COMPARE_EXAMPLES)
     )
     add_compare_args(compare)
+
+
+def _add_many_runs_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """sweep, sweep-job, runs and track: the commands of many runs (a grid, those kept here, an MLflow store)."""
+    from hwprof.cli.runs import add_runs_args
+    from hwprof.cli.sweep_job import add_sweep_job_args
+    from hwprof.cli.track import add_track_args
+
+    h = help_text
     sweep = sub.add_parser(
         "sweep", **h.described("one collect per point of a grid, then one table", h.SWEEP, h.SWEEP_EXAMPLES)
     )
@@ -344,6 +365,14 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
     )
     add_runs_args(sub.add_parser("runs", **h.described("the runs kept here, one table", h.RUNS, h.RUNS_EXAMPLES)))
     add_track_args(sub.add_parser("track", **h.described("log runs to MLflow", h.TRACK, h.TRACK_EXAMPLES)))
+
+
+def _add_machine_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """doctor, models and gpu-import: what this machine can measure, the models it can run, and GPU data made
+    elsewhere."""
+    from hwprof.cli.gpu_import import add_gpu_import_args
+
+    h = help_text
     doctor = sub.add_parser(
         "doctor",
         **h.described("what this machine can measure, and the fix for what it cannot", h.DOCTOR, h.DOCTOR_EXAMPLES),
@@ -360,4 +389,8 @@ def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.Argument
             **h.described("GPU data recorded elsewhere as tables or a run", h.GPU_IMPORT, h.GPU_IMPORT_EXAMPLES),
         )
     )
-    return parser
+
+
+def _add_run_dir_arg(p: argparse.ArgumentParser) -> None:
+    """The RUN argument of advise, report and trace."""
+    p.add_argument("run_dir", type=Path, metavar="RUN", help="a run directory of `hwprof collect`")

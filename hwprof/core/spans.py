@@ -28,6 +28,18 @@ class SpanTime:
         return self.end_ns - self.start_ns
 
 
+@dataclass(frozen=True, slots=True)
+class MarkerReading:
+    """What a reading taken at a marker holds of the marker (a counter group's, RAPL's): the collectors' readings
+    add their values after these fields."""
+
+    kind: str
+    phase: str
+    name: str
+    iteration: int
+    t_ns: int
+
+
 class BeginEnd(Protocol):
     @property
     def kind(self) -> str: ...

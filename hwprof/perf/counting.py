@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from hwprof.core.spans import MarkerReading
 from hwprof.perf.derived import derived_metrics
 from hwprof.perf.steal import CpuTimeBand, cpu_count
 from hwprof.schema.summaries_cpu import TaskClockCheck
@@ -39,12 +40,7 @@ class Count:
 
 
 @dataclass(frozen=True, slots=True)
-class Reading:
-    kind: str
-    phase: str
-    name: str
-    iteration: int
-    t_ns: int
+class Reading(MarkerReading):
     counts: Mapping[str, Count]
     cpu_ns: int | None = None
     """CPU time of the counted threads (hwprof.perf.threadcpu) at the same moment, where it was read."""

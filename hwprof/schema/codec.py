@@ -181,7 +181,7 @@ class Record:
     REQUIRED: ClassVar[tuple[str, ...]] = ()
     """Keys that must be present (RunDirError naming the field when one is missing)."""
 
-    json_extra: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    json_extra: JsonObject = field(default_factory=dict, repr=False, compare=False)
     """Keys this hwprof does not know, kept to be written back unchanged."""
     json_order: tuple[str, ...] = field(default=(), repr=False, compare=False)
     """The keys in the order they were read."""

@@ -2,7 +2,7 @@
 
 One class per collector, its fields in the order the collector writes them: this is the documentation of
 what each collector produces (the collector's own docstring says how it measures). Objects that readers
-look into have a record of their own; the rest stay JSON objects (`dict[str, Any]`), read as a whole.
+look into have a record of their own; the rest stay JSON objects (`JsonObject`), read as a whole.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from typing import Any
 from hwprof.analysis.sweep.rows import SweepResult, SweepRow, point_row, row_from_run, set_host
 from hwprof.rundir.logs import write_log
 from hwprof.rundir.sweep_files import read_transfers, write_transfers
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.host import HostDoc
 from hwprof.sweep.point_keeper import KILL_GRACE_S, STOP_GRACE_S
 from hwprof.sweep.points import (
@@ -350,7 +351,7 @@ def connect_runner(
 
 def ray_runner(
     plan: SweepPlan,
-    recorded: dict[str, Any] | None,
+    recorded: JsonObject | None,
     notice: Callable[[str], None] = lambda _line: None,
     *,
     address: str | None = None,

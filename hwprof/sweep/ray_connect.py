@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hwprof.core.host_kinds import HostKind, group_by_kind
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.host import HostDoc
 from hwprof.sweep.ray_env import driver_runtime_env, install_fix, one_line, probe_failure, requirements
 from hwprof.sweep.ray_point import describe_node
@@ -123,7 +124,7 @@ class JoinError(ValueError):
     """ray.init failed or did not finish after the address answered as a GCS: Ray's messages say why."""
 
 
-def _init_within(ray: Any, address: str, timeout_s: float, runtime_env: dict[str, Any] | None) -> None:
+def _init_within(ray: Any, address: str, timeout_s: float, runtime_env: JsonObject | None) -> None:
     """ray.init in a helper thread, waited for timeout_s: it can block for minutes inside Ray's C++ GCS client,
     where no signal reaches it, even after the address answered the check (a GCS that goes away, a node
     address the driver cannot reach). The thread not being the main one also keeps hwprof's SIGTERM

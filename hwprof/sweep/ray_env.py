@@ -3,7 +3,7 @@
 hwprof goes to the nodes as a Ray runtime_env `py_modules` entry: the package directory, which Ray zips, uploads
 once to the cluster (keyed by a hash of its content) and unpacks once per node, first on the workers' PYTHONPATH.
 PYTHONPATH is in the environment, so the point's `hwprof collect` (`python -P -m hwprof`, -P drops only the
-current directory) and its pass workers, which inherit the environment (hwprof/session/collection.py), import the
+current directory) and its pass workers, which inherit the environment (hwprof/session/pass_process.py), import the
 shipped copy too. A .whl in py_modules would not do: Ray installs it with `pip install WHEEL --target=DIR`, dependencies
 included (torch and the rest downloaded on every node).
 
@@ -28,9 +28,9 @@ import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 from hwprof.core.envvars import hwprof_cache, package_dir
+from hwprof.schema.codec import JsonObject
 
 DIST = "hwprof"
 SKIP_DIRS = {"__pycache__"}
@@ -98,13 +98,13 @@ def shipped_dirs() -> list[Path]:
     return sorted(root / key / top for top in {rel.partition("/")[0] for rel in files})
 
 
-def hwprof_runtime_env() -> dict[str, Any]:
+def hwprof_runtime_env() -> JsonObject:
     """The Ray runtime_env that makes this exact hwprof importable on every node of the cluster (for ray.init,
     whose tasks inherit it, and for a Ray Job's submission)."""
     return {"py_modules": [str(d) for d in shipped_dirs()]}
 
 
-def driver_runtime_env() -> dict[str, Any] | None:
+def driver_runtime_env() -> JsonObject | None:
     """The runtime_env for the sweep's ray.init: hwprof_runtime_env(), except in the driver of a submitted Ray
     Job whose runtime_env already has py_modules (hwprof_runtime_env() given at submission): its tasks inherit
     the job's, and Ray refuses to merge a second py_modules into it."""

@@ -23,14 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hwprof.schema.codec import JsonObject
+
 RAY_LOGS_DIR = "ray_logs"
 DRIVER_LOG = "driver.log"
 
 
-def _printer(fd: int) -> Callable[[dict[str, Any], bool], None]:
+def _printer(fd: int) -> Callable[[JsonObject, bool], None]:
     """Ray's print_to_stdstream(data, ignore_prefix), writing the lines to fd instead of sys.stdout/err."""
 
-    def write(data: dict[str, Any], ignore_prefix: bool = False) -> None:
+    def write(data: JsonObject, ignore_prefix: bool = False) -> None:
         prefix = "" if ignore_prefix else f"({data.get('pid', '')}) "
         text = "".join(f"{prefix}{line}\n" for line in data.get("lines", []))
         os.write(fd, text.encode(errors="replace"))

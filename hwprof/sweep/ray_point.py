@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from hwprof.analysis.sweep.rows import SweepPoint
+from hwprof.schema.codec import JsonObject
 from hwprof.sweep.point_keeper import (
     KILL_GRACE_S,
     STOP_GRACE_S,
@@ -216,7 +217,7 @@ def _collect(
             raise
 
 
-def describe_node(wanted: dict[str, str]) -> dict[str, Any]:
+def describe_node(wanted: dict[str, str]) -> JsonObject:
     """The Ray task that tells the driver what machine a node is (hwprof.core.host.host_info, as in run.json), or,
     under "missing", which of hwprof's dependencies (wanted: name -> the driver's version) it lacks."""
     import ray

@@ -16,6 +16,7 @@ from typing import Any
 
 from hwprof.rundir.reader import RecordsFile, RunData, RunDirError
 from hwprof.schema.check import read_jsonl
+from hwprof.schema.codec import JsonObject
 from hwprof.schema.records import record_fault
 from hwprof.trace.model import LEVEL_RECORD, CallstackSample, CounterTrack, Slice
 
@@ -86,7 +87,7 @@ def read_pass_records(files: Iterable[RecordsFile], withheld: frozenset[str] = f
     return out
 
 
-def _add_row(out: PassRecords, collector: str, row: dict[str, Any], ends: list[int]) -> None:
+def _add_row(out: PassRecords, collector: str, row: JsonObject, ends: list[int]) -> None:
     kind = row.get("kind")
     if kind == "span":
         track = row["track"]

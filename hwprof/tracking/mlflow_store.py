@@ -38,7 +38,7 @@ ARTIFACTS_DIR = "mlartifacts"
 HTTP_LIMITS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_TIMEOUT": "15"}
 ENDS = {"failed": "FAILED", "partial": "FAILED", "interrupted": "KILLED"}
 """A run's status -> its MLflow run's end (anything else, complete or an advise row's, is FINISHED)."""
-INSTALL = "pip install 'hwprof[track]' (mlflow 3.17.2)"
+INSTALL = "pip install -c constraints.txt '.[track]' in hwprof's checkout (mlflow 3.17.2)"
 
 
 class TrackingError(RuntimeError):
@@ -204,8 +204,10 @@ def sqlite_refusal(uri: str) -> str | None:
     if not uri.startswith("sqlite:///"):
         return None
     path = Path(uri.removeprefix("sqlite:///"))
-    if not path.parent.is_dir():
-        return f"its folder {path.parent} does not exist; fix: mkdir -p {path.parent}"
+    try:  # the store's folder made where missing (results/ before a first collect into it), as a collect makes it
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"its folder {path.parent} cannot be made ({exc.strerror or exc}); fix: give a folder you can write"
     try:
         if path.exists():
             path.open("r+b").close()

@@ -1,6 +1,8 @@
-"""What a run directory gives an experiment tracker: its parameters, metrics, tags and artifacts, from the run's
-analysis (its summary.json and layers.csv as `hwprof report` writes them, made here so that a run whose files were
-never rendered gives them too) and its files, as plain values: hwprof.tracking.mlflow_store sends them to MLflow.
+"""What a run directory gives an experiment tracker: its parameters, metrics, tags and artifacts, from its run.json
+and its analysis (hwprof.analysis.run_analysis, read through its records: the metrics are summary.json's figures
+under the names it gives them), and its files, as plain values: hwprof.tracking.mlflow_store sends them to MLflow.
+summary.json and layers.csv, as `hwprof report` writes them, are made here, so that a run whose files were never
+rendered gives them too.
 
 Names are chosen so that MLflow's run comparison lines the same figure up across runs: `stage.forward.p50_ms`,
 `pass.layers.cost`, `layer.model.7.time_ms`. Parameters are what was asked and where (model, weights and their
@@ -14,12 +16,13 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from hwprof.analysis.neighbours import timing_health
-from hwprof.analysis.run_analysis import analyse
+from hwprof.analysis.overhead import PassCost
+from hwprof.analysis.run_analysis import Analysis, analyse
 from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.rundir.reader import RunData
+from hwprof.schema.weights import WeightsDoc
 
 ARTIFACTS = ("report.html", "advice.json", "advice.csv")
 """The run's files logged as artifacts where present, with its plots (*.png); the trace only when asked. summary.json
@@ -29,6 +32,10 @@ RUN_ID_TAG = "hwprof.run_id"
 """The tag by which a run logged before is found again (logging is idempotent)."""
 PARAM_MAX = 500
 """MLflow's limit on a parameter's value (longer ones are cut, saying so)."""
+STAGE_FIGURES = ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "energy_j")
+"""Each stage's figures logged (`stage.forward.p50_ms`), as summary.json names them."""
+TAG_MAX = 5000
+"""Where a tag's value is cut (within MLflow's limit on a tag's value)."""
 
 
 @dataclass
@@ -50,13 +57,12 @@ def run_figures(run_dir: Path, with_trace: bool = False) -> RunFigures:
     data = RunData.load(run_dir)
     doc = data.doc
     analysis = analyse(data)
-    summary = summary_dict(analysis)
     config = doc.config
     model = doc.model.name or config.model or "program"
     run_id = doc.run_id or run_dir.name
     figures = RunFigures(run_id=run_id, name=f"{model} {config.imgsz or ''} {run_id}".replace("  ", " "))
     figures.params = _params(data)
-    figures.metrics = _metrics(summary)
+    figures.metrics = _metrics(analysis)
     health, disturbed = timing_health(doc)
     figures.tags = {
         RUN_ID_TAG: run_id,
@@ -69,19 +75,22 @@ def run_figures(run_dir: Path, with_trace: bool = False) -> RunFigures:
         figures.tags["disturbed"] = disturbed
     names = [*ARTIFACTS, *sorted(p.name for p in run_dir.glob("*.png"))] + ([TRACE] if with_trace else [])
     figures.artifacts = [run_dir / n for n in names if (run_dir / n).is_file()]
-    figures.texts = {"summary.json": json.dumps(summary, indent=1) + "\n", "layers.csv": layers_csv_text(analysis)}
+    figures.texts = {
+        "summary.json": json.dumps(summary_dict(analysis), indent=1) + "\n",
+        "layers.csv": layers_csv_text(analysis),
+    }
     return figures
 
 
 def _params(data: RunData) -> dict[str, str]:
     doc = data.doc
     config = doc.config
-    weights = doc.model.weights
+    weights = WeightsDoc.of_model(doc.model.weights)
     packages = doc.host.packages or {}
-    raw: dict[str, Any] = {
+    raw: dict[str, object] = {  # each value as its text (_param); None and "" are left out
         "model": doc.model.name or config.model,
-        "weights": weights.get("path") if isinstance(weights, dict) else weights,
-        "weights_sha256": weights.get("sha256") if isinstance(weights, dict) else None,
+        "weights": weights.path if weights is not None else doc.model.weights,
+        "weights_sha256": weights.sha256 if weights is not None else None,
         "imgsz": config.imgsz,
         "batch": config.batch,
         "threads": config.threads,
@@ -101,33 +110,44 @@ def _params(data: RunData) -> dict[str, str]:
     return {k: _param(v) for k, v in raw.items() if v not in (None, "")}
 
 
-def _param(value: Any) -> str:
+def _param(value: object) -> str:
+    """A parameter's value as MLflow takes it: its text, cut to PARAM_MAX saying so."""
     text = str(value)
     return text if len(text) <= PARAM_MAX else text[: PARAM_MAX - 12] + " ...(cut)"
 
 
-def _metrics(summary: dict[str, Any]) -> dict[str, float]:
+def _metrics(a: Analysis) -> dict[str, float]:
+    """The figures summary.json gives (the same names and values): the stages, the forward's rate against the
+    roof, each pass's cost and wall time, and the model's top-level layers."""
     out: dict[str, float] = {}
-    stages = summary.get("stages") or {}
-    for row in stages.get("rows") or []:
-        for key in ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "energy_j"):
-            _put(out, f"stage.{row.get('name')}.{key}", row.get(key))
-    _put(out, "fps", stages.get("fps"))
-    _put(out, "inference_fps", stages.get("inference_fps"))
-    roofline = summary.get("roofline") or {}
-    _put(out, "forward.gflops_s", roofline.get("gflops_s"))
-    _put(out, "forward.pct_peak", roofline.get("pct_peak"))
-    for row in (summary.get("overheads") or {}).get("passes") or []:
-        cost = row.get("cost") or row.get("pass_level") or {}
-        _put(out, f"pass.{row.get('name')}.cost", cost.get("ratio") if isinstance(cost, dict) else None)
-        _put(out, f"pass.{row.get('name')}.wall_s", row.get("wall_s"))
-    for row in (summary.get("layers") or {}).get("rows") or []:
-        if row.get("depth") == 1:
-            _put(out, f"layer.{row.get('name')}.time_ms", row.get("time_ms"))
-            _put(out, f"layer.{row.get('name')}.share", row.get("share"))
+    for row in a.stages.rows:
+        values = (row.p50_ms, row.p90_ms, row.p99_ms, row.mean_ms, row.energy_j)
+        for key, value in zip(STAGE_FIGURES, values, strict=True):
+            _put(out, f"stage.{row.name}.{key}", value)
+    _put(out, "fps", a.stages.fps)
+    _put(out, "inference_fps", a.stages.inference_fps)
+    if a.roofline is not None:
+        _put(out, "forward.gflops_s", a.roofline.gflops_s)
+        _put(out, "forward.pct_peak", a.roofline.pct_peak)
+    for cost in a.overheads.passes:
+        _put(out, f"pass.{cost.name}.cost", _cost_ratio(cost))
+        _put(out, f"pass.{cost.name}.wall_s", cost.wall_s)
+    for layer in a.layers.layers:
+        if layer.depth == 1:
+            _put(out, f"layer.{layer.name}.time_ms", layer.time_ms)
+            _put(out, f"layer.{layer.name}.share", layer.share)
     return out
 
 
-def _put(out: dict[str, float], name: str, value: Any) -> None:
+def _cost_ratio(cost: PassCost) -> float | None:
+    """The pass's cost as summary.json gives it: its own cost's ratio (none where that is not resolved: its blocks'
+    median is no figure), else the pass-level ratio."""
+    if cost.cost is not None:
+        return cost.cost.ratio if cost.cost.resolved else None
+    return cost.pass_level.ratio if cost.pass_level is not None else None
+
+
+def _put(out: dict[str, float], name: str, value: float | None) -> None:
+    """`value` under `name`, where it is a finite number (summary.json has no NaN or infinity: they are null)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         out[name] = float(value)

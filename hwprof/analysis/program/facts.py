@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.workload import workload_view
+
 if TYPE_CHECKING:
     from hwprof.analysis.stages import Stages
     from hwprof.schema.program import ProgramOutcome
@@ -80,8 +82,8 @@ class ProgramFacts:
 def program_facts(run: RunDoc, stages: Stages) -> ProgramFacts:
     """The facts of the pass the stages come from (else of the first pass that recorded them)."""
     outcome = _outcome(run, stages.source)
-    backward = stages.get(BACKWARD)
-    backward_ms = backward.p50_ms if backward is not None and run.config.program is not None else None
+    backward = stages.get(BACKWARD) if workload_view(run).backward_stage else None
+    backward_ms = backward.p50_ms if backward is not None else None
     if outcome is None:
         return ProgramFacts(int(run.config.threads or 0), backward_ms=backward_ms)
     return ProgramFacts(
@@ -94,7 +96,7 @@ def program_facts(run: RunDoc, stages: Stages) -> ProgramFacts:
 
 
 def _outcome(run: RunDoc, source: str) -> ProgramOutcome | None:
-    if run.config.program is None:
-        return None
+    """The pass's program outcome (else the first pass's that recorded one); None for a run whose passes recorded
+    none (any workload but a program's)."""
     recorded = {n: p.program for n, p in run.passes.items() if p.program is not None and p.program.torch_threads}
     return recorded.get(source) or next(iter(recorded.values()), None)
