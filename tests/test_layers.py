@@ -294,3 +294,33 @@ def test_the_graph_sees_modules_loaded_by_name(imports: dict[tuple[str, str], li
     source = 'import importlib\nNAMES = ("hwprof.render.report", "os")\nimportlib.import_module(NAMES[0])\n'
     assert named_loads(source, {"hwprof.render.report"}) == [(2, "hwprof.render.report")]
     assert named_loads('NAME = "hwprof.render.report"\n', {"hwprof.render.report"}) == []
+
+
+def _map_name(package: str) -> str:
+    """A LAYERS package as docs/architecture.md's diagram names it: hwprof.analysis -> analysis/,
+    hwprof.session.finish -> session/finish.py, hwprof -> hwprof/__init__.py."""
+    root = Path(hwprof.__file__).parent
+    parts = package.split(".")[1:]
+    if not parts:
+        return "__init__.py"
+    if (root.joinpath(*parts) / "__init__.py").is_file() or parts == ["collectors"]:
+        return "/".join(parts) + "/"
+    return "/".join(parts) + ".py"
+
+
+def test_the_architecture_map_names_every_package_in_the_layers_order() -> None:
+    """docs/architecture.md's diagram (top: the command line) names every package folder of hwprof/ and its
+    layers in LAYERS' order, bottom to top: the map a newcomer reads is the one this test checks."""
+    checkout = Path(__file__).resolve().parents[1]
+    text = (checkout / "docs" / "architecture.md").read_text()
+    diagram = text[text.index("## Layers, bottom to top") :].split("```")[1]
+    root = checkout / "hwprof"
+    folders = sorted(str(p.parent.relative_to(root)) + "/" for p in root.rglob("__init__.py") if p.parent != root)
+    assert not [f for f in folders if f not in diagram], "package folders not on the map"
+    top = checkout / "collectors"
+    collectors = [p.parent.name + "/" for p in top.rglob("__init__.py") if p.parent != top]
+    assert not [c for c in collectors if f"`{c}" not in text], "collectors' folders not in the map's table"
+    where = [(label, diagram.find(_map_name(packages[0]))) for label, packages in LAYERS]
+    assert all(at >= 0 for _, at in where), [label for label, at in where if at < 0]
+    places = [at for _, at in where]
+    assert places == sorted(places, reverse=True), where  # the diagram draws the top layer first

@@ -4,7 +4,8 @@ Two modules may share a file name only where they are one concept: the same role
 (collectors/<source>/collector.py, parse.py ...), or one concept at two layers, the lower one computing it and the
 upper one showing or running it (analysis/whole_program.py and render/whole_program.py), listed in ONE_CONCEPT
 with the concept. In a family package (hwprof/analysis/layers/, hwprof/render/advice/ ...) the family's folder is
-part of the name: analysis/layers/rows.py and analysis/advice/rows.py are two names. Any other shared name fails here, with the paths: rename one of them after what it does.
+part of the name: analysis/layers/rows.py and analysis/advice/rows.py are two names. Any other shared name fails
+here, with the paths: rename one of them after what it does.
 """
 
 from __future__ import annotations
