@@ -27,7 +27,8 @@ def only_run_dir(results: Path) -> Path:
 def test_unknown_model_is_one_line_with_the_names(run_hwprof) -> None:
     proc = run_hwprof("collect", "--model", "yolov99")
     assert proc.returncode == 2
-    assert "unknown model 'yolov99'; known models: yolov7, yolov7-tiny, yolov7x" in proc.stderr
+    said = "unknown model 'yolov99' (did you mean yolov7?); known models: yolov7, yolov7-tiny, yolov7x"
+    assert said in proc.stderr, proc.stderr  # issue 68: the closest name suggested
     assert "Traceback" not in proc.stdout + proc.stderr
 
 

@@ -192,7 +192,9 @@ def test_ray_refusals_without_a_cluster(
     assert "--per-host and --hosts choose nodes of a Ray cluster: give --ray ADDRESS too" in out
     monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
     out = _one_line_error(capsys, [*base, "--ray", "auto"])
-    assert "--ray needs Ray, which is not installed: pip install -c constraints.txt '.[ray]' in hwprof's checkout" in out
+    from hwprof.sweep.ray_connect import INSTALL_FIX
+
+    assert f"--ray needs Ray, which is not installed: {INSTALL_FIX}" in out and "constraints.txt" in INSTALL_FIX
     assert not (tmp_path / "s").exists()
 
 

@@ -11,6 +11,7 @@ from hwprof.cli import help_text
 from hwprof.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
 from hwprof.cli.gate_args import OptionGroup
 from hwprof.cli.track import add_track_option
+from hwprof.cli.usage_errors import OneLineParser
 from hwprof.cli.version import VersionAction
 from hwprof.core.config import COUNTER_THREADS, RunConfig, default_threads
 from hwprof.core.runtime_names import PRECISIONS, RUNTIMES, supported_text
@@ -280,9 +281,9 @@ def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.Ar
     return found
 
 
-def build_parser(parser_class: type[argparse.ArgumentParser] = argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Every command's parser; `parser_class` for them all (the library's raises ValueError with argparse's
-    line where the command line prints it and exits 2)."""
+def build_parser(parser_class: type[argparse.ArgumentParser] = OneLineParser) -> argparse.ArgumentParser:
+    """Every command's parser; `parser_class` for them all: the command line's says a usage mistake in one line
+    (hwprof.cli.usage_errors), the library's raises ValueError with argparse's line."""
     h = help_text
     parser = parser_class(
         prog="hwprof", description=h.HWPROF, epilog=h.hwprof_epilog(), formatter_class=h.HelpFormatter

@@ -185,6 +185,8 @@ def cmd_models(args: argparse.Namespace, console: Console) -> int:
 
         def step(done: int, total: int, name: str) -> None:
             progress.update(task, completed=done, total=total, description=f"building {name}")
+            if not console.is_terminal:  # no bar drawn: the first call builds every model (a minute), said on stderr
+                print(f"hwprof models: building {name} ({done + 1} of {total})", file=sys.stderr, flush=True)
 
         entries = model_catalog(args.imgsz, step)
     table = Table(

@@ -94,9 +94,9 @@ def model_catalog(imgsz: int = 640, step: StepFn | None = None) -> list[ModelRow
     cached = read_cache_json(path)
     out = []
     for i, name in enumerate(MODEL_NAMES):
-        if step:
-            step(i, len(MODEL_NAMES), name)
-        if name not in cached:
+        if name not in cached:  # only a model built now is a step (the cached ones cost nothing to say)
+            if step:
+                step(i, len(MODEL_NAMES), name)
             cached[name] = describe(name, imgsz)
         out.append(cached[name])
     try:

@@ -10,6 +10,7 @@ and cached.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import io
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,7 +40,9 @@ OUTPUT_XYWH_CLS_T = "xywh_cls_t"
 
 class UnknownModelError(ValueError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"unknown model '{shown(name)}'; known models: {', '.join(MODEL_NAMES)}")
+        close = difflib.get_close_matches(name, MODEL_NAMES, n=1, cutoff=0.6)
+        suggestion = f" (did you mean {close[0]}?)" if close else ""
+        super().__init__(f"unknown model '{shown(name)}'{suggestion}; known models: {', '.join(MODEL_NAMES)}")
 
 
 @dataclass
