@@ -61,9 +61,21 @@ def test_hwprof_help_says_what_it_is_with_three_examples_and_the_exit_statuses()
     assert examples[0].startswith("hwprof collect --model ")
     assert examples[1].startswith("hwprof collect -- python ")
     assert examples[2].startswith("hwprof compare ") and "--fail-above" in examples[2]
-    table = text[text.index("exit status:") :]
-    assert [int(c) for c in re.findall(r"^  (\d+) ", table, flags=re.MULTILINE)] == [e.code for e in EXIT_CODES]
+    assert "`hwprof help exit-codes` says each" in " ".join(text.split())  # one line; the table is a topic
     assert all(len(line) <= 100 for line in text.splitlines()), max(text.splitlines(), key=len)
+
+
+def test_help_gives_the_exit_statuses_table_and_each_commands_help() -> None:
+    """Issue 68: the exit statuses took 22 of `hwprof --help`'s 61 lines; they are `hwprof help exit-codes`."""
+    table = hwprof("help", "exit-codes")
+    assert table.returncode == 0 and table.stdout.startswith("exit status:")
+    codes = re.findall(r"^  (\d+) ", table.stdout, flags=re.MULTILINE)
+    assert [int(c) for c in codes] == [e.code for e in EXIT_CODES]
+    assert hwprof("help", "collect").stdout == hwprof("collect", "--help").stdout
+    assert hwprof("help").stdout == hwprof("--help").stdout
+    wrong = hwprof("help", "reprot")
+    assert wrong.returncode == 2 and "did you mean report?" in wrong.stderr
+    assert len(wrong.stderr.strip().splitlines()) == 1
 
 
 def test_collect_help_groups_its_options_and_ends_with_examples() -> None:

@@ -304,6 +304,7 @@ def _add_measuring_commands(sub: argparse._SubParsersAction[argparse.ArgumentPar
     h = help_text
     collect = sub.add_parser(
         "collect",
+        usage="hwprof collect [options] [-- PROGRAM ARGS]",  # argparse's own is 21 lines of [--only ONLY] ...
         **h.described("profile a model or your program: writes a run directory", h.COLLECT, h.COLLECT_EXAMPLES),
     )
     add_collect_args(collect)
@@ -353,7 +354,9 @@ def _add_many_runs_commands(sub: argparse._SubParsersAction[argparse.ArgumentPar
 
     h = help_text
     sweep = sub.add_parser(
-        "sweep", **h.described("one collect per point of a grid, then one table", h.SWEEP, h.SWEEP_EXAMPLES)
+        "sweep",
+        usage="hwprof sweep [options] [-- COLLECT OPTIONS]",
+        **h.described("one collect per point of a grid, then one table", h.SWEEP, h.SWEEP_EXAMPLES),
     )
     add_sweep_args(sweep)
     add_sweep_job_args(
@@ -390,6 +393,8 @@ def _add_machine_commands(sub: argparse._SubParsersAction[argparse.ArgumentParse
             **h.described("GPU data recorded elsewhere as tables or a run", h.GPU_IMPORT, h.GPU_IMPORT_EXAMPLES),
         )
     )
+    helper = sub.add_parser("help", **h.described("a command's help, or a topic: exit-codes", h.HELP, h.HELP_EXAMPLES))
+    helper.add_argument("topic", nargs="?", metavar="COMMAND|TOPIC", help="a command, or exit-codes")
 
 
 def _add_run_dir_arg(p: argparse.ArgumentParser) -> None:

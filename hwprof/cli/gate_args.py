@@ -34,7 +34,9 @@ def joined_negative_percents(words: list[str]) -> list[str]:
 
 
 def add_compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_dirs", type=Path, nargs="+", help="run directories; the first is the baseline (BASE)")
+    p.add_argument(
+        "run_dirs", type=Path, nargs="+", metavar="RUN", help="run directories; the first is the baseline (BASE)"
+    )
     p.add_argument("--top", type=int, default=15, help="layers shown in the layer tables, slowest first")
     p.add_argument(
         "--format",

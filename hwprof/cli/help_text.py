@@ -8,8 +8,6 @@ import shutil
 import textwrap
 from typing import TypedDict
 
-from hwprof.cli.exit_codes import exit_code_lines
-
 
 class HelpFormatter(argparse.HelpFormatter):
     """A description's or epilog's paragraphs (blank-line separated) filled to the terminal's width, but a
@@ -65,9 +63,27 @@ examples:
 Each command explains itself: hwprof COMMAND --help."""
 
 
+EXIT_POINTER = (
+    "exit status: 0 done, 1 done with a failure, 2 refused, 3 not tracked, 128 + N stopped by signal N; "
+    "`hwprof help exit-codes` says each"
+)
+
+
 def hwprof_epilog() -> str:
-    """The top-level help's end: the examples, then the exit statuses."""
-    return f"{HWPROF_EXAMPLES}\n\n{exit_code_lines(help_width())}"
+    """The top-level help's end: the examples, then one line on the exit statuses (`hwprof help exit-codes`
+    prints their table: 22 of the help's 61 lines were that table)."""
+    import textwrap
+
+    return f"{HWPROF_EXAMPLES}\n\n" + "\n".join(textwrap.wrap(EXIT_POINTER, width=help_width()))
+
+
+HELP = """\
+Help on a command (as `hwprof COMMAND --help`) or a topic: exit-codes, every exit status and what it means."""
+
+HELP_EXAMPLES = """\
+examples:
+  hwprof help collect
+  hwprof help exit-codes"""
 
 
 COLLECT = """\

@@ -224,6 +224,32 @@ def cmd_sweep_job(args: argparse.Namespace, console: Console) -> int:
     return run(args, console)
 
 
+def cmd_help(args: argparse.Namespace, console: Console) -> int:
+    """`hwprof help [COMMAND|exit-codes]`: a command's help, the top-level help, or the exit statuses' table."""
+    from hwprof.cli.exit_codes import exit_code_lines
+    from hwprof.cli.help_text import help_width
+    from hwprof.cli.usage_errors import close_to
+
+    parser = build_parser()
+    if args.topic == EXIT_TOPIC:
+        print(exit_code_lines(help_width()))
+        return EXIT_OK
+    if args.topic is None:
+        parser.print_help()
+        return EXIT_OK
+    commands = [c for c in COMMANDS if c != "help"]
+    if args.topic not in commands:
+        raise ValueError(
+            f"help: no command or topic {args.topic!r}{close_to(args.topic, [*commands, EXIT_TOPIC])}; "
+            f"topics: {EXIT_TOPIC}; commands: {', '.join(commands)}"
+        )
+    command_parser(parser, args.topic).print_help()
+    return EXIT_OK
+
+
+EXIT_TOPIC = "exit-codes"
+
+
 def cmd_gpu_import(args: argparse.Namespace, console: Console) -> int:
     from hwprof.cli.gpu_import import run_gpu_import
 
@@ -243,6 +269,7 @@ COMMANDS = {
     "advise": cmd_advise,
     "runs": cmd_runs,
     "track": cmd_track,
+    "help": cmd_help,
 }
 
 
