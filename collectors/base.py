@@ -180,6 +180,9 @@ class Collector:
     clean_iterations: ClassVar[bool] = True
     """False: its pass runs no clean iterations at all (under a simulator every iteration is 50-150x
     slower and the layer hooks' cost is nothing beside it): the pass gets a pass-level estimate."""
+    needs_cuda: ClassVar[bool] = False
+    """It measures a run on an NVIDIA GPU only (--device cuda): `hwprof doctor` on the CPU says the GPU collectors in
+    one line instead of probing each."""
     whole_process: ClassVar[bool] = False
     """It can profile a user's program that calls no model (hwprof.session.program_pass_runner) over the program's
     whole run, as one span: its figures need no forward (sampled kernels, Python stacks, Scalene's profile).

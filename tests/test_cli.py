@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -88,6 +89,12 @@ def test_doctor_lists_every_collector(run_hwprof) -> None:
     assert proc.returncode == 0, proc.stderr
     for name in by_name():
         assert name in proc.stdout
+    # issue 68: a verdict line first; on the CPU the GPU collectors are one line, not a fix each to rerun on cuda
+    first = proc.stdout.splitlines()[0]
+    assert re.match(r"verdict: \d+ of \d+ collectors measure here", first), first
+    gpu = [name for name, cls in by_name().items() if cls.needs_cuda]
+    assert gpu and f"GPU collectors ({', '.join(gpu)}): not probed" in " ".join(proc.stdout.split())
+    assert "hwprof collect --device cuda" not in proc.stdout
 
 
 @pytest.mark.slow

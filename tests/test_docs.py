@@ -200,7 +200,7 @@ def test_troubleshooting_quotes_the_fixes_the_commands_print() -> None:
     from hwprof.collectors.callgrind.tool import INSTALL_FIX as VALGRIND_FIX
     from hwprof.collectors.gpu.nvml.collector import FIX as NVML_FIX
     from hwprof.collectors.perf_events.collector import UNKNOWN_FIX
-    from hwprof.collectors.perf_sampling.access import INSTALL_FIX, NO_PMU_FIX, permission_fix
+    from hwprof.collectors.perf_sampling.access import INSTALL_FIX, permission_fix
 
     from hwprof.hardware.gpu_device import GPU_TORCH_INSTALL
     from hwprof.perf.open_errors import NO_PMU_FIX as COUNTER_NO_PMU_FIX
@@ -209,7 +209,7 @@ def test_troubleshooting_quotes_the_fixes_the_commands_print() -> None:
 
     page = _squash((DOCS / "troubleshooting.md").read_text())
     paranoid_fix = explain(13)[1]  # EACCES
-    for fix in (COUNTER_NO_PMU_FIX, NO_PMU_FIX, permission_fix(), paranoid_fix, INSTALL_FIX, VALGRIND_FIX):
+    for fix in (COUNTER_NO_PMU_FIX, permission_fix(), paranoid_fix, INSTALL_FIX, VALGRIND_FIX):
         assert _squash(fix) in page, fix
     for fix in (UNKNOWN_FIX, RAY_FIX, NVML_FIX, GPU_TORCH_INSTALL):
         assert _squash(fix) in page, fix

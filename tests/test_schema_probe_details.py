@@ -13,7 +13,7 @@ import pytest
 from hwprof.collectors.base import Capability, Collector, CollectorResult
 from hwprof.collectors.perf_sampling.access import probe_details
 
-from hwprof.cli.main import _unavailable_parts
+from hwprof.cli.doctor import unavailable_parts
 from hwprof.core.config import RunConfig
 from hwprof.rundir.reader import RunDirError
 from hwprof.schema.probes import PROBE_TYPES, PerfEventsProbe, PerfSamplingProbe, ProbeDetails, UnavailablePart
@@ -51,11 +51,11 @@ def test_probe_details_round_trip_byte_for_byte() -> None:
 
 
 def test_doctor_groups_the_unavailable_parts_by_reason_and_fix() -> None:
-    assert _unavailable_parts(ProbeDetails.from_json(DETAILS, "probe")) == [
+    assert unavailable_parts(ProbeDetails.from_json(DETAILS, "probe")) == [
         (["cycles", "instructions"], "no PMU", "run on bare metal"),
         (["kernel-space samples"], "perf_event_paranoid=2 without root", "sudo sysctl"),
     ]
-    assert _unavailable_parts(PerfSamplingProbe.of(binary="/usr/bin/perf")) == []
+    assert unavailable_parts(PerfSamplingProbe.of(binary="/usr/bin/perf")) == []
 
 
 def test_a_damaged_probe_detail_names_the_field() -> None:

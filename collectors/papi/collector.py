@@ -105,7 +105,7 @@ def component_problem(api: PapiApi) -> tuple[str, str]:
     text = f"PAPI component {name} is disabled: {reason or 'no reason given'}"
     if "paranoid" in reason.lower() or "permission" in reason.lower():
         return text, "`sysctl -w kernel.perf_event_paranoid=1` or run with CAP_PERFMON"
-    return text, f"the host exposes no usable PMU: {NO_PMU_FIX}"
+    return text, NO_PMU_FIX
 
 
 def start_eventset(api: PapiApi, names: list[str]) -> EventSet:
@@ -138,12 +138,16 @@ def start_eventset(api: PapiApi, names: list[str]) -> EventSet:
         return es
     release(api, es)
     problem, fix = component_problem(api)
+    if problem:  # the cause in PAPI's own words; each event's library error stays in the probe's details
+        refused = f"{len(es.failed)} events refused" if es.failed else "nothing could start"
+        raise PapiUnavailable(
+            f"{problem}: PAPI counts no hardware event here ({refused})", f"{fix}; {PERF_FALLBACK_FIX}", es.failed
+        )
     by_error: dict[str, list[str]] = {}
     for name, why in es.failed.items():
         by_error.setdefault(why, []).append(name)
     parts = [f"add_event({', '.join(names)}): {why}" for why, names in by_error.items()]
     parts += [start_error] if start_error else []
-    parts += [problem] if problem else []
     if not es.added and not start_error:
         parts.append("no event could be added")
     raise PapiUnavailable("; ".join(parts), f"{fix}; {PERF_FALLBACK_FIX}", es.failed)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from hwprof.collectors.base import Capability
 
 from hwprof.core.host_facts import current
-from hwprof.perf.open_errors import read_paranoid
+from hwprof.perf.open_errors import NO_PMU_FIX, read_paranoid
 from hwprof.schema.probes import PerfSamplingProbe, UnavailablePart
 
 if TYPE_CHECKING:
@@ -28,10 +28,6 @@ INSTALL_FIX = (
 )
 CPI_PART = "CPI and MPKI per kernel"
 NO_PMU_REASON = "this host exposes no hardware PMU to perf (`perf stat -e cycles true` says <not supported>)"
-NO_PMU_FIX = (
-    "run on bare metal, or on a VM with a virtual PMU (KVM/libvirt `<cpu mode='host-passthrough'>` with "
-    "`<pmu state='on'/>`; AWS: a whole-host .metal instance); then `perf stat -e cycles,instructions true` counts"
-)
 
 
 def perf_binary(config: RunConfig) -> str | None:

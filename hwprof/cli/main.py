@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -15,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from hwprof.cli.args import build_parser, command_parser, split_program
 from hwprof.cli.collect import cmd_collect
+from hwprof.cli.doctor import cmd_doctor
 from hwprof.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from hwprof.cli.gate_args import joined_negative_percents
 from hwprof.cli.runs import cmd_runs
@@ -27,11 +27,9 @@ from hwprof.cli.streams import (
     stdout_reader_gone,
 )
 from hwprof.cli.track import check_tracking, cmd_track
-from hwprof.core.config import RunConfig
 from hwprof.session.stopping import StopSignals
 
 if TYPE_CHECKING:
-    from hwprof.schema.probes import ProbeDetails
     from hwprof.workload.catalog import ModelRow
 
 
@@ -93,84 +91,6 @@ def cmd_sweep(args: argparse.Namespace, console: Console) -> int:
     from hwprof.cli.sweep import cmd_sweep as run
 
     return run(args, console)
-
-
-def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.render.status_block import StatusRow, status_renderable
-    from hwprof.session.registry import all_collectors
-
-    if args.device != "cpu":
-        from hwprof.hardware.gpu_device import require_cuda
-
-        require_cuda(args.device)
-    if args.peaks and args.device != "cpu":
-        from hwprof.hardware.gpu_peaks import load_or_measure
-
-        gpu = load_or_measure(int(args.device.partition(":")[2] or 0), force=args.force)
-        console.print_json(json.dumps(gpu))
-    elif args.peaks:
-        from hwprof.core.host import cpuinfo_text
-        from hwprof.hardware.machine import measure_peaks
-        from hwprof.hardware.paper_peak import paper_peak
-        from hwprof.render.roof_lines import peaks_renderable
-
-        peaks = measure_peaks(args.threads, force=args.force)
-        console.print(peaks_renderable(peaks, paper_peak(cpuinfo_text(), args.threads)))
-    config = RunConfig(counters=args.counters, device=args.device)
-    rows: list[StatusRow] = []
-    for cls in all_collectors():
-        try:
-            cap = cls.probe(config)
-        except Exception as exc:
-            rows.append(StatusRow(cls.name, cls.pass_name, "[red]probe failed[/]", f"{type(exc).__name__}: {exc}"))
-            continue
-        status = "[green]available[/]" if cap.available else "[yellow]unavailable[/]"
-        if cap.available and not cls.wanted(config):
-            status = "[green]available[/] (off by default)"
-        rows.append(StatusRow(cls.name, cls.pass_name, status, cap.reason, cap.fix))
-        for names, reason, fix in _unavailable_parts(cap.details):
-            rows.append(StatusRow("", "", f"[yellow]{len(names)} unavailable[/]", f"{', '.join(names)}: {reason}", fix))
-    console.print(status_renderable("what this host can measure", rows, console.width))
-    console.print(_runtimes_table(args.device))
-    console.print(_cache_line(), highlight=False, markup=False)
-    return 0
-
-
-def _cache_line() -> str:
-    """Where hwprof keeps its caches (peaks, models, valgrind), and how $XDG_CACHE_HOME was read."""
-    from hwprof.core.envvars import cache_note, hwprof_cache
-
-    note = cache_note()
-    return f"cache: {hwprof_cache()}" + (f" ({note})" if note else "")
-
-
-def _runtimes_table(device: str) -> Any:
-    from rich.table import Table
-
-    from hwprof.core.runtime_names import runs_on
-    from hwprof.workload.runtime_probe import runtime_statuses
-
-    table = Table(title=f"runtimes on {device} (collect --runtime R --precision P)", title_justify="left")
-    for col in ("runtime", "version", "precisions", "note"):
-        table.add_column(col, overflow="fold")
-    for st in runtime_statuses():
-        version = (st.version or "[yellow]unavailable[/]").split("-")[0]
-        here = [p for p in st.precisions if runs_on(st.runtime, p, device)]
-        elsewhere = [p for p in st.precisions if p not in here]
-        other = "cuda" if device == "cpu" else "cpu"
-        precisions = ", ".join(here) or "none here"
-        if elsewhere:
-            precisions += f" ({', '.join(elsewhere)}: --device {other} only)"
-        table.add_row(st.runtime, version, precisions, st.note)
-    return table
-
-
-def _unavailable_parts(details: ProbeDetails) -> list[tuple[list[str], str, str]]:
-    """A collector that works in part lists what it cannot do in its details' unavailable: name -> why, fix."""
-    parts: dict[tuple[str, str], list[str]] = {}
-    for name, why in (details.unavailable or {}).items():
-        parts.setdefault((why.reason or "", why.fix or ""), []).append(name)
-    return [(names, reason, fix) for (reason, fix), names in parts.items()]
 
 
 def cmd_models(args: argparse.Namespace, console: Console) -> int:

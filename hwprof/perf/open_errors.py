@@ -11,9 +11,11 @@ from hwprof.schema.probes import UnavailablePart
 
 NO_PMU_REASON = "the kernel exposes no PMU for this event: a VM without a virtual PMU, or an unsupported CPU"
 NO_PMU_FIX = (
-    "run on bare metal or enable the VM's virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; "
-    "VMware: 'Virtualize CPU performance counters'; cloud: a metal or vPMU-enabled instance type)"
+    "run on bare metal or enable the VM's virtual PMU (KVM/QEMU: `-cpu host,pmu=on`; libvirt: `<cpu "
+    "mode='host-passthrough'>` with `<pmu state='on'/>`; VMware: 'Virtualize CPU performance counters'; cloud: a "
+    "metal or vPMU-enabled instance type); `perf stat -e cycles,instructions true` then counts"
 )
+"""The one fix for a host without a hardware PMU: perf_event_open's counters, perf's sampling and PAPI say it so."""
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,7 @@ def time_synchronised(torch: Any, fn: Callable[[], Any], iters: int) -> list[flo
 
 class CudaGraphCollector(Collector):
     name = "cuda_graph"
+    needs_cuda = True
     title = "eager forward against its CUDA graph (launch overhead)"
     pass_name = "timing"
     order = 90

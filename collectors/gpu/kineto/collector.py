@@ -53,6 +53,7 @@ def cpu_device_reason(config: RunConfig) -> Capability | None:
 
 class GpuKinetoCollector(Collector):
     name = NAME
+    needs_cuda = True
     title = "torch.profiler CUDA kernels per layer by launch correlation"
     pass_name = "gpu"
     subscribes = True

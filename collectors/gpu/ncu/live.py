@@ -77,6 +77,7 @@ class NcuPassCollector(Collector):
     optional_metrics: ClassVar[tuple[str, ...]] = ()
     """Asked for only where the device's ncu lists them (metrics_for)."""
     report_stem: ClassVar[str]
+    needs_cuda = True
     subscribes = True
     needs_layer_markers = True
     order = 45

@@ -47,6 +47,7 @@ def device_index(config: RunConfig) -> int:
 
 class NvmlCollector(Collector):
     name = NAME
+    needs_cuda = True
     title = "NVML GPU power, energy, utilisation, clocks, memory, temperature"
     pass_name = "layers"
     subscribes = True
