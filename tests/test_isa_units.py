@@ -50,3 +50,25 @@ def test_the_new_precisions_are_refused_in_one_line_where_they_do_not_apply() ->
     check_runtime_precision("torch", "bf16-weights")
     check_runtime_precision("onnxruntime", "int8-static")
     assert runs_on("torch", "bf16-weights", "cpu") and not runs_on("torch", "bf16-weights", "cuda")
+
+
+@pytest.mark.parametrize(
+    ("runtime", "precision", "said"),
+    [
+        ("torch", "fp32", None),
+        ("torch", "bf16", "torch bf16 (autocast, bf16-weights; oneDNN): AMX-BF16, AVX512-BF16"),
+        ("torch", "bf16-weights", "torch bf16 (autocast, bf16-weights; oneDNN): AMX-BF16, AVX512-BF16"),
+        ("openvino", "bf16", "OpenVINO bf16 (CPU plugin, oneDNN): AMX-BF16, AVX512-BF16"),
+        ("onnxruntime", "int8-static", "ONNX Runtime int8-static (QDQ u8s8; MLAS): AMX-INT8, AVX512-VNNI, AVX-VNNI"),
+        ("onnxruntime", "int8", None),
+        ("openvino", "fp32", None),
+    ],
+)
+def test_a_run_names_only_the_units_its_own_runtime_and_precision_used(
+    runtime: str, precision: str, said: str | None
+) -> None:
+    """Issue 68: "units used ONNX Runtime int8-static (QDQ u8s8; MLAS)" stood in the header of a torch fp32 run."""
+    from hwprof.core.isa_units import run_uses_text
+
+    assert run_uses_text(XEON, runtime, precision) == said
+    assert run_uses_text(["avx2"], runtime, precision) is None and run_uses_text(None, runtime, precision) is None

@@ -45,6 +45,13 @@ USES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("OpenVINO bf16 (CPU plugin, oneDNN)", BF16_FLAGS),
     ("ONNX Runtime int8-static (QDQ u8s8; MLAS)", INT8_FLAGS),
 )
+RUNS: dict[tuple[str, str], str] = {
+    ("torch", "bf16"): USES[0][0],
+    ("torch", "bf16-weights"): USES[0][0],
+    ("openvino", "bf16"): USES[1][0],
+    ("onnxruntime", "int8-static"): USES[2][0],
+}
+"""A run's runtime and precision -> the USES entry it is (the others use none of these units)."""
 
 
 def _label(flag: str) -> str:
@@ -74,6 +81,14 @@ def units_text(flags: Sequence[str] | None) -> str:
     if not units:
         return "no AMX, AVX512-BF16/FP16 or VNNI units (bf16 and int8 would be emulated)"
     return "units " + ", ".join(units)
+
+
+def run_uses_text(flags: Sequence[str] | None, runtime: str, precision: str) -> str | None:
+    """The units this run's runtime and precision used, as one clause; None where it used none of them (an fp32
+    run: the report's header names only what the run itself used)."""
+    what = RUNS.get((runtime, precision))
+    use = next((u for u in runtime_uses(flags or []) if u.what == what), None)
+    return None if use is None else f"{use.what}: {', '.join(use.units)}"
 
 
 def uses_text(flags: Sequence[str] | None) -> str | None:

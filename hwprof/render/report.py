@@ -22,7 +22,7 @@ from rich.text import Text
 from hwprof.analysis.finding import labelled
 from hwprof.analysis.program.facts import ProgramFacts, program_facts
 from hwprof.analysis.run_analysis import Analysis
-from hwprof.core.isa_units import units_text, uses_text
+from hwprof.core.isa_units import run_uses_text, units_text
 from hwprof.render.advice.table import advice_markdown, advice_renderables
 from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu.sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
@@ -157,10 +157,12 @@ def _units(flags: list[object] | None) -> str:
 
 
 def _units_lines(run: RunDoc) -> list[tuple[str, str]]:
-    """Which runtime will use which of the host's units; nothing for an imported run's unstated host."""
+    """The host's units this run's runtime and precision used (an fp32 run: none, no line); nothing for an imported
+    run's unstated host."""
     if run.imported and not run.host.recorded:
         return []
-    text = uses_text(_isa_flags(run.host.isa_flags))
+    cfg = run.config
+    text = run_uses_text(_isa_flags(run.host.isa_flags), cfg.runtime or "torch", cfg.precision or "fp32")
     return [("units used", text)] if text else []
 
 

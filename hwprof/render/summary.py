@@ -61,6 +61,9 @@ def warning_lines(a: Analysis) -> list[tuple[str, str]]:
     return [("warning", w) for w in a.warnings]
 
 
+RANDOM_WEIGHTS = "random init: detections mean nothing (--weights FILE or --model yolov8s-people: trained)"
+
+
 def run_lines(a: Analysis) -> list[tuple[str, str]]:
     """What ran where: a program's command and its forwards' input shapes (first), model and weights with the
     GFLOPs at the measured forwards' shapes, host and its units, threads and sizes, the input (at most 4 lines);
@@ -78,9 +81,10 @@ def run_lines(a: Analysis) -> list[tuple[str, str]]:
         flops = measured_flops(run)
         gflops = f", {flops.headline()}" if flops is not None else ""
         head = f"{model.name} ({model.family}), {model.layers} layers{gflops}"
-        if loaded is None:
-            weights = "random init" if model.random_init else (str(model.weights) if model.weights else "?")
-            out.append(("model", f"{head}; weights: {weights}"))
+        if model.random_init:  # said up front, with what follows from it
+            out += [("model", head), ("weights", RANDOM_WEIGHTS)]
+        elif loaded is None:
+            out.append(("model", f"{head}; weights: {str(model.weights) if model.weights else '?'}"))
         else:
             out += [("model", head), ("weights", weights_summary(loaded))]
             if run.detections:  # random weights' boxes mean nothing: the pipeline stages' note says so instead
