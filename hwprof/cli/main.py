@@ -295,6 +295,11 @@ def _parse_and_run(words: list[str]) -> int:
     except KeyboardInterrupt:
         errors.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
         return stop.exit_code if stop.requested else EXIT_INTERRUPTED
+    except RuntimeError as exc:
+        if not wraps_interrupt(exc):
+            raise
+        errors.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
+        return stop.exit_code if stop.requested else EXIT_INTERRUPTED
     except (DiskFullError, FolderGoneError) as exc:  # not a bad input: the run or its files could not be written
         error(exc)
         return EXIT_FAILED
@@ -308,6 +313,20 @@ def _parse_and_run(words: list[str]) -> int:
         return EXIT_USAGE
     finally:
         stop.uninstall()
+
+
+def wraps_interrupt(exc: BaseException) -> bool:
+    """Whether a stop signal's KeyboardInterrupt is this exception's cause: Python 3.11 wraps one raised while a
+    class is made (a dataclass's field, imported lazily by the command) in "RuntimeError: Error calling
+    __set_name__", which reached the user as a traceback (tests/test_early_signals.py, a signal at 0.35 s)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 if __name__ == "__main__":
