@@ -7,6 +7,7 @@ with HWPROF_UPDATE_GOLDEN=1 after a deliberate change (see fixtures/rundir_repor
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -41,9 +42,12 @@ def run_dir(tmp_path: Path) -> Path:
 
 
 def render(run_dir: Path, fmt: str = "rich", width: int = 100, top: int = 15) -> str:
+    """The report of `run_dir`, named by its folder's name from its parent (the "next" block's commands name the
+    run's folder as given: the same in every copy)."""
     buf = io.StringIO()
     console = Console(file=buf, width=width, color_system=None, force_terminal=False, legacy_windows=False)
-    report_run(run_dir, top=top, format=fmt, console=console, write=False)
+    with contextlib.chdir(run_dir.parent):
+        report_run(Path(run_dir.name), top=top, format=fmt, console=console, write=False)
     return buf.getvalue()
 
 

@@ -77,6 +77,7 @@ def test_command_prints_the_page_and_writes_it(page: tuple[Path, str]) -> None:
     run_dir, out = page
     assert out.startswith("<!DOCTYPE html>") and out == (run_dir / "report.html").read_text()
     html = out
+    assert "<strong>next</strong>" in html and f"<code>hwprof advise {run_dir}</code>" in html  # the first screen's
     assert html.count('<tr id="layer-') == _layer_rows(run_dir) == 23  # the whole layer table, not the top 15
     assert 'class="sortable"' in html
     assert html.count('src="data:image/png;base64,') == 4  # the plots, embedded

@@ -28,8 +28,8 @@ def test_first_screen_answers_at_80_columns() -> None:
     lines = _report(FIXTURE, 80)
     screen = " ".join(" ".join(line.split()) for line in lines[:40])  # wrapped lines joined
     assert lines[0].startswith("summary of run fx [complete]")
-    for key in ("model ", "host ", "run ", "input ", "speed "):
-        assert any(line.startswith(key) for line in lines[:8]), key
+    for key in ("model ", "weights ", "host ", "run ", "input ", "speed "):
+        assert any(line.startswith(key) for line in lines[:10]), key
     assert "forward p50 2,336.0 ms, p90 3,270.5 ms" in screen and "FPS inference 0.43, end to end 0.40" in screen
     assert "where the time goes: top 5 layers" in screen
     assert "│ 22 │ Detect │ 566.4 │ 24.2% │ compute │" in screen  # the top layer, with its bound
@@ -71,3 +71,32 @@ def test_first_column_is_never_cut_at_80_columns() -> None:
     text = buf.getvalue()
     assert "(between stages)" in text and "kernels" in text  # the key whole; other columns squeezed first
     assert all(cell_len(line.rstrip()) <= 80 for line in text.splitlines())
+
+
+def test_the_first_screen_ends_with_what_to_run_next_and_its_advise_command_parses() -> None:
+    """Issue 68: the first screen named no next step (`hwprof advise` and report.html appeared nowhere)."""
+    import shlex
+
+    from hwprof.cli.main import parse_command
+
+    lines = _report(FIXTURE, 80)
+    at = lines.index("next")
+    assert at < 40, at
+    block = [line.strip() for line in lines[at + 1 : at + 13]]
+    advise = block[0]
+    assert advise == f"hwprof advise {FIXTURE}", block
+    args = parse_command(shlex.split(advise)[1:])  # the command as printed is one the command line takes
+    assert args.command == "advise" and Path(args.run_dir) == FIXTURE
+    assert f"{FIXTURE}/trace.pftrace" in block and f"{FIXTURE}/report.html" in block
+    assert "hwprof collect --model yolov8s-people" in block  # random weights: the trained model to judge outputs
+
+
+def test_an_advised_or_imported_run_is_not_told_to_advise() -> None:
+    from hwprof.analysis.next_steps import next_steps
+
+    advised = analyse(RunData.load(FIXTURE.parent / "gpu_run_yolov8n"))  # an imported GPU run, advised
+    steps = next_steps(advised)
+    best = next(r for r in advised.advice.ordered() if r.ranked) if advised.advice is not None else None
+    assert best is not None and steps[0].command == best.how and "best measured change" in steps[0].tells
+    assert not any(s.command.startswith("hwprof advise") for s in steps)
+    assert not any("yolov8s-people" in s.command for s in steps)  # its weights are not random

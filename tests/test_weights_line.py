@@ -170,7 +170,10 @@ def test_the_run_details_name_the_classes_and_keep_the_licence() -> None:
     assert loaded_weights_text("random init") == "random init"
 
 
-def test_random_weights_keep_their_model_line() -> None:
+def test_random_weights_are_said_on_a_line_of_their_own_with_what_follows() -> None:
+    """Issue 68: "; weights: random init" ended the model line (wrapped as "random / init" at 80 columns), and what
+    follows from it (detections that mean nothing) was only in the run details."""
     text = rendered(FIXTURE)
     head = text[: text.index("top findings")]
-    assert "; weights: random init" in " ".join(head.split()) and "\nweights " not in head  # wrapped lines joined
+    assert "; weights:" not in head and "\nweights random init: the times are real" in head
+    assert "the detections mean nothing" in " ".join(head.split())  # wrapped lines joined

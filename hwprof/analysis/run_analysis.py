@@ -94,6 +94,8 @@ class Analysis:
     asks, the findings here, the gate and the advice's answers on read."""
     memory: MemoryView = field(default_factory=MemoryView)
     """Memory per layer and per forward (hwprof.analysis.layers.memory)."""
+    root: str = ""
+    """The run directory as it was given (the next steps' commands name it); "" for an analysis made otherwise."""
 
     @cached_property
     def workload(self) -> WorkloadView:
@@ -190,6 +192,7 @@ def analyse(data: RunData, max_findings: int = 10) -> Analysis:
         layer_shapes(data, layers),
         health,
         memory_view(layers, data),
+        str(data.root),
     )
 
 

@@ -295,11 +295,6 @@ def _parse_and_run(words: list[str]) -> int:
     except KeyboardInterrupt:
         errors.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
         return stop.exit_code if stop.requested else EXIT_INTERRUPTED
-    except RuntimeError as exc:
-        if not wraps_interrupt(exc):
-            raise
-        errors.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
-        return stop.exit_code if stop.requested else EXIT_INTERRUPTED
     except (DiskFullError, FolderGoneError) as exc:  # not a bad input: the run or its files could not be written
         error(exc)
         return EXIT_FAILED
@@ -311,6 +306,11 @@ def _parse_and_run(words: list[str]) -> int:
             return stop.exit_code
         error(exc)
         return EXIT_USAGE
+    except RuntimeError as exc:  # after CollectError (a RuntimeError): only an interrupt it wraps
+        if not wraps_interrupt(exc):
+            raise
+        errors.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
+        return stop.exit_code if stop.requested else EXIT_INTERRUPTED
     finally:
         stop.uninstall()
 

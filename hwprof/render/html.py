@@ -21,6 +21,7 @@ from hwprof.render.advice.table import advice_spec, heading
 from hwprof.render.report import header_lines, specs, unavailable_lines
 from hwprof.render.summary import (
     advice_lines,
+    next_lines,
     not_measured_line,
     run_lines,
     speed_line,
@@ -149,6 +150,7 @@ def render_html(a: Analysis, plots: dict[str, bytes], run_dir: Path | None = Non
         summary_findings=[(f, _links(f.layers, layered)) for f in top_findings(a)],
         summary_advice=advice_lines(a),
         summary_missing=not_measured_line(a),
+        summary_next=next_lines(a),
         header=header_lines(a),
         unavailable=unavailable_lines(a),
         advice_heading=heading(a.advice) if a.advice is not None else None,

@@ -17,9 +17,11 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from hwprof.analysis.next_steps import next_steps
 from hwprof.analysis.program.facts import GRAD_ON, TRAINING, program_facts
 from hwprof.core.isa_units import units_text
 from hwprof.render.advice.table import heading, output_text
@@ -61,7 +63,7 @@ def warning_lines(a: Analysis) -> list[tuple[str, str]]:
     return [("warning", w) for w in a.warnings]
 
 
-RANDOM_WEIGHTS = "random init: detections mean nothing (--weights FILE or --model yolov8s-people: trained)"
+RANDOM_WEIGHTS = "random init: the times are real, the detections mean nothing (--weights FILE for yours)"
 
 
 def run_lines(a: Analysis) -> list[tuple[str, str]]:
@@ -183,6 +185,15 @@ def advice_lines(a: Analysis) -> list[str]:
     return lines
 
 
+NEXT = "next"
+
+
+def next_lines(a: Analysis) -> list[tuple[str, str]]:
+    """The first screen's last block: (command or file, what it tells and how long it takes) for each next step
+    (hwprof.analysis.next_steps)."""
+    return [(s.command, f"{s.tells} ({s.takes})") for s in next_steps(a)]
+
+
 def not_measured_line(a: Analysis) -> str | None:
     """The collectors that did not measure everything (skipped ones are not counted), or None."""
     missing = [name for name, e in a.unavailable.items() if e["status"] != "skipped"]
@@ -215,6 +226,8 @@ def summary_renderables(a: Analysis, console: Console) -> list[RenderableType]:
     if missing:
         line = f"{NOT_MEASURED}: {missing} (see the end)"
         parts.append(Text(line, style="dim", no_wrap=True, overflow="ellipsis"))
+    steps = [Text.assemble(command, "\n", (what, "dim")) for command, what in next_lines(a)]
+    parts += [Text(""), Text(NEXT, style="bold"), Padding(Group(*steps), (0, 0, 0, 2))]  # hanging under "next"
     return parts
 
 
@@ -267,4 +280,5 @@ def summary_markdown(a: Analysis) -> str:
     missing = not_measured_line(a)
     if missing:
         lines += ["", f"_{NOT_MEASURED}: {missing} (see the end)_"]
+    lines += ["", f"**{NEXT}**", ""] + [f"- `{command}`: {what}" for command, what in next_lines(a)]
     return "\n".join(lines) + "\n"
