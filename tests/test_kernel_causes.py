@@ -4,6 +4,7 @@ file, read back (old files too, by leaf), and the findings that name it per laye
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gzip
 import json
@@ -298,3 +299,19 @@ def test_the_page_fault_finding_names_what_its_layers_allocate_and_fault(run_wit
     assert f"per forward they allocate (torch's allocator) and fault 2: 5.2 MB ({counted:.0f} faults)" in (
         faults.evidence
     )
+
+
+def test_layers_of_one_cause_are_one_finding_and_its_why_is_said_once(run_with_kernel_layers: Path) -> None:
+    """Issue 68: the allocator paragraph was printed five times, a finding per faulting layer, word for word. Two
+    layers faulting give one kernel finding naming both; the why is the page-fault finding's, said there once."""
+    doc = json.loads((run_with_kernel_layers / KERNELS_JSON).read_text())
+    doc["layers"]["model.1"] = copy.deepcopy(doc["layers"]["model.2"])  # layer 1 now faults as layer 2 does
+    (run_with_kernel_layers / KERNELS_JSON).write_text(json.dumps(doc))
+    found = kernel_findings(analyse(RunData.load(run_with_kernel_layers)).layers)
+    faulting = [f for f in found if f.topic == "kernel-faults" and f.title.startswith("layer")]
+    assert len(faulting) == 1 and set(faulting[0].layers) == {1, 2}, [f.title for f in faulting]
+    assert faulting[0].title.startswith("layers ") and "of their samples in the kernel, mostly page faults" in (
+        faulting[0].title
+    )
+    why = "an allocator that keeps freed memory"
+    assert sum(why in f.evidence for f in found) == 1  # the page-fault finding's, not again per layer

@@ -174,9 +174,11 @@ def _allocated(rows: list[LayerStat]) -> str:
     return f"per forward they allocate (torch's allocator) and fault {', '.join(parts)}; " if parts else ""
 
 
-def kernel_share(report: LayerReport) -> list[Finding]:
-    """A finding per layer whose threads spend a large share of its samples in the kernel, named by
-    the cause that takes most of it."""
+def kernel_share(report: LayerReport, explained: frozenset[str] = frozenset()) -> list[Finding]:
+    """One finding per cause for the layers whose threads spend a large share of their samples in the kernel, each
+    layer under the cause that takes most of its kernel time: the cause's why said once, for all its layers (it
+    was a finding per layer, the same paragraph each time), and not at all for a cause in `explained` (another
+    finding says it: page_zeroing's for page faults)."""
     view = report.native
     if view is None:
         return []
@@ -188,24 +190,39 @@ def kernel_share(report: LayerReport) -> list[Finding]:
         and n.kernel_space_share * n.samples >= KERNEL_LAYER_SAMPLES
     ]
     hits.sort(key=lambda rn: -(rn[0].share or 0.0) * rn[1].kernel_space_share)
-    out = []
+    by_cause: dict[str, list[tuple[LayerStat, NativeLayer]]] = {}
     for r, n in hits[:KERNEL_LAYERS_SHOWN]:
-        kernel = n.kernel_space_share
-        top = n.causes[0]
-        split = ", ".join(f"{c.cause} {pct(c.share / kernel)}" for c in n.causes)
-        out.append(
-            Finding(
-                f"layer {_label(r)}: {pct(kernel)} of its samples in the kernel, {pct(top.share / kernel)} of "
-                f"them {top.cause} ({_parts(top)})",
-                f"{WHY.get(top.cause, OTHER_WHY)}; the kernel's time: {split} (perf, all threads, causes "
-                f"{_how(view, n)})",
-                "kernels",
-                (r.share or 0.0) * kernel,
-                topic=TOPICS[top.cause],
-                layers=(r.index,),
-            )
-        )
-    return out
+        by_cause.setdefault(n.causes[0].cause, []).append((r, n))
+    return [_kernel_finding(view, cause, group, cause in explained) for cause, group in by_cause.items()]
+
+
+def _kernel_finding(
+    view: NativeView, cause: str, group: list[tuple[LayerStat, NativeLayer]], explained: bool
+) -> Finding:
+    """The finding of the layers whose kernel time is mostly `cause` (the heaviest first)."""
+    r, n = group[0]
+    top = n.causes[0]
+    kernel = n.kernel_space_share
+    why = "why: the page-fault finding says it" if explained else WHY.get(cause, OTHER_WHY)
+    splits = "; ".join(
+        f"{row.index}: {pct(nat.kernel_space_share)} in the kernel, "
+        + ", ".join(f"{c.cause} {pct(c.share / nat.kernel_space_share)}" for c in nat.causes)
+        for row, nat in group
+    )
+    if len(group) == 1:
+        title = f"layer {_label(r)}: {pct(kernel)} of its samples in the kernel, {pct(top.share / kernel)} of them"
+    else:
+        shares = sorted(nat.kernel_space_share for _, nat in group)
+        title = f"layers {_names([row for row, _ in group])}: {pct(shares[0])}-{pct(shares[-1])} of their samples in"
+        title += " the kernel, mostly"
+    return Finding(
+        f"{title} {top.cause} ({_parts(top)})",
+        f"{why}; the kernel's time: {splits} (perf, all threads, causes {_how(view, n)})",
+        "kernels",
+        sum((row.share or 0.0) * nat.kernel_space_share for row, nat in group),
+        topic=TOPICS[cause],
+        layers=tuple(row.index for row, _ in group),
+    )
 
 
 def high_cpi_kernels(report: LayerReport) -> list[Finding]:
@@ -248,10 +265,12 @@ def thin_layers(report: LayerReport) -> list[Finding]:
 
 
 def kernel_findings(report: LayerReport) -> list[Finding]:
+    faults = page_zeroing(report)
+    explained = frozenset({CAUSE_FAULT}) if faults else frozenset()
     return (
         reference_convolution(report)
         + waiting_threads(report)
-        + page_zeroing(report)
-        + kernel_share(report)
+        + faults
+        + kernel_share(report, explained)
         + high_cpi_kernels(report)
     )
