@@ -209,3 +209,15 @@ def test_every_exit_status_in_the_table_cites_tests_that_exist() -> None:
     assert cited and not missing, missing
     for row in EXIT_CODES:
         assert re.search(rf"\b{row.code}\b", doc), f"exit status {row.code} is not in the module docstring"
+
+
+def test_only_lists_the_collectors_names_from_the_registry() -> None:
+    """Issue 68: `--only` did not list the collectors' names; they come from the registry when the help is printed
+    (not when the parser is built: every command builds it)."""
+    from hwprof.session.registry import all_collectors
+
+    text = " ".join(hwprof("collect", "--help").stdout.split())
+    at = text.index("--only ONLY")
+    names = [c.name for c in all_collectors()]
+    assert all(name in text[at : at + 400] for name in names), text[at : at + 400]
+    assert "{collectors}" not in text

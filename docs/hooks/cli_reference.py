@@ -9,6 +9,8 @@ import contextlib
 
 from mdtext import cell, prose, slug, table
 
+from hwprof.cli.help_text import with_collectors
+
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
     """(name, one-line help, parser) of each subcommand, in the order the parser lists them."""
@@ -22,7 +24,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argpar
 
 def _help(action: argparse.Action, prog: str) -> str:
     """The option's help with argparse's %(default)s-style fields filled in, as `--help` prints it."""
-    text = action.help or ""
+    text = with_collectors(action.help or "")
     if "%" in text:
         with contextlib.suppress(KeyError, TypeError, ValueError):  # a literal % in words, as --help keeps it
             text = text % {**vars(action), "prog": prog}

@@ -111,8 +111,9 @@ def add_model_args(g: OptionGroup, d: RunConfig) -> None:
 
 def add_collector_args(g: OptionGroup, d: RunConfig) -> None:
     """Which collectors run, and the samplers' rates."""
-    g.add_argument("--only", type=csv_list, default=[], help="run only these collectors (comma list)")
-    g.add_argument("--skip", type=csv_list, default=[], help="do not run these collectors (comma list)")
+    names = help_text.COLLECTORS
+    g.add_argument("--only", type=csv_list, default=[], help=f"run only these collectors (comma list of {names})")
+    g.add_argument("--skip", type=csv_list, default=[], help="do not run these collectors (comma list, as --only)")
     g.add_argument("--interval-ms", type=float, default=d.interval_ms, help="system sampler interval (ms)")
     g.add_argument("--pyspy-rate", type=int, default=d.pyspy_rate, help="py-spy samples per second")
     g.add_argument(

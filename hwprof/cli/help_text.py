@@ -8,6 +8,19 @@ import shutil
 import textwrap
 from typing import TypedDict
 
+COLLECTORS = "{collectors}"
+"""In an option's help: the collectors' names, from the registry when the help is printed (the parser is built
+for every command; importing every collector to build it would cost each one)."""
+
+
+def with_collectors(text: str) -> str:
+    """`text` with COLLECTORS replaced by the registry's names (imported here, when a help is printed)."""
+    if COLLECTORS not in text:
+        return text
+    from hwprof.session.registry import all_collectors
+
+    return text.replace(COLLECTORS, ", ".join(c.name for c in all_collectors()))
+
 
 class HelpFormatter(argparse.HelpFormatter):
     """A description's or epilog's paragraphs (blank-line separated) filled to the terminal's width, but a
@@ -29,7 +42,7 @@ class HelpFormatter(argparse.HelpFormatter):
         return "\n\n".join(paragraphs)
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        text = action.help
+        text = with_collectors(action.help) if action.help else action.help
         if not text or "default" in text or not action.option_strings:
             return text
         default = action.default
