@@ -315,3 +315,20 @@ def test_layers_of_one_cause_are_one_finding_and_its_why_is_said_once(run_with_k
     )
     why = "an allocator that keeps freed memory"
     assert sum(why in f.evidence for f in found) == 1  # the page-fault finding's, not again per layer
+
+
+def test_a_layer_mostly_in_the_kernel_is_not_labelled_by_its_roof(run_with_kernel_layers: Path) -> None:
+    """Issue 68: layer 0 was "bound: compute" at 6.9% of its roof while 69% of its samples were in the kernel, 92%
+    of them page faults. The report's bound column says the kernel's cause where it holds most of the samples."""
+    from hwprof.analysis.layers.stats import KERNEL_BOUND
+
+    a = analyse(RunData.load(run_with_kernel_layers))
+    for row in a.layers.top_level:
+        native = row.native
+        if native is not None and native.kernel_space_share >= KERNEL_BOUND and native.causes:
+            assert row.bound_shown == f"kernel: {native.causes[0].cause}", row.name
+        else:
+            assert row.bound_shown == row.bound, row.name
+    kernel_bound = [r for r in a.layers.top_level if (r.bound_shown or "").startswith("kernel: ")]
+    assert kernel_bound, [(r.name, r.native.kernel_space_share if r.native else None) for r in a.layers.top_level]
+    assert all(r.bound in ("memory", "compute", None) for r in a.layers.top_level)  # the roofline's side is kept

@@ -154,7 +154,7 @@ LAYER_COLUMNS: list[Column[_LayerTable, Ranked[LayerStat]]] = [
     Column(Col("GFLOP/s", priority=3), lambda r: sig(r.item.gflops_s), _by_time),
     Column(Col("% peak"), lambda r: num(r.item.pct_peak, 1), lambda t: t.by_time and t.roof),
     Column(Col("AI", priority=4), lambda r: sig(r.item.intensity)),
-    Column(Col("bound"), lambda r: r.item.bound or MISSING, _layer_roof),
+    Column(Col("bound"), lambda r: r.item.bound_shown or MISSING, _layer_roof),
     Column(
         Col("bound (meas.)", priority=2),
         lambda r: r.item.bound_measured or MISSING,
@@ -356,7 +356,8 @@ def roofline_spec(a: Analysis) -> TableSpec:
         notes.append(f"measured traffic: {a.layers.missing['traffic'].short()}")
     notes.append(
         "bound by minimum bytes: 'memory' is certain; 'compute' is an upper bound on intensity "
-        "(real traffic can only be larger)"
+        "(real traffic can only be larger); 'kernel: <cause>' where most of a layer's samples are in the OS kernel "
+        "(page faults, syscalls), which no roof bounds"
     )
     if roof is not None:
         notes.append(f"peak methods: {roof.gflops_method}; {roof.gbps_method}")

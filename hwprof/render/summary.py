@@ -165,7 +165,9 @@ def top_layers_spec(a: Analysis, n: int = TOP_LAYERS) -> TableSpec | None:
         Col("bound", "left"),
         Col("top kernel", "left", priority=1, max_width=28),
     ]
-    cells = [[str(r.index), r.type, ms(r.time_ms), pct(r.share), r.bound or MISSING, kernel_text(r)] for r in rows]
+    cells = [
+        [str(r.index), r.type, ms(r.time_ms), pct(r.share), r.bound_shown or MISSING, kernel_text(r)] for r in rows
+    ]
     return TableSpec(f"where the time goes: top {len(rows)} layers", cols, cells, key="summary-layers")
 
 

@@ -82,6 +82,20 @@ class LayerStat:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def bound_shown(self) -> str | None:
+        """What the report's bound column says: the roofline's side, unless most of the layer's samples are in the
+        OS kernel (page faults, syscalls), which no roof bounds: then "kernel: <its main cause>" (a layer labelled
+        compute-bound at 7% of its roof while 69% of its samples were in the kernel, 92% of them page faults)."""
+        native = self.native
+        if native is not None and native.kernel_space_share >= KERNEL_BOUND and native.causes:
+            return f"kernel: {native.causes[0].cause}"
+        return self.bound
+
+
+KERNEL_BOUND = 0.5
+"""The share of a layer's samples in the OS kernel from which the kernel, not the roofline, bounds it."""
+
 
 @dataclass
 class LayerReport:
