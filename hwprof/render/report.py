@@ -44,7 +44,7 @@ from hwprof.render.roof_lines import header_text
 from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_layers_spec, runtime_line
 from hwprof.render.stage_kernels import stage_kernels_spec
 from hwprof.render.summary import NOT_MEASURED, summary_markdown, summary_renderables
-from hwprof.render.tables import TableSpec, markdown, spec_renderables
+from hwprof.render.tables import TableSpec, left_out_line, markdown, spec_renderables
 from hwprof.render.weights_line import detections_details, loaded_weights_text
 from hwprof.render.whole_program import whole_program_spec
 
@@ -269,9 +269,12 @@ def render_rich(a: Analysis, console: Console, top: int = TOP_DEFAULT) -> None:
     if a.advice is not None:
         parts.append(Text(""))
         parts += advice_renderables(a.advice, console)
+    left_out: list[str] = []
     for spec in specs(a, top):
         parts.append(Text(""))
-        parts += spec_renderables(spec, console)
+        parts += spec_renderables(spec, console, left_out=left_out)
+    line = left_out_line(left_out, console.width)
+    parts += [Text(line, style="dim")] if line else []
     parts += [Text(""), _findings_renderable(a), Text(""), _header_renderable(a)]
     console.print(Group(*parts))
 

@@ -122,22 +122,39 @@ def _narrowed(spec: TableSpec, console: Console) -> TableSpec:
     return spec
 
 
-def rich_render(spec: TableSpec, console: Console) -> RenderableType:
+def rich_render(spec: TableSpec, console: Console, left_out: list[str] | None = None) -> RenderableType:
+    """The table fitted to the console, with its notes. `left_out`: a report's list of what its tables left out,
+    said once at its end (left_out_line): each table then names its dropped columns only."""
     fitted, dropped = fit(spec, console)
     parts: list[RenderableType] = [_rich_table(fitted)]
     notes = list(spec.notes)
-    if dropped:
+    if dropped and left_out is not None:
+        notes.append(f"left out: {', '.join(dropped)}")
+        left_out += dropped
+    elif dropped:
         notes.append(f"columns left out at this width ({console.width}): {', '.join(dropped)}; {spec.more}")
     for note in notes:
         parts.append(Text(note, style="dim"))
     return Group(*parts)
 
 
-def spec_renderables(spec: TableSpec, console: Console, note_style: str = "dim") -> list[RenderableType]:
+def spec_renderables(
+    spec: TableSpec, console: Console, note_style: str = "dim", left_out: list[str] | None = None
+) -> list[RenderableType]:
     """The table, or for a spec with no columns (nothing measured) its title and notes saying why."""
     if spec.cols:
-        return [rich_render(spec, console)]
+        return [rich_render(spec, console, left_out)]
     return [Text(spec.title, style="bold"), *(Text(n, style=note_style) for n in spec.notes)]
+
+
+def left_out_line(left_out: list[str], width: int) -> str | None:
+    """The one line a report says about the columns its tables left out at this width, or None."""
+    if not left_out:
+        return None
+    return (
+        f"columns left out of the tables above at this width ({width}): a wider terminal, "
+        "`--format markdown` or layers.csv has every one"
+    )
 
 
 def _md_cell(text: str) -> str:
