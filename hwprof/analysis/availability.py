@@ -18,13 +18,23 @@ if TYPE_CHECKING:
 class Missing:
     reason: str
     fix: str = ""
+    head: str = ""
+    """The reason's part that says what is missing, without the collector's cause ("cycles could not be counted
+    (perf_events)" of "...: the kernel exposes no PMU for this event"); "" where the reason is all one."""
 
     def text(self) -> str:
         return f"unavailable: {self.reason}" + (f"; fix: {self.fix}" if self.fix else "")
 
     def short(self) -> str:
-        """Without the fix: for notes under tables, when the run header already gives the fix."""
+        """Without the fix: when the run header already gives the fix."""
         return f"unavailable: {self.reason}"
+
+    def note(self) -> str:
+        """A report table's note: what is missing, its cause left to the "not measured" block, which says it once
+        (under every table a cause touched, it was said five times for a missing PMU)."""
+        if not self.head:
+            return self.short()
+        return f"unavailable: {self.head} (why: not measured, at the end)"
 
     def to_dict(self) -> dict[str, str]:
         return {"status": "unavailable", "reason": self.reason, "fix": self.fix}
@@ -75,7 +85,8 @@ def _blocked_events(run: RunDoc, ran: list[str], wanted: list[str]) -> Missing |
         blocked = [e for e in wanted if e in unavailable]
         if blocked:
             first = unavailable[blocked[0]]
-            return Missing(f"{', '.join(blocked)} could not be counted ({name}): {first.reason}", first.fix or "")
+            head = f"{', '.join(blocked)} could not be counted ({name})"
+            return Missing(f"{head}: {first.reason}", first.fix or "", head)
     return None
 
 
@@ -87,10 +98,9 @@ def _not_ok(run: RunDoc, names: list[str]) -> Missing | None:
     entry = run.collectors[not_ok[0]]
     status = entry.status
     reason = str(entry.reason or status)
-    return Missing(
-        f"{not_ok[0]} {status}: {reason}" if status != "unavailable" else f"{not_ok[0]}: {reason}",
-        str(entry.fix if entry.fix is not None else ""),
-    )
+    head = f"{not_ok[0]} {status}" if status != "unavailable" else not_ok[0]
+    fix = str(entry.fix if entry.fix is not None else "")
+    return Missing(f"{head}: {reason}", fix, head if status != "skipped" else "")  # skipped: not in the block
 
 
 def _absent(run: RunDoc, listed: list[str]) -> Missing:

@@ -96,7 +96,7 @@ def native_kernels_spec(a: Analysis) -> TableSpec | None:
     view = rep.native
     title = "kernels per layer (all threads)"
     if view is None:
-        return TableSpec(title, [], [], [f"native kernels: {rep.missing['native'].short()}"])
+        return TableSpec(title, [], [], [f"native kernels: {rep.missing['native'].note()}"])
     layers = [r for r in (rep.top(NATIVE_LAYERS) or rep.top(NATIVE_LAYERS, "flops")) if r.native is not None]
     rows_src = [
         _LayerKernel(first=i == 0, layer=layer, native=layer.native, kernel=k)
@@ -121,7 +121,7 @@ def native_kernels_spec(a: Analysis) -> TableSpec | None:
             "raise --iters or --perf-rate"
         )
     if "native_cpi" in rep.missing:
-        notes.append(f"CPI per kernel: {rep.missing['native_cpi'].short()}")
+        notes.append(f"CPI per kernel: {rep.missing['native_cpi'].note()}")
     return TableSpec(f"{title}, top {len(layers)} layers by time", cols, rows, notes)
 
 
@@ -191,7 +191,7 @@ def kernels_spec(a: Analysis) -> TableSpec | None:
             )
     notes = []
     if "kernels" in rep.missing:
-        notes.append(f"kernels: {rep.missing['kernels'].short()}")
+        notes.append(f"kernels: {rep.missing['kernels'].note()}")
         cols, rows = [], []
     else:
         notes.append(
@@ -229,7 +229,7 @@ def frames_spec(a: Analysis) -> TableSpec | None:
             )
     notes = []
     if "frames" in rep.missing:
-        notes.append(f"native frames: {rep.missing['frames'].short()}")
+        notes.append(f"native frames: {rep.missing['frames'].note()}")
         cols, rows = [], []
     else:
         notes.append(

@@ -140,7 +140,7 @@ def _forward_notes(o: Overheads) -> list[str]:
             f"torch.profiler; most in {worst}"
         )
     elif "between_ops" in o.missing:
-        notes.append(f"between aten ops: {o.missing['between_ops'].short()}")
+        notes.append(f"between aten ops: {o.missing['between_ops'].note()}")
     if o.harness_vs_reference is not None:
         notes.append(f"harness forward / plain model(x) loop: {o.harness_vs_reference:.3f}")
     notes += o.counter_checks

@@ -78,14 +78,14 @@ def stages_spec(a: Analysis) -> TableSpec | None:
         watts = f", {st.avg_w:.1f} W average" if st.avg_w else ""
         notes.append(f"energy {st.j_per_image:.3f} J per image{watts} (RAPL, whole socket)")
     elif st.energy_missing is not None:
-        notes.append(f"energy: {st.energy_missing.short()}")
+        notes.append(f"energy: {st.energy_missing.note()}")
     if _stage_rss(st) or _stage_busy(st):
         peak = f"; process peak RSS {st.peak_rss_bytes / 1e6:.0f} MB" if st.peak_rss_bytes else ""
         notes.append(
             f"RSS MB = peak resident memory in the stage, cores = CPU time / wall time (sysstat, layers pass){peak}"
         )
     elif st.process_missing is not None:
-        notes.append(f"memory and CPU use: {st.process_missing.short()}")
+        notes.append(f"memory and CPU use: {st.process_missing.note()}")
     return TableSpec(f"pipeline stages ({st.source} pass)", cols, rows, notes)
 
 
@@ -200,7 +200,7 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
                 f"outside every layer: {ms(rep.outside_ms)} ms ({pct(rep.outside_ms / rep.forward_ms)} of forward)"
             )
     else:
-        notes.append(f"per-layer time: {rep.missing['time'].short()}")
+        notes.append(f"per-layer time: {rep.missing['time'].note()}")
     if a.layer_shapes is not None:
         notes.append(
             f"the forwards had {len(a.layer_shapes.shapes)} input shapes: times here are medians over all of them; "
@@ -220,7 +220,7 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
         ("kernels", "top kernels"),
     ):
         if key in rep.missing:
-            notes.append(f"{label}: {rep.missing[key].short()}")
+            notes.append(f"{label}: {rep.missing[key].note()}")
     if not rows:  # neither times nor FLOPs: no ranking to show, only why (never "top 0 layers")
         return TableSpec("layers", [], [], notes)
     title = (
@@ -253,7 +253,7 @@ def rankings_spec(a: Analysis) -> TableSpec | None:
     if rep.has("cpi"):
         columns.append(("highest CPI", ranked("cpi", True, ".2f")))
     else:
-        notes.append(f"CPI ranking: {rep.missing['counters'].short()}")
+        notes.append(f"CPI ranking: {rep.missing['counters'].note()}")
     if rep.has("llc_mpki"):
         columns.append(("highest LLC MPKI", ranked("llc_mpki", True, ".2f")))
     if rep.has("cpus"):
@@ -353,7 +353,7 @@ def roofline_spec(a: Analysis) -> TableSpec:
             ]
         )
     elif "traffic" in a.layers.missing:
-        notes.append(f"measured traffic: {a.layers.missing['traffic'].short()}")
+        notes.append(f"measured traffic: {a.layers.missing['traffic'].note()}")
     notes.append(
         "bound by minimum bytes: 'memory' is certain; 'compute' is an upper bound on intensity "
         "(real traffic can only be larger); 'kernel: <cause>' where most of a layer's samples are in the OS kernel "
