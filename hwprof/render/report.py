@@ -43,7 +43,7 @@ from hwprof.render.report_sections import (
 from hwprof.render.roof_lines import header_text
 from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_layers_spec, runtime_line
 from hwprof.render.stage_kernels import stage_kernels_spec
-from hwprof.render.summary import NOT_MEASURED, summary_markdown, summary_renderables
+from hwprof.render.summary import NOT_MEASURED, summary_markdown, summary_renderables, top_findings
 from hwprof.render.tables import TableSpec, left_out_line, markdown, spec_renderables
 from hwprof.render.weights_line import detections_details, loaded_weights_text
 from hwprof.render.whole_program import whole_program_spec
@@ -218,13 +218,15 @@ def _findings_renderable(a: Analysis) -> RenderableType:
     grid.add_column(justify="right", no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     rows = labelled(a.findings)
-    for label, f in rows:
+    first = len(top_findings(a))  # said whole on the first screen: not again here
+    for label, f in rows[first:]:
         cell = Text(f.title, style="" if f.ranked else "dim")
         cell.append(f"\n{f.evidence}", style="dim")
         if f.unconfirmed:
             cell.append(f"\nunconfirmed: {f.unconfirmed}", style="yellow")
         grid.add_row(label, cell)
-    parts: list[RenderableType] = [Text("findings", style="bold")]
+    title = f"findings (1-{first} on the first screen)" if first > 1 else "findings (1 on the first screen)"
+    parts: list[RenderableType] = [Text(title if first else "findings", style="bold")]
     if not any(f.ranked for _, f in rows):
         held = any(f.unconfirmed for _, f in rows)
         none = (

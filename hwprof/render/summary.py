@@ -258,7 +258,7 @@ def _findings_grid(a: Analysis) -> RenderableType:
     grid.add_column()
     for f in found:
         grid.add_row(f"{f.rank}.", Text(f.title))
-        grid.add_row("", Text(f.evidence, style="dim", no_wrap=True, overflow="ellipsis"))
+        grid.add_row("", Text(f.evidence, style="dim"))  # whole: the findings list below starts after these
     parts: list[RenderableType] = [Text(f"top findings ({len(found)} of the ranked list below)", style="bold"), grid]
     if held:
         parts.append(Text(held, style="yellow"))
