@@ -266,15 +266,6 @@ def add_sweep_args(sweep: argparse.ArgumentParser) -> None:
     )
 
 
-def add_doctor_args(doctor: argparse.ArgumentParser) -> None:
-    """`hwprof doctor`: the counter backend and device to check, and the peak measurement."""
-    doctor.add_argument("--counters", choices=("perf", "papi", "ncu"), default="perf", help="counter backend to check")
-    doctor.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: what the GPU collectors could do there")
-    doctor.add_argument("--peaks", action="store_true", help="measure (or show the cached) peak GFLOP/s and GB/s")
-    doctor.add_argument("--force", action="store_true", help="with --peaks: measure again")
-    doctor.add_argument("--threads", type=int, default=default_threads(), help="with --peaks: torch threads")
-
-
 def command_parser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
     """The parser of one command (`collect`) inside build_parser's."""
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -375,6 +366,7 @@ def _add_many_runs_commands(sub: argparse._SubParsersAction[argparse.ArgumentPar
 def _add_machine_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """doctor, models and gpu-import: what this machine can measure, the models it can run, and GPU data made
     elsewhere."""
+    from hwprof.cli.doctor import add_doctor_args
     from hwprof.cli.gpu_import import add_gpu_import_args
 
     h = help_text

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from hwprof.core.config import RunConfig
+from hwprof.core.config import RunConfig, default_threads
 
 if TYPE_CHECKING:
     from hwprof.collectors.base import Collector
@@ -39,6 +39,15 @@ class Probed:
         if self.partly:
             words.append("in part: " + ", ".join(f"{name} ({n} unavailable)" for name, n in self.partly.items()))
         return "; ".join(words) + (" (reasons and fixes below)" if self.unavailable or self.partly else "")
+
+
+def add_doctor_args(doctor: argparse.ArgumentParser) -> None:
+    """`hwprof doctor`: the counter backend and device to check, and the peak measurement."""
+    doctor.add_argument("--counters", choices=("perf", "papi", "ncu"), default="perf", help="counter backend to check")
+    doctor.add_argument("--device", default="cpu", help="cpu, or cuda[:N]: what the GPU collectors could do there")
+    doctor.add_argument("--peaks", action="store_true", help="measure (or show the cached) peak GFLOP/s and GB/s")
+    doctor.add_argument("--force", action="store_true", help="with --peaks: measure again")
+    doctor.add_argument("--threads", type=int, default=default_threads(), help="with --peaks: torch threads")
 
 
 def cmd_doctor(args: argparse.Namespace, console: Console) -> int:
