@@ -203,7 +203,7 @@ def _kernel_finding(
     r, n = group[0]
     top = n.causes[0]
     kernel = n.kernel_space_share
-    why = "why: the page-fault finding says it" if explained else WHY.get(cause, OTHER_WHY)
+    why = "why and how it was counted: the page-fault finding" if explained else WHY.get(cause, OTHER_WHY)
     splits = "; ".join(
         f"{row.index}: {pct(nat.kernel_space_share)} in the kernel, "
         + ", ".join(f"{c.cause} {pct(c.share / nat.kernel_space_share)}" for c in nat.causes)
@@ -217,7 +217,7 @@ def _kernel_finding(
         title += " the kernel, mostly"
     return Finding(
         f"{title} {top.cause} ({_parts(top)})",
-        f"{why}; the kernel's time: {splits} (perf, all threads, causes {_how(view, n)})",
+        f"{why}; the kernel's time: {splits}" + ("" if explained else f" (perf, all threads, causes {_how(view, n)})"),
         "kernels",
         sum((row.share or 0.0) * nat.kernel_space_share for row, nat in group),
         topic=TOPICS[cause],

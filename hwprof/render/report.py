@@ -43,7 +43,7 @@ from hwprof.render.report_sections import (
 from hwprof.render.roof_lines import header_text
 from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_layers_spec, runtime_line
 from hwprof.render.stage_kernels import stage_kernels_spec
-from hwprof.render.summary import NOT_MEASURED, summary_markdown, summary_renderables, top_findings
+from hwprof.render.summary import NOT_MEASURED, evidence_split, summary_markdown, summary_renderables, top_findings
 from hwprof.render.tables import TableSpec, left_out_line, markdown, spec_renderables
 from hwprof.render.weights_line import detections_details, loaded_weights_text
 from hwprof.render.whole_program import whole_program_spec
@@ -213,20 +213,24 @@ def _header_renderable(a: Analysis) -> RenderableType:
     return Group(Text("run details", style="bold"), grid, Text(""), Text(NOT_MEASURED, style="bold"), missing)
 
 
-def _findings_renderable(a: Analysis) -> RenderableType:
+def _findings_renderable(a: Analysis, width: int) -> RenderableType:
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", no_wrap=True, style="bold")
     grid.add_column(overflow="fold")
     rows = labelled(a.findings)
-    first = len(top_findings(a))  # said whole on the first screen: not again here
-    for label, f in rows[first:]:
+    first = len(top_findings(a))  # their titles are on the first screen: here their evidence, whole
+    for k, (label, f) in enumerate(rows):
+        if k < first:  # on the first screen, title and evidence's head: here what follows it, if anything
+            rest = evidence_split(f.evidence, width)[1]
+            if rest:
+                grid.add_row(label, Text(rest, style="dim"))
+            continue
         cell = Text(f.title, style="" if f.ranked else "dim")
         cell.append(f"\n{f.evidence}", style="dim")
         if f.unconfirmed:
             cell.append(f"\nunconfirmed: {f.unconfirmed}", style="yellow")
         grid.add_row(label, cell)
-    title = f"findings (1-{first} on the first screen)" if first > 1 else "findings (1 on the first screen)"
-    parts: list[RenderableType] = [Text(title if first else "findings", style="bold")]
+    parts: list[RenderableType] = [Text("findings", style="bold")]
     if not any(f.ranked for _, f in rows):
         held = any(f.unconfirmed for _, f in rows)
         none = (
@@ -267,17 +271,17 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
 
 def render_rich(a: Analysis, console: Console, top: int = TOP_DEFAULT) -> None:
     """The summary first (one screen), the advice, the tables, the findings, then the run's details."""
-    parts: list[RenderableType] = summary_renderables(a, console)
+    left_out: list[str] = []
+    parts: list[RenderableType] = summary_renderables(a, console, left_out)
     if a.advice is not None:
         parts.append(Text(""))
         parts += advice_renderables(a.advice, console)
-    left_out: list[str] = []
     for spec in specs(a, top):
         parts.append(Text(""))
         parts += spec_renderables(spec, console, left_out=left_out)
     line = left_out_line(left_out, console.width)
     parts += [Text(line, style="dim")] if line else []
-    parts += [Text(""), _findings_renderable(a), Text(""), _header_renderable(a)]
+    parts += [Text(""), _findings_renderable(a, console.width), Text(""), _header_renderable(a)]
     console.print(Group(*parts))
 
 

@@ -207,8 +207,9 @@ def not_measured_line(a: Analysis) -> str | None:
 # ----------------------------------------------------------------------------- renderers
 
 
-def summary_renderables(a: Analysis, console: Console) -> list[RenderableType]:
-    """The first screen in the terminal: key lines, the top layers' table, findings, advice, what is missing."""
+def summary_renderables(a: Analysis, console: Console, left_out: list[str] | None = None) -> list[RenderableType]:
+    """The first screen in the terminal: key lines, the top layers' table, findings, advice, what is missing.
+    `left_out`: the report's list of the columns its tables left out (hwprof.render.tables.rich_render)."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
@@ -220,8 +221,8 @@ def summary_renderables(a: Analysis, console: Console) -> list[RenderableType]:
     parts: list[RenderableType] = [Text(title(a), style="bold underline"), grid]
     spec = top_layers_spec(a)
     if spec is not None:
-        parts += [Text(""), *spec_renderables(spec, console)]
-    parts += [Text(""), _findings_grid(a)]
+        parts += [Text(""), *spec_renderables(spec, console, left_out=left_out)]
+    parts += [Text(""), _findings_grid(a, console.width)]
     for line in advice_lines(a):
         parts.append(Text(line, style="bold" if line.startswith("what to do") else ""))
     missing = not_measured_line(a)
@@ -247,7 +248,22 @@ def withheld_line(a: Analysis) -> str | None:
     )
 
 
-def _findings_grid(a: Analysis) -> RenderableType:
+EVIDENCE_LINES = 2
+"""The first screen's lines of a top finding's evidence; the rest is under it in the findings list."""
+
+
+def evidence_split(evidence: str, width: int) -> tuple[str, str]:
+    """A top finding's evidence as the first screen's part (at most EVIDENCE_LINES lines at `width`, cut at a
+    word) and the rest, which the findings list gives: together the evidence, each part said once."""
+    limit = EVIDENCE_LINES * max(width - 6, 20)
+    if len(evidence) <= limit:
+        return evidence, ""
+    cut = evidence.rfind(" ", 0, limit - 2)
+    cut = cut if cut > 0 else limit - 2
+    return evidence[:cut] + " …", "… " + evidence[cut:].lstrip()
+
+
+def _findings_grid(a: Analysis, width: int) -> RenderableType:
     found = top_findings(a)
     held = withheld_line(a)
     if not found:
@@ -258,7 +274,7 @@ def _findings_grid(a: Analysis) -> RenderableType:
     grid.add_column()
     for f in found:
         grid.add_row(f"{f.rank}.", Text(f.title))
-        grid.add_row("", Text(f.evidence, style="dim"))  # whole: the findings list below starts after these
+        grid.add_row("", Text(evidence_split(f.evidence, width)[0], style="dim"))
     parts: list[RenderableType] = [Text(f"top findings ({len(found)} of the ranked list below)", style="bold"), grid]
     if held:
         parts.append(Text(held, style="yellow"))
