@@ -254,6 +254,7 @@ def test_a_layer_mostly_in_the_kernel_gets_a_finding_naming_its_cause(run_with_k
     faults = next(f for f in by_topic["kernel-faults"] if f.title.startswith("page faults take"))
     assert faults.weight >= PAGE_FAULT_MIN
     assert "by the kernel entry of each sample's callchain" in faults.evidence
+    assert faults.title.endswith("an allocator that keeps freed memory avoids most (hwprof advise measures it)")
 
 
 def test_the_kernels_table_shows_each_layers_kernel_share_and_cause(run_with_kernel_layers: Path) -> None:

@@ -45,6 +45,8 @@ WHY = {
     CAUSE_INTERRUPT: "timer and device interrupts taken on the layer's threads",
 }
 OTHER_WHY = "kernel work with no fault, syscall or IPI entry in its callchain"
+FAULTS_FIX = "an allocator that keeps freed memory avoids most (hwprof advise measures it)"
+"""The page-fault finding's fix, in its first line: advise's malloc-keep, jemalloc and tcmalloc candidates."""
 CPI_RATIO = 1.5
 CPI_MIN_SHARE = 0.03
 
@@ -148,7 +150,7 @@ def page_zeroing(report: LayerReport) -> list[Finding]:
     where = "; ".join(f"{r.index}: {100 * s:.0f}%" for r, _, s in layers[:5])
     return [
         Finding(
-            f"page faults take {pct(share)} of forward ({_parts(cause, 3)})",
+            f"page faults take {pct(share)} of forward ({_parts(cause, 3)}): {FAULTS_FIX}",
             (f"most in {where} of the layer's samples; " if where else "")
             + _allocated([r for r, _, _ in layers[:5]])
             + f"{WHY[CAUSE_FAULT]} (perf, all threads, causes {_how(view, view.forward)})",
