@@ -131,3 +131,24 @@ def test_a_collector_result_is_written_and_read_back_as_a_typed_entry() -> None:
     assert result.to_dict() == doc
     bare = CollectorResult.of_entry(CollectorEntry.of(status="failed"))
     assert type(bare.summary) is Summary and bare.to_dict() == {**empty, "status": "failed"}
+
+
+def test_a_gpu_collector_on_a_cpu_run_is_skipped_not_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 68: every CPU run's report listed cuda_graph, gpu_kineto and nvml under "not measured", as if this host
+    lacked something; they are GPU collectors, skipped on a CPU run (and run on a GPU one)."""
+    from hwprof.session import plan
+
+    class Gpu(Collector):
+        name = "gpu_thing"
+        pass_name = "gpu"
+        needs_cuda = True
+
+        @classmethod
+        def probe(cls, config: RunConfig) -> Capability:
+            return Capability.ok()
+
+    monkeypatch.setattr(plan, "all_collectors", lambda: [Gpu])
+    cpu = plan.plan_passes(RunConfig()).statuses["gpu_thing"]
+    assert (cpu.status, cpu.reason) == ("skipped", plan.GPU_ONLY)
+    gpu = plan.plan_passes(RunConfig(device="cuda"))
+    assert "gpu_thing" not in gpu.statuses and [p.name for p in gpu.passes] == ["gpu"]

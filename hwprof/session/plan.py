@@ -33,6 +33,11 @@ class Plan:
     """Collectors that will not run, as run.json records them (status, reason, fix, pass)."""
 
 
+GPU_ONLY = "a GPU collector: the run is on the CPU (--device cuda runs it)"
+"""Why a GPU collector is skipped on a CPU run (skipped, not unavailable: the report's "not measured" line then
+lists what this host could not measure, not the GPU collectors of every CPU run)."""
+
+
 def _not_run(cls: type[Collector], status: str, reason: str, fix: str) -> CollectorEntry:
     return CollectorEntry.of(status=status, reason=reason, fix=fix, pass_name=cls.pass_name)
 
@@ -44,6 +49,9 @@ def plan_passes(config: RunConfig) -> Plan:
     for cls in all_collectors():
         if not cls.wanted(config):
             statuses[cls.name] = _not_run(cls, "skipped", "not requested for this run", "")
+            continue
+        if cls.needs_cuda and config.device == "cpu":  # not a measurement this host lacks: one for a GPU run
+            statuses[cls.name] = _not_run(cls, "skipped", GPU_ONLY, "")
             continue
         try:
             capability = cls.probe(config)
