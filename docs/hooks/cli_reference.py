@@ -9,7 +9,7 @@ import contextlib
 
 from mdtext import cell, prose, slug, table
 
-from hwprof.cli.help_text import with_collectors
+from hwprof.cli.help_text import COLLECTORS
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argparse.ArgumentParser]]:
@@ -24,7 +24,9 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argpar
 
 def _help(action: argparse.Action, prog: str) -> str:
     """The option's help with argparse's %(default)s-style fields filled in, as `--help` prints it."""
-    text = with_collectors(action.help or "")
+    # the registry is not importable from the checkout the site builds from (collectors/ installs as
+    # hwprof.collectors): the page names where the list is instead
+    text = (action.help or "").replace(COLLECTORS, "the collectors `hwprof doctor` lists")
     if "%" in text:
         with contextlib.suppress(KeyError, TypeError, ValueError):  # a literal % in words, as --help keeps it
             text = text % {**vars(action), "prog": prog}
