@@ -33,6 +33,8 @@ from typing import Any
 
 import yaml
 
+from hwprof.core.uservalue import mode_kind
+
 SUFFIXES = {".toml": "toml", ".yaml": "yaml", ".yml": "yaml"}
 RELATIVE_TO_FILE = ("images", "weights", "program_stdin")
 """Options (dests) whose relative paths are taken from the file's folder: the run's inputs."""
@@ -111,8 +113,6 @@ def _read_text(path: Path) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{path}: a folder, not a config file") from None
     except PermissionError:
         raise ConfigError(f"{path}: not readable (permission denied): chmod u+r {path}") from None
     except OSError as exc:  # a symlink loop, a name too long: the system's reason
@@ -122,7 +122,7 @@ def _read_text(path: Path) -> str:
         if stat.S_ISDIR(mode):
             raise ConfigError(f"{path}: a folder, not a config file")
         if not stat.S_ISREG(mode):
-            raise ConfigError(f"{path}: not a regular file (a pipe or a device): give a config file")
+            raise ConfigError(f"{path}: not a regular file ({mode_kind(mode)}): give a config file")
         data = os.read(fd, MAX_BYTES + 1)
     finally:
         os.close(fd)

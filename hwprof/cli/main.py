@@ -148,7 +148,7 @@ def cmd_help(args: argparse.Namespace, console: Console) -> int:
     """`hwprof help [COMMAND|exit-codes]`: a command's help, the top-level help, or the exit statuses' table."""
     from hwprof.cli.exit_codes import exit_code_lines
     from hwprof.cli.help_text import help_width
-    from hwprof.cli.usage_errors import close_to
+    from hwprof.core.uservalue import close_to
 
     parser = build_parser()
     if args.topic == EXIT_TOPIC:
@@ -282,6 +282,10 @@ def _parse_and_run(words: list[str]) -> int:
     def error(exc: BaseException) -> None:
         errors.print(f"[red]hwprof: error:[/] {escape(exception_line(exc))}", highlight=False, soft_wrap=True)
 
+    def interrupted() -> int:
+        errors.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
+        return stop.exit_code if stop.requested else EXIT_INTERRUPTED
+
     try:
         args = parse_command(words)
     except ValueError as exc:  # a --config file that cannot be used (argparse's own errors exit 2 themselves)
@@ -293,8 +297,7 @@ def _parse_and_run(words: list[str]) -> int:
     try:
         return run_command(args, console)
     except KeyboardInterrupt:
-        errors.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
-        return stop.exit_code if stop.requested else EXIT_INTERRUPTED
+        return interrupted()
     except (DiskFullError, FolderGoneError) as exc:  # not a bad input: the run or its files could not be written
         error(exc)
         return EXIT_FAILED
@@ -309,8 +312,7 @@ def _parse_and_run(words: list[str]) -> int:
     except RuntimeError as exc:  # after CollectError (a RuntimeError): only an interrupt it wraps
         if not wraps_interrupt(exc):
             raise
-        errors.print(f"[red]interrupted[/] ({stop.name or 'SIGINT'})", highlight=False)
-        return stop.exit_code if stop.requested else EXIT_INTERRUPTED
+        return interrupted()
     finally:
         stop.uninstall()
 

@@ -7,22 +7,16 @@ suggests nothing for `hwprof reprot` or `--modle`.
 from __future__ import annotations
 
 import argparse
-import difflib
 import re
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
 from hwprof.cli.exit_codes import EXIT_USAGE
+from hwprof.core.uservalue import close_to
 
 CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
 UNKNOWN = re.compile(r"unrecognized arguments: (.*)")
-
-
-def close_to(word: str, names: list[str]) -> str:
-    """' (did you mean X?)' for the closest of `names`, or ''."""
-    found = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
-    return f" (did you mean {found[0]}?)" if found else ""
 
 
 class OneLineParser(argparse.ArgumentParser):

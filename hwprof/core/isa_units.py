@@ -40,16 +40,19 @@ class RuntimeUse:
     """Unit names (UNIT_LABELS) present on the host, best first."""
 
 
+TORCH_BF16 = "torch bf16 (autocast, bf16-weights; oneDNN)"
+OPENVINO_BF16 = "OpenVINO bf16 (CPU plugin, oneDNN)"
+ORT_INT8_STATIC = "ONNX Runtime int8-static (QDQ u8s8; MLAS)"
 USES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("torch bf16 (autocast, bf16-weights; oneDNN)", BF16_FLAGS),
-    ("OpenVINO bf16 (CPU plugin, oneDNN)", BF16_FLAGS),
-    ("ONNX Runtime int8-static (QDQ u8s8; MLAS)", INT8_FLAGS),
+    (TORCH_BF16, BF16_FLAGS),
+    (OPENVINO_BF16, BF16_FLAGS),
+    (ORT_INT8_STATIC, INT8_FLAGS),
 )
 RUNS: dict[tuple[str, str], str] = {
-    ("torch", "bf16"): USES[0][0],
-    ("torch", "bf16-weights"): USES[0][0],
-    ("openvino", "bf16"): USES[1][0],
-    ("onnxruntime", "int8-static"): USES[2][0],
+    ("torch", "bf16"): TORCH_BF16,
+    ("torch", "bf16-weights"): TORCH_BF16,
+    ("openvino", "bf16"): OPENVINO_BF16,
+    ("onnxruntime", "int8-static"): ORT_INT8_STATIC,
 }
 """A run's runtime and precision -> the USES entry it is (the others use none of these units)."""
 

@@ -7,14 +7,17 @@ its first SHOWN_CHARS characters, saying how long it was; `os_error_line` does t
 is the user's.
 
 Also the kind of a path as the user would name it (`path_kind`: "a directory", "a character device"), for
-a message that says what a path is instead of "does not exist".
+a message that says what a path is instead of "does not exist"; and the name the user may have meant (`close_to`:
+a command, an option, a choice, a model).
 """
 
 from __future__ import annotations
 
+import difflib
 import errno
 import os
 import stat
+from collections.abc import Sequence
 
 WHOLE_CHARS = 240
 """The longest value a message quotes whole (a deep but real path)."""
@@ -70,6 +73,11 @@ def path_kind(path: str | os.PathLike[str]) -> str:
         if exc.errno == errno.ENAMETOOLONG:
             return "too long for a path"
         return f"not readable ({exc.strerror})"
+    return mode_kind(mode)
+
+
+def mode_kind(mode: int) -> str:
+    """What a file of this st_mode is, in words ("a named pipe"), for a caller that has stat'ed it already."""
     return next((words for test, words in _KINDS if test(mode)), "not a file or a directory")
 
 
@@ -91,3 +99,9 @@ def exception_line(exc: BaseException) -> str:
     if isinstance(exc, OSError) and not isinstance(exc, DiskFullError) and type(exc).__str__ is OSError.__str__:
         return os_error_line(exc)
     return escaped(str(exc))
+
+
+def close_to(word: str, names: Sequence[str]) -> str:
+    """' (did you mean X?)' for the closest of `names` (difflib), or ''."""
+    found = difflib.get_close_matches(word, names, n=1, cutoff=0.6)
+    return f" (did you mean {found[0]}?)" if found else ""

@@ -10,13 +10,12 @@ and cached.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hwprof.core.uservalue import shown
+from hwprof.core.uservalue import close_to, shown
 from hwprof.workload.trained import TRAINED, TRAINED_NAMES, trained_weights
 
 if TYPE_CHECKING:
@@ -40,8 +39,7 @@ OUTPUT_XYWH_CLS_T = "xywh_cls_t"
 
 class UnknownModelError(ValueError):
     def __init__(self, name: str) -> None:
-        close = difflib.get_close_matches(name, MODEL_NAMES, n=1, cutoff=0.6)
-        suggestion = f" (did you mean {close[0]}?)" if close else ""
+        suggestion = close_to(name, MODEL_NAMES)
         super().__init__(f"unknown model '{shown(name)}'{suggestion}; known models: {', '.join(MODEL_NAMES)}")
 
 
