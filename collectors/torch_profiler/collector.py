@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 from hwprof.collectors.base import Capability, Collector, CollectorResult, PassContext
 from hwprof.collectors.torch_profiler.clock import SyncData, sync_ranges, wall_pair
 from hwprof.collectors.torch_profiler.convert import NAME, RANGE_PREFIX, convert, write_outputs
-from hwprof.collectors.torch_profiler.kineto import export_failure, load_kineto
+from hwprof.collectors.torch_profiler.kineto import export_trace, load_kineto
 from hwprof.collectors.torch_profiler.onednn import StdoutToFile
 from hwprof.collectors.torch_profiler.probe import probe_torch_profiler
 from hwprof.collectors.torch_profiler.shapes import SHAPES_FILE, WarmupShapes
@@ -254,11 +254,8 @@ class TorchProfilerCollector(Collector):
             return CollectorResult("interrupted", reason=f"{ctx.interrupted}, before the profiler produced its trace")
         out = ctx.out_dir
         trace_path = out / f"{NAME}.kineto.json"
-        if trace_path.is_file():
-            trace_path.unlink()
-        self._prof.export_chrome_trace(str(trace_path))
-        if not trace_path.is_file():  # Kineto logs a failed write and returns normally
-            raise export_failure(trace_path)
+        trace_path.unlink(missing_ok=True)
+        export_trace(self._prof, trace_path)
         flops = _flops_by_id(self._prof)
         atomic_write_text(out / f"{NAME}.flops.json", json.dumps(flops))
         sync = SyncData(self._syncs["start"], self._syncs["stop"], self._wall_pairs)

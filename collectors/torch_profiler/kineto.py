@@ -1,5 +1,5 @@
 """Kineto's chrome trace (written by export_chrome_trace) read: its complete op and range events; and why
-export_chrome_trace wrote none (`export_failure`).
+its export made whole-or-nothing (`export_trace`), and why it wrote none (`export_failure`).
 
 Kineto writes `baseTimeNanoseconds + ts_us * 1000` on the wall clock (its TSC clock converted to
 Unix time); the events are kept on that clock in ns (see clock.py for the conversion).
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
-from hwprof.core.atomic import NEARLY_FULL, DiskFullError, free_bytes, size_limit_cut
+from hwprof.core.atomic import NEARLY_FULL, DiskFullError, atomic_path, free_bytes, size_limit_cut
 
 KinetoArgs = TypedDict(
     "KinetoArgs",
@@ -76,18 +76,29 @@ def load_kineto(path: Path) -> KinetoTrace:
     return KinetoTrace(base, events)
 
 
-def export_failure(trace_path: Path, what: str = "Kineto's trace") -> Exception:
-    """Why export_chrome_trace left no `trace_path`, as the exception to raise. Kineto writes <trace>.tmp and
-    renames it; a failed write leaves the partial .tmp and only a log line. The partial is removed here; one
-    the file-size limit cut says so (RuntimeError naming the limit), a disk left (nearly) full by it is a
+def export_trace(prof: Any, path: Path, what: str = "Kineto's trace") -> None:
+    """Write `prof`'s chrome trace to `path`, whole or not at all. Kineto writes <given>.tmp and renames it: given
+    atomic_path's temporary (which names the writer's pid), its own .tmp names the pid too, so a worker killed
+    mid-export (a second stop signal) leaves a file that remove_orphaned_temporaries removes. Before, the plain
+    `<trace>.tmp` named no writer and stayed in the run. A failed export raises `export_failure`'s exception."""
+    with atomic_path(path) as staging:
+        prof.export_chrome_trace(str(staging))
+        if not staging.is_file():  # Kineto logs a failed write and returns normally
+            raise export_failure(staging, path, what)
+
+
+def export_failure(written: Path, path: Path, what: str = "Kineto's trace") -> Exception:
+    """Why export_chrome_trace left no `written` (the staging name of `path`), as the exception to raise. A
+    failed write leaves Kineto's partial <written>.tmp and only a log line. The partial is removed here; one the
+    file-size limit cut says so (RuntimeError naming the limit), a disk left (nearly) full by it is a
     DiskFullError, anything else a RuntimeError pointing at the worker log."""
-    partial = trace_path.with_name(trace_path.name + ".tmp")
+    partial = written.with_name(written.name + ".tmp")
     cut = size_limit_cut(partial, what)
-    free = free_bytes(trace_path.parent)
+    free = free_bytes(path.parent)
     had_partial = partial.exists()
     partial.unlink(missing_ok=True)
     if cut:
         return RuntimeError(cut)
     if had_partial and free is not None and free < NEARLY_FULL:
-        return DiskFullError(trace_path)
-    return RuntimeError(f"Kineto did not write {trace_path} (see the worker log)")
+        return DiskFullError(path)
+    return RuntimeError(f"Kineto did not write {path} (see the worker log)")

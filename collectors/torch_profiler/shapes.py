@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from hwprof.collectors.torch_profiler.kineto import export_failure
+from hwprof.collectors.torch_profiler.kineto import export_trace
 
 
 class PlacedOp(Protocol):
@@ -98,9 +98,7 @@ class WarmupShapes:
         try:
             prof.stop()
             self.path.unlink(missing_ok=True)
-            prof.export_chrome_trace(str(self.path))
-            if not self.path.is_file():  # Kineto logs a failed write, leaves its partial .tmp and returns
-                raise export_failure(self.path, "its trace")
+            export_trace(prof, self.path, "its trace")
         except (OSError, RuntimeError) as exc:
             self.error = f"the warm-up shapes profile failed: {exc}"
             return False

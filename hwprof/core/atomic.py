@@ -198,7 +198,10 @@ def remove_orphaned_temporaries(folder: Path) -> list[Path]:
     process killed mid-write (SIGKILL: a second stop signal) cannot remove its own. The paths removed."""
     removed = []
     for tmp in folder.rglob(".*.tmp"):
-        pid = tmp.name.removesuffix(".tmp").rpartition(".")[2]
+        stem = tmp.name
+        while stem.endswith(".tmp"):  # a tool's own temporary of ours (Kineto's <staging>.tmp) names our pid too
+            stem = stem.removesuffix(".tmp")
+        pid = stem.rpartition(".")[2]
         if pid.isdigit() and not live(int(pid)):  # a zombie too: an unreaped worker killed mid-write
             _remove(tmp)
             removed.append(tmp)

@@ -119,7 +119,8 @@ class GpuKinetoCollector(Collector):
         if self._prof is None:
             return CollectorResult("failed", reason="the profiler never started")
         raw = ctx.out_dir / f"{NAME}.trace.json"
-        self._prof.export_chrome_trace(str(raw))
+        with atomic_path(raw) as staging:  # then Kineto's own <staging>.tmp names this pid too
+            self._prof.export_chrome_trace(str(staging))
         packed = raw.with_suffix(".json.gz")
         with atomic_path(packed) as tmp, open(raw, "rb") as src, gzip.open(tmp, "wb") as dst:
             shutil.copyfileobj(src, dst)
