@@ -254,8 +254,11 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
     # ITERATIONS of each kind, more where the paired pass added ABBA blocks (hwprof.session.paired.extend)
     assert len(spans) >= 2 * ITERATIONS and len(spans) % 2 == 0
     # 50 Hz samples vs ~10 ms stages: 10 iterations gave 11-20 checked stack changes and shares from 0.67
-    # to 1.0 over repeated runs, so 25 iterations (~35 checks) against 0.7; chance would give ~0.25
-    assert result.to_dict()["summary"]["clock"]["stage_agreement"] >= 0.7, result.to_dict()["summary"]["clock"]
+    # to 1.0 over repeated runs, so 25 iterations (~35 checks). Chance gives ~0.25: 0.6 of 25 checks or more has
+    # odds of 2e-4 by chance (binomial), while a working alignment, on a fresh clone's quiet alone phase, gave
+    # 0.677 of 31 (a bound of 0.7 failed it)
+    clock = result.to_dict()["summary"]["clock"]
+    assert clock["stage_agreement_checked"] >= 25 and clock["stage_agreement"] >= 0.6, clock
     tolerance = result.to_dict()["summary"]["clock"]["bound_max_us"] * 1000 + 1_000_000
     records = read_records(out / "pyspy.records.jsonl")
     frames = [r for r in records if isinstance(r, Span) and r.name == "Pipeline.forward"]
