@@ -251,6 +251,12 @@ class Collector:
         """More measured iterations than --iters that this collector's pass needs (e.g. for enough samples)."""
         return None
 
+    def fewest_iterations(self, ctx: PassContext) -> int | None:
+        """The fewest measured iterations this collector's figures need, asked after the warm-up (a counter
+        rotation planned there: every layer read its minimum of times); a pass that stops when its figures are
+        resolved (hwprof.session.pass_stop) stops no sooner. None: no floor beyond measured_iterations'."""
+        return None
+
     def iteration_limit(self, ctx: PassContext) -> int | None:
         """At most this many measured iterations in this collector's pass (e.g. under a 100x slower simulator)."""
         return None

@@ -225,6 +225,21 @@ def test_the_plan_keeps_the_rate_low_and_adds_iterations_for_a_short_forward() -
     assert (chosen.rate, chosen.iterations, chosen.how) == (123, 7, "--perf-rate")
 
 
+def test_without_iters_the_plan_starts_from_the_resolving_floor_and_raises_the_rate_first() -> None:
+    """A collect without --iters: the kernels pass plans from RESOLVING_BASE measured iterations, not --iters'
+    default 20: a long forward (yolov7 at 640, 0.69 s, 2 threads) gets the same samples from fewer iterations at a
+    higher rate; a short one still gets the iterations it needs."""
+    fixed = RunConfig(iters=20, threads=2)
+    resolving = RunConfig(iters=20, threads=2, extra={"timing_resolve": True})
+    before, after = ps_rate.plan_sampling(fixed, 0.69), ps_rate.plan_sampling(resolving, 0.69)
+    assert before.iterations == 20 and ps_rate.RESOLVING_BASE <= after.iterations == 10 < before.iterations
+    assert after.rate > before.rate and after.rate * 0.01 * 0.69 * 2 * after.iterations >= ps_rate.RATE_MARGIN * 50
+    assert f"at least {ps_rate.RESOLVING_BASE}," in after.how and "at least --iters" in before.how
+    short = ps_rate.plan_sampling(resolving, 0.040)
+    assert short.rate == ps_rate.MAX_AUTO_RATE and short.rate * 0.01 * 0.040 * 2 * short.iterations >= 50
+    assert ps_rate.plan_sampling(RunConfig(iters=5, extra={"timing_resolve": True}), 0.69).iterations >= 5
+
+
 def test_the_plan_is_sized_for_the_smallest_layer_the_layers_pass_ranks(tmp_path: Path) -> None:
     """A layers pass whose smallest layer at or above 1% of the forward takes 2.5% (and one below it, 0.5%, left
     out): the plan asks for 2.5x fewer iterations than for a layer at exactly 1% (less its wider margin), and says

@@ -1,10 +1,12 @@
 """The timing pass's stopping rule (hwprof.session.timing_stop): the median's order-statistic interval, the rule,
-and a real collect without --iters (it stops early only where both p50s are resolved, never past its plan)."""
+and a real collect without --iters (it stops early only where both p50s are resolved, never past its plan), whose
+layers pass stops by its own rule (hwprof.session.pass_stop, unit-tested in test_pass_stop)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -47,7 +49,7 @@ def test_resolved_only_where_both_p50s_are_within_the_tolerance() -> None:
 @pytest.mark.slow
 def test_a_collect_without_iters_stops_when_resolved_and_one_with_iters_runs_them_all(tmp_path: Path) -> None:
     base = [sys.executable, "-P", "-m", "hwprof", "collect", "--model", "yolov8n", "--imgsz", "64", "--warmup", "1"]
-    base += ["--only", "timing", "--no-report", "--threads", "1"]
+    base += ["--only", "timing,flops", "--no-report", "--threads", "1"]
     auto = subprocess.run([*base, "--out", str(tmp_path / "auto")], capture_output=True, text=True, timeout=300)
     assert auto.returncode == 0, auto.stdout + auto.stderr
     timing = json.loads((tmp_path / "auto" / "run.json").read_text())["passes"]["timing"]
@@ -58,7 +60,25 @@ def test_a_collect_without_iters_stops_when_resolved_and_one_with_iters_runs_the
         assert max(stopping["forward_half_width"], stopping["iteration_half_width"]) <= TOLERANCE
     else:  # a busy one: the plan, never more
         assert measured == 20
+    # the layers pass (hwprof.session.pass_stop): whole blocks from its floor, never past its plan but for blocks
+    # added to resolve its cost; what it left unresolved said
+    layers = json.loads((tmp_path / "auto" / "run.json").read_text())["passes"]["layers"]
+    stopping, overhead = layers["stopping"], layers["overhead"]
+    assert stopping["iterations"] == layers["inputs"]["shapes"]["1x3x64x64"]["measured"] == 2 * overhead["blocks"]
+    assert stopping["iterations"] >= 8 and stopping["iterations"] % 2 == 0, stopping
+    if stopping["resolved"]:
+        assert overhead["resolved"] and not stopping.get("unresolved"), (stopping, overhead)
+        assert stopping["iterations"] <= 20 or overhead.get("added_blocks"), stopping
+    else:
+        assert stopping["unresolved"] and stopping["iterations"] >= 20, stopping
+        assert "not resolved" in stopping["text"]
+    report = subprocess.run(
+        [sys.executable, "-P", "-m", "hwprof", "report", str(tmp_path / "auto")],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "300"},
+    )  # fmt: skip
+    assert report.returncode == 0 and f"layers: {stopping['text']}" in report.stdout, report.stdout[-3000:]
     fixed = subprocess.run([*base, "--iters", "7", "--out", str(tmp_path / "fixed")], capture_output=True, text=True)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    timing = json.loads((tmp_path / "fixed" / "run.json").read_text())["passes"]["timing"]
-    assert "stopping" not in timing and timing["inputs"]["shapes"]["1x3x64x64"]["measured"] == 7
+    passes = json.loads((tmp_path / "fixed" / "run.json").read_text())["passes"]
+    for name in ("timing", "layers"):
+        assert "stopping" not in passes[name] and passes[name]["inputs"]["shapes"]["1x3x64x64"]["measured"] == 7

@@ -182,6 +182,9 @@ class PerfEvents(Collector):
     def measured_iterations(self, ctx: PassContext) -> int | None:
         return self.planner.measured_iterations(ctx, self.counters)
 
+    def fewest_iterations(self, ctx: PassContext) -> int | None:
+        return self.planner.fewest_iterations()
+
     def on_marker(self, marker: Marker) -> None:
         kind = marker.kind
         if kind == "layer" and marker.index not in self.layers_read:

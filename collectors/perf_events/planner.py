@@ -76,6 +76,15 @@ class ReadPlanner:
                 self.wish = layer_reads.iterations_for(read_ns, 2 * layers, forward_s * 1e9, config.iters)
         return self.wish
 
+    def fewest_iterations(self) -> int | None:
+        """A rotation's whole cycles once planned: each layer read, in each rotating event group, MIN_VISITS times
+        (None: no plan yet, or every layer read in every iteration)."""
+        plan = self.plan
+        if plan is None:
+            return None
+        cycle = plan.every * max(plan.group_cycle, 1) * (2 if plan.compare else 1)
+        return layer_reads.MIN_VISITS * cycle if cycle > 1 else None
+
     def probes_warmup(self, marker: Marker) -> bool:
         """Whether this warm-up marker is read (the last warm-up iteration probes); the forward of the one
         before it, if warm (a third from last exists), is the reference that a read's cost is measured on."""

@@ -47,6 +47,8 @@ class PassCost:
     """The whole pass against the timing pass: with `cost` paired, what the always-on collectors add."""
     neighbours: NeighbourLoad | None = None
     """Other work on the run's CPUs during the pass (run.json passes.*.neighbours)."""
+    stopped: str | None = None
+    """How many iterations the pass measured and why it stopped there (passes.*.stopping), where a rule decided."""
 
     def cost_text(self, short: bool = True) -> str | None:
         """The cost as the overheads table shows it: the ratio, or 'not resolved (...)' saying why: too few
@@ -111,6 +113,7 @@ def pass_costs(run: RunDoc) -> list[PassCost]:
             p.host_steal_share,
         )
         cost.neighbours = pass_load(run, name)
+        cost.stopped = p.stopping.text if p.stopping else None
         if p.overhead_pass_level:
             cost.pass_level = PassCostFigure.from_dict(p.overhead_pass_level.to_json())
         if p.overhead:

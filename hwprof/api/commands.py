@@ -79,6 +79,7 @@ def collect(
     scalene_memory: bool = False,
     profiler_stack: bool = False,
     timeout: float = _D.pass_timeout_s,
+    budget: float = _D.budget_s,
     program_model: str | None = None,
     program_end: str = "stop",
     stage: Sequence[str] = (),
@@ -95,11 +96,10 @@ def collect(
     """`hwprof collect --model MODEL [options]` (or `hwprof collect [options] -- PROGRAM...` with `program`, the
     program's command as a list of words), then the run it made. Each keyword is collect's option of that name
     (`only=["timing", "flops"]` is `--only timing,flops`, `stage=["nms=utils:nms"]` is `--stage ...` once per
-    item, `threads=None` this process's CPUs, `iters=None` --iters' default with the timing pass stopping once
-    resolved); out is the run directory (default: results/<model>-<time> under
-    `results`), console a Rich Console for what it prints. The report is not printed (report=True prints it;
-    Run.report() does later); advise=True runs `--advise` after the passes (advise_blocks, advise_no_layers,
-    advise_only as --advise-*).
+    item, `threads=None` this process's CPUs, `iters=None` each pass stopping once its figures are resolved,
+    `budget` in seconds); out is the run directory (default: results/<model>-<time> under `results`), console a
+    Rich Console for what it prints. The report is not printed (report=True prints it; Run.report() does later);
+    advise=True runs `--advise` after the passes (advise_blocks, advise_no_layers, advise_only as --advise-*).
 
     A run whose passes or collectors failed is returned as it is (status "partial"; Run.unavailable says what
     failed), as the command line keeps it and exits 1. ValueError for a bad value, an unknown model or
@@ -109,7 +109,7 @@ def collect(
 
 NOT_CONFIG = (
     "model", "program", "weights", "images", "annotate", "threads", "only", "skip", "events", "rect", "timeout",
-    "iters", "program_model", "program_end", "stage", "program_stdin", "out", "results", "report", "advise",
+    "budget", "iters", "program_model", "program_end", "stage", "program_stdin", "out", "results", "report", "advise",
     "advise_blocks", "advise_no_layers", "advise_only", "console",
 )  # fmt: skip
 """collect's keywords that are not RunConfig's field of that name with the value as given."""
@@ -137,6 +137,7 @@ def _collect_request(given: dict[str, Any]) -> CollectRequest:
         skip=_words(given["skip"], "skip"),
         events=_words(given["events"], "events"),
         pass_timeout_s=given["timeout"],
+        budget_s=given["budget"],
         iters=given["iters"] if given["iters"] is not None else _D.iters,
         extra={"rect": given["rect"], "timing_resolve": given["iters"] is None},
         program=program_of(

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from hwprof.session.worker_io import ProgressEvent
 
@@ -32,12 +40,14 @@ class PassProgress:
 
 
 def progress_bars(console: Console) -> Progress:
-    """The bars of a collect's passes and an advise's candidates: name and phase, bar, done/total, time."""
+    """The bars of a collect's passes and an advise's candidates: name and phase, bar, done/total, time taken and the
+    time left at the pass's pace (its total is what its stopping rule expects: hwprof.session.pass_runner)."""
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
+        TimeRemainingColumn(),
         console=console,
         transient=False,
     )

@@ -9,6 +9,7 @@ same line, whichever door it came through.
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -65,6 +66,23 @@ class CollectRequest:
 def csv_list(value: str) -> list[str]:
     """A comma list as the command line takes it (`--only timing,flops`): items stripped, empty ones dropped."""
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+UNITS_S = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration_s(text: str) -> float:
+    """A time as the command line takes it: 90, 90s, 1.5m or 1h, in seconds; 0 for none."""
+    word = text.strip().lower()
+    scale = UNITS_S.get(word[-1:]) if word else None
+    number = word[:-1] if scale is not None else word
+    try:
+        seconds = float(number) * (scale or 1.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a time such as 90s, 2m or 90 (seconds), not {text!r}") from None
+    if not seconds >= 0 or seconds == float("inf"):
+        raise argparse.ArgumentTypeError(f"a time of 0 (none) or more, not {text!r}")
+    return seconds
 
 
 def program_of(

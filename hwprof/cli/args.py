@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from hwprof.api.requests import csv_list
+from hwprof.api.requests import csv_list, duration_s
 from hwprof.cli import help_text
 from hwprof.cli.exit_codes import EXIT_INTERRUPTED, EXIT_USAGE
 from hwprof.cli.gate_args import OptionGroup
@@ -27,13 +27,10 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     add_model_args(p.add_argument_group("model and runtime", "what runs the forward, and how"), d)
     measure = p.add_argument_group("measurement", "how many iterations each pass measures, and for how long")
     measure.add_argument("--warmup", type=int, default=d.warmup, help="iterations run before each pass measures")
-    measure.add_argument(
-        "--iters",
-        type=int,
-        default=None,
-        help=f"measured iterations per pass (default {d.iters}; without --iters the timing pass stops sooner once its "
-        "forward and iteration p50 are known to within 2%%)",
-    )
+    resolved = f"default: each pass stops once its figures are resolved, at most {d.iters} or what its collectors need"
+    measure.add_argument("--iters", type=int, default=None, help=f"measured iterations per pass ({resolved})")
+    budget = "time the passes share (90s, 2m; default none): a pass out of its share says what it did not resolve"
+    measure.add_argument("--budget", type=duration_s, default=d.budget_s, metavar="TIME", help=budget)
     measure.add_argument("--timeout", type=float, default=d.pass_timeout_s, help="seconds a pass may run")
     add_collector_args(p.add_argument_group("passes and collectors", "which collectors run, and their rates"), d)
     add_counter_args(p.add_argument_group("counters", "the hardware counters read per layer"), d)

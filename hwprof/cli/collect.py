@@ -78,6 +78,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         scalene_memory=args.scalene_memory,
         profiler_stack=args.profiler_stack,
         pass_timeout_s=args.timeout,
+        budget_s=args.budget,
         extra={"rect": args.rect, "timing_resolve": args.iters is None},
         program=program_of(
             getattr(args, "program", None), args.program_model, args.program_end, args.stage, args.program_stdin

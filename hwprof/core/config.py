@@ -126,6 +126,10 @@ _SIMPLE_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
 }
 
 
+OPTION_OF = {"pass_timeout_s": "--timeout", "budget_s": "--budget"}
+"""RunConfig fields whose command-line option is not --<field with dashes>."""
+
+
 @dataclass
 class RunConfig:
     model: str = "yolov7"
@@ -176,6 +180,9 @@ class RunConfig:
     scalene_memory: bool = False
     profiler_stack: bool = False
     pass_timeout_s: float = 900.0
+    budget_s: float = 0.0
+    """--budget: the seconds the collect's passes share (0: none); each pass stops its measuring when its share
+    runs out, saying what it could not resolve (hwprof.session.budget)."""
     paired_extend_ratio: float = 1.0
     """A paired pass whose ABBA blocks do not resolve its cost adds blocks for up to this many times
     the planned blocks' time (0: never), at most paired_extend_max_s (hwprof.session.paired.extend)."""
@@ -219,6 +226,8 @@ class RunConfig:
             raise ValueError("paired_extend_ratio and paired_extend_max_s must be 0 or more")
         if self.pass_timeout_s <= 0:
             raise ValueError("--timeout must be positive")
+        if self.budget_s < 0:
+            raise ValueError(f"--budget must be 0 (none) or a positive time (got {self.budget_s:g} s)")
         if self.program is not None:
             self._validate_program()
 
@@ -230,7 +239,7 @@ class RunConfig:
             value = getattr(self, f.name)
             if want is None or (isinstance(value, want[0]) and not (isinstance(value, bool) and want[0] is not bool)):
                 continue
-            option = "--timeout" if f.name == "pass_timeout_s" else "--" + f.name.replace("_", "-")
+            option = OPTION_OF.get(f.name, "--" + f.name.replace("_", "-"))
             raise ValueError(f"{option} must be {want[1]} (got {value!r})")
 
     def _validate_program(self) -> None:

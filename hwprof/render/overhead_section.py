@@ -110,6 +110,7 @@ def _pass_notes(o: Overheads, others: bool) -> list[str]:
         SPREAD_NOTE,
         *sorted({c.method_text for p in o.passes if (c := p.cost)}),
     ]
+    notes += [f"{p.name}: {p.stopped}" for p in o.passes if p.stopped and p.name != "timing"]  # timing: its stages
     notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
     notes += [f"{p.name}: {p.cost.shapes}" for p in o.passes if p.cost and p.cost.shapes]
     for p in o.passes:

@@ -122,7 +122,7 @@ class PassResult(Record):
     inputs: InputsDoc | None = None
     """The input shapes the pass's forwards were given (hwprof.core.input_shapes)."""
     stopping: StoppingDoc | None = None
-    """The timing pass's stopping rule, where it applied (hwprof.session.timing_stop)."""
+    """The pass's stopping rule, where it applied (hwprof.session.timing_stop, hwprof.session.pass_stop)."""
 
     @classmethod
     def read(cls, doc: Any, where: str) -> PassResult:

@@ -94,6 +94,7 @@ class RunConfigDoc(Record):
     scalene_memory: bool | None = None
     profiler_stack: bool | None = None
     pass_timeout_s: NonNegative | None = None
+    budget_s: NonNegative | None = None
     paired_extend_ratio: NonNegative | None = None
     paired_extend_max_s: NonNegative | None = None
     extra: JsonObject | None = None

@@ -78,14 +78,18 @@ class PassPhasesDoc(Record):
 
 @dataclass(kw_only=True)
 class StoppingDoc(Record):
-    """How a pass decided it had measured enough: the timing pass's rule (hwprof.session.timing_stop), whether it
-    was met before the planned iterations ran out, and the p50s' half-widths it reached (shares of the p50)."""
+    """How a pass decided it had measured enough: its rule (the timing pass's, hwprof.session.timing_stop; a paired
+    pass's, hwprof.session.pass_stop), whether it was met before the planned iterations ran out, the timing pass's
+    p50 half-widths (shares of the p50), and what a paired pass left unresolved."""
 
     rule: str | None = None
     resolved: bool | None = None
     iterations: Count | None = None
     forward_half_width: NonNegative | None = None
     iteration_half_width: NonNegative | None = None
+    unresolved: list[str] | None = None
+    budget_out: bool | None = None
+    """True where the pass's share of --budget ended its measuring (hwprof.session.budget)."""
     text: str | None = None
 
 
@@ -121,7 +125,7 @@ class PassDoc(Record):
     phases: PassPhasesDoc | None = None
     """Where its wall time went: start-up, build, warm-up, measuring, finish, reading (absent in older runs)."""
     stopping: StoppingDoc | None = None
-    """The timing pass without --iters: how its stopping rule ended it (absent otherwise, and in older runs)."""
+    """A pass without --iters: how its stopping rule ended it (absent otherwise, and in older runs)."""
 
     @property
     def finished(self) -> bool:

@@ -164,9 +164,10 @@ class Session(PassProcesses):
     def _run_passes(self, plan: Plan) -> None:
         """Each pass in turn, recorded in run.json as it ends, until a stop signal (the run is "partial" when
         one did not end ok). A full disk or a workload that cannot run (exit 3) raises."""
-        for pass_plan in plan.passes:
+        for index, pass_plan in enumerate(plan.passes):
             if self.stop.requested:
                 break
+            self.passes_left = len(plan.passes) - index
             outcome = self.run_pass(pass_plan)
             if not self.stop.requested and self.programs.run_again(pass_plan, outcome, self._pass_dir(pass_plan)):
                 self.outcomes.remove(outcome)

@@ -121,6 +121,7 @@ def extend(
     config: RunConfig,
     max_measured: int | None = None,
     clock: Callable[[], float] = time.monotonic,
+    deadline: float | None = None,
 ) -> tuple[int, Extension | None]:
     """After a paired pass's planned blocks (`measured` measured iterations, which took planned_s): while
     `figure()` does not resolve (too few blocks, paired_cost.MIN_BLOCKS, or quartiles too far apart), one more
@@ -130,14 +131,16 @@ def extend(
     make MIN_BLOCKS (TIME or ITERATIONS, in words), or when even every block the time left allows, all at one
     ratio, could not bring the quartiles within UNRESOLVED_IQR (NOISE: best_case_iqr);
     between a block's two pairs it checks the time again (a host that slows mid-block overruns by one pair at
-    most). Returns the measured count and the extension (None: the planned blocks resolved, or no figure)."""
+    most). `deadline` (time.monotonic() s: the pass's share of --budget) bounds the time too. Returns the measured
+    count and the extension (None: the planned blocks resolved, or no figure)."""
     now = figure()
     if now is None or now.resolved:
         return measured, None
     first = now
-    budget = _Budget(
-        min(planned_s * config.paired_extend_ratio, config.paired_extend_max_s), clock(), max_measured, clock
-    )
+    limit_s = min(planned_s * config.paired_extend_ratio, config.paired_extend_max_s)
+    if deadline is not None:  # the pass's share of --budget (hwprof.session.budget)
+        limit_s = min(limit_s, max(deadline - clock(), 0.0))
+    budget = _Budget(limit_s, clock(), max_measured, clock)
     ext = Extension(now.blocks, round(planned_s, 3), round(budget.limit_s, 3), _why_extend(now))
     pair_s = planned_s / max(measured, 1)  # each measured iteration with its clean one (all, left out ones too)
     while not now.resolved:

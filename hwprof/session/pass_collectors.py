@@ -36,6 +36,8 @@ class PassCollectors:
         clean_markers)."""
         self.disk_full: DiskFullError | None = None
         """The first write that found the disk full: the pass fails with its path."""
+        self.wished = 0
+        """The most measured iterations a collector of the pass asked for (_measured_iterations)."""
 
     def _fail(self, collector: Collector, stage: str, exc: BaseException) -> Failure:
         self._note_disk_full(exc)
@@ -96,8 +98,9 @@ class PassCollectors:
         return deliver
 
     def _measured_iterations(self) -> int:
-        """--iters, or more where a collector of this pass needs more (its wish is bounded by the collector)."""
-        wishes = [self.config.iters]
+        """--iters, or more where a collector of this pass needs more (its wish is bounded by the collector); the
+        largest wish is kept in `wished` (a stopping rule's floor: hwprof.session.pass_stop)."""
+        wishes = [0]
         for collector in self.collectors:
             if not self._ok(collector):
                 continue
@@ -105,8 +108,10 @@ class PassCollectors:
                 wishes.append(collector.measured_iterations(self.ctx) or 0)
             except Exception as exc:
                 self._fail(collector, "measured_iterations", exc)
+        self.wished = max(wishes)
         cap = self._iteration_cap()
-        return max(wishes) if cap is None else min(max(wishes), cap)
+        planned = max(self.config.iters, self.wished)
+        return planned if cap is None else min(planned, cap)
 
     def _iteration_cap(self) -> int | None:
         """The smallest iteration_limit of the pass's live collectors (None: none limits)."""

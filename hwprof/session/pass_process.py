@@ -32,6 +32,7 @@ from hwprof.rundir.reader import RunData
 from hwprof.rundir.worker_files import read_worker_pid, write_command
 from hwprof.schema.run import RunDoc
 from hwprof.session import child, zygote
+from hwprof.session.budget import Budget
 from hwprof.session.child import Worker
 from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
 from hwprof.session.pass_inputs import pass_env
@@ -89,6 +90,10 @@ class PassProcesses:
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
         self.programs = ProgramPasses()
         """A user's program: what its passes found that changes the later ones (no model, its failure)."""
+        self.budget = Budget(config.budget_s, time.monotonic()) if config.budget_s > 0 else None
+        """--budget, from the collect's start; each pass's share given as it starts (hwprof.session.budget)."""
+        self.passes_left = 1
+        """The passes left to run, the starting one counted: what the budget is shared among."""
         self.zygote: Zygote | None = None
         """The process the passes' workers are forked from, their imports done (hwprof.session.zygote): started by
         the caller (api.collecting.run_collect, before the run directory is set up), closed by the collection
@@ -150,7 +155,8 @@ class PassProcesses:
         steal_at_start = steal_ns()
         try:
             self._watch = NeighbourWatch().start()
-            proc = self._start_worker(command, pass_env(self.config, collectors, ctx, self.programs.env()), log)
+            extra = self.programs.env() | (self.budget.env(self.passes_left) if self.budget else {})
+            proc = self._start_worker(command, pass_env(self.config, collectors, ctx, extra), log)
         except (RuntimeError, OSError) as exc:  # no pass is recorded: its worker never ran
             if not cannot_start(exc):
                 raise

@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import PassContext
 from hwprof.core.atomic import DiskFullError
@@ -26,8 +27,10 @@ from hwprof.rundir.pass_files import write_pass_result
 from hwprof.rundir.worker_files import read_config, read_image_paths
 from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
+from hwprof.session.budget import out_of_time, pass_deadline
 from hwprof.session.pass_collectors import PassCollectors
 from hwprof.session.pass_result import close_pipeline, pass_result
+from hwprof.session.pass_stop import PassStopping
 from hwprof.session.timing_stop import Stopping
 from hwprof.session.worker_io import disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
@@ -40,6 +43,9 @@ EXIT_PROGRAM_FAILED = 4
 """A user's program failed in the pass (hwprof.session.program_pass_runner): unlike EXIT_ERROR, hwprof's command itself
 could run, and later passes may (hwprof.session.program_passes)."""
 ERROR_PREFIX = "hwprof-error: "
+
+if TYPE_CHECKING:
+    from hwprof.analysis.paired_cost import PassCostFigure
 
 
 class PassRunner(PassCollectors):
@@ -54,8 +60,13 @@ class PassRunner(PassCollectors):
         self.log = MarkerLog()
         self.markers_path = self.ctx.out_dir / MARKERS
         self.paired: PairedInfo | None = None
-        self.stopping: Stopping | None = None
-        """The timing pass's stopping rule's last verdict, where it applies (hwprof.session.timing_stop)."""
+        self._least_steps = 0
+        """Steps (measured and clean iterations) before the pass's stopping rule is first asked: what its progress
+        bar expects, a block at a time after that."""
+        self.deadline = pass_deadline()
+        """When the pass's share of --budget ends (time.monotonic(); hwprof.session.budget), None without one."""
+        self.stopping: Stopping | PassStopping | None = None
+        """The pass's stopping rule's last verdict, where it applies (hwprof.session.timing_stop, pass_stop)."""
         self._remove_hooks: Callable[[], None] | None = None
         self._done = 0
         """Iterations run so far (warm-up included), for progress."""
@@ -118,25 +129,79 @@ class PassRunner(PassCollectors):
         self.stopping = check(forwards, iterations)
         return self.stopping.resolved
 
+    def _cost(self) -> PassCostFigure | None:
+        """The pass's paired cost on its iterations so far (hwprof.analysis.paired_cost)."""
+        from hwprof.analysis.paired_cost import paired_cost
+        from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+
+        markers = self.log.markers
+        shapes = (self.bus.inputs.measured, self.bus.inputs.clean)
+        return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers), shapes)
+
+    def _paired_resolved(self, planned: int) -> bool:
+        """A paired pass's stopping rule (hwprof.session.pass_stop) on its blocks so far; its verdict is kept for
+        result.json either way."""
+        from hwprof.session.pass_stop import check
+
+        layers = self.ctx.pass_name == "layers" and self._remove_hooks is not None
+        self.stopping = check(self.log.markers, self._cost(), planned, layers)
+        return self.stopping.resolved
+
+    def _out_of_budget(self, planned: int) -> None:
+        """The pass's share of --budget ran out: what its rule says of its figures so far, marked as the budget's
+        stop (a pass without a rule of its own: a paired pass's, whose cost the report prints)."""
+        import dataclasses
+
+        progress(phase="measure", done=self._done, total=self._done)  # the bar ends full
+        if self.ctx.pass_name == "timing":
+            self._timing_resolved()
+        elif self.paired is not None:
+            self._paired_resolved(planned)
+        if self.stopping is not None:
+            self.stopping = dataclasses.replace(self.stopping, budget=True)
+        print(f"budget: {self.stopping.text if self.stopping else 'the pass stopped at its share'}", file=sys.stderr)
+
+    def _stop_rule(self, planned: int) -> Callable[[int], bool] | None:
+        """Whether to stop after n measured (and clean) steps, where the pass stops when its figures are resolved
+        (no --iters); None where it runs its plan."""
+        if not self.config.extra.get("timing_resolve"):
+            return None
+        if self.ctx.pass_name == "timing":
+            from hwprof.session.timing_stop import MIN_ITERATIONS
+
+            self._least_steps = min(MIN_ITERATIONS, planned)
+            return lambda n: self._timing_resolved()
+        if self.paired is None:
+            return None
+        from hwprof.session.pass_stop import floor
+
+        least = floor(max([self.wished, *self._fewest()]), planned)
+        self._least_steps = 2 * least
+        return lambda n: n % 4 == 0 and n // 2 >= least and self._paired_resolved(planned)
+
+    def _fewest(self) -> list[int]:
+        """What the pass's live collectors need at the least (Collector.fewest_iterations), after the warm-up."""
+        out = []
+        for collector in (c for c in self.collectors if self._ok(c)):
+            try:
+                out.append(collector.fewest_iterations(self.ctx) or 0)
+            except Exception as exc:
+                self._fail(collector, "fewest_iterations", exc)
+        return out
+
     def _extend(self, measured: int, planned_s: float) -> None:
         """More ABBA blocks while the planned ones do not resolve the pass's cost (hwprof.session.paired.extend)."""
-        from hwprof.analysis.paired_cost import PassCostFigure, paired_cost
-        from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
         from hwprof.session.paired import extend
-
-        def figure() -> PassCostFigure | None:
-            markers = self.log.markers
-            shapes = (self.bus.inputs.measured, self.bus.inputs.clean)
-            return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers), shapes)
 
         planned_done = self._done
         _, extension = extend(
-            figure,
+            self._cost,
             lambda on, i: self._step(on, i, self._done + 4),
             measured,
             planned_s,
             self.config,
             self._iteration_cap(),
+            deadline=self.deadline,
         )
         assert self.paired is not None
         if self._done > planned_done:  # blocks were added: the bar ends full
@@ -245,14 +310,28 @@ class PassRunner(PassCollectors):
         progress(phase="measure", done=self._done, total=total)  # the collectors started: the measuring begins
         STOP.check(self.config.warmup, total)
         planned_at = time.monotonic()
-        resolving = self.ctx.pass_name == "timing" and bool(self.config.extra.get("timing_resolve"))
-        for measured, i in steps:
-            self._step(measured, i, total)
-            if resolving and self._timing_resolved():
+        rule = self._stop_rule(iters)  # after the warm-up, where a counter rotation is planned
+        out = False
+        unit, unit_start = (4 if self.paired is not None else 1), planned_at  # a whole block, or an iteration
+        deadline = self.deadline if self.paired is not None or self.ctx.pass_name == "timing" else None
+        expected = self.config.warmup + (self._least_steps if rule is not None else len(steps))
+        for n, (measured, i) in enumerate(steps, 1):
+            if self._done >= expected:  # the rule's floor passed unresolved: the bar expects the next block
+                expected = min(self._done + unit, total)
+            self._step(measured, i, expected)
+            if rule is not None and rule(n):
                 progress(phase="measure", done=self._done, total=self._done)  # the bar ends full
                 break
-        if self.paired is not None:
+            if n % unit == 0 and n < len(steps):
+                now = time.monotonic()
+                out, unit_start = out_of_time(deadline, now - unit_start, now), now
+                if out:
+                    self._out_of_budget(iters)
+                    break
+        if self.paired is not None and not out and not (self.stopping and self.stopping.resolved):
             self._extend(iters, time.monotonic() - planned_at)
+            if rule is not None:
+                self._paired_resolved(iters)  # what the plan and its extension left unresolved, said
         STOP.disarm()
         self._each("stop", self.ctx)
 

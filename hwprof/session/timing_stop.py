@@ -18,6 +18,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from hwprof.analysis.paired_cost import blocks_text
 from hwprof.schema.run_passes import StoppingDoc
 
 TOLERANCE = 0.02
@@ -61,6 +62,8 @@ class Stopping:
     iterations: int
     forward: float | None
     iteration: float | None
+    budget: bool = False
+    """Stopped because its share of --budget ran out (hwprof.session.budget), not by the rule or its plan."""
 
     @property
     def text(self) -> str:
@@ -71,6 +74,9 @@ class Stopping:
         widths = f" ({widths}, {CONFIDENCE:.0%})" if widths else ""
         if self.resolved:
             return f"stopped after {self.iterations} iterations: resolved to {TOLERANCE:.0%}{widths}"
+        if self.budget:
+            ran = blocks_text(self.iterations, "iteration")
+            return f"its share of the budget ran out after {ran}{widths}: not resolved"
         return f"ran its {self.iterations} planned iterations{widths}"
 
     def doc(self) -> StoppingDoc:
@@ -81,6 +87,7 @@ class Stopping:
             iterations=self.iterations,
             forward_half_width=self.forward,
             iteration_half_width=self.iteration,
+            budget_out=self.budget or None,
             text=self.text,
         )
 

@@ -1,0 +1,138 @@
+"""When a paired pass has measured enough (issue 66): a pass that interleaves clean iterations with its measured
+ones (hwprof.session.paired: the layers, trace and Scalene passes, and the kernels pass) stops after an ABBA block
+once its figures are resolved, instead of always running its planned iterations, which stay its upper bound.
+
+The rule, asked after each whole block (two measured iterations and two clean ones) from the floor on:
+- the floor: MIN_BLOCKS blocks, the fewest whose paired cost can resolve, and at least what a collector of the
+  pass asks for itself (a sampler's samples, the counter rotation's reads of every layer);
+- the pass's cost resolved: hwprof.analysis.paired_cost's figure (MIN_BLOCKS blocks, quartiles within
+  UNRESOLVED_IQR), the figure the report prints;
+- in the layers pass, whose layer times the report ranks: every layer at or above MIN_LAYER_SHARE of the forward
+  has the median of its self time known, at 95% (the order-statistic interval of hwprof.session.timing_stop), to
+  within LAYER_TOLERANCE of itself or LAYER_POINTS of the forward, whichever is wider.
+
+It applies where the user did not ask for a number of iterations (`--iters` absent: RunConfig.extra's
+"timing_resolve", as for the timing pass). A pass that reaches its plan unresolved goes on as before: its ABBA
+blocks extended while the cost is not resolved (hwprof.session.paired.extend), and what stayed unresolved said.
+Which way the pass ended is in result.json and run.json (passes.<pass>.stopping)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from hwprof.analysis.paired_cost import MIN_BLOCKS, UNRESOLVED_IQR, PassCostFigure, blocks_text
+from hwprof.core.kernels import MIN_LAYER_SHARE
+from hwprof.core.markers import Marker
+from hwprof.core.spans import SpanTime, durations_ms, layer_self_spans, measured_spans
+from hwprof.schema.run_passes import StoppingDoc
+from hwprof.session.timing_stop import CONFIDENCE, half_width
+
+LAYER_TOLERANCE = 0.10
+"""A ranked layer's self-time median known to within this share of itself..."""
+LAYER_POINTS = 0.005
+"""... or to within this share of the forward (half a percentage point), whichever is wider: a layer at 1% of the
+forward is known to +-50% of itself, one at 30% to +-10%."""
+LAYERS_NAMED = 3
+"""Unresolved layers named in the text (the count says how many)."""
+RULE = (
+    f"after each ABBA block from {MIN_BLOCKS} blocks: the paired cost resolved (quartiles within "
+    f"{UNRESOLVED_IQR:.0%}) and, in the layers pass, each layer at or above {MIN_LAYER_SHARE:.0%} of the forward "
+    f"with its self-time median within +-{LAYER_TOLERANCE:.0%} of itself or +-{LAYER_POINTS:.1%} of the forward "
+    f"at {CONFIDENCE:.0%} (order statistics)"
+)
+
+
+@dataclass(frozen=True)
+class PassStopping:
+    """How a paired pass ended: resolved (the rule met before its plan ran out) or at its plan, with what was not."""
+
+    resolved: bool
+    iterations: int
+    """Measured iterations (as many clean ones ran beside them)."""
+    planned: int
+    unresolved: list[str] = field(default_factory=list)
+    """What kept the rule from being met, each in words ('the cost: ...', 'model.51's share ...')."""
+    budget: bool = False
+    """Stopped because its share of --budget ran out (hwprof.session.budget), not by the rule or its plan."""
+
+    @property
+    def text(self) -> str:
+        measured = blocks_text(self.iterations, "measured iteration")
+        blocks = f"{measured} ({blocks_text(self.iterations // 2, 'ABBA block')}"
+        if self.iterations < self.planned:
+            blocks += f" of the {self.planned} planned)"
+        elif self.iterations > self.planned:
+            blocks += f": {self.planned} planned, blocks added for the cost)"
+        else:
+            blocks += ", its plan)"
+        if self.resolved:
+            return f"{'stopped after' if self.iterations < self.planned else 'ran'} {blocks}: resolved"
+        ran = "its share of the budget ran out after" if self.budget else "ran"
+        return f"{ran} {blocks}: " + "; ".join(self.unresolved) + " not resolved"
+
+    def doc(self) -> StoppingDoc:
+        """result.json's and run.json's record of it (passes.<pass>.stopping)."""
+        return StoppingDoc.of(
+            rule=RULE,
+            resolved=self.resolved,
+            iterations=self.iterations,
+            unresolved=self.unresolved,
+            budget_out=self.budget or None,
+            text=self.text,
+        )
+
+
+def floor(wished: int, planned: int) -> int:
+    """Measured iterations before the rule is asked: MIN_BLOCKS blocks, a collector's own wish, never past the
+    plan; even (whole blocks)."""
+    least = max(2 * MIN_BLOCKS, wished)
+    return min(least + least % 2, planned)
+
+
+def check(markers: Sequence[Marker], cost: PassCostFigure | None, planned: int, layers: bool) -> PassStopping:
+    """The rule on the pass's markers so far and its paired cost figure; `layers`: the pass's layer shares count."""
+    spans = measured_spans(markers)
+    iterations = len(durations_ms(spans, "iteration").get("iteration", []))
+    unresolved = [] if cost is not None and cost.resolved else [_cost_words(cost)]
+    if layers:
+        unresolved += unresolved_layers(spans)
+    return PassStopping(not unresolved, iterations, planned, unresolved)
+
+
+def _cost_words(cost: PassCostFigure | None) -> str:
+    if cost is None:
+        return "the cost (no block measured)"
+    return f"the cost ({cost.unresolved_why})"
+
+
+def self_ns_by_iteration(spans: Sequence[SpanTime]) -> dict[str, list[float]]:
+    """Each layer's self ns per measured iteration (a layer called twice in a forward: both calls summed)."""
+    sums: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+    for span, self_ns in layer_self_spans(spans):
+        sums[span.name][span.iteration] += self_ns
+    return {name: list(by_iteration.values()) for name, by_iteration in sums.items()}
+
+
+def unresolved_layers(spans: Sequence[SpanTime]) -> list[str]:
+    """The ranked layers whose self-time median is not yet within the margin, as one phrase ([] when none)."""
+    forwards = durations_ms(spans, "stage").get("forward", [])
+    if not forwards:
+        return ["the layers' shares (no forward measured)"]
+    forward_ns = statistics.median(forwards) * 1e6
+    loose: list[str] = []
+    for name, values in self_ns_by_iteration(spans).items():
+        p50 = statistics.median(values)
+        if p50 < MIN_LAYER_SHARE * forward_ns:
+            continue
+        width = half_width(values)
+        if width is None or width > max(LAYER_TOLERANCE, LAYER_POINTS * forward_ns / p50):
+            loose.append(name)
+    if not loose:
+        return []
+    more = len(loose) - LAYERS_NAMED
+    named = ", ".join(loose[:LAYERS_NAMED]) + (f" and {more} more" if more > 0 else "")
+    whose = "layers'" if len(loose) > 1 else "layer's"
+    return [f"{len(loose)} ranked {whose} shares ({named})"]

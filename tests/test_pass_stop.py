@@ -1,0 +1,119 @@
+"""A paired pass's stopping rule (hwprof.session.pass_stop) on written markers: it stops at a block boundary once its
+cost and, in the layers pass, every ranked layer's self time are resolved, and says what was not where it ran its
+plan. The real collect that runs it is test_timing_stop's (the same collect's timing and layers passes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hwprof.analysis.paired_cost import MIN_BLOCKS, PassCostFigure, paired_cost
+from hwprof.core.markers import Marker
+from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+from hwprof.session.pass_stop import LAYER_TOLERANCE, check, floor
+
+MS = 1_000_000
+
+
+def _iteration(it: int, t: int, forward_ms: float, layers: dict[str, float], clean: bool) -> tuple[list[Marker], int]:
+    """One iteration's markers from t: its forward, and (measured only) its layers one after the other."""
+    out = [Marker("iteration", "B", "iteration", t, it, False, clean=clean)]
+    out.append(Marker("stage", "B", "forward", t, it, False, clean=clean))
+    start = t
+    if not clean:
+        for index, (name, ms) in enumerate(layers.items()):
+            out.append(Marker("layer", "B", name, start, it, False, index))
+            start += int(ms * MS)
+            out.append(Marker("layer", "E", name, start, it, False, index))
+    end = t + int(forward_ms * MS)
+    out.append(Marker("stage", "E", "forward", end, it, False, clean=clean))
+    out.append(Marker("iteration", "E", "iteration", end, it, False, clean=clean))
+    return out, end + MS
+
+
+def paired_markers(
+    blocks: int, on_ms: list[float], off_ms: list[float], layers: list[dict[str, float]]
+) -> list[Marker]:
+    """ABBA blocks as the pass runs them (measured 2b, clean 2b, clean 2b+1, measured 2b+1); on_ms/off_ms and
+    layers per measured/clean iteration, cycled."""
+    markers: list[Marker] = []
+    t = 0
+    for b in range(blocks):
+        for it, clean in ((2 * b, False), (2 * b, True), (2 * b + 1, True), (2 * b + 1, False)):
+            forward = (off_ms if clean else on_ms)[it % len(off_ms if clean else on_ms)]
+            made, t = _iteration(it, t, forward, layers[it % len(layers)], clean)
+            markers += made
+    return markers
+
+
+def _cost(markers: list[Marker]) -> PassCostFigure | None:
+    return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
+
+
+STEADY_LAYERS = [{"model.0": 30.0, "model.1": 50.0, "model.2": 0.3}]
+
+
+def test_a_steady_pass_stops_at_its_floor_resolved() -> None:
+    markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], STEADY_LAYERS)
+    done = check(markers, _cost(markers), 20, layers=True)
+    assert done.resolved and done.iterations == 2 * MIN_BLOCKS and not done.unresolved
+    assert done.text == "stopped after 8 measured iterations (4 ABBA blocks of the 20 planned): resolved"
+    assert done.doc().to_json()["resolved"] is True
+
+
+def test_a_noisy_cost_is_not_resolved_and_said() -> None:
+    markers = paired_markers(MIN_BLOCKS, [82.0, 120.0, 60.0, 100.0], [80.0, 80.0, 80.0, 80.0], STEADY_LAYERS)
+    done = check(markers, _cost(markers), 8, layers=True)
+    assert not done.resolved and done.unresolved[0].startswith("the cost (")
+    assert done.text.startswith("ran 8 measured iterations (4 ABBA blocks, its plan): the cost (")
+
+
+def test_a_ranked_layer_that_varies_keeps_the_layers_pass_going_a_thin_one_does_not() -> None:
+    varying = [{"model.0": 20.0 * k, "model.1": 50.0, "model.2": 0.3} for k in (1.0, 1.3, 0.8, 1.25, 0.9, 1.2)]
+    markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], varying)
+    done = check(markers, _cost(markers), 20, layers=True)
+    assert not done.resolved and done.unresolved == ["1 ranked layer's shares (model.0)"]
+    assert check(markers, _cost(markers), 20, layers=False).resolved  # another pass: its layers are not its figures
+    thin = [{"model.0": 30.0, "model.1": 50.0, "model.2": 0.3 * k} for k in (1.0, 3.0, 0.2, 2.0)]  # 0.4% of 82 ms
+    markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], thin)
+    assert check(markers, _cost(markers), 20, layers=True).resolved
+
+
+def test_a_small_layer_is_held_to_half_a_point_of_the_forward_not_to_its_own_tolerance() -> None:
+    """model.2 at 2% of the forward varies by +-20% of itself (0.4 points of the forward): within the margin."""
+    small = [{"model.0": 30.0, "model.1": 50.0, "model.2": 1.64 * k} for k in (1.0, 1.2, 0.8, 1.1)]
+    markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], small)
+    assert LAYER_TOLERANCE < 0.2 and check(markers, _cost(markers), 20, layers=True).resolved
+
+
+@pytest.mark.parametrize(
+    ("wished", "planned", "least"),
+    [(0, 20, 2 * MIN_BLOCKS), (7, 20, 2 * MIN_BLOCKS), (9, 20, 10), (30, 40, 30), (0, 5, 5), (64, 40, 40)],
+)
+def test_the_floor_is_whole_blocks_a_collectors_wish_and_never_past_the_plan(
+    wished: int, planned: int, least: int
+) -> None:
+    assert floor(wished, planned) == least
+
+
+def test_a_counter_rotation_sets_the_floor_to_its_whole_cycles() -> None:
+    """perf_events reads each layer in 1 of `every` iterations (and each rotating group in 1 of its cycle): the
+    layers pass stops no sooner than every layer read MIN_VISITS times in every group."""
+    from hwprof.collectors.perf_events.collector import PerfEvents
+
+    from hwprof.core.config import RunConfig
+    from hwprof.perf import layer_reads
+
+    collector = PerfEvents(RunConfig())
+    assert collector.fewest_iterations(None) is None  # no plan yet: no floor
+    collector.planner.plan = layer_reads.plan("rotate", "cpu", 20, None, 10, None)  # no read cost: 1 of 5
+    assert collector.fewest_iterations(None) == 20
+    collector.planner.plan = layer_reads.plan("rotate", "cpu", 40, None, 10, None, group_cycle=2)
+    assert collector.fewest_iterations(None) == layer_reads.MIN_VISITS * 10 * 2
+    collector.planner.plan = layer_reads.plan("every", "cpu", 20, None, 10, None)
+    assert collector.fewest_iterations(None) is None
+
+
+def test_the_kernels_pass_plans_from_the_floor_a_resolving_pass_runs() -> None:
+    from hwprof.collectors.perf_sampling.rate import RESOLVING_BASE
+
+    assert floor(0, 20) == RESOLVING_BASE
