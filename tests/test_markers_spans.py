@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import pytest
 
@@ -221,3 +222,31 @@ def test_spans_emitted_together_leave_no_piece_without_their_stage() -> None:
     bus.emit("stage", "E", "program")
     bus.emit("iteration", "E", "iteration")
     assert None in [p.stage for p in measured_pieces(apart.markers)]  # what emit_together avoids
+
+
+def test_a_marker_file_is_parsed_once_until_its_bytes_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collect's finish reads each pass's markers several times: parsed once; an edit in place that keeps the
+    size (and, within the clock's tick, the time) is parsed again, its digest changed."""
+    import json
+
+    from hwprof.core import markers as markers_module
+    from hwprof.core.markers import Marker, read_marker_file
+
+    rows = [Marker("iteration", "B", "iteration", 10, 0, False), Marker("iteration", "E", "iteration", 20, 0, False)]
+    path = tmp_path / "markers.jsonl"
+    path.write_text("".join(json.dumps(m.to_row()) + "\n" for m in rows))
+    parsed: list[object] = []
+    real = markers_module._parse_marker_file
+
+    def counted(p: object) -> tuple[list[Marker], str | None]:
+        parsed.append(p)
+        return real(p)
+
+    monkeypatch.setattr(markers_module, "_parse_marker_file", counted)
+    first, _ = read_marker_file(path)
+    again, _ = read_marker_file(path)
+    assert first == again == rows and len(parsed) == 1
+    again.clear()  # a caller's list is its own
+    assert read_marker_file(path)[0] == rows
+    path.write_text(path.read_text().replace('"E", "iteration", 20', '"E", "iteration", 30'))  # same size
+    assert read_marker_file(path)[0][1].t_ns == 30 and len(parsed) == 2

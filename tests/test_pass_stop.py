@@ -9,7 +9,7 @@ import pytest
 from hwprof.analysis.paired_cost import MIN_BLOCKS, PassCostFigure, paired_cost
 from hwprof.core.markers import Marker
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
-from hwprof.session.pass_stop import LAYER_TOLERANCE, check, floor
+from hwprof.session.pass_stop import LAYER_TOLERANCE, PassStopping, check, floor
 
 MS = 1_000_000
 
@@ -56,7 +56,7 @@ def test_a_steady_pass_stops_at_its_floor_resolved() -> None:
     markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], STEADY_LAYERS)
     done = check(markers, _cost(markers), 20, layers=True)
     assert done.resolved and done.iterations == 2 * MIN_BLOCKS and not done.unresolved
-    assert done.text == "stopped after 8 measured iterations (4 ABBA blocks of the 20 planned): resolved"
+    assert done.text == "stopped after 8 measured iterations of the 20 planned (4 ABBA blocks): resolved"
     assert done.doc().to_json()["resolved"] is True
 
 
@@ -64,7 +64,7 @@ def test_a_noisy_cost_is_not_resolved_and_said() -> None:
     markers = paired_markers(MIN_BLOCKS, [82.0, 120.0, 60.0, 100.0], [80.0, 80.0, 80.0, 80.0], STEADY_LAYERS)
     done = check(markers, _cost(markers), 8, layers=True)
     assert not done.resolved and done.unresolved[0].startswith("the cost (")
-    assert done.text.startswith("ran 8 measured iterations (4 ABBA blocks, its plan): the cost (")
+    assert done.text.startswith("ran 8 measured iterations, its plan (4 ABBA blocks): the cost (")
 
 
 def test_a_ranked_layer_that_varies_keeps_the_layers_pass_going_a_thin_one_does_not() -> None:
@@ -117,3 +117,18 @@ def test_the_kernels_pass_plans_from_the_floor_a_resolving_pass_runs() -> None:
     from hwprof.collectors.perf_sampling.rate import RESOLVING_BASE
 
     assert floor(0, 20) == RESOLVING_BASE
+
+
+def test_a_pass_whose_clean_iterations_ended_says_where() -> None:
+    """The cost resolved at 4 blocks, the sampler's 40 measured iterations ran alone after them."""
+    markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], STEADY_LAYERS)
+    done = check(markers, _cost(markers), 40, layers=False, clean_until=8)
+    assert done.text == "ran 8 measured iterations of the 40 planned (4 ABBA blocks): resolved".replace(
+        "ran", "stopped after"
+    )
+    longer = PassStopping(True, 40, 40, clean_until=8)
+    assert (
+        longer.text
+        == "ran 40 measured iterations, its plan (4 ABBA blocks, then measured alone: the cost resolved): resolved"
+    )
+    assert longer.doc().to_json()["clean_until"] == 8

@@ -14,6 +14,8 @@ marker log that keeps the spans (MarkerBus.keep_spans) is innermost of all.
 
 from __future__ import annotations
 
+import hashlib
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -209,11 +211,37 @@ def read_markers(path: Any) -> list[Marker]:
     return read_marker_file(path)[0]
 
 
+PARSED_KEPT = 8
+"""Marker files kept parsed (read_marker_file): a collect's finish and report read each pass's markers several
+times over (the pass costs, the layer tables, the trace, a collector's conversion: 12 reads of 5 files in one
+yolov7-tiny collect)."""
+_parsed: dict[tuple[str, bytes], tuple[tuple[Marker, ...], str | None]] = {}
+
+
 def read_marker_file(path: Any) -> tuple[list[Marker], str | None]:
     """The markers of a markers.jsonl and the warning for a torn last line (None when the file is whole).
 
     A row that is not a marker anywhere in the file, or markers that do not nest (an end before its begin, a
-    layer ending outside its forward: hwprof.core.marker_order), raise RunDirError naming file:line."""
+    layer ending outside its forward: hwprof.core.marker_order), raise RunDirError naming file:line. A file read
+    before with the same bytes (their digest: an edit in place within the clock's tick keeps size and time) is
+    not parsed again."""
+    try:
+        with open(path, "rb") as f:
+            key: tuple[str, bytes] | None = (os.fspath(path), hashlib.file_digest(f, "blake2b").digest())
+    except (OSError, TypeError):
+        key = None  # read_jsonl says why
+    if key is not None and key in _parsed:
+        markers, warning = _parsed[key]
+        return list(markers), warning
+    parsed = _parse_marker_file(path)
+    if key is not None:
+        while len(_parsed) >= PARSED_KEPT:
+            del _parsed[next(iter(_parsed))]
+        _parsed[key] = (tuple(parsed[0]), parsed[1])
+    return parsed
+
+
+def _parse_marker_file(path: Any) -> tuple[list[Marker], str | None]:
     from hwprof.schema.check import RunDirError, found, read_jsonl
 
     lines = read_jsonl(path)

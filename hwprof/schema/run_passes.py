@@ -90,6 +90,9 @@ class StoppingDoc(Record):
     unresolved: list[str] | None = None
     budget_out: bool | None = None
     """True where the pass's share of --budget ended its measuring (hwprof.session.budget)."""
+    clean_until: Count | None = None
+    """A paired pass: the measured iterations when its clean ones ended, its cost resolved (hwprof.session.pass_stop);
+    absent where clean ones ran beside every measured one."""
     text: str | None = None
 
 

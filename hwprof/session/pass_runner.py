@@ -17,7 +17,6 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import PassContext
 from hwprof.core.atomic import DiskFullError
@@ -27,11 +26,8 @@ from hwprof.rundir.pass_files import write_pass_result
 from hwprof.rundir.worker_files import read_config, read_image_paths
 from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
-from hwprof.session.budget import out_of_time, pass_deadline
-from hwprof.session.pass_collectors import PassCollectors
 from hwprof.session.pass_result import close_pipeline, pass_result
-from hwprof.session.pass_stop import PassStopping
-from hwprof.session.timing_stop import Stopping
+from hwprof.session.pass_steps import PassSteps
 from hwprof.session.worker_io import disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
 from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
@@ -44,11 +40,8 @@ EXIT_PROGRAM_FAILED = 4
 could run, and later passes may (hwprof.session.program_passes)."""
 ERROR_PREFIX = "hwprof-error: "
 
-if TYPE_CHECKING:
-    from hwprof.analysis.paired_cost import PassCostFigure
 
-
-class PassRunner(PassCollectors):
+class PassRunner(PassSteps):
     def __init__(self, run_dir: Path, pass_name: str, names: list[str]) -> None:
         self.run_dir = run_dir
         config = read_config(run_dir)
@@ -60,16 +53,10 @@ class PassRunner(PassCollectors):
         self.log = MarkerLog()
         self.markers_path = self.ctx.out_dir / MARKERS
         self.paired: PairedInfo | None = None
-        self._least_steps = 0
-        """Steps (measured and clean iterations) before the pass's stopping rule is first asked: what its progress
-        bar expects, a block at a time after that."""
-        self.deadline = pass_deadline()
-        """When the pass's share of --budget ends (time.monotonic(); hwprof.session.budget), None without one."""
-        self.stopping: Stopping | PassStopping | None = None
-        """The pass's stopping rule's last verdict, where it applies (hwprof.session.timing_stop, pass_stop)."""
         self._remove_hooks: Callable[[], None] | None = None
         self._done = 0
         """Iterations run so far (warm-up included), for progress."""
+        self.init_steps()
 
     def _pairs(self, runtime_name: str) -> bool:
         """Interleave clean iterations (hwprof.session.paired) when the layer hooks or a collector of the pass can
@@ -116,99 +103,6 @@ class PassRunner(PassCollectors):
         self._done += 1
         progress(phase="measure", done=self._done, total=max(total, self._done))
         STOP.check(self._done, max(total, self._done))
-
-    def _timing_resolved(self) -> bool:
-        """The timing pass's stopping rule (hwprof.session.timing_stop) on its measured iterations so far; what it
-        found is kept for result.json either way."""
-        from hwprof.core.spans import durations_ms, measured_spans
-        from hwprof.session.timing_stop import check
-
-        spans = measured_spans(self.log.markers)
-        forwards = durations_ms(spans, "stage").get("forward", [])
-        iterations = durations_ms(spans, "iteration").get("iteration", [])
-        self.stopping = check(forwards, iterations)
-        return self.stopping.resolved
-
-    def _cost(self) -> PassCostFigure | None:
-        """The pass's paired cost on its iterations so far (hwprof.analysis.paired_cost)."""
-        from hwprof.analysis.paired_cost import paired_cost
-        from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
-
-        markers = self.log.markers
-        shapes = (self.bus.inputs.measured, self.bus.inputs.clean)
-        return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers), shapes)
-
-    def _paired_resolved(self, planned: int) -> bool:
-        """A paired pass's stopping rule (hwprof.session.pass_stop) on its blocks so far; its verdict is kept for
-        result.json either way."""
-        from hwprof.session.pass_stop import check
-
-        layers = self.ctx.pass_name == "layers" and self._remove_hooks is not None
-        self.stopping = check(self.log.markers, self._cost(), planned, layers)
-        return self.stopping.resolved
-
-    def _out_of_budget(self, planned: int) -> None:
-        """The pass's share of --budget ran out: what its rule says of its figures so far, marked as the budget's
-        stop (a pass without a rule of its own: a paired pass's, whose cost the report prints)."""
-        import dataclasses
-
-        progress(phase="measure", done=self._done, total=self._done)  # the bar ends full
-        if self.ctx.pass_name == "timing":
-            self._timing_resolved()
-        elif self.paired is not None:
-            self._paired_resolved(planned)
-        if self.stopping is not None:
-            self.stopping = dataclasses.replace(self.stopping, budget=True)
-        print(f"budget: {self.stopping.text if self.stopping else 'the pass stopped at its share'}", file=sys.stderr)
-
-    def _stop_rule(self, planned: int) -> Callable[[int], bool] | None:
-        """Whether to stop after n measured (and clean) steps, where the pass stops when its figures are resolved
-        (no --iters); None where it runs its plan."""
-        if not self.config.extra.get("timing_resolve"):
-            return None
-        if self.ctx.pass_name == "timing":
-            from hwprof.session.timing_stop import MIN_ITERATIONS
-
-            self._least_steps = min(MIN_ITERATIONS, planned)
-            return lambda n: self._timing_resolved()
-        if self.paired is None:
-            return None
-        from hwprof.session.pass_stop import floor
-
-        least = floor(max([self.wished, *self._fewest()]), planned)
-        self._least_steps = 2 * least
-        return lambda n: n % 4 == 0 and n // 2 >= least and self._paired_resolved(planned)
-
-    def _fewest(self) -> list[int]:
-        """What the pass's live collectors need at the least (Collector.fewest_iterations), after the warm-up."""
-        out = []
-        for collector in (c for c in self.collectors if self._ok(c)):
-            try:
-                out.append(collector.fewest_iterations(self.ctx) or 0)
-            except Exception as exc:
-                self._fail(collector, "fewest_iterations", exc)
-        return out
-
-    def _extend(self, measured: int, planned_s: float) -> None:
-        """More ABBA blocks while the planned ones do not resolve the pass's cost (hwprof.session.paired.extend)."""
-        from hwprof.session.paired import extend
-
-        planned_done = self._done
-        _, extension = extend(
-            self._cost,
-            lambda on, i: self._step(on, i, self._done + 4),
-            measured,
-            planned_s,
-            self.config,
-            self._iteration_cap(),
-            deadline=self.deadline,
-        )
-        assert self.paired is not None
-        if self._done > planned_done:  # blocks were added: the bar ends full
-            progress(phase="measure", done=self._done, total=self._done)
-        if extension is not None:
-            self.paired.update(extension=extension.record())
-            print(f"paired: {extension.text}", file=sys.stderr)
 
     def run(self) -> int:
         status, error = "ok", ""
@@ -310,27 +204,10 @@ class PassRunner(PassCollectors):
         progress(phase="measure", done=self._done, total=total)  # the collectors started: the measuring begins
         STOP.check(self.config.warmup, total)
         planned_at = time.monotonic()
-        rule = self._stop_rule(iters)  # after the warm-up, where a counter rotation is planned
-        out = False
-        unit, unit_start = (4 if self.paired is not None else 1), planned_at  # a whole block, or an iteration
-        deadline = self.deadline if self.paired is not None or self.ctx.pass_name == "timing" else None
-        expected = self.config.warmup + (self._least_steps if rule is not None else len(steps))
-        for n, (measured, i) in enumerate(steps, 1):
-            if self._done >= expected:  # the rule's floor passed unresolved: the bar expects the next block
-                expected = min(self._done + unit, total)
-            self._step(measured, i, expected)
-            if rule is not None and rule(n):
-                progress(phase="measure", done=self._done, total=self._done)  # the bar ends full
-                break
-            if n % unit == 0 and n < len(steps):
-                now = time.monotonic()
-                out, unit_start = out_of_time(deadline, now - unit_start, now), now
-                if out:
-                    self._out_of_budget(iters)
-                    break
+        out = self._run_steps(steps, iters, total)
         if self.paired is not None and not out and not (self.stopping and self.stopping.resolved):
             self._extend(iters, time.monotonic() - planned_at)
-            if rule is not None:
+            if self.config.extra.get("timing_resolve"):
                 self._paired_resolved(iters)  # what the plan and its extension left unresolved, said
         STOP.disarm()
         self._each("stop", self.ctx)

@@ -57,21 +57,26 @@ class PassStopping:
     """What kept the rule from being met, each in words ('the cost: ...', 'model.51's share ...')."""
     budget: bool = False
     """Stopped because its share of --budget ran out (hwprof.session.budget), not by the rule or its plan."""
+    clean_until: int | None = None
+    """Measured iterations when the clean ones ended, the cost resolved (None: clean ones ran beside every one)."""
 
     @property
     def text(self) -> str:
-        measured = blocks_text(self.iterations, "measured iteration")
-        blocks = f"{measured} ({blocks_text(self.iterations // 2, 'ABBA block')}"
+        ran = blocks_text(self.iterations, "measured iteration")
         if self.iterations < self.planned:
-            blocks += f" of the {self.planned} planned)"
+            ran += f" of the {self.planned} planned"
         elif self.iterations > self.planned:
-            blocks += f": {self.planned} planned, blocks added for the cost)"
+            ran += f", {self.planned} planned and blocks added for the cost"
         else:
-            blocks += ", its plan)"
+            ran += ", its plan"
+        if self.clean_until is not None and self.clean_until < self.iterations:
+            ran += f" ({blocks_text(self.clean_until // 2, 'ABBA block')}, then measured alone: the cost resolved)"
+        else:
+            ran += f" ({blocks_text(self.iterations // 2, 'ABBA block')})"
         if self.resolved:
-            return f"{'stopped after' if self.iterations < self.planned else 'ran'} {blocks}: resolved"
-        ran = "its share of the budget ran out after" if self.budget else "ran"
-        return f"{ran} {blocks}: " + "; ".join(self.unresolved) + " not resolved"
+            return f"{'stopped after' if self.iterations < self.planned else 'ran'} {ran}: resolved"
+        how = "its share of the budget ran out after" if self.budget else "ran"
+        return f"{how} {ran}: " + "; ".join(self.unresolved) + " not resolved"
 
     def doc(self) -> StoppingDoc:
         """result.json's and run.json's record of it (passes.<pass>.stopping)."""
@@ -81,6 +86,7 @@ class PassStopping:
             iterations=self.iterations,
             unresolved=self.unresolved,
             budget_out=self.budget or None,
+            clean_until=self.clean_until,
             text=self.text,
         )
 
@@ -92,14 +98,21 @@ def floor(wished: int, planned: int) -> int:
     return min(least + least % 2, planned)
 
 
-def check(markers: Sequence[Marker], cost: PassCostFigure | None, planned: int, layers: bool) -> PassStopping:
-    """The rule on the pass's markers so far and its paired cost figure; `layers`: the pass's layer shares count."""
+def check(
+    markers: Sequence[Marker],
+    cost: PassCostFigure | None,
+    planned: int,
+    layers: bool,
+    clean_until: int | None = None,
+) -> PassStopping:
+    """The rule on the pass's markers so far and its paired cost figure; `layers`: the pass's layer shares count;
+    `clean_until`: where its clean iterations ended (PassStopping.clean_until)."""
     spans = measured_spans(markers)
     iterations = len(durations_ms(spans, "iteration").get("iteration", []))
     unresolved = [] if cost is not None and cost.resolved else [_cost_words(cost)]
     if layers:
         unresolved += unresolved_layers(spans)
-    return PassStopping(not unresolved, iterations, planned, unresolved)
+    return PassStopping(not unresolved, iterations, planned, unresolved, clean_until=clean_until)
 
 
 def _cost_words(cost: PassCostFigure | None) -> str:

@@ -4,11 +4,12 @@ directory it goes to.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from hwprof.collectors.base import Collector
+from hwprof.collectors.base import Capability, Collector
 from hwprof.core.config import PASS_ORDER, RunConfig
 from hwprof.core.folders import make_folder
 from hwprof.rundir.lock import LOCK_NAME, RunDirBusy, RunDirLock
@@ -43,29 +44,47 @@ def _not_run(cls: type[Collector], status: str, reason: str, fix: str) -> Collec
 
 
 def plan_passes(config: RunConfig) -> Plan:
-    """Probe every wanted collector and group the available ones into passes."""
+    """Probe every wanted collector and group the available ones into passes. The probes run side by side: most
+    wait on a tool of their own (Scalene's help, py-spy dumping a child, perf), and one after the other they took
+    about 2.5 s of every collect's start here (Scalene's 1.5 s of it)."""
     statuses: dict[str, CollectorEntry] = {}
     by_pass: dict[str, list[type[Collector]]] = {}
+    wanted: list[type[Collector]] = []
     for cls in all_collectors():
         if not cls.wanted(config):
             statuses[cls.name] = _not_run(cls, "skipped", "not requested for this run", "")
-            continue
-        if cls.needs_cuda and config.device == "cpu":  # not a measurement this host lacks: one for a GPU run
+        elif cls.needs_cuda and config.device == "cpu":  # not a measurement this host lacks: one for a GPU run
             statuses[cls.name] = _not_run(cls, "skipped", GPU_ONLY, "")
-            continue
-        try:
-            capability = cls.probe(config)
-        except Exception as exc:  # a probe must not take the whole collection down
-            statuses[cls.name] = _not_run(cls, "failed", f"probe raised {type(exc).__name__}: {exc}", "")
-            continue
-        if not capability.available:
+        else:
+            wanted.append(cls)
+    for cls, capability in zip(wanted, _probe_all(wanted, config), strict=True):
+        if isinstance(capability, Exception):  # a probe must not take the whole collection down
+            statuses[cls.name] = _not_run(cls, "failed", f"probe raised {type(capability).__name__}: {capability}", "")
+        elif not capability.available:
             entry = _not_run(cls, "unavailable", capability.reason, capability.fix)
             entry.update(details=capability.details)
             statuses[cls.name] = entry
-            continue
-        by_pass.setdefault(cls.pass_name, []).append(cls)
+        else:
+            by_pass.setdefault(cls.pass_name, []).append(cls)
     passes = [PassPlan(name, by_pass[name]) for name in PASS_ORDER if name in by_pass]
     return Plan(passes, statuses)
+
+
+def _probe_all(wanted: list[type[Collector]], config: RunConfig) -> list[Capability | Exception]:
+    """Each collector's probe, in threads; a probe's exception as its result. A stop signal while they run ends
+    the wait at once (the probes' threads finish on their own: each is bounded by its tool's time-out)."""
+
+    def probe(cls: type[Collector]) -> Capability | Exception:
+        try:
+            return cls.probe(config)
+        except Exception as exc:
+            return exc
+
+    pool = ThreadPoolExecutor(max_workers=max(len(wanted), 1), thread_name_prefix="hwprof-probe")
+    try:
+        return list(pool.map(probe, wanted))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def new_run_dir(root: Path, model: str) -> tuple[Path, RunDirLock]:

@@ -1,0 +1,178 @@
+"""A pass's measured (and, paired, clean) iterations, run a unit at a time, and when they stop: the timing pass's
+stopping rule (hwprof.session.timing_stop), a paired pass's (hwprof.session.pass_stop: its clean iterations end
+once its cost is resolved), its share of --budget (hwprof.session.budget), and the ABBA blocks added while its cost
+is not resolved (hwprof.session.paired.extend). The runner (hwprof.session.pass_runner) builds the model, warms it
+up and gives each step (`_step`)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from hwprof.core.markers import MarkerBus, MarkerLog
+from hwprof.schema.pass_files import PairedInfo
+from hwprof.session.budget import out_of_time, pass_deadline
+from hwprof.session.pass_collectors import PassCollectors
+from hwprof.session.pass_stop import PassStopping
+from hwprof.session.timing_stop import Stopping
+from hwprof.session.worker_io import progress
+
+if TYPE_CHECKING:
+    from hwprof.analysis.paired_cost import PassCostFigure
+
+
+class PassSteps(PassCollectors):
+    """The stepping half of a pass's runner: `_run_steps` and what decides where it ends."""
+
+    log: MarkerLog
+    bus: MarkerBus
+    paired: PairedInfo | None
+    _remove_hooks: Callable[[], None] | None
+    _done: int
+
+    def init_steps(self) -> None:
+        self.clean_until: int | None = None
+        """Measured iterations when the clean ones ended, the pass's cost resolved (pass_stop); None: they did not."""
+        self._least_steps = 0
+        """Steps (measured and clean iterations) before the pass's stopping rule is first asked: what its progress
+        bar expects, a block at a time after that."""
+        self.deadline = pass_deadline()
+        """When the pass's share of --budget ends (time.monotonic(); hwprof.session.budget), None without one."""
+        self.stopping: Stopping | PassStopping | None = None
+        """The pass's stopping rule's last verdict, where it applies (hwprof.session.timing_stop, pass_stop)."""
+
+    def _step(self, measured: bool, i: int, total: int) -> None:
+        raise NotImplementedError  # the runner's: one measured or clean iteration
+
+    def _run_steps(self, steps: list[tuple[bool, int]], planned: int, total: int) -> bool:
+        """The measured (and clean) iterations, a unit at a time (an ABBA block, or one iteration of a pass that is
+        not paired), until the pass's stopping rule is met, its plan ends, or its share of --budget does (True).
+        Where the pass stops when resolved, a paired pass's clean iterations end once its cost is resolved: they
+        measure the cost alone, and the measured iterations its other figures still need run without them."""
+        rule = self._stop_rule(planned)  # after the warm-up, where a counter rotation is planned
+        deadline = self.deadline if self.paired is not None or self.ctx.pass_name == "timing" else None
+        size = 4 if self.paired is not None else 1
+        units = [steps[k : k + size] for k in range(0, len(steps), size)]
+        expected = self.config.warmup + (self._least_steps if rule is not None else len(steps))
+        measured, k, unit_start = 0, 0, time.monotonic()
+        while k < len(units):
+            for on, i in units[k]:
+                if self._done >= expected:  # the rule's floor passed unresolved: the bar expects the next unit
+                    expected = min(self._done + len(units[k]), total)
+                self._step(on, i, expected)
+                measured += on
+            k += 1
+            if rule is not None and rule(measured):
+                progress(phase="measure", done=self._done, total=self._done)  # the bar ends full
+                return False
+            if rule is not None and self.paired is not None and self.clean_until is None and self._cost_resolved():
+                self.clean_until = measured  # the rest measured only, two at a time (whole "blocks" for the rule)
+                rest = [(True, i) for unit in units[k:] for on, i in unit if on]
+                units = units[:k] + [rest[j : j + 2] for j in range(0, len(rest), 2)]
+                expected = self._done + max(self._least_steps // 2 - measured, 0)
+            if k < len(units):
+                now = time.monotonic()
+                if out_of_time(deadline, now - unit_start, now):
+                    self._out_of_budget(planned)
+                    return True
+                unit_start = now
+        return False
+
+    def _stop_rule(self, planned: int) -> Callable[[int], bool] | None:
+        """Whether to stop after a unit that brought the measured iterations to n, where the pass stops when its
+        figures are resolved (no --iters); None where it runs its plan."""
+        if not self.config.extra.get("timing_resolve"):
+            return None
+        if self.ctx.pass_name == "timing":
+            from hwprof.session.timing_stop import MIN_ITERATIONS
+
+            self._least_steps = min(MIN_ITERATIONS, planned)
+            return lambda measured: self._timing_resolved()
+        if self.paired is None:
+            return None
+        from hwprof.session.pass_stop import floor
+
+        least = floor(max([self.wished, *self._fewest()]), planned)
+        self._least_steps = 2 * least
+        return lambda measured: measured >= least and measured % 2 == 0 and self._paired_resolved(planned)
+
+    def _timing_resolved(self) -> bool:
+        """The timing pass's stopping rule (hwprof.session.timing_stop) on its measured iterations so far; what it
+        found is kept for result.json either way."""
+        from hwprof.core.spans import durations_ms, measured_spans
+        from hwprof.session.timing_stop import check
+
+        spans = measured_spans(self.log.markers)
+        forwards = durations_ms(spans, "stage").get("forward", [])
+        iterations = durations_ms(spans, "iteration").get("iteration", [])
+        self.stopping = check(forwards, iterations)
+        return self.stopping.resolved
+
+    def _cost(self) -> PassCostFigure | None:
+        """The pass's paired cost on its iterations so far (hwprof.analysis.paired_cost)."""
+        from hwprof.analysis.paired_cost import paired_cost
+        from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+
+        markers = self.log.markers
+        shapes = (self.bus.inputs.measured, self.bus.inputs.clean)
+        return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers), shapes)
+
+    def _cost_resolved(self) -> bool:
+        cost = self._cost()
+        return cost is not None and cost.resolved
+
+    def _paired_resolved(self, planned: int) -> bool:
+        """A paired pass's stopping rule (hwprof.session.pass_stop) on its blocks so far; its verdict is kept for
+        result.json either way."""
+        from hwprof.session.pass_stop import check
+
+        layers = self.ctx.pass_name == "layers" and self._remove_hooks is not None
+        self.stopping = check(self.log.markers, self._cost(), planned, layers, self.clean_until)
+        return self.stopping.resolved
+
+    def _fewest(self) -> list[int]:
+        """What the pass's live collectors need at the least (Collector.fewest_iterations), after the warm-up."""
+        out = []
+        for collector in (c for c in self.collectors if self._ok(c)):
+            try:
+                out.append(collector.fewest_iterations(self.ctx) or 0)
+            except Exception as exc:
+                self._fail(collector, "fewest_iterations", exc)
+        return out
+
+    def _out_of_budget(self, planned: int) -> None:
+        """The pass's share of --budget ran out: what its rule says of its figures so far, marked as the budget's
+        stop (a pass without a rule of its own: a paired pass's, whose cost the report prints)."""
+        import dataclasses
+
+        progress(phase="measure", done=self._done, total=self._done)  # the bar ends full
+        if self.ctx.pass_name == "timing":
+            self._timing_resolved()
+        elif self.paired is not None:
+            self._paired_resolved(planned)
+        if self.stopping is not None:
+            self.stopping = dataclasses.replace(self.stopping, budget=True)
+        print(f"budget: {self.stopping.text if self.stopping else 'the pass stopped at its share'}", file=sys.stderr)
+
+    def _extend(self, measured: int, planned_s: float) -> None:
+        """More ABBA blocks while the planned ones do not resolve the pass's cost (hwprof.session.paired.extend)."""
+        from hwprof.session.paired import extend
+
+        planned_done = self._done
+        _, extension = extend(
+            self._cost,
+            lambda on, i: self._step(on, i, self._done + 4),
+            measured,
+            planned_s,
+            self.config,
+            self._iteration_cap(),
+            deadline=self.deadline,
+        )
+        assert self.paired is not None
+        if self._done > planned_done:  # blocks were added: the bar ends full
+            progress(phase="measure", done=self._done, total=self._done)
+        if extension is not None:
+            self.paired.update(extension=extension.record())
+            print(f"paired: {extension.text}", file=sys.stderr)

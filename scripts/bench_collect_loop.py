@@ -1,0 +1,197 @@
+"""A default collect's wall time, pass by pass, against an older checkout's on the same host in the same run, and
+what the faster default gives against a long run of the same code ("nothing lost").
+
+Three collects of `--model M --imgsz N` (`--no-report`), one after the other: BEFORE (a git worktree of --before at
+a temporary folder, run through PYTHONPATH with this venv's packages; skipped without --before), AFTER (this
+checkout, default options: each pass stopping when its figures are resolved) and LONG (this checkout,
+`--iters --long-iters`). Printed: each collect's wall time from outside and each pass's wall time, measured
+iterations and why it stopped; the AFTER/BEFORE ratio; then AFTER against LONG:
+- the forward p50, with each run's 95% order-statistic interval (hwprof.session.timing_stop): agree where the
+  intervals overlap;
+- the top 15 layers' shares of the forward: agree where they differ by no more than the layers pass's margin
+  (hwprof.session.pass_stop: 10% of the share or half a point of the forward, whichever is wider);
+- the forward's top kernels' shares (perf samples, kernels pass): agree within two binomial standard errors of
+  the two shares combined;
+- each pass's cost: agree where the two runs' spreads (quartiles, or range under 4 blocks) overlap.
+A row that does not agree is marked; a host that was busy shows it in the pass walls (compare within one run).
+
+    python scripts/bench_collect_loop.py --model yolov7-tiny --imgsz 320 --before ce09519
+    python scripts/bench_collect_loop.py --model yolov7 --before ce09519 --long-iters 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+TOP_LAYERS = 15
+TOP_KERNELS = 8
+
+
+def worktree(rev: str, folder: Path) -> Path:
+    """A checkout of `rev` that `python -m hwprof` runs from PYTHONPATH (collectors/ linked where the install maps
+    it: hwprof.collectors)."""
+    src = folder / f"src-{rev}"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(src), rev], check=True,
+                   capture_output=True)  # fmt: skip
+    (src / "hwprof" / "collectors").symlink_to(src / "collectors")
+    return src
+
+
+def collect(name: str, options: list[str], out: Path, src: Path | None, reuse: bool = False) -> dict[str, Any]:
+    if reuse and (out / "run.json").is_file():  # --reuse: read again (its wall time from run.json's passes)
+        run = json.loads((out / "run.json").read_text())
+        return {"wall": sum(p.get("wall_s", 0) for p in run["passes"].values()), "run": run, "dir": out}
+    env = {**os.environ, "COLUMNS": "200"}
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
+    command = [sys.executable, "-P", "-m", "hwprof", "collect", *options, "--no-report", "--out", str(out)]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        sys.exit(f"bench_collect_loop.py: the {name} collect exited {done.returncode}: {done.stderr.strip()[-800:]}")
+    print(f"{name}: {wall:.1f} s ({' '.join(options)})", flush=True)
+    return {"wall": wall, "run": json.loads((out / "run.json").read_text()), "dir": out}
+
+
+def measured(p: dict[str, Any]) -> int | None:
+    shapes = (p.get("inputs") or {}).get("shapes") or {}
+    counts = [s.get("measured") for s in shapes.values() if s.get("measured") is not None]
+    return sum(counts) if counts else (p.get("stopping") or {}).get("iterations")
+
+
+def print_passes(runs: dict[str, dict[str, Any]]) -> None:
+    print(f"\n{'run':<7} {'pass':<9} {'wall s':>7} {'measured':>8}  why it stopped")
+    for name, r in runs.items():
+        for pass_name, p in r["run"]["passes"].items():
+            why = (p.get("stopping") or {}).get("text") or "its --iters (no rule)"
+            print(f"{name:<7} {pass_name:<9} {p.get('wall_s', 0):7.1f} {measured(p) or '-':>8}  {why}")
+        print(f"{name:<7} {'(whole)':<9} {r['wall']:7.1f}")
+
+
+def _interval(values: list[float]) -> tuple[float, float] | None:
+    from hwprof.session.timing_stop import median_interval
+
+    return median_interval(values)
+
+
+def forward_values(run_dir: Path) -> list[float]:
+    from hwprof.core.markers import read_markers
+    from hwprof.core.spans import durations_ms, measured_spans
+
+    markers = read_markers(run_dir / "passes" / "timing" / "markers.jsonl")
+    return durations_ms(measured_spans(markers), "stage").get("forward", [])
+
+
+def agree_forward(a: Path, b: Path) -> tuple[str, bool]:
+    fa, fb = forward_values(a), forward_values(b)
+    ia, ib = _interval(fa), _interval(fb)
+    ok = ia is not None and ib is not None and ia[0] <= ib[1] and ib[0] <= ia[1]
+    text = f"forward p50 {statistics.median(fa):.1f} ms {ia} vs {statistics.median(fb):.1f} ms {ib}"
+    return text, ok
+
+
+def agree_layers(a: Path, b: Path) -> list[tuple[str, bool]]:
+    import hwprof
+    from hwprof.session.pass_stop import LAYER_POINTS, LAYER_TOLERANCE
+
+    la = {r["layer"] if "layer" in r else r["name"]: r["share"] for r in hwprof.load(a).layers.to_dicts()}
+    lb = {r["layer"] if "layer" in r else r["name"]: r["share"] for r in hwprof.load(b).layers.to_dicts()}
+    top = sorted((n for n in la if la[n] is not None), key=lambda n: -la[n])[:TOP_LAYERS]
+    rows = []
+    for name in top:
+        sa, sb = la[name], lb.get(name)
+        margin = max(LAYER_TOLERANCE * sa, LAYER_POINTS)
+        ok = sb is not None and abs(sa - sb) <= margin
+        rows.append((f"layer {name}: {sa:.2%} vs {sb:.2%} (margin +-{margin:.2%})" if sb is not None else name, ok))
+    return rows
+
+
+def agree_kernels(a: Path, b: Path) -> list[tuple[str, bool]]:
+    import hwprof
+
+    ka = {r["kernel"]: r for r in hwprof.load(a).model_kernels.to_dicts()}
+    kb = {r["kernel"]: r for r in hwprof.load(b).model_kernels.to_dicts()}
+    na = sum(r["samples"] or 0 for r in ka.values()) or 1
+    nb = sum(r["samples"] or 0 for r in kb.values()) or 1
+    rows = []
+    for name in list(ka)[:TOP_KERNELS]:
+        sa = ka[name]["share"] or 0.0
+        sb = (kb.get(name) or {}).get("share") or 0.0
+        se = math.sqrt(sa * (1 - sa) / na + sb * (1 - sb) / nb)
+        rows.append((f"kernel {name[:40]}: {sa:.2%} vs {sb:.2%} (2 s.e. {2 * se:.2%})", abs(sa - sb) <= 2 * se))
+    return rows
+
+
+def agree_costs(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, bool]]:
+    rows = []
+    for name, pa in a["passes"].items():
+        ca, cb = pa.get("overhead"), (b["passes"].get(name) or {}).get("overhead")
+        if not ca or not cb:
+            continue
+
+        def spread(c: dict[str, Any]) -> tuple[float, float]:
+            low, high = (c.get("q1"), c.get("q3")) if c.get("blocks", 0) >= 4 else (c.get("low"), c.get("high"))
+            return (low if low is not None else c["ratio"], high if high is not None else c["ratio"])
+
+        (a0, a1), (b0, b1) = spread(ca), spread(cb)
+        ok = a0 <= b1 and b0 <= a1
+        rows.append((f"{name} cost {ca['ratio']:.3f}x [{a0:.3f}, {a1:.3f}] vs {cb['ratio']:.3f}x [{b0:.3f}, {b1:.3f}]",
+                     ok))  # fmt: skip
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="yolov7")
+    parser.add_argument("--imgsz", default="640")
+    parser.add_argument("--before", help="a git revision to time beside this checkout (e.g. ce09519)")
+    parser.add_argument("--long-iters", type=int, default=0, help="also a run at --iters N to compare with")
+    parser.add_argument("--out", type=Path, help="where the runs go (default: a temporary folder, kept)")
+    parser.add_argument("--reuse", action="store_true", help="read the runs already in --out instead of collecting")
+    args = parser.parse_args()
+    folder = args.out or Path(tempfile.mkdtemp(prefix="hwprof-loop-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    options = ["--model", args.model, "--imgsz", args.imgsz]
+    load = os.getloadavg()[0]
+    runs: dict[str, dict[str, Any]] = {}
+    if args.before:
+        src = None if args.reuse and (folder / "before").is_dir() else worktree(args.before, folder)
+        try:
+            runs["before"] = collect("before", options, folder / "before", src, args.reuse)
+        finally:
+            if src is not None:  # the checkout is this repository's worktree: removed with its record
+                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(src)], check=False)
+    runs["after"] = collect("after", options, folder / "after", None, args.reuse)
+    if args.long_iters:
+        runs["long"] = collect("long", [*options, "--iters", str(args.long_iters)], folder / "long", None, args.reuse)
+    print(f"\nload average {load:.2f} before, {os.getloadavg()[0]:.2f} after; runs in {folder}")
+    print_passes(runs)
+    if "before" in runs:
+        print(f"\nafter / before: {runs['after']['wall'] / runs['before']['wall']:.2f}x of the whole collect")
+    if "long" in runs:
+        a, b = runs["after"], runs["long"]
+        rows = [agree_forward(a["dir"], b["dir"]), *agree_layers(a["dir"], b["dir"])]
+        rows += [*agree_kernels(a["dir"], b["dir"]), *agree_costs(a["run"], b["run"])]
+        print(f"\nnothing lost: after (default) against long (--iters {args.long_iters})")
+        for text, ok in rows:
+            print(f"  {'ok ' if ok else 'OFF'} {text}")
+        print(f"{sum(ok for _, ok in rows)} of {len(rows)} figures agree")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
