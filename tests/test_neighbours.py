@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -360,7 +361,8 @@ def test_an_unresolved_cost_names_the_other_work_instead_of_a_ratio(tmp_path: Pa
     assert a.stages.disturbed and "python3 (pid 4242)" in a.stages.disturbed
     assert any(n.startswith("the timing pass was disturbed (") for n in stages_spec(a).notes)
     assert (
-        a.layers.time_note.startswith("The timing pass was disturbed (") and "scaled to its p50" in a.layers.time_note
+        a.layers.time_note.startswith("The timing pass was disturbed (see the stages)")
+        and "scaled to it" in a.layers.time_note
     )
     assert summary["stages"]["disturbed"] == a.stages.disturbed
     assert any(f.title.startswith("the timing pass was disturbed") for f in a.findings)
@@ -451,3 +453,32 @@ def test_a_collect_beside_cpu_hogs_names_them_and_prints_no_unresolved_ratio(run
         assert extension["added_blocks"] >= 0 and extension["stopped"]
     assert summary["stages"]["disturbed"] and "pid" in summary["stages"]["disturbed"]
     assert "the timing pass was disturbed" in report
+
+
+# ----------------------------------------------------------------------------- a disturbed run's report
+
+
+def test_a_disturbed_run_names_each_passs_neighbours_once(tmp_path: Path) -> None:
+    """Every pass of a run beside two other collects and a python process: each pass's neighbours are named once
+    in the report (they stood under every finding that rests on the pass: 21 times at 80 columns), and each
+    unconfirmed finding says which passes it rests on."""
+    from test_report import FIXTURE, render
+
+    run_dir = shutil.copytree(FIXTURE, tmp_path / "run")
+    doc = json.loads((run_dir / "run.json").read_text())
+    for p in doc["passes"].values():
+        wall = p.get("wall_s") or 10.0
+        top = [("hwprof", 14527, 0.31), ("hwprof", 14479, 0.29), ("python", 999, 0.1)]
+        p["neighbours"] = {
+            "status": "ok", "wall_s": wall, "cpus": [0, 1], "other_cpu_s": 0.9 * wall, "share": 0.45,
+            "steal_s": 0.0, "own_cpu_s": wall, "scans": 5,
+            "top": [{"name": n, "pid": pid, "cpu_s": round(k * wall, 1)} for n, pid, k in top],
+        }  # fmt: skip
+    (run_dir / "run.json").write_text(json.dumps(doc))
+    text = " ".join(render(run_dir, "rich", width=80).split())  # wrapped lines joined
+    for name, p in doc["passes"].items():
+        named = f"hwprof (pid 14527) {p['neighbours']['top'][0]['cpu_s']:.1f} s"
+        # once where a figure rests on the pass (Scalene's rests on none here: never named)
+        assert text.count(named) == (0 if name == "scalene" else 1), (name, named, text.count(named))
+    assert "unconfirmed: rests on the timing and layers passes (unfit: above)" in text
+    assert text.count("the timing pass was disturbed (other work") == 1  # the stages' note; elsewhere pointed to

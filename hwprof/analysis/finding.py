@@ -42,6 +42,9 @@ class Finding:
     unconfirmed: str = ""
     """Why it is not a measured fact ("" for one): a pass it rests on was disturbed or ran at another speed
     (hwprof.analysis.health). Such a finding is listed after the ranked ones, never on the first screen."""
+    unfit: tuple[str, ...] = ()
+    """The passes it rests on that were unfit (the ones `unconfirmed` gives the reasons of): the text report names
+    each pass's reason once, above the findings, and these passes under each."""
 
     @property
     def ranked(self) -> bool:

@@ -118,7 +118,7 @@ def _disturbed(table: Stages) -> list[Finding]:
         return []
     return [
         _caveat(
-            table.disturbed,
+            "the timing pass was disturbed (the stages say by what)",
             "the stage times and every layer time (scaled to the timing pass's forward p50) are inflated; "
             "collect again when these CPUs are free, or on dedicated cores",
         )

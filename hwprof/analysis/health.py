@@ -111,7 +111,8 @@ def follow_health(found: list[Finding], health: RunHealth) -> list[Finding]:
     AssertionError otherwise, so that a new rule cannot skip its evidence's health."""
     for f in found:
         assert f.sources or f.kind == CAVEAT, f"finding without sources: {f.title!r}"
-        why = health.why(health.unfit_under(f.sources))
+        unfit = health.unfit_under(f.sources)
+        why = health.why(unfit)
         if why and f.kind != CAVEAT:
-            f.unconfirmed = why
+            f.unconfirmed, f.unfit = why, tuple(unfit)
     return [f for f in found if not f.unconfirmed] + [f for f in found if f.unconfirmed]

@@ -43,9 +43,10 @@ summary.json (summary_version 1), all times in ms, shares as fractions (0.25 = 2
   text), neighbours (hwprof.perf.neighbours.NeighbourLoad: other work on the run's CPUs during the pass)}],
   outside_layers_ms, outside_layers_share, outside_layers_cpu_ms, between_ops_ms,
   between_ops_share, between_ops_layers [[layer, ms, share]], harness_vs_reference, missing}
-- findings: [{title, evidence, kind, weight, topic, layers, sources, unconfirmed}] ranked; kind "caveat" for notes
-  on the data itself; sources: the measurements a finding rests on; unconfirmed: why it is not a measured fact
-  (a pass under it was unfit for a verdict: hwprof.analysis.health), listed after the ranked ones
+- findings: [{title, evidence, kind, weight, topic, layers, sources, unconfirmed, unfit}] ranked; kind "caveat" for
+  notes on the data itself; sources: the measurements a finding rests on; unconfirmed: why it is not a measured fact
+  (a pass under it was unfit for a verdict: hwprof.analysis.health), listed after the ranked ones; unfit: those
+  passes
 - unavailable: {collector: {status, reason, fix}} for every collector that did not fully run
 - advice: advice.json as Advice.to_dict() (hwprof/analysis/advice/table.py: baseline, device, rows in display order
   with ranked and breakeven_inferences, blocks, methods, notes, wall_s), or null when the run was not advised

@@ -19,7 +19,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from hwprof.analysis.finding import labelled
+from hwprof.analysis.finding import Finding, labelled
 from hwprof.analysis.program.facts import ProgramFacts, program_facts
 from hwprof.analysis.run_analysis import Analysis
 from hwprof.core.isa_units import run_uses_text, units_text
@@ -228,7 +228,7 @@ def _findings_renderable(a: Analysis, width: int) -> RenderableType:
         cell = Text(f.title, style="" if f.ranked else "dim")
         cell.append(f"\n{f.evidence}", style="dim")
         if f.unconfirmed:
-            cell.append(f"\nunconfirmed: {f.unconfirmed}", style="yellow")
+            cell.append(f"\nunconfirmed: {_unfit_words(f)}", style="yellow")
         grid.add_row(label, cell)
     parts: list[RenderableType] = [Text("findings", style="bold")]
     if not any(f.ranked for _, f in rows):
@@ -239,8 +239,29 @@ def _findings_renderable(a: Analysis, width: int) -> RenderableType:
             else ("none: no rule found a clear signal in this run's data")
         )
         parts.append(Text(f"  {none}"))
+    parts += [Text(f"  unfit: {why}", style="yellow") for why in _unfit_reasons(a, [f for _, f in rows])]
     parts.append(grid)
     return Group(*parts)
+
+
+def _unfit_reasons(a: Analysis, shown: list[Finding]) -> list[str]:
+    """Each unfit pass's reason, once, for the passes the shown findings rest on (a disturbed run named the same
+    neighbours under every finding: 21 times in one report at 80 columns)."""
+    named = {p for f in shown if f.unconfirmed for p in f.unfit}
+    said = a.stages.disturbed  # the timing pass's: the stages' note says it whole
+    return [
+        "the timing pass was disturbed (the stages say by what)" if why == said else why
+        for name, why in a.health.unfit.items()
+        if name in named
+    ]
+
+
+def _unfit_words(f: Finding) -> str:
+    """Under a finding: the unfit passes it rests on, whose reasons stand above the findings."""
+    if not f.unfit:
+        return f.unconfirmed
+    names = ", ".join(f.unfit[:-1]) + (" and " if len(f.unfit) > 1 else "") + f.unfit[-1]
+    return f"rests on the {names} pass{'es' if len(f.unfit) > 1 else ''} (unfit: above)"
 
 
 def specs(a: Analysis, top: int) -> list[TableSpec]:

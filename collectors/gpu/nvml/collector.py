@@ -28,7 +28,10 @@ if TYPE_CHECKING:
     from hwprof.core.markers import Marker
 
 NAME = "nvml"
-FIX = "pip install nvidia-ml-py (hwprof[gpu]) and run where the NVIDIA driver is loaded (nvidia-smi works)"
+FIX = (
+    "pip install -c constraints.txt '.[gpu]' in hwprof's checkout (nvidia-ml-py) and run where the NVIDIA driver is "
+    "loaded (nvidia-smi works)"
+)
 
 
 class Visit(NamedTuple):

@@ -124,8 +124,8 @@ def time_note(data: RunData, ts: TimeScale, device: str) -> str:
             f"factor is the two processes' difference, not a cost); {cost}; the hooks' cost is spread over the "
             "layers in proportion to their time"
         )
-        if disturbed:
-            note = f"{disturbed.upper()[:1]}{disturbed[1:]}: every layer time below is scaled to its p50. {note}"
+        if disturbed:  # by what: the stages' note, just above
+            note = f"The timing pass was disturbed (see the stages): every layer time below is scaled to it. {note}"
     elif paired is not None and ts.source_fwd:
         note = (
             f"layer time = its mean share of forward over {len(its)} iterations of the {source} pass "
