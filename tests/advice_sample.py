@@ -7,6 +7,7 @@ The figures are test inputs, not measurements: the tests check that what is writ
 
 from __future__ import annotations
 
+from hwprof.analysis.advice.speedup import Speedup
 from hwprof.analysis.advice.table import (
     CHANGED_OUTPUT,
     FAILED,
@@ -16,7 +17,6 @@ from hwprof.analysis.advice.table import (
     AdviceRow,
     LayerDelta,
     OutputCheck,
-    Speedup,
 )
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 

@@ -13,7 +13,8 @@ from hwprof.analysis.advice.combos import (
     part_outcome,
     with_combinations,
 )
-from hwprof.analysis.advice.table import CHANGED_OUTPUT, NOT_RUN, AdviceRow, Speedup
+from hwprof.analysis.advice.speedup import Speedup
+from hwprof.analysis.advice.table import CHANGED_OUTPUT, NOT_RUN, AdviceRow
 from hwprof.analysis.finding import Finding
 
 XEON_AMX = ("avx2", "avx512f", "avx512_bf16", "avx512_fp16", "avx512_vnni", "amx_tile", "amx_bf16", "amx_int8", "fma")

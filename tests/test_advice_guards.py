@@ -15,8 +15,8 @@ from hwprof.advisor.children import ChildOutcome
 from hwprof.advisor.runner import AdvisePlan, AdviseRun
 from hwprof.analysis.advice.candidate import Candidate, RunFacts, Variant
 from hwprof.analysis.advice.rows import measured_row, pairing_note
-from hwprof.analysis.advice.table import PAIRED, Advice
-from hwprof.analysis.paired_cost import PASS_LEVEL
+from hwprof.analysis.advice.table import Advice
+from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.core.config import RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, Outsider
 from hwprof.render.advice.export import advice_csv_rows

@@ -10,16 +10,14 @@ import pytest
 from hwprof.advisor.output_check import matched_detections
 from hwprof.analysis.advice.candidate import Candidate, Variant
 from hwprof.analysis.advice.rows import baseline_drift, measured_row
+from hwprof.analysis.advice.speedup import Speedup, paired_speedup
 from hwprof.analysis.advice.table import (
     CHANGED_OUTPUT,
-    PAIRED,
     Advice,
     AdviceRow,
-    Speedup,
-    paired_speedup,
     top_layer_deltas,
 )
-from hwprof.analysis.paired_cost import PASS_LEVEL
+from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.schema.advise_result import AdviseResult
 from hwprof.schema.check import RunDirError
 
@@ -192,3 +190,18 @@ def test_a_damaged_worker_result_names_file_and_field(damage: Any, field: str, e
         AdviseResult.from_json(doc, "work/paired.json")
     message = str(err.value)
     assert "\n" not in message and message.startswith(f'work/paired.json: field "{field}" {expected}'), message
+
+
+def test_the_contenders_are_the_fastest_rows_measured_with_their_output_checked() -> None:
+    """Whose variant gets a layers collect (hwprof.advisor.runner._contenders_layers): a row that changed the output
+    (openvino-bf16, 2.1x) is no contender however fast; a ranked row comes before an unresolved one; a not-run or
+    failed row never is."""
+    from advice_sample import sample_rows
+
+    from hwprof.analysis.advice.table import contenders
+
+    rows = sample_rows()
+    unresolved = next(r.key for r in rows if r.forward is not None and r.forward.method == "pass-level estimate")
+    assert contenders(rows, 2) == {"compile", "channels_last"}
+    assert contenders(rows, 3) == {"compile", "channels_last", unresolved}
+    assert contenders(rows, 10) == contenders(rows, 3)  # the others are not contenders at any count

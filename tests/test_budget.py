@@ -70,3 +70,30 @@ def test_passes_out_of_their_share_stop_and_say_what_is_not_resolved(tmp_path: P
     said = "layers: its share of the budget ran out after 2 measured iterations of the 20 planned (1 ABBA block)"
     assert said in done.stdout, done.stdout[-4000:]
     assert "timing pass: its share of the budget ran out after 1 iteration" in done.stdout
+    assert "collect: every pass done" in done.stdout  # its line said the time expected while passes were left
+
+
+def test_the_time_left_is_each_pass_at_its_floor_at_the_timing_pass_pace(tmp_path: Path) -> None:
+    """Two passes left after a timing pass whose iterations took 0.5 s and whose start-up, build, warm-up and
+    finish took 3 s: each at 4 ABBA blocks (16 iterations) plus those 3 s; with --iters 20, 40 iterations each."""
+    from hwprof.core.markers import Marker
+    from hwprof.session.expected import expected_left_s, expected_words
+    from hwprof.session.outcome import PassOutcome
+
+    timing = tmp_path / "passes" / "timing"
+    timing.mkdir(parents=True)
+    rows = []
+    for it in range(6):
+        t = it * 1_000_000_000
+        rows += [
+            Marker("iteration", "B", "iteration", t, it, False),
+            Marker("iteration", "E", "iteration", t + 500_000_000, it, False),
+        ]
+    (timing / "markers.jsonl").write_text("".join(json.dumps(m.to_row()) + "\n" for m in rows))
+    done = PassOutcome("timing", "ok", 0, 10.0, 1)
+    done.phases = {"start_s": 1.0, "build_s": 1.0, "warmup_s": 0.5, "measure_s": 6.0, "finish_s": 0.5}
+    assert expected_left_s(tmp_path, [done], 2, 20, resolving=True) == pytest.approx(2 * (3.0 + 16 * 0.5))
+    assert expected_left_s(tmp_path, [done], 2, 20, resolving=False) == pytest.approx(2 * (3.0 + 40 * 0.5))
+    assert expected_left_s(tmp_path / "none", [], 2, 20, resolving=True) is None  # no timing pass measured yet
+    assert expected_words(22.0) == "about 22 s left (estimate: each pass at its floor)"
+    assert expected_words(300.0).startswith("about 5 min left")

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from hwprof.analysis.advice.table import NOT_RUN, RECORDED, RECORDED_NOISE, load_advice
+from hwprof.analysis.advice.speedup import RECORDED, RECORDED_NOISE
+from hwprof.analysis.advice.table import NOT_RUN, load_advice
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.gpu.advice import SOURCE, GpuBaseline, gpu_advice
 from hwprof.analysis.run_analysis import analyse

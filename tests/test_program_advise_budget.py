@@ -26,7 +26,8 @@ from hwprof.advisor.program_worker import run as run_worker
 from hwprof.advisor.runner import plan_advice
 from hwprof.analysis.advice.candidate import Candidate, Variant
 from hwprof.analysis.advice.interrupt import INTERRUPTED, NOT_STARTED, interrupted_note, interrupted_rows
-from hwprof.analysis.advice.table import FAILED, MEASURED, NOT_RUN, Advice, AdviceRow, Speedup
+from hwprof.analysis.advice.speedup import Speedup
+from hwprof.analysis.advice.table import FAILED, MEASURED, NOT_RUN, Advice, AdviceRow
 from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.core.config import RunConfig
 from hwprof.core.program_spec import ProgramSpec

@@ -20,18 +20,17 @@ from rich.console import Console
 from test_analysis import make_run
 from test_sweep_hosts import EPYC_HOST, other_host, run_on
 
+from hwprof.analysis.advice.speedup import Speedup
 from hwprof.analysis.advice.table import (
     ADVICE_FILE,
     CHANGED_OUTPUT,
     FAILED,
     NOT_RUN,
-    PAIRED,
-    PASS_LEVEL,
     Advice,
     AdviceRow,
     OutputCheck,
-    Speedup,
 )
+from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.analysis.sweep.advice import SWEEP_ADVICE_CSV
 from hwprof.analysis.sweep.rows import SweepPoint, SweepResult, SweepRow, point_row, row_from_run
 from hwprof.cli.main import main

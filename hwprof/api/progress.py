@@ -15,6 +15,9 @@ from rich.progress import (
 
 from hwprof.session.worker_io import ProgressEvent
 
+COLLECT = "collect"
+"""The collect's own line (hwprof.session.collection: passes done, the time expected for the others)."""
+
 
 class PassProgress:
     """Rich progress bars fed by the children's JSON progress lines: one per pass (collect), or per candidate and
@@ -26,8 +29,10 @@ class PassProgress:
         self.tasks: dict[str, TaskID] = {}
 
     def __call__(self, name: str, event: ProgressEvent) -> None:
+        """A pass's event; `name` "collect": the passes done and the time the others are expected to take."""
+        label = "" if name == COLLECT else f"{self.label} "
         if name not in self.tasks:
-            self.tasks[name] = self.progress.add_task(f"{self.label} {name}", total=None)
+            self.tasks[name] = self.progress.add_task(f"{label}{name}", total=None)
         task = self.tasks[name]
         if event.total is not None and event.done is not None:
             phase = event.phase
@@ -35,7 +40,7 @@ class PassProgress:
                 task,
                 total=event.total if phase != "build" else None,
                 completed=event.done if phase != "build" else 0,
-                description=f"{self.label} {name}: {phase}",
+                description=f"{label}{name}: {phase}",
             )
 
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict
 import polars as pl
 
 from hwprof.analysis.advice.output import OutputCheck
-from hwprof.analysis.advice.table import AdviceRow, LayerDelta, Speedup
+from hwprof.analysis.advice.speedup import Speedup
+from hwprof.analysis.advice.table import AdviceRow, LayerDelta
 from hwprof.analysis.finding import Finding
 from hwprof.analysis.layers.memory import LayerMemory
 from hwprof.analysis.layers.sources import Frame, Kernel

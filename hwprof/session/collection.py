@@ -177,6 +177,7 @@ class Session(PassProcesses):
             program_failed = self.programs.ends_collect(outcome)
             with self.stop.deferred():
                 self._record(outcome)
+            self._expect(len(plan.passes) - index - 1, len(plan.passes))
             if outcome.status != "ok" or (outcome.program is not None and outcome.program.no_model):
                 self.final = "partial"  # a program's run with no model has whole-process figures only
             if program_failed:
@@ -187,6 +188,18 @@ class Session(PassProcesses):
                 # The workload itself failed (model, weights, images): every later pass would too.
                 log = self.run_dir / PASSES / outcome.name / WORKER_LOG
                 raise CollectError(error_line(log) or outcome.error)
+
+    def _expect(self, left: int, total: int) -> None:
+        """The collect's progress line: the passes done, and how long those left are expected to take (an
+        estimate: hwprof.session.expected)."""
+        from hwprof.session.expected import expected_left_s, expected_words
+        from hwprof.session.worker_io import ProgressEvent
+
+        resolving = bool(self.config.extra.get("timing_resolve"))
+        seconds = expected_left_s(self.run_dir, self.outcomes, left, self.config.iters, resolving)
+        if seconds is not None:
+            phase = expected_words(seconds) if left > 0 else "every pass done"
+            self.progress("collect", ProgressEvent(phase=phase, done=total - left, total=total))
 
     def _record_rest(self, write: bool = True) -> None:
         """Record the passes that ended but are not in run.json yet (the one a stop or a full disk ended)."""

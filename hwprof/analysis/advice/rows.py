@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 
 from hwprof.analysis.advice.candidate import Candidate
 from hwprof.analysis.advice.output import MATCH_WORDS
+from hwprof.analysis.advice.speedup import Speedup, paired_speedup, process_speedup
 from hwprof.analysis.advice.stages import stage_deltas
 from hwprof.analysis.advice.table import (
     CHANGED_OUTPUT,
@@ -27,9 +28,6 @@ from hwprof.analysis.advice.table import (
     AdviceBlock,
     AdviceRow,
     OutputCheck,
-    Speedup,
-    paired_speedup,
-    process_speedup,
 )
 from hwprof.analysis.neighbours import DISTURBED_SHARE, others_text
 from hwprof.core.runtime_names import BF16_WEIGHTS, INT8_STATIC

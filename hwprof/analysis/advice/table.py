@@ -1,131 +1,31 @@
 """The advice table: candidate changes run as variants of a run's pipeline and measured against it.
 
 `hwprof advise` (hwprof/advisor/) runs each candidate and writes advice.json in the run directory;
-this module is the pure side: the records that file holds, the speed-up of a variant from its
-measured iterations, and which rows may be ranked as advice.
-
-Methods (AdviceRow.method):
-- paired: baseline (A) and variant (B) in one process on the same input, in ABBA blocks (A B B A);
-  the speed-up is the median over blocks of (A's forwards / B's forwards), its spread the blocks'
-  quartiles. Drift and neighbours hit both sides of a block alike.
-- pass-level estimate: a change that needs a new process (an environment variable such as
-  OMP_WAIT_POLICY, an allocator), or a pairing that moved either side, runs baseline, variant and
-  baseline again as three processes, one after the other; the ratio of their forward p50s, with the
-  baseline's own quartiles as spread (as paired_cost's pass-level figures). Nothing cancels other work
-  between processes, so each process's neighbours are recorded, and a side that was disturbed makes
-  the row "not resolved" (AdviceRow.disturbed), never ranked.
-- recorded: figures read from a recording (the H100 experiments), not run by hwprof here.
+this module is the pure side: the records that file holds and which rows may be ranked as advice (a row's
+speed-up figures and their methods: hwprof.analysis.advice.speedup). A process of a pass-level row that was
+disturbed makes the row "not resolved" (AdviceRow.disturbed), never ranked.
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 from hwprof.analysis.advice.output import OutputCheck
+from hwprof.analysis.advice.speedup import METHOD_TEXT, Speedup
 from hwprof.analysis.advice.stages import StageDelta, StagesMoved, stages_moved
-from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL, block_ratios, quartiles
 from hwprof.perf.neighbours import NeighbourLoad
 from hwprof.rundir.names import ADVICE_JSON
 from hwprof.rundir.reader import advice_path, read_json_if_present
-from hwprof.schema.advice_file import ADVICE_SCHEMA, AdviceFile, AdviceRowDoc, SpeedupDoc
+from hwprof.schema.advice_file import ADVICE_SCHEMA, AdviceFile, AdviceRowDoc
 
 T = TypeVar("T")
 ADVICE_FILE = ADVICE_JSON
-RECORDED = "recorded"
-METHOD_TEXT = {
-    PAIRED: "paired: baseline and variant interleaved in ABBA blocks in one process on the same images; "
-    "median of the blocks' ratios, spread = their quartiles",
-    PASS_LEVEL: "pass-level estimate: baseline, variant and baseline again each in its own process (the change "
-    "needs a new process, or pairing moved a side); ratio of forward p50s, spread from the baseline's own "
-    "quartiles; not resolved where other work disturbed a process",
-    RECORDED: "recorded: figures from a recording made elsewhere, not run by hwprof on this host",
-}
-
-RECORDED_NOISE = 1.5
-"""A recorded figure carries no spread; in the H100 recordings eager latency at batch 1 moved by 50% from one
-run to the next (shared/recordings/h100-2026-11-22/README.md), so a recorded ratio within 1.5x either way is
-not resolved (not advice)."""
 MEASURED = "measured"
 CHANGED_OUTPUT = "changed output"
 NOT_RUN = "not run"
 FAILED = "failed"
-
-
-@dataclass
-class Speedup:
-    """Baseline time / variant time (above 1: the variant is faster), with its spread and method."""
-
-    method: str
-    ratio: float
-    q1: float | None = None
-    q3: float | None = None
-    low: float | None = None
-    high: float | None = None
-    blocks: int = 0
-    before_ms: float | None = None
-    """Baseline p50 (per image where the variant changes the batch)."""
-    after_ms: float | None = None
-
-    @property
-    def resolved(self) -> bool:
-        """The spread excludes 1.0: the change is measured faster (or slower), not lost in noise."""
-        lo = self.q1 if self.q1 is not None else self.low
-        hi = self.q3 if self.q3 is not None else self.high
-        if lo is None or hi is None:
-            return self.method == RECORDED and not 1 / RECORDED_NOISE < self.ratio < RECORDED_NOISE
-        return lo > 1.0 or hi < 1.0
-
-    def spread_text(self) -> str:
-        if self.q1 is not None and self.q3 is not None:
-            return f"{self.q1:.2f}-{self.q3:.2f}"
-        if self.low is not None and self.high is not None:
-            return f"{self.low:.2f}-{self.high:.2f}"
-        return "n/a"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "resolved": self.resolved}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Speedup:
-        return cls(**{k: v for k, v in d.items() if k in cls.__dataclass_fields__})
-
-    @classmethod
-    def from_doc(cls, doc: SpeedupDoc) -> Speedup:
-        """From advice.json's record of it."""
-        blocks = doc.blocks if doc.blocks is not None else 0
-        return cls(doc.method, doc.ratio, doc.q1, doc.q3, doc.low, doc.high, blocks, doc.before_ms, doc.after_ms)
-
-
-def paired_speedup(before: dict[int, float], after: dict[int, float]) -> Speedup | None:
-    """Per-iteration ms of the baseline and the variant, each numbered 0, 1, ... in ABBA order
-    (block b holds 2b and 2b+1 of each side): the median over blocks of before / after."""
-    ratios = [1.0 / r for r in block_ratios(after, before)]
-    if not ratios:
-        return None
-    q1, q3 = quartiles(ratios)
-    return Speedup(
-        PAIRED,
-        statistics.median(ratios),
-        q1,
-        q3,
-        min(ratios),
-        max(ratios),
-        len(ratios),
-        statistics.median(before.values()),
-        statistics.median(after.values()),
-    )
-
-
-def process_speedup(before: list[float], after: list[float]) -> Speedup | None:
-    """Two processes: baseline p50 / variant p50, spread from the baseline's quartiles (pass-level)."""
-    if not before or not after:
-        return None
-    b, a = statistics.median(before), statistics.median(after)
-    q1, q3 = quartiles(sorted(before))
-    return Speedup(PASS_LEVEL, b / a, None, None, q1 / a, q3 / a, 0, b, a)
 
 
 @dataclass
@@ -378,6 +278,16 @@ class Advice:
 def _or(value: T | None, default: T) -> T:
     """A field of advice.json, or the default its reader takes where the file does not hold it."""
     return default if value is None else value
+
+
+def contenders(rows: list[AdviceRow], n: int) -> set[str]:
+    """The keys of the `n` rows a reader would act on first: measured (output within tolerance), faster by the
+    median of their blocks (ratio above 1, resolved or not), fastest first; a ranked row before an unresolved one.
+    A row measured slower, one that changed the output, failed or did not run is no contender."""
+    able = [r for r in rows if r.status == MEASURED and r.forward is not None and r.forward.ratio > 1.0]
+    able = [r for r in able if r.output is None or r.output.within_tolerance]
+    best = sorted(able, key=lambda r: (not r.ranked, -(r.forward.ratio if r.forward else 0.0)))
+    return {r.key for r in best[:n]}
 
 
 def load_advice(run_dir: Path) -> tuple[Advice | None, str]:

@@ -23,13 +23,12 @@ from typing import Any
 
 from hwprof.analysis.advice.candidate import Candidate, RunFacts
 from hwprof.analysis.advice.candidates import candidates
+from hwprof.analysis.advice.speedup import RECORDED, Speedup
 from hwprof.analysis.advice.table import (
     FAILED,
     NOT_RUN,
-    RECORDED,
     Advice,
     AdviceRow,
-    Speedup,
 )
 from hwprof.analysis.finding import Finding
 

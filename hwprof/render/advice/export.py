@@ -10,7 +10,8 @@ resolved (disturbed), and the stage that moved where end to end parts from the f
 
 from __future__ import annotations
 
-from hwprof.analysis.advice.table import Advice, AdviceRow, Speedup
+from hwprof.analysis.advice.speedup import Speedup
+from hwprof.analysis.advice.table import Advice, AdviceRow
 from hwprof.core.csvtext import CsvRow
 from hwprof.render.advice.table import ranks
 

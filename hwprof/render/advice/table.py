@@ -18,17 +18,14 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from hwprof.analysis.advice.output import MATCH_WORDS
+from hwprof.analysis.advice.speedup import METHOD_TEXT, RECORDED, RECORDED_NOISE, Speedup
 from hwprof.analysis.advice.table import (
     CHANGED_OUTPUT,
     FAILED,
-    METHOD_TEXT,
     NOT_RUN,
-    RECORDED,
-    RECORDED_NOISE,
     Advice,
     AdviceRow,
     OutputCheck,
-    Speedup,
 )
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.render.fmt import ms

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from hwprof.analysis.advice.table import METHOD_TEXT, PASS_LEVEL
+from hwprof.analysis.advice.speedup import METHOD_TEXT
+from hwprof.analysis.paired_cost import PASS_LEVEL
 from hwprof.analysis.sweep.advice import (
     ADVISED,
     RANKED,
