@@ -17,6 +17,7 @@ A row that does not agree is marked; a host that was busy shows it in the pass w
 
     python scripts/bench_collect_loop.py --model yolov7-tiny --imgsz 320 --before ce09519
     python scripts/bench_collect_loop.py --model yolov7 --before ce09519 --long-iters 60
+    python scripts/bench_collect_loop.py --model yolov7-tiny --imgsz 320 --before ce09519 -- --advise
 """
 
 from __future__ import annotations
@@ -80,6 +81,17 @@ def print_passes(runs: dict[str, dict[str, Any]]) -> None:
             why = (p.get("stopping") or {}).get("text") or "its --iters (no rule)"
             print(f"{name:<7} {pass_name:<9} {p.get('wall_s', 0):7.1f} {measured(p) or '-':>8}  {why}")
         print(f"{name:<7} {'(whole)':<9} {r['wall']:7.1f}")
+
+
+def print_advice(name: str, run_dir: Path) -> None:
+    """`--advise`'s own time and its first three rows as the table orders them, where the run has advice."""
+    path = run_dir / "advice.json"
+    if not path.is_file():
+        return
+    doc = json.loads(path.read_text())
+    rows = sorted(doc["rows"], key=lambda r: (not r.get("ranked"), -((r.get("forward") or {}).get("ratio") or 0.0)))
+    top = ", ".join(f"{r['key']} {(r.get('forward') or {}).get('ratio', 0):.2f}x" for r in rows[:3])
+    print(f"{name}: advise {doc.get('wall_s')} s for {len(doc['rows'])} rows; first three: {top}")
 
 
 def _interval(values: list[float]) -> tuple[float, float] | None:
@@ -162,10 +174,11 @@ def main() -> int:
     parser.add_argument("--long-iters", type=int, default=0, help="also a run at --iters N to compare with")
     parser.add_argument("--out", type=Path, help="where the runs go (default: a temporary folder, kept)")
     parser.add_argument("--reuse", action="store_true", help="read the runs already in --out instead of collecting")
+    parser.add_argument("collect_args", nargs="*", help="after --: more collect options for every run (--advise)")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="hwprof-loop-"))
     folder.mkdir(parents=True, exist_ok=True)
-    options = ["--model", args.model, "--imgsz", args.imgsz]
+    options = ["--model", args.model, "--imgsz", args.imgsz, *args.collect_args]
     load = os.getloadavg()[0]
     runs: dict[str, dict[str, Any]] = {}
     if args.before:
@@ -180,6 +193,8 @@ def main() -> int:
         runs["long"] = collect("long", [*options, "--iters", str(args.long_iters)], folder / "long", None, args.reuse)
     print(f"\nload average {load:.2f} before, {os.getloadavg()[0]:.2f} after; runs in {folder}")
     print_passes(runs)
+    for name, r in runs.items():
+        print_advice(name, r["dir"])
     if "before" in runs:
         print(f"\nafter / before: {runs['after']['wall'] / runs['before']['wall']:.2f}x of the whole collect")
     if "long" in runs:
