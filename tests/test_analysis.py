@@ -652,7 +652,7 @@ def test_finding_is_plain_data() -> None:
     f = Finding("t", "e", "hotspot", 0.5, topic="data-movement")
     assert f.to_dict() == {
         "title": "t", "evidence": "e", "kind": "hotspot", "weight": 0.5, "topic": "data-movement", "layers": [],
-        "sources": [], "unconfirmed": "",
+        "sources": [], "unconfirmed": "", "unfit": [],
     }  # fmt: skip
 
 

@@ -315,7 +315,7 @@ def _real_layers_pass(tmp_path: Path, **extra: Any) -> Path:
 @pytest.mark.slow
 def test_rotated_counts_agree_with_every_on_the_same_run(tmp_path: Path) -> None:
     """One process, both methods: even measured iterations read every layer, odd ones one layer in 4.
-    Each layer's mean task-clock from its rotated visits agrees with the mean from the every-layer
+    Each layer's median task-clock from its rotated visits agrees with the median from the every-layer
     iterations within their spread (4 standard errors of the difference, plus 2% of the mean, plus the
     cost of one read on each counted thread)."""
     import statistics
@@ -338,14 +338,17 @@ def test_rotated_counts_agree_with_every_on_the_same_run(tmp_path: Path) -> None
     # the first read after a parallel region (rotated) costs more than the second of two back to back
     # (every). Measured: the short Concat layers (20-30 us) of yolov8n count 3-9 us more rotated,
     # the long layers agree to 1-2%. So the allowance is the spread plus one read per counted thread.
+    # Medians, not means: on a fresh clone's pinned phase (the other worker busy beside), model.9's means were
+    # 142 us apart (688 every, 546 rotated; 4 s.e. 108 us), passing alone and pinned; a median is not moved by the
+    # few iterations such bursts reach. The spread stays the means' (an outlier widens it, never narrows it).
     read_ns = summary["read_cost"]["p50_us"] * 1e3 * 2
     far = []
     for name, values in every.items():
         rot = rotated[name]
         se = (statistics.variance(values) / len(values) + statistics.variance(rot) / len(rot)) ** 0.5
-        diff = abs(statistics.mean(rot) - statistics.mean(values))
-        if diff > 4 * se + 0.02 * statistics.mean(values) + read_ns:
-            far.append((name, statistics.mean(values), statistics.mean(rot), se, read_ns))
+        diff = abs(statistics.median(rot) - statistics.median(values))
+        if diff > 4 * se + 0.02 * statistics.median(values) + read_ns:
+            far.append((name, statistics.median(values), statistics.median(rot), se, read_ns))
     assert not far, far
     # the forward as a whole: the rotated iterations read a quarter of the layers, and lose nothing
     forward = {s.iteration: s.inclusive["task-clock"] for s in spans if s.kind == "stage" and s.name == "forward"}

@@ -52,7 +52,7 @@ class Finding:
         return self.kind != CAVEAT and not self.unconfirmed
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "layers": list(self.layers), "sources": list(self.sources)}
+        return {**asdict(self), "layers": list(self.layers), "sources": list(self.sources), "unfit": list(self.unfit)}
 
 
 def labelled(findings: Iterable[Finding]) -> list[tuple[str, Finding]]:
