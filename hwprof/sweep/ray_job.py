@@ -131,13 +131,24 @@ def _dashboard(ray: Any, address: str) -> str:
     )
 
 
+JOB_API_WAIT_S = 20.0
+"""How long a job server that answers but has no Jobs API yet (its version check a 404) is waited for: the head's
+dashboard loads its job module after it starts listening (a fresh clone's suite submitted 10 s after `ray start`
+and was refused with 'Version check returned 404')."""
+
+
 def job_client(dashboard: str) -> Any:
     from ray.job_submission import JobSubmissionClient
 
-    try:
-        return JobSubmissionClient(dashboard)
-    except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise ValueError(f"no Ray job server at {dashboard}: {str(exc).splitlines()[0]}") from None
+    deadline = time.monotonic() + JOB_API_WAIT_S
+    while True:
+        try:
+            return JobSubmissionClient(dashboard)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            starting = "404" in str(exc) and time.monotonic() < deadline
+            if not starting:
+                raise ValueError(f"no Ray job server at {dashboard}: {str(exc).splitlines()[0]}") from None
+            time.sleep(0.5)
 
 
 def submit(plan: SweepPlan, address: str, per_host: bool, hosts: tuple[str, ...], local: Path) -> JobRecord:
