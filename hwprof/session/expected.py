@@ -2,7 +2,7 @@
 to be one.
 
 Each pass left is taken at its floor (hwprof.session.pass_stop.floor: 4 ABBA blocks, a measured and a clean
-iteration each; the timing pass's own rule at its plan) at the timing pass's whole-iteration p50, plus the start-up,
+iteration each) at the timing pass's whole-iteration p50, plus the start-up,
 build, warm-up and finish the passes that ran took (their median, run.json passes.<pass>.phases). A pass whose
 figures do not resolve at its floor, or a collector that asks for more (a sampler's samples), runs longer: the
 estimate is the least the rule allows, said as "about"."""
@@ -12,9 +12,9 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from hwprof.analysis.paired_cost import MIN_BLOCKS
 from hwprof.core.spans import timing_iteration_s
 from hwprof.session.outcome import PassOutcome
+from hwprof.session.pass_stop import floor
 
 MEASURING = ("measure_s",)
 """The phase the floor replaces; the others (start, build, warm-up, finish, read) are taken as they ran."""
@@ -31,7 +31,7 @@ def expected_left_s(
         return None if iteration is None else 0.0
     overheads = [sum(v for k, v in o.phases.items() if k not in MEASURING) for o in done if o.phases]
     overhead = statistics.median(overheads) if overheads else 0.0
-    measured = 2 * MIN_BLOCKS if resolving else iters
+    measured = floor(0, iters) if resolving else iters
     return passes_left * (overhead + 2 * measured * iteration)
 
 

@@ -64,10 +64,11 @@ class PassSteps(PassCollectors):
                 self._step(on, i, expected)
                 measured += on
             k += 1
-            if rule is not None and rule(measured):
+            cost = self._cost() if rule is not None and self.paired is not None else None  # once per unit
+            if rule is not None and rule(measured, cost):
                 progress(phase="measure", done=self._done, total=self._done)  # the bar ends full
                 return False
-            if rule is not None and self.paired is not None and self.clean_until is None and self._cost_resolved():
+            if cost is not None and cost.resolved and self.clean_until is None:
                 self.clean_until = measured  # the rest measured only, two at a time (whole "blocks" for the rule)
                 rest = [(True, i) for unit in units[k:] for on, i in unit if on]
                 units = units[:k] + [rest[j : j + 2] for j in range(0, len(rest), 2)]
@@ -80,23 +81,23 @@ class PassSteps(PassCollectors):
                 unit_start = now
         return False
 
-    def _stop_rule(self, planned: int) -> Callable[[int], bool] | None:
-        """Whether to stop after a unit that brought the measured iterations to n, where the pass stops when its
-        figures are resolved (no --iters); None where it runs its plan."""
+    def _stop_rule(self, planned: int) -> Callable[[int, PassCostFigure | None], bool] | None:
+        """Whether to stop after a unit that brought the measured iterations to n (a paired pass: with its cost
+        so far), where the pass stops when its figures are resolved (no --iters); None where it runs its plan."""
         if not self.config.extra.get("timing_resolve"):
             return None
         if self.ctx.pass_name == "timing":
             from hwprof.session.timing_stop import MIN_ITERATIONS
 
             self._least_steps = min(MIN_ITERATIONS, planned)
-            return lambda measured: self._timing_resolved()
+            return lambda measured, cost: self._timing_resolved()
         if self.paired is None:
             return None
         from hwprof.session.pass_stop import floor
 
         least = floor(max([self.wished, *self._fewest()]), planned)
         self._least_steps = 2 * least
-        return lambda measured: measured >= least and measured % 2 == 0 and self._paired_resolved(planned)
+        return lambda measured, cost: measured >= least and measured % 2 == 0 and self._paired_resolved(planned, cost)
 
     def _timing_resolved(self) -> bool:
         """The timing pass's stopping rule (hwprof.session.timing_stop) on its measured iterations so far; what it
@@ -119,17 +120,14 @@ class PassSteps(PassCollectors):
         shapes = (self.bus.inputs.measured, self.bus.inputs.clean)
         return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers), shapes)
 
-    def _cost_resolved(self) -> bool:
-        cost = self._cost()
-        return cost is not None and cost.resolved
-
-    def _paired_resolved(self, planned: int) -> bool:
-        """A paired pass's stopping rule (hwprof.session.pass_stop) on its blocks so far; its verdict is kept for
-        result.json either way."""
+    def _paired_resolved(self, planned: int, cost: PassCostFigure | None = None) -> bool:
+        """A paired pass's stopping rule (hwprof.session.pass_stop) on its blocks so far (`cost`: their paired cost,
+        where the caller has it); its verdict is kept for result.json either way."""
         from hwprof.session.pass_stop import check
 
         layers = self.ctx.pass_name == "layers" and self._remove_hooks is not None
-        self.stopping = check(self.log.markers, self._cost(), planned, layers, self.clean_until)
+        cost = cost if cost is not None else self._cost()
+        self.stopping = check(self.log.markers, cost, planned, layers, self.clean_until)
         return self.stopping.resolved
 
     def _fewest(self) -> list[int]:
