@@ -1,10 +1,11 @@
 """tox's test command: the suite in three phases, each keeping this 2-CPU host's CPUs busy without two OpenMP
 teams sharing a CPU.
 
-1. The Ray modules in a side process (they may not run beside one another: a node's ports and processes are the
-   machine's) while the main process runs the modules with no slow test, then BESIDE_RAY: processes started,
-   stopped and failed more than computing (AFTER_RAY of them run in the side process, after the Ray modules;
-   their per-test times are in ray.xml). The Ray tests spend part of their time waiting on their nodes.
+1. FIRST: the modules with no slow test, BESIDE_RAY (processes started, stopped and failed more than computing)
+   and the Ray modules, on pytest-xdist workers, one per CPU (at most WORKERS), unpinned; the Ray modules one
+   after the other on one worker (they may not run beside one another: a node's ports and processes are the
+   machine's), handed out first, then BESIDE_RAY, then the rest as workers free up (tests/xdist_order.py). The
+   Ray tests spend part of their time waiting on their nodes.
 2. The other slow modules on pytest-xdist workers, one per CPU, each pinned to its own (tests/xdist_pin.py), a
    module at a time. Unpinned, two workers ran slower than one process: each collect's OpenMP team lost a
    thread to the other worker at every barrier (test_runtimes.py and three program modules: 131 s side by side,
@@ -18,7 +19,9 @@ Before anything, hwprof's cache is filled once (warm_cache). Measured on fresh c
 2 vCPUs): the two-process split of c24537e (Ray beside everything else in one process) 1,252-1,309 s; serially
 1,552-1,608 s. Also tried: more modules in the side process after the Ray modules, unpinned (1,309 s against
 1,283: both processes slowed); the Ray modules at nice 10 or 19 (no gain: a niced process still preempts one
-thread of an OpenMP team).
+thread of an OpenMP team). Until 2026-11-28 the first phase was two pytest processes, the Ray modules (and
+three of BESIDE_RAY after them) in one, the rest in the other, balanced by hand: one idled at the end whenever
+a module's time moved (fresh clone of bba9b2d: 335 s against 368 s).
 
 With arguments (a test file, -k, -x ...), it is plain `pytest -m "not benchmark" ARGS`: the tests you name.
 Exit status: the first non-zero of the phases' pytest runs, else 0. Run from tests/ (tox's changedir).
@@ -48,24 +51,21 @@ LAST = (
 )  # fmt: skip
 """Modules whose verdicts rest on timings or sampled shares: run after the rest of the main process."""
 BESIDE_RAY = (
-    "test_fault_signals.py", "test_program_ends.py", "test_program_faults.py", "test_early_signals.py",
-    "test_env_overrides.py", "test_run_dir_faults.py", "test_child.py",
-    "test_relative_paths.py", "test_image_summary.py", "test_api_errors.py", "test_user_values.py",
-    "test_rlimits.py", "test_run_dir_lock.py", "test_worker_failures.py",
+    "test_fault_signals.py", "test_callgrind.py", "test_program_ends.py", "test_early_signals.py",
+    "test_env_overrides.py", "test_program_faults.py", "test_run_dir_faults.py", "test_rlimits.py",
+    "test_relative_paths.py", "test_child.py", "test_image_summary.py", "test_api_errors.py", "test_user_values.py",
+    "test_run_dir_lock.py", "test_worker_failures.py",
 )  # fmt: skip
-"""Run first in the main process, after the modules with no slow test, while the Ray modules run beside: their
+"""Slow modules run in the first phase, handed out in this order (the longest first) after the Ray modules: their
 processes start, stop and fail (imports and signals, one thread each) more than they compute. The modules whose
 collects compute with two OpenMP threads lost most beside the Ray modules, whatever their priority: one thread
 of the team preempted stalls the other at every barrier (fresh clone of d2340d9, beside them against alone:
 test_disk_full's report test 67 s against 20.5, test_callgrind 64 against 33, the notebook 50 against 25)."""
-
-AFTER_RAY = ("test_program_ends.py", "test_env_overrides.py", "test_program_faults.py")
-"""BESIDE_RAY modules run in the Ray modules' side process, after them: with the Ray modules on one cluster per
-session (346 s on a fresh clone of 9374108) the main process's part (508 s: the unit modules, then BESIDE_RAY's
-340 s) was the phase's length; these three (112 s there) start and stop processes as the rest of BESIDE_RAY does."""
-UNPINNED = ("test_file_size_limit.py", "test_callgrind.py")
+UNPINNED = ("test_file_size_limit.py",)
 """Slow modules that lost most on a pinned worker's one CPU: run at the end with LAST (py-spy at 1,000 Hz cut by
-the file-size limit took 210 s beside the other worker against 8 s alone; valgrind 62 s against 33)."""
+the file-size limit took 210 s beside the other worker against 8 s alone). test_callgrind (valgrind: 62 s pinned
+against 33 alone) runs in the first phase: its verdicts are instruction counts, which no load moves, and alone it
+kept one CPU of two idle."""
 WORKERS = 2
 """Pinned workers at most: the suite's host kind has 2 CPUs; more workers on a larger host would each run fewer
 threads than the tests were sized for."""
@@ -106,6 +106,8 @@ DURATIONS_ENV = "HWPROF_TEST_DURATIONS"
 under its work folder ({work_dir}/durations), which CI keeps; unset, a temporary folder."""
 SLOWEST = 30
 RUN_STORE_ENV = "HWPROF_TEST_RUN_STORE"
+ORDER_ENV = "HWPROF_TEST_ORDER"
+"""tests/xdist_order.py's work units, in the order they are handed out."""
 """tests/run_store.py's folder: the real runs that tests only read, built once per suite by the first that asks."""
 
 
@@ -150,7 +152,6 @@ def phases(pytest: list[str], folder: Path) -> int:
     tests = Path.cwd()
     modules = sorted(p.name for p in tests.glob("test_*.py"))
     missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED) if m not in modules]
-    missing += [m for m in AFTER_RAY if m not in BESIDE_RAY]
     if missing:
         sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep RAY_MODULES, LAST, BESIDE_RAY up to date)")
     rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED)]
@@ -158,21 +159,10 @@ def phases(pytest: list[str], folder: Path) -> int:
     use = PhaseUse()
     with use.measure("warm_cache"):
         warm_cache()
-    with use.measure("first and Ray beside"), tempfile.TemporaryDirectory(prefix="hwprof-ray-tests-") as scratch:
-        log_path = Path(scratch) / "ray.log"
-        with log_path.open("w") as log:
-            ray = subprocess.Popen(
-                [*pytest, *junit(folder, "ray"), "--basetemp", str(Path(scratch) / "tmp"), *RAY_MODULES, *AFTER_RAY],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-            try:
-                beside = [m for m in BESIDE_RAY if m not in AFTER_RAY]
-                first = subprocess.call([*pytest, *junit(folder, "first"), *unit, *beside])
-            finally:
-                ray_code = ray.wait()
-        print(f"\n{'=' * 30} the Ray modules, then AFTER_RAY (run beside the above) {'=' * 30}", flush=True)
-        print(log_path.read_text(), flush=True)
+    order = ",".join(["+".join(RAY_MODULES), *BESIDE_RAY, *unit])  # tests/xdist_order.py
+    with use.measure("first"):
+        command = [*pytest, *junit(folder, "first"), *first_workers(), *RAY_MODULES, *BESIDE_RAY, *unit]
+        first = subprocess.call(command, env={**os.environ, ORDER_ENV: order})
     slow = [m for m in rest if m not in unit]
     print(f"\n{'=' * 30} {len(slow)} modules on pinned workers {'=' * 30}", flush=True)
     with use.measure("pinned"):
@@ -181,7 +171,7 @@ def phases(pytest: list[str], folder: Path) -> int:
     with use.measure("alone"):
         third = subprocess.call([*pytest, *junit(folder, "alone"), *UNPINNED, *LAST])
     use.report(folder / "phases.txt")
-    return first or ray_code or second or third
+    return first or second or third
 
 
 class PhaseUse:
@@ -213,6 +203,17 @@ class PhaseUse:
         print(f"\n{'=' * 30} the phases' use of the CPUs {'=' * 30}", flush=True)
         print("\n".join(self.lines), flush=True)
         out.write_text("\n".join(self.lines) + "\n")
+
+
+def first_workers() -> list[str]:
+    """pytest-xdist's options for the first phase: one unpinned worker per CPU (at most WORKERS), the work units
+    of $HWPROF_TEST_ORDER handed out in their order (tests/xdist_order.py); none where there is one CPU (the
+    order still holds)."""
+    cpus = len(os.sched_getaffinity(0))
+    options = ["-p", "xdist_order"]
+    if cpus < 2:
+        return options
+    return [*options, "-n", str(min(WORKERS, cpus)), "--dist", "loadfile"]
 
 
 def pinned_workers() -> list[str]:

@@ -416,16 +416,19 @@ def _hog_named_or_outranked(load: NeighbourLoad, hog_pids: set[int], hog_s_per_w
 @pytest.mark.slow
 @pytest.mark.fault
 def test_a_collect_beside_cpu_hogs_names_them_and_prints_no_unresolved_ratio(run_hwprof, tmp_path: Path) -> None:
+    """The collect runs one torch thread: what is named is the other work on the CPUs the run may use (its
+    affinity, whatever its thread count), and a two-thread OpenMP team beside a hog per CPU stalls at every barrier
+    (a 64-pixel forward took 840 ms instead of 5: 42-95 s for this test, against 10-30 s at one thread)."""
     import psutil
 
-    # one hog per CPU the run may use: two hogs take half of 2 CPUs, but 3% of 64
+    # one hog per CPU the run may use: two hogs take most of 2 CPUs, but 3% of 64
     hogs = [subprocess.Popen([sys.executable, "-c", HOG_CODE]) for _ in os.sched_getaffinity(0)]
     try:
         out = tmp_path / "run"
         started = time.monotonic()
         result = run_hwprof(
             "collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "6", "--warmup", "1",
-            "--only", "timing,flops,perf_events", "--out", str(out), timeout=300,
+            "--only", "timing,flops,perf_events", "--threads", "1", "--out", str(out), timeout=300,
         )  # fmt: skip
         wall = time.monotonic() - started
         hog_cpu = min(sum(psutil.Process(h.pid).cpu_times()[:2]) for h in hogs)

@@ -28,6 +28,11 @@ pytest_plugins = ("ray_cluster",)  # the session's cluster
 pytestmark = pytest.mark.slow
 
 POINT_ARGS = ["--models", "yolov8n", "--imgsz", "64", "--warmup", "0", "--iters", "1"]
+TWO_POINTS = ["--threads", "1", "--batch", "1,2"]
+"""Two points that differ by their batch, one thread each: the tests look at where and how the points ran, which
+a thread count does not change. With `--threads 1,2` the two-thread point's team lost its second CPU to the
+other point (and to the suite's main process) at every barrier: it ended 6-7 s after the other one, and its
+collect took 5.4 CPU-seconds against 3.1 for one thread (timing pass alone, measured on a busy host)."""
 COLLECT_ARGS = ["--", "--only", "timing,flops"]
 """The points whose rows are compared with a local sweep's: the flops pass gives their GFLOPs and intensity."""
 TIMING_ARGS = ["--", "--only", "timing"]
@@ -87,7 +92,7 @@ def cluster_sweep(ray_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFa
     cluster = ray_cluster.measuring(2)
     out = tmp_path_factory.mktemp("ray") / "sweep"
     started = time.monotonic()
-    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2", *COLLECT_ARGS)
+    proc = sweep_cli(cluster.address, out, *POINT_ARGS, *TWO_POINTS, *COLLECT_ARGS)
     code, text = finish(proc, [])
     assert code == 0, text
     return out, text, time.monotonic() - started
@@ -96,9 +101,9 @@ def cluster_sweep(ray_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFa
 def test_each_point_on_a_node_of_its_own(cluster_sweep: tuple[Path, str, float]) -> None:
     out, text, wall = cluster_sweep
     found = rows(out)
-    assert [(r["model"], r["threads"], r["status"]) for r in found] == [
-        ("yolov8n", 1, "complete"),
-        ("yolov8n", 2, "complete"),
+    assert [(r["model"], r["threads"], r["batch"], r["status"]) for r in found] == [
+        ("yolov8n", 1, 1, "complete"),
+        ("yolov8n", 1, 2, "complete"),
     ]
     transfers = json.loads((out / "ray_transfer.json").read_text())
     nodes = {t["point"]: t["node_id"] for t in transfers}
@@ -123,11 +128,15 @@ def test_each_point_on_a_node_of_its_own(cluster_sweep: tuple[Path, str, float])
 
 
 def test_same_rows_locally_and_on_the_cluster(cluster_sweep: tuple[Path, str, float], tmp_path: Path) -> None:
+    """The cluster sweep's batch-2 row against a local sweep of that one point: equal but for the measured
+    figures, where it ran and the host. One point here, not both: the other differs only by its batch (and the
+    cluster rows' order and run folders are test_each_point_on_a_node_of_its_own's); a second local collect took
+    half the test's time."""
     out, _, _ = cluster_sweep
     local = tmp_path / "local"
     proc = subprocess.run(
-        [sys.executable, "-P", "-m", "hwprof", "sweep", "--out", str(local), *POINT_ARGS, "--threads", "1,2",
-         *COLLECT_ARGS],
+        [sys.executable, "-P", "-m", "hwprof", "sweep", "--out", str(local), *POINT_ARGS, "--threads", "1",
+         "--batch", "2", *COLLECT_ARGS],
         capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -135,17 +144,17 @@ def test_same_rows_locally_and_on_the_cluster(cluster_sweep: tuple[Path, str, fl
     def comparable(r: dict[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in r.items() if k not in MEASURED | HOST_COLUMNS | RUN_FACTS}
 
-    on_cluster, here = rows(out), rows(local)
-    assert [comparable(r) for r in on_cluster] == [comparable(r) for r in here]
-    assert all(r["gflops"] and r["params_m"] and r["intensity"] for r in here)
-    assert [r["host_kind"] for r in on_cluster] == [r["host_kind"] for r in here]  # one machine: one kind
+    on_cluster, (here,) = rows(out), rows(local)
+    assert comparable(on_cluster[1]) == comparable(here)
+    assert here["batch"] == 2 and here["gflops"] and here["params_m"] and here["intensity"]
+    assert {r["host_kind"] for r in on_cluster} == {here["host_kind"]}  # one machine: one kind
 
 
 def test_interrupt_then_resume_runs_only_the_missing_points(cluster: LocalCluster, tmp_path: Path) -> None:
     """Ctrl-C after the first point finished: exit 130, the finished run kept, the running collects stopped;
     --resume DIR then runs only the points that did not finish, on the cluster the sweep recorded."""
     out = tmp_path / "sweep"
-    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2,3", *TIMING_ARGS)
+    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1", "--batch", "1,2,3", *TIMING_ARGS)
     lines: list[str] = []
     read_until(proc, ": complete on", lines)
     # the third point starts once a node is free: the stop comes when it runs too, so that every point that did
@@ -167,9 +176,9 @@ def test_interrupt_then_resume_runs_only_the_missing_points(cluster: LocalCluste
     assert all(r["status"] == "interrupted" and r["attempts"] for r in unfinished), unfinished
     first_transfers = json.loads((out / "ray_transfer.json").read_text())
     end = time.monotonic() + 20
-    while any(collect_pids(cluster.scratch, f"yolov8n-t{t}-b1") for t in (1, 2, 3)) and time.monotonic() < end:
+    while any(collect_pids(cluster.scratch, f"yolov8n-t1-b{b}") for b in (1, 2, 3)) and time.monotonic() < end:
         time.sleep(0.5)
-    assert not any(collect_pids(cluster.scratch, f"yolov8n-t{t}-b1") for t in (1, 2, 3)), "a cancelled collect lived on"
+    assert not any(collect_pids(cluster.scratch, f"yolov8n-t1-b{b}") for b in (1, 2, 3)), "a cancelled collect lived on"
     assert not scratch_left(cluster), "a point's scratch folder was left on a node"
     kept = [r for r in rows(out) if r["status"] == "interrupted" and (out / Path(r["run_dir"]).name).is_dir()]
     for r in kept:  # a running point stopped by Ctrl-C: its run came back, finalised as interrupted
@@ -183,7 +192,7 @@ def test_interrupt_then_resume_runs_only_the_missing_points(cluster: LocalCluste
     names = {Path(r["run_dir"]).name for r in done}
     ran = {line.split(":")[0].split()[-1] for line in again.stdout.splitlines() if "running on node" in line}
     reused = {line.split(":")[0].split()[-1] for line in again.stdout.splitlines() if "reusing the complete" in line}
-    assert reused == names and ran == {f"yolov8n-t{t}-b1" for t in (1, 2, 3)} - names, again.stdout
+    assert reused == names and ran == {f"yolov8n-t1-b{b}" for b in (1, 2, 3)} - names, again.stdout
     assert [r["status"] for r in rows(out)].count("reused") == len(names)
     assert all(r["status"] in ("complete", "reused") for r in rows(out))
     transfers = json.loads((out / "ray_transfer.json").read_text())  # appended, not overwritten
@@ -200,7 +209,7 @@ def test_a_killed_node_is_retried_elsewhere(cluster: LocalCluster, tmp_path: Pat
     """Two points on two nodes; the node running the first dies. Ray runs that point again on the other node
     (or the row says why it failed), the second point completes, and the killed collect does not live on."""
     out = tmp_path / "sweep"
-    proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--threads", "1,2", *TIMING_ARGS)
+    proc = sweep_cli(cluster.address, out, *POINT_ARGS, *TWO_POINTS, *TIMING_ARGS)
     lines: list[str] = []
     line = read_until(proc, "[1/2] yolov8n-t1-b1: running on node", lines)
     prefix = line.rsplit("(", 1)[1].split(")")[0]
@@ -216,7 +225,7 @@ def test_a_killed_node_is_retried_elsewhere(cluster: LocalCluster, tmp_path: Pat
     assert [p.pid for p in gone] == pids, "the collect of the killed node lived on"
     code, text = finish(proc, lines)
     assert not scratch_left(cluster), "a point's scratch folder was left on a node"
-    found = {r["threads"]: r for r in rows(out)}
+    found = {r["batch"]: r for r in rows(out)}
     print(f"\nkilled node {victim.node_id[:8]}: the point it ran is {found[1]['status']}: {found[1]['error']}")
     assert found[2]["status"] == "complete", text
     # Ray's messages about the death (about 40 lines, twice, before) are in the sweep's folder, not here
@@ -247,7 +256,9 @@ def test_a_killed_node_is_retried_elsewhere(cluster: LocalCluster, tmp_path: Pat
 
 def test_refusals_per_host_and_a_lost_kind(ray_cluster: LocalCluster, tmp_path: Path) -> None:
     """A --hosts kind that no node is, a --per-host sweep, a point whose only node of its kind dies (failed with
-    the reason, not waiting forever), and then a cluster where no node declares the resource (its head)."""
+    the reason, not waiting forever), and then a cluster where no node declares the resource (its head). The
+    per-host sweep's point also finds a scratch folder that a gone point left on its node (its lock free): it
+    removes it, and the sweep's notes say so (here, where a point runs anyway, instead of a sweep of its own)."""
     cluster = ray_cluster.measuring(1)
     (measuring,) = cluster.worker_nodes
     proc = sweep_cli(cluster.address, tmp_path / "s", *POINT_ARGS, "--per-host", "--hosts", "graviton9")
@@ -259,6 +270,10 @@ def test_refusals_per_host_and_a_lost_kind(ray_cluster: LocalCluster, tmp_path: 
     from hwprof.core.config import default_threads
     from hwprof.core.host import cpu_model
 
+    stale = cluster.scratch / "hwprof-point-99-gone"
+    stale.mkdir()
+    (stale / ".keeper.lock").write_text("")
+    (stale / "run.json").write_text('{"status": "running"}')
     out = tmp_path / "per-host"
     proc = sweep_cli(cluster.address, out, *POINT_ARGS, "--per-host", "--hosts", cpu_model(), *TIMING_ARGS)
     code, text = finish(proc, [])
@@ -271,6 +286,9 @@ def test_refusals_per_host_and_a_lost_kind(ray_cluster: LocalCluster, tmp_path: 
     assert run_json.is_file() and "--threads" not in json.loads(run_json.read_text())["command"]
     assert int(row["threads"]) == default_threads()
     assert json.loads((out / "sweep_plan.json").read_text())["ray"]["per_host"] is True
+    notes = json.loads((out / "sweep.json").read_text())["notes"]
+    assert any("removed 1 scratch folders" in n and "hwprof-point-99-gone" in n for n in notes), notes
+    assert not stale.exists()
 
     # the only measuring node dies while it runs the point: Ray would keep the retry waiting for a node
     lost = tmp_path / "lost"
