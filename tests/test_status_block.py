@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from hwprof.analysis.run_analysis import analyse
-from hwprof.render.report import _header_renderable, header_lines
+from hwprof.render.report import _header_renderable, detail_lines
 from hwprof.render.status_block import WIDE_FROM, StatusRow, status_renderable
 from hwprof.rundir.reader import RunData
 
@@ -97,5 +97,5 @@ def test_report_header_keeps_lists_of_names_out_of_the_key_column(tmp_path: Path
     for name in names:
         a.unavailable[name] = {"status": "skipped", "reason": "not requested for this run", "fix": ""}
     text = _text(_header_renderable(a), 80)
-    _words_intact(text, *(value for _, value in header_lines(a)))
+    _words_intact(text, *(value for _, value in detail_lines(a)))
     assert "skipped" in text and all(f"{n}," in text or f"{n}:" in text for n in names)

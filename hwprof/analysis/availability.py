@@ -14,6 +14,10 @@ if TYPE_CHECKING:
     from hwprof.schema.run import RunDoc
 
 
+AT_THE_END = "(why: not measured, at the end)"
+"""Ends a table's note on a metric whose cause the report's "not measured" block says (Missing.note)."""
+
+
 @dataclass(frozen=True)
 class Missing:
     reason: str
@@ -34,7 +38,7 @@ class Missing:
         (under every table a cause touched, it was said five times for a missing PMU)."""
         if not self.head:
             return self.short()
-        return f"unavailable: {self.head} (why: not measured, at the end)"
+        return f"unavailable: {self.head} {AT_THE_END}"
 
     def to_dict(self) -> dict[str, str]:
         return {"status": "unavailable", "reason": self.reason, "fix": self.fix}

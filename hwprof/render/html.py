@@ -76,7 +76,7 @@ def html_table(spec: TableSpec, sortable: bool = False) -> HtmlTable:
         headers=[c.header for c in spec.cols],
         numeric=[c.justify == "right" for c in spec.cols],
         rows=spec.rows,
-        notes=spec.notes,
+        notes=[*spec.notes, *spec.methods],
         sortable=sortable,
         anchors=anchors,
     )

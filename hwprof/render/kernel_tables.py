@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.render.columns import Column, GroupRow, build
 from hwprof.render.fmt import ms, num, pct, sig
-from hwprof.render.tables import MISSING, Col, TableSpec
+from hwprof.render.tables import MISSING, Brief, Col, TableSpec
 
 if TYPE_CHECKING:
     from hwprof.analysis.layers.stats import LayerReport, LayerStat
@@ -105,11 +105,13 @@ def native_kernels_spec(a: Analysis) -> TableSpec | None:
         for i, k in enumerate(layer.native.kernels[:NATIVE_PER_LAYER])
     ]
     cols, rows = build(LAYER_KERNEL_COLUMNS, rep, rows_src)
-    notes = [
+    methods = [
         f"perf record on {view.sampling_event} at {view.rate_hz:.0f} Hz per thread in the kernels pass, every "
         f"thread, {view.iterations} measured iterations; a sample belongs to the layer the pipeline thread was "
         "in at its time (self: the innermost layer); share = of the layer's sampled time over all threads; "
-        "wait = share in the OpenMP runtime (threads waiting or spinning: lost parallelism)",
+        "wait = share in the OpenMP runtime (threads waiting or spinning: lost parallelism)"
+    ]
+    notes = [
         f"forward: {view.forward.samples} samples, {pct(view.forward.openmp_share)} OpenMP runtime, "
         f"{pct(view.forward.kernel_space_share)} kernel space",
         kernel_causes_note(view),
@@ -122,7 +124,8 @@ def native_kernels_spec(a: Analysis) -> TableSpec | None:
         )
     if "native_cpi" in rep.missing:
         notes.append(f"CPI per kernel: {rep.missing['native_cpi'].note()}")
-    return TableSpec(f"{title}, top {len(layers)} layers by time", cols, rows, notes)
+    title = f"{title}, top {len(layers)} layers by time"
+    return TableSpec(title, cols, rows, notes, methods=methods, brief=Brief(groups=4, rows=3))
 
 
 @dataclass(frozen=True)
@@ -159,8 +162,9 @@ def native_model_spec(a: Analysis) -> TableSpec | None:
     label = {r.name: str(r.index) if r.depth == 1 else r.name.removeprefix("model.") for r in rep.layers}
     rows_src = [_ModelKernel(k, _kernel_layers_text(k, label)) for k in view.kernels[:MODEL_KERNELS]]
     cols, rows = build(MODEL_KERNEL_COLUMNS, view, rows_src)
-    notes = ["share of forward's sampled time over all threads (kernels pass)"]
-    return TableSpec(f"kernels over the model, top {len(rows)} of {len(view.kernels)}", cols, rows, notes)
+    methods = ["share of forward's sampled time over all threads (kernels pass)"]
+    title = f"kernels over the model, top {len(rows)} of {len(view.kernels)}"
+    return TableSpec(title, cols, rows, methods=methods, brief=Brief(groups=6))
 
 
 def kernels_spec(a: Analysis) -> TableSpec | None:
@@ -189,17 +193,17 @@ def kernels_spec(a: Analysis) -> TableSpec | None:
                     pct(k.share),
                 ]
             )
-    notes = []
+    notes, methods = [], []
     if "kernels" in rep.missing:
         notes.append(f"kernels: {rep.missing['kernels'].note()}")
         cols, rows = [], []
     else:
-        notes.append(
+        methods.append(
             "torch.profiler in the trace pass: aten self time on the calling thread per iteration (not "
             "scaled); share of the layer's aten time; oneDNN impl from ONEDNN_VERBOSE where matched"
         )
     title = f"hotspot kernels of the top {len(layers)} layers" if layers else "hotspot kernels per layer"
-    return TableSpec(title, cols, rows, notes)
+    return TableSpec(title, cols, rows, notes, methods=methods, brief=Brief(groups=4, rows=2))
 
 
 def frames_spec(a: Analysis) -> TableSpec | None:
@@ -227,14 +231,14 @@ def frames_spec(a: Analysis) -> TableSpec | None:
                     pct(shares.get("waiting")) if i == 0 else "",
                 ]
             )
-    notes = []
+    notes, methods = [], []
     if "frames" in rep.missing:
         notes.append(f"native frames: {rep.missing['frames'].note()}")
         cols, rows = [], []
     else:
-        notes.append(
+        methods.append(
             "py-spy samples of the main thread in the trace pass; share of the layer's sampled time by "
             "leaf frame; python / waiting = leaf is a Python frame / OpenMP wait or blocking call"
         )
     title = f"hottest native frames of the top {len(layers)} layers" if layers else "hottest native frames per layer"
-    return TableSpec(title, cols, rows, notes)
+    return TableSpec(title, cols, rows, notes, methods=methods)

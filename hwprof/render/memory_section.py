@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.analysis.layers.memory import COVERS, LayerMemory, MemoryView
 from hwprof.render.fmt import num
-from hwprof.render.tables import MISSING, Col, TableSpec
+from hwprof.render.tables import MISSING, Brief, Col, TableSpec
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
@@ -45,6 +45,8 @@ def memory_spec(a: Analysis, top: int = TOP_MEMORY) -> TableSpec | None:
         cols,
         [_row(r, faults) for r in rows],
         memory_notes(view),
+        methods=[f"what it covers: {COVERS}", BEYOND],
+        brief=Brief(groups=5),
     )
 
 
@@ -59,6 +61,12 @@ def _row(r: LayerMemory, faults: bool) -> list[str]:
         _mb(r.growth_bytes),
     ]
     return cells + ([_count(r.faults)] if faults else [])
+
+
+BEYOND = (
+    "beyond the forward's peak of tensor bytes: the weights, Python, OpenCV, the libraries, and torch_memory's own "
+    "event buffers, a few MB freed at each clean stretch"
+)
 
 
 def memory_notes(view: MemoryView) -> list[str]:
@@ -80,12 +88,9 @@ def memory_notes(view: MemoryView) -> list[str]:
     outside = view.beyond_peak_bytes
     if view.rss_peak_bytes is not None:
         beyond = (
-            f"; {_mb(outside)} MB beyond the forward's peak of tensor bytes (the weights, Python, OpenCV, the "
-            "libraries, and torch_memory's own event buffers, a few MB freed at each clean stretch; estimate: RSS "
-            "less that peak)"
+            f"; {_mb(outside)} MB beyond the forward's peak of tensor bytes (estimate: RSS less that peak)"
             if outside is not None
             else ""
         )
         out.append(f"resident memory (RSS) at its peak in the forward: {_mb(view.rss_peak_bytes)} MB{beyond}")
-    out.append(f"what it covers: {COVERS}")
     return out

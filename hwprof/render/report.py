@@ -44,7 +44,15 @@ from hwprof.render.roof_lines import header_text
 from hwprof.render.runtime_tables import fused_spec, layer_errors_spec, runtime_layers_spec, runtime_line
 from hwprof.render.stage_kernels import stage_kernels_spec
 from hwprof.render.summary import NOT_MEASURED, evidence_split, summary_markdown, summary_renderables, top_findings
-from hwprof.render.tables import TableSpec, left_out_line, markdown, spec_renderables
+from hwprof.render.tables import (
+    METHODS_LINE,
+    LeftOut,
+    TableSpec,
+    has_methods,
+    left_out_line,
+    markdown,
+    spec_renderables,
+)
 from hwprof.render.weights_line import detections_details, loaded_weights_text
 from hwprof.render.whole_program import whole_program_spec
 
@@ -54,6 +62,11 @@ if TYPE_CHECKING:
 
 FORMATS = ("rich", "json", "csv", "markdown", "html")
 TOP_DEFAULT = 15
+LISTED_EVIDENCE_LINES = 3
+"""A finding's evidence in the terminal's list, at most (markdown, JSON and HTML have it whole): the allocator
+finding's took 9 lines of a yolov7 report at 80 columns."""
+LAYERS_BRIEF = 10
+"""The layer rows the terminal shows where --top was not given (its default's 15 in markdown and HTML)."""
 STATUS_STYLE = {
     "ok": "green",
     "partial": "yellow",
@@ -191,12 +204,24 @@ def unavailable_lines(a: Analysis) -> list[tuple[str, str, str]]:
     return grouped_unavailable(a)
 
 
+ON_THE_FIRST_SCREEN = frozenset({"run", "weights", "host"})
+"""Run details the terminal's first screen says in short (its status; random or trained weights; the CPU and its
+units): the terminal's run details leave them to `--format markdown`, where they stand whole."""
+
+
+def detail_lines(a: Analysis) -> list[tuple[str, str]]:
+    """The run details the terminal shows: header_lines less what its first screen and tables say already (the
+    roofline table's rows give the peaks)."""
+    said = ON_THE_FIRST_SCREEN | ({"peaks"} if a.roofline is not None and a.layers.roof.roof is not None else set())
+    return [(key, value) for key, value in header_lines(a) if key not in said]
+
+
 def _header_renderable(a: Analysis) -> RenderableType:
     """The run's details and the "not measured" block: after the summary, the tables and the findings."""
     grid = Table.grid(padding=(0, 1))
     grid.add_column(style="bold", no_wrap=True)
     grid.add_column(overflow="fold")
-    for key, value in header_lines(a):
+    for key, value in detail_lines(a):
         grid.add_row(
             Text(key, style="yellow") if key == "warning" else key, Text(value)
         )  # not markup: "[complete]", paths and reasons hold brackets
@@ -226,7 +251,8 @@ def _findings_renderable(a: Analysis, width: int) -> RenderableType:
                 grid.add_row(label, Text(rest, style="dim"))
             continue
         cell = Text(f.title, style="" if f.ranked else "dim")
-        cell.append(f"\n{f.evidence}", style="dim")
+        head, rest = evidence_split(f.evidence, width, LISTED_EVIDENCE_LINES)
+        cell.append(f"\n{head}" + (" (whole in `--format markdown`)" if rest else ""), style="dim")
         if f.unconfirmed:
             cell.append(f"\nunconfirmed: {_unfit_words(f)}", style="yellow")
         grid.add_row(label, cell)
@@ -268,7 +294,7 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
     out = [
         whole_program_spec(a),
         stages_spec(a),
-        gpu_main_layers_spec(a, top) or layers_spec(a, top),
+        gpu_main_layers_spec(a, top) or layers_spec(a, top, LAYERS_BRIEF if top == TOP_DEFAULT else None),
         layer_shapes_spec(a, top),
         memory_spec(a),
         rankings_spec(a),
@@ -292,16 +318,18 @@ def specs(a: Analysis, top: int) -> list[TableSpec]:
 
 def render_rich(a: Analysis, console: Console, top: int = TOP_DEFAULT) -> None:
     """The summary first (one screen), the advice, the tables, the findings, then the run's details."""
-    left_out: list[str] = []
+    left_out: list[LeftOut] = []
     parts: list[RenderableType] = summary_renderables(a, console, left_out)
     if a.advice is not None:
         parts.append(Text(""))
         parts += advice_renderables(a.advice, console)
-    for spec in specs(a, top):
+    shown = specs(a, top)
+    for spec in shown:
         parts.append(Text(""))
         parts += spec_renderables(spec, console, left_out=left_out)
     line = left_out_line(left_out, console.width)
     parts += [Text(line, style="dim")] if line else []
+    parts += [Text(METHODS_LINE, style="dim")] if has_methods(shown) else []
     parts += [Text(""), _findings_renderable(a, console.width), Text(""), _header_renderable(a)]
     console.print(Group(*parts))
 

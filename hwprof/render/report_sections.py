@@ -17,7 +17,7 @@ from hwprof.render.fmt import ms, num, pct, si_bytes, sig
 from hwprof.render.input_lines import flops_shape_note
 from hwprof.render.measured_flops import measured_flops
 from hwprof.render.roof_lines import compute_rows, paper_sources
-from hwprof.render.tables import MISSING, Col, TableSpec
+from hwprof.render.tables import MISSING, Brief, Col, TableSpec
 
 if TYPE_CHECKING:
     from hwprof.analysis.layers.stats import LayerReport, LayerStat
@@ -79,14 +79,15 @@ def stages_spec(a: Analysis) -> TableSpec | None:
         notes.append(f"energy {st.j_per_image:.3f} J per image{watts} (RAPL, whole socket)")
     elif st.energy_missing is not None:
         notes.append(f"energy: {st.energy_missing.note()}")
+    methods = [STAGE_METHODS] if st.fps else []
     if _stage_rss(st) or _stage_busy(st):
         peak = f"; process peak RSS {st.peak_rss_bytes / 1e6:.0f} MB" if st.peak_rss_bytes else ""
-        notes.append(
+        methods.append(
             f"RSS MB = peak resident memory in the stage, cores = CPU time / wall time (sysstat, layers pass){peak}"
         )
     elif st.process_missing is not None:
         notes.append(f"memory and CPU use: {st.process_missing.note()}")
-    return TableSpec(f"pipeline stages ({st.source} pass)", cols, rows, notes)
+    return TableSpec(f"pipeline stages ({st.source} pass)", cols, rows, notes, methods=methods)
 
 
 def end_to_end_note(st: Stages, facts: ProgramFacts | None = None) -> str:
@@ -107,8 +108,11 @@ def end_to_end_note(st: Stages, facts: ProgramFacts | None = None) -> str:
     unwritten = "" if st.writes_frames else "; no frame is written (--annotate OUT adds annotate + encode)"
     return (
         f"FPS: {inference}end to end {st.fps:.2f} (batch {st.batch} / iteration p50; an iteration is {stages}"
-        f"{unwritten}); FPS per stage = batch / stage p50; share = stage p50 / iteration p50"
+        f"{unwritten})"
     )
+
+
+STAGE_METHODS = "FPS per stage = batch / stage p50; share = stage p50 / iteration p50"
 
 
 def kernel_text(layer: LayerStat) -> str:
@@ -183,7 +187,8 @@ LAYER_COLUMNS: list[Column[_LayerTable, Ranked[LayerStat]]] = [
 ]
 
 
-def layers_spec(a: Analysis, top: int) -> TableSpec | None:
+def layers_spec(a: Analysis, top: int, brief: int | None = None) -> TableSpec | None:
+    """The top layers by time (by FLOPs where no time was measured); `brief`: the rows the terminal shows."""
     rep = a.layers
     if not rep.layers:
         return None
@@ -192,9 +197,9 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
     if not by_time:
         rows_src = rep.top(top, "flops")
     cols, rows = build(LAYER_COLUMNS, _LayerTable(rep, by_time), with_cum(rows_src, lambda r: r.share))
-    notes = []
+    notes, methods = [], []
     if by_time:
-        notes.append(rep.time_note)
+        methods.append(rep.time_note)
         if rep.outside_ms is not None and rep.forward_ms:
             notes.append(
                 f"outside every layer: {ms(rep.outside_ms)} ms ({pct(rep.outside_ms / rep.forward_ms)} of forward)"
@@ -206,9 +211,9 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
             f"the forwards had {len(a.layer_shapes.shapes)} input shapes: times here are medians over all of them; "
             "per shape in the next table"
         )
-    notes.append("AI = FLOPs / minimum bytes (activations in + out + weights): an upper bound on the real intensity")
+    methods.append("AI = FLOPs / minimum bytes (activations in + out + weights): an upper bound on the real intensity")
     if a.doc.entry("callgrind").ran:
-        notes.append(
+        methods.append(
             "instructions, MPKI and branch figures that perf could not count here are simulated (callgrind, "
             "AVX2 code path: valgrind hides AVX-512); callgrind simulates no cycles, so no CPI from it"
         )
@@ -228,7 +233,7 @@ def layers_spec(a: Analysis, top: int) -> TableSpec | None:
         if by_time
         else f"top {len(rows)} layers by FLOPs (no per-layer time)"
     )
-    return TableSpec(title, cols, rows, notes, key="layers")
+    return TableSpec(title, cols, rows, notes, key="layers", methods=methods, brief=Brief(brief) if brief else None)
 
 
 RANK_ROWS = 5
@@ -302,12 +307,12 @@ def types_spec(a: Analysis) -> TableSpec | None:
     if not a.types:
         return None
     cols, rows = build(TYPE_COLUMNS, a, a.types)
-    notes = [
+    methods = [
         "top-level layers; time includes nested layers; CPI = cycles / instructions summed over the type"
         if _types_cpi(a)
         else "top-level layers; time includes nested layers"
     ]
-    return TableSpec("layer types", cols, rows, notes)
+    return TableSpec("layer types", cols, rows, methods=methods)
 
 
 def roofline_spec(a: Analysis) -> TableSpec:
@@ -354,15 +359,15 @@ def roofline_spec(a: Analysis) -> TableSpec:
         )
     elif "traffic" in a.layers.missing:
         notes.append(f"measured traffic: {a.layers.missing['traffic'].note()}")
-    notes.append(
+    methods = [
         "bound by minimum bytes: 'memory' is certain; 'compute' is an upper bound on intensity "
         "(real traffic can only be larger); 'kernel: <cause>' where most of a layer's samples are in the OS kernel "
         "(page faults, syscalls), which no roof bounds"
-    )
+    ]
     if roof is not None:
-        notes.append(f"peak methods: {roof.gflops_method}; {roof.gbps_method}")
-        notes += [paper_sources(roof.paper)] if paper_sources(roof.paper) else []
-    return TableSpec("roofline", cols, rows, notes)
+        methods.append(f"peak methods: {roof.gflops_method}; {roof.gbps_method}")
+        methods += [paper_sources(roof.paper)] if paper_sources(roof.paper) else []
+    return TableSpec("roofline", cols, rows, notes, methods=methods)
 
 
 _ROOF_NEEDS = {

@@ -11,7 +11,7 @@ from hwprof.analysis.stages import STAGE_ORDER
 from hwprof.core.kernels import KIND_CODEC
 from hwprof.render.columns import Column, GroupRow, build
 from hwprof.render.fmt import pct
-from hwprof.render.tables import Col, TableSpec
+from hwprof.render.tables import Brief, Col, TableSpec
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
@@ -72,16 +72,18 @@ def stage_kernels_spec(a: Analysis) -> TableSpec | None:
     ahead = [
         f"{name} {pct(t.kinds[KIND_CODEC])}" for name, t in stages if name not in CODEC_STAGES and KIND_CODEC in t.kinds
     ]
-    notes = [
+    methods = [
         f"perf record in the kernels pass, every thread, {view.iterations} measured iterations: a sample belongs "
         "to the stage the pipeline thread was in at its time; of iteration = the stage's share of the samples; "
         "share = of the stage's sampled time; FFmpeg = its libraries inside OpenCV (a video's decode and encode: "
         "their internal functions have no symbols, so the library names the kernel)"
     ]
+    notes = []
     if ahead:
         notes.append(
             f"FFmpeg outside decode and encode ({', '.join(ahead)}): its decoder threads decode the next frames "
             "while the pipeline goes on (frame threading), so part of a video's decoding overlaps the later stages "
             "and is charged to them; the decode stage's time is what the pipeline waited for a frame"
         )
-    return TableSpec("kernels per pipeline stage (all threads)", cols, rows, notes)
+    title = "kernels per pipeline stage (all threads)"
+    return TableSpec(title, cols, rows, notes, methods=methods, brief=Brief(groups=len(rows), rows=1))

@@ -29,7 +29,7 @@ from hwprof.render.fmt import ms, pct
 from hwprof.render.input_lines import pass_inputs_text
 from hwprof.render.measured_flops import measured_flops
 from hwprof.render.report_sections import kernel_text
-from hwprof.render.tables import MISSING, Col, TableSpec, markdown, spec_renderables
+from hwprof.render.tables import MISSING, Col, LeftOut, TableSpec, markdown, spec_renderables
 from hwprof.render.weights_line import detections_summary, weights_summary
 from hwprof.schema.weights import WeightsDoc
 
@@ -207,7 +207,7 @@ def not_measured_line(a: Analysis) -> str | None:
 # ----------------------------------------------------------------------------- renderers
 
 
-def summary_renderables(a: Analysis, console: Console, left_out: list[str] | None = None) -> list[RenderableType]:
+def summary_renderables(a: Analysis, console: Console, left_out: list[LeftOut] | None = None) -> list[RenderableType]:
     """The first screen in the terminal: key lines, the top layers' table, findings, advice, what is missing.
     `left_out`: the report's list of the columns its tables left out (hwprof.render.tables.rich_render)."""
     grid = Table.grid(padding=(0, 1))
@@ -252,10 +252,10 @@ EVIDENCE_LINES = 2
 """The first screen's lines of a top finding's evidence; the rest is under it in the findings list."""
 
 
-def evidence_split(evidence: str, width: int) -> tuple[str, str]:
-    """A top finding's evidence as the first screen's part (at most EVIDENCE_LINES lines at `width`, cut at a
-    word) and the rest, which the findings list gives: together the evidence, each part said once."""
-    limit = EVIDENCE_LINES * max(width - 6, 20)
+def evidence_split(evidence: str, width: int, lines: int = EVIDENCE_LINES) -> tuple[str, str]:
+    """A top finding's evidence as the first screen's part (at most `lines` lines at `width`, cut at a word) and
+    the rest, which the findings list gives: together the evidence, each part said once."""
+    limit = lines * max(width - 6, 20)
     if len(evidence) <= limit:
         return evidence, ""
     cut = evidence.rfind(" ", 0, limit - 2)

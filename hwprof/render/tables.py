@@ -16,6 +16,8 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from hwprof.analysis.availability import AT_THE_END
+
 MISSING = "-"
 FIRST_COL_MAX = 32
 """The first column is kept whole up to this width (a longer key still folds rather than push every figure out)."""
@@ -35,6 +37,40 @@ class Col:
     this column before any other."""
 
 
+@dataclass(frozen=True)
+class Brief:
+    """How much of a long table the terminal shows: its first `groups` groups (a group: a row with a first cell,
+    and the rows under it with none: a layer and its kernels), at most `rows` rows of each."""
+
+    groups: int
+    rows: int = 1
+
+
+def briefed(spec: TableSpec) -> tuple[TableSpec, int]:
+    """The rows `spec.brief` keeps, and how many the terminal left out."""
+    if spec.brief is None:
+        return spec, 0
+    groups: list[list[list[str]]] = []
+    for row in spec.rows:
+        if (row and row[0]) or not groups:
+            groups.append([])
+        groups[-1].append(row)
+    kept = [group[: spec.brief.rows] for group in groups[: spec.brief.groups]]
+    shown = sum(len(group) for group in kept)
+    rows = [row for group in kept for row in group]
+    title = spec.title + (f" (the first {len(kept)} here)" if len(kept) < len(groups) else "")
+    return replace(spec, title=title, rows=rows), len(spec.rows) - shown
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """What the terminal left out of one table: columns that did not fit its width, rows past its brief."""
+
+    title: str
+    columns: list[str]
+    rows: int
+
+
 @dataclass
 class TableSpec:
     title: str
@@ -47,15 +83,18 @@ class TableSpec:
     key: str = ""
     """What the table is, for a renderer that treats one specially ("layers": the HTML page's whole, sortable
     layer table with an anchor per row)."""
+    brief: Brief | None = None
+    """The terminal's share of a long table (markdown and HTML show every row)."""
+    methods: list[str] = field(default_factory=list)
+    """How the figures were obtained (definitions, probes, scaling): under the table in markdown and HTML; the
+    terminal report says once where to read them (a default yolov7 report at 80 columns spent 60 of its 448 lines
+    on them)."""
 
     def without(self, index: int) -> TableSpec:
-        return TableSpec(
-            self.title,
-            [c for i, c in enumerate(self.cols) if i != index],
-            [[v for i, v in enumerate(row) if i != index] for row in self.rows],
-            self.notes,
-            self.more,
-            self.key,
+        return replace(
+            self,
+            cols=[c for i, c in enumerate(self.cols) if i != index],
+            rows=[[v for i, v in enumerate(row) if i != index] for row in self.rows],
         )
 
 
@@ -122,24 +161,42 @@ def _narrowed(spec: TableSpec, console: Console) -> TableSpec:
     return spec
 
 
-def rich_render(spec: TableSpec, console: Console, left_out: list[str] | None = None) -> RenderableType:
-    """The table fitted to the console, with its notes. `left_out`: a report's list of what its tables left out,
-    said once at its end (left_out_line): each table then names its dropped columns only."""
+def rich_render(spec: TableSpec, console: Console, left_out: list[LeftOut] | None = None) -> RenderableType:
+    """The table fitted to the console, with its notes (not its methods: the report says where they are). `left_out`:
+    a report's list of what its tables left out, said once at its end (left_out_line)."""
+    spec, rows = briefed(spec)
     fitted, dropped = fit(spec, console)
     parts: list[RenderableType] = [_rich_table(fitted)]
     notes = list(spec.notes)
-    if dropped and left_out is not None:
-        notes.append(f"left out: {', '.join(dropped)}")
-        left_out += dropped
-    elif dropped:
-        notes.append(f"columns left out at this width ({console.width}): {', '.join(dropped)}; {spec.more}")
-    for note in notes:
+    if left_out is not None:
+        left_out += [LeftOut(spec.title, dropped, rows)] if dropped or rows else []
+    else:
+        notes += [f"{rows} rows left out here: `--format markdown` has every one"] if rows else []
+        if dropped:
+            notes.append(f"columns left out at this width ({console.width}): {', '.join(dropped)}; {spec.more}")
+    for note in _unavailable_named_once(notes):
         parts.append(Text(note, style="dim"))
     return Group(*parts)
 
 
+def _unavailable_named_once(notes: list[str]) -> list[str]:
+    """A table's notes on metrics whose cause the report's end says (Missing.note: "CPI / IPC: unavailable: cycles,
+    instructions could not be counted (perf_events) (why: ...)") as one line naming them, in the place of the
+    first: the terminal report said one missing PMU in 14 lines (markdown keeps every note whole)."""
+    labels = [note.split(": unavailable: ")[0] for note in notes if _points_to_the_end(note)]
+    if not labels:
+        return notes
+    first = next(k for k, note in enumerate(notes) if _points_to_the_end(note))
+    rest = [note for note in notes if not _points_to_the_end(note)]
+    return [*rest[:first], f"unavailable: {', '.join(labels)} {AT_THE_END}", *rest[first:]]
+
+
+def _points_to_the_end(note: str) -> bool:
+    return note.endswith(AT_THE_END) and ": unavailable: " in note
+
+
 def spec_renderables(
-    spec: TableSpec, console: Console, note_style: str = "dim", left_out: list[str] | None = None
+    spec: TableSpec, console: Console, note_style: str = "dim", left_out: list[LeftOut] | None = None
 ) -> list[RenderableType]:
     """The table, or for a spec with no columns (nothing measured) its title and notes saying why."""
     if spec.cols:
@@ -147,14 +204,23 @@ def spec_renderables(
     return [Text(spec.title, style="bold"), *(Text(n, style=note_style) for n in spec.notes)]
 
 
-def left_out_line(left_out: list[str], width: int) -> str | None:
-    """The one line a report says about the columns its tables left out at this width, or None."""
+def left_out_line(left_out: list[LeftOut], width: int) -> str | None:
+    """The one line a report says about what its tables left out in the terminal, or None: how much, not which
+    (the list of every column named took ten lines at 80 columns)."""
     if not left_out:
         return None
-    return (
-        f"columns left out of the tables above at this width ({width}): a wider terminal, "
-        "`--format markdown` or layers.csv has every one"
-    )
+    columns = [t for t in left_out if t.columns]
+    rows = [t for t in left_out if t.rows]
+    said = [f"{sum(len(t.columns) for t in columns)} columns of {len(columns)} tables at this width ({width})"]
+    said += [f"{sum(t.rows for t in rows)} rows of {len(rows)} long tables"] if rows else []
+    return f"left out here: {' and '.join(said)}; `--format markdown`, report.html and layers.csv have every one"
+
+
+METHODS_LINE = "how each table's figures were obtained: under it in `--format markdown` and report.html"
+
+
+def has_methods(specs: list[TableSpec]) -> bool:
+    return any(spec.methods for spec in specs)
 
 
 def _md_cell(text: str) -> str:
@@ -169,7 +235,7 @@ def markdown(spec: TableSpec) -> str:
         for row in spec.rows:
             lines.append("| " + " | ".join(_md_cell(v) for v in row) + " |")
         lines.append("")
-    for note in spec.notes:
+    for note in [*spec.notes, *spec.methods]:
         lines.append(f"> {note}")
         lines.append("")
     return "\n".join(lines)
