@@ -63,15 +63,34 @@ def wait_for(path: Path, proc: subprocess.Popen[str], timeout_s: float = 240) ->
 
 
 def send(proc: subprocess.Popen[str], sig: int, times: int, gap_s: float = 0.03) -> None:
-    """`sig` sent `times` times, gap_s apart: long enough for the collect's handler to have taken the first (two
-    standard signals pending at once are one, and so are two taken before Python runs its handler), short
-    enough that the second comes before run.json is final. A forked worker that stops now ends within a few
-    hundredths of a second of the first signal, and a collect of a short pass made run.json final within 0.1 s
-    (0.3 s then 0.1 s gaps each saw the run end before the second signal)."""
+    """`sig` sent `times` times: each after the one before was delivered (no longer pending for the process), then
+    gap_s more: long enough for the collect's handler to have taken it (two standard signals pending at once are
+    one, and so are two taken before Python runs its handler), short enough that the second comes before run.json
+    is final. A forked worker that stops now ends within a few hundredths of a second of the first signal, and a
+    collect of a short pass made run.json final within 0.1 s (0.3 s then 0.1 s gaps each saw the run end before the
+    second signal). The wait for delivery: on a host whose CPUs other tests kept busy, a collect not scheduled
+    within 30 ms took both signals as one (fresh clone of 81cc6f3: kernels-SIGQUIT-twice received 1)."""
     for k in range(times):
         if k:
+            _delivered(proc.pid, sig)
             time.sleep(gap_s)
         proc.send_signal(sig)
+
+
+def _delivered(pid: int, sig: int, timeout_s: float = 2.0) -> None:
+    """Until `sig` is no longer pending for `pid` (/proc/PID/status ShdPnd: the process took it), or the process
+    is gone, or timeout_s passed."""
+    bit = 1 << (sig - 1)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return
+        pending = next((int(line.split()[1], 16) for line in status.splitlines() if line.startswith("ShdPnd:")), 0)
+        if not pending & bit:
+            return
+        time.sleep(0.001)
 
 
 @dataclass
