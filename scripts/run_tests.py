@@ -1,27 +1,29 @@
-"""tox's test command: the suite in two phases, each keeping this 2-CPU host's CPUs busy without two OpenMP
+"""tox's test command: the suite in three phases, each keeping this 2-CPU host's CPUs busy without two OpenMP
 teams sharing a CPU.
 
-1. Every module but LAST and UNPINNED on pytest-xdist workers, one per CPU (at most WORKERS), each pinned to its
-   own (tests/xdist_pin.py), a module at a time, handed out in this order as workers free up
-   (tests/xdist_order.py): the Ray modules first, one after the other on one worker (they may not run beside one
-   another: a node's ports and processes are the machine's; they spend part of their time waiting on their
-   nodes), then BESIDE_RAY, the other slow modules, and the unit modules last, whose many short modules fill
-   the end. Unpinned, two workers ran slower than one process: each collect's OpenMP team lost a thread to the
-   other worker at every barrier (test_runtimes.py and three program modules: 131 s side by side, 118 s one
-   after the other, 67 s on a CPU each; the whole suite on two unpinned xdist workers once took 30.8 min against
-   25.3 serially). A pinned worker's collects default to one thread (hwprof's default: the CPUs it may run on),
-   as on a one-CPU container.
-2. LAST (tests that compare timings or sampled shares: paired verdicts, neighbours named) and UNPINNED, alone,
+1. FIRST: the modules with no slow test, BESIDE_RAY (processes started, stopped and failed more than computing)
+   and the Ray modules, on pytest-xdist workers, one per CPU (at most WORKERS), unpinned; the Ray modules one
+   after the other on one worker (they may not run beside one another: a node's ports and processes are the
+   machine's), handed out first, then BESIDE_RAY, then the rest as workers free up (tests/xdist_order.py). The
+   Ray tests spend part of their time waiting on their nodes.
+2. The other slow modules on pytest-xdist workers, one per CPU, each pinned to its own (tests/xdist_pin.py), a
+   module at a time. Unpinned, two workers ran slower than one process: each collect's OpenMP team lost a
+   thread to the other worker at every barrier (test_runtimes.py and three program modules: 131 s side by side,
+   118 s one after the other, 67 s on a CPU each; the whole suite on two unpinned xdist workers once took 30.8
+   min against 25.3 serially). A pinned worker's collects default to one thread (hwprof's default: the CPUs it
+   may run on), as on a one-CPU container.
+3. LAST (tests that compare timings or sampled shares: paired verdicts, neighbours named) and UNPINNED, alone,
    with every CPU.
 
 Before anything, hwprof's cache is filled once (warm_cache). Measured on fresh clones (`CI=true bash .ci/run`,
 2 vCPUs): the two-process split of c24537e (Ray beside everything else in one process) 1,252-1,309 s; serially
 1,552-1,608 s. Also tried: more modules in the side process after the Ray modules, unpinned (1,309 s against
 1,283: both processes slowed); the Ray modules at nice 10 or 19 (no gain: a niced process still preempts one
-thread of an OpenMP team). Until 2026-11-28 the suite had three phases: the Ray modules (and three of BESIDE_RAY
-after them) in one pytest process beside another that ran the unit modules and BESIDE_RAY, balanced by hand (one
-idled at the end whenever a module's time moved: fresh clone of bba9b2d, 335 s against 368 s), then the other
-slow modules pinned, then LAST: each phase's end waited on its slowest worker.
+thread of an OpenMP team). Until 2026-11-28 the first phase was two pytest processes, the Ray modules (and
+three of BESIDE_RAY after them) in one, the rest in the other, balanced by hand: one idled at the end whenever
+a module's time moved (fresh clone of bba9b2d: 335 s against 368 s). Tried on 2026-11-28 and left: the first two
+phases as one pool of pinned workers (fresh clone of b625c80: 758 s against 358 + 367 s for the two phases of
+81cc6f3; the same work, no better packed, and 8 tests of the first phase written for every CPU failed pinned).
 
 With arguments (a test file, -k, -x ...), it is plain `pytest -m "not benchmark" ARGS`: the tests you name.
 Exit status: the first non-zero of the phases' pytest runs, else 0. Run from tests/ (tox's changedir).
@@ -51,20 +53,24 @@ LAST = (
 )  # fmt: skip
 """Modules whose verdicts rest on timings or sampled shares: run alone, after the rest. test_gate_programs is not
 one of them: its NEW program does 16x the FLOPs of OLD, which no load hides from ABBA blocks of whole runs, and
-its programs run one thread each (alone, its 20 one-thread runs in a row kept one CPU idle for 50 s)."""
+its programs run one thread each (alone, its 20 one-thread runs in a row kept one CPU idle for 50 s): it runs
+pinned."""
 BESIDE_RAY = (
     "test_fault_signals.py", "test_callgrind.py", "test_program_ends.py", "test_early_signals.py",
     "test_env_overrides.py", "test_program_faults.py", "test_run_dir_faults.py", "test_rlimits.py",
     "test_relative_paths.py", "test_child.py", "test_image_summary.py", "test_api_errors.py", "test_user_values.py",
     "test_run_dir_lock.py", "test_worker_failures.py",
 )  # fmt: skip
-"""Slow modules handed out right after the Ray modules, in this order (the longest first): their processes start,
-stop and fail (imports and signals, one thread each) more than they compute, and test_callgrind's verdicts are
-instruction counts, which no load moves."""
+"""Slow modules run in the first phase, handed out in this order (the longest first) after the Ray modules: their
+processes start, stop and fail (imports and signals, one thread each) more than they compute. The modules whose
+collects compute with two OpenMP threads lost most beside the Ray modules, whatever their priority: one thread
+of the team preempted stalls the other at every barrier (fresh clone of d2340d9, beside them against alone:
+test_disk_full's report test 67 s against 20.5, test_callgrind 64 against 33, the notebook 50 against 25)."""
 UNPINNED = ("test_file_size_limit.py",)
 """Slow modules that lost most on a pinned worker's one CPU: run at the end with LAST (py-spy at 1,000 Hz cut by
 the file-size limit took 210 s beside the other worker against 8 s alone). test_callgrind (valgrind: 62 s pinned
-against 33 alone) is pooled all the same: alone, it kept one CPU of two idle."""
+against 33 alone) runs in the first phase: its verdicts are instruction counts, which no load moves, and alone it
+kept one CPU of two idle."""
 WORKERS = 2
 """Pinned workers at most: the suite's host kind has 2 CPUs; more workers on a larger host would each run fewer
 threads than the tests were sized for."""
@@ -152,25 +158,25 @@ def phases(pytest: list[str], folder: Path) -> int:
     modules = sorted(p.name for p in tests.glob("test_*.py"))
     missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED) if m not in modules]
     if missing:
-        keep = "keep RAY_MODULES, LAST, BESIDE_RAY, UNPINNED up to date"
-        sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} ({keep})")
+        sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep RAY_MODULES, LAST, BESIDE_RAY up to date)")
     rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED)]
     unit = [m for m in rest if "mark.slow" not in (tests / m).read_text()]
     use = PhaseUse()
     with use.measure("warm_cache"):
         warm_cache()
+    order = ",".join(["+".join(RAY_MODULES), *BESIDE_RAY, *unit])  # tests/xdist_order.py
+    with use.measure("first"):
+        command = [*pytest, *junit(folder, "first"), *first_workers(), *RAY_MODULES, *BESIDE_RAY, *unit]
+        first = subprocess.call(command, env={**os.environ, ORDER_ENV: order})
     slow = [m for m in rest if m not in unit]
-    pooled = [*RAY_MODULES, *BESIDE_RAY, *slow, *unit]
-    order = ",".join(["+".join(RAY_MODULES), *BESIDE_RAY, *slow, *unit])  # tests/xdist_order.py
-    print(f"\n{'=' * 30} {len(pooled)} modules on pinned workers {'=' * 30}", flush=True)
+    print(f"\n{'=' * 30} {len(slow)} modules on pinned workers {'=' * 30}", flush=True)
     with use.measure("pinned"):
-        command = [*pytest, *junit(folder, "pinned"), *pinned_workers(), *pooled]
-        pooled_code = subprocess.call(command, env={**os.environ, ORDER_ENV: order})
+        second = subprocess.call([*pytest, *junit(folder, "pinned"), *pinned_workers(), *slow])
     print(f"\n{'=' * 30} LAST and UNPINNED, alone {'=' * 30}", flush=True)
     with use.measure("alone"):
-        alone_code = subprocess.call([*pytest, *junit(folder, "alone"), *UNPINNED, *LAST])
+        third = subprocess.call([*pytest, *junit(folder, "alone"), *UNPINNED, *LAST])
     use.report(folder / "phases.txt")
-    return pooled_code or alone_code
+    return first or second or third
 
 
 class PhaseUse:
@@ -204,14 +210,25 @@ class PhaseUse:
         out.write_text("\n".join(self.lines) + "\n")
 
 
+def first_workers() -> list[str]:
+    """pytest-xdist's options for the first phase: one unpinned worker per CPU (at most WORKERS), the work units
+    of $HWPROF_TEST_ORDER handed out in their order (tests/xdist_order.py); none where there is one CPU (the
+    order still holds)."""
+    cpus = len(os.sched_getaffinity(0))
+    options = ["-p", "xdist_order"]
+    if cpus < 2:
+        return options
+    return [*options, "-n", str(min(WORKERS, cpus)), "--dist", "loadfile"]
+
+
 def pinned_workers() -> list[str]:
     """pytest-xdist's options for one worker per CPU of this process (at most WORKERS), each worker on CPUs of
-    its own (tests/xdist_pin.py), a module (or a unit of $HWPROF_TEST_ORDER) at a time, handed out in that order
-    (tests/xdist_order.py; a module's fixtures stay one set-up); none where there is one CPU (the order holds)."""
+    its own (tests/xdist_pin.py), a module at a time (its module-scoped fixtures stay one collect); none where
+    there is one CPU."""
     cpus = len(os.sched_getaffinity(0))
     if cpus < 2:
-        return ["-p", "xdist_order"]
-    return ["-n", str(min(WORKERS, cpus)), "--dist", "loadfile", "-p", "xdist_pin", "-p", "xdist_order"]
+        return []
+    return ["-n", str(min(WORKERS, cpus)), "--dist", "loadfile", "-p", "xdist_pin"]
 
 
 if __name__ == "__main__":

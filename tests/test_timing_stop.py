@@ -83,4 +83,8 @@ def test_a_collect_without_iters_stops_when_resolved_and_one_with_iters_runs_the
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     passes = json.loads((tmp_path / "fixed" / "run.json").read_text())["passes"]
     for name in ("timing", "layers"):
-        assert "stopping" not in passes[name] and passes[name]["inputs"]["shapes"]["1x3x64x64"]["measured"] == 7
+        # --iters runs them all; the paired layers pass adds whole blocks (2 measured iterations each) only where
+        # its cost was not resolved (a busy worker: 9 on the fresh clone of b625c80)
+        added = passes[name].get("overhead", {}).get("added_blocks") or 0
+        measured = passes[name]["inputs"]["shapes"]["1x3x64x64"]["measured"]
+        assert "stopping" not in passes[name] and measured == 7 + 2 * added, passes[name]
