@@ -26,6 +26,16 @@ KEY = "from hwprof.core.host import cpuinfo_text\nfrom hwprof.core.torch_build i
 """A child's cache key, read without importing torch (the key holds sys.executable as the child sees it)."""
 
 
+TRUTH = "import json\nfrom hwprof.core.torch_build import read_build\nprint(json.dumps(read_build().to_json()))"
+
+
+def _truth() -> dict:
+    """What torch says of itself in a fresh process (this one's thread count may be another test's: a test that
+    called torch.set_num_threads(1) here left 1 behind on the fresh clone of 90ba8da)."""
+    done = subprocess.run([sys.executable, "-c", TRUTH], capture_output=True, text=True, check=True)
+    return json.loads(done.stdout)
+
+
 def _build_in_a_process(cache: Path) -> tuple[dict, bool]:
     """As `collect`'s own process asks for it: torch not imported before."""
     done = subprocess.run([sys.executable, "-c", CODE, str(cache)], capture_output=True, text=True, check=True)
@@ -36,7 +46,7 @@ def _build_in_a_process(cache: Path) -> tuple[dict, bool]:
 def test_the_cached_build_is_what_torch_says_and_is_read_without_importing_torch(tmp_path: Path) -> None:
     (first, imported), (second, imported_again) = _build_in_a_process(tmp_path), _build_in_a_process(tmp_path)
     assert imported and not imported_again, "read from torch once, then from the cache"
-    assert first == second == tb.read_build().to_json()
+    assert first == second == _truth()
     assert len(list(tmp_path.glob("torch-build-*.json"))) == 1
 
 
@@ -48,7 +58,7 @@ def test_another_thread_setting_is_another_key(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_a_damaged_cache_file_is_passed_over_and_an_unwritable_cache_costs_only_time(tmp_path: Path) -> None:
-    truth = tb.read_build().to_json()
+    truth = _truth()
     key = subprocess.run([sys.executable, "-c", KEY], capture_output=True, text=True, check=True).stdout.strip()
     path = tmp_path / f"torch-build-{key}.json"  # where a child writes the build (the first test shows it does)
     for text in ("{not json", json.dumps({"version": tb.CACHE_VERSION, "key": key, "value": {"num_threads": -3}})):
