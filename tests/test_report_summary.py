@@ -120,3 +120,27 @@ def test_the_report_says_each_thing_once_at_80_columns() -> None:
     lines = _report(FIXTURE, 80)
     assert _repeated_sentences(lines) == {}
     assert sum("left out" in line for line in lines) == 1  # "left out here: N columns of M tables ...", once
+
+
+def test_passes_that_stopped_alike_are_one_note_and_each_stands_whole_with_the_methods() -> None:
+    """A fresh default yolov7 report said "stopped after 10 measured iterations of the 20 planned" twice (kernels
+    with 4 ABBA blocks, trace with 5): the blocks are the table's column, so the note names both passes once."""
+    from hwprof.render.overhead_section import overhead_spec
+
+    a = analyse(RunData.load(FIXTURE))
+    kernels, trace, scalene = (
+        next(p for p in a.overheads.passes if p.name == n) for n in ("kernels", "trace", "scalene")
+    )
+    kernels.stopped = (
+        "stopped after 10 measured iterations of the 20 planned (4 ABBA blocks, then measured alone: the cost "
+        "resolved): resolved"
+    )
+    trace.stopped = "stopped after 10 measured iterations of the 20 planned (5 ABBA blocks): resolved"
+    scalene.stopped = "ran 20 measured iterations, its plan (10 ABBA blocks): model.0's share (x) not resolved"
+    spec = overhead_spec(a)
+    said = [n for n in spec.notes if "measured iterations" in n]
+    assert said == [
+        "trace, kernels: stopped after 10 measured iterations of the 20 planned: resolved",  # the table's order
+        "scalene: ran 20 measured iterations, its plan: model.0's share (x) not resolved",
+    ]
+    assert {f"{p.name}: {p.stopped}" for p in (kernels, trace, scalene)} <= set(spec.methods)

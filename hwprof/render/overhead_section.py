@@ -6,6 +6,7 @@ A figure that was not measured is never shown as 0 (MISSING, with a note).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from hwprof.analysis.paired_cost import MIN_BLOCKS, PAIRED, PASS_LEVEL, PassCostFigure
@@ -102,8 +103,19 @@ def _rows(o: Overheads, others: bool, notes: dict[str, int]) -> list[list[str]]:
     ]
 
 
+def _without_blocks(stopped: str) -> str:
+    """A pass's stopping text without its first parenthesis (its ABBA blocks: the table's blocks column), so that
+    passes that stopped alike are said once ("kernels, trace: stopped after 10 measured iterations of the 20
+    planned: resolved"); the whole text stands with the methods."""
+    return re.sub(r" \([^()]*\)", "", stopped, count=1)
+
+
 def _method_notes(o: Overheads, others: bool) -> list[str]:
-    """What the columns mean and the cost methods."""
+    """What the columns mean, the cost methods, and each pass's stopping whole."""
+    return [*_definitions(o, others), *(f"{p.name}: {p.stopped}" for p in o.passes if p.stopped and p.name != "timing")]
+
+
+def _definitions(o: Overheads, others: bool) -> list[str]:
     return [
         "cost = forward time with the pass's collectors / without; steal = the hypervisor's steal time during "
         "the pass, share of all CPUs (/proc/stat): timings of a pass with high steal are inflated"
@@ -123,7 +135,7 @@ def _pass_notes(o: Overheads) -> list[str]:
     stopped: dict[str, list[str]] = {}  # passes that stopped alike, named together
     for p in o.passes:
         if p.stopped and p.name != "timing":  # timing: its stages say it
-            stopped.setdefault(p.stopped, []).append(p.name)
+            stopped.setdefault(_without_blocks(p.stopped), []).append(p.name)
     notes = [f"{', '.join(names)}: {text}" for text, names in stopped.items()]
     notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
     notes += [f"{p.name}: {p.cost.shapes}" for p in o.passes if p.cost and p.cost.shapes]

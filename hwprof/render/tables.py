@@ -58,7 +58,7 @@ def briefed(spec: TableSpec) -> tuple[TableSpec, int]:
     kept = [group[: spec.brief.rows] for group in groups[: spec.brief.groups]]
     shown = sum(len(group) for group in kept)
     rows = [row for group in kept for row in group]
-    title = spec.title + (f" (the first {len(kept)} here)" if len(kept) < len(groups) else "")
+    title = spec.title + (f" (first {len(kept)})" if len(kept) < len(groups) else "")
     return replace(spec, title=title, rows=rows), len(spec.rows) - shown
 
 
