@@ -67,7 +67,7 @@ def test_passes_out_of_their_share_stop_and_say_what_is_not_resolved(tmp_path: P
     assert layers["budget_out"] and layers["iterations"] == 2 and not layers["resolved"], layers
     assert any(u.startswith("the cost (") for u in layers["unresolved"]), layers
     assert run["passes"]["layers"]["overhead"]["resolved"] is False
-    said = "layers: its share of the budget ran out after 2 measured iterations of the 20 planned (1 ABBA block)"
+    said = "layers: its share of the budget ran out after 2 measured iterations of the 20 planned: the cost ("
     assert said in done.stdout, done.stdout[-4000:]
     assert "timing pass: its share of the budget ran out after 1 iteration" in done.stdout
     assert "collect: every pass done" in done.stdout  # its line said the time expected while passes were left

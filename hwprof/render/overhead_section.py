@@ -103,7 +103,7 @@ def _rows(o: Overheads, others: bool, notes: dict[str, int]) -> list[list[str]]:
     ]
 
 
-def _without_blocks(stopped: str) -> str:
+def without_blocks(stopped: str) -> str:
     """A pass's stopping text without its first parenthesis (its ABBA blocks: the table's blocks column), so that
     passes that stopped alike are said once ("kernels, trace: stopped after 10 measured iterations of the 20
     planned: resolved"); the whole text stands with the methods."""
@@ -135,7 +135,7 @@ def _pass_notes(o: Overheads) -> list[str]:
     stopped: dict[str, list[str]] = {}  # passes that stopped alike, named together
     for p in o.passes:
         if p.stopped and p.name != "timing":  # timing: its stages say it
-            stopped.setdefault(_without_blocks(p.stopped), []).append(p.name)
+            stopped.setdefault(without_blocks(p.stopped), []).append(p.name)
     notes = [f"{', '.join(names)}: {text}" for text, names in stopped.items()]
     notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
     notes += [f"{p.name}: {p.cost.shapes}" for p in o.passes if p.cost and p.cost.shapes]
