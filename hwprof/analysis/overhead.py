@@ -169,6 +169,10 @@ def overheads(data: RunData, layers: LayerReport) -> Overheads:
     return out
 
 
+COUNTERS_OFF = "OUTSIDE the band: check the counters"
+"""Ends a counter cross-check that failed (counter_checks): the report keeps it among the notes."""
+
+
 def counter_checks(run: RunDoc) -> list[str]:
     """The counters' cross-checks in words, from perf_events' (or PAPI's) summary "checks"."""
     recorded = [
@@ -198,7 +202,7 @@ def counter_checks(run: RunDoc) -> list[str]:
         text = f"{name}: forward task-clock {cpu.ratio:.3f}x the counted threads' CPU time"
         lost = cpu.host_steal_irq_ns
         if lost is not None and cpu.process_cpu_ns:
-            verdict = "consistent" if cpu.consistent else "OUTSIDE the band: check the counters"
+            verdict = "consistent" if cpu.consistent else COUNTERS_OFF
             text += f"; host steal+IRQ {lost / cpu.process_cpu_ns:.1%} of it ({verdict})"
         lines.append(text)
     return lines

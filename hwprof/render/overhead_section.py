@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
+from hwprof.analysis.overhead import COUNTERS_OFF
 from hwprof.analysis.paired_cost import MIN_BLOCKS, PAIRED, PASS_LEVEL, PassCostFigure
 from hwprof.render.fmt import ms, num, pct
 from hwprof.render.tables import MISSING, Col, TableSpec
@@ -110,9 +111,14 @@ def without_blocks(stopped: str) -> str:
     return re.sub(r" \([^()]*\)", "", stopped, count=1)
 
 
+def _stopped(o: Overheads) -> list[tuple[str, str]]:
+    """(pass, how it stopped) where a rule decided; not the timing pass, whose stages say it."""
+    return [(p.name, p.stopped) for p in o.passes if p.stopped and p.name != "timing"]
+
+
 def _method_notes(o: Overheads, others: bool) -> list[str]:
     """What the columns mean, the cost methods, and each pass's stopping whole."""
-    return [*_definitions(o, others), *(f"{p.name}: {p.stopped}" for p in o.passes if p.stopped and p.name != "timing")]
+    return [*_definitions(o, others), *(f"{name}: {text}" for name, text in _stopped(o))]
 
 
 def _definitions(o: Overheads, others: bool) -> list[str]:
@@ -133,9 +139,8 @@ def _definitions(o: Overheads, others: bool) -> list[str]:
 def _pass_notes(o: Overheads) -> list[str]:
     """Per pass, what its cost leaves unresolved or out, and how it stopped."""
     stopped: dict[str, list[str]] = {}  # passes that stopped alike, named together
-    for p in o.passes:
-        if p.stopped and p.name != "timing":  # timing: its stages say it
-            stopped.setdefault(without_blocks(p.stopped), []).append(p.name)
+    for name, text in _stopped(o):
+        stopped.setdefault(without_blocks(text), []).append(name)
     notes = [f"{', '.join(names)}: {text}" for text, names in stopped.items()]
     notes += [f"{p.name}: {p.cost.extension}" for p in o.passes if p.cost and p.cost.extension]
     notes += [f"{p.name}: {p.cost.shapes}" for p in o.passes if p.cost and p.cost.shapes]
@@ -179,4 +184,4 @@ def _forward_notes(o: Overheads) -> list[str]:
 
 def _counters_off(check: str) -> bool:
     """A counter cross-check that failed (analysis.overhead.counter_checks): a note, not a method."""
-    return "OUTSIDE the band" in check
+    return COUNTERS_OFF in check

@@ -66,7 +66,6 @@ def briefed(spec: TableSpec) -> tuple[TableSpec, int]:
 class LeftOut:
     """What the terminal left out of one table: columns that did not fit its width, rows past its brief."""
 
-    title: str
     columns: list[str]
     rows: int
 
@@ -169,7 +168,7 @@ def rich_render(spec: TableSpec, console: Console, left_out: list[LeftOut] | Non
     parts: list[RenderableType] = [_rich_table(fitted)]
     notes = list(spec.notes)
     if left_out is not None:
-        left_out += [LeftOut(spec.title, dropped, rows)] if dropped or rows else []
+        left_out += [LeftOut(dropped, rows)] if dropped or rows else []
     else:
         notes += [f"{rows} rows left out here: `--format markdown` has every one"] if rows else []
         if dropped:

@@ -71,7 +71,8 @@ def plan_passes(config: RunConfig) -> Plan:
 
 
 def probe_each(wanted: list[type[Collector]], config: RunConfig) -> list[Capability | Exception]:
-    """Each collector's probe, in threads (a collect's and `hwprof doctor`'s); a probe's exception as its result.
+    """Each collector's probe, in threads (a collect's; `hwprof doctor` probes one after the other: side by side,
+    its probes of every collector died of SIGSEGV or SIGABRT now and then); a probe's exception as its result.
     A stop signal while they run ends the wait at once (the probes' threads finish on their own: each is bounded
     by its tool's time-out). Side by side, the probes take as long as the slowest (Scalene's, which profiles a
     short program: about 2 s alone) instead of their sum."""
