@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,32 @@ import pytest
 
 os.environ.setdefault("YOLO_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+CPU_PROPERTY = "cpu_s"
+"""A test's CPU seconds (this process and the children it waited for: its collects, their zygotes and workers),
+set-up to teardown, as a JUnit property that scripts/run_tests.py writes beside the wall time: on the suite's
+2-CPU host the first two phases are CPU-bound, so CPU-seconds, not a test's wall, say what it costs the suite (a
+test that runs two collects side by side costs twice its wall). A daemon the test did not wait for (a Ray node)
+is not counted."""
+_cpu_at_start: dict[str, float] = {}
+
+
+def _cpu_seconds() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+    _cpu_at_start[nodeid] = _cpu_seconds()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
+    outcome = yield
+    report = outcome.get_result()
+    start = _cpu_at_start.pop(item.nodeid, None) if report.when == "teardown" else None
+    if start is not None:
+        report.user_properties.append((CPU_PROPERTY, f"{_cpu_seconds() - start:.2f}"))
 
 
 @pytest.fixture
