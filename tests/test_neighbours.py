@@ -127,6 +127,31 @@ def test_other_work_is_busy_time_of_the_run_cpus_less_the_run_own_tree(tmp_path:
     assert back == load
 
 
+def test_a_member_reaped_outside_the_tree_keeps_its_ticks_in_the_run_own_time(tmp_path: Path) -> None:
+    """The collect's zygote killed before it reaped its worker (a pass stopped by two signals): init reaps the
+    worker, whose ticks then reach no member's cutime. Its ticks at the last scan stay the run's own (they made
+    the own time -3.86 s in a suite's run, which run.json's reader then refused)."""
+    proc = FakeProc(tmp_path / "proc")
+    proc.set_cpu(0, user=1000)
+    proc.set_proc(1, "init", 0, 5)
+    proc.set_proc(100, "hwprof", 1, 10)  # the collect
+    proc.set_proc(101, "hwprof-zygote", 100, 20)
+    proc.set_proc(102, "worker", 101, 5)  # forked by the zygote
+    proc.set_proc(103, "perf", 102, 7)  # the worker's child, reaped by it in the window
+    watch = NeighbourWatch(root=100, cpus={0}, interval_s=0, proc=tmp_path / "proc").start()
+    proc.set_proc(102, "worker", 101, 55, cutime=9)  # +50, and 103 reaped: +2 (9 - 7)
+    proc.drop(103)
+    watch.sample()
+    proc.drop(101)  # killed, reaped by the collect: its 20 ticks in the collect's cutime
+    proc.drop(102)  # reaped by init: its 64 ticks in no member's cutime
+    proc.set_proc(100, "hwprof", 1, 10, cutime=20)
+    proc.set_cpu(0, user=1000 + 52)
+    load = watch.stop()
+    assert load is not None
+    assert load.own_cpu_s == pytest.approx(52 * TICK_S)
+    assert load.other_cpu_s == pytest.approx(0.0)
+
+
 def test_busy_ticks_beyond_the_windows_capacity_are_clamped_to_it(tmp_path: Path) -> None:
     """/proc/stat's busy time and the tree's ticks are read apart: on a saturated host a short window once came
     out at 102% (run.json refused the share). The share is at most all of the CPUs' time; the CPU time stays as

@@ -8,7 +8,8 @@ thief; other processes of the same host are the other, and /proc shows both:
 Other work over a window = the CPUs' busy time less the CPU time of the run's own tree (the
 `hwprof collect` process, its workers and every descendant, reaped ones through cutime+cstime).
 Both come in USER_HZ ticks, so a window's figure is known to about a tick per CPU and per process
-at each end. The names of the outside processes that took most come from a low-rate background
+at each end. A member that leaves the tree unreaped by it (its parent died first) keeps its ticks in the
+tree's sum (left_unreaped). The names of the outside processes that took most come from a low-rate background
 scan of /proc/<pid>/stat (every SAMPLE_S): a process that lived between two scans is in the
 total but not in the names.
 """
@@ -172,6 +173,29 @@ def tree_ticks(procs: dict[int, ProcStat], members: set[int]) -> int:
     return sum(procs[p].ticks + procs[p].child_ticks for p in members if p in procs)
 
 
+def left_unreaped(before: dict[int, ProcStat], now: dict[int, ProcStat]) -> int:
+    """Ticks of the tree's members at the scan `before` that left it by `now` without their time reaching a
+    member's cutime: a member that exits is reaped by its parent, whose cutime then carries its ticks, unless
+    its parent died first (a worker the collect's zygote had not reaped when the zygote was killed: init reaps
+    it, and its ticks left the tree's sum, which then fell: own CPU of -3.86 s in a pass stopped by two
+    signals). Each vanished member's ticks at `before` are set against the cutime its nearest surviving
+    ancestor gained since; what that gain does not cover is lost to the tree."""
+    gone = {pid: p for pid, p in before.items() if pid not in now or now[pid].start != p.start}
+    owed: dict[int | None, int] = {}
+    for p in gone.values():
+        up, seen = p.ppid, {p.pid}
+        while up in gone and up not in seen:
+            seen.add(up)
+            up = gone[up].ppid
+        keeper = up if up in now and up in before and now[up].start == before[up].start else None
+        owed[keeper] = owed.get(keeper, 0) + p.ticks + p.child_ticks
+    lost = 0
+    for keeper, ticks in owed.items():
+        gained = 0 if keeper is None else now[keeper].child_ticks - before[keeper].child_ticks
+        lost += max(0, ticks - gained)
+    return lost
+
+
 class NeighbourWatch:
     """Start at a pass's start, stop at its end: the NeighbourLoad of the window between.
 
@@ -197,6 +221,10 @@ class NeighbourWatch:
         self._new: set[tuple[int, int]] = set()
         """Outside processes that were not there at the window's start: all their time is in it."""
         self._own: set[tuple[int, int]] = set()
+        self._members: dict[int, ProcStat] = {}
+        """The own tree at the last scan."""
+        self._lost = 0
+        """Ticks of own members that left the tree unreaped by it since the start (left_unreaped)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -206,8 +234,12 @@ class NeighbourWatch:
     def _scan(self, first: bool = False) -> dict[int, ProcStat]:
         procs = scan(self.proc)
         own = tree(procs, self.root)
+        members = {pid: procs[pid] for pid in own if pid in procs}
         with self._lock:
             self.scans += 1
+            if not first:
+                self._lost += left_unreaped(self._members, members)
+            self._members = members
             for p in procs.values():
                 key = (p.pid, p.start)
                 if p.pid in own:
@@ -250,7 +282,7 @@ class NeighbourWatch:
         if self._start is None:
             return None
         procs = self._scan()
-        own_ticks = tree_ticks(procs, tree(procs, self.root))
+        own_ticks = tree_ticks(procs, tree(procs, self.root)) + self._lost
         now = time.monotonic()
         busy = cpus_ns(BUSY_COLUMNS, self.cpus, self._stat)
         steal = cpus_ns((STEAL_COLUMN,), self.cpus, self._stat)
