@@ -32,6 +32,8 @@ Exit status: the first non-zero of the phases' pytest runs, else 0. Run from tes
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import itertools
 import os
 import subprocess
 import sys
@@ -66,6 +68,14 @@ processes start, stop and fail (imports and signals, one thread each) more than 
 collects compute with two OpenMP threads lost most beside the Ray modules, whatever their priority: one thread
 of the team preempted stalls the other at every barrier (fresh clone of d2340d9, beside them against alone:
 test_disk_full's report test 67 s against 20.5, test_callgrind 64 against 33, the notebook 50 against 25)."""
+PINNED_FIRST = (
+    "test_programs.py", "test_tracking.py", "test_gate_programs.py", "test_runtimes.py", "test_cli.py",
+    "test_program_own_changes.py", "test_docs.py", "test_disk_full.py",
+)  # fmt: skip
+"""The pinned phase's longest modules (fresh clone of 76a906e: 91 to 27 s each), handed out first, the longest
+first; the others follow in their collected order (each under 27 s), so that the short ones fill the end. xdist's
+own order (the most tests first) put a long module last: 417 s against 403 for this order, simulated on that
+clone's times."""
 UNPINNED = ("test_file_size_limit.py",)
 """Slow modules that lost most on a pinned worker's one CPU: run at the end with LAST (py-spy at 1,000 Hz cut by
 the file-size limit took 210 s beside the other worker against 8 s alone). test_callgrind (valgrind: 62 s pinned
@@ -121,29 +131,91 @@ def junit(folder: Path, phase: str) -> list[str]:
     return [f"--junitxml={folder / f'{phase}.xml'}"]
 
 
-def write_durations(folder: Path) -> Path:
-    """durations.tsv from the phases' JUnit files (phase, wall seconds, CPU seconds, test id), the most wall first;
-    the SLOWEST by wall and the SLOWEST by CPU printed. CPU seconds are tests/conftest.py's property (the test's
-    process and the children it waited for): on the CPU-bound phases they, not the wall, are what a test costs."""
-    rows: list[tuple[str, float, float | None, str]] = []
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One test of one phase, from its JUnit testcase and tests/conftest.py's properties."""
+
+    phase: str
+    seconds: float
+    cpu_s: float | None
+    started: float | None
+    """Epoch seconds at its start."""
+    worker: str
+    name: str
+
+
+def read_cases(folder: Path) -> list[Case]:
+    cases = []
     for xml in sorted(folder.glob("*.xml")):
         for case in ET.parse(xml).iter("testcase"):
-            name = f"{case.get('classname', '')}::{case.get('name', '')}"
-            cpu = next((p.get("value") for p in case.iter("property") if p.get("name") == "cpu_s"), None)
-            rows.append((xml.stem, float(case.get("time") or 0.0), float(cpu) if cpu else None, name))
-    rows.sort(key=lambda row: -row[1])
+            props = {p.get("name"): p.get("value") for p in case.iter("property")}
+            cpu, started = props.get("cpu_s"), props.get("started")
+            cases.append(
+                Case(
+                    xml.stem,
+                    float(case.get("time") or 0.0),
+                    float(cpu) if cpu else None,
+                    float(started) if started else None,
+                    props.get("worker") or "main",
+                    f"{case.get('classname', '')}::{case.get('name', '')}",
+                )
+            )
+    return cases
+
+
+def write_durations(folder: Path) -> Path:
+    """durations.tsv from the phases' JUnit files (phase, wall seconds, CPU seconds, start within the phase,
+    worker, test id), the most wall first; the SLOWEST by wall and by CPU printed, and each worker's timeline.
+    CPU seconds are tests/conftest.py's property (the test's process and the children it waited for): on the
+    CPU-bound phases they, not the wall, are what a test costs."""
+    cases = sorted(read_cases(folder), key=lambda c: -c.seconds)
+    origin = {c.phase: min((x.started for x in cases if x.phase == c.phase and x.started), default=0.0) for c in cases}
+
+    def at(c: Case) -> str:
+        return "" if c.started is None else f"{c.started - origin[c.phase]:.1f}"
+
     out = folder / "durations.tsv"
-    lines = (f"{p}\t{s:.2f}\t{'' if c is None else f'{c:.2f}'}\t{n}\n" for p, s, c, n in rows)
-    out.write_text("phase\tseconds\tcpu_s\ttest\n" + "".join(lines))
-    walls, cpus = sum(r[1] for r in rows), sum(r[2] or 0.0 for r in rows)
-    print(f"\n{'=' * 30} the {SLOWEST} slowest of {len(rows)} tests (all in {out}) {'=' * 30}", flush=True)
+    lines = (f"{c.phase}\t{c.seconds:.2f}\t{_num(c.cpu_s)}\t{at(c)}\t{c.worker}\t{c.name}\n" for c in cases)
+    out.write_text("phase\tseconds\tcpu_s\tstarted_s\tworker\ttest\n" + "".join(lines))
+    walls, cpus = sum(c.seconds for c in cases), sum(c.cpu_s or 0.0 for c in cases)
+    print(f"\n{'=' * 30} the {SLOWEST} slowest of {len(cases)} tests (all in {out}) {'=' * 30}", flush=True)
     print(f"all tests: {walls:,.0f} s of wall, {cpus:,.0f} CPU-s", flush=True)
-    for phase, seconds, cpu, name in rows[:SLOWEST]:
-        print(f"{seconds:8.2f} s {'' if cpu is None else f'{cpu:7.1f} CPU-s'}  {phase:<8} {name}", flush=True)
+    for c in cases[:SLOWEST]:
+        print(f"{c.seconds:8.2f} s {_num(c.cpu_s, ' CPU-s'):>12}  {c.phase:<8} {c.name}", flush=True)
     print(f"\n{'=' * 30} the {SLOWEST} most CPU-seconds {'=' * 30}", flush=True)
-    for phase, seconds, cpu, name in sorted(rows, key=lambda row: -(row[2] or 0.0))[:SLOWEST]:
-        print(f"{cpu or 0.0:8.1f} CPU-s {seconds:7.2f} s  {phase:<8} {name}", flush=True)
+    for c in sorted(cases, key=lambda c: -(c.cpu_s or 0.0))[:SLOWEST]:
+        print(f"{c.cpu_s or 0.0:8.1f} CPU-s {c.seconds:7.2f} s  {c.phase:<8} {c.name}", flush=True)
+    print(f"\n{'=' * 30} each worker's timeline {'=' * 30}", flush=True)
+    for line in timelines(cases):
+        print(line, flush=True)
     return out
+
+
+def _num(value: float | None, unit: str = "") -> str:
+    return "" if value is None else f"{value:.2f}{unit}"
+
+
+def timelines(cases: list[Case]) -> list[str]:
+    """Per phase and worker: its tests' span within the phase, the time in tests and between them (pytest's
+    own work, and a worker waiting for its next module), the longest gap and the test after it."""
+    lines = []
+    for phase, worker in sorted({(c.phase, c.worker) for c in cases if c.started is not None}):
+        mine = sorted((c for c in cases if (c.phase, c.worker) == (phase, worker) and c.started), key=_began)
+        origin = min(_began(c) for c in cases if c.phase == phase and c.started)
+        end = max(_began(c) + c.seconds for c in mine)
+        busy = sum(c.seconds for c in mine)
+        gaps = [(_began(b) - (_began(a) + a.seconds), b.name) for a, b in itertools.pairwise(mine)]
+        gap, after = max(gaps, default=(0.0, ""))
+        lines.append(
+            f"{phase} {worker}: {len(mine)} tests from +{_began(mine[0]) - origin:.0f} s to +{end - origin:.0f} s, "
+            f"{busy:.0f} s in tests, {end - _began(mine[0]) - busy:.0f} s between them"
+            + (f" (the longest {gap:.1f} s, before {after})" if gap > 1 else "")
+        )
+    return lines
+
+
+def _began(case: Case) -> float:
+    return case.started or 0.0
 
 
 def main(args: list[str]) -> int:
@@ -165,9 +237,10 @@ def main(args: list[str]) -> int:
 def phases(pytest: list[str], folder: Path) -> int:
     tests = Path.cwd()
     modules = sorted(p.name for p in tests.glob("test_*.py"))
-    missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED) if m not in modules]
+    missing = [m for m in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED, *PINNED_FIRST) if m not in modules]
     if missing:
-        sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep RAY_MODULES, LAST, BESIDE_RAY up to date)")
+        lists = "RAY_MODULES, LAST, BESIDE_RAY, UNPINNED, PINNED_FIRST"
+        sys.exit(f"run_tests.py: {', '.join(missing)} not in {tests} (keep {lists} up to date)")
     rest = [m for m in modules if m not in (*RAY_MODULES, *LAST, *BESIDE_RAY, *UNPINNED)]
     unit = [m for m in rest if "mark.slow" not in (tests / m).read_text()]
     use = PhaseUse()
@@ -180,7 +253,8 @@ def phases(pytest: list[str], folder: Path) -> int:
     slow = [m for m in rest if m not in unit]
     print(f"\n{'=' * 30} {len(slow)} modules on pinned workers {'=' * 30}", flush=True)
     with use.measure("pinned"):
-        second = subprocess.call([*pytest, *junit(folder, "pinned"), *pinned_workers(), *slow])
+        command = [*pytest, *junit(folder, "pinned"), *pinned_workers(), *slow]
+        second = subprocess.call(command, env={**os.environ, ORDER_ENV: ",".join(PINNED_FIRST)})
     print(f"\n{'=' * 30} LAST and UNPINNED, alone {'=' * 30}", flush=True)
     with use.measure("alone"):
         third = subprocess.call([*pytest, *junit(folder, "alone"), *UNPINNED, *LAST])
@@ -232,12 +306,12 @@ def first_workers() -> list[str]:
 
 def pinned_workers() -> list[str]:
     """pytest-xdist's options for one worker per CPU of this process (at most WORKERS), each worker on CPUs of
-    its own (tests/xdist_pin.py), a module at a time (its module-scoped fixtures stay one collect); none where
-    there is one CPU."""
+    its own (tests/xdist_pin.py), a module at a time (its module-scoped fixtures stay one collect), PINNED_FIRST
+    handed out first (tests/xdist_order.py); none where there is one CPU."""
     cpus = len(os.sched_getaffinity(0))
     if cpus < 2:
         return []
-    return ["-n", str(min(WORKERS, cpus)), "--dist", "loadfile", "-p", "xdist_pin"]
+    return ["-n", str(min(WORKERS, cpus)), "--dist", "loadfile", "-p", "xdist_pin", "-p", "xdist_order"]
 
 
 if __name__ == "__main__":

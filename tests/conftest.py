@@ -6,6 +6,7 @@ import os
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,10 @@ set-up to teardown, as a JUnit property that scripts/run_tests.py writes beside 
 2-CPU host the first two phases are CPU-bound, so CPU-seconds, not a test's wall, say what it costs the suite (a
 test that runs two collects side by side costs twice its wall). A daemon the test did not wait for (a Ray node)
 is not counted."""
-_cpu_at_start: dict[str, float] = {}
+STARTED_PROPERTY, WORKER_PROPERTY = "started", "worker"
+"""When the test began (epoch seconds) and on which xdist worker: each worker's timeline, its idle gaps and its
+last test, rebuilt from the JUnit files (scripts/run_tests.py's timelines)."""
+_cpu_at_start: dict[str, tuple[float, float]] = {}
 
 
 def _cpu_seconds() -> float:
@@ -28,7 +32,7 @@ def _cpu_seconds() -> float:
 
 
 def pytest_runtest_logstart(nodeid: str, location: object) -> None:
-    _cpu_at_start[nodeid] = _cpu_seconds()
+    _cpu_at_start[nodeid] = (_cpu_seconds(), time.time())
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -37,7 +41,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     report = outcome.get_result()
     start = _cpu_at_start.pop(item.nodeid, None) if report.when == "teardown" else None
     if start is not None:
-        report.user_properties.append((CPU_PROPERTY, f"{_cpu_seconds() - start:.2f}"))
+        cpu, began = start
+        report.user_properties.append((CPU_PROPERTY, f"{_cpu_seconds() - cpu:.2f}"))
+        report.user_properties.append((STARTED_PROPERTY, f"{began:.2f}"))
+        report.user_properties.append((WORKER_PROPERTY, os.environ.get("PYTEST_XDIST_WORKER", "main")))
 
 
 @pytest.fixture
