@@ -66,6 +66,24 @@ def test_probe_reports_why_scalene_cannot_be_imported(tmp_path: Path, monkeypatc
     assert re.fullmatch(r"\S+ -m pip install 'pydantic[<>=!~].*'", cap.fix), cap.fix
 
 
+def test_a_probe_that_found_scalene_is_kept_and_read_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Scalene's CLI started once per environment (1.8 CPU-s of every collect that plans its pass): kept in
+    hwprof's cache under its key, read back without starting it; another PYTHONPATH is another key."""
+    pytest.importorskip("scalene")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    sc._probe.cache_clear()
+    first = sc.ScaleneCollector.probe(RunConfig())
+    assert first.available, first.reason
+    (kept,) = (tmp_path / "hwprof").glob("scalene-probe-*.json")
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(sc, "_probe", lambda command, memory: calls.append(command) or sc.Capability.unavailable("x"))
+    again = sc.ScaleneCollector.probe(RunConfig())
+    assert again.available and again.details == first.details and calls == [], "read back, Scalene not started"
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    assert not sc.ScaleneCollector.probe(RunConfig()).available and len(calls) == 1, "another key: probed again"
+    assert [p.name for p in (tmp_path / "hwprof").glob("scalene-probe-*.json")] == [kept.name], "a failure not kept"
+
+
 def test_import_errors_other_than_a_missing_dependency_reinstall_scalene() -> None:
     command = (sys.executable, "-P", "-m", "scalene")
     broken = "ImportError: cannot import name 'PositiveInt' from 'pydantic'"

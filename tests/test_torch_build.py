@@ -12,6 +12,7 @@ import pytest
 
 from hwprof.core import torch_build as tb
 from hwprof.core.host import cpuinfo_text
+from hwprof.core.kept import CACHE_VERSION
 
 CODE = (
     "import sys, json\n"
@@ -61,7 +62,7 @@ def test_a_damaged_cache_file_is_passed_over_and_an_unwritable_cache_costs_only_
     truth = _truth()
     key = subprocess.run([sys.executable, "-c", KEY], capture_output=True, text=True, check=True).stdout.strip()
     path = tmp_path / f"torch-build-{key}.json"  # where a child writes the build (the first test shows it does)
-    for text in ("{not json", json.dumps({"version": tb.CACHE_VERSION, "key": key, "value": {"num_threads": -3}})):
+    for text in ("{not json", json.dumps({"version": CACHE_VERSION, "key": key, "value": {"num_threads": -3}})):
         path.write_text(text)
         build, imported = _build_in_a_process(tmp_path)
         assert build == truth and imported
@@ -90,7 +91,7 @@ def test_the_profiler_probe_is_kept_once_it_recorded_its_ops_and_a_failed_one_is
     monkeypatch.setattr(tp, "_probe_in_child", lambda python: calls.append(python) or tp.Capability.unavailable("x"))
     probe.cache_clear()
     assert probe(sys.executable) == real and calls == [], "read back from the cache, no child"
-    path.write_text(json.dumps({"version": tb.CACHE_VERSION, "key": path.stem[-16:], "value": {"ok": "yes"}}))
+    path.write_text(json.dumps({"version": CACHE_VERSION, "key": path.stem[-16:], "value": {"ok": "yes"}}))
     probe.cache_clear()
     assert not probe(sys.executable).available and calls == [sys.executable], "a damaged file: probed again"
     assert json.loads(path.read_text())["value"] == {"ok": "yes"}, "the failed probe was not written over it"

@@ -93,6 +93,36 @@ def scalene_command(config: RunConfig, python: str) -> list[str] | None:
     return [python, "-P", "-m", "scalene"]
 
 
+def _kept_probe(command: tuple[str, ...], memory: bool) -> Capability:
+    """This environment's Scalene probed once and kept in hwprof's cache (hwprof.core.kept) while its key holds:
+    Scalene's version and folder, the command, this Python and its PYTHONPATH, the memory option and whether the
+    memory profiler's shim (libscalene.so) is there. The probe starts Scalene's CLI (1.8 CPU-seconds of every
+    collect that plans the Scalene pass on a 2-CPU VM); one that failed runs again."""
+    from hwprof.core.host import hwprof_cache_or_none
+    from hwprof.core.kept import kept, key_of
+
+    spec = importlib.util.find_spec("scalene")
+    try:
+        version = metadata.version("scalene")
+    except metadata.PackageNotFoundError:
+        version = None
+    if spec is None or not spec.origin or version is None:
+        key = None
+    else:
+        shim = (Path(spec.origin).parent / "libscalene.so").exists()
+        env = [f"{k}={os.environ.get(k, '')}" for k in ("PYTHONPATH", "PYTHONHOME")]  # what Scalene's CLI imports
+        key = key_of([version, spec.origin, sys.executable, *command, f"memory={memory}", f"shim={shim}", *env])
+    return kept(
+        hwprof_cache_or_none(),
+        "scalene-probe",
+        key,
+        lambda: _probe(command, memory),
+        load=lambda data: Capability.ok(details=ScaleneProbe.from_json(data, "the cache", "probe.")),
+        dump=lambda found: found.details.to_json(),
+        keep=lambda found: found.available,
+    )
+
+
 @functools.cache
 def _probe(command: tuple[str, ...], memory: bool) -> Capability:
     """Scalene's `run --help-advanced` must offer the options this collector uses (the 2.x CLI)."""
@@ -189,7 +219,9 @@ class ScaleneCollector(Collector):
         if command is None:
             where = config.extra.get("scalene_path") or f"the scalene package for {sys.executable}"
             return Capability.unavailable(f"scalene not found ({where})", "pip install 'scalene>=2.4'")
-        return _probe(tuple(command), config.scalene_memory)
+        if config.extra.get("scalene_path"):
+            return _probe(tuple(command), config.scalene_memory)
+        return _kept_probe(tuple(command), config.scalene_memory)
 
     def wrap_command(self, command: list[str], ctx: PassContext) -> list[str]:
         try:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
-import json
 import os
 import platform
 import re
@@ -22,13 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from hwprof.schema.check import RunDirError
+from hwprof.core.kept import kept, key_of
 from hwprof.schema.codec import JsonObject
 from hwprof.schema.host import TorchBuild
 
 T = TypeVar("T")
 
-CACHE_VERSION = 2
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "ATEN_CPU_CAPABILITY", "KMP_AFFINITY", "GOMP_CPU_AFFINITY")
 """What torch reads at import for its thread count and its kernels' instruction set."""
 CPU_FIELDS = ("vendor_id", "cpu family", "model", "stepping", "flags", "Features", "CPU implementer", "CPU part")
@@ -53,7 +51,7 @@ def _key(cpuinfo: str) -> str | None:
     cpu = hashlib.sha1("\n".join(x for x in first if x.startswith(CPU_FIELDS)).encode()).hexdigest()
     env = [f"{k}={os.environ.get(k, '')}" for k in THREAD_VARIABLES]
     parts = [version, spec.origin, sys.executable, platform.machine(), cpu, str(sorted(os.sched_getaffinity(0))), *env]
-    return hashlib.sha1("|".join(parts).encode()).hexdigest()[:16]
+    return key_of(parts)
 
 
 def read_build() -> TorchBuild:
@@ -99,28 +97,7 @@ def cached_per_build(
     dump: Callable[[T], JsonObject],
     keep: Callable[[T], bool] = lambda _: True,
 ) -> T:
-    """What `compute` says of this torch build, kept in hwprof's cache as `name-KEY.json` (`dump`'s JSON object)
-    under the build's key (_key) and read back with `load` while the key holds; else computed, and written
-    where `keep` says so (a probe that failed may succeed next time). A cache file that cannot be read, parsed
-    or loaded, or a folder that cannot be written, is passed over: the value is computed."""
+    """What `compute` says of this torch build, kept in hwprof's cache as `name-KEY.json` under the build's key
+    (_key; hwprof.core.kept)."""
     key = _key(cpuinfo) if cache is not None else None
-    if cache is None or key is None:
-        return compute()
-    path = cache / f"{name}-{key}.json"
-    try:
-        data = json.loads(path.read_text())
-        if data.get("version") == CACHE_VERSION and data.get("key") == key:
-            return load(data["value"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, RunDirError):
-        pass
-    value = compute()
-    if not keep(value):
-        return value
-    try:
-        from hwprof.core.atomic import atomic_write_text
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(path, json.dumps({"version": CACHE_VERSION, "key": key, "value": dump(value)}))
-    except (OSError, ValueError):
-        pass
-    return value
+    return kept(cache, name, key, compute, load=load, dump=dump, keep=keep)
