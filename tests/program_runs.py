@@ -29,9 +29,10 @@ def collect(
     timeout: float = 300,
     stdin: str | None = None,
     env: dict[str, str] | None = None,
+    columns: int = 200,
 ) -> subprocess.CompletedProcess[str]:
     """`hwprof collect OPTIONS --out OUT -- python COMMAND...`, from OUT's parent folder (`env`: the environment,
-    os.environ by default)."""
+    os.environ by default; `columns`: the width its report is printed at)."""
     return subprocess.run(
         [sys.executable, "-P", "-m", "hwprof", "collect", *options, "--out", str(out), "--", "python", *command],
         cwd=out.parent,
@@ -39,7 +40,7 @@ def collect(
         capture_output=True,
         timeout=timeout,
         input=stdin,
-        env={**(os.environ if env is None else env), "COLUMNS": "200"},
+        env={**(os.environ if env is None else env), "COLUMNS": str(columns)},
     )
 
 

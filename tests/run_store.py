@@ -45,7 +45,8 @@ RECIPES: dict[str, Recipe] = {
             "--only", "timing,flops,torch_profiler,pyspy",
         ),
         "the CLI's run.json and report, the docs' shown commands, the allocator advise's baseline, the notebook's "
-        "second run, the built-in run a program's layers are compared with (test_program_layers): a complete run "
+        "second run, the built-in run a program's layers are compared with (test_program_layers), the size of the "
+        "tmpfs that a collect of the same options fills in its report (test_disk_full): a complete run "
         "of the built-in pipeline with the timing, layers and trace passes",
     ),
     "layers": Recipe(

@@ -11,15 +11,18 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from run_store import RECIPES, stored_run
 
 pytestmark = pytest.mark.fault
 
 COLLECT = [sys.executable, "-m", "hwprof", "collect", "--model", "yolov8n", "--imgsz", "64", "--iters", "2"]
 COLLECT += ["--warmup", "1"]
+COLLECT_ONLY = [sys.executable, "-P", "-m", "hwprof", "collect"]
+"""`hwprof collect` as tests/run_store.py runs it, given a recipe's options."""
 
 
 @contextlib.contextmanager
@@ -45,8 +48,8 @@ def _fill(folder: Path) -> None:
                     out.write(b"\0" * size)
 
 
-def _collect(out: Path, *extra: str) -> tuple[int, list[str]]:
-    done = subprocess.run([*COLLECT, *extra, "--out", str(out)], capture_output=True, text=True, timeout=900)
+def _collect(out: Path, *extra: str, command: Sequence[str] = COLLECT) -> tuple[int, list[str]]:
+    done = subprocess.run([*command, *extra, "--out", str(out)], capture_output=True, text=True, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.strip()]
     return done.returncode, lines + [line for line in done.stderr.splitlines() if line.strip()]
 
@@ -142,22 +145,26 @@ def _pages(path: Path) -> int:
 
 
 @pytest.mark.slow
-def test_collect_running_out_of_space_in_the_report_keeps_the_run_complete_and_exits_1(tmp_path: Path) -> None:
+def test_collect_running_out_of_space_in_the_report_keeps_the_run_complete_and_exits_1(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     """A tmpfs that holds the passes, run.json, summary.json, layers.csv and the plots, not the trace: sized
-    from the same collect made first on a roomy disk (the passes' files change with the model's outputs: they
-    grew from ~1.75 to ~2.9 MB when the seeded init began to give NMS candidates), with room for
-    a quarter of the trace beside the space reserve whether the reserve is still held or already given back."""
+    from the same collect made on a roomy disk, the suite's stored small run (tests/run_store.py: built once for
+    the tests that read it; the passes' files change with the model's outputs: they grew from ~1.75 to ~2.9 MB
+    when the seeded init began to give NMS candidates), with room for a third of the trace beside the space
+    reserve whether the reserve is still held or already given back (a third, not a quarter: py-spy's files,
+    ~55 KB, grow with the time a pass takes, which the host's load stretches)."""
     from hwprof.core.atomic import RESERVE_BYTES
 
-    probe = tmp_path / "probe"
-    code, lines = _collect(probe, "--only", "timing,flops,torch_profiler")
-    assert code == 0, lines
+    stored = stored_run(tmp_path_factory, "small", tmp_path / "probe")
+    assert stored.returncode == 0, stored.stdout + stored.stderr
+    probe = stored.path
     trace = _pages(probe / "trace.pftrace")
     rest = sum(_pages(p) for p in probe.rglob("*") if p.is_file()) - trace
-    assert trace > RESERVE_BYTES + trace // 4, "the trace is too small for this test to tell its write apart"
-    with tmpfs(tmp_path / "fs", f"{(rest + RESERVE_BYTES + trace // 4) // 1024}k") as fs:
+    assert trace > RESERVE_BYTES + trace // 3, "the trace is too small for this test to tell its write apart"
+    with tmpfs(tmp_path / "fs", f"{(rest + RESERVE_BYTES + trace // 3) // 1024}k") as fs:
         out = fs / "run"
-        code, lines = _collect(out, "--only", "timing,flops,torch_profiler")
+        code, lines = _collect(out, *RECIPES["small"].args, command=COLLECT_ONLY)
         errors = _the_full_disk_error(code, lines, out)
         run = json.loads((out / "run.json").read_text())
         assert run["status"] == "complete", "the collection itself is complete"

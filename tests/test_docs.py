@@ -218,7 +218,26 @@ def test_troubleshooting_quotes_the_fixes_the_commands_print() -> None:
 # --- the short commands, run -----------------------------------------------------------------------------------
 
 
-def _hwprof(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+IN_PROCESS = {"report", "trace"}
+"""Commands run in the test's process (`hwprof.cli.main.main`, what `python -m hwprof` runs; their output read
+from the file descriptors): a process of their own spent ~1 of its ~1.5 CPU-s starting and importing the analysis
+and the renderers again for each line. tests/test_cli.py runs `hwprof report` in a fresh process. The commands
+that name no run, doctor (which probes every collector) and models, still run in processes of their own."""
+
+
+def _hwprof(
+    words: list[str], cwd: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> subprocess.CompletedProcess[str]:
+    if words[0] in IN_PROCESS:
+        from hwprof.cli.main import main
+
+        with monkeypatch.context() as patch:
+            patch.chdir(cwd)
+            patch.setenv("COLUMNS", "120")
+            capfd.readouterr()
+            code = main(list(words))
+            out, err = capfd.readouterr()
+        return subprocess.CompletedProcess(["hwprof", *words], code, out, err)
     return subprocess.run(
         [sys.executable, "-P", "-m", "hwprof", *words],
         cwd=cwd, capture_output=True, text=True, timeout=600, env={**os.environ, "COLUMNS": "120"},
@@ -258,12 +277,14 @@ def recorded_run(tmp_path: Path) -> Path:
     return run
 
 
-def test_the_short_commands_shown_run_on_a_recorded_run(recorded_run: Path, tmp_path: Path) -> None:
+def test_the_short_commands_shown_run_on_a_recorded_run(
+    recorded_run: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     ran = []
     for shown, words in _runnable(recorded_run):
         if words[0] == "trace":
             continue  # the recorded run keeps no raw records (the slow test below traces a real one)
-        done = _hwprof(words, tmp_path)
+        done = _hwprof(words, tmp_path, capfd, monkeypatch)
         assert done.returncode == 0, f"{_lines(shown)}\n{done.stdout}\n{done.stderr}"
         assert "Traceback" not in done.stdout + done.stderr, _lines(shown)
         ran.append(words[0])
@@ -271,7 +292,9 @@ def test_the_short_commands_shown_run_on_a_recorded_run(recorded_run: Path, tmp_
 
 
 @pytest.mark.slow
-def test_the_short_commands_shown_run_on_a_tiny_collect(tmp_path: Path, tmp_path_factory) -> None:
+def test_the_short_commands_shown_run_on_a_tiny_collect(
+    tmp_path: Path, tmp_path_factory, capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A real collect of yolov8n at 64 (the suite's stored small run: timing, layers and trace passes), then every
     short command the docs show on it (those that name no run, models and doctor, ran on the recorded run)."""
     stored = stored_run(tmp_path_factory, "small", tmp_path / "tiny")
@@ -281,7 +304,7 @@ def test_the_short_commands_shown_run_on_a_tiny_collect(tmp_path: Path, tmp_path
     for shown, words in _runnable(run):
         if str(run) not in words:
             continue  # models, doctor: the same words ran in the test above
-        done = _hwprof(words, tmp_path)
+        done = _hwprof(words, tmp_path, capfd, monkeypatch)
         assert done.returncode == 0, f"{_lines(shown)}\n{done.stdout}\n{done.stderr}"
         ran.append(words[0])
     assert "trace" in ran and "report" in ran

@@ -41,6 +41,7 @@ class Runs:
     counts: dict[str, dict[str, int]]
     """Per pass ("alone" outside hwprof): the model's calls, as counted_detect.py counted them."""
     report: str
+    """The report the collect printed."""
 
 
 @pytest.fixture(scope="module")
@@ -54,18 +55,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
         [sys.executable, *command], cwd=work, env=env, text=True, capture_output=True, timeout=300, check=True
     )
     out = work / "run"
-    options = ["--only", "timing,flops", "--iters", str(ITERS), "--warmup", "1", "--no-report"]
-    done = collect(out, options, command, timeout=600, env=env)
+    options = ["--only", "timing,flops", "--iters", str(ITERS), "--warmup", "1"]
+    # the report the collect prints (its analysis of the finished run, as `hwprof report` prints it: a second
+    # process to print it again cost 1.6 CPU-s)
+    done = collect(out, options, command, timeout=600, env=env, columns=400)
     assert done.returncode == 0, done.stderr[-3000:]
-    report = subprocess.run(
-        [sys.executable, "-P", "-m", "hwprof", "report", str(out)],
-        text=True,
-        capture_output=True,
-        timeout=120,
-        env={**env, "COLUMNS": "400"},
-    )
     by_pass = {row["pass"]: row for row in map(json.loads, counts.read_text().splitlines())}
-    return Runs(work, out, alone.stdout, by_pass, report.stdout)
+    return Runs(work, out, alone.stdout, by_pass, done.stdout)
 
 
 def _outcome(runs: Runs, pass_name: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ count set call by call (thread_counts.py), a backward pass after every forward (
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -15,8 +16,10 @@ from program_runs import SHORT, collect, error_lines, program, run_doc
 ONE_PASS = ["--only", "timing", *SHORT]
 
 
+@functools.cache
 def report(out: Path, *args: str) -> str:
-    """`hwprof report OUT --format markdown`: the summary's and the header's lines unwrapped."""
+    """`hwprof report OUT --format markdown`: the summary's and the header's lines unwrapped. Once per run and
+    arguments: the tests only read the runs (backward.py's report, read by two tests, cost 1 CPU-s each time)."""
     done = subprocess.run(
         [sys.executable, "-P", "-m", "hwprof", *(args or ("report", str(out), "--format", "markdown"))],
         cwd=out.parent,
@@ -91,9 +94,10 @@ def test_forwards_with_grad_on_and_no_backward_say_grad_mode_was_on(runs: dict[s
 
 @pytest.mark.slow
 def test_program_stdin_feeds_every_pass_from_the_files_start(tmp_path: Path) -> None:
+    """Two passes: timing's and the layers pass of sysstat (flops' FLOP count cost its worker 1.5 CPU-s more)."""
     (tmp_path / "five.txt").write_text("5\n")
     out = tmp_path / "run"
-    options = ["--only", "timing,flops", *SHORT, "--program-end", "run", "--program-stdin", "five.txt"]
+    options = ["--only", "timing,sysstat", *SHORT, "--program-end", "run", "--program-stdin", "five.txt"]
     done = collect(out, options, [program("stdin")])
     assert done.returncode == 0, done.stdout + done.stderr
     doc = run_doc(out)

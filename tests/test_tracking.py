@@ -38,6 +38,26 @@ def hwprof(*words: str, env: dict[str, str] | None = None, timeout: float = 600)
     )
 
 
+def hwprof_here(
+    capfd: pytest.CaptureFixture[str], *words: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """`hwprof WORDS` run in this process (`hwprof.cli.main.main`, what `python -m hwprof` runs), its output
+    read from the file descriptors: MLflow is imported here already, where each `hwprof track` process imports it
+    again (2 to 4 CPU-s). The environment is restored after (the store sets MLflow's HTTP limits in it)."""
+    from hwprof.cli.main import main
+
+    saved = dict(os.environ)
+    os.environ.update(env)
+    capfd.readouterr()
+    try:
+        code = main(list(words))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["hwprof", *words], code, out, err)
+
+
 def copy_run(src: Path, dest: Path, run_id: str) -> Path:
     shutil.copytree(src, dest)
     doc = json.loads((dest / "run.json").read_text())
@@ -71,17 +91,31 @@ def test_a_runs_figures_are_its_own_files_figures() -> None:
     assert "trace.pftrace" not in {p.name for p in figures.artifacts}
 
 
-@pytest.mark.slow
-def test_the_embedded_store_takes_a_run_once_and_gives_it_back(tmp_path: Path) -> None:
-    run = copy_run(FIXTURE, tmp_path / "run", "embedded-1")
-    results = tmp_path / "results"
-    done = hwprof("track", str(run), "--results", str(results))
-    assert done.returncode == 0, done.stderr
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, str]:
+    """A plain run and an advised one logged by one `hwprof track` into the embedded store (each `hwprof track`
+    imports MLflow: 2 to 4 CPU-s): (the plain run, the advised run, the results folder, the store's URI)."""
+    root = tmp_path_factory.mktemp("embedded")
+    run = copy_run(FIXTURE, root / "run", "embedded-1")
+    advised = copy_run(ADVISED, root / "advised", "advised-1")
+    results = root / "results"
+    done = hwprof("track", str(run), str(advised), "--results", str(results))
+    assert done.returncode == 0, done.stdout + done.stderr
     assert f"mlflow ui --backend-store-uri sqlite:///{results.resolve()}/mlflow.db" in done.stdout
-    again = hwprof("track", str(run), "--results", str(results))
+    return run, advised, results, f"sqlite:///{results.resolve()}/mlflow.db"
+
+
+@pytest.mark.slow
+def test_the_embedded_store_takes_a_run_once_and_gives_it_back(
+    embedded: tuple[Path, Path, Path, str], capfd: pytest.CaptureFixture[str]
+) -> None:
+    run, advised, results, uri = embedded
+    again = hwprof_here(capfd, "track", str(run), "--results", str(results), env={})
     assert again.returncode == 0 and "nothing logged again" in again.stdout, again.stdout + again.stderr
-    uri = f"sqlite:///{results.resolve()}/mlflow.db"
-    (logged,) = runs_of(uri)  # one MLflow run, however often it is logged
+    runs = runs_of(uri)
+    (logged,) = [r for r in runs if r.data.tags[RUN_ID_TAG] == "embedded-1"]  # one MLflow run, however often logged
+    rows = json.loads((advised / "advice.json").read_text())["rows"]
+    assert len(runs) == 2 + len(rows)  # nothing else: the advised run and its rows (below), logged once
     figures = run_figures(run)
     assert logged.data.params == figures.params
     assert logged.data.metrics == pytest.approx(figures.metrics)
@@ -92,12 +126,9 @@ def test_the_embedded_store_takes_a_run_once_and_gives_it_back(tmp_path: Path) -
 
 
 @pytest.mark.slow
-def test_a_runs_advice_rows_are_its_child_runs(tmp_path: Path) -> None:
-    run = copy_run(ADVISED, tmp_path / "run", "advised-1")
-    results = tmp_path / "results"
-    done = hwprof("track", str(run), "--results", str(results))
-    assert done.returncode == 0, done.stderr
-    runs = runs_of(f"sqlite:///{results.resolve()}/mlflow.db")
+def test_a_runs_advice_rows_are_its_child_runs(embedded: tuple[Path, Path, Path, str]) -> None:
+    _, run, _, uri = embedded
+    runs = runs_of(uri)
     (parent,) = [r for r in runs if r.data.tags[RUN_ID_TAG] == "advised-1"]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     rows = json.loads((run / "advice.json").read_text())["rows"]
@@ -169,6 +200,14 @@ def test_a_collect_a_sweep_and_an_advise_land_on_a_real_server(server: str, tmp_
     assert logged.data.params["imgsz"] == "64" and logged.data.tags["status"] == "complete"
     client = mlflow.MlflowClient(tracking_uri=server)
     assert "report.html" in {a.path for a in client.list_artifacts(logged.info.run_id)}
+    # the sweep's two points: this collect's run again, as its t1 and t2 points (each a run of its own), which the
+    # sweep reuses as it resumes a sweep: its own collects of them cost two collects' CPU and test nothing of MLflow
+    sweep_out = tmp_path / "sweep"
+    for threads in (1, 2):
+        point = copy_run(out, sweep_out / f"yolov8n-t{threads}-b1", f"point-t{threads}")
+        doc = json.loads((point / "run.json").read_text())
+        doc["config"]["threads"] = threads
+        (point / "run.json").write_text(json.dumps(doc))
 
     advise = hwprof("advise", str(out), "--only", "malloc-keep", "--blocks", "2", "--no-layers", "--track", server)
     assert advise.returncode == 0, advise.stdout[-2000:] + advise.stderr[-2000:]
@@ -176,7 +215,6 @@ def test_a_collect_a_sweep_and_an_advise_land_on_a_real_server(server: str, tmp_
     children = [r for r in runs_of(server) if r.data.tags.get("mlflow.parentRunId") == logged.info.run_id]
     assert [c.data.params["key"] for c in children] == ["malloc-keep"]
 
-    sweep_out = tmp_path / "sweep"
     sweep = hwprof(
         "sweep", "--models", "yolov8n", "--threads", "1,2", "--imgsz", "64", "--iters", "2",
         "--out", str(sweep_out), "--track", server, "--", "--only", "timing",
@@ -186,7 +224,9 @@ def test_a_collect_a_sweep_and_an_advise_land_on_a_real_server(server: str, tmp_
     (parent,) = [r for r in runs if r.data.tags[RUN_ID_TAG] == f"sweep:{sweep_out.resolve()}"]
     points = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
     assert sorted(p.data.params["threads"] for p in points) == ["1", "2"]
+    assert sorted(p.data.tags[RUN_ID_TAG] for p in points) == ["point-t1", "point-t2"]
     assert parent.data.params["threads"] == "1,2"
+    assert "reusing the complete run" in sweep.stdout, sweep.stdout[-2000:]  # no point collected again
 
 
 def _silent_port() -> tuple[int, threading.Event]:
@@ -222,10 +262,13 @@ def _wait_listening(port: int, proc: subprocess.Popen[bytes], timeout_s: float =
 
 
 @pytest.mark.slow
-def test_a_store_that_refuses_hangs_or_is_not_mlflow_keeps_the_run_and_says_how_to_log_it(tmp_path: Path) -> None:
-    """Each `hwprof track` here imports MLflow (3 to 4 CPU-s): the refused store is the one with a password in its
-    URI, given by option, and again by $MLFLOW_TRACKING_URI; the hanging one answers nothing within 1 s (MLflow tries
-    twice)."""
+def test_a_store_that_refuses_hangs_or_is_not_mlflow_keeps_the_run_and_says_how_to_log_it(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Each `hwprof track` process imports MLflow (2 to 4 CPU-s): the refused store is the one with a password in
+    its URI, given by option, and again by $MLFLOW_TRACKING_URI, each in a process of its own (all it prints, its
+    warnings and log records too, is read for the password); the hanging one answers nothing within 1 s (MLflow
+    tries twice) and the one that is not MLflow answers 404: these two, with no password, run in this process."""
     run = copy_run(FIXTURE, tmp_path / "run", "kept-1")
     before = sorted((p.relative_to(run), p.stat().st_size) for p in run.rglob("*"))
     hang, stop = _silent_port()
@@ -246,7 +289,11 @@ def test_a_store_that_refuses_hangs_or_is_not_mlflow_keeps_the_run_and_says_how_
             if uri.endswith(f":{web_port}"):
                 _wait_listening(web_port, web)
             shown = uri.replace(":s3cret@", ":***@")  # the password masked in the command that logs them later
-            done = hwprof("track", str(run), "--uri", uri, env={"MLFLOW_HTTP_REQUEST_TIMEOUT": "1"}, timeout=120)
+            env = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "1"}
+            if uri == refused:
+                done = hwprof("track", str(run), "--uri", uri, env=env, timeout=120)
+            else:
+                done = hwprof_here(capfd, "track", str(run), "--uri", uri, env=env)
             assert done.returncode == 3, done.stdout + done.stderr
             assert said in done.stdout and f"`hwprof track {run} --uri {shown}` logs them later" in done.stdout, (
                 done.stdout
