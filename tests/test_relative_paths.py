@@ -42,8 +42,8 @@ def test_a_symlink_loop_is_one_line_naming_the_option(tmp_path: Path, option: st
 
 @pytest.mark.parametrize(
     "words",
-    [  # --only timing: a collect of every collector probes them all (2.5 s of CPU) before it reads its folders
-        ["collect", "--model", "yolov8n", "--only", "timing", "--out", "loop"],
+    [  # a collect checks its folder before it probes its collectors (2.5 s of CPU for all of them)
+        ["collect", "--model", "yolov8n", "--out", "loop"],
         ["collect", "--model", "yolov8n", "--only", "timing", "--out", "loop/run"],
         ["collect", "--model", "yolov8n", "--only", "timing", "--results", "loop"],
         ["sweep", "--models", "yolov8n", "--out", "loop"],
@@ -64,6 +64,28 @@ def test_a_symlink_loop_as_a_folder_or_a_config_is_one_line_naming_the_option(tm
     assert lines[0].startswith(f"hwprof: error: {option} " if option != "--config" else "hwprof: error: loop.toml")
     assert "symbolic link" in lines[0] or "Too many levels of symbolic links" in lines[0], lines
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loop", "loop.toml"]
+
+
+def test_a_folder_is_checked_before_anything_is_made(tmp_path: Path) -> None:
+    """check_folder: make_folder's refusals in its words, with nothing made (a collect says them before it
+    probes its collectors)."""
+    from hwprof.core.folders import LOOP, check_folder, make_folder
+
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "nowhere").symlink_to(tmp_path / "gone" / "deeper")
+    (tmp_path / "file").write_text("x")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for name in ("loop", "loop/run", "nowhere", "nowhere/run", "file", "file/run"):
+        with pytest.raises(ValueError) as checked:
+            check_folder(tmp_path / name, "--out")
+        with pytest.raises(ValueError) as made:
+            make_folder(tmp_path / name, "--out")
+        assert str(checked.value) == str(made.value) or LOOP in str(checked.value), (name, checked, made)
+        assert str(checked.value).startswith(f"--out {tmp_path / name}"), checked
+    assert sorted(p.name for p in tmp_path.iterdir()) == before, "nothing made"
+    check_folder(tmp_path / "new" / "run", "--out")  # a folder that can be made: no refusal, nothing made
+    check_folder(tmp_path, "--results")
+    assert not (tmp_path / "new").exists()
 
 
 @pytest.mark.slow

@@ -55,6 +55,7 @@ class Collected:
 def run_collect(request: CollectRequest, console: Console, stop: StopSignals | None = None) -> Collected:
     """Check the request (ValueError, one line, before anything is made), claim its run directory, run the
     passes, then the advice where asked, the report and the trace."""
+    from hwprof.core.folders import check_folder
     from hwprof.session.disk_estimate import check_free, estimate
     from hwprof.session.pass_inputs import worker_env
     from hwprof.session.plan import claim_out_dir, new_run_dir, plan_passes
@@ -62,6 +63,7 @@ def run_collect(request: CollectRequest, console: Console, stop: StopSignals | N
 
     config = dataclasses.replace(request.config)  # the request's config is the caller's: paths resolved in a copy
     images = _checked(config, console)
+    check_folder(*((request.out, "--out") if request.out else (request.results, "--results")))  # before the probes
     plan = plan_passes(config)
     if not plan.passes:
         raise ValueError("no collector can run on this host with these options (see `hwprof doctor`)")

@@ -6,6 +6,7 @@ answers False for a loop, then mkdir finds the name taken)."""
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 
 from hwprof.core.uservalue import shown
@@ -23,6 +24,30 @@ def make_folder(path: Path, option: str) -> Path:
     if path.is_symlink() and not path.exists():
         raise ValueError(f"{option} {shown(str(path))}: {LOOP}")
     raise ValueError(f"{option} {shown(str(path))} exists and is not a folder")
+
+
+def check_folder(path: Path, option: str) -> None:
+    """make_folder's refusals, in its words, said before anything is made or measured (a collect probes its
+    collectors first: seconds before its folder was made and refused): a link in the path that loops or leads
+    nowhere, a file in the way, a folder or nearest existing parent that cannot be written. ValueError (one
+    line); nothing is made (make_folder makes it later)."""
+    try:
+        target = path
+        if not path.is_dir():
+            for part in (path, *path.parents):
+                if part.is_symlink() and not part.exists():
+                    raise ValueError(f"{option} {shown(str(path))}: {LOOP}")
+                if part.exists():
+                    break
+            if path.exists():
+                raise ValueError(f"{option} {shown(str(path))} exists and is not a folder")
+            target = next((p for p in path.parents if p.exists()), Path.cwd())
+            if not target.is_dir():
+                raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
+        if not os.access(target, os.W_OK | os.X_OK):
+            raise OSError(errno.EACCES, os.strerror(errno.EACCES))
+    except OSError as exc:
+        raise ValueError(_refusal(path, option, exc)) from None
 
 
 LOOP = "a symbolic link in it leads back to itself or nowhere; fix: point it at a folder"
