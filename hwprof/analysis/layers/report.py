@@ -95,7 +95,10 @@ def gpu_run_roof(device: str, ncu_ran: bool) -> RoofStatus:
 def time_missing(data: RunData, source: str | None) -> Missing:
     """Why there are no per-layer times: the pass that should have given them is unusable, its markers
     stop before a whole measured iteration (a torn file), or no pass with layer markers ran."""
-    fix = "hwprof collect without --only timing (the layers pass records layer markers)"
+    fix = (
+        "hwprof collect without --only, or with a collector of the layers pass in it (--only ...,flops): the "
+        "layers pass records layer markers"
+    )
     if source is not None:
         torn = [w for w in data.warnings if f"passes/{source}/markers.jsonl" in w]
         why = f"; {torn[0]}" if torn else ""
