@@ -271,3 +271,39 @@ def test_a_cold_first_solo_forward_does_not_hide_a_baseline_slowed_beside_the_va
     note = pairing_note(paired, 2)
     assert "the baseline's forward p50 lay 1.24x outside its range alone" in note, note
     assert "the variant's" not in note
+
+
+def test_a_stop_between_a_candidates_processes_cuts_it_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first stop signal with no worker running to forward it to (between a candidate's processes) raises in
+    advise's own process: the candidate is cut, the rest are not started, and advice.json says so (a fresh clone's
+    advise ended with exit 130 and its file as before the stop: one row, no note)."""
+    import signal
+
+    from hwprof.analysis.advice.interrupt import NOT_STARTED, cut
+    from hwprof.analysis.advice.table import load_advice
+
+    layout = Candidate("channels_last", "channels_last", "--channels-last", (), Variant(channels_last=True))
+    ort = Candidate("onnxruntime", "ONNX Runtime", "--runtime onnxruntime", (), Variant(runtime="onnxruntime"))
+    paired = result("paired", {"sides": {"baseline": side(TORCH, [29.2, 30.1]), "variant": side(OV_PAIRED)}})
+    fake = FakeWorkers({"paired": paired, **processes(TORCH, OV_ALONE * 2, TORCH)}, {})
+    run = advise_run(tmp_path, monkeypatch, fake)
+    run.plan.candidates = [OPENVINO, layout, ort]
+    monkeypatch.setattr(runner_module.Zygote, "start", lambda *args: None)
+    worker = fake.worker
+
+    def stopped_between(spec: AdviseSpec, name: str) -> ChildOutcome:
+        if name == "paired" and fake.started.count("paired") == 1:  # the second candidate's first process
+            run.stop._handle(signal.SIGINT, None)  # what the handler does with no child: raises Interrupted
+        return worker(spec, name)
+
+    monkeypatch.setattr(AdviseRun, "_worker", lambda r, spec, work, c, name: stopped_between(spec, name))
+    advice = run.run()
+    saved, _ = load_advice(tmp_path)
+    assert saved is not None and saved.to_dict() == advice.to_dict()
+    rows = {r.key: r for r in advice.rows}
+    assert rows["openvino"].forward is not None and not cut(rows["openvino"])
+    assert cut(rows["channels_last"]) and rows["onnxruntime"].reason == NOT_STARTED
+    (note,) = [n for n in advice.notes if n.startswith("interrupted by SIGINT: ")]
+    assert "1 of 3 candidates finished (openvino)" in note and "cut: channels_last" in note, note

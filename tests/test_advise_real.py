@@ -174,8 +174,8 @@ def test_a_stop_keeps_the_rows_done_and_says_so(advised: tuple[Path, str], tmp_p
     assert proc.returncode == 130, out
     advice, _ = load_advice(run)
     assert advice is not None and _finished(run), advice
-    (note,) = [n for n in advice.notes if n.startswith("interrupted by SIGINT: ")]
-    assert "candidates finished" in note, note
+    notes = [n for n in advice.notes if n.startswith("interrupted by SIGINT: ")]
+    assert len(notes) == 1 and "candidates finished" in notes[0], ([(r.key, r.status, r.reason) for r in advice.rows], out)
 
 
 def _finished(run: Path) -> list[str]:

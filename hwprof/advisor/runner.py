@@ -37,7 +37,7 @@ from hwprof.rundir.reader import RunData
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec
 from hwprof.schema.check import RunDirError
 from hwprof.schema.summaries_cpu import PerfEventsSummary
-from hwprof.session.stopping import StopSignals
+from hwprof.session.stopping import Interrupted, StopSignals
 from hwprof.session.worker_io import ProgressEvent
 from hwprof.session.zygote import Zygote
 from hwprof.workload.trained import is_trained
@@ -174,13 +174,21 @@ class AdviseRun:
             if c.blocked:
                 self.advice.rows.append(not_run_row(c))
         self._save(started)
-        for c in self.plan.runnable:
-            if self.stop.requested:
-                break
-            row = self._combination(c) if c.parts or c.likely else None
-            self.advice.rows.append(row or self._candidate(c))
-            self._save(started)
-        self._contenders_layers(started)
+        running: Candidate | None = None
+        try:
+            for running in self.plan.runnable:
+                if self.stop.requested:
+                    break
+                row = self._combination(running) if running.parts or running.likely else None
+                self.advice.rows.append(row or self._candidate(running))
+                self._save(started)
+            running = None
+            self._contenders_layers(started)
+        except Interrupted:
+            # the first stop signal came between a candidate's processes, with none running to forward it to (the
+            # handler raises then): the candidate is cut as if its worker had been, and advise ends as after one
+            if running is not None and all(r.key != running.key for r in self.advice.rows):
+                self.advice.rows.append(self._failed(running, ""))
         checks = [r.output for r in self.advice.rows if r.output is not None]
         self.advice.notes += self.plan.target.closing_notes(checks)
         if self.stop.requested:
