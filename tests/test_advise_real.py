@@ -175,7 +175,8 @@ def test_a_stop_keeps_the_rows_done_and_says_so(advised: tuple[Path, str], tmp_p
     advice, _ = load_advice(run)
     assert advice is not None and _finished(run), advice
     notes = [n for n in advice.notes if n.startswith("interrupted by SIGINT: ")]
-    assert len(notes) == 1 and "candidates finished" in notes[0], ([(r.key, r.status, r.reason) for r in advice.rows], out)
+    rows = [(r.key, r.status, r.reason) for r in advice.rows]
+    assert len(notes) == 1 and "candidates finished" in notes[0], (rows, out)
 
 
 def _finished(run: Path) -> list[str]:
