@@ -44,7 +44,8 @@ def check_folder(path: Path, option: str) -> None:
             target = next((p for p in path.parents if p.exists()), Path.cwd())
             if not target.is_dir():
                 raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-        if not os.access(target, os.W_OK | os.X_OK):
+        # the effective uid's access, as mkdir has it (a collect run with a real uid of its own, effective root)
+        if not os.access(target, os.W_OK | os.X_OK, effective_ids=os.access in os.supports_effective_ids):
             raise OSError(errno.EACCES, os.strerror(errno.EACCES))
     except OSError as exc:
         raise ValueError(_refusal(path, option, exc)) from None
