@@ -231,11 +231,13 @@ def _with_config_file(
     return again, program
 
 
-def install_stop(args: argparse.Namespace) -> StopSignals:
+def command_stop(args: argparse.Namespace) -> StopSignals:
     """SIGINT, SIGTERM and SIGHUP end every command the same way (hwprof.session.stopping): a collect or a sweep
-    forwards the first to its child and finishes what was kept; the exit status is 128 + the signal. The
-    caller uninstalls it."""
-    stop = StopSignals(forward=None if args.command == "sweep" else signal.SIGTERM).install()
+    forwards the first to its child and finishes what was kept; the exit status is 128 + the signal. The caller
+    installs it inside the `try` that takes its Interrupted (installed before it, a signal between the two
+    raised past every handler: a traceback, `hwprof trace` signalled at 0.3 s on a fresh clone) and uninstalls
+    it."""
+    stop = StopSignals(forward=None if args.command == "sweep" else signal.SIGTERM)
     args.stop = stop
     return stop
 
@@ -292,9 +294,10 @@ def _parse_and_run(words: list[str]) -> int:
         error(exc)
         return EXIT_USAGE
     console = CommandConsole(errors)
-    stop = install_stop(args)
+    stop = command_stop(args)
 
     try:
+        stop.install()
         return run_command(args, console)
     except KeyboardInterrupt:
         return interrupted()
@@ -314,6 +317,18 @@ def _parse_and_run(words: list[str]) -> int:
             raise
         return interrupted()
     finally:
+        _uninstall(stop)
+
+
+def _uninstall(stop: StopSignals) -> None:
+    """The command's stop handling removed. A stop signal that Python had swallowed (in a __del__ or a callback)
+    is delivered again from a timer (StopSignals._unraisable); delivered as the command ends, it raised at the
+    first bytecodes of this `finally`, before uninstall() says it is restoring, past every handler: a traceback
+    (`hwprof trace` signalled at 0.3 s, its trace written, on a fresh clone). It is noted, and the status the
+    command returned stands (0, or 128 + the signal where the stop cut it)."""
+    try:
+        stop.uninstall()
+    except KeyboardInterrupt:
         stop.uninstall()
 
 
