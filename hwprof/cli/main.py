@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 def cmd_report(args: argparse.Namespace, console: Console) -> int:
     from hwprof.session.finish import report_run
 
-    report_run(args.run_dir, top=args.top, format=args.format, console=console, plots=True if args.plots else None)
+    plots = True if args.plots else None
+    report_run(args.run_dir, top=args.top, format=args.format, console=console, plots=plots, held=args.stop.deferred())
     return 0
 
 
@@ -312,8 +313,8 @@ def _parse_and_run(words: list[str]) -> int:
             return stop.exit_code
         error(exc)
         return EXIT_USAGE
-    except RuntimeError as exc:  # after CollectError (a RuntimeError): only an interrupt it wraps
-        if not wraps_interrupt(exc):
+    except Exception as exc:  # after CollectError (a RuntimeError): only an interrupt it wraps (RuntimeError,
+        if not wraps_interrupt(exc):  # ImportError: "initialization failed" of a C extension imported lazily)
             raise
         return interrupted()
     finally:
@@ -335,7 +336,9 @@ def _uninstall(stop: StopSignals) -> None:
 def wraps_interrupt(exc: BaseException) -> bool:
     """Whether a stop signal's KeyboardInterrupt is this exception's cause: Python 3.11 wraps one raised while a
     class is made (a dataclass's field, imported lazily by the command) in "RuntimeError: Error calling
-    __set_name__", which reached the user as a traceback (tests/test_early_signals.py, a signal at 0.35 s)."""
+    __set_name__", and one raised while a C extension initialises (matplotlib's _image, imported by the
+    report's first plot) in "ImportError: initialization failed"; both reached the user as a traceback
+    (tests/test_early_signals.py, signals at 0.35 and 0.5 s)."""
     seen: set[int] = set()
     cause: BaseException | None = exc
     while cause is not None and id(cause) not in seen:

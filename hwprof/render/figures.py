@@ -13,6 +13,13 @@ DPI = 110
 """Margins are set by hand: tight_layout draws each figure twice, a third of the plotting time."""
 
 
+def import_matplotlib() -> None:
+    """What new_figure imports, with the C extensions matplotlib initialises (_image, ft2font, _path): for a
+    caller to import them where no stop signal may cut them (hwprof.session.finish.write_report)."""
+    import matplotlib.backends.backend_agg
+    import matplotlib.figure  # noqa: F401
+
+
 def new_figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure

@@ -160,6 +160,7 @@ def report_run(
     console: Console | None = None,
     write: bool = True,
     plots: bool | None = None,
+    held: contextlib.AbstractContextManager[object] | None = None,
 ) -> Analysis:
     """`hwprof report`: load the run directory, analyse it, print the report in `format` to `console`.
 
@@ -167,6 +168,8 @@ def report_run(
     directory that cannot be written to (a read-only copy) only gets a warning.
     plots: (re)draw the PNG plots too; None draws them only when the run directory has none yet
     (matplotlib costs about a second, and the plots of a run do not change between reports).
+    held: where the command's stop signals are held off (its StopSignals.deferred()), entered while matplotlib's
+    C extensions initialise (write_report).
     """
     check_options(top, format)
     console = console or Console()
@@ -177,7 +180,7 @@ def report_run(
     report(analysis, console, top, format)
     if write or format == "html":
         draw = plots if plots is not None else not data.has_files(PLOT_FILES)
-        written = write_report(analysis, data, console, plots=draw)
+        written = write_report(analysis, data, console, plots=draw, held=held)
         if written and format == "rich":
             names = ", ".join(p.name for p in written)
             console.print(Text(f"written in {data.root}: {names}", style="dim"))
@@ -200,17 +203,30 @@ def report_after_collect(
     return analysis
 
 
-def write_report(a: Analysis, data: RunData, console: Console, plots: bool = True) -> list[Path]:
+def write_report(
+    a: Analysis,
+    data: RunData,
+    console: Console,
+    plots: bool = True,
+    held: contextlib.AbstractContextManager[object] | None = None,
+) -> list[Path]:
     """The report's files (summary.json, layers.csv, advice.csv, the plots, report.html) into the run directory;
     a run directory that cannot be written to only gets a warning, a full disk is a failure with the path.
-    plots: draw the plots (False: report.html embeds those the run directory already holds)."""
+    plots: draw the plots (False: report.html embeds those the run directory already holds).
+    held: a section in which the command's stop signals are held off (StopSignals.deferred(): raised after it),
+    entered while matplotlib's C extensions initialise: a signal inside one's init ended `hwprof report` in
+    "ImportError: initialization failed" or in a fatal error at its exit."""
     from hwprof.render.html import render_html
 
     written: list[Path] = []
     try:
         written += write_report_files(data.root, report_files(a))
         if plots:
+            from hwprof.render.figures import import_matplotlib
             from hwprof.render.plots import render_plots
+
+            with held if held is not None else contextlib.nullcontext():
+                import_matplotlib()
 
             drawn = render_plots(a)
             written += write_plot_files(data.root, drawn)
