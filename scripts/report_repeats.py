@@ -36,4 +36,12 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    import argparse
+
+    parser = argparse.ArgumentParser(description="The sentences of 8+ words a terminal report prints twice or more.")
+    parser.add_argument("report", help="a report saved as text (COLUMNS=80 hwprof report RUN > report.txt)")
+    path = parser.parse_args().report
+    try:
+        sys.exit(main(path))
+    except OSError as exc:
+        sys.exit(f"report_repeats.py: {path}: {exc.strerror or exc}")
