@@ -212,6 +212,7 @@ def _library_call(
     except (ValueError, OSError, CollectError) as exc:
         raise ValueError(exception_line(exc)) from exc
     finally:
+        stop.ending = True  # before any call: a stop delivered at uninstall()'s entry is noted, not raised
         stop.uninstall()
     if stop.requested:
         where = where or getattr(done, "run_dir", None)  # advise's run, or the run directory collect made

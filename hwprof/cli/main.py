@@ -318,18 +318,7 @@ def _parse_and_run(words: list[str]) -> int:
             raise
         return interrupted()
     finally:
-        _uninstall(stop)
-
-
-def _uninstall(stop: StopSignals) -> None:
-    """The command's stop handling removed. A stop signal that Python had swallowed (in a __del__ or a callback)
-    is delivered again from a timer (StopSignals._unraisable); delivered as the command ends, it raised at the
-    first bytecodes of this `finally`, before uninstall() says it is restoring, past every handler: a traceback
-    (`hwprof trace` signalled at 0.3 s, its trace written, on a fresh clone). It is noted, and the status the
-    command returned stands (0, or 128 + the signal where the stop cut it)."""
-    try:
-        stop.uninstall()
-    except KeyboardInterrupt:
+        stop.ending = True  # before any call: a stop delivered at uninstall()'s entry is noted, not raised
         stop.uninstall()
 
 

@@ -79,8 +79,12 @@ class StopSignals:
         self._targets: dict[int, Callable[[], int | None]] = {}
         self._deferred = 0
         self._pending = False
-        self._restoring = False
-        """uninstall() has begun: a signal is noted (requested, exit_code), never raised."""
+        self.ending = False
+        """The command is done (set by uninstall(), and by a caller's `finally` before it calls uninstall()): a
+        signal is noted (requested, exit_code), never raised. A caller sets it by an attribute store, which runs
+        no signal handler, where a call's entry may: a stop that Python had swallowed, delivered again by this
+        object's timer at uninstall()'s entry, raised past every handler as a traceback (`hwprof trace` signalled
+        at 0.3 s, its trace written, on a fresh clone)."""
         self._previous: dict[int, object] = {}
         self._previous_hook: Callable[[sys.UnraisableHookArgs], object] | None = None
         self._redeliver = False
@@ -106,7 +110,7 @@ class StopSignals:
 
     def install(self) -> StopSignals:
         """Handle the stop signals in this (main) thread; a no-op elsewhere (signals go to the main thread)."""
-        self._restoring = False
+        self.ending = False
         if threading.current_thread() is threading.main_thread():
             for sig in SIGNALS:
                 if sig == signal.SIGHUP and signal.getsignal(sig) == signal.SIG_IGN:
@@ -121,7 +125,7 @@ class StopSignals:
         """Restore the previous handlers. A signal that lands while this runs is noted, never raised: this runs in
         the callers' `finally`, where an Interrupted escapes every handler (a SIGINT 0.35 s into `hwprof trace`,
         its trace written, printed a traceback from here)."""
-        self._restoring = True
+        self.ending = True
         if self._again is not None:  # the command is done: a delivery after it would land in the interpreter's
             self._again.cancel()  # finalisation (a stopped `hwprof report` aborted there, exit -6)
             self._again = None
@@ -176,7 +180,7 @@ class StopSignals:
             self._redeliver = False
         else:
             self.note(signum)
-        if self._restoring:
+        if self.ending:
             return
         if self.killed or not self._children:
             if self._deferred:
