@@ -169,7 +169,7 @@ def write_durations(folder: Path) -> Path:
     CPU seconds are tests/conftest.py's property (the test's process and the children it waited for): on the
     CPU-bound phases they, not the wall, are what a test costs."""
     cases = sorted(read_cases(folder), key=lambda c: -c.seconds)
-    origin = {c.phase: min((x.started for x in cases if x.phase == c.phase and x.started), default=0.0) for c in cases}
+    origin = _origins(cases)
 
     def at(c: Case) -> str:
         return "" if c.started is None else f"{c.started - origin[c.phase]:.1f}"
@@ -195,13 +195,22 @@ def _num(value: float | None, unit: str = "") -> str:
     return "" if value is None else f"{value:.2f}{unit}"
 
 
+def _origins(cases: list[Case]) -> dict[str, float]:
+    """Each phase's first start (epoch seconds): the zero of its tests' start times."""
+    out: dict[str, float] = {}
+    for c in cases:
+        if c.started is not None:
+            out[c.phase] = min(out.get(c.phase, c.started), c.started)
+    return out
+
+
 def timelines(cases: list[Case]) -> list[str]:
     """Per phase and worker: its tests' span within the phase, the time in tests and between them (pytest's
     own work, and a worker waiting for its next module), the longest gap and the test after it."""
-    lines = []
+    lines, origins = [], _origins(cases)
     for phase, worker in sorted({(c.phase, c.worker) for c in cases if c.started is not None}):
         mine = sorted((c for c in cases if (c.phase, c.worker) == (phase, worker) and c.started), key=_began)
-        origin = min(_began(c) for c in cases if c.phase == phase and c.started)
+        origin = origins[phase]
         end = max(_began(c) + c.seconds for c in mine)
         busy = sum(c.seconds for c in mine)
         gaps = [(_began(b) - (_began(a) + a.seconds), b.name) for a, b in itertools.pairwise(mine)]
