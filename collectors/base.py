@@ -180,6 +180,10 @@ class Collector:
     clean_iterations: ClassVar[bool] = True
     """False: its pass runs no clean iterations at all (under a simulator every iteration is 50-150x
     slower and the layer hooks' cost is nothing beside it): the pass gets a pass-level estimate."""
+    last_warmup: ClassVar[bool] = False
+    """It does something of its own in the last warm-up iteration (index -1: a probe, the ops' shapes, the
+    simulated caches' warming): where the warm-up ends once warm (hwprof.session.warmup), that iteration still runs,
+    after the warm ones."""
     needs_cuda: ClassVar[bool] = False
     """It measures a run on an NVIDIA GPU only (--device cuda): `hwprof doctor` on the CPU says the GPU collectors in
     one line instead of probing each."""

@@ -435,7 +435,7 @@ def test_the_plan_counts_a_read_at_its_cost_after_a_layer() -> None:
 def test_the_warm_up_before_the_probe_is_the_forward_without_reads() -> None:
     """With three warm-up iterations, the second from last (warm, layer markers on, nothing read) is the forward
     that the probing iteration's reads are measured against; with two, the first is cold and the timing pass's
-    forward stands in."""
+    forward stands in; warmed up until warm, the last warm-up before the probe, whatever its number."""
     from hwprof.collectors.perf_events.planner import ReadPlanner
 
     from hwprof.core.markers import Marker
@@ -453,3 +453,7 @@ def test_the_warm_up_before_the_probe_is_the_forward_without_reads() -> None:
     assert forward(warm, -1, 200_000_000, 240_000_000) == [True, True]
     cold = ReadPlanner(RunConfig(warmup=2))
     assert forward(cold, -2, 0, 90_000_000) == [False, False] and cold.clean_forward_ns is None
+    # warmed up until warm (hwprof.session.warmup): its one warm iteration, -3, then the probe, -1
+    steady = ReadPlanner(RunConfig(warmup=3, extra={"warmup_steady": True}))
+    assert forward(steady, -3, 0, 33_000_000) == [False, False] and steady.clean_forward_ns == 33_000_000
+    assert forward(steady, -1, 100_000_000, 140_000_000) == [True, True]

@@ -240,13 +240,12 @@ def test_without_iters_the_plan_starts_from_the_resolving_floor_and_raises_the_r
     assert ps_rate.plan_sampling(RunConfig(iters=5, extra={"timing_resolve": True}), 0.69).iterations >= 5
 
 
-def test_the_plan_is_sized_for_the_smallest_layer_the_layers_pass_ranks(tmp_path: Path) -> None:
-    """A layers pass whose smallest layer at or above 1% of the forward takes 2.5% (and one below it, 0.5%, left
-    out): the plan asks for 2.5x fewer iterations than for a layer at exactly 1% (less its wider margin), and says
-    why."""
+def _layers_pass(run_dir: Path, layers: dict[str, float]) -> None:
+    """A layers pass's markers: three iterations (the second clean) whose layers take these shares of a 10 ms
+    forward."""
     from hwprof.core.markers import Marker
 
-    forward, layers = 10_000_000, {"model.0": 0.6, "model.1": 0.025, "model.2": 0.005}
+    forward = 10_000_000
     rows: list[Marker] = []
     for it, clean in ((0, False), (1, True), (2, False)):
         t = it * 100_000_000
@@ -260,9 +259,16 @@ def test_the_plan_is_sized_for_the_smallest_layer_the_layers_pass_ranks(tmp_path
             at = end
         rows += [Marker("stage", "E", "forward", t + 1 + forward, it, False, clean=clean)]
         rows += [Marker("iteration", "E", "iteration", t + 2 + forward, it, False, clean=clean)]
-    layers_pass = tmp_path / "passes" / "layers"
+    layers_pass = run_dir / "passes" / "layers"
     layers_pass.mkdir(parents=True)
     (layers_pass / "markers.jsonl").write_text("".join(json.dumps(m.to_row()) + "\n" for m in rows))
+
+
+def test_the_plan_is_sized_for_the_smallest_layer_the_layers_pass_ranks(tmp_path: Path) -> None:
+    """A layers pass whose smallest layer at or above 1% of the forward takes 2.5% (and one below it, 0.5%, left
+    out): the plan asks for 2.5x fewer iterations than for a layer at exactly 1% (less its wider margin), and says
+    why."""
+    _layers_pass(tmp_path, {"model.0": 0.6, "model.1": 0.025, "model.2": 0.005})
     smallest = ps_rate.smallest_ranked_share(tmp_path)
     assert smallest == pytest.approx(0.025, rel=1e-6)
     assert ps_rate.smallest_ranked_share(tmp_path / "no-layers-pass") is None
@@ -272,9 +278,20 @@ def test_the_plan_is_sized_for_the_smallest_layer_the_layers_pass_ranks(tmp_path
     margins = ps_rate.SHARE_MARGIN / ps_rate.RATE_MARGIN  # measured shares: a wider margin
     assert at_smallest.iterations == pytest.approx(at_one.iterations * margins / 2.5, abs=1)
     assert at_smallest.rate * smallest * 0.040 * at_smallest.iterations >= ps_rate.SHARE_MARGIN * 50 - 1
-    assert "smallest layer at or above 1% of the layers pass's forward (2.5%)" in at_smallest.how
+    assert "smallest of the 15 largest layers at or above 1% of the layers pass's forward (2.5%)" in at_smallest.how
+
     for share in (0.004, 0.011):  # never sized for a layer below 1%, never more than the plan for one at 1%
         assert ps_rate.plan_sampling(config, 0.040, None, share).iterations == at_one.iterations
+
+
+def test_only_the_layers_the_report_ranks_size_the_plan(tmp_path: Path) -> None:
+    """17 layers at or above 1% (5.0% down to 1.8%): the plan is sized for the 15th largest (2.2%), the smallest the
+    report ranks, not for the 17th."""
+    from hwprof.core.kernels import RANKED_LAYERS
+
+    assert RANKED_LAYERS == 15
+    _layers_pass(tmp_path, {f"model.{i}": 0.05 - 0.002 * i for i in range(17)})
+    assert ps_rate.smallest_ranked_share(tmp_path) == pytest.approx(0.05 - 0.002 * 14, rel=1e-6)
 
 
 def test_sampling_events_follow_the_pmu_and_the_paranoia() -> None:

@@ -49,7 +49,7 @@ def test_resolved_only_where_both_p50s_are_within_the_tolerance() -> None:
 
 @pytest.mark.slow
 def test_a_collect_without_iters_stops_when_resolved_and_one_with_iters_runs_them_all(tmp_path: Path) -> None:
-    base = [sys.executable, "-P", "-m", "hwprof", "collect", "--model", "yolov8n", "--imgsz", "64", "--warmup", "1"]
+    base = [sys.executable, "-P", "-m", "hwprof", "collect", "--model", "yolov8n", "--imgsz", "64"]
     base += ["--only", "timing,flops", "--no-report", "--threads", "1"]
     auto = subprocess.run([*base, "--out", str(tmp_path / "auto")], capture_output=True, text=True, timeout=300)
     assert auto.returncode == 0, auto.stdout + auto.stderr
@@ -81,10 +81,19 @@ def test_a_collect_without_iters_stops_when_resolved_and_one_with_iters_runs_the
     )  # fmt: skip
     said = f"layers: {without_blocks(stopping['text'])}"  # the blocks are the overheads table's column
     assert report.returncode == 0 and said in report.stdout, report.stdout[-3000:]
+    # each pass warmed up until warm (hwprof.session.warmup), 3 at the most, and said so; the report says how many
+    auto_passes = json.loads((tmp_path / "auto" / "run.json").read_text())["passes"]
+    for name in ("timing", "layers"):
+        stop, calls = auto_passes[name]["stopping"], auto_passes[name]["inputs"]["shapes"]["1x3x64x64"]
+        assert stop["warmup"] == calls["warmup"] and 1 <= calls["warmup"] <= 3, (name, stop, calls)
+        assert stop["warmup_text"].startswith(("warm after", "not yet warm after")), stop
+    assert auto_passes["timing"]["stopping"]["warmup"] >= 2, "the timing pass has no p50 to hold its first against"
+    assert "warm-up (each pass until warm)" in report.stdout
     fixed = subprocess.run([*base, "--iters", "7", "--out", str(tmp_path / "fixed")], capture_output=True, text=True)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     passes = json.loads((tmp_path / "fixed" / "run.json").read_text())["passes"]
     for name in ("timing", "layers"):
+        assert passes[name]["inputs"]["shapes"]["1x3x64x64"]["warmup"] == 3, "--iters: --warmup's default, as given"
         # --iters runs them all; the paired layers pass adds whole blocks (2 measured iterations each) only where
         # its cost was not resolved (a busy worker: 9 on the fresh clone of b625c80)
         added = passes[name].get("overhead", {}).get("added_blocks") or 0

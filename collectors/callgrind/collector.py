@@ -45,6 +45,7 @@ SLOWDOWN = (50, 150)
 class CallgrindCollector(Collector):
     name = NAME
     title = "simulated per-layer counters under valgrind's callgrind"
+    last_warmup = True
     pass_name = "callgrind"
     subscribes = True
     order = 95

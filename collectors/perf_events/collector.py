@@ -108,6 +108,7 @@ def _most_common(missing: list[Unavailable]) -> Unavailable:
 class PerfEvents(Collector):
     name = "perf_events"
     title = "per-layer counters (perf_event_open, all threads)"
+    last_warmup = True
     pass_name = "layers"
     subscribes = True
     order = 90

@@ -87,11 +87,12 @@ class ReadPlanner:
 
     def probes_warmup(self, marker: Marker) -> bool:
         """Whether this warm-up marker is read (the last warm-up iteration probes); the forward of the one
-        before it, if warm (a third from last exists), is the reference that a read's cost is measured on."""
+        before it, if warm (a third from last exists, or the warm-up ran until warm: hwprof.session.warmup, whose
+        iterations before the last need not be numbered -2), is the reference that a read's cost is measured on."""
         if marker.iteration == -1:
             return self.plan is None and self.config.warmup >= PROBE_WARMUP
-        warm_before_probe = marker.iteration == -2 and self.config.warmup > PROBE_WARMUP
-        if warm_before_probe and marker.kind == "stage" and marker.name == "forward":
+        warm = self.config.warmup > PROBE_WARMUP or bool(self.config.extra.get("warmup_steady"))
+        if warm and marker.kind == "stage" and marker.name == "forward":  # the last one before the probe wins
             self._warmup_forward[marker.phase] = marker.t_ns
             if marker.phase == "E" and "B" in self._warmup_forward:
                 self.clean_forward_ns = marker.t_ns - self._warmup_forward["B"]

@@ -71,6 +71,7 @@ costs about 90 us per primitive here (yolov7-tiny at 320: forward 1.4x with it o
 class TorchProfilerCollector(Collector):
     name = NAME
     title = "torch.profiler (Kineto) with oneDNN verbose"
+    last_warmup = True
     pass_name = "trace"
     subscribes = True
     order = 40

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from hwprof.analysis.finding import CAVEAT, Finding, pct
 from hwprof.analysis.layers.memory import ALLOC, FAULTS
 from hwprof.core.kernel_causes import CAUSE_FAULT, CAUSE_INTERRUPT, CAUSE_IPI, CAUSE_SYSCALL, TOPICS, NativeCause
+from hwprof.core.kernels import RANKED_LAYERS
 from hwprof.core.native_view import NativeLayer, NativeView
 
 if TYPE_CHECKING:
@@ -253,7 +254,8 @@ def thin_layers(report: LayerReport) -> list[Finding]:
     view = report.native
     if view is None:
         return []
-    few = [r for r in report.top_level if r.native is not None and r.native.too_few]
+    ranked = sorted(report.top_level, key=lambda r: -(r.share or 0.0))[:RANKED_LAYERS]  # what the kernels pass sized
+    few = [r for r in ranked if r.native is not None and r.native.too_few]
     if not few:
         return []
     return [

@@ -55,13 +55,26 @@ class Collected:
 def run_collect(request: CollectRequest, console: Console, stop: StopSignals | None = None) -> Collected:
     """Check the request (ValueError, one line, before anything is made), claim its run directory, run the
     passes, then the advice where asked, the report and the trace."""
+    from hwprof.session.pass_inputs import worker_env
+
+    config = dataclasses.replace(request.config)  # the request's config is the caller's: paths resolved in a copy
+    # its imports (3-4 s) beside the checks, probes and set-up (1 s), which the first pass waited for after them
+    zygote = Zygote.start(worker_env(config)) if config.program is None else None
+    try:
+        return _checked_collect(request, config, console, stop or StopSignals(), zygote)
+    finally:
+        if zygote is not None:
+            zygote.close()
+
+
+def _checked_collect(
+    request: CollectRequest, config: RunConfig, console: Console, stop: StopSignals, zygote: Zygote | None
+) -> Collected:
     from hwprof.core.folders import check_folder
     from hwprof.session.disk_estimate import check_free, estimate
-    from hwprof.session.pass_inputs import worker_env
     from hwprof.session.plan import claim_out_dir, new_run_dir, plan_passes
     from hwprof.session.rlimits import check_limits
 
-    config = dataclasses.replace(request.config)  # the request's config is the caller's: paths resolved in a copy
     images = _checked(config, console)
     check_folder(*((request.out, "--out") if request.out else (request.results, "--results")))  # before the probes
     plan = plan_passes(config)
@@ -72,21 +85,16 @@ def run_collect(request: CollectRequest, console: Console, stop: StopSignals | N
     check_free(request.out if request.out else request.results, size)
     made = request.out is None or not request.out.exists()
     run_dir, lock = claim_out_dir(request.out) if request.out else new_run_dir(request.results, config.model)
-    zygote = None
     try:
-        if config.program is None:  # its imports run beside the run's set-up
-            zygote = Zygote.start(worker_env(config))
         if lock.took_over:
             console.print(
                 f"[yellow]note:[/] took over the lock of {run_dir} left by {lock.took_over.describe()}, "
                 "which is no longer running",
                 highlight=False,
             )
-        code = _collect_into(run_dir, config, images, plan, stop or StopSignals(), request, console, size, zygote)
+        code = _collect_into(run_dir, config, images, plan, stop, request, console, size, zygote)
         return Collected(code, run_dir)
     finally:
-        if zygote is not None:
-            zygote.close()
         lock.release()
         if made and not (run_dir / RUN_JSON).exists():  # stopped before the run began: no empty folder left
             with contextlib.suppress(OSError):

@@ -27,7 +27,7 @@ from hwprof.api.errors import RunError
 from hwprof.api.requests import AdviseRequest, CollectRequest, CompareRequest, csv_list, gate_options, program_of
 from hwprof.api.run import Run, load
 from hwprof.api.sweeping import SweepRequest
-from hwprof.core.config import ADVISE_BLOCKS, RunConfig, default_threads
+from hwprof.core.config import ADVISE_BLOCKS, RunConfig, default_threads, until_resolved
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,7 +60,7 @@ def collect(
     rect: bool = False,
     batch: int = _D.batch,
     threads: int | None = None,
-    warmup: int = _D.warmup,
+    warmup: int | None = None,
     iters: int | None = None,
     depth: int = _D.depth,
     conf: float = _D.conf,
@@ -96,9 +96,9 @@ def collect(
     """`hwprof collect --model MODEL [options]` (or `hwprof collect [options] -- PROGRAM...` with `program`, the
     program's command as a list of words), then the run it made. Each keyword is collect's option of that name
     (`only=["timing", "flops"]` is `--only timing,flops`, `stage=["nms=utils:nms"]` is `--stage ...` once per
-    item, `threads=None` this process's CPUs, `iters=None` each pass stopping once its figures are resolved,
-    `budget` in seconds); out is the run directory (default: results/<model>-<time> under `results`), console a
-    Rich Console for what it prints. The report is not printed (report=True prints it; Run.report() does later);
+    item, `threads=None` this process's CPUs, `iters=None` and `warmup=None` each pass stopping once resolved and
+    warm, `budget` in seconds); out is the run directory (default: results/<model>-<time> under `results`), console
+    a Rich Console for what it prints. The report is not printed (report=True prints it; Run.report() does later);
     advise=True runs `--advise` after the passes (advise_blocks, advise_no_layers, advise_only as --advise-*).
 
     A run whose passes or collectors failed is returned as it is (status "partial"; Run.unavailable says what
@@ -109,8 +109,8 @@ def collect(
 
 NOT_CONFIG = (
     "model", "program", "weights", "images", "annotate", "threads", "only", "skip", "events", "rect", "timeout",
-    "budget", "iters", "program_model", "program_end", "stage", "program_stdin", "out", "results", "report", "advise",
-    "advise_blocks", "advise_no_layers", "advise_only", "console",
+    "budget", "iters", "warmup", "program_model", "program_end", "stage", "program_stdin", "out", "results", "report",
+    "advise", "advise_blocks", "advise_no_layers", "advise_only", "console",
 )  # fmt: skip
 """collect's keywords that are not RunConfig's field of that name with the value as given."""
 
@@ -139,7 +139,8 @@ def _collect_request(given: dict[str, Any]) -> CollectRequest:
         pass_timeout_s=given["timeout"],
         budget_s=given["budget"],
         iters=given["iters"] if given["iters"] is not None else _D.iters,
-        extra={"rect": given["rect"], "timing_resolve": given["iters"] is None},
+        warmup=given["warmup"] if given["warmup"] is not None else _D.warmup,
+        extra={"rect": given["rect"], **until_resolved(given["iters"], given["warmup"])},
         program=program_of(
             _words(program, "program") if program is not None else None,
             given["program_model"],

@@ -26,7 +26,8 @@ def add_collect_args(p: argparse.ArgumentParser) -> None:
     add_input_args(p.add_argument_group("input", "the images or video the pipeline reads"), d)
     add_model_args(p.add_argument_group("model and runtime", "what runs the forward, and how"), d)
     measure = p.add_argument_group("measurement", "how many iterations each pass measures, and for how long")
-    measure.add_argument("--warmup", type=int, default=d.warmup, help="iterations run before each pass measures")
+    warm = f"default: until warm, at most {d.warmup}, or {d.warmup} with --iters"
+    measure.add_argument("--warmup", type=int, default=None, help=f"iterations run before each pass measures ({warm})")
     resolved = f"default: each pass stops once its figures are resolved, at most {d.iters} or what its collectors need"
     measure.add_argument("--iters", type=int, default=None, help=f"measured iterations per pass ({resolved})")
     budget = "time the passes share (90s, 2m; default none): a pass out of its share says what it did not resolve"

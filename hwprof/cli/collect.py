@@ -10,7 +10,7 @@ from rich.console import Console
 
 from hwprof.api.requests import CollectRequest, program_of
 from hwprof.cli.advise import advise_request
-from hwprof.core.config import RunConfig
+from hwprof.core.config import RunConfig, until_resolved
 from hwprof.session.stopping import StopSignals
 
 
@@ -59,7 +59,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         imgsz=args.imgsz,
         batch=args.batch,
         threads=args.threads,
-        warmup=args.warmup,
+        warmup=RunConfig.warmup if args.warmup is None else args.warmup,
         iters=RunConfig.iters if args.iters is None else args.iters,
         depth=args.depth,
         conf=args.conf,
@@ -79,7 +79,7 @@ def config_from(args: argparse.Namespace) -> RunConfig:
         profiler_stack=args.profiler_stack,
         pass_timeout_s=args.timeout,
         budget_s=args.budget,
-        extra={"rect": args.rect, "timing_resolve": args.iters is None},
+        extra={"rect": args.rect, **until_resolved(args.iters, args.warmup)},
         program=program_of(
             getattr(args, "program", None), args.program_model, args.program_end, args.stage, args.program_stdin
         ),

@@ -68,6 +68,9 @@ class ExtraOptions(TypedDict, total=False):
     """True: the built-in pipeline's timing pass stops once its p50s are resolved, --iters its upper bound
     (session.timing_stop); the command line sets it where --iters is absent. Absent: --iters measured iterations, as
     given (a program's passes run the calls they planned either way)."""
+    warmup_steady: bool
+    """True: a pass of the built-in pipeline warms up until warm, RunConfig.warmup the most (session.warmup); the
+    command line sets it where --warmup and --iters are absent. Absent: RunConfig.warmup warm-up iterations."""
     powercap_root: str
     """rapl: the powercap folder instead of /sys/class/powercap."""
     event_source_root: str
@@ -128,6 +131,12 @@ _SIMPLE_TYPES: dict[str, tuple[type | tuple[type, ...], str]] = {
 
 OPTION_OF = {"pass_timeout_s": "--timeout", "budget_s": "--budget"}
 """RunConfig fields whose command-line option is not --<field with dashes>."""
+
+
+def until_resolved(iters: int | None, warmup: int | None) -> ExtraOptions:
+    """RunConfig.extra's stopping modes for --iters and --warmup as given (None: not given): each pass measures until
+    its figures are resolved without --iters, and warms up until warm without either."""
+    return {"timing_resolve": iters is None, "warmup_steady": warmup is None and iters is None}
 
 
 @dataclass

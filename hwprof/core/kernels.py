@@ -51,6 +51,9 @@ MIN_LAYER_SAMPLES = 50
 """Samples a layer above MIN_LAYER_SHARE of forward should get, so that a kernel at 10% of it is
 seen about 5 times and shares have a binomial error of at most about 7 points."""
 MIN_LAYER_SHARE = 0.01
+RANKED_LAYERS = 15
+"""The layers the report ranks by time (its top 15: `hwprof report --top`'s default): those at or above
+MIN_LAYER_SHARE among them are what the kernels pass sizes its samples for (collectors.perf_sampling.rate)."""
 TOP_KERNELS = 8
 CAUSE_PARTS = 4
 """Parts of a kernel cause kept per table (the syscalls, what the faults did)."""

@@ -36,6 +36,21 @@ def run_shapes(run: RunDoc) -> dict[str, dict[str, int]]:
     return out
 
 
+def warmup_text(run: RunDoc) -> str:
+    """ "3 warm-up", or, where the passes warmed up until warm (hwprof.session.warmup), "1-2 warm-up (each pass until
+    warm)": the warm-up iterations the passes ran, from their recorded forwards (the config's count in older runs)."""
+    counts = {
+        sum(calls.warmup for calls in entry.inputs.shapes.values())
+        for entry in run.passes.values()
+        if entry.inputs is not None and entry.inputs.shapes
+    }
+    extra = run.config.extra or {}
+    if not extra.get("warmup_steady") or not counts:
+        return f"{run.config.warmup} warm-up"
+    low, high = min(counts), max(counts)
+    return f"{low if low == high else f'{low}-{high}'} warm-up (each pass until warm)"
+
+
 def shapes_text(shapes: dict[str, dict[str, int]]) -> str:
     """ "1x3x320x256 (timing 12, layers 15) · 1x3x192x320 (layers 9)"."""
     return " · ".join(

@@ -23,10 +23,11 @@ from hwprof.analysis.finding import Finding, labelled
 from hwprof.analysis.program.facts import ProgramFacts, program_facts
 from hwprof.analysis.run_analysis import Analysis
 from hwprof.core.isa_units import run_uses_text, units_text
+from hwprof.core.kernels import RANKED_LAYERS
 from hwprof.render.advice.table import advice_markdown, advice_renderables
 from hwprof.render.export import layers_csv_text, summary_dict
 from hwprof.render.gpu.sections import gpu_forward_spec, gpu_layers_spec, gpu_main_layers_spec, gpu_roofline_spec
-from hwprof.render.input_lines import input_lines
+from hwprof.render.input_lines import input_lines, warmup_text
 from hwprof.render.kernel_tables import frames_spec, kernels_spec, native_kernels_spec, native_model_spec
 from hwprof.render.layer_shapes import layer_shapes_spec
 from hwprof.render.measured_flops import measured_flops
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
     from hwprof.schema.run import ModelDoc, RunDoc
 
 FORMATS = ("rich", "json", "csv", "markdown", "html")
-TOP_DEFAULT = 15
+TOP_DEFAULT = RANKED_LAYERS
 LISTED_EVIDENCE_LINES = 3
 """A finding's evidence in the terminal's list, at most (markdown, JSON and HTML have it whole): the allocator
 finding's took 9 lines of a yolov7 report at 80 columns."""
@@ -185,7 +186,7 @@ def _config_line(run: RunDoc, workload: WorkloadView, facts: ProgramFacts) -> tu
     if run.imported:
         return ("config", f"{cfg.iters} profiled forwards in the trace; passes: {passes}")
     sizes = f"{workload.sizes}, " if workload.sizes else ""
-    measured = f"{sizes}{cfg.iters} {workload.measured} after {cfg.warmup} warm-up"
+    measured = f"{sizes}{cfg.iters} {workload.measured} after {warmup_text(run)}"
     if facts.threads_set:  # the program's own counts, after the calls they count
         return ("config", f"{measured}; {facts.threads_text()}; passes: {passes or 'none'}")
     return ("config", f"{cfg.threads} torch threads, {measured}; passes: {passes or 'none'}")

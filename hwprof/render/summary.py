@@ -26,7 +26,7 @@ from hwprof.analysis.program.facts import GRAD_ON, TRAINING, program_facts
 from hwprof.core.isa_units import units_text
 from hwprof.render.advice.table import heading, output_text
 from hwprof.render.fmt import ms, pct
-from hwprof.render.input_lines import pass_inputs_text
+from hwprof.render.input_lines import pass_inputs_text, warmup_text
 from hwprof.render.measured_flops import measured_flops
 from hwprof.render.report_sections import kernel_text
 from hwprof.render.tables import MISSING, Col, LeftOut, TableSpec, markdown, spec_renderables
@@ -96,7 +96,7 @@ def run_lines(a: Analysis) -> list[tuple[str, str]]:
     out.append(("host", f"{host.cpu_model or '?'}, {host.logical_cpus or '?'} CPUs; {units_text(flags)}"))
     cfg = run.config
     sizes = f", {a.workload.sizes}" if a.workload.sizes else ""
-    iterations = f"{cfg.iters} iterations after {cfg.warmup} warm-up"
+    iterations = f"{cfg.iters} iterations after {warmup_text(run)}"
     facts = program_facts(run, a.stages)
     if facts.threads_set:  # the program's own counts, last: they hold commas
         out.append(("run", f"{a.workload.sizes + ', ' if sizes else ''}{iterations}; {facts.threads_text()}"))

@@ -94,6 +94,10 @@ class StoppingDoc(Record):
     """A paired pass: the measured iterations when its clean ones ended, its cost resolved (hwprof.session.pass_stop);
     absent where clean ones ran beside every measured one."""
     text: str | None = None
+    warmup: Count | None = None
+    """The warm-up iterations it ran, where they ended once warm (hwprof.session.warmup; absent with --warmup or
+    --iters, and in older runs)."""
+    warmup_text: str | None = None
 
 
 @dataclass(kw_only=True)

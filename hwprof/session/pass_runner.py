@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import PassContext
 from hwprof.core.atomic import DiskFullError
@@ -31,6 +32,9 @@ from hwprof.session.pass_steps import PassSteps
 from hwprof.session.worker_io import disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
 from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
+
+if TYPE_CHECKING:
+    from hwprof.session.warmup import Warmth
 
 EXIT_OK = 0
 EXIT_ERROR = 3
@@ -56,6 +60,10 @@ class PassRunner(PassSteps):
         self._remove_hooks: Callable[[], None] | None = None
         self._done = 0
         """Iterations run so far (warm-up included), for progress."""
+        self.warmups = self.config.warmup
+        """The warm-up iterations it ran (by default until warm: hwprof.session.warmup)."""
+        self.warmth: Warmth | None = None
+        """The warm-up rule's last verdict, where it applied."""
         self.init_steps()
 
     def _pairs(self, runtime_name: str) -> bool:
@@ -194,15 +202,12 @@ class PassRunner(PassSteps):
         STOP.bus, STOP.at_boundaries = self.bus, True
         STOP.check(0, total)
         progress(phase="warmup", done=0, total=total)  # where the build ends (hwprof.session.pass_phases)
-        for i in range(self.config.warmup):
-            self.ctx.pipeline.run_iteration(i - self.config.warmup, warmup=True)
-            self._done = i + 1
-            progress(phase="warmup", done=i + 1, total=total)
-            STOP.check(i + 1, total)
+        self.warmups = self._warm_up(total)
+        total -= self.config.warmup - self.warmups
         self.log.flush_to(self.markers_path)
         self._each("start", self.ctx)
         progress(phase="measure", done=self._done, total=total)  # the collectors started: the measuring begins
-        STOP.check(self.config.warmup, total)
+        STOP.check(self.warmups, total)
         planned_at = time.monotonic()
         out = self._run_steps(steps, iters, total)
         if self.paired is not None and not out and not (self.stopping and self.stopping.resolved):
@@ -211,6 +216,37 @@ class PassRunner(PassSteps):
                 self._paired_resolved(iters)  # what the plan and its extension left unresolved, said
         STOP.disarm()
         self._each("stop", self.ctx)
+
+    def _warm_up(self, total: int) -> int:
+        """The warm-up iterations, numbered up to -1; by default (hwprof.session.warmup) until the process is warm,
+        then the last one (-1) where a collector does something of its own in it, else config.warmup of them.
+        Returns how many ran."""
+        from hwprof.core.spans import durations_ms, pair_spans, timing_forward_s
+        from hwprof.session import warmup
+
+        assert self.ctx.pipeline is not None
+        most = self.config.warmup
+        steady = warmup.steady(self.config)
+        wants_last = any(c.last_warmup for c in self.collectors if self._ok(c))
+        timing_s = None if self.ctx.pass_name == "timing" or not steady else timing_forward_s(self.run_dir)
+        index, done = -most, 0
+        while done < most:
+            self.ctx.pipeline.run_iteration(index, warmup=True)
+            done = self._done = done + 1
+            progress(phase="warmup", done=done, total=total)
+            STOP.check(done, total)
+            if index == -1:
+                break
+            if steady:
+                forwards = durations_ms(pair_spans(self.log.markers), "stage", warmup=True).get("forward", [])
+                self.warmth = warmup.check(forwards, timing_s * 1e3 if timing_s else None)
+                if self.warmth.warm and not wants_last:
+                    break
+                if self.warmth.warm:
+                    index = -1  # the last warm-up iteration, its collectors' own (a probe, the ops' shapes)
+                    continue
+            index += 1
+        return done
 
     def _end(self, status: str, error: str) -> tuple[str, str]:
         """Whatever ended the pass: stop signals ignored, the runtime's files and the markers written, every
@@ -252,7 +288,11 @@ class PassRunner(PassSteps):
         if program is not None:
             result.update(program=program)
         if self.stopping is not None:
-            result.update(stopping=self.stopping.doc())
+            doc = self.stopping.doc()
+            if self.warmth is not None:
+                last = "; then the last one, its collectors' own" if self.warmups > self.warmth.iterations else ""
+                doc.update(warmup=self.warmups, warmup_text=self.warmth.text + last)
+            result.update(stopping=doc)
         write_pass_result(self.ctx.out_dir, result)
 
     def _write_replayed(self) -> None:

@@ -31,6 +31,7 @@ class PassSteps(PassCollectors):
     paired: PairedInfo | None
     _remove_hooks: Callable[[], None] | None
     _done: int
+    warmups: int
 
     def init_steps(self) -> None:
         self.clean_until: int | None = None
@@ -55,7 +56,7 @@ class PassSteps(PassCollectors):
         deadline = self.deadline if self.paired is not None or self.ctx.pass_name == "timing" else None
         size = 4 if self.paired is not None else 1
         units = [steps[k : k + size] for k in range(0, len(steps), size)]
-        expected = self.config.warmup + (self._least_steps if rule is not None else len(steps))
+        expected = self.warmups + (self._least_steps if rule is not None else len(steps))
         measured, k, unit_start = 0, 0, time.monotonic()
         while k < len(units):
             for on, i in units[k]:

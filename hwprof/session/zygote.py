@@ -51,6 +51,9 @@ from hwprof.session.child import Worker
 PRELOAD = (
     "torch",
     "torch.profiler",
+    # torch.profiler's first start asks `hasattr(torch, "_inductor")`, which imports Inductor and Dynamo: 1.5-1.9 s
+    # of the trace pass's warm-up and of the layers pass's (torch_memory) on the 2-vCPU Xeon, 1.1 s here, once for all.
+    "torch._inductor.config",
     "numpy",
     "cv2",
     "ultralytics",
