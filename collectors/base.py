@@ -180,6 +180,12 @@ class Collector:
     clean_iterations: ClassVar[bool] = True
     """False: its pass runs no clean iterations at all (under a simulator every iteration is 50-150x
     slower and the layer hooks' cost is nothing beside it): the pass gets a pass-level estimate."""
+    zygote_modules: ClassVar[tuple[str, ...]] = ()
+    """Modules besides the pass worker that a worker forked from the collect's zygote may run for its pass (a
+    launcher that wraps the worker: Scalene's, collectors/scalene/launch.py); the zygote imports them at its start."""
+    zygote_imports: ClassVar[tuple[str, ...]] = ()
+    """What the zygote imports besides, where a collect asks for this collector: modules its first use would import
+    in every pass's worker (torch.profiler's: Inductor)."""
     last_warmup: ClassVar[bool] = False
     """It does something of its own in the last warm-up iteration (index -1: a probe, the ops' shapes, the
     simulated caches' warming): where the warm-up ends once warm (hwprof.session.warmup), that iteration still runs,

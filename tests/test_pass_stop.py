@@ -9,7 +9,7 @@ import pytest
 from hwprof.analysis.paired_cost import MIN_BLOCKS, PassCostFigure, paired_cost
 from hwprof.core.markers import Marker
 from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
-from hwprof.session.pass_stop import LAYER_TOLERANCE, PassStopping, check, floor
+from hwprof.session.pass_stop import FUTILE_BLOCKS, FUTILE_IQR, LAYER_TOLERANCE, PassStopping, check, floor
 
 MS = 1_000_000
 
@@ -65,6 +65,34 @@ def test_a_noisy_cost_is_not_resolved_and_said() -> None:
     done = check(markers, _cost(markers), 8, layers=True)
     assert not done.resolved and done.unresolved[0].startswith("the cost (")
     assert done.text.startswith("ran 8 measured iterations, its plan (4 ABBA blocks): the cost (")
+
+
+def test_a_cost_that_spreads_past_use_ends_the_pass_unresolved_but_not_before_its_blocks() -> None:
+    """Scalene's blocks at yolov7 640 (ratios 0.97-1.58): after FUTILE_BLOCKS blocks whose quartiles lie more than
+    FUTILE_IQR apart the pass stops, unresolved and said so; with fewer blocks, or a layer's share still loose in
+    the layers pass, it goes on."""
+    ratios = (0.995, 1.201, 1.071, 1.584, 1.029, 1.524)  # its first six blocks
+    wild = [80.0 * r for r in ratios for _ in range(2)]  # both measured iterations of a block at its ratio
+    markers = paired_markers(FUTILE_BLOCKS, wild, [80.0], STEADY_LAYERS)
+    cost = _cost(markers)
+    assert cost is not None and cost.q1 is not None and cost.q3 is not None and cost.q3 - cost.q1 > FUTILE_IQR
+    done = check(markers, cost, 40, layers=False)
+    assert not done.resolved and done.futile and done.ends
+    assert "more than 0.20 apart" in done.text and done.text.endswith("not resolved"), done.text
+    early = paired_markers(FUTILE_BLOCKS - 1, wild, [80.0], STEADY_LAYERS)
+    assert not check(early, _cost(early), 40, layers=False).ends, "too few blocks to say"
+    noisy = paired_markers(MIN_BLOCKS, [82.0, 120.0, 60.0, 100.0], [80.0], STEADY_LAYERS)
+    assert not check(noisy, _cost(noisy), 40, layers=False).ends, "4 blocks: the plan goes on"
+    loose = [{"model.0": 20.0 * k, "model.1": 50.0, "model.2": 0.3} for k in (1.0, 1.3, 0.8, 1.25, 0.9, 1.2)]
+    layers = paired_markers(FUTILE_BLOCKS, wild, [80.0], loose)
+    assert not check(layers, _cost(layers), 40, layers=True).ends, "the shares may still resolve"
+
+
+def test_only_the_layers_the_report_ranks_keep_the_layers_pass_going() -> None:
+    """16 steady layers at 5% and a 17th, at 2%, that varies: not among the 15 largest, it does not count."""
+    varying = [{**{f"model.{i}": 5.0 for i in range(16)}, "model.16": 2.0 * k} for k in (1.0, 1.6, 0.5, 1.4, 0.7, 1.5)]
+    markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], varying)
+    assert check(markers, _cost(markers), 20, layers=True).resolved
 
 
 def test_a_ranked_layer_that_varies_keeps_the_layers_pass_going_a_thin_one_does_not() -> None:

@@ -125,7 +125,7 @@ def test_a_zygote_whose_imports_initialised_cuda_is_never_ready(monkeypatch: pyt
     assert zygote_module.cuda_initialised()
     ours, theirs = socket.socketpair()
     ours.shutdown(socket.SHUT_WR)  # a zygote that went on to serve would read the end at once and return 0
-    assert zygote_module.main(theirs.detach(), ()) == 1
+    assert zygote_module.main(theirs.detach(), (), ()) == 1
     ours.settimeout(5)
     assert ours.recv(1024) == b"", "the zygote said nothing (no ready) and closed its end"
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=bool)))

@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext, unconverted
 from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
+from hwprof.collectors.scalene.launch import MODULE as LAUNCH_MODULE
 from hwprof.collectors.scalene.profile import WindowFile, window_from_json
 
 from hwprof.core.atomic import atomic_write_text
@@ -204,6 +205,7 @@ class ScaleneCollector(Collector):
     title = "Scalene (per-line Python / native / system time, memory on request)"
     pass_name = "scalene"
     whole_process = True
+    zygote_modules = (LAUNCH_MODULE,)
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)
@@ -250,6 +252,8 @@ class ScaleneCollector(Collector):
             ",".join(excluded),
         ]
         out = str((ctx.out_dir / f"{NAME}.json").resolve())  # the session may start the worker elsewhere
+        if not self.config.scalene_memory and scalene == [command[0], "-P", "-m", "scalene"]:
+            env, scalene = [], [command[0], "-P", "-m", LAUNCH_MODULE]  # a fork of the zygote may run it (launch.py)
         return [
             *env,
             *scalene,

@@ -51,7 +51,7 @@ from hwprof.collectors.torch_profiler.clock import SyncData, sync_ranges, wall_p
 from hwprof.collectors.torch_profiler.convert import NAME, RANGE_PREFIX, convert, write_outputs
 from hwprof.collectors.torch_profiler.kineto import export_trace, load_kineto
 from hwprof.collectors.torch_profiler.onednn import StdoutToFile
-from hwprof.collectors.torch_profiler.probe import probe_torch_profiler
+from hwprof.collectors.torch_profiler.probe import PROFILER_IMPORTS, probe_torch_profiler
 from hwprof.collectors.torch_profiler.shapes import SHAPES_FILE, WarmupShapes
 
 from hwprof.core.atomic import atomic_write_text
@@ -78,6 +78,8 @@ class TorchProfilerCollector(Collector):
     needs_layer_markers = True
     switchable = True
     finds_scripted_layers = True
+
+    zygote_imports = PROFILER_IMPORTS
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)

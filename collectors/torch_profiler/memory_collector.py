@@ -38,7 +38,7 @@ from hwprof.collectors.torch_profiler.memory import (
     peak_layer,
     with_live,
 )
-from hwprof.collectors.torch_profiler.probe import probe_torch_profiler
+from hwprof.collectors.torch_profiler.probe import PROFILER_IMPORTS, probe_torch_profiler
 
 from hwprof.core.markers import Marker, read_markers
 from hwprof.core.spans import pair_begin_end
@@ -58,6 +58,8 @@ class TorchMemoryCollector(Collector):
     pass_name = "layers"
     needs_layer_markers = True
     switchable = True
+
+    zygote_imports = PROFILER_IMPORTS
 
     def __init__(self, config: RunConfig) -> None:
         super().__init__(config)

@@ -48,6 +48,12 @@ def probe_torch_profiler(python: str) -> Capability:
     )
 
 
+PROFILER_IMPORTS = ("torch._inductor.config",)
+"""What torch.profiler's first start imports (it asks `hasattr(torch, "_inductor")`, which imports Inductor and
+Dynamo): 1.5-1.9 s of the trace pass's warm-up and of the layers pass's (torch_memory) on the 2-vCPU Xeon, imported
+once in the collect's zygote instead (Collector.zygote_imports)."""
+
+
 def _probe_in_child(python: str) -> Capability:
     try:
         done = subprocess.run([python, "-c", _PROBE_CODE], capture_output=True, text=True, timeout=120)

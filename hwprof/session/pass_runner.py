@@ -29,6 +29,7 @@ from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
 from hwprof.session.pass_result import close_pipeline, pass_result
 from hwprof.session.pass_steps import PassSteps
+from hwprof.session.pass_stop import PassStopping
 from hwprof.session.worker_io import disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
 from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
@@ -210,10 +211,10 @@ class PassRunner(PassSteps):
         STOP.check(self.warmups, total)
         planned_at = time.monotonic()
         out = self._run_steps(steps, iters, total)
-        if self.paired is not None and not out and not (self.stopping and self.stopping.resolved):
+        if self.paired is not None and not out and not (isinstance(self.stopping, PassStopping) and self.stopping.ends):
             self._extend(iters, time.monotonic() - planned_at)
             if self.config.extra.get("timing_resolve"):
-                self._paired_resolved(iters)  # what the plan and its extension left unresolved, said
+                self._paired_ends(iters)  # what the plan and its extension left unresolved, said
         STOP.disarm()
         self._each("stop", self.ctx)
 

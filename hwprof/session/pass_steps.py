@@ -98,7 +98,7 @@ class PassSteps(PassCollectors):
 
         least = floor(max([self.wished, *self._fewest()]), planned)
         self._least_steps = 2 * least
-        return lambda measured, cost: measured >= least and measured % 2 == 0 and self._paired_resolved(planned, cost)
+        return lambda measured, cost: measured >= least and measured % 2 == 0 and self._paired_ends(planned, cost)
 
     def _timing_resolved(self) -> bool:
         """The timing pass's stopping rule (hwprof.session.timing_stop) on its measured iterations so far; what it
@@ -121,15 +121,16 @@ class PassSteps(PassCollectors):
         shapes = (self.bus.inputs.measured, self.bus.inputs.clean)
         return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers), shapes)
 
-    def _paired_resolved(self, planned: int, cost: PassCostFigure | None = None) -> bool:
+    def _paired_ends(self, planned: int, cost: PassCostFigure | None = None) -> bool:
         """A paired pass's stopping rule (hwprof.session.pass_stop) on its blocks so far (`cost`: their paired cost,
-        where the caller has it); its verdict is kept for result.json either way."""
+        where the caller has it): whether the pass stops (resolved, or its cost's spread past use); its verdict is
+        kept for result.json either way."""
         from hwprof.session.pass_stop import check
 
         layers = self.ctx.pass_name == "layers" and self._remove_hooks is not None
         cost = cost if cost is not None else self._cost()
         self.stopping = check(self.log.markers, cost, planned, layers, self.clean_until)
-        return self.stopping.resolved
+        return self.stopping.ends
 
     def _fewest(self) -> list[int]:
         """What the pass's live collectors need at the least (Collector.fewest_iterations), after the warm-up."""
@@ -150,7 +151,7 @@ class PassSteps(PassCollectors):
         if self.ctx.pass_name == "timing":
             self._timing_resolved()
         elif self.paired is not None:
-            self._paired_resolved(planned)
+            self._paired_ends(planned)
         if self.stopping is not None:
             self.stopping = dataclasses.replace(self.stopping, budget=True)
         print(f"budget: {self.stopping.text if self.stopping else 'the pass stopped at its share'}", file=sys.stderr)

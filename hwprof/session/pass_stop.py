@@ -7,9 +7,16 @@ The rule, asked after each whole block (two measured iterations and two clean on
   pass asks for itself (a sampler's samples, the counter rotation's reads of every layer);
 - the pass's cost resolved: hwprof.analysis.paired_cost's figure (MIN_BLOCKS blocks, quartiles within
   UNRESOLVED_IQR), the figure the report prints;
-- in the layers pass, whose layer times the report ranks: every layer at or above MIN_LAYER_SHARE of the forward
-  has the median of its self time known, at 95% (the order-statistic interval of hwprof.session.timing_stop), to
-  within LAYER_TOLERANCE of itself or LAYER_POINTS of the forward, whichever is wider.
+- in the layers pass, whose layer times the report ranks: every layer it ranks (the RANKED_LAYERS largest) at or
+  above MIN_LAYER_SHARE of the forward has the median of its self time known, at 95% (the order-statistic interval
+  of hwprof.session.timing_stop), to within LAYER_TOLERANCE of itself or LAYER_POINTS of the forward, whichever is
+  wider.
+
+A pass whose cost is all that is left unresolved also stops, unresolved, once FUTILE_BLOCKS blocks or more have
+ratios whose quartiles lie more than FUTILE_IQR apart: the quartiles of the blocks' ratios estimate the spread of
+the pass's cost from one forward to the next, which more blocks measure better but do not narrow (Scalene's pass at
+yolov7 640 on the 2-vCPU Xeon, 2026-11-28: blocks from 0.97 to 1.58, quartiles 1.03-1.19 after 15 blocks and 66 s,
+where 6 blocks had said as much). The report prints such a cost as not resolved, with its quartiles, as before.
 
 It applies where the user did not ask for a number of iterations (`--iters` absent: RunConfig.extra's
 "timing_resolve", as for the timing pass). A pass that reaches its plan unresolved goes on as before: its ABBA
@@ -24,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hwprof.analysis.paired_cost import MIN_BLOCKS, UNRESOLVED_IQR, PassCostFigure, blocks_text
-from hwprof.core.kernels import MIN_LAYER_SHARE
+from hwprof.core.kernels import MIN_LAYER_SHARE, RANKED_LAYERS
 from hwprof.core.markers import Marker
 from hwprof.core.spans import SpanTime, durations_ms, layer_self_spans, measured_spans
 from hwprof.schema.run_passes import StoppingDoc
@@ -35,6 +42,9 @@ LAYER_TOLERANCE = 0.10
 LAYER_POINTS = 0.005
 """... or to within this share of the forward (half a percentage point), whichever is wider: a layer at 1% of the
 forward is known to +-50% of itself, one at 30% to +-10%."""
+FUTILE_BLOCKS = 6
+FUTILE_IQR = 2 * UNRESOLVED_IQR
+"""A cost whose blocks' quartiles lie this far apart after FUTILE_BLOCKS blocks ends the pass's measuring."""
 LAYERS_NAMED = 3
 """Unresolved layers named in the text (the count says how many)."""
 RULE = (
@@ -59,6 +69,13 @@ class PassStopping:
     """Stopped because its share of --budget ran out (hwprof.session.budget), not by the rule or its plan."""
     clean_until: int | None = None
     """Measured iterations when the clean ones ended, the cost resolved (None: clean ones ran beside every one)."""
+    futile: bool = False
+    """Stopped unresolved: the cost alone was left, its blocks spread past FUTILE_IQR (more blocks would not help)."""
+
+    @property
+    def ends(self) -> bool:
+        """Whether the pass stops measuring here: resolved, or its cost's spread says more blocks would not help."""
+        return self.resolved or self.futile
 
     @property
     def text(self) -> str:
@@ -110,9 +127,28 @@ def check(
     spans = measured_spans(markers)
     iterations = len(durations_ms(spans, "iteration").get("iteration", []))
     unresolved = [] if cost is not None and cost.resolved else [_cost_words(cost)]
-    if layers:
-        unresolved += unresolved_layers(spans)
-    return PassStopping(not unresolved, iterations, planned, unresolved, clean_until=clean_until)
+    shares = unresolved_layers(spans) if layers else []
+    futile = not shares and cost is not None and spread_past_use(cost)
+    if futile and cost is not None:
+        unresolved = [f"the cost ({_spread_words(cost)})"]
+    left = unresolved + shares
+    return PassStopping(not left, iterations, planned, left, clean_until=clean_until, futile=futile)
+
+
+def spread_past_use(cost: PassCostFigure) -> bool:
+    """A paired cost of FUTILE_BLOCKS blocks or more whose quartiles lie more than FUTILE_IQR apart."""
+    if cost.resolved or cost.blocks < FUTILE_BLOCKS or cost.q1 is None or cost.q3 is None:
+        return False
+    return cost.q3 - cost.q1 > FUTILE_IQR
+
+
+def _spread_words(cost: PassCostFigure) -> str:
+    assert cost.q1 is not None and cost.q3 is not None
+    return (
+        f"its {cost.blocks} ABBA blocks' ratios have quartiles {cost.q1:.3f}-{cost.q3:.3f}, more than "
+        f"{FUTILE_IQR:.2f} apart: the cost varies that much from one forward to the next, which more blocks would "
+        "measure, not narrow"
+    )
 
 
 def _cost_words(cost: PassCostFigure | None) -> str:
@@ -136,8 +172,9 @@ def unresolved_layers(spans: Sequence[SpanTime]) -> list[str]:
         return ["the layers' shares (no forward measured)"]
     forward_ns = statistics.median(forwards) * 1e6
     loose: list[str] = []
-    for name, values in self_ns_by_iteration(spans).items():
-        p50 = statistics.median(values)
+    medians = {name: (statistics.median(values), values) for name, values in self_ns_by_iteration(spans).items()}
+    ranked = sorted(medians.items(), key=lambda kv: -kv[1][0])[:RANKED_LAYERS]
+    for name, (p50, values) in ranked:
         if p50 < MIN_LAYER_SHARE * forward_ns:
             continue
         width = half_width(values)

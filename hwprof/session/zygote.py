@@ -8,11 +8,12 @@ Why: a pass's worker spent 2.0-2.5 s importing before it built its model (2-CPU 
 ultralytics, hwprof.session.worker"` 2.5 s), once per pass; the zygote's imports run once, beside the collect's
 own start, and a forked worker begins with them done.
 
-Which passes start from it (`forkable`): those whose command no collector wraps (Scalene, valgrind and ncu exec
-the worker themselves) and whose environment is the zygote's, but for variables read when first used, not when
-a library loads (LAZY_ENV); never a user's program's passes (a program expects a fresh interpreter), nor under a
-tight task limit (RLIMIT_NPROC under TASK_ROOM: the zygote's two tasks would count against the passes' threads).
-Every other pass is started as before (`python -P -m hwprof.session.worker`), and so is every pass when the
+Which passes start from it (`forkable`): those whose command is `python -P -m` one of its modules (the pass worker,
+or a collector's launcher that wraps it: Scalene's CPU mode, Collector.zygote_modules; valgrind, ncu and Scalene's
+memory mode exec the worker themselves) and whose environment is the zygote's, but for variables read when first
+used, not when a library loads (LAZY_ENV); never a user's program's passes (a program expects a fresh interpreter),
+nor under a tight task limit (RLIMIT_NPROC under TASK_ROOM: the zygote's two tasks would count against the passes'
+threads). Every other pass is started as before (`python -P -m hwprof.session.worker`), and so is every pass when the
 zygote cannot start.
 
 Fork safety: the zygote only imports; no parallel region ran (OpenMP's team is made in the worker, after the
@@ -51,9 +52,6 @@ from hwprof.session.child import Worker
 PRELOAD = (
     "torch",
     "torch.profiler",
-    # torch.profiler's first start asks `hasattr(torch, "_inductor")`, which imports Inductor and Dynamo: 1.5-1.9 s
-    # of the trace pass's warm-up and of the layers pass's (torch_memory) on the 2-vCPU Xeon, 1.1 s here, once for all.
-    "torch._inductor.config",
     "numpy",
     "cv2",
     "ultralytics",
@@ -135,9 +133,11 @@ class Zygote:
     gone: bool = False
 
     @classmethod
-    def start(cls, env: dict[str, str], modules: tuple[str, ...] = (PASS_WORKER,)) -> Zygote | None:
-        """Start one that runs `modules` (its imports run while its owner goes on); None when it cannot be used
-        here."""
+    def start(
+        cls, env: dict[str, str], modules: tuple[str, ...] = (PASS_WORKER,), imports: tuple[str, ...] = ()
+    ) -> Zygote | None:
+        """Start one that runs `modules` (its imports, PRELOAD's and `imports` besides, run while its owner goes
+        on); None when it cannot be used here."""
         soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
         if soft != resource.RLIM_INFINITY and soft < TASK_ROOM:
             return None
@@ -145,9 +145,10 @@ class Zygote:
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         except OSError:  # out of file descriptors: the passes start as before, and say so if they cannot
             return None
+        command = [sys.executable, "-P", "-m", "hwprof.session.zygote", str(theirs.fileno()), ",".join(imports)]
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-P", "-m", "hwprof.session.zygote", str(theirs.fileno()), *modules],
+                [*command, *modules],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
@@ -379,9 +380,9 @@ def cuda_initialised() -> bool:
         return False
 
 
-def main(fd: int, modules: tuple[str, ...]) -> int:
+def main(fd: int, imports: tuple[str, ...], modules: tuple[str, ...]) -> int:
     sock = socket.socket(fileno=fd)
-    for name in (*PRELOAD, *modules):
+    for name in (*PRELOAD, *imports, *modules):
         with contextlib.suppress(Exception):
             importlib.import_module(name)
     if cuda_initialised():
@@ -395,4 +396,4 @@ def main(fd: int, modules: tuple[str, ...]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]), tuple(sys.argv[2:])))
+    sys.exit(main(int(sys.argv[1]), tuple(filter(None, sys.argv[2].split(","))), tuple(sys.argv[3:])))
