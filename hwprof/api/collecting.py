@@ -18,7 +18,7 @@ from hwprof.core.config import RunConfig
 from hwprof.rundir.names import RUN_JSON
 from hwprof.session.finish import write_trace
 from hwprof.session.stopping import StopSignals
-from hwprof.session.zygote import PASS_WORKER, Zygote
+from hwprof.session.zygote import Zygote
 
 if TYPE_CHECKING:
     from hwprof.analysis.run_analysis import Analysis
@@ -55,28 +55,17 @@ class Collected:
 def run_collect(request: CollectRequest, console: Console, stop: StopSignals | None = None) -> Collected:
     """Check the request (ValueError, one line, before anything is made), claim its run directory, run the
     passes, then the advice where asked, the report and the trace."""
+    from hwprof.session.pass_inputs import start_zygote
+
     config = dataclasses.replace(request.config)  # the request's config is the caller's: paths resolved in a copy
     images = _checked(config, console)
     # its imports (3-4 s) beside the probes and the run's set-up, which the first pass waited for after them
-    zygote = _zygote(config)
+    zygote = start_zygote(config)
     try:
         return _checked_collect(request, config, images, console, stop or StopSignals(), zygote)
     finally:
         if zygote is not None:
             zygote.close()
-
-
-def _zygote(config: RunConfig) -> Zygote | None:
-    """The collect's zygote (none for a program's): the pass worker and the launchers that wrap it for the
-    collectors the run asks for, with what they import on first use."""
-    from hwprof.session.pass_inputs import worker_env
-    from hwprof.session.registry import all_collectors
-
-    if config.program is not None:
-        return None
-    asked = [c for c in all_collectors() if c.wanted(config)]
-    modules = (PASS_WORKER, *sorted({module for c in asked for module in c.zygote_modules}))
-    return Zygote.start(worker_env(config), modules, tuple(sorted({name for c in asked for name in c.zygote_imports})))
 
 
 def _checked_collect(

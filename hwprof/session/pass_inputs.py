@@ -1,5 +1,5 @@
 """What a pass's worker is given besides its run directory: the images record (images.json, and run.json's
-images) and its environment."""
+images), its environment, and the collect's zygote that its worker may be forked from."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from hwprof.collectors.base import Collector, PassContext
     from hwprof.core.config import RunConfig
     from hwprof.schema.codec import JsonObject
+    from hwprof.session.zygote import Zygote
     from hwprof.workload.images import ImageSet
 
 
@@ -38,3 +39,16 @@ def worker_env(config: RunConfig) -> dict[str, str]:
     env = dict(os.environ)
     env.update({"OMP_NUM_THREADS": str(config.threads), "MKL_NUM_THREADS": str(config.threads), **CHILD_ENV})
     return env
+
+
+def start_zygote(config: RunConfig) -> Zygote | None:
+    """The collect's zygote (none for a program's): the pass worker and the launchers that wrap it for the
+    collectors the run asks for, with what they import on first use."""
+    from hwprof.session.registry import all_collectors
+    from hwprof.session.zygote import PASS_WORKER, Zygote
+
+    if config.program is not None:
+        return None
+    asked = [c for c in all_collectors() if c.wanted(config)]
+    modules = (PASS_WORKER, *sorted({module for c in asked for module in c.zygote_modules}))
+    return Zygote.start(worker_env(config), modules, tuple(sorted({name for c in asked for name in c.zygote_imports})))
