@@ -182,7 +182,8 @@ class Collector:
     slower and the layer hooks' cost is nothing beside it): the pass gets a pass-level estimate."""
     zygote_modules: ClassVar[tuple[str, ...]] = ()
     """Modules besides the pass worker that a worker forked from the collect's zygote may run for its pass (a
-    launcher that wraps the worker: Scalene's, collectors/scalene/launch.py); the zygote imports them at its start."""
+    launcher that wraps the worker: Scalene's, collectors/scalene/forked_cli.py); the zygote imports them at its
+    start."""
     zygote_imports: ClassVar[tuple[str, ...]] = ()
     """What the zygote imports besides, where a collect asks for this collector: modules its first use would import
     in every pass's worker (torch.profiler's: Inductor)."""

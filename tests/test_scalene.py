@@ -99,9 +99,9 @@ def test_wrap_command_runs_the_worker_module_under_scalene(tmp_path: Path) -> No
     assert wrapped[-4:] == ["---", str(tmp_path), "scalene", "scalene"]
     assert wrapped[wrapped.index("-o") + 1] == str(ctx.out_dir / "scalene.json")
     assert "--cpu-only" in wrapped and "--off" in wrapped and "--gpu" not in wrapped
-    # CPU mode: Scalene's launcher, which a fork of the collect's zygote runs (collectors/scalene/launch.py)
-    assert wrapped[:4] == [sys.executable, "-P", "-m", "hwprof.collectors.scalene.launch"]
-    assert "hwprof.collectors.scalene.launch" in sc.ScaleneCollector.zygote_modules
+    # CPU mode: Scalene's launcher, which a fork of the collect's zygote runs (collectors/scalene/forked_cli.py)
+    assert wrapped[:4] == [sys.executable, "-P", "-m", "hwprof.collectors.scalene.forked_cli"]
+    assert "hwprof.collectors.scalene.forked_cli" in sc.ScaleneCollector.zygote_modules
     memory = sc.ScaleneCollector(RunConfig(scalene_memory=True)).wrap_command(command, ctx)
     assert "--memory" in memory and "--cpu-only" not in memory
     assert "PYTHONSAFEPATH=1" in memory and memory[memory.index("PYTHONSAFEPATH=1") + 1 :][:4] == [

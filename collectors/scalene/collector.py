@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import AttachedTool, Capability, Collector, CollectorResult, PassContext, unconverted
 from hwprof.collectors.scalene.convert import NAME, convert, write_outputs
-from hwprof.collectors.scalene.launch import MODULE as LAUNCH_MODULE
+from hwprof.collectors.scalene.forked_cli import MODULE as LAUNCH_MODULE
 from hwprof.collectors.scalene.profile import WindowFile, window_from_json
 
 from hwprof.core.atomic import atomic_write_text
@@ -253,7 +253,7 @@ class ScaleneCollector(Collector):
         ]
         out = str((ctx.out_dir / f"{NAME}.json").resolve())  # the session may start the worker elsewhere
         if not self.config.scalene_memory and scalene == [command[0], "-P", "-m", "scalene"]:
-            env, scalene = [], [command[0], "-P", "-m", LAUNCH_MODULE]  # a fork of the zygote may run it (launch.py)
+            env, scalene = [], [command[0], "-P", "-m", LAUNCH_MODULE]  # a fork of the zygote may run it (forked_cli)
         return [
             *env,
             *scalene,

@@ -1,5 +1,5 @@
 """Scalene's command line as a module whose `main(args)` a pass's worker forked from the collect's zygote can run
-(hwprof.session.zygote): `python -P -m hwprof.collectors.scalene.launch run ...` is `python -P -m scalene run ...`.
+(hwprof.session.zygote): `python -P -m hwprof.collectors.scalene.forked_cli run ...` is `python -P -m scalene run ...`.
 
 Why: started as a new interpreter, the Scalene pass spent 3.7-5.4 s importing Scalene, torch (which Scalene imports
 itself), ultralytics and hwprof's runners before its worker built the model (yolov7-tiny at 320 and yolov7 at 640
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 
-MODULE = "hwprof.collectors.scalene.launch"
+MODULE = "hwprof.collectors.scalene.forked_cli"
 
 
 def main(args: list[str] | None = None) -> int:
