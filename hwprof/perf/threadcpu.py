@@ -34,7 +34,7 @@ class CountedThreadsCpu:
         self.opener = threading.get_native_id()
         self.not_counted = live_tids() - {self.opener}
         self.inherit = inherit
-        self._exited_before = self._exited_ns()
+        self._exited_before = self._read()[1]
         """CPU time of the threads that had exited before the events were opened (never counted)."""
         self._exited = 0
         """The most CPU time seen of the counted threads that exited since (it only grows)."""
@@ -46,29 +46,28 @@ class CountedThreadsCpu:
         end marker on the 2-vCPU Xeon, and its time was missing: task-clock 3.2x the counted threads' CPU)."""
         if not self.inherit:
             return time.clock_gettime_ns(thread_clock_id(self.opener))
-        total = 0
-        for tid in live_tids() - self.not_counted:
-            try:
-                total += time.clock_gettime_ns(thread_clock_id(tid))
-            except OSError:
-                continue  # exited between the listing and the read
-        self._exited = max(self._exited, self._exited_ns() - self._exited_before)
-        return total + self._exited
+        counted, exited = self._read()
+        self._exited = max(self._exited, exited - self._exited_before)
+        return counted + self._exited
 
-    @staticmethod
-    def _exited_ns() -> int:
-        """The process's CPU time less its live threads' own clocks: the exited threads' time. The process clock
-        has a running thread's time as of its last tick (up to 4 ms stale), so that this errs low while threads
-        run, never high; ns() keeps the most it saw. A thread that existed before the events and exited since would
-        count too (hwprof starts none that exits during a pass)."""
+    def _read(self) -> tuple[int, int]:
+        """One pass over the live threads' own clocks: the counted ones' sum, and the exited threads' time (the
+        process's CPU time less every live thread's). The process clock has a running thread's time as of its last
+        tick (up to 4 ms stale), so that the exited time errs low while threads run, never high; ns() keeps the
+        most it saw. A thread that existed before the events and exited since would count too (hwprof starts none
+        that exits during a pass)."""
         process = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID)
-        live = 0
+        counted = live = 0
         for tid in live_tids():
             try:
-                live += time.clock_gettime_ns(thread_clock_id(tid))
-            except OSError:
-                process = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID)  # it exited: its time is in both
-        return max(process - live, 0)
+                own = time.clock_gettime_ns(thread_clock_id(tid))
+            except OSError:  # exited between the listing and the read: its time is in the process clock read again
+                process = time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID)
+                continue
+            live += own
+            if tid not in self.not_counted:
+                counted += own
+        return counted, max(process - live, 0)
 
 
 def name_this_thread(name: str) -> None:
