@@ -8,7 +8,13 @@ import pytest
 
 from hwprof.analysis.paired_cost import MIN_BLOCKS, PassCostFigure, paired_cost
 from hwprof.core.markers import Marker
-from hwprof.core.spans import clean_forward_ms_by_iteration, forward_ms_by_iteration
+from hwprof.core.spans import (
+    LiveSpans,
+    clean_forward_ms_by_iteration,
+    forward_ms_by_iteration,
+    layer_self_ns,
+    measured_spans,
+)
 from hwprof.session.pass_stop import FUTILE_BLOCKS, FUTILE_IQR, LAYER_TOLERANCE, PassStopping, check, floor
 
 MS = 1_000_000
@@ -49,12 +55,35 @@ def _cost(markers: list[Marker]) -> PassCostFigure | None:
     return paired_cost(forward_ms_by_iteration(markers), clean_forward_ms_by_iteration(markers))
 
 
+def _check(markers: list[Marker], *args: object, **kwargs: object) -> PassStopping:
+    return check(LiveSpans(markers).update(), *args, **kwargs)  # type: ignore[arg-type]
+
+
+def test_live_spans_fed_a_block_at_a_time_agree_with_the_markers_read_whole() -> None:
+    """The pass's spans paired as its blocks come (what its rule reads after each) equal those of its markers
+    read whole at the end, however the markers arrived."""
+    markers = paired_markers(6, [82.0, 90.0, 81.8], [80.0, 80.2, 79.9, 85.0], [*STEADY_LAYERS, {"model.0": 3.0}])
+    log: list[Marker] = []
+    live = LiveSpans(log)
+    per_block = len(markers) // 6
+    for start in range(0, len(markers), per_block):
+        log.extend(markers[start : start + per_block])
+        live.update()
+    assert live.forward_ms == forward_ms_by_iteration(markers)
+    assert live.clean_forward_ms == clean_forward_ms_by_iteration(markers)
+    assert live.measured == measured_spans(markers) and live.iterations == 12
+    whole = {name: [float(v) for v in values] for name, values in layer_self_ns(measured_spans(markers)).items()}
+    assert live.self_ns_by_iteration() == whole
+    del log[-per_block:]  # markers dropped (MarkerLog.discard_unflushed): paired anew
+    assert live.update().forward_ms == forward_ms_by_iteration(log)
+
+
 STEADY_LAYERS = [{"model.0": 30.0, "model.1": 50.0, "model.2": 0.3}]
 
 
 def test_a_steady_pass_stops_at_its_floor_resolved() -> None:
     markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], STEADY_LAYERS)
-    done = check(markers, _cost(markers), 20, layers=True)
+    done = _check(markers, _cost(markers), 20, layers=True)
     assert done.resolved and done.iterations == 2 * MIN_BLOCKS and not done.unresolved
     assert done.text == "stopped after 8 measured iterations of the 20 planned (4 ABBA blocks): resolved"
     assert done.doc().to_json()["resolved"] is True
@@ -62,7 +91,7 @@ def test_a_steady_pass_stops_at_its_floor_resolved() -> None:
 
 def test_a_noisy_cost_is_not_resolved_and_said() -> None:
     markers = paired_markers(MIN_BLOCKS, [82.0, 120.0, 60.0, 100.0], [80.0, 80.0, 80.0, 80.0], STEADY_LAYERS)
-    done = check(markers, _cost(markers), 8, layers=True)
+    done = _check(markers, _cost(markers), 8, layers=True)
     assert not done.resolved and done.unresolved[0].startswith("the cost (")
     assert done.text.startswith("ran 8 measured iterations, its plan (4 ABBA blocks): the cost (")
 
@@ -76,41 +105,41 @@ def test_a_cost_that_spreads_past_use_ends_the_pass_unresolved_but_not_before_it
     markers = paired_markers(FUTILE_BLOCKS, wild, [80.0], STEADY_LAYERS)
     cost = _cost(markers)
     assert cost is not None and cost.q1 is not None and cost.q3 is not None and cost.q3 - cost.q1 > FUTILE_IQR
-    done = check(markers, cost, 40, layers=False)
+    done = _check(markers, cost, 40, layers=False)
     assert not done.resolved and done.futile and done.ends
     assert "more than 0.20 apart" in done.text and done.text.endswith("not resolved"), done.text
     early = paired_markers(FUTILE_BLOCKS - 1, wild, [80.0], STEADY_LAYERS)
-    assert not check(early, _cost(early), 40, layers=False).ends, "too few blocks to say"
+    assert not _check(early, _cost(early), 40, layers=False).ends, "too few blocks to say"
     noisy = paired_markers(MIN_BLOCKS, [82.0, 120.0, 60.0, 100.0], [80.0], STEADY_LAYERS)
-    assert not check(noisy, _cost(noisy), 40, layers=False).ends, "4 blocks: the plan goes on"
+    assert not _check(noisy, _cost(noisy), 40, layers=False).ends, "4 blocks: the plan goes on"
     loose = [{"model.0": 20.0 * k, "model.1": 50.0, "model.2": 0.3} for k in (1.0, 1.3, 0.8, 1.25, 0.9, 1.2)]
     layers = paired_markers(FUTILE_BLOCKS, wild, [80.0], loose)
-    assert not check(layers, _cost(layers), 40, layers=True).ends, "the shares may still resolve"
+    assert not _check(layers, _cost(layers), 40, layers=True).ends, "the shares may still resolve"
 
 
 def test_only_the_layers_the_report_ranks_keep_the_layers_pass_going() -> None:
     """16 steady layers at 5% and a 17th, at 2%, that varies: not among the 15 largest, it does not count."""
     varying = [{**{f"model.{i}": 5.0 for i in range(16)}, "model.16": 2.0 * k} for k in (1.0, 1.6, 0.5, 1.4, 0.7, 1.5)]
     markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], varying)
-    assert check(markers, _cost(markers), 20, layers=True).resolved
+    assert _check(markers, _cost(markers), 20, layers=True).resolved
 
 
 def test_a_ranked_layer_that_varies_keeps_the_layers_pass_going_a_thin_one_does_not() -> None:
     varying = [{"model.0": 20.0 * k, "model.1": 50.0, "model.2": 0.3} for k in (1.0, 1.3, 0.8, 1.25, 0.9, 1.2)]
     markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], varying)
-    done = check(markers, _cost(markers), 20, layers=True)
+    done = _check(markers, _cost(markers), 20, layers=True)
     assert not done.resolved and done.unresolved == ["1 ranked layer's shares (model.0)"]
-    assert check(markers, _cost(markers), 20, layers=False).resolved  # another pass: its layers are not its figures
+    assert _check(markers, _cost(markers), 20, layers=False).resolved  # another pass: its layers are not its figures
     thin = [{"model.0": 30.0, "model.1": 50.0, "model.2": 0.3 * k} for k in (1.0, 3.0, 0.2, 2.0)]  # 0.4% of 82 ms
     markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], thin)
-    assert check(markers, _cost(markers), 20, layers=True).resolved
+    assert _check(markers, _cost(markers), 20, layers=True).resolved
 
 
 def test_a_small_layer_is_held_to_half_a_point_of_the_forward_not_to_its_own_tolerance() -> None:
     """model.2 at 2% of the forward varies by +-20% of itself (0.4 points of the forward): within the margin."""
     small = [{"model.0": 30.0, "model.1": 50.0, "model.2": 1.64 * k} for k in (1.0, 1.2, 0.8, 1.1)]
     markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], small)
-    assert LAYER_TOLERANCE < 0.2 and check(markers, _cost(markers), 20, layers=True).resolved
+    assert LAYER_TOLERANCE < 0.2 and _check(markers, _cost(markers), 20, layers=True).resolved
 
 
 @pytest.mark.parametrize(
@@ -150,7 +179,7 @@ def test_the_kernels_pass_plans_from_the_floor_a_resolving_pass_runs() -> None:
 def test_a_pass_whose_clean_iterations_ended_says_where() -> None:
     """The cost resolved at 4 blocks, the sampler's 40 measured iterations ran alone after them."""
     markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], STEADY_LAYERS)
-    done = check(markers, _cost(markers), 40, layers=False, clean_until=8)
+    done = _check(markers, _cost(markers), 40, layers=False, clean_until=8)
     assert done.text == "ran 8 measured iterations of the 40 planned (4 ABBA blocks): resolved".replace(
         "ran", "stopped after"
     )

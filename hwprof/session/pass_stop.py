@@ -26,14 +26,11 @@ Which way the pass ended is in result.json and run.json (passes.<pass>.stopping)
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from hwprof.analysis.paired_cost import MIN_BLOCKS, UNRESOLVED_IQR, PassCostFigure, blocks_text
 from hwprof.core.kernels import MIN_LAYER_SHARE, RANKED_LAYERS
-from hwprof.core.markers import Marker
-from hwprof.core.spans import SpanTime, durations_ms, layer_self_spans, measured_spans
+from hwprof.core.spans import LiveSpans
 from hwprof.schema.run_passes import StoppingDoc
 from hwprof.session.timing_stop import CONFIDENCE, half_width
 
@@ -116,23 +113,21 @@ def floor(wished: int, planned: int) -> int:
 
 
 def check(
-    markers: Sequence[Marker],
+    spans: LiveSpans,
     cost: PassCostFigure | None,
     planned: int,
     layers: bool,
     clean_until: int | None = None,
 ) -> PassStopping:
-    """The rule on the pass's markers so far and its paired cost figure; `layers`: the pass's layer shares count;
-    `clean_until`: where its clean iterations ended (PassStopping.clean_until)."""
-    spans = measured_spans(markers)
-    iterations = len(durations_ms(spans, "iteration").get("iteration", []))
+    """The rule on the pass's spans so far (updated by the caller) and its paired cost figure; `layers`: the pass's
+    layer shares count; `clean_until`: where its clean iterations ended (PassStopping.clean_until)."""
     unresolved = [] if cost is not None and cost.resolved else [_cost_words(cost)]
-    shares = unresolved_layers(spans) if layers else []
+    shares = unresolved_layers(list(spans.forward_ms.values()), spans.self_ns_by_iteration()) if layers else []
     futile = not shares and cost is not None and spread_past_use(cost)
     if futile and cost is not None:
         unresolved = [f"the cost ({_spread_words(cost)})"]
     left = unresolved + shares
-    return PassStopping(not left, iterations, planned, left, clean_until=clean_until, futile=futile)
+    return PassStopping(not left, spans.iterations, planned, left, clean_until=clean_until, futile=futile)
 
 
 def spread_past_use(cost: PassCostFigure) -> bool:
@@ -157,22 +152,14 @@ def _cost_words(cost: PassCostFigure | None) -> str:
     return f"the cost ({cost.unresolved_why})"
 
 
-def self_ns_by_iteration(spans: Sequence[SpanTime]) -> dict[str, list[float]]:
-    """Each layer's self ns per measured iteration (a layer called twice in a forward: both calls summed)."""
-    sums: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-    for span, self_ns in layer_self_spans(spans):
-        sums[span.name][span.iteration] += self_ns
-    return {name: list(by_iteration.values()) for name, by_iteration in sums.items()}
-
-
-def unresolved_layers(spans: Sequence[SpanTime]) -> list[str]:
-    """The ranked layers whose self-time median is not yet within the margin, as one phrase ([] when none)."""
-    forwards = durations_ms(spans, "stage").get("forward", [])
+def unresolved_layers(forwards: list[float], self_ns: dict[str, list[float]]) -> list[str]:
+    """The ranked layers whose self-time median is not yet within the margin, as one phrase ([] when none), from the
+    forwards' ms and each layer's self ns per measured iteration (LiveSpans)."""
     if not forwards:
         return ["the layers' shares (no forward measured)"]
     forward_ns = statistics.median(forwards) * 1e6
     loose: list[str] = []
-    medians = {name: (statistics.median(values), values) for name, values in self_ns_by_iteration(spans).items()}
+    medians = {name: (statistics.median(values), values) for name, values in self_ns.items()}
     ranked = sorted(medians.items(), key=lambda kv: -kv[1][0])[:RANKED_LAYERS]
     for name, (p50, values) in ranked:
         if p50 < MIN_LAYER_SHARE * forward_ns:
