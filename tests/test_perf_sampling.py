@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 from hwprof.collectors.base import Capability
-from hwprof.collectors.perf_sampling import access
+from hwprof.collectors.perf_sampling import access, demangle
 from hwprof.collectors.perf_sampling import collector as ps
 from hwprof.collectors.perf_sampling import control as ctl
 from hwprof.collectors.perf_sampling import rate as ps_rate
-from hwprof.collectors.perf_sampling.data_tables import code_of, is_named
+from hwprof.collectors.perf_sampling.data_tables import code_of, is_named, read_samples
 from hwprof.collectors.perf_sampling.script import (
     KIND_ATEN,
     KIND_BLAS,
@@ -462,6 +462,29 @@ def test_real_kernels_pass_agrees_with_perf_report(
     report = run_hwprof("report", str(out))
     assert report.returncode == 0
     assert "kernels per layer (all threads)" in report.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(PERF is None, reason="perf is not installed (Debian: apt-get install linux-perf)")
+def test_symbols_demangled_after_perf_script_are_the_names_perf_gives(
+    default_plan_run: tuple[Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The kernels pass reads perf.data with `perf script --no-demangle` and demangles each symbol once with
+    binutils' c++filt: the same leaf names as perf's own demangling (but where several symbols share an address:
+    perf picks one of them by name, mangled or not), and perf's own where c++filt is missing."""
+    assert PERF is not None
+    if demangle.cxxfilt() is None:
+        pytest.skip("no c++filt (Debian: apt-get install binutils): perf demangles, as the next lines check")
+    data = default_plan_run[0] / "passes" / "kernels" / "perf.data"
+    ours, perfs = read_samples(PERF, data), read_samples(PERF, data, [])
+    assert [(s.tid, s.t_ns, s.ip) for s in ours] == [(s.tid, s.t_ns, s.ip) for s in perfs]
+    differ = {(a.sym, b.sym) for a, b in zip(ours, perfs, strict=True) if a.sym != b.sym}
+    assert sum(a.sym != b.sym for a, b in zip(ours, perfs, strict=True)) <= 0.002 * len(ours), differ
+    assert all(a.split("::{lambda")[0] == b.split("::{lambda")[0] for a, b in differ), differ
+    assert any("dnnl::" in s.sym for s in ours) and not any(s.sym.startswith("_Z") for s in ours)
+    monkeypatch.setattr(demangle.shutil, "which", lambda name: None)
+    assert demangle.script_flags() == [] and demangle.demangled(["_ZN3foo3barEv"]) is None
+    assert [s.sym for s in read_samples(PERF, data)] == [s.sym for s in perfs]
 
 
 @pytest.mark.slow

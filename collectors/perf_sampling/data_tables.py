@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hwprof.collectors.perf_sampling.demangle import demangled, script_flags
 from hwprof.collectors.perf_sampling.script import (
     OPENMP_LABEL,
     SCRIPT_FIELDS,
@@ -93,19 +94,27 @@ def is_labelled(name: str) -> bool:
     return not name.startswith("[unknown")
 
 
-def read_samples(binary: str, data: Path) -> list[Sample]:
-    """`perf script` over perf.data, streamed and parsed (without the CPU field where perf.data has none)."""
-    samples, err, returncode = _script(binary, data, SCRIPT_FIELDS)
+def read_samples(binary: str, data: Path, flags: list[str] | None = None) -> list[Sample]:
+    """`perf script` over perf.data, streamed and parsed (without the CPU field where perf.data has none), its
+    symbols demangled after (hwprof.collectors.perf_sampling.demangle: by perf itself where that fails)."""
+    flags = script_flags() if flags is None else flags
+    samples, err, returncode = _script(binary, data, SCRIPT_FIELDS, flags)
     if not samples and "cpu" in err.lower():
-        samples, err, returncode = _script(binary, data, SCRIPT_FIELDS_NO_CPU)
+        samples, err, returncode = _script(binary, data, SCRIPT_FIELDS_NO_CPU, flags)
     if returncode != 0 and not samples:
         raise ValueError(f"perf script failed ({returncode}): {err.strip().splitlines()[-1:] or ''}")
+    if flags:
+        names = demangled(s.sym for s in samples)
+        if names is None:
+            return read_samples(binary, data, [])
+        for sample in samples:
+            sample.sym = names.get(sample.sym, sample.sym)
     samples.sort(key=lambda s: (s.t_ns, s.tid))
     return samples
 
 
-def _script(binary: str, data: Path, fields: str) -> tuple[list[Sample], str, int | None]:
-    command = [binary, "script", "-i", str(data), "-F", fields, "--ns"]
+def _script(binary: str, data: Path, fields: str, flags: list[str]) -> tuple[list[Sample], str, int | None]:
+    command = [binary, "script", "-i", str(data), "-F", fields, "--ns", *flags]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace") as p:
         assert p.stdout is not None
         samples = list(parse_script(p.stdout))
