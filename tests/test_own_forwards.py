@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.flops import FlopsCollector
-from hwprof.collectors.timing import TimingCollector
+from hwprof.collectors.timing import REFERENCES, TimingCollector
 
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import MarkerBus
@@ -51,14 +51,14 @@ def _measured_iteration(bus: MarkerBus, collector: TimingCollector, ctx: PassCon
     collector.after_iteration(ctx, i)
 
 
-def _timing(pipeline: Any, tmp_path: Path) -> tuple[Any, TimingCollector]:
+def _timing(pipeline: Any, tmp_path: Path, iterations: int = 3) -> tuple[Any, TimingCollector]:
     config = RunConfig()
     bus = MarkerBus()
     ctx = PassContext(config, tmp_path, "timing", bus, pipeline=pipeline)
     ctx.out_dir.mkdir(parents=True)
     collector = TimingCollector(config)
     bus.subscribe(collector.on_marker, False)
-    for i in range(3):
+    for i in range(iterations):
         _measured_iteration(bus, collector, ctx, i)
     return collector.close(ctx), collector
 
@@ -82,6 +82,9 @@ def test_the_timing_reference_runs_after_every_other_measured_iteration_of_hwpro
     result, _ = _timing(pipeline, tmp_path)
     assert model.calls == 2 and result.summary.forward_reference is not None  # after iterations 0 and 2 of 3
     assert result.summary.forward_reference_unavailable is None
+    model.calls = 0
+    result, _ = _timing(pipeline, tmp_path / "longer", 4 * REFERENCES)
+    assert model.calls == REFERENCES and result.summary.forward_reference.n == REFERENCES  # the first ones only
 
 
 def test_the_flop_count_of_a_program_waits_for_the_end_of_the_program(tmp_path: Path) -> None:
