@@ -235,12 +235,16 @@ def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Pat
         window = json.loads((root / "passes/scalene/scalene.window.json").read_text())
         scalene = read_markers(root / "passes/scalene/markers.jsonl")
         clean_iterations = {m.iteration for m in scalene if m.clean and m.kind == "iteration"}
+        measured = {m.iteration for m in scalene if m.measured and m.kind == "iteration" and m.iteration >= 0}
         # Scalene's pass runs enough iterations for 1.5 s of forward (it writes no profile below about 1 s), by the
         # timing pass's forward p50 of this run (on a loaded machine a slow forward needs fewer: not a fixed count)
         forward_s = timing_forward_s(root)
         assert forward_s
         wanted = max(2, min(MAX_ITERATIONS, math.ceil(MIN_PROFILED_S / forward_s)))
-        assert len(clean_iterations) >= wanted, (forward_s, wanted, sorted(clean_iterations))  # + any ABBA blocks
+        assert len(measured) >= wanted, (forward_s, wanted, sorted(measured))  # + any ABBA blocks
+        # clean ones beside them until the pass's cost resolved (4 ABBA blocks at the least), or beside every one
+        cost = passes["scalene"]["overhead"]
+        assert len(clean_iterations) == (2 * cost["blocks"] if cost["resolved"] else len(measured)), cost
         assert len(window["paused"]) == len(clean_iterations)
         assert window["start_ns"] < window["paused"][0][0] < window["stop_ns"]
     assert "collector overheads" in proc.stdout  # the method stands in markdown, the terminal says where

@@ -481,7 +481,9 @@ def test_symbols_demangled_after_perf_script_are_the_names_perf_gives(
     differ = {(a.sym, b.sym) for a, b in zip(ours, perfs, strict=True) if a.sym != b.sym}
     assert sum(a.sym != b.sym for a, b in zip(ours, perfs, strict=True)) <= 0.002 * len(ours), differ
     assert all(a.split("::{lambda")[0] == b.split("::{lambda")[0] for a, b in differ), differ
-    assert any("dnnl::" in s.sym for s in ours) and not any(s.sym.startswith("_Z") for s in ours)
+    assert any("dnnl::" in s.sym for s in ours)
+    # what c++filt leaves mangled (a symbol of a JIT's perf map, a clone's suffix), perf leaves so too
+    assert {s.sym for s in ours if s.sym.startswith("_Z")} <= {s.sym for s in perfs}
     monkeypatch.setattr(demangle.shutil, "which", lambda name: None)
     assert demangle.script_flags() == [] and demangle.demangled(["_ZN3foo3barEv"]) is None
     assert [s.sym for s in read_samples(PERF, data)] == [s.sym for s in perfs]

@@ -221,7 +221,8 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
     if native:  # py-spy holds the worker's threads while it samples: never stopped, and the figure says so
         assert "paused_switches" not in summary and paired["always_on"] == ["pyspy"]
     else:  # stopped in every clean iteration, so the pass's paired cost covers it
-        assert summary["paused_switches"] >= ITERATIONS and summary["paused_missed"] == 0, summary
+        clean = {m.iteration for m in read_markers(out / "markers.jsonl") if m.clean and m.kind == "iteration"}
+        assert summary["paused_switches"] >= len(clean) >= 2 and summary["paused_missed"] == 0, summary
         assert "pyspy" in paired["switched"] and not paired["always_on"]
     metrics = json.loads((out / "pyspy.metrics.json").read_text())
     # Samples reach the forward stage; which stage gets the most is not asserted: at 50 Hz a neighbour's load
@@ -251,8 +252,10 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
     # the clean iterations of the paired pass too: a run of samples can begin in a clean forward
     ends = {(m.iteration, m.clean): m.t_ns for m in forward if m.phase == "E" and not m.warmup}
     spans = [(m.t_ns, ends[m.iteration, m.clean]) for m in forward if m.phase == "B" and not m.warmup]
-    # ITERATIONS of each kind, more where the paired pass added ABBA blocks (hwprof.session.paired.extend)
-    assert len(spans) >= 2 * ITERATIONS and len(spans) % 2 == 0
+    # ITERATIONS measured, more where the paired pass added ABBA blocks (hwprof.session.paired.extend); clean ones
+    # beside them until the pass's cost resolved (4 ABBA blocks at the least), or beside every one
+    cleans = sum(1 for m in forward if m.phase == "B" and not m.warmup and m.clean)
+    assert len(spans) - cleans >= ITERATIONS and 8 <= cleans <= len(spans) - cleans
     # 50 Hz samples vs ~10 ms stages: 10 iterations gave 11-20 checked stack changes and shares from 0.67
     # to 1.0 over repeated runs, so 25 iterations (~35 checks). Chance gives ~0.25: 0.6 of 25 checks or more has
     # odds of 2e-4 by chance (binomial), while a working alignment, on a fresh clone's quiet alone phase, gave
