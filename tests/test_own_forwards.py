@@ -6,6 +6,7 @@ no child process."""
 from __future__ import annotations
 
 import contextlib
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -116,3 +117,34 @@ def test_the_layer_table_is_recorded_from_the_next_forward_by_hooks_that_only_re
     assert [r.to_dict() for r in recorder.rows] == [r.to_dict() for r in layer_table(model, torch.zeros(1, 3, 8, 8))]
     model(torch.zeros(1, 3, 16, 16))  # hooks removed: the table keeps the recorded call's shapes
     assert recorder.rows[0].in_shapes == [[1, 3, 8, 8]]
+
+
+def test_a_later_pass_takes_the_layer_table_of_an_earlier_one_without_a_forward(tmp_path: Path) -> None:
+    """The first pass's table comes from a forward with hooks; a later pass of the run (the same model at the same
+    input shape) reads it from the earlier pass's model.json; another input shape gets a forward of its own."""
+    from hwprof.session.worker_model import write_model_info
+
+    model = Counted()
+    built = SimpleNamespace(
+        module=model, name="counted", family="test", weights=None, init=None, params=1, params_fused=1, stride=1,
+        output_format="test", class_names=[],
+    )  # fmt: skip
+    passes = tmp_path / "passes"
+
+    for name in ("timing", "layers", "kernels", "trace"):
+        (passes / name).mkdir(parents=True)
+
+    def pipeline(side: int) -> Any:
+        return SimpleNamespace(built=built, sample_batch=lambda: torch.zeros(1, 3, side, side))
+
+    write_model_info(pipeline(8), passes / "timing", 1)
+    assert model.calls == 1
+    write_model_info(pipeline(8), passes / "layers", 1)
+    assert model.calls == 1, "the timing pass's table, read back"
+    first, later = (json.loads((passes / p / "model.json").read_text())["layers"] for p in ("timing", "layers"))
+    assert later == first and first[0]["in_shapes"] == [[1, 3, 8, 8]]
+    (passes / "kernels" / "model.json").write_text("{damaged")  # passed over
+    write_model_info(pipeline(16), passes / "trace", 1)
+    assert model.calls == 2 and json.loads((passes / "trace" / "model.json").read_text())["layers"][0]["in_shapes"] == [
+        [1, 3, 16, 16]
+    ]

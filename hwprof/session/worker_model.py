@@ -4,26 +4,53 @@ end the runtime's profile read, its layer spans replayed into the markers and it
 
 from __future__ import annotations
 
+import json
 import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hwprof.rundir.pass_files import write_layer_errors, write_model_json, write_runtime_files
+from hwprof.rundir.pass_files import MODEL_FILE, write_layer_errors, write_model_json, write_runtime_files
 from hwprof.rundir.reader import read_layer_errors
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
     from hwprof.core.markers import MarkerLog
+    from hwprof.workload.layers import LayerInfo
     from hwprof.workload.pipeline import Pipeline
 
 
 def write_model_info(pipeline: Pipeline, out_dir: Path, depth: int) -> None:
+    """model.json of the pass (out_dir), its layer table that of an earlier pass of the run where one built the same
+    model at the same input shape, else from a forward with hooks."""
     from hwprof.workload.layers import layer_table
 
     built = pipeline.built
-    layers = layer_table(built.module, pipeline.sample_batch(), depth)
-    write_model_json(out_dir, built, pipeline.sample_batch().shape, layers)
+    shape = list(pipeline.sample_batch().shape)
+    layers = _earlier_layers(out_dir, built.name, shape)
+    if layers is None:
+        layers = layer_table(built.module, pipeline.sample_batch(), depth)
+    write_model_json(out_dir, built, shape, layers)
+
+
+def _earlier_layers(out_dir: Path, name: str, shape: list[int]) -> list[LayerInfo] | None:
+    """The layer table of another pass's model.json (a sibling of out_dir: a pass of the same run, whose config,
+    --depth included, is this one's) for this model and input shape. Why: its forward with hooks ran in every
+    pass (yolov7 at 640: a second of each pass's build on the 2-vCPU Xeon), and a pass's later forwards do not
+    need it to warm up (hwprof.session.warmup checks that they are warm)."""
+    from hwprof.workload.layers import LayerInfo
+
+    for path in sorted(out_dir.parent.glob(f"*/{MODEL_FILE}")):
+        if path.parent == out_dir:
+            continue
+        try:
+            doc = json.loads(path.read_text())
+            if doc.get("name") != name or doc.get("input_shape") != shape:
+                continue
+            return [LayerInfo.from_dict(row) for row in doc["layers"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
 
 
 def prepare_runtime(pipeline: Pipeline, run_dir: Path, config: RunConfig) -> None:
