@@ -160,6 +160,36 @@ def test_plots_are_the_figures_the_pngs_are_saved_from(run: hwprof.Run) -> None:
         assert fig is not None and png_bytes(fig) == pngs[name], name
 
 
+def test_the_bars_are_the_layers_times_and_their_kinds(run: hwprof.Run) -> None:
+    """Each layer's bar in layer_times.png reaches its scaled time; in kernels.png its stacked kinds reach its time
+    times the share of its samples they cover (each bar drawn from matplotlib's collections, not a patch each)."""
+    from collections import defaultdict
+
+    from matplotlib.collections import PolyCollection
+
+    a = analyse(RunData.load(FIXTURE))
+    rows = sorted((r for r in a.layers.top_level if r.time_ms is not None), key=lambda r: r.index)
+    fig = run.plot_layers()
+    assert fig is not None
+    (bars,) = [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]
+    assert [p.vertices[:, 1].max() for p in bars.get_paths()] == pytest.approx([r.time_ms for r in rows])
+    assert min(p.vertices[:, 1].min() for p in bars.get_paths()) == 0 and fig.axes[0].get_ylim()[0] == 0
+    kernels = run.plot_kernels()
+    assert kernels is not None
+    stacked: dict[float, float] = defaultdict(float)
+    for part in (c for c in kernels.axes[0].collections if isinstance(c, PolyCollection)):
+        for path in part.get_paths():
+            ys = path.vertices[:, 1]
+            xs = path.vertices[:, 0]
+            stacked[round((xs.min() + xs.max()) / 2, 6)] += ys.max() - ys.min()
+    drawn = [r for r in rows if r.native is not None]
+    assert len(stacked) == len(drawn) > 1
+    for x, r in enumerate(drawn):
+        native = r.native
+        assert native is not None and r.time_ms is not None
+        assert stacked[float(x)] == pytest.approx(r.time_ms * sum(native.kinds.values()), rel=1e-6), r.name
+
+
 def test_report_prints_what_hwprof_report_prints(run: hwprof.Run) -> None:
     buf = io.StringIO()
     run.report(format="markdown", console=Console(file=buf))

@@ -49,11 +49,42 @@ def _layer_axes(rows: list[LayerStat], height: float) -> tuple[Figure, Axes, lis
     fig = new_figure(max(7.0, 0.12 * len(rows) + 2), height)
     ax = fig.add_subplot(1, 1, 1)
     xs = list(range(len(rows)))
-    step = max(1, len(rows) // 40)
+    step = -(-len(rows) // 40)  # at most 40 labels (78 layers: every other one; len // 40 labelled all 78)
     ax.set_xticks(xs[::step])
     ax.set_xticklabels([str(r.index) for r in rows][::step], fontsize=7)
     ax.set_xlabel("layer index")
     return fig, ax, xs
+
+
+BAR_WIDTH = 0.85
+
+
+def _bars(
+    ax: Axes,
+    xs: list[int],
+    heights: list[float],
+    bottoms: list[float] | None = None,
+    colours: str | list[str] = COLOURS[None],
+    label: str = "",
+    hatch: str = "",
+    edgecolor: str = "",
+) -> None:
+    """Vertical bars as one collection of rectangles (Axes.bar adds a patch per bar: 0.5 s of the kernels plot's
+    1.1 s for 673 bars at yolov7-tiny 320), from y = 0; the edges the bars' colour where no `edgecolor`."""
+    from matplotlib.collections import PolyCollection
+
+    half = BAR_WIDTH / 2
+    bottoms = bottoms or [0.0] * len(xs)
+    boxes = [
+        [(x - half, b), (x - half, b + h), (x + half, b + h), (x + half, b)]
+        for x, h, b in zip(xs, heights, bottoms, strict=True)
+    ]
+    bars = PolyCollection(
+        boxes, facecolors=colours, edgecolors=edgecolor or colours, linewidths=0.5, label=label, hatch=hatch or None
+    )
+    bars.sticky_edges.y.append(0.0)  # as Axes.bar's: no margin below the bars
+    ax.add_collection(bars)
+    ax.autoscale_view()
 
 
 def plot_roofline(a: Analysis) -> bytes | None:
@@ -159,7 +190,7 @@ def layer_times_figure(a: Analysis) -> Figure | None:
     if not rows:
         return None
     fig, ax, xs = _layer_axes(rows, 4.0)
-    ax.bar(xs, [r.time_ms or 0.0 for r in rows], color=[COLOURS.get(r.bound, COLOURS[None]) for r in rows])
+    _bars(ax, xs, [r.time_ms or 0.0 for r in rows], colours=[COLOURS.get(r.bound, COLOURS[None]) for r in rows])
     ax.set_ylabel("ms per forward (scaled self time)")
     from matplotlib.patches import Patch
 
@@ -246,13 +277,13 @@ def kernels_figure(a: Analysis) -> Figure | None:
     for (label, colour, hatch), bar in heights.items():
         drawn = [i for i, h in enumerate(bar) if h > 0]  # no empty bars: 858 patches of which most were (1 s of 2)
         if drawn:
-            ax.bar(
+            _bars(
+                ax,
                 [xs[i] for i in drawn],
                 [bar[i] for i in drawn],
-                bottom=[bottom[i] for i in drawn],
-                color=colour,
+                [bottom[i] for i in drawn],
+                colour,
                 label=label,
-                width=0.85,
                 hatch=hatch,
                 edgecolor="white" if hatch else colour,
             )
