@@ -56,6 +56,7 @@ from hwprof.collectors.perf_sampling.access import (
     perf_binary,
     permission_fix,
     probe_details,
+    record_flags,
     sampling_access,
     sampling_events,
     user_only,
@@ -87,7 +88,8 @@ def _probe(binary: str) -> Capability:
     suffix = ":u" if user_only() else ""
     with tempfile.TemporaryDirectory(prefix="hwprof-perf-probe-") as tmp:
         out = Path(tmp) / "probe.data"
-        command = [binary, "record", "-q", "-e", f"cpu-clock{suffix}", "-k", "CLOCK_MONOTONIC", "-F", "999"]
+        command = [binary, "record", *record_flags(binary), "-q", "-e", f"cpu-clock{suffix}", "-k", "CLOCK_MONOTONIC"]
+        command += ["-F", "999"]
         command += ["-o", str(out), "--", sys.executable, "-c", "sum(range(10**6))"]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=60)
@@ -182,7 +184,8 @@ class PerfRecordTool(AttachedTool):
         self.log = ctx.out_dir / f"{NAME}.log"
         ctx.out_dir.mkdir(parents=True, exist_ok=True)
         ctl, ack = (str(p) for p in make_fifos(ctx.out_dir)[:2])
-        self.command = [binary, "record", "-k", "CLOCK_MONOTONIC", "--sample-cpu", "-F", str(self.rate), "-p", str(pid)]
+        self.command = [binary, "record", *record_flags(binary), "-k", "CLOCK_MONOTONIC", "--sample-cpu"]
+        self.command += ["-F", str(self.rate), "-p", str(pid)]
         self.callchains = bool(config.extra.get("perf_callchains", True))
         if self.callchains:
             self.command += ["--call-graph", "fp"]
