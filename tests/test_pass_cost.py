@@ -242,13 +242,10 @@ def test_collect_states_each_pass_cost_with_its_method(run_hwprof, tmp_path: Pat
         assert forward_s
         wanted = max(2, min(MAX_ITERATIONS, math.ceil(MIN_PROFILED_S / forward_s)))
         assert len(measured) >= wanted, (forward_s, wanted, sorted(measured))  # + any ABBA blocks
-        # clean ones beside them until the pass's cost resolved (4 ABBA blocks at the least), or beside every one (an
-        # odd plan's last block: one of each kind, then whole blocks added, so one more measured than clean or none)
+        # clean ones beside them until the pass's cost resolved (4 ABBA blocks at the least), or beside every one:
+        # two per block the cost counts, but one in an odd plan's last block (148 measured, 147 clean, 74 blocks)
         cost = passes["scalene"]["overhead"]
-        if cost["resolved"]:
-            assert len(clean_iterations) == 2 * cost["blocks"], cost
-        else:
-            assert 0 <= len(measured) - len(clean_iterations) <= 1, (cost, len(measured), len(clean_iterations))
+        assert 0 <= 2 * cost["blocks"] - len(clean_iterations) <= 1, (cost, len(measured), len(clean_iterations))
         assert len(window["paused"]) == len(clean_iterations)
         assert window["start_ns"] < window["paused"][0][0] < window["stop_ns"]
     assert "collector overheads" in proc.stdout  # the method stands in markdown, the terminal says where
