@@ -238,7 +238,8 @@ def test_real_scalene_pass(tmp_path: Path) -> None:
     result = tool.finish(worker.returncode)
     assert result.status == "ok", result.reason
     window = json.loads((ctx.out_dir / "scalene.window.json").read_text())
-    assert window["pid"] != worker.pid and not _shims_of(window["pid"]), "the pass's end removes Scalene's shims"
+    # CPU mode profiles the process started, its environment set as Scalene asks (forked_cli): no second interpreter
+    assert window["pid"] == worker.pid and not _shims_of(window["pid"]), "the pass's end removes Scalene's shims"
     lines = json.loads((ctx.out_dir / "scalene.lines.json").read_text())["lines"]
     # the model call: in the torch runtime (workload/runtime.py) since forward goes through a runtime
     forward = [row for row in lines if "self.built.module(batch)" in row["code"]]
