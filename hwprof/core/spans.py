@@ -67,11 +67,11 @@ def pair_begin_end(events: Iterable[E], open_: dict[tuple[str, str], list[E]] | 
             yield open_[key].pop(), event
 
 
-def pair_spans(markers: Iterable[Marker]) -> list[SpanTime]:
-    """Spans of begin and end markers, sorted by start (outer before inner)."""
+def pair_spans(markers: Iterable[Marker], open_: dict[tuple[str, str], list[Marker]] | None = None) -> list[SpanTime]:
+    """Spans of begin and end markers, sorted by start (outer before inner); `open_`: pair_begin_end's."""
     spans = [
         SpanTime(e.kind, e.name, b.iteration, b.warmup, b.t_ns, e.t_ns, b.index, b.clean)
-        for b, e in pair_begin_end(markers)
+        for b, e in pair_begin_end(markers, open_)
     ]
     spans.sort(key=lambda s: (s.start_ns, -s.end_ns))
     return spans
@@ -178,11 +178,12 @@ def forward_ms_by_iteration(markers: Iterable[Marker]) -> dict[int, float]:
 
 def clean_forward_ms_by_iteration(markers: Iterable[Marker]) -> dict[int, float]:
     """Clean iteration -> its forward stage's duration in ms: the "off" side of a paired pass."""
-    return {
-        s.iteration: s.dur_ns / 1e6
-        for s in pair_spans(markers)
-        if s.clean and not s.warmup and s.iteration >= 0 and s.kind == "stage" and s.name == "forward"
-    }
+    return {s.iteration: s.dur_ns / 1e6 for s in pair_spans(markers) if is_clean_forward(s)}
+
+
+def is_clean_forward(span: SpanTime) -> bool:
+    """The forward stage of a clean iteration of a paired pass (not a warm-up, not iteration -1)."""
+    return span.clean and not span.warmup and span.iteration >= 0 and span.kind == "stage" and span.name == "forward"
 
 
 def forward_p50(spans: Iterable[SpanTime]) -> float | None:
@@ -249,13 +250,9 @@ class LiveSpans:
             self._restart()
         new = self._markers[self._read :]
         self._read = len(self._markers)
-        done = [
-            SpanTime(e.kind, e.name, b.iteration, b.warmup, b.t_ns, e.t_ns, b.index, b.clean)
-            for b, e in pair_begin_end(new, self._open)
-        ]
-        done.sort(key=lambda s: (s.start_ns, -s.end_ns))
+        done = pair_spans(new, self._open)
         for s in done:
-            if s.clean and not s.warmup and s.iteration >= 0 and s.kind == "stage" and s.name == "forward":
+            if is_clean_forward(s):
                 self.clean_forward_ms[s.iteration] = s.dur_ns / 1e6
         measured = [s for s in done if is_measured(s)]
         late = bool(measured and self.measured and measured[0].start_ns < self.measured[-1].start_ns)
