@@ -249,6 +249,53 @@ def test_real_scalene_pass(tmp_path: Path) -> None:
     assert result.to_dict()["summary"]["clock"]["samples_checked"] > 0
 
 
+CYCLES = """
+import sys, time, weakref
+from hwprof.collectors.scalene.collector import ScaleneCollector
+from hwprof.collectors.scalene.profile import WindowFile
+from hwprof.core.config import RunConfig
+
+class Activation:
+    def __init__(self):
+        self.data = bytearray(1 << 20)
+
+def forward(kept):
+    activation = Activation()  # held by this frame only
+    kept.append(weakref.ref(activation))
+    end = time.process_time() + 0.05  # 5 of Scalene's 10 ms CPU samples
+    while time.process_time() < end:
+        pass
+
+collector = ScaleneCollector(RunConfig())
+collector._window = WindowFile(start_ns=time.monotonic_ns())  # as its start() under Scalene leaves it
+alive = {}
+for hook in (False, True):
+    kept = []
+    for i in range(20):
+        forward(kept)
+        if hook:
+            collector.after_iteration(None, i)
+    alive[hook] = sum(ref() is not None for ref in kept)
+print("ALIVE", alive[False], alive[True])
+"""
+
+
+@pytest.mark.slow
+def test_the_iterations_hook_frees_what_scalenes_sampling_cycles_hold(tmp_path: Path) -> None:
+    """A forward's frames caught by Scalene's CPU signal handler stay in reference cycles (with every tensor
+    they hold) until Python's collector runs: the collector's after_iteration frees them (yolov7 at 640: the
+    worker at 2.29 GB after 24 iterations without it, 0.96 GB with it)."""
+    script = tmp_path / "cycles.py"
+    script.write_text(CYCLES)
+    command = [sys.executable, "-m", "scalene", "run", "--cpu-only", "-o", str(tmp_path / "s.json"), str(script)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    said = re.search(r"ALIVE (\d+) (\d+)", done.stdout)
+    assert done.returncode == 0 and said, done.stdout[-2000:] + done.stderr[-2000:]
+    without, with_hook = int(said[1]), int(said[2])
+    assert without > 0, "Scalene's sampling left no cycle: the hook (and this test) may go"
+    assert with_hook == 0, (without, with_hook)
+
+
 def _shims_of(pid: int) -> list[Path]:
     """The folders of interpreter shims Scalene's process `pid` made in the temporary folder."""
     import tempfile

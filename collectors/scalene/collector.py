@@ -44,6 +44,7 @@ See collectors/pyspy/collector.py's docstring for which collectors may share a p
 from __future__ import annotations
 
 import functools
+import gc
 import importlib.util
 import json
 import math
@@ -289,6 +290,15 @@ class ScaleneCollector(Collector):
         exact = getattr(profiler.Scalene, "_Scalene__start_time", None)  # its monotonic_ns() at start
         if isinstance(exact, int) and exact >= before:
             self._window.update(scalene_start_ns=exact)
+
+    def after_iteration(self, ctx: PassContext, iteration: int) -> None:
+        """The reference cycles Scalene's CPU signal handler leaves at each sample collected (its own frames and
+        the interrupted forward's, with their tensors: cells of compute_frames_to_record): Python's collector
+        rarely runs during a forward, so they piled up, about 50 MB a measured iteration of yolov7 at 640 on the
+        2-vCPU Xeon (the worker at 2.29 GB after 24 iterations, 0.9-1.0 GB with this). The young generations
+        suffice, between iterations: 0.4-29 ms there against 130-180 ms for a full collection."""
+        if self._window.start_ns is not None:
+            gc.collect(1)
 
     def pause(self, ctx: PassContext) -> None:
         """Scalene off for a clean iteration of the paired pass (its samples and elapsed time stop)."""
