@@ -99,6 +99,7 @@ def test_wrap_command_runs_the_worker_module_under_scalene(tmp_path: Path) -> No
     assert wrapped[-4:] == ["---", str(tmp_path), "scalene", "scalene"]
     assert wrapped[wrapped.index("-o") + 1] == str(ctx.out_dir / "scalene.json")
     assert "--cpu-only" in wrapped and "--off" in wrapped and "--gpu" not in wrapped
+    assert "--no-stacks" in wrapped  # hwprof reads no stack of Scalene's: they cost every sample an unwind
     # CPU mode: Scalene's launcher, which a fork of the collect's zygote runs (collectors/scalene/forked_cli.py)
     assert wrapped[:4] == [sys.executable, "-P", "-m", "hwprof.collectors.scalene.forked_cli"]
     assert "hwprof.collectors.scalene.forked_cli" in sc.ScaleneCollector.zygote_modules
@@ -287,7 +288,17 @@ def test_the_iterations_hook_frees_what_scalenes_sampling_cycles_hold(tmp_path: 
     worker at 2.29 GB after 24 iterations without it, 0.96 GB with it)."""
     script = tmp_path / "cycles.py"
     script.write_text(CYCLES)
-    command = [sys.executable, "-m", "scalene", "run", "--cpu-only", "-o", str(tmp_path / "s.json"), str(script)]
+    command = [
+        sys.executable,
+        "-m",
+        "scalene",
+        "run",
+        "--cpu-only",
+        "--no-stacks",
+        "-o",
+        str(tmp_path / "s.json"),
+        str(script),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     said = re.search(r"ALIVE (\d+) (\d+)", done.stdout)
     assert done.returncode == 0 and said, done.stdout[-2000:] + done.stderr[-2000:]
