@@ -40,6 +40,7 @@ from hwprof.schema.summaries_cpu import Summary
 
 if TYPE_CHECKING:
     from hwprof.core.config import RunConfig
+    from hwprof.core.kernels import SampleRate
     from hwprof.core.markers import Marker, MarkerBus
     from hwprof.workload.pipeline import Pipeline
     from hwprof.workload.script_scopes import LayerScopes
@@ -266,6 +267,12 @@ class Collector:
         """The fewest measured iterations this collector's figures need, asked after the warm-up (a counter
         rotation planned there: every layer read its minimum of times); a pass that stops when its figures are
         resolved (hwprof.session.pass_stop) stops no sooner. None: no floor beyond measured_iterations'."""
+        return None
+
+    def sample_rate(self, ctx: PassContext) -> SampleRate | None:
+        """A sampler of the layers' windows: its rate, from which a pass that stops when its figures are resolved
+        counts each ranked layer's samples in its own measured spans as it runs (hwprof.session.pass_stop), its
+        measured_iterations then the plan's bound, not a floor. None: not such a sampler."""
         return None
 
     def iteration_limit(self, ctx: PassContext) -> int | None:

@@ -189,3 +189,35 @@ def test_a_pass_whose_clean_iterations_ended_says_where() -> None:
         == "ran 40 measured iterations, its plan (4 ABBA blocks, then measured alone: the cost resolved): resolved"
     )
     assert longer.doc().to_json()["clean_until"] == 8
+
+
+def test_a_sampler_keeps_the_pass_going_until_each_ranked_layer_has_its_samples() -> None:
+    """The kernels pass's perf at 500 Hz on 2 threads: model.2, 1 ms of an 82 ms forward (a ranked layer), expects 1
+    sample a measured iteration, so 4 blocks are short of the 65 it needs (MIN_LAYER_SAMPLES x LIVE_SAMPLES_MARGIN)
+    and 33 blocks are not; a thinner layer (0.3 ms, under 1%) and another pass's (no sampler) do not count."""
+    from hwprof.core.kernels import LIVE_SAMPLES_MARGIN, MIN_LAYER_SAMPLES, SampleRate
+
+    rate = SampleRate(500, 2)
+    layers = [{"model.0": 30.0, "model.1": 50.0, "model.2": 1.0, "model.3": 0.3}]
+    steady = ([82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1])
+    markers = paired_markers(MIN_BLOCKS, *steady, layers)
+    done = _check(markers, _cost(markers), 80, layers=False, sampling=rate)
+    need = MIN_LAYER_SAMPLES * LIVE_SAMPLES_MARGIN
+    assert not done.resolved and not done.ends
+    assert done.unresolved == [
+        f"1 ranked layer's samples (model.2; the fewest 8 of the {need:.0f} needed at 500 Hz x 2 threads)"
+    ]
+    assert _check(markers, _cost(markers), 80, layers=False).resolved, "no sampler: its samples do not count"
+    enough = paired_markers(33, *steady, layers)
+    assert rate.expected(66 * 1e6) >= need and _check(enough, _cost(enough), 80, layers=False, sampling=rate).resolved
+    faster = SampleRate(5000, 2)  # 10 samples a measured iteration in model.2: 4 blocks are enough
+    assert _check(markers, _cost(markers), 80, layers=False, sampling=faster).resolved
+
+
+def test_a_sampler_without_a_layer_measured_runs_its_plan() -> None:
+    """No layer span (a model whose layers were not found): the samples cannot be counted, the plan is the rule."""
+    from hwprof.core.kernels import SampleRate
+
+    markers = paired_markers(MIN_BLOCKS, [82.0, 82.4, 81.8, 82.1], [80.0, 80.2, 79.9, 80.1], [{}])
+    done = _check(markers, _cost(markers), 80, layers=False, sampling=SampleRate(500, 2))
+    assert not done.resolved and done.unresolved == ["the layers' samples (no layer measured)"]

@@ -72,6 +72,7 @@ from hwprof.collectors.perf_sampling.control import (
 )
 from hwprof.collectors.perf_sampling.rate import SamplingPlan, plan_sampling, smallest_ranked_share
 
+from hwprof.core.kernels import SampleRate
 from hwprof.core.spans import timing_forward_s, timing_iteration_s
 from hwprof.perf.open_errors import read_paranoid
 from hwprof.schema.summaries_tools import CpiPerKernel, PerfSamplingSummary
@@ -129,7 +130,18 @@ class PerfSamplingCollector(Collector):
         return {"ONEDNN_JIT_PROFILE": "2"}
 
     def measured_iterations(self, ctx: PassContext) -> int | None:
-        return _plan(self.config, ctx.run_dir).iterations
+        return self._plan(ctx).iterations
+
+    def sample_rate(self, ctx: PassContext) -> SampleRate | None:
+        """perf's rate on each of torch's threads (the plan counts on config.threads samplers, plan_sampling)."""
+        return SampleRate(self._plan(ctx).rate, max(1, self.config.threads))
+
+    def _plan(self, ctx: PassContext) -> SamplingPlan:
+        """The pass's plan, made once (it reads the earlier passes' markers)."""
+        plan = getattr(self, "_sampling_plan", None)
+        if plan is None:
+            plan = self._sampling_plan = _plan(self.config, ctx.run_dir)
+        return plan
 
     def start(self, ctx: PassContext) -> None:
         request_attach(ctx.out_dir)

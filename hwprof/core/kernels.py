@@ -54,6 +54,25 @@ MIN_LAYER_SHARE = 0.01
 RANKED_LAYERS = 15
 """The layers the report ranks by time (its top 15: `hwprof report --top`'s default): those at or above
 MIN_LAYER_SHARE among them are what the kernels pass sizes its samples for (collectors.perf_sampling.rate)."""
+LIVE_SAMPLES_MARGIN = 1.3
+"""The margin on MIN_LAYER_SAMPLES where a pass counts a layer's samples from its own spans as it runs
+(hwprof.session.pass_stop): only the sampler's own count varies from that figure (samples per thread-second of a
+window, 1.0-1.13 here; Poisson's spread, 14% at 50), where a plan sized from the other passes' shares needs 1.6
+(collectors.perf_sampling.rate.SHARE_MARGIN)."""
+
+
+@dataclass(frozen=True)
+class SampleRate:
+    """A sampler's rate as a stopping rule counts its samples in a layer's windows: per second of each thread."""
+
+    hz: float
+    threads: int
+
+    def expected(self, window_ns: float) -> float:
+        """Samples expected in windows of this many ns of wall time on every thread."""
+        return window_ns * 1e-9 * self.hz * self.threads
+
+
 TOP_KERNELS = 8
 CAUSE_PARTS = 4
 """Parts of a kernel cause kept per table (the syscalls, what the faults did)."""

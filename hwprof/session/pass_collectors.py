@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError
@@ -18,6 +18,9 @@ from hwprof.core.markers import Marker
 from hwprof.session.collector_state import CollectorRecord, Failure, mark_pass_end
 from hwprof.session.registry import by_name
 from hwprof.session.worker_stop import Interrupted
+
+if TYPE_CHECKING:
+    from hwprof.core.kernels import SampleRate
 
 
 class PassCollectors:
@@ -37,7 +40,11 @@ class PassCollectors:
         self.disk_full: DiskFullError | None = None
         """The first write that found the disk full: the pass fails with its path."""
         self.wished = 0
-        """The most measured iterations a collector of the pass asked for (_measured_iterations)."""
+        """The most measured iterations a collector of the pass needs at the least (_measured_iterations): a
+        stopping rule's floor (hwprof.session.pass_stop)."""
+        self.sampling: SampleRate | None = None
+        """A sampler's rate where the pass's stopping rule counts its samples per layer as it runs (its wish is the
+        plan's bound, not a floor: Collector.sample_rate)."""
 
     def _fail(self, collector: Collector, stage: str, exc: BaseException) -> Failure:
         self._note_disk_full(exc)
@@ -99,18 +106,26 @@ class PassCollectors:
 
     def _measured_iterations(self) -> int:
         """--iters, or more where a collector of this pass needs more (its wish is bounded by the collector); the
-        largest wish is kept in `wished` (a stopping rule's floor: hwprof.session.pass_stop)."""
-        wishes = [0]
+        largest wish is kept in `wished` (a stopping rule's floor: hwprof.session.pass_stop), but a sampler's whose
+        samples the rule counts as they come (`sampling`: its wish only bounds the plan)."""
+        wishes, floors = [0], [0]
         for collector in self.collectors:
             if not self._ok(collector):
                 continue
             try:
-                wishes.append(collector.measured_iterations(self.ctx) or 0)
+                wish = collector.measured_iterations(self.ctx) or 0
+                rate = collector.sample_rate(self.ctx)
             except Exception as exc:
                 self._fail(collector, "measured_iterations", exc)
-        self.wished = max(wishes)
+                continue
+            wishes.append(wish)
+            if rate is None:
+                floors.append(wish)
+            else:
+                self.sampling = rate
+        self.wished = max(floors)
         cap = self._iteration_cap()
-        planned = max(self.config.iters, self.wished)
+        planned = max(self.config.iters, *wishes)
         return planned if cap is None else min(planned, cap)
 
     def _iteration_cap(self) -> int | None:

@@ -22,6 +22,7 @@ from hwprof.session.worker_io import progress
 
 if TYPE_CHECKING:
     from hwprof.analysis.paired_cost import PassCostFigure
+    from hwprof.core.kernels import SampleRate
 
 
 class PassSteps(PassCollectors):
@@ -30,6 +31,7 @@ class PassSteps(PassCollectors):
     log: MarkerLog
     bus: MarkerBus
     paired: PairedInfo | None
+    sampling: SampleRate | None
     _remove_hooks: Callable[[], None] | None
     _done: int
     warmups: int
@@ -137,7 +139,7 @@ class PassSteps(PassCollectors):
 
         layers = self.ctx.pass_name == "layers" and self._remove_hooks is not None
         cost = cost if cost is not None else self._cost()
-        self.stopping = check(self.live.update(), cost, planned, layers, self.clean_until)
+        self.stopping = check(self.live.update(), cost, planned, layers, self.clean_until, self.sampling)
         return self.stopping.ends
 
     def _fewest(self) -> list[int]:

@@ -10,7 +10,11 @@ The rule, asked after each whole block (two measured iterations and two clean on
 - in the layers pass, whose layer times the report ranks: every layer it ranks (the RANKED_LAYERS largest) at or
   above MIN_LAYER_SHARE of the forward has the median of its self time known, at 95% (the order-statistic interval
   of hwprof.session.timing_stop), to within LAYER_TOLERANCE of itself or LAYER_POINTS of the forward, whichever is
-  wider.
+  wider;
+- in a pass with a sampler of the layers' windows (the kernels pass's perf: Collector.sample_rate), every layer it
+  ranks the same way has the samples it needs (MIN_LAYER_SAMPLES, x LIVE_SAMPLES_MARGIN), as its self time in the
+  pass's own measured iterations and the sampler's rate on each thread expect them: the sampling plan, sized from
+  the earlier passes' shares with a wider margin, is its bound (yolov7-tiny at 320: 74 planned iterations).
 
 A pass whose cost is all that is left unresolved also stops, unresolved, once FUTILE_BLOCKS blocks or more have
 ratios whose quartiles lie more than FUTILE_IQR apart: the quartiles of the blocks' ratios estimate the spread of
@@ -29,7 +33,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from hwprof.analysis.paired_cost import MIN_BLOCKS, UNRESOLVED_IQR, PassCostFigure, blocks_text
-from hwprof.core.kernels import MIN_LAYER_SHARE, RANKED_LAYERS
+from hwprof.core.kernels import LIVE_SAMPLES_MARGIN, MIN_LAYER_SAMPLES, MIN_LAYER_SHARE, RANKED_LAYERS, SampleRate
 from hwprof.core.spans import LiveSpans
 from hwprof.schema.run_passes import StoppingDoc
 from hwprof.session.timing_stop import CONFIDENCE, half_width
@@ -48,7 +52,8 @@ RULE = (
     f"after each ABBA block from {MIN_BLOCKS} blocks: the paired cost resolved (quartiles within "
     f"{UNRESOLVED_IQR:.0%}) and, in the layers pass, each layer at or above {MIN_LAYER_SHARE:.0%} of the forward "
     f"with its self-time median within +-{LAYER_TOLERANCE:.0%} of itself or +-{LAYER_POINTS:.1%} of the forward "
-    f"at {CONFIDENCE:.0%} (order statistics)"
+    f"at {CONFIDENCE:.0%} (order statistics); in the kernels pass, each such layer with {MIN_LAYER_SAMPLES} "
+    f"samples x{LIVE_SAMPLES_MARGIN} as its self time there and the sampler's rate on each thread expect them"
 )
 
 
@@ -118,11 +123,16 @@ def check(
     planned: int,
     layers: bool,
     clean_until: int | None = None,
+    sampling: SampleRate | None = None,
 ) -> PassStopping:
     """The rule on the pass's spans so far (updated by the caller) and its paired cost figure; `layers`: the pass's
-    layer shares count; `clean_until`: where its clean iterations ended (PassStopping.clean_until)."""
+    layer shares count; `clean_until`: where its clean iterations ended (PassStopping.clean_until); `sampling`: the
+    rate of the pass's sampler, whose samples per ranked layer count."""
     unresolved = [] if cost is not None and cost.resolved else [_cost_words(cost)]
-    shares = unresolved_layers(list(spans.forward_ms.values()), spans.self_ns_by_iteration()) if layers else []
+    forwards, self_ns = list(spans.forward_ms.values()), spans.self_ns_by_iteration()
+    shares = unresolved_layers(forwards, self_ns) if layers else []
+    if sampling is not None:
+        shares += unsampled_layers(forwards, self_ns, sampling)
     futile = not shares and cost is not None and spread_past_use(cost)
     if futile and cost is not None:
         unresolved = [f"the cost ({_spread_words(cost)})"]
@@ -158,18 +168,42 @@ def unresolved_layers(forwards: list[float], self_ns: dict[str, list[float]]) ->
     if not forwards:
         return ["the layers' shares (no forward measured)"]
     forward_ns = statistics.median(forwards) * 1e6
-    loose: list[str] = []
-    medians = {name: (statistics.median(values), values) for name, values in self_ns.items()}
-    ranked = sorted(medians.items(), key=lambda kv: -kv[1][0])[:RANKED_LAYERS]
-    for name, (p50, values) in ranked:
-        if p50 < MIN_LAYER_SHARE * forward_ns:
-            continue
-        width = half_width(values)
-        if width is None or width > max(LAYER_TOLERANCE, LAYER_POINTS * forward_ns / p50):
-            loose.append(name)
-    if not loose:
+    loose = [
+        name
+        for name, values in _ranked(forward_ns, self_ns)
+        if (width := half_width(values)) is None
+        or width > max(LAYER_TOLERANCE, LAYER_POINTS * forward_ns / statistics.median(values))
+    ]
+    return _layers_words(loose, "shares")
+
+
+def unsampled_layers(forwards: list[float], self_ns: dict[str, list[float]], rate: SampleRate) -> list[str]:
+    """The ranked layers whose samples so far, as their self time in the pass's measured iterations and the
+    sampler's rate expect them, fall short of MIN_LAYER_SAMPLES x LIVE_SAMPLES_MARGIN, as one phrase ([] when none);
+    without a forward or a layer measured, the samples are not counted (the plan's bound stands)."""
+    if not forwards or not self_ns:
+        return ["the layers' samples (no layer measured)"]
+    need = MIN_LAYER_SAMPLES * LIVE_SAMPLES_MARGIN
+    ranked = _ranked(statistics.median(forwards) * 1e6, self_ns)
+    expected = {name: rate.expected(sum(values)) for name, values in ranked}
+    short = [name for name, count in expected.items() if count < need]
+    fewest = min((expected[name] for name in short), default=0.0)
+    note = f"; the fewest {fewest:.0f} of the {need:.0f} needed at {rate.hz:g} Hz x {rate.threads} threads"
+    return _layers_words(short, "samples", note)
+
+
+def _ranked(forward_ns: float, self_ns: dict[str, list[float]]) -> list[tuple[str, list[float]]]:
+    """The layers the report ranks (the RANKED_LAYERS largest by median self time) at or above MIN_LAYER_SHARE of
+    the forward, the largest first, with their self ns per measured iteration."""
+    medians = sorted(((statistics.median(v), name, v) for name, v in self_ns.items() if v), reverse=True)
+    return [(name, v) for p50, name, v in medians[:RANKED_LAYERS] if p50 >= MIN_LAYER_SHARE * forward_ns]
+
+
+def _layers_words(names: list[str], what: str, note: str = "") -> list[str]:
+    """'3 ranked layers' WHAT (a, b, c and 1 more NOTE)' ([] when none)."""
+    if not names:
         return []
-    more = len(loose) - LAYERS_NAMED
-    named = ", ".join(loose[:LAYERS_NAMED]) + (f" and {more} more" if more > 0 else "")
-    whose = "layers'" if len(loose) > 1 else "layer's"
-    return [f"{len(loose)} ranked {whose} shares ({named})"]
+    more = len(names) - LAYERS_NAMED
+    named = ", ".join(names[:LAYERS_NAMED]) + (f" and {more} more" if more > 0 else "")
+    whose = "layers'" if len(names) > 1 else "layer's"
+    return [f"{len(names)} ranked {whose} {what} ({named}{note})"]
