@@ -294,6 +294,8 @@ class _OpSums:
 
 def _sum_ops(ops: list[OpRecord], ranges: list[tuple[str, str, int, int]], flops: dict[int, int]) -> _OpSums:
     sums = _OpSums()
+    dims_json: dict[int, str] = {}
+    """Each dims list's JSON by its id: attach_dims gives every iteration's op at one place the same list."""
     for op in ops:
         key = op.layer if op.layer is not None else f"stage:{op.stage or 'none'}"
         if op.stage == "forward" and op.layer is None:
@@ -303,7 +305,10 @@ def _sum_ops(ops: list[OpRecord], ranges: list[tuple[str, str, int, int]], flops
         row.self_ns += op.self_ns
         row.inclusive_ns += op.event.dur
         row.flops += flops.get(int(op.event.args.get("External id", -1)), 0)
-        row.shapes[json.dumps(op.dims)] += 1
+        dims = dims_json.get(id(op.dims))
+        if dims is None:
+            dims = dims_json[id(op.dims)] = json.dumps(op.dims)
+        row.shapes[dims] += 1
         for prim in op.onednn:
             prow = row.onednn.setdefault(prim.label, PrimitiveSums(prim.label))
             prow.calls += 1
@@ -362,9 +367,10 @@ def _span_args_json(op: OpRecord) -> JsonObject:
         args["layer"] = op.layer
     if op.dims:
         args["input_dims"] = op.dims
-    labels = sorted({p.label for p in op.onednn if p.kind != "reorder"})
-    if labels:
-        args["onednn"] = labels
+    if op.onednn:
+        labels = sorted({p.label for p in op.onednn if p.kind != "reorder"})
+        if labels:
+            args["onednn"] = labels
     return args
 
 

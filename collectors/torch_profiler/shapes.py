@@ -54,7 +54,8 @@ def place_keys(ops: Iterable[Op]) -> Iterator[tuple[tuple[Any, str, str, int], O
 
 
 def event_dims(event: Any) -> list[Any]:
-    return [d for d in event.args.get("Input Dims", []) if d]
+    dims = event.args.get("Input Dims")
+    return [d for d in dims if d] if dims else []  # the measured iterations record none (METHOD): most events
 
 
 def attach_dims(ops: list[Op], warmup_ops: list[Op]) -> dict[str, int]:
