@@ -13,6 +13,7 @@ import pytest
 from hwprof.collectors.base import PassContext
 from hwprof.collectors.scalene import collector as sc
 from hwprof.collectors.scalene import convert as sc_convert
+from hwprof.collectors.scalene import probe as sc_probe
 from hwprof.collectors.scalene.profile import window_from_json
 
 from hwprof.core.config import RunConfig
@@ -55,11 +56,11 @@ def test_probe_reports_why_scalene_cannot_be_imported(tmp_path: Path, monkeypatc
     pytest.importorskip("scalene")
     (tmp_path / "sitecustomize.py").write_text(BLOCK_PYDANTIC)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    sc._probe.cache_clear()
+    sc_probe.probe_cli.cache_clear()
     try:
         cap = sc.ScaleneCollector.probe(RunConfig())
     finally:
-        sc._probe.cache_clear()
+        sc_probe.probe_cli.cache_clear()
     assert not cap.available
     assert "scalene is installed but cannot be imported: ModuleNotFoundError: No module named 'pydantic'" in cap.reason
     assert "2.x CLI" not in cap.reason
@@ -71,12 +72,14 @@ def test_a_probe_that_found_scalene_is_kept_and_read_back(tmp_path: Path, monkey
     hwprof's cache under its key, read back without starting it; another PYTHONPATH is another key."""
     pytest.importorskip("scalene")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    sc._probe.cache_clear()
+    sc_probe.probe_cli.cache_clear()
     first = sc.ScaleneCollector.probe(RunConfig())
     assert first.available, first.reason
     (kept,) = (tmp_path / "hwprof").glob("scalene-probe-*.json")
     calls: list[tuple[str, ...]] = []
-    monkeypatch.setattr(sc, "_probe", lambda command, memory: calls.append(command) or sc.Capability.unavailable("x"))
+    monkeypatch.setattr(
+        sc_probe, "probe_cli", lambda command, memory: calls.append(command) or sc.Capability.unavailable("x")
+    )
     again = sc.ScaleneCollector.probe(RunConfig())
     assert again.available and again.details == first.details and calls == [], "read back, Scalene not started"
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
@@ -87,8 +90,8 @@ def test_a_probe_that_found_scalene_is_kept_and_read_back(tmp_path: Path, monkey
 def test_import_errors_other_than_a_missing_dependency_reinstall_scalene() -> None:
     command = (sys.executable, "-P", "-m", "scalene")
     broken = "ImportError: cannot import name 'PositiveInt' from 'pydantic'"
-    assert sc._import_fix(broken, command) == sc.REINSTALL
-    assert sc._import_fix("ModuleNotFoundError: No module named 'not_a_dependency'", command) == sc.REINSTALL
+    assert sc_probe.import_fix(broken, command) == sc_probe.REINSTALL
+    assert sc_probe.import_fix("ModuleNotFoundError: No module named 'not_a_dependency'", command) == sc_probe.REINSTALL
 
 
 def test_wrap_command_runs_the_worker_module_under_scalene(tmp_path: Path) -> None:
