@@ -40,7 +40,8 @@ def scalene_command(config: RunConfig, python: str) -> list[str] | None:
 def kept_probe(command: tuple[str, ...], memory: bool) -> Capability:
     """This environment's Scalene probed once and kept in hwprof's cache (hwprof.core.kept) while its key holds:
     Scalene's version and folder, the command, this Python and its PYTHONPATH, the memory option and whether the
-    memory profiler's shim (libscalene.so) is there. The probe starts Scalene's CLI (1.8 CPU-seconds of every
+    memory profiler's shim (libscalene.so) is there, and the options the pass passes (NEEDED_OPTIONS: a new one is
+    probed anew). The probe starts Scalene's CLI (1.8 CPU-seconds of every
     collect that plans the Scalene pass on a 2-CPU VM); one that failed runs again."""
     from hwprof.core.host import hwprof_cache_or_none
     from hwprof.core.kept import kept, key_of
@@ -55,7 +56,9 @@ def kept_probe(command: tuple[str, ...], memory: bool) -> Capability:
     else:
         shim = (Path(spec.origin).parent / "libscalene.so").exists()
         env = [f"{k}={os.environ.get(k, '')}" for k in ("PYTHONPATH", "PYTHONHOME")]  # what Scalene's CLI imports
-        key = key_of([version, spec.origin, sys.executable, *command, f"memory={memory}", f"shim={shim}", *env])
+        key = key_of(
+            [version, spec.origin, sys.executable, *command, f"memory={memory}", f"shim={shim}", *env, *NEEDED_OPTIONS]
+        )
     return kept(
         hwprof_cache_or_none(),
         "scalene-probe",
