@@ -17,9 +17,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-COLLECTOR_ROLES = {"collector.py", "parse.py", "convert.py", "clock.py", "attribution.py", "sampler.py", "series.py"}
-"""A collector package's parts by role: its collector, its tool output parsed, converted, its clock, what it charges
-to layers, its sampling thread, its samples as series."""
+COLLECTOR_ROLES = {
+    "collector.py", "probe.py", "parse.py", "convert.py", "clock.py", "attribution.py", "sampler.py", "series.py",
+}  # fmt: skip
+"""A collector package's parts by role: its collector, whether its tool can run here (probed, kept in the cache),
+its tool output parsed, converted, its clock, what it charges to layers, its sampling thread, its samples as
+series."""
 
 ONE_CONCEPT: dict[str, str] = {
     "advice/table.py": "the advice table: analysis computes it, render prints it",
