@@ -126,6 +126,11 @@ class PerfSamplingCollector(Collector):
             return Capability.unavailable(f"perf not found ({where})", INSTALL_FIX)
         return _probe(binary)
 
+    def __init__(self, config: RunConfig) -> None:
+        super().__init__(config)
+        self._sampling_plan: SamplingPlan | None = None
+        """The pass's plan, made once by _plan (it reads the earlier passes' markers)."""
+
     def child_env(self, ctx: PassContext) -> dict[str, str]:
         return {"ONEDNN_JIT_PROFILE": "2"}
 
@@ -137,11 +142,9 @@ class PerfSamplingCollector(Collector):
         return SampleRate(self._plan(ctx).rate, max(1, self.config.threads))
 
     def _plan(self, ctx: PassContext) -> SamplingPlan:
-        """The pass's plan, made once (it reads the earlier passes' markers)."""
-        plan = getattr(self, "_sampling_plan", None)
-        if plan is None:
-            plan = self._sampling_plan = _plan(self.config, ctx.run_dir)
-        return plan
+        if self._sampling_plan is None:
+            self._sampling_plan = _plan(self.config, ctx.run_dir)
+        return self._sampling_plan
 
     def start(self, ctx: PassContext) -> None:
         request_attach(ctx.out_dir)

@@ -170,9 +170,8 @@ def unresolved_layers(forwards: list[float], self_ns: dict[str, list[float]]) ->
     forward_ns = statistics.median(forwards) * 1e6
     loose = [
         name
-        for name, values in _ranked(forward_ns, self_ns)
-        if (width := half_width(values)) is None
-        or width > max(LAYER_TOLERANCE, LAYER_POINTS * forward_ns / statistics.median(values))
+        for name, p50, values in _ranked(forward_ns, self_ns)
+        if (width := half_width(values)) is None or width > max(LAYER_TOLERANCE, LAYER_POINTS * forward_ns / p50)
     ]
     return _layers_words(loose, "shares")
 
@@ -185,18 +184,18 @@ def unsampled_layers(forwards: list[float], self_ns: dict[str, list[float]], rat
         return ["the layers' samples (no layer measured)"]
     need = MIN_LAYER_SAMPLES * LIVE_SAMPLES_MARGIN
     ranked = _ranked(statistics.median(forwards) * 1e6, self_ns)
-    expected = {name: rate.expected(sum(values)) for name, values in ranked}
+    expected = {name: rate.expected(sum(values)) for name, _, values in ranked}
     short = [name for name, count in expected.items() if count < need]
     fewest = min((expected[name] for name in short), default=0.0)
     note = f"; the fewest {fewest:.0f} of the {need:.0f} needed at {rate.hz:g} Hz x {rate.threads} threads"
     return _layers_words(short, "samples", note)
 
 
-def _ranked(forward_ns: float, self_ns: dict[str, list[float]]) -> list[tuple[str, list[float]]]:
+def _ranked(forward_ns: float, self_ns: dict[str, list[float]]) -> list[tuple[str, float, list[float]]]:
     """The layers the report ranks (the RANKED_LAYERS largest by median self time) at or above MIN_LAYER_SHARE of
-    the forward, the largest first, with their self ns per measured iteration."""
+    the forward, the largest first: name, median self ns and self ns per measured iteration."""
     medians = sorted(((statistics.median(v), name, v) for name, v in self_ns.items() if v), reverse=True)
-    return [(name, v) for p50, name, v in medians[:RANKED_LAYERS] if p50 >= MIN_LAYER_SHARE * forward_ns]
+    return [(name, p50, v) for p50, name, v in medians[:RANKED_LAYERS] if p50 >= MIN_LAYER_SHARE * forward_ns]
 
 
 def _layers_words(names: list[str], what: str, note: str = "") -> list[str]:
