@@ -196,3 +196,26 @@ def test_a_real_collect_agrees_with_torch_profilers_own_figures_run_separately(
     assert 0.9 * forward <= sum(tables.layers[name]["mem_alloc_bytes"] for name in top) <= forward * 1.000001
     half = int(option("layers", "--imgsz")) // 2
     assert tables.layers["model.0"]["mem_alloc_bytes"] >= 16 * half * half * 4  # layer 0's output at least
+
+
+def test_the_drawn_forwards_samples_are_read_alone_and_a_damaged_one_among_them_is_said(tmp_path: Path) -> None:
+    """memory.png draws the allocator's live bytes through one forward: the samples inside it and the last one
+    before it are parsed, the pass's others (a hundred times more at yolov7 640) are not even decoded, whatever
+    their order in the file; a damaged line among those drawn is RunDirError naming it, one outside is not read."""
+    from hwprof.analysis.memory_timeline import LIVE_TRACK, _samples
+    from hwprof.schema.check import RunDirError
+
+    def line(ts: int, value: float) -> str:
+        return json.dumps({"track": LIVE_TRACK, "ts_ns": ts, "value": value, "unit": "B", "kind": "counter"})
+
+    rows = [line(ts, float(ts)) for ts in (50, 10, 300, 120, 90, 200, 110, 400)]
+    rows.insert(2, json.dumps({"track": "RSS (bytes)", "ts_ns": 150, "value": 1.0, "unit": "B", "kind": "counter"}))
+    path = tmp_path / "torch_memory.records.jsonl"
+    path.write_text("\n".join([*rows, '{"track": "' + LIVE_TRACK + '", "ts_ns": 500, not json']) + "\n")
+    got = sorted(s.ts_ns for s in _samples(path, LIVE_TRACK, (100, 200)))
+    assert got == [90, 110, 120, 200]  # 90: the last before the window, wherever it lies in the file
+    assert len(_samples(path, LIVE_TRACK, (100, 200))) == 4
+    with pytest.raises(RunDirError, match=r"torch_memory.records.jsonl:10: not a JSON line"):
+        _samples(path, LIVE_TRACK, (450, 600))
+    with pytest.raises(RunDirError, match=r":10: not a JSON line"):
+        _samples(path, LIVE_TRACK)  # unwindowed: every line of the track parsed, as before

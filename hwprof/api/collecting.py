@@ -309,18 +309,20 @@ def _render_collected(
         report_after_collect,
         write_report,
     )
+    from hwprof.trace.forked import TraceChild
 
     what = "report"
     reserve = _render_reserve(run_dir)
     try:
         analysis = analysis if analysis is not None else analyse(data)
-        if not report or stop.requested:
-            write_report(analysis, data, console)
-        else:
-            report_after_collect(analysis, data, console)
-        what = "trace"
-        if write_trace(run_dir, console, data):
-            refresh_report_page(analysis, data, console)  # it said "not built yet" of the trace just built
+        with TraceChild(run_dir, data) as child:  # the trace built beside the report, on the other CPU
+            if not report or stop.requested:
+                write_report(analysis, data, console)
+            else:
+                report_after_collect(analysis, data, console)
+            what = "trace"
+            if write_trace(run_dir, console, data, beside=child):
+                refresh_report_page(analysis, data, console)  # it said "not built yet" of the trace just built
     except KeyboardInterrupt:
         console.print(
             f"[red]interrupted[/] while writing the report: the run is kept in {run_dir}; "

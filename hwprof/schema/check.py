@@ -17,6 +17,7 @@ that does not parse in the middle of a file is corruption and an error naming fi
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -125,10 +126,11 @@ class JsonLines:
         )
 
 
-def read_jsonl(path: Path, containing: str | None = None) -> JsonLines:
+def read_jsonl(path: Path, containing: str | None = None, window: tuple[int, int] | None = None) -> JsonLines:
     """Every line's JSON value; a torn last line (no newline after it) is dropped and recorded, a line that
     does not parse anywhere else raises RunDirError naming file:line. `containing`: only the lines that hold this
-    text are parsed (a reader after one track of a large file: the others are not even decoded)."""
+    text are parsed (a reader after one track of a large file: the others are not even decoded); `window` (begin,
+    end ns, with `containing`): of those, only the ones whose ts_ns lies inside it and the latest one before it."""
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
@@ -136,8 +138,11 @@ def read_jsonl(path: Path, containing: str | None = None) -> JsonLines:
     out = JsonLines(Path(path))
     lines = text.split("\n")
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    chosen = _in_window(lines, containing, *window) if window is not None and containing is not None else None
     for i, line in enumerate(lines):
         if not line.strip() or (containing is not None and containing not in line):
+            continue
+        if chosen is not None and i not in chosen:
             continue
         try:
             out.rows.append((i + 1, json.loads(line)))
@@ -147,3 +152,25 @@ def read_jsonl(path: Path, containing: str | None = None) -> JsonLines:
                 break
             raise RunDirError(f"{path}:{i + 1}: not a JSON line ({exc})") from exc
     return out
+
+
+def _in_window(lines: list[str], containing: str, begin: int, end: int) -> set[int]:
+    """The indexes of the lines holding `containing` whose ts_ns (read by pattern, unparsed) lies in [begin, end],
+    and of the latest one before begin; a line without a ts_ns is kept (its parse then says what is wrong)."""
+    keep: set[int] = set()
+    before, before_ts = None, -1
+    for i, line in enumerate(lines):
+        if containing not in line:
+            continue
+        found = _TS.search(line)
+        ts = int(found.group(1)) if found else None
+        if ts is None or begin <= ts <= end:
+            keep.add(i)
+        elif before_ts < ts < begin:
+            before, before_ts = i, ts
+    if before is not None:
+        keep.add(before)
+    return keep
+
+
+_TS = re.compile(r'"ts_ns":\s*(\d+)')

@@ -132,13 +132,13 @@ def record_fault(row: Any) -> str | None:
     return None
 
 
-def read_records(path: Path, containing: str | None = None) -> Iterator[Record]:
+def read_records(path: Path, containing: str | None = None, window: tuple[int, int] | None = None) -> Iterator[Record]:
     """The records of a records.jsonl up to a torn last line (a killed pass); RunDirError (file:line) for a
     corrupt line elsewhere, or a number that cannot be (record_fault). `containing`: only the lines holding this
-    text (one counter track's name: read_jsonl)."""
+    text (one counter track's name), `window`: only those stamped inside it and the last before it (read_jsonl)."""
     from hwprof.schema.check import RunDirError, read_jsonl
 
-    for number, row in read_jsonl(path, containing).rows:
+    for number, row in read_jsonl(path, containing, window).rows:
         fault = record_fault(row)
         if fault is not None:
             raise RunDirError(f"{path}:{number}: {fault}")

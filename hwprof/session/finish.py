@@ -29,6 +29,7 @@ from hwprof.schema.detections import DetectionsDoc
 from hwprof.schema.run import ModelDoc, RunDoc, StageLatency
 from hwprof.schema.run_passes import PassCostDoc
 from hwprof.schema.summaries_cpu import FlopsSummary, TimingSummary
+from hwprof.trace.forked import TraceChild
 
 
 def finalize(run_dir: Path, run: RunDoc) -> RunData:
@@ -268,13 +269,24 @@ def record_render_error(run_dir: Path, run: RunDoc, what: str, exc: DiskFullErro
         write_run_json(run_dir, run)
 
 
-def write_trace(run_dir: Path, console: Console, data: RunData | None = None, out: Path | None = None) -> bool:
+def write_trace(
+    run_dir: Path,
+    console: Console,
+    data: RunData | None = None,
+    out: Path | None = None,
+    beside: TraceChild | None = None,
+) -> bool:
     """Build the run's trace.pftrace (or `out`; from `data` when the run is already read); False (with one error
     line) when it could not be built. A folder that cannot be written raises NotWritableError (one line, with
-    the fix): nothing else can be tried there."""
+    the fix): nothing else can be tried there. `beside`: a child building it already (the collect's, beside its
+    report): its trace is taken, and only where it built none is the trace built here."""
     from hwprof.core.atomic import DiskFullError, NotWritableError, is_not_writable
     from hwprof.trace.perfetto import build_trace
 
+    built = beside.result() if beside is not None else None
+    if built is not None:
+        trace_built(console, built.path, built.size_bytes, built.build_s, built.perf_samples)
+        return True
     try:
         stats = build_trace(run_dir, out, data=data)
     except DiskFullError:  # a failure with the path, not a trace problem
@@ -292,18 +304,23 @@ def write_trace(run_dir: Path, console: Console, data: RunData | None = None, ou
         raise NotWritableError(folder, exc.errno or 0, fix) from exc
     except Exception as exc:  # the trace is one view among several: the run stays usable without it
         return _trace_failed(console, exc)
+    trace_built(console, stats.path, stats.size_bytes, stats.build_s, stats.perf_samples)
+    return True
+
+
+def trace_built(console: Console, path: Path, size_bytes: int, build_s: float, perf_samples: int) -> None:
+    """The line that says where the trace is and how to open it."""
     samples = (
-        f"; its {stats.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
+        f"; its {perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
         "for their flamegraph)"
-        if stats.perf_samples
+        if perf_samples
         else ""
     )
     console.print(
-        f"trace: {stats.path} ({stats.size_bytes / 1e6:.1f} MB, built in {stats.build_s:.1f} s): "
+        f"trace: {path} ({size_bytes / 1e6:.1f} MB, built in {build_s:.1f} s): "
         f"open it at https://ui.perfetto.dev (Open trace file){samples}",
         highlight=False,
     )
-    return True
 
 
 def _trace_failed(console: Console, exc: BaseException) -> bool:
