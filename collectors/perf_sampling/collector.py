@@ -70,7 +70,7 @@ from hwprof.collectors.perf_sampling.control import (
     remove_fifos,
     request_attach,
 )
-from hwprof.collectors.perf_sampling.rate import SamplingPlan, plan_sampling, smallest_ranked_share
+from hwprof.collectors.perf_sampling.rate import SamplingPlan, plan_sampling, samplers, smallest_ranked_share
 
 from hwprof.core.kernels import SampleRate
 from hwprof.core.spans import timing_forward_s, timing_iteration_s
@@ -139,7 +139,7 @@ class PerfSamplingCollector(Collector):
 
     def sample_rate(self, ctx: PassContext) -> SampleRate | None:
         """perf's rate on each of torch's threads (the plan counts on config.threads samplers, plan_sampling)."""
-        return SampleRate(self._plan(ctx).rate, max(1, self.config.threads))
+        return SampleRate(self._plan(ctx).rate, samplers(self.config))
 
     def _plan(self, ctx: PassContext) -> SamplingPlan:
         if self._sampling_plan is None:

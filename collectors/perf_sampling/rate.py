@@ -85,6 +85,11 @@ def smallest_ranked_share(run_dir: Path) -> float | None:
     return min(ranked) if ranked else None
 
 
+def samplers(config: RunConfig) -> int:
+    """How many of torch's threads perf samples at the plan's rate: config.threads, one at least."""
+    return max(1, config.threads)
+
+
 def plan_sampling(
     config: RunConfig, forward_s: float | None, iteration_s: float | None = None, smallest_share: float | None = None
 ) -> SamplingPlan:
@@ -112,7 +117,7 @@ def plan_sampling(
         return SamplingPlan(min(config.perf_rate, ceiling), config.iters, "--perf-rate")
     if not forward_s:
         return SamplingPlan(min(DEFAULT_RATE, ceiling), config.iters, "default (no timing pass to size it from)")
-    threads = max(1, config.threads)
+    threads = samplers(config)
     base = min(config.iters, RESOLVING_BASE) if config.extra.get("timing_resolve") else config.iters
     share, margin = MIN_LAYER_SHARE, RATE_MARGIN
     # sized for the smallest ranked layer where that asks fewer iterations than the plan for a layer at 1%
