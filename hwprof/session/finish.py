@@ -29,7 +29,7 @@ from hwprof.schema.detections import DetectionsDoc
 from hwprof.schema.run import ModelDoc, RunDoc, StageLatency
 from hwprof.schema.run_passes import PassCostDoc
 from hwprof.schema.summaries_cpu import FlopsSummary, TimingSummary
-from hwprof.trace.forked import TraceChild
+from hwprof.trace.forked import BuiltTrace, TraceChild
 
 
 def finalize(run_dir: Path, run: RunDoc) -> RunData:
@@ -285,7 +285,7 @@ def write_trace(
 
     built = beside.result() if beside is not None else None
     if built is not None:
-        trace_built(console, built.path, built.size_bytes, built.build_s, built.perf_samples)
+        _say_built(console, built)
         return True
     try:
         stats = build_trace(run_dir, out, data=data)
@@ -304,20 +304,20 @@ def write_trace(
         raise NotWritableError(folder, exc.errno or 0, fix) from exc
     except Exception as exc:  # the trace is one view among several: the run stays usable without it
         return _trace_failed(console, exc)
-    trace_built(console, stats.path, stats.size_bytes, stats.build_s, stats.perf_samples)
+    _say_built(console, BuiltTrace.of(stats))
     return True
 
 
-def trace_built(console: Console, path: Path, size_bytes: int, build_s: float, perf_samples: int) -> None:
+def _say_built(console: Console, built: BuiltTrace) -> None:
     """The line that says where the trace is and how to open it."""
     samples = (
-        f"; its {perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
+        f"; its {built.perf_samples} CPU samples are on each thread's Callstacks track (select a layer's range "
         "for their flamegraph)"
-        if perf_samples
+        if built.perf_samples
         else ""
     )
     console.print(
-        f"trace: {path} ({size_bytes / 1e6:.1f} MB, built in {build_s:.1f} s): "
+        f"trace: {built.path} ({built.size_bytes / 1e6:.1f} MB, built in {built.build_s:.1f} s): "
         f"open it at https://ui.perfetto.dev (Open trace file){samples}",
         highlight=False,
     )

@@ -19,22 +19,39 @@ import json
 import os
 import signal
 import threading
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from hwprof.core.atomic import remove_orphaned_temporaries
 from hwprof.rundir.reader import RunData
 
+if TYPE_CHECKING:
+    from hwprof.trace.perfetto import TraceStats
+
 
 @dataclass(frozen=True)
 class BuiltTrace:
-    """What the collect prints of a trace the child built (hwprof.trace.perfetto.TraceStats's)."""
+    """What the collect prints of a trace built (hwprof.trace.perfetto.TraceStats's), in the child or by itself."""
 
     path: Path
     size_bytes: int
     build_s: float
     perf_samples: int
+
+    @classmethod
+    def of(cls, stats: TraceStats) -> BuiltTrace:
+        return cls(stats.path, stats.size_bytes, stats.build_s, stats.perf_samples)
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "path": str(self.path)})
+
+    @classmethod
+    def from_json(cls, text: bytes) -> BuiltTrace:
+        """ValueError, KeyError or TypeError where `text` is not one (a child cut short)."""
+        got = json.loads(text)
+        return cls(Path(got["path"]), int(got["size_bytes"]), float(got["build_s"]), int(got["perf_samples"]))
 
 
 class TraceChild:
@@ -78,9 +95,7 @@ class TraceChild:
             remove_orphaned_temporaries(self.run_dir)
             return None
         try:
-            got = json.loads(message)
-            path, size, build_s, samples = got["path"], got["size_bytes"], got["build_s"], got["perf_samples"]
-            return BuiltTrace(Path(path), int(size), float(build_s), int(samples))
+            return BuiltTrace.from_json(message)
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -107,19 +122,11 @@ def _child(run_dir: Path, data: RunData, write_end: int) -> None:
             signal.signal(number, signal.SIG_DFL)
         from hwprof.trace.perfetto import build_trace
 
-        stats = build_trace(run_dir, None, data=data)
-        message = {
-            "path": str(stats.path),
-            "size_bytes": stats.size_bytes,
-            "build_s": stats.build_s,
-            "perf_samples": stats.perf_samples,
-        }
+        built = BuiltTrace.of(build_trace(run_dir, None, data=data))
         with os.fdopen(write_end, "wb") as pipe:
-            pipe.write(json.dumps(message).encode())
+            pipe.write(built.to_json().encode())
         code = 0
-    except BaseException:  # said by the collect, which builds the trace again itself
-        code = 1
-    finally:
+    finally:  # any exception ends here too, unprinted: the collect builds the trace itself and says what failed
         os._exit(code)
 
 
