@@ -199,6 +199,12 @@ class Collector:
     """It can profile a user's program that calls no model (hwprof.session.program_pass_runner) over the program's
     whole run, as one span: its figures need no forward (sampled kernels, Python stacks, Scalene's profile).
     Collectors whose figures are per forward or per layer (timing, counters, FLOPs) say they are unavailable."""
+    thread_bound: ClassVar[bool] = False
+    """It measures the thread that starts it (torch.profiler's callbacks, per-thread counters): in an attached
+    service (hwprof.agent) its window marks the calls of that one thread, and it is started and stopped there."""
+    cannot_attach: ClassVar[str] = ""
+    """Why it cannot measure a running service (`hwprof attach`, hwprof.agent), in words ("" where it can): a
+    collector that starts the process itself (Scalene, Valgrind) cannot join one already running."""
 
     def __init__(self, config: RunConfig) -> None:
         self.config = config

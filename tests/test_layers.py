@@ -38,7 +38,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("hwprof.analysis",)),
     ("render", ("hwprof.render", "hwprof.trace")),
     ("finishing a run", ("hwprof.session.finish",)),
-    ("session", ("hwprof.session", "hwprof.advisor", "hwprof.sweep", "hwprof.gpu", "hwprof.tracking")),
+    ("session", ("hwprof.session", "hwprof.advisor", "hwprof.sweep", "hwprof.gpu", "hwprof.tracking", "hwprof.agent")),
     ("library", ("hwprof.api",)),
     ("command line", ("hwprof.cli",)),
     ("entry point, public names", ("hwprof.__main__", "hwprof")),

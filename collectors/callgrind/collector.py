@@ -44,6 +44,7 @@ SLOWDOWN = (50, 150)
 
 class CallgrindCollector(Collector):
     name = NAME
+    cannot_attach = "Valgrind starts the process it simulates: it cannot join a running service"
     title = "simulated per-layer counters under valgrind's callgrind"
     last_warmup = True
     pass_name = "callgrind"

@@ -106,6 +106,7 @@ def _most_common(missing: list[Unavailable]) -> Unavailable:
 
 
 class PerfEvents(Collector):
+    thread_bound = True
     name = "perf_events"
     title = "per-layer counters (perf_event_open, all threads)"
     last_warmup = True

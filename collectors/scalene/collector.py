@@ -90,6 +90,7 @@ MAX_ITERATIONS = 200
 
 class ScaleneCollector(Collector):
     name = NAME
+    cannot_attach = "Scalene starts the Python process it profiles: it cannot join a running service"
     title = "Scalene (per-line Python / native / system time, memory on request)"
     pass_name = "scalene"
     whole_process = True

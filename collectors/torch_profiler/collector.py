@@ -69,6 +69,7 @@ costs about 90 us per primitive here (yolov7-tiny at 320: forward 1.4x with it o
 
 
 class TorchProfilerCollector(Collector):
+    thread_bound = True
     name = NAME
     title = "torch.profiler (Kineto) with oneDNN verbose"
     last_warmup = True

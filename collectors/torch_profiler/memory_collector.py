@@ -53,6 +53,7 @@ MEMORY_EVENT = "[memory]"
 
 
 class TorchMemoryCollector(Collector):
+    thread_bound = True
     name = NAME
     title = "torch's allocator per layer (torch.profiler profile_memory, no op recorded)"
     pass_name = "layers"

@@ -172,6 +172,21 @@ examples:
   hwprof sweep-job status results/sweep
   hwprof sweep-job logs results/sweep --follow"""
 
+ATTACH = """\
+Measure the model inside a running Python service, under its own traffic, without restarting it: the service
+started hwprof's agent (HWPROF_AGENT=1 in its environment, or the agent's start() called in its code: docs/
+attach.md), and the passes run
+inside it one after another, each over a window of its real calls (timing, layers with memory, the trace; the
+kernels with perf record -p). Hooks go on and come off between the service's calls; between windows it runs
+untouched. The result is a run directory as collect's: report, trace, compare, runs and --track take it."""
+
+ATTACH_EXAMPLES = """\
+examples:
+  HWPROF_AGENT=1 python server.py &
+  hwprof attach $!
+  hwprof attach 4242 --seconds 20 --program-model model
+  hwprof compare results/server-* results/yolov8n-*"""
+
 RUNS = """\
 List the run directories under results/ (or DIR), newest first: id, time, model, size, threads, runtime and
 precision, status, forward p50, FPS, and whether the timing pass was clean. Reads only the runs' files; a folder

@@ -177,8 +177,15 @@ def cmd_gpu_import(args: argparse.Namespace, console: Console) -> int:
     return run_gpu_import(args, console)
 
 
+def cmd_attach(args: argparse.Namespace, console: Console) -> int:
+    from hwprof.cli.attach import cmd_attach as attach
+
+    return attach(args, console)
+
+
 COMMANDS = {
     "collect": cmd_collect,
+    "attach": cmd_attach,
     "report": cmd_report,
     "trace": cmd_trace,
     "compare": cmd_compare,
@@ -194,7 +201,7 @@ COMMANDS = {
 }
 
 
-ENV_COMMANDS = frozenset({"collect", "advise", "sweep", "sweep-job", "doctor"})
+ENV_COMMANDS = frozenset({"collect", "attach", "advise", "sweep", "sweep-job", "doctor"})
 """The commands that probe or run collectors: the HWPROF_* overrides they read are checked before they start."""
 
 

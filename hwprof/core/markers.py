@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -97,6 +98,9 @@ class MarkerBus:
         self.inputs = InputTally()
         """Each forward's input shape, as the workload tells it (input_shape)."""
         self.halted = False
+        self.owner: int | None = None
+        """A thread's ident: markers from other threads are dropped (an attached service's window pinned to the
+        thread its profiler measures, hwprof.agent.window); None: every thread's are kept."""
         """Set when a pass is cut mid-iteration (a second stop signal): no marker reaches anyone after that,
         so no subscriber sees an end whose begin another subscriber missed; open begins stay unclosed."""
 
@@ -127,7 +131,7 @@ class MarkerBus:
 
     def emit(self, kind: Kind, phase: Phase, name: str, index: int = -1) -> Marker:
         marker = Marker(kind, phase, name, self._clock(), self.iteration, self.warmup, index, clean=self.clean)
-        if self.halted:
+        if self.halted or (self.owner is not None and threading.get_ident() != self.owner):
             return marker
         chosen = self._layer_subscribers if kind == "layer" else self._subscribers
         spans = self._spans

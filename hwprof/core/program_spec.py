@@ -92,6 +92,9 @@ class ProgramSpec:
     stdin: str | None = None
     """--program-stdin: the file given to the program as its stdin (absolute), opened anew by every pass's run of
     it; None: /dev/null (hwprof.program.launch)."""
+    attached: int | None = None
+    """`hwprof attach PID`: the running service's process ID. Its passes run inside that process, over windows of its
+    own calls (hwprof.agent); argv and cwd are the service's, read from its agent."""
 
     def stage_targets(self) -> list[StageTarget]:
         """The --stage options as targets (ProgramError for one that is not NAME=module:function)."""
@@ -120,6 +123,7 @@ class ProgramSpec:
             "end": self.end,
             "stages": self.stages,
             **({"stdin": self.stdin} if self.stdin is not None else {}),
+            **({"attached": self.attached} if self.attached is not None else {}),
         }
 
     @classmethod
@@ -131,6 +135,7 @@ class ProgramSpec:
             end=str(data.get("end", "stop")),
             stages=[str(s) for s in data.get("stages") or []],
             stdin=str(data["stdin"]) if data.get("stdin") is not None else None,
+            attached=int(data["attached"]) if data.get("attached") is not None else None,
         )
 
 

@@ -200,7 +200,8 @@ class NeighbourWatch:
     """Start at a pass's start, stop at its end: the NeighbourLoad of the window between.
 
     root: the run's own process (the `hwprof collect` process); its tree is looked up at every scan,
-    so workers started during the window are its own. A background thread scans every interval_s.
+    so workers started during the window are its own. also: another process whose tree is the run's own (the
+    service `hwprof attach` measures inside). A background thread scans every interval_s.
     """
 
     def __init__(
@@ -209,8 +210,10 @@ class NeighbourWatch:
         cpus: set[int] | None = None,
         interval_s: float = SAMPLE_S,
         proc: str | Path = "/proc",
+        also: int | None = None,
     ) -> None:
         self.root = os.getpid() if root is None else root
+        self.also = also
         self.cpus = set(os.sched_getaffinity(0)) if cpus is None else set(cpus)
         self.interval_s = interval_s
         self.proc = Path(proc)
@@ -231,9 +234,13 @@ class NeighbourWatch:
         self._start: tuple[float, int | None, int | None, int] | None = None
         self.scans = 0
 
+    def _own_tree(self, procs: dict[int, ProcStat]) -> set[int]:
+        own = tree(procs, self.root)
+        return own if self.also is None else own | tree(procs, self.also)
+
     def _scan(self, first: bool = False) -> dict[int, ProcStat]:
         procs = scan(self.proc)
-        own = tree(procs, self.root)
+        own = self._own_tree(procs)
         members = {pid: procs[pid] for pid in own if pid in procs}
         with self._lock:
             self.scans += 1
@@ -254,7 +261,7 @@ class NeighbourWatch:
 
     def start(self) -> NeighbourWatch:
         procs = self._scan(first=True)
-        own = tree_ticks(procs, tree(procs, self.root))
+        own = tree_ticks(procs, self._own_tree(procs))
         self._start = (
             time.monotonic(),
             cpus_ns(BUSY_COLUMNS, self.cpus, self._stat),
@@ -282,7 +289,7 @@ class NeighbourWatch:
         if self._start is None:
             return None
         procs = self._scan()
-        own_ticks = tree_ticks(procs, tree(procs, self.root)) + self._lost
+        own_ticks = tree_ticks(procs, self._own_tree(procs)) + self._lost
         now = time.monotonic()
         busy = cpus_ns(BUSY_COLUMNS, self.cpus, self._stat)
         steal = cpus_ns((STEAL_COLUMN,), self.cpus, self._stat)

@@ -6,7 +6,8 @@ stage claims it) and then the forward, the `forward` stage. The first marked cal
 set up at the first, after the calls that chose the model); the calls after them follow the pass's schedule
 (measured, or clean in a paired pass), one call per step. The first marked call's iteration holds its forward
 alone: it is always warm-up (--warmup >= 1). Once the schedule is done the program is stopped cleanly
-(ProgramStop, raised from the model's call), or left to run to its end unmeasured (--program-end run). A
+(ProgramStop, raised from the model's call), or left to run to its end unmeasured (--program-end run), or, in an
+attached service (hwprof.agent, end "detach"), given its model's forward back and left to serve on. A
 program that ends inside an iteration (after its last forward) leaves a tail with no forward: it is closed for
 the collectors and not kept (PassHooks.discard_iteration). torch.jit.trace's calls of the model pass through
 unmarked (Calls.traced).
@@ -139,6 +140,12 @@ class ProgramDriver:
     (hwprof.program.whole_model)."""
     facts: CallFacts = field(default_factory=CallFacts)
     """What each marked call ran under that the program may change: torch's thread count, grad mode."""
+    per_call: bool = False
+    """A service's calls (hwprof.agent): an iteration is the call alone, not the time since the previous one (idle
+    between requests)."""
+    any_thread: bool = False
+    """A call from any thread is marked (an attached service's window, which lets one call through at a time), not
+    only the first marked call's thread's."""
 
     @property
     def in_forward(self) -> bool:
@@ -216,6 +223,8 @@ class ProgramDriver:
     def _program_call(self, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self._internal or self._in_forward:
             return forward(*args, **kwargs)
+        if self.any_thread:
+            self._thread = threading.get_ident()
         if self._thread is not None and threading.get_ident() != self._thread:
             name = threading.current_thread().name  # another thread's call: not an iteration of this one's
             self.calls.other_threads[name] = self.calls.other_threads.get(name, 0) + 1
@@ -300,9 +309,10 @@ class ProgramDriver:
             self.hooks.set_clean(False)
         self.hooks.after_step()
         if self.calls.total < self.warmup + len(self.steps):
-            self._begin()
+            if not self.per_call:
+                self._begin()
             return
-        self.finish(unwrap=self.end == "stop")  # run: its later calls are counted (Calls.after)
+        self.finish(unwrap=self.end != "run")  # run: its later calls are counted (Calls.after)
         if self.end == "stop":
             raise ProgramStop(f"stopped after {self.calls.measured} measured calls of the model")
 

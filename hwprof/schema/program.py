@@ -25,6 +25,8 @@ class ProgramDoc(Record):
     """--stage NAME=module:function options."""
     stdin: str | None = None
     """--program-stdin: the file given to the program as its stdin (absolute); absent: /dev/null."""
+    attached: int | None = None
+    """`hwprof attach PID`: the running service's PID (its passes were windows of its calls); absent: hwprof ran it."""
 
 
 @dataclass(kw_only=True)

@@ -147,14 +147,15 @@ class PassProcesses:
     def _launch(self, plan: PassPlan, ctx: PassContext, collectors: list[Collector], log: TextIO) -> RunningPass:
         """Start the pass's worker (wrapped by its collectors), its stderr to `log`, in a session of its own."""
         names = ",".join(c.name for c in collectors)
-        command = [sys.executable, "-P", "-m", "hwprof.session.worker", str(self.run_dir), plan.name, names]
+        command = [sys.executable, "-P", "-m", self._worker_module, str(self.run_dir), plan.name, names]
         for collector in collectors:
             command = collector.wrap_command(command, ctx)
         write_command(ctx.out_dir, command)
         started = time.monotonic()
         steal_at_start = steal_ns()
         try:
-            self._watch = NeighbourWatch().start()
+            attached = self.config.program.attached if self.config.program is not None else None
+            self._watch = NeighbourWatch(also=attached).start()
             extra = self.programs.env() | (self.budget.env(self.passes_left) if self.budget else {})
             proc = self._start_worker(command, pass_env(self.config, collectors, ctx, extra), log)
         except (RuntimeError, OSError) as exc:  # no pass is recorded: its worker never ran
@@ -171,12 +172,29 @@ class PassProcesses:
         own either way."""
         return zygote.start(self.zygote, command, str(self.run_dir), env, log)
 
+    @property
+    def _worker_module(self) -> str:
+        """The pass's process: its worker, or (`hwprof attach`) the relay to the window in the attached service."""
+        program = self.config.program
+        return "hwprof.agent.relay" if program is not None and program.attached is not None else "hwprof.session.worker"
+
+    def _measured_pid(self, running: RunningPass) -> int:
+        """The process the pass measures: its worker's, or the attached service's."""
+        program = self.config.program
+        return program.attached if program is not None and program.attached is not None else running.proc.pid
+
+    def _tool_wait(self) -> dict[str, float]:
+        """How long a tool attached to the measured process may take to end with it: an attached service outlives
+        the pass, so its tools (perf record -p, py-spy record -p) are stopped at once."""
+        program = self.config.program
+        return {"timeout_s": 0.0} if program is not None and program.attached is not None else {}
+
     def _attach(self, running: RunningPass, collectors: list[Collector]) -> str:
         """Attach the collectors' tools to the worker; the error of the last that could not ("": all could)."""
         error = ""
         for collector in collectors:
             try:
-                tool = collector.attach(running.proc.pid, running.ctx)
+                tool = collector.attach(self._measured_pid(running), running.ctx)
             except Exception as exc:
                 tool = None
                 error = f"{collector.name} could not attach: {exc}"
@@ -274,7 +292,7 @@ class PassProcesses:
                 )
                 continue
             try:
-                results[name] = tool.finish(returncode)
+                results[name] = tool.finish(returncode, **self._tool_wait())
                 if status == "interrupted" and results[name].status == "failed":  # nothing to read: the signal's doing
                     results[name].status = "interrupted"
                     results[name].reason = f"{error}: {results[name].reason}"

@@ -253,8 +253,7 @@ class PassRunner(PassSteps):
         """Whatever ended the pass: stop signals ignored, the runtime's files and the markers written, every
         collector closed and result.json written; the pass's (status, error), a full disk's failure included."""
         STOP.disarm()
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
+        self._ignore_stop_signals()
         finish_runtime(self.ctx.pipeline, self.log, self.config.depth, self.ctx.out_dir)
         closing = close_pipeline(self.ctx.pipeline)
         if closing is not None and status == "ok":
@@ -266,6 +265,12 @@ class PassRunner(PassSteps):
             status, error = "failed", str(exc)
         self._close_all(status, error)
         return status, error
+
+    def _ignore_stop_signals(self) -> None:
+        """A stop signal while the collectors close is ignored: the worker is ending anyway (a process of its own; an
+        attached service's are its own to keep: hwprof.agent)."""
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
 
     def _close_all(self, status: str, error: str) -> None:
         if status == "interrupted":

@@ -43,6 +43,9 @@ def _not_run(cls: type[Collector], status: str, reason: str, fix: str) -> Collec
     return CollectorEntry.of(status=status, reason=reason, fix=fix, pass_name=cls.pass_name)
 
 
+ATTACH_FIX = "run the service under `hwprof collect -- python SERVICE ...` for this collector's figures"
+
+
 def plan_passes(config: RunConfig) -> Plan:
     """Probe every wanted collector and group the available ones into passes. The probes run side by side: most
     wait on a tool of their own (Scalene's help, py-spy dumping a child, perf), and one after the other they took
@@ -55,6 +58,8 @@ def plan_passes(config: RunConfig) -> Plan:
             statuses[cls.name] = _not_run(cls, "skipped", "not requested for this run", "")
         elif cls.needs_cuda and config.device == "cpu":  # not a measurement this host lacks: one for a GPU run
             statuses[cls.name] = _not_run(cls, "skipped", GPU_ONLY, "")
+        elif cls.cannot_attach and config.program is not None and config.program.attached is not None:
+            statuses[cls.name] = _not_run(cls, "unavailable", cls.cannot_attach, ATTACH_FIX)
         else:
             wanted.append(cls)
     for cls, capability in zip(wanted, probe_each(wanted, config), strict=True):

@@ -44,6 +44,7 @@ ENDED = {
     "os_exit": "ran to its end",
     "signal": "ended",
     "failed": "failed",
+    "served": "served on (attached: a window of its calls measured)",
 }
 
 

@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -34,6 +35,17 @@ def pin_stdout() -> None:
     except (OSError, ValueError, AttributeError):  # no descriptor behind it (a test's capture): as it is
         own = sys.stdout
     _PINNED[:] = [own]
+
+
+@contextlib.contextmanager
+def progress_to(stream: Any) -> Iterator[None]:
+    """Progress lines go to `stream` for the block (an attached service's window: hwprof.agent)."""
+    saved = list(_PINNED)
+    _PINNED[:] = [stream]
+    try:
+        yield
+    finally:
+        _PINNED[:] = saved
 
 
 def progress(**fields: Any) -> None:

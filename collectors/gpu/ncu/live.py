@@ -78,6 +78,7 @@ class NcuPassCollector(Collector):
     """Asked for only where the device's ncu lists them (metrics_for)."""
     report_stem: ClassVar[str]
     needs_cuda = True
+    cannot_attach = "Nsight Compute starts the process it profiles: it cannot join a running service"
     subscribes = True
     needs_layer_markers = True
     order = 45

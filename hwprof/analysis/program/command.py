@@ -18,4 +18,7 @@ def program_command(program: ProgramDoc) -> str:
         script, cwd = PurePath(argv[0]), PurePath(program.cwd)
         if script.is_absolute() and script.is_relative_to(cwd):
             argv[0] = str(script.relative_to(cwd))
-    return shlex.join(["python", *argv])
+    command = shlex.join(["python", *argv])
+    if program.attached is not None:
+        return f"{command} (attached to PID {program.attached})"
+    return command
