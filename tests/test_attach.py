@@ -224,3 +224,25 @@ def test_what_cannot_be_attached_is_one_line(tmp_path: Path) -> None:
     finally:
         sleeper.kill()
         python.kill()
+
+
+def test_a_service_without_the_agent_is_sampled_from_outside(tmp_path: Path, run_hwprof) -> None:
+    """`--no-agent`: perf's kernels and py-spy's stacks of the whole process, the module classes named by their
+    forward frames; nothing runs inside the service."""
+    plain = start_service(imgsz=128, agent=False)
+    load = Load(plain).start()
+    try:
+        done = attach(plain.pid, tmp_path / "run", "--no-agent", "--seconds", "4", timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert load.answers and not load.failures
+    finally:
+        load.stop()
+        plain.stop()
+    report = run_hwprof("report", str(tmp_path / "run"), "--format", "markdown")
+    assert report.returncode == 0, report.stderr
+    text = report.stdout
+    assert "(attached to PID " in text and "sampled from outside" in text
+    rows = [line for line in text.splitlines() if line.startswith("| py-spy, modules |")]
+    classes = {row.split("|")[2].strip() for row in rows}
+    assert {"C2f.forward", "Detect.forward"} <= classes, rows
+    assert any(line.startswith("| perf |") for line in text.splitlines())

@@ -11,7 +11,10 @@ from typing import Any
 from hwprof.agent.channel import Channel
 from hwprof.agent.paths import socket_path
 
-OPT_IN = "start it with HWPROF_AGENT=1 in its environment, or call hwprof.agent.start() in its code"
+OPT_IN = (
+    "start it with HWPROF_AGENT=1 in its environment, or call hwprof.agent.start() in its code (or sample it from "
+    "outside, whole-process: hwprof attach PID --no-agent)"
+)
 CONNECT_TIMEOUT_S = 10.0
 
 
@@ -79,3 +82,17 @@ def first_reply(channel: Channel, pid: int) -> dict[str, Any]:
     if "refused" in reply:
         raise AttachError(f"PID {pid}'s agent refused: {reply['refused']}")
     return reply
+
+
+def outside_facts(pid: int) -> dict[str, Any]:
+    """What /proc says of a Python process that has no agent to ask: its arguments (after the interpreter) and its
+    folder; AttachError where it is not one, or not readable."""
+    check_process(pid)
+    try:
+        words = [w.decode(errors="replace") for w in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if w]
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except PermissionError:
+        raise AttachError(f"PID {pid} is another user's process: sample it as that user (or root)") from None
+    except OSError as exc:
+        raise AttachError(f"PID {pid} cannot be read ({exc.strerror})") from None
+    return {"argv": words[1:] or words, "cwd": cwd}

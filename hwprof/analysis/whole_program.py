@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING
 
 from hwprof.core.native_view import KERNELS_FILE
 from hwprof.core.program_spec import PROGRAM_SPAN
+from hwprof.rundir.reader import records_files
 from hwprof.schema.hotspots_file import HOTSPOTS_FILE, HotspotsFile
 from hwprof.schema.kernels_file import KernelsFile
+from hwprof.schema.records import Span, read_records
 from hwprof.schema.summaries_tools import ScaleneSummary
 
 if TYPE_CHECKING:
@@ -21,6 +23,8 @@ if TYPE_CHECKING:
 
 TOP = 8
 """Rows per source."""
+PYSPY = "pyspy"
+FORWARD_FRAME = ".forward"
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,8 @@ class WholeRow:
     """One kernel, function or line of the program's whole run."""
 
     source: str
-    """"perf" (native kernels, every thread), "py-spy" (Python functions, main thread), "Scalene" (lines)."""
+    """"perf" (native kernels, every thread), "py-spy" (Python functions, main thread), "py-spy, modules" (module
+    classes by their forward frames, every thread), "Scalene" (lines)."""
     name: str
     share: float | None
     """Of the source's sampled time over the run (Scalene: of its elapsed time)."""
@@ -53,6 +58,7 @@ def whole_program(data: RunData) -> WholeProgram | None:
     view = WholeProgram(reason)
     _perf_rows(data, view)
     _pyspy_rows(data, view)
+    _module_rows(data, view)
     _scalene_rows(data, view)
     return view
 
@@ -83,6 +89,57 @@ def _pyspy_rows(data: RunData, view: WholeProgram) -> None:
         "py-spy: share of the main thread's sampled time by leaf Python function"
         + (f" ({total / 1e3:.1f} s sampled)" if total else "")
     )
+
+
+def _module_rows(data: RunData, view: WholeProgram) -> None:
+    """py-spy's `forward` frames on every thread, by the module class that defines them (py-spy names a frame by
+    its qualified name: "C2f.forward"): each class's time inside its forwards (a class's forward inside another of
+    its own counted once), as a share of the outermost forwards' time. Where no layer can be named (no model
+    found, a process sampled from outside), the module classes that ran still are."""
+    spans = [
+        r
+        for f in records_files(data.root)
+        if f.collector == PYSPY
+        for r in read_records(f.path, containing=FORWARD_FRAME)
+        if isinstance(r, Span) and module_class(r.name)
+    ]
+    times, outermost = forward_times(spans)
+    if not outermost:
+        return
+    for name, ns in sorted(times.items(), key=lambda item: -item[1])[:TOP]:
+        view.rows.append(WholeRow("py-spy, modules", f"{name}.forward", ns / outermost, f"{ns / 1e6:.0f} ms"))
+    view.notes.append(
+        "py-spy, modules: each module class's time inside its forward (the class that defines it, every thread), "
+        f"of the outermost forwards' {outermost / 1e9:.1f} s"
+    )
+
+
+def module_class(frame: str) -> str | None:
+    """ "C2f" for py-spy's "C2f.forward" (or "Conv.forward_fuse"); None for any other frame."""
+    owner, dot, method = frame.rpartition(".")
+    return owner if dot and owner and (method == "forward" or method.startswith("forward_")) else None
+
+
+def forward_times(spans: list[Span]) -> tuple[dict[str, int], int]:
+    """Per module class, the time of its forward spans not inside another of its own on the same thread; and the
+    time of the spans inside no other forward (the models' calls)."""
+    times: dict[str, int] = {}
+    outermost = 0
+    by_thread: dict[int | None, list[Span]] = {}
+    for span in spans:
+        by_thread.setdefault(span.tid, []).append(span)
+    for thread_spans in by_thread.values():
+        open_spans: list[tuple[int, str]] = []  # (end, class) of the spans around the next one
+        for span in sorted(thread_spans, key=lambda s: (s.ts_ns, -s.dur_ns)):
+            while open_spans and open_spans[-1][0] <= span.ts_ns:
+                open_spans.pop()
+            owner = module_class(span.name) or ""
+            if not open_spans:
+                outermost += span.dur_ns
+            if all(name != owner for _, name in open_spans):
+                times[owner] = times.get(owner, 0) + span.dur_ns
+            open_spans.append((span.ts_ns + span.dur_ns, owner))
+    return times, outermost
 
 
 def _scalene_rows(data: RunData, view: WholeProgram) -> None:

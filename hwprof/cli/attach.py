@@ -38,22 +38,30 @@ def add_attach_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--results", type=Path, default=Path("results"), help="where run directories go (default results/)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds a window may take (default 600)")
     p.add_argument("--no-report", action="store_true", help="write the run directory only")
+    p.add_argument(
+        "--no-agent",
+        action="store_true",
+        help="a process without the agent: its kernels (perf record -p) and Python stacks (py-spy) sampled from "
+        "outside for --seconds (10), whole-process, no layer named",
+    )
 
 
 def cmd_attach(args: argparse.Namespace, console: Console) -> int:
-    from hwprof.agent.client import connect, first_reply
+    from hwprof.agent.client import connect, first_reply, outside_facts
     from hwprof.agent.relay import TOKEN_ENV
     from hwprof.api.collecting import run_collect
 
     check_args(args)
+    if args.no_agent:
+        stop: StopSignals | None = getattr(args, "stop", None)
+        return run_collect(attach_request(args, outside_facts(args.pid)), console, stop).exit_code
     channel = connect(args.pid)
     try:
         channel.send(op="hello")
         reply = first_reply(channel, args.pid)
         request = attach_request(args, reply.get("facts") or {})
         os.environ[TOKEN_ENV] = str(reply.get("token") or "")
-        stop: StopSignals | None = getattr(args, "stop", None)
-        return run_collect(request, console, stop).exit_code
+        return run_collect(request, console, getattr(args, "stop", None)).exit_code
     finally:
         channel.close()
 
@@ -64,6 +72,8 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError(f"--calls must be at least 1 (got {args.calls})")
     if args.seconds is not None and not args.seconds > 0:
         raise ValueError(f"--seconds must be above 0 (got {args.seconds:g})")
+    if args.no_agent and args.calls is not None:
+        raise ValueError("--calls counts the calls of a model the agent finds: with --no-agent, give --seconds")
     if args.warmup < 1:
         raise ValueError(f"--warmup must be at least 1 (got {args.warmup}): the first call after the choice sets up")
 
@@ -78,6 +88,9 @@ def attach_request(args: argparse.Namespace, facts: dict[str, Any]) -> CollectRe
         end="run",
         attached=args.pid,
     )
+    if args.no_agent:
+        spec.outside = True
+        return outside_request(args, spec)
     calls = args.calls if args.calls is not None else DEFAULT_CALLS
     if args.seconds is not None:
         calls = 100_000  # --seconds ends the window; its count is only a bound
@@ -99,4 +112,21 @@ def attach_request(args: argparse.Namespace, facts: dict[str, Any]) -> CollectRe
         results=args.results,
         report=not args.no_report,
         command_line=tuple(sys.argv),
+    )
+
+
+OUTSIDE_COLLECTORS = ("perf_sampling", "pyspy")
+"""What samples a process from outside, with no agent in it."""
+
+
+def outside_request(args: argparse.Namespace, spec: ProgramSpec) -> CollectRequest:
+    """--no-agent: the process sampled from outside for --seconds, whole-process (hwprof.agent.outside)."""
+    only = [name for name in (args.only or OUTSIDE_COLLECTORS) if name in OUTSIDE_COLLECTORS]
+    if not only:
+        raise ValueError(f"--no-agent samples with {' and '.join(OUTSIDE_COLLECTORS)} alone: --only names neither")
+    config = RunConfig(threads=1, warmup=1, iters=1, only=only, pass_timeout_s=args.timeout, program=spec)
+    config.extra["attach_seconds"] = args.seconds if args.seconds is not None else 10.0
+    config.validate()
+    return CollectRequest(
+        config=config, out=args.out, results=args.results, report=not args.no_report, command_line=tuple(sys.argv)
     )

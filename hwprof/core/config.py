@@ -72,7 +72,8 @@ class ExtraOptions(TypedDict, total=False):
     """True: a pass of the built-in pipeline warms up until warm, RunConfig.warmup the most (session.warmup); the
     command line sets it where --warmup and --iters are absent. Absent: RunConfig.warmup warm-up iterations."""
     attach_seconds: float
-    """`hwprof attach --seconds`: each window's measured calls end this long after its first (hwprof.agent.window)."""
+    """`hwprof attach --seconds`: each window's measured calls end this long after its first (hwprof.agent.window);
+    with --no-agent, how long the process is sampled from outside (hwprof.agent.outside)."""
     powercap_root: str
     """rapl: the powercap folder instead of /sys/class/powercap."""
     event_source_root: str

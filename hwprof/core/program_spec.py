@@ -95,6 +95,9 @@ class ProgramSpec:
     attached: int | None = None
     """`hwprof attach PID`: the running service's process ID. Its passes run inside that process, over windows of its
     own calls (hwprof.agent); argv and cwd are the service's, read from its agent."""
+    outside: bool = False
+    """`hwprof attach --no-agent`: the service is sampled from outside (perf, py-spy), whole-process
+    (hwprof.agent.outside)."""
 
     def stage_targets(self) -> list[StageTarget]:
         """The --stage options as targets (ProgramError for one that is not NAME=module:function)."""
@@ -124,6 +127,7 @@ class ProgramSpec:
             "stages": self.stages,
             **({"stdin": self.stdin} if self.stdin is not None else {}),
             **({"attached": self.attached} if self.attached is not None else {}),
+            **({"outside": True} if self.outside else {}),
         }
 
     @classmethod
@@ -136,6 +140,7 @@ class ProgramSpec:
             stages=[str(s) for s in data.get("stages") or []],
             stdin=str(data["stdin"]) if data.get("stdin") is not None else None,
             attached=int(data["attached"]) if data.get("attached") is not None else None,
+            outside=bool(data.get("outside", False)),
         )
 
 

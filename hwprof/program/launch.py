@@ -32,7 +32,8 @@ class ProgramEnd:
     how: str
     """"stopped" (after the measured calls), "returned" (ran to its end), "exit" (sys.exit), "failed"; "os_exit"
     and "signal" (a fatal signal to itself): its own ends that skip Python's unwinding (hwprof.program.own_end);
-    "served" (an attached service, hwprof.agent: it serves on after the window)."""
+    "served" (an attached service, hwprof.agent: it serves on after the window), "sampled" (a service sampled from
+    outside, hwprof.agent.outside)."""
     exit_code: int | None = None
     error: str | None = None
     """The program's exception in one line (its traceback is printed to the pass's log); for its own end, how
@@ -43,7 +44,9 @@ class ProgramEnd:
 
     @property
     def ok(self) -> bool:
-        return self.how in ("stopped", "returned", "served") or (self.how in ("exit", "os_exit") and not self.exit_code)
+        if self.how in ("stopped", "returned", "served", "sampled"):
+            return True
+        return self.how in ("exit", "os_exit") and not self.exit_code
 
 
 STDIN_EOF = (

@@ -27,6 +27,8 @@ class ProgramDoc(Record):
     """--program-stdin: the file given to the program as its stdin (absolute); absent: /dev/null."""
     attached: int | None = None
     """`hwprof attach PID`: the running service's PID (its passes were windows of its calls); absent: hwprof ran it."""
+    outside: bool | None = None
+    """`hwprof attach --no-agent`: the service was sampled from outside, whole-process; absent: not."""
 
 
 @dataclass(kw_only=True)

@@ -174,9 +174,12 @@ class PassProcesses:
 
     @property
     def _worker_module(self) -> str:
-        """The pass's process: its worker, or (`hwprof attach`) the relay to the window in the attached service."""
+        """The pass's process: its worker, or (`hwprof attach`) the relay to the window in the attached service, or
+        (--no-agent) the pass that samples the service from outside."""
         program = self.config.program
-        return "hwprof.agent.relay" if program is not None and program.attached is not None else "hwprof.session.worker"
+        if program is None or program.attached is None:
+            return "hwprof.session.worker"
+        return "hwprof.agent.outside" if program.outside else "hwprof.agent.relay"
 
     def _measured_pid(self, running: RunningPass) -> int:
         """The process the pass measures: its worker's, or the attached service's."""

@@ -279,7 +279,7 @@ class ProgramPassRunner(ProgramMoments):
         self.log.flush_to(self.markers_path)
         progress(phase="measure", done=0, total=1)
         try:
-            self.end = run_program(self.spec)
+            self.end = self._run_whole()
         finally:
             self.bus.emit_together("E", whole_span)
             for collector in whole:
@@ -287,6 +287,10 @@ class ProgramPassRunner(ProgramMoments):
                     self._call(collector, "stop", self.ctx)
         progress(phase="measure", done=1, total=1)
         self._check_end()
+
+    def _run_whole(self) -> ProgramEnd:
+        """The whole run the whole-process collectors measure: the program's, to its end."""
+        return run_program(self.spec)
 
     def _final_result(self, collector: Collector, result: CollectorResult) -> CollectorResult:
         """No model: a collector that measures per forward (or any, in the pass that found out) is unavailable."""

@@ -45,6 +45,7 @@ ENDED = {
     "signal": "ended",
     "failed": "failed",
     "served": "served on (attached: a window of its calls measured)",
+    "sampled": "served on (sampled from outside: no agent)",
 }
 
 
