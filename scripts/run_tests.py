@@ -51,7 +51,7 @@ RAY_MODULES = (
 LAST = (
     "test_advise_real.py", "test_allocator_advise_real.py", "test_program_advise_real.py", "test_gate_real.py",
     "test_paired.py", "test_neighbours.py", "test_pass_cost.py", "test_pyspy.py",
-    "test_perf_sampling.py",
+    "test_perf_sampling.py", "test_attach.py",
 )  # fmt: skip
 """Modules whose verdicts rest on timings or sampled shares: run alone, after the rest. test_gate_programs is not
 one of them: its NEW program does 16x the FLOPs of OLD, which no load hides from ABBA blocks of whole runs, and
