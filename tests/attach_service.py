@@ -58,7 +58,23 @@ class Service:
             self.proc.wait()
 
 
+def agent_hook() -> Path | None:
+    """hwprof's start-up hook (hwprof-agent.pth) where this interpreter's site reads it; None where it is absent
+    (an editable install has none: the wheel carries it)."""
+    import site
+
+    for folder in site.getsitepackages():
+        if (Path(folder) / "hwprof-agent.pth").is_file():
+            return Path(folder) / "hwprof-agent.pth"
+    return None
+
+
 def start_service(imgsz: int = 128, agent: bool = True) -> Service:
+    if agent and agent_hook() is None:
+        raise RuntimeError(
+            "hwprof-agent.pth is not in site-packages (an editable install has none): install hwprof from its wheel "
+            "(pip install .), as tox does, or copy hwprof/agent/hwprof-agent.pth there"
+        )
     env = {**os.environ, "YOLO_OFFLINE": "1"}
     env.pop("HWPROF_AGENT", None)
     if agent:
