@@ -233,10 +233,10 @@ def test_what_cannot_be_attached_is_one_line(tmp_path: Path) -> None:
 def test_a_service_without_the_agent_is_sampled_from_outside(tmp_path: Path, run_hwprof) -> None:
     """`--no-agent`: perf's kernels and py-spy's stacks of the whole process, the module classes named by their
     forward frames; nothing runs inside the service."""
-    plain = start_service(imgsz=128, agent=False)
+    plain = start_service(imgsz=320, agent=False)
     load = Load(plain).start()
     try:
-        done = attach(plain.pid, tmp_path / "run", "--no-agent", "--seconds", "4", timeout=300)
+        done = attach(plain.pid, tmp_path / "run", "--no-agent", "--seconds", "6", timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         assert load.answers and not load.failures
     finally:

@@ -117,6 +117,10 @@ def attach_request(args: argparse.Namespace, facts: dict[str, Any]) -> CollectRe
 
 OUTSIDE_COLLECTORS = ("perf_sampling", "pyspy")
 """What samples a process from outside, with no agent in it."""
+OUTSIDE_RATE = 100
+"""py-spy's rate (Hz) from outside: its module classes' shares rest on the samples that fall in a forward, a small
+part of an idle-between-requests service's time (25 Hz, collect's default, gave 91 ms of forwards in 4 s of a
+service at 6 requests per second: too few to see its Detect head)."""
 
 
 def outside_request(args: argparse.Namespace, spec: ProgramSpec) -> CollectRequest:
@@ -124,7 +128,9 @@ def outside_request(args: argparse.Namespace, spec: ProgramSpec) -> CollectReque
     only = [name for name in (args.only or OUTSIDE_COLLECTORS) if name in OUTSIDE_COLLECTORS]
     if not only:
         raise ValueError(f"--no-agent samples with {' and '.join(OUTSIDE_COLLECTORS)} alone: --only names neither")
-    config = RunConfig(threads=1, warmup=1, iters=1, only=only, pass_timeout_s=args.timeout, program=spec)
+    config = RunConfig(
+        threads=1, warmup=1, iters=1, only=only, pass_timeout_s=args.timeout, program=spec, pyspy_rate=OUTSIDE_RATE
+    )
     config.extra["attach_seconds"] = args.seconds if args.seconds is not None else 10.0
     config.validate()
     return CollectRequest(
