@@ -115,6 +115,7 @@ def test_compare_matches_an_attached_run_with_a_collect(
     assert compared.returncode == 0, compared.stderr[-2000:]
     doc = json.loads(compared.stdout)
     assert doc["layers_refused"] is None
+    assert [run["source"] for run in doc["runs"]] == ["images", "the service's traffic"]
     matched = [row for row in doc["layers"] if all(v is not None for v in row["values"])]
     assert len(matched) == len(doc["layers"]) >= 20, doc["layers"][:3]
     assert [row["key"] for row in doc["layers"][:2]] == ["0 Conv", "1 Conv"]

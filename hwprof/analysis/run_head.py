@@ -179,7 +179,11 @@ def layer_times_source(a: Analysis) -> str:
 
 
 def input_source(run: RunDoc) -> str:
-    """A run's input in a word or two ("video clip.mp4 + annotated", "images")."""
+    """A run's input in a word or two ("video clip.mp4 + annotated", "images", "the program's own", "the service's
+    traffic")."""
+    program = run.config.program
+    if program is not None:
+        return "the service's traffic" if program.attached is not None else "the program's own"
     video = run.video
     text = f"video {Path(video.path or '?').name}" if video is not None else "images"
     return text + (" + annotated" if run.config.annotate else "")
