@@ -303,16 +303,9 @@ def _add_measuring_commands(sub: argparse._SubParsersAction[argparse.ArgumentPar
         "--advise", action="store_true", help="then run the changes the findings point to (as `hwprof advise`)"
     )
     add_advise_args(advice, prefix="advise-")
-    from hwprof.cli.attach import add_attach_args
+    from hwprof.cli.attach import add_attach_command
 
-    add_attach_args(
-        sub.add_parser(
-            "attach",
-            **h.described(
-                "profile a running service's model, per layer, under its traffic", h.ATTACH, h.ATTACH_EXAMPLES
-            ),
-        )
-    )
+    add_attach_command(sub)
     advise = sub.add_parser(
         "advise",
         **h.described("try the changes a run's findings point to: writes advice.json", h.ADVISE, h.ADVISE_EXAMPLES),

@@ -21,6 +21,14 @@ from hwprof.session.stopping import StopSignals
 DEFAULT_CALLS = 20
 
 
+def add_attach_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """`hwprof attach`'s parser among the commands."""
+    from hwprof.cli import help_text as h
+
+    line = "profile a running service's model, per layer, under its traffic"
+    add_attach_args(sub.add_parser("attach", **h.described(line, h.ATTACH, h.ATTACH_EXAMPLES)))
+
+
 def add_attach_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("pid", type=int, metavar="PID", help="the service's process ID (it started hwprof's agent)")
     window = p.add_mutually_exclusive_group()
