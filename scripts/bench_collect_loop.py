@@ -18,6 +18,11 @@ A row that does not agree is marked; a host that was busy shows it in the pass w
     python scripts/bench_collect_loop.py --model yolov7-tiny --imgsz 320 --before ce09519
     python scripts/bench_collect_loop.py --model yolov7 --before ce09519 --long-iters 60
     python scripts/bench_collect_loop.py --model yolov7-tiny --imgsz 320 --before ce09519 -- --advise
+    python scripts/bench_collect_loop.py --model yolov7-tiny --imgsz 320 --long-iters 60 --control
+
+--control adds a second default run after the long one and holds the first against it with the same rules: two
+identical runs of this code on this host, so that a figure OFF against the long run and OFF against its own rerun
+is the host's drift between runs, not what the default measures less well.
 """
 
 from __future__ import annotations
@@ -174,6 +179,11 @@ def main() -> int:
     parser.add_argument("--long-iters", type=int, default=0, help="also a run at --iters N to compare with")
     parser.add_argument("--out", type=Path, help="where the runs go (default: a temporary folder, kept)")
     parser.add_argument("--reuse", action="store_true", help="read the runs already in --out instead of collecting")
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help="after the long run, the default once more: how far two identical runs of this host agree",
+    )
     parser.add_argument("collect_args", nargs="*", help="after --: more collect options for every run (--advise)")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="hwprof-loop-"))
@@ -191,6 +201,8 @@ def main() -> int:
     runs["after"] = collect("after", options, folder / "after", None, args.reuse)
     if args.long_iters:
         runs["long"] = collect("long", [*options, "--iters", str(args.long_iters)], folder / "long", None, args.reuse)
+    if args.control:
+        runs["again"] = collect("again", options, folder / "again", None, args.reuse)
     print(f"\nload average {load:.2f} before, {os.getloadavg()[0]:.2f} after; runs in {folder}")
     print_passes(runs)
     for name, r in runs.items():
@@ -198,14 +210,21 @@ def main() -> int:
     if "before" in runs:
         print(f"\nafter / before: {runs['after']['wall'] / runs['before']['wall']:.2f}x of the whole collect")
     if "long" in runs:
-        a, b = runs["after"], runs["long"]
-        rows = [agree_forward(a["dir"], b["dir"]), *agree_layers(a["dir"], b["dir"])]
-        rows += [*agree_kernels(a["dir"], b["dir"]), *agree_costs(a["run"], b["run"])]
-        print(f"\nnothing lost: after (default) against long (--iters {args.long_iters})")
-        for text, ok in rows:
-            print(f"  {'ok ' if ok else 'OFF'} {text}")
-        print(f"{sum(ok for _, ok in rows)} of {len(rows)} figures agree")
+        print_agreement(f"nothing lost: after (default) against long (--iters {args.long_iters})", runs, "long")
+    if "again" in runs:
+        print_agreement("the control: after (default) against again (default, after the long run)", runs, "again")
     return 0
+
+
+def print_agreement(title: str, runs: dict[str, dict[str, Any]], other: str) -> None:
+    """Each figure of the default run against the same figure of `other`: ok where they agree."""
+    a, b = runs["after"], runs[other]
+    rows = [agree_forward(a["dir"], b["dir"]), *agree_layers(a["dir"], b["dir"])]
+    rows += [*agree_kernels(a["dir"], b["dir"]), *agree_costs(a["run"], b["run"])]
+    print(f"\n{title}")
+    for text, ok in rows:
+        print(f"  {'ok ' if ok else 'OFF'} {text}")
+    print(f"{sum(ok for _, ok in rows)} of {len(rows)} figures agree")
 
 
 if __name__ == "__main__":
