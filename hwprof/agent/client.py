@@ -22,13 +22,18 @@ class AttachError(ValueError):
     """The service cannot be attached to; the message is one line."""
 
 
-def process_line(pid: int) -> str:
-    """The process's command line, as `ps` shows it ("" where it cannot be read)."""
+def process_words(pid: int) -> list[str]:
+    """The process's command line, word by word ([] where it cannot be read)."""
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return ""
-    return " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part)
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def process_line(pid: int) -> str:
+    """The process's command line, as `ps` shows it ("" where it cannot be read)."""
+    return " ".join(process_words(pid))
 
 
 def check_process(pid: int) -> int:
@@ -88,8 +93,10 @@ def outside_facts(pid: int) -> dict[str, Any]:
     """What /proc says of a Python process that has no agent to ask: its arguments (after the interpreter) and its
     folder; AttachError where it is not one, or not readable."""
     check_process(pid)
+    words = process_words(pid)
+    if not words:
+        raise AttachError(f"PID {pid}'s command line cannot be read (/proc/{pid}/cmdline)")
     try:
-        words = [w.decode(errors="replace") for w in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if w]
         cwd = os.readlink(f"/proc/{pid}/cwd")
     except PermissionError:
         raise AttachError(f"PID {pid} is another user's process: sample it as that user (or root)") from None

@@ -1,26 +1,21 @@
 """A pass of `hwprof attach PID --no-agent`: a process that did not opt in, sampled from outside.
 
-`python -m hwprof.agent.outside RUN_DIR PASS C1,C2` stands where a pass's worker stands, as the relay does
-(hwprof.agent.relay), but nothing runs inside the service: the pass is a program's whole-process pass
-(hwprof.session.program_pass_runner) whose "whole run" is --seconds of the service's life, one iteration holding one
-stage, "program", while the tools the session attaches to the service's PID sample it: perf record -p (its native
-kernels, every thread) and py-spy record -p (its Python stacks). No model is found and no layer is named: the
+The pass's worker (hwprof.session.worker) runs it where config.json's program is `outside`; nothing runs inside
+the service: the pass is a program's whole-process pass (hwprof.session.program_pass_runner) whose "whole run" is
+--seconds of the service's life, one iteration holding one stage, "program", while the tools the session attaches
+to the service's PID sample it: perf record -p (its native kernels, every thread) and py-spy record -p (its Python
+stacks). No model is found and no layer is named: the
 figures are whole-process, and the report says so; py-spy's `forward` frames name the module classes that ran.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import time
 from pathlib import Path
 
 from hwprof.program.launch import ProgramEnd
-from hwprof.rundir.worker_files import write_worker_pid
 from hwprof.session.program_pass_runner import ProgramPassRunner
-from hwprof.session.worker_io import LossyStream, progress
-from hwprof.session.worker_stop import STOP
+from hwprof.session.worker_io import progress
 
 DEFAULT_SECONDS = 10.0
 NO_AGENT = (
@@ -54,20 +49,3 @@ class OutsideRunner(ProgramPassRunner):
         while (left := ends - time.monotonic()) > 0:
             time.sleep(min(left, 0.1))
         return ProgramEnd("sampled")
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3:
-        print("usage: python -m hwprof.agent.outside RUN_DIR PASS COLLECTOR[,COLLECTOR...]", file=sys.stderr)
-        return 2
-    STOP.install()
-    sys.stderr = LossyStream(sys.stderr)
-    runner = OutsideRunner(Path(args[0]), args[1], [n for n in args[2].split(",") if n])
-    with contextlib.suppress(OSError):
-        write_worker_pid(runner.ctx.out_dir, os.getpid())
-    return runner.run()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

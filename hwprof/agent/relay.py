@@ -35,10 +35,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     run_dir, pass_name, names = Path(args[0]), args[1], [n for n in args[2].split(",") if n]
     config = read_config(run_dir)
-    if config.program is None or config.program.attached is None:
+    pid = config.attached
+    if pid is None:
         print(ERROR_PREFIX + f"{run_dir} is not an attached run", file=sys.stderr)
         return EXIT_ERROR
-    pid = config.program.attached
     with contextlib.suppress(OSError):
         write_worker_pid(run_dir / pass_name, os.getpid())
     try:

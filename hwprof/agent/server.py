@@ -20,10 +20,13 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hwprof.agent.channel import Channel, ChannelStream
 from hwprof.agent.paths import own_agent_dir, socket_path
+
+if TYPE_CHECKING:
+    from hwprof.agent.window import WindowEnd
 
 EXIT_REFUSED = 3
 
@@ -41,11 +44,10 @@ class Agent:
         self.path = path
         self.listener: socket.socket | None = None
         self.token: str | None = None
-        """The attach session's token while one is open."""
-        self.session: Channel | None = None
+        """The attach session's token while one is open (None: no attach is)."""
         self._lock = threading.Lock()
-        self._windows: list[Any] = []
-        """The window in flight (its WindowEnd), ended when the session's connection closes."""
+        self._window: WindowEnd | None = None
+        """The window in flight, ended when the session's connection closes."""
 
     def start(self) -> None:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -101,19 +103,19 @@ class Agent:
 
     def _session(self, channel: Channel, messages: Iterator[dict[str, Any]]) -> None:
         with self._lock:
-            if self.session is not None:
+            if self.token is not None:
                 channel.send(refused="another hwprof attach is measuring this service; wait for it to end")
                 return
-            self.session, self.token = channel, secrets.token_hex(16)
+            self.token = secrets.token_hex(16)
         try:
             channel.send(facts=service_facts(), token=self.token)
             for _ in messages:  # nothing more is asked here: the session lasts as long as the connection
                 pass
         finally:
             with self._lock:
-                self.session, self.token = None, None
-                for end in self._windows:
-                    end.request("hwprof's attach ended (its connection closed)")
+                self.token = None
+                if self._window is not None:
+                    self._window.request("hwprof's attach ended (its connection closed)")
 
     def _pass(self, channel: Channel, messages: Iterator[dict[str, Any]], request: dict[str, Any]) -> None:
         from hwprof.agent.window import WindowEnd
@@ -123,10 +125,10 @@ class Agent:
             if self.token is None or request.get("token") != self.token:
                 channel.send(refused="a pass's window needs the open attach's token (run `hwprof attach PID`)")
                 return
-            if self._windows:
+            if self._window is not None:
                 channel.send(refused="a window is already open in this service")
                 return
-            self._windows.append(end)
+            self._window = end
 
         def follow() -> None:  # the relay's stop, or its end (hwprof killed): the window ends
             for message in messages:
@@ -139,11 +141,11 @@ class Agent:
             status = run_window(channel, request, end)
         finally:
             with self._lock:
-                self._windows.remove(end)
+                self._window = None
         channel.send(exit=status)
 
 
-def run_window(channel: Channel, request: dict[str, Any], end: Any) -> int:
+def run_window(channel: Channel, request: dict[str, Any], end: WindowEnd) -> int:
     """One pass's window, its stdout and stderr sent over `channel`; the pass's exit status, as a worker's."""
     from hwprof.agent.routed import routed_output
     from hwprof.agent.window import WindowRunner

@@ -140,9 +140,6 @@ class WindowRunner(ProgramMoments):
         self.seconds = seconds
         """--seconds: the measured calls end this long after the first (the schedule's count is its most)."""
         self.finder: ModelFinder | None = None
-        self.window: WindowDriver | None = None
-        self.window_finder: WindowFinder | None = None
-        """The driver (self.driver) as the window's: its lock, its failure, its end asked."""
         self.pinned: list[str] = []
         """The pass's thread-bound collectors (Collector.thread_bound): the window marks one thread's calls."""
         self.end: ProgramEnd | None = None
@@ -155,15 +152,26 @@ class WindowRunner(ProgramMoments):
     def _build(self) -> str:
         progress(phase="build", done=0, total=1)
         pinned = [c.name for c in self.collectors if c.thread_bound and self._ok(c)]
-        self.driver = self.window = WindowDriver(
+        self.driver = WindowDriver(
             self.bus, self, max(1, self.config.warmup), end="detach", per_call=True, any_thread=not pinned
         )
         self.pinned = pinned
-        self.finder = self.window_finder = WindowFinder(on_found=self.window.adopt, model_path=self.spec.model_path)
+        self.finder = WindowFinder(on_found=self.driver.adopt, model_path=self.spec.model_path)
         return "torch"
 
+    @property
+    def window(self) -> WindowDriver:
+        """The driver as the window's (its lock, its failure, its end asked), from _build on."""
+        assert isinstance(self.driver, WindowDriver)
+        return self.driver
+
+    @property
+    def window_finder(self) -> WindowFinder:
+        """The finder as the window's (its refusal), from _build on."""
+        assert isinstance(self.finder, WindowFinder)
+        return self.finder
+
     def _measure(self, runtime_name: str) -> None:
-        assert self.window is not None and self.window_finder is not None
         self.window_finder.install()
         try:
             why = self._wait()
@@ -173,7 +181,6 @@ class WindowRunner(ProgramMoments):
 
     def _wait(self) -> str:
         """Until the window's schedule is done or something ends it first: what ended it ("" for its schedule)."""
-        assert self.window is not None and self.window_finder is not None
         driver, finder, started = self.window, self.window_finder, time.monotonic()
         measuring_since: float | None = None
         marked, marked_at = 0, started
@@ -207,7 +214,6 @@ class WindowRunner(ProgramMoments):
     def _close_window(self) -> None:
         """Every hook off, where no call of the model is in flight (under the driver's lock). A pinned window whose
         thread-bound collectors started is ended on its own thread, at that thread's next call (END_WAIT_S)."""
-        assert self.window is not None and self.window_finder is not None
         driver = self.window
         with driver.lock:
             self.window_finder.close()
@@ -234,7 +240,6 @@ class WindowRunner(ProgramMoments):
 
     def _after_window(self, why: str) -> None:
         """What the window's end means for the pass: its refusal or failure in one line, a stop, too few calls."""
-        assert self.window is not None and self.window_finder is not None
         driver = self.window
         if self.window_finder.refused:
             raise WindowFailed(self.window_finder.refused)

@@ -16,14 +16,13 @@ from hwprof.rundir.reader import records_files
 from hwprof.schema.hotspots_file import HOTSPOTS_FILE, HotspotsFile
 from hwprof.schema.kernels_file import KernelsFile
 from hwprof.schema.records import Span, read_records
-from hwprof.schema.summaries_tools import ScaleneSummary
+from hwprof.schema.summaries_tools import PyspySummary, ScaleneSummary
 
 if TYPE_CHECKING:
     from hwprof.rundir.reader import RunData
 
 TOP = 8
 """Rows per source."""
-PYSPY = "pyspy"
 FORWARD_FRAME = ".forward"
 
 
@@ -99,7 +98,7 @@ def _module_rows(data: RunData, view: WholeProgram) -> None:
     spans = [
         r
         for f in records_files(data.root)
-        if f.collector == PYSPY
+        if f.collector == PyspySummary.NAME
         for r in read_records(f.path, containing=FORWARD_FRAME)
         if isinstance(r, Span) and module_class(r.name)
     ]

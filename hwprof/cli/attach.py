@@ -60,8 +60,8 @@ def cmd_attach(args: argparse.Namespace, console: Console) -> int:
     from hwprof.api.collecting import run_collect
 
     check_args(args)
+    stop: StopSignals | None = getattr(args, "stop", None)
     if args.no_agent:
-        stop: StopSignals | None = getattr(args, "stop", None)
         return run_collect(attach_request(args, outside_facts(args.pid)), console, stop).exit_code
     channel = connect(args.pid)
     try:
@@ -69,7 +69,7 @@ def cmd_attach(args: argparse.Namespace, console: Console) -> int:
         reply = first_reply(channel, args.pid)
         request = attach_request(args, reply.get("facts") or {})
         os.environ[TOKEN_ENV] = str(reply.get("token") or "")
-        return run_collect(request, console, getattr(args, "stop", None)).exit_code
+        return run_collect(request, console, stop).exit_code
     finally:
         channel.close()
 
@@ -113,13 +113,14 @@ def attach_request(args: argparse.Namespace, facts: dict[str, Any]) -> CollectRe
     )
     if args.seconds is not None:
         config.extra["attach_seconds"] = args.seconds
+    return _request(args, config)
+
+
+def _request(args: argparse.Namespace, config: RunConfig) -> CollectRequest:
+    """The attach's config, checked, with attach's output options as a collect's request."""
     config.validate()
     return CollectRequest(
-        config=config,
-        out=args.out,
-        results=args.results,
-        report=not args.no_report,
-        command_line=tuple(sys.argv),
+        config=config, out=args.out, results=args.results, report=not args.no_report, command_line=tuple(sys.argv)
     )
 
 
@@ -133,14 +134,13 @@ service at 6 requests per second: too few to see its Detect head)."""
 
 def outside_request(args: argparse.Namespace, spec: ProgramSpec) -> CollectRequest:
     """--no-agent: the process sampled from outside for --seconds, whole-process (hwprof.agent.outside)."""
+    from hwprof.agent.outside import DEFAULT_SECONDS
+
     only = [name for name in (args.only or OUTSIDE_COLLECTORS) if name in OUTSIDE_COLLECTORS]
     if not only:
         raise ValueError(f"--no-agent samples with {' and '.join(OUTSIDE_COLLECTORS)} alone: --only names neither")
     config = RunConfig(
         threads=1, warmup=1, iters=1, only=only, pass_timeout_s=args.timeout, program=spec, pyspy_rate=OUTSIDE_RATE
     )
-    config.extra["attach_seconds"] = args.seconds if args.seconds is not None else 10.0
-    config.validate()
-    return CollectRequest(
-        config=config, out=args.out, results=args.results, report=not args.no_report, command_line=tuple(sys.argv)
-    )
+    config.extra["attach_seconds"] = args.seconds if args.seconds is not None else DEFAULT_SECONDS
+    return _request(args, config)

@@ -203,6 +203,11 @@ class RunConfig:
     program: ProgramSpec | None = None
     """The user's own program (`collect -- python SCRIPT ...`) instead of the built-in pipeline."""
 
+    @property
+    def attached(self) -> int | None:
+        """The running service's PID under `hwprof attach` (ProgramSpec.attached); None for any other run."""
+        return self.program.attached if self.program is not None else None
+
     def validate(self) -> None:
         """Raise ValueError with a one-line message for values no pass could run with."""
         self._check_types()

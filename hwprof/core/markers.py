@@ -98,11 +98,11 @@ class MarkerBus:
         self.inputs = InputTally()
         """Each forward's input shape, as the workload tells it (input_shape)."""
         self.halted = False
+        """Set when a pass is cut mid-iteration (a second stop signal): no marker reaches anyone after that,
+        so no subscriber sees an end whose begin another subscriber missed; open begins stay unclosed."""
         self.owner: int | None = None
         """A thread's ident: markers from other threads are dropped (an attached service's window pinned to the
         thread its profiler measures, hwprof.agent.window); None: every thread's are kept."""
-        """Set when a pass is cut mid-iteration (a second stop signal): no marker reaches anyone after that,
-        so no subscriber sees an end whose begin another subscriber missed; open begins stay unclosed."""
 
     def input_shape(self, shape: str | None) -> None:
         """The forward that just ended was given this input shape (the current iteration's)."""

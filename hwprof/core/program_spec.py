@@ -94,7 +94,7 @@ class ProgramSpec:
     it; None: /dev/null (hwprof.program.launch)."""
     attached: int | None = None
     """`hwprof attach PID`: the running service's process ID. Its passes run inside that process, over windows of its
-    own calls (hwprof.agent); argv and cwd are the service's, read from its agent."""
+    own calls (hwprof.agent); argv and cwd are the service's, read from its agent (with --no-agent, from /proc)."""
     outside: bool = False
     """`hwprof attach --no-agent`: the service is sampled from outside (perf, py-spy), whole-process
     (hwprof.agent.outside)."""

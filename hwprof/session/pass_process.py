@@ -154,8 +154,7 @@ class PassProcesses:
         started = time.monotonic()
         steal_at_start = steal_ns()
         try:
-            attached = self.config.program.attached if self.config.program is not None else None
-            self._watch = NeighbourWatch(also=attached).start()
+            self._watch = NeighbourWatch(also=self.config.attached).start()
             extra = self.programs.env() | (self.budget.env(self.passes_left) if self.budget else {})
             proc = self._start_worker(command, pass_env(self.config, collectors, ctx, extra), log)
         except (RuntimeError, OSError) as exc:  # no pass is recorded: its worker never ran
@@ -174,23 +173,22 @@ class PassProcesses:
 
     @property
     def _worker_module(self) -> str:
-        """The pass's process: its worker, or (`hwprof attach`) the relay to the window in the attached service, or
-        (--no-agent) the pass that samples the service from outside."""
+        """The pass's process: its worker (with --no-agent, hwprof.agent.outside's runner, which samples the service
+        from outside), or (`hwprof attach`) the relay to the window in the attached service."""
         program = self.config.program
-        if program is None or program.attached is None:
+        if program is None or program.attached is None or program.outside:
             return "hwprof.session.worker"
-        return "hwprof.agent.outside" if program.outside else "hwprof.agent.relay"
+        return "hwprof.agent.relay"
 
     def _measured_pid(self, running: RunningPass) -> int:
         """The process the pass measures: its worker's, or the attached service's."""
-        program = self.config.program
-        return program.attached if program is not None and program.attached is not None else running.proc.pid
+        attached = self.config.attached
+        return attached if attached is not None else running.proc.pid
 
     def _tool_wait(self) -> dict[str, float]:
         """How long a tool attached to the measured process may take to end with it: an attached service outlives
         the pass, so its tools (perf record -p, py-spy record -p) are stopped at once."""
-        program = self.config.program
-        return {"timeout_s": 0.0} if program is not None and program.attached is not None else {}
+        return {"timeout_s": 0.0} if self.config.attached is not None else {}
 
     def _attach(self, running: RunningPass, collectors: list[Collector]) -> str:
         """Attach the collectors' tools to the worker; the error of the last that could not ("": all could)."""

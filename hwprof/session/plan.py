@@ -58,7 +58,7 @@ def plan_passes(config: RunConfig) -> Plan:
             statuses[cls.name] = _not_run(cls, "skipped", "not requested for this run", "")
         elif cls.needs_cuda and config.device == "cpu":  # not a measurement this host lacks: one for a GPU run
             statuses[cls.name] = _not_run(cls, "skipped", GPU_ONLY, "")
-        elif cls.cannot_attach and config.program is not None and config.program.attached is not None:
+        elif cls.cannot_attach and config.attached is not None:
             statuses[cls.name] = _not_run(cls, "unavailable", cls.cannot_attach, ATTACH_FIX)
         else:
             wanted.append(cls)

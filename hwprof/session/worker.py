@@ -1,7 +1,8 @@
 """A pass's child process: `python -P -m hwprof.session.worker RUN_DIR PASS C1,C2`.
 
 It picks the pass's runner, the built-in pipeline's (hwprof.session.pass_runner) or a user's program's
-(hwprof.session.program_pass_runner, where config.json names a program), and runs it. Progress goes to stdout as JSON
+(hwprof.session.program_pass_runner, where config.json names a program; hwprof.agent.outside's for a service
+sampled from outside), and runs it. Progress goes to stdout as JSON
 lines for the parent; logs go to stderr.
 """
 
@@ -21,8 +22,16 @@ from hwprof.session.worker_stop import STOP
 
 
 def _runner_class(run_dir: Path) -> type[PassRunner]:
-    """The built-in pipeline's runner, or a user's program's (config.json's `program`)."""
-    return PassRunner if read_config(run_dir).program is None else ProgramPassRunner
+    """The built-in pipeline's runner, or a user's program's (config.json's `program`), or a service's sampled from
+    outside (`hwprof attach --no-agent`: hwprof.agent.outside)."""
+    program = read_config(run_dir).program
+    if program is None:
+        return PassRunner
+    if program.outside:
+        from hwprof.agent.outside import OutsideRunner
+
+        return OutsideRunner
+    return ProgramPassRunner
 
 
 def main(argv: list[str] | None = None) -> int:
