@@ -146,7 +146,9 @@ class PySpyClock:
             "appearing/disappearing in the samples vs the stage markers' monotonic times: a transition puts "
             "the offset between (marker - its sample) and (marker - the sample before); one offset when every "
             "interval intersects (bound = half the intersection), else one per transition, interpolated (the "
-            "recorder lagged the sampler)",
+            "recorder lagged the sampler). The bound is the offset's: each sample's stamp also carries the "
+            "recorder's lag at that sample, which varies from sample to sample (with --native, whose unwinding "
+            "takes milliseconds, a sample stamped 0.9 ms past its stage under a 0.0 ms bound)",
             "mode": "constant" if len(self.points) == 1 else "interpolated",
             "offset_ns": offsets[0],
             "transitions": self.transitions,
