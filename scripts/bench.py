@@ -37,7 +37,7 @@ BENCHMARKS: dict[str, str] = {
     "bench_startup": "a collect with its passes forked from the zygote against each pass started fresh",
     "bench_peak_probe": "a first run's peak probe: its wall time and peak resident memory, the triad's size",
     "bench_collect_loop": "a default collect against an older checkout's, pass by pass, and against a long run",
-    "bench_agent_idle": "a service's request time with hwprof's agent idle against without it, ABBA pairs",
+    "bench_agent_idle": "a service's request time with its agent started and idle against stopped, ABBA blocks",
     "bench_attach": "a service's request time before, during each window of, and after `hwprof attach`",
 }
 

@@ -4,6 +4,8 @@
     curl --data-binary @bus.jpg http://127.0.0.1:8000/detect
     hwprof attach $!
 
+POST /agent with `start` or `stop` starts or stops hwprof's agent in this process (hwprof.agent.start()/stop(), as a
+service may do from its own admin endpoint; scripts/bench_agent_idle.py measures the idle agent's cost with it).
 POST /detect with a JPEG (or PNG) body answers {"boxes": N, "inference_ms": T, "request_ms": R}: T is the service's
 own time of its model's call for that request, R the request's time in this handler. GET /health answers "ok". The
 standard library's ThreadingHTTPServer on the loopback address, one thread per request, which decodes the image
@@ -109,6 +111,9 @@ def serve(model_name: str, imgsz: int, port: int, threads: int, per_request: boo
 
         def do_POST(self) -> None:
             started = time.perf_counter()
+            if self.path == "/agent":
+                self._agent(self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode().strip())
+                return
             if self.path != "/detect":
                 self._answer(404, b"not found\n", "text/plain")
                 return
@@ -125,6 +130,17 @@ def serve(model_name: str, imgsz: int, port: int, threads: int, per_request: boo
                 "request_ms": (time.perf_counter() - started) * 1e3,
             }
             self._answer(200, json.dumps(answer).encode(), "application/json")
+
+        def _agent(self, action: str) -> None:
+            import hwprof.agent
+
+            if action not in ("start", "stop"):
+                self._answer(400, b"POST start or stop to /agent\n", "text/plain")
+                return
+            socket = str(hwprof.agent.start()) if action == "start" else None
+            if action == "stop":
+                hwprof.agent.stop()
+            self._answer(200, json.dumps({"agent": action, "socket": socket}).encode(), "application/json")
 
         def _answer(self, code: int, body: bytes, kind: str) -> None:
             self.send_response(code)

@@ -45,6 +45,12 @@ class Service:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             return dict(json.loads(answer.read()))
 
+    def agent(self, action: str) -> dict[str, Any]:
+        """POST /agent: `start` or `stop` the service's agent."""
+        request = urllib.request.Request(self.url("/agent"), data=action.encode())
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return dict(json.loads(answer.read()))
+
     def hooks(self) -> dict[str, Any]:
         with urllib.request.urlopen(self.url("/hooks"), timeout=30) as answer:
             return dict(json.loads(answer.read()))

@@ -233,12 +233,20 @@ def test_what_cannot_be_attached_is_one_line(tmp_path: Path) -> None:
 
 def test_a_service_without_the_agent_is_sampled_from_outside(tmp_path: Path, run_hwprof) -> None:
     """`--no-agent`: perf's kernels and py-spy's stacks of the whole process, the module classes named by their
-    forward frames; nothing runs inside the service."""
+    forward frames; nothing runs inside the service. Then the service starts its agent and stops it again, without a
+    restart: an attach works in between and is refused after."""
     plain = start_service(imgsz=320, agent=False)
     load = Load(plain).start()
     try:
         done = attach(plain.pid, tmp_path / "run", "--no-agent", "--seconds", "6", timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        # the service opts in while it runs (hwprof.agent.start() from its admin endpoint), and out again
+        assert plain.agent("start")["socket"]
+        opted = attach(plain.pid, tmp_path / "opted", "--only", "timing", "--calls", "5", timeout=300)
+        assert opted.returncode == 0, opted.stdout[-2000:] + opted.stderr[-2000:]
+        plain.agent("stop")
+        refused = attach(plain.pid, tmp_path / "out", timeout=60)
+        assert refused.returncode == 2 and "did not opt in to hwprof's agent" in refused.stderr, refused.stderr
         assert load.answers and not load.failures
     finally:
         load.stop()

@@ -134,3 +134,22 @@ def test_a_class_inside_its_own_forward_is_counted_once() -> None:
     times, outermost = forward_times(spans)
     assert outermost == 150
     assert times == {"BaseModel": 150, "Conv": 40, "C2f": 40}
+
+
+def test_a_stopped_agent_leaves_no_thread_and_no_socket_and_starts_again() -> None:
+    """stop() ends the agent's thread (a listener closed under accept() alone left it blocked there for good)."""
+    import time
+
+    import hwprof.agent
+
+    def agent_threads() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name == "hwprof-agent"]
+
+    for _ in range(2):
+        path = hwprof.agent.start()
+        assert path.exists() and agent_threads() == ["hwprof-agent"]
+        hwprof.agent.stop()
+        deadline = time.monotonic() + 5
+        while agent_threads() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert not agent_threads() and not path.exists()

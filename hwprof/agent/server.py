@@ -65,6 +65,8 @@ class Agent:
 
     def close(self) -> None:
         if self.listener is not None:
+            with contextlib.suppress(OSError):  # close() alone leaves the thread in accept() on Linux: shut it down
+                self.listener.shutdown(socket.SHUT_RDWR)
             with contextlib.suppress(OSError):
                 self.listener.close()
             self.listener = None
