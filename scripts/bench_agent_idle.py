@@ -7,7 +7,8 @@ One copy of scripts/detect_service.py (one torch thread), sent the same JPEG one
 and the host's moments. Two copies of the service differ by themselves: two plain copies gave 1.033x by their start
 order alone (2026-11-29), more than the 1.01x asked of the agent. Printed: each state's request and model p50, the
 ratio on/off with a bootstrap 95% interval over the ABBA groups, the process's threads in each state, and whether
-the interval lies within --within.
+the interval lies within --within. --autostart: the service is started with HWPROF_AGENT=1 (the start-up hook that
+hwprof's wheel installs), and the agent it started is the one switched off first.
 
     python scripts/bench_agent_idle.py --requests 400 --imgsz 320
 """
@@ -53,18 +54,23 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=10, help="requests between two switches of the agent")
     parser.add_argument("--imgsz", type=int, default=320)
     parser.add_argument("--within", type=float, default=1.01, help="the cost asked: the interval's upper end")
+    parser.add_argument(
+        "--autostart", action="store_true", help="the service started with HWPROF_AGENT=1 (the start-up hook)"
+    )
     args = parser.parse_args()
-    service = start_service(args.imgsz, agent=False)
+    service = start_service(args.imgsz, agent=args.autostart)
     try:
-        return bench(service, args.requests, args.block, args.within)
+        return bench(service, args.requests, args.block, args.within, args.autostart)
     finally:
         service.stop()
 
 
-def bench(service: Service, requests: int, block: int, within: float) -> int:
+def bench(service: Service, requests: int, block: int, within: float, started: bool) -> int:
     body = image_bytes()
     for _ in range(20):  # warm up
         service.detect(body)
+    if started:  # HWPROF_AGENT=1 started it with the interpreter: the first block is the one without
+        service.agent("stop")
     plain_threads = threads(service.pid)
     times: dict[bool, list[float]] = {False: [], True: []}
     model: dict[bool, list[float]] = {False: [], True: []}
