@@ -23,6 +23,12 @@ A row that does not agree is marked; a host that was busy shows it in the pass w
 --control adds a second default run after the long one and holds the first against it with the same rules: two
 identical runs of this code on this host, so that a figure OFF against the long run and OFF against its own rerun
 is the host's drift between runs, not what the default measures less well.
+
+--interleave (with --long-iters) holds the figures pass by pass instead: after the whole collects, each pass of the
+default is run again alone (`--only` its collectors: the same plan and stopping rule), then the same pass long, then
+(with --control) the default pass once more, one pass after the other, so that the two runs a figure compares are
+seconds apart, not minutes: the host drifts less between them.
+    python scripts/bench_collect_loop.py --model yolov7-tiny --imgsz 320 --long-iters 60 --interleave --control
 """
 
 from __future__ import annotations
@@ -184,6 +190,11 @@ def main() -> int:
         action="store_true",
         help="after the long run, the default once more: how far two identical runs of this host agree",
     )
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="compare pass by pass: each pass alone, default then long (then default again), one after another",
+    )
     parser.add_argument("collect_args", nargs="*", help="after --: more collect options for every run (--advise)")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="hwprof-loop-"))
@@ -199,6 +210,8 @@ def main() -> int:
             if src is not None:  # the checkout is this repository's worktree: removed with its record
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(src)], check=False)
     runs["after"] = collect("after", options, folder / "after", None, args.reuse)
+    if args.interleave and args.long_iters:
+        return interleaved(runs, options, args, folder, load)
     if args.long_iters:
         runs["long"] = collect("long", [*options, "--iters", str(args.long_iters)], folder / "long", None, args.reuse)
     if args.control:
@@ -218,13 +231,54 @@ def main() -> int:
 
 def print_agreement(title: str, runs: dict[str, dict[str, Any]], other: str) -> None:
     """Each figure of the default run against the same figure of `other`: ok where they agree."""
-    a, b = runs["after"], runs[other]
-    rows = [agree_forward(a["dir"], b["dir"]), *agree_layers(a["dir"], b["dir"])]
-    rows += [*agree_kernels(a["dir"], b["dir"]), *agree_costs(a["run"], b["run"])]
+    print_rows(title, figure_rows(runs["after"], runs[other]))
+
+
+def figure_rows(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The figures two runs both hold (a run of one pass holds that pass's), each with whether they agree."""
+    passes = set(a["run"]["passes"]) & set(b["run"]["passes"])
+    rows = [agree_forward(a["dir"], b["dir"])] if "timing" in passes else []
+    rows += agree_layers(a["dir"], b["dir"]) if "layers" in passes else []
+    rows += agree_kernels(a["dir"], b["dir"]) if "kernels" in passes else []
+    return rows + agree_costs(a["run"], b["run"])
+
+
+def print_rows(title: str, rows: list[tuple[str, bool]]) -> None:
     print(f"\n{title}")
     for text, ok in rows:
         print(f"  {'ok ' if ok else 'OFF'} {text}")
     print(f"{sum(ok for _, ok in rows)} of {len(rows)} figures agree")
+
+
+def interleaved(
+    runs: dict[str, dict[str, Any]], options: list[str], args: argparse.Namespace, folder: Path, load: float
+) -> int:
+    """--interleave: each pass of the default run alone, default then long (then default again), pass by pass."""
+    long_options = ["--iters", str(args.long_iters)]
+    against: dict[str, list[tuple[str, bool]]] = {"long": [], "again": []}
+    for name, p in runs["after"]["run"]["passes"].items():
+        only = ["--only", ",".join(p["collectors"])]
+        here = folder / "interleaved" / name
+        fast = collect(f"after {name}", [*options, *only], here / "after", None, args.reuse)
+        against["long"] += figure_rows(fast, collect(f"long {name}", [*options, *only, *long_options],
+                                                      here / "long", None, args.reuse))  # fmt: skip
+        if args.control:
+            against["again"] += figure_rows(fast, collect(f"again {name}", [*options, *only], here / "again", None,
+                                                           args.reuse))  # fmt: skip
+    print(f"\nload average {load:.2f} before, {os.getloadavg()[0]:.2f} after; runs in {folder}")
+    print_passes(runs)
+    if "before" in runs:
+        print(f"\nafter / before: {runs['after']['wall'] / runs['before']['wall']:.2f}x of the whole collect")
+    title = f"nothing lost, pass by pass: the default against --iters {args.long_iters} seconds later"
+    print_rows(title, against["long"])
+    if args.control:
+        print_rows("the control, pass by pass: the default against itself seconds later", against["again"])
+        lost = [long for (long, ok), (_, ok_again) in zip(against["long"], against["again"], strict=True)
+                if not ok and ok_again]  # fmt: skip
+        print(f"\nOFF against the long run while the default agrees with its own rerun: {len(lost)}")
+        for text in lost:
+            print(f"  {text}")
+    return 0
 
 
 if __name__ == "__main__":
