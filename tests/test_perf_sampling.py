@@ -566,3 +566,35 @@ def test_named_share_outside_openmp_is_a_share() -> None:
     for name, kind in codes:
         bucket.add(SimpleNamespace(name=name, kind=kind, library="x"), sample)
     assert named_outside_openmp(bucket) == 3 / 4
+
+
+@pytest.mark.skipif(PERF is None, reason="perf is not installed (Debian: apt-get install linux-perf)")
+@pytest.mark.parametrize("measured", [True, False], ids=["enabled", "never-measured"])
+def test_perf_joins_a_running_service_before_its_window(tmp_path: Path, measured: bool) -> None:
+    """hwprof attach: a real `perf record -p` joins the service when the tool is made, its events disabled, so the
+    window's first measured call (one of the service's requests) only waits for an enable (it waited ~150 ms for
+    perf to start); a window that never measures stops that perf and fails as before."""
+    from hwprof.collectors.base import PassContext
+
+    from hwprof.core.markers import MarkerBus
+    from hwprof.core.program_spec import ProgramSpec
+
+    service = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        config = RunConfig(program=ProgramSpec(argv=["service.py"], cwd=str(tmp_path), attached=service.pid))
+        ctx = PassContext(config, tmp_path, "kernels", MarkerBus())
+        ctx.out_dir.mkdir(parents=True)
+        tool = ps.PerfRecordTool(PERF, service.pid, ctx, NO_PMU)
+        perf = tool.process
+        assert perf is not None and perf.poll() is None, "perf started with the tool, before any request"
+        if measured:
+            assert ctl.request_attach(ctx.out_dir, timeout_s=30) is True
+            assert tool.process is perf and tool.attach_ms is not None, "the same perf, enabled"
+        result = tool.finish(0, timeout_s=0)
+        assert perf.poll() is not None, "perf ended with the window"
+        if not measured:
+            assert result.status == "failed" and "never reached its measured iterations" in result.reason
+        assert not any(ctx.out_dir.glob("perf.ctl")), "the FIFOs are gone"
+    finally:
+        service.kill()
+        service.wait()

@@ -209,15 +209,26 @@ class PerfRecordTool(AttachedTool):
         self.command += ["-D", "-1", "--control", f"fifo:{ctl},{ack}", "-o", str(self.data)]
         self.process: subprocess.Popen[bytes] | None = None
         self.attach_ms: float | None = None
+        """How long the worker's start() waited for perf: from its "ready" to perf's events enabled."""
         self._log_handle = open(self.log, "w")  # noqa: SIM115 - perf writes to it until finish()
+        self._control: PerfControl | None = None
         self.server = AttachOnRequest(ctx.out_dir, self._launch)
+        if config.attached is not None:
+            # A running service (hwprof attach) loaded its libraries long ago, so perf joins it now, its events
+            # disabled, and the window's first measured call (a request of the service's) waits for an "enable"
+            # only: not for perf to start (about 150 ms, 2026-11-29).
+            self._control = self._spawn()
 
-    def _launch(self) -> bool:
-        """Start perf on the worker and enable its events; True once perf acknowledged."""
-        started = time.monotonic()
+    def _spawn(self) -> PerfControl | None:
+        """perf record started on the worker, its events disabled (-D -1); its control FIFO once perf opened it."""
         self.process = subprocess.Popen(self.command, stdout=self._log_handle, stderr=subprocess.STDOUT)
         process = self.process
-        control = PerfControl.wait_for(self.ctx.out_dir, lambda: process.poll() is None)
+        return PerfControl.wait_for(self.ctx.out_dir, lambda: process.poll() is None)
+
+    def _launch(self) -> bool:
+        """Perf on the worker (started now, or already waiting) with its events enabled; True once it acknowledged."""
+        started = time.monotonic()
+        control, self._control = self._control or self._spawn(), None
         if control is None:
             return False
         try:
@@ -229,11 +240,22 @@ class PerfRecordTool(AttachedTool):
 
     def abandon(self) -> None:
         self.server.cancel()
+        self._stop_unused()
         self._log_handle.close()
         remove_fifos(self.ctx.out_dir)
 
+    def _stop_unused(self) -> None:
+        """A perf started before the window whose events were never enabled: stopped, as if never started."""
+        if self._control is None or self.process is None:
+            return
+        self._control.close()
+        self._control = None
+        _wait_or_stop(self.process, 0)
+        self.process = None
+
     def finish(self, worker_returncode: int | None, timeout_s: float = 60.0) -> CollectorResult:
         self.server.cancel()
+        self._stop_unused()
         if self.process is None:
             self._log_handle.close()
             remove_fifos(self.ctx.out_dir)

@@ -4,7 +4,8 @@ perf is attached when the worker is about to measure, not when it starts: `perf 
 reads the process's mappings when it attaches, so every library torch loaded by then gets its
 symbols (a perf started earlier with its events disabled, `-D -1`, loses the mmap events of the
 libraries loaded while it waits: perf 6.1 records no side-band events while disabled), and the
-model build and warm-up are neither sampled nor slowed.
+model build and warm-up are neither sampled nor slowed. Under `hwprof attach` the worker is a running service whose
+libraries are loaded long since: there perf joins it as the tool is made (PerfRecordTool), and "ready" only enables it.
 
     worker start():  write "ready" to perf.ready, wait for "go" on perf.go
     parent thread:   on "ready", launch perf record -D -1 --control fifo:perf.ctl,perf.ack,
