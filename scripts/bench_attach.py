@@ -65,15 +65,17 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=20)
     parser.add_argument("--before", type=float, default=20.0)
     parser.add_argument("--after", type=float, default=20.0)
+    parser.add_argument("--nice", type=int, default=0, help="run `hwprof attach` at this niceness")
     args = parser.parse_args()
     service = start_service(args.imgsz, agent=True)
     load = Load(service, rate=args.rate).start()
     try:
         time.sleep(args.before)
         out = Path(tempfile.mkdtemp(prefix="bench-attach-")) / "run"
+        command = ["--calls", str(args.calls), "--out", str(out)]
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "hwprof", "attach", str(service.pid), "--calls", str(args.calls), "--out", str(out)],
+            ["nice", "-n", str(args.nice), sys.executable, "-m", "hwprof", "attach", str(service.pid), *command],
             capture_output=True,
             text=True,
         )
