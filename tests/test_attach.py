@@ -77,6 +77,13 @@ def test_the_report_says_it_was_attached(attached: tuple[Path, Load, float, floa
     assert "(attached to PID " in report.stdout
     assert "served on (attached" in report.stdout
     assert "1x3x128x128" in report.stdout  # the traffic's inputs, as the service letterboxed them
+    # advise would run the service's command as a fresh program, with no traffic to call its model: refused, and
+    # the report's next steps do not offer it (it hung until killed, 2026-11-29)
+    assert "hwprof advise" not in report.stdout
+    advised = run_hwprof("advise", str(out))
+    lines = error_lines(advised.stderr)
+    assert advised.returncode == 2 and len(lines) == 1 and "was attached to a running service" in lines[0], lines
+    assert not (out / "advice.json").exists()
 
 
 def test_the_trace_holds_the_service_calls_and_layers(attached: tuple[Path, Load, float, float]) -> None:

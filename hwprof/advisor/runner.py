@@ -107,8 +107,14 @@ def plan_advice(
     data = RunData.load(run_dir)
     if not data.doc.config:
         raise ValueError(f"{run_dir}/run.json holds no configuration to advise on")
-    analysis = analyse(data)
     config = RunConfig.from_dict(data.doc.config.to_json())
+    if config.attached is not None:
+        raise ValueError(
+            f"{run_dir} was attached to a running service (PID {config.attached}): advise runs each candidate in "
+            "processes of its own, and a service's traffic cannot be replayed there; advise a collect of the same "
+            "model instead (`hwprof collect --model NAME --advise`, or `hwprof collect --advise -- python DRIVER.py`)"
+        )
+    analysis = analyse(data)
     busy = None if data.doc.summary(PerfEventsSummary).model_thread_only else cpus_busy(analysis)
     facts = run_facts(data, config, busy)
     plan = AdvisePlan(Path(run_dir), config, facts, [], blocks, layers, tuple(only), prefix=prefix)

@@ -5,8 +5,8 @@ appeared nowhere in the report).
 Each step is a command or a file, what it will tell, and about how long it takes, in words: an advise's time
 depends on its candidates (each measured in processes of its own), so it is said as what it runs, not as a figure.
 The steps, in order: where the run was advised, how to make its best measured change; where it was not, the advise
-command (for a run with ranked findings whose workload advise takes); the trace and the page; for random weights,
-the trained model whose detections an output check can judge.
+command (for a run with ranked findings whose workload advise can run again: not an attached service's); the trace
+and the page; for random weights, the trained model whose detections an output check can judge.
 """
 
 from __future__ import annotations
@@ -30,6 +30,14 @@ class NextStep:
     takes: str
 
 
+def advisable(a: Analysis) -> bool:
+    """Whether `hwprof advise` can run this run's workload again: not for a recording, a whole-process program, or
+    a running service's traffic (`hwprof attach`: advise refuses it)."""
+    program = a.doc.config.program
+    attached = program is not None and program.attached is not None
+    return not a.doc.imported and a.whole_program is None and not attached
+
+
 def next_steps(a: Analysis) -> list[NextStep]:
     """The steps for this run (see the module's docstring); `a.root` names its folder in the commands."""
     root = a.root or "RUN"
@@ -38,7 +46,7 @@ def next_steps(a: Analysis) -> list[NextStep]:
     if best is not None:
         where = "add it to the collect's options" if best.how.startswith("--") else "make it in the code"
         steps.append(NextStep(best.how, f"the best measured change ({best.key}: {best.change}); {where}", "as the run"))
-    elif a.advice is None and not a.doc.imported and a.whole_program is None and any(f.ranked for f in a.findings):
+    elif a.advice is None and advisable(a) and any(f.ranked for f in a.findings):
         steps.append(
             NextStep(
                 f"hwprof advise {root}",
