@@ -76,6 +76,7 @@ def test_the_report_says_it_was_attached(attached: tuple[Path, Load, float, floa
     assert report.returncode == 0, report.stderr
     assert "(attached to PID " in report.stdout
     assert "served on (attached" in report.stdout
+    assert f"{CALLS} of the service's calls in each window" in report.stdout  # not "iterations" of a pipeline
     assert "1x3x128x128" in report.stdout  # the traffic's inputs, as the service letterboxed them
     # advise would run the service's command as a fresh program, with no traffic to call its model: refused, and
     # the report's next steps do not offer it (it hung until killed, 2026-11-29)

@@ -96,12 +96,15 @@ def run_lines(a: Analysis) -> list[tuple[str, str]]:
     out.append(("host", f"{host.cpu_model or '?'}, {host.logical_cpus or '?'} CPUs; {units_text(flags)}"))
     cfg = run.config
     sizes = f", {a.workload.sizes}" if a.workload.sizes else ""
-    iterations = f"{cfg.iters} iterations after {warmup_text(run)}"
+    attached = cfg.program is not None and cfg.program.attached is not None
+    counted = "of the service's calls in each window" if attached else "iterations"
+    iterations = f"{cfg.iters} {counted} after {warmup_text(run)}"
     facts = program_facts(run, a.stages)
     if facts.threads_set:  # the program's own counts, last: they hold commas
         out.append(("run", f"{a.workload.sizes + ', ' if sizes else ''}{iterations}; {facts.threads_text()}"))
     else:
-        out.append(("run", f"{cfg.threads} torch threads{sizes}, {iterations}"))
+        threads = f"{cfg.threads} torch thread{'s' if cfg.threads != 1 else ''}"
+        out.append(("run", f"{threads}{sizes}, {iterations}"))
     images = _images_text(run)
     if images:
         out.append(("input", images))
