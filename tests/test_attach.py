@@ -263,6 +263,8 @@ def test_a_service_without_the_agent_is_sampled_from_outside(tmp_path: Path, run
     assert report.returncode == 0, report.stderr
     text = report.stdout
     assert "(attached to PID " in text and "sampled from outside" in text
+    # its one stage is the whole window: no "program is 100% of the pipeline" finding, no call counted as iterations
+    assert "of the pipeline" not in text and "- **run**: sampled from outside for " in text, text[:1500]
     rows = [line for line in text.splitlines() if line.startswith("| py-spy, modules |")]
     classes = {row.split("|")[2].strip() for row in rows}
     assert {"C2f.forward", "Detect.forward"} <= classes, rows

@@ -23,6 +23,7 @@ from hwprof.analysis.paired_cost import cost_words
 from hwprof.analysis.roofline import Roof
 from hwprof.analysis.stages import Stages
 from hwprof.analysis.types import TypeStat
+from hwprof.core.program_spec import PROGRAM_SPAN
 
 SMALL_STAGE_SHARE = 0.02
 BIG_STAGE_SHARE = 0.15
@@ -38,6 +39,10 @@ STEAL_CAVEAT = 0.05
 
 def stages(table: Stages) -> list[Finding]:
     out: list[Finding] = []
+    if any(r.name == PROGRAM_SPAN for r in table.rows):
+        # a whole-process run (a program that called no model, a service sampled from outside): its one stage is
+        # the whole run, so "program is 100% of the pipeline" would be true by construction and say nothing
+        return out
     rows = [r for r in table.rows if r.name not in ("forward", "iteration") and r.share is not None]
     small = [r for r in rows if (r.share or 0.0) < SMALL_STAGE_SHARE]
     if small:

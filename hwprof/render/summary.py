@@ -24,6 +24,7 @@ from rich.text import Text
 from hwprof.analysis.next_steps import next_steps
 from hwprof.analysis.program.facts import GRAD_ON, TRAINING, program_facts
 from hwprof.core.isa_units import units_text
+from hwprof.core.program_spec import PROGRAM_SPAN
 from hwprof.render.advice.table import heading, output_text
 from hwprof.render.fmt import ms, pct
 from hwprof.render.input_lines import pass_inputs_text, warmup_text
@@ -96,21 +97,33 @@ def run_lines(a: Analysis) -> list[tuple[str, str]]:
     out.append(("host", f"{host.cpu_model or '?'}, {host.logical_cpus or '?'} CPUs; {units_text(flags)}"))
     cfg = run.config
     sizes = f", {a.workload.sizes}" if a.workload.sizes else ""
-    attached = cfg.program is not None and cfg.program.attached is not None
-    counted = "of the service's calls in each window" if attached else "iterations"
-    iterations = f"{cfg.iters} {counted} after {warmup_text(run)}"
+    iterations = _iterations_text(run, a)
     facts = program_facts(run, a.stages)
     if facts.threads_set:  # the program's own counts, last: they hold commas
         out.append(("run", f"{a.workload.sizes + ', ' if sizes else ''}{iterations}; {facts.threads_text()}"))
     else:
-        threads = f"{cfg.threads} torch thread{'s' if cfg.threads != 1 else ''}"
-        out.append(("run", f"{threads}{sizes}, {iterations}"))
+        outside = cfg.program is not None and cfg.program.outside  # a service's threads unknown from outside
+        threads = [] if outside else [f"{cfg.threads} torch thread{'s' if cfg.threads != 1 else ''}"]
+        out.append(("run", ", ".join([*threads, *([a.workload.sizes] if a.workload.sizes else []), iterations])))
     images = _images_text(run)
     if images:
         out.append(("input", images))
     if shapes and a.workload.command is None:
         out.append(("inputs", shapes))
     return out
+
+
+def _iterations_text(run: RunDoc, a: Analysis) -> str:
+    """ "20 iterations after 2 warm-up"; an attached service's calls in each window; a service sampled from outside
+    (`hwprof attach --no-agent`) for how long its one window lasted."""
+    program = run.config.program
+    if program is not None and program.outside:
+        window = next((r.p50_ms for r in a.stages.rows if r.name == PROGRAM_SPAN), None)
+        lasted = f" for {window / 1e3:.1f} s" if window else ""
+        return f"sampled from outside{lasted} (no agent: whole-process, no call counted)"
+    attached = program is not None and program.attached is not None
+    counted = "of the service's calls in each window" if attached else "iterations"
+    return f"{run.config.iters} {counted} after {warmup_text(run)}"
 
 
 def _images_text(run: RunDoc) -> str | None:
