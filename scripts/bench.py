@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, str] = {
     "verify_callgrind": "the callgrind pass against itself (spread) and against plain callgrind",
     "bench_startup": "a collect with its passes forked from the zygote against each pass started fresh",
     "bench_peak_probe": "a first run's peak probe: its wall time and peak resident memory, the triad's size",
+    "bench_first_run": "a first run's collect (empty cache): each process's largest resident set, by pass",
     "bench_collect_loop": "a default collect against an older checkout's, pass by pass, and against a long run",
     "bench_agent_idle": "a service's request time with its agent started and idle against stopped, ABBA blocks",
     "bench_attach": "a service's request time before, during each window of, and after `hwprof attach`",
