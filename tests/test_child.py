@@ -12,7 +12,7 @@ from pathlib import Path
 
 from hwprof.collectors.base import Capability, Collector, PassContext
 
-from hwprof.api.collecting import lingering_lines
+from hwprof.analysis.run_status import lingering_lines
 from hwprof.core.config import RunConfig
 from hwprof.core.procs import live
 from hwprof.schema.check import SCHEMA_VERSION

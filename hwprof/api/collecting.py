@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from hwprof.analysis.workload import workload_view
+from hwprof.analysis.run_status import lingering_lines, run_problems
 from hwprof.api.progress import PassProgress, progress_bars
 from hwprof.api.requests import AdviseRequest, CollectRequest
 from hwprof.core.config import RunConfig
@@ -403,33 +403,3 @@ def _render_reserve(run_dir: Path) -> SpaceReserve | None:
         return SpaceReserve(run_dir, 2 * (run_dir / "run.json").stat().st_size + 8192)
     except (DiskFullError, OSError):
         return None
-
-
-def lingering_lines(run: RunDoc) -> list[str]:
-    """One line per process a pass's worker left behind, which the session stopped."""
-    how = {"exited": "it ended on its own", "survived": "it could not be stopped"}
-    return [
-        f"pass {name}: the worker left {x['name']} (pid {x['pid']}, state {x['state']}: "
-        f"{' '.join(x['cmdline'])[:120]}) running; {how.get(x['stopped_by'], 'stopped by ' + x['stopped_by'])} "
-        f"{x['lingered_s']:.1f} s after the worker exited"
-        for name, p in run.passes.items()
-        for x in p.lingering or []
-    ]
-
-
-def run_problems(run: RunDoc) -> list[str]:
-    """One line per pass that did not finish and per collector that failed (unavailable is not a failure), and
-    the annotated output when none could be kept."""
-    lines = [
-        f"pass {name} {p.status}: {p.error if p.error is not None else ''}"
-        for name, p in run.passes.items()
-        if p.status != "ok"
-    ]
-    lines += [
-        f"collector {name} failed: {c.reason if c.reason is not None else ''}"
-        for name, c in run.collectors.items()
-        if c.status == "failed"
-    ]
-    if run.annotated is not None and run.annotated.error:
-        lines.append(f"--annotate: {run.annotated.error}")
-    return lines + workload_view(run).problems

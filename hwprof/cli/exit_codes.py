@@ -5,7 +5,7 @@ Where each status comes from, and a test that sees it:
 - 0: every command that did what it was asked; a closed standard output (`hwprof report RUN | head`) ends the
   command quietly with 0 too (hwprof.cli.closed_pipe). Seen by tests/test_cli_help.py (--help, --version, a
   report into `head -1`) and most command tests.
-- 1: collect with a failed pass or collector, or a run with problems (hwprof.api.collecting: run_problems,
+- 1: collect with a failed pass or collector, or a run with problems (hwprof.analysis.run_status: run_problems,
   the report that could not be written), a full disk or a run directory deleted while written (hwprof.cli.main:
   DiskFullError, FolderGoneError), the gate (hwprof.analysis.gate.verdict.EXIT_FAIL), a sweep with a point that did
   not complete (hwprof.cli.sweep), `sweep-job status` of a failed job (hwprof.cli.sweep_job); also Python's own
