@@ -33,9 +33,7 @@ class NextStep:
 def advisable(a: Analysis) -> bool:
     """Whether `hwprof advise` can run this run's workload again: not for a recording, a whole-process program, or
     a running service's traffic (`hwprof attach`: advise refuses it)."""
-    program = a.doc.config.program
-    attached = program is not None and program.attached is not None
-    return not a.doc.imported and a.whole_program is None and not attached
+    return not a.doc.imported and a.whole_program is None and a.doc.config.attached is None
 
 
 def next_steps(a: Analysis) -> list[NextStep]:

@@ -58,8 +58,7 @@ def _not_run(run: RunDoc) -> list[tuple[str, str]]:
 def program_problems(run: RunDoc) -> list[str]:
     """The exit status's lines for a program's run beyond its passes' own: no model, so no per-forward figure."""
     reasons = [p.program.no_model for p in run.passes.values() if p.program is not None and p.program.no_model]
-    outside = run.config.program is not None and run.config.program.outside  # `attach --no-agent`: whole-process
-    if not reasons or outside:
+    if not reasons or run.config.outside:  # `attach --no-agent`: whole-process
         return []
     return [f"no model: {reasons[0]}; the figures made are whole-process, not per forward"]
 

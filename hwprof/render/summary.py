@@ -102,8 +102,7 @@ def run_lines(a: Analysis) -> list[tuple[str, str]]:
     if facts.threads_set:  # the program's own counts, last: they hold commas
         out.append(("run", f"{a.workload.sizes + ', ' if sizes else ''}{iterations}; {facts.threads_text()}"))
     else:
-        outside = cfg.program is not None and cfg.program.outside  # a service's threads unknown from outside
-        threads = [] if outside else [f"{cfg.threads} torch thread{'s' if cfg.threads != 1 else ''}"]
+        threads = [] if cfg.outside else [f"{cfg.threads} torch thread{'s' if cfg.threads != 1 else ''}"]
         out.append(("run", ", ".join([*threads, *([a.workload.sizes] if a.workload.sizes else []), iterations])))
     images = _images_text(run)
     if images:
@@ -116,13 +115,11 @@ def run_lines(a: Analysis) -> list[tuple[str, str]]:
 def _iterations_text(run: RunDoc, a: Analysis) -> str:
     """ "20 iterations after 2 warm-up"; an attached service's calls in each window; a service sampled from outside
     (`hwprof attach --no-agent`) for how long its one window lasted."""
-    program = run.config.program
-    if program is not None and program.outside:
+    if run.config.outside:
         window = next((r.p50_ms for r in a.stages.rows if r.name == PROGRAM_SPAN), None)
         lasted = f" for {window / 1e3:.1f} s" if window else ""
         return f"sampled from outside{lasted} (no agent: whole-process, no call counted)"
-    attached = program is not None and program.attached is not None
-    counted = "of the service's calls in each window" if attached else "iterations"
+    counted = "of the service's calls in each window" if run.config.attached is not None else "iterations"
     return f"{run.config.iters} {counted} after {warmup_text(run)}"
 
 

@@ -101,6 +101,16 @@ class RunConfigDoc(Record):
     program: ProgramDoc | None = None
     """The user's own program (`collect -- python SCRIPT ...`); absent for the built-in pipeline."""
 
+    @property
+    def attached(self) -> int | None:
+        """The running service's PID of an `hwprof attach` run (as RunConfig.attached); None for any other run."""
+        return self.program.attached if self.program is not None else None
+
+    @property
+    def outside(self) -> bool:
+        """`hwprof attach --no-agent`: the service was sampled from outside, whole-process."""
+        return self.program is not None and bool(self.program.outside)
+
 
 @dataclass(kw_only=True)
 class ModelDoc(ModelIdentity):
