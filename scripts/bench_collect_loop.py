@@ -210,28 +210,41 @@ def main() -> int:
             if src is not None:  # the checkout is this repository's worktree: removed with its record
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(src)], check=False)
     runs["after"] = collect("after", options, folder / "after", None, args.reuse)
+    against: dict[str, list[tuple[str, bool]]] = {}
+    """"long" and "again": each figure of the default run against the long run's, and against its rerun's."""
     if args.interleave and args.long_iters:
-        return interleaved(runs, options, args, folder, load)
-    if args.long_iters:
-        runs["long"] = collect("long", [*options, "--iters", str(args.long_iters)], folder / "long", None, args.reuse)
-    if args.control:
-        runs["again"] = collect("again", options, folder / "again", None, args.reuse)
+        against = interleaved(runs["after"], options, args, folder)
+        titles = {
+            "long": f"nothing lost, pass by pass: the default against --iters {args.long_iters} seconds later",
+            "again": "the control, pass by pass: the default against itself seconds later",
+        }
+    else:
+        if args.long_iters:
+            long_options = [*options, "--iters", str(args.long_iters)]
+            runs["long"] = collect("long", long_options, folder / "long", None, args.reuse)
+            against["long"] = figure_rows(runs["after"], runs["long"])
+        if args.control:
+            runs["again"] = collect("again", options, folder / "again", None, args.reuse)
+            against["again"] = figure_rows(runs["after"], runs["again"])
+        titles = {
+            "long": f"nothing lost: after (default) against long (--iters {args.long_iters})",
+            "again": "the control: after (default) against again (default, after the long run)",
+        }
     print(f"\nload average {load:.2f} before, {os.getloadavg()[0]:.2f} after; runs in {folder}")
     print_passes(runs)
     for name, r in runs.items():
         print_advice(name, r["dir"])
     if "before" in runs:
         print(f"\nafter / before: {runs['after']['wall'] / runs['before']['wall']:.2f}x of the whole collect")
-    if "long" in runs:
-        print_agreement(f"nothing lost: after (default) against long (--iters {args.long_iters})", runs, "long")
-    if "again" in runs:
-        print_agreement("the control: after (default) against again (default, after the long run)", runs, "again")
+    for name, rows in against.items():
+        print_rows(titles[name], rows)
+    if "long" in against and "again" in against:
+        lost = [long for (long, ok), (_, ok_again) in zip(against["long"], against["again"], strict=True)
+                if not ok and ok_again]  # fmt: skip
+        print(f"\nOFF against the long run while the default agrees with its own rerun: {len(lost)}")
+        for text in lost:
+            print(f"  {text}")
     return 0
-
-
-def print_agreement(title: str, runs: dict[str, dict[str, Any]], other: str) -> None:
-    """Each figure of the default run against the same figure of `other`: ok where they agree."""
-    print_rows(title, figure_rows(runs["after"], runs[other]))
 
 
 def figure_rows(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, bool]]:
@@ -251,12 +264,13 @@ def print_rows(title: str, rows: list[tuple[str, bool]]) -> None:
 
 
 def interleaved(
-    runs: dict[str, dict[str, Any]], options: list[str], args: argparse.Namespace, folder: Path, load: float
-) -> int:
-    """--interleave: each pass of the default run alone, default then long (then default again), pass by pass."""
+    after: dict[str, Any], options: list[str], args: argparse.Namespace, folder: Path
+) -> dict[str, list[tuple[str, bool]]]:
+    """--interleave: each pass of the default run alone, default then long (then default again), pass by pass; the
+    default's figures against the long run's ("long") and its rerun's ("again")."""
     long_options = ["--iters", str(args.long_iters)]
-    against: dict[str, list[tuple[str, bool]]] = {"long": [], "again": []}
-    for name, p in runs["after"]["run"]["passes"].items():
+    against: dict[str, list[tuple[str, bool]]] = {"long": [], "again": []} if args.control else {"long": []}
+    for name, p in after["run"]["passes"].items():
         only = ["--only", ",".join(p["collectors"])]
         here = folder / "interleaved" / name
         fast = collect(f"after {name}", [*options, *only], here / "after", None, args.reuse)
@@ -265,20 +279,7 @@ def interleaved(
         if args.control:
             against["again"] += figure_rows(fast, collect(f"again {name}", [*options, *only], here / "again", None,
                                                            args.reuse))  # fmt: skip
-    print(f"\nload average {load:.2f} before, {os.getloadavg()[0]:.2f} after; runs in {folder}")
-    print_passes(runs)
-    if "before" in runs:
-        print(f"\nafter / before: {runs['after']['wall'] / runs['before']['wall']:.2f}x of the whole collect")
-    title = f"nothing lost, pass by pass: the default against --iters {args.long_iters} seconds later"
-    print_rows(title, against["long"])
-    if args.control:
-        print_rows("the control, pass by pass: the default against itself seconds later", against["again"])
-        lost = [long for (long, ok), (_, ok_again) in zip(against["long"], against["again"], strict=True)
-                if not ok and ok_again]  # fmt: skip
-        print(f"\nOFF against the long run while the default agrees with its own rerun: {len(lost)}")
-        for text in lost:
-            print(f"  {text}")
-    return 0
+    return against
 
 
 if __name__ == "__main__":
