@@ -270,7 +270,7 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
     clock = result.to_dict()["summary"]["clock"]
     assert clock["stage_agreement_checked"] >= 25 and clock["stage_agreement"] >= 0.6, clock
     interval_ns = 1_000_000_000 // read_config(run_dir).pyspy_rate
-    tolerance = result.to_dict()["summary"]["clock"]["bound_max_us"] * 1000 + interval_ns
+    tolerance = clock["bound_max_us"] * 1000 + interval_ns
     records = read_records(out / "pyspy.records.jsonl")
     frames = [r for r in records if isinstance(r, Span) and r.name == "Pipeline.forward"]
     measured = [f for f in frames if spans[0][0] - tolerance <= f.ts_ns <= spans[-1][1] + tolerance]
