@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 from hwprof.collectors.pyspy import attribution, parse
 from hwprof.collectors.pyspy import collector as ps
+from hwprof.collectors.pyspy.clock import PySpyClock, fit_clock
 
 from hwprof.core.config import RunConfig
 from hwprof.core.markers import Marker, read_markers
+from hwprof.core.spans import measured_pieces
 from hwprof.rundir.worker_files import read_config, write_config
 from hwprof.schema.probes import PyspyProbe
 from hwprof.schema.records import Span, ThreadName, read_records
@@ -80,6 +82,27 @@ def test_clock_points_bound_the_offset(converted: attribution.Converted) -> None
     assert clock["transitions"] >= 10
     assert clock["bound_max_us"] < 200_000
     assert clock["inconsistent_points"] == 0
+
+
+def test_a_lagging_recorders_samples_agree_within_the_clocks_bound_and_a_shifted_clock_does_not() -> None:
+    # A real pinned run (fixtures/pyspy_pinned/README.md): 3 of 13 samples land in the next stage, each within the
+    # bound the interpolated clock gives there; moved by half an iteration, samples fall beyond their bounds.
+    folder = FIXTURE.parent / "pyspy_pinned"
+    markers = read_markers(folder / "markers.jsonl")
+    segments, threads = parse.load_chrometrace(folder / "pyspy.chrometrace.json.gz")
+    clock = fit_clock(segments, markers)
+    pieces = measured_pieces(markers)
+    main = attribution._main_thread(segments, threads)
+    window = (pieces[0].start_ns, pieces[-1].end_ns)
+    att = attribution._attribute(segments, threads, main, clock, pieces, window)
+    assert att.checked == 13 and att.agreed == 10 and att.agreed_within_bound == 13
+    forwards = [m.t_ns for m in markers if m.kind == "stage" and m.name == "forward" and m.phase == "B"]
+    half = (forwards[-1] - forwards[0]) // (len(forwards) - 1) // 2
+    moved = PySpyClock([(ts, offset + half, h) for ts, offset, h in clock.points], clock.inconsistent)
+    att = attribution._attribute(segments, threads, main, moved, pieces, window)
+    assert att.agreed_within_bound / att.checked < 0.9, (att.agreed_within_bound, att.checked)
+    summary = ps.convert_chrometrace(folder / "pyspy.chrometrace.json.gz", markers, 200).summary.to_json()["clock"]
+    assert summary["stage_agreement"] == pytest.approx(10 / 13) and summary["stage_agreement_within_bound"] == 1.0
 
 
 def test_frame_spans_nest_per_track(converted: attribution.Converted) -> None:

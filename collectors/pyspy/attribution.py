@@ -5,8 +5,12 @@ the clock places the samples in the measured iterations and in the layer spans: 
 stack interval is split over the layer spans from markers.jsonl by overlap (consecutive layers
 often share one stack), so a sample's layer is known to within one sampling period plus the clock
 bound. `stage_agreement` in the clock summary is the share of samples (at stack changes, in the
-measured iterations) whose converted time falls in the markers of the stage their own stack shows:
-a direct check of the alignment. Shares are of sampled time, by leaf frame (see parse.py).
+measured iterations) whose converted time falls in the markers of the stage their own stack shows;
+`stage_agreement_within_bound` the share within the clock's bound of such markers: the check of
+what the clock claims (a sample that lands in the next stage, but within the bound the clock gives
+there, does not contradict it; a clock off by more than its bound, as by half an iteration, does; one off
+by whole iterations cannot be told this way, the coarse fit in clock.py settles that). Shares are of sampled
+time, by leaf frame (see parse.py).
 
 Speedscope files carry no timestamps: they give the pass's hottest functions and shares, with no
 stage, layer or clock (the summary says so).
@@ -18,6 +22,7 @@ import bisect
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import chain, takewhile
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +109,8 @@ class _Attribution:
     kept: list[Segment] = field(default_factory=list)
     agreed: int = 0
     """Samples (at stack changes) whose converted time lies in the stage their stack shows."""
+    agreed_within_bound: int = 0
+    """... or within the clock's bound at the sample of a stretch of that stage."""
     checked: int = 0
 
 
@@ -166,16 +173,30 @@ def _attribute(
         att.kept.append(seg)
         att.threads[f"{thread.os_tid or seg.tid} {thread.name}".strip()].add(seg.stack, inside)
         if seg.tid == main_key:
+            _check_stage(att, seg.stack, pieces, i, s, clock.bound_ns(seg.start_us))
             _attribute_main(att, seg.stack, pieces, i, s, e)
     return att
+
+
+def _check_stage(att: _Attribution, stack: tuple[Frame, ...], pieces: list[Piece], i: int, s: int, bound: int) -> None:
+    """The sample at a stack change (pieces[i] holds its converted time s): does it lie in the stage its own
+    stack shows, or within the clock's bound there of a stretch of that stage?"""
+    from_stack = stage_of(stack)
+    if from_stack is None or not pieces[i].start_ns <= s < pieces[i].end_ns:
+        return
+    att.checked += 1
+    if pieces[i].stage == from_stack:
+        att.agreed += 1
+        att.agreed_within_bound += 1
+        return
+    before = takewhile(lambda p: p.end_ns >= s - bound, reversed(pieces[:i]))  # pieces do not overlap
+    after = takewhile(lambda p: p.start_ns <= s + bound, pieces[i + 1 :])
+    att.agreed_within_bound += any(p.stage == from_stack for p in chain(before, after))
 
 
 def _attribute_main(att: _Attribution, stack: tuple[Frame, ...], pieces: list[Piece], i: int, s: int, e: int) -> None:
     """A main-thread segment [s, e) over the pieces from pieces[i] on: its stage from the stack, else by time."""
     from_stack = stage_of(stack)
-    if from_stack is not None and pieces[i].start_ns <= s < pieces[i].end_ns:  # the sample at the change
-        att.agreed += pieces[i].stage == from_stack
-        att.checked += 1
     while i < len(pieces) and pieces[i].start_ns < e:
         p0, p1, by_time, layer = pieces[i].start_ns, pieces[i].end_ns, pieces[i].stage, pieces[i].layer
         overlap = min(e, p1) - max(s, p0)
@@ -213,6 +234,7 @@ def _clock_summary_json(clock: PySpyClock, att: _Attribution, launched_ns: int |
     out = clock.summary_json()
     if att.checked:
         out["stage_agreement"] = att.agreed / att.checked
+        out["stage_agreement_within_bound"] = att.agreed_within_bound / att.checked
         out["stage_agreement_checked"] = att.checked
     if launched_ns is not None and not clock.fallback:
         out["launch_lag_ms"] = (clock.points[0][1] - launched_ns) / 1e6

@@ -125,6 +125,13 @@ class PySpyClock:
     def to_mono(self, ts_us: int) -> int:
         return ts_us * 1000 + self.offset(ts_us)
 
+    def bound_ns(self, ts_us: int) -> int:
+        """The offset's half width at ts_us: a constant fit's, else the wider of the two points around it."""
+        times = [p[0] for p in self.points]
+        i = bisect.bisect_right(times, ts_us)
+        around = self.points[max(i - 1, 0) : i + 1]
+        return max(p[2] for p in around)
+
     def summary_json(self) -> dict[str, Any]:
         """run.json's pyspy.summary.clock: how the samples' times were put on the monotonic clock."""
         if self.fallback:
