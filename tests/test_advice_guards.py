@@ -129,6 +129,54 @@ def test_a_variant_inflated_beside_the_baseline_does_not_keep_its_paired_figure(
     assert "variant's forward p50 lay" in row.pairing_note and row.ranked
 
 
+def test_a_compiles_processes_share_its_own_inductor_cache_and_its_setup_is_the_cold_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first process compiles into an empty cache folder of the candidate's own (its setup, 30 + 35 s, is the
+    row's); a re-measure as processes finds what it wrote (a warm compile's 2 s is no row's setup); the folder is
+    gone once the candidate is measured."""
+    c = Candidate("compile", "torch.compile", "code", (), compile_mode="default", finding="f")
+    cold = side(OV_PAIRED, OV_ALONE) | {"setup": {"prepare_s": 30.0, "first_forward_s": 35.0}}
+    paired = result("paired", {"sides": {"baseline": side(TORCH, [29.2, 30.1, 29.5, 29.9]), "variant": cold}})
+    warm = side([12.6, 12.7, 12.5, 12.6, 12.8, 12.6, 12.5, 12.7]) | {
+        "setup": {"prepare_s": 2.0, "first_forward_s": 2.0}
+    }
+    results = {
+        **processes(TORCH, [], TORCH),
+        "paired": paired,
+        "variant": result("variant", {"sides": {"variant": warm}}),
+    }
+    seen: list[tuple[str, str, list[str]]] = []
+
+    def run_child(command: list[str], log: Path, *args: Any) -> ChildOutcome:
+        env = args[3]
+        cache = Path(env["TORCHINDUCTOR_CACHE_DIR"])
+        name = log.stem
+        seen.append((name, str(cache), sorted(p.name for p in cache.iterdir()) if cache.exists() else []))
+        cache.mkdir(parents=True, exist_ok=True)
+        (cache / f"{name}.so").write_text("compiled")  # what Inductor leaves
+        write_advise_result(log.with_suffix(".json"), results[name])
+        return ChildOutcome(0)
+
+    monkeypatch.setattr(runner_module, "run_child", run_child)
+    watch = FakeWorkers({}, {"paired": QUIET})
+    watch.started = ["paired"]  # every process quiet
+    monkeypatch.setattr(runner_module, "NeighbourWatch", watch.watch(), raising=False)
+    config = RunConfig(model="yolov7-tiny", imgsz=320, threads=2)
+    plan = AdvisePlan(tmp_path, config, RunFacts("torch", "fp32", "cpu", False, 2, 1, None), [c], 4, layers=False)
+    run = AdviseRun(plan, StopSignals(), lambda key, event: None)
+    stale = run.dir / "compile" / runner_module.INDUCTOR_CACHE
+    stale.mkdir(parents=True)
+    (stale / "earlier.so").write_text("an earlier advise's")
+    row = run._candidate(c)
+    assert [name for name, _, _ in seen] == ["paired", "baseline", "variant", "baseline-after"]
+    assert len({cache for _, cache, _ in seen}) == 1 and seen[0][2] == []  # one folder, empty for the first
+    assert seen[2][2] == ["baseline.so", "paired.so"]  # the re-measured variant finds the cold compile's output
+    assert row.forward is not None and row.forward.method == PASS_LEVEL
+    assert row.setup_s == pytest.approx(30.0 + 35.0 - 12.6 / 1e3, abs=0.05), row.setup_s
+    assert not stale.exists()
+
+
 def test_a_pass_level_estimate_with_a_disturbed_baseline_is_not_resolved_and_never_ranked(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

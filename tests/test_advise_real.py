@@ -190,7 +190,7 @@ def _finished(run: Path) -> list[str]:
 
 @pytest.mark.benchmark
 def test_compile_is_measured_with_its_setup_time(tmp_path: Path) -> None:
-    """torch.compile for real: a cold Inductor compile (caches off), its setup time and a note instead of layers."""
+    """torch.compile for real: a cold Inductor compile (its own empty cache), its setup time, a note for layers."""
     out = tmp_path / "run"
     command = hwprof_command("collect", *SMALL, "--advise", "--advise-blocks", "2", "--advise-only", "compile")
     proc = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, timeout=1500)

@@ -95,7 +95,7 @@ def setup_seconds(c: Candidate, variant: SideFigures, after_ms: float | None) ->
     prepare_s = float(variant.setup.prepare_s or 0.0)
     extra_first = max(0.0, first_s - (after_ms or 0.0) / 1e3 * variant.images_per_batch)
     if c.compile_mode:
-        return prepare_s + extra_first, f"torch.compile ({c.compile_mode}) at the first forward, Inductor caches off"
+        return prepare_s + extra_first, f"torch.compile ({c.compile_mode}) at the first forward, Inductor's cache empty"
     if c.cuda_graph:
         return prepare_s + extra_first, "CUDA graph capture at the first forward"
     runtime, precision = c.variant.runtime, c.variant.precision
@@ -231,10 +231,12 @@ def measured_row(
     results: Mapping[str, AdviseResult],
     blocks: list[AdviceBlock],
     loads: Mapping[str, NeighbourLoad | None] | None = None,
+    built_first: SideFigures | None = None,
 ) -> AdviceRow:
     """The row of a candidate whose worker(s) finished; appends a paired result's iteration stamps to `blocks`
     (the trace's ABBA blocks; a pass-level row's processes have none). loads: other work on the run's CPUs
-    during each worker process (None: not measured)."""
+    during each worker process (None: not measured). built_first: the variant's side in the first process that
+    built it, whose setup is the row's (a compile's processes after it load the Inductor cache it wrote)."""
     row = AdviceRow(c.key, c.change, c.how, c.finding, per_image=c.per_image)
     row.forward = _speedups(results, _forward)
     row.end_to_end = _speedups(results, _iteration)
@@ -244,7 +246,8 @@ def measured_row(
     row.stages = stage_deltas(_stage_p50s(before), _stage_p50s([after]))
     variant_result = results.get("paired") or results["variant"]
     variant = variant_result.sides["variant"]
-    row.setup_s, row.setup_what = setup_seconds(c, variant, row.forward.after_ms if row.forward else None)
+    after_ms = row.forward.after_ms if row.forward else None
+    row.setup_s, row.setup_what = setup_seconds(c, built_first or variant, after_ms)
     if variant_result.output:
         row.output = OutputCheck.from_dict(variant_result.output)
         if not row.output.within_tolerance:
