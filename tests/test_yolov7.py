@@ -296,3 +296,23 @@ def test_architecture_of() -> None:
     assert y7.architecture_of(cfg) == "yolov7x"
     cfg["head"].pop()
     assert y7.architecture_of(cfg) is None
+
+
+def test_a_compiled_model_compiles_once_and_decodes_as_eager() -> None:
+    """The Detect head's grid cache, filled by the first compiled call, failed its guard at the second and Dynamo
+    compiled the whole model again (Inductor: 9 s more on yolov7-tiny at 320); under compile the grid is made in
+    the graph. A counting backend (no Inductor) sees one graph over three calls."""
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = y7.build_yolov7("yolov7-tiny", nc=3).eval()
+    counter = CompileCounter()
+    compiled = torch.compile(model, backend=counter)
+    image = torch.rand(1, 3, 96, 96)
+    with torch.no_grad():
+        outs = [compiled(image)[0] for _ in range(3)]
+        eager = model(image)[0]
+    assert counter.frame_count == 1, f"{counter.frame_count} compiles"
+    assert all(torch.allclose(out, eager, atol=1e-5) for out in outs)
+    torch._dynamo.reset()

@@ -26,6 +26,9 @@ class SideSetup(Record):
     """Export, conversion, runtime session."""
     first_forward_s: NonNegative | None = None
     """The first forward (compile, graph capture) including its own forward time."""
+    second_forward_s: NonNegative | None = None
+    """A compiled or captured side's second forward: where the first call changed what the compiled code guards
+    on (an attribute it set, a cache it filled), Dynamo compiles again there."""
 
 
 @dataclass(kw_only=True)

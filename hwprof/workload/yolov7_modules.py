@@ -315,8 +315,12 @@ class Detect(nn.Module):
             bias[:, 5:] += math.log(0.6 / (self.nc - 0.99))
 
     def _grid(self, level: int, ny: int, nx: int, like: torch.Tensor) -> torch.Tensor:
+        """The cell offsets of a level, cached per shape in eager mode. Under torch.compile they are made inside
+        the graph: a cache the first compiled call filled failed its guard at the second, and Inductor compiled
+        the whole model again (yolov7-tiny at 320: 9 s more, outside the first forward that advise times)."""
+        compiling = torch.compiler.is_compiling()
         key = (level, ny, nx, like.device, like.dtype)
-        grid = self._grids.get(key)
+        grid = None if compiling else self._grids.get(key)
         if grid is None:
             yv, xv = torch.meshgrid(
                 torch.arange(ny, device=like.device, dtype=like.dtype),
@@ -324,7 +328,7 @@ class Detect(nn.Module):
                 indexing="ij",
             )
             grid = torch.stack((xv, yv), 2).view(1, 1, ny, nx, 2)
-            if like.device.type != "meta":
+            if like.device.type != "meta" and not compiling:
                 self._grids[key] = grid
         return grid
 
