@@ -117,7 +117,7 @@ def test_the_trace_shows_each_paired_variants_blocks(advised: tuple[Path, str]) 
 def test_layers_that_moved_come_from_a_layers_collect_of_the_contenders_variants(advised: tuple[Path, str]) -> None:
     """The contenders (the fastest rows measured with their output checked) each have a layers collect of their
     variant; every other measured row says why it has none."""
-    from hwprof.advisor.runner import CONTENDERS, NOT_CONTENDER
+    from hwprof.advisor.contender_layers import CONTENDERS, NOT_CONTENDER
     from hwprof.analysis.advice.table import contenders
 
     run, _ = advised

@@ -162,7 +162,7 @@ def test_the_variants_environment_reaches_its_layers_collect(tmp_path: Path, mon
     lib = small_library()
     seen = tmp_path / "seen.json"
     monkeypatch.setattr(
-        "hwprof.advisor.runner.layers_command", lambda *a: [sys.executable, "-c", CHILD_CHECK, str(seen)]
+        "hwprof.advisor.contender_layers.layers_command", lambda *a: [sys.executable, "-c", CHILD_CHECK, str(seen)]
     )
     c = by_key(candidates(facts(), [faults_finding()]))["malloc-keep"]
     c.env = {**c.env, "LD_PRELOAD": lib}
@@ -171,9 +171,9 @@ def test_the_variants_environment_reaches_its_layers_collect(tmp_path: Path, mon
     config = RunConfig(model="yolov8n", imgsz=64)
     run = AdviseRun(AdvisePlan(run_dir, config, facts(), [c]), StopSignals(), lambda *a: None)
     run.dir.mkdir(parents=True)
-    run.baseline_layers = {0: ("Conv", 5.0)}
+    run.layers.baseline = {0: ("Conv", 5.0)}
     row = AdviceRow(c.key, c.change, c.how, c.finding)
-    run._layers(c, config, row)
+    run.layers.fill(row, c, config)
     assert "the variant's layers collect failed" in row.layers_note  # the stand-in exits 3
     import json
 

@@ -3,9 +3,9 @@
 Per candidate: one paired worker (baseline and variant in ABBA blocks in one process), or, for a change
 that needs a process of its own or a pairing that moved either side (advice_rows.pairing_note), three workers
 one after the other, baseline, variant, baseline (a pass-level estimate), each with the other work on the
-run's CPUs during it recorded (advice_rows.disturbance); then a layers collect of the variant, against one
-layers collect of the baseline made the same way, for the layers that moved most. advice.json is rewritten
-after every candidate, so a stop keeps every row finished.
+run's CPUs during it recorded (advice_rows.disturbance); then, for the contenders, a layers collect of the
+variant against one of the baseline made the same way, for the layers that moved most (contender_layers.py).
+advice.json is rewritten after every candidate, so a stop keeps every row finished.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
-from hwprof.advisor.children import ChildOutcome, child_env, layers_command, run_child
+from hwprof.advisor.children import ChildOutcome, child_env, run_child
+from hwprof.advisor.contender_layers import CONTENDERS, NOT_CONTENDER, LayersCollects
 from hwprof.advisor.facts import cpus_busy, run_facts
 from hwprof.advisor.process_env import env_not_taken
 from hwprof.advisor.program_budget import Budget, CallsSeen, calls_line, count_needed, refuse
@@ -30,7 +31,7 @@ from hwprof.analysis.advice.candidates import selected
 from hwprof.analysis.advice.combos import combo_decision, part_outcome
 from hwprof.analysis.advice.interrupt import INTERRUPTED, interrupted_note, interrupted_rows
 from hwprof.analysis.advice.rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
-from hwprof.analysis.advice.table import NOT_RUN, Advice, AdviceRow, contenders, top_layer_deltas
+from hwprof.analysis.advice.table import NOT_RUN, Advice, AdviceRow, contenders
 from hwprof.core.config import ADVISE_BLOCKS, RunConfig
 from hwprof.perf.neighbours import NeighbourLoad, NeighbourWatch
 from hwprof.rundir.advise_files import read_advise_result, write_advice
@@ -50,13 +51,6 @@ when its first process starts, so that process compiles cold: its row's setup ti
 pays, never a warm cache's of an earlier advise. The processes after it (a re-measure as processes, when the
 paired figure is withheld) load what it wrote instead of compiling again: on yolov7-tiny at 320 (2-vCPU EPYC)
 each cold compile took 34-37 s, twice. Removed once the candidate is measured."""
-LAYERS_ITERS = 10
-CONTENDERS = 3
-"""The rows whose variant gets a layers collect: the fastest measured ones (analysis.advice.table.contenders)."""
-NOT_CONTENDER = (
-    f"no per-layer times: not among the {CONTENDERS} fastest rows measured with their output checked (advise "
-    "collects the layers of its contenders only)"
-)
 Progress = Callable[[str, ProgressEvent], None]
 """(candidate key, a worker's progress event: its phase, done of total)."""
 
@@ -152,8 +146,7 @@ class AdviseRun:
         self.dir = plan.run_dir / ADVISE_DIR
         self.advice = Advice(plan.target.baseline(), plan.config.device, [])
         self.advice.notes += plan.target.notes()
-        self.baseline_layers: dict[int, tuple[str, float]] | None = None
-        self.baseline_layers_error = ""
+        self.layers = LayersCollects(self.dir, plan.config, stop, progress)
         self.loads: dict[str, NeighbourLoad | None] = {}
         """Other work on the run's CPUs during each worker of the candidate being measured."""
         self.combined: dict[str, str] = {}
@@ -358,51 +351,7 @@ class AdviseRun:
             if row is None or self.stop.requested:
                 continue
             if key in chosen:
-                self._layers(c, variant, row)
+                self.layers.fill(row, c, variant)
                 self._save(started)
             else:
                 row.layers_note = NOT_CONTENDER
-
-    def _layers(self, c: Candidate, variant: RunConfig, row: AdviceRow) -> None:
-        if self.baseline_layers is None and not self.baseline_layers_error:
-            self.baseline_layers, self.baseline_layers_error = self._layers_run(self.plan.config, "baseline-layers")
-        if self.baseline_layers is None:
-            row.layers_note = f"no per-layer times: the baseline's layers collect failed ({self.baseline_layers_error})"
-            return
-        after, error = self._layers_run(variant, f"{c.key}/layers", c.env)
-        if after is None:
-            row.layers_note = f"no per-layer times: the variant's layers collect failed ({error})"
-            return
-        scale = variant.batch / self.plan.config.batch if c.per_image else 1.0
-        after_ms = {i: ms / scale for i, (_, ms) in after.items()}
-        row.layers = top_layer_deltas(self.baseline_layers, after_ms, keep=c.layers)
-        row.variant_run = f"{ADVISE_DIR}/{c.key}/layers"
-
-    def _layers_run(
-        self, config: RunConfig, name: str, env: dict[str, str] | None = None
-    ) -> tuple[dict[int, tuple[str, float]] | None, str]:
-        """A layers collect of `config`; `env`: the variant's environment (an allocator, OMP_WAIT_POLICY), which
-        its passes' workers inherit, so that its layer times are the variant's."""
-        from hwprof.analysis.run_analysis import analyse
-
-        out = self.dir / name
-        if out.exists():
-            shutil.rmtree(out)
-        iters = min(self.plan.config.iters, LAYERS_ITERS)
-        command = layers_command(config, out, iters, max(1, config.warmup))
-        outcome = run_child(
-            command,
-            self.dir / f"{name.replace('/', '-')}.log",
-            2 * config.pass_timeout_s,
-            self.stop,
-            lambda e: self.progress(name, e),
-            env,
-        )
-        if not outcome.ok:
-            return None, outcome.error
-        try:
-            report = analyse(RunData.load(out)).layers
-        except (OSError, ValueError) as exc:
-            return None, f"{type(exc).__name__}: {exc}"
-        times = {r.index: (r.type, r.time_ms) for r in report.top_level if r.time_ms is not None}
-        return (times, "") if times else (None, "the layers pass recorded no layer times")
