@@ -189,8 +189,9 @@ def _check_stage(att: _Attribution, stack: tuple[Frame, ...], pieces: list[Piece
         att.agreed += 1
         att.agreed_within_bound += 1
         return
-    before = takewhile(lambda p: p.end_ns >= s - bound, reversed(pieces[:i]))  # pieces do not overlap
-    after = takewhile(lambda p: p.start_ns <= s + bound, pieces[i + 1 :])
+    # pieces do not overlap: walk out from pieces[i] either way while within the bound (no copy of the list)
+    before = takewhile(lambda p: p.end_ns >= s - bound, map(pieces.__getitem__, range(i - 1, -1, -1)))
+    after = takewhile(lambda p: p.start_ns <= s + bound, map(pieces.__getitem__, range(i + 1, len(pieces))))
     att.agreed_within_bound += any(p.stage == from_stack for p in chain(before, after))
 
 

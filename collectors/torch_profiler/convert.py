@@ -41,7 +41,7 @@ EDGE_TOLERANCE_NS = 2
 """Kineto rounds ts and dur to the ns separately, so a child may end 1 ns after its parent."""
 
 
-@dataclass
+@dataclass(slots=True)
 class OpRecord:
     event: KEvent
     start: int

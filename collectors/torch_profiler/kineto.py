@@ -25,9 +25,10 @@ id shared with its FunctionEvent (flops), its inputs' shapes (record_shapes) and
 (with_modules)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class KEvent:
-    """One complete ("X") Kineto event, on Kineto's wall clock in ns."""
+    """One complete ("X") Kineto event, on Kineto's wall clock in ns (slots: ~90,000 of them a trace pass at
+    yolov7 640)."""
 
     name: str
     cat: str
