@@ -30,6 +30,7 @@ from hwprof.core.config import RunConfig
 from hwprof.core.spans import measured_spans
 from hwprof.rundir.advise_files import read_advise_spec, write_advise_result
 from hwprof.schema.advise_result import AdviseResult, AdviseSpec, SideFigures, SideSetup
+from hwprof.schema.codec import JsonObject
 from hwprof.session.worker_io import progress
 
 if TYPE_CHECKING:
@@ -161,7 +162,11 @@ def run(spec: AdviseSpec) -> AdviseResult:
             side.run(i - warmup, warmup=True)
     total = 2 * blocks * len(sides)
     done = 0
+    race_after = spec.first_blocks if mode == PAIRED_MODE and 0 < spec.first_blocks < blocks else 0
     for b in range(blocks):
+        if b == race_after and b and (why := _out_of_race(sides, result, spec.race_bar)):
+            result.update(stopped=f"after {b} of {blocks} blocks: {why}")
+            break
         order = [(sides[0], 2 * b), (sides[-1], 2 * b), (sides[-1], 2 * b + 1), (sides[0], 2 * b + 1)]
         if len(sides) == 1:
             order = order[:2]
@@ -179,6 +184,17 @@ def run(spec: AdviseSpec) -> AdviseResult:
         variant.log.markers.clear()  # the blocks' figures are taken: the solo block's never mix with them
         result.sides["variant"].update(solo_forward_ms=solo_forward_ms(variant, 1))
     return result
+
+
+def _out_of_race(sides: list[Side], result: AdviseResult, bar: JsonObject | None) -> str:
+    """Why this candidate stops after its first blocks (analysis.advice.race), or "" where it runs on."""
+    from hwprof.analysis.advice.race import out_of_race
+    from hwprof.analysis.advice.rows import paired_forward
+    from hwprof.analysis.advice.table import OutputCheck
+
+    speedup = paired_forward(side_figures(sides[0]), side_figures(sides[-1]))
+    ok = OutputCheck.from_dict(result.output).within_tolerance if result.output else None
+    return out_of_race(speedup, ok, bar)
 
 
 def save_output(side: Side, path: Path) -> None:

@@ -30,6 +30,7 @@ from hwprof.analysis.advice.candidate import Candidate, RunFacts
 from hwprof.analysis.advice.candidates import selected
 from hwprof.analysis.advice.combos import combo_decision, part_outcome
 from hwprof.analysis.advice.interrupt import INTERRUPTED, interrupted_note, interrupted_rows
+from hwprof.analysis.advice.race import FIRST_BLOCKS, race_bar
 from hwprof.analysis.advice.rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.analysis.advice.table import NOT_RUN, Advice, AdviceRow, contenders
 from hwprof.core.config import ADVISE_BLOCKS, RunConfig
@@ -251,6 +252,8 @@ class AdviseRun:
             compile_mode=c.compile_mode,
             cuda_graph=c.cuda_graph,
             blocks=self.plan.blocks,
+            first_blocks=FIRST_BLOCKS,
+            race_bar=race_bar(self.advice.rows),
             warmup=max(1, config.warmup),
             work_dir=str(work / "work"),
             run_dir=str(self.plan.run_dir),
@@ -276,6 +279,8 @@ class AdviseRun:
         built_first = first.sides["variant"] if first is not None else None
         row = measured_row(c, results, self.advice.blocks, self.loads, built_first)
         row.pairing_note = note
+        if "paired" in results:
+            row.race = results["paired"].stopped or ""
         row.combination = self.combined.get(c.key, "")
         if fixed := self.plan.target.layers_note():  # the workload's: no candidate has layer times
             row.layers_note = fixed

@@ -81,6 +81,8 @@ class AdviseResult(Record):
     """The worker failed: why (and nothing else is written)."""
     calls: Count | None = None
     """Mode "count" (a program's): its calls of its model once found, up to the spec's `calls`."""
+    stopped: str | None = None
+    """A paired worker that left the race after its first blocks: how far it ran and why (analysis.advice.race)."""
 
 
 @dataclass(kw_only=True)
@@ -96,6 +98,10 @@ class AdviseSpec(Record):
     cuda_graph: bool = False
     """Replay the variant's forward as a CUDA graph."""
     blocks: Count = 0
+    first_blocks: Count = 0
+    """A paired worker's first blocks, after which it stops where it is out of the race (0: it runs `blocks`)."""
+    race_bar: JsonObject | None = None
+    """The best row so far: {"key", "low" (its spread's low end), "spread"} (analysis.advice.race.race_bar)."""
     warmup: Count = 0
     work_dir: str = ""
     run_dir: str = ""

@@ -80,6 +80,11 @@ def _speedups(results: Mapping[str, AdviseResult], figures: Figures) -> Speedup 
     return process_speedup(pooled, list(_per_image(after, figures).values()))
 
 
+def paired_forward(baseline: SideFigures, variant: SideFigures) -> Speedup | None:
+    """The forward's paired speed-up of two sides of one process (per image), as a row reads it."""
+    return paired_speedup(_per_image(baseline, _forward), _per_image(variant, _forward))
+
+
 def _stage_p50s(sides: list[SideFigures]) -> dict[str, float]:
     """Each stage other than the forward: its p50 over the sides' iterations (ms per image)."""
     pooled: dict[str, list[float]] = {}

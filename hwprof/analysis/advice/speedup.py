@@ -53,6 +53,13 @@ class Speedup:
     after_ms: float | None = None
 
     @property
+    def interval(self) -> tuple[float, float]:
+        """The spread a verdict reads: the blocks' quartiles, else the low-high range; the ratio where neither."""
+        lo = self.q1 if self.q1 is not None else self.low
+        hi = self.q3 if self.q3 is not None else self.high
+        return (self.ratio if lo is None else lo, self.ratio if hi is None else hi)
+
+    @property
     def resolved(self) -> bool:
         """The spread excludes 1.0: the change is measured faster (or slower), not lost in noise."""
         lo = self.q1 if self.q1 is not None else self.low

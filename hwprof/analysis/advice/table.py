@@ -97,6 +97,9 @@ class AdviceRow:
     rss_bytes: list[float] | None = None
     """[baseline, variant]: the process's resident bytes at a measured iteration's end (medians): the memory an
     allocator keeps for its speed."""
+    race: str = ""
+    """How far its paired blocks ran where it left advise's race after its first ones, and why
+    (analysis.advice.race); "" where it ran them all."""
 
     @property
     def stages_moved(self) -> StagesMoved | None:
@@ -163,6 +166,8 @@ class AdviceRow:
             del out["combination"]
         if self.rss_bytes is None:  # read by advise workers since issue 59
             del out["rss_bytes"]
+        if not self.race:  # since issue 66
+            del out["race"]
         return out
 
     @classmethod
@@ -195,6 +200,7 @@ class AdviceRow:
             list(doc.minor_faults) if doc.minor_faults is not None else None,
             _or(doc.combination, ""),
             list(doc.rss_bytes) if doc.rss_bytes is not None else None,
+            _or(doc.race, ""),
         )
 
 

@@ -54,6 +54,7 @@ COLUMNS = (
     "layers_note",
     "variant_run",
     "pairing_note",
+    "race",
     "disturbed",
     "stages_note",
 )
@@ -83,6 +84,7 @@ def csv_row(row: AdviceRow, rank: int | None) -> CsvRow:
         "layers_note": row.layers_note,
         "variant_run": row.variant_run,
         "pairing_note": row.pairing_note,
+        "race": row.race,
         "disturbed": row.disturbed,
         "stages_note": moved.text() if (moved := row.stages_moved) else "",
     }
