@@ -160,21 +160,8 @@ def run(spec: AdviseSpec) -> AdviseResult:
     for i in range(warmup):
         for side in sides:
             side.run(i - warmup, warmup=True)
-    total = 2 * blocks * len(sides)
-    done = 0
     race_after = spec.first_blocks if mode == PAIRED_MODE and 0 < spec.first_blocks < blocks else 0
-    for b in range(blocks):
-        if b == race_after and b and (why := _out_of_race(sides, result, spec.race_bar)):
-            result.update(stopped=f"after {b} of {blocks} blocks: {why}")
-            break
-        order = [(sides[0], 2 * b), (sides[-1], 2 * b), (sides[-1], 2 * b + 1), (sides[0], 2 * b + 1)]
-        if len(sides) == 1:
-            order = order[:2]
-            order[1] = (sides[0], 2 * b + 1)
-        for side, k in order:
-            side.run(k, warmup=False)
-            done += 1
-            progress(phase="measure", done=done, total=total)
+    _measure_blocks(sides, blocks, race_after, result, spec.race_bar)
     result.update(sides={s.name: side_figures(s) for s in sides})
     if len(sides) == 1:  # a process of its own: what of its environment took
         result.sides[sides[0].name].update(preloaded=mapped_preloads(), glibc_tunables=os.environ.get(TUNABLES))
@@ -184,6 +171,27 @@ def run(spec: AdviseSpec) -> AdviseResult:
         variant.log.markers.clear()  # the blocks' figures are taken: the solo block's never mix with them
         result.sides["variant"].update(solo_forward_ms=solo_forward_ms(variant, 1))
     return result
+
+
+def _measure_blocks(
+    sides: list[Side], blocks: int, race_after: int, result: AdviseResult, bar: JsonObject | None
+) -> None:
+    """The ABBA blocks (one side alone: its iterations two by two); after `race_after` of them (0: never) the
+    candidate leaves where it is out of the race, and `result.stopped` says after how many and why."""
+    total = 2 * blocks * len(sides)
+    done = 0
+    for b in range(blocks):
+        if b == race_after and b and (why := _out_of_race(sides, result, bar)):
+            result.update(stopped=f"after {b} of {blocks} blocks: {why}")
+            return
+        order = [(sides[0], 2 * b), (sides[-1], 2 * b), (sides[-1], 2 * b + 1), (sides[0], 2 * b + 1)]
+        if len(sides) == 1:
+            order = order[:2]
+            order[1] = (sides[0], 2 * b + 1)
+        for side, k in order:
+            side.run(k, warmup=False)
+            done += 1
+            progress(phase="measure", done=done, total=total)
 
 
 def _out_of_race(sides: list[Side], result: AdviseResult, bar: JsonObject | None) -> str:
