@@ -14,7 +14,7 @@ from hwprof.advisor import runner as runner_module
 from hwprof.advisor.children import ChildOutcome
 from hwprof.advisor.runner import AdvisePlan, AdviseRun
 from hwprof.analysis.advice.candidate import Candidate, RunFacts, Variant
-from hwprof.analysis.advice.rows import measured_row, pairing_note
+from hwprof.analysis.advice.rows import CHANGED_OUTPUT, measured_row, pairing_note
 from hwprof.analysis.advice.table import Advice
 from hwprof.analysis.paired_cost import PAIRED, PASS_LEVEL
 from hwprof.core.config import RunConfig
@@ -127,6 +127,27 @@ def test_a_variant_inflated_beside_the_baseline_does_not_keep_its_paired_figure(
     assert row.forward is not None and row.forward.method == PASS_LEVEL
     assert row.forward.ratio == pytest.approx(statistics.median(TORCH) / 12.6, rel=1e-3)  # 2.35x, not 1.95x
     assert "variant's forward p50 lay" in row.pairing_note and row.ranked
+
+
+def test_a_row_that_left_the_race_for_its_output_is_not_measured_again_as_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pairing guard fires, but the output check failed (CHANGED OUTPUT, never ranked): the paired figure stays,
+    its note says why no processes ran (yolov7 640: three such rows took 28 s of processes each for nothing)."""
+    from hwprof.analysis.advice.race import NOT_AGAIN
+
+    lost = {"head_max_abs": 9.0, "head_range": 100.0, "candidates_reference": 40, "candidates": 30}
+    lost |= {"detections_reference": 10, "detections": 6, "matched": 6}
+    paired = inflated_paired()
+    paired.output = lost
+    paired.stopped = "after 4 of 8 blocks: its output check failed (never ranked)"
+    alone = processes(TORCH, [12.6] * 8, TORCH)
+    fake = FakeWorkers({"paired": paired, **alone}, {})
+    row = advise_run(tmp_path, monkeypatch, fake)._candidate(OPENVINO)
+    assert fake.started == ["paired"]
+    assert row.status == CHANGED_OUTPUT and not row.ranked
+    assert row.pairing_note.endswith(f"; {NOT_AGAIN}") and "variant's forward p50 lay" in row.pairing_note
+    assert row.race == paired.stopped and row.forward is not None and row.forward.method == PAIRED
 
 
 def test_a_compiles_processes_share_its_own_inductor_cache_and_its_setup_is_the_cold_ones(

@@ -196,13 +196,11 @@ def _measure_blocks(
 
 def _out_of_race(sides: list[Side], result: AdviseResult, bar: JsonObject | None) -> str:
     """Why this candidate stops after its first blocks (analysis.advice.race), or "" where it runs on."""
-    from hwprof.analysis.advice.race import out_of_race
+    from hwprof.analysis.advice.race import out_of_race, output_failed
     from hwprof.analysis.advice.rows import paired_forward
-    from hwprof.analysis.advice.table import OutputCheck
 
     speedup = paired_forward(side_figures(sides[0]), side_figures(sides[-1]))
-    ok = OutputCheck.from_dict(result.output).within_tolerance if result.output else None
-    return out_of_race(speedup, ok, bar)
+    return out_of_race(speedup, not output_failed(result), bar)
 
 
 def save_output(side: Side, path: Path) -> None:

@@ -30,7 +30,7 @@ from hwprof.analysis.advice.candidate import Candidate, RunFacts
 from hwprof.analysis.advice.candidates import selected
 from hwprof.analysis.advice.combos import combo_decision, part_outcome
 from hwprof.analysis.advice.interrupt import INTERRUPTED, interrupted_note, interrupted_rows
-from hwprof.analysis.advice.race import FIRST_BLOCKS, race_bar
+from hwprof.analysis.advice.race import FIRST_BLOCKS, NOT_AGAIN, output_failed, race_bar
 from hwprof.analysis.advice.rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.analysis.advice.table import NOT_RUN, Advice, AdviceRow, contenders
 from hwprof.core.config import ADVISE_BLOCKS, RunConfig
@@ -264,8 +264,10 @@ class AdviseRun:
             results, error = self._measure(spec, work, c, ["paired"] if not c.env else list(PROCESSES))
             first = results.get("paired") or results.get("variant")  # the process that built the variant first
             note = pairing_note(results.get("paired"), self.plan.config.threads)
+            if note and output_failed(results.get("paired")):
+                note += f"; {NOT_AGAIN}"  # its speed is never advice: processes would only cost time
             # a move while other work took the CPUs: processes would be no cleaner, the row says not resolved
-            if note and not error and not self.stop.requested and not busy(self.loads.get("paired")):
+            elif note and not error and not self.stop.requested and not busy(self.loads.get("paired")):
                 results, error = self._measure(spec, work, c, list(PROCESSES))
             else:
                 note = ""

@@ -13,9 +13,13 @@ from hwprof.schema.codec import JsonObject
 if TYPE_CHECKING:
     from hwprof.analysis.advice.speedup import Speedup
     from hwprof.analysis.advice.table import AdviceRow
+    from hwprof.schema.advise_result import AdviseResult
 
 FIRST_BLOCKS = 4
 """The blocks every candidate gets (the fewest whose quartiles a spread is read from), of the plan's 8."""
+NOT_AGAIN = "not measured again as processes: its output check failed, so its speed is never advice"
+"""Where the pairing guard fires on a row that left the race for its output: yolov7 at 640, three such rows took
+28 s of processes each (of advise's 401 s) for a figure no verdict reads."""
 
 
 def race_bar(rows: Sequence[AdviceRow]) -> JsonObject | None:
@@ -40,3 +44,12 @@ def out_of_race(speedup: Speedup | None, output_ok: bool | None, bar: JsonObject
     if isinstance(low, int | float) and high < low:
         return f"its spread {speedup.spread_text()} lies wholly below that of {bar.get('key')} ({bar.get('spread')})"
     return ""
+
+
+def output_failed(paired: AdviseResult | None) -> bool:
+    """The paired worker's output check failed (the row is CHANGED OUTPUT, never ranked)."""
+    from hwprof.analysis.advice.output import OutputCheck
+
+    if paired is None or paired.output is None:
+        return False
+    return not OutputCheck.from_dict(paired.output).within_tolerance
