@@ -36,13 +36,13 @@ def test_the_bar_is_the_best_ranked_rows_spread_low_end() -> None:
 def test_a_candidate_leaves_when_clearly_below_the_best_or_broken_and_runs_on_otherwise() -> None:
     bar = {"key": "openvino", "low": 2.46, "spread": "2.46-2.55"}
     below = Speedup(PAIRED, 1.37, 1.34, 1.41, 1.3, 1.5, 4)
-    assert out_of_race(below, True, bar) == "its spread 1.34-1.41 lies wholly below that of openvino (2.46-2.55)"
+    assert out_of_race(below, False, bar) == "its spread 1.34-1.41 lies wholly below that of openvino (2.46-2.55)"
     touching = Speedup(PAIRED, 2.3, 2.1, 2.47, 2.0, 2.6, 4)  # its upper quartile reaches the best's lower one
-    assert out_of_race(touching, True, bar) == ""
+    assert out_of_race(touching, False, bar) == ""
     broken = Speedup(PAIRED, 4.0, 3.9, 4.1, 3.8, 4.2, 4)
-    assert out_of_race(broken, False, bar) == "its output check failed (never ranked)"
-    assert out_of_race(below, None, None) == ""  # no row ranked yet: nothing to be below
-    assert out_of_race(None, None, bar) == ""
+    assert out_of_race(broken, True, bar) == "its output check failed (never ranked)"
+    assert out_of_race(below, False, None) == ""  # no row ranked yet: nothing to be below
+    assert out_of_race(None, False, bar) == ""
 
 
 def test_the_row_says_how_far_it_ran_in_the_table_the_csv_and_advice_json() -> None:

@@ -200,7 +200,7 @@ def _out_of_race(sides: list[Side], result: AdviseResult, bar: JsonObject | None
     from hwprof.analysis.advice.rows import paired_forward
 
     speedup = paired_forward(side_figures(sides[0]), side_figures(sides[-1]))
-    return out_of_race(speedup, not output_failed(result), bar)
+    return out_of_race(speedup, output_failed(result), bar)
 
 
 def save_output(side: Side, path: Path) -> None:

@@ -127,8 +127,8 @@ def record_fault(row: Any) -> str | None:
         return None
     for key, bound in _RECORD_BOUNDS.get(row.get("kind", ""), {}).items():
         value = row.get(key)
-        if type(value) is int and (0 if bound is NON_NEGATIVE else -LARGEST) <= value < LARGEST:
-            continue  # the common case, without the general check's calls (yolov7 640's trace: 415,000 of them)
+        if type(value) is int and abs(value) < LARGEST and (bound is None or (bound is NON_NEGATIVE and value >= 0)):
+            continue  # number_fault's verdict on the common case, without its calls (yolov7 640's trace: 415,000)
         fault = number_fault(value, bound)
         if fault is not None:
             return f'field "{key}" must be {fault}, found {found(row[key])}'

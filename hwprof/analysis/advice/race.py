@@ -33,9 +33,9 @@ def race_bar(rows: Sequence[AdviceRow]) -> JsonObject | None:
     return {"key": best.key, "low": best.forward.interval[0], "spread": best.forward.spread_text()}
 
 
-def out_of_race(speedup: Speedup | None, output_ok: bool | None, bar: JsonObject | None) -> str:
+def out_of_race(speedup: Speedup | None, output_broken: bool, bar: JsonObject | None) -> str:
     """Why a candidate stops after its first blocks, or "" where it runs on."""
-    if output_ok is False:
+    if output_broken:
         return "its output check failed (never ranked)"
     if speedup is None or bar is None:
         return ""

@@ -52,18 +52,22 @@ class Speedup:
     """Baseline p50 (per image where the variant changes the batch)."""
     after_ms: float | None = None
 
-    @property
-    def interval(self) -> tuple[float, float]:
-        """The spread a verdict reads: the blocks' quartiles, else the low-high range; the ratio where neither."""
+    def _spread_ends(self) -> tuple[float | None, float | None]:
+        """The spread a verdict reads: the blocks' quartiles, else the low-high range (None: not measured)."""
         lo = self.q1 if self.q1 is not None else self.low
         hi = self.q3 if self.q3 is not None else self.high
+        return lo, hi
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The spread a verdict reads (_spread_ends), the ratio where it has none."""
+        lo, hi = self._spread_ends()
         return (self.ratio if lo is None else lo, self.ratio if hi is None else hi)
 
     @property
     def resolved(self) -> bool:
         """The spread excludes 1.0: the change is measured faster (or slower), not lost in noise."""
-        lo = self.q1 if self.q1 is not None else self.low
-        hi = self.q3 if self.q3 is not None else self.high
+        lo, hi = self._spread_ends()
         if lo is None or hi is None:
             return self.method == RECORDED and not 1 / RECORDED_NOISE < self.ratio < RECORDED_NOISE
         return lo > 1.0 or hi < 1.0
