@@ -14,7 +14,15 @@ from pathlib import Path
 import pytest
 
 from hwprof.render.overhead_section import without_blocks
-from hwprof.session.timing_stop import CONFIDENCE, MIN_ITERATIONS, TOLERANCE, check, half_width, median_interval
+from hwprof.session.timing_stop import (
+    CONFIDENCE,
+    MIN_ITERATIONS,
+    TOLERANCE,
+    check,
+    half_width,
+    median_interval,
+    projected_half_width,
+)
 
 
 def coverage(n: int, j: int) -> float:
@@ -29,6 +37,19 @@ def test_the_interval_is_the_narrowest_pair_of_order_statistics_that_covers_95(n
     j = int(low)
     assert high == n + 1 - j, "symmetric order statistics"
     assert coverage(n, j) >= CONFIDENCE > coverage(n, j + 1)
+
+
+def test_the_projected_interval_is_the_measured_one_at_the_same_count_and_narrows_with_more() -> None:
+    """At the values' own count the projection reads the same order statistics; at 60 a steady spread's narrows,
+    a layer's time that jumps between two modes in one forward of three stays wide at 20."""
+    values = [20.0 + (i * 7 % 11) for i in range(12)]
+    assert projected_half_width(values, len(values)) == pytest.approx(half_width(values))
+    wide, narrower = projected_half_width(values, 12), projected_half_width(values, 60)
+    assert wide is not None and narrower is not None and narrower < wide
+    two_modes = [22.0, 21.5, 31.0, 21.9, 32.0, 20.8, 22.7, 22.4, 37.0, 22.1, 21.7, 35.2]
+    at_plan = projected_half_width(two_modes, 20)
+    assert at_plan is not None and at_plan > 0.3
+    assert projected_half_width([1.0], 20) is None and projected_half_width(values, 5) is None
 
 
 def test_too_few_iterations_have_no_interval_and_never_resolve() -> None:

@@ -16,11 +16,17 @@ The rule, asked after each whole block (two measured iterations and two clean on
   pass's own measured iterations and the sampler's rate on each thread expect them: the sampling plan, sized from
   the earlier passes' shares with a wider margin, is its bound (yolov7-tiny at 320: 74 planned iterations).
 
-A pass whose cost is all that is left unresolved also stops, unresolved, once FUTILE_BLOCKS blocks or more have
-ratios whose quartiles lie more than FUTILE_IQR apart: the quartiles of the blocks' ratios estimate the spread of
-the pass's cost from one forward to the next, which more blocks measure better but do not narrow (Scalene's pass at
-yolov7 640 on the 2-vCPU Xeon, 2026-11-28: blocks from 0.97 to 1.58, quartiles 1.03-1.19 after 15 blocks and 66 s,
-where 6 blocks had said as much). The report prints such a cost as not resolved, with its quartiles, as before.
+A pass also stops, unresolved, once FUTILE_BLOCKS blocks or more show that its plan would not resolve what is
+left, and says so:
+- its cost, when the blocks' ratios have quartiles more than FUTILE_IQR apart: they estimate the spread of the
+  pass's cost from one forward to the next, which more blocks measure better but do not narrow (Scalene's pass at
+  yolov7 640 on the 2-vCPU Xeon, 2026-11-28: blocks from 0.97 to 1.58, quartiles 1.03-1.19 after 15 blocks and
+  66 s, where 6 blocks had said as much);
+- a ranked layer's share, when the interval its plan's iterations would give, drawn like those so far
+  (timing_stop.projected_half_width), is still wider than its margin (yolov7's model.0 at 640 on the 2-vCPU EPYC,
+  2026-11-29: 21-23 ms, or 31-37 ms in one forward of three when its output took fresh pages; its median's
+  interval was still +-42% at the 20 planned iterations, 8 of them run for nothing).
+The report prints such a figure as not resolved, with its spread, as before.
 
 It applies where the user did not ask for a number of iterations (`--iters` absent: RunConfig.extra's
 "timing_resolve", as for the timing pass). A pass that reaches its plan unresolved goes on as before: its ABBA
@@ -36,7 +42,7 @@ from hwprof.analysis.paired_cost import MIN_BLOCKS, UNRESOLVED_IQR, PassCostFigu
 from hwprof.core.kernels import LIVE_SAMPLES_MARGIN, MIN_LAYER_SAMPLES, MIN_LAYER_SHARE, RANKED_LAYERS, SampleRate
 from hwprof.core.spans import LiveSpans
 from hwprof.schema.run_passes import StoppingDoc
-from hwprof.session.timing_stop import CONFIDENCE, half_width
+from hwprof.session.timing_stop import CONFIDENCE, half_width, projected_half_width
 
 LAYER_TOLERANCE = 0.10
 """A ranked layer's self-time median known to within this share of itself..."""
@@ -52,7 +58,9 @@ RULE = (
     f"after each ABBA block from {MIN_BLOCKS} blocks: the paired cost resolved (quartiles within "
     f"{UNRESOLVED_IQR:.0%}) and, in the layers pass, each layer at or above {MIN_LAYER_SHARE:.0%} of the forward "
     f"with its self-time median within +-{LAYER_TOLERANCE:.0%} of itself or +-{LAYER_POINTS:.1%} of the forward "
-    f"at {CONFIDENCE:.0%} (order statistics); in the kernels pass, each such layer with {MIN_LAYER_SAMPLES} "
+    f"at {CONFIDENCE:.0%} (order statistics); from {FUTILE_BLOCKS} blocks, a cost whose blocks' quartiles lie more "
+    f"than {FUTILE_IQR:.2f} apart, or a layer whose interval at the plan (its spread so far) is wider than its "
+    f"margin, ends the pass unresolved; in the kernels pass, each such layer with {MIN_LAYER_SAMPLES} "
     f"samples x{LIVE_SAMPLES_MARGIN} as its self time there and the sampler's rate on each thread expect them"
 )
 
@@ -72,7 +80,7 @@ class PassStopping:
     clean_until: int | None = None
     """Measured iterations when the clean ones ended, the cost resolved (None: clean ones ran beside every one)."""
     futile: bool = False
-    """Stopped unresolved: the cost alone was left, its blocks spread past FUTILE_IQR (more blocks would not help)."""
+    """Stopped unresolved: what was left (its cost, ranked layers' shares) spreads past what its plan would narrow."""
 
     @property
     def ends(self) -> bool:
@@ -130,13 +138,19 @@ def check(
     rate of the pass's sampler, whose samples per ranked layer count."""
     unresolved = [] if cost is not None and cost.resolved else [_cost_words(cost)]
     forwards, self_ns = list(spans.forward_ms.values()), spans.self_ns_by_iteration()
-    shares = unresolved_layers(forwards, self_ns) if layers else []
-    if sampling is not None:
-        shares += unsampled_layers(forwards, self_ns, sampling)
-    futile = not shares and cost is not None and spread_past_use(cost)
-    if futile and cost is not None:
+    loose = loose_layers(forwards, self_ns) if layers else []
+    unsampled = unsampled_layers(forwards, self_ns, sampling) if sampling is not None else []
+    varying = spans.iterations >= 2 * FUTILE_BLOCKS and all(layer.past(planned) for layer in loose)
+    cost_futile = cost is not None and spread_past_use(cost)
+    futile = not unsampled and varying and (not unresolved or cost_futile) and bool(loose or cost_futile)
+    if futile and cost_futile and cost is not None:
         unresolved = [f"the cost ({_spread_words(cost)})"]
-    left = unresolved + shares
+    shares = _layers_words([layer.name for layer in loose], "shares")
+    if layers and not forwards:
+        shares, futile = ["the layers' shares (no forward measured)"], False
+    elif futile and loose:
+        shares = _layers_words([layer.name for layer in loose], "shares", f"; {_varying_words(loose, planned)}")
+    left = unresolved + shares + unsampled
     return PassStopping(not left, spans.iterations, planned, left, clean_until=clean_until, futile=futile)
 
 
@@ -162,18 +176,51 @@ def _cost_words(cost: PassCostFigure | None) -> str:
     return f"the cost ({cost.unresolved_why})"
 
 
-def unresolved_layers(forwards: list[float], self_ns: dict[str, list[float]]) -> list[str]:
-    """The ranked layers whose self-time median is not yet within the margin, as one phrase ([] when none), from the
-    forwards' ms and each layer's self ns per measured iteration (LiveSpans)."""
+@dataclass(frozen=True)
+class LooseLayer:
+    """A ranked layer whose self-time median is not yet within its margin."""
+
+    name: str
+    values: list[float]
+    """Its self ns per measured iteration."""
+    margin: float
+    """Its margin, as a share of its median: LAYER_TOLERANCE, or LAYER_POINTS of the forward where wider."""
+
+    def past(self, planned: int) -> bool:
+        """Whether its plan would not resolve it either: the interval of `planned` iterations drawn like those so
+        far (timing_stop.projected_half_width) is still wider than its margin. Its time moves that much from one
+        forward to the next (yolov7's model.0 at 640 on a 2-vCPU EPYC: 21-23 ms, or 31-37 ms in one forward of
+        three, when its 52 MB output took fresh pages), which more iterations measure but do not narrow."""
+        width = projected_half_width(self.values, max(planned, len(self.values)))
+        return width is not None and width > self.margin
+
+    def quartiles_ms(self) -> tuple[float, float]:
+        q1, _, q3 = statistics.quantiles(self.values, n=4)
+        return q1 / 1e6, q3 / 1e6
+
+
+def loose_layers(forwards: list[float], self_ns: dict[str, list[float]]) -> list[LooseLayer]:
+    """The ranked layers whose self-time median is not yet within the margin, from the forwards' ms and each
+    layer's self ns per measured iteration (LiveSpans); [] without a forward (check says so)."""
     if not forwards:
-        return ["the layers' shares (no forward measured)"]
+        return []
     forward_ns = statistics.median(forwards) * 1e6
-    loose = [
-        name
-        for name, p50, values in _ranked(forward_ns, self_ns)
-        if (width := half_width(values)) is None or width > max(LAYER_TOLERANCE, LAYER_POINTS * forward_ns / p50)
-    ]
-    return _layers_words(loose, "shares")
+    loose = []
+    for name, p50, values in _ranked(forward_ns, self_ns):
+        margin = max(LAYER_TOLERANCE, LAYER_POINTS * forward_ns / p50)
+        if (width := half_width(values)) is None or width > margin:
+            loose.append(LooseLayer(name, values, margin))
+    return loose
+
+
+def _varying_words(loose: list[LooseLayer], planned: int) -> str:
+    first = loose[0]
+    q1, q3 = first.quartiles_ms()
+    whose = "its" if len(loose) == 1 else f"the first's, {first.name}'s,"
+    return (
+        f"{whose} self time has quartiles {q1:.2f}-{q3:.2f} ms: it varies that much from one forward to the next, "
+        f"which {planned} iterations would measure, not narrow to +-{first.margin:.0%}"
+    )
 
 
 def unsampled_layers(forwards: list[float], self_ns: dict[str, list[float]], rate: SampleRate) -> list[str]:
