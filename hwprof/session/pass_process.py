@@ -23,6 +23,7 @@ from typing import TextIO
 from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError, FolderGoneError, remove_orphaned_temporaries
 from hwprof.core.config import RunConfig
+from hwprof.core.gc_pause import gc_paused
 from hwprof.core.markers import MarkerBus
 from hwprof.perf.neighbours import NeighbourWatch
 from hwprof.perf.steal import steal_ns
@@ -254,7 +255,7 @@ class PassProcesses:
             log, sent = out_dir / WORKER_LOG, self.stop.requested
             status, error, limited = thread_limited(running.plan.name, status, error, results, log, sent, self.config)
             try:
-                with self.stop.interruptible():
+                with self.stop.interruptible(), gc_paused():  # perf script's samples: many objects, none cyclic
                     self._finish_tools(running, returncode, results, status, error)
             except KeyboardInterrupt as exc:
                 cut = exc

@@ -11,6 +11,7 @@ interleaved with the measured ones in ABBA blocks (hwprof.session.paired), so th
 
 from __future__ import annotations
 
+import gc
 import signal
 import sys
 import time
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.collectors.base import PassContext
 from hwprof.core.atomic import DiskFullError
+from hwprof.core.gc_pause import gc_paused
 from hwprof.core.markers import MarkerBus, MarkerLog
 from hwprof.rundir.names import MARKERS
 from hwprof.rundir.pass_files import write_pass_result
@@ -160,6 +162,10 @@ class PassRunner(PassSteps):
         write_model_info(self.ctx.pipeline, self.ctx.out_dir, self.config.depth)
         prepare_runtime(self.ctx.pipeline, self.run_dir, self.config)
         self._wire(layer_markers=runtime.name == "torch")
+        # The model, its runtime and the imports never become garbage: the collections during the measured
+        # iterations and the collectors' close skip them (gc.freeze). A worker's own process: never a user's.
+        gc.collect()
+        gc.freeze()
         return runtime.name
 
     def _annotate_to(self) -> Path | None:
@@ -254,16 +260,17 @@ class PassRunner(PassSteps):
         collector closed and result.json written; the pass's (status, error), a full disk's failure included."""
         STOP.disarm()
         self._ignore_stop_signals()
-        finish_runtime(self.ctx.pipeline, self.log, self.config.depth, self.ctx.out_dir)
-        closing = close_pipeline(self.ctx.pipeline)
-        if closing is not None and status == "ok":
-            status, error = "failed", closing
-        try:
-            self.log.flush_to(self.markers_path)
-        except DiskFullError as exc:  # the collectors must still be closed
-            self._note_disk_full(exc)
-            status, error = "failed", str(exc)
-        self._close_all(status, error)
+        with gc_paused():
+            finish_runtime(self.ctx.pipeline, self.log, self.config.depth, self.ctx.out_dir)
+            closing = close_pipeline(self.ctx.pipeline)
+            if closing is not None and status == "ok":
+                status, error = "failed", closing
+            try:
+                self.log.flush_to(self.markers_path)
+            except DiskFullError as exc:  # the collectors must still be closed
+                self._note_disk_full(exc)
+                status, error = "failed", str(exc)
+            self._close_all(status, error)
         return status, error
 
     def _ignore_stop_signals(self) -> None:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -387,6 +388,7 @@ def main(fd: int, imports: tuple[str, ...], modules: tuple[str, ...]) -> int:
             importlib.import_module(name)
     if cuda_initialised():
         return 1  # never ready: every pass starts the usual way (zygote.start, on ZygoteGone)
+    gc.freeze()  # what the imports made is never collected: a forked worker's collections skip it (gc.freeze's own use)
     _send(sock, {"ready": True})
     spawn = serve(sock)
     if spawn is None:
