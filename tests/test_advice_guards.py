@@ -147,7 +147,7 @@ def test_a_row_that_left_the_race_for_its_output_is_not_measured_again_as_proces
     assert fake.started == ["paired"]
     assert row.status == CHANGED_OUTPUT and not row.ranked
     assert row.pairing_note.endswith(f"; {NOT_AGAIN}") and "variant's forward p50 lay" in row.pairing_note
-    assert row.race == paired.stopped and row.forward is not None and row.forward.method == PAIRED
+    assert row.race == f"left the race {paired.stopped}" and row.forward is not None and row.forward.method == PAIRED
 
 
 def test_a_compiles_processes_share_its_own_inductor_cache_and_its_setup_is_the_cold_ones(

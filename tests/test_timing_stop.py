@@ -13,16 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from hwprof.analysis.order_stats import CONFIDENCE, half_width, median_interval, projected_half_width
 from hwprof.render.overhead_section import without_blocks
-from hwprof.session.timing_stop import (
-    CONFIDENCE,
-    MIN_ITERATIONS,
-    TOLERANCE,
-    check,
-    half_width,
-    median_interval,
-    projected_half_width,
-)
+from hwprof.session.timing_stop import MIN_ITERATIONS, TOLERANCE, check
 
 
 def coverage(n: int, j: int) -> float:

@@ -25,12 +25,13 @@ from hwprof.advisor.process_env import env_not_taken
 from hwprof.advisor.program_budget import Budget, CallsSeen, calls_line, count_needed, refuse
 from hwprof.advisor.program_failure import PROGRAM_FAILED_EXIT, stopped_by
 from hwprof.advisor.program_target import count_calls
+from hwprof.advisor.settle import Contender, Settling
 from hwprof.advisor.targets import AdviseTarget, target_for
 from hwprof.analysis.advice.candidate import Candidate, RunFacts
 from hwprof.analysis.advice.candidates import selected
 from hwprof.analysis.advice.combos import combo_decision, part_outcome
 from hwprof.analysis.advice.interrupt import INTERRUPTED, interrupted_note, interrupted_rows
-from hwprof.analysis.advice.race import FIRST_BLOCKS, NOT_AGAIN, output_failed, race_bar
+from hwprof.analysis.advice.race import FIRST_BLOCKS, NOT_AGAIN, SETTLE_SHARE, left_race, output_failed, race_bar
 from hwprof.analysis.advice.rows import PROCESSES, busy, measured_row, not_run_row, pairing_note
 from hwprof.analysis.advice.table import NOT_RUN, Advice, AdviceRow, contenders
 from hwprof.core.config import ADVISE_BLOCKS, RunConfig
@@ -157,6 +158,11 @@ class AdviseRun:
         self.forks: Zygote | None = None
         self.layers_wanted: dict[str, tuple[Candidate, RunConfig]] = {}
         """Candidate key -> (it, its variant's config) for the rows whose layers a contender's collect would give."""
+        self.started = time.monotonic()
+        """When the candidates began (_run)."""
+        self.settling = Settling(
+            self.advice, self._measure, self.loads_of, lambda: self.stop.requested, self._save_now, plan.blocks
+        )
 
     def run(self) -> Advice:
         """Every runnable candidate, its paired workers forked by a zygote of advise's own where the target's
@@ -171,7 +177,7 @@ class AdviseRun:
 
     def _run(self) -> Advice:
         self.dir.mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
+        started = self.started = time.monotonic()
         self.advice.started_ns = time.monotonic_ns()
         self._count_calls()
         for c in self.plan.candidates:
@@ -187,6 +193,7 @@ class AdviseRun:
                 self.advice.rows.append(row or self._candidate(running))
                 self._save(started)
             running = None
+            self._settle(started)
             self._contenders_layers(started)
         except Interrupted:
             # the first stop signal came between a candidate's processes, with none running to forward it to (the
@@ -200,6 +207,15 @@ class AdviseRun:
             self.advice.notes.append(interrupted_note(self.stop.name, self.plan.runnable, self.advice.rows))
         self._save(started)
         return self.advice
+
+    def _settle(self, started: float) -> None:
+        """The race's end: the first rows' contenders given more blocks while their order is open
+        (hwprof.advisor.settle), within SETTLE_SHARE of the time the candidates took; the order's note kept."""
+        if self.stop.requested or not self.settling.contenders:
+            return
+        allowance = SETTLE_SHARE * (time.monotonic() - started)
+        self.advice.notes.append(self.settling.run(allowance))
+        self._save(started)
 
     def _count_calls(self) -> None:
         """A program's calls of its model counted before any candidate runs, where the run did not see them all
@@ -235,6 +251,12 @@ class AdviseRun:
             return None
         return AdviceRow(c.key, c.change, c.how, c.finding, status=NOT_RUN, reason=decision.why)
 
+    def loads_of(self, name: str) -> NeighbourLoad | None:
+        return self.loads.get(name)
+
+    def _save_now(self) -> None:
+        self._save(self.started)
+
     def _save(self, started: float) -> None:
         self.advice.ended_ns = time.monotonic_ns()
         self.advice.wall_s = round(time.monotonic() - started, 1)
@@ -260,8 +282,10 @@ class AdviseRun:
         )
         self.loads = {}
         shutil.rmtree(work / INDUCTOR_CACHE, ignore_errors=True)
+        measuring = time.monotonic()
         try:
             results, error = self._measure(spec, work, c, ["paired"] if not c.env else list(PROCESSES))
+            paired_s = time.monotonic() - measuring
             first = results.get("paired") or results.get("variant")  # the process that built the variant first
             note = pairing_note(results.get("paired"), self.plan.config.threads)
             if note and output_failed(results.get("paired")):
@@ -282,7 +306,8 @@ class AdviseRun:
         row = measured_row(c, results, self.advice.blocks, self.loads, built_first)
         row.pairing_note = note
         if "paired" in results:
-            row.race = results["paired"].stopped or ""
+            row.race = left_race(results["paired"].stopped or "")
+            self.settling.add(Contender(c, spec, work, [results["paired"]], paired_s))
         row.combination = self.combined.get(c.key, "")
         if fixed := self.plan.target.layers_note():  # the workload's: no candidate has layer times
             row.layers_note = fixed

@@ -38,11 +38,11 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+from hwprof.analysis.order_stats import CONFIDENCE, half_width, projected_half_width
 from hwprof.analysis.paired_cost import MIN_BLOCKS, UNRESOLVED_IQR, PassCostFigure, blocks_text
 from hwprof.core.kernels import LIVE_SAMPLES_MARGIN, MIN_LAYER_SAMPLES, MIN_LAYER_SHARE, RANKED_LAYERS, SampleRate
 from hwprof.core.spans import LiveSpans
 from hwprof.schema.run_passes import StoppingDoc
-from hwprof.session.timing_stop import CONFIDENCE, half_width, projected_half_width
 
 LAYER_TOLERANCE = 0.10
 """A ranked layer's self-time median known to within this share of itself..."""

@@ -16,11 +16,11 @@ DISTURBED, make the row not resolved (disturbance).
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from hwprof.analysis.advice.candidate import Candidate
 from hwprof.analysis.advice.output import MATCH_WORDS
-from hwprof.analysis.advice.speedup import Speedup, paired_speedup, process_speedup
+from hwprof.analysis.advice.speedup import Speedup, paired_speedup, pooled_speedup, process_speedup, speedup_ratios
 from hwprof.analysis.advice.stages import stage_deltas
 from hwprof.analysis.advice.table import (
     CHANGED_OUTPUT,
@@ -266,10 +266,39 @@ def measured_row(
     row.minor_faults = _per_process(results, lambda side: side.minor_faults)
     row.rss_bytes = _per_process(results, lambda side: side.rss_bytes)
     for result in results.values() if "paired" in results else ():  # two processes make no ABBA block
-        for name, side in result.sides.items():
-            for i, (start, end, f_start, f_end) in side.stamps.items():
-                blocks.append(AdviceBlock(c.key, name, int(i) // 2, int(i), start, end, f_start, f_end))
+        append_blocks(c.key, result, blocks)
     return row
+
+
+def append_blocks(key: str, result: AdviseResult, blocks: list[AdviceBlock], after: int = 0) -> None:
+    """A paired result's iteration stamps as the trace's ABBA blocks, numbered on from `after` blocks (a
+    contender's later process: analysis.advice.race)."""
+    for name, side in result.sides.items():
+        for i, (start, end, f_start, f_end) in side.stamps.items():
+            index = int(i) + 2 * after
+            blocks.append(AdviceBlock(key, name, index // 2, index, start, end, f_start, f_end))
+
+
+def forward_ratios(results: Sequence[AdviseResult]) -> list[float]:
+    """The forward's block ratios (before / after, per image) of a candidate's paired processes, pooled."""
+    return [
+        r
+        for result in results
+        for r in speedup_ratios(
+            _per_image(result.sides["baseline"], _forward), _per_image(result.sides["variant"], _forward)
+        )
+    ]
+
+
+def pooled_speedups(results: Sequence[AdviseResult]) -> tuple[Speedup | None, Speedup | None]:
+    """The forward's and the whole iteration's speed-ups over the blocks of a candidate's paired processes."""
+
+    def pooled(figures: Figures) -> Speedup | None:
+        return pooled_speedup(
+            [(_per_image(r.sides["baseline"], figures), _per_image(r.sides["variant"], figures)) for r in results]
+        )
+
+    return pooled(_forward), pooled(_iteration)
 
 
 def changed_reason(check: OutputCheck) -> str:

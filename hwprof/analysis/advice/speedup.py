@@ -15,6 +15,7 @@ Methods (AdviceRow.method):
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -96,7 +97,19 @@ class Speedup:
 def paired_speedup(before: dict[int, float], after: dict[int, float]) -> Speedup | None:
     """Per-iteration ms of the baseline and the variant, each numbered 0, 1, ... in ABBA order
     (block b holds 2b and 2b+1 of each side): the median over blocks of before / after."""
-    ratios = [1.0 / r for r in block_ratios(after, before)]
+    return pooled_speedup([(before, after)])
+
+
+def speedup_ratios(before: dict[int, float], after: dict[int, float]) -> list[float]:
+    """Each ABBA block's before / after (paired_speedup's blocks)."""
+    return [1.0 / r for r in block_ratios(after, before)]
+
+
+def pooled_speedup(processes: Sequence[tuple[dict[int, float], dict[int, float]]]) -> Speedup | None:
+    """paired_speedup over the blocks of several paired processes of one candidate, pooled (advise's race gives a
+    contender more blocks in a process of its own: analysis.advice.race): each block's ratio is taken within its
+    process, the statistics are the same over all of them."""
+    ratios = [r for before, after in processes for r in speedup_ratios(before, after)]
     if not ratios:
         return None
     q1, q3 = quartiles(ratios)
@@ -108,8 +121,8 @@ def paired_speedup(before: dict[int, float], after: dict[int, float]) -> Speedup
         min(ratios),
         max(ratios),
         len(ratios),
-        statistics.median(before.values()),
-        statistics.median(after.values()),
+        statistics.median(v for before, _ in processes for v in before.values()),
+        statistics.median(v for _, after in processes for v in after.values()),
     )
 
 

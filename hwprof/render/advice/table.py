@@ -18,6 +18,7 @@ from rich.console import Console, RenderableType
 from rich.text import Text
 
 from hwprof.analysis.advice.output import MATCH_WORDS
+from hwprof.analysis.advice.race import race_text
 from hwprof.analysis.advice.speedup import METHOD_TEXT, RECORDED, RECORDED_NOISE, Speedup
 from hwprof.analysis.advice.table import (
     CHANGED_OUTPUT,
@@ -280,7 +281,7 @@ def notes(advice: Advice) -> list[str]:
         )
     out += advice.notes
     out += [f"{r.key}: {r.pairing_note}" for r in advice.ordered() if r.pairing_note]
-    out += [f"{r.key}: left the race {r.race}" for r in advice.ordered() if r.race]
+    out += [f"{r.key}: {race_text(r.race)}" for r in advice.ordered() if r.race]
     out += [f"{r.key} (a combination) ran: {r.combination}" for r in advice.ordered() if r.combination]
     out += [f"{r.key}: {moved.text()}" for r in advice.ordered() if (moved := r.stages_moved) is not None]
     took = f"advice took {advice.wall_s:.1f} s"
