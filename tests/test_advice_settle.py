@@ -14,7 +14,7 @@ from hwprof.advisor import runner as runner_module
 from hwprof.advisor.children import ChildOutcome
 from hwprof.advisor.runner import AdvisePlan, AdviseRun
 from hwprof.analysis.advice.candidate import Candidate, RunFacts, Variant
-from hwprof.analysis.advice.race import SETTLE_BLOCKS, top_order
+from hwprof.analysis.advice.race import SETTLE_BLOCKS, settled_text, top_order
 from hwprof.analysis.advice.speedup import PAIRED, Speedup
 from hwprof.analysis.advice.table import Advice, AdviceRow
 from hwprof.core.config import RunConfig
@@ -107,13 +107,16 @@ def test_the_contenders_whose_order_is_open_get_more_blocks_until_it_is_resolved
     first = rows["first"].forward
     assert first is not None and first.blocks == 16 and first.method == PAIRED
     assert first.ratio == pytest.approx(statistics.median(FIRST["first"] + MORE["first"]))
-    assert rows["first"].race.startswith("ran 16 blocks in 2 paired processes (8 after the plan's 8")
+    assert rows["first"].race == (
+        "ran the plan's 8 blocks; then 8 more in 1 paired process of its own to settle the order of the first rows "
+        "(16 blocks in all, the same statistics over all of them)"
+    )
     assert rows["third"].race == "" and rows["third"].forward is not None and rows["third"].forward.blocks == 8
     assert [r.key for r in advice.ordered()] == ["first", "second", "third"]
     assert any(n.startswith("the first rows' order is resolved") for n in advice.notes), advice.notes
     stamped = [b.block for b in advice.blocks if b.key == "first" and b.side == "variant"]  # both processes' stamps
     assert sorted(set(stamped)) == list(range(16)) and len(stamped) == 32
-    assert any("first: ran 16 blocks" in line for line in advice_spec(advice).notes)
+    assert any(line.startswith("first: ran the plan's 8 blocks; then 8 more") for line in advice_spec(advice).notes)
 
 
 def test_a_more_process_whose_pairing_moved_is_kept_out_and_said(
@@ -151,3 +154,13 @@ def test_the_order_holds_a_process_level_row_to_its_spread_and_gives_it_no_block
     order = top_order([level, pair], {"pair": FIRST["second"]}, {"pair"})
     assert order.keys == ["env", "pair"] and order.open_pairs == [("env", "pair")] and order.extend == ["pair"]
     assert order.bands["env"] == (1.9, 2.1) and order.bands["pair"] == (1.85, 2.0)
+
+
+def test_a_row_that_left_the_race_and_was_settled_says_both() -> None:
+    """channels_last+bf16 on yolov7-tiny 320 (2026-11-29): below the best after its first 4 blocks, then third of
+    the first rows, whose order its neighbours' intervals left open."""
+    left = "left the race after 4 of 8 blocks: its spread 2.23-2.38 lies wholly below that of openvino-bf16 (4.04-4.24)"
+    assert settled_text(left, 4, 20, 3) == (
+        f"{left}; then 16 more in 2 paired processes of its own to settle the order of the first rows (20 blocks in "
+        "all, the same statistics over all of them)"
+    )

@@ -161,7 +161,7 @@ class AdviseRun:
         self.started = time.monotonic()
         """When the candidates began (_run)."""
         self.settling = Settling(
-            self.advice, self._measure, self.loads_of, lambda: self.stop.requested, self._save_now, plan.blocks
+            self.advice, self._measure, self.loads_of, lambda: self.stop.requested, self._save_now
         )
 
     def run(self) -> Advice:
@@ -307,7 +307,7 @@ class AdviseRun:
         row.pairing_note = note
         if "paired" in results:
             row.race = left_race(results["paired"].stopped or "")
-            self.settling.add(Contender(c, spec, work, [results["paired"]], paired_s))
+            self.settling.add(Contender(c, spec, work, [results["paired"]], paired_s), row.race)
         row.combination = self.combined.get(c.key, "")
         if fixed := self.plan.target.layers_note():  # the workload's: no candidate has layer times
             row.layers_note = fixed

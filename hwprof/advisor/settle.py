@@ -36,6 +36,9 @@ class Contender:
     process_s: float
     ended: str = ""
     """Why it gets no more blocks ("" where it may): a compile, a process whose guard fired, a failure."""
+    first_race: str = ""
+    """Its row's race text after its first process ("" where it ran the plan's blocks)."""
+    first_blocks: int = 0
 
     @property
     def blocks(self) -> int:
@@ -51,12 +54,11 @@ class Settling:
     load_of: Callable[[str], NeighbourLoad | None]
     stopped: Callable[[], bool]
     save: Callable[[], None]
-    planned: int
-    """The plan's blocks (advise --blocks)."""
     contenders: dict[str, Contender] = field(default_factory=dict)
     spent_s: float = 0.0
 
-    def add(self, contender: Contender) -> None:
+    def add(self, contender: Contender, race: str) -> None:
+        contender.first_race, contender.first_blocks = race, contender.blocks
         if contender.candidate.compile_mode or contender.candidate.cuda_graph:
             contender.ended = "a compile's or a capture's process pays its set-up again"
         self.contenders[contender.candidate.key] = contender
@@ -89,7 +91,7 @@ class Settling:
             held = [f"{k}: {c.ended}" for k, c in self.contenders.items() if c.ended and k in order.keys]
             return order.text() + ("; not given more blocks: " + "; ".join(held) if held else "")
         if not order.settled:
-            return f"{order.text()}; the settling's {SETTLE_ROUNDS} more processes per row are spent"
+            return f"{order.text()}; the settling's {SETTLE_ROUNDS} rounds are spent (a more process a row each)"
         return order.text()
 
     def _more(self, contender: Contender) -> None:
@@ -121,4 +123,4 @@ class Settling:
 
     def _pooled(self, row: AdviceRow, contender: Contender) -> None:
         row.forward, row.end_to_end = pooled_speedups(contender.results)
-        row.race = settled_text(contender.blocks, len(contender.results), self.planned)
+        row.race = settled_text(contender.first_race, contender.first_blocks, contender.blocks, len(contender.results))

@@ -145,9 +145,12 @@ def _band(row: AdviceRow, ratios: list[float] | None) -> tuple[float, float]:
     return row.forward.interval
 
 
-def settled_text(blocks: int, processes: int, planned: int) -> str:
-    """A contender's race text once more blocks were pooled into its figure."""
+def settled_text(earlier: str, first: int, blocks: int, processes: int) -> str:
+    """A contender's race text once more blocks were pooled into its figure: what its first process ran
+    (`earlier`: its race text then, "" where it ran the plan's `first` blocks), then the blocks added."""
+    more = processes - 1
+    head = earlier or f"ran the plan's {first} blocks"
     return (
-        f"ran {blocks} blocks in {processes} paired processes ({blocks - planned} after the plan's {planned}, to "
-        "settle the order of the first rows; the same statistics over all of them)"
+        f"{head}; then {blocks - first} more in {more} paired process{'es' * (more != 1)} of its own to settle the "
+        f"order of the first rows ({blocks} blocks in all, the same statistics over all of them)"
     )
