@@ -106,7 +106,7 @@ def print_advice(name: str, run_dir: Path) -> None:
 
 
 def _interval(values: list[float]) -> tuple[float, float] | None:
-    from hwprof.session.timing_stop import median_interval
+    from hwprof.analysis.order_stats import median_interval
 
     return median_interval(values)
 
