@@ -304,9 +304,15 @@ def test_real_attached_run(tmp_path: Path, native: bool) -> None:
 
 @pytest.mark.slow
 def test_pyspy_killed_mid_run_fails_with_the_reason(tmp_path: Path) -> None:
-    run_dir = _run_dir(tmp_path, iters=2)
+    """py-spy killed once the worker measures (its markers written after the warm-up), with iterations left: a
+    fixed 3 s sleep let a fast host's worker finish its 2 iterations first (2026-11-29, the 2-vCPU EPYC)."""
+    run_dir = _run_dir(tmp_path, iters=40)
     worker, tool = _spawn(run_dir, "torch_profiler,pyspy")
-    time.sleep(3)
+    markers = run_dir / "passes" / "trace" / "markers.jsonl"
+    deadline = time.monotonic() + 300
+    while not markers.exists() and worker.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert worker.poll() is None, "the worker ended before it measured"
     tool.process.send_signal(signal.SIGKILL)
     assert worker.wait(timeout=600) == 0
     result = tool.finish(0)

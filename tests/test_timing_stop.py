@@ -88,7 +88,12 @@ def test_a_collect_without_iters_stops_when_resolved_and_one_with_iters_runs_the
         assert overhead["resolved"] and not stopping.get("unresolved"), (stopping, overhead)
         assert stopping["iterations"] <= 20 or overhead.get("added_blocks"), stopping
     else:
-        assert stopping["unresolved"] and stopping["iterations"] >= 20, stopping
+        # at its plan, or earlier where the plan would not narrow what was left (pass_stop's futility: a layer's or
+        # the cost's spread from one forward to the next; yolov8n at 64 on the 2-vCPU EPYC: model.7's self time
+        # skewed within 0.25-0.28 ms, still +-12% at 20 iterations)
+        futile = all("would measure, not narrow" in why for why in stopping["unresolved"])
+        assert stopping["unresolved"] and (stopping["iterations"] >= 20 or futile), stopping
+        assert stopping["iterations"] >= 12, stopping
         assert "not resolved" in stopping["text"]
     report = subprocess.run(
         [sys.executable, "-P", "-m", "hwprof", "report", str(tmp_path / "auto")],
