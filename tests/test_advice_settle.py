@@ -12,6 +12,7 @@ import pytest
 
 from hwprof.advisor import runner as runner_module
 from hwprof.advisor.children import ChildOutcome
+from hwprof.advisor.program_budget import Budget, CallsSeen
 from hwprof.advisor.runner import AdvisePlan, AdviseRun
 from hwprof.analysis.advice.candidate import Candidate, RunFacts, Variant
 from hwprof.analysis.advice.race import SETTLE_BLOCKS, settled_text, top_order
@@ -65,7 +66,11 @@ def candidate(key: str) -> Candidate:
 
 
 def advise(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, results: dict[tuple[str, str], AdviseResult], share: float
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    results: dict[tuple[str, str], AdviseResult],
+    share: float,
+    program: bool = False,
 ) -> tuple[Advice, list[tuple[str, str]]]:
     """advise's candidates run (not a zygote's: _run) with each (key, process name)'s result written for it."""
     started: list[tuple[str, str]] = []
@@ -89,6 +94,8 @@ def advise(
     config = RunConfig(model="yolov7-tiny", imgsz=320, threads=2)
     facts = RunFacts("torch", "fp32", "cpu", False, 2, 1, None)
     plan = AdvisePlan(tmp_path, config, facts, [candidate(k) for k in FIRST], blocks=8, layers=False)
+    if program:  # a program's budget: its calls counted for the plan's blocks (hwprof.advisor.program_budget)
+        plan.budget, plan.calls = Budget(1, 8, 3), CallsSeen(10_000, True, "the run")
     return AdviseRun(plan, StopSignals(), lambda key, event: None)._run(), started
 
 
@@ -164,3 +171,11 @@ def test_a_row_that_left_the_race_and_was_settled_says_both() -> None:
         f"{left}; then 16 more in 2 paired processes of its own to settle the order of the first rows (20 blocks in "
         "all, the same statistics over all of them)"
     )
+
+
+def test_a_programs_rows_are_not_settled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each more process would run the program again, whose calls its budget counted for the plan's blocks."""
+    results = {(k, "paired"): paired(v) for k, v in FIRST.items()}
+    advice, started = advise(tmp_path, monkeypatch, results, share=1000.0, program=True)
+    assert started == [(k, "paired") for k in FIRST]
+    assert not any(n.startswith("the first rows' order") for n in advice.notes)
