@@ -160,9 +160,7 @@ class AdviseRun:
         """Candidate key -> (it, its variant's config) for the rows whose layers a contender's collect would give."""
         self.started = time.monotonic()
         """When the candidates began (_run)."""
-        self.settling = Settling(
-            self.advice, self._measure, self.loads_of, lambda: self.stop.requested, self._save_now
-        )
+        self.settling = Settling(self.advice, self._measure, self.loads_of, lambda: self.stop.requested, self._save_now)
 
     def run(self) -> Advice:
         """Every runnable candidate, its paired workers forked by a zygote of advise's own where the target's

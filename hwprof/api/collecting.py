@@ -318,6 +318,7 @@ def _render_collected(
     written (None: go on). A full disk is recorded in run.json and raised."""
     from hwprof.analysis.run_analysis import analyse
     from hwprof.core.atomic import DiskFullError
+    from hwprof.core.gc_pause import gc_paused
     from hwprof.session.finish import (
         record_render_error,
         refresh_report_page,
@@ -330,7 +331,7 @@ def _render_collected(
     reserve = _render_reserve(run_dir)
     try:
         analysis = analysis if analysis is not None else analyse(data)
-        with TraceChild(run_dir, data) as child:  # the trace built beside the report, on the other CPU
+        with TraceChild(run_dir, data) as child, gc_paused():  # the trace built beside the report, on the other CPU
             if not report or stop.requested:
                 write_report(analysis, data, console)
             else:

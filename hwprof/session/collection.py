@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from hwprof.core.atomic import DiskFullError, SpaceReserve
 from hwprof.core.config import RunConfig
+from hwprof.core.gc_pause import gc_paused
 from hwprof.core.secrets import masked_words
 from hwprof.rundir.names import PASSES, RUN_JSON, WORKER_LOG
 from hwprof.rundir.reader import SCHEMA_VERSION, RunData
@@ -121,9 +122,11 @@ class Session(PassProcesses):
                     reserve.release()
                     end = False
                 else:
-                    end = self._finalize(plan, reserve)
+                    with gc_paused():  # every pass's records read and tabled: many objects, none cyclic
+                        end = self._finalize(plan, reserve)
             if end:
-                self._export()
+                with gc_paused():
+                    self._export()
         return self.run
 
     def _cut(self, error: str) -> None:

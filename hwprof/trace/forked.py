@@ -15,6 +15,7 @@ before.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -115,6 +116,7 @@ def _child(run_dir: Path, data: RunData, write_end: int) -> None:
     """The forked child: build the trace, send its figures, exit without the collect's exit handlers (they are
     the collect's: its lock, its console)."""
     code = 1
+    gc.disable()  # a process that exits once the trace is written: the collect's objects and its own never walked
     try:
         _die_with_parent()
         os.setpgid(0, 0)
