@@ -179,3 +179,23 @@ def test_a_programs_rows_are_not_settled(tmp_path: Path, monkeypatch: pytest.Mon
     advice, started = advise(tmp_path, monkeypatch, results, share=1000.0, program=True)
     assert started == [(k, "paired") for k in FIRST]
     assert not any(n.startswith("the first rows' order") for n in advice.notes)
+
+
+def test_an_open_pair_of_process_level_rows_is_said_to_have_no_blocks_to_add() -> None:
+    """yolov7-tiny 320 (2026-11-29 11:16): onnxruntime 2.57-2.71 and openvino 2.47-2.62, both measured as
+    processes: nothing to run, and the note says why."""
+    from hwprof.advisor.settle import Settling
+
+    rows = []
+    for key, ratio, low, high in (("onnxruntime", 2.64, 2.57, 2.71), ("openvino", 2.55, 2.47, 2.62)):
+        r = AdviceRow(key, key, f"--{key}", "f")
+        r.forward = Speedup("pass-level estimate", ratio, None, None, low, high, 0, 30.0, 30.0 / ratio)
+        rows.append(r)
+    advice = Advice("--model m", "cpu", rows)
+
+    def never(*_: object) -> Any:
+        raise AssertionError("no process to run")
+
+    note = Settling(advice, never, never, lambda: False, lambda: None).run(1000.0)
+    assert note.startswith("the first rows' order is not resolved"), note
+    assert note.endswith("not given more blocks: onnxruntime and openvino: measured as processes (no blocks to add)")

@@ -88,11 +88,19 @@ class Settling:
                 self.save()
             order = self.order()
         if not order.settled and not order.extend:
-            held = [f"{k}: {c.ended}" for k, c in self.contenders.items() if c.ended and k in order.keys]
-            return order.text() + ("; not given more blocks: " + "; ".join(held) if held else "")
+            return order.text() + self._held(order)
         if not order.settled:
             return f"{order.text()}; the settling's {SETTLE_ROUNDS} rounds are spent (a more process a row each)"
         return order.text()
+
+    def _held(self, order: Order) -> str:
+        """Why the rows of the open pairs got no more blocks: each contender's reason, or measured as processes."""
+        open_keys = [k for pair in order.open_pairs for k in pair]
+        held = [f"{k}: {self.contenders[k].ended}" for k in dict.fromkeys(open_keys) if k in self.contenders]
+        processes = [k for k in dict.fromkeys(open_keys) if k not in self.contenders]
+        if processes:
+            held.append(f"{' and '.join(processes)}: measured as processes (no blocks to add)")
+        return "; not given more blocks: " + "; ".join(held) if held else ""
 
     def _more(self, contender: Contender) -> None:
         """One more paired process of SETTLE_BLOCKS blocks for the contender, pooled into its row where its guards
