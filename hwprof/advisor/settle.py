@@ -114,7 +114,8 @@ class Settling:
         self.spent_s += time.monotonic() - started
         row = next(r for r in self.advice.rows if r.key == c.key)
         if error:
-            contender.ended = f"its process {name} failed ({error}); its figure is its earlier processes'"
+            what = "was interrupted" if self.stopped() else f"failed ({error})"
+            contender.ended = f"its process {name} {what}; its figure is its earlier processes'"
             return
         result, load = results[name], self.load_of(name)
         why = sides_moved(result)
