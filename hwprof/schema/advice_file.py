@@ -124,7 +124,7 @@ class AdviceRowDoc(Record):
     rss_bytes: list[float] | None = None
     """[baseline, variant] resident bytes at a measured iteration's end, medians (since issue 59)."""
     race: str | None = None
-    """How far its paired blocks ran where it left advise's race after its first ones, and why (since issue 66)."""
+    """How far its paired blocks ran where advise's race cut or extended them, and why (since issue 66)."""
     resolved: bool | None = None
     """The forward's figure is resolved: its spread excludes 1.00 and no process was disturbed (since issue 45)."""
     ranked: bool | None = None

@@ -98,8 +98,8 @@ class AdviceRow:
     """[baseline, variant]: the process's resident bytes at a measured iteration's end (medians): the memory an
     allocator keeps for its speed."""
     race: str = ""
-    """How far its paired blocks ran where it left advise's race after its first ones, and why
-    (analysis.advice.race); "" where it ran them all."""
+    """How far its paired blocks ran where advise's race cut them after its first ones or gave it more to settle the
+    first rows' order, and why (analysis.advice.race); "" where it ran the plan's blocks."""
 
     @property
     def stages_moved(self) -> StagesMoved | None:
