@@ -17,6 +17,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -260,7 +261,7 @@ class PassRunner(PassSteps):
         collector closed and result.json written; the pass's (status, error), a full disk's failure included."""
         STOP.disarm()
         self._ignore_stop_signals()
-        with gc_paused():
+        with self._closing_gc():
             finish_runtime(self.ctx.pipeline, self.log, self.config.depth, self.ctx.out_dir)
             closing = close_pipeline(self.ctx.pipeline)
             if closing is not None and status == "ok":
@@ -272,6 +273,10 @@ class PassRunner(PassSteps):
                 status, error = "failed", str(exc)
             self._close_all(status, error)
         return status, error
+
+    def _closing_gc(self) -> AbstractContextManager[None]:
+        """Python's GC while the collectors close: held off, in a worker that ends after (gc_pause)."""
+        return gc_paused()
 
     def _ignore_stop_signals(self) -> None:
         """A stop signal while the collectors close is ignored: the worker is ending anyway (a process of its own; an
