@@ -306,7 +306,7 @@ class AdviseRun:
         if "paired" in results:
             row.race = left_race(results["paired"].stopped or "")
             if self.plan.budget is None:  # a program's calls were counted for the plan's blocks only
-                self.settling.add(Contender(c, spec, work, [results["paired"]], paired_s), row.race)
+                self.settling.add(Contender(c, spec, work, [results["paired"]], paired_s, row.race))
         row.combination = self.combined.get(c.key, "")
         if fixed := self.plan.target.layers_note():  # the workload's: no candidate has layer times
             row.layers_note = fixed

@@ -34,15 +34,18 @@ class Contender:
     work: Path
     results: list[AdviseResult]
     process_s: float
-    ended: str = ""
-    """Why it gets no more blocks ("" where it may): a compile, a process whose guard fired, a failure."""
     first_race: str = ""
     """Its row's race text after its first process ("" where it ran the plan's blocks)."""
-    first_blocks: int = 0
+    ended: str = ""
+    """Why it gets no more blocks ("" where it may): a compile, a process whose guard fired, a failure."""
 
     @property
     def blocks(self) -> int:
         return len(forward_ratios(self.results))
+
+    @property
+    def first_blocks(self) -> int:
+        return len(forward_ratios(self.results[:1]))
 
 
 @dataclass
@@ -57,15 +60,14 @@ class Settling:
     contenders: dict[str, Contender] = field(default_factory=dict)
     spent_s: float = 0.0
 
-    def add(self, contender: Contender, race: str) -> None:
-        contender.first_race, contender.first_blocks = race, contender.blocks
+    def add(self, contender: Contender) -> None:
         if contender.candidate.compile_mode or contender.candidate.cuda_graph:
             contender.ended = "a compile's or a capture's process pays its set-up again"
         self.contenders[contender.candidate.key] = contender
 
     def order(self) -> Order:
         ratios = {k: forward_ratios(c.results) for k, c in self.contenders.items()}
-        return top_order(self.advice.rows, ratios, {k for k, c in self.contenders.items() if not c.ended})
+        return top_order(self.advice.ordered(), ratios, {k for k, c in self.contenders.items() if not c.ended})
 
     def run(self, allowance_s: float) -> str:
         """More blocks for the contenders while the order is open, within `allowance_s` of processes; the note

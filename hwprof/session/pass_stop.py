@@ -9,7 +9,7 @@ The rule, asked after each whole block (two measured iterations and two clean on
   UNRESOLVED_IQR), the figure the report prints;
 - in the layers pass, whose layer times the report ranks: every layer it ranks (the RANKED_LAYERS largest) at or
   above MIN_LAYER_SHARE of the forward has the median of its self time known, at 95% (the order-statistic interval
-  of hwprof.session.timing_stop), to within LAYER_TOLERANCE of itself or LAYER_POINTS of the forward, whichever is
+  of hwprof.analysis.order_stats), to within LAYER_TOLERANCE of itself or LAYER_POINTS of the forward, whichever is
   wider;
 - in a pass with a sampler of the layers' windows (the kernels pass's perf: Collector.sample_rate), every layer it
   ranks the same way has the samples it needs (MIN_LAYER_SAMPLES, x LIVE_SAMPLES_MARGIN), as its self time in the
@@ -23,9 +23,9 @@ left, and says so:
   yolov7 640 on the 2-vCPU Xeon, 2026-11-28: blocks from 0.97 to 1.58, quartiles 1.03-1.19 after 15 blocks and
   66 s, where 6 blocks had said as much);
 - a ranked layer's share, when the interval its plan's iterations would give, drawn like those so far
-  (timing_stop.projected_half_width), is still wider than its margin (yolov7's model.0 at 640 on the 2-vCPU EPYC,
-  2026-11-29: 21-23 ms, or 31-37 ms in one forward of three when its output took fresh pages; its median's
-  interval was still +-42% at the 20 planned iterations, 8 of them run for nothing).
+  (hwprof.analysis.order_stats.projected_half_width), is still wider than its margin (yolov7's model.0 at 640 on
+  the 2-vCPU EPYC, 2026-11-29: 21-23 ms, or 31-37 ms in one forward of three when its output took fresh pages;
+  its median's interval was still +-42% at the 20 planned iterations, 8 of them run for nothing).
 The report prints such a figure as not resolved, with its spread, as before.
 
 It applies where the user did not ask for a number of iterations (`--iters` absent: RunConfig.extra's
@@ -145,11 +145,10 @@ def check(
     futile = not unsampled and varying and (not unresolved or cost_futile) and bool(loose or cost_futile)
     if futile and cost_futile and cost is not None:
         unresolved = [f"the cost ({_spread_words(cost)})"]
-    shares = _layers_words([layer.name for layer in loose], "shares")
+    note = f"; {_varying_words(loose, planned)}" if futile and loose else ""
+    shares = _layers_words([layer.name for layer in loose], "shares", note)
     if layers and not forwards:
         shares, futile = ["the layers' shares (no forward measured)"], False
-    elif futile and loose:
-        shares = _layers_words([layer.name for layer in loose], "shares", f"; {_varying_words(loose, planned)}")
     left = unresolved + shares + unsampled
     return PassStopping(not left, spans.iterations, planned, left, clean_until=clean_until, futile=futile)
 
@@ -188,7 +187,7 @@ class LooseLayer:
 
     def past(self, planned: int) -> bool:
         """Whether its plan would not resolve it either: the interval of `planned` iterations drawn like those so
-        far (timing_stop.projected_half_width) is still wider than its margin. Its time moves that much from one
+        far (order_stats.projected_half_width) is still wider than its margin. Its time moves that much from one
         forward to the next (yolov7's model.0 at 640 on a 2-vCPU EPYC: 21-23 ms, or 31-37 ms in one forward of
         three, when its 52 MB output took fresh pages), which more iterations measure but do not narrow."""
         width = projected_half_width(self.values, max(planned, len(self.values)))

@@ -49,7 +49,7 @@ def race_bar(rows: Sequence[AdviceRow]) -> JsonObject | None:
     ranked = [r for r in rows if r.ranked and r.forward is not None]
     if not ranked:
         return None
-    best = max(ranked, key=lambda r: r.forward.ratio if r.forward else 0.0)
+    best = max(ranked, key=_ratio)
     assert best.forward is not None
     return {"key": best.key, "low": best.forward.interval[0], "spread": best.forward.spread_text()}
 
@@ -117,12 +117,11 @@ class Order:
         )
 
 
-def top_order(rows: Sequence[AdviceRow], ratios: Mapping[str, list[float]], extendable: set[str]) -> Order:
-    """The order of the first SETTLE_TOP ranked rows and the next one. `ratios`: a paired row's blocks' ratios
-    (all its processes'); a row without them is held to its spread; `extendable`: the rows more blocks may be
-    given to."""
-    ranked = sorted((r for r in rows if r.ranked and r.forward is not None), key=lambda r: -_ratio(r))
-    first = ranked[: SETTLE_TOP + 1]
+def top_order(ordered: Sequence[AdviceRow], ratios: Mapping[str, list[float]], extendable: set[str]) -> Order:
+    """The order of the first SETTLE_TOP ranked rows and the next one, as the table ranks them (`ordered`:
+    Advice.ordered()). `ratios`: a paired row's blocks' ratios (all its processes'); a row without them is held to
+    its spread; `extendable`: the rows more blocks may be given to."""
+    first = [r for r in ordered if r.ranked and r.forward is not None][: SETTLE_TOP + 1]
     bands = {r.key: _band(r, ratios.get(r.key)) for r in first}
     open_pairs = [(a.key, b.key) for a, b in pairwise(first) if bands[a.key][0] <= bands[b.key][1]]
     extend: list[str] = []

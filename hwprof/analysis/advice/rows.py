@@ -279,26 +279,19 @@ def append_blocks(key: str, result: AdviseResult, blocks: list[AdviceBlock], aft
             blocks.append(AdviceBlock(key, name, index // 2, index, start, end, f_start, f_end))
 
 
+def _paired_sides(results: Sequence[AdviseResult], figures: Figures) -> list[tuple[dict[int, float], dict[int, float]]]:
+    """Each paired process's (baseline, variant) ms per image, numbered in ABBA order."""
+    return [(_per_image(r.sides["baseline"], figures), _per_image(r.sides["variant"], figures)) for r in results]
+
+
 def forward_ratios(results: Sequence[AdviseResult]) -> list[float]:
     """The forward's block ratios (before / after, per image) of a candidate's paired processes, pooled."""
-    return [
-        r
-        for result in results
-        for r in speedup_ratios(
-            _per_image(result.sides["baseline"], _forward), _per_image(result.sides["variant"], _forward)
-        )
-    ]
+    return [r for before, after in _paired_sides(results, _forward) for r in speedup_ratios(before, after)]
 
 
 def pooled_speedups(results: Sequence[AdviseResult]) -> tuple[Speedup | None, Speedup | None]:
     """The forward's and the whole iteration's speed-ups over the blocks of a candidate's paired processes."""
-
-    def pooled(figures: Figures) -> Speedup | None:
-        return pooled_speedup(
-            [(_per_image(r.sides["baseline"], figures), _per_image(r.sides["variant"], figures)) for r in results]
-        )
-
-    return pooled(_forward), pooled(_iteration)
+    return pooled_speedup(_paired_sides(results, _forward)), pooled_speedup(_paired_sides(results, _iteration))
 
 
 def changed_reason(check: OutputCheck) -> str:
