@@ -28,7 +28,7 @@ import hwprof
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("public stage gate", ("hwprof.stage_api",)),
-    ("files", ("hwprof.core.atomic", "hwprof.core.procs")),
+    ("files", ("hwprof.core.atomic", "hwprof.core.jsonfast", "hwprof.core.procs")),
     ("run schema", ("hwprof.schema",)),
     ("records and config", ("hwprof.core",)),
     ("hardware access", ("hwprof.perf", "hwprof.hardware")),

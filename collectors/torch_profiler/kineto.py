@@ -8,11 +8,11 @@ Unix time); the events are kept on that clock in ns (see clock.py for the conver
 from __future__ import annotations
 
 import gzip
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
+from hwprof.core import jsonfast
 from hwprof.core.atomic import NEARLY_FULL, DiskFullError, atomic_path, free_bytes, size_limit_cut
 
 KinetoArgs = TypedDict(
@@ -48,14 +48,9 @@ class KinetoTrace:
     events: list[KEvent]
 
 
-def _open_text(path: Path) -> Any:
-    return gzip.open(path, "rt") if path.suffix == ".gz" else open(path)
-
-
 def load_kineto(path: Path) -> KinetoTrace:
     """The complete events of a chrome trace written by export_chrome_trace (plain or .gz)."""
-    with _open_text(path) as handle:
-        data = json.load(handle)
+    data = jsonfast.loads(gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes())
     if "baseTimeNanoseconds" not in data:
         raise ValueError(f"{path}: no baseTimeNanoseconds: not a Kineto chrome trace")
     base = int(data["baseTimeNanoseconds"])

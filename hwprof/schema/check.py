@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hwprof.core import jsonfast
+
 SCHEMA_VERSION = 1
 UNUSABLE_PASS_STATUSES = ("interrupted", "running")
 """A pass in one of these states stopped before it finished: its figures are not reported."""
@@ -145,7 +147,7 @@ def read_jsonl(path: Path, containing: str | None = None, window: tuple[int, int
         if chosen is not None and i not in chosen:
             continue
         try:
-            out.rows.append((i + 1, json.loads(line)))
+            out.rows.append((i + 1, jsonfast.loads(line)))
         except ValueError as exc:
             if i == last and not text.endswith("\n"):
                 out.torn_line = i + 1

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from hwprof.core import jsonfast
 from hwprof.rundir.reader import RecordsFile, RunData, RunDirError
 from hwprof.schema.check import read_jsonl
 from hwprof.schema.codec import JsonObject
@@ -51,7 +52,7 @@ def _rows(records: RecordsFile) -> list[dict[str, Any]]:
     hundreds of thousands of lines), else line by line up to a torn last line of a killed pass."""
     text = records.content()
     try:
-        return list(json.loads("[" + ",".join(line for line in text.split("\n") if line.strip()) + "]"))
+        return list(jsonfast.loads("[" + ",".join(line for line in text.split("\n") if line.strip()) + "]"))
     except ValueError:  # a torn last line is dropped; a corrupt line elsewhere is an error naming file:line
         return [row for _, row in read_jsonl(records.path).rows]
 
