@@ -22,12 +22,12 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from hwprof.schema.records import CounterSample
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class MemoryEvent:
     """One allocation (bytes > 0) or free (bytes < 0) by torch's allocator, on the run's clock (ns)."""
 
@@ -43,9 +43,9 @@ def with_live(events: Iterable[MemoryEvent]) -> list[MemoryEvent]:
     """The events in time order, each with the live bytes after it: the running sum of its device's events."""
     live: dict[int, int] = defaultdict(int)
     out = []
-    for event in sorted(events, key=lambda e: e.ts):
-        live[event.device_type] += event.bytes
-        out.append(replace(event, total=live[event.device_type]))
+    for event in sorted(events, key=lambda e: e.ts):  # made anew, not dataclasses.replace: 470,000 at yolov7 320
+        total = live[event.device_type] = live[event.device_type] + event.bytes
+        out.append(MemoryEvent(event.ts, event.bytes, event.device_type, total))
     return out
 
 
