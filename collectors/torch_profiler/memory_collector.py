@@ -114,16 +114,17 @@ class TorchMemoryCollector(Collector):
         stop_windows = sync_ranges(torch)
         self._on = False
         raw: list[Any] = torch.autograd._disable_profiler().events()
-        fit = fit_syncs(
-            [e.start_ns() for e in raw if e.name() == SYNC_NAME], SyncData(self._start_windows, stop_windows)
-        )
+        syncs, memory = [], []  # one walk, each event's name asked once (yolov7 320: 264,000 events a session)
+        for event in raw:
+            name = event.name()
+            if name == MEMORY_EVENT:
+                memory.append(event)
+            elif name == SYNC_NAME:
+                syncs.append(event.start_ns())
+        fit = fit_syncs(syncs, SyncData(self._start_windows, stop_windows))
         self._uncertainty_ns = max(self._uncertainty_ns, fit.uncertainty_ns)
         self._sessions += 1
-        self._events.extend(
-            MemoryEvent(fit(e.start_ns()), int(e.nbytes()), int(e.device_type()))
-            for e in raw
-            if e.name() == MEMORY_EVENT
-        )
+        self._events.extend(MemoryEvent(fit(e.start_ns()), int(e.nbytes()), int(e.device_type())) for e in memory)
 
     def close(self, ctx: PassContext) -> CollectorResult:
         self._end()
