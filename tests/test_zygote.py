@@ -130,3 +130,67 @@ def test_a_zygote_whose_imports_initialised_cuda_is_never_ready(monkeypatch: pyt
     assert ours.recv(1024) == b"", "the zygote said nothing (no ready) and closed its end"
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=types.SimpleNamespace(is_initialized=bool)))
     assert not zygote_module.cuda_initialised()
+
+
+LATE_MODULE = """
+import os, time
+time.sleep(1.0)
+with open(os.environ["LATE_STAMP"], "w") as out:
+    out.write(repr(time.monotonic()))
+"""
+PROBE_WORKER = """
+import json, sys, time
+from hwprof.session.late_imports import wait_imports
+
+def main(argv):
+    before = "late_slow" in sys.modules
+    waited = wait_imports()
+    with open(argv[0], "w") as out:
+        json.dump({"before": before, "waited": waited, "at": time.monotonic()}, out)
+    return 0
+"""
+
+
+def _late_zygote(tmp_path: Path) -> tuple[Zygote, dict[str, str]]:
+    (tmp_path / "late_slow.py").write_text(LATE_MODULE)
+    (tmp_path / "late_probe.py").write_text(PROBE_WORKER)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "LATE_STAMP": str(tmp_path / "stamp")}
+    started = Zygote.start(env, ("late_probe",), ("late_slow",))
+    assert started is not None
+    return started, env
+
+
+def _probe(zygote: Zygote, tmp_path: Path, name: str, needs_imports: bool) -> dict[str, Any]:
+    import json
+
+    command = [*WORKER[:3], "late_probe", str(tmp_path / f"{name}.json")]
+    worker = zygote.spawn(command, str(tmp_path), zygote.env, (tmp_path / f"{name}.log").open("w"), needs_imports)
+    assert worker.wait(60) == 0, (tmp_path / f"{name}.log").read_text()
+    found: dict[str, Any] = json.loads((tmp_path / f"{name}.json").read_text())
+    return found
+
+
+def test_a_first_worker_that_needs_none_of_the_late_imports_is_forked_before_them_and_waits_for_them(
+    tmp_path: Path,
+) -> None:
+    """The zygote's late imports (hwprof.session.late_imports): a first worker that needs none of them (a collect's
+    timing pass) is forked before them and goes on only once the zygote made them (the module's 1 s import ended
+    before it went on); a worker forked after has them and waits for nothing."""
+    zygote, _ = _late_zygote(tmp_path)
+    try:
+        first = _probe(zygote, tmp_path, "first", needs_imports=False)
+        imported_at = float((tmp_path / "stamp").read_text())
+        assert not first["before"] and first["waited"] > 0.2 and first["at"] >= imported_at, first
+        second = _probe(zygote, tmp_path, "second", needs_imports=False)
+        assert second["before"] and second["waited"] == 0.0, second
+    finally:
+        zygote.close()
+
+
+def test_a_first_worker_that_needs_the_late_imports_is_forked_after_them(tmp_path: Path) -> None:
+    zygote, _ = _late_zygote(tmp_path)
+    try:
+        first = _probe(zygote, tmp_path, "first", needs_imports=True)
+        assert first["before"] and first["waited"] == 0.0, first
+    finally:
+        zygote.close()

@@ -17,10 +17,16 @@ took as long as orjson's whole reading.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import Any
 
-import orjson
+try:
+    import orjson
+except ImportError:  # hwprof imported without its dependencies (a Ray node's check of the shipped tree): json's own
+    _ORJSON: Any = None
+else:
+    _ORJSON = orjson
 
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
@@ -28,9 +34,11 @@ _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 def loads(data: str | bytes) -> Any:
     """The value of one JSON document, as json.loads reads it but for an integer of 2**64 or more (a float);
     json's ValueError (a JSONDecodeError) when it is not JSON."""
+    if _ORJSON is None:
+        return json.loads(data)
     try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
+        return _ORJSON.loads(data)
+    except _ORJSON.JSONDecodeError:
         return json.loads(data)  # what json accepts beyond orjson, or json's own error
 
 
@@ -38,11 +46,11 @@ def dumps(value: Any) -> bytes:
     """Compact JSON, ASCII only, of a value or a dataclass (its fields, in order): json.dumps(value,
     separators=(",", ":")) but for the spelling of some floats (orjson's 0.00001 is json's 1e-05: the same float
     read back)."""
-    try:
-        out = orjson.dumps(value)
-    except TypeError:
-        out = b"null"  # never orjson's: json's own encoding below, or its TypeError
-    if b"null" in out or not out.isascii():
+    out: bytes | None = None
+    if _ORJSON is not None:
+        with contextlib.suppress(TypeError):  # a type or an integer orjson refuses: json's encoding, or its error
+            out = _ORJSON.dumps(value)
+    if out is None or b"null" in out or not out.isascii():
         return _ENCODE(_plain(value)).encode("ascii")
     return out
 

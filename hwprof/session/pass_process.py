@@ -157,7 +157,8 @@ class PassProcesses:
         try:
             self._watch = NeighbourWatch(also=self.config.attached).start()
             extra = self.programs.env() | (self.budget.env(self.passes_left) if self.budget else {})
-            proc = self._start_worker(command, pass_env(self.config, collectors, ctx, extra), log)
+            needs_imports = any(c.zygote_imports for c in collectors)
+            proc = self._start_worker(command, pass_env(self.config, collectors, ctx, extra), log, needs_imports)
         except (RuntimeError, OSError) as exc:  # no pass is recorded: its worker never ran
             if not cannot_start(exc):
                 raise
@@ -167,10 +168,10 @@ class PassProcesses:
             raise TaskLimitError(line) from None
         return RunningPass(plan, ctx, proc, started, steal_at_start)
 
-    def _start_worker(self, command: list[str], env: dict[str, str], log: TextIO) -> Worker:
+    def _start_worker(self, command: list[str], env: dict[str, str], log: TextIO, needs_imports: bool) -> Worker:
         """The pass's worker forked by the zygote where it may be, else started as `command`, in a session of its
-        own either way."""
-        return zygote.start(self.zygote, command, str(self.run_dir), env, log)
+        own either way; `needs_imports`: its collectors use what the zygote imports for them (Zygote.spawn)."""
+        return zygote.start(self.zygote, command, str(self.run_dir), env, log, needs_imports)
 
     @property
     def _worker_module(self) -> str:

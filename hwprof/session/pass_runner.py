@@ -30,6 +30,7 @@ from hwprof.rundir.pass_files import write_pass_result
 from hwprof.rundir.worker_files import read_config, read_image_paths
 from hwprof.schema.pass_files import PairedInfo, PassResult
 from hwprof.schema.program import ProgramOutcome
+from hwprof.session.late_imports import wait_imports
 from hwprof.session.pass_result import close_pipeline, pass_result
 from hwprof.session.pass_steps import PassSteps
 from hwprof.session.pass_stop import PassStopping
@@ -209,6 +210,7 @@ class PassRunner(PassSteps):
         total = self.config.warmup + len(steps)
         STOP.bus, STOP.at_boundaries = self.bus, True
         STOP.check(0, total)
+        wait_imports()  # a worker forked before the zygote's late imports: no forward of it runs beside them
         progress(phase="warmup", done=0, total=total)  # where the build ends (hwprof.session.pass_phases)
         self.warmups = self._warm_up(total)
         total -= self.config.warmup - self.warmups

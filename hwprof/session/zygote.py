@@ -22,6 +22,12 @@ forked worker calls setsid (a session of its own, as `start_new_session`), takes
 collect sends with its request (SCM_RIGHTS), its working directory and environment, and runs
 the module's main as `python -m` would.
 
+Its owner's `imports` (what a collector's first use imports: torch.profiler's Inductor and Dynamo, 0.8 s) come
+after the first fork when that first worker does not need them (a collect's timing pass): the zygote imports them
+while that worker builds its model, and the worker waits for them to end before its warm-up
+(hwprof.session.late_imports), so that no forward it times runs beside them. Before, the first pass waited for them
+before it could start.
+
 The zygote reports a worker's exit without reaping it (waitid WNOWAIT) until the collect asks it to: the worker's
 pid, its session's id, is not given to another process before the collect has stopped what is left in that
 session (hwprof.session.child). The collect kills the zygote when its passes are done (it holds nothing to save);
@@ -49,6 +55,7 @@ from typing import IO, Any, NoReturn
 
 from hwprof.core.procs import live
 from hwprof.session.child import Worker
+from hwprof.session.late_imports import LateImports, import_all
 
 PRELOAD = (
     "torch",
@@ -172,14 +179,18 @@ class Zygote:
         keys = (set(env) | set(self.env)) - LAZY_ENV
         return all(env.get(k) == self.env.get(k) for k in keys)
 
-    def spawn(self, command: list[str], cwd: str, env: dict[str, str], stderr: IO[str]) -> ForkedWorker:
+    def spawn(
+        self, command: list[str], cwd: str, env: dict[str, str], stderr: IO[str], needs_imports: bool = True
+    ) -> ForkedWorker:
         """Fork a worker running `command` (python -P -m MODULE ARGS, MODULE one of self.modules); OSError as
-        Popen raises it when the fork failed, ZygoteGone when the zygote cannot be asked."""
+        Popen raises it when the fork failed, ZygoteGone when the zygote cannot be asked. `needs_imports`: the
+        worker uses the zygote's `imports` (else it may be forked before them, the first one)."""
         self._wait_ready()
         read_end, write_end = os.pipe()
         stdin = 0 if _is_open(0) else os.open(os.devnull, os.O_RDONLY)
         try:
-            request = {"op": "spawn", "module": command[3], "args": command[4:], "cwd": cwd, "env": env}
+            request: dict[str, object] = {"op": "spawn", "module": command[3], "args": command[4:], "cwd": cwd}
+            request |= {"env": env, "imports": needs_imports}
             try:
                 _send(self.sock, request, [stdin, write_end, stderr.fileno()])
             except OSError as exc:
@@ -287,7 +298,7 @@ def _status(pid: int) -> int | None:
     return info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
 
 
-def serve(sock: socket.socket) -> Spawn | None:
+def serve(sock: socket.socket, late: LateImports | None = None) -> Spawn | None:
     """Fork a worker for each request and report each one's exit, until the collect closes the socket (None);
     in a forked child, the request it must carry out."""
     pidfds: dict[int, int] = {}
@@ -307,6 +318,8 @@ def serve(sock: socket.socket) -> Spawn | None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(int(request["pid"]), 0)
             continue
+        if late is not None and request.get("imports", True) and not _made(late):
+            return None
         try:
             pid = os.fork()
         except OSError as exc:
@@ -315,12 +328,23 @@ def serve(sock: socket.socket) -> Spawn | None:
         if pid == 0:
             for pidfd in pidfds.values():
                 os.close(pidfd)
+            if late is not None:
+                late.forked()
             return Spawn(request["module"], request["args"], request["cwd"], request["env"], fds)
         for fd in fds:
             os.close(fd)
         if pid > 0:
             pidfds[pid] = os.pidfd_open(pid)
             _send(sock, {"pid": pid})
+        if late is not None and not _made(late):  # beside the worker just forked, which waits for them to end
+            return None
+
+
+def _made(late: LateImports) -> bool:
+    """The late imports made (once); False when they initialised CUDA, which no later fork could use: the zygote
+    ends (its passes start the usual way)."""
+    late.make()
+    return not cuda_initialised()
 
 
 def become_worker(spawn: Spawn, modules: tuple[str, ...]) -> int:
@@ -341,12 +365,20 @@ def become_worker(spawn: Spawn, modules: tuple[str, ...]) -> int:
     return code
 
 
-def start(zygote: Zygote | None, command: list[str], cwd: str, env: dict[str, str], stderr: IO[str]) -> Worker:
+def start(
+    zygote: Zygote | None,
+    command: list[str],
+    cwd: str,
+    env: dict[str, str],
+    stderr: IO[str],
+    needs_imports: bool = True,
+) -> Worker:
     """`command` forked by the zygote where it may be, else started with Popen; in a session of its own, its
-    stdout a text pipe, either way. A zygote found gone is not asked again (`forkable` is False once gone)."""
+    stdout a text pipe, either way. A zygote found gone is not asked again (`forkable` is False once gone).
+    `needs_imports`: whether the worker uses the zygote's late imports (Zygote.spawn)."""
     if zygote is not None and zygote.forkable(command, env):
         try:
-            return zygote.spawn(command, cwd, env, stderr)
+            return zygote.spawn(command, cwd, env, stderr, needs_imports)
         except ZygoteGone:
             zygote.close()
     return subprocess.Popen(
@@ -383,14 +415,12 @@ def cuda_initialised() -> bool:
 
 def main(fd: int, imports: tuple[str, ...], modules: tuple[str, ...]) -> int:
     sock = socket.socket(fileno=fd)
-    for name in (*PRELOAD, *imports, *modules):
-        with contextlib.suppress(Exception):
-            importlib.import_module(name)
+    import_all((*PRELOAD, *modules))
     if cuda_initialised():
         return 1  # never ready: every pass starts the usual way (zygote.start, on ZygoteGone)
     gc.freeze()  # what the imports made is never collected: a forked worker's collections skip it (gc.freeze's own use)
     _send(sock, {"ready": True})
-    spawn = serve(sock)
+    spawn = serve(sock, LateImports.of(imports) if imports else None)
     if spawn is None:
         return 0
     sock.close()
