@@ -18,6 +18,7 @@ lock); the boxes are kept by ultralytics' non_max_suppression.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import queue
@@ -45,8 +46,10 @@ def letterbox(image: np.ndarray, size: int) -> torch.Tensor:
 
 
 def hook_state(model: torch.nn.Module) -> dict[str, int | bool]:
-    """What a profiler may leave on the model and in torch (GET /hooks; what `hwprof attach`'s tests read): the
-    modules' hooks, torch's global module hooks, instance-level forwards, and whether a profiler is on."""
+    """What a profiler may leave on the model, in torch and in the process (GET /hooks; what `hwprof attach`'s
+    tests read): the modules' hooks, torch's global module hooks, instance-level forwards, whether a profiler is
+    on, and whether Python's GC is (a collector's close once held it off in the service: its calls 1.35x slower
+    after the attach)."""
     from torch.nn.modules import module as torch_module
 
     modules = list(model.modules())
@@ -56,6 +59,7 @@ def hook_state(model: torch.nn.Module) -> dict[str, int | bool]:
         "global_hooks": len(torch_module._global_forward_hooks) + len(torch_module._global_forward_pre_hooks),
         "wrapped_forwards": sum("forward" in vars(m) for m in modules),
         "profiler_on": bool(torch.autograd.profiler._is_profiler_enabled),
+        "gc_enabled": gc.isenabled(),
     }
 
 
