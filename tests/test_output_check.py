@@ -224,3 +224,40 @@ def test_int8_shows_its_error_on_the_default_model_and_fp32_does_not(tmp_path: P
     assert fp32.sqnr_raw_db is not None and fp32.sqnr_raw_db > 80, fp32.sqnr_raw_db
     assert fp32.verdict == PASS and fp32.sensitivity_head is not None and fp32.max_abs_head is not None
     assert fp32.max_abs_head < 1e-3 * fp32.sensitivity_head
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_the_scaling_forward_records_the_layer_table_a_forward_after_it_would(
+    depth: int, bus_images: list[Path]
+) -> None:
+    """build_for_run's layer table (recorded on the forward that computes the init's scales, issue 66) is the one
+    layer_table makes on the scaled model afterwards, row for row; a bias-less convolution's new bias is counted."""
+    from hwprof.workload.init_scale import build_for_run, calibration_batch, keep_signal, scaled_convs
+    from hwprof.workload.layers import layer_table, record_layers
+    from hwprof.workload.zoo import build_model
+
+    config = _config(depth=depth)
+    built = build_for_run(config, bus_images, None)
+    assert built.layers is not None and built.layers.depth == depth
+    batch, words = calibration_batch(config, bus_images, built)
+    assert built.layers.input_shape == list(batch.shape)
+    assert [r.to_dict() for r in built.layers.rows] == [r.to_dict() for r in layer_table(built.module, batch, depth)]
+
+    plain = build_model(config.model)
+    conv, _ = next(iter(scaled_convs(plain.module).values()))
+    conv.bias = None  # every scaled convolution of the zoo has a bias once fused: this one gets it from its scale
+    recorder = record_layers(plain.module, depth)
+    keep_signal(plain.module, batch, words, config.model, config.seed, None, recorder)
+    assert conv.bias is not None and not recorder.handles
+    assert [r.to_dict() for r in recorder.rows] == [r.to_dict() for r in layer_table(plain.module, batch, depth)]
+
+
+def test_saved_scales_leave_the_layer_table_to_the_pass(tmp_path: Path, bus_images: list[Path]) -> None:
+    """A later process applies the run's saved scales without a forward: no table recorded, and no hook left."""
+    from hwprof.workload.init_scale import build_for_run
+
+    build_for_run(_config(), bus_images, tmp_path)
+    later = build_for_run(_config(), bus_images, tmp_path)
+    assert later.init is not None and later.init.computed_here is False and later.layers is None
+    hooks = [m for m in later.module.modules() if m._forward_hooks]
+    assert not hooks

@@ -22,12 +22,16 @@ if TYPE_CHECKING:
 
 def write_model_info(pipeline: Pipeline, out_dir: Path, depth: int) -> None:
     """model.json of the pass (out_dir), its layer table that of an earlier pass of the run where one built the same
-    model at the same input shape, else from a forward with hooks."""
+    model at the same input shape, else the one the model's build recorded at this shape (the init's scaling
+    forward: hwprof.workload.init_scale.build_for_run), else from a forward with hooks."""
     from hwprof.workload.layers import layer_table
 
     built = pipeline.built
     shape = list(pipeline.sample_batch().shape)
     layers = _earlier_layers(out_dir, built.name, shape)
+    recorded = built.layers
+    if layers is None and recorded is not None and (recorded.input_shape, recorded.depth) == (shape, depth):
+        layers = recorded.rows
     if layers is None:
         layers = layer_table(built.module, pipeline.sample_batch(), depth)
     write_model_json(out_dir, built, shape, layers)

@@ -124,16 +124,35 @@ class LayerRecorder:
     handles: list[Any]
     seen: bool = False
     """A forward went through the hooks: every row that ran has its shapes."""
+    depth: int = 1
+    """The depth its rows were made at (layer_modules')."""
 
     def remove(self) -> None:
         for handle in self.handles:
             handle.remove()
         self.handles.clear()
 
+    def recount(self, model: torch.nn.Module) -> None:
+        """Each row's parameters and weight bytes counted again from `model` (the forward's other hooks may have
+        added one: the init's scale gives a bias-less convolution its bias)."""
+        for row, (name, index, module) in zip(self.rows, layer_modules(model, self.depth), strict=True):
+            fresh = _row(name, index, module)
+            row.params, row.weight_bytes = fresh.params, fresh.weight_bytes
+
+
+@dataclass(frozen=True)
+class LayerTable:
+    """A layer table recorded on a forward of `input_shape` at `depth` (the model's own, hwprof.workload.zoo's
+    BuiltModel.layers)."""
+
+    input_shape: list[int]
+    depth: int
+    rows: list[LayerInfo]
+
 
 def record_layers(model: torch.nn.Module, depth: int = 1) -> LayerRecorder:
     """The rows, with hooks that fill each layer's shapes and bytes at the next forward through `model`."""
-    recorder = LayerRecorder([], [])
+    recorder = LayerRecorder([], [], depth=depth)
     for name, index, module in layer_modules(model, depth):
         row = _row(name, index, module)
         recorder.rows.append(row)

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import torch
 
     from hwprof.schema.model_init import InitDoc
+    from hwprof.workload.layers import LayerTable
     from hwprof.workload.weights import WeightsInfo
 
 YOLOV7_NAMES: tuple[str, ...] = ("yolov7", "yolov7-tiny", "yolov7x")
@@ -57,6 +58,8 @@ class BuiltModel:
     class_names: dict[int, str]
     init: InitDoc | None = None
     """Without weights: how the seeded init was scaled to keep its signal (hwprof.workload.init_scale)."""
+    layers: LayerTable | None = None
+    """The layer table, where the forward that scaled the init recorded it (else model.json's is made later)."""
 
 
 def architecture_of(name: str) -> str:
