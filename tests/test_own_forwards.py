@@ -127,7 +127,7 @@ def test_a_later_pass_takes_the_layer_table_of_an_earlier_one_without_a_forward(
     model = Counted()
     built = SimpleNamespace(
         module=model, name="counted", family="test", weights=None, init=None, params=1, params_fused=1, stride=1,
-        output_format="test", class_names=[],
+        output_format="test", class_names=[], layers=None,
     )  # fmt: skip
     passes = tmp_path / "passes"
 
@@ -148,3 +148,27 @@ def test_a_later_pass_takes_the_layer_table_of_an_earlier_one_without_a_forward(
     assert model.calls == 2 and json.loads((passes / "trace" / "model.json").read_text())["layers"][0]["in_shapes"] == [
         [1, 3, 16, 16]
     ]
+
+
+def test_the_first_pass_takes_the_table_its_build_recorded_at_its_shape_and_depth(tmp_path: Path) -> None:
+    """The table the init's scaling forward recorded (BuiltModel.layers, hwprof.workload.init_scale.build_for_run)
+    is model.json's where it was recorded at the pass's input shape and depth; at another, a forward of its own."""
+    from hwprof.session.worker_model import write_model_info
+    from hwprof.workload.layers import LayerTable
+
+    model = Counted()
+    recorder = record_layers(model, 1)
+    with torch.inference_mode():
+        model(torch.zeros(1, 3, 8, 8))
+    recorder.remove()
+    built = SimpleNamespace(
+        module=model, name="counted", family="test", weights=None, init=None, params=1, params_fused=1, stride=1,
+        output_format="test", class_names=[], layers=LayerTable([1, 3, 8, 8], 1, recorder.rows),
+    )  # fmt: skip
+    for name, side, depth, calls in (("timing", 8, 1, 1), ("other", 8, 2, 2), ("third", 16, 1, 3)):
+        out = tmp_path / f"run{name}" / "passes" / name
+        out.mkdir(parents=True)
+        write_model_info(SimpleNamespace(built=built, sample_batch=lambda s=side: torch.zeros(1, 3, s, s)), out, depth)
+        assert model.calls == calls, name
+        rows = json.loads((out / "model.json").read_text())["layers"]
+        assert rows[0]["in_shapes"] == [[1, 3, side, side]]

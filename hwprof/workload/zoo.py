@@ -145,19 +145,28 @@ def build_model(name: str, weights: str | None = None, seed: int = 0, nc: int | 
     )
 
 
-def meta_flops(module: torch.nn.Module, imgsz: int = 640) -> int:
-    """FLOPs of one forward at imgsz x imgsz, counted on the meta device (no compute)."""
+def meta_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `module` on the meta device (its tensors' shapes and dtypes, no data): a forward of it computes
+    nothing, and FlopCounterMode counts on it what a real forward does (FLOPs depend on shapes alone). The head's
+    stride stays a real tensor: the models' own `_apply` moves it, and their forward reads it."""
     import copy
 
     import torch
-    from torch.utils.flop_counter import FlopCounterMode
 
     head = module.model[-1]  # type: ignore[index]
     stride = getattr(head, "stride", None)
     meta = copy.deepcopy(module).to("meta")
     if isinstance(stride, torch.Tensor):
         meta.model[-1].stride = stride.clone()  # type: ignore[index,method-assign]
+    return meta
+
+
+def meta_flops(module: torch.nn.Module, imgsz: int = 640) -> int:
+    """FLOPs of one forward at imgsz x imgsz, counted on the meta device (no compute)."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
     counter = FlopCounterMode(display=False)
     with counter, torch.inference_mode():
-        meta(torch.zeros(1, 3, imgsz, imgsz, device="meta"))
+        meta_copy(module)(torch.zeros(1, 3, imgsz, imgsz, device="meta"))
     return int(counter.get_total_flops())
