@@ -231,14 +231,16 @@ class PassRunner(PassSteps):
         """The warm-up iterations, numbered up to -1; by default (hwprof.session.warmup) until the process is warm,
         then the last one (-1) where a collector does something of its own in it, else config.warmup of them.
         Returns how many ran."""
-        from hwprof.core.spans import durations_ms, pair_spans, timing_forward_s
+        from hwprof.core.spans import durations_ms, pair_spans
         from hwprof.session import warmup
 
         assert self.ctx.pipeline is not None
         most = self.config.warmup
         steady = warmup.steady(self.config)
         wants_last = any(c.last_warmup for c in self.collectors if self._ok(c))
-        timing_s = None if self.ctx.pass_name == "timing" or not steady else timing_forward_s(self.run_dir)
+        held_to = (
+            None if self.ctx.pass_name == "timing" or not steady else warmup.reference(self.run_dir, self.ctx.pass_name)
+        )
         index, done = -most, 0
         while done < most:
             self.ctx.pipeline.run_iteration(index, warmup=True)
@@ -249,7 +251,7 @@ class PassRunner(PassSteps):
                 break
             if steady:
                 forwards = durations_ms(pair_spans(self.log.markers), "stage", warmup=True).get("forward", [])
-                self.warmth = warmup.check(forwards, timing_s * 1e3 if timing_s else None)
+                self.warmth = warmup.check(forwards, held_to)
                 if self.warmth.warm and not wants_last:
                     break
                 if self.warmth.warm:

@@ -2,9 +2,10 @@
 
 Where the passes stop once their figures are resolved (no --iters) and --warmup is not given (RunConfig.extra's
 "warmup_steady"), a pass of the built-in pipeline warms up until the forward of its last warm-up iteration is within
-STEADY_RATIO of a warm forward: the timing pass's forward p50 (every pass after it); in the timing pass itself, which
-has none, until a warm-up's forward is no longer faster than the one before it by more than STEADY_RATIO (two at
-least: the earlier of the two was warm too). RunConfig.warmup (3) stays the most.
+STEADY_RATIO of a warm forward of the run: the slowest undisturbed forward p50 of the passes before it (`reference`:
+the timing pass's measured forwards, each paired pass's clean ones, its collectors off). In the timing pass itself,
+which has none, until a warm-up's forward is no longer faster than the one before it by more than STEADY_RATIO (two
+at least: the earlier of the two was warm too). RunConfig.warmup (3) stays the most.
 
 Why: the warm-up repeated what the process had already done. The forward of a forked pass's first warm-up
 iteration was within its pass's steady spread (yolov7 at 640 on the 2-vCPU Xeon, 2026-11-28: 915, 994, 873 and
@@ -13,12 +14,20 @@ iteration was within its pass's steady spread (yolov7 at 640 on the 2-vCPU Xeon,
 time (about 9 s at 640) for nothing. A process that is not warm (a first call that JIT-compiles or autotunes, a
 runtime's lazy set-up) has a first forward far above a warm one, and warms up on, to the most.
 
+Why the slowest of the earlier passes and not the timing pass's alone: one process's warm forward is not another's.
+On the 2-vCPU EPYC (2026-11-29, yolov7 at 640) the passes' undisturbed p50s of one collect lay 10-25% apart (the
+timing pass's 410 ms, the layers pass's clean 480 ms), while a forked pass's first forward was 1.08-1.28x its own
+process's p50 (476-577 ms): held to the timing pass alone, a fast timing process sent three passes into a second
+warm-up iteration (1.4 s) whose first was as warm as the others'. The slowest undisturbed p50 so far carries that
+spread; a cold first call, several times a forward, is still far above 1.25x of it.
+
 Where the user gives --warmup N, or --iters N (the fixed plan, as it always ran), every pass warms up N times."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from hwprof.core.config import RunConfig
 
@@ -50,17 +59,56 @@ class Warmth:
         return f"{state} after {self.iterations} warm-up iteration{'s' * (self.iterations != 1)} ({self.why})"
 
 
-def check(forwards_ms: Sequence[float], reference_ms: float | None) -> Warmth:
-    """After a warm-up iteration: its forwards so far (in order) against the timing pass's forward p50 (None: this
-    is the timing pass, or no timing pass ran), whether the process is warm."""
+@dataclass(frozen=True)
+class Reference:
+    """A warm forward of the run that a warm-up forward is held against."""
+
+    ms: float
+    source: str
+    """Whose p50 it is, in words: "the timing pass's p50", "the layers pass's clean p50"."""
+
+
+def reference(run_dir: Path, this_pass: str) -> Reference | None:
+    """The slowest undisturbed forward p50 among the run's passes other than `this_pass` whose markers are written
+    (those before it): the timing pass's measured forwards, a paired pass's clean ones; None where there is none
+    (this is the timing pass, or none ran before it)."""
+    import statistics
+
+    from hwprof.core.markers import read_markers
+    from hwprof.core.spans import forward_p50, is_clean_forward, measured_spans, pair_spans
+
+    found: list[Reference] = []
+    for path in sorted((run_dir / "passes").glob("*/markers.jsonl")):
+        name = path.parent.name
+        if name == this_pass:
+            continue
+        try:
+            markers = read_markers(path)
+        except (OSError, ValueError):
+            continue
+        if name == "timing":
+            p50 = forward_p50(measured_spans(markers))
+            words = "the timing pass's p50"
+        else:
+            clean = [s.dur_ns / 1e6 for s in pair_spans(markers) if is_clean_forward(s)]
+            p50 = statistics.median(clean) if clean else None
+            words = f"the {name} pass's clean p50"
+        if p50:
+            found.append(Reference(p50, words))
+    return max(found, key=lambda r: r.ms) if found else None
+
+
+def check(forwards_ms: Sequence[float], held_to: Reference | None) -> Warmth:
+    """After a warm-up iteration: its forwards so far (in order) against a warm forward of the run (`reference`;
+    None: this is the timing pass, or no pass ran before it), whether the process is warm."""
     n = len(forwards_ms)
     if not forwards_ms:
         return Warmth(False, 0, "no forward timed")
     last = forwards_ms[-1]
-    if reference_ms:
-        warm = last <= STEADY_RATIO * reference_ms
+    if held_to is not None:
+        warm = last <= STEADY_RATIO * held_to.ms
         relation = "within" if warm else "above"
-        why = f"its forward {last:.1f} ms, {relation} {STEADY_RATIO:g}x the timing pass's p50, {reference_ms:.1f} ms"
+        why = f"its forward {last:.1f} ms, {relation} {STEADY_RATIO:g}x {held_to.source}, {held_to.ms:.1f} ms"
         return Warmth(warm, n, why)
     if n < 2:
         return Warmth(False, n, f"its forward {last:.1f} ms, with none before it to hold it against")
