@@ -65,7 +65,7 @@ def worktree(rev: str, folder: Path) -> Path:
 def collect(name: str, options: list[str], out: Path, src: Path | None, reuse: bool = False) -> dict[str, Any]:
     if reuse and (out / "run.json").is_file():  # --reuse: read again (its wall time from run.json's passes)
         run = json.loads((out / "run.json").read_text())
-        return {"wall": sum(p.get("wall_s", 0) for p in run["passes"].values()), "run": run, "dir": out}
+        return {"wall": sum(p.get("wall_s", 0) for p in run["passes"].values()), "run": run, "dir": out, "reused": True}
     env = {**os.environ, "COLUMNS": "200"}
     if src is not None:
         env["PYTHONPATH"] = str(src)
@@ -92,6 +92,32 @@ def print_passes(runs: dict[str, dict[str, Any]]) -> None:
             why = (p.get("stopping") or {}).get("text") or "its --iters (no rule)"
             print(f"{name:<7} {pass_name:<9} {p.get('wall_s', 0):7.1f} {measured(p) or '-':>8}  {why}")
         print(f"{name:<7} {'(whole)':<9} {r['wall']:7.1f}")
+
+
+PHASES = ("start_s", "build_s", "warmup_s", "measure_s", "finish_s", "read_s")
+"""run.json's passes.<pass>.phases (hwprof.session.pass_phases), in order."""
+
+
+def print_phases(runs: dict[str, dict[str, Any]]) -> None:
+    """Where each run's time went, pass by pass and summed, with the collect's own time outside the passes: the fixed
+    parts (start, build, warm-up, finish, read, outside) beside the forwards the rules measured."""
+    timed = {name: r for name, r in runs.items() if any(p.get("phases") for p in r["run"]["passes"].values())}
+    if not timed:
+        return
+    heads = " ".join(f"{h.removesuffix('_s'):>8}" for h in PHASES)
+    print(f"\n{'run':<7} {'pass':<9} {heads} {'warm-ups':>8}")
+    for name, r in timed.items():
+        sums = dict.fromkeys(PHASES, 0.0)
+        for pass_name, p in r["run"]["passes"].items():
+            phases = p.get("phases") or {}
+            for h in PHASES:
+                sums[h] += phases.get(h, 0.0)
+            cells = " ".join(f"{phases.get(h, 0.0):8.2f}" for h in PHASES)
+            print(f"{name:<7} {pass_name:<9} {cells} {(p.get('stopping') or {}).get('warmup', '-'):>8}")
+        outside = r["wall"] - sum(p.get("wall_s", 0) for p in r["run"]["passes"].values())
+        said = "not known (--reuse)" if r.get("reused") else f"{outside:.2f}"
+        cells = " ".join(f"{sums[h]:8.2f}" for h in PHASES)
+        print(f"{name:<7} {'(sum)':<9} {cells}   outside the passes {said}")
 
 
 def print_advice(name: str, run_dir: Path) -> None:
@@ -232,6 +258,7 @@ def main() -> int:
         }
     print(f"\nload average {load:.2f} before, {os.getloadavg()[0]:.2f} after; runs in {folder}")
     print_passes(runs)
+    print_phases(runs)
     for name, r in runs.items():
         print_advice(name, r["dir"])
     if "before" in runs:
