@@ -29,6 +29,17 @@ def test_the_meta_count_is_a_real_forwards_module_by_module(name: str) -> None:
     assert sum(1 for k in counts if k.count(".") == 2) > 10  # the per-layer rows, not the total alone
 
 
+def test_the_meta_copy_leaves_the_model_as_it_was() -> None:
+    from hwprof.workload.zoo import meta_copy
+
+    model = build_model("yolov7-tiny").module
+    before = {name: (p.device.type, p.data_ptr()) for name, p in model.named_parameters()}
+    copied = meta_copy(model)
+    assert all(p.device.type == "meta" for p in copied.parameters())
+    assert {name: (p.device.type, p.data_ptr()) for name, p in model.named_parameters()} == before
+    assert model.model[-1].stride.device.type == "cpu"  # type: ignore[index]
+
+
 class ReadsItsValues(torch.nn.Module):
     """A forward whose path depends on its input's values: a meta tensor has none."""
 

@@ -147,15 +147,22 @@ def build_model(name: str, weights: str | None = None, seed: int = 0, nc: int | 
 
 def meta_copy(module: torch.nn.Module) -> torch.nn.Module:
     """A copy of `module` on the meta device (its tensors' shapes and dtypes, no data): a forward of it computes
-    nothing, and FlopCounterMode counts on it what a real forward does (FLOPs depend on shapes alone). The head's
-    stride stays a real tensor: the models' own `_apply` moves it, and their forward reads it."""
+    nothing, and FlopCounterMode counts on it what a real forward does (FLOPs depend on shapes alone). Its
+    parameters and buffers are made on the meta device as the module is copied, so no data is copied (150 MB at
+    yolov7; on a GPU run, GPU memory); `.to("meta")` then moves what the models' own `_apply` keeps besides (YOLOv7's
+    grids). The head's stride stays a real tensor: their forward reads it."""
     import copy
 
     import torch
 
+    memo: dict[int, object] = {}
+    for param in module.parameters():
+        memo[id(param)] = torch.nn.Parameter(torch.empty_like(param, device="meta"), param.requires_grad)
+    for buffer in module.buffers():
+        memo[id(buffer)] = torch.empty_like(buffer, device="meta")
     head = module.model[-1]  # type: ignore[index]
     stride = getattr(head, "stride", None)
-    meta = copy.deepcopy(module).to("meta")
+    meta = copy.deepcopy(module, memo).to("meta")
     if isinstance(stride, torch.Tensor):
         meta.model[-1].stride = stride.clone()  # type: ignore[index,method-assign]
     return meta
