@@ -120,6 +120,51 @@ def print_phases(runs: dict[str, dict[str, Any]]) -> None:
         print(f"{name:<7} {'(sum)':<9} {cells}   outside the passes {said}")
 
 
+def beyond_floor(run_dir: Path, pass_name: str, floor: int) -> tuple[int, float] | None:
+    """The measured iterations a pass ran past its rule's floor (run.json's stopping.floor) and the seconds they
+    took with the clean ones beside them: from the end of the floor-th measured iteration (a paired pass's floor is
+    whole ABBA blocks: it ends its last block) to the end of the pass's last iteration, from its markers. None
+    without markers or iterations."""
+    from hwprof.core.markers import read_markers
+    from hwprof.core.spans import pair_spans
+
+    path = run_dir / "passes" / pass_name / "markers.jsonl"
+    if not path.is_file():
+        return None
+    spans = [s for s in pair_spans(read_markers(path)) if s.kind == "iteration" and not s.warmup and s.iteration >= 0]
+    measured = sorted(s.end_ns for s in spans if not s.clean)
+    if len(measured) <= floor or floor <= 0:
+        return (0, 0.0) if measured else None
+    last = max(s.end_ns for s in spans)
+    return len(measured) - floor, (last - measured[floor - 1]) / 1e9
+
+
+def print_floor(runs: dict[str, dict[str, Any]]) -> None:
+    """Where the default's time went past its rules' floors: the iterations each pass measured beyond the fewest its
+    rule asks for (stopping.floor), which this host's spread of its figures took, and the collect at its floors
+    (its wall less those seconds) against BEFORE: what the same code takes where every figure resolves at once."""
+    r = runs.get("after")
+    if r is None or r.get("reused"):
+        return
+    rows, extra = [], 0.0
+    for pass_name, p in r["run"]["passes"].items():
+        floor = (p.get("stopping") or {}).get("floor")
+        got = beyond_floor(r["dir"], pass_name, floor) if floor else None
+        if got is None:
+            continue
+        rows.append(f"after   {pass_name:<9} {floor:>5} {measured(p) or '-':>8} {got[0]:>7} {got[1]:9.2f}")
+        extra += got[1]
+    if not rows:
+        return
+    print(f"\n{'run':<7} {'pass':<9} {'floor':>5} {'measured':>8} {'past it':>7} {'seconds':>9}")
+    print("\n".join(rows))
+    at_floor = r["wall"] - extra
+    line = f"after at its floors: {at_floor:.1f} s ({extra:.1f} s past them)"
+    if "before" in runs:
+        line += f", {at_floor / runs['before']['wall']:.2f}x of before"
+    print(line)
+
+
 def print_advice(name: str, run_dir: Path) -> None:
     """`--advise`'s own time and its first three rows as the table orders them, where the run has advice."""
     path = run_dir / "advice.json"
@@ -259,6 +304,7 @@ def main() -> int:
     print(f"\nload average {load:.2f} before, {os.getloadavg()[0]:.2f} after; runs in {folder}")
     print_passes(runs)
     print_phases(runs)
+    print_floor(runs)
     for name, r in runs.items():
         print_advice(name, r["dir"])
     if "before" in runs:

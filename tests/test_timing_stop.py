@@ -71,6 +71,7 @@ def test_a_collect_without_iters_stops_when_resolved_and_one_with_iters_runs_the
     stopping = timing["stopping"]
     measured = timing["inputs"]["shapes"]["1x3x64x64"]["measured"]
     assert stopping["iterations"] == measured and MIN_ITERATIONS <= measured <= 20, (stopping, measured)
+    assert stopping["floor"] == MIN_ITERATIONS <= measured, stopping  # the rule's minimum, recorded
     if stopping["resolved"]:  # a quiet host: both p50s resolved before the plan ran out
         assert max(stopping["forward_half_width"], stopping["iteration_half_width"]) <= TOLERANCE
     else:  # a busy one: the plan, never more
@@ -84,6 +85,8 @@ def test_a_collect_without_iters_stops_when_resolved_and_one_with_iters_runs_the
     # (clean_until null: the cost never resolved, clean iterations beside every measured one)
     assert 2 * overhead["blocks"] == (stopping.get("clean_until") or stopping["iterations"]) <= stopping["iterations"]
     assert stopping["iterations"] >= 8 and stopping["iterations"] % 2 == 0, stopping
+    # its floor: 4 ABBA blocks or what a collector of it needs (the counter rotation's reads), whole blocks
+    assert 8 <= stopping["floor"] <= stopping["iterations"] and stopping["floor"] % 2 == 0, stopping
     if stopping["resolved"]:
         assert overhead["resolved"] and not stopping.get("unresolved"), (stopping, overhead)
         assert stopping["iterations"] <= 20 or overhead.get("added_blocks"), stopping

@@ -94,6 +94,10 @@ class StoppingDoc(Record):
     """A paired pass: the measured iterations when its clean ones ended, its cost resolved (hwprof.session.pass_stop);
     absent where clean ones ran beside every measured one."""
     text: str | None = None
+    floor: Count | None = None
+    """The fewest measured iterations its rule asked for before it could stop (its minimum: the timing pass's six, a
+    paired pass's 4 ABBA blocks or what a collector of it needs, never past the plan); the measured iterations past
+    it are what the figures' spread on this host took (absent in older runs and with --iters)."""
     warmup: Count | None = None
     """The warm-up iterations it ran, where they ended once warm (hwprof.session.warmup; absent with --warmup or
     --iters, and in older runs)."""

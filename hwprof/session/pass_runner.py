@@ -311,6 +311,8 @@ class PassRunner(PassSteps):
             result.update(program=program)
         if self.stopping is not None:
             doc = self.stopping.doc()
+            if self.floor is not None:
+                doc.update(floor=self.floor)
             if self.warmth is not None:
                 last = "; then the last one, its collectors' own" if self.warmups > self.warmth.iterations else ""
                 doc.update(warmup=self.warmups, warmup_text=self.warmth.text + last)

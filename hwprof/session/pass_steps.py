@@ -39,6 +39,8 @@ class PassSteps(PassCollectors):
     def init_steps(self) -> None:
         self.clean_until: int | None = None
         """Measured iterations when the clean ones ended, the pass's cost resolved (pass_stop); None: they did not."""
+        self.floor: int | None = None
+        """The measured iterations its stopping rule asks for before it may stop (StoppingDoc.floor); None: no rule."""
         self._least_steps = 0
         """Steps (measured and clean iterations) before the pass's stopping rule is first asked: what its progress
         bar expects, a block at a time after that."""
@@ -97,13 +99,14 @@ class PassSteps(PassCollectors):
         if self.ctx.pass_name == "timing":
             from hwprof.session.timing_stop import MIN_ITERATIONS
 
-            self._least_steps = min(MIN_ITERATIONS, planned)
+            self.floor = min(MIN_ITERATIONS, planned)
+            self._least_steps = self.floor
             return lambda measured, cost: self._timing_resolved()
         if self.paired is None:
             return None
         from hwprof.session.pass_stop import floor
 
-        least = floor(max([self.wished, *self._fewest()]), planned)
+        least = self.floor = floor(max([self.wished, *self._fewest()]), planned)
         self._least_steps = 2 * least
         # asked after whole blocks, and at the plan's end where an odd plan ends inside one (Scalene's plan at
         # yolov8n 64, 169 iterations: never asked, its plan's spread past use went on to 36 more blocks)
