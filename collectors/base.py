@@ -188,6 +188,15 @@ class Collector:
     zygote_imports: ClassVar[tuple[str, ...]] = ()
     """What the zygote imports besides, where a collect asks for this collector: modules its first use would import
     in every pass's worker (torch.profiler's: Inductor)."""
+    attach_reads_run: ClassVar[bool] = False
+    """Its attach() reads what the earlier passes wrote (perf's sampling plan: the layers pass's markers): where its
+    pass's worker is launched beside the previous pass's close (hwprof.session.turn), it attaches once that pass has
+    ended, not at the launch."""
+    heavy_close: ClassVar[bool] = False
+    """Its close() holds the most memory of a collect (torch.profiler's trace parsed and converted: the trace
+    pass's worker at 1.1 GB at yolov7 640): no worker is launched beside its pass's close (hwprof.session.turn), so
+    that the collect's processes hold one pass's memory at that peak (their PSS 1.18 GiB, against 1.59 with the
+    Scalene pass's worker built beside it)."""
     last_warmup: ClassVar[bool] = False
     """It does something of its own in the last warm-up iteration (index -1: a probe, the ops' shapes, the
     simulated caches' warming): where the warm-up ends once warm (hwprof.session.warmup), that iteration still runs,

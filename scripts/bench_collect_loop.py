@@ -94,8 +94,9 @@ def print_passes(runs: dict[str, dict[str, Any]]) -> None:
         print(f"{name:<7} {'(whole)':<9} {r['wall']:7.1f}")
 
 
-PHASES = ("start_s", "build_s", "warmup_s", "measure_s", "finish_s", "read_s")
-"""run.json's passes.<pass>.phases (hwprof.session.pass_phases), in order."""
+PHASES = ("start_s", "build_s", "wait_s", "warmup_s", "measure_s", "finish_s", "read_s")
+"""run.json's passes.<pass>.phases (hwprof.session.pass_phases), in order. A pass launched beside the previous pass's
+close (hwprof.session.turn) has wait_s: its start, build and wait lie beside that pass, outside its own wall."""
 
 
 def print_phases(runs: dict[str, dict[str, Any]]) -> None:
@@ -118,6 +119,11 @@ def print_phases(runs: dict[str, dict[str, Any]]) -> None:
         said = "not known (--reuse)" if r.get("reused") else f"{outside:.2f}"
         cells = " ".join(f"{sums[h]:8.2f}" for h in PHASES)
         print(f"{name:<7} {'(sum)':<9} {cells}   outside the passes {said}")
+        beside = [p["phases"] for p in r["run"]["passes"].values() if "wait_s" in (p.get("phases") or {})]
+        if beside:
+            overlap = sum(ph.get("start_s", 0.0) + ph.get("build_s", 0.0) for ph in beside)
+            print(f"{name:<7} {len(beside)} passes launched beside the previous one's close: {overlap:.2f} s of start "
+                  "and build outside their walls")  # fmt: skip
 
 
 def beyond_floor(run_dir: Path, pass_name: str, floor: int) -> tuple[int, float] | None:

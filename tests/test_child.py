@@ -132,7 +132,7 @@ def test_a_worker_that_closes_its_stdout_and_runs_on_still_times_out() -> None:
     script = "import os, time; print('{}', flush=True); os.close(1); time.sleep(600)"
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
-        assert child.follow(proc, 2.0, lambda line: None) is None
+        assert child.follow(proc, 2.0, lambda line, at: None) is None
     finally:
         child.stop(proc, grace_s=5)
     assert proc.wait(timeout=5) == -signal.SIGTERM

@@ -16,6 +16,8 @@ import psutil
 import pytest
 from run_store import option, stored_run
 
+from hwprof.core.markers import read_markers
+
 SMALL = ["--model", "yolov8n", "--imgsz", "256", "--iters", "2", "--warmup", "1", "--threads", "2"]
 
 
@@ -123,10 +125,21 @@ def test_collect_writes_a_complete_run_directory(run_hwprof, tmp_path, tmp_path_
         assert key in run
     # no collector of the small run wraps its worker: each pass was forked from the collect's zygote
     assert {p["worker_start"] for p in run["passes"].values()} == {"forked"}, run["passes"]
-    for name, entry in run["passes"].items():  # where each pass's time went, every stretch reached, summing to it
+    stretches = ["start_s", "build_s", "warmup_s", "measure_s", "finish_s", "read_s"]
+    previous_end = None
+    for index, (name, entry) in enumerate(run["passes"].items()):  # where each pass's time went, every stretch
         phases = entry["phases"]
-        assert list(phases) == ["start_s", "build_s", "warmup_s", "measure_s", "finish_s", "read_s"], (name, phases)
-        assert sum(phases.values()) == pytest.approx(entry["wall_s"], abs=0.01), (name, phases, entry["wall_s"])
+        if index == 0:  # the first pass waits for none: its stretches sum to its wall
+            assert list(phases) == stretches, (name, phases)
+            assert sum(phases.values()) == pytest.approx(entry["wall_s"], abs=0.01), (name, phases, entry["wall_s"])
+        else:  # launched beside the previous pass's close (hwprof.session.turn): its wall from its turn on
+            assert list(phases) == [*stretches[:2], "wait_s", *stretches[2:]], (name, phases)
+            before = phases["start_s"] + phases["build_s"] + phases["wait_s"]
+            assert sum(phases.values()) - before == pytest.approx(entry["wall_s"], abs=0.01), (name, phases, entry)
+        # no pass warms up or measures beside another: its first marker comes after the previous worker's end
+        first = read_markers(run_dir / "passes" / name / "markers.jsonl")[0].t_ns
+        assert previous_end is None or first > previous_end, (name, first, previous_end)
+        previous_end = json.loads((run_dir / "passes" / name / "result.json").read_text())["finished_ns"]
     for key in (
         "cpu_model",
         "logical_cpus",

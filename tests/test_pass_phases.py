@@ -18,3 +18,15 @@ def test_a_passs_stretches_lie_between_its_progress_lines() -> None:
     stopped = PhaseClock(launched=10.0)
     stopped.saw("build", 11.0)
     assert stopped.stretches(exited_at=None, ended_at=15.0) == {"start_s": 1.0}
+
+
+def test_a_pass_launched_beside_the_previous_ones_close_has_its_wait_apart_from_its_build() -> None:
+    """A worker that waited at its gate (hwprof.session.gate) says "waiting" between its build and its warm-up: the
+    wait is a stretch of its own, not the build's."""
+    clock = PhaseClock(launched=50.0)
+    for phase, at in (("build", 50.2), ("waiting", 50.9), ("warmup", 51.6), ("measure", 52.0), ("measure", 58.0)):
+        clock.saw(phase, at)
+    assert clock.stretches(exited_at=58.5, ended_at=58.6) == {
+        "start_s": 0.2, "build_s": 0.7, "wait_s": 0.7, "warmup_s": 0.4, "measure_s": 6.0, "finish_s": 0.5,
+        "read_s": 0.1,
+    }  # fmt: skip

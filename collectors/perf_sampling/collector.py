@@ -117,6 +117,7 @@ class PerfSamplingCollector(Collector):
     needs_layer_markers = True
     switchable = True
     whole_process = True
+    attach_reads_run = True  # its sampling plan: the timing pass's forward, the layers pass's shares
 
     @classmethod
     def probe(cls, config: RunConfig) -> Capability:

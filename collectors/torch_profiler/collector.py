@@ -73,6 +73,7 @@ class TorchProfilerCollector(Collector):
     name = NAME
     title = "torch.profiler (Kineto) with oneDNN verbose"
     last_warmup = True
+    heavy_close = True  # its trace converted in close(): no pass's worker built beside it
     pass_name = "trace"
     subscribes = True
     order = 40

@@ -60,7 +60,7 @@ def run_child(
         proc = zygote.start(forks, command, os.getcwd(), full_env, err)
         with stop.child(proc.pid):
             try:
-                exited_at = child.follow(proc, timeout_s, on_line, lambda: stop.first_at)
+                exited_at = child.follow(proc, timeout_s, lambda line, _at: on_line(line), lambda: stop.first_at)
             except KeyboardInterrupt:
                 child.stop(proc, grace_s=0.0)
                 child.stop_session(proc.pid, 0.0)

@@ -64,6 +64,8 @@ class ExtraOptions(TypedDict, total=False):
     """--rect: each image letterboxed to its own shape, not the square (batch 1, the torch runtime)."""
     paired: bool
     """False: no paired clean iterations in a pass (session.pass_runner)."""
+    early_launch: bool
+    """False: each pass's worker launched at its turn, not beside the previous pass's close (session.turn)."""
     timing_resolve: bool
     """True: the built-in pipeline's timing pass stops once its p50s are resolved, --iters its upper bound
     (session.timing_stop); the command line sets it where --iters is absent. Absent: --iters measured iterations, as

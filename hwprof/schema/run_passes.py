@@ -70,6 +70,9 @@ class PassPhasesDoc(Record):
 
     start_s: NonNegative | None = None
     build_s: NonNegative | None = None
+    wait_s: NonNegative | None = None
+    """A pass launched beside the previous pass's close (hwprof.session.turn): from its build's end until that pass
+    had ended and its own warm-up could begin. Its start, build and wait lie before its wall_s, beside that pass."""
     warmup_s: NonNegative | None = None
     measure_s: NonNegative | None = None
     finish_s: NonNegative | None = None

@@ -80,39 +80,50 @@ class Lingering:
         return asdict(self)
 
 
+class Lines:
+    """A worker's stdout lines as they come, each with the monotonic time it came (a reader thread): started with
+    the worker, so that a pass launched before the collect follows it (beside the previous pass's close:
+    hwprof.session.pass_process) keeps when its lines came."""
+
+    def __init__(self, proc: Worker) -> None:
+        self.queue: queue.Queue[tuple[float, str] | None] = queue.Queue()
+        stdout = proc.stdout
+
+        def pump() -> None:
+            assert stdout is not None
+            for line in stdout:
+                self.queue.put((time.monotonic(), line))
+            self.queue.put(None)
+
+        threading.Thread(target=pump, daemon=True, name=f"stdout of {proc.pid}").start()
+
+
 def follow(
     proc: Worker,
     timeout_s: float,
-    on_line: Callable[[str], None],
+    on_line: Callable[[str, float], None],
     stopped_at: Callable[[], float | None] = lambda: None,
     gone: Callable[[], bool] = lambda: False,
+    lines: Lines | None = None,
 ) -> float | None:
-    """Relay the worker's stdout lines to on_line until the worker exits or timeout_s passes.
-    Returns the monotonic time at which the worker's exit was seen, None on time-out. stopped_at: the
-    monotonic time of a stop signal forwarded to the worker (hwprof.session.stopping), from which it has
-    TERM_GRACE_S to close its collectors. gone: whether the pass's run directory was removed (then it
-    returns None at once: nothing the worker does can be saved)."""
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True, name=f"stdout of {proc.pid}").start()
+    """Relay the worker's stdout lines to on_line (the line, and the monotonic time it came) until the worker exits
+    or timeout_s passes. Returns the monotonic time at which the worker's exit was seen, None on time-out. stopped_at:
+    the monotonic time of a stop signal forwarded to the worker (hwprof.session.stopping), from which it has
+    TERM_GRACE_S to close its collectors. gone: whether the pass's run directory was removed (then it returns None at
+    once: nothing the worker does can be saved). lines: its lines' reader where one was started with the worker."""
+    pending = (lines or Lines(proc)).queue
     deadline = time.monotonic() + timeout_s
     exited_at: float | None = None
     eof = False
     while True:
-        line: str | None = ""
+        item: tuple[float, str] | None = (0.0, "")
         if not eof:
             with contextlib.suppress(queue.Empty):
-                line = lines.get(timeout=0.2 if exited_at is None else POLL_S)
-        if line is None:  # nothing holds the pipe any more
+                item = pending.get(timeout=0.2 if exited_at is None else POLL_S)
+        if item is None:  # nothing holds the pipe any more
             eof = True
-        elif line:
-            on_line(line)
+        elif item[1]:
+            on_line(item[1], item[0])
         now = time.monotonic()
         stop_at = stopped_at()
         if stop_at is not None:

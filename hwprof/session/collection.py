@@ -166,11 +166,23 @@ class Session(PassProcesses):
 
     def _run_passes(self, plan: Plan) -> None:
         """Each pass in turn, recorded in run.json as it ends, until a stop signal (the run is "partial" when
-        one did not end ok). A full disk or a workload that cannot run (exit 3) raises."""
+        one did not end ok). A full disk or a workload that cannot run (exit 3) raises. Each pass's worker may be
+        launched beside the previous pass's close, held before its warm-up until that pass has ended
+        (hwprof.session.turn); one whose turn does not come is dropped."""
+        try:
+            self._each_pass(plan)
+        finally:
+            with self.stop.deferred():
+                self.drop_early()
+
+    def _each_pass(self, plan: Plan) -> None:
+        early = self.may_launch_early()
         for index, pass_plan in enumerate(plan.passes):
             if self.stop.requested:
                 break
             self.passes_left = len(plan.passes) - index
+            later = plan.passes[index + 1 :]
+            self.next_plan = later[0] if early and later else None
             outcome = self.run_pass(pass_plan)
             if not self.stop.requested and self.programs.run_again(pass_plan, outcome, self._pass_dir(pass_plan)):
                 self.outcomes.remove(outcome)

@@ -16,11 +16,10 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-from hwprof.collectors.base import AttachedTool, Collector, CollectorResult, PassContext
+from hwprof.collectors.base import Collector, CollectorResult, PassContext
 from hwprof.core.atomic import DiskFullError, FolderGoneError, remove_orphaned_temporaries
 from hwprof.core.config import RunConfig
 from hwprof.core.gc_pause import gc_paused
@@ -35,41 +34,22 @@ from hwprof.schema.run import RunDoc
 from hwprof.session import child, zygote
 from hwprof.session.budget import Budget
 from hwprof.session.child import Worker
+from hwprof.session.early_launch import EarlyLaunch
 from hwprof.session.outcome import PassOutcome, complete_results, pass_status, steal_share, worker_results
 from hwprof.session.pass_inputs import pass_env
-from hwprof.session.pass_phases import PhaseClock
 from hwprof.session.plan import PassPlan
 from hwprof.session.program_passes import ProgramPasses
 from hwprof.session.rlimits import TaskLimitError, cannot_start, task_limit_line, thread_limited
+from hwprof.session.running_pass import RunningPass
 from hwprof.session.stopping import StopSignals
+from hwprof.session.turn import TURN_ENV, turn_path
 from hwprof.session.worker_io import ProgressEvent, progress_from_json
 from hwprof.session.zygote import ForkedWorker, Zygote
 
 ProgressFn = Callable[[str, ProgressEvent], None]
 
 
-@dataclass
-class RunningPass:
-    """A pass whose worker was launched: what finishing it needs."""
-
-    plan: PassPlan
-    ctx: PassContext
-    proc: Worker
-    started: float
-    """Monotonic s at its launch."""
-    steal_at_start: int | None
-    """Host steal ns at its launch."""
-    attached: dict[str, AttachedTool] = field(default_factory=dict)
-    exited_at: float | None = None
-    """Monotonic s when its exit was seen (None: not seen, it was stopped)."""
-    clock: PhaseClock = field(init=False)
-    """When its progress lines of each phase came (passes.<name>.phases)."""
-
-    def __post_init__(self) -> None:
-        self.clock = PhaseClock(self.started)
-
-
-class PassProcesses:
+class PassProcesses(EarlyLaunch):
     """The passes' workers of one collect, one at a time: run_pass runs one and keeps its outcome in `outcomes`."""
 
     def __init__(self, config: RunConfig, run_dir: Path, progress: ProgressFn | None, stop: StopSignals | None) -> None:
@@ -85,8 +65,7 @@ class PassProcesses:
         self.outcomes: list[PassOutcome] = []
         self.run = RunDoc()
         """run.json as the collect writes it."""
-        self._watch: NeighbourWatch | None = None
-        """The running pass's watch on other work on the run's CPUs."""
+        self.init_early()
         self.disk_full: dict[str, DiskFullError] = {}
         """pass -> the path its worker could not write for lack of space (its `disk_full` progress line)."""
         self.programs = ProgramPasses()
@@ -109,17 +88,16 @@ class PassProcesses:
         return FolderGoneError(self.run_dir, "the run directory", "during the collect")
 
     def run_pass(self, plan: PassPlan) -> PassOutcome:
-        ctx = PassContext(self.config, self.run_dir, plan.name, MarkerBus())
-        if self.gone():  # never recreate it: a pass alone, without the run's inputs, is no run
-            raise self.gone_error()
-        ctx.out_dir.mkdir(parents=True, exist_ok=True)
-        collectors = [cls(self.config) for cls in plan.collectors]
-        with child_log(ctx.out_dir / WORKER_LOG) as log:
-            running = self._launch(plan, ctx, collectors, log)
+        running = self._take_early(plan) or self._start_pass(plan)
+        ctx = running.ctx
+        with running.log:
             with self.stop.child(running.proc.pid, lambda: read_worker_pid(ctx.out_dir)):
                 try:
-                    error = self._attach(running, collectors)
-                    status, error = self._follow(running, error)
+                    # launched early: its other tools were attached at its launch (_launch_next)
+                    late = [c for c in running.collectors if running.turn is None or c.attach_reads_run]
+                    error = self._attach(running, late)
+                    self._give_turn(running)
+                    status, error = self._follow(running, error or running.attach_error)
                 except KeyboardInterrupt:  # escalated, or a caller without StopSignals: stop now
                     if not self.stop.requested:
                         self.stop.note(signal.SIGINT)
@@ -145,8 +123,28 @@ class PassProcesses:
                 status, error = "interrupted", self._stop_text()
         return self._finish_pass(running, status, error)
 
-    def _launch(self, plan: PassPlan, ctx: PassContext, collectors: list[Collector], log: TextIO) -> RunningPass:
-        """Start the pass's worker (wrapped by its collectors), its stderr to `log`, in a session of its own."""
+    def _start_pass(self, plan: PassPlan, early: bool = False) -> RunningPass:
+        """The pass's folder, its collectors and its worker launched (held until its turn: `early`), its log open."""
+        ctx = PassContext(self.config, self.run_dir, plan.name, MarkerBus())
+        if self.gone():  # never recreate it: a pass alone, without the run's inputs, is no run
+            raise self.gone_error()
+        ctx.out_dir.mkdir(parents=True, exist_ok=True)
+        collectors = [cls(self.config) for cls in plan.collectors]
+        log = contextlib.ExitStack()
+        try:
+            handle = log.enter_context(child_log(ctx.out_dir / WORKER_LOG))
+            running = self._launch(plan, ctx, collectors, handle, turn_path(ctx.out_dir) if early else None)
+        except BaseException:
+            log.close()
+            raise
+        running.log, running.collectors = log, collectors
+        return running
+
+    def _launch(
+        self, plan: PassPlan, ctx: PassContext, collectors: list[Collector], log: TextIO, turn: Path | None = None
+    ) -> RunningPass:
+        """Start the pass's worker (wrapped by its collectors), its stderr to `log`, in a session of its own; `turn`:
+        the file it waits for before its warm-up (hwprof.session.turn), None: it goes on at once."""
         names = ",".join(c.name for c in collectors)
         command = [sys.executable, "-P", "-m", self._worker_module, str(self.run_dir), plan.name, names]
         for collector in collectors:
@@ -154,19 +152,24 @@ class PassProcesses:
         write_command(ctx.out_dir, command)
         started = time.monotonic()
         steal_at_start = steal_ns()
+        watch: NeighbourWatch | None = None
         try:
-            self._watch = NeighbourWatch(also=self.config.attached).start()
+            watch = None if turn is not None else NeighbourWatch(also=self.config.attached).start()
             extra = self.programs.env() | (self.budget.env(self.passes_left) if self.budget else {})
+            if turn is not None:
+                turn.unlink(missing_ok=True)
+                extra[TURN_ENV] = str(turn)
             needs_imports = any(c.zygote_imports for c in collectors)
             proc = self._start_worker(command, pass_env(self.config, collectors, ctx, extra), log, needs_imports)
         except (RuntimeError, OSError) as exc:  # no pass is recorded: its worker never ran
+            if watch is not None:
+                watch.stop()
             if not cannot_start(exc):
                 raise
-            self._watch = None
             what = "thread" if isinstance(exc, RuntimeError) else "worker"
             line = task_limit_line(f"collect could not start pass {plan.name}'s {what} ({exc})", self.config)
             raise TaskLimitError(line) from None
-        return RunningPass(plan, ctx, proc, started, steal_at_start)
+        return RunningPass(plan, ctx, proc, started, steal_at_start, turn=turn, watch=watch)
 
     def _start_worker(self, command: list[str], env: dict[str, str], log: TextIO, needs_imports: bool) -> Worker:
         """The pass's worker forked by the zygote where it may be, else started as `command`, in a session of its
@@ -193,7 +196,7 @@ class PassProcesses:
         return {"timeout_s": 0.0} if self.config.attached is not None else {}
 
     def _attach(self, running: RunningPass, collectors: list[Collector]) -> str:
-        """Attach the collectors' tools to the worker; the error of the last that could not ("": all could)."""
+        """Attach `collectors`' tools to the worker; the error of the last that could not ("": all could)."""
         error = ""
         for collector in collectors:
             try:
@@ -210,7 +213,12 @@ class PassProcesses:
         stopped); the pass's (status, error) so far."""
         proc, name = running.proc, running.plan.name
         running.exited_at = child.follow(
-            proc, self.config.pass_timeout_s, lambda line: self._on_line(running, line), self._stopped_at, self.gone
+            proc,
+            self.config.pass_timeout_s,
+            lambda line, at: self._on_line(running, line, at),
+            self._stopped_at,
+            self.gone,
+            running.lines,
         )
         if running.exited_at is None and self.gone():
             raise self.gone_error()
@@ -228,11 +236,14 @@ class PassProcesses:
         name = self.stop.name or "SIGINT"
         return f"stopped by {name}" + (" (twice: every process of the pass was killed)" if self.stop.killed else "")
 
-    def _on_line(self, running: RunningPass, line: str) -> None:
+    def _on_line(self, running: RunningPass, line: str, at: float) -> None:
+        """A progress line of the pass's worker, which came at `at` (monotonic s)."""
         pass_name = running.plan.name
         event = progress_from_json(line)
         if event is not None:
-            running.clock.saw(event.phase, time.monotonic())
+            running.clock.saw(event.phase, at)
+            if event.phase == "closing" and not any(c.heavy_close for c in running.collectors):
+                self._launch_next()
             if event.disk_full is not None:
                 self.disk_full[pass_name] = DiskFullError(event.disk_full, event.disk_full_errno)
             self.progress(pass_name, event)
@@ -262,7 +273,7 @@ class PassProcesses:
                 cut = exc
             complete_results(results, running.plan.collectors, status, error)
             ended = time.monotonic()
-            wall = ended - running.started
+            wall = ended - running.since
             outcome = PassOutcome(running.plan.name, status, returncode, wall, proc.pid, error, results)
             outcome.phases = running.clock.stretches(running.exited_at, ended)
             outcome.limited = limited
@@ -273,7 +284,7 @@ class PassProcesses:
             outcome.inputs = worker.inputs
             outcome.stopping = worker.stopping
             outcome.lingering = lingering
-            outcome.neighbours = self._watch.stop() if self._watch else None
+            outcome.neighbours = running.watch.stop() if running.watch else None
             outcome.host_steal_share = steal_share(steal_ns(), running.steal_at_start, wall, os.cpu_count() or 1)
             self.outcomes.append(outcome)
             if cut is not None:

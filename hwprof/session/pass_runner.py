@@ -34,6 +34,7 @@ from hwprof.session.late_imports import wait_imports
 from hwprof.session.pass_result import close_pipeline, pass_result
 from hwprof.session.pass_steps import PassSteps
 from hwprof.session.pass_stop import PassStopping
+from hwprof.session.turn import launched_early, wait_turn
 from hwprof.session.worker_io import disk_full_exit, is_user_error, one_line, progress
 from hwprof.session.worker_model import finish_runtime, prepare_runtime, write_model_info
 from hwprof.session.worker_stop import STOP, STOP_SIGNALS, Interrupted
@@ -154,7 +155,9 @@ class PassRunner(PassSteps):
         from hwprof.workload.pipeline import Pipeline
         from hwprof.workload.runtimes import make_runtime
 
-        torch.set_num_threads(self.config.threads)
+        # launched beside the previous pass's close (hwprof.session.turn): built on one thread, beside that pass's
+        # close on the other CPU; two OpenMP threads spinning against it took 2-3x as long (yolov7 640: 1.2-1.4 s)
+        torch.set_num_threads(1 if launched_early() else self.config.threads)
         progress(phase="build", done=0, total=1)
         built = build_for_run(self.config, self.images, self.run_dir)
         runtime = make_runtime(
@@ -205,6 +208,13 @@ class PassRunner(PassSteps):
         from hwprof.session.paired import schedule
 
         assert self.ctx.pipeline is not None
+        # launched beside the previous pass's close: nothing read of it (the iterations' plans, the warm-up's
+        # reference) and nothing run until it has ended
+        # (its wait bounded by twice its time-out: the previous pass's own, then the reading of its tools)
+        if wait_turn(2 * self.config.pass_timeout_s, lambda: progress(phase="waiting", done=0, total=1)) is not None:
+            import torch
+
+            torch.set_num_threads(self.config.threads)  # its turn: the run's threads from the warm-up on
         iters = self._measured_iterations()
         steps = schedule(iters) if self._pairs(runtime_name) else [(True, i) for i in range(iters)]
         total = self.config.warmup + len(steps)
@@ -226,6 +236,8 @@ class PassRunner(PassSteps):
                 self._paired_ends(iters)  # what the plan and its extension left unresolved, said
         STOP.disarm()
         self._each("stop", self.ctx)
+        # the measuring is over: the collect may launch the next pass beside this one's close (hwprof.session.turn)
+        progress(phase="closing", done=self._done, total=self._done)
 
     def _warm_up(self, total: int) -> int:
         """The warm-up iterations, numbered up to -1; by default (hwprof.session.warmup) until the process is warm,

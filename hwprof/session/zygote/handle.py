@@ -18,13 +18,14 @@ from typing import IO, Any
 
 from hwprof.core.procs import live
 from hwprof.session.child import Worker
+from hwprof.session.turn import TURN_ENV
 from hwprof.session.zygote.protocol import MESSAGE_BYTES, send
 
 PASS_WORKER = "hwprof.session.worker"
 """A collect's zygote runs this module: its passes' worker."""
-LAZY_ENV = frozenset({"ONEDNN_JIT_PROFILE"})
+LAZY_ENV = frozenset({"ONEDNN_JIT_PROFILE", TURN_ENV})
 """Variables a forked worker may differ in from the zygote: read when first used (oneDNN's, at its first JIT
-kernel), which the zygote never reaches."""
+kernel; the worker's own wait for its turn, hwprof.session.turn), which the zygote never reaches."""
 TASK_ROOM = 4096
 """The zygote is not started under a task limit (RLIMIT_NPROC) below this: a limit set to bound a collect's
 threads (a container's, a test's) is left to the passes; the usual default is tens of thousands."""
