@@ -94,6 +94,11 @@ def test_the_time_left_is_each_pass_at_its_floor_at_the_timing_pass_pace(tmp_pat
     done.phases = {"start_s": 1.0, "build_s": 1.0, "warmup_s": 0.5, "measure_s": 6.0, "finish_s": 0.5}
     assert expected_left_s(tmp_path, [done], 2, 20, resolving=True) == pytest.approx(2 * (3.0 + 16 * 0.5))
     assert expected_left_s(tmp_path, [done], 2, 20, resolving=False) == pytest.approx(2 * (3.0 + 40 * 0.5))
+    # a pass launched beside the previous one's close (hwprof.session.turn): its start, build and wait lay outside
+    # its wall, and count for nothing here
+    early = PassOutcome("layers", "ok", 0, 7.0, 2)
+    early.phases = {"start_s": 0.2, "build_s": 0.5, "wait_s": 0.4, "warmup_s": 0.5, "measure_s": 6.0, "finish_s": 0.5}
+    assert expected_left_s(tmp_path, [early], 1, 20, resolving=True) == pytest.approx(1.0 + 16 * 0.5)
     assert expected_left_s(tmp_path / "none", [], 2, 20, resolving=True) is None  # no timing pass measured yet
     assert expected_words(22.0) == "about 22 s left (estimate: each pass at its floor)"
     assert expected_words(300.0).startswith("about 5 min left")

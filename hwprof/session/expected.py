@@ -18,6 +18,9 @@ from hwprof.session.pass_stop import floor
 
 MEASURING = ("measure_s",)
 """The phase the floor replaces; the others (start, build, warm-up, finish, read) are taken as they ran."""
+BESIDE = ("start_s", "build_s", "wait_s")
+"""A pass launched beside the previous pass's close (its phases hold wait_s, hwprof.session.turn): these lay beside
+that pass, outside its own wall."""
 
 
 def expected_left_s(
@@ -29,10 +32,16 @@ def expected_left_s(
     iteration = timing_iteration_s(run_dir)
     if iteration is None or passes_left <= 0:
         return None if iteration is None else 0.0
-    overheads = [sum(v for k, v in o.phases.items() if k not in MEASURING) for o in done if o.phases]
+    overheads = [_overhead(o.phases) for o in done if o.phases]
     overhead = statistics.median(overheads) if overheads else 0.0
     measured = floor(0, iters) if resolving else iters
     return passes_left * (overhead + 2 * measured * iteration)
+
+
+def _overhead(phases: dict[str, float]) -> float:
+    """A pass's own seconds outside its measuring: an early-launched pass's start, build and wait left out."""
+    beside = BESIDE if "wait_s" in phases else ()
+    return sum(v for k, v in phases.items() if k not in MEASURING and k not in beside)
 
 
 def expected_words(seconds: float) -> str:
