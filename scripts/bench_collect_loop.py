@@ -24,6 +24,10 @@ A row that does not agree is marked; a host that was busy shows it in the pass w
 identical runs of this code on this host, so that a figure OFF against the long run and OFF against its own rerun
 is the host's drift between runs, not what the default measures less well.
 
+--pairs N (with --before) runs N BEFORE, AFTER pairs one after the other and prints each pair's ratio and their
+median: one pair's ratio moves with the host's hour (0.36-0.44x at yolov7 640 on one 2-vCPU EPYC in a day).
+    python scripts/bench_collect_loop.py --model yolov7 --before ce09519 --pairs 3
+
 --interleave (with --long-iters) holds the figures pass by pass instead: after the whole collects, each pass of the
 default is run again alone (`--only` its collectors: the same plan and stopping rule), then the same pass long, then
 (with --control) the default pass once more, one pass after the other, so that the two runs a figure compares are
@@ -272,6 +276,12 @@ def main() -> int:
         action="store_true",
         help="compare pass by pass: each pass alone, default then long (then default again), one after another",
     )
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=1,
+        help="with --before: this many BEFORE, AFTER pairs one after the other; each pair's ratio and their median",
+    )
     parser.add_argument("collect_args", nargs="*", help="after --: more collect options for every run (--advise)")
     args = parser.parse_args()
     folder = args.out or Path(tempfile.mkdtemp(prefix="hwprof-loop-"))
@@ -279,14 +289,25 @@ def main() -> int:
     options = ["--model", args.model, "--imgsz", args.imgsz, *args.collect_args]
     load = os.getloadavg()[0]
     runs: dict[str, dict[str, Any]] = {}
+    ratios: list[float] = []
+    """AFTER / BEFORE of each pair (--pairs), the first pair's the runs the tables below read."""
     if args.before:
-        src = None if args.reuse and (folder / "before").is_dir() else worktree(args.before, folder)
+        befores = ["before", *(f"before-{k}" for k in range(2, args.pairs + 1))]
+        kept = args.reuse and all((folder / name).is_dir() for name in befores)
+        src = None if kept else worktree(args.before, folder)
         try:
             runs["before"] = collect("before", options, folder / "before", src, args.reuse)
+            runs["after"] = collect("after", options, folder / "after", None, args.reuse)
+            ratios.append(runs["after"]["wall"] / runs["before"]["wall"])
+            for k in range(2, args.pairs + 1):  # the same pair again, one after the other: the host's spread
+                before = collect(f"before {k}", options, folder / f"before-{k}", src, args.reuse)
+                after = collect(f"after {k}", options, folder / f"after-{k}", None, args.reuse)
+                ratios.append(after["wall"] / before["wall"])
         finally:
             if src is not None:  # the checkout is this repository's worktree: removed with its record
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(src)], check=False)
-    runs["after"] = collect("after", options, folder / "after", None, args.reuse)
+    else:
+        runs["after"] = collect("after", options, folder / "after", None, args.reuse)
     against: dict[str, list[tuple[str, bool]]] = {}
     """"long" and "again": each figure of the default run against the long run's, and against its rerun's."""
     if args.interleave and args.long_iters:
@@ -315,6 +336,9 @@ def main() -> int:
         print_advice(name, r["dir"])
     if "before" in runs:
         print(f"\nafter / before: {runs['after']['wall'] / runs['before']['wall']:.2f}x of the whole collect")
+    if len(ratios) > 1:
+        each = ", ".join(f"{r:.3f}x" for r in ratios)
+        print(f"{len(ratios)} pairs, one after the other: {each}; median {statistics.median(ratios):.3f}x")
     for name, rows in against.items():
         print_rows(titles[name], rows)
     if "long" in against and "again" in against:
