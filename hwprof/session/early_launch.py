@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 from hwprof.collectors.base import Collector
-from hwprof.core.atomic import FolderGoneError
 from hwprof.core.config import RunConfig
 from hwprof.perf.neighbours import NeighbourWatch
 from hwprof.perf.steal import steal_ns
@@ -44,9 +43,6 @@ class EarlyLaunch:
 
     def gone(self) -> bool:
         raise NotImplementedError  # PassProcesses': whether the run directory was removed
-
-    def gone_error(self) -> FolderGoneError:
-        raise NotImplementedError
 
     def _start_pass(self, plan: PassPlan, early: bool = False) -> RunningPass:
         raise NotImplementedError  # PassProcesses': the pass's folder, collectors and worker

@@ -41,15 +41,20 @@ class PassSteps(PassCollectors):
         """Measured iterations when the clean ones ended, the pass's cost resolved (pass_stop); None: they did not."""
         self.floor: int | None = None
         """The measured iterations its stopping rule asks for before it may stop (StoppingDoc.floor); None: no rule."""
-        self._least_steps = 0
-        """Steps (measured and clean iterations) before the pass's stopping rule is first asked: what its progress
-        bar expects, a block at a time after that."""
         self.deadline = pass_deadline()
         """When the pass's share of --budget ends (time.monotonic(); hwprof.session.budget), None without one."""
         self.stopping: Stopping | PassStopping | None = None
         """The pass's stopping rule's last verdict, where it applies (hwprof.session.timing_stop, pass_stop)."""
         self.live = LiveSpans(self.log.markers)
         """The pass's spans so far, paired as its markers come: what its rule and its cost read after each unit."""
+
+    @property
+    def _least_steps(self) -> int:
+        """Steps (measured and clean iterations) before the pass's stopping rule is first asked: its floor, with as
+        many clean iterations in a paired pass; what its progress bar expects, a block at a time after that."""
+        if self.floor is None:
+            return 0
+        return self.floor * (2 if self.paired is not None else 1)
 
     def _step(self, measured: bool, i: int, total: int) -> None:
         raise NotImplementedError  # the runner's: one measured or clean iteration
@@ -100,14 +105,12 @@ class PassSteps(PassCollectors):
             from hwprof.session.timing_stop import MIN_ITERATIONS
 
             self.floor = min(MIN_ITERATIONS, planned)
-            self._least_steps = self.floor
             return lambda measured, cost: self._timing_resolved()
         if self.paired is None:
             return None
         from hwprof.session.pass_stop import floor
 
         least = self.floor = floor(max([self.wished, *self._fewest()]), planned)
-        self._least_steps = 2 * least
         # asked after whole blocks, and at the plan's end where an odd plan ends inside one (Scalene's plan at
         # yolov8n 64, 169 iterations: never asked, its plan's spread past use went on to 36 more blocks)
         return lambda measured, cost: (
